@@ -1,0 +1,101 @@
+"""The ``reconcile`` command line.
+
+Commands live in their own modules and are imported only when invoked, so ``reconcile
+--help`` stays fast (no pulumi, pyspark or big rendering imports on the start-up path).
+Errors are rendered in exactly one place, :func:`main`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any
+
+import click
+
+from reconciler.errors import ReconcileError, SpecError, UnsupportedField
+
+# command name -> (module, attribute, one-line help)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "validate": ("reconciler.cli.validate_cmd", "validate", "Check spec files; no server."),
+    "plan": ("reconciler.cli.plan_cmd", "plan", "Show what apply would change."),
+    "apply": ("reconciler.cli.plan_cmd", "apply", "Change the server to match the specs."),
+    "drift": ("reconciler.cli.drift_cmd", "drift", "Report where the server differs."),
+    "export": ("reconciler.cli.export_cmd", "export", "Write live state as spec files."),
+    "server": ("reconciler.cli.server_cmd", "server", "Run the embedded nats-server."),
+    "snapshot": ("reconciler.cli.snapshot_cmd", "snapshot", "Write live configs as JSONL."),
+    "fleet": ("reconciler.cli.fleet_cmd", "fleet", "Fleet-wide drift on Apache Spark."),
+    "lock": ("reconciler.cli.lock_cmd", "lock", "Inspect or break the apply lock."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose sub-commands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module = importlib.import_module(entry[0])
+        command = getattr(module, entry[1])
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in sorted(COMMANDS)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # `reconcile --dry-run PATH...` is `reconcile plan PATH...`.
+        if args and args[0] == "--dry-run":
+            args = ["plan", *args[1:]]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, envvar="RECONCILE_DEBUG", help="Show tracebacks.")
+@click.version_option(package_name="jetstream-gitops", prog_name="reconcile")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Keep NATS JetStream streams, consumers and buckets in git.
+
+    `reconcile --dry-run PATH...` is the same as `reconcile plan PATH...`.
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+def render_error(err: ReconcileError) -> list[str]:
+    """The lines printed for an error: one per problem, ``FILE:LINE: field: message``."""
+    if isinstance(err, (SpecError, UnsupportedField)):
+        return [str(p) for p in err.problems]
+    return [f"error: {err}"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the console script; the one place errors are rendered."""
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args or bool(os.environ.get("RECONCILE_DEBUG"))
+    try:
+        code: Any = cli.main(args=args, prog_name="reconcile", standalone_mode=False)
+    except ReconcileError as err:
+        if debug:
+            raise
+        for line in render_error(err):
+            click.echo(line, err=True)
+        sys.exit(1)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(err.exit_code if err.exit_code != 2 else 1)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

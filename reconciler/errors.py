@@ -1,0 +1,131 @@
+"""The exception hierarchy of the engine.
+
+Every error the tool reports on purpose is a :class:`ReconcileError`; the CLI renders
+it in exactly one place as one line (``FILE:LINE: message`` where a location is known)
+and exits 1. Anything else reaching the CLI is a bug and is shown with a traceback only
+under ``--debug``.
+
+    ReconcileError
+    ├── SpecError            invalid input files; carries every Problem found
+    ├── ConnectError         cannot reach or authenticate to the server
+    ├── ServerError          the server answered a request with an API error (err_code)
+    │   ├── NotFound         stream / consumer not found (10059, 10014)
+    │   └── PermissionDenied the user may not publish to the API subject
+    ├── RequestTimeout       the server did not answer in time
+    ├── UnsupportedField     a spec uses a field the connected server does not know
+    ├── RefusedPlan          apply would destroy data and the flag allowing it is absent
+    ├── ApplyFailed          a step failed mid-apply; carries what was applied and skipped
+    └── LockError            another apply holds the lease lock
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, order=True)
+class Location:
+    """Where a value came from: a file and a 1-based line."""
+
+    file: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with the input: where, which field, what."""
+
+    location: Location | None
+    path: str  # dotted field path inside the document ("" for the document itself)
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.location}: " if self.location else ""
+        what = f"{self.path}: " if self.path else ""
+        return f"{where}{what}{self.message}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.location.file if self.location else None,
+            "line": self.location.line if self.location else None,
+            "path": self.path,
+            "message": self.message,
+        }
+
+
+class ReconcileError(Exception):
+    """Root of every error the tool reports on purpose."""
+
+
+class SpecError(ReconcileError):
+    """The spec files are invalid; ``problems`` lists every problem found."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = sorted(
+            problems, key=lambda p: (p.location or Location("", 0), p.path, p.message)
+        )
+        first = str(self.problems[0]) if self.problems else "invalid spec"
+        more = len(self.problems) - 1
+        super().__init__(first + (f" (and {more} more)" if more > 0 else ""))
+
+
+class ConnectError(ReconcileError):
+    """The server cannot be reached, or refused our credentials."""
+
+
+class RequestTimeout(ReconcileError):
+    """A request got no answer within the timeout."""
+
+
+class ServerError(ReconcileError):
+    """The server answered with a JetStream API error."""
+
+    def __init__(self, code: int, err_code: int, description: str, *, subject: str = "") -> None:
+        self.code = code
+        self.err_code = err_code
+        self.description = description
+        self.subject = subject
+        super().__init__(f"{description} (err_code {err_code})")
+
+
+class NotFound(ServerError):
+    """Stream or consumer not found."""
+
+
+class PermissionDenied(ReconcileError):
+    """The connected user may not use the JetStream API subject."""
+
+
+class UnsupportedField(ReconcileError):
+    """A spec uses a field the connected server does not understand."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(str(p) for p in problems))
+
+
+class RefusedPlan(ReconcileError):
+    """The plan holds steps that destroy data and the flag allowing them is absent."""
+
+
+@dataclass
+class ApplyReport:
+    applied: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+class ApplyFailed(ReconcileError):
+    """A step failed mid-apply; ``report`` says what was applied, failed and skipped."""
+
+    def __init__(self, message: str, report: ApplyReport) -> None:
+        self.report = report
+        super().__init__(message)
+
+
+class LockError(ReconcileError):
+    """Another apply holds the lease lock."""

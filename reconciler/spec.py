@@ -1,0 +1,66 @@
+"""Validated specs: the engine's view of one declared resource.
+
+A :class:`Spec` is what validation produces from a document: the kind, its identity and
+its config in *wire form* (field names of the JetStream API, durations as integer
+nanoseconds, sizes as integer bytes), with the source location of the document and of
+every field so later phases can point back at the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from reconciler.errors import Location
+
+Kind = Literal["Stream", "Consumer", "KeyValue", "ObjectStore"]
+KINDS: tuple[Kind, ...] = ("Stream", "Consumer", "KeyValue", "ObjectStore")
+
+#: Metadata key (and value) marking a resource as created and owned by this tool.
+MANAGED_KEY = "io.jetstream-gitops/managed-by"
+MANAGED_VALUE = "reconcile"
+
+#: Metadata keys the server owns (2.11+); never diffed, never sent.
+SERVER_OWNED_METADATA = frozenset({"_nats.ver", "_nats.level", "_nats.req.level"})
+
+KV_PREFIX = "KV_"
+OBJ_PREFIX = "OBJ_"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One declared resource, validated, in wire units."""
+
+    kind: Kind
+    name: str
+    config: Mapping[str, Any]
+    source: Location
+    stream: str | None = None  # consumers only: the stream they belong to
+    external: bool = False  # streams only: declared to exist, managed elsewhere
+    locations: Mapping[str, Location] = field(default_factory=dict)  # "a.b.0" -> where
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """Identity used across the engine: (kind, stream or "", name)."""
+        return (self.kind, self.stream or "", self.name)
+
+    @property
+    def stream_name(self) -> str:
+        """The JetStream stream this resource is or lives in."""
+        if self.kind == "Consumer":
+            assert self.stream is not None
+            return self.stream
+        if self.kind == "KeyValue":
+            return KV_PREFIX + self.name
+        if self.kind == "ObjectStore":
+            return OBJ_PREFIX + self.name
+        return self.name
+
+    def where(self, path: str) -> Location:
+        """The location of a field (or the closest enclosing one, or the document)."""
+        while path:
+            if path in self.locations:
+                return self.locations[path]
+            path = path.rpartition(".")[0]
+        return self.source

@@ -1,0 +1,41 @@
+"""What a server holds, as plain data: the input of the diff opposite the specs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """Facts about the connected server that decide which fields and rules apply."""
+
+    version: str  # "2.12.3"
+    api_level: int  # 0 before 2.11
+    clustered: bool = False
+    domain: str | None = None
+    embedded: bool = False
+
+    @property
+    def version_tuple(self) -> tuple[int, int, int]:
+        parts = (self.version.split("-")[0].split(".") + ["0", "0", "0"])[:3]
+        return (int(parts[0]), int(parts[1]), int(parts[2]))
+
+
+@dataclass(frozen=True)
+class StreamState:
+    messages: int = 0
+    bytes: int = 0
+    consumer_count: int = 0
+
+
+@dataclass(frozen=True)
+class LiveState:
+    """Every stream and consumer on the server, with configs exactly as the server sent them."""
+
+    server: ServerInfo
+    streams: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # name -> config
+    stream_state: Mapping[str, StreamState] = field(default_factory=dict)
+    # (stream, consumer) -> config
+    consumers: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
