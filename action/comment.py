@@ -1,0 +1,165 @@
+"""One sticky pull-request comment per spec path, through GitHub's REST API.
+
+The comment starts with a hidden marker, ``<!-- jetstream-gitops:<path> -->``. Each run
+lists the pull request's comments (every page), edits the one carrying its marker, and
+posts a new one only when none does, so a busy pull request gets one comment per path,
+kept current, never a pile. Bodies are capped at GitHub's 65,536 characters.
+
+Plain ``urllib.request`` against ``GITHUB_API_URL`` (GitHub Enterprise has its own) with
+the job's token; the token is sent in a header only and never appears in a message.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from reconciler.errors import ReconcileError
+
+#: GitHub rejects issue comments longer than this many characters.
+COMMENT_LIMIT = 65_536
+PAGE_SIZE = 100
+MAX_PAGES = 100  # 10,000 comments: far beyond any real pull request
+
+TRUNCATION_NOTE = (
+    "\n\n> [!NOTE]\n> Truncated to fit GitHub's 65,536-character comment limit;"
+    " the complete plan is in the workflow run's step summary.\n"
+)
+
+_NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="next"')
+
+
+class CommentError(ReconcileError):
+    """The GitHub API refused or failed a comment request."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    repository: str  # "owner/name"
+    number: int
+
+    @classmethod
+    def from_event(cls, *, event_name: str, event_path: str, repository: str) -> PullRequest | None:
+        """The pull request a ``pull_request``/``pull_request_target`` event is about."""
+        if event_name not in ("pull_request", "pull_request_target") or not event_path:
+            return None
+        payload = json.loads(Path(event_path).read_text(encoding="utf-8"))
+        number = payload.get("pull_request", {}).get("number", payload.get("number"))
+        if not isinstance(number, int) or not repository:
+            return None
+        return cls(repository=repository, number=number)
+
+
+@dataclass(frozen=True)
+class CommentResult:
+    action: Literal["created", "updated"]
+    id: int
+    url: str
+
+
+def marker(path: str) -> str:
+    """The hidden marker naming the spec path a comment belongs to."""
+    safe = path.replace("--", "%2D%2D").replace(">", "%3E")
+    return f"<!-- jetstream-gitops:{safe} -->"
+
+
+def comment_body(markdown: str, *, path: str) -> str:
+    """Marker + Markdown, cut at a line end with a note when over the comment limit."""
+    head = marker(path) + "\n"
+    body = head + markdown
+    if len(body) <= COMMENT_LIMIT:
+        return body
+    budget = COMMENT_LIMIT - len(TRUNCATION_NOTE)
+    cut = body.rfind("\n", len(head), budget)
+    return body[: cut if cut > 0 else budget] + TRUNCATION_NOTE
+
+
+class GitHubAPI:
+    """The few REST calls the action makes, with the token in the Authorization header."""
+
+    def __init__(self, *, api_url: str, token: str, timeout: float = 30.0) -> None:
+        scheme = urllib.parse.urlsplit(api_url).scheme
+        if scheme not in ("http", "https"):
+            raise CommentError(f"GITHUB_API_URL must be an http(s) URL, not {api_url!r}")
+        self.api_url = api_url.rstrip("/")
+        self._token = token
+        self.timeout = timeout
+
+    def request(self, method: str, url: str, body: Any = None) -> tuple[Any, str]:
+        """JSON body and ``Link`` header of one call; ``url`` may be relative to the API."""
+        if url.startswith("/"):
+            url = self.api_url + url
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        req = urllib.request.Request(url, data=data, method=method)
+        req.add_header("Accept", "application/vnd.github+json")
+        req.add_header("X-GitHub-Api-Version", "2022-11-28")
+        req.add_header("User-Agent", "jetstream-gitops-action")
+        if self._token:
+            req.add_header("Authorization", f"Bearer {self._token}")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                raw = resp.read()
+                link = resp.headers.get("Link", "")
+        except urllib.error.HTTPError as err:
+            raise CommentError(
+                f"GitHub API {method} {urllib.parse.urlsplit(url).path} answered {err.code}",
+                status=err.code,
+            ) from None
+        except (urllib.error.URLError, TimeoutError, OSError) as err:
+            reason = getattr(err, "reason", err)
+            raise CommentError(f"GitHub API unreachable: {reason}") from None
+        return (json.loads(raw) if raw else None), link
+
+
+def list_comments(api: GitHubAPI, pr: PullRequest) -> list[dict[str, Any]]:
+    """Every comment of the pull request, following the ``Link: rel="next"`` pages."""
+    base = f"/repos/{pr.repository}/issues/{pr.number}/comments?per_page={PAGE_SIZE}"
+    url: str | None = base + "&page=1"
+    comments: list[dict[str, Any]] = []
+    for page in range(2, MAX_PAGES + 2):
+        if url is None:
+            break
+        batch, link = api.request("GET", url)
+        if not isinstance(batch, list):
+            raise CommentError("GitHub API returned an unexpected comment list")
+        comments.extend(c for c in batch if isinstance(c, dict))
+        found = _NEXT_LINK.search(link)
+        if found:
+            url = found.group(1)
+        elif not link and len(batch) == PAGE_SIZE:
+            url = f"{base}&page={page}"  # a server without Link headers: keep paging
+        else:
+            url = None
+    return comments
+
+
+def upsert_comment(api: GitHubAPI, pr: PullRequest, *, path: str, markdown: str) -> CommentResult:
+    """Edit this path's comment on the pull request, or post it if there is none yet."""
+    body = comment_body(markdown, path=path)
+    tag = marker(path)
+    existing = next(
+        (c for c in list_comments(api, pr) if str(c.get("body", "")).startswith(tag)), None
+    )
+    if existing is not None:
+        url = f"/repos/{pr.repository}/issues/comments/{int(existing['id'])}"
+        answer, _ = api.request("PATCH", url, {"body": body})
+        action: Literal["created", "updated"] = "updated"
+    else:
+        url = f"/repos/{pr.repository}/issues/{pr.number}/comments"
+        answer, _ = api.request("POST", url, {"body": body})
+        action = "created"
+    if not isinstance(answer, dict):
+        raise CommentError("GitHub API returned an unexpected comment")
+    return CommentResult(action=action, id=int(answer["id"]), url=str(answer.get("html_url", "")))

@@ -1,0 +1,163 @@
+"""The GitHub Actions runner as a step sees it: inputs, outputs, summary, workflow commands.
+
+Everything the runner reads from a step goes through here, so the rules live in one place:
+
+- inputs arrive as ``INPUT_<NAME>`` variables (upper case, spaces as ``_``, hyphens kept as
+  the runner passes them to JavaScript and container actions; ``_`` accepted too because a
+  composite action has to pass them through ``env:`` itself);
+- outputs are appended to the ``GITHUB_OUTPUT`` file as ``name<<DELIMITER`` blocks with a
+  random delimiter that cannot occur in the value;
+- the step summary (``GITHUB_STEP_SUMMARY``) is capped at 1 MiB per step: longer Markdown is
+  cut at a line boundary and ends with a note saying so;
+- workflow commands (``::error file=F,line=N::message``, ``::add-mask::``) are escaped as the
+  runner unescapes them: ``%``, ``\\r``, ``\\n`` in the message, and also ``:`` and ``,`` in
+  properties.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from reconciler.errors import ReconcileError
+
+#: GitHub refuses a step summary above 1 MiB (it is then not shown at all).
+SUMMARY_LIMIT = 1024 * 1024
+
+TRUNCATION_NOTE = (
+    "\n\n> [!NOTE]\n> This summary was truncated to stay under GitHub's 1 MiB step-summary"
+    " limit. The complete report is in the step's `plan-json` output file.\n"
+)
+
+_TRUE = ("true", "True", "TRUE")
+_FALSE = ("false", "False", "FALSE")
+
+
+class InputError(ReconcileError):
+    """An action input has a value the action cannot use."""
+
+
+def escape_data(value: str) -> str:
+    """Escape a workflow command's message the way the runner unescapes it."""
+    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(value: str) -> str:
+    """Escape a workflow command's property value (``file=``, ``title=``, ...)."""
+    return escape_data(value).replace(":", "%3A").replace(",", "%2C")
+
+
+def workflow_command(command: str, message: str, **properties: str | int | None) -> str:
+    """One ``::command key=value,...::message`` line; properties that are None are left out."""
+    props = ",".join(
+        f"{key}={escape_property(str(value))}"
+        for key, value in properties.items()
+        if value is not None and value != ""
+    )
+    head = f"::{command} {props}" if props else f"::{command}"
+    return f"{head}::{escape_data(message)}"
+
+
+def truncate_summary(markdown: str, *, limit: int = SUMMARY_LIMIT) -> tuple[str, bool]:
+    """Markdown that fits in ``limit`` UTF-8 bytes, cut at a line end with a note if needed."""
+    data = markdown.encode("utf-8")
+    if len(data) <= limit:
+        return markdown, False
+    note = TRUNCATION_NOTE.encode("utf-8")
+    if limit < len(note):
+        return "", True
+    head = data[: limit - len(note)]
+    cut = head.rfind(b"\n")
+    if cut > 0:
+        head = head[: cut + 1]
+    text = head.decode("utf-8", errors="ignore")
+    return text + TRUNCATION_NOTE, True
+
+
+def output_block(name: str, value: str) -> str:
+    """A ``GITHUB_OUTPUT`` entry: ``name<<DELIM\\nvalue\\nDELIM\\n`` with a fresh delimiter."""
+    if "\n" in name or "\r" in name:
+        raise InputError(f"output name {name!r} may not span lines")
+    while True:
+        delimiter = f"ghadelimiter_{uuid.uuid4()}"
+        if delimiter not in value and delimiter not in name:
+            return f"{name}<<{delimiter}\n{value}\n{delimiter}\n"
+
+
+@dataclass
+class Runner:
+    """The environment of one step: its variables and the stream workflow commands go to."""
+
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    stdout: TextIO = field(default_factory=lambda: sys.stdout)
+
+    # inputs -------------------------------------------------------------------------
+    def input(self, name: str, *, default: str = "") -> str:
+        """The trimmed value of input ``name`` (``default`` when unset or empty)."""
+        base = name.replace(" ", "_").upper()
+        for key in (f"INPUT_{base}", f"INPUT_{base.replace('-', '_')}"):
+            value = self.env.get(key, "").strip()
+            if value:
+                return value
+        return default
+
+    def flag(self, name: str, *, default: bool) -> bool:
+        """A boolean input, read with the YAML 1.2 core schema words GitHub accepts."""
+        value = self.input(name)
+        if not value:
+            return default
+        if value in _TRUE:
+            return True
+        if value in _FALSE:
+            return False
+        raise InputError(f"input {name!r} must be true or false, not {value!r}")
+
+    # outputs ------------------------------------------------------------------------
+    def set_output(self, name: str, value: str) -> None:
+        """Append an output; without ``GITHUB_OUTPUT`` (a local run) nothing is written."""
+        target = self.env.get("GITHUB_OUTPUT")
+        if not target:
+            return
+        with Path(target).open("a", encoding="utf-8") as out:
+            out.write(output_block(name, value))
+
+    def write_summary(self, markdown: str) -> bool:
+        """Append Markdown to the step summary, within the 1 MiB cap; True if truncated."""
+        target = self.env.get("GITHUB_STEP_SUMMARY")
+        if not target:
+            return False
+        path = Path(target)
+        used = path.stat().st_size if path.exists() else 0
+        text, truncated = truncate_summary(markdown, limit=max(SUMMARY_LIMIT - used, 0))
+        with path.open("a", encoding="utf-8") as out:
+            out.write(text)
+        return truncated
+
+    # workflow commands ---------------------------------------------------------------
+    def command(self, command: str, message: str, **properties: str | int | None) -> None:
+        self.stdout.write(workflow_command(command, message, **properties) + "\n")
+        self.stdout.flush()
+
+    def error(
+        self, message: str, *, file: str | None = None, line: int | None = None, title: str = ""
+    ) -> None:
+        """An error annotation, attached to ``file``/``line`` when known."""
+        self.command("error", message, file=file, line=line, title=title or None)
+
+    def warning(self, message: str, *, title: str = "") -> None:
+        self.command("warning", message, title=title or None)
+
+    def mask(self, secret: str) -> None:
+        """Ask the runner to hide ``secret`` (and each of its lines) in every later log line."""
+        parts = {secret.strip(), *(line.strip() for line in secret.splitlines())}
+        for part in sorted(p for p in parts if p):
+            self.command("add-mask", part)
+
+    def log(self, message: str) -> None:
+        self.stdout.write(message + "\n")
+        self.stdout.flush()
