@@ -1,0 +1,166 @@
+"""Snapshot records: live state as JSON Lines, the input of the fleet drift pipeline.
+
+One record per live stream and consumer (``schemas/snapshot.schema.json``)::
+
+    {"env": "eu-prod", "captured_at": "2026-11-22T02:00:00Z", "kind": "Stream",
+     "stream": "ORDERS", "name": "ORDERS", "config": {...},
+     "server_version": "2.12.3", "api_level": 3}
+
+``config`` is the server's own config object, verbatim: KeyValue and ObjectStore buckets
+appear as their ``KV_``/``OBJ_`` streams with kind ``Stream``. ``stream`` is the stream
+the resource is or lives in (for a stream, its own name). ``server_version`` and
+``api_level`` are optional: snapshots from other tools may leave them out, and the
+pipeline then normalises with the newest semantics it knows.
+
+Pure: the caller passes the clock reading; nothing here does I/O beyond writing to a
+text stream it is given.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from typing import Any, TextIO
+
+from reconciler.state import LiveState
+
+#: Record kinds: buckets are snapshotted as their streams.
+RECORD_KINDS = ("Stream", "Consumer")
+
+
+class BadRecord(ValueError):
+    """A snapshot line that is not a valid record; the message says why."""
+
+
+@dataclass(frozen=True)
+class SnapshotRecord:
+    """One parsed snapshot line."""
+
+    env: str
+    captured_at: datetime  # timezone-aware, UTC
+    kind: str  # "Stream" | "Consumer"
+    stream: str
+    name: str
+    config: Mapping[str, Any]
+    server_version: str | None = None
+    api_level: int | None = None
+
+    @property
+    def day(self) -> date:
+        """The UTC day of the capture: snapshots are grouped per environment and day."""
+        return self.captured_at.date()
+
+
+def format_timestamp(moment: datetime) -> str:
+    """RFC 3339 in UTC with a ``Z`` suffix, to the second."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def snapshot_records(live: LiveState, *, env: str, captured_at: datetime) -> list[dict[str, Any]]:
+    """Every stream and consumer of ``live`` as snapshot records, streams first, sorted."""
+    stamp = format_timestamp(captured_at)
+    common = {"env": env, "captured_at": stamp}
+    server = {"server_version": live.server.version, "api_level": live.server.api_level}
+    records = [
+        {**common, "kind": "Stream", "stream": name, "name": name, "config": dict(config)} | server
+        for name, config in sorted(live.streams.items())
+    ]
+    records += [
+        {**common, "kind": "Consumer", "stream": stream, "name": name, "config": dict(config)}
+        | server
+        for (stream, name), config in sorted(live.consumers.items())
+    ]
+    return records
+
+
+def write_jsonl(records: Iterable[Mapping[str, Any]], out: TextIO) -> int:
+    """Write one compact JSON object per line; returns the number of lines."""
+    count = 0
+    for record in records:
+        out.write(json.dumps(record, separators=(",", ":"), sort_keys=False))
+        out.write("\n")
+        count += 1
+    return count
+
+
+def parse_record(line: str) -> SnapshotRecord:
+    """Parse and check one JSON line; raises :class:`BadRecord` saying what is wrong."""
+    try:
+        body = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise BadRecord(f"not valid JSON: {err.msg} (column {err.colno})") from None
+    if not isinstance(body, dict):
+        raise BadRecord(f"a record must be a JSON object, not {type(body).__name__}")
+    return record_from_json(body)
+
+
+def record_from_json(body: Mapping[str, Any]) -> SnapshotRecord:
+    """Check the shape of a decoded record (see ``schemas/snapshot.schema.json``)."""
+    missing = [k for k in ("env", "captured_at", "kind", "name", "config") if k not in body]
+    if missing:
+        raise BadRecord(f"missing field(s): {', '.join(missing)}")
+    env, kind, name = (_text(body, key) for key in ("env", "kind", "name"))
+    if kind not in RECORD_KINDS:
+        raise BadRecord(
+            f"unknown kind {kind!r} (expected Stream or Consumer; buckets are their streams)"
+        )
+    stream = name if kind == "Stream" else _text(body, "stream")
+    config = body["config"]
+    if not isinstance(config, dict):
+        raise BadRecord("config must be a JSON object")
+    return SnapshotRecord(
+        env=env,
+        captured_at=_timestamp(body["captured_at"]),
+        kind=kind,
+        stream=stream,
+        name=name,
+        config=config,
+        server_version=_optional_version(body.get("server_version")),
+        api_level=_optional_level(body.get("api_level")),
+    )
+
+
+def iter_records(lines: Iterable[str]) -> Iterator[SnapshotRecord]:
+    """Parse non-blank lines strictly (the first bad line raises)."""
+    for line in lines:
+        if line.strip():
+            yield parse_record(line)
+
+
+def _text(body: Mapping[str, Any], key: str) -> str:
+    value = body.get(key)
+    if not isinstance(value, str) or not value:
+        raise BadRecord(f"{key} must be a non-empty string")
+    return value
+
+
+def _timestamp(value: Any) -> datetime:
+    if not isinstance(value, str):
+        raise BadRecord("captured_at must be an RFC 3339 timestamp string")
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise BadRecord(f"captured_at {value!r} is not an RFC 3339 timestamp") from None
+    if moment.tzinfo is None:  # no offset given: read as UTC
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)
+
+
+def _optional_version(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value[:1].isdigit():
+        raise BadRecord(f"server_version must be a version string like '2.12.3', not {value!r}")
+    return value
+
+
+def _optional_level(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadRecord(f"api_level must be a non-negative integer, not {value!r}")
+    return value
