@@ -1,0 +1,401 @@
+"""The JetStream JSON API over one nats-py connection, with plain dicts and typed errors.
+
+Every request goes to ``$JS.API.<op>`` (``$JS.<domain>.API.<op>`` with a domain). A JSON
+error reply becomes :class:`~reconciler.errors.ServerError` (``NotFound`` for 10059 and
+10014), a missing answer :class:`~reconciler.errors.RequestTimeout`, a permissions
+violation reported by the server :class:`~reconciler.errors.PermissionDenied`. Lists are
+always paged. :func:`open_client` opens a client for :class:`ConnectionOptions`, starting
+the embedded server when nothing is configured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from nats.aio.client import Client as NATS
+from nats.errors import ConnectionClosedError, NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
+
+from reconciler.errors import ConnectError, NotFound, PermissionDenied, RequestTimeout, ServerError
+from reconciler.jetstream.connection import ConnectionOptions, connect
+from reconciler.jetstream.embedded import EmbeddedServer
+from reconciler.state import LiveState, ServerInfo, StreamState
+
+NOT_FOUND_CODES = frozenset({10059, 10014})
+NO_MESSAGE = 10037  # STREAM.MSG.GET: no message found
+WRONG_LAST_SEQUENCE = 10071  # publish with an expected last (subject) sequence that differs
+LIST_CONCURRENCY = 32
+_VIOLATION = re.compile(r'permissions violation for (publish|subscription) to "?([^"\s]+)"?')
+
+Notice = Callable[[str], None]
+
+
+def _ignore(message: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class KvEntry:
+    """The last message of a key in a KeyValue bucket."""
+
+    key: str
+    value: bytes
+    revision: int
+    operation: str = "PUT"  # PUT, DEL or PURGE
+
+
+def _parse_headers(encoded: str | None) -> dict[str, str]:
+    if not encoded:
+        return {}
+    lines = base64.b64decode(encoded).decode(errors="replace").split("\r\n")[1:]
+    pairs = (line.split(":", 1) for line in lines if ":" in line)
+    return {name.strip(): value.strip() for name, value in pairs}
+
+
+class JetStreamClient:
+    """Async client of the JetStream API; configs in and out are plain dicts."""
+
+    def __init__(
+        self,
+        nc: NATS,
+        *,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float = 5.0,
+        embedded: bool = False,
+    ) -> None:
+        self.nc = nc
+        self.domain = domain
+        self.api_prefix = (api_prefix or (f"$JS.{domain}.API" if domain else "$JS.API")).rstrip(".")
+        self.timeout = timeout
+        self.embedded = embedded
+        self._waiting: dict[str, set[asyncio.Future[str]]] = {}
+        self._server_info: ServerInfo | None = None
+
+    @classmethod
+    async def connect(
+        cls, options: ConnectionOptions, *, embedded: bool = False
+    ) -> JetStreamClient:
+        """Connect with ``options`` (contexts already merged) and wrap the connection."""
+        holder: list[JetStreamClient] = []
+
+        async def on_error(err: Exception) -> None:
+            if holder:
+                holder[0].note_error(err)
+
+        nc = await connect(options, error_cb=on_error)
+        client = cls(
+            nc,
+            domain=options.domain,
+            api_prefix=options.api_prefix,
+            timeout=options.timeout,
+            embedded=embedded,
+        )
+        holder.append(client)
+        return client
+
+    async def close(self) -> None:
+        if not self.nc.is_closed:
+            await self.nc.close()
+
+    # -- errors reported out of band -------------------------------------------------
+    def note_error(self, err: Exception) -> None:
+        """nats-py's error callback: fail the requests a permissions violation hits."""
+        match = _VIOLATION.search(str(err).lower())
+        if match is None:
+            return
+        kind, subject = match.groups()
+        targets = (
+            self._waiting.values()
+            if kind == "subscription"
+            else [self._waiting.get(subject, set())]
+        )
+        for waiters in targets:
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(f"{kind} to {subject}")
+
+    # -- requests -----------------------------------------------------------------------
+    def subject(self, op: str) -> str:
+        return f"{self.api_prefix}.{op}"
+
+    async def request(
+        self, op: str, body: dict[str, Any] | None = None, *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Send ``body`` to ``$JS.API.<op>``; the reply dict, or a typed error."""
+        subject = self.subject(op)
+        payload = b"" if body is None else json.dumps(body).encode()
+        data = await self.raw_request(subject, payload, timeout=timeout)
+        return self._decode(subject, data)
+
+    async def raw_request(
+        self,
+        subject: str,
+        payload: bytes,
+        *,
+        headers: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> bytes:
+        """One request on any subject, with JetStream-aware error mapping; the reply body."""
+        wait = self.timeout if timeout is None else timeout
+        key = subject.lower()
+        denied: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(key, set()).add(denied)
+        sent: asyncio.Future[Any] = asyncio.ensure_future(
+            self.nc.request(subject, payload, timeout=wait, headers=headers)
+        )
+        try:
+            racing: set[asyncio.Future[Any]] = {sent, denied}
+            await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
+            if not sent.done():
+                sent.cancel()
+                raise PermissionDenied(f"permission denied: the user may not {denied.result()}")
+            return bytes(sent.result().data)
+        except NoRespondersError:
+            raise ConnectError(self._no_responders(subject)) from None
+        except (NatsTimeout, asyncio.TimeoutError):
+            raise RequestTimeout(f"no answer to {subject} within {wait:g}s") from None
+        except ConnectionClosedError:
+            raise ConnectError(f"connection closed while requesting {subject}") from None
+        finally:
+            waiters = self._waiting.get(key)
+            if waiters is not None:
+                waiters.discard(denied)
+                if not waiters:
+                    del self._waiting[key]
+
+    def _no_responders(self, subject: str) -> str:
+        where = f" in domain {self.domain!r}" if self.domain else ""
+        return (
+            f"no JetStream answers on {subject}: JetStream is not enabled{where} "
+            "for this account, or the user may not use it"
+        )
+
+    @staticmethod
+    def _decode(subject: str, data: bytes) -> dict[str, Any]:
+        try:
+            reply: Any = json.loads(data) if data else {}
+        except ValueError:
+            raise ServerError(0, 0, f"invalid JSON reply on {subject}", subject=subject) from None
+        if not isinstance(reply, dict):
+            raise ServerError(0, 0, f"unexpected reply on {subject}", subject=subject)
+        error = reply.get("error")
+        if error:
+            code = int(error.get("code", 0))
+            err_code = int(error.get("err_code", 0))
+            description = str(error.get("description", "unknown error"))
+            kind = NotFound if err_code in NOT_FOUND_CODES else ServerError
+            raise kind(code, err_code, description, subject=subject)
+        return reply
+
+    # -- server facts -------------------------------------------------------------------
+    async def server_info(self) -> ServerInfo:
+        """Version and API level of the server (``$JS.API.INFO`` read once)."""
+        if self._server_info is None:
+            account = await self.request("INFO")
+            info: dict[str, Any] = dict(getattr(self.nc, "_server_info", None) or {})
+            api = account.get("api") or {}
+            self._server_info = ServerInfo(
+                version=str(info.get("version", "0.0.0")),
+                api_level=int(api.get("level", 0) or 0),
+                clustered=bool(info.get("cluster")),
+                domain=account.get("domain") or info.get("domain") or self.domain,
+                embedded=self.embedded,
+            )
+        return self._server_info
+
+    # -- paged lists ----------------------------------------------------------------------
+    async def _paged(self, op: str, key: str) -> list[Any]:
+        items: list[Any] = []
+        while True:
+            reply = await self.request(op, {"offset": len(items)})
+            page = reply.get(key) or []
+            items.extend(page)
+            if not page or len(items) >= int(reply.get("total", 0)):
+                return items
+
+    async def stream_names(self) -> list[str]:
+        return [str(n) for n in await self._paged("STREAM.NAMES", "streams")]
+
+    async def list_streams(self) -> list[dict[str, Any]]:
+        """Every stream's info (config, state, ...), 256 a page."""
+        return await self._paged("STREAM.LIST", "streams")
+
+    async def consumer_names(self, stream: str) -> list[str]:
+        return [str(n) for n in await self._paged(f"CONSUMER.NAMES.{stream}", "consumers")]
+
+    async def list_consumers(self, stream: str) -> list[dict[str, Any]]:
+        """Every consumer info of ``stream``, 256 a page."""
+        return await self._paged(f"CONSUMER.LIST.{stream}", "consumers")
+
+    async def fetch_live(self) -> LiveState:
+        """Everything on the server: streams, their state, consumers, configs verbatim."""
+        server = await self.server_info()
+        infos = await self.list_streams()
+        streams = {str(i["config"]["name"]): i["config"] for i in infos}
+        state = {
+            name: StreamState(
+                messages=int(i.get("state", {}).get("messages", 0)),
+                bytes=int(i.get("state", {}).get("bytes", 0)),
+                consumer_count=int(i.get("state", {}).get("consumer_count", 0)),
+            )
+            for name, i in zip(streams, infos, strict=True)
+        }
+        limit = asyncio.Semaphore(LIST_CONCURRENCY)
+
+        async def consumers_of(stream: str) -> list[dict[str, Any]]:
+            async with limit:
+                return await self.list_consumers(stream)
+
+        # A stream reporting no consumers needs no CONSUMER.LIST round trip.
+        busy = [name for name, s in state.items() if s.consumer_count > 0]
+        pages = await asyncio.gather(*(consumers_of(name) for name in busy))
+        consumers = {
+            (stream, str(c["name"])): c["config"]
+            for stream, page in zip(busy, pages, strict=True)
+            for c in page
+        }
+        return LiveState(server=server, streams=streams, stream_state=state, consumers=consumers)
+
+    # -- streams --------------------------------------------------------------------------
+    async def stream_info(self, name: str) -> dict[str, Any]:
+        return await self.request(f"STREAM.INFO.{name}")
+
+    async def create_stream(self, config: dict[str, Any]) -> dict[str, Any]:
+        return await self.request(f"STREAM.CREATE.{config['name']}", config)
+
+    async def update_stream(self, config: dict[str, Any]) -> dict[str, Any]:
+        """Replace the whole config (fields left out go back to their defaults)."""
+        return await self.request(f"STREAM.UPDATE.{config['name']}", config)
+
+    async def delete_stream(self, name: str) -> None:
+        await self.request(f"STREAM.DELETE.{name}")
+
+    # -- consumers ------------------------------------------------------------------------
+    async def consumer_info(self, stream: str, name: str) -> dict[str, Any]:
+        return await self.request(f"CONSUMER.INFO.{stream}.{name}")
+
+    async def create_consumer(
+        self, stream: str, config: dict[str, Any], *, action: Literal["create", "update"]
+    ) -> dict[str, Any]:
+        """``action="create"`` fails on a different existing consumer, ``update`` on none."""
+        name = config.get("name") or config.get("durable_name")
+        if not name:
+            raise ValueError("a managed consumer needs a name or durable_name")
+        body = {"stream_name": stream, "config": config, "action": action}
+        return await self.request(f"CONSUMER.CREATE.{stream}.{name}", body)
+
+    async def delete_consumer(self, stream: str, name: str) -> None:
+        await self.request(f"CONSUMER.DELETE.{stream}.{name}")
+
+    async def pause_consumer(self, stream: str, name: str, until: str | None) -> dict[str, Any]:
+        """Pause until an RFC 3339 time, or resume with ``None`` (server 2.11+)."""
+        body = {"pause_until": until} if until else {}
+        return await self.request(f"CONSUMER.PAUSE.{stream}.{name}", body)
+
+    # -- messages -------------------------------------------------------------------------
+    async def publish(
+        self, subject: str, data: bytes, *, headers: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        """Publish to a stream subject and wait for the PubAck (``{stream, seq}``)."""
+        reply = await self.raw_request(subject, data, headers=headers)
+        return self._decode(subject, reply)
+
+    # -- KeyValue primitives (the apply lock) ----------------------------------------------
+    async def kv_entry(self, bucket: str, key: str) -> KvEntry | None:
+        """The last message of ``key``, delete markers included; None if never written."""
+        body = {"last_by_subj": f"$KV.{bucket}.{key}"}
+        try:
+            reply = await self.request(f"STREAM.MSG.GET.KV_{bucket}", body)
+        except NotFound:
+            raise
+        except ServerError as err:
+            if err.err_code == NO_MESSAGE:
+                return None
+            raise
+        message = reply["message"]
+        headers = _parse_headers(message.get("hdrs"))
+        return KvEntry(
+            key=key,
+            value=base64.b64decode(message.get("data") or ""),
+            revision=int(message["seq"]),
+            operation=headers.get("KV-Operation", "PUT"),
+        )
+
+    async def kv_get(self, bucket: str, key: str) -> KvEntry | None:
+        """The current value of ``key``; None when missing or deleted."""
+        entry = await self.kv_entry(bucket, key)
+        return entry if entry is not None and entry.operation == "PUT" else None
+
+    async def _kv_put(
+        self, bucket: str, key: str, value: bytes, *, expect: int | None, operation: str = ""
+    ) -> int:
+        headers = {}
+        if expect is not None:
+            headers["Nats-Expected-Last-Subject-Sequence"] = str(expect)
+        if operation:
+            headers["KV-Operation"] = operation
+        ack = await self.publish(f"$KV.{bucket}.{key}", value, headers=headers or None)
+        return int(ack["seq"])
+
+    async def kv_create(self, bucket: str, key: str, value: bytes) -> int:
+        """Write ``key`` only if it has no value; the new revision.
+
+        Fails with ``ServerError`` err_code 10071 when the key holds a value.
+        """
+        try:
+            return await self._kv_put(bucket, key, value, expect=0)
+        except ServerError as err:
+            if err.err_code != WRONG_LAST_SEQUENCE:
+                raise
+            entry = await self.kv_entry(bucket, key)
+            if entry is None or entry.operation == "PUT":
+                raise
+            return await self._kv_put(bucket, key, value, expect=entry.revision)
+
+    async def kv_update(self, bucket: str, key: str, value: bytes, revision: int) -> int:
+        """Write ``key`` only if its last revision is ``revision`` (else err_code 10071)."""
+        return await self._kv_put(bucket, key, value, expect=revision)
+
+    async def kv_delete(self, bucket: str, key: str, *, revision: int | None = None) -> None:
+        """Put a delete marker on ``key`` (only at ``revision`` when given)."""
+        await self._kv_put(bucket, key, b"", expect=revision, operation="DEL")
+
+
+@asynccontextmanager
+async def open_client(
+    options: ConnectionOptions, *, on_notice: Notice = _ignore
+) -> AsyncIterator[JetStreamClient]:
+    """A connected client; with no server configured, on the embedded server.
+
+    The embedded server is started (or a running one for the same store reused) and is
+    stopped at exit when no other run uses it; ``on_notice`` is told which server is used.
+    """
+    options = options.with_context()
+    embedded: EmbeddedServer | None = None
+    if not options.is_configured:
+        embedded = EmbeddedServer(options.store)
+        url = await asyncio.to_thread(embedded.acquire)
+        options = replace(options, servers=url)
+    try:
+        client = await JetStreamClient.connect(options, embedded=embedded is not None)
+        try:
+            info = await client.server_info()
+            if embedded is not None:
+                on_notice(
+                    f"using embedded nats-server {info.version} at {embedded.url} "
+                    f"(state in {options.store}/)"
+                )
+            yield client
+        finally:
+            await client.close()
+    finally:
+        if embedded is not None:
+            embedded.release()

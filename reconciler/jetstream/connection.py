@@ -1,0 +1,243 @@
+"""Connection settings and opening a nats-py connection with clear, secret-free errors.
+
+:class:`ConnectionOptions` is what every front door builds (CLI flags, Pulumi inputs,
+Action inputs). :func:`connect` opens one nats-py connection without reconnect loops, so
+an unreachable server or rejected credentials fail within ``connect_timeout`` with a
+:class:`~reconciler.errors.ConnectError` that never shows a password, token or seed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import ssl
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import nats
+from nats.aio.client import Client as NATS
+from nats.errors import AuthorizationError, NoServersError, SecureConnRequiredError
+
+from reconciler.errors import ConnectError
+from reconciler.jetstream.contexts import NatsContext, load_context
+
+ErrorCallback = Callable[[Exception], Awaitable[None]]
+_SECRET_FIELDS = frozenset({"password", "token"})
+DEFAULT_STORE = Path(".reconcile")
+
+
+def redact_url(url: str) -> str:
+    """``nats://user:secret@host:4222`` → ``nats://user:***@host:4222`` (tokens too)."""
+    parts = urlsplit(url)
+    if not parts.username and not parts.password:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    user = "***" if parts.password is None else f"{parts.username}:***"
+    return urlunsplit((parts.scheme, f"{user}@{host}", parts.path, parts.query, ""))
+
+
+@dataclass(frozen=True)
+class ConnectionOptions:
+    """How to reach a server; with nothing set, the embedded server is used."""
+
+    servers: str | None = None  # comma-separated URLs
+    creds: str | None = None  # path to a .creds file (JWT + seed)
+    nkey: str | None = None  # path to an nkey seed file
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
+    tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    context: str | None = None
+    domain: str | None = None
+    api_prefix: str | None = None  # from a context's jetstream_api_prefix
+    timeout: float = 5.0
+    connect_timeout: float = 5.0
+    store: Path = DEFAULT_STORE
+
+    def __repr__(self) -> str:
+        shown = []
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if value is None:
+                continue
+            if item.name in _SECRET_FIELDS:
+                value = "***"
+            elif item.name == "servers":
+                value = self.display_servers
+            shown.append(f"{item.name}={value!r}")
+        return f"ConnectionOptions({', '.join(shown)})"
+
+    __str__ = __repr__
+
+    @property
+    def is_configured(self) -> bool:
+        """Whether anything points at a server (otherwise the embedded one is used)."""
+        pointers = (self.servers, self.creds, self.nkey, self.user, self.token, self.context)
+        return any(pointers) or any((self.tls_ca, self.tls_cert, self.tls_key))
+
+    @property
+    def server_urls(self) -> list[str]:
+        return [u.strip() for u in (self.servers or "").split(",") if u.strip()]
+
+    @property
+    def display_servers(self) -> str:
+        """The server URLs with any credentials masked, for messages."""
+        return ",".join(redact_url(u) for u in self.server_urls)
+
+    def with_context(self, *, directory: Path | None = None) -> ConnectionOptions:
+        """Fill unset fields from the named ``nats`` context; explicit values win."""
+        if not self.context:
+            return self
+        return merge_context(self, load_context(self.context, directory=directory))
+
+
+def merge_context(options: ConnectionOptions, ctx: NatsContext) -> ConnectionOptions:
+    """``options`` with every unset field taken from context ``ctx``."""
+    from_context: dict[str, Any] = {
+        "servers": ctx.url,
+        "creds": ctx.creds,
+        "nkey": ctx.nkey,
+        "user": ctx.user,
+        "password": ctx.password,
+        "token": ctx.token,
+        "tls_ca": ctx.ca,
+        "tls_cert": ctx.cert,
+        "tls_key": ctx.key,
+        "domain": ctx.jetstream_domain,
+        "api_prefix": ctx.jetstream_api_prefix,
+    }
+    changes = {k: v for k, v in from_context.items() if v and getattr(options, k) is None}
+    return replace(options, **changes)
+
+
+def tls_context(options: ConnectionOptions) -> ssl.SSLContext | None:
+    """An SSL context when TLS files are given or a URL asks for ``tls://``."""
+    wants_tls = any(u.startswith("tls://") for u in options.server_urls)
+    if not (wants_tls or options.tls_ca or options.tls_cert):
+        return None
+    try:
+        context = ssl.create_default_context(cafile=options.tls_ca)
+        if options.tls_cert:
+            context.load_cert_chain(options.tls_cert, options.tls_key)
+    except (OSError, ssl.SSLError) as err:
+        raise ConnectError(f"cannot load TLS files: {err}") from None
+    return context
+
+
+def _auth_kwargs(options: ConnectionOptions) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {}
+    needs_nkeys = bool(options.creds or options.nkey)
+    if needs_nkeys and importlib.util.find_spec("nkeys") is None:  # nats-py needs it
+        raise ConnectError("--creds and --nkey need the 'nkeys' package")
+    for path in (options.creds, options.nkey):
+        if path and not Path(path).is_file():
+            raise ConnectError(f"credentials file not found: {path}")
+    if options.creds:
+        kwargs["user_credentials"] = options.creds
+    elif options.nkey:
+        kwargs["nkeys_seed"] = options.nkey
+    if options.user:
+        kwargs["user"] = options.user
+        kwargs["password"] = options.password or ""
+    if options.token:
+        kwargs["token"] = options.token
+    return kwargs
+
+
+def describe_failure(url: str, err: BaseException, *, timeout: float) -> str:
+    """A one-line reason for a failed connection attempt, free of secrets."""
+    where = redact_url(url)
+    if isinstance(err, AuthorizationError) or "authorization" in str(err).lower():
+        return f"authorization violation at {where}: check credentials"
+    if isinstance(err, SecureConnRequiredError):
+        return f"{where} requires TLS: use a tls:// URL or --tls-ca"
+    if isinstance(err, ssl.SSLError):
+        return f"TLS handshake with {where} failed: {err.reason or err}"
+    if isinstance(err, ConnectionRefusedError):
+        return f"cannot connect to {where}: connection refused"
+    if isinstance(err, asyncio.TimeoutError | TimeoutError):
+        return f"cannot connect to {where}: no answer within {timeout:g}s"
+    if isinstance(err, OSError):
+        reason = (err.strerror or str(err) or type(err).__name__).lower()
+        return f"cannot connect to {where}: {reason}"
+    return f"cannot connect to {where}: {err or type(err).__name__}"
+
+
+async def _quiet(err: Exception) -> None:
+    """Default error callback: nats-py would otherwise log every failure."""
+
+
+async def connect(options: ConnectionOptions, *, error_cb: ErrorCallback | None = None) -> NATS:
+    """Open one connection to the first reachable server of ``options``.
+
+    Tries each URL in order within one ``connect_timeout`` budget; no reconnects.
+    """
+    urls = options.server_urls or ["nats://127.0.0.1:4222"]
+    kwargs = _auth_kwargs(options)
+    tls = tls_context(options)
+    if tls is not None:
+        kwargs["tls"] = tls
+    deadline = time.monotonic() + options.connect_timeout
+    reasons: list[str] = []
+    for url in urls:
+        remaining = max(deadline - time.monotonic(), 0.05)
+        try:
+            return await asyncio.wait_for(
+                _open(url, remaining, error_cb or _quiet, kwargs), timeout=remaining
+            )
+        except (OSError, asyncio.TimeoutError, nats.errors.Error, ssl.SSLError) as err:
+            reasons.append(describe_failure(url, err, timeout=options.connect_timeout))
+    raise ConnectError("; ".join(reasons))
+
+
+async def _open(url: str, timeout: float, error_cb: ErrorCallback, kwargs: dict[str, Any]) -> NATS:
+    """Connect to ``url``; the first failure ends the attempt (nats-py would retry)."""
+    nc = NATS()
+    first_error: asyncio.Future[Exception] = asyncio.get_running_loop().create_future()
+    connected = False
+
+    async def on_error(err: Exception) -> None:
+        if connected:
+            await error_cb(err)
+        elif not first_error.done():
+            first_error.set_result(err)
+
+    async def on_disconnect() -> None:
+        return None
+
+    attempt: asyncio.Future[Any] = asyncio.ensure_future(
+        nc.connect(
+            servers=[url],
+            error_cb=on_error,
+            disconnected_cb=on_disconnect,
+            allow_reconnect=False,
+            max_reconnect_attempts=0,
+            connect_timeout=max(int(timeout + 0.999), 1),
+            name="reconcile",
+            **kwargs,
+        )
+    )
+    try:
+        racing: set[asyncio.Future[Any]] = {attempt, first_error}
+        await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
+        if not attempt.done():
+            attempt.cancel()
+            raise first_error.result()
+        attempt.result()
+    except NoServersError as err:
+        raise ConnectionRefusedError("connection refused") from err
+    except BaseException:
+        attempt.cancel()
+        if not nc.is_closed:
+            await nc.close()
+        raise
+    connected = True
+    return nc
