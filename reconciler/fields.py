@@ -1,0 +1,86 @@
+"""Which fields of each kind hold durations and sizes, and how to reach them.
+
+Paths are dotted; ``*`` stands for every item of a list (``backoff.*``). The tables cover
+every duration and size field a 2.12+ server (or the client libraries, for buckets)
+accepts; validation converts human units found there to wire integers, and export turns
+the integers back into human units.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, MutableMapping
+from typing import Any, Literal
+
+Unit = Literal["duration", "size"]
+
+INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1
+
+#: kind -> {path pattern: unit}
+UNIT_FIELDS: Mapping[str, Mapping[str, Unit]] = {
+    "Stream": {
+        "max_age": "duration",
+        "duplicate_window": "duration",
+        "subject_delete_marker_ttl": "duration",
+        "consumer_limits.inactive_threshold": "duration",
+        "max_bytes": "size",
+        "max_msg_size": "size",
+    },
+    "Consumer": {
+        "ack_wait": "duration",
+        "backoff.*": "duration",
+        "idle_heartbeat": "duration",
+        "inactive_threshold": "duration",
+        "max_expires": "duration",
+        "priority_timeout": "duration",
+        "max_bytes": "size",
+    },
+    "KeyValue": {
+        "ttl": "duration",
+        "limit_marker_ttl": "duration",
+        "max_value_size": "size",
+        "max_bytes": "size",
+    },
+    "ObjectStore": {
+        "ttl": "duration",
+        "max_bytes": "size",
+    },
+}
+
+#: Fields whose wire type is a 32-bit integer (kind-independent names).
+INT32_FIELDS = frozenset({"max_msg_size", "max_value_size"})
+
+
+def field_limit(path: str) -> int:
+    """The largest wire value a unit field may hold."""
+    return INT32_MAX if path in INT32_FIELDS else INT64_MAX
+
+
+def unit_paths(
+    kind: str, body: MutableMapping[str, Any]
+) -> Iterator[tuple[str, Unit, MutableMapping[str, Any] | list[Any], str | int]]:
+    """Every unit field present in ``body``: (dotted path, unit, container, key)."""
+    for pattern, unit in UNIT_FIELDS.get(kind, {}).items():
+        for path, container, key in _expand(body, pattern.split("."), ""):
+            yield path, unit, container, key
+
+
+def _expand(
+    node: Any, parts: list[str], prefix: str
+) -> Iterator[tuple[str, MutableMapping[str, Any] | list[Any], str | int]]:
+    head, rest = parts[0], parts[1:]
+    if head == "*":
+        if not isinstance(node, list):
+            return
+        keys: list[str | int] = list(range(len(node)))
+    elif isinstance(node, MutableMapping) and head in node:
+        keys = [head]
+    else:
+        return
+    for key in keys:
+        path = f"{prefix}{key}"
+        child = node[key]  # type: ignore[index]
+        if rest:
+            yield from _expand(child, rest, path + ".")
+        else:
+            yield path, node, key

@@ -1,0 +1,400 @@
+"""Loading spec files into documents that remember where every value came from.
+
+``load_documents(paths)`` reads YAML (many ``---`` separated documents per file) and JSON
+(one object or a list) from files and directories (recursive, sorted, hidden folders
+skipped). Every value keeps its ``FILE:LINE``. JSON files written by the ``nats`` CLI (a
+stream or consumer config or info) and the files of a ``nats backup`` folder
+(``stream_NAME.json``, ``stream_NAME_consumer_CONS.json``) are read too; their ``kind``
+is inferred from their content (:func:`_infer_kind`).
+
+Whatever the input (binary garbage, symlink loops, YAML bombs, deep nesting), the loader
+raises nothing but :class:`~reconciler.errors.SpecError`, carrying every problem found.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from reconciler.errors import Location, Problem, SpecError
+
+SPEC_SUFFIXES = (".yaml", ".yml", ".json")
+MAX_DEPTH = 64
+MAX_NODES = 100_000  # per document, counting every alias expansion
+
+_YamlLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_CONSTRUCTOR = yaml.constructor.SafeConstructor()
+_SCALARS: Mapping[str, Any] = {
+    "tag:yaml.org,2002:null": lambda node: None,
+    "tag:yaml.org,2002:bool": _CONSTRUCTOR.construct_yaml_bool,
+    "tag:yaml.org,2002:int": _CONSTRUCTOR.construct_yaml_int,
+    "tag:yaml.org,2002:float": _CONSTRUCTOR.construct_yaml_float,
+    "tag:yaml.org,2002:str": lambda node: node.value,
+    "tag:yaml.org,2002:timestamp": lambda node: node.value,  # RFC 3339 stays a string
+}
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+@dataclass(frozen=True)
+class Document:
+    """One spec document: plain JSON-able values plus the location of each of them."""
+
+    body: dict[str, Any]
+    source: Location
+    locations: Mapping[str, Location] = field(default_factory=dict)
+
+    def where(self, path: str) -> Location:
+        """The location of a field (or the closest enclosing one, or the document)."""
+        while path:
+            if path in self.locations:
+                return self.locations[path]
+            path = path.rpartition(".")[0]
+        return self.source
+
+
+class _Abort(Exception):
+    """Stops reading one document or file; carries the problem to report."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+def load_documents(paths: Sequence[str | Path]) -> list[Document]:
+    """Every non-empty document of the given files and folders, in a stable order."""
+    problems: list[Problem] = []
+    documents: list[Document] = []
+    for path in spec_files(paths, problems):
+        documents.extend(load_file(path, problems))
+    if problems:
+        raise SpecError(problems)
+    return documents
+
+
+# --- files and folders -------------------------------------------------------------------
+
+
+def spec_files(paths: Sequence[str | Path], problems: list[Problem]) -> list[Path]:
+    """The files to read: explicit files as given, folders walked (sorted, loop-safe)."""
+    files: list[Path] = []
+    seen: set[str] = set()
+    for raw in paths:
+        path = Path(raw)
+        try:
+            is_dir = path.is_dir()
+            exists = path.exists()
+        except OSError as err:  # ELOOP on a self-referencing link, too long names, ...
+            problems.append(_file_problem(path, _os_message(err)))
+            continue
+        if is_dir:
+            candidates = list(_walk(path, problems))
+        elif exists:
+            candidates = [path]
+        else:
+            message = "symlink loop or broken link" if path.is_symlink() else "no such file"
+            problems.append(_file_problem(path, message))
+            continue
+        for candidate in candidates:
+            real = os.path.realpath(candidate)
+            if real not in seen:
+                seen.add(real)
+                files.append(candidate)
+    return files
+
+
+def _walk(root: Path, problems: list[Problem]) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        here = os.path.realpath(dirpath)
+        kept = []
+        for name in sorted(dirnames):
+            if name.startswith("."):
+                continue
+            target = os.path.realpath(os.path.join(dirpath, name))
+            if here == target or here.startswith(target + os.sep):
+                link = Path(dirpath, name)
+                problems.append(_file_problem(link, f"symlink loop: points back to {target}"))
+                continue
+            kept.append(name)
+        dirnames[:] = kept
+        for name in sorted(filenames):
+            if name.endswith(SPEC_SUFFIXES) and not name.startswith("."):
+                yield Path(dirpath, name)
+
+
+def _file_problem(path: Path, message: str) -> Problem:
+    return Problem(Location(str(path), 1), "", message)
+
+
+def _os_message(err: OSError) -> str:
+    if getattr(err, "errno", None) == 40:  # ELOOP
+        return "symlink loop: the link points (indirectly) at itself"
+    return f"cannot read: {err.strerror or err}"
+
+
+def load_file(path: Path, problems: list[Problem]) -> list[Document]:
+    """The documents of one file; problems are appended, never raised."""
+    name = str(path)
+    try:
+        text = _read_text(path)
+        if path.suffix == ".json":
+            return _json_documents(text, name, problems)
+        return _yaml_documents(text, name, problems)
+    except _Abort as abort:
+        problems.append(abort.problem)
+    except RecursionError:
+        problems.append(_file_problem(path, f"nesting deeper than {MAX_DEPTH} levels"))
+    return []
+
+
+def _read_text(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise _Abort(_file_problem(path, _os_message(err))) from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        message = f"not a text file (invalid UTF-8 at byte {err.start}); expected YAML or JSON"
+        raise _Abort(Problem(Location(str(path), line), "", message)) from None
+
+
+# --- YAML --------------------------------------------------------------------------------
+
+
+def _yaml_documents(text: str, name: str, problems: list[Problem]) -> list[Document]:
+    documents = []
+    try:
+        for root in yaml.compose_all(text, Loader=_YamlLoader):
+            document = _document_from_node(root, name, problems)
+            if document is not None:
+                documents.append(_infer_kind(document, name, problems, wire=False))
+    except yaml.YAMLError as err:
+        problems.append(_yaml_problem(err, text, name))
+    return documents
+
+
+def _yaml_problem(err: yaml.YAMLError, text: str, name: str) -> Problem:
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    if mark is not None:
+        line = mark.line + 1
+    else:
+        line = text[: getattr(err, "position", 0)].count("\n") + 1
+    detail = getattr(err, "problem", None) or str(err).splitlines()[0]
+    if "expected <document start>" in str(detail):
+        detail = "unexpected content after the end of the document"
+    return Problem(Location(name, line), "", f"invalid YAML: {detail}")
+
+
+def _document_from_node(root: Any, name: str, problems: list[Problem]) -> Document | None:
+    source = Location(name, root.start_mark.line + 1)
+    if isinstance(root, yaml.ScalarNode) and root.tag.endswith(":null"):
+        return None  # an empty document
+    if not isinstance(root, yaml.MappingNode):
+        problems.append(Problem(source, "", "a document must be a mapping of fields"))
+        return None
+    builder = _NodeBuilder(name)
+    try:
+        body = builder.build(root, "", 0)
+    except _Abort as abort:
+        problems.append(abort.problem)
+        return None
+    return Document(body=body, source=source, locations=builder.locations)
+
+
+class _NodeBuilder:
+    """Turns a composed YAML node tree into plain values, recording each value's line."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.locations: dict[str, Location] = {}
+        self.nodes = 0
+
+    def build(self, node: Any, path: str, depth: int) -> Any:
+        self.nodes += 1
+        if depth > MAX_DEPTH:
+            raise self._abort(node, path, f"nesting deeper than {MAX_DEPTH} levels")
+        if self.nodes > MAX_NODES:
+            raise self._abort(node, "", "document too large (excessive alias expansion?)")
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, path, depth)
+        if isinstance(node, yaml.SequenceNode):
+            prefix = f"{path}." if path else ""
+            items = []
+            for index, item in enumerate(node.value):
+                self.locations.setdefault(f"{prefix}{index}", self._where(item))
+                items.append(self.build(item, f"{prefix}{index}", depth + 1))
+            return items
+        constructor = _SCALARS.get(node.tag)
+        if constructor is None:
+            raise self._abort(node, path, f"unsupported YAML tag {node.tag}")
+        return constructor(node)
+
+    def _mapping(self, node: Any, path: str, depth: int) -> dict[str, Any]:
+        prefix = f"{path}." if path else ""
+        explicit: dict[str, Any] = {}
+        merged: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG:
+                merged.update(self._merge_sources(value_node, path, depth))
+                continue
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise self._abort(key_node, path, "field names must be plain strings")
+            key = str(key_node.value)
+            if key in explicit:
+                first = self.locations.get(f"{prefix}{key}")
+                raise self._abort(key_node, f"{prefix}{key}", f"duplicate field (first at {first})")
+            self.locations[f"{prefix}{key}"] = self._where(key_node)
+            explicit[key] = self.build(value_node, f"{prefix}{key}", depth + 1)
+        return {**merged, **explicit}
+
+    def _merge_sources(self, node: Any, path: str, depth: int) -> dict[str, Any]:
+        sources = node.value if isinstance(node, yaml.SequenceNode) else [node]
+        merged: dict[str, Any] = {}
+        for source in reversed(sources):  # the first source listed wins
+            if not isinstance(source, yaml.MappingNode):
+                raise self._abort(source, path, "a merge key (<<) needs a mapping")
+            merged.update(self._mapping(source, path, depth + 1))
+        return merged
+
+    def _where(self, node: Any) -> Location:
+        return Location(self.file, node.start_mark.line + 1)
+
+    def _abort(self, node: Any, path: str, message: str) -> _Abort:
+        return _Abort(Problem(self._where(node), path, message))
+
+
+# --- JSON --------------------------------------------------------------------------------
+
+
+def _json_documents(text: str, name: str, problems: list[Problem]) -> list[Document]:
+    value = _parse_json(text, name)
+    items = value if isinstance(value, list) else [value]
+    nodes = _json_nodes(text, len(items) if isinstance(value, list) else None)
+    documents = []
+    for index, item in enumerate(items):
+        node = nodes[index] if nodes else None
+        source = Location(name, node.start_mark.line + 1 if node is not None else 1)
+        if not isinstance(item, dict):
+            problems.append(Problem(source, "", "a document must be a JSON object"))
+            continue
+        locations: dict[str, Location] = {}
+        if node is not None:
+            builder = _NodeBuilder(name)
+            try:
+                builder.build(node, "", 0)
+            except _Abort as abort:
+                problems.append(abort.problem)
+                continue
+            locations = builder.locations
+        document = Document(body=item, source=source, locations=locations)
+        documents.append(_infer_kind(document, name, problems, wire=True))
+    return documents
+
+
+def _parse_json(text: str, name: str) -> Any:
+    def reject_constant(constant: str) -> Any:
+        raise ValueError(f"{constant} is not valid JSON")
+
+    try:
+        return json.loads(text, parse_constant=reject_constant)
+    except json.JSONDecodeError as err:
+        message = "unexpected content after the JSON value" if err.msg == "Extra data" else err.msg
+        raise _Abort(Problem(Location(name, err.lineno), "", f"invalid JSON: {message}")) from None
+    except ValueError as err:
+        raise _Abort(Problem(Location(name, 1), "", f"invalid JSON: {err}")) from None
+
+
+def _json_nodes(text: str, count: int | None) -> list[Any]:
+    """The YAML nodes of the JSON documents (for line numbers); [] if YAML cannot read it."""
+    try:
+        root = yaml.compose(text, Loader=_YamlLoader)
+    except yaml.YAMLError:
+        return []
+    if count is None:
+        return [root]
+    return list(root.value) if isinstance(root, yaml.SequenceNode) else []
+
+
+# --- nats CLI configs and backups ----------------------------------------------------------
+
+_BACKUP_KEYS = frozenset({"type", "configuration", "checksum"})
+_STREAM_HINTS = frozenset({"retention", "storage", "max_msgs", "discard", "num_replicas"})
+_CONSUMER_HINTS = frozenset({"ack_policy", "deliver_policy", "durable_name", "replay_policy"})
+
+
+def _infer_kind(document: Document, name: str, problems: list[Problem], *, wire: bool) -> Document:
+    """Give a wire config (nats CLI output, backup file) its ``kind``; others unchanged."""
+    body = document.body
+    if "kind" in body or not wire:
+        return document
+    if _BACKUP_KEYS <= body.keys():
+        return _from_backup(document, name, problems)
+    config = body.get("config")
+    if isinstance(config, dict) and ("created" in body or "state" in body):
+        stream = body.get("stream_name") if "stream_name" in body else None
+        unwrapped = _sub_document(document, "config", config)
+        return _as_kind(unwrapped, "Consumer" if stream else "Stream", stream, problems)
+    if body.keys() & _CONSUMER_HINTS:
+        stream = body.get("stream_name")
+        rest = {k: v for k, v in body.items() if k != "stream_name"}
+        return _as_kind(_replace_body(document, rest), "Consumer", stream, problems)
+    if body.keys() & _STREAM_HINTS:
+        return _as_kind(document, "Stream", None, problems)
+    return document
+
+
+def _as_kind(document: Document, kind: str, stream: Any, problems: list[Problem]) -> Document:
+    head: dict[str, Any] = {"kind": kind}
+    if kind == "Consumer":
+        if not isinstance(stream, str) or not stream:
+            message = "a consumer config does not name its stream: add `stream: STREAM_NAME`"
+            problems.append(Problem(document.source, "", message))
+        else:
+            head["stream"] = stream
+    return _replace_body(document, {**head, **document.body})
+
+
+def _replace_body(document: Document, body: dict[str, Any]) -> Document:
+    return Document(body=body, source=document.source, locations=document.locations)
+
+
+def _sub_document(document: Document, key: str, value: dict[str, Any]) -> Document:
+    prefix = key + "."
+    locations = {
+        path[len(prefix) :]: where
+        for path, where in document.locations.items()
+        if path.startswith(prefix)
+    }
+    return Document(body=value, source=document.where(key), locations=locations)
+
+
+def _from_backup(document: Document, name: str, problems: list[Problem]) -> Document:
+    body = document.body
+    where = document.where("configuration")
+    try:
+        raw = base64.b64decode(str(body["configuration"]), validate=True)
+        if hashlib.sha256(raw).hexdigest() != body["checksum"]:
+            raise ValueError("checksum mismatch: the backup file is damaged")
+        inner = json.loads(raw.decode("utf-8"))
+    except (binascii.Error, ValueError, UnicodeDecodeError) as err:
+        problems.append(Problem(where, "configuration", f"unreadable backup file: {err}"))
+        return document
+    flat = Document(body={}, source=where, locations={})
+    if body["type"] == "stream" and isinstance(inner, dict):
+        return _as_kind(_replace_body(flat, inner), "Stream", None, problems)
+    if body["type"] == "consumer" and isinstance(inner, dict):
+        config = inner.get("config")
+        if isinstance(config, dict):
+            return _as_kind(_replace_body(flat, config), "Consumer", inner.get("stream"), problems)
+    problems.append(Problem(where, "type", f"unsupported backup entry type {body['type']!r}"))
+    return document
