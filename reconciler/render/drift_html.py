@@ -1,0 +1,291 @@
+"""A drift report as one self-contained HTML page.
+
+Everything is inline (CSS, a little JavaScript, SVG charts) and a Content-Security-Policy
+forbids any network request, so the page can be opened from a CI artifact anywhere. The
+figures and charts are rendered here, not by the script, so the page reads the same with
+JavaScript off; the script only filters the table (by status, kind and a search text, also
+from the URL fragment, e.g. ``#status=drifted&kind=Stream``).
+
+Stable hooks for tests and scrapers: ``#figure-<name>`` elements with ``data-value``
+(in_sync, drifted, missing, unmanaged, orphaned, drift, declared, live, coverage), bars with
+``data-kind``/``data-field``, ``data-status`` and ``data-value``, table rows
+``tr.resource`` with ``data-status``/``data-kind``/``data-name``, ``#shown-count``, and
+``body[data-ready]`` once the script has run. ``#drift-data`` holds the JSON report.
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape
+
+from reconciler.drift import STATUSES, DriftReport, ResourceDrift, display
+from reconciler.render.drift_text import headline
+
+COLORS = {
+    "in_sync": "#2da44e",
+    "drifted": "#d29922",
+    "missing": "#0969da",
+    "unmanaged": "#8250df",
+    "orphaned": "#cf222e",
+}
+CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
+    "img-src data:; base-uri 'none'; form-action 'none'"
+)
+BAR_HEIGHT = 22
+CHART_WIDTH = 560
+LABEL_WIDTH = 190
+
+STYLE = """
+:root { color-scheme: light dark; --fg: #1f2328; --muted: #59636e; --line: #d1d9e0;
+  --bg: #ffffff; --card: #f6f8fa; }
+@media (prefers-color-scheme: dark) { :root { --fg: #e6edf3; --muted: #9198a1;
+  --line: #3d444d; --bg: #0d1117; --card: #151b23; } }
+* { box-sizing: border-box; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0;
+  padding: 24px; color: var(--fg); background: var(--bg); }
+h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 17px; margin: 28px 0 8px; }
+.headline { color: var(--muted); margin: 0 0 16px; }
+.figures { display: grid; grid-template-columns: repeat(auto-fit, minmax(120px, 1fr));
+  gap: 10px; margin: 0; }
+.figure { background: var(--card); border: 1px solid var(--line); border-radius: 8px;
+  padding: 10px 12px; border-top: 4px solid var(--accent, var(--line)); }
+.figure dt { color: var(--muted); font-size: 12px; text-transform: uppercase; }
+.figure dd { margin: 2px 0 0; font-size: 26px; font-weight: 600; }
+.charts { display: flex; flex-wrap: wrap; gap: 24px; }
+.chart text { fill: var(--fg); font-size: 12px; }
+.legend { display: flex; gap: 14px; flex-wrap: wrap; font-size: 12px; color: var(--muted); }
+.swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px;
+  margin-right: 4px; }
+.filters { display: flex; gap: 12px; flex-wrap: wrap; align-items: center; margin: 8px 0; }
+.filters label { white-space: nowrap; }
+table { border-collapse: collapse; width: 100%; }
+th, td { text-align: left; vertical-align: top; padding: 6px 8px;
+  border-bottom: 1px solid var(--line); }
+th { background: var(--card); position: sticky; top: 0; }
+td.fields div { font-family: ui-monospace, monospace; font-size: 12px; }
+.status { font-weight: 600; }
+code { font-family: ui-monospace, monospace; font-size: 12px; overflow-wrap: anywhere; }
+.empty { color: var(--muted); font-style: italic; }
+"""
+
+SCRIPT = """
+(function () {
+  "use strict";
+  var rows = Array.prototype.slice.call(document.querySelectorAll("tr.resource"));
+  var boxes = Array.prototype.slice.call(document.querySelectorAll("input[data-filter-status]"));
+  var kind = document.getElementById("filter-kind");
+  var search = document.getElementById("filter-text");
+  var shown = document.getElementById("shown-count");
+  var params = new URLSearchParams(location.hash.replace(/^#/, ""));
+  if (params.has("status")) {
+    var wanted = params.get("status").split(",");
+    boxes.forEach(function (b) { b.checked = wanted.indexOf(b.value) >= 0; });
+  }
+  if (params.has("kind")) { kind.value = params.get("kind"); }
+  if (params.has("q")) { search.value = params.get("q"); }
+  function apply() {
+    var on = boxes.filter(function (b) { return b.checked; }).map(function (b) { return b.value; });
+    var text = search.value.trim().toLowerCase();
+    var count = 0;
+    rows.forEach(function (row) {
+      var visible = on.indexOf(row.dataset.status) >= 0 &&
+        (!kind.value || row.dataset.kind === kind.value) &&
+        (!text || row.textContent.toLowerCase().indexOf(text) >= 0);
+      row.hidden = !visible;
+      if (visible) { count += 1; }
+    });
+    shown.textContent = String(count);
+    shown.dataset.value = String(count);
+  }
+  boxes.forEach(function (b) { b.addEventListener("change", apply); });
+  kind.addEventListener("change", apply);
+  search.addEventListener("input", apply);
+  apply();
+  document.body.dataset.ready = "true";
+})();
+"""
+
+
+def _attr(value: object) -> str:
+    return escape(str(value), quote=True)
+
+
+def figures(report: DriftReport) -> str:
+    """The summary figures, each ``<div class=figure>`` with an id and data-value."""
+    summary = report.summary
+    items: list[tuple[str, str, str, str]] = [
+        (s, s.replace("_", " "), str(summary.counts[s]), COLORS[s]) for s in STATUSES
+    ]
+    coverage = summary.coverage
+    items += [
+        ("drift", "drift", str(summary.drift), ""),
+        ("declared", "declared", str(summary.declared), ""),
+        ("live", "live", str(summary.live), ""),
+        (
+            "coverage",
+            "coverage",
+            "n/a" if coverage is None else f"{coverage:.0%}",
+            "",
+        ),
+    ]
+    cells = []
+    for key, label, shown, color in items:
+        raw = summary.coverage if key == "coverage" else shown
+        value = "" if raw is None else str(raw)
+        style = f' style="--accent: {color}"' if color else ""
+        cells.append(
+            f'<div class="figure"{style}><dt>{escape(label)}</dt>'
+            f'<dd id="figure-{key}" data-value="{_attr(value)}">{escape(shown)}</dd></div>'
+        )
+    return '<dl class="figures" id="figures">' + "".join(cells) + "</dl>"
+
+
+def _bar_row(y: int, label: str, segments: list[tuple[str, int, str]], scale: float) -> str:
+    """One labelled horizontal bar made of (data-attrs, value, color) segments."""
+    parts = [
+        f'<text x="{LABEL_WIDTH - 8}" y="{y + BAR_HEIGHT - 7}" text-anchor="end">'
+        f"{escape(label)}</text>"
+    ]
+    x = float(LABEL_WIDTH)
+    total = 0
+    for attrs, value, color in segments:
+        if value <= 0:
+            continue
+        width = max(value * scale, 2.0)
+        parts.append(
+            f'<rect class="bar" x="{x:.1f}" y="{y + 2}" width="{width:.1f}" '
+            f'height="{BAR_HEIGHT - 4}" fill="{color}" {attrs} data-value="{value}">'
+            f"<title>{escape(label)}: {value}</title></rect>"
+        )
+        x += width
+        total += value
+    parts.append(f'<text x="{x + 6:.1f}" y="{y + BAR_HEIGHT - 7}">{total}</text>')
+    return "".join(parts)
+
+
+def _svg(chart_id: str, title: str, rows: list[str]) -> str:
+    height = max(len(rows), 1) * BAR_HEIGHT + 4
+    body = "".join(rows) or (
+        f'<text x="{LABEL_WIDTH}" y="{BAR_HEIGHT - 7}" class="empty">nothing to show</text>'
+    )
+    return (
+        f'<svg class="chart" id="{chart_id}" role="img" aria-label="{_attr(title)}" '
+        f'xmlns="http://www.w3.org/2000/svg" width="{CHART_WIDTH}" height="{height}" '
+        f'viewBox="0 0 {CHART_WIDTH} {height}"><title>{escape(title)}</title>{body}</svg>'
+    )
+
+
+def kind_chart(report: DriftReport) -> str:
+    """Stacked bars: for each kind, its resources by status."""
+    by_kind = report.summary.by_kind
+    widest = max((sum(c.values()) for c in by_kind.values()), default=0)
+    scale = (CHART_WIDTH - LABEL_WIDTH - 40) / widest if widest else 0.0
+    rows = []
+    for index, (kind, counts) in enumerate(by_kind.items()):
+        segments = [
+            (f'data-kind="{_attr(kind)}" data-status="{s}"', counts[s], COLORS[s]) for s in STATUSES
+        ]
+        rows.append(_bar_row(index * BAR_HEIGHT, kind, segments, scale))
+    return _svg("chart-kind", "Resources by kind and status", rows)
+
+
+def field_chart(report: DriftReport, *, top: int = 15) -> str:
+    """Bars: how many drifted resources differ in each field (the most frequent first)."""
+    by_field = list(report.summary.by_field.items())[:top]
+    widest = max((n for _, n in by_field), default=0)
+    scale = (CHART_WIDTH - LABEL_WIDTH - 40) / widest if widest else 0.0
+    rows = [
+        _bar_row(
+            index * BAR_HEIGHT,
+            path,
+            [(f'data-field="{_attr(path)}" data-status="drifted"', n, COLORS["drifted"])],
+            scale,
+        )
+        for index, (path, n) in enumerate(by_field)
+    ]
+    return _svg("chart-field", "Drifted resources by field", rows)
+
+
+def legend() -> str:
+    items = "".join(
+        f'<span><span class="swatch" style="background:{COLORS[s]}"></span>'
+        f"{s.replace('_', ' ')}</span>"
+        for s in STATUSES
+    )
+    return f'<div class="legend">{items}</div>'
+
+
+def filters(report: DriftReport) -> str:
+    boxes = "".join(
+        f'<label><input type="checkbox" data-filter-status value="{s}" checked> '
+        f"{s.replace('_', ' ')} ({report.summary.counts[s]})</label>"
+        for s in STATUSES
+    )
+    kinds = "".join(
+        f'<option value="{_attr(k)}">{escape(k)}</option>' for k in report.summary.by_kind
+    )
+    return (
+        f'<div class="filters" id="filters">{boxes}'
+        f'<label>kind <select id="filter-kind"><option value="">all</option>{kinds}</select>'
+        f'</label><label>search <input type="search" id="filter-text"></label>'
+        f'<span>showing <b id="shown-count" data-value="{len(report.resources)}">'
+        f"{len(report.resources)}</b> of {len(report.resources)}</span></div>"
+    )
+
+
+def resource_row(resource: ResourceDrift) -> str:
+    changes = "".join(
+        f"<div><code>{escape(c.path)}</code>: declared "
+        f"<code>{escape(display(c.declared, path=c.path, kind=resource.kind))}</code>, live "
+        f"<code>{escape(display(c.live, path=c.path, kind=resource.kind))}</code></div>"
+        for c in resource.fields
+    )
+    changes += "".join(
+        f"<div>cannot be updated in place: {escape(reason)}</div>" for reason in resource.reasons
+    )
+    return (
+        f'<tr class="resource" data-status="{resource.status}" '
+        f'data-kind="{_attr(resource.kind)}" data-name="{_attr(resource.label)}">'
+        f'<td class="status" style="color:{COLORS[resource.status]}">'
+        f"{resource.status.replace('_', ' ')}</td><td>{escape(resource.kind)}</td>"
+        f"<td><code>{escape(resource.label)}</code></td>"
+        f'<td class="fields">{changes}</td>'
+        f"<td><code>{escape(resource.source or '')}</code></td></tr>"
+    )
+
+
+def resource_table(report: DriftReport) -> str:
+    rows = "".join(resource_row(r) for r in report.resources)
+    if not rows:
+        rows = '<tr><td colspan="5" class="empty">no resources declared or live</td></tr>'
+    return (
+        '<table id="resources"><thead><tr><th>status</th><th>kind</th><th>name</th>'
+        f"<th>differences</th><th>source</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
+def embedded_json(report: DriftReport) -> str:
+    """The JSON report in a data block; ``</`` is escaped so it cannot close the script."""
+    text = json.dumps(report.to_json(), sort_keys=True).replace("</", "<\\/")
+    return f'<script type="application/json" id="drift-data">{text}</script>'
+
+
+def render_drift_html(report: DriftReport, *, title: str = "JetStream drift report") -> str:
+    """The whole page."""
+    server = f" · server {escape(report.server_version)}" if report.server_version else ""
+    return (
+        "<!DOCTYPE html>\n"
+        f'<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{escape(title)}</title><style>{STYLE}</style></head>"
+        f'<body data-status="{"drift" if report.has_drift else "in_sync"}">'
+        f'<h1>{escape(title)}</h1><p class="headline" id="headline">'
+        f"{escape(headline(report))}{server}</p>"
+        f"{figures(report)}"
+        '<h2>Drift by kind and by field</h2><div class="charts">'
+        f"<div>{kind_chart(report)}{legend()}</div><div>{field_chart(report)}</div></div>"
+        f"<h2>Resources</h2>{filters(report)}{resource_table(report)}"
+        f"{embedded_json(report)}<script>{SCRIPT}</script></body></html>\n"
+    )

@@ -1,0 +1,51 @@
+"""A drift report as plain text for a terminal or a CI log."""
+
+from __future__ import annotations
+
+from reconciler.drift import DriftReport, ResourceDrift, display
+
+SYMBOLS = {"in_sync": " ", "drifted": "~", "missing": "+", "unmanaged": "?", "orphaned": "!"}
+NOTES = {
+    "drifted": "drifted",
+    "missing": "missing: declared, not on the server",
+    "unmanaged": "unmanaged: on the server, declared by no spec",
+    "orphaned": "orphaned: managed by reconcile, but no spec declares it any more",
+}
+
+
+def headline(report: DriftReport) -> str:
+    summary = report.summary
+    coverage = "n/a" if summary.coverage is None else f"{summary.coverage:.0%}"
+    if not report.has_drift:
+        return f"No drift: {summary.counts['in_sync']} resource(s) in sync (coverage {coverage})."
+    total = sum(summary.counts.values())
+    return f"Drift: {summary.drift} of {total} resource(s) differ (coverage {coverage})."
+
+
+def counts_line(report: DriftReport) -> str:
+    counts = report.summary.counts
+    return " · ".join(f"{status.replace('_', ' ')} {n}" for status, n in counts.items())
+
+
+def resource_lines(resource: ResourceDrift) -> list[str]:
+    where = f"  ({resource.source})" if resource.source else ""
+    lines = [
+        f"{SYMBOLS[resource.status]} {resource.kind} {resource.label}: "
+        f"{NOTES[resource.status]}{where}"
+    ]
+    for change in resource.fields:
+        declared = display(change.declared, path=change.path, kind=resource.kind)
+        live = display(change.live, path=change.path, kind=resource.kind)
+        lines.append(f"    {change.path}: declared {declared}, live {live}")
+    lines.extend(f"    cannot be updated in place: {reason}" for reason in resource.reasons)
+    return lines
+
+
+def render_drift_text(report: DriftReport) -> str:
+    """Headline, counts, then every resource that is not in sync."""
+    lines = [headline(report), f"  {counts_line(report)}"]
+    for resource in report.resources:
+        if resource.status != "in_sync":
+            lines.append("")
+            lines.extend(resource_lines(resource))
+    return "\n".join(lines) + "\n"
