@@ -75,6 +75,16 @@ def _answers(port: int, *, timeout: float = 1.0) -> bool:
         return False
 
 
+def greeting(port: int, *, timeout: float = 2.0) -> dict[str, object]:
+    """The INFO a server on ``port`` greets clients with (version, server_id, ...)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        line = sock.makefile("rb").readline()
+    if not line.startswith(b"INFO "):
+        raise ConnectError(f"no NATS server on 127.0.0.1:{port}")
+    info: dict[str, object] = json.loads(line[5:])
+    return info
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -164,6 +174,10 @@ class EmbeddedServer:
                 self._stop()
             finally:
                 self._drop_inuse()
+
+    def alive(self) -> bool:
+        """Whether the acquired server process still runs."""
+        return self.running is not None and _pid_alive(self.running.pid)
 
     def __enter__(self) -> EmbeddedServer:
         self.acquire()

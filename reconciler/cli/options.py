@@ -1,0 +1,134 @@
+"""The connection flags every server-facing command shares.
+
+    @click.command()
+    @connection_options
+    def plan(..., **conn: Any) -> None:
+        options = to_connection_options(conn)
+
+With none of ``--server``, ``--creds``, ``--nkey``, ``--user``, ``--token``, ``--tls-*`` or
+``--context`` (nor their environment variables) the command uses the embedded server with
+its state in ``--store``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+if TYPE_CHECKING:  # nats-py is imported only when a command connects
+    from reconciler.jetstream.connection import ConnectionOptions
+
+DEFAULT_STORE = Path(".reconcile")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_FILE = click.Path(exists=True, dir_okay=False)
+
+_OPTIONS: list[Callable[[F], F]] = [
+    click.option(
+        "--server",
+        "server",
+        envvar="NATS_URL",
+        show_envvar=True,
+        metavar="URL[,URL...]",
+        help="NATS server URL(s). Without any server option the embedded server is used.",
+    ),
+    click.option("--creds", type=_FILE, help="User credentials file (JWT and nkey seed)."),
+    click.option("--nkey", type=_FILE, help="File holding a user nkey seed."),
+    click.option("--user", help="User name."),
+    click.option("--password", envvar="NATS_PASSWORD", show_envvar=True, help="Password."),
+    click.option("--token", envvar="NATS_TOKEN", show_envvar=True, help="Auth token."),
+    click.option("--tls-ca", type=_FILE, help="CA certificate to verify the server."),
+    click.option("--tls-cert", type=_FILE, help="Client certificate (with --tls-key)."),
+    click.option("--tls-key", type=_FILE, help="Client certificate's private key."),
+    click.option(
+        "--context",
+        envvar="NATS_CONTEXT",
+        show_envvar=True,
+        help="Name of a `nats` CLI context (~/.config/nats/context/NAME.json).",
+    ),
+    click.option("--domain", help="JetStream domain ($JS.<domain>.API)."),
+    click.option(
+        "--timeout",
+        type=click.FloatRange(min=0.1),
+        default=5.0,
+        show_default=True,
+        help="Seconds to wait for each server answer.",
+    ),
+    click.option(
+        "--connect-timeout",
+        type=click.FloatRange(min=0.1),
+        default=5.0,
+        show_default=True,
+        help="Seconds to wait for the connection.",
+    ),
+    click.option(
+        "--store",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=DEFAULT_STORE,
+        envvar="RECONCILE_STORE",
+        show_default=True,
+        help="State folder of the embedded server.",
+    ),
+]
+
+CONNECTION_PARAMS = (
+    "server",
+    "creds",
+    "nkey",
+    "user",
+    "password",
+    "token",
+    "tls_ca",
+    "tls_cert",
+    "tls_key",
+    "context",
+    "domain",
+    "timeout",
+    "connect_timeout",
+    "store",
+)
+
+
+def connection_options(command: F) -> F:
+    """Add the connection flags to a click command (they arrive as keyword arguments)."""
+    for option in reversed(_OPTIONS):
+        command = option(command)
+    return command
+
+
+def to_connection_options(values: Mapping[str, Any]) -> ConnectionOptions:
+    """The :class:`ConnectionOptions` for the flags' values (other keys are ignored)."""
+    from reconciler.jetstream.connection import ConnectionOptions
+
+    def text(name: str) -> str | None:
+        value = values.get(name)
+        return str(value) if value not in (None, "") else None
+
+    return ConnectionOptions(
+        servers=text("server"),
+        creds=text("creds"),
+        nkey=text("nkey"),
+        user=text("user"),
+        password=text("password"),
+        token=text("token"),
+        tls_ca=text("tls_ca"),
+        tls_cert=text("tls_cert"),
+        tls_key=text("tls_key"),
+        context=text("context"),
+        domain=text("domain"),
+        timeout=float(values.get("timeout") or 5.0),
+        connect_timeout=float(values.get("connect_timeout") or 5.0),
+        store=Path(values.get("store") or DEFAULT_STORE),
+    )
+
+
+def pop_connection_options(values: dict[str, Any]) -> ConnectionOptions:
+    """Like :func:`to_connection_options`, removing the flags from ``values``."""
+    options = to_connection_options(values)
+    for name in CONNECTION_PARAMS:
+        values.pop(name, None)
+    return options
