@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from reconciler.errors import ReconcileError, SpecError, UnsupportedField
+from reconciler.errors import ApplyFailed, ReconcileError, SpecError, UnsupportedField
 
 # command name -> (module, attribute, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -74,6 +74,14 @@ def render_error(err: ReconcileError) -> list[str]:
     """The lines printed for an error: one per problem, ``FILE:LINE: field: message``."""
     if isinstance(err, (SpecError, UnsupportedField)):
         return [str(p) for p in err.problems]
+    if isinstance(err, ApplyFailed):
+        report = err.report
+        lines = [f"error: {err}"]
+        lines += [f"  applied: {s}" for s in report.applied]
+        lines += [f"  failed:  {s}" for s in report.failed]
+        lines += [f"  skipped: {s}" for s in report.skipped]
+        lines.append("re-run apply to converge")
+        return lines
     return [f"error: {err}"]
 
 

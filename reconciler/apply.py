@@ -1,0 +1,196 @@
+"""The one executor: turns a frozen Plan into requests, safely.
+
+Safety comes first and is decided before the first request: a plan holding destructive
+steps (a replace, or the delete of a stream or bucket) is refused as a whole unless the
+caller allowed it, so a refused plan changes nothing at all. Then the steps run wave by
+wave (streams before their consumers, origins before the streams sourcing them, deletes
+in reverse), each wave's steps concurrently up to ``concurrency``. When a step fails,
+the steps of later waves are skipped and reported; re-running converges because every
+step is planned from the live state of that run. A ``stop`` event (Ctrl-C) lets the
+steps in flight finish and skips the rest, so nothing is half-written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from reconciler.errors import ApplyFailed, ApplyReport, ReconcileError, RefusedPlan
+from reconciler.jetstream import JetStreamClient
+from reconciler.plan import Plan, Step
+
+Outcome = Literal["applied", "failed", "skipped", "planned"]
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    """Progress of one step, for progress bars and CI log lines."""
+
+    step: Step
+    outcome: Outcome
+    error: str | None = None
+    done: int = 0
+    total: int = 0
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    plan: Plan
+    dry_run: bool
+    applied: tuple[Step, ...] = ()
+    failed: tuple[tuple[Step, str], ...] = ()
+    skipped: tuple[Step, ...] = ()
+    interrupted: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and not self.interrupted
+
+    def report(self) -> ApplyReport:
+        return ApplyReport(
+            applied=[describe(s) for s in self.applied],
+            failed=[f"{describe(s)}: {err}" for s, err in self.failed],
+            skipped=[describe(s) for s in self.skipped],
+        )
+
+
+def describe(step: Step) -> str:
+    """``update Consumer ORDERS/NEW``."""
+    where = f"{step.stream}/" if step.stream else ""
+    return f"{step.action} {step.kind} {where}{step.name}"
+
+
+def check_allowed(plan: Plan, *, allow_replace: bool) -> None:
+    """Refuse the whole plan when it destroys data and that was not allowed."""
+    destructive = [s for s in plan.steps if s.destructive]
+    if destructive and not allow_replace:
+        names = ", ".join(describe(s) for s in destructive)
+        raise RefusedPlan(
+            f"refusing to apply: {len(destructive)} step(s) would destroy messages ({names}); "
+            "nothing was changed. Re-run with --allow-replace to allow it."
+        )
+
+
+@dataclass
+class _Run:
+    client: JetStreamClient
+    total: int
+    on_step: Callable[[StepEvent], None] | None
+    applied: list[Step] = field(default_factory=list)
+    failed: list[tuple[Step, str]] = field(default_factory=list)
+    skipped: list[Step] = field(default_factory=list)
+
+    def emit(self, step: Step, outcome: Outcome, error: str | None = None) -> None:
+        if self.on_step is not None:
+            done = len(self.applied) + len(self.failed) + len(self.skipped)
+            self.on_step(StepEvent(step, outcome, error, done, self.total))
+
+
+async def apply_plan(
+    plan: Plan,
+    client: JetStreamClient,
+    *,
+    allow_replace: bool = False,
+    dry_run: bool = False,
+    concurrency: int = 16,
+    on_step: Callable[[StepEvent], None] | None = None,
+    stop: asyncio.Event | None = None,
+) -> ApplyResult:
+    """Apply ``plan``; raises RefusedPlan before any change, ApplyFailed after a failure."""
+    check_allowed(plan, allow_replace=allow_replace)
+    if dry_run:
+        return ApplyResult(plan=plan, dry_run=True)
+    run = _Run(client=client, total=len(plan.steps), on_step=on_step)
+    limit = asyncio.Semaphore(max(1, concurrency))
+    waves = plan.waves()
+    for index, wave in enumerate(waves):
+        if run.failed or (stop is not None and stop.is_set()):
+            for rest in waves[index:]:
+                for step in rest:
+                    run.skipped.append(step)
+                    run.emit(step, "skipped")
+            break
+        await asyncio.gather(*(_guarded(run, step, limit) for step in wave))
+    result = ApplyResult(
+        plan=plan,
+        dry_run=False,
+        applied=tuple(run.applied),
+        failed=tuple(run.failed),
+        skipped=tuple(run.skipped),
+        interrupted=stop is not None and stop.is_set(),
+    )
+    if result.failed:
+        step, error = result.failed[0]
+        raise ApplyFailed(f"{describe(step)} failed: {error}", result.report())
+    return result
+
+
+async def _guarded(run: _Run, step: Step, limit: asyncio.Semaphore) -> None:
+    async with limit:
+        try:
+            # Shielded: a cancelled apply still finishes the request in flight.
+            await asyncio.shield(execute(run.client, step))
+        except ReconcileError as err:
+            run.failed.append((step, str(err)))
+            run.emit(step, "failed", str(err))
+            return
+        run.applied.append(step)
+        run.emit(step, "applied")
+
+
+async def execute(client: JetStreamClient, step: Step) -> None:
+    """Send the requests of one step."""
+    consumer = step.kind == "Consumer"
+    match step.action:
+        case "create":
+            await _create(client, step, consumer=consumer)
+        case "update":
+            if consumer:
+                assert step.stream is not None and step.config is not None
+                await client.create_consumer(step.stream, dict(step.config), action="update")
+                await _pause_if_changed(client, step)
+            else:
+                assert step.config is not None
+                await client.update_stream(dict(step.config))
+        case "replace":
+            await _delete(client, step, consumer=consumer)
+            await _create(client, step, consumer=consumer)
+        case "delete":
+            await _delete(client, step, consumer=consumer)
+        case other:
+            raise ReconcileError(f"unknown step action {other!r}")
+
+
+async def _create(client: JetStreamClient, step: Step, *, consumer: bool) -> None:
+    assert step.config is not None
+    if consumer:
+        assert step.stream is not None
+        await client.create_consumer(step.stream, dict(step.config), action="create")
+    else:
+        await client.create_stream(dict(step.config))
+
+
+async def _delete(client: JetStreamClient, step: Step, *, consumer: bool) -> None:
+    if consumer:
+        assert step.stream is not None
+        await client.delete_consumer(step.stream, step.name)
+    else:
+        await client.delete_stream(step.stream_name)
+
+
+async def _pause_if_changed(client: JetStreamClient, step: Step) -> None:
+    """Consumer updates ignore pause_until; CONSUMER.PAUSE sets it."""
+    if any(f.path == "pause_until" for f in step.fields):
+        assert step.stream is not None and step.config is not None
+        until = step.config.get("pause_until")
+        await client.pause_consumer(step.stream, step.name, until)
+
+
+def summarize(results: Sequence[ApplyResult]) -> str:
+    """One line for CI logs."""
+    applied = sum(len(r.applied) for r in results)
+    failed = sum(len(r.failed) for r in results)
+    skipped = sum(len(r.skipped) for r in results)
+    return f"Apply complete: {applied} applied, {failed} failed, {skipped} skipped."

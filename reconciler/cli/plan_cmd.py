@@ -1,0 +1,105 @@
+"""``reconcile plan`` and ``reconcile apply``."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+from typing import Any
+
+import click
+
+from reconciler.cli.options import connection_options, to_connection_options
+from reconciler.cli.output import interactive, notice, progress
+
+FORMATS = click.Choice(["text", "json", "markdown"])
+paths_argument = click.argument(
+    "paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path)
+)
+
+
+def _echo_plan(the_plan: Any, fmt: str) -> None:
+    from reconciler.render import render_plan
+
+    click.echo(render_plan(the_plan, fmt, color=fmt == "text" and interactive()))
+
+
+@click.command()
+@paths_argument
+@click.option("--prune", is_flag=True, help="Plan deletes of managed resources no spec declares.")
+@click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
+@click.option(
+    "--detailed-exitcode", is_flag=True, help="Exit 2 when the plan has changes (0 when none)."
+)
+@connection_options
+def plan(
+    paths: tuple[Path, ...], prune: bool, fmt: str, detailed_exitcode: bool, **conn: Any
+) -> int:
+    """Show what apply would change; changes nothing."""
+    from reconciler import run
+
+    options = to_connection_options(conn)
+    the_plan = asyncio.run(run.plan(paths, options, prune=prune, on_notice=notice))
+    _echo_plan(the_plan, fmt)
+    return 2 if detailed_exitcode and the_plan.has_changes else 0
+
+
+@click.command()
+@paths_argument
+@click.option("--dry-run", is_flag=True, help="Plan only; the same as `reconcile plan`.")
+@click.option("--prune", is_flag=True, help="Delete managed resources no spec declares.")
+@click.option(
+    "--allow-replace",
+    is_flag=True,
+    help="Allow steps that destroy messages (replacing a stream or consumer, deleting a stream).",
+)
+@click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
+@click.option("--detailed-exitcode", is_flag=True, help="With --dry-run: exit 2 on changes.")
+@click.option("--concurrency", type=click.IntRange(1, 256), default=16, show_default=True)
+@connection_options
+def apply(
+    paths: tuple[Path, ...],
+    dry_run: bool,
+    prune: bool,
+    allow_replace: bool,
+    fmt: str,
+    detailed_exitcode: bool,
+    concurrency: int,
+    **conn: Any,
+) -> int:
+    """Change the server to match the specs (validates everything first)."""
+    from reconciler import run
+    from reconciler.apply import summarize
+
+    options = to_connection_options(conn)
+
+    async def go() -> Any:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, stop.set)
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        with progress(enabled=interactive() and fmt == "text") as on_step:
+            return await run.apply(
+                paths,
+                options,
+                prune=prune,
+                allow_replace=allow_replace,
+                dry_run=False,
+                concurrency=concurrency,
+                on_notice=notice,
+                on_step=on_step if fmt == "text" else None,
+                on_plan=lambda p: _echo_plan(p, fmt),
+                stop=stop,
+            )
+
+    if dry_run:
+        the_plan = asyncio.run(run.plan(paths, options, prune=prune, on_notice=notice))
+        _echo_plan(the_plan, fmt)
+        return 2 if detailed_exitcode and the_plan.has_changes else 0
+    result = asyncio.run(go())
+    if fmt == "text":
+        click.echo(summarize([result]))
+    if result.interrupted:
+        notice(f"interrupted: {len(result.skipped)} step(s) not started; re-run apply to converge")
+        return 130
+    return 0

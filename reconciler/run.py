@@ -1,0 +1,84 @@
+"""The engine's entry points: the same four moves behind every front door.
+
+``plan`` and ``apply`` validate every spec before anything touches a server, read the
+live state once (paged), build a frozen :class:`~reconciler.plan.Plan` and, for apply,
+hand it to the one executor. The CLI, the GitHub Action, the drift report and the
+fleet snapshot all call these; none of them re-implements a phase.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from reconciler.apply import ApplyResult, StepEvent, apply_plan
+from reconciler.errors import UnsupportedField
+from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
+from reconciler.normalize import unsupported_fields
+from reconciler.plan import Plan, build_plan
+from reconciler.spec import Spec
+from reconciler.state import LiveState
+from reconciler.validate import load_specs
+
+Notice = Callable[[str], None]
+PathLike = str | Path
+
+
+async def plan_with(client: JetStreamClient, specs: Sequence[Spec], *, prune: bool = False) -> Plan:
+    """Plan ``specs`` against the server behind ``client`` (reads only)."""
+    server = await client.server_info()
+    problems = unsupported_fields(list(specs), server)
+    if problems:
+        raise UnsupportedField(problems)
+    live = await client.fetch_live()
+    return build_plan(list(specs), live, prune=prune)
+
+
+async def plan(
+    paths: Sequence[PathLike],
+    options: ConnectionOptions,
+    *,
+    prune: bool = False,
+    on_notice: Notice | None = None,
+) -> Plan:
+    """Validate the spec files, then plan them against the server."""
+    specs = load_specs(list(paths))
+    async with open_client(options, on_notice=on_notice) as client:
+        return await plan_with(client, specs, prune=prune)
+
+
+async def fetch_live(options: ConnectionOptions, *, on_notice: Notice | None = None) -> LiveState:
+    """The live state of the server, as it answered (for export and snapshots)."""
+    async with open_client(options, on_notice=on_notice) as client:
+        return await client.fetch_live()
+
+
+async def apply(
+    paths: Sequence[PathLike],
+    options: ConnectionOptions,
+    *,
+    prune: bool = False,
+    allow_replace: bool = False,
+    dry_run: bool = False,
+    concurrency: int = 16,
+    on_notice: Notice | None = None,
+    on_step: Callable[[StepEvent], None] | None = None,
+    on_plan: Callable[[Plan], None] | None = None,
+    stop: asyncio.Event | None = None,
+) -> ApplyResult:
+    """Validate, plan and (unless ``dry_run``) apply; destructive steps need the flags."""
+    specs = load_specs(list(paths))
+    async with open_client(options, on_notice=on_notice) as client:
+        the_plan = await plan_with(client, specs, prune=prune)
+        if on_plan is not None:
+            on_plan(the_plan)
+        return await apply_plan(
+            the_plan,
+            client,
+            allow_replace=allow_replace,
+            dry_run=dry_run,
+            concurrency=concurrency,
+            on_step=on_step,
+            stop=stop,
+        )
