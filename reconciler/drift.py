@@ -24,10 +24,13 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from reconciler.fields import UNIT_FIELDS, Unit
 from reconciler.units import format_duration, format_size
+
+if TYPE_CHECKING:
+    from reconciler.plan import Entry, Plan
 
 Status = Literal["in_sync", "drifted", "missing", "unmanaged", "orphaned"]
 STATUSES: tuple[Status, ...] = ("in_sync", "drifted", "missing", "unmanaged", "orphaned")
@@ -35,6 +38,16 @@ STATUSES: tuple[Status, ...] = ("in_sync", "drifted", "missing", "unmanaged", "o
 DRIFT_STATUSES: frozenset[Status] = frozenset({"drifted", "missing", "unmanaged", "orphaned"})
 #: Statuses of resources the server holds.
 LIVE_STATUSES: frozenset[Status] = frozenset({"in_sync", "drifted", "unmanaged", "orphaned"})
+#: plan entry action -> drift status: the plan read the other way round.
+STATUS_OF_ACTION: Mapping[str, Status] = {
+    "unchanged": "in_sync",
+    "update": "drifted",
+    "replace": "drifted",
+    "create": "missing",
+    "unmanaged": "unmanaged",
+    "orphan": "orphaned",
+    "delete": "orphaned",  # a plan made with prune
+}
 KIND_ORDER = {"Stream": 0, "KeyValue": 1, "ObjectStore": 2, "Consumer": 3}
 
 FORMAT_VERSION = 1
@@ -207,3 +220,29 @@ class DriftReport:
             "summary": self.summary.to_json(),
             "resources": [r.to_json() for r in self.resources],
         }
+
+
+def resource_from_entry(entry: Entry) -> ResourceDrift:
+    """One plan entry as a drift entry: ``before`` (live) and ``after`` (declared) swap roles."""
+    status = STATUS_OF_ACTION[entry.action]
+    fields: tuple[FieldDrift, ...] = ()
+    if status == "drifted":
+        fields = tuple(FieldDrift(c.path, declared=c.after, live=c.before) for c in entry.fields)
+    return ResourceDrift(
+        kind=entry.kind,
+        name=entry.name,
+        status=status,
+        stream=entry.stream,
+        source=str(entry.source) if entry.source and status != "orphaned" else None,
+        fields=fields,
+        reasons=tuple(entry.reasons) if status == "drifted" else (),
+    )
+
+
+def from_plan(plan: Plan) -> DriftReport:
+    """The drift report of a plan (made without prune: orphans are notes, not deletes)."""
+    entries: list[Entry] = [*plan.changes, *plan.unchanged, *plan.unmanaged, *plan.orphans]
+    return DriftReport(
+        resources=tuple(resource_from_entry(e) for e in entries),
+        server_version=plan.server.version,
+    )

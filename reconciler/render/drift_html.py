@@ -266,8 +266,10 @@ def resource_table(report: DriftReport) -> str:
 
 
 def embedded_json(report: DriftReport) -> str:
-    """The JSON report in a data block; ``</`` is escaped so it cannot close the script."""
-    text = json.dumps(report.to_json(), sort_keys=True).replace("</", "<\\/")
+    """The JSON report in a data block; ``<``, ``>``, ``&`` as JSON escapes, so no value
+    can close the block or open another script."""
+    text = json.dumps(report.to_json(), sort_keys=True)
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return f'<script type="application/json" id="drift-data">{text}</script>'
 
 
