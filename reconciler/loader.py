@@ -30,6 +30,8 @@ from reconciler.errors import Location, Problem, SpecError
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_DEPTH = 64
 MAX_NODES = 100_000  # per document, counting every alias expansion
+MAX_FILE_BYTES = 16 * 1024 * 1024  # a spec file larger than this is refused unread
+MAX_DOCUMENTS = 50_000  # per file
 
 _YamlLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
@@ -157,6 +159,11 @@ def load_file(path: Path, problems: list[Problem]) -> list[Document]:
 
 def _read_text(path: Path) -> str:
     try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            limit = MAX_FILE_BYTES // (1024 * 1024)
+            message = f"file too large: {size / 2**20:.1f} MiB (limit {limit} MiB); split it"
+            raise _Abort(_file_problem(path, message))
         data = path.read_bytes()
     except OSError as err:
         raise _Abort(_file_problem(path, _os_message(err))) from None
@@ -174,6 +181,7 @@ def _read_text(path: Path) -> str:
 def _yaml_documents(text: str, name: str, problems: list[Problem]) -> list[Document]:
     documents = []
     try:
+        _check_shape(text, name)
         for root in yaml.compose_all(text, Loader=_YamlLoader):
             document = _document_from_node(root, name, problems)
             if document is not None:
@@ -181,6 +189,31 @@ def _yaml_documents(text: str, name: str, problems: list[Problem]) -> list[Docum
     except yaml.YAMLError as err:
         problems.append(_yaml_problem(err, text, name))
     return documents
+
+
+def _check_shape(text: str, name: str) -> None:
+    """Refuse too deep nesting and too many documents from the event stream, before
+    composing: libyaml's composer recurses in C and would crash the process on a
+    100,000-level ``[[[...]]]``."""
+    depth = documents = 0
+    for event in yaml.parse(text, Loader=_YamlLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                where = Location(name, _event_line(event))
+                raise _Abort(Problem(where, "", f"nesting deeper than {MAX_DEPTH} levels"))
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+        elif isinstance(event, yaml.DocumentStartEvent):
+            documents += 1
+            if documents > MAX_DOCUMENTS:
+                where = Location(name, _event_line(event))
+                message = f"too many documents in one file (limit {MAX_DOCUMENTS}); split it"
+                raise _Abort(Problem(where, "", message))
+
+
+def _event_line(event: yaml.Event) -> int:
+    return event.start_mark.line + 1 if event.start_mark is not None else 1
 
 
 def _yaml_problem(err: yaml.YAMLError, text: str, name: str) -> Problem:
@@ -279,6 +312,9 @@ class _NodeBuilder:
 def _json_documents(text: str, name: str, problems: list[Problem]) -> list[Document]:
     value = _parse_json(text, name)
     items = value if isinstance(value, list) else [value]
+    if len(items) > MAX_DOCUMENTS:
+        message = f"too many documents in one file (limit {MAX_DOCUMENTS}); split it"
+        raise _Abort(Problem(Location(name, 1), "", message))
     nodes = _json_nodes(text, len(items) if isinstance(value, list) else None)
     documents = []
     for index, item in enumerate(items):

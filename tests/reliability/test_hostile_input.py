@@ -1,0 +1,161 @@
+"""Large and hostile spec files are refused quickly, with a clear error and bounded memory.
+
+Each input is loaded in a fresh interpreter so its peak RSS (``ru_maxrss``) is its own.
+The time limit of the subprocess is only a hang guard, never a timing assertion.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+MEMORY_BUDGET_MIB = 400
+HANG_GUARD_S = 120
+
+PROBE = r"""
+import json, resource, sys
+from reconciler.errors import SpecError
+from reconciler.loader import load_documents
+try:
+    docs = load_documents([sys.argv[1]])
+    outcome = {"documents": len(docs)}
+except SpecError as err:
+    outcome = {"error": str(err), "problems": len(err.problems)}
+outcome["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps(outcome))
+"""
+
+
+def _laughs(depth: int = 10, width: int = 10) -> str:
+    lines = ["kind: Stream", "name: LOL", f"a0: &a0 [{', '.join(['lol'] * width)}]"]
+    for i in range(1, depth):
+        refs = ", ".join([f"*a{i - 1}"] * width)
+        lines.append(f"a{i}: &a{i} [{refs}]")
+    return "\n".join(lines) + "\n"
+
+
+def _merge_laughs(depth: int = 12) -> str:
+    lines = ["m0: &m0 {a: 1, b: 2}"]
+    for i in range(1, depth):
+        lines.append(f"m{i}: &m{i} {{x: [*m{i - 1}, *m{i - 1}, *m{i - 1}], <<: *m{i - 1}}}")
+    return "kind: Stream\nname: MERGE\n" + "\n".join(lines) + "\n"
+
+
+def _documents(count: int) -> str:
+    return "".join(f"---\nkind: Stream\nname: S{i}\nsubjects: [s.{i}]\n" for i in range(count))
+
+
+def _json_documents(count: int) -> str:
+    return json.dumps([{"kind": "Stream", "name": f"S{i}"} for i in range(count)])
+
+
+HOSTILE: dict[str, tuple[str, Callable[[], str], str]] = {
+    "billion_laughs": ("laughs.yaml", _laughs, "alias expansion"),
+    "merge_key_bomb": ("merge.yaml", _merge_laughs, "alias expansion"),
+    "deep_flow_sequences": (
+        "deep.yaml",
+        lambda: "kind: Stream\nname: D\nx: " + "[" * 100_000 + "]" * 100_000 + "\n",
+        "nesting deeper than",
+    ),
+    "deep_flow_mappings": (
+        "deepmap.yaml",
+        lambda: "kind: Stream\nname: D\nx: " + "{a: " * 50_000 + "1" + "}" * 50_000 + "\n",
+        "nesting deeper than",
+    ),
+    "deep_block_sequences": (
+        "block.yaml",
+        lambda: "kind: Stream\nname: D\nx:\n  " + "- " * 100_000 + "x\n",
+        "nesting deeper than",
+    ),
+    "deep_json": (
+        "deep.json",
+        lambda: '{"kind": "Stream", "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        "nesting deeper than",
+    ),
+    "hundred_thousand_yaml_documents": (
+        "many.yaml",
+        lambda: _documents(100_000),
+        "too many documents",
+    ),
+    "hundred_thousand_json_documents": (
+        "many.json",
+        lambda: _json_documents(100_000),
+        "too many documents",
+    ),
+    "fifty_mib_yaml_file": (
+        "big.yaml",
+        lambda: 'kind: Stream\nname: BIG\ndescription: "' + "x" * (50 * 2**20) + '"\n',
+        "file too large",
+    ),
+    "fifty_mib_json_file": (
+        "big.json",
+        lambda: json.dumps({"kind": "Stream", "name": "BIG", "description": "x" * (50 * 2**20)}),
+        "file too large",
+    ),
+}
+
+
+def _probe(path: Path) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+        check=False,
+    )
+    assert done.returncode == 0, f"loader crashed (rc {done.returncode}): {done.stderr[-2000:]}"
+    outcome: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
+    return outcome
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_spec_is_refused_with_a_clear_error_and_bounded_memory(
+    case: str, tmp_path: Path, figures
+) -> None:
+    filename, make, expected = HOSTILE[case]
+    path = tmp_path / filename
+    path.write_text(make(), encoding="utf-8")
+
+    outcome = _probe(path)
+
+    assert "error" in outcome, f"{case} was accepted: {outcome}"
+    message = str(outcome["error"])
+    assert expected in message
+    assert message.startswith(str(path)), "the error names the file"
+    assert "Traceback" not in message
+    assert float(str(outcome["peak_rss_mib"])) < MEMORY_BUDGET_MIB
+    figures.add("inputs_tried")
+    figures.add("peak_rss_mib_max", int(float(str(outcome["peak_rss_mib"]))))
+
+
+def test_ten_thousand_documents_still_load(tmp_path: Path, figures) -> None:
+    path = tmp_path / "fleet.yaml"
+    path.write_text(_documents(10_000), encoding="utf-8")
+
+    outcome = _probe(path)
+
+    assert outcome.get("documents") == 10_000
+    assert float(str(outcome["peak_rss_mib"])) < MEMORY_BUDGET_MIB
+    figures.add("inputs_tried")
+
+
+def test_cli_reports_a_yaml_bomb_in_one_line_and_exits_1(tmp_path: Path) -> None:
+    path = tmp_path / "laughs.yaml"
+    path.write_text(_laughs(), encoding="utf-8")
+
+    done = subprocess.run(
+        [sys.executable, "-m", "reconciler", "plan", str(path), "--server", "nats://127.0.0.1:1"],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+        check=False,
+    )
+
+    assert done.returncode == 1
+    assert "alias expansion" in done.stderr
+    assert "Traceback" not in done.stderr
