@@ -1,0 +1,138 @@
+"""KeyValue and ObjectStore buckets are streams: the mapping both ways.
+
+``kv_stream_config`` / ``object_stream_config`` turn a bucket spec (the client libraries'
+bucket fields) into the stream config the Go client (nats.go ``jetstream/kv.go``,
+``jetstream/object.go``) would create; ``bucket_config`` reads a ``KV_``/``OBJ_`` stream
+config back as bucket fields (for export); ``classify_stream`` tells what a live stream is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from reconciler.defaults import DEFAULT_DUPLICATE_WINDOW
+from reconciler.spec import KV_PREFIX, OBJ_PREFIX, Kind
+
+#: Bucket fields copied to the stream under the same name.
+_SHARED: Final = ("description", "storage", "placement", "metadata")
+
+
+def kv_subject(bucket: str) -> str:
+    return f"$KV.{bucket}.>"
+
+
+def object_subjects(bucket: str) -> list[str]:
+    return [f"$O.{bucket}.C.>", f"$O.{bucket}.M.>"]
+
+
+def _compression(value: Any) -> str:
+    if value is True or value == "s2":
+        return "s2"
+    return "none"
+
+
+def _unlimited(value: Any) -> int:
+    return -1 if not value else int(value)
+
+
+def _common(bucket: Mapping[str, Any]) -> dict[str, Any]:
+    config = {key: bucket[key] for key in _SHARED if bucket.get(key) is not None}
+    config["num_replicas"] = int(bucket.get("replicas") or 1)
+    config["max_bytes"] = _unlimited(bucket.get("max_bytes"))
+    config["max_age"] = int(bucket.get("ttl") or 0)
+    config["compression"] = _compression(bucket.get("compression"))
+    config["discard"] = "new"
+    config["allow_rollup_hdrs"] = True
+    config["allow_direct"] = True
+    return config
+
+
+def kv_stream_config(name: str, bucket: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``KV_<name>`` stream config of a KeyValue bucket spec."""
+    config = _common(bucket)
+    ttl = config["max_age"]
+    window = DEFAULT_DUPLICATE_WINDOW
+    config.update(
+        name=KV_PREFIX + name,
+        subjects=[kv_subject(name)],
+        max_msgs_per_subject=int(bucket.get("history") or 1),
+        max_msg_size=_unlimited(bucket.get("max_value_size")),
+        max_msgs=-1,
+        max_consumers=-1,
+        deny_delete=True,
+        duplicate_window=min(ttl, DEFAULT_DUPLICATE_WINDOW)
+        if ttl > 0
+        else DEFAULT_DUPLICATE_WINDOW,
+    )
+    if bucket.get("republish") is not None:
+        config["republish"] = bucket["republish"]
+    if bucket.get("limit_marker_ttl"):
+        config["allow_msg_ttl"] = True
+        config["subject_delete_marker_ttl"] = int(bucket["limit_marker_ttl"])
+    return config
+
+
+def object_stream_config(name: str, bucket: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``OBJ_<name>`` stream config of an ObjectStore bucket spec."""
+    config = _common(bucket)
+    config.update(name=OBJ_PREFIX + name, subjects=object_subjects(name))
+    return config
+
+
+def bucket_stream_config(kind: Kind, name: str, bucket: Mapping[str, Any]) -> dict[str, Any]:
+    if kind == "KeyValue":
+        return kv_stream_config(name, bucket)
+    return object_stream_config(name, bucket)
+
+
+#: Which bucket field needs which stream field (for version checks of bucket specs).
+BUCKET_FIELD_NEEDS: Final[Mapping[str, str]] = {"limit_marker_ttl": "allow_msg_ttl"}
+
+
+def classify_stream(name: str, config: Mapping[str, Any]) -> tuple[Kind, str]:
+    """What a live stream is: ``("KeyValue", bucket)``, ``("ObjectStore", bucket)`` or a Stream."""
+    subjects = list(config.get("subjects") or [])
+    if name.startswith(KV_PREFIX):
+        bucket = name[len(KV_PREFIX) :]
+        if subjects == [kv_subject(bucket)]:
+            return ("KeyValue", bucket)
+    if name.startswith(OBJ_PREFIX):
+        bucket = name[len(OBJ_PREFIX) :]
+        if sorted(subjects) == sorted(object_subjects(bucket)):
+            return ("ObjectStore", bucket)
+    return ("Stream", name)
+
+
+def _positive(config: Mapping[str, Any], key: str) -> int | None:
+    value = config.get(key)
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def bucket_config(kind: Kind, name: str, stream: Mapping[str, Any]) -> dict[str, Any]:
+    """Bucket fields (wire units) of a ``KV_``/``OBJ_`` stream config, defaults left out."""
+    bucket: dict[str, Any] = {"name": name}
+    if stream.get("description"):
+        bucket["description"] = stream["description"]
+    if kind == "KeyValue":
+        history = _positive(stream, "max_msgs_per_subject")
+        if history and history > 1:
+            bucket["history"] = history
+    optional = {
+        "ttl": _positive(stream, "max_age"),
+        "max_bytes": _positive(stream, "max_bytes"),
+        "max_value_size": _positive(stream, "max_msg_size") if kind == "KeyValue" else None,
+    }
+    bucket.update({key: value for key, value in optional.items() if value is not None})
+    if stream.get("storage", "file") != "file":
+        bucket["storage"] = stream["storage"]
+    if int(stream.get("num_replicas") or 1) > 1:
+        bucket["replicas"] = int(stream["num_replicas"])
+    if stream.get("compression", "none") != "none":
+        bucket["compression"] = True
+    for key in ("placement", "metadata", *(("republish",) if kind == "KeyValue" else ())):
+        if stream.get(key):
+            bucket[key] = stream[key]
+    if kind == "KeyValue" and stream.get("subject_delete_marker_ttl"):
+        bucket["limit_marker_ttl"] = stream["subject_delete_marker_ttl"]
+    return bucket

@@ -1,0 +1,170 @@
+"""Field-level differences between two canonical configs, and what forces a replace.
+
+``diff_configs`` is a small pure walk over plain dicts (in the spirit of kopf's diffs):
+dict keys are compared one by one (sorted, so paths are stable), lists of objects of the
+same length element by element (``sources.0.filter_subject``), any other list as one value
+(subject order is kept by the server, so lists are ordered). ``before`` is the live value,
+``after`` the desired one; ``None`` stands for "absent".
+
+``replace_reasons`` implements the immutable-field rules of JETSTREAM.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.state import ServerInfo
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    """One changed value: dotted ``path``, live ``before``, desired ``after``."""
+
+    path: str
+    before: Any
+    after: Any
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "before": self.before, "after": self.after}
+
+
+def diff_configs(desired: Mapping[str, Any], live: Mapping[str, Any]) -> list[FieldChange]:
+    """Every difference between two canonical configs; empty when they are equal."""
+    return list(_walk("", live, desired))
+
+
+def _walk(path: str, before: Any, after: Any) -> Iterator[FieldChange]:
+    if before == after:
+        return
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        for key in sorted(set(before) | set(after), key=str):
+            yield from _walk(_join(path, str(key)), before.get(key), after.get(key))
+        return
+    if _same_shape_object_lists(before, after):
+        for index, (old, new) in enumerate(zip(before, after, strict=True)):
+            yield from _walk(_join(path, str(index)), old, new)
+        return
+    yield FieldChange(path, before, after)
+
+
+def _same_shape_object_lists(before: Any, after: Any) -> bool:
+    return (
+        isinstance(before, list)
+        and isinstance(after, list)
+        and len(before) == len(after)
+        and all(isinstance(v, Mapping) for v in [*before, *after])
+    )
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+# --- immutable fields -------------------------------------------------------------------
+
+Rule = Callable[[Mapping[str, Any], Mapping[str, Any], ServerInfo], str | None]
+
+
+def _relaxed(field: str) -> Rule:
+    """A flag that can be turned on by an update but never off again."""
+
+    def rule(desired: Mapping[str, Any], live: Mapping[str, Any], server: ServerInfo) -> str | None:
+        if live.get(field) and not desired.get(field):
+            return f"{field} cannot change from true to false"
+        return None
+
+    return rule
+
+
+def _fixed(field: str, what: str = "") -> Rule:
+    def rule(desired: Mapping[str, Any], live: Mapping[str, Any], server: ServerInfo) -> str | None:
+        if desired.get(field) != live.get(field):
+            return f"{field} cannot be changed{what}"
+        return None
+
+    return rule
+
+
+def _retention(desired: Mapping[str, Any], live: Mapping[str, Any], _: ServerInfo) -> str | None:
+    old, new = live.get("retention"), desired.get("retention")
+    if old != new and "workqueue" in (old, new):
+        return f"retention cannot change from {old} to {new}"
+    return None
+
+
+def _mirror(desired: Mapping[str, Any], live: Mapping[str, Any], server: ServerInfo) -> str | None:
+    old, new = live.get("mirror"), desired.get("mirror")
+    if old == new:
+        return None
+    if old is None:
+        return "a mirror cannot be added to an existing stream"
+    if new is None:
+        if server.version_tuple >= (2, 12, 0):
+            return None
+        return f"removing a mirror needs nats-server 2.12 (connected: {server.version})"
+    return "mirror cannot be changed"
+
+
+def _msg_ttl(desired: Mapping[str, Any], live: Mapping[str, Any], server: ServerInfo) -> str | None:
+    old, new = bool(live.get("allow_msg_ttl")), bool(desired.get("allow_msg_ttl"))
+    if old and not new:
+        return "allow_msg_ttl cannot change from true to false"
+    if old != new and (2, 11, 0) <= server.version_tuple < (2, 11, 2):
+        return f"allow_msg_ttl cannot be changed on nats-server {server.version}"
+    return None
+
+
+def _max_consumers(
+    desired: Mapping[str, Any], live: Mapping[str, Any], server: ServerInfo
+) -> str | None:
+    if server.version_tuple >= (2, 12, 5):
+        return None
+    return _fixed("max_consumers", f" before nats-server 2.12.5 (connected: {server.version})")(
+        desired, live, server
+    )
+
+
+STREAM_RULES: tuple[Rule, ...] = (
+    _fixed("storage"),
+    _retention,
+    _mirror,
+    _relaxed("sealed"),
+    _relaxed("deny_delete"),
+    _relaxed("deny_purge"),
+    _msg_ttl,
+    _fixed("allow_msg_counter"),
+    _relaxed("allow_msg_schedules"),
+    _fixed("persist_mode"),
+    _max_consumers,
+)
+
+
+def _push_pull(desired: Mapping[str, Any], live: Mapping[str, Any], _: ServerInfo) -> str | None:
+    was_push, is_push = bool(live.get("deliver_subject")), bool(desired.get("deliver_subject"))
+    if was_push == is_push:
+        return None
+    return "a pull consumer cannot become push" if is_push else "a push consumer cannot become pull"
+
+
+CONSUMER_RULES: tuple[Rule, ...] = (
+    _fixed("deliver_policy"),
+    _fixed("opt_start_seq"),
+    _fixed("opt_start_time"),
+    _fixed("ack_policy"),
+    _fixed("replay_policy"),
+    _fixed("max_waiting"),
+    _fixed("flow_control"),
+    _fixed("idle_heartbeat"),
+    _fixed("mem_storage"),
+    _push_pull,
+)
+
+
+def replace_reasons(
+    kind: str, desired: Mapping[str, Any], live: Mapping[str, Any], server: ServerInfo
+) -> list[str]:
+    """Why an update cannot turn ``live`` into ``desired`` (empty: an update will do)."""
+    rules = CONSUMER_RULES if kind == "Consumer" else STREAM_RULES
+    return [reason for rule in rules if (reason := rule(desired, live, server)) is not None]

@@ -1,0 +1,236 @@
+"""The canonical form both sides of a diff are compared in.
+
+``desired_config(spec, server)`` is the complete config to send *and* to compare; the
+``live_config(kind, config, server)`` of what the server answered is brought to the same
+form. Both go through one function applying the server's own defaulting rules (a stored
+config is a fixed point of them), so an unchanged resource diffs empty on every supported
+server version:
+
+- every field the server understands is present (absent ``omitempty`` fields get the value
+  the server means by leaving them out; fields with no default, like ``mirror``, stay out);
+- derived defaults: subjects ``[name]``, the duplicate window from ``max_age``, consumer
+  ``ack_wait`` / ``max_ack_pending`` / ``max_waiting`` / inherited consumer limits...;
+- limits given as 0 or below -1 become -1, timestamps are UTC RFC 3339;
+- the three server-owned metadata keys are dropped; desired adds the managed marker;
+- KeyValue / ObjectStore specs become their ``KV_`` / ``OBJ_`` stream configs.
+
+Fields of a live config that the tables do not know (a newer server) are not compared:
+``preserved_fields`` returns them so an update can send them back unchanged (an update
+replaces the whole config, and a field left out would go back to its default).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from reconciler import defaults as d
+from reconciler.buckets import BUCKET_FIELD_NEEDS, bucket_stream_config
+from reconciler.errors import Problem
+from reconciler.spec import MANAGED_KEY, MANAGED_VALUE, SERVER_OWNED_METADATA, Spec
+from reconciler.state import ServerInfo
+
+_NOT_CONFIG = frozenset({"kind", "stream", "external"})
+_TIMESTAMP = re.compile(
+    r"^(?P<base>\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2})(?:\.(?P<frac>\d+))?"
+    r"(?P<zone>[Zz]|[+-]\d{2}:\d{2})?$"
+)
+_COMPACTED = ("placement", "mirror", "subject_transform", "consumer_limits")
+
+
+def wire_kind(kind: str) -> str:
+    """Buckets are streams on the wire."""
+    return "Consumer" if kind == "Consumer" else "Stream"
+
+
+def is_managed(config: Mapping[str, Any]) -> bool:
+    """Whether a live config carries this tool's managed-by marker."""
+    metadata = config.get("metadata") or {}
+    return bool(metadata.get(MANAGED_KEY) == MANAGED_VALUE)
+
+
+def desired_config(
+    spec: Spec, server: ServerInfo, *, stream_config: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The complete wire config of ``spec`` for ``server``: defaults + declared + marker.
+
+    ``stream_config`` (consumers only) is the stream's config, for inherited limits.
+    """
+    declared = {k: copy.deepcopy(v) for k, v in spec.config.items() if k not in _NOT_CONFIG}
+    if spec.kind in ("KeyValue", "ObjectStore"):
+        declared = bucket_stream_config(spec.kind, spec.name, declared)
+    elif spec.kind == "Consumer":
+        declared["durable_name"] = spec.name
+        declared["name"] = spec.name
+    else:
+        declared["name"] = spec.name
+    declared["metadata"] = {**(declared.get("metadata") or {}), MANAGED_KEY: MANAGED_VALUE}
+    return canonical(wire_kind(spec.kind), declared, server, stream_config=stream_config)
+
+
+def live_config(
+    kind: str,
+    config: Mapping[str, Any],
+    server: ServerInfo,
+    *,
+    stream_config: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The canonical form of a config exactly as ``server`` returned it."""
+    return canonical(wire_kind(kind), config, server, stream_config=stream_config)
+
+
+def preserved_fields(kind: str, config: Mapping[str, Any], server: ServerInfo) -> dict[str, Any]:
+    """Fields of a live config the tables do not know: never diffed, sent back on update."""
+    known = d.known_fields(wire_kind(kind), server)
+    return {k: copy.deepcopy(v) for k, v in config.items() if k not in known}
+
+
+def canonical(
+    kind: str,
+    config: Mapping[str, Any],
+    server: ServerInfo,
+    *,
+    stream_config: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Fill defaults and apply the server's defaulting rules (``kind``: Stream or Consumer)."""
+    out: dict[str, Any] = {}
+    for name, entry in d.known_fields(kind, server).items():
+        if name in config and config[name] is not None:
+            out[name] = copy.deepcopy(config[name])
+        elif entry.absent is not d.OPTIONAL:
+            out[name] = copy.deepcopy(entry.absent)
+    out["metadata"] = {
+        k: v for k, v in (out.get("metadata") or {}).items() if k not in SERVER_OWNED_METADATA
+    }
+    if kind == "Consumer":
+        _consumer_rules(out, stream_config or {})
+    else:
+        _stream_rules(out, server)
+    return out
+
+
+def _compact(value: Any) -> Any:
+    """Nested objects as the server prints them: zero values (omitempty) left out."""
+    if isinstance(value, dict):
+        items = ((k, _compact(v)) for k, v in value.items())
+        return {k: v for k, v in items if v not in (None, "", 0, False, [], {})}
+    if isinstance(value, list):
+        return [_compact(v) for v in value]
+    return value
+
+
+def _stream_rules(out: dict[str, Any], server: ServerInfo) -> None:
+    for limit in d.UNLIMITED_WHEN_ZERO:
+        if out[limit] == 0 or out[limit] < -1:
+            out[limit] = -1
+    for key in (*_COMPACTED, "sources"):
+        if key in out:
+            out[key] = _compact(out[key])
+    out["consumer_limits"] = out.get("consumer_limits") or {}
+    for key in ("sources", "subjects"):
+        if key in out and not out[key]:
+            del out[key]
+    mirrored, sourced = "mirror" in out, "sources" in out
+    if "subjects" not in out and not mirrored and not sourced:
+        out["subjects"] = [out["name"]]
+    skip_dedupe = sourced and server.version_tuple >= d.SOURCES_SKIP_DEDUPE_SINCE
+    if out["duplicate_window"] == 0 and not mirrored and not skip_dedupe:
+        window = d.DEFAULT_DUPLICATE_WINDOW
+        out["duplicate_window"] = min(out["max_age"], window) if out["max_age"] > 0 else window
+    if "republish" in out:
+        republish = _compact(out["republish"])
+        republish.setdefault("src", ">")
+        out["republish"] = republish
+    if out.get("persist_mode") == "":
+        out["persist_mode"] = "default"
+    _implied_flags(out)
+
+
+def _implied_flags(out: dict[str, Any]) -> None:
+    """Settings the server switches on by itself (outside its pedantic mode)."""
+    if out.get("subject_delete_marker_ttl", 0) > 0:
+        out["allow_msg_ttl"] = True
+    markers = out.get("subject_delete_marker_ttl", 0) > 0
+    if (markers or out.get("allow_msg_schedules")) and not out["allow_rollup_hdrs"]:
+        out["allow_rollup_hdrs"], out["deny_purge"] = True, False
+
+
+def _consumer_rules(out: dict[str, Any], stream_config: Mapping[str, Any]) -> None:
+    if out["max_deliver"] == 0 or out["max_deliver"] < -1:
+        out["max_deliver"] = -1
+    out["max_ack_pending"] = max(out["max_ack_pending"], -1)
+    for key in ("max_waiting", "max_batch", "max_expires", "max_bytes", "idle_heartbeat"):
+        out[key] = max(out[key], 0)
+    out["inactive_threshold"] = max(out["inactive_threshold"], 0)
+    out["name"] = out["name"] or out["durable_name"]
+    for key in ("backoff", "filter_subjects", "priority_groups"):
+        if key in out and not out[key]:
+            del out[key]
+    for key in ("opt_start_time", "pause_until"):
+        if key in out:
+            out[key] = rfc3339_utc(out[key])
+    _consumer_derived(out, stream_config.get("consumer_limits") or {})
+
+
+def _consumer_derived(out: dict[str, Any], limits: Mapping[str, Any]) -> None:
+    if out["deliver_subject"] == "" and out["max_waiting"] == 0:
+        out["max_waiting"] = d.DEFAULT_MAX_WAITING
+    if out["ack_wait"] == 0 and out["ack_policy"] in ("explicit", "all"):
+        out["ack_wait"] = d.DEFAULT_ACK_WAIT
+    if out.get("backoff"):
+        out["ack_wait"] = out["backoff"][0]
+    if out["max_ack_pending"] == 0:
+        out["max_ack_pending"] = int(limits.get("max_ack_pending") or 0)
+    if out["inactive_threshold"] == 0:
+        out["inactive_threshold"] = int(limits.get("inactive_threshold") or 0)
+    if out["max_ack_pending"] == 0 and out["ack_policy"] != "none":
+        out["max_ack_pending"] = d.DEFAULT_MAX_ACK_PENDING
+    if out.get("priority_policy") == "pinned_client" and out.get("priority_timeout") == 0:
+        out["priority_timeout"] = d.DEFAULT_PINNED_TTL
+
+
+def rfc3339_utc(value: Any) -> Any:
+    """An RFC 3339 timestamp in UTC with trailing fraction zeros dropped (Go prints nanos)."""
+    if not isinstance(value, str):
+        return value
+    match = _TIMESTAMP.match(value.strip())
+    if match is None:
+        return value
+    try:
+        moment = datetime.fromisoformat(match["base"] + _zone(match["zone"]))
+    except ValueError:
+        return value
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    frac = (match["frac"] or "").rstrip("0")
+    text = moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{text}.{frac}Z" if frac else f"{text}Z"
+
+
+def _zone(zone: str | None) -> str:
+    if not zone or zone in ("Z", "z"):
+        return "+00:00"
+    return zone
+
+
+def unsupported_fields(specs: Iterable[Spec], server: ServerInfo) -> list[Problem]:
+    """Declared fields the connected server does not understand, one problem each.
+
+    A field declared with its default value (a config copied from a newer server) is not a
+    problem: it is simply not sent.
+    """
+    problems: list[Problem] = []
+    for spec in specs:
+        table = d.field_table(wire_kind(spec.kind))
+        for key, value in spec.config.items():
+            is_bucket = spec.kind in ("KeyValue", "ObjectStore")
+            wire_name = BUCKET_FIELD_NEEDS.get(key, key) if is_bucket else key
+            entry = table.get(wire_name)
+            if entry is None or d.server_knows(entry, server) or value == entry.absent:
+                continue
+            message = f"needs nats-server {entry.since_text} or newer (connected: {server.version})"
+            problems.append(Problem(spec.where(key), key, message))
+    return problems
