@@ -61,9 +61,7 @@ def kv_stream_config(name: str, bucket: Mapping[str, Any]) -> dict[str, Any]:
         max_msgs=-1,
         max_consumers=-1,
         deny_delete=True,
-        duplicate_window=min(ttl, DEFAULT_DUPLICATE_WINDOW)
-        if ttl > 0
-        else DEFAULT_DUPLICATE_WINDOW,
+        duplicate_window=min(ttl, window) if ttl > 0 else window,
     )
     if bucket.get("republish") is not None:
         config["republish"] = bucket["republish"]
