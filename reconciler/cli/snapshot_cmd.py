@@ -1,0 +1,75 @@
+"""``reconcile snapshot --env NAME --out FILE``: live configs as JSON Lines for the fleet job."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import click
+
+from reconciler.cli.options import connection_options, to_connection_options
+from reconciler.cli.output import notice
+
+
+def _check_env(_: click.Context, __: click.Parameter, value: str) -> str:
+    if not value or value.startswith(".") or any(c in value for c in "/\\\n\r\t "):
+        raise click.BadParameter("an environment name is a folder name: no spaces or slashes")
+    return value
+
+
+@click.command()
+@click.option(
+    "--env",
+    required=True,
+    callback=_check_env,
+    help="Environment name (the sub-folder of the fleet's spec folder).",
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    help="JSON Lines file to write (replaced atomically); '-' for stdout.",
+)
+@connection_options
+def snapshot(env: str, out: Path, **conn: Any) -> int:
+    """Write every live stream and consumer as a JSON Lines snapshot record.
+
+    One record per line: {env, captured_at, kind, stream, name, config, server_version,
+    api_level}; config is the server's own config object, verbatim (KeyValue and
+    ObjectStore buckets appear as their KV_/OBJ_ streams). See
+    schemas/snapshot.schema.json.
+    """
+    from reconciler import run
+    from reconciler.snapshot import snapshot_records
+
+    live = asyncio.run(run.fetch_live(to_connection_options(conn), on_notice=notice))
+    records = snapshot_records(live, env=env, captured_at=datetime.now(timezone.utc))
+    count = _write(records, out)
+    where = "stdout" if str(out) == "-" else str(out)
+    notice(
+        f"snapshot of {env}: {len(live.streams)} streams, {len(live.consumers)} consumers "
+        f"({count} records) written to {where}"
+    )
+    return 0
+
+
+def _write(records: list[dict[str, Any]], out: Path) -> int:
+    from reconciler.snapshot import write_jsonl
+
+    if str(out) == "-":
+        return write_jsonl(records, sys.stdout)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            count = write_jsonl(records, handle)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return count
