@@ -1,0 +1,336 @@
+"""``python -m action``: the GitHub Action's entry point, configured by ``INPUT_*`` variables.
+
+Runs the engine in-process (so an invalid spec becomes one ``::error file=,line=::``
+annotation per problem), then writes the step's outputs, its Markdown summary and, on a
+pull request with ``comment: true``, one sticky comment per path.
+
+Exit status: 0 on success (a plan with changes is a success: ``has-changes`` says so);
+1 on any error, refused or failed apply step; 2 when drift is found and ``fail-on-drift``
+is true.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import re
+import sys
+import tempfile
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from action.runner import InputError, Runner
+from reconciler.errors import ApplyFailed, ReconcileError, SpecError, UnsupportedField
+
+if TYPE_CHECKING:
+    from reconciler.jetstream import ConnectionOptions
+    from reconciler.plan import Plan
+    from reconciler.render import PlanFormat
+
+MODES = ("plan", "apply", "drift")
+SPEC_TITLE = "jetstream-gitops: invalid spec"
+
+
+@dataclass(frozen=True)
+class Inputs:
+    paths: tuple[str, ...]
+    mode: str
+    server: str
+    creds: str
+    context: str
+    prune: bool
+    allow_replace: bool
+    comment: bool
+    fail_on_drift: bool
+
+    @classmethod
+    def read(cls, runner: Runner) -> Inputs:
+        paths = tuple(runner.input("path").split())
+        if not paths:
+            raise InputError("input 'path' is required: spec files or folders")
+        mode = runner.input("mode", default="plan").lower()
+        if mode not in MODES:
+            raise InputError(f"input 'mode' must be one of {', '.join(MODES)}, not {mode!r}")
+        return cls(
+            paths=paths,
+            mode=mode,
+            server=runner.input("server"),
+            creds=runner.input("creds"),
+            context=runner.input("context"),
+            prune=runner.flag("prune", default=False),
+            allow_replace=runner.flag("allow-replace", default=False),
+            comment=runner.flag("comment", default=False),
+            fail_on_drift=runner.flag("fail-on-drift", default=True),
+        )
+
+    @property
+    def label(self) -> str:
+        return " ".join(self.paths)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a mode produced: the step's outputs, its summary and comment, its exit code."""
+
+    outputs: dict[str, str]
+    markdown: str
+    code: int = 0
+
+
+# --- secrets and connection -------------------------------------------------------------
+
+
+def url_secrets(servers: str) -> list[str]:
+    """Passwords and tokens embedded in server URLs (``nats://user:pass@h``, ``nats://tok@h``)."""
+    found: list[str] = []
+    for url in servers.split(","):
+        parts = urllib.parse.urlsplit(url.strip())
+        if parts.password:
+            found.append(parts.password)
+        elif parts.username:
+            found.append(parts.username)
+    return found
+
+
+def work_dir(env: Mapping[str, str]) -> Path:
+    """The action's scratch folder (under ``RUNNER_TEMP`` on a runner)."""
+    base = Path(env.get("RUNNER_TEMP") or tempfile.gettempdir()) / "jetstream-gitops"
+    base.mkdir(parents=True, exist_ok=True)
+    return base
+
+
+def creds_file(runner: Runner, creds: str) -> str | None:
+    """A path to the credentials: the input itself, or a 0600 file holding its contents."""
+    if not creds:
+        return None
+    if "\n" not in creds and "-----BEGIN" not in creds:
+        return creds
+    runner.mask(creds)
+    digest = hashlib.sha256(creds.encode()).hexdigest()[:12]
+    path = work_dir(runner.env) / f"user-{digest}.creds"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(creds if creds.endswith("\n") else creds + "\n")
+    return str(path)
+
+
+def connection(runner: Runner, inputs: Inputs) -> ConnectionOptions:
+    from reconciler.jetstream import ConnectionOptions
+
+    for secret in url_secrets(inputs.server):
+        runner.mask(secret)
+    return ConnectionOptions(
+        servers=inputs.server or None,
+        creds=creds_file(runner, inputs.creds),
+        context=inputs.context or None,
+        store=work_dir(runner.env) / "embedded-server",
+    )
+
+
+# --- annotations -------------------------------------------------------------------------
+
+
+def workspace_path(runner: Runner, file: str) -> str:
+    """``file`` relative to the workspace, as annotations want it."""
+    workspace = runner.env.get("GITHUB_WORKSPACE") or os.getcwd()
+    try:
+        return str(Path(file).resolve().relative_to(Path(workspace).resolve()))
+    except ValueError:
+        return file
+
+
+def annotate(runner: Runner, err: ReconcileError) -> None:
+    """One ``::error`` per problem, at its file and line when known."""
+    if isinstance(err, (SpecError, UnsupportedField)):
+        for problem in err.problems:
+            where = problem.location
+            message = f"{problem.path}: {problem.message}" if problem.path else problem.message
+            runner.error(
+                message,
+                file=workspace_path(runner, where.file) if where else None,
+                line=where.line if where else None,
+                title=SPEC_TITLE,
+            )
+        return
+    runner.error(str(err), title="jetstream-gitops")
+
+
+# --- modes -------------------------------------------------------------------------------
+
+
+def render(plan: Plan, fmt: PlanFormat) -> str:
+    from reconciler.render import render_plan
+
+    return render_plan(plan, fmt)
+
+
+def summary_line(plan: Plan) -> str:
+    counts = plan.summary
+    return (
+        f"{counts['create']} to create, {counts['update']} to update, "
+        f"{counts['replace']} to replace, {counts['delete']} to delete, "
+        f"{counts['unchanged']} unchanged"
+    )
+
+
+def write_json(runner: Runner, inputs: Inputs, name: str, data: Any) -> str:
+    digest = hashlib.sha256(inputs.label.encode()).hexdigest()[:10]
+    path = work_dir(runner.env) / f"{name}-{digest}.json"
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def plan_outputs(runner: Runner, inputs: Inputs, plan: Plan) -> dict[str, str]:
+    return {
+        "has-changes": "true" if plan.has_changes else "false",
+        "plan-json": write_json(runner, inputs, "plan", plan.to_json()),
+        "summary": summary_line(plan),
+    }
+
+
+def heading(inputs: Inputs, what: str) -> str:
+    return f"### JetStream {what} for `{inputs.label}`\n\n"
+
+
+def plan_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outcome:
+    from reconciler import run
+
+    plan = asyncio.run(run.plan(inputs.paths, options, prune=inputs.prune, on_notice=runner.log))
+    runner.log(render(plan, "text"))
+    markdown = heading(inputs, "plan") + render(plan, "markdown")
+    return Outcome(plan_outputs(runner, inputs, plan), markdown)
+
+
+def apply_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outcome:
+    from reconciler import run
+    from reconciler.apply import StepEvent, describe, summarize
+
+    def on_step(event: StepEvent) -> None:
+        error = f": {event.error}" if event.error else ""
+        runner.log(f"[{event.done}/{event.total}] {event.outcome} {describe(event.step)}{error}")
+
+    result = asyncio.run(
+        run.apply(
+            inputs.paths,
+            options,
+            prune=inputs.prune,
+            allow_replace=inputs.allow_replace,
+            dry_run=False,
+            on_notice=runner.log,
+            on_step=on_step,
+        )
+    )
+    outputs = plan_outputs(runner, inputs, result.plan)
+    outputs["summary"] = summarize([result])
+    markdown = heading(inputs, "apply") + render(result.plan, "markdown")
+    markdown += f"\n**{summarize([result])}**\n"
+    code = 0 if result.ok else 1
+    if not result.ok:
+        runner.error("apply interrupted: some steps did not run", title="jetstream-gitops")
+    return Outcome(outputs, markdown, code)
+
+
+def drift_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outcome:
+    from reconciler import run
+    from reconciler.drift import from_plan
+    from reconciler.render.drift_html import render_drift_html
+    from reconciler.render.drift_markdown import render_drift_markdown
+    from reconciler.render.drift_text import headline, render_drift_text
+
+    plan = asyncio.run(run.plan(inputs.paths, options, prune=False, on_notice=runner.log))
+    report = from_plan(plan)
+    runner.log(render_drift_text(report))
+    outputs = plan_outputs(runner, inputs, plan)
+    outputs["has-changes"] = "true" if report.has_drift else "false"
+    outputs["summary"] = headline(report)
+    outputs["report-json"] = write_json(runner, inputs, "drift", report.to_json())
+    html = Path(outputs["report-json"]).with_suffix(".html")
+    html.write_text(render_drift_html(report), encoding="utf-8")
+    outputs["report-html"] = str(html)
+    markdown = render_drift_markdown(report, title=f"JetStream drift for `{inputs.label}`")
+    code = 0
+    if report.has_drift and inputs.fail_on_drift:
+        runner.error(headline(report), title="jetstream-gitops: drift")
+        code = 2
+    return Outcome(outputs, markdown, code)
+
+
+MODE_RUNNERS = {"plan": plan_mode, "apply": apply_mode, "drift": drift_mode}
+
+
+# --- the step ----------------------------------------------------------------------------
+
+
+def post_comment(runner: Runner, inputs: Inputs, markdown: str) -> None:
+    """The sticky PR comment; a refused comment is a warning, not a failed step."""
+    from action.comment import CommentError, GitHubAPI, PullRequest, upsert_comment
+
+    env = runner.env
+    pr = PullRequest.from_event(
+        event_name=env.get("GITHUB_EVENT_NAME", ""),
+        event_path=env.get("GITHUB_EVENT_PATH", ""),
+        repository=env.get("GITHUB_REPOSITORY", ""),
+    )
+    if pr is None:
+        runner.log("comment: not a pull_request event; no comment posted")
+        return
+    try:
+        api = GitHubAPI(
+            api_url=env.get("GITHUB_API_URL") or "https://api.github.com",
+            token=env.get("GITHUB_TOKEN", ""),
+        )
+        result = upsert_comment(api, pr, path=inputs.label, markdown=markdown)
+    except CommentError as err:
+        runner.warning(f"could not comment on the pull request: {err}", title="jetstream-gitops")
+        return
+    runner.log(f"comment {result.action}: {result.url or result.id}")
+
+
+def failure_markdown(inputs: Inputs, err: ReconcileError) -> str:
+    lines = [heading(inputs, inputs.mode) + f"**Failed:** {err}".replace("\n", " ")]
+    if isinstance(err, (SpecError, UnsupportedField)):
+        lines += ["", *(f"- `{problem}`" for problem in err.problems)]
+    if isinstance(err, ApplyFailed):
+        report = err.report
+        lines += ["", *(f"- applied: {s}" for s in report.applied)]
+        lines += [f"- failed: {s}" for s in report.failed]
+        lines += [f"- skipped: {s}" for s in report.skipped]
+    return "\n".join(lines) + "\n"
+
+
+def run_step(runner: Runner) -> int:
+    """Run the action in ``runner``'s environment; returns the exit status."""
+    token = runner.env.get("GITHUB_TOKEN", "")
+    if token:
+        runner.mask(token)
+    try:
+        inputs = Inputs.read(runner)
+    except ReconcileError as err:
+        annotate(runner, err)
+        return 1
+    try:
+        outcome = MODE_RUNNERS[inputs.mode](runner, inputs, connection(runner, inputs))
+    except ReconcileError as err:
+        annotate(runner, err)
+        outputs = {"has-changes": "false", "summary": f"failed: {err}"}
+        outcome = Outcome(outputs, failure_markdown(inputs, err), 1)
+    for name, value in outcome.outputs.items():
+        runner.set_output(name, re.sub(r"\s+", " ", value) if name == "summary" else value)
+    if runner.write_summary(outcome.markdown):
+        runner.warning("the step summary was truncated to GitHub's 1 MiB limit")
+    if inputs.comment:
+        post_comment(runner, inputs, outcome.markdown)
+    return outcome.code
+
+
+def main() -> int:
+    return run_step(Runner())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
