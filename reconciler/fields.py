@@ -79,7 +79,7 @@ def _expand(
         return
     for key in keys:
         path = f"{prefix}{key}"
-        child = node[key]  # type: ignore[index]
+        child = node[key]
         if rest:
             yield from _expand(child, rest, path + ".")
         else:

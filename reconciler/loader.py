@@ -218,10 +218,9 @@ def _event_line(event: yaml.Event) -> int:
 
 def _yaml_problem(err: yaml.YAMLError, text: str, name: str) -> Problem:
     mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
-    if mark is not None:
-        line = mark.line + 1
-    else:
-        line = text[: getattr(err, "position", 0)].count("\n") + 1
+    line = (
+        mark.line + 1 if mark is not None else text[: getattr(err, "position", 0)].count("\n") + 1
+    )
     detail = getattr(err, "problem", None) or str(err).splitlines()[0]
     if "expected <document start>" in str(detail):
         detail = "unexpected content after the end of the document"
@@ -373,7 +372,7 @@ def _infer_kind(document: Document, name: str, problems: list[Problem], *, wire:
     body = document.body
     if "kind" in body or not wire:
         return document
-    if _BACKUP_KEYS <= body.keys():
+    if body.keys() >= _BACKUP_KEYS:
         return _from_backup(document, name, problems)
     config = body.get("config")
     if isinstance(config, dict) and ("created" in body or "state" in body):

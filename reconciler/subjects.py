@@ -37,7 +37,7 @@ def subjects_overlap(first: str, second: str) -> bool:
         ta, tb = a[index], b[index]
         if ta == ">" or tb == ">":
             return True
-        if ta != tb and ta != "*" and tb != "*":
+        if ta not in (tb, "*") and tb != "*":
             return False
     return len(a) == len(b)
 
@@ -53,7 +53,7 @@ def is_subset(inner: str, outer: str) -> bool:
         ta = a[index]
         if ta == ">":
             return False
-        if tb != "*" and ta != tb:
+        if tb not in ("*", ta):
             return False
     return len(a) == len(b)
 

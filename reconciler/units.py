@@ -72,7 +72,8 @@ def parse_duration(value: str | int) -> int:
     if not text or _DURATION_TERM.sub("", text) != "":
         raise UnitError(f"{value!r} is not a duration ({DURATION_EXAMPLES})")
     total = sum(
-        Fraction(number) * _DURATION_UNITS[unit] for number, unit in _DURATION_TERM.findall(text)
+        (Fraction(number) * _DURATION_UNITS[unit] for number, unit in _DURATION_TERM.findall(text)),
+        Fraction(0),
     )
     return _exact(total, value, "duration", "nanosecond")
 

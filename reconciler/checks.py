@@ -1,0 +1,276 @@
+"""Cross-resource checks: what JSON Schema cannot see because it looks at one document.
+
+Each check takes every validated spec and returns problems located at the offending
+field: duplicate names, consumers of undeclared streams, overlapping stream subjects,
+filters outside their stream, mirror together with subjects, source/mirror cycles,
+push-only and pull-only fields on the wrong consumer type, ``max_deliver`` against the
+backoff list, ``duplicate_window`` against ``max_age``, and the work-queue rules.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any
+
+from reconciler.errors import Problem
+from reconciler.spec import Spec
+from reconciler.subjects import subjects_overlap
+
+PUSH_ONLY = ("deliver_group", "idle_heartbeat", "flow_control", "rate_limit_bps")
+PULL_ONLY = (
+    "max_waiting",
+    "max_batch",
+    "max_expires",
+    "max_bytes",
+    "priority_groups",
+    "priority_policy",
+    "priority_timeout",
+)
+
+
+def cross_resource_problems(
+    specs: list[Spec], *, declared_streams: Collection[str] = ()
+) -> list[Problem]:
+    """Every cross-resource problem of a spec set.
+
+    ``declared_streams`` names streams declared by documents that failed validation, so a
+    consumer of such a stream is not reported a second time as naming an unknown stream.
+    """
+    checks: list[Callable[[list[Spec]], Iterable[Problem]]] = [
+        duplicate_names,
+        overlapping_subjects,
+        mirror_problems,
+        source_cycles,
+        stream_limits,
+        consumer_shape,
+        work_queue_rules,
+    ]
+    problems = [p for check in checks for p in check(specs)]
+    problems.extend(consumer_streams(specs, declared_streams=declared_streams))
+    return problems
+
+
+def stream_specs(specs: Iterable[Spec]) -> dict[str, Spec]:
+    """Streams, KeyValue and ObjectStore buckets by the JetStream stream name they use."""
+    return {s.stream_name: s for s in specs if s.kind != "Consumer"}
+
+
+def stream_subjects(spec: Spec) -> list[str]:
+    """The subjects a stream (or bucket) listens on; [] for mirrors and pure sources."""
+    if spec.kind == "KeyValue":
+        return [f"$KV.{spec.name}.>"]
+    if spec.kind == "ObjectStore":
+        return [f"$O.{spec.name}.C.>", f"$O.{spec.name}.M.>"]
+    subjects = spec.config.get("subjects") or []
+    if subjects:
+        return [str(s) for s in subjects]
+    if spec.config.get("mirror") or spec.config.get("sources") or spec.external:
+        return []
+    return [spec.name]
+
+
+def duplicate_names(specs: list[Spec]) -> Iterable[Problem]:
+    first: dict[tuple[str, str], Spec] = {}
+    for spec in specs:
+        identity = (
+            ("consumer", f"{spec.stream}/{spec.name}")
+            if spec.kind == "Consumer"
+            else ("stream", spec.stream_name)
+        )
+        earlier = first.setdefault(identity, spec)
+        if earlier is not spec:
+            what = f"{spec.kind} {spec.name!r}"
+            clash = "" if earlier.kind == spec.kind else f" (the stream of {earlier.kind} "
+            clash += f"{earlier.name!r})" if clash else ""
+            message = f"duplicate {what}{clash}: already declared at {earlier.source}"
+            yield Problem(spec.where("name"), "name", message)
+
+
+def consumer_streams(specs: list[Spec], *, declared_streams: Collection[str]) -> Iterable[Problem]:
+    streams = stream_specs(specs)
+    for spec in specs:
+        if spec.kind != "Consumer" or spec.stream in streams or spec.stream in declared_streams:
+            continue
+        message = (
+            f"stream {spec.stream!r} is not declared; add it, or declare it with "
+            "`external: true` if it is managed elsewhere"
+        )
+        yield Problem(spec.where("stream"), "stream", message)
+    for spec in specs:
+        if spec.kind == "Consumer" and spec.stream in streams:
+            yield from _filters_inside_stream(spec, streams[str(spec.stream)])
+
+
+def _filters_inside_stream(consumer: Spec, stream: Spec) -> Iterable[Problem]:
+    subjects = stream_subjects(stream)
+    if not subjects or stream.config.get("subject_transform"):
+        return
+    for path, subject in consumer_filters(consumer):
+        if not any(subjects_overlap(subject, s) for s in subjects):
+            message = (
+                f"filter {subject!r} matches none of stream {stream.name!r}'s subjects "
+                f"({', '.join(subjects)})"
+            )
+            yield Problem(consumer.where(path), path, message)
+
+
+def consumer_filters(consumer: Spec) -> list[tuple[str, str]]:
+    """(field path, subject) of every filter subject of a consumer."""
+    config = consumer.config
+    filters = (
+        [("filter_subject", str(config["filter_subject"]))] if config.get("filter_subject") else []
+    )
+    for index, subject in enumerate(config.get("filter_subjects") or []):
+        filters.append((f"filter_subjects.{index}", str(subject)))
+    return filters
+
+
+def overlapping_subjects(specs: list[Spec]) -> Iterable[Problem]:
+    by_first_token: dict[str, list[tuple[str, Spec, int]]] = defaultdict(list)
+    for spec in stream_specs(specs).values():
+        for index, subject in enumerate(stream_subjects(spec)):
+            head = subject.split(".", 1)[0]
+            key = "*" if head in ("*", ">") else head
+            by_first_token[key].append((subject, spec, index))
+    wild = by_first_token.pop("*", [])
+    reported: set[tuple[str, str]] = set()
+    groups = [*by_first_token.values(), wild]
+    for group in groups:
+        others = wild if group is not wild else []
+        for position, (subject, spec, index) in enumerate(group):
+            for other_subject, other, _ in [*group[position + 1 :], *others]:
+                pair = tuple(sorted((spec.stream_name, other.stream_name)))
+                if other is spec or pair in reported:
+                    continue
+                if subjects_overlap(subject, other_subject):
+                    reported.add((pair[0], pair[1]))
+                    yield _overlap_problem(spec, index, subject, other, other_subject)
+
+
+def _overlap_problem(
+    spec: Spec, index: int, subject: str, other: Spec, other_subject: str
+) -> Problem:
+    path = f"subjects.{index}" if spec.kind == "Stream" and spec.config.get("subjects") else "name"
+    message = (
+        f"subject {subject!r} overlaps {other_subject!r} of {other.kind} {other.name!r} "
+        f"({other.source}); a message may only be stored by one stream"
+    )
+    return Problem(spec.where(path), path, message)
+
+
+def mirror_problems(specs: list[Spec]) -> Iterable[Problem]:
+    for spec in specs:
+        if spec.kind != "Stream" or not spec.config.get("mirror"):
+            continue
+        if spec.config.get("subjects"):
+            yield Problem(spec.where("subjects"), "subjects", "a mirror cannot have subjects")
+        if spec.config.get("sources"):
+            yield Problem(spec.where("sources"), "sources", "a mirror cannot also have sources")
+
+
+def _origins(spec: Spec) -> list[str]:
+    """Names of the local streams a stream copies from (external ones excluded)."""
+    config = spec.config
+    entries: list[Mapping[str, Any]] = [config["mirror"]] if config.get("mirror") else []
+    entries.extend(config.get("sources") or [])
+    return [str(e["name"]) for e in entries if not e.get("external")]
+
+
+def source_cycles(specs: list[Spec]) -> Iterable[Problem]:
+    streams = {s.name: s for s in specs if s.kind == "Stream"}
+    graph = {name: [o for o in _origins(s) if o in streams] for name, s in streams.items()}
+    reported: set[frozenset[str]] = set()
+    for start in sorted(graph):
+        cycle = _cycle_from(start, graph)
+        if cycle and frozenset(cycle) not in reported:
+            reported.add(frozenset(cycle))
+            spec = streams[start]
+            path = "mirror" if spec.config.get("mirror") else "sources"
+            chain = " → ".join([*cycle, cycle[0]])
+            yield Problem(spec.where(path), path, f"sources/mirrors form a cycle: {chain}")
+
+
+def _cycle_from(start: str, graph: Mapping[str, list[str]]) -> list[str] | None:
+    stack: list[tuple[str, list[str]]] = [(start, [start])]
+    seen: set[str] = set()
+    while stack:
+        node, trail = stack.pop()
+        for origin in graph.get(node, []):
+            if origin == start:
+                return trail
+            if origin not in seen:
+                seen.add(origin)
+                stack.append((origin, [*trail, origin]))
+    return None
+
+
+def stream_limits(specs: list[Spec]) -> Iterable[Problem]:
+    for spec in specs:
+        if spec.kind != "Stream":
+            continue
+        max_age = int(spec.config.get("max_age") or 0)
+        window = int(spec.config.get("duplicate_window") or 0)
+        if max_age > 0 and window > max_age:
+            message = "duplicate_window cannot be longer than max_age"
+            yield Problem(spec.where("duplicate_window"), "duplicate_window", message)
+
+
+def consumer_shape(specs: list[Spec]) -> Iterable[Problem]:
+    for spec in specs:
+        if spec.kind != "Consumer":
+            continue
+        config = spec.config
+        push = bool(config.get("deliver_subject"))
+        wrong = PULL_ONLY if push else PUSH_ONLY
+        mode = "push (it has deliver_subject)" if push else "pull (no deliver_subject)"
+        for name in wrong:
+            if config.get(name) not in (None, 0, False, [], "", "none"):
+                message = f"not allowed on a {mode} consumer"
+                yield Problem(spec.where(name), name, message)
+        backoff = config.get("backoff") or []
+        max_deliver = int(config.get("max_deliver") or -1)
+        if backoff and 0 < max_deliver < len(backoff):
+            message = (
+                f"max_deliver ({max_deliver}) is smaller than the backoff list ({len(backoff)})"
+            )
+            yield Problem(spec.where("max_deliver"), "max_deliver", message)
+        if config.get("flow_control") and not config.get("idle_heartbeat"):
+            yield Problem(
+                spec.where("flow_control"), "flow_control", "flow_control needs idle_heartbeat"
+            )
+
+
+def work_queue_rules(specs: list[Spec]) -> Iterable[Problem]:
+    streams = stream_specs(specs)
+    per_stream: dict[str, list[Spec]] = defaultdict(list)
+    for spec in specs:
+        stream = streams.get(str(spec.stream)) if spec.kind == "Consumer" else None
+        if stream is not None and stream.config.get("retention") == "workqueue":
+            per_stream[stream.name].append(spec)
+    for consumers in per_stream.values():
+        for spec in consumers:
+            if spec.config.get("ack_policy") not in ("explicit", "flow_control"):
+                message = "consumers of a workqueue stream need ack_policy: explicit"
+                yield Problem(spec.where("ack_policy"), "ack_policy", message)
+        yield from _work_queue_partitions(consumers)
+
+
+def _work_queue_partitions(consumers: list[Spec]) -> Iterable[Problem]:
+    if len(consumers) < 2:
+        return
+    for position, spec in enumerate(consumers):
+        filters = consumer_filters(spec)
+        if not filters:
+            message = "several consumers of a workqueue stream each need a filter subject"
+            yield Problem(spec.source, "filter_subject", message)
+            continue
+        for other in consumers[position + 1 :]:
+            for path, subject in filters:
+                clash = [s for _, s in consumer_filters(other) if subjects_overlap(subject, s)]
+                if clash:
+                    message = (
+                        f"filter {subject!r} overlaps {clash[0]!r} of consumer {other.name!r}: "
+                        "workqueue consumers must not overlap"
+                    )
+                    yield Problem(spec.where(path), path, message)

@@ -1,0 +1,49 @@
+"""``reconcile validate PATH...``: schema and cross-resource checks, no server."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import click
+
+from reconciler.errors import SpecError
+from reconciler.loader import spec_files
+from reconciler.spec import KINDS
+from reconciler.validate import load_specs
+
+
+@click.command("validate")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="How to print the result.",
+)
+@click.pass_context
+def validate(ctx: click.Context, paths: tuple[str, ...], fmt: str) -> None:
+    """Check spec files (YAML/JSON, files or folders) without a server."""
+    try:
+        specs = load_specs(list(paths))
+    except SpecError as err:
+        if fmt != "json":
+            raise
+        payload = {"valid": False, "errors": [p.to_json() for p in err.problems]}
+        click.echo(json.dumps(payload, indent=2))
+        ctx.exit(1)
+    files = len(spec_files(list(paths), []))
+    counts = Counter(spec.kind for spec in specs)
+    per_kind = ", ".join(f"{counts[k]} {k}" for k in KINDS if counts[k])
+    noun = "document" if len(specs) == 1 else "documents"
+    summary = f"{files} file{'s' if files != 1 else ''}, {len(specs)} {noun} valid"
+    summary += f": {per_kind}" if per_kind else ""
+    if fmt == "json":
+        kinds = {k: counts[k] for k in KINDS}
+        click.echo(
+            json.dumps({"valid": True, "files": files, "documents": len(specs), "kinds": kinds})
+        )
+    else:
+        click.echo(summary)

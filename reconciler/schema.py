@@ -1,0 +1,175 @@
+"""The JSON Schemas of spec documents, and their errors as located problems.
+
+The schemas in ``schemas/`` (draft 2020-12) are the published contract; each is compiled
+once per process. :func:`schema_problems` validates one document against the schema of its
+kind and turns every error into a :class:`~reconciler.errors.Problem` carrying the
+``FILE:LINE`` of the offending value, with a "did you mean" hint for misspelt fields and
+enum values.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+from referencing import Registry, Resource
+
+from reconciler.errors import Problem
+from reconciler.loader import Document
+from reconciler.spec import KINDS
+from reconciler.units import DURATION_EXAMPLES, SIZE_EXAMPLES
+
+SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+SCHEMA_FILES: Mapping[str, str] = {
+    "Stream": "stream.schema.json",
+    "Consumer": "consumer.schema.json",
+    "KeyValue": "keyvalue.schema.json",
+    "ObjectStore": "objectstore.schema.json",
+    "document": "document.schema.json",
+}
+_UNIT_HINTS = {"duration": DURATION_EXAMPLES, "size": SIZE_EXAMPLES}
+
+
+@functools.cache
+def _schemas() -> dict[str, dict[str, Any]]:
+    return {
+        key: json.loads((SCHEMA_DIR / filename).read_text(encoding="utf-8"))
+        for key, filename in SCHEMA_FILES.items()
+    }
+
+
+@functools.cache
+def _registry() -> Registry[Any]:
+    resources = [(schema["$id"], Resource.from_contents(schema)) for schema in _schemas().values()]
+    return Registry().with_resources(resources)
+
+
+@functools.cache
+def validator(kind: str) -> Draft202012Validator:
+    """The compiled validator of one kind (or ``"document"`` for any kind)."""
+    return Draft202012Validator(_schemas()[kind], registry=_registry())
+
+
+def schema(kind: str) -> dict[str, Any]:
+    """The raw schema of one kind (or ``"document"``)."""
+    return _schemas()[kind]
+
+
+def kind_problem(document: Document) -> Problem | None:
+    """A problem when the document's ``kind`` is missing or unknown, else None."""
+    kind = document.body.get("kind")
+    choices = ", ".join(KINDS)
+    if kind is None:
+        return Problem(document.source, "kind", f"missing `kind` (one of {choices})")
+    if kind not in KINDS:
+        hint = _did_you_mean(str(kind), KINDS, case_insensitive=True)
+        message = f"unknown kind {kind!r}{hint} (one of {choices})"
+        return Problem(document.where("kind"), "kind", message)
+    return None
+
+
+def schema_problems(document: Document) -> list[Problem]:
+    """Every schema error of a document whose kind is known."""
+    kind = str(document.body["kind"])
+    problems: list[Problem] = []
+    for error in validator(kind).iter_errors(document.body):
+        problems.extend(_problems_of(error, document, kind))
+    return problems
+
+
+def _problems_of(error: ValidationError, document: Document, kind: str) -> Iterator[Problem]:
+    path = ".".join(str(part) for part in error.absolute_path)
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        for key in sorted(set(error.instance) - set(allowed)):
+            field_path = f"{path}.{key}" if path else key
+            hint = _did_you_mean(key, allowed)
+            yield Problem(document.where(field_path), field_path, f"unknown field{hint}")
+        return
+    yield Problem(document.where(path), path, _message(error, kind))
+
+
+def _message(error: ValidationError, kind: str) -> str:
+    schema_part: Mapping[str, Any] = error.schema if isinstance(error.schema, Mapping) else {}
+    value = error.instance
+    title = schema_part.get("title")
+    match error.validator:
+        case "required":
+            missing = str(error.message).split("'")[1] if "'" in error.message else "?"
+            return f"missing required field `{missing}`"
+        case "anyOf" if kind == "Consumer" and not error.absolute_path:
+            return "a consumer needs a `name` (its durable name) or `durable_name`"
+        case "anyOf" if title in _UNIT_HINTS:
+            return _unit_message(value, str(title))
+        case "pattern" if title:
+            return f"{value!r} is not a valid {title}: {schema_part.get('description', '')}".strip()
+        case "enum":
+            choices = [str(c) for c in schema_part.get("enum", [])]
+            hint = _did_you_mean(str(value), choices, case_insensitive=True)
+            return f"{value!r} is not one of {', '.join(choices)}{hint}"
+        case "type":
+            return (
+                f"expected {_type_name(error.validator_value)}, got {_json_type(value)} {value!r}"
+            )
+        case "minimum" | "maximum" if title == "limit":
+            return f"{value!r} is out of range (-1 = unlimited, or a non-negative count)"
+        case "uniqueItems":
+            return "contains duplicate entries"
+    return str(error.message)
+
+
+def _unit_message(value: Any, unit: str) -> str:
+    hint = _UNIT_HINTS[unit]
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        return f"expected a {unit} ({hint}), got {_json_type(value)} {value!r}"
+    if isinstance(value, int):
+        if value < 0:
+            floor = "-1 means unlimited" if unit == "size" else "use 0 for none"
+            return f"{value} is negative: a {unit} cannot be negative ({floor})"
+        return f"{value} is too large for this field"
+    if value.strip().startswith("-"):
+        return f"{value!r} is negative: a {unit} cannot be negative"
+    return f"{value!r} is not a {unit} ({hint})"
+
+
+def _type_name(expected: Any) -> str:
+    names = expected if isinstance(expected, list) else [expected]
+    words = {"integer": "an integer", "string": "a string", "boolean": "true or false"}
+    return " or ".join(
+        words.get(str(n), f"a{'n' if str(n)[0] in 'aeiou' else ''} {n}") for n in names
+    )
+
+
+def _json_type(value: Any) -> str:
+    match value:
+        case bool():
+            return "boolean"
+        case int():
+            return "integer"
+        case float():
+            return "number"
+        case str():
+            return "string"
+        case list():
+            return "list"
+        case dict():
+            return "mapping"
+        case None:
+            return "null"
+    return type(value).__name__
+
+
+def _did_you_mean(word: str, choices: Any, *, case_insensitive: bool = False) -> str:
+    options = [str(c) for c in choices]
+    if case_insensitive:
+        exact = [c for c in options if c.lower() == word.lower()]
+        if exact:
+            return f" (did you mean {exact[0]!r}?)"
+    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -1,0 +1,132 @@
+"""From documents to validated specs: schema, units, identity, cross-resource checks.
+
+``load_specs(paths)`` = load + ``validate_documents``. Every problem of every document is
+collected first; if there is any, one :class:`~reconciler.errors.SpecError` carries them
+all. A returned :class:`~reconciler.spec.Spec` has its config in wire units (integer
+nanoseconds and bytes) without the spec-only fields ``kind``, ``stream`` and ``external``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+from reconciler.checks import cross_resource_problems
+from reconciler.errors import Problem, SpecError
+from reconciler.fields import field_limit, unit_paths
+from reconciler.loader import Document, load_documents
+from reconciler.schema import kind_problem, schema_problems
+from reconciler.spec import Kind, Spec
+from reconciler.units import UnitError, parse_duration, parse_size
+
+SPEC_ONLY_FIELDS = ("kind", "stream", "external")
+
+
+def load_specs(paths: Sequence[str | Path]) -> list[Spec]:
+    """Load, validate and check every spec under ``paths``; raise one SpecError."""
+    return validate_documents(load_documents(paths))
+
+
+def validate_documents(documents: Iterable[Document]) -> list[Spec]:
+    """Validate documents into specs, or raise one SpecError listing every problem."""
+    problems: list[Problem] = []
+    specs: list[Spec] = []
+    declared: set[str] = set()
+    for document in documents:
+        declared.update(_declared_stream(document))
+        spec = spec_from_document(document, problems)
+        if spec is not None:
+            specs.append(spec)
+    problems.extend(cross_resource_problems(specs, declared_streams=declared))
+    if problems:
+        raise SpecError(problems)
+    return specs
+
+
+def spec_from_document(document: Document, problems: list[Problem]) -> Spec | None:
+    """One document as a Spec; appends its problems and returns None when invalid."""
+    problem = kind_problem(document)
+    if problem is not None:
+        problems.append(problem)
+        return None
+    document = _with_integral_numbers(document)
+    found = schema_problems(document)
+    body = copy.deepcopy(document.body)
+    if not found:
+        found = list(_convert_units(document, body))
+    if found:
+        problems.extend(found)
+        return None
+    return _build_spec(document, body, problems)
+
+
+def _with_integral_numbers(document: Document) -> Document:
+    """Integral floats (``1e3`` in JSON, Pulumi numbers) become ints."""
+
+    def fix(value: Any) -> Any:
+        if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+            return int(value)
+        if isinstance(value, dict):
+            return {k: fix(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [fix(v) for v in value]
+        return value
+
+    return Document(body=fix(document.body), source=document.source, locations=document.locations)
+
+
+def _convert_units(document: Document, body: dict[str, Any]) -> Iterable[Problem]:
+    kind = str(body["kind"])
+    for path, unit, container, key in list(unit_paths(kind, body)):
+        value = container[key]  # type: ignore[index]
+        try:
+            wire = parse_duration(value) if unit == "duration" else parse_size(value)
+        except UnitError as err:
+            yield Problem(document.where(path), path, str(err))
+            continue
+        if wire > field_limit(path):
+            message = f"{value!r} is too large: at most {field_limit(path)} {_wire_unit(unit)}"
+            yield Problem(document.where(path), path, message)
+            continue
+        container[key] = wire  # type: ignore[index]
+
+
+def _wire_unit(unit: str) -> str:
+    return "nanoseconds" if unit == "duration" else "bytes"
+
+
+def _build_spec(document: Document, body: dict[str, Any], problems: list[Problem]) -> Spec | None:
+    kind = cast(Kind, body["kind"])
+    stream = body.get("stream") if kind == "Consumer" else None
+    external = bool(body.get("external", False)) if kind == "Stream" else False
+    config = {k: v for k, v in body.items() if k not in SPEC_ONLY_FIELDS}
+    name = str(config.get("name", ""))
+    if kind == "Consumer":
+        durable = str(config.get("durable_name", ""))
+        if name and durable and name != durable:
+            message = f"name {name!r} and durable_name {durable!r} differ; give only `name`"
+            problems.append(Problem(document.where("durable_name"), "durable_name", message))
+            return None
+        name = name or durable
+        config["name"] = config["durable_name"] = name
+    return Spec(
+        kind=kind,
+        name=name,
+        config=config,
+        source=document.source,
+        stream=str(stream) if stream is not None else None,
+        external=external,
+        locations=dict(document.locations),
+    )
+
+
+def _declared_stream(document: Document) -> list[str]:
+    """The stream name a document declares, even if the document is invalid."""
+    body = document.body
+    name = body.get("name")
+    if not isinstance(name, str):
+        return []
+    prefix = {"Stream": "", "KeyValue": "KV_", "ObjectStore": "OBJ_"}.get(str(body.get("kind")))
+    return [] if prefix is None else [prefix + name]
