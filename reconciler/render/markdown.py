@@ -1,0 +1,76 @@
+"""A plan as GitHub-flavoured Markdown, for pull-request comments and step summaries.
+
+A headline, a summary table of every change, then one collapsible details section per
+change with its field table and reasons. Every value is escaped for table cells (``|``,
+HTML, line breaks), so a spec value cannot break the layout.
+"""
+
+from __future__ import annotations
+
+import html
+
+from reconciler.plan import Entry, Plan
+from reconciler.render.text import SYMBOLS, display_value, summary_line
+
+ICONS = {"create": "🆕", "update": "🔄", "replace": "⚠️", "delete": "🗑️"}
+
+
+def cell(text: str) -> str:
+    """``text`` made safe for one Markdown table cell."""
+    escaped = html.escape(text, quote=False).replace("\\", "\\\\").replace("|", "\\|")
+    return " ".join(escaped.splitlines()) or " "
+
+
+def _summary_table(plan: Plan) -> list[str]:
+    rows = ["| Action | Resource | Source | Fields |", "|---|---|---|---|"]
+    for step in plan.changes:
+        source = cell(str(step.source)) if step.source else ""
+        icon = ICONS.get(step.action, "")
+        rows.append(
+            f"| {icon} {step.action} | {cell(step.label)} | {source} | {len(step.fields)} |"
+        )
+    return rows
+
+
+def _details(step: Entry) -> list[str]:
+    title = cell(f"{SYMBOLS[step.action]} {step.action} {step.label}")
+    lines = ["<details>", f"<summary>{title}</summary>", ""]
+    if step.fields:
+        before = "Before" if step.action != "create" else ""
+        lines += [f"| Field | {before or ' '} | After |", "|---|---|---|"]
+        for change in step.fields:
+            old = display_value(change.path, change.before) if before else ""
+            new = display_value(change.path, change.after)
+            lines.append(f"| {cell(change.path)} | {cell(old)} | {cell(new)} |")
+        lines.append("")
+    lines += [f"- {cell(reason)}" for reason in step.reasons]
+    return [*lines, "", "</details>", ""]
+
+
+def _notes(plan: Plan) -> list[str]:
+    lines: list[str] = []
+    if plan.unmanaged:
+        names = ", ".join(cell(note.label) for note in plan.unmanaged)
+        lines += [f"**Unmanaged** (never touched): {names}", ""]
+    if plan.orphans:
+        names = ", ".join(cell(note.label) for note in plan.orphans)
+        lines += [f"**Declared by no spec** (deleted with `--prune`): {names}", ""]
+    return lines
+
+
+def render_markdown(plan: Plan) -> str:
+    server = plan.server
+    lines = [f"### {cell(summary_line(plan))}", "", f"nats-server {cell(server.version)}", ""]
+    if plan.destructive_steps:
+        count = len(plan.destructive_steps)
+        lines += [
+            "> [!WARNING]",
+            f"> {count} step(s) destroy messages; apply refuses them without --allow-replace.",
+            "",
+        ]
+    if plan.has_changes:
+        lines += [*_summary_table(plan), ""]
+        for step in plan.changes:
+            lines += _details(step)
+    lines += _notes(plan)
+    return "\n".join(lines).rstrip("\n") + "\n"
