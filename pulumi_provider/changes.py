@@ -1,0 +1,117 @@
+"""What ``pulumi preview`` says about a resource: no change, update in place, or replace.
+
+Pure: the provider's last outputs hold the live config and the facts of the server it came
+from, so a diff needs no connection. Desired and live sides go through the engine's own
+``normalize``, ``diff_configs`` and ``replace_reasons``, exactly as ``reconcile plan`` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pulumi_provider.connection import public_connection
+from pulumi_provider.inputs import IDENTITY_FIELDS, has_unknowns, plain, spec_body, to_spec
+from pulumi_provider.operations import Live
+from reconciler.diff import diff_configs, replace_reasons
+from reconciler.normalize import desired_config, live_config
+from reconciler.state import ServerInfo
+
+#: Stream config fields as a bucket's inputs name them.
+BUCKET_FIELD_NAMES: Mapping[str, str] = {
+    "num_replicas": "replicas",
+    "max_msgs_per_subject": "history",
+    "max_age": "ttl",
+    "max_msg_size": "max_value_size",
+}
+
+
+@dataclass(frozen=True)
+class Change:
+    """The answer to Diff: whether anything changes, and which properties force a replace."""
+
+    changes: bool
+    replaces: list[str] = field(default_factory=list)
+
+    @property
+    def delete_before_replace(self) -> bool | None:
+        # Names are unique on a server: the old resource must go before the new one.
+        return True if self.replaces else None
+
+
+def compare(olds: Mapping[str, Any], news: Mapping[str, Any]) -> Change:
+    """Compare the last outputs with the new (checked) inputs."""
+    identity = [f for f in IDENTITY_FIELDS if _value(olds, f) != _value(news, f)]
+    if identity:
+        return Change(True, identity)
+    if has_unknowns(spec_body(news)):
+        return Change(True)
+    control = _control_changed(olds, news)
+    live = recorded_live(olds)
+    if live is None:  # outputs written without a live config: compare inputs only
+        return Change(control or spec_body(olds) != spec_body(news))
+    replaces, changed = config_change(news, live)
+    # Name the declared properties when they explain the replace; derived defaults that
+    # move with them (max_waiting when a pull consumer becomes push) add only noise.
+    declared = [f for f in replaces if f in spec_body(news) or f in spec_body(olds)]
+    return Change(control or changed, declared or replaces)
+
+
+def config_change(news: Mapping[str, Any], live: Live) -> tuple[list[str], bool]:
+    """(properties forcing a replace, anything changed) between new inputs and a live config."""
+    spec = to_spec(news)
+    desired = desired_config(spec, live.server, **_stream(live))
+    current = live_config(spec.kind, dict(live.config), live.server, **_stream(live))
+    changes = diff_configs(desired, current)
+    replaced: set[str] = set()
+    for top in {c.path.split(".")[0] for c in changes}:
+        probe = dict(current)
+        if top in desired:
+            probe[top] = desired[top]
+        else:
+            probe.pop(top, None)
+        if replace_reasons(spec.kind, probe, current, live.server):
+            replaced.add(_property_name(spec.kind, top))
+    return sorted(replaced), bool(changes)
+
+
+def recorded_live(outputs: Mapping[str, Any]) -> Live | None:
+    """The live config and server facts stored in a resource's outputs."""
+    config = plain(outputs.get("live_config"))
+    server = plain(outputs.get("server"))
+    if not isinstance(config, dict) or not isinstance(server, dict):
+        return None
+    facts = ServerInfo(
+        version=str(server.get("version", "0.0.0")),
+        api_level=int(server.get("api_level", 0)),
+        clustered=bool(server.get("clustered", False)),
+    )
+    stream_config = plain(outputs.get("stream_config"))
+    return Live(facts, config, stream_config=stream_config if stream_config else None)
+
+
+def server_facts(server: ServerInfo) -> dict[str, Any]:
+    """The server facts kept in outputs (enough for a later pure diff)."""
+    return {"version": server.version, "api_level": server.api_level, "clustered": server.clustered}
+
+
+def _control_changed(olds: Mapping[str, Any], news: Mapping[str, Any]) -> bool:
+    destroy = bool(_value(olds, "allow_destroy")) != bool(_value(news, "allow_destroy"))
+    old_conn = public_connection(_value(olds, "connection"))
+    new_conn = public_connection(_value(news, "connection"))
+    return destroy or old_conn != new_conn
+
+
+def _stream(live: Live) -> dict[str, Any]:
+    return {"stream_config": dict(live.stream_config)} if live.stream_config else {}
+
+
+def _property_name(kind: str, field_name: str) -> str:
+    if kind in ("KeyValue", "ObjectStore"):
+        return BUCKET_FIELD_NAMES.get(field_name, field_name)
+    return field_name
+
+
+def _value(props: Mapping[str, Any], key: str) -> Any:
+    return plain(props.get(key))

@@ -1,0 +1,110 @@
+"""Where the provider finds its NATS server: resource input, stack config, then ``NATS_URL``.
+
+A resource's ``connection`` input wins field by field over the stack configuration
+(``jetstream:servers``, ``jetstream:creds``, ...), which wins over the ``NATS_URL``
+environment variable. The provider never starts the embedded server: with no server
+configured anywhere, every call fails with a :class:`~reconciler.errors.ConnectError`
+telling the user where to set one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from reconciler.errors import ConnectError
+from reconciler.jetstream import ConnectionOptions
+
+#: Stack config namespace: ``pulumi config set jetstream:servers nats://...``.
+CONFIG_NAMESPACE = "jetstream"
+
+#: Fields of the ``connection`` input / stack config, as ConnectionOptions names them.
+CONNECTION_FIELDS: tuple[str, ...] = (
+    "servers",
+    "creds",
+    "nkey",
+    "user",
+    "password",
+    "token",
+    "tls_ca",
+    "tls_cert",
+    "tls_key",
+    "context",
+    "domain",
+    "timeout",
+    "connect_timeout",
+)
+
+#: Fields that are credentials: secret inputs, never written to outputs.
+SECRET_FIELDS = frozenset({"creds", "nkey", "password", "token"})
+
+_NUMBER_FIELDS = frozenset({"timeout", "connect_timeout"})
+
+
+def stack_connection(config: Any) -> dict[str, Any]:
+    """The ``jetstream:*`` stack config values (``pulumi.dynamic.Config`` or a mapping).
+
+    Accepts both snake_case (``jetstream:tls_ca``) and camelCase (``jetstream:tlsCa``) keys.
+    """
+    found: dict[str, Any] = {}
+    for field in CONNECTION_FIELDS:
+        for key in (field, _camel(field)):
+            value = config.get(f"{CONFIG_NAMESPACE}:{key}")
+            if value not in (None, ""):
+                found[field] = value
+                break
+    return found
+
+
+def resolve_connection(
+    *layers: Mapping[str, Any] | None, environ: Mapping[str, str] | None = None
+) -> ConnectionOptions:
+    """Merge connection layers (first wins per field) and fall back to ``NATS_URL``.
+
+    Raises ConnectError when no layer names a server (or a ``nats`` CLI context): the
+    provider never falls back to the embedded server.
+    """
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        for field, value in (layer or {}).items():
+            if field in CONNECTION_FIELDS and value not in (None, "", []):
+                merged.setdefault(field, value)
+    env = os.environ if environ is None else environ
+    if "servers" not in merged and env.get("NATS_URL"):
+        merged["servers"] = env["NATS_URL"]
+    options = ConnectionOptions(**{k: _coerce(k, v) for k, v in merged.items()})
+    if not options.with_context().servers:
+        raise ConnectError(
+            "no NATS server configured for the JetStream provider: set the resource's "
+            "`connection` input, `pulumi config set jetstream:servers nats://HOST:4222`, "
+            "or NATS_URL"
+        )
+    return options
+
+
+def public_connection(connection: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The connection without its credentials: what may appear in outputs."""
+    return {
+        field: value
+        for field, value in (connection or {}).items()
+        if field in CONNECTION_FIELDS and field not in SECRET_FIELDS
+    }
+
+
+def unknown_connection_fields(connection: Mapping[str, Any] | None) -> list[str]:
+    """Keys of a ``connection`` input the provider does not know (reported by check)."""
+    return sorted(k for k in (connection or {}) if k not in CONNECTION_FIELDS)
+
+
+def _coerce(field: str, value: Any) -> Any:
+    if field == "servers" and isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    if field in _NUMBER_FIELDS:
+        return float(value)
+    return str(value)
+
+
+def _camel(field: str) -> str:
+    head, *rest = field.split("_")
+    return head + "".join(part.title() for part in rest)

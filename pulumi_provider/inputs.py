@@ -1,0 +1,105 @@
+"""Pulumi property bags ⇄ the engine's documents and specs (pure; no server).
+
+Pulumi hands a dynamic provider plain dicts: numbers arrive as floats, secrets may arrive
+wrapped (``{"4dabf18193072939515e22adb298388d": "1b47...", "value": ...}``), values not
+known yet during a preview are :class:`pulumi.output.Unknown`. This module turns such a
+bag into a validated :class:`~reconciler.spec.Spec` with the engine's own validation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pulumi.output import Unknown
+from pulumi.runtime import rpc
+
+from reconciler.errors import Location, SpecError
+from reconciler.loader import Document
+from reconciler.spec import KINDS, Spec
+from reconciler.validate import validate_documents
+
+#: Inputs that steer the provider and are not spec fields.
+CONTROL_FIELDS = frozenset({"connection", "allow_destroy", "__provider"})
+
+#: Inputs that identify a resource: a change replaces it.
+IDENTITY_FIELDS: tuple[str, ...] = ("kind", "name", "stream")
+
+#: Output-only properties written by the provider (never spec fields).
+OUTPUT_FIELDS = frozenset({"live_config", "stream_config", "bucket", "server"})
+
+
+def plain(value: Any) -> Any:
+    """A property value with secrets unwrapped and integral floats turned back into ints."""
+    value = rpc.unwrap_rpc_secret(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+def has_unknowns(value: Any) -> bool:
+    """Whether a value (or anything inside it) is not known yet (preview)."""
+    value = rpc.unwrap_rpc_secret(value)
+    if isinstance(value, Unknown) or value == rpc.UNKNOWN:
+        return True
+    if isinstance(value, Mapping):
+        return any(has_unknowns(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(has_unknowns(v) for v in value)
+    return False
+
+
+def checked_inputs(news: Mapping[str, Any]) -> dict[str, Any]:
+    """The inputs as check returns them: plain values, control fields kept as given."""
+    return {
+        key: (value if key in CONTROL_FIELDS or has_unknowns(value) else plain(value))
+        for key, value in news.items()
+    }
+
+
+def spec_body(props: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec document held in a property bag (control fields and outputs dropped)."""
+    return {
+        key: plain(value)
+        for key, value in props.items()
+        if key not in CONTROL_FIELDS and key not in OUTPUT_FIELDS
+    }
+
+
+def resource_label(props: Mapping[str, Any]) -> str:
+    """``pulumi:Kind/stream/name``: where problems with these inputs are reported."""
+    parts = [str(plain(props.get(f))) for f in IDENTITY_FIELDS if props.get(f) is not None]
+    return "pulumi:" + "/".join(parts)
+
+
+def to_spec(props: Mapping[str, Any]) -> Spec:
+    """Validate a property bag as one spec document; raises SpecError with every problem.
+
+    A consumer is validated next to an ``external`` declaration of its stream: the stream
+    is another resource (or managed elsewhere), not part of this document.
+    """
+    body = spec_body(props)
+    source = Location(resource_label(props), 0)
+    documents = [Document(body=body, source=source, locations={})]
+    if body.get("kind") == "Consumer" and isinstance(body.get("stream"), str):
+        stream = {"kind": "Stream", "name": body["stream"], "external": True}
+        documents.append(Document(body=stream, source=source, locations={}))
+    specs = validate_documents(documents)
+    return next(s for s in specs if not s.external)
+
+
+def kind_problem(props: Mapping[str, Any]) -> str | None:
+    """A message when ``kind`` is missing or not one this provider manages."""
+    kind = plain(props.get("kind"))
+    if kind in KINDS:
+        return None
+    return f"kind must be one of {', '.join(KINDS)} (got {kind!r})"
+
+
+def spec_failures(err: SpecError) -> list[tuple[str, str]]:
+    """(property, reason) for each problem of a SpecError, the property a dotted path."""
+    return [(problem.path, problem.message) for problem in err.problems]

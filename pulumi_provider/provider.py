@@ -1,0 +1,182 @@
+"""``JetStreamProvider``: one Pulumi dynamic provider for every kind, chosen by ``kind``.
+
+Constraints of dynamic providers this class respects:
+
+- It is pickled (with dill, by reference to this importable module) into every resource's
+  ``__provider`` property and unpickled in the provider host, so it holds no connection:
+  each method opens one with ``asyncio.run`` and closes it before returning.
+- Methods are synchronous; numbers arrive as floats (turned back into ints here).
+- Credentials never reach outputs: outputs keep the spec fields, the server's live config
+  and the connection without its secret fields. Read and Delete only see outputs, so they
+  take credentials from the connection captured in the provider object (the resources of
+  this package capture it; ``__provider`` is always stored as a secret), the stack config
+  (``jetstream:*``) or ``NATS_URL``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+from pulumi import Output
+from pulumi.dynamic import (
+    CheckFailure,
+    CheckResult,
+    ConfigureRequest,
+    CreateResult,
+    DiffResult,
+    ReadResult,
+    ResourceProvider,
+    UpdateResult,
+)
+
+from pulumi_provider import operations
+from pulumi_provider.changes import compare, server_facts
+from pulumi_provider.connection import (
+    public_connection,
+    resolve_connection,
+    stack_connection,
+    unknown_connection_fields,
+)
+from pulumi_provider.inputs import (
+    CONTROL_FIELDS,
+    OUTPUT_FIELDS,
+    checked_inputs,
+    has_unknowns,
+    kind_problem,
+    plain,
+    spec_body,
+    spec_failures,
+    to_spec,
+)
+from pulumi_provider.operations import Live, Target
+from reconciler.buckets import bucket_config
+from reconciler.errors import SpecError
+from reconciler.jetstream import JetStreamClient, open_client
+
+T = TypeVar("T")
+
+
+class JetStreamProvider(ResourceProvider):
+    """Manages streams, consumers, KeyValue and ObjectStore buckets on a NATS server."""
+
+    def __init__(self, connection: Any = None) -> None:
+        """``connection``: a mapping (values may be pulumi Outputs, captured when pickled)."""
+        super().__init__()
+        self.connection = connection  # captured for Read/Delete (outputs hold no secrets)
+        self._stack: dict[str, Any] = {}
+
+    def configure(self, req: ConfigureRequest) -> None:
+        self._stack = stack_connection(req.config)
+
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        inputs = checked_inputs(news)
+        failures = [CheckFailure(path, reason) for path, reason in input_problems(news)]
+        return CheckResult(inputs, failures)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        change = compare(olds, news)
+        return DiffResult(
+            changes=change.changes,
+            replaces=change.replaces,
+            delete_before_replace=change.delete_before_replace,
+        )
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        spec = to_spec(props)
+        live = self._run(props, lambda client: operations.create(client, spec))
+        return CreateResult(Target.of(spec).resource_id, outputs(props, live))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        target = target_of(id_, props)
+        live = self._run(props, lambda client: operations.observe(client, target))
+        if live is None:  # gone: Pulumi drops it from the state on refresh
+            return ReadResult("", {})
+        return ReadResult(id_, outputs(props, live))
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        spec = to_spec(news)
+        live = self._run(news, lambda client: operations.update(client, spec))
+        return UpdateResult(outputs(news, live))
+
+    def delete(self, id_: str, props: dict[str, Any]) -> None:
+        target = target_of(id_, props)
+        allow = bool(plain(props.get("allow_destroy", False)))
+        self._run(props, lambda client: operations.destroy(client, target, allow_destroy=allow))
+
+    def _run(self, props: Mapping[str, Any], work: Callable[[JetStreamClient], Awaitable[T]]) -> T:
+        """Open a connection for this one call, do the work, close it."""
+        options = resolve_connection(plain(props.get("connection")), self._captured(), self._stack)
+
+        async def session() -> T:
+            async with open_client(options) as client:
+                return await work(client)
+
+        return asyncio.run(session())
+
+    def _captured(self) -> dict[str, Any] | None:
+        return _mapping(_resolved(self.connection))
+
+
+def input_problems(news: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Every problem with a resource's inputs, as (property, reason)."""
+    problem = kind_problem(news)
+    if problem:
+        return [("kind", problem)]
+    found = [
+        ("connection", f"unknown connection field {name!r}")
+        for name in unknown_connection_fields(_mapping(news.get("connection")))
+    ]
+    if not isinstance(plain(news.get("allow_destroy", False)), bool):
+        found.append(("allow_destroy", "must be true or false"))
+    if has_unknowns(spec_body(news)):  # preview with values not known yet
+        return found
+    try:
+        to_spec(news)
+    except SpecError as err:
+        found.extend(spec_failures(err))
+    return found
+
+
+def outputs(props: Mapping[str, Any], live: Live) -> dict[str, Any]:
+    """Outputs: the spec fields as declared, the live config, and no credentials."""
+    outs = {k: plain(v) for k, v in props.items() if k not in CONTROL_FIELDS | OUTPUT_FIELDS}
+    outs["allow_destroy"] = bool(plain(props.get("allow_destroy", False)))
+    connection = public_connection(_mapping(props.get("connection")))
+    if connection:
+        outs["connection"] = connection
+    outs["live_config"] = dict(live.config)
+    outs["server"] = server_facts(live.server)
+    if live.stream_config is not None:
+        outs["stream_config"] = dict(live.stream_config)
+    kind = outs.get("kind")
+    if kind in ("KeyValue", "ObjectStore"):
+        outs["bucket"] = bucket_config(kind, str(outs.get("name")), live.config)
+    return outs
+
+
+def target_of(id_: str, props: Mapping[str, Any]) -> Target:
+    """The resource's identity from its properties, or from its id (``STREAM/NAME``)."""
+    kind = str(plain(props.get("kind", "Stream")))
+    name = plain(props.get("name"))
+    stream = plain(props.get("stream"))
+    if name is None:
+        stream, _, name = id_.rpartition("/") if kind == "Consumer" else (None, "", id_)
+    return Target(kind, str(name), str(stream) if stream else None)
+
+
+def _resolved(value: Any) -> Any:
+    """A captured value with the pulumi Outputs inside it replaced by their values."""
+    if isinstance(value, Output):
+        return _resolved(value.get())  # restored by the host: get() returns the value
+    if isinstance(value, Mapping):
+        return {k: _resolved(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_resolved(v) for v in value]
+    return value
+
+
+def _mapping(value: Any) -> dict[str, Any] | None:
+    value = plain(value)
+    return value if isinstance(value, dict) else None

@@ -1,0 +1,110 @@
+"""Pulumi resources ``Stream``, ``Consumer``, ``KeyValue`` and ``ObjectStore``.
+
+Inputs are the spec fields, with the same names and units as a spec file (``max_age="1h"``
+or integer nanoseconds), given as a ``spec`` mapping, as keyword arguments, or both::
+
+    orders = Stream("orders", subjects=["ORDERS.*"], max_age="7d")
+    Consumer("new", stream="ORDERS", filter_subject="ORDERS.new", ack_policy="explicit",
+             opts=pulumi.ResourceOptions(depends_on=[orders]))
+
+``name`` defaults to the resource name. ``connection`` (servers, creds, nkey, user,
+password, token, tls_ca, tls_cert, tls_key, context, domain) is a secret input; without it
+the stack config (``jetstream:servers``, ...) and then ``NATS_URL`` are used.
+``allow_destroy=True`` lets Pulumi delete (or replace) a stream or bucket holding messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import pulumi
+import pulumi.dynamic
+
+from pulumi_provider.provider import JetStreamProvider
+
+#: Outputs every resource exposes besides its inputs.
+_COMMON_OUTPUTS = ("live_config", "server")
+
+
+class JetStreamResource(pulumi.dynamic.Resource):
+    """A JetStream resource managed by :class:`JetStreamProvider`; its ``kind`` is fixed."""
+
+    kind: ClassVar[str]
+    _extra_outputs: ClassVar[tuple[str, ...]] = ()
+
+    live_config: pulumi.Output[dict[str, Any]]
+    """The config the server holds (for buckets: their ``KV_``/``OBJ_`` stream's)."""
+    server: pulumi.Output[dict[str, Any]]
+    """Version and API level of the server the resource was last read from."""
+
+    def __init__(
+        self,
+        resource_name: str,
+        spec: Mapping[str, Any] | None = None,
+        *,
+        connection: pulumi.Input[Mapping[str, Any]] | None = None,
+        allow_destroy: pulumi.Input[bool] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+        **fields: Any,
+    ) -> None:
+        props = resource_inputs(self.kind, resource_name, spec, fields)
+        if connection is not None:
+            props["connection"] = pulumi.Output.secret(connection)
+        if allow_destroy is not None:
+            props["allow_destroy"] = allow_destroy
+        for name in (*_COMMON_OUTPUTS, *self._extra_outputs):
+            props[name] = None
+        secret = pulumi.ResourceOptions(additional_secret_outputs=["connection"])
+        super().__init__(
+            JetStreamProvider(connection),
+            resource_name,
+            props,
+            pulumi.ResourceOptions.merge(secret, opts),
+        )
+
+
+def resource_inputs(
+    kind: str, resource_name: str, spec: Mapping[str, Any] | None, fields: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The inputs of one resource: spec mapping, then keyword fields, ``kind`` fixed."""
+    props: dict[str, Any] = {**(spec or {}), **fields}
+    declared = props.get("kind", kind)
+    if declared != kind:
+        raise ValueError(f"{resource_name}: a {kind} resource cannot declare kind {declared!r}")
+    props["kind"] = kind
+    if "name" not in props and "durable_name" not in props:
+        props["name"] = resource_name
+    return props
+
+
+class Stream(JetStreamResource, module="jetstream", name="Stream"):
+    """A JetStream stream."""
+
+    kind = "Stream"
+
+
+class Consumer(JetStreamResource, module="jetstream", name="Consumer"):
+    """A durable consumer of ``stream`` (the stream's name); ``name`` is the durable name."""
+
+    kind = "Consumer"
+    _extra_outputs = ("stream_config",)
+
+
+class KeyValue(JetStreamResource, module="jetstream", name="KeyValue"):
+    """A KeyValue bucket (the stream ``KV_<name>``), with the client libraries' fields."""
+
+    kind = "KeyValue"
+    _extra_outputs = ("bucket",)
+
+
+class ObjectStore(JetStreamResource, module="jetstream", name="ObjectStore"):
+    """An ObjectStore bucket (the stream ``OBJ_<name>``)."""
+
+    kind = "ObjectStore"
+    _extra_outputs = ("bucket",)
+
+
+RESOURCE_CLASSES: Mapping[str, type[JetStreamResource]] = {
+    cls.kind: cls for cls in (Stream, Consumer, KeyValue, ObjectStore)
+}

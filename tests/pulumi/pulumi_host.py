@@ -1,0 +1,165 @@
+"""Drive the real Pulumi dynamic provider host over gRPC, as the Pulumi engine does.
+
+``python -u -m pulumi.dynamic`` prints its port; every request carries ``__provider``,
+the provider object serialised with pulumi's own ``serialize_provider`` (dill + base64).
+Properties travel as protobuf Structs, so numbers arrive as floats, exactly as from the
+engine. The engine configures dynamic providers with ``acceptSecrets: false``, so it sends
+secrets unwrapped; this harness does the same.
+"""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.protobuf import json_format, struct_pb2
+from pulumi.dynamic.dynamic import serialize_provider
+from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
+
+from pulumi_provider import JetStreamProvider
+
+PROVIDER_KEY = "__provider"
+
+
+def struct(props: Mapping[str, Any]) -> struct_pb2.Struct:
+    message = struct_pb2.Struct()
+    message.update(dict(props))
+    return message
+
+
+def as_dict(message: struct_pb2.Struct) -> dict[str, Any]:
+    """A Struct as plain data, integral floats shown as ints for readable assertions."""
+    return dict(_ints(json_format.MessageToDict(message)))
+
+
+def _ints(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_ints(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class Failure:
+    property: str
+    reason: str
+
+
+class ProviderHost:
+    """A running ``pulumi.dynamic`` provider host and a gRPC stub on it."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-u", "-m", "pulumi.dynamic"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert self.process.stdout is not None
+        port = int(self.process.stdout.readline().decode().strip())
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        self.stub = provider_pb2_grpc.ResourceProviderStub(self.channel)
+        self.provider = serialize_provider(JetStreamProvider())
+
+    def close(self) -> None:
+        self.channel.close()
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+    def configure(self, config: Mapping[str, str]) -> None:
+        self.stub.Configure(provider_pb2.ConfigureRequest(args=struct(config)))
+
+    def using(self, provider: JetStreamProvider) -> ProviderHost:
+        """The same host, sending ``provider`` (e.g. one capturing a connection)."""
+        view = copy.copy(self)
+        view.provider = serialize_provider(provider)
+        return view
+
+    def _with_provider(self, props: Mapping[str, Any]) -> struct_pb2.Struct:
+        return struct({**props, PROVIDER_KEY: self.provider})
+
+    def check(
+        self, news: Mapping[str, Any], olds: Mapping[str, Any] | None = None
+    ) -> tuple[dict[str, Any], list[Failure]]:
+        response = self.stub.Check(
+            provider_pb2.CheckRequest(
+                urn=_urn(news), olds=self._with_provider(olds or {}), news=self._with_provider(news)
+            )
+        )
+        failures = [Failure(f.property, f.reason) for f in response.failures]
+        return _strip(as_dict(response.inputs)), failures
+
+    def diff(
+        self, id_: str, olds: Mapping[str, Any], news: Mapping[str, Any]
+    ) -> provider_pb2.DiffResponse:
+        return self.stub.Diff(
+            provider_pb2.DiffRequest(
+                id=id_,
+                urn=_urn(news),
+                olds=self._with_provider(olds),
+                news=self._with_provider(news),
+            )
+        )
+
+    def create(self, inputs: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        response = self.stub.Create(
+            provider_pb2.CreateRequest(urn=_urn(inputs), properties=self._with_provider(inputs))
+        )
+        return response.id, _strip(as_dict(response.properties))
+
+    def read(
+        self, id_: str, outputs: Mapping[str, Any], inputs: Mapping[str, Any]
+    ) -> tuple[str, dict[str, Any]]:
+        response = self.stub.Read(
+            provider_pb2.ReadRequest(
+                id=id_,
+                urn=_urn(inputs),
+                properties=self._with_provider(outputs),
+                inputs=self._with_provider(inputs),
+            )
+        )
+        return response.id, _strip(as_dict(response.properties))
+
+    def update(self, id_: str, olds: Mapping[str, Any], news: Mapping[str, Any]) -> dict[str, Any]:
+        response = self.stub.Update(
+            provider_pb2.UpdateRequest(
+                id=id_,
+                urn=_urn(news),
+                olds=self._with_provider(olds),
+                news=self._with_provider(news),
+            )
+        )
+        return _strip(as_dict(response.properties))
+
+    def delete(self, id_: str, outputs: Mapping[str, Any]) -> None:
+        self.stub.Delete(
+            provider_pb2.DeleteRequest(
+                id=id_, urn=_urn(outputs), properties=self._with_provider(outputs)
+            )
+        )
+
+    def apply(self, inputs: Mapping[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """Check then Create, as ``pulumi up`` does for a new resource: (id, inputs, outputs)."""
+        checked, failures = self.check(inputs)
+        assert failures == [], failures
+        id_, outputs = self.create(checked)
+        return id_, checked, outputs
+
+
+def _urn(props: Mapping[str, Any]) -> str:
+    kind = props.get("kind", "Stream")
+    return (
+        f"urn:pulumi:test::jetstream::pulumi-python:dynamic/jetstream:{kind}::{props.get('name')}"
+    )
+
+
+def _strip(props: dict[str, Any]) -> dict[str, Any]:
+    props.pop(PROVIDER_KEY, None)
+    return props

@@ -1,0 +1,227 @@
+"""A Pulumi program with ``pulumi.runtime.set_mocks``: the resource graph the engine gets.
+
+The mock monitor records every RegisterResource request (type, name, parent,
+dependencies, secret outputs, inputs) exactly as the Pulumi engine would receive it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+from google.protobuf import json_format
+from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs, Mocks
+
+from pulumi_provider import Consumer, JetStreamSpecs, KeyValue, Stream
+from reconciler.errors import SpecError
+
+SECRET_SIG = "4dabf18193072939515e22adb298388d"
+
+SHOP = """\
+kind: Stream
+name: ORDERS
+subjects: ["ORDERS.*"]
+max_age: 7d
+---
+kind: Consumer
+stream: ORDERS
+name: NEW
+ack_policy: explicit
+filter_subject: ORDERS.new
+---
+kind: Consumer
+stream: ORDERS
+name: DISPATCH
+ack_policy: explicit
+filter_subject: ORDERS.dispatch
+"""
+
+ELSEWHERE = """\
+kind: Stream
+name: AUDIT
+external: true
+---
+kind: Consumer
+stream: AUDIT
+name: READER
+ack_policy: explicit
+---
+kind: KeyValue
+name: settings
+history: 5
+"""
+
+
+@dataclass(frozen=True)
+class Registration:
+    type: str
+    name: str
+    urn: str
+    parent: str
+    dependencies: list[str]
+    secret_outputs: list[str]
+    inputs: dict[str, Any]
+
+
+class RecordingMonitor(MockMonitor):
+    def __init__(self, mocks: Mocks) -> None:
+        super().__init__(mocks)
+        self.registrations: list[Registration] = []
+
+    def RegisterResource(self, request: Any) -> Any:
+        response = super().RegisterResource(request)
+        self.registrations.append(
+            Registration(
+                type=request.type,
+                name=request.name,
+                urn=response.urn,
+                parent=request.parent,
+                dependencies=list(request.dependencies),
+                secret_outputs=list(request.additionalSecretOutputs),
+                inputs=json_format.MessageToDict(request.object),
+            )
+        )
+        return response
+
+
+class EchoMocks(Mocks):
+    def new_resource(self, args: MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        return f"{args.name}-id", {**args.inputs, "live_config": {}}
+
+    def call(self, args: MockCallArgs) -> tuple[dict[str, Any], None]:
+        return {}, None
+
+
+@pytest.fixture
+def monitor() -> Iterator[RecordingMonitor]:
+    recording = RecordingMonitor(EchoMocks())
+    pulumi.runtime.set_mocks(EchoMocks(), preview=False, monitor=recording)
+    yield recording
+
+
+@pytest.fixture
+def specs(tmp_path: Path) -> Path:
+    (tmp_path / "shop.yaml").write_text(SHOP)
+    (tmp_path / "elsewhere.yaml").write_text(ELSEWHERE)
+    return tmp_path
+
+
+def by_name(monitor: RecordingMonitor) -> dict[str, Registration]:
+    return {r.name: r for r in monitor.registrations}
+
+
+@pulumi.runtime.test
+def test_component_declares_one_resource_per_document(
+    monitor: RecordingMonitor, specs: Path
+) -> pulumi.Output[Any]:
+    component = JetStreamSpecs("shop", path=specs)
+
+    def check(_: Any) -> None:
+        registered = by_name(monitor)
+        assert set(component.resources) == {
+            "Stream/ORDERS",
+            "Consumer/ORDERS/NEW",
+            "Consumer/ORDERS/DISPATCH",
+            "Consumer/AUDIT/READER",
+            "KeyValue/settings",
+        }
+        assert registered["shop"].type == "jetstream:index:JetStreamSpecs"
+        assert registered["shop/Stream/ORDERS"].type == "pulumi-python:dynamic/jetstream:Stream"
+        assert registered["shop/KeyValue/settings"].type.endswith("jetstream:KeyValue")
+        assert "shop/Stream/AUDIT" not in registered  # external: managed elsewhere
+        children = [r for r in monitor.registrations if r.name.startswith("shop/")]
+        assert all(r.parent == registered["shop"].urn for r in children)
+
+    return pulumi.Output.all(*(r.urn for r in component.resources.values())).apply(check)
+
+
+@pulumi.runtime.test
+def test_consumers_depend_on_their_stream(
+    monitor: RecordingMonitor, specs: Path
+) -> pulumi.Output[Any]:
+    component = JetStreamSpecs("shop", path=specs)
+
+    def check(_: Any) -> None:
+        registered = by_name(monitor)
+        orders = registered["shop/Stream/ORDERS"].urn
+        assert orders in registered["shop/Consumer/ORDERS/NEW"].dependencies
+        assert orders in registered["shop/Consumer/ORDERS/DISPATCH"].dependencies
+        assert registered["shop/Consumer/AUDIT/READER"].dependencies == []
+        assert registered["shop/Stream/ORDERS"].dependencies == []
+
+    return pulumi.Output.all(*(r.urn for r in component.resources.values())).apply(check)
+
+
+@pulumi.runtime.test
+def test_documents_keep_their_fields_and_human_units(
+    monitor: RecordingMonitor, specs: Path
+) -> pulumi.Output[Any]:
+    component = JetStreamSpecs("shop", path=specs)
+
+    def check(_: Any) -> None:
+        inputs = by_name(monitor)["shop/Stream/ORDERS"].inputs
+        assert inputs["kind"] == "Stream"
+        assert inputs["max_age"] == "7d"
+        assert inputs["subjects"] == ["ORDERS.*"]
+        consumer = by_name(monitor)["shop/Consumer/ORDERS/NEW"].inputs
+        assert (consumer["stream"], consumer["name"]) == ("ORDERS", "NEW")
+
+    return pulumi.Output.all(*(r.urn for r in component.resources.values())).apply(check)
+
+
+@pulumi.runtime.test
+def test_connection_credentials_are_secret(monitor: RecordingMonitor) -> pulumi.Output[Any]:
+    connection = {"servers": "nats://127.0.0.1:4222", "user": "app", "password": "s3cret-pw"}
+    stream = Stream("orders", subjects=["ORDERS.*"], connection=connection)
+
+    def check(args: list[Any]) -> None:
+        registered = by_name(monitor)["orders"]
+        assert args[1] is True  # the connection output is secret in the program
+        assert "connection" in registered.secret_outputs
+        assert registered.inputs["connection"][SECRET_SIG]  # sent to the engine as a secret
+        assert registered.inputs["__provider"][SECRET_SIG]  # the pickled provider too
+
+    secret = pulumi.Output.from_input(stream.connection.is_secret())  # type: ignore[attr-defined]
+    return pulumi.Output.all(stream.urn, secret).apply(check)
+
+
+@pulumi.runtime.test
+def test_resources_from_code_fix_their_kind_and_default_the_name(
+    monitor: RecordingMonitor,
+) -> pulumi.Output[Any]:
+    orders = Stream("ORDERS", {"subjects": ["ORDERS.*"]}, max_age="1h")
+    new = Consumer(
+        "new",
+        stream="ORDERS",
+        ack_policy="explicit",
+        opts=pulumi.ResourceOptions(depends_on=[orders]),
+    )
+    bucket = KeyValue("settings", history=3)
+
+    def check(_: Any) -> None:
+        registered = by_name(monitor)
+        assert registered["ORDERS"].inputs["name"] == "ORDERS"
+        assert registered["ORDERS"].inputs["max_age"] == "1h"
+        assert registered["new"].inputs["kind"] == "Consumer"
+        assert registered["new"].dependencies == [registered["ORDERS"].urn]
+        assert registered["settings"].inputs["kind"] == "KeyValue"
+
+    return pulumi.Output.all(orders.urn, new.urn, bucket.urn).apply(check)
+
+
+def test_a_resource_cannot_declare_another_kind() -> None:
+    with pytest.raises(ValueError, match="cannot declare kind"):
+        Stream("x", {"kind": "Consumer"})
+
+
+def test_an_invalid_spec_folder_fails_the_program_with_file_and_line(
+    monitor: RecordingMonitor, tmp_path: Path
+) -> None:
+    (tmp_path / "bad.yaml").write_text("kind: Stream\nname: BAD\nmax_age: 10 parsecs\n")
+    with pytest.raises(SpecError) as failed:
+        JetStreamSpecs("bad", path=tmp_path)
+    assert "bad.yaml:3" in str(failed.value)

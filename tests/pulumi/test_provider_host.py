@@ -1,0 +1,371 @@
+"""The provider through the real Pulumi dynamic provider host, against a real nats-server.
+
+One ``python -m pulumi.dynamic`` process serves the whole module; requests are built the
+way the Pulumi engine builds them (see tests/pulumi/pulumi_host.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from itertools import count
+from typing import Any
+
+import grpc
+import nats
+import pytest
+from pulumi.runtime.proto import provider_pb2
+from pulumi_host import ProviderHost
+from servers import NatsServer, run
+
+from pulumi_provider import JetStreamProvider
+
+pytestmark = pytest.mark.integration
+
+DIFF_NONE = provider_pb2.DiffResponse.DIFF_NONE
+DIFF_SOME = provider_pb2.DiffResponse.DIFF_SOME
+_names = count()
+
+
+@pytest.fixture(scope="module")
+def host(nats_server: NatsServer) -> Iterator[ProviderHost]:
+    provider_host = ProviderHost()
+    provider_host.configure({"jetstream:servers": nats_server.url})
+    yield provider_host
+    provider_host.close()
+
+
+@pytest.fixture
+def server(clean_server: NatsServer) -> NatsServer:
+    return clean_server
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}{next(_names)}"
+
+
+async def _api(url: str, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
+    try:
+        payload = json.dumps(body).encode() if body is not None else b""
+        reply = await nc.request(f"$JS.API.{subject}", payload, timeout=5)
+        return dict(json.loads(reply.data))
+    finally:
+        await nc.close()
+
+
+def api(server: NatsServer, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A raw JetStream API request, as an out-of-band change by someone else."""
+    return run(_api(server.url, subject, body))
+
+
+async def _publish(url: str, subject: str, count_: int) -> None:
+    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
+    try:
+        for index in range(count_):
+            await nc.request(subject, str(index).encode(), timeout=5)
+    finally:
+        await nc.close()
+
+
+def stream_inputs(name: str, **fields: Any) -> dict[str, Any]:
+    return {"kind": "Stream", "name": name, "subjects": [f"{name}.>"], **fields}
+
+
+# --- check --------------------------------------------------------------------------------
+
+
+def test_valid_stream_passes_check_with_numbers_back_as_integers(host: ProviderHost) -> None:
+    inputs, failures = host.check(stream_inputs("VALID", max_age="1h", max_msgs=1000))
+    assert failures == []
+    assert inputs["max_msgs"] == 1000
+    assert inputs["max_age"] == "1h"
+
+
+def test_invalid_stream_reports_every_bad_field(host: ProviderHost) -> None:
+    _, failures = host.check(
+        stream_inputs("BAD", storage="disk", max_age="10 parsecs", max_bytes=-5, subjectz=["x"])
+    )
+    reported = {f.property for f in failures}
+    assert {"storage", "max_age", "max_bytes"} <= reported
+    assert any("subjectz" in f.property or "subjectz" in f.reason for f in failures)
+    assert all(f.reason for f in failures)
+
+
+def test_unknown_kind_is_a_check_failure(host: ProviderHost) -> None:
+    _, failures = host.check({"kind": "Queue", "name": "Q"})
+    assert [f.property for f in failures] == ["kind"]
+
+
+# --- streams: create, diff, update, refresh, delete ----------------------------------------
+
+
+def test_create_makes_the_stream_and_an_unchanged_input_diffs_empty(
+    host: ProviderHost, server: NatsServer
+) -> None:
+    name = unique("CREATED")
+    id_, inputs, outputs = host.apply(stream_inputs(name, max_age="1h"))
+    assert id_ == name
+    live = api(server, f"STREAM.INFO.{name}")["config"]
+    assert live["max_age"] == 3_600_000_000_000
+    assert outputs["live_config"]["max_age"] == 3_600_000_000_000
+    assert host.diff(id_, outputs, inputs).changes == DIFF_NONE
+
+
+def test_same_value_in_other_units_diffs_empty(host: ProviderHost, server: NatsServer) -> None:
+    name = unique("UNITS")
+    id_, _, outputs = host.apply(stream_inputs(name, max_age="1h"))
+    news, _ = host.check(stream_inputs(name, max_age="60m"))
+    assert host.diff(id_, outputs, news).changes == DIFF_NONE
+
+
+def test_in_place_change_is_an_update_that_keeps_messages(
+    host: ProviderHost, server: NatsServer
+) -> None:
+    name = unique("INPLACE")
+    id_, _, outputs = host.apply(stream_inputs(name, max_age="1h"))
+    run(_publish(server.url, f"{name}.a", 3))
+    news, _ = host.check(stream_inputs(name, max_age="2h", description="orders"))
+    diff = host.diff(id_, outputs, news)
+    assert diff.changes == DIFF_SOME
+    assert list(diff.replaces) == []
+    updated = host.update(id_, outputs, news)
+    info = api(server, f"STREAM.INFO.{name}")
+    assert info["config"]["max_age"] == 7_200_000_000_000
+    assert info["config"]["description"] == "orders"
+    assert info["state"]["messages"] == 3
+    assert updated["live_config"]["max_age"] == 7_200_000_000_000
+    assert host.diff(id_, updated, news).changes == DIFF_NONE
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "field"),
+    [
+        ({"storage": "file"}, {"storage": "memory"}, "storage"),
+        ({"retention": "limits"}, {"retention": "workqueue"}, "retention"),
+        ({"deny_delete": True}, {"deny_delete": False}, "deny_delete"),
+        ({"deny_purge": True}, {"deny_purge": False}, "deny_purge"),
+        ({"allow_msg_ttl": True}, {"allow_msg_ttl": False}, "allow_msg_ttl"),
+    ],
+)
+def test_immutable_stream_field_change_is_a_replace(
+    host: ProviderHost,
+    server: NatsServer,
+    before: dict[str, Any],
+    after: dict[str, Any],
+    field: str,
+) -> None:
+    name = unique("IMMUTABLE")
+    id_, _, outputs = host.apply(stream_inputs(name, **before))
+    news, _ = host.check(stream_inputs(name, **after))
+    diff = host.diff(id_, outputs, news)
+    assert diff.changes == DIFF_SOME
+    assert list(diff.replaces) == [field]
+    assert diff.deleteBeforeReplace
+
+
+def test_renaming_a_stream_is_a_replace(host: ProviderHost, server: NatsServer) -> None:
+    name = unique("RENAMED")
+    id_, _, outputs = host.apply(stream_inputs(name))
+    news, _ = host.check({**stream_inputs(name), "name": name + "X"})
+    diff = host.diff(id_, outputs, news)
+    assert list(diff.replaces) == ["name"]
+    assert diff.deleteBeforeReplace
+
+
+def test_refresh_shows_an_out_of_band_change_and_the_next_diff_updates(
+    host: ProviderHost, server: NatsServer
+) -> None:
+    name = unique("DRIFTED")
+    id_, inputs, outputs = host.apply(stream_inputs(name, max_age="1h"))
+    config = api(server, f"STREAM.INFO.{name}")["config"]
+    changed = api(server, f"STREAM.UPDATE.{name}", {**config, "max_age": 10_800_000_000_000})
+    assert "error" not in changed
+    read_id, refreshed = host.read(id_, outputs, inputs)
+    assert read_id == id_
+    assert refreshed["live_config"]["max_age"] == 10_800_000_000_000
+    diff = host.diff(id_, refreshed, inputs)
+    assert diff.changes == DIFF_SOME
+    assert list(diff.replaces) == []
+
+
+def test_refresh_of_a_stream_deleted_out_of_band_returns_an_empty_id(
+    host: ProviderHost, server: NatsServer
+) -> None:
+    name = unique("VANISHED")
+    id_, inputs, outputs = host.apply(stream_inputs(name))
+    api(server, f"STREAM.DELETE.{name}")
+    read_id, _ = host.read(id_, outputs, inputs)
+    assert read_id == ""
+
+
+def test_delete_removes_an_empty_stream(host: ProviderHost, server: NatsServer) -> None:
+    name = unique("DELETED")
+    id_, _, outputs = host.apply(stream_inputs(name))
+    host.delete(id_, outputs)
+    assert api(server, f"STREAM.INFO.{name}")["error"]["err_code"] == 10059
+
+
+def test_delete_of_a_stream_holding_messages_is_refused(
+    host: ProviderHost, server: NatsServer
+) -> None:
+    name = unique("KEPT")
+    id_, _, outputs = host.apply(stream_inputs(name))
+    run(_publish(server.url, f"{name}.a", 2))
+    with pytest.raises(grpc.RpcError) as refused:
+        host.delete(id_, outputs)
+    assert "allow_destroy" in str(refused.value.details())
+    assert api(server, f"STREAM.INFO.{name}")["state"]["messages"] == 2
+
+
+def test_delete_with_allow_destroy_removes_a_stream_holding_messages(
+    host: ProviderHost, server: NatsServer
+) -> None:
+    name = unique("DESTROYED")
+    id_, _, outputs = host.apply({**stream_inputs(name), "allow_destroy": True})
+    run(_publish(server.url, f"{name}.a", 2))
+    host.delete(id_, outputs)
+    assert api(server, f"STREAM.INFO.{name}")["error"]["err_code"] == 10059
+
+
+def test_create_of_an_existing_different_stream_fails(
+    host: ProviderHost, server: NatsServer
+) -> None:
+    name = unique("TAKEN")
+    api(server, f"STREAM.CREATE.{name}", {"name": name, "subjects": [f"{name}.>"], "max_msgs": 5})
+    checked, _ = host.check(stream_inputs(name))
+    with pytest.raises(grpc.RpcError):
+        host.create(checked)
+
+
+# --- consumers -----------------------------------------------------------------------------
+
+
+def consumer_inputs(stream: str, name: str, **fields: Any) -> dict[str, Any]:
+    return {"kind": "Consumer", "stream": stream, "name": name, "ack_policy": "explicit", **fields}
+
+
+def test_consumer_lifecycle(host: ProviderHost, server: NatsServer) -> None:
+    stream = unique("CSTREAM")
+    host.apply(stream_inputs(stream))
+    id_, inputs, outputs = host.apply(
+        consumer_inputs(stream, "NEW", filter_subject=f"{stream}.new", ack_wait="30s")
+    )
+    assert id_ == f"{stream}/NEW"
+    assert host.diff(id_, outputs, inputs).changes == DIFF_NONE
+    news, _ = host.check(
+        consumer_inputs(stream, "NEW", filter_subject=f"{stream}.new", ack_wait="1m")
+    )
+    diff = host.diff(id_, outputs, news)
+    assert (diff.changes, list(diff.replaces)) == (DIFF_SOME, [])
+    updated = host.update(id_, outputs, news)
+    live = api(server, f"CONSUMER.INFO.{stream}.NEW")["config"]
+    assert live["ack_wait"] == 60_000_000_000
+    assert updated["live_config"]["ack_wait"] == 60_000_000_000
+    host.delete(id_, updated)
+    assert api(server, f"CONSUMER.INFO.{stream}.NEW")["error"]["err_code"] == 10014
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "field"),
+    [
+        ({"deliver_policy": "all"}, {"deliver_policy": "new"}, "deliver_policy"),
+        ({"ack_policy": "explicit"}, {"ack_policy": "all"}, "ack_policy"),
+        ({"replay_policy": "instant"}, {"replay_policy": "original"}, "replay_policy"),
+        ({"max_waiting": 512}, {"max_waiting": 10}, "max_waiting"),
+        ({}, {"deliver_subject": "deliver.here"}, "deliver_subject"),
+    ],
+)
+def test_immutable_consumer_field_change_is_a_replace(
+    host: ProviderHost,
+    server: NatsServer,
+    before: dict[str, Any],
+    after: dict[str, Any],
+    field: str,
+) -> None:
+    stream = unique("CIMMUTABLE")
+    host.apply(stream_inputs(stream))
+    id_, _, outputs = host.apply(consumer_inputs(stream, "C", **before))
+    news, failures = host.check(consumer_inputs(stream, "C", **after))
+    assert failures == []
+    diff = host.diff(id_, outputs, news)
+    assert diff.changes == DIFF_SOME
+    assert list(diff.replaces) == [field]
+    assert diff.deleteBeforeReplace
+
+
+def test_refresh_of_a_consumer_deleted_out_of_band_returns_an_empty_id(
+    host: ProviderHost, server: NatsServer
+) -> None:
+    stream = unique("CGONE")
+    host.apply(stream_inputs(stream))
+    id_, inputs, outputs = host.apply(consumer_inputs(stream, "C"))
+    api(server, f"CONSUMER.DELETE.{stream}.C")
+    assert host.read(id_, outputs, inputs)[0] == ""
+
+
+# --- buckets -------------------------------------------------------------------------------
+
+
+def test_key_value_bucket_lifecycle(host: ProviderHost, server: NatsServer) -> None:
+    bucket = unique("config")
+    id_, inputs, outputs = host.apply(
+        {"kind": "KeyValue", "name": bucket, "history": 5, "ttl": "1h"}
+    )
+    assert id_ == bucket
+    live = api(server, f"STREAM.INFO.KV_{bucket}")["config"]
+    assert live["max_msgs_per_subject"] == 5
+    assert outputs["bucket"]["history"] == 5
+    assert host.diff(id_, outputs, inputs).changes == DIFF_NONE
+    news, _ = host.check({"kind": "KeyValue", "name": bucket, "history": 10, "ttl": "1h"})
+    assert list(host.diff(id_, outputs, news).replaces) == []
+    updated = host.update(id_, outputs, news)
+    assert updated["bucket"]["history"] == 10
+    storage, _ = host.check(
+        {"kind": "KeyValue", "name": bucket, "history": 10, "storage": "memory"}
+    )
+    assert "storage" in list(host.diff(id_, updated, storage).replaces)
+    host.delete(id_, updated)
+    assert api(server, f"STREAM.INFO.KV_{bucket}")["error"]["err_code"] == 10059
+
+
+def test_object_store_bucket_lifecycle(host: ProviderHost, server: NatsServer) -> None:
+    bucket = unique("files")
+    id_, inputs, outputs = host.apply({"kind": "ObjectStore", "name": bucket, "max_bytes": "1MiB"})
+    live = api(server, f"STREAM.INFO.OBJ_{bucket}")["config"]
+    assert live["max_bytes"] == 1024 * 1024
+    assert outputs["bucket"]["max_bytes"] == 1024 * 1024
+    assert host.diff(id_, outputs, inputs).changes == DIFF_NONE
+    host.delete(id_, outputs)
+    assert api(server, f"STREAM.INFO.OBJ_{bucket}")["error"]["err_code"] == 10059
+
+
+# --- connections and secrets ---------------------------------------------------------------
+
+
+def test_credentials_never_appear_in_outputs_and_delete_uses_the_captured_connection(
+    host: ProviderHost, server_factory: Any
+) -> None:
+    secured = server_factory(users=[{"user": "app", "password": "s3cret-pw"}])
+    connection = {"servers": secured.url, "user": "app", "password": "s3cret-pw"}
+    provider = host.using(JetStreamProvider(connection))
+    id_, inputs, outputs = provider.apply({**stream_inputs("SECURED"), "connection": connection})
+    assert "s3cret-pw" not in json.dumps(outputs)
+    assert outputs["connection"] == {"servers": secured.url, "user": "app"}
+    _, refreshed = provider.read(id_, outputs, inputs)
+    assert "s3cret-pw" not in json.dumps(refreshed)
+    provider.delete(id_, outputs)  # outputs hold no password: the captured one is used
+    assert provider.read(id_, outputs, inputs)[0] == ""
+
+
+def test_rejected_credentials_fail_without_showing_them(
+    host: ProviderHost, server_factory: Any
+) -> None:
+    secured = server_factory(users=[{"user": "app", "password": "s3cret-pw"}])
+    connection = {"servers": secured.url, "user": "app", "password": "wrong-pw"}
+    checked, _ = host.check({**stream_inputs("DENIED"), "connection": connection})
+    with pytest.raises(grpc.RpcError) as failed:
+        host.create(checked)
+    details = str(failed.value.details())
+    assert "wrong-pw" not in details
+    assert "ConnectError" in details
