@@ -1,0 +1,204 @@
+"""Plan and apply speed against raw baselines measured in the same run.
+
+    python bench/bench_plan_apply.py [--streams 2000] [--consumers-per-stream 2]
+
+Prints, for one fresh nats-server:
+- apply from nothing vs. the same creates sent raw with 64 in flight;
+- a no-change re-plan vs. the raw paged LIST requests (nats-py, same server), CLI start-up
+  subtracted, and vs. a per-resource INFO refresh with 10 in flight (as a Terraform-style
+  provider refreshes);
+- `reconcile --help` start-up time.
+Figures only: nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import nats
+
+from reconciler import run as engine
+from reconciler.jetstream import ConnectionOptions, EmbeddedServer
+
+
+def write_specs(folder: Path, streams: int, per_stream: int) -> Path:
+    docs = []
+    for i in range(streams):
+        docs.append(f"kind: Stream\nname: B{i:05d}\nsubjects: [b{i}.>]\nstorage: memory\n")
+        for c in range(per_stream):
+            docs.append(f"kind: Consumer\nstream: B{i:05d}\nname: C{c}\nack_policy: explicit\n")
+    path = folder / "bench.yaml"
+    path.write_text("---\n".join(docs), encoding="utf-8")
+    return path
+
+
+def timed(label: str, fn: Any) -> float:
+    start = time.perf_counter()
+    fn()
+    took = time.perf_counter() - start
+    print(f"  {label:<52} {took:8.3f} s")
+    return took
+
+
+async def raw_creates(url: str, streams: int, per_stream: int, prefix: str) -> None:
+    nc = await nats.connect(url)
+    limit = asyncio.Semaphore(64)
+
+    async def req(subject: str, body: dict[str, Any]) -> None:
+        async with limit:
+            msg = await nc.request(subject, json.dumps(body).encode(), timeout=30)
+            if b'"error"' in msg.data:
+                raise RuntimeError(msg.data.decode())
+
+    await asyncio.gather(
+        *(
+            req(
+                f"$JS.API.STREAM.CREATE.{prefix}{i:05d}",
+                {
+                    "name": f"{prefix}{i:05d}",
+                    "subjects": [f"{prefix.lower()}{i}.>"],
+                    "storage": "memory",
+                },
+            )
+            for i in range(streams)
+        )
+    )
+    await asyncio.gather(
+        *(
+            req(
+                f"$JS.API.CONSUMER.CREATE.{prefix}{i:05d}.C{c}",
+                {
+                    "stream_name": f"{prefix}{i:05d}",
+                    "config": {"durable_name": f"C{c}", "name": f"C{c}", "ack_policy": "explicit"},
+                    "action": "create",
+                },
+            )
+            for i in range(streams)
+            for c in range(per_stream)
+        )
+    )
+    await nc.close()
+
+
+async def raw_lists(url: str) -> int:
+    """The floor: paged STREAM.LIST and CONSUMER.LIST of every stream."""
+    nc = await nats.connect(url)
+    names: list[str] = []
+    offset, total = 0, 1
+    while offset < total:
+        msg = await nc.request(
+            "$JS.API.STREAM.LIST", json.dumps({"offset": offset}).encode(), timeout=30
+        )
+        page = json.loads(msg.data)
+        total = page["total"]
+        streams = page.get("streams") or []
+        names += [s["config"]["name"] for s in streams]
+        offset += len(streams)
+        if not streams:
+            break
+    limit = asyncio.Semaphore(32)
+    count = 0
+
+    async def consumers(stream: str) -> None:
+        nonlocal count
+        async with limit:
+            off, tot = 0, 1
+            while off < tot:
+                reply = await nc.request(
+                    f"$JS.API.CONSUMER.LIST.{stream}",
+                    json.dumps({"offset": off}).encode(),
+                    timeout=30,
+                )
+                body = json.loads(reply.data)
+                tot = body["total"]
+                got = body.get("consumers") or []
+                count += len(got)
+                off += len(got)
+                if not got:
+                    break
+
+    await asyncio.gather(*(consumers(n) for n in names))
+    await nc.close()
+    return len(names) + count
+
+
+async def info_refresh(url: str, streams: int, per_stream: int) -> None:
+    """Per-resource INFO with 10 in flight, as a Terraform-style provider refreshes."""
+    nc = await nats.connect(url)
+    limit = asyncio.Semaphore(10)
+
+    async def info(subject: str) -> None:
+        async with limit:
+            await nc.request(subject, b"", timeout=30)
+
+    subjects = [f"$JS.API.STREAM.INFO.B{i:05d}" for i in range(streams)]
+    subjects += [
+        f"$JS.API.CONSUMER.INFO.B{i:05d}.C{c}" for i in range(streams) for c in range(per_stream)
+    ]
+    await asyncio.gather(*(info(s) for s in subjects))
+    await nc.close()
+
+
+def cli_startup() -> float:
+    runs = []
+    for _ in range(5):
+        start = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "reconciler", "--help"], capture_output=True, check=True
+        )
+        runs.append(time.perf_counter() - start)
+    return min(runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--streams", type=int, default=2000)
+    parser.add_argument("--consumers-per-stream", type=int, default=2)
+    args = parser.parse_args()
+    streams, per = args.streams, args.consumers_per_stream
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedServer(Path(tmp) / "store") as server:
+        url = server.url
+        options = ConnectionOptions(servers=url)
+        spec = write_specs(Path(tmp), streams, per)
+        total = streams * (1 + per)
+        print(f"{streams} streams, {streams * per} consumers on {url}")
+        raw_apply = timed(
+            "raw creates, 64 in flight (baseline)",
+            lambda: asyncio.run(raw_creates(url, streams, per, "R")),
+        )
+        ours = timed(
+            "reconcile apply from nothing",
+            lambda: asyncio.run(engine.apply([spec], options, concurrency=64)),
+        )
+        raw_list = timed("raw paged LIST (baseline)", lambda: asyncio.run(raw_lists(url)))
+        replan = timed(
+            "reconcile plan, no changes (in-process)",
+            lambda: asyncio.run(engine.plan([spec], options)),
+        )
+        refresh = timed(
+            "per-resource INFO refresh, 10 in flight",
+            lambda: asyncio.run(info_refresh(url, streams, per)),
+        )
+        help_time = cli_startup()
+        print(f"  {'reconcile --help start-up (best of 5)':<52} {help_time:8.3f} s")
+        print()
+        print(f"apply / raw creates           : {ours / raw_apply:6.2f}x  (target <= 1.3x)")
+        print(
+            f"re-plan / raw paged lists     : {replan / raw_list:6.2f}x"
+            "  (target <= 2x; CLI start-up excluded)"
+        )
+        print(f"re-plan / INFO refresh        : {replan / refresh:6.2f}x")
+        print(f"resources re-planned per sec  : {total / replan:8.0f}")
+        print(f"reconcile --help              : {help_time:6.3f} s  (target < 0.3 s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,321 @@
+"""Plan and apply against a real nats-server (in-process, through reconciler.run)."""
+
+from __future__ import annotations
+
+import asyncio
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from servers import NatsServer, run
+
+from reconciler import run as engine
+from reconciler.errors import ApplyFailed, RefusedPlan, ServerError
+from reconciler.jetstream import ConnectionOptions, open_client
+from reconciler.plan import Plan
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+pytestmark = pytest.mark.integration
+
+
+def write(tmp_path: Path, text: str, name: str = "specs.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def options(server: NatsServer) -> ConnectionOptions:
+    return ConnectionOptions(servers=server.url)
+
+
+def plan(paths: list[Path], server: NatsServer, **kw: Any) -> Plan:
+    return run(engine.plan(paths, options(server), **kw))
+
+
+def apply(paths: list[Path], server: NatsServer, **kw: Any) -> engine.ApplyResult:
+    return run(engine.apply(paths, options(server), **kw))
+
+
+async def _raw(server: NatsServer, op: Callable[[Any], Any]) -> Any:
+    async with open_client(options(server)) as client:
+        return await op(client)
+
+
+def raw(server: NatsServer, op: Callable[[Any], Any]) -> Any:
+    return run(_raw(server, op))
+
+
+def publish(server: NatsServer, subject: str, count: int) -> None:
+    async def go(client: Any) -> None:
+        for i in range(count):
+            await client.publish(subject, f"m{i}".encode())
+
+    raw(server, go)
+
+
+def messages(server: NatsServer, stream: str) -> int:
+    async def go(client: Any) -> int:
+        info = await client.stream_info(stream)
+        return int(info["state"]["messages"])
+
+    return int(raw(server, go))
+
+
+STREAM = """
+kind: Stream
+name: ORDERS
+subjects: ["ORDERS.*"]
+max_age: 1h
+{extra}
+---
+kind: Consumer
+stream: ORDERS
+name: NEW
+ack_policy: explicit
+filter_subject: ORDERS.new
+{consumer_extra}
+"""
+
+
+def orders(tmp_path: Path, extra: str = "", consumer_extra: str = "") -> Path:
+    return write(tmp_path, STREAM.format(extra=extra, consumer_extra=consumer_extra))
+
+
+@pytest.mark.parametrize(
+    "example",
+    sorted(
+        p.name for p in EXAMPLES.iterdir() if p.is_dir() and p.name not in {"pulumi", "workflows"}
+    ),
+)
+def test_every_example_applies_then_plans_empty(example: str, clean_server: NatsServer) -> None:
+    first = plan([EXAMPLES / example], clean_server)
+    assert first.has_changes
+    assert all(step.action == "create" for step in first.steps)
+    apply([EXAMPLES / example], clean_server)
+    again = plan([EXAMPLES / example], clean_server)
+    assert not again.has_changes, again.to_json()
+    assert again.summary["unchanged"] == first.summary["create"]
+
+
+def test_in_place_update_keeps_messages(tmp_path: Path, clean_server: NatsServer) -> None:
+    apply([orders(tmp_path)], clean_server)
+    publish(clean_server, "ORDERS.new", 25)
+    changed = orders(tmp_path, extra="max_msgs: 1000\ndescription: orders")
+    the_plan = plan([changed], clean_server)
+    assert [s.action for s in the_plan.steps] == ["update"]
+    paths = {f.path for f in the_plan.steps[0].fields}
+    assert paths == {"max_msgs", "description"}
+    apply([changed], clean_server)
+    assert messages(clean_server, "ORDERS") == 25
+    assert not plan([changed], clean_server).has_changes
+
+
+IMMUTABLE_STREAM = [
+    ("storage: memory", "storage"),
+    ("retention: workqueue", "retention"),
+]
+
+
+@pytest.mark.parametrize(("extra", "field"), IMMUTABLE_STREAM)
+def test_immutable_stream_change_is_a_refused_replace(
+    tmp_path: Path, clean_server: NatsServer, extra: str, field: str
+) -> None:
+    apply([orders(tmp_path)], clean_server)
+    publish(clean_server, "ORDERS.new", 5)
+    changed = orders(tmp_path, extra=extra)
+    the_plan = plan([changed], clean_server)
+    replace = [s for s in the_plan.steps if s.kind == "Stream"]
+    assert replace and replace[0].action == "replace"
+    assert any(field in reason for reason in replace[0].reasons)
+    with pytest.raises(RefusedPlan):
+        apply([changed], clean_server)
+    assert messages(clean_server, "ORDERS") == 5  # nothing changed
+    apply([changed], clean_server, allow_replace=True)
+    assert not plan([changed], clean_server).has_changes
+
+
+def test_sealed_stream_cannot_be_unsealed_without_replace(
+    tmp_path: Path, clean_server: NatsServer
+) -> None:
+    apply([orders(tmp_path, extra="deny_delete: true")], clean_server)
+    relaxed = orders(tmp_path, extra="deny_delete: false")
+    the_plan = plan([relaxed], clean_server)
+    assert the_plan.steps[0].action == "replace"
+
+
+@pytest.mark.parametrize(
+    "consumer_extra",
+    ["deliver_policy: new", "replay_policy: original", "deliver_subject: monitor.orders"],
+)
+def test_immutable_consumer_change_is_a_refused_replace(
+    tmp_path: Path, clean_server: NatsServer, consumer_extra: str
+) -> None:
+    apply([orders(tmp_path)], clean_server)
+    changed = orders(tmp_path, consumer_extra=consumer_extra)
+    the_plan = plan([changed], clean_server)
+    assert [(s.kind, s.action) for s in the_plan.steps] == [("Consumer", "replace")]
+    with pytest.raises(RefusedPlan):
+        apply([changed], clean_server)
+    apply([changed], clean_server, allow_replace=True)
+    assert not plan([changed], clean_server).has_changes
+
+
+def test_refused_plan_changes_nothing_at_all(tmp_path: Path, clean_server: NatsServer) -> None:
+    apply([orders(tmp_path)], clean_server)
+    mixed = orders(tmp_path, extra="storage: memory\ndescription: changed too")
+    other = write(tmp_path, "kind: Stream\nname: OTHER\nsubjects: [other.>]\n", "other.yaml")
+    with pytest.raises(RefusedPlan):
+        apply([mixed, other], clean_server)
+    names = raw(clean_server, lambda c: c.stream_names())
+    assert sorted(names) == ["ORDERS"]
+
+
+def test_prune_deletes_only_managed_resources(tmp_path: Path, clean_server: NatsServer) -> None:
+    both = write(
+        tmp_path,
+        """
+        kind: Stream
+        name: KEEP
+        subjects: [keep.>]
+        ---
+        kind: Stream
+        name: GONE
+        subjects: [gone.>]
+        """,
+    )
+    apply([both], clean_server)
+    raw(clean_server, lambda c: c.create_stream({"name": "HANDMADE", "subjects": ["hand.>"]}))
+    keep = write(tmp_path, "kind: Stream\nname: KEEP\nsubjects: [keep.>]\n", "keep.yaml")
+    without_prune = plan([keep], clean_server)
+    assert not without_prune.has_changes
+    assert [u.name for u in without_prune.unmanaged] == ["HANDMADE"]
+    pruning = plan([keep], clean_server, prune=True)
+    assert [(s.action, s.name) for s in pruning.steps] == [("delete", "GONE")]
+    with pytest.raises(RefusedPlan):
+        apply([keep], clean_server, prune=True)
+    apply([keep], clean_server, prune=True, allow_replace=True)
+    names = sorted(raw(clean_server, lambda c: c.stream_names()))
+    assert names == ["HANDMADE", "KEEP"]
+
+
+def test_declaring_an_unmanaged_stream_adopts_it(tmp_path: Path, clean_server: NatsServer) -> None:
+    raw(clean_server, lambda c: c.create_stream({"name": "ORDERS", "subjects": ["ORDERS.*"]}))
+    spec = write(tmp_path, "kind: Stream\nname: ORDERS\nsubjects: ['ORDERS.*']\n")
+    the_plan = plan([spec], clean_server)
+    assert [s.action for s in the_plan.steps] == ["update"]
+    assert any(f.path.startswith("metadata") for f in the_plan.steps[0].fields)
+    apply([spec], clean_server)
+    assert not plan([spec], clean_server).has_changes
+
+
+def test_out_of_band_change_shows_in_the_plan(tmp_path: Path, clean_server: NatsServer) -> None:
+    spec = orders(tmp_path)
+    apply([spec], clean_server)
+
+    async def tamper(client: Any) -> None:
+        info = await client.stream_info("ORDERS")
+        config = dict(info["config"])
+        config["max_msgs"] = 10
+        await client.update_stream(config)
+
+    raw(clean_server, tamper)
+    the_plan = plan([spec], clean_server)
+    assert [(f.path, f.before, f.after) for f in the_plan.steps[0].fields] == [("max_msgs", 10, -1)]
+
+
+def test_failed_step_reports_applied_and_skipped_then_converges(
+    tmp_path: Path, clean_server: NatsServer
+) -> None:
+    # A hand-made stream grabs the subjects the spec wants: the server refuses the create.
+    raw(clean_server, lambda c: c.create_stream({"name": "SQUAT", "subjects": ["ORDERS.*"]}))
+    spec = write(
+        tmp_path,
+        STREAM.format(extra="", consumer_extra="")
+        + "---\nkind: Stream\nname: FREE\nsubjects: [free.>]\n",
+    )
+    with pytest.raises(ApplyFailed) as failure:
+        apply([spec], clean_server)
+    report = failure.value.report
+    assert any("FREE" in s for s in report.applied)
+    assert any("ORDERS" in s for s in report.failed)
+    assert any("NEW" in s for s in report.skipped)
+    raw(clean_server, lambda c: c.delete_stream("SQUAT"))
+    apply([spec], clean_server)
+    assert not plan([spec], clean_server).has_changes
+
+
+def test_pause_until_goes_through_consumer_pause(tmp_path: Path, clean_server: NatsServer) -> None:
+    apply([orders(tmp_path)], clean_server)
+    paused = orders(tmp_path, consumer_extra="pause_until: '2099-01-01T00:00:00Z'")
+    the_plan = plan([paused], clean_server)
+    assert [s.action for s in the_plan.steps] == ["update"]
+    apply([paused], clean_server)
+    assert not plan([paused], clean_server).has_changes
+
+
+def test_many_streams_past_the_page_size_plan_empty(
+    tmp_path: Path, clean_server: NatsServer
+) -> None:
+    docs = []
+    for i in range(600):
+        docs.append(f"kind: Stream\nname: S{i:04d}\nsubjects: [s{i}.>]\nstorage: memory\n")
+        for c in ("A", "B"):
+            docs.append(f"kind: Consumer\nstream: S{i:04d}\nname: {c}\nack_policy: explicit\n")
+    spec = write(tmp_path, "---\n".join(docs))
+    apply([spec], clean_server, concurrency=64)
+    again = plan([spec], clean_server)
+    assert not again.has_changes
+    assert again.summary["unchanged"] == 1800
+
+
+def test_export_round_trips(tmp_path: Path, clean_server: NatsServer) -> None:
+    for example in ("shop", "buckets"):
+        apply([EXAMPLES / example], clean_server)
+    out = tmp_path / "exported"
+    from reconciler.cli.export_cmd import _dump
+    from reconciler.export import export_state
+
+    live = run(engine.fetch_live(options(clean_server)))
+    out.mkdir()
+    for exported in export_state(live):
+        (out / exported.name).write_text(_dump(exported.documents), encoding="utf-8")
+    the_plan = plan([out], clean_server)
+    assert not the_plan.has_changes, the_plan.to_json()
+    assert not the_plan.unmanaged
+
+
+def test_server_refusal_is_a_server_error_not_a_crash(
+    tmp_path: Path, clean_server: NatsServer
+) -> None:
+    spec = write(tmp_path, "kind: Stream\nname: BIG\nsubjects: [big]\nnum_replicas: 3\n")
+    with pytest.raises(ApplyFailed) as failure:
+        apply([spec], clean_server)
+    assert "BIG" in str(failure.value)
+
+
+def test_replicas_error_is_mapped(clean_server: NatsServer) -> None:
+    with pytest.raises(ServerError) as err:
+        raw(clean_server, lambda c: c.create_stream({"name": "R3", "num_replicas": 3}))
+    assert err.value.err_code == 10074
+
+
+def test_concurrent_event_stop_skips_the_rest(tmp_path: Path, clean_server: NatsServer) -> None:
+    docs = [
+        f"kind: Stream\nname: T{i}\nsubjects: [t{i}]\n---\n"
+        f"kind: Consumer\nstream: T{i}\nname: C\nack_policy: explicit\n"
+        for i in range(5)
+    ]
+    spec = write(tmp_path, "---\n".join(docs))
+    stop = asyncio.Event()
+
+    def on_plan(_: Plan) -> None:
+        stop.set()  # as Ctrl-C right after planning
+
+    result = run(engine.apply([spec], options(clean_server), on_plan=on_plan, stop=stop))
+    assert result.interrupted
+    assert not result.applied
+    assert len(result.skipped) == 10
+    apply([spec], clean_server)
+    assert not plan([spec], clean_server).has_changes
