@@ -89,7 +89,7 @@ def display(value: Any, *, path: str = "", kind: str = "", limit: int = 120) -> 
     unit = unit_of(kind, path) if kind else None
     if unit and isinstance(shown, int) and not isinstance(shown, bool) and shown > 0:
         return format_duration(shown) if unit == "duration" else format_size(shown)
-    text = shown if isinstance(shown, str) else json.dumps(shown, sort_keys=True)
+    text = shown if isinstance(shown, str) and shown else json.dumps(shown, sort_keys=True)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
