@@ -1,0 +1,249 @@
+"""Normalisation: both sides in one canonical form, on every supported server version."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from reconciler.buckets import bucket_config, classify_stream, kv_stream_config
+from reconciler.errors import Location
+from reconciler.normalize import (
+    desired_config,
+    live_config,
+    preserved_fields,
+    rfc3339_utc,
+    unsupported_fields,
+)
+from reconciler.spec import MANAGED_KEY, MANAGED_VALUE, Kind, Spec
+from reconciler.state import ServerInfo
+
+V210 = ServerInfo(version="2.10.26", api_level=0)
+V211 = ServerInfo(version="2.11.11", api_level=1)
+V212 = ServerInfo(version="2.12.8", api_level=3)
+V214 = ServerInfo(version="2.14.5", api_level=4)
+SECOND = 1_000_000_000
+MARKER = {MANAGED_KEY: MANAGED_VALUE}
+
+
+def spec(kind: Kind, name: str, stream: str | None = None, **config: Any) -> Spec:
+    locations = {key: Location("s.yaml", 10 + i) for i, key in enumerate(config)}
+    return Spec(kind, name, config, Location("s.yaml", 1), stream=stream, locations=locations)
+
+
+# What nats-server 2.10.26 answered for `{"name": "S1"}` (recorded from a live server).
+LIVE_210_MINIMAL = {
+    "allow_direct": False,
+    "allow_rollup_hdrs": False,
+    "compression": "none",
+    "consumer_limits": {},
+    "deny_delete": False,
+    "deny_purge": False,
+    "discard": "old",
+    "duplicate_window": 120000000000,
+    "max_age": 0,
+    "max_bytes": -1,
+    "max_consumers": -1,
+    "max_msg_size": -1,
+    "max_msgs": -1,
+    "max_msgs_per_subject": -1,
+    "mirror_direct": False,
+    "name": "S1",
+    "num_replicas": 1,
+    "retention": "limits",
+    "sealed": False,
+    "storage": "file",
+    "subjects": ["S1"],
+}
+
+
+def test_minimal_stream_gets_every_server_default_and_the_marker() -> None:
+    desired = desired_config(spec("Stream", "S1"), V210)
+    assert desired == {**LIVE_210_MINIMAL, **_zero_210_stream(), "metadata": MARKER}
+
+
+def _zero_210_stream() -> dict[str, Any]:
+    return {"description": "", "no_ack": False, "first_seq": 0, "discard_new_per_subject": False}
+
+
+def test_live_answer_of_an_old_server_is_filled_to_the_same_form() -> None:
+    live = {**LIVE_210_MINIMAL, "metadata": MARKER}
+    assert live_config("Stream", live, V210) == desired_config(spec("Stream", "S1"), V210)
+
+
+def test_fields_a_server_does_not_know_are_neither_filled_nor_sent() -> None:
+    old = desired_config(spec("Stream", "S1"), V210)
+    new = desired_config(spec("Stream", "S1"), V212)
+    assert "allow_msg_ttl" not in old and "persist_mode" not in old
+    assert new["allow_msg_ttl"] is False and new["persist_mode"] == "default"
+    assert "allow_batched" not in new
+    assert desired_config(spec("Stream", "S1"), V214)["allow_batched"] is False
+
+
+def test_server_owned_metadata_keys_are_dropped_and_others_kept() -> None:
+    live = {
+        **LIVE_210_MINIMAL,
+        "metadata": {"_nats.ver": "2.12.8", "_nats.level": "3", "_nats.req.level": "0", "a": "b"},
+    }
+    assert live_config("Stream", live, V212)["metadata"] == {"a": "b"}
+
+
+def test_duplicate_window_follows_a_shorter_max_age() -> None:
+    desired = desired_config(spec("Stream", "S", max_age=30 * SECOND), V212)
+    assert desired["duplicate_window"] == 30 * SECOND
+    longer = desired_config(spec("Stream", "S", max_age=3600 * SECOND), V212)
+    assert longer["duplicate_window"] == 120 * SECOND
+
+
+def test_mirror_gets_no_subjects_and_no_duplicate_window() -> None:
+    desired = desired_config(spec("Stream", "M", mirror={"name": "S"}), V212)
+    assert "subjects" not in desired
+    assert desired["duplicate_window"] == 0
+
+
+def test_sourced_stream_gets_a_duplicate_window_only_before_2_14() -> None:
+    sourced = spec("Stream", "A", sources=[{"name": "S", "filter_subject": ""}])
+    assert desired_config(sourced, V212)["duplicate_window"] == 120 * SECOND
+    assert desired_config(sourced, V214)["duplicate_window"] == 0
+    assert desired_config(sourced, V214)["sources"] == [{"name": "S"}]
+
+
+def test_zero_and_below_minus_one_limits_mean_unlimited_on_both_sides() -> None:
+    desired = desired_config(spec("Stream", "S1", max_bytes=0, max_msgs=-5), V210)
+    assert desired["max_bytes"] == -1 and desired["max_msgs"] == -1
+    live = {**LIVE_210_MINIMAL, "max_msgs": -5, "metadata": MARKER}
+    assert live_config("Stream", live, V210)["max_msgs"] == -1
+
+
+def test_republish_source_defaults_to_everything() -> None:
+    desired = desired_config(spec("Stream", "S", republish={"dest": "copy.>"}), V212)
+    assert desired["republish"] == {"dest": "copy.>", "src": ">"}
+
+
+def test_delete_markers_switch_on_message_ttls_and_rollups() -> None:
+    desired = desired_config(spec("Stream", "S", subject_delete_marker_ttl=5 * SECOND), V211)
+    assert desired["allow_msg_ttl"] is True and desired["allow_rollup_hdrs"] is True
+
+
+def test_explicit_pull_consumer_gets_ack_wait_max_ack_pending_and_max_waiting() -> None:
+    desired = desired_config(spec("Consumer", "C", "S", ack_policy="explicit"), V212)
+    assert desired["ack_wait"] == 30 * SECOND
+    assert desired["max_ack_pending"] == 1000
+    assert desired["max_waiting"] == 512
+    assert desired["name"] == desired["durable_name"] == "C"
+    assert desired["num_replicas"] == 0 and desired["max_deliver"] == -1
+
+
+def test_consumer_without_ack_policy_gets_the_server_default_none() -> None:
+    desired = desired_config(spec("Consumer", "C", "S"), V212)
+    assert desired["ack_policy"] == "none"
+    assert desired["ack_wait"] == 0 and desired["max_ack_pending"] == 0
+
+
+def test_push_consumer_has_no_max_waiting() -> None:
+    push = spec("Consumer", "C", "S", deliver_subject="out", ack_policy="explicit")
+    assert desired_config(push, V212)["max_waiting"] == 0
+
+
+def test_backoff_sets_ack_wait_to_its_first_step() -> None:
+    retry = spec("Consumer", "C", "S", ack_policy="explicit", backoff=[2 * SECOND, 5 * SECOND])
+    assert desired_config(retry, V212)["ack_wait"] == 2 * SECOND
+
+
+def test_consumer_inherits_the_stream_consumer_limits() -> None:
+    stream = {"consumer_limits": {"max_ack_pending": 50, "inactive_threshold": 5 * SECOND}}
+    desired = desired_config(
+        spec("Consumer", "C", "S", ack_policy="explicit"), V212, stream_config=stream
+    )
+    assert desired["max_ack_pending"] == 50
+    assert desired["inactive_threshold"] == 5 * SECOND
+
+
+def test_consumer_fields_of_2_11_appear_from_2_11() -> None:
+    assert "priority_policy" not in desired_config(spec("Consumer", "C", "S"), V210)
+    assert desired_config(spec("Consumer", "C", "S"), V211)["priority_policy"] == "none"
+    pinned = spec("Consumer", "C", "S", priority_policy="pinned_client", priority_groups=["g"])
+    assert desired_config(pinned, V211)["priority_timeout"] == 120 * SECOND
+
+
+def test_timestamps_compare_in_utc_whatever_their_spelling() -> None:
+    assert rfc3339_utc("2024-01-02T03:04:05.500+01:00") == "2024-01-02T02:04:05.5Z"
+    assert rfc3339_utc("2024-01-02T02:04:05.500000000Z") == "2024-01-02T02:04:05.5Z"
+    assert rfc3339_utc("2024-01-02T02:04:05Z") == "2024-01-02T02:04:05Z"
+
+
+def test_key_value_bucket_is_its_kv_stream() -> None:
+    kv = spec("KeyValue", "sessions", history=5, ttl=30 * SECOND, max_value_size=1024)
+    desired = desired_config(kv, V212)
+    assert desired["name"] == "KV_sessions"
+    assert desired["subjects"] == ["$KV.sessions.>"]
+    assert desired["max_msgs_per_subject"] == 5
+    assert desired["max_age"] == desired["duplicate_window"] == 30 * SECOND
+    assert desired["max_msg_size"] == 1024 and desired["max_bytes"] == -1
+    assert desired["discard"] == "new"
+    assert desired["deny_delete"] and desired["allow_rollup_hdrs"] and desired["allow_direct"]
+    assert desired["metadata"] == MARKER
+
+
+def test_key_value_defaults_to_one_history_entry_and_a_two_minute_window() -> None:
+    desired = desired_config(spec("KeyValue", "config"), V212)
+    assert desired["max_msgs_per_subject"] == 1
+    assert desired["duplicate_window"] == 120 * SECOND
+
+
+def test_object_store_bucket_is_its_obj_stream() -> None:
+    desired = desired_config(spec("ObjectStore", "blobs", compression=True), V212)
+    assert desired["name"] == "OBJ_blobs"
+    assert desired["subjects"] == ["$O.blobs.C.>", "$O.blobs.M.>"]
+    assert desired["discard"] == "new" and desired["compression"] == "s2"
+    assert desired["allow_rollup_hdrs"] and desired["allow_direct"]
+    assert not desired["deny_delete"]
+
+
+def test_bucket_config_reads_a_kv_stream_back_as_bucket_fields() -> None:
+    fields = {"history": 5, "ttl": 30 * SECOND, "max_value_size": 1024, "replicas": 3}
+    stream = kv_stream_config("sessions", fields)
+    assert bucket_config("KeyValue", "sessions", stream) == {"name": "sessions", **fields}
+
+
+def test_live_streams_are_classified_by_name_and_subjects() -> None:
+    assert classify_stream("KV_a", {"subjects": ["$KV.a.>"]}) == ("KeyValue", "a")
+    obj = {"subjects": ["$O.b.M.>", "$O.b.C.>"]}
+    assert classify_stream("OBJ_b", obj) == ("ObjectStore", "b")
+    assert classify_stream("KV_a", {"subjects": ["other"]}) == ("Stream", "KV_a")
+
+
+def test_fields_unknown_to_the_tables_are_preserved_not_compared() -> None:
+    live = {**LIVE_210_MINIMAL, "metadata": MARKER, "future_flag": True}
+    assert "future_flag" not in live_config("Stream", live, V210)
+    assert preserved_fields("Stream", live, V210) == {"future_flag": True}
+
+
+def test_a_field_the_server_is_too_old_for_is_a_problem_at_its_line() -> None:
+    problems = unsupported_fields([spec("Stream", "S", subjects=["a"], allow_msg_ttl=True)], V210)
+    assert len(problems) == 1
+    assert str(problems[0]) == (
+        "s.yaml:11: allow_msg_ttl: needs nats-server 2.11 or newer (connected: 2.10.26)"
+    )
+    assert unsupported_fields([spec("Stream", "S", allow_msg_ttl=True)], V211) == []
+
+
+def test_a_newer_field_left_at_its_default_is_not_a_problem() -> None:
+    assert unsupported_fields([spec("Stream", "S", allow_msg_ttl=False)], V210) == []
+
+
+def test_bucket_fields_are_checked_through_the_stream_fields_they_need() -> None:
+    kv = spec("KeyValue", "a", limit_marker_ttl=5 * SECOND)
+    assert [p.path for p in unsupported_fields([kv], V210)] == ["limit_marker_ttl"]
+
+
+@pytest.mark.parametrize("server", [V210, V211, V212, V214], ids=lambda s: s.version)
+def test_desired_config_is_a_fixed_point_of_live_normalisation(server: ServerInfo) -> None:
+    for item in (
+        spec("Stream", "S", subjects=["a.>"], max_age=10 * SECOND, metadata={"x": "y"}),
+        spec("KeyValue", "k", history=3),
+        spec("ObjectStore", "o"),
+        spec("Consumer", "c", "S", ack_policy="explicit", filter_subject="a.b"),
+    ):
+        desired = desired_config(item, server)
+        assert live_config(item.kind, desired, server) == desired
