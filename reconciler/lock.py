@@ -1,0 +1,398 @@
+"""The apply lock: a lease in a KeyValue bucket on the server itself.
+
+Two applies against one server must not interleave. Before applying, a run takes the
+lease ``RECONCILE_LOCKS/apply`` (a KeyValue key, so stream ``KV_RECONCILE_LOCKS``)::
+
+    {"owner": "alice", "host": "ci-7", "pid": 4242, "run": "…",
+     "acquired_at": "2026-11-22T02:40:00Z", "expires_at": "2026-11-22T02:40:30Z"}
+
+- acquire: a KV *create* (fails when the key holds a lease), or the takeover of an
+  *expired* lease by a KV *update* at the lease's revision (compare-and-swap: of two
+  runs taking over the same expired lease, exactly one wins);
+- while the apply runs, a task refreshes the lease (an update at our revision) every
+  third of its duration; if that update fails because someone else took the key, the run
+  is told (``on_lost``) so it can stop before its next step;
+- at the end the lease is deleted at our revision (a lease someone took over is left
+  alone); a crashed holder's lease simply expires;
+- a waiting run polls until ``timeout`` and then raises :class:`LockError` naming the
+  holder, its host and since when; :func:`break_lock` removes a stale lease by hand
+  (``reconcile lock break``).
+
+Time comes from the caller (``clock`` returns seconds since the epoch, ``sleep`` waits),
+so the rules are testable without waiting; expiry compares the holder's ``expires_at``
+with the reader's clock, so hosts' clocks are assumed to agree within a few seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import json
+import os
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from reconciler.errors import LockError, NotFound, ReconcileError, ServerError
+
+LOCK_BUCKET = "RECONCILE_LOCKS"
+LOCK_KEY = "apply"
+LEASE_SECONDS = 30.0
+POLL_SECONDS = 1.0
+WRONG_LAST_SEQUENCE = 10071
+STREAM_NAME_IN_USE = 10058
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class KvEntryLike(Protocol):
+    @property
+    def value(self) -> bytes: ...
+    @property
+    def revision(self) -> int: ...
+    @property
+    def operation(self) -> str: ...
+
+
+class LockStore(Protocol):
+    """What the lock needs from :class:`~reconciler.jetstream.JetStreamClient`."""
+
+    async def kv_entry(self, bucket: str, key: str) -> Any: ...
+    async def kv_create(self, bucket: str, key: str, value: bytes) -> int: ...
+    async def kv_update(self, bucket: str, key: str, value: bytes, revision: int) -> int: ...
+    async def kv_delete(self, bucket: str, key: str, *, revision: int | None = None) -> None: ...
+    async def create_stream(self, config: dict[str, Any]) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who asks for the lock: shown to anyone who has to wait for it."""
+
+    owner: str
+    host: str
+    pid: int
+    run: str
+
+    @classmethod
+    def current(cls, owner: str | None = None) -> Holder:
+        """This process; the owner defaults to the CI actor or the login name."""
+        return cls(
+            owner=owner or os.environ.get("GITHUB_ACTOR") or _login_name(),
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            run=uuid.uuid4().hex,
+        )
+
+
+def _login_name() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A lease as stored in the bucket, with the revision it was read or written at."""
+
+    holder: Holder
+    acquired_at: float
+    expires_at: float
+    revision: int = 0
+
+    def expired(self, now: float) -> bool:
+        return now >= self.expires_at
+
+    def to_bytes(self) -> bytes:
+        body = {
+            "owner": self.holder.owner,
+            "host": self.holder.host,
+            "pid": self.holder.pid,
+            "run": self.holder.run,
+            "acquired_at": _rfc3339(self.acquired_at),
+            "expires_at": _rfc3339(self.expires_at),
+        }
+        return json.dumps(body, sort_keys=True).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, revision: int) -> Lease:
+        """Parse a stored lease; an unreadable value counts as an already expired lease."""
+        try:
+            body = json.loads(data)
+            holder = Holder(str(body["owner"]), str(body["host"]), int(body["pid"]), body["run"])
+            acquired, expires = _parse_time(body["acquired_at"]), _parse_time(body["expires_at"])
+        except (ValueError, KeyError, TypeError):
+            holder = Holder("<unreadable lease>", "?", 0, "")
+            acquired = expires = 0.0
+        return cls(holder, acquired, expires, revision)
+
+    def describe(self, now: float) -> str:
+        """``alice on ci-7 (pid 4242) since 2026-…Z, lease expires in 12s``."""
+        h = self.holder
+        left = self.expires_at - now
+        expiry = f"expires in {left:.0f}s" if left > 0 else f"expired {-left:.0f}s ago"
+        return f"{h.owner} on {h.host} (pid {h.pid}) since {_rfc3339(self.acquired_at)}, {expiry}"
+
+
+def _rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_time(text: Any) -> float:
+    return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+
+
+# --- the bucket ------------------------------------------------------------------------
+
+
+def bucket_config(bucket: str, *, replicas: int) -> dict[str, Any]:
+    """The stream behind the lock bucket: a KeyValue bucket with history 1."""
+    return {
+        "name": f"KV_{bucket}",
+        "description": "reconcile: apply lock (lease); see `reconcile lock status`",
+        "subjects": [f"$KV.{bucket}.>"],
+        "max_msgs_per_subject": 1,
+        "discard": "new",
+        "deny_delete": True,
+        "allow_rollup_hdrs": True,
+        "allow_direct": True,
+        "storage": "file",
+        "num_replicas": replicas,
+    }
+
+
+async def ensure_bucket(store: LockStore, bucket: str, *, replicas: int = 1) -> None:
+    """Create the lock bucket (idempotent); falls back to one replica if R3 is refused."""
+    try:
+        await store.create_stream(bucket_config(bucket, replicas=replicas))
+    except ServerError as err:
+        if err.err_code == STREAM_NAME_IN_USE:  # there already, maybe made by another tool
+            return
+        if replicas == 1:
+            raise
+        await ensure_bucket(store, bucket, replicas=1)
+
+
+async def read_lease(
+    store: LockStore, *, bucket: str = LOCK_BUCKET, key: str = LOCK_KEY, missing: bool = False
+) -> Lease | None:
+    """The current lease, or None when the lock is free.
+
+    A missing bucket also reads as free, unless ``missing`` asks for its ``NotFound``.
+    """
+    try:
+        entry = await store.kv_entry(bucket, key)
+    except NotFound:
+        if missing:
+            raise
+        return None
+    if entry is None or entry.operation != "PUT":
+        return None
+    return Lease.from_bytes(entry.value, entry.revision)
+
+
+# --- acquire, refresh, release ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LockSettings:
+    bucket: str = LOCK_BUCKET
+    key: str = LOCK_KEY
+    lease_seconds: float = LEASE_SECONDS
+    poll_seconds: float = POLL_SECONDS
+    replicas: int = 1
+
+
+async def try_acquire(
+    store: LockStore, holder: Holder, *, now: float, settings: LockSettings = LockSettings()
+) -> tuple[Lease | None, Lease | None]:
+    """One attempt: ``(our lease, None)`` when taken, ``(None, the live lease)`` when not."""
+    ours = Lease(holder, now, now + settings.lease_seconds)
+    try:
+        current = await read_lease(store, bucket=settings.bucket, key=settings.key, missing=True)
+    except NotFound:
+        await ensure_bucket(store, settings.bucket, replicas=settings.replicas)
+        current = None
+    try:
+        if current is None:
+            revision = await store.kv_create(settings.bucket, settings.key, ours.to_bytes())
+        elif current.expired(now):
+            revision = await store.kv_update(
+                settings.bucket, settings.key, ours.to_bytes(), current.revision
+            )
+        else:
+            return None, current
+    except ServerError as err:
+        if err.err_code != WRONG_LAST_SEQUENCE:
+            raise
+        return None, await read_lease(store, bucket=settings.bucket, key=settings.key)
+    return replace(ours, revision=revision), None
+
+
+async def acquire(
+    store: LockStore,
+    holder: Holder,
+    *,
+    timeout: float,
+    clock: Clock = time.time,
+    sleep: Sleep = asyncio.sleep,
+    settings: LockSettings = LockSettings(),
+    on_wait: Callable[[Lease], None] | None = None,
+) -> Lease:
+    """Take the lease, waiting up to ``timeout`` seconds; :class:`LockError` after that."""
+    deadline = clock() + timeout
+    told = False
+    while True:
+        now = clock()
+        ours, theirs = await try_acquire(store, holder, now=now, settings=settings)
+        if ours is not None:
+            return ours
+        if now >= deadline:
+            raise LockError(_held_message(theirs, now=now, timeout=timeout, settings=settings))
+        if theirs is not None and on_wait is not None and not told:
+            on_wait(theirs)
+            told = True
+        await sleep(min(settings.poll_seconds, max(deadline - now, 0.0)) or settings.poll_seconds)
+
+
+def _held_message(
+    lease: Lease | None, *, now: float, timeout: float, settings: LockSettings
+) -> str:
+    where = f"{settings.bucket}/{settings.key}"
+    who = lease.describe(now) if lease is not None else "another run"
+    return (
+        f"apply lock {where} is held by {who}; gave up after {timeout:g}s (--lock-timeout). "
+        "If that run crashed, its lease expires by itself; `reconcile lock break` removes it now."
+    )
+
+
+async def refresh(
+    store: LockStore, lease: Lease, *, now: float, settings: LockSettings = LockSettings()
+) -> Lease:
+    """Extend our lease; :class:`LockError` when another run has taken the key."""
+    fresh = replace(lease, expires_at=now + settings.lease_seconds)
+    try:
+        revision = await store.kv_update(
+            settings.bucket, settings.key, fresh.to_bytes(), lease.revision
+        )
+    except ServerError as err:
+        if err.err_code != WRONG_LAST_SEQUENCE:
+            raise
+        raise LockError(f"lost the apply lock {settings.bucket}/{settings.key}") from None
+    return replace(fresh, revision=revision)
+
+
+async def release(
+    store: LockStore, lease: Lease, *, settings: LockSettings = LockSettings()
+) -> bool:
+    """Delete our lease (only while it is still ours); whether it was deleted.
+
+    A refresh cancelled in flight may have landed after all: then the key holds our run
+    at a newer revision, which is deleted instead.
+    """
+    revision = lease.revision
+    for _ in range(3):
+        try:
+            await store.kv_delete(settings.bucket, settings.key, revision=revision)
+        except ServerError as err:
+            if err.err_code != WRONG_LAST_SEQUENCE:
+                raise
+            current = await read_lease(store, bucket=settings.bucket, key=settings.key)
+            if current is None or current.holder.run != lease.holder.run:
+                return False
+            revision = current.revision
+            continue
+        return True
+    return False
+
+
+async def break_lock(store: LockStore, *, settings: LockSettings = LockSettings()) -> Lease | None:
+    """Remove the current lease whoever holds it; the lease removed (None if free).
+
+    The delete is made at the revision read, so a refresh landing in between is retried
+    rather than silently kept.
+    """
+    for _ in range(10):
+        lease = await read_lease(store, bucket=settings.bucket, key=settings.key)
+        if lease is None:
+            return None
+        try:
+            await store.kv_delete(settings.bucket, settings.key, revision=lease.revision)
+        except ServerError as err:
+            if err.err_code != WRONG_LAST_SEQUENCE:
+                raise
+            continue
+        return lease
+    raise LockError(f"could not break {settings.bucket}/{settings.key}: it keeps changing")
+
+
+# --- holding the lock for the duration of an apply -------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def hold(
+    store: LockStore,
+    *,
+    timeout: float,
+    holder: Holder | None = None,
+    clock: Clock = time.time,
+    sleep: Sleep = asyncio.sleep,
+    settings: LockSettings = LockSettings(),
+    on_wait: Callable[[Lease], None] | None = None,
+    on_lost: Callable[[str], None] | None = None,
+) -> AsyncIterator[Lease]:
+    """Hold the lease while the block runs: acquire, refresh in the background, release."""
+    lease = await acquire(
+        store,
+        holder or Holder.current(),
+        timeout=timeout,
+        clock=clock,
+        sleep=sleep,
+        settings=settings,
+        on_wait=on_wait,
+    )
+    keeper = _Keeper(store, lease, clock=clock, sleep=sleep, settings=settings, on_lost=on_lost)
+    task = asyncio.create_task(keeper.run())
+    try:
+        yield lease
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        if not keeper.lost:
+            with contextlib.suppress(ReconcileError):
+                await release(store, keeper.lease, settings=settings)
+
+
+@dataclass
+class _Keeper:
+    """Refreshes the lease every third of its duration until cancelled or lost."""
+
+    store: LockStore
+    lease: Lease
+    clock: Clock
+    sleep: Sleep
+    settings: LockSettings
+    on_lost: Callable[[str], None] | None
+    lost: bool = False
+
+    async def run(self) -> None:
+        while True:
+            await self.sleep(self.settings.lease_seconds / 3)
+            try:
+                self.lease = await refresh(
+                    self.store, self.lease, now=self.clock(), settings=self.settings
+                )
+            except LockError as err:
+                self.lost = True
+                if self.on_lost is not None:
+                    self.on_lost(str(err))
+                return
+            except ReconcileError:
+                continue  # a timeout or a server blip: try again at the next beat

@@ -1,0 +1,243 @@
+"""The lease lock against a real server, with an injected clock (no waiting on real time)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from reconciler import lock
+from reconciler.errors import LockError
+from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
+from reconciler.lock import Holder, LockSettings
+
+pytestmark = pytest.mark.integration
+
+
+class FakeTime:
+    """A clock that only moves when a test (or a waiting acquirer) sleeps."""
+
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.now = start
+        self.slept: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+        await asyncio.sleep(0)
+
+
+def _holder(name: str) -> Holder:
+    return Holder(owner=name, host=f"{name}-host", pid=100, run=uuid.uuid4().hex)
+
+
+def _settings() -> LockSettings:
+    return LockSettings(bucket=f"LOCKTEST_{uuid.uuid4().hex[:8]}", lease_seconds=30)
+
+
+@asynccontextmanager
+async def _client(url: str) -> AsyncIterator[JetStreamClient]:
+    async with open_client(ConnectionOptions(servers=url)) as client:
+        yield client
+
+
+def _go(url: str, body: Callable[[JetStreamClient], Awaitable[Any]]) -> Any:
+    async def main() -> Any:
+        async with _client(url) as client:
+            return await body(client)
+
+    return asyncio.run(main())
+
+
+def test_first_acquire_creates_the_bucket_and_records_the_holder(clean_server) -> None:
+    settings, t = _settings(), FakeTime()
+
+    async def body(client: JetStreamClient) -> Any:
+        lease = await lock.acquire(
+            client, _holder("alice"), timeout=0, clock=t.clock, settings=settings
+        )
+        return lease, await lock.read_lease(client, bucket=settings.bucket)
+
+    lease, stored = _go(clean_server.url, body)
+
+    assert lease.revision > 0
+    assert stored is not None
+    assert stored.holder == lease.holder
+    assert stored.expires_at == t.now + 30
+
+
+def test_second_acquire_fails_naming_holder_host_and_since(clean_server) -> None:
+    settings, t = _settings(), FakeTime()
+
+    async def body(client: JetStreamClient) -> None:
+        await lock.acquire(client, _holder("alice"), timeout=0, clock=t.clock, settings=settings)
+        await lock.acquire(
+            client, _holder("bob"), timeout=5, clock=t.clock, sleep=t.sleep, settings=settings
+        )
+
+    with pytest.raises(LockError) as caught:
+        _go(clean_server.url, body)
+
+    message = str(caught.value)
+    assert "alice on alice-host (pid 100) since 2027-01-15T08:00:00Z" in message
+    assert "gave up after 5s" in message
+    assert "reconcile lock break" in message
+
+
+def test_waiter_takes_over_once_the_lease_expires(clean_server) -> None:
+    settings, t = _settings(), FakeTime()
+    waits: list[str] = []
+
+    async def body(client: JetStreamClient) -> Any:
+        await lock.acquire(client, _holder("alice"), timeout=0, clock=t.clock, settings=settings)
+        lease = await lock.acquire(
+            client,
+            _holder("bob"),
+            timeout=60,
+            clock=t.clock,
+            sleep=t.sleep,
+            settings=settings,
+            on_wait=lambda held: waits.append(held.holder.owner),
+        )
+        return lease, await lock.read_lease(client, bucket=settings.bucket)
+
+    lease, stored = _go(clean_server.url, body)
+
+    assert lease.holder.owner == "bob"
+    assert stored.holder.owner == "bob"
+    assert waits == ["alice"]
+    assert sum(t.slept) >= 30
+
+
+def test_two_takeovers_of_one_expired_lease_have_exactly_one_winner(clean_server) -> None:
+    settings, t = _settings(), FakeTime()
+
+    async def body(client: JetStreamClient) -> list[Any]:
+        await lock.acquire(client, _holder("dead"), timeout=0, clock=t.clock, settings=settings)
+        t.now += 31
+        return await asyncio.gather(
+            *(
+                lock.try_acquire(client, _holder(f"racer{i}"), now=t.now, settings=settings)
+                for i in range(8)
+            )
+        )
+
+    outcomes = _go(clean_server.url, body)
+
+    winners = [ours for ours, _ in outcomes if ours is not None]
+    assert len(winners) == 1
+    assert all(theirs is not None for ours, theirs in outcomes if ours is None)
+
+
+def test_refresh_extends_and_fails_once_another_run_took_the_key(clean_server) -> None:
+    settings, t = _settings(), FakeTime()
+
+    async def body(client: JetStreamClient) -> Any:
+        lease = await lock.acquire(
+            client, _holder("alice"), timeout=0, clock=t.clock, settings=settings
+        )
+        t.now += 10
+        lease = await lock.refresh(client, lease, now=t.now, settings=settings)
+        extended = lease.expires_at
+        await lock.break_lock(client, settings=settings)
+        await lock.acquire(client, _holder("bob"), timeout=0, clock=t.clock, settings=settings)
+        with pytest.raises(LockError, match="lost the apply lock"):
+            await lock.refresh(client, lease, now=t.now, settings=settings)
+        released = await lock.release(client, lease, settings=settings)
+        return extended, released, await lock.read_lease(client, bucket=settings.bucket)
+
+    extended, released, stored = _go(clean_server.url, body)
+
+    assert extended == t.now + 30
+    assert released is False, "a lease taken over by another run is left alone"
+    assert stored.holder.owner == "bob"
+
+
+def test_hold_refreshes_in_the_background_and_releases_at_exit(clean_server) -> None:
+    settings, t = _settings(), FakeTime()
+
+    async def body(client: JetStreamClient) -> Any:
+        async with lock.hold(
+            client,
+            timeout=0,
+            holder=_holder("alice"),
+            clock=t.clock,
+            sleep=t.sleep,
+            settings=settings,
+        ) as lease:
+            while t.now < lease.expires_at + 60:  # the keeper's sleeps move the clock
+                await asyncio.sleep(0.01)
+            during = await lock.read_lease(client, bucket=settings.bucket)
+        after = await lock.read_lease(client, bucket=settings.bucket)
+        return lease, during, after
+
+    lease, during, after = _go(clean_server.url, body)
+
+    assert during is not None and during.holder == lease.holder
+    assert during.revision > lease.revision, "refreshed"
+    assert not during.expired(lease.expires_at + 60 - 30)
+    assert after is None, "released"
+
+
+def test_hold_reports_a_lost_lease(clean_server) -> None:
+    settings, t = _settings(), FakeTime()
+    lost: list[str] = []
+
+    async def body(client: JetStreamClient) -> None:
+        async with lock.hold(
+            client,
+            timeout=0,
+            holder=_holder("alice"),
+            clock=t.clock,
+            sleep=t.sleep,
+            settings=settings,
+            on_lost=lost.append,
+        ):
+            await lock.break_lock(client, settings=settings)
+            await lock.acquire(client, _holder("bob"), timeout=0, clock=t.clock, settings=settings)
+            for _ in range(500):
+                if lost:
+                    break
+                await asyncio.sleep(0.01)
+
+    _go(clean_server.url, body)
+
+    assert lost and "lost the apply lock" in lost[0]
+
+
+def test_break_removes_a_stale_lease_and_frees_the_lock(clean_server) -> None:
+    settings, t = _settings(), FakeTime()
+
+    async def body(client: JetStreamClient) -> Any:
+        await lock.acquire(client, _holder("crashed"), timeout=0, clock=t.clock, settings=settings)
+        broken = await lock.break_lock(client, settings=settings)
+        again = await lock.acquire(
+            client, _holder("bob"), timeout=0, clock=t.clock, settings=settings
+        )
+        return broken, again, await lock.break_lock(client, settings=settings)
+
+    broken, again, second = _go(clean_server.url, body)
+
+    assert broken.holder.owner == "crashed"
+    assert again.holder.owner == "bob"
+    assert second.holder.owner == "bob"
+
+
+def test_an_unreadable_lease_counts_as_expired(clean_server) -> None:
+    settings, t = _settings(), FakeTime()
+
+    async def body(client: JetStreamClient) -> Any:
+        await lock.ensure_bucket(client, settings.bucket)
+        await client.kv_create(settings.bucket, settings.key, b"not json")
+        return await lock.acquire(
+            client, _holder("bob"), timeout=0, clock=t.clock, settings=settings
+        )
+
+    assert _go(clean_server.url, body).holder.owner == "bob"
