@@ -1,8 +1,8 @@
 """What ``pulumi preview`` says about a resource: no change, update in place, or replace.
 
 Pure: the provider's last outputs hold the live config and the facts of the server it came
-from, so a diff needs no connection. Desired and live sides go through the engine's own
-``normalize``, ``diff_configs`` and ``replace_reasons``, exactly as ``reconcile plan`` does.
+from, so a diff needs no connection. The answer is the engine's own plan for the resource
+(``reconciler.plan.build_plan``), exactly what ``reconcile plan`` shows for it.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from typing import Any
 
 from pulumi_provider.connection import public_connection
 from pulumi_provider.inputs import IDENTITY_FIELDS, has_unknowns, plain, spec_body, to_spec
-from pulumi_provider.operations import Live
-from reconciler.diff import diff_configs, replace_reasons
-from reconciler.normalize import desired_config, live_config
-from reconciler.state import ServerInfo
+from pulumi_provider.operations import Live, with_stream
+from reconciler.diff import replace_reasons
+from reconciler.plan import Replace, Unchanged, build_plan
+from reconciler.spec import Spec
+from reconciler.state import LiveState, ServerInfo
 
 #: Stream config fields as a bucket's inputs name them.
 BUCKET_FIELD_NAMES: Mapping[str, str] = {
@@ -59,21 +60,47 @@ def compare(olds: Mapping[str, Any], news: Mapping[str, Any]) -> Change:
 
 
 def config_change(news: Mapping[str, Any], live: Live) -> tuple[list[str], bool]:
-    """(properties forcing a replace, anything changed) between new inputs and a live config."""
+    """(properties forcing a replace, anything changed): the engine's plan for ``news``."""
     spec = to_spec(news)
-    desired = desired_config(spec, live.server, **_stream(live))
-    current = live_config(spec.kind, dict(live.config), live.server, **_stream(live))
-    changes = diff_configs(desired, current)
+    plan = build_plan(with_stream(spec), recorded_state(spec, live))
+    entry = next(
+        e
+        for e in (*plan.changes, *plan.unchanged)
+        if (e.kind, e.stream, e.name) == (spec.kind, spec.stream, spec.name)
+    )
+    if isinstance(entry, Unchanged):
+        return [], False
+    if not isinstance(entry, Replace):
+        return [], True
+    return replaced_properties(entry, live.server), True
+
+
+def replaced_properties(step: Replace, server: ServerInfo) -> list[str]:
+    """The changed top-level fields that on their own already force the replace."""
+    desired = dict(step.config or {})
+    current = dict(step.live or {})
     replaced: set[str] = set()
-    for top in {c.path.split(".")[0] for c in changes}:
+    for top in {change.path.split(".")[0] for change in step.fields}:
         probe = dict(current)
         if top in desired:
             probe[top] = desired[top]
         else:
             probe.pop(top, None)
-        if replace_reasons(spec.kind, probe, current, live.server):
-            replaced.add(_property_name(spec.kind, top))
-    return sorted(replaced), bool(changes)
+        if replace_reasons(step.kind, probe, current, server):
+            replaced.add(_property_name(step.kind, top))
+    return sorted(replaced)
+
+
+def recorded_state(spec: Spec, live: Live) -> LiveState:
+    """The live state the outputs recorded, shaped as the planner reads a server."""
+    stream = spec.stream_name
+    if spec.kind != "Consumer":
+        return LiveState(server=live.server, streams={stream: live.config})
+    return LiveState(
+        server=live.server,
+        streams={stream: live.stream_config or {}},
+        consumers={(stream, spec.name): live.config},
+    )
 
 
 def recorded_live(outputs: Mapping[str, Any]) -> Live | None:
@@ -101,10 +128,6 @@ def _control_changed(olds: Mapping[str, Any], news: Mapping[str, Any]) -> bool:
     old_conn = public_connection(_value(olds, "connection"))
     new_conn = public_connection(_value(news, "connection"))
     return destroy or old_conn != new_conn
-
-
-def _stream(live: Live) -> dict[str, Any]:
-    return {"stream_config": dict(live.stream_config)} if live.stream_config else {}
 
 
 def _property_name(kind: str, field_name: str) -> str:

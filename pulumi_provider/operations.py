@@ -1,7 +1,8 @@
 """The provider's server work: one resource read, created, updated or deleted.
 
-Everything here goes through the engine: ``reconciler.normalize`` builds the config to
-send (the same complete config the CLI sends), ``reconciler.jetstream`` speaks the API.
+Everything here goes through the engine: ``reconciler.plan`` plans the one resource,
+``reconciler.apply`` (the CLI's executor) applies it, ``reconciler.jetstream`` speaks the
+API.
 Each function takes an open client; the provider opens one per call.
 """
 
@@ -12,13 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.errors import NotFound, RefusedPlan, UnsupportedField
+from reconciler.apply import apply_plan
+from reconciler.errors import NotFound, RefusedPlan
 from reconciler.jetstream import JetStreamClient
-from reconciler.normalize import desired_config, unsupported_fields
+from reconciler.plan import build_plan
 from reconciler.spec import KV_PREFIX, OBJ_PREFIX, Spec
-from reconciler.state import ServerInfo
-
-STREAM_KINDS = frozenset({"Stream", "KeyValue", "ObjectStore"})
+from reconciler.state import LiveState, ServerInfo, StreamState
 
 
 @dataclass(frozen=True)
@@ -71,26 +71,57 @@ async def observe(client: JetStreamClient, target: Target) -> Live | None:
     return Live(server, info["config"], stream_config=stream["config"])
 
 
-async def create(client: JetStreamClient, spec: Spec) -> Live:
-    """Create the resource with the complete desired config; fails if it exists."""
-    server, stream_config, desired = await _desired(client, spec)
-    if spec.kind == "Consumer":
-        assert spec.stream is not None
-        info = await client.create_consumer(spec.stream, desired, action="create")
-    else:
-        info = await client.create_stream(desired)
-    return Live(server, info["config"], stream_config=stream_config)
+async def converge(client: JetStreamClient, spec: Spec) -> Live:
+    """Create or update the resource exactly as ``reconcile apply`` would, then read it.
+
+    The engine plans this one spec against the live resource and its one executor applies
+    the plan: an existing resource without the managed-by marker is adopted, an update
+    sends the complete config. A replace is refused here: Pulumi plans replaces itself
+    (Diff), so one showing up now means the server changed since the last refresh.
+    """
+    target = Target.of(spec)
+    state = await live_state(client, target)
+    plan = build_plan(with_stream(spec), state)
+    try:
+        await apply_plan(plan, client, allow_replace=False)
+    except RefusedPlan as err:
+        raise RefusedPlan(
+            f"{spec.kind} {target.resource_id} changed on the server in a way an update "
+            "cannot undo; run `pulumi refresh`, then `pulumi up` replaces it"
+        ) from err
+    live = await observe(client, target)
+    if live is None:
+        raise NotFound(404, 0, f"{spec.kind} {target.resource_id} vanished after apply")
+    return live
 
 
-async def update(client: JetStreamClient, spec: Spec) -> Live:
-    """Update in place, sending the complete desired config (updates replace configs)."""
-    server, stream_config, desired = await _desired(client, spec)
-    if spec.kind == "Consumer":
-        assert spec.stream is not None
-        info = await client.create_consumer(spec.stream, desired, action="update")
-    else:
-        info = await client.update_stream(desired)
-    return Live(server, info["config"], stream_config=stream_config)
+async def live_state(client: JetStreamClient, target: Target) -> LiveState:
+    """The live state around one resource: its stream and (consumers) the consumer."""
+    server = await client.server_info()
+    try:
+        stream = await client.stream_info(target.stream_name)
+    except NotFound:
+        return LiveState(server=server)
+    config, state = stream["config"], stream.get("state", {})
+    consumers: dict[tuple[str, str], Mapping[str, Any]] = {}
+    if target.kind == "Consumer":
+        with contextlib.suppress(NotFound):
+            info = await client.consumer_info(target.stream_name, target.name)
+            consumers[(target.stream_name, target.name)] = info["config"]
+    return LiveState(
+        server=server,
+        streams={target.stream_name: config},
+        stream_state={target.stream_name: StreamState(messages=int(state.get("messages", 0)))},
+        consumers=consumers,
+    )
+
+
+def with_stream(spec: Spec) -> list[Spec]:
+    """The specs to plan: a consumer comes with an ``external`` declaration of its stream."""
+    if spec.kind != "Consumer" or spec.stream is None:
+        return [spec]
+    stream = Spec(kind="Stream", name=spec.stream, config={}, source=spec.source, external=True)
+    return [stream, spec]
 
 
 async def destroy(client: JetStreamClient, target: Target, *, allow_destroy: bool) -> None:
@@ -111,21 +142,6 @@ async def destroy(client: JetStreamClient, target: Target, *, allow_destroy: boo
             "resource to allow it"
         )
     await _ignore_missing(client.delete_stream(target.stream_name))
-
-
-async def _desired(
-    client: JetStreamClient, spec: Spec
-) -> tuple[ServerInfo, Mapping[str, Any] | None, dict[str, Any]]:
-    """The server's facts, the parent stream's config (consumers), the config to send."""
-    server = await client.server_info()
-    problems = unsupported_fields([spec], server)
-    if problems:
-        raise UnsupportedField(problems)
-    if spec.kind != "Consumer":
-        return server, None, desired_config(spec, server)
-    assert spec.stream is not None
-    stream_config = (await client.stream_info(spec.stream))["config"]
-    return server, stream_config, desired_config(spec, server, stream_config=stream_config)
 
 
 async def _ignore_missing(request: Any) -> None:

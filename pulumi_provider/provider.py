@@ -85,7 +85,7 @@ class JetStreamProvider(ResourceProvider):
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         spec = to_spec(props)
-        live = self._run(props, lambda client: operations.create(client, spec))
+        live = self._run(props, lambda client: operations.converge(client, spec))
         return CreateResult(Target.of(spec).resource_id, outputs(props, live))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -97,7 +97,7 @@ class JetStreamProvider(ResourceProvider):
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         spec = to_spec(news)
-        live = self._run(news, lambda client: operations.update(client, spec))
+        live = self._run(news, lambda client: operations.converge(client, spec))
         return UpdateResult(outputs(news, live))
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:

@@ -19,6 +19,7 @@ from pulumi_host import ProviderHost
 from servers import NatsServer, run
 
 from pulumi_provider import JetStreamProvider
+from reconciler.spec import MANAGED_KEY, MANAGED_VALUE
 
 pytestmark = pytest.mark.integration
 
@@ -228,14 +229,32 @@ def test_delete_with_allow_destroy_removes_a_stream_holding_messages(
     assert api(server, f"STREAM.INFO.{name}")["error"]["err_code"] == 10059
 
 
-def test_create_of_an_existing_different_stream_fails(
+def test_create_adopts_an_existing_stream_like_reconcile_apply(
     host: ProviderHost, server: NatsServer
 ) -> None:
-    name = unique("TAKEN")
+    name = unique("ADOPTED")
     api(server, f"STREAM.CREATE.{name}", {"name": name, "subjects": [f"{name}.>"], "max_msgs": 5})
-    checked, _ = host.check(stream_inputs(name))
-    with pytest.raises(grpc.RpcError):
+    _, _, outputs = host.apply(stream_inputs(name))
+    live = api(server, f"STREAM.INFO.{name}")["config"]
+    assert live["metadata"][MANAGED_KEY] == MANAGED_VALUE
+    assert live["max_msgs"] == -1  # the spec's value (the default), as apply sends it
+    assert outputs["live_config"]["max_msgs"] == -1
+
+
+def test_create_over_an_existing_stream_needing_a_replace_is_refused(
+    host: ProviderHost, server: NatsServer
+) -> None:
+    name = unique("CLASH")
+    api(
+        server,
+        f"STREAM.CREATE.{name}",
+        {"name": name, "subjects": [f"{name}.>"], "storage": "memory"},
+    )
+    checked, _ = host.check(stream_inputs(name, storage="file"))
+    with pytest.raises(grpc.RpcError) as refused:
         host.create(checked)
+    assert "pulumi refresh" in str(refused.value.details())
+    assert api(server, f"STREAM.INFO.{name}")["config"]["storage"] == "memory"
 
 
 # --- consumers -----------------------------------------------------------------------------
