@@ -1,0 +1,240 @@
+"""Loading YAML/JSON spec files, nats CLI configs and backups, with FILE:LINE everywhere."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from reconciler.errors import Location, SpecError
+from reconciler.loader import Document, load_documents
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def problems_of(paths: list[Path]) -> list[str]:
+    with pytest.raises(SpecError) as caught:
+        load_documents(paths)
+    return [str(p) for p in caught.value.problems]
+
+
+def test_yaml_documents_keep_the_line_of_every_value(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "s.yaml",
+        "kind: Stream\nname: A\nsubjects:\n  - a.one\n  - a.two\n---\n\nkind: KeyValue\nname: b\n",
+    )
+    first, second = load_documents([path])
+    assert first.body == {"kind": "Stream", "name": "A", "subjects": ["a.one", "a.two"]}
+    assert first.source == Location(str(path), 1)
+    assert first.locations["subjects.1"] == Location(str(path), 5)
+    assert second.source == Location(str(path), 8)
+    assert second.where("name") == Location(str(path), 9)
+
+
+def test_where_falls_back_to_the_enclosing_field_then_the_document(tmp_path: Path) -> None:
+    document = load_documents([write(tmp_path / "s.yaml", "kind: Stream\nmirror:\n  name: X\n")])[0]
+    assert document.where("mirror.name.deeper").line == 3
+    assert document.where("nowhere").line == 1
+
+
+def test_empty_documents_are_skipped(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.yaml", "---\n---\n# only a comment\n---\nkind: Stream\nname: A\n")
+    assert [d.body["name"] for d in load_documents([path])] == ["A"]
+
+
+def test_json_object_and_list_files_carry_lines(tmp_path: Path) -> None:
+    one = write(tmp_path / "one.json", '{\n  "kind": "Stream",\n  "name": "A"\n}\n')
+    many = write(
+        tmp_path / "many.json",
+        '[\n {"kind": "Stream", "name": "B"},\n {"kind": "Stream",\n  "name": "C"}\n]',
+    )
+    documents = load_documents([one, many])
+    assert [d.body["name"] for d in documents] == ["A", "B", "C"]
+    assert documents[0].where("name").line == 3
+    assert documents[2].source.line == 3
+    assert documents[2].where("name").line == 4
+
+
+def test_timestamps_stay_rfc3339_strings(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.yaml", "kind: Consumer\npause_until: 2030-01-01T00:00:00Z\n")
+    assert load_documents([path])[0].body["pause_until"] == "2030-01-01T00:00:00Z"
+
+
+def test_merge_keys_are_expanded(tmp_path: Path) -> None:
+    text = "base: &b {retention: limits, storage: file}\n---\nkind: Stream\nname: A\n"
+    text += "<<: {storage: memory, max_msgs: 5}\nstorage: file\n"
+    documents = load_documents([write(tmp_path / "s.yaml", text)])
+    assert documents[1].body == {"max_msgs": 5, "kind": "Stream", "name": "A", "storage": "file"}
+
+
+def test_malformed_yaml_is_reported_at_its_line(tmp_path: Path) -> None:
+    path = write(tmp_path / "bad.yaml", "kind: Stream\nname: A\nsubjects: [a, b\nmax_age: 1h\n")
+    (problem,) = problems_of([path])
+    assert problem.startswith(f"{path}:4: invalid YAML")
+
+
+def test_json_with_trailing_garbage_is_reported_at_its_line(tmp_path: Path) -> None:
+    path = write(tmp_path / "bad.json", '{"kind": "Stream",\n "name": "A"}\n\ntrailing\n')
+    assert problems_of([path]) == [
+        f"{path}:4: invalid JSON: unexpected content after the JSON value"
+    ]
+
+
+def test_duplicate_fields_are_reported_with_both_lines(tmp_path: Path) -> None:
+    path = write(tmp_path / "dup.yaml", "kind: Stream\nname: A\nname: B\n")
+    assert problems_of([path]) == [f"{path}:3: name: duplicate field (first at {path}:2)"]
+
+
+def test_duplicate_fields_in_json_are_reported(tmp_path: Path) -> None:
+    path = write(tmp_path / "dup.json", '{"kind": "Stream",\n "kind": "Consumer"}')
+    assert "duplicate field" in problems_of([path])[0]
+
+
+def test_binary_garbage_is_a_problem_not_a_crash(tmp_path: Path) -> None:
+    path = write(tmp_path / "garbage.yaml", b"kind: Stream\n\xff\xfe\x00\x81binary")
+    assert problems_of([path]) == [
+        f"{path}:2: not a text file (invalid UTF-8 at byte 13); expected YAML or JSON"
+    ]
+
+
+def test_a_document_that_is_not_a_mapping_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path / "list.yaml", "- kind: Stream\n")
+    assert problems_of([path]) == [f"{path}:1: a document must be a mapping of fields"]
+
+
+def test_folders_are_walked_recursively_in_sorted_order(tmp_path: Path) -> None:
+    write(tmp_path / "b.yaml", "kind: Stream\nname: B\n")
+    write(tmp_path / "a" / "z.yml", "kind: Stream\nname: AZ\n")
+    write(tmp_path / "a.json", '{"kind": "Stream", "name": "A"}')
+    write(tmp_path / "notes.txt", "not a spec")
+    write(tmp_path / ".hidden" / "x.yaml", "kind: Stream\nname: HIDDEN\n")
+    names = [d.body["name"] for d in load_documents([tmp_path])]
+    assert names == ["A", "B", "AZ"]
+
+
+def test_a_symlink_loop_in_a_folder_is_reported(tmp_path: Path) -> None:
+    write(tmp_path / "specs" / "s.yaml", "kind: Stream\nname: A\n")
+    os.symlink(tmp_path / "specs", tmp_path / "specs" / "again")
+    (problem,) = problems_of([tmp_path / "specs"])
+    assert problem.startswith(f"{tmp_path / 'specs' / 'again'}:1: symlink loop")
+
+
+def test_a_self_referencing_symlink_file_is_reported(tmp_path: Path) -> None:
+    os.symlink(tmp_path / "loop.yaml", tmp_path / "loop.yaml")
+    (problem,) = problems_of([tmp_path / "loop.yaml"])
+    assert "symlink loop" in problem
+
+
+def test_a_missing_path_is_reported(tmp_path: Path) -> None:
+    assert problems_of([tmp_path / "nope.yaml"]) == [f"{tmp_path / 'nope.yaml'}:1: no such file"]
+
+
+def test_alias_bombs_are_refused(tmp_path: Path) -> None:
+    lines = ["kind: Stream", "a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    path = write(tmp_path / "bomb.yaml", "\n".join(lines) + "\n")
+    assert "alias expansion" in problems_of([path])[0]
+
+
+def test_deep_nesting_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path / "deep.yaml", "kind: Stream\nx: " + "[" * 100 + "]" * 100 + "\n")
+    assert "nesting deeper than 64 levels" in problems_of([path])[0]
+
+
+def test_ten_thousand_documents_load(tmp_path: Path) -> None:
+    text = "".join(f"---\nkind: Stream\nname: S{i}\n" for i in range(10_000))
+    documents = load_documents([write(tmp_path / "many.yaml", text)])
+    assert len(documents) == 10_000
+    assert documents[-1].where("name").line == 3 * 9_999 + 3
+
+
+def test_a_nats_cli_stream_config_gets_kind_stream(tmp_path: Path) -> None:
+    config = {"name": "ORDERS", "subjects": ["ORDERS.*"], "retention": "limits", "storage": "file"}
+    (document,) = load_documents([write(tmp_path / "orders.json", json.dumps(config, indent=2))])
+    assert document.body == {"kind": "Stream", **config}
+    assert document.where("retention").line == 6
+
+
+def test_a_nats_cli_consumer_config_takes_its_stream_from_stream_name(tmp_path: Path) -> None:
+    config = {"stream_name": "ORDERS", "durable_name": "NEW", "ack_policy": "explicit"}
+    (document,) = load_documents([write(tmp_path / "new.json", json.dumps(config))])
+    assert document.body == {
+        "kind": "Consumer",
+        "stream": "ORDERS",
+        "durable_name": "NEW",
+        "ack_policy": "explicit",
+    }
+
+
+def test_a_consumer_config_without_its_stream_asks_for_stream(tmp_path: Path) -> None:
+    path = write(tmp_path / "new.json", '{"durable_name": "NEW", "ack_policy": "explicit"}')
+    (problem,) = problems_of([path])
+    assert "add `stream: STREAM_NAME`" in problem
+    assert problem.startswith(f"{path}:1:")
+
+
+def test_stream_and_consumer_info_outputs_are_unwrapped(tmp_path: Path) -> None:
+    info = {"config": {"name": "S", "retention": "limits"}, "created": "2025-01-01T00:00:00Z"}
+    consumer = {"stream_name": "S", "name": "C", "config": {"durable_name": "C"}, "created": "x"}
+    write(tmp_path / "a.json", json.dumps(info, indent=1))
+    write(tmp_path / "b.json", json.dumps(consumer))
+    stream_doc, consumer_doc = load_documents([tmp_path])
+    assert stream_doc.body == {"kind": "Stream", "name": "S", "retention": "limits"}
+    assert stream_doc.where("retention").line == 4
+    assert consumer_doc.body == {"kind": "Consumer", "stream": "S", "durable_name": "C"}
+
+
+def backup_entry(kind: str, payload: object) -> str:
+    raw = json.dumps(payload, indent=2).encode()
+    return json.dumps(
+        {
+            "type": kind,
+            "time": "2025-01-01T00:00:00Z",
+            "configuration": base64.b64encode(raw).decode(),
+            "checksum": hashlib.sha256(raw).hexdigest(),
+        },
+        indent=2,
+    )
+
+
+def test_a_nats_backup_folder_is_read_as_specs(tmp_path: Path) -> None:
+    stream = {"name": "ORDERS", "subjects": ["ORDERS.*"], "retention": "limits"}
+    consumer = {"name": "NEW", "stream": "ORDERS", "config": {"durable_name": "NEW"}}
+    write(tmp_path / "backup" / "stream_ORDERS.json", backup_entry("stream", stream))
+    write(
+        tmp_path / "backup" / "stream_ORDERS_consumer_NEW.json", backup_entry("consumer", consumer)
+    )
+    stream_doc, consumer_doc = load_documents([tmp_path / "backup"])
+    assert stream_doc.body == {"kind": "Stream", **stream}
+    assert consumer_doc.body == {"kind": "Consumer", "stream": "ORDERS", "durable_name": "NEW"}
+    assert consumer_doc.source.line == 4  # the "configuration" line of the backup file
+
+
+def test_a_damaged_backup_file_is_reported(tmp_path: Path) -> None:
+    entry = json.loads(backup_entry("stream", {"name": "S"}))
+    entry["checksum"] = "0" * 64
+    path = write(tmp_path / "stream_S.json", json.dumps(entry))
+    assert "checksum mismatch" in problems_of([path])[0]
+
+
+def test_yaml_documents_without_kind_are_not_guessed(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.yaml", "name: S\nretention: limits\n")
+    (document,) = load_documents([path])
+    assert "kind" not in document.body
+
+
+def test_document_is_frozen() -> None:
+    document = Document(body={}, source=Location("f", 1))
+    with pytest.raises(AttributeError):
+        document.body = {"x": 1}  # type: ignore[misc]
