@@ -44,6 +44,7 @@ LOCK_BUCKET = "RECONCILE_LOCKS"
 LOCK_KEY = "apply"
 LEASE_SECONDS = 30.0
 POLL_SECONDS = 1.0
+DEFAULT_TIMEOUT = 60.0  # how long an apply waits for the lock (--lock-timeout)
 WRONG_LAST_SEQUENCE = 10071
 STREAM_NAME_IN_USE = 10058
 
@@ -115,8 +116,8 @@ class Lease:
             "host": self.holder.host,
             "pid": self.holder.pid,
             "run": self.holder.run,
-            "acquired_at": _rfc3339(self.acquired_at),
-            "expires_at": _rfc3339(self.expires_at),
+            "acquired_at": rfc3339(self.acquired_at),
+            "expires_at": rfc3339(self.expires_at),
         }
         return json.dumps(body, sort_keys=True).encode()
 
@@ -137,10 +138,10 @@ class Lease:
         h = self.holder
         left = self.expires_at - now
         expiry = f"expires in {left:.0f}s" if left > 0 else f"expired {-left:.0f}s ago"
-        return f"{h.owner} on {h.host} (pid {h.pid}) since {_rfc3339(self.acquired_at)}, {expiry}"
+        return f"{h.owner} on {h.host} (pid {h.pid}) since {rfc3339(self.acquired_at)}, {expiry}"
 
 
-def _rfc3339(seconds: float) -> str:
+def rfc3339(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -396,3 +397,38 @@ class _Keeper:
                 return
             except ReconcileError:
                 continue  # a timeout or a server blip: try again at the next beat
+
+
+@contextlib.asynccontextmanager
+async def for_apply(
+    client: Any,
+    *,
+    timeout: float | None,
+    on_notice: Callable[[str], None] | None = None,
+    on_lost: Callable[[], None] | None = None,
+) -> AsyncIterator[Lease | None]:
+    """The lock around one apply (``timeout=None``: no lock, e.g. ``--no-lock``).
+
+    On a clustered server the bucket gets three replicas, so losing a node keeps it.
+    ``on_notice`` hears that the run waits and if the lease is lost; ``on_lost`` is called
+    then too (the apply should stop before its next step).
+    """
+    if timeout is None:
+        yield None
+        return
+    info = await client.server_info()
+    settings = LockSettings(replicas=3 if info.clustered else 1)
+    say = on_notice or (lambda message: None)
+
+    def waiting(lease: Lease) -> None:
+        say(f"waiting up to {timeout:g}s for the apply lock held by {lease.describe(time.time())}")
+
+    def lost(message: str) -> None:
+        say(f"{message}: stopping after the steps in flight")
+        if on_lost is not None:
+            on_lost()
+
+    async with hold(
+        client, timeout=timeout, settings=settings, on_wait=waiting, on_lost=lost
+    ) as lease:
+        yield lease

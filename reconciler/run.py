@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from reconciler import lock
 from reconciler.apply import ApplyResult, StepEvent, apply_plan
 from reconciler.errors import UnsupportedField
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
@@ -66,10 +67,24 @@ async def apply(
     on_step: Callable[[StepEvent], None] | None = None,
     on_plan: Callable[[Plan], None] | None = None,
     stop: asyncio.Event | None = None,
+    lock_timeout: float | None = lock.DEFAULT_TIMEOUT,
 ) -> ApplyResult:
-    """Validate, plan and (unless ``dry_run``) apply; destructive steps need the flags."""
+    """Validate, plan and (unless ``dry_run``) apply; destructive steps need the flags.
+
+    Planning and applying happen under the server's apply lock (:mod:`reconciler.lock`),
+    waiting up to ``lock_timeout`` seconds for it; ``None`` applies without the lock.
+    """
     specs = load_specs(list(paths))
-    async with open_client(options, on_notice=on_notice) as client:
+    stop = stop or asyncio.Event()
+    async with (
+        open_client(options, on_notice=on_notice) as client,
+        lock.for_apply(
+            client,
+            timeout=None if dry_run else lock_timeout,
+            on_notice=on_notice,
+            on_lost=stop.set,
+        ),
+    ):
         the_plan = await plan_with(client, specs, prune=prune)
         if on_plan is not None:
             on_plan(the_plan)

@@ -56,6 +56,14 @@ def plan(
 @click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
 @click.option("--detailed-exitcode", is_flag=True, help="With --dry-run: exit 2 on changes.")
 @click.option("--concurrency", type=click.IntRange(1, 256), default=16, show_default=True)
+@click.option(
+    "--lock-timeout",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="Seconds to wait for another apply's lock (see `reconcile lock`).",
+)
+@click.option("--no-lock", is_flag=True, help="Apply without taking the server's apply lock.")
 @connection_options
 def apply(
     paths: tuple[Path, ...],
@@ -65,6 +73,8 @@ def apply(
     fmt: str,
     detailed_exitcode: bool,
     concurrency: int,
+    lock_timeout: float,
+    no_lock: bool,
     **conn: Any,
 ) -> int:
     """Change the server to match the specs (validates everything first)."""
@@ -90,6 +100,7 @@ def apply(
                 on_step=on_step if fmt == "text" else None,
                 on_plan=lambda p: _echo_plan(p, fmt),
                 stop=stop,
+                lock_timeout=None if no_lock else lock_timeout,
             )
 
     if dry_run:
