@@ -251,7 +251,13 @@ def order_waves(steps: Sequence[Step]) -> list[list[Step]]:
     waves: list[list[Step]] = [[] for _ in range(max(levels.values(), default=-1) + 1)]
     for index, step in enumerate(steps):
         waves[levels[index]].append(step)
-    return [sorted(wave, key=sort_key) for wave in waves]
+    return [sorted(wave, key=_step_key) for wave in waves]
+
+
+def _step_key(step: Step) -> tuple[int, str, str]:
+    """Within a wave: streams first, but consumers first among deletes."""
+    kind, stream, name = sort_key(step)
+    return (-kind if isinstance(step, Delete) else kind, stream, name)
 
 
 def sort_key(entry: Entry) -> tuple[int, str, str]:

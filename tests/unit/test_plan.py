@@ -1,0 +1,262 @@
+"""Plans: matching by identity, steps and notes, ordering, safety, and the JSON document."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from reconciler.errors import Location, SpecError, UnsupportedField
+from reconciler.normalize import desired_config
+from reconciler.plan import (
+    ADOPT_REASON,
+    Create,
+    Delete,
+    Plan,
+    Replace,
+    Unchanged,
+    Update,
+    build_plan,
+)
+from reconciler.spec import MANAGED_KEY, Kind, Spec
+from reconciler.state import LiveState, ServerInfo
+
+SERVER = ServerInfo(version="2.12.8", api_level=3)
+SCHEMA = json.loads((Path(__file__).parents[2] / "schemas" / "plan.schema.json").read_text())
+SECOND = 1_000_000_000
+
+
+def spec(kind: Kind, name: str, stream: str | None = None, **config: Any) -> Spec:
+    external = bool(config.pop("external", False))
+    line = 1 + sum(map(ord, name)) % 50
+    return Spec(kind, name, config, Location("specs.yaml", line), stream=stream, external=external)
+
+
+def live_of(*specs: Spec, managed: bool = True, server: ServerInfo = SERVER) -> LiveState:
+    """The live state a server would hold after applying ``specs`` (as it echoes configs)."""
+    streams: dict[str, Any] = {}
+    consumers: dict[tuple[str, str], Any] = {}
+    for item in [s for s in specs if s.kind != "Consumer"]:
+        streams[item.stream_name] = _server_copy(desired_config(item, server), managed)
+    for item in [s for s in specs if s.kind == "Consumer"]:
+        parent = streams[item.stream_name]
+        config = desired_config(item, server, stream_config=parent)
+        consumers[(item.stream_name, item.name)] = _server_copy(config, managed)
+    return LiveState(server=server, streams=streams, consumers=consumers)
+
+
+def _server_copy(config: dict[str, Any], managed: bool) -> dict[str, Any]:
+    metadata = {"_nats.ver": SERVER.version, "_nats.level": "3", "_nats.req.level": "0"}
+    metadata.update(config["metadata"])
+    if not managed:
+        metadata.pop(MANAGED_KEY)
+    return {**config, "metadata": metadata}
+
+
+def merged(*states: LiveState) -> LiveState:
+    streams: dict[str, Any] = {}
+    consumers: dict[tuple[str, str], Any] = {}
+    for state in states:
+        streams.update(state.streams)
+        consumers.update(state.consumers)
+    return LiveState(server=SERVER, streams=streams, consumers=consumers)
+
+
+ORDERS = spec("Stream", "ORDERS", subjects=["orders.>"])
+WORKER = spec("Consumer", "worker", "ORDERS", ack_policy="explicit")
+
+
+def test_missing_resources_are_created_streams_before_consumers() -> None:
+    plan = build_plan([WORKER, ORDERS], LiveState(server=SERVER))
+    assert [(type(s), s.name) for s in plan.changes] == [(Create, "ORDERS"), (Create, "worker")]
+    assert plan.summary == {"create": 2, "update": 0, "replace": 0, "delete": 0, "unchanged": 0}
+    assert plan.changes[0].config == desired_config(ORDERS, SERVER)
+    assert plan.changes[0].source == ORDERS.source
+
+
+def test_a_create_lists_the_fields_set_away_from_the_defaults() -> None:
+    plan = build_plan([spec("Stream", "S", max_age=3600 * SECOND)], LiveState(server=SERVER))
+    fields = {f.path: (f.before, f.after) for f in plan.changes[0].fields}
+    assert fields == {"max_age": (None, 3600 * SECOND)}
+
+
+def test_applied_specs_plan_no_changes() -> None:
+    specs = [ORDERS, WORKER, spec("KeyValue", "cfg", history=3), spec("ObjectStore", "blobs")]
+    plan = build_plan(specs, live_of(*specs))
+    assert not plan.has_changes
+    assert plan.summary["unchanged"] == 4
+    assert all(isinstance(entry, Unchanged) for entry in plan.unchanged)
+
+
+def test_a_changed_field_is_an_update_with_before_and_after() -> None:
+    changed = spec("Stream", "ORDERS", subjects=["orders.>"], max_age=7200 * SECOND)
+    plan = build_plan([changed], live_of(ORDERS))
+    (step,) = plan.changes
+    assert isinstance(step, Update) and not step.destructive
+    assert [(f.path, f.before, f.after) for f in step.fields] == [("max_age", 0, 7200 * SECOND)]
+    assert step.reasons == ()
+
+
+def test_an_immutable_change_is_a_destructive_replace_with_its_reason() -> None:
+    memory = spec("Stream", "ORDERS", subjects=["orders.>"], storage="memory")
+    plan = build_plan([memory], live_of(ORDERS))
+    (step,) = plan.changes
+    assert isinstance(step, Replace) and step.destructive
+    assert "storage cannot be changed" in step.reasons
+    assert plan.destructive_steps == (step,)
+
+
+def test_consumers_of_a_replaced_stream_are_recreated_after_it() -> None:
+    memory = spec("Stream", "ORDERS", subjects=["orders.>"], storage="memory")
+    plan = build_plan([memory, WORKER], live_of(ORDERS, WORKER))
+    stream_step, consumer_step = plan.changes
+    assert isinstance(stream_step, Replace)
+    assert "its consumers are deleted with it: worker" in stream_step.reasons
+    assert isinstance(consumer_step, Create)
+    assert consumer_step.reasons == ("re-created: stream ORDERS is replaced",)
+    assert [[s.name for s in wave] for wave in plan.waves()] == [["ORDERS"], ["worker"]]
+
+
+def test_unmanaged_live_resources_are_listed_never_touched() -> None:
+    legacy = spec("Stream", "LEGACY")
+    plan = build_plan([ORDERS], merged(live_of(ORDERS), live_of(legacy, managed=False)), prune=True)
+    assert not plan.has_changes
+    assert [(n.kind, n.name) for n in plan.unmanaged] == [("Stream", "LEGACY")]
+
+
+def test_live_buckets_are_named_as_buckets() -> None:
+    plan = build_plan([], live_of(spec("KeyValue", "cfg"), managed=False))
+    assert [(n.kind, n.name) for n in plan.unmanaged] == [("KeyValue", "cfg")]
+
+
+def test_managed_undeclared_resources_are_orphans_without_prune() -> None:
+    old = spec("Stream", "OLD")
+    plan = build_plan([ORDERS], live_of(ORDERS, old))
+    assert not plan.has_changes
+    assert [(n.name, n.reasons) for n in plan.orphans] == [
+        ("OLD", ("no spec declares it: deleted with --prune",))
+    ]
+
+
+def test_prune_deletes_managed_undeclared_resources() -> None:
+    old = spec("Stream", "OLD")
+    gone = spec("Consumer", "gone", "ORDERS")
+    plan = build_plan([ORDERS], live_of(ORDERS, old, gone), prune=True)
+    assert [(type(s), s.kind, s.name) for s in plan.changes] == [
+        (Delete, "Consumer", "gone"),
+        (Delete, "Stream", "OLD"),
+    ]
+    consumer_delete, stream_delete = plan.changes
+    assert not consumer_delete.destructive and stream_delete.destructive
+    assert plan.summary["delete"] == 2
+
+
+def test_declaring_an_unmanaged_resource_adopts_it_with_an_update() -> None:
+    plan = build_plan([ORDERS], live_of(ORDERS, managed=False))
+    (step,) = plan.changes
+    assert isinstance(step, Update)
+    assert step.reasons == (ADOPT_REASON,)
+    assert [f.path for f in step.fields] == [f"metadata.{MANAGED_KEY}"]
+
+
+def test_external_stream_is_never_a_step_but_hosts_consumers() -> None:
+    shared = spec("Stream", "SHARED", external=True)
+    limited = spec("Stream", "SHARED", consumer_limits={"max_ack_pending": 7})
+    consumer = spec("Consumer", "mine", "SHARED", ack_policy="explicit")
+    plan = build_plan([shared, consumer], live_of(limited, managed=False))
+    (step,) = plan.changes
+    assert isinstance(step, Create) and step.name == "mine"
+    assert step.config is not None and step.config["max_ack_pending"] == 7
+    assert not plan.unmanaged
+
+
+def test_missing_external_stream_is_a_plan_error_at_its_file_line() -> None:
+    shared = spec("Stream", "SHARED", external=True)
+    with pytest.raises(SpecError, match=r"specs\.yaml:\d+: external stream SHARED does not exist"):
+        build_plan([shared], LiveState(server=SERVER))
+
+
+def test_consumer_of_an_unknown_stream_is_a_plan_error() -> None:
+    with pytest.raises(SpecError, match="stream ORDERS is neither declared nor on the server"):
+        build_plan([WORKER], LiveState(server=SERVER))
+
+
+def test_a_field_the_server_does_not_know_stops_the_plan() -> None:
+    old = ServerInfo(version="2.10.26", api_level=0)
+    ttl = spec("Stream", "T", allow_msg_ttl=True)
+    with pytest.raises(UnsupportedField, match=r"needs nats-server 2\.11 or newer"):
+        build_plan([ttl], LiveState(server=old))
+
+
+def test_origins_come_before_the_streams_that_mirror_or_source_them() -> None:
+    mirror = spec("Stream", "A_MIRROR", mirror={"name": "Z_ORIGIN"})
+    agg = spec("Stream", "AGG", sources=[{"name": "A_MIRROR"}])
+    origin = spec("Stream", "Z_ORIGIN")
+    plan = build_plan([agg, mirror, origin], LiveState(server=SERVER))
+    assert [s.name for s in plan.changes] == ["Z_ORIGIN", "A_MIRROR", "AGG"]
+    assert [[s.name for s in wave] for wave in plan.waves()] == [
+        ["Z_ORIGIN"],
+        ["A_MIRROR"],
+        ["AGG"],
+    ]
+
+
+def test_deletes_run_last_and_in_reverse_dependency_order() -> None:
+    origin = spec("Stream", "ORIGIN")
+    copy = spec("Stream", "COPY", mirror={"name": "ORIGIN"})
+    new = spec("Stream", "NEW")
+    plan = build_plan([new], live_of(origin, copy), prune=True)
+    assert [(s.action, s.name) for s in plan.changes] == [
+        ("create", "NEW"),
+        ("delete", "COPY"),
+        ("delete", "ORIGIN"),
+    ]
+
+
+def test_independent_steps_share_a_wave() -> None:
+    specs = [spec("Stream", "A"), spec("Stream", "B"), spec("KeyValue", "c")]
+    waves = build_plan(specs, LiveState(server=SERVER)).waves()
+    assert [[s.name for s in wave] for wave in waves] == [["A", "B", "c"]]
+
+
+def test_unknown_live_fields_are_preserved_in_the_config_to_send() -> None:
+    live = live_of(ORDERS)
+    raw = {**live.streams["ORDERS"], "future_flag": True}
+    changed = spec("Stream", "ORDERS", subjects=["orders.>"], description="d")
+    plan = build_plan([changed], LiveState(server=SERVER, streams={"ORDERS": raw}))
+    (step,) = plan.changes
+    assert step.preserve == {"future_flag": True}
+    assert step.config is not None and step.config["future_flag"] is True
+    assert [f.path for f in step.fields] == ["description"]
+
+
+def test_plan_json_follows_the_schema() -> None:
+    memory = spec("Stream", "ORDERS", subjects=["orders.>"], storage="memory")
+    state = merged(
+        live_of(ORDERS, WORKER, spec("Stream", "OLD")), live_of(spec("Stream", "X"), managed=False)
+    )
+    plan = build_plan([memory, WORKER, spec("KeyValue", "cfg")], state, prune=True)
+    document = plan.to_json()
+    jsonschema.Draft202012Validator(SCHEMA).validate(document)
+    assert document["format_version"] == 1
+    assert document["summary"] == {
+        "create": 2,
+        "update": 0,
+        "replace": 1,
+        "delete": 1,
+        "unchanged": 0,
+    }
+    replace = next(c for c in document["changes"] if c["action"] == "replace")
+    assert replace["destructive"] is True and replace["source"].startswith("specs.yaml:")
+    assert {"path": "storage", "before": "file", "after": "memory"} in replace["fields"]
+    assert document["unmanaged"] == [{"kind": "Stream", "name": "X", "stream": None}]
+
+
+def test_the_schema_rejects_a_plan_without_a_summary() -> None:
+    document = Plan(server=SERVER).to_json()
+    del document["summary"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(SCHEMA).validate(document)
