@@ -1,0 +1,118 @@
+"""One plan, three renderings: Terraform-like text, Markdown for PRs, JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from reconciler.diff import FieldChange
+from reconciler.errors import Location
+from reconciler.plan import Create, Delete, Orphan, Plan, Replace, Unmanaged, Update
+from reconciler.render import render_plan
+from reconciler.render.markdown import cell
+from reconciler.render.text import display_value
+from reconciler.state import ServerInfo
+
+SERVER = ServerInfo(version="2.12.8", api_level=3)
+HOUR = 3_600_000_000_000
+
+
+def sample_plan() -> Plan:
+    where = Location("specs/orders.yaml", 3)
+    return Plan(
+        server=SERVER,
+        changes=(
+            Create(kind="Stream", name="NEW", fields=(FieldChange("subjects", None, ["n.>"]),)),
+            Update(
+                kind="Stream",
+                name="ORDERS",
+                source=where,
+                fields=(
+                    FieldChange("max_age", HOUR, 2 * HOUR),
+                    FieldChange("max_bytes", -1, 1 << 30),
+                    FieldChange("description", "a|b", "c"),
+                ),
+            ),
+            Replace(
+                kind="Consumer",
+                name="worker",
+                stream="ORDERS",
+                source=where,
+                fields=(FieldChange("ack_policy", "none", "explicit"),),
+                reasons=("ack_policy cannot be changed",),
+            ),
+            Delete(kind="Stream", name="OLD"),
+        ),
+        unmanaged=(Unmanaged(kind="KeyValue", name="legacy"),),
+        orphans=(Orphan(kind="Stream", name="STALE"),),
+    )
+
+
+def test_text_reads_like_terraform_with_human_units() -> None:
+    text = render_plan(sample_plan(), "text")
+    assert "+ create Stream NEW" in text
+    assert '    subjects: ["n.>"]' in text
+    assert "~ update Stream ORDERS  (specs/orders.yaml:3)" in text
+    assert "    max_age: 1h → 2h" in text
+    assert "    max_bytes: unlimited → 1GiB" in text
+    assert "-/+ replace Consumer ORDERS/worker" in text
+    assert "    # ack_policy cannot be changed" in text
+    assert "- delete Stream OLD" in text
+    assert "? KeyValue legacy" in text and "! Stream STALE" in text
+    assert "Plan: 1 to create, 1 to update, 1 to replace, 1 to delete (0 unchanged)." in text
+    assert "\x1b[" not in text
+
+
+def test_text_says_so_when_nothing_changes() -> None:
+    text = render_plan(Plan(server=SERVER), "text")
+    assert "No changes. 0 resource(s) unchanged." in text
+
+
+def test_colour_is_added_only_when_asked() -> None:
+    assert "\x1b[32m+ create Stream NEW" in render_plan(sample_plan(), "text", color=True)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "shown"),
+    [
+        ("duplicate_window", 120_000_000_000, "2m"),
+        ("backoff", [1_000_000_000, 5_000_000_000], "[1s, 5s]"),
+        ("consumer_limits.inactive_threshold", 0, "0s"),
+        ("max_msg_size", 1024, "1KiB"),
+        ("max_msgs", -1, "-1"),
+        ("metadata.owner", "team", '"team"'),
+        ("mirror", None, "(none)"),
+        ("sealed", True, "true"),
+    ],
+)
+def test_values_are_shown_in_human_units(path: str, value: Any, shown: str) -> None:
+    assert display_value(path, value) == shown
+
+
+def test_markdown_has_a_summary_table_and_a_details_section_per_change() -> None:
+    markdown = render_plan(sample_plan(), "markdown")
+    assert markdown.startswith("### Plan: 1 to create, 1 to update, 1 to replace, 1 to delete")
+    assert "| Action | Resource | Source | Fields |" in markdown
+    assert "| 🔄 update | Stream ORDERS | specs/orders.yaml:3 | 3 |" in markdown
+    assert markdown.count("<details>") == 4
+    assert "| max_age | 1h | 2h |" in markdown
+    assert "> [!WARNING]" in markdown
+    assert "- ack_policy cannot be changed" in markdown
+
+
+def test_markdown_escapes_pipes_and_html_in_values() -> None:
+    markdown = render_plan(sample_plan(), "markdown")
+    assert '| description | "a\\|b" | "c" |' in markdown
+    assert cell("<script>|x\ny") == "&lt;script&gt;\\|x y"
+
+
+def test_json_is_the_plan_document() -> None:
+    plan = sample_plan()
+    assert json.loads(render_plan(plan, "json")) == plan.to_json()
+
+
+def test_an_unknown_format_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown plan format"):
+        render_plan(sample_plan(), "yaml")  # type: ignore[arg-type]
