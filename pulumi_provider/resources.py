@@ -37,6 +37,8 @@ class JetStreamResource(pulumi.dynamic.Resource):
     """The config the server holds (for buckets: their ``KV_``/``OBJ_`` stream's)."""
     server: pulumi.Output[dict[str, Any]]
     """Version and API level of the server the resource was last read from."""
+    connection: pulumi.Output[dict[str, Any]]
+    """The connection input without its credentials (secret)."""
 
     def __init__(
         self,
@@ -49,8 +51,7 @@ class JetStreamResource(pulumi.dynamic.Resource):
         **fields: Any,
     ) -> None:
         props = resource_inputs(self.kind, resource_name, spec, fields)
-        if connection is not None:
-            props["connection"] = pulumi.Output.secret(connection)
+        props["connection"] = None if connection is None else pulumi.Output.secret(connection)
         if allow_destroy is not None:
             props["allow_destroy"] = allow_destroy
         for name in (*_COMMON_OUTPUTS, *self._extra_outputs):
@@ -90,6 +91,9 @@ class Consumer(JetStreamResource, module="jetstream", name="Consumer"):
     kind = "Consumer"
     _extra_outputs = ("stream_config",)
 
+    stream_config: pulumi.Output[dict[str, Any]]
+    """The config of the consumer's stream when it was last read."""
+
 
 class KeyValue(JetStreamResource, module="jetstream", name="KeyValue"):
     """A KeyValue bucket (the stream ``KV_<name>``), with the client libraries' fields."""
@@ -97,12 +101,18 @@ class KeyValue(JetStreamResource, module="jetstream", name="KeyValue"):
     kind = "KeyValue"
     _extra_outputs = ("bucket",)
 
+    bucket: pulumi.Output[dict[str, Any]]
+    """The live bucket in the client libraries' fields (history, ttl, ...)."""
+
 
 class ObjectStore(JetStreamResource, module="jetstream", name="ObjectStore"):
     """An ObjectStore bucket (the stream ``OBJ_<name>``)."""
 
     kind = "ObjectStore"
     _extra_outputs = ("bucket",)
+
+    bucket: pulumi.Output[dict[str, Any]]
+    """The live bucket in the client libraries' fields."""
 
 
 RESOURCE_CLASSES: Mapping[str, type[JetStreamResource]] = {

@@ -6,6 +6,7 @@ dependencies, secret outputs, inputs) exactly as the Pulumi engine would receive
 
 from __future__ import annotations
 
+import runpy
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from pulumi_provider import Consumer, JetStreamSpecs, KeyValue, Stream
 from reconciler.errors import SpecError
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pulumi"
 
 SHOP = """\
 kind: Stream
@@ -211,6 +213,23 @@ def test_resources_from_code_fix_their_kind_and_default_the_name(
         assert registered["settings"].inputs["kind"] == "KeyValue"
 
     return pulumi.Output.all(orders.urn, new.urn, bucket.urn).apply(check)
+
+
+@pulumi.runtime.test
+def test_the_example_program_declares_the_shop_folder_and_its_own_resources(
+    monitor: RecordingMonitor,
+) -> pulumi.Output[Any]:
+    namespace = runpy.run_path(str(EXAMPLE / "__main__.py"))
+
+    def check(_: Any) -> None:
+        registered = by_name(monitor)
+        assert {"EVENTS", "AUDIT", "settings", "assets"} <= set(registered)
+        assert registered["AUDIT"].dependencies == [registered["EVENTS"].urn]
+        orders = registered["shop/Stream/ORDERS"].urn
+        assert orders in registered["shop/Consumer/ORDERS/NEW"].dependencies
+
+    urns = [r.urn for r in namespace["shop"].resources.values()]
+    return pulumi.Output.all(namespace["assets"].urn, *urns).apply(check)
 
 
 def test_a_resource_cannot_declare_another_kind() -> None:

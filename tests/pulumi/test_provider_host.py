@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from itertools import count
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -19,13 +20,17 @@ from pulumi_host import ProviderHost
 from servers import NatsServer, run
 
 from pulumi_provider import JetStreamProvider
+from pulumi_provider.component import resource_spec
+from reconciler.loader import load_documents
 from reconciler.spec import MANAGED_KEY, MANAGED_VALUE
+from reconciler.validate import validate_documents
 
 pytestmark = pytest.mark.integration
 
 DIFF_NONE = provider_pb2.DiffResponse.DIFF_NONE
 DIFF_SOME = provider_pb2.DiffResponse.DIFF_SOME
 _names = count()
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.fixture(scope="module")
@@ -388,3 +393,24 @@ def test_rejected_credentials_fail_without_showing_them(
     details = str(failed.value.details())
     assert "wrong-pw" not in details
     assert "ConnectError" in details
+
+
+# --- the example folders, as JetStreamSpecs sends them -------------------------------------
+
+
+@pytest.mark.parametrize("folder", ["shop", "buckets"])
+def test_every_example_document_applies_and_then_diffs_empty(
+    host: ProviderHost, server: NatsServer, folder: str
+) -> None:
+    documents = load_documents([EXAMPLES / folder])
+    specs = [s for s in validate_documents(documents) if not s.external]
+    bodies = {d.source: d.body for d in documents}
+    applied = []
+    for spec in sorted(specs, key=lambda s: s.kind == "Consumer"):
+        applied.append(host.apply(resource_spec(spec, bodies[spec.source])))
+    for id_, inputs, outputs in applied:
+        assert host.diff(id_, outputs, inputs).changes == DIFF_NONE, id_
+    for id_, _, outputs in reversed(applied):
+        host.delete(id_, outputs)
+    left = api(server, "STREAM.NAMES").get("streams") or []
+    assert not {spec.stream_name for spec in specs} & set(left)
