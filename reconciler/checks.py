@@ -109,8 +109,8 @@ def _filters_inside_stream(consumer: Spec, stream: Spec) -> Iterable[Problem]:
     for path, subject in consumer_filters(consumer):
         if not any(subjects_overlap(subject, s) for s in subjects):
             message = (
-                f"filter {subject!r} matches none of stream {stream.name!r}'s subjects "
-                f"({', '.join(subjects)})"
+                f"filter {subject!r} matches none of the subjects of {stream.kind} "
+                f"{stream.name!r} ({', '.join(subjects)})"
             )
             yield Problem(consumer.where(path), path, message)
 

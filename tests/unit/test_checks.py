@@ -1,0 +1,214 @@
+"""Cross-resource checks and the wildcard-aware subject relations behind them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from reconciler.errors import Location, SpecError
+from reconciler.loader import Document
+from reconciler.subjects import is_subset, is_valid_subject, subjects_overlap
+from reconciler.validate import validate_documents
+
+
+def docs(*bodies: dict[str, Any]) -> list[Document]:
+    return [
+        Document(
+            body=body,
+            source=Location("spec.yaml", 10 * index + 1),
+            locations={key: Location("spec.yaml", 10 * index + 2) for key in body},
+        )
+        for index, body in enumerate(bodies)
+    ]
+
+
+def problems(*bodies: dict[str, Any]) -> list[str]:
+    with pytest.raises(SpecError) as caught:
+        validate_documents(docs(*bodies))
+    return [str(p) for p in caught.value.problems]
+
+
+def stream(name: str, **config: Any) -> dict[str, Any]:
+    return {"kind": "Stream", "name": name, **config}
+
+
+def consumer(name: str, stream_name: str = "S", **config: Any) -> dict[str, Any]:
+    return {"kind": "Consumer", "stream": stream_name, "name": name, **config}
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "overlap"),
+    [
+        ("orders.>", "orders.new", True),
+        ("orders.*", "orders.new", True),
+        ("orders.*", "orders.new.eu", False),
+        ("orders.>", "orders", False),
+        ("*.new", "orders.*", True),
+        (">", "anything.at.all", True),
+        ("a.b", "a.c", False),
+        ("a.*.c", "a.b.*", True),
+    ],
+)
+def test_subject_overlap_is_wildcard_aware(a: str, b: str, overlap: bool) -> None:
+    assert subjects_overlap(a, b) is overlap
+    assert subjects_overlap(b, a) is overlap
+
+
+@pytest.mark.parametrize(
+    ("inner", "outer", "subset"),
+    [
+        ("orders.new", "orders.>", True),
+        ("orders.>", "orders.*", False),
+        ("orders.*", "orders.>", True),
+        ("orders.*.eu", "orders.>", True),
+        ("orders.>", "orders.>", True),
+        ("a.b", "a.*", True),
+        ("a.*", "a.b", False),
+    ],
+)
+def test_subset_means_every_match_is_covered(inner: str, outer: str, subset: bool) -> None:
+    assert is_subset(inner, outer) is subset
+
+
+@pytest.mark.parametrize("subject", ["a..b", ".a", "a.>.b", "a b", "a.b*", ""])
+def test_malformed_subjects_are_invalid(subject: str) -> None:
+    assert not is_valid_subject(subject)
+
+
+def test_the_orders_scenario_passes_every_check() -> None:
+    specs = validate_documents(
+        docs(
+            stream("ORDERS", subjects=["ORDERS.*"]),
+            consumer("NEW", "ORDERS", filter_subject="ORDERS.received", ack_policy="explicit"),
+            consumer("DISPATCH", "ORDERS", filter_subject="ORDERS.processed"),
+            consumer("MONITOR", "ORDERS", deliver_subject="monitor.orders", idle_heartbeat="5s"),
+        )
+    )
+    assert [s.name for s in specs] == ["ORDERS", "NEW", "DISPATCH", "MONITOR"]
+
+
+def test_duplicate_names_per_kind_are_reported_at_the_second() -> None:
+    found = problems(stream("S"), stream("S"), consumer("C"), consumer("C"))
+    assert found == [
+        "spec.yaml:12: name: duplicate Stream 'S': already declared at spec.yaml:1",
+        "spec.yaml:32: name: duplicate Consumer 'C': already declared at spec.yaml:21",
+    ]
+
+
+def test_a_bucket_clashes_with_a_stream_of_its_stream_name() -> None:
+    found = problems(stream("KV_config", subjects=["x"]), {"kind": "KeyValue", "name": "config"})
+    assert found == [
+        "spec.yaml:12: name: duplicate KeyValue 'config' (the stream of Stream 'KV_config')"
+        ": already declared at spec.yaml:1"
+    ]
+
+
+def test_a_consumer_of_an_undeclared_stream_is_reported() -> None:
+    (found,) = problems(consumer("C", "MISSING"))
+    assert found.startswith("spec.yaml:2: stream: stream 'MISSING' is not declared")
+    assert "external: true" in found
+
+
+def test_an_external_stream_satisfies_its_consumers() -> None:
+    specs = validate_documents(docs(stream("S", external=True), consumer("C", "S")))
+    assert specs[0].external
+
+
+def test_consumers_of_bucket_streams_are_allowed() -> None:
+    validate_documents(docs({"kind": "KeyValue", "name": "cfg"}, consumer("W", "KV_cfg")))
+
+
+def test_overlapping_subjects_between_streams_are_reported_once() -> None:
+    found = problems(stream("A", subjects=["orders.>"]), stream("B", subjects=["orders.new", "x"]))
+    assert found == [
+        "spec.yaml:2: subjects.0: subject 'orders.>' overlaps 'orders.new' of Stream 'B' "
+        "(spec.yaml:11); a message may only be stored by one stream"
+    ]
+
+
+def test_a_stream_without_subjects_listens_on_its_name() -> None:
+    found = problems(stream("orders"), stream("B", subjects=["*"]))
+    assert len(found) == 1 and "overlaps" in found[0]
+
+
+def test_a_stream_overlapping_a_bucket_is_reported() -> None:
+    found = problems({"kind": "KeyValue", "name": "cfg"}, stream("ALL_KV", subjects=["$KV.>"]))
+    assert len(found) == 1 and "'$KV.cfg.>' overlaps '$KV.>' of Stream 'ALL_KV'" in found[0]
+
+
+def test_a_filter_outside_the_stream_subjects_is_reported() -> None:
+    found = problems(
+        stream("S", subjects=["orders.*"]),
+        consumer("C", filter_subjects=["orders.new", "invoices.>"]),
+    )
+    assert found == [
+        "spec.yaml:12: filter_subjects.1: filter 'invoices.>' matches none of the subjects of "
+        "Stream 'S' (orders.*)"
+    ]
+
+
+def test_a_mirror_cannot_have_subjects() -> None:
+    found = problems(stream("A"), stream("M", mirror={"name": "A"}, subjects=["m.>"]))
+    assert found == ["spec.yaml:12: subjects: a mirror cannot have subjects"]
+
+
+def test_source_cycles_are_reported() -> None:
+    found = problems(
+        stream("A", sources=[{"name": "C"}], subjects=["a"]),
+        stream("B", sources=[{"name": "A"}], subjects=["b"]),
+        stream("C", mirror={"name": "B"}),
+    )
+    assert found == ["spec.yaml:2: sources: sources/mirrors form a cycle: A → C → B → A"]
+
+
+def test_an_external_source_is_not_part_of_a_cycle() -> None:
+    external = {"name": "A", "external": {"api": "$JS.hub.API"}}
+    validate_documents(docs(stream("A", sources=[external], subjects=["a"])))
+
+
+def test_push_only_fields_on_a_pull_consumer_are_reported() -> None:
+    found = problems(stream("S"), consumer("C", idle_heartbeat="5s", deliver_group="g"))
+    assert found == [
+        "spec.yaml:12: deliver_group: not allowed on a pull (no deliver_subject) consumer",
+        "spec.yaml:12: idle_heartbeat: not allowed on a pull (no deliver_subject) consumer",
+    ]
+
+
+def test_pull_only_fields_on_a_push_consumer_are_reported() -> None:
+    found = problems(stream("S"), consumer("C", deliver_subject="out", max_waiting=10))
+    assert found == [
+        "spec.yaml:12: max_waiting: not allowed on a push (it has deliver_subject) consumer"
+    ]
+
+
+def test_max_deliver_smaller_than_the_backoff_list_is_reported() -> None:
+    found = problems(stream("S"), consumer("C", max_deliver=2, backoff=["1s", "2s", "3s"]))
+    assert found == [
+        "spec.yaml:12: max_deliver: max_deliver (2) is smaller than the backoff list (3)"
+    ]
+
+
+def test_duplicate_window_longer_than_max_age_is_reported() -> None:
+    found = problems(stream("S", max_age="1m", duplicate_window="2m"))
+    assert found == [
+        "spec.yaml:2: duplicate_window: duplicate_window cannot be longer than max_age"
+    ]
+
+
+def test_work_queue_consumers_need_explicit_ack_and_disjoint_filters() -> None:
+    found = problems(
+        stream("Q", subjects=["jobs.>"], retention="workqueue"),
+        consumer("A", "Q", ack_policy="explicit", filter_subject="jobs.>"),
+        consumer("B", "Q", ack_policy="none", filter_subject="jobs.email"),
+    )
+    assert found == [
+        "spec.yaml:12: filter_subject: filter 'jobs.>' overlaps 'jobs.email' of consumer 'B': "
+        "workqueue consumers must not overlap",
+        "spec.yaml:22: ack_policy: consumers of a workqueue stream need ack_policy: explicit",
+    ]
+
+
+def test_a_consumer_of_an_invalid_stream_is_not_also_called_undeclared() -> None:
+    found = problems(stream("S", max_age="forever"), consumer("C", "S"))
+    assert len(found) == 1 and "max_age" in found[0]
