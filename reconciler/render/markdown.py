@@ -33,18 +33,21 @@ def _summary_table(plan: Plan) -> list[str]:
 
 
 def _details(step: Entry) -> list[str]:
-    title = cell(f"{SYMBOLS[step.action]} {step.action} {step.label}")
+    title = html.escape(f"{SYMBOLS[step.action]} {step.action} {step.label}", quote=False)
     lines = ["<details>", f"<summary>{title}</summary>", ""]
+    creating = step.action == "create"
     if step.fields:
-        before = "Before" if step.action != "create" else ""
-        lines += [f"| Field | {before or ' '} | After |", "|---|---|---|"]
+        lines += ["| Field | Value |" if creating else "| Field | Before | After |"]
+        lines += ["|---|---|" if creating else "|---|---|---|"]
         for change in step.fields:
-            old = display_value(change.path, change.before) if before else ""
-            new = display_value(change.path, change.after)
-            lines.append(f"| {cell(change.path)} | {cell(old)} | {cell(new)} |")
+            cells = [change.path, display_value(change.path, change.after)]
+            if not creating:
+                cells.insert(1, display_value(change.path, change.before))
+            lines.append("| " + " | ".join(cell(text) for text in cells) + " |")
         lines.append("")
-    lines += [f"- {cell(reason)}" for reason in step.reasons]
-    return [*lines, "", "</details>", ""]
+    if step.reasons:
+        lines += [*(f"- {cell(reason)}" for reason in step.reasons), ""]
+    return [*lines, "</details>", ""]
 
 
 def _notes(plan: Plan) -> list[str]:
