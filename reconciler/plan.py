@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 from reconciler.buckets import classify_stream
 from reconciler.diff import FieldChange, diff_configs, replace_reasons
 from reconciler.errors import Location, Problem, SpecError, UnsupportedField
+from reconciler.lock import LOCK_BUCKET
 from reconciler.normalize import (
     desired_config,
     is_managed,
@@ -267,6 +268,8 @@ def sort_key(entry: Entry) -> tuple[int, str, str]:
 # --- building ---------------------------------------------------------------------------
 
 ADOPT_REASON = "adopt: add the managed-by marker"
+#: Streams the tool keeps for itself (the apply lock's bucket): never planned or listed.
+INTERNAL_STREAMS = frozenset({KV_PREFIX + LOCK_BUCKET})
 
 
 @dataclass
@@ -368,7 +371,7 @@ class _Builder:
 
     def undeclared(self, streams: set[str], consumers: set[tuple[str, str]]) -> None:
         for name, raw in sorted(self.live.streams.items()):
-            if name not in streams:
+            if name not in streams and name not in INTERNAL_STREAMS:
                 kind, resource = classify_stream(name, raw)
                 self.note(kind, resource, None, raw)
         for (stream, name), raw in sorted(self.live.consumers.items()):

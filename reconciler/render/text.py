@@ -118,7 +118,9 @@ def _notes(plan: Plan, *, color: bool) -> list[str]:
 
 def render_text(plan: Plan, *, color: bool = False) -> str:
     server = plan.server
-    lines = [f"Plan against nats-server {server.version} (API level {server.api_level})", ""]
+    lines = [f"Plan against nats-server {server.version} (API level {server.api_level})"]
+    if plan.changes:
+        lines.append("")
     for step in plan.changes:
         lines.extend(step_lines(step, color=color))
     lines.extend(_notes(plan, color=color))

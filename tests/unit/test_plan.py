@@ -260,3 +260,8 @@ def test_the_schema_rejects_a_plan_without_a_summary() -> None:
     del document["summary"]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.Draft202012Validator(SCHEMA).validate(document)
+
+
+def test_the_apply_lock_bucket_is_never_listed() -> None:
+    plan = build_plan([], live_of(spec("KeyValue", "RECONCILE_LOCKS"), managed=False))
+    assert not plan.unmanaged and not plan.has_changes
