@@ -110,7 +110,9 @@ def creds_file(runner: Runner, creds: str) -> str | None:
         return None
     if "\n" not in creds and "-----BEGIN" not in creds:
         return creds
-    runner.mask(creds)
+    for line in creds.splitlines():  # the JWT and the seed; not the ----- armour lines
+        if line.strip() and not line.lstrip().startswith("---"):
+            runner.mask(line)
     digest = hashlib.sha256(creds.encode()).hexdigest()[:12]
     path = work_dir(runner.env) / f"user-{digest}.creds"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -1,0 +1,349 @@
+"""`python -m action` run as a GitHub runner runs it, against a real nats-server.
+
+The runner's side is reproduced with its files and variables (GITHUB_OUTPUT,
+GITHUB_STEP_SUMMARY, GITHUB_EVENT_PATH with a pull_request payload, INPUT_*), and GitHub's
+REST API with a small HTTP stand-in on 127.0.0.1 that records every call and serves the
+pull request's comments in pages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from servers import NatsServer, make_operator, run
+
+from reconciler import run as engine
+from reconciler.jetstream import ConnectionOptions
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+TOKEN = "ghs_test-token-123"
+SPECS = """\
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+max_age: 7d
+---
+kind: Consumer
+stream: ORDERS
+name: ship
+ack_policy: explicit
+"""
+
+
+@dataclass
+class GitHubStandIn:
+    """Issue comments of pull request o/r#7, with GitHub's paging and a call log."""
+
+    comments: dict[int, dict[str, Any]] = field(default_factory=dict)
+    calls: list[tuple[str, str, str]] = field(default_factory=list)  # method, path, auth
+    url: str = ""
+    next_id: int = 1000
+
+    def add(self, body: str) -> dict[str, Any]:
+        self.next_id += 1
+        comment = {"id": self.next_id, "body": body, "html_url": f"https://gh/c/{self.next_id}"}
+        self.comments[self.next_id] = comment
+        return comment
+
+    def writes(self) -> list[tuple[str, str]]:
+        return [(m, p) for m, p, _ in self.calls if m != "GET"]
+
+
+def handler_for(state: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def reply(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def record(self) -> tuple[str, dict[str, list[str]]]:
+            parts = urlsplit(self.path)
+            auth = self.headers.get("Authorization", "")
+            state.calls.append((self.command, parts.path, auth))
+            return parts.path, parse_qs(parts.query)
+
+        def body(self) -> dict[str, Any]:
+            length = int(self.headers.get("Content-Length", "0"))
+            return dict(json.loads(self.rfile.read(length)))
+
+        def do_GET(self) -> None:
+            path, query = self.record()
+            if path != "/repos/o/r/issues/7/comments":
+                return self.reply(404, {"message": "Not Found"})
+            per_page = int(query.get("per_page", ["30"])[0])
+            page = int(query.get("page", ["1"])[0])
+            items = list(state.comments.values())
+            chunk = items[(page - 1) * per_page : page * per_page]
+            headers = {}
+            if page * per_page < len(items):
+                nxt = f"{state.url}{path}?per_page={per_page}&page={page + 1}"
+                headers["Link"] = f'<{nxt}>; rel="next"'
+            self.reply(200, chunk, headers)
+
+        def do_POST(self) -> None:
+            path, _ = self.record()
+            if path != "/repos/o/r/issues/7/comments":
+                return self.reply(404, {"message": "Not Found"})
+            self.reply(201, state.add(self.body()["body"]))
+
+        def do_PATCH(self) -> None:
+            path, _ = self.record()
+            comment_id = int(path.rsplit("/", 1)[1])
+            if (
+                not path.startswith("/repos/o/r/issues/comments/")
+                or comment_id not in state.comments
+            ):
+                return self.reply(404, {"message": "Not Found"})
+            state.comments[comment_id]["body"] = self.body()["body"]
+            self.reply(200, state.comments[comment_id])
+
+    return Handler
+
+
+@pytest.fixture
+def github() -> Iterator[GitHubStandIn]:
+    state = GitHubStandIn()
+    for i in range(130):  # other people's comments: the action must page past them
+        state.add(f"looks good {i}")
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(state))
+    state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield state
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@dataclass
+class StepRun:
+    code: int
+    stdout: str
+    stderr: str
+    outputs: dict[str, str]
+    summary: str
+
+
+def parse_outputs(text: str) -> dict[str, str]:
+    """A GITHUB_OUTPUT file read back the way the runner reads it."""
+    values: dict[str, str] = {}
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        if lines[i]:
+            name, _, delimiter = lines[i].partition("<<")
+            end = lines.index(delimiter, i + 1)
+            values[name] = "\n".join(lines[i + 1 : end])
+            i = end
+        i += 1
+    return values
+
+
+class Workspace:
+    """A checkout with specs, the runner's files, and a way to run the step in it."""
+
+    def __init__(self, root: Path, github: GitHubStandIn) -> None:
+        self.root = root
+        self.github = github
+        self.runs = 0
+        (root / "specs").mkdir(parents=True)
+        self.spec = root / "specs" / "orders.yaml"
+        self.spec.write_text(SPECS, encoding="utf-8")
+        self.event = root / "event.json"
+        self.event.write_text(json.dumps({"number": 7, "pull_request": {"number": 7}}))
+
+    def step(self, server: NatsServer | None, **inputs: str) -> StepRun:
+        self.runs += 1
+        temp = self.root / f"runner-temp-{self.runs}"
+        temp.mkdir()
+        output, summary = temp / "output", temp / "summary.md"
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(self.root),
+            "GITHUB_ACTIONS": "true",
+            "GITHUB_WORKSPACE": str(self.root),
+            "GITHUB_OUTPUT": str(output),
+            "GITHUB_STEP_SUMMARY": str(summary),
+            "GITHUB_EVENT_NAME": "pull_request",
+            "GITHUB_EVENT_PATH": str(self.event),
+            "GITHUB_REPOSITORY": "o/r",
+            "GITHUB_TOKEN": TOKEN,
+            "GITHUB_API_URL": self.github.url,
+            "RUNNER_TEMP": str(temp),
+            "INPUT_PATH": "specs",
+            "INPUT_SERVER": server.url if server else "",
+        }
+        env.update({"INPUT_" + k.upper().replace("-", "_"): v for k, v in inputs.items()})
+        done = subprocess.run(
+            [sys.executable, "-m", "action"],
+            cwd=self.root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        return StepRun(
+            code=done.returncode,
+            stdout=done.stdout,
+            stderr=done.stderr,
+            outputs=parse_outputs(output.read_text()) if output.exists() else {},
+            summary=summary.read_text() if summary.exists() else "",
+        )
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, github: GitHubStandIn) -> Workspace:
+    return Workspace(tmp_path / "ws", github)
+
+
+def ours(github: GitHubStandIn) -> list[dict[str, Any]]:
+    return [
+        c
+        for c in github.comments.values()
+        if c["body"].startswith("<!-- jetstream-gitops:specs -->")
+    ]
+
+
+def test_plan_on_a_pull_request_writes_outputs_summary_and_one_sticky_comment(
+    clean_server: NatsServer, workspace: Workspace, github: GitHubStandIn
+) -> None:
+    first = workspace.step(clean_server, mode="plan", comment="true")
+
+    assert first.code == 0, first.stdout + first.stderr
+    assert first.outputs["has-changes"] == "true"
+    assert first.outputs["summary"].startswith("2 to create, 0 to update")
+    plan = json.loads(Path(first.outputs["plan-json"]).read_text())
+    assert [c["action"] for c in plan["changes"]] == ["create", "create"]
+    assert "### JetStream plan for `specs`" in first.summary
+    assert "ORDERS" in first.summary
+    assert github.writes() == [("POST", "/repos/o/r/issues/7/comments")]
+    assert all(auth == f"Bearer {TOKEN}" for _, _, auth in github.calls)
+    assert TOKEN not in first.stdout.replace(f"::add-mask::{TOKEN}", "")
+
+    workspace.spec.write_text(SPECS.replace("max_age: 7d", "max_age: 2d"))
+    second = workspace.step(clean_server, mode="plan", comment="true")
+
+    assert second.code == 0, second.stdout + second.stderr
+    [comment] = ours(github)
+    assert github.writes()[-1] == ("PATCH", f"/repos/o/r/issues/comments/{comment['id']}")
+    assert len(github.writes()) == 2
+    assert "2d" in comment["body"]
+    assert len(github.comments) == 131
+
+
+def test_apply_converges_and_a_second_apply_has_nothing_to_do(
+    clean_server: NatsServer, workspace: Workspace, github: GitHubStandIn
+) -> None:
+    first = workspace.step(clean_server, mode="apply")
+    assert first.code == 0, first.stdout + first.stderr
+    assert first.outputs["has-changes"] == "true"
+    assert first.outputs["summary"] == "Apply complete: 2 applied, 0 failed, 0 skipped."
+    assert "applied create Stream ORDERS" in first.stdout
+
+    second = workspace.step(clean_server, mode="apply")
+    assert second.code == 0, second.stdout + second.stderr
+    assert second.outputs["has-changes"] == "false"
+    assert github.calls == []  # comment is off by default
+
+
+def test_apply_refuses_a_replace_without_allow_replace(
+    clean_server: NatsServer, workspace: Workspace
+) -> None:
+    assert workspace.step(clean_server, mode="apply").code == 0
+    workspace.spec.write_text(SPECS.replace("max_age: 7d", "max_age: 7d\nstorage: memory"))
+
+    refused = workspace.step(clean_server, mode="apply")
+
+    assert refused.code == 1
+    assert "::error title=jetstream-gitops::refusing to apply" in refused.stdout
+    assert refused.outputs["has-changes"] == "false"
+    assert "**Failed:** refusing to apply" in refused.summary
+    live = run(engine.plan([workspace.spec], ConnectionOptions(servers=clean_server.url)))
+    assert live.changes[0].action == "replace"  # nothing was changed
+
+    allowed = workspace.step(clean_server, mode="apply", **{"allow-replace": "true"})
+    assert allowed.code == 0, allowed.stdout + allowed.stderr
+
+
+def test_drift_fails_the_step_and_writes_the_html_report(
+    clean_server: NatsServer, workspace: Workspace
+) -> None:
+    assert workspace.step(clean_server, mode="apply").code == 0
+    workspace.spec.write_text(SPECS.replace("max_age: 7d", "max_age: 1d"))
+
+    failed = workspace.step(clean_server, mode="drift")
+
+    assert failed.code == 2
+    assert "::error title=jetstream-gitops%3A drift::Drift: 1 of 2" in failed.stdout
+    assert failed.outputs["has-changes"] == "true"
+    report = json.loads(Path(failed.outputs["report-json"]).read_text())
+    assert report["summary"]["by_field"] == {"max_age": 1}
+    page = Path(failed.outputs["report-html"]).read_text()
+    assert '<dd id="figure-drifted" data-value="1">1</dd>' in page
+    assert "| ⚠️ drifted | Stream | `ORDERS` | `max_age` | `1d` | `1w` |" in failed.summary
+
+    tolerated = workspace.step(clean_server, mode="drift", **{"fail-on-drift": "false"})
+    assert tolerated.code == 0
+    assert tolerated.outputs["summary"].startswith("Drift: 1 of 2 resource(s) differ")
+
+
+def test_invalid_specs_are_annotated_at_their_file_and_line(
+    clean_server: NatsServer, workspace: Workspace
+) -> None:
+    workspace.spec.write_text(
+        "kind: Stream\nname: ORDERS\nmax_age: soon\n---\n"
+        "kind: Consumer\nstream: ORDERS\nname: ship\nack_policy: sometimes\n"
+    )
+    result = workspace.step(clean_server, mode="plan")
+
+    assert result.code == 1
+    errors = [line for line in result.stdout.splitlines() if line.startswith("::error ")]
+    prefix = "::error file=specs/orders.yaml,line={},title=jetstream-gitops%3A invalid spec::{}"
+    assert errors[0].startswith(prefix.format(3, "max_age: "))
+    assert errors[1].startswith(prefix.format(8, "ack_policy: "))
+    assert len(errors) == 2
+    assert "specs/orders.yaml:3" in result.summary
+
+
+def test_creds_given_as_contents_are_masked_and_used(
+    tmp_path: Path, server_factory: Any, workspace: Workspace
+) -> None:
+    setup = make_operator(tmp_path / "auth")
+    server = server_factory(config=setup.settings)
+    creds = setup.creds.read_text()
+    seed = next(line for line in creds.splitlines() if line.startswith("SU"))
+
+    result = workspace.step(server, mode="plan", creds=creds)
+
+    assert result.code == 0, result.stdout + result.stderr
+    assert f"::add-mask::{seed}" in result.stdout
+    shown = [line for line in result.stdout.splitlines() if not line.startswith("::add-mask::")]
+    assert not any(seed in line for line in shown)
+    assert "::add-mask::------END" not in result.stdout
+    assert result.outputs["has-changes"] == "true"
+
+
+def test_bad_inputs_fail_before_touching_a_server(workspace: Workspace) -> None:
+    result = workspace.step(None, mode="destroy")
+    assert result.code == 1
+    assert "::error title=jetstream-gitops::input 'mode' must be one of" in result.stdout
