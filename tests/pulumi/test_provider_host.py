@@ -16,6 +16,7 @@ import grpc
 import nats
 import pytest
 from pulumi.runtime.proto import provider_pb2
+from pulumi.runtime.rpc import UNKNOWN
 from pulumi_host import ProviderHost
 from servers import NatsServer, run
 
@@ -101,6 +102,14 @@ def test_invalid_stream_reports_every_bad_field(host: ProviderHost) -> None:
 def test_unknown_kind_is_a_check_failure(host: ProviderHost) -> None:
     _, failures = host.check({"kind": "Queue", "name": "Q"})
     assert [f.property for f in failures] == ["kind"]
+
+
+def test_misspelt_connection_field_and_non_boolean_allow_destroy_are_check_failures(
+    host: ProviderHost,
+) -> None:
+    inputs = {**stream_inputs("CONN"), "connection": {"server": "x"}, "allow_destroy": "yes"}
+    _, failures = host.check(inputs)
+    assert {f.property for f in failures} == {"connection", "allow_destroy"}
 
 
 # --- streams: create, diff, update, refresh, delete ----------------------------------------
@@ -414,3 +423,22 @@ def test_every_example_document_applies_and_then_diffs_empty(
         host.delete(id_, outputs)
     left = api(server, "STREAM.NAMES").get("streams") or []
     assert not {spec.stream_name for spec in specs} & set(left)
+
+
+# --- preview: values not known yet ---------------------------------------------------------
+
+
+def test_preview_with_unknown_values_checks_without_failures(host: ProviderHost) -> None:
+    inputs = {**consumer_inputs(UNKNOWN, "C"), "ack_wait": UNKNOWN}
+    _, failures = host.check(inputs)
+    assert failures == []
+
+
+def test_preview_with_an_unknown_name_is_a_replace(host: ProviderHost, server: NatsServer) -> None:
+    name = unique("PREVIEW")
+    id_, _, outputs = host.apply(stream_inputs(name))
+    diff = host.diff(id_, outputs, {**stream_inputs(name), "name": UNKNOWN})
+    assert diff.changes == DIFF_SOME
+    assert list(diff.replaces) == ["name"]
+    unknown_field = host.diff(id_, outputs, stream_inputs(name, max_age=UNKNOWN))
+    assert (unknown_field.changes, list(unknown_field.replaces)) == (DIFF_SOME, [])
