@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from reconciler.fields import UNIT_FIELDS, Unit
-from reconciler.lock import LOCK_BUCKET
 from reconciler.units import format_duration, format_size
 
 if TYPE_CHECKING:
@@ -241,12 +240,8 @@ def resource_from_entry(entry: Entry) -> ResourceDrift:
 
 
 def from_plan(plan: Plan) -> DriftReport:
-    """The drift report of a plan (made without prune: orphans are notes, not deletes).
-
-    The apply lock's own bucket is the tool's bookkeeping, not a resource: it is left out.
-    """
+    """The drift report of a plan (made without prune: orphans are notes, not deletes)."""
     entries: list[Entry] = [*plan.changes, *plan.unchanged, *plan.unmanaged, *plan.orphans]
-    entries = [e for e in entries if not (e.kind == "KeyValue" and e.name == LOCK_BUCKET)]
     return DriftReport(
         resources=tuple(resource_from_entry(e) for e in entries),
         server_version=plan.server.version,
