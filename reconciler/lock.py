@@ -410,6 +410,7 @@ async def for_apply(
     """The lock around one apply (``timeout=None``: no lock, e.g. ``--no-lock``).
 
     On a clustered server the bucket gets three replicas, so losing a node keeps it.
+    The lease lasts ``RECONCILE_LOCK_LEASE`` seconds (default 30) from the last refresh.
     ``on_notice`` hears that the run waits and if the lease is lost; ``on_lost`` is called
     then too (the apply should stop before its next step).
     """
@@ -417,7 +418,8 @@ async def for_apply(
         yield None
         return
     info = await client.server_info()
-    settings = LockSettings(replicas=3 if info.clustered else 1)
+    lease_seconds = float(os.environ.get("RECONCILE_LOCK_LEASE", "") or LEASE_SECONDS)
+    settings = LockSettings(replicas=3 if info.clustered else 1, lease_seconds=lease_seconds)
     say = on_notice or (lambda message: None)
 
     def waiting(lease: Lease) -> None:

@@ -1,0 +1,157 @@
+"""Two applies never interleave; a crashed apply's lock is recovered; the lock by hand."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from harness import (
+    cli_env,
+    pending,
+    plan_json,
+    reconcile,
+    run_client,
+    start_reconcile,
+    stream_doc,
+    stream_infos,
+    write_specs,
+)
+
+from reconciler import lock
+from reconciler.lock import Holder
+
+pytestmark = pytest.mark.integration
+
+
+def _created(info: dict) -> float:
+    return datetime.fromisoformat(
+        info["created"].replace("Z", "+00:00")[:26] + "+00:00"
+    ).timestamp()
+
+
+def _streams(prefix: str, count: int) -> list[dict]:
+    return [stream_doc(f"{prefix}{i:03d}", max_msgs=1000 + i) for i in range(count)]
+
+
+def test_two_concurrent_applies_do_not_interleave(clean_server, tmp_path: Path, figures) -> None:
+    url = clean_server.url
+    left = write_specs(tmp_path / "left", _streams("LEFT", 60))
+    right = write_specs(tmp_path / "right", _streams("RIGHT", 60))
+    args = ("--server", url, "--concurrency", "1", "--lock-timeout", "120")
+    gate = run_client(url, _take_lock)  # both applies start while the lock is taken
+
+    runs = [start_reconcile("apply", str(folder), *args) for folder in (left, right)]
+    logs = [_StderrLines(run) for run in runs]
+    for log in logs:
+        assert log.wait_for("waiting up to 120s for the apply lock"), log.text()
+    run_client(url, lambda client: lock.release(client, gate))
+    for run in runs:
+        run.wait(timeout=180)
+
+    assert [run.returncode for run in runs] == [0, 0], [log.text() for log in logs]
+    infos = stream_infos(url)
+    spans = []
+    for prefix in ("LEFT", "RIGHT"):
+        created = [_created(i) for name, i in infos.items() if name.startswith(prefix)]
+        assert len(created) == 60
+        spans.append((min(created), max(created)))
+    first, second = sorted(spans)
+    assert first[1] <= second[0], f"the applies interleaved: {spans}"
+    figures.add("concurrent_applies", 2)
+
+
+async def _take_lock(client):
+    return await lock.acquire(client, Holder("test", "here", os.getpid(), "gate"), timeout=0)
+
+
+class _StderrLines:
+    """Collects a process's stderr lines in a thread (so a test can wait for one)."""
+
+    def __init__(self, process) -> None:
+        self.lines: list[str] = []
+        self.thread = threading.Thread(target=self._read, args=(process,), daemon=True)
+        self.thread.start()
+
+    def _read(self, process) -> None:
+        for line in process.stderr:
+            self.lines.append(line)
+
+    def wait_for(self, needle: str, *, within: float = 60.0) -> bool:
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            if any(needle in line for line in list(self.lines)):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def text(self) -> str:
+        self.thread.join(timeout=5)
+        return "".join(self.lines)
+
+
+def test_apply_gives_up_after_lock_timeout_naming_the_holder(
+    clean_server, tmp_path: Path, figures
+) -> None:
+    url = clean_server.url
+    specs = write_specs(tmp_path / "s", _streams("HELD", 1))
+    holder = Holder(owner="deploy-bot", host="runner-7", pid=4242, run="x")
+
+    async def take(client):
+        return await lock.acquire(client, holder, timeout=0)
+
+    run_client(url, take)
+    done = reconcile("apply", str(specs), "--server", url, "--lock-timeout", "0.5")
+
+    assert done.returncode == 1
+    assert "held by deploy-bot on runner-7 (pid 4242) since" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "HELD000" not in stream_infos(url), "nothing applied without the lock"
+    plan = plan_json([specs], url)  # plans never lock
+    assert len(pending(plan)) == 1
+
+    status = reconcile("lock", "status", "--server", url)
+    assert status.returncode == 2
+    assert "deploy-bot on runner-7" in status.stdout
+    refused = reconcile("lock", "break", "--server", url)
+    assert refused.returncode == 1 and "--force" in refused.stderr
+    broken = reconcile("lock", "break", "--force", "--server", url)
+    assert broken.returncode == 0 and "deploy-bot" in broken.stdout
+    assert reconcile("lock", "status", "--server", url).returncode == 0
+    assert reconcile("apply", str(specs), "--server", url).returncode == 0
+    figures.add("lock_contentions_refused")
+
+
+def test_kill_9_of_the_reconciler_mid_apply_then_reapply_converges(
+    clean_server, tmp_path: Path, figures
+) -> None:
+    url = clean_server.url
+    specs = write_specs(tmp_path / "s", _streams("KILL", 150))
+    env = cli_env(RECONCILE_LOCK_LEASE="3")
+    victim = start_reconcile("apply", str(specs), "--server", url, "--concurrency", "1", env=env)
+    deadline = time.monotonic() + 120
+    while len(stream_infos(url)) < 10 and time.monotonic() < deadline:
+        assert victim.poll() is None, victim.communicate()
+        time.sleep(0.05)
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.communicate()
+    created = len([n for n in stream_infos(url) if n.startswith("KILL")])
+    assert 0 < created < 150, "killed mid-apply"
+
+    held = reconcile("apply", str(specs), "--server", url, "--lock-timeout", "0")
+    assert held.returncode == 1
+    assert f"(pid {victim.pid})" in held.stderr, "the dead run's lease names it"
+
+    again = reconcile("apply", str(specs), "--server", url, "--lock-timeout", "60")
+
+    assert again.returncode == 0, again.stderr
+    assert "waiting up to 60s for the apply lock" in again.stderr
+    assert pending(plan_json([specs], url)) == []
+    assert len([n for n in stream_infos(url) if n.startswith("KILL")]) == 150
+    assert reconcile("lock", "status", "--server", url).returncode == 0, "released"
+    figures.add("faults_survived")
+    figures.add("reconciler_kills")
