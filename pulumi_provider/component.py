@@ -5,7 +5,8 @@ validate``, including the cross-resource ones) when the program runs, so an inva
 folder fails ``pulumi preview`` with ``FILE:LINE`` messages. Streams declared
 ``external: true`` are managed elsewhere and get no resource. A consumer depends on the
 resource of its stream when the folder declares it, so Pulumi creates the stream first
-and deletes it last.
+and deletes it last, and is replaced with it (the server deletes a stream's consumers
+with the stream).
 """
 
 from __future__ import annotations
@@ -49,18 +50,45 @@ class JetStreamSpecs(pulumi.ComponentResource):
         self.resources = {}
         streams: dict[str, JetStreamResource] = {}
         for spec in sorted(specs, key=lambda s: s.kind == "Consumer"):
-            depends = [streams[spec.stream]] if spec.stream in streams else []
+            stream = streams.get(spec.stream or "")
             child = RESOURCE_CLASSES[spec.kind](
                 f"{name}/{resource_key(spec)}",
                 resource_spec(spec, bodies[spec.source]),
                 connection=connection,
                 allow_destroy=allow_destroy,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=depends),
+                opts=self._child_options(stream),
             )
             self.resources[resource_key(spec)] = child
             if spec.kind != "Consumer":
                 streams[spec.stream_name] = child
         self.register_outputs({"ids": {key: r.id for key, r in self.resources.items()}})
+
+    def _child_options(self, stream: pulumi.Resource | None) -> pulumi.ResourceOptions:
+        """A child of the component; a consumer also follows its stream's resource."""
+        if stream is None:
+            return pulumi.ResourceOptions(parent=self)
+        follow = [stream]
+        return pulumi.ResourceOptions(
+            parent=self,
+            depends_on=follow,
+            replace_with=follow if replace_with_supported() else None,
+        )
+
+
+def replace_with_supported() -> bool:
+    """Whether the engine honours ``replace_with`` (Pulumi CLI 3.19x and newer).
+
+    A replaced stream takes its consumers with it on the server, so they must be replaced
+    with it. Older engines reject the option; there, ``pulumi refresh`` finds the consumers
+    gone and the next ``pulumi up`` re-creates them.
+    """
+    try:
+        from pulumi.runtime.proto import resource_pb2
+        from pulumi.runtime.settings import monitor_supports_feature
+
+        return bool(monitor_supports_feature(resource_pb2.RESOURCE_MONITOR_FEATURE_REPLACE_WITH))
+    except (ImportError, AttributeError):
+        return False
 
 
 def resource_key(spec: Spec) -> str:

@@ -66,6 +66,7 @@ class Registration:
     parent: str
     dependencies: list[str]
     secret_outputs: list[str]
+    replace_with: list[str]
     inputs: dict[str, Any]
 
 
@@ -84,6 +85,7 @@ class RecordingMonitor(MockMonitor):
                 parent=request.parent,
                 dependencies=list(request.dependencies),
                 secret_outputs=list(request.additionalSecretOutputs),
+                replace_with=list(request.replace_with),
                 inputs=json_format.MessageToDict(request.object),
             )
         )
@@ -142,7 +144,7 @@ def test_component_declares_one_resource_per_document(
 
 
 @pulumi.runtime.test
-def test_consumers_depend_on_their_stream(
+def test_consumers_depend_on_and_are_replaced_with_their_stream(
     monitor: RecordingMonitor, specs: Path
 ) -> pulumi.Output[Any]:
     component = JetStreamSpecs("shop", path=specs)
@@ -152,6 +154,8 @@ def test_consumers_depend_on_their_stream(
         orders = registered["shop/Stream/ORDERS"].urn
         assert orders in registered["shop/Consumer/ORDERS/NEW"].dependencies
         assert orders in registered["shop/Consumer/ORDERS/DISPATCH"].dependencies
+        # the server deletes a stream's consumers with it: replaced together
+        assert registered["shop/Consumer/ORDERS/NEW"].replace_with == [orders]
         assert registered["shop/Consumer/AUDIT/READER"].dependencies == []
         assert registered["shop/Stream/ORDERS"].dependencies == []
 
