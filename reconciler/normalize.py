@@ -130,7 +130,7 @@ def _stream_rules(out: dict[str, Any], server: ServerInfo) -> None:
         if key in out:
             out[key] = _compact(out[key])
     out["consumer_limits"] = out.get("consumer_limits") or {}
-    for key in ("sources", "subjects"):
+    for key in ("sources", "subjects", "placement", "subject_transform"):
         if key in out and not out[key]:
             del out[key]
     mirrored, sourced = "mirror" in out, "sources" in out

@@ -247,3 +247,9 @@ def test_desired_config_is_a_fixed_point_of_live_normalisation(server: ServerInf
     ):
         desired = desired_config(item, server)
         assert live_config(item.kind, desired, server) == desired
+
+
+def test_empty_optional_structures_count_as_absent() -> None:
+    desired = desired_config(spec("Stream", "S", placement={"tags": []}, sources=[]), V212)
+    assert "placement" not in desired and "sources" not in desired
+    assert desired["subjects"] == ["S"]
