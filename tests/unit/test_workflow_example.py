@@ -100,7 +100,7 @@ def test_example_workflow_runs_on_pull_request_push_and_schedule(
 
 
 def action_step(job: dict[Any, Any]) -> dict[Any, Any]:
-    return next(step for step in job["steps"] if step.get("uses") == "./action")
+    return next(step for step in job["steps"] if step.get("uses") == "$/action")
 
 
 def test_example_workflow_plans_on_pull_requests_with_a_comment(
@@ -139,7 +139,7 @@ def test_example_workflow_pins_actions_and_keeps_checkout_credentials_out(
     for job in workflow["jobs"].values():
         for step in job["steps"]:
             ref = step.get("uses", "")
-            if ref.startswith("./"):
+            if ref.startswith("$/"):  # this repository, same commit
                 continue
             assert PINNED.match(ref), ref
             if ref.startswith("actions/checkout@"):
