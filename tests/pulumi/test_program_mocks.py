@@ -6,6 +6,7 @@ dependencies, secret outputs, inputs) exactly as the Pulumi engine would receive
 
 from __future__ import annotations
 
+import json
 import runpy
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ import pulumi
 import pytest
 from google.protobuf import json_format
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs, Mocks
+from pulumi_host import ProviderHost
 
 from pulumi_provider import Consumer, JetStreamSpecs, KeyValue, Stream
 from reconciler.errors import SpecError
@@ -248,3 +250,28 @@ def test_an_invalid_spec_folder_fails_the_program_with_file_and_line(
     with pytest.raises(SpecError) as failed:
         JetStreamSpecs("bad", path=tmp_path)
     assert "bad.yaml:3" in str(failed.value)
+
+
+@pytest.mark.integration
+def test_a_secret_connection_captured_by_the_program_reaches_the_provider_host(
+    monitor: RecordingMonitor, server_factory: Any
+) -> None:
+    secured = server_factory(users=[{"user": "app", "password": "s3cret-pw"}])
+    password = pulumi.Output.secret("s3cret-pw")
+
+    @pulumi.runtime.test
+    def program() -> pulumi.Output[Any]:
+        connection = {"servers": secured.url, "user": "app", "password": password}
+        return Stream("CAPTURED", subjects=["CAPTURED.>"], connection=connection).urn
+
+    program()
+    provider = by_name(monitor)["CAPTURED"].inputs["__provider"]
+    host = ProviderHost()
+    try:
+        host.provider = provider[SECRET_SIG] and provider["value"]
+        # No connection input and no stack config: only the captured connection can work.
+        id_, _, outputs = host.apply({"kind": "Stream", "name": "CAPTURED"})
+        assert "s3cret-pw" not in json.dumps(outputs)
+        host.delete(id_, outputs)
+    finally:
+        host.close()
