@@ -141,6 +141,13 @@ STREAM_RULES: tuple[Rule, ...] = (
 )
 
 
+def _memory(desired: Mapping[str, Any], live: Mapping[str, Any], server: ServerInfo) -> str | None:
+    """nats-server 2.14.4 started refusing a change of a consumer's storage type."""
+    if server.version_tuple < (2, 14, 4):
+        return None
+    return _fixed("mem_storage")(desired, live, server)
+
+
 def _push_pull(desired: Mapping[str, Any], live: Mapping[str, Any], _: ServerInfo) -> str | None:
     was_push, is_push = bool(live.get("deliver_subject")), bool(desired.get("deliver_subject"))
     if was_push == is_push:
@@ -157,7 +164,7 @@ CONSUMER_RULES: tuple[Rule, ...] = (
     _fixed("max_waiting"),
     _fixed("flow_control"),
     _fixed("idle_heartbeat"),
-    _fixed("mem_storage"),
+    _memory,
     _push_pull,
 )
 

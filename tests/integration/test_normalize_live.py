@@ -159,3 +159,120 @@ def test_created_resources_read_back_as_their_desired_config(
     assert not plan.has_changes, [(c.label, c.fields) for c in plan.changes]
     assert not plan.unmanaged and not plan.orphans
     assert plan.summary["unchanged"] == len(specs)
+
+
+# --- updates: what the server accepts in place is what the plan calls an update ---------
+
+ORIGIN = {"name": "ORIGIN", "subjects": ["origin.>"]}
+STREAM_CHANGES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+    ("limits", {}, {"max_age": 60 * SECOND, "description": "x", "subjects": ["S", "S.more"]}),
+    ("storage", {}, {"storage": "memory"}),
+    ("to workqueue", {}, {"retention": "workqueue"}),
+    ("to interest", {}, {"retention": "interest"}),
+    ("deny delete", {}, {"deny_delete": True}),
+    ("allow delete", {"deny_delete": True}, {}),
+    ("allow purge", {"deny_purge": True}, {}),
+    ("add mirror", {}, {"mirror": {"name": "ORIGIN"}}),
+    ("remove mirror", {"mirror": {"name": "ORIGIN"}}, {}),
+    ("max consumers", {}, {"max_consumers": 10}),
+    ("ttl on", {}, {"allow_msg_ttl": True}),
+    ("ttl off", {"allow_msg_ttl": True}, {}),
+    ("counter on", {}, {"allow_msg_counter": True}),
+    ("schedules off", {"allow_msg_schedules": True, "allow_rollup_hdrs": True}, {}),
+    ("persist mode", {}, {"persist_mode": "async"}),
+]
+CONSUMER_CHANGES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+    ("limits", {}, {"max_ack_pending": 10, "description": "x", "max_deliver": 3}),
+    ("deliver policy", {}, {"deliver_policy": "new"}),
+    ("ack policy", {}, {"ack_policy": "all"}),
+    ("pull to push", {}, {"deliver_subject": "out"}),
+    ("max waiting", {}, {"max_waiting": 10}),
+    (
+        "heartbeat",
+        {"deliver_subject": "out"},
+        {"deliver_subject": "out", "idle_heartbeat": 5 * SECOND},
+    ),
+    ("memory", {}, {"mem_storage": True}),
+]
+
+
+def _known(server: ServerInfo, kind: Kind, *configs: dict[str, Any]) -> bool:
+    from reconciler.defaults import known_fields
+
+    known = known_fields(kind, server)
+    return all(key in known for config in configs for key in config)
+
+
+async def _try_update(
+    nc: Any, server: ServerInfo, kind: Kind, before: Spec, after: Spec
+) -> tuple[bool, list[str], Any]:
+    from reconciler.diff import replace_reasons
+
+    if kind == "Stream":
+        subject = f"$JS.API.STREAM.CREATE.{before.name}"
+        created = await _request(nc, subject, desired_config(before, server))
+        reply = await nc.request(
+            f"$JS.API.STREAM.UPDATE.{after.name}",
+            json.dumps(desired_config(after, server)).encode(),
+            timeout=5,
+        )
+        answer = json.loads(reply.data)
+        live = live_config(kind, created["config"], server)
+        desired = desired_config(after, server)
+    else:
+        parent = (await _request(nc, "$JS.API.STREAM.INFO.ORIGIN"))["config"]
+        body = {
+            "stream_name": "ORIGIN",
+            "config": desired_config(before, server, stream_config=parent),
+            "action": "create",
+        }
+        created = await _request(nc, f"$JS.API.CONSUMER.CREATE.ORIGIN.{before.name}", body)
+        desired = desired_config(after, server, stream_config=parent)
+        body = {"stream_name": "ORIGIN", "config": desired, "action": "update"}
+        reply = await nc.request(
+            f"$JS.API.CONSUMER.CREATE.ORIGIN.{after.name}", json.dumps(body).encode(), timeout=5
+        )
+        answer = json.loads(reply.data)
+        live = live_config(kind, created["config"], server)
+    reasons = replace_reasons(kind, desired, live, server)
+    read_back = None if "error" in answer else live_config(kind, answer["config"], server)
+    return "error" in answer, reasons, (desired, read_back, answer.get("error"))
+
+
+async def _updates(url: str) -> list[tuple[str, bool, list[str], Any]]:
+    nc = await nats.connect(url)
+    results: list[tuple[str, bool, list[str], Any]] = []
+    try:
+        info = await _request(nc, "$JS.API.INFO")
+        server = ServerInfo(
+            version=nc._server_info["version"], api_level=info["api"].get("level", 0)
+        )
+        await _request(nc, "$JS.API.STREAM.CREATE.ORIGIN", ORIGIN)
+        for index, (label, before, after) in enumerate(STREAM_CHANGES):
+            if not _known(server, "Stream", before, after):
+                continue
+            name = f"S{index}"
+            old, new = spec("Stream", name, **before), spec("Stream", name, **after)
+            refused, reasons, detail = await _try_update(nc, server, "Stream", old, new)
+            results.append((f"stream {label}", refused, reasons, detail))
+            await _request(nc, f"$JS.API.STREAM.DELETE.{name}")
+        for index, (label, before, after) in enumerate(CONSUMER_CHANGES):
+            name = f"C{index}"
+            old = spec("Consumer", name, stream="ORIGIN", ack_policy="explicit", **before)
+            new = spec("Consumer", name, stream="ORIGIN", **{"ack_policy": "explicit", **after})
+            refused, reasons, detail = await _try_update(nc, server, "Consumer", old, new)
+            results.append((f"consumer {label}", refused, reasons, detail))
+        return results
+    finally:
+        await nc.close()
+
+
+@pytest.mark.parametrize("version", MATRIX, ids=lambda v: v or "newest")
+def test_server_refuses_exactly_the_updates_planned_as_replaces(
+    version: str | None, server_factory: Callable[..., Any], run: Callable[..., Any]
+) -> None:
+    server = server_factory(version=version)
+    for label, refused, reasons, (desired, read_back, error) in run(_updates(server.url)):
+        assert refused == bool(reasons), (label, reasons, error)
+        if not refused:
+            assert read_back == desired, label

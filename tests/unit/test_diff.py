@@ -141,7 +141,6 @@ CONSUMER_REPLACES = [
     ("max_waiting", {"max_waiting": 10}),
     ("flow_control", {"flow_control": True}),
     ("idle_heartbeat", {"idle_heartbeat": 5_000_000_000}),
-    ("mem_storage", {"mem_storage": True}),
 ]
 
 
@@ -165,3 +164,10 @@ def test_pull_consumer_cannot_become_push() -> None:
 def test_mutable_consumer_fields_update_in_place() -> None:
     desired = consumer(ack_policy="explicit", max_ack_pending=10, description="d", max_deliver=3)
     assert replace_reasons("Consumer", desired, consumer(ack_policy="explicit"), V212) == []
+
+
+def test_consumer_storage_type_is_immutable_from_2_14_4() -> None:
+    newer = ServerInfo(version="2.14.4", api_level=4)
+    memory, live = consumer(mem_storage=True), consumer()
+    assert replace_reasons("Consumer", memory, live, newer) == ["mem_storage cannot be changed"]
+    assert replace_reasons("Consumer", memory, live, V212) == []
