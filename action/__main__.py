@@ -25,7 +25,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from action.runner import InputError, Runner
-from reconciler.errors import ApplyFailed, ReconcileError, SpecError, UnsupportedField
+from reconciler.errors import (
+    ApplyFailed,
+    ReconcileError,
+    RefusedPlan,
+    SpecError,
+    UnsupportedField,
+)
 
 if TYPE_CHECKING:
     from reconciler.jetstream import ConnectionOptions
@@ -212,29 +218,38 @@ def apply_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Ou
     from reconciler import run
     from reconciler.apply import StepEvent, describe, summarize
 
+    planned: list[Plan] = []
+
     def on_step(event: StepEvent) -> None:
         error = f": {event.error}" if event.error else ""
         runner.log(f"[{event.done}/{event.total}] {event.outcome} {describe(event.step)}{error}")
 
-    result = asyncio.run(
-        run.apply(
-            inputs.paths,
-            options,
-            prune=inputs.prune,
-            allow_replace=inputs.allow_replace,
-            dry_run=False,
-            on_notice=runner.log,
-            on_step=on_step,
+    try:
+        result = asyncio.run(
+            run.apply(
+                inputs.paths,
+                options,
+                prune=inputs.prune,
+                allow_replace=inputs.allow_replace,
+                dry_run=False,
+                on_notice=runner.log,
+                on_step=on_step,
+                on_plan=planned.append,
+            )
         )
-    )
-    outputs = plan_outputs(runner, inputs, result.plan)
-    outputs["summary"] = summarize([result])
+    except (RefusedPlan, ApplyFailed) as err:
+        if not planned:
+            raise
+        annotate(runner, err)  # the plan was made: report it with the failure
+        outputs = plan_outputs(runner, inputs, planned[0]) | {"summary": f"failed: {err}"}
+        markdown = failure_markdown(inputs, err) + "\n" + render(planned[0], "markdown")
+        return Outcome(outputs, markdown, 1)
+    outputs = plan_outputs(runner, inputs, result.plan) | {"summary": summarize([result])}
     markdown = heading(inputs, "apply") + render(result.plan, "markdown")
     markdown += f"\n**{summarize([result])}**\n"
-    code = 0 if result.ok else 1
     if not result.ok:
         runner.error("apply interrupted: some steps did not run", title="jetstream-gitops")
-    return Outcome(outputs, markdown, code)
+    return Outcome(outputs, markdown, 0 if result.ok else 1)
 
 
 def drift_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outcome:
@@ -319,8 +334,7 @@ def run_step(runner: Runner) -> int:
         outcome = MODE_RUNNERS[inputs.mode](runner, inputs, connection(runner, inputs))
     except ReconcileError as err:
         annotate(runner, err)
-        outputs = {"has-changes": "false", "summary": f"failed: {err}"}
-        outcome = Outcome(outputs, failure_markdown(inputs, err), 1)
+        outcome = Outcome({"summary": f"failed: {err}"}, failure_markdown(inputs, err), 1)
     for name, value in outcome.outputs.items():
         runner.set_output(name, re.sub(r"\s+", " ", value) if name == "summary" else value)
     if runner.write_summary(outcome.markdown):

@@ -50,6 +50,7 @@ class GitHubStandIn:
     calls: list[tuple[str, str, str]] = field(default_factory=list)  # method, path, auth
     url: str = ""
     next_id: int = 1000
+    read_only: bool = False  # the token of a pull request from a fork
 
     def add(self, body: str) -> dict[str, Any]:
         self.next_id += 1
@@ -102,6 +103,8 @@ def handler_for(state: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             path, _ = self.record()
+            if state.read_only:
+                return self.reply(403, {"message": "Resource not accessible by integration"})
             if path != "/repos/o/r/issues/7/comments":
                 return self.reply(404, {"message": "Not Found"})
             self.reply(201, state.add(self.body()["body"]))
@@ -276,7 +279,9 @@ def test_apply_refuses_a_replace_without_allow_replace(
 
     assert refused.code == 1
     assert "::error title=jetstream-gitops::refusing to apply" in refused.stdout
-    assert refused.outputs["has-changes"] == "false"
+    assert refused.outputs["has-changes"] == "true"
+    refused_plan = json.loads(Path(refused.outputs["plan-json"]).read_text())
+    assert refused_plan["changes"][0]["action"] == "replace"
     assert "**Failed:** refusing to apply" in refused.summary
     live = run(engine.plan([workspace.spec], ConnectionOptions(servers=clean_server.url)))
     assert live.changes[0].action == "replace"  # nothing was changed
@@ -346,4 +351,18 @@ def test_creds_given_as_contents_are_masked_and_used(
 def test_bad_inputs_fail_before_touching_a_server(workspace: Workspace) -> None:
     result = workspace.step(None, mode="destroy")
     assert result.code == 1
+    assert result.outputs == {}
     assert "::error title=jetstream-gitops::input 'mode' must be one of" in result.stdout
+
+
+def test_a_refused_comment_is_a_warning_not_a_failed_step(
+    clean_server: NatsServer, workspace: Workspace, github: GitHubStandIn
+) -> None:
+    github.read_only = True
+    result = workspace.step(clean_server, mode="plan", comment="true")
+    assert result.code == 0, result.stdout + result.stderr
+    assert "::warning title=jetstream-gitops::could not comment on the pull request" in (
+        result.stdout
+    )
+    assert "answered 403" in result.stdout
+    assert TOKEN not in result.stdout.replace(f"::add-mask::{TOKEN}", "")
