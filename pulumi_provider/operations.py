@@ -9,12 +9,12 @@ Each function takes an open client; the provider opens one per call.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from reconciler.apply import apply_plan
-from reconciler.errors import NotFound, RefusedPlan
+from reconciler.errors import NotFound, ReconcileError, RefusedPlan
 from reconciler.jetstream import JetStreamClient
 from reconciler.plan import build_plan
 from reconciler.spec import KV_PREFIX, OBJ_PREFIX, Spec
@@ -91,7 +91,7 @@ async def converge(client: JetStreamClient, spec: Spec) -> Live:
         ) from err
     live = await observe(client, target)
     if live is None:
-        raise NotFound(404, 0, f"{spec.kind} {target.resource_id} vanished after apply")
+        raise ReconcileError(f"{spec.kind} {target.resource_id} vanished right after apply")
     return live
 
 
@@ -144,6 +144,6 @@ async def destroy(client: JetStreamClient, target: Target, *, allow_destroy: boo
     await _ignore_missing(client.delete_stream(target.stream_name))
 
 
-async def _ignore_missing(request: Any) -> None:
+async def _ignore_missing(request: Awaitable[object]) -> None:
     with contextlib.suppress(NotFound):
         await request
