@@ -26,6 +26,10 @@ Notice = Callable[[str], None]
 PathLike = str | Path
 
 
+def _quiet(_: str) -> None:
+    """Default notice sink: say nothing."""
+
+
 async def plan_with(client: JetStreamClient, specs: Sequence[Spec], *, prune: bool = False) -> Plan:
     """Plan ``specs`` against the server behind ``client`` (reads only)."""
     server = await client.server_info()
@@ -45,13 +49,13 @@ async def plan(
 ) -> Plan:
     """Validate the spec files, then plan them against the server."""
     specs = load_specs(list(paths))
-    async with open_client(options, on_notice=on_notice) as client:
+    async with open_client(options, on_notice=on_notice or _quiet) as client:
         return await plan_with(client, specs, prune=prune)
 
 
 async def fetch_live(options: ConnectionOptions, *, on_notice: Notice | None = None) -> LiveState:
     """The live state of the server, as it answered (for export and snapshots)."""
-    async with open_client(options, on_notice=on_notice) as client:
+    async with open_client(options, on_notice=on_notice or _quiet) as client:
         return await client.fetch_live()
 
 
@@ -77,7 +81,7 @@ async def apply(
     specs = load_specs(list(paths))
     stop = stop or asyncio.Event()
     async with (
-        open_client(options, on_notice=on_notice) as client,
+        open_client(options, on_notice=on_notice or _quiet) as client,
         lock.for_apply(
             client,
             timeout=None if dry_run else lock_timeout,

@@ -21,6 +21,7 @@ paths_argument = click.argument(
 def _echo_plan(the_plan: Any, fmt: str) -> None:
     from reconciler.render import render_plan
 
+    assert fmt in ("text", "json", "markdown")
     click.echo(render_plan(the_plan, fmt, color=fmt == "text" and interactive()))
 
 
