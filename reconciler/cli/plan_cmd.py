@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import signal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from reconciler.cli.options import connection_options, to_connection_options
 from reconciler.cli.output import interactive, notice, progress
+
+if TYPE_CHECKING:
+    from reconciler.render import PlanFormat
 
 FORMATS = click.Choice(["text", "json", "markdown"])
 paths_argument = click.argument(
@@ -21,8 +24,8 @@ paths_argument = click.argument(
 def _echo_plan(the_plan: Any, fmt: str) -> None:
     from reconciler.render import render_plan
 
-    assert fmt in ("text", "json", "markdown")
-    click.echo(render_plan(the_plan, fmt, color=fmt == "text" and interactive()))
+    formats: dict[str, PlanFormat] = {"text": "text", "json": "json", "markdown": "markdown"}
+    click.echo(render_plan(the_plan, formats[fmt], color=fmt == "text" and interactive()))
 
 
 @click.command()
