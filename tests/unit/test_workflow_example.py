@@ -144,3 +144,12 @@ def test_example_workflow_pins_actions_and_keeps_checkout_credentials_out(
             assert PINNED.match(ref), ref
             if ref.startswith("actions/checkout@"):
                 assert step["with"]["persist-credentials"] is False
+
+
+def test_action_scripts_are_valid_bash(action: dict[Any, Any], tmp_path: Path) -> None:
+    import subprocess
+
+    for index, step in enumerate(s for s in action["runs"]["steps"] if "run" in s):
+        script = tmp_path / f"step{index}.sh"
+        script.write_text(step["run"])
+        subprocess.run(["bash", "-n", str(script)], check=True)
