@@ -127,25 +127,66 @@ def consumer_filters(consumer: Spec) -> list[tuple[str, str]]:
 
 
 def overlapping_subjects(specs: list[Spec]) -> Iterable[Problem]:
-    by_first_token: dict[str, list[tuple[str, Spec, int]]] = defaultdict(list)
-    for spec in stream_specs(specs).values():
-        for index, subject in enumerate(stream_subjects(spec)):
-            head = subject.split(".", 1)[0]
-            key = "*" if head in ("*", ">") else head
-            by_first_token[key].append((subject, spec, index))
-    wild = by_first_token.pop("*", [])
-    reported: set[tuple[str, str]] = set()
-    groups = [*by_first_token.values(), wild]
-    for group in groups:
-        others = wild if group is not wild else []
-        for position, (subject, spec, index) in enumerate(group):
-            for other_subject, other, _ in [*group[position + 1 :], *others]:
-                pair = tuple(sorted((spec.stream_name, other.stream_name)))
-                if other is spec or pair in reported:
-                    continue
-                if subjects_overlap(subject, other_subject):
-                    reported.add((pair[0], pair[1]))
-                    yield _overlap_problem(spec, index, subject, other, other_subject)
+    tree = SubjectTree()
+    entries = [
+        (subject, spec, index)
+        for spec in stream_specs(specs).values()
+        for index, subject in enumerate(stream_subjects(spec))
+    ]
+    for entry in entries:
+        tree.add(entry[0], entry)
+    reported: set[frozenset[str]] = set()
+    for subject, spec, index in entries:
+        for other_subject, other, _ in tree.overlapping(subject):
+            pair = frozenset((spec.stream_name, other.stream_name))
+            if other is not spec and pair not in reported:
+                reported.add(pair)
+                yield _overlap_problem(spec, index, subject, other, other_subject)
+
+
+Entry = tuple[str, Spec, int]
+
+
+class SubjectTree:
+    """Subjects by token, to find the overlapping ones without comparing every pair."""
+
+    def __init__(self) -> None:
+        self.children: dict[str, SubjectTree] = {}
+        self.entries: list[Entry] = []
+
+    def add(self, subject: str, entry: Entry) -> None:
+        node = self
+        for token in subject.split("."):
+            node = node.children.setdefault(token, SubjectTree())
+        node.entries.append(entry)
+
+    def overlapping(self, subject: str) -> list[Entry]:
+        """Every entry whose subject overlaps ``subject`` (see ``subjects_overlap``)."""
+        found: list[Entry] = []
+        self._collect(subject.split("."), 0, found)
+        return found
+
+    def _collect(self, tokens: list[str], position: int, found: list[Entry]) -> None:
+        if position == len(tokens):
+            found.extend(self.entries)
+            return
+        token = tokens[position]
+        if token == ">":
+            for child in self.children.values():
+                child._everything(found)
+            return
+        if ">" in self.children:
+            found.extend(self.children[">"].entries)
+        keys = self.children.keys() if token == "*" else (token, "*")
+        for key in keys:
+            child = self.children.get(key)
+            if child is not None and key != ">":
+                child._collect(tokens, position + 1, found)
+
+    def _everything(self, found: list[Entry]) -> None:
+        found.extend(self.entries)
+        for child in self.children.values():
+            child._everything(found)
 
 
 def _overlap_problem(

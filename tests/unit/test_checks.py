@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from reconciler.checks import SubjectTree
 from reconciler.errors import Location, SpecError
 from reconciler.loader import Document
 from reconciler.subjects import is_subset, is_valid_subject, subjects_overlap
@@ -212,3 +215,25 @@ def test_work_queue_consumers_need_explicit_ack_and_disjoint_filters() -> None:
 def test_a_consumer_of_an_invalid_stream_is_not_also_called_undeclared() -> None:
     found = problems(stream("S", max_age="forever"), consumer("C", "S"))
     assert len(found) == 1 and "max_age" in found[0]
+
+
+TOKENS = st.sampled_from(["a", "b", "*", ">"])
+
+
+@st.composite
+def subjects(draw: st.DrawFn) -> str:
+    tokens = draw(st.lists(TOKENS, min_size=1, max_size=4))
+    cut = tokens.index(">") + 1 if ">" in tokens else len(tokens)
+    return ".".join(tokens[:cut])
+
+
+@given(st.lists(subjects(), min_size=1, max_size=8), subjects())
+def test_the_subject_tree_finds_exactly_the_overlapping_subjects(
+    stored: list[str], query: str
+) -> None:
+    tree = SubjectTree()
+    for index, subject in enumerate(stored):
+        tree.add(subject, (subject, None, index))  # type: ignore[arg-type]
+    found = sorted(entry[2] for entry in tree.overlapping(query))
+    expected = [i for i, subject in enumerate(stored) if subjects_overlap(query, subject)]
+    assert found == expected
