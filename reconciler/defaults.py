@@ -11,8 +11,10 @@ v2.11.11, v2.12.8, v2.14.5 and main (2.15.0-dev), and against live servers.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Final
 
 from reconciler.state import ServerInfo
@@ -171,6 +173,8 @@ def server_knows(entry: Field, server: ServerInfo) -> bool:
     return server.version_tuple >= entry.since or server.api_level >= max(entry.api_level, 1)
 
 
-def known_fields(kind: str, server: ServerInfo) -> dict[str, Field]:
-    """The fields of ``kind`` the connected server understands."""
-    return {name: f for name, f in field_table(kind).items() if server_knows(f, server)}
+@functools.lru_cache(maxsize=64)
+def known_fields(kind: str, server: ServerInfo) -> Mapping[str, Field]:
+    """The fields of ``kind`` the connected server understands (read-only)."""
+    table = {name: f for name, f in field_table(kind).items() if server_knows(f, server)}
+    return MappingProxyType(table)

@@ -98,10 +98,11 @@ def canonical(
     """Fill defaults and apply the server's defaulting rules (``kind``: Stream or Consumer)."""
     out: dict[str, Any] = {}
     for name, entry in d.known_fields(kind, server).items():
-        if name in config and config[name] is not None:
-            out[name] = copy.deepcopy(config[name])
-        elif entry.absent is not d.OPTIONAL:
-            out[name] = copy.deepcopy(entry.absent)
+        value = config.get(name)
+        if value is None:
+            value = entry.absent
+        if value is not d.OPTIONAL:
+            out[name] = copy.deepcopy(value) if isinstance(value, (dict, list)) else value
     out["metadata"] = {
         k: v for k, v in (out.get("metadata") or {}).items() if k not in SERVER_OWNED_METADATA
     }

@@ -14,6 +14,7 @@ delete of a stream or bucket, destroys messages.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
@@ -208,51 +209,74 @@ def origins(config: Mapping[str, Any] | None) -> set[str]:
     return {name for name in names if isinstance(name, str) and name}
 
 
-def _dependencies(step: Step, steps: Sequence[Step]) -> list[int]:
-    """Indexes of the steps ``step`` must wait for."""
-    deleting = isinstance(step, Delete)
-    deps: list[int] = []
-    for index, other in enumerate(steps):
-        if other is step:
-            continue
-        if deleting != isinstance(other, Delete):
-            if deleting:  # deletes run after every create, update and replace
-                deps.append(index)
-            continue
-        if _waits_for(step, other, deleting=deleting):
-            deps.append(index)
+def _build_dependencies(steps: Sequence[Step]) -> list[list[int]]:
+    """Creates, updates, replaces: consumers after their stream, streams after origins."""
+    streams = {step.stream_name: i for i, step in enumerate(steps) if step.kind != "Consumer"}
+    deps: list[list[int]] = []
+    for index, step in enumerate(steps):
+        names = {step.stream_name} if step.kind == "Consumer" else origins(step.config)
+        deps.append([streams[n] for n in sorted(names) if streams.get(n, index) != index])
     return deps
 
 
-def _waits_for(step: Step, other: Step, *, deleting: bool) -> bool:
-    if deleting:  # reverse order: consumers, then sourcing streams, then origins
+def _delete_dependencies(steps: Sequence[Step]) -> list[list[int]]:
+    """Deletes in reverse: consumers, then the streams sourcing an origin, then the origin."""
+    consumers: dict[str, list[int]] = defaultdict(list)
+    sourcing: dict[str, list[int]] = defaultdict(list)
+    for index, step in enumerate(steps):
         if step.kind == "Consumer":
-            return False
-        if other.kind == "Consumer":
-            return other.stream_name == step.stream_name
-        return step.stream_name in origins(other.live)
-    if step.kind == "Consumer":
-        return other.kind != "Consumer" and other.stream_name == step.stream_name
-    return other.kind != "Consumer" and other.stream_name in origins(step.config)
+            consumers[step.stream_name].append(index)
+        else:
+            for origin in origins(step.live):
+                sourcing[origin].append(index)
+    return [
+        [] if step.kind == "Consumer" else consumers[step.stream_name] + sourcing[step.stream_name]
+        for step in steps
+    ]
+
+
+def _levels(deps: Sequence[Sequence[int]]) -> list[int]:
+    """The longest dependency chain below each node (Kahn's algorithm; a cycle goes last)."""
+    levels = [0] * len(deps)
+    waiting = [len(set(d)) for d in deps]
+    children: dict[int, list[int]] = defaultdict(list)
+    for index, parents in enumerate(deps):
+        for parent in set(parents):
+            children[parent].append(index)
+    ready = [index for index, count in enumerate(waiting) if count == 0]
+    done = 0
+    while ready:
+        node = ready.pop()
+        done += 1
+        for child in children[node]:
+            levels[child] = max(levels[child], levels[node] + 1)
+            waiting[child] -= 1
+            if waiting[child] == 0:
+                ready.append(child)
+    if done < len(deps):
+        last = max(levels, default=0) + 1
+        levels = [last if count else level for level, count in zip(levels, waiting, strict=True)]
+    return levels
+
+
+def _grouped(steps: Sequence[Step], deps: Sequence[Sequence[int]]) -> list[list[Step]]:
+    levels = _levels(deps)
+    waves: list[list[Step]] = [[] for _ in range(max(levels, default=-1) + 1)]
+    for step, level in zip(steps, levels, strict=True):
+        waves[level].append(step)
+    return [sorted(wave, key=_step_key) for wave in waves if wave]
 
 
 def order_waves(steps: Sequence[Step]) -> list[list[Step]]:
-    """Group steps into waves: each step's dependencies sit in earlier waves."""
-    deps = [_dependencies(step, steps) for step in steps]
-    levels: dict[int, int] = {}
+    """Group steps into waves: each step's dependencies sit in earlier waves.
 
-    def level(index: int, seen: frozenset[int]) -> int:
-        if index not in levels:
-            earlier = [level(d, seen | {index}) for d in deps[index] if d not in seen]
-            levels[index] = 1 + max(earlier, default=-1)
-        return levels[index]
-
-    for index in range(len(steps)):
-        level(index, frozenset())
-    waves: list[list[Step]] = [[] for _ in range(max(levels.values(), default=-1) + 1)]
-    for index, step in enumerate(steps):
-        waves[levels[index]].append(step)
-    return [sorted(wave, key=_step_key) for wave in waves]
+    Creates, updates and replaces come first; deletes after all of them, in reverse.
+    """
+    builds = [step for step in steps if not isinstance(step, Delete)]
+    deletes = [step for step in steps if isinstance(step, Delete)]
+    return _grouped(builds, _build_dependencies(builds)) + _grouped(
+        deletes, _delete_dependencies(deletes)
+    )
 
 
 def _step_key(step: Step) -> tuple[int, str, str]:
