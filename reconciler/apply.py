@@ -112,7 +112,7 @@ async def apply_plan(
                     run.skipped.append(step)
                     run.emit(step, "skipped")
             break
-        await asyncio.gather(*(_guarded(run, step, limit) for step in wave))
+        await asyncio.gather(*(_guarded(run, step, limit, stop) for step in wave))
     result = ApplyResult(
         plan=plan,
         dry_run=False,
@@ -127,8 +127,14 @@ async def apply_plan(
     return result
 
 
-async def _guarded(run: _Run, step: Step, limit: asyncio.Semaphore) -> None:
+async def _guarded(
+    run: _Run, step: Step, limit: asyncio.Semaphore, stop: asyncio.Event | None
+) -> None:
     async with limit:
+        if stop is not None and stop.is_set():
+            run.skipped.append(step)
+            run.emit(step, "skipped")
+            return
         try:
             # Shielded: a cancelled apply still finishes the request in flight.
             await asyncio.shield(execute(run.client, step))
