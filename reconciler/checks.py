@@ -172,8 +172,8 @@ class SubjectTree:
             return
         token = tokens[position]
         if token == ">":
-            for child in self.children.values():
-                child._everything(found)
+            for subtree in self.children.values():
+                subtree._everything(found)
             return
         if ">" in self.children:
             found.extend(self.children[">"].entries)
