@@ -166,6 +166,8 @@ def test_in_place_change_is_an_update_that_keeps_messages(
         ({"deny_delete": True}, {"deny_delete": False}, "deny_delete"),
         ({"deny_purge": True}, {"deny_purge": False}, "deny_purge"),
         ({"allow_msg_ttl": True}, {"allow_msg_ttl": False}, "allow_msg_ttl"),
+        ({"allow_msg_schedules": True}, {"allow_msg_schedules": False}, "allow_msg_schedules"),
+        ({"allow_msg_counter": False}, {"allow_msg_counter": True}, "allow_msg_counter"),
     ],
 )
 def test_immutable_stream_field_change_is_a_replace(
@@ -175,8 +177,9 @@ def test_immutable_stream_field_change_is_a_replace(
     after: dict[str, Any],
     field: str,
 ) -> None:
-    if field == "allow_msg_ttl" and version_of(server) < (2, 11):
-        pytest.skip("allow_msg_ttl needs nats-server 2.11")
+    needs = {"allow_msg_ttl": (2, 11), "allow_msg_schedules": (2, 12), "allow_msg_counter": (2, 12)}
+    if version_of(server) < needs.get(field, (0,)):
+        pytest.skip(f"{field} needs a newer nats-server")
     name = unique("IMMUTABLE")
     id_, _, outputs = host.apply(stream_inputs(name, **before))
     news, _ = host.check(stream_inputs(name, **after))
@@ -184,6 +187,26 @@ def test_immutable_stream_field_change_is_a_replace(
     assert diff.changes == DIFF_SOME
     assert list(diff.replaces) == [field]
     assert diff.deleteBeforeReplace
+
+
+def test_unsealing_a_sealed_stream_is_a_replace(host: ProviderHost, server: NatsServer) -> None:
+    name = unique("SEALED")
+    id_, _, outputs = host.apply(stream_inputs(name))
+    sealed, _ = host.check(stream_inputs(name, sealed=True))
+    assert list(host.diff(id_, outputs, sealed).replaces) == []  # sealing is an update
+    outputs = host.update(id_, outputs, sealed)
+    assert api(server, f"STREAM.INFO.{name}")["config"]["sealed"] is True
+    unsealed, _ = host.check(stream_inputs(name, sealed=False))
+    assert list(host.diff(id_, outputs, unsealed).replaces) == ["sealed"]
+
+
+def test_changing_the_mirrored_stream_is_a_replace(host: ProviderHost, server: NatsServer) -> None:
+    first, second, name = unique("ORIGIN"), unique("ORIGIN"), unique("MIRROR")
+    host.apply(stream_inputs(first))
+    host.apply(stream_inputs(second))
+    id_, _, outputs = host.apply({"kind": "Stream", "name": name, "mirror": {"name": first}})
+    news, _ = host.check({"kind": "Stream", "name": name, "mirror": {"name": second}})
+    assert list(host.diff(id_, outputs, news).replaces) == ["mirror"]
 
 
 def test_renaming_a_stream_is_a_replace(host: ProviderHost, server: NatsServer) -> None:
@@ -314,6 +337,21 @@ def test_consumer_lifecycle(host: ProviderHost, server: NatsServer) -> None:
         ({"replay_policy": "instant"}, {"replay_policy": "original"}, "replay_policy"),
         ({"max_waiting": 512}, {"max_waiting": 10}, "max_waiting"),
         ({}, {"deliver_subject": "deliver.here"}, "deliver_subject"),
+        (
+            {"deliver_policy": "by_start_sequence", "opt_start_seq": 1},
+            {"deliver_policy": "by_start_sequence", "opt_start_seq": 5},
+            "opt_start_seq",
+        ),
+        (
+            {"deliver_subject": "push.a", "idle_heartbeat": "5s", "flow_control": True},
+            {"deliver_subject": "push.a", "idle_heartbeat": "10s", "flow_control": True},
+            "idle_heartbeat",
+        ),
+        (
+            {"deliver_subject": "push.b", "idle_heartbeat": "5s", "flow_control": True},
+            {"deliver_subject": "push.b", "idle_heartbeat": "5s", "flow_control": False},
+            "flow_control",
+        ),
     ],
 )
 def test_immutable_consumer_field_change_is_a_replace(
