@@ -33,8 +33,9 @@ CSP = (
     "img-src data:; base-uri 'none'; form-action 'none'"
 )
 BAR_HEIGHT = 22
-CHART_WIDTH = 560
+CHART_WIDTH = 520
 LABEL_WIDTH = 190
+LABEL_CHARS = 26  # longer labels keep their end (the field name) behind an ellipsis
 
 STYLE = """
 :root { color-scheme: light dark; --fg: #1f2328; --muted: #59636e; --line: #d1d9e0;
@@ -53,6 +54,8 @@ h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 17px; margin: 28px 0 8p
 .figure dt { color: var(--muted); font-size: 12px; text-transform: uppercase; }
 .figure dd { margin: 2px 0 0; font-size: 26px; font-weight: 600; }
 .charts { display: flex; flex-wrap: wrap; gap: 24px; }
+.charts figure { margin: 0; }
+figcaption { color: var(--muted); font-size: 12px; text-transform: uppercase; margin: 0 0 6px; }
 .chart text { fill: var(--fg); font-size: 12px; }
 .legend { display: flex; gap: 14px; flex-wrap: wrap; font-size: 12px; color: var(--muted); }
 .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px;
@@ -143,9 +146,10 @@ def figures(report: DriftReport) -> str:
 
 def _bar_row(y: int, label: str, segments: list[tuple[str, int, str]], scale: float) -> str:
     """One labelled horizontal bar made of (data-attrs, value, color) segments."""
+    shown = label if len(label) <= LABEL_CHARS else "…" + label[-(LABEL_CHARS - 1) :]
     parts = [
         f'<text x="{LABEL_WIDTH - 8}" y="{y + BAR_HEIGHT - 7}" text-anchor="end">'
-        f"{escape(label)}</text>"
+        f"<title>{escape(label)}</title>{escape(shown)}</text>"
     ]
     x = float(LABEL_WIDTH)
     total = 0
@@ -204,7 +208,10 @@ def field_chart(report: DriftReport, *, top: int = 15) -> str:
         )
         for index, (path, n) in enumerate(by_field)
     ]
-    return _svg("chart-field", "Drifted resources by field", rows)
+    title = "Drifted resources by field"
+    if len(report.summary.by_field) > top:
+        title += f" (the {top} most frequent of {len(report.summary.by_field)})"
+    return _svg("chart-field", title, rows)
 
 
 def legend() -> str:
@@ -287,7 +294,10 @@ def render_drift_html(report: DriftReport, *, title: str = "JetStream drift repo
         f"{escape(headline(report))}{server}</p>"
         f"{figures(report)}"
         '<h2>Drift by kind and by field</h2><div class="charts">'
-        f"<div>{kind_chart(report)}{legend()}</div><div>{field_chart(report)}</div></div>"
+        "<figure><figcaption>Resources by kind and status</figcaption>"
+        f"{kind_chart(report)}{legend()}</figure>"
+        "<figure><figcaption>Drifted resources by field</figcaption>"
+        f"{field_chart(report)}</figure></div>"
         f"<h2>Resources</h2>{filters(report)}{resource_table(report)}"
         f"{embedded_json(report)}<script>{SCRIPT}</script></body></html>\n"
     )
