@@ -53,6 +53,7 @@ STREAMS = [
         republish={"dest": "copy.>"},
     ),
     spec("Stream", "WORK", subjects=["jobs.*"], retention="workqueue", discard="new"),
+    spec("Stream", "XFORM", subjects=["in.>"], subject_transform={"src": "in.>", "dest": "out.>"}),
     spec("KeyValue", "config"),
     spec(
         "KeyValue", "sessions", history=5, ttl=30 * SECOND, max_value_size=1024, max_bytes=1 << 20
@@ -91,7 +92,21 @@ CONSUMERS = [
     ),
 ]
 
-V211_STREAMS = [spec("Stream", "TTL", allow_msg_ttl=True, subject_delete_marker_ttl=5 * SECOND)]
+V211_STREAMS = [
+    spec("Stream", "TTL", allow_msg_ttl=True, subject_delete_marker_ttl=5 * SECOND),
+    spec("KeyValue", "markers", limit_marker_ttl=5 * SECOND, republish={"dest": "kv.copy.>"}),
+]
+V211_CONSUMERS = [
+    spec(
+        "Consumer",
+        "pinned",
+        stream="PLAIN",
+        ack_policy="explicit",
+        priority_policy="pinned_client",
+        priority_groups=["g"],
+    ),
+    spec("Consumer", "paused", stream="PLAIN", pause_until="2999-01-02T03:04:05.123+02:00"),
+]
 
 
 async def _request(nc: Any, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -111,7 +126,9 @@ async def _round_trip(
         server = ServerInfo(
             version=nc._server_info["version"], api_level=info["api"].get("level", 0)
         )
-        streams = STREAMS + (V211_STREAMS if server.version_tuple >= (2, 11, 0) else [])
+        newer = server.version_tuple >= (2, 11, 0)
+        streams = STREAMS + (V211_STREAMS if newer else [])
+        consumers = CONSUMERS + (V211_CONSUMERS if newer else [])
         pairs: list[tuple[Spec, dict[str, Any], dict[str, Any]]] = []
         live_streams: dict[str, Any] = {}
         for s in streams:
@@ -119,7 +136,7 @@ async def _round_trip(
             created = await _request(nc, f"$JS.API.STREAM.CREATE.{s.stream_name}", desired)
             live_streams[s.stream_name] = created["config"]
         live_consumers: dict[tuple[str, str], Any] = {}
-        for c in CONSUMERS:
+        for c in consumers:
             assert c.stream is not None
             parent = live_streams[c.stream]
             desired = desired_config(c, server, stream_config=parent)
@@ -129,7 +146,7 @@ async def _round_trip(
             read = (await _request(nc, f"$JS.API.STREAM.INFO.{s.stream_name}"))["config"]
             live_streams[s.stream_name] = read
             pairs.append((s, desired_config(s, server), read))
-        for c in CONSUMERS:
+        for c in consumers:
             assert c.stream is not None
             read = (await _request(nc, f"$JS.API.CONSUMER.INFO.{c.stream}.{c.name}"))["config"]
             live_consumers[(c.stream, c.name)] = read
