@@ -273,6 +273,21 @@ def test_delete_with_allow_destroy_removes_a_stream_holding_messages(
     assert api(server, f"STREAM.INFO.{name}")["error"]["err_code"] == 10059
 
 
+def test_turning_on_allow_destroy_is_an_update_that_a_later_delete_honours(
+    host: ProviderHost, server: NatsServer
+) -> None:
+    name = unique("OPTIN")
+    id_, _, outputs = host.apply(stream_inputs(name))
+    run(_publish(server.url, f"{name}.a", 1))
+    news, _ = host.check({**stream_inputs(name), "allow_destroy": True})
+    diff = host.diff(id_, outputs, news)
+    assert (diff.changes, list(diff.replaces)) == (DIFF_SOME, [])
+    outputs = host.update(id_, outputs, news)
+    assert outputs["allow_destroy"] is True
+    host.delete(id_, outputs)
+    assert api(server, f"STREAM.INFO.{name}")["error"]["err_code"] == 10059
+
+
 def test_create_adopts_an_existing_stream_like_reconcile_apply(
     host: ProviderHost, server: NatsServer
 ) -> None:
