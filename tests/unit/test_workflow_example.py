@@ -153,3 +153,22 @@ def test_action_scripts_are_valid_bash(action: dict[Any, Any], tmp_path: Path) -
         script = tmp_path / f"step{index}.sh"
         script.write_text(step["run"])
         subprocess.run(["bash", "-n", str(script)], check=True)
+
+
+def test_zizmor_finds_nothing_in_the_action_or_the_workflow() -> None:
+    import shutil
+    import subprocess
+
+    zizmor = shutil.which("zizmor")
+    if zizmor is None:
+        pytest.skip("zizmor is not installed (pip install zizmor)")
+    # Files, not the folder: zizmor collects nothing from a folder outside .github/.
+    done = subprocess.run(
+        [zizmor, "--offline", "--persona=pedantic", "--no-progress", str(ACTION), str(WORKFLOW)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "No findings to report" in done.stdout + done.stderr
