@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from reconciler.buckets import bucket_config, classify_stream, kv_stream_config
 from reconciler.errors import Location
@@ -253,3 +255,56 @@ def test_empty_optional_structures_count_as_absent() -> None:
     desired = desired_config(spec("Stream", "S", placement={"tags": []}, sources=[]), V212)
     assert "placement" not in desired and "sources" not in desired
     assert desired["subjects"] == ["S"]
+
+
+STREAM_VALUES = {
+    "subjects": st.lists(st.sampled_from(["a", "b.>", "c.*"]), unique=True, max_size=3),
+    "retention": st.sampled_from(["limits", "interest", "workqueue"]),
+    "max_msgs": st.integers(-5, 10),
+    "max_bytes": st.integers(-5, 1 << 40),
+    "max_age": st.integers(0, 10**13),
+    "max_msg_size": st.integers(-5, 1 << 20),
+    "discard": st.sampled_from(["old", "new"]),
+    "storage": st.sampled_from(["file", "memory"]),
+    "duplicate_window": st.integers(0, 10**12),
+    "sources": st.lists(st.fixed_dictionaries({"name": st.sampled_from(["X", "Y"])}), max_size=2),
+    "consumer_limits": st.fixed_dictionaries({}, optional={"max_ack_pending": st.integers(0, 9)}),
+    "metadata": st.dictionaries(st.sampled_from(["k", "_nats.ver"]), st.just("v")),
+    "allow_msg_ttl": st.booleans(),
+    "allow_msg_schedules": st.booleans(),
+    "subject_delete_marker_ttl": st.integers(0, 10**10),
+}
+CONSUMER_VALUES = {
+    "ack_policy": st.sampled_from(["none", "all", "explicit"]),
+    "deliver_subject": st.sampled_from(["", "out"]),
+    "max_ack_pending": st.integers(-3, 5),
+    "max_deliver": st.integers(-3, 5),
+    "max_waiting": st.integers(-1, 5),
+    "backoff": st.lists(st.integers(1, 10**10), max_size=2),
+    "priority_policy": st.sampled_from(["none", "pinned_client", "overflow"]),
+    "opt_start_time": st.sampled_from(["2024-01-01T00:00:00.10+01:00", "2024-01-01T00:00:00Z"]),
+}
+
+
+@given(
+    config=st.fixed_dictionaries({}, optional=STREAM_VALUES),
+    server=st.sampled_from([V210, V211, V212, V214]),
+)
+def test_normalising_a_stream_twice_changes_nothing(
+    config: dict[str, Any], server: ServerInfo
+) -> None:
+    desired = desired_config(spec("Stream", "S", **config), server)
+    assert live_config("Stream", desired, server) == desired
+
+
+@given(
+    config=st.fixed_dictionaries({}, optional=CONSUMER_VALUES),
+    limits=st.fixed_dictionaries({}, optional={"max_ack_pending": st.integers(0, 9)}),
+    server=st.sampled_from([V210, V211, V212, V214]),
+)
+def test_normalising_a_consumer_twice_changes_nothing(
+    config: dict[str, Any], limits: dict[str, Any], server: ServerInfo
+) -> None:
+    stream = {"consumer_limits": limits}
+    desired = desired_config(spec("Consumer", "C", "S", **config), server, stream_config=stream)
+    assert live_config("Consumer", desired, server, stream_config=stream) == desired
