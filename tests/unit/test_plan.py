@@ -265,3 +265,13 @@ def test_the_schema_rejects_a_plan_without_a_summary() -> None:
 def test_the_apply_lock_bucket_is_never_listed() -> None:
     plan = build_plan([], live_of(spec("KeyValue", "RECONCILE_LOCKS"), managed=False))
     assert not plan.unmanaged and not plan.has_changes
+
+
+def test_a_sourcing_cycle_still_orders_every_step() -> None:
+    a = spec("Stream", "A", sources=[{"name": "B"}])
+    b = spec("Stream", "B", sources=[{"name": "A"}])
+    c = spec("Stream", "C")
+    plan = build_plan([a, b, c], LiveState(server=SERVER))
+    waves = plan.waves()
+    assert [s.name for s in waves[0]] == ["C"]
+    assert sorted(s.name for wave in waves for s in wave) == ["A", "B", "C"]
