@@ -125,10 +125,11 @@ class GitHubAPI:
 
 def list_comments(api: GitHubAPI, pr: PullRequest) -> list[dict[str, Any]]:
     """Every comment of the pull request, following the ``Link: rel="next"`` pages."""
-    base = f"/repos/{pr.repository}/issues/{pr.number}/comments?per_page={PAGE_SIZE}"
-    url: str | None = base + "&page=1"
+    url: str | None = (
+        f"/repos/{pr.repository}/issues/{pr.number}/comments?per_page={PAGE_SIZE}&page=1"
+    )
     comments: list[dict[str, Any]] = []
-    for page in range(2, MAX_PAGES + 2):
+    for _ in range(MAX_PAGES):
         if url is None:
             break
         batch, link = api.request("GET", url)
@@ -136,12 +137,7 @@ def list_comments(api: GitHubAPI, pr: PullRequest) -> list[dict[str, Any]]:
             raise CommentError("GitHub API returned an unexpected comment list")
         comments.extend(c for c in batch if isinstance(c, dict))
         found = _NEXT_LINK.search(link)
-        if found:
-            url = found.group(1)
-        elif not link and len(batch) == PAGE_SIZE:
-            url = f"{base}&page={page}"  # a server without Link headers: keep paging
-        else:
-            url = None
+        url = found.group(1) if found else None
     return comments
 
 
