@@ -52,6 +52,7 @@ _NUMBER = r"\d+(?:\.\d+)?"
 DURATION_PATTERN = rf"^(?:{_NUMBER}(?:ns|us|µs|ms|s|m|h|d|w))+$"
 SIZE_PATTERN = rf"^{_NUMBER} ?(?:B|KiB|MiB|GiB|TiB|PiB|EiB|KB|MB|GB|TB|PB|EB)$"
 _DURATION_TERM = re.compile(rf"({_NUMBER})(ns|us|µs|ms|s|m|h|d|w)")
+_SIMPLE_DURATION = re.compile(r"(\d+)(ns|us|µs|ms|s|m|h|d|w)")
 _SIZE = re.compile(rf"({_NUMBER}) ?(B|KiB|MiB|GiB|TiB|PiB|EiB|KB|MB|GB|TB|PB|EB)")
 
 DURATION_EXAMPLES = "250ms, 30s, 1h30m, 7d, 2w or integer nanoseconds"
@@ -69,6 +70,14 @@ def parse_duration(value: str | int) -> int:
     if isinstance(value, int):
         return value
     text = value.strip()
+    simple = _SIMPLE_DURATION.fullmatch(text)
+    if simple is not None:  # the common "30s" form, without fractions
+        return _exact(
+            Fraction(int(simple.group(1)) * _DURATION_UNITS[simple.group(2)]),
+            value,
+            "duration",
+            "nanosecond",
+        )
     if not text or _DURATION_TERM.sub("", text) != "":
         raise UnitError(f"{value!r} is not a duration ({DURATION_EXAMPLES})")
     total = sum(

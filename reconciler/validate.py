@@ -8,7 +8,6 @@ nanoseconds and bytes) without the spec-only fields ``kind``, ``stream`` and ``e
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -51,9 +50,9 @@ def spec_from_document(document: Document, problems: list[Problem]) -> Spec | No
     if problem is not None:
         problems.append(problem)
         return None
-    document = _with_integral_numbers(document)
+    body = plain_copy(document.body)
+    document = Document(body=body, source=document.source, locations=document.locations)
     found = schema_problems(document)
-    body = copy.deepcopy(document.body)
     if not found:
         found = list(_convert_units(document, body))
     if found:
@@ -62,19 +61,16 @@ def spec_from_document(document: Document, problems: list[Problem]) -> Spec | No
     return _build_spec(document, body, problems)
 
 
-def _with_integral_numbers(document: Document) -> Document:
-    """Integral floats (``1e3`` in JSON, Pulumi numbers) become ints."""
-
-    def fix(value: Any) -> Any:
-        if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
-            return int(value)
-        if isinstance(value, dict):
-            return {k: fix(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [fix(v) for v in value]
-        return value
-
-    return Document(body=fix(document.body), source=document.source, locations=document.locations)
+def plain_copy(value: Any) -> Any:
+    """A deep copy of JSON-like data in which integral floats (``1e3``, Pulumi numbers)
+    become ints."""
+    if isinstance(value, dict):
+        return {k: plain_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain_copy(v) for v in value]
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    return value
 
 
 def _convert_units(document: Document, body: dict[str, Any]) -> Iterable[Problem]:

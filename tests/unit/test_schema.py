@@ -7,17 +7,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from reconciler.errors import Location, SpecError
 from reconciler.fields import UNIT_FIELDS
 from reconciler.loader import Document, load_documents
-from reconciler.schema import SCHEMA_FILES, schema, validator
+from reconciler.schema import SCHEMA_FILES, quick_check, schema, validator
 from reconciler.units import DURATION_PATTERN, SIZE_PATTERN
 from reconciler.validate import load_specs, validate_documents
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_SETS = ["shop", "workqueue", "buckets"]
+FIELD_NAMES = sorted(
+    {key for kind in ("Stream", "Consumer", "KeyValue") for key in schema(kind)["properties"]}
+)
 
 
 def doc(body: dict[str, Any], **lines: int) -> Document:
@@ -244,3 +249,37 @@ def test_bad_values_give_clear_messages(body: dict[str, Any], message: str) -> N
 def test_schemas_are_plain_json_files_in_the_schemas_folder() -> None:
     for filename in SCHEMA_FILES.values():
         json.loads((ROOT / "schemas" / filename).read_text(encoding="utf-8"))
+
+
+VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-3, max_value=3),
+    st.sampled_from([2**31, 2**63, 1.5, 2.0, -1.0]),
+    st.sampled_from(["30s", "1GiB", "10 parsecs", "a.b", "a..b", "", "file", "ORDERS.*", "x y"]),
+    st.lists(st.sampled_from(["a", "a", "b.>", "1s", 5, None]), max_size=3),
+    st.dictionaries(
+        st.sampled_from(["name", "src", "dest", "api", "x"]), st.sampled_from(["a", 1]), max_size=2
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(["Stream", "Consumer", "KeyValue", "ObjectStore"]),
+    st.dictionaries(
+        st.text(min_size=1, max_size=3) | st.sampled_from(FIELD_NAMES), VALUES, max_size=4
+    ),
+)
+def test_the_quick_check_never_accepts_what_jsonschema_rejects(
+    kind: str, fields: dict[str, Any]
+) -> None:
+    body = {"kind": kind, "name": "N", "stream": "S", **fields}
+    if quick_check(kind)(body):
+        assert validator(kind).is_valid(body), body
+
+
+@pytest.mark.parametrize("example", EXAMPLE_SETS)
+def test_the_quick_check_accepts_every_example(example: str) -> None:
+    for document in load_documents([ROOT / "examples" / example]):
+        assert quick_check(str(document.body["kind"]))(document.body), document.source
