@@ -202,7 +202,7 @@ def plan_outputs(runner: Runner, inputs: Inputs, plan: Plan) -> dict[str, str]:
 
 
 def heading(inputs: Inputs, what: str) -> str:
-    return f"### JetStream {what} for `{inputs.label}`\n\n"
+    return f"## JetStream {what} for `{inputs.label}`\n\n"
 
 
 def plan_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outcome:

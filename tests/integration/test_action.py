@@ -237,7 +237,7 @@ def test_plan_on_a_pull_request_writes_outputs_summary_and_one_sticky_comment(
     assert first.outputs["summary"].startswith("2 to create, 0 to update")
     plan = json.loads(Path(first.outputs["plan-json"]).read_text())
     assert [c["action"] for c in plan["changes"]] == ["create", "create"]
-    assert "### JetStream plan for `specs`" in first.summary
+    assert "## JetStream plan for `specs`\n" in first.summary
     assert "ORDERS" in first.summary
     assert github.writes() == [("POST", "/repos/o/r/issues/7/comments")]
     assert all(auth == f"Bearer {TOKEN}" for _, _, auth in github.calls)
