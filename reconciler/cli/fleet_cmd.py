@@ -1,0 +1,85 @@
+"""``reconcile fleet drift``: drift across every environment of a fleet, on Apache Spark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from reconciler.cli.output import notice
+
+
+@click.group()
+def fleet() -> None:
+    """Fleet-wide reports over snapshots of many environments (Apache Spark)."""
+
+
+@fleet.command()
+@click.option(
+    "--specs",
+    "specs_dir",
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Fleet folder: one sub-folder of spec files per environment.",
+)
+@click.option(
+    "--snapshots",
+    required=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="A JSON Lines snapshot file, or a folder of them (see `reconcile snapshot`).",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Output folder: drift/ and history/ (Parquet), summary.json, report.html.",
+)
+@click.option(
+    "--spark-master",
+    metavar="URL",
+    envvar="SPARK_MASTER",
+    show_envvar=True,
+    help="Spark master, e.g. spark://host:7077 (default: local[*], this machine).",
+)
+def drift(specs_dir: Path, snapshots: Path, out_dir: Path, spark_master: str | None) -> int:
+    """Compare every environment's specs with its snapshots.
+
+    Exit 0 when nothing drifted, 2 when drift is found, 1 on error (also when some
+    snapshot lines or environment folders were invalid: they are reported with FILE:LINE,
+    skipped, and everything else is still compared and written).
+    """
+    from reconciler.fleet.job import fleet_drift
+
+    result = fleet_drift(
+        specs=specs_dir,
+        snapshots=snapshots,
+        out=out_dir,
+        master=spark_master,
+        on_notice=notice,
+    )
+    summary = result.summary
+    for env in summary["errors"]["envs"]:
+        when = f" ({env['day']})" if env["day"] else ""
+        for problem in env["problems"]:
+            notice(f"{env['env']}{when}: {problem}")
+    for warning in summary["warnings"]:
+        notice(f"warning: {warning}")
+    click.echo(_headline(summary, out_dir))
+    return result.exit_code
+
+
+def _headline(summary: dict[str, object], out_dir: Path) -> str:
+    totals = summary["totals"]
+    errors = summary["errors"]
+    assert isinstance(totals, dict) and isinstance(errors, dict)
+    envs = len(summary["by_env"])  # type: ignore[arg-type]
+    text = (
+        f"{envs} environments: {totals['drift']} resources drifted "
+        f"({totals['drifted']} drifted, {totals['missing']} missing, "
+        f"{totals['unmanaged']} unmanaged, {totals['orphaned']} orphaned; "
+        f"{totals['drifted_fields']} fields); report in {out_dir}"
+    )
+    if errors["count"]:
+        text += f"; {errors['count']} input errors (result incomplete)"
+    return text

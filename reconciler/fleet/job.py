@@ -1,0 +1,295 @@
+"""The fleet drift job: specs of every environment against their snapshots, on Spark.
+
+::
+
+    snapshots ─read/parse/normalise (Python, per partition)─▶ OUT/_staging/live (Parquet)
+        └─ latest capture per (env, day, resource) ─┐
+    FLEET/<env>/ ─load_specs/desired_config (driver)─┴─ full outer join ─▶ diff (UDF)
+        ─▶ OUT/_staging/findings ─▶ OUT/drift (latest day per env), OUT/history,
+                                    OUT/summary.json, OUT/report.html
+
+Records never come back to the driver: only per-environment/day aggregates and the
+(few) live stream configs the desired side depends on are collected. Snapshots are
+grouped per environment and UTC day; the drift dataset describes each environment's
+latest day, the history every day.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BooleanType,
+    DateType,
+    IntegerType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from reconciler.errors import ReconcileError, SpecError
+from reconciler.fleet.desired import Context, DesiredRow, EnvSpecs, desired_rows, load_fleet
+from reconciler.fleet.match import KEYS, all_findings
+from reconciler.fleet.records import BadLine, bad_lines, read_snapshots, snapshot_files
+from reconciler.fleet.report import write_report
+from reconciler.fleet.session import spark_session
+from reconciler.fleet.summary import EnvDay, build_summary
+
+Notice = Callable[[str], None]
+DRIFT_COLUMNS = ["env", "kind", "stream", "name", "status", "field", "desired", "live"]
+
+DESIRED_SCHEMA = StructType(
+    [
+        StructField("env", StringType()),
+        StructField("ctx", IntegerType()),
+        StructField("stream_name", StringType()),
+        StructField("consumer", StringType()),
+        StructField("kind", StringType()),
+        StructField("name", StringType()),
+        StructField("desired", StringType()),
+        StructField("source", StringType()),
+        StructField("external", BooleanType()),
+        StructField("server_version", StringType()),
+        StructField("api_level", IntegerType()),
+    ]
+)
+ENV_DAY_SCHEMA = StructType(
+    [
+        StructField("env", StringType()),
+        StructField("day", DateType()),
+        StructField("ctx", IntegerType()),
+    ]
+)
+
+
+@dataclass
+class FleetResult:
+    """What the job wrote and found; ``exit_code`` follows the CLI contract."""
+
+    out_dir: Path
+    summary: dict[str, Any]
+    bad_lines: list[BadLine] = field(default_factory=list)
+
+    @property
+    def has_drift(self) -> bool:
+        return bool(self.summary["totals"]["drift"])
+
+    @property
+    def complete(self) -> bool:
+        return not self.summary["errors"]["count"]
+
+    @property
+    def exit_code(self) -> int:
+        if not self.complete:
+            return 1
+        return 2 if self.has_drift else 0
+
+
+def fleet_drift(
+    *,
+    specs: Path,
+    snapshots: Path,
+    out: Path,
+    master: str | None = None,
+    spark: SparkSession | None = None,
+    on_notice: Notice | None = None,
+) -> FleetResult:
+    """Run the job; raises :class:`ReconcileError` when nothing usable was given."""
+    say = on_notice or (lambda _: None)
+    files = snapshot_files(snapshots)
+    fleet = {env.env: env for env in load_fleet(specs)}
+    session = spark or spark_session(master)
+    out.mkdir(parents=True, exist_ok=True)
+    staging = out / "_staging"
+    _clear(out, staging)
+    try:
+        return _run(session, files, fleet, out, staging, say)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _clear(out: Path, staging: Path) -> None:
+    for name in ("drift", "history", "_staging"):
+        shutil.rmtree(out / name, ignore_errors=True)
+    for name in ("summary.json", "report.html"):
+        (out / name).unlink(missing_ok=True)
+
+
+def _run(
+    spark: SparkSession,
+    files: list[Path],
+    fleet: dict[str, EnvSpecs],
+    out: Path,
+    staging: Path,
+    say: Notice,
+) -> FleetResult:
+    parsed_frame, index = read_snapshots(spark, files)
+    parsed_frame.write.mode("overwrite").parquet(str(staging / "live"))
+    parsed = spark.read.parquet(str(staging / "live"))
+    bad, bad_total = bad_lines(parsed, index)
+    for line in bad[:20]:
+        say(f"{line} (skipped)")
+    invalid = sorted(env for env, specs in fleet.items() if not specs.valid)
+    good = parsed.where(F.col("error").isNull()).where(~F.col("env").isin(invalid))
+    latest = _latest(good).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        env_days = _env_days(latest)
+        if not env_days and not bad_total:
+            raise ReconcileError(f"no snapshot records in {', '.join(map(str, files[:3]))}")
+        days, desired = _desired_side(spark, fleet, env_days, latest)
+        findings = _findings(spark, latest, desired, days)
+        findings.write.mode("overwrite").parquet(str(staging / "findings"))
+    finally:
+        latest.unpersist()
+    stored = spark.read.parquet(str(staging / "findings"))
+    current = _write_outputs(spark, stored, env_days, out)
+    summary = build_summary(
+        stored,
+        current,
+        fleet=fleet,
+        env_days=env_days,
+        bad=bad,
+        bad_total=bad_total,
+        files=files,
+    )
+    _write_history(spark, summary["history"], out)
+    write_report(summary, out)
+    return FleetResult(out, summary, bad)
+
+
+def _latest(good: DataFrame) -> DataFrame:
+    """Per (env, day, resource), the latest capture: several snapshots a day collapse."""
+    window = Window.partitionBy(*KEYS).orderBy(F.col("captured_at").desc())
+    return (
+        good.withColumn("rank", F.row_number().over(window))
+        .where("rank = 1")
+        .drop("rank", "bad_partition", "bad_index", "error")
+    )
+
+
+def _env_days(latest: DataFrame) -> list[EnvDay]:
+    """One small row per (env, day): the server of its latest record, and when."""
+    rows = (
+        latest.groupBy("env", "day")
+        .agg(
+            F.max_by("server_version", "captured_at").alias("server_version"),
+            F.max_by("api_level", "captured_at").alias("api_level"),
+            F.max("captured_at").alias("captured_at"),
+            F.count(F.lit(1)).alias("records"),
+        )
+        .collect()
+    )
+    return sorted(
+        (
+            EnvDay(
+                env=r["env"],
+                day=r["day"],
+                server_version=r["server_version"],
+                api_level=r["api_level"],
+                captured_at=r["captured_at"],
+                records=r["records"],
+            )
+            for r in rows
+        ),
+        key=lambda e: (e.env, e.day),
+    )
+
+
+def _needed_configs(
+    spark: SparkSession, fleet: dict[str, EnvSpecs], latest: DataFrame
+) -> dict[tuple[str, date, str], str]:
+    """Live configs of the streams the desired side reads, per (env, day, stream)."""
+    pairs = [(env.env, s) for env in fleet.values() if env.valid for s in env.needed_streams()]
+    if not pairs:
+        return {}
+    wanted = spark.createDataFrame(pairs, "env string, stream_name string")
+    rows = (
+        latest.where(F.col("consumer") == "")
+        .join(F.broadcast(wanted), ["env", "stream_name"])
+        .select("env", "day", "stream_name", "live")
+        .collect()
+    )
+    return {(r["env"], r["day"], r["stream_name"]): r["live"] for r in rows}
+
+
+def _desired_side(
+    spark: SparkSession,
+    fleet: dict[str, EnvSpecs],
+    env_days: list[EnvDay],
+    latest: DataFrame,
+) -> tuple[DataFrame, DataFrame]:
+    """Desired rows per distinct context, and (env, day) → context for the usable days."""
+    needed = _needed_configs(spark, fleet, latest)
+    contexts: dict[tuple[str, Context], int] = {}
+    failed: dict[int, SpecError] = {}
+    rows: list[DesiredRow] = []
+    days: list[tuple[str, date, int]] = []
+    for item in env_days:
+        env = fleet.get(item.env) or EnvSpecs(item.env, Path(item.env))
+        streams = tuple((s, needed.get((item.env, item.day, s))) for s in env.needed_streams())
+        context = Context(item.server_version, item.api_level, streams)
+        key = (item.env, context)
+        if key not in contexts:
+            contexts[key] = len(contexts)
+            try:
+                rows += desired_rows(env, context, contexts[key])
+            except SpecError as err:
+                failed[contexts[key]] = err
+        if contexts[key] in failed:
+            item.problems = [str(p) for p in failed[contexts[key]].problems]
+            continue
+        days.append((item.env, item.day, contexts[key]))
+    desired = spark.createDataFrame(rows, DESIRED_SCHEMA, verifySchema=False)
+    return spark.createDataFrame(days, ENV_DAY_SCHEMA), desired
+
+
+def _findings(
+    spark: SparkSession, latest: DataFrame, desired: DataFrame, days: DataFrame
+) -> DataFrame:
+    usable = F.broadcast(days)
+    desired_days = desired.join(usable, ["env", "ctx"]).drop("ctx")
+    live = latest.join(usable.select("env", "day"), ["env", "day"])
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
+    return all_findings(desired_days, live, partitions=partitions)
+
+
+def _write_outputs(
+    spark: SparkSession, findings: DataFrame, env_days: list[EnvDay], out: Path
+) -> DataFrame:
+    """``OUT/drift``: the findings of each environment's latest day (no in_sync rows)."""
+    last: dict[str, date] = {}
+    for item in env_days:
+        last[item.env] = max(item.day, last.get(item.env, item.day))
+    latest_days = spark.createDataFrame(list(last.items()), "env string, day date")
+    current = findings.join(F.broadcast(latest_days), ["env", "day"])
+    (
+        current.where(F.col("status") != "in_sync")
+        .select(*DRIFT_COLUMNS)
+        .orderBy("env", "kind", "stream", "name", "field")
+        .write.mode("overwrite")
+        .parquet(str(out / "drift"))
+    )
+    return current
+
+
+HISTORY_COLUMNS = ("env", "day", "in_sync", "drifted", "missing", "unmanaged", "orphaned", "drift")
+
+
+def _write_history(spark: SparkSession, history: list[dict[str, Any]], out: Path) -> None:
+    """``OUT/history``: drift per environment and day (small: built on the driver)."""
+    rows = [
+        (h["env"], date.fromisoformat(h["day"]), *(int(h[c]) for c in HISTORY_COLUMNS[2:]))
+        for h in history
+    ]
+    schema = "env string, day date, " + ", ".join(f"{c} long" for c in HISTORY_COLUMNS[2:])
+    spark.createDataFrame(rows, schema).coalesce(1).write.mode("overwrite").parquet(
+        str(out / "history")
+    )

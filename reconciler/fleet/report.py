@@ -1,0 +1,231 @@
+"""``summary.json`` and ``report.html``: the fleet figures, as data and as charts.
+
+The page is self-contained (inline CSS and SVG, no script, no network) so it can be
+attached to a CI run and opened anywhere. Every figure has a stable ``id`` and a
+``data-value`` so a test (or a scraper) reads the same numbers as ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from html import escape
+from pathlib import Path
+from typing import Any
+
+DRIFT_STATUSES = ("drifted", "missing", "unmanaged", "orphaned")
+COLOURS = {
+    "in_sync": "#4caf50",
+    "drifted": "#ff9800",
+    "missing": "#e53935",
+    "unmanaged": "#8e24aa",
+    "orphaned": "#546e7a",
+}
+LINE_COLOURS = ("#1e88e5", "#e53935", "#43a047", "#fb8c00", "#8e24aa", "#00897b", "#6d4c41")
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2rem;color:#222;max-width:1100px}
+h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem}
+.figures{display:flex;gap:1rem;flex-wrap:wrap}
+.figure{border:1px solid #ddd;border-radius:6px;padding:.6rem 1rem;min-width:7rem}
+.figure b{display:block;font-size:1.6rem}
+table{border-collapse:collapse;margin-top:.5rem}td,th{border:1px solid #ddd;padding:.25rem .6rem}
+th{background:#f5f5f5;text-align:left}td.n{text-align:right}
+.legend span{display:inline-block;margin-right:1rem}
+.legend i{display:inline-block;width:.8rem;height:.8rem;margin-right:.3rem}
+.error{color:#b71c1c}
+"""
+
+
+def write_report(summary: Mapping[str, Any], out: Path) -> None:
+    """Write ``OUT/summary.json`` and ``OUT/report.html``."""
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    (out / "report.html").write_text(render_html(summary), encoding="utf-8")
+
+
+def render_html(summary: Mapping[str, Any]) -> str:
+    totals = summary["totals"]
+    parts = [
+        "<!doctype html><html lang=en><head><meta charset=utf-8>",
+        "<title>Fleet drift</title><style>",
+        _CSS,
+        "</style></head><body>",
+        f'<h1>Fleet drift: <span id="status">{escape(summary["status"])}</span></h1>',
+        _figures(totals, len(summary["by_env"])),
+        _legend(),
+        "<h2>Drift by environment</h2>",
+        _stacked_bars("chart-env", _rows(summary["by_env"])),
+        _env_table(summary["by_env"]),
+        "<h2>Drift by kind</h2>",
+        _stacked_bars("chart-kind", _rows(summary["by_kind"])),
+        "<h2>Top drifting fields</h2>",
+        _field_bars(summary["top_fields"]),
+        _history(summary["history"]),
+        _problems(summary["errors"], summary["warnings"]),
+        "</body></html>\n",
+    ]
+    return "\n".join(parts)
+
+
+def _figures(totals: Mapping[str, int], envs: int) -> str:
+    items = [("environments", envs), *((s, totals[s]) for s in ("in_sync", *DRIFT_STATUSES))]
+    items += [("drift", totals["drift"]), ("drifted_fields", totals["drifted_fields"])]
+    cells = "".join(
+        f"<div class=figure>{escape(name.replace('_', ' '))}"
+        f'<b id="total-{name}" data-value="{value}">{value}</b></div>'
+        for name, value in items
+    )
+    return f"<div class=figures>{cells}</div>"
+
+
+def _legend() -> str:
+    spans = "".join(
+        f'<span><i style="background:{COLOURS[s]}"></i>{s}</span>' for s in DRIFT_STATUSES
+    )
+    return f"<p class=legend>{spans}</p>"
+
+
+def _rows(table: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
+    return [(name, counts) for name, counts in table.items() if "drift" in counts]
+
+
+def _stacked_bars(chart_id: str, rows: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
+    if not rows:
+        return f'<p id="{chart_id}">nothing compared</p>'
+    widest = max(1, *(int(c["drift"]) for _, c in rows))
+    height, label_w, bar_w = 22, 180, 520
+    bars = []
+    for i, (name, counts) in enumerate(rows):
+        y, x = i * height, float(label_w)
+        bars.append(f'<text x="{label_w - 6}" y="{y + 15}" text-anchor="end">{escape(name)}</text>')
+        for status in DRIFT_STATUSES:
+            value = int(counts.get(status, 0))
+            width = bar_w * value / widest
+            if value:
+                bars.append(
+                    f'<rect x="{x:.1f}" y="{y + 3}" width="{width:.1f}" height="{height - 6}" '
+                    f'fill="{COLOURS[status]}" data-name="{escape(name)}" '
+                    f'data-status="{status}" data-value="{value}">'
+                    f"<title>{escape(name)} {status}: {value}</title></rect>"
+                )
+            x += width
+        total = int(counts["drift"])
+        bars.append(f'<text x="{x + 6:.1f}" y="{y + 15}">{total}</text>')
+    size = f'width="{label_w + bar_w + 60}" height="{len(rows) * height + 4}"'
+    return f'<svg id="{chart_id}" {size} font-size="12">{"".join(bars)}</svg>'
+
+
+def _env_table(by_env: Mapping[str, Mapping[str, Any]]) -> str:
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("env", "day", "server", "in sync", *DRIFT_STATUSES, "drifted fields")
+    )
+    body = []
+    for env, row in by_env.items():
+        if not row["compared"]:
+            cells = "<td colspan=6 class=error>not compared (see errors)</td><td class=n></td>"
+        else:
+            cells = "".join(
+                f'<td class=n data-env="{escape(env)}" data-status="{k}">{row[k]}</td>'
+                for k in ("in_sync", *DRIFT_STATUSES, "drifted_fields")
+            )
+        body.append(
+            f"<tr><td>{escape(env)}</td><td>{escape(row['day'])}</td>"
+            f"<td>{escape(str(row['server_version'] or '?'))}</td>{cells}</tr>"
+        )
+    return f'<table id="table-env"><tr>{head}</tr>{"".join(body)}</table>'
+
+
+def _field_bars(fields: Sequence[Mapping[str, Any]]) -> str:
+    if not fields:
+        return '<p id="chart-fields">no drifted fields</p>'
+    widest = max(int(f["resources"]) for f in fields)
+    height, label_w, bar_w = 22, 260, 440
+    bars = []
+    for i, item in enumerate(fields):
+        y, value = i * height, int(item["resources"])
+        width = bar_w * value / widest
+        name = escape(item["field"])
+        bars.append(
+            f'<text x="{label_w - 6}" y="{y + 15}" text-anchor="end">{name}</text>'
+            f'<rect x="{label_w}" y="{y + 3}" width="{width:.1f}" height="{height - 6}" '
+            f'fill="{COLOURS["drifted"]}" data-field="{name}" data-value="{value}">'
+            f"<title>{name}: {value} resources in {item['envs']} envs</title></rect>"
+            f'<text x="{label_w + width + 6:.1f}" y="{y + 15}">{value} ({item["envs"]} envs)</text>'
+        )
+    size = f'width="{label_w + bar_w + 120}" height="{len(fields) * height + 4}"'
+    return f'<svg id="chart-fields" {size} font-size="12">{"".join(bars)}</svg>'
+
+
+def _history(history: Sequence[Mapping[str, Any]]) -> str:
+    days = sorted({h["day"] for h in history})
+    if len(days) < 2:
+        return ""
+    envs = sorted({h["env"] for h in history})
+    drift = {(h["env"], h["day"]): int(h["drift"]) for h in history}
+    return "\n".join(
+        [
+            "<h2>History: drift per environment and day</h2>",
+            _history_chart(days, envs, drift),
+            _history_table(days, envs, drift),
+        ]
+    )
+
+
+def _history_chart(days: list[str], envs: list[str], drift: Mapping[tuple[str, str], int]) -> str:
+    width, height, left, bottom = 720, 240, 40, 30
+    top = max(max(drift.values(), default=0), 1)
+    step = (width - left - 20) / (len(days) - 1)
+
+    def point(i: int, value: int) -> str:
+        return f"{left + i * step:.1f},{height - bottom - (height - bottom - 10) * value / top:.1f}"
+
+    lines = [
+        f'<text x="{left + i * step:.1f}" y="{height - 10}" text-anchor="middle">{d[5:]}</text>'
+        for i, d in enumerate(days)
+    ]
+    lines.append(f'<text x="4" y="16">{top}</text><text x="4" y="{height - bottom}">0</text>')
+    for n, env in enumerate(envs):
+        colour = LINE_COLOURS[n % len(LINE_COLOURS)]
+        points = " ".join(
+            point(i, drift[(env, d)]) for i, d in enumerate(days) if (env, d) in drift
+        )
+        lines.append(
+            f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{points}" '
+            f'data-env="{escape(env)}"><title>{escape(env)}</title></polyline>'
+        )
+    size = f'width="{width}" height="{height}"'
+    return f'<svg id="chart-history" {size} font-size="11">{"".join(lines)}</svg>'
+
+
+def _history_table(days: list[str], envs: list[str], drift: Mapping[tuple[str, str], int]) -> str:
+    head = "<th>env</th>" + "".join(f"<th>{escape(d)}</th>" for d in days)
+    rows = []
+    for env in envs:
+        cells = "".join(
+            f'<td class=n data-env="{escape(env)}" data-day="{d}">{drift.get((env, d), "")}</td>'
+            for d in days
+        )
+        rows.append(f"<tr><td>{escape(env)}</td>{cells}</tr>")
+    return f'<table id="table-history"><tr>{head}</tr>{"".join(rows)}</table>'
+
+
+def _problems(errors: Mapping[str, Any], warnings: Sequence[str]) -> str:
+    items = [
+        f"<li>{escape(b['file'])}:{b['line']}: {escape(b['message'])}</li>"
+        for b in errors["bad_records"][:200]
+    ]
+    more = errors["bad_records_total"] - min(len(errors["bad_records"]), 200)
+    if more > 0:
+        items.append(f"<li>... and {more} more bad records</li>")
+    for env in errors["envs"]:
+        when = f" ({env['day']})" if env["day"] else ""
+        items += [f"<li>{escape(env['env'])}{when}: {escape(p)}</li>" for p in env["problems"]]
+    notes = "".join(f"<li>{escape(w)}</li>" for w in warnings)
+    out = []
+    if items:
+        out.append(
+            f'<h2 class=error>Errors ({errors["count"]})</h2><ul id="errors">{"".join(items)}</ul>'
+        )
+    if notes:
+        out.append(f'<h2>Warnings</h2><ul id="warnings">{notes}</ul>')
+    return "\n".join(out)

@@ -1,0 +1,199 @@
+"""``summary.json``: the figures of a fleet drift run, from small Spark aggregates.
+
+Counts are of *resources* (a stream, consumer or bucket), not of rows: a drifted
+resource is one resource however many fields drifted; ``drifted_fields`` counts the
+(resource, field) pairs. ``by_env``, ``by_status``, ``by_kind`` and ``top_fields``
+describe each environment's latest snapshot day; ``history`` has one entry per
+environment and day.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from reconciler.drift import DRIFT_STATUSES, STATUSES
+from reconciler.fleet.desired import EnvSpecs
+from reconciler.fleet.records import BadLine
+
+FORMAT_VERSION = 1
+TOP_FIELDS = 20
+MAX_PROBLEMS = 100
+
+
+@dataclass
+class EnvDay:
+    """One environment's snapshot of one UTC day, as far as the driver needs to know."""
+
+    env: str
+    day: date
+    server_version: str | None
+    api_level: int | None
+    captured_at: datetime
+    records: int
+    problems: list[str] = field(default_factory=list)  # why this day was not compared
+
+
+def _resource() -> list[Any]:
+    return [F.col("kind"), F.coalesce(F.col("stream"), F.lit("")), F.col("name")]
+
+
+def status_counts(findings: DataFrame) -> dict[tuple[str, date], dict[str, int]]:
+    """(env, day) → status → resources."""
+    rows = (
+        findings.groupBy("env", "day", "status")
+        .agg(F.countDistinct(*_resource()).alias("n"))
+        .collect()
+    )
+    counts: dict[tuple[str, date], dict[str, int]] = defaultdict(dict)
+    for row in rows:
+        counts[(row["env"], row["day"])][row["status"]] = int(row["n"])
+    return counts
+
+
+def _with_totals(counts: Mapping[str, int]) -> dict[str, int]:
+    full: dict[str, int] = {status: int(counts.get(status, 0)) for status in STATUSES}
+    full["drift"] = sum(full[s] for s in DRIFT_STATUSES)
+    return full
+
+
+def kind_counts(current: DataFrame) -> dict[str, dict[str, int]]:
+    rows = (
+        current.groupBy("kind", "status")
+        .agg(F.countDistinct(F.col("env"), *_resource()).alias("n"))
+        .collect()
+    )
+    by_kind: dict[str, dict[str, int]] = defaultdict(dict)
+    for row in rows:
+        by_kind[row["kind"]][row["status"]] = int(row["n"])
+    order = {"Stream": 0, "KeyValue": 1, "ObjectStore": 2, "Consumer": 3}
+    return {k: _with_totals(by_kind[k]) for k in sorted(by_kind, key=lambda k: order.get(k, 9))}
+
+
+def top_fields(current: DataFrame) -> list[dict[str, Any]]:
+    rows = (
+        current.where(F.col("status") == "drifted")
+        .groupBy("field")
+        .agg(F.count(F.lit(1)).alias("resources"), F.countDistinct("env").alias("envs"))
+        .orderBy(F.col("resources").desc(), F.col("field"))
+        .limit(TOP_FIELDS)
+        .collect()
+    )
+    return [
+        {"field": r["field"], "resources": int(r["resources"]), "envs": int(r["envs"])}
+        for r in rows
+    ]
+
+
+def drifted_fields(current: DataFrame) -> dict[str, int]:
+    rows = current.where(F.col("status") == "drifted").groupBy("env").count().collect()
+    return {r["env"]: int(r["count"]) for r in rows}
+
+
+def build_summary(
+    findings: DataFrame,
+    current: DataFrame,
+    *,
+    fleet: Mapping[str, EnvSpecs],
+    env_days: list[EnvDay],
+    bad: list[BadLine],
+    bad_total: int,
+    files: list[Path],
+) -> dict[str, Any]:
+    """The whole ``summary.json`` document."""
+    counts = status_counts(findings)
+    fields = drifted_fields(current)
+    history = [
+        {"env": e.env, "day": e.day.isoformat(), **_with_totals(counts.get((e.env, e.day), {}))}
+        for e in env_days
+        if not e.problems
+    ]
+    by_env = _by_env(env_days, counts, fields)
+    totals = _with_totals({s: sum(env[s] for env in by_env.values() if s in env) for s in STATUSES})
+    totals["drifted_fields"] = sum(fields.values())
+    errors = _errors(fleet, env_days, bad, bad_total)
+    return {
+        "format_version": FORMAT_VERSION,
+        "status": "drift" if totals["drift"] else "in_sync",
+        "complete": errors["count"] == 0,
+        "inputs": {
+            "snapshot_files": len(files),
+            "records": sum(e.records for e in env_days),
+            "environments": sorted({*fleet, *(e.env for e in env_days)}),
+            "days": sorted({e.day.isoformat() for e in env_days}),
+        },
+        "totals": totals,
+        "by_status": {s: totals[s] for s in STATUSES},
+        "by_env": by_env,
+        "by_kind": kind_counts(current),
+        "top_fields": top_fields(current),
+        "history": history,
+        "errors": errors,
+        "warnings": _warnings(fleet, env_days),
+    }
+
+
+def _by_env(
+    env_days: list[EnvDay],
+    counts: Mapping[tuple[str, date], Mapping[str, int]],
+    fields: Mapping[str, int],
+) -> dict[str, dict[str, Any]]:
+    latest: dict[str, EnvDay] = {}
+    for item in env_days:
+        if item.env not in latest or item.day > latest[item.env].day:
+            latest[item.env] = item
+    by_env: dict[str, dict[str, Any]] = {}
+    for env, item in sorted(latest.items()):
+        entry: dict[str, Any] = {
+            "day": item.day.isoformat(),
+            "captured_at": item.captured_at.isoformat(),
+            "server_version": item.server_version,
+            "compared": not item.problems,
+        }
+        if not item.problems:
+            entry.update(_with_totals(counts.get((env, item.day), {})))
+            entry["drifted_fields"] = fields.get(env, 0)
+        by_env[env] = entry
+    return by_env
+
+
+def _errors(
+    fleet: Mapping[str, EnvSpecs], env_days: list[EnvDay], bad: list[BadLine], bad_total: int
+) -> dict[str, Any]:
+    envs: list[dict[str, Any]] = [
+        {"env": e.env, "day": None, "problems": [str(p) for p in e.problems[:MAX_PROBLEMS]]}
+        for e in fleet.values()
+        if not e.valid
+    ]
+    envs += [
+        {"env": e.env, "day": e.day.isoformat(), "problems": e.problems[:MAX_PROBLEMS]}
+        for e in env_days
+        if e.problems
+    ]
+    return {
+        "count": bad_total + len(envs),
+        "bad_records_total": bad_total,
+        "bad_records": [b.to_json() for b in bad],
+        "envs": envs,
+    }
+
+
+def _warnings(fleet: Mapping[str, EnvSpecs], env_days: list[EnvDay]) -> list[str]:
+    seen = {e.env for e in env_days}
+    warnings = [
+        f"{env}: no snapshot records; not compared"
+        for env, specs in sorted(fleet.items())
+        if env not in seen and specs.valid
+    ]
+    warnings += [
+        f"{env}: snapshot records but no spec folder; everything live is unmanaged"
+        for env in sorted(seen - set(fleet))
+    ]
+    return warnings
