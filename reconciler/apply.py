@@ -17,7 +17,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from reconciler.errors import ApplyFailed, ApplyReport, ReconcileError, RefusedPlan
+from reconciler.errors import (
+    ApplyFailed,
+    ApplyReport,
+    ConnectError,
+    ReconcileError,
+    RefusedPlan,
+    RequestTimeout,
+)
 from reconciler.jetstream import JetStreamClient
 from reconciler.plan import Plan, Step
 
@@ -81,6 +88,7 @@ class _Run:
     applied: list[Step] = field(default_factory=list)
     failed: list[tuple[Step, str]] = field(default_factory=list)
     skipped: list[Step] = field(default_factory=list)
+    unreachable: bool = False  # a request timed out or the connection broke: start no more
 
     def emit(self, step: Step, outcome: Outcome, error: str | None = None) -> None:
         if self.on_step is not None:
@@ -131,7 +139,7 @@ async def _guarded(
     run: _Run, step: Step, limit: asyncio.Semaphore, stop: asyncio.Event | None
 ) -> None:
     async with limit:
-        if stop is not None and stop.is_set():
+        if run.unreachable or (stop is not None and stop.is_set()):
             run.skipped.append(step)
             run.emit(step, "skipped")
             return
@@ -139,6 +147,7 @@ async def _guarded(
             # Shielded: a cancelled apply still finishes the request in flight.
             await asyncio.shield(execute(run.client, step))
         except ReconcileError as err:
+            run.unreachable = run.unreachable or isinstance(err, RequestTimeout | ConnectError)
             run.failed.append((step, str(err)))
             run.emit(step, "failed", str(err))
             return

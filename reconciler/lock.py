@@ -363,7 +363,9 @@ async def hold(
     try:
         yield lease
     finally:
-        task.cancel()
+        keeper.stopping = True
+        if not keeper.busy:  # a refresh in flight is let finish (it is bounded by the timeout)
+            task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
         if not keeper.lost:
@@ -382,10 +384,15 @@ class _Keeper:
     settings: LockSettings
     on_lost: Callable[[str], None] | None
     lost: bool = False
+    stopping: bool = False
+    busy: bool = False
 
     async def run(self) -> None:
-        while True:
+        while not self.stopping:
             await self.sleep(self.settings.lease_seconds / 3)
+            if self.stopping:
+                return
+            self.busy = True
             try:
                 self.lease = await refresh(
                     self.store, self.lease, now=self.clock(), settings=self.settings
@@ -397,6 +404,8 @@ class _Keeper:
                 return
             except ReconcileError:
                 continue  # a timeout or a server blip: try again at the next beat
+            finally:
+                self.busy = False
 
 
 @contextlib.asynccontextmanager

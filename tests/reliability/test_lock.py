@@ -21,8 +21,9 @@ pytestmark = pytest.mark.integration
 class FakeTime:
     """A clock that only moves when a test (or a waiting acquirer) sleeps."""
 
-    def __init__(self, start: float = 1_800_000_000.0) -> None:
+    def __init__(self, start: float = 1_800_000_000.0, *, real_pause: float = 0.0) -> None:
         self.now = start
+        self.real_pause = real_pause  # real seconds per sleep, so other tasks get turns
         self.slept: list[float] = []
 
     def clock(self) -> float:
@@ -31,7 +32,7 @@ class FakeTime:
     async def sleep(self, seconds: float) -> None:
         self.slept.append(seconds)
         self.now += seconds
-        await asyncio.sleep(0)
+        await asyncio.sleep(self.real_pause)
 
 
 def _holder(name: str) -> Holder:
@@ -187,7 +188,7 @@ def test_hold_refreshes_in_the_background_and_releases_at_exit(clean_server) -> 
 
 
 def test_hold_reports_a_lost_lease(clean_server) -> None:
-    settings, t = _settings(), FakeTime()
+    settings, t = _settings(), FakeTime(real_pause=0.02)
     lost: list[str] = []
 
     async def body(client: JetStreamClient) -> None:
