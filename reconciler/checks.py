@@ -255,6 +255,9 @@ def stream_limits(specs: list[Spec]) -> Iterable[Problem]:
         if max_age > 0 and window > max_age:
             message = "duplicate_window cannot be longer than max_age"
             yield Problem(spec.where("duplicate_window"), "duplicate_window", message)
+        if spec.config.get("allow_rollup_hdrs") and spec.config.get("deny_purge"):
+            message = "roll-ups purge messages: allow_rollup_hdrs needs deny_purge false"
+            yield Problem(spec.where("allow_rollup_hdrs"), "allow_rollup_hdrs", message)
 
 
 def consumer_shape(specs: list[Spec]) -> Iterable[Problem]:
@@ -276,6 +279,10 @@ def consumer_shape(specs: list[Spec]) -> Iterable[Problem]:
                 f"max_deliver ({max_deliver}) is smaller than the backoff list ({len(backoff)})"
             )
             yield Problem(spec.where("max_deliver"), "max_deliver", message)
+        ack_wait = config.get("ack_wait")
+        if backoff and ack_wait and ack_wait != backoff[0]:
+            message = "with backoff the server uses backoff[0] as ack_wait; drop ack_wait"
+            yield Problem(spec.where("ack_wait"), "ack_wait", message)
         if config.get("flow_control") and not config.get("idle_heartbeat"):
             yield Problem(
                 spec.where("flow_control"), "flow_control", "flow_control needs idle_heartbeat"

@@ -124,3 +124,90 @@ def test_older_servers_return_valid_specs(
     specs = load_specs(EXAMPLES)
     infos = run(round_trip(server.url, specs))
     check_wire_configs(infos, tmp_path)
+
+
+KITCHEN_SINK = """
+kind: Stream
+name: ORIGIN
+subjects: [origin.>]
+max_msgs_per_subject: 10
+subject_transform: {src: "origin.>", dest: "moved.>"}
+---
+kind: Stream
+name: EVERYTHING
+description: uses most stream fields a 2.12 server knows
+subjects: [all.*.>]
+retention: interest
+max_consumers: 10
+max_msgs: 1000
+max_bytes: 64MiB
+max_age: 1d
+max_msg_size: 1KiB
+discard: new
+discard_new_per_subject: true
+max_msgs_per_subject: 5
+storage: memory
+num_replicas: 1
+duplicate_window: 1m
+compression: none
+allow_direct: true
+allow_rollup_hdrs: true
+deny_delete: true
+republish: {src: "all.>", dest: "copy.>", headers_only: true}
+consumer_limits: {inactive_threshold: 1h, max_ack_pending: 500}
+allow_msg_ttl: true
+subject_delete_marker_ttl: 5m
+sources:
+  - name: ORIGIN
+    subject_transforms: [{src: "moved.>", dest: "all.origin.>"}]
+metadata: {owner: team-a}
+---
+kind: Consumer
+stream: EVERYTHING
+name: PULLER
+filter_subjects: [all.a.>, all.b.>]
+deliver_policy: by_start_sequence
+opt_start_seq: 3
+ack_policy: explicit
+backoff: [1s, 10s]
+max_deliver: 3
+max_ack_pending: 100
+max_waiting: 10
+max_batch: 50
+max_expires: 30s
+max_bytes: 1MiB
+inactive_threshold: 30m
+headers_only: true
+metadata: {purpose: test}
+priority_groups: [jobs]
+priority_policy: pinned_client
+priority_timeout: 2m
+pause_until: "2099-01-01T00:00:00Z"
+---
+kind: Consumer
+stream: EVERYTHING
+name: PUSHER
+deliver_subject: out.everything
+deliver_group: workers
+deliver_policy: by_start_time
+opt_start_time: "2024-01-01T00:00:00Z"
+ack_policy: all
+ack_wait: 45s
+replay_policy: original
+rate_limit_bps: 1000000
+sample_freq: 50%
+max_ack_pending: 10
+idle_heartbeat: 5s
+flow_control: true
+mem_storage: true
+"""
+
+
+def test_the_installed_server_returns_valid_specs_for_most_fields(
+    clean_server: NatsServer, run: Callable[..., Any], tmp_path: Path
+) -> None:
+    spec_file = tmp_path / "sink.yaml"
+    spec_file.write_text(KITCHEN_SINK, encoding="utf-8")
+    infos = run(round_trip(clean_server.url, load_specs([spec_file])))
+    assert infos[2]["config"]["priority_policy"] == "pinned_client"
+    check_wire_configs(infos, tmp_path)

@@ -192,6 +192,21 @@ def test_max_deliver_smaller_than_the_backoff_list_is_reported() -> None:
     ]
 
 
+def test_ack_wait_differing_from_the_first_backoff_is_reported() -> None:
+    found = problems(stream("S"), consumer("C", ack_wait="30s", backoff=["1s", "5s"]))
+    assert found == [
+        "spec.yaml:12: ack_wait: with backoff the server uses backoff[0] as ack_wait; drop ack_wait"
+    ]
+
+
+def test_roll_ups_on_a_stream_that_denies_purges_are_reported() -> None:
+    found = problems(stream("S", allow_rollup_hdrs=True, deny_purge=True))
+    assert found == [
+        "spec.yaml:2: allow_rollup_hdrs: roll-ups purge messages: "
+        "allow_rollup_hdrs needs deny_purge false"
+    ]
+
+
 def test_duplicate_window_longer_than_max_age_is_reported() -> None:
     found = problems(stream("S", max_age="1m", duplicate_window="2m"))
     assert found == [
