@@ -18,6 +18,7 @@ import binascii
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,7 +115,10 @@ def spec_files(paths: Sequence[str | Path], problems: list[Problem]) -> list[Pat
 
 
 def _walk(root: Path, problems: list[Problem]) -> Iterator[Path]:
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+    def unreadable(err: OSError) -> None:
+        problems.append(_file_problem(Path(err.filename or root), _os_message(err)))
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable, followlinks=True):
         here = os.path.realpath(dirpath)
         kept = []
         for name in sorted(dirnames):
@@ -159,7 +163,10 @@ def load_file(path: Path, problems: list[Problem]) -> list[Document]:
 
 def _read_text(path: Path) -> str:
     try:
-        size = path.stat().st_size
+        status = path.stat()
+        if not stat.S_ISREG(status.st_mode):
+            raise _Abort(_file_problem(path, "not a regular file (a device, pipe or socket?)"))
+        size = status.st_size
         if size > MAX_FILE_BYTES:
             limit = MAX_FILE_BYTES // (1024 * 1024)
             message = f"file too large: {size / 2**20:.1f} MiB (limit {limit} MiB); split it"

@@ -136,6 +136,23 @@ def test_a_self_referencing_symlink_file_is_reported(tmp_path: Path) -> None:
     assert "symlink loop" in problem
 
 
+def test_a_named_pipe_is_refused_without_blocking(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe.yaml")
+    (problem,) = problems_of([tmp_path])
+    assert problem == f"{tmp_path / 'pipe.yaml'}:1: not a regular file (a device, pipe or socket?)"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every folder")
+def test_an_unreadable_folder_is_reported(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0)
+    try:
+        assert "cannot read" in problems_of([tmp_path])[0]
+    finally:
+        locked.chmod(0o755)
+
+
 def test_a_missing_path_is_reported(tmp_path: Path) -> None:
     assert problems_of([tmp_path / "nope.yaml"]) == [f"{tmp_path / 'nope.yaml'}:1: no such file"]
 
