@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import errno
 import hashlib
 import json
 import os
@@ -118,18 +119,21 @@ def _walk(root: Path, problems: list[Problem]) -> Iterator[Path]:
     def unreadable(err: OSError) -> None:
         problems.append(_file_problem(Path(err.filename or root), _os_message(err)))
 
+    # realpaths of the folders on the way down to each folder: a link back to one is a loop
+    trail: dict[str, frozenset[str]] = {str(root): frozenset({os.path.realpath(root)})}
     for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable, followlinks=True):
-        here = os.path.realpath(dirpath)
+        above = trail.pop(dirpath, frozenset())
         kept = []
         for name in sorted(dirnames):
             if name.startswith("."):
                 continue
             target = os.path.realpath(os.path.join(dirpath, name))
-            if here == target or here.startswith(target + os.sep):
+            if target in above:
                 link = Path(dirpath, name)
                 problems.append(_file_problem(link, f"symlink loop: points back to {target}"))
                 continue
             kept.append(name)
+            trail[os.path.join(dirpath, name)] = above | {target}
         dirnames[:] = kept
         for name in sorted(filenames):
             if name.endswith(SPEC_SUFFIXES) and not name.startswith("."):
@@ -141,7 +145,7 @@ def _file_problem(path: Path, message: str) -> Problem:
 
 
 def _os_message(err: OSError) -> str:
-    if getattr(err, "errno", None) == 40:  # ELOOP
+    if getattr(err, "errno", None) == errno.ELOOP:
         return "symlink loop: the link points (indirectly) at itself"
     return f"cannot read: {err.strerror or err}"
 

@@ -130,6 +130,15 @@ def test_a_symlink_loop_in_a_folder_is_reported(tmp_path: Path) -> None:
     assert problem.startswith(f"{tmp_path / 'specs' / 'again'}:1: symlink loop")
 
 
+def test_a_loop_through_two_sibling_folders_is_reported(tmp_path: Path) -> None:
+    write(tmp_path / "x" / "a.yaml", "kind: Stream\nname: A\n")
+    write(tmp_path / "y" / "b.yaml", "kind: Stream\nname: B\n")
+    os.symlink(tmp_path / "y", tmp_path / "x" / "to_y")
+    os.symlink(tmp_path / "x", tmp_path / "y" / "to_x")
+    found = problems_of([tmp_path])
+    assert found and all("symlink loop" in p for p in found)
+
+
 def test_a_self_referencing_symlink_file_is_reported(tmp_path: Path) -> None:
     os.symlink(tmp_path / "loop.yaml", tmp_path / "loop.yaml")
     (problem,) = problems_of([tmp_path / "loop.yaml"])
