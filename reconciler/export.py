@@ -15,6 +15,7 @@ from typing import Any
 from reconciler.buckets import bucket_config, classify_stream
 from reconciler.errors import Location
 from reconciler.normalize import desired_config, live_config
+from reconciler.plan import INTERNAL_STREAMS
 from reconciler.spec import MANAGED_KEY, SERVER_OWNED_METADATA, Kind, Spec
 from reconciler.state import LiveState, ServerInfo
 from reconciler.units import to_human
@@ -35,6 +36,8 @@ def export_state(live: LiveState) -> list[ExportedFile]:
     """Spec documents for every stream, bucket and consumer on the server."""
     files: list[ExportedFile] = []
     for stream in sorted(live.streams):
+        if stream in INTERNAL_STREAMS:
+            continue  # the tool's own apply lock
         config = live.streams[stream]
         kind, name = classify_stream(stream, config)
         docs = [_stream_document(kind, name, config, live.server)]
