@@ -34,6 +34,15 @@ SCHEMA_FILES: Mapping[str, str] = {
     "ObjectStore": "objectstore.schema.json",
     "document": "document.schema.json",
 }
+#: Names other tools use for a field, mapped to this format's name.
+FIELD_ALIASES: Mapping[str, str] = {
+    "bucket": "name",
+    "durable": "name",
+    "replicas": "num_replicas",
+    "num_replicas": "replicas",
+    "stream_name": "stream",
+    "max_value_size": "max_msg_size",
+}
 _UNIT_HINTS = {"duration": DURATION_EXAMPLES, "size": SIZE_EXAMPLES}
 
 
@@ -105,6 +114,8 @@ def _problems_of(error: ValidationError, document: Document, kind: str) -> Itera
         for key in sorted(set(error.instance) - set(allowed)):
             field_path = f"{path}.{key}" if path else key
             hint = _did_you_mean(key, allowed)
+            if not hint and FIELD_ALIASES.get(key) in allowed:
+                hint = f" (did you mean {FIELD_ALIASES[key]!r}?)"
             yield Problem(document.where(field_path), field_path, f"unknown field{hint}")
         return
     yield Problem(document.where(path), path, _message(error, kind))
@@ -155,7 +166,14 @@ def _unit_message(value: Any, unit: str) -> str:
 
 def _type_name(expected: Any) -> str:
     names = expected if isinstance(expected, list) else [expected]
-    words = {"integer": "an integer", "string": "a string", "boolean": "true or false"}
+    words = {
+        "integer": "an integer",
+        "string": "a string",
+        "boolean": "true or false",
+        "array": "a list",
+        "object": "a mapping",
+        "null": "null",
+    }
     return " or ".join(
         words.get(str(n), f"a{'n' if str(n)[0] in 'aeiou' else ''} {n}") for n in names
     )
