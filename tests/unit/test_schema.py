@@ -239,6 +239,11 @@ def test_every_error_of_every_document_is_collected() -> None:
             {"kind": "Consumer", "stream": "S", "name": "C", "pause_until": "soon"},
             "valid timestamp",
         ),
+        (
+            {"kind": "KeyValue", "name": "b", "bucket": "b"},
+            "bucket: unknown field (did you mean 'name'?)",
+        ),
+        ({"kind": "Stream", "name": "S", "subjects": "a.*"}, "expected a list, got string 'a.*'"),
     ],
 )
 def test_bad_values_give_clear_messages(body: dict[str, Any], message: str) -> None:
