@@ -309,6 +309,7 @@ class _Builder:
     problems: list[Problem] = field(default_factory=list)
     stream_configs: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     replaced: set[str] = field(default_factory=set)
+    by_stream: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def server(self) -> ServerInfo:
@@ -337,11 +338,17 @@ class _Builder:
         entry = self.compare(spec, desired, raw)
         if isinstance(entry, Replace):
             self.replaced.add(spec.stream_name)
-            gone = sorted(c for (s, c) in self.live.consumers if s == spec.stream_name)
-            if gone:
-                extra = f"its consumers are deleted with it: {', '.join(gone)}"
-                entry = Replace(**{**_fields_of(entry), "reasons": (*entry.reasons, extra)})
+            extra = self.lost_consumers(spec.stream_name)
+            entry = Replace(**{**_fields_of(entry), "reasons": (*entry.reasons, *extra)})
         self.add(entry)
+
+    def lost_consumers(self, stream: str) -> tuple[str, ...]:
+        """The reason line naming the live consumers that vanish with ``stream``."""
+        if not self.by_stream:
+            for parent, name in self.live.consumers:
+                self.by_stream.setdefault(parent, []).append(name)
+        gone = sorted(self.by_stream.get(stream, []))
+        return (f"its consumers are deleted with it: {', '.join(gone)}",) if gone else ()
 
     def consumer(self, spec: Spec) -> None:
         assert spec.stream is not None
@@ -408,7 +415,10 @@ class _Builder:
         if not is_managed(raw):
             self.unmanaged.append(Unmanaged(kind=kind, name=name, stream=stream, live=current))
         elif self.prune:
-            self.steps.append(Delete(kind=kind, name=name, stream=stream, live=current))
+            lost = () if kind == "Consumer" else self.lost_consumers(raw.get("name", name))
+            reasons = ("its messages are deleted", *lost) if kind != "Consumer" else ()
+            step = Delete(kind=kind, name=name, stream=stream, live=current, reasons=reasons)
+            self.steps.append(step)
         else:
             reason = "no spec declares it: deleted with --prune"
             orphan = Orphan(kind=kind, name=name, stream=stream, live=current, reasons=(reason,))

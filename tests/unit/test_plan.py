@@ -151,6 +151,7 @@ def test_prune_deletes_managed_undeclared_resources() -> None:
     ]
     consumer_delete, stream_delete = plan.changes
     assert not consumer_delete.destructive and stream_delete.destructive
+    assert stream_delete.reasons == ("its messages are deleted",)
     assert plan.summary["delete"] == 2
 
 
@@ -275,3 +276,10 @@ def test_a_sourcing_cycle_still_orders_every_step() -> None:
     waves = plan.waves()
     assert [s.name for s in waves[0]] == ["C"]
     assert sorted(s.name for wave in waves for s in wave) == ["A", "B", "C"]
+
+
+def test_deleting_a_stream_names_the_consumers_going_with_it() -> None:
+    old = spec("Stream", "OLD")
+    plan = build_plan([], live_of(old, spec("Consumer", "c1", "OLD")), prune=True)
+    (step,) = plan.changes
+    assert step.reasons == ("its messages are deleted", "its consumers are deleted with it: c1")
