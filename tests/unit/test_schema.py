@@ -288,3 +288,25 @@ def test_the_quick_check_never_accepts_what_jsonschema_rejects(
 def test_the_quick_check_accepts_every_example(example: str) -> None:
     for document in load_documents([ROOT / "examples" / example]):
         assert quick_check(str(document.body["kind"]))(document.body), document.source
+
+
+def test_the_schemas_resolve_from_their_files_as_an_editor_loads_them() -> None:
+    """Relative $ids and $refs resolve against the file URL, as yaml-language-server does."""
+    from urllib.parse import urlparse
+
+    from referencing import Registry, Resource
+    from referencing.exceptions import NoSuchResource
+
+    def retrieve(uri: str) -> Resource[Any]:
+        parsed = urlparse(uri)
+        if parsed.scheme != "file":
+            raise NoSuchResource(ref=uri)
+        return Resource.from_contents(json.loads(Path(parsed.path).read_text(encoding="utf-8")))
+
+    document_url = (ROOT / "schemas" / "document.schema.json").as_uri()
+    registry: Registry[Any] = Registry(retrieve=retrieve)  # type: ignore[call-arg]
+    editor = Draft202012Validator({"$ref": document_url}, registry=registry)
+    for document in load_documents([ROOT / "examples" / name for name in EXAMPLE_SETS]):
+        assert editor.is_valid(document.body), document.source
+    assert not editor.is_valid({"kind": "Stream", "name": "S", "max_age": "10 parsecs"})
+    assert not editor.is_valid({"kind": "KeyValue", "name": "a.b"})
