@@ -81,9 +81,13 @@ def duplicate_names(specs: list[Spec]) -> Iterable[Problem]:
         earlier = first.setdefault(identity, spec)
         if earlier is not spec:
             what = f"{spec.kind} {spec.name!r}"
-            clash = "" if earlier.kind == spec.kind else f" (the stream of {earlier.kind} "
-            clash += f"{earlier.name!r})" if clash else ""
-            message = f"duplicate {what}{clash}: already declared at {earlier.source}"
+            if earlier.kind == spec.kind:
+                message = f"duplicate {what}: already declared at {earlier.source}"
+            else:
+                message = (
+                    f"{what} uses stream {spec.stream_name!r}, already declared at "
+                    f"{earlier.source} as {earlier.kind} {earlier.name!r}"
+                )
             yield Problem(spec.where("name"), "name", message)
 
 

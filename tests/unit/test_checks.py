@@ -102,8 +102,8 @@ def test_duplicate_names_per_kind_are_reported_at_the_second() -> None:
 def test_a_bucket_clashes_with_a_stream_of_its_stream_name() -> None:
     found = problems(stream("KV_config", subjects=["x"]), {"kind": "KeyValue", "name": "config"})
     assert found == [
-        "spec.yaml:12: name: duplicate KeyValue 'config' (the stream of Stream 'KV_config')"
-        ": already declared at spec.yaml:1"
+        "spec.yaml:12: name: KeyValue 'config' uses stream 'KV_config', already declared at "
+        "spec.yaml:1 as Stream 'KV_config'"
     ]
 
 
