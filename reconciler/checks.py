@@ -44,6 +44,7 @@ def cross_resource_problems(
         source_cycles,
         stream_limits,
         consumer_shape,
+        consumer_start_and_filters,
         work_queue_rules,
     ]
     problems = [p for check in checks for p in check(specs)]
@@ -293,6 +294,40 @@ def consumer_shape(specs: list[Spec]) -> Iterable[Problem]:
             )
 
 
+_START_FIELDS = {"by_start_sequence": "opt_start_seq", "by_start_time": "opt_start_time"}
+
+
+def consumer_start_and_filters(specs: list[Spec]) -> Iterable[Problem]:
+    """Start position against deliver_policy, and the filter rules the server enforces."""
+    for spec in specs:
+        if spec.kind != "Consumer":
+            continue
+        config = spec.config
+        policy = str(config.get("deliver_policy", "all"))
+        for start_policy, start_field in _START_FIELDS.items():
+            if policy == start_policy and not config.get(start_field):
+                message = f"deliver_policy {policy} needs {start_field}"
+                yield Problem(spec.where("deliver_policy"), "deliver_policy", message)
+            if policy != start_policy and config.get(start_field):
+                message = f"{start_field} only goes with deliver_policy {start_policy}"
+                yield Problem(spec.where(start_field), start_field, message)
+        filters = consumer_filters(spec)
+        if policy == "last_per_subject" and not filters:
+            message = "deliver_policy last_per_subject needs a filter subject"
+            yield Problem(spec.where("deliver_policy"), "deliver_policy", message)
+        if config.get("filter_subject") and config.get("filter_subjects"):
+            message = "give either filter_subject or filter_subjects, not both"
+            yield Problem(spec.where("filter_subjects"), "filter_subjects", message)
+        for position, (path, subject) in enumerate(filters):
+            for _, other in filters[position + 1 :]:
+                if subjects_overlap(subject, other):
+                    message = f"filter {subject!r} overlaps {other!r} of the same consumer"
+                    yield Problem(spec.where(path), path, message)
+        if config.get("priority_policy", "none") != "none" and not config.get("priority_groups"):
+            message = "priority_policy needs priority_groups"
+            yield Problem(spec.where("priority_policy"), "priority_policy", message)
+
+
 def work_queue_rules(specs: list[Spec]) -> Iterable[Problem]:
     streams = stream_specs(specs)
     per_stream: dict[str, list[Spec]] = defaultdict(list)
@@ -305,6 +340,9 @@ def work_queue_rules(specs: list[Spec]) -> Iterable[Problem]:
             if spec.config.get("ack_policy") not in ("explicit", "flow_control"):
                 message = "consumers of a workqueue stream need ack_policy: explicit"
                 yield Problem(spec.where("ack_policy"), "ack_policy", message)
+            if spec.config.get("deliver_policy", "all") != "all":
+                message = "consumers of a workqueue stream need deliver_policy: all"
+                yield Problem(spec.where("deliver_policy"), "deliver_policy", message)
         yield from _work_queue_partitions(consumers)
 
 

@@ -207,6 +207,42 @@ def test_roll_ups_on_a_stream_that_denies_purges_are_reported() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            {"deliver_policy": "by_start_sequence"},
+            "deliver_policy: deliver_policy by_start_sequence needs opt_start_seq",
+        ),
+        ({"deliver_policy": "by_start_time"}, "needs opt_start_time"),
+        (
+            {"deliver_policy": "new", "opt_start_seq": 5},
+            "opt_start_seq only goes with deliver_policy by_start_sequence",
+        ),
+        ({"deliver_policy": "last_per_subject"}, "last_per_subject needs a filter subject"),
+        (
+            {"filter_subject": "a", "filter_subjects": ["b"]},
+            "either filter_subject or filter_subjects",
+        ),
+        ({"filter_subjects": ["a.>", "a.b"]}, "filter 'a.>' overlaps 'a.b' of the same consumer"),
+        ({"priority_policy": "overflow"}, "priority_policy needs priority_groups"),
+    ],
+)
+def test_start_position_filter_and_priority_rules(config: dict[str, Any], message: str) -> None:
+    found = problems(stream("S", subjects=[">"]), consumer("C", **config))
+    assert len(found) == 1 and message in found[0], found
+
+
+def test_work_queue_consumers_deliver_everything() -> None:
+    found = problems(
+        stream("Q", retention="workqueue"),
+        consumer("A", "Q", ack_policy="explicit", deliver_policy="new"),
+    )
+    assert found == [
+        "spec.yaml:12: deliver_policy: consumers of a workqueue stream need deliver_policy: all"
+    ]
+
+
 def test_duplicate_window_longer_than_max_age_is_reported() -> None:
     found = problems(stream("S", max_age="1m", duplicate_window="2m"))
     assert found == [
