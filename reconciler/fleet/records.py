@@ -116,10 +116,12 @@ class LineIndex:
         return Location("?", index + 1)
 
 
-def read_snapshots(spark: SparkSession, files: list[Path]) -> tuple[DataFrame, LineIndex]:
+def read_snapshots(
+    spark: SparkSession, files: list[Path], *, min_partitions: int | None = None
+) -> tuple[DataFrame, LineIndex]:
     """Every line of ``files`` as a row of :data:`LIVE_SCHEMA` (bad lines carry ``error``)."""
     sc: SparkContext = spark.sparkContext
-    rdds = [sc.textFile(str(path)) for path in files]
+    rdds = [sc.textFile(str(path), min_partitions) for path in files]
     layout: list[tuple[str, int, int]] = []
     first = 0
     for path, rdd in zip(files, rdds, strict=True):

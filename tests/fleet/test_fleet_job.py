@@ -1,0 +1,219 @@
+"""The fleet drift job on Spark (local[2], one shared session) against real snapshots."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import FleetCase
+
+from reconciler.drift import DriftReport
+from reconciler.errors import ReconcileError
+from reconciler.fleet.job import fleet_drift
+from reconciler.fleet.records import bad_lines, read_snapshots
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+Row = tuple[Any, ...]
+
+
+def canon(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def expected_rows(report: DriftReport) -> set[Row]:
+    rows: set[Row] = set()
+    for r in report.resources:
+        if r.status == "drifted":
+            for f in r.fields:
+                j = f.to_json()
+                rows.add(
+                    (
+                        r.kind,
+                        r.stream,
+                        r.name,
+                        "drifted",
+                        f.path,
+                        canon(j["declared"]),
+                        canon(j["live"]),
+                    )
+                )
+        elif r.status != "in_sync":
+            rows.add((r.kind, r.stream, r.name, r.status, None, None, None))
+    return rows
+
+
+def spark_rows(spark: Any, out: Path, env: str) -> set[Row]:
+    rows: set[Row] = set()
+    for r in spark.read.parquet(str(out / "drift")).where(f"env = '{env}'").collect():
+        if r["status"] == "drifted":
+            values = (canon(json.loads(r["desired"])), canon(json.loads(r["live"])))
+        else:
+            values = (None, None)
+        rows.add((r["kind"], r["stream"], r["name"], r["status"], r["field"], *values))
+    return rows
+
+
+def test_spark_findings_equal_reconcile_drift_for_every_environment(
+    spark: Any, fleet_case: FleetCase, tmp_path: Path
+) -> None:
+    result = fleet_drift(
+        specs=fleet_case.specs, snapshots=fleet_case.snapshots, out=tmp_path, spark=spark
+    )
+    statuses = set()
+    for env, report in fleet_case.reports.items():
+        want = expected_rows(report)
+        assert spark_rows(spark, tmp_path, env) == want, env
+        assert result.summary["by_env"][env]["in_sync"] == report.summary.counts["in_sync"]
+        statuses |= {row[3] for row in want}
+    # the scenario covers every kind of drift the job reports
+    assert statuses == {"drifted", "missing", "unmanaged", "orphaned"}
+    assert result.exit_code == 2 and result.summary["status"] == "drift"
+
+
+def test_summary_and_html_page_carry_the_same_figures(
+    spark: Any, fleet_case: FleetCase, tmp_path: Path
+) -> None:
+    fleet_drift(specs=fleet_case.specs, snapshots=fleet_case.snapshots, out=tmp_path, spark=spark)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    reports = fleet_case.reports.values()
+    totals = summary["totals"]
+    for status in ("drifted", "missing", "unmanaged", "orphaned"):
+        assert totals[status] == sum(r.summary.counts[status] for r in reports)
+    fields = sum(len(r.fields) for rep in reports for r in rep.with_status("drifted"))
+    assert totals["drifted_fields"] == fields
+    assert {f["field"] for f in summary["top_fields"]} == {
+        f.path for rep in reports for r in rep.with_status("drifted") for f in r.fields
+    }
+    assert set(summary["by_kind"]) <= {"Stream", "KeyValue", "ObjectStore", "Consumer"}
+    html = (tmp_path / "report.html").read_text()
+    shown = {m[1]: int(m[2]) for m in re.finditer(r'id="total-(\w+)" data-value="(\d+)"', html)}
+    assert shown == {"environments": 2, **{k: totals[k] for k in shown if k != "environments"}}
+    assert "<script" not in html and "http" not in html.split("</style>")[1]
+
+
+def shifted(lines: list[str], stamp: str, *, drop: tuple[str, ...] = ()) -> str:
+    out = []
+    for line in lines:
+        record = json.loads(line)
+        if record["stream"] in drop:
+            continue
+        record["captured_at"] = stamp
+        out.append(json.dumps(record))
+    return "\n".join(out) + "\n"
+
+
+def test_several_days_make_a_history_and_the_latest_capture_of_a_day_wins(
+    spark: Any, fleet_case: FleetCase, tmp_path: Path
+) -> None:
+    lines = (fleet_case.snapshots / "eu.jsonl").read_text().splitlines()
+    snaps = tmp_path / "snaps"
+    (snaps / "2026-01").mkdir(parents=True)
+    (snaps / "2026-01" / "eu-day1.jsonl").write_text(
+        shifted(lines, "2026-01-01T06:00:00Z", drop=("LEGACY", "OLD"))
+    )
+    stale = shifted(lines, "2026-01-02T01:00:00Z").replace("changed by hand", "stale")
+    (snaps / "eu-day2-early.jsonl").write_text(stale)
+    (snaps / "eu-day2.jsonl").write_text(shifted(lines, "2026-01-02T18:00:00Z"))
+    out = tmp_path / "out"
+    only_eu = tmp_path / "specs"
+    shutil.copytree(fleet_case.specs / "eu", only_eu / "eu")
+    result = fleet_drift(specs=only_eu, snapshots=snaps, out=out, spark=spark)
+    history = {h["day"]: h for h in result.summary["history"]}
+    report = fleet_case.reports["eu"]
+    assert set(history) == {"2026-01-01", "2026-01-02"}
+    assert history["2026-01-02"]["drift"] == report.summary.drift
+    # day 1 had neither the unmanaged LEGACY nor the orphaned OLD stream
+    assert history["2026-01-01"]["drift"] == report.summary.drift - 2
+    assert history["2026-01-01"]["orphaned"] == 0
+    assert spark_rows(spark, out, "eu") == expected_rows(report)  # the later capture won
+    assert 'id="chart-history"' in (out / "report.html").read_text()
+    days = spark.read.parquet(str(out / "history")).orderBy("day").collect()
+    assert [(r["day"].isoformat(), r["drift"]) for r in days] == [
+        ("2026-01-01", report.summary.drift - 2),
+        ("2026-01-02", report.summary.drift),
+    ]
+
+
+def test_bad_lines_are_reported_with_file_and_line_and_the_rest_is_compared(
+    spark: Any, fleet_case: FleetCase, tmp_path: Path
+) -> None:
+    snaps = tmp_path / "snaps"
+    shutil.copytree(fleet_case.snapshots, snaps)
+    good = json.loads((snaps / "eu.jsonl").read_text().splitlines()[0])
+    extra = {
+        **good,
+        "stream": "EXTRA",
+        "name": "EXTRA",
+        "config": {"name": "EXTRA", "subjects": ["extra.>"]},
+    }
+    unknown = {**good, "kind": "Queue"}
+    broken_env = {**good, "env": "broken"}
+    (snaps / "more.jsonl").write_text(
+        "\n".join(
+            ["", "{broken json", json.dumps(unknown), json.dumps(extra), json.dumps(broken_env)]
+        )
+        + "\n"
+    )
+    specs = tmp_path / "specs"
+    shutil.copytree(fleet_case.specs, specs)
+    (specs / "broken").mkdir()
+    (specs / "broken" / "bad.yaml").write_text("kind: Stream\nname: X\nmax_age: 10 parsecs\n")
+    out = tmp_path / "out"
+    result = fleet_drift(specs=specs, snapshots=snaps, out=out, spark=spark)
+    more = str((snaps / "more.jsonl").resolve())
+    assert [(str(b.location), b.message[:20]) for b in result.bad_lines] == [
+        (f"{more}:2", "not valid JSON: Expe"),
+        (f"{more}:3", "unknown kind 'Queue'"),
+    ]
+    errors = result.summary["errors"]
+    assert errors["bad_records_total"] == 2 and errors["count"] == 3
+    [env_error] = errors["envs"]
+    assert env_error["env"] == "broken"
+    assert env_error["problems"][0].startswith(f"{specs / 'broken' / 'bad.yaml'}:3:")
+    assert "broken" not in result.summary["by_env"]
+    rows = spark_rows(spark, out, "eu")
+    assert ("Stream", None, "EXTRA", "unmanaged", None, None, None) in rows
+    assert rows - expected_rows(fleet_case.reports["eu"]) == {
+        ("Stream", None, "EXTRA", "unmanaged", None, None, None)
+    }
+    assert result.exit_code == 1 and not result.summary["complete"]
+
+
+def test_line_numbers_hold_across_partitions(spark: Any, tmp_path: Path) -> None:
+    record = {
+        "env": "e",
+        "captured_at": "2026-01-01T00:00:00Z",
+        "kind": "Stream",
+        "name": "S",
+        "config": {"name": "S"},
+    }
+    lines = [json.dumps({**record, "name": f"S{i}"}) for i in range(400)]
+    for bad in (7, 150, 399):
+        lines[bad - 1] = "oops"
+    path = tmp_path / "many.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    frame, index = read_snapshots(spark, [path], min_partitions=4)
+    assert frame.rdd.getNumPartitions() >= 2
+    assert frame.where("error IS NULL").count() == 397  # runs the job: line counts arrive
+    found, total = bad_lines(frame, index)
+    assert total == 3
+    assert [b.location.line for b in found] == [7, 150, 399]
+
+
+def test_an_empty_snapshot_folder_is_an_error(spark: Any, tmp_path: Path) -> None:
+    (tmp_path / "snaps").mkdir()
+    (tmp_path / "specs" / "dev").mkdir(parents=True)
+    with pytest.raises(ReconcileError, match="no snapshot files"):
+        fleet_drift(
+            specs=tmp_path / "specs", snapshots=tmp_path / "snaps", out=tmp_path / "o", spark=spark
+        )
+    (tmp_path / "snaps" / "empty.jsonl").write_text("\n\n")
+    with pytest.raises(ReconcileError, match="no snapshot records"):
+        fleet_drift(
+            specs=tmp_path / "specs", snapshots=tmp_path / "snaps", out=tmp_path / "o", spark=spark
+        )

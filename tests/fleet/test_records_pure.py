@@ -1,0 +1,158 @@
+"""Snapshot records without Spark: writing, parsing, the schema, worker-side adapters."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from reconciler.fleet.canonical import compare, live_row, newest_server, server_info
+from reconciler.snapshot import (
+    BadRecord,
+    parse_record,
+    record_from_json,
+    snapshot_records,
+    write_jsonl,
+)
+from reconciler.spec import MANAGED_KEY, MANAGED_VALUE
+from reconciler.state import LiveState, ServerInfo
+
+SCHEMA = json.loads(
+    (Path(__file__).resolve().parents[2] / "schemas" / "snapshot.schema.json").read_text()
+)
+WHEN = datetime(2026, 3, 1, 12, 30, tzinfo=timezone.utc)
+ORDERS = {"name": "ORDERS", "subjects": ["ORDERS.*"], "max_age": 0, "storage": "file"}
+KV = {"name": "KV_cfg", "subjects": ["$KV.cfg.>"], "max_msgs_per_subject": 5}
+NEW = {"durable_name": "NEW", "name": "NEW", "ack_policy": "explicit", "ack_wait": 30 * 10**9}
+
+
+def live() -> LiveState:
+    return LiveState(
+        server=ServerInfo("2.12.3", 3),
+        streams={"ORDERS": ORDERS, "KV_cfg": KV},
+        consumers={("ORDERS", "NEW"): NEW},
+    )
+
+
+def test_every_stream_and_consumer_becomes_one_record_with_the_config_verbatim() -> None:
+    records = snapshot_records(live(), env="eu", captured_at=WHEN)
+    assert [(r["kind"], r["stream"], r["name"]) for r in records] == [
+        ("Stream", "KV_cfg", "KV_cfg"),
+        ("Stream", "ORDERS", "ORDERS"),
+        ("Consumer", "ORDERS", "NEW"),
+    ]
+    assert records[1]["config"] == ORDERS
+    assert {r["captured_at"] for r in records} == {"2026-03-01T12:30:00Z"}
+    assert {(r["server_version"], r["api_level"]) for r in records} == {("2.12.3", 3)}
+
+
+def test_written_records_follow_the_schema_and_parse_back() -> None:
+    out = io.StringIO()
+    assert write_jsonl(snapshot_records(live(), env="eu", captured_at=WHEN), out) == 3
+    lines = out.getvalue().splitlines()
+    for line in lines:
+        jsonschema.Draft202012Validator(SCHEMA).validate(json.loads(line))
+    record = parse_record(lines[2])
+    assert (record.env, record.kind, record.stream, record.name) == (
+        "eu",
+        "Consumer",
+        "ORDERS",
+        "NEW",
+    )
+    assert record.day.isoformat() == "2026-03-01"
+    assert record.config == NEW
+
+
+def test_records_of_other_tools_need_only_the_documented_fields() -> None:
+    record = record_from_json(
+        {
+            "env": "x",
+            "captured_at": "2026-03-01T23:30:00-02:00",
+            "kind": "Stream",
+            "name": "S",
+            "config": {},
+        }
+    )
+    assert record.stream == "S" and record.server_version is None
+    assert record.day.isoformat() == "2026-03-02"  # grouped by UTC day
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        ('{"env": "x"}', "missing field(s): captured_at, kind, name, config"),
+        (
+            '{"env":"x","captured_at":"2026-01-01T00:00:00Z","kind":"Queue","name":"q","config":{}}',
+            "unknown kind 'Queue'",
+        ),
+        (
+            '{"env":"x","captured_at":"yesterday","kind":"Stream","name":"q","config":{}}',
+            "not an RFC 3339 timestamp",
+        ),
+        (
+            '{"env":"x","captured_at":"2026-01-01T00:00:00Z","kind":"Consumer","name":"c","config":{}}',
+            "stream must be a non-empty string",
+        ),
+        (
+            '{"env":"x","captured_at":"2026-01-01T00:00:00Z","kind":"Stream","name":"q","config":[]}',
+            "config must be a JSON object",
+        ),
+    ],
+)
+def test_a_bad_line_says_what_is_wrong(line: str, message: str) -> None:
+    with pytest.raises(BadRecord, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_record(line)
+
+
+def test_bucket_streams_are_named_as_buckets_when_undeclared() -> None:
+    records = snapshot_records(live(), env="eu", captured_at=WHEN)
+    rows = [live_row(parse_record(json.dumps(r))) for r in records]
+    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
+        ("KV_cfg", "", "KeyValue", "cfg"),
+        ("ORDERS", "", "Stream", "ORDERS"),
+        ("ORDERS", "NEW", "Consumer", "NEW"),
+    ]
+    assert rows[1][4]["max_msgs"] == -1  # canonical: defaults filled
+
+
+def test_the_managed_marker_is_read_from_the_live_config() -> None:
+    config = {**ORDERS, "metadata": {MANAGED_KEY: MANAGED_VALUE}}
+    record = record_from_json(
+        {
+            "env": "x",
+            "captured_at": "2026-01-01T00:00:00Z",
+            "kind": "Stream",
+            "name": "ORDERS",
+            "config": config,
+        }
+    )
+    assert live_row(record)[5] is True
+
+
+def test_a_snapshot_without_server_facts_is_read_with_the_newest_semantics() -> None:
+    newest = newest_server()
+    assert server_info(None, None) == newest
+    assert newest.version_tuple >= (2, 14, 0)
+    assert server_info(None, 2).version == "2.12.0"
+    assert server_info("2.10.25", None) == ServerInfo("2.10.25", 0)
+
+
+def test_compare_reports_fields_with_desired_and_live_json_and_replace_needs() -> None:
+    desired = json.dumps({"storage": "memory", "max_age": 5})
+    live_text = json.dumps({"storage": "file", "max_age": 5})
+    replaced, rows = compare("Stream", desired, live_text, "2.12.3", 3)
+    assert replaced and rows == [("storage", '"memory"', '"file"')]
+    assert compare("Stream", desired, desired, None, None) == (False, [])
+
+
+def test_secret_looking_values_are_redacted_in_field_rows() -> None:
+    desired = json.dumps({"metadata": {"api_token": "s3cret"}})
+    live_text = json.dumps({"metadata": {"api_token": "other"}})
+    _, rows = compare("Stream", desired, live_text, None, None)
+    assert "s3cret" not in repr(rows) and "other" not in repr(rows)
