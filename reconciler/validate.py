@@ -15,7 +15,7 @@ from typing import Any, cast
 from reconciler.checks import cross_resource_problems
 from reconciler.errors import Problem, SpecError
 from reconciler.fields import field_limit, unit_paths
-from reconciler.loader import Document, load_documents
+from reconciler.loader import Document, load_file, spec_files
 from reconciler.schema import kind_problem, schema_problems
 from reconciler.spec import Kind, Spec
 from reconciler.units import UnitError, parse_duration, parse_size
@@ -24,11 +24,24 @@ SPEC_ONLY_FIELDS = ("kind", "stream", "external")
 
 
 def load_specs(paths: Sequence[str | Path]) -> list[Spec]:
-    """Load, validate and check every spec under ``paths``; raise one SpecError."""
-    return validate_documents(load_documents(paths))
+    """Load, validate and check every spec under ``paths``; raise one SpecError.
+
+    Files that cannot be read do not hide the problems of the others; cross-resource
+    checks run only when every file was read (a stream in an unreadable file would
+    otherwise make its consumers look orphaned).
+    """
+    problems: list[Problem] = []
+    documents = [doc for path in spec_files(paths, problems) for doc in load_file(path, problems)]
+    try:
+        specs = validate_documents(documents, cross_checks=not problems)
+    except SpecError as err:
+        raise SpecError(problems + err.problems) from None
+    if problems:
+        raise SpecError(problems)
+    return specs
 
 
-def validate_documents(documents: Iterable[Document]) -> list[Spec]:
+def validate_documents(documents: Iterable[Document], *, cross_checks: bool = True) -> list[Spec]:
     """Validate documents into specs, or raise one SpecError listing every problem."""
     problems: list[Problem] = []
     specs: list[Spec] = []
@@ -38,7 +51,8 @@ def validate_documents(documents: Iterable[Document]) -> list[Spec]:
         spec = spec_from_document(document, problems)
         if spec is not None:
             specs.append(spec)
-    problems.extend(cross_resource_problems(specs, declared_streams=declared))
+    if cross_checks:
+        problems.extend(cross_resource_problems(specs, declared_streams=declared))
     if problems:
         raise SpecError(problems)
     return specs

@@ -151,6 +151,21 @@ def test_every_problem_is_printed_on_its_own_line(tmp_path: Path) -> None:
     ]
 
 
+def test_a_broken_file_does_not_hide_problems_in_the_others(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text("kind: Stream\nname: [A\n")
+    (tmp_path / "b.yaml").write_text("kind: Stream\nname: B\nmax_age: 10 parsecs\n")
+    (tmp_path / "c.yaml").write_text("kind: Consumer\nstream: A\nname: C\n")
+
+    done = reconcile("validate", tmp_path)
+
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert [line.split(":")[:2] for line in lines] == [
+        [str(tmp_path / "a.yaml"), "3"],
+        [str(tmp_path / "b.yaml"), "3"],
+    ], "no 'stream A not declared' for the consumer: A's file could not be read"
+
+
 def test_json_format_prints_the_problems_as_json(tmp_path: Path) -> None:
     path = tmp_path / "s.yaml"
     path.write_text("kind: Stream\nname: S\nmax_age: 10 parsecs\n")
