@@ -293,3 +293,43 @@ def test_server_refuses_exactly_the_updates_planned_as_replaces(
         assert refused == bool(reasons), (label, reasons, error)
         if not refused:
             assert read_back == desired, label
+
+
+CLUSTER_SPECS = [
+    spec("Stream", "R3", subjects=["r3.>"], num_replicas=3, max_age=60 * SECOND),
+    spec("KeyValue", "replicated", replicas=3, history=2),
+    spec("Consumer", "inherit", stream="R3", ack_policy="explicit"),
+    spec("Consumer", "single", stream="R3", ack_policy="explicit", num_replicas=1),
+]
+
+
+async def _cluster_round_trip(url: str) -> list[tuple[Spec, dict[str, Any], dict[str, Any]]]:
+    nc = await nats.connect(url)
+    try:
+        info = await _request(nc, "$JS.API.INFO")
+        level = info["api"].get("level", 0)
+        server = ServerInfo(version=nc._server_info["version"], api_level=level, clustered=True)
+        pairs = []
+        for s in CLUSTER_SPECS:
+            if s.kind == "Consumer":
+                parent = (await _request(nc, "$JS.API.STREAM.INFO.R3"))["config"]
+                desired = desired_config(s, server, stream_config=parent)
+                body = {"stream_name": "R3", "config": desired, "action": "create"}
+                await _request(nc, f"$JS.API.CONSUMER.CREATE.R3.{s.name}", body)
+                read = await _request(nc, f"$JS.API.CONSUMER.INFO.R3.{s.name}")
+            else:
+                desired = desired_config(s, server)
+                await _request(nc, f"$JS.API.STREAM.CREATE.{s.stream_name}", desired)
+                read = await _request(nc, f"$JS.API.STREAM.INFO.{s.stream_name}")
+            pairs.append((s, desired, live_config(s.kind, read["config"], server)))
+        return pairs
+    finally:
+        await nc.close()
+
+
+@pytest.mark.cluster
+def test_replicated_resources_read_back_as_their_desired_config(
+    cluster: Any, run: Callable[..., Any]
+) -> None:
+    for s, desired, canonical in run(_cluster_round_trip(cluster.url)):
+        assert diff_configs(desired, canonical) == [], (s.kind, s.name)
