@@ -29,7 +29,6 @@ stream: S{i}
 name: WORK
 filter_subject: s{i}.work
 ack_policy: explicit
-ack_wait: 30s
 backoff: [1s, 5s]
 max_deliver: 5
 ---
