@@ -38,7 +38,14 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from reconciler.errors import LockError, NotFound, ReconcileError, ServerError
+from reconciler.errors import (
+    ConnectError,
+    LockError,
+    NotFound,
+    ReconcileError,
+    RequestTimeout,
+    ServerError,
+)
 
 LOCK_BUCKET = "RECONCILE_LOCKS"
 LOCK_KEY = "apply"
@@ -219,6 +226,7 @@ async def try_acquire(
         current = await read_lease(store, bucket=settings.bucket, key=settings.key, missing=True)
     except NotFound:
         await ensure_bucket(store, settings.bucket, replicas=settings.replicas)
+        await _until_writable(store, settings)
         current = None
     try:
         if current is None:
@@ -234,6 +242,18 @@ async def try_acquire(
             raise
         return None, await read_lease(store, bucket=settings.bucket, key=settings.key)
     return replace(ours, revision=revision), None
+
+
+async def _until_writable(store: LockStore, settings: LockSettings, *, tries: int = 50) -> None:
+    """A new replicated bucket takes a moment to elect its leader; until then a write finds
+    no responders. Wait (at most ``tries`` times 0.1 s) until a read through the leader works."""
+    for _ in range(tries - 1):
+        try:
+            await store.kv_entry(settings.bucket, settings.key)
+            return
+        except (ConnectError, RequestTimeout, ServerError):
+            await asyncio.sleep(0.1)
+    await store.kv_entry(settings.bucket, settings.key)
 
 
 async def acquire(

@@ -1,0 +1,111 @@
+"""A 3-node cluster on loopback with R3 streams: one node down, and leader changes mid-apply."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+
+import pytest
+from harness import (
+    consumer_doc,
+    pending,
+    plan_json,
+    reconcile,
+    run_client,
+    start_reconcile,
+    stream_doc,
+    stream_infos,
+    write_specs,
+)
+from servers import delete_all_streams, run
+
+from reconciler.errors import ReconcileError
+
+pytestmark = [pytest.mark.integration, pytest.mark.cluster, pytest.mark.slow]
+
+
+@pytest.fixture
+def nodes(cluster):
+    cluster.wait_for_meta_leader()
+    yield cluster
+    for node in cluster.nodes:
+        if not node.running:
+            node.start(wait=False)
+    for node in cluster.nodes:
+        node.wait_ready(jetstream=False)
+    cluster.wait_for_meta_leader()
+    run(delete_all_streams(cluster.url))
+
+
+def _documents(count: int, **fields) -> list[dict]:
+    documents: list[dict] = []
+    for i in range(count):
+        name = f"R3S{i:02d}"
+        documents.append(stream_doc(name, num_replicas=3, **fields))
+        documents.append(consumer_doc(name, "WORKER", max_deliver=5))
+    return documents
+
+
+def _converged(paths: list[Path], urls: str) -> bool:
+    return pending(plan_json(paths, urls)) == []
+
+
+def test_apply_and_replan_work_with_one_node_down(nodes, tmp_path: Path, figures) -> None:
+    specs = write_specs(tmp_path / "s", _documents(4))
+    assert reconcile("apply", str(specs), "--server", nodes.urls).returncode == 0
+    down = nodes.nodes[0]  # the first URL: the client has to move on to the next one
+
+    down.stop()
+    try:
+        assert _converged([specs], nodes.urls)
+        changed = write_specs(tmp_path / "s2", _documents(5, max_msgs=500))
+        done = reconcile("apply", str(changed), "--server", nodes.urls)
+        assert done.returncode == 0, done.stderr
+        assert _converged([changed], nodes.urls)
+        infos = stream_infos(nodes.urls)
+        assert all(infos[f"R3S{i:02d}"]["config"]["max_msgs"] == 500 for i in range(5))
+        assert all(infos[f"R3S{i:02d}"]["config"]["num_replicas"] == 3 for i in range(5))
+    finally:
+        down.start(wait=False)
+    figures.add("faults_survived")
+    figures.add("cluster_node_outages")
+
+
+def test_leader_changes_mid_apply_then_apply_converges(nodes, tmp_path: Path, figures) -> None:
+    specs = write_specs(tmp_path / "s", _documents(30))
+    apply = start_reconcile("apply", str(specs), "--server", nodes.urls, "--concurrency", "1")
+    stepped = _step_down_streams_while_running(nodes.urls, apply)
+    _, err = apply.communicate(timeout=180)
+
+    assert apply.returncode in (0, 1), err
+    assert "Traceback" not in err
+    assert stepped > 0, f"leaders changed while the apply ran: {err}"
+    for _ in range(3):  # a re-run converges (a step cut by an election may need one more)
+        again = reconcile("apply", str(specs), "--server", nodes.urls, "--lock-timeout", "60")
+        if again.returncode == 0:
+            break
+    assert again.returncode == 0, again.stderr
+    assert _converged([specs], nodes.urls)
+    figures.add("faults_survived")
+    figures.add("leader_changes", stepped)
+
+
+def _step_down_streams_while_running(urls: str, apply) -> int:
+    """Ask the leader of every stream created so far to step down, until the apply ends."""
+
+    async def work(client) -> int:
+        stepped: set[str] = set()
+        deadline = time.monotonic() + 120
+        while apply.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(ReconcileError):  # a stream still forming: next round
+                for name in await client.stream_names():
+                    if name.startswith("R3S") and name not in stepped:
+                        await client.request(f"STREAM.LEADER.STEPDOWN.{name}", timeout=0.5)
+                        stepped.add(name)
+            await asyncio.sleep(0.05)
+        return len(stepped)
+
+    stepped: int = run_client(urls, work)
+    return stepped
