@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 
 from reconciler.plan import Entry, Plan
-from reconciler.render.text import SYMBOLS, display_value, summary_line
+from reconciler.render.text import SYMBOLS, display_value, field_label, summary_line
 
 ICONS = {"create": "🆕", "update": "🔄", "replace": "⚠️", "delete": "🗑️"}
 
@@ -40,7 +40,7 @@ def _details(step: Entry) -> list[str]:
         lines += ["| Field | Value |" if creating else "| Field | Before | After |"]
         lines += ["|---|---|" if creating else "|---|---|---|"]
         for change in step.fields:
-            cells = [change.path, display_value(change.path, change.after)]
+            cells = [field_label(step.kind, change.path), display_value(change.path, change.after)]
             if not creating:
                 cells.insert(1, display_value(change.path, change.before))
             lines.append("| " + " | ".join(cell(text) for text in cells) + " |")

@@ -38,6 +38,21 @@ DURATION_FIELDS = frozenset(
 )
 SIZE_FIELDS = frozenset({"max_bytes", "max_msg_size", "max_value_size"})
 MAX_VALUE_WIDTH = 120
+#: Stream fields of a bucket as its spec names them, shown next to the wire path.
+BUCKET_NAMES = {
+    "max_age": "ttl",
+    "max_msgs_per_subject": "history",
+    "max_msg_size": "max_value_size",
+    "num_replicas": "replicas",
+}
+
+
+def field_label(kind: str, path: str) -> str:
+    """``max_age (ttl)`` for a bucket's stream field, the path itself otherwise."""
+    alias = BUCKET_NAMES.get(path) if kind in ("KeyValue", "ObjectStore") else None
+    if alias is None or (kind == "ObjectStore" and alias in ("history", "max_value_size")):
+        return path
+    return f"{path} ({alias})"
 
 
 def _leaf(path: str) -> str:
@@ -75,10 +90,11 @@ def display_value(path: str, value: Any) -> str:
     return text
 
 
-def change_line(path: str, before: Any, after: Any, *, action: str) -> str:
+def change_line(path: str, before: Any, after: Any, *, action: str, kind: str = "") -> str:
+    label = field_label(kind, path)
     if action == "create":
-        return f"{path}: {display_value(path, after)}"
-    return f"{path}: {display_value(path, before)} → {display_value(path, after)}"
+        return f"{label}: {display_value(path, after)}"
+    return f"{label}: {display_value(path, before)} → {display_value(path, after)}"
 
 
 def _paint(text: str, style: str, *, color: bool) -> str:
@@ -90,9 +106,10 @@ def step_lines(step: Entry, *, color: bool = False) -> list[str]:
     head = f"{SYMBOLS[step.action]} {step.action} {step.label}{where}"
     lines = [_paint(head, step.action, color=color)]
     for change in step.fields:
-        lines.append(
-            "    " + change_line(change.path, change.before, change.after, action=step.action)
+        line = change_line(
+            change.path, change.before, change.after, action=step.action, kind=step.kind
         )
+        lines.append("    " + line)
     lines.extend(_paint(f"    # {reason}", "note", color=color) for reason in step.reasons)
     return lines
 

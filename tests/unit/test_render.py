@@ -50,6 +50,19 @@ def sample_plan() -> Plan:
     )
 
 
+def bucket_plan() -> Plan:
+    return Plan(
+        server=SERVER,
+        changes=(
+            Update(
+                kind="KeyValue",
+                name="cfg",
+                fields=(FieldChange("max_msgs_per_subject", 1, 5), FieldChange("max_age", 0, HOUR)),
+            ),
+        ),
+    )
+
+
 def test_text_reads_like_terraform_with_human_units() -> None:
     text = render_plan(sample_plan(), "text")
     assert "+ create Stream NEW" in text
@@ -116,3 +129,10 @@ def test_json_is_the_plan_document() -> None:
 def test_an_unknown_format_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown plan format"):
         render_plan(sample_plan(), "yaml")  # type: ignore[arg-type]
+
+
+def test_bucket_fields_are_shown_with_their_bucket_names() -> None:
+    text = render_plan(bucket_plan(), "text")
+    assert "    max_msgs_per_subject (history): 1 → 5" in text
+    assert "    max_age (ttl): 0s → 1h" in text
+    assert "| max_age (ttl) | 0s | 1h |" in render_plan(bucket_plan(), "markdown")
