@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from reconciler.buckets import classify_stream
@@ -339,7 +339,7 @@ class _Builder:
         if isinstance(entry, Replace):
             self.replaced.add(spec.stream_name)
             extra = self.lost_consumers(spec.stream_name)
-            entry = Replace(**{**_fields_of(entry), "reasons": (*entry.reasons, *extra)})
+            entry = replace(entry, reasons=(*entry.reasons, *extra))
         self.add(entry)
 
     def lost_consumers(self, stream: str) -> tuple[str, ...]:
@@ -427,10 +427,6 @@ class _Builder:
 
 def _identity(spec: Spec) -> dict[str, Any]:
     return {"kind": spec.kind, "name": spec.name, "stream": spec.stream, "source": spec.source}
-
-
-def _fields_of(entry: Entry) -> dict[str, Any]:
-    return {f.name: getattr(entry, f.name) for f in fields(entry)}
 
 
 def build_plan(specs: Sequence[Spec], live: LiveState, *, prune: bool = False) -> Plan:
