@@ -24,7 +24,7 @@ from nats.errors import ConnectionClosedError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
 from reconciler.errors import ConnectError, NotFound, PermissionDenied, RequestTimeout, ServerError
-from reconciler.jetstream.connection import ConnectionOptions, connect
+from reconciler.jetstream.connection import ConnectionOptions, close_quietly, connect
 from reconciler.jetstream.embedded import EmbeddedServer
 from reconciler.state import LiveState, ServerInfo, StreamState
 
@@ -102,8 +102,7 @@ class JetStreamClient:
         return client
 
     async def close(self) -> None:
-        if not self.nc.is_closed:
-            await self.nc.close()
+        await close_quietly(self.nc)
 
     # -- errors reported out of band -------------------------------------------------
     def note_error(self, err: Exception) -> None:

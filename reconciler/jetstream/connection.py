@@ -9,6 +9,7 @@ an unreachable server or rejected credentials fail within ``connect_timeout`` wi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import ssl
 import time
@@ -171,6 +172,14 @@ def describe_failure(url: str, err: BaseException, *, timeout: float) -> str:
     return f"cannot connect to {where}: {err or type(err).__name__}"
 
 
+async def close_quietly(nc: NATS, *, timeout: float = 2.0) -> None:
+    """Close ``nc``; a connection broken mid-handshake can hang nats-py's close."""
+    if nc.is_closed:
+        return
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(nc.close(), timeout)
+
+
 async def _quiet(err: Exception) -> None:
     """Default error callback: nats-py would otherwise log every failure."""
 
@@ -194,7 +203,10 @@ async def connect(options: ConnectionOptions, *, error_cb: ErrorCallback | None 
                 _open(url, remaining, error_cb or _quiet, kwargs), timeout=remaining
             )
         except (OSError, asyncio.TimeoutError, nats.errors.Error, ssl.SSLError) as err:
-            reasons.append(describe_failure(url, err, timeout=options.connect_timeout))
+            reason = describe_failure(url, err, timeout=options.connect_timeout)
+            if tls is not None and not isinstance(err, ssl.SSLError | asyncio.TimeoutError):
+                reason += " (does the server require a client certificate? --tls-cert/--tls-key)"
+            reasons.append(reason)
     raise ConnectError("; ".join(reasons))
 
 
@@ -236,8 +248,7 @@ async def _open(url: str, timeout: float, error_cb: ErrorCallback, kwargs: dict[
         raise ConnectionRefusedError("connection refused") from err
     except BaseException:
         attempt.cancel()
-        if not nc.is_closed:
-            await nc.close()
+        await close_quietly(nc)
         raise
     connected = True
     return nc
