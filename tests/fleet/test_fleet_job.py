@@ -10,52 +10,13 @@ from typing import Any
 
 import pytest
 from conftest import FleetCase
+from findings import expected_rows, spark_rows
 
-from reconciler.drift import DriftReport
 from reconciler.errors import ReconcileError
 from reconciler.fleet.job import fleet_drift
 from reconciler.fleet.records import bad_lines, read_snapshots
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
-
-Row = tuple[Any, ...]
-
-
-def canon(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def expected_rows(report: DriftReport) -> set[Row]:
-    rows: set[Row] = set()
-    for r in report.resources:
-        if r.status == "drifted":
-            for f in r.fields:
-                j = f.to_json()
-                rows.add(
-                    (
-                        r.kind,
-                        r.stream,
-                        r.name,
-                        "drifted",
-                        f.path,
-                        canon(j["declared"]),
-                        canon(j["live"]),
-                    )
-                )
-        elif r.status != "in_sync":
-            rows.add((r.kind, r.stream, r.name, r.status, None, None, None))
-    return rows
-
-
-def spark_rows(spark: Any, out: Path, env: str) -> set[Row]:
-    rows: set[Row] = set()
-    for r in spark.read.parquet(str(out / "drift")).where(f"env = '{env}'").collect():
-        if r["status"] == "drifted":
-            values = (canon(json.loads(r["desired"])), canon(json.loads(r["live"])))
-        else:
-            values = (None, None)
-        rows.add((r["kind"], r["stream"], r["name"], r["status"], r["field"], *values))
-    return rows
 
 
 def test_spark_findings_equal_reconcile_drift_for_every_environment(

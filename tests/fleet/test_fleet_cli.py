@@ -1,0 +1,94 @@
+"""`reconcile fleet drift` and `reconcile snapshot` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.fleet.canonical import newest_server, to_json
+from reconciler.fleet.job import fleet_drift
+from reconciler.fleet.session import JavaMissing, check_java
+from reconciler.normalize import desired_config
+from reconciler.validate import load_specs
+
+pytestmark = pytest.mark.spark
+
+SPEC = "kind: Stream\nname: S\nsubjects: [s.>]\nmax_age: 1h\n"
+
+
+def reconcile(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "reconciler", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=env,
+    )
+
+
+def in_sync_fleet(tmp_path: Path) -> tuple[Path, Path]:
+    """A fleet whose snapshot (written by another tool: no server facts) matches its specs."""
+    (tmp_path / "specs" / "dev").mkdir(parents=True)
+    (tmp_path / "specs" / "dev" / "s.yaml").write_text(SPEC)
+    [spec] = load_specs([tmp_path / "specs" / "dev"])
+    config = desired_config(spec, newest_server())
+    record = {
+        "env": "dev",
+        "captured_at": "2026-02-03T04:05:06Z",
+        "kind": "Stream",
+        "stream": "S",
+        "name": "S",
+        "config": config,
+    }
+    (tmp_path / "snaps").mkdir()
+    (tmp_path / "snaps" / "dev.ndjson").write_text(to_json(record) + "\n")
+    return tmp_path / "specs", tmp_path / "snaps"
+
+
+def test_a_fleet_in_sync_exits_0_with_an_empty_drift_dataset(spark: Any, tmp_path: Path) -> None:
+    specs, snaps = in_sync_fleet(tmp_path)
+    result = fleet_drift(specs=specs, snapshots=snaps, out=tmp_path / "out", spark=spark)
+    assert result.exit_code == 0 and result.summary["status"] == "in_sync"
+    assert result.summary["by_env"]["dev"]["in_sync"] == 1
+    assert spark.read.parquet(str(tmp_path / "out" / "drift")).count() == 0
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["totals"]["drift"] == 0
+
+
+def test_without_java_the_command_says_so_in_one_line(tmp_path: Path) -> None:
+    specs, snaps = in_sync_fleet(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(tmp_path)  # no java here
+    done = reconcile(
+        "fleet",
+        "drift",
+        "--specs",
+        str(specs),
+        "--snapshots",
+        str(snaps),
+        "--out",
+        str(tmp_path / "out"),
+        env=env,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().startswith("error: Java not found")
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_java_home_without_java_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path))
+    with pytest.raises(JavaMissing, match="has no bin/java"):
+        check_java()
+
+
+def test_snapshot_and_fleet_options_are_documented() -> None:
+    assert "--spark-master" in reconcile("fleet", "drift", "--help").stdout
+    assert "--env" in reconcile("snapshot", "--help").stdout
