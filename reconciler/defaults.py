@@ -139,6 +139,12 @@ CONSUMER_FIELDS: Final[Mapping[str, Field]] = {
     "sourcing": _v214(False),
 }
 
+#: Values newer than their field: (kind, field, value) -> since when servers accept them.
+VALUE_FIELDS: Final[Mapping[tuple[str, str, str], Field]] = {
+    ("Consumer", "priority_policy", "prioritized"): _v212(None),
+    ("Consumer", "ack_policy", "flow_control"): _v214(None),
+}
+
 #: Fields a server reports that are not configuration the reconciler manages:
 #: never diffed, but kept (``preserve``) so an update sends them back unchanged.
 STREAM_PASSTHROUGH: Final = frozenset({"template_owner"})

@@ -218,20 +218,28 @@ def _zone(zone: str | None) -> str:
 
 
 def unsupported_fields(specs: Iterable[Spec], server: ServerInfo) -> list[Problem]:
-    """Declared fields the connected server does not understand, one problem each.
+    """Declared fields (or values) the connected server does not understand, one each.
 
     A field declared with its default value (a config copied from a newer server) is not a
     problem: it is simply not sent.
     """
     problems: list[Problem] = []
     for spec in specs:
-        table = d.field_table(wire_kind(spec.kind))
         for key, value in spec.config.items():
-            is_bucket = spec.kind in ("KeyValue", "ObjectStore")
-            wire_name = BUCKET_FIELD_NEEDS.get(key, key) if is_bucket else key
-            entry = table.get(wire_name)
-            if entry is None or d.server_knows(entry, server) or value == entry.absent:
-                continue
-            message = f"needs nats-server {entry.since_text} or newer (connected: {server.version})"
-            problems.append(Problem(spec.where(key), key, message))
+            message = _newer_than_server(spec, key, value, server)
+            if message is not None:
+                problems.append(Problem(spec.where(key), key, message))
     return problems
+
+
+def _newer_than_server(spec: Spec, key: str, value: Any, server: ServerInfo) -> str | None:
+    kind = wire_kind(spec.kind)
+    is_bucket = spec.kind in ("KeyValue", "ObjectStore")
+    connected = f"(connected: {server.version})"
+    entry = d.field_table(kind).get(BUCKET_FIELD_NEEDS.get(key, key) if is_bucket else key)
+    if entry is not None and not d.server_knows(entry, server) and value != entry.absent:
+        return f"needs nats-server {entry.since_text} or newer {connected}"
+    newer = d.VALUE_FIELDS.get((kind, key, value)) if isinstance(value, str) else None
+    if newer is not None and not d.server_knows(newer, server):
+        return f"{value!r} needs nats-server {newer.since_text} or newer {connected}"
+    return None

@@ -308,3 +308,17 @@ def test_normalising_a_consumer_twice_changes_nothing(
     stream = {"consumer_limits": limits}
     desired = desired_config(spec("Consumer", "C", "S", **config), server, stream_config=stream)
     assert live_config("Consumer", desired, server, stream_config=stream) == desired
+
+
+def test_a_value_newer_than_the_server_is_a_problem() -> None:
+    flow = spec("Consumer", "C", "S", ack_policy="flow_control")
+    (problem,) = unsupported_fields([flow], V212)
+    assert problem.message == "'flow_control' needs nats-server 2.14 or newer (connected: 2.12.8)"
+    assert unsupported_fields([flow], V214) == []
+    prioritized = spec("Consumer", "C", "S", priority_policy="prioritized", priority_groups=["g"])
+    assert [p.path for p in unsupported_fields([prioritized], V211)] == ["priority_policy"]
+
+
+def test_a_newer_list_field_is_reported_too() -> None:
+    groups = spec("Consumer", "C", "S", priority_groups=["g"])
+    assert [p.path for p in unsupported_fields([groups], V210)] == ["priority_groups"]
