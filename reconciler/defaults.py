@@ -163,6 +163,8 @@ DEFAULT_ACK_WAIT: Final = 30_000_000_000
 DEFAULT_MAX_ACK_PENDING: Final = 1000
 DEFAULT_MAX_WAITING: Final = 512
 DEFAULT_PINNED_TTL: Final = 120_000_000_000
+#: ack_policy flow_control (2.14) sets flow_control and this idle heartbeat (1s).
+FLOW_CONTROL_HEARTBEAT: Final = 1_000_000_000
 #: From 2.14 a stream with sources gets no default duplicate window.
 SOURCES_SKIP_DEDUPE_SINCE: Final[Version] = (2, 14, 0)
 

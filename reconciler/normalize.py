@@ -191,6 +191,8 @@ def _consumer_derived(out: dict[str, Any], limits: Mapping[str, Any]) -> None:
         out["max_ack_pending"] = d.DEFAULT_MAX_ACK_PENDING
     if out.get("priority_policy") == "pinned_client" and out.get("priority_timeout") == 0:
         out["priority_timeout"] = d.DEFAULT_PINNED_TTL
+    if out["ack_policy"] == "flow_control":
+        out["flow_control"], out["idle_heartbeat"] = True, d.FLOW_CONTROL_HEARTBEAT
 
 
 def rfc3339_utc(value: Any) -> Any:

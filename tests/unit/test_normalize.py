@@ -322,3 +322,11 @@ def test_a_value_newer_than_the_server_is_a_problem() -> None:
 def test_a_newer_list_field_is_reported_too() -> None:
     groups = spec("Consumer", "C", "S", priority_groups=["g"])
     assert [p.path for p in unsupported_fields([groups], V210)] == ["priority_groups"]
+
+
+def test_flow_control_acks_switch_on_flow_control_with_a_one_second_heartbeat() -> None:
+    # As nats-server 2.15.1 answered for {"ack_policy": "flow_control", "deliver_subject": "x"}.
+    push = spec("Consumer", "B", "S", ack_policy="flow_control", deliver_subject="x")
+    desired = desired_config(push, V214)
+    assert desired["flow_control"] is True and desired["idle_heartbeat"] == SECOND
+    assert desired["max_ack_pending"] == 1000 and desired["ack_wait"] == 0
