@@ -400,6 +400,12 @@ class NatsServer:
     def pause(self) -> None:
         """SIGSTOP: the process stays but answers nothing (a hung server)."""
         os.kill(self.pid, signal.SIGSTOP)
+        stat = Path(f"/proc/{self.pid}/stat")
+        deadline = time.monotonic() + 5
+        while stat.exists() and time.monotonic() < deadline:  # stopping is asynchronous
+            if stat.read_text().rsplit(")", 1)[1].split()[0] in ("T", "t"):
+                break
+            time.sleep(0.01)
 
     def resume(self) -> None:
         os.kill(self.pid, signal.SIGCONT)

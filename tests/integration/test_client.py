@@ -1,0 +1,269 @@
+"""JetStreamClient against real nats-server processes: paging, error mapping, KV, domains."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from servers import Cluster, NatsServer, run
+
+from reconciler.errors import ConnectError, NotFound, PermissionDenied, RequestTimeout, ServerError
+from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
+
+pytestmark = pytest.mark.integration
+
+Body = Callable[[JetStreamClient], Awaitable[Any]]
+
+
+def with_client(url: str, body: Body, **options: Any) -> Any:
+    async def go() -> Any:
+        async with open_client(ConnectionOptions(servers=url, **options)) as client:
+            return await body(client)
+
+    return run(go())
+
+
+def stream(name: str, **config: Any) -> dict[str, Any]:
+    return {"name": name, "subjects": [f"{name}.>"], "storage": "memory", **config}
+
+
+async def create_many(client: JetStreamClient, configs: list[dict[str, Any]]) -> None:
+    limit = asyncio.Semaphore(64)
+
+    async def create(config: dict[str, Any]) -> None:
+        async with limit:
+            await client.create_stream(config)
+
+    await asyncio.gather(*(create(c) for c in configs))
+
+
+def test_lists_page_past_the_page_size(clean_server: NatsServer) -> None:
+    async def body(client: JetStreamClient) -> tuple[int, int, int]:
+        await create_many(client, [stream(f"P{i:03d}") for i in range(600)])
+        infos = await client.list_streams()
+        names = await client.stream_names()
+        live = await client.fetch_live()
+        assert {i["config"]["name"] for i in infos} == set(names) == set(live.streams)
+        return len(infos), len(names), len(live.streams)
+
+    assert with_client(clean_server.url, body) == (600, 600, 600)
+
+
+def test_consumer_list_pages_past_the_page_size(clean_server: NatsServer) -> None:
+    async def body(client: JetStreamClient) -> Any:
+        await client.create_stream(stream("MANY"))
+        limit = asyncio.Semaphore(64)
+
+        async def add(i: int) -> None:
+            async with limit:
+                config = {"durable_name": f"c{i:03d}", "ack_policy": "explicit"}
+                await client.create_consumer("MANY", config, action="create")
+
+        await asyncio.gather(*(add(i) for i in range(300)))
+        return await client.list_consumers("MANY"), await client.fetch_live()
+
+    consumers, live = with_client(clean_server.url, body)
+    assert len(consumers) == 300
+    assert len(live.consumers) == 300
+    assert live.consumers[("MANY", "c299")]["ack_policy"] == "explicit"
+    assert live.stream_state["MANY"].consumer_count == 300
+
+
+def test_fetch_live_keeps_configs_exactly_as_the_server_sent_them(clean_server: NatsServer) -> None:
+    async def body(client: JetStreamClient) -> Any:
+        await client.create_stream(stream("ORDERS", max_age=3_600_000_000_000))
+        await client.create_consumer(
+            "ORDERS", {"durable_name": "audit", "ack_policy": "explicit"}, action="create"
+        )
+        await client.publish("ORDERS.new", b"{}")
+        return await client.fetch_live(), await client.stream_info("ORDERS")
+
+    live, info = with_client(clean_server.url, body)
+    # STREAM.LIST and STREAM.INFO differ only in the server-owned metadata keys (2.11+).
+    listed = {k: v for k, v in live.streams["ORDERS"].items() if k != "metadata"}
+    assert listed == {k: v for k, v in info["config"].items() if k != "metadata"}
+    assert live.streams["ORDERS"]["max_age"] == 3_600_000_000_000
+    assert live.streams["ORDERS"]["duplicate_window"] == 120_000_000_000
+    assert live.stream_state["ORDERS"].messages == 1
+    assert live.consumers[("ORDERS", "audit")]["ack_wait"] == 30_000_000_000
+    assert live.server.version == live.server.version.strip() and live.server.api_level >= 1
+
+
+def test_missing_stream_and_consumer_raise_not_found(clean_server: NatsServer) -> None:
+    async def body(client: JetStreamClient) -> list[int]:
+        codes = []
+        with pytest.raises(NotFound) as missing_stream:
+            await client.stream_info("NOPE")
+        codes.append(missing_stream.value.err_code)
+        await client.create_stream(stream("HERE"))
+        with pytest.raises(NotFound) as missing_consumer:
+            await client.consumer_info("HERE", "nobody")
+        codes.append(missing_consumer.value.err_code)
+        with pytest.raises(NotFound):
+            await client.delete_stream("NOPE")
+        return codes
+
+    assert with_client(clean_server.url, body) == [10059, 10014]
+
+
+def test_server_errors_carry_err_code_and_subject(clean_server: NatsServer) -> None:
+    async def body(client: JetStreamClient) -> None:
+        await client.create_stream(stream("TAKEN"))
+        with pytest.raises(ServerError) as in_use:
+            await client.create_stream({"name": "TAKEN", "subjects": ["other.>"]})
+        assert in_use.value.err_code == 10058
+        assert in_use.value.subject == "$JS.API.STREAM.CREATE.TAKEN"
+        assert not isinstance(in_use.value, NotFound)
+
+    with_client(clean_server.url, body)
+
+
+def test_consumer_actions_are_explicit(clean_server: NatsServer) -> None:
+    async def body(client: JetStreamClient) -> None:
+        await client.create_stream(stream("ACT"))
+        config = {"durable_name": "worker", "ack_policy": "explicit", "max_deliver": 5}
+        with pytest.raises(ServerError) as update_missing:
+            await client.create_consumer("ACT", config, action="update")
+        assert update_missing.value.err_code == 10149
+        await client.create_consumer("ACT", config, action="create")
+        changed = {**config, "max_deliver": 7}
+        with pytest.raises(ServerError) as create_existing:
+            await client.create_consumer("ACT", changed, action="create")
+        assert create_existing.value.err_code == 10148
+        updated = await client.create_consumer("ACT", changed, action="update")
+        assert updated["config"]["max_deliver"] == 7
+        await client.delete_consumer("ACT", "worker")
+        assert await client.list_consumers("ACT") == []
+
+    with_client(clean_server.url, body)
+
+
+def test_stream_update_and_delete(clean_server: NatsServer) -> None:
+    async def body(client: JetStreamClient) -> None:
+        await client.create_stream(stream("UPD"))
+        updated = await client.update_stream(stream("UPD", max_msgs=10))
+        assert updated["config"]["max_msgs"] == 10
+        await client.delete_stream("UPD")
+        assert "UPD" not in await client.stream_names()
+
+    with_client(clean_server.url, body)
+
+
+def test_pause_and_resume_consumer(clean_server: NatsServer) -> None:
+    async def body(client: JetStreamClient) -> None:
+        await client.create_stream(stream("PAUSE"))
+        config = {"durable_name": "p", "ack_policy": "explicit"}
+        await client.create_consumer("PAUSE", config, action="create")
+        paused = await client.pause_consumer("PAUSE", "p", "2099-01-01T00:00:00Z")
+        assert paused["paused"] is True
+        resumed = await client.pause_consumer("PAUSE", "p", None)
+        assert resumed["paused"] is False
+
+    with_client(clean_server.url, body)
+
+
+def test_kv_primitives_compare_and_set(clean_server: NatsServer) -> None:
+    bucket = {
+        "name": "KV_locks",
+        "subjects": ["$KV.locks.>"],
+        "max_msgs_per_subject": 1,
+        "allow_rollup_hdrs": True,
+        "deny_delete": True,
+        "discard": "new",
+    }
+
+    async def body(client: JetStreamClient) -> None:
+        await client.create_stream(bucket)
+        assert await client.kv_get("locks", "apply") is None
+        first = await client.kv_create("locks", "apply", b"run-1")
+        with pytest.raises(ServerError) as taken:
+            await client.kv_create("locks", "apply", b"run-2")
+        assert taken.value.err_code == 10071
+        second = await client.kv_update("locks", "apply", b"run-1 again", first)
+        with pytest.raises(ServerError):
+            await client.kv_update("locks", "apply", b"stale", first)
+        entry = await client.kv_get("locks", "apply")
+        assert entry is not None and (entry.value, entry.revision) == (b"run-1 again", second)
+        await client.kv_delete("locks", "apply", revision=second)
+        assert await client.kv_get("locks", "apply") is None
+        assert await client.kv_create("locks", "apply", b"run-3") > second
+        with pytest.raises(NotFound):
+            await client.kv_get("nobucket", "apply")
+
+    with_client(clean_server.url, body)
+
+
+def test_requests_use_the_jetstream_domain(server_factory: Callable[..., NatsServer]) -> None:
+    server = server_factory(domain="hub")
+
+    async def body(client: JetStreamClient) -> Any:
+        await client.create_stream(stream("DOM"))
+        return client.subject("INFO"), await client.server_info(), await client.stream_names()
+
+    subject, info, names = with_client(server.url, body, domain="hub")
+    assert subject == "$JS.hub.API.INFO"
+    assert info.domain == "hub"
+    assert names == ["DOM"]
+    with pytest.raises(ConnectError, match="domain 'elsewhere'"):
+        with_client(server.url, lambda c: c.stream_names(), domain="elsewhere")
+
+
+def test_no_jetstream_is_explained(server_factory: Callable[..., NatsServer]) -> None:
+    server = server_factory(jetstream=False)
+    with pytest.raises(ConnectError, match="JetStream is not enabled"):
+        with_client(server.url, lambda c: c.stream_names())
+
+
+def test_permission_violation_raises_permission_denied(
+    server_factory: Callable[..., NatsServer],
+) -> None:
+    reader = {
+        "user": "reader",
+        "password": "r3ad",
+        "permissions": {"publish": {"deny": ["$JS.API.STREAM.CREATE.>"]}},
+    }
+    server = server_factory(users=[reader])
+
+    async def body(client: JetStreamClient) -> list[str]:
+        with pytest.raises(PermissionDenied, match=r"(?i)STREAM\.CREATE\.DENIED"):
+            await client.create_stream(stream("DENIED"))
+        return await client.stream_names()  # the connection stays usable
+
+    assert with_client(server.url, body, user="reader", password="r3ad", timeout=30) == []
+
+
+def test_unanswered_request_times_out_naming_the_subject(
+    server_factory: Callable[..., NatsServer],
+) -> None:
+    server = server_factory()
+
+    async def body(client: JetStreamClient) -> None:
+        await client.server_info()
+        server.pause()
+        try:
+            with pytest.raises(RequestTimeout, match=r"\$JS\.API\.STREAM\.NAMES"):
+                await client.request("STREAM.NAMES", {"offset": 0}, timeout=0.3)
+        finally:
+            server.resume()
+
+    with_client(server.url, body)
+
+
+@pytest.mark.cluster
+def test_cluster_takes_a_replicated_stream_and_consumer(cluster: Cluster) -> None:
+    async def body(client: JetStreamClient) -> Any:
+        info = await client.server_info()
+        created = await client.create_stream(stream("R3", num_replicas=3, storage="file"))
+        consumer = {"durable_name": "r3c", "ack_policy": "explicit"}
+        await client.create_consumer("R3", consumer, action="create")
+        live = await client.fetch_live()
+        await client.delete_stream("R3")
+        return info, created, live
+
+    info, created, live = with_client(cluster.urls, body, timeout=15)
+    assert info.clustered
+    assert created["config"]["num_replicas"] == 3
+    assert len(created["cluster"]["replicas"]) == 2
+    assert ("R3", "r3c") in live.consumers
