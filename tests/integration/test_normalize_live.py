@@ -129,6 +129,16 @@ async def _round_trip(
         newer = server.version_tuple >= (2, 11, 0)
         streams = STREAMS + (V211_STREAMS if newer else [])
         consumers = CONSUMERS + (V211_CONSUMERS if newer else [])
+        if server.version_tuple >= (2, 14, 0):
+            consumers.append(
+                spec(
+                    "Consumer",
+                    "flow",
+                    stream="PLAIN",
+                    ack_policy="flow_control",
+                    deliver_subject="f",
+                )
+            )
         pairs: list[tuple[Spec, dict[str, Any], dict[str, Any]]] = []
         live_streams: dict[str, Any] = {}
         for s in streams:
