@@ -37,6 +37,7 @@ MAX_DOCUMENTS = 50_000  # per file
 
 _YamlLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
+_RESOLVER: Any = yaml.resolver.Resolver()
 _SCALARS: Mapping[str, Any] = {
     "tag:yaml.org,2002:null": lambda node: None,
     "tag:yaml.org,2002:bool": _CONSTRUCTOR.construct_yaml_bool,
@@ -192,8 +193,7 @@ def _read_text(path: Path) -> str:
 def _yaml_documents(text: str, name: str, problems: list[Problem]) -> list[Document]:
     documents = []
     try:
-        _check_shape(text, name)
-        for root in yaml.compose_all(text, Loader=_YamlLoader):
+        for root in compose_documents(text, name):
             document = _document_from_node(root, name, problems)
             if document is not None:
                 documents.append(_infer_kind(document, name, problems, wire=False))
@@ -202,29 +202,97 @@ def _yaml_documents(text: str, name: str, problems: list[Problem]) -> list[Docum
     return documents
 
 
-def _check_shape(text: str, name: str) -> None:
-    """Refuse too deep nesting and too many documents from the event stream, before
-    composing: libyaml's composer recurses in C and would crash the process on a
-    100,000-level ``[[[...]]]``."""
-    depth = documents = 0
-    for event in yaml.parse(text, Loader=_YamlLoader):
-        if isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_DEPTH:
-                where = Location(name, _event_line(event))
-                raise _Abort(Problem(where, "", f"nesting deeper than {MAX_DEPTH} levels"))
-        elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
-        elif isinstance(event, yaml.DocumentStartEvent):
+_RESOLVED: dict[tuple[str, Any], str] = {}  # (plain scalar, implicit) -> tag
+
+
+def _scalar_tag(event: Any) -> str:
+    if event.tag not in (None, "!"):
+        return str(event.tag)
+    key = (event.value, event.implicit)
+    tag = _RESOLVED.get(key)
+    if tag is None:
+        tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)
+        if len(event.value) <= 64:
+            if len(_RESOLVED) > 50_000:
+                _RESOLVED.clear()
+            _RESOLVED[key] = tag
+    return tag
+
+
+def compose_documents(text: str, name: str) -> Iterator[Any]:
+    """The YAML node tree of each document, built from the event stream with an explicit
+    stack. Unlike libyaml's composer (which recurses in C and crashes the process on a
+    100,000-level ``[[[...]]]``) it refuses nesting deeper than MAX_DEPTH and more than
+    MAX_DOCUMENTS documents, and it resolves each distinct plain scalar's tag only once."""
+    anchors: dict[str, Any] = {}
+    stack: list[list[Any]] = []  # [node, pending mapping key or None]
+    root: Any = None
+    documents = 0
+    events: Iterator[Any] = yaml.parse(text, Loader=_YamlLoader)
+    node: Any
+    for event in events:
+        kind = type(event)
+        if kind is yaml.ScalarEvent:
+            node = yaml.ScalarNode(
+                _scalar_tag(event), event.value, event.start_mark, event.end_mark, event.style
+            )
+        elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
+            node = _collection_node(event, kind is yaml.MappingStartEvent)
+            if len(stack) >= MAX_DEPTH:
+                raise _Abort(_event_problem(event, name, f"nesting deeper than {MAX_DEPTH} levels"))
+        elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
+            stack.pop()
+            continue
+        elif kind is yaml.AliasEvent:
+            node = anchors.get(event.anchor)
+            if node is None:
+                raise _Abort(_event_problem(event, name, f"undefined alias *{event.anchor}"))
+        elif kind is yaml.DocumentStartEvent:
             documents += 1
             if documents > MAX_DOCUMENTS:
-                where = Location(name, _event_line(event))
                 message = f"too many documents in one file (limit {MAX_DOCUMENTS}); split it"
-                raise _Abort(Problem(where, "", message))
+                raise _Abort(_event_problem(event, name, message))
+            anchors, root = {}, None
+            continue
+        elif kind is yaml.DocumentEndEvent:
+            if root is not None:
+                yield root
+            continue
+        else:
+            continue
+        if kind is not yaml.AliasEvent and event.anchor is not None:
+            anchors[event.anchor] = node
+        _attach(node, stack)
+        root = node if root is None else root
+        if kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
+            stack.append([node, None])
 
 
-def _event_line(event: yaml.Event) -> int:
-    return event.start_mark.line + 1 if event.start_mark is not None else 1
+def _collection_node(event: Any, mapping: bool) -> Any:
+    cls = yaml.MappingNode if mapping else yaml.SequenceNode
+    tag = event.tag
+    if tag in (None, "!"):
+        tag = _RESOLVER.resolve(cls, None, event.implicit)
+    return cls(tag, [], event.start_mark, None, event.flow_style)
+
+
+def _attach(node: Any, stack: list[list[Any]]) -> None:
+    if not stack:
+        return
+    frame = stack[-1]
+    parent = frame[0]
+    if isinstance(parent, yaml.SequenceNode):
+        parent.value.append(node)
+    elif frame[1] is None:
+        frame[1] = node
+    else:
+        parent.value.append((frame[1], node))
+        frame[1] = None
+
+
+def _event_problem(event: Any, name: str, message: str) -> Problem:
+    line = event.start_mark.line + 1 if event.start_mark is not None else 1
+    return Problem(Location(name, line), "", message)
 
 
 def _yaml_problem(err: yaml.YAMLError, text: str, name: str) -> Problem:
@@ -363,9 +431,12 @@ def _parse_json(text: str, name: str) -> Any:
 def _json_nodes(text: str, count: int | None) -> list[Any]:
     """The YAML nodes of the JSON documents (for line numbers); [] if YAML cannot read it."""
     try:
-        root = yaml.compose(text, Loader=_YamlLoader)
-    except yaml.YAMLError:
+        roots = list(compose_documents(text, "<json>"))
+    except (yaml.YAMLError, _Abort):
         return []
+    if len(roots) != 1:
+        return []
+    root = roots[0]
     if count is None:
         return [root]
     return list(root.value) if isinstance(root, yaml.SequenceNode) else []

@@ -7,11 +7,13 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from reconciler.errors import Location, SpecError
-from reconciler.loader import Document, load_documents
+from reconciler.loader import Document, compose_documents, load_documents
 
 
 def write(path: Path, text: str | bytes) -> Path:
@@ -264,3 +266,33 @@ def test_document_is_frozen() -> None:
     document = Document(body={}, source=Location("f", 1))
     with pytest.raises(AttributeError):
         document.body = {"x": 1}  # type: ignore[misc]
+
+
+TRICKY_YAML = [
+    "kind: Stream\nname: A\n",
+    "a: &x {b: [1, 2.5, true, null, ~, 0x1F, 1_000, '3', \"4\"]}\nc: *x\nd: {<<: *x, e: f}\n",
+    "? complex\n: value\nlist:\n- - nested\n  - more\n- !!str 123\n- !!int '7'\nempty:\n",
+    "---\n---\nblock: |\n  line one\n  line two\nfolded: >\n  folded text\n...\n---\nx: 1\n",
+    "when: 2024-01-01T00:00:00Z\nyes: no\non: off\n",
+    "[1, [2, [3, {a: b}]]]\n",
+]
+
+
+def _shape(node: Any) -> Any:
+    if isinstance(node, yaml.MappingNode):
+        return (node.tag, node.start_mark.line, [(_shape(k), _shape(v)) for k, v in node.value])
+    if isinstance(node, yaml.SequenceNode):
+        return (node.tag, node.start_mark.line, [_shape(item) for item in node.value])
+    return (node.tag, node.start_mark.line, node.value)
+
+
+@pytest.mark.parametrize("text", TRICKY_YAML)
+def test_the_stack_composer_builds_what_libyaml_composes(text: str) -> None:
+    ours = [_shape(n) for n in compose_documents(text, "t.yaml")]
+    theirs = [_shape(n) for n in yaml.compose_all(text, Loader=yaml.SafeLoader)]
+    assert ours == theirs
+
+
+def test_an_undefined_alias_is_a_located_problem(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.yaml", "kind: Stream\nname: *nowhere\n")
+    assert problems_of([path]) == [f"{path}:2: undefined alias *nowhere"]
