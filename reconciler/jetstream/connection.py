@@ -204,7 +204,7 @@ async def connect(options: ConnectionOptions, *, error_cb: ErrorCallback | None 
             )
         except (OSError, asyncio.TimeoutError, nats.errors.Error, ssl.SSLError) as err:
             reason = describe_failure(url, err, timeout=options.connect_timeout)
-            if tls is not None and not isinstance(err, ssl.SSLError | asyncio.TimeoutError):
+            if tls is not None and reason.endswith("connection lost"):
                 reason += " (does the server require a client certificate? --tls-cert/--tls-key)"
             reasons.append(reason)
     raise ConnectError("; ".join(reasons))
