@@ -26,7 +26,15 @@ from reconciler.loader import Document
 from reconciler.spec import KINDS
 from reconciler.units import DURATION_EXAMPLES, SIZE_EXAMPLES
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+
+def _schema_dir() -> Path:
+    """``schemas/`` of a source checkout, or the copy a wheel ships as reconciler/schemas."""
+    here = Path(__file__).resolve().parent
+    packaged = here / "schemas"
+    return packaged if packaged.is_dir() else here.parent / "schemas"
+
+
+SCHEMA_DIR = _schema_dir()
 SCHEMA_FILES: Mapping[str, str] = {
     "Stream": "stream.schema.json",
     "Consumer": "consumer.schema.json",

@@ -43,7 +43,9 @@ def export(out: Path | None, **conn: Any) -> int:
         click.echo("---\n".join(_dump(f.documents) for f in files), nl=False)
         return 0
     out.mkdir(parents=True, exist_ok=True)
-    schema = Path(__file__).resolve().parents[2] / "schemas" / "document.schema.json"
+    from reconciler.schema import SCHEMA_DIR
+
+    schema = SCHEMA_DIR / "document.schema.json"
     for exported in files:
         text = HEADER.format(schema=schema.as_uri()) + _dump(exported.documents)
         (out / exported.name).write_text(text, encoding="utf-8")
