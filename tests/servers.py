@@ -387,6 +387,7 @@ class NatsServer:
         if self._process is None:
             return
         if self._process.poll() is None:
+            self._process.send_signal(signal.SIGCONT)  # a paused server must run to exit
             self._process.send_signal(signal.SIGTERM)
             try:
                 self._process.wait(timeout)

@@ -248,7 +248,7 @@ async def _open(url: str, timeout: float, error_cb: ErrorCallback, kwargs: dict[
         raise ConnectionRefusedError("connection refused") from err
     except BaseException:
         attempt.cancel()
-        await close_quietly(nc)
+        await close_quietly(nc, timeout=0.5)
         raise
     connected = True
     return nc
