@@ -200,3 +200,16 @@ def test_cli_flags_and_environment_become_connection_options(
     assert result.exit_code == 0, result.output
     assert not seen[-1].is_configured and seen[-1].store == tmp_path / "st"
     assert "--server" in runner.invoke(probe, ["--help"]).output
+
+
+def test_bad_context_files_are_connect_errors(tmp_path: Path) -> None:
+    folder = tmp_path / "nats" / "context"
+    folder.mkdir(parents=True)
+    (folder / "broken.json").write_text("{not json")
+    (folder / "list.json").write_text("[]")
+    with pytest.raises(ConnectError, match="cannot read nats context"):
+        load_context("broken", directory=folder)
+    with pytest.raises(ConnectError, match="not a JSON object"):
+        load_context("list", directory=folder)
+    with pytest.raises(ConnectError, match="invalid nats context name"):
+        load_context("../etc", directory=folder)
