@@ -1,0 +1,320 @@
+"""Run the reliability tests and regenerate RELIABILITY.md from what they proved.
+
+    python bench/reliability_report.py [--json FILE] [--markdown FILE] [-- PYTEST ARGS]
+
+Runs ``pytest tests/reliability`` (slow and cluster tests included) with
+``RELIABILITY_FIGURES`` pointing at a scratch file, where the tests append their figures
+(faults survived, rounds run, inputs tried, messages checked, ...). Then writes:
+
+- a JSON report (``--json``, default ``bench/out/reliability.json``): every test with its
+  outcome and duration, every figure summed per guarantee and in all;
+- ``RELIABILITY.md`` (``--markdown``): each guarantee, the tests proving it, their
+  outcome and the figures.
+
+Exit status: pytest's. Durations are reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+SUITE = "tests/reliability"
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    title: str
+    claim: str
+    tests: tuple[str, ...]  # "module.py::test_prefix" (a prefix matches parametrised cases)
+
+
+GUARANTEES = (
+    Guarantee(
+        "Applies never interleave",
+        "Every `reconcile apply` holds a lease in the KeyValue bucket `RECONCILE_LOCKS` "
+        "(key `apply`) while it plans and applies. A second apply waits up to "
+        "`--lock-timeout` (60 s) and then fails naming the holder, its host, pid and since "
+        "when. Taking an expired lease is a compare-and-swap: of many racers exactly one wins. "
+        "`reconcile lock status` shows the holder, `reconcile lock break` removes a stale "
+        "lease (`--force` for a live one). Plans never lock.",
+        (
+            "test_concurrency.py::test_two_concurrent_applies_do_not_interleave",
+            "test_concurrency.py::test_apply_gives_up_after_lock_timeout_naming_the_holder",
+            "test_lock.py::",
+        ),
+    ),
+    Guarantee(
+        "A crashed apply is recovered",
+        "After `kill -9` of the reconciler mid-apply, its lease expires by itself "
+        "(30 s, `RECONCILE_LOCK_LEASE`); the next apply names the dead run while it waits, "
+        "takes the lease over and converges.",
+        ("test_concurrency.py::test_kill_9_of_the_reconciler_mid_apply_then_reapply_converges",),
+    ),
+    Guarantee(
+        "A crashed or frozen server is survived",
+        "After `kill -9` of nats-server mid-apply and a restart from its store, apply "
+        "converges and no stored message is lost. A server frozen with SIGSTOP mid-request "
+        "gives `no answer to ... within Ns` and exit 1, not a hang: the executor starts no "
+        "further step once a request timed out or the connection broke.",
+        (
+            "test_server_faults.py::test_kill_9_of_the_server_mid_apply_then_restart",
+            "test_server_faults.py::test_frozen_server",
+        ),
+    ),
+    Guarantee(
+        "Clusters: a node down, leaders changing",
+        "On a 3-node cluster with R3 streams (and an R3 lock bucket) apply and re-plan work "
+        "with a node down (the first URL given), and apply converges after stream leader "
+        "step-downs issued while it runs.",
+        ("test_cluster.py::",),
+    ),
+    Guarantee(
+        "No data loss under random change",
+        "A model-based run (hypothesis) makes random spec edits against a real server and "
+        "applies each without `--allow-replace`: updates converge (re-plan empty); edits "
+        "needing a replace are refused as a whole, leave the server untouched and re-plan "
+        "as exactly that replace; every published message stays in its stream.",
+        ("test_model.py::",),
+    ),
+    Guarantee(
+        "Properties of the engine",
+        "`diff(x, x)` is empty; a server holding the desired configs plans no change; wire "
+        "configs survive the human-units round trip; export then plan is empty on a real "
+        "server; the loader and validation raise nothing but `SpecError` on fuzzed YAML, "
+        "JSON, text and bytes. (Duration and size round trips: `tests/unit/test_units.py`.)",
+        ("test_properties.py::",),
+    ),
+    Guarantee(
+        "Least privilege and TLS",
+        "A user allowed to publish only to `$JS.API.>` and `$KV.RECONCILE_LOCKS.>` and to "
+        "subscribe to `_INBOX.>` can plan and apply; with `$JS.API.>` and `_INBOX.>` alone "
+        "it can plan and `apply --no-lock`, and a locked apply names the subject it lacks; "
+        "a user without the API gets a one-line permission error. TLS with a CA made in the "
+        "test works (client certificates too); a wrong CA or a missing client certificate "
+        "fails with a clear message.",
+        (
+            "test_security.py::test_least_privilege",
+            "test_security.py::test_api_only",
+            "test_security.py::test_user_without_the_api",
+            "test_security.py::test_tls",
+            "test_security.py::test_client_without",
+        ),
+    ),
+    Guarantee(
+        "Secrets never shown",
+        "Passwords, tokens (flags, environment and inside URLs), creds (JWT and seed) and "
+        "nkey seeds never appear in the output of plan (text, JSON), apply, drift (Markdown, "
+        "HTML), export files, lock status or `--debug` runs, on success or failure; nor in "
+        "the Action's log, outputs or step summary (only in the `::add-mask::` command the "
+        "runner consumes).",
+        (
+            "test_security.py::test_passwords",
+            "test_security.py::test_creds",
+            "test_security.py::test_the_action",
+        ),
+    ),
+    Guarantee(
+        "Large and hostile input",
+        "A 50 MiB file (limit 16 MiB), 100,000 documents in a file (limit 50,000), billion "
+        "laughs and merge-key bombs, and nesting 100,000 levels deep (YAML flow, block and "
+        "JSON) are refused with one `FILE:LINE: message` error, in a fresh process whose peak "
+        "RSS is measured; 10,000 documents still load.",
+        ("test_hostile_input.py::",),
+    ),
+)
+
+
+def run_suite(figures: Path, junit: Path, extra: list[str]) -> int:
+    env = {**os.environ, "RELIABILITY_FIGURES": str(figures)}
+    command = [sys.executable, "-m", "pytest", SUITE, "-q", "-p", "no:cacheprovider"]
+    command += [f"--junitxml={junit}", *extra]
+    return subprocess.call(command, cwd=REPO, env=env)
+
+
+def read_results(junit: Path) -> dict[str, dict[str, Any]]:
+    """nodeid-ish key ``module.py::test_name[param]`` → outcome and seconds."""
+    results: dict[str, dict[str, Any]] = {}
+    if not junit.exists():
+        return results
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        module = (case.get("classname") or "").rsplit(".", 1)[-1] + ".py"
+        outcome = "passed"
+        for child in case:
+            if child.tag in ("failure", "error"):
+                outcome = "failed"
+            elif child.tag == "skipped":
+                outcome = "skipped"
+        key = f"{module}::{case.get('name')}"
+        results[key] = {"outcome": outcome, "seconds": round(float(case.get("time") or 0), 2)}
+    return results
+
+
+def read_figures(path: Path) -> dict[str, dict[str, int]]:
+    """``module.py::test`` → figure → value."""
+    found: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    if path.exists():
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            key = record["test"].split("/")[-1]
+            found[key][record["figure"]] += int(record["value"])
+    return found
+
+
+def _matches(key: str, pattern: str) -> bool:
+    return key.startswith(pattern)
+
+
+def build_report(results: dict[str, Any], figures: dict[str, dict[str, int]]) -> dict[str, Any]:
+    guarantees = []
+    totals: dict[str, int] = defaultdict(int)
+    for guarantee in GUARANTEES:
+        tests = {k: v for k, v in results.items() if any(_matches(k, p) for p in guarantee.tests)}
+        sums: dict[str, int] = defaultdict(int)
+        for key, counts in figures.items():
+            if any(_matches(key, p) for p in guarantee.tests):
+                for name, value in counts.items():
+                    sums[name] = (
+                        max(sums[name], value) if name.endswith("_max") else sums[name] + value
+                    )
+        for name, value in sums.items():
+            totals[name] = (
+                max(totals[name], value) if name.endswith("_max") else totals[name] + value
+            )
+        outcomes = {t["outcome"] for t in tests.values()}
+        status = (
+            "proved"
+            if tests and outcomes == {"passed"}
+            else ("not run" if not tests else "FAILING")
+        )
+        guarantees.append(
+            {
+                "title": guarantee.title,
+                "claim": guarantee.claim,
+                "status": status,
+                "tests": tests,
+                "figures": dict(sorted(sums.items())),
+            }
+        )
+    return {
+        "generated_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "python": platform.python_version(),
+        "nats_server": _server_version(),
+        "tests": len(results),
+        "passed": sum(r["outcome"] == "passed" for r in results.values()),
+        "seconds": round(sum(r["seconds"] for r in results.values()), 1),
+        "figures": dict(sorted(totals.items())),
+        "guarantees": guarantees,
+    }
+
+
+def _server_version() -> str:
+    sys.path.insert(0, str(REPO / "tests"))
+    try:
+        from servers import default_binary
+
+        binary = str(default_binary())
+        out = subprocess.run([binary, "--version"], check=False, capture_output=True, text=True)
+        return out.stdout.strip() or out.stderr.strip()
+    except Exception as err:  # a report without the version is still a report
+        return f"unknown ({err})"
+
+
+FIGURE_NAMES = {
+    "faults_survived": "faults survived",
+    "rounds_run": "model rounds run",
+    "inputs_tried": "inputs tried",
+    "messages_checked": "message checks",
+    "refused_replaces": "replaces refused",
+    "concurrent_applies": "concurrent applies",
+    "lock_contentions_refused": "lock timeouts",
+    "reconciler_kills": "reconciler kill -9",
+    "server_kills": "server kill -9",
+    "server_freezes": "server SIGSTOPs",
+    "cluster_node_outages": "cluster node outages",
+    "leader_changes": "stream leader changes",
+    "security_cases": "security cases",
+    "outputs_grepped": "outputs grepped for secrets",
+    "peak_rss_mib_max": "highest peak RSS (MiB)",
+}
+
+
+def _figures_text(figures: dict[str, int]) -> str:
+    return ", ".join(f"{FIGURE_NAMES.get(k, k)}: {v:,}" for k, v in figures.items()) or "-"
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    lines = [
+        "# Reliability",
+        "",
+        "<!-- generated by `python bench/reliability_report.py`: edit the script, not this -->",
+        "",
+        "What `reconcile` guarantees under faults, concurrency and hostile input, the tests "
+        f"under `{SUITE}/` proving each guarantee against real nats-server processes, and "
+        "the figures of the last run.",
+        "",
+        f"Last run: {report['generated_at']}, {report['passed']}/{report['tests']} tests passed "
+        f"in {report['seconds']} s of test time (Python {report['python']}, "
+        f"{report['nats_server']}).",
+        "",
+        f"Figures in all: {_figures_text(report['figures'])}.",
+        "",
+        "| guarantee | status | figures |",
+        "|---|---|---|",
+    ]
+    for g in report["guarantees"]:
+        lines.append(f"| {g['title']} | {g['status']} | {_figures_text(g['figures'])} |")
+    for g in report["guarantees"]:
+        lines += ["", f"## {g['title']}", "", g["claim"], "", "Proved by:", ""]
+        for key, result in sorted(g["tests"].items()):
+            lines.append(f"- `{SUITE}/{key}`: {result['outcome']} ({result['seconds']} s)")
+        if not g["tests"]:
+            lines.append("- (not run)")
+    lines += [
+        "",
+        "## Running it",
+        "",
+        "```",
+        "python bench/reliability_report.py            # runs the tests, rewrites this file",
+        "pytest tests/reliability -m 'not slow'        # the quick part",
+        "```",
+        "",
+        "Breaking a stale lock by hand: `reconcile lock status --server URL` shows the holder;",
+        "`reconcile lock break --server URL` removes an expired lease, `--force` a live one",
+        "(only when that run is known to be gone). `reconcile apply --no-lock` skips the lock.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, default=REPO / "bench" / "out" / "reliability.json")
+    parser.add_argument("--markdown", type=Path, default=REPO / "RELIABILITY.md")
+    parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as scratch:
+        figures_file, junit = Path(scratch) / "figures.jsonl", Path(scratch) / "junit.xml"
+        code = run_suite(figures_file, junit, args.pytest_args)
+        report = build_report(read_results(junit), read_figures(figures_file))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    args.markdown.write_text(render_markdown(report))
+    print(json.dumps({"tests": report["tests"], "passed": report["passed"], **report["figures"]}))
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
