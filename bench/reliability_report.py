@@ -49,10 +49,12 @@ GUARANTEES = (
         "`--lock-timeout` (60 s) and then fails naming the holder, its host, pid and since "
         "when. Taking an expired lease is a compare-and-swap: of many racers exactly one wins. "
         "`reconcile lock status` shows the holder, `reconcile lock break` removes a stale "
-        "lease (`--force` for a live one). Plans never lock.",
+        "lease (`--force` for a live one). A run whose lease was taken over stops before its "
+        "next step (exit 130). Plans never lock.",
         (
             "test_concurrency.py::test_two_concurrent_applies_do_not_interleave",
             "test_concurrency.py::test_apply_gives_up_after_lock_timeout_naming_the_holder",
+            "test_concurrency.py::test_an_apply_that_loses_its_lease_stops",
             "test_lock.py::",
         ),
     ),
@@ -240,6 +242,7 @@ FIGURE_NAMES = {
     "refused_replaces": "replaces refused",
     "concurrent_applies": "concurrent applies",
     "lock_contentions_refused": "lock timeouts",
+    "lost_leases_stopped": "runs stopped on a lost lease",
     "reconciler_kills": "reconciler kill -9",
     "server_kills": "server kill -9",
     "server_freezes": "server SIGSTOPs",

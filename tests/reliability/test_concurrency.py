@@ -155,3 +155,29 @@ def test_kill_9_of_the_reconciler_mid_apply_then_reapply_converges(
     assert reconcile("lock", "status", "--server", url).returncode == 0, "released"
     figures.add("faults_survived")
     figures.add("reconciler_kills")
+
+
+def test_an_apply_that_loses_its_lease_stops_before_its_next_step(
+    clean_server, tmp_path: Path, figures
+) -> None:
+    url = clean_server.url
+    specs = write_specs(tmp_path / "s", _streams("LOST", 200))
+    env = cli_env(RECONCILE_LOCK_LEASE="0.6")  # refreshed every 0.2 s
+    victim = start_reconcile("apply", str(specs), "--server", url, "--concurrency", "1", env=env)
+    deadline = time.monotonic() + 120
+    while len(stream_infos(url)) < 10 and time.monotonic() < deadline:
+        assert victim.poll() is None, victim.communicate()
+        time.sleep(0.05)
+
+    async def intrude(client):
+        await lock.break_lock(client)
+        return await _take_lock(client)
+
+    run_client(url, intrude)
+    _, err = victim.communicate(timeout=120)
+
+    assert victim.returncode == 130, err
+    assert "lost the apply lock" in err
+    created = len([n for n in stream_infos(url) if n.startswith("LOST")])
+    assert created < 200, "the run stopped"
+    figures.add("lost_leases_stopped")
