@@ -96,8 +96,9 @@ GUARANTEES = (
         "`diff(x, x)` is empty; a server holding the desired configs plans no change; wire "
         "configs survive the human-units round trip; export then plan is empty on a real "
         "server; the loader and validation raise nothing but `SpecError` on fuzzed YAML, "
-        "JSON, text and bytes. (Duration and size round trips: `tests/unit/test_units.py`.)",
-        ("test_properties.py::",),
+        "JSON, text and bytes, nor under coverage-guided fuzzing with atheris (run when "
+        "atheris is installed). (Duration and size round trips: `tests/unit/test_units.py`.)",
+        ("test_properties.py::", "test_fuzz.py::"),
     ),
     Guarantee(
         "Least privilege and TLS",
