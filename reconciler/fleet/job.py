@@ -171,7 +171,7 @@ def _latest(good: DataFrame) -> DataFrame:
     return (
         good.withColumn("rank", F.row_number().over(window))
         .where("rank = 1")
-        .drop("rank", "bad_partition", "bad_index", "error")
+        .drop("rank", "bad_file", "bad_partition", "bad_line", "error")
     )
 
 

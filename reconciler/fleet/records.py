@@ -1,15 +1,16 @@
 """The live side: snapshot JSON Lines files read into a DataFrame.
 
 Every line is parsed, checked (``reconciler.snapshot.parse_record``) and normalised
-(``reconciler.fleet.canonical.live_row``) in one Python pass over the lines
-(``mapPartitionsWithIndex`` on the RDD: pandas is not needed). Malformed lines are not
-fatal: they become rows with an ``error`` and are reported with their file and line
-while every other line is still processed (the job then exits 1: its result is
-incomplete). Blank lines are skipped.
+(``reconciler.fleet.canonical.live_row``) in one Python pass over the lines, on the RDD
+(pandas is not needed). Malformed lines are not fatal: they become rows with an
+``error`` and are reported with their file and line while every other line is still
+processed (the job then exits 1: its result is incomplete). Blank lines are skipped.
 
-Line numbers cost nothing when every line is good: each file is read as its own RDD (so
-a partition never spans files), each partition reports its line count through an
-accumulator, and only the rows of bad lines carry (partition, index) which
+Small files (the usual one-snapshot-per-env-and-day) are read whole, many per task
+(``wholeTextFiles``): a task per file would cost more than the file's lines, and line
+numbers come for free. Files above :data:`WHOLE_FILE_LIMIT` are split across tasks; each
+file is its own RDD (a partition never spans files), each partition reports its line
+count through an accumulator, and only bad lines carry (partition, index), which
 :meth:`LineIndex.locate` turns into ``FILE:LINE`` after the job ran.
 """
 
@@ -19,8 +20,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
-from pyspark import Accumulator, AccumulatorParam, SparkContext
+from pyspark import RDD, Accumulator, AccumulatorParam, SparkContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import (
     BooleanType,
@@ -35,6 +37,9 @@ from pyspark.sql.types import (
 from reconciler.errors import Location, ReconcileError
 from reconciler.fleet.canonical import live_row, to_json
 from reconciler.snapshot import BadRecord, parse_record
+
+#: Files up to this size are read whole, several per task; bigger ones are split.
+WHOLE_FILE_LIMIT = 64 * 1024 * 1024
 
 #: File names read from a snapshot folder (gzip is decompressed by Spark).
 SNAPSHOT_SUFFIXES = (".jsonl", ".ndjson", ".json", ".jsonl.gz", ".ndjson.gz", ".json.gz")
@@ -52,8 +57,9 @@ LIVE_SCHEMA = StructType(
         StructField("managed", BooleanType()),  # carries this tool's managed marker
         StructField("server_version", StringType()),
         StructField("api_level", IntegerType()),
-        StructField("bad_partition", IntegerType()),
-        StructField("bad_index", IntegerType()),
+        StructField("bad_file", StringType()),  # bad lines of whole-read files
+        StructField("bad_partition", IntegerType()),  # bad lines of split files
+        StructField("bad_line", IntegerType()),  # line (whole files) or index in partition
         StructField("error", StringType()),
     ]
 )
@@ -102,13 +108,13 @@ class BadLine:
 
 @dataclass
 class LineIndex:
-    """Turns (partition, index within partition) of a bad line into FILE:LINE."""
+    """Turns (partition, index within partition) of a bad line of a split file into FILE:LINE."""
 
-    files: list[tuple[str, int, int]]  # (file, first global partition, partitions)
-    counts: Accumulator[dict[int, int]] = field(repr=False)
+    files: list[tuple[str, int, int]]  # (file, first partition, partitions)
+    counts: Accumulator[dict[int, int]] | None = field(default=None, repr=False)
 
     def locate(self, partition: int, index: int) -> Location:
-        lines: dict[int, int] = self.counts.value
+        lines: dict[int, int] = self.counts.value if self.counts is not None else {}
         for name, first, size in self.files:
             if first <= partition < first + size:
                 before = sum(lines.get(p, 0) for p in range(first, partition))
@@ -117,10 +123,37 @@ class LineIndex:
 
 
 def read_snapshots(
-    spark: SparkSession, files: list[Path], *, min_partitions: int | None = None
+    spark: SparkSession,
+    files: list[Path],
+    *,
+    min_partitions: int | None = None,
+    whole_file_limit: int = WHOLE_FILE_LIMIT,
 ) -> tuple[DataFrame, LineIndex]:
-    """Every line of ``files`` as a row of :data:`LIVE_SCHEMA` (bad lines carry ``error``)."""
+    """Every line of ``files`` as a row of :data:`LIVE_SCHEMA` (bad lines carry ``error``).
+
+    Files up to ``whole_file_limit`` bytes are read whole, many per task (a task per small
+    file would cost more than its lines); bigger files are split across tasks.
+    """
     sc: SparkContext = spark.sparkContext
+    small = [f for f in files if f.stat().st_size <= whole_file_limit and "," not in str(f)]
+    large = [f for f in files if f not in set(small)]
+    parts = []
+    if small:
+        size = sum(f.stat().st_size for f in small)
+        wanted = max(sc.defaultParallelism * 2, size // WHOLE_FILE_LIMIT, 1)
+        whole = sc.wholeTextFiles(",".join(str(f) for f in small), min_partitions or wanted)
+        parts.append(whole.flatMap(lambda item: parse_file(*item)))
+    index = LineIndex([])
+    if large:
+        split, index = _read_split(sc, large, min_partitions)
+        parts.append(split)
+    rows = sc.union(parts) if len(parts) > 1 else parts[0]
+    return spark.createDataFrame(rows, LIVE_SCHEMA, verifySchema=False), index
+
+
+def _read_split(
+    sc: SparkContext, files: list[Path], min_partitions: int | None
+) -> tuple[RDD[tuple[Any, ...]], LineIndex]:
     rdds = [sc.textFile(str(path), min_partitions) for path in files]
     layout: list[tuple[str, int, int]] = []
     first = 0
@@ -129,17 +162,26 @@ def read_snapshots(
         first += rdd.getNumPartitions()
     counts = sc.accumulator({}, LineCounts())
     lines = sc.union(rdds) if len(rdds) > 1 else rdds[0]
-    rows = lines.mapPartitionsWithIndex(
-        lambda index, part: parse_partition(index, part, counts), preservesPartitioning=True
-    )
-    frame = spark.createDataFrame(rows, LIVE_SCHEMA, verifySchema=False)
-    return frame, LineIndex(layout, counts)
+    rows = lines.mapPartitionsWithIndex(lambda index, part: parse_partition(index, part, counts))
+    return rows, LineIndex(layout, counts)
+
+
+def parse_file(uri: str, text: str) -> Iterator[tuple[Any, ...]]:
+    """Worker side: every line of one whole file (bad lines carry file and line)."""
+    path = unquote(urlparse(uri).path) if uri.startswith("file:") else uri
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield record_row(line)
+        except BadRecord as err:
+            yield _bad_row(str(err), file=path, line=number)
 
 
 def parse_partition(
     index: int, lines: Iterable[str], counts: Accumulator[dict[int, int]]
 ) -> Iterator[tuple[Any, ...]]:
-    """Worker side: parse, check and normalise each line of one partition."""
+    """Worker side: every line of one partition of a split file."""
     seen = 0
     for position, line in enumerate(lines):
         seen = position + 1
@@ -148,7 +190,7 @@ def parse_partition(
         try:
             yield record_row(line)
         except BadRecord as err:
-            yield _bad_row(index, position, str(err))
+            yield _bad_row(str(err), partition=index, line=position)
     counts.add({index: seen})
 
 
@@ -171,11 +213,14 @@ def record_row(line: str) -> tuple[Any, ...]:
         None,
         None,
         None,
+        None,
     )
 
 
-def _bad_row(partition: int, position: int, message: str) -> tuple[Any, ...]:
-    return (None,) * 11 + (partition, position, message)
+def _bad_row(
+    message: str, *, line: int, file: str | None = None, partition: int | None = None
+) -> tuple[Any, ...]:
+    return (None,) * 11 + (file, partition, line, message)
 
 
 def bad_lines(
@@ -185,13 +230,17 @@ def bad_lines(
 
     Call after an action over ``frame`` has run (the line counts come with it).
     """
-    bad = frame.where("error IS NOT NULL").select("bad_partition", "bad_index", "error")
+    bad = frame.where("error IS NOT NULL").select("bad_file", "bad_partition", "bad_line", "error")
     total = bad.count()
     if total == 0:
         return [], 0
-    # toLocalIterator keeps the driver bounded even with millions of bad lines.
     found: list[BadLine] = []
-    for row in bad.orderBy("bad_partition", "bad_index").limit(limit).toLocalIterator():
-        location = index.locate(int(row["bad_partition"]), int(row["bad_index"]))
+    first = bad.orderBy("bad_file", "bad_partition", "bad_line").limit(limit)
+    for row in first.toLocalIterator():  # bounded: at most ``limit`` rows
+        if row["bad_file"] is not None:
+            location = Location(str(row["bad_file"]), int(row["bad_line"]))
+        else:
+            location = index.locate(int(row["bad_partition"]), int(row["bad_line"]))
         found.append(BadLine(location, str(row["error"])))
+    found.sort(key=lambda b: b.location)
     return found, total

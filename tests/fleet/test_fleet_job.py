@@ -158,7 +158,7 @@ def test_line_numbers_hold_across_partitions(spark: Any, tmp_path: Path) -> None
         lines[bad - 1] = "oops"
     path = tmp_path / "many.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    frame, index = read_snapshots(spark, [path], min_partitions=4)
+    frame, index = read_snapshots(spark, [path], min_partitions=4, whole_file_limit=0)
     assert frame.rdd.getNumPartitions() >= 2
     assert frame.where("error IS NULL").count() == 397  # runs the job: line counts arrive
     found, total = bad_lines(frame, index)

@@ -1,0 +1,310 @@
+"""Fleet drift at scale: Spark (local[2]) against the in-process drift path.
+
+Run: ``python bench/bench_fleet.py [--records 1000000] [--envs 100] [--days 10]
+[--master local[2]] [--sample 20]``. Prints records per second for both paths and no
+assertion. The data lands in ``bench/out/fleet`` and is reused by the next run with the
+same shape (``--regenerate`` to rebuild).
+
+The configs are realistic: template streams, consumers and buckets are applied to a real
+(embedded) nats-server and read back, then varied per resource (names, subjects, limits,
+descriptions). Each environment declares its resources as spec files (the server's own
+configs plus ``kind``, as DESIGN.md allows); each day's snapshot carries a few percent of
+drifted fields, missing resources and unmanaged streams.
+
+The in-process path is ``reconcile drift``'s engine (``build_plan`` + ``drift.from_plan``)
+on ``--sample`` environment-days, parsed from the same snapshot files; its rate is
+projected to the whole set. Spark never collects records to the driver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import json
+import random
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from reconciler import drift, run
+from reconciler.buckets import bucket_config, classify_stream
+from reconciler.jetstream import ConnectionOptions
+from reconciler.plan import build_plan
+from reconciler.snapshot import parse_record
+from reconciler.spec import SERVER_OWNED_METADATA
+from reconciler.state import LiveState, ServerInfo
+from reconciler.validate import load_specs
+
+OUT = Path(__file__).resolve().parent / "out" / "fleet"
+SECOND = 10**9
+TEMPLATES = """\
+kind: Stream
+name: TPL
+description: order events
+subjects: ["tpl.>"]
+max_age: 7d
+max_bytes: 1GiB
+max_msg_size: 1MiB
+duplicate_window: 2m
+---
+kind: Consumer
+stream: TPL
+name: WORK
+filter_subject: tpl.work
+ack_policy: explicit
+max_deliver: 5
+backoff: [1s, 5s, 30s]
+---
+kind: Consumer
+stream: TPL
+name: WATCH
+deliver_subject: watch.tpl
+idle_heartbeat: 10s
+flow_control: true
+---
+kind: Consumer
+stream: TPL
+name: AUDIT
+filter_subject: tpl.audit
+ack_policy: all
+max_ack_pending: 200
+---
+kind: KeyValue
+name: tplkv
+history: 5
+ttl: 1h
+---
+kind: ObjectStore
+name: tplobj
+description: blobs
+"""
+
+
+def server_templates() -> tuple[ServerInfo, dict[str, dict[str, Any]]]:
+    """Real configs: the templates applied to an embedded server and read back."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "specs"
+        folder.mkdir()
+        (folder / "templates.yaml").write_text(TEMPLATES)
+        options = ConnectionOptions(store=Path(tmp) / "store")
+        asyncio.run(run.apply([folder], options))
+        live = asyncio.run(run.fetch_live(options))
+    found = {name: dict(config) for name, config in live.streams.items()}
+    found.update({f"{s}/{c}": dict(config) for (s, c), config in live.consumers.items()})
+    return live.server, found
+
+
+def _clean(config: dict[str, Any]) -> dict[str, Any]:
+    meta = {
+        k: v for k, v in (config.get("metadata") or {}).items() if k not in SERVER_OWNED_METADATA
+    }
+    return {**config, "metadata": meta}
+
+
+def env_resources(
+    templates: dict[str, dict[str, Any]], per_env: int, rng: random.Random
+) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(stream, consumer or "", config) for one environment's resources, varied."""
+    made, i = 0, 0
+    while made < per_env:
+        roll = i % 20
+        if roll == 0:
+            config = copy.deepcopy(templates["KV_tplkv"])
+            config.update(name=f"KV_kv{i}", subjects=[f"$KV.kv{i}.>"])
+            config["max_msgs_per_subject"] = rng.choice([1, 5, 10])
+            yield (config["name"], "", config)
+            made += 1
+        elif roll == 1:
+            config = copy.deepcopy(templates["OBJ_tplobj"])
+            config.update(name=f"OBJ_o{i}", subjects=[f"$O.o{i}.C.>", f"$O.o{i}.M.>"])
+            yield (config["name"], "", config)
+            made += 1
+        else:
+            name = f"S{i}"
+            config = copy.deepcopy(templates["TPL"])
+            config.update(name=name, subjects=[f"s{i}.>"], description=f"events of team {i % 37}")
+            config["max_age"] = rng.choice([1, 7, 30]) * 86400 * SECOND
+            yield (name, "", config)
+            made += 1
+            for consumer in ("WORK", "WATCH", "AUDIT")[: min(3, per_env - made)]:
+                c = copy.deepcopy(templates[f"TPL/{consumer}"])
+                if c.get("filter_subject"):
+                    c["filter_subject"] = f"s{i}.{consumer.lower()}"
+                if c.get("deliver_subject"):
+                    c["deliver_subject"] = f"watch.s{i}"
+                if consumer == "WORK":
+                    c["max_deliver"] = rng.choice([-1, 5, 10])
+                yield (name, consumer, c)
+                made += 1
+        i += 1
+
+
+def spec_documents(resources: list[tuple[str, str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    docs = []
+    for stream, consumer, config in resources:
+        if consumer:
+            docs.append({"kind": "Consumer", "stream": stream, **_clean(config)})
+            continue
+        kind, name = classify_stream(stream, config)
+        if kind == "Stream":
+            docs.append({"kind": "Stream", **_clean(config)})
+        else:
+            docs.append({"kind": kind, **bucket_config(kind, name, _clean(config))})
+    return docs
+
+
+def day_lines(
+    env: str,
+    day: int,
+    server: ServerInfo,
+    resources: list[tuple[str, str, dict[str, Any]]],
+    rng: random.Random,
+) -> Iterator[str]:
+    """One snapshot: every resource, with ~3% drifted, ~1% missing and ~2% unmanaged extra."""
+    stamp = f"2026-01-{day + 1:02d}T03:00:00Z"
+    common = {
+        "env": env,
+        "captured_at": stamp,
+        "server_version": server.version,
+        "api_level": server.api_level,
+    }
+    for stream, consumer, config in resources:
+        roll = rng.random()
+        if roll < 0.01:
+            continue  # missing today
+        if roll < 0.04:
+            config = (  # noqa: PLW2901
+                {**config, "description": f"edited by hand on day {day}"}
+                if not consumer
+                else {**config, "max_deliver": 99}
+            )
+        kind = "Consumer" if consumer else "Stream"
+        yield json.dumps(
+            {**common, "kind": kind, "stream": stream, "name": consumer or stream, "config": config}
+        )
+    template = resources[0][2]
+    for n in range(len(resources) // 50):
+        extra = {**template, "name": f"ADHOC{n}", "subjects": [f"adhoc{n}.>"], "metadata": {}}
+        yield json.dumps(
+            {
+                **common,
+                "kind": "Stream",
+                "stream": f"ADHOC{n}",
+                "name": f"ADHOC{n}",
+                "config": extra,
+            }
+        )
+
+
+def generate(out: Path, *, records: int, envs: int, days: int) -> tuple[ServerInfo, int]:
+    server, templates = server_templates()
+    per_env = max(4, int(records / envs / days / 1.01))  # ~1% extra unmanaged, ~1% missing
+    specs, snaps = out / "specs", out / "snapshots"
+    written = 0
+    for e in range(envs):
+        env = f"env{e:03d}"
+        rng = random.Random(e)
+        resources = list(env_resources(templates, per_env, rng))
+        (specs / env).mkdir(parents=True, exist_ok=True)
+        (specs / env / "specs.json").write_text(json.dumps(spec_documents(resources)))
+        for day in range(days):
+            lines = list(day_lines(env, day, server, resources, rng))
+            folder = snaps / f"day{day + 1:02d}"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{env}.jsonl").write_text("\n".join(lines) + "\n")
+            written += len(lines)
+    (out / "shape.json").write_text(
+        json.dumps({"records": records, "envs": envs, "days": days, "written": written})
+    )
+    return server, written
+
+
+def in_process(out: Path, sample: int) -> tuple[int, float]:
+    """reconcile drift's engine on ``sample`` env-days: (records, seconds)."""
+    files = sorted((out / "snapshots").rglob("*.jsonl"))[:sample]
+    count, started = 0, time.perf_counter()
+    for path in files:
+        lines = path.read_text().splitlines()
+        parsed = [parse_record(line) for line in lines if line.strip()]
+        count += len(parsed)
+        first = parsed[0]
+        server = ServerInfo(first.server_version or "2.14.0", first.api_level or 0)
+        live = LiveState(
+            server=server,
+            streams={r.name: r.config for r in parsed if r.kind == "Stream"},
+            consumers={(r.stream, r.name): r.config for r in parsed if r.kind == "Consumer"},
+        )
+        specs = load_specs([out / "specs" / first.env])
+        drift.from_plan(build_plan(specs, live, prune=False))
+    return count, time.perf_counter() - started
+
+
+def spark_job(out: Path, master: str) -> tuple[float, float, dict[str, Any]]:
+    from reconciler.fleet.job import fleet_drift
+    from reconciler.fleet.session import spark_session
+
+    started = time.perf_counter()
+    session = spark_session(master)
+    ready = time.perf_counter() - started
+    started = time.perf_counter()
+    result = fleet_drift(
+        specs=out / "specs", snapshots=out / "snapshots", out=out / "result", spark=session
+    )
+    elapsed = time.perf_counter() - started
+    session.stop()
+    return ready, elapsed, result.summary
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--envs", type=int, default=100)
+    parser.add_argument("--days", type=int, default=10)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--sample", type=int, default=20, help="env-days for the in-process path")
+    parser.add_argument("--regenerate", action="store_true")
+    args = parser.parse_args(argv)
+    shape = {"records": args.records, "envs": args.envs, "days": args.days}
+    marker = OUT / "shape.json"
+    if (
+        args.regenerate
+        or not marker.exists()
+        or {k: json.loads(marker.read_text())[k] for k in shape} != shape
+    ):
+        shutil.rmtree(OUT, ignore_errors=True)
+        started = time.perf_counter()
+        _, written = generate(OUT, **shape)
+        took = time.perf_counter() - started
+        print(f"generated {written:,} records ({args.envs} envs x {args.days} days) in {took:.1f}s")
+    written = json.loads(marker.read_text())["written"]
+    count, seconds = in_process(OUT, args.sample)
+    rate = count / seconds
+    print(
+        f"in-process drift: {count:,} records in {seconds:.1f}s = {rate:,.0f} records/s "
+        f"(projected for {written:,}: {written / rate:.0f}s on one core)"
+    )
+    ready, elapsed, summary = spark_job(OUT, args.master)
+    print(
+        f"spark {args.master}: session {ready:.1f}s; job {written:,} records in {elapsed:.1f}s "
+        f"= {written / elapsed:,.0f} records/s"
+    )
+    totals = summary["totals"]
+    print(
+        f"  findings (latest day): {totals['drift']:,} resources drifted "
+        f"({totals['drifted_fields']:,} fields, {totals['missing']:,} missing, "
+        f"{totals['unmanaged']:,} unmanaged); history rows {len(summary['history'])}"
+    )
+    break_even = rate * elapsed
+    print(f"  Spark wins above ~{break_even:,.0f} records here (in-process rate x job time)")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"  driver (Python) peak RSS: {peak:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
