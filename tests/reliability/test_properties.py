@@ -33,8 +33,10 @@ from reconciler.state import LiveState
 from reconciler.units import to_human
 from reconciler.validate import validate_documents
 
-PURE = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# The ``figures`` fixture only counts examples, so sharing it across them is intended.
+SHARED = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+PURE = settings(max_examples=150, deadline=None, suppress_health_check=SHARED)
+FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=SHARED)
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
@@ -59,14 +61,16 @@ def _desired_state(specs: list[Any], server: Any) -> LiveState:
 
 @PURE
 @given(resource_set(), st.sampled_from(SERVERS))
-def test_diff_of_a_config_with_itself_is_empty(documents, server) -> None:
+def test_diff_of_a_config_with_itself_is_empty(figures, documents, server) -> None:
+    figures.add("inputs_tried")
     for desired in _desired_state(_specs(documents), server).streams.values():
         assert diff_configs(desired, desired) == []
 
 
 @PURE
 @given(resource_set(), st.sampled_from(SERVERS))
-def test_a_server_holding_the_desired_configs_plans_no_change(documents, server) -> None:
+def test_a_server_holding_the_desired_configs_plans_no_change(figures, documents, server) -> None:
+    figures.add("inputs_tried")
     specs = _specs(documents)
 
     plan = build_plan(specs, _desired_state(specs, server))
@@ -76,7 +80,8 @@ def test_a_server_holding_the_desired_configs_plans_no_change(documents, server)
 
 @PURE
 @given(resource_set())
-def test_wire_configs_survive_the_human_units_round_trip(documents) -> None:
+def test_wire_configs_survive_the_human_units_round_trip(figures, documents) -> None:
+    figures.add("inputs_tried")
     specs = _specs(documents)
     human = []
     for spec in specs:
@@ -178,20 +183,23 @@ def _load_and_validate(text: str | bytes, suffix: str) -> None:
 
 @FUZZ
 @given(mutated_yaml())
-def test_loader_raises_only_spec_error_on_mutated_yaml(text: str) -> None:
+def test_loader_raises_only_spec_error_on_mutated_yaml(figures, text: str) -> None:
+    figures.add("inputs_tried")
     _load_and_validate(text, ".yaml")
 
 
 @FUZZ
 @given(st.text(max_size=300))
-def test_loader_raises_only_spec_error_on_random_text(text: str) -> None:
+def test_loader_raises_only_spec_error_on_random_text(figures, text: str) -> None:
+    figures.add("inputs_tried")
     _load_and_validate(text, ".yaml")
     _load_and_validate(text, ".json")
 
 
 @FUZZ
 @given(st.binary(max_size=300))
-def test_loader_raises_only_spec_error_on_random_bytes(data: bytes) -> None:
+def test_loader_raises_only_spec_error_on_random_bytes(figures, data: bytes) -> None:
+    figures.add("inputs_tried")
     _load_and_validate(data, ".yaml")
     _load_and_validate(data, ".json")
 
@@ -227,7 +235,10 @@ json_values = st.recursive(
         max_size=6,
     )
 )
-def test_loader_raises_only_spec_error_on_random_json_documents(body: dict[str, Any]) -> None:
+def test_loader_raises_only_spec_error_on_random_json_documents(
+    figures, body: dict[str, Any]
+) -> None:
+    figures.add("inputs_tried")
     _load_and_validate(json.dumps(body), ".json")
     _load_and_validate(json.dumps([body, body]), ".json")
     _load_and_validate(yaml.safe_dump(body), ".yaml")
