@@ -131,7 +131,7 @@ def test_kill_9_of_the_reconciler_mid_apply_then_reapply_converges(
 ) -> None:
     url = clean_server.url
     specs = write_specs(tmp_path / "s", _streams("KILL", 150))
-    env = cli_env(RECONCILE_LOCK_LEASE="3")
+    env = cli_env(RECONCILE_LOCK_LEASE="8")  # long enough to still be held when checked
     victim = start_reconcile("apply", str(specs), "--server", url, "--concurrency", "1", env=env)
     deadline = time.monotonic() + 120
     while len(stream_infos(url)) < 10 and time.monotonic() < deadline:
