@@ -50,11 +50,12 @@ GUARANTEES = (
         "when. Taking an expired lease is a compare-and-swap: of many racers exactly one wins. "
         "`reconcile lock status` shows the holder, `reconcile lock break` removes a stale "
         "lease (`--force` for a live one). A run whose lease was taken over stops before its "
-        "next step (exit 130). Plans never lock.",
+        "next step (exit 130); Ctrl-C ends a wait for the lock. Plans never lock.",
         (
             "test_concurrency.py::test_two_concurrent_applies_do_not_interleave",
             "test_concurrency.py::test_apply_gives_up_after_lock_timeout_naming_the_holder",
             "test_concurrency.py::test_an_apply_that_loses_its_lease_stops",
+            "test_concurrency.py::test_ctrl_c_while_waiting",
             "test_lock.py::",
         ),
     ),

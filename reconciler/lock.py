@@ -265,8 +265,10 @@ async def acquire(
     sleep: Sleep = asyncio.sleep,
     settings: LockSettings = LockSettings(),
     on_wait: Callable[[Lease], None] | None = None,
+    stop: asyncio.Event | None = None,
 ) -> Lease:
-    """Take the lease, waiting up to ``timeout`` seconds; :class:`LockError` after that."""
+    """Take the lease, waiting up to ``timeout`` seconds; :class:`LockError` after that,
+    or as soon as ``stop`` is set (Ctrl-C while waiting)."""
     deadline = clock() + timeout
     told = False
     while True:
@@ -276,6 +278,9 @@ async def acquire(
             return ours
         if now >= deadline:
             raise LockError(_held_message(theirs, now=now, timeout=timeout, settings=settings))
+        if stop is not None and stop.is_set():
+            who = theirs.describe(now) if theirs is not None else "another run"
+            raise LockError(f"stopped while waiting for the apply lock held by {who}")
         if theirs is not None and on_wait is not None and not told:
             on_wait(theirs)
             told = True
@@ -367,6 +372,7 @@ async def hold(
     settings: LockSettings = LockSettings(),
     on_wait: Callable[[Lease], None] | None = None,
     on_lost: Callable[[str], None] | None = None,
+    stop: asyncio.Event | None = None,
 ) -> AsyncIterator[Lease]:
     """Hold the lease while the block runs: acquire, refresh in the background, release."""
     lease = await acquire(
@@ -377,6 +383,7 @@ async def hold(
         sleep=sleep,
         settings=settings,
         on_wait=on_wait,
+        stop=stop,
     )
     keeper = _Keeper(store, lease, clock=clock, sleep=sleep, settings=settings, on_lost=on_lost)
     task = asyncio.create_task(keeper.run())
@@ -435,13 +442,14 @@ async def for_apply(
     timeout: float | None,
     on_notice: Callable[[str], None] | None = None,
     on_lost: Callable[[], None] | None = None,
+    stop: asyncio.Event | None = None,
 ) -> AsyncIterator[Lease | None]:
     """The lock around one apply (``timeout=None``: no lock, e.g. ``--no-lock``).
 
     On a clustered server the bucket gets three replicas, so losing a node keeps it.
     The lease lasts ``RECONCILE_LOCK_LEASE`` seconds (default 30) from the last refresh.
     ``on_notice`` hears that the run waits and if the lease is lost; ``on_lost`` is called
-    then too (the apply should stop before its next step).
+    then too (the apply should stop before its next step). Waiting ends when ``stop`` is set.
     """
     if timeout is None:
         yield None
@@ -460,6 +468,6 @@ async def for_apply(
             on_lost()
 
     async with hold(
-        client, timeout=timeout, settings=settings, on_wait=waiting, on_lost=lost
+        client, timeout=timeout, settings=settings, on_wait=waiting, on_lost=lost, stop=stop
     ) as lease:
         yield lease

@@ -115,6 +115,7 @@ async def apply(
             timeout=None if dry_run else lock_timeout,
             on_notice=on_notice,
             on_lost=stop.set,
+            stop=stop,
         ),
     ):
         the_plan = await plan_with(client, specs, prune=prune)

@@ -181,3 +181,22 @@ def test_an_apply_that_loses_its_lease_stops_before_its_next_step(
     created = len([n for n in stream_infos(url) if n.startswith("LOST")])
     assert created < 200, "the run stopped"
     figures.add("lost_leases_stopped")
+
+
+def test_ctrl_c_while_waiting_for_the_lock_ends_the_wait(
+    clean_server, tmp_path: Path, figures
+) -> None:
+    url = clean_server.url
+    specs = write_specs(tmp_path / "s", _streams("WAITER", 1))
+    run_client(url, _take_lock)
+    waiter = start_reconcile("apply", str(specs), "--server", url, "--lock-timeout", "600")
+    log = _StderrLines(waiter)
+    assert log.wait_for("waiting up to 600s for the apply lock"), log.text()
+
+    waiter.send_signal(signal.SIGINT)
+    waiter.wait(timeout=60)  # a hang guard: the lock timeout is 600 s
+
+    assert waiter.returncode == 1
+    assert "stopped while waiting for the apply lock held by test on here" in log.text()
+    assert "WAITER000" not in stream_infos(url), "nothing applied"
+    figures.add("lock_contentions_refused")
