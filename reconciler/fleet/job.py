@@ -23,12 +23,10 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BooleanType,
-    DateType,
     IntegerType,
     StringType,
     StructField,
@@ -37,7 +35,7 @@ from pyspark.sql.types import (
 
 from reconciler.errors import ReconcileError, SpecError
 from reconciler.fleet.desired import Context, DesiredRow, EnvSpecs, desired_rows, load_fleet
-from reconciler.fleet.match import KEYS, all_findings
+from reconciler.fleet.match import Days, all_findings
 from reconciler.fleet.records import BadLine, bad_lines, read_snapshots, snapshot_files
 from reconciler.fleet.report import write_report
 from reconciler.fleet.session import spark_session
@@ -59,13 +57,6 @@ DESIRED_SCHEMA = StructType(
         StructField("external", BooleanType()),
         StructField("server_version", StringType()),
         StructField("api_level", IntegerType()),
-    ]
-)
-ENV_DAY_SCHEMA = StructType(
-    [
-        StructField("env", StringType()),
-        StructField("day", DateType()),
-        StructField("ctx", IntegerType()),
     ]
 )
 
@@ -139,16 +130,13 @@ def _run(
         say(f"{line} (skipped)")
     invalid = sorted(env for env, specs in fleet.items() if not specs.valid)
     good = parsed.where(F.col("error").isNull()).where(~F.col("env").isin(invalid))
-    latest = _latest(good).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        env_days = _env_days(latest)
-        if not env_days and not bad_total:
-            raise ReconcileError(f"no snapshot records in {', '.join(map(str, files[:3]))}")
-        days, desired = _desired_side(spark, fleet, env_days, latest)
-        findings = _findings(spark, latest, desired, days)
-        findings.write.mode("overwrite").parquet(str(staging / "findings"))
-    finally:
-        latest.unpersist()
+    env_days = _env_days(good)
+    if not env_days and not bad_total:
+        raise ReconcileError(f"no snapshot records in {', '.join(map(str, files[:3]))}")
+    days, desired = _desired_side(spark, fleet, env_days, good)
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
+    findings = all_findings(desired, good, days=days, partitions=partitions)
+    findings.write.mode("overwrite").parquet(str(staging / "findings"))
     stored = spark.read.parquet(str(staging / "findings"))
     current = _write_outputs(spark, stored, env_days, out)
     summary = build_summary(
@@ -165,20 +153,10 @@ def _run(
     return FleetResult(out, summary, bad)
 
 
-def _latest(good: DataFrame) -> DataFrame:
-    """Per (env, day, resource), the latest capture: several snapshots a day collapse."""
-    window = Window.partitionBy(*KEYS).orderBy(F.col("captured_at").desc())
-    return (
-        good.withColumn("rank", F.row_number().over(window))
-        .where("rank = 1")
-        .drop("rank", "bad_file", "bad_partition", "bad_line", "error")
-    )
-
-
-def _env_days(latest: DataFrame) -> list[EnvDay]:
+def _env_days(good: DataFrame) -> list[EnvDay]:
     """One small row per (env, day): the server of its latest record, and when."""
     rows = (
-        latest.groupBy("env", "day")
+        good.groupBy("env", "day")
         .agg(
             F.max_by("server_version", "captured_at").alias("server_version"),
             F.max_by("api_level", "captured_at").alias("api_level"),
@@ -204,18 +182,23 @@ def _env_days(latest: DataFrame) -> list[EnvDay]:
 
 
 def _needed_configs(
-    spark: SparkSession, fleet: dict[str, EnvSpecs], latest: DataFrame
+    spark: SparkSession, fleet: dict[str, EnvSpecs], good: DataFrame
 ) -> dict[tuple[str, date, str], str]:
-    """Live configs of the streams the desired side reads, per (env, day, stream)."""
+    """Live configs of the streams the desired side reads, per (env, day, stream).
+
+    Few rows (only streams that consumers use without declaring them, or external ones);
+    the latest capture of a day wins.
+    """
     pairs = [(env.env, s) for env in fleet.values() if env.valid for s in env.needed_streams()]
     if not pairs:
         return {}
     wanted = spark.createDataFrame(pairs, "env string, stream_name string")
     rows = (
-        latest.where(F.col("consumer") == "")
+        good.where(F.col("consumer") == "")
         .join(F.broadcast(wanted), ["env", "stream_name"])
-        .select("env", "day", "stream_name", "live")
-        .collect()
+        .select("env", "day", "stream_name", "captured_at", "live")
+        .orderBy("captured_at")
+        .toLocalIterator()
     )
     return {(r["env"], r["day"], r["stream_name"]): r["live"] for r in rows}
 
@@ -224,14 +207,14 @@ def _desired_side(
     spark: SparkSession,
     fleet: dict[str, EnvSpecs],
     env_days: list[EnvDay],
-    latest: DataFrame,
-) -> tuple[DataFrame, DataFrame]:
-    """Desired rows per distinct context, and (env, day) → context for the usable days."""
-    needed = _needed_configs(spark, fleet, latest)
+    good: DataFrame,
+) -> tuple[Days, DataFrame]:
+    """Desired rows per distinct context, and env → [(day, context)] for the usable days."""
+    needed = _needed_configs(spark, fleet, good)
     contexts: dict[tuple[str, Context], int] = {}
     failed: dict[int, SpecError] = {}
     rows: list[DesiredRow] = []
-    days: list[tuple[str, date, int]] = []
+    days: dict[str, list[tuple[date, int]]] = {}
     for item in env_days:
         env = fleet.get(item.env) or EnvSpecs(item.env, Path(item.env))
         streams = tuple((s, needed.get((item.env, item.day, s))) for s in env.needed_streams())
@@ -246,19 +229,8 @@ def _desired_side(
         if contexts[key] in failed:
             item.problems = [str(p) for p in failed[contexts[key]].problems]
             continue
-        days.append((item.env, item.day, contexts[key]))
-    desired = spark.createDataFrame(rows, DESIRED_SCHEMA, verifySchema=False)
-    return spark.createDataFrame(days, ENV_DAY_SCHEMA), desired
-
-
-def _findings(
-    spark: SparkSession, latest: DataFrame, desired: DataFrame, days: DataFrame
-) -> DataFrame:
-    usable = F.broadcast(days)
-    desired_days = desired.join(usable, ["env", "ctx"]).drop("ctx")
-    live = latest.join(usable.select("env", "day"), ["env", "day"])
-    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
-    return all_findings(desired_days, live, partitions=partitions)
+        days.setdefault(item.env, []).append((item.day, contexts[key]))
+    return days, spark.createDataFrame(rows, DESIRED_SCHEMA, verifySchema=False)
 
 
 def _write_outputs(
