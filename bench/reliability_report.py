@@ -260,6 +260,19 @@ def _figures_text(figures: dict[str, int]) -> str:
     return ", ".join(f"{FIGURE_NAMES.get(k, k)}: {v:,}" for k, v in figures.items()) or "-"
 
 
+KNOWN_LIMITS = (
+    "Lease expiry compares the holder's `expires_at` with the reader's clock: hosts' clocks "
+    "must agree within a few seconds (NTP).",
+    "A locked apply publishes to `$KV.RECONCILE_LOCKS.apply`: a least-privilege user needs "
+    "`$KV.RECONCILE_LOCKS.>` besides `$JS.API.>` and `_INBOX.>`, or `--no-lock`.",
+    "The Pulumi provider applies one resource per call and does not take the lock "
+    "(Pulumi's own state lock serialises its runs).",
+    "A `kill -9` of nats-server in the middle of a stream creation can leave that stream's "
+    "folder without `meta.inf`; the restarted server then reports unhealthy (`/healthz`) "
+    "until the stream is created again, which the next apply does.",
+)
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     lines = [
         "# Reliability",
@@ -287,6 +300,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             lines.append(f"- `{SUITE}/{key}`: {result['outcome']} ({result['seconds']} s)")
         if not g["tests"]:
             lines.append("- (not run)")
+    lines += ["", "## Known limits", ""] + [f"- {limit}" for limit in KNOWN_LIMITS]
     lines += [
         "",
         "## Running it",
