@@ -35,7 +35,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from reconciler.errors import (
@@ -60,6 +60,8 @@ Sleep = Callable[[float], Awaitable[None]]
 
 
 class KvEntryLike(Protocol):
+    """The last message of a key (``KvEntry`` of the client)."""
+
     @property
     def value(self) -> bytes: ...
     @property
@@ -71,7 +73,7 @@ class KvEntryLike(Protocol):
 class LockStore(Protocol):
     """What the lock needs from :class:`~reconciler.jetstream.JetStreamClient`."""
 
-    async def kv_entry(self, bucket: str, key: str) -> Any: ...
+    async def kv_entry(self, bucket: str, key: str) -> KvEntryLike | None: ...
     async def kv_create(self, bucket: str, key: str, value: bytes) -> int: ...
     async def kv_update(self, bucket: str, key: str, value: bytes, revision: int) -> int: ...
     async def kv_delete(self, bucket: str, key: str, *, revision: int | None = None) -> None: ...
@@ -149,7 +151,7 @@ class Lease:
 
 
 def rfc3339(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _parse_time(text: Any) -> float:
