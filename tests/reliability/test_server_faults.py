@@ -87,6 +87,7 @@ def test_kill_9_of_the_server_mid_apply_then_restart_and_apply_converges(
 
     assert apply.returncode == 1, (out, err)
     assert "Traceback" not in err
+    assert "applied:" in err and "re-run apply to converge" in err, "never half-applies silently"
     # Same port, same store. A stream whose creation the kill cut short leaves a folder
     # without meta.inf: the server then reports unhealthy until that stream is created
     # again, so wait for JetStream to answer rather than for /healthz.
@@ -132,6 +133,7 @@ def test_frozen_server_mid_apply_gives_a_timeout_error_not_a_hang(
     assert apply.returncode == 1, (out, err)
     assert "no answer" in err and "within 1s" in err
     assert "Traceback" not in err
+    assert "re-run apply to converge" in err
     again = reconcile("apply", str(specs), "--server", server.url, "--lock-timeout", "60")
     assert again.returncode == 0, again.stderr
     assert pending(plan_json([specs], server.url)) == []
