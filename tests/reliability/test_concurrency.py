@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -117,6 +118,9 @@ def test_apply_gives_up_after_lock_timeout_naming_the_holder(
     status = reconcile("lock", "status", "--server", url)
     assert status.returncode == 2
     assert "deploy-bot on runner-7" in status.stdout
+    as_json = json.loads(reconcile("lock", "status", "--server", url, "--format", "json").stdout)
+    assert as_json["held"] is True
+    assert (as_json["owner"], as_json["host"], as_json["pid"]) == ("deploy-bot", "runner-7", 4242)
     refused = reconcile("lock", "break", "--server", url)
     assert refused.returncode == 1 and "--force" in refused.stderr
     broken = reconcile("lock", "break", "--force", "--server", url)
