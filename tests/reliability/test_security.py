@@ -6,7 +6,10 @@ Servers are configured with users, tokens, nkeys, operator JWTs and TLS by
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -292,40 +295,94 @@ def test_creds_and_nkey_seeds_never_appear_in_any_output(
     figures.add("outputs_grepped", len(out.texts) + len(out.files()))
 
 
-def test_the_action_never_shows_the_password_in_summary_outputs_or_logs(
+def test_the_action_never_shows_the_password_in_summary_outputs_logs_or_comments(
     server_factory, tmp_path: Path, figures
 ) -> None:
     server = server_factory(users=[{"user": "deployer", "password": PASSWORD}])
     specs = _specs(tmp_path)
     host = server.url.removeprefix("nats://")
     texts: list[tuple[str, str]] = []
-    for mode in ("plan", "apply", "drift"):
-        for url in (
-            f"nats://deployer:{PASSWORD}@{host}",
-            f"nats://deployer:{PASSWORD}@127.0.0.1:1",
-        ):
-            texts += _action_step(tmp_path / f"{mode}-{len(texts)}", specs, mode=mode, server=url)
+    with _GitHubStandIn() as github:
+        for mode in ("plan", "apply", "drift"):
+            for url in (
+                f"nats://deployer:{PASSWORD}@{host}",
+                f"nats://deployer:{PASSWORD}@127.0.0.1:1",
+            ):
+                root = tmp_path / f"{mode}-{len(texts)}"
+                texts += _action_step(root, specs, github, mode=mode, server=url, comment="true")
+        texts += [(f"PR comment {i}", body) for i, body in enumerate(github.bodies)]
 
     # `::add-mask::SECRET` is how a step asks the runner to mask a value: the runner
     # consumes that line and never shows it; every other line must be clean.
     shown = [(where, _without_mask_commands(text)) for where, text in texts]
-    leaks = [where for where, text in shown if PASSWORD in text]
+    leaks = [where for where, text in shown if PASSWORD in text or GITHUB_TOKEN in text]
     assert leaks == []
     assert any(f"::add-mask::{PASSWORD}" in text for _, text in texts), "the secret was masked"
-    assert any("SECURE" in text for _, text in texts), "the action did run"
+    assert len(github.bodies) == 6, "every step commented"
+    assert any("SECURE" in body for body in github.bodies), "the comments hold the plan"
     figures.add("outputs_grepped", len(texts))
+
+
+GITHUB_TOKEN = "ghs_standin-token-never-print-me"
+
+
+class _GitHubStandIn:
+    """A loopback stand-in for the GitHub REST API: records every comment body posted."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        self.bodies: list[str] = []
+        bodies = self.bodies
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: object) -> None:
+                return None
+
+            def _reply(self, body: object) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(200 if self.command == "GET" else 201)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._reply([])  # no earlier comment: every step posts a new one
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                bodies.append(json.loads(self.rfile.read(length))["body"])
+                self._reply({"id": len(bodies), "html_url": f"http://stand-in/{len(bodies)}"})
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> _GitHubStandIn:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
 
 def _without_mask_commands(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if not line.startswith("::add-mask::"))
 
 
-def _action_step(root: Path, specs: Path, **inputs: str) -> list[tuple[str, str]]:
-    import subprocess
-    import sys
-
+def _action_step(
+    root: Path, specs: Path, github: _GitHubStandIn, **inputs: str
+) -> list[tuple[str, str]]:
     root.mkdir(parents=True)
     files = {name: root / name for name in ("summary.md", "output.txt", "env.txt")}
+    event = root / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": 7}}))
     for path in files.values():
         path.write_text("")
     env = {
@@ -336,6 +393,11 @@ def _action_step(root: Path, specs: Path, **inputs: str) -> list[tuple[str, str]
         "GITHUB_ENV": str(files["env.txt"]),
         "GITHUB_WORKSPACE": str(specs.parent),
         "RUNNER_TEMP": str(root / "tmp"),
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_REPOSITORY": "acme/streams",
+        "GITHUB_API_URL": github.url,
+        "GITHUB_TOKEN": GITHUB_TOKEN,
         "INPUT_PATH": str(specs),
         **{f"INPUT_{k.upper()}": v for k, v in inputs.items()},
     }
