@@ -122,8 +122,9 @@ GUARANTEES = (
         "Passwords, tokens (flags, environment and inside URLs), creds (JWT and seed) and "
         "nkey seeds never appear in the output of plan (text, JSON), apply, drift (Markdown, "
         "HTML), export files, lock status or `--debug` runs, on success or failure; nor in "
-        "the Action's log, outputs or step summary (only in the `::add-mask::` command the "
-        "runner consumes).",
+        "the Action's log, outputs, step summary or sticky PR comment (posted to a loopback "
+        "GitHub stand-in; the GitHub token is grepped too). The one place a secret is "
+        "printed is the `::add-mask::` command the runner consumes.",
         (
             "test_security.py::test_passwords",
             "test_security.py::test_creds",
