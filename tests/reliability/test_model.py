@@ -1,8 +1,8 @@
 """No data loss: a model-based run of random spec changes against a real server.
 
-Each round makes one random change to a model of the spec files (a new stream or
-consumer, a field an update can change, or one that needs a replace), publishes a few
-messages, and applies *without* ``--allow-replace``. Then:
+Each round makes one random change to a model of the spec files (a new stream, consumer
+or KeyValue bucket, a field an update can change, or one that needs a replace), applies
+*without* ``--allow-replace`` and publishes a few messages. Then:
 
 - a change an update can make is applied, and the re-plan is empty;
 - a change that needs a replace is refused as a whole: the server is untouched, the
@@ -33,6 +33,7 @@ EXAMPLES = 5
 ROUNDS = 20  # per example: EXAMPLES x ROUNDS rounds in all
 STREAMS = ["MODEL_A", "MODEL_B", "MODEL_C"]
 CONSUMERS = ["C1", "C2"]
+BUCKETS = ["model_kv", "model_cfg"]
 
 
 class Model:
@@ -41,80 +42,126 @@ class Model:
     def __init__(self) -> None:
         self.streams: dict[str, dict[str, Any]] = {}
         self.consumers: dict[tuple[str, str], dict[str, Any]] = {}
-        self.published: dict[str, int] = {}
+        self.buckets: dict[str, dict[str, Any]] = {}
+        self.published: dict[str, int] = {}  # stream (KV_<bucket> for buckets) -> messages
         self.destructive = False
 
     def documents(self) -> list[dict[str, Any]]:
         docs = [stream_doc(name, **fields) for name, fields in sorted(self.streams.items())]
         docs += [consumer_doc(s, c, **f) for (s, c), f in sorted(self.consumers.items())]
+        docs += [{"kind": "KeyValue", "name": b, **f} for b, f in sorted(self.buckets.items())]
         return docs
 
-    def snapshot(self) -> tuple[dict, dict]:
-        return copy.deepcopy(self.streams), copy.deepcopy(self.consumers)
+    def snapshot(self) -> tuple[dict, ...]:
+        return copy.deepcopy((self.streams, self.consumers, self.buckets))
 
-    def restore(self, saved: tuple[dict, dict]) -> None:
-        self.streams, self.consumers = copy.deepcopy(saved[0]), copy.deepcopy(saved[1])
+    def restore(self, saved: tuple[dict, ...]) -> None:
+        self.streams, self.consumers, self.buckets = copy.deepcopy(saved)
+
+
+def _add_stream(model: Model, data: st.DataObject) -> None:
+    name = data.draw(st.sampled_from(STREAMS), label="stream")
+    storage = data.draw(st.sampled_from(["file", "memory"]), label="storage")
+    model.streams.setdefault(name, {"storage": storage, "max_msgs": 100_000})
+
+
+def _tweak_stream(model: Model, data: st.DataObject) -> None:
+    name = data.draw(st.sampled_from(sorted(model.streams)), label="stream")
+    field, value = data.draw(
+        st.one_of(
+            st.tuples(st.just("description"), st.text(max_size=20)),
+            st.tuples(st.just("max_msgs"), st.integers(10_000, 10**6)),
+            st.tuples(st.just("max_age"), st.sampled_from(["1h", "2h", "1d", "1w"])),
+            st.tuples(st.just("max_msgs_per_subject"), st.sampled_from([-1, 5000])),
+            st.tuples(st.just("compression"), st.sampled_from(["none", "s2"])),
+            st.tuples(st.just("deny_delete"), st.just(True)),  # false→true is an update
+        ),
+        label="stream field",
+    )
+    model.streams[name][field] = value
+
+
+def _replace_stream(model: Model, data: st.DataObject) -> None:
+    fields = model.streams[data.draw(st.sampled_from(sorted(model.streams)), label="stream")]
+    fields["storage"] = "memory" if fields.get("storage") == "file" else "file"
+    model.destructive = True
+
+
+def _add_consumer(model: Model, data: st.DataObject) -> None:
+    stream = data.draw(st.sampled_from(sorted(model.streams)), label="stream")
+    name = data.draw(st.sampled_from(CONSUMERS), label="consumer")
+    policy = data.draw(st.sampled_from(["all", "new", "last"]), label="deliver_policy")
+    model.consumers.setdefault((stream, name), {"deliver_policy": policy})
+
+
+def _tweak_consumer(model: Model, data: st.DataObject) -> None:
+    key = data.draw(st.sampled_from(sorted(model.consumers)), label="consumer")
+    field, value = data.draw(
+        st.one_of(
+            st.tuples(st.just("description"), st.text(max_size=20)),
+            st.tuples(st.just("ack_wait"), st.sampled_from(["10s", "30s", "2m"])),
+            st.tuples(st.just("max_deliver"), st.sampled_from([-1, 3, 10])),
+            st.tuples(st.just("max_ack_pending"), st.integers(1, 5000)),
+        ),
+        label="consumer field",
+    )
+    model.consumers[key][field] = value
+
+
+def _replace_consumer(model: Model, data: st.DataObject) -> None:
+    key = data.draw(st.sampled_from(sorted(model.consumers)), label="consumer")
+    now = model.consumers[key]["deliver_policy"]
+    others = [p for p in ("all", "new", "last") if p != now]
+    model.consumers[key]["deliver_policy"] = data.draw(st.sampled_from(others))
+    model.destructive = True
+
+
+def _add_bucket(model: Model, data: st.DataObject) -> None:
+    name = data.draw(st.sampled_from(BUCKETS), label="bucket")
+    storage = data.draw(st.sampled_from(["file", "memory"]), label="storage")
+    model.buckets.setdefault(name, {"storage": storage, "history": 1})
+
+
+def _tweak_bucket(model: Model, data: st.DataObject) -> None:
+    fields = model.buckets[data.draw(st.sampled_from(sorted(model.buckets)), label="bucket")]
+    if data.draw(st.booleans(), label="history"):  # only grows: a shorter history drops
+        fields["history"] = min(64, fields["history"] + data.draw(st.integers(1, 5)))
+    else:
+        fields["description"] = data.draw(st.text(max_size=20), label="description")
+
+
+def _replace_bucket(model: Model, data: st.DataObject) -> None:
+    fields = model.buckets[data.draw(st.sampled_from(sorted(model.buckets)), label="bucket")]
+    fields["storage"] = "memory" if fields["storage"] == "file" else "file"
+    model.destructive = True
+
+
+def _publish_to(model: Model, data: st.DataObject) -> None:
+    targets = sorted(model.streams) + [f"KV_{b}" for b in sorted(model.buckets)]
+    name = data.draw(st.sampled_from(targets), label="publish to")
+    model.published.setdefault(name, 0)
+
+
+EDITS = {
+    "add_stream": (_add_stream, lambda m: True),
+    "tweak_stream": (_tweak_stream, lambda m: bool(m.streams)),
+    "replace_stream": (_replace_stream, lambda m: bool(m.streams)),
+    "add_consumer": (_add_consumer, lambda m: bool(m.streams)),
+    "tweak_consumer": (_tweak_consumer, lambda m: bool(m.consumers)),
+    "replace_consumer": (_replace_consumer, lambda m: bool(m.consumers)),
+    "add_bucket": (_add_bucket, lambda m: True),
+    "tweak_bucket": (_tweak_bucket, lambda m: bool(m.buckets)),
+    "replace_bucket": (_replace_bucket, lambda m: bool(m.buckets)),
+    "publish": (_publish_to, lambda m: bool(m.streams or m.buckets)),
+}
 
 
 def mutate(model: Model, data: st.DataObject) -> str:
-    """One random edit of the model; says what it was."""
+    """One random edit of the model; its name."""
     model.destructive = False
-    choices = ["add_stream"]
-    if model.streams:
-        choices += ["tweak_stream", "add_consumer", "publish", "replace_stream"]
-    if model.consumers:
-        choices += ["tweak_consumer", "replace_consumer"]
-    action = data.draw(st.sampled_from(choices), label="action")
-    if action == "add_stream":
-        name = data.draw(st.sampled_from(STREAMS), label="stream")
-        storage = data.draw(st.sampled_from(["file", "memory"]), label="storage")
-        model.streams.setdefault(name, {"storage": storage, "max_msgs": 100_000})
-    elif action == "tweak_stream":
-        name = data.draw(st.sampled_from(sorted(model.streams)), label="stream")
-        field, value = data.draw(
-            st.one_of(
-                st.tuples(st.just("description"), st.text(max_size=20)),
-                st.tuples(st.just("max_msgs"), st.integers(10_000, 10**6)),
-                st.tuples(st.just("max_age"), st.sampled_from(["1h", "2h", "1d", "1w"])),
-                st.tuples(st.just("max_msgs_per_subject"), st.sampled_from([-1, 5000])),
-                st.tuples(st.just("compression"), st.sampled_from(["none", "s2"])),
-                st.tuples(st.just("deny_delete"), st.just(True)),  # false→true is an update
-            ),
-            label="stream field",
-        )
-        model.streams[name][field] = value
-    elif action == "replace_stream":
-        name = data.draw(st.sampled_from(sorted(model.streams)), label="stream")
-        fields = model.streams[name]
-        fields["storage"] = "memory" if fields.get("storage") == "file" else "file"
-        model.destructive = True
-    elif action == "add_consumer":
-        stream = data.draw(st.sampled_from(sorted(model.streams)), label="stream")
-        name = data.draw(st.sampled_from(CONSUMERS), label="consumer")
-        policy = data.draw(st.sampled_from(["all", "new", "last"]), label="deliver_policy")
-        model.consumers.setdefault((stream, name), {"deliver_policy": policy})
-    elif action == "tweak_consumer":
-        key = data.draw(st.sampled_from(sorted(model.consumers)), label="consumer")
-        field, value = data.draw(
-            st.one_of(
-                st.tuples(st.just("description"), st.text(max_size=20)),
-                st.tuples(st.just("ack_wait"), st.sampled_from(["10s", "30s", "2m"])),
-                st.tuples(st.just("max_deliver"), st.sampled_from([-1, 3, 10])),
-                st.tuples(st.just("max_ack_pending"), st.integers(1, 5000)),
-            ),
-            label="consumer field",
-        )
-        model.consumers[key][field] = value
-    elif action == "replace_consumer":
-        key = data.draw(st.sampled_from(sorted(model.consumers)), label="consumer")
-        now = model.consumers[key]["deliver_policy"]
-        others = [p for p in ("all", "new", "last") if p != now]
-        model.consumers[key]["deliver_policy"] = data.draw(st.sampled_from(others))
-        model.destructive = True
-    else:  # publish: only to streams the server already has
-        name = data.draw(st.sampled_from(sorted(model.streams)), label="stream")
-        model.published[name] = model.published.get(name, 0)
-        return f"publish {name}"
+    possible = sorted(name for name, (_, allowed) in EDITS.items() if allowed(model))
+    action = data.draw(st.sampled_from(possible), label="edit")
+    EDITS[action][0](model, data)
     return action
 
 
@@ -134,10 +181,16 @@ class Round:
         async with open_client(self.options) as client:
             for name in model.published:
                 for _ in range(count):
-                    await client.publish(f"{name.lower()}.m", b"payload")
-                model.published[name] += count
+                    await client.publish(self._subject(name, model.published[name]), b"payload")
+                    model.published[name] += 1
 
-    async def play(self, model: Model, applied: tuple[dict, dict]) -> tuple[dict, dict]:
+    @staticmethod
+    def _subject(stream: str, index: int) -> str:
+        if stream.startswith("KV_"):
+            return f"$KV.{stream[3:]}.key{index}"  # a new key each time: history never drops
+        return f"{stream.lower()}.m"
+
+    async def play(self, model: Model, applied: tuple[dict, ...]) -> tuple[dict, ...]:
         paths = [write_specs(self.folder, model.documents())]
         before = await self.live()
         try:
