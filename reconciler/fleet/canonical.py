@@ -74,6 +74,7 @@ def to_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+@lru_cache(maxsize=4096)
 def redacted_json(text: str | None) -> str | None:
     """A whole config as JSON text with secret-looking values replaced."""
     return None if text is None else to_json(redact(json.loads(text)))
@@ -82,27 +83,28 @@ def redacted_json(text: str | None) -> str | None:
 FieldRow = tuple[str, str, str]
 
 
+@lru_cache(maxsize=4096)
 def compare(
     kind: str, desired: str, live: str, version: str | None, api_level: int | None
-) -> tuple[bool, list[FieldRow]]:
-    """``(replace needed, [(field, desired JSON, live JSON), ...])`` of a matched pair.
+) -> tuple[bool, tuple[FieldRow, ...]]:
+    """``(replace needed, ((field, desired JSON, live JSON), ...))`` of a matched pair.
 
     The same ``diff_configs`` / ``replace_reasons`` the plan uses; values redacted as the
-    drift report does.
+    drift report does. Memoised: a resource usually looks the same day after day.
     """
     want: Mapping[str, Any] = json.loads(desired)
     have: Mapping[str, Any] = json.loads(live)
     changes = diff_configs(want, have)
     if not changes:
-        return (False, [])
+        return (False, ())
     server = server_info(version, api_level)
     replaced = kind != "Consumer" and bool(replace_reasons(kind, want, have, server))
-    rows = [
+    rows = tuple(
         (
             c.path,
             to_json(redact(c.after, path=c.path)),
             to_json(redact(c.before, path=c.path)),
         )
         for c in changes
-    ]
+    )
     return (replaced, rows)
