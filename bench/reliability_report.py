@@ -86,7 +86,8 @@ GUARANTEES = (
     ),
     Guarantee(
         "No data loss under random change",
-        "A model-based run (hypothesis) makes random spec edits against a real server and "
+        "A model-based run (hypothesis) makes random edits of streams, consumers and KeyValue "
+        "buckets against a real server and "
         "applies each without `--allow-replace`: updates converge (re-plan empty); edits "
         "needing a replace are refused as a whole, leave the server untouched and re-plan "
         "as exactly that replace; every published message stays in its stream.",
