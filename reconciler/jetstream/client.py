@@ -164,6 +164,8 @@ class JetStreamClient:
         except ConnectionClosedError:
             raise ConnectError(f"connection closed while requesting {subject}") from None
         finally:
+            if not sent.done():
+                sent.cancel()  # the caller was cancelled: do not leave the request behind
             waiters = self._waiting.get(key)
             if waiters is not None:
                 waiters.discard(denied)

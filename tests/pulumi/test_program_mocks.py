@@ -6,6 +6,7 @@ dependencies, secret outputs, inputs) exactly as the Pulumi engine would receive
 
 from __future__ import annotations
 
+import asyncio
 import json
 import runpy
 from collections.abc import Iterator
@@ -104,9 +105,15 @@ class EchoMocks(Mocks):
 
 @pytest.fixture
 def monitor() -> Iterator[RecordingMonitor]:
+    # Pulumi's mocks use the thread's current event loop; earlier tests' asyncio.run()
+    # leaves none set, so give each program a fresh one.
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
     recording = RecordingMonitor(EchoMocks())
     pulumi.runtime.set_mocks(EchoMocks(), preview=False, monitor=recording)
     yield recording
+    asyncio.set_event_loop(None)
+    loop.close()
 
 
 @pytest.fixture
