@@ -19,7 +19,7 @@ class ServerInfo:
 
     @property
     def version_tuple(self) -> tuple[int, int, int]:
-        parts = (self.version.split("-")[0].split(".") + ["0", "0", "0"])[:3]
+        parts = [*self.version.split("-")[0].split("."), "0", "0", "0"][:3]
         return (int(parts[0]), int(parts[1]), int(parts[2]))
 
 
