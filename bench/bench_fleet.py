@@ -7,9 +7,9 @@ same shape (``--regenerate`` to rebuild).
 
 The configs are realistic: template streams, consumers and buckets are applied to a real
 (embedded) nats-server and read back, then varied per resource (names, subjects, limits,
-descriptions). Each environment declares its resources as spec files (the server's own
-configs plus ``kind``, as DESIGN.md allows); each day's snapshot carries a few percent of
-drifted fields, missing resources and unmanaged streams.
+descriptions). Each environment declares its resources as spec files written the way
+``reconcile export`` writes them; each day's snapshot carries a few percent of drifted
+fields, missing resources and unmanaged streams.
 
 The in-process path is ``reconcile drift``'s engine (``build_plan`` + ``drift.from_plan``)
 on ``--sample`` environment-days, parsed from the same snapshot files; its rate is
@@ -32,12 +32,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from reconciler import drift, run
-from reconciler.buckets import bucket_config, classify_stream
+from reconciler.export import export_state
 from reconciler.jetstream import ConnectionOptions
 from reconciler.plan import build_plan
 from reconciler.snapshot import parse_record
-from reconciler.spec import SERVER_OWNED_METADATA
 from reconciler.state import LiveState, ServerInfo
 from reconciler.validate import load_specs
 
@@ -100,13 +101,6 @@ def server_templates() -> tuple[ServerInfo, dict[str, dict[str, Any]]]:
     return live.server, found
 
 
-def _clean(config: dict[str, Any]) -> dict[str, Any]:
-    meta = {
-        k: v for k, v in (config.get("metadata") or {}).items() if k not in SERVER_OWNED_METADATA
-    }
-    return {**config, "metadata": meta}
-
-
 def env_resources(
     templates: dict[str, dict[str, Any]], per_env: int, rng: random.Random
 ) -> Iterator[tuple[str, str, dict[str, Any]]]:
@@ -145,18 +139,16 @@ def env_resources(
         i += 1
 
 
-def spec_documents(resources: list[tuple[str, str, dict[str, Any]]]) -> list[dict[str, Any]]:
-    docs = []
-    for stream, consumer, config in resources:
-        if consumer:
-            docs.append({"kind": "Consumer", "stream": stream, **_clean(config)})
-            continue
-        kind, name = classify_stream(stream, config)
-        if kind == "Stream":
-            docs.append({"kind": "Stream", **_clean(config)})
-        else:
-            docs.append({"kind": kind, **bucket_config(kind, name, _clean(config))})
-    return docs
+def spec_documents(
+    server: ServerInfo, resources: list[tuple[str, str, dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """The environment's specs as ``reconcile export`` writes them (fewest fields, units)."""
+    live = LiveState(
+        server=server,
+        streams={stream: config for stream, consumer, config in resources if not consumer},
+        consumers={(s, c): config for s, c, config in resources if c},
+    )
+    return [doc for exported in export_state(live) for doc in exported.documents]
 
 
 def day_lines(
@@ -212,7 +204,8 @@ def generate(out: Path, *, records: int, envs: int, days: int) -> tuple[ServerIn
         rng = random.Random(e)
         resources = list(env_resources(templates, per_env, rng))
         (specs / env).mkdir(parents=True, exist_ok=True)
-        (specs / env / "specs.json").write_text(json.dumps(spec_documents(resources)))
+        docs = spec_documents(server, resources)
+        (specs / env / "specs.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
         for day in range(days):
             lines = list(day_lines(env, day, server, resources, rng))
             folder = snaps / f"day{day + 1:02d}"

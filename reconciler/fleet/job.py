@@ -2,16 +2,16 @@
 
 ::
 
-    snapshots ─read/parse/normalise (Python, per partition)─▶ OUT/_staging/live (Parquet)
-        └─ latest capture per (env, day, resource) ─┐
-    FLEET/<env>/ ─load_specs/desired_config (driver)─┴─ full outer join ─▶ diff (UDF)
-        ─▶ OUT/_staging/findings ─▶ OUT/drift (latest day per env), OUT/history,
-                                    OUT/summary.json, OUT/report.html
+    snapshots ─ parse, check, normalise (Python, per partition) ─▶ OUT/_staging/live
+    FLEET/<env>/ ─ load_specs, desired_config (driver, once per env and context) ─┐
+    live rows of every day + desired rows, partitioned by (env, stream) ──────────┴─▶
+        per-day join + the plan's verdict (one Python pass) ─▶ OUT/_staging/findings
+        ─▶ OUT/drift (latest day per env), OUT/history, OUT/summary.json, OUT/report.html
 
-Records never come back to the driver: only per-environment/day aggregates and the
-(few) live stream configs the desired side depends on are collected. Snapshots are
-grouped per environment and UTC day; the drift dataset describes each environment's
-latest day, the history every day.
+Records never come back to the driver: only per-environment/day aggregates, the top
+fields and the (few) live stream configs the desired side depends on are collected.
+Snapshots are grouped per environment and UTC day; the drift dataset describes each
+environment's latest day, the history every day.
 """
 
 from __future__ import annotations
@@ -100,14 +100,14 @@ def fleet_drift(
     session = spark or spark_session(master)
     out.mkdir(parents=True, exist_ok=True)
     staging = out / "_staging"
-    _clear(out, staging)
+    _clear(out)
     try:
         return _run(session, files, fleet, out, staging, say)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _clear(out: Path, staging: Path) -> None:
+def _clear(out: Path) -> None:
     for name in ("drift", "history", "_staging"):
         shutil.rmtree(out / name, ignore_errors=True)
     for name in ("summary.json", "report.html"):
@@ -134,7 +134,8 @@ def _run(
     if not env_days and not bad_total:
         raise ReconcileError(f"no snapshot records in {', '.join(map(str, files[:3]))}")
     days, desired = _desired_side(spark, fleet, env_days, good)
-    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
+    configured = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
+    partitions = max(configured, 2 * spark.sparkContext.defaultParallelism)
     findings = all_findings(desired, good, days=days, partitions=partitions)
     findings.write.mode("overwrite").parquet(str(staging / "findings"))
     stored = spark.read.parquet(str(staging / "findings"))

@@ -15,12 +15,12 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
+from fleet_findings import FleetCase
 from servers import NatsServer, run
 
 from reconciler import drift
@@ -39,14 +39,6 @@ def spark() -> Iterator[Any]:
     session = spark_session("local[2]", shuffle_partitions=2)
     yield session
     session.stop()
-
-
-@dataclass
-class FleetCase:
-    specs: Path
-    snapshots: Path
-    reports: dict[str, drift.DriftReport]
-    servers: dict[str, NatsServer]
 
 
 async def api(url: str, op: str, body: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FleetCase
-from findings import expected_rows, spark_rows
+from fleet_findings import FleetCase, expected_rows, spark_rows
 
 from reconciler.errors import ReconcileError
 from reconciler.fleet.job import fleet_drift

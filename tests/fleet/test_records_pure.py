@@ -147,7 +147,7 @@ def test_compare_reports_fields_with_desired_and_live_json_and_replace_needs() -
     desired = json.dumps({"storage": "memory", "max_age": 5})
     live_text = json.dumps({"storage": "file", "max_age": 5})
     replaced, rows = compare("Stream", desired, live_text, "2.12.3", 3)
-    assert replaced and rows == (("storage", "\"memory\"", "\"file\""),)
+    assert replaced and rows == (("storage", '"memory"', '"file"'),)
     assert compare("Stream", desired, desired, None, None) == (False, ())
 
 

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FleetCase
-from findings import expected_rows, spark_rows
-from standalone import StandaloneCluster, spark_env
+from fleet_findings import FleetCase, expected_rows, spark_rows
+from spark_standalone import StandaloneCluster, spark_env
 
 from reconciler.fleet.session import APP_NAME
 

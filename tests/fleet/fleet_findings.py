@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from reconciler.drift import DriftReport
+
+
+@dataclass
+class FleetCase:
+    """A fleet on real servers: spec folders, snapshot files, and the expected reports."""
+
+    specs: Path
+    snapshots: Path
+    reports: dict[str, DriftReport]
+    servers: dict[str, Any]  # env -> servers.NatsServer
+
 
 Row = tuple[Any, ...]
 
