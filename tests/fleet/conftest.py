@@ -69,9 +69,27 @@ async def inject_eu(url: str) -> None:
 
 
 async def inject_us(url: str) -> None:
+    """A changed bucket, and a stream managed elsewhere with inherited consumer limits."""
     config = (await api(url, "STREAM.INFO.KV_app_config"))["config"]
     config["max_msgs_per_subject"] = 2
     await api(url, "STREAM.UPDATE.KV_app_config", config)
+    raw = {"name": "RAW", "subjects": ["raw.>"], "consumer_limits": {"max_ack_pending": 50}}
+    await api(url, "STREAM.CREATE.RAW", raw)
+    for name in ("READER", "SPY"):
+        body = {"stream_name": "RAW", "config": {"durable_name": name, "ack_policy": "explicit"}}
+        await api(url, f"CONSUMER.CREATE.RAW.{name}", body)
+
+
+US_EXTRA = """\
+kind: Stream
+name: RAW
+external: true
+---
+kind: Consumer
+stream: RAW
+name: READER
+ack_policy: explicit
+"""
 
 
 def snapshot(env: str, url: str, out: Path) -> None:
@@ -118,6 +136,7 @@ def fleet_case(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetCase]:
         orders = specs / "us" / "orders.yaml"  # declared storage changes: a replace
         orders.write_text(orders.read_text().replace("storage: file", "storage: memory"))
         (specs / "us" / "flags.yaml").write_text("kind: KeyValue\nname: flags\n")
+        (specs / "us" / "raw.yaml").write_text(US_EXTRA)
         reports = {}
         for env, server in servers.items():
             snapshot(env, server.url, snaps / f"{env}.jsonl")

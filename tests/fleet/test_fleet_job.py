@@ -32,6 +32,10 @@ def test_spark_findings_equal_reconcile_drift_for_every_environment(
         statuses |= {row[3] for row in want}
     # the scenario covers every kind of drift the job reports
     assert statuses == {"drifted", "missing", "unmanaged", "orphaned"}
+    # a consumer of an external stream inherits that stream's live consumer limits
+    us = {(r.stream, r.name): r.status for r in fleet_case.reports["us"].resources}
+    assert us[("RAW", "READER")] == "in_sync" and us[("RAW", "SPY")] == "unmanaged"
+    assert (None, "RAW") not in us
     assert result.exit_code == 2 and result.summary["status"] == "drift"
 
 
