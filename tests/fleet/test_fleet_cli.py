@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fleet_findings import FleetCase
 
 from reconciler.fleet.canonical import newest_server, to_json
 from reconciler.fleet.job import fleet_drift
@@ -92,3 +93,14 @@ def test_a_java_home_without_java_is_refused(
 def test_snapshot_and_fleet_options_are_documented() -> None:
     assert "--spark-master" in reconcile("fleet", "drift", "--help").stdout
     assert "--env" in reconcile("snapshot", "--help").stdout
+
+
+@pytest.mark.integration
+def test_a_snapshot_can_go_to_stdout_with_notices_on_stderr(fleet_case: FleetCase) -> None:
+    url = fleet_case.servers["eu"].url
+    done = reconcile("snapshot", "--env", "eu", "--server", url, "--out", "-")
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in done.stdout.splitlines()]
+    assert {r["env"] for r in records} == {"eu"}
+    assert ("Stream", "ORDERS") in {(r["kind"], r["name"]) for r in records}
+    assert "snapshot of eu:" in done.stderr and "written to stdout" in done.stderr
