@@ -21,6 +21,7 @@ COLOURS = {
     "unmanaged": "#8e24aa",
     "orphaned": "#546e7a",
 }
+MAX_BARS = 30
 LINE_COLOURS = ("#1e88e5", "#e53935", "#43a047", "#fb8c00", "#8e24aa", "#00897b", "#6d4c41")
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2rem;color:#222;max-width:1100px}
@@ -52,8 +53,7 @@ def render_html(summary: Mapping[str, Any]) -> str:
         f'<h1>Fleet drift: <span id="status">{escape(summary["status"])}</span></h1>',
         _figures(totals, len(summary["by_env"])),
         _legend(),
-        "<h2>Drift by environment</h2>",
-        _stacked_bars("chart-env", _rows(summary["by_env"])),
+        *_env_chart(summary["by_env"]),
         _env_table(summary["by_env"]),
         "<h2>Drift by kind</h2>",
         _stacked_bars("chart-kind", _rows(summary["by_kind"])),
@@ -82,6 +82,14 @@ def _legend() -> str:
         f'<span><i style="background:{COLOURS[s]}"></i>{s}</span>' for s in DRIFT_STATUSES
     )
     return f"<p class=legend>{spans}</p>"
+
+
+def _env_chart(by_env: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    rows = sorted(_rows(by_env), key=lambda row: (-int(row[1]["drift"]), row[0]))
+    title = "Drift by environment"
+    if len(rows) > MAX_BARS:
+        title += f" (the {MAX_BARS} most drifted of {len(rows)}; all in the table)"
+    return [f"<h2>{title}</h2>", _stacked_bars("chart-env", rows[:MAX_BARS])]
 
 
 def _rows(table: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
@@ -162,10 +170,14 @@ def _history(history: Sequence[Mapping[str, Any]]) -> str:
         return ""
     envs = sorted({h["env"] for h in history})
     drift = {(h["env"], h["day"]): int(h["drift"]) for h in history}
+    totals = {env: sum(drift.get((env, d), 0) for d in days) for env in envs}
+    drawn = sorted(envs, key=lambda env: (-totals[env], env))[: len(LINE_COLOURS)]
+    note = "" if len(drawn) == len(envs) else f" (lines: the {len(drawn)} most drifted)"
     return "\n".join(
         [
-            "<h2>History: drift per environment and day</h2>",
-            _history_chart(days, envs, drift),
+            f"<h2>History: drift per environment and day{note}</h2>",
+            _history_chart(days, sorted(drawn), drift),
+            _line_legend(sorted(drawn)),
             _history_table(days, envs, drift),
         ]
     )
@@ -195,6 +207,15 @@ def _history_chart(days: list[str], envs: list[str], drift: Mapping[tuple[str, s
         )
     size = f'width="{width}" height="{height}"'
     return f'<svg id="chart-history" {size} font-size="11">{"".join(lines)}</svg>'
+
+
+def _line_legend(envs: list[str]) -> str:
+    spans = "".join(
+        f'<span><i style="background:{LINE_COLOURS[n % len(LINE_COLOURS)]}"></i>'
+        f"{escape(env)}</span>"
+        for n, env in enumerate(envs)
+    )
+    return f"<p class=legend>{spans}</p>"
 
 
 def _history_table(days: list[str], envs: list[str], drift: Mapping[tuple[str, str], int]) -> str:
