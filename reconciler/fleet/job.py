@@ -129,9 +129,10 @@ def _run(
     for line in bad[:20]:
         say(f"{line} (skipped)")
     invalid = sorted(env for env, specs in fleet.items() if not specs.valid)
-    good = parsed.where(F.col("error").isNull()).where(~F.col("env").isin(invalid))
+    readable = parsed.where(F.col("error").isNull())
+    good = readable.where(~F.col("env").isin(invalid))
     env_days = _env_days(good)
-    if not env_days and not bad_total:
+    if not env_days and not bad_total and readable.isEmpty():
         raise ReconcileError(f"no snapshot records in {', '.join(map(str, files[:3]))}")
     days, desired = _desired_side(spark, fleet, env_days, good)
     configured = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)

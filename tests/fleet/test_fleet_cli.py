@@ -104,3 +104,16 @@ def test_a_snapshot_can_go_to_stdout_with_notices_on_stderr(fleet_case: FleetCas
     assert {r["env"] for r in records} == {"eu"}
     assert ("Stream", "ORDERS") in {(r["kind"], r["name"]) for r in records}
     assert "snapshot of eu:" in done.stderr and "written to stdout" in done.stderr
+
+
+def test_a_fleet_whose_only_environment_is_invalid_reports_it_and_exits_1(
+    spark: Any, tmp_path: Path
+) -> None:
+    specs, snaps = in_sync_fleet(tmp_path)
+    (specs / "dev" / "s.yaml").write_text(SPEC.replace("1h", "1 fortnight"))
+    result = fleet_drift(specs=specs, snapshots=snaps, out=tmp_path / "out", spark=spark)
+    assert result.exit_code == 1 and result.summary["by_env"] == {}
+    [error] = result.summary["errors"]["envs"]
+    assert error["env"] == "dev" and error["problems"][0].startswith(
+        f"{specs / 'dev' / 's.yaml'}:4"
+    )
