@@ -75,9 +75,9 @@ async def inject_us(url: str) -> None:
     await api(url, "STREAM.UPDATE.KV_app_config", config)
     raw = {"name": "RAW", "subjects": ["raw.>"], "consumer_limits": {"max_ack_pending": 50}}
     await api(url, "STREAM.CREATE.RAW", raw)
-    for name in ("READER", "SPY"):
-        body = {"stream_name": "RAW", "config": {"durable_name": name, "ack_policy": "explicit"}}
-        await api(url, f"CONSUMER.CREATE.RAW.{name}", body)
+    for name, metadata in (("READER", {MANAGED_KEY: MANAGED_VALUE}), ("SPY", {})):
+        config = {"durable_name": name, "ack_policy": "explicit", "metadata": metadata}
+        await api(url, f"CONSUMER.CREATE.RAW.{name}", {"stream_name": "RAW", "config": config})
 
 
 US_EXTRA = """\
