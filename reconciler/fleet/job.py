@@ -128,6 +128,8 @@ def _run(
     bad, bad_total = bad_lines(parsed, index)
     for line in bad[:20]:
         say(f"{line} (skipped)")
+    if bad_total > 20:
+        say(f"... and {bad_total - 20} more bad lines (see summary.json)")
     invalid = sorted(env for env, specs in fleet.items() if not specs.valid)
     readable = parsed.where(F.col("error").isNull())
     good = readable.where(~F.col("env").isin(invalid))
