@@ -16,6 +16,7 @@ count through an accumulator, and only bad lines carry (partition, index), which
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +36,7 @@ from pyspark.sql.types import (
 )
 
 from reconciler.errors import Location, ReconcileError
-from reconciler.fleet.canonical import live_row, to_json
+from reconciler.fleet.canonical import live_row
 from reconciler.snapshot import BadRecord, parse_record
 
 #: Files up to this size are read whole, several per task; bigger ones are split.
@@ -206,7 +207,7 @@ def record_row(line: str) -> tuple[Any, ...]:
         consumer,
         kind,
         name,
-        to_json(live),
+        json.dumps(live, separators=(",", ":")),  # key order is the field table's
         managed,
         record.server_version,
         record.api_level,
