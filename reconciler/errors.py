@@ -20,6 +20,7 @@ under ``--debug``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,15 @@ class Location:
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}"
+
+
+def closest_location(locations: Mapping[str, Location], path: str, default: Location) -> Location:
+    """Where a dotted field path came from, or its closest enclosing field, or ``default``."""
+    while path:
+        if path in locations:
+            return locations[path]
+        path = path.rpartition(".")[0]
+    return default
 
 
 @dataclass(frozen=True)

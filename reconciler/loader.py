@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from reconciler.errors import Location, Problem, SpecError
+from reconciler.errors import Location, Problem, SpecError, closest_location
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_DEPTH = 64
@@ -59,11 +59,7 @@ class Document:
 
     def where(self, path: str) -> Location:
         """The location of a field (or the closest enclosing one, or the document)."""
-        while path:
-            if path in self.locations:
-                return self.locations[path]
-            path = path.rpartition(".")[0]
-        return self.source
+        return closest_location(self.locations, path, self.source)
 
 
 class _Abort(Exception):

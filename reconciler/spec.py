@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from reconciler.errors import Location
+from reconciler.errors import Location, closest_location
 
 Kind = Literal["Stream", "Consumer", "KeyValue", "ObjectStore"]
 KINDS: tuple[Kind, ...] = ("Stream", "Consumer", "KeyValue", "ObjectStore")
@@ -59,8 +59,4 @@ class Spec:
 
     def where(self, path: str) -> Location:
         """The location of a field (or the closest enclosing one, or the document)."""
-        while path:
-            if path in self.locations:
-                return self.locations[path]
-            path = path.rpartition(".")[0]
-        return self.source
+        return closest_location(self.locations, path, self.source)
