@@ -9,6 +9,7 @@ telling the user where to set one.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -19,21 +20,10 @@ from reconciler.jetstream import ConnectionOptions
 #: Stack config namespace: ``pulumi config set jetstream:servers nats://...``.
 CONFIG_NAMESPACE = "jetstream"
 
-#: Fields of the ``connection`` input / stack config, as ConnectionOptions names them.
-CONNECTION_FIELDS: tuple[str, ...] = (
-    "servers",
-    "creds",
-    "nkey",
-    "user",
-    "password",
-    "token",
-    "tls_ca",
-    "tls_cert",
-    "tls_key",
-    "context",
-    "domain",
-    "timeout",
-    "connect_timeout",
+#: Fields of the ``connection`` input / stack config: ConnectionOptions' own names, less
+#: what only the CLI sets (a context's API prefix, the embedded server's store).
+CONNECTION_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in dataclasses.fields(ConnectionOptions) if f.name not in {"api_prefix", "store"}
 )
 
 #: Fields that are credentials: secret inputs, never written to outputs.
