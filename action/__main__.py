@@ -35,7 +35,7 @@ from reconciler.errors import (
 
 if TYPE_CHECKING:
     from reconciler.jetstream import ConnectionOptions
-    from reconciler.plan import Plan
+    from reconciler.planning.steps import Plan
     from reconciler.render import PlanFormat
 
 MODES = ("plan", "apply", "drift")
@@ -206,7 +206,7 @@ def heading(inputs: Inputs, what: str) -> str:
 
 
 def plan_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outcome:
-    from reconciler import run
+    from reconciler.execution import run
 
     plan = asyncio.run(run.plan(inputs.paths, options, prune=inputs.prune, on_notice=runner.log))
     runner.log(render(plan, "text"))
@@ -215,8 +215,8 @@ def plan_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Out
 
 
 def apply_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outcome:
-    from reconciler import run
-    from reconciler.apply import StepEvent, describe, summarize
+    from reconciler.execution import run
+    from reconciler.execution.apply import StepEvent, describe, summarize
 
     planned: list[Plan] = []
 
@@ -253,8 +253,8 @@ def apply_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Ou
 
 
 def drift_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outcome:
-    from reconciler import run
-    from reconciler.drift import from_plan
+    from reconciler.execution import run
+    from reconciler.planning.drift import from_plan
     from reconciler.render.drift_html import render_drift_html
     from reconciler.render.drift_markdown import render_drift_markdown
     from reconciler.render.drift_text import headline, render_drift_text

@@ -34,13 +34,14 @@ from typing import Any
 
 import yaml
 
-from reconciler import drift, run
-from reconciler.export import export_state
+from reconciler.execution import run
 from reconciler.jetstream import ConnectionOptions
-from reconciler.plan import build_plan
-from reconciler.snapshot import parse_record
-from reconciler.state import LiveState, ServerInfo
-from reconciler.validate import load_specs
+from reconciler.model.state import LiveState, ServerInfo
+from reconciler.planning import drift
+from reconciler.planning.export import export_state
+from reconciler.planning.plan import build_plan
+from reconciler.planning.snapshot import parse_record
+from reconciler.specs.validate import load_specs
 
 OUT = Path(__file__).resolve().parent / "out" / "fleet"
 SECOND = 10**9

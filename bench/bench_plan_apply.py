@@ -25,7 +25,7 @@ from typing import Any
 
 import nats
 
-from reconciler import run as engine
+from reconciler.execution import run as engine
 from reconciler.jetstream import ConnectionOptions, EmbeddedServer
 
 

@@ -11,8 +11,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from reconciler.loader import load_documents
-from reconciler.validate import validate_documents
+from reconciler.specs.loader import load_documents
+from reconciler.specs.validate import validate_documents
 
 STREAM = """---
 kind: Stream

@@ -2,7 +2,7 @@
 
 Pure: the provider's last outputs hold the live config and the facts of the server it came
 from, so a diff needs no connection. The answer is the engine's own plan for the resource
-(``reconciler.plan.build_plan``), exactly what ``reconcile plan`` shows for it.
+(``reconciler.planning.plan.build_plan``), exactly what ``reconcile plan`` shows for it.
 """
 
 from __future__ import annotations
@@ -14,18 +14,11 @@ from typing import Any
 from pulumi_provider.connection import public_connection
 from pulumi_provider.inputs import IDENTITY_FIELDS, has_unknowns, plain, spec_body, to_spec
 from pulumi_provider.operations import Live, with_stream
-from reconciler.diff import replace_reasons
-from reconciler.plan import Replace, Unchanged, build_plan
-from reconciler.spec import Spec
-from reconciler.state import LiveState, ServerInfo
-
-#: Stream config fields as a bucket's inputs name them.
-BUCKET_FIELD_NAMES: Mapping[str, str] = {
-    "num_replicas": "replicas",
-    "max_msgs_per_subject": "history",
-    "max_age": "ttl",
-    "max_msg_size": "max_value_size",
-}
+from reconciler.model.state import LiveState, ServerInfo
+from reconciler.model.values import bucket_field_name
+from reconciler.planning.plan import build_plan
+from reconciler.planning.steps import Replace, Unchanged
+from reconciler.specs.spec import Spec
 
 
 @dataclass(frozen=True)
@@ -72,23 +65,12 @@ def config_change(news: Mapping[str, Any], live: Live) -> tuple[list[str], bool]
         return [], False
     if not isinstance(entry, Replace):
         return [], True
-    return replaced_properties(entry, live.server), True
+    return replaced_properties(entry), True
 
 
-def replaced_properties(step: Replace, server: ServerInfo) -> list[str]:
-    """The changed top-level fields that on their own already force the replace."""
-    desired = dict(step.config or {})
-    current = dict(step.live or {})
-    replaced: set[str] = set()
-    for top in {change.path.split(".")[0] for change in step.fields}:
-        probe = dict(current)
-        if top in desired:
-            probe[top] = desired[top]
-        else:
-            probe.pop(top, None)
-        if replace_reasons(step.kind, probe, current, server):
-            replaced.add(_property_name(step.kind, top))
-    return sorted(replaced)
+def replaced_properties(step: Replace) -> list[str]:
+    """The properties whose change forces the replace, named as the resource's inputs."""
+    return sorted({bucket_field_name(step.kind, reason.field) for reason in step.because})
 
 
 def recorded_state(spec: Spec, live: Live) -> LiveState:
@@ -128,12 +110,6 @@ def _control_changed(olds: Mapping[str, Any], news: Mapping[str, Any]) -> bool:
     old_conn = public_connection(_value(olds, "connection"))
     new_conn = public_connection(_value(news, "connection"))
     return destroy or old_conn != new_conn
-
-
-def _property_name(kind: str, field_name: str) -> str:
-    if kind in ("KeyValue", "ObjectStore"):
-        return BUCKET_FIELD_NAMES.get(field_name, field_name)
-    return field_name
 
 
 def _value(props: Mapping[str, Any], key: str) -> Any:

@@ -19,9 +19,9 @@ import pulumi
 
 from pulumi_provider.resources import RESOURCE_CLASSES, JetStreamResource
 from reconciler.errors import Location
-from reconciler.loader import load_documents
-from reconciler.spec import Spec
-from reconciler.validate import validate_documents
+from reconciler.specs.loader import load_documents
+from reconciler.specs.spec import Spec
+from reconciler.specs.validate import validate_documents
 
 COMPONENT_TYPE = "jetstream:index:JetStreamSpecs"
 

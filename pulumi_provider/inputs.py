@@ -3,7 +3,7 @@
 Pulumi hands a dynamic provider plain dicts: numbers arrive as floats, secrets may arrive
 wrapped (``{"4dabf18193072939515e22adb298388d": "1b47...", "value": ...}``), values not
 known yet during a preview are :class:`pulumi.output.Unknown`. This module turns such a
-bag into a validated :class:`~reconciler.spec.Spec` with the engine's own validation.
+bag into a validated :class:`~reconciler.specs.spec.Spec` with the engine's own validation.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pulumi.output import Unknown
 from pulumi.runtime import rpc
 
 from reconciler.errors import Location, SpecError
-from reconciler.loader import Document
-from reconciler.spec import KINDS, Spec
-from reconciler.validate import validate_documents
+from reconciler.specs.loader import Document
+from reconciler.specs.spec import KINDS, Spec
+from reconciler.specs.validate import validate_documents
 
 #: Inputs that steer the provider and are not spec fields.
 CONTROL_FIELDS = frozenset({"connection", "allow_destroy", "__provider"})

@@ -1,7 +1,7 @@
 """The provider's server work: one resource read, created, updated or deleted.
 
-Everything here goes through the engine: ``reconciler.plan`` plans the one resource,
-``reconciler.apply`` (the CLI's executor) applies it, ``reconciler.jetstream`` speaks the
+Everything here goes through the engine: ``reconciler.planning.plan`` plans the one resource,
+``reconciler.execution.apply`` (the CLI's executor) applies it, ``reconciler.jetstream`` speaks the
 API.
 Each function takes an open client; the provider opens one per call.
 """
@@ -13,38 +13,17 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.apply import apply_plan
 from reconciler.errors import NotFound, ReconcileError, RefusedPlan
+from reconciler.execution.apply import apply_plan
+from reconciler.identity import ResourceRef
 from reconciler.jetstream import JetStreamClient
-from reconciler.plan import build_plan
-from reconciler.spec import KV_PREFIX, OBJ_PREFIX, Spec
-from reconciler.state import LiveState, ServerInfo, StreamState
+from reconciler.model.state import LiveState, ServerInfo, StreamState
+from reconciler.planning.plan import build_plan
+from reconciler.specs.spec import Spec
 
-
-@dataclass(frozen=True)
-class Target:
-    """The identity of a managed resource: enough to find it on a server."""
-
-    kind: str
-    name: str
-    stream: str | None = None
-
-    @classmethod
-    def of(cls, spec: Spec) -> Target:
-        return cls(spec.kind, spec.name, spec.stream)
-
-    @property
-    def stream_name(self) -> str:
-        """The JetStream stream that is (or holds) this resource."""
-        if self.kind == "Consumer":
-            return self.stream or ""
-        prefix = {"KeyValue": KV_PREFIX, "ObjectStore": OBJ_PREFIX}.get(self.kind, "")
-        return prefix + self.name
-
-    @property
-    def resource_id(self) -> str:
-        """The Pulumi id: the stream name, ``STREAM/CONSUMER``, or the bucket name."""
-        return f"{self.stream}/{self.name}" if self.kind == "Consumer" else self.name
+#: The identity of a managed resource: enough to find it on a server. Its Pulumi id is
+#: ``ref.path``: the stream name, ``STREAM/CONSUMER``, or the bucket name.
+Target = ResourceRef
 
 
 @dataclass(frozen=True)
@@ -79,19 +58,19 @@ async def converge(client: JetStreamClient, spec: Spec) -> Live:
     sends the complete config. A replace is refused here: Pulumi plans replaces itself
     (Diff), so one showing up now means the server changed since the last refresh.
     """
-    target = Target.of(spec)
+    target = spec.ref
     state = await live_state(client, target)
     plan = build_plan(with_stream(spec), state)
     try:
         await apply_plan(plan, client, allow_replace=False)
     except RefusedPlan as err:
         raise RefusedPlan(
-            f"{spec.kind} {target.resource_id} changed on the server in a way an update "
+            f"{spec.kind} {target.path} changed on the server in a way an update "
             "cannot undo; run `pulumi refresh`, then `pulumi up` replaces it"
         ) from err
     live = await observe(client, target)
     if live is None:
-        raise ReconcileError(f"{spec.kind} {target.resource_id} vanished right after apply")
+        raise ReconcileError(f"{spec.kind} {target.path} vanished right after apply")
     return live
 
 

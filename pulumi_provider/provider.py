@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pulumi import Output
 from pulumi.dynamic import (
@@ -51,9 +51,10 @@ from pulumi_provider.inputs import (
     to_spec,
 )
 from pulumi_provider.operations import Live, Target
-from reconciler.buckets import bucket_config
 from reconciler.errors import SpecError
+from reconciler.identity import Kind
 from reconciler.jetstream import JetStreamClient, open_client
+from reconciler.model.buckets import bucket_config
 
 T = TypeVar("T")
 
@@ -86,7 +87,7 @@ class JetStreamProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         spec = to_spec(props)
         live = self._run(props, lambda client: operations.converge(client, spec))
-        return CreateResult(Target.of(spec).resource_id, outputs(props, live))
+        return CreateResult(spec.ref.path, outputs(props, live))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         target = target_of(id_, props)
@@ -163,7 +164,7 @@ def target_of(id_: str, props: Mapping[str, Any]) -> Target:
     stream = plain(props.get("stream"))
     if name is None:
         stream, _, name = id_.rpartition("/") if kind == "Consumer" else (None, "", id_)
-    return Target(kind, str(name), str(stream) if stream else None)
+    return Target(cast(Kind, kind), str(name), str(stream) if stream else None)
 
 
 def _resolved(value: Any) -> Any:

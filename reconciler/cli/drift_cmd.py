@@ -13,7 +13,7 @@ from reconciler.cli.options import connection_options, to_connection_options
 from reconciler.cli.output import notice
 
 if TYPE_CHECKING:
-    from reconciler.drift import DriftReport
+    from reconciler.planning.drift import DriftReport
 
 FORMATS = click.Choice(["text", "json", "markdown", "html"])
 
@@ -49,8 +49,8 @@ def drift(paths: tuple[Path, ...], fmt: str, out: Path | None, **conn: Any) -> i
 
     Exit status: 0 when everything is in sync, 2 when drift is found, 1 on error.
     """
-    from reconciler import drift as drift_report
-    from reconciler import run
+    from reconciler.execution import run
+    from reconciler.planning import drift as drift_report
     from reconciler.render.drift_text import headline
 
     options = to_connection_options(conn)

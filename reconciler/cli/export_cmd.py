@@ -34,8 +34,8 @@ def _dump(documents: tuple[dict[str, Any], ...]) -> str:
 @connection_options
 def export(out: Path | None, **conn: Any) -> int:
     """Write the server's streams, consumers and buckets as spec files."""
-    from reconciler import run
-    from reconciler.export import export_state
+    from reconciler.execution import run
+    from reconciler.planning.export import export_state
 
     live = asyncio.run(run.fetch_live(to_connection_options(conn), on_notice=notice))
     files = export_state(live)
@@ -43,7 +43,7 @@ def export(out: Path | None, **conn: Any) -> int:
         click.echo("---\n".join(_dump(f.documents) for f in files), nl=False)
         return 0
     out.mkdir(parents=True, exist_ok=True)
-    from reconciler.schema import SCHEMA_DIR
+    from reconciler.specs.schema import SCHEMA_DIR
 
     schema = SCHEMA_DIR / "document.schema.json"
     for exported in files:

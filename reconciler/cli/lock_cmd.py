@@ -28,7 +28,7 @@ def lock() -> None:
 @connection_options
 def status(fmt: str, **conn: Any) -> int:
     """Show who holds the apply lock (exit 0 when free, 2 when held)."""
-    from reconciler import lock as leases
+    from reconciler.execution import lock as leases
     from reconciler.jetstream import open_client
 
     async def read() -> leases.Lease | None:
@@ -51,8 +51,8 @@ def status(fmt: str, **conn: Any) -> int:
 @connection_options
 def break_(force: bool, **conn: Any) -> int:
     """Remove the apply lock's lease (a stale one, or any with --force)."""
-    from reconciler import lock as leases
     from reconciler.errors import LockError
+    from reconciler.execution import lock as leases
     from reconciler.jetstream import open_client
 
     async def go() -> leases.Lease | None:
@@ -74,13 +74,14 @@ def break_(force: bool, **conn: Any) -> int:
 
 
 def _where() -> str:
-    from reconciler.lock import LOCK_BUCKET, LOCK_KEY
+    from reconciler.execution.lock import LOCK_KEY
+    from reconciler.identity import LOCK_BUCKET
 
     return f"{LOCK_BUCKET}/{LOCK_KEY}"
 
 
 def _as_json(lease: Any, now: float) -> dict[str, Any]:
-    from reconciler.lock import rfc3339
+    from reconciler.execution.lock import rfc3339
 
     if lease is None:
         return {"held": False}

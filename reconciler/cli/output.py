@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
-    from reconciler.apply import StepEvent
+    from reconciler.execution.apply import StepEvent
 
 
 def notice(message: str) -> None:
@@ -26,7 +26,7 @@ def interactive() -> bool:
 @contextmanager
 def progress(*, enabled: bool) -> Iterator[Callable[[StepEvent], None]]:
     """A progress bar on a terminal; one plain line per step otherwise."""
-    from reconciler.apply import describe
+    from reconciler.execution.apply import describe
 
     if not enabled:
 

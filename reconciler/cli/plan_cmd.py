@@ -40,7 +40,7 @@ def plan(
     paths: tuple[Path, ...], prune: bool, fmt: str, detailed_exitcode: bool, **conn: Any
 ) -> int:
     """Show what apply would change; changes nothing."""
-    from reconciler import run
+    from reconciler.execution import run
 
     options = to_connection_options(conn)
     the_plan = asyncio.run(run.plan(paths, options, prune=prune, on_notice=notice))
@@ -82,8 +82,8 @@ def apply(
     **conn: Any,
 ) -> int:
     """Change the server to match the specs (validates everything first)."""
-    from reconciler import run
-    from reconciler.apply import summarize
+    from reconciler.execution import run
+    from reconciler.execution.apply import summarize
 
     options = to_connection_options(conn)
 

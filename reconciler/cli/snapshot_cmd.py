@@ -6,7 +6,7 @@ import asyncio
 import os
 import sys
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +44,11 @@ def snapshot(env: str, out: Path, **conn: Any) -> int:
     ObjectStore buckets appear as their KV_/OBJ_ streams). See
     schemas/snapshot.schema.json.
     """
-    from reconciler import run
-    from reconciler.snapshot import snapshot_records
+    from reconciler.execution import run
+    from reconciler.planning.snapshot import snapshot_records
 
     live = asyncio.run(run.fetch_live(to_connection_options(conn), on_notice=notice))
-    records = snapshot_records(live, env=env, captured_at=datetime.now(timezone.utc))
+    records = snapshot_records(live, env=env, captured_at=datetime.now(UTC))
     count = _write(records, out)
     where = "stdout" if str(out) == "-" else str(out)
     notice(
@@ -59,7 +59,7 @@ def snapshot(env: str, out: Path, **conn: Any) -> int:
 
 
 def _write(records: list[dict[str, Any]], out: Path) -> int:
-    from reconciler.snapshot import write_jsonl
+    from reconciler.planning.snapshot import write_jsonl
 
     if str(out) == "-":
         return write_jsonl(records, sys.stdout)

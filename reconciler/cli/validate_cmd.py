@@ -8,9 +8,9 @@ from collections import Counter
 import click
 
 from reconciler.errors import SpecError
-from reconciler.loader import spec_files
-from reconciler.spec import KINDS
-from reconciler.validate import load_specs
+from reconciler.specs.loader import spec_files
+from reconciler.specs.spec import KINDS
+from reconciler.specs.validate import load_specs
 
 
 @click.command("validate")

@@ -1,37 +1,29 @@
-"""The desired side: one folder of spec files per environment, normalised on the driver.
+"""The desired side: one folder of spec files per environment, validated on the driver.
 
 Each sub-folder of the fleet folder is an environment (hidden folders are skipped).
-Its specs are loaded with ``reconciler.validate.load_specs`` and normalised with
-``reconciler.normalize.desired_config``, exactly as ``reconcile plan`` does. An
-environment whose folder does not validate is skipped: its problems (``FILE:LINE``) go
-to the summary and stderr, the other environments are still processed, and the job
-exits 1.
+Its specs are loaded with ``reconciler.specs.validate.load_specs``, exactly as
+``reconcile plan`` does, and grouped by stream for the planner
+(``reconciler.planning.plan.group_streams``). An environment whose folder does not
+validate is skipped: its problems (``FILE:LINE``) go to the summary and stderr, the
+other environments are still processed, and the job exits 1.
 
-Like the plan, the desired config can depend on the live side: the server version
-(which fields exist) and, for a consumer whose stream no spec declares (or an
-``external`` stream), that stream's live ``consumer_limits``. :class:`Context` holds
-exactly those facts for one environment and day; rows are built once per distinct
-context, so a month of daily snapshots normalises each environment's specs once.
+What the plan refuses on a given day (a field the day's server does not know, an
+external stream that is not there) is checked here, per environment and day, with the
+planner's own checks, so the workers only ever plan what the plan accepts.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from reconciler.errors import Problem, ReconcileError, SpecError
-from reconciler.fleet.canonical import server_info, to_json
-from reconciler.normalize import desired_config, unsupported_fields
-from reconciler.spec import Spec
-from reconciler.validate import load_specs
-
-#: (env, context id, stream_name, consumer, kind, name, desired JSON, source, external,
-#:  server_version, api_level)
-DesiredRow = tuple[str, int, str, str, str, str, str | None, str, bool, str | None, int | None]
-
+from reconciler.model.normalize import unsupported_fields
+from reconciler.model.state import LiveState, ServerInfo
+from reconciler.planning.plan import StreamGroup, group_streams, stream_problems
+from reconciler.specs.spec import Spec
+from reconciler.specs.validate import load_specs
 
 @dataclass(frozen=True)
 class EnvSpecs:
@@ -49,6 +41,22 @@ class EnvSpecs:
     def declared_streams(self) -> set[str]:
         """Streams the specs declare (buckets as their streams, external ones included)."""
         return {s.stream_name for s in self.specs if s.kind != "Consumer"}
+
+    def groups(self) -> list[StreamGroup]:
+        """The declared specs grouped by stream, as the planner groups them."""
+        return group_streams(self.specs, LiveState(server=ServerInfo("0.0.0", 0)))
+
+    def by_stream(self) -> dict[str, tuple[Spec | None, tuple[Spec, ...]]]:
+        """stream name → (the declared stream or bucket, its declared consumers)."""
+        return {g.name: (g.declared, g.consumers) for g in self.groups()}
+
+    def problems_on(self, server: ServerInfo, present: Callable[[str], bool]) -> list[Problem]:
+        """What the plan refuses against ``server`` when ``present(stream)`` tells which
+        of :meth:`needed_streams` exist: unknown fields, missing streams."""
+        problems = unsupported_fields(self.specs, server)
+        for group in self.groups():
+            problems += stream_problems(group, live_present=present(group.name))
+        return problems
 
     def needed_streams(self) -> tuple[str, ...]:
         """Live streams whose config the desired side reads (external, or undeclared)."""
@@ -81,62 +89,3 @@ def load_fleet(fleet_dir: Path) -> list[EnvSpecs]:
             continue
         loaded.append(EnvSpecs(env, folder, specs=tuple(specs)))
     return loaded
-
-
-@dataclass(frozen=True)
-class Context:
-    """What one environment's desired configs depend on, for one snapshot day."""
-
-    version: str | None
-    api_level: int | None
-    streams: tuple[tuple[str, str | None], ...]  # needed stream → live config JSON or None
-
-
-def desired_rows(env: EnvSpecs, context: Context, context_id: int) -> list[DesiredRow]:
-    """One row per spec (the plan's own normalisation); raises on what the plan refuses."""
-    server = server_info(context.version, context.api_level)
-    problems = unsupported_fields(env.specs, server)
-    if problems:
-        raise SpecError(problems)
-    live = {name: json.loads(text) for name, text in context.streams if text is not None}
-    stream_configs: dict[str, Any] = {}
-    rows: list[DesiredRow] = []
-
-    def row(spec: Spec, consumer: str, desired: dict[str, Any] | None) -> DesiredRow:
-        text = None if desired is None else to_json(desired)
-        return (
-            *(env.env, context_id, spec.stream_name, consumer, spec.kind, spec.name, text),
-            *(str(spec.source), spec.external, context.version, context.api_level),
-        )
-
-    for spec in _streams(env.specs):
-        if spec.external:
-            if spec.stream_name not in live:
-                message = f"external stream {spec.stream_name} does not exist on the server"
-                problems.append(Problem(spec.source, "", message))
-                continue
-            stream_configs[spec.stream_name] = live[spec.stream_name]
-            rows.append(row(spec, "", None))
-            continue
-        stream_configs[spec.stream_name] = desired_config(spec, server)
-        rows.append(row(spec, "", stream_configs[spec.stream_name]))
-    for spec in _consumers(env.specs):
-        assert spec.stream is not None
-        stream_config = stream_configs.get(spec.stream, live.get(spec.stream))
-        if stream_config is None:
-            message = f"stream {spec.stream} is neither declared nor on the server"
-            problems.append(Problem(spec.where("stream"), "stream", message))
-            continue
-        desired = desired_config(spec, server, stream_config=stream_config)
-        rows.append(row(spec, spec.name, desired))
-    if problems:
-        raise SpecError(problems)
-    return rows
-
-
-def _streams(specs: Sequence[Spec]) -> list[Spec]:
-    return [s for s in specs if s.kind != "Consumer"]
-
-
-def _consumers(specs: Sequence[Spec]) -> list[Spec]:
-    return [s for s in specs if s.kind == "Consumer"]

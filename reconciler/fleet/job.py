@@ -2,14 +2,15 @@
 
 ::
 
-    snapshots ─ parse, check, normalise (Python, per partition) ─▶ OUT/_staging/live
-    FLEET/<env>/ ─ load_specs, desired_config (driver, once per env and context) ─┐
-    live rows of every day + desired rows, partitioned by (env, stream) ──────────┴─▶
-        per-day join + the plan's verdict (one Python pass) ─▶ OUT/_staging/findings
+    snapshots ─ parse, check (Python, per partition) ─▶ OUT/_staging/live
+    FLEET/<env>/ ─ load_specs, the plan's refusals per env and day (driver) ─┐
+    live rows of every day, partitioned by (env, stream) ────────────────────┴─▶
+        per-day groups planned by plan_stream (one Python pass, specs broadcast)
+        ─▶ OUT/_staging/findings
         ─▶ OUT/drift (latest day per env), OUT/history, OUT/summary.json, OUT/report.html
 
 Records never come back to the driver: only per-environment/day aggregates, the top
-fields and the (few) live stream configs the desired side depends on are collected.
+fields and which of the streams the specs rely on exist each day are collected.
 Snapshots are grouped per environment and UTC day; the drift dataset describes each
 environment's latest day, the history every day.
 """
@@ -25,16 +26,10 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    BooleanType,
-    IntegerType,
-    StringType,
-    StructField,
-    StructType,
-)
 
-from reconciler.errors import ReconcileError, SpecError
-from reconciler.fleet.desired import Context, DesiredRow, EnvSpecs, desired_rows, load_fleet
+from reconciler.errors import ReconcileError
+from reconciler.fleet.canonical import server_info
+from reconciler.fleet.desired import EnvSpecs, load_fleet
 from reconciler.fleet.match import Days, all_findings
 from reconciler.fleet.records import BadLine, bad_lines, read_snapshots, snapshot_files
 from reconciler.fleet.report import write_report
@@ -43,22 +38,6 @@ from reconciler.fleet.summary import EnvDay, build_summary
 
 Notice = Callable[[str], None]
 DRIFT_COLUMNS = ["env", "kind", "stream", "name", "status", "field", "desired", "live"]
-
-DESIRED_SCHEMA = StructType(
-    [
-        StructField("env", StringType()),
-        StructField("ctx", IntegerType()),
-        StructField("stream_name", StringType()),
-        StructField("consumer", StringType()),
-        StructField("kind", StringType()),
-        StructField("name", StringType()),
-        StructField("desired", StringType()),
-        StructField("source", StringType()),
-        StructField("external", BooleanType()),
-        StructField("server_version", StringType()),
-        StructField("api_level", IntegerType()),
-    ]
-)
 
 
 @dataclass
@@ -136,10 +115,15 @@ def _run(
     env_days = _env_days(good)
     if not env_days and not bad_total and readable.isEmpty():
         raise ReconcileError(f"no snapshot records in {', '.join(map(str, files[:3]))}")
-    days, desired = _desired_side(spark, fleet, env_days, good)
+    days = _usable_days(spark, fleet, env_days, good)
+    declared = {env.env: env.by_stream() for env in fleet.values() if env.valid}
+    markers = [(env, stream) for env, streams in declared.items() for stream in streams]
+    declared_streams = spark.createDataFrame(markers, "env string, stream_name string")
     configured = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
     partitions = max(configured, 2 * spark.sparkContext.defaultParallelism)
-    findings = all_findings(desired, good, days=days, partitions=partitions)
+    findings = all_findings(
+        declared_streams, good, declared=declared, days=days, partitions=partitions
+    )
     findings.write.mode("overwrite").parquet(str(staging / "findings"))
     stored = spark.read.parquet(str(staging / "findings"))
     current = _write_outputs(spark, stored, env_days, out)
@@ -185,56 +169,41 @@ def _env_days(good: DataFrame) -> list[EnvDay]:
     )
 
 
-def _needed_configs(
+def _present_streams(
     spark: SparkSession, fleet: dict[str, EnvSpecs], good: DataFrame
-) -> dict[tuple[str, date, str], str]:
-    """Live configs of the streams the desired side reads, per (env, day, stream).
-
-    Few rows (only streams that consumers use without declaring them, or external ones);
-    the latest capture of a day wins.
-    """
+) -> set[tuple[str, date, str]]:
+    """``(env, day, stream)`` of the live streams the specs rely on without declaring them
+    (external streams, and streams whose consumers alone are declared). Few rows."""
     pairs = [(env.env, s) for env in fleet.values() if env.valid for s in env.needed_streams()]
     if not pairs:
-        return {}
+        return set()
     wanted = spark.createDataFrame(pairs, "env string, stream_name string")
     rows = (
         good.where(F.col("consumer") == "")
         .join(F.broadcast(wanted), ["env", "stream_name"])
-        .select("env", "day", "stream_name", "captured_at", "live")
-        .orderBy("captured_at")
+        .select("env", "day", "stream_name")
+        .distinct()
         .toLocalIterator()
     )
-    return {(r["env"], r["day"], r["stream_name"]): r["live"] for r in rows}
+    return {(r["env"], r["day"], r["stream_name"]) for r in rows}
 
 
-def _desired_side(
-    spark: SparkSession,
-    fleet: dict[str, EnvSpecs],
-    env_days: list[EnvDay],
-    good: DataFrame,
-) -> tuple[Days, DataFrame]:
-    """Desired rows per distinct context, and env → [(day, context)] for the usable days."""
-    needed = _needed_configs(spark, fleet, good)
-    contexts: dict[tuple[str, Context], int] = {}
-    failed: dict[int, SpecError] = {}
-    rows: list[DesiredRow] = []
-    days: dict[str, list[tuple[date, int]]] = {}
+def _usable_days(
+    spark: SparkSession, fleet: dict[str, EnvSpecs], env_days: list[EnvDay], good: DataFrame
+) -> Days:
+    """env → [(day, version, level)] of the days the plan accepts; the others get problems."""
+    present = _present_streams(spark, fleet, good)
+    days: dict[str, list[tuple[date, str | None, int | None]]] = {}
     for item in env_days:
         env = fleet.get(item.env) or EnvSpecs(item.env, Path(item.env))
-        streams = tuple((s, needed.get((item.env, item.day, s))) for s in env.needed_streams())
-        context = Context(item.server_version, item.api_level, streams)
-        key = (item.env, context)
-        if key not in contexts:
-            contexts[key] = len(contexts)
-            try:
-                rows += desired_rows(env, context, contexts[key])
-            except SpecError as err:
-                failed[contexts[key]] = err
-        if contexts[key] in failed:
-            item.problems = [str(p) for p in failed[contexts[key]].problems]
+        server = server_info(item.server_version, item.api_level)
+        live = {s for e, d, s in present if (e, d) == (item.env, item.day)}
+        problems = env.problems_on(server, live.__contains__)
+        if problems:
+            item.problems = [str(p) for p in problems]
             continue
-        days.setdefault(item.env, []).append((item.day, contexts[key]))
-    return days, spark.createDataFrame(rows, DESIRED_SCHEMA, verifySchema=False)
+        days.setdefault(item.env, []).append((item.day, item.server_version, item.api_level))
+    return days
 
 
 def _write_outputs(

@@ -1,16 +1,18 @@
-"""Desired ⟗ live: matching both sides and judging every resource, with one shuffle.
+"""Declared ⟗ live, one stream at a time, with one shuffle; judged by the planner.
 
-The desired rows (one per spec and context) and the live rows (one per record, all days)
-are unioned and partitioned by ``(env, stream_name)``, sorted so that each stream
-arrives with its consumers, desired rows first, then the live rows day by day. One
-Python pass then does the full outer join per day (the latest capture of a resource on a
-day wins) and applies the plan's rules (``reconciler.fleet.verdict.stream_findings``,
-which needs a stream's verdict to judge its consumers). Desired configs are not copied
-per day, and the records cross the network once.
+The live rows (one per record, all days) and one marker row per declared stream are
+unioned and partitioned by ``(env, stream_name)``, sorted so that each stream arrives
+with its consumers, day by day, the latest capture first. One Python pass then builds,
+for every usable day of the environment, the planner's :class:`StreamGroup` (the
+declared specs come from a broadcast, the live configs from the rows) and hands it to
+``reconciler.fleet.verdict.stream_findings``: the plan's own rules. A stream whose live
+configs are the same as on an earlier day is not planned again (memoised per partition
+by the configs' JSON text), and the records cross the network once.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import date
 from itertools import groupby
@@ -20,7 +22,10 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, StringType, StructField, StructType
 
-from reconciler.fleet.verdict import Pair, stream_findings
+from reconciler.fleet.canonical import server_info
+from reconciler.fleet.verdict import Finding, stream_findings
+from reconciler.planning.plan import StreamGroup
+from reconciler.specs.spec import Spec
 
 FINDING_SCHEMA = StructType(
     [
@@ -38,91 +43,106 @@ FINDING_SCHEMA = StructType(
 FINDING_COLUMNS = [f.name for f in FINDING_SCHEMA.fields]
 GROUP = ("env", "stream_name")
 ORDER = ("env", "stream_name", "side", "day", "consumer")
-#: env → [(day, context id)] of the days that can be compared
-Days = Mapping[str, list[tuple[date, int]]]
+#: env → [(day, server version, API level)] of the days that can be compared
+Days = Mapping[str, list[tuple[date, str | None, int | None]]]
+#: env → stream name → (the declared stream or bucket, its declared consumers)
+Declared = Mapping[str, Mapping[str, tuple[Spec | None, tuple[Spec, ...]]]]
+#: How many distinct (stream, live configs, server) verdicts a partition remembers.
+MEMO_SIZE = 4096
 
-#: Column positions of the unioned rows (the order of ``_desired_rows`` / ``_live_rows``).
-ENV, STREAM, CONSUMER, SIDE, DAY, CAPTURED, CTX, KIND, NAME, CONFIG = range(10)
-EXTERNAL, MANAGED, VERSION, LEVEL = range(10, 14)
+#: Column positions of the unioned rows (the order of ``_marker_rows`` / ``_live_rows``).
+ENV, STREAM, CONSUMER, SIDE, DAY, CAPTURED, CONFIG = range(7)
 
 
-def _null(kind: str) -> Any:
-    return F.lit(None).cast(kind)
-
-
-def _desired_rows(desired: DataFrame) -> DataFrame:
-    return desired.select(
-        "env", "stream_name", "consumer", F.lit(0).alias("side"), _null("date").alias("day"),
-        _null("timestamp").alias("captured_at"), "ctx", "kind", "name",
-        F.col("desired").alias("config"), "external", _null("boolean").alias("managed"),
-        "server_version", "api_level",
+def _marker_rows(declared: DataFrame) -> DataFrame:
+    return declared.select(
+        "env", "stream_name", F.lit("").alias("consumer"), F.lit(0).alias("side"),
+        F.lit(None).cast("date").alias("day"), F.lit(None).cast("timestamp").alias("captured_at"),
+        F.lit(None).cast("string").alias("config"),
     )  # fmt: skip
 
 
 def _live_rows(live: DataFrame) -> DataFrame:
     return live.select(
         "env", "stream_name", "consumer", F.lit(1).alias("side"), "day", "captured_at",
-        _null("int").alias("ctx"), "kind", "name", F.col("live").alias("config"),
-        _null("boolean").alias("external"), "managed", "server_version", "api_level",
+        F.col("live").alias("config"),
     )  # fmt: skip
 
 
-def all_findings(desired: DataFrame, live: DataFrame, *, days: Days, partitions: int) -> DataFrame:
-    """Every resource's status (in_sync included), every env and usable day: FINDING_SCHEMA."""
+def all_findings(
+    declared_streams: DataFrame,
+    live: DataFrame,
+    *,
+    declared: Declared,
+    days: Days,
+    partitions: int,
+) -> DataFrame:
+    """Every resource's status (in_sync included), every env and usable day: FINDING_SCHEMA.
+
+    ``declared_streams`` has one ``(env, stream_name)`` row per declared stream group.
+    """
     rows = (
-        _desired_rows(desired)
+        _marker_rows(declared_streams)
         .unionByName(_live_rows(live))
         .repartition(partitions, *GROUP)
         .sortWithinPartitions(*ORDER, F.col("captured_at").desc())
     )
     spark = rows.sparkSession
-    shared = spark.sparkContext.broadcast(dict(days))
-    found = rows.rdd.mapPartitions(lambda part: partition_findings(part, shared.value))
+    shared = spark.sparkContext.broadcast((dict(declared), dict(days)))
+    found = rows.rdd.mapPartitions(lambda part: partition_findings(part, *shared.value))
     return spark.createDataFrame(found, FINDING_SCHEMA, verifySchema=False)
 
 
-def partition_findings(rows: Iterable[Row], days: Days) -> Iterator[tuple[Any, ...]]:
+def partition_findings(
+    rows: Iterable[Row], declared: Declared, days: Days
+) -> Iterator[tuple[Any, ...]]:
     """Worker side: sorted rows of whole streams → finding tuples."""
+    memo: dict[tuple[Any, ...], list[Finding]] = {}
     for (env, stream_name), group in groupby(rows, key=lambda r: (r[ENV], r[STREAM])):
-        yield from stream_days(env, stream_name, list(group), days.get(env, []))
+        specs = declared.get(env, {}).get(stream_name, (None, ()))
+        judged = stream_days(env, stream_name, list(group), specs, days.get(env, []), memo)
+        for day, findings in judged:
+            for finding in findings:
+                yield (env, day, *finding)
 
 
 def stream_days(
-    env: str, stream_name: str, rows: list[Row], days: list[tuple[date, int]]
-) -> Iterator[tuple[Any, ...]]:
+    env: str,
+    stream_name: str,
+    rows: list[Row],
+    specs: tuple[Spec | None, tuple[Spec, ...]],
+    days: list[tuple[date, str | None, int | None]],
+    memo: dict[tuple[Any, ...], list[Finding]],
+) -> Iterator[tuple[date, list[Finding]]]:
     """One stream and its consumers, judged on each usable day of the environment."""
-    desired: dict[int, dict[str, Row]] = {}
-    live: dict[date, dict[str, Row]] = {}
+    live: dict[date, dict[str, str]] = {}
     for row in rows:
-        if row[SIDE] == 0:
-            desired.setdefault(row[CTX], {})[row[CONSUMER]] = row
-        else:  # sorted latest capture first: the first one of a day wins
-            live.setdefault(row[DAY], {}).setdefault(row[CONSUMER], row)
-    for day, context in days:
-        declared, present = desired.get(context, {}), live.get(day, {})
-        if not declared and not present:
+        if row[SIDE] == 1:  # sorted latest capture first: the first one of a day wins
+            live.setdefault(row[DAY], {}).setdefault(row[CONSUMER], row[CONFIG])
+    stream_spec, consumer_specs = specs
+    for day, version, level in days:
+        present = live.get(day, {})
+        if stream_spec is None and not consumer_specs and not present:
             continue
-        pairs = [_pair(c, declared.get(c), present.get(c)) for c in sorted({*declared, *present})]
-        for finding in stream_findings(stream_name, pairs):
-            yield (env, day, *finding)
+        key = (env, stream_name, version, level, tuple(sorted(present.items())))
+        if key not in memo:
+            if len(memo) >= MEMO_SIZE:
+                memo.clear()
+            group = _group(stream_name, stream_spec, consumer_specs, present)
+            memo[key] = stream_findings(group, server_info(version, level))
+        yield day, memo[key]
 
 
-def _pair(consumer: str, declared: Row | None, live: Row | None) -> Pair:
-    values: dict[str, Any] = {}
-    if declared is not None:
-        values.update(
-            declared_kind=declared[KIND],
-            declared_name=declared[NAME],
-            desired=declared[CONFIG],
-            external=bool(declared[EXTERNAL]),
-            server_version=declared[VERSION],
-            api_level=declared[LEVEL],
-        )
-    if live is not None:
-        values.update(
-            live_kind=live[KIND],
-            live_name=live[NAME],
-            live=live[CONFIG],
-            managed=bool(live[MANAGED]),
-        )
-    return Pair(consumer, **values)
+def _group(
+    name: str, stream: Spec | None, consumers: tuple[Spec, ...], present: Mapping[str, str]
+) -> StreamGroup:
+    stream_config = present.get("")
+    return StreamGroup(
+        name=name,
+        declared=stream,
+        consumers=consumers,
+        live=None if stream_config is None else json.loads(stream_config),
+        live_consumers={c: json.loads(text) for c, text in present.items() if c}
+        if stream_config is not None
+        else {},
+    )

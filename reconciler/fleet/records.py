@@ -1,6 +1,6 @@
 """The live side: snapshot JSON Lines files read into a DataFrame.
 
-Every line is parsed, checked (``reconciler.snapshot.parse_record``) and normalised
+Every line is parsed, checked (``reconciler.planning.snapshot.parse_record``) and normalised
 (``reconciler.fleet.canonical.live_row``) in one Python pass over the lines, on the RDD
 (pandas is not needed). Malformed lines are not fatal: they become rows with an
 ``error`` and are reported with their file and line while every other line is still
@@ -37,7 +37,7 @@ from pyspark.sql.types import (
 
 from reconciler.errors import Location, ReconcileError
 from reconciler.fleet.canonical import live_row
-from reconciler.snapshot import BadRecord, parse_record
+from reconciler.planning.snapshot import BadRecord, parse_record
 
 #: Files up to this size are read whole, several per task; bigger ones are split.
 WHOLE_FILE_LIMIT = 64 * 1024 * 1024
@@ -54,7 +54,7 @@ LIVE_SCHEMA = StructType(
         StructField("consumer", StringType()),  # "" for streams
         StructField("kind", StringType()),  # undeclared kind: Stream | KeyValue | ... | Consumer
         StructField("name", StringType()),  # undeclared name: KV_x is KeyValue x
-        StructField("live", StringType()),  # canonical config, JSON text
+        StructField("live", StringType()),  # the config verbatim, JSON text
         StructField("managed", BooleanType()),  # carries this tool's managed marker
         StructField("server_version", StringType()),
         StructField("api_level", IntegerType()),
@@ -207,7 +207,7 @@ def record_row(line: str) -> tuple[Any, ...]:
         consumer,
         kind,
         name,
-        json.dumps(live, separators=(",", ":")),  # key order is the field table's
+        json.dumps(live, separators=(",", ":")),
         managed,
         record.server_version,
         record.api_level,

@@ -19,9 +19,9 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from reconciler.drift import DRIFT_STATUSES, STATUSES
 from reconciler.fleet.desired import EnvSpecs
 from reconciler.fleet.records import BadLine
+from reconciler.planning.drift import DRIFT_STATUSES, STATUSES
 
 FORMAT_VERSION = 1
 TOP_FIELDS = 20

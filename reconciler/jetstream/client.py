@@ -24,9 +24,10 @@ from nats.errors import ConnectionClosedError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
 from reconciler.errors import ConnectError, NotFound, PermissionDenied, RequestTimeout, ServerError
+from reconciler.identity import kv_subject, stream_of
 from reconciler.jetstream.connection import ConnectionOptions, close_quietly, connect
 from reconciler.jetstream.embedded import EmbeddedServer
-from reconciler.state import LiveState, ServerInfo, StreamState
+from reconciler.model.state import LiveState, ServerInfo, StreamState
 
 NOT_FOUND_CODES = frozenset({10059, 10014})
 NO_MESSAGE = 10037  # STREAM.MSG.GET: no message found
@@ -159,7 +160,7 @@ class JetStreamClient:
             return bytes(sent.result().data)
         except NoRespondersError:
             raise ConnectError(self._no_responders(subject)) from None
-        except (NatsTimeout, asyncio.TimeoutError):
+        except (TimeoutError, NatsTimeout):
             raise RequestTimeout(f"no answer to {subject} within {wait:g}s") from None
         except ConnectionClosedError:
             raise ConnectError(f"connection closed while requesting {subject}") from None
@@ -312,9 +313,9 @@ class JetStreamClient:
     # -- KeyValue primitives (the apply lock) ----------------------------------------------
     async def kv_entry(self, bucket: str, key: str) -> KvEntry | None:
         """The last message of ``key``, delete markers included; None if never written."""
-        body = {"last_by_subj": f"$KV.{bucket}.{key}"}
+        body = {"last_by_subj": kv_subject(bucket, key)}
         try:
-            reply = await self.request(f"STREAM.MSG.GET.KV_{bucket}", body)
+            reply = await self.request(f"STREAM.MSG.GET.{stream_of('KeyValue', bucket)}", body)
         except NotFound:
             raise
         except ServerError as err:
@@ -343,7 +344,7 @@ class JetStreamClient:
             headers["Nats-Expected-Last-Subject-Sequence"] = str(expect)
         if operation:
             headers["KV-Operation"] = operation
-        ack = await self.publish(f"$KV.{bucket}.{key}", value, headers=headers or None)
+        ack = await self.publish(kv_subject(bucket, key), value, headers=headers or None)
         return int(ack["seq"])
 
     async def kv_create(self, bucket: str, key: str, value: bytes) -> int:

@@ -202,7 +202,7 @@ async def connect(options: ConnectionOptions, *, error_cb: ErrorCallback | None 
             return await asyncio.wait_for(
                 _open(url, remaining, error_cb or _quiet, kwargs), timeout=remaining
             )
-        except (OSError, asyncio.TimeoutError, nats.errors.Error, ssl.SSLError) as err:
+        except (TimeoutError, OSError, nats.errors.Error, ssl.SSLError) as err:
             reason = describe_failure(url, err, timeout=options.connect_timeout)
             if tls is not None and reason.endswith("connection lost"):
                 reason += " (does the server require a client certificate? --tls-cert/--tls-key)"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from reconciler.plan import Plan
+    from reconciler.planning.steps import Plan
 
 PlanFormat = Literal["text", "json", "markdown"]
 

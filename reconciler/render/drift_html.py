@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 from html import escape
 
-from reconciler.drift import STATUSES, DriftReport, ResourceDrift, display
+from reconciler.model.values import display
+from reconciler.planning.drift import STATUSES, DriftReport, ResourceDrift
 from reconciler.render.drift_text import headline
 
 COLORS = {

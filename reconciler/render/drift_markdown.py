@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from reconciler.drift import STATUSES, DriftReport, ResourceDrift, display
+from reconciler.model.values import display
+from reconciler.planning.drift import STATUSES, DriftReport, ResourceDrift
 from reconciler.render.drift_text import headline
+from reconciler.render.markdown import cell
 
 ICONS = {
     "in_sync": "✅",
@@ -12,12 +14,6 @@ ICONS = {
     "unmanaged": "❔",
     "orphaned": "🗑️",
 }
-
-
-def cell(text: str) -> str:
-    """Text safe inside a table cell: no pipes, no line breaks, no raw HTML."""
-    escaped = text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
-    return " ".join(escaped.splitlines())
 
 
 def code(text: str) -> str:

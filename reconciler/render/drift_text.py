@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from reconciler.drift import DriftReport, ResourceDrift, display
+from reconciler.model.values import display
+from reconciler.planning.drift import DriftReport, ResourceDrift
 
 SYMBOLS = {"in_sync": " ", "drifted": "~", "missing": "+", "unmanaged": "?", "orphaned": "!"}
 NOTES = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from reconciler.plan import Plan
+from reconciler.planning.steps import Plan
 
 
 def render_json(plan: Plan) -> str:

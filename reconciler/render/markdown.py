@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import html
 
-from reconciler.plan import Entry, Plan
-from reconciler.render.text import SYMBOLS, display_value, field_label, summary_line
+from reconciler.model.values import display, field_label
+from reconciler.planning.steps import Entry, Plan
+from reconciler.render.text import SYMBOLS, summary_line
 
 ICONS = {"create": "🆕", "update": "🔄", "replace": "⚠️", "delete": "🗑️"}
 
@@ -40,9 +41,12 @@ def _details(step: Entry) -> list[str]:
         lines += ["| Field | Value |" if creating else "| Field | Before | After |"]
         lines += ["|---|---|" if creating else "|---|---|---|"]
         for change in step.fields:
-            cells = [field_label(step.kind, change.path), display_value(change.path, change.after)]
+            cells = [
+                field_label(step.kind, change.path),
+                display(change.after, path=change.path, kind=step.kind),
+            ]
             if not creating:
-                cells.insert(1, display_value(change.path, change.before))
+                cells.insert(1, display(change.before, path=change.path, kind=step.kind))
             lines.append("| " + " | ".join(cell(text) for text in cells) + " |")
         lines.append("")
     if step.reasons:

@@ -13,88 +13,21 @@ Plan: 1 to create, 1 to update, 1 to replace, 0 to delete (3 unchanged).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from reconciler.plan import Entry, Plan
-from reconciler.units import format_duration, format_size
+from reconciler.model.values import display, field_label
+from reconciler.planning.steps import Entry, Plan
 
 SYMBOLS = {"create": "+", "update": "~", "replace": "-/+", "delete": "-"}
 _COLORS = {"create": "32", "update": "33", "replace": "35", "delete": "31", "note": "2"}
 
-DURATION_FIELDS = frozenset(
-    {
-        "max_age",
-        "duplicate_window",
-        "ack_wait",
-        "idle_heartbeat",
-        "inactive_threshold",
-        "max_expires",
-        "subject_delete_marker_ttl",
-        "priority_timeout",
-        "backoff",
-        "ttl",
-    }
-)
-SIZE_FIELDS = frozenset({"max_bytes", "max_msg_size", "max_value_size"})
-MAX_VALUE_WIDTH = 120
-#: Stream fields of a bucket as its spec names them, shown next to the wire path.
-BUCKET_NAMES = {
-    "max_age": "ttl",
-    "max_msgs_per_subject": "history",
-    "max_msg_size": "max_value_size",
-    "num_replicas": "replicas",
-}
 
-
-def field_label(kind: str, path: str) -> str:
-    """``max_age (ttl)`` for a bucket's stream field, the path itself otherwise."""
-    alias = BUCKET_NAMES.get(path) if kind in ("KeyValue", "ObjectStore") else None
-    if alias is None or (kind == "ObjectStore" and alias in ("history", "max_value_size")):
-        return path
-    return f"{path} ({alias})"
-
-
-def _leaf(path: str) -> str:
-    """The field name a path ends in, list indexes skipped (``backoff.0`` → ``backoff``)."""
-    parts = [part for part in path.split(".") if not part.isdigit()]
-    return parts[-1] if parts else path
-
-
-def _human(value: int, leaf: str) -> str | None:
-    if leaf in DURATION_FIELDS and value >= 0:
-        return format_duration(value)
-    if leaf in SIZE_FIELDS:
-        return "unlimited" if value == -1 else format_size(value) if value >= 0 else None
-    return None
-
-
-def _nanos(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def display_value(path: str, value: Any) -> str:
-    """A value as a reader wants it: human units for durations and sizes, JSON otherwise."""
-    if value is None:
-        return "(none)"
-    leaf = _leaf(path)
-    if isinstance(value, int) and not isinstance(value, bool):
-        human = _human(value, leaf)
-        if human is not None:
-            return human
-    if isinstance(value, list) and leaf in DURATION_FIELDS and all(_nanos(v) for v in value):
-        return "[" + ", ".join(format_duration(v) for v in value) + "]"
-    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
-    if len(text) > MAX_VALUE_WIDTH:
-        text = text[: MAX_VALUE_WIDTH - 1] + "…"
-    return text
-
-
-def change_line(path: str, before: Any, after: Any, *, action: str, kind: str = "") -> str:
+def change_line(path: str, before: Any, after: Any, *, action: str, kind: str = "Stream") -> str:
     label = field_label(kind, path)
+    after_text = display(after, path=path, kind=kind)
     if action == "create":
-        return f"{label}: {display_value(path, after)}"
-    return f"{label}: {display_value(path, before)} → {display_value(path, after)}"
+        return f"{label}: {after_text}"
+    return f"{label}: {display(before, path=path, kind=kind)} → {after_text}"
 
 
 def _paint(text: str, style: str, *, color: bool) -> str:

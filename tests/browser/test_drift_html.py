@@ -19,9 +19,9 @@ import nats
 import pytest
 from servers import NatsServer, run
 
-from reconciler import run as engine
-from reconciler.drift import DriftReport, from_plan
+from reconciler.execution import run as engine
 from reconciler.jetstream import ConnectionOptions
+from reconciler.planning.drift import DriftReport, from_plan
 from reconciler.render.drift_html import render_drift_html
 
 CHROMIUM = shutil.which("chromium") or (

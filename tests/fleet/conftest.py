@@ -23,10 +23,10 @@ import pytest
 from fleet_findings import FleetCase
 from servers import NatsServer, run
 
-from reconciler import drift
-from reconciler import run as engine
+from reconciler.execution import run as engine
 from reconciler.jetstream import ConnectionOptions
-from reconciler.spec import MANAGED_KEY, MANAGED_VALUE
+from reconciler.planning import drift
+from reconciler.specs.spec import MANAGED_KEY, MANAGED_VALUE
 
 REPO = Path(__file__).resolve().parents[2]
 HOUR = 3600 * 10**9

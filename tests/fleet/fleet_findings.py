@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.drift import DriftReport
+from reconciler.planning.drift import DriftReport
 
 
 @dataclass
@@ -32,7 +32,7 @@ def expected_rows(report: DriftReport) -> set[Row]:
     for r in report.resources:
         if r.status == "drifted":
             for f in r.fields:
-                j = f.to_json()
+                j = f.to_drift_json()
                 rows.add(
                     (
                         r.kind,

@@ -15,8 +15,8 @@ from fleet_findings import FleetCase
 from reconciler.fleet.canonical import newest_server, to_json
 from reconciler.fleet.job import fleet_drift
 from reconciler.fleet.session import JavaMissing, check_java
-from reconciler.normalize import desired_config
-from reconciler.validate import load_specs
+from reconciler.model.normalize import desired_config
+from reconciler.specs.validate import load_specs
 
 pytestmark = pytest.mark.spark
 

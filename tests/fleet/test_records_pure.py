@@ -4,27 +4,27 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import jsonschema
 import pytest
 
 from reconciler.fleet.canonical import compare, live_row, newest_server, server_info
-from reconciler.snapshot import (
+from reconciler.model.state import LiveState, ServerInfo
+from reconciler.planning.snapshot import (
     BadRecord,
     parse_record,
     record_from_json,
     snapshot_records,
     write_jsonl,
 )
-from reconciler.spec import MANAGED_KEY, MANAGED_VALUE
-from reconciler.state import LiveState, ServerInfo
+from reconciler.specs.spec import MANAGED_KEY, MANAGED_VALUE
 
 SCHEMA = json.loads(
     (Path(__file__).resolve().parents[2] / "schemas" / "snapshot.schema.json").read_text()
 )
-WHEN = datetime(2026, 3, 1, 12, 30, tzinfo=timezone.utc)
+WHEN = datetime(2026, 3, 1, 12, 30, tzinfo=UTC)
 ORDERS = {"name": "ORDERS", "subjects": ["ORDERS.*"], "max_age": 0, "storage": "file"}
 KV = {"name": "KV_cfg", "subjects": ["$KV.cfg.>"], "max_msgs_per_subject": 5}
 NEW = {"durable_name": "NEW", "name": "NEW", "ack_policy": "explicit", "ack_wait": 30 * 10**9}

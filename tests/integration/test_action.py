@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from servers import NatsServer, make_operator, run
 
-from reconciler import run as engine
+from reconciler.execution import run as engine
 from reconciler.jetstream import ConnectionOptions
 
 pytestmark = pytest.mark.integration

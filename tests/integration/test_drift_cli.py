@@ -14,7 +14,7 @@ import nats
 import pytest
 from servers import NatsServer, run
 
-from reconciler import run as engine
+from reconciler.execution import run as engine
 from reconciler.jetstream import ConnectionOptions
 
 pytestmark = pytest.mark.integration

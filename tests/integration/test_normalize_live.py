@@ -15,12 +15,12 @@ from typing import Any
 import nats
 import pytest
 
-from reconciler.diff import diff_configs
 from reconciler.errors import Location
-from reconciler.normalize import desired_config, live_config
-from reconciler.plan import build_plan
-from reconciler.spec import Kind, Spec
-from reconciler.state import LiveState, ServerInfo
+from reconciler.model.diff import diff_configs
+from reconciler.model.normalize import desired_config, live_config
+from reconciler.model.state import LiveState, ServerInfo
+from reconciler.planning.plan import build_plan
+from reconciler.specs.spec import Kind, Spec
 
 pytestmark = pytest.mark.integration
 
@@ -224,7 +224,7 @@ CONSUMER_CHANGES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
 
 
 def _known(server: ServerInfo, kind: Kind, *configs: dict[str, Any]) -> bool:
-    from reconciler.defaults import known_fields
+    from reconciler.model.defaults import known_fields
 
     known = known_fields(kind, server)
     return all(key in known for config in configs for key in config)
@@ -233,7 +233,7 @@ def _known(server: ServerInfo, kind: Kind, *configs: dict[str, Any]) -> bool:
 async def _try_update(
     nc: Any, server: ServerInfo, kind: Kind, before: Spec, after: Spec
 ) -> tuple[bool, list[str], Any]:
-    from reconciler.diff import replace_reasons
+    from reconciler.model.diff import replace_reasons
 
     if kind == "Stream":
         subject = f"$JS.API.STREAM.CREATE.{before.name}"

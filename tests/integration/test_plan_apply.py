@@ -1,4 +1,4 @@
-"""Plan and apply against a real nats-server (in-process, through reconciler.run)."""
+"""Plan and apply against a real nats-server (in-process, through reconciler.execution.run)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 from servers import NatsServer, run
 
-from reconciler import run as engine
 from reconciler.errors import ApplyFailed, RefusedPlan, ServerError
+from reconciler.execution import run as engine
+from reconciler.identity import INTERNAL_STREAMS
 from reconciler.jetstream import ConnectionOptions, open_client
-from reconciler.plan import INTERNAL_STREAMS, Plan
+from reconciler.planning.steps import Plan
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 pytestmark = pytest.mark.integration
@@ -279,7 +280,7 @@ def test_export_round_trips(tmp_path: Path, clean_server: NatsServer) -> None:
         apply([EXAMPLES / example], clean_server)
     out = tmp_path / "exported"
     from reconciler.cli.export_cmd import _dump
-    from reconciler.export import export_state
+    from reconciler.planning.export import export_state
 
     live = run(engine.fetch_live(options(clean_server)))
     out.mkdir()

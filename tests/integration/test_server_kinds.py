@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from servers import Cluster, NatsServer, make_operator, run
 
-from reconciler import run as engine
 from reconciler.errors import ConnectError
+from reconciler.execution import run as engine
 from reconciler.jetstream import ConnectionOptions
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -19,10 +19,10 @@ import pytest
 from servers import CACHE, NatsServer
 
 from reconciler.errors import Location
-from reconciler.loader import Document
-from reconciler.schema import validator
-from reconciler.spec import Spec
-from reconciler.validate import load_specs, validate_documents
+from reconciler.specs.loader import Document
+from reconciler.specs.schema import validator
+from reconciler.specs.spec import Spec
+from reconciler.specs.validate import load_specs, validate_documents
 
 pytestmark = pytest.mark.integration
 

@@ -22,9 +22,9 @@ from servers import NatsServer, run
 
 from pulumi_provider import JetStreamProvider
 from pulumi_provider.component import resource_spec
-from reconciler.loader import load_documents
-from reconciler.spec import MANAGED_KEY, MANAGED_VALUE
-from reconciler.validate import validate_documents
+from reconciler.specs.loader import load_documents
+from reconciler.specs.spec import MANAGED_KEY, MANAGED_VALUE
+from reconciler.specs.validate import validate_documents
 
 pytestmark = pytest.mark.integration
 

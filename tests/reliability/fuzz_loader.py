@@ -17,8 +17,8 @@ import atheris
 
 with atheris.instrument_imports():
     from reconciler.errors import SpecError
-    from reconciler.loader import load_documents
-    from reconciler.validate import validate_documents
+    from reconciler.specs.loader import load_documents
+    from reconciler.specs.validate import validate_documents
 
 FOLDER = tempfile.mkdtemp(prefix="fuzz-loader-")
 

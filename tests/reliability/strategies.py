@@ -6,7 +6,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from reconciler.state import ServerInfo
+from reconciler.model.state import ServerInfo
 
 SERVERS = [
     ServerInfo(version="2.10.25", api_level=0),

@@ -23,8 +23,8 @@ from harness import (
     write_specs,
 )
 
-from reconciler import lock
-from reconciler.lock import Holder
+from reconciler.execution import lock
+from reconciler.execution.lock import Holder
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ HANG_GUARD_S = 120
 PROBE = r"""
 import json, resource, sys
 from reconciler.errors import SpecError
-from reconciler.loader import load_documents
+from reconciler.specs.loader import load_documents
 try:
     docs = load_documents([sys.argv[1]])
     outcome = {"documents": len(docs)}

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from reconciler import lock
 from reconciler.errors import LockError
+from reconciler.execution import lock
+from reconciler.execution.lock import Holder, LockSettings
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
-from reconciler.lock import Holder, LockSettings
 
 pytestmark = pytest.mark.integration
 

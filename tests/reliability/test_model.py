@@ -23,8 +23,8 @@ from harness import consumer_doc, stream_doc, write_specs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler import run
 from reconciler.errors import RefusedPlan
+from reconciler.execution import run
 from reconciler.jetstream import ConnectionOptions, open_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

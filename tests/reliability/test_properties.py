@@ -24,14 +24,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import SERVERS, resource_set
 
-from reconciler.diff import diff_configs
 from reconciler.errors import Location, SpecError
-from reconciler.loader import Document, load_documents
-from reconciler.normalize import desired_config
-from reconciler.plan import build_plan
-from reconciler.state import LiveState
-from reconciler.units import to_human
-from reconciler.validate import validate_documents
+from reconciler.model.diff import diff_configs
+from reconciler.model.normalize import desired_config
+from reconciler.model.state import LiveState
+from reconciler.planning.plan import build_plan
+from reconciler.specs.loader import Document, load_documents
+from reconciler.specs.units import to_human
+from reconciler.specs.validate import validate_documents
 
 # The ``figures`` fixture only counts examples, so sharing it across them is intended.
 SHARED = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
@@ -103,9 +103,9 @@ def test_export_then_plan_is_empty_for_random_resource_sets(
     server_factory, tmp_path: Path, figures
 ) -> None:
     server = server_factory()
-    from reconciler import run
-    from reconciler.export import export_state
+    from reconciler.execution import run
     from reconciler.jetstream import ConnectionOptions, open_client
+    from reconciler.planning.export import export_state
 
     options = ConnectionOptions(servers=server.url)
     tried = []

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.checks import SubjectTree
 from reconciler.errors import Location, SpecError
-from reconciler.loader import Document
-from reconciler.subjects import is_subset, is_valid_subject, subjects_overlap
-from reconciler.validate import validate_documents
+from reconciler.specs.checks import SubjectTree
+from reconciler.specs.loader import Document
+from reconciler.specs.subjects import is_subset, is_valid_subject, subjects_overlap
+from reconciler.specs.validate import validate_documents
 
 
 def docs(*bodies: dict[str, Any]) -> list[Document]:

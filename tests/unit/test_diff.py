@@ -6,16 +6,22 @@ from typing import Any
 
 import pytest
 
-from reconciler.diff import FieldChange, diff_configs, replace_reasons
 from reconciler.errors import Location
-from reconciler.normalize import desired_config
-from reconciler.spec import Spec
-from reconciler.state import ServerInfo
+from reconciler.model.diff import FieldChange, ReplaceReason, diff_configs
+from reconciler.model.diff import replace_reasons as replace_rules
+from reconciler.model.normalize import desired_config
+from reconciler.model.state import ServerInfo
+from reconciler.specs.spec import Spec
 
 V211_0 = ServerInfo(version="2.11.0", api_level=1)
 V211 = ServerInfo(version="2.11.11", api_level=1)
 V212_4 = ServerInfo(version="2.12.4", api_level=2)
 V212 = ServerInfo(version="2.12.8", api_level=3)
+
+
+def replace_reasons(*args: Any) -> list[str]:
+    """The messages of the replace rules that apply."""
+    return [reason.message for reason in replace_rules(*args)]
 
 
 def stream(**config: Any) -> dict[str, Any]:
@@ -171,3 +177,10 @@ def test_consumer_storage_type_is_immutable_from_2_14_4() -> None:
     memory, live = consumer(mem_storage=True), consumer()
     assert replace_reasons("Consumer", memory, live, newer) == ["mem_storage cannot be changed"]
     assert replace_reasons("Consumer", memory, live, V212) == []
+
+
+def test_each_replace_reason_names_the_field_that_forces_it() -> None:
+    reasons = replace_rules("Stream", stream(storage="memory"), stream(), V212)
+    assert reasons == [ReplaceReason("storage", "storage cannot be changed")]
+    push = replace_rules("Consumer", {"deliver_subject": "x"}, {}, V212)
+    assert "deliver_subject" in {reason.field for reason in push}

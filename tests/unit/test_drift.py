@@ -10,14 +10,16 @@ from typing import Any
 import jsonschema
 import pytest
 
-from reconciler.diff import FieldChange
-from reconciler.drift import DriftReport, FieldDrift, ResourceDrift, from_plan, redact
 from reconciler.errors import Location
-from reconciler.plan import Create, Orphan, Plan, Replace, Unchanged, Unmanaged, Update
+from reconciler.identity import ResourceRef
+from reconciler.model.diff import FieldChange
+from reconciler.model.state import ServerInfo
+from reconciler.model.values import redact
+from reconciler.planning.drift import DriftReport, ResourceDrift, from_plan
+from reconciler.planning.steps import Create, Orphan, Plan, Replace, Unchanged, Unmanaged, Update
 from reconciler.render.drift_html import render_drift_html
 from reconciler.render.drift_markdown import render_drift_markdown
 from reconciler.render.drift_text import render_drift_text
-from reconciler.state import ServerInfo
 
 SCHEMA = json.loads(
     (Path(__file__).resolve().parents[2] / "schemas" / "drift.schema.json").read_text()
@@ -36,23 +38,25 @@ def plan() -> Plan:
         server=ServerInfo(version="2.12.1", api_level=2),
         changes=(
             Update(
-                kind="Stream",
-                name="ORDERS",
+                ref=ResourceRef("Stream", "ORDERS"),
                 fields=(FieldChange("max_age", before=HOUR, after=DAY),),
                 source=here(1),
+                config={},
+                live={},
             ),
             Replace(
-                kind="Stream",
-                name="AUDIT",
+                ref=ResourceRef("Stream", "AUDIT"),
                 fields=(FieldChange("storage", before="memory", after="file"),),
                 reasons=("storage cannot be changed",),
                 source=here(12),
+                config={},
+                live={},
             ),
-            Create(kind="Consumer", name="ship", stream="ORDERS", source=here(30)),
+            Create(ref=ResourceRef("Consumer", "ship", "ORDERS"), source=here(30), config={}),
         ),
-        unchanged=(Unchanged(kind="KeyValue", name="config", source=here(40)),),
-        unmanaged=(Unmanaged(kind="Stream", name="SCRATCH"),),
-        orphans=(Orphan(kind="Consumer", name="old", stream="ORDERS"),),
+        unchanged=(Unchanged(ref=ResourceRef("KeyValue", "config"), source=here(40)),),
+        unmanaged=(Unmanaged(ref=ResourceRef("Stream", "SCRATCH")),),
+        orphans=(Orphan(ref=ResourceRef("Consumer", "old", "ORDERS")),),
     )
 
 
@@ -73,7 +77,7 @@ def test_each_plan_entry_becomes_one_drift_status(plan: Plan) -> None:
 
 def test_declared_is_the_plans_after_and_live_its_before(plan: Plan) -> None:
     orders = next(r for r in from_plan(plan).resources if r.name == "ORDERS")
-    assert orders.fields == (FieldDrift("max_age", declared=DAY, live=HOUR),)
+    assert orders.fields == (FieldChange("max_age", HOUR, DAY),)
     assert orders.source == "specs/orders.yaml:1"
 
 
@@ -131,8 +135,8 @@ def test_secret_looking_values_are_redacted_everywhere() -> None:
                 "ORDERS",
                 "drifted",
                 fields=(
-                    FieldDrift("metadata.api_token", declared=secret, live=None),
-                    FieldDrift("metadata", declared={"db_password": secret}, live={}),
+                    FieldChange("metadata.api_token", None, secret),
+                    FieldChange("metadata", {}, {"db_password": secret}),
                 ),
             ),
         )
@@ -167,13 +171,13 @@ def test_markdown_report_is_a_table_with_escaped_cells() -> None:
                 "Stream",
                 "ORDERS",
                 "drifted",
-                fields=(FieldDrift("description", declared="a|b", live="<b>x</b>"),),
+                fields=(FieldChange("description", "<b>x</b>", "a|b"),),
             ),
         )
     )
     markdown = render_drift_markdown(report)
     row = next(line for line in markdown.splitlines() if line.startswith("| ⚠️"))
-    assert "`a\\|b`" in row
+    assert "`\"a\\|b\"`" in row
     assert row.count(" | ") == 6  # seven cells: the pipe in the value did not split one
 
 
@@ -252,7 +256,7 @@ def test_html_page_needs_no_network_and_cannot_be_broken_out_of(plan: Plan) -> N
                 "Stream",
                 "ORDERS",
                 "drifted",
-                fields=(FieldDrift("description", declared=hostile, live="<img src=x>"),),
+                fields=(FieldChange("description", "<img src=x>", hostile),),
             ),
         )
     )

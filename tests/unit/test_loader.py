@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from reconciler.errors import Location, SpecError
-from reconciler.loader import Document, compose_documents, load_documents
+from reconciler.specs.loader import Document, compose_documents, load_documents
 
 
 def write(path: Path, text: str | bytes) -> Path:

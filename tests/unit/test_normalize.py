@@ -8,17 +8,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.buckets import bucket_config, classify_stream, kv_stream_config
 from reconciler.errors import Location
-from reconciler.normalize import (
+from reconciler.model.buckets import bucket_config, classify_stream, kv_stream_config
+from reconciler.model.normalize import (
     desired_config,
     live_config,
     preserved_fields,
     rfc3339_utc,
     unsupported_fields,
 )
-from reconciler.spec import MANAGED_KEY, MANAGED_VALUE, Kind, Spec
-from reconciler.state import ServerInfo
+from reconciler.model.state import ServerInfo
+from reconciler.specs.spec import MANAGED_KEY, MANAGED_VALUE, Kind, Spec
 
 V210 = ServerInfo(version="2.10.26", api_level=0)
 V211 = ServerInfo(version="2.11.11", api_level=1)

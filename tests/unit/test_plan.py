@@ -10,19 +10,11 @@ import jsonschema
 import pytest
 
 from reconciler.errors import Location, SpecError, UnsupportedField
-from reconciler.normalize import desired_config
-from reconciler.plan import (
-    ADOPT_REASON,
-    Create,
-    Delete,
-    Plan,
-    Replace,
-    Unchanged,
-    Update,
-    build_plan,
-)
-from reconciler.spec import MANAGED_KEY, Kind, Spec
-from reconciler.state import LiveState, ServerInfo
+from reconciler.model.normalize import desired_config
+from reconciler.model.state import LiveState, ServerInfo
+from reconciler.planning.plan import ADOPT_REASON, build_plan
+from reconciler.planning.steps import Create, Delete, Plan, Replace, Unchanged, Update
+from reconciler.specs.spec import MANAGED_KEY, Kind, Spec
 
 SERVER = ServerInfo(version="2.12.8", api_level=3)
 SCHEMA = json.loads((Path(__file__).parents[2] / "schemas" / "plan.schema.json").read_text())

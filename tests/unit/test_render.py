@@ -7,13 +7,17 @@ from typing import Any
 
 import pytest
 
-from reconciler.diff import FieldChange
 from reconciler.errors import Location
-from reconciler.plan import Create, Delete, Orphan, Plan, Replace, Unmanaged, Update
+from reconciler.identity import ResourceRef
+from reconciler.model.diff import FieldChange
+from reconciler.model.state import ServerInfo
+from reconciler.model.values import display
+from reconciler.planning.drift import from_plan
+from reconciler.planning.steps import Create, Delete, Orphan, Plan, Replace, Unmanaged, Update
 from reconciler.render import render_plan
+from reconciler.render.drift_markdown import render_drift_markdown
+from reconciler.render.drift_text import render_drift_text
 from reconciler.render.markdown import cell
-from reconciler.render.text import display_value
-from reconciler.state import ServerInfo
 
 SERVER = ServerInfo(version="2.12.8", api_level=3)
 HOUR = 3_600_000_000_000
@@ -24,29 +28,34 @@ def sample_plan() -> Plan:
     return Plan(
         server=SERVER,
         changes=(
-            Create(kind="Stream", name="NEW", fields=(FieldChange("subjects", None, ["n.>"]),)),
+            Create(
+                ref=ResourceRef("Stream", "NEW"),
+                fields=(FieldChange("subjects", None, ["n.>"]),),
+                config={"name": "NEW"},
+            ),
             Update(
-                kind="Stream",
-                name="ORDERS",
+                ref=ResourceRef("Stream", "ORDERS"),
                 source=where,
                 fields=(
                     FieldChange("max_age", HOUR, 2 * HOUR),
                     FieldChange("max_bytes", -1, 1 << 30),
                     FieldChange("description", "a|b", "c"),
                 ),
+                config={},
+                live={},
             ),
             Replace(
-                kind="Consumer",
-                name="worker",
-                stream="ORDERS",
+                ref=ResourceRef("Consumer", "worker", "ORDERS"),
                 source=where,
                 fields=(FieldChange("ack_policy", "none", "explicit"),),
                 reasons=("ack_policy cannot be changed",),
+                config={},
+                live={},
             ),
-            Delete(kind="Stream", name="OLD"),
+            Delete(ref=ResourceRef("Stream", "OLD")),
         ),
-        unmanaged=(Unmanaged(kind="KeyValue", name="legacy"),),
-        orphans=(Orphan(kind="Stream", name="STALE"),),
+        unmanaged=(Unmanaged(ref=ResourceRef("KeyValue", "legacy")),),
+        orphans=(Orphan(ref=ResourceRef("Stream", "STALE")),),
     )
 
 
@@ -55,9 +64,10 @@ def bucket_plan() -> Plan:
         server=SERVER,
         changes=(
             Update(
-                kind="KeyValue",
-                name="cfg",
+                ref=ResourceRef("KeyValue", "cfg"),
                 fields=(FieldChange("max_msgs_per_subject", 1, 5), FieldChange("max_age", 0, HOUR)),
+                config={},
+                live={},
             ),
         ),
     )
@@ -94,14 +104,36 @@ def test_colour_is_added_only_when_asked() -> None:
         ("backoff", [1_000_000_000, 5_000_000_000], "[1s, 5s]"),
         ("consumer_limits.inactive_threshold", 0, "0s"),
         ("max_msg_size", 1024, "1KiB"),
-        ("max_msgs", -1, "-1"),
+        ("max_msgs", -1, "unlimited"),
+        ("max_age", 0, "0s"),
         ("metadata.owner", "team", '"team"'),
-        ("mirror", None, "(none)"),
+        ("metadata.db_password", "hunter2", '"<redacted>"'),
+        ("metadata", {"api_token": "t0k"}, '{"api_token": "<redacted>"}'),
+        ("mirror", None, "(absent)"),
         ("sealed", True, "true"),
     ],
 )
 def test_values_are_shown_in_human_units(path: str, value: Any, shown: str) -> None:
-    assert display_value(path, value) == shown
+    kind = "Consumer" if path == "backoff" else "Stream"
+    assert display(value, path=path, kind=kind) == shown
+
+
+def test_plan_and_drift_show_and_redact_a_value_the_same_way() -> None:
+    secret = "s3cr3t-value"
+    change = FieldChange("metadata.db_password", None, secret)
+    plan = Plan(
+        server=SERVER,
+        changes=(Update(ref=ResourceRef("Stream", "S"), fields=(change,), config={}, live={}),),
+    )
+    outputs = [render_plan(plan, fmt) for fmt in ("text", "markdown", "json")]
+    report = from_plan(plan)
+    outputs += [render_drift_text(report), render_drift_markdown(report)]
+    outputs.append(json.dumps(report.to_json()))
+    for output in outputs:
+        assert secret not in output
+        assert "<redacted>" in output or "&lt;redacted&gt;" in output
+    line = 'metadata.db_password: (absent) → "<redacted>"'
+    assert line in render_plan(plan, "text")
 
 
 def test_markdown_has_a_summary_table_and_a_details_section_per_change() -> None:

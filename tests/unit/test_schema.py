@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from reconciler.errors import Location, SpecError
-from reconciler.fields import UNIT_FIELDS
-from reconciler.loader import Document, load_documents
-from reconciler.schema import SCHEMA_FILES, quick_check, schema, validator
-from reconciler.units import DURATION_PATTERN, SIZE_PATTERN
-from reconciler.validate import load_specs, validate_documents
+from reconciler.specs.fields import UNIT_FIELDS
+from reconciler.specs.loader import Document, load_documents
+from reconciler.specs.schema import SCHEMA_FILES, quick_check, schema, validator
+from reconciler.specs.units import DURATION_PATTERN, SIZE_PATTERN
+from reconciler.specs.validate import load_specs, validate_documents
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_SETS = ["shop", "workqueue", "buckets"]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.units import (
+from reconciler.specs.units import (
     DURATION_PATTERN,
     SIZE_PATTERN,
     UnitError,

@@ -21,10 +21,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from typing import Any, TextIO
 
-from reconciler.state import LiveState
+from reconciler.model.state import LiveState
 
 #: Record kinds: buckets are snapshotted as their streams.
 RECORD_KINDS = ("Stream", "Consumer")
@@ -56,8 +56,8 @@ class SnapshotRecord:
 def format_timestamp(moment: datetime) -> str:
     """RFC 3339 in UTC with a ``Z`` suffix, to the second."""
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def snapshot_records(live: LiveState, *, env: str, captured_at: datetime) -> list[dict[str, Any]]:
@@ -146,8 +146,8 @@ def _timestamp(value: Any) -> datetime:
     except ValueError:
         raise BadRecord(f"captured_at {value!r} is not an RFC 3339 timestamp") from None
     if moment.tzinfo is None:  # no offset given: read as UTC
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
 
 
 def _optional_version(value: Any) -> str | None:

@@ -2,7 +2,7 @@
 
 ``load_specs(paths)`` = load + ``validate_documents``. Every problem of every document is
 collected first; if there is any, one :class:`~reconciler.errors.SpecError` carries them
-all. A returned :class:`~reconciler.spec.Spec` has its config in wire units (integer
+all. A returned :class:`~reconciler.specs.spec.Spec` has its config in wire units (integer
 nanoseconds and bytes) without the spec-only fields ``kind``, ``stream`` and ``external``.
 """
 
@@ -12,13 +12,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from reconciler.checks import cross_resource_problems
 from reconciler.errors import Problem, SpecError
-from reconciler.fields import field_limit, unit_paths
-from reconciler.loader import Document, load_file, spec_files
-from reconciler.schema import kind_problem, schema_problems
-from reconciler.spec import Kind, Spec
-from reconciler.units import UnitError, parse_duration, parse_size
+from reconciler.specs.checks import cross_resource_problems
+from reconciler.specs.fields import field_limit, unit_paths
+from reconciler.specs.loader import Document, load_file, spec_files
+from reconciler.specs.schema import kind_problem, schema_problems
+from reconciler.specs.spec import Kind, Spec
+from reconciler.specs.units import UnitError, parse_duration, parse_size
 
 SPEC_ONLY_FIELDS = ("kind", "stream", "external")
 

@@ -35,7 +35,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from reconciler.errors import (
@@ -46,8 +46,8 @@ from reconciler.errors import (
     RequestTimeout,
     ServerError,
 )
+from reconciler.identity import LOCK_BUCKET, kv_subject, stream_of
 
-LOCK_BUCKET = "RECONCILE_LOCKS"
 LOCK_KEY = "apply"
 LEASE_SECONDS = 30.0
 POLL_SECONDS = 1.0
@@ -151,7 +151,7 @@ class Lease:
 
 
 def rfc3339(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _parse_time(text: Any) -> float:
@@ -164,9 +164,9 @@ def _parse_time(text: Any) -> float:
 def bucket_config(bucket: str, *, replicas: int) -> dict[str, Any]:
     """The stream behind the lock bucket: a KeyValue bucket with history 1."""
     return {
-        "name": f"KV_{bucket}",
+        "name": stream_of("KeyValue", bucket),
         "description": "reconcile: apply lock (lease); see `reconcile lock status`",
-        "subjects": [f"$KV.{bucket}.>"],
+        "subjects": [kv_subject(bucket)],
         "max_msgs_per_subject": 1,
         "discard": "new",
         "deny_delete": True,

@@ -13,9 +13,9 @@ steps in flight finish and skips the rest, so nothing is half-written.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, assert_never
 
 from reconciler.errors import (
     ApplyFailed,
@@ -25,8 +25,9 @@ from reconciler.errors import (
     RefusedPlan,
     RequestTimeout,
 )
+from reconciler.identity import ResourceRef
 from reconciler.jetstream import JetStreamClient
-from reconciler.plan import Plan, Step
+from reconciler.planning.steps import Create, Delete, Plan, Replace, Step, Update
 
 Outcome = Literal["applied", "failed", "skipped", "planned"]
 
@@ -65,8 +66,7 @@ class ApplyResult:
 
 def describe(step: Step) -> str:
     """``update Consumer ORDERS/NEW``."""
-    where = f"{step.stream}/" if step.stream else ""
-    return f"{step.action} {step.kind} {where}{step.name}"
+    return f"{step.action} {step.label}"
 
 
 def check_allowed(plan: Plan, *, allow_replace: bool) -> None:
@@ -157,50 +157,38 @@ async def _guarded(
 
 async def execute(client: JetStreamClient, step: Step) -> None:
     """Send the requests of one step."""
-    consumer = step.kind == "Consumer"
-    match step.action:
-        case "create":
-            await _create(client, step, consumer=consumer)
-        case "update":
-            if consumer:
-                assert step.stream is not None and step.config is not None
-                await client.create_consumer(step.stream, dict(step.config), action="update")
-                await _pause_if_changed(client, step)
-            else:
-                assert step.config is not None
-                await client.update_stream(dict(step.config))
-        case "replace":
-            await _delete(client, step, consumer=consumer)
-            await _create(client, step, consumer=consumer)
-        case "delete":
-            await _delete(client, step, consumer=consumer)
-        case other:
-            raise ReconcileError(f"unknown step action {other!r}")
+    match step:
+        case Create():
+            await _create(client, step.ref, step.config)
+        case Update(ref=ResourceRef(kind="Consumer", stream=str(stream))):
+            await client.create_consumer(stream, dict(step.config), action="update")
+            if any(change.path == "pause_until" for change in step.fields):
+                # Consumer updates ignore pause_until; CONSUMER.PAUSE sets it.
+                until = step.config.get("pause_until")
+                await client.pause_consumer(stream, step.name, until)
+        case Update():
+            await client.update_stream(dict(step.config))
+        case Replace():
+            await _delete(client, step.ref)
+            await _create(client, step.ref, step.config)
+        case Delete():
+            await _delete(client, step.ref)
+        case _:
+            assert_never(step)
 
 
-async def _create(client: JetStreamClient, step: Step, *, consumer: bool) -> None:
-    assert step.config is not None
-    if consumer:
-        assert step.stream is not None
-        await client.create_consumer(step.stream, dict(step.config), action="create")
+async def _create(client: JetStreamClient, ref: ResourceRef, config: Mapping[str, Any]) -> None:
+    if ref.kind == "Consumer":
+        await client.create_consumer(ref.stream_name, dict(config), action="create")
     else:
-        await client.create_stream(dict(step.config))
+        await client.create_stream(dict(config))
 
 
-async def _delete(client: JetStreamClient, step: Step, *, consumer: bool) -> None:
-    if consumer:
-        assert step.stream is not None
-        await client.delete_consumer(step.stream, step.name)
+async def _delete(client: JetStreamClient, ref: ResourceRef) -> None:
+    if ref.kind == "Consumer":
+        await client.delete_consumer(ref.stream_name, ref.name)
     else:
-        await client.delete_stream(step.stream_name)
-
-
-async def _pause_if_changed(client: JetStreamClient, step: Step) -> None:
-    """Consumer updates ignore pause_until; CONSUMER.PAUSE sets it."""
-    if any(f.path == "pause_until" for f in step.fields):
-        assert step.stream is not None and step.config is not None
-        until = step.config.get("pause_until")
-        await client.pause_consumer(step.stream, step.name, until)
+        await client.delete_stream(ref.stream_name)
 
 
 def summarize(results: Sequence[ApplyResult]) -> str:

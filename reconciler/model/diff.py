@@ -15,19 +15,54 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.state import ServerInfo
+from reconciler.model.state import ServerInfo
+from reconciler.model.values import redact
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FieldChange:
-    """One changed value: dotted ``path``, live ``before``, desired ``after``."""
+    """One field where live and desired differ: dotted ``path``, live ``before``, desired
+    ``after``. A plan reads it as a change (before → after), a drift report as a finding
+    (``declared`` is ``after``, ``live`` is ``before``). Secrets are redacted on output."""
 
     path: str
     before: Any
     after: Any
 
+    @property
+    def declared(self) -> Any:
+        return self.after
+
+    @property
+    def live(self) -> Any:
+        return self.before
+
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "before": self.before, "after": self.after}
+        """The plan's view (``schemas/plan.schema.json``)."""
+        return {
+            "path": self.path,
+            "before": redact(self.before, path=self.path),
+            "after": redact(self.after, path=self.path),
+        }
+
+    def to_drift_json(self) -> dict[str, Any]:
+        """The drift report's view (``schemas/drift.schema.json``)."""
+        return {
+            "path": self.path,
+            "declared": redact(self.after, path=self.path),
+            "live": redact(self.before, path=self.path),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaceReason:
+    """Why an update cannot make a change: the top-level ``field`` and a sentence."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def diff_configs(desired: Mapping[str, Any], live: Mapping[str, Any]) -> list[FieldChange]:
@@ -65,6 +100,8 @@ def _join(path: str, key: str) -> str:
 # --- immutable fields -------------------------------------------------------------------
 
 Rule = Callable[[Mapping[str, Any], Mapping[str, Any], ServerInfo], str | None]
+#: A rule and the top-level field it guards.
+FieldRule = tuple[str, Rule]
 
 
 def _relaxed(field: str) -> Rule:
@@ -126,18 +163,18 @@ def _max_consumers(
     )
 
 
-STREAM_RULES: tuple[Rule, ...] = (
-    _fixed("storage"),
-    _retention,
-    _mirror,
-    _relaxed("sealed"),
-    _relaxed("deny_delete"),
-    _relaxed("deny_purge"),
-    _msg_ttl,
-    _fixed("allow_msg_counter"),
-    _relaxed("allow_msg_schedules"),
-    _fixed("persist_mode"),
-    _max_consumers,
+STREAM_RULES: tuple[FieldRule, ...] = (
+    ("storage", _fixed("storage")),
+    ("retention", _retention),
+    ("mirror", _mirror),
+    ("sealed", _relaxed("sealed")),
+    ("deny_delete", _relaxed("deny_delete")),
+    ("deny_purge", _relaxed("deny_purge")),
+    ("allow_msg_ttl", _msg_ttl),
+    ("allow_msg_counter", _fixed("allow_msg_counter")),
+    ("allow_msg_schedules", _relaxed("allow_msg_schedules")),
+    ("persist_mode", _fixed("persist_mode")),
+    ("max_consumers", _max_consumers),
 )
 
 
@@ -148,6 +185,18 @@ def _memory(desired: Mapping[str, Any], live: Mapping[str, Any], server: ServerI
     return _fixed("mem_storage")(desired, live, server)
 
 
+_FIXED_CONSUMER_FIELDS = (
+    "deliver_policy",
+    "opt_start_seq",
+    "opt_start_time",
+    "ack_policy",
+    "replay_policy",
+    "max_waiting",
+    "flow_control",
+    "idle_heartbeat",
+)
+
+
 def _push_pull(desired: Mapping[str, Any], live: Mapping[str, Any], _: ServerInfo) -> str | None:
     was_push, is_push = bool(live.get("deliver_subject")), bool(desired.get("deliver_subject"))
     if was_push == is_push:
@@ -155,23 +204,20 @@ def _push_pull(desired: Mapping[str, Any], live: Mapping[str, Any], _: ServerInf
     return "a pull consumer cannot become push" if is_push else "a push consumer cannot become pull"
 
 
-CONSUMER_RULES: tuple[Rule, ...] = (
-    _fixed("deliver_policy"),
-    _fixed("opt_start_seq"),
-    _fixed("opt_start_time"),
-    _fixed("ack_policy"),
-    _fixed("replay_policy"),
-    _fixed("max_waiting"),
-    _fixed("flow_control"),
-    _fixed("idle_heartbeat"),
-    _memory,
-    _push_pull,
+CONSUMER_RULES: tuple[FieldRule, ...] = (
+    *((name, _fixed(name)) for name in _FIXED_CONSUMER_FIELDS),
+    ("mem_storage", _memory),
+    ("deliver_subject", _push_pull),
 )
 
 
 def replace_reasons(
     kind: str, desired: Mapping[str, Any], live: Mapping[str, Any], server: ServerInfo
-) -> list[str]:
+) -> list[ReplaceReason]:
     """Why an update cannot turn ``live`` into ``desired`` (empty: an update will do)."""
     rules = CONSUMER_RULES if kind == "Consumer" else STREAM_RULES
-    return [reason for rule in rules if (reason := rule(desired, live, server)) is not None]
+    return [
+        ReplaceReason(name, message)
+        for name, rule in rules
+        if (message := rule(desired, live, server)) is not None
+    ]

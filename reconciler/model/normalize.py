@@ -24,14 +24,14 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
-from reconciler import defaults as d
-from reconciler.buckets import BUCKET_FIELD_NEEDS, bucket_stream_config
 from reconciler.errors import Problem
-from reconciler.spec import MANAGED_KEY, MANAGED_VALUE, SERVER_OWNED_METADATA, Spec
-from reconciler.state import ServerInfo
+from reconciler.model import defaults as d
+from reconciler.model.buckets import BUCKET_FIELD_NEEDS, bucket_stream_config
+from reconciler.model.state import ServerInfo
+from reconciler.specs.spec import MANAGED_KEY, MANAGED_VALUE, SERVER_OWNED_METADATA, Spec
 
 _NOT_CONFIG = frozenset({"kind", "stream", "external"})
 _TIMESTAMP = re.compile(
@@ -207,9 +207,9 @@ def rfc3339_utc(value: Any) -> Any:
     except ValueError:
         return value
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     frac = (match["frac"] or "").rstrip("0")
-    text = moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    text = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
     return f"{text}.{frac}Z" if frac else f"{text}Z"
 
 

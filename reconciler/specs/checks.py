@@ -14,8 +14,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from reconciler.errors import Problem
-from reconciler.spec import Spec
-from reconciler.subjects import subjects_overlap
+from reconciler.specs.spec import Spec
+from reconciler.specs.subjects import subjects_overlap
 
 PUSH_ONLY = ("deliver_group", "idle_heartbeat", "flow_control", "rate_limit_bps")
 PULL_ONLY = (

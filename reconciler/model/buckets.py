@@ -3,7 +3,8 @@
 ``kv_stream_config`` / ``object_stream_config`` turn a bucket spec (the client libraries'
 bucket fields) into the stream config the Go client (nats.go ``jetstream/kv.go``,
 ``jetstream/object.go``) would create; ``bucket_config`` reads a ``KV_``/``OBJ_`` stream
-config back as bucket fields (for export); ``classify_stream`` tells what a live stream is.
+config back as bucket fields (for export); ``classify_stream`` tells what a live stream is
+(the names themselves live in ``reconciler.identity``).
 """
 
 from __future__ import annotations
@@ -11,19 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from reconciler.defaults import DEFAULT_DUPLICATE_WINDOW
-from reconciler.spec import KV_PREFIX, OBJ_PREFIX, Kind
+from reconciler.identity import Kind, ResourceRef, kv_subject, object_subjects, stream_of
+from reconciler.model.defaults import DEFAULT_DUPLICATE_WINDOW
 
 #: Bucket fields copied to the stream under the same name.
 _SHARED: Final = ("description", "storage", "placement", "metadata")
-
-
-def kv_subject(bucket: str) -> str:
-    return f"$KV.{bucket}.>"
-
-
-def object_subjects(bucket: str) -> list[str]:
-    return [f"$O.{bucket}.C.>", f"$O.{bucket}.M.>"]
 
 
 def _compression(value: Any) -> str:
@@ -54,7 +47,7 @@ def kv_stream_config(name: str, bucket: Mapping[str, Any]) -> dict[str, Any]:
     ttl = config["max_age"]
     window = DEFAULT_DUPLICATE_WINDOW
     config.update(
-        name=KV_PREFIX + name,
+        name=stream_of("KeyValue", name),
         subjects=[kv_subject(name)],
         max_msgs_per_subject=int(bucket.get("history") or 1),
         max_msg_size=_unlimited(bucket.get("max_value_size")),
@@ -74,7 +67,7 @@ def kv_stream_config(name: str, bucket: Mapping[str, Any]) -> dict[str, Any]:
 def object_stream_config(name: str, bucket: Mapping[str, Any]) -> dict[str, Any]:
     """The ``OBJ_<name>`` stream config of an ObjectStore bucket spec."""
     config = _common(bucket)
-    config.update(name=OBJ_PREFIX + name, subjects=object_subjects(name))
+    config.update(name=stream_of("ObjectStore", name), subjects=object_subjects(name))
     return config
 
 
@@ -90,16 +83,8 @@ BUCKET_FIELD_NEEDS: Final[Mapping[str, str]] = {"limit_marker_ttl": "allow_msg_t
 
 def classify_stream(name: str, config: Mapping[str, Any]) -> tuple[Kind, str]:
     """What a live stream is: ``("KeyValue", bucket)``, ``("ObjectStore", bucket)`` or a Stream."""
-    subjects = list(config.get("subjects") or [])
-    if name.startswith(KV_PREFIX):
-        bucket = name[len(KV_PREFIX) :]
-        if subjects == [kv_subject(bucket)]:
-            return ("KeyValue", bucket)
-    if name.startswith(OBJ_PREFIX):
-        bucket = name[len(OBJ_PREFIX) :]
-        if sorted(subjects) == sorted(object_subjects(bucket)):
-            return ("ObjectStore", bucket)
-    return ("Stream", name)
+    ref = ResourceRef.of_stream(name, config)
+    return (ref.kind, ref.name)
 
 
 def _positive(config: Mapping[str, Any], key: str) -> int | None:

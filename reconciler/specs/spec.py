@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from reconciler.errors import Location, closest_location
+from reconciler.identity import KINDS, Kind, ResourceRef
 
-Kind = Literal["Stream", "Consumer", "KeyValue", "ObjectStore"]
-KINDS: tuple[Kind, ...] = ("Stream", "Consumer", "KeyValue", "ObjectStore")
+__all__ = ["KINDS", "MANAGED_KEY", "MANAGED_VALUE", "SERVER_OWNED_METADATA", "Kind", "Spec"]
 
 #: Metadata key (and value) marking a resource as created and owned by this tool.
 MANAGED_KEY = "io.jetstream-gitops/managed-by"
@@ -23,9 +23,6 @@ MANAGED_VALUE = "reconcile"
 
 #: Metadata keys the server owns (2.11+); never diffed, never sent.
 SERVER_OWNED_METADATA = frozenset({"_nats.ver", "_nats.level", "_nats.req.level"})
-
-KV_PREFIX = "KV_"
-OBJ_PREFIX = "OBJ_"
 
 
 @dataclass(frozen=True)
@@ -41,6 +38,11 @@ class Spec:
     locations: Mapping[str, Location] = field(default_factory=dict)  # "a.b.0" -> where
 
     @property
+    def ref(self) -> ResourceRef:
+        """Who this resource is (kind, name, stream)."""
+        return ResourceRef(self.kind, self.name, self.stream)
+
+    @property
     def key(self) -> tuple[str, str, str]:
         """Identity used across the engine: (kind, stream or "", name)."""
         return (self.kind, self.stream or "", self.name)
@@ -48,14 +50,7 @@ class Spec:
     @property
     def stream_name(self) -> str:
         """The JetStream stream this resource is or lives in."""
-        if self.kind == "Consumer":
-            assert self.stream is not None
-            return self.stream
-        if self.kind == "KeyValue":
-            return KV_PREFIX + self.name
-        if self.kind == "ObjectStore":
-            return OBJ_PREFIX + self.name
-        return self.name
+        return self.ref.stream_name
 
     def where(self, path: str) -> Location:
         """The location of a field (or the closest enclosing one, or the document)."""

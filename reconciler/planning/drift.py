@@ -12,25 +12,23 @@ each resource gets one status:
 - ``orphaned``  on the server with this tool's managed marker, but no spec declares it any
                 more (``prune`` would delete it).
 
-Coverage is the share of live resources that some spec declares. Values whose field name
-looks like a secret (password, token, seed, ...) are replaced by ``"<redacted>"``. Pure: no
-clock, no network; the report is JSON-serialisable (``schemas/drift.schema.json``).
+Coverage is the share of live resources that some spec declares. Values are redacted and
+shown by ``reconciler.model.values``, like the plan's. Pure: no clock, no network; the
+report is JSON-serialisable (``schemas/drift.schema.json``).
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
-from reconciler.fields import UNIT_FIELDS, Unit
-from reconciler.units import format_duration, format_size
+from reconciler.identity import KIND_ORDER, Kind, ResourceRef
+from reconciler.model.diff import FieldChange
 
 if TYPE_CHECKING:
-    from reconciler.plan import Entry, Plan
+    from reconciler.planning.steps import Entry, Plan
 
 Status = Literal["in_sync", "drifted", "missing", "unmanaged", "orphaned"]
 STATUSES: tuple[Status, ...] = ("in_sync", "drifted", "missing", "unmanaged", "orphaned")
@@ -48,65 +46,7 @@ STATUS_OF_ACTION: Mapping[str, Status] = {
     "orphan": "orphaned",
     "delete": "orphaned",  # a plan made with prune
 }
-KIND_ORDER = {"Stream": 0, "KeyValue": 1, "ObjectStore": 2, "Consumer": 3}
-
 FORMAT_VERSION = 1
-REDACTED = "<redacted>"
-_SECRET_NAME = re.compile(r"pass(word)?|secret|token|seed|creds?|jwt|nkey|private", re.I)
-
-
-def redact(value: Any, *, path: str = "") -> Any:
-    """``value`` with anything stored under a secret-looking key replaced by a marker."""
-    last = path.rpartition(".")[2]
-    if last and _SECRET_NAME.search(last):
-        return REDACTED if value is not None else None
-    if isinstance(value, Mapping):
-        return {str(k): redact(v, path=str(k)) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [redact(v) for v in value]
-    return value
-
-
-def unit_of(kind: str, path: str) -> Unit | None:
-    """Whether the field at ``path`` of a ``kind`` holds a duration or a size."""
-    parts = path.split(".")
-    tables = [UNIT_FIELDS.get(kind, {}), UNIT_FIELDS["Stream"]]  # buckets diff as streams
-    for table in tables:
-        for pattern, unit in table.items():
-            wanted = pattern.split(".")
-            if len(wanted) == len(parts) and all(
-                w == p or (w == "*" and p.isdigit()) for w, p in zip(wanted, parts, strict=True)
-            ):
-                return unit
-    return None
-
-
-def display(value: Any, *, path: str = "", kind: str = "", limit: int = 120) -> str:
-    """A value as one short line for text, Markdown and HTML (human units, secrets redacted)."""
-    if value is None:
-        return "(absent)"
-    shown = redact(value, path=path)
-    unit = unit_of(kind, path) if kind else None
-    if unit and isinstance(shown, int) and not isinstance(shown, bool) and shown > 0:
-        return format_duration(shown) if unit == "duration" else format_size(shown)
-    text = shown if isinstance(shown, str) and shown else json.dumps(shown, sort_keys=True)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-@dataclass(frozen=True)
-class FieldDrift:
-    """One field where the server differs from the spec."""
-
-    path: str
-    declared: Any
-    live: Any
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "declared": redact(self.declared, path=self.path),
-            "live": redact(self.live, path=self.path),
-        }
 
 
 @dataclass(frozen=True)
@@ -118,17 +58,21 @@ class ResourceDrift:
     status: Status
     stream: str | None = None
     source: str | None = None  # "FILE:LINE" of the declaring document
-    fields: tuple[FieldDrift, ...] = ()
+    fields: tuple[FieldChange, ...] = ()  # before: live, after: declared
     reasons: tuple[str, ...] = ()  # why a change could not be applied in place
 
     @property
-    def key(self) -> tuple[int, str, str, str]:
-        return (KIND_ORDER.get(self.kind, 9), self.kind, self.stream or "", self.name)
+    def ref(self) -> ResourceRef:
+        return ResourceRef(cast(Kind, self.kind), self.name, self.stream)
+
+    @property
+    def key(self) -> tuple[int, str, str]:
+        return self.ref.sort_key
 
     @property
     def label(self) -> str:
         """``NAME`` or, for consumers, ``STREAM/NAME``."""
-        return f"{self.stream}/{self.name}" if self.stream else self.name
+        return self.ref.path
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -137,7 +81,7 @@ class ResourceDrift:
             "stream": self.stream,
             "status": self.status,
             "source": self.source,
-            "fields": [f.to_json() for f in self.fields],
+            "fields": [f.to_drift_json() for f in self.fields],
             "reasons": list(self.reasons),
         }
 
@@ -225,9 +169,7 @@ class DriftReport:
 def resource_from_entry(entry: Entry) -> ResourceDrift:
     """One plan entry as a drift entry: ``before`` (live) and ``after`` (declared) swap roles."""
     status = STATUS_OF_ACTION[entry.action]
-    fields: tuple[FieldDrift, ...] = ()
-    if status == "drifted":
-        fields = tuple(FieldDrift(c.path, declared=c.after, live=c.before) for c in entry.fields)
+    fields = entry.fields if status == "drifted" else ()
     return ResourceDrift(
         kind=entry.kind,
         name=entry.name,
@@ -241,8 +183,7 @@ def resource_from_entry(entry: Entry) -> ResourceDrift:
 
 def from_plan(plan: Plan) -> DriftReport:
     """The drift report of a plan (made without prune: orphans are notes, not deletes)."""
-    entries: list[Entry] = [*plan.changes, *plan.unchanged, *plan.unmanaged, *plan.orphans]
     return DriftReport(
-        resources=tuple(resource_from_entry(e) for e in entries),
+        resources=tuple(resource_from_entry(e) for e in plan.entries),
         server_version=plan.server.version,
     )

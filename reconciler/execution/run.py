@@ -1,7 +1,7 @@
 """The engine's entry points: the same four moves behind every front door.
 
 ``plan`` and ``apply`` validate every spec before anything touches a server, read the
-live state once (paged), build a frozen :class:`~reconciler.plan.Plan` and, for apply,
+live state once (paged), build a frozen :class:`~reconciler.planning.plan.Plan` and, for apply,
 hand it to the one executor. The CLI, the GitHub Action, the drift report and the
 fleet snapshot all call these; none of them re-implements a phase.
 """
@@ -12,15 +12,16 @@ import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from reconciler import lock
-from reconciler.apply import ApplyResult, StepEvent, apply_plan
 from reconciler.errors import UnsupportedField
+from reconciler.execution import lock
+from reconciler.execution.apply import ApplyResult, StepEvent, apply_plan
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
-from reconciler.normalize import unsupported_fields
-from reconciler.plan import Plan, build_plan
-from reconciler.spec import Spec
-from reconciler.state import LiveState
-from reconciler.validate import load_specs
+from reconciler.model.normalize import unsupported_fields
+from reconciler.model.state import LiveState
+from reconciler.planning.plan import build_plan
+from reconciler.planning.steps import Plan
+from reconciler.specs.spec import Spec
+from reconciler.specs.validate import load_specs
 
 Notice = Callable[[str], None]
 PathLike = str | Path
@@ -79,7 +80,7 @@ async def apply(
 ) -> ApplyResult:
     """Validate, plan and (unless ``dry_run``) apply; destructive steps need the flags.
 
-    Planning and applying happen under the server's apply lock (:mod:`reconciler.lock`),
+    Planning and applying happen under the server's apply lock (:mod:`reconciler.execution.lock`),
     waiting up to ``lock_timeout`` seconds for it; ``None`` applies without the lock.
     """
     specs = load_specs(list(paths))

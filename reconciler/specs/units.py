@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from reconciler.fields import INT64_MAX, unit_paths
+from reconciler.specs.fields import INT64_MAX, unit_paths
 
 _DURATION_UNITS: dict[str, int] = {
     "w": 7 * 24 * 3600 * 10**9,

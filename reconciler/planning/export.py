@@ -12,13 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.buckets import bucket_config, classify_stream
 from reconciler.errors import Location
-from reconciler.normalize import desired_config, live_config
-from reconciler.plan import INTERNAL_STREAMS
-from reconciler.spec import MANAGED_KEY, SERVER_OWNED_METADATA, Kind, Spec
-from reconciler.state import LiveState, ServerInfo
-from reconciler.units import to_human
+from reconciler.identity import INTERNAL_STREAMS
+from reconciler.model.buckets import bucket_config, classify_stream
+from reconciler.model.normalize import desired_config, live_config
+from reconciler.model.state import LiveState, ServerInfo
+from reconciler.specs.spec import MANAGED_KEY, SERVER_OWNED_METADATA, Kind, Spec
+from reconciler.specs.units import to_human
 
 _LIVE = Location("<live>", 0)
 _KEEP = frozenset({"name"})

@@ -22,16 +22,16 @@ from jsonschema.exceptions import ValidationError
 from referencing import Registry, Resource
 
 from reconciler.errors import Problem
-from reconciler.loader import Document
-from reconciler.spec import KINDS
-from reconciler.units import DURATION_EXAMPLES, SIZE_EXAMPLES
+from reconciler.specs.loader import Document
+from reconciler.specs.spec import KINDS
+from reconciler.specs.units import DURATION_EXAMPLES, SIZE_EXAMPLES
 
 
 def _schema_dir() -> Path:
     """``schemas/`` of a source checkout, or the copy a wheel ships as reconciler/schemas."""
-    here = Path(__file__).resolve().parent
-    packaged = here / "schemas"
-    return packaged if packaged.is_dir() else here.parent / "schemas"
+    package = Path(__file__).resolve().parent.parent
+    packaged = package / "schemas"
+    return packaged if packaged.is_dir() else package.parent / "schemas"
 
 
 SCHEMA_DIR = _schema_dir()

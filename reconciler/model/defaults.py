@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
-from reconciler.state import ServerInfo
+from reconciler.model.state import ServerInfo
 
 
 class _Optional:

@@ -1,0 +1,94 @@
+"""jetstream-gitops: NATS JetStream streams, consumers and buckets kept in git.
+
+The package reads in pipeline order::
+
+    specs/       files → documents (FILE:LINE) → validated Specs
+    model/       server facts, defaults, canonical configs, the diff, value display
+    planning/    the Plan (typed steps), drift reports, export, snapshots
+    execution/   the one executor, the apply lock, the engine's entry points
+    jetstream/   the only code that talks to a server
+    render/      plans and drift reports as text, JSON, Markdown, HTML
+    console/     where people see it: a terminal, or GitHub Markdown
+    cli/ fleet/  front doors (the ``reconcile`` command, the Spark pipeline)
+
+This module is the small public API; names are imported on first use so that importing
+the package (and ``reconcile --help``) stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from reconciler.errors import ReconcileError, SpecError
+    from reconciler.execution.apply import ApplyResult, apply_plan
+    from reconciler.execution.run import apply, fetch_live, plan
+    from reconciler.identity import Kind, ResourceRef
+    from reconciler.jetstream import ConnectionOptions
+    from reconciler.planning.drift import DriftReport, from_plan
+    from reconciler.planning.plan import build_plan
+    from reconciler.planning.steps import Create, Delete, Plan, Replace, Update
+    from reconciler.specs.spec import Spec
+    from reconciler.specs.validate import load_specs, validate_documents
+
+_WHERE = {
+    "ReconcileError": "reconciler.errors",
+    "SpecError": "reconciler.errors",
+    "ApplyResult": "reconciler.execution.apply",
+    "apply_plan": "reconciler.execution.apply",
+    "apply": "reconciler.execution.run",
+    "fetch_live": "reconciler.execution.run",
+    "plan": "reconciler.execution.run",
+    "Kind": "reconciler.identity",
+    "ResourceRef": "reconciler.identity",
+    "ConnectionOptions": "reconciler.jetstream",
+    "DriftReport": "reconciler.planning.drift",
+    "from_plan": "reconciler.planning.drift",
+    "Create": "reconciler.planning.plan",
+    "Delete": "reconciler.planning.plan",
+    "Plan": "reconciler.planning.plan",
+    "Replace": "reconciler.planning.plan",
+    "Update": "reconciler.planning.plan",
+    "build_plan": "reconciler.planning.plan",
+    "Spec": "reconciler.specs.spec",
+    "load_specs": "reconciler.specs.validate",
+    "validate_documents": "reconciler.specs.validate",
+}
+
+__all__ = [
+    "ApplyResult",
+    "ConnectionOptions",
+    "Create",
+    "Delete",
+    "DriftReport",
+    "Kind",
+    "Plan",
+    "ReconcileError",
+    "Replace",
+    "ResourceRef",
+    "Spec",
+    "SpecError",
+    "Update",
+    "apply",
+    "apply_plan",
+    "build_plan",
+    "fetch_live",
+    "from_plan",
+    "load_specs",
+    "plan",
+    "validate_documents",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'reconciler' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,98 @@
+"""Who a resource is: one frozen :class:`ResourceRef` for every phase of the pipeline.
+
+JetStream knows streams and consumers; KeyValue and ObjectStore buckets are streams with
+a prefix (``KV_<bucket>``, ``OBJ_<bucket>``) and fixed subjects (``$KV.<bucket>.>``,
+``$O.<bucket>.C.>`` / ``$O.<bucket>.M.>``). Those names and the order in which kinds are
+listed live here, once; specs, plan entries, drift findings and the fleet's rows all
+carry a ``ResourceRef``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Kind = Literal["Stream", "Consumer", "KeyValue", "ObjectStore"]
+KINDS: tuple[Kind, ...] = ("Stream", "Consumer", "KeyValue", "ObjectStore")
+#: The order kinds are listed in: streams, buckets, then consumers.
+KIND_ORDER: Mapping[str, int] = {"Stream": 0, "KeyValue": 1, "ObjectStore": 2, "Consumer": 3}
+BUCKET_KINDS: frozenset[str] = frozenset({"KeyValue", "ObjectStore"})
+
+KV_PREFIX = "KV_"
+OBJ_PREFIX = "OBJ_"
+_PREFIX: Mapping[str, str] = {"KeyValue": KV_PREFIX, "ObjectStore": OBJ_PREFIX}
+
+#: The KeyValue bucket of the apply lock: the tool's own, never planned, listed or exported.
+LOCK_BUCKET = "RECONCILE_LOCKS"
+#: Streams the tool keeps for itself.
+INTERNAL_STREAMS: frozenset[str] = frozenset({KV_PREFIX + LOCK_BUCKET})
+
+
+def kv_subject(bucket: str, key: str = ">") -> str:
+    """``$KV.<bucket>.<key>``; the default key is the whole bucket's wildcard."""
+    return f"$KV.{bucket}.{key}"
+
+
+def object_subjects(bucket: str) -> list[str]:
+    """The chunk and meta subjects of an ObjectStore bucket."""
+    return [f"$O.{bucket}.C.>", f"$O.{bucket}.M.>"]
+
+
+def stream_of(kind: str, name: str) -> str:
+    """The stream a stream or bucket is (``KeyValue`` ``config`` → ``KV_config``)."""
+    return _PREFIX.get(kind, "") + name
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceRef:
+    """A resource's identity: its kind, its name and, for consumers, its stream."""
+
+    kind: Kind
+    name: str
+    stream: str | None = None  # consumers only: the stream they belong to
+
+    @property
+    def stream_name(self) -> str:
+        """The JetStream stream this resource is or lives in."""
+        if self.kind == "Consumer":
+            if self.stream is None:
+                raise ValueError(f"consumer {self.name} has no stream")
+            return self.stream
+        return stream_of(self.kind, self.name)
+
+    @property
+    def path(self) -> str:
+        """``NAME`` or, for consumers, ``STREAM/NAME``."""
+        return f"{self.stream}/{self.name}" if self.stream else self.name
+
+    @property
+    def label(self) -> str:
+        """``Stream ORDERS``, ``Consumer ORDERS/NEW``, ``KeyValue config``."""
+        return f"{self.kind} {self.path}"
+
+    @property
+    def sort_key(self) -> tuple[int, str, str]:
+        """Streams, then buckets, then consumers; by stream, then name."""
+        return (KIND_ORDER.get(self.kind, 9), self.stream or "", self.name)
+
+    @property
+    def is_bucket(self) -> bool:
+        return self.kind in BUCKET_KINDS
+
+    @classmethod
+    def of_stream(cls, name: str, config: Mapping[str, Any]) -> ResourceRef:
+        """What a live stream is: a KeyValue or ObjectStore bucket, or a plain stream.
+
+        A ``KV_``/``OBJ_`` name alone is not enough: the subjects must be the bucket's.
+        """
+        subjects = list(config.get("subjects") or [])
+        if name.startswith(KV_PREFIX):
+            bucket = name[len(KV_PREFIX) :]
+            if subjects == [kv_subject(bucket)]:
+                return cls("KeyValue", bucket)
+        if name.startswith(OBJ_PREFIX):
+            bucket = name[len(OBJ_PREFIX) :]
+            if sorted(subjects) == sorted(object_subjects(bucket)):
+                return cls("ObjectStore", bucket)
+        return cls("Stream", name)

@@ -1,0 +1,1 @@
+"""Canonical forms and differences: server facts, defaults, buckets as streams, the diff."""

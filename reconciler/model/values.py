@@ -1,0 +1,138 @@
+"""How a value is shown to people and what of it may be shown at all: one home.
+
+Every renderer (plan text and Markdown, drift text, Markdown and HTML, the fleet
+report), the GitHub Action and the Pulumi provider format and redact values here:
+
+- :func:`redact` replaces whatever is stored under a secret-looking key (password, token,
+  seed, creds, nkey, ...) by ``"<redacted>"``, at any depth, metadata included;
+- :func:`display` gives one short line: ``(absent)`` for a missing value, ``unlimited``
+  for ``-1`` in a limit, durations and sizes in human units, JSON otherwise (strings
+  quoted, so an empty string is visible);
+- :func:`field_label` names a bucket's stream field as its spec does (``max_age (ttl)``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from reconciler.specs.fields import UNIT_FIELDS, Unit
+from reconciler.specs.units import format_duration, format_size
+
+REDACTED = "<redacted>"
+ABSENT = "(absent)"
+UNLIMITED = "unlimited"
+MAX_WIDTH = 120
+_SECRET_NAME = re.compile(r"pass(word)?|secret|token|seed|creds?|jwt|nkey|private", re.I)
+
+#: Stream fields of a bucket as the bucket's spec (and Pulumi inputs) name them.
+BUCKET_FIELD_NAMES: Mapping[str, str] = {
+    "num_replicas": "replicas",
+    "max_msgs_per_subject": "history",
+    "max_age": "ttl",
+    "max_msg_size": "max_value_size",
+}
+_KV_ONLY = frozenset({"history", "max_value_size"})
+
+#: Count limits where -1 means "no limit" (sizes are limits too).
+LIMIT_FIELDS = frozenset(
+    {
+        "max_msgs",
+        "max_consumers",
+        "max_msgs_per_subject",
+        "max_deliver",
+        "max_ack_pending",
+        "max_waiting",
+        "max_batch",
+        "max_request_batch",
+        "max_request_max_bytes",
+    }
+)
+
+
+def is_secret(path: str) -> bool:
+    """Whether the last part of a dotted field path names a secret."""
+    last = path.rpartition(".")[2]
+    return bool(last) and bool(_SECRET_NAME.search(last))
+
+
+def redact(value: Any, *, path: str = "") -> Any:
+    """``value`` with anything stored under a secret-looking key replaced by a marker."""
+    if is_secret(path):
+        return REDACTED if value is not None else None
+    if isinstance(value, Mapping):
+        return {str(k): redact(v, path=str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact(v) for v in value]
+    return value
+
+
+def unit_of(kind: str, path: str) -> Unit | None:
+    """Whether the field at ``path`` of a ``kind`` holds a duration or a size."""
+    parts = path.split(".")
+    tables = [UNIT_FIELDS.get(kind, {}), UNIT_FIELDS["Stream"]]  # buckets diff as streams
+    for table in tables:
+        for pattern, unit in table.items():
+            wanted = pattern.split(".")
+            if len(wanted) == len(parts) and all(
+                w == p or (w == "*" and p.isdigit()) for w, p in zip(wanted, parts, strict=True)
+            ):
+                return unit
+    return None
+
+
+def _leaf(path: str) -> str:
+    parts = [part for part in path.split(".") if not part.isdigit()]
+    return parts[-1] if parts else path
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _durations(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(_integer(v) and v >= 0 for v in value)
+
+
+def _human(value: int, unit: Unit | None, leaf: str) -> str | None:
+    if value == -1 and (unit == "size" or leaf in LIMIT_FIELDS):
+        return UNLIMITED
+    if unit == "duration" and value >= 0:
+        return format_duration(value)
+    if unit == "size" and value >= 0:
+        return format_size(value)
+    return None
+
+
+def display(value: Any, *, path: str = "", kind: str = "Stream", limit: int = MAX_WIDTH) -> str:
+    """A value as one short line: secrets redacted, human units, JSON otherwise."""
+    if value is None:
+        return ABSENT
+    shown = redact(value, path=path)
+    unit = unit_of(kind, path)
+    if _integer(shown):
+        human = _human(shown, unit, _leaf(path))
+        if human is not None:
+            return human
+    if _durations(shown) and unit is None and unit_of(kind, f"{path}.0") == "duration":
+        return "[" + ", ".join(format_duration(v) for v in shown) + "]"
+    text = json.dumps(shown, ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def field_label(kind: str, path: str) -> str:
+    """``max_age (ttl)`` for a bucket's stream field, the path itself otherwise."""
+    alias = bucket_field_name(kind, path)
+    return path if alias == path else f"{path} ({alias})"
+
+
+def bucket_field_name(kind: str, path: str) -> str:
+    """The name a bucket spec gives a stream field (``max_age`` → ``ttl``), else ``path``."""
+    if kind not in ("KeyValue", "ObjectStore"):
+        return path
+    alias = BUCKET_FIELD_NAMES.get(path)
+    if alias is None or (kind == "ObjectStore" and alias in _KV_ONLY):
+        return path
+    return alias

@@ -1,0 +1,301 @@
+"""Planning: declared specs against the live state, one stream at a time (pure).
+
+A JetStream stream and its consumers are planned together and independently of every
+other stream, by :func:`plan_stream`: the declared stream (or bucket) and consumers, the
+stream's live config and live consumers, and the server's facts go in; the plan's
+entries for that stream come out. :func:`build_plan` groups a whole server by stream and
+loops over it; the fleet pipeline calls :func:`plan_stream` once per (environment,
+stream) group on its workers. The rules live here once:
+
+- declared and live: compared in canonical form; no difference is ``Unchanged``, an
+  immutable field makes a ``Replace`` (which takes the stream's consumers with it: the
+  declared ones are created again, the undeclared ones are not listed), anything else
+  an ``Update``;
+- declared, not live: ``Create``; ``external: true`` streams must exist and are never
+  planned themselves;
+- live, not declared: ``Unmanaged`` without the managed marker, else an ``Orphan``
+  (a ``Delete`` with ``prune``). An undeclared consumer is listed only when its stream
+  is declared (otherwise it goes with its undeclared stream); the tool's own streams
+  (the apply lock's bucket) are never listed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.errors import Problem, SpecError, UnsupportedField
+from reconciler.identity import INTERNAL_STREAMS, ResourceRef
+from reconciler.model.diff import FieldChange, diff_configs, replace_reasons
+from reconciler.model.normalize import (
+    desired_config,
+    is_managed,
+    live_config,
+    preserved_fields,
+    unsupported_fields,
+)
+from reconciler.model.state import LiveState, ServerInfo
+from reconciler.planning.steps import (
+    Create,
+    Delete,
+    Orphan,
+    Plan,
+    PlanEntry,
+    Replace,
+    Step,
+    Unchanged,
+    Unmanaged,
+    Update,
+    order_waves,
+    sort_key,
+)
+from reconciler.specs.spec import Spec
+
+__all__ = [
+    "ADOPT_REASON",
+    "StreamGroup",
+    "StreamPlan",
+    "build_plan",
+    "group_streams",
+    "plan_stream",
+]
+
+ADOPT_REASON = "adopt: add the managed-by marker"
+PRUNE_REASON = "no spec declares it: deleted with --prune"
+
+LiveConfig = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class StreamGroup:
+    """One JetStream stream as the planner sees it: what is declared, what is live."""
+
+    name: str
+    declared: Spec | None = None  # the stream or bucket spec (maybe external)
+    consumers: tuple[Spec, ...] = ()  # the declared consumers of this stream
+    live: LiveConfig | None = None  # the live stream config, verbatim
+    live_consumers: Mapping[str, LiveConfig] = field(default_factory=dict)
+
+
+@dataclass
+class StreamPlan:
+    """The entries of one stream, and what stops it from being planned."""
+
+    steps: list[Step] = field(default_factory=list)
+    unchanged: list[Unchanged] = field(default_factory=list)
+    unmanaged: list[Unmanaged] = field(default_factory=list)
+    orphans: list[Orphan] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def entries(self) -> list[PlanEntry]:
+        return [*self.steps, *self.unchanged, *self.unmanaged, *self.orphans]
+
+    def add(self, entry: PlanEntry) -> None:
+        match entry:
+            case Unchanged():
+                self.unchanged.append(entry)
+            case Unmanaged():
+                self.unmanaged.append(entry)
+            case Orphan():
+                self.orphans.append(entry)
+            case _:
+                self.steps.append(entry)
+
+
+def stream_problems(group: StreamGroup, *, live_present: bool | None = None) -> list[Problem]:
+    """What stops a stream from being planned: a missing external stream, or consumers
+    whose stream is neither declared nor live. ``live_present`` overrides ``group.live``
+    for callers that know only whether the stream exists."""
+    present = group.live is not None if live_present is None else live_present
+    declared = group.declared
+    if declared is not None and declared.external and not present:
+        message = f"external stream {group.name} does not exist on the server"
+        return [Problem(declared.source, "", message)]
+    if declared is not None or present:
+        return []
+    message = f"stream {group.name} is neither declared nor on the server"
+    return [Problem(spec.where("stream"), "stream", message) for spec in group.consumers]
+
+
+def plan_stream(group: StreamGroup, server: ServerInfo, *, prune: bool = False) -> StreamPlan:
+    """The entries of one stream and its consumers (pure)."""
+    out = StreamPlan(problems=stream_problems(group))
+    if out.problems:
+        return out
+    declared, live = group.declared, group.live
+    stream_config: LiveConfig | None = live
+    replaced = False
+    if declared is None:
+        if live is not None and group.name not in INTERNAL_STREAMS:
+            out.add(
+                _undeclared(ResourceRef.of_stream(group.name, live), live, server, group, prune)
+            )
+    elif not declared.external:
+        desired = desired_config(declared, server)
+        stream_config = desired
+        if live is None:
+            out.add(
+                Create(
+                    **_identity(declared),
+                    fields=_created(declared, desired, server),
+                    config=desired,
+                )
+            )
+        else:
+            entry = _compare(declared, desired, live, server)
+            if isinstance(entry, Replace):
+                replaced = True
+                entry = _with_reasons(entry, _lost_consumers(group))
+            out.add(entry)
+    for spec in group.consumers:
+        assert stream_config is not None  # stream_problems: declared or live
+        desired = desired_config(spec, server, stream_config=stream_config)
+        raw = group.live_consumers.get(spec.name)
+        if raw is None or replaced:
+            reasons = (f"re-created: stream {group.name} is replaced",) if raw else ()
+            created = _created(spec, desired, server, stream_config=stream_config)
+            out.add(Create(**_identity(spec), fields=created, reasons=reasons, config=desired))
+        else:
+            out.add(_compare(spec, desired, raw, server))
+    if declared is not None and not replaced:
+        names = {spec.name for spec in group.consumers}
+        for name, raw in sorted(group.live_consumers.items()):
+            if name not in names:
+                ref = ResourceRef("Consumer", name, group.name)
+                out.add(_undeclared(ref, raw, server, group, prune))
+    return out
+
+
+def _identity(spec: Spec) -> dict[str, Any]:
+    return {"ref": spec.ref, "source": spec.source}
+
+
+def _with_reasons(entry: Replace, extra: tuple[str, ...]) -> Replace:
+    return Replace(
+        ref=entry.ref,
+        fields=entry.fields,
+        reasons=(*entry.reasons, *extra),
+        source=entry.source,
+        config=entry.config,
+        live=entry.live,
+        preserve=entry.preserve,
+        because=entry.because,
+    )
+
+
+def _lost_consumers(group: StreamGroup) -> tuple[str, ...]:
+    """The reason line naming the live consumers that vanish with the stream."""
+    gone = sorted(group.live_consumers)
+    return (f"its consumers are deleted with it: {', '.join(gone)}",) if gone else ()
+
+
+def _compare(
+    spec: Spec, desired: LiveConfig, raw: LiveConfig, server: ServerInfo
+) -> Update | Replace | Unchanged:
+    current = live_config(spec.kind, raw, server)
+    preserve = preserved_fields(spec.kind, raw, server)
+    changes = tuple(diff_configs(desired, current))
+    config = {**preserve, **desired}
+    if not changes:
+        return Unchanged(**_identity(spec), config=config, live=current)
+    because = tuple(replace_reasons(spec.kind, desired, current, server))
+    if because:
+        return Replace(
+            **_identity(spec),
+            fields=changes,
+            reasons=tuple(reason.message for reason in because),
+            config=config,
+            live=current,
+            preserve=preserve,
+            because=because,
+        )
+    return Update(
+        **_identity(spec),
+        fields=changes,
+        reasons=() if is_managed(raw) else (ADOPT_REASON,),
+        config=config,
+        live=current,
+        preserve=preserve,
+    )
+
+
+def _created(
+    spec: Spec, desired: LiveConfig, server: ServerInfo, *, stream_config: LiveConfig | None = None
+) -> tuple[FieldChange, ...]:
+    """The fields a new resource sets away from a bare resource of its kind."""
+    bare = Spec(kind=spec.kind, name=spec.name, config={}, source=spec.source, stream=spec.stream)
+    baseline = desired_config(bare, server, stream_config=stream_config)
+    return tuple(FieldChange(c.path, None, c.after) for c in diff_configs(desired, baseline))
+
+
+def _undeclared(
+    ref: ResourceRef, raw: LiveConfig, server: ServerInfo, group: StreamGroup, prune: bool
+) -> Unmanaged | Orphan | Delete:
+    current = live_config(ref.kind, raw, server)
+    if not is_managed(raw):
+        return Unmanaged(ref=ref, live=current)
+    if not prune:
+        return Orphan(ref=ref, live=current, reasons=(PRUNE_REASON,))
+    reasons = (
+        () if ref.kind == "Consumer" else ("its messages are deleted", *_lost_consumers(group))
+    )
+    return Delete(ref=ref, live=current, reasons=reasons)
+
+
+# --- a whole server ---------------------------------------------------------------------
+
+
+def group_streams(specs: Sequence[Spec], live: LiveState) -> list[StreamGroup]:
+    """Specs and live resources grouped by JetStream stream, sorted by stream name."""
+    declared: dict[str, Spec] = {}
+    consumers: dict[str, list[Spec]] = {}
+    for spec in specs:
+        if spec.kind == "Consumer":
+            consumers.setdefault(spec.stream_name, []).append(spec)
+        else:
+            declared[spec.stream_name] = spec
+    live_consumers: dict[str, dict[str, LiveConfig]] = {}
+    for (stream, name), config in live.consumers.items():
+        live_consumers.setdefault(stream, {})[name] = config
+    names = sorted({*declared, *consumers, *live.streams})
+    return [
+        StreamGroup(
+            name=name,
+            declared=declared.get(name),
+            consumers=tuple(consumers.get(name, ())),
+            live=live.streams.get(name),
+            live_consumers=live_consumers.get(name, {}) if name in live.streams else {},
+        )
+        for name in names
+    ]
+
+
+def build_plan(specs: Sequence[Spec], live: LiveState, *, prune: bool = False) -> Plan:
+    """Compare validated specs with the live state (pure).
+
+    Raises :class:`UnsupportedField` when a spec uses a field the server does not know,
+    and :class:`SpecError` when an external stream is missing or a consumer's stream is
+    neither declared nor live.
+    """
+    problems = unsupported_fields(specs, live.server)
+    if problems:
+        raise UnsupportedField(problems)
+    total = StreamPlan()
+    for group in group_streams(specs, live):
+        part = plan_stream(group, live.server, prune=prune)
+        total.problems += part.problems
+        total.steps += part.steps
+        total.unchanged += part.unchanged
+        total.unmanaged += part.unmanaged
+        total.orphans += part.orphans
+    if total.problems:
+        raise SpecError(total.problems)
+    return Plan(
+        server=live.server,
+        changes=tuple(step for wave in order_waves(total.steps) for step in wave),
+        unchanged=tuple(sorted(total.unchanged, key=sort_key)),
+        unmanaged=tuple(sorted(total.unmanaged, key=sort_key)),
+        orphans=tuple(sorted(total.orphans, key=sort_key)),
+    )

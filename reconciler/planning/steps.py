@@ -1,0 +1,315 @@
+"""The plan's types: a closed set of small frozen steps, the notes, and the Plan itself.
+
+Steps change the server: :class:`Create`, :class:`Update`, :class:`Replace`,
+:class:`Delete`. Notes change nothing: :class:`Unchanged`, :class:`Unmanaged` (live, not
+ours, never touched) and :class:`Orphan` (ours, no longer declared: deleted only with
+``prune``). Every entry names its resource with a :class:`~reconciler.identity.ResourceRef`.
+
+What a step carries is what its execution needs and nothing else: a create, update or
+replace has ``config``, the complete wire config to send (the desired config plus the
+``preserve`` fields of the live config the tables do not know, so an update never resets
+them); update, replace and delete have ``live``, the canonical live config; a delete has
+no config. A replace says why in :class:`~reconciler.model.diff.ReplaceReason` s.
+Destructiveness is a property of the step: a replace, or the delete of a stream or
+bucket, destroys messages.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from reconciler.errors import Location
+from reconciler.identity import Kind, ResourceRef
+from reconciler.model.diff import FieldChange, ReplaceReason
+from reconciler.model.state import ServerInfo
+
+FORMAT_VERSION = 1
+SUMMARY_KEYS = ("create", "update", "replace", "delete", "unchanged")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Entry:
+    """What every plan entry shares: the resource, its field changes, why, and where."""
+
+    ref: ResourceRef
+    fields: tuple[FieldChange, ...] = ()
+    reasons: tuple[str, ...] = ()
+    source: Location | None = None
+
+    action: ClassVar[str] = ""
+
+    @property
+    def kind(self) -> Kind:
+        return self.ref.kind
+
+    @property
+    def name(self) -> str:
+        return self.ref.name
+
+    @property
+    def stream(self) -> str | None:
+        return self.ref.stream
+
+    @property
+    def stream_name(self) -> str:
+        """The JetStream stream this resource is or lives in."""
+        return self.ref.stream_name
+
+    @property
+    def label(self) -> str:
+        """``Stream ORDERS``, ``Consumer ORDERS/NEW``, ``KeyValue config``."""
+        return self.ref.label
+
+    @property
+    def destructive(self) -> bool:
+        return False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "kind": self.kind,
+            "name": self.name,
+            "stream": self.stream,
+            "fields": [change.to_json() for change in self.fields],
+            "reasons": list(self.reasons),
+            "source": str(self.source) if self.source else None,
+            "destructive": self.destructive,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Create(Entry):
+    config: Mapping[str, Any]
+
+    action: ClassVar[str] = "create"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Update(Entry):
+    config: Mapping[str, Any]
+    live: Mapping[str, Any]
+    preserve: Mapping[str, Any] = field(default_factory=dict)
+
+    action: ClassVar[str] = "update"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Replace(Entry):
+    """Delete and create again: an update cannot change an immutable field."""
+
+    config: Mapping[str, Any]
+    live: Mapping[str, Any]
+    preserve: Mapping[str, Any] = field(default_factory=dict)
+    because: tuple[ReplaceReason, ...] = ()
+
+    action: ClassVar[str] = "replace"
+
+    @property
+    def destructive(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True, kw_only=True)
+class Delete(Entry):
+    """Prune a managed resource no spec declares any more."""
+
+    live: Mapping[str, Any] = field(default_factory=dict)
+
+    action: ClassVar[str] = "delete"
+
+    @property
+    def destructive(self) -> bool:
+        return self.kind != "Consumer"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Unchanged(Entry):
+    config: Mapping[str, Any] = field(default_factory=dict)
+    live: Mapping[str, Any] = field(default_factory=dict)
+
+    action: ClassVar[str] = "unchanged"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Unmanaged(Entry):
+    """A live resource without the managed-by marker that no spec declares: never touched."""
+
+    live: Mapping[str, Any] = field(default_factory=dict)
+
+    action: ClassVar[str] = "unmanaged"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Orphan(Entry):
+    """A managed resource no spec declares any more: deleted only with ``--prune``."""
+
+    live: Mapping[str, Any] = field(default_factory=dict)
+
+    action: ClassVar[str] = "orphan"
+
+
+Step = Create | Update | Replace | Delete
+Note = Unchanged | Unmanaged | Orphan
+PlanEntry = Step | Note
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The steps to apply (in dependency order) and the notes, for one server."""
+
+    server: ServerInfo
+    changes: tuple[Step, ...] = ()
+    unchanged: tuple[Unchanged, ...] = ()
+    unmanaged: tuple[Unmanaged, ...] = ()
+    orphans: tuple[Orphan, ...] = ()
+
+    def __repr__(self) -> str:
+        # Cheap on purpose: asyncio.run() (3.11/3.12) formats the returned value's repr.
+        counts = ", ".join(f"{key}={value}" for key, value in self.summary.items())
+        return f"Plan(nats-server {self.server.version}: {counts})"
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return self.changes
+
+    @property
+    def has_changes(self) -> bool:
+        return bool(self.changes)
+
+    @property
+    def destructive_steps(self) -> tuple[Step, ...]:
+        return tuple(step for step in self.changes if step.destructive)
+
+    @property
+    def entries(self) -> tuple[PlanEntry, ...]:
+        """Every entry: steps, then unchanged, unmanaged and orphaned resources."""
+        return (*self.changes, *self.unchanged, *self.unmanaged, *self.orphans)
+
+    @property
+    def summary(self) -> dict[str, int]:
+        counts = dict.fromkeys(SUMMARY_KEYS, 0)
+        for step in self.changes:
+            counts[step.action] += 1
+        counts["unchanged"] = len(self.unchanged)
+        return counts
+
+    def waves(self) -> list[list[Step]]:
+        """Steps grouped by dependency level; the steps of one wave are independent."""
+        return order_waves(self.changes)
+
+    def to_json(self) -> dict[str, Any]:
+        """The document described by ``schemas/plan.schema.json``."""
+        return {
+            "format_version": FORMAT_VERSION,
+            "server": {
+                "version": self.server.version,
+                "api_level": self.server.api_level,
+                "clustered": self.server.clustered,
+                "domain": self.server.domain,
+            },
+            "summary": self.summary,
+            "changes": [step.to_json() for step in self.changes],
+            "unmanaged": [_note_json(note) for note in self.unmanaged],
+            "orphans": [_note_json(note) for note in self.orphans],
+        }
+
+
+def _note_json(note: Entry) -> dict[str, Any]:
+    return {"kind": note.kind, "name": note.name, "stream": note.stream}
+
+
+def sort_key(entry: Entry) -> tuple[int, str, str]:
+    return entry.ref.sort_key
+
+
+# --- ordering ---------------------------------------------------------------------------
+
+
+def origins(config: Mapping[str, Any] | None) -> set[str]:
+    """The streams a stream config mirrors or sources from."""
+    if not config:
+        return set()
+    names = {source.get("name") for source in config.get("sources") or []}
+    mirror = config.get("mirror") or {}
+    names.add(mirror.get("name"))
+    return {name for name in names if isinstance(name, str) and name}
+
+
+def _build_dependencies(steps: Sequence[Step]) -> list[list[int]]:
+    """Creates, updates, replaces: consumers after their stream, streams after origins."""
+    streams = {step.stream_name: i for i, step in enumerate(steps) if step.kind != "Consumer"}
+    deps: list[list[int]] = []
+    for index, step in enumerate(steps):
+        config = None if isinstance(step, Delete) else step.config
+        names = {step.stream_name} if step.kind == "Consumer" else origins(config)
+        deps.append([streams[n] for n in sorted(names) if streams.get(n, index) != index])
+    return deps
+
+
+def _delete_dependencies(steps: Sequence[Delete]) -> list[list[int]]:
+    """Deletes in reverse: consumers, then the streams sourcing an origin, then the origin."""
+    consumers: dict[str, list[int]] = defaultdict(list)
+    sourcing: dict[str, list[int]] = defaultdict(list)
+    for index, step in enumerate(steps):
+        if step.kind == "Consumer":
+            consumers[step.stream_name].append(index)
+        else:
+            for origin in origins(step.live):
+                sourcing[origin].append(index)
+    return [
+        [] if step.kind == "Consumer" else consumers[step.stream_name] + sourcing[step.stream_name]
+        for step in steps
+    ]
+
+
+def _levels(deps: Sequence[Sequence[int]]) -> list[int]:
+    """The longest dependency chain below each node (Kahn's algorithm; a cycle goes last)."""
+    levels = [0] * len(deps)
+    waiting = [len(set(d)) for d in deps]
+    children: dict[int, list[int]] = defaultdict(list)
+    for index, parents in enumerate(deps):
+        for parent in set(parents):
+            children[parent].append(index)
+    ready = [index for index, count in enumerate(waiting) if count == 0]
+    done = 0
+    while ready:
+        node = ready.pop()
+        done += 1
+        for child in children[node]:
+            levels[child] = max(levels[child], levels[node] + 1)
+            waiting[child] -= 1
+            if waiting[child] == 0:
+                ready.append(child)
+    if done < len(deps):
+        last = max(levels, default=0) + 1
+        levels = [last if count else level for level, count in zip(levels, waiting, strict=True)]
+    return levels
+
+
+def _grouped(steps: Sequence[Step], deps: Sequence[Sequence[int]]) -> list[list[Step]]:
+    levels = _levels(deps)
+    waves: list[list[Step]] = [[] for _ in range(max(levels, default=-1) + 1)]
+    for step, level in zip(steps, levels, strict=True):
+        waves[level].append(step)
+    return [sorted(wave, key=_step_key) for wave in waves if wave]
+
+
+def order_waves(steps: Sequence[Step]) -> list[list[Step]]:
+    """Group steps into waves: each step's dependencies sit in earlier waves.
+
+    Creates, updates and replaces come first; deletes after all of them, in reverse.
+    """
+    builds = [step for step in steps if not isinstance(step, Delete)]
+    deletes = [step for step in steps if isinstance(step, Delete)]
+    return _grouped(builds, _build_dependencies(builds)) + _grouped(
+        deletes, _delete_dependencies(deletes)
+    )
+
+
+def _step_key(step: Step) -> tuple[int, str, str]:
+    """Within a wave: streams first, but consumers first among deletes."""
+    kind, stream, name = sort_key(step)
+    return (-kind if isinstance(step, Delete) else kind, stream, name)

@@ -1,0 +1,1 @@
+"""Loading and validation: files → documents (with FILE:LINE) → validated :class:`Spec`."""
