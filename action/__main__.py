@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from action.runner import InputError, Runner
+from reconciler.console import result_line
+from reconciler.console.markdown import MarkdownConsole
 from reconciler.errors import (
     ApplyFailed,
     ReconcileError,
@@ -36,7 +38,6 @@ from reconciler.errors import (
 if TYPE_CHECKING:
     from reconciler.jetstream import ConnectionOptions
     from reconciler.planning.steps import Plan
-    from reconciler.render import PlanFormat
 
 MODES = ("plan", "apply", "drift")
 SPEC_TITLE = "jetstream-gitops: invalid spec"
@@ -171,10 +172,15 @@ def annotate(runner: Runner, err: ReconcileError) -> None:
 # --- modes -------------------------------------------------------------------------------
 
 
-def render(plan: Plan, fmt: PlanFormat) -> str:
-    from reconciler.render import render_plan
+class GitHubConsole(MarkdownConsole):
+    """The Markdown console, plus an ``::error`` annotation for every error shown."""
 
-    return render_plan(plan, fmt)
+    def __init__(self, runner: Runner, inputs: Inputs, what: str) -> None:
+        super().__init__(runner.log, title=f"JetStream {what} for `{inputs.label}`")
+        self.runner = runner
+
+    def on_error(self, err: ReconcileError) -> None:
+        annotate(self.runner, err)
 
 
 def summary_line(plan: Plan) -> str:
@@ -201,67 +207,62 @@ def plan_outputs(runner: Runner, inputs: Inputs, plan: Plan) -> dict[str, str]:
     }
 
 
-def heading(inputs: Inputs, what: str) -> str:
-    return f"## JetStream {what} for `{inputs.label}`\n\n"
-
-
 def plan_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outcome:
     from reconciler.execution import run
 
+    console = GitHubConsole(runner, inputs, "plan")
     plan = asyncio.run(run.plan(inputs.paths, options, prune=inputs.prune, on_notice=runner.log))
-    runner.log(render(plan, "text"))
-    markdown = heading(inputs, "plan") + render(plan, "markdown")
-    return Outcome(plan_outputs(runner, inputs, plan), markdown)
+    console.show_plan(plan)
+    return Outcome(plan_outputs(runner, inputs, plan), console.markdown)
 
 
 def apply_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outcome:
     from reconciler.execution import run
-    from reconciler.execution.apply import StepEvent, describe, summarize
 
+    console = GitHubConsole(runner, inputs, "apply")
     planned: list[Plan] = []
 
-    def on_step(event: StepEvent) -> None:
-        error = f": {event.error}" if event.error else ""
-        runner.log(f"[{event.done}/{event.total}] {event.outcome} {describe(event.step)}{error}")
+    def on_plan(plan: Plan) -> None:
+        planned.append(plan)
+        console.show_plan(plan)
 
     try:
-        result = asyncio.run(
-            run.apply(
-                inputs.paths,
-                options,
-                prune=inputs.prune,
-                allow_replace=inputs.allow_replace,
-                dry_run=False,
-                on_notice=runner.log,
-                on_step=on_step,
-                on_plan=planned.append,
+        with console.steps() as on_step:
+            result = asyncio.run(
+                run.apply(
+                    inputs.paths,
+                    options,
+                    prune=inputs.prune,
+                    allow_replace=inputs.allow_replace,
+                    dry_run=False,
+                    on_notice=runner.log,
+                    on_step=on_step,
+                    on_plan=on_plan,
+                )
             )
-        )
     except (RefusedPlan, ApplyFailed) as err:
         if not planned:
             raise
-        annotate(runner, err)  # the plan was made: report it with the failure
+        console.show_error(err)  # the plan was made: report it with the failure
         outputs = plan_outputs(runner, inputs, planned[0]) | {"summary": f"failed: {err}"}
-        markdown = failure_markdown(inputs, err) + "\n" + render(planned[0], "markdown")
-        return Outcome(outputs, markdown, 1)
-    outputs = plan_outputs(runner, inputs, result.plan) | {"summary": summarize([result])}
-    markdown = heading(inputs, "apply") + render(result.plan, "markdown")
-    markdown += f"\n**{summarize([result])}**\n"
+        return Outcome(outputs, console.markdown, 1)
+    console.show_result(result)
+    outputs = plan_outputs(runner, inputs, result.plan) | {"summary": result_line([result])}
     if not result.ok:
         runner.error("apply interrupted: some steps did not run", title="jetstream-gitops")
-    return Outcome(outputs, markdown, 0 if result.ok else 1)
+    return Outcome(outputs, console.markdown, 0 if result.ok else 1)
 
 
 def drift_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outcome:
     from reconciler.execution import run
     from reconciler.planning.drift import from_plan
     from reconciler.render.drift_html import render_drift_html
-    from reconciler.render.drift_markdown import render_drift_markdown
-    from reconciler.render.drift_text import headline, render_drift_text
+    from reconciler.render.drift_text import headline
 
+    console = GitHubConsole(runner, inputs, "drift")
     plan = asyncio.run(run.plan(inputs.paths, options, prune=False, on_notice=runner.log))
     report = from_plan(plan)
-    runner.log(render_drift_text(report))
+    console.show_drift(report)
     outputs = plan_outputs(runner, inputs, plan)
     outputs["has-changes"] = "true" if report.has_drift else "false"
     outputs["summary"] = headline(report)
@@ -269,12 +270,11 @@ def drift_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Ou
     html = Path(outputs["report-json"]).with_suffix(".html")
     html.write_text(render_drift_html(report), encoding="utf-8")
     outputs["report-html"] = str(html)
-    markdown = render_drift_markdown(report, title=f"JetStream drift for `{inputs.label}`")
     code = 0
     if report.has_drift and inputs.fail_on_drift:
         runner.error(headline(report), title="jetstream-gitops: drift")
         code = 2
-    return Outcome(outputs, markdown, code)
+    return Outcome(outputs, console.markdown, code)
 
 
 MODE_RUNNERS = {"plan": plan_mode, "apply": apply_mode, "drift": drift_mode}
@@ -308,18 +308,6 @@ def post_comment(runner: Runner, inputs: Inputs, markdown: str) -> None:
     runner.log(f"comment {result.action}: {result.url or result.id}")
 
 
-def failure_markdown(inputs: Inputs, err: ReconcileError) -> str:
-    lines = [heading(inputs, inputs.mode) + f"**Failed:** {err}".replace("\n", " ")]
-    if isinstance(err, (SpecError, UnsupportedField)):
-        lines += ["", *(f"- `{problem}`" for problem in err.problems)]
-    if isinstance(err, ApplyFailed):
-        report = err.report
-        lines += ["", *(f"- applied: {s}" for s in report.applied)]
-        lines += [f"- failed: {s}" for s in report.failed]
-        lines += [f"- skipped: {s}" for s in report.skipped]
-    return "\n".join(lines) + "\n"
-
-
 def run_step(runner: Runner) -> int:
     """Run the action in ``runner``'s environment; returns the exit status."""
     token = runner.env.get("GITHUB_TOKEN", "")
@@ -333,8 +321,9 @@ def run_step(runner: Runner) -> int:
     try:
         outcome = MODE_RUNNERS[inputs.mode](runner, inputs, connection(runner, inputs))
     except ReconcileError as err:
-        annotate(runner, err)
-        outcome = Outcome({"summary": f"failed: {err}"}, failure_markdown(inputs, err), 1)
+        console = GitHubConsole(runner, inputs, inputs.mode)
+        console.show_error(err)
+        outcome = Outcome({"summary": f"failed: {err}"}, console.markdown, 1)
     for name, value in outcome.outputs.items():
         runner.set_output(name, re.sub(r"\s+", " ", value) if name == "summary" else value)
     if runner.write_summary(outcome.markdown):

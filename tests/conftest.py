@@ -15,18 +15,34 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from servers import SERVER_MATRIX, Cluster, NatsServer, delete_all_streams, run
 
 T = TypeVar("T")
+
+#: The marker every test of a folder under tests/ carries (``-m spark``, ``-m "not browser"``).
+FOLDER_MARKERS = {
+    "unit": "unit",
+    "integration": "integration",
+    "e2e": "e2e",
+    "fleet": "spark",
+    "browser": "browser",
+    "pulumi": "pulumi",
+    "reliability": "reliability",
+}
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        folder = Path(str(item.path)).resolve().relative_to(TESTS).parts[0]
+        marker = FOLDER_MARKERS.get(folder)
+        if marker is not None:
+            item.add_marker(marker)
 
 
 @pytest.fixture(scope="session")

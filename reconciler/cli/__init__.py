@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from reconciler.errors import ApplyFailed, ReconcileError, SpecError, UnsupportedField
+from reconciler.errors import ReconcileError
 
 # command name -> (module, attribute, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -70,21 +70,6 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj["debug"] = debug
 
 
-def render_error(err: ReconcileError) -> list[str]:
-    """The lines printed for an error: one per problem, ``FILE:LINE: field: message``."""
-    if isinstance(err, (SpecError, UnsupportedField)):
-        return [str(p) for p in err.problems]
-    if isinstance(err, ApplyFailed):
-        report = err.report
-        lines = [f"error: {err}"]
-        lines += [f"  applied: {s}" for s in report.applied]
-        lines += [f"  failed:  {s}" for s in report.failed]
-        lines += [f"  skipped: {s}" for s in report.skipped]
-        lines.append("re-run apply to converge")
-        return lines
-    return [f"error: {err}"]
-
-
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script; the one place errors are rendered."""
     args = sys.argv[1:] if argv is None else argv
@@ -94,8 +79,9 @@ def main(argv: list[str] | None = None) -> None:
     except ReconcileError as err:
         if debug:
             raise
-        for line in render_error(err):
-            click.echo(line, err=True)
+        from reconciler.console.terminal import TerminalConsole
+
+        TerminalConsole().show_error(err)
         sys.exit(1)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)

@@ -3,36 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
 import click
 
 from reconciler.cli.options import connection_options, to_connection_options
-from reconciler.cli.output import notice
-
-if TYPE_CHECKING:
-    from reconciler.planning.drift import DriftReport
+from reconciler.console.terminal import DriftFormat, TerminalConsole
 
 FORMATS = click.Choice(["text", "json", "markdown", "html"])
-
-
-def render_drift(report: DriftReport, fmt: str) -> str:
-    """The report in one of the four formats."""
-    if fmt == "json":
-        return json.dumps(report.to_json(), indent=2, sort_keys=False) + "\n"
-    if fmt == "markdown":
-        from reconciler.render.drift_markdown import render_drift_markdown
-
-        return render_drift_markdown(report)
-    if fmt == "html":
-        from reconciler.render.drift_html import render_drift_html
-
-        return render_drift_html(report)
-    from reconciler.render.drift_text import render_drift_text
-
-    return render_drift_text(report)
 
 
 @click.command()
@@ -54,13 +33,13 @@ def drift(paths: tuple[Path, ...], fmt: str, out: Path | None, **conn: Any) -> i
     from reconciler.render.drift_text import headline
 
     options = to_connection_options(conn)
-    plan = asyncio.run(run.plan(paths, options, prune=False, on_notice=notice))
+    console = TerminalConsole(drift_format=cast(DriftFormat, fmt))
+    plan = asyncio.run(run.plan(paths, options, prune=False, on_notice=console.notice))
     report = drift_report.from_plan(plan)
-    text = render_drift(report, fmt)
     if out is None:
-        click.echo(text, nl=False)
+        console.show_drift(report)
     else:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-        notice(f"{headline(report)} Report written to {out}.")
+        out.write_text(console.drift_text(report), encoding="utf-8")
+        console.notice(f"{headline(report)} Report written to {out}.")
     return 2 if report.has_drift else 0

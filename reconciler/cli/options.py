@@ -27,6 +27,23 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _FILE = click.Path(exists=True, dir_okay=False)
 
+
+def _seconds(name: str, help_text: str) -> Callable[[F], F]:
+    return click.option(
+        name, type=click.FloatRange(min=0.1), default=5.0, show_default=True, help=help_text
+    )
+
+
+#: The embedded server's state folder (JetStream store, log, pid/port file).
+store_option: Callable[[F], F] = click.option(
+    "--store",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_STORE,
+    envvar="RECONCILE_STORE",
+    show_default=True,
+    help="State folder of the embedded server (JetStream store, log, pid/port file).",
+)
+
 _OPTIONS: list[Callable[[F], F]] = [
     click.option(
         "--server",
@@ -51,28 +68,9 @@ _OPTIONS: list[Callable[[F], F]] = [
         help="Name of a `nats` CLI context (~/.config/nats/context/NAME.json).",
     ),
     click.option("--domain", help="JetStream domain ($JS.<domain>.API)."),
-    click.option(
-        "--timeout",
-        type=click.FloatRange(min=0.1),
-        default=5.0,
-        show_default=True,
-        help="Seconds to wait for each server answer.",
-    ),
-    click.option(
-        "--connect-timeout",
-        type=click.FloatRange(min=0.1),
-        default=5.0,
-        show_default=True,
-        help="Seconds to wait for the connection.",
-    ),
-    click.option(
-        "--store",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=DEFAULT_STORE,
-        envvar="RECONCILE_STORE",
-        show_default=True,
-        help="State folder of the embedded server.",
-    ),
+    _seconds("--timeout", "Seconds to wait for each server answer."),
+    _seconds("--connect-timeout", "Seconds to wait for the connection."),
+    store_option,
 ]
 
 CONNECTION_PARAMS = (

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from reconciler.cli.options import connection_options, to_connection_options
-from reconciler.cli.output import interactive, notice, progress
+from reconciler.console.terminal import TerminalConsole
 
 if TYPE_CHECKING:
-    from reconciler.render import PlanFormat
+    from reconciler.console.terminal import PlanFormat
 
 FORMATS = click.Choice(["text", "json", "markdown"])
 paths_argument = click.argument(
@@ -21,11 +21,9 @@ paths_argument = click.argument(
 )
 
 
-def _echo_plan(the_plan: Any, fmt: str) -> None:
-    from reconciler.render import render_plan
-
+def _console(fmt: str) -> TerminalConsole:
     formats: dict[str, PlanFormat] = {"text": "text", "json": "json", "markdown": "markdown"}
-    click.echo(render_plan(the_plan, formats[fmt], color=fmt == "text" and interactive()))
+    return TerminalConsole(fmt=formats[fmt])
 
 
 @click.command()
@@ -43,8 +41,9 @@ def plan(
     from reconciler.execution import run
 
     options = to_connection_options(conn)
-    the_plan = asyncio.run(run.plan(paths, options, prune=prune, on_notice=notice))
-    _echo_plan(the_plan, fmt)
+    console = _console(fmt)
+    the_plan = asyncio.run(run.plan(paths, options, prune=prune, on_notice=console.notice))
+    console.show_plan(the_plan)
     return 2 if detailed_exitcode and the_plan.has_changes else 0
 
 
@@ -83,16 +82,16 @@ def apply(
 ) -> int:
     """Change the server to match the specs (validates everything first)."""
     from reconciler.execution import run
-    from reconciler.execution.apply import summarize
 
     options = to_connection_options(conn)
+    console = _console(fmt)
 
     async def go() -> Any:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, stop.set)
         loop.add_signal_handler(signal.SIGTERM, stop.set)
-        with progress(enabled=interactive() and fmt == "text") as on_step:
+        with console.steps() as on_step:
             return await run.apply(
                 paths,
                 options,
@@ -100,21 +99,21 @@ def apply(
                 allow_replace=allow_replace,
                 dry_run=False,
                 concurrency=concurrency,
-                on_notice=notice,
+                on_notice=console.notice,
                 on_step=on_step if fmt == "text" else None,
-                on_plan=lambda p: _echo_plan(p, fmt),
+                on_plan=console.show_plan,
                 stop=stop,
                 lock_timeout=None if no_lock else lock_timeout,
             )
 
     if dry_run:
-        the_plan = asyncio.run(run.plan(paths, options, prune=prune, on_notice=notice))
-        _echo_plan(the_plan, fmt)
+        the_plan = asyncio.run(run.plan(paths, options, prune=prune, on_notice=console.notice))
+        console.show_plan(the_plan)
         return 2 if detailed_exitcode and the_plan.has_changes else 0
     result = asyncio.run(go())
-    if fmt == "text":
-        click.echo(summarize([result]))
+    console.show_result(result)
     if result.interrupted:
-        notice(f"interrupted: {len(result.skipped)} step(s) not started; re-run apply to converge")
+        skipped = len(result.skipped)
+        console.notice(f"interrupted: {skipped} step(s) not started; re-run apply to converge")
         return 130
     return 0

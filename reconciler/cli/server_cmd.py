@@ -13,7 +13,7 @@ from types import FrameType
 
 import click
 
-from reconciler.cli.options import DEFAULT_STORE
+from reconciler.cli.options import store_option
 
 
 def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -21,14 +21,7 @@ def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 @click.command()
-@click.option(
-    "--store",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=DEFAULT_STORE,
-    envvar="RECONCILE_STORE",
-    show_default=True,
-    help="State folder (JetStream store, log, pid/port file).",
-)
+@store_option
 @click.option(
     "--port",
     type=click.IntRange(0, 65535),

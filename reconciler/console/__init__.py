@@ -1,1 +1,96 @@
-"""placeholder"""
+"""Where people see a run: one :class:`Console` interface, two places it can be shown.
+
+Front doors report plans, drift reports, step events, errors and the result of an apply
+through a Console and never format those themselves:
+
+- :class:`~reconciler.console.terminal.TerminalConsole` (the ``reconcile`` CLI): text on
+  stdout, notices and progress on stderr, colour and a progress bar on a terminal;
+- :class:`~reconciler.console.markdown.MarkdownConsole` (the GitHub Action): plain log
+  lines for the job log and GitHub-flavoured Markdown collected for the step summary and
+  the pull-request comment.
+
+The words they share (an error's lines, a step's line, an apply's summary) are made here,
+once.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from reconciler.errors import ApplyFailed, ReconcileError, SpecError, UnsupportedField
+
+if TYPE_CHECKING:
+    from reconciler.execution.apply import ApplyResult, StepEvent
+    from reconciler.planning.drift import DriftReport
+    from reconciler.planning.steps import Plan
+
+__all__ = ["Console", "error_lines", "result_line", "step_line"]
+
+StepSink = Callable[["StepEvent"], None]
+
+
+def error_lines(err: ReconcileError) -> list[str]:
+    """The lines of an error: one per problem, ``FILE:LINE: field: message``."""
+    if isinstance(err, (SpecError, UnsupportedField)):
+        return [str(p) for p in err.problems]
+    if isinstance(err, ApplyFailed):
+        report = err.report
+        lines = [f"error: {err}"]
+        lines += [f"  applied: {s}" for s in report.applied]
+        lines += [f"  failed:  {s}" for s in report.failed]
+        lines += [f"  skipped: {s}" for s in report.skipped]
+        lines.append("re-run apply to converge")
+        return lines
+    return [f"error: {err}"]
+
+
+def step_line(event: StepEvent) -> str:
+    """``[3/10] applied update Consumer ORDERS/NEW`` (and the error of a failed step)."""
+    from reconciler.execution.apply import describe
+
+    suffix = f": {event.error}" if event.error else ""
+    return f"[{event.done}/{event.total}] {event.outcome} {describe(event.step)}{suffix}"
+
+
+def result_line(results: Sequence[ApplyResult]) -> str:
+    """One line for the end of an apply."""
+    applied = sum(len(r.applied) for r in results)
+    failed = sum(len(r.failed) for r in results)
+    skipped = sum(len(r.skipped) for r in results)
+    return f"Apply complete: {applied} applied, {failed} failed, {skipped} skipped."
+
+
+class Console(ABC):
+    """What a front door shows people; each method is one kind of event."""
+
+    @abstractmethod
+    def notice(self, message: str) -> None:
+        """A side remark (which server, waiting for the lock, ...)."""
+
+    @abstractmethod
+    def show_plan(self, plan: Plan) -> None:
+        """The plan, before anything changes."""
+
+    @abstractmethod
+    def show_drift(self, report: DriftReport) -> None:
+        """A drift report."""
+
+    @abstractmethod
+    def show_error(self, err: ReconcileError) -> None:
+        """An error the tool reports on purpose (never a traceback)."""
+
+    @abstractmethod
+    def show_result(self, result: ApplyResult) -> None:
+        """How an apply ended."""
+
+    def step(self, event: StepEvent) -> None:
+        """A step finished (applied, failed or skipped)."""
+        self.notice(step_line(event))
+
+    @contextmanager
+    def steps(self) -> Iterator[StepSink]:
+        """A sink for step events for the duration of an apply."""
+        yield self.step

@@ -25,6 +25,7 @@ from reconciler.planning.plan import StreamGroup, group_streams, stream_problems
 from reconciler.specs.spec import Spec
 from reconciler.specs.validate import load_specs
 
+
 @dataclass(frozen=True)
 class EnvSpecs:
     """The validated specs of one environment, or why its folder is invalid."""

@@ -9,10 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from servers import NatsServer
-
-pytestmark = pytest.mark.e2e
 
 
 def test_sigint_mid_apply_stops_cleanly_and_the_next_run_converges(

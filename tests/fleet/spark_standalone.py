@@ -20,9 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pyspark
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from servers import free_port
+from servers import unused_port
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 START_TIMEOUT = 90.0
@@ -46,9 +44,9 @@ class StandaloneCluster:
 
     def __init__(self, base: Path) -> None:
         self.base = base
-        self.port = free_port()
-        self.webui_port = free_port()
-        self.worker_webui_port = free_port()
+        self.port = unused_port()
+        self.webui_port = unused_port()
+        self.worker_webui_port = unused_port()
         self.processes: list[subprocess.Popen[bytes]] = []
         self._logs: list[IO[bytes]] = []
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from reconciler.errors import ReconcileError, SpecError
-from reconciler.fleet.desired import Context, desired_rows, env_folders, load_fleet
+from reconciler.errors import ReconcileError
+from reconciler.fleet.desired import env_folders, load_fleet
+from reconciler.model.state import ServerInfo
 
 SPECS = """\
 kind: Stream
@@ -53,20 +53,20 @@ def test_a_fleet_folder_needs_environment_sub_folders(tmp_path: Path) -> None:
         env_folders(tmp_path)
 
 
-def test_consumers_of_an_external_stream_inherit_its_live_consumer_limits(tmp_path: Path) -> None:
-    env = {e.env: e for e in load_fleet(fleet(tmp_path))}["dev"]
-    raw = json.dumps({"name": "RAW", "consumer_limits": {"max_ack_pending": 50}})
-    rows = desired_rows(env, Context("2.12.3", 3, (("RAW", raw),)), 7)
-    by_name = {(r[2], r[3]): r for r in rows}
-    assert json.loads(str(by_name[("RAW", "READER")][6]))["max_ack_pending"] == 50
-    assert by_name[("RAW", "")][6] is None and by_name[("RAW", "")][8] is True  # external
-    assert {r[1] for r in rows} == {7}
-
-
 def test_what_the_plan_refuses_refuses_the_day(tmp_path: Path) -> None:
     env = {e.env: e for e in load_fleet(fleet(tmp_path))}["dev"]
-    with pytest.raises(SpecError, match="external stream RAW does not exist"):
-        desired_rows(env, Context("2.12.3", 3, (("RAW", None),)), 0)
-    raw = json.dumps({"name": "RAW"})
-    with pytest.raises(SpecError, match=r"allow_msg_ttl: needs nats-server 2\.11"):
-        desired_rows(env, Context("2.10.25", 0, (("RAW", raw),)), 0)
+    new = ServerInfo("2.12.3", 3)
+    assert env.problems_on(new, lambda stream: stream == "RAW") == []
+    missing = env.problems_on(new, lambda stream: False)
+    assert [p.message for p in missing] == ["external stream RAW does not exist on the server"]
+    old = env.problems_on(ServerInfo("2.10.25", 0), lambda stream: True)
+    assert any("allow_msg_ttl" in str(p) and "2.11" in str(p) for p in old)
+
+
+def test_specs_are_grouped_by_stream_as_the_planner_groups_them(tmp_path: Path) -> None:
+    env = {e.env: e for e in load_fleet(fleet(tmp_path))}["dev"]
+    groups = env.by_stream()
+    assert sorted(groups) == ["ORDERS", "RAW"]
+    stream, consumers = groups["RAW"]
+    assert stream is not None and stream.external
+    assert [c.name for c in consumers] == ["READER"]

@@ -12,13 +12,12 @@ from typing import Any
 import pytest
 from fleet_findings import FleetCase
 
-from reconciler.fleet.canonical import newest_server, to_json
+from reconciler.fleet.canonical import newest_server
 from reconciler.fleet.job import fleet_drift
 from reconciler.fleet.session import JavaMissing, check_java
+from reconciler.fleet.verdict import to_json
 from reconciler.model.normalize import desired_config
 from reconciler.specs.validate import load_specs
-
-pytestmark = pytest.mark.spark
 
 SPEC = "kind: Stream\nname: S\nsubjects: [s.>]\nmax_age: 1h\n"
 

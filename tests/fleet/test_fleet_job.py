@@ -15,7 +15,7 @@ from reconciler.errors import ReconcileError
 from reconciler.fleet.job import fleet_drift
 from reconciler.fleet.records import bad_lines, read_snapshots
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+pytestmark = pytest.mark.integration
 
 
 def test_spark_findings_equal_reconcile_drift_for_every_environment(

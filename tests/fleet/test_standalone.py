@@ -13,7 +13,7 @@ from spark_standalone import StandaloneCluster, spark_env
 
 from reconciler.fleet.session import APP_NAME
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+pytestmark = pytest.mark.integration
 
 
 def test_the_cli_runs_the_job_on_a_standalone_cluster_with_the_same_findings(

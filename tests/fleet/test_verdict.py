@@ -1,110 +1,136 @@
-"""The plan's matching rules, one stream and its consumers at a time (no Spark)."""
+"""The fleet's verdict is the planner's: one stream group at a time, no Spark."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from reconciler.fleet.verdict import Pair, stream_findings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from strategies import resource_set, stream_document
+
+from reconciler.errors import Location
+from reconciler.fleet.verdict import stream_findings, to_json
+from reconciler.identity import LOCK_BUCKET, stream_of
+from reconciler.model.normalize import desired_config
+from reconciler.model.state import LiveState, ServerInfo
+from reconciler.model.values import redact
+from reconciler.planning.drift import from_plan
+from reconciler.planning.plan import StreamGroup, build_plan, group_streams
+from reconciler.specs.loader import Document
+from reconciler.specs.spec import MANAGED_KEY, Spec
+from reconciler.specs.validate import validate_documents
+
+SERVER = ServerInfo(version="2.12.3", api_level=3)
+HERE = Location("specs.yaml", 1)
 
 
-def text(config: dict[str, Any]) -> str:
-    return json.dumps(config, sort_keys=True)
+def specs_of(documents: list[dict[str, Any]]) -> list[Spec]:
+    return validate_documents([Document(body=d, source=HERE, locations={}) for d in documents])
 
 
-STREAM = {"name": "S", "storage": "file", "max_age": 10}
-CONSUMER = {"name": "C", "ack_policy": "explicit", "max_deliver": 5}
+def plan_rows(specs: list[Spec], live: LiveState) -> set[tuple[Any, ...]]:
+    """What ``reconcile drift`` reports, as the fleet's rows."""
+    rows: set[tuple[Any, ...]] = set()
+    for r in from_plan(build_plan(specs, live)).resources:
+        if r.status == "drifted":
+            for f in r.fields:
+                declared = to_json(redact(f.declared, path=f.path))
+                rows.add(
+                    (
+                        r.kind,
+                        r.stream,
+                        r.name,
+                        r.status,
+                        f.path,
+                        declared,
+                        to_json(redact(f.live, path=f.path)),
+                    )
+                )
+        else:
+            rows.add((r.kind, r.stream, r.name, r.status, None))
+    return rows
 
 
-def declared(consumer: str, config: dict[str, Any], **extra: Any) -> Pair:
-    kind = "Consumer" if consumer else "Stream"
-    return Pair(consumer, kind, consumer or "S", text(config), **extra)
+def fleet_rows(specs: list[Spec], live: LiveState) -> set[tuple[Any, ...]]:
+    rows: set[tuple[Any, ...]] = set()
+    for group in group_streams(specs, live):
+        for f in stream_findings(group, live.server):
+            rows.add(f if f[3] == "drifted" else f[:5])
+    return rows
 
 
-def both(consumer: str, want: dict[str, Any], have: dict[str, Any], **extra: Any) -> Pair:
-    kind = "Consumer" if consumer else "Stream"
-    name = consumer or "S"
-    return Pair(
-        consumer, kind, name, text(want), live_kind=kind, live_name=name, live=text(have), **extra
-    )
+@st.composite
+def spec_and_live(draw: st.DrawFn) -> tuple[list[Spec], LiveState]:
+    """Declared resources, and a server holding some of them: equal, changed, unmarked."""
+    documents = draw(resource_set(max_streams=3))
+    specs = specs_of(documents)
+    streams: dict[str, Any] = {}
+    consumers: dict[tuple[str, str], Any] = {}
+    stream_configs: dict[str, Any] = {}
+    for spec in specs:
+        fate = draw(st.sampled_from(["absent", "equal", "changed", "unmarked"]))
+        if spec.kind == "Consumer":
+            parent = stream_configs.get(spec.stream_name)
+            if parent is None or fate == "absent":
+                continue
+            config = desired_config(spec, SERVER, stream_config=parent)
+            if fate == "changed":
+                config = {**config, "description": "changed on the server"}
+            consumers[(spec.stream_name, spec.name)] = config
+            continue
+        if fate == "absent":
+            continue
+        source = spec
+        if fate == "changed":
+            other = draw(stream_document(spec.name))
+            source = specs_of([other])[0]
+        config = desired_config(source, SERVER)
+        if fate == "unmarked":
+            config["metadata"] = {k: v for k, v in config["metadata"].items() if k != MANAGED_KEY}
+        streams[spec.stream_name] = config
+        stream_configs[spec.stream_name] = config
+    extras = [d for d in draw(resource_set(max_streams=2)) if d["kind"] == "Stream"]
+    for spec in specs_of(extras):
+        if spec.stream_name not in streams:
+            config = desired_config(spec, SERVER)
+            if draw(st.booleans()):  # no marker: unmanaged; with it: an orphan
+                config["metadata"] = {}
+            streams[spec.stream_name] = config
+    return specs, LiveState(server=SERVER, streams=streams, consumers=consumers)
 
 
-def undeclared(
-    consumer: str, config: dict[str, Any], *, managed: bool = False, kind: str = ""
-) -> Pair:
-    kind = kind or ("Consumer" if consumer else "Stream")
-    return Pair(
-        consumer, live_kind=kind, live_name=consumer or "S", live=text(config), managed=managed
-    )
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec_and_live())
+def test_the_fleet_verdict_equals_reconcile_drift_on_random_pairs(
+    pair: tuple[list[Spec], LiveState],
+) -> None:
+    specs, live = pair
+    assert fleet_rows(specs, live) == plan_rows(specs, live)
 
 
-def statuses(stream: str, pairs: list[Pair]) -> list[tuple[Any, ...]]:
-    return [(f[0], f[1], f[2], f[3], f[4]) for f in stream_findings(stream, pairs)]
-
-
-def test_equal_configs_are_in_sync_and_each_changed_field_is_one_finding() -> None:
-    found = list(
-        stream_findings(
-            "S", [both("", STREAM, {**STREAM, "max_age": 20}), both("C", CONSUMER, CONSUMER)]
-        )
-    )
-    assert found == [
-        ("Stream", None, "S", "drifted", "max_age", "10", "20"),
-        ("Consumer", "S", "C", "in_sync", None, None, None),
+def test_drifted_fields_carry_declared_and_live_json_and_missing_the_whole_config() -> None:
+    specs = specs_of([{"kind": "Stream", "name": "S", "subjects": ["s.>"], "max_age": "1h"}])
+    live = desired_config(specs[0], SERVER)
+    group = StreamGroup("S", declared=specs[0], live={**live, "max_age": 10**9})
+    assert stream_findings(group, SERVER) == [
+        ("Stream", None, "S", "drifted", "max_age", "3600000000000", "1000000000")
     ]
+    (missing,) = stream_findings(StreamGroup("S", declared=specs[0]), SERVER)
+    assert missing[3] == "missing" and json.loads(str(missing[5]))["max_age"] == 3600 * 10**9
 
 
-def test_declared_but_absent_is_missing_with_the_whole_desired_config() -> None:
-    found = list(stream_findings("S", [declared("", STREAM)]))
-    assert [f[3] for f in found] == ["missing"]
-    assert json.loads(str(found[0][5])) == STREAM
+def test_secrets_never_reach_a_finding() -> None:
+    spec = specs_of([{"kind": "Stream", "name": "S", "metadata": {"api_token": "mine-s3cret"}}])[0]
+    live = desired_config(spec, SERVER)
+    live["metadata"] = {**live["metadata"], "api_token": "theirs-s3cret"}
+    found = stream_findings(StreamGroup("S", declared=spec, live=live), SERVER)
+    found += stream_findings(StreamGroup("S", declared=spec), SERVER)
+    found += stream_findings(StreamGroup("S", live=live), SERVER)
+    assert found and "s3cret" not in repr(found)
 
 
-def test_undeclared_resources_are_unmanaged_or_orphaned_by_the_marker() -> None:
-    assert statuses("S", [undeclared("", STREAM)]) == [("Stream", None, "S", "unmanaged", None)]
-    assert statuses("S", [undeclared("", STREAM, managed=True)]) == [
-        ("Stream", None, "S", "orphaned", None)
-    ]
-    assert statuses("KV_b", [undeclared("", STREAM, kind="KeyValue")])[0][0] == "KeyValue"
-
-
-def test_an_undeclared_consumer_is_listed_only_under_a_declared_stream() -> None:
-    assert statuses("S", [undeclared("", STREAM), undeclared("X", CONSUMER)]) == [
-        ("Stream", None, "S", "unmanaged", None)
-    ]
-    assert statuses("S", [both("", STREAM, STREAM), undeclared("X", CONSUMER)]) == [
-        ("Stream", None, "S", "in_sync", None),
-        ("Consumer", "S", "X", "unmanaged", None),
-    ]
-
-
-def test_a_stream_that_needs_a_replace_takes_its_consumers_with_it() -> None:
-    pairs = [
-        both("", {**STREAM, "storage": "memory"}, STREAM, server_version="2.12.3", api_level=3),
-        both("C", CONSUMER, CONSUMER),
-        undeclared("X", CONSUMER),
-    ]
-    assert statuses("S", pairs) == [
-        ("Stream", None, "S", "drifted", "storage"),
-        ("Consumer", "S", "C", "missing", None),
-    ]
-
-
-def test_external_streams_are_never_listed_but_count_as_declared() -> None:
-    external = Pair(
-        "", "Stream", "S", None, external=True, live_kind="Stream", live_name="S", live=text(STREAM)
-    )
-    assert statuses("S", [external, undeclared("X", CONSUMER)]) == [
-        ("Consumer", "S", "X", "unmanaged", None)
-    ]
-
-
-def test_the_apply_lock_bucket_is_not_listed_when_undeclared() -> None:
-    assert statuses("KV_RECONCILE_LOCKS", [undeclared("", STREAM, kind="KeyValue")]) == []
-
-
-def test_consumers_of_an_absent_stream_row_are_judged_on_their_own() -> None:
-    # a declared consumer on a stream nobody declares: the plan still compares it
-    assert statuses("S", [both("C", CONSUMER, {**CONSUMER, "max_deliver": 9})]) == [
-        ("Consumer", "S", "C", "drifted", "max_deliver")
-    ]
+def test_the_apply_lock_bucket_is_never_listed() -> None:
+    name = stream_of("KeyValue", LOCK_BUCKET)
+    config = {"name": name, "subjects": [f"$KV.{LOCK_BUCKET}.>"]}
+    assert stream_findings(StreamGroup(name, live=config), SERVER) == []

@@ -21,12 +21,12 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from servers import NatsServer, make_operator, run
+from credentials import make_operator
+from servers import NatsServer, run
 
 from reconciler.execution import run as engine
 from reconciler.jetstream import ConnectionOptions
 
-pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "ghs_test-token-123"
 SPECS = """\

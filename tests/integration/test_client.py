@@ -12,8 +12,6 @@ from servers import Cluster, NatsServer, run
 from reconciler.errors import ConnectError, NotFound, PermissionDenied, RequestTimeout, ServerError
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 
-pytestmark = pytest.mark.integration
-
 Body = Callable[[JetStreamClient], Awaitable[Any]]
 
 

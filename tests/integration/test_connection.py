@@ -10,13 +10,13 @@ from typing import Any
 import click
 import pytest
 from click.testing import CliRunner
-from servers import NatsServer, free_port, make_nkey, make_operator, make_tls, run
+from credentials import make_nkey, make_operator, make_tls
+from servers import NatsServer, run, unused_port
 
 from reconciler.cli.options import connection_options, to_connection_options
 from reconciler.errors import ConnectError
 from reconciler.jetstream import ConnectionOptions, load_context, open_client, redact_url
 
-pytestmark = pytest.mark.integration
 Factory = Callable[..., NatsServer]
 
 
@@ -100,7 +100,7 @@ def test_tls_with_client_certificate(server_factory: Factory, tmp_path: Path) ->
 
 @pytest.mark.timeout(30)
 def test_refused_connection_fails_with_a_clear_message() -> None:
-    url = f"nats://127.0.0.1:{free_port()}"
+    url = f"nats://127.0.0.1:{unused_port()}"
     message = connect_error(ConnectionOptions(servers=url, connect_timeout=2))
     assert message == f"cannot connect to {url}: connection refused"
 
@@ -118,7 +118,7 @@ def test_hung_server_fails_within_the_connect_timeout(server_factory: Factory) -
 
 def test_second_url_is_tried_when_the_first_is_down(server_factory: Factory) -> None:
     server = server_factory()
-    urls = f"nats://127.0.0.1:{free_port()},{server.url}"
+    urls = f"nats://127.0.0.1:{unused_port()},{server.url}"
     assert stream_names(ConnectionOptions(servers=urls)) == []
 
 

@@ -11,13 +11,11 @@ from typing import Any
 
 import jsonschema
 import nats
-import pytest
 from servers import NatsServer, run
 
 from reconciler.execution import run as engine
 from reconciler.jetstream import ConnectionOptions
 
-pytestmark = pytest.mark.integration
 SCHEMA = json.loads(
     (Path(__file__).resolve().parents[2] / "schemas" / "drift.schema.json").read_text()
 )
@@ -168,10 +166,10 @@ def test_invalid_spec_is_an_error_at_its_file_and_line(
 
 
 def test_unreachable_server_is_an_error_not_a_report(tmp_path: Path) -> None:
-    from servers import free_port
+    from servers import unused_port
 
     write(tmp_path / "specs", SPECS)
-    url = f"nats://127.0.0.1:{free_port()}"
+    url = f"nats://127.0.0.1:{unused_port()}"
     result = drift("specs", "--server", url, "--connect-timeout", "1", cwd=tmp_path)
     assert result.returncode == 1
     assert result.stdout == ""

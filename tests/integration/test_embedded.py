@@ -15,8 +15,6 @@ from servers import run
 from reconciler.jetstream import ConnectionOptions, EmbeddedServer, open_client
 from reconciler.jetstream.embedded import _pid_alive
 
-pytestmark = pytest.mark.integration
-
 
 def test_embedded_server_keeps_state_across_two_runs(tmp_path: Path) -> None:
     store = tmp_path / ".reconcile"

@@ -22,8 +22,6 @@ from reconciler.model.state import LiveState, ServerInfo
 from reconciler.planning.plan import build_plan
 from reconciler.specs.spec import Kind, Spec
 
-pytestmark = pytest.mark.integration
-
 MATRIX = ["2.10.26", "2.11.11", "2.12.8", None]  # None: the installed (newest) release
 SECOND = 1_000_000_000
 

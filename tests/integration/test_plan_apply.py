@@ -18,7 +18,6 @@ from reconciler.jetstream import ConnectionOptions, open_client
 from reconciler.planning.steps import Plan
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-pytestmark = pytest.mark.integration
 
 
 def write(tmp_path: Path, text: str, name: str = "specs.yaml") -> Path:

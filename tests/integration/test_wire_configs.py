@@ -24,8 +24,6 @@ from reconciler.specs.schema import validator
 from reconciler.specs.spec import Spec
 from reconciler.specs.validate import load_specs, validate_documents
 
-pytestmark = pytest.mark.integration
-
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = [ROOT / "examples" / name for name in ("shop", "workqueue", "buckets")]
 OLDER = sorted(p.name.removeprefix("nats-server-") for p in CACHE.glob("nats-server-2.1[0-2]*"))

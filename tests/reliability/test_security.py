@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from credentials import make_nkey, make_operator, make_tls
 from harness import cli_env, consumer_doc, reconcile, stream_doc, write_specs
-from servers import make_nkey, make_operator, make_tls
 
 pytestmark = pytest.mark.integration
 
