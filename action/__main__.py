@@ -52,6 +52,7 @@ class Inputs:
     context: str
     prune: bool
     allow_replace: bool
+    allow_data_loss: bool
     comment: bool
     fail_on_drift: bool
 
@@ -71,6 +72,7 @@ class Inputs:
             context=runner.input("context"),
             prune=runner.flag("prune", default=False),
             allow_replace=runner.flag("allow-replace", default=False),
+            allow_data_loss=runner.flag("allow-data-loss", default=False),
             comment=runner.flag("comment", default=False),
             fail_on_drift=runner.flag("fail-on-drift", default=True),
         )
@@ -234,6 +236,7 @@ def apply_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Ou
                     options,
                     prune=inputs.prune,
                     allow_replace=inputs.allow_replace,
+                    allow_data_loss=inputs.allow_data_loss,
                     dry_run=False,
                     on_notice=runner.log,
                     on_step=on_step,

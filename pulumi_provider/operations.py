@@ -50,19 +50,27 @@ async def observe(client: JetStreamClient, target: Target) -> Live | None:
     return Live(server, info["config"], stream_config=stream["config"])
 
 
-async def converge(client: JetStreamClient, spec: Spec) -> Live:
+async def converge(client: JetStreamClient, spec: Spec, *, allow_data_loss: bool = False) -> Live:
     """Create or update the resource exactly as ``reconcile apply`` would, then read it.
 
     The engine plans this one spec against the live resource and its one executor applies
     the plan: an existing resource without the managed-by marker is adopted, an update
     sends the complete config. A replace is refused here: Pulumi plans replaces itself
-    (Diff), so one showing up now means the server changed since the last refresh.
+    (Diff), so one showing up now means the server changed since the last refresh. An
+    update that would delete stored messages (a tighter limit on a stream holding them)
+    is refused unless the resource sets ``allow_destroy``, like a delete.
     """
     target = spec.ref
     state = await live_state(client, target)
     plan = build_plan(with_stream(spec), state)
+    if plan.lossy_updates and not allow_data_loss:
+        losses = "; ".join(loss.summary for step in plan.lossy_updates for loss in step.losses)
+        raise RefusedPlan(
+            f"{spec.kind} {target.path}: this update deletes stored messages ({losses}); "
+            "set allow_destroy=True on the resource to allow it"
+        )
     try:
-        await apply_plan(plan, client, allow_replace=False)
+        await apply_plan(plan, client, allow_replace=False, allow_data_loss=allow_data_loss)
     except RefusedPlan as err:
         raise RefusedPlan(
             f"{spec.kind} {target.path} changed on the server in a way an update "
@@ -81,7 +89,7 @@ async def live_state(client: JetStreamClient, target: Target) -> LiveState:
         stream = await client.stream_info(target.stream_name)
     except NotFound:
         return LiveState(server=server)
-    config, state = stream["config"], stream.get("state", {})
+    config = stream["config"]
     consumers: dict[tuple[str, str], Mapping[str, Any]] = {}
     if target.kind == "Consumer":
         with contextlib.suppress(NotFound):
@@ -90,7 +98,7 @@ async def live_state(client: JetStreamClient, target: Target) -> LiveState:
     return LiveState(
         server=server,
         streams={target.stream_name: config},
-        stream_state={target.stream_name: StreamState(messages=int(state.get("messages", 0)))},
+        stream_state={target.stream_name: StreamState.from_info(stream)},
         consumers=consumers,
     )
 

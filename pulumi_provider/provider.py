@@ -98,7 +98,10 @@ class JetStreamProvider(ResourceProvider):
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         spec = to_spec(news)
-        live = self._run(news, lambda client: operations.converge(client, spec))
+        allow = bool(plain(news.get("allow_destroy", False)))
+        live = self._run(
+            news, lambda client: operations.converge(client, spec, allow_data_loss=allow)
+        )
         return UpdateResult(outputs(news, live))
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import click
 
-from reconciler.cli.options import connection_options, to_connection_options
+from reconciler.cli.options import connection_options, owner_option, to_connection_options
 from reconciler.console.terminal import DriftFormat, TerminalConsole
 
 FORMATS = click.Choice(["text", "json", "markdown", "html"])
@@ -22,19 +22,24 @@ FORMATS = click.Choice(["text", "json", "markdown", "html"])
     type=click.Path(dir_okay=False, writable=True, path_type=Path),
     help="Write the report to FILE instead of standard output.",
 )
+@owner_option
 @connection_options
-def drift(paths: tuple[Path, ...], fmt: str, out: Path | None, **conn: Any) -> int:
+def drift(paths: tuple[Path, ...], fmt: str, out: Path | None, owner: str, **conn: Any) -> int:
     """Report where the server differs from the specs.
 
     Exit status: 0 when everything is in sync, 2 when drift is found, 1 on error.
     """
     from reconciler.execution import run
     from reconciler.planning import drift as drift_report
+    from reconciler.planning.plan import Ownership
     from reconciler.render.drift_text import headline
 
     options = to_connection_options(conn)
     console = TerminalConsole(drift_format=cast(DriftFormat, fmt))
-    plan = asyncio.run(run.plan(paths, options, prune=False, on_notice=console.notice))
+    ownership = Ownership(owner)
+    plan = asyncio.run(
+        run.plan(paths, options, prune=False, ownership=ownership, on_notice=console.notice)
+    )
     report = drift_report.from_plan(plan)
     if out is None:
         console.show_drift(report)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import click
 import yaml
 
-from reconciler.cli.options import connection_options, to_connection_options
+from reconciler.cli.options import connection_options, owner_option, to_connection_options
 from reconciler.cli.output import notice
+from reconciler.errors import ReconcileError
 
 HEADER = "# yaml-language-server: $schema={schema}\n# exported by `reconcile export`\n"
 
@@ -25,29 +28,70 @@ def _dump(documents: tuple[dict[str, Any], ...]) -> str:
     )
 
 
+def write_file(folder: Path, name: str, text: str) -> None:
+    """Write ``folder/name`` without following a link that stands there.
+
+    The text goes to a new temporary file in ``folder`` that is then renamed over
+    ``name``: a rename replaces the directory entry itself, so an existing symlink is
+    replaced, never written through (nothing outside the folder is touched).
+    """
+    if Path(name).name != name or name in ("", ".", ".."):
+        raise ReconcileError(f"refusing to write {name!r}: not a plain file name")
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".export-", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, folder / name)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
 @click.command(name="export")
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     help="Write one file per stream or bucket into this folder (default: stdout).",
 )
+@owner_option
+@click.option(
+    "--all-owners",
+    is_flag=True,
+    help="Also export resources other owners manage (left out by default, so that "
+    "applying the export, even with --prune, never touches them).",
+)
 @connection_options
-def export(out: Path | None, **conn: Any) -> int:
-    """Write the server's streams, consumers and buckets as spec files."""
+def export(out: Path | None, owner: str, all_owners: bool, **conn: Any) -> int:
+    """Write the server's streams, consumers and buckets as spec files.
+
+    File names are stream-NAME.yaml, kv-NAME.yaml and objectstore-NAME.yaml, with every
+    character other than letters, digits, '_' and '-' written as %XX, so no two
+    resources share a file. A plan on the exported files is empty.
+    """
     from reconciler.execution import run
     from reconciler.planning.export import export_state
 
     live = asyncio.run(run.fetch_live(to_connection_options(conn), on_notice=notice))
-    files = export_state(live)
+    files = export_state(live, owner=None if all_owners else owner)
     if out is None:
         click.echo("---\n".join(_dump(f.documents) for f in files), nl=False)
         return 0
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ReconcileError(f"{out}: cannot create the folder: {err.strerror}") from None
     from reconciler.specs.schema import SCHEMA_DIR
 
     schema = SCHEMA_DIR / "document.schema.json"
+    written: set[str] = set()
     for exported in files:
+        if exported.name in written:  # file_name is injective: this is a bug
+            raise ReconcileError(f"two resources map to the file {exported.name}")
         text = HEADER.format(schema=schema.as_uri()) + _dump(exported.documents)
-        (out / exported.name).write_text(text, encoding="utf-8")
-    notice(f"exported {len(files)} file(s) to {out}")
+        try:
+            write_file(out, exported.name, text)
+        except OSError as err:
+            raise ReconcileError(f"{out / exported.name}: {err.strerror}") from None
+        written.add(exported.name)
+    notice(f"exported {len(written)} file(s) to {out}")
     return 0

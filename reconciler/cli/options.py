@@ -34,6 +34,39 @@ def _seconds(name: str, help_text: str) -> Callable[[F], F]:
     )
 
 
+def _owner(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    import re
+
+    from reconciler.specs.spec import OWNER_PATTERN
+
+    if not re.fullmatch(OWNER_PATTERN, value):
+        raise click.BadParameter(
+            f"{value!r}: letters, digits, '.', '_' and '-' (at most 64, starting with a "
+            "letter or digit)"
+        )
+    return value
+
+
+#: The project whose resources a run manages (marker in their metadata).
+owner_option: Callable[[F], F] = click.option(
+    "--owner",
+    default="default",
+    envvar="RECONCILE_OWNER",
+    show_default=True,
+    show_envvar=True,
+    callback=_owner,
+    help="The project (owner) this run manages: its resources carry its name, --prune "
+    "deletes only them, other owners' resources are listed and never touched.",
+)
+
+#: Permission to take over resources another owner manages.
+take_over_option: Callable[[F], F] = click.option(
+    "--take-over",
+    is_flag=True,
+    help="Declaring a resource another owner manages is refused; this takes it over.",
+)
+
+
 #: The embedded server's state folder (JetStream store, log, pid/port file).
 store_option: Callable[[F], F] = click.option(
     "--store",

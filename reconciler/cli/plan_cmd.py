@@ -9,7 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from reconciler.cli.options import connection_options, to_connection_options
+from reconciler.cli.options import (
+    connection_options,
+    owner_option,
+    take_over_option,
+    to_connection_options,
+)
 from reconciler.console.terminal import TerminalConsole
 
 if TYPE_CHECKING:
@@ -29,20 +34,32 @@ def _console(fmt: str) -> TerminalConsole:
 @click.command()
 @paths_argument
 @click.option("--prune", is_flag=True, help="Plan deletes of managed resources no spec declares.")
+@owner_option
+@take_over_option
 @click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
 @click.option(
     "--detailed-exitcode", is_flag=True, help="Exit 2 when the plan has changes (0 when none)."
 )
 @connection_options
 def plan(
-    paths: tuple[Path, ...], prune: bool, fmt: str, detailed_exitcode: bool, **conn: Any
+    paths: tuple[Path, ...],
+    prune: bool,
+    owner: str,
+    take_over: bool,
+    fmt: str,
+    detailed_exitcode: bool,
+    **conn: Any,
 ) -> int:
     """Show what apply would change; changes nothing."""
     from reconciler.execution import run
+    from reconciler.planning.plan import Ownership
 
     options = to_connection_options(conn)
     console = _console(fmt)
-    the_plan = asyncio.run(run.plan(paths, options, prune=prune, on_notice=console.notice))
+    ownership = Ownership(owner, take_over)
+    the_plan = asyncio.run(
+        run.plan(paths, options, prune=prune, ownership=ownership, on_notice=console.notice)
+    )
     console.show_plan(the_plan)
     return 2 if detailed_exitcode and the_plan.has_changes else 0
 
@@ -51,10 +68,19 @@ def plan(
 @paths_argument
 @click.option("--dry-run", is_flag=True, help="Plan only; the same as `reconcile plan`.")
 @click.option("--prune", is_flag=True, help="Delete managed resources no spec declares.")
+@owner_option
+@take_over_option
 @click.option(
     "--allow-replace",
     is_flag=True,
     help="Allow steps that destroy messages (replacing a stream or consumer, deleting a stream).",
+)
+@click.option(
+    "--allow-data-loss",
+    is_flag=True,
+    help="Allow every step that destroys data: replaces, deletes, and updates that delete "
+    "stored messages in place (a tighter max_msgs, max_bytes, max_age, history or ttl on a "
+    "stream holding messages; retention limits to interest).",
 )
 @click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
 @click.option("--detailed-exitcode", is_flag=True, help="With --dry-run: exit 2 on changes.")
@@ -72,7 +98,10 @@ def apply(
     paths: tuple[Path, ...],
     dry_run: bool,
     prune: bool,
+    owner: str,
+    take_over: bool,
     allow_replace: bool,
+    allow_data_loss: bool,
     fmt: str,
     detailed_exitcode: bool,
     concurrency: int,
@@ -82,9 +111,11 @@ def apply(
 ) -> int:
     """Change the server to match the specs (validates everything first)."""
     from reconciler.execution import run
+    from reconciler.planning.plan import Ownership
 
     options = to_connection_options(conn)
     console = _console(fmt)
+    ownership = Ownership(owner, take_over)
 
     async def go() -> Any:
         stop = asyncio.Event()
@@ -96,7 +127,9 @@ def apply(
                 paths,
                 options,
                 prune=prune,
+                ownership=ownership,
                 allow_replace=allow_replace,
+                allow_data_loss=allow_data_loss,
                 dry_run=False,
                 concurrency=concurrency,
                 on_notice=console.notice,
@@ -107,7 +140,9 @@ def apply(
             )
 
     if dry_run:
-        the_plan = asyncio.run(run.plan(paths, options, prune=prune, on_notice=console.notice))
+        the_plan = asyncio.run(
+            run.plan(paths, options, prune=prune, ownership=ownership, on_notice=console.notice)
+        )
         console.show_plan(the_plan)
         return 2 if detailed_exitcode and the_plan.has_changes else 0
     result = asyncio.run(go())

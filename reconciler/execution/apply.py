@@ -1,10 +1,11 @@
 """The one executor: turns a frozen Plan into requests, safely.
 
 Safety comes first and is decided before the first request: a plan holding destructive
-steps (a replace, or the delete of a stream or bucket) is refused as a whole unless the
-caller allowed it, so a refused plan changes nothing at all. Then the steps run wave by
-wave (streams before their consumers, origins before the streams sourcing them, deletes
-in reverse), each wave's steps concurrently up to ``concurrency``. When a step fails,
+steps (a replace, a delete, or an update that deletes stored messages in place) is
+refused as a whole unless the caller allowed it, so a refused plan changes nothing at all.
+Then the steps run wave by wave (streams before their consumers, origins before the
+streams sourcing them, deletes in reverse), each wave's steps concurrently up to
+``concurrency``. When a step fails,
 the steps of later waves are skipped and reported; re-running converges because every
 step is planned from the live state of that run. A ``stop`` event (Ctrl-C) lets the
 steps in flight finish and skips the rest, so nothing is half-written.
@@ -13,7 +14,7 @@ steps in flight finish and skips the rest, so nothing is half-written.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, assert_never
 
@@ -21,6 +22,7 @@ from reconciler.errors import (
     ApplyFailed,
     ApplyReport,
     ConnectError,
+    LockError,
     ReconcileError,
     RefusedPlan,
     RequestTimeout,
@@ -69,15 +71,46 @@ def describe(step: Step) -> str:
     return f"{step.action} {step.label}"
 
 
-def check_allowed(plan: Plan, *, allow_replace: bool) -> None:
+def refused_steps(plan: Plan, *, allow_replace: bool, allow_data_loss: bool) -> list[Step]:
+    """The destructive steps the flags do not allow.
+
+    ``allow_data_loss`` allows every step that destroys data; ``allow_replace`` allows
+    replaces and deletes (the resource goes as a whole, as the plan says), not updates
+    that delete part of a stream's messages in place.
+    """
+    if allow_data_loss:
+        return []
+    return [
+        step
+        for step in plan.steps
+        if step.destructive and not (allow_replace and isinstance(step, Replace | Delete))
+    ]
+
+
+def check_allowed(plan: Plan, *, allow_replace: bool, allow_data_loss: bool = False) -> None:
     """Refuse the whole plan when it destroys data and that was not allowed."""
-    destructive = [s for s in plan.steps if s.destructive]
-    if destructive and not allow_replace:
-        names = ", ".join(describe(s) for s in destructive)
-        raise RefusedPlan(
-            f"refusing to apply: {len(destructive)} step(s) would destroy messages ({names}); "
-            "nothing was changed. Re-run with --allow-replace to allow it."
-        )
+    refused = refused_steps(plan, allow_replace=allow_replace, allow_data_loss=allow_data_loss)
+    if not refused:
+        return
+    lossy = any(isinstance(step, Update) for step in refused)
+    lines = [f"  {describe(s)}: {'; '.join(loss.summary for loss in s.losses)}" for s in refused]
+    flag = "--allow-data-loss" if lossy else "--allow-replace (or --allow-data-loss)"
+    raise RefusedPlan(
+        f"refusing to apply: {len(refused)} step(s) would destroy data; nothing was changed. "
+        f"Re-run with {flag} to allow it.\n" + "\n".join(lines)
+    )
+
+
+def lease_lost(reason: str, applied: Sequence[Step], skipped: Sequence[Step]) -> ApplyFailed:
+    """The error of an apply that lost its lock: it stopped before its next step."""
+    report = ApplyReport(
+        applied=[describe(s) for s in applied], skipped=[describe(s) for s in skipped]
+    )
+    return ApplyFailed(
+        f"{reason}: stopped before its next step ({len(applied)} applied, {len(skipped)} not "
+        "started); another apply may hold the lock now: re-plan before applying again",
+        report,
+    )
 
 
 @dataclass
@@ -85,6 +118,8 @@ class _Run:
     client: JetStreamClient
     total: int
     on_step: Callable[[StepEvent], None] | None
+    guard: Callable[[], Awaitable[None]] | None = None
+    fenced: str | None = None  # why the guard refused: start nothing more
     applied: list[Step] = field(default_factory=list)
     failed: list[tuple[Step, str]] = field(default_factory=list)
     skipped: list[Step] = field(default_factory=list)
@@ -101,26 +136,34 @@ async def apply_plan(
     client: JetStreamClient,
     *,
     allow_replace: bool = False,
+    allow_data_loss: bool = False,
     dry_run: bool = False,
     concurrency: int = 16,
     on_step: Callable[[StepEvent], None] | None = None,
     stop: asyncio.Event | None = None,
+    guard: Callable[[], Awaitable[None]] | None = None,
 ) -> ApplyResult:
-    """Apply ``plan``; raises RefusedPlan before any change, ApplyFailed after a failure."""
-    check_allowed(plan, allow_replace=allow_replace)
+    """Apply ``plan``; raises RefusedPlan before any change, ApplyFailed after a failure.
+
+    ``guard`` runs before each step (the apply lock's fence); when it raises
+    :class:`LockError`, no further step starts and the error says how far it got.
+    """
+    check_allowed(plan, allow_replace=allow_replace, allow_data_loss=allow_data_loss)
     if dry_run:
         return ApplyResult(plan=plan, dry_run=True)
-    run = _Run(client=client, total=len(plan.steps), on_step=on_step)
+    run = _Run(client=client, total=len(plan.steps), on_step=on_step, guard=guard)
     limit = asyncio.Semaphore(max(1, concurrency))
     waves = plan.waves()
     for index, wave in enumerate(waves):
-        if run.failed or (stop is not None and stop.is_set()):
+        if run.failed or run.fenced or (stop is not None and stop.is_set()):
             for rest in waves[index:]:
                 for step in rest:
                     run.skipped.append(step)
                     run.emit(step, "skipped")
             break
         await asyncio.gather(*(_guarded(run, step, limit, stop) for step in wave))
+    if run.fenced is not None:
+        raise lease_lost(run.fenced, run.applied, run.skipped)
     result = ApplyResult(
         plan=plan,
         dry_run=False,
@@ -139,10 +182,18 @@ async def _guarded(
     run: _Run, step: Step, limit: asyncio.Semaphore, stop: asyncio.Event | None
 ) -> None:
     async with limit:
-        if run.unreachable or (stop is not None and stop.is_set()):
+        if run.unreachable or run.fenced or (stop is not None and stop.is_set()):
             run.skipped.append(step)
             run.emit(step, "skipped")
             return
+        if run.guard is not None:
+            try:
+                await run.guard()
+            except LockError as err:
+                run.fenced = run.fenced or str(err)
+                run.skipped.append(step)
+                run.emit(step, "skipped")
+                return
         try:
             # Shielded: a cancelled apply still finishes the request in flight.
             await asyncio.shield(execute(run.client, step))

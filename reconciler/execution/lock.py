@@ -34,7 +34,7 @@ import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -219,10 +219,37 @@ class LockSettings:
     replicas: int = 1
 
 
+def crashed_here(lease: Lease) -> bool:
+    """Whether the lease's holder ran on this host and its process is gone.
+
+    Such a lease can be taken over at once instead of after it expires. A process id
+    still in use (perhaps by another program) counts as alive: then the lease expires.
+    """
+    holder = lease.holder
+    if holder.host != socket.gethostname() or holder.pid <= 0 or holder.pid == os.getpid():
+        return False
+    try:
+        os.kill(holder.pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # it exists (not ours to signal)
+    return False
+
+
 async def try_acquire(
-    store: LockStore, holder: Holder, *, now: float, settings: LockSettings = LockSettings()
+    store: LockStore,
+    holder: Holder,
+    *,
+    now: float,
+    settings: LockSettings = LockSettings(),
+    on_takeover: Callable[[Lease], None] | None = None,
 ) -> tuple[Lease | None, Lease | None]:
-    """One attempt: ``(our lease, None)`` when taken, ``(None, the live lease)`` when not."""
+    """One attempt: ``(our lease, None)`` when taken, ``(None, the live lease)`` when not.
+
+    An expired lease, or one whose holder crashed on this host, is taken over with a
+    compare-and-set at its revision (of two runs taking it over, one wins).
+    """
     ours = Lease(holder, now, now + settings.lease_seconds)
     try:
         current = await read_lease(store, bucket=settings.bucket, key=settings.key, missing=True)
@@ -233,10 +260,12 @@ async def try_acquire(
     try:
         if current is None:
             revision = await store.kv_create(settings.bucket, settings.key, ours.to_bytes())
-        elif current.expired(now):
+        elif current.expired(now) or crashed_here(current):
             revision = await store.kv_update(
                 settings.bucket, settings.key, ours.to_bytes(), current.revision
             )
+            if on_takeover is not None and not current.expired(now):
+                on_takeover(current)
         else:
             return None, current
     except ServerError as err:
@@ -268,6 +297,7 @@ async def acquire(
     settings: LockSettings = LockSettings(),
     on_wait: Callable[[Lease], None] | None = None,
     stop: asyncio.Event | None = None,
+    on_takeover: Callable[[Lease], None] | None = None,
 ) -> Lease:
     """Take the lease, waiting up to ``timeout`` seconds; :class:`LockError` after that,
     or as soon as ``stop`` is set (Ctrl-C while waiting)."""
@@ -275,7 +305,9 @@ async def acquire(
     told = False
     while True:
         now = clock()
-        ours, theirs = await try_acquire(store, holder, now=now, settings=settings)
+        ours, theirs = await try_acquire(
+            store, holder, now=now, settings=settings, on_takeover=on_takeover
+        )
         if ours is not None:
             return ours
         if now >= deadline:
@@ -375,8 +407,13 @@ async def hold(
     on_wait: Callable[[Lease], None] | None = None,
     on_lost: Callable[[str], None] | None = None,
     stop: asyncio.Event | None = None,
+    fence: list[Fence] | None = None,
+    on_takeover: Callable[[Lease], None] | None = None,
 ) -> AsyncIterator[Lease]:
-    """Hold the lease while the block runs: acquire, refresh in the background, release."""
+    """Hold the lease while the block runs: acquire, refresh in the background, release.
+
+    ``fence`` (a list) receives the :class:`Fence` that checks the lease before each step.
+    """
     lease = await acquire(
         store,
         holder or Holder.current(),
@@ -386,8 +423,11 @@ async def hold(
         settings=settings,
         on_wait=on_wait,
         stop=stop,
+        on_takeover=on_takeover,
     )
-    keeper = _Keeper(store, lease, clock=clock, sleep=sleep, settings=settings, on_lost=on_lost)
+    keeper = Fence(store, lease, clock=clock, sleep=sleep, settings=settings, on_lost=on_lost)
+    if fence is not None:
+        fence.append(keeper)
     task = asyncio.create_task(keeper.run())
     try:
         yield lease
@@ -402,9 +442,21 @@ async def hold(
                 await release(store, keeper.lease, settings=settings)
 
 
+#: A lease verified this recently (seconds, monotonic clock) is not verified again.
+FRESH_SECONDS = 0.5
+
+
 @dataclass
-class _Keeper:
-    """Refreshes the lease every third of its duration until cancelled or lost."""
+class Fence:
+    """Keeps the lease: refreshes it every third of its duration until cancelled or lost,
+    and :meth:`verify` checks it before a step.
+
+    A run paused (SIGSTOP, a stalled VM) past its lease may find another run holding the
+    lock when it resumes. Before each step the executor calls :meth:`verify`: unless the
+    lease was confirmed within the last ``FRESH_SECONDS`` (monotonic, so a pause counts),
+    it is refreshed by a compare-and-set at our revision, which fails once anyone else
+    has written the key. A lost lease is final: every later step is refused.
+    """
 
     store: LockStore
     lease: Lease
@@ -412,9 +464,11 @@ class _Keeper:
     sleep: Sleep
     settings: LockSettings
     on_lost: Callable[[str], None] | None
-    lost: bool = False
+    lost: str = ""  # why the lease was lost ("" while held)
     stopping: bool = False
     busy: bool = False
+    verified_at: float = field(default_factory=time.monotonic)
+    _turn: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def run(self) -> None:
         while not self.stopping:
@@ -423,18 +477,38 @@ class _Keeper:
                 return
             self.busy = True
             try:
-                self.lease = await refresh(
-                    self.store, self.lease, now=self.clock(), settings=self.settings
-                )
-            except LockError as err:
-                self.lost = True
-                if self.on_lost is not None:
-                    self.on_lost(str(err))
+                await self._refresh(force=True)
+            except LockError:
                 return
             except ReconcileError:
                 continue  # a timeout or a server blip: try again at the next beat
             finally:
                 self.busy = False
+
+    async def verify(self) -> None:
+        """Raise :class:`LockError` unless the lease is still ours."""
+        if self.lost:
+            raise LockError(self.lost)
+        if time.monotonic() - self.verified_at < FRESH_SECONDS:
+            return
+        await self._refresh()
+
+    async def _refresh(self, *, force: bool = False) -> None:
+        async with self._turn:
+            if self.lost:
+                raise LockError(self.lost)
+            if not force and time.monotonic() - self.verified_at < FRESH_SECONDS:
+                return  # another step just confirmed it
+            try:
+                self.lease = await refresh(
+                    self.store, self.lease, now=self.clock(), settings=self.settings
+                )
+            except LockError as err:
+                self.lost = str(err)
+                if self.on_lost is not None:
+                    self.on_lost(self.lost)
+                raise
+            self.verified_at = time.monotonic()
 
 
 @contextlib.asynccontextmanager
@@ -445,7 +519,7 @@ async def for_apply(
     on_notice: Callable[[str], None] | None = None,
     on_lost: Callable[[], None] | None = None,
     stop: asyncio.Event | None = None,
-) -> AsyncIterator[Lease | None]:
+) -> AsyncIterator[Fence | None]:
     """The lock around one apply (``timeout=None``: no lock, e.g. ``--no-lock``).
 
     On a clustered server the bucket gets three replicas, so losing a node keeps it.
@@ -464,12 +538,24 @@ async def for_apply(
     def waiting(lease: Lease) -> None:
         say(f"waiting up to {timeout:g}s for the apply lock held by {lease.describe(time.time())}")
 
+    def taken(lease: Lease) -> None:
+        h = lease.holder
+        say(f"took over the apply lock from {h.owner} (pid {h.pid} on {h.host} is gone)")
+
     def lost(message: str) -> None:
         say(f"{message}: stopping after the steps in flight")
         if on_lost is not None:
             on_lost()
 
+    fence: list[Fence] = []
     async with hold(
-        client, timeout=timeout, settings=settings, on_wait=waiting, on_lost=lost, stop=stop
-    ) as lease:
-        yield lease
+        client,
+        timeout=timeout,
+        settings=settings,
+        on_wait=waiting,
+        on_lost=lost,
+        stop=stop,
+        fence=fence,
+        on_takeover=taken,
+    ):
+        yield fence[0]

@@ -14,11 +14,11 @@ from pathlib import Path
 
 from reconciler.errors import UnsupportedField
 from reconciler.execution import lock
-from reconciler.execution.apply import ApplyResult, StepEvent, apply_plan
+from reconciler.execution.apply import ApplyResult, StepEvent, apply_plan, lease_lost
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.model.normalize import unsupported_fields
 from reconciler.model.state import LiveState
-from reconciler.planning.plan import build_plan
+from reconciler.planning.plan import DEFAULT_OWNERSHIP, Ownership, build_plan
 from reconciler.planning.steps import Plan
 from reconciler.specs.spec import Spec
 from reconciler.specs.validate import load_specs
@@ -31,13 +31,19 @@ def _quiet(_: str) -> None:
     """Default notice sink: say nothing."""
 
 
-async def plan_with(client: JetStreamClient, specs: Sequence[Spec], *, prune: bool = False) -> Plan:
+async def plan_with(
+    client: JetStreamClient,
+    specs: Sequence[Spec],
+    *,
+    prune: bool = False,
+    ownership: Ownership = DEFAULT_OWNERSHIP,
+) -> Plan:
     """Plan ``specs`` against the server behind ``client`` (reads only)."""
     problems = unsupported_fields(list(specs), await client.server_info())
     if problems:
         raise UnsupportedField(problems)
     live = await client.fetch_live()
-    return build_plan(list(specs), live, prune=prune)
+    return build_plan(list(specs), live, prune=prune, ownership=ownership)
 
 
 async def plan(
@@ -45,6 +51,7 @@ async def plan(
     options: ConnectionOptions,
     *,
     prune: bool = False,
+    ownership: Ownership = DEFAULT_OWNERSHIP,
     on_notice: Notice | None = None,
 ) -> Plan:
     """Validate the spec files, then plan them against the server (reads only).
@@ -55,7 +62,7 @@ async def plan(
     """
     specs = load_specs(list(paths))
     async with open_client(options, on_notice=on_notice or _quiet) as client:
-        return await plan_with(client, specs, prune=prune)
+        return await plan_with(client, specs, prune=prune, ownership=ownership)
 
 
 async def fetch_live(options: ConnectionOptions, *, on_notice: Notice | None = None) -> LiveState:
@@ -69,7 +76,9 @@ async def apply(
     options: ConnectionOptions,
     *,
     prune: bool = False,
+    ownership: Ownership = DEFAULT_OWNERSHIP,
     allow_replace: bool = False,
+    allow_data_loss: bool = False,
     dry_run: bool = False,
     concurrency: int = 16,
     on_notice: Notice | None = None,
@@ -93,17 +102,22 @@ async def apply(
             on_notice=on_notice,
             on_lost=stop.set,
             stop=stop,
-        ),
+        ) as fence,
     ):
-        the_plan = await plan_with(client, specs, prune=prune)
+        the_plan = await plan_with(client, specs, prune=prune, ownership=ownership)
         if on_plan is not None:
             on_plan(the_plan)
-        return await apply_plan(
+        result = await apply_plan(
             the_plan,
             client,
             allow_replace=allow_replace,
+            allow_data_loss=allow_data_loss,
             dry_run=dry_run,
             concurrency=concurrency,
             on_step=on_step,
             stop=stop,
+            guard=None if fence is None else fence.verify,
         )
+        if fence is not None and fence.lost and result.interrupted:
+            raise lease_lost(fence.lost, result.applied, result.skipped)
+        return result

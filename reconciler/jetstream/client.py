@@ -242,14 +242,7 @@ class JetStreamClient:
         server = await self.server_info()
         infos = await self.list_streams()
         streams = {str(i["config"]["name"]): i["config"] for i in infos}
-        state = {
-            name: StreamState(
-                messages=int(i.get("state", {}).get("messages", 0)),
-                bytes=int(i.get("state", {}).get("bytes", 0)),
-                consumer_count=int(i.get("state", {}).get("consumer_count", 0)),
-            )
-            for name, i in zip(streams, infos, strict=True)
-        }
+        state = {name: StreamState.from_info(i) for name, i in zip(streams, infos, strict=True)}
         limit = asyncio.Semaphore(LIST_CONCURRENCY)
 
         async def consumers_of(stream: str) -> list[dict[str, Any]]:

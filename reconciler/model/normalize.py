@@ -31,7 +31,14 @@ from reconciler.errors import Problem
 from reconciler.model import defaults as d
 from reconciler.model.buckets import BUCKET_FIELD_NEEDS, bucket_stream_config
 from reconciler.model.state import ServerInfo
-from reconciler.specs.spec import MANAGED_KEY, MANAGED_VALUE, SERVER_OWNED_METADATA, Spec
+from reconciler.specs.spec import (
+    DEFAULT_OWNER,
+    MANAGED_KEY,
+    MANAGED_VALUE,
+    OWNER_KEY,
+    SERVER_OWNED_METADATA,
+    Spec,
+)
 
 _NOT_CONFIG = frozenset({"kind", "stream", "external"})
 _TIMESTAMP = re.compile(
@@ -52,8 +59,28 @@ def is_managed(config: Mapping[str, Any]) -> bool:
     return bool(metadata.get(MANAGED_KEY) == MANAGED_VALUE)
 
 
+def owner_of(config: Mapping[str, Any]) -> str | None:
+    """The project owning a live resource; None when this tool does not manage it."""
+    if not is_managed(config):
+        return None
+    owner = (config.get("metadata") or {}).get(OWNER_KEY)
+    return owner if isinstance(owner, str) and owner else DEFAULT_OWNER
+
+
+def ownership_marker(owner: str) -> dict[str, str]:
+    """The metadata that marks a resource as managed by ``owner``."""
+    marker = {MANAGED_KEY: MANAGED_VALUE}
+    if owner != DEFAULT_OWNER:
+        marker[OWNER_KEY] = owner
+    return marker
+
+
 def desired_config(
-    spec: Spec, server: ServerInfo, *, stream_config: Mapping[str, Any] | None = None
+    spec: Spec,
+    server: ServerInfo,
+    *,
+    stream_config: Mapping[str, Any] | None = None,
+    owner: str = DEFAULT_OWNER,
 ) -> dict[str, Any]:
     """The complete wire config of ``spec`` for ``server``: defaults + declared + marker.
 
@@ -67,7 +94,8 @@ def desired_config(
         declared["name"] = spec.name
     else:
         declared["name"] = spec.name
-    declared["metadata"] = {**(declared.get("metadata") or {}), MANAGED_KEY: MANAGED_VALUE}
+    metadata = {k: v for k, v in (declared.get("metadata") or {}).items() if k != OWNER_KEY}
+    declared["metadata"] = {**metadata, **ownership_marker(owner)}
     return canonical(wire_kind(spec.kind), declared, server, stream_config=stream_config)
 
 
@@ -195,21 +223,39 @@ def _consumer_derived(out: dict[str, Any], limits: Mapping[str, Any]) -> None:
         out["flow_control"], out["idle_heartbeat"] = True, d.FLOW_CONTROL_HEARTBEAT
 
 
+def parse_timestamp(value: str) -> tuple[datetime, str] | None:
+    """An RFC 3339 time as (the UTC moment to the second, the fraction's digits)."""
+    match = _TIMESTAMP.match(value.strip())
+    if match is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(match["base"] + _zone(match["zone"]))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC), (match["frac"] or "").rstrip("0")
+
+
+def nanoseconds_between(earlier: str, later: str) -> int | None:
+    """``later - earlier`` in nanoseconds, for two RFC 3339 times (None if unreadable)."""
+    start, end = parse_timestamp(earlier), parse_timestamp(later)
+    if start is None or end is None:
+        return None
+    seconds = int((end[0] - start[0]).total_seconds())
+    fraction = int(end[1].ljust(9, "0")[:9] or 0) - int(start[1].ljust(9, "0")[:9] or 0)
+    return seconds * 10**9 + fraction
+
+
 def rfc3339_utc(value: Any) -> Any:
     """An RFC 3339 timestamp in UTC with trailing fraction zeros dropped (Go prints nanos)."""
     if not isinstance(value, str):
         return value
-    match = _TIMESTAMP.match(value.strip())
-    if match is None:
+    parsed = parse_timestamp(value)
+    if parsed is None:
         return value
-    try:
-        moment = datetime.fromisoformat(match["base"] + _zone(match["zone"]))
-    except ValueError:
-        return value
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    frac = (match["frac"] or "").rstrip("0")
-    text = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    moment, frac = parsed
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
     return f"{text}.{frac}Z" if frac else f"{text}Z"
 
 

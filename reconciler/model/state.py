@@ -25,9 +25,28 @@ class ServerInfo:
 
 @dataclass(frozen=True)
 class StreamState:
+    """What a stream holds, as its INFO (or LIST) answer said, and when (server clock)."""
+
     messages: int = 0
     bytes: int = 0
     consumer_count: int = 0
+    num_subjects: int = 0
+    first_ts: str | None = None
+    observed_at: str | None = None  # the answer's ``ts``: the server's clock
+
+    @classmethod
+    def from_info(cls, info: Mapping[str, Any]) -> StreamState:
+        """The state of a StreamInfo (STREAM.INFO / STREAM.LIST item)."""
+        state = info.get("state") or {}
+        first = state.get("first_ts")
+        return cls(
+            messages=int(state.get("messages") or 0),
+            bytes=int(state.get("bytes") or 0),
+            consumer_count=int(state.get("consumer_count") or 0),
+            num_subjects=int(state.get("num_subjects") or 0),
+            first_ts=first if isinstance(first, str) and not first.startswith("0001-") else None,
+            observed_at=info.get("ts") if isinstance(info.get("ts"), str) else None,
+        )
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ each resource gets one status:
 - ``missing``   declared, absent from the server;
 - ``unmanaged`` on the server, declared by no spec and not marked as managed;
 - ``orphaned``  on the server with this tool's managed marker, but no spec declares it any
-                more (``prune`` would delete it).
+                more (``prune`` would delete it);
+- ``foreign``   managed by another owner (project): never touched, and not drift.
 
 Coverage is the share of live resources that some spec declares. Values are redacted and
 shown by ``reconciler.model.values``, like the plan's. Pure: no clock, no network; the
@@ -26,16 +27,26 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from reconciler.identity import KIND_ORDER, Kind, ResourceRef
 from reconciler.model.diff import FieldChange
+from reconciler.planning.steps import Foreign
 
 if TYPE_CHECKING:
     from reconciler.planning.steps import Entry, Plan
 
-Status = Literal["in_sync", "drifted", "missing", "unmanaged", "orphaned"]
-STATUSES: tuple[Status, ...] = ("in_sync", "drifted", "missing", "unmanaged", "orphaned")
+Status = Literal["in_sync", "drifted", "missing", "unmanaged", "orphaned", "foreign"]
+STATUSES: tuple[Status, ...] = (
+    "in_sync",
+    "drifted",
+    "missing",
+    "unmanaged",
+    "orphaned",
+    "foreign",
+)
 #: Statuses that count as drift (exit code 2).
 DRIFT_STATUSES: frozenset[Status] = frozenset({"drifted", "missing", "unmanaged", "orphaned"})
 #: Statuses of resources the server holds.
-LIVE_STATUSES: frozenset[Status] = frozenset({"in_sync", "drifted", "unmanaged", "orphaned"})
+LIVE_STATUSES: frozenset[Status] = frozenset(
+    {"in_sync", "drifted", "unmanaged", "orphaned", "foreign"}
+)
 #: plan entry action -> drift status: the plan read the other way round.
 STATUS_OF_ACTION: Mapping[str, Status] = {
     "unchanged": "in_sync",
@@ -45,6 +56,7 @@ STATUS_OF_ACTION: Mapping[str, Status] = {
     "unmanaged": "unmanaged",
     "orphan": "orphaned",
     "delete": "orphaned",  # a plan made with prune
+    "foreign": "foreign",  # managed by another owner: theirs, not drift
 }
 FORMAT_VERSION = 1
 
@@ -60,6 +72,7 @@ class ResourceDrift:
     source: str | None = None  # "FILE:LINE" of the declaring document
     fields: tuple[FieldChange, ...] = ()  # before: live, after: declared
     reasons: tuple[str, ...] = ()  # why a change could not be applied in place
+    owner: str | None = None  # foreign resources: the owner that manages them
 
     @property
     def ref(self) -> ResourceRef:
@@ -83,6 +96,7 @@ class ResourceDrift:
             "source": self.source,
             "fields": [f.to_drift_json() for f in self.fields],
             "reasons": list(self.reasons),
+            "owner": self.owner,
         }
 
 
@@ -178,6 +192,7 @@ def resource_from_entry(entry: Entry) -> ResourceDrift:
         source=str(entry.source) if entry.source and status != "orphaned" else None,
         fields=fields,
         reasons=tuple(entry.reasons) if status == "drifted" else (),
+        owner=entry.owner if isinstance(entry, Foreign) else None,
     )
 
 

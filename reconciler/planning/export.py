@@ -8,16 +8,25 @@ in the shortest exact human unit; buckets come out as KeyValue / ObjectStore doc
 
 from __future__ import annotations
 
+import hashlib
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from reconciler.errors import Location
-from reconciler.identity import INTERNAL_STREAMS
-from reconciler.model.buckets import bucket_config, classify_stream
-from reconciler.model.normalize import desired_config, live_config
+from reconciler.identity import INTERNAL_STREAMS, ResourceRef
+from reconciler.model.buckets import bucket_config
+from reconciler.model.normalize import desired_config, live_config, owner_of
 from reconciler.model.state import LiveState, ServerInfo
-from reconciler.specs.spec import MANAGED_KEY, SERVER_OWNED_METADATA, Kind, Spec
+from reconciler.specs.spec import (
+    DEFAULT_OWNER,
+    MANAGED_KEY,
+    OWNER_KEY,
+    SERVER_OWNED_METADATA,
+    Kind,
+    Spec,
+)
 from reconciler.specs.units import to_human
 
 _LIVE = Location("<live>", 0)
@@ -32,34 +41,76 @@ class ExportedFile:
     documents: tuple[dict[str, Any], ...]
 
 
-def export_state(live: LiveState) -> list[ExportedFile]:
-    """Spec documents for every stream, bucket and consumer on the server."""
+def export_state(live: LiveState, *, owner: str | None = DEFAULT_OWNER) -> list[ExportedFile]:
+    """Spec documents for the streams, buckets and consumers on the server.
+
+    With ``owner``, resources another owner manages are left out (a plan of the export,
+    even with prune, then touches nothing of theirs); ``None`` exports everything.
+    """
     files: list[ExportedFile] = []
+    by_stream: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+    for (stream, consumer), consumer_config in sorted(live.consumers.items()):
+        if _mine(consumer_config, owner):
+            by_stream.setdefault(stream, []).append((consumer, consumer_config))
     for stream in sorted(live.streams):
-        if stream in INTERNAL_STREAMS:
-            continue  # the tool's own apply lock
         config = live.streams[stream]
-        kind, name = classify_stream(stream, config)
-        docs = [_stream_document(kind, name, config, live.server)]
-        for (owner, consumer), consumer_config in sorted(live.consumers.items()):
-            if owner == stream:
-                docs.append(
-                    _consumer_document(owner, consumer, consumer_config, config, live.server)
-                )
-        prefix = {"Stream": "stream", "KeyValue": "kv", "ObjectStore": "objectstore"}[kind]
-        files.append(ExportedFile(name=f"{prefix}-{_safe(name)}.yaml", documents=tuple(docs)))
+        if stream in INTERNAL_STREAMS or not _mine(config, owner):
+            continue  # the tool's own apply lock; another owner's stream
+        ref = ResourceRef.of_stream(stream, config)
+        docs = [_stream_document(ref.kind, ref.name, config, live.server)]
+        docs += [
+            _consumer_document(stream, consumer, consumer_config, config, live.server)
+            for consumer, consumer_config in by_stream.get(stream, [])
+        ]
+        files.append(ExportedFile(name=file_name(ref), documents=tuple(docs)))
     return files
 
 
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+def _mine(config: Mapping[str, Any], owner: str | None) -> bool:
+    holder = owner_of(config)
+    return owner is None or holder is None or holder == owner
+
+
+#: Longest file name written (most file systems allow 255 bytes).
+MAX_FILE_NAME = 200
+_PREFIX = {"Stream": "stream", "KeyValue": "kv", "ObjectStore": "objectstore"}
+
+
+def file_name(ref: ResourceRef) -> str:
+    """``stream-ORDERS.yaml``: injective and reversible (:func:`name_of_file`).
+
+    Letters, digits, ``_`` and ``-`` stay; every other byte of the UTF-8 name is written
+    as ``%XX`` (``A+B`` → ``A%2BB``, ``A_B`` stays), so no two names share a file. A name
+    too long for a file system keeps its start and gains a hash of the whole name.
+    """
+    encoded = "".join(
+        c
+        if c.isascii() and (c.isalnum() or c in "-_")
+        else "".join(f"%{b:02X}" for b in c.encode())
+        for c in ref.name
+    )
+    name = f"{_PREFIX[ref.kind]}-{encoded}"
+    if len(name) + len(".yaml") > MAX_FILE_NAME:
+        digest = hashlib.sha256(ref.name.encode()).hexdigest()[:16]
+        name = f"{name[: MAX_FILE_NAME - len('.yaml') - 18]}~{digest}"
+    return f"{name}.yaml"
+
+
+def name_of_file(file: str) -> tuple[str, str] | None:
+    """``(kind, name)`` of a file :func:`file_name` wrote (None: a shortened long name)."""
+    stem = file.removesuffix(".yaml")
+    prefix, _, encoded = stem.partition("-")
+    kinds = {p: k for k, p in _PREFIX.items()}
+    if prefix not in kinds or "~" in encoded:
+        return None
+    return kinds[prefix], urllib.parse.unquote(encoded, errors="strict")
 
 
 def _clean_metadata(config: dict[str, Any]) -> None:
     metadata = {
         k: v
         for k, v in (config.get("metadata") or {}).items()
-        if k != MANAGED_KEY and k not in SERVER_OWNED_METADATA
+        if k not in (MANAGED_KEY, OWNER_KEY) and k not in SERVER_OWNED_METADATA
     }
     if metadata:
         config["metadata"] = metadata

@@ -13,8 +13,10 @@ stream) group on its workers. The rules live here once:
   an ``Update``;
 - declared, not live: ``Create``; ``external: true`` streams must exist and are never
   planned themselves;
-- live, not declared: ``Unmanaged`` without the managed marker, else an ``Orphan``
-  (a ``Delete`` with ``prune``). An undeclared consumer is listed only when its stream
+- live, not declared: ``Unmanaged`` without the managed marker; ``Foreign`` when another
+  project (owner) manages it, never touched; else an ``Orphan`` (a ``Delete`` with
+  ``prune``). Declaring a resource another owner manages is refused unless the plan may
+  take it over (:class:`Ownership`). An undeclared consumer is listed only when its stream
   is declared (otherwise it goes with its undeclared stream); the tool's own streams
   (the apply lock's bucket) are never listed.
 """
@@ -28,17 +30,20 @@ from typing import Any
 from reconciler.errors import Problem, SpecError, UnsupportedField
 from reconciler.identity import INTERNAL_STREAMS, ResourceRef
 from reconciler.model.diff import FieldChange, diff_configs, replace_reasons
+from reconciler.model.loss import CONSUMER_STATE, Loss, held, update_losses
 from reconciler.model.normalize import (
     desired_config,
     is_managed,
     live_config,
+    owner_of,
     preserved_fields,
     unsupported_fields,
 )
-from reconciler.model.state import LiveState, ServerInfo
+from reconciler.model.state import LiveState, ServerInfo, StreamState
 from reconciler.planning.steps import (
     Create,
     Delete,
+    Foreign,
     Orphan,
     Plan,
     PlanEntry,
@@ -50,10 +55,12 @@ from reconciler.planning.steps import (
     order_waves,
     sort_key,
 )
-from reconciler.specs.spec import Spec
+from reconciler.specs.spec import DEFAULT_OWNER, Spec
 
 __all__ = [
     "ADOPT_REASON",
+    "DEFAULT_OWNERSHIP",
+    "Ownership",
     "StreamGroup",
     "StreamPlan",
     "build_plan",
@@ -76,6 +83,32 @@ class StreamGroup:
     consumers: tuple[Spec, ...] = ()  # the declared consumers of this stream
     live: LiveConfig | None = None  # the live stream config, verbatim
     live_consumers: Mapping[str, LiveConfig] = field(default_factory=dict)
+    state: StreamState | None = None  # what the live stream holds
+
+
+@dataclass(frozen=True)
+class Ownership:
+    """Whose resources this plan manages, and whether it may take others' over."""
+
+    owner: str = DEFAULT_OWNER
+    take_over: bool = False
+
+    def claim(self, spec: Spec, raw: LiveConfig) -> tuple[Problem | None, tuple[str, ...]]:
+        """(a refusal, or the reasons to note) for declaring a live resource."""
+        holder = owner_of(raw)
+        if holder is None or holder == self.owner:
+            return None, ()
+        if self.take_over:
+            return None, (f"take over from owner {holder!r}",)
+        message = (
+            f"{spec.ref.label} is managed by owner {holder!r}, not {self.owner!r}: declare it "
+            "in that project, or re-run with --take-over to take it over"
+        )
+        return Problem(spec.source, "", message), ()
+
+
+#: The default owner, taking nothing over.
+DEFAULT_OWNERSHIP = Ownership()
 
 
 @dataclass
@@ -86,11 +119,12 @@ class StreamPlan:
     unchanged: list[Unchanged] = field(default_factory=list)
     unmanaged: list[Unmanaged] = field(default_factory=list)
     orphans: list[Orphan] = field(default_factory=list)
+    foreign: list[Foreign] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
 
     @property
     def entries(self) -> list[PlanEntry]:
-        return [*self.steps, *self.unchanged, *self.unmanaged, *self.orphans]
+        return [*self.steps, *self.unchanged, *self.unmanaged, *self.orphans, *self.foreign]
 
     def add(self, entry: PlanEntry) -> None:
         match entry:
@@ -100,6 +134,8 @@ class StreamPlan:
                 self.unmanaged.append(entry)
             case Orphan():
                 self.orphans.append(entry)
+            case Foreign():
+                self.foreign.append(entry)
             case _:
                 self.steps.append(entry)
 
@@ -119,7 +155,13 @@ def stream_problems(group: StreamGroup, *, live_present: bool | None = None) -> 
     return [Problem(spec.where("stream"), "stream", message) for spec in group.consumers]
 
 
-def plan_stream(group: StreamGroup, server: ServerInfo, *, prune: bool = False) -> StreamPlan:
+def plan_stream(
+    group: StreamGroup,
+    server: ServerInfo,
+    *,
+    prune: bool = False,
+    ownership: Ownership = DEFAULT_OWNERSHIP,
+) -> StreamPlan:
     """The entries of one stream and its consumers (pure)."""
     out = StreamPlan(problems=stream_problems(group))
     if out.problems:
@@ -127,13 +169,13 @@ def plan_stream(group: StreamGroup, server: ServerInfo, *, prune: bool = False) 
     declared, live = group.declared, group.live
     stream_config: LiveConfig | None = live
     replaced = False
+    owner = ownership.owner
     if declared is None:
         if live is not None and group.name not in INTERNAL_STREAMS:
-            out.add(
-                _undeclared(ResourceRef.of_stream(group.name, live), live, server, group, prune)
-            )
+            ref = ResourceRef.of_stream(group.name, live)
+            out.add(_undeclared(ref, live, server, group, prune, owner))
     elif not declared.external:
-        desired = desired_config(declared, server)
+        desired = desired_config(declared, server, owner=owner)
         stream_config = desired
         if live is None:
             out.add(
@@ -144,27 +186,35 @@ def plan_stream(group: StreamGroup, server: ServerInfo, *, prune: bool = False) 
                 )
             )
         else:
-            entry = _compare(declared, desired, live, server)
+            refusal, notes = ownership.claim(declared, live)
+            if refusal is not None:
+                out.problems.append(refusal)
+                return out
+            entry = _compare(declared, desired, live, server, group.state, notes)
             if isinstance(entry, Replace):
                 replaced = True
                 entry = _with_reasons(entry, _lost_consumers(group))
             out.add(entry)
     for spec in group.consumers:
         assert stream_config is not None  # stream_problems: declared or live
-        desired = desired_config(spec, server, stream_config=stream_config)
+        desired = desired_config(spec, server, stream_config=stream_config, owner=owner)
         raw = group.live_consumers.get(spec.name)
         if raw is None or replaced:
             reasons = (f"re-created: stream {group.name} is replaced",) if raw else ()
             created = _created(spec, desired, server, stream_config=stream_config)
             out.add(Create(**_identity(spec), fields=created, reasons=reasons, config=desired))
-        else:
-            out.add(_compare(spec, desired, raw, server))
+            continue
+        refusal, notes = ownership.claim(spec, raw)
+        if refusal is not None:
+            out.problems.append(refusal)
+            continue
+        out.add(_compare(spec, desired, raw, server, None, notes))
     if declared is not None and not replaced:
         names = {spec.name for spec in group.consumers}
         for name, raw in sorted(group.live_consumers.items()):
             if name not in names:
                 ref = ResourceRef("Consumer", name, group.name)
-                out.add(_undeclared(ref, raw, server, group, prune))
+                out.add(_undeclared(ref, raw, server, group, prune, owner))
     return out
 
 
@@ -182,6 +232,7 @@ def _with_reasons(entry: Replace, extra: tuple[str, ...]) -> Replace:
         live=entry.live,
         preserve=entry.preserve,
         because=entry.because,
+        losses=entry.losses,
     )
 
 
@@ -192,7 +243,12 @@ def _lost_consumers(group: StreamGroup) -> tuple[str, ...]:
 
 
 def _compare(
-    spec: Spec, desired: LiveConfig, raw: LiveConfig, server: ServerInfo
+    spec: Spec,
+    desired: LiveConfig,
+    raw: LiveConfig,
+    server: ServerInfo,
+    state: StreamState | None,
+    notes: tuple[str, ...] = (),
 ) -> Update | Replace | Unchanged:
     current = live_config(spec.kind, raw, server)
     preserve = preserved_fields(spec.kind, raw, server)
@@ -205,19 +261,21 @@ def _compare(
         return Replace(
             **_identity(spec),
             fields=changes,
-            reasons=tuple(reason.message for reason in because),
+            reasons=(*(reason.message for reason in because), *notes),
             config=config,
             live=current,
             preserve=preserve,
             because=because,
+            losses=(_all_of(spec.ref, state),),
         )
     return Update(
         **_identity(spec),
         fields=changes,
-        reasons=() if is_managed(raw) else (ADOPT_REASON,),
+        reasons=notes if is_managed(raw) else (ADOPT_REASON,),
         config=config,
         live=current,
         preserve=preserve,
+        losses=() if spec.kind == "Consumer" else tuple(update_losses(desired, current, state)),
     )
 
 
@@ -231,17 +289,31 @@ def _created(
 
 
 def _undeclared(
-    ref: ResourceRef, raw: LiveConfig, server: ServerInfo, group: StreamGroup, prune: bool
-) -> Unmanaged | Orphan | Delete:
+    ref: ResourceRef,
+    raw: LiveConfig,
+    server: ServerInfo,
+    group: StreamGroup,
+    prune: bool,
+    owner: str,
+) -> Unmanaged | Orphan | Delete | Foreign:
     current = live_config(ref.kind, raw, server)
-    if not is_managed(raw):
+    holder = owner_of(raw)
+    if holder is None:
         return Unmanaged(ref=ref, live=current)
+    if holder != owner:
+        return Foreign(ref=ref, live=current, owner=holder)
     if not prune:
         return Orphan(ref=ref, live=current, reasons=(PRUNE_REASON,))
     reasons = (
         () if ref.kind == "Consumer" else ("its messages are deleted", *_lost_consumers(group))
     )
-    return Delete(ref=ref, live=current, reasons=reasons)
+    state = None if ref.kind == "Consumer" else group.state
+    return Delete(ref=ref, live=current, reasons=reasons, losses=(_all_of(ref, state),))
+
+
+def _all_of(ref: ResourceRef, state: StreamState | None) -> Loss:
+    """What goes when the whole resource goes."""
+    return CONSUMER_STATE if ref.kind == "Consumer" else held(state)
 
 
 # --- a whole server ---------------------------------------------------------------------
@@ -267,12 +339,19 @@ def group_streams(specs: Sequence[Spec], live: LiveState) -> list[StreamGroup]:
             consumers=tuple(consumers.get(name, ())),
             live=live.streams.get(name),
             live_consumers=live_consumers.get(name, {}) if name in live.streams else {},
+            state=live.stream_state.get(name),
         )
         for name in names
     ]
 
 
-def build_plan(specs: Sequence[Spec], live: LiveState, *, prune: bool = False) -> Plan:
+def build_plan(
+    specs: Sequence[Spec],
+    live: LiveState,
+    *,
+    prune: bool = False,
+    ownership: Ownership = DEFAULT_OWNERSHIP,
+) -> Plan:
     """Compare validated specs with the live state (pure).
 
     Raises :class:`UnsupportedField` when a spec uses a field the server does not know,
@@ -284,12 +363,13 @@ def build_plan(specs: Sequence[Spec], live: LiveState, *, prune: bool = False) -
         raise UnsupportedField(problems)
     total = StreamPlan()
     for group in group_streams(specs, live):
-        part = plan_stream(group, live.server, prune=prune)
+        part = plan_stream(group, live.server, prune=prune, ownership=ownership)
         total.problems += part.problems
         total.steps += part.steps
         total.unchanged += part.unchanged
         total.unmanaged += part.unmanaged
         total.orphans += part.orphans
+        total.foreign += part.foreign
     if total.problems:
         raise SpecError(total.problems)
     return Plan(
@@ -298,4 +378,6 @@ def build_plan(specs: Sequence[Spec], live: LiveState, *, prune: bool = False) -
         unchanged=tuple(sorted(total.unchanged, key=sort_key)),
         unmanaged=tuple(sorted(total.unmanaged, key=sort_key)),
         orphans=tuple(sorted(total.orphans, key=sort_key)),
+        foreign=tuple(sorted(total.foreign, key=sort_key)),
+        owner=ownership.owner,
     )

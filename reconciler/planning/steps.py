@@ -10,8 +10,8 @@ replace has ``config``, the complete wire config to send (the desired config plu
 ``preserve`` fields of the live config the tables do not know, so an update never resets
 them); update, replace and delete have ``live``, the canonical live config; a delete has
 no config. A replace says why in :class:`~reconciler.model.diff.ReplaceReason` s.
-Destructiveness is a property of the step: a replace, or the delete of a stream or
-bucket, destroys messages.
+Destructiveness is a property of the step: a replace or a delete destroys data (messages,
+or a consumer's delivery state), and so does an update whose ``losses`` are not empty.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 from reconciler.errors import Location
 from reconciler.identity import Kind, ResourceRef
 from reconciler.model.diff import FieldChange, ReplaceReason
+from reconciler.model.loss import Loss
 from reconciler.model.state import ServerInfo
 
 FORMAT_VERSION = 1
@@ -38,6 +39,7 @@ class Entry:
     fields: tuple[FieldChange, ...] = ()
     reasons: tuple[str, ...] = ()
     source: Location | None = None
+    losses: tuple[Loss, ...] = ()  # what the step deletes (reconciler.model.loss)
 
     action: ClassVar[str] = ""
 
@@ -77,6 +79,7 @@ class Entry:
             "reasons": list(self.reasons),
             "source": str(self.source) if self.source else None,
             "destructive": self.destructive,
+            "loss": [loss.to_json() for loss in self.losses],
         }
 
 
@@ -94,6 +97,11 @@ class Update(Entry):
     preserve: Mapping[str, Any] = field(default_factory=dict)
 
     action: ClassVar[str] = "update"
+
+    @property
+    def destructive(self) -> bool:
+        """An update the live state shows would delete stored messages."""
+        return bool(self.losses)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,7 +122,8 @@ class Replace(Entry):
 
 @dataclass(frozen=True, kw_only=True)
 class Delete(Entry):
-    """Prune a managed resource no spec declares any more."""
+    """Prune a managed resource no spec declares any more (its messages, or a consumer's
+    delivery and ack state, go with it)."""
 
     live: Mapping[str, Any] = field(default_factory=dict)
 
@@ -122,7 +131,7 @@ class Delete(Entry):
 
     @property
     def destructive(self) -> bool:
-        return self.kind != "Consumer"
+        return True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,8 +160,18 @@ class Orphan(Entry):
     action: ClassVar[str] = "orphan"
 
 
+@dataclass(frozen=True, kw_only=True)
+class Foreign(Entry):
+    """A resource another project (``owner``) manages: listed, never touched."""
+
+    live: Mapping[str, Any] = field(default_factory=dict)
+    owner: str = ""
+
+    action: ClassVar[str] = "foreign"
+
+
 Step = Create | Update | Replace | Delete
-Note = Unchanged | Unmanaged | Orphan
+Note = Unchanged | Unmanaged | Orphan | Foreign
 PlanEntry = Step | Note
 
 
@@ -165,6 +184,8 @@ class Plan:
     unchanged: tuple[Unchanged, ...] = ()
     unmanaged: tuple[Unmanaged, ...] = ()
     orphans: tuple[Orphan, ...] = ()
+    foreign: tuple[Foreign, ...] = ()
+    owner: str = "default"
 
     def __repr__(self) -> str:
         # Cheap on purpose: asyncio.run() (3.11/3.12) formats the returned value's repr.
@@ -184,9 +205,14 @@ class Plan:
         return tuple(step for step in self.changes if step.destructive)
 
     @property
+    def lossy_updates(self) -> tuple[Update, ...]:
+        """Updates that delete stored messages (allowed only with --allow-data-loss)."""
+        return tuple(s for s in self.changes if isinstance(s, Update) and s.destructive)
+
+    @property
     def entries(self) -> tuple[PlanEntry, ...]:
         """Every entry: steps, then unchanged, unmanaged and orphaned resources."""
-        return (*self.changes, *self.unchanged, *self.unmanaged, *self.orphans)
+        return (*self.changes, *self.unchanged, *self.unmanaged, *self.orphans, *self.foreign)
 
     @property
     def summary(self) -> dict[str, int]:
@@ -214,6 +240,8 @@ class Plan:
             "changes": [step.to_json() for step in self.changes],
             "unmanaged": [_note_json(note) for note in self.unmanaged],
             "orphans": [_note_json(note) for note in self.orphans],
+            "owner": self.owner,
+            "foreign": [{**_note_json(note), "owner": note.owner} for note in self.foreign],
         }
 
 

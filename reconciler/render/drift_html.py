@@ -28,6 +28,7 @@ COLORS = {
     "missing": "#0969da",
     "unmanaged": "#8250df",
     "orphaned": "#cf222e",
+    "foreign": "#6e7781",
 }
 CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "

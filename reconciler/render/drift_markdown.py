@@ -13,6 +13,7 @@ ICONS = {
     "missing": "🆕",
     "unmanaged": "❔",
     "orphaned": "🗑️",
+    "foreign": "🔒",
 }
 
 

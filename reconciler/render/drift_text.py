@@ -5,12 +5,20 @@ from __future__ import annotations
 from reconciler.model.values import display
 from reconciler.planning.drift import DriftReport, ResourceDrift
 
-SYMBOLS = {"in_sync": " ", "drifted": "~", "missing": "+", "unmanaged": "?", "orphaned": "!"}
+SYMBOLS = {
+    "in_sync": " ",
+    "drifted": "~",
+    "missing": "+",
+    "unmanaged": "?",
+    "orphaned": "!",
+    "foreign": "=",
+}
 NOTES = {
     "drifted": "drifted",
     "missing": "missing: declared, not on the server",
     "unmanaged": "unmanaged: on the server, declared by no spec",
     "orphaned": "orphaned: managed by reconcile, but no spec declares it any more",
+    "foreign": "managed by another owner; never touched",
 }
 
 
@@ -33,6 +41,7 @@ def resource_lines(resource: ResourceDrift) -> list[str]:
     lines = [
         f"{SYMBOLS[resource.status]} {resource.kind} {resource.label}: "
         f"{NOTES[resource.status]}{where}"
+        + (f" (owner {resource.owner})" if resource.owner else "")
     ]
     for change in resource.fields:
         declared = display(change.declared, path=change.path, kind=resource.kind)

@@ -11,7 +11,7 @@ import html
 
 from reconciler.model.values import display, field_label
 from reconciler.planning.steps import Entry, Plan
-from reconciler.render.text import SYMBOLS, summary_line
+from reconciler.render.text import SYMBOLS, destroy_warning, summary_line
 
 ICONS = {"create": "🆕", "update": "🔄", "replace": "⚠️", "delete": "🗑️"}
 
@@ -51,6 +51,8 @@ def _details(step: Entry) -> list[str]:
         lines.append("")
     if step.reasons:
         lines += [*(f"- {cell(reason)}" for reason in step.reasons), ""]
+    if step.destructive:
+        lines += [*(f"- **loses:** {cell(loss.summary)}" for loss in step.losses), ""]
     return [*lines, "</details>", ""]
 
 
@@ -62,19 +64,23 @@ def _notes(plan: Plan) -> list[str]:
     if plan.orphans:
         names = ", ".join(cell(note.label) for note in plan.orphans)
         lines += [f"**Declared by no spec** (deleted with `--prune`): {names}", ""]
+    if plan.foreign:
+        names = ", ".join(f"{cell(note.label)} ({cell(note.owner)})" for note in plan.foreign)
+        lines += [f"**Managed by other owners** (never touched): {names}", ""]
     return lines
 
 
 def render_markdown(plan: Plan) -> str:
     server = plan.server
     lines = [f"### {cell(summary_line(plan))}", "", f"nats-server {cell(server.version)}", ""]
-    if plan.destructive_steps:
-        count = len(plan.destructive_steps)
-        lines += [
-            "> [!WARNING]",
-            f"> {count} step(s) destroy messages; apply refuses them without --allow-replace.",
-            "",
+    warning = destroy_warning(plan)
+    if warning:
+        losses = [
+            f"> - {cell(s.label)}: {cell(loss.summary)}"
+            for s in plan.destructive_steps
+            for loss in s.losses
         ]
+        lines += ["> [!WARNING]", f"> {cell(warning)}", *losses, ""]
     if plan.has_changes:
         lines += [*_summary_table(plan), ""]
         for step in plan.changes:

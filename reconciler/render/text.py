@@ -44,7 +44,20 @@ def step_lines(step: Entry, *, color: bool = False) -> list[str]:
         )
         lines.append("    " + line)
     lines.extend(_paint(f"    # {reason}", "note", color=color) for reason in step.reasons)
+    if step.destructive:
+        lines.extend(
+            _paint(f"    ! loses: {loss.summary}", "delete", color=color) for loss in step.losses
+        )
     return lines
+
+
+def destroy_warning(plan: Plan) -> str | None:
+    """The line saying how many steps destroy data and which flag apply needs."""
+    steps = plan.destructive_steps
+    if not steps:
+        return None
+    flag = "--allow-data-loss" if plan.lossy_updates else "--allow-replace"
+    return f"{len(steps)} step(s) destroy data: apply refuses them without {flag}."
 
 
 def summary_line(plan: Plan) -> str:
@@ -63,6 +76,12 @@ def _notes(plan: Plan, *, color: bool) -> list[str]:
     if plan.orphans:
         lines += ["", "Managed but declared by no spec (deleted with --prune):"]
         lines += [_paint(f"  ! {note.label}", "note", color=color) for note in plan.orphans]
+    if plan.foreign:
+        lines += ["", f"Managed by other owners than {plan.owner!r} (never touched):"]
+        lines += [
+            _paint(f"  = {note.label} (owner {note.owner})", "note", color=color)
+            for note in plan.foreign
+        ]
     return lines
 
 
@@ -74,9 +93,8 @@ def render_text(plan: Plan, *, color: bool = False) -> str:
     for step in plan.changes:
         lines.extend(step_lines(step, color=color))
     lines.extend(_notes(plan, color=color))
-    if plan.destructive_steps:
-        count = len(plan.destructive_steps)
-        warning = f"{count} step(s) destroy messages: apply needs --allow-replace."
+    warning = destroy_warning(plan)
+    if warning:
         lines += ["", _paint(warning, "delete", color=color)]
     lines += ["", summary_line(plan)]
     return "\n".join(lines) + "\n"

@@ -15,11 +15,28 @@ from typing import Any
 from reconciler.errors import Location, closest_location
 from reconciler.identity import KINDS, Kind, ResourceRef
 
-__all__ = ["KINDS", "MANAGED_KEY", "MANAGED_VALUE", "SERVER_OWNED_METADATA", "Kind", "Spec"]
+__all__ = [
+    "DEFAULT_OWNER",
+    "KINDS",
+    "MANAGED_KEY",
+    "MANAGED_VALUE",
+    "OWNER_KEY",
+    "OWNER_PATTERN",
+    "SERVER_OWNED_METADATA",
+    "Kind",
+    "Spec",
+]
 
-#: Metadata key (and value) marking a resource as created and owned by this tool.
+#: Metadata key (and value) marking a resource as created and managed by this tool.
 MANAGED_KEY = "io.jetstream-gitops/managed-by"
 MANAGED_VALUE = "reconcile"
+#: Metadata key naming the project that owns a managed resource. A managed resource
+#: without it (every resource before owners existed) belongs to DEFAULT_OWNER, whose
+#: resources are written without the key, so they keep planning empty.
+OWNER_KEY = "io.jetstream-gitops/owner"
+DEFAULT_OWNER = "default"
+#: What an owner's name may be (it is written into resource metadata).
+OWNER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
 #: Metadata keys the server owns (2.11+); never diffed, never sent.
 SERVER_OWNED_METADATA = frozenset({"_nats.ver", "_nats.level", "_nats.req.level"})

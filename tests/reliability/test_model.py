@@ -1,13 +1,15 @@
 """No data loss: a model-based run of random spec changes against a real server.
 
 Each round makes one random change to a model of the spec files (a new stream, consumer
-or KeyValue bucket, a field an update can change, or one that needs a replace), applies
-*without* ``--allow-replace`` and publishes a few messages. Then:
+or KeyValue bucket, a field an update can change, one that needs a replace, or a shrink:
+a tighter max_msgs, max_msgs_per_subject or max_age on a stream holding messages,
+retention limits → interest, a bucket's shorter history or ttl), applies *without*
+``--allow-replace`` or ``--allow-data-loss`` and publishes a few messages. Then:
 
-- a change an update can make is applied, and the re-plan is empty;
-- a change that needs a replace is refused as a whole: the server is untouched, the
-  re-plan holds only that replace (and its stream's consumers), and the model goes
-  back to what was applied, as a person reading the refusal would;
+- a change that loses nothing is applied, and the re-plan is empty;
+- a change that destroys data (a replace, a lossy update) is refused as a whole: the
+  server is untouched, the re-plan holds only that step (and its stream's consumers),
+  and the model goes back to what was applied, as a person reading the refusal would;
 - every message published so far is still in its stream (count and first sequence).
 """
 
@@ -65,8 +67,12 @@ def _add_stream(model: Model, data: st.DataObject) -> None:
     model.streams.setdefault(name, {"storage": storage, "max_msgs": 100_000})
 
 
+AGES = {"1h": 3600, "2h": 7200, "1d": 86400, "1w": 604800}
+
+
 def _tweak_stream(model: Model, data: st.DataObject) -> None:
     name = data.draw(st.sampled_from(sorted(model.streams)), label="stream")
+    old_age = model.streams[name].get("max_age")
     field, value = data.draw(
         st.one_of(
             st.tuples(st.just("description"), st.text(max_size=20)),
@@ -79,6 +85,27 @@ def _tweak_stream(model: Model, data: st.DataObject) -> None:
         label="stream field",
     )
     model.streams[name][field] = value
+    if field == "max_age" and model.published.get(name):
+        # A shorter (or a first) age limit deletes stored messages sooner: lossy.
+        model.destructive = old_age is None or AGES[value] < AGES[old_age]
+
+
+def _shrink_stream(model: Model, data: st.DataObject) -> None:
+    """A tighter limit on a stream holding messages, or retention limits → interest."""
+    full = sorted(n for n, count in model.published.items() if n in model.streams and count >= 2)
+    name = data.draw(st.sampled_from(full), label="stream")
+    held = model.published[name]
+    field, value = data.draw(
+        st.one_of(
+            st.tuples(st.just("max_msgs"), st.integers(1, held - 1)),
+            st.tuples(st.just("max_msgs_per_subject"), st.integers(1, held - 1)),
+            st.tuples(st.just("max_age"), st.just("1s")),
+            st.tuples(st.just("retention"), st.just("interest")),
+        ),
+        label="shrink",
+    )
+    model.streams[name][field] = value
+    model.destructive = True
 
 
 def _replace_stream(model: Model, data: st.DataObject) -> None:
@@ -130,6 +157,18 @@ def _tweak_bucket(model: Model, data: st.DataObject) -> None:
         fields["description"] = data.draw(st.text(max_size=20), label="description")
 
 
+def _shrink_bucket(model: Model, data: st.DataObject) -> None:
+    """A shorter ttl, or less history than the bucket holds revisions of."""
+    full = sorted(b for b in model.buckets if model.published.get(f"KV_{b}", 0) >= 2)
+    name = data.draw(st.sampled_from(full), label="bucket")
+    fields = model.buckets[name]
+    if fields["history"] > 1 and data.draw(st.booleans(), label="history"):
+        fields["history"] = 1  # it holds at least 2 revisions: some go
+    else:
+        fields["ttl"] = "1s"
+    model.destructive = True
+
+
 def _replace_bucket(model: Model, data: st.DataObject) -> None:
     fields = model.buckets[data.draw(st.sampled_from(sorted(model.buckets)), label="bucket")]
     fields["storage"] = "memory" if fields["storage"] == "file" else "file"
@@ -146,12 +185,20 @@ EDITS = {
     "add_stream": (_add_stream, lambda m: True),
     "tweak_stream": (_tweak_stream, lambda m: bool(m.streams)),
     "replace_stream": (_replace_stream, lambda m: bool(m.streams)),
+    "shrink_stream": (
+        _shrink_stream,
+        lambda m: any(n in m.streams and c >= 2 for n, c in m.published.items()),
+    ),
     "add_consumer": (_add_consumer, lambda m: bool(m.streams)),
     "tweak_consumer": (_tweak_consumer, lambda m: bool(m.consumers)),
     "replace_consumer": (_replace_consumer, lambda m: bool(m.consumers)),
     "add_bucket": (_add_bucket, lambda m: True),
     "tweak_bucket": (_tweak_bucket, lambda m: bool(m.buckets)),
     "replace_bucket": (_replace_bucket, lambda m: bool(m.buckets)),
+    "shrink_bucket": (
+        _shrink_bucket,
+        lambda m: any(m.published.get(f"KV_{b}", 0) >= 2 for b in m.buckets),
+    ),
     "publish": (_publish_to, lambda m: bool(m.streams or m.buckets)),
 }
 
@@ -196,7 +243,7 @@ class Round:
         try:
             await run.apply(paths, self.options, allow_replace=False, lock_timeout=10)
         except RefusedPlan:
-            assert model.destructive, "an edit an update can make was refused"
+            assert model.destructive, "an edit that loses nothing was refused"
             after = await self.live()
             assert {n: i["config"] for n, i in after.items()} == {
                 n: i["config"] for n, i in before.items()
@@ -204,7 +251,7 @@ class Round:
             self._only_replaces(await run.plan(paths, self.options))
             model.restore(applied)
             return applied
-        assert not model.destructive, "a change needing a replace was applied without the flag"
+        assert not model.destructive, "a change destroying data was applied without the flag"
         replan = await run.plan(paths, self.options)
         assert not replan.has_changes, replan.to_json()["changes"]
         return model.snapshot()
@@ -216,9 +263,9 @@ class Round:
             c["name"] for c in changes if c["action"] == "replace" and c["kind"] == "Stream"
         }
         for change in changes:
-            ok = change["action"] == "replace" or change.get("stream") in replaced
-            assert ok, f"the re-plan holds more than the refused replace: {changes}"
-        assert changes, "a refused plan must show its replace"
+            ok = change["destructive"] or change.get("stream") in replaced
+            assert ok, f"the re-plan holds more than the refused step: {changes}"
+        assert changes, "a refused plan must show its destructive step"
 
     async def check_messages(self, model: Model) -> None:
         live = await self.live()
@@ -263,4 +310,5 @@ def test_random_spec_changes_never_lose_a_message(server_factory, tmp_path: Path
     assert len(rounds) >= 50
     figures.add("rounds_run", len(rounds))
     figures.add("refused_replaces", sum(r.startswith("replace") for r in rounds))
+    figures.add("refused_shrinks", sum(r.startswith("shrink") for r in rounds))
     figures.add("messages_checked", checker.messages_checked)

@@ -142,7 +142,8 @@ def test_prune_deletes_managed_undeclared_resources() -> None:
         (Delete, "Stream", "OLD"),
     ]
     consumer_delete, stream_delete = plan.changes
-    assert not consumer_delete.destructive and stream_delete.destructive
+    assert consumer_delete.destructive and stream_delete.destructive  # consumer state is data
+    assert "acknowledgement state" in consumer_delete.losses[0].summary
     assert stream_delete.reasons == ("its messages are deleted",)
     assert plan.summary["delete"] == 2
 

@@ -1,0 +1,161 @@
+"""What a change would delete, computed from the live state the plan already read.
+
+An update the server accepts can still delete stored messages at once (measured on
+2.15.1, see ``shared/JETSTREAM.md``): a lower ``max_msgs``, ``max_bytes``, ``max_age`` or
+``max_msgs_per_subject`` (a bucket's ``history`` and ``ttl`` are these), and retention
+``limits`` → ``interest``. :func:`update_losses` finds each such change and estimates the
+loss from the stream's state (messages, bytes, subjects, first message's time, the time
+the server answered); where the loss cannot be computed, a tighter limit on a stream that
+holds messages counts as a loss. :func:`held` says what a replace or delete destroys.
+
+Pure: the clock is the server's (``StreamState.observed_at``), never this machine's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.model.normalize import nanoseconds_between
+from reconciler.model.state import StreamState
+from reconciler.specs.units import format_duration, format_size
+
+
+@dataclass(frozen=True, slots=True)
+class Loss:
+    """Data a step deletes: the field that causes it, a sentence, and a lower bound."""
+
+    field: str  # "" when the whole resource goes (replace, delete)
+    summary: str
+    messages: int | None = None  # at least this many messages (None: not computable)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"field": self.field or None, "summary": self.summary, "messages": self.messages}
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
+
+
+def _tighter(new: Any, old: Any, *, unlimited: int) -> bool:
+    """Whether limit ``new`` allows less than ``old`` (``unlimited`` means no limit)."""
+    if not isinstance(new, int) or new == unlimited or new < 0:
+        return False
+    return not isinstance(old, int) or old == unlimited or old < 0 or new < old
+
+
+def _age_ns(state: StreamState) -> int | None:
+    """How old the stream's first message is, by the server's clock."""
+    if not state.first_ts or not state.observed_at:
+        return None
+    age = nanoseconds_between(state.first_ts, state.observed_at)
+    return None if age is None else max(age, 0)
+
+
+def _max_msgs(new: int, state: StreamState) -> Loss | None:
+    if state.messages <= new:
+        return None
+    lost = state.messages - new
+    return Loss(
+        "max_msgs",
+        f"holds {_count(state.messages, 'message')}; max_msgs {new} deletes at least {lost}",
+        lost,
+    )
+
+
+def _max_bytes(new: int, state: StreamState) -> Loss | None:
+    if state.bytes <= new:
+        return None
+    return Loss(
+        "max_bytes",
+        f"holds {format_size(state.bytes)} in {_count(state.messages, 'message')}; "
+        f"max_bytes {format_size(new)} deletes the oldest messages over it",
+        1,
+    )
+
+
+def _max_age(new: int, old: int, state: StreamState) -> Loss:
+    """A shorter max_age deletes what is older at once, and the rest earlier than before."""
+    held_for = "without an age limit" if old <= 0 else f"for {format_duration(old)}"
+    age = _age_ns(state)
+    if age is not None and age > new:
+        return Loss(
+            "max_age",
+            f"holds {_count(state.messages, 'message')}, the oldest {format_duration(age)} old; "
+            f"max_age {format_duration(new)} deletes every message older than that at once",
+            1,
+        )
+    return Loss(
+        "max_age",
+        f"holds {_count(state.messages, 'message')} kept {held_for}; max_age "
+        f"{format_duration(new)} deletes them after {format_duration(new)} instead",
+    )
+
+
+def _per_subject(new: int, state: StreamState) -> Loss | None:
+    if state.messages <= new:
+        return None
+    subjects = state.num_subjects
+    if subjects and state.messages > subjects * new:
+        lost = state.messages - subjects * new
+        return Loss(
+            "max_msgs_per_subject",
+            f"holds {_count(state.messages, 'message')} on {_count(subjects, 'subject')}; "
+            f"max_msgs_per_subject {new} deletes at least {lost}",
+            lost,
+        )
+    return Loss(
+        "max_msgs_per_subject",
+        f"holds {_count(state.messages, 'message')}; max_msgs_per_subject {new} deletes the "
+        "older messages of every subject holding more than that",
+    )
+
+
+def update_losses(
+    desired: Mapping[str, Any], live: Mapping[str, Any], state: StreamState | None
+) -> list[Loss]:
+    """What updating a stream from ``live`` to ``desired`` (canonical configs) deletes."""
+    if state is None or state.messages <= 0:
+        return []
+    losses: list[Loss | None] = []
+    limits = (
+        ("max_msgs", -1, _max_msgs),
+        ("max_bytes", -1, _max_bytes),
+        ("max_msgs_per_subject", -1, _per_subject),
+    )
+    for field, unlimited, rule in limits:
+        new, old = desired.get(field), live.get(field)
+        if _tighter(new, old, unlimited=unlimited):
+            assert isinstance(new, int)
+            losses.append(rule(new, state))
+    new_age, old_age = desired.get("max_age"), live.get("max_age")
+    if _tighter(new_age, old_age, unlimited=0):
+        assert isinstance(new_age, int)
+        losses.append(_max_age(new_age, int(old_age or 0), state))
+    if live.get("retention") == "limits" and desired.get("retention") == "interest":
+        losses.append(
+            Loss(
+                "retention",
+                f"holds {_count(state.messages, 'message')}; retention interest deletes those "
+                "no consumer is interested in (all of them when it has no consumers)",
+            )
+        )
+    return [loss for loss in losses if loss is not None]
+
+
+def held(state: StreamState | None) -> Loss:
+    """What deleting a whole stream or bucket destroys."""
+    if state is None:
+        return Loss("", "its messages are deleted")
+    if state.messages <= 0:
+        return Loss("", "it holds no messages", 0)
+    return Loss(
+        "",
+        f"holds {_count(state.messages, 'message')} ({format_size(state.bytes)}); all are deleted",
+        state.messages,
+    )
+
+
+#: What deleting or re-creating a consumer destroys.
+CONSUMER_STATE = Loss("", "its delivery and acknowledgement state is lost")
