@@ -43,6 +43,11 @@ async def plan_with(
     if problems:
         raise UnsupportedField(problems)
     live = await client.fetch_live()
+    live = await client.confirm(
+        live,
+        streams=(s.stream_name for s in specs if s.kind != "Consumer"),
+        consumers=((s.stream_name, s.name) for s in specs if s.kind == "Consumer"),
+    )
     return build_plan(list(specs), live, prune=prune, ownership=ownership)
 
 

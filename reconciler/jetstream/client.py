@@ -14,7 +14,7 @@ import asyncio
 import base64
 import json
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -33,6 +33,7 @@ NOT_FOUND_CODES = frozenset({10059, 10014})
 NO_MESSAGE = 10037  # STREAM.MSG.GET: no message found
 WRONG_LAST_SEQUENCE = 10071  # publish with an expected last (subject) sequence that differs
 LIST_CONCURRENCY = 32
+LIST_ATTEMPTS = 3  # reads of a paged list that changed while it was read
 _VIOLATION = re.compile(r'permissions violation for (publish|subscription) to "?([^"\s]+)"?')
 
 Notice = Callable[[str], None]
@@ -214,40 +215,61 @@ class JetStreamClient:
         return self._server_info
 
     # -- paged lists ----------------------------------------------------------------------
-    async def _paged(self, op: str, key: str) -> list[Any]:
-        items: list[Any] = []
-        while True:
-            reply = await self.request(op, {"offset": len(items)})
-            page = reply.get(key) or []
-            items.extend(page)
-            if not page or len(items) >= int(reply.get("total", 0)):
-                return items
+    async def _paged(self, op: str, key: str, ident: Callable[[Any], str]) -> list[Any]:
+        """Every item of a paged list, each once, read while the server may change.
+
+        Pages are read by offset, so a create or delete between two pages shifts the
+        rest: an item can come twice or be skipped. Items are kept once (by ``ident``);
+        when the reported total changed while reading, or fewer distinct items came than
+        the total says, the list is read again (at most ``LIST_ATTEMPTS`` times). What is
+        still missing then was created or deleted during the read; the planner confirms a
+        declared resource it did not see with INFO before planning a create.
+        """
+        seen: dict[str, Any] = {}
+        for _ in range(LIST_ATTEMPTS):
+            offset, totals = 0, set()
+            while True:
+                reply = await self.request(op, {"offset": offset})
+                page = reply.get(key) or []
+                totals.add(int(reply.get("total", 0)))
+                for item in page:
+                    seen[ident(item)] = item
+                offset += len(page)
+                if not page or offset >= int(reply.get("total", 0)):
+                    break
+            if len(totals) == 1 and len(seen) >= totals.pop():
+                break
+        return list(seen.values())
 
     async def stream_names(self) -> list[str]:
-        return [str(n) for n in await self._paged("STREAM.NAMES", "streams")]
+        return [str(n) for n in await self._paged("STREAM.NAMES", "streams", str)]
 
     async def list_streams(self) -> list[dict[str, Any]]:
         """Every stream's info (config, state, ...), 256 a page."""
-        return await self._paged("STREAM.LIST", "streams")
+        return await self._paged("STREAM.LIST", "streams", lambda i: str(i["config"]["name"]))
 
     async def consumer_names(self, stream: str) -> list[str]:
-        return [str(n) for n in await self._paged(f"CONSUMER.NAMES.{stream}", "consumers")]
+        names = await self._paged(f"CONSUMER.NAMES.{stream}", "consumers", str)
+        return [str(n) for n in names]
 
     async def list_consumers(self, stream: str) -> list[dict[str, Any]]:
         """Every consumer info of ``stream``, 256 a page."""
-        return await self._paged(f"CONSUMER.LIST.{stream}", "consumers")
+        return await self._paged(f"CONSUMER.LIST.{stream}", "consumers", lambda i: str(i["name"]))
 
     async def fetch_live(self) -> LiveState:
         """Everything on the server: streams, their state, consumers, configs verbatim."""
         server = await self.server_info()
         infos = await self.list_streams()
         streams = {str(i["config"]["name"]): i["config"] for i in infos}
-        state = {name: StreamState.from_info(i) for name, i in zip(streams, infos, strict=True)}
+        state = {str(i["config"]["name"]): StreamState.from_info(i) for i in infos}
         limit = asyncio.Semaphore(LIST_CONCURRENCY)
 
         async def consumers_of(stream: str) -> list[dict[str, Any]]:
             async with limit:
-                return await self.list_consumers(stream)
+                try:
+                    return await self.list_consumers(stream)
+                except NotFound:
+                    return []  # deleted while we read: its consumers went with it
 
         # A stream reporting no consumers needs no CONSUMER.LIST round trip.
         busy = [name for name, s in state.items() if s.consumer_count > 0]
@@ -258,6 +280,42 @@ class JetStreamClient:
             for c in page
         }
         return LiveState(server=server, streams=streams, stream_state=state, consumers=consumers)
+
+    async def confirm(
+        self, live: LiveState, streams: Iterable[str], consumers: Iterable[tuple[str, str]]
+    ) -> LiveState:
+        """``live`` plus the declared streams and consumers that a list did not show but
+        INFO finds (created while the list was read): planned as what they are, not as
+        creates."""
+        found_streams = dict(live.streams)
+        found_state = dict(live.stream_state)
+        found_consumers = dict(live.consumers)
+        for name in sorted(set(streams) - set(found_streams)):
+            try:
+                info = await self.stream_info(name)
+            except NotFound:
+                continue
+            found_streams[name] = info["config"]
+            found_state[name] = StreamState.from_info(info)
+            for consumer in await self.list_consumers(name):
+                found_consumers[(name, str(consumer["name"]))] = consumer["config"]
+        for stream, name in sorted(set(consumers) - set(found_consumers)):
+            if stream not in found_streams:
+                continue
+            try:
+                info = await self.consumer_info(stream, name)
+            except NotFound:
+                continue
+            found_consumers[(stream, name)] = info["config"]
+        unchanged = len(found_streams) == len(live.streams)
+        if unchanged and len(found_consumers) == len(live.consumers):
+            return live
+        return LiveState(
+            server=live.server,
+            streams=found_streams,
+            stream_state=found_state,
+            consumers=found_consumers,
+        )
 
     # -- streams --------------------------------------------------------------------------
     async def stream_info(self, name: str) -> dict[str, Any]:
