@@ -49,21 +49,30 @@ GUARANTEES = (
         "`--lock-timeout` (60 s) and then fails naming the holder, its host, pid and since "
         "when. Taking an expired lease is a compare-and-swap: of many racers exactly one wins. "
         "`reconcile lock status` shows the holder, `reconcile lock break` removes a stale "
-        "lease (`--force` for a live one). A run whose lease was taken over stops before its "
-        "next step (exit 130); Ctrl-C ends a wait for the lock. Plans never lock.",
+        "lease (`--force` for a live one). The lock is a fence: before each step the lease "
+        "is confirmed by a compare-and-set at its revision (unless confirmed in the last "
+        "0.5 s of monotonic time, so a pause counts); a run whose lease was lost or taken "
+        "over starts no further step and fails saying how far it got (exit 1). A run "
+        "paused with SIGSTOP past its lease while a newer apply finished starts nothing "
+        "after it resumes (only requests already handed to the connection before the pause "
+        "can land: JetStream has no server-side fencing token). Ctrl-C ends a wait for the "
+        "lock. Plans never lock.",
         (
             "test_concurrency.py::test_two_concurrent_applies_do_not_interleave",
             "test_concurrency.py::test_apply_gives_up_after_lock_timeout_naming_the_holder",
             "test_concurrency.py::test_an_apply_that_loses_its_lease_stops",
+            "test_concurrency.py::test_a_run_paused_past_its_lease",
             "test_concurrency.py::test_ctrl_c_while_waiting",
             "test_lock.py::",
         ),
     ),
     Guarantee(
         "A crashed apply is recovered",
-        "After `kill -9` of the reconciler mid-apply, its lease expires by itself "
-        "(30 s, `RECONCILE_LOCK_LEASE`); the next apply names the dead run while it waits, "
-        "takes the lease over and converges.",
+        "After `kill -9` of the reconciler mid-apply, the next apply on the same host sees "
+        "that the holder's process is gone and takes the lease over at once (saying so), "
+        "then converges; on another host the lease expires by itself (30 s, "
+        "`RECONCILE_LOCK_LEASE`, which must be a positive number). `lock status` names the "
+        "dead run.",
         ("test_concurrency.py::test_kill_9_of_the_reconciler_mid_apply_then_reapply_converges",),
     ),
     Guarantee(
@@ -87,11 +96,51 @@ GUARANTEES = (
     Guarantee(
         "No data loss under random change",
         "A model-based run (hypothesis) makes random edits of streams, consumers and KeyValue "
-        "buckets against a real server and "
-        "applies each without `--allow-replace`: updates converge (re-plan empty); edits "
-        "needing a replace are refused as a whole, leave the server untouched and re-plan "
-        "as exactly that replace; every published message stays in its stream.",
+        "buckets against a real server, shrinks included (a tighter max_msgs, "
+        "max_msgs_per_subject or max_age on a stream holding messages, retention limits to "
+        "interest, a bucket's shorter history or ttl), and applies each without "
+        "`--allow-replace` or `--allow-data-loss`: edits that lose nothing converge (re-plan "
+        "empty); edits destroying data are refused as a whole, leave the server untouched and "
+        "re-plan as exactly that step; every published message stays in its stream.",
         ("test_model.py::",),
+    ),
+    Guarantee(
+        "Lossy updates are destructive",
+        "An update the server would accept but that deletes stored messages is planned as "
+        "destructive with an estimate of the loss (`loss` in the plan JSON), shown in text "
+        "and Markdown, and refused as a whole without `--allow-data-loss` "
+        "(`--allow-replace` does not allow it): max_msgs, max_bytes, max_age, "
+        "max_msgs_per_subject, retention limits→interest, KeyValue history and ttl (also an "
+        "existing bucket declared without its history), ObjectStore ttl. Messages are "
+        "published first and counted after the refused and the allowed apply. Pruning or "
+        "replacing a consumer loses its delivery state and needs a flag too.",
+        ("test_lossy_updates.py::",),
+    ),
+    Guarantee(
+        "Nothing of other owners is touched",
+        "Every managed resource names its owner (`--owner`, default `default`; resources "
+        "marked before owners existed belong to `default`). `--prune` deletes only the "
+        "owner's resources; other owners' appear as `foreign` in plans and drift (not drift, "
+        "never orphans) and are never touched; declaring one is refused naming its owner "
+        "unless `--take-over`. Messages of the other team's stream are counted after.",
+        ("test_owners.py::",),
+    ),
+    Guarantee(
+        "Plans stay right while the server changes",
+        "Paged lists are read again when they changed while read, each item is kept once, and "
+        "a declared resource the lists did not show is confirmed with INFO: planning while "
+        "another client creates and deletes streams (crossing list pages) neither fails nor "
+        "plans a create for an existing stream.",
+        ("test_stable_reads.py::",),
+    ),
+    Guarantee(
+        "Export writes only where asked and loses nothing",
+        "Export file names are injective and reversible (`%XX` escapes: `A+B`, `A_B`, `A:B`, "
+        "`A|B` get four files), long names are shortened with a hash, files are written by "
+        "rename so a symlink in the folder is replaced and never followed, the count "
+        "printed is the files written, write errors are one-line errors, and applying an "
+        "export with `--prune` deletes nothing.",
+        ("test_export_safety.py::",),
     ),
     Guarantee(
         "Properties of the engine",
@@ -125,8 +174,12 @@ GUARANTEES = (
         "HTML), export files, lock status or `--debug` runs, on success or failure; nor in "
         "the Action's log, outputs, step summary or sticky PR comment (posted to a loopback "
         "GitHub stand-in; the GitHub token is grepped too). The one place a secret is "
-        "printed is the `::add-mask::` command the runner consumes.",
+        "printed is the `::add-mask::` command the runner consumes. Random secrets pushed "
+        "through every error path of plan, apply, drift, export, snapshot and lock, in every "
+        "URL form nats-py accepts (no scheme, token, second URL of a list, bad port, "
+        "ws://, unparseable), never show and never end in a traceback.",
         (
+            "test_secret_paths.py::",
             "test_security.py::test_passwords",
             "test_security.py::test_creds",
             "test_security.py::test_the_action",
@@ -137,7 +190,10 @@ GUARANTEES = (
         "A 50 MiB file (limit 16 MiB), 100,000 documents in a file (limit 50,000), billion "
         "laughs and merge-key bombs, and nesting 100,000 levels deep (YAML flow, block and "
         "JSON) are refused with one `FILE:LINE: message` error, in a fresh process whose peak "
-        "RSS is measured; 10,000 documents still load.",
+        "RSS is measured; 10,000 documents still load. Integers of 5,000 digits (counts, "
+        "durations, sizes; YAML and JSON), lone surrogates, JSON indented with tabs with "
+        "escapes and a duplicate key are `FILE:LINE` errors, and a 10 MiB value is quoted "
+        "in at most 80 characters.",
         ("test_hostile_input.py::",),
     ),
 )

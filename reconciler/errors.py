@@ -45,6 +45,26 @@ def closest_location(locations: Mapping[str, Location], path: str, default: Loca
     return default
 
 
+#: The longest message a Problem prints.
+MAX_MESSAGE = 400
+#: How much of a value an error message quotes.
+BRIEF_LIMIT = 80
+
+
+def brief(value: Any, limit: int = BRIEF_LIMIT) -> str:
+    """A value quoted for an error message: its repr, cut to ``limit`` characters (a huge
+    value is never echoed back whole)."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = len(value) if isinstance(value, (str, bytes, list, dict)) else len(text)
+    return (
+        f"{text[: limit - 1]}… ({size} characters)"
+        if isinstance(value, str)
+        else (f"{text[: limit - 1]}… ({size} long)")
+    )
+
+
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with the input: where, which field, what."""
@@ -56,7 +76,10 @@ class Problem:
     def __str__(self) -> str:
         where = f"{self.location}: " if self.location else ""
         what = f"{self.path}: " if self.path else ""
-        return f"{where}{what}{self.message}"
+        message = self.message
+        if len(message) > MAX_MESSAGE:  # a safety net: messages quote values with brief()
+            message = message[: MAX_MESSAGE - 1] + "…"
+        return f"{where}{what}{message}"
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import getpass
 import json
+import math
 import os
 import socket
 import time
@@ -511,6 +512,22 @@ class Fence:
             self.verified_at = time.monotonic()
 
 
+def lease_from_env(text: str) -> float:
+    """``RECONCILE_LOCK_LEASE``: seconds, above 0 (empty: the default). A value that is
+    not a positive number is an error, never a lock that expires at once."""
+    if not text.strip():
+        return LEASE_SECONDS
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ReconcileError(
+            f"RECONCILE_LOCK_LEASE must be a number of seconds above 0, not {text[:40]!r}"
+        )
+    return seconds
+
+
 @contextlib.asynccontextmanager
 async def for_apply(
     client: Any,
@@ -531,7 +548,7 @@ async def for_apply(
         yield None
         return
     info = await client.server_info()
-    lease_seconds = float(os.environ.get("RECONCILE_LOCK_LEASE", "") or LEASE_SECONDS)
+    lease_seconds = lease_from_env(os.environ.get("RECONCILE_LOCK_LEASE", ""))
     settings = LockSettings(replicas=3 if info.clustered else 1, lease_seconds=lease_seconds)
     say = on_notice or (lambda message: None)
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
+import re
 import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import nats
 from nats.aio.client import Client as NATS
@@ -31,16 +32,55 @@ _SECRET_FIELDS = frozenset({"password", "token"})
 DEFAULT_STORE = Path(".reconcile")
 
 
+#: URL schemes this tool connects with (nats-py's TCP transport).
+SCHEMES = frozenset({"nats", "tls"})
+_USERINFO = re.compile(r"^([^/@]*)@")
+
+
+def _split(url: str) -> tuple[str, str]:
+    """``(scheme, rest)``: nats-py takes a URL without a scheme as ``nats://``."""
+    scheme, found, rest = url.strip().partition("://")
+    return (scheme.lower(), rest) if found else ("", url.strip())
+
+
 def redact_url(url: str) -> str:
-    """``nats://user:secret@host:4222`` → ``nats://user:***@host:4222`` (tokens too)."""
-    parts = urlsplit(url)
-    if not parts.username and not parts.password:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    user = "***" if parts.password is None else f"{parts.username}:***"
-    return urlunsplit((parts.scheme, f"{user}@{host}", parts.path, parts.query, ""))
+    """A URL with any credentials replaced: ``nats://user:secret@host`` →
+    ``nats://user:***@host``, ``TOKEN@host`` → ``***@host``, in every form nats-py
+    accepts (with or without a scheme; an unparseable URL is redacted just the same)."""
+    scheme, rest = _split(url)
+    userinfo = _USERINFO.match(rest)
+    if userinfo is None:
+        return url.strip()
+    user, colon, _ = userinfo.group(1).partition(":")
+    shown = f"{user}:***" if colon else "***"
+    prefix = f"{scheme}://" if scheme else ""
+    return f"{prefix}{shown}@{rest[userinfo.end() :]}"
+
+
+def check_server_url(url: str) -> None:
+    """Refuse, with the URL redacted, what nats-py would fail on with a traceback."""
+    scheme, rest = _split(url)
+    where = redact_url(url)
+    if scheme and scheme not in SCHEMES:
+        hint = (
+            " (WebSocket is not supported: use the server's client port)"
+            if scheme
+            in (
+                "ws",
+                "wss",
+            )
+            else ""
+        )
+        raise ConnectError(f"{where}: unsupported scheme {scheme}:// (nats:// or tls://){hint}")
+    try:
+        parts = urlsplit(f"nats://{rest}")
+        port = parts.port
+    except ValueError:
+        raise ConnectError(f"{where}: not a valid server URL (nats://HOST:PORT)") from None
+    if not parts.hostname:
+        raise ConnectError(f"{where}: no host (nats://HOST:PORT)")
+    if port is not None and not 0 < port < 65536:
+        raise ConnectError(f"{where}: port {port} is out of range (1-65535)")
 
 
 @dataclass(frozen=True)
@@ -142,8 +182,10 @@ def _auth_kwargs(options: ConnectionOptions) -> dict[str, Any]:
         if path and not Path(path).is_file():
             raise ConnectError(f"credentials file not found: {path}")
     if options.creds:
+        _check_creds(options.creds)
         kwargs["user_credentials"] = options.creds
     elif options.nkey:
+        _check_seed(options.nkey)
         kwargs["nkeys_seed"] = options.nkey
     if options.user:
         kwargs["user"] = options.user
@@ -151,6 +193,25 @@ def _auth_kwargs(options: ConnectionOptions) -> dict[str, Any]:
     if options.token:
         kwargs["token"] = options.token
     return kwargs
+
+
+def _check_seed(path: str) -> None:
+    """An nkey file must hold a seed (a line starting with ``S``); never echo its text."""
+    import nkeys
+
+    try:
+        lines = Path(path).read_text(encoding="utf-8", errors="replace").split()
+        seed = next((line for line in lines if line.startswith("S")), "")
+        nkeys.from_seed(seed.encode())
+    except Exception:  # nkeys raises its own errors; none may show the file's text
+        raise ConnectError(f"--nkey {path}: not an nkey seed (a line starting with 'S')") from None
+
+
+def _check_creds(path: str) -> None:
+    """A creds file must hold a JWT and a seed between the nats CLI's markers."""
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    if "BEGIN NATS USER JWT" not in text or "BEGIN USER NKEY SEED" not in text:
+        raise ConnectError(f"--creds {path}: not a NATS credentials file (JWT and nkey seed)")
 
 
 def describe_failure(url: str, err: BaseException, *, timeout: float) -> str:
@@ -190,6 +251,8 @@ async def connect(options: ConnectionOptions, *, error_cb: ErrorCallback | None 
     Tries each URL in order within one ``connect_timeout`` budget; no reconnects.
     """
     urls = options.server_urls or ["nats://127.0.0.1:4222"]
+    for url in urls:
+        check_server_url(url)
     kwargs = _auth_kwargs(options)
     tls = tls_context(options)
     if tls is not None:

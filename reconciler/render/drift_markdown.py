@@ -5,7 +5,7 @@ from __future__ import annotations
 from reconciler.model.values import display
 from reconciler.planning.drift import STATUSES, DriftReport, ResourceDrift
 from reconciler.render.drift_text import headline
-from reconciler.render.markdown import cell
+from reconciler.render.markdown import cell, code
 
 ICONS = {
     "in_sync": "✅",
@@ -15,13 +15,6 @@ ICONS = {
     "orphaned": "🗑️",
     "foreign": "🔒",
 }
-
-
-def code(text: str) -> str:
-    """A code span in a table cell (HTML is inert there; only the pipe needs escaping)."""
-    flat = " ".join(text.splitlines()).replace("|", "\\|")
-    fence = "``" if "`" in flat else "`"
-    return f"{fence} {flat} {fence}" if fence == "``" else f"`{flat}`"
 
 
 def summary_table(report: DriftReport) -> list[str]:

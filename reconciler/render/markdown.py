@@ -8,6 +8,7 @@ HTML, line breaks), so a spec value cannot break the layout.
 from __future__ import annotations
 
 import html
+import re
 
 from reconciler.model.values import display, field_label
 from reconciler.planning.steps import Entry, Plan
@@ -16,10 +17,24 @@ from reconciler.render.text import SYMBOLS, destroy_warning, summary_line
 ICONS = {"create": "🆕", "update": "🔄", "replace": "⚠️", "delete": "🗑️"}
 
 
+#: Characters that would make text a link, an image, emphasis, code or a new cell.
+_MARKDOWN = re.compile(r"([\\`*\[\]~!#|]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+
+
 def cell(text: str) -> str:
-    """``text`` made safe for one Markdown table cell."""
-    escaped = html.escape(text, quote=False).replace("\\", "\\\\").replace("|", "\\|")
+    """``text`` made safe for one Markdown table cell (or a line): HTML inert, Markdown
+    punctuation escaped, so a resource named ``[x](http:evil)`` stays text."""
+    escaped = _MARKDOWN.sub(r"\\\1", html.escape(text, quote=False))
     return " ".join(escaped.splitlines()) or " "
+
+
+def code(text: str) -> str:
+    """A code span (HTML and Markdown are inert inside); the fence outgrows any run of
+    backticks in ``text``, and pipes are escaped for tables."""
+    flat = " ".join(text.splitlines()).replace("|", "\\|")
+    longest = max((len(run) for run in re.findall("`+", flat)), default=0)
+    fence = "`" * (longest + 1)
+    return f"{fence} {flat} {fence}" if longest else f"{fence}{flat}{fence}"
 
 
 def _summary_table(plan: Plan) -> list[str]:

@@ -19,6 +19,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from reconciler.errors import Location, Problem, SpecError, closest_location
+from reconciler.errors import Location, Problem, SpecError, brief, closest_location
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_DEPTH = 64
@@ -344,7 +345,11 @@ class _NodeBuilder:
         constructor = _SCALARS.get(node.tag)
         if constructor is None:
             raise self._abort(node, path, f"unsupported YAML tag {node.tag}")
-        return constructor(node)
+        try:
+            return constructor(node)
+        except ValueError:  # e.g. an integer of thousands of digits
+            message = f"{brief(node.value)} is not a number this tool reads"
+            raise self._abort(node, path, message) from None
 
     def _mapping(self, node: Any, path: str, depth: int) -> dict[str, Any]:
         prefix = f"{path}." if path else ""
@@ -382,6 +387,12 @@ class _NodeBuilder:
 
 # --- JSON --------------------------------------------------------------------------------
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_YAML_UNREADABLE = re.compile(
+    "[^\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+)
+
 
 def _json_documents(text: str, name: str, problems: list[Problem]) -> list[Document]:
     value = _parse_json(text, name)
@@ -406,9 +417,40 @@ def _json_documents(text: str, name: str, problems: list[Problem]) -> list[Docum
                 problems.append(abort.problem)
                 continue
             locations = builder.locations
+        bad = [(p, locations.get(p, source)) for p in _surrogate_paths(item, "")]
+        if bad:
+            problems += [
+                Problem(where, p, "contains a lone surrogate (not Unicode text)")
+                for p, where in bad
+            ]
+            continue
         document = Document(body=item, source=source, locations=locations)
         documents.append(_infer_kind(document, name, problems, wire=True))
     return documents
+
+
+def _surrogate_paths(value: Any, path: str) -> list[str]:
+    """Dotted paths of the strings (or keys) holding a lone UTF-16 surrogate (``\\ud800``),
+    which JSON allows as an escape but no server can store."""
+    prefix = f"{path}." if path else ""
+    if isinstance(value, str):
+        return [path] if _SURROGATE.search(value) else []
+    if isinstance(value, dict):
+        found = [f"{prefix}{k}" for k in value if _SURROGATE.search(str(k))]
+        return found + [p for k, v in value.items() for p in _surrogate_paths(v, f"{prefix}{k}")]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _surrogate_paths(v, f"{prefix}{i}")]
+    return []
+
+
+#: Integers longer than this are kept as text, so validation names their file and line.
+MAX_INT_DIGITS = 40
+
+
+def _json_int(digits: str) -> int | str:
+    if len(digits) <= MAX_INT_DIGITS:
+        return int(digits)
+    return f"{digits[:12]}… (an integer of {len(digits)} digits)"
 
 
 def _parse_json(text: str, name: str) -> Any:
@@ -416,7 +458,7 @@ def _parse_json(text: str, name: str) -> Any:
         raise ValueError(f"{constant} is not valid JSON")
 
     try:
-        return json.loads(text, parse_constant=reject_constant)
+        return json.loads(text, parse_constant=reject_constant, parse_int=_json_int)
     except json.JSONDecodeError as err:
         message = "unexpected content after the JSON value" if err.msg == "Extra data" else err.msg
         raise _Abort(Problem(Location(name, err.lineno), "", f"invalid JSON: {message}")) from None
@@ -425,9 +467,15 @@ def _parse_json(text: str, name: str) -> Any:
 
 
 def _json_nodes(text: str, count: int | None) -> list[Any]:
-    """The YAML nodes of the JSON documents (for line numbers); [] if YAML cannot read it."""
+    """The YAML nodes of the JSON documents (for line numbers); [] if YAML cannot read it.
+
+    JSON is YAML but for what YAML's reader refuses: tabs as white space, and characters
+    it calls unprintable. Those become spaces first (one character for one, so every line
+    stays where it was); the values come from the JSON parser, not from these nodes.
+    """
     try:
-        roots = list(compose_documents(text, "<json>"))
+        readable = _SURROGATE_ESCAPE.sub(r"\\u0020", _YAML_UNREADABLE.sub(" ", text))
+        roots = list(compose_documents(readable, "<json>"))
     except (yaml.YAMLError, _Abort):
         return []
     if len(roots) != 1:

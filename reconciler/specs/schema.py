@@ -21,7 +21,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 from referencing import Registry, Resource
 
-from reconciler.errors import Problem
+from reconciler.errors import Problem, brief
 from reconciler.specs.loader import Document
 from reconciler.specs.spec import KINDS
 from reconciler.specs.units import DURATION_EXAMPLES, SIZE_EXAMPLES
@@ -99,7 +99,7 @@ def kind_problem(document: Document) -> Problem | None:
         return Problem(document.source, "kind", f"missing `kind` (one of {choices})")
     if kind not in KINDS:
         hint = _did_you_mean(str(kind), KINDS, case_insensitive=True)
-        message = f"unknown kind {kind!r}{hint} (one of {choices})"
+        message = f"unknown kind {brief(kind)}{hint} (one of {choices})"
         return Problem(document.where("kind"), "kind", message)
     return None
 
@@ -142,34 +142,39 @@ def _message(error: ValidationError, kind: str) -> str:
         case "anyOf" if title in _UNIT_HINTS:
             return _unit_message(value, str(title))
         case "pattern" if title:
-            return f"{value!r} is not a valid {title}: {schema_part.get('description', '')}".strip()
+            about = schema_part.get("description", "")
+            return f"{brief(value)} is not a valid {title}: {about}".strip()
         case "enum":
             choices = [str(c) for c in schema_part.get("enum", [])]
             hint = _did_you_mean(str(value), choices, case_insensitive=True)
-            return f"{value!r} is not one of {', '.join(choices)}{hint}"
+            return f"{brief(value)} is not one of {', '.join(choices)}{hint}"
         case "type":
-            return (
-                f"expected {_type_name(error.validator_value)}, got {_json_type(value)} {value!r}"
-            )
+            expected = _type_name(error.validator_value)
+            return f"expected {expected}, got {_json_type(value)} {brief(value)}"
         case "minimum" | "maximum" if title == "limit":
-            return f"{value!r} is out of range (-1 = unlimited, or a non-negative count)"
+            return f"{brief(value)} is out of range (-1 = unlimited, or a non-negative count)"
         case "uniqueItems":
             return "contains duplicate entries"
-    return str(error.message)
+    return _cut(str(error.message))
+
+
+def _cut(message: str, limit: int = 200) -> str:
+    """jsonschema's own messages quote whole values: keep them short."""
+    return message if len(message) <= limit else message[: limit - 1] + "…"
 
 
 def _unit_message(value: Any, unit: str) -> str:
     hint = _UNIT_HINTS[unit]
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        return f"expected a {unit} ({hint}), got {_json_type(value)} {value!r}"
+        return f"expected a {unit} ({hint}), got {_json_type(value)} {brief(value)}"
     if isinstance(value, int):
         if value < 0:
             floor = "-1 means unlimited" if unit == "size" else "use 0 for none"
             return f"{value} is negative: a {unit} cannot be negative ({floor})"
         return f"{value} is too large for this field"
     if value.strip().startswith("-"):
-        return f"{value!r} is negative: a {unit} cannot be negative"
-    return f"{value!r} is not a {unit} ({hint})"
+        return f"{brief(value)} is negative: a {unit} cannot be negative"
+    return f"{brief(value)} is not a {unit} ({hint})"
 
 
 def _type_name(expected: Any) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
+from reconciler.errors import brief
 from reconciler.specs.fields import INT64_MAX, unit_paths
 
 _DURATION_UNITS: dict[str, int] = {
@@ -63,6 +64,15 @@ class UnitError(ValueError):
     """A value is not a valid duration or size."""
 
 
+#: No duration or size needs a longer text (the largest is 19 digits and a unit).
+MAX_UNIT_TEXT = 64
+
+
+def _not_too_long(value: str, unit: str) -> None:
+    if len(value) > MAX_UNIT_TEXT:
+        raise UnitError(f"{brief(value)} is not a {unit}: far too long ({len(value)} characters)")
+
+
 def parse_duration(value: str | int) -> int:
     """Nanoseconds for ``"1h30m"``-style strings; integers are returned as they are."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
@@ -70,6 +80,7 @@ def parse_duration(value: str | int) -> int:
     if isinstance(value, int):
         return value
     text = value.strip()
+    _not_too_long(value, "duration")
     simple = _SIMPLE_DURATION.fullmatch(text)
     if simple is not None:  # the common "30s" form, without fractions
         return _exact(
@@ -94,6 +105,7 @@ def parse_size(value: str | int) -> int:
     if isinstance(value, int):
         return value
     text = value.strip()
+    _not_too_long(value, "size")
     if text.startswith("-"):
         raise UnitError(f"{value!r}: a size cannot be negative (use -1 for unlimited)")
     match = _SIZE.fullmatch(text)

@@ -169,3 +169,59 @@ def test_cli_reports_a_yaml_bomb_in_one_line_and_exits_1(tmp_path: Path) -> None
     assert done.returncode == 1
     assert "alias expansion" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# --- values that used to crash the loader, or were echoed back whole -------------------------
+
+BIG = "9" * 5000
+FILE_LINE_CASES: dict[str, tuple[str, str, int, str]] = {
+    "yaml_count_of_5000_digits": (
+        "count.yaml", f"kind: Stream\nname: S\nmax_msgs: {BIG}\n", 3, "not a number"
+    ),
+    "yaml_duration_of_5000_digits": (
+        "age.yaml", f"kind: Stream\nname: S\nmax_age: {BIG}s\n", 3, "not a duration"
+    ),
+    "yaml_size_of_5000_digits": (
+        "size.yaml", f"kind: Stream\nname: S\nmax_bytes: {BIG}MiB\n", 3, "not a size"
+    ),
+    "json_count_of_5000_digits": (
+        "count.json", f'{{\n"kind": "Stream",\n"name": "S",\n"max_msgs": {BIG}\n}}', 4,
+        "not a number",
+    ),
+    "json_lone_surrogate": (
+        "sur.json", '{\n"kind": "Stream",\n"name": "S",\n"description": "\\ud800"\n}', 4,
+        "lone surrogate",
+    ),
+    "json_tabs_escapes_and_a_duplicate_key": (
+        "dup.json",
+        '{\n\t"kind": "Stream",\n\t"name": "S\\u00e9\\u0007",\n\t"max_age": "1h",\n'
+        '\t"max_age": "2h"\n}',
+        5,
+        "duplicate field",
+    ),
+    "ten_mib_value": (
+        "huge.yaml", "kind: Stream\nname: S\nmax_age: " + "x" * (10 * 2**20) + "\n", 3,
+        "not a duration",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(FILE_LINE_CASES))
+def test_odd_values_are_file_line_errors_never_tracebacks_or_echoes(
+    case: str, tmp_path: Path
+) -> None:
+    name, text, line, words = FILE_LINE_CASES[case]
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "reconciler", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"{path}:{line}:" in done.stderr, done.stderr[:2000]
+    assert words in done.stderr
+    assert len(done.stderr) < 2000, "a huge value is not echoed back whole"

@@ -168,3 +168,17 @@ def test_bucket_fields_are_shown_with_their_bucket_names() -> None:
     assert "    max_msgs_per_subject (history): 1 → 5" in text
     assert "    max_age (ttl): 0s → 1h" in text
     assert "| max_age (ttl) | 0s | 1h |" in render_plan(bucket_plan(), "markdown")
+
+
+def test_markdown_never_renders_a_resource_name_as_a_link_or_markup() -> None:
+    hostile = "[x](http:evil)"
+    plan = Plan(
+        server=SERVER,
+        unmanaged=(Unmanaged(ref=ResourceRef("Stream", hostile)),),
+        orphans=(Orphan(ref=ResourceRef("Stream", "*bold*_x_")),),
+    )
+    markdown = render_plan(plan, "markdown")
+    assert hostile not in markdown and "\\[x\\](http:evil)" in markdown
+    assert "*bold*" not in markdown
+    drift = render_drift_markdown(from_plan(plan))
+    assert "[x](http:evil)" not in drift.replace("`[x](http:evil)`", "")

@@ -18,6 +18,8 @@ from reconciler.execution import run as engine
 from reconciler.jetstream import ConnectionOptions, open_client
 from reconciler.planning.steps import Update
 
+pytestmark = pytest.mark.integration
+
 #: (name, spec before, spec after, stream, subjects to publish to, published, kept after)
 CASES: list[tuple[str, str, str, str, list[str], int, int | None]] = [
     ("max_msgs", "max_msgs: 1000", "max_msgs: 10", "S", ["s.a"], 100, 10),
@@ -104,6 +106,7 @@ def test_a_lossy_stream_update_is_refused_without_allow_data_loss(
     subjects: list[str],
     n: int,
     kept: int | None,
+    figures,
 ) -> None:
     run(
         engine.apply(write(tmp_path, stream_spec(before)), options(clean_server), lock_timeout=None)
@@ -117,6 +120,8 @@ def test_a_lossy_stream_update_is_refused_without_allow_data_loss(
         assert left == kept
         computed = [loss.messages for loss in losses if loss.messages is not None]
         assert computed == [] or computed[0] <= n - left
+    figures.add("shrink_kinds")
+    figures.add("messages_checked", 3 * n)
 
 
 @pytest.mark.parametrize(("name", "kind", "before", "after", "stream"), BUCKETS)
@@ -128,6 +133,7 @@ def test_a_lossy_bucket_update_is_refused_without_allow_data_loss(
     before: str,
     after: str,
     stream: str,
+    figures,
 ) -> None:
     run(
         engine.apply(
@@ -140,6 +146,8 @@ def test_a_lossy_bucket_update_is_refused_without_allow_data_loss(
     assert count(clean_server, stream) == 8
     check_refused_then_allowed(tmp_path, clean_server, bucket_spec(kind, after), stream, 8)
     assert fewer_than(clean_server, stream, 8) < 8
+    figures.add("shrink_kinds")
+    figures.add("messages_checked", 3 * 8)
 
 
 def test_a_growing_limit_is_an_ordinary_update(clean_server: NatsServer, tmp_path: Path) -> None:
