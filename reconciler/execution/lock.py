@@ -408,12 +408,11 @@ async def hold(
     on_wait: Callable[[Lease], None] | None = None,
     on_lost: Callable[[str], None] | None = None,
     stop: asyncio.Event | None = None,
-    fence: list[Fence] | None = None,
     on_takeover: Callable[[Lease], None] | None = None,
-) -> AsyncIterator[Lease]:
+) -> AsyncIterator[Fence]:
     """Hold the lease while the block runs: acquire, refresh in the background, release.
 
-    ``fence`` (a list) receives the :class:`Fence` that checks the lease before each step.
+    The block gets the :class:`Fence` (its ``lease``, and ``verify`` before each step).
     """
     lease = await acquire(
         store,
@@ -427,11 +426,9 @@ async def hold(
         on_takeover=on_takeover,
     )
     keeper = Fence(store, lease, clock=clock, sleep=sleep, settings=settings, on_lost=on_lost)
-    if fence is not None:
-        fence.append(keeper)
     task = asyncio.create_task(keeper.run())
     try:
-        yield lease
+        yield keeper
     finally:
         keeper.stopping = True
         if not keeper.busy:  # a refresh in flight is let finish (it is bounded by the timeout)
@@ -564,7 +561,6 @@ async def for_apply(
         if on_lost is not None:
             on_lost()
 
-    fence: list[Fence] = []
     async with hold(
         client,
         timeout=timeout,
@@ -572,7 +568,6 @@ async def for_apply(
         on_wait=waiting,
         on_lost=lost,
         stop=stop,
-        fence=fence,
         on_takeover=taken,
-    ):
-        yield fence[0]
+    ) as fence:
+        yield fence

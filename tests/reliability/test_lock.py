@@ -172,7 +172,8 @@ def test_hold_refreshes_in_the_background_and_releases_at_exit(clean_server) -> 
             clock=t.clock,
             sleep=t.sleep,
             settings=settings,
-        ) as lease:
+        ) as fence:
+            lease = fence.lease
             while t.now < lease.expires_at + 60:  # the keeper's sleeps move the clock
                 await asyncio.sleep(0.01)
             during = await lock.read_lease(client, bucket=settings.bucket)
@@ -242,3 +243,31 @@ def test_an_unreadable_lease_counts_as_expired(clean_server) -> None:
         )
 
     assert _go(clean_server.url, body).holder.owner == "bob"
+
+
+def test_the_fence_refuses_a_step_once_another_run_took_the_lease(clean_server) -> None:
+    settings = _settings()
+    outcomes: list[str] = []
+
+    async def body(client: JetStreamClient) -> None:
+        async with lock.hold(
+            client, timeout=0, holder=_holder("alice"), settings=settings
+        ) as fence:
+            await fence.verify()  # fresh: no request
+            outcomes.append("held")
+            await lock.break_lock(client, settings=settings)
+            await lock.acquire(client, _holder("bob"), timeout=0, settings=settings)
+            await asyncio.sleep(lock.FRESH_SECONDS + 0.1)  # no longer fresh: checked
+            try:
+                await fence.verify()
+            except LockError as err:
+                outcomes.append(str(err))
+            try:
+                await fence.verify()  # lost is final
+            except LockError:
+                outcomes.append("still lost")
+
+    _go(clean_server.url, body)
+
+    assert outcomes[0] == "held"
+    assert "lost the apply lock" in outcomes[1] and outcomes[2] == "still lost"

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import reconcile, stream_doc, write_specs
+from harness import cli_env, reconcile, stream_doc, write_specs
 from servers import NatsServer, run
 
 from reconciler.jetstream import ConnectionOptions, open_client
@@ -47,7 +47,9 @@ def two_teams(clean_server: NatsServer, tmp_path: Path) -> tuple[Path, Path]:
     team_a = write_specs(tmp_path / "a", [stream_doc("A_ORDERS")])
     team_b = write_specs(tmp_path / "b", [stream_doc("B_EVENTS")])
     assert cli(clean_server, "apply", str(team_a), "--owner", "team-a").returncode == 0
-    assert cli(clean_server, "apply", str(team_b), "--owner", "team-b").returncode == 0
+    as_b = cli_env(RECONCILE_OWNER="team-b")  # the owner from the environment
+    done = reconcile("apply", str(team_b), "--server", clean_server.url, env=as_b)
+    assert done.returncode == 0, done.stderr
     run(_publish(clean_server.url, "b_events.x", 25))
     return team_a, team_b
 
