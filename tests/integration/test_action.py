@@ -25,7 +25,7 @@ from credentials import make_operator
 from servers import NatsServer, run
 
 from reconciler.execution import run as engine
-from reconciler.jetstream import ConnectionOptions
+from reconciler.jetstream import ConnectionOptions, open_client
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "ghs_test-token-123"
@@ -287,6 +287,27 @@ def test_apply_refuses_a_replace_without_allow_replace(
     assert live.changes[0].action == "replace"  # nothing was changed
 
     allowed = workspace.step(clean_server, mode="apply", **{"allow-replace": "true"})
+    assert allowed.code == 0, allowed.stdout + allowed.stderr
+
+
+def test_apply_refuses_an_update_that_deletes_messages_without_allow_data_loss(
+    clean_server: NatsServer, workspace: Workspace
+) -> None:
+    assert workspace.step(clean_server, mode="apply").code == 0
+
+    async def publish() -> None:
+        async with open_client(ConnectionOptions(servers=clean_server.url)) as client:
+            for index in range(10):
+                await client.publish("orders.x", str(index).encode())
+
+    run(publish())
+    workspace.spec.write_text(SPECS.replace("max_age: 7d", "max_age: 7d\nmax_msgs: 3"))
+    for flags in ({}, {"allow-replace": "true"}):
+        refused = workspace.step(clean_server, mode="apply", **flags)
+        assert refused.code == 1
+        assert "--allow-data-loss" in refused.stdout
+        assert "holds 10 messages; max_msgs 3 deletes at least 7" in refused.summary
+    allowed = workspace.step(clean_server, mode="apply", **{"allow-data-loss": "true"})
     assert allowed.code == 0, allowed.stdout + allowed.stderr
 
 

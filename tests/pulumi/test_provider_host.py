@@ -158,6 +158,23 @@ def test_in_place_change_is_an_update_that_keeps_messages(
     assert host.diff(id_, updated, news).changes == DIFF_NONE
 
 
+def test_an_update_that_deletes_messages_needs_allow_destroy(
+    host: ProviderHost, server: NatsServer
+) -> None:
+    name = unique("SHRINK")
+    id_, _, outputs = host.apply(stream_inputs(name, max_msgs=100))
+    run(_publish(server.url, f"{name}.a", 20))
+    news, _ = host.check(stream_inputs(name, max_msgs=5))
+    with pytest.raises(grpc.RpcError) as refused:
+        host.update(id_, outputs, news)
+    details = str(refused.value.details())
+    assert "deletes stored messages" in details and "holds 20 messages" in details
+    assert api(server, f"STREAM.INFO.{name}")["state"]["messages"] == 20
+    allowed, _ = host.check(stream_inputs(name, max_msgs=5, allow_destroy=True))
+    host.update(id_, outputs, allowed)
+    assert api(server, f"STREAM.INFO.{name}")["state"]["messages"] == 5
+
+
 @pytest.mark.parametrize(
     ("before", "after", "field"),
     [
