@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from reconciler.errors import Problem
+from reconciler.identity import INTERNAL_STREAMS, LOCK_BUCKET
 from reconciler.specs.spec import Spec
 from reconciler.specs.subjects import subjects_overlap
 
@@ -38,6 +39,7 @@ def cross_resource_problems(
     consumer of such a stream is not reported a second time as naming an unknown stream.
     """
     checks: list[Callable[[list[Spec]], Iterable[Problem]]] = [
+        tool_owned,
         duplicate_names,
         overlapping_subjects,
         mirror_problems,
@@ -50,6 +52,19 @@ def cross_resource_problems(
     problems = [p for check in checks for p in check(specs)]
     problems.extend(consumer_streams(specs, declared_streams=declared_streams))
     return problems
+
+
+def tool_owned(specs: list[Spec]) -> Iterable[Problem]:
+    """The apply lock's bucket is the tool's own: no spec may declare, change or attach to it."""
+    for spec in specs:
+        if spec.stream_name in INTERNAL_STREAMS:
+            what = "attach a consumer to" if spec.kind == "Consumer" else "declare"
+            yield Problem(
+                spec.where("name"),
+                "name",
+                f"{spec.stream_name} is the apply lock's bucket ({LOCK_BUCKET}), kept by the "
+                f"tool itself: a spec cannot {what} it",
+            )
 
 
 def stream_specs(specs: Iterable[Spec]) -> dict[str, Spec]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ from reconciler.errors import Location, SpecError
 from reconciler.specs.checks import SubjectTree
 from reconciler.specs.loader import Document
 from reconciler.specs.subjects import is_subset, is_valid_subject, subjects_overlap
-from reconciler.specs.validate import validate_documents
+from reconciler.specs.validate import load_specs, validate_documents
 
 
 def docs(*bodies: dict[str, Any]) -> list[Document]:
@@ -288,3 +289,21 @@ def test_the_subject_tree_finds_exactly_the_overlapping_subjects(
     found = sorted(entry[2] for entry in tree.overlapping(query))
     expected = [i for i, subject in enumerate(stored) if subjects_overlap(query, subject)]
     assert found == expected
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        "kind: KeyValue\nname: RECONCILE_LOCKS\nhistory: 5\n",
+        "kind: Stream\nname: KV_RECONCILE_LOCKS\nsubjects: ['x.>']\n",
+        "kind: Consumer\nstream: KV_RECONCILE_LOCKS\nname: peek\nack_policy: none\n",
+    ],
+)
+def test_the_apply_lock_bucket_cannot_be_declared_changed_or_attached_to(
+    document: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "lock.yaml"
+    path.write_text(document)
+    with pytest.raises(SpecError) as refused:
+        load_specs([path])
+    assert any("apply lock's bucket" in p.message for p in refused.value.problems)
