@@ -311,6 +311,13 @@ FIGURE_NAMES = {
     "security_cases": "security cases",
     "outputs_grepped": "outputs grepped for secrets",
     "peak_rss_mib_max": "highest peak RSS (MiB)",
+    "paused_runs_fenced": "paused runs fenced",
+    "race_rounds": "plans read while the server changed",
+    "refused_shrinks": "lossy edits refused",
+    "secret_error_paths": "secrets pushed through error paths",
+    "shrink_kinds": "lossy update kinds checked",
+    "foreign_kept": "other owners' streams kept",
+    "export_files": "exported files checked",
 }
 
 

@@ -41,7 +41,7 @@ def export(server: NatsServer, out: Path) -> Any:
 
 
 def test_every_stream_gets_its_own_file_and_the_export_plans_empty(
-    clean_server: NatsServer, tmp_path: Path
+    clean_server: NatsServer, tmp_path: Path, figures
 ) -> None:
     run(_create(clean_server.url, NAMES))
     out = tmp_path / "out"
@@ -53,6 +53,7 @@ def test_every_stream_gets_its_own_file_and_the_export_plans_empty(
     readable = {name_of_file(f) for f in files} - {None}
     assert readable == {("Stream", n) for n in NAMES if len(n) < 100}
     assert all(len(f.encode()) <= 255 for f in files)
+    figures.add("export_files", len(files))
     plan = reconcile("plan", str(out), "--server", clean_server.url, "--format", "json")
     assert plan.returncode == 0, plan.stderr
     changes = json.loads(plan.stdout)["changes"]

@@ -99,7 +99,9 @@ def test_summary_counts_statuses_kinds_fields_and_coverage(plan: Plan) -> None:
         "missing": 1,
         "unmanaged": 0,
         "orphaned": 1,
+        "foreign": 0,
     }
+    assert summary["foreign"] == 0  # other owners' resources: counted, never drift
     assert summary["by_field"] == {"max_age": 1, "storage": 1}
 
 
