@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from reconciler.errors import Problem
-from reconciler.identity import INTERNAL_STREAMS, LOCK_BUCKET
+from reconciler.identity import INTERNAL_STREAMS, LOCK_BUCKET, kv_subject, object_subjects
 from reconciler.specs.spec import Spec
 from reconciler.specs.subjects import subjects_overlap
 
@@ -75,9 +75,9 @@ def stream_specs(specs: Iterable[Spec]) -> dict[str, Spec]:
 def stream_subjects(spec: Spec) -> list[str]:
     """The subjects a stream (or bucket) listens on; [] for mirrors and pure sources."""
     if spec.kind == "KeyValue":
-        return [f"$KV.{spec.name}.>"]
+        return [kv_subject(spec.name)]
     if spec.kind == "ObjectStore":
-        return [f"$O.{spec.name}.C.>", f"$O.{spec.name}.M.>"]
+        return object_subjects(spec.name)
     subjects = spec.config.get("subjects") or []
     if subjects:
         return [str(s) for s in subjects]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from reconciler.errors import Problem, SpecError
+from reconciler.identity import stream_of
 from reconciler.specs.checks import cross_resource_problems
 from reconciler.specs.fields import field_limit, unit_paths
 from reconciler.specs.loader import Document, load_file, spec_files
@@ -138,5 +139,5 @@ def _declared_stream(document: Document) -> list[str]:
     name = body.get("name")
     if not isinstance(name, str):
         return []
-    prefix = {"Stream": "", "KeyValue": "KV_", "ObjectStore": "OBJ_"}.get(str(body.get("kind")))
-    return [] if prefix is None else [prefix + name]
+    kind = str(body.get("kind"))
+    return [stream_of(kind, name)] if kind in ("Stream", "KeyValue", "ObjectStore") else []
