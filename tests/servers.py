@@ -43,7 +43,7 @@ START_TIMEOUT = 20.0
 
 #: Older releases every version-aware test runs against (plus the installed newest one);
 #: `.ci/fetch-servers` downloads exactly these.
-SERVER_MATRIX = ("2.10.26", "2.11.11", "2.12.8")
+SERVER_MATRIX = ("2.10.26", "2.11.11", "2.12.8", "2.14.6")
 
 
 def unused_port() -> int:

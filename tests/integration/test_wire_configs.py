@@ -16,7 +16,7 @@ from typing import Any
 
 import nats
 import pytest
-from servers import CACHE, NatsServer
+from servers import SERVER_MATRIX, NatsServer
 
 from reconciler.errors import Location
 from reconciler.specs.loader import Document
@@ -26,7 +26,7 @@ from reconciler.specs.validate import load_specs, validate_documents
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = [ROOT / "examples" / name for name in ("shop", "workqueue", "buckets")]
-OLDER = sorted(p.name.removeprefix("nats-server-") for p in CACHE.glob("nats-server-2.1[0-2]*"))
+OLDER = list(SERVER_MATRIX)
 
 
 def stream_config(spec: Spec) -> dict[str, Any]:
