@@ -489,6 +489,10 @@ def _json_nodes(text: str, count: int | None) -> list[Any]:
 # --- nats CLI configs and backups ----------------------------------------------------------
 
 _BACKUP_KEYS = frozenset({"type", "configuration", "checksum"})
+#: A StreamInfo / ConsumerInfo (``nats ... info --json``), or just its ``config`` envelope
+#: (``{"config": {...}}``, which the nats CLI reads too).
+_INFO_KEYS = frozenset({"created", "state", "delivered", "ack_floor", "num_pending"})
+_ENVELOPE_KEYS = frozenset({"config", "stream_name", "name", "ts", "cluster"})
 _STREAM_HINTS = frozenset({"retention", "storage", "max_msgs", "discard", "num_replicas"})
 _CONSUMER_HINTS = frozenset({"ack_policy", "deliver_policy", "durable_name", "replay_policy"})
 
@@ -501,7 +505,7 @@ def _infer_kind(document: Document, name: str, problems: list[Problem], *, wire:
     if body.keys() >= _BACKUP_KEYS:
         return _from_backup(document, name, problems)
     config = body.get("config")
-    if isinstance(config, dict) and ("created" in body or "state" in body):
+    if isinstance(config, dict) and (body.keys() & _INFO_KEYS or body.keys() <= _ENVELOPE_KEYS):
         stream = body.get("stream_name") if "stream_name" in body else None
         unwrapped = _sub_document(document, "config", config)
         return _as_kind(unwrapped, "Consumer" if stream else "Stream", stream, problems)

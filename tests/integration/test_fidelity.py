@@ -3,6 +3,7 @@ apply → empty re-plan → export → empty re-plan → drift clean (issue: fid
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -70,3 +71,27 @@ def test_an_empty_transform_destination_is_a_filter_and_round_trips(
     )
     source = exported["stream-FILTERED.yaml"][0]["sources"][0]
     assert [t["src"] for t in source["subject_transforms"]] == ["bar", "baz.>"]
+
+
+@pytest.mark.parametrize("version", MATRIX, ids=lambda v: v or "newest")
+def test_nats_cli_config_envelopes_are_read_and_apply(
+    server_factory: Any, tmp_path: Path, version: str | None
+) -> None:
+    """``{"config": {...}}`` (a StreamInfo without created/state) is what the nats CLI reads
+    with ``nats stream add --config``; with ``stream_name`` it is a consumer's."""
+    server: NatsServer = server_factory(version=version)
+    folder = tmp_path / "cli"
+    folder.mkdir()
+    (folder / "stream.json").write_text(
+        json.dumps({"config": {"name": "CLI", "subjects": ["cli.>"], "max_msgs": 10}})
+    )
+    (folder / "consumer.json").write_text(
+        json.dumps(
+            {"stream_name": "CLI", "config": {"durable_name": "C", "ack_policy": "explicit"}}
+        )
+    )
+    options = ConnectionOptions(servers=server.url)
+    run(engine.apply([folder], options, lock_timeout=None))
+    live = run(engine.fetch_live(options))
+    assert live.streams["CLI"]["max_msgs"] == 10 and ("CLI", "C") in live.consumers
+    assert not run(engine.plan([folder], options)).has_changes
