@@ -16,7 +16,7 @@ from reconciler.errors import UnsupportedField
 from reconciler.execution import lock
 from reconciler.execution.apply import ApplyResult, StepEvent, apply_plan, lease_lost
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
-from reconciler.model.normalize import unsupported_fields
+from reconciler.model.normalize import replica_problems, unsupported_fields
 from reconciler.model.state import LiveState
 from reconciler.planning.plan import DEFAULT_OWNERSHIP, Ownership, build_plan
 from reconciler.planning.steps import Plan
@@ -39,7 +39,8 @@ async def plan_with(
     ownership: Ownership = DEFAULT_OWNERSHIP,
 ) -> Plan:
     """Plan ``specs`` against the server behind ``client`` (reads only)."""
-    problems = unsupported_fields(list(specs), await client.server_info())
+    server = await client.server_info()
+    problems = unsupported_fields(list(specs), server) + replica_problems(specs, server)
     if problems:
         raise UnsupportedField(problems)
     live = await client.fetch_live()

@@ -43,7 +43,7 @@ def entry_findings(entry: PlanEntry) -> Iterator[Finding]:
             declared = to_json(redact(change.declared, path=change.path))
             live = to_json(redact(change.live, path=change.path))
             yield (*head, change.path, declared, live)
-    elif isinstance(entry, Create):
+    elif resource.status == "missing" and isinstance(entry, Create):
         yield (*head, None, _whole(entry.config), None)
     elif resource.status in ("unmanaged", "orphaned"):
         yield (*head, None, None, _whole(getattr(entry, "live", None)))

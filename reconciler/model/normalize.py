@@ -280,6 +280,28 @@ def unsupported_fields(specs: Iterable[Spec], server: ServerInfo) -> list[Proble
     return problems
 
 
+def replica_problems(specs: Iterable[Spec], server: ServerInfo) -> list[Problem]:
+    """Replicas a server cannot hold: more than one on a server that is not clustered.
+
+    Checked against the connected server before any change, so an R3 stream or consumer
+    on a single server is an error up front rather than a half-applied plan that can
+    never converge. (A cluster's size is not checked: the server refuses too many.)
+    """
+    if server.clustered:
+        return []
+    problems = []
+    for spec in specs:
+        key = "replicas" if spec.kind in ("KeyValue", "ObjectStore") else "num_replicas"
+        value = spec.config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 1:
+            message = (
+                f"{value} replicas need a JetStream cluster; nats-server {server.version} "
+                "is not clustered (use 1, or an environment that is)"
+            )
+            problems.append(Problem(spec.where(key), key, message))
+    return problems
+
+
 def _newer_than_server(spec: Spec, key: str, value: Any, server: ServerInfo) -> str | None:
     kind = wire_kind(spec.kind)
     is_bucket = spec.kind in ("KeyValue", "ObjectStore")

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from reconciler.identity import KIND_ORDER, Kind, ResourceRef
-from reconciler.model.diff import FieldChange
-from reconciler.planning.steps import Foreign
+from reconciler.model.diff import FieldChange, diff_configs
+from reconciler.planning.steps import Create, Foreign, Replace
 
 if TYPE_CHECKING:
     from reconciler.planning.steps import Entry, Plan
@@ -181,9 +181,21 @@ class DriftReport:
 
 
 def resource_from_entry(entry: Entry) -> ResourceDrift:
-    """One plan entry as a drift entry: ``before`` (live) and ``after`` (declared) swap roles."""
+    """One plan entry as a drift entry: ``before`` (live) and ``after`` (declared) swap roles.
+
+    A consumer the plan creates again because its stream is replaced is live: it is
+    judged on its own fields (drifted or in sync), not reported missing. Reasons are
+    given only where the drift cannot be undone in place (a replace, or a consumer going
+    with its replaced stream); adopting an unmarked resource is an ordinary update.
+    """
     status = STATUS_OF_ACTION[entry.action]
-    fields = entry.fields if status == "drifted" else ()
+    fields: tuple[FieldChange, ...] = ()
+    if isinstance(entry, Create) and entry.live is not None:
+        fields = tuple(diff_configs(entry.config, entry.live))
+        status = "drifted" if fields else "in_sync"
+    elif status == "drifted":
+        fields = entry.fields
+    undoable = isinstance(entry, Replace) or (isinstance(entry, Create) and entry.live is not None)
     return ResourceDrift(
         kind=entry.kind,
         name=entry.name,
@@ -191,7 +203,7 @@ def resource_from_entry(entry: Entry) -> ResourceDrift:
         stream=entry.stream,
         source=str(entry.source) if entry.source and status != "orphaned" else None,
         fields=fields,
-        reasons=tuple(entry.reasons) if status == "drifted" else (),
+        reasons=tuple(entry.reasons) if undoable and status == "drifted" else (),
         owner=entry.owner if isinstance(entry, Foreign) else None,
     )
 

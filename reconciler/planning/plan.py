@@ -202,7 +202,12 @@ def plan_stream(
         if raw is None or replaced:
             reasons = (f"re-created: stream {group.name} is replaced",) if raw else ()
             created = _created(spec, desired, server, stream_config=stream_config)
-            out.add(Create(**_identity(spec), fields=created, reasons=reasons, config=desired))
+            current = None if raw is None else live_config(spec.kind, raw, server)
+            out.add(
+                Create(
+                    **_identity(spec), fields=created, reasons=reasons, config=desired, live=current
+                )
+            )
             continue
         refusal, notes = ownership.claim(spec, raw)
         if refusal is not None:

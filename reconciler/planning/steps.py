@@ -86,6 +86,8 @@ class Entry:
 @dataclass(frozen=True, kw_only=True)
 class Create(Entry):
     config: Mapping[str, Any]
+    #: A consumer created again because its stream is replaced: its live config now.
+    live: Mapping[str, Any] | None = None
 
     action: ClassVar[str] = "create"
 

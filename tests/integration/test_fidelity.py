@@ -12,6 +12,7 @@ import pytest
 from servers import SERVER_MATRIX, NatsServer, run
 
 from reconciler.cli.export_cmd import HEADER, _dump
+from reconciler.errors import UnsupportedField
 from reconciler.execution import run as engine
 from reconciler.jetstream import ConnectionOptions
 from reconciler.planning.drift import from_plan
@@ -95,3 +96,78 @@ def test_nats_cli_config_envelopes_are_read_and_apply(
     live = run(engine.fetch_live(options))
     assert live.streams["CLI"]["max_msgs"] == 10 and ("CLI", "C") in live.consumers
     assert not run(engine.plan([folder], options)).has_changes
+
+
+@pytest.mark.parametrize("version", MATRIX, ids=lambda v: v or "newest")
+def test_replicas_a_single_server_cannot_hold_are_refused_before_any_change(
+    server_factory: Any, tmp_path: Path, version: str | None
+) -> None:
+    server: NatsServer = server_factory(version=version)
+    specs = tmp_path / "specs.yaml"
+    specs.write_text(
+        "kind: Stream\nname: R1\nsubjects: [r1]\n---\n"
+        "kind: Consumer\nstream: R1\nname: C\nack_policy: explicit\nnum_replicas: 3\n---\n"
+        "kind: KeyValue\nname: kv\nreplicas: 3\n"
+    )
+    options = ConnectionOptions(servers=server.url)
+    with pytest.raises(UnsupportedField) as refused:
+        run(engine.apply([specs], options, lock_timeout=None))
+    where = sorted(str(p.location) for p in refused.value.problems)
+    assert where == [f"{specs}:13", f"{specs}:9"]
+    assert "not clustered" in str(refused.value)
+    assert "R1" not in run(engine.fetch_live(options)).streams  # nothing was created
+
+
+@pytest.mark.parametrize("version", MATRIX, ids=lambda v: v or "newest")
+def test_drift_under_a_replace_judges_the_live_consumers_on_their_own_fields(
+    server_factory: Any, tmp_path: Path, version: str | None
+) -> None:
+    server: NatsServer = server_factory(version=version)
+    options = ConnectionOptions(servers=server.url)
+    specs = tmp_path / "specs.yaml"
+    base = (
+        "kind: Stream\nname: S\nsubjects: [s.>]\n---\n"
+        "kind: Consumer\nstream: S\nname: SAME\nack_policy: explicit\n---\n"
+        "kind: Consumer\nstream: S\nname: MOVED\nack_policy: explicit\nmax_deliver: 5\n"
+    )
+    specs.write_text(base)
+    run(engine.apply([specs], options, lock_timeout=None))
+    # The stream now needs a replace; MOVED also drifted on its own field.
+    specs.write_text(
+        base.replace("subjects: [s.>]", "subjects: [s.>]\nstorage: memory").replace(
+            "max_deliver: 5", "max_deliver: 9"
+        )
+    )
+    report = from_plan(run(engine.plan([specs], options)))
+    by_name = {r.name: r for r in report.resources}
+    assert by_name["S"].status == "drifted" and by_name["S"].reasons
+    assert by_name["SAME"].status == "in_sync"
+    moved = by_name["MOVED"]
+    assert moved.status == "drifted"
+    assert [(f.path, f.declared, f.live) for f in moved.fields] == [("max_deliver", 9, 5)]
+    assert report.summary.live == 3 and report.summary.counts["missing"] == 0
+
+
+@pytest.mark.parametrize("version", MATRIX, ids=lambda v: v or "newest")
+def test_drift_and_plan_call_an_adoption_the_same_thing(
+    server_factory: Any, tmp_path: Path, version: str | None
+) -> None:
+    from reconciler.render.drift_text import render_drift_text
+
+    server: NatsServer = server_factory(version=version)
+    options = ConnectionOptions(servers=server.url)
+
+    async def create() -> None:
+        from reconciler.jetstream import open_client
+
+        async with open_client(options) as client:
+            await client.create_stream({"name": "THEIRS", "subjects": ["theirs.>"]})
+
+    run(create())
+    specs = tmp_path / "specs.yaml"
+    specs.write_text("kind: Stream\nname: THEIRS\nsubjects: ['theirs.>']\n")
+    plan = run(engine.plan([specs], options))
+    (step,) = plan.changes
+    assert step.action == "update" and step.reasons == ("adopt: add the managed-by marker",)
+    text = render_drift_text(from_plan(plan))
+    assert "cannot be updated in place" not in text
