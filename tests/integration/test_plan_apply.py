@@ -293,10 +293,12 @@ def test_export_round_trips(tmp_path: Path, clean_server: NatsServer) -> None:
 def test_server_refusal_is_a_server_error_not_a_crash(
     tmp_path: Path, clean_server: NatsServer
 ) -> None:
-    spec = write(tmp_path, "kind: Stream\nname: BIG\nsubjects: [big]\nnum_replicas: 3\n")
+    # Another stream (not declared) already listens on the subject: the server refuses.
+    raw(clean_server, lambda c: c.create_stream({"name": "OTHER", "subjects": ["big"]}))
+    spec = write(tmp_path, "kind: Stream\nname: BIG\nsubjects: [big]\n")
     with pytest.raises(ApplyFailed) as failure:
         apply([spec], clean_server)
-    assert "BIG" in str(failure.value)
+    assert "BIG" in str(failure.value) and "10065" in str(failure.value)
 
 
 def test_replicas_error_is_mapped(clean_server: NatsServer) -> None:
