@@ -27,6 +27,15 @@ _PREFIX: Mapping[str, str] = {"KeyValue": KV_PREFIX, "ObjectStore": OBJ_PREFIX}
 LOCK_BUCKET = "RECONCILE_LOCKS"
 #: Streams the tool keeps for itself.
 INTERNAL_STREAMS: frozenset[str] = frozenset({KV_PREFIX + LOCK_BUCKET})
+#: Streams the server makes and owns: MQTT's ($MQTT_msgs, $MQTT_sess, $MQTT_rmsgs,
+#: $MQTT_qos2in, $MQTT_out, $MQTT_sess_<hash> on older releases).
+SERVER_STREAM_PREFIXES: tuple[str, ...] = ("$MQTT_",)
+
+
+def is_reserved(stream: str) -> bool:
+    """A stream no spec manages and no plan, drift report or export lists: the tool's own
+    apply lock, or one the server makes for itself (MQTT). Its consumers go with it."""
+    return stream in INTERNAL_STREAMS or stream.startswith(SERVER_STREAM_PREFIXES)
 
 
 def kv_subject(bucket: str, key: str = ">") -> str:

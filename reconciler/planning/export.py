@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.errors import Location
-from reconciler.identity import INTERNAL_STREAMS, ResourceRef
+from reconciler.identity import ResourceRef, is_reserved
 from reconciler.model.buckets import bucket_config
 from reconciler.model.normalize import desired_config, live_config, owner_of
 from reconciler.model.state import LiveState, ServerInfo
@@ -54,7 +54,7 @@ def export_state(live: LiveState, *, owner: str | None = DEFAULT_OWNER) -> list[
             by_stream.setdefault(stream, []).append((consumer, consumer_config))
     for stream in sorted(live.streams):
         config = live.streams[stream]
-        if stream in INTERNAL_STREAMS or not _mine(config, owner):
+        if is_reserved(stream) or not _mine(config, owner):
             continue  # the tool's own apply lock; another owner's stream
         ref = ResourceRef.of_stream(stream, config)
         docs = [_stream_document(ref.kind, ref.name, config, live.server)]

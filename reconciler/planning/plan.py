@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.errors import Problem, SpecError, UnsupportedField
-from reconciler.identity import INTERNAL_STREAMS, ResourceRef
+from reconciler.identity import ResourceRef, is_reserved
 from reconciler.model.diff import FieldChange, diff_configs, replace_reasons
 from reconciler.model.loss import CONSUMER_STATE, Loss, held, update_losses
 from reconciler.model.normalize import (
@@ -171,7 +171,7 @@ def plan_stream(
     replaced = False
     owner = ownership.owner
     if declared is None:
-        if live is not None and group.name not in INTERNAL_STREAMS:
+        if live is not None and not is_reserved(group.name):
             ref = ResourceRef.of_stream(group.name, live)
             out.add(_undeclared(ref, live, server, group, prune, owner))
     elif not declared.external:

@@ -171,3 +171,40 @@ def test_drift_and_plan_call_an_adoption_the_same_thing(
     assert step.action == "update" and step.reasons == ("adopt: add the managed-by marker",)
     text = render_drift_text(from_plan(plan))
     assert "cannot be updated in place" not in text
+
+
+def _mqtt_connect(port: int) -> None:
+    """One MQTT 3.1.1 CONNECT (clean session): the server makes its $MQTT_ streams."""
+    import socket
+
+    client = b"fidelity"
+    body = b"\x00\x04MQTT\x04\x02\x00\x3c" + len(client).to_bytes(2, "big") + client
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(bytes([0x10, len(body)]) + body)
+        assert conn.recv(4) == b"\x20\x02\x00\x00", "CONNACK accepted"
+
+
+@pytest.mark.parametrize("version", MATRIX, ids=lambda v: v or "newest")
+def test_mqtt_streams_are_the_servers_never_listed_exported_or_pruned(
+    server_factory: Any, tmp_path: Path, version: str | None
+) -> None:
+    from servers import unused_port
+
+    mqtt = unused_port()
+    server: NatsServer = server_factory(
+        version=version, config={"mqtt": {"host": "127.0.0.1", "port": mqtt}}
+    )
+    _mqtt_connect(mqtt)
+    options = ConnectionOptions(servers=server.url)
+    live = run(engine.fetch_live(options))
+    assert any(name.startswith("$MQTT_") for name in live.streams)
+    specs = tmp_path / "specs.yaml"
+    specs.write_text("kind: Stream\nname: MINE\nsubjects: [mine]\n")
+    plan = run(engine.plan([specs], options, prune=True))
+    listed = [e.name for e in plan.entries if e.name.startswith("$MQTT_")]
+    assert listed == []
+    assert not from_plan(plan).with_status("unmanaged")
+    assert [f.name for f in export_state(live)] == []
+    run(engine.apply([specs], options, prune=True, allow_data_loss=True, lock_timeout=None))
+    after = run(engine.fetch_live(options))
+    assert {n for n in live.streams if n.startswith("$MQTT_")} <= set(after.streams)
