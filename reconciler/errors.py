@@ -72,9 +72,13 @@ class Problem:
     location: Location | None
     path: str  # dotted field path inside the document ("" for the document itself)
     message: str
+    #: Odd but accepted by every server (and converging): reported, not refused, unless
+    #: the run is ``--strict``.
+    warning: bool = False
 
     def __str__(self) -> str:
         where = f"{self.location}: " if self.location else ""
+        where += "warning: " if self.warning else ""
         what = f"{self.path}: " if self.path else ""
         message = self.message
         if len(message) > MAX_MESSAGE:  # a safety net: messages quote values with brief()
@@ -87,6 +91,7 @@ class Problem:
             "line": self.location.line if self.location else None,
             "path": self.path,
             "message": self.message,
+            "severity": "warning" if self.warning else "error",
         }
 
 

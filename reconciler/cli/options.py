@@ -59,6 +59,13 @@ owner_option: Callable[[F], F] = click.option(
     "deletes only them, other owners' resources are listed and never touched.",
 )
 
+#: Warnings (odd but accepted specs) as errors, for CI that wants them.
+strict_option: Callable[[F], F] = click.option(
+    "--strict",
+    is_flag=True,
+    help="Treat warnings (an identical duplicate key, ack_wait next to backoff, ...) as errors.",
+)
+
 #: Permission to take over resources another owner manages.
 take_over_option: Callable[[F], F] = click.option(
     "--take-over",

@@ -12,6 +12,7 @@ import click
 from reconciler.cli.options import (
     connection_options,
     owner_option,
+    strict_option,
     take_over_option,
     to_connection_options,
 )
@@ -36,6 +37,7 @@ def _console(fmt: str) -> TerminalConsole:
 @click.option("--prune", is_flag=True, help="Plan deletes of managed resources no spec declares.")
 @owner_option
 @take_over_option
+@strict_option
 @click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
 @click.option(
     "--detailed-exitcode", is_flag=True, help="Exit 2 when the plan has changes (0 when none)."
@@ -46,6 +48,7 @@ def plan(
     prune: bool,
     owner: str,
     take_over: bool,
+    strict: bool,
     fmt: str,
     detailed_exitcode: bool,
     **conn: Any,
@@ -58,7 +61,14 @@ def plan(
     console = _console(fmt)
     ownership = Ownership(owner, take_over)
     the_plan = asyncio.run(
-        run.plan(paths, options, prune=prune, ownership=ownership, on_notice=console.notice)
+        run.plan(
+            paths,
+            options,
+            prune=prune,
+            ownership=ownership,
+            strict=strict,
+            on_notice=console.notice,
+        )
     )
     console.show_plan(the_plan)
     return 2 if detailed_exitcode and the_plan.has_changes else 0
@@ -70,6 +80,7 @@ def plan(
 @click.option("--prune", is_flag=True, help="Delete managed resources no spec declares.")
 @owner_option
 @take_over_option
+@strict_option
 @click.option(
     "--allow-replace",
     is_flag=True,
@@ -100,6 +111,7 @@ def apply(
     prune: bool,
     owner: str,
     take_over: bool,
+    strict: bool,
     allow_replace: bool,
     allow_data_loss: bool,
     fmt: str,
@@ -128,6 +140,7 @@ def apply(
                 options,
                 prune=prune,
                 ownership=ownership,
+                strict=strict,
                 allow_replace=allow_replace,
                 allow_data_loss=allow_data_loss,
                 dry_run=False,
@@ -141,7 +154,14 @@ def apply(
 
     if dry_run:
         the_plan = asyncio.run(
-            run.plan(paths, options, prune=prune, ownership=ownership, on_notice=console.notice)
+            run.plan(
+                paths,
+                options,
+                prune=prune,
+                ownership=ownership,
+                strict=strict,
+                on_notice=console.notice,
+            )
         )
         console.show_plan(the_plan)
         return 2 if detailed_exitcode and the_plan.has_changes else 0

@@ -7,7 +7,8 @@ from collections import Counter
 
 import click
 
-from reconciler.errors import SpecError
+from reconciler.cli.options import strict_option
+from reconciler.errors import Problem, SpecError
 from reconciler.specs.loader import spec_files
 from reconciler.specs.spec import KINDS
 from reconciler.specs.validate import load_specs
@@ -23,11 +24,18 @@ from reconciler.specs.validate import load_specs
     show_default=True,
     help="How to print the result.",
 )
+@strict_option
 @click.pass_context
-def validate(ctx: click.Context, paths: tuple[str, ...], fmt: str) -> None:
-    """Check spec files (YAML/JSON, files or folders) without a server."""
+def validate(ctx: click.Context, paths: tuple[str, ...], fmt: str, strict: bool) -> None:
+    """Check spec files (YAML/JSON, files or folders) without a server.
+
+    Errors are what a server would refuse or what could never converge; warnings are odd
+    but accepted (an identical duplicate key, ack_wait next to backoff). Exit 1 on an
+    error, or on a warning with --strict.
+    """
+    warnings: list[Problem] = []
     try:
-        specs = load_specs(list(paths))
+        specs = load_specs(list(paths), warnings=warnings, strict=strict)
     except SpecError as err:
         if fmt != "json":
             raise
@@ -42,8 +50,10 @@ def validate(ctx: click.Context, paths: tuple[str, ...], fmt: str) -> None:
     summary += f": {per_kind}" if per_kind else ""
     if fmt == "json":
         kinds = {k: counts[k] for k in KINDS}
-        click.echo(
-            json.dumps({"valid": True, "files": files, "documents": len(specs), "kinds": kinds})
-        )
+        body = {"valid": True, "files": files, "documents": len(specs), "kinds": kinds}
+        body["warnings"] = [w.to_json() for w in warnings]
+        click.echo(json.dumps(body))
     else:
-        click.echo(summary)
+        for warning in warnings:
+            click.echo(str(warning), err=True)
+        click.echo(summary + (f" ({len(warnings)} warning(s))" if warnings else ""))

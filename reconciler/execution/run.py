@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from reconciler.errors import UnsupportedField
+from reconciler.errors import Problem, UnsupportedField
 from reconciler.execution import lock
 from reconciler.execution.apply import ApplyResult, StepEvent, apply_plan, lease_lost
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
@@ -29,6 +29,15 @@ PathLike = str | Path
 
 def _quiet(_: str) -> None:
     """Default notice sink: say nothing."""
+
+
+def _load(paths: Sequence[PathLike], strict: bool, on_notice: Notice | None) -> list[Spec]:
+    """Validate the spec files; warnings are said (errors under ``strict``)."""
+    warnings: list[Problem] = []
+    specs = load_specs(list(paths), warnings=warnings, strict=strict)
+    for warning in warnings:
+        (on_notice or _quiet)(str(warning))
+    return specs
 
 
 async def plan_with(
@@ -58,6 +67,7 @@ async def plan(
     *,
     prune: bool = False,
     ownership: Ownership = DEFAULT_OWNERSHIP,
+    strict: bool = False,
     on_notice: Notice | None = None,
 ) -> Plan:
     """Validate the spec files, then plan them against the server (reads only).
@@ -66,7 +76,7 @@ async def plan(
     (Validating in a thread while the live state is read was measured: the GIL leaves
     nothing to gain, so the simple order stays.)
     """
-    specs = load_specs(list(paths))
+    specs = _load(paths, strict, on_notice)
     async with open_client(options, on_notice=on_notice or _quiet) as client:
         return await plan_with(client, specs, prune=prune, ownership=ownership)
 
@@ -83,6 +93,7 @@ async def apply(
     *,
     prune: bool = False,
     ownership: Ownership = DEFAULT_OWNERSHIP,
+    strict: bool = False,
     allow_replace: bool = False,
     allow_data_loss: bool = False,
     dry_run: bool = False,
@@ -98,7 +109,7 @@ async def apply(
     Planning and applying happen under the server's apply lock (:mod:`reconciler.execution.lock`),
     waiting up to ``lock_timeout`` seconds for it; ``None`` applies without the lock.
     """
-    specs = load_specs(list(paths))
+    specs = _load(paths, strict, on_notice)
     stop = stop or asyncio.Event()
     async with (
         open_client(options, on_notice=on_notice or _quiet) as client,

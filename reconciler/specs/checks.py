@@ -301,8 +301,11 @@ def consumer_shape(specs: list[Spec]) -> Iterable[Problem]:
             yield Problem(spec.where("max_deliver"), "max_deliver", message)
         ack_wait = config.get("ack_wait")
         if backoff and ack_wait and ack_wait != backoff[0]:
-            message = "with backoff the server uses backoff[0] as ack_wait; drop ack_wait"
-            yield Problem(spec.where("ack_wait"), "ack_wait", message)
+            message = (
+                "ignored: with backoff the server stores backoff[0] as ack_wait (planned so); "
+                "drop ack_wait"
+            )
+            yield Problem(spec.where("ack_wait"), "ack_wait", message, warning=True)
         if config.get("flow_control") and not config.get("idle_heartbeat"):
             yield Problem(
                 spec.where("flow_control"), "flow_control", "flow_control needs idle_heartbeat"

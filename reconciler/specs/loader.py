@@ -77,8 +77,9 @@ def load_documents(paths: Sequence[str | Path]) -> list[Document]:
     documents: list[Document] = []
     for path in spec_files(paths, problems):
         documents.extend(load_file(path, problems))
-    if problems:
-        raise SpecError(problems)
+    errors = [p for p in problems if not p.warning]  # warnings: see validate.load_specs
+    if errors:
+        raise SpecError(errors)
     return documents
 
 
@@ -310,7 +311,7 @@ def _document_from_node(root: Any, name: str, problems: list[Problem]) -> Docume
     if not isinstance(root, yaml.MappingNode):
         problems.append(Problem(source, "", "a document must be a mapping of fields"))
         return None
-    builder = _NodeBuilder(name)
+    builder = _NodeBuilder(name, problems)
     try:
         body = builder.build(root, "", 0)
     except _Abort as abort:
@@ -322,10 +323,11 @@ def _document_from_node(root: Any, name: str, problems: list[Problem]) -> Docume
 class _NodeBuilder:
     """Turns a composed YAML node tree into plain values, recording each value's line."""
 
-    def __init__(self, file: str) -> None:
+    def __init__(self, file: str, warnings: list[Problem] | None = None) -> None:
         self.file = file
         self.locations: dict[str, Location] = {}
         self.nodes = 0
+        self.warnings = warnings if warnings is not None else []
 
     def build(self, node: Any, path: str, depth: int) -> Any:
         self.nodes += 1
@@ -364,7 +366,15 @@ class _NodeBuilder:
             key = str(key_node.value)
             if key in explicit:
                 first = self.locations.get(f"{prefix}{key}")
-                raise self._abort(key_node, f"{prefix}{key}", f"duplicate field (first at {first})")
+                again = self.build(value_node, f"{prefix}{key}", depth + 1)
+                if again != explicit[key]:
+                    message = f"duplicate field with another value (first at {first})"
+                    raise self._abort(key_node, f"{prefix}{key}", message)
+                message = f"duplicate field with the same value (first at {first}); drop one"
+                self.warnings.append(
+                    Problem(self._where(key_node), f"{prefix}{key}", message, warning=True)
+                )
+                continue
             self.locations[f"{prefix}{key}"] = self._where(key_node)
             explicit[key] = self.build(value_node, f"{prefix}{key}", depth + 1)
         return {**merged, **explicit}
@@ -410,7 +420,7 @@ def _json_documents(text: str, name: str, problems: list[Problem]) -> list[Docum
             continue
         locations: dict[str, Location] = {}
         if node is not None:
-            builder = _NodeBuilder(name)
+            builder = _NodeBuilder(name, problems)
             try:
                 builder.build(node, "", 0)
             except _Abort as abort:

@@ -24,26 +24,54 @@ from reconciler.specs.units import UnitError, parse_duration, parse_size
 SPEC_ONLY_FIELDS = ("kind", "stream", "external")
 
 
-def load_specs(paths: Sequence[str | Path]) -> list[Spec]:
+def load_specs(
+    paths: Sequence[str | Path],
+    *,
+    warnings: list[Problem] | None = None,
+    strict: bool = False,
+) -> list[Spec]:
     """Load, validate and check every spec under ``paths``; raise one SpecError.
 
     Files that cannot be read do not hide the problems of the others; cross-resource
     checks run only when every file was read (a stream in an unreadable file would
-    otherwise make its consumers look orphaned).
+    otherwise make its consumers look orphaned). Warnings (odd but accepted, see
+    ``Problem.warning``) go to ``warnings``; with ``strict`` they are errors.
     """
     problems: list[Problem] = []
     documents = [doc for path in spec_files(paths, problems) for doc in load_file(path, problems)]
     try:
-        specs = validate_documents(documents, cross_checks=not problems)
+        specs = validate_documents(
+            documents, cross_checks=not _errors(problems), warnings=problems, strict=strict
+        )
     except SpecError as err:
-        raise SpecError(problems + err.problems) from None
-    if problems:
-        raise SpecError(problems)
+        raise SpecError(_errors(problems, strict=strict) + err.problems) from None
+    return _checked(specs, problems, warnings, strict)
+
+
+def _errors(problems: list[Problem], *, strict: bool = False) -> list[Problem]:
+    return [p for p in problems if strict or not p.warning]
+
+
+def _checked(
+    specs: list[Spec], problems: list[Problem], warnings: list[Problem] | None, strict: bool
+) -> list[Spec]:
+    errors = _errors(problems, strict=strict)
+    if errors:
+        raise SpecError(errors)
+    if warnings is not None:
+        warnings.extend(p for p in problems if p.warning and p not in warnings)
     return specs
 
 
-def validate_documents(documents: Iterable[Document], *, cross_checks: bool = True) -> list[Spec]:
-    """Validate documents into specs, or raise one SpecError listing every problem."""
+def validate_documents(
+    documents: Iterable[Document],
+    *,
+    cross_checks: bool = True,
+    warnings: list[Problem] | None = None,
+    strict: bool = False,
+) -> list[Spec]:
+    """Validate documents into specs, or raise one SpecError listing every problem;
+    warnings go to ``warnings`` (errors under ``strict``)."""
     problems: list[Problem] = []
     specs: list[Spec] = []
     declared: set[str] = set()
@@ -54,9 +82,7 @@ def validate_documents(documents: Iterable[Document], *, cross_checks: bool = Tr
             specs.append(spec)
     if cross_checks:
         problems.extend(cross_resource_problems(specs, declared_streams=declared))
-    if problems:
-        raise SpecError(problems)
-    return specs
+    return _checked(specs, problems, warnings, strict)
 
 
 def spec_from_document(document: Document, problems: list[Problem]) -> Spec | None:

@@ -208,3 +208,33 @@ def test_mqtt_streams_are_the_servers_never_listed_exported_or_pruned(
     run(engine.apply([specs], options, prune=True, allow_data_loss=True, lock_timeout=None))
     after = run(engine.fetch_live(options))
     assert {n for n in live.streams if n.startswith("$MQTT_")} <= set(after.streams)
+
+
+@pytest.mark.parametrize("version", MATRIX, ids=lambda v: v or "newest")
+def test_odd_but_accepted_configs_warn_and_converge(
+    server_factory: Any, tmp_path: Path, version: str | None
+) -> None:
+    """ack_wait next to backoff (the server stores backoff[0]) and an identical duplicate
+    key (as in nats.docs' own examples): warnings, applied, and the re-plan is empty."""
+    server: NatsServer = server_factory(version=version)
+    options = ConnectionOptions(servers=server.url)
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    (folder / "stream.json").write_text(
+        '{\n"kind": "Stream",\n"name": "ODD",\n"subjects": ["odd.>"],\n"subjects": ["odd.>"]\n}'
+    )
+    (folder / "consumer.yaml").write_text(
+        "kind: Consumer\nstream: ODD\nname: C\nack_policy: explicit\n"
+        "ack_wait: 30s\nbackoff: [1s, 5s]\nmax_deliver: 3\n"
+    )
+    said: list[str] = []
+    run(engine.apply([folder], options, lock_timeout=None, on_notice=said.append))
+    warnings = [line for line in said if "warning:" in line]
+    assert len(warnings) == 2, said
+    assert not run(engine.plan([folder], options)).has_changes
+    live = run(engine.fetch_live(options)).consumers[("ODD", "C")]
+    assert live["ack_wait"] == 1_000_000_000  # backoff[0], as the warning said
+    from reconciler.errors import SpecError
+
+    with pytest.raises(SpecError):
+        run(engine.plan([folder], options, strict=True))

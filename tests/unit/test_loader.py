@@ -95,7 +95,23 @@ def test_json_with_trailing_garbage_is_reported_at_its_line(tmp_path: Path) -> N
 
 def test_duplicate_fields_are_reported_with_both_lines(tmp_path: Path) -> None:
     path = write(tmp_path / "dup.yaml", "kind: Stream\nname: A\nname: B\n")
-    assert problems_of([path]) == [f"{path}:3: name: duplicate field (first at {path}:2)"]
+    assert problems_of([path]) == [
+        f"{path}:3: name: duplicate field with another value (first at {path}:2)"
+    ]
+
+
+def test_a_duplicate_field_with_the_same_value_is_a_warning(tmp_path: Path) -> None:
+    from reconciler.specs.validate import load_specs
+
+    path = write(tmp_path / "dup.json", '{"kind": "Stream",\n "name": "A",\n "name": "A"}')
+    warnings: list[Any] = []
+    assert [s.name for s in load_specs([path], warnings=warnings)] == ["A"]
+    assert [str(w) for w in warnings] == [
+        f"{path}:3: warning: name: duplicate field with the same value (first at {path}:2); "
+        "drop one"
+    ]
+    with pytest.raises(SpecError, match="duplicate field with the same value"):
+        load_specs([path], strict=True)
 
 
 def test_duplicate_fields_in_json_are_reported(tmp_path: Path) -> None:
