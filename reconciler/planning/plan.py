@@ -55,6 +55,7 @@ from reconciler.planning.steps import (
     order_waves,
     sort_key,
 )
+from reconciler.specs.checks import mirror_direct_problem
 from reconciler.specs.spec import DEFAULT_OWNER, Spec
 
 __all__ = [
@@ -350,6 +351,20 @@ def group_streams(specs: Sequence[Spec], live: LiveState) -> list[StreamGroup]:
     ]
 
 
+def _live_origin_problems(specs: Sequence[Spec], live: LiveState) -> list[Problem]:
+    """The mirror rule validation could not check: mirrors of streams no spec declares
+    (or declares external), judged against the origin's live config."""
+    managed = {s.stream_name for s in specs if s.kind != "Consumer" and not s.external}
+    problems = []
+    for spec in specs:
+        origin = str((spec.config.get("mirror") or {}).get("name") or "")
+        if spec.kind == "Stream" and origin and origin not in managed and origin in live.streams:
+            problem = mirror_direct_problem(spec, live.streams[origin])
+            if problem is not None:
+                problems.append(problem)
+    return problems
+
+
 def build_plan(
     specs: Sequence[Spec],
     live: LiveState,
@@ -366,7 +381,7 @@ def build_plan(
     problems = unsupported_fields(specs, live.server)
     if problems:
         raise UnsupportedField(problems)
-    total = StreamPlan()
+    total = StreamPlan(problems=_live_origin_problems(specs, live))
     for group in group_streams(specs, live):
         part = plan_stream(group, live.server, prune=prune, ownership=ownership)
         total.problems += part.problems

@@ -221,6 +221,7 @@ def _overlap_problem(
 
 
 def mirror_problems(specs: list[Spec]) -> Iterable[Problem]:
+    declared = stream_specs(specs)
     for spec in specs:
         if spec.kind != "Stream" or not spec.config.get("mirror"):
             continue
@@ -228,6 +229,25 @@ def mirror_problems(specs: list[Spec]) -> Iterable[Problem]:
             yield Problem(spec.where("subjects"), "subjects", "a mirror cannot have subjects")
         if spec.config.get("sources"):
             yield Problem(spec.where("sources"), "sources", "a mirror cannot also have sources")
+        origin = declared.get(str(spec.config["mirror"].get("name")))
+        if origin is not None and origin.kind == "Stream" and not origin.external:
+            problem = mirror_direct_problem(spec, origin.config)
+            if problem is not None:
+                yield problem
+
+
+def mirror_direct_problem(mirror: Spec, origin: Mapping[str, Any]) -> Problem | None:
+    """``mirror_direct: true`` on a mirror of a stream without direct get: the server sets
+    ``mirror_direct`` to the origin's ``allow_direct``, so the plan could never converge."""
+    if not mirror.config.get("mirror_direct") or origin.get("allow_direct"):
+        return None
+    name = mirror.config["mirror"].get("name")
+    message = (
+        f"mirror_direct needs direct get on the origin, and stream {name} has allow_direct "
+        "false (the server aligns mirror_direct to it): set allow_direct on the origin, or "
+        "drop mirror_direct"
+    )
+    return Problem(mirror.where("mirror_direct"), "mirror_direct", message)
 
 
 def _origins(spec: Spec) -> list[str]:

@@ -238,3 +238,40 @@ def test_odd_but_accepted_configs_warn_and_converge(
 
     with pytest.raises(SpecError):
         run(engine.plan([folder], options, strict=True))
+
+
+@pytest.mark.parametrize("version", MATRIX, ids=lambda v: v or "newest")
+def test_mirror_direct_follows_the_origins_direct_get_or_is_refused(
+    server_factory: Any, tmp_path: Path, version: str | None
+) -> None:
+    from reconciler.errors import SpecError
+    from reconciler.jetstream import open_client
+
+    server: NatsServer = server_factory(version=version)
+    options = ConnectionOptions(servers=server.url)
+    mirror = "kind: Stream\nname: COPY\nmirror: {name: ORIGIN}\nmirror_direct: true\n"
+    # Origin declared with direct get: applies and converges.
+    good = tmp_path / "good.yaml"
+    good.write_text(
+        "kind: Stream\nname: ORIGIN\nsubjects: [o.>]\nallow_direct: true\n---\n" + mirror
+    )
+    run(engine.apply([good], options, lock_timeout=None))
+    assert not run(engine.plan([good], options)).has_changes
+    # Origin declared without it: refused at validation, at the mirror_direct line.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: Stream\nname: ORIGIN\nsubjects: [o.>]\n---\n" + mirror)
+    with pytest.raises(SpecError) as refused:
+        run(engine.plan([bad], options))
+    assert [str(p.location) for p in refused.value.problems] == [f"{bad}:8"]
+
+    # Origin not declared, live without direct get: refused when planning.
+    async def origin() -> None:
+        async with open_client(options) as client:
+            await client.create_stream({"name": "PLAIN", "subjects": ["p.>"]})
+
+    run(origin())
+    alone = tmp_path / "alone.yaml"
+    alone.write_text(mirror.replace("ORIGIN", "PLAIN").replace("COPY", "COPY2"))
+    with pytest.raises(SpecError, match="allow_direct false"):
+        run(engine.apply([alone], options, lock_timeout=None))
+    assert "COPY2" not in run(engine.fetch_live(options)).streams
