@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.specs.fields import UNIT_FIELDS, Unit
-from reconciler.specs.units import format_duration, format_size
+from reconciler.specs.units import format_duration, format_like, format_size
 
 REDACTED = "<redacted>"
 ABSENT = "(absent)"
@@ -33,8 +33,9 @@ BUCKET_FIELD_NAMES: Mapping[str, str] = {
     "max_msgs_per_subject": "history",
     "max_age": "ttl",
     "max_msg_size": "max_value_size",
+    "subject_delete_marker_ttl": "limit_marker_ttl",
 }
-_KV_ONLY = frozenset({"history", "max_value_size"})
+_KV_ONLY = frozenset({"history", "max_value_size", "limit_marker_ttl"})
 
 #: Count limits where -1 means "no limit" (sizes are limits too).
 LIMIT_FIELDS = frozenset(
@@ -106,12 +107,27 @@ def _human(value: int, unit: Unit | None, leaf: str) -> str | None:
     return None
 
 
-def display(value: Any, *, path: str = "", kind: str = "Stream", limit: int = MAX_WIDTH) -> str:
-    """A value as one short line: secrets redacted, human units, JSON otherwise."""
+def display(
+    value: Any,
+    *,
+    path: str = "",
+    kind: str = "Stream",
+    limit: int = MAX_WIDTH,
+    written: str | None = None,
+) -> str:
+    """A value as one short line: secrets redacted, human units, JSON otherwise.
+
+    ``written`` is how the spec wrote this field (``"14d"``): a duration or size is then
+    shown in that unit (``30d``, not ``4w2d``), so both sides of a change read alike.
+    """
     if value is None:
         return ABSENT
     shown = redact(value, path=path)
     unit = unit_of(kind, path)
+    if written and unit and _integer(shown):
+        alike = format_like(shown, written, unit)
+        if alike is not None:
+            return alike
     if _integer(shown):
         human = _human(shown, unit, _leaf(path))
         if human is not None:
@@ -126,6 +142,15 @@ def field_label(kind: str, path: str) -> str:
     """``max_age (ttl)`` for a bucket's stream field, the path itself otherwise."""
     alias = bucket_field_name(kind, path)
     return path if alias == path else f"{path} ({alias})"
+
+
+def written_as(kind: str, written: Mapping[str, str]) -> dict[str, str]:
+    """A spec's written texts keyed by the config path a plan shows (a bucket's ``ttl``
+    is its stream's ``max_age``)."""
+    if kind not in ("KeyValue", "ObjectStore"):
+        return dict(written)
+    by_bucket_name = {bucket_field_name(kind, path): path for path in BUCKET_FIELD_NAMES}
+    return {by_bucket_name.get(path, path): text for path, text in written.items()}
 
 
 def bucket_field_name(kind: str, path: str) -> str:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from reconciler.identity import KIND_ORDER, Kind, ResourceRef
 from reconciler.model.diff import FieldChange, diff_configs
+from reconciler.model.values import display
 from reconciler.planning.steps import Create, Foreign, Replace
 
 if TYPE_CHECKING:
@@ -73,6 +74,15 @@ class ResourceDrift:
     fields: tuple[FieldChange, ...] = ()  # before: live, after: declared
     reasons: tuple[str, ...] = ()  # why a change could not be applied in place
     owner: str | None = None  # foreign resources: the owner that manages them
+    #: Durations and sizes as the spec wrote them, by config path (display only).
+    written: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    def shown(self, change: FieldChange) -> tuple[str, str]:
+        """``(declared, live)`` of a drifted field as people read it (values.display), in
+        the unit the spec wrote."""
+        written = self.written.get(change.path)
+        declared = display(change.declared, path=change.path, kind=self.kind, written=written)
+        return declared, display(change.live, path=change.path, kind=self.kind, written=written)
 
     @property
     def ref(self) -> ResourceRef:
@@ -205,6 +215,7 @@ def resource_from_entry(entry: Entry) -> ResourceDrift:
         fields=fields,
         reasons=tuple(entry.reasons) if undoable and status == "drifted" else (),
         owner=entry.owner if isinstance(entry, Foreign) else None,
+        written=entry.written,
     )
 
 

@@ -40,6 +40,7 @@ from reconciler.model.normalize import (
     unsupported_fields,
 )
 from reconciler.model.state import LiveState, ServerInfo, StreamState
+from reconciler.model.values import written_as
 from reconciler.planning.steps import (
     Create,
     Delete,
@@ -225,7 +226,7 @@ def plan_stream(
 
 
 def _identity(spec: Spec) -> dict[str, Any]:
-    return {"ref": spec.ref, "source": spec.source}
+    return {"ref": spec.ref, "source": spec.source, "written": written_as(spec.kind, spec.written)}
 
 
 def _with_reasons(entry: Replace, extra: tuple[str, ...]) -> Replace:
@@ -239,6 +240,7 @@ def _with_reasons(entry: Replace, extra: tuple[str, ...]) -> Replace:
         preserve=entry.preserve,
         because=entry.because,
         losses=entry.losses,
+        written=entry.written,
     )
 
 

@@ -40,6 +40,8 @@ class Entry:
     reasons: tuple[str, ...] = ()
     source: Location | None = None
     losses: tuple[Loss, ...] = ()  # what the step deletes (reconciler.model.loss)
+    #: Durations and sizes as the spec wrote them, by config path (for display only).
+    written: Mapping[str, str] = field(default_factory=dict)
 
     action: ClassVar[str] = ""
 

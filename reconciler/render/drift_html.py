@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 from html import escape
 
-from reconciler.model.values import display
 from reconciler.planning.drift import STATUSES, DriftReport, ResourceDrift
 from reconciler.render.drift_text import headline
 
@@ -244,11 +243,11 @@ def filters(report: DriftReport) -> str:
 
 
 def resource_row(resource: ResourceDrift) -> str:
+    shown = [(c.path, *resource.shown(c)) for c in resource.fields]
     changes = "".join(
-        f"<div><code>{escape(c.path)}</code>: declared "
-        f"<code>{escape(display(c.declared, path=c.path, kind=resource.kind))}</code>, live "
-        f"<code>{escape(display(c.live, path=c.path, kind=resource.kind))}</code></div>"
-        for c in resource.fields
+        f"<div><code>{escape(path)}</code>: declared <code>{escape(declared)}</code>, live "
+        f"<code>{escape(live)}</code></div>"
+        for path, declared, live in shown
     )
     changes += "".join(
         f"<div>cannot be updated in place: {escape(reason)}</div>" for reason in resource.reasons

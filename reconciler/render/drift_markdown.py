@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from reconciler.model.values import display
 from reconciler.planning.drift import STATUSES, DriftReport, ResourceDrift
 from reconciler.render.drift_text import headline
 from reconciler.render.markdown import cell, code
@@ -37,8 +36,7 @@ def resource_rows(resources: list[ResourceDrift]) -> list[str]:
         if not r.fields:
             rows.append(f"| {status} | {r.kind} | {code(r.label)} |  |  |  | {source} |")
         for change in r.fields:
-            declared = code(display(change.declared, path=change.path, kind=r.kind))
-            live = code(display(change.live, path=change.path, kind=r.kind))
+            declared, live = (code(text) for text in r.shown(change))
             rows.append(
                 f"| {status} | {r.kind} | {code(r.label)} | {code(change.path)} "
                 f"| {declared} | {live} | {source} |"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from reconciler.model.values import display
 from reconciler.planning.drift import DriftReport, ResourceDrift
 
 SYMBOLS = {
@@ -44,8 +43,7 @@ def resource_lines(resource: ResourceDrift) -> list[str]:
         + (f" (owner {resource.owner})" if resource.owner else "")
     ]
     for change in resource.fields:
-        declared = display(change.declared, path=change.path, kind=resource.kind)
-        live = display(change.live, path=change.path, kind=resource.kind)
+        declared, live = resource.shown(change)
         lines.append(f"    {change.path}: declared {declared}, live {live}")
     lines.extend(f"    cannot be updated in place: {reason}" for reason in resource.reasons)
     return lines

@@ -56,12 +56,15 @@ def _details(step: Entry) -> list[str]:
         lines += ["| Field | Value |" if creating else "| Field | Before | After |"]
         lines += ["|---|---|" if creating else "|---|---|---|"]
         for change in step.fields:
+            said = step.written.get(change.path)
             cells = [
                 field_label(step.kind, change.path),
-                display(change.after, path=change.path, kind=step.kind),
+                display(change.after, path=change.path, kind=step.kind, written=said),
             ]
             if not creating:
-                cells.insert(1, display(change.before, path=change.path, kind=step.kind))
+                cells.insert(
+                    1, display(change.before, path=change.path, kind=step.kind, written=said)
+                )
             lines.append("| " + " | ".join(cell(text) for text in cells) + " |")
         lines.append("")
     if step.reasons:

@@ -22,12 +22,20 @@ SYMBOLS = {"create": "+", "update": "~", "replace": "-/+", "delete": "-"}
 _COLORS = {"create": "32", "update": "33", "replace": "35", "delete": "31", "note": "2"}
 
 
-def change_line(path: str, before: Any, after: Any, *, action: str, kind: str = "Stream") -> str:
+def change_line(
+    path: str,
+    before: Any,
+    after: Any,
+    *,
+    action: str,
+    kind: str = "Stream",
+    written: str | None = None,
+) -> str:
     label = field_label(kind, path)
-    after_text = display(after, path=path, kind=kind)
+    after_text = display(after, path=path, kind=kind, written=written)
     if action == "create":
         return f"{label}: {after_text}"
-    return f"{label}: {display(before, path=path, kind=kind)} → {after_text}"
+    return f"{label}: {display(before, path=path, kind=kind, written=written)} → {after_text}"
 
 
 def _paint(text: str, style: str, *, color: bool) -> str:
@@ -40,7 +48,12 @@ def step_lines(step: Entry, *, color: bool = False) -> list[str]:
     lines = [_paint(head, step.action, color=color)]
     for change in step.fields:
         line = change_line(
-            change.path, change.before, change.after, action=step.action, kind=step.kind
+            change.path,
+            change.before,
+            change.after,
+            action=step.action,
+            kind=step.kind,
+            written=step.written.get(change.path),
         )
         lines.append("    " + line)
     lines.extend(_paint(f"    # {reason}", "note", color=color) for reason in step.reasons)

@@ -53,6 +53,8 @@ class Spec:
     stream: str | None = None  # consumers only: the stream they belong to
     external: bool = False  # streams only: declared to exist, managed elsewhere
     locations: Mapping[str, Location] = field(default_factory=dict)  # "a.b.0" -> where
+    #: Durations and sizes as the file wrote them ("max_age" -> "14d"), for display.
+    written: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def ref(self) -> ResourceRef:

@@ -150,6 +150,20 @@ def format_size(nbytes: int) -> str:
     return min(candidates, key=len)
 
 
+_ONE_TERM = re.compile(r"^\s*(\d+)\s*([a-zA-Zµ]+)\s*$")
+
+
+def format_like(value: int, written: str, unit: str) -> str | None:
+    """``value`` in the unit of ``written`` (``"14d"``: 30 days → ``"30d"``), when that is
+    exact; None otherwise (then the shortest form is used)."""
+    match = _ONE_TERM.match(written)
+    table = _DURATION_UNITS if unit == "duration" else _SIZE_UNITS
+    if match is None or match.group(2) not in table or value < 0:
+        return None
+    size = table[match.group(2)]
+    return f"{value // size}{match.group(2)}" if value % size == 0 else None
+
+
 def to_human(kind: str, config: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of a wire config with positive durations and sizes in human units."""
     human: dict[str, Any] = copy.deepcopy(dict(config))

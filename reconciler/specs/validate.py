@@ -94,12 +94,13 @@ def spec_from_document(document: Document, problems: list[Problem]) -> Spec | No
     body = plain_copy(document.body)
     document = Document(body=body, source=document.source, locations=document.locations)
     found = schema_problems(document)
+    written: dict[str, str] = {}
     if not found:
-        found = list(_convert_units(document, body))
+        found = list(_convert_units(document, body, written))
     if found:
         problems.extend(found)
         return None
-    return _build_spec(document, body, problems)
+    return _build_spec(document, body, problems, written)
 
 
 def plain_copy(value: Any) -> Any:
@@ -114,7 +115,9 @@ def plain_copy(value: Any) -> Any:
     return value
 
 
-def _convert_units(document: Document, body: dict[str, Any]) -> Iterable[Problem]:
+def _convert_units(
+    document: Document, body: dict[str, Any], written: dict[str, str]
+) -> Iterable[Problem]:
     kind = str(body["kind"])
     for path, unit, container, key in list(unit_paths(kind, body)):
         value = container[key]  # type: ignore[index]
@@ -127,6 +130,8 @@ def _convert_units(document: Document, body: dict[str, Any]) -> Iterable[Problem
             message = f"{value!r} is too large: at most {field_limit(path)} {_wire_unit(unit)}"
             yield Problem(document.where(path), path, message)
             continue
+        if isinstance(value, str):
+            written[path] = value.strip()
         container[key] = wire  # type: ignore[index]
 
 
@@ -134,7 +139,9 @@ def _wire_unit(unit: str) -> str:
     return "nanoseconds" if unit == "duration" else "bytes"
 
 
-def _build_spec(document: Document, body: dict[str, Any], problems: list[Problem]) -> Spec | None:
+def _build_spec(
+    document: Document, body: dict[str, Any], problems: list[Problem], written: dict[str, str]
+) -> Spec | None:
     kind = cast(Kind, body["kind"])
     stream = body.get("stream") if kind == "Consumer" else None
     external = bool(body.get("external", False)) if kind == "Stream" else False
@@ -156,6 +163,7 @@ def _build_spec(document: Document, body: dict[str, Any], problems: list[Problem
         stream=str(stream) if stream is not None else None,
         external=external,
         locations=dict(document.locations),
+        written=written,
     )
 
 

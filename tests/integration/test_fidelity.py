@@ -275,3 +275,29 @@ def test_mirror_direct_follows_the_origins_direct_get_or_is_refused(
     with pytest.raises(SpecError, match="allow_direct false"):
         run(engine.apply([alone], options, lock_timeout=None))
     assert "COPY2" not in run(engine.fetch_live(options)).streams
+
+
+@pytest.mark.parametrize("version", MATRIX, ids=lambda v: v or "newest")
+def test_plans_and_drift_show_durations_and_sizes_in_the_unit_the_spec_wrote(
+    server_factory: Any, tmp_path: Path, version: str | None
+) -> None:
+    from reconciler.render import render_plan
+    from reconciler.render.drift_text import render_drift_text
+
+    server: NatsServer = server_factory(version=version)
+    options = ConnectionOptions(servers=server.url)
+    specs = tmp_path / "specs.yaml"
+    specs.write_text(
+        "kind: Stream\nname: U\nsubjects: [u]\nmax_age: 21d\nmax_bytes: 2048KiB\n---\n"
+        "kind: KeyValue\nname: cfg\nttl: 14d\n"
+    )
+    run(engine.apply([specs], options, lock_timeout=None))
+    specs.write_text(specs.read_text().replace("21d", "30d").replace("14d", "28d"))
+    plan = run(engine.plan([specs], options))
+    text = render_plan(plan, "text")
+    assert "max_age: 21d → 30d" in text  # not 3w → 30d
+    assert "max_age (ttl): 14d → 28d" in text  # not 2w → 4w
+    markdown = render_plan(plan, "markdown")
+    assert "| 21d | 30d |" in markdown
+    drift = render_drift_text(from_plan(plan))
+    assert "max_age: declared 30d, live 21d" in drift
