@@ -518,6 +518,8 @@ def _infer_kind(document: Document, name: str, problems: list[Problem], *, wire:
     if isinstance(config, dict) and (body.keys() & _INFO_KEYS or body.keys() <= _ENVELOPE_KEYS):
         stream = body.get("stream_name") if "stream_name" in body else None
         unwrapped = _sub_document(document, "config", config)
+        if not stream:
+            _consumers_left_in_archive(body, name, document.source, problems)
         return _as_kind(unwrapped, "Consumer" if stream else "Stream", stream, problems)
     if body.keys() & _CONSUMER_HINTS:
         stream = body.get("stream_name")
@@ -526,6 +528,26 @@ def _infer_kind(document: Document, name: str, problems: list[Problem], *, wire:
     if body.keys() & _STREAM_HINTS:
         return _as_kind(document, "Stream", None, problems)
     return document
+
+
+def _consumers_left_in_archive(
+    info: dict[str, Any], name: str, where: Location, problems: list[Problem]
+) -> None:
+    """``nats account backup`` keeps a stream's consumers inside ``stream.tar.s2`` (an
+    S2-compressed archive this tool does not read): say how many were not read, so a
+    restore from the specs does not silently lose them."""
+    state = info.get("state")
+    count = state.get("consumer_count") if isinstance(state, dict) else None
+    archive = Path(name).with_name("stream.tar.s2")
+    if not isinstance(count, int) or count <= 0 or not archive.exists():
+        return
+    stream = (info.get("config") or {}).get("name", "?")
+    message = (
+        f"stream {stream} has {count} consumer(s) inside {archive.name}, which is not read: "
+        "declare them as Consumer specs (or export them from a server the backup was "
+        "restored to)"
+    )
+    problems.append(Problem(where, "", message, warning=True))
 
 
 def _as_kind(document: Document, kind: str, stream: Any, problems: list[Problem]) -> Document:

@@ -301,3 +301,36 @@ def test_plans_and_drift_show_durations_and_sizes_in_the_unit_the_spec_wrote(
     assert "| 21d | 30d |" in markdown
     drift = render_drift_text(from_plan(plan))
     assert "max_age: declared 30d, live 21d" in drift
+
+
+@pytest.mark.parametrize("version", MATRIX, ids=lambda v: v or "newest")
+def test_an_account_backup_says_how_many_consumers_it_did_not_read(
+    server_factory: Any, tmp_path: Path, version: str | None
+) -> None:
+    """``nats account backup DIR`` writes DIR/<stream>/backup.json (a StreamInfo) and keeps
+    the consumers inside DIR/<stream>/stream.tar.s2: the stream is read, and the consumers
+    that were not are named in a warning instead of vanishing silently."""
+    from reconciler.jetstream import open_client
+
+    server: NatsServer = server_factory(version=version)
+    options = ConnectionOptions(servers=server.url)
+
+    async def info() -> dict[str, Any]:
+        async with open_client(options) as client:
+            await client.create_stream({"name": "BAK", "subjects": ["bak.>"]})
+            for name in ("C1", "C2"):
+                config = {"durable_name": name, "ack_policy": "explicit"}
+                await client.create_consumer("BAK", config, action="create")
+            return await client.stream_info("BAK")
+
+    stream_info = run(info())
+    stream_info.pop("type", None)
+    folder = tmp_path / "backup" / "BAK"
+    folder.mkdir(parents=True)
+    (folder / "backup.json").write_text(json.dumps(stream_info))
+    (folder / "stream.tar.s2").write_bytes(b"sNaPpY")  # the archive itself is not read
+    said: list[str] = []
+    plan = run(engine.plan([tmp_path / "backup"], options, on_notice=said.append))
+    assert [e.name for e in plan.entries if e.kind == "Stream"] == ["BAK"]
+    warning = next(line for line in said if "warning:" in line)
+    assert "2 consumer(s) inside stream.tar.s2" in warning and "backup.json:1" in warning
