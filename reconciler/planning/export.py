@@ -57,7 +57,9 @@ def export_state(live: LiveState, *, owner: str | None = DEFAULT_OWNER) -> list[
         if is_reserved(stream) or not _mine(config, owner):
             continue  # the tool's own apply lock; another owner's stream
         ref = ResourceRef.of_stream(stream, config)
-        docs = [_stream_document(ref.kind, ref.name, config, live.server)]
+        head = _stream_document(ref.kind, ref.name, config, live.server)
+        ref = ResourceRef(head["kind"], head["name"])  # a bucket may export as its stream
+        docs = [head]
         docs += [
             _consumer_document(stream, consumer, consumer_config, config, live.server)
             for consumer, consumer_config in by_stream.get(stream, [])
@@ -121,13 +123,25 @@ def _clean_metadata(config: dict[str, Any]) -> None:
 def _stream_document(
     kind: Kind, name: str, config: Mapping[str, Any], server: ServerInfo
 ) -> dict[str, Any]:
+    """A stream's document; a bucket's when the bucket fields say everything about it.
+
+    A ``KV_``/``OBJ_`` stream made by another client (nats-py leaves ``allow_direct``
+    off; an old bucket may differ in any field) can hold settings a bucket spec cannot
+    express: it is exported as the Stream it is, so applying the export changes nothing.
+    """
+    stream = live_config("Stream", config, server)
+    _clean_metadata(stream)
     if kind != "Stream":
         body = bucket_config(kind, name, config)
-    else:
-        body = live_config("Stream", config, server)
-    _clean_metadata(body)
-    body = minimal(kind, name, body, server)
-    return {"kind": kind, **to_human(kind, body)}
+        _clean_metadata(body)
+        if _desired(kind, name, body, server) == _desired("Stream", config["name"], stream, server):
+            return {"kind": kind, **to_human(kind, minimal(kind, name, body, server))}
+        kind, name = "Stream", str(config["name"])
+    return {"kind": kind, **to_human(kind, minimal(kind, name, stream, server))}
+
+
+def _desired(kind: Kind, name: str, body: Mapping[str, Any], server: ServerInfo) -> dict[str, Any]:
+    return desired_config(Spec(kind=kind, name=name, config=dict(body), source=_LIVE), server)
 
 
 def _consumer_document(

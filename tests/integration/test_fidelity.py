@@ -334,3 +334,42 @@ def test_an_account_backup_says_how_many_consumers_it_did_not_read(
     assert [e.name for e in plan.entries if e.kind == "Stream"] == ["BAK"]
     warning = next(line for line in said if "warning:" in line)
     assert "2 consumer(s) inside stream.tar.s2" in warning and "backup.json:1" in warning
+
+
+@pytest.mark.parametrize("version", MATRIX, ids=lambda v: v or "newest")
+def test_buckets_a_bucket_spec_cannot_express_export_as_streams_losslessly(
+    server_factory: Any, tmp_path: Path, version: str | None
+) -> None:
+    from reconciler.jetstream import open_client
+
+    server: NatsServer = server_factory(version=version)
+    options = ConnectionOptions(servers=server.url)
+    nats_py_style = {  # nats-py leaves allow_direct off; the Go client turns it on
+        "name": "KV_py",
+        "subjects": ["$KV.py.>"],
+        "max_msgs_per_subject": 5,
+        "discard": "new",
+        "deny_delete": True,
+        "allow_rollup_hdrs": True,
+        "allow_direct": False,
+    }
+    go_style = {**nats_py_style, "name": "KV_go", "subjects": ["$KV.go.>"], "allow_direct": True}
+
+    async def create() -> None:
+        async with open_client(options) as client:
+            for config in (nats_py_style, go_style):
+                await client.create_stream(config)
+
+    run(create())
+    files = export_state(run(engine.fetch_live(options)))
+    kinds = {f.name: f.documents[0]["kind"] for f in files}
+    assert kinds == {"stream-KV_py.yaml": "Stream", "kv-go.yaml": "KeyValue"}
+    folder = tmp_path / "export"
+    folder.mkdir()
+    for item in files:
+        (folder / item.name).write_text(_dump(item.documents))
+    plan = run(engine.plan([folder], options))
+    assert [c.reasons for c in plan.changes] == [("adopt: add the managed-by marker",)] * 2
+    assert all(c.action == "update" and not c.destructive for c in plan.changes)
+    run(engine.apply([folder], options, lock_timeout=None))
+    assert not run(engine.plan([folder], options)).has_changes
