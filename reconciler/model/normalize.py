@@ -180,6 +180,8 @@ def _stream_rules(out: dict[str, Any], server: ServerInfo) -> None:
 
 def _implied_flags(out: dict[str, Any]) -> None:
     """Settings the server switches on by itself (outside its pedantic mode)."""
+    if out.get("sealed"):  # a sealed stream takes no deletes, purges or new messages
+        out["deny_delete"], out["deny_purge"], out["discard"] = True, True, "new"
     if out.get("subject_delete_marker_ttl", 0) > 0:
         out["allow_msg_ttl"] = True
     markers = out.get("subject_delete_marker_ttl", 0) > 0

@@ -326,7 +326,7 @@ def test_drift_fails_the_step_and_writes_the_html_report(
     assert report["summary"]["by_field"] == {"max_age": 1}
     page = Path(failed.outputs["report-html"]).read_text()
     assert '<dd id="figure-drifted" data-value="1">1</dd>' in page
-    assert "| ⚠️ drifted | Stream | `ORDERS` | `max_age` | `1d` | `1w` |" in failed.summary
+    assert "| ⚠️ drifted | Stream | `ORDERS` | `max_age` | `1d` | `7d` |" in failed.summary
 
     tolerated = workspace.step(clean_server, mode="drift", **{"fail-on-drift": "false"})
     assert tolerated.code == 0

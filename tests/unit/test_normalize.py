@@ -330,3 +330,13 @@ def test_flow_control_acks_switch_on_flow_control_with_a_one_second_heartbeat() 
     desired = desired_config(push, V214)
     assert desired["flow_control"] is True and desired["idle_heartbeat"] == SECOND
     assert desired["max_ack_pending"] == 1000 and desired["ack_wait"] == 0
+
+
+def test_a_sealed_stream_also_denies_deletes_and_purges_and_discards_new() -> None:
+    """As every server does when it seals a stream (measured on the whole matrix)."""
+    desired = desired_config(spec("Stream", "S", sealed=True), V212)
+    assert (desired["deny_delete"], desired["deny_purge"], desired["discard"]) == (
+        True,
+        True,
+        "new",
+    )
