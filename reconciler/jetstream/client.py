@@ -211,7 +211,6 @@ class JetStreamClient:
                 clustered=bool(info.get("cluster")),
                 domain=account.get("domain") or info.get("domain") or self.domain,
                 embedded=self.embedded,
-                servers=len(info.get("connect_urls") or []) or None,
             )
         return self._server_info
 

@@ -283,29 +283,23 @@ def unsupported_fields(specs: Iterable[Spec], server: ServerInfo) -> list[Proble
 
 
 def replica_problems(specs: Iterable[Spec], server: ServerInfo) -> list[Problem]:
-    """Replicas a server cannot hold: more than one on a server that is not clustered, or
-    more than the cluster has servers.
+    """Replicas a server cannot hold: more than one on a server that is not clustered.
 
     Checked against the connected server before any change, so an R3 stream or consumer
-    on a single server (or R5 on a 3-server cluster) is an error up front rather than a
-    half-applied plan that can never converge. A cluster's size is what it advertises
-    (``connect_urls``); JetStream peers are at most that many.
+    on a single server is an error up front rather than a half-applied plan that can
+    never converge. (A cluster's size is not checked: the server refuses too many.)
     """
-    room = (server.servers or 0) if server.clustered else 1
-    if server.clustered and not room:
-        return []  # a cluster that does not advertise its servers: the server decides
+    if server.clustered:
+        return []
     problems = []
     for spec in specs:
         key = "replicas" if spec.kind in ("KeyValue", "ObjectStore") else "num_replicas"
         value = spec.config.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > room:
-            if server.clustered:
-                message = f"{value} replicas need {value} servers; the cluster has {room}"
-            else:
-                message = (
-                    f"{value} replicas need a JetStream cluster; nats-server {server.version} "
-                    "is not clustered (use 1, or an environment that is)"
-                )
+        if isinstance(value, int) and not isinstance(value, bool) and value > 1:
+            message = (
+                f"{value} replicas need a JetStream cluster; nats-server {server.version} "
+                "is not clustered (use 1, or an environment that is)"
+            )
             problems.append(Problem(spec.where(key), key, message))
     return problems
 

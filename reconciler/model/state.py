@@ -16,9 +16,6 @@ class ServerInfo:
     clustered: bool = False
     domain: str | None = None
     embedded: bool = False
-    #: Servers in the cluster as the server advertises them (None: not known); JetStream
-    #: peers are at most this many.
-    servers: int | None = None
 
     @property
     def version_tuple(self) -> tuple[int, int, int]:

@@ -373,20 +373,3 @@ def test_buckets_a_bucket_spec_cannot_express_export_as_streams_losslessly(
     assert all(c.action == "update" and not c.destructive for c in plan.changes)
     run(engine.apply([folder], options, lock_timeout=None))
     assert not run(engine.plan([folder], options)).has_changes
-
-
-@pytest.mark.cluster
-def test_more_replicas_than_the_cluster_has_servers_are_refused_before_any_change(
-    cluster: Any, tmp_path: Path
-) -> None:
-    specs = tmp_path / "specs.yaml"
-    specs.write_text(
-        "kind: Stream\nname: R3OK\nsubjects: [r3ok]\nnum_replicas: 3\n---\n"
-        "kind: Stream\nname: R5\nsubjects: [r5]\nnum_replicas: 5\n"
-    )
-    options = ConnectionOptions(servers=cluster.urls)
-    with pytest.raises(UnsupportedField) as refused:
-        run(engine.apply([specs], options, lock_timeout=None))
-    assert [str(p.location) for p in refused.value.problems] == [f"{specs}:9"]
-    assert "the cluster has 3" in str(refused.value)
-    assert not {"R3OK", "R5"} & set(run(engine.fetch_live(options)).streams)
