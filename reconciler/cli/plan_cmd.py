@@ -20,6 +20,8 @@ from reconciler.console.terminal import TerminalConsole
 
 if TYPE_CHECKING:
     from reconciler.console.terminal import PlanFormat
+    from reconciler.planning.plan import Ownership
+    from reconciler.planning.steps import Plan
 
 FORMATS = click.Choice(["text", "json", "markdown"])
 paths_argument = click.argument(
@@ -54,12 +56,28 @@ def plan(
     **conn: Any,
 ) -> int:
     """Show what apply would change; changes nothing."""
-    from reconciler.execution import run
     from reconciler.planning.plan import Ownership
 
-    options = to_connection_options(conn)
     console = _console(fmt)
-    ownership = Ownership(owner, take_over)
+    the_plan = _plan_and_show(
+        console, paths, conn, prune=prune, ownership=Ownership(owner, take_over), strict=strict
+    )
+    return 2 if detailed_exitcode and the_plan.has_changes else 0
+
+
+def _plan_and_show(
+    console: TerminalConsole,
+    paths: tuple[Path, ...],
+    conn: dict[str, Any],
+    *,
+    prune: bool,
+    ownership: Ownership,
+    strict: bool,
+) -> Plan:
+    """Validate, plan (reads only) and show the plan: `plan` and `apply --dry-run`."""
+    from reconciler.execution import run
+
+    options = to_connection_options(conn)
     the_plan = asyncio.run(
         run.plan(
             paths,
@@ -71,7 +89,7 @@ def plan(
         )
     )
     console.show_plan(the_plan)
-    return 2 if detailed_exitcode and the_plan.has_changes else 0
+    return the_plan
 
 
 @click.command()
@@ -153,17 +171,9 @@ def apply(
             )
 
     if dry_run:
-        the_plan = asyncio.run(
-            run.plan(
-                paths,
-                options,
-                prune=prune,
-                ownership=ownership,
-                strict=strict,
-                on_notice=console.notice,
-            )
+        the_plan = _plan_and_show(
+            console, paths, conn, prune=prune, ownership=ownership, strict=strict
         )
-        console.show_plan(the_plan)
         return 2 if detailed_exitcode and the_plan.has_changes else 0
     result = asyncio.run(go())
     console.show_result(result)
