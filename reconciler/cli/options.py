@@ -28,9 +28,38 @@ F = TypeVar("F", bound=Callable[..., Any])
 _FILE = click.Path(exists=True, dir_okay=False)
 
 
+class Seconds(click.ParamType[float]):
+    """A time in seconds: a number (``30``, ``2.5``) or a duration (``250ms``, ``2m``, ``1h``)."""
+
+    name = "DURATION"
+
+    def __init__(self, minimum: float = 0.0) -> None:
+        self.minimum = minimum
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            seconds = float(value)
+        else:
+            from reconciler.specs.units import UnitError, parse_duration
+
+            text = str(value).strip()
+            try:
+                seconds = float(text)
+            except ValueError:
+                try:
+                    seconds = parse_duration(text) / 1e9
+                except UnitError:
+                    self.fail(f"{text!r} is not a time (30, 2.5, 250ms, 2m, 1h)", param, ctx)
+        if seconds < self.minimum:
+            self.fail(f"{value!r} is below {self.minimum:g}s", param, ctx)
+        return seconds
+
+
 def _seconds(name: str, help_text: str) -> Callable[[F], F]:
     return click.option(
-        name, type=click.FloatRange(min=0.1), default=5.0, show_default=True, help=help_text
+        name, type=Seconds(minimum=0.1), default=5.0, show_default=True, help=help_text
     )
 
 
@@ -108,8 +137,8 @@ _OPTIONS: list[Callable[[F], F]] = [
         help="Name of a `nats` CLI context (~/.config/nats/context/NAME.json).",
     ),
     click.option("--domain", help="JetStream domain ($JS.<domain>.API)."),
-    _seconds("--timeout", "Seconds to wait for each server answer."),
-    _seconds("--connect-timeout", "Seconds to wait for the connection."),
+    _seconds("--timeout", "How long to wait for each server answer (5, 3s, 500ms)."),
+    _seconds("--connect-timeout", "How long to wait for the connection (5, 10s)."),
     store_option,
 ]
 

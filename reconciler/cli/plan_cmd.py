@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from reconciler.cli.options import (
+    Seconds,
     connection_options,
     owner_option,
     strict_option,
@@ -116,10 +117,10 @@ def _plan_and_show(
 @click.option("--concurrency", type=click.IntRange(1, 256), default=16, show_default=True)
 @click.option(
     "--lock-timeout",
-    type=click.FloatRange(min=0),
+    type=Seconds(),
     default=60.0,
     show_default=True,
-    help="Seconds to wait for another apply's lock (see `reconcile lock`).",
+    help="How long to wait for another apply's lock: seconds or a duration (2m).",
 )
 @click.option("--no-lock", is_flag=True, help="Apply without taking the server's apply lock.")
 @connection_options

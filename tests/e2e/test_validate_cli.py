@@ -195,3 +195,19 @@ def test_a_missing_path_is_an_error_not_a_traceback(tmp_path: Path) -> None:
     done = reconcile("validate", tmp_path / "nothing-here")
     assert done.returncode == 1
     assert done.stderr.strip() == f"{tmp_path / 'nothing-here'}:1: no such file"
+
+
+def test_times_are_accepted_as_seconds_or_durations(tmp_path: Path) -> None:
+    from reconciler.cli.options import Seconds
+
+    assert Seconds().convert("2m", None, None) == 120.0
+    assert Seconds().convert("250ms", None, None) == 0.25
+    assert Seconds().convert("30", None, None) == 30.0
+    done = subprocess.run(
+        [sys.executable, "-m", "reconciler", "apply", str(tmp_path), "--lock-timeout", "2 parsecs"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1 and "is not a time" in done.stderr
+    assert "Traceback" not in done.stderr
