@@ -290,10 +290,19 @@ def _compare(
 def _created(
     spec: Spec, desired: LiveConfig, server: ServerInfo, *, stream_config: LiveConfig | None = None
 ) -> tuple[FieldChange, ...]:
-    """The fields a new resource sets away from a bare resource of its kind."""
+    """The declared fields a new resource sets away from a bare resource of its kind.
+
+    Fields the spec does not declare are left out even when a declared one moves their
+    default (a push consumer's ``max_waiting: 0``, a mirror's absent ``subjects``).
+    """
     bare = Spec(kind=spec.kind, name=spec.name, config={}, source=spec.source, stream=spec.stream)
     baseline = desired_config(bare, server, stream_config=stream_config)
-    return tuple(FieldChange(c.path, None, c.after) for c in diff_configs(desired, baseline))
+    declared = set(written_as(spec.kind, {key: key for key in spec.config}))
+    return tuple(
+        FieldChange(c.path, None, c.after)
+        for c in diff_configs(desired, baseline)
+        if c.path.split(".")[0] in declared
+    )
 
 
 def _undeclared(

@@ -276,3 +276,14 @@ def test_deleting_a_stream_names_the_consumers_going_with_it() -> None:
     plan = build_plan([], live_of(old, spec("Consumer", "c1", "OLD")), prune=True)
     (step,) = plan.changes
     assert step.reasons == ("its messages are deleted", "its consumers are deleted with it: c1")
+
+
+def test_a_create_lists_only_the_declared_fields() -> None:
+    push = spec("Consumer", "PUSH", stream="ORDERS", deliver_subject="out", ack_policy="explicit")
+    mirror = spec("Stream", "COPY", mirror={"name": "ORDERS"})
+    kv = spec("KeyValue", "cfg", history=5, ttl=3_600_000_000_000)
+    plan = build_plan([ORDERS, push, mirror, kv], LiveState(server=SERVER))
+    fields = {step.name: {f.path for f in step.fields} for step in plan.changes}
+    assert fields["PUSH"] == {"deliver_subject", "ack_policy"}  # not max_waiting: 0
+    assert fields["COPY"] == {"mirror"}  # not subjects: (absent)
+    assert fields["cfg"] == {"max_msgs_per_subject", "max_age"}
