@@ -15,6 +15,7 @@ from typing import Any
 
 from reconciler.errors import Problem
 from reconciler.identity import INTERNAL_STREAMS, LOCK_BUCKET, kv_subject, object_subjects
+from reconciler.specs.schema import did_you_mean
 from reconciler.specs.spec import Spec
 from reconciler.specs.subjects import subjects_overlap
 
@@ -112,8 +113,9 @@ def consumer_streams(specs: list[Spec], *, declared_streams: Collection[str]) ->
     for spec in specs:
         if spec.kind != "Consumer" or spec.stream in streams or spec.stream in declared_streams:
             continue
+        hint = did_you_mean(str(spec.stream), sorted({*streams, *declared_streams}))
         message = (
-            f"stream {spec.stream!r} is not declared; add it, or declare it with "
+            f"stream {spec.stream!r} is not declared{hint}; add it, or declare it with "
             "`external: true` if it is managed elsewhere"
         )
         yield Problem(spec.where("stream"), "stream", message)

@@ -294,14 +294,28 @@ def _event_problem(event: Any, name: str, message: str) -> Problem:
 
 
 def _yaml_problem(err: yaml.YAMLError, text: str, name: str) -> Problem:
-    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
-    line = (
-        mark.line + 1 if mark is not None else text[: getattr(err, "position", 0)].count("\n") + 1
-    )
-    detail = getattr(err, "problem", None) or str(err).splitlines()[0]
-    if "expected <document start>" in str(detail):
+    """A YAML syntax error at the line and column a person has to look at, quoted.
+
+    An unclosed ``[`` or ``{`` is noticed where the parser gave up (often the next line);
+    the place to fix is where the collection was opened, so that is where it points.
+    """
+    context = str(getattr(err, "context", "") or "")
+    opened = getattr(err, "context_mark", None) if "flow" in context else None
+    mark = opened or getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    detail = str(getattr(err, "problem", None) or str(err).splitlines()[0])
+    if "expected <document start>" in detail:
         detail = "unexpected content after the end of the document"
-    return Problem(Location(name, line), "", f"invalid YAML: {detail}")
+    if opened is not None:
+        detail = f"{detail} ({context} opened here is not closed)"
+    if mark is None:
+        line = text[: getattr(err, "position", 0)].count("\n") + 1
+        return Problem(Location(name, line), "", f"invalid YAML: {detail}")
+    source = text.splitlines()[mark.line] if mark.line < text.count("\n") + 1 else ""
+    column = mark.column + 1
+    quoted = source[:MAX_QUOTED].replace("\t", " ")
+    caret = " " * min(mark.column, MAX_QUOTED) + "^"
+    message = f"invalid YAML (column {column}): {detail}\n    {quoted}\n    {caret}"
+    return Problem(Location(name, mark.line + 1), "", message)
 
 
 def _document_from_node(root: Any, name: str, problems: list[Problem]) -> Document | None:
@@ -393,6 +407,10 @@ class _NodeBuilder:
 
     def _abort(self, node: Any, path: str, message: str) -> _Abort:
         return _Abort(Problem(self._where(node), path, message))
+
+
+#: How much of the offending line a YAML syntax error quotes.
+MAX_QUOTED = 120
 
 
 # --- JSON --------------------------------------------------------------------------------

@@ -98,7 +98,7 @@ def kind_problem(document: Document) -> Problem | None:
     if kind is None:
         return Problem(document.source, "kind", f"missing `kind` (one of {choices})")
     if kind not in KINDS:
-        hint = _did_you_mean(str(kind), KINDS, case_insensitive=True)
+        hint = did_you_mean(str(kind), KINDS, case_insensitive=True)
         message = f"unknown kind {brief(kind)}{hint} (one of {choices})"
         return Problem(document.where("kind"), "kind", message)
     return None
@@ -121,7 +121,7 @@ def _problems_of(error: ValidationError, document: Document, kind: str) -> Itera
         allowed = sorted(error.schema.get("properties", {}))
         for key in sorted(set(error.instance) - set(allowed)):
             field_path = f"{path}.{key}" if path else key
-            hint = _did_you_mean(key, allowed)
+            hint = did_you_mean(key, allowed)
             if not hint and FIELD_ALIASES.get(key) in allowed:
                 hint = f" (did you mean {FIELD_ALIASES[key]!r}?)"
             yield Problem(document.where(field_path), field_path, f"unknown field{hint}")
@@ -146,7 +146,7 @@ def _message(error: ValidationError, kind: str) -> str:
             return f"{brief(value)} is not a valid {title}: {about}".strip()
         case "enum":
             choices = [str(c) for c in schema_part.get("enum", [])]
-            hint = _did_you_mean(str(value), choices, case_insensitive=True)
+            hint = did_you_mean(str(value), choices, case_insensitive=True)
             return f"{brief(value)} is not one of {', '.join(choices)}{hint}"
         case "type":
             expected = _type_name(error.validator_value)
@@ -211,7 +211,7 @@ def _json_type(value: Any) -> str:
     return type(value).__name__
 
 
-def _did_you_mean(word: str, choices: Any, *, case_insensitive: bool = False) -> str:
+def did_you_mean(word: str, choices: Any, *, case_insensitive: bool = False) -> str:
     options = [str(c) for c in choices]
     if case_insensitive:
         exact = [c for c in options if c.lower() == word.lower()]

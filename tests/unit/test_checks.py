@@ -312,3 +312,8 @@ def test_the_apply_lock_bucket_cannot_be_declared_changed_or_attached_to(
     with pytest.raises(SpecError) as refused:
         load_specs([path])
     assert any("apply lock's bucket" in p.message for p in refused.value.problems)
+
+
+def test_a_consumer_naming_an_unknown_stream_gets_a_did_you_mean() -> None:
+    found = problems(stream("ORDERS"), consumer("C", stream="ORDRS"))
+    assert any("stream 'ORDRS' is not declared (did you mean 'ORDERS'?)" in p for p in found)

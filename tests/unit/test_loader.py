@@ -80,10 +80,14 @@ def test_merge_keys_are_expanded(tmp_path: Path) -> None:
     assert documents[1].body == {"max_msgs": 5, "kind": "Stream", "name": "A", "storage": "file"}
 
 
-def test_malformed_yaml_is_reported_at_its_line(tmp_path: Path) -> None:
+def test_malformed_yaml_is_reported_where_it_needs_fixing_quoted_with_a_caret(
+    tmp_path: Path,
+) -> None:
     path = write(tmp_path / "bad.yaml", "kind: Stream\nname: A\nsubjects: [a, b\nmax_age: 1h\n")
     (problem,) = problems_of([path])
-    assert problem.startswith(f"{path}:4: invalid YAML")
+    head, quoted, caret = problem.splitlines()
+    assert head.startswith(f"{path}:3: invalid YAML (column 11):")  # the unclosed '['
+    assert quoted == "    subjects: [a, b" and caret == "    " + " " * 10 + "^"
 
 
 def test_json_with_trailing_garbage_is_reported_at_its_line(tmp_path: Path) -> None:
