@@ -222,6 +222,8 @@ def apply_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Ou
     from reconciler.execution import run
 
     console = GitHubConsole(runner, inputs, "apply")
+    given = {"--allow-replace": inputs.allow_replace, "--allow-data-loss": inputs.allow_data_loss}
+    console.allowed = tuple(flag for flag, on in given.items() if on)
     planned: list[Plan] = []
 
     def on_plan(plan: Plan) -> None:

@@ -146,6 +146,8 @@ def apply(
 
     options = to_connection_options(conn)
     console = _console(fmt)
+    flags = {"--allow-replace": allow_replace, "--allow-data-loss": allow_data_loss}
+    console.allowed = tuple(flag for flag, given in flags.items() if given)
     ownership = Ownership(owner, take_over)
 
     async def go() -> Any:

@@ -39,6 +39,7 @@ class MarkdownConsole(Console):
         self.log = log
         self.title = title
         self.parts: list[str] = []
+        self.allowed: tuple[str, ...] = ()  # the --allow-* flags of this run
         self._titled = False  # a part carries the title itself (drift reports)
 
     @property
@@ -52,8 +53,8 @@ class MarkdownConsole(Console):
     def show_plan(self, plan: Plan) -> None:
         from reconciler.render import render_plan
 
-        self.log(render_plan(plan, "text"))
-        self.parts.append(render_plan(plan, "markdown"))
+        self.log(render_plan(plan, "text", allowed=self.allowed))
+        self.parts.append(render_plan(plan, "markdown", allowed=self.allowed))
 
     def show_drift(self, report: DriftReport) -> None:
         from reconciler.render.drift_markdown import render_drift_markdown

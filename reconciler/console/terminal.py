@@ -34,10 +34,17 @@ def interactive() -> bool:
 class TerminalConsole(Console):
     """Text for people at a terminal, or for CI logs."""
 
-    def __init__(self, *, fmt: PlanFormat = "text", drift_format: DriftFormat = "text") -> None:
+    def __init__(
+        self,
+        *,
+        fmt: PlanFormat = "text",
+        drift_format: DriftFormat = "text",
+        allowed: tuple[str, ...] = (),
+    ) -> None:
         self.fmt = fmt
         self.drift_format = drift_format
         self.interactive = interactive()
+        self.allowed = allowed  # the --allow-* flags of this run
 
     def notice(self, message: str) -> None:
         click.echo(message, err=True)
@@ -46,7 +53,7 @@ class TerminalConsole(Console):
         from reconciler.render import render_plan
 
         color = self.fmt == "text" and self.interactive
-        click.echo(render_plan(plan, self.fmt, color=color))
+        click.echo(render_plan(plan, self.fmt, color=color, allowed=self.allowed))
 
     def show_drift(self, report: DriftReport) -> None:
         click.echo(self.drift_text(report), nl=False)

@@ -6,6 +6,7 @@ own renderers next to these (``drift_text``, ``drift_markdown``, ``drift_html``)
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -16,8 +17,14 @@ PlanFormat = Literal["text", "json", "markdown"]
 __all__ = ["PlanFormat", "render_plan"]
 
 
-def render_plan(plan: Plan, fmt: PlanFormat, *, color: bool = False) -> str:
-    """``plan`` in ``fmt``; ``color`` adds ANSI colours to text (ignored otherwise)."""
+def render_plan(
+    plan: Plan, fmt: PlanFormat, *, color: bool = False, allowed: Collection[str] = ()
+) -> str:
+    """``plan`` in ``fmt``; ``color`` adds ANSI colours to text (ignored otherwise).
+
+    ``allowed`` names the flags the run was given (``--allow-data-loss``, ...): the
+    warning about destructive steps then says they are allowed, not that a flag is needed.
+    """
     if fmt == "json":
         from reconciler.render.json import render_json
 
@@ -25,9 +32,9 @@ def render_plan(plan: Plan, fmt: PlanFormat, *, color: bool = False) -> str:
     if fmt == "markdown":
         from reconciler.render.markdown import render_markdown
 
-        return render_markdown(plan)
+        return render_markdown(plan, allowed=allowed)
     if fmt == "text":
         from reconciler.render.text import render_text
 
-        return render_text(plan, color=color)
+        return render_text(plan, color=color, allowed=allowed)
     raise ValueError(f"unknown plan format {fmt!r} (text, json or markdown)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Collection
 
 from reconciler.model.values import display, field_label
 from reconciler.planning.steps import Entry, Plan
@@ -88,10 +89,10 @@ def _notes(plan: Plan) -> list[str]:
     return lines
 
 
-def render_markdown(plan: Plan) -> str:
+def render_markdown(plan: Plan, *, allowed: Collection[str] = ()) -> str:
     server = plan.server
     lines = [f"### {cell(summary_line(plan))}", "", f"nats-server {cell(server.version)}", ""]
-    warning = destroy_warning(plan)
+    warning = destroy_warning(plan, allowed)
     if warning:
         losses = [
             f"> - {cell(s.label)}: {cell(loss.summary)}"

@@ -13,6 +13,7 @@ Plan: 1 to create, 1 to update, 1 to replace, 0 to delete (3 unchanged).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from reconciler.model.values import display, field_label
@@ -64,13 +65,21 @@ def step_lines(step: Entry, *, color: bool = False) -> list[str]:
     return lines
 
 
-def destroy_warning(plan: Plan) -> str | None:
-    """The line saying how many steps destroy data and which flag apply needs."""
+def destroy_warning(plan: Plan, allowed: Collection[str] = ()) -> str | None:
+    """The line saying how many steps destroy data and which flag apply needs (or that
+    the flag given allows them)."""
     steps = plan.destructive_steps
     if not steps:
         return None
-    flag = "--allow-data-loss" if plan.lossy_updates else "--allow-replace"
-    return f"{len(steps)} step(s) destroy data: apply refuses them without {flag}."
+    needed = ("--allow-data-loss",) if plan.lossy_updates else ALLOWING_FLAGS
+    given = [flag for flag in needed if flag in allowed]
+    if given:
+        return f"{len(steps)} step(s) destroy data, allowed by {given[0]}."
+    return f"{len(steps)} step(s) destroy data: apply refuses them without {needed[0]}."
+
+
+#: The flags that allow replaces and deletes (the first is named when one is missing).
+ALLOWING_FLAGS = ("--allow-replace", "--allow-data-loss")
 
 
 def summary_line(plan: Plan) -> str:
@@ -98,7 +107,7 @@ def _notes(plan: Plan, *, color: bool) -> list[str]:
     return lines
 
 
-def render_text(plan: Plan, *, color: bool = False) -> str:
+def render_text(plan: Plan, *, color: bool = False, allowed: Collection[str] = ()) -> str:
     server = plan.server
     lines = [f"Plan against nats-server {server.version} (API level {server.api_level})"]
     if plan.changes:
@@ -106,7 +115,7 @@ def render_text(plan: Plan, *, color: bool = False) -> str:
     for step in plan.changes:
         lines.extend(step_lines(step, color=color))
     lines.extend(_notes(plan, color=color))
-    warning = destroy_warning(plan)
+    warning = destroy_warning(plan, allowed)
     if warning:
         lines += ["", _paint(warning, "delete", color=color)]
     lines += ["", summary_line(plan)]

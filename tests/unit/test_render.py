@@ -182,3 +182,12 @@ def test_markdown_never_renders_a_resource_name_as_a_link_or_markup() -> None:
     assert "*bold*" not in markdown
     drift = render_drift_markdown(from_plan(plan))
     assert "[x](http:evil)" not in drift.replace("`[x](http:evil)`", "")
+
+
+def test_a_plan_run_with_the_allowing_flag_does_not_say_the_flag_is_needed() -> None:
+    plan = sample_plan()  # a replace and a delete
+    assert "apply refuses them without --allow-replace" in render_plan(plan, "text")
+    allowed = render_plan(plan, "text", allowed=("--allow-replace",))
+    assert "allowed by --allow-replace" in allowed and "refuses" not in allowed
+    markdown = render_plan(plan, "markdown", allowed=("--allow-data-loss",))
+    assert "allowed by --allow-data-loss" in markdown
