@@ -59,15 +59,18 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, envvar="RECONCILE_DEBUG", help="Show tracebacks.")
+@click.option("--no-color", is_flag=True, help="No colours (as NO_COLOR=1 does).")
 @click.version_option(package_name="jetstream-gitops", prog_name="reconcile")
 @click.pass_context
-def cli(ctx: click.Context, debug: bool) -> None:
+def cli(ctx: click.Context, debug: bool, no_color: bool) -> None:
     """Keep NATS JetStream streams, consumers and buckets in git.
 
     `reconcile --dry-run PATH...` is the same as `reconcile plan PATH...`.
     """
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+    if no_color:
+        os.environ["NO_COLOR"] = "1"  # read by the console and by rich
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -123,6 +124,13 @@ def _plan_and_show(
     help="How long to wait for another apply's lock: seconds or a duration (2m).",
 )
 @click.option("--no-lock", is_flag=True, help="Apply without taking the server's apply lock.")
+@click.option(
+    "--auto-approve",
+    "-y",
+    is_flag=True,
+    help="Apply without asking. On a terminal apply shows the plan and asks for 'yes'; "
+    "without a terminal (CI) it never asks.",
+)
 @connection_options
 def apply(
     paths: tuple[Path, ...],
@@ -138,6 +146,7 @@ def apply(
     concurrency: int,
     lock_timeout: float,
     no_lock: bool,
+    auto_approve: bool,
     **conn: Any,
 ) -> int:
     """Change the server to match the specs (validates everything first)."""
@@ -149,6 +158,7 @@ def apply(
     flags = {"--allow-replace": allow_replace, "--allow-data-loss": allow_data_loss}
     console.allowed = tuple(flag for flag, given in flags.items() if given)
     ownership = Ownership(owner, take_over)
+    asks = console.interactive and sys.stdin.isatty() and fmt == "text"
 
     async def go() -> Any:
         stop = asyncio.Event()
@@ -169,6 +179,7 @@ def apply(
                 on_notice=console.notice,
                 on_step=on_step if fmt == "text" else None,
                 on_plan=console.show_plan,
+                confirm=None if auto_approve or not asks else console.confirm,
                 stop=stop,
                 lock_timeout=None if no_lock else lock_timeout,
             )
@@ -180,6 +191,8 @@ def apply(
         return 2 if detailed_exitcode and the_plan.has_changes else 0
     result = asyncio.run(go())
     console.show_result(result)
+    if result.cancelled:
+        return 1
     if result.interrupted:
         skipped = len(result.skipped)
         console.notice(f"interrupted: {skipped} step(s) not started; re-run apply to converge")

@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
@@ -27,8 +27,24 @@ DriftFormat = Literal["text", "json", "markdown", "html"]
 
 
 def interactive() -> bool:
-    """A person at a terminal (colour, progress bars), not CI logs."""
+    """A person at a terminal (progress bars, questions), not CI logs."""
     return sys.stderr.isatty() and not os.environ.get("CI")
+
+
+def colour() -> bool:
+    """Colours on a terminal unless NO_COLOR is set (https://no-color.org)."""
+    return interactive() and not os.environ.get("NO_COLOR")
+
+
+def completion_line(event: StepEvent) -> str:
+    """``Stream ORDERS: created (0.12 s)``: one line per finished step, for people."""
+    done = {"create": "created", "update": "updated", "replace": "replaced", "delete": "deleted"}
+    what = done.get(event.step.action, event.step.action)
+    if event.outcome == "failed":
+        return f"{event.step.label}: {event.step.action} failed: {event.error}"
+    if event.outcome == "skipped":
+        return f"{event.step.label}: {event.step.action} not started"
+    return f"{event.step.label}: {what} ({event.seconds:.2f} s)"
 
 
 class TerminalConsole(Console):
@@ -45,14 +61,55 @@ class TerminalConsole(Console):
         self.drift_format = drift_format
         self.interactive = interactive()
         self.allowed = allowed  # the --allow-* flags of this run
+        self._bar: Any = None  # the progress display while an apply runs
 
     def notice(self, message: str) -> None:
-        click.echo(message, err=True)
+        if self._bar is not None:  # above the bar, never glued to it
+            self._bar.console.print(message, markup=False, highlight=False)
+        else:
+            click.echo(message, err=True)
+
+    async def confirm(self, plan: Plan) -> bool:
+        """Ask the person at the terminal to type ``yes``; anything else (or Ctrl-C, or
+        end of input) changes nothing. The question waits in a thread, so the apply lock
+        keeps being refreshed meanwhile."""
+        import asyncio
+        import threading
+
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[str] = loop.create_future()
+
+        def ask() -> None:
+            try:
+                text = click.prompt(
+                    "Do you want to apply these changes? Only 'yes' will be accepted",
+                    default="",
+                    show_default=False,
+                    err=True,
+                )
+            except (click.Abort, EOFError, KeyboardInterrupt):
+                text = ""
+
+            def settle() -> None:
+                if not answer.done():
+                    answer.set_result(str(text))
+
+            loop.call_soon_threadsafe(settle)
+
+        threading.Thread(target=ask, daemon=True).start()
+        try:
+            given = await answer
+        except asyncio.CancelledError:
+            given = ""
+        if given.strip() != "yes":
+            self.notice("Apply cancelled: nothing was changed.")
+            return False
+        return True
 
     def show_plan(self, plan: Plan) -> None:
         from reconciler.render import render_plan
 
-        color = self.fmt == "text" and self.interactive
+        color = self.fmt == "text" and colour()
         click.echo(render_plan(plan, self.fmt, color=color, allowed=self.allowed))
 
     def show_drift(self, report: DriftReport) -> None:
@@ -80,7 +137,7 @@ class TerminalConsole(Console):
             click.echo(line, err=True)
 
     def show_result(self, result: ApplyResult) -> None:
-        if self.fmt == "text":
+        if self.fmt == "text" and not result.cancelled:
             click.echo(result_line([result]))
 
     @contextmanager
@@ -89,21 +146,34 @@ class TerminalConsole(Console):
             with super().steps() as sink:
                 yield sink
             return
+        from rich.console import Console as RichConsole
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-        with Progress(
+        screen = RichConsole(stderr=True, no_color=not colour())
+        columns = (
             TextColumn("[bold]applying"),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.description}"),
-            transient=True,
-        ) as bar:
-            task = bar.add_task("", total=None)
+        )
+        # The bar starts with the first step: the plan and the question come before it,
+        # on their own lines.
+        bar = Progress(*columns, transient=True, console=screen)
+        task = bar.add_task("", total=None)
 
-            def advance(event: StepEvent) -> None:
-                label = f"{event.step.action} {event.step.label}"
-                bar.update(task, total=event.total, completed=event.done, description=label)
-                if event.error:
-                    bar.console.print(f"[red]failed[/] {label}: {event.error}")
+        def advance(event: StepEvent) -> None:
+            if self._bar is None:
+                bar.start()
+                self._bar = bar
+            label = f"{event.step.action} {event.step.label}"
+            bar.update(task, total=event.total, completed=event.done, description=label)
+            style = "red" if event.outcome == "failed" else None
+            line = completion_line(event)
+            bar.console.print(line, style=style, markup=False, highlight=False)
 
+        try:
             yield advance
+        finally:
+            if self._bar is not None:
+                bar.stop()
+                self._bar = None

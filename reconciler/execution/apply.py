@@ -14,6 +14,7 @@ steps in flight finish and skips the rest, so nothing is half-written.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, assert_never
@@ -43,6 +44,7 @@ class StepEvent:
     error: str | None = None
     done: int = 0
     total: int = 0
+    seconds: float = 0.0  # how long the step's requests took
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class ApplyResult:
     failed: tuple[tuple[Step, str], ...] = ()
     skipped: tuple[Step, ...] = ()
     interrupted: bool = False
+    cancelled: bool = False  # the person at the terminal did not confirm: nothing changed
 
     @property
     def ok(self) -> bool:
@@ -125,10 +128,12 @@ class _Run:
     skipped: list[Step] = field(default_factory=list)
     unreachable: bool = False  # a request timed out or the connection broke: start no more
 
-    def emit(self, step: Step, outcome: Outcome, error: str | None = None) -> None:
+    def emit(
+        self, step: Step, outcome: Outcome, error: str | None = None, seconds: float = 0.0
+    ) -> None:
         if self.on_step is not None:
             done = len(self.applied) + len(self.failed) + len(self.skipped)
-            self.on_step(StepEvent(step, outcome, error, done, self.total))
+            self.on_step(StepEvent(step, outcome, error, done, self.total, seconds))
 
 
 async def apply_plan(
@@ -194,16 +199,17 @@ async def _guarded(
                 run.skipped.append(step)
                 run.emit(step, "skipped")
                 return
+        started = time.monotonic()
         try:
             # Shielded: a cancelled apply still finishes the request in flight.
             await asyncio.shield(execute(run.client, step))
         except ReconcileError as err:
             run.unreachable = run.unreachable or isinstance(err, RequestTimeout | ConnectError)
             run.failed.append((step, str(err)))
-            run.emit(step, "failed", str(err))
+            run.emit(step, "failed", str(err), time.monotonic() - started)
             return
         run.applied.append(step)
-        run.emit(step, "applied")
+        run.emit(step, "applied", seconds=time.monotonic() - started)
 
 
 async def execute(client: JetStreamClient, step: Step) -> None:

@@ -9,12 +9,19 @@ fleet snapshot all call these; none of them re-implements a phase.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from reconciler.errors import Problem, UnsupportedField
 from reconciler.execution import lock
-from reconciler.execution.apply import ApplyResult, StepEvent, apply_plan, lease_lost
+from reconciler.execution.apply import (
+    ApplyResult,
+    StepEvent,
+    apply_plan,
+    check_allowed,
+    lease_lost,
+)
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.model.normalize import replica_problems, unsupported_fields
 from reconciler.model.state import LiveState
@@ -29,6 +36,22 @@ PathLike = str | Path
 
 def _quiet(_: str) -> None:
     """Default notice sink: say nothing."""
+
+
+async def _confirmed(
+    confirm: Callable[[Plan], Awaitable[bool]], the_plan: Plan, stop: asyncio.Event
+) -> bool:
+    """The answer to ``confirm``; Ctrl-C (``stop``) while it waits is a no."""
+    answer = asyncio.ensure_future(confirm(the_plan))
+    halted = asyncio.ensure_future(stop.wait())
+    done, _ = await asyncio.wait({answer, halted}, return_when=asyncio.FIRST_COMPLETED)
+    halted.cancel()
+    if answer not in done:
+        answer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await answer
+        return False
+    return bool(answer.result())
 
 
 def _load(paths: Sequence[PathLike], strict: bool, on_notice: Notice | None) -> list[Spec]:
@@ -101,6 +124,7 @@ async def apply(
     on_notice: Notice | None = None,
     on_step: Callable[[StepEvent], None] | None = None,
     on_plan: Callable[[Plan], None] | None = None,
+    confirm: Callable[[Plan], Awaitable[bool]] | None = None,
     stop: asyncio.Event | None = None,
     lock_timeout: float | None = lock.DEFAULT_TIMEOUT,
 ) -> ApplyResult:
@@ -124,6 +148,10 @@ async def apply(
         the_plan = await plan_with(client, specs, prune=prune, ownership=ownership)
         if on_plan is not None:
             on_plan(the_plan)
+        if confirm is not None and the_plan.has_changes and not dry_run:
+            check_allowed(the_plan, allow_replace=allow_replace, allow_data_loss=allow_data_loss)
+            if not await _confirmed(confirm, the_plan, stop):
+                return ApplyResult(plan=the_plan, dry_run=True, cancelled=True)
         result = await apply_plan(
             the_plan,
             client,

@@ -1,0 +1,125 @@
+"""`reconcile apply` as a person meets it at a real terminal (a pseudo-terminal): the plan,
+a question that only 'yes' answers, one completion line per step, colours unless NO_COLOR.
+Without a terminal it never asks (the other e2e and integration tests run that way)."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from servers import NatsServer, run
+
+from reconciler.jetstream import ConnectionOptions, open_client
+
+REPO = Path(__file__).resolve().parents[2]
+SHOP = REPO / "examples" / "shop"
+QUESTION = b"Only 'yes' will be accepted"
+
+
+class Terminal:
+    """The CLI on a pseudo-terminal: what it prints, and what is typed at it."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        primary, secondary = pty.openpty()
+        environ = {k: v for k, v in os.environ.items() if k not in ("CI", "NO_COLOR")}
+        environ.update({"PYTHONPATH": str(REPO), "TERM": "xterm", "COLUMNS": "120"})
+        environ.update(env or {})
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "reconciler", *args],
+            stdin=secondary, stdout=secondary, stderr=secondary,
+            env=environ, cwd=REPO, start_new_session=True,
+        )  # fmt: skip
+        os.close(secondary)
+        self.primary = primary
+        self.output = b""
+
+    def read_until(self, wanted: bytes, seconds: float = 60.0) -> bool:
+        deadline = time.monotonic() + seconds
+        while wanted not in self.output and time.monotonic() < deadline:
+            ready, _, _ = select.select([self.primary], [], [], 0.1)
+            if ready:
+                try:
+                    self.output += os.read(self.primary, 65536)
+                except OSError:
+                    break
+            elif self.process.poll() is not None:
+                break
+        return wanted in self.output
+
+    def type(self, text: bytes) -> None:
+        os.write(self.primary, text)
+
+    def finish(self, seconds: float = 60.0) -> int:
+        deadline = time.monotonic() + seconds
+        while self.process.poll() is None and time.monotonic() < deadline:
+            self.read_until(b"\x00never", 0.2)
+        self.read_until(b"\x00never", 0.2)
+        os.close(self.primary)
+        return self.process.wait(timeout=10)
+
+    @property
+    def text(self) -> str:
+        return self.output.decode(errors="replace")
+
+
+def streams(server: NatsServer) -> list[str]:
+    async def names() -> list[str]:
+        async with open_client(ConnectionOptions(servers=server.url)) as client:
+            return [n for n in await client.stream_names() if not n.startswith("KV_")]
+
+    return run(names())
+
+
+def test_apply_asks_and_anything_but_yes_changes_nothing(clean_server: NatsServer) -> None:
+    term = Terminal("apply", str(SHOP), "--server", clean_server.url)
+    assert term.read_until(QUESTION), term.text
+    assert "create Stream ORDERS" in term.text  # the plan comes first
+    term.type(b"no\r")
+    assert term.finish() == 1
+    assert "Apply cancelled: nothing was changed." in term.text
+    assert streams(clean_server) == []
+
+
+def test_ctrl_c_at_the_question_changes_nothing(clean_server: NatsServer) -> None:
+    term = Terminal("apply", str(SHOP), "--server", clean_server.url)
+    assert term.read_until(QUESTION), term.text
+    os.killpg(term.process.pid, signal.SIGINT)
+    assert term.finish() != 0
+    assert streams(clean_server) == []
+
+
+def test_yes_applies_with_one_completion_line_per_step(clean_server: NatsServer) -> None:
+    term = Terminal("apply", str(SHOP), "--server", clean_server.url)
+    assert term.read_until(QUESTION), term.text
+    term.type(b"yes\r")
+    assert term.finish() == 0, term.text
+    assert "Stream ORDERS: created (" in term.text
+    assert term.text.count(": created (") == 4  # the stream and its three consumers
+    assert "Apply complete: 4 applied, 0 failed, 0 skipped." in term.text
+    assert streams(clean_server) == ["ORDERS"]
+
+
+@pytest.mark.parametrize("flag", ["--auto-approve", "-y"])
+def test_auto_approve_does_not_ask(clean_server: NatsServer, flag: str) -> None:
+    term = Terminal("apply", str(SHOP), "--server", clean_server.url, flag)
+    assert term.finish() == 0, term.text
+    assert QUESTION.decode() not in term.text
+    assert streams(clean_server) == ["ORDERS"]
+
+
+def test_colours_on_a_terminal_unless_no_color(clean_server: NatsServer) -> None:
+    coloured = Terminal("plan", str(SHOP), "--server", clean_server.url)
+    assert coloured.finish() == 0
+    assert "\x1b[32m+ create Stream ORDERS" in coloured.text
+    for way in ({"NO_COLOR": "1"}, None):
+        args = ["plan", str(SHOP), "--server", clean_server.url]
+        plain = Terminal(*(args if way else ["--no-color", *args]), env=way)
+        assert plain.finish() == 0
+        assert "\x1b[3" not in plain.text and "+ create Stream ORDERS" in plain.text
