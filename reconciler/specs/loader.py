@@ -310,7 +310,8 @@ def _yaml_problem(err: yaml.YAMLError, text: str, name: str) -> Problem:
     if mark is None:
         line = text[: getattr(err, "position", 0)].count("\n") + 1
         return Problem(Location(name, line), "", f"invalid YAML: {detail}")
-    source = text.splitlines()[mark.line] if mark.line < text.count("\n") + 1 else ""
+    lines = _YAML_LINE_BREAK.split(text)  # the breaks YAML counts lines by
+    source = lines[mark.line] if 0 <= mark.line < len(lines) else ""
     column = mark.column + 1
     quoted = source[:MAX_QUOTED].replace("\t", " ")
     caret = " " * min(mark.column, MAX_QUOTED) + "^"
@@ -409,6 +410,7 @@ class _NodeBuilder:
         return _Abort(Problem(self._where(node), path, message))
 
 
+_YAML_LINE_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
 #: How much of the offending line a YAML syntax error quotes.
 MAX_QUOTED = 120
 

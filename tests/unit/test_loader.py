@@ -316,3 +316,14 @@ def test_the_stack_composer_builds_what_libyaml_composes(text: str) -> None:
 def test_an_undefined_alias_is_a_located_problem(tmp_path: Path) -> None:
     path = write(tmp_path / "s.yaml", "kind: Stream\nname: *nowhere\n")
     assert problems_of([path]) == [f"{path}:2: undefined alias *nowhere"]
+
+
+@pytest.mark.parametrize("brk", ["\r", "\r\n", "\x85", "\u2028", "\u2029"])
+def test_a_yaml_error_after_unusual_line_breaks_is_still_a_problem(
+    tmp_path: Path, brk: str
+) -> None:
+    text = brk.join(["kind: Stream", "name: A", "subjects: [a, b", "max_age: 1h", ""])
+    path = tmp_path / "odd.yaml"
+    path.write_text(text, encoding="utf-8", newline="")
+    (problem,) = problems_of([path])
+    assert problem.startswith(f"{path}:") and "invalid YAML" in problem
