@@ -15,6 +15,12 @@ from reconciler.cli.options import connection_options, owner_option, to_connecti
 from reconciler.cli.output import notice
 from reconciler.errors import ReconcileError
 
+#: Where editors find the spec schema: a stable published address, never a path of the
+#: machine that exported (the files are meant for git).
+SCHEMA_URL = (
+    "https://raw.githubusercontent.com/jetstream-gitops/jetstream-gitops/main/"
+    "schemas/document.schema.json"
+)
 HEADER = "# yaml-language-server: $schema={schema}\n# exported by `reconcile export`\n"
 
 
@@ -80,14 +86,11 @@ def export(out: Path | None, owner: str, all_owners: bool, **conn: Any) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise ReconcileError(f"{out}: cannot create the folder: {err.strerror}") from None
-    from reconciler.specs.schema import SCHEMA_DIR
-
-    schema = SCHEMA_DIR / "document.schema.json"
     written: set[str] = set()
     for exported in files:
         if exported.name in written:  # file_name is injective: this is a bug
             raise ReconcileError(f"two resources map to the file {exported.name}")
-        text = HEADER.format(schema=schema.as_uri()) + _dump(exported.documents)
+        text = HEADER.format(schema=SCHEMA_URL) + _dump(exported.documents)
         try:
             write_file(out, exported.name, text)
         except OSError as err:

@@ -8,6 +8,7 @@ from collections import Counter
 import click
 
 from reconciler.cli.options import strict_option
+from reconciler.console.terminal import TerminalConsole
 from reconciler.errors import Problem, SpecError
 from reconciler.specs.loader import spec_files
 from reconciler.specs.spec import KINDS
@@ -54,6 +55,7 @@ def validate(ctx: click.Context, paths: tuple[str, ...], fmt: str, strict: bool)
         body["warnings"] = [w.to_json() for w in warnings]
         click.echo(json.dumps(body))
     else:
+        console = TerminalConsole()
         for warning in warnings:
-            click.echo(str(warning), err=True)
+            console.problem(str(warning))
         click.echo(summary + (f" ({len(warnings)} warning(s))" if warnings else ""))

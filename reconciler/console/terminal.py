@@ -7,6 +7,7 @@ a progress bar; elsewhere each finished step is one plain line, fit for CI logs.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,6 +35,23 @@ def interactive() -> bool:
 def colour() -> bool:
     """Colours on a terminal unless NO_COLOR is set (https://no-color.org)."""
     return interactive() and not os.environ.get("NO_COLOR")
+
+
+_PLACE = re.compile(r"^(\S+:\d+: )?(warning: )?(.*)$", re.S)
+
+
+def _painted(line: str) -> str:
+    if line.startswith("    "):
+        return click.style(line, dim=True)
+    match = _PLACE.match(line)
+    assert match is not None  # the pattern matches any text
+    place, warning, rest = match.groups()
+    colour_name = "yellow" if warning else "red"
+    return (
+        (click.style(place, bold=True) if place else "")
+        + (click.style(warning, fg="yellow", bold=True) if warning else "")
+        + click.style(rest, fg=colour_name)
+    )
 
 
 def completion_line(event: StepEvent) -> str:
@@ -134,7 +152,16 @@ class TerminalConsole(Console):
 
     def show_error(self, err: ReconcileError) -> None:
         for line in error_lines(err):
+            self.problem(line)
+
+    def problem(self, line: str) -> None:
+        """One error or warning line on stderr; on a terminal the place is bold, an error
+        red, a warning yellow, and a quoted source line dim."""
+        if not colour():
             click.echo(line, err=True)
+            return
+        for part in line.split("\n"):
+            click.echo(_painted(part), err=True)
 
     def show_result(self, result: ApplyResult) -> None:
         if self.fmt == "text" and not result.cancelled:

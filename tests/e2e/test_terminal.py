@@ -123,3 +123,14 @@ def test_colours_on_a_terminal_unless_no_color(clean_server: NatsServer) -> None
         plain = Terminal(*(args if way else ["--no-color", *args]), env=way)
         assert plain.finish() == 0
         assert "\x1b[3" not in plain.text and "+ create Stream ORDERS" in plain.text
+
+
+def test_validate_colours_errors_on_a_terminal_unless_no_color(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: Stream\nname: S\nmax_age: soon\n")
+    coloured = Terminal("validate", str(bad))
+    assert coloured.finish() == 1
+    assert f"\x1b[1m{bad}:3: \x1b[0m" in coloured.text and "\x1b[31m" in coloured.text
+    plain = Terminal("validate", str(bad), env={"NO_COLOR": "1"})
+    assert plain.finish() == 1
+    assert "\x1b[" not in plain.text and f"{bad}:3: max_age:" in plain.text

@@ -98,3 +98,14 @@ def test_an_unwritable_folder_is_a_clear_error(clean_server: NatsServer, tmp_pat
     done = export(clean_server, blocker / "out")
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert str(blocker / "out") in done.stderr
+
+
+def test_exported_files_name_no_path_of_the_exporting_machine(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    run(_create(clean_server.url, ["A_B"]))
+    out = tmp_path / "out"
+    assert export(clean_server, out).returncode == 0
+    text = (out / "stream-A_B.yaml").read_text()
+    assert "file://" not in text and str(Path.home()) not in text and "/work/" not in text
+    assert "$schema=https://" in text
