@@ -30,6 +30,52 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
+#: Two or three examples per command, shown at the end of its --help.
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "validate": (
+        "reconcile validate specs/",
+        "reconcile validate --strict --format json specs/ streams.yaml",
+    ),
+    "plan": (
+        "reconcile plan specs/ --server nats://nats:4222",
+        "reconcile plan specs/ --prune --format markdown > plan.md",
+        "reconcile plan specs/ --detailed-exitcode   # exit 2 when something would change",
+    ),
+    "apply": (
+        "reconcile apply specs/                      # shows the plan, asks for yes",
+        "reconcile apply specs/ -y --lock-timeout 2m    # CI: no question",
+        "reconcile apply specs/ --prune --allow-data-loss --owner team-a",
+    ),
+    "drift": (
+        "reconcile drift specs/",
+        "reconcile drift specs/ --format html --out drift.html",
+    ),
+    "export": (
+        "reconcile export --out specs/",
+        "reconcile export --owner team-a --out team-a/",
+    ),
+    "server": ("reconcile server", "reconcile server --store /tmp/js --port 4222"),
+    "snapshot": ("reconcile snapshot --env prod --out snapshots/prod.jsonl",),
+    "fleet drift": (
+        "reconcile fleet drift --specs fleet/ --snapshots snapshots/ --out report/",
+        "reconcile fleet drift ... --spark-master spark://spark:7077",
+    ),
+    "lock status": ("reconcile lock status", "reconcile lock status --format json"),
+    "lock break": ("reconcile lock break", "reconcile lock break --force"),
+}
+
+
+def _with_examples(command: click.Command, name: str) -> click.Command:
+    """The command with its examples as the epilog of its --help (and its sub-commands')."""
+    if isinstance(command, click.Group):
+        for sub_name, sub in command.commands.items():
+            _with_examples(sub, f"{name} {sub_name}")
+    examples = EXAMPLES.get(name)
+    if examples and not command.epilog:
+        command.epilog = "\b\nExamples:\n" + "\n".join(f"  {line}" for line in examples)
+    return command
+
+
 class LazyGroup(click.Group):
     """A group whose sub-commands are imported on first use."""
 
@@ -43,7 +89,7 @@ class LazyGroup(click.Group):
         module = importlib.import_module(entry[0])
         command = getattr(module, entry[1])
         assert isinstance(command, click.Command)
-        return command
+        return _with_examples(command, cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][2]) for name in sorted(COMMANDS)]

@@ -16,7 +16,14 @@ FORMATS = click.Choice(["text", "json", "markdown", "html"])
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=FORMATS,
+    default="text",
+    show_default=True,
+    help="How to print the report.",
+)
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, writable=True, path_type=Path),

@@ -24,7 +24,9 @@ def lock() -> None:
 
 
 @lock.command()
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", help="How to print it."
+)
 @connection_options
 def status(fmt: str, **conn: Any) -> int:
     """Show who holds the apply lock (exit 0 when free, 2 when held)."""

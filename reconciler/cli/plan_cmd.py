@@ -42,7 +42,14 @@ def _console(fmt: str) -> TerminalConsole:
 @owner_option
 @take_over_option
 @strict_option
-@click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=FORMATS,
+    default="text",
+    show_default=True,
+    help="How to print the plan.",
+)
 @click.option(
     "--detailed-exitcode", is_flag=True, help="Exit 2 when the plan has changes (0 when none)."
 )
@@ -113,9 +120,22 @@ def _plan_and_show(
     "stored messages in place (a tighter max_msgs, max_bytes, max_age, history or ttl on a "
     "stream holding messages; retention limits to interest).",
 )
-@click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=FORMATS,
+    default="text",
+    show_default=True,
+    help="How to print the plan.",
+)
 @click.option("--detailed-exitcode", is_flag=True, help="With --dry-run: exit 2 on changes.")
-@click.option("--concurrency", type=click.IntRange(1, 256), default=16, show_default=True)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 256),
+    default=16,
+    show_default=True,
+    help="How many independent steps run at once.",
+)
 @click.option(
     "--lock-timeout",
     type=Seconds(),

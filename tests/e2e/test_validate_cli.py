@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import click
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -211,3 +212,25 @@ def test_times_are_accepted_as_seconds_or_durations(tmp_path: Path) -> None:
     )
     assert done.returncode == 1 and "is not a time" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_every_command_describes_each_option_and_shows_examples() -> None:
+    from reconciler.cli import COMMANDS, cli
+
+    ctx = click.Context(cli)
+    found = []
+
+    def walk(command: click.Command, name: str) -> None:
+        if isinstance(command, click.Group):
+            for sub in command.list_commands(ctx):
+                walk(command.get_command(ctx, sub), f"{name} {sub}")  # type: ignore[arg-type]
+            return
+        found.append(name)
+        undescribed = [p.name for p in command.params if isinstance(p, click.Option) and not p.help]
+        assert undescribed == [], name
+        help_text = command.get_help(click.Context(command, info_name=name))
+        assert "Examples:" in help_text and f"reconcile {name}" in help_text, name
+
+    for name in sorted(COMMANDS):
+        walk(cli.get_command(ctx, name), name)  # type: ignore[arg-type]
+    assert len(found) >= 10
