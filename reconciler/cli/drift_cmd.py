@@ -8,22 +8,20 @@ from typing import Any, cast
 
 import click
 
-from reconciler.cli.options import connection_options, owner_option, to_connection_options
+from reconciler.cli.options import (
+    connection_options,
+    format_option,
+    owner_option,
+    to_connection_options,
+)
 from reconciler.console.terminal import DriftFormat, TerminalConsole
 
-FORMATS = click.Choice(["text", "json", "markdown", "html"])
+FORMAT_NAMES = ["text", "json", "markdown", "html"]
 
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option(
-    "--format",
-    "fmt",
-    type=FORMATS,
-    default="text",
-    show_default=True,
-    help="How to print the report.",
-)
+@format_option(FORMAT_NAMES, "report")
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, writable=True, path_type=Path),

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from reconciler.cli.options import connection_options, to_connection_options
+from reconciler.cli.options import connection_options, format_option, to_connection_options
 from reconciler.cli.output import notice
 
 
@@ -24,9 +24,7 @@ def lock() -> None:
 
 
 @lock.command()
-@click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", help="How to print it."
-)
+@format_option(["text", "json"], "lock's holder")
 @connection_options
 def status(fmt: str, **conn: Any) -> int:
     """Show who holds the apply lock (exit 0 when free, 2 when held)."""

@@ -88,6 +88,19 @@ owner_option: Callable[[F], F] = click.option(
     "deletes only them, other owners' resources are listed and never touched.",
 )
 
+
+def format_option(choices: list[str], what: str) -> Callable[[F], F]:
+    """``--format``: how a command prints ``what`` (text by default)."""
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(choices),
+        default="text",
+        show_default=True,
+        help=f"How to print the {what}.",
+    )
+
+
 #: Warnings (odd but accepted specs) as errors, for CI that wants them.
 strict_option: Callable[[F], F] = click.option(
     "--strict",

@@ -13,6 +13,7 @@ import click
 from reconciler.cli.options import (
     Seconds,
     connection_options,
+    format_option,
     owner_option,
     strict_option,
     take_over_option,
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from reconciler.planning.plan import Ownership
     from reconciler.planning.steps import Plan
 
-FORMATS = click.Choice(["text", "json", "markdown"])
+FORMAT_NAMES = ["text", "json", "markdown"]
 paths_argument = click.argument(
     "paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path)
 )
@@ -42,14 +43,7 @@ def _console(fmt: str) -> TerminalConsole:
 @owner_option
 @take_over_option
 @strict_option
-@click.option(
-    "--format",
-    "fmt",
-    type=FORMATS,
-    default="text",
-    show_default=True,
-    help="How to print the plan.",
-)
+@format_option(FORMAT_NAMES, "plan")
 @click.option(
     "--detailed-exitcode", is_flag=True, help="Exit 2 when the plan has changes (0 when none)."
 )
@@ -120,14 +114,7 @@ def _plan_and_show(
     "stored messages in place (a tighter max_msgs, max_bytes, max_age, history or ttl on a "
     "stream holding messages; retention limits to interest).",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=FORMATS,
-    default="text",
-    show_default=True,
-    help="How to print the plan.",
-)
+@format_option(FORMAT_NAMES, "plan")
 @click.option("--detailed-exitcode", is_flag=True, help="With --dry-run: exit 2 on changes.")
 @click.option(
     "--concurrency",

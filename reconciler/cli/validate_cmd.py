@@ -7,7 +7,7 @@ from collections import Counter
 
 import click
 
-from reconciler.cli.options import strict_option
+from reconciler.cli.options import format_option, strict_option
 from reconciler.console.terminal import TerminalConsole
 from reconciler.errors import Problem, SpecError
 from reconciler.specs.loader import spec_files
@@ -17,14 +17,7 @@ from reconciler.specs.validate import load_specs
 
 @click.command("validate")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="How to print the result.",
-)
+@format_option(["text", "json"], "result")
 @strict_option
 @click.pass_context
 def validate(ctx: click.Context, paths: tuple[str, ...], fmt: str, strict: bool) -> None:
