@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,20 @@ from reconciler.planning.drift import from_plan
 from reconciler.planning.export import export_state
 
 MATRIX = [*SERVER_MATRIX, None]
+
+
+@dataclass(frozen=True)
+class Target:
+    """One server of the matrix and how to reach it."""
+
+    server: NatsServer
+    options: ConnectionOptions
+
+
+@pytest.fixture(params=MATRIX, ids=lambda v: v or "newest")
+def target(request: pytest.FixtureRequest, server_factory: Any) -> Target:
+    server: NatsServer = server_factory(version=request.param)
+    return Target(server, ConnectionOptions(servers=server.url))
 
 
 def roundtrip(server: NatsServer, folder: Path, text: str) -> dict[str, Any]:
@@ -42,11 +57,10 @@ def roundtrip(server: NatsServer, folder: Path, text: str) -> dict[str, Any]:
     return {item.name: item.documents for item in files}
 
 
-@pytest.mark.parametrize("version", MATRIX, ids=lambda v: v or "newest")
 def test_an_empty_transform_destination_is_a_filter_and_round_trips(
-    server_factory: Any, tmp_path: Path, version: str | None
+    target: Target, tmp_path: Path
 ) -> None:
-    server: NatsServer = server_factory(version=version)
+    server = target.server
     exported = roundtrip(
         server,
         tmp_path,
@@ -74,13 +88,9 @@ def test_an_empty_transform_destination_is_a_filter_and_round_trips(
     assert [t["src"] for t in source["subject_transforms"]] == ["bar", "baz.>"]
 
 
-@pytest.mark.parametrize("version", MATRIX, ids=lambda v: v or "newest")
-def test_nats_cli_config_envelopes_are_read_and_apply(
-    server_factory: Any, tmp_path: Path, version: str | None
-) -> None:
+def test_nats_cli_config_envelopes_are_read_and_apply(target: Target, tmp_path: Path) -> None:
     """``{"config": {...}}`` (a StreamInfo without created/state) is what the nats CLI reads
     with ``nats stream add --config``; with ``stream_name`` it is a consumer's."""
-    server: NatsServer = server_factory(version=version)
     folder = tmp_path / "cli"
     folder.mkdir()
     (folder / "stream.json").write_text(
@@ -91,25 +101,23 @@ def test_nats_cli_config_envelopes_are_read_and_apply(
             {"stream_name": "CLI", "config": {"durable_name": "C", "ack_policy": "explicit"}}
         )
     )
-    options = ConnectionOptions(servers=server.url)
+    options = target.options
     run(engine.apply([folder], options, lock_timeout=None))
     live = run(engine.fetch_live(options))
     assert live.streams["CLI"]["max_msgs"] == 10 and ("CLI", "C") in live.consumers
     assert not run(engine.plan([folder], options)).has_changes
 
 
-@pytest.mark.parametrize("version", MATRIX, ids=lambda v: v or "newest")
 def test_replicas_a_single_server_cannot_hold_are_refused_before_any_change(
-    server_factory: Any, tmp_path: Path, version: str | None
+    target: Target, tmp_path: Path
 ) -> None:
-    server: NatsServer = server_factory(version=version)
     specs = tmp_path / "specs.yaml"
     specs.write_text(
         "kind: Stream\nname: R1\nsubjects: [r1]\n---\n"
         "kind: Consumer\nstream: R1\nname: C\nack_policy: explicit\nnum_replicas: 3\n---\n"
         "kind: KeyValue\nname: kv\nreplicas: 3\n"
     )
-    options = ConnectionOptions(servers=server.url)
+    options = target.options
     with pytest.raises(UnsupportedField) as refused:
         run(engine.apply([specs], options, lock_timeout=None))
     where = sorted(str(p.location) for p in refused.value.problems)
@@ -118,12 +126,10 @@ def test_replicas_a_single_server_cannot_hold_are_refused_before_any_change(
     assert "R1" not in run(engine.fetch_live(options)).streams  # nothing was created
 
 
-@pytest.mark.parametrize("version", MATRIX, ids=lambda v: v or "newest")
 def test_drift_under_a_replace_judges_the_live_consumers_on_their_own_fields(
-    server_factory: Any, tmp_path: Path, version: str | None
+    target: Target, tmp_path: Path
 ) -> None:
-    server: NatsServer = server_factory(version=version)
-    options = ConnectionOptions(servers=server.url)
+    options = target.options
     specs = tmp_path / "specs.yaml"
     base = (
         "kind: Stream\nname: S\nsubjects: [s.>]\n---\n"
@@ -148,14 +154,10 @@ def test_drift_under_a_replace_judges_the_live_consumers_on_their_own_fields(
     assert report.summary.live == 3 and report.summary.counts["missing"] == 0
 
 
-@pytest.mark.parametrize("version", MATRIX, ids=lambda v: v or "newest")
-def test_drift_and_plan_call_an_adoption_the_same_thing(
-    server_factory: Any, tmp_path: Path, version: str | None
-) -> None:
+def test_drift_and_plan_call_an_adoption_the_same_thing(target: Target, tmp_path: Path) -> None:
     from reconciler.render.drift_text import render_drift_text
 
-    server: NatsServer = server_factory(version=version)
-    options = ConnectionOptions(servers=server.url)
+    options = target.options
 
     async def create() -> None:
         from reconciler.jetstream import open_client
@@ -210,14 +212,10 @@ def test_mqtt_streams_are_the_servers_never_listed_exported_or_pruned(
     assert {n for n in live.streams if n.startswith("$MQTT_")} <= set(after.streams)
 
 
-@pytest.mark.parametrize("version", MATRIX, ids=lambda v: v or "newest")
-def test_odd_but_accepted_configs_warn_and_converge(
-    server_factory: Any, tmp_path: Path, version: str | None
-) -> None:
+def test_odd_but_accepted_configs_warn_and_converge(target: Target, tmp_path: Path) -> None:
     """ack_wait next to backoff (the server stores backoff[0]) and an identical duplicate
     key (as in nats.docs' own examples): warnings, applied, and the re-plan is empty."""
-    server: NatsServer = server_factory(version=version)
-    options = ConnectionOptions(servers=server.url)
+    options = target.options
     folder = tmp_path / "odd"
     folder.mkdir()
     (folder / "stream.json").write_text(
@@ -240,15 +238,13 @@ def test_odd_but_accepted_configs_warn_and_converge(
         run(engine.plan([folder], options, strict=True))
 
 
-@pytest.mark.parametrize("version", MATRIX, ids=lambda v: v or "newest")
 def test_mirror_direct_follows_the_origins_direct_get_or_is_refused(
-    server_factory: Any, tmp_path: Path, version: str | None
+    target: Target, tmp_path: Path
 ) -> None:
     from reconciler.errors import SpecError
     from reconciler.jetstream import open_client
 
-    server: NatsServer = server_factory(version=version)
-    options = ConnectionOptions(servers=server.url)
+    options = target.options
     mirror = "kind: Stream\nname: COPY\nmirror: {name: ORIGIN}\nmirror_direct: true\n"
     # Origin declared with direct get: applies and converges.
     good = tmp_path / "good.yaml"
@@ -277,15 +273,13 @@ def test_mirror_direct_follows_the_origins_direct_get_or_is_refused(
     assert "COPY2" not in run(engine.fetch_live(options)).streams
 
 
-@pytest.mark.parametrize("version", MATRIX, ids=lambda v: v or "newest")
 def test_plans_and_drift_show_durations_and_sizes_in_the_unit_the_spec_wrote(
-    server_factory: Any, tmp_path: Path, version: str | None
+    target: Target, tmp_path: Path
 ) -> None:
     from reconciler.render import render_plan
     from reconciler.render.drift_text import render_drift_text
 
-    server: NatsServer = server_factory(version=version)
-    options = ConnectionOptions(servers=server.url)
+    options = target.options
     specs = tmp_path / "specs.yaml"
     specs.write_text(
         "kind: Stream\nname: U\nsubjects: [u]\nmax_age: 21d\nmax_bytes: 2048KiB\n---\n"
@@ -303,17 +297,15 @@ def test_plans_and_drift_show_durations_and_sizes_in_the_unit_the_spec_wrote(
     assert "max_age: declared 30d, live 21d" in drift
 
 
-@pytest.mark.parametrize("version", MATRIX, ids=lambda v: v or "newest")
 def test_an_account_backup_says_how_many_consumers_it_did_not_read(
-    server_factory: Any, tmp_path: Path, version: str | None
+    target: Target, tmp_path: Path
 ) -> None:
     """``nats account backup DIR`` writes DIR/<stream>/backup.json (a StreamInfo) and keeps
     the consumers inside DIR/<stream>/stream.tar.s2: the stream is read, and the consumers
     that were not are named in a warning instead of vanishing silently."""
     from reconciler.jetstream import open_client
 
-    server: NatsServer = server_factory(version=version)
-    options = ConnectionOptions(servers=server.url)
+    options = target.options
 
     async def info() -> dict[str, Any]:
         async with open_client(options) as client:
@@ -336,14 +328,12 @@ def test_an_account_backup_says_how_many_consumers_it_did_not_read(
     assert "2 consumer(s) inside stream.tar.s2" in warning and "backup.json:1" in warning
 
 
-@pytest.mark.parametrize("version", MATRIX, ids=lambda v: v or "newest")
 def test_buckets_a_bucket_spec_cannot_express_export_as_streams_losslessly(
-    server_factory: Any, tmp_path: Path, version: str | None
+    target: Target, tmp_path: Path
 ) -> None:
     from reconciler.jetstream import open_client
 
-    server: NatsServer = server_factory(version=version)
-    options = ConnectionOptions(servers=server.url)
+    options = target.options
     nats_py_style = {  # nats-py leaves allow_direct off; the Go client turns it on
         "name": "KV_py",
         "subjects": ["$KV.py.>"],
