@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.errors import LockError
+from reconciler.errors import LockError, ReconcileError
 from reconciler.execution import lock
 from reconciler.execution.lock import Holder, LockSettings
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
@@ -271,3 +271,13 @@ def test_the_fence_refuses_a_step_once_another_run_took_the_lease(clean_server) 
 
     assert outcomes[0] == "held"
     assert "lost the apply lock" in outcomes[1] and outcomes[2] == "still lost"
+
+
+@pytest.mark.parametrize("text", ["abc", "-5", "0", "nan", "inf"])
+def test_a_lease_that_is_not_a_positive_number_is_an_error_not_a_disabled_lock(
+    text: str,
+) -> None:
+    with pytest.raises(ReconcileError, match="RECONCILE_LOCK_LEASE must be a number"):
+        lock.lease_from_env(text)
+    assert lock.lease_from_env("") == lock.LEASE_SECONDS
+    assert lock.lease_from_env("2.5") == 2.5
