@@ -355,10 +355,17 @@ class Cluster:
         while time.monotonic() < deadline:
             leaders = {self._meta_leader(node) for node in self.nodes if node.running}
             agreed = len(leaders) == 1 and None not in leaders
-            if agreed and all(_http_ok(n.monitor_url + "/healthz") for n in self.nodes):
+            if agreed and all(self._settled(n) for n in self.nodes if n.running):
                 return str(leaders.pop())
             time.sleep(0.1)
         raise RuntimeError("no JetStream meta leader elected")
+
+    def _settled(self, node: NatsServer) -> bool:
+        """Healthy, and advertising every running node's client URL (what a client counts)."""
+        if not _http_ok(node.monitor_url + "/healthz"):
+            return False
+        running = sum(1 for n in self.nodes if n.running)
+        return len(node.monitor("varz").get("connect_urls") or ()) >= running
 
     @staticmethod
     def _meta_leader(node: NatsServer) -> str | None:

@@ -72,8 +72,7 @@ async def plan_with(
 ) -> Plan:
     """Plan ``specs`` against the server behind ``client`` (reads only)."""
     server = await client.server_info()
-    problems = unsupported_fields(list(specs), server) + replica_problems(specs, server)
-    if problems:
+    if problems := unsupported_fields(list(specs), server):
         raise UnsupportedField(problems)
     live = await client.fetch_live()
     live = await client.confirm(
@@ -81,6 +80,8 @@ async def plan_with(
         streams=(s.stream_name for s in specs if s.kind != "Consumer"),
         consumers=((s.stream_name, s.name) for s in specs if s.kind == "Consumer"),
     )
+    if problems := replica_problems(specs, live.server, live):
+        raise UnsupportedField(problems)
     return build_plan(list(specs), live, prune=prune, ownership=ownership)
 
 

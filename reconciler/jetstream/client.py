@@ -14,7 +14,7 @@ import asyncio
 import base64
 import json
 import re
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -205,10 +205,12 @@ class JetStreamClient:
             account = await self.request("INFO")
             info: dict[str, Any] = dict(getattr(self.nc, "_server_info", None) or {})
             api = account.get("api") or {}
+            advertised = {str(url) for url in info.get("connect_urls") or ()}
             self._server_info = ServerInfo(
                 version=str(info.get("version", "0.0.0")),
                 api_level=int(api.get("level", 0) or 0),
                 clustered=bool(info.get("cluster")),
+                cluster_size=len(advertised) if info.get("cluster") and advertised else None,
                 domain=account.get("domain") or info.get("domain") or self.domain,
                 embedded=self.embedded,
             )
@@ -279,7 +281,13 @@ class JetStreamClient:
             for stream, page in zip(busy, pages, strict=True)
             for c in page
         }
-        return LiveState(server=server, streams=streams, stream_state=state, consumers=consumers)
+        return LiveState(
+            server=server,
+            streams=streams,
+            stream_state=state,
+            consumers=consumers,
+            peers=frozenset(name for info in infos for name in _peers(info)),
+        )
 
     async def confirm(
         self, live: LiveState, streams: Iterable[str], consumers: Iterable[tuple[str, str]]
@@ -310,11 +318,8 @@ class JetStreamClient:
         unchanged = len(found_streams) == len(live.streams)
         if unchanged and len(found_consumers) == len(live.consumers):
             return live
-        return LiveState(
-            server=live.server,
-            streams=found_streams,
-            stream_state=found_state,
-            consumers=found_consumers,
+        return replace(
+            live, streams=found_streams, stream_state=found_state, consumers=found_consumers
         )
 
     # -- streams --------------------------------------------------------------------------
@@ -452,3 +457,15 @@ async def open_client(
     finally:
         if embedded is not None:
             embedded.release()
+
+
+def _peers(info: Mapping[str, Any]) -> Iterator[str]:
+    """The servers a StreamInfo's ``cluster`` names: its leader and its replicas."""
+    cluster = info.get("cluster")
+    if not isinstance(cluster, dict):
+        return
+    if isinstance(cluster.get("leader"), str) and cluster["leader"]:
+        yield cluster["leader"]
+    for replica in cluster.get("replicas") or ():
+        if isinstance(replica, dict) and isinstance(replica.get("name"), str):
+            yield replica["name"]

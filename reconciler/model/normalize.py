@@ -30,7 +30,7 @@ from typing import Any
 from reconciler.errors import Problem
 from reconciler.model import defaults as d
 from reconciler.model.buckets import BUCKET_FIELD_NEEDS, bucket_stream_config
-from reconciler.model.state import ServerInfo
+from reconciler.model.state import LiveState, ServerInfo
 from reconciler.specs.spec import (
     DEFAULT_OWNER,
     MANAGED_KEY,
@@ -282,26 +282,60 @@ def unsupported_fields(specs: Iterable[Spec], server: ServerInfo) -> list[Proble
     return problems
 
 
-def replica_problems(specs: Iterable[Spec], server: ServerInfo) -> list[Problem]:
-    """Replicas a server cannot hold: more than one on a server that is not clustered.
+def replica_problems(
+    specs: Iterable[Spec], server: ServerInfo, live: LiveState | None = None
+) -> list[Problem]:
+    """Replicas the connected server cannot hold, found before any change.
 
-    Checked against the connected server before any change, so an R3 stream or consumer
-    on a single server is an error up front rather than a half-applied plan that can
-    never converge. (A cluster's size is not checked: the server refuses too many.)
+    More than one replica on a server that is not clustered is always an error (the
+    stream would be created and its R3 consumer refused: a plan that never converges).
+    On a cluster, a create or a change of replicas asking for more replicas than the
+    servers the cluster advertises is an error too, with both numbers. A resource whose
+    replicas stay as they are is not checked, so a node down for maintenance does not
+    block unrelated changes; a cluster that advertises no servers is not checked.
     """
-    if server.clustered:
-        return []
     problems = []
     for spec in specs:
         key = "replicas" if spec.kind in ("KeyValue", "ObjectStore") else "num_replicas"
         value = spec.config.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 1:
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 1:
+            continue
+        if not server.clustered:
             message = (
                 f"{value} replicas need a JetStream cluster; nats-server {server.version} "
                 "is not clustered (use 1, or an environment that is)"
             )
-            problems.append(Problem(spec.where(key), key, message))
+        elif server.cluster_size is not None and value > (size := _cluster_size(server, live)):
+            if _live_replicas(spec, live) == value:
+                continue
+            message = (
+                f"{value} replicas, but the cluster has {size} servers (as it advertises "
+                "them to clients and names them in its streams); the server would refuse it"
+            )
+        else:
+            continue
+        problems.append(Problem(spec.where(key), key, message))
     return problems
+
+
+def _cluster_size(server: ServerInfo, live: LiveState | None) -> int:
+    """The servers known to be in the cluster: advertised ones, or more if streams name more.
+
+    A server that is down drops out of what the cluster advertises, yet the cluster still
+    counts it for placement (and streams still name it), so both are read.
+    """
+    return max(server.cluster_size or 0, len(live.peers) if live is not None else 0)
+
+
+def _live_replicas(spec: Spec, live: LiveState | None) -> int | None:
+    if live is None:
+        return None
+    if spec.kind == "Consumer":
+        config = live.consumers.get((spec.stream_name, spec.name))
+    else:
+        config = live.streams.get(spec.stream_name)
+    replicas = (config or {}).get("num_replicas")
+    return replicas if isinstance(replicas, int) else None
 
 
 def _newer_than_server(spec: Spec, key: str, value: Any, server: ServerInfo) -> str | None:

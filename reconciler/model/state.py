@@ -14,6 +14,9 @@ class ServerInfo:
     version: str  # "2.12.3"
     api_level: int  # 0 before 2.11
     clustered: bool = False
+    # servers the cluster advertises to clients (its ``connect_urls``); None when it
+    # advertises none (``no_advertise``) or is not clustered
+    cluster_size: int | None = None
     domain: str | None = None
     embedded: bool = False
 
@@ -58,3 +61,5 @@ class LiveState:
     stream_state: Mapping[str, StreamState] = field(default_factory=dict)
     # (stream, consumer) -> config
     consumers: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
+    # cluster servers named as leader or replica of some stream (offline ones included)
+    peers: frozenset[str] = frozenset()

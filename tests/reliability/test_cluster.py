@@ -109,3 +109,26 @@ def _step_down_streams_while_running(urls: str, apply) -> int:
 
     stepped: int = run_client(urls, work)
     return stepped
+
+
+def test_more_replicas_than_the_cluster_has_are_refused_before_any_change(
+    nodes, tmp_path: Path
+) -> None:
+    """R5 on three servers is refused with both numbers; nothing is created, not even
+    the R3 stream declared next to it; the same R3 stream alone applies."""
+    documents = [
+        stream_doc("FITS", num_replicas=3),
+        consumer_doc("FITS", "C", num_replicas=3),
+        stream_doc("TOOBIG", num_replicas=5),
+    ]
+    specs = write_specs(tmp_path / "s", documents)
+    refused = reconcile("apply", str(specs), "--server", nodes.urls)
+    assert refused.returncode != 0
+    assert "5 replicas, but the cluster has 3 servers" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert {"FITS", "TOOBIG"}.isdisjoint(stream_infos(nodes.urls))  # the lock bucket only
+
+    fits = write_specs(tmp_path / "fits", documents[:2])
+    done = reconcile("apply", str(fits), "--server", nodes.urls)
+    assert done.returncode == 0, done.stderr
+    assert stream_infos(nodes.urls)["FITS"]["config"]["num_replicas"] == 3

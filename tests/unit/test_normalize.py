@@ -14,10 +14,11 @@ from reconciler.model.normalize import (
     desired_config,
     live_config,
     preserved_fields,
+    replica_problems,
     rfc3339_utc,
     unsupported_fields,
 )
-from reconciler.model.state import ServerInfo
+from reconciler.model.state import LiveState, ServerInfo
 from reconciler.specs.spec import MANAGED_KEY, MANAGED_VALUE, Kind, Spec
 
 V210 = ServerInfo(version="2.10.26", api_level=0)
@@ -340,3 +341,39 @@ def test_a_sealed_stream_also_denies_deletes_and_purges_and_discards_new() -> No
         True,
         "new",
     )
+
+
+CLUSTER3 = ServerInfo(version="2.12.8", api_level=3, clustered=True, cluster_size=3)
+
+
+def test_replicas_beyond_the_advertised_cluster_are_refused_with_both_numbers() -> None:
+    problems = replica_problems(
+        [spec("Stream", "S", num_replicas=5)], CLUSTER3, LiveState(CLUSTER3)
+    )
+    assert [str(p.location) for p in problems] == ["s.yaml:10"]
+    assert "5 replicas, but the cluster has 3 servers" in problems[0].message
+    assert replica_problems([spec("Stream", "S", num_replicas=3)], CLUSTER3) == []
+
+
+def test_a_node_down_does_not_refuse_what_the_cluster_still_counts() -> None:
+    """Two servers advertised while one is down: streams still name the third, and an
+    R3 resource that is already R3 is not a change of replicas."""
+    down = ServerInfo(version="2.12.8", api_level=3, clustered=True, cluster_size=2)
+    new = [spec("Stream", "NEW", num_replicas=3)]
+    assert replica_problems(new, down, LiveState(down, peers=frozenset({"a", "b", "c"}))) == []
+    assert replica_problems(new, down, LiveState(down)) != []
+    live = LiveState(down, streams={"OLD": {"name": "OLD", "num_replicas": 3}})
+    assert replica_problems([spec("Stream", "OLD", num_replicas=3)], down, live) == []
+    consumer = spec("Consumer", "C", stream="OLD", num_replicas=3)
+    assert replica_problems([consumer], down, live) != []  # a consumer going R1 -> R3
+
+
+def test_a_cluster_that_advertises_nothing_is_not_second_guessed() -> None:
+    hidden = ServerInfo(version="2.12.8", api_level=3, clustered=True, cluster_size=None)
+    assert replica_problems([spec("Stream", "S", num_replicas=5)], hidden, LiveState(hidden)) == []
+
+
+def test_replicas_on_a_single_server_are_refused_whatever_the_live_state() -> None:
+    single = ServerInfo(version="2.12.8", api_level=3)
+    bucket = spec("KeyValue", "kv", replicas=3)
+    assert [p.path for p in replica_problems([bucket], single, LiveState(single))] == ["replicas"]
