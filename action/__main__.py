@@ -180,9 +180,37 @@ class GitHubConsole(MarkdownConsole):
     def __init__(self, runner: Runner, inputs: Inputs, what: str) -> None:
         super().__init__(runner.log, title=f"JetStream {what} for `{inputs.label}`")
         self.runner = runner
+        self.full_plan = full_plan_link(runner, inputs)
 
     def on_error(self, err: ReconcileError) -> None:
         annotate(self.runner, err)
+
+
+def artifact_name(runner: Runner, inputs: Inputs) -> str:
+    """The name the plan JSON is uploaded under: the job and the paths, so two steps or
+    jobs of one run do not collide (a matrix sets ``artifact-name`` itself)."""
+    given = runner.input("artifact-name")
+    if given:
+        return given
+    job = re.sub(r"[^A-Za-z0-9_.-]+", "-", runner.env.get("GITHUB_JOB", "")).strip("-")
+    digest = hashlib.sha256(inputs.label.encode()).hexdigest()[:10]
+    return "-".join(part for part in ("jetstream-plan", job, digest) if part)
+
+
+def full_plan_link(runner: Runner, inputs: Inputs) -> str | None:
+    """Markdown naming the plan artifact and linking the run that holds it."""
+    env = runner.env
+    if not runner.flag("upload-plan", default=True):
+        return None
+    server, repository, run_id = (
+        env.get("GITHUB_SERVER_URL", ""),
+        env.get("GITHUB_REPOSITORY", ""),
+        env.get("GITHUB_RUN_ID", ""),
+    )
+    if not (server.startswith(("https://", "http://")) and repository and run_id.isdigit()):
+        return None
+    run_url = f"{server.rstrip('/')}/{repository}/actions/runs/{run_id}"
+    return f"artifact `{artifact_name(runner, inputs)}` of [the workflow run]({run_url})"
 
 
 def summary_line(plan: Plan) -> str:
@@ -205,6 +233,7 @@ def plan_outputs(runner: Runner, inputs: Inputs, plan: Plan) -> dict[str, str]:
     return {
         "has-changes": "true" if plan.has_changes else "false",
         "plan-json": write_json(runner, inputs, "plan", plan.to_json()),
+        "plan-artifact": artifact_name(runner, inputs),
         "summary": summary_line(plan),
     }
 

@@ -40,6 +40,7 @@ class MarkdownConsole(Console):
         self.title = title
         self.parts: list[str] = []
         self.allowed: tuple[str, ...] = ()  # the --allow-* flags of this run
+        self.full_plan: str | None = None  # Markdown: where the complete plan is kept
         self._titled = False  # a part carries the title itself (drift reports)
 
     @property
@@ -52,9 +53,10 @@ class MarkdownConsole(Console):
 
     def show_plan(self, plan: Plan) -> None:
         from reconciler.render import render_plan
+        from reconciler.render.markdown import render_markdown
 
         self.log(render_plan(plan, "text", allowed=self.allowed))
-        self.parts.append(render_plan(plan, "markdown", allowed=self.allowed))
+        self.parts.append(render_markdown(plan, allowed=self.allowed, full_plan=self.full_plan))
 
     def show_drift(self, report: DriftReport) -> None:
         from reconciler.render.drift_markdown import render_drift_markdown

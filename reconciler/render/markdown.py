@@ -1,8 +1,11 @@
 """A plan as GitHub-flavoured Markdown, for pull-request comments and step summaries.
 
-A headline, a summary table of every change, then one collapsible details section per
-change with its field table and reasons. Every value is escaped for table cells (``|``,
-HTML, line breaks), so a spec value cannot break the layout.
+Reviewer-first, in the manner of Atlantis and tfcmt: a one-line verdict, what would be
+lost, the destructive steps before the others, each change's fields as a ``diff`` block,
+and long lists (unmanaged, other owners' resources) collapsed behind their counts. The
+whole stays under a character budget well below GitHub's comment limit; what does not
+fit is counted and pointed at the full plan. Text outside code blocks is escaped
+(``|``, HTML, Markdown punctuation), so a resource name cannot become markup.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections.abc import Collection
 
 from reconciler.model.values import display, field_label
 from reconciler.planning.steps import Entry, Plan
-from reconciler.render.text import SYMBOLS, destroy_warning, summary_line
+from reconciler.render.text import destroy_warning
 
 ICONS = {"create": "🆕", "update": "🔄", "replace": "⚠️", "delete": "🗑️"}
 
@@ -38,71 +41,150 @@ def code(text: str) -> str:
     return f"{fence} {flat} {fence}" if longest else f"{fence}{flat}{fence}"
 
 
-def _summary_table(plan: Plan) -> list[str]:
-    rows = ["| Action | Resource | Source | Fields |", "|---|---|---|---|"]
-    for step in plan.changes:
-        source = cell(str(step.source)) if step.source else ""
-        icon = ICONS.get(step.action, "")
-        rows.append(
-            f"| {icon} {step.action} | {cell(step.label)} | {source} | {len(step.fields)} |"
-        )
-    return rows
+#: What the plan part of a comment may take: GitHub refuses comments over 65,536
+#: characters, and the title, marker and apply result need room too.
+BUDGET = 60_000
+#: Names listed per collapsed list before "… and N more".
+LIST_LIMIT = 100
 
 
-def _details(step: Entry) -> list[str]:
-    title = html.escape(f"{SYMBOLS[step.action]} {step.action} {step.label}", quote=False)
-    lines = ["<details>", f"<summary>{title}</summary>", ""]
-    creating = step.action == "create"
-    if step.fields:
-        lines += ["| Field | Value |" if creating else "| Field | Before | After |"]
-        lines += ["|---|---|" if creating else "|---|---|---|"]
-        for change in step.fields:
-            said = step.written.get(change.path)
-            cells = [
-                field_label(step.kind, change.path),
-                display(change.after, path=change.path, kind=step.kind, written=said),
-            ]
-            if not creating:
-                cells.insert(
-                    1, display(change.before, path=change.path, kind=step.kind, written=said)
-                )
-            lines.append("| " + " | ".join(cell(text) for text in cells) + " |")
-        lines.append("")
-    if step.reasons:
-        lines += [*(f"- {cell(reason)}" for reason in step.reasons), ""]
+def _verdict(plan: Plan, allowed: Collection[str]) -> str:
+    """The headline a reviewer reads first: what happens, and whether data is at stake."""
+    counts = plan.summary
+    if not plan.has_changes:
+        return f"### ✅ No changes: {counts['unchanged']} resource(s) match the specs"
+    actions = ("create", "update", "replace", "delete")
+    done = ", ".join(f"{counts[key]} to {key}" for key in actions if counts[key])
+    warning = destroy_warning(plan, allowed)
+    if warning is None:
+        return f"### ✅ {done}: nothing is destroyed"
+    if "allowed by" in warning:
+        return f"### ⚠️ Destroys data (allowed): {done}"
+    return f"### ⛔ Destroys data, refused as it stands: {done}"
+
+
+def _context(plan: Plan) -> str:
+    parts = [f"nats-server {cell(plan.server.version)}", f"owner {code(plan.owner)}"]
+    untouched = [
+        (len(plan.unmanaged), "unmanaged"),
+        (len(plan.foreign), "of other owners"),
+        (len(plan.orphans), "declared by no spec"),
+    ]
+    said = [f"{count} {what}" for count, what in untouched if count]
+    if said:
+        parts.append("also on the server: " + ", ".join(said))
+    if plan.unchanged:
+        parts.append(f"{len(plan.unchanged)} unchanged")
+    return " · ".join(parts)
+
+
+def _diff_block(step: Entry) -> list[str]:
+    """The changed fields as a ``diff`` block: ``-`` before, ``+`` after, in human units."""
+    lines: list[str] = []
+    for change in step.fields:
+        said = step.written.get(change.path)
+        label = field_label(step.kind, change.path)
+        after = display(change.after, path=change.path, kind=step.kind, written=said)
+        if step.action != "create":
+            before = display(change.before, path=change.path, kind=step.kind, written=said)
+            lines.append(_flat(f"- {label}: {before}"))
+        lines.append(_flat(f"+ {label}: {after}"))
+    if not lines:
+        return []
+    longest = max((len(run) for line in lines for run in re.findall("`+", line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{fence}diff", *lines, fence, ""]
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.splitlines())
+
+
+def _step(step: Entry) -> list[str]:
+    where = f" · {code(str(step.source))}" if step.source else ""
+    icon = ICONS.get(step.action, "")
+    lines = [f"**{icon} {step.action} {cell(step.label)}**{where}", ""]
+    lines += _diff_block(step)
+    notes = [f"- {cell(reason)}" for reason in step.reasons]
     if step.destructive:
-        lines += [*(f"- **loses:** {cell(loss.summary)}" for loss in step.losses), ""]
-    return [*lines, "</details>", ""]
+        notes += [f"- **loses:** {cell(loss.summary)}" for loss in step.losses]
+    return lines + notes + ([""] if notes else [])
+
+
+def _collapsed(title: str, names: list[str]) -> list[str]:
+    """A long list folded away, its count in the summary line."""
+    shown = ", ".join(names[:LIST_LIMIT])
+    if len(names) > LIST_LIMIT:
+        shown += f", … and {len(names) - LIST_LIMIT} more"
+    summary = f"<summary>{len(names)} {title}</summary>"
+    return ["<details>", summary, "", shown, "", "</details>", ""]
 
 
 def _notes(plan: Plan) -> list[str]:
     lines: list[str] = []
-    if plan.unmanaged:
-        names = ", ".join(cell(note.label) for note in plan.unmanaged)
-        lines += [f"**Unmanaged** (never touched): {names}", ""]
     if plan.orphans:
-        names = ", ".join(cell(note.label) for note in plan.orphans)
-        lines += [f"**Declared by no spec** (deleted with `--prune`): {names}", ""]
+        names = [cell(note.label) for note in plan.orphans]
+        lines += _collapsed("declared by no spec (deleted with <code>--prune</code>)", names)
     if plan.foreign:
-        names = ", ".join(f"{cell(note.label)} ({cell(note.owner)})" for note in plan.foreign)
-        lines += [f"**Managed by other owners** (never touched): {names}", ""]
+        names = [f"{cell(note.label)} ({cell(note.owner)})" for note in plan.foreign]
+        lines += _collapsed("managed by other owners (never touched)", names)
+    if plan.unmanaged:
+        names = [cell(note.label) for note in plan.unmanaged]
+        lines += _collapsed("unmanaged (never touched)", names)
     return lines
 
 
-def render_markdown(plan: Plan, *, allowed: Collection[str] = ()) -> str:
-    server = plan.server
-    lines = [f"### {cell(summary_line(plan))}", "", f"nats-server {cell(server.version)}", ""]
-    warning = destroy_warning(plan, allowed)
-    if warning:
+def render_markdown(
+    plan: Plan,
+    *,
+    allowed: Collection[str] = (),
+    budget: int = BUDGET,
+    full_plan: str | None = None,
+) -> str:
+    """``plan`` for a reviewer: verdict, what is lost, destructive steps first, each
+    change as a ``diff`` block, long lists collapsed; at most ``budget`` characters.
+
+    Steps that do not fit are counted and pointed at ``full_plan`` (Markdown: where the
+    complete plan is, e.g. the run's JSON artifact); destructive steps come first, so a
+    cut never hides one of them before a harmless change.
+    """
+    lines = [_verdict(plan, allowed), "", _context(plan), ""]
+    if plan.destructive_steps:
         losses = [
             f"> - {cell(s.label)}: {cell(loss.summary)}"
             for s in plan.destructive_steps
             for loss in s.losses
         ]
-        lines += ["> [!WARNING]", f"> {cell(warning)}", *losses, ""]
-    if plan.has_changes:
-        lines += [*_summary_table(plan), ""]
-        for step in plan.changes:
-            lines += _details(step)
-    lines += _notes(plan)
+        lines += ["> [!WARNING]", f"> {cell(destroy_warning(plan, allowed) or '')}", *losses, ""]
+    tail = _notes(plan)
+    destructive = [step for step in plan.changes if step.destructive]
+    others = [step for step in plan.changes if not step.destructive]
+    used = _size(lines) + _size(tail) + 400  # room for the note on what was left out
+    left_out = 0
+    for title, steps in (("Destroys data", destructive), ("Changes", others)):
+        if not steps:
+            continue
+        section = [f"#### {title}", ""]
+        for step in steps:
+            block = _step(step)
+            if left_out or used + _size(section) + _size(block) > budget:
+                left_out += 1
+                continue
+            section += block
+        if len(section) > 2:
+            lines += section
+            used += _size(section)
+    if left_out:
+        where = full_plan or "the plan JSON (the `plan-json` output)"
+        lines += [
+            "> [!NOTE]",
+            f"> {left_out} more change(s) not shown: this summary is capped at "
+            f"{budget:,} characters. The complete plan: {where}.",
+            "",
+        ]
+    lines += tail
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _size(lines: list[str]) -> int:
+    return sum(len(line) + 1 for line in lines)

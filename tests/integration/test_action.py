@@ -195,7 +195,11 @@ class Workspace:
             "INPUT_PATH": "specs",
             "INPUT_SERVER": server.url if server else "",
         }
-        env.update({"INPUT_" + k.upper().replace("-", "_"): v for k, v in inputs.items()})
+        for name, value in inputs.items():
+            key = name.upper().replace("-", "_")
+            env[key if key.startswith("GITHUB_") else "INPUT_" + key] = value
+            if key == "JOB":
+                env["GITHUB_JOB"] = value
         done = subprocess.run(
             [sys.executable, "-m", "action"],
             cwd=self.root,
@@ -250,8 +254,39 @@ def test_plan_on_a_pull_request_writes_outputs_summary_and_one_sticky_comment(
     [comment] = ours(github)
     assert github.writes()[-1] == ("PATCH", f"/repos/o/r/issues/comments/{comment['id']}")
     assert len(github.writes()) == 2
-    assert "2d" in comment["body"]
+    assert "+ max_age: 2d\n" in comment["body"] and "7d" not in comment["body"]
+    assert comment["body"].split("\n")[3] == "### ✅ 2 to create: nothing is destroyed"
     assert len(github.comments) == 131
+
+
+def test_a_plan_too_long_for_a_comment_is_cut_with_a_link_to_its_artifact(
+    clean_server: NatsServer, workspace: Workspace, github: GitHubStandIn
+) -> None:
+    """1,500 streams with long descriptions: far beyond one comment. The comment stays
+    under GitHub's limit, says how many changes it left out and links the run holding
+    the plan artifact; the JSON plan output keeps every change."""
+    description = "d" * 120
+    workspace.spec.write_text(
+        "".join(
+            f"---\nkind: Stream\nname: S{i:04d}\nsubjects: [s{i}]\ndescription: {description}\n"
+            for i in range(1_500)
+        )
+    )
+    run_env = {"github-server-url": "https://github.example", "github-run-id": "4242"}
+    done = workspace.step(clean_server, mode="plan", comment="true", job="plan", **run_env)
+
+    assert done.code == 0, done.stdout + done.stderr
+    [comment] = ours(github)
+    body = comment["body"]
+    assert len(body) < 65_536
+    shown = body.count("**🆕 create Stream S")
+    assert 0 < shown < 1_500
+    assert f"{1_500 - shown} more change(s) not shown" in body
+    artifact = done.outputs["plan-artifact"]
+    assert artifact.startswith("jetstream-plan-")
+    link = "[the workflow run](https://github.example/o/r/actions/runs/4242)"
+    assert f"artifact `{artifact}` of {link}" in body
+    assert len(json.loads(Path(done.outputs["plan-json"]).read_text())["changes"]) == 1_500
 
 
 def test_apply_converges_and_a_second_apply_has_nothing_to_do(

@@ -17,7 +17,7 @@ from reconciler.planning.steps import Create, Delete, Orphan, Plan, Replace, Unm
 from reconciler.render import render_plan
 from reconciler.render.drift_markdown import render_drift_markdown
 from reconciler.render.drift_text import render_drift_text
-from reconciler.render.markdown import cell
+from reconciler.render.markdown import cell, render_markdown
 
 SERVER = ServerInfo(version="2.12.8", api_level=3)
 HOUR = 3_600_000_000_000
@@ -136,21 +136,108 @@ def test_plan_and_drift_show_and_redact_a_value_the_same_way() -> None:
     assert line in render_plan(plan, "text")
 
 
-def test_markdown_has_a_summary_table_and_a_details_section_per_change() -> None:
+def test_markdown_is_reviewer_first_verdict_then_destructive_steps_as_diffs() -> None:
     markdown = render_plan(sample_plan(), "markdown")
-    assert markdown.startswith("### Plan: 1 to create, 1 to update, 1 to replace, 1 to delete")
-    assert "| Action | Resource | Source | Fields |" in markdown
-    assert "| 🔄 update | Stream ORDERS | specs/orders.yaml:3 | 3 |" in markdown
-    assert markdown.count("<details>") == 4
-    assert "| max_age | 1h | 2h |" in markdown
+    first, *_ = markdown.splitlines()
+    assert first == (
+        "### ⛔ Destroys data, refused as it stands: "
+        "1 to create, 1 to update, 1 to replace, 1 to delete"
+    )
     assert "> [!WARNING]" in markdown
+    # destructive steps (the replace, the delete) before the harmless ones
+    order = [markdown.index(text) for text in ("replace Consumer", "delete Stream OLD")]
+    assert max(order) < markdown.index("create Stream NEW") < markdown.index("update Stream")
+    assert "```diff\n- max_age: 1h\n+ max_age: 2h\n" in markdown
+    assert '```diff\n+ subjects: ["n.>"]\n```' in markdown  # a create: values only
     assert "- ack_policy cannot be changed" in markdown
+    assert "<details>" not in markdown.split("#### Changes")[1].split("**🔄 update")[0]
 
 
-def test_markdown_escapes_pipes_and_html_in_values() -> None:
+def test_markdown_verdict_says_when_nothing_is_destroyed_or_when_it_is_allowed() -> None:
+    safe = Plan(server=SERVER, changes=sample_plan().changes[:2])
+    assert render_plan(safe, "markdown").startswith(
+        "### ✅ 1 to create, 1 to update: nothing is destroyed"
+    )
+    allowed = render_plan(sample_plan(), "markdown", allowed=("--allow-replace",))
+    assert allowed.startswith("### ⚠️ Destroys data (allowed):")
+    assert render_plan(Plan(server=SERVER), "markdown").startswith("### ✅ No changes")
+
+
+def test_markdown_values_in_diff_blocks_stay_code_whatever_they_hold() -> None:
     markdown = render_plan(sample_plan(), "markdown")
-    assert '| description | "a\\|b" | "c" |' in markdown
+    assert '- description: "a|b"' in markdown  # inside the code block: nothing to escape
     assert cell("<script>|x\ny") == "&lt;script&gt;\\|x y"
+    fence = "`" * 3
+    hostile = Plan(
+        server=SERVER,
+        changes=(
+            Update(
+                ref=ResourceRef("Stream", "S"),
+                fields=(FieldChange("description", "x", f"{fence}\n<img src=x>"),),
+                config={},
+                live={},
+            ),
+        ),
+    )
+    text = render_plan(hostile, "markdown")
+    assert "````diff" in text  # the fence outgrows the value's backticks
+    assert '+ description: "```\\n<img src=x>"' in text
+    block = text.split("````diff\n")[1].split("\n````")[0]
+    assert len(block.splitlines()) == 2  # the value's line break cannot end the block
+
+
+def test_a_small_change_among_300_other_resources_stays_a_small_comment() -> None:
+    """The issue's case: 2 changed fields, 300 unmanaged or other-owner resources."""
+    from reconciler.planning.steps import Foreign
+
+    plan = Plan(
+        server=SERVER,
+        changes=(
+            Update(
+                ref=ResourceRef("Stream", "ORDERS"),
+                fields=(FieldChange("max_age", HOUR, 2 * HOUR), FieldChange("max_msgs", -1, 10)),
+                config={},
+                live={},
+            ),
+        ),
+        unmanaged=tuple(Unmanaged(ref=ResourceRef("Stream", f"TEAM{i:03d}")) for i in range(200)),
+        foreign=tuple(
+            Foreign(ref=ResourceRef("Stream", f"OTHER{i:03d}"), owner="billing") for i in range(100)
+        ),
+    )
+    markdown = render_plan(plan, "markdown")
+    visible = markdown.split("<details>")[0]
+    assert "- max_age: 1h\n+ max_age: 2h" in visible and "TEAM000" not in visible
+    assert "<summary>200 unmanaged (never touched)</summary>" in markdown
+    assert "<summary>100 managed by other owners (never touched)</summary>" in markdown
+    assert "… and 100 more" in markdown  # 200 names: the first 100 listed
+    assert "also on the server: 200 unmanaged, 100 of other owners" in visible
+    assert len(markdown) < 5_000
+
+
+def test_markdown_stays_under_its_budget_and_points_at_the_full_plan() -> None:
+    steps = tuple(
+        Update(
+            ref=ResourceRef("Stream", f"S{i:04d}"),
+            fields=tuple(FieldChange(f"metadata.k{j}", "a" * 40, "b" * 40) for j in range(5)),
+            config={},
+            live={},
+        )
+        for i in range(2_000)
+    )
+    delete = Delete(ref=ResourceRef("Stream", "ZZZ_GONE"))
+    plan = Plan(server=SERVER, changes=(*steps, delete))
+    link = (
+        "artifact `jetstream-plan-x` of [the workflow run](https://github.com/o/r/actions/runs/1)"
+    )
+    markdown = render_markdown(plan, budget=20_000, full_plan=link)
+    assert len(markdown) <= 20_000
+    assert "delete Stream ZZZ_GONE" in markdown  # destructive first: never the one cut
+    shown = markdown.count("update Stream S")
+    assert 0 < shown < 2_000
+    assert f"> {2_000 - shown} more change(s) not shown" in markdown
+    assert link in markdown
+    assert len(render_plan(plan, "markdown")) <= 60_000  # the default budget
 
 
 def test_json_is_the_plan_document() -> None:
@@ -167,7 +254,7 @@ def test_bucket_fields_are_shown_with_their_bucket_names() -> None:
     text = render_plan(bucket_plan(), "text")
     assert "    max_msgs_per_subject (history): 1 → 5" in text
     assert "    max_age (ttl): 0s → 1h" in text
-    assert "| max_age (ttl) | 0s | 1h |" in render_plan(bucket_plan(), "markdown")
+    assert "+ max_age (ttl): 1h" in render_plan(bucket_plan(), "markdown")
 
 
 def test_markdown_never_renders_a_resource_name_as_a_link_or_markup() -> None:
