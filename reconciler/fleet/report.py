@@ -3,6 +3,9 @@
 The page is self-contained (inline CSS and SVG, no script, no network) so it can be
 attached to a CI run and opened anywhere. Every figure has a stable ``id`` and a
 ``data-value`` so a test (or a scraper) reads the same numbers as ``summary.json``.
+Below the charts, a drill-down goes from environment to resource to field (declared and
+live values in human units) with native ``<details>`` elements, so it needs no script.
+Statuses have the drift page's colours (``reconciler.render.palette``).
 """
 
 from __future__ import annotations
@@ -13,14 +16,14 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from reconciler.model.values import display, field_label
+from reconciler.render.palette import STATUS_COLOURS
+
 DRIFT_STATUSES = ("drifted", "missing", "unmanaged", "orphaned")
-COLOURS = {
-    "in_sync": "#4caf50",
-    "drifted": "#ff9800",
-    "missing": "#e53935",
-    "unmanaged": "#8e24aa",
-    "orphaned": "#546e7a",
-}
+COLOURS = STATUS_COLOURS
+TITLE = "JetStream fleet drift report"
+#: An environment listing at most this many resources shows their drifted fields open.
+OPEN_RESOURCES = 50
 MAX_BARS = 30
 LINE_COLOURS = ("#1e88e5", "#e53935", "#43a047", "#fb8c00", "#8e24aa", "#00897b", "#6d4c41")
 _CSS = """
@@ -32,9 +35,19 @@ h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem}
 table{border-collapse:collapse;margin-top:.5rem}td,th{border:1px solid #ddd;padding:.25rem .6rem}
 th{background:#f5f5f5;text-align:left}td.n{text-align:right}
 .legend span{display:inline-block;margin-right:1rem}
-.legend i{display:inline-block;width:.8rem;height:.8rem;margin-right:.3rem}
-.error{color:#b71c1c}
+.legend i,i.dot{display:inline-block;width:.8rem;height:.8rem;margin-right:.3rem}
+.error{color:#b71c1c}.byline{color:#666;margin-top:-.5rem}
+details{margin:.3rem 0}summary{cursor:pointer}details.env>summary{font-weight:600}
+details.resource{margin-left:1.2rem}details.resource table{margin:.3rem 0 .6rem 1.2rem}
+code{font-family:ui-monospace,monospace;font-size:.85rem;overflow-wrap:anywhere}
+.note{color:#666;font-style:italic}
 """
+#: What a resource without field rows is, said in the drill-down.
+STATUS_NOTES = {
+    "missing": "declared, not on the server",
+    "unmanaged": "on the server, declared by no spec, not managed by this tool",
+    "orphaned": "managed by this tool, declared by no spec any more (prune deletes it)",
+}
 
 
 def write_report(summary: Mapping[str, Any], out: Path) -> None:
@@ -47,10 +60,11 @@ def render_html(summary: Mapping[str, Any]) -> str:
     totals = summary["totals"]
     parts = [
         "<!doctype html><html lang=en><head><meta charset=utf-8>",
-        "<title>Fleet drift</title><style>",
+        f"<title>{TITLE}</title><style>",
         _CSS,
         "</style></head><body>",
-        f'<h1>Fleet drift: <span id="status">{escape(summary["status"])}</span></h1>',
+        f'<h1>{TITLE}: <span id="status">{escape(summary["status"])}</span></h1>',
+        _byline(summary),
         _figures(totals, len(summary["by_env"])),
         _legend(),
         *_env_chart(summary["by_env"]),
@@ -60,9 +74,86 @@ def render_html(summary: Mapping[str, Any]) -> str:
         "<h2>Top drifting fields</h2>",
         _field_bars(summary["top_fields"]),
         _history(summary["history"]),
+        _drill_down(summary.get("drill_down", {}), summary["by_env"]),
         _problems(summary["errors"], summary["warnings"]),
         "</body></html>\n",
     ]
+    return "\n".join(parts)
+
+
+def _byline(summary: Mapping[str, Any]) -> str:
+    inputs = summary["inputs"]
+    days = inputs["days"]
+    span = days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}" if days else "no days"
+    generated = summary.get("generated_at")
+    made = f'generated <time id="generated-at">{escape(generated)}</time> · ' if generated else ""
+    return (
+        f'<p class=byline id="byline">{made}{len(inputs["environments"])} environment(s), '
+        f"snapshots of {escape(span)}, {inputs['records']} records</p>"
+    )
+
+
+def _value(text: str | None, field: Mapping[str, Any], kind: str) -> str:
+    """A finding's JSON value in the CLI's human units (already redacted), in the unit
+    the spec wrote the field in when it did."""
+    if text is None:
+        return "(absent)"
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return display(value, path=field["field"], kind=kind, written=field.get("written"))
+
+
+def _drill_resource(env: str, item: Mapping[str, Any], *, opened_fields: bool) -> str:
+    label = f"{item['stream']}/{item['name']}" if item["stream"] else item["name"]
+    status, kind = item["status"], item["kind"]
+    fields = [f for f in item["fields"] if f["field"]]
+    what = f"{len(fields)} field(s)" if fields else STATUS_NOTES.get(status, "")
+    rows = "".join(
+        f'<tr data-field="{escape(f["field"])}">'
+        f"<td><code>{escape(field_label(kind, f['field']))}</code></td>"
+        f"<td><code>{escape(_value(f['desired'], f, kind))}</code></td>"
+        f"<td><code>{escape(_value(f['live'], f, kind))}</code></td></tr>"
+        for f in fields
+    )
+    table = f"<table><tr><th>field</th><th>declared</th><th>live</th></tr>{rows}</table>"
+    opened = " open" if fields and opened_fields else ""
+    return (
+        f'<details class=resource data-env="{escape(env)}" data-status="{status}" '
+        f'data-name="{escape(label)}"{opened}><summary>'
+        f'<i class=dot style="background:{COLOURS[status]}"></i>'
+        f"{status} {escape(kind)} <code>{escape(label)}</code> "
+        f"<span class=note>{escape(what)}</span></summary>"
+        f"{table if fields else ''}</details>"
+    )
+
+
+def _drill_down(drill: Mapping[str, Any], by_env: Mapping[str, Mapping[str, Any]]) -> str:
+    """Environment → resource → field, the most urgent first; small fleets open."""
+    if not drill:
+        return ""
+    opened = " open" if len(drill) <= 10 else ""
+    parts = ["<h2>Which resources drifted where</h2>", '<div id="drill-down">']
+    for env, found in drill.items():
+        listed = found["resources"]
+        counts = by_env.get(env, {})
+        said = ", ".join(f"{counts[s]} {s}" for s in DRIFT_STATUSES if counts.get(s))
+        more = (
+            f" (the first {len(listed)} of {found['total']}; all in OUT/drift)"
+            if found["total"] > len(listed)
+            else ""
+        )
+        parts.append(
+            f'<details class=env data-env="{escape(env)}"{opened}><summary>{escape(env)}: '
+            f"{escape(said)}{more}</summary>"
+            + "".join(
+                _drill_resource(env, item, opened_fields=len(listed) <= OPEN_RESOURCES)
+                for item in listed
+            )
+            + "</details>"
+        )
+    parts.append("</div>")
     return "\n".join(parts)
 
 

@@ -12,20 +12,26 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from reconciler.fleet.desired import EnvSpecs
 from reconciler.fleet.records import BadLine
+from reconciler.model.values import written_as
 from reconciler.planning.drift import DRIFT_STATUSES, STATUSES
+from reconciler.render.palette import STATUS_ORDER
 
 FORMAT_VERSION = 1
 TOP_FIELDS = 20
 MAX_PROBLEMS = 100
+#: Resources per environment listed in the drill-down (the Parquet output holds them all).
+DRILL_LIMIT = 200
+#: Most urgent first, in the order every page shows statuses.
+_URGENCY = {s: rank for rank, s in enumerate(STATUS_ORDER) if s in DRIFT_STATUSES}
 
 
 @dataclass
@@ -97,6 +103,73 @@ def drifted_fields(current: DataFrame) -> dict[str, int]:
     return {r["env"]: int(r["count"]) for r in rows}
 
 
+def written_in(fleet: Mapping[str, EnvSpecs]) -> dict[tuple[str, str, str | None, str], Any]:
+    """(env, kind, stream of a consumer, name) → how its spec wrote each field (``7d``),
+    so the page shows a declared value in the spec's own unit, as ``reconcile drift`` does."""
+    return {
+        (env, s.kind, s.stream_name if s.kind == "Consumer" else None, s.name): written_as(
+            s.kind, s.written
+        )
+        for env, specs in fleet.items()
+        for s in specs.specs
+        if s.written
+    }
+
+
+def drill_down(
+    current: DataFrame,
+    *,
+    limit: int = DRILL_LIMIT,
+    written: Mapping[tuple[str, str, str | None, str], Mapping[str, str]] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """env → the resources not in sync on its latest day, each with its fields'
+    declared and live values (JSON text, secrets redacted) and how the spec wrote them;
+    at most ``limit`` resources per environment, the most urgent first, with the
+    environment's ``total``."""
+    urgency = F.create_map(*(F.lit(x) for pair in _URGENCY.items() for x in pair))
+    drift = current.where(F.col("status").isin(*_URGENCY)).withColumn(
+        "stream_key", F.coalesce(F.col("stream"), F.lit(""))
+    )
+    keys = ["env", "kind", "stream_key", "name", "status"]
+    resources = drift.select(*keys).distinct()
+    order = Window.partitionBy("env").orderBy(
+        urgency[F.col("status")], "kind", "stream_key", "name"
+    )
+    ranked = resources.withColumn("rank", F.row_number().over(order))
+    kept = ranked.where(F.col("rank") <= limit)
+    rows = (
+        drift.join(kept, keys)
+        .select("env", "rank", "kind", "stream", "name", "status", "field", "desired", "live")
+        .orderBy("env", "rank", "field")
+        .collect()
+    )
+    totals = {r["env"]: int(r["count"]) for r in resources.groupBy("env").count().collect()}
+    found: dict[str, dict[str, Any]] = {
+        env: {"total": total, "resources": []} for env, total in sorted(totals.items())
+    }
+    last: dict[str, Any] = {}
+    for row in rows:
+        listed = found[row["env"]]["resources"]
+        if last.get(row["env"]) != row["rank"]:
+            last[row["env"]] = row["rank"]
+            listed.append(
+                {
+                    "kind": row["kind"],
+                    "stream": row["stream"],
+                    "name": row["name"],
+                    "status": row["status"],
+                    "fields": [],
+                }
+            )
+        key = (row["env"], row["kind"], row["stream"], row["name"])
+        said = (written or {}).get(key, {}).get(row["field"] or "")
+        listed[-1]["fields"].append(
+            {"field": row["field"], "desired": row["desired"], "live": row["live"]}
+            | ({"written": said} if said else {})
+        )
+    return found
+
+
 def build_summary(
     findings: DataFrame,
     current: DataFrame,
@@ -121,6 +194,7 @@ def build_summary(
     errors = _errors(fleet, env_days, bad, bad_total)
     return {
         "format_version": FORMAT_VERSION,
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         "status": "drift" if totals["drift"] else "in_sync",
         "complete": errors["count"] == 0,
         "inputs": {
@@ -134,6 +208,7 @@ def build_summary(
         "by_env": by_env,
         "by_kind": kind_counts(current),
         "top_fields": top_fields(current),
+        "drill_down": drill_down(current, written=written_in(fleet)),
         "history": history,
         "errors": errors,
         "warnings": _warnings(fleet, env_days),

@@ -25,7 +25,12 @@ from nats.errors import TimeoutError as NatsTimeout
 
 from reconciler.errors import ConnectError, NotFound, PermissionDenied, RequestTimeout, ServerError
 from reconciler.identity import kv_subject, stream_of
-from reconciler.jetstream.connection import ConnectionOptions, close_quietly, connect
+from reconciler.jetstream.connection import (
+    ConnectionOptions,
+    close_quietly,
+    connect,
+    redact_url,
+)
 from reconciler.jetstream.embedded import EmbeddedServer
 from reconciler.model.state import LiveState, ServerInfo, StreamState
 
@@ -213,8 +218,16 @@ class JetStreamClient:
                 cluster_size=len(advertised) if info.get("cluster") and advertised else None,
                 domain=account.get("domain") or info.get("domain") or self.domain,
                 embedded=self.embedded,
+                address=self._address(),
             )
         return self._server_info
+
+    def _address(self) -> str | None:
+        """The URL the client is connected to, credentials removed."""
+        url = getattr(self.nc, "connected_url", None)
+        if url is None or not getattr(url, "hostname", None):
+            return None
+        return redact_url(f"{url.scheme}://{url.hostname}:{url.port}")
 
     # -- paged lists ----------------------------------------------------------------------
     async def _paged(self, op: str, key: str, ident: Callable[[Any], str]) -> list[Any]:

@@ -19,6 +19,8 @@ class ServerInfo:
     cluster_size: int | None = None
     domain: str | None = None
     embedded: bool = False
+    # where the client is connected, credentials removed ("nats://***@host:4222")
+    address: str | None = None
 
     @property
     def version_tuple(self) -> tuple[int, int, int]:

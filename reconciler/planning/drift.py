@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from reconciler.identity import KIND_ORDER, Kind, ResourceRef
@@ -166,6 +167,8 @@ class DriftReport:
 
     resources: tuple[ResourceDrift, ...]
     server_version: str | None = None
+    server_address: str | None = None  # credentials already removed
+    generated_at: str | None = None  # RFC 3339, UTC
     summary: DriftSummary = field(init=False)
 
     def __post_init__(self) -> None:
@@ -180,14 +183,25 @@ class DriftReport:
     def with_status(self, *statuses: Status) -> list[ResourceDrift]:
         return [r for r in self.resources if r.status in statuses]
 
+    def _server_json(self) -> dict[str, str] | None:
+        if not self.server_version:
+            return None
+        found = {"version": self.server_version}
+        return found | ({"address": self.server_address} if self.server_address else {})
+
     def to_json(self) -> dict[str, Any]:
         """The report as ``schemas/drift.schema.json`` documents it."""
         return {
             "format_version": FORMAT_VERSION,
-            "server": {"version": self.server_version} if self.server_version else None,
+            "generated_at": self.generated_at,
+            "server": self._server_json(),
             "summary": self.summary.to_json(),
             "resources": [r.to_json() for r in self.resources],
         }
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def resource_from_entry(entry: Entry) -> ResourceDrift:
@@ -224,4 +238,6 @@ def from_plan(plan: Plan) -> DriftReport:
     return DriftReport(
         resources=tuple(resource_from_entry(e) for e in plan.entries),
         server_version=plan.server.version,
+        server_address=plan.server.address,
+        generated_at=_now(),
     )

@@ -20,15 +20,11 @@ from html import escape
 
 from reconciler.planning.drift import STATUSES, DriftReport, ResourceDrift
 from reconciler.render.drift_text import headline
+from reconciler.render.palette import STATUS_COLOURS, STATUS_ORDER
 
-COLORS = {
-    "in_sync": "#2da44e",
-    "drifted": "#d29922",
-    "missing": "#0969da",
-    "unmanaged": "#8250df",
-    "orphaned": "#cf222e",
-    "foreign": "#6e7781",
-}
+COLORS = STATUS_COLOURS
+#: Status groups open when the page opens; the others are collapsed behind their count.
+OPEN_GROUPS = ("drifted", "missing")
 CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
     "img-src data:; base-uri 'none'; form-action 'none'"
@@ -71,6 +67,9 @@ td.fields div { font-family: ui-monospace, monospace; font-size: 12px; }
 .status { font-weight: 600; }
 code { font-family: ui-monospace, monospace; font-size: 12px; overflow-wrap: anywhere; }
 .empty { color: var(--muted); font-style: italic; }
+.byline { color: var(--muted); margin: -10px 0 16px; font-size: 13px; }
+details.group { margin: 10px 0; }
+details.group > summary { cursor: pointer; font-weight: 600; padding: 4px 0; }
 """
 
 SCRIPT = """
@@ -88,6 +87,8 @@ SCRIPT = """
   }
   if (params.has("kind")) { kind.value = params.get("kind"); }
   if (params.has("q")) { search.value = params.get("q"); }
+  var groups = Array.prototype.slice.call(document.querySelectorAll("details.group"));
+  var filtered = location.hash.length > 1;
   function apply() {
     var on = boxes.filter(function (b) { return b.checked; }).map(function (b) { return b.value; });
     var text = search.value.trim().toLowerCase();
@@ -99,12 +100,18 @@ SCRIPT = """
       row.hidden = !visible;
       if (visible) { count += 1; }
     });
+    groups.forEach(function (group) {
+      var any = group.querySelector("tr.resource:not([hidden])") !== null;
+      group.hidden = !any;
+      if (any && filtered) { group.open = true; }
+    });
     shown.textContent = String(count);
     shown.dataset.value = String(count);
   }
-  boxes.forEach(function (b) { b.addEventListener("change", apply); });
-  kind.addEventListener("change", apply);
-  search.addEventListener("input", apply);
+  function changed() { filtered = true; apply(); }
+  boxes.forEach(function (b) { b.addEventListener("change", changed); });
+  kind.addEventListener("change", changed);
+  search.addEventListener("input", changed);
   apply();
   document.body.dataset.ready = "true";
 })();
@@ -264,13 +271,41 @@ def resource_row(resource: ResourceDrift) -> str:
 
 
 def resource_table(report: DriftReport) -> str:
-    rows = "".join(resource_row(r) for r in report.resources)
-    if not rows:
-        rows = '<tr><td colspan="5" class="empty">no resources declared or live</td></tr>'
-    return (
-        '<table id="resources"><thead><tr><th>status</th><th>kind</th><th>name</th>'
-        f"<th>differences</th><th>source</th></tr></thead><tbody>{rows}</tbody></table>"
+    """One collapsible table per status, in :data:`STATUS_ORDER`: drifted and missing
+    open, orphaned, unmanaged, foreign and in-sync resources folded behind their count."""
+    if not report.resources:
+        return '<p class="empty" id="resources">no resources declared or live</p>'
+    head = (
+        "<thead><tr><th>status</th><th>kind</th><th>name</th><th>differences</th>"
+        "<th>source</th></tr></thead>"
     )
+    groups = []
+    for status in STATUS_ORDER:
+        members = report.with_status(status)
+        if not members:
+            continue
+        rows = "".join(resource_row(r) for r in members)
+        opened = " open" if status in OPEN_GROUPS else ""
+        groups.append(
+            f'<details class="group" data-group="{status}"{opened}>'
+            f'<summary><span class="swatch" style="background:{COLORS[status]}"></span>'
+            f"{status.replace('_', ' ')} ({len(members)})</summary>"
+            f"<table>{head}<tbody>{rows}</tbody></table></details>"
+        )
+    return f'<div id="resources">{"".join(groups)}</div>'
+
+
+def byline(report: DriftReport) -> str:
+    """When the report was made and against which server (its address without secrets)."""
+    parts = []
+    if report.generated_at:
+        parts.append(f'generated <time id="generated-at">{escape(report.generated_at)}</time>')
+    if report.server_version:
+        server = f"nats-server {escape(report.server_version)}"
+        if report.server_address:
+            server += f' at <code id="server-address">{escape(report.server_address)}</code>'
+        parts.append(server)
+    return f'<p class="byline" id="byline">{" · ".join(parts)}</p>' if parts else ""
 
 
 def embedded_json(report: DriftReport) -> str:
@@ -283,7 +318,6 @@ def embedded_json(report: DriftReport) -> str:
 
 def render_drift_html(report: DriftReport, *, title: str = "JetStream drift report") -> str:
     """The whole page."""
-    server = f" · server {escape(report.server_version)}" if report.server_version else ""
     return (
         "<!DOCTYPE html>\n"
         f'<html lang="en"><head><meta charset="utf-8">'
@@ -292,7 +326,7 @@ def render_drift_html(report: DriftReport, *, title: str = "JetStream drift repo
         f"<title>{escape(title)}</title><style>{STYLE}</style></head>"
         f'<body data-status="{"drift" if report.has_drift else "in_sync"}">'
         f'<h1>{escape(title)}</h1><p class="headline" id="headline">'
-        f"{escape(headline(report))}{server}</p>"
+        f"{escape(headline(report))}</p>{byline(report)}"
         f"{figures(report)}"
         '<h2>Drift by kind and by field</h2><div class="charts">'
         "<figure><figcaption>Resources by kind and status</figcaption>"

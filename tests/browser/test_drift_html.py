@@ -170,3 +170,71 @@ def test_page_renders_to_a_screenshot(report: DriftReport, tmp_path: Path) -> No
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert (width, height) == (1200, 900)
+
+
+class Groups(HTMLParser):
+    """The status groups of a drift page, in order, and whether each starts open."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.groups: list[tuple[str, bool]] = []
+        self.by_id: dict[str, dict[str, str | None]] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "details" and found.get("class") == "group":
+            self.groups.append((str(found["data-group"]), "open" in found))
+        if found.get("id"):
+            self.by_id[str(found["id"])] = found
+
+
+def test_page_says_when_and_against_which_server_without_its_secrets(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    spec = tmp_path / "specs.yaml"
+    spec.write_text(SPECS)
+    secret = "pa55-in-the-url"
+    url = clean_server.url.replace("nats://", f"nats://deployer:{secret}@")
+    report = from_plan(run(engine.plan([spec], ConnectionOptions(servers=url))))
+    page = tmp_path / "drift.html"
+    page.write_text(render_drift_html(report))
+
+    dom = Groups()
+    dom.feed(chromium(tmp_path, "--dump-dom", page.as_uri()))
+    html = page.read_text()
+    assert secret not in html and "deployer" not in html
+    port = clean_server.url.rsplit(":", 1)[1]
+    assert f'<code id="server-address">nats://127.0.0.1:{port}</code>' in html
+    assert "generated-at" in dom.by_id and report.generated_at and report.generated_at in html
+    assert f"nats-server {report.server_version}" in html
+
+
+def test_drifted_and_missing_come_first_and_the_rest_is_collapsed(
+    report: DriftReport, tmp_path: Path
+) -> None:
+    page = tmp_path / "drift.html"
+    page.write_text(render_drift_html(report))
+    dom = Groups()
+    dom.feed(chromium(tmp_path, "--dump-dom", page.as_uri()))
+    assert dom.groups == [
+        ("drifted", True),
+        ("missing", True),
+        ("unmanaged", False),
+        ("in_sync", False),
+    ]
+    # a filter from the fragment opens the groups holding what it shows
+    opened = Groups()
+    opened.feed(chromium(tmp_path, "--dump-dom", page.as_uri() + "#status=unmanaged"))
+    assert ("unmanaged", True) in opened.groups
+
+
+def test_the_drift_page_and_the_fleet_page_colour_a_status_alike(
+    report: DriftReport, tmp_path: Path
+) -> None:
+    from reconciler.fleet.report import COLOURS
+    from reconciler.render.drift_html import COLORS
+    from reconciler.render.palette import STATUS_COLOURS
+
+    assert COLORS is STATUS_COLOURS and COLOURS is STATUS_COLOURS
+    html = render_drift_html(report)
+    assert f'class="swatch" style="background:{STATUS_COLOURS["drifted"]}"' in html

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -181,3 +182,116 @@ def test_an_empty_snapshot_folder_is_an_error(spark: Any, tmp_path: Path) -> Non
         fleet_drift(
             specs=tmp_path / "specs", snapshots=tmp_path / "snaps", out=tmp_path / "o", spark=spark
         )
+
+
+def test_the_page_drills_down_from_environment_to_resource_to_field(
+    spark: Any, fleet_case: FleetCase, tmp_path: Path
+) -> None:
+    """Every resource not in sync, in every environment, is on the page with its status,
+    and every drifted field with its declared and live value as the CLI shows them."""
+    from html.parser import HTMLParser
+
+    from reconciler.render.drift_text import render_drift_text
+
+    fleet_drift(specs=fleet_case.specs, snapshots=fleet_case.snapshots, out=tmp_path, spark=spark)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    html = (tmp_path / "report.html").read_text()
+
+    class Page(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.title = ""
+            self.resources: set[tuple[str, str, str]] = set()
+            self._in_title = False
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            found = dict(attrs)
+            self._in_title = tag == "title" and not self.title
+            if tag == "details" and found.get("class") == "resource":
+                self.resources.add(
+                    (str(found["data-env"]), str(found["data-status"]), str(found["data-name"]))
+                )
+
+        def handle_endtag(self, tag: str) -> None:
+            self._in_title = False
+
+        def handle_data(self, data: str) -> None:
+            if self._in_title:
+                self.title += data
+
+    page = Page()
+    page.feed(html)
+    assert page.title == "JetStream fleet drift report"
+    assert summary["generated_at"].endswith("Z")
+    want = {
+        (env, r.status, r.label)
+        for env, report in fleet_case.reports.items()
+        for r in report.resources
+        if r.status in ("drifted", "missing", "unmanaged", "orphaned")
+    }
+    assert page.resources == want
+    for env, report in fleet_case.reports.items():
+        text = render_drift_text(report)
+        listed = summary["drill_down"][env]
+        assert listed["total"] == len({w for w in want if w[0] == env})
+        assert [r["status"] for r in listed["resources"]][:1] == ["drifted"]  # urgent first
+        for resource in report.with_status("drifted"):
+            for change in resource.fields:
+                declared, live = resource.shown(change)
+                assert f"<code>{escape(declared)}</code></td><td><code>{escape(live)}</code>" in html
+                assert declared in text  # the same units as `reconcile drift`
+
+
+def test_the_drill_down_is_bounded_per_environment(
+    spark: Any, fleet_case: FleetCase, tmp_path: Path
+) -> None:
+    from reconciler.fleet.job import fleet_drift as job
+    from reconciler.fleet.summary import drill_down
+
+    job(specs=fleet_case.specs, snapshots=fleet_case.snapshots, out=tmp_path, spark=spark)
+    current = spark.read.parquet(str(tmp_path / "drift"))
+    bounded = drill_down(current, limit=1)
+    full = drill_down(current)
+    for env, found in bounded.items():
+        assert len(found["resources"]) == 1 and found["total"] == full[env]["total"] > 1
+        assert found["resources"][0] == full[env]["resources"][0]
+
+
+CHROMIUM = shutil.which("chromium")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_the_fleet_page_renders_in_a_real_browser_with_its_drill_down(
+    spark: Any, fleet_case: FleetCase, tmp_path: Path
+) -> None:
+    import subprocess
+
+    fleet_drift(specs=fleet_case.specs, snapshots=fleet_case.snapshots, out=tmp_path, spark=spark)
+    page = (tmp_path / "report.html").as_uri()
+    flags = [
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
+    dom = subprocess.run(
+        [*flags, "--dump-dom", page], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    listed = sum(len(env["resources"]) for env in summary["drill_down"].values())
+    assert dom.count('<details class="resource"') == listed > 0
+    assert dom.count('<details class="env"') == len(summary["drill_down"])
+    shot = tmp_path / "fleet.png"
+    subprocess.run(
+        [*flags, "--window-size=1200,2400", f"--screenshot={shot}", page],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
