@@ -13,10 +13,11 @@ from pulumi_provider import Consumer, JetStreamSpecs, KeyValue, ObjectStore, Str
 HERE = Path(__file__).resolve().parent
 config = pulumi.Config()
 
-# 1. An existing spec folder, unchanged: one resource per document, consumers after
-#    their stream. Validated like `reconcile validate` (errors name FILE:LINE).
-#    `pulumi config set specs ./my-specs` points it at your own folder.
-shop = JetStreamSpecs("shop", path=config.get("specs") or HERE.parent / "shop")
+# 1. A spec folder, unchanged: one resource per document, consumers after their stream.
+#    Validated like `reconcile validate` (errors name FILE:LINE). The folder next to this
+#    file travels with a copy of the program; `pulumi config set specs ./my-specs` points
+#    it at your own folder (relative to the program).
+shop = JetStreamSpecs("shop", path=HERE / (config.get("specs") or "specs"))
 
 # 2. The same kinds from code: the inputs are the spec fields, same names, same units.
 events = Stream(

@@ -238,7 +238,8 @@ def test_the_page_drills_down_from_environment_to_resource_to_field(
         for resource in report.with_status("drifted"):
             for change in resource.fields:
                 declared, live = resource.shown(change)
-                assert f"<code>{escape(declared)}</code></td><td><code>{escape(live)}</code>" in html
+                cells = f"<code>{escape(declared)}</code></td><td><code>{escape(live)}</code>"
+                assert cells in html
                 assert declared in text  # the same units as `reconcile drift`
 
 
