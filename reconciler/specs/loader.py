@@ -57,6 +57,8 @@ class Document:
     body: dict[str, Any]
     source: Location
     locations: Mapping[str, Location] = field(default_factory=dict)
+    #: the first line of the overlay document merged into this one, if any
+    overlay: Location | None = None
 
     def where(self, path: str) -> Location:
         """The location of a field (or the closest enclosing one, or the document)."""

@@ -41,6 +41,7 @@ SCHEMA_FILES: Mapping[str, str] = {
     "KeyValue": "keyvalue.schema.json",
     "ObjectStore": "objectstore.schema.json",
     "document": "document.schema.json",
+    "project": "project.schema.json",
 }
 #: Names other tools use for a field, mapped to this format's name.
 FIELD_ALIASES: Mapping[str, str] = {
@@ -104,9 +105,10 @@ def kind_problem(document: Document) -> Problem | None:
     return None
 
 
-def schema_problems(document: Document) -> list[Problem]:
-    """Every schema error of a document whose kind is known."""
-    kind = str(document.body["kind"])
+def schema_problems(document: Document, kind: str | None = None) -> list[Problem]:
+    """Every schema error of a document whose kind is known (or of ``kind``'s schema:
+    ``"project"`` for a project file)."""
+    kind = kind or str(document.body["kind"])
     if quick_check(kind)(document.body):
         return []
     problems: list[Problem] = []

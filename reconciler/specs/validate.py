@@ -12,11 +12,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from reconciler.errors import Problem, SpecError
+from reconciler.errors import Location, Problem, SpecError
 from reconciler.identity import stream_of
 from reconciler.specs.checks import cross_resource_problems
 from reconciler.specs.fields import field_limit, unit_paths
 from reconciler.specs.loader import Document, load_file, spec_files
+from reconciler.specs.overlay import apply_overlays
 from reconciler.specs.schema import kind_problem, schema_problems
 from reconciler.specs.spec import Kind, Spec
 from reconciler.specs.units import UnitError, parse_duration, parse_size
@@ -27,6 +28,7 @@ SPEC_ONLY_FIELDS = ("kind", "stream", "external")
 def load_specs(
     paths: Sequence[str | Path],
     *,
+    overlays: Sequence[str | Path] = (),
     warnings: list[Problem] | None = None,
     strict: bool = False,
 ) -> list[Spec]:
@@ -35,10 +37,15 @@ def load_specs(
     Files that cannot be read do not hide the problems of the others; cross-resource
     checks run only when every file was read (a stream in an unreadable file would
     otherwise make its consumers look orphaned). Warnings (odd but accepted, see
-    ``Problem.warning``) go to ``warnings``; with ``strict`` they are errors.
+    ``Problem.warning``) go to ``warnings``; with ``strict`` they are errors. The
+    documents under ``overlays`` are merged into the specs first (``specs.overlay``), so
+    what is validated is the environment's merged result.
     """
     problems: list[Problem] = []
     documents = [doc for path in spec_files(paths, problems) for doc in load_file(path, problems)]
+    if overlays:
+        patches = [d for path in spec_files(overlays, problems) for d in load_file(path, problems)]
+        documents = apply_overlays(documents, patches, problems)
     try:
         specs = validate_documents(
             documents, cross_checks=not _errors(problems), warnings=problems, strict=strict
@@ -92,15 +99,24 @@ def spec_from_document(document: Document, problems: list[Problem]) -> Spec | No
         problems.append(problem)
         return None
     body = plain_copy(document.body)
+    overlay = document.overlay
     document = Document(body=body, source=document.source, locations=document.locations)
     found = schema_problems(document)
     written: dict[str, str] = {}
     if not found:
         found = list(_convert_units(document, body, written))
     if found:
-        problems.extend(found)
+        problems.extend(_in_merge(p, document.source, overlay) for p in found)
         return None
     return _build_spec(document, body, problems, written)
+
+
+def _in_merge(problem: Problem, base: Location, overlay: Location | None) -> Problem:
+    """A problem of a merged document names both documents (the base and the overlay)."""
+    if overlay is None:
+        return problem
+    said = f"{problem.message} (in {base} merged with the overlay at {overlay})"
+    return Problem(problem.location, problem.path, said, warning=problem.warning)
 
 
 def plain_copy(value: Any) -> Any:

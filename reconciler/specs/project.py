@@ -1,0 +1,245 @@
+"""The project file: one spec repository, many environments.
+
+``reconcile.yaml`` at the root of a spec repository names the owner, the spec folders
+shared by every environment, and each environment's connection, JetStream domain,
+overlays and extra resources (``schemas/project.schema.json``). It is validated like a
+spec file, every problem as ``FILE:LINE: field: message``, before anything connects.
+
+Secrets never live in the file: ``password`` and ``token`` can only name an environment
+variable (``{env: PROD_NATS_PASSWORD}``), credential files are paths, and a server URL
+carrying credentials is refused. Variables are read when an environment is used
+(:meth:`Environment.connection`), and an unset one is an error naming the field and line,
+never a value.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reconciler.errors import Location, Problem, SpecError
+from reconciler.specs.loader import Document, load_file
+from reconciler.specs.schema import did_you_mean, schema_problems
+
+#: The name ``reconcile`` looks for in the current directory.
+PROJECT_FILE = "reconcile.yaml"
+#: Connection fields whose literal value is a file path (relative to the project file).
+_PATH_FIELDS = ("creds", "nkey", "tls.ca", "tls.cert", "tls.key")
+#: Connection fields an environment may set, as ConnectionOptions names them.
+_CONNECTION_FIELDS = {
+    "servers": "servers",
+    "context": "context",
+    "creds": "creds",
+    "nkey": "nkey",
+    "user": "user",
+    "password": "password",
+    "token": "token",
+    "tls.ca": "tls_ca",
+    "tls.cert": "tls_cert",
+    "tls.key": "tls_key",
+    "domain": "domain",
+}
+_SECRET_FIELDS = frozenset({"password", "token"})
+
+
+@dataclass(frozen=True)
+class FromEnv:
+    """A value read from an environment variable when the environment is used."""
+
+    var: str
+    field: str  # "environments.prod.password"
+    where: Location
+
+
+@dataclass(frozen=True)
+class Environment:
+    """One environment of a project: where it connects and what it changes."""
+
+    name: str
+    where: Location
+    settings: Mapping[str, str | FromEnv]  # connection fields (dotted tls.* names)
+    embedded: bool = False
+    overlays: tuple[Path, ...] = ()
+    resources: tuple[Path, ...] = ()
+    description: str = ""
+
+    @property
+    def domain(self) -> str | None:
+        value = self.settings.get("domain")
+        return value if isinstance(value, str) else None
+
+    def connection(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The connection values (ConnectionOptions' names), variables read from
+        ``environ`` (the process environment by default).
+
+        Raises :class:`SpecError` naming every unset variable with its field and line.
+        """
+        environ = os.environ if environ is None else environ
+        values: dict[str, str] = {}
+        problems: list[Problem] = []
+        for key, value in self.settings.items():
+            if isinstance(value, FromEnv):
+                found = environ.get(value.var, "")
+                if not found:
+                    message = f"environment variable {value.var} is not set (or empty)"
+                    problems.append(Problem(value.where, value.field, message))
+                    continue
+                values[_CONNECTION_FIELDS[key]] = found
+            else:
+                values[_CONNECTION_FIELDS[key]] = value
+        if problems:
+            raise SpecError(problems)
+        return values
+
+    def describe(self) -> dict[str, Any]:
+        """What ``reconcile envs`` shows: targets and where secrets come from, no secret."""
+        shown: dict[str, Any] = {"name": self.name}
+        for key, value in self.settings.items():
+            if isinstance(value, FromEnv):
+                shown[key] = f"${value.var}"
+            elif key in _SECRET_FIELDS:  # unreachable: the schema allows only {env: ...}
+                shown[key] = "***"
+            else:
+                shown[key] = value
+        if self.embedded or not any(k in self.settings for k in ("servers", "context")):
+            shown["servers"] = "embedded nats-server"
+        shown["overlays"] = [str(p) for p in self.overlays]
+        shown["resources"] = [str(p) for p in self.resources]
+        return shown
+
+
+@dataclass(frozen=True)
+class Project:
+    """A parsed, validated project file."""
+
+    path: Path
+    specs: tuple[Path, ...]
+    environments: Mapping[str, Environment] = field(default_factory=dict)
+    owner: str | None = None
+
+    @property
+    def root(self) -> Path:
+        return self.path.parent
+
+    def environment(self, name: str) -> Environment:
+        """The environment called ``name``, or a SpecError naming the known ones."""
+        found = self.environments.get(name)
+        if found is not None:
+            return found
+        known = sorted(self.environments)
+        hint = did_you_mean(name, known)
+        message = f"no environment {name!r}{hint} (known: {', '.join(known)})"
+        raise SpecError([Problem(Location(str(self.path), 1), "environments", message)])
+
+    def spec_paths(self, environment: Environment) -> list[Path]:
+        """The shared spec paths, then the environment's own resources."""
+        return [*self.specs, *environment.resources]
+
+
+def find_project(directory: Path | None = None) -> Path | None:
+    """``reconcile.yaml`` in ``directory`` (the current one by default), if there is one."""
+    candidate = (directory or Path.cwd()) / PROJECT_FILE
+    return candidate if candidate.is_file() else None
+
+
+def load_project(path: str | Path) -> Project:
+    """Read and validate a project file; raise one SpecError with every problem."""
+    path = Path(path)
+    problems: list[Problem] = []
+    documents = load_file(path, problems)
+    if not problems and len(documents) != 1:
+        count = f"{len(documents)} documents" if documents else "nothing"
+        problems.append(Problem(Location(str(path), 1), "", f"expected one mapping, found {count}"))
+    if problems:
+        raise SpecError(problems)
+    document = documents[0]
+    problems = [_no_secret_echo(p) for p in schema_problems(document, "project")]
+    if problems:
+        raise SpecError(problems)
+    return _project(path, document)
+
+
+def _project(path: Path, document: Document) -> Project:
+    body = document.body
+    root = path.parent
+    problems: list[Problem] = []
+    environments = {
+        name: _environment(name, raw, root, document, problems)
+        for name, raw in body["environments"].items()
+    }
+    if problems:
+        raise SpecError(problems)
+    return Project(
+        path=path,
+        specs=tuple(root / p for p in body["specs"]),
+        environments=environments,
+        owner=body.get("owner"),
+    )
+
+
+def _environment(
+    name: str, raw: Mapping[str, Any], root: Path, document: Document, problems: list[Problem]
+) -> Environment:
+    prefix = f"environments.{name}"
+    settings: dict[str, str | FromEnv] = {}
+    flat = dict(raw)
+    for key, value in (raw.get("tls") or {}).items():
+        flat[f"tls.{key}"] = value
+    for key in _CONNECTION_FIELDS:
+        if key not in flat:
+            continue
+        value, where = flat[key], document.where(f"{prefix}.{key}")
+        if isinstance(value, dict):
+            settings[key] = FromEnv(str(value["env"]), f"{prefix}.{key}", where)
+        elif isinstance(value, list):
+            settings[key] = ",".join(str(v) for v in value)
+        else:
+            settings[key] = str(root / value) if key in _PATH_FIELDS else str(value)
+        literal = settings[key]
+        if key == "servers" and isinstance(literal, str):
+            problem = _url_problem(literal, f"{prefix}.servers", where)
+            if problem is not None:
+                problems.append(problem)
+    if raw.get("embedded") and any(k in settings for k in ("servers", "context")):
+        message = "an embedded environment names no servers or context"
+        problems.append(
+            Problem(document.where(f"{prefix}.embedded"), f"{prefix}.embedded", message)
+        )
+    return Environment(
+        name=name,
+        where=document.where(prefix),
+        settings=settings,
+        embedded=bool(raw.get("embedded", False)),
+        overlays=tuple(root / p for p in raw.get("overlays", ())),
+        resources=tuple(root / p for p in raw.get("resources", ())),
+        description=str(raw.get("description", "")),
+    )
+
+
+def _no_secret_echo(problem: Problem) -> Problem:
+    """A schema problem at a secret field says what to write, never the value given."""
+    if problem.path.rsplit(".", 1)[-1] not in _SECRET_FIELDS:
+        return problem
+    message = (
+        "a secret never goes in the project file: write {env: NAME}, naming the "
+        "environment variable that holds it"
+    )
+    return Problem(problem.location, problem.path, message)
+
+
+def _url_problem(servers: str, field_path: str, where: Location) -> Problem | None:
+    """A problem when a server URL carries credentials (they belong in user/password)."""
+    for url in servers.split(","):
+        rest = url.strip().partition("://")[2] or url.strip()
+        netloc = urllib.parse.urlsplit(f"nats://{rest}").netloc
+        if "@" in netloc:
+            message = (
+                "a server URL carries credentials; the project file holds no secrets: "
+                "use user and password: {env: NAME} (or token, creds)"
+            )
+            return Problem(where, field_path, message)
+    return None
