@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "apply": ("reconciler.cli.plan_cmd", "apply", "Change the server to match the specs."),
     "drift": ("reconciler.cli.drift_cmd", "drift", "Report where the server differs."),
     "export": ("reconciler.cli.export_cmd", "export", "Write live state as spec files."),
+    "envs": ("reconciler.cli.envs_cmd", "envs", "List the project's environments."),
     "server": ("reconciler.cli.server_cmd", "server", "Run the embedded nats-server."),
     "snapshot": ("reconciler.cli.snapshot_cmd", "snapshot", "Write live configs as JSONL."),
     "fleet": ("reconciler.cli.fleet_cmd", "fleet", "Fleet-wide drift on Apache Spark."),
@@ -38,18 +39,19 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "plan": (
         "reconcile plan specs/ --server nats://nats:4222",
-        "reconcile plan specs/ --prune --format markdown > plan.md",
-        "reconcile plan specs/ --detailed-exitcode   # exit 2 when something would change",
+        "reconcile plan --env prod --prune --format markdown > plan.md   # reconcile.yaml",
+        "reconcile plan --all-envs --detailed-exitcode   # exit 2 when something would change",
     ),
     "apply": (
         "reconcile apply specs/                      # shows the plan, asks for yes",
         "reconcile apply specs/ -y --lock-timeout 2m    # CI: no question",
-        "reconcile apply specs/ --prune --allow-data-loss --owner team-a",
+        "reconcile apply --env staging --prune --allow-data-loss   # from reconcile.yaml",
     ),
     "drift": (
         "reconcile drift specs/",
-        "reconcile drift specs/ --format html --out drift.html",
+        "reconcile drift --env prod --format html --out drift.html",
     ),
+    "envs": ("reconcile envs", "reconcile envs --project infra/reconcile.yaml --format json"),
     "export": (
         "reconcile export --out specs/",
         "reconcile export --owner team-a --out team-a/",

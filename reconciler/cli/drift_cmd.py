@@ -12,7 +12,8 @@ from reconciler.cli.options import (
     connection_options,
     format_option,
     owner_option,
-    to_connection_options,
+    project_options,
+    resolve_target,
 )
 from reconciler.console.terminal import DriftFormat, TerminalConsole
 
@@ -20,7 +21,7 @@ FORMAT_NAMES = ["text", "json", "markdown", "html"]
 
 
 @click.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @format_option(FORMAT_NAMES, "report")
 @click.option(
     "--out",
@@ -28,8 +29,20 @@ FORMAT_NAMES = ["text", "json", "markdown", "html"]
     help="Write the report to FILE instead of standard output.",
 )
 @owner_option
+@project_options
 @connection_options
-def drift(paths: tuple[Path, ...], fmt: str, out: Path | None, owner: str, **conn: Any) -> int:
+@click.pass_context
+def drift(
+    ctx: click.Context,
+    /,
+    paths: tuple[Path, ...],
+    fmt: str,
+    out: Path | None,
+    owner: str,
+    project_file: Path | None,
+    env_name: str | None,
+    **conn: Any,
+) -> int:
     """Report where the server differs from the specs.
 
     Exit status: 0 when everything is in sync, 2 when drift is found, 1 on error.
@@ -39,11 +52,19 @@ def drift(paths: tuple[Path, ...], fmt: str, out: Path | None, owner: str, **con
     from reconciler.planning.plan import Ownership
     from reconciler.render.drift_text import headline
 
-    options = to_connection_options(conn)
+    target = resolve_target(
+        ctx, paths=paths, conn=conn, owner=owner, project_file=project_file, env_name=env_name
+    )
     console = TerminalConsole(drift_format=cast(DriftFormat, fmt))
-    ownership = Ownership(owner)
     plan = asyncio.run(
-        run.plan(paths, options, prune=False, ownership=ownership, on_notice=console.notice)
+        run.plan(
+            target.paths,
+            target.options,
+            prune=False,
+            ownership=Ownership(target.owner),
+            on_notice=console.notice,
+            overlays=target.overlays,
+        )
     )
     report = drift_report.from_plan(plan)
     if out is None:

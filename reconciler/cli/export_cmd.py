@@ -11,7 +11,12 @@ from typing import Any
 import click
 import yaml
 
-from reconciler.cli.options import connection_options, owner_option, to_connection_options
+from reconciler.cli.options import (
+    connection_options,
+    owner_option,
+    project_options,
+    resolve_target,
+)
 from reconciler.cli.output import notice
 from reconciler.errors import ReconcileError
 
@@ -66,8 +71,19 @@ def write_file(folder: Path, name: str, text: str) -> None:
     help="Also export resources other owners manage (left out by default, so that "
     "applying the export, even with --prune, never touches them).",
 )
+@project_options
 @connection_options
-def export(out: Path | None, owner: str, all_owners: bool, **conn: Any) -> int:
+@click.pass_context
+def export(
+    ctx: click.Context,
+    /,
+    out: Path | None,
+    owner: str,
+    all_owners: bool,
+    project_file: Path | None,
+    env_name: str | None,
+    **conn: Any,
+) -> int:
     """Write the server's streams, consumers and buckets as spec files.
 
     File names are stream-NAME.yaml, kv-NAME.yaml and objectstore-NAME.yaml, with every
@@ -77,8 +93,17 @@ def export(out: Path | None, owner: str, all_owners: bool, **conn: Any) -> int:
     from reconciler.execution import run
     from reconciler.planning.export import export_state
 
-    live = asyncio.run(run.fetch_live(to_connection_options(conn), on_notice=notice))
-    files = export_state(live, owner=None if all_owners else owner)
+    target = resolve_target(
+        ctx,
+        paths=(),
+        conn=conn,
+        owner=owner,
+        project_file=project_file,
+        env_name=env_name,
+        needs_paths=False,
+    )
+    live = asyncio.run(run.fetch_live(target.options, on_notice=notice))
+    files = export_state(live, owner=None if all_owners else target.owner)
     if out is None:
         click.echo("---\n".join(_dump(f.documents) for f in files), nl=False)
         return 0

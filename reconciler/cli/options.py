@@ -13,6 +13,7 @@ its state in ``--store``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -20,6 +21,7 @@ import click
 
 if TYPE_CHECKING:  # nats-py is imported only when a command connects
     from reconciler.jetstream.connection import ConnectionOptions
+    from reconciler.specs.project import Project
 
 DEFAULT_STORE = Path(".reconcile")
 
@@ -212,3 +214,132 @@ def pop_connection_options(values: dict[str, Any]) -> ConnectionOptions:
     for name in CONNECTION_PARAMS:
         values.pop(name, None)
     return options
+
+
+# --- projects and environments -----------------------------------------------------------
+
+#: The connection flags an environment sets itself (timeouts and --store stay the run's).
+ENVIRONMENT_PARAMS = CONNECTION_PARAMS[:-3]
+
+_PROJECT_OPTIONS: list[Callable[[F], F]] = [
+    click.option(
+        "--project",
+        "project_file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        envvar="RECONCILE_PROJECT",
+        show_envvar=True,
+        help="The project file (default: reconcile.yaml in the current directory, if any).",
+    ),
+    click.option(
+        "--env",
+        "env_name",
+        metavar="NAME",
+        envvar="RECONCILE_ENV",
+        show_envvar=True,
+        help="The project's environment to use: its server, domain, overlays and resources "
+        "(instead of PATHS and connection flags).",
+    ),
+]
+
+
+def project_options(command: F) -> F:
+    """Add ``--project`` and ``--env`` to a command."""
+    for option in reversed(_PROJECT_OPTIONS):
+        command = option(command)
+    return command
+
+
+@dataclass(frozen=True)
+class Target:
+    """What one run reads and where it goes: spec paths, overlays, server, owner."""
+
+    paths: tuple[Path, ...]
+    options: ConnectionOptions
+    owner: str
+    overlays: tuple[Path, ...] = ()
+    env: str | None = None
+
+
+def _given(ctx: click.Context, name: str) -> bool:
+    from click.core import ParameterSource
+
+    return ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
+
+
+def resolve_target(
+    ctx: click.Context,
+    *,
+    paths: tuple[Path, ...],
+    conn: Mapping[str, Any],
+    owner: str = "default",
+    project_file: Path | None = None,
+    env_name: str | None = None,
+    needs_paths: bool = True,
+) -> Target:
+    """The run's target: PATHS and connection flags as given, or a project environment.
+
+    Without a project file (and without ``--env``) this is today's behaviour. With one,
+    ``--env NAME`` (or a project with a single environment and no PATHS) takes the
+    environment's connection, spec paths, overlays and the project's owner; a connection
+    flag or an ``--owner`` given on the command line that contradicts it is an error.
+    """
+    from reconciler.specs.project import find_project, load_project
+
+    found = project_file or (find_project() if env_name or not paths else None)
+    if found is None:
+        if env_name:
+            raise click.UsageError("--env needs a project file: reconcile.yaml or --project")
+        if needs_paths and not paths:
+            raise click.UsageError("give spec PATHS (or run where a reconcile.yaml is)")
+        return Target(tuple(paths), to_connection_options(conn), owner)
+    project = load_project(found)
+    if project.owner and _given(ctx, "owner") and owner != project.owner:
+        raise click.UsageError(f"--owner {owner} contradicts the project's owner {project.owner}")
+    owner = project.owner or owner
+    if env_name is None and paths:
+        return Target(tuple(paths), to_connection_options(conn), owner)
+    if env_name is None:
+        if len(project.environments) != 1:
+            names = ", ".join(sorted(project.environments))
+            raise click.UsageError(f"name an environment with --env ({names}) or give PATHS")
+        env_name = next(iter(project.environments))
+    if paths:
+        raise click.UsageError("give either spec PATHS or --env, not both")
+    clash = [name for name in ENVIRONMENT_PARAMS if _given(ctx, name)]
+    if clash:
+        flag = "--" + clash[0].replace("_", "-")
+        raise click.UsageError(f"{flag} cannot be combined with --env: {env_name} names its own")
+    return environment_target(project, env_name, to_connection_options(conn), owner)
+
+
+def environment_target(project: Project, name: str, base: ConnectionOptions, owner: str) -> Target:
+    """One environment of ``project`` as a Target (variables read now)."""
+    environment = project.environment(name)
+    values = environment.connection()
+    settings: dict[str, Any] = {field: values.get(field) for field in _OPTION_FIELDS}
+    options = replace(base, **settings)
+    if not options.is_configured:
+        options = replace(options, store=base.store / name)  # each its own embedded server
+    return Target(
+        paths=tuple(project.spec_paths(environment)),
+        options=options,
+        owner=owner,
+        overlays=environment.overlays,
+        env=name,
+    )
+
+
+#: ConnectionOptions fields an environment may set.
+_OPTION_FIELDS = (
+    "servers",
+    "creds",
+    "nkey",
+    "user",
+    "password",
+    "token",
+    "tls_ca",
+    "tls_cert",
+    "tls_key",
+    "context",
+    "domain",
+)

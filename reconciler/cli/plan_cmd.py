@@ -12,12 +12,14 @@ import click
 
 from reconciler.cli.options import (
     Seconds,
+    Target,
     connection_options,
     format_option,
     owner_option,
+    project_options,
+    resolve_target,
     strict_option,
     take_over_option,
-    to_connection_options,
 )
 from reconciler.console.terminal import TerminalConsole
 
@@ -27,9 +29,7 @@ if TYPE_CHECKING:
     from reconciler.planning.steps import Plan
 
 FORMAT_NAMES = ["text", "json", "markdown"]
-paths_argument = click.argument(
-    "paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path)
-)
+paths_argument = click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
 
 
 def _console(fmt: str) -> TerminalConsole:
@@ -47,8 +47,17 @@ def _console(fmt: str) -> TerminalConsole:
 @click.option(
     "--detailed-exitcode", is_flag=True, help="Exit 2 when the plan has changes (0 when none)."
 )
+@click.option(
+    "--all-envs",
+    is_flag=True,
+    help="Plan every environment of the project file, one after the other, then a summary.",
+)
+@project_options
 @connection_options
+@click.pass_context
 def plan(
+    ctx: click.Context,
+    /,
     paths: tuple[Path, ...],
     prune: bool,
     owner: str,
@@ -56,42 +65,143 @@ def plan(
     strict: bool,
     fmt: str,
     detailed_exitcode: bool,
+    all_envs: bool,
+    project_file: Path | None,
+    env_name: str | None,
     **conn: Any,
 ) -> int:
     """Show what apply would change; changes nothing."""
     from reconciler.planning.plan import Ownership
 
     console = _console(fmt)
+    if all_envs:
+        return _plan_all(
+            ctx,
+            console,
+            paths,
+            conn,
+            project_file,
+            env_name,
+            owner,
+            take_over,
+            prune=prune,
+            strict=strict,
+            detailed_exitcode=detailed_exitcode,
+        )
+    target = resolve_target(
+        ctx, paths=paths, conn=conn, owner=owner, project_file=project_file, env_name=env_name
+    )
     the_plan = _plan_and_show(
-        console, paths, conn, prune=prune, ownership=Ownership(owner, take_over), strict=strict
+        console, target, prune=prune, ownership=Ownership(target.owner, take_over), strict=strict
     )
     return 2 if detailed_exitcode and the_plan.has_changes else 0
 
 
-def _plan_and_show(
+def _plan_all(
+    ctx: click.Context,
     console: TerminalConsole,
     paths: tuple[Path, ...],
     conn: dict[str, Any],
+    project_file: Path | None,
+    env_name: str | None,
+    owner: str,
+    take_over: bool,
+    *,
+    prune: bool,
+    strict: bool,
+    detailed_exitcode: bool,
+) -> int:
+    """``plan --all-envs``: each environment's plan, then one line per environment.
+
+    Every environment is validated before any is planned (a broken overlay anywhere stops
+    the run before a server is asked). An environment that cannot be planned (its server
+    unreachable, say) is reported and the others still are; the exit status is 1 then,
+    else 2 with ``--detailed-exitcode`` when any plan has changes, else 0.
+    """
+    from reconciler.errors import ReconcileError
+    from reconciler.planning.plan import Ownership
+    from reconciler.specs.project import find_project, load_project
+    from reconciler.specs.validate import load_specs
+
+    if paths or env_name:
+        raise click.UsageError("--all-envs plans every environment: no PATHS and no --env")
+    found = project_file or find_project()
+    if found is None:
+        raise click.UsageError("--all-envs needs a project file: reconcile.yaml or --project")
+    project = load_project(found)
+    targets = [
+        resolve_target(ctx, paths=(), conn=conn, owner=owner, project_file=found, env_name=name)
+        for name in project.environments
+    ]
+    for target in targets:  # validate everything first: nothing is read from any server
+        load_specs(list(target.paths), overlays=list(target.overlays), strict=strict)
+    lines, failed, changed = [], False, False
+    documents: dict[str, Any] = {}
+    for target in targets:
+        where = target.options.display_servers or "embedded nats-server"
+        console.heading(f"Environment {target.env} ({where})")
+        try:
+            the_plan = _plan_and_show(
+                console,
+                target,
+                prune=prune,
+                ownership=Ownership(target.owner, take_over),
+                strict=strict,
+                show=console.fmt != "json",
+            )
+        except ReconcileError as err:
+            console.show_error(err)
+            lines.append(f"{target.env}: failed: {err}")
+            documents[str(target.env)] = {"error": str(err)}
+            failed = True
+            continue
+        changed = changed or the_plan.has_changes
+        lines.append(f"{target.env}: {summary_line(the_plan)}")
+        documents[str(target.env)] = the_plan.to_json()
+    if console.fmt == "json":
+        import json
+
+        click.echo(json.dumps({"environments": documents}, indent=2))
+    else:
+        console.heading("All environments")
+        for line in lines:
+            click.echo(line)
+    if failed:
+        return 1
+    return 2 if detailed_exitcode and changed else 0
+
+
+def summary_line(plan: Plan) -> str:
+    from reconciler.render.text import summary_line as line
+
+    return line(plan)
+
+
+def _plan_and_show(
+    console: TerminalConsole,
+    target: Target,
     *,
     prune: bool,
     ownership: Ownership,
     strict: bool,
+    show: bool = True,
 ) -> Plan:
     """Validate, plan (reads only) and show the plan: `plan` and `apply --dry-run`."""
     from reconciler.execution import run
 
-    options = to_connection_options(conn)
     the_plan = asyncio.run(
         run.plan(
-            paths,
-            options,
+            target.paths,
+            target.options,
             prune=prune,
             ownership=ownership,
             strict=strict,
             on_notice=console.notice,
+            overlays=target.overlays,
         )
     )
-    console.show_plan(the_plan)
+    if show:
+        console.show_plan(the_plan)
     return the_plan
 
 
@@ -138,8 +248,12 @@ def _plan_and_show(
     help="Apply without asking. On a terminal apply shows the plan and asks for 'yes'; "
     "without a terminal (CI) it never asks.",
 )
+@project_options
 @connection_options
+@click.pass_context
 def apply(
+    ctx: click.Context,
+    /,
     paths: tuple[Path, ...],
     dry_run: bool,
     prune: bool,
@@ -154,17 +268,21 @@ def apply(
     lock_timeout: float,
     no_lock: bool,
     auto_approve: bool,
+    project_file: Path | None,
+    env_name: str | None,
     **conn: Any,
 ) -> int:
     """Change the server to match the specs (validates everything first)."""
     from reconciler.execution import run
     from reconciler.planning.plan import Ownership
 
-    options = to_connection_options(conn)
+    target = resolve_target(
+        ctx, paths=paths, conn=conn, owner=owner, project_file=project_file, env_name=env_name
+    )
     console = _console(fmt)
     flags = {"--allow-replace": allow_replace, "--allow-data-loss": allow_data_loss}
     console.allowed = tuple(flag for flag, given in flags.items() if given)
-    ownership = Ownership(owner, take_over)
+    ownership = Ownership(target.owner, take_over)
     asks = console.interactive and sys.stdin.isatty() and fmt == "text"
 
     async def go() -> Any:
@@ -174,8 +292,8 @@ def apply(
         loop.add_signal_handler(signal.SIGTERM, stop.set)
         with console.steps() as on_step:
             return await run.apply(
-                paths,
-                options,
+                target.paths,
+                target.options,
                 prune=prune,
                 ownership=ownership,
                 strict=strict,
@@ -189,12 +307,11 @@ def apply(
                 confirm=None if auto_approve or not asks else console.confirm,
                 stop=stop,
                 lock_timeout=None if no_lock else lock_timeout,
+                overlays=target.overlays,
             )
 
     if dry_run:
-        the_plan = _plan_and_show(
-            console, paths, conn, prune=prune, ownership=ownership, strict=strict
-        )
+        the_plan = _plan_and_show(console, target, prune=prune, ownership=ownership, strict=strict)
         return 2 if detailed_exitcode and the_plan.has_changes else 0
     result = asyncio.run(go())
     console.show_result(result)

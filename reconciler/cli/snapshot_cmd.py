@@ -12,7 +12,11 @@ from typing import Any
 
 import click
 
-from reconciler.cli.options import connection_options, to_connection_options
+from reconciler.cli.options import (
+    connection_options,
+    environment_target,
+    to_connection_options,
+)
 from reconciler.cli.output import notice
 
 
@@ -27,7 +31,15 @@ def _check_env(_: click.Context, __: click.Parameter, value: str) -> str:
     "--env",
     required=True,
     callback=_check_env,
-    help="Environment name (the sub-folder of the fleet's spec folder).",
+    help="Environment name: the project file's environment (its connection is used), or "
+    "the sub-folder of the fleet's spec folder.",
+)
+@click.option(
+    "--project",
+    "project_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="RECONCILE_PROJECT",
+    help="The project file (default: reconcile.yaml in the current directory, if any).",
 )
 @click.option(
     "--out",
@@ -36,7 +48,7 @@ def _check_env(_: click.Context, __: click.Parameter, value: str) -> str:
     help="JSON Lines file to write (replaced atomically); '-' for stdout.",
 )
 @connection_options
-def snapshot(env: str, out: Path, **conn: Any) -> int:
+def snapshot(env: str, out: Path, project_file: Path | None, **conn: Any) -> int:
     """Write every live stream and consumer as a JSON Lines snapshot record.
 
     One record per line: {env, captured_at, kind, stream, name, config, server_version,
@@ -46,8 +58,15 @@ def snapshot(env: str, out: Path, **conn: Any) -> int:
     """
     from reconciler.execution import run
     from reconciler.planning.snapshot import snapshot_records
+    from reconciler.specs.project import find_project, load_project
 
-    live = asyncio.run(run.fetch_live(to_connection_options(conn), on_notice=notice))
+    options = to_connection_options(conn)
+    found = project_file or find_project()
+    if found is not None:
+        project = load_project(found)
+        if env in project.environments:  # the environment's own server
+            options = environment_target(project, env, options, project.owner or "").options
+    live = asyncio.run(run.fetch_live(options, on_notice=notice))
     records = snapshot_records(live, env=env, captured_at=datetime.now(UTC))
     count = _write(records, out)
     where = "stdout" if str(out) == "-" else str(out)

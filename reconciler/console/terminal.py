@@ -87,6 +87,15 @@ class TerminalConsole(Console):
         else:
             click.echo(message, err=True)
 
+    def heading(self, title: str) -> None:
+        """A section title on standard output, between plans (``plan --all-envs``)."""
+        if self.fmt == "json":
+            return
+        if self.fmt == "markdown":
+            click.echo(f"## {title}\n")
+            return
+        click.echo(click.style(f"== {title}", bold=True) if colour() else f"== {title}")
+
     async def confirm(self, plan: Plan) -> bool:
         """Ask the person at the terminal to type ``yes``; anything else (or Ctrl-C, or
         end of input) changes nothing. The question waits in a thread, so the apply lock

@@ -54,10 +54,16 @@ async def _confirmed(
     return bool(answer.result())
 
 
-def _load(paths: Sequence[PathLike], strict: bool, on_notice: Notice | None) -> list[Spec]:
-    """Validate the spec files; warnings are said (errors under ``strict``)."""
+def _load(
+    paths: Sequence[PathLike],
+    strict: bool,
+    on_notice: Notice | None,
+    overlays: Sequence[PathLike] = (),
+) -> list[Spec]:
+    """Validate the spec files (with an environment's overlays merged in); warnings are
+    said (errors under ``strict``)."""
     warnings: list[Problem] = []
-    specs = load_specs(list(paths), warnings=warnings, strict=strict)
+    specs = load_specs(list(paths), overlays=list(overlays), warnings=warnings, strict=strict)
     for warning in warnings:
         (on_notice or _quiet)(str(warning))
     return specs
@@ -93,6 +99,7 @@ async def plan(
     ownership: Ownership = DEFAULT_OWNERSHIP,
     strict: bool = False,
     on_notice: Notice | None = None,
+    overlays: Sequence[PathLike] = (),
 ) -> Plan:
     """Validate the spec files, then plan them against the server (reads only).
 
@@ -100,7 +107,7 @@ async def plan(
     (Validating in a thread while the live state is read was measured: the GIL leaves
     nothing to gain, so the simple order stays.)
     """
-    specs = _load(paths, strict, on_notice)
+    specs = _load(paths, strict, on_notice, overlays)
     async with open_client(options, on_notice=on_notice or _quiet) as client:
         return await plan_with(client, specs, prune=prune, ownership=ownership)
 
@@ -128,13 +135,14 @@ async def apply(
     confirm: Callable[[Plan], Awaitable[bool]] | None = None,
     stop: asyncio.Event | None = None,
     lock_timeout: float | None = lock.DEFAULT_TIMEOUT,
+    overlays: Sequence[PathLike] = (),
 ) -> ApplyResult:
     """Validate, plan and (unless ``dry_run``) apply; destructive steps need the flags.
 
     Planning and applying happen under the server's apply lock (:mod:`reconciler.execution.lock`),
     waiting up to ``lock_timeout`` seconds for it; ``None`` applies without the lock.
     """
-    specs = _load(paths, strict, on_notice)
+    specs = _load(paths, strict, on_notice, overlays)
     stop = stop or asyncio.Event()
     async with (
         open_client(options, on_notice=on_notice or _quiet) as client,

@@ -142,7 +142,7 @@ class Project:
 
 def find_project(directory: Path | None = None) -> Path | None:
     """``reconcile.yaml`` in ``directory`` (the current one by default), if there is one."""
-    candidate = (directory or Path.cwd()) / PROJECT_FILE
+    candidate = directory / PROJECT_FILE if directory else Path(PROJECT_FILE)
     return candidate if candidate.is_file() else None
 
 

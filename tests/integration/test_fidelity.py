@@ -292,7 +292,7 @@ def test_plans_and_drift_show_durations_and_sizes_in_the_unit_the_spec_wrote(
     assert "max_age: 21d → 30d" in text  # not 3w → 30d
     assert "max_age (ttl): 14d → 28d" in text  # not 2w → 4w
     markdown = render_plan(plan, "markdown")
-    assert "| 21d | 30d |" in markdown
+    assert "- max_age: 21d\n+ max_age: 30d\n" in markdown
     drift = render_drift_text(from_plan(plan))
     assert "max_age: declared 30d, live 21d" in drift
 
