@@ -19,9 +19,9 @@ def fleet() -> None:
 @click.option(
     "--specs",
     "specs_dir",
-    required=True,
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="Fleet folder: one sub-folder of spec files per environment.",
+    type=click.Path(exists=True, path_type=Path),
+    help="A project file (reconcile.yaml: its environments and overlays), or a folder "
+    "with one sub-folder of spec files per environment. Default: ./reconcile.yaml.",
 )
 @click.option(
     "--snapshots",
@@ -43,7 +43,7 @@ def fleet() -> None:
     show_envvar=True,
     help="Spark master, e.g. spark://host:7077 (default: local[*], this machine).",
 )
-def drift(specs_dir: Path, snapshots: Path, out_dir: Path, spark_master: str | None) -> int:
+def drift(specs_dir: Path | None, snapshots: Path, out_dir: Path, spark_master: str | None) -> int:
     """Compare every environment's specs with its snapshots.
 
     Exit 0 when nothing drifted, 2 when drift is found, 1 on error (also when some
@@ -51,7 +51,11 @@ def drift(specs_dir: Path, snapshots: Path, out_dir: Path, spark_master: str | N
     skipped, and everything else is still compared and written).
     """
     from reconciler.fleet.job import fleet_drift
+    from reconciler.specs.project import find_project
 
+    specs_dir = specs_dir or find_project()
+    if specs_dir is None:
+        raise click.UsageError("--specs is needed here: no reconcile.yaml in this folder")
     result = fleet_drift(
         specs=specs_dir,
         snapshots=snapshots,

@@ -22,6 +22,7 @@ from reconciler.errors import Problem, ReconcileError, SpecError
 from reconciler.model.normalize import unsupported_fields
 from reconciler.model.state import LiveState, ServerInfo
 from reconciler.planning.plan import StreamGroup, group_streams, stream_problems
+from reconciler.specs.project import load_project
 from reconciler.specs.spec import Spec
 from reconciler.specs.validate import load_specs
 
@@ -80,7 +81,14 @@ def env_folders(fleet_dir: Path) -> list[tuple[str, Path]]:
 
 
 def load_fleet(fleet_dir: Path) -> list[EnvSpecs]:
-    """Every environment's specs; invalid folders carry their problems instead."""
+    """Every environment's specs; invalid folders carry their problems instead.
+
+    ``fleet_dir`` is a folder with one sub-folder per environment, or a project file
+    (``reconcile.yaml``): then each of its environments is its shared specs with its own
+    overlays and resources merged in, exactly what ``reconcile plan --env`` validates.
+    """
+    if fleet_dir.is_file():
+        return load_project_fleet(fleet_dir)
     loaded = []
     for env, folder in env_folders(fleet_dir):
         try:
@@ -89,4 +97,18 @@ def load_fleet(fleet_dir: Path) -> list[EnvSpecs]:
             loaded.append(EnvSpecs(env, folder, problems=tuple(err.problems)))
             continue
         loaded.append(EnvSpecs(env, folder, specs=tuple(specs)))
+    return loaded
+
+
+def load_project_fleet(project_file: Path) -> list[EnvSpecs]:
+    """Every environment of a project file, its overlays merged into the shared specs."""
+    project = load_project(project_file)  # a broken project file stops the job
+    loaded = []
+    for name, environment in sorted(project.environments.items()):
+        try:
+            specs = load_specs(project.spec_paths(environment), overlays=environment.overlays)
+        except SpecError as err:
+            loaded.append(EnvSpecs(name, project.root, problems=tuple(err.problems)))
+            continue
+        loaded.append(EnvSpecs(name, project.root, specs=tuple(specs)))
     return loaded

@@ -70,3 +70,32 @@ def test_specs_are_grouped_by_stream_as_the_planner_groups_them(tmp_path: Path) 
     stream, consumers = groups["RAW"]
     assert stream is not None and stream.external
     assert [c.name for c in consumers] == ["READER"]
+
+
+def test_a_project_file_gives_each_environment_its_overlays(tmp_path: Path) -> None:
+    """The fleet reads environments from reconcile.yaml: shared specs, each environment's
+    overlays merged in, an environment with a broken overlay carrying its problem."""
+    files = {
+        "reconcile.yaml": (
+            "specs: [specs]\nenvironments:\n"
+            "  dev: {embedded: true}\n"
+            "  prod: {servers: 'nats://prod:4222', overlays: [prod.yaml]}\n"
+            "  broken: {servers: 'nats://b:4222', overlays: [broken.yaml]}\n"
+        ),
+        "specs/s.yaml": SPECS,
+        "prod.yaml": "kind: Stream\nname: ORDERS\nmax_bytes: 1GiB\n",
+        "broken.yaml": "kind: Stream\nname: NOPE\nmax_bytes: 1GiB\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    loaded = {env.env: env for env in load_fleet(tmp_path / "reconcile.yaml")}
+    assert sorted(loaded) == ["broken", "dev", "prod"]
+
+    def orders(env: str) -> dict[str, object]:
+        return next(s.config for s in loaded[env].specs if s.name == "ORDERS")
+
+    assert "max_bytes" not in orders("dev")
+    assert orders("prod")["max_bytes"] == 2**30
+    assert not loaded["broken"].valid
+    assert "broken.yaml:2: name: overlay for Stream NOPE" in str(loaded["broken"].problems[0])

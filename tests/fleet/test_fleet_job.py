@@ -296,3 +296,25 @@ def test_the_fleet_page_renders_in_a_real_browser_with_its_drill_down(
         check=True,
     )
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_project_file_drives_the_fleet_like_one_folder_per_environment(
+    spark: Any, fleet_case: FleetCase, tmp_path: Path
+) -> None:
+    """The same fleet described by reconcile.yaml (each environment's specs as its own
+    resources) gives the same findings as the folder-per-environment layout."""
+    (tmp_path / "shared").mkdir()
+    shutil.copytree(fleet_case.specs, tmp_path / "envs")
+    project = tmp_path / "reconcile.yaml"
+    project.write_text(
+        "specs: [shared]\nenvironments:\n"
+        + "".join(
+            f"  {env}: {{servers: 'nats://{env}:4222', resources: [envs/{env}]}}\n"
+            for env in fleet_case.reports
+        )
+    )
+    out = tmp_path / "out"
+    result = fleet_drift(specs=project, snapshots=fleet_case.snapshots, out=out, spark=spark)
+    for env, report in fleet_case.reports.items():
+        assert spark_rows(spark, out, env) == expected_rows(report), env
+    assert result.summary["errors"]["count"] == 0
