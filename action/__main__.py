@@ -37,6 +37,7 @@ from reconciler.errors import (
 
 if TYPE_CHECKING:
     from reconciler.jetstream import ConnectionOptions
+    from reconciler.planning.plan import Ownership
     from reconciler.planning.steps import Plan
 
 MODES = ("plan", "apply", "drift")
@@ -55,15 +56,32 @@ class Inputs:
     allow_data_loss: bool
     comment: bool
     fail_on_drift: bool
+    environments: tuple[str, ...] = ()  # project environments to run, or ("all",)
+    project: str = ""
+    # set per environment by ``jobs``:
+    env: str = ""
+    overlays: tuple[str, ...] = ()
+    owner: str = "default"
 
     @classmethod
     def read(cls, runner: Runner) -> Inputs:
         paths = tuple(runner.input("path").split())
-        if not paths:
-            raise InputError("input 'path' is required: spec files or folders")
+        environments = tuple(runner.input("environment").replace(",", " ").split())
+        if not paths and not environments:
+            raise InputError(
+                "input 'path' (spec files or folders) or 'environment' (of the project "
+                "file) is required"
+            )
+        if paths and environments:
+            raise InputError("give either 'path' or 'environment', not both")
         mode = runner.input("mode", default="plan").lower()
         if mode not in MODES:
             raise InputError(f"input 'mode' must be one of {', '.join(MODES)}, not {mode!r}")
+        if mode != "plan" and (len(environments) > 1 or environments == ("all",)):
+            raise InputError(f"mode {mode} runs one environment per step, not {environments}")
+        given = [name for name in ("server", "creds", "context") if runner.input(name)]
+        if environments and given:
+            raise InputError(f"input '{given[0]}' cannot be combined with 'environment'")
         return cls(
             paths=paths,
             mode=mode,
@@ -75,11 +93,15 @@ class Inputs:
             allow_data_loss=runner.flag("allow-data-loss", default=False),
             comment=runner.flag("comment", default=False),
             fail_on_drift=runner.flag("fail-on-drift", default=True),
+            environments=environments,
+            project=runner.input("project"),
         )
 
     @property
     def label(self) -> str:
-        return " ".join(self.paths)
+        """What a title, a comment's marker and file names are about: the paths, or
+        the environment."""
+        return f"env {self.env}" if self.env else " ".join(self.paths)
 
 
 @dataclass(frozen=True)
@@ -141,6 +163,40 @@ def connection(runner: Runner, inputs: Inputs) -> ConnectionOptions:
         context=inputs.context or None,
         store=work_dir(runner.env) / "embedded-server",
     )
+
+
+def jobs(runner: Runner, inputs: Inputs) -> list[tuple[Inputs, ConnectionOptions]]:
+    """What the step runs: the paths once, or each environment named (``all``: every
+    environment of the project file), with its connection, paths, overlays and owner.
+    Every environment's connection is resolved (and its secrets masked) before any runs."""
+    if not inputs.environments:
+        return [(inputs, connection(runner, inputs))]
+    from dataclasses import replace
+
+    from reconciler.execution.environments import environment_target
+    from reconciler.specs.project import PROJECT_FILE, load_project
+
+    workspace = Path(runner.env.get("GITHUB_WORKSPACE") or os.getcwd())
+    project = load_project(workspace / (inputs.project or PROJECT_FILE))
+    names = list(project.environments) if inputs.environments == ("all",) else inputs.environments
+    base = connection(runner, inputs)
+    found = []
+    for name in names:
+        target = environment_target(project, name, base, project.owner or "default")
+        for secret in (target.options.password, target.options.token):
+            if secret:
+                runner.mask(secret)
+        for secret in url_secrets(target.options.servers or ""):
+            runner.mask(secret)
+        job = replace(
+            inputs,
+            paths=tuple(str(p) for p in target.paths),
+            overlays=tuple(str(p) for p in target.overlays),
+            env=name,
+            owner=target.owner,
+        )
+        found.append((job, target.options))
+    return found
 
 
 # --- annotations -------------------------------------------------------------------------
@@ -213,6 +269,12 @@ def full_plan_link(runner: Runner, inputs: Inputs) -> str | None:
     return f"artifact `{artifact_name(runner, inputs)}` of [the workflow run]({run_url})"
 
 
+def ownership(inputs: Inputs) -> Ownership:
+    from reconciler.planning.plan import Ownership
+
+    return Ownership(inputs.owner)
+
+
 def summary_line(plan: Plan) -> str:
     counts = plan.summary
     return (
@@ -242,7 +304,16 @@ def plan_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Out
     from reconciler.execution import run
 
     console = GitHubConsole(runner, inputs, "plan")
-    plan = asyncio.run(run.plan(inputs.paths, options, prune=inputs.prune, on_notice=runner.log))
+    plan = asyncio.run(
+        run.plan(
+            inputs.paths,
+            options,
+            prune=inputs.prune,
+            ownership=ownership(inputs),
+            on_notice=runner.log,
+            overlays=inputs.overlays,
+        )
+    )
     console.show_plan(plan)
     return Outcome(plan_outputs(runner, inputs, plan), console.markdown)
 
@@ -272,6 +343,8 @@ def apply_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Ou
                     on_notice=runner.log,
                     on_step=on_step,
                     on_plan=on_plan,
+                    ownership=ownership(inputs),
+                    overlays=inputs.overlays,
                 )
             )
     except (RefusedPlan, ApplyFailed) as err:
@@ -294,7 +367,16 @@ def drift_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Ou
     from reconciler.render.drift_text import headline
 
     console = GitHubConsole(runner, inputs, "drift")
-    plan = asyncio.run(run.plan(inputs.paths, options, prune=False, on_notice=runner.log))
+    plan = asyncio.run(
+        run.plan(
+            inputs.paths,
+            options,
+            prune=False,
+            ownership=ownership(inputs),
+            on_notice=runner.log,
+            overlays=inputs.overlays,
+        )
+    )
     report = from_plan(plan)
     console.show_drift(report)
     outputs = plan_outputs(runner, inputs, plan)
@@ -353,18 +435,54 @@ def run_step(runner: Runner) -> int:
         annotate(runner, err)
         return 1
     try:
-        outcome = MODE_RUNNERS[inputs.mode](runner, inputs, connection(runner, inputs))
+        planned = jobs(runner, inputs)
     except ReconcileError as err:
         console = GitHubConsole(runner, inputs, inputs.mode)
         console.show_error(err)
-        outcome = Outcome({"summary": f"failed: {err}"}, console.markdown, 1)
+        planned = []
+        failed = Outcome({"summary": f"failed: {err}"}, console.markdown, 1)
+    outcomes = [(job, run_job(runner, job, options)) for job, options in planned]
+    if not planned:
+        outcomes = [(inputs, failed)]
+    outcome = combined(outcomes)
     for name, value in outcome.outputs.items():
         runner.set_output(name, re.sub(r"\s+", " ", value) if name == "summary" else value)
     if runner.write_summary(outcome.markdown):
         runner.warning("the step summary was truncated to GitHub's 1 MiB limit")
     if inputs.comment:
-        post_comment(runner, inputs, outcome.markdown)
+        for job, result in outcomes:  # one sticky comment per path or environment
+            post_comment(runner, job, result.markdown)
     return outcome.code
+
+
+def run_job(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outcome:
+    try:
+        return MODE_RUNNERS[inputs.mode](runner, inputs, options)
+    except ReconcileError as err:
+        console = GitHubConsole(runner, inputs, inputs.mode)
+        console.show_error(err)
+        return Outcome({"summary": f"failed: {err}"}, console.markdown, 1)
+
+
+def combined(outcomes: list[tuple[Inputs, Outcome]]) -> Outcome:
+    """One environment's outcome as it is; several as one: any change, each summary
+    prefixed with its environment, the worst exit status (1 error, then 2 drift)."""
+    if len(outcomes) == 1:
+        return outcomes[0][1]
+    outputs: dict[str, str] = {}
+    for job, outcome in outcomes:
+        for name, value in outcome.outputs.items():
+            if name == "has-changes":
+                outputs[name] = "true" if "true" in (value, outputs.get(name)) else "false"
+            elif name == "summary":
+                line = f"{job.env}: {value}"
+                outputs[name] = f"{outputs[name]}; {line}" if name in outputs else line
+            else:
+                outputs[name] = value  # the last environment's file
+    codes = {outcome.code for _, outcome in outcomes}
+    code = 1 if 1 in codes else max(codes)
+    markdown = "\n".join(outcome.markdown for _, outcome in outcomes)
+    return Outcome(outputs, markdown, code)
 
 
 def main() -> int:

@@ -13,15 +13,14 @@ its state in ``--store``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 if TYPE_CHECKING:  # nats-py is imported only when a command connects
+    from reconciler.execution.environments import Target
     from reconciler.jetstream.connection import ConnectionOptions
-    from reconciler.specs.project import Project
 
 DEFAULT_STORE = Path(".reconcile")
 
@@ -249,17 +248,6 @@ def project_options(command: F) -> F:
     return command
 
 
-@dataclass(frozen=True)
-class Target:
-    """What one run reads and where it goes: spec paths, overlays, server, owner."""
-
-    paths: tuple[Path, ...]
-    options: ConnectionOptions
-    owner: str
-    overlays: tuple[Path, ...] = ()
-    env: str | None = None
-
-
 def _given(ctx: click.Context, name: str) -> bool:
     from click.core import ParameterSource
 
@@ -283,6 +271,7 @@ def resolve_target(
     environment's connection, spec paths, overlays and the project's owner; a connection
     flag or an ``--owner`` given on the command line that contradicts it is an error.
     """
+    from reconciler.execution.environments import Target, environment_target
     from reconciler.specs.project import find_project, load_project
 
     found = project_file or (find_project() if env_name or not paths else None)
@@ -310,36 +299,3 @@ def resolve_target(
         flag = "--" + clash[0].replace("_", "-")
         raise click.UsageError(f"{flag} cannot be combined with --env: {env_name} names its own")
     return environment_target(project, env_name, to_connection_options(conn), owner)
-
-
-def environment_target(project: Project, name: str, base: ConnectionOptions, owner: str) -> Target:
-    """One environment of ``project`` as a Target (variables read now)."""
-    environment = project.environment(name)
-    values = environment.connection()
-    settings: dict[str, Any] = {field: values.get(field) for field in _OPTION_FIELDS}
-    options = replace(base, **settings)
-    if not options.is_configured:
-        options = replace(options, store=base.store / name)  # each its own embedded server
-    return Target(
-        paths=tuple(project.spec_paths(environment)),
-        options=options,
-        owner=owner,
-        overlays=environment.overlays,
-        env=name,
-    )
-
-
-#: ConnectionOptions fields an environment may set.
-_OPTION_FIELDS = (
-    "servers",
-    "creds",
-    "nkey",
-    "user",
-    "password",
-    "token",
-    "tls_ca",
-    "tls_cert",
-    "tls_key",
-    "context",
-    "domain",
-)

@@ -12,7 +12,6 @@ import click
 
 from reconciler.cli.options import (
     Seconds,
-    Target,
     connection_options,
     format_option,
     owner_option,
@@ -25,6 +24,7 @@ from reconciler.console.terminal import TerminalConsole
 
 if TYPE_CHECKING:
     from reconciler.console.terminal import PlanFormat
+    from reconciler.execution.environments import Target
     from reconciler.planning.plan import Ownership
     from reconciler.planning.steps import Plan
 

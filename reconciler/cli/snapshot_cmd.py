@@ -12,11 +12,7 @@ from typing import Any
 
 import click
 
-from reconciler.cli.options import (
-    connection_options,
-    environment_target,
-    to_connection_options,
-)
+from reconciler.cli.options import connection_options, to_connection_options
 from reconciler.cli.output import notice
 
 
@@ -57,6 +53,7 @@ def snapshot(env: str, out: Path, project_file: Path | None, **conn: Any) -> int
     schemas/snapshot.schema.json.
     """
     from reconciler.execution import run
+    from reconciler.execution.environments import environment_target
     from reconciler.planning.snapshot import snapshot_records
     from reconciler.specs.project import find_project, load_project
 

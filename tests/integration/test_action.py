@@ -174,12 +174,16 @@ class Workspace:
         self.event = root / "event.json"
         self.event.write_text(json.dumps({"number": 7, "pull_request": {"number": 7}}))
 
-    def step(self, server: NatsServer | None, **inputs: str) -> StepRun:
+    def step(
+        self, server: NatsServer | None, *, extra: dict[str, str] | None = None, **inputs: str
+    ) -> StepRun:
+        """Run the step; ``inputs`` become INPUT_* (GITHUB_* as given), ``extra`` is
+        the step's own ``env:`` (variables a project file names)."""
         self.runs += 1
         temp = self.root / f"runner-temp-{self.runs}"
         temp.mkdir()
         output, summary = temp / "output", temp / "summary.md"
-        env = {
+        env = dict(extra or {}) | {
             "PATH": os.environ.get("PATH", ""),
             "HOME": str(self.root),
             "GITHUB_ACTIONS": "true",
@@ -422,3 +426,65 @@ def test_a_refused_comment_is_a_warning_not_a_failed_step(
     )
     assert "answered 403" in result.stdout
     assert TOKEN not in result.stdout.replace(f"::add-mask::{TOKEN}", "")
+
+
+def project_workspace(workspace: Workspace, server: NatsServer) -> None:
+    """The workspace as a multi-environment repository: dev on the embedded server,
+    prod on ``server`` with an overlay and a password from a variable."""
+    (workspace.root / "reconcile.yaml").write_text(
+        "owner: shop\nspecs: [specs]\nenvironments:\n"
+        "  dev: {embedded: true}\n"
+        f"  prod: {{servers: '{server.url}', user: deployer, password: {{env: PROD_PW}},"
+        " overlays: [overlays/prod.yaml]}\n"
+    )
+    (workspace.root / "overlays").mkdir()
+    (workspace.root / "overlays" / "prod.yaml").write_text(
+        "kind: Stream\nname: ORDERS\nmax_age: 30d\n"
+    )
+
+
+def test_plan_for_every_environment_posts_one_sticky_comment_each(
+    clean_server: NatsServer, workspace: Workspace, github: GitHubStandIn
+) -> None:
+    project_workspace(workspace, clean_server)
+    secret = "prod-pw-31337"
+    done = workspace.step(
+        None, mode="plan", environment="all", path="", comment="true", extra={"PROD_PW": secret}
+    )
+    assert done.code == 0, done.stdout + done.stderr
+    mine = {
+        c["body"].split("\n", 1)[0]: c["body"]
+        for c in github.comments.values()
+        if c["body"].startswith("<!-- jetstream-gitops:env ")
+    }
+    assert set(mine) == {"<!-- jetstream-gitops:env dev -->", "<!-- jetstream-gitops:env prod -->"}
+    assert "+ max_age: 30d" in mine["<!-- jetstream-gitops:env prod -->"]
+    assert "+ max_age: 7d" in mine["<!-- jetstream-gitops:env dev -->"]
+    assert done.outputs["summary"].startswith("dev: 2 to create")
+    assert "; prod: 2 to create" in done.outputs["summary"]
+    assert "## JetStream plan for `env dev`" in done.summary
+    assert "## JetStream plan for `env prod`" in done.summary
+    assert f"::add-mask::{secret}" in done.stdout
+    assert secret not in done.stdout.replace(f"::add-mask::{secret}", "") + done.summary
+
+    again = workspace.step(None, mode="plan", environment="all", path="", comment="true")
+    assert again.code == 1  # PROD_PW unset: an error naming the line, not a secret
+    assert "reconcile.yaml:5" in again.stdout and "PROD_PW is not set" in again.stdout
+    assert len([c for c in github.comments.values() if "jetstream-gitops:env" in c["body"]]) == 2
+
+
+def test_apply_runs_one_environment_per_step_with_its_overlay(
+    clean_server: NatsServer, workspace: Workspace, github: GitHubStandIn
+) -> None:
+    project_workspace(workspace, clean_server)
+    refused = workspace.step(None, mode="apply", environment="all", path="", extra={"PROD_PW": "x"})
+    assert refused.code == 1 and "runs one environment per step" in refused.stdout
+    done = workspace.step(None, mode="apply", environment="prod", path="", extra={"PROD_PW": "x"})
+    assert done.code == 0, done.stdout + done.stderr
+    live = run(engine.fetch_live(ConnectionOptions(servers=clean_server.url)))
+    assert live.streams["ORDERS"]["max_age"] == 30 * 86_400 * 10**9
+    assert live.streams["ORDERS"]["metadata"]["io.jetstream-gitops/owner"] == "shop"
+    both = workspace.step(
+        clean_server, mode="apply", environment="prod", path="", extra={"PROD_PW": "x"}
+    )
+    assert both.code == 1 and "'server' cannot be combined with 'environment'" in both.stdout

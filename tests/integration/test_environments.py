@@ -287,3 +287,20 @@ def test_connection_flags_cannot_silently_redirect_an_environment(
     unknown = reconcile(repo, "plan", "--env", "hbu")
     assert unknown.returncode == 1 and "did you mean 'hub'" in unknown.stderr
     assert live(hub, domain="hub").streams == {}
+
+
+def test_the_example_repository_runs_its_dev_environment_as_documented(tmp_path: Path) -> None:
+    import shutil
+
+    repo = tmp_path / "environments"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "examples" / "environments", repo)
+    store = ("--store", str(tmp_path / "store"))
+    done = reconcile(repo, "apply", "--env", "dev", "-y", *store)
+    assert done.returncode == 0, done.stdout + done.stderr
+    again = reconcile(repo, "plan", "--env", "dev", "--detailed-exitcode", *store)
+    assert again.returncode == 0, again.stdout + again.stderr
+    listed = reconcile(repo, "envs")
+    assert "prod: $PROD_NATS_URL, domain hub" in listed.stdout
+    every = reconcile(repo, "plan", "--all-envs", *store)
+    assert every.returncode == 1  # PROD_NATS_URL is not set here: said with its line
+    assert "reconcile.yaml:12: environments.prod.servers: environment variable" in every.stderr

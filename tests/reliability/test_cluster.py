@@ -132,3 +132,30 @@ def test_more_replicas_than_the_cluster_has_are_refused_before_any_change(
     done = reconcile("apply", str(fits), "--server", nodes.urls)
     assert done.returncode == 0, done.stderr
     assert stream_infos(nodes.urls)["FITS"]["config"]["num_replicas"] == 3
+
+
+def test_an_overlay_gives_one_environment_three_replicas(nodes, tmp_path: Path) -> None:
+    """The same specs: R1 on the embedded dev server, R3 on the cluster through an overlay;
+    each environment re-plans empty."""
+    repo = tmp_path / "repo"
+    (repo / "specs").mkdir(parents=True)
+    (repo / "overlays").mkdir()
+    (repo / "reconcile.yaml").write_text(
+        "specs: [specs]\nenvironments:\n"
+        "  dev: {embedded: true}\n"
+        f"  prod: {{servers: '{nodes.urls}', overlays: [overlays/prod.yaml]}}\n"
+    )
+    (repo / "specs" / "s.yaml").write_text(
+        "kind: Stream\nname: ENV_R\nsubjects: [env.r]\n---\n"
+        "kind: Consumer\nstream: ENV_R\nname: C\nack_policy: explicit\n"
+    )
+    (repo / "overlays" / "prod.yaml").write_text("kind: Stream\nname: ENV_R\nnum_replicas: 3\n")
+    store = ("--store", str(tmp_path / "store"), "--project", str(repo / "reconcile.yaml"))
+    for env in ("dev", "prod"):
+        done = reconcile("apply", "--env", env, "-y", *store)
+        assert done.returncode == 0, done.stderr
+        again = reconcile("plan", "--env", env, "--detailed-exitcode", *store)
+        assert again.returncode == 0, again.stdout + again.stderr
+    assert stream_infos(nodes.urls)["ENV_R"]["config"]["num_replicas"] == 3
+    dev = reconcile("export", "--env", "dev", *store)
+    assert "num_replicas" not in dev.stdout  # R1: the default, not written

@@ -12,6 +12,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 ACTION = REPO / "action" / "action.yml"
 WORKFLOW = REPO / "examples" / "workflows" / "jetstream.yml"
+PROMOTE = REPO / "examples" / "workflows" / "promote.yml"
 PINNED = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
 REQUIRED_INPUTS = {
     "path",
@@ -23,6 +24,8 @@ REQUIRED_INPUTS = {
     "allow-replace",
     "comment",
     "fail-on-drift",
+    "environment",
+    "project",
 }
 
 
@@ -56,7 +59,7 @@ def test_action_is_composite_and_every_run_step_names_its_shell(action: dict[Any
 
 def test_action_declares_the_documented_inputs_and_outputs(action: dict[Any, Any]) -> None:
     assert set(action["inputs"]) >= REQUIRED_INPUTS
-    assert action["inputs"]["path"]["required"] is True
+    assert action["inputs"]["path"]["required"] is False  # or `environment`
     assert all("description" in spec for spec in action["inputs"].values())
     assert {"has-changes", "plan-json", "summary"} <= set(action["outputs"])
     for spec in action["outputs"].values():
@@ -164,7 +167,15 @@ def test_zizmor_finds_nothing_in_the_action_or_the_workflow() -> None:
         pytest.skip("zizmor is not installed (pip install zizmor)")
     # Files, not the folder: zizmor collects nothing from a folder outside .github/.
     done = subprocess.run(
-        [zizmor, "--offline", "--persona=pedantic", "--no-progress", str(ACTION), str(WORKFLOW)],
+        [
+            zizmor,
+            "--offline",
+            "--persona=pedantic",
+            "--no-progress",
+            str(ACTION),
+            str(WORKFLOW),
+            str(PROMOTE),
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -172,3 +183,20 @@ def test_zizmor_finds_nothing_in_the_action_or_the_workflow() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "No findings to report" in done.stdout + done.stderr
+
+
+def test_the_promotion_workflow_plans_every_environment_then_applies_dev_before_prod() -> None:
+    data = load(PROMOTE)
+    jobs = data["jobs"]
+    plan = action_step(jobs["plan"])["with"]
+    assert (plan["environment"], plan["mode"], plan["comment"]) == ("all", "plan", "true")
+    assert action_step(jobs["apply-dev"])["with"]["environment"] == "dev"
+    assert action_step(jobs["apply-prod"])["with"]["environment"] == "prod"
+    assert jobs["apply-prod"]["needs"] == "apply-dev"  # prod only after dev applied
+    assert jobs["apply-prod"]["environment"] == "production"  # its secrets, its reviewers
+    # the project names variables; the step fills exactly those from secrets
+    project = yaml.safe_load((REPO / "examples/environments/reconcile.yaml").read_text())
+    named = {v["env"] for v in project["environments"]["prod"].values() if isinstance(v, dict)}
+    assert set(action_step(jobs["apply-prod"])["env"]) == named
+    for job in jobs.values():
+        assert action_step(job)["with"]["project"] == "examples/environments/reconcile.yaml"

@@ -1,0 +1,62 @@
+"""A run's target: the spec paths it reads, the overlays merged in, the server, the owner.
+
+Every front door (the CLI's ``--env``, the GitHub Action's ``environment`` input) turns a
+project environment into a :class:`Target` here, so an environment means the same thing
+everywhere: its connection (variables read when it is used), the shared specs plus its
+own resources, its overlays, the project's owner, and for an environment without a
+server its own embedded server (state in ``<store>/<environment>``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from reconciler.jetstream.connection import ConnectionOptions
+from reconciler.specs.project import Project
+
+
+@dataclass(frozen=True)
+class Target:
+    """What one run reads and where it goes: spec paths, overlays, server, owner."""
+
+    paths: tuple[Path, ...]
+    options: ConnectionOptions
+    owner: str
+    overlays: tuple[Path, ...] = ()
+    env: str | None = None
+
+
+def environment_target(project: Project, name: str, base: ConnectionOptions, owner: str) -> Target:
+    """One environment of ``project`` as a Target (variables read now). ``base`` gives
+    what an environment does not set (timeouts, the embedded server's store)."""
+    environment = project.environment(name)
+    values = environment.connection()
+    settings: dict[str, Any] = {field: values.get(field) for field in _OPTION_FIELDS}
+    options = replace(base, **settings)
+    if not options.is_configured:
+        options = replace(options, store=base.store / name)  # each its own embedded server
+    return Target(
+        paths=tuple(project.spec_paths(environment)),
+        options=options,
+        owner=owner,
+        overlays=environment.overlays,
+        env=name,
+    )
+
+
+#: ConnectionOptions fields an environment may set.
+_OPTION_FIELDS = (
+    "servers",
+    "creds",
+    "nkey",
+    "user",
+    "password",
+    "token",
+    "tls_ca",
+    "tls_cert",
+    "tls_key",
+    "context",
+    "domain",
+)
