@@ -16,17 +16,30 @@ from reconciler.specs.validate import load_specs
 
 
 @click.command("validate")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=str))
 @format_option(["text", "json"], "result")
 @strict_option
+@click.option(
+    "--project",
+    "project_file",
+    type=click.Path(dir_okay=False, path_type=str),
+    envvar="RECONCILE_PROJECT",
+    help="Without PATHS: the project file whose environments to check (default: ./reconcile.yaml).",
+)
 @click.pass_context
-def validate(ctx: click.Context, paths: tuple[str, ...], fmt: str, strict: bool) -> None:
+def validate(
+    ctx: click.Context, paths: tuple[str, ...], fmt: str, strict: bool, project_file: str | None
+) -> None:
     """Check spec files (YAML/JSON, files or folders) without a server.
 
     Errors are what a server would refuse or what could never converge; warnings are odd
     but accepted (an identical duplicate key, ack_wait next to backoff). Exit 1 on an
-    error, or on a warning with --strict.
+    error, or on a warning with --strict. Without PATHS, in a repository with a project
+    file: the project file and every environment's specs with its overlays merged in.
     """
+    if not paths:
+        _validate_project(project_file, fmt, strict)
+        return
     warnings: list[Problem] = []
     try:
         specs = load_specs(list(paths), warnings=warnings, strict=strict)
@@ -52,3 +65,34 @@ def validate(ctx: click.Context, paths: tuple[str, ...], fmt: str, strict: bool)
         for warning in warnings:
             console.problem(str(warning))
         click.echo(summary + (f" ({len(warnings)} warning(s))" if warnings else ""))
+
+
+def _validate_project(project_file: str | None, fmt: str, strict: bool) -> None:
+    """The project file, then each environment's merged specs; every problem of every
+    environment is reported in one run (no variable is read, no server asked)."""
+    from pathlib import Path
+
+    from reconciler.specs.project import find_project, load_project
+
+    found = Path(project_file) if project_file else find_project()
+    if found is None:
+        raise click.UsageError("give spec PATHS (or run where a reconcile.yaml is)")
+    project = load_project(found)
+    problems: list[Problem] = []
+    results: dict[str, int] = {}
+    for name, environment in project.environments.items():
+        try:
+            specs = load_specs(
+                project.spec_paths(environment), overlays=environment.overlays, strict=strict
+            )
+        except SpecError as err:
+            problems += [p for p in err.problems if p not in problems]
+            continue
+        results[name] = len(specs)
+    if problems:
+        raise SpecError(problems)
+    if fmt == "json":
+        click.echo(json.dumps({"valid": True, "project": str(found), "environments": results}))
+        return
+    for name, count in results.items():
+        click.echo(f"{name}: {count} document{'s' if count != 1 else ''} valid")

@@ -304,3 +304,17 @@ def test_the_example_repository_runs_its_dev_environment_as_documented(tmp_path:
     every = reconcile(repo, "plan", "--all-envs", *store)
     assert every.returncode == 1  # PROD_NATS_URL is not set here: said with its line
     assert "reconcile.yaml:12: environments.prod.servers: environment variable" in every.stderr
+
+
+def test_validate_checks_every_environment_without_a_server(repo: Path) -> None:
+    fine = reconcile(repo, "validate", env={"TEAM_A_PASSWORD": "", "TEAM_B_PASSWORD": ""})
+    assert fine.returncode == 0, fine.stderr
+    assert fine.stdout.splitlines() == [
+        "team-a: 4 documents valid",
+        "team-b: 4 documents valid",  # one consumer deleted, one stream added
+        "hub: 4 documents valid",
+    ]
+    (repo / "overlays" / "team-a.yaml").write_text("kind: Stream\nname: ORDERS\nmax_bytse: 1\n")
+    broken = reconcile(repo, "validate")
+    assert broken.returncode == 1
+    assert "overlays/team-a.yaml:3: max_bytse: unknown field" in broken.stderr
