@@ -96,11 +96,14 @@ def orders(tmp_path: Path, extra: str = "", consumer_extra: str = "") -> Path:
     ),
 )
 def test_every_example_applies_then_plans_empty(example: str, clean_server: NatsServer) -> None:
-    first = plan([EXAMPLES / example], clean_server)
+    folder = EXAMPLES / example
+    if (folder / "reconcile.yaml").exists():  # a project: its shared specs
+        folder = folder / "specs"
+    first = plan([folder], clean_server)
     assert first.has_changes
     assert all(step.action == "create" for step in first.steps)
-    apply([EXAMPLES / example], clean_server)
-    again = plan([EXAMPLES / example], clean_server)
+    apply([folder], clean_server)
+    again = plan([folder], clean_server)
     assert not again.has_changes, again.to_json()
     assert again.summary["unchanged"] == first.summary["create"]
 
