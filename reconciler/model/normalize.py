@@ -86,7 +86,8 @@ def desired_config(
 
     ``stream_config`` (consumers only) is the stream's config, for inherited limits.
     """
-    declared = {k: copy.deepcopy(v) for k, v in spec.config.items() if k not in _NOT_CONFIG}
+    # canonical() copies every value it keeps: no copy here
+    declared = {k: v for k, v in spec.config.items() if k not in _NOT_CONFIG}
     if spec.kind in ("KeyValue", "ObjectStore"):
         declared = bucket_stream_config(spec.kind, spec.name, declared)
     elif spec.kind == "Consumer":
@@ -130,7 +131,7 @@ def canonical(
         if value is None:
             value = entry.absent
         if value is not d.OPTIONAL:
-            out[name] = copy.deepcopy(value) if isinstance(value, (dict, list)) else value
+            out[name] = json_copy(value) if isinstance(value, (dict, list)) else value
     out["metadata"] = {
         k: v for k, v in (out.get("metadata") or {}).items() if k not in SERVER_OWNED_METADATA
     }
@@ -139,6 +140,16 @@ def canonical(
     else:
         _stream_rules(out, server)
     return out
+
+
+def json_copy(value: Any) -> Any:
+    """A deep copy of JSON-like data (dicts, lists, scalars): what ``copy.deepcopy``
+    gives for it, several times faster (no memo, no dispatch on arbitrary types)."""
+    if isinstance(value, dict):
+        return {k: json_copy(v) if isinstance(v, (dict, list)) else v for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_copy(v) if isinstance(v, (dict, list)) else v for v in value]
+    return value
 
 
 def _compact(value: Any) -> Any:

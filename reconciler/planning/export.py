@@ -168,13 +168,37 @@ def minimal(
     stream: str | None = None,
     stream_config: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``config`` without the fields whose absence yields the same desired config."""
+    """``config`` without the fields whose absence yields the same desired config.
+
+    Fast path: drop at once every field whose value is what the server would fill in
+    for a config naming nothing but the resource, then check the whole result once.
+    Only when a derived default makes that check fail (a field whose default depends on
+    another) is each field tried alone, as the definition says. Either way the result
+    plans empty: it is verified against the full config's desired form.
+    """
 
     def desired(body: Mapping[str, Any]) -> dict[str, Any]:
         spec = Spec(kind=kind, name=name, config=dict(body), source=_LIVE, stream=stream)
         return desired_config(spec, server, stream_config=stream_config)
 
     target = desired(config)
+    bare = desired({"name": name})
+    quick = {
+        k: v for k, v in config.items() if k in _KEEP or k not in bare or bare[k] != target.get(k)
+    }
+    if desired(quick) == target:
+        kept = _fewer(quick, target, desired)
+    else:
+        kept = _fewer(dict(config), target, desired)
+    return {"name": name, **{k: v for k, v in kept.items() if k != "name"}}
+
+
+def _fewer(
+    config: dict[str, Any],
+    target: Mapping[str, Any],
+    desired: Any,
+) -> dict[str, Any]:
+    """``config`` less each field (one at a time) whose absence keeps ``target``."""
     kept = dict(config)
     for key in list(config):
         if key in _KEEP:
@@ -182,4 +206,4 @@ def minimal(
         trial = {k: v for k, v in kept.items() if k != key}
         if desired(trial) == target:
             kept = trial
-    return {"name": name, **{k: v for k, v in kept.items() if k != "name"}}
+    return kept
