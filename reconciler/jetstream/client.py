@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+import orjson
 from nats.aio.client import Client as NATS
 from nats.errors import ConnectionClosedError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
@@ -189,7 +190,7 @@ class JetStreamClient:
     @staticmethod
     def _decode(subject: str, data: bytes) -> dict[str, Any]:
         try:
-            reply: Any = json.loads(data) if data else {}
+            reply: Any = _loads(data) if data else {}
         except ValueError:
             raise ServerError(0, 0, f"invalid JSON reply on {subject}", subject=subject) from None
         if not isinstance(reply, dict):
@@ -470,6 +471,16 @@ async def open_client(
     finally:
         if embedded is not None:
             embedded.release()
+
+
+def _loads(data: bytes) -> Any:
+    """A JSON reply, decoded by orjson (about twice as fast on big list pages). The
+    server's integers are Go int64/uint64 values, which orjson keeps exact; anything
+    orjson refuses (a non-finite number) goes to the standard library's decoder."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 def _peers(info: Mapping[str, Any]) -> Iterator[str]:
