@@ -61,6 +61,15 @@ class ApplyResult:
     def ok(self) -> bool:
         return not self.failed and not self.interrupted
 
+    def __repr__(self) -> str:
+        """Counts, not every step: ``asyncio.run`` (3.11, 3.12) builds the repr of the
+        value a coroutine returns, and a full one of 100k steps costs seconds."""
+        return (
+            f"ApplyResult({self.plan!r}, dry_run={self.dry_run}, applied={len(self.applied)}, "
+            f"failed={len(self.failed)}, skipped={len(self.skipped)}, "
+            f"interrupted={self.interrupted}, cancelled={self.cancelled})"
+        )
+
     def report(self) -> ApplyReport:
         return ApplyReport(
             applied=[describe(s) for s in self.applied],

@@ -11,7 +11,7 @@ same length element by element (``sources.0.filter_subject``), any other list as
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,9 +65,17 @@ class ReplaceReason:
         return self.message
 
 
-def diff_configs(desired: Mapping[str, Any], live: Mapping[str, Any]) -> list[FieldChange]:
-    """Every difference between two canonical configs; empty when they are equal."""
-    return list(_walk("", live, desired))
+def diff_configs(
+    desired: Mapping[str, Any], live: Mapping[str, Any], *, only: Iterable[str] | None = None
+) -> list[FieldChange]:
+    """Every difference between two canonical configs; empty when they are equal.
+
+    ``only`` limits the walk to those top-level fields (the same changes, in the same
+    order, as filtering the full list, without walking the rest)."""
+    if only is None:
+        return list(_walk("", live, desired))
+    keys = sorted(set(only) & (set(live) | set(desired)), key=str)
+    return [change for key in keys for change in _walk(key, live.get(key), desired.get(key))]
 
 
 def _walk(path: str, before: Any, after: Any) -> Iterator[FieldChange]:

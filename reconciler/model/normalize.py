@@ -22,6 +22,7 @@ replaces the whole config, and a field left out would go back to its default).
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -126,12 +127,17 @@ def canonical(
 ) -> dict[str, Any]:
     """Fill defaults and apply the server's defaulting rules (``kind``: Stream or Consumer)."""
     out: dict[str, Any] = {}
-    for name, entry in d.known_fields(kind, server).items():
-        value = config.get(name)
+    get = config.get
+    for name, absent, mutable in _fill_table(kind, server):
+        value = get(name)
         if value is None:
-            value = entry.absent
-        if value is not d.OPTIONAL:
-            out[name] = json_copy(value) if isinstance(value, (dict, list)) else value
+            if absent is d.OPTIONAL:
+                continue
+            out[name] = json_copy(absent) if mutable else absent
+        elif isinstance(value, (dict, list)):
+            out[name] = json_copy(value)
+        else:
+            out[name] = value
     out["metadata"] = {
         k: v for k, v in (out.get("metadata") or {}).items() if k not in SERVER_OWNED_METADATA
     }
@@ -140,6 +146,16 @@ def canonical(
     else:
         _stream_rules(out, server)
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _fill_table(kind: str, server: ServerInfo) -> tuple[tuple[str, Any, bool], ...]:
+    """(field, value when absent, whether that value is a container to copy), in the
+    field table's order: the loop of :func:`canonical`, precomputed per server."""
+    return tuple(
+        (name, entry.absent, isinstance(entry.absent, (dict, list)))
+        for name, entry in d.known_fields(kind, server).items()
+    )
 
 
 def json_copy(value: Any) -> Any:

@@ -299,9 +299,7 @@ def _created(
     baseline = desired_config(bare, server, stream_config=stream_config)
     declared = set(written_as(spec.kind, {key: key for key in spec.config}))
     return tuple(
-        FieldChange(c.path, None, c.after)
-        for c in diff_configs(desired, baseline)
-        if c.path.split(".")[0] in declared
+        FieldChange(c.path, None, c.after) for c in diff_configs(desired, baseline, only=declared)
     )
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from reconciler.errors import Location
 from reconciler.model.diff import FieldChange, ReplaceReason, diff_configs
@@ -184,3 +186,14 @@ def test_each_replace_reason_names_the_field_that_forces_it() -> None:
     assert reasons == [ReplaceReason("storage", "storage cannot be changed")]
     push = replace_rules("Consumer", {"deliver_subject": "x"}, {}, V212)
     assert "deliver_subject" in {reason.field for reason in push}
+
+
+@given(st.data())
+def test_a_diff_limited_to_some_fields_is_the_full_diff_filtered(data: st.DataObject) -> None:
+    values = st.none() | st.integers(0, 2) | st.lists(st.integers(0, 1), max_size=2)
+    nested = st.dictionaries(st.sampled_from("abc"), values, max_size=3)
+    config = st.dictionaries(st.sampled_from(["x", "y", "z", "w"]), values | nested, max_size=4)
+    desired, live = data.draw(config), data.draw(config)
+    only = data.draw(st.sets(st.sampled_from(["x", "y", "z", "w", "v"])))
+    full = [c for c in diff_configs(desired, live) if c.path.split(".")[0] in only]
+    assert diff_configs(desired, live, only=only) == full

@@ -287,3 +287,22 @@ def test_a_create_lists_only_the_declared_fields() -> None:
     assert fields["PUSH"] == {"deliver_subject", "ack_policy"}  # not max_waiting: 0
     assert fields["COPY"] == {"mirror"}  # not subjects: (absent)
     assert fields["cfg"] == {"max_msgs_per_subject", "max_age"}
+
+
+def test_plans_and_apply_results_have_a_repr_that_does_not_grow_with_them() -> None:
+    """asyncio.run() on Python 3.11/3.12 builds the repr of what a coroutine returns:
+    at 100k steps a dataclass repr costs seconds and hundreds of MB."""
+    from reconciler.execution.apply import ApplyResult
+    from reconciler.identity import ResourceRef
+    from reconciler.model.state import ServerInfo
+    from reconciler.planning.steps import Create, Plan
+
+    def sized(n: int) -> tuple[str, str]:
+        steps = tuple(
+            Create(ref=ResourceRef("Stream", f"S{i}"), config={"name": f"S{i}"}) for i in range(n)
+        )
+        plan = Plan(server=ServerInfo("2.12.8", 3), changes=steps)
+        return repr(plan), repr(ApplyResult(plan=plan, dry_run=False, applied=steps))
+
+    small, large = sized(1), sized(5_000)
+    assert len(large[0]) - len(small[0]) < 10 and len(large[1]) - len(small[1]) < 20
