@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from reconciler.model.normalize import replica_problems, unsupported_fields
 from reconciler.model.state import LiveState
 from reconciler.planning.plan import DEFAULT_OWNERSHIP, Ownership, build_plan
 from reconciler.planning.steps import Plan
+from reconciler.specs.cache import CACHE_ENV
 from reconciler.specs.spec import Spec
 from reconciler.specs.validate import load_specs
 
@@ -63,7 +65,14 @@ def _load(
     """Validate the spec files (with an environment's overlays merged in); warnings are
     said (errors under ``strict``)."""
     warnings: list[Problem] = []
-    specs = load_specs(list(paths), overlays=list(overlays), warnings=warnings, strict=strict)
+    cache = os.environ.get(CACHE_ENV)
+    specs = load_specs(
+        list(paths),
+        overlays=list(overlays),
+        warnings=warnings,
+        strict=strict,
+        cache=Path(cache) if cache else None,
+    )
     for warning in warnings:
         (on_notice or _quiet)(str(warning))
     return specs

@@ -14,6 +14,7 @@ from typing import Any, cast
 
 from reconciler.errors import Location, Problem, SpecError
 from reconciler.identity import stream_of
+from reconciler.specs import cache as spec_cache
 from reconciler.specs.checks import cross_resource_problems
 from reconciler.specs.fields import field_limit, unit_paths
 from reconciler.specs.loader import Document, load_file, spec_files
@@ -31,6 +32,7 @@ def load_specs(
     overlays: Sequence[str | Path] = (),
     warnings: list[Problem] | None = None,
     strict: bool = False,
+    cache: Path | None = None,
 ) -> list[Spec]:
     """Load, validate and check every spec under ``paths``; raise one SpecError.
 
@@ -39,12 +41,24 @@ def load_specs(
     otherwise make its consumers look orphaned). Warnings (odd but accepted, see
     ``Problem.warning``) go to ``warnings``; with ``strict`` they are errors. The
     documents under ``overlays`` are merged into the specs first (``specs.overlay``), so
-    what is validated is the environment's merged result.
+    what is validated is the environment's merged result. With ``cache`` (a folder),
+    a run whose files, options and validating code are unchanged reuses the specs
+    validated before (``specs.cache``); invalid runs are never cached.
     """
     problems: list[Problem] = []
-    documents = [doc for path in spec_files(paths, problems) for doc in load_file(path, problems)]
+    files = spec_files(paths, problems)
+    overlay_files = spec_files(overlays, problems) if overlays else []
+    key = _cache_key(cache, files, overlay_files, strict) if not problems else None
+    if cache is not None and key is not None:
+        hit = spec_cache.load(cache, key)
+        if hit is not None:
+            specs, said = hit
+            if warnings is not None:
+                warnings.extend(said)
+            return specs
+    documents = [doc for path in files for doc in load_file(path, problems)]
     if overlays:
-        patches = [d for path in spec_files(overlays, problems) for d in load_file(path, problems)]
+        patches = [doc for path in overlay_files for doc in load_file(path, problems)]
         documents = apply_overlays(documents, patches, problems)
     try:
         specs = validate_documents(
@@ -52,7 +66,21 @@ def load_specs(
         )
     except SpecError as err:
         raise SpecError(_errors(problems, strict=strict) + err.problems) from None
-    return _checked(specs, problems, warnings, strict)
+    checked = _checked(specs, problems, warnings, strict)
+    if cache is not None and key is not None:
+        spec_cache.store(cache, key, checked, [p for p in problems if p.warning])
+    return checked
+
+
+def _cache_key(
+    cache: Path | None, files: list[Path], overlay_files: list[Path], strict: bool
+) -> str | None:
+    if cache is None:
+        return None
+    try:
+        return spec_cache.cache_key(files, overlay_files, strict)
+    except OSError:
+        return None  # unreadable now: the normal path reports it
 
 
 def _errors(problems: list[Problem], *, strict: bool = False) -> list[Problem]:

@@ -328,3 +328,37 @@ def test_concurrent_event_stop_skips_the_rest(tmp_path: Path, clean_server: Nats
     assert len(result.skipped) == 10
     apply([spec], clean_server)
     assert not plan([spec], clean_server).has_changes
+
+
+def test_the_spec_cache_gives_the_same_plan_and_never_hides_an_edit(
+    tmp_path: Path, clean_server: NatsServer
+) -> None:
+    """RECONCILE_SPEC_CACHE=DIR, as a CI job would keep it between runs."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    spec = orders(tmp_path)
+    cache = tmp_path / "cache"
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "RECONCILE_"))}
+    environ["RECONCILE_SPEC_CACHE"] = str(cache)
+
+    def plan_cli() -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "reconciler", "plan", str(spec), "--format", "json"]
+        return subprocess.run(
+            [*argv, "--server", clean_server.url],
+            env=environ,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    first, second = plan_cli(), plan_cli()
+    assert first.returncode == second.returncode == 0, first.stderr
+    assert json.loads(first.stdout) == json.loads(second.stdout)
+    assert len(list(cache.glob("specs-*.json"))) == 1
+    spec.write_text(spec.read_text().replace("max_age: 1h", "max_age: 7 parsecs"))
+    edited = plan_cli()
+    assert edited.returncode == 1 and "max_age" in edited.stderr

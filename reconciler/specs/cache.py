@@ -1,0 +1,147 @@
+"""An optional cache of validated specs, for re-plans of large, unchanged repositories.
+
+Loading and validating 21,000 documents takes over a second; a CI job that re-plans the
+same files every few minutes repeats exactly that work. With ``RECONCILE_SPEC_CACHE=DIR``
+the validated specs (and their warnings) of a run are kept in ``DIR`` as JSON, keyed by
+everything that decides the result: every file's path and bytes (specs and overlays, in
+order), ``--strict``, the published schemas, and the code that validates (the
+``reconciler.specs`` package and the modules it builds on). Any change to one of them is
+a different key, so a stale entry is never used (one exception: the consumers archive of
+a ``nats account backup`` folder, which only yields a warning, is not part of the key);
+the folder is safe to delete at any time and to keep between CI runs (actions/cache).
+
+JSON, not pickle: a cache restored from a shared CI cache must not be able to run code.
+A corrupt or unreadable entry is ignored (and rewritten); writing one never fails a run.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from reconciler.errors import Location, Problem
+from reconciler.specs.spec import Spec
+
+CACHE_ENV = "RECONCILE_SPEC_CACHE"
+FORMAT = 1
+KEEP = 8  # entries kept in the folder (the most recent)
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+
+@functools.cache
+def _code_digest() -> str:
+    """The validating code and the schemas, as one digest (read once per process)."""
+    from reconciler.specs.schema import SCHEMA_DIR
+
+    digest = hashlib.sha256(f"format {FORMAT}".encode())
+    files = sorted((_PACKAGE / "specs").glob("*.py"))
+    files += [_PACKAGE / "errors.py", _PACKAGE / "identity.py", *sorted(SCHEMA_DIR.glob("*.json"))]
+    for path in files:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def cache_key(spec_files: Sequence[Path], overlay_files: Sequence[Path], strict: bool) -> str:
+    """The key of one run's inputs (raises OSError when a file cannot be read)."""
+    digest = hashlib.sha256(_code_digest().encode())
+    digest.update(b"strict" if strict else b"lenient")
+    for tag, files in ((b"spec", spec_files), (b"overlay", overlay_files)):
+        for path in files:
+            digest.update(tag + b"\0" + str(path).encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def load(folder: Path, key: str) -> tuple[list[Spec], list[Problem]] | None:
+    """The specs and warnings stored under ``key``, or None (absent, unreadable, corrupt)."""
+    try:
+        data = orjson.loads((folder / f"specs-{key}.json").read_bytes())
+        if data.get("format") != FORMAT or data.get("key") != key:
+            return None
+        specs = [_spec(item) for item in data["specs"]]
+        warnings = [_problem(item) for item in data["warnings"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return specs, warnings
+
+
+def store(folder: Path, key: str, specs: Sequence[Spec], warnings: Sequence[Problem]) -> None:
+    """Keep ``specs`` under ``key`` (atomically); a failure to write is ignored."""
+    data = {
+        "format": FORMAT,
+        "key": key,
+        "specs": [_spec_json(spec) for spec in specs],
+        "warnings": [_problem_json(problem) for problem in warnings],
+    }
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".specs-", dir=folder)
+        with os.fdopen(fd, "wb") as out:
+            out.write(orjson.dumps(data))
+        os.replace(tmp, folder / f"specs-{key}.json")
+        _prune(folder)
+    except OSError:
+        return
+
+
+def _prune(folder: Path) -> None:
+    entries = sorted(folder.glob("specs-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in entries[KEEP:]:
+        old.unlink(missing_ok=True)
+
+
+def _where(location: Location | None) -> list[Any] | None:
+    return None if location is None else [location.file, location.line]
+
+
+def _location(raw: Any) -> Location | None:
+    return None if raw is None else Location(str(raw[0]), int(raw[1]))
+
+
+def _spec_json(spec: Spec) -> dict[str, Any]:
+    return {
+        "kind": spec.kind,
+        "name": spec.name,
+        "config": spec.config,
+        "source": _where(spec.source),
+        "stream": spec.stream,
+        "external": spec.external,
+        "locations": {path: _where(where) for path, where in spec.locations.items()},
+        "written": dict(spec.written),
+    }
+
+
+def _spec(raw: dict[str, Any]) -> Spec:
+    source = _location(raw["source"])
+    assert source is not None
+    return Spec(
+        kind=raw["kind"],
+        name=raw["name"],
+        config=raw["config"],
+        source=source,
+        stream=raw["stream"],
+        external=bool(raw["external"]),
+        locations={path: loc for path, w in raw["locations"].items() if (loc := _location(w))},
+        written=raw["written"],
+    )
+
+
+def _problem_json(problem: Problem) -> dict[str, Any]:
+    return {
+        "location": _where(problem.location),
+        "path": problem.path,
+        "message": problem.message,
+        "warning": problem.warning,
+    }
+
+
+def _problem(raw: dict[str, Any]) -> Problem:
+    return Problem(_location(raw["location"]), raw["path"], raw["message"], bool(raw["warning"]))

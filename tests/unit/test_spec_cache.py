@@ -1,0 +1,106 @@
+"""The optional cache of validated specs: same result, never stale, never code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from reconciler.errors import SpecError
+from reconciler.specs import cache as spec_cache
+from reconciler.specs.validate import load_specs
+
+SPECS = """\
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+max_age: 14d
+metadata: {team: shop}
+---
+kind: Consumer
+stream: ORDERS
+name: ship
+ack_policy: explicit
+ack_wait: 30s
+backoff: [1s, 5s]
+"""
+
+
+def entries(folder: Path) -> list[Path]:
+    return sorted(folder.glob("specs-*.json"))
+
+
+def test_a_cached_run_gives_exactly_the_specs_and_warnings_of_a_fresh_one(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "s.yaml").write_text(SPECS)
+    cache = tmp_path / "cache"
+    fresh_warnings: list = []
+    fresh = load_specs([tmp_path / "s.yaml"], warnings=fresh_warnings)
+    first_warnings: list = []
+    first = load_specs([tmp_path / "s.yaml"], warnings=first_warnings, cache=cache)
+    [entry] = entries(cache)
+    json.loads(entry.read_text())  # JSON, never pickle
+    cached_warnings: list = []
+    cached = load_specs([tmp_path / "s.yaml"], warnings=cached_warnings, cache=cache)
+    assert cached == first == fresh
+    assert [str(w) for w in cached_warnings] == [str(w) for w in fresh_warnings] != []
+    assert cached[0].written["max_age"] == "14d"
+    assert str(cached[1].where("backoff")).endswith("s.yaml:12")
+
+
+def test_any_change_of_a_file_or_of_strict_is_a_different_entry(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPECS)
+    cache = tmp_path / "cache"
+    load_specs([spec], cache=cache)
+    spec.write_text(SPECS.replace("14d", "15d"))
+    changed = load_specs([spec], cache=cache)
+    assert changed[0].config["max_age"] == 15 * 86_400 * 10**9
+    assert len(entries(cache)) == 2
+    with pytest.raises(SpecError):  # strict: the backoff warning is an error, not cached
+        load_specs([spec], cache=cache, strict=True)
+    assert len(entries(cache)) == 2
+
+
+def test_invalid_specs_are_never_cached_and_always_reported(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text("kind: Stream\nname: X\nmax_age: 10 parsecs\n")
+    cache = tmp_path / "cache"
+    for _ in range(2):
+        with pytest.raises(SpecError, match=r"s\.yaml:3"):
+            load_specs([spec], cache=cache)
+    assert entries(cache) == []
+
+
+def test_a_corrupt_entry_is_ignored_and_rewritten(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPECS)
+    cache = tmp_path / "cache"
+    good = load_specs([spec], cache=cache)
+    [entry] = entries(cache)
+    entry.write_text('{"format": 1, "key": "wrong"')
+    assert load_specs([spec], cache=cache) == good
+    assert json.loads(entry.read_text())["specs"]
+
+
+def test_new_validating_code_never_reads_an_old_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPECS)
+    cache = tmp_path / "cache"
+    load_specs([spec], cache=cache)
+    monkeypatch.setattr(spec_cache, "_code_digest", lambda: "another version")
+    load_specs([spec], cache=cache)
+    assert len(entries(cache)) == 2
+
+
+def test_the_folder_keeps_only_the_most_recent_entries(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    cache = tmp_path / "cache"
+    for i in range(spec_cache.KEEP + 3):
+        spec.write_text(SPECS.replace("14d", f"{i + 1}d"))
+        load_specs([spec], cache=cache)
+    assert len(entries(cache)) == spec_cache.KEEP
