@@ -8,17 +8,11 @@ from typing import Any
 
 import click
 
-from reconciler.cli.options import format_option
+from reconciler.cli.options import format_option, project_file_option
 
 
 @click.command()
-@click.option(
-    "--project",
-    "project_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    envvar="RECONCILE_PROJECT",
-    help="The project file (default: reconcile.yaml in the current directory).",
-)
+@project_file_option
 @format_option(["text", "json"], "environments")
 def envs(project_file: Path | None, fmt: str) -> int:
     """List the project's environments: server, domain, credentials' source, overlays.

@@ -220,15 +220,18 @@ def pop_connection_options(values: dict[str, Any]) -> ConnectionOptions:
 #: The connection flags an environment sets itself (timeouts and --store stay the run's).
 ENVIRONMENT_PARAMS = CONNECTION_PARAMS[:-3]
 
+#: The project file a command reads (``reconcile.yaml`` in the current directory by default).
+project_file_option: Callable[[F], F] = click.option(
+    "--project",
+    "project_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="RECONCILE_PROJECT",
+    show_envvar=True,
+    help="The project file (default: reconcile.yaml in the current directory, if any).",
+)
+
 _PROJECT_OPTIONS: list[Callable[[F], F]] = [
-    click.option(
-        "--project",
-        "project_file",
-        type=click.Path(dir_okay=False, path_type=Path),
-        envvar="RECONCILE_PROJECT",
-        show_envvar=True,
-        help="The project file (default: reconcile.yaml in the current directory, if any).",
-    ),
+    project_file_option,
     click.option(
         "--env",
         "env_name",

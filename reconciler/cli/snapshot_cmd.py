@@ -12,7 +12,11 @@ from typing import Any
 
 import click
 
-from reconciler.cli.options import connection_options, to_connection_options
+from reconciler.cli.options import (
+    connection_options,
+    project_file_option,
+    to_connection_options,
+)
 from reconciler.cli.output import notice
 
 
@@ -30,13 +34,7 @@ def _check_env(_: click.Context, __: click.Parameter, value: str) -> str:
     help="Environment name: the project file's environment (its connection is used), or "
     "the sub-folder of the fleet's spec folder.",
 )
-@click.option(
-    "--project",
-    "project_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    envvar="RECONCILE_PROJECT",
-    help="The project file (default: reconcile.yaml in the current directory, if any).",
-)
+@project_file_option
 @click.option(
     "--out",
     required=True,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import click
 
-from reconciler.cli.options import format_option, strict_option
+from reconciler.cli.options import format_option, project_file_option, strict_option
 from reconciler.console.terminal import TerminalConsole
 from reconciler.errors import Problem, SpecError
 from reconciler.specs.loader import spec_files
@@ -19,16 +20,10 @@ from reconciler.specs.validate import load_specs
 @click.argument("paths", nargs=-1, type=click.Path(path_type=str))
 @format_option(["text", "json"], "result")
 @strict_option
-@click.option(
-    "--project",
-    "project_file",
-    type=click.Path(dir_okay=False, path_type=str),
-    envvar="RECONCILE_PROJECT",
-    help="Without PATHS: the project file whose environments to check (default: ./reconcile.yaml).",
-)
+@project_file_option
 @click.pass_context
 def validate(
-    ctx: click.Context, paths: tuple[str, ...], fmt: str, strict: bool, project_file: str | None
+    ctx: click.Context, paths: tuple[str, ...], fmt: str, strict: bool, project_file: Path | None
 ) -> None:
     """Check spec files (YAML/JSON, files or folders) without a server.
 
@@ -67,14 +62,12 @@ def validate(
         click.echo(summary + (f" ({len(warnings)} warning(s))" if warnings else ""))
 
 
-def _validate_project(project_file: str | None, fmt: str, strict: bool) -> None:
+def _validate_project(project_file: Path | None, fmt: str, strict: bool) -> None:
     """The project file, then each environment's merged specs; every problem of every
     environment is reported in one run (no variable is read, no server asked)."""
-    from pathlib import Path
-
     from reconciler.specs.project import find_project, load_project
 
-    found = Path(project_file) if project_file else find_project()
+    found = project_file or find_project()
     if found is None:
         raise click.UsageError("give spec PATHS (or run where a reconcile.yaml is)")
     project = load_project(found)

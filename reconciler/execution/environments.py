@@ -9,7 +9,7 @@ server its own embedded server (state in ``<store>/<environment>``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,17 +46,9 @@ def environment_target(project: Project, name: str, base: ConnectionOptions, own
     )
 
 
-#: ConnectionOptions fields an environment may set.
-_OPTION_FIELDS = (
-    "servers",
-    "creds",
-    "nkey",
-    "user",
-    "password",
-    "token",
-    "tls_ca",
-    "tls_cert",
-    "tls_key",
-    "context",
-    "domain",
+#: ConnectionOptions fields an environment may set: all but the run's own settings.
+_OPTION_FIELDS = tuple(
+    f.name
+    for f in fields(ConnectionOptions)
+    if f.name not in ("api_prefix", "timeout", "connect_timeout", "store")
 )
