@@ -6,7 +6,7 @@ import asyncio
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import yaml
@@ -20,13 +20,16 @@ from reconciler.cli.options import (
 from reconciler.cli.output import notice
 from reconciler.errors import ReconcileError
 
+if TYPE_CHECKING:
+    from reconciler.planning.export import ExportedFile
+
 #: Where editors find the spec schema: a stable published address, never a path of the
 #: machine that exported (the files are meant for git).
 SCHEMA_URL = (
     "https://raw.githubusercontent.com/jetstream-gitops/jetstream-gitops/main/"
     "schemas/document.schema.json"
 )
-HEADER = "# yaml-language-server: $schema={schema}\n# exported by `reconcile export`\n"
+HEADER = "# yaml-language-server: $schema={schema}\n# {what} by `reconcile`\n"
 
 
 class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
@@ -105,6 +108,11 @@ def export(
     )
     live = asyncio.run(run.fetch_live(target.options, on_notice=notice))
     files = export_state(live, owner=None if all_owners else target.owner)
+    return write_files(files, out, what="exported")
+
+
+def write_files(files: list[ExportedFile], out: Path | None, *, what: str) -> int:
+    """Spec files into ``out`` (each by rename, with the schema header), or to stdout."""
     if out is None:
         click.echo("---\n".join(_dump(f.documents) for f in files), nl=False)
         return 0
@@ -116,11 +124,11 @@ def export(
     for exported in files:
         if exported.name in written:  # file_name is injective: this is a bug
             raise ReconcileError(f"two resources map to the file {exported.name}")
-        text = HEADER.format(schema=SCHEMA_URL) + _dump(exported.documents)
+        text = HEADER.format(schema=SCHEMA_URL, what=what) + _dump(exported.documents)
         try:
             write_file(out, exported.name, text)
         except OSError as err:
             raise ReconcileError(f"{out / exported.name}: {err.strerror}") from None
         written.add(exported.name)
-    notice(f"exported {len(written)} file(s) to {out}")
+    notice(f"{what} {len(written)} file(s) to {out}")
     return 0

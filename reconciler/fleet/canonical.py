@@ -24,12 +24,7 @@ _RELEASE_OF_LEVEL = {1: "2.11.0", 2: "2.12.0", 3: "2.12.5", 4: "2.14.0"}
 LiveRow = tuple[str, str, str, str, Mapping[str, Any], bool]
 
 
-def newest_server() -> ServerInfo:
-    """The newest semantics the field tables know: used when a snapshot omits the server."""
-    tables = (*defaults.STREAM_FIELDS.values(), *defaults.CONSUMER_FIELDS.values())
-    since = max(entry.since for entry in tables)
-    level = max(entry.api_level for entry in tables)
-    return ServerInfo(version=".".join(map(str, since)), api_level=level)
+newest_server = defaults.newest_server
 
 
 @lru_cache(maxsize=256)

@@ -186,3 +186,12 @@ def known_fields(kind: str, server: ServerInfo) -> Mapping[str, Field]:
     """The fields of ``kind`` the connected server understands (read-only)."""
     table = {name: f for name, f in field_table(kind).items() if server_knows(f, server)}
     return MappingProxyType(table)
+
+
+def newest_server() -> ServerInfo:
+    """The newest semantics the field tables know (for configs read without a server:
+    snapshots that omit theirs, files being imported)."""
+    tables = (*STREAM_FIELDS.values(), *CONSUMER_FIELDS.values())
+    since = max(entry.since for entry in tables)
+    level = max(entry.api_level for entry in tables)
+    return ServerInfo(version=".".join(map(str, since)), api_level=level)

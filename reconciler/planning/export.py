@@ -207,3 +207,36 @@ def _fewer(
         if desired(trial) == target:
             kept = trial
     return kept
+
+
+def import_files(specs: list[Spec], server: ServerInfo) -> list[ExportedFile]:
+    """Specs read from another tool's files (``nats`` CLI configs, backup folders), written
+    back as this tool's files: one per stream or bucket with its consumers, each with the
+    fewest fields that mean the same config on ``server``, durations and sizes in human
+    units. Nothing is added: no marker, no value the files did not hold."""
+    streams = {s.stream_name: s for s in specs if s.kind != "Consumer"}
+    consumers: dict[str, list[Spec]] = {}
+    for spec in specs:
+        if spec.kind == "Consumer" and spec.stream:
+            consumers.setdefault(spec.stream, []).append(spec)
+    files = []
+    for name in sorted(set(streams) | set(consumers)):
+        docs: list[dict[str, Any]] = []
+        stream = streams.get(name)
+        stream_config = None
+        ref = ResourceRef("Stream", name)
+        if stream is not None:
+            ref = stream.ref
+            stream_config = desired_config(stream, server)
+            body = minimal(stream.kind, stream.name, stream.config, server)
+            docs.append({"kind": stream.kind, **to_human(stream.kind, body)})
+            if stream.external:
+                docs[-1]["external"] = True
+        for spec in sorted(consumers.get(name, []), key=lambda s: s.name):
+            config = {k: v for k, v in spec.config.items() if k != "durable_name"}
+            body = minimal(
+                "Consumer", spec.name, config, server, stream=name, stream_config=stream_config
+            )
+            docs.append({"kind": "Consumer", "stream": name, **to_human("Consumer", body)})
+        files.append(ExportedFile(name=file_name(ref), documents=tuple(docs)))
+    return files
