@@ -29,7 +29,7 @@ SCHEMA_URL = (
     "https://raw.githubusercontent.com/jetstream-gitops/jetstream-gitops/main/"
     "schemas/document.schema.json"
 )
-HEADER = "# yaml-language-server: $schema={schema}\n# {what} by `reconcile`\n"
+HEADER = "# yaml-language-server: $schema={schema}\n"
 
 
 class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
@@ -108,11 +108,12 @@ def export(
     )
     live = asyncio.run(run.fetch_live(target.options, on_notice=notice))
     files = export_state(live, owner=None if all_owners else target.owner)
-    return write_files(files, out, what="exported")
+    return write_files(files, out, command="export")
 
 
-def write_files(files: list[ExportedFile], out: Path | None, *, what: str) -> int:
-    """Spec files into ``out`` (each by rename, with the schema header), or to stdout."""
+def write_files(files: list[ExportedFile], out: Path | None, *, command: str) -> int:
+    """Spec files into ``out`` (each by rename, with the schema header and the
+    ``command`` that wrote them: export or import), or to stdout."""
     if out is None:
         click.echo("---\n".join(_dump(f.documents) for f in files), nl=False)
         return 0
@@ -124,11 +125,12 @@ def write_files(files: list[ExportedFile], out: Path | None, *, what: str) -> in
     for exported in files:
         if exported.name in written:  # file_name is injective: this is a bug
             raise ReconcileError(f"two resources map to the file {exported.name}")
-        text = HEADER.format(schema=SCHEMA_URL, what=what) + _dump(exported.documents)
+        said = f"# {command}ed by `reconcile {command}`\n"
+        text = HEADER.format(schema=SCHEMA_URL) + said + _dump(exported.documents)
         try:
             write_file(out, exported.name, text)
         except OSError as err:
             raise ReconcileError(f"{out / exported.name}: {err.strerror}") from None
         written.add(exported.name)
-    notice(f"{what} {len(written)} file(s) to {out}")
+    notice(f"{command}ed {len(written)} file(s) to {out}")
     return 0

@@ -43,4 +43,4 @@ def import_(paths: tuple[Path, ...], source: str, out: Path | None, strict: bool
     from reconciler.specs.validate import load_specs
 
     specs = load_specs(list(paths), strict=strict)
-    return write_files(import_files(specs, newest_server()), out, what="imported")
+    return write_files(import_files(specs, newest_server()), out, command="import")
