@@ -90,7 +90,10 @@ GUARANTEES = (
         "Clusters: a node down, leaders changing",
         "On a 3-node cluster with R3 streams (and an R3 lock bucket) apply and re-plan work "
         "with a node down (the first URL given), and apply converges after stream leader "
-        "step-downs issued while it runs.",
+        "step-downs issued while it runs. More replicas than the cluster has (R5 on three "
+        "servers) are refused with both numbers before anything is created; an environment's "
+        "overlay gives the same specs three replicas on the cluster and one on a single "
+        "server, each re-planning empty.",
         ("test_cluster.py::",),
     ),
     Guarantee(
@@ -195,6 +198,13 @@ GUARANTEES = (
         "escapes and a duplicate key are `FILE:LINE` errors, and a 10 MiB value is quoted "
         "in at most 80 characters.",
         ("test_hostile_input.py::",),
+    ),
+    Guarantee(
+        "Real accounts at full size",
+        "1,000 streams with 20 consumers each (21,000 resources) apply from nothing, "
+        "re-plan empty, export to 1,000 files whose plan (with --prune) is empty, and drift "
+        "clean, all through the CLI on one real server. (Speed: bench/bench_plan_apply.py.)",
+        ("test_scale.py::",),
     ),
 )
 

@@ -186,6 +186,11 @@ def test_each_environment_applies_its_overlays_and_re_plans_empty(
     assert every.returncode == 0, every.stdout + every.stderr
     for name in ("team-a", "team-b", "hub"):
         assert f"{name}: No changes." in every.stdout
+    as_json = reconcile(repo, "plan", "--all-envs", "--format", "json")
+    assert as_json.returncode == 0, as_json.stderr
+    documents = json.loads(as_json.stdout)["environments"]
+    assert sorted(documents) == ["hub", "team-a", "team-b"]
+    assert all(plan["changes"] == [] for plan in documents.values())
 
 
 def test_drift_is_reported_per_environment(
