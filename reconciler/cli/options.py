@@ -21,6 +21,7 @@ import click
 if TYPE_CHECKING:  # nats-py is imported only when a command connects
     from reconciler.execution.environments import Target
     from reconciler.jetstream.connection import ConnectionOptions
+    from reconciler.specs.project import Project
 
 DEFAULT_STORE = Path(".reconcile")
 
@@ -274,7 +275,7 @@ def resolve_target(
     environment's connection, spec paths, overlays and the project's owner; a connection
     flag or an ``--owner`` given on the command line that contradicts it is an error.
     """
-    from reconciler.execution.environments import Target, environment_target
+    from reconciler.execution.environments import Target
     from reconciler.specs.project import find_project, load_project
 
     found = project_file or (find_project() if env_name or not paths else None)
@@ -284,7 +285,24 @@ def resolve_target(
         if needs_paths and not paths:
             raise click.UsageError("give spec PATHS (or run where a reconcile.yaml is)")
         return Target(tuple(paths), to_connection_options(conn), owner)
-    project = load_project(found)
+    return project_target(
+        ctx, load_project(found), paths=paths, conn=conn, owner=owner, env_name=env_name
+    )
+
+
+def project_target(
+    ctx: click.Context,
+    project: Project,
+    *,
+    paths: tuple[Path, ...],
+    conn: Mapping[str, Any],
+    owner: str,
+    env_name: str | None,
+) -> Target:
+    """:func:`resolve_target` once the project file is read (``plan --all-envs`` reads it
+    once for every environment)."""
+    from reconciler.execution.environments import Target, environment_target
+
     if project.owner and _given(ctx, "owner") and owner != project.owner:
         raise click.UsageError(f"--owner {owner} contradicts the project's owner {project.owner}")
     owner = project.owner or owner

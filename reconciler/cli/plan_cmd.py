@@ -16,6 +16,7 @@ from reconciler.cli.options import (
     format_option,
     owner_option,
     project_options,
+    project_target,
     resolve_target,
     strict_option,
     take_over_option,
@@ -120,6 +121,7 @@ def _plan_all(
     """
     from reconciler.errors import ReconcileError
     from reconciler.planning.plan import Ownership
+    from reconciler.render.text import summary_line
     from reconciler.specs.project import find_project, load_project
     from reconciler.specs.validate import load_specs
 
@@ -130,7 +132,7 @@ def _plan_all(
         raise click.UsageError("--all-envs needs a project file: reconcile.yaml or --project")
     project = load_project(found)
     targets = [
-        resolve_target(ctx, paths=(), conn=conn, owner=owner, project_file=found, env_name=name)
+        project_target(ctx, project, paths=(), conn=conn, owner=owner, env_name=name)
         for name in project.environments
     ]
     for target in targets:  # validate everything first: nothing is read from any server
@@ -169,12 +171,6 @@ def _plan_all(
     if failed:
         return 1
     return 2 if detailed_exitcode and changed else 0
-
-
-def summary_line(plan: Plan) -> str:
-    from reconciler.render.text import summary_line as line
-
-    return line(plan)
 
 
 def _plan_and_show(

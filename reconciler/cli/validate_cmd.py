@@ -75,9 +75,7 @@ def _validate_project(project_file: Path | None, fmt: str, strict: bool) -> None
     results: dict[str, int] = {}
     for name, environment in project.environments.items():
         try:
-            specs = load_specs(
-                project.spec_paths(environment), overlays=environment.overlays, strict=strict
-            )
+            specs = project.load_specs(environment, strict=strict)
         except SpecError as err:
             problems += [p for p in err.problems if p not in problems]
             continue

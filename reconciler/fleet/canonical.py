@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from reconciler.identity import ResourceRef
-from reconciler.model import defaults
+from reconciler.model.defaults import newest_server
 from reconciler.model.normalize import is_managed, live_config
 from reconciler.model.state import ServerInfo
 from reconciler.planning.snapshot import BadRecord, SnapshotRecord
@@ -22,9 +22,6 @@ from reconciler.planning.snapshot import BadRecord, SnapshotRecord
 _RELEASE_OF_LEVEL = {1: "2.11.0", 2: "2.12.0", 3: "2.12.5", 4: "2.14.0"}
 
 LiveRow = tuple[str, str, str, str, Mapping[str, Any], bool]
-
-
-newest_server = defaults.newest_server
 
 
 @lru_cache(maxsize=256)

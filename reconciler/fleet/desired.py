@@ -106,7 +106,7 @@ def load_project_fleet(project_file: Path) -> list[EnvSpecs]:
     loaded = []
     for name, environment in sorted(project.environments.items()):
         try:
-            specs = load_specs(project.spec_paths(environment), overlays=environment.overlays)
+            specs = project.load_specs(environment)
         except SpecError as err:
             loaded.append(EnvSpecs(name, project.root, problems=tuple(err.problems)))
             continue

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -196,7 +196,7 @@ def minimal(
 def _fewer(
     config: dict[str, Any],
     target: Mapping[str, Any],
-    desired: Any,
+    desired: Callable[[Mapping[str, Any]], dict[str, Any]],
 ) -> dict[str, Any]:
     """``config`` less each field (one at a time) whose absence keeps ``target``."""
     kept = dict(config)

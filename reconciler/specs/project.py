@@ -24,6 +24,7 @@ from typing import Any
 from reconciler.errors import Location, Problem, SpecError
 from reconciler.specs.loader import Document, load_file
 from reconciler.specs.schema import did_you_mean, schema_problems
+from reconciler.specs.spec import Spec
 
 #: The name ``reconcile`` looks for in the current directory.
 PROJECT_FILE = "reconcile.yaml"
@@ -99,12 +100,7 @@ class Environment:
         """What ``reconcile envs`` shows: targets and where secrets come from, no secret."""
         shown: dict[str, Any] = {"name": self.name}
         for key, value in self.settings.items():
-            if isinstance(value, FromEnv):
-                shown[key] = f"${value.var}"
-            elif key in _SECRET_FIELDS:  # unreachable: the schema allows only {env: ...}
-                shown[key] = "***"
-            else:
-                shown[key] = value
+            shown[key] = f"${value.var}" if isinstance(value, FromEnv) else value
         if self.embedded or not any(k in self.settings for k in ("servers", "context")):
             shown["servers"] = "embedded nats-server"
         shown["overlays"] = [str(p) for p in self.overlays]
@@ -138,6 +134,14 @@ class Project:
     def spec_paths(self, environment: Environment) -> list[Path]:
         """The shared spec paths, then the environment's own resources."""
         return [*self.specs, *environment.resources]
+
+    def load_specs(self, environment: Environment, *, strict: bool = False) -> list[Spec]:
+        """The environment's validated specs: its spec paths with its overlays merged in
+        (what ``plan --env`` plans); raises one SpecError."""
+        from reconciler.specs.validate import load_specs
+
+        paths = self.spec_paths(environment)
+        return load_specs(paths, overlays=environment.overlays, strict=strict)
 
 
 def find_project(directory: Path | None = None) -> Path | None:
