@@ -326,6 +326,7 @@ FIGURE_NAMES = {
     "refused_shrinks": "lossy edits refused",
     "secret_error_paths": "secrets pushed through error paths",
     "shrink_kinds": "lossy update kinds checked",
+    "scale_resources_checked": "resources checked at scale",
     "foreign_kept": "other owners' streams kept",
     "export_files": "exported files checked",
 }
