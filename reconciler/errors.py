@@ -15,7 +15,9 @@ under ``--debug``.
     ├── UnsupportedField     a spec uses a field the connected server does not know
     ├── RefusedPlan          apply would destroy data and the flag allowing it is absent
     ├── ApplyFailed          a step failed mid-apply; carries what was applied and skipped
-    └── LockError            another apply holds the lease lock
+    ├── LockError            another apply holds the lease lock
+    ├── MigrationStalled     a migration's copy made no progress (it resumes on the next apply)
+    └── MigrationIncomplete  a migration kept the messages but could not restore a consumer
 """
 
 from __future__ import annotations
@@ -167,3 +169,11 @@ class ApplyFailed(ReconcileError):
 
 class LockError(ReconcileError):
     """Another apply holds the lease lock."""
+
+
+class MigrationStalled(ReconcileError):
+    """A migration's copy stopped moving; the data is safe and the next apply resumes."""
+
+
+class MigrationIncomplete(ReconcileError):
+    """A migration moved every message but could not create some consumers again."""

@@ -31,6 +31,13 @@ if TYPE_CHECKING:
 
 FORMAT_NAMES = ["text", "json", "markdown"]
 paths_argument = click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+migrate_option = click.option(
+    "--migrate",
+    is_flag=True,
+    help="Change what an update cannot (a stream's storage, retention to or from workqueue, "
+    "sealed or deny_delete back to false, ...) by migrating the messages to the new stream "
+    "instead of replacing it: nothing is lost (docs/migrate.md).",
+)
 
 
 def _console(fmt: str) -> TerminalConsole:
@@ -41,6 +48,7 @@ def _console(fmt: str) -> TerminalConsole:
 @click.command()
 @paths_argument
 @click.option("--prune", is_flag=True, help="Plan deletes of managed resources no spec declares.")
+@migrate_option
 @owner_option
 @take_over_option
 @strict_option
@@ -61,6 +69,7 @@ def plan(
     /,
     paths: tuple[Path, ...],
     prune: bool,
+    migrate: bool,
     owner: str,
     take_over: bool,
     strict: bool,
@@ -86,6 +95,7 @@ def plan(
             owner,
             take_over,
             prune=prune,
+            migrate=migrate,
             strict=strict,
             detailed_exitcode=detailed_exitcode,
         )
@@ -93,7 +103,12 @@ def plan(
         ctx, paths=paths, conn=conn, owner=owner, project_file=project_file, env_name=env_name
     )
     the_plan = _plan_and_show(
-        console, target, prune=prune, ownership=Ownership(target.owner, take_over), strict=strict
+        console,
+        target,
+        prune=prune,
+        migrate=migrate,
+        ownership=Ownership(target.owner, take_over),
+        strict=strict,
     )
     return 2 if detailed_exitcode and the_plan.has_changes else 0
 
@@ -109,6 +124,7 @@ def _plan_all(
     take_over: bool,
     *,
     prune: bool,
+    migrate: bool,
     strict: bool,
     detailed_exitcode: bool,
 ) -> int:
@@ -147,6 +163,7 @@ def _plan_all(
                 console,
                 target,
                 prune=prune,
+                migrate=migrate,
                 ownership=Ownership(target.owner, take_over),
                 strict=strict,
                 show=console.fmt != "json",
@@ -180,6 +197,7 @@ def _plan_and_show(
     prune: bool,
     ownership: Ownership,
     strict: bool,
+    migrate: bool = False,
     show: bool = True,
 ) -> Plan:
     """Validate, plan (reads only) and show the plan: `plan` and `apply --dry-run`."""
@@ -194,6 +212,7 @@ def _plan_and_show(
             strict=strict,
             on_notice=console.notice,
             overlays=target.overlays,
+            migrate=migrate,
         )
     )
     if show:
@@ -205,6 +224,7 @@ def _plan_and_show(
 @paths_argument
 @click.option("--dry-run", is_flag=True, help="Plan only; the same as `reconcile plan`.")
 @click.option("--prune", is_flag=True, help="Delete managed resources no spec declares.")
+@migrate_option
 @owner_option
 @take_over_option
 @strict_option
@@ -253,6 +273,7 @@ def apply(
     paths: tuple[Path, ...],
     dry_run: bool,
     prune: bool,
+    migrate: bool,
     owner: str,
     take_over: bool,
     strict: bool,
@@ -295,6 +316,7 @@ def apply(
                 strict=strict,
                 allow_replace=allow_replace,
                 allow_data_loss=allow_data_loss,
+                migrate=migrate,
                 dry_run=False,
                 concurrency=concurrency,
                 on_notice=console.notice,
@@ -307,7 +329,9 @@ def apply(
             )
 
     if dry_run:
-        the_plan = _plan_and_show(console, target, prune=prune, ownership=ownership, strict=strict)
+        the_plan = _plan_and_show(
+            console, target, prune=prune, migrate=migrate, ownership=ownership, strict=strict
+        )
         return 2 if detailed_exitcode and the_plan.has_changes else 0
     result = asyncio.run(go())
     console.show_result(result)

@@ -56,7 +56,13 @@ def _painted(line: str) -> str:
 
 def completion_line(event: StepEvent) -> str:
     """``Stream ORDERS: created (0.12 s)``: one line per finished step, for people."""
-    done = {"create": "created", "update": "updated", "replace": "replaced", "delete": "deleted"}
+    done = {
+        "create": "created",
+        "update": "updated",
+        "replace": "replaced",
+        "migrate": "migrated",
+        "delete": "deleted",
+    }
     what = done.get(event.step.action, event.step.action)
     if event.outcome == "failed":
         return f"{event.step.label}: {event.step.action} failed: {event.error}"

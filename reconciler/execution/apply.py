@@ -24,13 +24,15 @@ from reconciler.errors import (
     ApplyReport,
     ConnectError,
     LockError,
+    MigrationIncomplete,
     ReconcileError,
     RefusedPlan,
     RequestTimeout,
 )
+from reconciler.execution.migrate import migrate
 from reconciler.identity import ResourceRef
 from reconciler.jetstream import JetStreamClient
-from reconciler.planning.steps import Create, Delete, Plan, Replace, Step, Update
+from reconciler.planning.steps import Create, Delete, Migrate, Plan, Replace, Step, Update
 
 Outcome = Literal["applied", "failed", "skipped", "planned"]
 
@@ -104,7 +106,7 @@ def check_allowed(plan: Plan, *, allow_replace: bool, allow_data_loss: bool = Fa
     refused = refused_steps(plan, allow_replace=allow_replace, allow_data_loss=allow_data_loss)
     if not refused:
         return
-    lossy = any(isinstance(step, Update) for step in refused)
+    lossy = any(isinstance(step, Update | Migrate) for step in refused)
     lines = [f"  {describe(s)}: {'; '.join(loss.summary for loss in s.losses)}" for s in refused]
     flag = "--allow-data-loss" if lossy else "--allow-replace (or --allow-data-loss)"
     raise RefusedPlan(
@@ -237,6 +239,13 @@ async def execute(client: JetStreamClient, step: Step) -> None:
         case Replace():
             await _delete(client, step.ref)
             await _create(client, step.ref, step.config)
+        case Migrate():
+            progress = await migrate(client, step.stream_name, step.config)
+            if progress.not_restored:
+                raise MigrationIncomplete(
+                    f"the messages of {step.stream_name} were migrated, but these consumers "
+                    "could not be created again: " + "; ".join(progress.not_restored)
+                )
         case Delete():
             await _delete(client, step.ref)
         case _:

@@ -14,7 +14,7 @@ import os
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-from reconciler.errors import Problem, UnsupportedField
+from reconciler.errors import Problem, SpecError, UnsupportedField
 from reconciler.execution import lock
 from reconciler.execution.apply import (
     ApplyResult,
@@ -24,12 +24,14 @@ from reconciler.execution.apply import (
     lease_lost,
 )
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
+from reconciler.model.migration import shortfalls
 from reconciler.model.normalize import replica_problems, unsupported_fields
 from reconciler.model.state import LiveState
 from reconciler.planning.plan import DEFAULT_OWNERSHIP, Ownership, build_plan
-from reconciler.planning.steps import Plan
+from reconciler.planning.steps import Migrate, Plan
 from reconciler.specs.cache import CACHE_ENV
 from reconciler.specs.spec import Spec
+from reconciler.specs.units import approx_size
 from reconciler.specs.validate import load_specs
 
 Notice = Callable[[str], None]
@@ -84,8 +86,11 @@ async def plan_with(
     *,
     prune: bool = False,
     ownership: Ownership = DEFAULT_OWNERSHIP,
+    migrate: bool = False,
 ) -> Plan:
-    """Plan ``specs`` against the server behind ``client`` (reads only)."""
+    """Plan ``specs`` against the server behind ``client`` (reads only). ``migrate``:
+    changes an update cannot make keep the messages (a migrate step, refused when the
+    account has no room for the copies) instead of replacing the stream."""
     server = await client.server_info()
     if problems := unsupported_fields(list(specs), server):
         raise UnsupportedField(problems)
@@ -97,7 +102,35 @@ async def plan_with(
     )
     if problems := replica_problems(specs, live.server, live):
         raise UnsupportedField(problems)
-    return build_plan(list(specs), live, prune=prune, ownership=ownership)
+    the_plan = build_plan(list(specs), live, prune=prune, ownership=ownership, migrate=migrate)
+    await check_room(client, the_plan, live)
+    return the_plan
+
+
+async def check_room(client: JetStreamClient, the_plan: Plan, live: LiveState) -> None:
+    """Refuse new migrations the account has no room for, with the numbers."""
+    starting = [s for s in the_plan.steps if isinstance(s, Migrate) and s.phase is None]
+    if not starting:
+        return
+    account = await client.account_info()
+    problems = []
+    for step in starting:
+        state = live.stream_state.get(step.stream_name)
+        for short in shortfalls(step.live, step.config, state, account):
+            room = short.room
+            limit = (
+                f" (limit {approx_size(room.limit)}, {approx_size(room.used)} used)"
+                if room.limit is not None
+                else ""
+            )
+            message = (
+                f"migrating {step.label} needs {approx_size(short.needed)} of {short.storage} "
+                f"storage for its copies; the account has {approx_size(room.free or 0)} free"
+                f"{limit}: nothing was changed"
+            )
+            problems.append(Problem(step.source, "storage", message))
+    if problems:
+        raise SpecError(problems)
 
 
 async def plan(
@@ -109,6 +142,7 @@ async def plan(
     strict: bool = False,
     on_notice: Notice | None = None,
     overlays: Sequence[PathLike] = (),
+    migrate: bool = False,
 ) -> Plan:
     """Validate the spec files, then plan them against the server (reads only).
 
@@ -118,7 +152,7 @@ async def plan(
     """
     specs = _load(paths, strict, on_notice, overlays)
     async with open_client(options, on_notice=on_notice or _quiet) as client:
-        return await plan_with(client, specs, prune=prune, ownership=ownership)
+        return await plan_with(client, specs, prune=prune, ownership=ownership, migrate=migrate)
 
 
 async def fetch_live(options: ConnectionOptions, *, on_notice: Notice | None = None) -> LiveState:
@@ -136,6 +170,7 @@ async def apply(
     strict: bool = False,
     allow_replace: bool = False,
     allow_data_loss: bool = False,
+    migrate: bool = False,
     dry_run: bool = False,
     concurrency: int = 16,
     on_notice: Notice | None = None,
@@ -163,7 +198,7 @@ async def apply(
             stop=stop,
         ) as fence,
     ):
-        the_plan = await plan_with(client, specs, prune=prune, ownership=ownership)
+        the_plan = await plan_with(client, specs, prune=prune, ownership=ownership, migrate=migrate)
         if on_plan is not None:
             on_plan(the_plan)
         if confirm is not None and the_plan.has_changes and not dry_run:

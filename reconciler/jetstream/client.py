@@ -372,7 +372,29 @@ class JetStreamClient:
         body = {"pause_until": until} if until else {}
         return await self.request(f"CONSUMER.PAUSE.{stream}.{name}", body)
 
+    async def reset_consumer(self, stream: str, name: str, seq: int) -> dict[str, Any]:
+        """Move a consumer so ``seq`` is the next message it delivers (nats-server 2.14+;
+        its ack floor becomes ``seq - 1``, its config is unchanged)."""
+        return await self.request(f"CONSUMER.RESET.{stream}.{name}", {"seq": seq})
+
+    async def account_info(self) -> dict[str, Any]:
+        """``$JS.API.INFO``: the account's usage and limits (not cached)."""
+        return await self.request("INFO")
+
     # -- messages -------------------------------------------------------------------------
+    async def stored_message(self, stream: str, query: dict[str, Any]) -> dict[str, Any] | None:
+        """STREAM.MSG.GET with ``query`` (``seq``, ``last_by_subj``, ...): the stored
+        message with its headers parsed into ``headers``; None when there is none."""
+        try:
+            reply = await self.request(f"STREAM.MSG.GET.{stream}", query)
+        except ServerError as err:
+            if err.err_code == NO_MESSAGE:
+                return None
+            raise
+        message = dict(reply["message"])
+        message["headers"] = _parse_headers(message.get("hdrs"))
+        return message
+
     async def publish(
         self, subject: str, data: bytes, *, headers: dict[str, str] | None = None
     ) -> dict[str, Any]:

@@ -38,6 +38,8 @@ class StreamState:
     num_subjects: int = 0
     first_ts: str | None = None
     observed_at: str | None = None  # the answer's ``ts``: the server's clock
+    first_seq: int = 0
+    last_seq: int = 0
 
     @classmethod
     def from_info(cls, info: Mapping[str, Any]) -> StreamState:
@@ -51,6 +53,8 @@ class StreamState:
             num_subjects=int(state.get("num_subjects") or 0),
             first_ts=first if isinstance(first, str) and not first.startswith("0001-") else None,
             observed_at=info.get("ts") if isinstance(info.get("ts"), str) else None,
+            first_seq=int(state.get("first_seq") or 0),
+            last_seq=int(state.get("last_seq") or 0),
         )
 
 

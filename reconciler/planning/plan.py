@@ -31,6 +31,14 @@ from reconciler.errors import Problem, SpecError, UnsupportedField
 from reconciler.identity import ResourceRef, is_reserved
 from reconciler.model.diff import FieldChange, diff_configs, replace_reasons
 from reconciler.model.loss import CONSUMER_STATE, Loss, held, update_losses
+from reconciler.model.migration import (
+    Record,
+    Volume,
+    blockers,
+    consumer_fates,
+    copy_bytes,
+    overflow,
+)
 from reconciler.model.normalize import (
     desired_config,
     is_managed,
@@ -45,6 +53,7 @@ from reconciler.planning.steps import (
     Create,
     Delete,
     Foreign,
+    Migrate,
     Orphan,
     Plan,
     PlanEntry,
@@ -86,6 +95,9 @@ class StreamGroup:
     live: LiveConfig | None = None  # the live stream config, verbatim
     live_consumers: Mapping[str, LiveConfig] = field(default_factory=dict)
     state: StreamState | None = None  # what the live stream holds
+    #: the temporary stream of an interrupted migration of this stream, and its state
+    migration: LiveConfig | None = None
+    migration_state: StreamState | None = None
 
 
 @dataclass(frozen=True)
@@ -163,8 +175,12 @@ def plan_stream(
     *,
     prune: bool = False,
     ownership: Ownership = DEFAULT_OWNERSHIP,
+    migrate: bool = False,
 ) -> StreamPlan:
-    """The entries of one stream and its consumers (pure)."""
+    """The entries of one stream and its consumers (pure). ``migrate``: a stream whose
+    change an update cannot make is migrated (its messages kept), not replaced."""
+    if group.migration is not None:
+        return StreamPlan(steps=[_resumed(group)])
     out = StreamPlan(problems=stream_problems(group))
     if out.problems:
         return out
@@ -192,7 +208,9 @@ def plan_stream(
             if refusal is not None:
                 out.problems.append(refusal)
                 return out
-            entry = _compare(declared, desired, live, server, group.state, notes)
+            entry: PlanEntry = _compare(declared, desired, live, server, group.state, notes)
+            if isinstance(entry, Replace):
+                entry = _migration(entry, group, server) if migrate else _migratable(entry)
             if isinstance(entry, Replace):
                 replaced = True
                 entry = _with_reasons(entry, _lost_consumers(group))
@@ -241,6 +259,60 @@ def _with_reasons(entry: Replace, extra: tuple[str, ...]) -> Replace:
         because=entry.because,
         losses=entry.losses,
         written=entry.written,
+    )
+
+
+def _migration(entry: Replace, group: StreamGroup, server: ServerInfo) -> Migrate | Replace:
+    """The replace as a migration, or the replace saying why it cannot be one."""
+    why_not = blockers(entry.config, entry.live)
+    if (full := overflow(entry.config, group.state)) is not None:
+        why_not.append(full)
+    if why_not:
+        return _with_reasons(entry, tuple(f"cannot migrate: {reason}" for reason in why_not))
+    state = group.state
+    fates = tuple(consumer_fates(group.live_consumers, server))
+    return Migrate(
+        ref=entry.ref,
+        fields=entry.fields,
+        reasons=(*entry.reasons, *(fate.note for fate in fates)),
+        source=entry.source,
+        written=entry.written,
+        config=entry.config,
+        live=entry.live,
+        because=entry.because,
+        volume=Volume(state.messages if state else 0, copy_bytes(state)),
+        consumers=fates,
+        losses=tuple(update_losses(entry.config, entry.live, state)),
+    )
+
+
+MIGRATE_HINT = "apply --migrate keeps its messages"
+
+
+def _migratable(entry: Replace) -> Replace:
+    """A stream replace that a migration could make says so."""
+    if blockers(entry.config, entry.live):
+        return entry
+    return _with_reasons(entry, (MIGRATE_HINT,))
+
+
+def _resumed(group: StreamGroup) -> Migrate:
+    """An interrupted migration found on the server: apply finishes it, whatever the
+    specs say now (the next plan compares the result with them)."""
+    assert group.migration is not None
+    record = Record.of(group.migration)
+    assert record is not None
+    declared = group.declared
+    ref = declared.ref if declared is not None else ResourceRef.of_stream(group.name, record.target)
+    state = group.migration_state
+    return Migrate(
+        ref=ref,
+        source=declared.source if declared is not None else None,
+        reasons=(f"interrupted in phase {record.phase}: apply finishes the migration",),
+        config=record.target,
+        live=group.live or {},
+        volume=Volume(state.messages if state else 0, copy_bytes(state)),
+        phase=record.phase,
     )
 
 
@@ -346,7 +418,12 @@ def group_streams(specs: Sequence[Spec], live: LiveState) -> list[StreamGroup]:
     live_consumers: dict[str, dict[str, LiveConfig]] = {}
     for (stream, name), config in live.consumers.items():
         live_consumers.setdefault(stream, {})[name] = config
-    names = sorted({*declared, *consumers, *live.streams})
+    migrations: dict[str, str] = {}  # stream -> its temporary stream
+    for temp, config in live.streams.items():
+        if (record := Record.of(config)) is not None:
+            migrations[record.stream] = temp
+    streams = [name for name in live.streams if name not in migrations.values()]
+    names = sorted({*declared, *consumers, *streams, *migrations})
     return [
         StreamGroup(
             name=name,
@@ -355,6 +432,8 @@ def group_streams(specs: Sequence[Spec], live: LiveState) -> list[StreamGroup]:
             live=live.streams.get(name),
             live_consumers=live_consumers.get(name, {}) if name in live.streams else {},
             state=live.stream_state.get(name),
+            migration=live.streams[migrations[name]] if name in migrations else None,
+            migration_state=live.stream_state.get(migrations.get(name, "")),
         )
         for name in names
     ]
@@ -380,8 +459,10 @@ def build_plan(
     *,
     prune: bool = False,
     ownership: Ownership = DEFAULT_OWNERSHIP,
+    migrate: bool = False,
 ) -> Plan:
-    """Compare validated specs with the live state (pure).
+    """Compare validated specs with the live state (pure). ``migrate``: see
+    :func:`plan_stream`.
 
     Raises :class:`UnsupportedField` when a spec uses a field the server does not know,
     and :class:`SpecError` when an external stream is missing or a consumer's stream is
@@ -392,7 +473,7 @@ def build_plan(
         raise UnsupportedField(problems)
     total = StreamPlan(problems=_live_origin_problems(specs, live))
     for group in group_streams(specs, live):
-        part = plan_stream(group, live.server, prune=prune, ownership=ownership)
+        part = plan_stream(group, live.server, prune=prune, ownership=ownership, migrate=migrate)
         total.problems += part.problems
         total.steps += part.steps
         total.unchanged += part.unchanged

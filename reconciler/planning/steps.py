@@ -25,6 +25,7 @@ from reconciler.errors import Location
 from reconciler.identity import Kind, ResourceRef
 from reconciler.model.diff import FieldChange, ReplaceReason
 from reconciler.model.loss import Loss
+from reconciler.model.migration import ConsumerFate, Volume
 from reconciler.model.state import ServerInfo
 
 FORMAT_VERSION = 1
@@ -124,6 +125,54 @@ class Replace(Entry):
         return True
 
 
+#: What every migration changes, said in the plan and in docs/migrate.md.
+MIGRATION_CHANGES = (
+    "messages are copied out to a temporary stream and back, in order, with their "
+    "subjects, payloads and headers (Nats-Msg-Id included)",
+    "sequence numbers stay when the stream has no gaps (the new stream starts at the old "
+    "first sequence); otherwise the gaps close and consumers are moved to match",
+    "each message's timestamp becomes the time it was copied back, so max_age counts from "
+    "the migration",
+    "each message gets a Nats-Stream-Source header naming the temporary stream",
+    "publishes are refused (the publisher gets an error, nothing is lost silently) only "
+    "while each of the two handovers waits for the last messages, typically milliseconds",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Migrate(Entry):
+    """Move a stream (or bucket) to a config an update cannot reach, keeping its messages
+    (:mod:`reconciler.model.migration`). ``phase`` is set when an interrupted migration is
+    found on the server: apply finishes it."""
+
+    config: Mapping[str, Any]
+    live: Mapping[str, Any] = field(default_factory=dict)
+    because: tuple[ReplaceReason, ...] = ()
+    volume: Volume = field(default_factory=Volume)
+    consumers: tuple[ConsumerFate, ...] = ()
+    phase: str | None = None
+
+    action: ClassVar[str] = "migrate"
+
+    @property
+    def destructive(self) -> bool:
+        """Only when the new limits delete part of what is copied back."""
+        return bool(self.losses)
+
+    def to_json(self) -> dict[str, Any]:
+        out = super().to_json()
+        out["migration"] = {
+            **self.volume.to_json(),
+            "phase": self.phase,
+            "consumers": [
+                {"name": c.name, "kept": c.kept, "position": c.position, "note": c.note}
+                for c in self.consumers
+            ],
+            "changes": list(MIGRATION_CHANGES),
+        }
+        return out
+
+
 @dataclass(frozen=True, kw_only=True)
 class Delete(Entry):
     """Prune a managed resource no spec declares any more (its messages, or a consumer's
@@ -174,7 +223,7 @@ class Foreign(Entry):
     action: ClassVar[str] = "foreign"
 
 
-Step = Create | Update | Replace | Delete
+Step = Create | Update | Replace | Migrate | Delete
 Note = Unchanged | Unmanaged | Orphan | Foreign
 PlanEntry = Step | Note
 
@@ -209,9 +258,10 @@ class Plan:
         return tuple(step for step in self.changes if step.destructive)
 
     @property
-    def lossy_updates(self) -> tuple[Update, ...]:
-        """Updates that delete stored messages (allowed only with --allow-data-loss)."""
-        return tuple(s for s in self.changes if isinstance(s, Update) and s.destructive)
+    def lossy_updates(self) -> tuple[Update | Migrate, ...]:
+        """Updates (and migrations) that delete stored messages: allowed only with
+        --allow-data-loss."""
+        return tuple(s for s in self.changes if isinstance(s, Update | Migrate) and s.destructive)
 
     @property
     def entries(self) -> tuple[PlanEntry, ...]:
@@ -222,7 +272,7 @@ class Plan:
     def summary(self) -> dict[str, int]:
         counts = dict.fromkeys(SUMMARY_KEYS, 0)
         for step in self.changes:
-            counts[step.action] += 1
+            counts[step.action] = counts.get(step.action, 0) + 1
         counts["unchanged"] = len(self.unchanged)
         return counts
 

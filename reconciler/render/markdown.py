@@ -16,9 +16,9 @@ from collections.abc import Collection
 
 from reconciler.model.values import display, field_label
 from reconciler.planning.steps import Entry, Plan
-from reconciler.render.text import destroy_warning
+from reconciler.render.text import ACTIONS, destroy_warning, migration_notes
 
-ICONS = {"create": "🆕", "update": "🔄", "replace": "⚠️", "delete": "🗑️"}
+ICONS = {"create": "🆕", "update": "🔄", "replace": "⚠️", "migrate": "🚚", "delete": "🗑️"}
 
 
 #: Characters that would make text a link, an image, emphasis, code or a new cell.
@@ -53,8 +53,7 @@ def _verdict(plan: Plan, allowed: Collection[str]) -> str:
     counts = plan.summary
     if not plan.has_changes:
         return f"### ✅ No changes: {counts['unchanged']} resource(s) match the specs"
-    actions = ("create", "update", "replace", "delete")
-    done = ", ".join(f"{counts[key]} to {key}" for key in actions if counts[key])
+    done = ", ".join(f"{counts[key]} to {key}" for key in ACTIONS if counts.get(key))
     warning = destroy_warning(plan, allowed)
     if warning is None:
         return f"### ✅ {done}: nothing is destroyed"
@@ -106,6 +105,7 @@ def _step(step: Entry) -> list[str]:
     lines = [f"**{icon} {step.action} {cell(step.label)}**{where}", ""]
     lines += _diff_block(step)
     notes = [f"- {cell(reason)}" for reason in step.reasons]
+    notes += [f"- {cell(note)}" for note in migration_notes(step)]
     if step.destructive:
         notes += [f"- **loses:** {cell(loss.summary)}" for loss in step.losses]
     return lines + notes + ([""] if notes else [])

@@ -7,6 +7,9 @@
 -/+ replace Stream EVENTS  (streams/events.yaml:1)
     storage: "file" → "memory"
     # storage cannot be changed
+>>> migrate Stream AUDIT  (streams/audit.yaml:1)
+    storage: "file" → "memory"
+    # copies 1,200 messages (1.2 MiB) out to a temporary stream and back, keeping them
 
 Plan: 1 to create, 1 to update, 1 to replace, 0 to delete (3 unchanged).
 """
@@ -17,10 +20,34 @@ from collections.abc import Collection
 from typing import Any
 
 from reconciler.model.values import display, field_label
-from reconciler.planning.steps import Entry, Plan
+from reconciler.planning.steps import MIGRATION_CHANGES, Entry, Migrate, Plan
+from reconciler.specs.units import approx_size
 
-SYMBOLS = {"create": "+", "update": "~", "replace": "-/+", "delete": "-"}
-_COLORS = {"create": "32", "update": "33", "replace": "35", "delete": "31", "note": "2"}
+SYMBOLS = {"create": "+", "update": "~", "replace": "-/+", "migrate": ">>>", "delete": "-"}
+_COLORS = {
+    "create": "32",
+    "update": "33",
+    "replace": "35",
+    "migrate": "36",
+    "delete": "31",
+    "note": "2",
+}
+#: Actions in the order a summary counts them; ``migrate`` only when there are some.
+ACTIONS = ("create", "update", "replace", "migrate", "delete")
+
+
+def migration_notes(step: Entry) -> list[str]:
+    """What a migrate step copies and changes, for every plan format."""
+    if not isinstance(step, Migrate):
+        return []
+    volume = step.volume
+    notes = [
+        f"copies {volume.messages:,} messages ({approx_size(volume.bytes)}) out to a temporary "
+        "stream and back, keeping them"
+    ]
+    if step.phase is None:
+        notes += [f"then: {change}" for change in MIGRATION_CHANGES[1:]]
+    return notes
 
 
 def change_line(
@@ -58,6 +85,7 @@ def step_lines(step: Entry, *, color: bool = False) -> list[str]:
         )
         lines.append("    " + line)
     lines.extend(_paint(f"    # {reason}", "note", color=color) for reason in step.reasons)
+    lines.extend(_paint(f"    # {note}", "note", color=color) for note in migration_notes(step))
     if step.destructive:
         lines.extend(
             _paint(f"    ! loses: {loss.summary}", "delete", color=color) for loss in step.losses
@@ -86,7 +114,9 @@ def summary_line(plan: Plan) -> str:
     counts = plan.summary
     if not plan.has_changes:
         return f"No changes. {counts['unchanged']} resource(s) unchanged."
-    done = ", ".join(f"{counts[key]} to {key}" for key in ("create", "update", "replace", "delete"))
+    done = ", ".join(
+        f"{counts.get(key, 0)} to {key}" for key in ACTIONS if key != "migrate" or key in counts
+    )
     return f"Plan: {done} ({counts['unchanged']} unchanged)."
 
 

@@ -150,6 +150,18 @@ def format_size(nbytes: int) -> str:
     return min(candidates, key=len)
 
 
+def approx_size(nbytes: int) -> str:
+    """A size for people to read, rounded (``1756890 -> "1.7 MiB"``); exact below 1 KiB."""
+    if nbytes < 1024:
+        return f"{nbytes} B"
+    value = float(nbytes)
+    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        value /= 1024
+        if value < 1024:
+            break
+    return f"{value:.1f} {unit}"
+
+
 _ONE_TERM = re.compile(r"^\s*(\d+)\s*([a-zA-Zµ]+)\s*$")
 
 

@@ -1,0 +1,323 @@
+"""Run a migration (:mod:`reconciler.model.migration`) against a server, resumably.
+
+Each phase is written to the temporary stream's metadata before its work starts, and
+every action of a phase is idempotent (it looks at the server first), so a migration
+killed anywhere is finished by running it again: :func:`migrate` reads the phase back
+and goes on from there. Nothing is deleted before its messages are somewhere else:
+the old stream only once the temporary stream holds all of them, the temporary stream
+only once the new stream holds all of them and has its final config.
+
+``on_phase`` is called at every boundary (``copy``, ``handover``, ``retired``,
+``serving``, ``remembered``, ``deleted``, ``created``, ``restored``, ``refill``,
+``cutover``, ``final``, ``done``); the fault tests kill the process there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from reconciler.errors import MigrationStalled, NotFound, ServerError
+from reconciler.jetstream import JetStreamClient
+from reconciler.model.migration import (
+    FILLING_KEY,
+    NOTHING,
+    SOURCE_HEADER,
+    Progress,
+    Record,
+    can_keep_positions,
+    consumer_copy,
+    filling_config,
+    new_sequence,
+    placeholder,
+    remembered,
+    resettable,
+    retired_config,
+    serving_config,
+    temp_config,
+    temp_name,
+)
+
+PhaseHook = Callable[[str], Awaitable[None]]
+#: How often a handover looks at the copy (publishes are refused meanwhile).
+FAST_POLL = 0.002
+#: How often a bulk copy is looked at.
+SLOW_POLL = 0.05
+#: A copy that has not moved for this long is reported (the migration stays resumable).
+STALL_SECONDS = 60.0
+CONSUMER_EXISTS = 10148  # CONSUMER.CREATE: a different consumer already exists
+SERVER_METADATA_PREFIX = "_nats."
+
+
+async def _nothing(_: str) -> None:
+    return None
+
+
+async def migrate(
+    client: JetStreamClient,
+    stream: str,
+    target: Mapping[str, Any],
+    *,
+    on_phase: PhaseHook | None = None,
+    stall_seconds: float = STALL_SECONDS,
+) -> Progress:
+    """Move ``stream`` to the wire config ``target`` keeping its messages; or finish the
+    interrupted migration of ``stream`` (its own target then wins)."""
+    run = _Migration(client, stream, on_phase or _nothing, stall_seconds)
+    return await run.go(target)
+
+
+class _Migration:
+    def __init__(
+        self, client: JetStreamClient, stream: str, hook: PhaseHook, stall_seconds: float
+    ) -> None:
+        self.client = client
+        self.stream = stream
+        self.temp = temp_name(stream)
+        self.hook = hook
+        self.stall_seconds = stall_seconds
+        self.progress = Progress(stream)
+
+    async def go(self, target: Mapping[str, Any]) -> Progress:
+        record = await self._record()
+        if record is None:
+            record = await self._start(target)
+        phases = {
+            "copy": self._copy,
+            "handover": self._handover,
+            "serving": self._serving,
+            "refill": self._refill,
+            "cutover": self._cutover,
+        }
+        while record is not None:
+            record = await phases[record.phase](record)
+        return self.progress
+
+    # -- the record ------------------------------------------------------------------
+    async def _info(self, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.client.stream_info(name)
+        except NotFound:
+            return None
+
+    async def _record(self) -> Record | None:
+        info = await self._info(self.temp)
+        return None if info is None else Record.of(info["config"])
+
+    async def _advance(self, record: Record, phase: str) -> Record:
+        """Write the next phase to the temporary stream (its config otherwise unchanged)."""
+        info = await self._info(self.temp)
+        assert info is not None
+        config = dict(info["config"])
+        config["metadata"] = {**(config.get("metadata") or {}), **record.at(phase).metadata()}
+        await self.client.update_stream(config)
+        await self.hook(phase)
+        return record.at(phase)
+
+    async def _start(self, target: Mapping[str, Any]) -> Record:
+        info = await self.client.stream_info(self.stream)
+        live, state = info["config"], info.get("state") or {}
+        server = await self.client.server_info()
+        record = Record(
+            stream=self.stream,
+            phase="copy",
+            target=dict(target),
+            subjects={
+                key: live.get(key)
+                for key in ("subjects", "subject_transform", "republish", "duplicate_window")
+            },
+            first_seq=int(state.get("first_seq") or 1),
+            keep_positions=can_keep_positions(server),
+        )
+        await self.client.create_stream(temp_config(live, record))
+        await self.hook("copy")
+        return record
+
+    # -- phases ----------------------------------------------------------------------
+    async def _copy(self, record: Record) -> Record:
+        """Bulk copy while the old stream still takes publishes."""
+        await self._wait(self.temp, self.stream, fast=False)
+        return await self._advance(record, "handover")
+
+    async def _handover(self, record: Record) -> Record:
+        """Freeze the old stream, take its last messages, take its subjects."""
+        info = await self._info(self.stream)
+        started = time.monotonic()
+        if info is not None and FILLING_KEY not in (info["config"].get("metadata") or {}):
+            if info["config"].get("subjects") != [placeholder(self.stream)]:
+                await self.client.update_stream(retired_config(info["config"]))
+                started = time.monotonic()
+                await self.hook("retired")
+            await self._wait(self.temp, self.stream, fast=True)
+        temp = await self._info(self.temp)
+        assert temp is not None
+        await self.client.update_stream(serving_config(temp["config"], record))
+        self.progress.windows_ms.append((time.monotonic() - started) * 1000)
+        await self.hook("serving")
+        return record.at("serving")
+
+    async def _serving(self, record: Record) -> Record:
+        """Remember the consumers, delete the old stream, create the new one empty with
+        its consumers restored, then let it copy."""
+        info = await self._info(self.stream)
+        if info is not None and FILLING_KEY not in (info["config"].get("metadata") or {}):
+            await self._remember_consumers()
+            await self.hook("remembered")
+            await self.client.delete_stream(self.stream)
+            await self.hook("deleted")
+            info = None
+        if info is None:
+            await self.client.create_stream(filling_config(record, copying=False))
+            await self.hook("created")
+        await self._restore_consumers(record, late=False)
+        await self.hook("restored")
+        return await self._advance(record, "refill")
+
+    async def _refill(self, record: Record) -> Record:
+        """Copy everything back while publishers still write to the temporary stream."""
+        info = await self._info(self.stream)
+        assert info is not None, f"stream {self.stream} vanished during its migration"
+        sources = info["config"].get("sources") or []
+        if any(source.get("filter_subject") == NOTHING for source in sources):
+            await self.client.update_stream(filling_config(record, copying=True))
+        await self._wait(self.stream, self.temp, fast=False)
+        return await self._advance(record, "cutover")
+
+    async def _cutover(self, record: Record) -> None:
+        """Freeze the temporary stream, take its last messages, take the final config."""
+        info = await self._info(self.stream)
+        assert info is not None, f"stream {self.stream} vanished during its migration"
+        if FILLING_KEY in (info["config"].get("metadata") or {}):
+            temp = await self._info(self.temp)
+            assert temp is not None
+            started = time.monotonic()
+            if temp["config"].get("subjects") != [placeholder(self.temp)]:
+                metadata = record.at("cutover").metadata()
+                await self.client.update_stream(retired_config(temp["config"], metadata=metadata))
+                started = time.monotonic()
+            await self._wait(self.stream, self.temp, fast=True)
+            await self._restore_consumers(record, late=True)
+            await self.client.update_stream(dict(record.target))
+            self.progress.windows_ms.append((time.monotonic() - started) * 1000)
+            await self.hook("final")
+        final = await self._info(self.stream)
+        self.progress.copied = int(((final or {}).get("state") or {}).get("messages") or 0)
+        await self.client.delete_stream(self.temp)
+        await self.hook("done")
+
+    # -- consumers -------------------------------------------------------------------
+    async def _remember_consumers(self) -> None:
+        """A copy on the temporary stream of every durable consumer of the old stream:
+        its config, and where it is (its ack floor's next message, in the temporary
+        stream's sequences: unacknowledged messages are delivered again)."""
+        for consumer in await self.client.list_consumers(self.stream):
+            config = dict(consumer["config"])
+            name = config.get("durable_name")
+            if not name:
+                continue  # an ephemeral consumer goes with its stream (the plan said so)
+            metadata = {
+                key: value
+                for key, value in (config.get("metadata") or {}).items()
+                if not key.startswith(SERVER_METADATA_PREFIX)
+            }
+            restore = (
+                {**config, "metadata": metadata}
+                if metadata
+                else {k: v for k, v in config.items() if k != "metadata"}
+            )
+            floor = int((consumer.get("ack_floor") or {}).get("stream_seq") or 0)
+            start = await self._temp_position(floor + 1)
+            try:
+                await self.client.create_consumer(
+                    self.temp, consumer_copy(name, restore, start), action="create"
+                )
+            except ServerError as err:
+                if err.err_code != CONSUMER_EXISTS:
+                    raise  # else remembered by an earlier attempt, at an earlier position
+
+    async def _restore_consumers(self, record: Record, *, late: bool) -> None:
+        """Create the remembered consumers on the new stream: the ones a reset moves
+        (``late=False``) before the copy back, at their positions; the others
+        (``late=True``) once it is complete, before publishes resume."""
+        for copy in await self.client.list_consumers(self.temp):
+            memory = remembered(copy["config"])
+            if memory is None or resettable(memory.config) == late:
+                continue
+            try:
+                try:
+                    await self.client.create_consumer(
+                        self.stream, dict(memory.config), action="create"
+                    )
+                except ServerError as err:
+                    if err.err_code != CONSUMER_EXISTS:
+                        raise
+                if record.keep_positions and not late:
+                    seq = new_sequence(memory.start, record.first_seq)
+                    await self.client.reset_consumer(self.stream, memory.name, seq)
+            except ServerError as err:
+                self.progress.not_restored.append(f"{memory.name}: {err}")
+                continue
+            await self.client.delete_consumer(self.temp, memory.name)
+            self.progress.restored.append(memory.name)
+
+    async def _temp_position(self, origin_seq: int) -> int:
+        """The first message of the temporary stream copied from ``origin_seq`` or later
+        (found by bisection on the copies' ``Nats-Stream-Source`` headers; a message
+        published to the temporary stream itself has none and comes after them all)."""
+        info = await self._info(self.temp)
+        state = (info or {}).get("state") or {}
+        low, high = int(state.get("first_seq") or 1), int(state.get("last_seq") or 0) + 1
+        while low < high:
+            middle = (low + high) // 2
+            message = await self.client.stored_message(self.temp, {"seq": middle})
+            source = None if message is None else _source_seq(message["headers"])
+            if source is not None and source < origin_seq:
+                low = middle + 1
+            else:
+                high = middle
+        return low
+
+    # -- waiting for a copy ----------------------------------------------------------
+    async def _last_stored(self, origin: str) -> int:
+        """The sequence of the last message ``origin`` holds (0: none)."""
+        try:
+            message = await self.client.stored_message(origin, {"last_by_subj": ">"})
+            return 0 if message is None else int(message["seq"])
+        except ServerError:
+            info = await self._info(origin)
+            return int(((info or {}).get("state") or {}).get("last_seq") or 0)
+
+    async def _wait(self, stream: str, origin: str, *, fast: bool) -> None:
+        """Until ``stream`` has copied ``origin`` up to the last message it holds now."""
+        goal = await self._last_stored(origin)
+        pause = FAST_POLL if fast else SLOW_POLL
+        seen, moved = -1, time.monotonic()
+        while True:
+            info = await self._info(stream)
+            source = next(
+                (s for s in (info or {}).get("sources") or [] if s.get("name") == origin), None
+            )
+            at = int((source or {}).get("seq") or 0)
+            if at >= goal and not (source or {}).get("lag"):
+                return
+            if at != seen:
+                seen, moved = at, time.monotonic()
+            elif time.monotonic() - moved > self.stall_seconds:
+                error = (source or {}).get("error") or {}
+                why = f": {error.get('description')}" if error else ""
+                raise MigrationStalled(
+                    f"migrating {self.stream}: copying from {origin} into {stream} stopped at "
+                    f"sequence {at} of {goal}{why}; no message is lost, and the next apply "
+                    "resumes the migration"
+                )
+            await asyncio.sleep(pause)
+
+
+def _source_seq(headers: Mapping[str, str]) -> int | None:
+    """The origin sequence in a ``Nats-Stream-Source`` header (``NAME SEQ ...``)."""
+    parts = headers.get(SOURCE_HEADER, "").split()
+    if len(parts) < 2 or not parts[1].isdigit():
+        return None
+    return int(parts[1])

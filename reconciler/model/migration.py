@@ -1,0 +1,431 @@
+"""Data-preserving migration of a stream's immutable fields: the rules (pure).
+
+An update cannot change a stream's storage, its retention to or from ``workqueue``, turn
+``sealed``/``deny_delete``/``deny_purge``/``allow_msg_ttl`` off, or change ``persist_mode``
+(:func:`reconciler.model.diff.replace_reasons`). A replace deletes the messages; a
+migration keeps them by moving them twice with JetStream's own sourcing:
+
+1. ``copy``: a temporary stream (:func:`temp_name`) sources the stream while it keeps
+   taking publishes.
+2. ``handover``: the stream's subjects move to a placeholder, the temporary stream takes
+   the last messages, the durable consumers' positions are recorded on it as consumers of
+   its own, and it takes the subjects: publishers write to it from then on.
+3. ``serving``: the old stream is deleted and created again with the desired config, no
+   subjects yet, and its consumers restored at their positions (nats-server 2.14+).
+4. ``refill``: the new stream sources the temporary one while publishers still write there.
+5. ``cutover``: the temporary stream's subjects move to a placeholder, the new stream takes
+   the last messages and the desired subjects; the temporary stream is deleted.
+
+Publishes are refused (no stream answers: the publisher sees an error) only inside the
+two handovers, which wait for the last few messages, never for the whole stream. The
+temporary stream carries a :class:`Record` in its metadata (the phase, the target config,
+what the old stream published on), so a new apply finds an interrupted migration and
+finishes it from the server's state alone.
+
+What changes: sequence numbers (kept when the old stream had no gaps: the new one starts
+at the old first sequence), each message's timestamp (the time it was copied back, so
+``max_age`` counts from the migration), and a ``Nats-Stream-Source`` header naming the
+temporary stream on every message copied. Subjects, payloads, the other headers
+(``Nats-Msg-Id`` included) and the order are kept.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.model.state import ServerInfo, StreamState
+
+#: Metadata key of the temporary stream: the migration's record (JSON).
+RECORD_KEY = "io.jetstream-gitops/migration"
+#: Metadata key of a new stream still being filled: the temporary stream it sources.
+FILLING_KEY = "io.jetstream-gitops/migration-source"
+#: Metadata key of a consumer copy on the temporary stream: the consumer to restore.
+CONSUMER_KEY = "io.jetstream-gitops/migrated-consumer"
+TEMP_PREFIX = "MIGRATING_"
+#: Subjects nothing publishes on: where a stream's subjects go while another takes them.
+PLACEHOLDER = "_jetstream_gitops.migrating"
+#: A source filter that matches nothing: a source that copies nothing yet.
+NOTHING = PLACEHOLDER + ".nothing"
+PHASES = ("copy", "handover", "serving", "refill", "cutover")
+#: nats-server release with CONSUMER.RESET (a consumer moved to a sequence).
+RESET_VERSION = (2, 14, 0)
+#: The header a copy adds to each message: ``NAME SEQ ...`` of the stream it came from.
+SOURCE_HEADER = "Nats-Stream-Source"
+#: Bytes a copy adds to each message: the ``Nats-Stream-Source`` header and its framing.
+HEADER_OVERHEAD = 64
+
+#: The fields that say what a stream takes publishes on; the record keeps the old ones.
+SUBJECT_FIELDS = ("subjects", "subject_transform", "republish", "duplicate_window")
+#: Fields the temporary stream never takes from the old one.
+_TEMP_DROPS = (
+    *SUBJECT_FIELDS,
+    "mirror",
+    "sources",
+    "first_seq",
+    "max_msgs",
+    "max_bytes",
+    "max_age",
+    "max_msgs_per_subject",
+    "max_msg_size",
+    "max_consumers",
+    "discard",
+    "discard_new_per_subject",
+    "deny_delete",
+    "deny_purge",
+    "sealed",
+    "allow_direct",
+    "mirror_direct",
+    "consumer_limits",
+    "subject_delete_marker_ttl",
+    "metadata",
+    "retention",
+)
+
+
+def temp_name(stream: str) -> str:
+    """The temporary stream of ``stream``'s migration."""
+    return TEMP_PREFIX + stream
+
+
+def placeholder(stream: str) -> str:
+    """The subject a stream listens on while it must take no publishes."""
+    return f"{PLACEHOLDER}.{stream}"
+
+
+@dataclass(frozen=True)
+class Record:
+    """What a migration needs to finish after a crash, kept on its temporary stream."""
+
+    stream: str
+    phase: str
+    target: Mapping[str, Any]  # the desired wire config of the new stream
+    subjects: Mapping[str, Any]  # the old stream's SUBJECT_FIELDS
+    first_seq: int = 1  # the old stream's first sequence: the new one starts there
+    keep_positions: bool = True  # the server can reset consumers to a sequence
+
+    def at(self, phase: str) -> Record:
+        return Record(
+            self.stream, phase, self.target, self.subjects, self.first_seq, self.keep_positions
+        )
+
+    def metadata(self) -> dict[str, str]:
+        body = {
+            "stream": self.stream,
+            "phase": self.phase,
+            "target": self.target,
+            "subjects": self.subjects,
+            "first_seq": self.first_seq,
+            "keep_positions": self.keep_positions,
+        }
+        return {RECORD_KEY: json.dumps(body, sort_keys=True, separators=(",", ":"))}
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any]) -> Record | None:
+        """The record a temporary stream's config carries; None for any other stream."""
+        raw = (config.get("metadata") or {}).get(RECORD_KEY)
+        if not isinstance(raw, str):
+            return None
+        try:
+            body = json.loads(raw)
+            phase = str(body["phase"])
+            return cls(
+                stream=str(body["stream"]),
+                phase=phase if phase in PHASES else PHASES[0],
+                target=dict(body["target"]),
+                subjects=dict(body.get("subjects") or {}),
+                first_seq=int(body.get("first_seq") or 1),
+                keep_positions=bool(body.get("keep_positions", True)),
+            )
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+def is_temp(config: Mapping[str, Any]) -> bool:
+    """Whether a live stream is a migration's temporary stream."""
+    return Record.of(config) is not None
+
+
+def blockers(desired: Mapping[str, Any], live: Mapping[str, Any]) -> list[str]:
+    """Why sourcing cannot carry this stream's messages to ``desired`` (empty: it can)."""
+    reasons = []
+    for side, config in (("the stream", live), ("the new config", desired)):
+        if config.get("mirror"):
+            reasons.append(
+                f"{side} is a mirror: its messages are its origin's, and a mirror cannot "
+                "take the copy back"
+            )
+        if config.get("sources"):
+            reasons.append(
+                f"{side} sources other streams: the new stream could not tell where each "
+                "source had got to"
+            )
+        if config.get("allow_msg_counter"):
+            reasons.append(f"{side} is a counter stream: copies of counters are not counters")
+        if config.get("allow_msg_schedules"):
+            reasons.append(f"{side} holds message schedules: a copy would fire them again")
+    if live.get("name") != desired.get("name"):
+        reasons.append("the name changes")
+    return list(dict.fromkeys(reasons))
+
+
+def overflow(desired: Mapping[str, Any], state: StreamState | None) -> str | None:
+    """Why the new stream would refuse part of the copy (``discard: new`` limits)."""
+    if state is None or desired.get("discard") != "new":
+        return None
+    max_msgs, max_bytes = desired.get("max_msgs", -1), desired.get("max_bytes", -1)
+    if isinstance(max_msgs, int) and 0 <= max_msgs < state.messages:
+        return f"max_msgs {max_msgs} with discard new cannot take its {state.messages} messages"
+    copied = copy_bytes(state)
+    if isinstance(max_bytes, int) and 0 <= max_bytes < copied:
+        return f"max_bytes {max_bytes} with discard new cannot take its {copied} bytes"
+    return None
+
+
+def copy_bytes(state: StreamState | None) -> int:
+    """What a copy of the stream takes: its bytes and a header per message."""
+    if state is None:
+        return 0
+    return state.bytes + state.messages * HEADER_OVERHEAD
+
+
+def can_keep_positions(server: ServerInfo) -> bool:
+    return server.version_tuple >= RESET_VERSION
+
+
+#: Deliver policies CONSUMER.RESET accepts (the server refuses it for the others).
+RESETTABLE = frozenset({"all", "by_start_sequence", "by_start_time"})
+
+
+def resettable(config: Mapping[str, Any]) -> bool:
+    """Whether a consumer can be moved to a sequence: restored before the copy back, at
+    its position. The others (``new``, ``last``, ``last_per_subject``) are created once
+    the copy is complete, and deliver what is published after the migration."""
+    return str(config.get("deliver_policy") or "all") in RESETTABLE
+
+
+# --- the configs of each phase ------------------------------------------------------------
+
+
+def temp_config(live: Mapping[str, Any], record: Record) -> dict[str, Any]:
+    """The temporary stream: the old one's storage, replicas and placement, every limit
+    lifted, sourcing the old stream, no subjects and no duplicate window (a window would
+    drop messages that repeat a ``Nats-Msg-Id`` outside the old stream's window)."""
+    config = {key: value for key, value in live.items() if key not in _TEMP_DROPS}
+    config.update(
+        name=temp_name(record.stream),
+        retention="limits",
+        allow_rollup_hdrs=True,
+        sources=[{"name": record.stream}],
+        metadata=record.metadata(),
+    )
+    return config
+
+
+def serving_config(temp_live: Mapping[str, Any], record: Record) -> dict[str, Any]:
+    """The temporary stream once it takes the publishes: the old subjects, no source."""
+    config = {k: v for k, v in temp_live.items() if k not in (*SUBJECT_FIELDS, "sources")}
+    config.update({k: v for k, v in record.subjects.items() if v not in (None, [], {})})
+    config["metadata"] = _with_metadata(temp_live, record.at("serving").metadata())
+    return config
+
+
+def retired_config(
+    live: Mapping[str, Any], *, metadata: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """A stream that must take no more publishes: its subjects moved to a placeholder."""
+    config = {k: v for k, v in live.items() if k not in ("subject_transform", "republish")}
+    config["subjects"] = [placeholder(str(live["name"]))]
+    if metadata is not None:
+        config["metadata"] = _with_metadata(live, metadata)
+    return config
+
+
+def filling_config(record: Record, *, copying: bool) -> dict[str, Any]:
+    """The new stream while it is filled: the target config without its subjects (and
+    without what would act on the copied messages: a subject transform, republishing, a
+    duplicate window), sourcing the temporary stream: through a filter that matches
+    nothing until its consumers are restored (``copying=False``), then everything."""
+    target = record.target
+    config = {k: v for k, v in target.items() if k not in SUBJECT_FIELDS}
+    source: dict[str, Any] = {"name": temp_name(record.stream)}
+    if not copying:
+        source["filter_subject"] = NOTHING
+    config["sources"] = [source]
+    if record.first_seq > 1:
+        config["first_seq"] = record.first_seq
+    config["metadata"] = {**(target.get("metadata") or {}), FILLING_KEY: temp_name(record.stream)}
+    return config
+
+
+def _with_metadata(live: Mapping[str, Any], extra: Mapping[str, str]) -> dict[str, str]:
+    return {**(live.get("metadata") or {}), **extra}
+
+
+def consumer_copy(name: str, restore: Mapping[str, Any], start: int) -> dict[str, Any]:
+    """A consumer on the temporary stream that only remembers: the consumer to restore
+    (its config, in metadata) and its position there (the sequence it delivers next)."""
+    return {
+        "durable_name": name,
+        "ack_policy": "none",
+        "deliver_policy": "by_start_sequence",
+        "opt_start_seq": max(start, 1),
+        "metadata": {CONSUMER_KEY: json.dumps(dict(restore), sort_keys=True)},
+    }
+
+
+@dataclass(frozen=True)
+class Remembered:
+    """A consumer to restore, read back from its copy on the temporary stream."""
+
+    name: str
+    config: Mapping[str, Any]
+    start: int  # its next message, as a sequence of the temporary stream
+
+
+def remembered(copy: Mapping[str, Any]) -> Remembered | None:
+    """The consumer a copy on the temporary stream remembers; None for anything else."""
+    raw = (copy.get("metadata") or {}).get(CONSUMER_KEY)
+    if not isinstance(raw, str):
+        return None
+    try:
+        config = json.loads(raw)
+    except ValueError:
+        return None
+    name = copy.get("durable_name") or copy.get("name")
+    if not isinstance(config, dict) or not isinstance(name, str):
+        return None
+    return Remembered(name, config, int(copy.get("opt_start_seq") or 1))
+
+
+def new_sequence(temp_seq: int, first_seq: int) -> int:
+    """Where a temporary stream's message lands in the new stream: the copy back starts
+    at the old stream's first sequence and keeps the temporary stream's order."""
+    return max(first_seq, 1) + temp_seq - 1
+
+
+@dataclass(frozen=True)
+class Volume:
+    """What a migration copies (twice: out to the temporary stream, then back)."""
+
+    messages: int = 0
+    bytes: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        return {"messages": self.messages, "bytes": self.bytes}
+
+
+@dataclass(frozen=True)
+class ConsumerFate:
+    """What a migration does to one live consumer of the stream."""
+
+    name: str
+    kept: bool  # restored with its config
+    position: bool  # and its position
+    note: str = ""
+
+
+def consumer_fates(
+    consumers: Mapping[str, Mapping[str, Any]], server: ServerInfo
+) -> list[ConsumerFate]:
+    """The plan's word on each live consumer, before anything starts."""
+    fates = []
+    reset = can_keep_positions(server)
+    for name, config in sorted(consumers.items()):
+        if not config.get("durable_name"):
+            fates.append(ConsumerFate(name, False, False, f"ephemeral consumer {name} is not kept"))
+        elif not resettable(config):
+            policy = config.get("deliver_policy")
+            note = (
+                f"consumer {name} (deliver_policy {policy}) cannot be moved to a sequence: it "
+                "is created again once the copy is complete and delivers what is published "
+                "after the migration"
+            )
+            fates.append(ConsumerFate(name, True, False, note))
+        elif reset:
+            fates.append(ConsumerFate(name, True, True, f"consumer {name} keeps its position"))
+        else:
+            note = (
+                f"consumer {name} is restored but starts again from its deliver policy "
+                f"(keeping positions needs nats-server 2.14; connected: {server.version})"
+            )
+            fates.append(ConsumerFate(name, True, False, note))
+    return fates
+
+
+@dataclass(frozen=True)
+class Room:
+    """Free space of one storage type in the account (None: no limit)."""
+
+    storage: str
+    free: int | None
+    limit: int | None = None
+    used: int = 0
+
+
+def rooms(account: Mapping[str, Any], replicas: int = 1) -> dict[str, Room]:
+    """Free memory and file storage of the account, from ``$JS.API.INFO``; a tier's
+    limits (``R1``, ``R3``) when the account has tiers."""
+    tiers = account.get("tiers") or {}
+    tier = tiers.get(f"R{replicas}") if isinstance(tiers, Mapping) else None
+    source = tier if isinstance(tier, Mapping) and tier.get("limits") else account
+    limits = source.get("limits") or {}
+    out = {}
+    for storage, limit_key, used_key in (
+        ("memory", "max_memory", "memory"),
+        ("file", "max_storage", "storage"),
+    ):
+        limit = int(limits.get(limit_key, -1) or -1)
+        used = int(source.get(used_key, 0) or 0)
+        if limit < 0:
+            out[storage] = Room(storage, None, None, used)
+        else:
+            out[storage] = Room(storage, max(limit - used, 0), limit, used)
+    return out
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    storage: str
+    needed: int
+    room: Room
+
+
+def shortfalls(
+    live: Mapping[str, Any],
+    desired: Mapping[str, Any],
+    state: StreamState | None,
+    account: Mapping[str, Any],
+) -> list[Shortfall]:
+    """Where the account lacks room for the copies: the temporary stream (in the old
+    storage) while the old stream still exists, then the new stream (in the desired
+    storage) beside the temporary one once the old stream is gone."""
+    size = copy_bytes(state)
+    if size == 0:
+        return []
+    old, new = str(live.get("storage", "file")), str(desired.get("storage", "file"))
+    replicas = int(live.get("num_replicas", 1) or 1)
+    free = rooms(account, replicas)
+    held = state.bytes if state is not None else 0
+    needs: dict[str, int] = {old: size}
+    # After the old stream is deleted: temporary copy (old storage) plus the new stream.
+    needs[new] = max(needs.get(new, 0), size + (size - held if new == old else 0))
+    out = []
+    for storage, needed in needs.items():
+        room = free.get(storage)
+        if room is not None and room.free is not None and room.free < needed:
+            out.append(Shortfall(storage, needed, room))
+    return out
+
+
+@dataclass
+class Progress:
+    """How a migration went, for the log and the benchmark."""
+
+    stream: str
+    copied: int = 0
+    windows_ms: list[float] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)
+    not_restored: list[str] = field(default_factory=list)
