@@ -1,0 +1,65 @@
+"""Helpers of the migration tests: dump a stream's messages, publish with headers."""
+
+from __future__ import annotations
+
+import base64
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import nats
+from servers import NatsServer
+
+from reconciler.jetstream import ConnectionOptions, open_client
+from reconciler.model.migration import SOURCE_HEADER
+
+Message = tuple[str, bytes, tuple[tuple[str, str], ...]]
+
+
+def write(tmp_path: Path, text: str, name: str = "specs.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def options(server: NatsServer) -> ConnectionOptions:
+    return ConnectionOptions(servers=server.url)
+
+
+async def api(server: NatsServer, op: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    async with open_client(options(server)) as client:
+        return await client.request(op, body)
+
+
+async def dump(server: NatsServer, stream: str) -> list[Message]:
+    """Every message of ``stream`` in order: subject, payload, headers (sorted, without
+    the header a copy adds)."""
+    async with open_client(options(server)) as client:
+        info = await client.stream_info(stream)
+        state = info["state"]
+        out: list[Message] = []
+        seq = int(state["first_seq"])
+        while seq <= int(state["last_seq"]):
+            message = await client.stored_message(stream, {"seq": seq, "next_by_subj": ">"})
+            if message is None:
+                break
+            headers = tuple(
+                sorted((k, v) for k, v in message["headers"].items() if k != SOURCE_HEADER)
+            )
+            data = base64.b64decode(message.get("data") or "")
+            out.append((str(message["subject"]), data, headers))
+            seq = int(message["seq"]) + 1
+        return out
+
+
+async def publish_many(server: NatsServer, subjects: list[str], count: int, tag: str = "m") -> None:
+    nc = await nats.connect(server.url)
+    try:
+        for i in range(count):
+            subject = subjects[i % len(subjects)]
+            headers = {"Nats-Msg-Id": f"{tag}-{i}", "X-Order": str(i)}
+            reply = await nc.request(subject, f"{tag}{i}".encode(), headers=headers, timeout=5)
+            assert "error" not in json.loads(reply.data), reply.data
+    finally:
+        await nc.close()
