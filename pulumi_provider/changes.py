@@ -45,17 +45,20 @@ def compare(olds: Mapping[str, Any], news: Mapping[str, Any]) -> Change:
     live = recorded_live(olds)
     if live is None:  # outputs written without a live config: compare inputs only
         return Change(control or spec_body(olds) != spec_body(news))
-    replaces, changed = config_change(news, live)
+    replaces, changed = config_change(news, live, migrate=bool(_value(news, "migrate")))
     # Name the declared properties when they explain the replace; derived defaults that
     # move with them (max_waiting when a pull consumer becomes push) add only noise.
     declared = [f for f in replaces if f in spec_body(news) or f in spec_body(olds)]
     return Change(control or changed, declared or replaces)
 
 
-def config_change(news: Mapping[str, Any], live: Live) -> tuple[list[str], bool]:
-    """(properties forcing a replace, anything changed): the engine's plan for ``news``."""
+def config_change(
+    news: Mapping[str, Any], live: Live, *, migrate: bool = False
+) -> tuple[list[str], bool]:
+    """(properties forcing a replace, anything changed): the engine's plan for ``news``;
+    with ``migrate``, a change only a migration can make is an update (nothing replaced)."""
     spec = to_spec(news)
-    plan = build_plan(with_stream(spec), recorded_state(spec, live))
+    plan = build_plan(with_stream(spec), recorded_state(spec, live), migrate=migrate)
     entry = next(
         e
         for e in (*plan.changes, *plan.unchanged)
@@ -105,11 +108,15 @@ def server_facts(server: ServerInfo) -> dict[str, Any]:
     return {"version": server.version, "api_level": server.api_level, "clustered": server.clustered}
 
 
+#: The boolean control inputs: turning one on or off is an update of the outputs.
+CONTROL_FLAGS = ("allow_destroy", "migrate")
+
+
 def _control_changed(olds: Mapping[str, Any], news: Mapping[str, Any]) -> bool:
-    destroy = bool(_value(olds, "allow_destroy")) != bool(_value(news, "allow_destroy"))
+    flags = any(bool(_value(olds, f)) != bool(_value(news, f)) for f in CONTROL_FLAGS)
     old_conn = public_connection(_value(olds, "connection"))
     new_conn = public_connection(_value(news, "connection"))
-    return destroy or old_conn != new_conn
+    return flags or old_conn != new_conn
 
 
 def _value(props: Mapping[str, Any], key: str) -> Any:

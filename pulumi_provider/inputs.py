@@ -20,7 +20,7 @@ from reconciler.specs.spec import KINDS, Spec
 from reconciler.specs.validate import validate_documents
 
 #: Inputs that steer the provider and are not spec fields.
-CONTROL_FIELDS = frozenset({"connection", "allow_destroy", "__provider"})
+CONTROL_FIELDS = frozenset({"connection", "allow_destroy", "migrate", "__provider"})
 
 #: Inputs that identify a resource: a change replaces it.
 IDENTITY_FIELDS: tuple[str, ...] = ("kind", "name", "stream")

@@ -50,7 +50,9 @@ async def observe(client: JetStreamClient, target: Target) -> Live | None:
     return Live(server, info["config"], stream_config=stream["config"])
 
 
-async def converge(client: JetStreamClient, spec: Spec, *, allow_data_loss: bool = False) -> Live:
+async def converge(
+    client: JetStreamClient, spec: Spec, *, allow_data_loss: bool = False, migrate: bool = False
+) -> Live:
     """Create or update the resource exactly as ``reconcile apply`` would, then read it.
 
     The engine plans this one spec against the live resource and its one executor applies
@@ -58,11 +60,13 @@ async def converge(client: JetStreamClient, spec: Spec, *, allow_data_loss: bool
     sends the complete config. A replace is refused here: Pulumi plans replaces itself
     (Diff), so one showing up now means the server changed since the last refresh. An
     update that would delete stored messages (a tighter limit on a stream holding them)
-    is refused unless the resource sets ``allow_destroy``, like a delete.
+    is refused unless the resource sets ``allow_destroy``, like a delete. With
+    ``migrate``, a change an update cannot make migrates the messages (the resource's
+    ``migrate`` input), and an interrupted migration is finished.
     """
     target = spec.ref
     state = await live_state(client, target)
-    plan = build_plan(with_stream(spec), state)
+    plan = build_plan(with_stream(spec), state, migrate=migrate)
     if plan.lossy_updates and not allow_data_loss:
         losses = "; ".join(loss.summary for step in plan.lossy_updates for loss in step.losses)
         raise RefusedPlan(

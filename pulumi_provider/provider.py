@@ -99,8 +99,12 @@ class JetStreamProvider(ResourceProvider):
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         spec = to_spec(news)
         allow = bool(plain(news.get("allow_destroy", False)))
+        migrate = bool(plain(news.get("migrate", False)))
         live = self._run(
-            news, lambda client: operations.converge(client, spec, allow_data_loss=allow)
+            news,
+            lambda client: operations.converge(
+                client, spec, allow_data_loss=allow, migrate=migrate
+            ),
         )
         return UpdateResult(outputs(news, live))
 
@@ -132,8 +136,9 @@ def input_problems(news: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("connection", f"unknown connection field {name!r}")
         for name in unknown_connection_fields(_mapping(news.get("connection")))
     ]
-    if not isinstance(plain(news.get("allow_destroy", False)), bool):
-        found.append(("allow_destroy", "must be true or false"))
+    for flag in ("allow_destroy", "migrate"):
+        if not isinstance(plain(news.get(flag, False)), bool):
+            found.append((flag, "must be true or false"))
     if has_unknowns(spec_body(news)):  # preview with values not known yet
         return found
     try:
@@ -147,6 +152,7 @@ def outputs(props: Mapping[str, Any], live: Live) -> dict[str, Any]:
     """Outputs: the spec fields as declared, the live config, and no credentials."""
     outs = {k: plain(v) for k, v in props.items() if k not in CONTROL_FIELDS | OUTPUT_FIELDS}
     outs["allow_destroy"] = bool(plain(props.get("allow_destroy", False)))
+    outs["migrate"] = bool(plain(props.get("migrate", False)))
     connection = public_connection(_mapping(props.get("connection")))
     if connection:
         outs["connection"] = connection

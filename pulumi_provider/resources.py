@@ -11,6 +11,8 @@ or integer nanoseconds), given as a ``spec`` mapping, as keyword arguments, or b
 password, token, tls_ca, tls_cert, tls_key, context, domain) is a secret input; without it
 the stack config (``jetstream:servers``, ...) and then ``NATS_URL`` are used.
 ``allow_destroy=True`` lets Pulumi delete (or replace) a stream or bucket holding messages.
+``migrate=True`` changes a stream's or bucket's immutable fields by migrating its messages
+(an update in the preview, never a replace; docs/migrate.md).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class JetStreamResource(pulumi.dynamic.Resource):
         *,
         connection: pulumi.Input[Mapping[str, Any]] | None = None,
         allow_destroy: pulumi.Input[bool] | None = None,
+        migrate: pulumi.Input[bool] | None = None,
         opts: pulumi.ResourceOptions | None = None,
         **fields: Any,
     ) -> None:
@@ -54,6 +57,8 @@ class JetStreamResource(pulumi.dynamic.Resource):
         props["connection"] = None if connection is None else pulumi.Output.secret(connection)
         if allow_destroy is not None:
             props["allow_destroy"] = allow_destroy
+        if migrate is not None:
+            props["migrate"] = migrate
         for name in (*_COMMON_OUTPUTS, *self._extra_outputs):
             props[name] = None
         secret = pulumi.ResourceOptions(additional_secret_outputs=["connection"])

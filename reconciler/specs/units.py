@@ -154,8 +154,8 @@ def approx_size(nbytes: int) -> str:
     """A size for people to read, rounded (``1756890 -> "1.7 MiB"``); exact below 1 KiB."""
     if nbytes < 1024:
         return f"{nbytes} B"
-    value = float(nbytes)
-    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+    value, unit = float(nbytes), "B"
+    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):  # noqa: B007 - the last one is kept
         value /= 1024
         if value < 1024:
             break

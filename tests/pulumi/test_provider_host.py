@@ -206,6 +206,29 @@ def test_immutable_stream_field_change_is_a_replace(
     assert diff.deleteBeforeReplace
 
 
+def test_with_migrate_a_storage_change_is_an_update_that_keeps_every_message(
+    host: ProviderHost, server: NatsServer
+) -> None:
+    """The resource's ``migrate`` input: the preview shows an update, never a replace, and
+    the update migrates the messages."""
+    name = unique("MIGRATE")
+    id_, _, outputs = host.apply(stream_inputs(name, storage="file"))
+    run(_publish(server.url, f"{name}.a", 50))
+    news, failures = host.check(stream_inputs(name, storage="memory", migrate=True))
+    assert not failures
+    diff = host.diff(id_, outputs, news)
+    assert diff.changes == DIFF_SOME
+    assert list(diff.replaces) == []
+    updated = host.update(id_, outputs, news)
+    info = api(server, f"STREAM.INFO.{name}")
+    assert info["config"]["storage"] == "memory"
+    assert info["state"]["messages"] == 50
+    assert updated["migrate"] is True
+    assert host.diff(id_, updated, news).changes == DIFF_NONE
+    _, failures = host.check(stream_inputs(name, migrate="yes"))
+    assert [(f.property, f.reason) for f in failures] == [("migrate", "must be true or false")]
+
+
 def test_unsealing_a_sealed_stream_is_a_replace(host: ProviderHost, server: NatsServer) -> None:
     name = unique("SEALED")
     id_, _, outputs = host.apply(stream_inputs(name))

@@ -159,3 +159,34 @@ def test_an_overlay_gives_one_environment_three_replicas(nodes, tmp_path: Path) 
     assert stream_infos(nodes.urls)["ENV_R"]["config"]["num_replicas"] == 3
     dev = reconcile("export", "--env", "dev", *store)
     assert "num_replicas" not in dev.stdout  # R1: the default, not written
+
+
+def test_an_r3_stream_migrates_on_the_cluster_with_every_message(nodes, tmp_path: Path) -> None:
+    """file → memory of an R3 stream with a consumer: both copies are R3 too; every message
+    and the consumer's ack floor come through, and the re-plan is empty."""
+    from migration_helpers import dump, publish_many
+
+    from reconciler.model.migration import temp_name
+
+    spec = write_specs(
+        tmp_path / "a", [stream_doc("R3M", num_replicas=3), consumer_doc("R3M", "WORKER")]
+    )
+    assert reconcile("apply", str(spec), "--server", nodes.urls).returncode == 0
+    run(publish_many(nodes, ["r3m.a", "r3m.b"], 1500))
+    expected = run(dump(nodes, "R3M"))
+    migrated = write_specs(
+        tmp_path / "b",
+        [stream_doc("R3M", num_replicas=3, storage="memory"), consumer_doc("R3M", "WORKER")],
+    )
+    planned = plan_json([migrated], nodes.urls, "--migrate")
+    assert [c["action"] for c in planned["changes"]] == ["migrate"]
+    assert planned["changes"][0]["migration"]["messages"] == 1500
+    done = reconcile("apply", str(migrated), "--migrate", "--server", nodes.urls)
+    assert done.returncode == 0, done.stderr
+    assert run(dump(nodes, "R3M")) == expected
+    infos = stream_infos(nodes.urls)
+    assert temp_name("R3M") not in infos
+    assert infos["R3M"]["config"]["storage"] == "memory"
+    assert infos["R3M"]["config"]["num_replicas"] == 3
+    assert len(infos["R3M"]["cluster"].get("replicas") or []) == 2
+    assert _converged([migrated], nodes.urls)
