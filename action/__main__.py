@@ -56,6 +56,7 @@ class Inputs:
     allow_data_loss: bool
     comment: bool
     fail_on_drift: bool
+    migrate: bool = False
     environments: tuple[str, ...] = ()  # project environments to run, or ("all",)
     project: str = ""
     # set per environment by ``jobs``:
@@ -93,6 +94,7 @@ class Inputs:
             allow_data_loss=runner.flag("allow-data-loss", default=False),
             comment=runner.flag("comment", default=False),
             fail_on_drift=runner.flag("fail-on-drift", default=True),
+            migrate=runner.flag("migrate", default=False),
             environments=environments,
             project=runner.input("project"),
         )
@@ -277,9 +279,10 @@ def ownership(inputs: Inputs) -> Ownership:
 
 def summary_line(plan: Plan) -> str:
     counts = plan.summary
+    migrate = f"{counts['migrate']} to migrate, " if counts.get("migrate") else ""
     return (
         f"{counts['create']} to create, {counts['update']} to update, "
-        f"{counts['replace']} to replace, {counts['delete']} to delete, "
+        f"{counts['replace']} to replace, {migrate}{counts['delete']} to delete, "
         f"{counts['unchanged']} unchanged"
     )
 
@@ -312,6 +315,7 @@ def plan_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Out
             ownership=ownership(inputs),
             on_notice=runner.log,
             overlays=inputs.overlays,
+            migrate=inputs.migrate,
         )
     )
     console.show_plan(plan)
@@ -339,6 +343,7 @@ def apply_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Ou
                     prune=inputs.prune,
                     allow_replace=inputs.allow_replace,
                     allow_data_loss=inputs.allow_data_loss,
+                    migrate=inputs.migrate,
                     dry_run=False,
                     on_notice=runner.log,
                     on_step=on_step,

@@ -329,6 +329,37 @@ def test_apply_refuses_a_replace_without_allow_replace(
     assert allowed.code == 0, allowed.stdout + allowed.stderr
 
 
+def test_migrate_shows_in_the_plan_comment_and_apply_keeps_every_message(
+    clean_server: NatsServer, workspace: Workspace
+) -> None:
+    assert workspace.step(clean_server, mode="apply").code == 0
+
+    async def publish() -> None:
+        async with open_client(ConnectionOptions(servers=clean_server.url)) as client:
+            for index in range(25):
+                await client.publish("orders.x", str(index).encode())
+
+    run(publish())
+    workspace.spec.write_text(SPECS.replace("max_age: 7d", "max_age: 7d\nstorage: memory"))
+    planned = workspace.step(clean_server, mode="plan", migrate="true")
+    assert planned.code == 0, planned.stdout + planned.stderr
+    assert "1 to migrate" in planned.outputs["summary"]
+    assert "🚚 migrate Stream ORDERS" in planned.summary
+    assert "copies 25 messages" in planned.summary
+    document = json.loads(Path(planned.outputs["plan-json"]).read_text())
+    assert document["changes"][0]["migration"]["messages"] == 25
+
+    applied = workspace.step(clean_server, mode="apply", migrate="true")
+    assert applied.code == 0, applied.stdout + applied.stderr
+
+    async def state() -> tuple[str, int]:
+        async with open_client(ConnectionOptions(servers=clean_server.url)) as client:
+            info = await client.stream_info("ORDERS")
+            return info["config"]["storage"], int(info["state"]["messages"])
+
+    assert run(state()) == ("memory", 25)
+
+
 def test_apply_refuses_an_update_that_deletes_messages_without_allow_data_loss(
     clean_server: NatsServer, workspace: Workspace
 ) -> None:
