@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from reconciler.identity import KIND_ORDER, Kind, ResourceRef
 from reconciler.model.diff import FieldChange, diff_configs
 from reconciler.model.values import display
-from reconciler.planning.steps import Create, Foreign, Replace
+from reconciler.planning.steps import Create, Foreign, Migrate, Replace
 
 if TYPE_CHECKING:
     from reconciler.planning.steps import Entry, Plan
@@ -54,6 +54,7 @@ STATUS_OF_ACTION: Mapping[str, Status] = {
     "unchanged": "in_sync",
     "update": "drifted",
     "replace": "drifted",
+    "migrate": "drifted",  # with --migrate, or an interrupted migration found on the server
     "create": "missing",
     "unmanaged": "unmanaged",
     "orphan": "orphaned",
@@ -219,7 +220,9 @@ def resource_from_entry(entry: Entry) -> ResourceDrift:
         status = "drifted" if fields else "in_sync"
     elif status == "drifted":
         fields = entry.fields
-    undoable = isinstance(entry, Replace) or (isinstance(entry, Create) and entry.live is not None)
+    undoable = isinstance(entry, Replace | Migrate) or (
+        isinstance(entry, Create) and entry.live is not None
+    )
     return ResourceDrift(
         kind=entry.kind,
         name=entry.name,

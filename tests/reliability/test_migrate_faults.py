@@ -24,6 +24,7 @@ from reconciler.execution import run as engine
 from reconciler.identity import INTERNAL_STREAMS
 from reconciler.jetstream import ConnectionOptions, open_client
 from reconciler.model.migration import temp_name
+from reconciler.planning.drift import from_plan
 from reconciler.planning.steps import Migrate
 
 pytestmark = pytest.mark.integration
@@ -151,6 +152,10 @@ def test_kill_9_of_the_reconciler_at_each_boundary_then_apply_finishes(
     (step,) = [s for s in interrupted.steps if s.stream_name == "ORDERS"]
     assert isinstance(step, Migrate) and step.phase is not None
     assert f"interrupted in phase {step.phase}" in step.reasons[0]
+    drift = from_plan(interrupted)
+    (orders,) = [r for r in drift.resources if r.name == "ORDERS"]
+    assert orders.status == "drifted" and "apply finishes the migration" in orders.reasons[0]
+    assert [r.name for r in drift.resources if r.name.startswith("MIGRATING")] == []
 
     assert run(engine.apply([after], options(clean_server))).ok
     assert run(dump(clean_server, "ORDERS")) == expected
