@@ -1,0 +1,187 @@
+"""The pure rules of a migration: its record, its configs, room, what it can carry."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from reconciler.errors import Location
+from reconciler.identity import ResourceRef
+from reconciler.model.migration import (
+    FILLING_KEY,
+    NOTHING,
+    Record,
+    Volume,
+    blockers,
+    consumer_copy,
+    consumer_fates,
+    copy_bytes,
+    filling_config,
+    new_sequence,
+    overflow,
+    remembered,
+    rooms,
+    serving_config,
+    shortfalls,
+    temp_config,
+    temp_name,
+)
+from reconciler.model.state import ServerInfo, StreamState
+from reconciler.planning.steps import Migrate, Plan
+from reconciler.render.markdown import render_markdown
+from reconciler.render.text import render_text
+
+SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
+LIVE = {
+    "name": "ORDERS",
+    "subjects": ["orders.>"],
+    "storage": "file",
+    "retention": "workqueue",
+    "max_msgs": 1000,
+    "duplicate_window": 120_000_000_000,
+    "subject_transform": {"src": "orders.>", "dest": "o.>"},
+    "num_replicas": 3,
+    "deny_delete": True,
+    "metadata": {"io.jetstream-gitops/managed-by": "reconcile"},
+}
+TARGET = {**LIVE, "storage": "memory", "retention": "limits"}
+
+
+def record(phase: str = "copy") -> Record:
+    subjects = {k: LIVE.get(k) for k in ("subjects", "subject_transform", "duplicate_window")}
+    return Record("ORDERS", phase, TARGET, subjects, first_seq=41, keep_positions=True)
+
+
+def test_the_record_round_trips_through_the_temporary_streams_metadata() -> None:
+    config = temp_config(LIVE, record())
+    assert Record.of(config) == record()
+    assert Record.of(LIVE) is None
+    broken = {"metadata": {"io.jetstream-gitops/migration": "{not json"}}
+    assert Record.of(broken) is None
+
+
+def test_the_temporary_stream_holds_everything_and_takes_no_publishes() -> None:
+    config = temp_config(LIVE, record())
+    assert config["name"] == temp_name("ORDERS") == "MIGRATING_ORDERS"
+    assert config["sources"] == [{"name": "ORDERS"}]
+    assert "subjects" not in config and "duplicate_window" not in config
+    assert "max_msgs" not in config and "deny_delete" not in config
+    assert config["retention"] == "limits"  # a workqueue would lose what no one consumes
+    assert (config["storage"], config["num_replicas"]) == ("file", 3)
+    serving = serving_config(config, record())
+    assert serving["subjects"] == ["orders.>"]
+    assert serving["subject_transform"] == LIVE["subject_transform"]
+    assert "sources" not in serving
+    assert Record.of(serving) == record("serving")
+
+
+def test_the_new_stream_fills_without_subjects_from_nothing_then_everything() -> None:
+    waiting = filling_config(record("serving"), copying=False)
+    assert "subjects" not in waiting and "subject_transform" not in waiting
+    assert "duplicate_window" not in waiting  # a window would drop repeated msg ids
+    assert waiting["sources"] == [{"name": "MIGRATING_ORDERS", "filter_subject": NOTHING}]
+    assert waiting["first_seq"] == 41
+    assert waiting["metadata"][FILLING_KEY] == "MIGRATING_ORDERS"
+    copying = filling_config(record("refill"), copying=True)
+    assert copying["sources"] == [{"name": "MIGRATING_ORDERS"}]
+    assert new_sequence(1, 41) == 41 and new_sequence(10, 41) == 50
+
+
+def test_a_consumer_copy_remembers_its_config_and_position() -> None:
+    config = {"durable_name": "BILLING", "ack_policy": "explicit", "deliver_policy": "all"}
+    copy = consumer_copy("BILLING", config, 17)
+    memory = remembered(copy)
+    assert memory is not None
+    assert (memory.name, dict(memory.config), memory.start) == ("BILLING", config, 17)
+    assert remembered({"durable_name": "X"}) is None
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"mirror": {"name": "A"}}, "is a mirror"),
+        ({"sources": [{"name": "A"}]}, "sources other streams"),
+        ({"allow_msg_counter": True}, "counter stream"),
+        ({"allow_msg_schedules": True}, "message schedules"),
+    ],
+)
+def test_what_sourcing_cannot_carry_is_named(change: dict, reason: str) -> None:
+    assert blockers(TARGET, LIVE) == []
+    assert any(reason in said for said in blockers({**TARGET, **change}, LIVE))
+    assert any(reason in said for said in blockers(TARGET, {**LIVE, **change}))
+
+
+def test_limits_that_would_refuse_part_of_the_copy_are_named() -> None:
+    state = StreamState(messages=500, bytes=50_000)
+    assert overflow({**TARGET, "discard": "new", "max_msgs": 100}, state) is not None
+    assert overflow({**TARGET, "discard": "old", "max_msgs": 100}, state) is None
+    assert overflow({**TARGET, "discard": "new", "max_bytes": 1000}, state) is not None
+    assert overflow({**TARGET, "discard": "new", "max_msgs": -1}, state) is None
+
+
+def test_room_is_checked_per_storage_with_tiers() -> None:
+    state = StreamState(messages=1000, bytes=1_000_000)
+    size = copy_bytes(state)
+    assert size == 1_000_000 + 1000 * 64
+    account = {"memory": 0, "storage": 0, "limits": {"max_memory": -1, "max_storage": -1}}
+    assert shortfalls(LIVE, TARGET, state, account) == []
+    tight = {
+        "memory": 0,
+        "storage": 9_000_000,
+        "limits": {"max_memory": -1, "max_storage": 10_000_000},
+    }
+    (short,) = shortfalls(LIVE, TARGET, state, tight)
+    assert (short.storage, short.needed, short.room.free) == ("file", size, 1_000_000)
+    # Same storage: the temporary copy and the new stream coexist once the old one is gone.
+    same = {**TARGET, "storage": "file"}
+    (short,) = shortfalls(LIVE, same, state, tight)
+    assert short.needed == size + (size - state.bytes)
+    tiers = {
+        "memory": 0,
+        "storage": 0,
+        "limits": {"max_memory": -1, "max_storage": -1},
+        "tiers": {
+            "R3": {"storage": 0, "memory": 0, "limits": {"max_storage": 100, "max_memory": -1}}
+        },
+    }
+    assert rooms(tiers, 3)["file"].free == 100
+    assert [s.storage for s in shortfalls(LIVE, TARGET, state, tiers)] == ["file"]
+
+
+def test_consumer_fates_are_said_before_anything_starts() -> None:
+    consumers = {
+        "A": {"durable_name": "A", "deliver_policy": "all"},
+        "B": {"durable_name": "B", "deliver_policy": "new"},
+        "C": {"name": "C", "deliver_policy": "all"},
+    }
+    new = {f.name: (f.kept, f.position) for f in consumer_fates(consumers, ServerInfo("2.14.6", 2))}
+    assert new == {"A": (True, True), "B": (True, False), "C": (False, False)}
+    old = consumer_fates(consumers, ServerInfo("2.12.8", 2))
+    assert [(f.name, f.position) for f in old] == [("A", False), ("B", False), ("C", False)]
+    assert "needs nats-server 2.14" in old[0].note
+
+
+def test_a_migrate_step_renders_everywhere_and_matches_the_plan_schema() -> None:
+    step = Migrate(
+        ref=ResourceRef("Stream", "ORDERS"),
+        source=Location("specs/orders.yaml", 1),
+        reasons=("storage cannot be changed",),
+        config=TARGET,
+        live=LIVE,
+        volume=Volume(1200, 1_258_291),
+    )
+    plan = Plan(server=ServerInfo("2.15.1", 3), changes=(step,))
+    document = plan.to_json()
+    schema = json.loads((SCHEMAS / "plan.schema.json").read_text())
+    jsonschema.validate(document, schema)
+    assert document["summary"]["migrate"] == 1
+    assert document["changes"][0]["migration"]["messages"] == 1200
+    text = render_text(plan)
+    assert ">>> migrate Stream ORDERS  (specs/orders.yaml:1)" in text
+    assert "copies 1,200 messages (1.2 MiB)" in text
+    assert "Plan: 0 to create, 0 to update, 0 to replace, 1 to migrate, 0 to delete" in text
+    markdown = render_markdown(plan)
+    assert "🚚 migrate Stream ORDERS" in markdown and "nothing is destroyed" in markdown
