@@ -44,7 +44,7 @@ PhaseHook = Callable[[str], Awaitable[None]]
 #: How often a handover looks at the copy (publishes are refused meanwhile).
 FAST_POLL = 0.002
 #: How often a bulk copy is looked at.
-SLOW_POLL = 0.05
+SLOW_POLL = 0.01
 #: A copy that has not moved for this long is reported (the migration stays resumable).
 STALL_SECONDS = 60.0
 CONSUMER_EXISTS = 10148  # CONSUMER.CREATE: a different consumer already exists

@@ -415,3 +415,46 @@ def test_refused_with_the_numbers_when_the_account_has_no_room(
             return int(info["state"]["messages"]), sorted(await client.stream_names())
 
     assert run(count()) == (1500, ["ORDERS"])
+
+
+def test_repeated_msg_ids_outside_the_window_survive_a_migration(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The origin stores a repeated Nats-Msg-Id published outside its duplicate window; a
+    sourcing stream with a window would drop the repeats (the server fact is checked
+    first), the migration's copies have none and keep them."""
+    spec = STREAM.format(extra="duplicate_window: 200ms")
+    assert engine_apply(write(tmp_path, spec, "a.yaml"), clean_server).ok
+
+    async def repeat() -> None:
+        nc = await nats.connect(clean_server.url)
+        for i in range(3):
+            await nc.request("orders.x", f"again{i}".encode(), headers={"Nats-Msg-Id": "A"})
+            await asyncio.sleep(0.3)
+        await nc.close()
+
+    run(repeat())
+    expected = run(dump(clean_server, "ORDERS"))
+    assert len(expected) == 3
+    windowed = {
+        "name": "WINDOWED",
+        "sources": [{"name": "ORDERS"}],
+        "duplicate_window": 60_000_000_000,
+    }
+    run(api(clean_server, "STREAM.CREATE.WINDOWED", windowed))
+
+    async def settled() -> int:
+        for _ in range(50):
+            info = await api(clean_server, "STREAM.INFO.WINDOWED")
+            if not (info.get("sources") or [{}])[0].get("lag", 1):
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)
+        info = await api(clean_server, "STREAM.INFO.WINDOWED")
+        return int(info["state"]["messages"])
+
+    assert run(settled()) == 1  # the server fact: two of three dropped, silently
+    run(api(clean_server, "STREAM.DELETE.WINDOWED"))
+    migrated = STREAM.format(extra="duplicate_window: 200ms\nstorage: memory")
+    assert migrate([write(tmp_path, migrated, "b.yaml")], clean_server).ok
+    assert run(dump(clean_server, "ORDERS")) == expected
