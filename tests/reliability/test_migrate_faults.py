@@ -162,8 +162,8 @@ def test_kill_9_of_the_reconciler_at_each_boundary_then_apply_finishes(
     assert stream_names(clean_server) == ["ORDERS"]
     assert ack_floor(clean_server) == 40
     assert not run(engine.plan([after], options(clean_server))).has_changes
-    figures.add("migration crashes survived")
-    figures.add("messages checked after a crash", len(expected))
+    figures.add("migration_crashes")
+    figures.add("migration_messages", len(expected))
 
 
 def test_a_server_killed_during_the_copy_back_loses_nothing(
