@@ -289,6 +289,16 @@ class _Migration:
             info = await self._info(origin)
             return int(((info or {}).get("state") or {}).get("last_seq") or 0)
 
+    async def _copied_upto(self, stream: str, source: Mapping[str, Any] | None) -> int:
+        """The origin sequence ``stream`` has copied up to: its source's ``seq`` (nats-server
+        2.14+), else the ``Nats-Stream-Source`` header of its last message."""
+        if source is None:
+            return 0
+        if "seq" in source:
+            return int(source.get("seq") or 0)
+        last = await self.client.stored_message(stream, {"last_by_subj": ">"})
+        return 0 if last is None else (_source_seq(last["headers"]) or 0)
+
     async def _wait(self, stream: str, origin: str, *, fast: bool) -> None:
         """Until ``stream`` has copied ``origin`` up to the last message it holds now."""
         goal = await self._last_stored(origin)
@@ -299,7 +309,7 @@ class _Migration:
             source = next(
                 (s for s in (info or {}).get("sources") or [] if s.get("name") == origin), None
             )
-            at = int((source or {}).get("seq") or 0)
+            at = await self._copied_upto(stream, source)
             if at >= goal and not (source or {}).get("lag"):
                 return
             if at != seen:

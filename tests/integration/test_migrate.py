@@ -458,3 +458,26 @@ def test_repeated_msg_ids_outside_the_window_survive_a_migration(
     migrated = STREAM.format(extra="duplicate_window: 200ms\nstorage: memory")
     assert migrate([write(tmp_path, migrated, "b.yaml")], clean_server).ok
     assert run(dump(clean_server, "ORDERS")) == expected
+
+
+@pytest.mark.parametrize("version", ["2.10.26", "2.12.8"])
+def test_older_servers_migrate_and_say_consumers_restart(
+    server_factory: Callable[..., NatsServer], tmp_path: Path, version: str
+) -> None:
+    """Before 2.14 there is no CONSUMER.RESET: the plan says each consumer restarts from
+    its deliver policy, and the messages are all kept."""
+    server = server_factory(version=version)
+    first = write(tmp_path, CONSUMERS.format(extra="storage: file"), "a.yaml")
+    assert engine_apply(first, server).ok
+    run(publish_many(server, ["orders.new", "orders.paid"], 40))
+    run(api(server, "STREAM.MSG.DELETE.ORDERS", {"seq": 3}))
+    expected = run(dump(server, "ORDERS"))
+    spec = write(tmp_path, CONSUMERS.format(extra="storage: memory"), "b.yaml")
+    (step,) = plan([spec], server, migrate=True).steps
+    assert isinstance(step, Migrate)
+    assert not any(fate.position for fate in step.consumers)
+    assert any("keeping positions needs nats-server 2.14" in r for r in step.reasons)
+    assert migrate([spec], server).ok
+    assert run(dump(server, "ORDERS")) == expected
+    assert positions(server)["BILLING"] == (39, 0)  # from the start again
+    assert not plan([spec], server).has_changes
