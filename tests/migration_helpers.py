@@ -63,3 +63,21 @@ async def publish_many(server: NatsServer, subjects: list[str], count: int, tag:
             assert "error" not in json.loads(reply.data), reply.data
     finally:
         await nc.close()
+
+
+async def dump_exact(server: NatsServer, stream: str) -> list[tuple[Any, ...]]:
+    """Every message with its sequence, timestamp and every header, exactly as stored."""
+    async with open_client(options(server)) as client:
+        info = await client.stream_info(stream)
+        out: list[tuple[Any, ...]] = []
+        seq = int(info["state"]["first_seq"])
+        while seq <= int(info["state"]["last_seq"]):
+            message = await client.stored_message(stream, {"seq": seq, "next_by_subj": ">"})
+            if message is None:
+                break
+            headers = tuple(sorted(message["headers"].items()))
+            out.append(
+                (message["seq"], message["time"], message["subject"], message.get("data"), headers)
+            )
+            seq = int(message["seq"]) + 1
+        return out

@@ -28,6 +28,7 @@ from reconciler.model.migration import (
     Progress,
     Record,
     can_keep_positions,
+    can_mirror,
     consumer_copy,
     filling_config,
     new_sequence,
@@ -47,6 +48,8 @@ FAST_POLL = 0.002
 SLOW_POLL = 0.01
 #: A copy that has not moved for this long is reported (the migration stays resumable).
 STALL_SECONDS = 60.0
+#: A restored consumer waits paused until this time, or until it is at its position.
+HELD_UNTIL = "2999-01-01T00:00:00Z"
 CONSUMER_EXISTS = 10148  # CONSUMER.CREATE: a different consumer already exists
 SERVER_METADATA_PREFIX = "_nats."
 
@@ -130,6 +133,7 @@ class _Migration:
             },
             first_seq=int(state.get("first_seq") or 1),
             keep_positions=can_keep_positions(server),
+            mirrors=can_mirror(server),
         )
         await self.client.create_stream(temp_config(live, record))
         await self.hook("copy")
@@ -163,7 +167,7 @@ class _Migration:
         its consumers restored, then let it copy."""
         info = await self._info(self.stream)
         if info is not None and FILLING_KEY not in (info["config"].get("metadata") or {}):
-            await self._remember_consumers()
+            await self._remember_consumers(record)
             await self.hook("remembered")
             await self.client.delete_stream(self.stream)
             await self.hook("deleted")
@@ -180,7 +184,7 @@ class _Migration:
         info = await self._info(self.stream)
         assert info is not None, f"stream {self.stream} vanished during its migration"
         sources = info["config"].get("sources") or []
-        if any(source.get("filter_subject") == NOTHING for source in sources):
+        if not record.mirrors and any(s.get("filter_subject") == NOTHING for s in sources):
             await self.client.update_stream(filling_config(record, copying=True))
         await self._wait(self.stream, self.temp, fast=False)
         return await self._advance(record, "cutover")
@@ -208,7 +212,7 @@ class _Migration:
         await self.hook("done")
 
     # -- consumers -------------------------------------------------------------------
-    async def _remember_consumers(self) -> None:
+    async def _remember_consumers(self, record: Record) -> None:
         """A copy on the temporary stream of every durable consumer of the old stream:
         its config, and where it is (its ack floor's next message, in the temporary
         stream's sequences: unacknowledged messages are delivered again)."""
@@ -228,7 +232,7 @@ class _Migration:
                 else {k: v for k, v in config.items() if k != "metadata"}
             )
             floor = int((consumer.get("ack_floor") or {}).get("stream_seq") or 0)
-            start = await self._temp_position(floor + 1)
+            start = floor + 1 if record.mirrors else await self._temp_position(floor + 1)
             try:
                 await self.client.create_consumer(
                     self.temp, consumer_copy(name, restore, start), action="create"
@@ -245,17 +249,23 @@ class _Migration:
             memory = remembered(copy["config"])
             if memory is None or resettable(memory.config) == late:
                 continue
+            moved = record.keep_positions and not late
+            config = dict(memory.config)
+            if moved and not config.get("pause_until"):
+                # Paused until it is at its position: a push consumer would otherwise
+                # deliver from the start of what is already copied.
+                config["pause_until"] = HELD_UNTIL
             try:
                 try:
-                    await self.client.create_consumer(
-                        self.stream, dict(memory.config), action="create"
-                    )
+                    await self.client.create_consumer(self.stream, config, action="create")
                 except ServerError as err:
                     if err.err_code != CONSUMER_EXISTS:
                         raise
-                if record.keep_positions and not late:
-                    seq = new_sequence(memory.start, record.first_seq)
+                if moved:
+                    seq = new_sequence(memory.start, record)
                     await self.client.reset_consumer(self.stream, memory.name, seq)
+                    if not memory.config.get("pause_until"):
+                        await self.client.pause_consumer(self.stream, memory.name, None)
             except ServerError as err:
                 self.progress.not_restored.append(f"{memory.name}: {err}")
                 continue
@@ -289,11 +299,16 @@ class _Migration:
             info = await self._info(origin)
             return int(((info or {}).get("state") or {}).get("last_seq") or 0)
 
-    async def _copied_upto(self, stream: str, source: Mapping[str, Any] | None) -> int:
-        """The origin sequence ``stream`` has copied up to: its source's ``seq`` (nats-server
-        2.14+), else the ``Nats-Stream-Source`` header of its last message."""
+    async def _copied_upto(
+        self, stream: str, info: Mapping[str, Any], source: Mapping[str, Any] | None
+    ) -> int:
+        """The origin sequence ``stream`` has copied up to: a mirror's last sequence (a
+        mirror keeps them), a source's ``seq`` (nats-server 2.14+), else the
+        ``Nats-Stream-Source`` header of its last message."""
         if source is None:
             return 0
+        if info.get("mirror") is source:
+            return int((info.get("state") or {}).get("last_seq") or 0)
         if "seq" in source:
             return int(source.get("seq") or 0)
         last = await self.client.stored_message(stream, {"last_by_subj": ">"})
@@ -305,11 +320,10 @@ class _Migration:
         pause = FAST_POLL if fast else SLOW_POLL
         seen, moved = -1, time.monotonic()
         while True:
-            info = await self._info(stream)
-            source = next(
-                (s for s in (info or {}).get("sources") or [] if s.get("name") == origin), None
-            )
-            at = await self._copied_upto(stream, source)
+            info = await self._info(stream) or {}
+            copies = [info.get("mirror"), *(info.get("sources") or [])]
+            source = next((s for s in copies if s and s.get("name") == origin), None)
+            at = await self._copied_upto(stream, info, source)
             if at >= goal and not (source or {}).get("lag"):
                 return
             if at != seen:

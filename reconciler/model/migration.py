@@ -52,6 +52,9 @@ NOTHING = PLACEHOLDER + ".nothing"
 PHASES = ("copy", "handover", "serving", "refill", "cutover")
 #: nats-server release with CONSUMER.RESET (a consumer moved to a sequence).
 RESET_VERSION = (2, 14, 0)
+#: nats-server release where an update turns a mirror into a plain stream: from there on
+#: both copies are mirrors, which keep sequences, timestamps and headers exactly.
+MIRROR_VERSION = (2, 12, 0)
 #: The header a copy adds to each message: ``NAME SEQ ...`` of the stream it came from.
 SOURCE_HEADER = "Nats-Stream-Source"
 #: Bytes a copy adds to each message: the ``Nats-Stream-Source`` header and its framing.
@@ -105,10 +108,17 @@ class Record:
     subjects: Mapping[str, Any]  # the old stream's SUBJECT_FIELDS
     first_seq: int = 1  # the old stream's first sequence: the new one starts there
     keep_positions: bool = True  # the server can reset consumers to a sequence
+    mirrors: bool = True  # the copies are mirrors (2.12+), else sources
 
     def at(self, phase: str) -> Record:
         return Record(
-            self.stream, phase, self.target, self.subjects, self.first_seq, self.keep_positions
+            self.stream,
+            phase,
+            self.target,
+            self.subjects,
+            self.first_seq,
+            self.keep_positions,
+            self.mirrors,
         )
 
     def metadata(self) -> dict[str, str]:
@@ -119,6 +129,7 @@ class Record:
             "subjects": self.subjects,
             "first_seq": self.first_seq,
             "keep_positions": self.keep_positions,
+            "mirrors": self.mirrors,
         }
         return {RECORD_KEY: json.dumps(body, sort_keys=True, separators=(",", ":"))}
 
@@ -138,6 +149,7 @@ class Record:
                 subjects=dict(body.get("subjects") or {}),
                 first_seq=int(body.get("first_seq") or 1),
                 keep_positions=bool(body.get("keep_positions", True)),
+                mirrors=bool(body.get("mirrors", False)),
             )
         except (ValueError, KeyError, TypeError):
             return None
@@ -195,6 +207,10 @@ def can_keep_positions(server: ServerInfo) -> bool:
     return server.version_tuple >= RESET_VERSION
 
 
+def can_mirror(server: ServerInfo) -> bool:
+    return server.version_tuple >= MIRROR_VERSION
+
+
 #: Deliver policies CONSUMER.RESET accepts (the server refuses it for the others).
 RESETTABLE = frozenset({"all", "by_start_sequence", "by_start_time"})
 
@@ -211,22 +227,34 @@ def resettable(config: Mapping[str, Any]) -> bool:
 
 def temp_config(live: Mapping[str, Any], record: Record) -> dict[str, Any]:
     """The temporary stream: the old one's storage, replicas and placement, every limit
-    lifted, sourcing the old stream, no subjects and no duplicate window (a window would
-    drop messages that repeat a ``Nats-Msg-Id`` outside the old stream's window)."""
+    lifted, a mirror of the old stream (or sourcing it, before 2.12), no subjects and no
+    duplicate window (a window would drop messages that repeat a ``Nats-Msg-Id`` outside
+    the old stream's window)."""
     config = {key: value for key, value in live.items() if key not in _TEMP_DROPS}
     config.update(
         name=temp_name(record.stream),
         retention="limits",
         allow_rollup_hdrs=True,
-        sources=[{"name": record.stream}],
         metadata=record.metadata(),
     )
+    config.update(_copy_of(record.stream, record.mirrors))
     return config
+
+
+def _copy_of(origin: str, mirrors: bool, *, waiting: bool = False) -> dict[str, Any]:
+    """The fields that make a stream copy ``origin``: a mirror, or one source (through a
+    filter matching nothing while ``waiting``)."""
+    if mirrors:
+        return {"mirror": {"name": origin}}
+    source: dict[str, Any] = {"name": origin}
+    if waiting:
+        source["filter_subject"] = NOTHING
+    return {"sources": [source]}
 
 
 def serving_config(temp_live: Mapping[str, Any], record: Record) -> dict[str, Any]:
     """The temporary stream once it takes the publishes: the old subjects, no source."""
-    config = {k: v for k, v in temp_live.items() if k not in (*SUBJECT_FIELDS, "sources")}
+    config = {k: v for k, v in temp_live.items() if k not in (*SUBJECT_FIELDS, "sources", "mirror")}
     config.update({k: v for k, v in record.subjects.items() if v not in (None, [], {})})
     config["metadata"] = _with_metadata(temp_live, record.at("serving").metadata())
     return config
@@ -246,17 +274,24 @@ def retired_config(
 def filling_config(record: Record, *, copying: bool) -> dict[str, Any]:
     """The new stream while it is filled: the target config without its subjects (and
     without what would act on the copied messages: a subject transform, republishing, a
-    duplicate window), sourcing the temporary stream: through a filter that matches
-    nothing until its consumers are restored (``copying=False``), then everything."""
+    duplicate window), copying the temporary stream.
+
+    A mirror (2.12+) copies at once and keeps every sequence, so it takes ``interest``
+    retention only with its final config (``limits`` until then: an interest stream keeps
+    nothing before its consumers exist). A source waits behind a filter matching nothing
+    until the consumers are restored (``copying=False``), then copies everything, and
+    the stream starts at the old first sequence.
+    """
     target = record.target
-    config = {k: v for k, v in target.items() if k not in SUBJECT_FIELDS}
-    source: dict[str, Any] = {"name": temp_name(record.stream)}
-    if not copying:
-        source["filter_subject"] = NOTHING
-    config["sources"] = [source]
-    if record.first_seq > 1:
+    config = {k: v for k, v in target.items() if k not in (*SUBJECT_FIELDS, "sealed")}
+    temp = temp_name(record.stream)
+    config.update(_copy_of(temp, record.mirrors, waiting=not copying))
+    if record.mirrors:
+        if config.get("retention") == "interest":
+            config["retention"] = "limits"
+    elif record.first_seq > 1:
         config["first_seq"] = record.first_seq
-    config["metadata"] = {**(target.get("metadata") or {}), FILLING_KEY: temp_name(record.stream)}
+    config["metadata"] = {**(target.get("metadata") or {}), FILLING_KEY: temp}
     return config
 
 
@@ -300,10 +335,13 @@ def remembered(copy: Mapping[str, Any]) -> Remembered | None:
     return Remembered(name, config, int(copy.get("opt_start_seq") or 1))
 
 
-def new_sequence(temp_seq: int, first_seq: int) -> int:
-    """Where a temporary stream's message lands in the new stream: the copy back starts
-    at the old stream's first sequence and keeps the temporary stream's order."""
-    return max(first_seq, 1) + temp_seq - 1
+def new_sequence(temp_seq: int, record: Record) -> int:
+    """Where a temporary stream's message lands in the new stream: the same sequence when
+    the copies are mirrors; else the copy back starts at the old stream's first sequence
+    and keeps the temporary stream's order."""
+    if record.mirrors:
+        return temp_seq
+    return max(record.first_seq, 1) + temp_seq - 1
 
 
 @dataclass(frozen=True)

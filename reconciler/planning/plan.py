@@ -35,6 +35,7 @@ from reconciler.model.migration import (
     Record,
     Volume,
     blockers,
+    can_mirror,
     consumer_fates,
     copy_bytes,
     overflow,
@@ -283,6 +284,7 @@ def _migration(entry: Replace, group: StreamGroup, server: ServerInfo) -> Migrat
         volume=Volume(state.messages if state else 0, copy_bytes(state)),
         consumers=fates,
         losses=tuple(update_losses(entry.config, entry.live, state)),
+        mirrors=can_mirror(server),
     )
 
 
@@ -313,6 +315,7 @@ def _resumed(group: StreamGroup) -> Migrate:
         live=group.live or {},
         volume=Volume(state.messages if state else 0, copy_bytes(state)),
         phase=record.phase,
+        mirrors=record.mirrors,
     )
 
 

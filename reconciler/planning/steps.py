@@ -125,17 +125,24 @@ class Replace(Entry):
         return True
 
 
-#: What every migration changes, said in the plan and in docs/migrate.md.
-MIGRATION_CHANGES = (
-    "messages are copied out to a temporary stream and back, in order, with their "
-    "subjects, payloads and headers (Nats-Msg-Id included)",
+#: What a migration changes, said in the plan and in docs/migrate.md: with mirrors
+#: (nats-server 2.12+) nothing but the publish window; with sources, more.
+MIRRORED_CHANGES = (
+    "messages are mirrored out to a temporary stream and back: subjects, payloads, "
+    "headers, sequence numbers (gaps included) and timestamps stay exactly as they are",
+    "publishes are refused (the publisher gets an error, nothing is lost silently) only "
+    "while each of the two handovers waits for the last messages, typically milliseconds",
+)
+SOURCED_CHANGES = (
+    "messages are copied out to a temporary stream and back (sources: this server cannot "
+    "turn a mirror into a stream before 2.12), in order, with their subjects, payloads and "
+    "headers (Nats-Msg-Id included)",
     "sequence numbers stay when the stream has no gaps (the new stream starts at the old "
     "first sequence); otherwise the gaps close and consumers are moved to match",
     "each message's timestamp becomes the time it was copied back, so max_age counts from "
     "the migration",
     "each message gets a Nats-Stream-Source header naming the temporary stream",
-    "publishes are refused (the publisher gets an error, nothing is lost silently) only "
-    "while each of the two handovers waits for the last messages, typically milliseconds",
+    MIRRORED_CHANGES[1],
 )
 
 
@@ -151,8 +158,14 @@ class Migrate(Entry):
     volume: Volume = field(default_factory=Volume)
     consumers: tuple[ConsumerFate, ...] = ()
     phase: str | None = None
+    mirrors: bool = True  # the copies are mirrors (nats-server 2.12+), else sources
 
     action: ClassVar[str] = "migrate"
+
+    @property
+    def changes(self) -> tuple[str, ...]:
+        """What the migration changes, for this server."""
+        return MIRRORED_CHANGES if self.mirrors else SOURCED_CHANGES
 
     @property
     def destructive(self) -> bool:
@@ -168,7 +181,7 @@ class Migrate(Entry):
                 {"name": c.name, "kept": c.kept, "position": c.position, "note": c.note}
                 for c in self.consumers
             ],
-            "changes": list(MIGRATION_CHANGES),
+            "changes": list(self.changes),
         }
         return out
 

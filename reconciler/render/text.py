@@ -9,7 +9,8 @@
     # storage cannot be changed
 >>> migrate Stream AUDIT  (streams/audit.yaml:1)
     storage: "file" → "memory"
-    # copies 1,200 messages (1.2 MiB) out to a temporary stream and back, keeping them
+    # copies 1,200 messages (1.2 MiB), twice
+    # messages are mirrored out to a temporary stream and back: subjects, payloads, ...
 
 Plan: 1 to create, 1 to update, 1 to replace, 0 to delete (3 unchanged).
 """
@@ -20,7 +21,7 @@ from collections.abc import Collection
 from typing import Any
 
 from reconciler.model.values import display, field_label
-from reconciler.planning.steps import MIGRATION_CHANGES, Entry, Migrate, Plan
+from reconciler.planning.steps import Entry, Migrate, Plan
 from reconciler.specs.units import approx_size
 
 SYMBOLS = {"create": "+", "update": "~", "replace": "-/+", "migrate": ">>>", "delete": "-"}
@@ -41,13 +42,8 @@ def migration_notes(step: Entry) -> list[str]:
     if not isinstance(step, Migrate):
         return []
     volume = step.volume
-    notes = [
-        f"copies {volume.messages:,} messages ({approx_size(volume.bytes)}) out to a temporary "
-        "stream and back, keeping them"
-    ]
-    if step.phase is None:
-        notes += [f"then: {change}" for change in MIGRATION_CHANGES[1:]]
-    return notes
+    notes = [f"copies {volume.messages:,} messages ({approx_size(volume.bytes)}), twice"]
+    return notes + (list(step.changes) if step.phase is None else [])
 
 
 def change_line(

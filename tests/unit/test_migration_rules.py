@@ -50,14 +50,15 @@ LIVE = {
 TARGET = {**LIVE, "storage": "memory", "retention": "limits"}
 
 
-def record(phase: str = "copy") -> Record:
+def record(phase: str = "copy", *, mirrors: bool = False) -> Record:
     subjects = {k: LIVE.get(k) for k in ("subjects", "subject_transform", "duplicate_window")}
-    return Record("ORDERS", phase, TARGET, subjects, first_seq=41, keep_positions=True)
+    return Record("ORDERS", phase, TARGET, subjects, 41, keep_positions=True, mirrors=mirrors)
 
 
 def test_the_record_round_trips_through_the_temporary_streams_metadata() -> None:
     config = temp_config(LIVE, record())
     assert Record.of(config) == record()
+    assert Record.of(temp_config(LIVE, record(mirrors=True))) == record(mirrors=True)
     assert Record.of(LIVE) is None
     broken = {"metadata": {"io.jetstream-gitops/migration": "{not json"}}
     assert Record.of(broken) is None
@@ -87,7 +88,21 @@ def test_the_new_stream_fills_without_subjects_from_nothing_then_everything() ->
     assert waiting["metadata"][FILLING_KEY] == "MIGRATING_ORDERS"
     copying = filling_config(record("refill"), copying=True)
     assert copying["sources"] == [{"name": "MIGRATING_ORDERS"}]
-    assert new_sequence(1, 41) == 41 and new_sequence(10, 41) == 50
+    assert new_sequence(1, record()) == 41 and new_sequence(10, record()) == 50
+
+
+def test_with_mirrors_both_copies_keep_every_sequence() -> None:
+    """nats-server 2.12+: the copies are mirrors, promoted to plain streams by an update."""
+    mirrored = record(mirrors=True)
+    temp = temp_config(LIVE, mirrored)
+    assert temp["mirror"] == {"name": "ORDERS"} and "sources" not in temp
+    assert "mirror" not in serving_config(temp, mirrored)
+    interest = Record("ORDERS", "serving", {**TARGET, "retention": "interest"}, {}, mirrors=True)
+    filling = filling_config(interest, copying=False)
+    assert filling["mirror"] == {"name": "MIGRATING_ORDERS"}
+    assert filling["retention"] == "limits"  # interest keeps nothing before its consumers
+    assert "first_seq" not in filling and "sources" not in filling
+    assert new_sequence(17, mirrored) == 17
 
 
 def test_a_consumer_copy_remembers_its_config_and_position() -> None:
@@ -181,7 +196,8 @@ def test_a_migrate_step_renders_everywhere_and_matches_the_plan_schema() -> None
     assert document["changes"][0]["migration"]["messages"] == 1200
     text = render_text(plan)
     assert ">>> migrate Stream ORDERS  (specs/orders.yaml:1)" in text
-    assert "copies 1,200 messages (1.2 MiB)" in text
+    assert "copies 1,200 messages (1.2 MiB), twice" in text
+    assert "sequence numbers (gaps included) and timestamps stay exactly" in text
     assert "Plan: 0 to create, 0 to update, 0 to replace, 1 to migrate, 0 to delete" in text
     markdown = render_markdown(plan)
     assert "🚚 migrate Stream ORDERS" in markdown and "nothing is destroyed" in markdown
