@@ -213,7 +213,7 @@ async def _guarded(
         started = time.monotonic()
         try:
             # Shielded: a cancelled apply still finishes the request in flight.
-            await asyncio.shield(execute(run.client, step))
+            await asyncio.shield(execute(run.client, step, guard=run.guard))
         except ReconcileError as err:
             run.unreachable = run.unreachable or isinstance(err, RequestTimeout | ConnectError)
             run.failed.append((step, str(err)))
@@ -223,8 +223,12 @@ async def _guarded(
         run.emit(step, "applied", seconds=time.monotonic() - started)
 
 
-async def execute(client: JetStreamClient, step: Step) -> None:
-    """Send the requests of one step."""
+async def execute(
+    client: JetStreamClient, step: Step, *, guard: Callable[[], Awaitable[None]] | None = None
+) -> None:
+    """Send the requests of one step. A migration, which runs for long, confirms the
+    apply lock (``guard``) at each of its phase boundaries: a lost lease stops it at one,
+    where the next apply resumes it."""
     match step:
         case Create():
             await _create(client, step.ref, step.config)
@@ -240,7 +244,12 @@ async def execute(client: JetStreamClient, step: Step) -> None:
             await _delete(client, step.ref)
             await _create(client, step.ref, step.config)
         case Migrate():
-            progress = await migrate(client, step.stream_name, step.config)
+
+            async def fenced(_: str) -> None:
+                if guard is not None:
+                    await guard()
+
+            progress = await migrate(client, step.stream_name, step.config, on_phase=fenced)
             if progress.not_restored:
                 raise MigrationIncomplete(
                     f"the messages of {step.stream_name} were migrated, but these consumers "

@@ -196,3 +196,33 @@ def test_a_server_killed_during_the_copy_back_loses_nothing(
     assert run(engine.apply([after], options(server))).ok
     assert run(dump(server, "ORDERS")) == expected
     assert stream_names(server) == ["ORDERS"]
+
+
+def test_a_lost_lease_stops_a_migration_at_a_boundary_and_the_next_apply_finishes(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The apply lock's fence is confirmed at every phase boundary: once the lease is lost
+    the migration stops there (a second apply may own the server now)."""
+    from reconciler.errors import ApplyFailed, LockError
+    from reconciler.execution.apply import apply_plan
+
+    after, expected, _ = prepare(clean_server, tmp_path)
+    calls = 0
+
+    async def guard() -> None:
+        nonlocal calls
+        calls += 1
+        if calls > 3:  # before the step, then the copy and handover boundaries
+            raise LockError("lease lost: taken over by another apply")
+
+    async def go() -> None:
+        plan = await engine.plan([after], options(clean_server), migrate=True)
+        async with open_client(options(clean_server)) as client:
+            await apply_plan(plan, client, guard=guard)
+
+    with pytest.raises(ApplyFailed, match="lease lost"):
+        run(go())
+    assert temp_name("ORDERS") in stream_names(clean_server)
+    assert run(engine.apply([after], options(clean_server))).ok
+    assert run(dump(clean_server, "ORDERS")) == expected
+    assert stream_names(clean_server) == ["ORDERS"]
