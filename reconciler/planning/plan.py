@@ -38,6 +38,7 @@ from reconciler.model.migration import (
     can_mirror,
     consumer_fates,
     copy_bytes,
+    is_temp,
     overflow,
 )
 from reconciler.model.normalize import (
@@ -182,6 +183,8 @@ def plan_stream(
     change an update cannot make is migrated (its messages kept), not replaced."""
     if group.migration is not None:
         return StreamPlan(steps=[_resumed(group)])
+    if group.declared is None and group.live is not None and is_temp(group.live):
+        return StreamPlan()  # a migration's own stream, seen alone (the fleet's snapshots)
     out = StreamPlan(problems=stream_problems(group))
     if out.problems:
         return out

@@ -201,3 +201,16 @@ def test_a_migrate_step_renders_everywhere_and_matches_the_plan_schema() -> None
     assert "Plan: 0 to create, 0 to update, 0 to replace, 1 to migrate, 0 to delete" in text
     markdown = render_markdown(plan)
     assert "🚚 migrate Stream ORDERS" in markdown and "nothing is destroyed" in markdown
+
+
+def test_a_temporary_stream_is_never_an_unmanaged_stream_of_its_own() -> None:
+    """In the fleet's snapshots it comes alone, not beside its stream: it is skipped."""
+    from reconciler.planning.plan import StreamGroup, plan_stream
+
+    temp = temp_config(LIVE, record())
+    alone = plan_stream(StreamGroup(name=temp["name"], live=temp), ServerInfo("2.15.1", 3))
+    assert alone.entries == [] and alone.problems == []
+    plain = plan_stream(
+        StreamGroup(name="OTHER", live={**LIVE, "name": "OTHER"}), ServerInfo("2.15.1", 3)
+    )
+    assert [entry.action for entry in plain.entries] == ["unmanaged"]
