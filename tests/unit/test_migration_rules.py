@@ -213,4 +213,4 @@ def test_a_temporary_stream_is_never_an_unmanaged_stream_of_its_own() -> None:
     plain = plan_stream(
         StreamGroup(name="OTHER", live={**LIVE, "name": "OTHER"}), ServerInfo("2.15.1", 3)
     )
-    assert [entry.action for entry in plain.entries] == ["unmanaged"]
+    assert [entry.action for entry in plain.entries] == ["orphan"]  # LIVE carries the marker
