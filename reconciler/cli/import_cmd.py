@@ -1,4 +1,5 @@
-"""``reconcile import --from nats-cli PATH... --out DIR``: another tool's files as specs."""
+"""``reconcile import --from nats-cli|terraform PATH... --out DIR``: another tool's files
+as specs."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import click
 from reconciler.cli.export_cmd import write_files
 from reconciler.cli.options import strict_option
 
-SOURCES = ["nats-cli"]
+SOURCES = ["nats-cli", "terraform"]
 
 
 @click.command(name="import")
@@ -20,7 +21,8 @@ SOURCES = ["nats-cli"]
     type=click.Choice(SOURCES),
     required=True,
     help="What wrote the files: nats-cli (stream and consumer config or info JSON files, "
-    "and `nats account backup` folders).",
+    "and `nats account backup` folders); terraform (terraform.tfstate, and .tf files or "
+    "folders of the nats-io/jetstream provider).",
 )
 @click.option(
     "--out",
@@ -40,7 +42,14 @@ def import_(paths: tuple[Path, ...], source: str, out: Path | None, strict: bool
     """
     from reconciler.model.defaults import newest_server
     from reconciler.planning.export import import_files
-    from reconciler.specs.validate import load_specs
+    from reconciler.specs import terraform
+    from reconciler.specs.validate import load_specs, validate_documents
 
-    specs = load_specs(list(paths), strict=strict)
+    if source == "terraform":
+        documents, warnings = terraform.load(list(paths))
+        specs = validate_documents(documents, warnings=warnings, strict=strict)
+        for warning in warnings:
+            click.echo(str(warning), err=True)
+    else:
+        specs = load_specs(list(paths), strict=strict)
     return write_files(import_files(specs, newest_server()), out, command="import")

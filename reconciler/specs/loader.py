@@ -461,6 +461,29 @@ def _json_documents(text: str, name: str, problems: list[Problem]) -> list[Docum
     return documents
 
 
+def read_json_tree(path: Path) -> Document:
+    """A whole JSON file (another tool's state, say) as one Document with every value's
+    line; raises SpecError with the file and line when it is not JSON."""
+    name = str(path)
+    try:
+        text = _read_text(path)
+        value = _parse_json(text, name)
+    except _Abort as abort:
+        raise SpecError([abort.problem]) from None
+    if not isinstance(value, dict):
+        raise SpecError([Problem(Location(name, 1), "", "expected a JSON object")])
+    nodes = _json_nodes(text, None)
+    locations: dict[str, Location] = {}
+    if nodes:
+        builder = _NodeBuilder(name)
+        try:
+            builder.build(nodes[0], "", 0)
+        except _Abort as abort:
+            raise SpecError([abort.problem]) from None
+        locations = builder.locations
+    return Document(body=value, source=Location(name, 1), locations=locations)
+
+
 def _surrogate_paths(value: Any, path: str) -> list[str]:
     """Dotted paths of the strings (or keys) holding a lone UTF-16 surrogate (``\\ud800``),
     which JSON allows as an escape but no server can store."""

@@ -1,0 +1,673 @@
+"""Terraform's JetStream provider (registry ``nats-io/jetstream``) as spec documents.
+
+Two inputs, one mapping:
+
+- ``terraform.tfstate`` (JSON, state format 4): every attribute the provider recorded,
+  its defaults included, with its line.
+- ``.tf`` files (HCL, read with python-hcl2): the attributes written, the provider's
+  schema defaults for the others. Literal values are taken as they are. Integer arithmetic
+  such as ``60 * 60 * 24 * 365`` is evaluated. A ``stream_id`` naming a stream resource
+  (``jetstream_stream.ORDERS.id``) becomes that stream's name. Any other expression
+  (variables, locals, functions, other resources' attributes) is reported with its file
+  and line and stops the import: a value that cannot be known is never guessed.
+
+The mapping follows the provider's own translation to the JetStream API (its
+``streamConfigFromResourceData`` and ``consumerConfigFromResourceData``, release 0.2):
+- durations in seconds become nanoseconds;
+- ``ack`` becomes ``no_ack``;
+- ``deliver_all``/``deliver_last``/``deliver_new``/``deliver_last_per_subject``/
+  ``stream_sequence``/``start_time`` become ``deliver_policy``;
+- ``sample_freq`` N becomes ``"N%"``;
+- ``placement_*``, ``republish_*``, ``mirror``/``source`` blocks become the API's objects.
+
+An attribute the mapping does not know is reported as a warning with its line, never
+dropped silently. So are resources this tool does not manage (``jetstream_kv_entry``,
+``jetstream_stream_template``).
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reconciler.errors import Location, Problem, SpecError
+from reconciler.specs.loader import Document, read_json_tree
+
+SECOND = 1_000_000_000
+KINDS = {
+    "jetstream_stream": "Stream",
+    "jetstream_consumer": "Consumer",
+    "jetstream_kv_bucket": "KeyValue",
+    "jetstream_obj_bucket": "ObjectStore",
+}
+NOT_IMPORTED = {
+    "jetstream_kv_entry": "KeyValue entries are not managed by this tool yet",
+    "jetstream_stream_template": "stream templates no longer exist in nats-server 2.10+",
+}
+STREAM_ID_PREFIX = "JETSTREAM_STREAM_"
+
+#: The provider's schema defaults: what a ``.tf`` file leaves out, it sends anyway.
+DEFAULTS: Mapping[str, Mapping[str, Any]] = {
+    "jetstream_stream": {
+        "discard": "old",
+        "discard_new_per_subject": False,
+        "max_msgs": -1,
+        "max_msgs_per_subject": -1,
+        "max_bytes": -1,
+        "max_age": 0,
+        "duplicate_window": 120,
+        "max_msg_size": -1,
+        "storage": "file",
+        "ack": True,
+        "retention": "limits",
+        "compression": "none",
+        "max_consumers": -1,
+        "replicas": 1,
+        "deny_delete": False,
+        "deny_purge": False,
+        "allow_rollup_hdrs": False,
+        "allow_direct": True,
+        "allow_msg_ttl": False,
+        "allow_msg_schedules": False,
+        "first_seq": 0,
+        "allow_batched": False,
+    },
+    "jetstream_consumer": {
+        "ack_policy": "explicit",
+        "ack_wait": 30,
+        "max_delivery": -1,
+        "replay_policy": "instant",
+        "sample_freq": 0,
+        "ratelimit": 0,
+        "max_ack_pending": 20000,
+        "flow_control": False,
+        "headers_only": False,
+        "max_batch": 0,
+        "replicas": 0,
+        "memory": False,
+    },
+    "jetstream_kv_bucket": {
+        "storage": "file",
+        "history": 5,
+        "ttl": 0,
+        "max_value_size": -1,
+        "max_bucket_size": -1,
+        "replicas": 1,
+        "limit_marker_ttl": 0,
+    },
+    "jetstream_obj_bucket": {
+        "storage": "file",
+        "ttl": 0,
+        "max_bucket_size": -1,
+        "replicas": 1,
+        "compression": False,
+    },
+}
+
+
+@dataclass
+class Resource:
+    """One resource of the provider, as Terraform holds or declares it."""
+
+    type: str
+    label: str  # the resource's name in Terraform (``ORDERS_NEW``)
+    attrs: dict[str, Any]
+    source: Location
+    where: dict[str, Location] = field(default_factory=dict)
+
+    def at(self, attr: str) -> Location:
+        return self.where.get(attr, self.source)
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+def read_state(path: Path) -> list[Resource]:
+    """The provider's resources in a ``terraform.tfstate`` (one per instance)."""
+    tree = read_json_tree(path)
+    resources = []
+    for index, item in enumerate(tree.body.get("resources") or []):
+        if not isinstance(item, dict) or item.get("mode", "managed") != "managed":
+            continue
+        kind = str(item.get("type", ""))
+        if not kind.startswith("jetstream_"):
+            continue
+        for number, instance in enumerate(item.get("instances") or []):
+            attrs = instance.get("attributes") if isinstance(instance, dict) else None
+            if not isinstance(attrs, dict):
+                continue
+            prefix = f"resources.{index}.instances.{number}.attributes"
+            where = {
+                key[len(prefix) + 1 :]: loc
+                for key, loc in tree.locations.items()
+                if key.startswith(prefix + ".") and "." not in key[len(prefix) + 1 :]
+            }
+            source = tree.where(f"resources.{index}")
+            resources.append(Resource(kind, str(item.get("name", "")), dict(attrs), source, where))
+    return resources
+
+
+_RESOURCE = re.compile(r'^\s*resource\s+"([^"]+)"\s+"([^"]+)"\s*\{', re.MULTILINE)
+
+
+def read_config(path: Path, problems: list[Problem]) -> list[Resource]:
+    """The provider's resources declared in one ``.tf`` file, expressions resolved where
+    they can be (``problems`` gets the others)."""
+    import hcl2
+
+    name = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        options = hcl2.SerializationOptions(with_comments=False, strip_string_quotes=True)
+        parsed = hcl2.loads(text, serialization_options=options)
+    except (OSError, UnicodeDecodeError) as err:
+        raise SpecError([Problem(Location(name, 1), "", f"cannot read: {err}")]) from None
+    except Exception as err:
+        line = getattr(err, "line", 1) or 1
+        message = f"invalid HCL: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
+        raise SpecError([Problem(Location(name, int(line)), "", message)]) from None
+    lines = {
+        (m.group(1), m.group(2)): text.count("\n", 0, m.start()) + 1
+        for m in _RESOURCE.finditer(text)
+    }
+    resources = []
+    for block in parsed.get("resource") or []:
+        for kind, named in block.items():
+            if not kind.startswith("jetstream_"):
+                continue
+            for label, body in named.items():
+                start = lines.get((kind, label), 1)
+                attrs = {k: v for k, v in body.items() if not k.startswith("__")}
+                where = _attribute_lines(text, start, attrs, name)
+                resources.append(Resource(kind, label, attrs, Location(name, start), where))
+    _resolve(resources, problems)
+    return resources
+
+
+def _attribute_lines(
+    text: str, start: int, attrs: Mapping[str, Any], name: str
+) -> dict[str, Location]:
+    lines = text.splitlines()
+    where: dict[str, Location] = {}
+    depth = 0
+    for number in range(start - 1, len(lines)):
+        line = lines[number]
+        match = re.match(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=|\{)", line)
+        if depth == 1 and match and match.group(1) in attrs:
+            where.setdefault(match.group(1), Location(name, number + 1))
+        depth += line.count("{") - line.count("}")
+        if depth <= 0 and number >= start - 1 and "{" in lines[start - 1]:
+            break
+    return where
+
+
+_OPERATORS: Mapping[type, Callable[[int, int], int]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+}
+
+
+def _arithmetic(expression: str) -> int | None:
+    """The value of integer arithmetic (``60 * 60 * 24``); None for anything else."""
+    try:
+        tree = ast.parse(expression.strip(), mode="eval")
+    except SyntaxError:
+        return None
+
+    def value(node: ast.AST) -> int | None:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            inner = value(node.operand)
+            return None if inner is None else -inner
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+            left, right = value(node.left), value(node.right)
+            if left is None or right is None or (isinstance(node.op, ast.FloorDiv) and not right):
+                return None
+            return _OPERATORS[type(node.op)](left, right)
+        return None
+
+    return value(tree.body)
+
+
+_EXPRESSION = re.compile(r"^\$\{(.*)\}$", re.DOTALL)
+_STREAM_REF = re.compile(r"^jetstream_stream\.([A-Za-z0-9_-]+)\.(id|name)$")
+
+
+def _resolve(resources: list[Resource], problems: list[Problem]) -> None:
+    """Replace each resolvable expression by its value; report the others."""
+    streams = {r.label: r for r in resources if r.type == "jetstream_stream"}
+    for resource in resources:
+        for attr, raw in list(resource.attrs.items()):
+            resolved, unresolved = _value(raw, attr, resource, streams)
+            if unresolved:
+                what = f"{resource.type}.{resource.label}.{attr}"
+                message = (
+                    f"{what}: the expression {unresolved!r} is not resolved (write its value, "
+                    "or import terraform.tfstate, which holds every value)"
+                )
+                problems.append(Problem(resource.at(attr), attr, message))
+                del resource.attrs[attr]
+            else:
+                resource.attrs[attr] = resolved
+
+
+def _value(
+    raw: Any, attr: str, resource: Resource, streams: Mapping[str, Resource]
+) -> tuple[Any, str | None]:
+    if isinstance(raw, list):
+        out = []
+        for item in raw:
+            value, bad = _value(item, attr, resource, streams)
+            if bad:
+                return None, bad
+            out.append(value)
+        return out, None
+    if isinstance(raw, dict):
+        body = {}
+        for key, item in raw.items():
+            if key.startswith("__"):
+                continue
+            value, bad = _value(item, attr, resource, streams)
+            if bad:
+                return None, bad
+            body[key] = value
+        return body, None
+    if not isinstance(raw, str):
+        return raw, None
+    match = _EXPRESSION.match(raw)
+    if match is None:
+        return raw, None
+    expression = match.group(1).strip()
+    number = _arithmetic(expression)
+    if number is not None:
+        return number, None
+    reference = _STREAM_REF.match(expression)
+    if reference is not None and reference.group(1) in streams:
+        target = streams[reference.group(1)].attrs.get("name")
+        if isinstance(target, str) and not _EXPRESSION.match(target):
+            return (STREAM_ID_PREFIX + target if reference.group(2) == "id" else target), None
+    return None, expression
+
+
+# --- mapping ------------------------------------------------------------------------------
+
+
+def _seconds(value: Any) -> Any:
+    return value * SECOND if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _duration(config: dict[str, Any], field: str, value: Any) -> None:
+    """Set a duration given in seconds; 0 (or nothing) is the API's "unset", left out."""
+    if value not in (None, "", 0):
+        config[field] = _seconds(value)
+
+
+def _empty(value: Any) -> bool:
+    return value is None or value in ("", [], {})
+
+
+def _source(block: Mapping[str, Any]) -> dict[str, Any]:
+    source: dict[str, Any] = {"name": block.get("name")}
+    if block.get("start_seq"):
+        source["opt_start_seq"] = block["start_seq"]
+    if block.get("start_time"):
+        source["opt_start_time"] = block["start_time"]
+    if block.get("filter_subject"):
+        source["filter_subject"] = block["filter_subject"]
+    external = block.get("external") or []
+    if external:
+        source["external"] = {"api": external[0].get("api"), "deliver": external[0].get("deliver")}
+    transforms = block.get("subject_transform") or []
+    if transforms:
+        source["subject_transforms"] = [
+            {"src": t.get("source"), "dest": t.get("destination")} for t in transforms
+        ]
+    consumer = block.get("consumer") or []
+    if consumer:
+        source["consumer"] = {
+            k: v for k, v in consumer[0].items() if k in ("name", "deliver_subject") and v
+        }
+    return source
+
+
+_STREAM_FIELDS = {
+    "name": "name",
+    "subjects": "subjects",
+    "description": "description",
+    "discard": "discard",
+    "discard_new_per_subject": "discard_new_per_subject",
+    "max_msgs": "max_msgs",
+    "max_msgs_per_subject": "max_msgs_per_subject",
+    "max_bytes": "max_bytes",
+    "max_msg_size": "max_msg_size",
+    "storage": "storage",
+    "retention": "retention",
+    "compression": "compression",
+    "max_consumers": "max_consumers",
+    "replicas": "num_replicas",
+    "deny_delete": "deny_delete",
+    "deny_purge": "deny_purge",
+    "allow_rollup_hdrs": "allow_rollup_hdrs",
+    "allow_direct": "allow_direct",
+    "allow_msg_ttl": "allow_msg_ttl",
+    "allow_msg_counter": "allow_msg_counter",
+    "allow_atomic": "allow_atomic",
+    "allow_msg_schedules": "allow_msg_schedules",
+    "allow_batched": "allow_batched",
+    "metadata": "metadata",
+}
+_STREAM_SECONDS = {
+    "max_age": "max_age",
+    "duplicate_window": "duplicate_window",
+    "subject_delete_marker_ttl": "subject_delete_marker_ttl",
+}
+_STREAM_HANDLED = {
+    "id",
+    "ack",
+    "placement_cluster",
+    "placement_tags",
+    "placement_preferred",
+    "subject_transform",
+    "republish_source",
+    "republish_destination",
+    "republish_headers_only",
+    "mirror",
+    "mirror_direct",
+    "source",
+    "max_ack_pending",
+    "inactive_threshold",
+    "first_seq",
+    "persist_mode",
+}
+
+
+def _placement(attrs: Mapping[str, Any]) -> dict[str, Any] | None:
+    placement: dict[str, Any] = {}
+    if attrs.get("placement_cluster"):
+        placement["cluster"] = attrs["placement_cluster"]
+        if attrs.get("placement_tags"):
+            placement["tags"] = list(attrs["placement_tags"])
+    if attrs.get("placement_preferred"):
+        placement["preferred"] = attrs["placement_preferred"]
+    return placement or None
+
+
+def _stream(attrs: Mapping[str, Any], unknown: Callable[[str], None]) -> dict[str, Any]:
+    config: dict[str, Any] = {}
+    for attr, value in attrs.items():
+        if attr in _STREAM_FIELDS:
+            if not _empty(value):
+                config[_STREAM_FIELDS[attr]] = value
+        elif attr in _STREAM_SECONDS:
+            _duration(config, _STREAM_SECONDS[attr], value)
+        elif attr not in _STREAM_HANDLED:
+            unknown(attr)
+    if "ack" in attrs:
+        config["no_ack"] = not attrs["ack"]
+    if (placement := _placement(attrs)) is not None:
+        config["placement"] = placement
+    transforms = attrs.get("subject_transform") or []
+    if transforms:
+        first = transforms[0]
+        config["subject_transform"] = {"src": first.get("source"), "dest": first.get("destination")}
+    if attrs.get("republish_source"):
+        config["republish"] = {
+            "src": attrs["republish_source"],
+            "dest": attrs.get("republish_destination", ""),
+            "headers_only": bool(attrs.get("republish_headers_only")),
+        }
+    mirror = attrs.get("mirror") or []
+    if mirror:
+        config["mirror"] = _source(mirror[0])
+        if attrs.get("mirror_direct"):
+            config["mirror_direct"] = True
+    sources = attrs.get("source") or []
+    if sources:
+        config["sources"] = [_source(block) for block in sources]
+    limits: dict[str, Any] = {}
+    if attrs.get("max_ack_pending"):
+        limits["max_ack_pending"] = attrs["max_ack_pending"]
+    if attrs.get("inactive_threshold"):
+        limits["inactive_threshold"] = _seconds(attrs["inactive_threshold"])
+    if limits:
+        config["consumer_limits"] = limits
+    if attrs.get("first_seq"):
+        config["first_seq"] = attrs["first_seq"]
+    if attrs.get("persist_mode") == "async":
+        config["persist_mode"] = "async"
+    return config
+
+
+_CONSUMER_FIELDS = {
+    "description": "description",
+    "filter_subject": "filter_subject",
+    "max_delivery": "max_deliver",
+    "delivery_subject": "deliver_subject",
+    "ratelimit": "rate_limit_bps",
+    "max_ack_pending": "max_ack_pending",
+    "flow_control": "flow_control",
+    "headers_only": "headers_only",
+    "max_batch": "max_batch",
+    "max_bytes": "max_bytes",
+    "replicas": "num_replicas",
+    "memory": "mem_storage",
+    "replay_policy": "replay_policy",
+    "ack_policy": "ack_policy",
+    "metadata": "metadata",
+    "priority_groups": "priority_groups",
+}
+_CONSUMER_SECONDS = {
+    "ack_wait": "ack_wait",
+    "heartbeat": "idle_heartbeat",
+    "max_expires": "max_expires",
+    "inactive_threshold": "inactive_threshold",
+    "priority_timeout": "priority_timeout",
+}
+_CONSUMER_HANDLED = {
+    "id",
+    "stream_id",
+    "durable_name",
+    "sample_freq",
+    "delivery_group",
+    "max_waiting",
+    "backoff",
+    "deliver_all",
+    "deliver_last",
+    "deliver_new",
+    "deliver_last_per_subject",
+    "stream_sequence",
+    "start_time",
+    "filter_subjects",
+    "priority_policy",
+}
+
+
+def _consumer(attrs: Mapping[str, Any], unknown: Callable[[str], None]) -> dict[str, Any]:
+    name = attrs.get("durable_name")
+    config: dict[str, Any] = {"name": name, "durable_name": name}
+    for attr, value in attrs.items():
+        if attr in _CONSUMER_FIELDS:
+            if not _empty(value):
+                config[_CONSUMER_FIELDS[attr]] = value
+        elif attr in _CONSUMER_SECONDS:
+            _duration(config, _CONSUMER_SECONDS[attr], value)
+        elif attr not in _CONSUMER_HANDLED:
+            unknown(attr)
+    config["sample_freq"] = f"{int(attrs.get('sample_freq') or 0)}%"
+    if config.get("deliver_subject"):
+        if attrs.get("delivery_group"):
+            config["deliver_group"] = attrs["delivery_group"]
+    elif attrs.get("max_waiting"):
+        config["max_waiting"] = attrs["max_waiting"]
+    if attrs.get("backoff"):
+        config["backoff"] = [_seconds(step) for step in attrs["backoff"]]
+    config["deliver_policy"] = "all"
+    for flag, policy in (
+        ("deliver_all", "all"),
+        ("deliver_last", "last"),
+        ("deliver_new", "new"),
+        ("deliver_last_per_subject", "last_per_subject"),
+    ):
+        if attrs.get(flag):
+            config["deliver_policy"] = policy
+            break
+    else:
+        if attrs.get("stream_sequence"):
+            config["deliver_policy"] = "by_start_sequence"
+            config["opt_start_seq"] = attrs["stream_sequence"]
+        elif attrs.get("start_time"):
+            config["deliver_policy"] = "by_start_time"
+            config["opt_start_time"] = attrs["start_time"]
+    subjects = list(attrs.get("filter_subjects") or [])
+    if len(subjects) == 1:
+        config["filter_subject"] = subjects[0]
+    elif len(subjects) > 1:
+        config["filter_subjects"] = subjects
+        config.pop("filter_subject", None)
+    if attrs.get("priority_policy") not in (None, "", "none"):
+        config["priority_policy"] = attrs["priority_policy"]
+    return config
+
+
+_BUCKET_FIELDS = {
+    "name": "name",
+    "description": "description",
+    "storage": "storage",
+    "history": "history",
+    "max_value_size": "max_value_size",
+    "max_bucket_size": "max_bytes",
+    "replicas": "replicas",
+    "compression": "compression",
+}
+
+
+def _bucket(attrs: Mapping[str, Any], unknown: Callable[[str], None]) -> dict[str, Any]:
+    config: dict[str, Any] = {}
+    for attr, value in attrs.items():
+        if attr in _BUCKET_FIELDS:
+            if not _empty(value):
+                config[_BUCKET_FIELDS[attr]] = value
+        elif attr in ("ttl", "limit_marker_ttl"):
+            _duration(config, attr, value)
+        elif attr not in ("id", "placement_cluster", "placement_tags"):
+            unknown(attr)
+    if (placement := _placement(attrs)) is not None:
+        config["placement"] = placement
+    return config
+
+
+#: For errors: the spec field each Terraform attribute becomes, per resource type.
+_SPEC_FIELD: Mapping[str, Mapping[str, str]] = {
+    "jetstream_stream": {
+        **_STREAM_FIELDS,
+        **_STREAM_SECONDS,
+        "ack": "no_ack",
+        "placement_cluster": "placement",
+        "placement_tags": "placement",
+        "mirror": "mirror",
+        "source": "sources",
+        "subject_transform": "subject_transform",
+        "republish_source": "republish",
+        "republish_destination": "republish",
+    },
+    "jetstream_consumer": {
+        **_CONSUMER_FIELDS,
+        **_CONSUMER_SECONDS,
+        "durable_name": "name",
+        "stream_id": "stream",
+        "sample_freq": "sample_freq",
+        "backoff": "backoff",
+        "stream_sequence": "opt_start_seq",
+        "start_time": "opt_start_time",
+        "filter_subjects": "filter_subjects",
+    },
+    "jetstream_kv_bucket": {**_BUCKET_FIELDS, "ttl": "ttl"},
+    "jetstream_obj_bucket": {**_BUCKET_FIELDS, "ttl": "ttl"},
+}
+
+_MAPPERS = {
+    "jetstream_stream": _stream,
+    "jetstream_consumer": _consumer,
+    "jetstream_kv_bucket": _bucket,
+    "jetstream_obj_bucket": _bucket,
+}
+
+
+def documents(
+    resources: list[Resource], warnings: list[Problem], *, with_defaults: bool
+) -> list[Document]:
+    """Spec documents (wire values, located at the Terraform attributes they came from).
+
+    ``with_defaults``: fill the provider's schema defaults first (``.tf`` files; a state
+    already holds them)."""
+    out = []
+    for resource in resources:
+        if resource.type in NOT_IMPORTED:
+            message = (
+                f"{resource.type}.{resource.label} is not imported: {NOT_IMPORTED[resource.type]}"
+            )
+            warnings.append(Problem(resource.source, "", message, warning=True))
+            continue
+        mapper = _MAPPERS.get(resource.type)
+        if mapper is None:
+            message = f"{resource.type}.{resource.label}: unknown resource type, not imported"
+            warnings.append(Problem(resource.source, "", message, warning=True))
+            continue
+        attrs = (
+            {**DEFAULTS.get(resource.type, {}), **resource.attrs}
+            if with_defaults
+            else resource.attrs
+        )
+
+        def unknown(attr: str, resource: Resource = resource) -> None:
+            message = f"{resource.type}.{resource.label}.{attr} has no mapping: not imported"
+            warnings.append(Problem(resource.at(attr), attr, message, warning=True))
+
+        body: dict[str, Any] = {"kind": KINDS[resource.type], **mapper(attrs, unknown)}
+        if resource.type == "jetstream_consumer":
+            stream_id = str(attrs.get("stream_id") or "")
+            body["stream"] = stream_id.removeprefix(STREAM_ID_PREFIX)
+        locations = {
+            spec_field: resource.at(attr)
+            for attr, spec_field in _SPEC_FIELD.get(resource.type, {}).items()
+            if attr in resource.where
+        }
+        out.append(Document(body=body, source=resource.source, locations=locations))
+    return out
+
+
+def load(paths: list[Path]) -> tuple[list[Document], list[Problem]]:
+    """Spec documents from ``terraform.tfstate`` files and ``.tf`` files or folders;
+    (documents, warnings). Raises SpecError listing every expression not resolved."""
+    problems: list[Problem] = []
+    warnings: list[Problem] = []
+    docs: list[Document] = []
+    for path in _files(paths):
+        if path.suffix == ".tf":
+            docs += documents(read_config(path, problems), warnings, with_defaults=True)
+        else:
+            docs += documents(read_state(path), warnings, with_defaults=False)
+    if problems:
+        raise SpecError(problems)
+    return docs, warnings
+
+
+def _files(paths: list[Path]) -> list[Path]:
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found += sorted(path.glob("*.tf"))
+            state = path / "terraform.tfstate"
+            if state.exists():
+                found.append(state)
+        else:
+            found.append(path)
+    return found
