@@ -1,5 +1,5 @@
-"""``reconcile import --from nats-cli|terraform PATH... --out DIR``: another tool's files
-as specs."""
+"""``reconcile import --from nats-cli|terraform|nack PATH... --out DIR``: another tool's
+files as specs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import click
 from reconciler.cli.export_cmd import write_files
 from reconciler.cli.options import strict_option
 
-SOURCES = ["nats-cli", "terraform"]
+SOURCES = ["nats-cli", "terraform", "nack"]
 
 
 @click.command(name="import")
@@ -22,7 +22,8 @@ SOURCES = ["nats-cli", "terraform"]
     required=True,
     help="What wrote the files: nats-cli (stream and consumer config or info JSON files, "
     "and `nats account backup` folders); terraform (terraform.tfstate, and .tf files or "
-    "folders of the nats-io/jetstream provider).",
+    "folders of the nats-io/jetstream provider); nack (the jetstream.nats.io custom "
+    "resources of NACK, v1beta1 and v1beta2, as YAML files or folders).",
 )
 @click.option(
     "--out",
@@ -42,11 +43,12 @@ def import_(paths: tuple[Path, ...], source: str, out: Path | None, strict: bool
     """
     from reconciler.model.defaults import newest_server
     from reconciler.planning.export import import_files
-    from reconciler.specs import terraform
+    from reconciler.specs import nack, terraform
     from reconciler.specs.validate import load_specs, validate_documents
 
-    if source == "terraform":
-        documents, warnings = terraform.load(list(paths))
+    if source in ("terraform", "nack"):
+        reader = terraform if source == "terraform" else nack
+        documents, warnings = reader.load(list(paths))
         specs = validate_documents(documents, warnings=warnings, strict=strict)
         for warning in warnings:
             click.echo(str(warning), err=True)

@@ -461,6 +461,27 @@ def _json_documents(text: str, name: str, problems: list[Problem]) -> list[Docum
     return documents
 
 
+def read_yaml_trees(path: Path) -> list[Document]:
+    """Every document of a YAML file (another tool's manifests, say) with each value's
+    line, no kind given; raises SpecError with the file and line when it cannot be read."""
+    problems: list[Problem] = []
+    name = str(path)
+    documents = []
+    try:
+        text = _read_text(path)
+        for root in compose_documents(text, name):
+            document = _document_from_node(root, name, problems)
+            if document is not None:
+                documents.append(document)
+    except _Abort as abort:
+        problems.append(abort.problem)
+    except yaml.YAMLError as err:
+        problems.append(_yaml_problem(err, text, name))
+    if errors := [p for p in problems if not p.warning]:
+        raise SpecError(errors)
+    return documents
+
+
 def read_json_tree(path: Path) -> Document:
     """A whole JSON file (another tool's state, say) as one Document with every value's
     line; raises SpecError with the file and line when it is not JSON."""

@@ -1,0 +1,482 @@
+"""NACK's custom resources (``jetstream.nats.io``: Stream, Consumer, KeyValue, ObjectStore)
+as spec documents.
+
+NACK's controller turns a resource into JetStream config in three layers. This mapping
+applies the same three, in the same order:
+1. The CRD's defaults for the resource's API version. Kubernetes fills them in; a
+   manifest in git does not have them, so they are applied here. NACK's `storage` default
+   is `memory`, and a consumer's `ackPolicy` defaults to `none` with `ackWait` `1ns`.
+2. For streams and consumers, the template of jsm.go, the library NACK creates them
+   with. A stream's `maxAge` is one year unless given; a consumer starts as deliver
+   `all`, ack `explicit`, `30s`, replay `instant`.
+3. The fields set. camelCase names become the API's snake_case, Go durations
+   (`1h30m`, `500ms`) become nanoseconds, and `deliverPolicy` `byStartSequence` becomes
+   `by_start_sequence`.
+
+Both API versions NACK has shipped are read: ``v1beta1`` and ``v1beta2``.
+
+The connection fields (`account`, `servers`, `creds`, `nkey`, `tls`, `jsDomain`,
+`preventDelete`, `preventUpdate`) say where a resource goes, not what it is: they are not
+imported. An `Account` resource, which holds a connection and its secrets, is reported
+with its line: declare it as an environment of the project file
+(docs/environments.md). Any other field the mapping does not know is a warning with its
+line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from reconciler.errors import Location, Problem, SpecError
+from reconciler.specs.loader import Document, read_yaml_trees
+
+GROUP = "jetstream.nats.io/"
+VERSIONS = ("v1beta1", "v1beta2")
+KINDS = {
+    "Stream": "Stream",
+    "Consumer": "Consumer",
+    "KeyValue": "KeyValue",
+    "ObjectStore": "ObjectStore",
+}
+YEAR = 365 * 24 * 3600 * 1_000_000_000
+
+#: CRD defaults per kind (deploy/crds.yml; the same in v1beta1 for the fields it has).
+CRD_DEFAULTS: Mapping[str, Mapping[str, Any]] = {
+    "Stream": {
+        "retention": "limits",
+        "maxConsumers": -1,
+        "maxMsgs": -1,
+        "maxBytes": -1,
+        "discard": "old",
+        "maxAge": "",
+        "maxMsgsPerSubject": 0,
+        "maxMsgSize": -1,
+        "storage": "memory",
+        "replicas": 1,
+    },
+    "Consumer": {
+        "deliverPolicy": "all",
+        "ackPolicy": "none",
+        "ackWait": "1ns",
+        "replayPolicy": "instant",
+    },
+    "KeyValue": {"replicas": 1},
+    "ObjectStore": {"replicas": 1},
+}
+#: jsm.go's templates (``DefaultStream``, ``DefaultConsumer``), in wire form.
+JSM_STREAM = {
+    "retention": "limits",
+    "discard": "old",
+    "max_consumers": -1,
+    "max_msgs": -1,
+    "max_msgs_per_subject": -1,
+    "max_bytes": -1,
+    "max_age": YEAR,
+    "max_msg_size": -1,
+    "num_replicas": 1,
+}
+JSM_CONSUMER = {
+    "deliver_policy": "all",
+    "ack_policy": "explicit",
+    "ack_wait": 30_000_000_000,
+    "replay_policy": "instant",
+}
+CONNECTION_FIELDS = frozenset(
+    {
+        "account",
+        "servers",
+        "creds",
+        "nkey",
+        "tls",
+        "tlsFirst",
+        "jsDomain",
+        "preventDelete",
+        "preventUpdate",
+    }
+)
+
+_GO_UNITS = {
+    "ns": 1,
+    "us": 1_000,
+    "µs": 1_000,
+    "μs": 1_000,
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60_000_000_000,
+    "h": 3_600_000_000_000,
+}
+_GO_TERM = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def go_duration(text: str) -> int:
+    """Nanoseconds of a Go duration (``1h30m``, ``1.5s``, ``500ms``, ``0``); ValueError
+    when it is not one."""
+    text = text.strip()
+    if text in ("0", "+0", "-0"):
+        return 0
+    sign = -1 if text.startswith("-") else 1
+    rest = text.lstrip("+-")
+    total, position = 0.0, 0
+    for match in _GO_TERM.finditer(rest):
+        if match.start() != position:
+            break
+        total += float(match.group(1)) * _GO_UNITS[match.group(2)]
+        position = match.end()
+    if not rest or position != len(rest):
+        raise ValueError(f"{text!r} is not a Go duration (like 1h30m, 90s or 500ms)")
+    return sign * round(total)
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
+
+
+class _Mapper:
+    """One resource's fields into wire config; problems and warnings at their lines."""
+
+    def __init__(
+        self, document: Document, kind: str, problems: list[Problem], warnings: list[Problem]
+    ):
+        self.document = document
+        self.kind = kind
+        self.problems = problems
+        self.warnings = warnings
+        self.locations: dict[str, Location] = {}
+
+    def at(self, field: str) -> Location:
+        return self.document.where(f"spec.{field}")
+
+    def duration(self, field: str, value: Any) -> int | None:
+        if value in (None, ""):
+            return None
+        try:
+            return go_duration(str(value))
+        except ValueError as err:
+            self.problems.append(Problem(self.at(field), field, str(err)))
+            return None
+
+    def unknown(self, field: str) -> None:
+        message = f"{self.kind} field {field!r} has no mapping: not imported"
+        self.warnings.append(Problem(self.at(field), field, message, warning=True))
+
+    def note(self, wire: str, field: str) -> None:
+        self.locations[wire] = self.at(field)
+
+
+def _source(value: Mapping[str, Any], mapper: _Mapper, field: str) -> dict[str, Any]:
+    source: dict[str, Any] = {"name": value.get("name")}
+    if value.get("optStartSeq"):
+        source["opt_start_seq"] = value["optStartSeq"]
+    if value.get("optStartTime"):
+        source["opt_start_time"] = value["optStartTime"]
+    if value.get("filterSubject"):
+        source["filter_subject"] = value["filterSubject"]
+    if value.get("externalApiPrefix") or value.get("externalDeliverPrefix"):
+        source["external"] = {
+            "api": value.get("externalApiPrefix", ""),
+            "deliver": value.get("externalDeliverPrefix", ""),
+        }
+    transforms = value.get("subjectTransforms") or []
+    if transforms:
+        source["subject_transforms"] = [
+            {"src": t.get("source"), "dest": t.get("dest")} for t in transforms
+        ]
+    mapper.note(field, field)
+    return source
+
+
+_STREAM_PLAIN = {
+    "name": "name",
+    "description": "description",
+    "subjects": "subjects",
+    "retention": "retention",
+    "maxConsumers": "max_consumers",
+    "maxMsgs": "max_msgs",
+    "maxBytes": "max_bytes",
+    "maxMsgSize": "max_msg_size",
+    "storage": "storage",
+    "discard": "discard",
+    "replicas": "num_replicas",
+    "metadata": "metadata",
+}
+_STREAM_FLAGS = {
+    "noAck": "no_ack",
+    "sealed": "sealed",
+    "denyDelete": "deny_delete",
+    "denyPurge": "deny_purge",
+    "allowDirect": "allow_direct",
+    "allowRollup": "allow_rollup_hdrs",
+    "mirrorDirect": "mirror_direct",
+    "discardPerSubject": "discard_new_per_subject",
+    "allowMsgTtl": "allow_msg_ttl",
+    "allowMsgCounter": "allow_msg_counter",
+    "allowAtomicPublish": "allow_atomic",
+    "allowMsgSchedules": "allow_msg_schedules",
+}
+
+
+def _stream(spec: Mapping[str, Any], m: _Mapper) -> dict[str, Any]:
+    config = dict(JSM_STREAM)
+    for field, value in spec.items():
+        if field in _STREAM_PLAIN:
+            if value not in (None, ""):
+                config[_STREAM_PLAIN[field]] = value
+                m.note(_STREAM_PLAIN[field], field)
+        elif field in _STREAM_FLAGS:
+            if value:
+                config[_STREAM_FLAGS[field]] = True
+                m.note(_STREAM_FLAGS[field], field)
+        elif field == "maxMsgsPerSubject":
+            if isinstance(value, int) and value > 0:
+                config["max_msgs_per_subject"] = value
+        elif field in ("maxAge", "duplicateWindow", "subjectDeleteMarkerTtl"):
+            wire = {"maxAge": "max_age", "duplicateWindow": "duplicate_window"}.get(
+                field, "subject_delete_marker_ttl"
+            )
+            if (nanos := m.duration(field, value)) is not None:
+                config[wire] = nanos
+                m.note(wire, field)
+        elif field == "placement":
+            placement = {k: v for k, v in (value or {}).items() if k in ("cluster", "tags") and v}
+            if placement:
+                config["placement"] = placement
+        elif field == "mirror":
+            if value:
+                config["mirror"] = _source(value, m, field)
+        elif field == "sources":
+            if value:
+                config["sources"] = [_source(item, m, field) for item in value]
+        elif field == "compression":
+            if value in ("s2", "none"):
+                config["compression"] = value
+        elif field == "subjectTransform":
+            if value:
+                config["subject_transform"] = {
+                    "src": value.get("source"),
+                    "dest": value.get("dest"),
+                }
+        elif field == "republish":
+            if value:
+                config["republish"] = {
+                    "src": value.get("source"),
+                    "dest": value.get("destination"),
+                    "headers_only": bool(value.get("headers_only")),
+                }
+        elif field == "firstSequence":
+            if value:
+                config["first_seq"] = value
+        elif field == "consumerLimits":
+            limits: dict[str, Any] = {"max_ack_pending": (value or {}).get("maxAckPending", 0)}
+            threshold = m.duration(field, (value or {}).get("inactiveThreshold"))
+            if threshold is not None:
+                limits["inactive_threshold"] = threshold
+            config["consumer_limits"] = limits
+        elif field == "persistMode":
+            if value in ("async", "default"):
+                config["persist_mode"] = value
+        elif field not in CONNECTION_FIELDS:
+            m.unknown(field)
+    return config
+
+
+_CONSUMER_PLAIN = {
+    "description": "description",
+    "deliverSubject": "deliver_subject",
+    "deliverGroup": "deliver_group",
+    "maxAckPending": "max_ack_pending",
+    "maxWaiting": "max_waiting",
+    "rateLimitBps": "rate_limit_bps",
+    "maxRequestBatch": "max_batch",
+    "maxRequestMaxBytes": "max_bytes",
+    "replicas": "num_replicas",
+    "metadata": "metadata",
+    "maxDeliver": "max_deliver",
+    "optStartSeq": "opt_start_seq",
+    "optStartTime": "opt_start_time",
+    "pauseUntil": "pause_until",
+    "priorityGroups": "priority_groups",
+}
+_CONSUMER_DURATIONS = {
+    "ackWait": "ack_wait",
+    "heartbeatInterval": "idle_heartbeat",
+    "maxRequestExpires": "max_expires",
+    "inactiveThreshold": "inactive_threshold",
+    "pinnedTtl": "priority_timeout",
+}
+_DELIVER = {
+    "all": "all",
+    "last": "last",
+    "new": "new",
+    "byStartSequence": "by_start_sequence",
+    "byStartTime": "by_start_time",
+    "lastPerSubject": "last_per_subject",
+}
+
+
+def _consumer(spec: Mapping[str, Any], m: _Mapper) -> dict[str, Any]:
+    config: dict[str, Any] = dict(JSM_CONSUMER)
+    name = spec.get("durableName")
+    config.update(name=name, durable_name=name)
+    m.note("name", "durableName")
+    for field, value in spec.items():
+        if field in _CONSUMER_PLAIN:
+            if value not in (None, "", 0, [], {}):
+                config[_CONSUMER_PLAIN[field]] = value
+                m.note(_CONSUMER_PLAIN[field], field)
+        elif field in _CONSUMER_DURATIONS:
+            if (nanos := m.duration(field, value)) is not None:
+                config[_CONSUMER_DURATIONS[field]] = nanos
+                m.note(_CONSUMER_DURATIONS[field], field)
+        elif field in ("ackPolicy", "replayPolicy"):
+            if value:
+                config[_snake(field)] = value
+                m.note(_snake(field), field)
+        elif field == "deliverPolicy":
+            if value:
+                if value not in _DELIVER:
+                    m.problems.append(
+                        Problem(m.at(field), field, f"unknown deliverPolicy {value!r}")
+                    )
+                else:
+                    config["deliver_policy"] = _DELIVER[value]
+                    m.note("deliver_policy", field)
+        elif field == "filterSubject":
+            if value:
+                config["filter_subject"] = value
+        elif field == "filterSubjects":
+            if value:
+                config["filter_subjects"] = list(value)
+        elif field in ("flowControl", "headersOnly", "memStorage"):
+            if value:
+                config[{"memStorage": "mem_storage"}.get(field, _snake(field))] = True
+        elif field == "backoff":
+            steps = [m.duration(field, step) for step in value or []]
+            if steps and None not in steps:
+                config["backoff"] = steps
+        elif field == "sampleFreq":
+            if value not in (None, ""):
+                config["sample_freq"] = f"{str(value).rstrip('%')}%"
+        elif field == "priorityPolicy":
+            if value not in (None, "", "none"):
+                config["priority_policy"] = value
+        elif field not in (*CONNECTION_FIELDS, "durableName", "streamName"):
+            m.unknown(field)
+    if config.get("deliver_policy") not in ("by_start_sequence",):
+        config.pop("opt_start_seq", None)
+    if config.get("deliver_policy") not in ("by_start_time",):
+        config.pop("opt_start_time", None)
+    return config
+
+
+_BUCKET_PLAIN = {
+    "bucket": "name",
+    "description": "description",
+    "maxValueSize": "max_value_size",
+    "history": "history",
+    "maxBytes": "max_bytes",
+    "storage": "storage",
+    "replicas": "replicas",
+    "metadata": "metadata",
+}
+
+
+def _bucket(spec: Mapping[str, Any], m: _Mapper) -> dict[str, Any]:
+    config: dict[str, Any] = {}
+    for field, value in spec.items():
+        if field in _BUCKET_PLAIN:
+            if value not in (None, "", 0, {}):
+                config[_BUCKET_PLAIN[field]] = value
+                m.note(_BUCKET_PLAIN[field], field)
+        elif field == "ttl":
+            if (nanos := m.duration(field, value)) is not None and nanos:
+                config["ttl"] = nanos
+        elif field == "limitMarkerTtl":
+            if value:  # a time.Duration in the Go type: nanoseconds as a number
+                config["limit_marker_ttl"] = value
+        elif field == "compression":
+            if value:
+                config["compression"] = True
+        elif field == "placement":
+            placement = {k: v for k, v in (value or {}).items() if k in ("cluster", "tags") and v}
+            if placement:
+                config["placement"] = placement
+        elif field in ("republish", "mirror", "sources"):
+            if value:
+                m.unknown(field)  # bucket mirrors and sources: not in the KeyValue spec yet
+        elif field not in CONNECTION_FIELDS:
+            m.unknown(field)
+    return config
+
+
+_MAPPERS = {"Stream": _stream, "Consumer": _consumer, "KeyValue": _bucket, "ObjectStore": _bucket}
+
+
+def documents(
+    manifests: list[Document], problems: list[Problem], warnings: list[Problem]
+) -> list[Document]:
+    """The spec documents of NACK's manifests (other Kubernetes objects are skipped)."""
+    out = []
+    for manifest in manifests:
+        body = manifest.body
+        api, kind = str(body.get("apiVersion", "")), str(body.get("kind", ""))
+        if not api.startswith(GROUP):
+            continue
+        version = api[len(GROUP) :]
+        if version not in VERSIONS:
+            message = f"{kind} of {api}: unknown NACK API version (known: {', '.join(VERSIONS)})"
+            problems.append(Problem(manifest.where("apiVersion"), "apiVersion", message))
+            continue
+        if kind == "Account":
+            name = (body.get("metadata") or {}).get("name", "?")
+            message = (
+                f"Account {name} is not imported: it holds a connection and its secrets; "
+                "declare it as an environment of reconcile.yaml (docs/environments.md)"
+            )
+            warnings.append(Problem(manifest.source, "", message, warning=True))
+            continue
+        if kind not in KINDS:
+            message = f"{kind} ({api}) is not imported: not managed by this tool"
+            warnings.append(Problem(manifest.source, "", message, warning=True))
+            continue
+        spec = body.get("spec")
+        if not isinstance(spec, dict):
+            problems.append(Problem(manifest.source, "spec", "a NACK resource needs a spec"))
+            continue
+        mapper = _Mapper(manifest, kind, problems, warnings)
+        filled = {**CRD_DEFAULTS[kind], **spec}
+        config = _MAPPERS[kind](filled, mapper)
+        head: dict[str, Any] = {"kind": kind}
+        if kind == "Consumer":
+            head["stream"] = spec.get("streamName")
+            mapper.note("stream", "streamName")
+        out.append(
+            Document(body={**head, **config}, source=manifest.source, locations=mapper.locations)
+        )
+    return out
+
+
+def load(paths: list[Path]) -> tuple[list[Document], list[Problem]]:
+    """Spec documents from NACK manifests (YAML files or folders); (documents, warnings).
+    Raises SpecError listing every problem (bad duration, unknown version, ...)."""
+    problems: list[Problem] = []
+    warnings: list[Problem] = []
+    manifests: list[Document] = []
+    for path in _files(paths):
+        manifests += read_yaml_trees(path)
+    docs = documents(manifests, problems, warnings)
+    if problems:
+        raise SpecError(problems)
+    return docs, warnings
+
+
+def _files(paths: list[Path]) -> list[Path]:
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found += sorted(p for p in path.rglob("*") if p.suffix in (".yml", ".yaml"))
+        else:
+            found.append(path)
+    return found
