@@ -98,7 +98,9 @@ class ResourceRef:
         subjects = list(config.get("subjects") or [])
         if name.startswith(KV_PREFIX):
             bucket = name[len(KV_PREFIX) :]
-            if subjects == [kv_subject(bucket)]:
+            # A bucket mirroring another has no subjects: its mirror is a KV_ stream.
+            mirror = str((config.get("mirror") or {}).get("name", ""))
+            if subjects == [kv_subject(bucket)] or (not subjects and mirror.startswith(KV_PREFIX)):
                 return cls("KeyValue", bucket)
         if name.startswith(OBJ_PREFIX):
             bucket = name[len(OBJ_PREFIX) :]

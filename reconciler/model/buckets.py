@@ -9,10 +9,18 @@ config back as bucket fields (for export); ``classify_stream`` tells what a live
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from reconciler.identity import Kind, ResourceRef, kv_subject, object_subjects, stream_of
+from reconciler.identity import (
+    KV_PREFIX,
+    Kind,
+    ResourceRef,
+    kv_subject,
+    object_subjects,
+    stream_of,
+)
 from reconciler.model.defaults import DEFAULT_DUPLICATE_WINDOW
 
 #: Bucket fields copied to the stream under the same name.
@@ -58,10 +66,53 @@ def kv_stream_config(name: str, bucket: Mapping[str, Any]) -> dict[str, Any]:
     )
     if bucket.get("republish") is not None:
         config["republish"] = bucket["republish"]
+    if bucket.get("mirror"):
+        # A mirror takes no writes of its own: no subjects, and direct gets answered for
+        # the origin's subjects (nats.go jetstream/kv.go).
+        del config["subjects"]
+        config["mirror"] = _kv_source(bucket["mirror"], name, mirror=True)
+        config["mirror_direct"] = True
+    elif bucket.get("sources"):
+        config["sources"] = [_kv_source(source, name) for source in bucket["sources"]]
     if bucket.get("limit_marker_ttl"):
         config["allow_msg_ttl"] = True
         config["subject_delete_marker_ttl"] = int(bucket["limit_marker_ttl"])
     return config
+
+
+_DOMAIN_API = re.compile(r"^\$JS\.([^.]+)\.API$")
+
+
+def _kv_source(source: Mapping[str, Any], bucket: str, *, mirror: bool = False) -> dict[str, Any]:
+    """A bucket source as the stream source the clients make of it: the ``KV_`` stream,
+    a domain as its API prefix, and (sources) the origin's key subjects moved into this
+    bucket's, unless it is the same bucket in another account."""
+    wire = {k: v for k, v in source.items() if k not in ("name", "domain")}
+    origin = str(source["name"]).removeprefix(KV_PREFIX)
+    wire["name"] = stream_of("KeyValue", origin)
+    if source.get("domain"):
+        wire["external"] = {"api": f"$JS.{source['domain']}.API"}
+    if not mirror and (source.get("external") is None or origin != bucket):
+        wire["subject_transforms"] = [{"src": kv_subject(origin), "dest": kv_subject(bucket)}]
+    return wire
+
+
+def _bucket_source(wire: Mapping[str, Any], bucket: str) -> dict[str, Any]:
+    """A ``KV_`` stream's source read back as the bucket source that makes it."""
+    source = {k: v for k, v in wire.items() if k not in ("name", "external", "subject_transforms")}
+    origin = str(wire.get("name", "")).removeprefix(KV_PREFIX)
+    source = {"name": origin, **source}
+    external = wire.get("external") or {}
+    match = _DOMAIN_API.match(str(external.get("api", "")))
+    if match and not external.get("deliver"):
+        source["domain"] = match.group(1)
+    elif external:
+        source["external"] = dict(external)
+    made = [{"src": kv_subject(origin), "dest": kv_subject(bucket)}]
+    transforms = wire.get("subject_transforms")
+    if transforms and transforms != made:
+        source["subject_transforms"] = transforms
+    return source
 
 
 def object_stream_config(name: str, bucket: Mapping[str, Any]) -> dict[str, Any]:
@@ -118,4 +169,8 @@ def bucket_config(kind: Kind, name: str, stream: Mapping[str, Any]) -> dict[str,
             bucket[key] = stream[key]
     if kind == "KeyValue" and stream.get("subject_delete_marker_ttl"):
         bucket["limit_marker_ttl"] = stream["subject_delete_marker_ttl"]
+    if kind == "KeyValue" and stream.get("mirror"):
+        bucket["mirror"] = _bucket_source(stream["mirror"], name)
+    if kind == "KeyValue" and stream.get("sources"):
+        bucket["sources"] = [_bucket_source(s, name) for s in stream["sources"]]
     return bucket

@@ -371,6 +371,24 @@ def _consumer(spec: Mapping[str, Any], m: _Mapper) -> dict[str, Any]:
     return config
 
 
+def _bucket_source(value: Mapping[str, Any]) -> dict[str, Any]:
+    """A NACK stream source on a KeyValue bucket as a bucket source of the spec."""
+    source: dict[str, Any] = {"name": str(value.get("name", "")).removeprefix("KV_")}
+    for field, wire in (
+        ("optStartSeq", "opt_start_seq"),
+        ("optStartTime", "opt_start_time"),
+        ("filterSubject", "filter_subject"),
+    ):
+        if value.get(field):
+            source[wire] = value[field]
+    if value.get("externalApiPrefix") or value.get("externalDeliverPrefix"):
+        source["external"] = {
+            "api": value.get("externalApiPrefix", ""),
+            "deliver": value.get("externalDeliverPrefix", ""),
+        }
+    return source
+
+
 _BUCKET_PLAIN = {
     "bucket": "name",
     "description": "description",
@@ -403,9 +421,19 @@ def _bucket(spec: Mapping[str, Any], m: _Mapper) -> dict[str, Any]:
             placement = {k: v for k, v in (value or {}).items() if k in ("cluster", "tags") and v}
             if placement:
                 config["placement"] = placement
-        elif field in ("republish", "mirror", "sources"):
+        elif field == "mirror" and m.kind == "KeyValue":
             if value:
-                m.unknown(field)  # bucket mirrors and sources: not in the KeyValue spec yet
+                config["mirror"] = _bucket_source(value)
+        elif field == "sources" and m.kind == "KeyValue":
+            if value:
+                config["sources"] = [_bucket_source(item) for item in value]
+        elif field == "republish" and m.kind == "KeyValue":
+            if value:
+                config["republish"] = {
+                    "src": value.get("source"),
+                    "dest": value.get("destination"),
+                    "headers_only": bool(value.get("headers_only")),
+                }
         elif field not in CONNECTION_FIELDS:
             m.unknown(field)
     return config
