@@ -18,7 +18,7 @@ from typing import Any
 import pulumi
 
 from pulumi_provider.resources import RESOURCE_CLASSES, JetStreamResource
-from reconciler.errors import Location
+from reconciler.errors import Location, Problem, SpecError
 from reconciler.specs.loader import load_documents
 from reconciler.specs.spec import Spec
 from reconciler.specs.validate import validate_documents
@@ -47,6 +47,18 @@ class JetStreamSpecs(pulumi.ComponentResource):
         documents = load_documents([path])
         bodies: dict[Location, dict[str, Any]] = {d.source: d.body for d in documents}
         specs = [s for s in validate_documents(documents) if not s.external]
+        if entries := [s for s in specs if s.kind == "KeyValueEntry"]:
+            raise SpecError(
+                [
+                    Problem(
+                        s.source,
+                        "kind",
+                        "KeyValueEntry is not managed through Pulumi: "
+                        "apply it with `reconcile apply`",
+                    )
+                    for s in entries
+                ]
+            )
         self.resources = {}
         streams: dict[str, JetStreamResource] = {}
         for spec in sorted(specs, key=lambda s: s.kind == "Consumer"):

@@ -92,12 +92,19 @@ def to_spec(props: Mapping[str, Any]) -> Spec:
     return next(s for s in specs if not s.external)
 
 
+#: The kinds this provider manages: KeyValue entries (values, not configs) are applied by
+#: ``reconcile apply`` only.
+PROVIDER_KINDS: tuple[str, ...] = tuple(kind for kind in KINDS if kind != "KeyValueEntry")
+
+
 def kind_problem(props: Mapping[str, Any]) -> str | None:
     """A message when ``kind`` is missing or not one this provider manages."""
     kind = plain(props.get("kind"))
-    if kind in KINDS:
+    if kind in PROVIDER_KINDS:
         return None
-    return f"kind must be one of {', '.join(KINDS)} (got {kind!r})"
+    if kind == "KeyValueEntry":
+        return "KeyValueEntry is not managed through Pulumi: apply it with `reconcile apply`"
+    return f"kind must be one of {', '.join(PROVIDER_KINDS)} (got {kind!r})"
 
 
 def spec_failures(err: SpecError) -> list[tuple[str, str]]:

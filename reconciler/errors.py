@@ -17,7 +17,8 @@ under ``--debug``.
     ├── ApplyFailed          a step failed mid-apply; carries what was applied and skipped
     ├── LockError            another apply holds the lease lock
     ├── MigrationStalled     a migration's copy made no progress (it resumes on the next apply)
-    └── MigrationIncomplete  a migration kept the messages but could not restore a consumer
+    ├── MigrationIncomplete  a migration kept the messages but could not restore a consumer
+    └── ConcurrentChange     a KeyValue entry changed after it was planned (compare-and-set)
 """
 
 from __future__ import annotations
@@ -177,3 +178,7 @@ class MigrationStalled(ReconcileError):
 
 class MigrationIncomplete(ReconcileError):
     """A migration moved every message but could not create some consumers again."""
+
+
+class ConcurrentChange(ReconcileError):
+    """A compare-and-set write found another writer's value: nothing was overwritten."""

@@ -13,11 +13,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Kind = Literal["Stream", "Consumer", "KeyValue", "ObjectStore"]
-KINDS: tuple[Kind, ...] = ("Stream", "Consumer", "KeyValue", "ObjectStore")
-#: The order kinds are listed in: streams, buckets, then consumers.
-KIND_ORDER: Mapping[str, int] = {"Stream": 0, "KeyValue": 1, "ObjectStore": 2, "Consumer": 3}
+Kind = Literal["Stream", "Consumer", "KeyValue", "ObjectStore", "KeyValueEntry"]
+KINDS: tuple[Kind, ...] = ("Stream", "Consumer", "KeyValue", "ObjectStore", "KeyValueEntry")
+#: The order kinds are listed in: streams, buckets, consumers, then KeyValue entries.
+KIND_ORDER: Mapping[str, int] = {
+    "Stream": 0,
+    "KeyValue": 1,
+    "ObjectStore": 2,
+    "Consumer": 3,
+    "KeyValueEntry": 4,
+}
 BUCKET_KINDS: frozenset[str] = frozenset({"KeyValue", "ObjectStore"})
+#: Kinds that live inside a stream (``stream`` names it): a consumer in its stream, a
+#: KeyValue entry in its bucket (``stream`` is then the bucket's name).
+CHILD_KINDS: frozenset[str] = frozenset({"Consumer", "KeyValueEntry"})
+ENTRY = "KeyValueEntry"
 
 KV_PREFIX = "KV_"
 OBJ_PREFIX = "OBJ_"
@@ -59,7 +69,7 @@ class ResourceRef:
 
     kind: Kind
     name: str
-    stream: str | None = None  # consumers only: the stream they belong to
+    stream: str | None = None  # consumers: their stream; KeyValue entries: their bucket
 
     @property
     def stream_name(self) -> str:
@@ -68,7 +78,13 @@ class ResourceRef:
             if self.stream is None:
                 raise ValueError(f"consumer {self.name} has no stream")
             return self.stream
+        if self.kind == ENTRY:
+            return stream_of("KeyValue", self.stream or "")
         return stream_of(self.kind, self.name)
+
+    @property
+    def is_child(self) -> bool:
+        return self.kind in CHILD_KINDS
 
     @property
     def path(self) -> str:

@@ -14,6 +14,7 @@ steps in flight finish and skips the rest, so nothing is half-written.
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,16 +23,19 @@ from typing import Any, Literal, assert_never
 from reconciler.errors import (
     ApplyFailed,
     ApplyReport,
+    ConcurrentChange,
     ConnectError,
     LockError,
     MigrationIncomplete,
     ReconcileError,
     RefusedPlan,
     RequestTimeout,
+    ServerError,
 )
 from reconciler.execution.migrate import migrate
 from reconciler.identity import ResourceRef
 from reconciler.jetstream import JetStreamClient
+from reconciler.jetstream.client import WRONG_LAST_SEQUENCE
 from reconciler.planning.steps import Create, Delete, Migrate, Plan, Replace, Step, Update
 
 Outcome = Literal["applied", "failed", "skipped", "planned"]
@@ -230,6 +234,16 @@ async def execute(
     apply lock (``guard``) at each of its phase boundaries: a lost lease stops it at one,
     where the next apply resumes it."""
     match step:
+        case (
+            Create(ref=ResourceRef(kind="KeyValueEntry"))
+            | Update(ref=ResourceRef(kind="KeyValueEntry"))
+        ):
+            await _put_entry(client, step)
+        case Delete(ref=ResourceRef(kind="KeyValueEntry")):
+            bucket, key = str(step.ref.stream), step.name
+            await _compare_and_set(
+                step, client.kv_delete(bucket, key, revision=int(step.live["revision"]))
+            )
         case Create():
             await _create(client, step.ref, step.config)
         case Update(ref=ResourceRef(kind="Consumer", stream=str(stream))):
@@ -259,6 +273,35 @@ async def execute(
             await _delete(client, step.ref)
         case _:
             assert_never(step)
+
+
+async def _put_entry(client: JetStreamClient, step: Create | Update) -> None:
+    """Write a KeyValue entry with this tool's marker headers: a create only where the
+    key holds no value, an update only at the revision the plan read."""
+    bucket, key = str(step.ref.stream), step.name
+    value = base64.b64decode(str(step.config["value"]))
+    headers = dict(step.config.get("headers") or {})
+    if isinstance(step, Update):
+        revision = int(step.live["revision"])
+        await _compare_and_set(
+            step, client.kv_update(bucket, key, value, revision, headers=headers)
+        )
+    else:
+        await _compare_and_set(step, client.kv_create(bucket, key, value, headers=headers))
+
+
+async def _compare_and_set(step: Step, write: Awaitable[Any]) -> None:
+    """Run a compare-and-set write; a concurrent writer is reported, never overwritten
+    (the message names the key, never its value)."""
+    try:
+        await write
+    except ServerError as err:
+        if err.err_code != WRONG_LAST_SEQUENCE:
+            raise
+        raise ConcurrentChange(
+            f"{step.label} changed on the server since it was planned: nothing was "
+            "overwritten; plan again to see the new value"
+        ) from None
 
 
 async def _create(client: JetStreamClient, ref: ResourceRef, config: Mapping[str, Any]) -> None:

@@ -9,6 +9,7 @@ fleet snapshot all call these; none of them re-implements a phase.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import os
 from collections.abc import Awaitable, Callable, Sequence
@@ -23,10 +24,18 @@ from reconciler.execution.apply import (
     check_allowed,
     lease_lost,
 )
+from reconciler.identity import ENTRY, stream_of
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.model.migration import shortfalls
 from reconciler.model.normalize import replica_problems, unsupported_fields
 from reconciler.model.state import LiveState
+from reconciler.planning.entries import (
+    LiveEntry,
+    fresh_buckets,
+    missing_buckets,
+    plan_entries,
+    with_entries,
+)
 from reconciler.planning.plan import DEFAULT_OWNERSHIP, Ownership, build_plan
 from reconciler.planning.steps import Migrate, Plan
 from reconciler.specs.cache import CACHE_ENV
@@ -92,19 +101,72 @@ async def plan_with(
     changes an update cannot make keep the messages (a migrate step, refused when the
     account has no room for the copies) instead of replacing the stream."""
     server = await client.server_info()
-    if problems := unsupported_fields(list(specs), server):
+    entries = [s for s in specs if s.kind == ENTRY]
+    resources = [s for s in specs if s.kind != ENTRY]
+    if problems := unsupported_fields(resources, server):
         raise UnsupportedField(problems)
     live = await client.fetch_live()
     live = await client.confirm(
         live,
-        streams=(s.stream_name for s in specs if s.kind != "Consumer"),
-        consumers=((s.stream_name, s.name) for s in specs if s.kind == "Consumer"),
+        streams=(s.stream_name for s in resources if s.kind != "Consumer"),
+        consumers=((s.stream_name, s.name) for s in resources if s.kind == "Consumer"),
     )
-    if problems := replica_problems(specs, live.server, live):
+    if problems := replica_problems(resources, live.server, live):
         raise UnsupportedField(problems)
-    the_plan = build_plan(list(specs), live, prune=prune, ownership=ownership, migrate=migrate)
+    the_plan = build_plan(resources, live, prune=prune, ownership=ownership, migrate=migrate)
     await check_room(client, the_plan, live)
+    if entries or prune:
+        the_plan = await _with_entries(client, the_plan, entries, resources, live, prune, ownership)
     return the_plan
+
+
+async def _with_entries(
+    client: JetStreamClient,
+    the_plan: Plan,
+    entries: list[Spec],
+    resources: list[Spec],
+    live: LiveState,
+    prune: bool,
+    ownership: Ownership,
+) -> Plan:
+    """The plan with the KeyValue entries' steps. Read: each declared key, and every key
+    of the buckets that declare entries or are declared here (to find this owner's
+    entries no spec declares any more); buckets this plan creates or replaces are empty."""
+    declared = frozenset(s.stream_name for s in resources if not s.ref.is_child)
+    if problems := missing_buckets(entries, frozenset(live.streams), declared):
+        raise SpecError(problems)
+    fresh = fresh_buckets(the_plan)
+    wanted = {str(s.stream) for s in entries} | {s.name for s in resources if s.kind == "KeyValue"}
+    scan = frozenset(
+        b for b in wanted if stream_of("KeyValue", b) in live.streams and b not in fresh
+    )
+    keys = {(str(s.stream), s.name) for s in entries if str(s.stream) in scan}
+    for bucket in sorted(scan):
+        keys |= {(bucket, key) for key in await client.kv_keys(bucket)}
+    limit = asyncio.Semaphore(32)
+
+    async def read(bucket: str, key: str) -> LiveEntry | None:
+        async with limit:
+            found = await client.kv_entry(bucket, key)
+        if found is None or found.operation != "PUT":
+            return None
+        value = base64.b64encode(found.value).decode()
+        return LiveEntry(bucket, key, value, found.revision, dict(found.headers))
+
+    ordered = sorted(keys)
+    read_back = await asyncio.gather(*(read(bucket, key) for bucket, key in ordered))
+    current = {k: entry for k, entry in zip(ordered, read_back, strict=True) if entry is not None}
+    part = plan_entries(
+        entries,
+        current,
+        fresh_buckets=fresh,
+        scanned_buckets=scan,
+        prune=prune,
+        ownership=ownership,
+    )
+    if part.problems:
+        raise SpecError(part.problems)
+    return with_entries(the_plan, part)
 
 
 async def check_room(client: JetStreamClient, the_plan: Plan, live: LiveState) -> None:

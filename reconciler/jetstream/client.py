@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import orjson
@@ -57,6 +57,7 @@ class KvEntry:
     value: bytes
     revision: int
     operation: str = "PUT"  # PUT, DEL or PURGE
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 def _parse_headers(encoded: str | None) -> dict[str, str]:
@@ -421,6 +422,7 @@ class JetStreamClient:
             value=base64.b64decode(message.get("data") or ""),
             revision=int(message["seq"]),
             operation=headers.get("KV-Operation", "PUT"),
+            headers=headers,
         )
 
     async def kv_get(self, bucket: str, key: str) -> KvEntry | None:
@@ -429,9 +431,16 @@ class JetStreamClient:
         return entry if entry is not None and entry.operation == "PUT" else None
 
     async def _kv_put(
-        self, bucket: str, key: str, value: bytes, *, expect: int | None, operation: str = ""
+        self,
+        bucket: str,
+        key: str,
+        value: bytes,
+        *,
+        expect: int | None,
+        operation: str = "",
+        extra: Mapping[str, str] | None = None,
     ) -> int:
-        headers = {}
+        headers = dict(extra or {})
         if expect is not None:
             headers["Nats-Expected-Last-Subject-Sequence"] = str(expect)
         if operation:
@@ -439,24 +448,50 @@ class JetStreamClient:
         ack = await self.publish(kv_subject(bucket, key), value, headers=headers or None)
         return int(ack["seq"])
 
-    async def kv_create(self, bucket: str, key: str, value: bytes) -> int:
+    async def kv_create(
+        self, bucket: str, key: str, value: bytes, *, headers: Mapping[str, str] | None = None
+    ) -> int:
         """Write ``key`` only if it has no value; the new revision.
 
         Fails with ``ServerError`` err_code 10071 when the key holds a value.
         """
         try:
-            return await self._kv_put(bucket, key, value, expect=0)
+            return await self._kv_put(bucket, key, value, expect=0, extra=headers)
         except ServerError as err:
             if err.err_code != WRONG_LAST_SEQUENCE:
                 raise
             entry = await self.kv_entry(bucket, key)
             if entry is None or entry.operation == "PUT":
                 raise
-            return await self._kv_put(bucket, key, value, expect=entry.revision)
+            return await self._kv_put(bucket, key, value, expect=entry.revision, extra=headers)
 
-    async def kv_update(self, bucket: str, key: str, value: bytes, revision: int) -> int:
+    async def kv_update(
+        self,
+        bucket: str,
+        key: str,
+        value: bytes,
+        revision: int,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> int:
         """Write ``key`` only if its last revision is ``revision`` (else err_code 10071)."""
-        return await self._kv_put(bucket, key, value, expect=revision)
+        return await self._kv_put(bucket, key, value, expect=revision, extra=headers)
+
+    async def kv_keys(self, bucket: str) -> list[str]:
+        """Every key of ``bucket`` with a message (delete markers included), read from
+        the stream's subject counts, page by page."""
+        prefix = kv_subject(bucket, "")
+        keys: list[str] = []
+        offset = 0
+        while True:
+            body = {"subjects_filter": kv_subject(bucket), "offset": offset}
+            info = await self.request(f"STREAM.INFO.{stream_of('KeyValue', bucket)}", body)
+            subjects = (info.get("state") or {}).get("subjects") or {}
+            keys.extend(subject.removeprefix(prefix) for subject in subjects)
+            total = int(info.get("total") or 0)
+            offset += len(subjects)
+            if not subjects or offset >= total:
+                return sorted(set(keys))
 
     async def kv_delete(self, bucket: str, key: str, *, revision: int | None = None) -> None:
         """Put a delete marker on ``key`` (only at ``revision`` when given)."""

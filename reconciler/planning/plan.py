@@ -419,7 +419,7 @@ def group_streams(specs: Sequence[Spec], live: LiveState) -> list[StreamGroup]:
     for spec in specs:
         if spec.kind == "Consumer":
             consumers.setdefault(spec.stream_name, []).append(spec)
-        else:
+        elif spec.kind != "KeyValueEntry":  # values, planned by reconciler.planning.entries
             declared[spec.stream_name] = spec
     live_consumers: dict[str, dict[str, LiveConfig]] = {}
     for (stream, name), config in live.consumers.items():

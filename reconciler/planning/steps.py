@@ -335,11 +335,11 @@ def origins(config: Mapping[str, Any] | None) -> set[str]:
 
 def _build_dependencies(steps: Sequence[Step]) -> list[list[int]]:
     """Creates, updates, replaces: consumers after their stream, streams after origins."""
-    streams = {step.stream_name: i for i, step in enumerate(steps) if step.kind != "Consumer"}
+    streams = {step.stream_name: i for i, step in enumerate(steps) if not step.ref.is_child}
     deps: list[list[int]] = []
     for index, step in enumerate(steps):
         config = None if isinstance(step, Delete) else step.config
-        names = {step.stream_name} if step.kind == "Consumer" else origins(config)
+        names = {step.stream_name} if step.ref.is_child else origins(config)
         deps.append([streams[n] for n in sorted(names) if streams.get(n, index) != index])
     return deps
 
@@ -349,13 +349,13 @@ def _delete_dependencies(steps: Sequence[Delete]) -> list[list[int]]:
     consumers: dict[str, list[int]] = defaultdict(list)
     sourcing: dict[str, list[int]] = defaultdict(list)
     for index, step in enumerate(steps):
-        if step.kind == "Consumer":
+        if step.ref.is_child:
             consumers[step.stream_name].append(index)
         else:
             for origin in origins(step.live):
                 sourcing[origin].append(index)
     return [
-        [] if step.kind == "Consumer" else consumers[step.stream_name] + sourcing[step.stream_name]
+        [] if step.ref.is_child else consumers[step.stream_name] + sourcing[step.stream_name]
         for step in steps
     ]
 

@@ -70,7 +70,7 @@ def tool_owned(specs: list[Spec]) -> Iterable[Problem]:
 
 def stream_specs(specs: Iterable[Spec]) -> dict[str, Spec]:
     """Streams, KeyValue and ObjectStore buckets by the JetStream stream name they use."""
-    return {s.stream_name: s for s in specs if s.kind != "Consumer"}
+    return {s.stream_name: s for s in specs if not s.ref.is_child}
 
 
 def stream_subjects(spec: Spec) -> list[str]:
@@ -91,8 +91,8 @@ def duplicate_names(specs: list[Spec]) -> Iterable[Problem]:
     first: dict[tuple[str, str], Spec] = {}
     for spec in specs:
         identity = (
-            ("consumer", f"{spec.stream}/{spec.name}")
-            if spec.kind == "Consumer"
+            (spec.kind, f"{spec.stream}/{spec.name}")
+            if spec.ref.is_child
             else ("stream", spec.stream_name)
         )
         earlier = first.setdefault(identity, spec)

@@ -45,10 +45,12 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 def identity(body: Mapping[str, Any]) -> Identity | None:
     """Which resource a document declares (or an overlay changes), if it says so."""
-    kind, name = body.get("kind"), body.get("name", body.get("durable_name"))
+    kind = body.get("kind")
+    entry = kind == "KeyValueEntry"
+    name = body.get("key") if entry else body.get("name", body.get("durable_name"))
     if not isinstance(kind, str) or not isinstance(name, str):
         return None
-    stream = body.get("stream") if kind == "Consumer" else ""
+    stream = body.get("bucket") if entry else body.get("stream") if kind == "Consumer" else ""
     if not isinstance(stream, str):
         return None
     return (kind, stream, name)

@@ -39,6 +39,7 @@ SCHEMA_FILES: Mapping[str, str] = {
     "Consumer": "consumer.schema.json",
     "KeyValue": "keyvalue.schema.json",
     "ObjectStore": "objectstore.schema.json",
+    "KeyValueEntry": "keyvalueentry.schema.json",
     "document": "document.schema.json",
     "project": "project.schema.json",
 }

@@ -8,6 +8,7 @@ nanoseconds and bytes) without the spec-only fields ``kind``, ``stream`` and ``e
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -134,9 +135,19 @@ def spec_from_document(document: Document, problems: list[Problem]) -> Spec | No
     if not found:
         found = list(_convert_units(document, body, written))
     if found:
+        if body.get("kind") == "KeyValueEntry" and body.get("secret") is not False:
+            found = [_unquoted(p) for p in found]
         problems.extend(_in_merge(p, document.source, overlay) for p in found)
         return None
     return _build_spec(document, body, problems, written)
+
+
+def _unquoted(problem: Problem) -> Problem:
+    """A KeyValueEntry's value problem that could be a secret: said without the value."""
+    if problem.path.split(".")[0] != "value":
+        return problem
+    message = "invalid (a string is needed; the value is not shown: it may be secret)"
+    return Problem(problem.location, problem.path, message, warning=problem.warning)
 
 
 def _in_merge(problem: Problem, base: Location, overlay: Location | None) -> Problem:
@@ -183,10 +194,43 @@ def _wire_unit(unit: str) -> str:
     return "nanoseconds" if unit == "duration" else "bytes"
 
 
+def _entry_spec(document: Document, body: dict[str, Any], problems: list[Problem]) -> Spec | None:
+    """A KeyValueEntry: its value read (from ``value`` or ``value_file``, relative to the
+    spec file) into bytes, kept base64-encoded; a secret value is never quoted."""
+    secret = bool(body.get("secret", False))
+    if "value_file" in body:
+        path = Path(document.source.file).parent / str(body["value_file"])
+        try:
+            data = path.read_bytes()
+        except OSError as err:
+            message = f"cannot read {body['value_file']!r}: {err.strerror or err}"
+            problems.append(Problem(document.where("value_file"), "value_file", message))
+            return None
+    elif body.get("encoding") == "base64":
+        try:
+            data = base64.b64decode(str(body["value"]), validate=True)
+        except ValueError:
+            problems.append(Problem(document.where("value"), "value", "not valid base64"))
+            return None
+    else:
+        data = str(body["value"]).encode()
+    config = {"value": base64.b64encode(data).decode(), "secret": secret}
+    return Spec(
+        kind="KeyValueEntry",
+        name=str(body["key"]),
+        config=config,
+        source=document.source,
+        stream=str(body["bucket"]),
+        locations=dict(document.locations),
+    )
+
+
 def _build_spec(
     document: Document, body: dict[str, Any], problems: list[Problem], written: dict[str, str]
 ) -> Spec | None:
     kind = cast(Kind, body["kind"])
+    if kind == "KeyValueEntry":
+        return _entry_spec(document, body, problems)
     stream = body.get("stream") if kind == "Consumer" else None
     external = bool(body.get("external", False)) if kind == "Stream" else False
     config = {k: v for k, v in body.items() if k not in SPEC_ONLY_FIELDS}

@@ -1,0 +1,207 @@
+"""Planning KeyValue entries (``KeyValueEntry`` specs) against the keys a server holds (pure).
+
+An entry is a key and its value. Declared and live are compared by value:
+- equal and written by this owner: ``Unchanged``;
+- different: an ``Update`` carrying the revision it was read at, which apply uses as a
+  compare-and-set (a concurrent writer makes it fail, never overwritten);
+- no value (never written, deleted or purged), or the bucket is created or replaced by
+  this plan: a ``Create``.
+
+Whose an entry is lives in two headers of its last message (:data:`MANAGED_HEADER`,
+:data:`OWNER_HEADER`), the way streams carry metadata. A value without them is adopted by
+an update that writes it again with them. Another owner's is refused unless
+``take_over``. With ``prune``, this owner's entries that no spec declares any more are
+deleted (at their revision); other keys are never listed, whatever their number.
+
+Values are bytes, kept base64-encoded; a plan shows them as text when they are text,
+and never shows a ``secret: true`` value, before or after.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from reconciler.errors import Problem
+from reconciler.identity import ResourceRef
+from reconciler.model.diff import FieldChange
+from reconciler.model.loss import Loss
+from reconciler.planning.plan import ADOPT_REASON, PRUNE_REASON, Ownership, StreamPlan
+from reconciler.planning.steps import (
+    Create,
+    Delete,
+    Foreign,
+    Orphan,
+    Plan,
+    Replace,
+    Unchanged,
+    Update,
+    order_waves,
+    sort_key,
+)
+from reconciler.specs.spec import DEFAULT_OWNER, MANAGED_KEY, MANAGED_VALUE, OWNER_KEY, Spec
+
+#: Headers of an entry's message that say it is managed, and by which owner.
+MANAGED_HEADER = "Jetstream-Gitops-Managed-By"
+OWNER_HEADER = "Jetstream-Gitops-Owner"
+SECRET_SHOWN = "(secret)"
+#: How much of a value a plan shows.
+SHOWN_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class LiveEntry:
+    """The last value of a key, as the server holds it (``value`` base64-encoded)."""
+
+    bucket: str
+    key: str
+    value: str
+    revision: int
+    headers: Mapping[str, str]
+
+    @property
+    def marker(self) -> dict[str, dict[str, str]]:
+        """The headers as the metadata the ownership rules read."""
+        metadata = {}
+        if self.headers.get(MANAGED_HEADER) == MANAGED_VALUE:
+            metadata[MANAGED_KEY] = MANAGED_VALUE
+            if self.headers.get(OWNER_HEADER):
+                metadata[OWNER_KEY] = self.headers[OWNER_HEADER]
+        return {"metadata": metadata}
+
+    def owned_by(self, owner: str) -> bool:
+        if self.headers.get(MANAGED_HEADER) != MANAGED_VALUE:
+            return False
+        return self.headers.get(OWNER_HEADER, DEFAULT_OWNER) == owner
+
+
+def marker_headers(owner: str) -> dict[str, str]:
+    """The headers an apply writes with a value."""
+    headers = {MANAGED_HEADER: MANAGED_VALUE}
+    if owner != DEFAULT_OWNER:
+        headers[OWNER_HEADER] = owner
+    return headers
+
+
+def shown(value: str | None, *, secret: bool) -> str | None:
+    """A value as a plan shows it: text when it is text, else base64; never a secret."""
+    if value is None:
+        return None
+    if secret:
+        return SECRET_SHOWN
+    data = base64.b64decode(value)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = "base64:" + value
+    else:
+        if not text.isprintable():
+            text = "base64:" + value
+    return text if len(text) <= SHOWN_LIMIT else text[: SHOWN_LIMIT - 1] + "…"
+
+
+def plan_entries(
+    specs: Sequence[Spec],
+    live: Mapping[tuple[str, str], LiveEntry],
+    *,
+    fresh_buckets: frozenset[str] = frozenset(),
+    scanned_buckets: frozenset[str] = frozenset(),
+    prune: bool = False,
+    ownership: Ownership,
+) -> StreamPlan:
+    """The entries' part of a plan.
+
+    ``live``: the last value of each key read (declared keys, and every key of the
+    ``scanned_buckets``); ``fresh_buckets``: buckets this plan creates or replaces (their
+    keys are empty by the time entries are written).
+    """
+    out = StreamPlan()
+    declared = {(str(spec.stream), spec.name) for spec in specs}
+    for spec in specs:
+        bucket = str(spec.stream)
+        secret = bool(spec.config.get("secret"))
+        value = str(spec.config["value"])
+        config = {"value": value, "secret": secret, "headers": marker_headers(ownership.owner)}
+        current = None if bucket in fresh_buckets else live.get((bucket, spec.name))
+        ref, source = spec.ref, spec.source
+        if current is None:
+            change = FieldChange("value", None, shown(value, secret=secret))
+            out.add(Create(ref=ref, source=source, fields=(change,), config=config))
+            continue
+        refusal, notes = ownership.claim(spec, current.marker)
+        if refusal is not None:
+            out.problems.append(refusal)
+            continue
+        before = {"value": current.value, "revision": current.revision}
+        managed = current.headers.get(MANAGED_HEADER) == MANAGED_VALUE
+        if current.value == value and managed and not notes:
+            out.add(Unchanged(ref=ref, source=source, config=config, live=before))
+            continue
+        fields: tuple[FieldChange, ...] = ()
+        if current.value != value:
+            fields = (
+                FieldChange(
+                    "value", shown(current.value, secret=secret), shown(value, secret=secret)
+                ),
+            )
+        reasons = notes if managed else (ADOPT_REASON,)
+        out.add(
+            Update(
+                ref=ref, source=source, fields=fields, reasons=reasons, config=config, live=before
+            )
+        )
+    for (bucket, key), current in sorted(live.items()):
+        if bucket not in scanned_buckets or (bucket, key) in declared:
+            continue
+        if current.headers.get(MANAGED_HEADER) != MANAGED_VALUE:
+            continue  # not this tool's: other keys of a bucket are never listed
+        ref = ResourceRef("KeyValueEntry", key, bucket)
+        before = {"value": current.value, "revision": current.revision}
+        if not current.owned_by(ownership.owner):
+            holder = current.headers.get(OWNER_HEADER, DEFAULT_OWNER)
+            out.add(Foreign(ref=ref, live=before, owner=holder))
+        elif prune:
+            lost = Loss("", "its value (and the key's history) is deleted")
+            out.add(Delete(ref=ref, live=before, reasons=("no spec declares it",), losses=(lost,)))
+        else:
+            out.add(Orphan(ref=ref, live=before, reasons=(PRUNE_REASON,)))
+    return out
+
+
+def missing_buckets(
+    specs: Sequence[Spec], live_streams: frozenset[str], declared_streams: frozenset[str]
+) -> list[Problem]:
+    """Entries whose bucket is neither declared nor on the server."""
+    problems = []
+    for spec in specs:
+        stream = spec.stream_name
+        if stream not in live_streams and stream not in declared_streams:
+            message = (
+                f"bucket {spec.stream!r} is neither declared (kind: KeyValue) nor on the server"
+            )
+            problems.append(Problem(spec.where("bucket"), "bucket", message))
+    return problems
+
+
+def with_entries(plan: Plan, part: StreamPlan) -> Plan:
+    """``plan`` with the entries' part added (steps ordered again: entries after their
+    bucket, deletes last)."""
+    return Plan(
+        server=plan.server,
+        changes=tuple(step for wave in order_waves([*plan.changes, *part.steps]) for step in wave),
+        unchanged=tuple(sorted([*plan.unchanged, *part.unchanged], key=sort_key)),
+        unmanaged=plan.unmanaged,
+        orphans=tuple(sorted([*plan.orphans, *part.orphans], key=sort_key)),
+        foreign=tuple(sorted([*plan.foreign, *part.foreign], key=sort_key)),
+        owner=plan.owner,
+    )
+
+
+def fresh_buckets(plan: Plan) -> frozenset[str]:
+    """Buckets whose keys are empty when entries are written: created or replaced."""
+    return frozenset(
+        str(step.name)
+        for step in plan.changes
+        if step.kind == "KeyValue" and isinstance(step, Create | Replace)
+    )
