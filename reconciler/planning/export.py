@@ -8,6 +8,7 @@ in the shortest exact human unit; buckets come out as KeyValue / ObjectStore doc
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import urllib.parse
 from collections.abc import Callable, Mapping
@@ -209,18 +210,38 @@ def _fewer(
     return kept
 
 
+def entry_document(spec: Spec) -> dict[str, Any]:
+    """A KeyValueEntry as a document: text values as text, others in base64."""
+    doc: dict[str, Any] = {"kind": "KeyValueEntry", "bucket": spec.stream, "key": spec.name}
+    data = base64.b64decode(str(spec.config["value"]))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and text.isprintable():
+        doc["value"] = text
+    else:
+        doc.update(value=str(spec.config["value"]), encoding="base64")
+    if spec.config.get("secret"):
+        doc["secret"] = True
+    return doc
+
+
 def import_files(specs: list[Spec], server: ServerInfo) -> list[ExportedFile]:
     """Specs read from another tool's files (``nats`` CLI configs, backup folders), written
     back as this tool's files: one per stream or bucket with its consumers, each with the
     fewest fields that mean the same config on ``server``, durations and sizes in human
     units. Nothing is added: no marker, no value the files did not hold."""
-    streams = {s.stream_name: s for s in specs if s.kind != "Consumer"}
+    streams = {s.stream_name: s for s in specs if not s.ref.is_child}
     consumers: dict[str, list[Spec]] = {}
+    entries: dict[str, list[Spec]] = {}
     for spec in specs:
         if spec.kind == "Consumer" and spec.stream:
             consumers.setdefault(spec.stream, []).append(spec)
+        elif spec.kind == "KeyValueEntry":
+            entries.setdefault(spec.stream_name, []).append(spec)
     files = []
-    for name in sorted(set(streams) | set(consumers)):
+    for name in sorted(set(streams) | set(consumers) | set(entries)):
         docs: list[dict[str, Any]] = []
         stream = streams.get(name)
         stream_config = None
@@ -238,5 +259,9 @@ def import_files(specs: list[Spec], server: ServerInfo) -> list[ExportedFile]:
                 "Consumer", spec.name, config, server, stream=name, stream_config=stream_config
             )
             docs.append({"kind": "Consumer", "stream": name, **to_human("Consumer", body)})
+        for spec in sorted(entries.get(name, []), key=lambda s: s.name):
+            if stream is None:
+                ref = ResourceRef("KeyValue", str(spec.stream))
+            docs.append(entry_document(spec))
         files.append(ExportedFile(name=file_name(ref), documents=tuple(docs)))
     return files

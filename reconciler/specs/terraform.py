@@ -21,8 +21,8 @@ The mapping follows the provider's own translation to the JetStream API (its
 - ``placement_*``, ``republish_*``, ``mirror``/``source`` blocks become the API's objects.
 
 An attribute the mapping does not know is reported as a warning with its line, never
-dropped silently. So are resources this tool does not manage (``jetstream_kv_entry``,
-``jetstream_stream_template``).
+dropped silently. So are resources this tool does not manage
+(``jetstream_stream_template``). A ``jetstream_kv_entry`` becomes a ``KeyValueEntry``.
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ KINDS = {
     "jetstream_consumer": "Consumer",
     "jetstream_kv_bucket": "KeyValue",
     "jetstream_obj_bucket": "ObjectStore",
+    "jetstream_kv_entry": "KeyValueEntry",
 }
 NOT_IMPORTED = {
-    "jetstream_kv_entry": "KeyValue entries are not managed by this tool yet",
     "jetstream_stream_template": "stream templates no longer exist in nats-server 2.10+",
 }
 STREAM_ID_PREFIX = "JETSTREAM_STREAM_"
@@ -591,13 +591,24 @@ _SPEC_FIELD: Mapping[str, Mapping[str, str]] = {
     },
     "jetstream_kv_bucket": {**_BUCKET_FIELDS, "ttl": "ttl"},
     "jetstream_obj_bucket": {**_BUCKET_FIELDS, "ttl": "ttl"},
+    "jetstream_kv_entry": {"bucket": "bucket", "key": "key", "value": "value"},
 }
+
+
+def _entry(attrs: Mapping[str, Any], unknown: Callable[[str], None]) -> dict[str, Any]:
+    """A ``jetstream_kv_entry``: the provider puts ``value`` as the key's bytes."""
+    for attr in attrs:
+        if attr not in ("id", "bucket", "key", "value", "revision"):
+            unknown(attr)
+    return {"bucket": attrs.get("bucket"), "key": attrs.get("key"), "value": attrs.get("value", "")}
+
 
 _MAPPERS = {
     "jetstream_stream": _stream,
     "jetstream_consumer": _consumer,
     "jetstream_kv_bucket": _bucket,
     "jetstream_obj_bucket": _bucket,
+    "jetstream_kv_entry": _entry,
 }
 
 
