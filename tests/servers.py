@@ -356,7 +356,9 @@ class Cluster:
             leaders = {self._meta_leader(node) for node in self.nodes if node.running}
             agreed = len(leaders) == 1 and None not in leaders
             if agreed and all(self._settled(n) for n in self.nodes if n.running):
-                return str(leaders.pop())
+                leader = str(leaders.pop())
+                if self._followers_current(leader):
+                    return leader
             time.sleep(0.1)
         raise RuntimeError("no JetStream meta leader elected")
 
@@ -366,6 +368,19 @@ class Cluster:
             return False
         running = sum(1 for n in self.nodes if n.running)
         return len(node.monitor("varz").get("connect_urls") or ()) >= running
+
+    def _followers_current(self, leader: str) -> bool:
+        """The leader sees every other running node as a current, online peer: until
+        then an R3 create can fail with "no suitable peers for placement, peer offline"."""
+        node = next((n for n in self.nodes if n.name == leader and n.running), None)
+        if node is None:
+            return False
+        try:
+            replicas = (node.monitor("jsz").get("meta_cluster") or {}).get("replicas") or []
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+        current = [r for r in replicas if r.get("current") and not r.get("offline")]
+        return len(current) >= sum(1 for n in self.nodes if n.running) - 1
 
     @staticmethod
     def _meta_leader(node: NatsServer) -> str | None:
