@@ -4,6 +4,7 @@ files as specs."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -30,8 +31,17 @@ SOURCES = ["nats-cli", "terraform", "nack"]
     type=click.Path(file_okay=False, path_type=Path),
     help="Write one spec file per stream or bucket into this folder (default: stdout).",
 )
+@click.option(
+    "--project",
+    "project_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="nack: the project file that NACK Account resources become environments of "
+    "(default: reconcile.yaml here, when it exists).",
+)
 @strict_option
-def import_(paths: tuple[Path, ...], source: str, out: Path | None, strict: bool) -> int:
+def import_(
+    paths: tuple[Path, ...], source: str, out: Path | None, strict: bool, project_file: Path | None
+) -> int:
     """Turn another tool's files into spec files; no server.
 
     The files are read and validated as `reconcile validate` does (every problem with its
@@ -46,12 +56,43 @@ def import_(paths: tuple[Path, ...], source: str, out: Path | None, strict: bool
     from reconciler.specs import nack, terraform
     from reconciler.specs.validate import load_specs, validate_documents
 
+    environments: dict[str, dict[str, Any]] = {}
+    if source == "terraform":
+        documents, warnings = terraform.load(list(paths))
+    elif source == "nack":
+        documents, warnings, environments = nack.load_all(list(paths))
     if source in ("terraform", "nack"):
-        reader = terraform if source == "terraform" else nack
-        documents, warnings = reader.load(list(paths))
         specs = validate_documents(documents, warnings=warnings, strict=strict)
         for warning in warnings:
             click.echo(str(warning), err=True)
     else:
         specs = load_specs(list(paths), strict=strict)
-    return write_files(import_files(specs, newest_server()), out, command="import")
+    code = write_files(import_files(specs, newest_server()), out, command="import")
+    if environments:
+        _environments(environments, project_file)
+    return code
+
+
+def _environments(environments: dict[str, dict[str, Any]], given: Path | None) -> None:
+    """NACK Accounts into the project file's environments (or shown, when there is none)."""
+    import yaml
+
+    from reconciler.specs.project import PROJECT_FILE, add_environments
+
+    project = given or (Path(PROJECT_FILE) if Path(PROJECT_FILE).exists() else None)
+    if project is None or not project.exists():
+        snippet = yaml.safe_dump({"environments": environments}, sort_keys=False)
+        click.echo(
+            f"{len(environments)} NACK Account(s) found; no project file to add them to "
+            f"(--project, or create {PROJECT_FILE}). As environments:\n{snippet}",
+            err=True,
+        )
+        return
+    added = add_environments(project, environments)
+    kept = sorted(set(environments) - set(added))
+    if added:
+        click.echo(f"added environment(s) {', '.join(added)} to {project}", err=True)
+    if kept:
+        click.echo(
+            f"environment(s) {', '.join(kept)} already in {project}: left as they are", err=True
+        )

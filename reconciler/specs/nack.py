@@ -458,13 +458,7 @@ def documents(
             problems.append(Problem(manifest.where("apiVersion"), "apiVersion", message))
             continue
         if kind == "Account":
-            name = (body.get("metadata") or {}).get("name", "?")
-            message = (
-                f"Account {name} is not imported: it holds a connection and its secrets; "
-                "declare it as an environment of reconcile.yaml (docs/environments.md)"
-            )
-            warnings.append(Problem(manifest.source, "", message, warning=True))
-            continue
+            continue  # connections: account_environments
         if kind not in KINDS:
             message = f"{kind} ({api}) is not imported: not managed by this tool"
             warnings.append(Problem(manifest.source, "", message, warning=True))
@@ -489,15 +483,24 @@ def documents(
 def load(paths: list[Path]) -> tuple[list[Document], list[Problem]]:
     """Spec documents from NACK manifests (YAML files or folders); (documents, warnings).
     Raises SpecError listing every problem (bad duration, unknown version, ...)."""
+    docs, warnings, _ = load_all(paths)
+    return docs, warnings
+
+
+def load_all(
+    paths: list[Path],
+) -> tuple[list[Document], list[Problem], dict[str, dict[str, Any]]]:
+    """:func:`load`, and the ``Account`` resources as project environments."""
     problems: list[Problem] = []
     warnings: list[Problem] = []
     manifests: list[Document] = []
     for path in _files(paths):
         manifests += read_yaml_trees(path)
     docs = documents(manifests, problems, warnings)
+    environments = account_environments(manifests, warnings)
     if problems:
         raise SpecError(problems)
-    return docs, warnings
+    return docs, warnings, environments
 
 
 def _files(paths: list[Path]) -> list[Path]:
@@ -508,3 +511,62 @@ def _files(paths: list[Path]) -> list[Path]:
         else:
             found.append(path)
     return found
+
+
+def _variable(account: str, what: str) -> str:
+    return "NACK_" + re.sub(r"[^A-Z0-9]+", "_", f"{account}_{what}".upper()).strip("_")
+
+
+def account_environments(
+    manifests: list[Document], warnings: list[Problem]
+) -> dict[str, dict[str, Any]]:
+    """NACK ``Account`` resources as environments of a project file, by account name.
+
+    Servers, a creds file, an nkey seed file, a user and TLS files are copied. A password
+    or token becomes ``{env: NACK_<ACCOUNT>_PASSWORD}`` (the project file holds no
+    secret), and so does a creds or nkey kept in a Kubernetes Secret; each such variable
+    is a warning naming what to put in it.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    for manifest in manifests:
+        body = manifest.body
+        if not str(body.get("apiVersion", "")).startswith(GROUP) or body.get("kind") != "Account":
+            continue
+        name = str((body.get("metadata") or {}).get("name", ""))
+        found[name] = _environment(name, body.get("spec") or {}, manifest, warnings)
+    return found
+
+
+def _environment(
+    name: str, spec: Mapping[str, Any], manifest: Document, warnings: list[Problem]
+) -> dict[str, Any]:
+    env: dict[str, Any] = {"description": f"NACK Account {name} ({manifest.source})"}
+    if spec.get("servers"):
+        env["servers"] = list(spec["servers"])
+
+    def secret(field: str, what: str, source: str) -> None:
+        variable = _variable(name, what)
+        env[field] = {"env": variable}
+        message = f"Account {name}: set {variable} to {source} (the project file holds no secret)"
+        warnings.append(Problem(manifest.where(f"spec.{field}"), field, message, warning=True))
+
+    for field, inner in (("creds", "file"), ("nkey", "seed")):
+        value = spec.get(field) or {}
+        if value.get(inner):
+            env[field] = value[inner]
+        elif value.get("secret"):
+            holder = value["secret"].get("name")
+            secret(field, f"{field}_file", f"the path of the {field} file of Secret {holder}")
+    user = spec.get("user") or {}
+    if user.get("user"):
+        env["user"] = user["user"]
+    if user.get("password") or (user.get("secret") or {}).get("name"):
+        secret("password", "password", "the password")
+    token = spec.get("token") or {}
+    if token.get("token") or (token.get("secret") or {}).get("name"):
+        secret("token", "token", "the token")
+    tls = spec.get("tls") or {}
+    files = {k: tls[k] for k in ("ca", "cert", "key") if tls.get(k)}
+    if files:
+        env["tls"] = files
+    return env

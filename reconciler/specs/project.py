@@ -15,6 +15,7 @@ never a value.
 from __future__ import annotations
 
 import os
+import re
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -247,3 +248,45 @@ def _url_problem(servers: str, field_path: str, where: Location) -> Problem | No
             )
             return Problem(where, field_path, message)
     return None
+
+
+def add_environments(path: Path, environments: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Add ``environments`` to the project file at ``path`` as text, leaving every other
+    line (comments included) as it is; the names added. A name already there is kept as
+    it is. The file is validated afterwards and restored when that fails."""
+    import yaml
+
+    original = path.read_text(encoding="utf-8")
+    existing = load_project(path).environments
+    new = {name: dict(env) for name, env in environments.items() if name not in existing}
+    if not new:
+        return []
+    lines = original.splitlines(keepends=True)
+    header = next(
+        (i for i, line in enumerate(lines) if re.match(r"^environments:\s*(#.*)?$", line)), None
+    )
+    if header is None and any(line.startswith("environments:") for line in lines):
+        message = "environments is written inline: add the imported environments by hand"
+        raise SpecError([Problem(Location(str(path), 1), "environments", message)])
+    indent = "  "
+    if header is not None:
+        following = next(
+            (x for x in lines[header + 1 :] if x.strip() and not x.lstrip().startswith("#")), ""
+        )
+        indent = following[: len(following) - len(following.lstrip())] or "  "
+    block = yaml.safe_dump(new, sort_keys=False, default_flow_style=False, indent=2)
+    body = "".join(
+        indent + line if line.strip() else line for line in block.splitlines(keepends=True)
+    )
+    if header is None:
+        text = original + ("" if original.endswith("\n") or not original else "\n")
+        text += "environments:\n" + body
+    else:
+        text = "".join(lines[: header + 1]) + body + "".join(lines[header + 1 :])
+    path.write_text(text, encoding="utf-8")
+    try:
+        load_project(path)
+    except SpecError:
+        path.write_text(original, encoding="utf-8")
+        raise
+    return sorted(new)

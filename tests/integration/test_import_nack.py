@@ -158,9 +158,23 @@ def test_nacks_examples_and_a_v1beta1_stream_import_and_plan_nothing_but_the_mar
     for name in ("stream", "consumer_pull", "consumer_push", "stream_sources", "stream_mirror"):
         (manifests / f"{name}.yml").write_text((DATA / f"{name}.yml").read_text())
     (manifests / "old.yaml").write_text(V1BETA1)
+    project = tmp_path / "reconcile.yaml"
+    project.write_text(
+        "# the platform team's project\nspecs: [specs]\nenvironments:\n"
+        "  dev:\n    embedded: true  # local\n"
+    )
     imported = reconcile("import", "--from", "nack", "k8s", "--out", "specs", cwd=tmp_path)
     assert imported.returncode == 0, imported.stderr
-    assert "k8s/old.yaml:10: warning: Account team-a is not imported" in imported.stderr
+    assert (
+        "k8s/old.yaml:16: warning: creds: Account team-a: set NACK_TEAM_A_CREDS_FILE"
+        in imported.stderr
+    )
+    assert "added environment(s) team-a to reconcile.yaml" in imported.stderr
+    text = project.read_text()
+    assert text.startswith("# the platform team's project\n") and "embedded: true  # local" in text
+    envs = reconcile("envs", cwd=tmp_path)
+    assert envs.returncode == 0, envs.stderr
+    assert "team-a" in envs.stdout and "nats://nats:4222" in envs.stdout
     written = (tmp_path / "specs" / "stream-mystream.yaml").read_text()
     assert "max_age: 1h" in written and "ack_wait: 1ns" in written
     assert "managed-by" not in written
