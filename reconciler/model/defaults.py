@@ -182,6 +182,26 @@ def server_knows(entry: Field, server: ServerInfo) -> bool:
 
 
 @functools.lru_cache(maxsize=64)
+def unknown_fields(kind: str, server: ServerInfo) -> Mapping[str, Field]:
+    """The fields of ``kind`` the connected server does not understand (read-only)."""
+    return MappingProxyType(
+        {name: f for name, f in field_table(kind).items() if not server_knows(f, server)}
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def unknown_values(kind: str, server: ServerInfo) -> Mapping[tuple[str, str], Field]:
+    """(field, value) pairs of ``kind`` whose value the connected server does not know."""
+    return MappingProxyType(
+        {
+            (name, value): f
+            for (table, name, value), f in VALUE_FIELDS.items()
+            if table == kind and not server_knows(f, server)
+        }
+    )
+
+
+@functools.lru_cache(maxsize=64)
 def known_fields(kind: str, server: ServerInfo) -> Mapping[str, Field]:
     """The fields of ``kind`` the connected server understands (read-only)."""
     table = {name: f for name, f in field_table(kind).items() if server_knows(f, server)}

@@ -369,10 +369,12 @@ def _newer_than_server(spec: Spec, key: str, value: Any, server: ServerInfo) -> 
     kind = wire_kind(spec.kind)
     is_bucket = spec.kind in ("KeyValue", "ObjectStore")
     connected = f"(connected: {server.version})"
-    entry = d.field_table(kind).get(BUCKET_FIELD_NEEDS.get(key, key) if is_bucket else key)
-    if entry is not None and not d.server_knows(entry, server) and value != entry.absent:
+    entry = d.unknown_fields(kind, server).get(
+        BUCKET_FIELD_NEEDS.get(key, key) if is_bucket else key
+    )
+    if entry is not None and value != entry.absent:
         return f"needs nats-server {entry.since_text} or newer {connected}"
-    newer = d.VALUE_FIELDS.get((kind, key, value)) if isinstance(value, str) else None
-    if newer is not None and not d.server_knows(newer, server):
+    newer = d.unknown_values(kind, server).get((key, value)) if isinstance(value, str) else None
+    if newer is not None:
         return f"{value!r} needs nats-server {newer.since_text} or newer {connected}"
     return None
