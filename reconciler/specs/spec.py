@@ -8,6 +8,7 @@ every field so later phases can point back at the file.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,9 +57,10 @@ class Spec:
     #: Durations and sizes as the file wrote them ("max_age" -> "14d"), for display.
     written: Mapping[str, str] = field(default_factory=dict)
 
-    @property
+    @functools.cached_property
     def ref(self) -> ResourceRef:
-        """Who this resource is (kind, name, stream)."""
+        """Who this resource is (kind, name, stream); made once (a frozen spec's
+        identity never changes, and plans ask for it many times per resource)."""
         return ResourceRef(self.kind, self.name, self.stream)
 
     @property
