@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.errors import Location, Problem, SpecError
+from reconciler.specs.imported import renamed
 from reconciler.specs.loader import Document, read_yaml_trees
 
 GROUP = "jetstream.nats.io/"
@@ -166,19 +167,29 @@ class _Mapper:
         self.locations[wire] = self.at(field)
 
 
+#: NACK's stream source fields, as the API names them.
+_SOURCE_NAMES = {
+    "name": "name",
+    "optStartSeq": "opt_start_seq",
+    "optStartTime": "opt_start_time",
+    "filterSubject": "filter_subject",
+}
+
+
+def _external(value: Mapping[str, Any]) -> dict[str, str] | None:
+    """A NACK source's other account or domain, as the API's ``external``."""
+    if not (value.get("externalApiPrefix") or value.get("externalDeliverPrefix")):
+        return None
+    return {
+        "api": value.get("externalApiPrefix", ""),
+        "deliver": value.get("externalDeliverPrefix", ""),
+    }
+
+
 def _source(value: Mapping[str, Any], mapper: _Mapper, field: str) -> dict[str, Any]:
-    source: dict[str, Any] = {"name": value.get("name")}
-    if value.get("optStartSeq"):
-        source["opt_start_seq"] = value["optStartSeq"]
-    if value.get("optStartTime"):
-        source["opt_start_time"] = value["optStartTime"]
-    if value.get("filterSubject"):
-        source["filter_subject"] = value["filterSubject"]
-    if value.get("externalApiPrefix") or value.get("externalDeliverPrefix"):
-        source["external"] = {
-            "api": value.get("externalApiPrefix", ""),
-            "deliver": value.get("externalDeliverPrefix", ""),
-        }
+    source = {"name": value.get("name"), **renamed(value, _SOURCE_NAMES)}
+    if (external := _external(value)) is not None:
+        source["external"] = external
     transforms = value.get("subjectTransforms") or []
     if transforms:
         source["subject_transforms"] = [
@@ -373,19 +384,10 @@ def _consumer(spec: Mapping[str, Any], m: _Mapper) -> dict[str, Any]:
 
 def _bucket_source(value: Mapping[str, Any]) -> dict[str, Any]:
     """A NACK stream source on a KeyValue bucket as a bucket source of the spec."""
-    source: dict[str, Any] = {"name": str(value.get("name", "")).removeprefix("KV_")}
-    for field, wire in (
-        ("optStartSeq", "opt_start_seq"),
-        ("optStartTime", "opt_start_time"),
-        ("filterSubject", "filter_subject"),
-    ):
-        if value.get(field):
-            source[wire] = value[field]
-    if value.get("externalApiPrefix") or value.get("externalDeliverPrefix"):
-        source["external"] = {
-            "api": value.get("externalApiPrefix", ""),
-            "deliver": value.get("externalDeliverPrefix", ""),
-        }
+    source = renamed(value, _SOURCE_NAMES)
+    source["name"] = str(value.get("name", "")).removeprefix("KV_")
+    if (external := _external(value)) is not None:
+        source["external"] = external
     return source
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.errors import Location, Problem, SpecError
+from reconciler.specs.imported import renamed
 from reconciler.specs.loader import Document, read_json_tree
 
 SECOND = 1_000_000_000
@@ -314,14 +315,16 @@ def _empty(value: Any) -> bool:
     return value is None or value in ("", [], {})
 
 
+#: The provider's mirror and source block fields, as the API names them.
+_SOURCE_NAMES = {
+    "start_seq": "opt_start_seq",
+    "start_time": "opt_start_time",
+    "filter_subject": "filter_subject",
+}
+
+
 def _source(block: Mapping[str, Any]) -> dict[str, Any]:
-    source: dict[str, Any] = {"name": block.get("name")}
-    if block.get("start_seq"):
-        source["opt_start_seq"] = block["start_seq"]
-    if block.get("start_time"):
-        source["opt_start_time"] = block["start_time"]
-    if block.get("filter_subject"):
-        source["filter_subject"] = block["filter_subject"]
+    source = {"name": block.get("name"), **renamed(block, _SOURCE_NAMES)}
     external = block.get("external") or []
     if external:
         source["external"] = {"api": external[0].get("api"), "deliver": external[0].get("deliver")}

@@ -9,13 +9,11 @@ StreamInfo (`nats stream info -j`), a consumer config with its stream.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import reconcile
 from servers import NatsServer, run
 
 pytestmark = pytest.mark.integration
@@ -55,19 +53,6 @@ CONSUMER = {
     "filter_subject": "ORDERS.new",
     "replay_policy": "instant",
 }
-
-
-def reconcile(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "RECONCILE_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "reconciler", *args],
-        cwd=cwd,
-        env=environ | {"NO_COLOR": "1"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 async def configure_as_the_nats_cli_does(url: str) -> None:

@@ -10,12 +10,10 @@ templates, not computed by the importer.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import reconcile
 from servers import NatsServer, run
 
 pytestmark = pytest.mark.integration
@@ -115,19 +113,6 @@ metadata:
   name: unrelated
 data: {}
 """
-
-
-def reconcile(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "RECONCILE_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "reconciler", *args],
-        cwd=cwd,
-        env=environ | {"NO_COLOR": "1"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 async def configure_as_nack_does(url: str) -> None:

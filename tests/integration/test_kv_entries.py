@@ -5,14 +5,12 @@ prune limited to this owner's entries, adoption, drift."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import nats
 import pytest
+from cli_runner import reconcile
 from servers import NatsServer, run
 
 from reconciler.errors import ApplyFailed
@@ -75,19 +73,6 @@ async def values(server: NatsServer, bucket: str = "config") -> dict[str, bytes]
         return out
     finally:
         await nc.close()
-
-
-def reconcile(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "RECONCILE_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "reconciler", *args],
-        cwd=cwd,
-        env=environ | {"NO_COLOR": "1"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_entries_are_written_read_back_and_replan_empty(
