@@ -302,6 +302,9 @@ def unsupported_fields(specs: Iterable[Spec], server: ServerInfo) -> list[Proble
     """
     problems: list[Problem] = []
     for spec in specs:
+        kind = wire_kind(spec.kind)
+        if not d.unknown_fields(kind, server) and not d.unknown_values(kind, server):
+            continue  # the server knows every field of this kind (the newest servers)
         for key, value in spec.config.items():
             message = _newer_than_server(spec, key, value, server)
             if message is not None:
