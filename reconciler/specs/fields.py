@@ -60,9 +60,20 @@ def unit_paths(
     kind: str, body: MutableMapping[str, Any]
 ) -> Iterator[tuple[str, Unit, MutableMapping[str, Any] | list[Any], str | int]]:
     """Every unit field present in ``body``: (dotted path, unit, container, key)."""
-    for pattern, unit in UNIT_FIELDS.get(kind, {}).items():
-        for path, container, key in _expand(body, pattern.split("."), ""):
+    for parts, unit in _PATTERNS.get(kind, ()):
+        if len(parts) == 1:  # a top-level field: the common case, looked up directly
+            if parts[0] in body:
+                yield parts[0], unit, body, parts[0]
+            continue
+        for path, container, key in _expand(body, list(parts), ""):
             yield path, unit, container, key
+
+
+#: UNIT_FIELDS with each pattern split once.
+_PATTERNS: Mapping[str, tuple[tuple[tuple[str, ...], Unit], ...]] = {
+    kind: tuple((tuple(pattern.split(".")), unit) for pattern, unit in fields.items())
+    for kind, fields in UNIT_FIELDS.items()
+}
 
 
 def _expand(
