@@ -172,7 +172,6 @@ async def apply_plan(
     if dry_run:
         return ApplyResult(plan=plan, dry_run=True)
     run = _Run(client=client, total=len(plan.steps), on_step=on_step, guard=guard)
-    limit = asyncio.Semaphore(max(1, concurrency))
     waves = plan.waves()
     for index, wave in enumerate(waves):
         if run.failed or run.fenced or (stop is not None and stop.is_set()):
@@ -181,7 +180,7 @@ async def apply_plan(
                     run.skipped.append(step)
                     run.emit(step, "skipped")
             break
-        await asyncio.gather(*(_guarded(run, step, limit, stop) for step in wave))
+        await _run_wave(run, wave, max(1, concurrency), stop)
     if run.fenced is not None:
         raise lease_lost(run.fenced, run.applied, run.skipped)
     result = ApplyResult(
@@ -198,33 +197,45 @@ async def apply_plan(
     return result
 
 
-async def _guarded(
-    run: _Run, step: Step, limit: asyncio.Semaphore, stop: asyncio.Event | None
+async def _run_wave(
+    run: _Run, wave: Sequence[Step], concurrency: int, stop: asyncio.Event | None
 ) -> None:
-    async with limit:
-        if run.unreachable or run.fenced or (stop is not None and stop.is_set()):
+    """The steps of one wave, ``concurrency`` at a time, started in order: a few workers
+    taking the next step (not one task per step: a wave can hold 100,000 of them)."""
+    steps = iter(wave)
+
+    async def worker() -> None:
+        for step in steps:
+            await _guarded(run, step, stop)
+
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, len(wave)))))
+
+
+async def _guarded(run: _Run, step: Step, stop: asyncio.Event | None) -> None:
+    """One step: fenced by the lock, shielded from cancellation, reported."""
+    if run.unreachable or run.fenced or (stop is not None and stop.is_set()):
+        run.skipped.append(step)
+        run.emit(step, "skipped")
+        return
+    if run.guard is not None:
+        try:
+            await run.guard()
+        except LockError as err:
+            run.fenced = run.fenced or str(err)
             run.skipped.append(step)
             run.emit(step, "skipped")
             return
-        if run.guard is not None:
-            try:
-                await run.guard()
-            except LockError as err:
-                run.fenced = run.fenced or str(err)
-                run.skipped.append(step)
-                run.emit(step, "skipped")
-                return
-        started = time.monotonic()
-        try:
-            # Shielded: a cancelled apply still finishes the request in flight.
-            await asyncio.shield(execute(run.client, step, guard=run.guard))
-        except ReconcileError as err:
-            run.unreachable = run.unreachable or isinstance(err, RequestTimeout | ConnectError)
-            run.failed.append((step, str(err)))
-            run.emit(step, "failed", str(err), time.monotonic() - started)
-            return
-        run.applied.append(step)
-        run.emit(step, "applied", seconds=time.monotonic() - started)
+    started = time.monotonic()
+    try:
+        # Shielded: a cancelled apply still finishes the request in flight.
+        await asyncio.shield(execute(run.client, step, guard=run.guard))
+    except ReconcileError as err:
+        run.unreachable = run.unreachable or isinstance(err, RequestTimeout | ConnectError)
+        run.failed.append((step, str(err)))
+        run.emit(step, "failed", str(err), time.monotonic() - started)
+        return
+    run.applied.append(step)
+    run.emit(step, "applied", seconds=time.monotonic() - started)
 
 
 async def execute(

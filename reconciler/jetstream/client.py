@@ -139,7 +139,7 @@ class JetStreamClient:
     ) -> dict[str, Any]:
         """Send ``body`` to ``$JS.API.<op>``; the reply dict, or a typed error."""
         subject = self.subject(op)
-        payload = b"" if body is None else json.dumps(body).encode()
+        payload = b"" if body is None else _dumps(body)
         data = await self.raw_request(subject, payload, timeout=timeout)
         return self._decode(subject, data)
 
@@ -313,23 +313,41 @@ class JetStreamClient:
         found_streams = dict(live.streams)
         found_state = dict(live.stream_state)
         found_consumers = dict(live.consumers)
-        for name in sorted(set(streams) - set(found_streams)):
-            try:
-                info = await self.stream_info(name)
-            except NotFound:
+        limit = asyncio.Semaphore(LIST_CONCURRENCY)
+
+        async def stream(name: str) -> tuple[str, dict[str, Any], list[dict[str, Any]]] | None:
+            async with limit:
+                try:
+                    info = await self.stream_info(name)
+                    return name, info, await self.list_consumers(name)
+                except NotFound:
+                    return None
+
+        missing = sorted(set(streams) - set(found_streams))
+        for found in await asyncio.gather(*(stream(name) for name in missing)):
+            if found is None:
                 continue
+            name, info, listed = found
             found_streams[name] = info["config"]
             found_state[name] = StreamState.from_info(info)
-            for consumer in await self.list_consumers(name):
-                found_consumers[(name, str(consumer["name"]))] = consumer["config"]
-        for stream, name in sorted(set(consumers) - set(found_consumers)):
-            if stream not in found_streams:
-                continue
-            try:
-                info = await self.consumer_info(stream, name)
-            except NotFound:
-                continue
-            found_consumers[(stream, name)] = info["config"]
+            for item in listed:
+                found_consumers[(name, str(item["name"]))] = item["config"]
+
+        async def consumer(stream: str, name: str) -> tuple[tuple[str, str], Any] | None:
+            async with limit:
+                try:
+                    return (stream, name), (await self.consumer_info(stream, name))["config"]
+                except NotFound:
+                    return None
+
+        wanted = sorted(
+            (stream, name)
+            for stream, name in set(consumers) - set(found_consumers)
+            if stream in found_streams
+        )
+        for found_consumer in await asyncio.gather(*(consumer(s, n) for s, n in wanted)):
+            if found_consumer is not None:
+                found_consumers[found_consumer[0]] = found_consumer[1]
         unchanged = len(found_streams) == len(live.streams)
         if unchanged and len(found_consumers) == len(live.consumers):
             return live
@@ -528,6 +546,15 @@ async def open_client(
     finally:
         if embedded is not None:
             embedded.release()
+
+
+def _dumps(body: Any) -> bytes:
+    """A request body as JSON: orjson, or the standard library for what orjson refuses
+    (an integer beyond 64 bits, say: the server then answers with its own error)."""
+    try:
+        return orjson.dumps(body)
+    except TypeError:
+        return json.dumps(body).encode()
 
 
 def _loads(data: bytes) -> Any:
