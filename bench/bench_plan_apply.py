@@ -32,14 +32,18 @@ from reconciler.specs.cache import CACHE_ENV
 
 
 def write_specs(folder: Path, streams: int, per_stream: int) -> Path:
-    docs = []
-    for i in range(streams):
-        docs.append(f"kind: Stream\nname: B{i:05d}\nsubjects: [b{i}.>]\nstorage: memory\n")
-        for c in range(per_stream):
-            docs.append(f"kind: Consumer\nstream: B{i:05d}\nname: C{c}\nack_policy: explicit\n")
-    path = folder / "bench.yaml"
-    path.write_text("---\n".join(docs), encoding="utf-8")
-    return path
+    """The spec folder: one file per 100 streams with their consumers (a file holds at
+    most 50,000 documents)."""
+    target = folder / "specs"
+    target.mkdir(exist_ok=True)
+    for first in range(0, streams, 100):
+        docs = []
+        for i in range(first, min(first + 100, streams)):
+            docs.append(f"kind: Stream\nname: B{i:05d}\nsubjects: [b{i}.>]\nstorage: memory\n")
+            for c in range(per_stream):
+                docs.append(f"kind: Consumer\nstream: B{i:05d}\nname: C{c}\nack_policy: explicit\n")
+        (target / f"bench-{first // 100:04d}.yaml").write_text("---\n".join(docs), encoding="utf-8")
+    return target
 
 
 def timed(label: str, fn: Any, *, best_of: int = 1) -> float:
