@@ -136,7 +136,7 @@ def plan_entries(
         before = {"value": current.value, "revision": current.revision}
         managed = current.headers.get(MANAGED_HEADER) == MANAGED_VALUE
         if current.value == value and managed and not notes:
-            out.add(Unchanged(ref=ref, source=source, config=config, live=before))
+            out.add(Unchanged(ref=ref, source=source))
             continue
         fields: tuple[FieldChange, ...] = ()
         if current.value != value:

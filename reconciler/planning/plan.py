@@ -341,7 +341,9 @@ def _compare(
     changes = tuple(diff_configs(desired, current))
     config = {**preserve, **desired}
     if not changes:
-        return Unchanged(**_identity(spec), config=config, live=current)
+        # Nothing to apply: the configs are not kept (at 100k resources they would be
+        # most of the plan's memory, and nothing reads them).
+        return Unchanged(**_identity(spec))
     because = tuple(replace_reasons(spec.kind, desired, current, server))
     if because:
         return Replace(
