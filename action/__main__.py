@@ -278,13 +278,9 @@ def ownership(inputs: Inputs) -> Ownership:
 
 
 def summary_line(plan: Plan) -> str:
-    counts = plan.summary
-    migrate = f"{counts['migrate']} to migrate, " if counts.get("migrate") else ""
-    return (
-        f"{counts['create']} to create, {counts['update']} to update, "
-        f"{counts['replace']} to replace, {migrate}{counts['delete']} to delete, "
-        f"{counts['unchanged']} unchanged"
-    )
+    from reconciler.render.text import action_counts
+
+    return ", ".join([*action_counts(plan), f"{plan.summary['unchanged']} unchanged"])
 
 
 def write_json(runner: Runner, inputs: Inputs, name: str, data: Any) -> str:

@@ -31,6 +31,7 @@ from reconciler.model.migration import (
     can_mirror,
     consumer_copy,
     filling_config,
+    is_durable,
     new_sequence,
     placeholder,
     remembered,
@@ -218,9 +219,9 @@ class _Migration:
         stream's sequences: unacknowledged messages are delivered again)."""
         for consumer in await self.client.list_consumers(self.stream):
             config = dict(consumer["config"])
-            name = config.get("durable_name")
-            if not name:
+            if not is_durable(config):
                 continue  # an ephemeral consumer goes with its stream (the plan said so)
+            name = str(config["durable_name"])
             metadata = {
                 key: value
                 for key, value in (config.get("metadata") or {}).items()

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reconciler.model.state import ServerInfo, StreamState
@@ -111,15 +111,7 @@ class Record:
     mirrors: bool = True  # the copies are mirrors (2.12+), else sources
 
     def at(self, phase: str) -> Record:
-        return Record(
-            self.stream,
-            phase,
-            self.target,
-            self.subjects,
-            self.first_seq,
-            self.keep_positions,
-            self.mirrors,
-        )
+        return replace(self, phase=phase)
 
     def metadata(self) -> dict[str, str]:
         body = {
@@ -365,6 +357,11 @@ class ConsumerFate:
     note: str = ""
 
 
+def is_durable(config: Mapping[str, Any]) -> bool:
+    """Whether a consumer outlives its subscribers (a migration can restore it)."""
+    return bool(config.get("durable_name"))
+
+
 def consumer_fates(
     consumers: Mapping[str, Mapping[str, Any]], server: ServerInfo
 ) -> list[ConsumerFate]:
@@ -372,7 +369,7 @@ def consumer_fates(
     fates = []
     reset = can_keep_positions(server)
     for name, config in sorted(consumers.items()):
-        if not config.get("durable_name"):
+        if not is_durable(config):
             fates.append(ConsumerFate(name, False, False, f"ephemeral consumer {name} is not kept"))
         elif not resettable(config):
             policy = config.get("deliver_policy")

@@ -110,10 +110,13 @@ def summary_line(plan: Plan) -> str:
     counts = plan.summary
     if not plan.has_changes:
         return f"No changes. {counts['unchanged']} resource(s) unchanged."
-    done = ", ".join(
-        f"{counts.get(key, 0)} to {key}" for key in ACTIONS if key != "migrate" or key in counts
-    )
-    return f"Plan: {done} ({counts['unchanged']} unchanged)."
+    return f"Plan: {', '.join(action_counts(plan))} ({counts['unchanged']} unchanged)."
+
+
+def action_counts(plan: Plan) -> list[str]:
+    """``3 to create``, ... for every action (``migrate`` only when there are some)."""
+    counts = plan.summary
+    return [f"{counts.get(k, 0)} to {k}" for k in ACTIONS if k != "migrate" or k in counts]
 
 
 def _notes(plan: Plan, *, color: bool) -> list[str]:

@@ -191,12 +191,20 @@ def _read_text(path: Path) -> str:
 
 
 def _yaml_documents(text: str, name: str, problems: list[Problem]) -> list[Document]:
+    return [
+        _infer_kind(document, name, problems, wire=False)
+        for document in _yaml_trees(text, name, problems)
+    ]
+
+
+def _yaml_trees(text: str, name: str, problems: list[Problem]) -> list[Document]:
+    """The documents of a YAML text with every value's line (kind not inferred)."""
     documents = []
     try:
         for root in compose_documents(text, name):
             document = _document_from_node(root, name, problems)
             if document is not None:
-                documents.append(_infer_kind(document, name, problems, wire=False))
+                documents.append(document)
     except yaml.YAMLError as err:
         problems.append(_yaml_problem(err, text, name))
     return documents
@@ -465,18 +473,11 @@ def read_yaml_trees(path: Path) -> list[Document]:
     """Every document of a YAML file (another tool's manifests, say) with each value's
     line, no kind given; raises SpecError with the file and line when it cannot be read."""
     problems: list[Problem] = []
-    name = str(path)
-    documents = []
+    documents: list[Document] = []
     try:
-        text = _read_text(path)
-        for root in compose_documents(text, name):
-            document = _document_from_node(root, name, problems)
-            if document is not None:
-                documents.append(document)
+        documents = _yaml_trees(_read_text(path), str(path), problems)
     except _Abort as abort:
         problems.append(abort.problem)
-    except yaml.YAMLError as err:
-        problems.append(_yaml_problem(err, text, name))
     if errors := [p for p in problems if not p.warning]:
         raise SpecError(errors)
     return documents

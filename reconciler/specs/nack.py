@@ -176,6 +176,11 @@ _SOURCE_NAMES = {
 }
 
 
+def _placement(value: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A NACK placement: its cluster and tags, when set."""
+    return {k: v for k, v in (value or {}).items() if k in ("cluster", "tags") and v}
+
+
 def _external(value: Mapping[str, Any]) -> dict[str, str] | None:
     """A NACK source's other account or domain, as the API's ``external``."""
     if not (value.get("externalApiPrefix") or value.get("externalDeliverPrefix")):
@@ -251,8 +256,7 @@ def _stream(spec: Mapping[str, Any], m: _Mapper) -> dict[str, Any]:
                 config[wire] = nanos
                 m.note(wire, field)
         elif field == "placement":
-            placement = {k: v for k, v in (value or {}).items() if k in ("cluster", "tags") and v}
-            if placement:
+            if placement := _placement(value):
                 config["placement"] = placement
         elif field == "mirror":
             if value:
@@ -420,8 +424,7 @@ def _bucket(spec: Mapping[str, Any], m: _Mapper) -> dict[str, Any]:
             if value:
                 config["compression"] = True
         elif field == "placement":
-            placement = {k: v for k, v in (value or {}).items() if k in ("cluster", "tags") and v}
-            if placement:
+            if placement := _placement(value):
                 config["placement"] = placement
         elif field == "mirror" and m.kind == "KeyValue":
             if value:

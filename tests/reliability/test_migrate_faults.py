@@ -17,12 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from migration_helpers import dump, publish_many, write
+from migration_helpers import dump, options, publish_many, write
 from servers import NatsServer, run
 
 from reconciler.execution import run as engine
 from reconciler.identity import INTERNAL_STREAMS
-from reconciler.jetstream import ConnectionOptions, open_client
+from reconciler.jetstream import open_client
 from reconciler.model.migration import temp_name
 from reconciler.planning.drift import from_plan
 from reconciler.planning.steps import Migrate
@@ -72,10 +72,6 @@ async def main():
 
 asyncio.run(main())
 """
-
-
-def options(server: NatsServer) -> ConnectionOptions:
-    return ConnectionOptions(servers=server.url)
 
 
 async def ack_some(server: NatsServer, count: int) -> None:
