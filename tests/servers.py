@@ -357,10 +357,35 @@ class Cluster:
             agreed = len(leaders) == 1 and None not in leaders
             if agreed and all(self._settled(n) for n in self.nodes if n.running):
                 leader = str(leaders.pop())
-                if self._followers_current(leader):
+                if self._followers_current(leader) and self._placeable(deadline):
                     return leader
             time.sleep(0.1)
         raise RuntimeError("no JetStream meta leader elected")
+
+    def _placeable(self, deadline: float) -> bool:
+        """With every node up, an R<size> stream can be placed. The meta leader places
+        replicas by the statistics each server publishes, which can arrive after raft
+        reports the peers current: until then a create fails with "no suitable peers
+        for placement, peer offline". A probe stream is created and deleted to be sure."""
+        if not all(node.running for node in self.nodes):
+            return True
+        return asyncio.run(self._probe_placement(deadline))
+
+    async def _probe_placement(self, deadline: float) -> bool:
+        nc = await nats.connect(servers=[n.url for n in self.nodes], connect_timeout=2)
+        try:
+            config = {"name": "CLUSTER_PROBE", "subjects": [], "num_replicas": len(self.nodes)}
+            while time.monotonic() < deadline:
+                reply = await nc.request(
+                    "$JS.API.STREAM.CREATE.CLUSTER_PROBE", json.dumps(config).encode(), timeout=5
+                )
+                if "error" not in json.loads(reply.data):
+                    await nc.request("$JS.API.STREAM.DELETE.CLUSTER_PROBE", b"", timeout=5)
+                    return True
+                await asyncio.sleep(0.2)
+            return False
+        finally:
+            await nc.close()
 
     def _settled(self, node: NatsServer) -> bool:
         """Healthy, and advertising every running node's client URL (what a client counts)."""
