@@ -301,9 +301,14 @@ def unsupported_fields(specs: Iterable[Spec], server: ServerInfo) -> list[Proble
     problem: it is simply not sent.
     """
     problems: list[Problem] = []
+    checked: dict[str, bool] = {}  # kind -> whether the server may not know a field of it
     for spec in specs:
-        kind = wire_kind(spec.kind)
-        if not d.unknown_fields(kind, server) and not d.unknown_values(kind, server):
+        check = checked.get(spec.kind)
+        if check is None:
+            kind = wire_kind(spec.kind)
+            check = bool(d.unknown_fields(kind, server) or d.unknown_values(kind, server))
+            checked[spec.kind] = check
+        if not check:
             continue  # the server knows every field of this kind (the newest servers)
         for key, value in spec.config.items():
             message = _newer_than_server(spec, key, value, server)
