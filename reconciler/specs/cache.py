@@ -11,7 +11,8 @@ a ``nats account backup`` folder, which only yields a warning, is not part of th
 the folder is safe to delete at any time and to keep between CI runs (actions/cache).
 
 JSON, not pickle: a cache restored from a shared CI cache must not be able to run code.
-A corrupt or unreadable entry is ignored (and rewritten); writing one never fails a run.
+A corrupt, torn or edited entry (its checksum tells) is ignored and rewritten; writing
+one never fails a run. The same folder keeps the plan memo (``reconciler.planning.memo``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import functools
 import hashlib
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,18 +31,20 @@ from reconciler.errors import Location, Problem
 from reconciler.specs.spec import Spec
 
 CACHE_ENV = "RECONCILE_SPEC_CACHE"
-FORMAT = 1
+FORMAT = 2
 KEEP = 8  # entries kept in the folder (the most recent)
 _PACKAGE = Path(__file__).resolve().parent.parent
 
 
 @functools.cache
-def _code_digest() -> str:
-    """The validating code and the schemas, as one digest (read once per process)."""
+def code_digest(packages: tuple[str, ...] = ("specs",)) -> str:
+    """The code in ``packages`` of ``reconciler`` (plus the modules every package builds
+    on) and the published schemas, as one digest (read once per process): what decides a
+    cached answer, so that no other release's answer is ever used."""
     from reconciler.specs.schema import SCHEMA_DIR
 
     digest = hashlib.sha256(f"format {FORMAT}".encode())
-    files = sorted((_PACKAGE / "specs").glob("*.py"))
+    files = [path for package in packages for path in sorted((_PACKAGE / package).glob("*.py"))]
     files += [_PACKAGE / "errors.py", _PACKAGE / "identity.py", *sorted(SCHEMA_DIR.glob("*.json"))]
     for path in files:
         digest.update(path.name.encode())
@@ -51,7 +54,7 @@ def _code_digest() -> str:
 
 def cache_key(spec_files: Sequence[Path], overlay_files: Sequence[Path], strict: bool) -> str:
     """The key of one run's inputs (raises OSError when a file cannot be read)."""
-    digest = hashlib.sha256(_code_digest().encode())
+    digest = hashlib.sha256(code_digest().encode())
     digest.update(b"strict" if strict else b"lenient")
     for tag, files in ((b"spec", spec_files), (b"overlay", overlay_files)):
         for path in files:
@@ -63,37 +66,47 @@ def cache_key(spec_files: Sequence[Path], overlay_files: Sequence[Path], strict:
 def load(folder: Path, key: str) -> tuple[list[Spec], list[Problem]] | None:
     """The specs and warnings stored under ``key``, or None (absent, unreadable, corrupt)."""
     try:
-        data = orjson.loads((folder / f"specs-{key}.json").read_bytes())
-        if data.get("format") != FORMAT or data.get("key") != key:
+        head, _, body = (folder / f"specs-{key}.json").read_bytes().partition(b"\n")
+        header = orjson.loads(head)
+        if header.get("format") != FORMAT or header.get("key") != key:
             return None
+        if header.get("sha256") != hashlib.sha256(body).hexdigest():
+            return None  # torn or edited: what follows was not written by this code
+        data = orjson.loads(body)
         specs = [_spec(item) for item in data["specs"]]
         warnings = [_problem(item) for item in data["warnings"]]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return specs, warnings
 
 
 def store(folder: Path, key: str, specs: Sequence[Spec], warnings: Sequence[Problem]) -> None:
-    """Keep ``specs`` under ``key`` (atomically); a failure to write is ignored."""
-    data = {
-        "format": FORMAT,
-        "key": key,
-        "specs": [_spec_json(spec) for spec in specs],
-        "warnings": [_problem_json(problem) for problem in warnings],
-    }
+    """Keep ``specs`` under ``key`` (atomically); a failure to write is ignored.
+
+    Two JSON lines: a header (format, key, the SHA-256 of the second line) and the specs
+    and warnings. The checksum lets :func:`load` trust the body's shape and build each
+    spec's field locations only when one is asked for."""
+    body = orjson.dumps(
+        {
+            "specs": [_spec_json(spec) for spec in specs],
+            "warnings": [_problem_json(problem) for problem in warnings],
+        }
+    )
+    header = {"format": FORMAT, "key": key, "sha256": hashlib.sha256(body).hexdigest()}
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".specs-", dir=folder)
         with os.fdopen(fd, "wb") as out:
-            out.write(orjson.dumps(data))
+            out.write(orjson.dumps(header) + b"\n" + body)
         os.replace(tmp, folder / f"specs-{key}.json")
-        _prune(folder)
+        prune(folder, "specs-*.json")
     except OSError:
         return
 
 
-def _prune(folder: Path) -> None:
-    entries = sorted(folder.glob("specs-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+def prune(folder: Path, pattern: str) -> None:
+    """Keep the ``KEEP`` most recent entries matching ``pattern`` in ``folder``."""
+    entries = sorted(folder.glob(pattern), key=lambda p: p.stat().st_mtime, reverse=True)
     for old in entries[KEEP:]:
         old.unlink(missing_ok=True)
 
@@ -119,6 +132,29 @@ def _spec_json(spec: Spec) -> dict[str, Any]:
     }
 
 
+class _Lines(Mapping[str, Location]):
+    """A cached spec's field locations, each made a :class:`Location` when it is read
+    (a plan reads a few of 100,000; making them all took most of a cached load)."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: dict[str, list[Any]]) -> None:
+        self._raw = raw
+
+    def __getitem__(self, path: str) -> Location:
+        file, line = self._raw[path]
+        return Location(file, line)
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._raw
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+
 def _spec(raw: dict[str, Any]) -> Spec:
     source = _location(raw["source"])
     assert source is not None
@@ -129,7 +165,7 @@ def _spec(raw: dict[str, Any]) -> Spec:
         source=source,
         stream=raw["stream"],
         external=bool(raw["external"]),
-        locations={path: loc for path, w in raw["locations"].items() if (loc := _location(w))},
+        locations=_Lines(raw["locations"]),
         written=raw["written"],
     )
 

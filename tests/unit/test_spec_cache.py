@@ -41,7 +41,8 @@ def test_a_cached_run_gives_exactly_the_specs_and_warnings_of_a_fresh_one(
     first_warnings: list = []
     first = load_specs([tmp_path / "s.yaml"], warnings=first_warnings, cache=cache)
     [entry] = entries(cache)
-    json.loads(entry.read_text())  # JSON, never pickle
+    header, body = entry.read_text().splitlines()  # JSON, never pickle
+    assert json.loads(header)["key"] and json.loads(body)["specs"]
     cached_warnings: list = []
     cached = load_specs([tmp_path / "s.yaml"], warnings=cached_warnings, cache=cache)
     assert cached == first == fresh
@@ -82,7 +83,26 @@ def test_a_corrupt_entry_is_ignored_and_rewritten(tmp_path: Path) -> None:
     [entry] = entries(cache)
     entry.write_text('{"format": 1, "key": "wrong"')
     assert load_specs([spec], cache=cache) == good
-    assert json.loads(entry.read_text())["specs"]
+    assert json.loads(entry.read_text().splitlines()[1])["specs"]
+
+
+def test_an_edited_entry_is_never_trusted(tmp_path: Path) -> None:
+    """The header is intact, the body was changed (a line number, a config value) after
+    it was written: the checksum no longer matches, the files are validated again."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPECS)
+    cache = tmp_path / "cache"
+    good = load_specs([spec], cache=cache)
+    [entry] = entries(cache)
+    header, body = entry.read_text().splitlines()
+    assert "1209600000000000" in body  # 14d in nanoseconds
+    entry.write_text(f"{header}\n{body.replace('1209600000000000', '1')}")
+    again = load_specs([spec], cache=cache)
+    assert again == good
+    assert again[0].config["max_age"] == 14 * 86_400 * 10**9
+    assert body.count(",12]") == 3  # backoff and its two items, at line 12
+    entry.write_text(f"{header}\n{body.replace(',12]', ',[12]]')}")  # malformed locations
+    assert [str(s.where("backoff")) for s in load_specs([spec], cache=cache)][1].endswith(":12")
 
 
 def test_new_validating_code_never_reads_an_old_entry(
@@ -92,7 +112,7 @@ def test_new_validating_code_never_reads_an_old_entry(
     spec.write_text(SPECS)
     cache = tmp_path / "cache"
     load_specs([spec], cache=cache)
-    monkeypatch.setattr(spec_cache, "_code_digest", lambda: "another version")
+    monkeypatch.setattr(spec_cache, "code_digest", lambda packages=(): "another version")
     load_specs([spec], cache=cache)
     assert len(entries(cache)) == 2
 
