@@ -51,6 +51,7 @@ from reconciler.model.normalize import (
 )
 from reconciler.model.state import LiveState, ServerInfo, StreamState
 from reconciler.model.values import written_as
+from reconciler.planning.memo import Memo
 from reconciler.planning.steps import (
     Create,
     Delete,
@@ -178,9 +179,12 @@ def plan_stream(
     prune: bool = False,
     ownership: Ownership = DEFAULT_OWNERSHIP,
     migrate: bool = False,
+    memo: Memo | None = None,
 ) -> StreamPlan:
     """The entries of one stream and its consumers (pure). ``migrate``: a stream whose
-    change an update cannot make is migrated (its messages kept), not replaced."""
+    change an update cannot make is migrated (its messages kept), not replaced. ``memo``:
+    what earlier plans found unchanged (:mod:`reconciler.planning.memo`); what this plan
+    finds unchanged is added to it."""
     if group.migration is not None:
         return StreamPlan(steps=[_resumed(group)])
     if group.declared is None and group.live is not None and is_temp(group.live):
@@ -197,32 +201,23 @@ def plan_stream(
             ref = ResourceRef.of_stream(group.name, live)
             out.add(_undeclared(ref, live, server, group, prune, owner))
     elif not declared.external:
-        desired = desired_config(declared, server, owner=owner)
-        stream_config = desired
-        if live is None:
-            out.add(
-                Create(
-                    **_identity(declared),
-                    fields=_created(declared, desired, server),
-                    config=desired,
-                )
-            )
-        else:
-            refusal, notes = ownership.claim(declared, live)
-            if refusal is not None:
-                out.problems.append(refusal)
-                return out
-            entry: PlanEntry = _compare(declared, desired, live, server, group.state, notes)
-            if isinstance(entry, Replace):
-                entry = _migration(entry, group, server) if migrate else _migratable(entry)
-            if isinstance(entry, Replace):
-                replaced = True
-                entry = _with_reasons(entry, _lost_consumers(group))
-            out.add(entry)
+        entry, stream_config = _declared_stream(declared, group, server, ownership, migrate, memo)
+        if isinstance(entry, Problem):
+            out.problems.append(entry)  # refused: another owner's
+            return out
+        replaced = isinstance(entry, Replace)
+        out.add(entry)
+    basis = b"" if memo is None else memo.basis(declared, live)
     for spec in group.consumers:
-        assert stream_config is not None  # stream_problems: declared or live
-        desired = desired_config(spec, server, stream_config=stream_config, owner=owner)
         raw = group.live_consumers.get(spec.name)
+        key = None if memo is None or raw is None or replaced else memo.key(spec, raw, basis)
+        if memo is not None and key is not None and memo.unchanged(key):
+            out.add(Unchanged(**_identity(spec)))
+            continue
+        if stream_config is None:
+            assert declared is not None  # stream_problems: declared or live
+            stream_config = desired_config(declared, server, owner=owner)
+        desired = desired_config(spec, server, stream_config=stream_config, owner=owner)
         if raw is None or replaced:
             reasons = (f"re-created: stream {group.name} is replaced",) if raw else ()
             created = _created(spec, desired, server, stream_config=stream_config)
@@ -237,7 +232,7 @@ def plan_stream(
         if refusal is not None:
             out.problems.append(refusal)
             continue
-        out.add(_compare(spec, desired, raw, server, None, notes))
+        out.add(_remembered(memo, key, _compare(spec, desired, raw, server, None, notes)))
     if declared is not None and not replaced:
         names = {spec.name for spec in group.consumers}
         for name, raw in sorted(group.live_consumers.items()):
@@ -245,6 +240,45 @@ def plan_stream(
                 ref = ResourceRef("Consumer", name, group.name)
                 out.add(_undeclared(ref, raw, server, group, prune, owner))
     return out
+
+
+def _declared_stream(
+    declared: Spec,
+    group: StreamGroup,
+    server: ServerInfo,
+    ownership: Ownership,
+    migrate: bool,
+    memo: Memo | None,
+) -> tuple[PlanEntry | Problem, LiveConfig | None]:
+    """The entry of a stream (or bucket) managed here, and the config its consumers are
+    planned against (None when the memo answered: made when a consumer needs it)."""
+    live = group.live
+    if live is None:
+        desired = desired_config(declared, server, owner=ownership.owner)
+        created = Create(
+            **_identity(declared), fields=_created(declared, desired, server), config=desired
+        )
+        return created, desired
+    key = None if memo is None else memo.key(declared, live)
+    if memo is not None and key is not None and memo.unchanged(key):
+        return Unchanged(**_identity(declared)), None
+    desired = desired_config(declared, server, owner=ownership.owner)
+    refusal, notes = ownership.claim(declared, live)
+    if refusal is not None:
+        return refusal, desired
+    entry: PlanEntry = _compare(declared, desired, live, server, group.state, notes)
+    if isinstance(entry, Replace):
+        entry = _migration(entry, group, server) if migrate else _migratable(entry)
+    if isinstance(entry, Replace):
+        entry = _with_reasons(entry, _lost_consumers(group))
+    return _remembered(memo, key, entry), desired
+
+
+def _remembered(memo: Memo | None, key: bytes | None, entry: PlanEntry) -> PlanEntry:
+    """``entry``, remembered in ``memo`` when it is ``Unchanged``."""
+    if memo is not None and key is not None and isinstance(entry, Unchanged):
+        memo.remember(key)
+    return entry
 
 
 def _identity(spec: Spec) -> dict[str, Any]:
@@ -468,8 +502,9 @@ def build_plan(
     prune: bool = False,
     ownership: Ownership = DEFAULT_OWNERSHIP,
     migrate: bool = False,
+    memo: Memo | None = None,
 ) -> Plan:
-    """Compare validated specs with the live state (pure). ``migrate``: see
+    """Compare validated specs with the live state (pure). ``migrate`` and ``memo``: see
     :func:`plan_stream`.
 
     Raises :class:`UnsupportedField` when a spec uses a field the server does not know,
@@ -481,7 +516,9 @@ def build_plan(
         raise UnsupportedField(problems)
     total = StreamPlan(problems=_live_origin_problems(specs, live))
     for group in group_streams(specs, live):
-        part = plan_stream(group, live.server, prune=prune, ownership=ownership, migrate=migrate)
+        part = plan_stream(
+            group, live.server, prune=prune, ownership=ownership, migrate=migrate, memo=memo
+        )
         total.problems += part.problems
         total.steps += part.steps
         total.unchanged += part.unchanged

@@ -362,3 +362,36 @@ def test_the_spec_cache_gives_the_same_plan_and_never_hides_an_edit(
     spec.write_text(spec.read_text().replace("max_age: 1h", "max_age: 7 parsecs"))
     edited = plan_cli()
     assert edited.returncode == 1 and "max_age" in edited.stderr
+
+
+def test_the_plan_memo_never_hides_a_change_made_on_the_server(
+    tmp_path: Path, clean_server: NatsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With RECONCILE_SPEC_CACHE set, a re-plan answers unchanged resources from what the
+    last plan found; a consumer edited behind the tool's back, or a spec edited in git,
+    is planned from scratch, and the cache holds digests only (no names, no configs)."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("RECONCILE_SPEC_CACHE", str(cache))
+    specs = orders(tmp_path)
+    apply([specs], clean_server)
+    publish(clean_server, "ORDERS.new", 10)
+    assert not plan([specs], clean_server).has_changes
+    [memo] = cache.glob("plans-*.bin")
+    data = memo.read_bytes()
+    assert len(data) == 16 * 2 and b"ORDERS" not in data  # the stream and its consumer
+    assert not plan([specs], clean_server).has_changes
+
+    async def edit(client: Any) -> None:
+        [config] = [c["config"] for c in await client.list_consumers("ORDERS")]
+        await client.create_consumer("ORDERS", {**config, "max_deliver": 7}, action="update")
+
+    raw(clean_server, edit)
+    drifted = plan([specs], clean_server)
+    assert [(s.action, [f.path for f in s.fields]) for s in drifted.steps] == [
+        ("update", ["max_deliver"])
+    ]
+    apply([specs], clean_server)
+    assert not plan([specs], clean_server).has_changes
+    changed = orders(tmp_path, extra="description: orders")
+    assert [s.action for s in plan([changed], clean_server).steps] == ["update"]
+    assert messages(clean_server, "ORDERS") == 10

@@ -12,6 +12,7 @@ import pytest
 from reconciler.errors import Location, SpecError, UnsupportedField
 from reconciler.model.normalize import desired_config
 from reconciler.model.state import LiveState, ServerInfo
+from reconciler.planning.memo import Memo
 from reconciler.planning.plan import ADOPT_REASON, build_plan
 from reconciler.planning.steps import Create, Delete, Plan, Replace, Unchanged, Update
 from reconciler.specs.spec import MANAGED_KEY, Kind, Spec
@@ -306,3 +307,35 @@ def test_plans_and_apply_results_have_a_repr_that_does_not_grow_with_them() -> N
 
     small, large = sized(1), sized(5_000)
     assert len(large[0]) - len(small[0]) < 10 and len(large[1]) - len(small[1]) < 20
+
+
+def test_a_memo_answers_only_for_exactly_the_inputs_it_was_computed_from() -> None:
+    """A re-plan with the memo of an earlier plan is the plan computed from scratch, for
+    every input that changed since: the live config, the spec, the stream a consumer is
+    planned against; other servers and other owners never share answers."""
+    audit = spec("Consumer", "audit", "ORDERS", ack_policy="explicit", ack_wait=30 * SECOND)
+    specs = [ORDERS, WORKER, audit]
+    live = live_of(*specs)
+    first = Memo.for_plan(SERVER, "default")
+    fresh = build_plan(specs, live, memo=first)
+    assert len(fresh.unchanged) == 3 and first.hits == 0 and len(first.found) == 3
+
+    def replan(specs: list[Spec], live: LiveState) -> tuple[Plan, int]:
+        memo = Memo(first.salt, first.found)
+        remembered = build_plan(specs, live, memo=memo)
+        assert remembered == build_plan(specs, live)  # never another answer
+        return remembered, memo.hits
+
+    assert replan(specs, live) == (fresh, 3)
+    drifted = dict(live.consumers)
+    drifted[("ORDERS", "audit")] = {**drifted[("ORDERS", "audit")], "ack_wait": 5 * SECOND}
+    out_of_band = LiveState(server=SERVER, streams=live.streams, consumers=drifted)
+    plan, hits = replan(specs, out_of_band)
+    assert [(s.action, s.name) for s in plan.steps] == [("update", "audit")] and hits == 2
+    bigger = spec("Stream", "ORDERS", subjects=["orders.>"], max_msgs=10)
+    plan, hits = replan([bigger, WORKER, audit], live)
+    assert [(s.action, s.name) for s in plan.steps] == [("update", "ORDERS")]
+    assert hits == 0  # the consumers are planned against another stream config
+    newer = ServerInfo(version="2.14.0", api_level=4)
+    assert Memo.for_plan(newer, "default").salt != first.salt
+    assert Memo.for_plan(SERVER, "shop").salt != first.salt

@@ -1,0 +1,59 @@
+"""Where the plan memo (:mod:`reconciler.planning.memo`) is kept between runs.
+
+In the cache folder (``RECONCILE_SPEC_CACHE``, next to the cached specs), one file per
+(planning code, server facts, owner): ``plans-<salt>.bin``, the 16-byte digests of the
+resources the last plan found unchanged, nothing else (no names, no configs, no
+secrets). Written atomically, only when it changed; an unreadable or torn file counts
+as empty; a failure to write never fails a run. Safe to delete at any time.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from reconciler.model.state import ServerInfo
+from reconciler.planning.memo import DIGEST_SIZE, Memo
+from reconciler.specs.cache import CACHE_ENV, prune
+
+
+def cache_folder() -> Path | None:
+    """The cache folder the environment names, if any."""
+    folder = os.environ.get(CACHE_ENV)
+    return Path(folder) if folder else None
+
+
+def _path(folder: Path, memo: Memo) -> Path:
+    return folder / f"plans-{memo.salt.hex()}.bin"
+
+
+def load(folder: Path | None, server: ServerInfo, owner: str) -> Memo | None:
+    """The memo for plans of ``owner`` on this server (empty when nothing is kept yet);
+    None without a cache folder."""
+    if folder is None:
+        return None
+    memo = Memo.for_plan(server, owner)
+    try:
+        data = _path(folder, memo).read_bytes()
+    except OSError:
+        return memo
+    if len(data) % DIGEST_SIZE:
+        return memo  # torn or foreign: start again
+    known = (data[i : i + DIGEST_SIZE] for i in range(0, len(data), DIGEST_SIZE))
+    return Memo(memo.salt, known)
+
+
+def store(folder: Path | None, memo: Memo | None) -> None:
+    """Keep what ``memo`` found (when it differs from what it knew)."""
+    if folder is None or memo is None or memo.found == memo.known:
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".plans-", dir=folder)
+        with os.fdopen(fd, "wb") as out:
+            out.write(b"".join(sorted(memo.found)))
+        os.replace(tmp, _path(folder, memo))
+        prune(folder, "plans-*.bin")
+    except OSError:
+        return

@@ -1,0 +1,91 @@
+"""What earlier plans found unchanged, so that a re-plan need not compare it again (pure).
+
+A declared resource's plan entry is decided by: its spec, its live config as the server
+sent it, for a consumer the config of its stream (the declared one, or the live one when
+the stream is not managed here), the server's facts, the owner, and the planning code.
+When the plan found a resource ``Unchanged``, the digest of all of that is remembered;
+the next plan that meets the same digest knows the answer without normalising or
+diffing. Any difference in any input is a different digest, so a remembered answer is
+only ever used for exactly the inputs it was computed from; a miss is planned as usual.
+
+Only ``Unchanged`` is remembered: every other entry carries configs, reasons and losses
+that are computed each time. The digests are kept by :mod:`reconciler.execution.memo_store`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import orjson
+
+from reconciler.model.state import ServerInfo
+from reconciler.specs.cache import code_digest
+from reconciler.specs.spec import Spec
+
+DIGEST_SIZE = 16
+#: the code that decides a plan: validating, normalising, diffing, planning
+PLANNING_CODE = ("specs", "model", "planning")
+
+
+def _digest(value: Any) -> bytes:
+    data = orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    return hashlib.blake2b(data, digest_size=DIGEST_SIZE).digest()
+
+
+def spec_digest(spec: Spec) -> bytes:
+    """A spec's identity and wire config (not where it was written)."""
+    return _digest([spec.kind, spec.name, spec.stream, spec.external, spec.config])
+
+
+def live_digest(raw: Mapping[str, Any]) -> bytes:
+    """A live config exactly as the server sent it."""
+    return _digest(raw)
+
+
+class Memo:
+    """The digests of resources found unchanged before (``known``), and of those this plan
+    finds unchanged (``found``: what to remember for the next one)."""
+
+    def __init__(self, salt: bytes, known: Iterable[bytes] = ()) -> None:
+        self.salt = salt
+        self.known = frozenset(known)
+        self.found: set[bytes] = set()
+        self.hits = 0
+
+    @classmethod
+    def for_plan(cls, server: ServerInfo, owner: str, known: Iterable[bytes] = ()) -> Memo:
+        """A memo for plans of ``owner`` against a server with these facts (where the
+        client connected is not one of them)."""
+        facts = dataclasses.replace(server, address=None)
+        return cls(_digest([code_digest(PLANNING_CODE), repr(facts), owner]), known)
+
+    def key(self, spec: Spec, raw: Mapping[str, Any], basis: bytes = b"") -> bytes:
+        """The digest of one declared resource's inputs; ``basis``: for a consumer, the
+        :meth:`basis` of its stream."""
+        digest = hashlib.blake2b(self.salt, digest_size=DIGEST_SIZE)
+        digest.update(spec_digest(spec))
+        digest.update(live_digest(raw))
+        digest.update(basis)
+        return digest.digest()
+
+    @staticmethod
+    def basis(declared: Spec | None, live: Mapping[str, Any] | None) -> bytes:
+        """What a stream's consumers are planned against: the declared stream (managed
+        here), else the live one."""
+        if declared is not None and not declared.external:
+            return b"S" + spec_digest(declared)
+        return b"L" + (live_digest(live) if live is not None else b"")
+
+    def unchanged(self, key: bytes) -> bool:
+        """Whether a resource with these inputs was found unchanged before."""
+        if key in self.known:
+            self.found.add(key)
+            self.hits += 1
+            return True
+        return False
+
+    def remember(self, key: bytes) -> None:
+        self.found.add(key)
