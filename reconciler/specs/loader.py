@@ -199,6 +199,18 @@ def _yaml_documents(text: str, name: str, problems: list[Problem]) -> list[Docum
 
 def _yaml_trees(text: str, name: str, problems: list[Problem]) -> list[Document]:
     """The documents of a YAML text with every value's line (kind not inferred)."""
+    if _fits_libyaml(text):
+        found: list[Problem] = []
+        fast: list[Document] = []
+        try:
+            for root in yaml.compose_all(text, Loader=_ComposingLoader):
+                if (document := _document_from_node(root, name, found)) is not None:
+                    fast.append(document)
+        except yaml.YAMLError:
+            pass  # reported the one careful way, below
+        else:
+            problems.extend(found)
+            return fast
     documents = []
     try:
         for root in compose_documents(text, name):
@@ -216,15 +228,59 @@ _RESOLVED: dict[tuple[str, Any], str] = {}  # (plain scalar, implicit) -> tag
 def _scalar_tag(event: Any) -> str:
     if event.tag not in (None, "!"):
         return str(event.tag)
-    key = (event.value, event.implicit)
+    return _implicit_tag(event.value, event.implicit)
+
+
+def _implicit_tag(value: str, implicit: Any) -> str:
+    """The tag of an untagged scalar, each distinct short one resolved once (the
+    resolver tries a list of regular expressions every time)."""
+    key = (value, implicit)
     tag = _RESOLVED.get(key)
     if tag is None:
-        tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)
-        if len(event.value) <= 64:
+        tag = str(_RESOLVER.resolve(yaml.ScalarNode, value, implicit))
+        if len(value) <= 64:
             if len(_RESOLVED) > 50_000:
                 _RESOLVED.clear()
             _RESOLVED[key] = tag
     return tag
+
+
+class _ComposingLoader(_YamlLoader):  # type: ignore[misc]
+    """libyaml's loader, resolving scalar tags through the same cache."""
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        if kind is yaml.ScalarNode:
+            return _implicit_tag(value, implicit)
+        return super().resolve(kind, value, implicit)
+
+
+#: The deepest nesting a text may be able to reach for libyaml's own composer to build
+#: it (it recurses in C: about 30,000 levels crash a process on an 8 MiB stack).
+C_COMPOSER_DEPTH = 2_000
+_DOCUMENT_MARKER = re.compile(r"^(?:---|\.\.\.)(?=\s|$)", re.MULTILINE)
+
+
+def _fits_libyaml(text: str) -> bool:
+    """Whether libyaml's own composer (several times faster than
+    :func:`compose_documents`) may build ``text``: it has at most ``MAX_DOCUMENTS``
+    documents and cannot nest deep enough to crash it. A YAML error on that path sends
+    the text down the careful one, so errors are always reported one way."""
+    if _YamlLoader is yaml.SafeLoader:
+        return False  # no libyaml: the careful path is the faster one
+    chunks = _DOCUMENT_MARKER.split(text)
+    return len(chunks) <= MAX_DOCUMENTS and _nesting_bound(chunks) <= C_COMPOSER_DEPTH
+
+
+def _nesting_bound(chunks: list[str]) -> int:
+    """An upper bound of how deep any node of a text split at its document markers
+    nests. No collection spans a marker line; within a document, flow collections nest
+    at most once per ``[`` or ``{``, and block collections at most twice per column of
+    its longest line (a block sequence may sit at its parent key's indentation)."""
+    deepest = 0
+    for chunk in chunks:
+        longest = max(map(len, chunk.split("\n")))
+        deepest = max(deepest, chunk.count("[") + chunk.count("{") + 2 * longest + 2)
+    return deepest
 
 
 def compose_documents(text: str, name: str) -> Iterator[Any]:

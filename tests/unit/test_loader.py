@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from reconciler.errors import Location, SpecError
+from reconciler.specs import loader
 from reconciler.specs.loader import Document, compose_documents, load_documents
 
 
@@ -327,3 +328,44 @@ def test_a_yaml_error_after_unusual_line_breaks_is_still_a_problem(
     path.write_text(text, encoding="utf-8", newline="")
     (problem,) = problems_of([path])
     assert problem.startswith(f"{path}:") and "invalid YAML" in problem
+
+
+REPO = Path(__file__).resolve().parents[2]
+SPEC_FILES = sorted(
+    p
+    for folder in ("examples", "tests/data")
+    for pattern in ("*.yaml", "*.yml")
+    for p in (REPO / folder).rglob(pattern)
+)
+
+
+@pytest.mark.parametrize("text", TRICKY_YAML)
+def test_libyamls_own_composer_builds_the_same_trees_where_it_is_used(text: str) -> None:
+    assert loader._fits_libyaml(text)
+    fast = yaml.compose_all(text, Loader=loader._ComposingLoader)
+    assert [_shape(n) for n in fast] == [_shape(n) for n in compose_documents(text, "t.yaml")]
+
+
+def test_every_example_loads_the_same_on_the_fast_and_the_careful_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert len(SPEC_FILES) > 15
+    fast = load_documents(SPEC_FILES)
+    monkeypatch.setattr(loader, "C_COMPOSER_DEPTH", -1)  # every text takes the careful path
+    careful = load_documents(SPEC_FILES)
+    assert [(d.body, d.source, d.locations) for d in fast] == [
+        (d.body, d.source, d.locations) for d in careful
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x: " + "[" * 30_000 + "]" * 30_000 + "\n",  # crashes libyaml's composer
+        "x:\n" + "".join(" " * i + "- \n" for i in range(1, 1500)),  # block nesting
+        "x: " + "- " * 1200 + "a\n",  # compact sequences: one line, no indentation
+        "---\na: 1\n---\n" + "{" * 2001 + "}" * 2001 + "\n",  # the deep one is not first
+    ],
+)
+def test_text_that_may_nest_deep_never_reaches_libyamls_composer(text: str) -> None:
+    assert not loader._fits_libyaml(text)
