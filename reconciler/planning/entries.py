@@ -160,7 +160,7 @@ def plan_entries(
         before = {"value": current.value, "revision": current.revision}
         if not current.owned_by(ownership.owner):
             holder = current.headers.get(OWNER_HEADER, DEFAULT_OWNER)
-            out.add(Foreign(ref=ref, live=before, owner=holder))
+            out.add(Foreign(ref=ref, owner=holder))
         elif prune:
             lost = Loss("", "its value (and the key's history) is deleted")
             out.add(Delete(ref=ref, live=before, reasons=("no spec declares it",), losses=(lost,)))

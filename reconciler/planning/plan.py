@@ -425,12 +425,12 @@ def _undeclared(
     prune: bool,
     owner: str,
 ) -> Unmanaged | Orphan | Delete | Foreign:
-    current = live_config(ref.kind, raw, server)
     holder = owner_of(raw)
     if holder is None:
-        return Unmanaged(ref=ref, live=current)
+        return Unmanaged(ref=ref)
     if holder != owner:
-        return Foreign(ref=ref, live=current, owner=holder)
+        return Foreign(ref=ref, owner=holder)
+    current = live_config(ref.kind, raw, server)
     if not prune:
         return Orphan(ref=ref, live=current, reasons=(PRUNE_REASON,))
     reasons = (
