@@ -16,7 +16,6 @@ count through an accumulator, and only bad lines carry (partition, index), which
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +35,7 @@ from pyspark.sql.types import (
 )
 
 from reconciler.errors import Location, ReconcileError
-from reconciler.fleet.canonical import live_row
+from reconciler.fleet.canonical import config_text, live_row
 from reconciler.planning.snapshot import BadRecord, parse_record
 
 #: Files up to this size are read whole, several per task; bigger ones are split.
@@ -198,7 +197,8 @@ def parse_partition(
 def record_row(line: str) -> tuple[Any, ...]:
     """One good line as a row of :data:`LIVE_SCHEMA`; raises :class:`BadRecord`."""
     record = parse_record(line)
-    stream_name, consumer, kind, name, live, managed = live_row(record)
+    text = config_text(record.config)
+    stream_name, consumer, kind, name, _, managed = live_row(record, text)
     return (
         record.env,
         record.captured_at,
@@ -207,7 +207,7 @@ def record_row(line: str) -> tuple[Any, ...]:
         consumer,
         kind,
         name,
-        json.dumps(live, separators=(",", ":")),
+        text,
         managed,
         record.server_version,
         record.api_level,

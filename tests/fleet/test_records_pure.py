@@ -141,3 +141,40 @@ def test_a_snapshot_without_server_facts_is_read_with_the_newest_semantics() -> 
     assert newest.version_tuple >= (2, 14, 0)
     assert server_info(None, 2).version == "2.12.0"
     assert server_info("2.10.25", None) == ServerInfo("2.10.25", 0)
+
+
+def test_a_config_is_normalised_once_per_server_yet_a_bad_one_is_always_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same resource on ten days is checked once; the same config from another
+    server version is checked again; an unreadable config is refused every time."""
+    from reconciler.fleet import canonical
+
+    calls: list[str] = []
+    real = canonical.live_config
+
+    def counting(kind: str, config: dict, server: ServerInfo) -> dict:
+        calls.append(server.version)
+        return real(kind, config, server)
+
+    monkeypatch.setattr(canonical, "live_config", counting)
+    monkeypatch.setattr(canonical, "_readable", set())
+
+    def line(config: dict, day: int, version: str = "2.12.3") -> str:
+        return json.dumps(
+            {"env": "eu", "captured_at": f"2026-03-{day:02d}T00:00:00Z", "kind": "Stream",
+             "name": "ORDERS", "config": config, "server_version": version}
+        )  # fmt: skip
+
+    for day in range(1, 11):
+        live_row(parse_record(line(ORDERS, day)))
+    assert calls == ["2.12.3"]
+    live_row(parse_record(line(ORDERS, 11, "2.10.26")))
+    assert calls == ["2.12.3", "2.10.26"]
+    broken = {**ORDERS, "max_age": "a week"}
+    for day in (12, 13):
+        with pytest.raises(BadRecord, match="cannot be normalised"):
+            live_row(parse_record(line(broken, day)))
+    assert len(calls) == 4
+    huge = {**ORDERS, "max_msgs": 2**70}  # beyond orjson: written the exact way
+    assert json.loads(canonical.config_text(huge))["max_msgs"] == 2**70
