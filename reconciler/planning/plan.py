@@ -427,7 +427,7 @@ def _undeclared(
 ) -> Unmanaged | Orphan | Delete | Foreign:
     holder = owner_of(raw)
     if holder is None:
-        return Unmanaged(ref=ref)
+        return Unmanaged(ref=ref, live=raw)
     if holder != owner:
         return Foreign(ref=ref, owner=holder)
     current = live_config(ref.kind, raw, server)

@@ -210,9 +210,11 @@ class Unchanged(Entry):
 
 @dataclass(frozen=True, kw_only=True)
 class Unmanaged(Entry):
-    """A live resource without the managed-by marker that no spec declares: never touched
-    (so its config is not kept: at 100,000 resources normalising them was a third of a
-    re-plan, for nothing that reads it)."""
+    """A live resource without the managed-by marker that no spec declares: never touched.
+    ``live`` is its config exactly as the server sent it (not normalised: at 100,000
+    resources that was a third of a re-plan, and only the fleet report shows it)."""
+
+    live: Mapping[str, Any] = field(default_factory=dict)
 
     action: ClassVar[str] = "unmanaged"
 

@@ -134,3 +134,12 @@ def test_the_apply_lock_bucket_is_never_listed() -> None:
     name = stream_of("KeyValue", LOCK_BUCKET)
     config = {"name": name, "subjects": [f"$KV.{LOCK_BUCKET}.>"]}
     assert stream_findings(StreamGroup(name, live=config), SERVER) == []
+
+
+def test_an_unmanaged_stream_is_shown_with_its_live_config() -> None:
+    config = {"name": "LEGACY", "subjects": ["legacy.>"], "max_age": 60 * 10**9}
+    [(kind, _, name, status, field, desired, live)] = stream_findings(
+        StreamGroup("LEGACY", live=config), SERVER
+    )
+    assert (kind, name, status, field, desired) == ("Stream", "LEGACY", "unmanaged", None, None)
+    assert json.loads(str(live))["max_age"] == 60 * 10**9
