@@ -15,13 +15,7 @@ from pathlib import Path
 
 from reconciler.model.state import ServerInfo
 from reconciler.planning.memo import DIGEST_SIZE, Memo
-from reconciler.specs.cache import CACHE_ENV, prune
-
-
-def cache_folder() -> Path | None:
-    """The cache folder the environment names, if any."""
-    folder = os.environ.get(CACHE_ENV)
-    return Path(folder) if folder else None
+from reconciler.specs.cache import prune
 
 
 def _path(folder: Path, memo: Memo) -> Path:

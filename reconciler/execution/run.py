@@ -12,7 +12,6 @@ import asyncio
 import base64
 import contextlib
 import gc
-import os
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -39,7 +38,7 @@ from reconciler.planning.entries import (
 )
 from reconciler.planning.plan import DEFAULT_OWNERSHIP, Ownership, build_plan
 from reconciler.planning.steps import Migrate, Plan
-from reconciler.specs.cache import CACHE_ENV
+from reconciler.specs.cache import cache_folder
 from reconciler.specs.spec import Spec
 from reconciler.specs.units import approx_size
 from reconciler.specs.validate import load_specs
@@ -77,7 +76,7 @@ RUN_GC_THRESHOLDS = (50_000, 20, 100)
 
 
 @contextlib.contextmanager
-def _fewer_collections() -> Iterator[None]:
+def fewer_collections() -> Iterator[None]:
     """Collect garbage less often for the duration of one run (restored after)."""
     before = gc.get_threshold()
     gc.set_threshold(*RUN_GC_THRESHOLDS)
@@ -96,13 +95,8 @@ def _load(
     """Validate the spec files (with an environment's overlays merged in); warnings are
     said (errors under ``strict``)."""
     warnings: list[Problem] = []
-    cache = os.environ.get(CACHE_ENV)
     specs = load_specs(
-        list(paths),
-        overlays=list(overlays),
-        warnings=warnings,
-        strict=strict,
-        cache=Path(cache) if cache else None,
+        list(paths), overlays=list(overlays), warnings=warnings, strict=strict, cache=cache_folder()
     )
     for warning in warnings:
         (on_notice or _quiet)(str(warning))
@@ -133,7 +127,7 @@ async def plan_with(
     )
     if problems := replica_problems(resources, live.server, live):
         raise UnsupportedField(problems)
-    folder = memo_store.cache_folder()
+    folder = cache_folder()
     memo = memo_store.load(folder, live.server, ownership.owner)
     the_plan = build_plan(
         resources, live, prune=prune, ownership=ownership, migrate=migrate, memo=memo
@@ -237,7 +231,7 @@ async def plan(
     (Validating in a thread while the live state is read was measured: the GIL leaves
     nothing to gain, so the simple order stays.)
     """
-    with _fewer_collections():
+    with fewer_collections():
         specs = _load(paths, strict, on_notice, overlays)
         async with open_client(options, on_notice=on_notice or _quiet) as client:
             return await plan_with(client, specs, prune=prune, ownership=ownership, migrate=migrate)
@@ -245,7 +239,7 @@ async def plan(
 
 async def fetch_live(options: ConnectionOptions, *, on_notice: Notice | None = None) -> LiveState:
     """The live state of the server, as it answered (for export and snapshots)."""
-    with _fewer_collections():
+    with fewer_collections():
         async with open_client(options, on_notice=on_notice or _quiet) as client:
             return await client.fetch_live()
 
@@ -275,7 +269,7 @@ async def apply(
     Planning and applying happen under the server's apply lock (:mod:`reconciler.execution.lock`),
     waiting up to ``lock_timeout`` seconds for it; ``None`` applies without the lock.
     """
-    with _fewer_collections():
+    with fewer_collections():
         specs = _load(paths, strict, on_notice, overlays)
         stop = stop or asyncio.Event()
         async with (

@@ -15,13 +15,14 @@ planner's own checks, so the workers only ever plan what the plan accepts.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from reconciler.errors import Problem, ReconcileError, SpecError
 from reconciler.model.normalize import unsupported_fields
 from reconciler.model.state import LiveState, ServerInfo
 from reconciler.planning.plan import StreamGroup, group_streams, stream_problems
+from reconciler.specs.cache import cache_folder
 from reconciler.specs.project import load_project
 from reconciler.specs.spec import Spec
 from reconciler.specs.validate import load_specs
@@ -49,8 +50,17 @@ class EnvSpecs:
         return group_streams(self.specs, LiveState(server=ServerInfo("0.0.0", 0)))
 
     def by_stream(self) -> dict[str, tuple[Spec | None, tuple[Spec, ...]]]:
-        """stream name → (the declared stream or bucket, its declared consumers)."""
-        return {g.name: (g.declared, g.consumers) for g in self.groups()}
+        """stream name → (the declared stream or bucket, its declared consumers), as the
+        workers plan them: without each field's location (the driver reports every
+        problem a location is for; at 100,000 specs they were half of what every worker
+        unpickles)."""
+        return {
+            g.name: (
+                None if g.declared is None else replace(g.declared, locations={}),
+                tuple(replace(c, locations={}) for c in g.consumers),
+            )
+            for g in self.groups()
+        }
 
     def problems_on(self, server: ServerInfo, present: Callable[[str], bool]) -> list[Problem]:
         """What the plan refuses against ``server`` when ``present(stream)`` tells which
@@ -90,9 +100,10 @@ def load_fleet(fleet_dir: Path) -> list[EnvSpecs]:
     if fleet_dir.is_file():
         return load_project_fleet(fleet_dir)
     loaded = []
+    cache = cache_folder()
     for env, folder in env_folders(fleet_dir):
         try:
-            specs = load_specs([folder])
+            specs = load_specs([folder], cache=cache)
         except SpecError as err:
             loaded.append(EnvSpecs(env, folder, problems=tuple(err.problems)))
             continue

@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from reconciler.errors import ReconcileError
+from reconciler.execution.run import fewer_collections
 from reconciler.fleet.canonical import server_info
 from reconciler.fleet.desired import EnvSpecs, load_fleet
 from reconciler.fleet.match import Days, all_findings
@@ -75,7 +76,8 @@ def fleet_drift(
     """Run the job; raises :class:`ReconcileError` when nothing usable was given."""
     say = on_notice or (lambda _: None)
     files = snapshot_files(snapshots)
-    fleet = {env.env: env for env in load_fleet(specs)}
+    with fewer_collections():
+        fleet = {env.env: env for env in load_fleet(specs)}
     session = spark or spark_session(master)
     out.mkdir(parents=True, exist_ok=True)
     staging = out / "_staging"

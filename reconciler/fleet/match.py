@@ -13,6 +13,7 @@ by the configs' JSON text), and the records cross the network once.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import date
 from itertools import groupby
@@ -20,7 +21,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
-from pyspark.sql.types import DateType, StringType, StructField, StructType
+from pyspark.sql.types import DateType, LongType, StringType, StructField, StructType
 
 from reconciler.fleet.canonical import server_info
 from reconciler.fleet.verdict import Finding, stream_findings
@@ -38,6 +39,10 @@ FINDING_SCHEMA = StructType(
         StructField("field", StringType()),
         StructField("desired", StringType()),
         StructField("live", StringType()),
+        # How many in-sync resources the row stands for: resources in sync are counted,
+        # not listed (nearly every resource of a fleet, every day), one row per
+        # (env, day, kind) and partition; None on the rows of resources not in sync.
+        StructField("in_sync", LongType()),
     ]
 )
 FINDING_COLUMNS = [f.name for f in FINDING_SCHEMA.fields]
@@ -77,7 +82,8 @@ def all_findings(
     days: Days,
     partitions: int,
 ) -> DataFrame:
-    """Every resource's status (in_sync included), every env and usable day: FINDING_SCHEMA.
+    """Every resource's status, every env and usable day: FINDING_SCHEMA (resources in
+    sync as counts).
 
     ``declared_streams`` has one ``(env, stream_name)`` row per declared stream group.
     """
@@ -96,14 +102,21 @@ def all_findings(
 def partition_findings(
     rows: Iterable[Row], declared: Declared, days: Days
 ) -> Iterator[tuple[Any, ...]]:
-    """Worker side: sorted rows of whole streams → finding tuples."""
+    """Worker side: sorted rows of whole streams → finding tuples (resources in sync
+    counted per env, day and kind, after the others)."""
     memo: dict[tuple[Any, ...], list[Finding]] = {}
+    in_sync: Counter[tuple[str, date, str]] = Counter()
     for (env, stream_name), group in groupby(rows, key=lambda r: (r[ENV], r[STREAM])):
         specs = declared.get(env, {}).get(stream_name, (None, ()))
         judged = stream_days(env, stream_name, list(group), specs, days.get(env, []), memo)
         for day, findings in judged:
             for finding in findings:
-                yield (env, day, *finding)
+                if finding[3] == "in_sync":
+                    in_sync[(env, day, finding[0])] += 1
+                else:
+                    yield (env, day, *finding, None)
+    for (env, day, kind), count in sorted(in_sync.items()):
+        yield (env, day, kind, None, None, "in_sync", None, None, None, count)
 
 
 def stream_days(

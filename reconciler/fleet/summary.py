@@ -51,15 +51,22 @@ def _resource() -> list[Any]:
     return [F.col("kind"), F.coalesce(F.col("stream"), F.lit("")), F.col("name")]
 
 
+def _counted(findings: DataFrame, *keys: Any) -> DataFrame:
+    """Resources per ``keys`` and status: the rows of resources in sync are counts (see
+    ``reconciler.fleet.match.FINDING_SCHEMA``), the others one or more rows each."""
+    listed = findings.where(F.col("in_sync").isNull())
+    counted = findings.where(F.col("in_sync").isNotNull())
+    return (
+        listed.groupBy(*keys, "status")
+        .agg(F.countDistinct(*_resource()).alias("n"))
+        .unionByName(counted.groupBy(*keys, "status").agg(F.sum("in_sync").alias("n")))
+    )
+
+
 def status_counts(findings: DataFrame) -> dict[tuple[str, date], dict[str, int]]:
     """(env, day) → status → resources."""
-    rows = (
-        findings.groupBy("env", "day", "status")
-        .agg(F.countDistinct(*_resource()).alias("n"))
-        .collect()
-    )
     counts: dict[tuple[str, date], dict[str, int]] = defaultdict(dict)
-    for row in rows:
+    for row in _counted(findings, "env", "day").collect():
         counts[(row["env"], row["day"])][row["status"]] = int(row["n"])
     return counts
 
@@ -71,13 +78,9 @@ def _with_totals(counts: Mapping[str, int]) -> dict[str, int]:
 
 
 def kind_counts(current: DataFrame) -> dict[str, dict[str, int]]:
-    rows = (
-        current.groupBy("kind", "status")
-        .agg(F.countDistinct(F.col("env"), *_resource()).alias("n"))
-        .collect()
-    )
     by_kind: dict[str, dict[str, int]] = defaultdict(dict)
-    for row in rows:
+    per_env = _counted(current, "env", "kind").groupBy("kind", "status").agg(F.sum("n").alias("n"))
+    for row in per_env.collect():
         by_kind[row["kind"]][row["status"]] = int(row["n"])
     order = {"Stream": 0, "KeyValue": 1, "ObjectStore": 2, "Consumer": 3}
     return {k: _with_totals(by_kind[k]) for k in sorted(by_kind, key=lambda k: order.get(k, 9))}

@@ -52,6 +52,12 @@ def code_digest(packages: tuple[str, ...] = ("specs",)) -> str:
     return digest.hexdigest()
 
 
+def cache_folder() -> Path | None:
+    """The cache folder ``RECONCILE_SPEC_CACHE`` names, if any."""
+    folder = os.environ.get(CACHE_ENV)
+    return Path(folder) if folder else None
+
+
 def cache_key(spec_files: Sequence[Path], overlay_files: Sequence[Path], strict: bool) -> str:
     """The key of one run's inputs (raises OSError when a file cannot be read)."""
     digest = hashlib.sha256(code_digest().encode())

@@ -70,6 +70,8 @@ def test_specs_are_grouped_by_stream_as_the_planner_groups_them(tmp_path: Path) 
     stream, consumers = groups["RAW"]
     assert stream is not None and stream.external
     assert [c.name for c in consumers] == ["READER"]
+    # what workers get: identity and source kept, field locations left on the driver
+    assert stream.source.line and not stream.locations and not consumers[0].locations
 
 
 def test_a_project_file_gives_each_environment_its_overlays(tmp_path: Path) -> None:
