@@ -12,8 +12,10 @@ import json
 from pathlib import Path
 
 import pytest
-from harness import plan_json, reconcile
-from servers import NatsServer
+from harness import cli_env, plan_json, reconcile
+from servers import NatsServer, run
+
+from reconciler.jetstream import ConnectionOptions, open_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -45,6 +47,24 @@ def test_21k_resources_apply_re_plan_export_and_drift_clean(
     assert again["summary"]["unchanged"] == STREAMS * (1 + CONSUMERS)
     assert not again["changes"]
 
+    # The cache folder at scale: the second cached plan answers from the plan memo, and
+    # still sees exactly what was changed on the server and in the files in between.
+    cached = cli_env(RECONCILE_SPEC_CACHE=str(tmp_path / "cache"))
+    for _ in range(2):
+        assert plan_json([specs], url, env=cached)["changes"] == []
+    run(_edit_consumer(url, "S0500", "C07", max_deliver=9))
+    (specs / "s0042.yaml").write_text(
+        (specs / "s0042.yaml").read_text().replace("max_age: 1d", "max_age: 2d")
+    )
+    changed = plan_json([specs], url, env=cached)["changes"]
+    assert sorted((c["action"], c["name"], [f["path"] for f in c["fields"]]) for c in changed) == [
+        ("update", "C07", ["max_deliver"]),
+        ("update", "S0042", ["max_age"]),
+    ]
+    done = reconcile("apply", str(specs), "--server", url, "-y", env=cached)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert plan_json([specs], url, env=cached)["changes"] == []
+
     out = tmp_path / "exported"
     exported = reconcile("export", "--server", url, "--out", str(out))
     assert exported.returncode == 0, exported.stderr[-2000:]
@@ -58,3 +78,10 @@ def test_21k_resources_apply_re_plan_export_and_drift_clean(
     summary = json.loads(drift.stdout)["summary"]
     assert summary["in_sync"] == STREAMS * (1 + CONSUMERS) and summary["drift"] == 0
     figures.add("scale_resources_checked", STREAMS * (1 + CONSUMERS))
+
+
+async def _edit_consumer(url: str, stream: str, name: str, **fields: object) -> None:
+    """Change a consumer on the server, behind the tool's back."""
+    async with open_client(ConnectionOptions(servers=url)) as client:
+        config = (await client.consumer_info(stream, name))["config"]
+        await client.create_consumer(stream, {**config, **fields}, action="update")
