@@ -38,15 +38,34 @@ def load(folder: Path | None, server: ServerInfo, owner: str) -> Memo | None:
     return Memo(memo.salt, known)
 
 
+#: Digests kept beyond twice what one plan found (a small project's neighbours).
+SPARE = 10_000
+
+
+def kept(memo: Memo) -> set[bytes]:
+    """What to keep of ``memo``: what this plan found unchanged, and (up to as many again,
+    plus ``SPARE``) what the plans before it found that this one did not meet. Several
+    environments on servers of the same release, planned by the same owner, share a file:
+    each keeps the other's answers instead of replacing them; digests of states that no
+    longer exist fall out once they outgrow the bound."""
+    others = memo.known - memo.found
+    if len(others) > len(memo.found) + SPARE:
+        return set(memo.found)
+    return memo.found | others
+
+
 def store(folder: Path | None, memo: Memo | None) -> None:
-    """Keep what ``memo`` found (when it differs from what it knew)."""
-    if folder is None or memo is None or memo.found == memo.known:
+    """Keep what ``memo`` found (when that changes what the file holds)."""
+    if folder is None or memo is None:
+        return
+    keep = kept(memo)
+    if keep == memo.known:
         return
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".plans-", dir=folder)
         with os.fdopen(fd, "wb") as out:
-            out.write(b"".join(sorted(memo.found)))
+            out.write(b"".join(sorted(keep)))
         os.replace(tmp, _path(folder, memo))
         prune(folder, "plans-*.bin")
     except OSError:
