@@ -1,10 +1,19 @@
 """Where the plan memo (:mod:`reconciler.planning.memo`) is kept between runs.
 
 In the cache folder (``RECONCILE_SPEC_CACHE``, next to the cached specs), one file per
-(planning code, server facts, owner): ``plans-<salt>.bin``, the 16-byte digests of the
-resources the last plan found unchanged, nothing else (no names, no configs, no
-secrets). Written atomically, only when it changed; an unreadable or torn file counts
-as empty; a failure to write never fails a run. Safe to delete at any time.
+(planning code, server facts, owner): ``plans-<salt>.bin``. Each entry is a 16-byte
+digest of a resource some plan found unchanged and the 4-byte number of the plan that
+last found it (plans are numbered per file); nothing else: no names, no configs, no
+secrets.
+
+Several plans share a file: environments on servers of the same release planned by the
+same owner, a plan of one folder and a plan of the whole repository, the Pulumi
+provider's per-resource plans. A plan therefore never replaces what the others found: it
+renews the entries it met and keeps the rest until ``KEEP_PLANS`` plans have passed
+without meeting them (states that are gone), and the file never holds more than
+``MAX_ENTRIES``, the least recently met dropped first. Written atomically; an
+unreadable or torn file counts as empty; a failure to write never fails a run. Safe to
+delete at any time.
 """
 
 from __future__ import annotations
@@ -17,9 +26,29 @@ from reconciler.model.state import ServerInfo
 from reconciler.planning.memo import DIGEST_SIZE, Memo
 from reconciler.specs.cache import prune
 
+#: Plans an entry survives without being met.
+KEEP_PLANS = 200
+#: Entries one file holds at most (20 bytes each).
+MAX_ENTRIES = 1_000_000
+_ENTRY = DIGEST_SIZE + 4
+
 
 def _path(folder: Path, memo: Memo) -> Path:
     return folder / f"plans-{memo.salt.hex()}.bin"
+
+
+def _read(path: Path) -> dict[bytes, int]:
+    """digest → the number of the plan that last met it; {} when absent or torn."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return {}
+    if len(data) % _ENTRY:
+        return {}
+    return {
+        data[i : i + DIGEST_SIZE]: int.from_bytes(data[i + DIGEST_SIZE : i + _ENTRY], "big")
+        for i in range(0, len(data), _ENTRY)
+    }
 
 
 def load(folder: Path | None, server: ServerInfo, owner: str) -> Memo | None:
@@ -28,45 +57,32 @@ def load(folder: Path | None, server: ServerInfo, owner: str) -> Memo | None:
     if folder is None:
         return None
     memo = Memo.for_plan(server, owner)
-    try:
-        data = _path(folder, memo).read_bytes()
-    except OSError:
-        return memo
-    if len(data) % DIGEST_SIZE:
-        return memo  # torn or foreign: start again
-    known = (data[i : i + DIGEST_SIZE] for i in range(0, len(data), DIGEST_SIZE))
-    return Memo(memo.salt, known)
+    return Memo(memo.salt, _read(_path(folder, memo)))
 
 
-#: Digests kept beyond twice what one plan found (a small project's neighbours).
-SPARE = 10_000
-
-
-def kept(memo: Memo) -> set[bytes]:
-    """What to keep of ``memo``: what this plan found unchanged, and (up to as many again,
-    plus ``SPARE``) what the plans before it found that this one did not meet. Several
-    environments on servers of the same release, planned by the same owner, share a file:
-    each keeps the other's answers instead of replacing them; digests of states that no
-    longer exist fall out once they outgrow the bound."""
-    others = memo.known - memo.found
-    if len(others) > len(memo.found) + SPARE:
-        return set(memo.found)
-    return memo.found | others
+def kept(entries: dict[bytes, int], found: set[bytes]) -> dict[bytes, int]:
+    """The file's entries after a plan that found ``found`` unchanged."""
+    plan = max(entries.values(), default=0) + 1
+    out = {key: seen for key, seen in entries.items() if plan - seen < KEEP_PLANS}
+    out.update(dict.fromkeys(found, plan))
+    if len(out) > MAX_ENTRIES:
+        recent = sorted(out.items(), key=lambda item: item[1], reverse=True)[:MAX_ENTRIES]
+        out = dict(recent)
+    return out
 
 
 def store(folder: Path | None, memo: Memo | None) -> None:
-    """Keep what ``memo`` found (when that changes what the file holds)."""
+    """Renew what ``memo`` found in its file, keep what other plans found."""
     if folder is None or memo is None:
         return
-    keep = kept(memo)
-    if keep == memo.known:
-        return
+    path = _path(folder, memo)
+    entries = kept(_read(path), memo.found)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".plans-", dir=folder)
         with os.fdopen(fd, "wb") as out:
-            out.write(b"".join(sorted(keep)))
-        os.replace(tmp, _path(folder, memo))
+            out.write(b"".join(key + seen.to_bytes(4, "big") for key, seen in entries.items()))
+        os.replace(tmp, path)
         prune(folder, "plans-*.bin")
     except OSError:
         return

@@ -378,7 +378,7 @@ def test_the_plan_memo_never_hides_a_change_made_on_the_server(
     assert not plan([specs], clean_server).has_changes
     [memo] = cache.glob("plans-*.bin")
     data = memo.read_bytes()
-    assert len(data) == 16 * 2 and b"ORDERS" not in data  # the stream and its consumer
+    assert len(data) == 20 * 2 and b"ORDERS" not in data  # the stream and its consumer
     assert not plan([specs], clean_server).has_changes
 
     async def edit(client: Any) -> None:

@@ -1,8 +1,11 @@
-"""Where the plan memo is kept: one file per (planning code, server facts, owner)."""
+"""Where the plan memo is kept: one file per (planning code, server facts, owner), shared
+by every plan with those, each renewing what it met and keeping what the others met."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
 
 from reconciler.execution import memo_store
 from reconciler.model.state import ServerInfo
@@ -26,10 +29,14 @@ def plan_once(folder: Path, unchanged: set[bytes], server: ServerInfo = SERVER) 
     return known
 
 
-def test_environments_sharing_a_file_keep_each_others_answers(tmp_path: Path) -> None:
+def test_plans_sharing_a_file_keep_each_others_answers(tmp_path: Path) -> None:
+    """Two environments of one release, then one small plan (a single resource, as the
+    Pulumi provider plans): nobody's answers are lost."""
     staging, prod = digests(b"stagingX", 300), digests(b"prodXXXX", 500)
     assert plan_once(tmp_path, staging) == set()
     assert plan_once(tmp_path, prod) == staging
+    one = set(list(prod)[:1])
+    assert plan_once(tmp_path, one) == staging | prod
     assert plan_once(tmp_path, staging) == staging | prod
     other_node = ServerInfo(version="2.12.8", api_level=3, address="nats://127.0.0.1:5222")
     assert plan_once(tmp_path, prod, other_node) == staging | prod  # where is not a fact
@@ -38,12 +45,24 @@ def test_environments_sharing_a_file_keep_each_others_answers(tmp_path: Path) ->
     assert len(list(tmp_path.glob("plans-*.bin"))) == 2
 
 
-def test_answers_about_states_that_are_gone_fall_out(tmp_path: Path) -> None:
-    old = digests(b"oldXXXXX", memo_store.SPARE + 200)
-    plan_once(tmp_path, old)
-    current = digests(b"nowXXXXX", 100)
-    assert plan_once(tmp_path, current) == old  # too many others: only what was found
+def test_answers_no_plan_meets_any_more_fall_out(tmp_path: Path) -> None:
+    gone, current = digests(b"goneXXXX", 50), digests(b"nowXXXXX", 20)
+    plan_once(tmp_path, gone | current)
+    for _ in range(memo_store.KEEP_PLANS - 1):
+        plan_once(tmp_path, current)
+    assert plan_once(tmp_path, current) == gone | current  # still within KEEP_PLANS
     assert plan_once(tmp_path, current) == current
+
+
+def test_the_file_is_bounded_the_least_recently_met_first_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(memo_store, "MAX_ENTRIES", 100)
+    old, new = digests(b"oldXXXXX", 80), digests(b"newXXXXX", 60)
+    plan_once(tmp_path, old)
+    plan_once(tmp_path, new)
+    known = plan_once(tmp_path, set())
+    assert len(known) == 100 and new <= known
 
 
 def test_a_torn_file_is_an_empty_memo_and_is_rewritten(tmp_path: Path) -> None:
@@ -51,7 +70,7 @@ def test_a_torn_file_is_an_empty_memo_and_is_rewritten(tmp_path: Path) -> None:
     [file] = tmp_path.glob("plans-*.bin")
     file.write_bytes(file.read_bytes()[:-3])
     assert plan_once(tmp_path, digests(b"aXXXXXXX", 10)) == set()
-    assert len(file.read_bytes()) == 16 * 10
+    assert len(file.read_bytes()) == 20 * 10
 
 
 def test_without_a_cache_folder_nothing_is_kept() -> None:
