@@ -4,27 +4,15 @@ from __future__ import annotations
 
 import base64
 import json
-import textwrap
-from pathlib import Path
 from typing import Any
 
 import nats
-from servers import NatsServer
+from servers import NatsServer, options
 
-from reconciler.jetstream import ConnectionOptions, open_client
+from reconciler.jetstream import open_client
 from reconciler.model.migration import SOURCE_HEADER
 
 Message = tuple[str, bytes, tuple[tuple[str, str], ...]]
-
-
-def write(tmp_path: Path, text: str, name: str = "specs.yaml") -> Path:
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(text), encoding="utf-8")
-    return path
-
-
-def options(server: NatsServer) -> ConnectionOptions:
-    return ConnectionOptions(servers=server.url)
 
 
 async def api(server: NatsServer, op: str, body: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 import urllib.error
 import urllib.request
@@ -34,6 +35,8 @@ from typing import Any, TypeVar
 
 import nats
 from credentials import TlsFiles
+
+from reconciler.jetstream import ConnectionOptions
 
 T = TypeVar("T")
 
@@ -435,6 +438,18 @@ def running(server: NatsServer) -> Iterator[NatsServer]:
         yield server
     finally:
         server.stop()
+
+
+def options(server: NatsServer) -> ConnectionOptions:
+    """The engine's connection options for one test server."""
+    return ConnectionOptions(servers=server.url)
+
+
+def write(tmp_path: Path, text: str, name: str = "specs.yaml") -> Path:
+    """A spec file in ``tmp_path`` from (indented) YAML text."""
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:

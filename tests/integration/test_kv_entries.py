@@ -11,12 +11,12 @@ from pathlib import Path
 import nats
 import pytest
 from cli_runner import reconcile
-from servers import NatsServer, run
+from servers import NatsServer, options, run
 
 from reconciler.errors import ApplyFailed
 from reconciler.execution import run as engine
 from reconciler.execution.apply import apply_plan
-from reconciler.jetstream import ConnectionOptions, open_client
+from reconciler.jetstream import open_client
 from reconciler.planning.plan import Ownership
 from reconciler.planning.steps import Update
 
@@ -50,10 +50,6 @@ bucket: config
 key: greeting
 value_file: greeting.txt
 """
-
-
-def options(server: NatsServer) -> ConnectionOptions:
-    return ConnectionOptions(servers=server.url)
 
 
 def write(tmp_path: Path, text: str = SPECS) -> Path:

@@ -14,10 +14,10 @@ from typing import Any
 
 import nats
 import pytest
-from servers import NatsServer, run
+from servers import NatsServer, options, run
 
 from reconciler.execution import run as engine
-from reconciler.jetstream import ConnectionOptions, open_client
+from reconciler.jetstream import open_client
 
 pytestmark = pytest.mark.integration
 
@@ -46,10 +46,6 @@ sources:
   - name: origin
     domain: hub
 """
-
-
-def options(server: NatsServer) -> ConnectionOptions:
-    return ConnectionOptions(servers=server.url)
 
 
 async def stream(server: NatsServer, name: str) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from typing import Any
 
 import nats
 import pytest
-from migration_helpers import api, dump, dump_exact, options, publish_many, write
-from servers import NatsServer, run
+from migration_helpers import api, dump, dump_exact, publish_many
+from servers import NatsServer, options, run, write
 
 from reconciler.errors import RefusedPlan, SpecError
 from reconciler.execution import run as engine

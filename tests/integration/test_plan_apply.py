@@ -3,31 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from servers import NatsServer, run
+from servers import NatsServer, options, run, write
 
 from reconciler.errors import ApplyFailed, RefusedPlan, ServerError
 from reconciler.execution import run as engine
 from reconciler.identity import INTERNAL_STREAMS
-from reconciler.jetstream import ConnectionOptions, open_client
+from reconciler.jetstream import open_client
 from reconciler.planning.steps import Plan
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-def write(tmp_path: Path, text: str, name: str = "specs.yaml") -> Path:
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(text), encoding="utf-8")
-    return path
-
-
-def options(server: NatsServer) -> ConnectionOptions:
-    return ConnectionOptions(servers=server.url)
 
 
 def plan(paths: list[Path], server: NatsServer, **kw: Any) -> Plan:

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from migration_helpers import dump, options, publish_many, write
-from servers import NatsServer, run
+from migration_helpers import dump, publish_many
+from servers import NatsServer, options, run, write
 
 from reconciler.execution import run as engine
 from reconciler.identity import INTERNAL_STREAMS
