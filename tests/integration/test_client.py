@@ -89,6 +89,34 @@ def test_fetch_live_keeps_configs_exactly_as_the_server_sent_them(clean_server: 
     assert live.server.version == live.server.version.strip() and live.server.api_level >= 1
 
 
+def test_fetch_live_shares_equal_values_but_never_a_config(clean_server: NatsServer) -> None:
+    """Live configs are read with their equal strings and integers made one object (the
+    memory of 100,000 consumers), and are still exactly what CONSUMER.INFO says, each a
+    dict of its own: changing one changes no other."""
+
+    async def body(client: JetStreamClient) -> Any:
+        await client.create_stream(stream("SHARE"))
+        for name in ("first", "second"):
+            config = {"durable_name": name, "ack_policy": "explicit", "metadata": {"team": "a"}}
+            await client.create_consumer("SHARE", config, action="create")
+        infos = [await client.consumer_info("SHARE", n) for n in ("first", "second")]
+        return await client.fetch_live(), infos
+
+    live, infos = with_client(clean_server.url, body)
+    first, second = live.consumers[("SHARE", "first")], live.consumers[("SHARE", "second")]
+    for listed, info in ((first, infos[0]), (second, infos[1])):
+        # CONSUMER.LIST and CONSUMER.INFO differ only in server-owned metadata keys (2.11+)
+        assert {k: v for k, v in listed.items() if k != "metadata"} == {
+            k: v for k, v in info["config"].items() if k != "metadata"
+        }
+        assert listed["metadata"]["team"] == "a"
+    assert first["ack_policy"] is second["ack_policy"]
+    assert first["ack_wait"] is second["ack_wait"]  # 30 s in ns: not a small cached int
+    assert first is not second and first["metadata"] is not second["metadata"]
+    first["metadata"]["team"] = "b"
+    assert second["metadata"]["team"] == "a"
+
+
 def test_missing_stream_and_consumer_raise_not_found(clean_server: NatsServer) -> None:
     async def body(client: JetStreamClient) -> list[int]:
         codes = []
