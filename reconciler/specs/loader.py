@@ -21,6 +21,7 @@ import json
 import os
 import re
 import stat
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +45,7 @@ _SCALARS: Mapping[str, Any] = {
     "tag:yaml.org,2002:bool": _CONSTRUCTOR.construct_yaml_bool,
     "tag:yaml.org,2002:int": _CONSTRUCTOR.construct_yaml_int,
     "tag:yaml.org,2002:float": _CONSTRUCTOR.construct_yaml_float,
-    "tag:yaml.org,2002:str": lambda node: node.value,
+    "tag:yaml.org,2002:str": lambda node: sys.intern(node.value),  # values repeat, too
     "tag:yaml.org,2002:timestamp": lambda node: node.value,  # RFC 3339 stays a string
 }
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -444,20 +445,21 @@ class _NodeBuilder:
                 continue
             if not isinstance(key_node, yaml.ScalarNode):
                 raise self._abort(key_node, path, "field names must be plain strings")
-            key = str(key_node.value)
+            # Field names and paths repeat in every document: one object each (interned)
+            # instead of one per document (at 100,000 documents, tens of MiB).
+            key = sys.intern(str(key_node.value))
+            field = sys.intern(prefix + key) if prefix else key
             if key in explicit:
-                first = self.locations.get(f"{prefix}{key}")
-                again = self.build(value_node, f"{prefix}{key}", depth + 1)
+                first = self.locations.get(field)
+                again = self.build(value_node, field, depth + 1)
                 if again != explicit[key]:
                     message = f"duplicate field with another value (first at {first})"
-                    raise self._abort(key_node, f"{prefix}{key}", message)
+                    raise self._abort(key_node, field, message)
                 message = f"duplicate field with the same value (first at {first}); drop one"
-                self.warnings.append(
-                    Problem(self._where(key_node), f"{prefix}{key}", message, warning=True)
-                )
+                self.warnings.append(Problem(self._where(key_node), field, message, warning=True))
                 continue
-            self.locations[f"{prefix}{key}"] = self._where(key_node)
-            explicit[key] = self.build(value_node, f"{prefix}{key}", depth + 1)
+            self.locations[field] = self._where(key_node)
+            explicit[key] = self.build(value_node, field, depth + 1)
         return {**merged, **explicit}
 
     def _merge_sources(self, node: Any, path: str, depth: int) -> dict[str, Any]:
