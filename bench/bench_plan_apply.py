@@ -159,21 +159,34 @@ async def info_refresh(url: str, streams: int, per_stream: int) -> None:
     await nc.close()
 
 
-def export_text(options: ConnectionOptions) -> int:
-    """What `reconcile export` does, in-process: read, minimal documents, YAML text."""
+def export_text(options: ConnectionOptions, writing: list[float] | None = None) -> int:
+    """What `reconcile export` does, in-process: read, minimal documents, YAML text.
+    ``writing``: gets the seconds spent writing the YAML text."""
     from reconciler.cli.export_cmd import _dump
     from reconciler.planning.export import export_state
 
     live = asyncio.run(engine.fetch_live(options))
-    return sum(len(_dump(f.documents)) for f in export_state(live))
+    files = export_state(live)
+    start = time.perf_counter()
+    size = sum(len(_dump(f.documents)) for f in files)
+    if writing is not None:
+        writing.append(time.perf_counter() - start)
+    return size
 
 
-def drift_text(paths: list[Path], options: ConnectionOptions) -> int:
-    """What `reconcile drift --format json` does, in-process."""
+def drift_text(
+    paths: list[Path], options: ConnectionOptions, writing: list[float] | None = None
+) -> int:
+    """What `reconcile drift --format json` does, in-process. ``writing``: gets the
+    seconds spent making the report and its JSON text."""
     from reconciler.planning.drift import from_plan
 
     plan = asyncio.run(engine.plan(paths, options))
-    return len(json.dumps(from_plan(plan).to_json()))
+    start = time.perf_counter()
+    size = len(json.dumps(from_plan(plan).to_json()))
+    if writing is not None:
+        writing.append(time.perf_counter() - start)
+    return size
 
 
 def cli_startup() -> float:
@@ -242,14 +255,18 @@ def main() -> None:
             lambda: asyncio.run(engine.plan([spec], options)),
         )
         del os.environ[CACHE_ENV]
+        export_writing: list[float] = []
         exported = timed(
             "reconcile export (read, minimal docs, YAML text)",
-            lambda: export_text(options),
+            lambda: export_text(options, export_writing),
         )
+        print(f"  {'  of which writing the YAML text':<52} {export_writing[-1]:8.3f} s")
+        drift_writing: list[float] = []
         drifted = timed(
             "reconcile drift (plan, report, JSON text)",
-            lambda: drift_text([spec], options),
+            lambda: drift_text([spec], options, drift_writing),
         )
+        print(f"  {'  of which the report and its JSON text':<52} {drift_writing[-1]:8.3f} s")
         rss = plan_peak_rss(spec, url)
         print(f"  {'reconcile plan peak RSS (its own process)':<52} {rss:8.0f} MiB")
         help_time = cli_startup()
@@ -265,10 +282,16 @@ def main() -> None:
         print(f"re-plan / INFO refresh        : {replan / refresh:6.2f}x")
         print(f"re-plan, warm spec cache / raw: {cached / raw_list:6.2f}x  (target <= 4x)")
         print(f"export / raw paged lists      : {exported / raw_list:6.2f}x")
+        print(f"export / re-plan              : {exported / replan:6.2f}x")
         print(
-            f"export / re-plan              : {exported / replan:6.2f}x  (target <= 1x + writing)"
+            f"export less writing / re-plan : {(exported - export_writing[-1]) / replan:6.2f}x"
+            "  (target <= 1x)"
         )
-        print(f"drift / re-plan               : {drifted / replan:6.2f}x  (target <= 1x + writing)")
+        print(f"drift / re-plan               : {drifted / replan:6.2f}x")
+        print(
+            f"drift less writing / re-plan  : {(drifted - drift_writing[-1]) / replan:6.2f}x"
+            "  (target <= 1x)"
+        )
         print(f"resources re-planned per sec  : {total / replan:8.0f}")
         print(f"reconcile --help              : {help_time:6.3f} s  (target < 0.3 s)")
 
