@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -203,12 +204,24 @@ async def _run_wave(
     """The steps of one wave, ``concurrency`` at a time, started in order: a few workers
     taking the next step (not one task per step: a wave can hold 100,000 of them)."""
     steps = iter(wave)
+    halted = False
 
     async def worker() -> None:
         for step in steps:
+            if halted:
+                return
             await _guarded(run, step, stop)
 
-    await asyncio.gather(*(worker() for _ in range(min(concurrency, len(wave)))))
+    # Shielded as a whole (one shield per wave, not a task per step): a cancelled apply
+    # lets the steps in flight finish and be reported, and starts nothing new.
+    everything = asyncio.gather(*(worker() for _ in range(min(concurrency, len(wave)))))
+    try:
+        await asyncio.shield(everything)
+    except asyncio.CancelledError:
+        halted = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(everything)
+        raise
 
 
 async def _guarded(run: _Run, step: Step, stop: asyncio.Event | None) -> None:
@@ -227,8 +240,7 @@ async def _guarded(run: _Run, step: Step, stop: asyncio.Event | None) -> None:
             return
     started = time.monotonic()
     try:
-        # Shielded: a cancelled apply still finishes the request in flight.
-        await asyncio.shield(execute(run.client, step, guard=run.guard))
+        await execute(run.client, step, guard=run.guard)
     except ReconcileError as err:
         run.unreachable = run.unreachable or isinstance(err, RequestTimeout | ConnectError)
         run.failed.append((step, str(err)))

@@ -260,6 +260,42 @@ def test_permission_violation_raises_permission_denied(
     assert with_client(server.url, body, user="reader", password="r3ad", timeout=30) == []
 
 
+def test_a_denial_fails_only_its_own_request_and_a_cancel_stays_a_cancel(
+    server_factory: Callable[..., NatsServer],
+) -> None:
+    """The denied request fails; the requests in flight beside it answer. A request its
+    caller cancels raises CancelledError (not a denial, not a timeout) and leaves nothing
+    registered behind."""
+    reader = {
+        "user": "reader",
+        "password": "r3ad",
+        "permissions": {"publish": {"deny": ["$JS.API.STREAM.CREATE.>"]}},
+    }
+    server = server_factory(users=[reader])
+
+    async def body(client: JetStreamClient) -> None:
+        results = await asyncio.gather(
+            client.create_stream(stream("DENIED")),
+            *(client.stream_names() for _ in range(20)),
+            return_exceptions=True,
+        )
+        assert isinstance(results[0], PermissionDenied)
+        assert all(r == [] for r in results[1:]), results[1:]
+        server.pause()
+        try:
+            pending = asyncio.ensure_future(client.request("STREAM.NAMES", {"offset": 0}))
+            await asyncio.sleep(0.2)
+            pending.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await pending
+        finally:
+            server.resume()
+        assert not client._waiting
+        assert await client.stream_names() == []
+
+    with_client(server.url, body, user="reader", password="r3ad", timeout=30)
+
+
 def test_unanswered_request_times_out_naming_the_subject(
     server_factory: Callable[..., NatsServer],
 ) -> None:

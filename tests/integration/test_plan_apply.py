@@ -319,6 +319,40 @@ def test_concurrent_event_stop_skips_the_rest(tmp_path: Path, clean_server: Nats
     assert not plan([spec], clean_server).has_changes
 
 
+def test_a_cancelled_apply_finishes_and_reports_the_steps_in_flight_and_starts_no_more(
+    tmp_path: Path, clean_server: NatsServer
+) -> None:
+    """Cancelling the task that applies (not Ctrl-C's stop event: a caller's timeout, a
+    task group) lets the requests in flight finish, reports each of them, and nothing
+    starts after: what the server holds is exactly what was reported applied."""
+    consumers = [f"kind: Consumer\nstream: CANCEL\nname: C{i:03d}\n" for i in range(300)]
+    spec = write(tmp_path, "---\n".join(["kind: Stream\nname: CANCEL\n", *consumers]))
+    applied: list[str] = []
+
+    async def go() -> tuple[int, int]:
+        task = asyncio.current_task()
+        assert task is not None
+
+        def on_step(event: Any) -> None:
+            if event.outcome == "applied":
+                applied.append(event.step.name)
+                if len(applied) == 50:
+                    task.cancel()
+
+        with pytest.raises(asyncio.CancelledError):
+            await engine.apply([spec], options(clean_server), concurrency=16, on_step=on_step)
+        task.uncancel()
+        async with open_client(options(clean_server)) as client:
+            right_after = len(await client.consumer_names("CANCEL"))
+            await asyncio.sleep(0.5)
+            return right_after, len(await client.consumer_names("CANCEL"))
+
+    right_after, later = run(go())
+    assert right_after == later  # nothing went on behind the caller's back
+    assert later == len(applied) - 1  # every consumer created was reported (and the stream)
+    assert 50 <= len(applied) < 300
+
+
 def test_the_spec_cache_gives_the_same_plan_and_never_hides_an_edit(
     tmp_path: Path, clean_server: NatsServer
 ) -> None:
