@@ -259,14 +259,16 @@ def main() -> None:
         exported = timed(
             "reconcile export (read, minimal docs, YAML text)",
             lambda: export_text(options, export_writing),
+            best_of=3,
         )
-        print(f"  {'  of which writing the YAML text':<52} {export_writing[-1]:8.3f} s")
+        print(f"  {'  of which writing the YAML text':<52} {min(export_writing):8.3f} s")
         drift_writing: list[float] = []
         drifted = timed(
             "reconcile drift (plan, report, JSON text)",
             lambda: drift_text([spec], options, drift_writing),
+            best_of=3,
         )
-        print(f"  {'  of which the report and its JSON text':<52} {drift_writing[-1]:8.3f} s")
+        print(f"  {'  of which the report and its JSON text':<52} {min(drift_writing):8.3f} s")
         rss = plan_peak_rss(spec, url)
         print(f"  {'reconcile plan peak RSS (its own process)':<52} {rss:8.0f} MiB")
         help_time = cli_startup()
@@ -284,12 +286,12 @@ def main() -> None:
         print(f"export / raw paged lists      : {exported / raw_list:6.2f}x")
         print(f"export / re-plan              : {exported / replan:6.2f}x")
         print(
-            f"export less writing / re-plan : {(exported - export_writing[-1]) / replan:6.2f}x"
+            f"export less writing / re-plan : {(exported - min(export_writing)) / replan:6.2f}x"
             "  (target <= 1x)"
         )
         print(f"drift / re-plan               : {drifted / replan:6.2f}x")
         print(
-            f"drift less writing / re-plan  : {(drifted - drift_writing[-1]) / replan:6.2f}x"
+            f"drift less writing / re-plan  : {(drifted - min(drift_writing)) / replan:6.2f}x"
             "  (target <= 1x)"
         )
         print(f"resources re-planned per sec  : {total / replan:8.0f}")

@@ -117,6 +117,29 @@ def test_fetch_live_shares_equal_values_but_never_a_config(clean_server: NatsSer
     assert second["metadata"]["team"] == "a"
 
 
+def test_confirm_adds_what_a_list_missed_and_copies_nothing_when_it_missed_nothing(
+    clean_server: NatsServer,
+) -> None:
+    async def body(client: JetStreamClient) -> None:
+        await client.create_stream(stream("SEEN"))
+        await client.create_consumer("SEEN", {"durable_name": "old"}, action="create")
+        live = await client.fetch_live()
+        declared = (["SEEN"], [("SEEN", "old")])
+        assert await client.confirm(live, *declared) is live
+        # Created after the list was read: INFO finds them; what exists nowhere stays out.
+        await client.create_stream(stream("LATE"))
+        await client.create_consumer("LATE", {"durable_name": "c"}, action="create")
+        await client.create_consumer("SEEN", {"durable_name": "new"}, action="create")
+        wanted = [("SEEN", "old"), ("SEEN", "new"), ("LATE", "c"), ("SEEN", "nowhere")]
+        confirmed = await client.confirm(live, ["SEEN", "LATE", "GHOST"], wanted)
+        assert set(confirmed.streams) == {"SEEN", "LATE"}
+        assert set(confirmed.consumers) == {("SEEN", "old"), ("SEEN", "new"), ("LATE", "c")}
+        assert confirmed.stream_state["LATE"].consumer_count == 1
+        assert set(live.consumers) == {("SEEN", "old")}  # the list read is left as it was
+
+    with_client(clean_server.url, body)
+
+
 def test_missing_stream_and_consumer_raise_not_found(clean_server: NatsServer) -> None:
     async def body(client: JetStreamClient) -> list[int]:
         codes = []
