@@ -76,6 +76,13 @@ def ownership_marker(owner: str) -> dict[str, str]:
     return marker
 
 
+#: The fields of a consumer's config that its name decides. Nothing else in a consumer's
+#: desired or canonical config depends on its name: consumers of one stream that differ
+#: only in their names have the same configs but for these fields (export and the
+#: planner work such consumers out once; tests/unit/test_normalize.py checks it).
+CONSUMER_NAME_FIELDS = ("durable_name", "name")
+
+
 def desired_config(
     spec: Spec,
     server: ServerInfo,
@@ -92,8 +99,8 @@ def desired_config(
     if spec.kind in ("KeyValue", "ObjectStore"):
         declared = bucket_stream_config(spec.kind, spec.name, declared)
     elif spec.kind == "Consumer":
-        declared["durable_name"] = spec.name
-        declared["name"] = spec.name
+        for key in CONSUMER_NAME_FIELDS:
+            declared[key] = spec.name
     else:
         declared["name"] = spec.name
     metadata = {k: v for k, v in (declared.get("metadata") or {}).items() if k != OWNER_KEY}

@@ -20,7 +20,13 @@ import orjson
 from reconciler.errors import Location
 from reconciler.identity import ResourceRef, is_reserved
 from reconciler.model.buckets import bucket_config
-from reconciler.model.normalize import desired_config, json_copy, live_config, owner_of
+from reconciler.model.normalize import (
+    CONSUMER_NAME_FIELDS,
+    desired_config,
+    json_copy,
+    live_config,
+    owner_of,
+)
 from reconciler.model.state import LiveState, ServerInfo
 from reconciler.specs.spec import (
     DEFAULT_OWNER,
@@ -83,7 +89,7 @@ def _shape(name: str, config: Mapping[str, Any]) -> bytes | None:
     (at 200,000 consumers most share a handful of shapes). None: the names disagree."""
     if config.get("name") != name or config.get("durable_name", name) != name:
         return None
-    rest = {k: v for k, v in config.items() if k not in ("name", "durable_name")}
+    rest = {k: v for k, v in config.items() if k not in CONSUMER_NAME_FIELDS}
     return orjson.dumps(rest, option=orjson.OPT_SORT_KEYS)
 
 

@@ -42,6 +42,7 @@ from reconciler.model.migration import (
     overflow,
 )
 from reconciler.model.normalize import (
+    CONSUMER_NAME_FIELDS,
     desired_config,
     is_managed,
     live_config,
@@ -208,6 +209,7 @@ def plan_stream(
         replaced = isinstance(entry, Replace)
         out.add(entry)
     basis = b"" if memo is None else memo.basis(declared, live)
+    bare: LiveConfig | None = None  # a consumer of this stream declaring nothing
     for spec in group.consumers:
         raw = group.live_consumers.get(spec.name)
         key = None if memo is None or raw is None or replaced else memo.key(spec, raw, basis)
@@ -220,7 +222,9 @@ def plan_stream(
         desired = desired_config(spec, server, stream_config=stream_config, owner=owner)
         if raw is None or replaced:
             reasons = (f"re-created: stream {group.name} is replaced",) if raw else ()
-            created = _created(spec, desired, server, stream_config=stream_config)
+            if bare is None:
+                bare = _bare(spec, server, stream_config)
+            created = _created(spec, desired, bare)
             current = None if raw is None else live_config(spec.kind, raw, server)
             out.add(
                 Create(
@@ -256,7 +260,9 @@ def _declared_stream(
     if live is None:
         desired = desired_config(declared, server, owner=ownership.owner)
         created = Create(
-            **_identity(declared), fields=_created(declared, desired, server), config=desired
+            **_identity(declared),
+            fields=_created(declared, desired, _bare(declared, server)),
+            config=desired,
         )
         return created, desired
     key = None if memo is None else memo.key(declared, live)
@@ -401,19 +407,27 @@ def _compare(
     )
 
 
-def _created(
-    spec: Spec, desired: LiveConfig, server: ServerInfo, *, stream_config: LiveConfig | None = None
-) -> tuple[FieldChange, ...]:
+def _bare(
+    spec: Spec, server: ServerInfo, stream_config: LiveConfig | None = None
+) -> dict[str, Any]:
+    """The desired config of a resource like ``spec`` that declares nothing: what a create
+    is compared with. For a consumer it serves every consumer of its stream (the name
+    decides only :data:`CONSUMER_NAME_FIELDS`, left out of the comparison)."""
+    bare = Spec(kind=spec.kind, name=spec.name, config={}, source=spec.source, stream=spec.stream)
+    return desired_config(bare, server, stream_config=stream_config)
+
+
+def _created(spec: Spec, desired: LiveConfig, bare: LiveConfig) -> tuple[FieldChange, ...]:
     """The declared fields a new resource sets away from a bare resource of its kind.
 
     Fields the spec does not declare are left out even when a declared one moves their
     default (a push consumer's ``max_waiting: 0``, a mirror's absent ``subjects``).
     """
-    bare = Spec(kind=spec.kind, name=spec.name, config={}, source=spec.source, stream=spec.stream)
-    baseline = desired_config(bare, server, stream_config=stream_config)
     declared = set(written_as(spec.kind, {key: key for key in spec.config}))
+    if spec.kind == "Consumer":
+        declared -= set(CONSUMER_NAME_FIELDS)
     return tuple(
-        FieldChange(c.path, None, c.after) for c in diff_configs(desired, baseline, only=declared)
+        FieldChange(c.path, None, c.after) for c in diff_configs(desired, bare, only=declared)
     )
 
 

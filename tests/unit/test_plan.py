@@ -339,3 +339,59 @@ def test_a_memo_answers_only_for_exactly_the_inputs_it_was_computed_from() -> No
     newer = ServerInfo(version="2.14.0", api_level=4)
     assert Memo.for_plan(newer, "default").salt != first.salt
     assert Memo.for_plan(SERVER, "shop").salt != first.salt
+
+
+def test_consumer_creates_of_one_stream_list_the_fields_each_would_list_alone() -> None:
+    """The planner compares every consumer create of a stream with one bare consumer (a
+    name decides only the name fields): each create lists exactly what it would list
+    planned on its own, and never its name."""
+
+    def consumer(name: str, **config: Any) -> Spec:
+        # as validation leaves a consumer: its name in both name fields
+        config = {"name": name, "durable_name": name, **config}
+        return Spec("Consumer", name, config, Location("specs.yaml", 1), stream="ORDERS")
+
+    consumers = [
+        consumer("a", ack_policy="explicit"),
+        consumer("b", ack_policy="explicit", max_deliver=5),
+        consumer("c", deliver_subject="push.c", ack_policy="none"),
+        consumer("d", filter_subject="orders.d", inactive_threshold=60 * SECOND),
+    ]
+    together = build_plan([ORDERS, *consumers], LiveState(server=SERVER))
+    fields = {s.name: s.fields for s in together.changes if s.ref.kind == "Consumer"}
+    for item in consumers:
+        alone = build_plan([ORDERS, item], LiveState(server=SERVER))
+        assert fields[item.name] == alone.changes[1].fields
+        assert not {"name", "durable_name"} & {f.path for f in fields[item.name]}
+    assert {f.path for f in fields["b"]} == {"ack_policy", "max_deliver"}
+
+
+def test_a_consumer_name_decides_only_its_name_fields() -> None:
+    """What CONSUMER_NAME_FIELDS promises, on desired and live configs alike, for pull,
+    push and filtered consumers, on streams of each retention."""
+    from reconciler.model.normalize import CONSUMER_NAME_FIELDS, live_config
+
+    shapes: list[dict[str, Any]] = [
+        {},
+        {"ack_policy": "explicit", "max_deliver": 5},
+        {"deliver_subject": "push.x", "ack_policy": "none", "flow_control": True,
+         "idle_heartbeat": 5 * SECOND},
+        {"filter_subjects": ["orders.a", "orders.b"], "metadata": {"team": "x"}},
+        {"inactive_threshold": 60 * SECOND, "max_ack_pending": 10},
+    ]  # fmt: skip
+    for retention in ("limits", "interest", "workqueue"):
+        stream = desired_config(spec("Stream", "ORDERS", retention=retention), SERVER)
+        for shape in shapes:
+            configs = {
+                name: desired_config(
+                    spec("Consumer", name, "ORDERS", **shape), SERVER, stream_config=stream
+                )
+                for name in ("first", "second")
+            }
+            first, second = configs["first"], configs["second"]
+            assert {k for k in first if first[k] != second[k]} == set(CONSUMER_NAME_FIELDS)
+            renamed = {**first, **{k: "second" for k in CONSUMER_NAME_FIELDS}}
+            assert renamed == second
+            live = live_config("Consumer", first, SERVER, stream_config=stream)
+            again = live_config("Consumer", renamed, SERVER, stream_config=stream)
+            assert {**live, **{k: "second" for k in CONSUMER_NAME_FIELDS}} == again
