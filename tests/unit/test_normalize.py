@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from reconciler.errors import Location
 from reconciler.model.buckets import bucket_config, classify_stream, kv_stream_config
 from reconciler.model.normalize import (
+    CONSUMER_NAME_FIELDS,
     desired_config,
     live_config,
     preserved_fields,
@@ -377,3 +378,32 @@ def test_replicas_on_a_single_server_are_refused_whatever_the_live_state() -> No
     single = ServerInfo(version="2.12.8", api_level=3)
     bucket = spec("KeyValue", "kv", replicas=3)
     assert [p.path for p in replica_problems([bucket], single, LiveState(single))] == ["replicas"]
+
+
+def test_a_consumer_name_decides_only_its_name_fields() -> None:
+    """What CONSUMER_NAME_FIELDS promises, on desired and live configs alike, for pull,
+    push and filtered consumers, on streams of each retention."""
+    shapes: list[dict[str, Any]] = [
+        {},
+        {"ack_policy": "explicit", "max_deliver": 5},
+        {"deliver_subject": "push.x", "ack_policy": "none", "flow_control": True,
+         "idle_heartbeat": 5 * SECOND},
+        {"filter_subjects": ["orders.a", "orders.b"], "metadata": {"team": "x"}},
+        {"inactive_threshold": 60 * SECOND, "max_ack_pending": 10},
+    ]  # fmt: skip
+    for retention in ("limits", "interest", "workqueue"):
+        stream = desired_config(spec("Stream", "ORDERS", retention=retention), V212)
+        for shape in shapes:
+            configs = {
+                name: desired_config(
+                    spec("Consumer", name, "ORDERS", **shape), V212, stream_config=stream
+                )
+                for name in ("first", "second")
+            }
+            first, second = configs["first"], configs["second"]
+            assert {k for k in first if first[k] != second[k]} == set(CONSUMER_NAME_FIELDS)
+            renamed = {**first, **{k: "second" for k in CONSUMER_NAME_FIELDS}}
+            assert renamed == second
+            live = live_config("Consumer", first, V212, stream_config=stream)
+            again = live_config("Consumer", renamed, V212, stream_config=stream)
+            assert {**live, **{k: "second" for k in CONSUMER_NAME_FIELDS}} == again

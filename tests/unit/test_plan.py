@@ -364,34 +364,3 @@ def test_consumer_creates_of_one_stream_list_the_fields_each_would_list_alone() 
         assert fields[item.name] == alone.changes[1].fields
         assert not {"name", "durable_name"} & {f.path for f in fields[item.name]}
     assert {f.path for f in fields["b"]} == {"ack_policy", "max_deliver"}
-
-
-def test_a_consumer_name_decides_only_its_name_fields() -> None:
-    """What CONSUMER_NAME_FIELDS promises, on desired and live configs alike, for pull,
-    push and filtered consumers, on streams of each retention."""
-    from reconciler.model.normalize import CONSUMER_NAME_FIELDS, live_config
-
-    shapes: list[dict[str, Any]] = [
-        {},
-        {"ack_policy": "explicit", "max_deliver": 5},
-        {"deliver_subject": "push.x", "ack_policy": "none", "flow_control": True,
-         "idle_heartbeat": 5 * SECOND},
-        {"filter_subjects": ["orders.a", "orders.b"], "metadata": {"team": "x"}},
-        {"inactive_threshold": 60 * SECOND, "max_ack_pending": 10},
-    ]  # fmt: skip
-    for retention in ("limits", "interest", "workqueue"):
-        stream = desired_config(spec("Stream", "ORDERS", retention=retention), SERVER)
-        for shape in shapes:
-            configs = {
-                name: desired_config(
-                    spec("Consumer", name, "ORDERS", **shape), SERVER, stream_config=stream
-                )
-                for name in ("first", "second")
-            }
-            first, second = configs["first"], configs["second"]
-            assert {k for k in first if first[k] != second[k]} == set(CONSUMER_NAME_FIELDS)
-            renamed = {**first, **{k: "second" for k in CONSUMER_NAME_FIELDS}}
-            assert renamed == second
-            live = live_config("Consumer", first, SERVER, stream_config=stream)
-            again = live_config("Consumer", renamed, SERVER, stream_config=stream)
-            assert {**live, **{k: "second" for k in CONSUMER_NAME_FIELDS}} == again
