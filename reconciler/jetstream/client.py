@@ -76,12 +76,46 @@ class SharedValues:
     def __call__(self, value: Any) -> Any:
         kind = type(value)
         if kind is dict:
-            return {self(k): self(v) for k, v in value.items()}
+            return self._dict(value)
         if kind is list:
-            return [self(v) for v in value]
+            return self._list(value)
         if kind is str or kind is int:
             return self._seen.setdefault(value, value)
         return value
+
+    # The two walks below are __call__ inlined, one call per dict or list rather than
+    # one per value: half the time of the plain recursion (a warm re-plan at 21,000).
+
+    def _dict(self, value: dict[str, Any]) -> dict[str, Any]:
+        seen = self._seen
+        out: dict[str, Any] = {}
+        for name, item in value.items():
+            key = seen.setdefault(name, name)
+            kind = type(item)
+            if kind is str or kind is int:
+                out[key] = seen.setdefault(item, item)
+            elif kind is dict:
+                out[key] = self._dict(item)
+            elif kind is list:
+                out[key] = self._list(item)
+            else:
+                out[key] = item
+        return out
+
+    def _list(self, value: list[Any]) -> list[Any]:
+        seen = self._seen
+        out: list[Any] = []
+        for item in value:
+            kind = type(item)
+            if kind is str or kind is int:
+                out.append(seen.setdefault(item, item))
+            elif kind is dict:
+                out.append(self._dict(item))
+            elif kind is list:
+                out.append(self._list(item))
+            else:
+                out.append(item)
+        return out
 
 
 @dataclass(frozen=True)

@@ -25,3 +25,31 @@ def test_booleans_floats_and_nulls_keep_their_type() -> None:
     again = shared({"a": True, "b": False, "c": 1.0, "d": None, "e": 1, "f": 0})
     assert again == {"a": True, "b": False, "c": 1.0, "d": None, "e": 1, "f": 0}
     assert [type(v) for v in again.values()] == [bool, bool, float, type(None), int, int]
+
+
+def test_nested_dicts_and_lists_are_rebuilt_at_every_depth() -> None:
+    """Stream configs nest: sources are a list of dicts, a subject transform a dict in a
+    dict, metadata a dict; every level comes back equal, with the same types, and none
+    of it shared between two configs."""
+    shared = SharedValues()
+    text = (
+        b'{"name":"S","sources":[{"name":"A","opt_start_seq":5,"subject_transforms":'
+        b'[{"src":"a.>","dest":"b.>"}]},{"name":"B","external":{"api":"$JS.x.API"}}],'
+        b'"metadata":{"owner":"team","n":"7"},"matrix":[[1,2],[3,[4,"x"]]],"ok":true,'
+        b'"ratio":0.5,"none":null,"empty":{},"nothing":[]}'
+    )
+    one, two = shared(orjson.loads(text)), shared(orjson.loads(text))
+    assert one == two == orjson.loads(text)
+    assert orjson.dumps(one) == orjson.dumps(orjson.loads(text))  # same key order too
+    assert (
+        one["sources"][0]["subject_transforms"][0]["src"]
+        is two["sources"][0]["subject_transforms"][0]["src"]
+    )
+    assert one["matrix"][1][1][0] is two["matrix"][1][1][0]
+    for path in (("sources",), ("sources", 0), ("sources", 1, "external"), ("metadata",),
+                 ("matrix", 1, 1), ("empty",), ("nothing",)):  # fmt: skip
+        a, b = one, two
+        for step in path:
+            a, b = a[step], b[step]
+        assert a is not b, path
+    assert type(one["ok"]) is bool and type(one["ratio"]) is float and one["none"] is None
