@@ -67,23 +67,29 @@ async def _confirmed(
     return bool(answer.result())
 
 
-#: Collection thresholds while a run builds its specs, live state and plan. The defaults
-#: (700, 10, 10) run a full collection again and again while 100,000 resources' worth of
-#: long-lived objects pile up; none of them is garbage, and nearly all of what is is
-#: freed by reference counting. Measured at 21,000 resources: re-plan 2.58 s -> 2.06 s,
-#: with warm caches 1.81 s -> 1.16 s; the peak memory does not move.
-RUN_GC_THRESHOLDS = (50_000, 20, 100)
-
-
 @contextlib.contextmanager
 def fewer_collections() -> Iterator[None]:
-    """Collect garbage less often for the duration of one run (restored after)."""
-    before = gc.get_threshold()
-    gc.set_threshold(*RUN_GC_THRESHOLDS)
+    """No cyclic garbage collection for the duration of one run, nor later over what
+    the run leaves (restored after, and when nested, by the outermost).
+
+    A run builds long-lived objects by the hundred thousand (specs, live configs, plan
+    entries) and frees its temporaries by reference counting; each collection walks the
+    survivors again and finds next to nothing: after a whole apply and a plan of 21,000
+    resources, a collection frees 88 objects. So the collector is off while the run
+    works, and what is alive when it ends is frozen (``gc.freeze``: never walked again,
+    still freed when its last reference goes); without the freeze, the first
+    collection after the run walks it all. Measured on a re-plan of 101,000 resources
+    in fresh processes, in turns: 7.3 to 8.6 s against 7.8 to 9.5 s with the thresholds
+    used before (50,000, 20, 100), and the same peak memory (VmHWM 380 MiB).
+    """
+    enabled = gc.isenabled()
+    gc.disable()
     try:
         yield
     finally:
-        gc.set_threshold(*before)
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 def _load(
