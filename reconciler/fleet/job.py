@@ -2,15 +2,16 @@
 
 ::
 
-    snapshots ─ parse, check (Python, per partition) ─▶ OUT/_staging/live
+    snapshots ─ parse, check, tally env-days (Python, per partition) ─▶ OUT/_staging/live
     FLEET/<env>/ ─ load_specs, the plan's refusals per env and day (driver) ─┐
     live rows of every day, partitioned by (env, stream) ────────────────────┴─▶
         per-day groups planned by plan_stream (one Python pass, specs broadcast)
         ─▶ OUT/_staging/findings
         ─▶ OUT/drift (latest day per env), OUT/history, OUT/summary.json, OUT/report.html
 
-Records never come back to the driver: only per-environment/day aggregates, the top
-fields and which of the streams the specs rely on exist each day are collected.
+Records never come back to the driver: only per-environment/day aggregates (counted by
+the read itself, in accumulators: no second pass over the rows), the top fields and
+which of the streams the specs rely on exist each day are collected.
 Snapshots are grouped per environment and UTC day; the drift dataset describes each
 environment's latest day, the history every day.
 """
@@ -114,7 +115,18 @@ def _run(
     invalid = sorted(env for env, specs in fleet.items() if not specs.valid)
     readable = parsed.where(F.col("error").isNull())
     good = readable.where(~F.col("env").isin(invalid))
-    env_days = _env_days(good)
+    env_days = [
+        EnvDay(
+            env=t.env,
+            day=t.day,
+            server_version=t.server_version,
+            api_level=t.api_level,
+            captured_at=t.captured_at,
+            records=t.records,
+        )
+        for t in index.env_days()
+        if t.env not in invalid
+    ]
     if not env_days and not bad_total and readable.isEmpty():
         raise ReconcileError(f"no snapshot records in {', '.join(map(str, files[:3]))}")
     days = _usable_days(spark, fleet, env_days, good)
@@ -141,34 +153,6 @@ def _run(
     _write_history(spark, summary["history"], out)
     write_report(summary, out)
     return FleetResult(out, summary, bad)
-
-
-def _env_days(good: DataFrame) -> list[EnvDay]:
-    """One small row per (env, day): the server of its latest record, and when."""
-    rows = (
-        good.groupBy("env", "day")
-        .agg(
-            F.max_by("server_version", "captured_at").alias("server_version"),
-            F.max_by("api_level", "captured_at").alias("api_level"),
-            F.max("captured_at").alias("captured_at"),
-            F.count(F.lit(1)).alias("records"),
-        )
-        .collect()
-    )
-    return sorted(
-        (
-            EnvDay(
-                env=r["env"],
-                day=r["day"],
-                server_version=r["server_version"],
-                api_level=r["api_level"],
-                captured_at=r["captured_at"],
-                records=r["records"],
-            )
-            for r in rows
-        ),
-        key=lambda e: (e.env, e.day),
-    )
 
 
 def _present_streams(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -76,6 +77,75 @@ class LineCounts(AccumulatorParam[dict[int, int]]):
         return value1
 
 
+#: What one partition of the read saw: its bad lines, and per (env, UTC day) the
+#: number of records, the latest capture and that capture's server version and level.
+PartTally = tuple[int, dict[tuple[str, date], tuple[int, datetime, str | None, int | None]]]
+
+
+class Tallies(AccumulatorParam[dict[tuple[str, int], PartTally]]):
+    """(read, partition index) → :data:`PartTally`; idempotent like :class:`LineCounts`."""
+
+    def zero(self, value: dict[tuple[str, int], PartTally]) -> dict[tuple[str, int], PartTally]:
+        return {}
+
+    def addInPlace(
+        self, value1: dict[tuple[str, int], PartTally], value2: dict[tuple[str, int], PartTally]
+    ) -> dict[tuple[str, int], PartTally]:
+        value1.update(value2)
+        return value1
+
+
+@dataclass(frozen=True)
+class EnvDayTally:
+    """The records of one environment on one UTC day, as the read counted them."""
+
+    env: str
+    day: date
+    records: int
+    captured_at: datetime  # the latest capture of the day
+    server_version: str | None  # the server of that capture
+    api_level: int | None
+
+
+class _Tally:
+    """Counts one partition's rows as they pass (worker side)."""
+
+    def __init__(self) -> None:
+        self.bad = 0
+        self.days: dict[tuple[str, date], tuple[int, datetime, str | None, int | None]] = {}
+
+    def count(self, row: tuple[Any, ...]) -> None:
+        if row[14] is not None:
+            self.bad += 1
+            return
+        key = (row[0], row[2])
+        seen = self.days.get(key)
+        if seen is None:
+            self.days[key] = (1, row[1], row[9], row[10])
+        elif _later(row[1], row[9], row[10], seen):
+            self.days[key] = (seen[0] + 1, row[1], row[9], row[10])
+        else:
+            self.days[key] = (seen[0] + 1, seen[1], seen[2], seen[3])
+
+    def part(self) -> PartTally:
+        return self.bad, self.days
+
+
+def _later(
+    captured: datetime,
+    version: str | None,
+    level: int | None,
+    than: tuple[int, datetime, str | None, int | None],
+) -> bool:
+    """Whether a capture is the later one (equal times: the larger version, then level,
+    so that the answer never depends on the order the records were read in)."""
+    return (captured, version or "", -1 if level is None else level) > (
+        than[1],
+        than[2] or "",
+        -1 if than[3] is None else than[3],
+    )
+
+
 def snapshot_files(path: Path) -> list[Path]:
     """A snapshot file, or every snapshot file under a folder (recursive, sorted)."""
     if not path.exists():
@@ -108,10 +178,35 @@ class BadLine:
 
 @dataclass
 class LineIndex:
-    """Turns (partition, index within partition) of a bad line of a split file into FILE:LINE."""
+    """Turns (partition, index within partition) of a bad line of a split file into FILE:LINE;
+    after the read ran, also says how many lines were bad and what each env-day held."""
 
     files: list[tuple[str, int, int]]  # (file, first partition, partitions)
     counts: Accumulator[dict[int, int]] | None = field(default=None, repr=False)
+    tallies: Accumulator[dict[tuple[str, int], PartTally]] | None = field(default=None, repr=False)
+
+    def bad_total(self) -> int:
+        """Bad lines of the whole read (call after an action over it ran)."""
+        return sum(bad for bad, _ in self._parts())
+
+    def env_days(self) -> list[EnvDayTally]:
+        """Every (env, UTC day) of the good records, sorted (after an action ran)."""
+        merged: dict[tuple[str, date], tuple[int, datetime, str | None, int | None]] = {}
+        for _, days in self._parts():
+            for key, seen in days.items():
+                before = merged.get(key)
+                if before is None:
+                    merged[key] = seen
+                else:
+                    latest = seen if _later(seen[1], seen[2], seen[3], before) else before
+                    merged[key] = (before[0] + seen[0], *latest[1:])
+        return [
+            EnvDayTally(env, day, records, captured, version, level)
+            for (env, day), (records, captured, version, level) in sorted(merged.items())
+        ]
+
+    def _parts(self) -> list[PartTally]:
+        return list(self.tallies.value.values()) if self.tallies is not None else []
 
     def locate(self, partition: int, index: int) -> Location:
         lines: dict[int, int] = self.counts.value if self.counts is not None else {}
@@ -138,21 +233,27 @@ def read_snapshots(
     small = [f for f in files if f.stat().st_size <= whole_file_limit and "," not in str(f)]
     large = [f for f in files if f not in set(small)]
     parts = []
+    tallies = sc.accumulator({}, Tallies())
     if small:
         size = sum(f.stat().st_size for f in small)
         wanted = max(sc.defaultParallelism * 2, size // WHOLE_FILE_LIMIT, 1)
         whole = sc.wholeTextFiles(",".join(str(f) for f in small), min_partitions or wanted)
-        parts.append(whole.flatMap(lambda item: parse_file(*item)))
-    index = LineIndex([])
+        parts.append(
+            whole.mapPartitionsWithIndex(lambda index, items: parse_files(index, items, tallies))
+        )
+    index = LineIndex([], tallies=tallies)
     if large:
-        split, index = _read_split(sc, large, min_partitions)
+        split, index = _read_split(sc, large, min_partitions, tallies)
         parts.append(split)
     rows = sc.union(parts) if len(parts) > 1 else parts[0]
     return spark.createDataFrame(rows, LIVE_SCHEMA, verifySchema=False), index
 
 
 def _read_split(
-    sc: SparkContext, files: list[Path], min_partitions: int | None
+    sc: SparkContext,
+    files: list[Path],
+    min_partitions: int | None,
+    tallies: Accumulator[dict[tuple[str, int], PartTally]],
 ) -> tuple[RDD[tuple[Any, ...]], LineIndex]:
     rdds = [sc.textFile(str(path), min_partitions) for path in files]
     layout: list[tuple[str, int, int]] = []
@@ -162,8 +263,24 @@ def _read_split(
         first += rdd.getNumPartitions()
     counts = sc.accumulator({}, LineCounts())
     lines = sc.union(rdds) if len(rdds) > 1 else rdds[0]
-    rows = lines.mapPartitionsWithIndex(lambda index, part: parse_partition(index, part, counts))
-    return rows, LineIndex(layout, counts)
+    rows = lines.mapPartitionsWithIndex(
+        lambda index, part: parse_partition(index, part, counts, tallies)
+    )
+    return rows, LineIndex(layout, counts, tallies)
+
+
+def parse_files(
+    index: int,
+    items: Iterable[tuple[str, str]],
+    tallies: Accumulator[dict[tuple[str, int], PartTally]],
+) -> Iterator[tuple[Any, ...]]:
+    """Worker side: the whole files of one partition, counted into ``tallies``."""
+    tally = _Tally()
+    for uri, text in items:
+        for row in parse_file(uri, text):
+            tally.count(row)
+            yield row
+    tallies.add({("whole", index): tally.part()})
 
 
 def parse_file(uri: str, text: str) -> Iterator[tuple[Any, ...]]:
@@ -179,19 +296,27 @@ def parse_file(uri: str, text: str) -> Iterator[tuple[Any, ...]]:
 
 
 def parse_partition(
-    index: int, lines: Iterable[str], counts: Accumulator[dict[int, int]]
+    index: int,
+    lines: Iterable[str],
+    counts: Accumulator[dict[int, int]],
+    tallies: Accumulator[dict[tuple[str, int], PartTally]] | None = None,
 ) -> Iterator[tuple[Any, ...]]:
     """Worker side: every line of one partition of a split file."""
     seen = 0
+    tally = _Tally()
     for position, line in enumerate(lines):
         seen = position + 1
         if not line.strip():
             continue
         try:
-            yield record_row(line)
+            row = record_row(line)
         except BadRecord as err:
-            yield _bad_row(str(err), partition=index, line=position)
+            row = _bad_row(str(err), partition=index, line=position)
+        tally.count(row)
+        yield row
     counts.add({index: seen})
+    if tallies is not None:
+        tallies.add({("split", index): tally.part()})
 
 
 def record_row(line: str) -> tuple[Any, ...]:
@@ -229,12 +354,13 @@ def bad_lines(
 ) -> tuple[list[BadLine], int]:
     """The first ``limit`` bad lines (by file and line) and how many there are in all.
 
-    Call after an action over ``frame`` has run (the line counts come with it).
+    Call after an action over ``frame`` has run (the line counts come with it): the
+    count is the read's own, and the lines are looked up only when there are any.
     """
-    bad = frame.where("error IS NOT NULL").select("bad_file", "bad_partition", "bad_line", "error")
-    total = bad.count()
+    total = index.bad_total()
     if total == 0:
         return [], 0
+    bad = frame.where("error IS NOT NULL").select("bad_file", "bad_partition", "bad_line", "error")
     found: list[BadLine] = []
     first = bad.orderBy("bad_file", "bad_partition", "bad_line").limit(limit)
     for row in first.toLocalIterator():  # bounded: at most ``limit`` rows

@@ -23,6 +23,7 @@ from reconciler.fleet.desired import EnvSpecs
 from reconciler.fleet.records import BadLine
 from reconciler.model.values import written_as
 from reconciler.planning.drift import DRIFT_STATUSES, STATUSES
+from reconciler.planning.snapshot import format_timestamp
 from reconciler.render.palette import STATUS_ORDER
 
 FORMAT_VERSION = 1
@@ -42,7 +43,7 @@ class EnvDay:
     day: date
     server_version: str | None
     api_level: int | None
-    captured_at: datetime
+    captured_at: datetime  # the latest capture of the day (UTC)
     records: int
     problems: list[str] = field(default_factory=list)  # why this day was not compared
 
@@ -231,7 +232,7 @@ def _by_env(
     for env, item in sorted(latest.items()):
         entry: dict[str, Any] = {
             "day": item.day.isoformat(),
-            "captured_at": item.captured_at.isoformat(),
+            "captured_at": format_timestamp(item.captured_at),
             "server_version": item.server_version,
             "compared": not item.problems,
         }

@@ -318,3 +318,64 @@ def test_a_project_file_drives_the_fleet_like_one_folder_per_environment(
     for env, report in fleet_case.reports.items():
         assert spark_rows(spark, out, env) == expected_rows(report), env
     assert result.summary["errors"]["count"] == 0
+
+
+@pytest.mark.parametrize("whole_file_limit", [0, 1 << 20], ids=["split", "whole"])
+def test_the_read_counts_each_env_day_and_its_latest_server(
+    spark: Any, tmp_path: Path, whole_file_limit: int
+) -> None:
+    """The read's own tally (no second pass over the rows) says, per environment and
+    UTC day, how many good records there were and which server the latest capture
+    came from; equal capture times pick the larger version whatever the order read;
+    bad lines are counted apart. Checked against Spark's own aggregation."""
+    from pyspark.sql import functions as F
+
+    def line(env: str, stamp: str, version: str, name: str) -> str:
+        record = {
+            "env": env,
+            "captured_at": stamp,
+            "kind": "Stream",
+            "name": name,
+            "config": {"name": name},
+            "server_version": version,
+        }
+        return json.dumps(record)
+
+    day_one = [
+        line("a", "2026-01-01T01:00:00Z", "2.10.1", "S1"),
+        line("a", "2026-01-01T23:00:00+01:00", "2.11.0", "S2"),  # 22:00 UTC: latest
+        line("a", "2026-01-01T05:00:00Z", "2.12.0", "S3"),
+        line("b", "2026-01-01T08:00:00Z", "2.11.0", "S1"),
+        line("b", "2026-01-01T08:00:00Z", "2.11.9", "S2"),  # a tie: the larger version
+        line("b", "2026-01-01T08:00:00Z", "2.11.2", "S3"),
+        "not json",
+    ]
+    day_two = [
+        line("a", "2026-01-02T00:30:00+02:00", "2.12.1", "S1"),  # Jan 1, 22:30 UTC
+        line("a", "2026-01-02T03:00:00Z", "2.12.2", "S9"),
+        "{}",
+        "",
+    ]
+    files = [tmp_path / "one.jsonl", tmp_path / "two.jsonl"]
+    files[0].write_text("\n".join(day_one * 3) + "\n")
+    files[1].write_text("\n".join(reversed(day_two * 2)) + "\n")
+    frame, index = read_snapshots(spark, files, min_partitions=3, whole_file_limit=whole_file_limit)
+    frame.write.format("noop").mode("overwrite").save()
+    tallied = [
+        (t.env, t.day.isoformat(), t.records, t.server_version, t.captured_at.isoformat())
+        for t in index.env_days()
+    ]
+    assert tallied == [
+        ("a", "2026-01-01", 11, "2.12.1", "2026-01-01T22:30:00+00:00"),
+        ("a", "2026-01-02", 2, "2.12.2", "2026-01-02T03:00:00+00:00"),
+        ("b", "2026-01-01", 9, "2.11.9", "2026-01-01T08:00:00+00:00"),
+    ]
+    assert index.bad_total() == 3 + 2 == frame.where("error IS NOT NULL").count()
+    counted = {
+        (r["env"], r["day"].isoformat()): r["n"]
+        for r in frame.where("error IS NULL")
+        .groupBy("env", "day")
+        .agg(F.count("*").alias("n"))
+        .collect()
+    }
+    assert counted == {(env, day): n for env, day, n, _, _ in tallied}
