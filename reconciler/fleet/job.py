@@ -33,10 +33,10 @@ from reconciler.execution.run import fewer_collections
 from reconciler.fleet.canonical import server_info
 from reconciler.fleet.desired import EnvSpecs, load_fleet
 from reconciler.fleet.match import Days, all_findings
-from reconciler.fleet.records import BadLine, bad_lines, read_snapshots, snapshot_files
+from reconciler.fleet.records import BadLine, EnvDay, bad_lines, read_snapshots, snapshot_files
 from reconciler.fleet.report import write_report
 from reconciler.fleet.session import spark_session
-from reconciler.fleet.summary import EnvDay, build_summary
+from reconciler.fleet.summary import build_summary
 
 Notice = Callable[[str], None]
 DRIFT_COLUMNS = ["env", "kind", "stream", "name", "status", "field", "desired", "live"]
@@ -115,18 +115,7 @@ def _run(
     invalid = sorted(env for env, specs in fleet.items() if not specs.valid)
     readable = parsed.where(F.col("error").isNull())
     good = readable.where(~F.col("env").isin(invalid))
-    env_days = [
-        EnvDay(
-            env=t.env,
-            day=t.day,
-            server_version=t.server_version,
-            api_level=t.api_level,
-            captured_at=t.captured_at,
-            records=t.records,
-        )
-        for t in index.env_days()
-        if t.env not in invalid
-    ]
+    env_days = [day for day in index.env_days() if day.env not in invalid]
     if not env_days and not bad_total and readable.isEmpty():
         raise ReconcileError(f"no snapshot records in {', '.join(map(str, files[:3]))}")
     days = _usable_days(spark, fleet, env_days, good)

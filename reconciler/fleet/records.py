@@ -95,16 +95,18 @@ class Tallies(AccumulatorParam[dict[tuple[str, int], PartTally]]):
         return value1
 
 
-@dataclass(frozen=True)
-class EnvDayTally:
-    """The records of one environment on one UTC day, as the read counted them."""
+@dataclass
+class EnvDay:
+    """One environment's snapshot of one UTC day, as far as the driver needs to know
+    (counted by the read: :meth:`LineIndex.env_days`)."""
 
     env: str
     day: date
-    records: int
-    captured_at: datetime  # the latest capture of the day
-    server_version: str | None  # the server of that capture
+    server_version: str | None  # the server of the latest capture
     api_level: int | None
+    captured_at: datetime  # the latest capture of the day (UTC)
+    records: int
+    problems: list[str] = field(default_factory=list)  # why this day was not compared
 
 
 class _Tally:
@@ -189,7 +191,7 @@ class LineIndex:
         """Bad lines of the whole read (call after an action over it ran)."""
         return sum(bad for bad, _ in self._parts())
 
-    def env_days(self) -> list[EnvDayTally]:
+    def env_days(self) -> list[EnvDay]:
         """Every (env, UTC day) of the good records, sorted (after an action ran)."""
         merged: dict[tuple[str, date], tuple[int, datetime, str | None, int | None]] = {}
         for _, days in self._parts():
@@ -201,7 +203,7 @@ class LineIndex:
                     latest = seen if _later(seen[1], seen[2], seen[3], before) else before
                     merged[key] = (before[0] + seen[0], *latest[1:])
         return [
-            EnvDayTally(env, day, records, captured, version, level)
+            EnvDay(env, day, version, level, captured, records)
             for (env, day), (records, captured, version, level) in sorted(merged.items())
         ]
 

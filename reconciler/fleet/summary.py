@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from reconciler.fleet.desired import EnvSpecs
-from reconciler.fleet.records import BadLine
+from reconciler.fleet.records import BadLine, EnvDay
 from reconciler.model.values import written_as
 from reconciler.planning.drift import DRIFT_STATUSES, STATUSES
 from reconciler.planning.snapshot import format_timestamp
@@ -33,19 +32,6 @@ MAX_PROBLEMS = 100
 DRILL_LIMIT = 200
 #: Most urgent first, in the order every page shows statuses.
 _URGENCY = {s: rank for rank, s in enumerate(STATUS_ORDER) if s in DRIFT_STATUSES}
-
-
-@dataclass
-class EnvDay:
-    """One environment's snapshot of one UTC day, as far as the driver needs to know."""
-
-    env: str
-    day: date
-    server_version: str | None
-    api_level: int | None
-    captured_at: datetime  # the latest capture of the day (UTC)
-    records: int
-    problems: list[str] = field(default_factory=list)  # why this day was not compared
 
 
 def _resource() -> list[Any]:
