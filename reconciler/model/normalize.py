@@ -308,19 +308,28 @@ def unsupported_fields(specs: Iterable[Spec], server: ServerInfo) -> list[Proble
     problem: it is simply not sent.
     """
     problems: list[Problem] = []
-    checked: dict[str, bool] = {}  # kind -> whether the server may not know a field of it
+    # kind -> (fields, values) the server may not know; None when it knows them all
+    tables: dict[str, tuple[Mapping[str, Any], Mapping[tuple[str, str], Any]] | None] = {}
     for spec in specs:
-        check = checked.get(spec.kind)
-        if check is None:
+        if spec.kind not in tables:
             kind = wire_kind(spec.kind)
-            check = bool(d.unknown_fields(kind, server) or d.unknown_values(kind, server))
-            checked[spec.kind] = check
-        if not check:
+            fields, values = d.unknown_fields(kind, server), d.unknown_values(kind, server)
+            tables[spec.kind] = (fields, values) if fields or values else None
+        found = tables[spec.kind]
+        if found is None:
             continue  # the server knows every field of this kind (the newest servers)
+        fields, values = found
+        is_bucket = spec.kind in ("KeyValue", "ObjectStore")
         for key, value in spec.config.items():
-            message = _newer_than_server(spec, key, value, server)
-            if message is not None:
-                problems.append(Problem(spec.where(key), key, message))
+            entry = fields.get(BUCKET_FIELD_NEEDS.get(key, key) if is_bucket else key)
+            if entry is not None and value != entry.absent:
+                message = f"needs nats-server {entry.since_text} or newer"
+            elif isinstance(value, str) and (newer := values.get((key, value))) is not None:
+                message = f"{value!r} needs nats-server {newer.since_text} or newer"
+            else:
+                continue
+            message += f" (connected: {server.version})"
+            problems.append(Problem(spec.where(key), key, message))
     return problems
 
 
@@ -378,18 +387,3 @@ def _live_replicas(spec: Spec, live: LiveState | None) -> int | None:
         config = live.streams.get(spec.stream_name)
     replicas = (config or {}).get("num_replicas")
     return replicas if isinstance(replicas, int) else None
-
-
-def _newer_than_server(spec: Spec, key: str, value: Any, server: ServerInfo) -> str | None:
-    kind = wire_kind(spec.kind)
-    is_bucket = spec.kind in ("KeyValue", "ObjectStore")
-    connected = f"(connected: {server.version})"
-    entry = d.unknown_fields(kind, server).get(
-        BUCKET_FIELD_NEEDS.get(key, key) if is_bucket else key
-    )
-    if entry is not None and value != entry.absent:
-        return f"needs nats-server {entry.since_text} or newer {connected}"
-    newer = d.unknown_values(kind, server).get((key, value)) if isinstance(value, str) else None
-    if newer is not None:
-        return f"{value!r} needs nats-server {newer.since_text} or newer {connected}"
-    return None
