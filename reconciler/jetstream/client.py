@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
@@ -400,12 +401,19 @@ class JetStreamClient:
         self, live: LiveState, streams: Iterable[str], consumers: Iterable[tuple[str, str]]
     ) -> LiveState:
         """``live`` plus the declared streams and consumers that a list did not show but
-        INFO finds (created while the list was read): planned as what they are, not as
-        creates."""
+        exist when looked for again (created while the list was read): planned as what
+        they are, not as creates."""
         missing = sorted({name for name in streams if name not in live.streams})
         unseen = {key for key in consumers if key not in live.consumers}
         if not missing and not unseen:
             return live  # the usual case: no copy of 100,000 entries to find nothing
+        if len(missing) > 1:
+            # One paged STREAM.NAMES (1,024 a page) says which of them exist now; an
+            # apply from nothing would otherwise ask for each missing stream's INFO.
+            # A user not allowed to list names still gets the INFO of each.
+            with contextlib.suppress(PermissionDenied):
+                present = set(await self.stream_names())
+                missing = [name for name in missing if name in present]
         found_streams = dict(live.streams)
         found_state = dict(live.stream_state)
         found_consumers = dict(live.consumers)

@@ -377,3 +377,28 @@ def test_every_supported_version_answers_the_same_api(versioned_server: NatsServ
         assert info.api_level >= 2
     assert len(live.streams) == 300 and ("V000", "c") in live.consumers
     assert err_code == 10148
+
+
+def test_confirm_looks_again_without_stream_names_when_a_user_may_not_list_them(
+    server_factory: Callable[..., NatsServer],
+) -> None:
+    """Several declared streams missing from the list: one STREAM.NAMES says which exist
+    now. A user denied STREAM.NAMES still gets each one's INFO, and the same answer."""
+    lister = {
+        "user": "lister",
+        "password": "l1st",
+        "permissions": {"publish": {"deny": ["$JS.API.STREAM.NAMES"]}},
+    }
+    server = server_factory(users=[lister])
+
+    async def body(client: JetStreamClient) -> tuple[set[str], set[str]]:
+        live = await client.fetch_live()
+        await client.create_stream(stream("LATE1"))
+        await client.create_stream(stream("LATE2"))
+        confirmed = await client.confirm(live, ["LATE1", "LATE2", "GHOST"], [])
+        with pytest.raises(PermissionDenied):
+            await client.stream_names()
+        return set(live.streams), set(confirmed.streams)
+
+    listed, confirmed = with_client(server.url, body, user="lister", password="l1st", timeout=30)
+    assert listed == set() and confirmed == {"LATE1", "LATE2"}
