@@ -241,8 +241,12 @@ def test_the_example_program_declares_the_shop_folder_and_its_own_resources(
         orders = registered["shop/Stream/ORDERS"].urn
         assert orders in registered["shop/Consumer/ORDERS/NEW"].dependencies
 
+    # Wait for every resource the check reads, not only some: a registration still in
+    # flight when the check runs made this test fail now and then.
+    declared = [v.urn for v in namespace.values() if isinstance(v, pulumi.Resource)]
+    assert len(declared) >= 4  # EVENTS, AUDIT, settings, assets (and the shop folder)
     urns = [r.urn for r in namespace["shop"].resources.values()]
-    return pulumi.Output.all(namespace["assets"].urn, *urns).apply(check)
+    return pulumi.Output.all(*declared, *urns).apply(check)
 
 
 def test_a_resource_cannot_declare_another_kind() -> None:
