@@ -66,13 +66,15 @@ LIVE_SCHEMA = StructType(
 )
 
 
-class LineCounts(AccumulatorParam[dict[int, int]]):
-    """partition index → number of lines; idempotent, so task retries do no harm."""
+class PerPartition(AccumulatorParam[dict[Any, Any]]):
+    """What each partition reported, keyed by partition: a task run twice (a retry, a
+    stage computed again) reports the same value under the same key, so nothing is
+    counted twice. Used for line counts and for :data:`PartTally`."""
 
-    def zero(self, value: dict[int, int]) -> dict[int, int]:
+    def zero(self, value: dict[Any, Any]) -> dict[Any, Any]:
         return {}
 
-    def addInPlace(self, value1: dict[int, int], value2: dict[int, int]) -> dict[int, int]:
+    def addInPlace(self, value1: dict[Any, Any], value2: dict[Any, Any]) -> dict[Any, Any]:
         value1.update(value2)
         return value1
 
@@ -80,19 +82,6 @@ class LineCounts(AccumulatorParam[dict[int, int]]):
 #: What one partition of the read saw: its bad lines, and per (env, UTC day) the
 #: number of records, the latest capture and that capture's server version and level.
 PartTally = tuple[int, dict[tuple[str, date], tuple[int, datetime, str | None, int | None]]]
-
-
-class Tallies(AccumulatorParam[dict[tuple[str, int], PartTally]]):
-    """(read, partition index) → :data:`PartTally`; idempotent like :class:`LineCounts`."""
-
-    def zero(self, value: dict[tuple[str, int], PartTally]) -> dict[tuple[str, int], PartTally]:
-        return {}
-
-    def addInPlace(
-        self, value1: dict[tuple[str, int], PartTally], value2: dict[tuple[str, int], PartTally]
-    ) -> dict[tuple[str, int], PartTally]:
-        value1.update(value2)
-        return value1
 
 
 @dataclass
@@ -235,7 +224,7 @@ def read_snapshots(
     small = [f for f in files if f.stat().st_size <= whole_file_limit and "," not in str(f)]
     large = [f for f in files if f not in set(small)]
     parts = []
-    tallies = sc.accumulator({}, Tallies())
+    tallies = sc.accumulator({}, PerPartition())
     if small:
         size = sum(f.stat().st_size for f in small)
         wanted = max(sc.defaultParallelism * 2, size // WHOLE_FILE_LIMIT, 1)
@@ -263,7 +252,7 @@ def _read_split(
     for path, rdd in zip(files, rdds, strict=True):
         layout.append((str(path), first, rdd.getNumPartitions()))
         first += rdd.getNumPartitions()
-    counts = sc.accumulator({}, LineCounts())
+    counts = sc.accumulator({}, PerPartition())
     lines = sc.union(rdds) if len(rdds) > 1 else rdds[0]
     rows = lines.mapPartitionsWithIndex(
         lambda index, part: parse_partition(index, part, counts, tallies)
