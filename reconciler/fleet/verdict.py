@@ -18,6 +18,7 @@ from reconciler.errors import SpecError
 from reconciler.model.state import ServerInfo
 from reconciler.model.values import redact
 from reconciler.planning.drift import resource_from_entry
+from reconciler.planning.memo import Memo
 from reconciler.planning.plan import StreamGroup, plan_stream
 from reconciler.planning.steps import Create, PlanEntry, sort_key
 
@@ -51,13 +52,15 @@ def entry_findings(entry: PlanEntry) -> Iterator[Finding]:
         yield (*head, None, None, None)
 
 
-def stream_findings(group: StreamGroup, server: ServerInfo) -> list[Finding]:
+def stream_findings(
+    group: StreamGroup, server: ServerInfo, memo: Memo | None = None
+) -> list[Finding]:
     """Every finding of one stream and its consumers (the plan's entries, in plan order).
 
     Raises :class:`SpecError` on what the plan refuses; the job checks those on the driver
     first (``reconciler.planning.plan.stream_problems``), so a worker never sees one.
     """
-    planned = plan_stream(group, server, prune=False)
+    planned = plan_stream(group, server, prune=False, memo=memo)
     if planned.problems:
         raise SpecError(planned.problems)
     return [f for entry in sorted(planned.entries, key=sort_key) for f in entry_findings(entry)]

@@ -81,7 +81,7 @@ class Memo:
 
     def unchanged(self, key: bytes) -> bool:
         """Whether a resource with these inputs was found unchanged before."""
-        if key in self.known:
+        if key in self.known or key in self.found:
             self.found.add(key)
             self.hits += 1
             return True

@@ -16,9 +16,10 @@ from reconciler.model.normalize import desired_config
 from reconciler.model.state import LiveState, ServerInfo
 from reconciler.model.values import redact
 from reconciler.planning.drift import from_plan
+from reconciler.planning.memo import Memo
 from reconciler.planning.plan import StreamGroup, build_plan, group_streams
 from reconciler.specs.loader import Document
-from reconciler.specs.spec import MANAGED_KEY, Spec
+from reconciler.specs.spec import DEFAULT_OWNER, MANAGED_KEY, Spec
 from reconciler.specs.validate import validate_documents
 
 SERVER = ServerInfo(version="2.12.3", api_level=3)
@@ -63,8 +64,12 @@ def fleet_rows(specs: list[Spec], live: LiveState) -> set[tuple[Any, ...]]:
 @st.composite
 def spec_and_live(draw: st.DrawFn) -> tuple[list[Spec], LiveState]:
     """Declared resources, and a server holding some of them: equal, changed, unmarked."""
-    documents = draw(resource_set(max_streams=3))
-    specs = specs_of(documents)
+    specs = specs_of(draw(resource_set(max_streams=3)))
+    return specs, draw_live(draw, specs)
+
+
+def draw_live(draw: st.DrawFn, specs: list[Spec]) -> LiveState:
+    """A server holding some of ``specs``: equal, changed, unmarked; and extra streams."""
     streams: dict[str, Any] = {}
     consumers: dict[tuple[str, str], Any] = {}
     stream_configs: dict[str, Any] = {}
@@ -97,7 +102,14 @@ def spec_and_live(draw: st.DrawFn) -> tuple[list[Spec], LiveState]:
             if draw(st.booleans()):  # no marker: unmanaged; with it: an orphan
                 config["metadata"] = {}
             streams[spec.stream_name] = config
-    return specs, LiveState(server=SERVER, streams=streams, consumers=consumers)
+    return LiveState(server=SERVER, streams=streams, consumers=consumers)
+
+
+@st.composite
+def spec_and_days(draw: st.DrawFn) -> tuple[list[Spec], list[LiveState]]:
+    """Declared resources and the server on three days, each drawn on its own."""
+    specs = specs_of(draw(resource_set(max_streams=3)))
+    return specs, [draw_live(draw, specs) for _ in range(3)]
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -107,6 +119,21 @@ def test_the_fleet_verdict_equals_reconcile_drift_on_random_pairs(
 ) -> None:
     specs, live = pair
     assert fleet_rows(specs, live) == plan_rows(specs, live)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec_and_days())
+def test_a_plan_memo_carried_from_day_to_day_never_changes_a_verdict(
+    pair: tuple[list[Spec], list[LiveState]],
+) -> None:
+    """The job keeps the planner's memo across the days of a partition: what it answers
+    for one day must be what planning that day from scratch gives."""
+    specs, days = pair
+    memo = Memo.for_plan(SERVER, DEFAULT_OWNER)
+    for live in [*days, *days]:  # the second round meets every input again
+        for group in group_streams(specs, live):
+            assert stream_findings(group, SERVER, memo) == stream_findings(group, SERVER)
+    assert memo.hits > 0 or not memo.found
 
 
 def test_drifted_fields_carry_declared_and_live_json_and_missing_the_whole_config() -> None:
