@@ -79,9 +79,10 @@ class PerPartition(AccumulatorParam[dict[Any, Any]]):
         return value1
 
 
-#: What one partition of the read saw: its bad lines, and per (env, UTC day) the
-#: number of records, the latest capture and that capture's server version and level.
-PartTally = tuple[int, dict[tuple[str, date], tuple[int, datetime, str | None, int | None]]]
+#: One env-day as counted: records, the latest capture, that capture's version and level.
+DayTally = tuple[int, datetime, str | None, int | None]
+#: What one partition of the read saw: its bad lines, and each (env, UTC day)'s tally.
+PartTally = tuple[int, dict[tuple[str, date], DayTally]]
 
 
 @dataclass
@@ -103,38 +104,30 @@ class _Tally:
 
     def __init__(self) -> None:
         self.bad = 0
-        self.days: dict[tuple[str, date], tuple[int, datetime, str | None, int | None]] = {}
+        self.days: dict[tuple[str, date], DayTally] = {}
 
     def count(self, row: tuple[Any, ...]) -> None:
-        if row[14] is not None:
+        if row[14] is not None:  # error: a bad line
             self.bad += 1
             return
-        key = (row[0], row[2])
+        key, one = (row[0], row[2]), (1, row[1], row[9], row[10])  # env, day; the capture
         seen = self.days.get(key)
-        if seen is None:
-            self.days[key] = (1, row[1], row[9], row[10])
-        elif _later(row[1], row[9], row[10], seen):
-            self.days[key] = (seen[0] + 1, row[1], row[9], row[10])
-        else:
-            self.days[key] = (seen[0] + 1, seen[1], seen[2], seen[3])
+        self.days[key] = one if seen is None else _merged(seen, one)
 
     def part(self) -> PartTally:
         return self.bad, self.days
 
 
-def _later(
-    captured: datetime,
-    version: str | None,
-    level: int | None,
-    than: tuple[int, datetime, str | None, int | None],
-) -> bool:
-    """Whether a capture is the later one (equal times: the larger version, then level,
-    so that the answer never depends on the order the records were read in)."""
-    return (captured, version or "", -1 if level is None else level) > (
-        than[1],
-        than[2] or "",
-        -1 if than[3] is None else than[3],
-    )
+def _merged(one: DayTally, other: DayTally) -> DayTally:
+    """Two tallies of one env-day as one: the records added, the later capture kept
+    (equal times: the larger version, then level, so that the answer never depends on
+    the order the records were read in)."""
+
+    def rank(tally: DayTally) -> tuple[datetime, str, int]:
+        return tally[1], tally[2] or "", -1 if tally[3] is None else tally[3]
+
+    latest = other if rank(other) > rank(one) else one
+    return (one[0] + other[0], *latest[1:])
 
 
 def snapshot_files(path: Path) -> list[Path]:
@@ -182,15 +175,11 @@ class LineIndex:
 
     def env_days(self) -> list[EnvDay]:
         """Every (env, UTC day) of the good records, sorted (after an action ran)."""
-        merged: dict[tuple[str, date], tuple[int, datetime, str | None, int | None]] = {}
+        merged: dict[tuple[str, date], DayTally] = {}
         for _, days in self._parts():
             for key, seen in days.items():
                 before = merged.get(key)
-                if before is None:
-                    merged[key] = seen
-                else:
-                    latest = seen if _later(seen[1], seen[2], seen[3], before) else before
-                    merged[key] = (before[0] + seen[0], *latest[1:])
+                merged[key] = seen if before is None else _merged(before, seen)
         return [
             EnvDay(env, day, version, level, captured, records)
             for (env, day), (records, captured, version, level) in sorted(merged.items())
@@ -290,7 +279,7 @@ def parse_partition(
     index: int,
     lines: Iterable[str],
     counts: Accumulator[dict[int, int]],
-    tallies: Accumulator[dict[tuple[str, int], PartTally]] | None = None,
+    tallies: Accumulator[dict[tuple[str, int], PartTally]],
 ) -> Iterator[tuple[Any, ...]]:
     """Worker side: every line of one partition of a split file."""
     seen = 0
@@ -306,8 +295,7 @@ def parse_partition(
         tally.count(row)
         yield row
     counts.add({index: seen})
-    if tallies is not None:
-        tallies.add({("split", index): tally.part()})
+    tallies.add({("split", index): tally.part()})
 
 
 def record_row(line: str) -> tuple[Any, ...]:

@@ -315,9 +315,9 @@ class JetStreamClient:
         rest: an item can come twice or be skipped. Items are kept once (by ``ident``);
         when the reported total changed while reading, or fewer distinct items came than
         the total says, the list is read again (at most ``LIST_ATTEMPTS`` times). What is
-        still missing then was created or deleted during the read; the planner confirms a
-        declared resource it did not see with INFO before planning a create. ``keep``: the
-        part of each item to return (the rest is dropped as its page is read).
+        still missing then was created or deleted during the read; the planner looks again
+        for a declared resource it did not see (:meth:`confirm`) before planning a create.
+        ``keep``: the part of each item to return (the rest is dropped as its page is read).
         """
         seen: dict[str, Any] = {}
         for _ in range(LIST_ATTEMPTS):
