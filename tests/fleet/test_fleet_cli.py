@@ -57,6 +57,7 @@ def test_a_fleet_in_sync_exits_0_with_an_empty_drift_dataset(spark: Any, tmp_pat
     result = fleet_drift(specs=specs, snapshots=snaps, out=tmp_path / "out", spark=spark)
     assert result.exit_code == 0 and result.summary["status"] == "in_sync"
     assert result.summary["by_env"]["dev"]["in_sync"] == 1
+    assert result.summary["by_env"]["dev"]["captured_at"] == "2026-02-03T04:05:06Z"
     assert spark.read.parquet(str(tmp_path / "out" / "drift")).count() == 0
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["totals"]["drift"] == 0
 
