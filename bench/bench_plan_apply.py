@@ -2,7 +2,7 @@
 
     python bench/bench_plan_apply.py [--streams 2000] [--consumers-per-stream 2]
 
-Prints, for one fresh nats-server:
+Prints, on fresh nats-servers:
 - apply from nothing vs. the same creates sent raw with 64 in flight, each on an empty
   server;
 - a no-change re-plan vs. the raw paged LIST requests (nats-py, same server), CLI start-up
