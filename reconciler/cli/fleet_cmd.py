@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
 import click
 
 from reconciler.cli.output import notice
+from reconciler.errors import ReconcileError
+
+
+#: What ``pip install 'jetstream-gitops[fleet]'`` brings.
+FLEET_MODULES = ("pyspark", "pyarrow", "pandas")
 
 
 @click.group()
@@ -50,6 +56,11 @@ def drift(specs_dir: Path | None, snapshots: Path, out_dir: Path, spark_master: 
     snapshot lines or environment folders were invalid: they are reported with FILE:LINE,
     skipped, and everything else is still compared and written).
     """
+    if missing := [m for m in FLEET_MODULES if importlib.util.find_spec(m) is None]:
+        raise ReconcileError(
+            f"the fleet job needs {', '.join(missing)}, not installed here: "
+            "pip install 'jetstream-gitops[fleet]' (and Java for Spark)"
+        )
     from reconciler.fleet.job import fleet_drift
     from reconciler.specs.project import find_project
 

@@ -19,7 +19,7 @@ from datetime import date
 from itertools import groupby
 from typing import Any
 
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, LongType, StringType, StructField, StructType
 
@@ -56,6 +56,8 @@ Days = Mapping[str, list[tuple[date, str | None, int | None]]]
 Declared = Mapping[str, Mapping[str, tuple[Spec | None, tuple[Spec, ...]]]]
 #: How many distinct (stream, live configs, server) verdicts a partition remembers.
 MEMO_SIZE = 4096
+#: Finding rows per Arrow batch handed back to Spark.
+BATCH_ROWS = 10_000
 
 #: Column positions of the unioned rows (the order of ``_marker_rows`` / ``_live_rows``).
 ENV, STREAM, CONSUMER, SIDE, DAY, CAPTURED, CONFIG = range(7)
@@ -97,12 +99,39 @@ def all_findings(
     )
     spark = rows.sparkSession
     shared = spark.sparkContext.broadcast((dict(declared), dict(days)))
-    found = rows.rdd.mapPartitions(lambda part: partition_findings(part, *shared.value))
-    return spark.createDataFrame(found, FINDING_SCHEMA, verifySchema=False)
+    return rows.mapInArrow(lambda batches: arrow_findings(batches, *shared.value), FINDING_SCHEMA)
+
+
+def arrow_findings(batches: Iterable[Any], declared: Declared, days: Days) -> Iterator[Any]:
+    """Worker side: :func:`partition_findings` over Arrow record batches, in and out.
+
+    Arrow rather than the RDD's pickled rows: the million-record benchmark's planning
+    pass took 19.7-20.8 s against 23.7-28.5 s, timed in turns, with the same findings."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(FINDING_SCHEMA)
+
+    def rows() -> Iterator[tuple[Any, ...]]:
+        for batch in batches:
+            yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
+
+    def batch(found: list[tuple[Any, ...]]) -> Any:
+        columns = [list(column) for column in zip(*found, strict=True)]
+        return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+    out: list[tuple[Any, ...]] = []
+    for row in partition_findings(rows(), declared, days):
+        out.append(row)
+        if len(out) >= BATCH_ROWS:
+            yield batch(out)
+            out = []
+    if out:
+        yield batch(out)
 
 
 def partition_findings(
-    rows: Iterable[Row], declared: Declared, days: Days
+    rows: Iterable[tuple[Any, ...]], declared: Declared, days: Days
 ) -> Iterator[tuple[Any, ...]]:
     """Worker side: sorted rows of whole streams → finding tuples (resources in sync
     counted per env, day and kind, after the others)."""
@@ -125,7 +154,7 @@ def partition_findings(
 def stream_days(
     env: str,
     stream_name: str,
-    rows: list[Row],
+    rows: list[tuple[Any, ...]],
     specs: tuple[Spec | None, tuple[Spec, ...]],
     days: list[tuple[date, str | None, int | None]],
     memo: dict[tuple[Any, ...], list[Finding]],

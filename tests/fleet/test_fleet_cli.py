@@ -82,6 +82,28 @@ def test_without_java_the_command_says_so_in_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
+def test_without_pyarrow_the_command_says_what_to_install(tmp_path: Path) -> None:
+    """A user who installed pyspark alone hears what the fleet job needs, in one line."""
+    specs, snaps = in_sync_fleet(tmp_path)
+    hide = (
+        "import sys; sys.modules['pyarrow'] = None; from reconciler.cli import main; "
+        "sys.argv = ['reconcile', *sys.argv[1:]]; main()"
+    )
+    argv = ["fleet", "drift", "--specs", str(specs), "--snapshots", str(snaps)]
+    done = subprocess.run(
+        [sys.executable, "-c", hide, *argv, "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().startswith("error: the fleet job needs pyarrow, not installed")
+    assert "jetstream-gitops[fleet]" in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_java_home_without_java_is_refused(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
