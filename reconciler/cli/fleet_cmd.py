@@ -11,7 +11,6 @@ import click
 from reconciler.cli.output import notice
 from reconciler.errors import ReconcileError
 
-
 #: What ``pip install 'jetstream-gitops[fleet]'`` brings.
 FLEET_MODULES = ("pyspark", "pyarrow", "pandas")
 
