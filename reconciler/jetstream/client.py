@@ -308,6 +308,7 @@ class JetStreamClient:
         key: str,
         ident: Callable[[Any], str],
         keep: Callable[[Any], Any] = lambda item: item,
+        on_page: Callable[[list[Any]], None] | None = None,
     ) -> list[Any]:
         """Every item of a paged list, each once, read while the server may change.
 
@@ -318,6 +319,7 @@ class JetStreamClient:
         still missing then was created or deleted during the read; the planner looks again
         for a declared resource it did not see (:meth:`confirm`) before planning a create.
         ``keep``: the part of each item to return (the rest is dropped as its page is read).
+        ``on_page``: called with each page's items as they come, before the next request.
         """
         seen: dict[str, Any] = {}
         for _ in range(LIST_ATTEMPTS):
@@ -326,6 +328,8 @@ class JetStreamClient:
                 reply = await self.request(op, {"offset": offset})
                 page = reply.get(key) or []
                 totals.add(int(reply.get("total", 0)))
+                if on_page is not None:
+                    on_page(page)
                 for item in page:
                     seen[ident(item)] = keep(item)
                 offset += len(page)
@@ -338,9 +342,14 @@ class JetStreamClient:
     async def stream_names(self) -> list[str]:
         return [str(n) for n in await self._paged("STREAM.NAMES", "streams", str)]
 
-    async def list_streams(self) -> list[dict[str, Any]]:
-        """Every stream's info (config, state, ...), 256 a page."""
-        return await self._paged("STREAM.LIST", "streams", lambda i: str(i["config"]["name"]))
+    async def list_streams(
+        self, on_page: Callable[[list[Any]], None] | None = None
+    ) -> list[dict[str, Any]]:
+        """Every stream's info (config, state, ...), 256 a page; ``on_page``: see
+        :meth:`_paged`."""
+        return await self._paged(
+            "STREAM.LIST", "streams", lambda i: str(i["config"]["name"]), on_page=on_page
+        )
 
     async def consumer_names(self, stream: str) -> list[str]:
         names = await self._paged(f"CONSUMER.NAMES.{stream}", "consumers", str)
@@ -366,13 +375,15 @@ class JetStreamClient:
         )
 
     async def fetch_live(self) -> LiveState:
-        """Everything on the server: streams, their state, consumers, configs verbatim."""
+        """Everything on the server: streams, their state, consumers, configs verbatim.
+
+        A stream's consumers are listed as soon as the page of the stream list naming it
+        arrives, while the rest of that list is still read: over a slow link the
+        consumer lists no longer wait for the stream list's last page."""
         server = await self.server_info()
-        infos = await self.list_streams()
         shared = SharedValues()
-        streams = {shared(str(i["config"]["name"])): shared(i["config"]) for i in infos}
-        state = {str(i["config"]["name"]): StreamState.from_info(i) for i in infos}
         limit = asyncio.Semaphore(LIST_CONCURRENCY)
+        reading: dict[str, asyncio.Future[list[tuple[str, dict[str, Any]]]]] = {}
 
         async def consumers_of(stream: str) -> list[tuple[str, dict[str, Any]]]:
             async with limit:
@@ -381,12 +392,33 @@ class JetStreamClient:
                 except NotFound:
                     return []  # deleted while we read: its consumers went with it
 
-        # A stream reporting no consumers needs no CONSUMER.LIST round trip.
-        busy = [name for name, s in state.items() if s.consumer_count > 0]
-        pages = await asyncio.gather(*(consumers_of(name) for name in busy))
+        def read(name: str) -> None:
+            if name not in reading:
+                reading[name] = asyncio.ensure_future(consumers_of(name))
+
+        def on_page(page: list[Any]) -> None:
+            # A stream reporting no consumers needs no CONSUMER.LIST round trip.
+            for info in page:
+                if StreamState.from_info(info).consumer_count > 0:
+                    read(str(info["config"]["name"]))
+
+        try:
+            infos = await self.list_streams(on_page)
+            state = {str(i["config"]["name"]): StreamState.from_info(i) for i in infos}
+            for name, stream_state in state.items():  # a count that grew in a re-read
+                if stream_state.consumer_count > 0:
+                    read(name)
+            listed = [name for name in state if name in reading]
+            pages = await asyncio.gather(*(reading[name] for name in listed))
+        except BaseException:
+            for task in reading.values():  # one list failed: the others stop too
+                task.cancel()
+            await asyncio.gather(*reading.values(), return_exceptions=True)
+            raise
+        streams = {shared(str(i["config"]["name"])): shared(i["config"]) for i in infos}
         consumers = {
             (stream, name): config
-            for stream, page in zip(busy, pages, strict=True)
+            for stream, page in zip(listed, pages, strict=True)
             for name, config in page
         }
         return LiveState(

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import nats
 import pytest
 from servers import Cluster, NatsServer, run
 
@@ -47,6 +48,42 @@ def test_lists_page_past_the_page_size(clean_server: NatsServer) -> None:
         return len(infos), len(names), len(live.streams)
 
     assert with_client(clean_server.url, body) == (600, 600, 600)
+
+
+def test_consumers_are_listed_while_the_stream_list_is_still_read(clean_server: NatsServer) -> None:
+    """Over a slow link, waiting for the stream list's last page before listing any
+    consumer costs a round trip per page: the first page's consumers go out first."""
+
+    async def body(client: JetStreamClient) -> tuple[Any, list[str]]:
+        await create_many(client, [stream(f"Q{i:03d}") for i in range(600)])
+        limit = asyncio.Semaphore(64)
+
+        async def add(i: int) -> None:
+            async with limit:
+                config = {"durable_name": "C", "ack_policy": "explicit"}
+                await client.create_consumer(f"Q{i:03d}", config, action="create")
+
+        await asyncio.gather(*(add(i) for i in range(600)))
+        watcher = await nats.connect(clean_server.url)
+        seen: list[str] = []
+
+        async def note(msg: Any) -> None:
+            seen.append(msg.subject)
+
+        await watcher.subscribe("$JS.API.>", cb=note)
+        await watcher.flush()
+        live = await client.fetch_live()
+        await watcher.flush()
+        await watcher.drain()  # runs the callback for every message still pending
+        return live, seen
+
+    live, seen = with_client(clean_server.url, body)
+    assert len(live.streams) == 600 and len(live.consumers) == 600
+    assert live.consumers[("Q599", "C")]["ack_policy"] == "explicit"
+    pages = [i for i, subject in enumerate(seen) if subject == "$JS.API.STREAM.LIST"]
+    lists = [i for i, subject in enumerate(seen) if subject.startswith("$JS.API.CONSUMER.LIST.")]
+    assert len(pages) == 3 and len(lists) == 600
+    assert lists[0] < pages[-1]
 
 
 def test_consumer_list_pages_past_the_page_size(clean_server: NatsServer) -> None:
