@@ -392,22 +392,17 @@ class JetStreamClient:
                 except NotFound:
                     return []  # deleted while we read: its consumers went with it
 
-        def read(name: str) -> None:
-            if name not in reading:
-                reading[name] = asyncio.ensure_future(consumers_of(name))
-
-        def on_page(page: list[Any]) -> None:
+        def read(page: list[Any]) -> None:
             # A stream reporting no consumers needs no CONSUMER.LIST round trip.
             for info in page:
-                if StreamState.from_info(info).consumer_count > 0:
-                    read(str(info["config"]["name"]))
+                name = str(info["config"]["name"])
+                if name not in reading and StreamState.from_info(info).consumer_count > 0:
+                    reading[name] = asyncio.ensure_future(consumers_of(name))
 
         try:
-            infos = await self.list_streams(on_page)
+            infos = await self.list_streams(read)
+            read(infos)  # a count that grew when the list was read again
             state = {str(i["config"]["name"]): StreamState.from_info(i) for i in infos}
-            for name, stream_state in state.items():  # a count that grew in a re-read
-                if stream_state.consumer_count > 0:
-                    read(name)
             listed = [name for name in state if name in reading]
             pages = await asyncio.gather(*(reading[name] for name in listed))
         except BaseException:
