@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.errors import Problem
+from reconciler.identity import BUCKET_KINDS
 from reconciler.model import defaults as d
 from reconciler.model.buckets import BUCKET_FIELD_NEEDS, bucket_stream_config
 from reconciler.model.state import LiveState, ServerInfo
@@ -96,7 +97,7 @@ def desired_config(
     """
     # canonical() copies every value it keeps: no copy here
     declared = {k: v for k, v in spec.config.items() if k not in _NOT_CONFIG}
-    if spec.kind in ("KeyValue", "ObjectStore"):
+    if spec.kind in BUCKET_KINDS:
         declared = bucket_stream_config(spec.kind, spec.name, declared)
     elif spec.kind == "Consumer":
         for key in CONSUMER_NAME_FIELDS:
@@ -319,7 +320,7 @@ def unsupported_fields(specs: Iterable[Spec], server: ServerInfo) -> list[Proble
         if found is None:
             continue  # the server knows every field of this kind (the newest servers)
         fields, values = found
-        is_bucket = spec.kind in ("KeyValue", "ObjectStore")
+        is_bucket = spec.kind in BUCKET_KINDS
         for key, value in spec.config.items():
             entry = fields.get(BUCKET_FIELD_NEEDS.get(key, key) if is_bucket else key)
             if entry is not None and value != entry.absent:
@@ -347,7 +348,7 @@ def replica_problems(
     """
     problems = []
     for spec in specs:
-        key = "replicas" if spec.kind in ("KeyValue", "ObjectStore") else "num_replicas"
+        key = "replicas" if spec.kind in BUCKET_KINDS else "num_replicas"
         value = spec.config.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 1:
             continue

@@ -18,6 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from reconciler.identity import BUCKET_KINDS
 from reconciler.specs.fields import UNIT_FIELDS, Unit
 from reconciler.specs.units import format_duration, format_like, format_size
 
@@ -147,7 +148,7 @@ def field_label(kind: str, path: str) -> str:
 def written_as(kind: str, written: Mapping[str, str]) -> dict[str, str]:
     """A spec's written texts keyed by the config path a plan shows (a bucket's ``ttl``
     is its stream's ``max_age``)."""
-    if kind not in ("KeyValue", "ObjectStore"):
+    if kind not in BUCKET_KINDS:
         return dict(written)
     by_bucket_name = {bucket_field_name(kind, path): path for path in BUCKET_FIELD_NAMES}
     return {by_bucket_name.get(path, path): text for path, text in written.items()}
@@ -155,7 +156,7 @@ def written_as(kind: str, written: Mapping[str, str]) -> dict[str, str]:
 
 def bucket_field_name(kind: str, path: str) -> str:
     """The name a bucket spec gives a stream field (``max_age`` → ``ttl``), else ``path``."""
-    if kind not in ("KeyValue", "ObjectStore"):
+    if kind not in BUCKET_KINDS:
         return path
     alias = BUCKET_FIELD_NAMES.get(path)
     if alias is None or (kind == "ObjectStore" and alias in _KV_ONLY):
