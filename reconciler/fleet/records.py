@@ -83,6 +83,13 @@ class PerPartition(AccumulatorParam[dict[Any, Any]]):
 DayTally = tuple[int, datetime, str | None, int | None]
 #: What one partition of the read saw: its bad lines, and each (env, UTC day)'s tally.
 PartTally = tuple[int, dict[tuple[str, date], DayTally]]
+#: The read's tallies, by (whole or split, partition index).
+Tallies = Accumulator[dict[tuple[str, int], PartTally]]
+#: Positions of the columns a tally reads, in a row of :data:`LIVE_SCHEMA`.
+_ENV, _CAPTURED, _DAY, _VERSION, _LEVEL, _ERROR = (
+    LIVE_SCHEMA.fieldNames().index(name)
+    for name in ("env", "captured_at", "day", "server_version", "api_level", "error")
+)
 
 
 @dataclass
@@ -107,10 +114,10 @@ class _Tally:
         self.days: dict[tuple[str, date], DayTally] = {}
 
     def count(self, row: tuple[Any, ...]) -> None:
-        if row[14] is not None:  # error: a bad line
+        if row[_ERROR] is not None:  # a bad line
             self.bad += 1
             return
-        key, one = (row[0], row[2]), (1, row[1], row[9], row[10])  # env, day; the capture
+        key, one = (row[_ENV], row[_DAY]), (1, row[_CAPTURED], row[_VERSION], row[_LEVEL])
         seen = self.days.get(key)
         self.days[key] = one if seen is None else _merged(seen, one)
 
@@ -167,7 +174,7 @@ class LineIndex:
 
     files: list[tuple[str, int, int]]  # (file, first partition, partitions)
     counts: Accumulator[dict[int, int]] | None = field(default=None, repr=False)
-    tallies: Accumulator[dict[tuple[str, int], PartTally]] | None = field(default=None, repr=False)
+    tallies: Tallies | None = field(default=None, repr=False)
 
     def bad_total(self) -> int:
         """Bad lines of the whole read (call after an action over it ran)."""
@@ -233,7 +240,7 @@ def _read_split(
     sc: SparkContext,
     files: list[Path],
     min_partitions: int | None,
-    tallies: Accumulator[dict[tuple[str, int], PartTally]],
+    tallies: Tallies,
 ) -> tuple[RDD[tuple[Any, ...]], LineIndex]:
     rdds = [sc.textFile(str(path), min_partitions) for path in files]
     layout: list[tuple[str, int, int]] = []
@@ -252,7 +259,7 @@ def _read_split(
 def parse_files(
     index: int,
     items: Iterable[tuple[str, str]],
-    tallies: Accumulator[dict[tuple[str, int], PartTally]],
+    tallies: Tallies,
 ) -> Iterator[tuple[Any, ...]]:
     """Worker side: the whole files of one partition, counted into ``tallies``."""
     tally = _Tally()
@@ -279,7 +286,7 @@ def parse_partition(
     index: int,
     lines: Iterable[str],
     counts: Accumulator[dict[int, int]],
-    tallies: Accumulator[dict[tuple[str, int], PartTally]],
+    tallies: Tallies,
 ) -> Iterator[tuple[Any, ...]]:
     """Worker side: every line of one partition of a split file."""
     seen = 0
