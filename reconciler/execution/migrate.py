@@ -15,11 +15,12 @@ only once the new stream holds all of them and has its final config.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from reconciler.errors import MigrationStalled, NotFound, ServerError
+from reconciler.errors import MigrationStalled, NotFound, RequestTimeout, ServerError
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.migration import (
     FILLING_KEY,
@@ -27,6 +28,7 @@ from reconciler.model.migration import (
     SOURCE_HEADER,
     Progress,
     Record,
+    at_position,
     can_keep_positions,
     can_mirror,
     consumer_copy,
@@ -52,6 +54,8 @@ STALL_SECONDS = 60.0
 #: A restored consumer waits paused until this time, or until it is at its position.
 HELD_UNTIL = "2999-01-01T00:00:00Z"
 CONSUMER_EXISTS = 10148  # CONSUMER.CREATE: a different consumer already exists
+#: How many times a consumer reset is sent before its silence is an error.
+RESET_TRIES = 4
 SERVER_METADATA_PREFIX = "_nats."
 
 
@@ -71,6 +75,29 @@ async def migrate(
     interrupted migration of ``stream`` (its own target then wins)."""
     run = _Migration(client, stream, on_phase or _nothing, stall_seconds)
     return await run.go(target)
+
+
+async def reset_consumer(
+    client: JetStreamClient, stream: str, name: str, seq: int, *, tries: int = RESET_TRIES
+) -> None:
+    """Make ``seq`` the next message of the paused consumer ``name``, surely.
+
+    A replicated consumer's reset is answered by its leader once its peers have applied
+    it. A leader elected meanwhile (a new consumer, a busy or partitioned cluster) never
+    answers, and the request times out whether or not the reset happened. Moving a
+    paused consumer to the same place again changes nothing, so on silence its info
+    decides: at ``seq``, done; anywhere else (or no answer), the reset is sent again.
+    """
+    for attempt in range(1, tries + 1):
+        try:
+            await client.reset_consumer(stream, name, seq)
+            return
+        except RequestTimeout:
+            with contextlib.suppress(RequestTimeout):
+                if at_position(await client.consumer_info(stream, name), seq):
+                    return
+            if attempt == tries:
+                raise
 
 
 class _Migration:
@@ -264,7 +291,7 @@ class _Migration:
                         raise
                 if moved:
                     seq = new_sequence(memory.start, record)
-                    await self.client.reset_consumer(self.stream, memory.name, seq)
+                    await reset_consumer(self.client, self.stream, memory.name, seq)
                     if not memory.config.get("pause_until"):
                         await self.client.pause_consumer(self.stream, memory.name, None)
             except ServerError as err:

@@ -190,3 +190,59 @@ def test_an_r3_stream_migrates_on_the_cluster_with_every_message(nodes, tmp_path
     assert infos["R3M"]["config"]["num_replicas"] == 3
     assert len(infos["R3M"]["cluster"].get("replicas") or []) == 2
     assert _converged([migrated], nodes.urls)
+
+
+def test_a_consumer_reset_lost_to_a_stalled_cluster_is_sent_again(nodes) -> None:
+    """An R3 consumer's reset is answered only once its peers applied it: with the other
+    two nodes frozen, the plain request times out. The migration's reset sends it again
+    until the cluster is back, and the paused consumer ends exactly where it was sent."""
+    from migration_helpers import publish_many
+
+    from reconciler.errors import RequestTimeout
+    from reconciler.execution.migrate import HELD_UNTIL, reset_consumer
+
+    near, *others = nodes.nodes
+    config = {
+        "durable_name": "HELD",
+        "ack_policy": "explicit",
+        "deliver_policy": "all",
+        "pause_until": HELD_UNTIL,
+        "num_replicas": 3,
+    }
+
+    async def setup(client) -> None:
+        await client.create_stream({"name": "RST", "subjects": ["rst.>"], "num_replicas": 3})
+        await client.create_consumer("RST", config, action="create")
+
+    run_client(nodes.urls, setup)
+    run(publish_many(nodes, ["rst.a"], 40))
+
+    def frozen(work):
+        """``work`` with the other two nodes frozen for its first 2.5 s."""
+
+        async def main(client):
+            for node in others:
+                node.pause()
+            try:
+                job = asyncio.create_task(work(client))
+                await asyncio.wait({job}, timeout=2.5)
+            finally:
+                for node in others:
+                    node.resume()
+            return await job
+
+        return main
+
+    with pytest.raises(RequestTimeout):  # the fault is real: one plain reset goes unanswered
+        run_client(near.url, frozen(lambda c: c.reset_consumer("RST", "HELD", 11)), timeout=1.0)
+
+    run_client(near.url, frozen(lambda c: reset_consumer(c, "RST", "HELD", 31)), timeout=1.0)
+
+    def position(client):
+        return client.consumer_info("RST", "HELD")
+
+    info = run_client(nodes.urls, position)
+    assert info["delivered"]["stream_seq"] == 30
+    assert info["ack_floor"]["stream_seq"] == 30
+    assert info["num_pending"] == 10  # 31..40, each once
+    assert stream_infos(nodes.urls)["RST"]["state"]["messages"] == 40

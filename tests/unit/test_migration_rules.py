@@ -15,6 +15,7 @@ from reconciler.model.migration import (
     NOTHING,
     Record,
     Volume,
+    at_position,
     blockers,
     consumer_copy,
     consumer_fates,
@@ -214,3 +215,15 @@ def test_a_temporary_stream_is_never_an_unmanaged_stream_of_its_own() -> None:
         StreamGroup(name="OTHER", live={**LIVE, "name": "OTHER"}), ServerInfo("2.15.1", 3)
     )
     assert [entry.action for entry in plain.entries] == ["orphan"]  # LIVE carries the marker
+
+
+def test_a_consumer_is_at_a_reset_position_only_with_nothing_outstanding_before_it() -> None:
+    def info(delivered: int, floor: int) -> dict:
+        return {"delivered": {"stream_seq": delivered}, "ack_floor": {"stream_seq": floor}}
+
+    assert at_position(info(30, 30), 31)
+    assert at_position({}, 1)  # a new consumer delivers the first message next
+    assert not at_position({}, 31)
+    assert not at_position(info(40, 30), 31)  # delivered past it, unacknowledged
+    assert not at_position(info(10, 10), 31)  # not moved yet
+    assert not at_position(info(31, 31), 31)  # moved past
