@@ -62,13 +62,16 @@ class _Waiter:
 
 
 class SharedValues:
-    """Makes equal strings and integers in decoded configs one object each.
+    """Makes equal strings and integers in freshly decoded configs one object each.
 
     100,000 consumer configs repeat the same few values ("explicit", "all", 30000000000,
     their owner's marker): the JSON decoder makes a new object for every one. Sharing
     them takes a third off the memory of a large live state and is no slower than
-    keeping the copies (measured with 200,000 consumers: 333 -> 212 MiB). Dicts and
-    lists are rebuilt, never shared, so a config stays a config of its own.
+    keeping the copies (measured with 200,000 consumers: 333 -> 212 MiB).
+
+    The values are replaced in place: a dict or list given here must be one the decoder
+    just made and nothing else holds (rebuilding every dict instead took 40% longer at
+    21,000 consumers). Dict keys are left alone: orjson already shares short keys.
     """
 
     def __init__(self) -> None:
@@ -89,34 +92,27 @@ class SharedValues:
 
     def _dict(self, value: dict[str, Any]) -> dict[str, Any]:
         seen = self._seen
-        out: dict[str, Any] = {}
         for name, item in value.items():
-            key = seen.setdefault(name, name)
             kind = type(item)
             if kind is str or kind is int:
-                out[key] = seen.setdefault(item, item)
+                value[name] = seen.setdefault(item, item)
             elif kind is dict:
-                out[key] = self._dict(item)
+                self._dict(item)
             elif kind is list:
-                out[key] = self._list(item)
-            else:
-                out[key] = item
-        return out
+                self._list(item)
+        return value
 
     def _list(self, value: list[Any]) -> list[Any]:
         seen = self._seen
-        out: list[Any] = []
-        for item in value:
+        for index, item in enumerate(value):
             kind = type(item)
             if kind is str or kind is int:
-                out.append(seen.setdefault(item, item))
+                value[index] = seen.setdefault(item, item)
             elif kind is dict:
-                out.append(self._dict(item))
+                self._dict(item)
             elif kind is list:
-                out.append(self._list(item))
-            else:
-                out.append(item)
-        return out
+                self._list(item)
+        return value
 
 
 @dataclass(frozen=True)
@@ -157,6 +153,7 @@ class JetStreamClient:
         self.embedded = embedded
         self._waiting: dict[str, set[_Waiter]] = {}
         self._server_info: ServerInfo | None = None
+        self._asking: asyncio.Future[ServerInfo] | None = None  # $JS.API.INFO in flight
 
     @classmethod
     async def connect(
@@ -277,22 +274,35 @@ class JetStreamClient:
 
     # -- server facts -------------------------------------------------------------------
     async def server_info(self) -> ServerInfo:
-        """Version and API level of the server (``$JS.API.INFO`` read once)."""
-        if self._server_info is None:
-            account = await self.request("INFO")
-            info: dict[str, Any] = dict(getattr(self.nc, "_server_info", None) or {})
-            api = account.get("api") or {}
-            advertised = {str(url) for url in info.get("connect_urls") or ()}
-            self._server_info = ServerInfo(
-                version=str(info.get("version", "0.0.0")),
-                api_level=int(api.get("level", 0) or 0),
-                clustered=bool(info.get("cluster")),
-                cluster_size=len(advertised) if info.get("cluster") and advertised else None,
-                domain=account.get("domain") or info.get("domain") or self.domain,
-                embedded=self.embedded,
-                address=self._address(),
-            )
+        """Version and API level of the server (``$JS.API.INFO`` read once: callers
+        asking while it is in flight share its answer; a failed read is asked again)."""
+        if self._server_info is not None:
+            return self._server_info
+        if self._asking is None or self._asking.done():
+            self._asking = asyncio.ensure_future(self._read_server_info())
+        asking = self._asking
+        try:
+            # shielded: one caller cancelled does not cancel the others' answer
+            self._server_info = await asyncio.shield(asking)
+        finally:
+            if asking.done() and (asking.cancelled() or asking.exception() is not None):
+                self._asking = None
         return self._server_info
+
+    async def _read_server_info(self) -> ServerInfo:
+        account = await self.request("INFO")
+        info: dict[str, Any] = dict(getattr(self.nc, "_server_info", None) or {})
+        api = account.get("api") or {}
+        advertised = {str(url) for url in info.get("connect_urls") or ()}
+        return ServerInfo(
+            version=str(info.get("version", "0.0.0")),
+            api_level=int(api.get("level", 0) or 0),
+            clustered=bool(info.get("cluster")),
+            cluster_size=len(advertised) if info.get("cluster") and advertised else None,
+            domain=account.get("domain") or info.get("domain") or self.domain,
+            embedded=self.embedded,
+            address=self._address(),
+        )
 
     def _address(self) -> str | None:
         """The URL the client is connected to, credentials removed."""
@@ -379,8 +389,9 @@ class JetStreamClient:
 
         A stream's consumers are listed as soon as the page of the stream list naming it
         arrives, while the rest of that list is still read: over a slow link the
-        consumer lists no longer wait for the stream list's last page."""
-        server = await self.server_info()
+        consumer lists no longer wait for the stream list's last page (nor the stream
+        list for the server's INFO)."""
+        asking = asyncio.ensure_future(self.server_info())
         shared = SharedValues()
         limit = asyncio.Semaphore(LIST_CONCURRENCY)
         reading: dict[str, asyncio.Future[list[tuple[str, dict[str, Any]]]]] = {}
@@ -405,10 +416,12 @@ class JetStreamClient:
             state = {str(i["config"]["name"]): StreamState.from_info(i) for i in infos}
             listed = [name for name in state if name in reading]
             pages = await asyncio.gather(*(reading[name] for name in listed))
+            server = await asking
         except BaseException:
-            for task in reading.values():  # one list failed: the others stop too
+            others: list[asyncio.Future[Any]] = [asking, *reading.values()]
+            for task in others:  # one read failed: the others stop too
                 task.cancel()
-            await asyncio.gather(*reading.values(), return_exceptions=True)
+            await asyncio.gather(*others, return_exceptions=True)
             raise
         streams = {shared(str(i["config"]["name"])): shared(i["config"]) for i in infos}
         consumers = {
@@ -666,12 +679,14 @@ async def open_client(
     try:
         client = await JetStreamClient.connect(options, embedded=embedded is not None)
         try:
-            info = await client.server_info()
             if embedded is not None:
+                info = await client.server_info()
                 on_notice(
                     f"using embedded nats-server {info.version} at {embedded.url} "
                     f"(state in {options.store}/)"
                 )
+            # else its INFO is asked with the first request that needs it: over a slow
+            # link a round trip of its own would cost more than the rest of a read
             yield client
         finally:
             await client.close()

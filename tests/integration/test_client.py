@@ -86,6 +86,70 @@ def test_consumers_are_listed_while_the_stream_list_is_still_read(clean_server: 
     assert lists[0] < pages[-1]
 
 
+def test_a_read_asks_for_the_server_info_and_the_stream_list_at_once(
+    clean_server: NatsServer,
+) -> None:
+    """Over a slow link every round trip counts: opening a client asks nothing, and the
+    read sends its INFO and its first STREAM.LIST together. With the server frozen just
+    after the client connected, both are in flight at once (before: only INFO, which
+    opening the client had already asked)."""
+
+    async def body(client: JetStreamClient) -> tuple[set[str], Any]:
+        await client.create_stream(stream("ONE"))  # asks no INFO
+        clean_server.pause()
+        try:
+            reading = asyncio.ensure_future(client.fetch_live())
+            await asyncio.sleep(0.3)  # the client sends; the frozen server answers nothing
+            in_flight = set(client._waiting)  # the requests awaiting an answer
+        finally:
+            clean_server.resume()
+        return in_flight, await reading
+
+    in_flight, live = with_client(clean_server.url, body)
+    assert in_flight == {"$js.api.info", "$js.api.stream.list"}
+    assert set(live.streams) == {"ONE"} and live.server.version
+
+
+def test_callers_asking_for_the_server_info_at_once_share_one_request(
+    clean_server: NatsServer,
+) -> None:
+    async def body(client: JetStreamClient) -> tuple[list[Any], list[str]]:
+        watcher = await nats.connect(clean_server.url)
+        seen: list[str] = []
+
+        async def note(msg: Any) -> None:
+            seen.append(msg.subject)
+
+        await watcher.subscribe("$JS.API.INFO", cb=note)
+        await watcher.flush()
+        answers = await asyncio.gather(*(client.server_info() for _ in range(5)))
+        again = await client.server_info()
+        await watcher.flush()
+        await watcher.drain()
+        return [*answers, again], seen
+
+    answers, seen = with_client(clean_server.url, body)
+    assert seen == ["$JS.API.INFO"]
+    assert all(answer is answers[0] for answer in answers)
+
+
+def test_a_failed_server_info_is_asked_again(server_factory: Callable[..., NatsServer]) -> None:
+    """A timed-out INFO is not remembered: the next caller asks again and gets it."""
+    server = server_factory()
+
+    async def body(client: JetStreamClient) -> Any:
+        server.pause()
+        try:
+            with pytest.raises(RequestTimeout):
+                await client.server_info()
+        finally:
+            server.resume()
+        return await client.server_info()
+
+    info = with_client(server.url, body, timeout=0.5)
+    assert info.version
+
+
 def test_consumer_list_pages_past_the_page_size(clean_server: NatsServer) -> None:
     async def body(client: JetStreamClient) -> Any:
         await client.create_stream(stream("MANY"))

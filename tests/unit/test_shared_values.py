@@ -27,10 +27,10 @@ def test_booleans_floats_and_nulls_keep_their_type() -> None:
     assert [type(v) for v in again.values()] == [bool, bool, float, type(None), int, int]
 
 
-def test_nested_dicts_and_lists_are_rebuilt_at_every_depth() -> None:
+def test_values_are_shared_at_every_depth_and_containers_never() -> None:
     """Stream configs nest: sources are a list of dicts, a subject transform a dict in a
-    dict, metadata a dict; every level comes back equal, with the same types, and none
-    of it shared between two configs."""
+    dict, metadata a dict; every level comes back equal, with the same types and key
+    order, and no dict or list is shared between two configs."""
     shared = SharedValues()
     text = (
         b'{"name":"S","sources":[{"name":"A","opt_start_seq":5,"subject_transforms":'
