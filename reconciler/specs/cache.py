@@ -28,10 +28,10 @@ from typing import Any
 import orjson
 
 from reconciler.errors import Location, Problem
-from reconciler.specs.spec import Spec
+from reconciler.specs.spec import KINDS, Spec
 
 CACHE_ENV = "RECONCILE_SPEC_CACHE"
-FORMAT = 2
+FORMAT = 3
 KEEP = 8  # entries kept in the folder (the most recent)
 _PACKAGE = Path(__file__).resolve().parent.parent
 
@@ -79,8 +79,9 @@ def load(folder: Path, key: str) -> tuple[list[Spec], list[Problem]] | None:
         if header.get("sha256") != hashlib.sha256(body).hexdigest():
             return None  # torn or edited: what follows was not written by this code
         data = orjson.loads(body)
-        specs = [_spec(item) for item in data["specs"]]
-        warnings = [_problem(item) for item in data["warnings"]]
+        files = data["files"]
+        specs = [_spec(item, files) for item in data["specs"]]
+        warnings = [_problem(item, files) for item in data["warnings"]]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return specs, warnings
@@ -90,12 +91,15 @@ def store(folder: Path, key: str, specs: Sequence[Spec], warnings: Sequence[Prob
     """Keep ``specs`` under ``key`` (atomically); a failure to write is ignored.
 
     Two JSON lines: a header (format, key, the SHA-256 of the second line) and the specs
-    and warnings. The checksum lets :func:`load` trust the body's shape and build each
-    spec's field locations only when one is asked for."""
+    and warnings, every location written as (index into the body's file names, line):
+    half the bytes to read back. The checksum lets :func:`load` trust the body's shape
+    and build each spec's field locations only when one is asked for."""
+    files = _Files()
     body = orjson.dumps(
         {
-            "specs": [_spec_json(spec) for spec in specs],
-            "warnings": [_problem_json(problem) for problem in warnings],
+            "specs": [_spec_json(spec, files) for spec in specs],
+            "warnings": [_problem_json(problem, files) for problem in warnings],
+            "files": files.names,
         }
     )
     header = {"format": FORMAT, "key": key, "sha256": hashlib.sha256(body).hexdigest()}
@@ -117,23 +121,36 @@ def prune(folder: Path, pattern: str) -> None:
         old.unlink(missing_ok=True)
 
 
-def _where(location: Location | None) -> list[Any] | None:
-    return None if location is None else [location.file, location.line]
+class _Files:
+    """The file names of a body's locations, each written once."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._index: dict[str, int] = {}
+
+    def where(self, location: Location | None) -> list[int] | None:
+        if location is None:
+            return None
+        index = self._index.get(location.file)
+        if index is None:
+            index = self._index[location.file] = len(self.names)
+            self.names.append(location.file)
+        return [index, location.line]
 
 
-def _location(raw: Any) -> Location | None:
-    return None if raw is None else Location(str(raw[0]), int(raw[1]))
+def _location(raw: Any, files: list[str]) -> Location | None:
+    return None if raw is None else Location(str(files[raw[0]]), int(raw[1]))
 
 
-def _spec_json(spec: Spec) -> dict[str, Any]:
+def _spec_json(spec: Spec, files: _Files) -> dict[str, Any]:
     return {
         "kind": spec.kind,
         "name": spec.name,
         "config": spec.config,
-        "source": _where(spec.source),
+        "source": files.where(spec.source),
         "stream": spec.stream,
         "external": spec.external,
-        "locations": {path: _where(where) for path, where in spec.locations.items()},
+        "locations": {path: files.where(where) for path, where in spec.locations.items()},
         "written": dict(spec.written),
     }
 
@@ -142,14 +159,15 @@ class _Lines(Mapping[str, Location]):
     """A cached spec's field locations, each made a :class:`Location` when it is read
     (a plan reads a few of 100,000; making them all took most of a cached load)."""
 
-    __slots__ = ("_raw",)
+    __slots__ = ("_files", "_raw")
 
-    def __init__(self, raw: dict[str, list[Any]]) -> None:
+    def __init__(self, raw: dict[str, list[int]], files: list[str]) -> None:
         self._raw = raw
+        self._files = files
 
     def __getitem__(self, path: str) -> Location:
         file, line = self._raw[path]
-        return Location(file, line)
+        return Location(self._files[file], line)
 
     def __contains__(self, path: object) -> bool:
         return path in self._raw
@@ -161,29 +179,34 @@ class _Lines(Mapping[str, Location]):
         return len(self._raw)
 
 
-def _spec(raw: dict[str, Any]) -> Spec:
-    source = _location(raw["source"])
-    assert source is not None
-    return Spec(
-        kind=raw["kind"],
-        name=raw["name"],
-        config=raw["config"],
-        source=source,
-        stream=raw["stream"],
-        external=bool(raw["external"]),
-        locations=_Lines(raw["locations"]),
-        written=raw["written"],
+def _spec(raw: dict[str, Any], files: list[str]) -> Spec:
+    source = _location(raw["source"], files)
+    if source is None or raw["kind"] not in KINDS:
+        raise ValueError("not a cached spec")
+    return Spec.restored(
+        {
+            "kind": raw["kind"],
+            "name": str(raw["name"]),
+            "config": raw["config"],
+            "source": source,
+            "stream": raw["stream"],
+            "external": bool(raw["external"]),
+            "locations": _Lines(raw["locations"], files),
+            "written": raw["written"],
+        }
     )
 
 
-def _problem_json(problem: Problem) -> dict[str, Any]:
+def _problem_json(problem: Problem, files: _Files) -> dict[str, Any]:
     return {
-        "location": _where(problem.location),
+        "location": files.where(problem.location),
         "path": problem.path,
         "message": problem.message,
         "warning": problem.warning,
     }
 
 
-def _problem(raw: dict[str, Any]) -> Problem:
-    return Problem(_location(raw["location"]), raw["path"], raw["message"], bool(raw["warning"]))
+def _problem(raw: dict[str, Any], files: list[str]) -> Problem:
+    return Problem(
+        _location(raw["location"], files), raw["path"], raw["message"], bool(raw["warning"])
+    )
