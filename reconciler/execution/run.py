@@ -112,6 +112,10 @@ def _load(
     return specs
 
 
+#: Specs prepared between two looks at the replies while the live state is read.
+PREPARE_SLICE = 1000
+
+
 async def plan_with(
     client: JetStreamClient,
     specs: Sequence[Spec],
@@ -122,22 +126,37 @@ async def plan_with(
 ) -> Plan:
     """Plan ``specs`` against the server behind ``client`` (reads only). ``migrate``:
     changes an update cannot make keep the messages (a migrate step, refused when the
-    account has no room for the copies) instead of replacing the stream."""
-    server = await client.server_info()
+    account has no room for the copies) instead of replacing the stream.
+
+    The live state is read while the specs' share of the work is done (in slices, so
+    the replies are read between them): over a slow link that work costs nothing."""
     entries = [s for s in specs if s.kind == ENTRY]
     resources = [s for s in specs if s.kind != ENTRY]
-    if problems := unsupported_fields(resources, server):
-        raise UnsupportedField(problems)
-    live = await client.fetch_live()
-    live = await client.confirm(
-        live,
-        streams=(s.stream_name for s in resources if s.kind != "Consumer"),
-        consumers=((s.stream_name, s.name) for s in resources if s.kind == "Consumer"),
-    )
+    reading = asyncio.ensure_future(client.fetch_live())
+    try:
+        await asyncio.sleep(0)  # the read sends its first requests
+        server = await client.server_info()  # the read's own request, shared
+        if problems := unsupported_fields(resources, server):
+            raise UnsupportedField(problems)
+        folder = cache_folder()
+        memo = memo_store.load(folder, server, ownership.owner)
+        streams: list[str] = []
+        consumers: list[tuple[str, str]] = []
+        for start in range(0, len(resources), PREPARE_SLICE):
+            part = resources[start : start + PREPARE_SLICE]
+            streams += (s.stream_name for s in part if s.kind != "Consumer")
+            consumers += ((s.stream_name, s.name) for s in part if s.kind == "Consumer")
+            if memo is not None:
+                memo.prepare(part)
+            await asyncio.sleep(0)
+        live = await reading
+    except BaseException:
+        reading.cancel()
+        await asyncio.gather(reading, return_exceptions=True)
+        raise
+    live = await client.confirm(live, streams=streams, consumers=consumers)
     if problems := replica_problems(resources, live.server, live):
         raise UnsupportedField(problems)
-    folder = cache_folder()
-    memo = memo_store.load(folder, live.server, ownership.owner)
     the_plan = build_plan(
         resources, live, prune=prune, ownership=ownership, migrate=migrate, memo=memo
     )

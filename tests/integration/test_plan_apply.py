@@ -418,3 +418,23 @@ def test_the_plan_memo_never_hides_a_change_made_on_the_server(
     changed = orders(tmp_path, extra="description: orders")
     assert [s.action for s in plan([changed], clean_server).steps] == ["update"]
     assert messages(clean_server, "ORDERS") == 10
+
+
+def test_a_field_the_server_lacks_stops_the_plan_and_the_read_it_started(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """The live state is read while the plan checks the specs against the server: a
+    field the server does not know still stops the plan with its FILE:LINE, and the
+    read stops with it (no task left running, nothing created)."""
+    from reconciler.errors import UnsupportedField
+
+    server = server_factory(version="2.10.26")
+    spec = write(tmp_path, "kind: Stream\nname: TTL\nsubjects: [t]\nallow_msg_ttl: true\n")
+
+    async def go() -> list[asyncio.Task[Any]]:
+        with pytest.raises(UnsupportedField, match=rf"{spec}:4: allow_msg_ttl: needs"):
+            await engine.plan([spec], options(server))
+        return [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+
+    assert run(go()) == []
+    assert raw(server, lambda c: c.stream_names()) == []
