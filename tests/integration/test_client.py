@@ -38,6 +38,23 @@ async def create_many(client: JetStreamClient, configs: list[dict[str, Any]]) ->
     await asyncio.gather(*(create(c) for c in configs))
 
 
+async def watched(url: str, subjects: str, work: Callable[[], Awaitable[Any]]) -> Any:
+    """``work()``'s result and the subjects of the requests on ``subjects`` seen meanwhile
+    by a second connection, in the order the server routed them."""
+    watcher = await nats.connect(url)
+    seen: list[str] = []
+
+    async def note(msg: Any) -> None:
+        seen.append(msg.subject)
+
+    await watcher.subscribe(subjects, cb=note)
+    await watcher.flush()
+    result = await work()
+    await watcher.flush()
+    await watcher.drain()  # runs the callback for every message still pending
+    return result, seen
+
+
 def test_lists_page_past_the_page_size(clean_server: NatsServer) -> None:
     async def body(client: JetStreamClient) -> tuple[int, int, int]:
         await create_many(client, [stream(f"P{i:03d}") for i in range(600)])
@@ -64,18 +81,7 @@ def test_consumers_are_listed_while_the_stream_list_is_still_read(clean_server: 
                 await client.create_consumer(f"Q{i:03d}", config, action="create")
 
         await asyncio.gather(*(add(i) for i in range(600)))
-        watcher = await nats.connect(clean_server.url)
-        seen: list[str] = []
-
-        async def note(msg: Any) -> None:
-            seen.append(msg.subject)
-
-        await watcher.subscribe("$JS.API.>", cb=note)
-        await watcher.flush()
-        live = await client.fetch_live()
-        await watcher.flush()
-        await watcher.drain()  # runs the callback for every message still pending
-        return live, seen
+        return await watched(clean_server.url, "$JS.API.>", client.fetch_live)
 
     live, seen = with_client(clean_server.url, body)
     assert len(live.streams) == 600 and len(live.consumers) == 600
@@ -114,19 +120,11 @@ def test_callers_asking_for_the_server_info_at_once_share_one_request(
     clean_server: NatsServer,
 ) -> None:
     async def body(client: JetStreamClient) -> tuple[list[Any], list[str]]:
-        watcher = await nats.connect(clean_server.url)
-        seen: list[str] = []
+        async def ask() -> list[Any]:
+            answers = await asyncio.gather(*(client.server_info() for _ in range(5)))
+            return [*answers, await client.server_info()]
 
-        async def note(msg: Any) -> None:
-            seen.append(msg.subject)
-
-        await watcher.subscribe("$JS.API.INFO", cb=note)
-        await watcher.flush()
-        answers = await asyncio.gather(*(client.server_info() for _ in range(5)))
-        again = await client.server_info()
-        await watcher.flush()
-        await watcher.drain()
-        return [*answers, again], seen
+        return await watched(clean_server.url, "$JS.API.INFO", ask)
 
     answers, seen = with_client(clean_server.url, body)
     assert seen == ["$JS.API.INFO"]
