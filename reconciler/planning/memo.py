@@ -21,7 +21,6 @@ from typing import Any
 
 import orjson
 
-from reconciler.identity import ResourceRef
 from reconciler.model.state import ServerInfo
 from reconciler.specs.cache import code_digest
 from reconciler.specs.spec import Spec
@@ -55,19 +54,23 @@ class Memo:
         self.known = frozenset(known)
         self.found: set[bytes] = set()
         self.hits = 0
-        self._specs: dict[ResourceRef, bytes] = {}  # one plan's specs: one per identity
+        # spec digests by the spec object (held, so its id is never another's): not by
+        # identity, since the fleet plans several environments' same-named specs with one
+        self._specs: dict[int, tuple[Spec, bytes]] = {}
         self._salted = hashlib.blake2b(salt, digest_size=DIGEST_SIZE)
 
     def prepare(self, specs: Iterable[Spec]) -> None:
         """Digest ``specs`` now (work that needs no live state: a client does it while
-        the live state is read); one memo serves one plan's specs."""
+        the live state is read)."""
         for spec in specs:
             self._spec(spec)
 
     def _spec(self, spec: Spec) -> bytes:
-        digest = self._specs.get(spec.ref)
-        if digest is None:
-            digest = self._specs[spec.ref] = spec_digest(spec)
+        known = self._specs.get(id(spec))
+        if known is not None and known[0] is spec:
+            return known[1]
+        digest = spec_digest(spec)
+        self._specs[id(spec)] = (spec, digest)
         return digest
 
     @classmethod

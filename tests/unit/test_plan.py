@@ -341,6 +341,20 @@ def test_a_memo_answers_only_for_exactly_the_inputs_it_was_computed_from() -> No
     assert Memo.for_plan(SERVER, "shop").salt != first.salt
 
 
+def test_one_memo_keeps_same_named_specs_of_two_environments_apart() -> None:
+    """The fleet plans every environment's ORDERS with one memo per server: a spec with
+    the same name and another config is never answered with the first one's digest."""
+    dev = spec("Stream", "ORDERS", subjects=["orders.>"])
+    prod = spec("Stream", "ORDERS", subjects=["orders.>"], max_msgs=10)
+    live = live_of(dev)
+    memo = Memo.for_plan(SERVER, "default")
+    memo.prepare([dev])
+    assert build_plan([dev], live, memo=memo).unchanged
+    assert memo.key(dev, live.streams["ORDERS"]) != memo.key(prod, live.streams["ORDERS"])
+    plan = build_plan([prod], live, memo=memo)
+    assert [(s.action, s.name) for s in plan.steps] == [("update", "ORDERS")]
+
+
 def test_consumer_creates_of_one_stream_list_the_fields_each_would_list_alone() -> None:
     """The planner compares every consumer create of a stream with one bare consumer (a
     name decides only the name fields): each create lists exactly what it would list
