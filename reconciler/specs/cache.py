@@ -82,7 +82,7 @@ def load(folder: Path, key: str) -> tuple[list[Spec], list[Problem]] | None:
         files = data["files"]
         specs = [_spec(item, files) for item in data["specs"]]
         warnings = [_problem(item, files) for item in data["warnings"]]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError):
         return None
     return specs, warnings
 
