@@ -40,6 +40,7 @@ from reconciler.model.migration import (
     resettable,
     retired_config,
     serving_config,
+    stream_seq,
     temp_config,
     temp_name,
 )
@@ -77,7 +78,7 @@ async def migrate(
     return await run.go(target)
 
 
-async def reset_consumer(
+async def reset_until_moved(
     client: JetStreamClient, stream: str, name: str, seq: int, *, tries: int = RESET_TRIES
 ) -> None:
     """Make ``seq`` the next message of the paused consumer ``name``, surely.
@@ -259,7 +260,7 @@ class _Migration:
                 if metadata
                 else {k: v for k, v in config.items() if k != "metadata"}
             )
-            floor = int((consumer.get("ack_floor") or {}).get("stream_seq") or 0)
+            floor = stream_seq(consumer, "ack_floor")
             start = floor + 1 if record.mirrors else await self._temp_position(floor + 1)
             try:
                 await self.client.create_consumer(
@@ -291,7 +292,7 @@ class _Migration:
                         raise
                 if moved:
                     seq = new_sequence(memory.start, record)
-                    await reset_consumer(self.client, self.stream, memory.name, seq)
+                    await reset_until_moved(self.client, self.stream, memory.name, seq)
                     if not memory.config.get("pause_until"):
                         await self.client.pause_consumer(self.stream, memory.name, None)
             except ServerError as err:

@@ -336,12 +336,15 @@ def new_sequence(temp_seq: int, record: Record) -> int:
     return max(record.first_seq, 1) + temp_seq - 1
 
 
+def stream_seq(info: Mapping[str, Any], part: str) -> int:
+    """A ConsumerInfo's stream sequence of ``part`` (``delivered``, ``ack_floor``)."""
+    return int((info.get(part) or {}).get("stream_seq") or 0)
+
+
 def at_position(info: Mapping[str, Any], seq: int) -> bool:
     """Whether a ConsumerInfo shows a consumer a reset made deliver ``seq`` next: nothing
     delivered or acknowledged past ``seq - 1``, and nothing before it outstanding."""
-    delivered = int((info.get("delivered") or {}).get("stream_seq") or 0)
-    floor = int((info.get("ack_floor") or {}).get("stream_seq") or 0)
-    return delivered == floor == seq - 1
+    return stream_seq(info, "delivered") == stream_seq(info, "ack_floor") == seq - 1
 
 
 @dataclass(frozen=True)

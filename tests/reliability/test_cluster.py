@@ -199,7 +199,7 @@ def test_a_consumer_reset_lost_to_a_stalled_cluster_is_sent_again(nodes) -> None
     from migration_helpers import publish_many
 
     from reconciler.errors import RequestTimeout
-    from reconciler.execution.migrate import HELD_UNTIL, reset_consumer
+    from reconciler.execution.migrate import HELD_UNTIL, reset_until_moved
 
     near, *others = nodes.nodes
     config = {
@@ -236,7 +236,7 @@ def test_a_consumer_reset_lost_to_a_stalled_cluster_is_sent_again(nodes) -> None
     with pytest.raises(RequestTimeout):  # the fault is real: one plain reset goes unanswered
         run_client(near.url, frozen(lambda c: c.reset_consumer("RST", "HELD", 11)), timeout=1.0)
 
-    run_client(near.url, frozen(lambda c: reset_consumer(c, "RST", "HELD", 31)), timeout=1.0)
+    run_client(near.url, frozen(lambda c: reset_until_moved(c, "RST", "HELD", 31)), timeout=1.0)
 
     def position(client):
         return client.consumer_info("RST", "HELD")
