@@ -221,6 +221,18 @@ GUARANTEES = (
             "test_cluster.py::test_an_r3_stream_migrates_on_the_cluster_with_every_message",
         ),
     ),
+    Guarantee(
+        "A deleted stream does not come back",
+        "nats-server can answer a file stream's delete while its files stay on disk (a "
+        "second delete of the name while the first one's files are still being removed); "
+        "a create of that name then brings the old messages back. A replace therefore "
+        "checks the stream it creates: one holding old messages is deleted and created "
+        "again until it comes up empty, or the apply stops naming the stream, which is "
+        "left deleted. A migration while the old files linger keeps every message once, "
+        "on the newest server (mirrors) and on 2.10 (sources). The tests hold the old "
+        "files in place as a slow removal would, and count the messages.",
+        ("test_deleted_streams.py::",),
+    ),
 )
 
 
@@ -346,6 +358,7 @@ FIGURE_NAMES = {
     "export_files": "exported files checked",
     "migration_crashes": "migrations killed and finished",
     "migration_messages": "messages compared after a killed migration",
+    "leftovers_refused": "deleted streams kept from coming back",
 }
 
 

@@ -18,6 +18,7 @@ under ``--debug``.
     ├── LockError            another apply holds the lease lock
     ├── MigrationStalled     a migration's copy made no progress (it resumes on the next apply)
     ├── MigrationIncomplete  a migration kept the messages but could not restore a consumer
+    ├── LeftoverStream       a stream deleted and created again came back with its old messages
     └── ConcurrentChange     a KeyValue entry changed after it was planned (compare-and-set)
 """
 
@@ -135,6 +136,11 @@ class ServerError(ReconcileError):
 
 class NotFound(ServerError):
     """Stream or consumer not found."""
+
+
+class LeftoverStream(ReconcileError):
+    """A stream this apply deleted came back, old messages and all, each time it was
+    created again (the server had not removed the deleted stream's files)."""
 
 
 class PermissionDenied(ReconcileError):

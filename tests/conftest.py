@@ -60,12 +60,14 @@ def nats_url(nats_server: NatsServer) -> str:
 
 @pytest.fixture
 def clean_server(nats_server: NatsServer) -> Iterator[NatsServer]:
-    """The session server; every stream (and so every consumer and bucket) is deleted after."""
+    """The session server; every stream (and so every consumer and bucket) is deleted after,
+    its files included."""
     if not nats_server.running:
         nats_server.start()
     yield nats_server
     if nats_server.running:
         run(delete_all_streams(nats_server.url))
+        nats_server.clear_deleted_streams()
 
 
 @pytest.fixture

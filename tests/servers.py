@@ -249,6 +249,28 @@ class NatsServer:
             data: dict[str, Any] = json.load(response)
         return data
 
+    def stream_dirs(self) -> list[Path]:
+        """The folders under the store's ``streams`` (every account's), deleted ones too."""
+        return [p for p in self.store_dir.glob("jetstream/*/streams/*") if p.is_dir()]
+
+    def clear_deleted_streams(self, *, timeout: float = 20.0) -> None:
+        """After every stream was deleted: wait until the server has removed their files,
+        and remove what it left.
+
+        A file stream's delete is answered once its folder is renamed to ``.NAME``; the
+        folder is removed in the background. A second delete of ``NAME`` while ``.NAME``
+        is still there cannot rename, and nats-server 2.15.1 ignores that: ``NAME`` stays
+        on disk and the next create of ``NAME`` brings its messages and consumer state
+        back (docs/jetstream-notes.md). The next test must start from nothing.
+        """
+        deadline = time.monotonic() + timeout
+        while any(p.name.startswith(".") for p in self.stream_dirs()):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the server is still removing {self.stream_dirs()}")
+            time.sleep(0.01)
+        for left in self.stream_dirs():
+            shutil.rmtree(left, ignore_errors=True)
+
     def stop(self, *, timeout: float = 10.0) -> None:
         """SIGTERM, wait; SIGKILL if it does not exit in time."""
         if self._process is None:

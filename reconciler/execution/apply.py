@@ -34,6 +34,7 @@ from reconciler.errors import (
     ServerError,
 )
 from reconciler.execution.migrate import migrate
+from reconciler.execution.recreate import create_afresh
 from reconciler.identity import ResourceRef
 from reconciler.jetstream import JetStreamClient
 from reconciler.jetstream.client import WRONG_LAST_SEQUENCE
@@ -277,9 +278,12 @@ async def execute(
                 await client.pause_consumer(stream, step.name, until)
         case Update():
             await client.update_stream(dict(step.config))
-        case Replace():
+        case Replace(ref=ResourceRef(kind="Consumer")):
             await _delete(client, step.ref)
             await _create(client, step.ref, step.config)
+        case Replace():
+            await _delete(client, step.ref)
+            await create_afresh(client, step.config)
         case Migrate():
 
             async def fenced(_: str) -> None:

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from reconciler.errors import MigrationStalled, NotFound, RequestTimeout, ServerError
+from reconciler.execution.recreate import create_afresh
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.migration import (
     FILLING_KEY,
@@ -202,7 +203,7 @@ class _Migration:
             await self.hook("deleted")
             info = None
         if info is None:
-            await self.client.create_stream(filling_config(record, copying=False))
+            await create_afresh(self.client, filling_config(record, copying=False))
             await self.hook("created")
         await self._restore_consumers(record, late=False)
         await self.hook("restored")

@@ -244,6 +244,13 @@ def _copy_of(origin: str, mirrors: bool, *, waiting: bool = False) -> dict[str, 
     return {"sources": [source]}
 
 
+def copies_when_created(config: Mapping[str, Any]) -> bool:
+    """Whether a stream created from ``config`` may hold messages at once: a mirror, or a
+    source not held back behind a filter matching nothing, copies as soon as it exists."""
+    sources = config.get("sources") or []
+    return bool(config.get("mirror")) or any(s.get("filter_subject") != NOTHING for s in sources)
+
+
 def serving_config(temp_live: Mapping[str, Any], record: Record) -> dict[str, Any]:
     """The temporary stream once it takes the publishes: the old subjects, no source."""
     config = {k: v for k, v in temp_live.items() if k not in (*SUBJECT_FIELDS, "sources", "mirror")}

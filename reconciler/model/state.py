@@ -58,6 +58,19 @@ class StreamState:
         )
 
 
+def holds_leftovers(config: Mapping[str, Any], state: StreamState) -> bool:
+    """Whether a stream just created from ``config`` (one that copies nothing when
+    created) holds what only an older stream of its name could have stored.
+
+    A new stream holds no message and its last sequence is one before its first
+    (``first_seq``, 1 when unset). nats-server 2.15.1 can answer a stream delete without
+    removing its files, and a create of the same name then brings them back
+    (docs/jetstream-notes.md).
+    """
+    start = int(config.get("first_seq") or 1)
+    return state.messages > 0 or state.last_seq > start - 1
+
+
 @dataclass(frozen=True)
 class LiveState:
     """Every stream and consumer on the server, with configs exactly as the server sent them."""

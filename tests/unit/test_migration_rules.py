@@ -19,6 +19,7 @@ from reconciler.model.migration import (
     blockers,
     consumer_copy,
     consumer_fates,
+    copies_when_created,
     copy_bytes,
     filling_config,
     new_sequence,
@@ -30,7 +31,7 @@ from reconciler.model.migration import (
     temp_config,
     temp_name,
 )
-from reconciler.model.state import ServerInfo, StreamState
+from reconciler.model.state import ServerInfo, StreamState, holds_leftovers
 from reconciler.planning.steps import Migrate, Plan
 from reconciler.render.markdown import render_markdown
 from reconciler.render.text import render_text
@@ -227,3 +228,30 @@ def test_a_consumer_is_at_a_reset_position_only_with_nothing_outstanding_before_
     assert not at_position(info(40, 30), 31)  # delivered past it, unacknowledged
     assert not at_position(info(10, 10), 31)  # not moved yet
     assert not at_position(info(31, 31), 31)  # moved past
+
+
+def test_a_stream_copies_when_created_unless_its_sources_wait_behind_nothing() -> None:
+    record = Record("ORDERS", "serving", {"name": "ORDERS"}, {}, mirrors=False)
+    assert not copies_when_created({"name": "ORDERS"})
+    assert copies_when_created({"name": "M", "mirror": {"name": "ORDERS"}})
+    assert copies_when_created({"name": "S", "sources": [{"name": "A"}, {"name": "B"}]})
+    assert not copies_when_created(filling_config(record, copying=False))
+    assert copies_when_created(filling_config(record, copying=True))
+    mirrored = Record("ORDERS", "serving", {"name": "ORDERS"}, {}, mirrors=True)
+    assert copies_when_created(filling_config(mirrored, copying=False))
+
+
+@pytest.mark.parametrize(
+    ("config", "state", "leftover"),
+    [
+        ({}, StreamState(), False),
+        ({}, StreamState(messages=3, first_seq=1, last_seq=3), True),
+        ({}, StreamState(messages=0, first_seq=9, last_seq=8), True),  # old ones purged
+        ({"first_seq": 100}, StreamState(first_seq=100, last_seq=99), False),
+        ({"first_seq": 100}, StreamState(first_seq=100, last_seq=120, messages=21), True),
+    ],
+)
+def test_a_new_stream_holding_messages_or_past_sequences_is_a_leftover(
+    config: dict[str, int], state: StreamState, leftover: bool
+) -> None:
+    assert holds_leftovers(config, state) is leftover
