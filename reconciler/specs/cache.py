@@ -17,6 +17,7 @@ one never fails a run. The same folder keeps the plan memo (``reconciler.plannin
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -32,7 +33,9 @@ from reconciler.specs.spec import KINDS, Spec
 
 CACHE_ENV = "RECONCILE_SPEC_CACHE"
 FORMAT = 3
-KEEP = 8  # entries kept in the folder (the most recent)
+#: The folder's size: beyond it the least recently used entries go (the newest always
+#: stays). A count would not do: a fleet of 100 environments is 100 entries in use.
+BUDGET_BYTES = 512 * 2**20
 _PACKAGE = Path(__file__).resolve().parent.parent
 
 
@@ -71,8 +74,9 @@ def cache_key(spec_files: Sequence[Path], overlay_files: Sequence[Path], strict:
 
 def load(folder: Path, key: str) -> tuple[list[Spec], list[Problem]] | None:
     """The specs and warnings stored under ``key``, or None (absent, unreadable, corrupt)."""
+    path = folder / f"specs-{key}.json"
     try:
-        head, _, body = (folder / f"specs-{key}.json").read_bytes().partition(b"\n")
+        head, _, body = path.read_bytes().partition(b"\n")
         header = orjson.loads(head)
         if header.get("format") != FORMAT or header.get("key") != key:
             return None
@@ -84,6 +88,7 @@ def load(folder: Path, key: str) -> tuple[list[Spec], list[Problem]] | None:
         warnings = [_problem(item, files) for item in data["warnings"]]
     except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError):
         return None
+    used(path)
     return specs, warnings
 
 
@@ -114,11 +119,26 @@ def store(folder: Path, key: str, specs: Sequence[Spec], warnings: Sequence[Prob
         return
 
 
-def prune(folder: Path, pattern: str) -> None:
-    """Keep the ``KEEP`` most recent entries matching ``pattern`` in ``folder``."""
-    entries = sorted(folder.glob(pattern), key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in entries[KEEP:]:
-        old.unlink(missing_ok=True)
+def prune(folder: Path, pattern: str, *, budget: int | None = None) -> None:
+    """Keep the most recently used entries matching ``pattern`` in ``folder`` within
+    ``budget`` bytes (``BUDGET_BYTES``); a hit renews its entry (:func:`used`)."""
+    budget = BUDGET_BYTES if budget is None else budget
+    found = []
+    for path in folder.glob(pattern):
+        with contextlib.suppress(OSError):  # removed meanwhile by another run
+            found.append((path.stat(), path))
+    found.sort(key=lambda item: item[0].st_mtime, reverse=True)
+    total = 0
+    for rank, (stat, path) in enumerate(found):
+        total += stat.st_size
+        if rank and total > budget:
+            path.unlink(missing_ok=True)
+
+
+def used(path: Path) -> None:
+    """Mark an entry as just used, so pruning keeps it over unused ones."""
+    with contextlib.suppress(OSError):
+        os.utime(path)
 
 
 class _Files:

@@ -117,10 +117,54 @@ def test_new_validating_code_never_reads_an_old_entry(
     assert len(entries(cache)) == 2
 
 
-def test_the_folder_keeps_only_the_most_recent_entries(tmp_path: Path) -> None:
+def test_the_folder_keeps_the_most_recently_used_entries_within_its_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     spec = tmp_path / "s.yaml"
     cache = tmp_path / "cache"
-    for i in range(spec_cache.KEEP + 3):
+    for i in range(20):  # far more than one repository's runs, all kept
         spec.write_text(SPECS.replace("14d", f"{i + 1}d"))
         load_specs([spec], cache=cache)
-    assert len(entries(cache)) == spec_cache.KEEP
+    assert len(entries(cache)) == 20
+    size = max(path.stat().st_size for path in entries(cache))
+    monkeypatch.setattr(spec_cache, "BUDGET_BYTES", 3 * size)
+    spec.write_text(SPECS.replace("14d", "1d"))  # the oldest entry, used again: renewed
+    load_specs([spec], cache=cache, warnings=[])
+    spec.write_text(SPECS.replace("14d", "99d"))  # a new entry: the folder is pruned
+    load_specs([spec], cache=cache)
+    kept = {
+        json.loads(path.read_text().splitlines()[1])["specs"][0]["config"]["max_age"]
+        for path in entries(cache)
+    }
+    assert len(kept) == 3
+    day = 86_400 * 10**9
+    assert {99 * day, 1 * day} <= kept  # the new one and the one just used; not the other 18
+
+
+def test_a_fleet_of_many_environments_is_all_cached(tmp_path: Path) -> None:
+    """A fleet loads one entry per environment: with 30 environments (more than a count
+    limit of eight would keep), a second load reads every one from the cache."""
+    from reconciler.fleet.desired import load_fleet
+
+    fleet = tmp_path / "fleet"
+    for i in range(30):
+        (fleet / f"env{i:02d}").mkdir(parents=True)
+        (fleet / f"env{i:02d}" / "s.yaml").write_text(SPECS.replace("14d", f"{i + 1}d"))
+    cache = tmp_path / "cache"
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setenv(spec_cache.CACHE_ENV, str(cache))
+    try:
+        first = load_fleet(fleet)
+        assert len(entries(cache)) == 30
+        stored = {path: path.stat().st_mtime_ns for path in entries(cache)}
+        misses: list[str] = []
+        real_store = spec_cache.store
+        monkeypatch.setattr(
+            spec_cache, "store", lambda *a, **k: misses.append("x") or real_store(*a, **k)
+        )
+        second = load_fleet(fleet)
+    finally:
+        monkeypatch.undo()
+    assert misses == []  # nothing validated again
+    assert [e.specs for e in second] == [e.specs for e in first]
+    assert set(stored) == set(entries(cache))
