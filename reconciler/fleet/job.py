@@ -36,7 +36,7 @@ from reconciler.fleet.match import Days, all_findings
 from reconciler.fleet.records import BadLine, EnvDay, bad_lines, read_snapshots, snapshot_files
 from reconciler.fleet.report import write_report
 from reconciler.fleet.session import spark_session
-from reconciler.fleet.summary import build_summary
+from reconciler.fleet.summary import build_summary, latest_days
 
 Notice = Callable[[str], None]
 DRIFT_COLUMNS = ["env", "kind", "stream", "name", "status", "field", "desired", "live"]
@@ -185,11 +185,10 @@ def _write_outputs(
     spark: SparkSession, findings: DataFrame, env_days: list[EnvDay], out: Path
 ) -> DataFrame:
     """``OUT/drift``: the findings of each environment's latest day (no in_sync rows)."""
-    last: dict[str, date] = {}
-    for item in env_days:
-        last[item.env] = max(item.day, last.get(item.env, item.day))
-    latest_days = spark.createDataFrame(list(last.items()), "env string, day date")
-    current = findings.join(F.broadcast(latest_days), ["env", "day"])
+    last = [(env, item.day) for env, item in latest_days(env_days).items()]
+    current = findings.join(
+        F.broadcast(spark.createDataFrame(last, "env string, day date")), ["env", "day"]
+    )
     (
         current.where(F.col("status") != "in_sync")
         .select(*DRIFT_COLUMNS)

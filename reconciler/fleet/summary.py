@@ -50,12 +50,36 @@ def _counted(findings: DataFrame, *keys: Any) -> DataFrame:
     )
 
 
-def status_counts(findings: DataFrame) -> dict[tuple[str, date], dict[str, int]]:
-    """(env, day) → status → resources."""
-    counts: dict[tuple[str, date], dict[str, int]] = defaultdict(dict)
-    for row in _counted(findings, "env", "day").collect():
-        counts[(row["env"], row["day"])][row["status"]] = int(row["n"])
+def latest_days(env_days: list[EnvDay]) -> dict[str, EnvDay]:
+    """env → its latest snapshot day (compared or not): what ``drift`` and ``by_env`` show."""
+    latest: dict[str, EnvDay] = {}
+    for item in env_days:
+        if item.env not in latest or item.day > latest[item.env].day:
+            latest[item.env] = item
+    return latest
+
+
+#: (env, day, kind) → status → resources
+KindCounts = Mapping[tuple[str, date, str], Mapping[str, int]]
+
+
+def kind_day_counts(findings: DataFrame) -> KindCounts:
+    """(env, day, kind) → status → resources: one pass, summed below by day or by kind
+    (a resource has one kind, so the sums are counts of resources too)."""
+    counts: dict[tuple[str, date, str], dict[str, int]] = defaultdict(dict)
+    for row in _counted(findings, "env", "day", "kind").collect():
+        counts[(row["env"], row["day"], row["kind"])][row["status"]] = int(row["n"])
     return counts
+
+
+def status_counts(counts: KindCounts) -> dict[tuple[str, date], dict[str, int]]:
+    """(env, day) → status → resources."""
+    by_day: dict[tuple[str, date], dict[str, int]] = defaultdict(dict)
+    for (env, day, _kind), statuses in counts.items():
+        into = by_day[(env, day)]
+        for status, n in statuses.items():
+            into[status] = into.get(status, 0) + n
+    return by_day
 
 
 def _with_totals(counts: Mapping[str, int]) -> dict[str, int]:
@@ -64,33 +88,40 @@ def _with_totals(counts: Mapping[str, int]) -> dict[str, int]:
     return full
 
 
-def kind_counts(current: DataFrame) -> dict[str, dict[str, int]]:
+def kind_counts(counts: KindCounts, latest: Mapping[str, EnvDay]) -> dict[str, dict[str, int]]:
+    """kind → status → resources on each environment's latest day."""
     by_kind: dict[str, dict[str, int]] = defaultdict(dict)
-    per_env = _counted(current, "env", "kind").groupBy("kind", "status").agg(F.sum("n").alias("n"))
-    for row in per_env.collect():
-        by_kind[row["kind"]][row["status"]] = int(row["n"])
+    for (env, day, kind), statuses in counts.items():
+        if env in latest and latest[env].day == day:
+            into = by_kind[kind]
+            for status, n in statuses.items():
+                into[status] = into.get(status, 0) + n
     order = {"Stream": 0, "KeyValue": 1, "ObjectStore": 2, "Consumer": 3}
     return {k: _with_totals(by_kind[k]) for k in sorted(by_kind, key=lambda k: order.get(k, 9))}
 
 
-def top_fields(current: DataFrame) -> list[dict[str, Any]]:
-    rows = (
-        current.where(F.col("status") == "drifted")
-        .groupBy("field")
-        .agg(F.count(F.lit(1)).alias("resources"), F.countDistinct("env").alias("envs"))
-        .orderBy(F.col("resources").desc(), F.col("field"))
-        .limit(TOP_FIELDS)
-        .collect()
-    )
-    return [
-        {"field": r["field"], "resources": int(r["resources"]), "envs": int(r["envs"])}
-        for r in rows
-    ]
+def drifted_by_field(current: DataFrame) -> dict[tuple[str, str], int]:
+    """(env, field) → drifted resources with that field, on the latest days: one pass for
+    ``top_fields`` and ``drifted_fields`` (a drifted resource has one row per field)."""
+    rows = current.where(F.col("status") == "drifted").groupBy("env", "field").count().collect()
+    return {(r["env"], r["field"]): int(r["count"]) for r in rows}
 
 
-def drifted_fields(current: DataFrame) -> dict[str, int]:
-    rows = current.where(F.col("status") == "drifted").groupBy("env").count().collect()
-    return {r["env"]: int(r["count"]) for r in rows}
+def top_fields(by_field: Mapping[tuple[str, str], int]) -> list[dict[str, Any]]:
+    resources: dict[str, int] = defaultdict(int)
+    envs: dict[str, int] = defaultdict(int)
+    for (_env, name), n in by_field.items():
+        resources[name] += n
+        envs[name] += 1
+    ranked = sorted(resources, key=lambda name: (-resources[name], name or ""))[:TOP_FIELDS]
+    return [{"field": name, "resources": resources[name], "envs": envs[name]} for name in ranked]
+
+
+def drifted_fields(by_field: Mapping[tuple[str, str], int]) -> dict[str, int]:
+    per_env: dict[str, int] = defaultdict(int)
+    for (env, _name), n in by_field.items():
+        per_env[env] += n
+    return dict(per_env)
 
 
 def written_in(fleet: Mapping[str, EnvSpecs]) -> dict[tuple[str, str, str | None, str], Any]:
@@ -125,15 +156,19 @@ def drill_down(
     order = Window.partitionBy("env").orderBy(
         urgency[F.col("status")], "kind", "stream_key", "name"
     )
-    ranked = resources.withColumn("rank", F.row_number().over(order))
+    ranked = resources.withColumn("rank", F.row_number().over(order)).withColumn(
+        "total", F.count(F.lit(1)).over(Window.partitionBy("env"))
+    )
     kept = ranked.where(F.col("rank") <= limit)
     rows = (
         drift.join(kept, keys)
-        .select("env", "rank", "kind", "stream", "name", "status", "field", "desired", "live")
+        .select(
+            "env", "rank", "total", "kind", "stream", "name", "status", "field", "desired", "live"
+        )
         .orderBy("env", "rank", "field")
         .collect()
     )
-    totals = {r["env"]: int(r["count"]) for r in resources.groupBy("env").count().collect()}
+    totals = {row["env"]: int(row["total"]) for row in rows}  # every env has its rank 1
     found: dict[str, dict[str, Any]] = {
         env: {"total": total, "resources": []} for env, total in sorted(totals.items())
     }
@@ -171,14 +206,17 @@ def build_summary(
     files: list[Path],
 ) -> dict[str, Any]:
     """The whole ``summary.json`` document."""
-    counts = status_counts(findings)
-    fields = drifted_fields(current)
+    by_kind = kind_day_counts(findings)
+    counts = status_counts(by_kind)
+    latest = latest_days(env_days)
+    by_field = drifted_by_field(current)
+    fields = drifted_fields(by_field)
     history = [
         {"env": e.env, "day": e.day.isoformat(), **_with_totals(counts.get((e.env, e.day), {}))}
         for e in env_days
         if not e.problems
     ]
-    by_env = _by_env(env_days, counts, fields)
+    by_env = _by_env(latest, counts, fields)
     totals = _with_totals({s: sum(env[s] for env in by_env.values() if s in env) for s in STATUSES})
     totals["drifted_fields"] = sum(fields.values())
     errors = _errors(fleet, env_days, bad, bad_total)
@@ -196,8 +234,8 @@ def build_summary(
         "totals": totals,
         "by_status": {s: totals[s] for s in STATUSES},
         "by_env": by_env,
-        "by_kind": kind_counts(current),
-        "top_fields": top_fields(current),
+        "by_kind": kind_counts(by_kind, latest),
+        "top_fields": top_fields(by_field),
         "drill_down": drill_down(current, written=written_in(fleet)),
         "history": history,
         "errors": errors,
@@ -206,14 +244,10 @@ def build_summary(
 
 
 def _by_env(
-    env_days: list[EnvDay],
+    latest: Mapping[str, EnvDay],
     counts: Mapping[tuple[str, date], Mapping[str, int]],
     fields: Mapping[str, int],
 ) -> dict[str, dict[str, Any]]:
-    latest: dict[str, EnvDay] = {}
-    for item in env_days:
-        if item.env not in latest or item.day > latest[item.env].day:
-            latest[item.env] = item
     by_env: dict[str, dict[str, Any]] = {}
     for env, item in sorted(latest.items()):
         entry: dict[str, Any] = {
