@@ -9,7 +9,7 @@ environment and day.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -72,14 +72,12 @@ def kind_day_counts(findings: DataFrame) -> KindCounts:
     return counts
 
 
-def status_counts(counts: KindCounts) -> dict[tuple[str, date], dict[str, int]]:
+def status_counts(counts: KindCounts) -> dict[tuple[str, date], Counter[str]]:
     """(env, day) → status → resources."""
-    by_day: dict[tuple[str, date], dict[str, int]] = defaultdict(dict)
+    by_day: dict[tuple[str, date], Counter[str]] = defaultdict(Counter)
     for (env, day, _kind), statuses in counts.items():
-        into = by_day[(env, day)]
-        for status, n in statuses.items():
-            into[status] = into.get(status, 0) + n
-    return by_day
+        by_day[(env, day)].update(statuses)
+    return dict(by_day)
 
 
 def _with_totals(counts: Mapping[str, int]) -> dict[str, int]:
@@ -90,12 +88,10 @@ def _with_totals(counts: Mapping[str, int]) -> dict[str, int]:
 
 def kind_counts(counts: KindCounts, latest: Mapping[str, EnvDay]) -> dict[str, dict[str, int]]:
     """kind → status → resources on each environment's latest day."""
-    by_kind: dict[str, dict[str, int]] = defaultdict(dict)
+    by_kind: dict[str, Counter[str]] = defaultdict(Counter)
     for (env, day, kind), statuses in counts.items():
         if env in latest and latest[env].day == day:
-            into = by_kind[kind]
-            for status, n in statuses.items():
-                into[status] = into.get(status, 0) + n
+            by_kind[kind].update(statuses)
     order = {"Stream": 0, "KeyValue": 1, "ObjectStore": 2, "Consumer": 3}
     return {k: _with_totals(by_kind[k]) for k in sorted(by_kind, key=lambda k: order.get(k, 9))}
 
@@ -108,8 +104,8 @@ def drifted_by_field(current: DataFrame) -> dict[tuple[str, str], int]:
 
 
 def top_fields(by_field: Mapping[tuple[str, str], int]) -> list[dict[str, Any]]:
-    resources: dict[str, int] = defaultdict(int)
-    envs: dict[str, int] = defaultdict(int)
+    resources: Counter[str] = Counter()
+    envs: Counter[str] = Counter()
     for (_env, name), n in by_field.items():
         resources[name] += n
         envs[name] += 1
@@ -118,7 +114,7 @@ def top_fields(by_field: Mapping[tuple[str, str], int]) -> list[dict[str, Any]]:
 
 
 def drifted_fields(by_field: Mapping[tuple[str, str], int]) -> dict[str, int]:
-    per_env: dict[str, int] = defaultdict(int)
+    per_env: Counter[str] = Counter()
     for (env, _name), n in by_field.items():
         per_env[env] += n
     return dict(per_env)
