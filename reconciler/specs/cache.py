@@ -11,6 +11,10 @@ a ``nats account backup`` folder, which only yields a warning, is not part of th
 the folder is safe to delete at any time and to keep between CI runs (actions/cache).
 
 JSON, not pickle: a cache restored from a shared CI cache must not be able to run code.
+Nor can it leak a secret, or hold a value that changed: a KeyValueEntry's value read from
+a ``value_file`` is not in the spec files (nor in the key), so it is never written; a
+cached load reads the file again (and misses if it cannot). A run declaring a secret
+value inline is not cached at all.
 A corrupt, torn or edited entry (its checksum tells) is ignored and rewritten; writing
 one never fails a run. The same folder keeps the plan memo (``reconciler.planning.memo``).
 """
@@ -29,10 +33,11 @@ from typing import Any
 import orjson
 
 from reconciler.errors import Location, Problem
-from reconciler.specs.spec import KINDS, Spec
+from reconciler.specs.spec import KINDS, Spec, entry_config
 
 CACHE_ENV = "RECONCILE_SPEC_CACHE"
-FORMAT = 3
+#: 4: values read from files (and runs with inline secret values) are no longer kept.
+FORMAT = 4
 #: The folder's size: beyond it the least recently used entries go (the newest always
 #: stays). A count would not do: a fleet of 100 environments is 100 entries in use.
 BUDGET_BYTES = 512 * 2**20
@@ -98,7 +103,10 @@ def store(folder: Path, key: str, specs: Sequence[Spec], warnings: Sequence[Prob
     Two JSON lines: a header (format, key, the SHA-256 of the second line) and the specs
     and warnings, every location written as (index into the body's file names, line):
     half the bytes to read back. The checksum lets :func:`load` trust the body's shape
-    and build each spec's field locations only when one is asked for."""
+    and build each spec's field locations only when one is asked for. A run declaring
+    a secret value inline is not kept (the value would be)."""
+    if any(_inline_secret(spec) for spec in specs):
+        return
     files = _Files()
     body = orjson.dumps(
         {
@@ -115,8 +123,27 @@ def store(folder: Path, key: str, specs: Sequence[Spec], warnings: Sequence[Prob
             out.write(orjson.dumps(header) + b"\n" + body)
         os.replace(tmp, folder / f"specs-{key}.json")
         prune(folder, "specs-*.json")
+        _drop_older_formats(folder)
     except OSError:
         return
+
+
+def _inline_secret(spec: Spec) -> bool:
+    return spec.kind == "KeyValueEntry" and bool(spec.config.get("secret")) and not spec.value_file
+
+
+def _drop_older_formats(folder: Path) -> None:
+    """Remove entries an earlier release wrote: before format 4 they kept the values
+    of KeyValueEntries, secret ones included, and no run of this release reads them."""
+    for path in folder.glob("specs-*.json"):
+        try:
+            with path.open("rb") as entry:
+                header = orjson.loads(entry.readline())
+            older = int(header["format"]) < FORMAT
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # being written, or not ours to judge
+        if older:
+            path.unlink(missing_ok=True)
 
 
 def prune(folder: Path, pattern: str, *, budget: int | None = None) -> None:
@@ -163,10 +190,14 @@ def _location(raw: Any, files: list[str]) -> Location | None:
 
 
 def _spec_json(spec: Spec, files: _Files) -> dict[str, Any]:
+    config = spec.config
+    if spec.value_file is not None:  # read again on load: never kept
+        config = {key: value for key, value in config.items() if key != "value"}
     return {
         "kind": spec.kind,
         "name": spec.name,
-        "config": spec.config,
+        "config": config,
+        "value_file": spec.value_file,
         "source": files.where(spec.source),
         "stream": spec.stream,
         "external": spec.external,
@@ -203,11 +234,16 @@ def _spec(raw: dict[str, Any], files: list[str]) -> Spec:
     source = _location(raw["source"], files)
     if source is None or raw["kind"] not in KINDS:
         raise ValueError("not a cached spec")
+    config = raw["config"]
+    value_file = raw["value_file"]
+    if value_file is not None:  # OSError: a miss; the normal path says why
+        config = entry_config(Path(value_file).read_bytes(), bool(config["secret"]))
     return Spec.restored(
         {
             "kind": raw["kind"],
             "name": str(raw["name"]),
-            "config": raw["config"],
+            "config": config,
+            "value_file": value_file,
             "source": source,
             "stream": raw["stream"],
             "external": bool(raw["external"]),

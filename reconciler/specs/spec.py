@@ -8,6 +8,7 @@ every field so later phases can point back at the file.
 
 from __future__ import annotations
 
+import base64
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ __all__ = [
     "SERVER_OWNED_METADATA",
     "Kind",
     "Spec",
+    "entry_config",
 ]
 
 #: Metadata key (and value) marking a resource as created and managed by this tool.
@@ -56,6 +58,10 @@ class Spec:
     locations: Mapping[str, Location] = field(default_factory=dict)  # "a.b.0" -> where
     #: Durations and sizes as the file wrote them ("max_age" -> "14d"), for display.
     written: Mapping[str, str] = field(default_factory=dict)
+    #: KeyValueEntry only: the file its value was read from (``value_file``, as resolved
+    #: against the spec file). The value is not in the spec files, so the spec cache
+    #: never keeps it: it reads the file again.
+    value_file: str | None = None
 
     @classmethod
     def restored(cls, fields: Mapping[str, Any]) -> Spec:
@@ -85,3 +91,9 @@ class Spec:
     def where(self, path: str) -> Location:
         """The location of a field (or the closest enclosing one, or the document)."""
         return closest_location(self.locations, path, self.source)
+
+
+def entry_config(value: bytes, secret: bool) -> dict[str, Any]:
+    """A KeyValueEntry's config: its value's bytes, base64-encoded, and whether it is
+    secret (never printed)."""
+    return {"value": base64.b64encode(value).decode(), "secret": secret}

@@ -21,7 +21,7 @@ from reconciler.specs.fields import field_limit, unit_paths
 from reconciler.specs.loader import Document, load_file, spec_files
 from reconciler.specs.overlay import apply_overlays
 from reconciler.specs.schema import kind_problem, schema_problems
-from reconciler.specs.spec import Kind, Spec
+from reconciler.specs.spec import Kind, Spec, entry_config
 from reconciler.specs.units import UnitError, parse_duration, parse_size
 
 SPEC_ONLY_FIELDS = ("kind", "stream", "external")
@@ -198,6 +198,7 @@ def _entry_spec(document: Document, body: dict[str, Any], problems: list[Problem
     """A KeyValueEntry: its value read (from ``value`` or ``value_file``, relative to the
     spec file) into bytes, kept base64-encoded; a secret value is never quoted."""
     secret = bool(body.get("secret", False))
+    value_file = None
     if "value_file" in body:
         path = Path(document.source.file).parent / str(body["value_file"])
         try:
@@ -206,6 +207,7 @@ def _entry_spec(document: Document, body: dict[str, Any], problems: list[Problem
             message = f"cannot read {body['value_file']!r}: {err.strerror or err}"
             problems.append(Problem(document.where("value_file"), "value_file", message))
             return None
+        value_file = str(path)
     elif body.get("encoding") == "base64":
         try:
             data = base64.b64decode(str(body["value"]), validate=True)
@@ -214,14 +216,14 @@ def _entry_spec(document: Document, body: dict[str, Any], problems: list[Problem
             return None
     else:
         data = str(body["value"]).encode()
-    config = {"value": base64.b64encode(data).decode(), "secret": secret}
     return Spec(
         kind="KeyValueEntry",
         name=str(body["key"]),
-        config=config,
+        config=entry_config(data, secret),
         source=document.source,
         stream=str(body["bucket"]),
         locations=dict(document.locations),
+        value_file=value_file,
     )
 
 

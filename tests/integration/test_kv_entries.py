@@ -4,6 +4,7 @@ prune limited to this owner's entries, adoption, drift."""
 
 from __future__ import annotations
 
+import base64
 import json
 import textwrap
 from pathlib import Path
@@ -143,6 +144,49 @@ def test_secret_values_never_appear_in_any_output(clean_server: NatsServer, tmp_
         assert SECRET not in done.stdout + done.stderr, done.args
     assert SECRET not in (tmp_path / "d.html").read_text()
     assert run(values(clean_server))["db.password"] == (SECRET + "-rotated").encode()
+
+
+def test_the_spec_cache_reads_value_files_again_and_keeps_no_secret(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """With RECONCILE_SPEC_CACHE kept between runs (as in CI), a value file changed
+    since the last run is planned and applied as changed (not the cached old value), and
+    no secret value, from a file or inline, is ever written into the cache folder."""
+    cache = tmp_path / "cache"
+    env = {"RECONCILE_SPEC_CACHE": str(cache)}
+    server = ["--server", clean_server.url]
+    from_file = SPECS.replace(f"value: {SECRET}", "value_file: password.txt")
+    (tmp_path / "password.txt").write_text(SECRET)
+    write(tmp_path, from_file)
+    assert reconcile("apply", "specs.yaml", *server, "-y", cwd=tmp_path, env=env).returncode == 0
+    again = reconcile("plan", "specs.yaml", *server, "--detailed-exitcode", cwd=tmp_path, env=env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert list(cache.glob("specs-*.json"))  # the run was cached
+
+    (tmp_path / "password.txt").write_text(SECRET + "-rotated")
+    (tmp_path / "greeting.txt").write_text("hello again")
+    changed = reconcile("plan", "specs.yaml", *server, "--format", "json", cwd=tmp_path, env=env)
+    assert changed.returncode == 0, changed.stderr
+    steps = json.loads(changed.stdout)["changes"]
+    assert sorted(step["name"] for step in steps) == ["db.password", "greeting"]
+    assert reconcile("apply", "specs.yaml", *server, "-y", cwd=tmp_path, env=env).returncode == 0
+    found = run(values(clean_server))
+    assert found["db.password"] == (SECRET + "-rotated").encode()
+    assert found["greeting"] == b"hello again"
+
+    (tmp_path / "password.txt").unlink()
+    gone = reconcile("plan", "specs.yaml", *server, cwd=tmp_path, env=env)
+    assert gone.returncode == 1 and "specs.yaml:" in gone.stderr and "password.txt" in gone.stderr
+
+    write(tmp_path)  # the secret inline: a run that is not cached
+    before = set(cache.glob("specs-*.json"))
+    assert reconcile("apply", "specs.yaml", *server, "-y", cwd=tmp_path, env=env).returncode == 0
+    assert set(cache.glob("specs-*.json")) == before
+    assert run(values(clean_server))["db.password"] == SECRET.encode()
+    kept = b"".join(path.read_bytes() for path in cache.iterdir())
+    for value in (SECRET, SECRET + "-rotated"):
+        for form in (value.encode(), base64.b64encode(value.encode())):
+            assert form not in kept
 
 
 def test_prune_deletes_only_this_owners_entries(clean_server: NatsServer, tmp_path: Path) -> None:

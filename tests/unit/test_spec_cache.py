@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -168,3 +169,80 @@ def test_a_fleet_of_many_environments_is_all_cached(tmp_path: Path) -> None:
     assert misses == []  # nothing validated again
     assert [e.specs for e in second] == [e.specs for e in first]
     assert set(stored) == set(entries(cache))
+
+
+ENTRIES = """\
+kind: KeyValue
+name: config
+---
+kind: KeyValueEntry
+bucket: config
+key: password
+value_file: password.txt
+secret: true
+---
+kind: KeyValueEntry
+bucket: config
+key: greeting
+value: hello
+"""
+
+
+def test_a_value_file_is_read_again_on_every_cached_load_and_never_kept(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "s.yaml").write_text(ENTRIES)
+    (tmp_path / "password.txt").write_bytes(b"first\x00secret")
+    cache = tmp_path / "cache"
+    first = load_specs([tmp_path / "s.yaml"], cache=cache)
+    [entry] = entries(cache)
+    kept = entry.read_bytes()
+    assert b"first" not in kept and base64.b64encode(b"first\x00secret") not in kept
+    assert base64.b64encode(b"hello") in kept  # inline and not secret: it is in git
+    (tmp_path / "password.txt").write_bytes(b"second")
+    cached = load_specs([tmp_path / "s.yaml"], cache=cache)
+    assert entries(cache) == [entry]  # a hit, not a new entry
+    value = {s.name: base64.b64decode(s.config["value"]) for s in cached if s.kind != "KeyValue"}
+    assert value == {"password": b"second", "greeting": b"hello"}
+    assert cached == load_specs([tmp_path / "s.yaml"])  # the same as a fresh load
+    assert cached[1].config["secret"] is True and first[1].value_file == cached[1].value_file
+
+
+def test_a_value_file_gone_since_the_cached_run_is_reported_at_its_line(tmp_path: Path) -> None:
+    (tmp_path / "s.yaml").write_text(ENTRIES)
+    (tmp_path / "password.txt").write_text("secret")
+    cache = tmp_path / "cache"
+    load_specs([tmp_path / "s.yaml"], cache=cache)
+    (tmp_path / "password.txt").unlink()
+    with pytest.raises(SpecError) as err:
+        load_specs([tmp_path / "s.yaml"], cache=cache)
+    assert "s.yaml:7: value_file: cannot read 'password.txt'" in str(err.value)
+
+
+def test_a_run_with_a_secret_value_written_inline_is_not_cached(tmp_path: Path) -> None:
+    inline = ENTRIES.replace("value_file: password.txt", "value: hunter2")
+    (tmp_path / "s.yaml").write_text(inline)
+    cache = tmp_path / "cache"
+    specs = load_specs([tmp_path / "s.yaml"], cache=cache)
+    assert base64.b64decode(specs[1].config["value"]) == b"hunter2"
+    assert entries(cache) == []
+    (tmp_path / "s.yaml").write_text(inline.replace("secret: true", "secret: false"))
+    load_specs([tmp_path / "s.yaml"], cache=cache)
+    assert len(entries(cache)) == 1  # not secret: cached like any other value
+
+
+def test_entries_an_earlier_release_wrote_are_removed(tmp_path: Path) -> None:
+    """Before format 4 an entry kept secret values: the first store of this release
+    removes them (an entry of a newer format, or one being written, is left alone)."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    older = cache / ("specs-" + "a" * 64 + ".json")
+    older.write_bytes(b'{"format": 3, "key": "x", "sha256": "y"}\n{"specs": []}')
+    newer = cache / ("specs-" + "b" * 64 + ".json")
+    newer.write_bytes(b'{"format": 99, "key": "x", "sha256": "y"}\n{}')
+    torn = cache / ("specs-" + "c" * 64 + ".json")
+    torn.write_bytes(b'{"form')
+    (tmp_path / "s.yaml").write_text(SPECS)
+    load_specs([tmp_path / "s.yaml"], cache=cache)
+    assert not older.exists() and newer.exists() and torn.exists()
+    assert len(entries(cache)) == 3
