@@ -25,8 +25,10 @@ import contextlib
 import functools
 import hashlib
 import os
+import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -47,17 +49,35 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 @functools.cache
 def code_digest(packages: tuple[str, ...] = ("specs",)) -> str:
     """The code in ``packages`` of ``reconciler`` (plus the modules every package builds
-    on) and the published schemas, as one digest (read once per process): what decides a
-    cached answer, so that no other release's answer is ever used."""
+    on), the published schemas and the libraries that read and validate, as one digest
+    (read once per process): what decides a cached answer, so that no other release's
+    answer is ever used."""
     from reconciler.specs.schema import SCHEMA_DIR
 
     digest = hashlib.sha256(f"format {FORMAT}".encode())
+    digest.update(_libraries().encode())
     files = [path for package in packages for path in sorted((_PACKAGE / package).glob("*.py"))]
     files += [_PACKAGE / "errors.py", _PACKAGE / "identity.py", *sorted(SCHEMA_DIR.glob("*.json"))]
     for path in files:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+#: The libraries whose behaviour decides what a spec file loads and validates to.
+LIBRARIES = ("PyYAML", "jsonschema", "jsonschema-rs", "referencing")
+
+
+def _libraries() -> str:
+    """Python's and the validating libraries' versions (an upgrade of PyYAML could read
+    a file differently: its entries are then never used)."""
+    found = [sys.implementation.name, ".".join(map(str, sys.version_info[:3]))]
+    for name in LIBRARIES:
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            found.append(f"{name} -")
+    return ", ".join(found)
 
 
 def cache_folder() -> Path | None:

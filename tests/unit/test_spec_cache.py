@@ -118,6 +118,30 @@ def test_new_validating_code_never_reads_an_old_entry(
     assert len(entries(cache)) == 2
 
 
+def test_another_version_of_a_validating_library_never_reads_an_old_entry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """PyYAML, jsonschema, jsonschema-rs, referencing and Python itself decide what a
+    file loads to: each one's version is part of every key."""
+    real = spec_cache.metadata.version
+    before = spec_cache.code_digest()
+    for library in spec_cache.LIBRARIES:
+        monkeypatch.setattr(
+            spec_cache.metadata,
+            "version",
+            lambda name, lib=library: "99.0" if name == lib else real(name),
+        )
+        spec_cache.code_digest.cache_clear()
+        assert spec_cache.code_digest() != before, library
+    monkeypatch.undo()
+    monkeypatch.setattr(spec_cache.sys, "version_info", (3, 99, 0))
+    spec_cache.code_digest.cache_clear()
+    assert spec_cache.code_digest() != before
+    monkeypatch.undo()
+    spec_cache.code_digest.cache_clear()
+    assert spec_cache.code_digest() == before
+
+
 def test_the_folder_keeps_the_most_recently_used_entries_within_its_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
