@@ -82,6 +82,12 @@ def ownership_marker(owner: str) -> dict[str, str]:
 #: only in their names have the same configs but for these fields (export and the
 #: planner work such consumers out once; tests/unit/test_normalize.py checks it).
 CONSUMER_NAME_FIELDS = ("durable_name", "name")
+#: The fields of a stream's config that its name decides: ``name``, and ``subjects``
+#: (a stream with no subjects, mirror or sources listens on its own name). Nothing else
+#: in a stream's desired or canonical config depends on its name, nor on the value of
+#: non-empty subjects (export works out streams that differ only in these once;
+#: tests/unit/test_normalize.py checks it).
+STREAM_NAME_FIELDS = ("name", "subjects")
 
 
 def desired_config(
@@ -150,7 +156,7 @@ def canonical(
         k: v for k, v in (out.get("metadata") or {}).items() if k not in SERVER_OWNED_METADATA
     }
     if kind == "Consumer":
-        _consumer_rules(out, stream_config or {})
+        _consumer_rules(out, inherited(stream_config or {}))
     else:
         _stream_rules(out, server)
     return out
@@ -224,7 +230,15 @@ def _implied_flags(out: dict[str, Any]) -> None:
         out["allow_rollup_hdrs"], out["deny_purge"] = True, False
 
 
-def _consumer_rules(out: dict[str, Any], stream_config: Mapping[str, Any]) -> None:
+def inherited(stream_config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """All that a consumer's canonical config takes from its stream's config: the
+    stream's consumer limits (defaults for ``max_ack_pending`` and
+    ``inactive_threshold``). Consumers of streams with the same limits normalise alike."""
+    limits: Mapping[str, Any] = stream_config.get("consumer_limits") or {}
+    return limits
+
+
+def _consumer_rules(out: dict[str, Any], limits: Mapping[str, Any]) -> None:
     if out["max_deliver"] == 0 or out["max_deliver"] < -1:
         out["max_deliver"] = -1
     out["max_ack_pending"] = max(out["max_ack_pending"], -1)
@@ -238,7 +252,7 @@ def _consumer_rules(out: dict[str, Any], stream_config: Mapping[str, Any]) -> No
     for key in ("opt_start_time", "pause_until"):
         if key in out:
             out[key] = rfc3339_utc(out[key])
-    _consumer_derived(out, stream_config.get("consumer_limits") or {})
+    _consumer_derived(out, limits)
 
 
 def _consumer_derived(out: dict[str, Any], limits: Mapping[str, Any]) -> None:

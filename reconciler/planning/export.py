@@ -22,7 +22,9 @@ from reconciler.identity import ResourceRef, is_reserved
 from reconciler.model.buckets import bucket_config
 from reconciler.model.normalize import (
     CONSUMER_NAME_FIELDS,
+    STREAM_NAME_FIELDS,
     desired_config,
+    inherited,
     json_copy,
     live_config,
     owner_of,
@@ -61,42 +63,65 @@ def export_state(live: LiveState, *, owner: str | None = DEFAULT_OWNER) -> list[
     for (stream, consumer), consumer_config in sorted(live.consumers.items()):
         if _mine(consumer_config, owner):
             by_stream.setdefault(stream, []).append((consumer, consumer_config))
+    heads: dict[bytes, dict[str, Any]] = {}  # by _stream_shape
+    shapes: dict[bytes, dict[str, Any]] = {}  # by _shape
     for stream in sorted(live.streams):
         config = live.streams[stream]
         if is_reserved(stream) or not _mine(config, owner):
             continue  # the tool's own apply lock; another owner's stream
         ref = ResourceRef.of_stream(stream, config)
-        head = _stream_document(ref.kind, ref.name, config, live.server)
+        key = _stream_shape(ref.kind, stream, config)
+        head = heads.get(key) if key is not None else None
+        if head is None:
+            head = _stream_document(ref.kind, ref.name, config, live.server)
+            if key is not None and head.get("subjects") == config["subjects"]:
+                heads[key] = head
+        else:
+            head = _copy(head, name=stream, subjects=config["subjects"])
         ref = ResourceRef(head["kind"], head["name"])  # a bucket may export as its stream
         docs = [head]
-        shapes: dict[bytes, dict[str, Any]] = {}
+        limits = inherited(config)
         for consumer, consumer_config in by_stream.get(stream, []):
-            key = _shape(consumer, consumer_config)
+            key = _shape(consumer, consumer_config, limits)
             known = shapes.get(key) if key is not None else None
             if known is None:
                 known = _consumer_document(stream, consumer, consumer_config, config, live.server)
                 if key is not None:
                     shapes[key] = known
-            docs.append(_renamed(known, consumer))
+            docs.append(_copy(known, name=consumer, stream=stream))
         files.append(ExportedFile(name=file_name(ref), documents=tuple(docs)))
     return files
 
 
-def _shape(name: str, config: Mapping[str, Any]) -> bytes | None:
-    """A consumer's config less its name: consumers of one stream with the same shape
-    export the same document but for the name (their desired configs differ only in
-    ``name`` and ``durable_name``), so it is worked out once per shape, not per consumer
-    (at 200,000 consumers most share a handful of shapes). None: the names disagree."""
+def _shape(name: str, config: Mapping[str, Any], limits: Mapping[str, Any]) -> bytes | None:
+    """A consumer's config less its name, with what it inherits from its stream:
+    consumers with the same shape export the same document but for the name and the
+    stream (their desired configs differ only in ``CONSUMER_NAME_FIELDS``, and take
+    nothing else from the stream than :func:`inherited`), so it is worked out once per
+    shape, not per consumer (at 200,000 consumers most share a handful of shapes).
+    None: the names disagree."""
     if config.get("name") != name or config.get("durable_name", name) != name:
         return None
     rest = {k: v for k, v in config.items() if k not in CONSUMER_NAME_FIELDS}
+    return orjson.dumps([rest, limits], option=orjson.OPT_SORT_KEYS)
+
+
+def _stream_shape(kind: Kind, name: str, config: Mapping[str, Any]) -> bytes | None:
+    """A stream's config less its name and subjects: streams with the same shape (and
+    subjects of their own) export the same document but for those two fields
+    (``STREAM_NAME_FIELDS``). None: a bucket, a stream listening on its own name or on
+    nothing (where the name decides its subjects), or names that disagree."""
+    subjects = config.get("subjects")
+    if kind != "Stream" or config.get("name") != name or not subjects or subjects == [name]:
+        return None
+    rest = {k: v for k, v in config.items() if k not in STREAM_NAME_FIELDS}
     return orjson.dumps(rest, option=orjson.OPT_SORT_KEYS)
 
 
-def _renamed(document: dict[str, Any], name: str) -> dict[str, Any]:
-    """A copy of a consumer's document with another name (in the same place)."""
+def _copy(document: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """A copy of a document with other values of ``fields`` (each in its place)."""
     copy = {k: json_copy(v) for k, v in document.items()}
-    copy["name"] = name
+    copy.update((k, json_copy(v)) for k, v in fields.items())
     return copy
 
 

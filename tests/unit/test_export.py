@@ -1,12 +1,21 @@
-"""export_state works a consumer's document out once per shape: the result must be exactly
-what working out every consumer on its own gives."""
+"""export_state works a stream's and a consumer's document out once per shape: the result
+must be exactly what working out every resource on its own gives."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from strategies import SERVERS, consumer_document, stream_document
+
+from reconciler.errors import Location
+from reconciler.model.normalize import desired_config
 from reconciler.model.state import LiveState, ServerInfo
-from reconciler.planning.export import _consumer_document, export_state
+from reconciler.planning.export import _consumer_document, _stream_document, export_state
+from reconciler.specs.loader import Document
+from reconciler.specs.spec import Spec
+from reconciler.specs.validate import validate_documents
 
 SERVER = ServerInfo(version="2.12.4", api_level=2)
 STREAM = {
@@ -64,3 +73,101 @@ def test_consumers_sharing_a_shape_export_as_each_would_alone() -> None:
     documents["tagged"]["filter_subjects"].append("orders.b")
     assert documents["tagged2"]["metadata"] == {"team": "x"}
     assert documents["tagged2"]["filter_subjects"] == ["orders.a"]
+
+
+# Streams beyond the random strategy's fields: the settings whose defaults other fields
+# decide (sources, sealing, TTL markers, republish) and inherited consumer limits.
+STREAM_EXTRAS: list[dict[str, Any]] = [
+    {},
+    {"consumer_limits": {"max_ack_pending": 7, "inactive_threshold": "1h"}},
+    {"sources": [{"name": "UPSTREAM"}], "max_age": "1h"},
+    {"sealed": True},
+    {"subject_delete_marker_ttl": "5m", "allow_msg_ttl": True},
+    {"republish": {"dest": "copy.>"}, "duplicate_window": 0},
+]
+
+
+def _wire(documents: list[dict[str, Any]]) -> list[Spec]:
+    """Valid specs; the cross-resource checks (work-queue filters, sources' streams) are
+    not what these tests are about."""
+    return validate_documents(
+        [Document(body=d, source=Location("t.yaml", i + 1)) for i, d in enumerate(documents)],
+        cross_checks=False,
+    )
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.lists(stream_document("S"), min_size=1, max_size=3),
+    st.lists(consumer_document("S"), min_size=1, max_size=2),
+    st.sampled_from(STREAM_EXTRAS),
+    st.sampled_from(SERVERS),
+)
+def test_streams_and_consumers_sharing_a_shape_export_as_each_would_alone(
+    streams: list[dict[str, Any]],
+    consumers: list[dict[str, Any]],
+    extra: dict[str, Any],
+    server: ServerInfo,
+) -> None:
+    """export_state works a stream's document out once per shape (its config less name
+    and subjects) and a consumer's once per shape and inherited limits, across streams:
+    every document must be exactly what working it out alone gives, in the same key
+    order (the same YAML text). Each random stream comes four times: twice with
+    subjects of its own (one shape), once listening on its own name (never shared), and
+    once without the extra settings (another shape; with other consumer limits, its
+    consumers are another shape too)."""
+    documents: list[dict[str, Any]] = []
+    for i, stream in enumerate(streams):
+        for copy in ("A", "B", "C", "D"):
+            name = f"S{i}{copy}"
+            body = {**stream, "name": name, "subjects": [f"s{i}{copy.lower()}.>"]}
+            if copy != "D":
+                body.update(extra)
+            if copy == "C":
+                del body["subjects"]
+            documents.append(body)
+            # The limits' values set explicitly: the same raw config under each stream,
+            # but left out of the document only where the stream's limits imply them.
+            explicit = {"ack_policy": "explicit", "inactive_threshold": "1h", "max_ack_pending": 7}
+            documents.append({"kind": "Consumer", **explicit, "stream": name, "name": "L"})
+            for j, consumer in enumerate(consumers):
+                shape = {k: v for k, v in consumer.items() if k != "filter_subject"}
+                if body.get("retention") == "workqueue":
+                    shape.pop("deliver_policy", None)
+                for twin in ("x", "y"):
+                    documents.append({**shape, "stream": name, "name": f"C{j}{twin}"})
+    specs = _wire(documents)
+    live_streams = {s.name: desired_config(s, server) for s in specs if s.kind == "Stream"}
+    live_consumers = {
+        (s.stream_name, s.name): desired_config(
+            s, server, stream_config=live_streams[s.stream_name]
+        )
+        for s in specs
+        if s.kind == "Consumer"
+    }
+    live = LiveState(server=server, streams=live_streams, consumers=live_consumers)
+    exported = {f.name: f.documents for f in export_state(live)}
+    assert len(exported) == len(live_streams)
+    for name, config in live_streams.items():
+        head, *rest = exported[f"stream-{name}.yaml"]
+        alone = _stream_document("Stream", name, config, server)
+        assert (head, list(head)) == (alone, list(alone))
+        for doc in rest:
+            raw = live_consumers[(name, doc["name"])]
+            by_itself = _consumer_document(name, doc["name"], raw, config, server)
+            assert (doc, list(doc)) == (by_itself, list(by_itself))
+
+
+def test_documents_of_one_shape_are_copies() -> None:
+    streams = {
+        name: {**STREAM, "name": name, "subjects": [f"{name.lower()}.>"], "metadata": {"t": "x"}}
+        for name in ("A", "B")
+    }
+    consumers = {(s, "c"): consumer("c", metadata={"team": "x"}) for s in streams}
+    live = LiveState(server=SERVER, streams=streams, consumers=consumers)
+    a, b = export_state(live)
+    a.documents[0]["metadata"]["t"] = "y"
+    a.documents[0]["subjects"].append("more")
+    a.documents[1]["metadata"]["team"] = "y"
+    assert b.documents[0]["metadata"] == {"t": "x"} and b.documents[0]["subjects"] == ["b.>"]
+    assert b.documents[1]["metadata"] == {"team": "x"} and b.documents[1]["stream"] == "B"

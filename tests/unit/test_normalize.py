@@ -12,7 +12,9 @@ from reconciler.errors import Location
 from reconciler.model.buckets import bucket_config, classify_stream, kv_stream_config
 from reconciler.model.normalize import (
     CONSUMER_NAME_FIELDS,
+    STREAM_NAME_FIELDS,
     desired_config,
+    inherited,
     live_config,
     preserved_fields,
     replica_problems,
@@ -407,3 +409,56 @@ def test_a_consumer_name_decides_only_its_name_fields() -> None:
             live = live_config("Consumer", first, V212, stream_config=stream)
             again = live_config("Consumer", renamed, V212, stream_config=stream)
             assert {**live, **{k: "second" for k in CONSUMER_NAME_FIELDS}} == again
+
+
+def test_a_stream_name_and_its_own_subjects_decide_only_those_fields() -> None:
+    """What STREAM_NAME_FIELDS promises, for streams of each retention and the settings
+    whose defaults other fields decide (sources, sealing, TTL markers, republish)."""
+    shapes: list[dict[str, Any]] = [
+        {},
+        {"max_age": 3600 * SECOND, "duplicate_window": 0},
+        {"sources": [{"name": "UP"}]},
+        {"sealed": True},
+        {"subject_delete_marker_ttl": 300 * SECOND},
+        {"republish": {"dest": "copy.>"}},
+        {"consumer_limits": {"max_ack_pending": 5}, "metadata": {"team": "x"}},
+    ]
+    for retention in ("limits", "interest", "workqueue"):
+        for shape in shapes:
+            configs = {
+                name: desired_config(
+                    spec("Stream", name, retention=retention, subjects=[f"{name}.>"], **shape),
+                    V214,
+                )
+                for name in ("first", "second")
+            }
+            first, second = configs["first"], configs["second"]
+            assert {k for k in first if first[k] != second[k]} == set(STREAM_NAME_FIELDS)
+            renamed = {**first, "name": "second", "subjects": ["second.>"]}
+            assert renamed == second
+            live = [live_config("Stream", c, V214) for c in (first, second)]
+            assert {k for k in live[0] if live[0][k] != live[1][k]} == set(STREAM_NAME_FIELDS)
+
+
+def test_a_consumer_takes_from_its_stream_only_its_inherited_limits() -> None:
+    """Consumers of streams that differ in everything but their consumer limits
+    normalise alike (export shares their documents); other limits, other configs."""
+    limits = {"max_ack_pending": 5, "inactive_threshold": 60 * SECOND}
+    streams = [
+        desired_config(spec("Stream", "A", consumer_limits=limits), V212),
+        desired_config(
+            spec("Stream", "B", retention="workqueue", max_age=3600 * SECOND,
+                 subjects=["b.>"], consumer_limits=limits),
+            V212,
+        ),
+    ]  # fmt: skip
+    assert inherited(streams[0]) == inherited(streams[1]) == limits
+    durable = spec("Consumer", "c", "A", ack_policy="explicit")
+    configs = [desired_config(durable, V212, stream_config=s) for s in streams]
+    assert configs[0] == configs[1]
+    assert configs[0]["max_ack_pending"] == 5 and configs[0]["inactive_threshold"] == 60 * SECOND
+    plain = desired_config(spec("Stream", "C"), V212)
+    assert desired_config(durable, V212, stream_config=plain) != configs[0]
+    pairs = zip(configs, streams, strict=True)
+    live = [live_config("Consumer", c, V212, stream_config=s) for c, s in pairs]
+    assert live[0] == live[1]
