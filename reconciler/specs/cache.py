@@ -125,6 +125,8 @@ def store(folder: Path, key: str, specs: Sequence[Spec], warnings: Sequence[Prob
     half the bytes to read back. The checksum lets :func:`load` trust the body's shape
     and build each spec's field locations only when one is asked for. A run declaring
     a secret value inline is not kept (the value would be)."""
+    with contextlib.suppress(OSError):
+        _drop_older_formats(folder)
     if any(_inline_secret(spec) for spec in specs):
         return
     files = _Files()
@@ -143,7 +145,6 @@ def store(folder: Path, key: str, specs: Sequence[Spec], warnings: Sequence[Prob
             out.write(orjson.dumps(header) + b"\n" + body)
         os.replace(tmp, folder / f"specs-{key}.json")
         prune(folder, "specs-*.json")
-        _drop_older_formats(folder)
     except OSError:
         return
 
@@ -154,7 +155,8 @@ def _inline_secret(spec: Spec) -> bool:
 
 def _drop_older_formats(folder: Path) -> None:
     """Remove entries an earlier release wrote: before format 4 they kept the values
-    of KeyValueEntries, secret ones included, and no run of this release reads them."""
+    of KeyValueEntries, secret ones included, and no run of this release reads them.
+    Called by every store, whether or not it then writes an entry."""
     for path in folder.glob("specs-*.json"):
         try:
             with path.open("rb") as entry:
@@ -163,7 +165,8 @@ def _drop_older_formats(folder: Path) -> None:
         except (OSError, ValueError, KeyError, TypeError):
             continue  # being written, or not ours to judge
         if older:
-            path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
 
 
 def prune(folder: Path, pattern: str, *, budget: int | None = None) -> None:

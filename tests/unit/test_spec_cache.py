@@ -266,7 +266,11 @@ def test_entries_an_earlier_release_wrote_are_removed(tmp_path: Path) -> None:
     newer.write_bytes(b'{"format": 99, "key": "x", "sha256": "y"}\n{}')
     torn = cache / ("specs-" + "c" * 64 + ".json")
     torn.write_bytes(b'{"form')
+    (tmp_path / "s.yaml").write_text(ENTRIES.replace("value_file: password.txt", "value: x"))
+    load_specs([tmp_path / "s.yaml"], cache=cache)  # an inline secret: not stored, but
+    assert not older.exists() and newer.exists() and torn.exists()  # the old ones go
+    assert len(entries(cache)) == 2
+    older.write_bytes(b'{"format": 3, "key": "x", "sha256": "y"}\n{"specs": []}')
     (tmp_path / "s.yaml").write_text(SPECS)
     load_specs([tmp_path / "s.yaml"], cache=cache)
-    assert not older.exists() and newer.exists() and torn.exists()
-    assert len(entries(cache)) == 3
+    assert not older.exists() and len(entries(cache)) == 3
