@@ -90,6 +90,29 @@ CONSUMER_NAME_FIELDS = ("durable_name", "name")
 STREAM_NAME_FIELDS = ("name", "subjects")
 
 
+def named_as_declared(
+    kind: str, name: str, declared: Mapping[str, Any], raw: Mapping[str, Any]
+) -> tuple[str, ...] | None:
+    """The name fields of ``kind`` (:data:`CONSUMER_NAME_FIELDS`,
+    :data:`STREAM_NAME_FIELDS`) when the live config ``raw`` holds in them what
+    :func:`desired_config` gives a resource named ``name`` declaring ``declared``: a
+    consumer's ``name`` and ``durable_name`` are its name, a stream's ``name`` is its
+    name and its ``subjects`` are the declared ones (or both have none). None otherwise,
+    and for buckets (whose names decide more of their stream configs).
+
+    Then the pair's desired and canonical configs agree in these fields whenever they
+    agree in the others, and the others do not depend on these: two such pairs that
+    differ only in these fields compare alike (the planner's memo works each shape out
+    once; tests/unit/test_plan_memo.py checks it)."""
+    if kind == "Consumer":
+        named = raw.get("name") == name and raw.get("durable_name") == name
+        return CONSUMER_NAME_FIELDS if named else None
+    if kind == "Stream":
+        named = raw.get("name") == name and raw.get("subjects") == declared.get("subjects")
+        return STREAM_NAME_FIELDS if named else None
+    return None
+
+
 def desired_config(
     spec: Spec,
     server: ServerInfo,

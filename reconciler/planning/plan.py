@@ -519,7 +519,8 @@ def build_plan(
     memo: Memo | None = None,
 ) -> Plan:
     """Compare validated specs with the live state (pure). ``migrate`` and ``memo``: see
-    :func:`plan_stream`.
+    :func:`plan_stream`; without a memo kept between plans, one for this plan alone
+    (resources declared alike are compared once).
 
     Raises :class:`UnsupportedField` when a spec uses a field the server does not know,
     and :class:`SpecError` when an external stream is missing or a consumer's stream is
@@ -529,6 +530,7 @@ def build_plan(
     if problems:
         raise UnsupportedField(problems)
     total = StreamPlan(problems=_live_origin_problems(specs, live))
+    memo = memo or Memo(b"this plan")
     for group in group_streams(specs, live):
         part = plan_stream(
             group, live.server, prune=prune, ownership=ownership, migrate=migrate, memo=memo

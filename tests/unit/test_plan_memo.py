@@ -1,0 +1,260 @@
+"""The plan memo answers by shape: resources declared alike are compared once, and the
+plan is always the plan computed from scratch, whatever the live configs hold in their
+name fields (the names, a consumer's durable name, a stream's subjects)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reconciler.errors import Location, SpecError
+from reconciler.model.state import LiveState
+from reconciler.planning.memo import Memo
+from reconciler.planning.plan import build_plan
+from reconciler.planning.steps import Plan
+from reconciler.specs.loader import Document
+from reconciler.specs.spec import OWNER_KEY, Spec
+from reconciler.specs.validate import validate_documents
+from tests.unit.test_plan import SERVER, live_of
+
+#: Few shapes, so that many resources share one.
+STREAM_SHAPES: list[dict[str, Any]] = [
+    {"storage": "memory"},
+    {"storage": "memory", "max_msgs": 10},
+    {"storage": "file", "consumer_limits": {"max_ack_pending": 100}},
+    {"storage": "file", "consumer_limits": {"inactive_threshold": "1h"}},
+]
+CONSUMER_SHAPES: list[dict[str, Any]] = [
+    {"ack_policy": "explicit"},
+    {"ack_policy": "explicit", "max_deliver": 5},
+    {"ack_policy": "none", "deliver_subject": "push.here"},
+    {"ack_policy": "explicit", "max_ack_pending": 100},
+]
+
+
+class FromScratch(Memo):
+    """A memo that never answers: the plan as computed from scratch."""
+
+    def unchanged(self, key: bytes) -> bool:
+        return False
+
+
+@st.composite
+def declared(draw: st.DrawFn) -> list[Spec]:
+    """Streams of a few shapes, with or without declared subjects (one maybe external),
+    each with consumers of a few shapes."""
+    documents = []
+    for index in range(draw(st.integers(min_value=1, max_value=6))):
+        name = f"S{index}"
+        body: dict[str, Any] = {"kind": "Stream", "name": name}
+        body.update(copy.deepcopy(draw(st.sampled_from(STREAM_SHAPES))))
+        if draw(st.booleans()):
+            body["subjects"] = [f"s{index}.>"]
+        if index == 0 and draw(st.booleans()):
+            body = {"kind": "Stream", "name": name, "external": True}
+        documents.append(body)
+        for number in range(draw(st.integers(min_value=0, max_value=4))):
+            shape = copy.deepcopy(draw(st.sampled_from(CONSUMER_SHAPES)))
+            if "deliver_subject" in shape:
+                shape["deliver_subject"] = f"push.{index}.{number}"
+            documents.append({"kind": "Consumer", "stream": name, "name": f"C{number}", **shape})
+    where = Location("specs.yaml", 1)
+    return validate_documents(Document(body=body, source=where) for body in documents)
+
+
+def _perturbed(draw: st.DrawFn, live: LiveState) -> LiveState:
+    """The live state with some resources changed out of band: a field, a name field,
+    the marker, the owner, or the resource gone."""
+    streams: dict[str, dict[str, Any]] = {
+        name: copy.deepcopy(dict(config)) for name, config in live.streams.items()
+    }
+    consumers: dict[tuple[str, str], dict[str, Any]] = {
+        key: copy.deepcopy(dict(config)) for key, config in live.consumers.items()
+    }
+    names = sorted(streams) + sorted(consumers)
+    if not names:
+        return live
+    for target in draw(st.lists(st.sampled_from(names), max_size=6)):
+        raw = streams.get(target) if isinstance(target, str) else consumers.get(target)
+        if raw is None:
+            continue
+        change = draw(
+            st.sampled_from(
+                ["field", "names", "subjects", "marker", "owner", "gone", "description", "like"]
+            )
+        )
+        if change == "like":  # as another resource of its kind is, but for its names
+            if isinstance(target, str):
+                other = streams[draw(st.sampled_from(sorted(streams)))]
+            else:
+                other = consumers[draw(st.sampled_from(sorted(consumers)))]
+            own: dict[str, Any] = {
+                k: raw[k] for k in ("name", "durable_name", "subjects") if k in raw
+            }
+            raw.clear()
+            raw.update({**copy.deepcopy(other), **own})
+        elif change == "field":
+            raw["max_msgs" if isinstance(target, str) else "max_deliver"] = 3
+        elif change == "description":
+            raw["description"] = "changed by hand"
+        elif change == "names":
+            field = draw(st.sampled_from(["name", "durable_name"]))
+            if draw(st.booleans()):
+                raw.pop(field, None)
+            else:
+                raw[field] = draw(st.sampled_from(["", "OTHER", "S0", "C0"]))
+        elif change == "subjects" and isinstance(target, str):
+            raw["subjects"] = draw(st.sampled_from([[], ["s0.>"], ["elsewhere.>"]]))
+        elif change == "marker":
+            raw["metadata"] = {}
+        elif change == "owner":
+            raw["metadata"] = {**raw.get("metadata", {}), OWNER_KEY: "shop"}
+        elif change == "gone":
+            if isinstance(target, str):
+                del streams[target]
+                consumers = {k: v for k, v in consumers.items() if k[0] != target}
+            else:
+                del consumers[target]
+    return LiveState(server=SERVER, streams=streams, consumers=consumers)
+
+
+def _outcome(specs: list[Spec], live: LiveState, memo: Memo | None) -> Plan | list[Any]:
+    try:
+        return build_plan(specs, live, memo=memo)
+    except SpecError as err:
+        return [str(problem) for problem in err.problems]
+
+
+@settings(max_examples=300, deadline=None)
+@given(specs=declared(), data=st.data())
+def test_a_plan_with_the_memo_is_the_plan_from_scratch(specs: list[Spec], data: Any) -> None:
+    """The memo of this plan alone, and a memo kept from a plan of another live state,
+    never change the plan: every entry is what comparing it from scratch gives."""
+    before = _perturbed(data.draw, _applied(data.draw, specs))
+    after = _perturbed(data.draw, before)
+    scratch = _outcome(specs, after, FromScratch(b""))
+    assert _outcome(specs, after, None) == scratch
+    earlier = Memo.for_plan(SERVER, "default")
+    _outcome(specs, before, earlier)
+    kept = Memo(earlier.salt, earlier.found)
+    assert _outcome(specs, after, kept) == scratch
+
+
+def _applied(draw: st.DrawFn, specs: list[Spec]) -> LiveState:
+    """What the server holds after applying ``specs``; an external stream as another
+    tool left it (no marker, maybe consumer limits of its own)."""
+    managed = [s for s in specs if not s.external]
+    external = [Spec(s.kind, s.name, {}, s.source) for s in specs if s.external]
+    live = live_of(*external, *managed)
+    for spec in external:
+        config = live.streams[spec.name]
+        config["metadata"] = {}  # type: ignore[index]
+        config["consumer_limits"] = draw(  # type: ignore[index]
+            st.sampled_from([{}, {"max_ack_pending": 7}, {"inactive_threshold": 10**12}])
+        )
+    return live
+
+
+def test_consumers_and_streams_declared_alike_are_compared_once() -> None:
+    """What the memo is for: 40 consumers of 20 streams, all declared alike, are two
+    comparisons (one stream, one consumer), not 60."""
+    documents: list[dict[str, Any]] = []
+    for index in range(20):
+        documents.append({"kind": "Stream", "name": f"S{index}", "subjects": [f"s{index}.>"]})
+        for number in range(2):
+            documents.append(
+                {
+                    "kind": "Consumer",
+                    "stream": f"S{index}",
+                    "name": f"C{number}",
+                    **{"ack_policy": "explicit"},
+                }
+            )
+    specs = validate_documents(
+        Document(body=body, source=Location("specs.yaml", 1)) for body in documents
+    )
+    memo = Memo(b"count")
+    plan = build_plan(specs, live_of(*specs), memo=memo)
+    assert len(plan.unchanged) == 60 and not plan.changes
+    assert memo.hits == 58 and len(memo.found) == 2
+
+
+def _specs(documents: list[dict[str, Any]]) -> list[Spec]:
+    where = Location("specs.yaml", 1)
+    return validate_documents(Document(body=body, source=where) for body in documents)
+
+
+@pytest.mark.parametrize("first", range(len(CONSUMER_SHAPES)))
+@pytest.mark.parametrize("second", range(len(CONSUMER_SHAPES)))
+def test_a_consumer_live_as_another_is_compared_with_its_own_spec(first: int, second: int) -> None:
+    """Two consumers of one stream: the second's live config is the first's but for its
+    names. Whatever their declared shapes, the memo answers for the second only what
+    comparing it with its own spec gives."""
+    shapes = [copy.deepcopy(CONSUMER_SHAPES[first]), copy.deepcopy(CONSUMER_SHAPES[second])]
+    specs = _specs(
+        [
+            {"kind": "Stream", "name": "S", "subjects": ["s.>"]},
+            *({"kind": "Consumer", "stream": "S", "name": f"C{i}", **shapes[i]} for i in (0, 1)),
+        ]
+    )
+    live = live_of(*specs)
+    consumers = dict(live.consumers)
+    consumers[("S", "C1")] = {**consumers[("S", "C0")], "name": "C1", "durable_name": "C1"}
+    live = LiveState(server=SERVER, streams=live.streams, consumers=consumers)
+    scratch = _outcome(specs, live, FromScratch(b""))
+    assert _outcome(specs, live, None) == scratch
+    assert isinstance(scratch, Plan)
+    assert bool(scratch.changes) == (first != second)
+
+
+@pytest.mark.parametrize("first", range(len(STREAM_SHAPES)))
+@pytest.mark.parametrize("second", range(len(STREAM_SHAPES)))
+@pytest.mark.parametrize("subjects", [True, False])
+def test_a_stream_live_as_another_is_compared_with_its_own_spec(
+    first: int, second: int, subjects: bool
+) -> None:
+    """The same for streams (with and without declared subjects), and for the consumers
+    planned against them."""
+    documents: list[dict[str, Any]] = []
+    for index, shape in enumerate((STREAM_SHAPES[first], STREAM_SHAPES[second])):
+        body = {"kind": "Stream", "name": f"S{index}", **copy.deepcopy(shape)}
+        if subjects:
+            body["subjects"] = [f"s{index}.>"]
+        documents += [body, {"kind": "Consumer", "stream": f"S{index}", "name": "C"}]
+    specs = _specs(documents)
+    live = live_of(*specs)
+    streams = dict(live.streams)
+    names = {k: v for k, v in streams["S1"].items() if k in ("name", "subjects")}
+    streams["S1"] = {**streams["S0"], **names}
+    consumers = dict(live.consumers)
+    consumers[("S1", "C")] = consumers[("S0", "C")]
+    live = LiveState(server=SERVER, streams=streams, consumers=consumers)
+    scratch = _outcome(specs, live, FromScratch(b""))
+    assert _outcome(specs, live, None) == scratch
+    assert isinstance(scratch, Plan)
+    assert bool(scratch.changes) == (STREAM_SHAPES[first] != STREAM_SHAPES[second])
+
+
+def test_consumers_of_external_streams_are_planned_against_each_live_stream() -> None:
+    """Consumers declared alike on two streams managed elsewhere: each is planned against
+    its own live stream's consumer limits, never answered with the other's."""
+    specs = _specs(
+        [
+            {"kind": "Stream", "name": "A", "external": True},
+            {"kind": "Stream", "name": "B", "external": True},
+            {"kind": "Consumer", "stream": "A", "name": "C", "ack_policy": "explicit"},
+            {"kind": "Consumer", "stream": "B", "name": "C", "ack_policy": "explicit"},
+        ]
+    )
+    live = live_of(*(Spec(s.kind, s.name, {}, s.source) for s in specs[:2]), *specs[2:])
+    streams = {name: {**config, "metadata": {}} for name, config in live.streams.items()}
+    streams["B"]["consumer_limits"] = {"max_ack_pending": 7}  # after C was created
+    live = LiveState(server=SERVER, streams=streams, consumers=live.consumers)
+    scratch = _outcome(specs, live, FromScratch(b""))
+    assert _outcome(specs, live, None) == scratch
+    assert isinstance(scratch, Plan) and [s.name for s in scratch.changes] == ["C"]
+    assert scratch.changes[0].ref.stream == "B"
