@@ -395,6 +395,7 @@ class JetStreamClient:
         shared = SharedValues()
         limit = asyncio.Semaphore(LIST_CONCURRENCY)
         reading: dict[str, asyncio.Future[list[tuple[str, dict[str, Any]]]]] = {}
+        state: dict[str, StreamState] = {}
 
         async def consumers_of(stream: str) -> list[tuple[str, dict[str, Any]]]:
             async with limit:
@@ -407,13 +408,14 @@ class JetStreamClient:
             # A stream reporting no consumers needs no CONSUMER.LIST round trip.
             for info in page:
                 name = str(info["config"]["name"])
-                if name not in reading and StreamState.from_info(info).consumer_count > 0:
+                state[name] = found = StreamState.from_info(info)
+                if name not in reading and found.consumer_count > 0:
                     reading[name] = asyncio.ensure_future(consumers_of(name))
 
         try:
+            # every page goes through read(), pages read again too: ``state`` ends with
+            # an entry per stream kept, each from the last page naming it (as kept)
             infos = await self.list_streams(read)
-            read(infos)  # a count that grew when the list was read again
-            state = {str(i["config"]["name"]): StreamState.from_info(i) for i in infos}
             listed = [name for name in state if name in reading]
             pages = await asyncio.gather(*(reading[name] for name in listed))
             server = await asking

@@ -84,7 +84,7 @@ def _expand(
         if not isinstance(node, list):
             return
         keys: list[str | int] = list(range(len(node)))
-    elif isinstance(node, MutableMapping) and head in node:
+    elif isinstance(node, dict) and head in node:
         keys = [head]
     else:
         return

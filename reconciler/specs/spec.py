@@ -83,9 +83,10 @@ class Spec:
         """Identity used across the engine: (kind, stream or "", name)."""
         return (self.kind, self.stream or "", self.name)
 
-    @property
+    @functools.cached_property
     def stream_name(self) -> str:
-        """The JetStream stream this resource is or lives in."""
+        """The JetStream stream this resource is or lives in (worked out once, as
+        :attr:`ref`: checks and plans ask for it several times per resource)."""
         return self.ref.stream_name
 
     def where(self, path: str) -> Location:

@@ -162,12 +162,16 @@ def plain_copy(value: Any) -> Any:
     """A deep copy of JSON-like data in which integral floats (``1e3``, Pulumi numbers)
     become ints."""
     if isinstance(value, dict):
-        return {k: plain_copy(v) for k, v in value.items()}
+        return {k: plain_copy(v) if isinstance(v, _COPIED) else v for k, v in value.items()}
     if isinstance(value, list):
-        return [plain_copy(v) for v in value]
+        return [plain_copy(v) if isinstance(v, _COPIED) else v for v in value]
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
         return int(value)
     return value
+
+
+#: What :func:`plain_copy` copies or changes (strings, ints, bools and None are kept).
+_COPIED = (dict, list, float)
 
 
 def _convert_units(
