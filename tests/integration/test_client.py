@@ -188,13 +188,23 @@ def test_fetch_live_keeps_configs_exactly_as_the_server_sent_them(clean_server: 
     assert live.server.version == live.server.version.strip() and live.server.api_level >= 1
 
 
-def test_fetch_live_shares_equal_values_but_never_a_config(clean_server: NatsServer) -> None:
-    """Live configs are read with their equal strings and integers made one object (the
-    memory of 100,000 consumers), and are still exactly what CONSUMER.INFO says, each a
-    dict of its own: changing one changes no other."""
+@pytest.mark.parametrize("large", [True, False], ids=["large", "small"])
+def test_fetch_live_shares_equal_values_of_a_large_account_but_never_a_config(
+    clean_server: NatsServer, monkeypatch: pytest.MonkeyPatch, large: bool
+) -> None:
+    """Live configs of an account of ``SHARE_FROM`` resources or more are read with their
+    equal strings and integers made one object (the memory of 100,000 consumers); a
+    smaller account's are not (the walk would cost more than it saves). Either way they
+    are exactly what CONSUMER.INFO says, each a dict of its own: changing one changes no
+    other."""
+    from reconciler.jetstream import client as client_module
+
+    # this account holds 4 resources: large when that is enough, small when it is not
+    monkeypatch.setattr(client_module, "SHARE_FROM", 4 if large else 5)
 
     async def body(client: JetStreamClient) -> Any:
         await client.create_stream(stream("SHARE"))
+        await client.create_stream(stream("OTHER"))
         for name in ("first", "second"):
             config = {"durable_name": name, "ack_policy": "explicit", "metadata": {"team": "a"}}
             await client.create_consumer("SHARE", config, action="create")
@@ -209,8 +219,11 @@ def test_fetch_live_shares_equal_values_but_never_a_config(clean_server: NatsSer
             k: v for k, v in info["config"].items() if k != "metadata"
         }
         assert listed["metadata"]["team"] == "a"
-    assert first["ack_policy"] is second["ack_policy"]
-    assert first["ack_wait"] is second["ack_wait"]  # 30 s in ns: not a small cached int
+    assert (first["ack_policy"] is second["ack_policy"]) is large
+    assert (first["ack_wait"] is second["ack_wait"]) is large  # 30 s in ns: not a cached int
+    one, other = live.streams["SHARE"], live.streams["OTHER"]
+    assert one["retention"] == other["retention"] == "limits"
+    assert (one["retention"] is other["retention"]) is large
     assert first is not second and first["metadata"] is not second["metadata"]
     first["metadata"]["team"] = "b"
     assert second["metadata"]["team"] == "a"
