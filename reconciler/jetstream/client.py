@@ -55,6 +55,11 @@ def _ignore(message: str) -> None:
     return None
 
 
+def _as_is(value: Any) -> Any:
+    """A decoded value kept as it is (what a read below ``SHARE_FROM`` does)."""
+    return value
+
+
 class _Waiter:
     """A request in flight, for :meth:`JetStreamClient.note_error` to fail: ``denied``
     says what the server refused, and ``task`` is cancelled to stop the wait."""
@@ -375,25 +380,18 @@ class JetStreamClient:
         return await self._paged(f"CONSUMER.LIST.{stream}", "consumers", lambda i: str(i["name"]))
 
     async def consumer_configs(
-        self, stream: str, shared: SharedValues | None = None
+        self, stream: str, shared: Callable[[Any], Any] = _as_is
     ) -> list[tuple[str, dict[str, Any]]]:
         """Every consumer of ``stream`` as (name, config), the config's values passed
-        through ``shared`` when given (:class:`SharedValues`). Only the configs are kept:
-        at 100,000 consumers the rest of their infos (state, cluster, times) held until
-        the last page came would more than double the memory a plan needs."""
-        if shared is None:
-            return await self._paged(
-                f"CONSUMER.LIST.{stream}",
-                "consumers",
-                lambda i: str(i["name"]),
-                keep=lambda i: (str(i["name"]), i["config"]),
-            )
-        share = shared
+        through ``shared`` (a :class:`SharedValues`, or kept as they are). Only the
+        configs are kept: at 100,000 consumers the rest of their infos (state, cluster,
+        times) held until the last page came would more than double the memory a plan
+        needs."""
         return await self._paged(
             f"CONSUMER.LIST.{stream}",
             "consumers",
             lambda i: str(i["name"]),
-            keep=lambda i: (share(str(i["name"])), share(i["config"])),
+            keep=lambda i: (shared(str(i["name"])), shared(i["config"])),
         )
 
     async def fetch_live(self) -> LiveState:
@@ -412,7 +410,7 @@ class JetStreamClient:
         state: dict[str, StreamState] = {}
 
         async def consumers_of(
-            stream: str, share: SharedValues | None
+            stream: str, share: Callable[[Any], Any]
         ) -> list[tuple[str, dict[str, Any]]]:
             async with limit:
                 try:
@@ -430,7 +428,7 @@ class JetStreamClient:
                     counted += 1 + found.consumer_count
                 state[name] = found
                 if name not in reading and found.consumer_count > 0:
-                    share = shared if counted >= SHARE_FROM else None
+                    share = shared if counted >= SHARE_FROM else _as_is
                     reading[name] = asyncio.ensure_future(consumers_of(name, share))
 
         try:
@@ -446,10 +444,8 @@ class JetStreamClient:
                 task.cancel()
             await asyncio.gather(*others, return_exceptions=True)
             raise
-        if counted >= SHARE_FROM:
-            streams = {shared(str(i["config"]["name"])): shared(i["config"]) for i in infos}
-        else:
-            streams = {str(i["config"]["name"]): i["config"] for i in infos}
+        share = shared if counted >= SHARE_FROM else _as_is
+        streams = {share(str(i["config"]["name"])): share(i["config"]) for i in infos}
         consumers = {
             (stream, name): config
             for stream, page in zip(listed, pages, strict=True)

@@ -88,6 +88,11 @@ CONSUMER_NAME_FIELDS = ("durable_name", "name")
 #: non-empty subjects (export works out streams that differ only in these once;
 #: tests/unit/test_normalize.py checks it).
 STREAM_NAME_FIELDS = ("name", "subjects")
+#: The name fields by kind, for the kinds whose names decide nothing else.
+NAME_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "Consumer": CONSUMER_NAME_FIELDS,
+    "Stream": STREAM_NAME_FIELDS,
+}
 
 
 def named_as_declared(
@@ -106,11 +111,11 @@ def named_as_declared(
     once; tests/unit/test_plan_memo.py checks it)."""
     if kind == "Consumer":
         named = raw.get("name") == name and raw.get("durable_name") == name
-        return CONSUMER_NAME_FIELDS if named else None
-    if kind == "Stream":
+    elif kind == "Stream":
         named = raw.get("name") == name and raw.get("subjects") == declared.get("subjects")
-        return STREAM_NAME_FIELDS if named else None
-    return None
+    else:
+        return None
+    return NAME_FIELDS[kind] if named else None
 
 
 def desired_config(

@@ -21,12 +21,12 @@ from reconciler.errors import Location
 from reconciler.identity import ResourceRef, is_reserved
 from reconciler.model.buckets import bucket_config
 from reconciler.model.normalize import (
-    CONSUMER_NAME_FIELDS,
     STREAM_NAME_FIELDS,
     desired_config,
     inherited,
     json_copy,
     live_config,
+    named_as_declared,
     owner_of,
 )
 from reconciler.model.state import LiveState, ServerInfo
@@ -100,9 +100,10 @@ def _shape(name: str, config: Mapping[str, Any], limits: Mapping[str, Any]) -> b
     nothing else from the stream than :func:`inherited`), so it is worked out once per
     shape, not per consumer (at 200,000 consumers most share a handful of shapes).
     None: the names disagree."""
-    if config.get("name") != name or config.get("durable_name", name) != name:
+    names = named_as_declared("Consumer", name, {}, config)
+    if names is None:
         return None
-    rest = {k: v for k, v in config.items() if k not in CONSUMER_NAME_FIELDS}
+    rest = {k: v for k, v in config.items() if k not in names}
     return orjson.dumps([rest, limits], option=orjson.OPT_SORT_KEYS)
 
 

@@ -28,14 +28,12 @@ from typing import Any
 
 import orjson
 
-from reconciler.model.normalize import CONSUMER_NAME_FIELDS, STREAM_NAME_FIELDS, named_as_declared
+from reconciler.model.normalize import NAME_FIELDS, STREAM_NAME_FIELDS, named_as_declared
 from reconciler.model.state import ServerInfo
 from reconciler.specs.cache import code_digest
 from reconciler.specs.spec import Spec
 
 DIGEST_SIZE = 16
-#: The kinds whose specs are digested but for their name fields.
-_SHAPED = {"Consumer": CONSUMER_NAME_FIELDS, "Stream": STREAM_NAME_FIELDS}
 #: the code that decides a plan: validating, normalising, diffing, planning
 PLANNING_CODE = ("specs", "model", "planning")
 
@@ -81,7 +79,7 @@ class Memo:
         """Digest ``specs`` now (work that needs no live state: a client does it while
         the live state is read)."""
         for spec in specs:
-            if spec.kind in _SHAPED:
+            if spec.kind in NAME_FIELDS:
                 self._shape(spec)
             else:
                 self._spec(spec)
@@ -98,7 +96,7 @@ class Memo:
         known = self._shapes.get(id(spec))
         if known is not None and known[0] is spec:
             return known[1]
-        digest = shape_digest(spec, _SHAPED[spec.kind])
+        digest = shape_digest(spec, NAME_FIELDS[spec.kind])
         self._shapes[id(spec)] = (spec, digest)
         return digest
 
@@ -134,7 +132,7 @@ class Memo:
         here), else the live one; either but for its name fields (a consumer's config
         takes only the stream's consumer limits from it)."""
         if declared is not None and not declared.external:
-            if declared.kind in _SHAPED:
+            if declared.kind in NAME_FIELDS:
                 return b"S" + self._shape(declared)
             return b"E" + self._spec(declared)
         if live is None:
