@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from reconciler.errors import Location, Problem, SpecError, brief, closest_location
+from reconciler.errors import Lines, Location, Problem, SpecError, brief, closest_location
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_DEPTH = 64
@@ -393,7 +393,7 @@ def _document_from_node(root: Any, name: str, problems: list[Problem]) -> Docume
     if not isinstance(root, yaml.MappingNode):
         problems.append(Problem(source, "", "a document must be a mapping of fields"))
         return None
-    builder = _NodeBuilder(name, problems)
+    builder = _NodeBuilder(name, problems, start=source.line)
     try:
         body = builder.build(root, "", 0)
     except _Abort as abort:
@@ -405,9 +405,9 @@ def _document_from_node(root: Any, name: str, problems: list[Problem]) -> Docume
 class _NodeBuilder:
     """Turns a composed YAML node tree into plain values, recording each value's line."""
 
-    def __init__(self, file: str, warnings: list[Problem] | None = None) -> None:
+    def __init__(self, file: str, warnings: list[Problem] | None = None, *, start: int = 1) -> None:
         self.file = file
-        self.locations: dict[str, Location] = {}
+        self.locations = Lines(file, start)  # lines kept near ``start`` cost nothing
         self.nodes = 0
         self.warnings = warnings if warnings is not None else []
 
@@ -423,7 +423,7 @@ class _NodeBuilder:
             prefix = f"{path}." if path else ""
             items = []
             for index, item in enumerate(node.value):
-                self.locations.setdefault(f"{prefix}{index}", self._where(item))
+                self.locations.add(f"{prefix}{index}", self._line(item), again=False)
                 items.append(self.build(item, f"{prefix}{index}", depth + 1))
             return items
         constructor = _SCALARS.get(node.tag)
@@ -458,7 +458,7 @@ class _NodeBuilder:
                 message = f"duplicate field with the same value (first at {first}); drop one"
                 self.warnings.append(Problem(self._where(key_node), field, message, warning=True))
                 continue
-            self.locations[field] = self._where(key_node)
+            self.locations.add(field, self._line(key_node))
             explicit[key] = self.build(value_node, field, depth + 1)
         return {**merged, **explicit}
 
@@ -472,7 +472,12 @@ class _NodeBuilder:
         return merged
 
     def _where(self, node: Any) -> Location:
-        return Location(self.file, node.start_mark.line + 1)
+        return Location(self.file, self._line(node))
+
+    @staticmethod
+    def _line(node: Any) -> int:
+        line: int = node.start_mark.line + 1
+        return line
 
     def _abort(self, node: Any, path: str, message: str) -> _Abort:
         return _Abort(Problem(self._where(node), path, message))
@@ -506,9 +511,9 @@ def _json_documents(text: str, name: str, problems: list[Problem]) -> list[Docum
         if not isinstance(item, dict):
             problems.append(Problem(source, "", "a document must be a JSON object"))
             continue
-        locations: dict[str, Location] = {}
+        locations: Mapping[str, Location] = {}
         if node is not None:
-            builder = _NodeBuilder(name, problems)
+            builder = _NodeBuilder(name, problems, start=source.line)
             try:
                 builder.build(node, "", 0)
             except _Abort as abort:
@@ -553,7 +558,7 @@ def read_json_tree(path: Path) -> Document:
     if not isinstance(value, dict):
         raise SpecError([Problem(Location(name, 1), "", "expected a JSON object")])
     nodes = _json_nodes(text, None)
-    locations: dict[str, Location] = {}
+    locations: Mapping[str, Location] = {}
     if nodes:
         builder = _NodeBuilder(name)
         try:

@@ -369,3 +369,41 @@ def test_every_example_loads_the_same_on_the_fast_and_the_careful_path(
 )
 def test_text_that_may_nest_deep_never_reaches_libyamls_composer(text: str) -> None:
     assert not loader._fits_libyaml(text)
+
+
+def _marks(node: yaml.Node, path: str, out: dict[str, int]) -> dict[str, int]:
+    """Every field's and item's line as the YAML parser marks it (no merge keys)."""
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            field = f"{path}.{key.value}" if path else str(key.value)
+            out[field] = key.start_mark.line + 1
+            _marks(value, field, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            out[f"{path}.{index}" if path else str(index)] = item.start_mark.line + 1
+            _marks(item, f"{path}.{index}" if path else str(index), out)
+    return out
+
+
+def test_every_field_keeps_its_line_far_into_a_file_and_far_from_its_document(
+    tmp_path: Path,
+) -> None:
+    """Field lines are kept as distances from their document's first line: right for
+    documents hundreds of lines into a file and for fields hundreds of lines into one."""
+    filler = "# filler\n" * 400
+    text = (
+        f"{filler}kind: Stream\nname: A\n{chr(10) * 300}subjects:\n  - a.one\n\n  - a.two\n"
+        "metadata:\n  team: x\n  nested:\n    deep: [1, 2]\n---\n"
+        f"{filler}kind: Consumer\nstream: A\nname: c\nfilter_subjects: [a.one]\n"
+    )
+    path = write(tmp_path / "far.yaml", text)
+    documents = load_documents([path])
+    composed = [n for n in yaml.compose_all(text) if n is not None]
+    assert len(documents) == len(composed) == 2
+    for document, node in zip(documents, composed, strict=True):
+        assert document.source == Location(str(path), node.start_mark.line + 1)
+        lines = {field: where.line for field, where in document.locations.items()}
+        assert lines == _marks(node, "", {})
+        assert {where.file for where in document.locations.values()} == {str(path)}
+    assert documents[0].where("subjects.1").line == 706
+    assert documents[0].where("metadata.nested.deep.1.x") == Location(str(path), 710)

@@ -47,6 +47,10 @@ def test_a_cached_run_gives_exactly_the_specs_and_warnings_of_a_fresh_one(
     cached_warnings: list = []
     cached = load_specs([tmp_path / "s.yaml"], warnings=cached_warnings, cache=cache)
     assert cached == first == fresh
+    # identity is made again on a cached load, not compared by ``==``: checked apart
+    identities = [(s.ref, s.stream_name) for s in cached]
+    assert identities == [(s.ref, s.stream_name) for s in fresh]
+    assert [name for _, name in identities] == ["ORDERS", "ORDERS"]
     assert [str(w) for w in cached_warnings] == [str(w) for w in fresh_warnings] != []
     assert cached[0].written["max_age"] == "14d"
     assert str(cached[1].where("backoff")).endswith("s.yaml:12")
