@@ -69,10 +69,13 @@ class Memo:
         self.known = frozenset(known)
         self.found: set[bytes] = set()
         self.hits = 0
-        # spec digests by the spec object (held, so its id is never another's): not by
-        # identity, since the fleet plans several environments' same-named specs with one
-        self._specs: dict[int, tuple[Spec, bytes]] = {}
-        self._shapes: dict[int, tuple[Spec, bytes]] = {}
+        # spec digests by the spec's id, the spec held so that no id is ever another's
+        # (not by name: the fleet plans several environments' same-named specs with
+        # one); equal digests are one object (specs declared alike share a shape)
+        self._held: list[Spec] = []
+        self._specs: dict[int, bytes] = {}
+        self._shapes: dict[int, bytes] = {}
+        self._equal: dict[bytes, bytes] = {}
         self._salted = hashlib.blake2b(salt, digest_size=DIGEST_SIZE)
 
     def prepare(self, specs: Iterable[Spec]) -> None:
@@ -86,19 +89,20 @@ class Memo:
 
     def _spec(self, spec: Spec) -> bytes:
         known = self._specs.get(id(spec))
-        if known is not None and known[0] is spec:
-            return known[1]
-        digest = spec_digest(spec)
-        self._specs[id(spec)] = (spec, digest)
-        return digest
+        if known is None:
+            known = self._specs[id(spec)] = self._kept(spec, spec_digest(spec))
+        return known
 
     def _shape(self, spec: Spec) -> bytes:
         known = self._shapes.get(id(spec))
-        if known is not None and known[0] is spec:
-            return known[1]
-        digest = shape_digest(spec, NAME_FIELDS[spec.kind])
-        self._shapes[id(spec)] = (spec, digest)
-        return digest
+        if known is None:
+            digest = shape_digest(spec, NAME_FIELDS[spec.kind])
+            known = self._shapes[id(spec)] = self._kept(spec, digest)
+        return known
+
+    def _kept(self, spec: Spec, digest: bytes) -> bytes:
+        self._held.append(spec)
+        return self._equal.setdefault(digest, digest)
 
     @classmethod
     def for_plan(cls, server: ServerInfo, owner: str, known: Iterable[bytes] = ()) -> Memo:

@@ -202,8 +202,8 @@ class Delete(Entry):
 
 @dataclass(frozen=True, kw_only=True)
 class Unchanged(Entry):
-    config: Mapping[str, Any] = field(default_factory=dict)
-    live: Mapping[str, Any] = field(default_factory=dict)
+    """A declared resource whose live config is what its spec asks for. It keeps no
+    config: nothing reads one (two empty dicts per entry were 14 MiB at 101,000)."""
 
     action: ClassVar[str] = "unchanged"
 
