@@ -48,8 +48,8 @@ def write_specs(folder: Path, streams: int, per_stream: int) -> Path:
     return target
 
 
-#: Rounds of re-plan, drift and export timed one after the other.
-TURNS = 5
+#: Rounds of re-plan, drift and export timed one after the other (each first twice).
+TURNS = 6
 
 
 def timed(label: str, fn: Any, *, best_of: int = 1) -> float:
@@ -312,14 +312,22 @@ def _rest(
     # The same three timed in turns: a figure taken minutes apart in one process also
     # measures how its heap grew in between (the re-plans above ran first), and on this
     # machine one run of anything moves by a third; the medians of the turns say more.
+    # Each turn starts with the next of the three (whichever runs second or third in a
+    # row was measured slower), so each is timed in each place as often.
     drift_turns, export_turns = [], []
-    for _ in range(TURNS):
-        plan_took = timed("  in turns: re-plan", lambda: asyncio.run(engine.plan([spec], options)))
-        writing: list[float] = []
-        drift_took = timed("  in turns: drift", lambda w=writing: drift_text([spec], options, w))
-        export_took = timed("  in turns: export", lambda w=writing: export_text(options, w))
-        drift_turns.append((drift_took - writing[0]) / plan_took)
-        export_turns.append((export_took - writing[1]) / plan_took)
+    for turn in range(TURNS):
+        took: dict[str, float] = {}
+        writing: dict[str, list[float]] = {"drift": [], "export": []}
+        runs = {
+            "re-plan": lambda: asyncio.run(engine.plan([spec], options)),
+            "drift": lambda w=writing["drift"]: drift_text([spec], options, w),
+            "export": lambda w=writing["export"]: export_text(options, w),
+        }
+        order = [*runs][turn % 3 :] + [*runs][: turn % 3]
+        for what in order:
+            took[what] = timed(f"  in turns: {what}", runs[what])
+        drift_turns.append((took["drift"] - writing["drift"][0]) / took["re-plan"])
+        export_turns.append((took["export"] - writing["export"][0]) / took["re-plan"])
     rss = plan_peak_rss(spec, url)
     print(f"  {'reconcile plan peak RSS (its own process)':<52} {rss:8.0f} MiB")
     help_time = cli_startup()
