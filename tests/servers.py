@@ -250,8 +250,15 @@ class NatsServer:
         return data
 
     def stream_dirs(self) -> list[Path]:
-        """The folders under the store's ``streams`` (every account's), deleted ones too."""
-        return [p for p in self.store_dir.glob("jetstream/*/streams/*") if p.is_dir()]
+        """The folders under the store's ``streams`` (every account's), deleted ones too.
+        Read while the server removes deleted streams' folders in the background: a
+        folder gone between its listing and its reading holds nothing (``Path.glob``
+        on Python 3.11 raised FileNotFoundError there, failing a CI run's teardown)."""
+        return [
+            stream
+            for account in _folders(self.store_dir / "jetstream")
+            for stream in _folders(account / "streams")
+        ]
 
     def clear_deleted_streams(self, *, timeout: float = 20.0) -> None:
         """After every stream was deleted: wait until the server has removed their files,
@@ -500,3 +507,12 @@ async def delete_all_streams(url: str, **connect: Any) -> None:
         await asyncio.gather(*(delete(n) for n in names))
     finally:
         await nc.close()
+
+
+def _folders(parent: Path) -> list[Path]:
+    """The folders in ``parent``; none when ``parent`` is gone (or not a folder)."""
+    try:
+        with os.scandir(parent) as entries:
+            return [Path(entry.path) for entry in entries if entry.is_dir()]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
