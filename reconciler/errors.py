@@ -40,35 +40,44 @@ class Location:
         return f"{self.file}:{self.line}"
 
 
-class Lines(Mapping[str, Location]):
-    """The locations of one document's fields, all in one file: each kept as its line's
-    distance from ``start`` (a small integer, one object the interpreter shares) and
-    made a :class:`Location` when it is read. At 101,000 documents a Location and a
-    line number per field were 30 MiB; a plan reads a few of them."""
+class LazyLocations(Mapping[str, Location]):
+    """Field locations kept compactly in ``_raw`` (by path), each made a
+    :class:`Location` when it is read (``__getitem__``, per kind of map): a plan reads
+    a few of 100,000 specs' locations."""
 
-    __slots__ = ("_file", "_offsets", "_start")
+    __slots__ = ("_raw",)
+
+    _raw: dict[str, Any]
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._raw
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+
+class Lines(LazyLocations):
+    """The locations of one document's fields, all in one file: each kept as its line's
+    distance from ``start`` (a small integer, one object the interpreter shares). At
+    101,000 documents a Location and a line number per field were 30 MiB."""
+
+    __slots__ = ("_file", "_start")
 
     def __init__(self, file: str, start: int) -> None:
         self._file = file
         self._start = start
-        self._offsets: dict[str, int] = {}
+        self._raw = {}
 
     def add(self, path: str, line: int, *, again: bool = True) -> None:
         """``path`` is at ``line``; ``again``: replacing where it was before."""
-        if again or path not in self._offsets:
-            self._offsets[path] = line - self._start
+        if again or path not in self._raw:
+            self._raw[path] = line - self._start
 
     def __getitem__(self, path: str) -> Location:
-        return Location(self._file, self._start + self._offsets[path])
-
-    def __contains__(self, path: object) -> bool:
-        return path in self._offsets
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._offsets)
-
-    def __len__(self) -> int:
-        return len(self._offsets)
+        return Location(self._file, self._start + self._raw[path])
 
 
 def closest_location(locations: Mapping[str, Location], path: str, default: Location) -> Location:

@@ -418,6 +418,9 @@ class JetStreamClient:
                 except NotFound:
                     return []  # deleted while we read: its consumers went with it
 
+        def sharing() -> Callable[[Any], Any]:
+            return shared if counted >= SHARE_FROM else _as_is
+
         def read(page: list[Any]) -> None:
             # A stream reporting no consumers needs no CONSUMER.LIST round trip.
             nonlocal counted
@@ -428,8 +431,7 @@ class JetStreamClient:
                     counted += 1 + found.consumer_count
                 state[name] = found
                 if name not in reading and found.consumer_count > 0:
-                    share = shared if counted >= SHARE_FROM else _as_is
-                    reading[name] = asyncio.ensure_future(consumers_of(name, share))
+                    reading[name] = asyncio.ensure_future(consumers_of(name, sharing()))
 
         try:
             # every page goes through read(), pages read again too: ``state`` ends with
@@ -444,7 +446,7 @@ class JetStreamClient:
                 task.cancel()
             await asyncio.gather(*others, return_exceptions=True)
             raise
-        share = shared if counted >= SHARE_FROM else _as_is
+        share = sharing()
         streams = {share(str(i["config"]["name"])): share(i["config"]) for i in infos}
         consumers = {
             (stream, name): config

@@ -27,14 +27,14 @@ import hashlib
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from reconciler.errors import Location, Problem
+from reconciler.errors import LazyLocations, Location, Problem
 from reconciler.specs.spec import KINDS, Spec, entry_config
 
 CACHE_ENV = "RECONCILE_SPEC_CACHE"
@@ -229,11 +229,11 @@ def _spec_json(spec: Spec, files: _Files) -> dict[str, Any]:
     }
 
 
-class _Lines(Mapping[str, Location]):
-    """A cached spec's field locations, each made a :class:`Location` when it is read
-    (a plan reads a few of 100,000; making them all took most of a cached load)."""
+class _Lines(LazyLocations):
+    """A cached spec's field locations: a file (by its index in the entry) and a line
+    per field (an overlay's fields come from another file than their spec's)."""
 
-    __slots__ = ("_files", "_raw")
+    __slots__ = ("_files",)
 
     def __init__(self, raw: dict[str, list[int]], files: list[str]) -> None:
         self._raw = raw
@@ -242,15 +242,6 @@ class _Lines(Mapping[str, Location]):
     def __getitem__(self, path: str) -> Location:
         file, line = self._raw[path]
         return Location(self._files[file], line)
-
-    def __contains__(self, path: object) -> bool:
-        return path in self._raw
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._raw)
-
-    def __len__(self) -> int:
-        return len(self._raw)
 
 
 def _spec(raw: dict[str, Any], files: list[str]) -> Spec:
