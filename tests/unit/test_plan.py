@@ -8,6 +8,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from live_samples import SERVER, live_of
 
 from reconciler.errors import Location, SpecError, UnsupportedField
 from reconciler.model.normalize import desired_config
@@ -17,7 +18,6 @@ from reconciler.planning.plan import ADOPT_REASON, build_plan
 from reconciler.planning.steps import Create, Delete, Plan, Replace, Unchanged, Update
 from reconciler.specs.spec import MANAGED_KEY, Kind, Spec
 
-SERVER = ServerInfo(version="2.12.8", api_level=3)
 SCHEMA = json.loads((Path(__file__).parents[2] / "schemas" / "plan.schema.json").read_text())
 SECOND = 1_000_000_000
 
@@ -26,27 +26,6 @@ def spec(kind: Kind, name: str, stream: str | None = None, **config: Any) -> Spe
     external = bool(config.pop("external", False))
     line = 1 + sum(map(ord, name)) % 50
     return Spec(kind, name, config, Location("specs.yaml", line), stream=stream, external=external)
-
-
-def live_of(*specs: Spec, managed: bool = True, server: ServerInfo = SERVER) -> LiveState:
-    """The live state a server would hold after applying ``specs`` (as it echoes configs)."""
-    streams: dict[str, Any] = {}
-    consumers: dict[tuple[str, str], Any] = {}
-    for item in [s for s in specs if s.kind != "Consumer"]:
-        streams[item.stream_name] = _server_copy(desired_config(item, server), managed)
-    for item in [s for s in specs if s.kind == "Consumer"]:
-        parent = streams[item.stream_name]
-        config = desired_config(item, server, stream_config=parent)
-        consumers[(item.stream_name, item.name)] = _server_copy(config, managed)
-    return LiveState(server=server, streams=streams, consumers=consumers)
-
-
-def _server_copy(config: dict[str, Any], managed: bool) -> dict[str, Any]:
-    metadata = {"_nats.ver": SERVER.version, "_nats.level": "3", "_nats.req.level": "0"}
-    metadata.update(config["metadata"])
-    if not managed:
-        metadata.pop(MANAGED_KEY)
-    return {**config, "metadata": metadata}
 
 
 def merged(*states: LiveState) -> LiveState:

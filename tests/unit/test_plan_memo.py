@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from live_samples import SERVER, live_of
 
 from reconciler.errors import Location, SpecError
 from reconciler.model.state import LiveState
@@ -19,7 +20,6 @@ from reconciler.planning.steps import Plan
 from reconciler.specs.loader import Document
 from reconciler.specs.spec import OWNER_KEY, Spec
 from reconciler.specs.validate import validate_documents
-from tests.unit.test_plan import SERVER, live_of
 
 #: Few shapes, so that many resources share one.
 STREAM_SHAPES: list[dict[str, Any]] = [
