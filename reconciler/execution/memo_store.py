@@ -1,7 +1,7 @@
 """Where the plan memo (:mod:`reconciler.planning.memo`) is kept between runs.
 
 In the cache folder (``RECONCILE_SPEC_CACHE``, next to the cached specs), one file per
-(planning code, server facts, owner): ``plans-<salt>.bin``. Each entry is a 16-byte
+(planning code, server facts, owner, key): ``plans-<tag>.bin``. Each entry is a 16-byte
 digest of a resource some plan found unchanged and the 4-byte number of the plan that
 last found it (plans are numbered per file); nothing else: no names, no configs, no
 secrets.
@@ -14,6 +14,10 @@ without meeting them (states that are gone), and the file never holds more than
 ``MAX_ENTRIES``, the least recently met dropped first. Written atomically; an
 unreadable or torn file counts as empty; a failure to write never fails a run. Safe to
 delete at any time.
+
+Every digest is keyed by the cache's key (:func:`reconciler.specs.cache.cache_secret`):
+an entry someone else wrote (a forged or restored folder) matches no input, so it can
+never make a changed resource look unchanged. Without a key no memo is kept.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pathlib import Path
 
 from reconciler.model.state import ServerInfo
 from reconciler.planning.memo import DIGEST_SIZE, Memo
-from reconciler.specs.cache import prune
+from reconciler.specs.cache import cache_secret, prune
 
 #: Plans an entry survives without being met.
 KEEP_PLANS = 200
@@ -34,7 +38,7 @@ _ENTRY = DIGEST_SIZE + 4
 
 
 def _path(folder: Path, memo: Memo) -> Path:
-    return folder / f"plans-{memo.salt.hex()}.bin"
+    return folder / f"plans-{memo.tag.hex()}.bin"
 
 
 def _read(path: Path) -> dict[bytes, int]:
@@ -53,11 +57,12 @@ def _read(path: Path) -> dict[bytes, int]:
 
 def load(folder: Path | None, server: ServerInfo, owner: str) -> Memo | None:
     """The memo for plans of ``owner`` on this server (empty when nothing is kept yet);
-    None without a cache folder."""
-    if folder is None:
+    None without a cache folder or without its key."""
+    secret = None if folder is None else cache_secret(folder)
+    if folder is None or secret is None:
         return None
-    memo = Memo.for_plan(server, owner)
-    return Memo(memo.salt, _read(_path(folder, memo)))
+    memo = Memo.for_plan(server, owner, secret=secret)
+    return Memo(memo.salt, _read(_path(folder, memo)), secret=secret)
 
 
 def kept(entries: dict[bytes, int], found: set[bytes]) -> dict[bytes, int]:

@@ -17,6 +17,12 @@ as one). Otherwise the names are in the digest.
 
 Only ``Unchanged`` is remembered: every other entry carries configs, reasons and losses
 that are computed each time. The digests are kept by :mod:`reconciler.execution.memo_store`.
+
+A kept digest is a claim that some inputs plan as ``Unchanged``: one written by someone
+else (a forged cache folder) could make a changed resource look unchanged, so a memo
+kept between plans is keyed (``secret``: BLAKE2b's keyed mode, the spec cache's key):
+without the key nobody can compute the digest of any input. A memo for one plan alone
+needs no key.
 """
 
 from __future__ import annotations
@@ -43,6 +49,11 @@ def _digest(value: Any) -> bytes:
     return hashlib.blake2b(data, digest_size=DIGEST_SIZE).digest()
 
 
+def _mac_key(secret: bytes) -> bytes:
+    """``secret`` as a BLAKE2b key (at most 64 bytes)."""
+    return secret if len(secret) <= 64 else hashlib.blake2b(secret).digest()
+
+
 def spec_digest(spec: Spec) -> bytes:
     """A spec's identity and wire config (not where it was written)."""
     return _digest([spec.kind, spec.name, spec.stream, spec.external, spec.config])
@@ -64,7 +75,7 @@ class Memo:
     """The digests of resources found unchanged before (``known``), and of those this plan
     finds unchanged (``found``: what to remember for the next one)."""
 
-    def __init__(self, salt: bytes, known: Iterable[bytes] = ()) -> None:
+    def __init__(self, salt: bytes, known: Iterable[bytes] = (), *, secret: bytes = b"") -> None:
         self.salt = salt
         self.known = frozenset(known)
         self.found: set[bytes] = set()
@@ -76,7 +87,9 @@ class Memo:
         self._specs: dict[int, bytes] = {}
         self._shapes: dict[int, bytes] = {}
         self._equal: dict[bytes, bytes] = {}
-        self._salted = hashlib.blake2b(salt, digest_size=DIGEST_SIZE)
+        self._salted = hashlib.blake2b(salt, digest_size=DIGEST_SIZE, key=_mac_key(secret))
+        #: names the file the memo is kept in: the salt under the key (memo_store)
+        self.tag = hashlib.blake2b(salt, digest_size=DIGEST_SIZE, key=_mac_key(secret)).digest()
 
     def prepare(self, specs: Iterable[Spec]) -> None:
         """Digest ``specs`` now (work that needs no live state: a client does it while
@@ -105,11 +118,14 @@ class Memo:
         return self._equal.setdefault(digest, digest)
 
     @classmethod
-    def for_plan(cls, server: ServerInfo, owner: str, known: Iterable[bytes] = ()) -> Memo:
+    def for_plan(
+        cls, server: ServerInfo, owner: str, known: Iterable[bytes] = (), *, secret: bytes = b""
+    ) -> Memo:
         """A memo for plans of ``owner`` against a server with these facts (where the
-        client connected is not one of them)."""
+        client connected is not one of them), its digests keyed by ``secret``."""
         facts = dataclasses.replace(server, address=None)
-        return cls(_digest([code_digest(PLANNING_CODE), repr(facts), owner]), known)
+        salt = _digest([code_digest(PLANNING_CODE), repr(facts), owner])
+        return cls(salt, known, secret=secret)
 
     def key(self, spec: Spec, raw: Mapping[str, Any], basis: bytes = b"") -> bytes:
         """The digest of one declared resource's inputs; ``basis``: for a consumer, the

@@ -11,12 +11,17 @@ a ``nats account backup`` folder, which only yields a warning, is not part of th
 the folder is safe to delete at any time and to keep between CI runs (actions/cache).
 
 JSON, not pickle: a cache restored from a shared CI cache must not be able to run code.
-Nor can it leak a secret, or hold a value that changed: a KeyValueEntry's value read from
-a ``value_file`` is not in the spec files (nor in the key), so it is never written; a
-cached load reads the file again (and misses if it cannot). A run declaring a secret
-value inline is not cached at all.
-A corrupt, torn or edited entry (its checksum tells) is ignored and rewritten; writing
-one never fails a run. The same folder keeps the plan memo (``reconciler.planning.memo``).
+Nor can it change what is planned: whoever can write the folder (a pull request's job
+saving a shared CI cache) could write an entry of their own, so every entry carries an
+HMAC-SHA256 under a key they cannot know (:func:`cache_secret`: ``RECONCILE_CACHE_KEY``,
+else a per-user key file outside the folder). An entry without a valid MAC, a torn or
+edited one included, is a miss: the files are validated again and the entry rewritten.
+Without a key nothing is read or written. Nor can an entry leak a secret, or hold a
+value that changed: a KeyValueEntry's value read from a ``value_file`` is not in the
+spec files (nor in the key), so it is never written; a cached load reads the file again
+(and misses if it cannot). A run declaring a secret value inline is not cached at all.
+Writing an entry never fails a run. The same folder keeps the plan memo
+(``reconciler.planning.memo``), its digests keyed by the same secret.
 """
 
 from __future__ import annotations
@@ -24,7 +29,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import hmac
 import os
+import secrets
+import stat
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -38,8 +46,11 @@ from reconciler.errors import LazyLocations, Location, Problem
 from reconciler.specs.spec import KINDS, Spec, entry_config
 
 CACHE_ENV = "RECONCILE_SPEC_CACHE"
+#: The cache's key, for CI (from a secret); else the key file :func:`key_file` names.
+KEY_ENV = "RECONCILE_CACHE_KEY"
 #: 4: values read from files (and runs with inline secret values) are no longer kept.
-FORMAT = 4
+#: 5: entries are authenticated (an HMAC, not a plain SHA-256 anyone can recompute).
+FORMAT = 5
 #: The folder's size: beyond it the least recently used entries go (the newest always
 #: stays). A count would not do: a fleet of 100 environments is 100 entries in use.
 BUDGET_BYTES = 512 * 2**20
@@ -97,16 +108,92 @@ def cache_key(spec_files: Sequence[Path], overlay_files: Sequence[Path], strict:
     return digest.hexdigest()
 
 
+def key_file() -> Path:
+    """The per-user key file: ``$XDG_CONFIG_HOME/jetstream-gitops/cache.key`` (by default
+    ``~/.config/jetstream-gitops/cache.key``)."""
+    config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config) / "jetstream-gitops" / "cache.key"
+
+
+def cache_secret(folder: Path) -> bytes | None:
+    """The key that authenticates what ``folder`` holds, or None (then nothing is read
+    from it or written to it).
+
+    ``RECONCILE_CACHE_KEY`` when set (CI: from a secret, which a pull request from a fork
+    does not get); else the per-user :func:`key_file`, made on first use (32 random
+    bytes, mode 0600). A key file inside the cache folder is never used (a restored
+    cache would bring its own key), nor one that others may read or write, or that
+    another user owns."""
+    given = os.environ.get(KEY_ENV, "")
+    if given:
+        return given.encode()
+    path = key_file()
+    try:
+        if _inside(path, folder):
+            return None
+        return _read_key(path) or _new_key(path)
+    except (OSError, RuntimeError):
+        return None
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path.resolve().is_relative_to(folder.resolve())
+
+
+def _read_key(path: Path) -> bytes | None:
+    """The key in ``path``, if it exists and only its owner, this user, can use it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(fd)
+        private = info.st_mode & (stat.S_IRWXG | stat.S_IRWXO) == 0
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or not private:
+            raise OSError(f"{path}: not a private key file of this user")
+        key = file.read(4096).strip()
+    if len(key) < 32:
+        raise OSError(f"{path}: too short to be a key")
+    return key
+
+
+def _new_key(path: Path) -> bytes:
+    """A new random key in ``path`` (0600; another run's, if it made one meanwhile)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    key = secrets.token_hex(32).encode()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        found = _read_key(path)
+        if found is None:
+            raise
+        return found
+    with os.fdopen(fd, "wb") as file:
+        file.write(key + b"\n")
+    return key
+
+
+def seal(secret: bytes, key: str, body: bytes) -> str:
+    """The MAC of an entry: its format, its key and its body, under ``secret``."""
+    mac = hmac.new(secret, f"{FORMAT}\0{key}\0".encode(), hashlib.sha256)
+    mac.update(body)
+    return mac.hexdigest()
+
+
 def load(folder: Path, key: str) -> tuple[list[Spec], list[Problem]] | None:
-    """The specs and warnings stored under ``key``, or None (absent, unreadable, corrupt)."""
+    """The specs and warnings stored under ``key``, or None (absent, unreadable, corrupt,
+    not authenticated under this user's :func:`cache_secret`, or no key at all)."""
     path = folder / f"specs-{key}.json"
+    secret = cache_secret(folder)
+    if secret is None:
+        return None
     try:
         head, _, body = path.read_bytes().partition(b"\n")
         header = orjson.loads(head)
         if header.get("format") != FORMAT or header.get("key") != key:
             return None
-        if header.get("sha256") != hashlib.sha256(body).hexdigest():
-            return None  # torn or edited: what follows was not written by this code
+        if not hmac.compare_digest(str(header.get("mac")), seal(secret, key, body)):
+            return None  # torn, edited or forged: not written by this code with this key
         data = orjson.loads(body)
         files = data["files"]
         specs = [_spec(item, files) for item in data["specs"]]
@@ -120,14 +207,15 @@ def load(folder: Path, key: str) -> tuple[list[Spec], list[Problem]] | None:
 def store(folder: Path, key: str, specs: Sequence[Spec], warnings: Sequence[Problem]) -> None:
     """Keep ``specs`` under ``key`` (atomically); a failure to write is ignored.
 
-    Two JSON lines: a header (format, key, the SHA-256 of the second line) and the specs
-    and warnings, every location written as (index into the body's file names, line):
-    half the bytes to read back. The checksum lets :func:`load` trust the body's shape
-    and build each spec's field locations only when one is asked for. A run declaring
-    a secret value inline is not kept (the value would be)."""
+    Two JSON lines: a header (format, key, the :func:`seal` of the second line) and the
+    specs and warnings, every location written as (index into the body's file names,
+    line): half the bytes to read back. The MAC lets :func:`load` trust the body's shape
+    and build each spec's field locations only when one is asked for. Nothing is kept
+    without a key, nor a run declaring a secret value inline (the value would be)."""
     with contextlib.suppress(OSError):
         _drop_older_formats(folder)
-    if any(_inline_secret(spec) for spec in specs):
+    secret = cache_secret(folder)
+    if secret is None or any(_inline_secret(spec) for spec in specs):
         return
     files = _Files()
     body = orjson.dumps(
@@ -137,7 +225,7 @@ def store(folder: Path, key: str, specs: Sequence[Spec], warnings: Sequence[Prob
             "files": files.names,
         }
     )
-    header = {"format": FORMAT, "key": key, "sha256": hashlib.sha256(body).hexdigest()}
+    header = {"format": FORMAT, "key": key, "mac": seal(secret, key, body)}
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".specs-", dir=folder)
@@ -155,7 +243,8 @@ def _inline_secret(spec: Spec) -> bool:
 
 def _drop_older_formats(folder: Path) -> None:
     """Remove entries an earlier release wrote: before format 4 they kept the values
-    of KeyValueEntries, secret ones included, and no run of this release reads them.
+    of KeyValueEntries, secret ones included, before 5 they were not authenticated, and
+    no run of this release reads them.
     Called by every store, whether or not it then writes an entry."""
     for path in folder.glob("specs-*.json"):
         try:
@@ -179,8 +268,8 @@ def prune(folder: Path, pattern: str, *, budget: int | None = None) -> None:
             found.append((path.stat(), path))
     found.sort(key=lambda item: item[0].st_mtime, reverse=True)
     total = 0
-    for rank, (stat, path) in enumerate(found):
-        total += stat.st_size
+    for rank, (info, path) in enumerate(found):
+        total += info.st_size
         if rank and total > budget:
             path.unlink(missing_ok=True)
 

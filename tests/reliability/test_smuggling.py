@@ -1,0 +1,220 @@
+"""Caches and files cannot smuggle changes in (issue 30).
+
+Whatever someone else could write (a cache folder restored from a shared CI cache, a
+file a spec names outside the repository) never changes what is planned or applied:
+forged spec-cache entries and plan-memo digests, written as an attacker would (every
+plain digest recomputed), are ignored, and a ``value_file``, overlay or project path
+out of the repository is a FILE:LINE error before anything connects. Messages are
+published first and counted after each apply, on a real server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from cli_runner import reconcile
+from servers import NatsServer, options, run
+
+from reconciler.execution import run as engine
+from reconciler.jetstream import open_client
+from reconciler.planning.memo import Memo
+from reconciler.specs.validate import load_specs
+
+pytestmark = pytest.mark.integration
+
+SPECS = """\
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+max_age: 1h
+---
+kind: KeyValue
+name: CONF
+history: 5
+"""
+
+
+def count(server: NatsServer, stream: str) -> int:
+    async def go() -> int:
+        async with open_client(options(server)) as client:
+            return int((await client.stream_info(stream))["state"]["messages"])
+
+    return run(go())
+
+
+def publish(server: NatsServer, subject: str, messages: int) -> None:
+    async def go() -> None:
+        async with open_client(options(server)) as client:
+            for i in range(messages):
+                await client.publish(subject, f"m{i}".encode())
+
+    run(go())
+
+
+def stream_config(server: NatsServer, stream: str) -> dict[str, Any]:
+    async def go() -> dict[str, Any]:
+        async with open_client(options(server)) as client:
+            return dict((await client.stream_info(stream))["config"])
+
+    return run(go())
+
+
+def kv_keys(server: NatsServer, bucket: str) -> list[str]:
+    async def go() -> list[str]:
+        async with open_client(options(server)) as client:
+            return sorted(await client.kv_keys(bucket))
+
+    return run(go())
+
+
+def forge_spec_entry(entry: Path, stolen: Path) -> None:
+    """What an attacker who can write the cache folder does: the body's ORDERS sealed
+    and a KeyValueEntry added that reads a local file, every checksum recomputed (the
+    old plain SHA-256, and a MAC under a key of their own)."""
+    head, _, body = entry.read_bytes().partition(b"\n")
+    header = orjson.loads(head)
+    data = orjson.loads(body)
+    [orders] = [s for s in data["specs"] if s["name"] == "ORDERS"]
+    orders["config"] = {**orders["config"], "sealed": True}
+    stolen_entry = {
+        **orders,
+        "kind": "KeyValueEntry",
+        "name": "stolen",
+        "stream": "CONF",
+        "config": {"secret": False},
+        "value_file": str(stolen),
+        "locations": {},
+        "written": {},
+    }
+    data["specs"].append(stolen_entry)
+    forged = orjson.dumps(data)
+    header["sha256"] = hashlib.sha256(forged).hexdigest()
+    guess = hmac.new(b"attacker's guess", forged, hashlib.sha256).hexdigest()
+    header["mac"] = guess
+    entry.write_bytes(orjson.dumps(header) + b"\n" + forged)
+
+
+def test_a_forged_spec_cache_entry_never_changes_the_plan_or_the_apply(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The measured attack: a forged entry sealed a stream and wrote a local file into a
+    KV entry. Now it is a miss: the plan equals the plan without a cache, and apply
+    leaves the 100 messages, an unsealed stream and no stolen key."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "specs.yaml").write_text(SPECS)
+    stolen = tmp_path / "host-secret.txt"
+    stolen.write_text("root:x:0:0 not for a server")
+    cache = tmp_path / "cache"
+    server = ["--server", clean_server.url]
+    env = {"RECONCILE_SPEC_CACHE": str(cache), "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    done = reconcile("apply", "specs.yaml", *server, "-y", cwd=repo, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    publish(clean_server, "orders.new", 100)
+    [entry] = cache.glob("specs-*.json")
+
+    forge_spec_entry(entry, stolen)
+    plain = reconcile("plan", "specs.yaml", *server, "--format", "json", cwd=repo)
+    cached = reconcile("plan", "specs.yaml", *server, "--format", "json", cwd=repo, env=env)
+    assert plain.returncode == cached.returncode == 0, plain.stderr + cached.stderr
+    assert json.loads(cached.stdout) == json.loads(plain.stdout)
+    assert json.loads(cached.stdout)["changes"] == []
+
+    forge_spec_entry(next(cache.glob("specs-*.json")), stolen)
+    applied = reconcile("apply", "specs.yaml", *server, "-y", cwd=repo, env=env)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert count(clean_server, "ORDERS") == 100
+    assert not stream_config(clean_server, "ORDERS").get("sealed")
+    assert kv_keys(clean_server, "CONF") == []
+    publish(clean_server, "orders.more", 5)  # still takes writes: not sealed
+    assert count(clean_server, "ORDERS") == 105
+    key_file = tmp_path / "config" / "jetstream-gitops" / "cache.key"
+    assert key_file.stat().st_mode & 0o777 == 0o600  # made on first use, outside the cache
+
+
+def test_without_the_key_a_restored_cache_is_a_miss(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A cache written under one key (another machine, another CI secret) and read under
+    another is never used, and what it held never decides the plan."""
+    (tmp_path / "specs.yaml").write_text(SPECS)
+    cache = tmp_path / "cache"
+    server = ["--server", clean_server.url]
+    first = {"RECONCILE_SPEC_CACHE": str(cache), "RECONCILE_CACHE_KEY": "k" * 40}
+    assert reconcile("apply", "specs.yaml", *server, "-y", cwd=tmp_path, env=first).returncode == 0
+    forge_spec_entry(next(cache.glob("specs-*.json")), tmp_path / "specs.yaml")
+    # the attacker knew the first key: the entry is valid under it ...
+    [entry] = cache.glob("specs-*.json")
+    head, _, body = entry.read_bytes().partition(b"\n")
+    header = orjson.loads(head)
+    mac = hmac.new(b"k" * 40, f"{header['format']}\0{header['key']}\0".encode(), hashlib.sha256)
+    mac.update(body)
+    entry.write_bytes(orjson.dumps({**header, "mac": mac.hexdigest()}) + b"\n" + body)
+    # ... and a run under another key misses it
+    second = {**first, "RECONCILE_CACHE_KEY": "other-" * 8}
+    plan = reconcile("plan", "specs.yaml", *server, "--format", "json", cwd=tmp_path, env=second)
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["changes"] == []
+    # a key file inside the cache folder is never trusted: no key, nothing read or kept
+    inside = {"RECONCILE_SPEC_CACHE": str(cache), "XDG_CONFIG_HOME": str(cache)}
+    for path in cache.glob("specs-*.json"):
+        path.unlink()
+    plan = reconcile("plan", "specs.yaml", *server, "--format", "json", cwd=tmp_path, env=inside)
+    assert plan.returncode == 0 and json.loads(plan.stdout)["changes"] == []
+    assert list(cache.glob("specs-*.json")) == [] and not (cache / "jetstream-gitops").exists()
+
+
+def test_a_forged_plan_memo_never_hides_a_change(
+    clean_server: NatsServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The memo says "these inputs planned unchanged". An attacker computes that digest
+    for the spec and the live config someone changed behind the tool's back, and writes
+    it into every memo file: the change still shows and apply puts the spec back."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("RECONCILE_SPEC_CACHE", str(cache))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv("RECONCILE_CACHE_KEY", raising=False)
+    specs = tmp_path / "specs.yaml"
+    specs.write_text(SPECS)
+    engine_options = options(clean_server)
+    run(engine.apply([specs], engine_options))
+    publish(clean_server, "orders.new", 100)
+    assert not run(engine.plan([specs], engine_options)).has_changes
+
+    async def drift_and_forge() -> bytes:
+        async with open_client(engine_options) as client:
+            config = (await client.stream_info("ORDERS"))["config"]
+            await client.update_stream({**config, "description": "changed behind your back"})
+            live = await client.fetch_live()  # what the planner reads, as it reads it
+        [spec] = [s for s in load_specs([specs]) if s.name == "ORDERS"]
+        return Memo.for_plan(live.server, "default").key(spec, live.streams["ORDERS"])
+
+    forged = run(drift_and_forge())
+    salt = Memo.for_plan(run(_server_info(clean_server)), "default").salt
+    files = {*cache.glob("plans-*.bin"), cache / f"plans-{salt.hex()}.bin"}
+    for path in files:
+        kept = path.read_bytes() if path.exists() else b""
+        path.write_bytes(kept + forged + (1).to_bytes(4, "big"))
+
+    with_cache = run(engine.plan([specs], engine_options))
+    monkeypatch.delenv("RECONCILE_SPEC_CACHE")
+    without = run(engine.plan([specs], engine_options))
+    assert with_cache.to_json() == without.to_json()
+    assert [(s.action, [f.path for f in s.fields]) for s in with_cache.steps] == [
+        ("update", ["description"])
+    ]
+    monkeypatch.setenv("RECONCILE_SPEC_CACHE", str(cache))
+    run(engine.apply([specs], engine_options))
+    assert "description" not in stream_config(clean_server, "ORDERS")
+    assert count(clean_server, "ORDERS") == 100
+
+
+async def _server_info(server: NatsServer) -> Any:
+    async with open_client(options(server)) as client:
+        return await client.server_info()
