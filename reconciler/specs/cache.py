@@ -97,10 +97,14 @@ def cache_folder() -> Path | None:
     return Path(folder) if folder else None
 
 
-def cache_key(spec_files: Sequence[Path], overlay_files: Sequence[Path], strict: bool) -> str:
-    """The key of one run's inputs (raises OSError when a file cannot be read)."""
+def cache_key(
+    spec_files: Sequence[Path], overlay_files: Sequence[Path], strict: bool, root: Path
+) -> str:
+    """The key of one run's inputs, the repository root the files they name stay in
+    included (raises OSError when a file cannot be read)."""
     digest = hashlib.sha256(code_digest().encode())
     digest.update(b"strict" if strict else b"lenient")
+    digest.update(b"root\0" + str(root).encode() + b"\0")
     for tag, files in ((b"spec", spec_files), (b"overlay", overlay_files)):
         for path in files:
             digest.update(tag + b"\0" + str(path).encode() + b"\0")

@@ -24,12 +24,14 @@ from typing import Any
 
 from reconciler.errors import Location, Problem, SpecError
 from reconciler.specs.loader import Document, load_file
+from reconciler.specs.paths import outside_problem, repository_root
 from reconciler.specs.schema import did_you_mean, schema_problems
 from reconciler.specs.spec import Spec
 
 #: The name ``reconcile`` looks for in the current directory.
 PROJECT_FILE = "reconcile.yaml"
-#: Connection fields whose literal value is a file path (relative to the project file).
+#: Connection fields whose literal value is a file path (relative to the project file,
+#: inside the repository: one elsewhere is named by ``{env: NAME}``).
 _PATH_FIELDS = ("creds", "nkey", "tls.ca", "tls.cert", "tls.key")
 #: Connection fields an environment may set, as ConnectionOptions names them.
 _CONNECTION_FIELDS = {
@@ -168,26 +170,39 @@ def load_project(path: str | Path) -> Project:
     return _project(path, document)
 
 
+@dataclass(frozen=True)
+class _Named:
+    """Turns a path the project file names into one relative to the current folder,
+    after checking it stays inside the repository (:mod:`reconciler.specs.paths`)."""
+
+    folder: Path  # the project file's folder, as given
+    root: Path  # the repository root (resolved)
+    document: Document
+    problems: list[Problem]
+
+    def __call__(self, named: Any, field_path: str) -> Path:
+        why = outside_problem(self.root, str(named), self.folder)
+        if why is not None:
+            self.problems.append(Problem(self.document.where(field_path), field_path, why))
+        return self.folder / str(named)
+
+
 def _project(path: Path, document: Document) -> Project:
     body = document.body
-    root = path.parent
     problems: list[Problem] = []
+    named = _Named(path.parent, repository_root([path]), document, problems)
     environments = {
-        name: _environment(name, raw, root, document, problems)
+        name: _environment(name, raw, named, document, problems)
         for name, raw in body["environments"].items()
     }
+    specs = tuple(named(p, f"specs.{i}") for i, p in enumerate(body["specs"]))
     if problems:
         raise SpecError(problems)
-    return Project(
-        path=path,
-        specs=tuple(root / p for p in body["specs"]),
-        environments=environments,
-        owner=body.get("owner"),
-    )
+    return Project(path=path, specs=specs, environments=environments, owner=body.get("owner"))
 
 
 def _environment(
-    name: str, raw: Mapping[str, Any], root: Path, document: Document, problems: list[Problem]
+    name: str, raw: Mapping[str, Any], named: _Named, document: Document, problems: list[Problem]
 ) -> Environment:
     prefix = f"environments.{name}"
     settings: dict[str, str | FromEnv] = {}
@@ -203,7 +218,8 @@ def _environment(
         elif isinstance(value, list):
             settings[key] = ",".join(str(v) for v in value)
         else:
-            settings[key] = str(root / value) if key in _PATH_FIELDS else str(value)
+            path_field = f"{prefix}.{key}"
+            settings[key] = str(named(value, path_field)) if key in _PATH_FIELDS else str(value)
         literal = settings[key]
         if key == "servers" and isinstance(literal, str):
             problem = _url_problem(literal, f"{prefix}.servers", where)
@@ -219,10 +235,15 @@ def _environment(
         where=document.where(prefix),
         settings=settings,
         embedded=bool(raw.get("embedded", False)),
-        overlays=tuple(root / p for p in raw.get("overlays", ())),
-        resources=tuple(root / p for p in raw.get("resources", ())),
+        overlays=_paths(named, raw, f"{prefix}.overlays"),
+        resources=_paths(named, raw, f"{prefix}.resources"),
         description=str(raw.get("description", "")),
     )
+
+
+def _paths(named: _Named, raw: Mapping[str, Any], field_path: str) -> tuple[Path, ...]:
+    listed = raw.get(field_path.rsplit(".", 1)[1], ())
+    return tuple(named(p, f"{field_path}.{i}") for i, p in enumerate(listed))
 
 
 def _no_secret_echo(problem: Problem) -> Problem:

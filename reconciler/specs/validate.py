@@ -20,6 +20,7 @@ from reconciler.specs.checks import cross_resource_problems
 from reconciler.specs.fields import field_limit, unit_paths
 from reconciler.specs.loader import Document, load_file, spec_files
 from reconciler.specs.overlay import apply_overlays
+from reconciler.specs.paths import outside_problem, repository_root, resolved
 from reconciler.specs.schema import kind_problem, schema_problems
 from reconciler.specs.spec import Kind, Spec, entry_config
 from reconciler.specs.units import UnitError, parse_duration, parse_size
@@ -37,6 +38,10 @@ def load_specs(
 ) -> list[Spec]:
     """Load, validate and check every spec under ``paths``; raise one SpecError.
 
+    Every file read, and every file a spec names (``value_file``), stays inside the
+    repository root of ``paths`` and ``overlays`` (:mod:`reconciler.specs.paths`): a
+    file found in a folder through a symlink pointing out of it is an error too.
+
     Files that cannot be read do not hide the problems of the others; cross-resource
     checks run only when every file was read (a stream in an unreadable file would
     otherwise make its consumers look orphaned). Warnings (odd but accepted, see
@@ -47,9 +52,10 @@ def load_specs(
     validated before (``specs.cache``); invalid runs are never cached.
     """
     problems: list[Problem] = []
-    files = spec_files(paths, problems)
-    overlay_files = spec_files(overlays, problems) if overlays else []
-    key = _cache_key(cache, files, overlay_files, strict) if not problems else None
+    root = repository_root([*paths, *overlays])
+    files = _inside(root, spec_files(paths, problems), problems)
+    overlay_files = _inside(root, spec_files(overlays, problems), problems) if overlays else []
+    key = _cache_key(cache, files, overlay_files, strict, root) if not problems else None
     if cache is not None and key is not None:
         hit = spec_cache.load(cache, key)
         if hit is not None:
@@ -63,7 +69,11 @@ def load_specs(
         documents = apply_overlays(documents, patches, problems)
     try:
         specs = validate_documents(
-            documents, cross_checks=not _errors(problems), warnings=problems, strict=strict
+            documents,
+            cross_checks=not _errors(problems),
+            warnings=problems,
+            strict=strict,
+            root=root,
         )
     except SpecError as err:
         raise SpecError(_errors(problems, strict=strict) + err.problems) from None
@@ -73,13 +83,26 @@ def load_specs(
     return checked
 
 
+def _inside(root: Path, files: list[Path], problems: list[Problem]) -> list[Path]:
+    """``files`` but those whose real path is out of ``root`` (a symlink in a folder),
+    each such one a problem."""
+    kept = []
+    for path in files:
+        if resolved(path.parent, path.name).is_relative_to(root):
+            kept.append(path)
+        else:
+            message = f"a symlink pointing out of the repository ({root}): not read"
+            problems.append(Problem(Location(str(path), 1), "", message))
+    return kept
+
+
 def _cache_key(
-    cache: Path | None, files: list[Path], overlay_files: list[Path], strict: bool
+    cache: Path | None, files: list[Path], overlay_files: list[Path], strict: bool, root: Path
 ) -> str | None:
     if cache is None:
         return None
     try:
-        return spec_cache.cache_key(files, overlay_files, strict)
+        return spec_cache.cache_key(files, overlay_files, strict, root)
     except OSError:
         return None  # unreadable now: the normal path reports it
 
@@ -105,15 +128,17 @@ def validate_documents(
     cross_checks: bool = True,
     warnings: list[Problem] | None = None,
     strict: bool = False,
+    root: Path | None = None,
 ) -> list[Spec]:
     """Validate documents into specs, or raise one SpecError listing every problem;
-    warnings go to ``warnings`` (errors under ``strict``)."""
+    warnings go to ``warnings`` (errors under ``strict``). ``root``: the repository root
+    the files specs name stay in (by default each document's file's own)."""
     problems: list[Problem] = []
     specs: list[Spec] = []
     declared: set[str] = set()
     for document in documents:
         declared.update(_declared_stream(document))
-        spec = spec_from_document(document, problems)
+        spec = spec_from_document(document, problems, root=root)
         if spec is not None:
             specs.append(spec)
     if cross_checks:
@@ -121,8 +146,11 @@ def validate_documents(
     return _checked(specs, problems, warnings, strict)
 
 
-def spec_from_document(document: Document, problems: list[Problem]) -> Spec | None:
-    """One document as a Spec; appends its problems and returns None when invalid."""
+def spec_from_document(
+    document: Document, problems: list[Problem], *, root: Path | None = None
+) -> Spec | None:
+    """One document as a Spec; appends its problems and returns None when invalid.
+    ``root``: see :func:`validate_documents`."""
     problem = kind_problem(document)
     if problem is not None:
         problems.append(problem)
@@ -139,7 +167,7 @@ def spec_from_document(document: Document, problems: list[Problem]) -> Spec | No
             found = [_unquoted(p) for p in found]
         problems.extend(_in_merge(p, document.source, overlay) for p in found)
         return None
-    return _build_spec(document, body, problems, written)
+    return _build_spec(document, body, problems, written, root)
 
 
 def _unquoted(problem: Problem) -> Problem:
@@ -198,13 +226,21 @@ def _wire_unit(unit: str) -> str:
     return "nanoseconds" if unit == "duration" else "bytes"
 
 
-def _entry_spec(document: Document, body: dict[str, Any], problems: list[Problem]) -> Spec | None:
+def _entry_spec(
+    document: Document, body: dict[str, Any], problems: list[Problem], root: Path | None
+) -> Spec | None:
     """A KeyValueEntry: its value read (from ``value`` or ``value_file``, relative to the
-    spec file) into bytes, kept base64-encoded; a secret value is never quoted."""
+    spec file and inside the repository root) into bytes, kept base64-encoded; a secret
+    value is never quoted."""
     secret = bool(body.get("secret", False))
     value_file = None
     if "value_file" in body:
-        path = Path(document.source.file).parent / str(body["value_file"])
+        named, folder = str(body["value_file"]), Path(document.source.file).parent
+        why = outside_problem(root or repository_root([document.source.file]), named, folder)
+        if why is not None:
+            problems.append(Problem(document.where("value_file"), "value_file", why))
+            return None
+        path = resolved(folder, named)
         try:
             data = path.read_bytes()
         except OSError as err:
@@ -232,11 +268,15 @@ def _entry_spec(document: Document, body: dict[str, Any], problems: list[Problem
 
 
 def _build_spec(
-    document: Document, body: dict[str, Any], problems: list[Problem], written: dict[str, str]
+    document: Document,
+    body: dict[str, Any],
+    problems: list[Problem],
+    written: dict[str, str],
+    root: Path | None,
 ) -> Spec | None:
     kind = cast(Kind, body["kind"])
     if kind == "KeyValueEntry":
-        return _entry_spec(document, body, problems)
+        return _entry_spec(document, body, problems, root)
     stream = body.get("stream") if kind == "Consumer" else None
     external = bool(body.get("external", False)) if kind == "Stream" else False
     config = {k: v for k, v in body.items() if k not in SPEC_ONLY_FIELDS}

@@ -218,3 +218,119 @@ def test_a_forged_plan_memo_never_hides_a_change(
 async def _server_info(server: NatsServer) -> Any:
     async with open_client(options(server)) as client:
         return await client.server_info()
+
+
+ENTRIES = """\
+kind: KeyValue
+name: CONF
+---
+kind: KeyValueEntry
+bucket: CONF
+key: passwd
+value_file: /etc/passwd
+---
+kind: KeyValueEntry
+bucket: CONF
+key: up
+value_file: ../../secret.txt
+---
+kind: KeyValueEntry
+bucket: CONF
+key: link
+value_file: link.txt
+---
+kind: KeyValueEntry
+bucket: CONF
+key: git
+value_file: ../.git/config
+"""
+
+
+def repository(tmp_path: Path) -> Path:
+    """A checkout (``.git``) with its specs in ``specs/``, and a secret next to it."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".git" / "config").write_text("extraheader = AUTHORIZATION: basic c2VjcmV0\n")
+    (repo / "specs").mkdir()
+    (tmp_path / "secret.txt").write_text("the neighbour's secret")
+    (repo / "specs" / "link.txt").symlink_to(tmp_path / "secret.txt")
+    return repo
+
+
+def test_a_value_file_out_of_the_repository_is_an_error_at_its_line_and_nothing_applies(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """An absolute path, ``..`` out of the root, a symlink pointing out, git's config:
+    each a FILE:LINE error; nothing reaches the server, not even the bucket."""
+    repo = repository(tmp_path)
+    (repo / "specs" / "entries.yaml").write_text(ENTRIES)
+    server = ["--server", clean_server.url]
+    done = reconcile("apply", "specs", *server, "-y", cwd=repo)
+    assert done.returncode == 1, done.stdout + done.stderr
+    said = done.stdout + done.stderr
+    for line in (7, 12, 17, 22):
+        assert f"entries.yaml:{line}: value_file" in said, said
+    assert "absolute path" in said and "symlink" in said and ".git" in said
+    assert "the neighbour's secret" not in said and "c2VjcmV0" not in said
+    assert "Traceback" not in said
+
+    async def streams() -> list[str]:
+        async with open_client(options(clean_server)) as client:
+            return await client.stream_names()
+
+    assert [s for s in run(streams()) if not s.startswith("KV_reconcile")] == []
+
+    # the same value inside the repository applies: the rule is where, not what
+    (repo / "values").mkdir()
+    (repo / "values" / "ok.txt").write_text("fine")
+    (repo / "specs" / "entries.yaml").write_text(
+        "kind: KeyValue\nname: CONF\n---\nkind: KeyValueEntry\nbucket: CONF\nkey: ok\n"
+        "value_file: ../values/ok.txt\n"
+    )
+    done = reconcile("apply", "specs", *server, "-y", cwd=repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert kv_keys(clean_server, "CONF") == ["ok"]
+
+
+def test_a_spec_file_reached_through_a_symlink_out_of_the_folder_is_not_read(
+    tmp_path: Path,
+) -> None:
+    repo = repository(tmp_path)
+    (tmp_path / "elsewhere.yaml").write_text("kind: Stream\nname: SMUGGLED\n")
+    (repo / "specs" / "orders.yaml").write_text("kind: Stream\nname: ORDERS\n")
+    (repo / "specs" / "more.yaml").symlink_to(tmp_path / "elsewhere.yaml")
+    done = reconcile("validate", "specs", cwd=repo)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "more.yaml:1: a symlink pointing out of the repository" in done.stdout + done.stderr
+
+
+PROJECT = """\
+owner: shop
+specs: [specs]
+environments:
+  prod:
+    servers: nats://127.0.0.1:1
+    creds: /etc/passwd
+    overlays: [../outside]
+    resources: [specs, ../../etc]
+    tls: {ca: ../secret.txt}
+"""
+
+
+def test_paths_a_project_file_names_stay_inside_the_repository(tmp_path: Path) -> None:
+    """Every path of the project file, each an error naming its line; nothing connects
+    (the server named does not exist: a connection attempt would say so)."""
+    repo = repository(tmp_path)
+    (repo / "reconcile.yaml").write_text(PROJECT)
+    (repo / "specs" / "orders.yaml").write_text("kind: Stream\nname: ORDERS\n")
+    done = reconcile("plan", "--env", "prod", cwd=repo)
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said
+    for where in (
+        "reconcile.yaml:6: environments.prod.creds",
+        "reconcile.yaml:7: environments.prod.overlays.0",
+        "reconcile.yaml:8: environments.prod.resources.1",
+        "reconcile.yaml:9: environments.prod.tls.ca",
+    ):
+        assert where in said, said
+    assert "resources.0" not in said and "Traceback" not in said
