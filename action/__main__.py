@@ -18,7 +18,6 @@ import os
 import re
 import sys
 import tempfile
-import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +82,12 @@ class Inputs:
         given = [name for name in ("server", "creds", "context") if runner.input(name)]
         if environments and given:
             raise InputError(f"input '{given[0]}' cannot be combined with 'environment'")
+        if paths and not ({"server", "context"} & set(given)):
+            raise InputError(
+                "input 'server' is empty: name the NATS server (nats://HOST:PORT, or a "
+                "'context'); a secret that is not set reads as empty, and this action never "
+                "falls back to a throwaway embedded server"
+            )
         return cls(
             paths=paths,
             mode=mode,
@@ -118,18 +123,6 @@ class Outcome:
 # --- secrets and connection -------------------------------------------------------------
 
 
-def url_secrets(servers: str) -> list[str]:
-    """Passwords and tokens embedded in server URLs (``nats://user:pass@h``, ``nats://tok@h``)."""
-    found: list[str] = []
-    for url in servers.split(","):
-        parts = urllib.parse.urlsplit(url.strip())
-        if parts.password:
-            found.append(parts.password)
-        elif parts.username:
-            found.append(parts.username)
-    return found
-
-
 def work_dir(env: Mapping[str, str]) -> Path:
     """The action's scratch folder (under ``RUNNER_TEMP`` on a runner)."""
     base = Path(env.get("RUNNER_TEMP") or tempfile.gettempdir()) / "jetstream-gitops"
@@ -156,6 +149,7 @@ def creds_file(runner: Runner, creds: str) -> str | None:
 
 def connection(runner: Runner, inputs: Inputs) -> ConnectionOptions:
     from reconciler.jetstream import ConnectionOptions
+    from reconciler.jetstream.connection import url_secrets
 
     for secret in url_secrets(inputs.server):
         runner.mask(secret)
@@ -176,6 +170,7 @@ def jobs(runner: Runner, inputs: Inputs) -> list[tuple[Inputs, ConnectionOptions
     from dataclasses import replace
 
     from reconciler.execution.environments import environment_target
+    from reconciler.jetstream.connection import url_secrets
     from reconciler.specs.project import PROJECT_FILE, load_project
 
     workspace = Path(runner.env.get("GITHUB_WORKSPACE") or os.getcwd())
@@ -344,6 +339,7 @@ def apply_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Ou
                     on_notice=runner.log,
                     on_step=on_step,
                     on_plan=on_plan,
+                    approved=True,  # mode: apply in the workflow is the approval
                     ownership=ownership(inputs),
                     overlays=inputs.overlays,
                 )

@@ -45,8 +45,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "apply": (
         "reconcile apply specs/                      # shows the plan, asks for yes",
-        "reconcile apply specs/ -y --lock-timeout 2m    # CI: no question",
-        "reconcile apply --env staging --prune --allow-data-loss   # from reconcile.yaml",
+        "reconcile apply specs/ --server nats://nats:4222 --yes   # CI: no terminal to ask on",
+        "reconcile apply --env staging --prune --allow-data-loss -y   # from reconcile.yaml",
     ),
     "drift": (
         "reconcile drift specs/",

@@ -191,7 +191,7 @@ def to_connection_options(values: Mapping[str, Any]) -> ConnectionOptions:
         return str(value) if value not in (None, "") else None
 
     return ConnectionOptions(
-        servers=text("server"),
+        servers=_server(values),
         creds=text("creds"),
         nkey=text("nkey"),
         user=text("user"),
@@ -206,6 +206,18 @@ def to_connection_options(values: Mapping[str, Any]) -> ConnectionOptions:
         connect_timeout=float(values.get("connect_timeout") or 5.0),
         store=Path(values.get("store") or DEFAULT_STORE),
     )
+
+
+def _server(values: Mapping[str, Any]) -> str | None:
+    """``--server`` as given; an empty one (``--server ''``, or ``NATS_URL`` set to an empty
+    string, which click reads as unset) stays empty, and :class:`ConnectionOptions` refuses
+    it: a blank variable never switches a run to the embedded server."""
+    import os
+
+    value = values.get("server")
+    if value is None and "server" in values:
+        value = os.environ.get("NATS_URL")
+    return None if value is None else str(value)
 
 
 def pop_connection_options(values: dict[str, Any]) -> ConnectionOptions:

@@ -258,11 +258,15 @@ def _plan_and_show(
 )
 @click.option("--no-lock", is_flag=True, help="Apply without taking the server's apply lock.")
 @click.option(
-    "--auto-approve",
+    "--yes",
     "-y",
+    "--auto-approve",
+    "auto_approve",
     is_flag=True,
-    help="Apply without asking. On a terminal apply shows the plan and asks for 'yes'; "
-    "without a terminal (CI) it never asks.",
+    help="Apply without asking. On a terminal apply shows the plan and asks for 'yes', "
+    "then reads the server again and refuses if the plan changed meanwhile; without a "
+    "terminal an apply to a server you named (--server, NATS_URL, --context, --env) "
+    "changes nothing without this flag. The embedded server needs none.",
 )
 @project_options
 @connection_options
@@ -300,7 +304,7 @@ def apply(
     flags = {"--allow-replace": allow_replace, "--allow-data-loss": allow_data_loss}
     console.allowed = tuple(flag for flag, given in flags.items() if given)
     ownership = Ownership(target.owner, take_over)
-    asks = console.interactive and sys.stdin.isatty() and fmt == "text"
+    asks = console.interactive and sys.stdin.isatty() and fmt == "text" and not auto_approve
 
     async def go() -> Any:
         stop = asyncio.Event()
@@ -322,7 +326,8 @@ def apply(
                 on_notice=console.notice,
                 on_step=on_step if fmt == "text" else None,
                 on_plan=console.show_plan,
-                confirm=None if auto_approve or not asks else console.confirm,
+                confirm=console.confirm if asks else None,
+                approved=auto_approve,
                 stop=stop,
                 lock_timeout=None if no_lock else lock_timeout,
                 overlays=target.overlays,
@@ -335,6 +340,9 @@ def apply(
         return 2 if detailed_exitcode and the_plan.has_changes else 0
     result = asyncio.run(go())
     console.show_result(result)
+    if result.cancelled and result.interrupted:  # Ctrl-C at the question
+        console.notice("interrupted: nothing was changed")
+        return 130
     if result.cancelled:
         return 1
     if result.interrupted:

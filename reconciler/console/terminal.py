@@ -71,6 +71,34 @@ def completion_line(event: StepEvent) -> str:
     return f"{event.step.label}: {what} ({event.seconds:.2f} s)"
 
 
+async def read_line(fd: int) -> str:
+    """One line typed at the terminal ``fd`` (without its end), read when the event loop
+    sees it ready; "" at end of input."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    line: asyncio.Future[str] = loop.create_future()
+    typed: list[bytes] = []
+
+    def readable() -> None:
+        try:
+            chunk = os.read(fd, 4096)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            chunk = b""
+        typed.append(chunk)
+        if (not chunk or b"\n" in chunk) and not line.done():
+            text = b"".join(typed).decode(errors="replace")
+            line.set_result(text.split("\n", 1)[0])
+
+    loop.add_reader(fd, readable)
+    try:
+        return await line
+    finally:
+        loop.remove_reader(fd)
+
+
 class TerminalConsole(Console):
     """Text for people at a terminal, or for CI logs."""
 
@@ -103,37 +131,20 @@ class TerminalConsole(Console):
         click.echo(click.style(f"== {title}", bold=True) if colour() else f"== {title}")
 
     async def confirm(self, plan: Plan) -> bool:
-        """Ask the person at the terminal to type ``yes``; anything else (or Ctrl-C, or
-        end of input) changes nothing. The question waits in a thread, so the apply lock
-        keeps being refreshed meanwhile."""
+        """Ask the person at the terminal to type ``yes``; anything else (or end of input)
+        changes nothing. The answer is read by the event loop, not by a thread: the apply
+        lock keeps being refreshed meanwhile, and Ctrl-C (the caller cancels the question)
+        leaves no thread blocked on the terminal (one ended the process with "Fatal Python
+        error" at exit)."""
         import asyncio
-        import threading
 
-        loop = asyncio.get_running_loop()
-        answer: asyncio.Future[str] = loop.create_future()
-
-        def ask() -> None:
-            try:
-                text = click.prompt(
-                    "Do you want to apply these changes? Only 'yes' will be accepted",
-                    default="",
-                    show_default=False,
-                    err=True,
-                )
-            except (click.Abort, EOFError, KeyboardInterrupt):
-                text = ""
-
-            def settle() -> None:
-                if not answer.done():
-                    answer.set_result(str(text))
-
-            loop.call_soon_threadsafe(settle)
-
-        threading.Thread(target=ask, daemon=True).start()
+        question = "Do you want to apply these changes? Only 'yes' will be accepted: "
+        click.echo(question, err=True, nl=False)
         try:
-            given = await answer
+            given = await read_line(sys.stdin.fileno())
         except asyncio.CancelledError:
-            given = ""
+            click.echo(err=True)  # after the ^C the terminal echoed
+            raise
         if given.strip() != "yes":
             self.notice("Apply cancelled: nothing was changed.")
             return False

@@ -15,7 +15,7 @@ import gc
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 
-from reconciler.errors import Problem, SpecError, UnsupportedField
+from reconciler.errors import Problem, RefusedPlan, SpecError, UnsupportedField
 from reconciler.execution import lock, memo_store
 from reconciler.execution.apply import (
     ApplyResult,
@@ -28,7 +28,7 @@ from reconciler.identity import ENTRY, stream_of
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.model.migration import shortfalls
 from reconciler.model.normalize import replica_problems, unsupported_fields
-from reconciler.model.state import LiveState
+from reconciler.model.state import LiveState, ServerInfo
 from reconciler.planning.entries import (
     LiveEntry,
     fresh_buckets,
@@ -37,6 +37,7 @@ from reconciler.planning.entries import (
     with_entries,
 )
 from reconciler.planning.plan import DEFAULT_OWNERSHIP, Ownership, build_plan
+from reconciler.planning.review import differences
 from reconciler.planning.steps import Migrate, Plan
 from reconciler.specs.cache import cache_folder
 from reconciler.specs.spec import Spec
@@ -45,6 +46,11 @@ from reconciler.specs.validate import load_specs
 
 Notice = Callable[[str], None]
 PathLike = str | Path
+#: Asks a person to approve the plan shown (the CLI's question at a terminal).
+Confirm = Callable[[Plan], Awaitable[bool]]
+
+#: Why an apply to a named server without a question nor ``approved`` changes nothing.
+NOT_APPROVED = "no terminal to confirm on; pass --yes"
 
 
 def _quiet(_: str) -> None:
@@ -65,6 +71,45 @@ async def _confirmed(
             await answer
         return False
     return bool(answer.result())
+
+
+def server_line(info: ServerInfo, options: ConnectionOptions) -> str | None:
+    """Which server a plan or apply talks to, credentials removed: ``using nats-server
+    2.12.1 at nats://10.0.0.5:4222``. None for the embedded server, which
+    :func:`~reconciler.jetstream.open_client` names as it starts it."""
+    if info.embedded:
+        return None
+    where = info.address or options.display_servers or "an unnamed server"
+    return f"using nats-server {info.version} at {where}"
+
+
+def _say_server(the_plan: Plan, options: ConnectionOptions, on_notice: Notice | None) -> None:
+    line = server_line(the_plan.server, options)
+    if line is not None:
+        (on_notice or _quiet)(line)
+
+
+async def _as_reviewed(
+    client: JetStreamClient,
+    specs: Sequence[Spec],
+    shown: Plan,
+    *,
+    prune: bool,
+    ownership: Ownership,
+    migrate: bool,
+) -> Plan:
+    """The plan made again after the person said yes: the live state moved on while the
+    question waited. Refused, naming what changed, unless it is the plan shown
+    (:mod:`reconciler.planning.review`)."""
+    now = await plan_with(client, specs, prune=prune, ownership=ownership, migrate=migrate)
+    changed = differences(shown, now)
+    if changed:
+        lines = "\n".join(f"  {line}" for line in changed)
+        raise RefusedPlan(
+            "the server changed since the plan was shown; nothing was changed. Run apply "
+            f"again to review the new plan.\n{lines}"
+        )
+    return now
 
 
 @contextlib.contextmanager
@@ -262,7 +307,11 @@ async def plan(
     with fewer_collections():
         specs = _load(paths, strict, on_notice, overlays)
         async with open_client(options, on_notice=on_notice or _quiet) as client:
-            return await plan_with(client, specs, prune=prune, ownership=ownership, migrate=migrate)
+            the_plan = await plan_with(
+                client, specs, prune=prune, ownership=ownership, migrate=migrate
+            )
+            _say_server(the_plan, options, on_notice)
+            return the_plan
 
 
 async def fetch_live(options: ConnectionOptions, *, on_notice: Notice | None = None) -> LiveState:
@@ -287,12 +336,19 @@ async def apply(
     on_notice: Notice | None = None,
     on_step: Callable[[StepEvent], None] | None = None,
     on_plan: Callable[[Plan], None] | None = None,
-    confirm: Callable[[Plan], Awaitable[bool]] | None = None,
+    confirm: Confirm | None = None,
+    approved: bool = True,
     stop: asyncio.Event | None = None,
     lock_timeout: float | None = lock.DEFAULT_TIMEOUT,
     overlays: Sequence[PathLike] = (),
 ) -> ApplyResult:
     """Validate, plan and (unless ``dry_run``) apply; destructive steps need the flags.
+
+    Approval: ``confirm`` asks a person about the plan shown; after a yes the live state
+    is read again and a plan that is not the one shown is refused (nothing changed). With
+    no question, ``approved=False`` (the CLI without a terminal and without ``--yes``)
+    refuses a plan with changes unless the server is the embedded one. A library call, and
+    the Action's ``mode: apply``, approve by calling (``approved=True``).
 
     Planning and applying happen under the server's apply lock (:mod:`reconciler.execution.lock`),
     waiting up to ``lock_timeout`` seconds for it; ``None`` applies without the lock.
@@ -313,6 +369,7 @@ async def apply(
             the_plan = await plan_with(
                 client, specs, prune=prune, ownership=ownership, migrate=migrate
             )
+            _say_server(the_plan, options, on_notice)
             if on_plan is not None:
                 on_plan(the_plan)
             if confirm is not None and the_plan.has_changes and not dry_run:
@@ -320,7 +377,16 @@ async def apply(
                     the_plan, allow_replace=allow_replace, allow_data_loss=allow_data_loss
                 )
                 if not await _confirmed(confirm, the_plan, stop):
-                    return ApplyResult(plan=the_plan, dry_run=True, cancelled=True)
+                    interrupted = stop.is_set()  # Ctrl-C at the question
+                    return ApplyResult(
+                        plan=the_plan, dry_run=True, cancelled=True, interrupted=interrupted
+                    )
+                the_plan = await _as_reviewed(
+                    client, specs, the_plan, prune=prune, ownership=ownership, migrate=migrate
+                )
+            elif not (approved or dry_run or the_plan.server.embedded) and the_plan.has_changes:
+                where = the_plan.server.address or options.display_servers
+                raise RefusedPlan(f"{NOT_APPROVED} to apply to {where}: nothing was changed")
             result = await apply_plan(
                 the_plan,
                 client,

@@ -34,7 +34,9 @@ DEFAULT_STORE = Path(".reconcile")
 
 #: URL schemes this tool connects with (nats-py's TCP transport).
 SCHEMES = frozenset({"nats", "tls"})
-_USERINFO = re.compile(r"^([^/@]*)@")
+#: The user part of a URL: everything up to its authority's last ``@`` (a password may
+#: hold one), as urllib and nats-py read it.
+_USERINFO = re.compile(r"^([^/]*)@")
 
 
 def _split(url: str) -> tuple[str, str]:
@@ -55,6 +57,22 @@ def redact_url(url: str) -> str:
     shown = f"{user}:***" if colon else "***"
     prefix = f"{scheme}://" if scheme else ""
     return f"{prefix}{shown}@{rest[userinfo.end() :]}"
+
+
+def url_secrets(servers: str) -> list[str]:
+    """The secrets inside server URLs (comma separated), as :func:`redact_url` hides
+    them: each password (``alice:s3cret@h`` → ``s3cret``), each token (``T0KEN@h``), with
+    or without a scheme. For masking them in logs (the GitHub Action)."""
+    found: list[str] = []
+    for url in servers.split(","):
+        userinfo = _USERINFO.match(_split(url)[1])
+        if userinfo is None:
+            continue
+        user, colon, secret = userinfo.group(1).partition(":")
+        shown = secret if colon else user
+        if shown:
+            found.append(shown)
+    return found
 
 
 def check_server_url(url: str) -> None:
@@ -102,6 +120,13 @@ class ConnectionOptions:
     timeout: float = 5.0
     connect_timeout: float = 5.0
     store: Path = DEFAULT_STORE
+
+    def __post_init__(self) -> None:
+        if self.servers is not None and not self.server_urls:
+            raise ConnectError(
+                "the server URL given is empty: name a server (nats://HOST:PORT), or give "
+                "none at all to use the embedded nats-server"
+            )
 
     def __repr__(self) -> str:
         shown = []

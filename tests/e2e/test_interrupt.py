@@ -18,7 +18,7 @@ def test_sigint_mid_apply_stops_cleanly_and_the_next_run_converges(
     docs = [f"kind: Stream\nname: INT{i:03d}\nsubjects: [int{i}.>]\n" for i in range(300)]
     spec = tmp_path / "many.yaml"
     spec.write_text("---\n".join(docs), encoding="utf-8")
-    command = [sys.executable, "-m", "reconciler", "apply", str(spec), "--concurrency", "1"]
+    command = [sys.executable, "-m", "reconciler", "apply", str(spec), "-y", "--concurrency", "1"]
     env = {**os.environ, "CI": "true"}
     proc = subprocess.Popen(
         [*command, "--server", clean_server.url],

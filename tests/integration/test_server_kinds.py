@@ -133,7 +133,7 @@ def test_cli_plan_json_and_detailed_exitcode(tmp_path: Path, clean_server: NatsS
     assert body["summary"]["create"] == 4
     dry = _reconcile("--dry-run", str(EXAMPLES / "shop"), *url, cwd=tmp_path)
     assert dry.returncode == 0 and "create" in dry.stdout
-    applied = _reconcile("apply", str(EXAMPLES / "shop"), *url, cwd=tmp_path)
+    applied = _reconcile("apply", "-y", str(EXAMPLES / "shop"), *url, cwd=tmp_path)
     assert applied.returncode == 0, applied.stderr
     again = _reconcile("plan", "--detailed-exitcode", str(EXAMPLES / "shop"), *url, cwd=tmp_path)
     assert again.returncode == 0, again.stdout

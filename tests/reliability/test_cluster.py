@@ -54,14 +54,14 @@ def _converged(paths: list[Path], urls: str) -> bool:
 
 def test_apply_and_replan_work_with_one_node_down(nodes, tmp_path: Path, figures) -> None:
     specs = write_specs(tmp_path / "s", _documents(4))
-    assert reconcile("apply", str(specs), "--server", nodes.urls).returncode == 0
+    assert reconcile("apply", "-y", str(specs), "--server", nodes.urls).returncode == 0
     down = nodes.nodes[0]  # the first URL: the client has to move on to the next one
 
     down.stop()
     try:
         assert _converged([specs], nodes.urls)
         changed = write_specs(tmp_path / "s2", _documents(5, max_msgs=500))
-        done = reconcile("apply", str(changed), "--server", nodes.urls)
+        done = reconcile("apply", "-y", str(changed), "--server", nodes.urls)
         assert done.returncode == 0, done.stderr
         assert _converged([changed], nodes.urls)
         infos = stream_infos(nodes.urls)
@@ -75,7 +75,7 @@ def test_apply_and_replan_work_with_one_node_down(nodes, tmp_path: Path, figures
 
 def test_leader_changes_mid_apply_then_apply_converges(nodes, tmp_path: Path, figures) -> None:
     specs = write_specs(tmp_path / "s", _documents(30))
-    apply = start_reconcile("apply", str(specs), "--server", nodes.urls, "--concurrency", "1")
+    apply = start_reconcile("apply", "-y", str(specs), "--server", nodes.urls, "--concurrency", "1")
     stepped = _step_down_streams_while_running(nodes.urls, apply)
     _, err = apply.communicate(timeout=180)
 
@@ -83,7 +83,7 @@ def test_leader_changes_mid_apply_then_apply_converges(nodes, tmp_path: Path, fi
     assert "Traceback" not in err
     assert stepped > 0, f"leaders changed while the apply ran: {err}"
     for _ in range(3):  # a re-run converges (a step cut by an election may need one more)
-        again = reconcile("apply", str(specs), "--server", nodes.urls, "--lock-timeout", "60")
+        again = reconcile("apply", "-y", str(specs), "--server", nodes.urls, "--lock-timeout", "60")
         if again.returncode == 0:
             break
     assert again.returncode == 0, again.stderr
@@ -122,14 +122,14 @@ def test_more_replicas_than_the_cluster_has_are_refused_before_any_change(
         stream_doc("TOOBIG", num_replicas=5),
     ]
     specs = write_specs(tmp_path / "s", documents)
-    refused = reconcile("apply", str(specs), "--server", nodes.urls)
+    refused = reconcile("apply", "-y", str(specs), "--server", nodes.urls)
     assert refused.returncode != 0
     assert "5 replicas, but the cluster has 3 servers" in refused.stderr, refused.stderr
     assert "Traceback" not in refused.stderr
     assert {"FITS", "TOOBIG"}.isdisjoint(stream_infos(nodes.urls))  # the lock bucket only
 
     fits = write_specs(tmp_path / "fits", documents[:2])
-    done = reconcile("apply", str(fits), "--server", nodes.urls)
+    done = reconcile("apply", "-y", str(fits), "--server", nodes.urls)
     assert done.returncode == 0, done.stderr
     assert stream_infos(nodes.urls)["FITS"]["config"]["num_replicas"] == 3
 
@@ -171,7 +171,7 @@ def test_an_r3_stream_migrates_on_the_cluster_with_every_message(nodes, tmp_path
     spec = write_specs(
         tmp_path / "a", [stream_doc("R3M", num_replicas=3), consumer_doc("R3M", "WORKER")]
     )
-    assert reconcile("apply", str(spec), "--server", nodes.urls).returncode == 0
+    assert reconcile("apply", "-y", str(spec), "--server", nodes.urls).returncode == 0
     run(publish_many(nodes, ["r3m.a", "r3m.b"], 1500))
     expected = run(dump(nodes, "R3M"))
     migrated = write_specs(
@@ -181,7 +181,7 @@ def test_an_r3_stream_migrates_on_the_cluster_with_every_message(nodes, tmp_path
     planned = plan_json([migrated], nodes.urls, "--migrate")
     assert [c["action"] for c in planned["changes"]] == ["migrate"]
     assert planned["changes"][0]["migration"]["messages"] == 1500
-    done = reconcile("apply", str(migrated), "--migrate", "--server", nodes.urls)
+    done = reconcile("apply", "-y", str(migrated), "--migrate", "--server", nodes.urls)
     assert done.returncode == 0, done.stderr
     assert run(dump(nodes, "R3M")) == expected
     infos = stream_infos(nodes.urls)

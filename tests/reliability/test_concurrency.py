@@ -49,7 +49,7 @@ def test_two_concurrent_applies_do_not_interleave(clean_server, tmp_path: Path, 
     args = ("--server", url, "--concurrency", "1", "--lock-timeout", "120")
     gate = run_client(url, _take_lock)  # both applies start while the lock is taken
 
-    runs = [start_reconcile("apply", str(folder), *args) for folder in (left, right)]
+    runs = [start_reconcile("apply", "-y", str(folder), *args) for folder in (left, right)]
     logs = [_StderrLines(run) for run in runs]
     for log in logs:
         assert log.wait_for("waiting up to 120s for the apply lock"), log.text()
@@ -109,7 +109,7 @@ def test_apply_gives_up_after_lock_timeout_naming_the_holder(
         return await lock.acquire(client, holder, timeout=0)
 
     run_client(url, take)
-    done = reconcile("apply", str(specs), "--server", url, "--lock-timeout", "0.5")
+    done = reconcile("apply", "-y", str(specs), "--server", url, "--lock-timeout", "0.5")
 
     assert done.returncode == 1
     assert "held by deploy-bot on runner-7 (pid 4242) since" in done.stderr
@@ -129,7 +129,7 @@ def test_apply_gives_up_after_lock_timeout_naming_the_holder(
     broken = reconcile("lock", "break", "--force", "--server", url)
     assert broken.returncode == 0 and "deploy-bot" in broken.stdout
     assert reconcile("lock", "status", "--server", url).returncode == 0
-    assert reconcile("apply", str(specs), "--server", url).returncode == 0
+    assert reconcile("apply", "-y", str(specs), "--server", url).returncode == 0
     figures.add("lock_contentions_refused")
 
 
@@ -139,7 +139,9 @@ def test_kill_9_of_the_reconciler_mid_apply_then_reapply_converges(
     url = clean_server.url
     specs = write_specs(tmp_path / "s", _streams("KILL", 150))
     env = cli_env(RECONCILE_LOCK_LEASE="8")  # long enough to still be held when checked
-    victim = start_reconcile("apply", str(specs), "--server", url, "--concurrency", "1", env=env)
+    victim = start_reconcile(
+        "apply", "-y", str(specs), "--server", url, "--concurrency", "1", env=env
+    )
     deadline = time.monotonic() + 120
     while len(stream_infos(url)) < 10 and time.monotonic() < deadline:
         assert victim.poll() is None, victim.communicate()
@@ -153,7 +155,7 @@ def test_kill_9_of_the_reconciler_mid_apply_then_reapply_converges(
     assert f"(pid {victim.pid})" in status.stdout + status.stderr, "the dead run's lease names it"
 
     # The holder ran on this host and its process is gone: taken over at once, no waiting.
-    again = reconcile("apply", str(specs), "--server", url, "--lock-timeout", "0")
+    again = reconcile("apply", "-y", str(specs), "--server", url, "--lock-timeout", "0")
 
     assert again.returncode == 0, again.stderr
     assert "took over the apply lock from" in again.stderr and f"pid {victim.pid}" in again.stderr
@@ -170,7 +172,9 @@ def test_an_apply_that_loses_its_lease_stops_before_its_next_step(
     url = clean_server.url
     specs = write_specs(tmp_path / "s", _streams("LOST", 200))
     env = cli_env(RECONCILE_LOCK_LEASE="0.6")  # refreshed every 0.2 s
-    victim = start_reconcile("apply", str(specs), "--server", url, "--concurrency", "1", env=env)
+    victim = start_reconcile(
+        "apply", "-y", str(specs), "--server", url, "--concurrency", "1", env=env
+    )
     deadline = time.monotonic() + 120
     while len(stream_infos(url)) < 10 and time.monotonic() < deadline:
         assert victim.poll() is None, victim.communicate()
@@ -201,7 +205,7 @@ def test_a_run_paused_past_its_lease_applies_nothing_after_a_newer_apply(
     log = tmp_path / "victim.log"
     with log.open("w") as sink:  # a file: 1500 step lines would fill a pipe and stall it
         victim = subprocess.Popen(
-            reconcile_argv("apply", str(mine), "--server", url, "--concurrency", "16"),
+            reconcile_argv("apply", "-y", str(mine), "--server", url, "--concurrency", "16"),
             stdout=sink, stderr=sink, env=env, cwd=REPO,
         )  # fmt: skip
     deadline = time.monotonic() + 120
@@ -214,7 +218,7 @@ def test_a_run_paused_past_its_lease_applies_nothing_after_a_newer_apply(
         paused_at = {n for n in stream_infos(url) if n.startswith("PAUSED")}
         assert len(paused_at) < 1500, "paused mid-apply"
         newer = write_specs(tmp_path / "newer", _streams("NEWER", 5))
-        done = reconcile("apply", str(newer), "--server", url, "--lock-timeout", "30")
+        done = reconcile("apply", "-y", str(newer), "--server", url, "--lock-timeout", "30")
         assert done.returncode == 0, done.stderr
     finally:
         os.kill(victim.pid, signal.SIGCONT)
@@ -239,7 +243,7 @@ def test_ctrl_c_while_waiting_for_the_lock_ends_the_wait(
     url = clean_server.url
     specs = write_specs(tmp_path / "s", _streams("WAITER", 1))
     run_client(url, _take_lock)
-    waiter = start_reconcile("apply", str(specs), "--server", url, "--lock-timeout", "600")
+    waiter = start_reconcile("apply", "-y", str(specs), "--server", url, "--lock-timeout", "600")
     log = _StderrLines(waiter)
     assert log.wait_for("waiting up to 600s for the apply lock"), log.text()
 

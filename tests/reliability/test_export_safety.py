@@ -69,7 +69,7 @@ def test_applying_an_export_with_prune_deletes_nothing(
     before = run(_state(clean_server.url))
     out = tmp_path / "out"
     assert export(clean_server, out).returncode == 0
-    done = reconcile("apply", str(out), "--prune", "--allow-data-loss", "--server",
+    done = reconcile("apply", "-y", str(out), "--prune", "--allow-data-loss", "--server",
                      clean_server.url)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert run(_state(clean_server.url)) == before

@@ -46,9 +46,9 @@ def plan_json(server: NatsServer, *args: str) -> dict[str, Any]:
 def two_teams(clean_server: NatsServer, tmp_path: Path) -> tuple[Path, Path]:
     team_a = write_specs(tmp_path / "a", [stream_doc("A_ORDERS")])
     team_b = write_specs(tmp_path / "b", [stream_doc("B_EVENTS")])
-    assert cli(clean_server, "apply", str(team_a), "--owner", "team-a").returncode == 0
+    assert cli(clean_server, "apply", "-y", str(team_a), "--owner", "team-a").returncode == 0
     as_b = cli_env(RECONCILE_OWNER="team-b")  # the owner from the environment
-    done = reconcile("apply", str(team_b), "--server", clean_server.url, env=as_b)
+    done = reconcile("apply", "-y", str(team_b), "--server", clean_server.url, env=as_b)
     assert done.returncode == 0, done.stderr
     run(_publish(clean_server.url, "b_events.x", 25))
     return team_a, team_b
@@ -63,7 +63,7 @@ def test_prune_deletes_only_the_owners_resources(
     assert plan["foreign"] == [
         {"kind": "Stream", "name": "B_EVENTS", "stream": None, "owner": "team-b"}
     ]
-    done = cli(clean_server, "apply", str(team_a), "--owner", "team-a", "--prune",
+    done = cli(clean_server, "apply", "-y", str(team_a), "--owner", "team-a", "--prune",
                "--allow-data-loss")  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert streams(clean_server)["B_EVENTS"]["state"]["messages"] == 25
@@ -80,12 +80,12 @@ def test_declaring_another_owners_resource_needs_take_over(
     clean_server: NatsServer, two_teams: tuple[Path, Path], tmp_path: Path
 ) -> None:
     grab = write_specs(tmp_path / "grab", [stream_doc("B_EVENTS", description="mine now")])
-    refused = cli(clean_server, "apply", str(grab), "--owner", "team-a")
+    refused = cli(clean_server, "apply", "-y", str(grab), "--owner", "team-a")
     assert refused.returncode == 1
     assert "managed by owner 'team-b'" in refused.stderr and "--take-over" in refused.stderr
     assert "Traceback" not in refused.stderr
     assert streams(clean_server)["B_EVENTS"]["config"].get("description") is None
-    taken = cli(clean_server, "apply", str(grab), "--owner", "team-a", "--take-over")
+    taken = cli(clean_server, "apply", "-y", str(grab), "--owner", "team-a", "--take-over")
     assert taken.returncode == 0, taken.stderr
     info = streams(clean_server)["B_EVENTS"]
     assert info["config"]["metadata"]["io.jetstream-gitops/owner"] == "team-a"
@@ -125,6 +125,6 @@ def test_an_owner_name_is_checked_before_anything_runs(
     clean_server: NatsServer, tmp_path: Path
 ) -> None:
     specs = write_specs(tmp_path / "s", [stream_doc("X")])
-    done = cli(clean_server, "apply", str(specs), "--owner", "../evil name")
+    done = cli(clean_server, "apply", "-y", str(specs), "--owner", "../evil name")
     assert done.returncode == 1 and "--owner" in done.stderr and "Traceback" not in done.stderr
     assert "X" not in streams(clean_server)

@@ -45,7 +45,7 @@ def url_forms(secret: str, port: int) -> list[tuple[str, ...]]:
 def commands(specs: Path, out: Path) -> list[tuple[str, ...]]:
     return [
         ("plan", str(specs)),
-        ("apply", str(specs), "--lock-timeout", "1"),
+        ("apply", "-y", str(specs), "--lock-timeout", "1"),
         ("drift", str(specs), "--format", "markdown"),
         ("export", "--out", str(out / "export")),
         ("snapshot", "--env", "x", "--out", str(out / "snap.jsonl")),

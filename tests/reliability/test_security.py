@@ -53,7 +53,7 @@ def test_least_privilege_user_can_plan_and_apply(server_factory, tmp_path: Path,
     specs = _specs(tmp_path)
 
     planned = reconcile("plan", str(specs), *_as("deployer", server.url))
-    applied = reconcile("apply", str(specs), *_as("deployer", server.url))
+    applied = reconcile("apply", "-y", str(specs), *_as("deployer", server.url))
     again = reconcile("plan", str(specs), *_as("deployer", server.url), "--detailed-exitcode")
 
     assert planned.returncode == 0, planned.stderr
@@ -69,8 +69,8 @@ def test_api_only_user_plans_and_is_told_which_subject_the_lock_needs(
     specs = _specs(tmp_path)
 
     planned = reconcile("plan", str(specs), *_as("apionly", server.url))
-    locked = reconcile("apply", str(specs), *_as("apionly", server.url))
-    unlocked = reconcile("apply", str(specs), "--no-lock", *_as("apionly", server.url))
+    locked = reconcile("apply", "-y", str(specs), *_as("apionly", server.url))
+    unlocked = reconcile("apply", "-y", str(specs), "--no-lock", *_as("apionly", server.url))
 
     assert planned.returncode == 0, planned.stderr
     assert locked.returncode == 1
@@ -115,7 +115,7 @@ def test_tls_with_a_test_ca_and_client_certificates_works(
         str(tls.client_key),
     )
 
-    applied = reconcile("apply", str(specs), *flags)
+    applied = reconcile("apply", "-y", str(specs), *flags)
     again = reconcile("plan", str(specs), *flags, "--detailed-exitcode")
 
     assert applied.returncode == 0, applied.stderr
@@ -203,8 +203,8 @@ def _every_command(out: Outputs, specs: Path, flags: tuple[str, ...], tag: str) 
     out_dir = out.root
     assert out.run(f"{tag} plan", "plan", str(specs), *flags) == 0, out.texts[-1]
     out.run(f"{tag} plan json", "plan", str(specs), *flags, "--format", "json")
-    assert out.run(f"{tag} apply", "apply", str(specs), *flags, "--format", "json") == 0
-    out.run(f"{tag} apply text", "apply", str(specs), *flags)
+    assert out.run(f"{tag} apply", "apply", "-y", str(specs), *flags, "--format", "json") == 0
+    out.run(f"{tag} apply text", "apply", "-y", str(specs), *flags)
     out.run(f"{tag} drift", "drift", str(specs), *flags, "--format", "markdown")
     out.run(
         f"{tag} drift html",

@@ -73,12 +73,12 @@ def test_kill_9_of_the_server_mid_apply_then_restart_and_apply_converges(
 ) -> None:
     server = server_factory()
     specs = _specs(tmp_path, 120)
-    assert reconcile("apply", str(specs), "--server", server.url).returncode == 0
+    assert reconcile("apply", "-y", str(specs), "--server", server.url).returncode == 0
     _publish(server.url, KEPT_MESSAGES)
     changed = _specs(tmp_path, 240, max_msgs=5000)  # updates 120 streams, creates 120 more
     env = cli_env(RECONCILE_LOCK_LEASE="3")
     apply = start_reconcile(
-        "apply", str(changed), "--server", server.url, "--concurrency", "1", env=env
+        "apply", "-y", str(changed), "--server", server.url, "--concurrency", "1", env=env
     )
     _wait_for_streams(server.url, 121 + 10, apply)
 
@@ -93,7 +93,7 @@ def test_kill_9_of_the_server_mid_apply_then_restart_and_apply_converges(
     # again, so wait for JetStream to answer rather than for /healthz.
     server.start(wait=False)
     _wait_for_jetstream(server)
-    again = reconcile("apply", str(changed), "--server", server.url, "--lock-timeout", "60")
+    again = reconcile("apply", "-y", str(changed), "--server", server.url, "--lock-timeout", "60")
     assert again.returncode == 0, again.stderr
     assert pending(plan_json([changed], server.url)) == []
     infos = stream_infos(server.url)
@@ -113,6 +113,7 @@ def test_frozen_server_mid_apply_gives_a_timeout_error_not_a_hang(
     env = cli_env(RECONCILE_LOCK_LEASE="3")
     apply = start_reconcile(
         "apply",
+        "-y",
         str(specs),
         "--server",
         server.url,
@@ -134,7 +135,7 @@ def test_frozen_server_mid_apply_gives_a_timeout_error_not_a_hang(
     assert "no answer" in err and "within 1s" in err
     assert "Traceback" not in err
     assert "re-run apply to converge" in err
-    again = reconcile("apply", str(specs), "--server", server.url, "--lock-timeout", "60")
+    again = reconcile("apply", "-y", str(specs), "--server", server.url, "--lock-timeout", "60")
     assert again.returncode == 0, again.stderr
     assert pending(plan_json([specs], server.url)) == []
     figures.add("faults_survived")

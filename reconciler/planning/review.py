@@ -1,0 +1,83 @@
+"""What a person approves at the prompt, and whether the plan made again still is it.
+
+Between the plan shown and the answer the server goes on: messages arrive, someone edits
+a stream. A ``max_msgs: 10`` planned as harmless on an empty stream deletes 90 of the
+100 messages published while the question waited. So apply reads the live state again
+after the answer and compares the two plans here: they agree when they hold the same
+steps (action, resource, field changes, a migration's phase) and every step destroys the
+same (destructive or not, the same loss estimates: field and lower bound of messages).
+Anything else was not reviewed, and :func:`differences` names it.
+
+Pure: two plans in, sentences out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+from reconciler.identity import ResourceRef
+from reconciler.planning.steps import Migrate, Plan, Step
+
+__all__ = ["differences"]
+
+
+def _frozen(value: Any) -> Hashable:
+    """A JSON value as something comparable and hashable (dict order does not count)."""
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), _frozen(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    return repr(value) if isinstance(value, float) else value
+
+
+def _what_it_does(step: Step) -> Hashable:
+    """The step as reviewed, less what it destroys: action, changed fields, phase."""
+    fields = tuple(_frozen(change.to_json()) for change in step.fields)
+    phase = step.phase if isinstance(step, Migrate) else None
+    return (step.action, fields, phase)
+
+
+def _what_it_destroys(step: Step) -> Hashable:
+    return (step.destructive, tuple((loss.field, loss.messages) for loss in step.losses))
+
+
+def _losses(step: Step) -> str:
+    if not step.destructive:
+        return "destroys nothing"
+    said = "; ".join(loss.summary for loss in step.losses)
+    return f"destroys data ({said})" if said else "destroys data"
+
+
+def _fields(step: Step) -> str:
+    return ", ".join(change.path for change in step.fields) or "no field"
+
+
+def _compare(ref: ResourceRef, shown: Step | None, now: Step | None) -> str | None:
+    """One sentence when the step for ``ref`` is not the one shown."""
+    if now is None:
+        assert shown is not None
+        return f"{ref.label}: the {shown.action} shown is no longer needed"
+    if shown is None:
+        return f"{ref.label}: now needs a {now.action} that was not shown ({_losses(now)})"
+    if shown.action != now.action:
+        return f"{ref.label}: now a {now.action}, shown as a {shown.action} ({_losses(now)})"
+    if _what_it_does(shown) != _what_it_does(now):
+        return f"{ref.label}: the {now.action} now changes {_fields(now)} (shown: {_fields(shown)})"
+    if _what_it_destroys(shown) != _what_it_destroys(now):
+        return f"{ref.label}: the {now.action} now {_losses(now)} (shown: {_losses(shown)})"
+    return None
+
+
+def differences(shown: Plan, now: Plan) -> list[str]:
+    """What differs between the plan a person approved (``shown``) and the plan made
+    again from the live state (``now``): one sentence per resource, none when ``now`` is
+    the plan that was reviewed."""
+    before = {step.ref: step for step in shown.changes}
+    after = {step.ref: step for step in now.changes}
+    found = []
+    for ref in sorted(before.keys() | after.keys(), key=lambda r: r.sort_key):
+        said = _compare(ref, before.get(ref), after.get(ref))
+        if said is not None:
+            found.append(said)
+    return found
