@@ -53,15 +53,20 @@ def _fields(step: Step) -> str:
     return ", ".join(change.path for change in step.fields) or "no field"
 
 
+def _a(action: str) -> str:
+    """``an update``, ``a create``."""
+    return f"an {action}" if action[:1] in "aeiou" else f"a {action}"
+
+
 def _compare(ref: ResourceRef, shown: Step | None, now: Step | None) -> str | None:
     """One sentence when the step for ``ref`` is not the one shown."""
     if now is None:
         assert shown is not None
         return f"{ref.label}: the {shown.action} shown is no longer needed"
     if shown is None:
-        return f"{ref.label}: now needs a {now.action} that was not shown ({_losses(now)})"
+        return f"{ref.label}: now needs {_a(now.action)} that was not shown ({_losses(now)})"
     if shown.action != now.action:
-        return f"{ref.label}: now a {now.action}, shown as a {shown.action} ({_losses(now)})"
+        return f"{ref.label}: now {_a(now.action)}, shown as {_a(shown.action)} ({_losses(now)})"
     if _what_it_does(shown) != _what_it_does(now):
         return f"{ref.label}: the {now.action} now changes {_fields(now)} (shown: {_fields(shown)})"
     if _what_it_destroys(shown) != _what_it_destroys(now):
