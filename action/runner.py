@@ -11,12 +11,18 @@ Everything the runner reads from a step goes through here, so the rules live in 
   cut at a line boundary and ends with a note saying so;
 - workflow commands (``::error file=F,line=N::message``, ``::add-mask::``) are escaped as the
   runner unescapes them: ``%``, ``\\r``, ``\\n`` in the message, and also ``:`` and ``,`` in
-  properties.
+  properties;
+- nothing else written to the log starts a workflow command: a log message with a line
+  that would (after its leading blanks, ``::``) is written between
+  ``::stop-commands::<random token>`` and ``::<token>::`` (:func:`inert_log`), on top of
+  the escaping every name, value and file name had when it was rendered
+  (``reconciler.model.values.printable``).
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import sys
 import uuid
 from collections.abc import Mapping
@@ -25,6 +31,7 @@ from pathlib import Path
 from typing import TextIO
 
 from reconciler.errors import ReconcileError
+from reconciler.model.values import printable
 
 #: GitHub refuses a step summary above 1 MiB (it is then not shown at all).
 SUMMARY_LIMIT = 1024 * 1024
@@ -61,6 +68,18 @@ def workflow_command(command: str, message: str, **properties: str | int | None)
     )
     head = f"::{command} {props}" if props else f"::{command}"
     return f"{head}::{escape_data(message)}"
+
+
+def inert_log(message: str) -> str:
+    """``message`` for the log, unable to start a workflow command: when one of its lines
+    would (``::`` after blanks), the whole is wrapped in ``::stop-commands::TOKEN`` ...
+    ``::TOKEN::`` with a random token the message cannot contain."""
+    if not any(line.lstrip().startswith("::") for line in message.splitlines()):
+        return message
+    token = secrets.token_hex(16)
+    while token in message:
+        token = secrets.token_hex(16)
+    return f"::stop-commands::{token}\n{message}\n::{token}::"
 
 
 def truncate_summary(markdown: str, *, limit: int = SUMMARY_LIMIT) -> tuple[str, bool]:
@@ -146,11 +165,12 @@ class Runner:
     def error(
         self, message: str, *, file: str | None = None, line: int | None = None, title: str = ""
     ) -> None:
-        """An error annotation, attached to ``file``/``line`` when known."""
-        self.command("error", message, file=file, line=line, title=title or None)
+        """An error annotation, attached to ``file``/``line`` when known; the message's
+        names, values and file names escaped (``printable``)."""
+        self.command("error", printable(message), file=file, line=line, title=title or None)
 
     def warning(self, message: str, *, title: str = "") -> None:
-        self.command("warning", message, title=title or None)
+        self.command("warning", printable(message), title=title or None)
 
     def mask(self, secret: str) -> None:
         """Ask the runner to hide ``secret`` (and each of its lines) in every later log line."""
@@ -159,5 +179,6 @@ class Runner:
             self.command("add-mask", part)
 
     def log(self, message: str) -> None:
-        self.stdout.write(message + "\n")
+        """A message for the job log, never a workflow command (:func:`inert_log`)."""
+        self.stdout.write(inert_log(message) + "\n")
         self.stdout.flush()

@@ -15,6 +15,7 @@ once.
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -27,13 +28,27 @@ if TYPE_CHECKING:
     from reconciler.planning.drift import DriftReport
     from reconciler.planning.steps import Plan
 
-__all__ = ["Console", "error_lines", "result_line", "step_line"]
+__all__ = ["Console", "error_lines", "result_line", "shown", "step_line"]
 
 StepSink = Callable[["StepEvent"], None]
 
 
 def error_lines(err: ReconcileError) -> list[str]:
-    """The lines of an error: one per problem, ``FILE:LINE: field: message``."""
+    """The lines of an error: one per problem, ``FILE:LINE: field: message``; file
+    names, names and values in them escaped (:func:`~reconciler.model.values.printable`;
+    a message's own line breaks, before a quoted source line, are kept)."""
+    return [shown(line) for line in _error_lines(err)]
+
+
+def shown(text: str) -> str:
+    """``text`` escaped but for the line breaks before an indented, quoted source line
+    (``invalid YAML ...\\n    <the line>\\n    ^``): those lines are escaped apart."""
+    from reconciler.model.values import printable
+
+    return "\n".join(printable(part) for part in re.split(r"\n(?=    )", text))
+
+
+def _error_lines(err: ReconcileError) -> list[str]:
     if isinstance(err, (SpecError, UnsupportedField)):
         return [str(p) for p in err.problems]
     if isinstance(err, ApplyFailed):
@@ -48,11 +63,13 @@ def error_lines(err: ReconcileError) -> list[str]:
 
 
 def step_line(event: StepEvent) -> str:
-    """``[3/10] applied update Consumer ORDERS/NEW`` (and the error of a failed step)."""
+    """``[3/10] applied update Consumer ORDERS/NEW`` (and the error of a failed step),
+    escaped (:func:`~reconciler.model.values.printable`)."""
     from reconciler.execution.apply import describe
+    from reconciler.model.values import printable
 
     suffix = f": {event.error}" if event.error else ""
-    return f"[{event.done}/{event.total}] {event.outcome} {describe(event.step)}{suffix}"
+    return printable(f"[{event.done}/{event.total}] {event.outcome} {describe(event.step)}{suffix}")
 
 
 def result_line(results: Sequence[ApplyResult]) -> str:

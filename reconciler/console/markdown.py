@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from reconciler.console import Console, error_lines, result_line
+from reconciler.console import Console, error_lines, result_line, shown
 from reconciler.errors import ApplyFailed, ReconcileError, SpecError, UnsupportedField
 
 if TYPE_CHECKING:
@@ -20,15 +20,18 @@ if TYPE_CHECKING:
 
 
 def failure_markdown(err: ReconcileError) -> str:
-    """An error as Markdown: the headline, then each problem or step."""
-    lines = [f"**Failed:** {err}".replace("\n", " ")]
+    """An error as Markdown: the headline, then each problem or step; their text (names,
+    values, file names, the server's words) escaped, never a link or HTML."""
+    from reconciler.render.markdown import cell, code
+
+    lines = [f"**Failed:** {cell(str(err))}"]
     if isinstance(err, (SpecError, UnsupportedField)):
-        lines += ["", *(f"- `{problem}`" for problem in err.problems)]
+        lines += ["", *(f"- {code(str(problem))}" for problem in err.problems)]
     if isinstance(err, ApplyFailed):
         report = err.report
-        lines += ["", *(f"- applied: {s}" for s in report.applied)]
-        lines += [f"- failed: {s}" for s in report.failed]
-        lines += [f"- skipped: {s}" for s in report.skipped]
+        lines += ["", *(f"- applied: {cell(str(s))}" for s in report.applied)]
+        lines += [f"- failed: {cell(str(s))}" for s in report.failed]
+        lines += [f"- skipped: {cell(str(s))}" for s in report.skipped]
     return "\n".join(lines) + "\n"
 
 
@@ -49,7 +52,7 @@ class MarkdownConsole(Console):
         return head + "\n".join(part.rstrip("\n") + "\n" for part in self.parts)
 
     def notice(self, message: str) -> None:
-        self.log(message)
+        self.log(shown(message))
 
     def show_plan(self, plan: Plan) -> None:
         from reconciler.render import render_plan

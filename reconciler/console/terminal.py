@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
-from reconciler.console import Console, StepSink, error_lines, result_line
+from reconciler.console import Console, StepSink, error_lines, result_line, shown
+from reconciler.model.values import printable
 
 if TYPE_CHECKING:
     from reconciler.errors import ReconcileError
@@ -65,10 +66,10 @@ def completion_line(event: StepEvent) -> str:
     }
     what = done.get(event.step.action, event.step.action)
     if event.outcome == "failed":
-        return f"{event.step.label}: {event.step.action} failed: {event.error}"
+        return printable(f"{event.step.label}: {event.step.action} failed: {event.error}")
     if event.outcome == "skipped":
-        return f"{event.step.label}: {event.step.action} not started"
-    return f"{event.step.label}: {what} ({event.seconds:.2f} s)"
+        return printable(f"{event.step.label}: {event.step.action} not started")
+    return printable(f"{event.step.label}: {what} ({event.seconds:.2f} s)")
 
 
 async def read_line(fd: int) -> str:
@@ -116,6 +117,7 @@ class TerminalConsole(Console):
         self._bar: Any = None  # the progress display while an apply runs
 
     def notice(self, message: str) -> None:
+        message = shown(message)  # names, file names, the server's words: escaped
         if self._bar is not None:  # above the bar, never glued to it
             self._bar.console.print(message, markup=False, highlight=False)
         else:
@@ -218,7 +220,7 @@ class TerminalConsole(Console):
             if self._bar is None:
                 bar.start()
                 self._bar = bar
-            label = f"{event.step.action} {event.step.label}"
+            label = printable(f"{event.step.action} {event.step.label}")
             bar.update(task, total=event.total, completed=event.done, description=label)
             style = "red" if event.outcome == "failed" else None
             line = completion_line(event)

@@ -8,13 +8,17 @@ report), the GitHub Action and the Pulumi provider format and redact values here
 - :func:`display` gives one short line: ``(absent)`` for a missing value, ``unlimited``
   for ``-1`` in a limit, durations and sizes in human units, JSON otherwise (strings
   quoted, so an empty string is visible);
-- :func:`field_label` names a bucket's stream field as its spec does (``max_age (ttl)``).
+- :func:`field_label` names a bucket's stream field as its spec does (``max_age (ttl)``);
+- :func:`printable` makes text from a spec, a file name or the server inert on a terminal
+  and in a CI log: the one escaping function for text (Markdown's is
+  ``render.markdown.cell``/``code``; GitHub's workflow commands' is ``action.runner``).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -52,6 +56,34 @@ LIMIT_FIELDS = frozenset(
         "max_request_max_bytes",
     }
 )
+
+
+#: Unicode categories never shown as they are: controls (C0 with ESC, CR, LF and NUL,
+#: DEL, C1 with CSI and OSC's 0x9d), format characters (bidi overrides such as U+202E,
+#: isolates, zero-width ones) and the line and paragraph separators.
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+#: Whitespace then a colon: where a GitHub workflow command (``::error::``) would start.
+_COMMAND_START = re.compile(r"^(\s*):")
+
+
+def printable(text: str) -> str:
+    """``text`` with every character that could move the cursor, clear the screen, open
+    a hyperlink (OSC 8), change colours, reorder what follows (bidi overrides) or start
+    a new line written as an escape (``\\x1b``, ``\\u202e``, ``\\n``), and a leading
+    colon as ``\\x3a``: no line can then begin a GitHub workflow command with it.
+    Text without such characters is returned as it is."""
+    if text.isprintable() and not text.lstrip().startswith(":"):
+        return text
+    escaped = "".join(_escaped(char) for char in text)
+    return _COMMAND_START.sub(lambda match: match.group(1) + "\\x3a", escaped, count=1)
+
+
+def _escaped(char: str) -> str:
+    if unicodedata.category(char) not in _HIDDEN_CATEGORIES:
+        return char
+    code = ord(char)
+    return _SHORT.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
 
 
 def is_secret(path: str) -> bool:
@@ -136,6 +168,7 @@ def display(
     if _durations(shown) and unit is None and unit_of(kind, f"{path}.0") == "duration":
         return "[" + ", ".join(format_duration(v) for v in shown) + "]"
     text = json.dumps(shown, ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
+    text = printable(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -15,9 +15,10 @@ Stable hooks for tests and scrapers: ``#figure-<name>`` elements with ``data-val
 
 from __future__ import annotations
 
+import html
 import json
-from html import escape
 
+from reconciler.model.values import printable
 from reconciler.planning.drift import STATUSES, DriftReport, ResourceDrift
 from reconciler.render.drift_text import headline
 from reconciler.render.palette import STATUS_COLOURS, STATUS_ORDER
@@ -116,6 +117,12 @@ SCRIPT = """
   document.body.dataset.ready = "true";
 })();
 """
+
+
+def escape(text: str, quote: bool = True) -> str:
+    """Text for HTML: control and bidi characters escaped (:func:`printable`: a U+202E
+    in a name cannot reorder the page), then HTML's own characters."""
+    return html.escape(printable(text), quote=quote)
 
 
 def _attr(value: object) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from reconciler.model.values import printable
 from reconciler.planning.drift import DriftReport, ResourceDrift
 
 SYMBOLS = {
@@ -50,10 +51,11 @@ def resource_lines(resource: ResourceDrift) -> list[str]:
 
 
 def render_drift_text(report: DriftReport) -> str:
-    """Headline, counts, then every resource that is not in sync."""
+    """Headline, counts, then every resource that is not in sync (names, values and file
+    names escaped: :func:`printable`)."""
     lines = [headline(report), f"  {counts_line(report)}"]
     for resource in report.resources:
         if resource.status != "in_sync":
             lines.append("")
-            lines.extend(resource_lines(resource))
+            lines.extend(printable(line) for line in resource_lines(resource))
     return "\n".join(lines) + "\n"

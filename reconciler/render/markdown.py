@@ -14,7 +14,7 @@ import html
 import re
 from collections.abc import Collection
 
-from reconciler.model.values import display, field_label
+from reconciler.model.values import display, field_label, printable
 from reconciler.planning.steps import Entry, Plan
 from reconciler.render.text import ACTIONS, destroy_warning, migration_notes
 
@@ -26,16 +26,19 @@ _MARKDOWN = re.compile(r"([\\`*\[\]~!#|]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
 
 
 def cell(text: str) -> str:
-    """``text`` made safe for one Markdown table cell (or a line): HTML inert, Markdown
-    punctuation escaped, so a resource named ``[x](http:evil)`` stays text."""
-    escaped = _MARKDOWN.sub(r"\\\1", html.escape(text, quote=False))
-    return " ".join(escaped.splitlines()) or " "
+    """``text`` made safe for one Markdown table cell (or a line): lines joined, control
+    and bidi characters escaped (:func:`printable`), HTML inert, Markdown
+    punctuation escaped, so a resource named ``[x](http:evil)`` stays text. The one
+    escaping function for Markdown text (:func:`code` for code spans)."""
+    flat = printable(" ".join(text.splitlines()))
+    return _MARKDOWN.sub(r"\\\1", html.escape(flat, quote=False)) or " "
 
 
 def code(text: str) -> str:
-    """A code span (HTML and Markdown are inert inside); the fence outgrows any run of
-    backticks in ``text``, and pipes are escaped for tables."""
-    flat = " ".join(text.splitlines()).replace("|", "\\|")
+    """A code span (HTML and Markdown are inert inside; lines joined, control and bidi
+    characters escaped); the fence outgrows any run of backticks in ``text``, and pipes
+    are escaped for tables."""
+    flat = printable(" ".join(text.splitlines())).replace("|", "\\|")
     longest = max((len(run) for run in re.findall("`+", flat)), default=0)
     fence = "`" * (longest + 1)
     return f"{fence} {flat} {fence}" if longest else f"{fence}{flat}{fence}"
@@ -96,7 +99,7 @@ def _diff_block(step: Entry) -> list[str]:
 
 
 def _flat(text: str) -> str:
-    return " ".join(text.splitlines())
+    return printable(" ".join(text.splitlines()))
 
 
 def _step(step: Entry) -> list[str]:

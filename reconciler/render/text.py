@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from reconciler.model.values import display, field_label
+from reconciler.model.values import display, field_label, printable
 from reconciler.planning.steps import Entry, Migrate, Plan
 from reconciler.specs.units import approx_size
 
@@ -63,6 +63,8 @@ def change_line(
 
 
 def _paint(text: str, style: str, *, color: bool) -> str:
+    """A line (names, values and file names in it escaped: :func:`printable`), coloured."""
+    text = printable(text)
     return f"\x1b[{_COLORS[style]}m{text}\x1b[0m" if color else text
 
 
@@ -79,7 +81,7 @@ def step_lines(step: Entry, *, color: bool = False) -> list[str]:
             kind=step.kind,
             written=step.written.get(change.path),
         )
-        lines.append("    " + line)
+        lines.append(printable("    " + line))
     lines.extend(_paint(f"    # {reason}", "note", color=color) for reason in step.reasons)
     lines.extend(_paint(f"    # {note}", "note", color=color) for note in migration_notes(step))
     if step.destructive:
@@ -138,7 +140,7 @@ def _notes(plan: Plan, *, color: bool) -> list[str]:
 
 def render_text(plan: Plan, *, color: bool = False, allowed: Collection[str] = ()) -> str:
     server = plan.server
-    lines = [f"Plan against nats-server {server.version} (API level {server.api_level})"]
+    lines = [printable(f"Plan against nats-server {server.version} (API level {server.api_level})")]
     if plan.changes:
         lines.append("")
     for step in plan.changes:
