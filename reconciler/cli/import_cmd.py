@@ -63,8 +63,10 @@ def import_(
         documents, warnings, environments = nack.load_all(list(paths))
     if source in ("terraform", "nack"):
         specs = validate_documents(documents, warnings=warnings, strict=strict)
+        from reconciler.console import shown
+
         for warning in warnings:
-            click.echo(str(warning), err=True)
+            click.echo(shown(str(warning)), err=True)  # names, file names: escaped
     else:
         specs = load_specs(list(paths), strict=strict)
     code = write_files(import_files(specs, newest_server()), out, command="import")

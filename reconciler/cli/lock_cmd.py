@@ -16,6 +16,7 @@ import click
 
 from reconciler.cli.options import connection_options, format_option, to_connection_options
 from reconciler.cli.output import notice
+from reconciler.model.values import printable
 
 
 @click.group()
@@ -42,7 +43,7 @@ def status(fmt: str, **conn: Any) -> int:
     elif lease is None:
         click.echo(f"apply lock {_where()}: free")
     else:
-        click.echo(f"apply lock {_where()}: held by {lease.describe(now)}")
+        click.echo(printable(f"apply lock {_where()}: held by {lease.describe(now)}"))
     return 0 if lease is None else 2
 
 
@@ -69,7 +70,8 @@ def break_(force: bool, **conn: Any) -> int:
     if broken is None:
         click.echo(f"apply lock {_where()}: already free")
     else:
-        click.echo(f"apply lock {_where()}: removed the lease of {broken.describe(time.time())}")
+        said = f"apply lock {_where()}: removed the lease of {broken.describe(time.time())}"
+        click.echo(printable(said))  # the holder's names come from the server: escaped
     return 0
 
 

@@ -24,6 +24,7 @@ from reconciler.execution.apply import (
     check_allowed,
     lease_lost,
 )
+from reconciler.execution.migration_checks import check_workers
 from reconciler.identity import ENTRY, stream_of
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.model.migration import shortfalls
@@ -207,6 +208,7 @@ async def plan_with(
     )
     memo_store.store(folder, memo)
     await check_room(client, the_plan, live)
+    await check_workers(client, the_plan)
     if entries or prune:
         the_plan = await _with_entries(client, the_plan, entries, resources, live, prune, ownership)
     return the_plan

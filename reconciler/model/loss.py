@@ -3,10 +3,12 @@
 An update the server accepts can still delete stored messages at once (measured on
 2.15.1, see ``shared/JETSTREAM.md``): a lower ``max_msgs``, ``max_bytes``, ``max_age`` or
 ``max_msgs_per_subject`` (a bucket's ``history`` and ``ttl`` are these), and retention
-``limits`` → ``interest``. :func:`update_losses` finds each such change and estimates the
-loss from the stream's state (messages, bytes, subjects, first message's time, the time
-the server answered); where the loss cannot be computed, a tighter limit on a stream that
-holds messages counts as a loss. :func:`held` says what a replace or delete destroys.
+``limits`` → ``interest``. A migration's target deletes the same (and ``workqueue`` →
+``interest`` too), judged by the same rules. :func:`update_losses` finds each such change
+and estimates the loss from the stream's state (messages, bytes, subjects, first
+message's time, the time the server answered); where the loss cannot be computed, a
+tighter limit on a stream that holds messages counts as a loss. :func:`held` says what a
+replace or delete destroys.
 
 Pure: the clock is the server's (``StreamState.observed_at``), never this machine's.
 """
@@ -113,9 +115,15 @@ def _per_subject(new: int, state: StreamState) -> Loss | None:
 
 
 def update_losses(
-    desired: Mapping[str, Any], live: Mapping[str, Any], state: StreamState | None
+    desired: Mapping[str, Any],
+    live: Mapping[str, Any],
+    state: StreamState | None,
+    *,
+    consumers: int | None = None,
 ) -> list[Loss]:
-    """What updating a stream from ``live`` to ``desired`` (canonical configs) deletes."""
+    """What updating (or migrating) a stream from ``live`` to ``desired`` (canonical
+    configs) deletes. ``consumers``: how many consumers the stream will have once it has
+    the new config (None: not known); none at all makes an interest stream's loss exact."""
     if state is None or state.messages <= 0:
         return []
     losses: list[Loss | None] = []
@@ -133,15 +141,26 @@ def update_losses(
     if _tighter(new_age, old_age, unlimited=0):
         assert isinstance(new_age, int)
         losses.append(_max_age(new_age, int(old_age or 0), state))
-    if live.get("retention") == "limits" and desired.get("retention") == "interest":
-        losses.append(
-            Loss(
-                "retention",
-                f"holds {_count(state.messages, 'message')}; retention interest deletes those "
-                "no consumer is interested in (all of them when it has no consumers)",
-            )
-        )
+    if live.get("retention") != "interest" and desired.get("retention") == "interest":
+        losses.append(_interest(state, consumers))
     return [loss for loss in losses if loss is not None]
+
+
+def _interest(state: StreamState, consumers: int | None) -> Loss:
+    """Retention ``interest`` (from ``limits``, or from ``workqueue`` by a migration)
+    keeps only what a consumer is still to acknowledge: with no consumer, nothing."""
+    held_now = _count(state.messages, "message")
+    if consumers == 0:
+        return Loss(
+            "retention",
+            f"holds {held_now}; retention interest with no consumer deletes all {state.messages}",
+            state.messages,
+        )
+    return Loss(
+        "retention",
+        f"holds {held_now}; retention interest deletes those no consumer is interested in "
+        "(all of them when it has no consumers)",
+    )
 
 
 def held(state: StreamState | None) -> Loss:

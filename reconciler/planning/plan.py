@@ -52,6 +52,7 @@ from reconciler.model.normalize import (
 )
 from reconciler.model.state import LiveState, ServerInfo, StreamState
 from reconciler.model.values import written_as
+from reconciler.planning.live_checks import live_problems
 from reconciler.planning.memo import Memo
 from reconciler.planning.steps import (
     Create,
@@ -326,7 +327,11 @@ def _migration(entry: Replace, group: StreamGroup, server: ServerInfo) -> Migrat
         because=entry.because,
         volume=Volume(state.messages if state else 0, copy_bytes(state)),
         consumers=fates,
-        losses=tuple(update_losses(entry.config, entry.live, state)),
+        losses=tuple(
+            update_losses(
+                entry.config, entry.live, state, consumers=sum(fate.kept for fate in fates)
+            )
+        ),
         mirrors=can_mirror(server),
     )
 
@@ -541,6 +546,7 @@ def build_plan(
         total.unmanaged += part.unmanaged
         total.orphans += part.orphans
         total.foreign += part.foreign
+    total.problems += live_problems(specs, total.steps, live)
     if total.problems:
         raise SpecError(total.problems)
     return Plan(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from reconciler.errors import Problem
 from reconciler.identity import INTERNAL_STREAMS, LOCK_BUCKET, kv_subject, object_subjects
@@ -149,7 +149,7 @@ def consumer_filters(consumer: Spec) -> list[tuple[str, str]]:
 
 
 def overlapping_subjects(specs: list[Spec]) -> Iterable[Problem]:
-    tree = SubjectTree()
+    tree: SubjectTree[Entry] = SubjectTree()
     entries = [
         (subject, spec, index)
         for spec in stream_specs(specs).values()
@@ -167,28 +167,30 @@ def overlapping_subjects(specs: list[Spec]) -> Iterable[Problem]:
 
 
 Entry = tuple[str, Spec, int]
+T = TypeVar("T")
 
 
-class SubjectTree:
-    """Subjects by token, to find the overlapping ones without comparing every pair."""
+class SubjectTree(Generic[T]):
+    """Subjects by token, to find the overlapping ones without comparing every pair;
+    each subject added with an entry of the caller's (what to report when it overlaps)."""
 
     def __init__(self) -> None:
-        self.children: dict[str, SubjectTree] = {}
-        self.entries: list[Entry] = []
+        self.children: dict[str, SubjectTree[T]] = {}
+        self.entries: list[T] = []
 
-    def add(self, subject: str, entry: Entry) -> None:
+    def add(self, subject: str, entry: T) -> None:
         node = self
         for token in subject.split("."):
             node = node.children.setdefault(token, SubjectTree())
         node.entries.append(entry)
 
-    def overlapping(self, subject: str) -> list[Entry]:
+    def overlapping(self, subject: str) -> list[T]:
         """Every entry whose subject overlaps ``subject`` (see ``subjects_overlap``)."""
-        found: list[Entry] = []
+        found: list[T] = []
         self._collect(subject.split("."), 0, found)
         return found
 
-    def _collect(self, tokens: list[str], position: int, found: list[Entry]) -> None:
+    def _collect(self, tokens: list[str], position: int, found: list[T]) -> None:
         if position == len(tokens):
             found.extend(self.entries)
             return
@@ -205,7 +207,7 @@ class SubjectTree:
             if child is not None and key != ">":
                 child._collect(tokens, position + 1, found)
 
-    def _everything(self, found: list[Entry]) -> None:
+    def _everything(self, found: list[T]) -> None:
         found.extend(self.entries)
         for child in self.children.values():
             child._everything(found)

@@ -177,6 +177,32 @@ def test_a_hostile_file_name_and_line_cannot_start_a_workflow_command(
     assert_inert(summary, log=False)
 
 
+def test_a_lock_holder_written_by_someone_else_is_shown_escaped(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The apply lock's lease is a KV value anyone with access can write: its holder's
+    names reach ``lock status``, ``lock break`` and an apply waiting for the lock."""
+    from reconciler.execution import lock
+
+    holder = lock.Holder(owner=EVIL_NAME, host=HOSTILE[:60], pid=1, run="x")
+
+    async def take() -> None:
+        async with open_client(options(clean_server)) as client:
+            await lock.acquire(client, holder, timeout=0)
+
+    run(take())
+    (tmp_path / "specs.yaml").write_text(SPECS)
+    server = ["--server", clean_server.url]
+    status = reconcile("lock", "status", *server, cwd=tmp_path)
+    assert status.returncode == 2 and "pwned-name" in status.stdout
+    waited = reconcile("apply", "-y", "specs.yaml", *server, "--lock-timeout", "0.3", cwd=tmp_path)
+    assert waited.returncode == 1 and "pwned-name" in waited.stderr
+    broken = reconcile("lock", "break", "--force", *server, cwd=tmp_path)
+    assert broken.returncode == 0 and "pwned-name" in broken.stdout
+    for done in (status, waited, broken):
+        assert_inert(done.stdout + done.stderr)
+
+
 def test_the_actions_log_never_starts_a_workflow_command_it_did_not_write() -> None:
     """Whatever reaches the Action's log: a message with a line that would start a
     command is written inside a ``::stop-commands::`` block with a random token; its

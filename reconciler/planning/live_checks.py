@@ -1,0 +1,156 @@
+"""What a plan can only find against the whole server: every stream on it, managed or not.
+
+Validation compares the specs with each other; these checks compare the streams a plan
+changes with every other stream of the server, before anything is applied:
+
+- **subjects**: a subject may be stored by one stream only. The server refuses an
+  overlap (err 10065) half-way through an apply, or half-way through a migration, where
+  publishes then find no stream. Every stream is judged with every subject it holds
+  while the plan is applied: its live subjects (another owner's stream, nobody's, one
+  declared ``external``, and also one this plan changes, whose step runs in no set order
+  with the others, or deletes, which happens after every other step), and the subjects
+  the plan gives it. A migration's temporary stream holds its stream's subjects and is
+  left out.
+- **migrations of a stream others copy**: a migration deletes the stream and creates
+  it again, and a stream sourcing it copies every message again (measured: 100 -> 200);
+  such a migration is refused, naming the streams.
+
+Pure: specs, the plan's steps and the live state in, problems out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from reconciler.errors import Problem
+from reconciler.model.migration import copied_by, is_temp
+from reconciler.model.normalize import owner_of
+from reconciler.model.state import LiveState
+from reconciler.planning.steps import Delete, Migrate, Step
+from reconciler.specs.checks import SubjectTree
+from reconciler.specs.spec import Spec
+
+__all__ = ["live_problems"]
+
+Config = Mapping[str, Any]
+#: (stream, subject, "live" or "planned")
+Listener = tuple[str, str, str]
+
+
+def live_problems(specs: Sequence[Spec], steps: Sequence[Step], live: LiveState) -> list[Problem]:
+    """Every problem of the plan's ``steps`` against the other streams of ``live``."""
+    planned = _planned(steps)
+    return [*_subject_problems(specs, planned, live), *_copied_problems(steps, planned, live)]
+
+
+def _planned(steps: Iterable[Step]) -> dict[str, Config | None]:
+    """The config each stream has once the plan is applied (None: deleted), for the
+    streams the plan touches."""
+    out: dict[str, Config | None] = {}
+    for step in steps:
+        if not step.ref.is_child:
+            out[step.stream_name] = None if isinstance(step, Delete) else step.config
+    return out
+
+
+def _subjects(config: Config | None) -> list[str]:
+    return [str(s) for s in (config or {}).get("subjects") or ()]
+
+
+def _subject_problems(
+    specs: Sequence[Spec], planned: Mapping[str, Config | None], live: LiveState
+) -> list[Problem]:
+    changed = sorted(
+        name
+        for name, config in planned.items()
+        if config is not None and _subjects(config) != _subjects(live.streams.get(name))
+    )
+    if not changed:
+        return []  # no stream takes new subjects: what the server holds does not overlap
+    tree: SubjectTree[Listener] = SubjectTree()
+    for listener in _listeners(planned, live):
+        tree.add(listener[1], listener)
+    declared = {spec.stream_name: spec for spec in specs if not spec.ref.is_child}
+    reported: set[frozenset[str]] = set()
+    problems = []
+    for name in changed:
+        for index, subject in enumerate(_subjects(planned[name])):
+            found = sorted(tree.overlapping(subject), key=lambda hit: hit[2] != "planned")
+            for other, other_subject, when in found:  # a lasting overlap first
+                pair = frozenset((name, other))
+                if other == name or pair in reported:
+                    continue
+                reported.add(pair)
+                message = (
+                    f"subject {subject!r} overlaps {other_subject!r} of stream {other!r} "
+                    f"({_whose(other, when, planned, live)}); a subject is stored by one "
+                    "stream only, and the server would refuse it half-way through the "
+                    "apply: nothing was changed"
+                )
+                problems.append(_at(declared.get(name), index, message))
+    return problems
+
+
+def _listeners(planned: Mapping[str, Config | None], live: LiveState) -> Iterator[Listener]:
+    """Every subject a stream holds while the plan is applied: the live ones (a stream
+    this plan deletes holds them until the deletes, which come after every other step;
+    a stream it changes, until its step, in no set order with the others) and those the
+    plan gives. A migration's temporary stream is left out: the subjects it holds are
+    its stream's."""
+    for name, config in live.streams.items():
+        if not is_temp(config):
+            yield from ((name, subject, "live") for subject in _subjects(config))
+    for name, maybe in planned.items():
+        yield from ((name, subject, "planned") for subject in _subjects(maybe))
+
+
+def _whose(name: str, when: str, planned: Mapping[str, Config | None], live: LiveState) -> str:
+    if when == "planned":
+        return "as this plan leaves it"
+    if planned.get(name, {}) is None:
+        return (
+            "which holds it until this plan deletes it, after every other step: delete it "
+            "in an apply of its own first"
+        )
+    if name in planned:
+        return (
+            "which holds it until its own step of this plan, in no set order with this "
+            "one: change it in an apply of its own first"
+        )
+    owner = owner_of(live.streams[name])
+    return "on the server, unmanaged" if owner is None else f"on the server, owner {owner!r}"
+
+
+def _at(spec: Spec | None, index: int, message: str) -> Problem:
+    """The problem at the spec's subject (its name when it declares no subjects)."""
+    if spec is None:
+        return Problem(None, "subjects", message)
+    written = spec.kind == "Stream" and index < len(spec.config.get("subjects") or ())
+    path = f"subjects.{index}" if written else "name"
+    return Problem(spec.where(path), path, message)
+
+
+def _copied_problems(
+    steps: Sequence[Step], planned: Mapping[str, Config | None], live: LiveState
+) -> list[Problem]:
+    problems = []
+    for step in steps:
+        if not isinstance(step, Migrate) or step.phase is not None:
+            continue
+        stream = step.stream_name
+        others = [*live.streams.items(), *((n, c) for n, c in planned.items() if c is not None)]
+        copies = copied_by(stream, others)
+        if not copies:
+            continue
+        named = ", ".join(f"{name!r} ({how})" for name, how in copies)
+        which = "stream" if len(copies) == 1 else "streams"
+        copy = "copies" if len(copies) == 1 else "copy"
+        message = (
+            f"cannot migrate {step.label}: {which} {named} {copy} its messages, and a "
+            "migration deletes the stream and creates it again: a source would copy every "
+            f"message again, a mirror lose its place. Take {stream!r} out of their sources "
+            "or mirror first, migrate, then add it back: nothing was changed"
+        )
+        problems.append(Problem(step.source, "", message))
+    return problems
