@@ -15,6 +15,7 @@ from pulumi.output import Unknown
 from pulumi.runtime import rpc
 
 from reconciler.errors import Location, SpecError
+from reconciler.model.values import printable
 from reconciler.specs.loader import Document
 from reconciler.specs.spec import KINDS, Spec
 from reconciler.specs.validate import validate_documents
@@ -108,5 +109,6 @@ def kind_problem(props: Mapping[str, Any]) -> str | None:
 
 
 def spec_failures(err: SpecError) -> list[tuple[str, str]]:
-    """(property, reason) for each problem of a SpecError, the property a dotted path."""
-    return [(problem.path, problem.message) for problem in err.problems]
+    """(property, reason) for each problem of a SpecError, the property a dotted path;
+    names and values in both escaped (``printable``) for the terminal Pulumi prints to."""
+    return [(printable(problem.path), printable(problem.message)) for problem in err.problems]
