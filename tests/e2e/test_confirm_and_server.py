@@ -304,7 +304,7 @@ def test_the_action_without_a_server_is_an_error_not_a_throwaway_server(
         assert not (tmp_path / "runner-temp" / "jetstream-gitops" / "embedded-server").exists()
 
 
-@pytest.mark.parametrize("scheme", ["nats://", ""])
+@pytest.mark.parametrize("scheme", ["nats://", ""], ids=["scheme", "no-scheme"])
 def test_the_action_masks_the_password_and_the_token_of_a_server_url(
     tmp_path: Path, server_factory: Any, scheme: str
 ) -> None:

@@ -76,6 +76,7 @@ def test_steps_added_removed_or_changed_are_each_named() -> None:
         ("nats://u:p@ss@h:4222", ["p@ss"], "nats://u:***@h:4222"),
         ("nats://h:4222", [], "nats://h:4222"),
     ],
+    ids=["user-password", "no-scheme", "token", "tls-token", "at-in-password", "none"],
 )
 def test_url_secrets_are_what_redact_url_hides(url: str, secrets: list[str], shown: str) -> None:
     assert url_secrets(url) == secrets
@@ -87,7 +88,7 @@ def test_url_secrets_of_a_list() -> None:
     assert url_secrets("nats://a:x1@h1, T0KEN@h2 ,nats://h3") == ["x1", "T0KEN"]
 
 
-@pytest.mark.parametrize("servers", ["", " ", " , "])
+@pytest.mark.parametrize("servers", ["", " ", " , "], ids=["empty", "blank", "comma"])
 def test_an_empty_server_is_refused_not_the_embedded_server(servers: str) -> None:
     with pytest.raises(ConnectError, match="empty"):
         ConnectionOptions(servers=servers)
