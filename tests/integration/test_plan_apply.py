@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from servers import NatsServer, options, run, write
 
-from reconciler.errors import ApplyFailed, RefusedPlan, ServerError
+from reconciler.errors import ApplyFailed, RefusedPlan, ServerError, SpecError
 from reconciler.execution import run as engine
+from reconciler.execution.apply import apply_plan
 from reconciler.identity import INTERNAL_STREAMS
 from reconciler.jetstream import open_client
 from reconciler.planning.steps import Plan
@@ -224,15 +225,17 @@ def test_out_of_band_change_shows_in_the_plan(tmp_path: Path, clean_server: Nats
 def test_failed_step_reports_applied_and_skipped_then_converges(
     tmp_path: Path, clean_server: NatsServer
 ) -> None:
-    # A hand-made stream grabs the subjects the spec wants: the server refuses the create.
-    raw(clean_server, lambda c: c.create_stream({"name": "SQUAT", "subjects": ["ORDERS.*"]}))
+    # A hand-made stream grabs the subjects the spec wants once the plan is made (a plan
+    # made after would name it): the server refuses the create.
     spec = write(
         tmp_path,
         STREAM.format(extra="", consumer_extra="")
         + "---\nkind: Stream\nname: FREE\nsubjects: [free.>]\n",
     )
+    the_plan = plan([spec], clean_server)
+    raw(clean_server, lambda c: c.create_stream({"name": "SQUAT", "subjects": ["ORDERS.*"]}))
     with pytest.raises(ApplyFailed) as failure:
-        apply([spec], clean_server)
+        raw(clean_server, lambda c: apply_plan(the_plan, c))
     report = failure.value.report
     assert any("FREE" in s for s in report.applied)
     assert any("ORDERS" in s for s in report.failed)
@@ -285,12 +288,13 @@ def test_export_round_trips(tmp_path: Path, clean_server: NatsServer) -> None:
 def test_server_refusal_is_a_server_error_not_a_crash(
     tmp_path: Path, clean_server: NatsServer
 ) -> None:
-    # Another stream (not declared) already listens on the subject: the server refuses.
+    # Another stream (not declared) already listens on the subject: the plan finds it
+    # first (planning/live_checks.py), naming it; the server would refuse (err 10065).
     raw(clean_server, lambda c: c.create_stream({"name": "OTHER", "subjects": ["big"]}))
     spec = write(tmp_path, "kind: Stream\nname: BIG\nsubjects: [big]\n")
-    with pytest.raises(ApplyFailed) as failure:
+    with pytest.raises(SpecError) as failure:
         apply([spec], clean_server)
-    assert "BIG" in str(failure.value) and "10065" in str(failure.value)
+    assert "'big' overlaps 'big' of stream 'OTHER'" in str(failure.value)
 
 
 def test_replicas_error_is_mapped(clean_server: NatsServer) -> None:
