@@ -68,16 +68,22 @@ def _subject_problems(
     )
     if not changed:
         return []  # no stream takes new subjects: what the server holds does not overlap
-    tree: SubjectTree[Listener] = SubjectTree()
-    for listener in _listeners(planned, live):
-        tree.add(listener[1], listener)
     declared = {spec.stream_name: spec for spec in specs if not spec.ref.is_child}
+    tree: SubjectTree[Listener] = SubjectTree()
+    empty = True
+    for listener in _listeners(planned, live, declared):
+        tree.add(listener[1], listener)
+        empty = False
+    if empty:
+        return []  # a first apply to an empty server: only specs, which validation compared
     reported: set[frozenset[str]] = set()
     problems = []
     for name in changed:
         for index, subject in enumerate(_subjects(planned[name])):
-            found = sorted(tree.overlapping(subject), key=lambda hit: hit[2] != "planned")
-            for other, other_subject, when in found:  # a lasting overlap first
+            found = tree.overlapping(subject)
+            if len(found) > 1:
+                found.sort(key=lambda hit: hit[2] != "planned")  # a lasting overlap first
+            for other, other_subject, when in found:
                 pair = frozenset((name, other))
                 if other == name or pair in reported:
                     continue
@@ -92,17 +98,21 @@ def _subject_problems(
     return problems
 
 
-def _listeners(planned: Mapping[str, Config | None], live: LiveState) -> Iterator[Listener]:
+def _listeners(
+    planned: Mapping[str, Config | None], live: LiveState, declared: Mapping[str, Spec]
+) -> Iterator[Listener]:
     """Every subject a stream holds while the plan is applied: the live ones (a stream
     this plan deletes holds them until the deletes, which come after every other step;
     a stream it changes, until its step, in no set order with the others) and those the
-    plan gives. A migration's temporary stream is left out: the subjects it holds are
-    its stream's."""
+    plan gives a stream no spec declares (an interrupted migration's target). Declared
+    subjects against each other are validation's (``specs.checks.overlapping_subjects``).
+    A migration's temporary stream is left out: the subjects it holds are its stream's."""
     for name, config in live.streams.items():
         if not is_temp(config):
             yield from ((name, subject, "live") for subject in _subjects(config))
     for name, maybe in planned.items():
-        yield from ((name, subject, "planned") for subject in _subjects(maybe))
+        if name not in declared:
+            yield from ((name, subject, "planned") for subject in _subjects(maybe))
 
 
 def _whose(name: str, when: str, planned: Mapping[str, Config | None], live: LiveState) -> str:

@@ -181,7 +181,10 @@ class SubjectTree(Generic[T]):
     def add(self, subject: str, entry: T) -> None:
         node = self
         for token in subject.split("."):
-            node = node.children.setdefault(token, SubjectTree())
+            child = node.children.get(token)
+            if child is None:
+                child = node.children[token] = SubjectTree()
+            node = child
         node.entries.append(entry)
 
     def overlapping(self, subject: str) -> list[T]:

@@ -250,7 +250,7 @@ def test_plan_names_a_live_stream_whose_subjects_a_spec_takes(
     done = reconcile("plan", "specs.yaml", "--server", clean_server.url, cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     said = "specs.yaml:5: subjects.1: subject 'x.a' overlaps 'x.>' of stream 'OTHER'"
-    assert said in done.stderr
+    assert said in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
     with pytest.raises(SpecError, match="of stream 'OTHER' \\(on the server, unmanaged\\)"):
         run(engine.apply([specs], options(clean_server), lock_timeout=None))
