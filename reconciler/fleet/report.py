@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from html import escape
 from pathlib import Path
 from typing import Any
 
 from reconciler.model.values import display, field_label
+from reconciler.render.drift_html import escape
 from reconciler.render.palette import STATUS_COLOURS
 
 DRIFT_STATUSES = ("drifted", "missing", "unmanaged", "orphaned")
