@@ -115,7 +115,7 @@ def assert_inert(text: str, *, log: bool = True) -> None:
 
 
 def test_hostile_names_descriptions_and_metadata_are_escaped_in_every_output(
-    clean_server: NatsServer, tmp_path: Path
+    clean_server: NatsServer, tmp_path: Path, figures: Any
 ) -> None:
     run(_create_hostile(clean_server))
     (tmp_path / "specs.yaml").write_text(SPECS)
@@ -153,6 +153,7 @@ def test_hostile_names_descriptions_and_metadata_are_escaped_in_every_output(
     assert_inert(summary, log=False)
     assert_no_markup(summary)
     assert "\\u202e" in summary
+    figures.add("outputs_grepped", 9)  # plan x3, drift x4, the Action's log and summary
 
 
 def test_a_hostile_file_name_and_line_cannot_start_a_workflow_command(

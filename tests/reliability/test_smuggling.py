@@ -101,7 +101,7 @@ def forge_spec_entry(entry: Path, stolen: Path) -> None:
 
 
 def test_a_forged_spec_cache_entry_never_changes_the_plan_or_the_apply(
-    clean_server: NatsServer, tmp_path: Path
+    clean_server: NatsServer, tmp_path: Path, figures: Any
 ) -> None:
     """The measured attack: a forged entry sealed a stream and wrote a local file into a
     KV entry. Now it is a miss: the plan equals the plan without a cache, and apply
@@ -136,6 +136,8 @@ def test_a_forged_spec_cache_entry_never_changes_the_plan_or_the_apply(
     assert count(clean_server, "ORDERS") == 105
     key_file = tmp_path / "config" / "jetstream-gitops" / "cache.key"
     assert key_file.stat().st_mode & 0o777 == 0o600  # made on first use, outside the cache
+    figures.add("security_cases", 2)  # two forged entries, ignored
+    figures.add("messages_checked", 105)
 
 
 def test_without_the_key_a_restored_cache_is_a_miss(
@@ -171,7 +173,7 @@ def test_without_the_key_a_restored_cache_is_a_miss(
 
 
 def test_a_forged_plan_memo_never_hides_a_change(
-    clean_server: NatsServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    clean_server: NatsServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, figures: Any
 ) -> None:
     """The memo says "these inputs planned unchanged". An attacker computes that digest
     for the spec and the live config someone changed behind the tool's back, and writes
@@ -213,6 +215,8 @@ def test_a_forged_plan_memo_never_hides_a_change(
     run(engine.apply([specs], engine_options))
     assert "description" not in stream_config(clean_server, "ORDERS")
     assert count(clean_server, "ORDERS") == 100
+    figures.add("security_cases")
+    figures.add("messages_checked", 100)
 
 
 async def _server_info(server: NatsServer) -> Any:
@@ -258,7 +262,7 @@ def repository(tmp_path: Path) -> Path:
 
 
 def test_a_value_file_out_of_the_repository_is_an_error_at_its_line_and_nothing_applies(
-    clean_server: NatsServer, tmp_path: Path
+    clean_server: NatsServer, tmp_path: Path, figures: Any
 ) -> None:
     """An absolute path, ``..`` out of the root, a symlink pointing out, git's config:
     each a FILE:LINE error; nothing reaches the server, not even the bucket."""
@@ -290,6 +294,7 @@ def test_a_value_file_out_of_the_repository_is_an_error_at_its_line_and_nothing_
     done = reconcile("apply", "specs", *server, "-y", cwd=repo)
     assert done.returncode == 0, done.stdout + done.stderr
     assert kv_keys(clean_server, "CONF") == ["ok"]
+    figures.add("security_cases", 4)  # absolute, .., symlink out, .git
 
 
 def test_a_spec_file_reached_through_a_symlink_out_of_the_folder_is_not_read(
