@@ -42,10 +42,17 @@ def error_lines(err: ReconcileError) -> list[str]:
 
 def shown(text: str) -> str:
     """``text`` escaped but for the line breaks before an indented, quoted source line
-    (``invalid YAML ...\\n    <the line>\\n    ^``): those lines are escaped apart."""
+    (``invalid YAML ...\\n    <the line>\\n    ^``): those lines are escaped apart, and
+    a caret under a quoted line still points at the same character."""
     from reconciler.model.values import printable
 
-    return "\n".join(printable(part) for part in re.split(r"\n(?=    )", text))
+    parts = re.split(r"\n(?=    )", text)
+    out = [printable(part) for part in parts]
+    for index in range(1, len(parts)):
+        part, quoted = parts[index], parts[index - 1]
+        if part.strip() == "^" and out[index - 1] != quoted:  # the quoted line grew
+            out[index] = " " * len(printable(quoted[: part.index("^")])) + "^"
+    return "\n".join(out)
 
 
 def _error_lines(err: ReconcileError) -> list[str]:
