@@ -89,7 +89,9 @@ class Memo:
         self._equal: dict[bytes, bytes] = {}
         self._salted = hashlib.blake2b(salt, digest_size=DIGEST_SIZE, key=_mac_key(secret))
         #: names the file the memo is kept in: the salt under the key (memo_store)
-        self.tag = hashlib.blake2b(salt, digest_size=DIGEST_SIZE, key=_mac_key(secret)).digest()
+        self.tag = hashlib.blake2b(
+            b"file\0" + salt, digest_size=DIGEST_SIZE, key=_mac_key(secret)
+        ).digest()
 
     def prepare(self, specs: Iterable[Spec]) -> None:
         """Digest ``specs`` now (work that needs no live state: a client does it while
