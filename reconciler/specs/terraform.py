@@ -29,13 +29,15 @@ from __future__ import annotations
 
 import ast
 import operator
+import os
 import re
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.errors import Location, Problem, SpecError
+from reconciler.errors import Location, Problem, SpecError, brief
 from reconciler.specs.imported import renamed
 from reconciler.specs.loader import Document, read_json_tree
 
@@ -131,6 +133,7 @@ class Resource:
 def read_state(path: Path) -> list[Resource]:
     """The provider's resources in a ``terraform.tfstate`` (one per instance)."""
     tree = read_json_tree(path)
+    lines = _attribute_locations(tree.locations)
     resources = []
     for index, item in enumerate(tree.body.get("resources") or []):
         if not isinstance(item, dict) or item.get("mode", "managed") != "managed":
@@ -142,68 +145,225 @@ def read_state(path: Path) -> list[Resource]:
             attrs = instance.get("attributes") if isinstance(instance, dict) else None
             if not isinstance(attrs, dict):
                 continue
-            prefix = f"resources.{index}.instances.{number}.attributes"
-            where = {
-                key[len(prefix) + 1 :]: loc
-                for key, loc in tree.locations.items()
-                if key.startswith(prefix + ".") and "." not in key[len(prefix) + 1 :]
-            }
+            where = lines.get(f"resources.{index}.instances.{number}", {})
             source = tree.where(f"resources.{index}")
             resources.append(Resource(kind, str(item.get("name", "")), dict(attrs), source, where))
     return resources
 
 
-_RESOURCE = re.compile(r'^\s*resource\s+"([^"]+)"\s+"([^"]+)"\s*\{', re.MULTILINE)
+def _attribute_locations(locations: Mapping[str, Location]) -> dict[str, dict[str, Location]]:
+    """``resources.I.instances.N.attributes.NAME`` locations grouped by instance
+    (``resources.I.instances.N``), in one pass over the state's locations."""
+    grouped: dict[str, dict[str, Location]] = {}
+    for key in locations:
+        parts = key.split(".")
+        if len(parts) == 6 and parts[0] == "resources" and parts[4] == "attributes":
+            grouped.setdefault(".".join(parts[:4]), {})[parts[5]] = locations[key]
+    return grouped
+
+
+#: The largest ``.tf`` file read: python-hcl2 holds about 270 bytes of parse tree per
+#: byte of the block it parses, and 8 MiB is over 50,000 resources.
+MAX_TF_BYTES = 8 * 1024 * 1024
+#: The longest expression evaluated as integer arithmetic (``60 * 60 * 24 * 365`` is 18).
+MAX_EXPRESSION = 256
+#: Every number of the provider's schema is a Go int64.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+#: Brackets deeper than this are where a parse that ran out of stack is said to stop.
+DEEP = 32
+
+_RESOURCE = re.compile(r'^[ \t]*resource[ \t]+"([^"\n]+)"[ \t]+"([^"\n]+)"[ \t]*\{', re.MULTILINE)
 
 
 def read_config(path: Path, problems: list[Problem]) -> list[Resource]:
     """The provider's resources declared in one ``.tf`` file, expressions resolved where
-    they can be (``problems`` gets the others)."""
-    import hcl2
+    they can be (``problems`` gets the others).
 
+    The file is cut after each top-level block (:func:`blocks`) and each block is parsed
+    alone, so the work and the memory are those of one block at a time: linear in the
+    file's size."""
     name = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-        options = hcl2.SerializationOptions(with_comments=False, strip_string_quotes=True)
-        parsed = hcl2.loads(text, serialization_options=options)
-    except (OSError, UnicodeDecodeError) as err:
-        raise SpecError([Problem(Location(name, 1), "", f"cannot read: {err}")]) from None
-    except Exception as err:
-        line = getattr(err, "line", 1) or 1
-        message = f"invalid HCL: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
-        raise SpecError([Problem(Location(name, int(line)), "", message)]) from None
-    lines = {
-        (m.group(1), m.group(2)): text.count("\n", 0, m.start()) + 1
-        for m in _RESOURCE.finditer(text)
-    }
+    text = _read_tf(path)
     resources = []
-    for block in parsed.get("resource") or []:
-        for kind, named in block.items():
-            if not kind.startswith("jetstream_"):
-                continue
-            for label, body in named.items():
-                start = lines.get((kind, label), 1)
-                attrs = {k: v for k, v in body.items() if not k.startswith("__")}
-                where = _attribute_lines(text, start, attrs, name)
-                resources.append(Resource(kind, label, attrs, Location(name, start), where))
+    for first, chunk in blocks(text):
+        parsed = _parse(chunk, first, name)
+        headers = _headers(chunk, first) if parsed.get("resource") else {}
+        for block in parsed.get("resource") or []:
+            for kind, named in block.items():
+                if not kind.startswith("jetstream_"):
+                    continue
+                for label, body in named.items():
+                    offset, start = headers.get((kind, label), (-1, first))
+                    lines = _block_lines(chunk, offset, start) if offset >= 0 else {}
+                    attrs = {k: v for k, v in body.items() if not k.startswith("__")}
+                    where = {a: Location(name, n) for a, n in lines.items() if a in attrs}
+                    resources.append(Resource(kind, label, attrs, Location(name, start), where))
     _resolve(resources, problems)
     return resources
 
 
-def _attribute_lines(
-    text: str, start: int, attrs: Mapping[str, Any], name: str
-) -> dict[str, Location]:
-    lines = text.splitlines()
-    where: dict[str, Location] = {}
-    depth = 0
-    for number in range(start - 1, len(lines)):
-        line = lines[number]
-        match = re.match(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=|\{)", line)
-        if depth == 1 and match and match.group(1) in attrs:
-            where.setdefault(match.group(1), Location(name, number + 1))
-        depth += line.count("{") - line.count("}")
-        if depth <= 0 and number >= start - 1 and "{" in lines[start - 1]:
+def _read_tf(path: Path) -> str:
+    """The text of a ``.tf`` file: a regular file of at most MAX_TF_BYTES, in UTF-8."""
+    name = str(path)
+    try:
+        with path.open("rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise SpecError([Problem(Location(name, 1), "", "not a regular file")])
+            data = handle.read(MAX_TF_BYTES + 1)
+    except OSError as err:
+        raise SpecError([Problem(Location(name, 1), "", f"cannot read: {err}")]) from None
+    if len(data) > MAX_TF_BYTES:
+        cap = MAX_TF_BYTES // 2**20
+        message = f"larger than the {cap} MiB cap on a .tf file (MAX_TF_BYTES); split it"
+        raise SpecError([Problem(Location(name, 1), "", message)])
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        message = f"not UTF-8 text (invalid byte at offset {err.start})"
+        raise SpecError([Problem(Location(name, line), "", message)]) from None
+
+
+#: What matters to the block cutter in code and in a quoted string.
+_IN_CODE = re.compile(r'"|[{}()\[\]]|#|//|/\*|<<-?([A-Za-z_][A-Za-z0-9_-]*)[ \t]*\r?\n|\n')
+_IN_STRING = re.compile(r'\\.|\$\$\{|%%\{|\$\{|%\{|"|\n', re.DOTALL)
+_CLOSES = {"}": "{T", "]": "[", ")": "("}
+
+
+def blocks(text: str) -> list[tuple[int, str]]:
+    """``text`` cut after each top-level block's closing line: (first line, text) pieces
+    that join back to ``text``. Strings (with their ``${...}`` templates), comments and
+    heredocs are stepped over; text this cutter cannot follow (unbalanced brackets, an
+    unterminated string, comment or heredoc) is one piece, for the parser to report."""
+    pieces: list[tuple[int, str]] = []
+    stack: list[str] = []
+    cut, line, position, closed = 0, 1, 0, False
+    while True:
+        in_string = bool(stack) and stack[-1] == '"'
+        match = (_IN_STRING if in_string else _IN_CODE).search(text, position)
+        if match is None:
             break
+        token, position = match.group(), match.end()
+        if in_string:
+            if token == '"':
+                stack.pop()
+            elif token in ("${", "%{"):
+                stack.append("T")
+            elif token == "\n":
+                return [(1, text)]
+            continue
+        if token == "\n":
+            if closed and not stack:
+                pieces.append((line, text[cut:position]))
+                line += text.count("\n", cut, position)
+                cut, closed = position, False
+        elif token == '"' or token in "{[(":
+            stack.append(token)
+        elif token in _CLOSES:
+            if not stack or stack.pop() not in _CLOSES[token]:
+                return [(1, text)]
+            closed = not stack
+        elif token in ("#", "//"):
+            end = text.find("\n", position)
+            position = len(text) if end < 0 else end
+        elif token == "/*":
+            end = text.find("*/", position)
+            if end < 0:
+                return [(1, text)]
+            position = end + 2
+        else:  # a heredoc: everything up to the line holding only its marker
+            marker = re.compile(rf"^[ \t]*{re.escape(match.group(1))}[ \t]*\r?$", re.MULTILINE)
+            end_match = marker.search(text, position)
+            if end_match is None:
+                return [(1, text)]
+            position = end_match.end()
+    if stack:
+        return [(1, text)]
+    if cut < len(text):
+        pieces.append((line, text[cut:]))
+    return pieces
+
+
+def _parse(chunk: str, first: int, name: str) -> dict[str, Any]:
+    """One piece of a ``.tf`` file, parsed; any failure is a SpecError at its line."""
+    import hcl2
+
+    options = hcl2.SerializationOptions(with_comments=False, strip_string_quotes=True)
+    try:
+        parsed: dict[str, Any] = hcl2.loads(chunk, serialization_options=options)
+        return parsed
+    except RecursionError:
+        line, message = _deepest(chunk), "nested too deeply for the parser (brackets or operators)"
+    except ValueError as err:  # Python's limit on the digits of an int read from text
+        digits = re.search(r"\d{4301,}", chunk)
+        if digits is None:
+            line, message = getattr(err, "line", 1) or 1, f"invalid HCL: {_first_line(err)}"
+        else:
+            line = chunk.count("\n", 0, digits.start()) + 1
+            message = f"a number of {len(digits.group())} digits: {_OUT_OF_RANGE}"
+    except Exception as err:
+        line, message = getattr(err, "line", 1) or 1, f"invalid HCL: {_first_line(err)}"
+    line = int(line) if isinstance(line, int) and line > 0 else 1
+    raise SpecError([Problem(Location(name, first + line - 1), "", message)]) from None
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err)
+    return brief(text.splitlines()[0], 200).strip("'") if text else type(err).__name__
+
+
+_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+
+
+def _deepest(chunk: str) -> int:
+    """The line (in ``chunk``) where brackets first nest deeper than DEEP, else its
+    longest line (a long chain of operators)."""
+    depth, longest, widest = 0, 1, -1
+    for number, line in enumerate(chunk.split("\n"), start=1):
+        if len(line) > widest:
+            longest, widest = number, len(line)
+        for char in _STRING.sub("", line):
+            if char in "([{":
+                depth += 1
+                if depth > DEEP:
+                    return number
+            elif char in ")]}":
+                depth -= 1
+    return longest
+
+
+_ATTRIBUTE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_-]*)\s*(=|\{)")
+
+
+def _headers(chunk: str, first: int) -> dict[tuple[str, str], tuple[int, int]]:
+    """Each ``resource "kind" "label" {`` line of ``chunk`` (which starts at line
+    ``first``): (kind, label) -> (offset, line), in one pass."""
+    found: dict[tuple[str, str], tuple[int, int]] = {}
+    line, seen = first, 0
+    for header in _RESOURCE.finditer(chunk):
+        line += chunk.count("\n", seen, header.start())
+        seen = header.start()
+        found.setdefault((header.group(1), header.group(2)), (header.start(), line))
+    return found
+
+
+def _block_lines(chunk: str, offset: int, start: int) -> dict[str, int]:
+    """The lines of the top-level attributes and nested blocks of the block whose header
+    is at ``offset`` of ``chunk`` (line ``start``); reads the block's lines only."""
+    where: dict[str, int] = {}
+    depth, number = 0, start
+    while offset <= len(chunk):
+        end = chunk.find("\n", offset)
+        end = len(chunk) if end < 0 else end
+        line = chunk[offset:end]
+        match = _ATTRIBUTE.match(line)
+        if depth == 1 and match:
+            where.setdefault(match.group(1), number)
+        code = _STRING.sub("", line)
+        depth += code.count("{") - code.count("}")
+        if depth <= 0:
+            break
+        offset, number = end + 1, number + 1
     return where
 
 
@@ -213,26 +373,69 @@ _OPERATORS: Mapping[type, Callable[[int, int], int]] = {
     ast.Mult: operator.mul,
     ast.FloorDiv: operator.floordiv,
 }
+_OUT_OF_RANGE = "out of range: a number of the provider must fit in a signed 64-bit integer"
+
+
+class _Unreadable(Exception):
+    """An expression that is refused outright (too long, or out of range)."""
+
+
+def _in_range(number: int) -> int:
+    if not INT64_MIN <= number <= INT64_MAX:
+        shown = str(number) if number.bit_length() < 128 else f"a {number.bit_length()}-bit number"
+        raise _Unreadable(f"{shown} is {_OUT_OF_RANGE}")
+    return number
+
+
+_EXPONENT_FORM = re.compile(r"(\d+)(?:\.(\d+))?[eE]([+-]?\d+)")
+
+
+def _constant(node: ast.Constant, expression: str) -> int | None:
+    """An integer literal, or a whole number in exponent form (``1e6``, ``2.5e3``); None
+    for anything else. Exact: the digits are read as an integer, never as a float."""
+    if type(node.value) is int:
+        return _in_range(node.value)
+    match = _EXPONENT_FORM.fullmatch(ast.get_source_segment(expression, node) or "")
+    if type(node.value) is not float or match is None:
+        return None
+    fraction = match.group(2) or ""
+    mantissa = int(match.group(1) + fraction)  # digits of an expression of MAX_EXPRESSION
+    shift = int(match.group(3)) - len(fraction)
+    if mantissa == 0:
+        return 0
+    if shift > 19:  # 10**19 is already out of range: never compute 10**shift
+        raise _Unreadable(f"{match.group()} is {_OUT_OF_RANGE}")
+    if shift >= 0:
+        return _in_range(mantissa * 10**shift)
+    if -shift > MAX_EXPRESSION:
+        return None  # a fraction of 1
+    whole, rest = divmod(mantissa, 10**-shift)
+    return None if rest else _in_range(whole)
 
 
 def _arithmetic(expression: str) -> int | None:
-    """The value of integer arithmetic (``60 * 60 * 24``); None for anything else."""
+    """The value of integer arithmetic (``60 * 60 * 24``); None for anything else.
+    Raises _Unreadable for an expression longer than MAX_EXPRESSION and for any value,
+    on the way or at the end, out of the signed 64-bit range: the work is bounded."""
+    text = expression.strip()
+    if len(text) > MAX_EXPRESSION:
+        raise _Unreadable(f"an expression longer than {MAX_EXPRESSION} characters is not evaluated")
     try:
-        tree = ast.parse(expression.strip(), mode="eval")
-    except SyntaxError:
+        tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
     def value(node: ast.AST) -> int | None:
-        if isinstance(node, ast.Constant) and type(node.value) is int:
-            return node.value
+        if isinstance(node, ast.Constant):
+            return _constant(node, text)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             inner = value(node.operand)
-            return None if inner is None else -inner
+            return None if inner is None else _in_range(-inner)
         if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
             left, right = value(node.left), value(node.right)
             if left is None or right is None or (isinstance(node.op, ast.FloorDiv) and not right):
                 return None
-            return _OPERATORS[type(node.op)](left, right)
+            return _in_range(_OPERATORS[type(node.op)](left, right))
         return None
 
     return value(tree.body)
@@ -247,12 +450,17 @@ def _resolve(resources: list[Resource], problems: list[Problem]) -> None:
     streams = {r.label: r for r in resources if r.type == "jetstream_stream"}
     for resource in resources:
         for attr, raw in list(resource.attrs.items()):
-            resolved, unresolved = _value(raw, attr, resource, streams)
+            what = f"{resource.type}.{resource.label}.{attr}"
+            try:
+                resolved, unresolved = _value(raw, streams)
+            except _Unreadable as err:
+                problems.append(Problem(resource.at(attr), attr, f"{what}: {err}"))
+                del resource.attrs[attr]
+                continue
             if unresolved:
-                what = f"{resource.type}.{resource.label}.{attr}"
                 message = (
-                    f"{what}: the expression {unresolved!r} is not resolved (write its value, "
-                    "or import terraform.tfstate, which holds every value)"
+                    f"{what}: the expression {brief(unresolved)} is not resolved (write its "
+                    "value, or import terraform.tfstate, which holds every value)"
                 )
                 problems.append(Problem(resource.at(attr), attr, message))
                 del resource.attrs[attr]
@@ -260,13 +468,13 @@ def _resolve(resources: list[Resource], problems: list[Problem]) -> None:
                 resource.attrs[attr] = resolved
 
 
-def _value(
-    raw: Any, attr: str, resource: Resource, streams: Mapping[str, Resource]
-) -> tuple[Any, str | None]:
+def _value(raw: Any, streams: Mapping[str, Resource]) -> tuple[Any, str | None]:
+    """(the value, None), or (None, the expression that cannot be resolved); raises
+    _Unreadable for a number out of range or an expression too long to evaluate."""
     if isinstance(raw, list):
         out = []
         for item in raw:
-            value, bad = _value(item, attr, resource, streams)
+            value, bad = _value(item, streams)
             if bad:
                 return None, bad
             out.append(value)
@@ -276,11 +484,13 @@ def _value(
         for key, item in raw.items():
             if key.startswith("__"):
                 continue
-            value, bad = _value(item, attr, resource, streams)
+            value, bad = _value(item, streams)
             if bad:
                 return None, bad
             body[key] = value
         return body, None
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return _in_range(raw), None
     if not isinstance(raw, str):
         return raw, None
     match = _EXPRESSION.match(raw)

@@ -1,0 +1,243 @@
+"""Hostile files given to ``reconcile import`` end in one ``FILE:LINE`` error, never a
+traceback, and in bounded work; the Terraform importer's work grows linearly with the file.
+
+Every user path runs the CLI on real files in ``tmp_path``. Linearity is counted, never
+timed: the lines the importer's own module executes for N and 4N resources, and the
+calls and input sizes of the HCL parser.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pytest
+from cli_runner import reconcile
+
+from reconciler.specs import terraform
+
+#: Five lines: the hostile resource starts at line 6, its ``max_msgs`` is on line 9.
+BEFORE = 'resource "jetstream_stream" "OK" {\n  name     = "OK"\n  subjects = ["ok"]\n}\n\n'
+HOSTILE = (
+    'resource "jetstream_stream" "S" {\n'
+    '  name     = "S"\n'
+    '  subjects = ["s"]\n'
+    "  max_msgs = VALUE\n"
+    "}\n"
+)
+LINE = 9
+INT64_MAX = 2**63 - 1
+
+
+def hostile(value: str) -> str:
+    return HOSTILE.replace("VALUE", value)
+
+
+def import_tf(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "main.tf").write_text(text, encoding="utf-8")
+    return reconcile("import", "--from", "terraform", "main.tf", "--out", "specs", cwd=tmp_path)
+
+
+def refused_at(
+    done: subprocess.CompletedProcess[str], tmp_path: Path, line: int, said: str
+) -> None:
+    """One error line at ``main.tf:LINE`` saying ``said``; no traceback, nothing written."""
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    errors = done.stderr.strip().splitlines()
+    assert len(errors) == 1 and len(errors[0]) < 500, done.stderr[:2000]
+    assert errors[0].startswith(f"main.tf:{line}: "), errors[0]
+    assert said in errors[0], errors[0]
+    assert not (tmp_path / "specs").exists()
+
+
+# --- numbers ------------------------------------------------------------------------------
+
+
+def test_4300_digit_numbers_multiplied_are_an_error_at_their_line(tmp_path: Path) -> None:
+    """The reported case: a traceback (Python's limit on int-to-text conversion)."""
+    big = "9" * 4300
+    done = import_tf(tmp_path, BEFORE + hostile(f"{big} * {big}"))
+    refused_at(done, tmp_path, LINE, "max_msgs")
+
+
+def test_a_number_too_long_for_python_to_read_is_an_error_at_its_line(tmp_path: Path) -> None:
+    done = import_tf(tmp_path, BEFORE + hostile("9" * 5000))
+    refused_at(done, tmp_path, LINE, "a number of 5000 digits: out of range")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        str(INT64_MAX + 1),
+        "1000000 * 1000000 * 1000000 * 1000000",  # small numbers, a 25-digit product
+        "-9223372036854775807 - 2",
+        "1e999999999",  # a huge exponent: never 10**999999999
+        "1e19",
+    ],
+)
+def test_a_number_out_of_the_int64_range_is_an_error_at_its_line(
+    tmp_path: Path, value: str
+) -> None:
+    done = import_tf(tmp_path, BEFORE + hostile(value))
+    refused_at(done, tmp_path, LINE, "must fit in a signed 64-bit integer")
+
+
+def test_whole_numbers_in_exponent_form_are_read_exactly(tmp_path: Path) -> None:
+    text = hostile("2.5e3").replace("}\n", "  max_consumers = 1e3\n}\n")
+    done = import_tf(tmp_path, text)
+    assert done.returncode == 0, done.stderr
+    written = (tmp_path / "specs" / "stream-S.yaml").read_text()
+    assert "max_msgs: 2500" in written and "max_consumers: 1000" in written, written
+
+
+# --- shapes -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "(" * 800 + "1" + ")" * 800,  # brackets deeper than the parser's stack
+        "[" * 800 + "1" + "]" * 800,
+        " * ".join(["2"] * 3000),  # a chain of operators, as deep
+    ],
+    ids=["parentheses", "lists", "operators"],
+)
+def test_nesting_deeper_than_the_parser_is_an_error_at_its_line(tmp_path: Path, value: str) -> None:
+    done = import_tf(tmp_path, BEFORE + hostile(value))
+    refused_at(done, tmp_path, LINE, "nested too deeply")
+
+
+def test_a_long_expression_is_not_evaluated(tmp_path: Path) -> None:
+    """200 operations: parsed, but longer than the importer evaluates."""
+    done = import_tf(tmp_path, BEFORE + hostile(" * ".join(["1"] * 200)))
+    refused_at(done, tmp_path, LINE, f"longer than {terraform.MAX_EXPRESSION} characters")
+
+
+def test_a_file_over_the_size_cap_is_refused_unparsed(tmp_path: Path) -> None:
+    """A very long string: 9 MiB of it, over the 8 MiB cap (the parser would hold ~2 GiB)."""
+    description = "a" * (9 * 2**20)
+    text = hostile("1").replace("}\n", f'  description = "{description}"\n}}\n')
+    done = import_tf(tmp_path, text)
+    refused_at(done, tmp_path, 1, "larger than the 8 MiB cap on a .tf file")
+
+
+# --- linear work --------------------------------------------------------------------------
+
+STREAM_AND_CONSUMER = """# group {i}: a stream and its consumer
+resource "jetstream_stream" "S{i}" {{
+  name        = "S{i}"
+  subjects    = ["s{i}.>"]
+  description = "braces {{ in strings }} and a ${{template}}"
+  max_age     = 60 * 60 * 24
+}}
+
+resource "jetstream_consumer" "C{i}" {{
+  stream_id    = jetstream_stream.S{i}.id
+  durable_name = "C{i}"
+  backoff      = [1, 5]
+}}
+"""
+
+
+def tf_file(folder: Path, groups: int) -> Path:
+    path = folder / f"main{groups}.tf"
+    path.write_text("".join(STREAM_AND_CONSUMER.format(i=i) for i in range(groups)))
+    return path
+
+
+def lines_run_in_the_importer(path: Path) -> int:
+    """How many lines of reconciler/specs/terraform.py run to import ``path``."""
+    module = terraform.__file__
+    count = 0
+
+    def local(frame: FrameType, event: str, arg: Any) -> Callable[..., Any]:
+        nonlocal count
+        count += event == "line"
+        return local
+
+    def calls(frame: FrameType, event: str, arg: Any) -> Callable[..., Any] | None:
+        return local if frame.f_code.co_filename == module else None
+
+    sys.settrace(calls)
+    try:
+        terraform.load([path])
+    finally:
+        sys.settrace(None)
+    return count
+
+
+def test_the_importers_work_grows_linearly_with_the_file(tmp_path: Path) -> None:
+    """4x the resources, at most 5x the lines run (it was 14x: every resource's line
+    numbers were searched for down to the end of the file)."""
+    small = lines_run_in_the_importer(tf_file(tmp_path, 30))
+    large = lines_run_in_the_importer(tf_file(tmp_path, 120))
+    assert large <= 5 * small, (small, large)
+
+
+@pytest.fixture
+def parser_inputs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """The length of each text python-hcl2 is given to parse."""
+    import hcl2
+
+    sizes: list[int] = []
+    loads = hcl2.loads
+
+    def counted(text: str, **options: Any) -> Any:
+        sizes.append(len(text))
+        return loads(text, **options)
+
+    monkeypatch.setattr(hcl2, "loads", counted)
+    yield sizes
+
+
+def test_the_parser_reads_each_block_once_and_never_the_whole_file(
+    tmp_path: Path, parser_inputs: list[int]
+) -> None:
+    """The parser's work and memory are those of one block (its parse tree is ~270x the
+    text): 300 resources are 300 parses, together the file's length, none longer than
+    one stream and its consumer."""
+    path = tf_file(tmp_path, 150)
+    documents, _ = terraform.load([path])
+    assert len(documents) == 300
+    assert len(parser_inputs) == 300, len(parser_inputs)
+    assert sum(parser_inputs) == len(path.read_text())
+    assert max(parser_inputs) < len(STREAM_AND_CONSUMER.format(i=149)), max(parser_inputs)
+
+
+@pytest.mark.slow
+def test_30000_resources_are_30000_parses_of_one_block_each(
+    tmp_path: Path, parser_inputs: list[int]
+) -> None:
+    path = tf_file(tmp_path, 15_000)
+    documents, _ = terraform.load([path])
+    assert len(documents) == 30_000
+    assert len(parser_inputs) == 30_000
+    assert max(parser_inputs) < len(STREAM_AND_CONSUMER.format(i=14_999))
+
+
+def test_the_block_cutter_steps_over_strings_comments_and_heredocs() -> None:
+    """Braces in strings, templates, comments and heredocs do not cut a block; the pieces
+    join back to the file."""
+    text = (
+        "# } a comment\n"
+        'resource "a" "b" {\n'
+        '  x = "} ${ {a = "}"} } %{ if true }}%{ endif }"\n'
+        "  /* } */ y = 1 // }\n"
+        "  z = <<EOT\n"
+        "}\n"
+        "EOT\n"
+        "}\n"
+        'resource "a" "c" { x = [1, (2)] }\n'
+        "locals {\n  a = 1\n}\n"
+    )
+    pieces = terraform.blocks(text)
+    assert [first for first, _ in pieces] == [1, 9, 10]
+    assert "".join(piece for _, piece in pieces) == text
+    assert terraform.blocks('resource "a" "b" {\n  x = "}\n') == [
+        (1, 'resource "a" "b" {\n  x = "}\n')
+    ]
