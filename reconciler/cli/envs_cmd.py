@@ -21,6 +21,7 @@ def envs(project_file: Path | None, fmt: str) -> int:
     ($NAME), a server URL without its credentials. Nothing connects to a server.
     """
     from reconciler.jetstream.connection import redact_url
+    from reconciler.model.values import printable
     from reconciler.specs.project import find_project, load_project
 
     found = project_file or find_project()
@@ -47,9 +48,9 @@ def envs(project_file: Path | None, fmt: str) -> int:
         ]
         where = row.get("servers") or row.get("context")
         domain = f", domain {row['domain']}" if "domain" in row else ""
-        click.echo(f"  {row['name']}: {where}{domain}")
+        click.echo(printable(f"  {row['name']}: {where}{domain}"))
         if auth:
-            click.echo(f"      auth: {', '.join(auth)}")
+            click.echo(printable(f"      auth: {', '.join(auth)}"))
         extras = [f"{len(row['overlays'])} overlay(s)", f"{len(row['resources'])} extra path(s)"]
         click.echo(f"      {', '.join(extras)}")
     return 0

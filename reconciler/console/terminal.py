@@ -184,7 +184,8 @@ class TerminalConsole(Console):
 
     def problem(self, line: str) -> None:
         """One error or warning line on stderr; on a terminal the place is bold, an error
-        red, a warning yellow, and a quoted source line dim."""
+        red, a warning yellow, and a quoted source line dim; escaped (:func:`shown`)."""
+        line = shown(line)
         if not colour():
             click.echo(line, err=True)
             return

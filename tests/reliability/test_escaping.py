@@ -177,6 +177,14 @@ def test_a_hostile_file_name_and_line_cannot_start_a_workflow_command(
     summary = (tmp_path / "runner" / "summary.md").read_text()
     assert_inert(summary, log=False)
 
+    hostile_file.unlink()  # valid files now; a warning still names its file first
+    (tmp_path / "broken.yaml").unlink()
+    warned = tmp_path / "::warning::pwned-warn.yaml"
+    warned.write_text("kind: Stream\nname: W\nmax_msgs: 1\nmax_msgs: 1\n")
+    done = reconcile("validate", ".", cwd=tmp_path)
+    assert done.returncode == 0 and "pwned-warn.yaml:4: warning" in done.stderr, done.stderr
+    assert_inert(done.stdout + done.stderr)
+
 
 def test_a_lock_holder_written_by_someone_else_is_shown_escaped(
     clean_server: NatsServer, tmp_path: Path
