@@ -339,3 +339,31 @@ def test_paths_a_project_file_names_stay_inside_the_repository(tmp_path: Path) -
     ):
         assert where in said, said
     assert "resources.0" not in said and "Traceback" not in said
+
+
+def test_a_key_file_others_can_read_or_write_is_no_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key someone else could have read (or written) authenticates nothing: the cache
+    is then neither read nor written, and the specs are validated from the files."""
+    from reconciler.specs import cache as spec_cache
+
+    monkeypatch.delenv("RECONCILE_CACHE_KEY", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    spec = tmp_path / "specs.yaml"
+    spec.write_text(SPECS)
+    cache = tmp_path / "cache"
+    assert load_specs([spec], cache=cache) and list(cache.glob("specs-*.json"))
+    key = spec_cache.key_file()
+    assert key.stat().st_mode & 0o777 == 0o600
+    for path in cache.glob("specs-*.json"):
+        path.unlink()
+    key.chmod(0o644)
+    assert spec_cache.cache_secret(cache) is None
+    assert [s.name for s in load_specs([spec], cache=cache)] == ["ORDERS", "CONF"]
+    assert list(cache.glob("specs-*.json")) == []
+    key.unlink()
+    key.symlink_to(tmp_path / "planted.key")
+    (tmp_path / "planted.key").write_text("k" * 64)
+    (tmp_path / "planted.key").chmod(0o600)
+    assert spec_cache.cache_secret(cache) is None  # a link is never followed
