@@ -175,8 +175,11 @@ def blockers(desired: Mapping[str, Any], live: Mapping[str, Any]) -> list[str]:
     return list(dict.fromkeys(reasons))
 
 
-def overflow(desired: Mapping[str, Any], state: StreamState | None) -> str | None:
-    """Why the new stream would refuse part of the copy (``discard: new`` limits)."""
+def overflow(
+    desired: Mapping[str, Any], state: StreamState | None, live: Mapping[str, Any] | None = None
+) -> str | None:
+    """Why the new stream would refuse part of the copy (``discard: new`` limits): the
+    copy would stall there for good."""
     if state is None or desired.get("discard") != "new":
         return None
     max_msgs, max_bytes = desired.get("max_msgs", -1), desired.get("max_bytes", -1)
@@ -185,7 +188,26 @@ def overflow(desired: Mapping[str, Any], state: StreamState | None) -> str | Non
     copied = copy_bytes(state)
     if isinstance(max_bytes, int) and 0 <= max_bytes < copied:
         return f"max_bytes {max_bytes} with discard new cannot take its {copied} bytes"
-    return None
+    return _subject_overflow(desired, state, live or {})
+
+
+def _subject_overflow(
+    desired: Mapping[str, Any], state: StreamState, live: Mapping[str, Any]
+) -> str | None:
+    """``discard_new_per_subject``: a subject holding more than the new per-subject limit
+    stops the copy. None when no subject can: the stream holds no more messages than the
+    limit, or its own per-subject limit is no higher."""
+    per, held = desired.get("max_msgs_per_subject", -1), live.get("max_msgs_per_subject", -1)
+    if not desired.get("discard_new_per_subject") or not isinstance(per, int) or per < 0:
+        return None
+    if state.messages <= per or (isinstance(held, int) and 0 <= held <= per):
+        return None
+    where = f" on {state.num_subjects} subjects" if state.num_subjects else ""
+    return (
+        f"max_msgs_per_subject {per} with discard_new_per_subject cannot take a subject "
+        f"holding more than {per} (it holds {state.messages} messages{where}, and its "
+        "own per-subject limit is higher)"
+    )
 
 
 def copy_bytes(state: StreamState | None) -> int:

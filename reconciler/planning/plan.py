@@ -310,7 +310,7 @@ def _with_reasons(entry: Replace, extra: tuple[str, ...]) -> Replace:
 def _migration(entry: Replace, group: StreamGroup, server: ServerInfo) -> Migrate | Replace:
     """The replace as a migration, or the replace saying why it cannot be one."""
     why_not = blockers(entry.config, entry.live)
-    if (full := overflow(entry.config, group.state)) is not None:
+    if (full := overflow(entry.config, group.state, entry.live)) is not None:
         why_not.append(full)
     if why_not:
         return _with_reasons(entry, tuple(f"cannot migrate: {reason}" for reason in why_not))

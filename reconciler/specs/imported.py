@@ -5,8 +5,49 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from reconciler.errors import brief
+
 
 def renamed(values: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
     """The fields of ``values`` that are set (not empty, zero or false), under the names
     ``names`` gives them, in ``names``' order: another tool's field names as the API's."""
     return {wire: values[theirs] for theirs, wire in names.items() if values.get(theirs)}
+
+
+#: What a field of another tool's resource holds: None (anything), a type (a value of it),
+#: a mapping (an object whose listed fields, when set, hold theirs) or a one-item list (a
+#: list of what it names). The mappings read objects and lists where these say so.
+Shape = None | type | Mapping[str, "Shape"] | list["Shape"]
+
+_NAMES = {int: "an integer", str: "a string"}
+
+
+def misshapen(value: Any, shape: Shape, path: str) -> list[tuple[str, str]]:
+    """(dotted path, what is wrong) wherever ``value`` (at ``path``) does not hold
+    ``shape``; an unset value (None) holds any. A hostile file's misplaced list or
+    string is an error at its line this way, before any mapping reads it."""
+    if shape is None or value is None:
+        return []
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return [(path, f"expected a list, got {brief(value)}")]
+        return [
+            found
+            for index, item in enumerate(value)
+            for found in misshapen(item, shape[0], _join(path, index))
+        ]
+    if isinstance(shape, type):
+        if isinstance(value, shape) and not isinstance(value, bool):
+            return []
+        return [(path, f"expected {_NAMES.get(shape, shape.__name__)}, got {brief(value)}")]
+    if not isinstance(value, dict):
+        return [(path, f"expected an object, got {brief(value)}")]
+    return [
+        found
+        for field, inner in shape.items()
+        for found in misshapen(value.get(field), inner, _join(path, field))
+    ]
+
+
+def _join(path: str, key: str | int) -> str:
+    return f"{path}.{key}" if path else str(key)

@@ -30,8 +30,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from reconciler.errors import Location, Problem, SpecError
-from reconciler.specs.imported import renamed
+from reconciler.errors import Location, Problem, SpecError, brief
+from reconciler.specs.fields import INT64_MAX
+from reconciler.specs.imported import Shape, misshapen, renamed
 from reconciler.specs.loader import Document, read_yaml_trees
 
 GROUP = "jetstream.nats.io/"
@@ -114,7 +115,7 @@ _GO_TERM = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 
 def go_duration(text: str) -> int:
     """Nanoseconds of a Go duration (``1h30m``, ``1.5s``, ``500ms``, ``0``); ValueError
-    when it is not one."""
+    when it is not one, or (as Go's ``time.ParseDuration`` says) out of the int64 range."""
     text = text.strip()
     if text in ("0", "+0", "-0"):
         return 0
@@ -124,10 +125,14 @@ def go_duration(text: str) -> int:
     for match in _GO_TERM.finditer(rest):
         if match.start() != position:
             break
+        if len(match.group(1).partition(".")[0]) > 19:  # more than any int64
+            raise ValueError(f"{brief(text)} is out of range for a Go duration")
         total += float(match.group(1)) * _GO_UNITS[match.group(2)]
         position = match.end()
     if not rest or position != len(rest):
-        raise ValueError(f"{text!r} is not a Go duration (like 1h30m, 90s or 500ms)")
+        raise ValueError(f"{brief(text)} is not a Go duration (like 1h30m, 90s or 500ms)")
+    if total > INT64_MAX:
+        raise ValueError(f"{brief(text)} is out of range for a Go duration (at most 2562047h)")
     return sign * round(total)
 
 
@@ -444,6 +449,34 @@ def _bucket(spec: Mapping[str, Any], m: _Mapper) -> dict[str, Any]:
     return config
 
 
+_PLACEMENT: Shape = {"tags": [None]}
+_SECRET: Shape = {"secret": {}}
+#: What the mappings read as objects and lists, per kind (an Account: its whole body).
+SHAPES: Mapping[str, Shape] = {
+    "Stream": {
+        "placement": _PLACEMENT,
+        "consumerLimits": {},
+        "mirror": {"subjectTransforms": [{}]},
+        "sources": [{"subjectTransforms": [{}]}],
+        "subjectTransform": {},
+        "republish": {},
+    },
+    "Consumer": {"backoff": [None], "filterSubjects": [None]},
+    "KeyValue": {"placement": _PLACEMENT, "mirror": {}, "sources": [{}], "republish": {}},
+    "ObjectStore": {"placement": _PLACEMENT},
+    "Account": {
+        "metadata": {},
+        "spec": {
+            "servers": [None],
+            "creds": _SECRET,
+            "nkey": _SECRET,
+            "user": _SECRET,
+            "token": _SECRET,
+            "tls": {},
+        },
+    },
+}
+
 _MAPPERS = {"Stream": _stream, "Consumer": _consumer, "KeyValue": _bucket, "ObjectStore": _bucket}
 
 
@@ -471,6 +504,10 @@ def documents(
         spec = body.get("spec")
         if not isinstance(spec, dict):
             problems.append(Problem(manifest.source, "spec", "a NACK resource needs a spec"))
+            continue
+        wrong = misshapen(spec, SHAPES[kind], "spec")
+        problems += [Problem(manifest.where(path), path, message) for path, message in wrong]
+        if wrong:
             continue
         mapper = _Mapper(manifest, kind, problems, warnings)
         filled = {**CRD_DEFAULTS[kind], **spec}
@@ -502,7 +539,7 @@ def load_all(
     for path in _files(paths):
         manifests += read_yaml_trees(path)
     docs = documents(manifests, problems, warnings)
-    environments = account_environments(manifests, warnings)
+    environments = account_environments(manifests, warnings, problems)
     if problems:
         raise SpecError(problems)
     return docs, warnings, environments
@@ -518,39 +555,79 @@ def _files(paths: list[Path]) -> list[Path]:
     return found
 
 
-def _variable(account: str, what: str) -> str:
-    return "NACK_" + re.sub(r"[^A-Z0-9]+", "_", f"{account}_{what}".upper()).strip("_")
+#: Which Account derived each environment variable, and where (see :func:`_variable`).
+Claimed = dict[str, tuple[str, Location]]
+
+
+def _variable(
+    account: str, what: str, where: Location, claimed: Claimed, problems: list[Problem]
+) -> str:
+    """The environment variable holding one secret of one Account: ``NACK_<ACCOUNT>_<WHAT>``
+    in upper case, every run of other characters one ``_``.
+
+    That readable form is not one-to-one (``team-a`` and ``team.a`` both give
+    ``NACK_TEAM_A_...``), and two Accounts reading one variable would connect with the
+    same secret. So each variable is claimed by the first Account deriving it, and a
+    second Account deriving it is a problem naming both (``claimed`` holds the claims
+    of one import)."""
+    variable = "NACK_" + re.sub(r"[^A-Z0-9]+", "_", f"{account}_{what}".upper()).strip("_")
+    holder, held_at = claimed.setdefault(variable, (account, where))
+    if holder != account:
+        message = (
+            f"Accounts {brief(holder)} ({held_at}) and {brief(account)} both derive the "
+            f"environment variable {variable}: rename one Account"
+        )
+        problems.append(Problem(where, "metadata.name", message))
+    return variable
 
 
 def account_environments(
-    manifests: list[Document], warnings: list[Problem]
+    manifests: list[Document], warnings: list[Problem], problems: list[Problem]
 ) -> dict[str, dict[str, Any]]:
     """NACK ``Account`` resources as environments of a project file, by account name.
 
     Servers, a creds file, an nkey seed file, a user and TLS files are copied. A password
     or token becomes ``{env: NACK_<ACCOUNT>_PASSWORD}`` (the project file holds no
     secret), and so does a creds or nkey kept in a Kubernetes Secret; each such variable
-    is a warning naming what to put in it.
+    is a warning naming what to put in it. Two Accounts of one name (in two namespaces),
+    or whose names derive the same variable (:func:`_variable`), are problems naming both.
     """
     found: dict[str, dict[str, Any]] = {}
+    first: dict[str, Location] = {}
+    claimed: Claimed = {}
     for manifest in manifests:
         body = manifest.body
         if not str(body.get("apiVersion", "")).startswith(GROUP) or body.get("kind") != "Account":
             continue
+        wrong = misshapen(body, SHAPES["Account"], "")
+        problems += [Problem(manifest.where(path), path, message) for path, message in wrong]
+        if wrong:
+            continue
         name = str((body.get("metadata") or {}).get("name", ""))
-        found[name] = _environment(name, body.get("spec") or {}, manifest, warnings)
+        where = manifest.where("metadata.name")
+        if name in first:
+            message = f"a second Account named {brief(name)} (the first is at {first[name]})"
+            problems.append(Problem(where, "metadata.name", message))
+            continue
+        first[name] = where
+        found[name] = _environment(name, manifest, warnings, claimed, problems)
     return found
 
 
 def _environment(
-    name: str, spec: Mapping[str, Any], manifest: Document, warnings: list[Problem]
+    name: str,
+    manifest: Document,
+    warnings: list[Problem],
+    claimed: Claimed,
+    problems: list[Problem],
 ) -> dict[str, Any]:
+    spec: Mapping[str, Any] = manifest.body.get("spec") or {}
     env: dict[str, Any] = {"description": f"NACK Account {name} ({manifest.source})"}
     if spec.get("servers"):
         env["servers"] = list(spec["servers"])
 
     def secret(field: str, what: str, source: str) -> None:
-        variable = _variable(name, what)
+        variable = _variable(name, what, manifest.where("metadata.name"), claimed, problems)
         env[field] = {"env": variable}
         message = f"Account {name}: set {variable} to {source} (the project file holds no secret)"
         warnings.append(Problem(manifest.where(f"spec.{field}"), field, message, warning=True))

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.errors import Location, Problem, SpecError, brief
-from reconciler.specs.imported import renamed
+from reconciler.specs.imported import Shape, misshapen, renamed
 from reconciler.specs.loader import Document, read_json_tree
 
 SECOND = 1_000_000_000
@@ -868,6 +868,35 @@ def documents(
     return out
 
 
+_SOURCE_BLOCK: Shape = {"external": [{}], "subject_transform": [{}], "consumer": [{}]}
+#: What the mappings read as blocks (lists of objects), lists and numbers.
+SHAPES: Mapping[str, Shape] = {
+    "jetstream_stream": {
+        "mirror": [_SOURCE_BLOCK],
+        "source": [_SOURCE_BLOCK],
+        "subject_transform": [{}],
+        "placement_tags": [None],
+    },
+    "jetstream_consumer": {"backoff": [None], "filter_subjects": [None], "sample_freq": int},
+    "jetstream_kv_bucket": {"placement_tags": [None]},
+    "jetstream_obj_bucket": {"placement_tags": [None]},
+}
+
+
+def well_shaped(resources: list[Resource], problems: list[Problem]) -> list[Resource]:
+    """The resources whose blocks, lists and numbers are where the mapping reads them;
+    each misplaced one is a problem at its attribute's line."""
+    kept = []
+    for resource in resources:
+        wrong = misshapen(resource.attrs, SHAPES.get(resource.type), "")
+        for path, message in wrong:
+            where = resource.at(path.split(".")[0])
+            problems.append(Problem(where, path, f"{resource.type}.{resource.label}: {message}"))
+        if not wrong:
+            kept.append(resource)
+    return kept
+
+
 def load(paths: list[Path]) -> tuple[list[Document], list[Problem]]:
     """Spec documents from ``terraform.tfstate`` files and ``.tf`` files or folders;
     (documents, warnings). Raises SpecError listing every expression not resolved."""
@@ -875,10 +904,9 @@ def load(paths: list[Path]) -> tuple[list[Document], list[Problem]]:
     warnings: list[Problem] = []
     docs: list[Document] = []
     for path in _files(paths):
-        if path.suffix == ".tf":
-            docs += documents(read_config(path, problems), warnings, with_defaults=True)
-        else:
-            docs += documents(read_state(path), warnings, with_defaults=False)
+        tf = path.suffix == ".tf"
+        resources = read_config(path, problems) if tf else read_state(path)
+        docs += documents(well_shaped(resources, problems), warnings, with_defaults=tf)
     if problems:
         raise SpecError(problems)
     return docs, warnings

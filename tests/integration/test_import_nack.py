@@ -193,3 +193,45 @@ def test_a_bad_go_duration_is_reported_at_its_line(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "s.yaml:7: maxAge: '1 day' is not a Go duration" in done.stderr, done.stderr
     assert not (tmp_path / "specs").exists()
+
+
+def account(name: str, namespace: str = "default") -> str:
+    """A NACK Account whose password is kept in a Kubernetes Secret."""
+    return (
+        "apiVersion: jetstream.nats.io/v1beta2\nkind: Account\n"
+        f"metadata:\n  name: {name}\n  namespace: {namespace}\n"
+        "spec:\n  servers: [nats://nats:4222]\n"
+        f"  user:\n    user: {name}\n    secret:\n      name: {name}-password\n"
+    )
+
+
+def test_accounts_whose_names_derive_one_variable_are_refused_naming_both(
+    tmp_path: Path,
+) -> None:
+    """team-a and team.a both gave NACK_TEAM_A_PASSWORD: one team's password for both."""
+    (tmp_path / "a.yaml").write_text(account("team-a"))
+    (tmp_path / "b.yaml").write_text(account("team.a"))
+    project = tmp_path / "reconcile.yaml"
+    project.write_text("specs: [specs]\n")
+    done = reconcile("import", "--from", "nack", "a.yaml", "b.yaml", "--out", "specs", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert (
+        "b.yaml:4: metadata.name: Accounts 'team-a' (a.yaml:4) and 'team.a' both derive the "
+        "environment variable NACK_TEAM_A_PASSWORD" in done.stderr
+    ), done.stderr
+    assert "Traceback" not in done.stderr
+    assert project.read_text() == "specs: [specs]\n"  # no environment added
+
+
+def test_two_accounts_of_one_name_are_refused_naming_both(tmp_path: Path) -> None:
+    """One name in two namespaces: the second silently replaced the first environment."""
+    (tmp_path / "accounts.yaml").write_text(
+        account("team-a", "east") + "---\n" + account("team-a", "west")
+    )
+    done = reconcile("import", "--from", "nack", "accounts.yaml", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert (
+        "accounts.yaml:16: metadata.name: a second Account named 'team-a' (the first is at "
+        "accounts.yaml:4)" in done.stderr
+    ), done.stderr
+    assert "environments:" not in done.stderr

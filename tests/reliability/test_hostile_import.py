@@ -126,6 +126,67 @@ def test_a_file_over_the_size_cap_is_refused_unparsed(tmp_path: Path) -> None:
     refused_at(done, tmp_path, 1, "larger than the 8 MiB cap on a .tf file")
 
 
+@pytest.mark.parametrize(
+    ("kind", "attribute", "said"),
+    [
+        ("jetstream_stream", 'mirror = "ORDERS"', "mirror: jetstream_stream.S: expected a list"),
+        ("jetstream_stream", "subject_transform = [1]", "subject_transform.0: "),
+        ("jetstream_stream", "mirror {\n    external = 5\n  }", "mirror.0.external: "),
+        ("jetstream_consumer", "backoff = 5", "backoff: jetstream_consumer.S: expected a list"),
+        ("jetstream_consumer", 'sample_freq = "x"', "expected an integer, got 'x'"),
+    ],
+    ids=["string-block", "number-in-block-list", "nested-block", "number-list", "text-number"],
+)
+def test_a_value_of_the_wrong_shape_is_an_error_at_its_line(
+    tmp_path: Path, kind: str, attribute: str, said: str
+) -> None:
+    """A string where the provider has a block, a number where it has a list: each was
+    a traceback (AttributeError, TypeError, ValueError) in the mapping."""
+    text = (
+        f'resource "{kind}" "S" {{\n  name = "S"\n  durable_name = "S"\n'
+        f'  stream_id = "JETSTREAM_STREAM_S"\n  {attribute}\n}}\n'
+    )
+    refused_at(import_tf(tmp_path, BEFORE + text), tmp_path, 10, said)
+
+
+NACK_STREAM = "apiVersion: jetstream.nats.io/v1beta2\nkind: Stream\nmetadata: {name: s}\nspec:\n"
+
+
+@pytest.mark.parametrize(
+    ("manifest", "line", "said"),
+    [
+        (NACK_STREAM + "  name: S\n  placement: east\n", 6, "spec.placement: expected an object"),
+        (NACK_STREAM + "  name: S\n  sources: [1]\n", 6, "spec.sources.0: expected an object"),
+        (
+            NACK_STREAM + "  name: S\n  maxAge: " + "9" * 400 + "h\n",
+            6,
+            "is out of range for a Go duration",  # was a float overflowing to infinity
+        ),
+        (
+            "apiVersion: jetstream.nats.io/v1beta2\nkind: Account\nmetadata: {name: a}\n"
+            "spec:\n  creds: /etc/creds\n",
+            5,
+            "spec.creds: expected an object, got '/etc/creds'",
+        ),
+        (
+            "apiVersion: jetstream.nats.io/v1beta2\nkind: Account\nmetadata: team-a\n",
+            3,
+            "metadata: expected an object",
+        ),
+    ],
+    ids=["placement", "sources", "duration", "account-creds", "account-metadata"],
+)
+def test_a_nack_field_of_the_wrong_shape_is_an_error_at_its_line(
+    tmp_path: Path, manifest: str, line: int, said: str
+) -> None:
+    (tmp_path / "main.yaml").write_text(manifest)
+    done = reconcile("import", "--from", "nack", "main.yaml", "--out", "specs", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.startswith(f"main.yaml:{line}: ") and said in done.stderr, done.stderr
+    assert not (tmp_path / "specs").exists()
+
+
 # --- linear work --------------------------------------------------------------------------
 
 STREAM_AND_CONSUMER = """# group {i}: a stream and its consumer

@@ -238,6 +238,28 @@ def test_a_smaller_max_msg_size_does_not_stall_a_migration(
     figures.add("messages checked", 10)
 
 
+def test_discard_new_per_subject_that_would_stall_the_copy_stays_a_replace(
+    clean_server: NatsServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(migration.migrate.__kwdefaults__, "stall_seconds", 5.0)
+    per = "kind: Stream\nname: PER\nsubjects: ['per.>']\n"
+    run(engine.apply([write(tmp_path, per)], options(clean_server), lock_timeout=None))
+    run(publish_plain(clean_server, "per.a", 10))
+    run(publish_plain(clean_server, "per.b", 3))
+    tight = (
+        "storage: memory\ndiscard: new\ndiscard_new_per_subject: true\nmax_msgs_per_subject: 5\n"
+    )
+    moved = write(tmp_path, per + tight)
+    plan = run(engine.plan([moved], options(clean_server), migrate=True))
+    (step,) = plan.changes
+    assert step.action == "replace"  # today: a migration that stalled at sequence 5 of 13
+    assert any("discard_new_per_subject" in reason for reason in step.reasons)
+    with pytest.raises(RefusedPlan):
+        run(engine.apply([moved], options(clean_server), migrate=True, lock_timeout=None))
+    assert not run(exists(clean_server, temp_name("PER")))
+    assert run(count(clean_server, "PER")) == 13
+
+
 # --- subjects another stream stores -----------------------------------------------------
 
 

@@ -15,6 +15,7 @@ from reconciler.model.migration import (
     Record,
     copied_by,
     filling_config,
+    overflow,
     temp_config,
     temp_name,
     working,
@@ -121,6 +122,17 @@ def test_the_new_stream_is_filled_without_a_max_msg_size_its_final_config_restor
     for copying in (False, True):
         assert "max_msg_size" not in filling_config(record, copying=copying)
     assert record.target["max_msg_size"] == 1000  # the cutover's update sets it
+
+
+def test_discard_new_per_subject_below_what_a_subject_may_hold_blocks_a_migration() -> None:
+    state = StreamState(messages=13, bytes=442, num_subjects=2)
+    target = {"discard": "new", "discard_new_per_subject": True, "max_msgs_per_subject": 5}
+    said = overflow(target, state, {"max_msgs_per_subject": -1})
+    assert said is not None and "max_msgs_per_subject 5" in said and "2 subjects" in said
+    # no subject can hold more: the live limit is as low, or the stream holds no more
+    assert overflow(target, state, {"max_msgs_per_subject": 5}) is None
+    assert overflow(target, StreamState(messages=5), {}) is None
+    assert overflow({**target, "discard_new_per_subject": False}, state, {}) is None
 
 
 # --- subjects against every live stream ------------------------------------------------
