@@ -40,6 +40,8 @@ Listener = tuple[str, str, str]
 
 def live_problems(specs: Sequence[Spec], steps: Sequence[Step], live: LiveState) -> list[Problem]:
     """Every problem of the plan's ``steps`` against the other streams of ``live``."""
+    if not live.streams:
+        return []  # an empty server: nothing to overlap, nothing to copy a stream
     planned = _planned(steps)
     return [*_subject_problems(specs, planned, live), *_copied_problems(steps, planned, live)]
 
