@@ -4,12 +4,18 @@ Two inputs, one mapping:
 
 - ``terraform.tfstate`` (JSON, state format 4): every attribute the provider recorded,
   its defaults included, with its line.
-- ``.tf`` files (HCL, read with python-hcl2): the attributes written, the provider's
-  schema defaults for the others. Literal values are taken as they are. Integer arithmetic
-  such as ``60 * 60 * 24 * 365`` is evaluated. A ``stream_id`` naming a stream resource
-  (``jetstream_stream.ORDERS.id``) becomes that stream's name. Any other expression
-  (variables, locals, functions, other resources' attributes) is reported with its file
-  and line and stops the import: a value that cannot be known is never guessed.
+- ``.tf`` files (HCL, read one block at a time by :mod:`reconciler.specs.hcl`): the
+  attributes written, the provider's schema defaults for the others. Literal values are
+  taken as they are. Integer arithmetic such as ``60 * 60 * 24 * 365`` is evaluated, and
+  whole numbers in exponent form (``1e6``) are read exactly. A ``stream_id`` naming a
+  stream resource (``jetstream_stream.ORDERS.id``) becomes that stream's name. Any other
+  expression (variables, locals, functions, other resources' attributes) is reported with
+  its file and line and stops the import: a value that cannot be known is never guessed.
+
+Bounded work on hostile input: every number, literal or computed at each step, must fit
+in a signed 64-bit integer (the provider's Go ``int64``), or it is an error at its line;
+an expression longer than MAX_EXPRESSION characters is not evaluated. A block, list or
+number where the mapping reads another shape (:data:`SHAPES`) is an error at its line.
 
 The mapping follows the provider's own translation to the JetStream API (its
 ``streamConfigFromResourceData`` and ``consumerConfigFromResourceData``, release 0.2):
@@ -29,15 +35,14 @@ from __future__ import annotations
 
 import ast
 import operator
-import os
 import re
-import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from reconciler.errors import Location, Problem, SpecError, brief
+from reconciler.specs import hcl
 from reconciler.specs.imported import Shape, misshapen, renamed
 from reconciler.specs.loader import Document, read_json_tree
 
@@ -162,209 +167,26 @@ def _attribute_locations(locations: Mapping[str, Location]) -> dict[str, dict[st
     return grouped
 
 
-#: The largest ``.tf`` file read: python-hcl2 holds about 270 bytes of parse tree per
-#: byte of the block it parses, and 8 MiB is over 50,000 resources.
-MAX_TF_BYTES = 8 * 1024 * 1024
 #: The longest expression evaluated as integer arithmetic (``60 * 60 * 24 * 365`` is 18).
 MAX_EXPRESSION = 256
 #: Every number of the provider's schema is a Go int64.
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-#: Brackets deeper than this are where a parse that ran out of stack is said to stop.
-DEEP = 32
-
-_RESOURCE = re.compile(r'^[ \t]*resource[ \t]+"([^"\n]+)"[ \t]+"([^"\n]+)"[ \t]*\{', re.MULTILINE)
 
 
 def read_config(path: Path, problems: list[Problem]) -> list[Resource]:
-    """The provider's resources declared in one ``.tf`` file, expressions resolved where
-    they can be (``problems`` gets the others).
-
-    The file is cut after each top-level block (:func:`blocks`) and each block is parsed
-    alone, so the work and the memory are those of one block at a time: linear in the
-    file's size."""
+    """The provider's resources declared in one ``.tf`` file (read one block at a time,
+    :func:`reconciler.specs.hcl.resources`), expressions resolved where they can be
+    (``problems`` gets the others)."""
     name = str(path)
-    text = _read_tf(path)
     resources = []
-    for first, chunk in blocks(text):
-        parsed = _parse(chunk, first, name)
-        headers = _headers(chunk, first) if parsed.get("resource") else {}
-        for block in parsed.get("resource") or []:
-            for kind, named in block.items():
-                if not kind.startswith("jetstream_"):
-                    continue
-                for label, body in named.items():
-                    offset, start = headers.get((kind, label), (-1, first))
-                    lines = _block_lines(chunk, offset, start) if offset >= 0 else {}
-                    attrs = {k: v for k, v in body.items() if not k.startswith("__")}
-                    where = {a: Location(name, n) for a, n in lines.items() if a in attrs}
-                    resources.append(Resource(kind, label, attrs, Location(name, start), where))
+    for block in hcl.resources(path):
+        if block.kind.startswith("jetstream_"):
+            attrs = {k: v for k, v in block.body.items() if not k.startswith("__")}
+            where = {a: Location(name, n) for a, n in block.lines.items() if a in attrs}
+            source = Location(name, block.line)
+            resources.append(Resource(block.kind, block.label, attrs, source, where))
     _resolve(resources, problems)
     return resources
-
-
-def _read_tf(path: Path) -> str:
-    """The text of a ``.tf`` file: a regular file of at most MAX_TF_BYTES, in UTF-8."""
-    name = str(path)
-    try:
-        with path.open("rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise SpecError([Problem(Location(name, 1), "", "not a regular file")])
-            data = handle.read(MAX_TF_BYTES + 1)
-    except OSError as err:
-        raise SpecError([Problem(Location(name, 1), "", f"cannot read: {err}")]) from None
-    if len(data) > MAX_TF_BYTES:
-        cap = MAX_TF_BYTES // 2**20
-        message = f"larger than the {cap} MiB cap on a .tf file (MAX_TF_BYTES); split it"
-        raise SpecError([Problem(Location(name, 1), "", message)])
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        message = f"not UTF-8 text (invalid byte at offset {err.start})"
-        raise SpecError([Problem(Location(name, line), "", message)]) from None
-
-
-#: What matters to the block cutter in code and in a quoted string.
-_IN_CODE = re.compile(r'"|[{}()\[\]]|#|//|/\*|<<-?([A-Za-z_][A-Za-z0-9_-]*)[ \t]*\r?\n|\n')
-_IN_STRING = re.compile(r'\\.|\$\$\{|%%\{|\$\{|%\{|"|\n', re.DOTALL)
-_CLOSES = {"}": "{T", "]": "[", ")": "("}
-
-
-def blocks(text: str) -> list[tuple[int, str]]:
-    """``text`` cut after each top-level block's closing line: (first line, text) pieces
-    that join back to ``text``. Strings (with their ``${...}`` templates), comments and
-    heredocs are stepped over; text this cutter cannot follow (unbalanced brackets, an
-    unterminated string, comment or heredoc) is one piece, for the parser to report."""
-    pieces: list[tuple[int, str]] = []
-    stack: list[str] = []
-    cut, line, position, closed = 0, 1, 0, False
-    while True:
-        in_string = bool(stack) and stack[-1] == '"'
-        match = (_IN_STRING if in_string else _IN_CODE).search(text, position)
-        if match is None:
-            break
-        token, position = match.group(), match.end()
-        if in_string:
-            if token == '"':
-                stack.pop()
-            elif token in ("${", "%{"):
-                stack.append("T")
-            elif token == "\n":
-                return [(1, text)]
-            continue
-        if token == "\n":
-            if closed and not stack:
-                pieces.append((line, text[cut:position]))
-                line += text.count("\n", cut, position)
-                cut, closed = position, False
-        elif token == '"' or token in "{[(":
-            stack.append(token)
-        elif token in _CLOSES:
-            if not stack or stack.pop() not in _CLOSES[token]:
-                return [(1, text)]
-            closed = not stack
-        elif token in ("#", "//"):
-            end = text.find("\n", position)
-            position = len(text) if end < 0 else end
-        elif token == "/*":
-            end = text.find("*/", position)
-            if end < 0:
-                return [(1, text)]
-            position = end + 2
-        else:  # a heredoc: everything up to the line holding only its marker
-            marker = re.compile(rf"^[ \t]*{re.escape(match.group(1))}[ \t]*\r?$", re.MULTILINE)
-            end_match = marker.search(text, position)
-            if end_match is None:
-                return [(1, text)]
-            position = end_match.end()
-    if stack:
-        return [(1, text)]
-    if cut < len(text):
-        pieces.append((line, text[cut:]))
-    return pieces
-
-
-def _parse(chunk: str, first: int, name: str) -> dict[str, Any]:
-    """One piece of a ``.tf`` file, parsed; any failure is a SpecError at its line."""
-    import hcl2
-
-    options = hcl2.SerializationOptions(with_comments=False, strip_string_quotes=True)
-    try:
-        parsed: dict[str, Any] = hcl2.loads(chunk, serialization_options=options)
-        return parsed
-    except RecursionError:
-        line, message = _deepest(chunk), "nested too deeply for the parser (brackets or operators)"
-    except ValueError as err:  # Python's limit on the digits of an int read from text
-        digits = re.search(r"\d{4301,}", chunk)
-        if digits is None:
-            line, message = getattr(err, "line", 1) or 1, f"invalid HCL: {_first_line(err)}"
-        else:
-            line = chunk.count("\n", 0, digits.start()) + 1
-            message = f"a number of {len(digits.group())} digits: {_OUT_OF_RANGE}"
-    except Exception as err:
-        line, message = getattr(err, "line", 1) or 1, f"invalid HCL: {_first_line(err)}"
-    line = int(line) if isinstance(line, int) and line > 0 else 1
-    raise SpecError([Problem(Location(name, first + line - 1), "", message)]) from None
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err)
-    return brief(text.splitlines()[0], 200).strip("'") if text else type(err).__name__
-
-
-_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
-
-
-def _deepest(chunk: str) -> int:
-    """The line (in ``chunk``) where brackets first nest deeper than DEEP, else its
-    longest line (a long chain of operators)."""
-    depth, longest, widest = 0, 1, -1
-    for number, line in enumerate(chunk.split("\n"), start=1):
-        if len(line) > widest:
-            longest, widest = number, len(line)
-        for char in _STRING.sub("", line):
-            if char in "([{":
-                depth += 1
-                if depth > DEEP:
-                    return number
-            elif char in ")]}":
-                depth -= 1
-    return longest
-
-
-_ATTRIBUTE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_-]*)\s*(=|\{)")
-
-
-def _headers(chunk: str, first: int) -> dict[tuple[str, str], tuple[int, int]]:
-    """Each ``resource "kind" "label" {`` line of ``chunk`` (which starts at line
-    ``first``): (kind, label) -> (offset, line), in one pass."""
-    found: dict[tuple[str, str], tuple[int, int]] = {}
-    line, seen = first, 0
-    for header in _RESOURCE.finditer(chunk):
-        line += chunk.count("\n", seen, header.start())
-        seen = header.start()
-        found.setdefault((header.group(1), header.group(2)), (header.start(), line))
-    return found
-
-
-def _block_lines(chunk: str, offset: int, start: int) -> dict[str, int]:
-    """The lines of the top-level attributes and nested blocks of the block whose header
-    is at ``offset`` of ``chunk`` (line ``start``); reads the block's lines only."""
-    where: dict[str, int] = {}
-    depth, number = 0, start
-    while offset <= len(chunk):
-        end = chunk.find("\n", offset)
-        end = len(chunk) if end < 0 else end
-        line = chunk[offset:end]
-        match = _ATTRIBUTE.match(line)
-        if depth == 1 and match:
-            where.setdefault(match.group(1), number)
-        code = _STRING.sub("", line)
-        depth += code.count("{") - code.count("}")
-        if depth <= 0:
-            break
-        offset, number = end + 1, number + 1
-    return where
 
 
 _OPERATORS: Mapping[type, Callable[[int, int], int]] = {

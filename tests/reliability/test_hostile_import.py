@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from cli_runner import reconcile
 
-from reconciler.specs import terraform
+from reconciler.specs import hcl, terraform
 
 #: Five lines: the hostile resource starts at line 6, its ``max_msgs`` is on line 9.
 BEFORE = 'resource "jetstream_stream" "OK" {\n  name     = "OK"\n  subjects = ["ok"]\n}\n\n'
@@ -296,9 +296,7 @@ def test_the_block_cutter_steps_over_strings_comments_and_heredocs() -> None:
         'resource "a" "c" { x = [1, (2)] }\n'
         "locals {\n  a = 1\n}\n"
     )
-    pieces = terraform.blocks(text)
+    pieces = hcl.blocks(text)
     assert [first for first, _ in pieces] == [1, 9, 10]
     assert "".join(piece for _, piece in pieces) == text
-    assert terraform.blocks('resource "a" "b" {\n  x = "}\n') == [
-        (1, 'resource "a" "b" {\n  x = "}\n')
-    ]
+    assert hcl.blocks('resource "a" "b" {\n  x = "}\n') == [(1, 'resource "a" "b" {\n  x = "}\n')]
