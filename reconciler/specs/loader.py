@@ -555,6 +555,8 @@ def read_json_tree(path: Path) -> Document:
         value = _parse_json(text, name)
     except _Abort as abort:
         raise SpecError([abort.problem]) from None
+    except RecursionError:
+        raise SpecError([_file_problem(path, f"nesting deeper than {MAX_DEPTH} levels")]) from None
     if not isinstance(value, dict):
         raise SpecError([Problem(Location(name, 1), "", "expected a JSON object")])
     nodes = _json_nodes(text, None)

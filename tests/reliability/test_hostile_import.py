@@ -150,6 +150,16 @@ def test_a_value_of_the_wrong_shape_is_an_error_at_its_line(
     refused_at(import_tf(tmp_path, BEFORE + text), tmp_path, 10, said)
 
 
+def test_a_state_file_nested_past_the_json_parsers_stack_is_an_error(tmp_path: Path) -> None:
+    """100,000 nested lists for a value: json.loads ran out of stack (RecursionError)."""
+    state = {"version": 4, "resources": [{"type": "jetstream_stream", "name": "S"}]}
+    text = json.dumps(state).replace('"S"', '"S", "x": ' + "[" * 100_000 + "]" * 100_000)
+    (tmp_path / "terraform.tfstate").write_text(text)
+    done = reconcile("import", "--from", "terraform", "terraform.tfstate", cwd=tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.startswith("terraform.tfstate:1: nesting deeper than"), done.stderr
+
+
 NACK_STREAM = "apiVersion: jetstream.nats.io/v1beta2\nkind: Stream\nmetadata: {name: s}\nspec:\n"
 
 
