@@ -44,9 +44,10 @@ def import_tf(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
 
 
 def refused_at(
-    done: subprocess.CompletedProcess[str], tmp_path: Path, line: int, said: str
+    done: subprocess.CompletedProcess[str], tmp_path: Path, line: int, said: str, figures: Any
 ) -> None:
-    """One error line at ``main.tf:LINE`` saying ``said``; no traceback, nothing written."""
+    """One error line at ``main.tf:LINE`` saying ``said``; no traceback, nothing written
+    (one more hostile input tried, for RELIABILITY.md)."""
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
     errors = done.stderr.strip().splitlines()
@@ -54,21 +55,26 @@ def refused_at(
     assert errors[0].startswith(f"main.tf:{line}: "), errors[0]
     assert said in errors[0], errors[0]
     assert not (tmp_path / "specs").exists()
+    figures.add("inputs_tried")
 
 
 # --- numbers ------------------------------------------------------------------------------
 
 
-def test_4300_digit_numbers_multiplied_are_an_error_at_their_line(tmp_path: Path) -> None:
+def test_4300_digit_numbers_multiplied_are_an_error_at_their_line(
+    tmp_path: Path, figures: Any
+) -> None:
     """The reported case: a traceback (Python's limit on int-to-text conversion)."""
     big = "9" * 4300
     done = import_tf(tmp_path, BEFORE + hostile(f"{big} * {big}"))
-    refused_at(done, tmp_path, LINE, "max_msgs")
+    refused_at(done, tmp_path, LINE, "max_msgs", figures)
 
 
-def test_a_number_too_long_for_python_to_read_is_an_error_at_its_line(tmp_path: Path) -> None:
+def test_a_number_too_long_for_python_to_read_is_an_error_at_its_line(
+    tmp_path: Path, figures: Any
+) -> None:
     done = import_tf(tmp_path, BEFORE + hostile("9" * 5000))
-    refused_at(done, tmp_path, LINE, "a number of 5000 digits: out of range")
+    refused_at(done, tmp_path, LINE, "a number of 5000 digits: out of range", figures)
 
 
 @pytest.mark.parametrize(
@@ -82,10 +88,10 @@ def test_a_number_too_long_for_python_to_read_is_an_error_at_its_line(tmp_path: 
     ],
 )
 def test_a_number_out_of_the_int64_range_is_an_error_at_its_line(
-    tmp_path: Path, value: str
+    tmp_path: Path, value: str, figures: Any
 ) -> None:
     done = import_tf(tmp_path, BEFORE + hostile(value))
-    refused_at(done, tmp_path, LINE, "must fit in a signed 64-bit integer")
+    refused_at(done, tmp_path, LINE, "must fit in a signed 64-bit integer", figures)
 
 
 def test_whole_numbers_in_exponent_form_are_read_exactly(tmp_path: Path) -> None:
@@ -108,23 +114,25 @@ def test_whole_numbers_in_exponent_form_are_read_exactly(tmp_path: Path) -> None
     ],
     ids=["parentheses", "lists", "operators"],
 )
-def test_nesting_deeper_than_the_parser_is_an_error_at_its_line(tmp_path: Path, value: str) -> None:
+def test_nesting_deeper_than_the_parser_is_an_error_at_its_line(
+    tmp_path: Path, value: str, figures: Any
+) -> None:
     done = import_tf(tmp_path, BEFORE + hostile(value))
-    refused_at(done, tmp_path, LINE, "nested too deeply")
+    refused_at(done, tmp_path, LINE, "nested too deeply", figures)
 
 
-def test_a_long_expression_is_not_evaluated(tmp_path: Path) -> None:
+def test_a_long_expression_is_not_evaluated(tmp_path: Path, figures: Any) -> None:
     """200 operations: parsed, but longer than the importer evaluates."""
     done = import_tf(tmp_path, BEFORE + hostile(" * ".join(["1"] * 200)))
-    refused_at(done, tmp_path, LINE, f"longer than {terraform.MAX_EXPRESSION} characters")
+    refused_at(done, tmp_path, LINE, f"longer than {terraform.MAX_EXPRESSION} characters", figures)
 
 
-def test_a_file_over_the_size_cap_is_refused_unparsed(tmp_path: Path) -> None:
+def test_a_file_over_the_size_cap_is_refused_unparsed(tmp_path: Path, figures: Any) -> None:
     """A very long string: 9 MiB of it, over the 8 MiB cap (the parser would hold ~2 GiB)."""
     description = "a" * (9 * 2**20)
     text = hostile("1").replace("}\n", f'  description = "{description}"\n}}\n')
     done = import_tf(tmp_path, text)
-    refused_at(done, tmp_path, 1, "larger than the 8 MiB cap on a .tf file")
+    refused_at(done, tmp_path, 1, "larger than the 8 MiB cap on a .tf file", figures)
 
 
 @pytest.mark.parametrize(
@@ -139,7 +147,7 @@ def test_a_file_over_the_size_cap_is_refused_unparsed(tmp_path: Path) -> None:
     ids=["string-block", "number-in-block-list", "nested-block", "number-list", "text-number"],
 )
 def test_a_value_of_the_wrong_shape_is_an_error_at_its_line(
-    tmp_path: Path, kind: str, attribute: str, said: str
+    tmp_path: Path, kind: str, attribute: str, said: str, figures: Any
 ) -> None:
     """A string where the provider has a block, a number where it has a list: each was
     a traceback (AttributeError, TypeError, ValueError) in the mapping."""
@@ -147,10 +155,12 @@ def test_a_value_of_the_wrong_shape_is_an_error_at_its_line(
         f'resource "{kind}" "S" {{\n  name = "S"\n  durable_name = "S"\n'
         f'  stream_id = "JETSTREAM_STREAM_S"\n  {attribute}\n}}\n'
     )
-    refused_at(import_tf(tmp_path, BEFORE + text), tmp_path, 10, said)
+    refused_at(import_tf(tmp_path, BEFORE + text), tmp_path, 10, said, figures)
 
 
-def test_a_state_file_nested_past_the_json_parsers_stack_is_an_error(tmp_path: Path) -> None:
+def test_a_state_file_nested_past_the_json_parsers_stack_is_an_error(
+    tmp_path: Path, figures: Any
+) -> None:
     """100,000 nested lists for a value: json.loads ran out of stack (RecursionError)."""
     state = {"version": 4, "resources": [{"type": "jetstream_stream", "name": "S"}]}
     text = json.dumps(state).replace('"S"', '"S", "x": ' + "[" * 100_000 + "]" * 100_000)
@@ -158,6 +168,7 @@ def test_a_state_file_nested_past_the_json_parsers_stack_is_an_error(tmp_path: P
     done = reconcile("import", "--from", "terraform", "terraform.tfstate", cwd=tmp_path)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert done.stderr.startswith("terraform.tfstate:1: nesting deeper than"), done.stderr
+    figures.add("inputs_tried")
 
 
 NACK_STREAM = "apiVersion: jetstream.nats.io/v1beta2\nkind: Stream\nmetadata: {name: s}\nspec:\n"
@@ -188,7 +199,7 @@ NACK_STREAM = "apiVersion: jetstream.nats.io/v1beta2\nkind: Stream\nmetadata: {n
     ids=["placement", "sources", "duration", "account-creds", "account-metadata"],
 )
 def test_a_nack_field_of_the_wrong_shape_is_an_error_at_its_line(
-    tmp_path: Path, manifest: str, line: int, said: str
+    tmp_path: Path, manifest: str, line: int, said: str, figures: Any
 ) -> None:
     (tmp_path / "main.yaml").write_text(manifest)
     done = reconcile("import", "--from", "nack", "main.yaml", "--out", "specs", cwd=tmp_path)
@@ -196,6 +207,7 @@ def test_a_nack_field_of_the_wrong_shape_is_an_error_at_its_line(
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
     assert done.stderr.startswith(f"main.yaml:{line}: ") and said in done.stderr, done.stderr
     assert not (tmp_path / "specs").exists()
+    figures.add("inputs_tried")
 
 
 # --- linear work --------------------------------------------------------------------------
@@ -308,13 +320,14 @@ def test_the_parser_reads_each_block_once_and_never_the_whole_file(
 
 @pytest.mark.slow
 def test_30000_resources_are_30000_parses_of_one_block_each(
-    tmp_path: Path, parser_inputs: list[int]
+    tmp_path: Path, parser_inputs: list[int], figures: Any
 ) -> None:
     path = tf_file(tmp_path, 15_000)
     documents, _ = terraform.load([path])
     assert len(documents) == 30_000
     assert len(parser_inputs) == 30_000
     assert max(parser_inputs) < len(STREAM_AND_CONSUMER.format(i=14_999))
+    figures.add("scale_resources_checked", 30_000)
 
 
 def test_the_block_cutter_steps_over_strings_comments_and_heredocs() -> None:
