@@ -13,7 +13,8 @@ Everything the runner reads from a step goes through here, so the rules live in 
   runner unescapes them: ``%``, ``\\r``, ``\\n`` in the message, and also ``:`` and ``,`` in
   properties;
 - nothing else written to the log starts a workflow command: a log message with a line
-  that would (after its leading blanks, ``::``) is written between
+  that would (after its leading blanks, ``::``; anywhere in it, the older ``##[``) is
+  written between
   ``::stop-commands::<random token>`` and ``::<token>::`` (:func:`inert_log`), on top of
   the escaping every name, value and file name had when it was rendered
   (``reconciler.model.values.printable``).
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import TextIO
 
 from reconciler.errors import ReconcileError
-from reconciler.model.values import printable
+from reconciler.model.values import LEGACY_COMMAND, printable
 
 #: GitHub refuses a step summary above 1 MiB (it is then not shown at all).
 SUMMARY_LIMIT = 1024 * 1024
@@ -72,14 +73,20 @@ def workflow_command(command: str, message: str, **properties: str | int | None)
 
 def inert_log(message: str) -> str:
     """``message`` for the log, unable to start a workflow command: when one of its lines
-    would (``::`` after blanks), the whole is wrapped in ``::stop-commands::TOKEN`` ...
-    ``::TOKEN::`` with a random token the message cannot contain."""
-    if not any(line.lstrip().startswith("::") for line in message.splitlines()):
+    would (``::`` after blanks, or the runner's older ``##[`` anywhere in it), the whole
+    is wrapped in ``::stop-commands::TOKEN`` ... ``::TOKEN::`` with a random token the
+    message cannot contain."""
+    if not any(_commands(line) for line in message.splitlines()):
         return message
     token = secrets.token_hex(16)
     while token in message:
         token = secrets.token_hex(16)
     return f"::stop-commands::{token}\n{message}\n::{token}::"
+
+
+def _commands(line: str) -> bool:
+    """Whether the runner would read a workflow command in ``line``."""
+    return line.lstrip().startswith("::") or LEGACY_COMMAND in line
 
 
 def truncate_summary(markdown: str, *, limit: int = SUMMARY_LIMIT) -> tuple[str, bool]:

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from reconciler.cli.options import format_option, project_file_option
+from reconciler.model.values import inert_json
 
 
 @click.command()
@@ -37,7 +38,7 @@ def envs(project_file: Path | None, fmt: str) -> int:
         rows.append(shown)
     if fmt == "json":
         document = {"project": str(found), "owner": project.owner, "environments": rows}
-        click.echo(json.dumps(document, indent=2))
+        click.echo(inert_json(json.dumps(document, indent=2)))
         return 0
     click.echo(f"{found}: owner {project.owner or 'default'}, {len(rows)} environment(s)")
     for row in rows:

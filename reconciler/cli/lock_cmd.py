@@ -16,7 +16,7 @@ import click
 
 from reconciler.cli.options import connection_options, format_option, to_connection_options
 from reconciler.cli.output import notice
-from reconciler.model.values import printable
+from reconciler.model.values import inert_json, printable
 
 
 @click.group()
@@ -39,7 +39,7 @@ def status(fmt: str, **conn: Any) -> int:
     lease = asyncio.run(read())
     now = time.time()
     if fmt == "json":
-        click.echo(json.dumps(_as_json(lease, now), indent=2))
+        click.echo(inert_json(json.dumps(_as_json(lease, now), indent=2)))
     elif lease is None:
         click.echo(f"apply lock {_where()}: free")
     else:

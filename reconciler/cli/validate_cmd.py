@@ -11,6 +11,7 @@ import click
 from reconciler.cli.options import format_option, project_file_option, strict_option
 from reconciler.console.terminal import TerminalConsole
 from reconciler.errors import Problem, SpecError
+from reconciler.model.values import inert_json
 from reconciler.specs.loader import spec_files
 from reconciler.specs.spec import KINDS
 from reconciler.specs.validate import load_specs
@@ -42,7 +43,7 @@ def validate(
         if fmt != "json":
             raise
         payload = {"valid": False, "errors": [p.to_json() for p in err.problems]}
-        click.echo(json.dumps(payload, indent=2))
+        click.echo(inert_json(json.dumps(payload, indent=2)))
         ctx.exit(1)
     files = len(spec_files(list(paths), []))
     counts = Counter(spec.kind for spec in specs)
@@ -54,7 +55,7 @@ def validate(
         kinds = {k: counts[k] for k in KINDS}
         body = {"valid": True, "files": files, "documents": len(specs), "kinds": kinds}
         body["warnings"] = [w.to_json() for w in warnings]
-        click.echo(json.dumps(body))
+        click.echo(inert_json(json.dumps(body)))
     else:
         console = TerminalConsole()
         for warning in warnings:
@@ -83,7 +84,8 @@ def _validate_project(project_file: Path | None, fmt: str, strict: bool) -> None
     if problems:
         raise SpecError(problems)
     if fmt == "json":
-        click.echo(json.dumps({"valid": True, "project": str(found), "environments": results}))
+        document = {"valid": True, "project": str(found), "environments": results}
+        click.echo(inert_json(json.dumps(document)))
         return
     for name, count in results.items():
         click.echo(f"{name}: {count} document{'s' if count != 1 else ''} valid")

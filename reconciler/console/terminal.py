@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import click
 
 from reconciler.console import Console, StepSink, error_lines, result_line, shown
-from reconciler.model.values import printable
+from reconciler.model.values import inert_json, printable
 
 if TYPE_CHECKING:
     from reconciler.errors import ReconcileError
@@ -165,7 +165,7 @@ class TerminalConsole(Console):
         if self.drift_format == "json":
             import json
 
-            return json.dumps(report.to_json(), indent=2) + "\n"
+            return inert_json(json.dumps(report.to_json(), indent=2)) + "\n"
         if self.drift_format == "markdown":
             from reconciler.render.drift_markdown import render_drift_markdown
 

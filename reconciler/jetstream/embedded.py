@@ -33,6 +33,8 @@ from reconciler.errors import ConnectError
 
 READY_TIMEOUT = 15.0
 STOP_TIMEOUT = 10.0
+#: The name the embedded server is started with (``-n``), and known by again.
+SERVER_NAME = "reconcile-embedded"
 
 
 def find_binary() -> Path:
@@ -99,13 +101,24 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _is_nats_server(pid: int) -> bool:
+def _is_nats_server(pid: int, port: int) -> bool:
+    """Whether ``pid`` is a nats-server started on ``port`` (its command line names
+    both): a state file naming another process, or another server's pid, is not ours."""
     cmdline = Path(f"/proc/{pid}/cmdline")
-    if not cmdline.exists():  # no /proc (macOS): trust the pid and the port check
+    if not cmdline.exists():  # no /proc (macOS): trust the pid and the greeting's name
         return True
     with contextlib.suppress(OSError):
-        return b"nats-server" in cmdline.read_bytes()
+        line = cmdline.read_bytes()
+        return b"nats-server" in line and str(port).encode() in line.split(b"\0")
     return False
+
+
+def _greets_as_embedded(port: int) -> bool:
+    """Whether the server on ``port`` is named as :meth:`EmbeddedServer._start` names it."""
+    try:
+        return greeting(port, timeout=1.0).get("server_name") == SERVER_NAME
+    except (OSError, ValueError, AttributeError, ConnectError):
+        return False
 
 
 class EmbeddedServer:
@@ -200,13 +213,21 @@ class EmbeddedServer:
 
     @staticmethod
     def _usable(server: RunningServer) -> bool:
-        return _pid_alive(server.pid) and _is_nats_server(server.pid) and _answers(server.port)
+        """Whether the state file names a live embedded server: ``embedded.json`` is a
+        file anyone who can write the store (a checkout's ``.reconcile/``) can forge; a
+        server it names that this tool did not start (a real one on this host) is never
+        taken for the embedded one, applied to without a question, nor stopped."""
+        return (
+            _pid_alive(server.pid)
+            and _is_nats_server(server.pid, server.port)
+            and _greets_as_embedded(server.port)
+        )
 
     def _start(self) -> RunningServer:
         binary = self.binary or find_binary()
         port = self.port or free_port()
         command = [str(binary), "-js", "-sd", str(self.store / "jetstream")]
-        command += ["-a", "127.0.0.1", "-p", str(port), "-n", "reconcile-embedded"]
+        command += ["-a", "127.0.0.1", "-p", str(port), "-n", SERVER_NAME]
         with self.log_file.open("ab") as log:
             self._process = subprocess.Popen(
                 command,
@@ -251,7 +272,7 @@ class EmbeddedServer:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
-        elif server is not None and _pid_alive(server.pid) and _is_nats_server(server.pid):
+        elif server is not None and _pid_alive(server.pid) and self._usable(server):
             _terminate_pid(server.pid)
         self.state_file.unlink(missing_ok=True)
         self._process = None

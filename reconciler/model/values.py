@@ -65,18 +65,31 @@ _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 #: Whitespace then a colon: where a GitHub workflow command (``::error::``) would start.
 _COMMAND_START = re.compile(r"^(\s*):")
+#: What starts a GitHub workflow command in the runner's older form (``##[error]msg``,
+#: ``##[add-mask]``, ``##[stop-commands]``): the runner finds it anywhere in a line.
+LEGACY_COMMAND = "##["
 
 
 def printable(text: str) -> str:
     """``text`` with every character that could move the cursor, clear the screen, open
     a hyperlink (OSC 8), change colours, reorder what follows (bidi overrides) or start
-    a new line written as an escape (``\\x1b``, ``\\u202e``, ``\\n``), and a leading
-    colon as ``\\x3a``: no line can then begin a GitHub workflow command with it.
-    Text without such characters is returned as it is."""
-    if text.isprintable() and not text.lstrip().startswith(":"):
+    a new line written as an escape (``\\x1b``, ``\\u202e``, ``\\n``), a leading
+    colon as ``\\x3a`` and the ``#`` of ``##[`` as ``\\x23``: no line can then hold a
+    GitHub workflow command made of it (``::error::`` at its start, or the runner's older
+    ``##[error]`` anywhere in it). Text without such characters is returned as it is."""
+    if text.isprintable() and not text.lstrip().startswith(":") and LEGACY_COMMAND not in text:
         return text
-    escaped = "".join(_escaped(char) for char in text)
+    escaped = "".join(_escaped(char) for char in text).replace(LEGACY_COMMAND, "#\\x23[")
     return _COMMAND_START.sub(lambda match: match.group(1) + "\\x3a", escaped, count=1)
+
+
+def inert_json(text: str) -> str:
+    """JSON text (as ``json.dumps`` writes it) that no GitHub runner reads a workflow
+    command in when it is printed to a job log: the ``#`` of every ``##[`` (only ever
+    inside a string) written as ``\\u0023``, which every JSON reader reads back as ``#``.
+    (``::`` cannot start a line of it: every line starts with a bracket, a brace, blanks
+    or a quote.)"""
+    return text.replace(LEGACY_COMMAND, "#\\u0023[")
 
 
 def _escaped(char: str) -> str:

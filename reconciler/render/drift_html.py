@@ -18,7 +18,7 @@ from __future__ import annotations
 import html
 import json
 
-from reconciler.model.values import printable
+from reconciler.model.values import inert_json, printable
 from reconciler.planning.drift import STATUSES, DriftReport, ResourceDrift
 from reconciler.render.drift_text import headline
 from reconciler.render.palette import STATUS_COLOURS, STATUS_ORDER
@@ -318,7 +318,7 @@ def byline(report: DriftReport) -> str:
 def embedded_json(report: DriftReport) -> str:
     """The JSON report in a data block; ``<``, ``>``, ``&`` as JSON escapes, so no value
     can close the block or open another script."""
-    text = json.dumps(report.to_json(), sort_keys=True)
+    text = inert_json(json.dumps(report.to_json(), sort_keys=True))
     text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return f'<script type="application/json" id="drift-data">{text}</script>'
 

@@ -301,6 +301,17 @@ class _Files:
         return [index, location.line]
 
 
+def _read_again(value_file: str) -> bytes:
+    """The bytes of a cached entry's ``value_file``, kept as its symlinks resolved when
+    it was validated inside the repository. A symlink made since (the file, or a folder
+    on its way, now pointing out of the repository: a pull request can commit one while
+    the spec files, and so the cache key, stay the same) makes it resolve elsewhere:
+    that is an OSError, a miss, and the normal path judges the path again."""
+    if os.path.realpath(value_file) != value_file:
+        raise OSError(f"{value_file}: resolves elsewhere than when it was validated")
+    return Path(value_file).read_bytes()
+
+
 def _location(raw: Any, files: list[str]) -> Location | None:
     return None if raw is None else Location(str(files[raw[0]]), int(raw[1]))
 
@@ -344,7 +355,7 @@ def _spec(raw: dict[str, Any], files: list[str]) -> Spec:
     config = raw["config"]
     value_file = raw["value_file"]
     if value_file is not None:  # OSError: a miss; the normal path says why
-        config = entry_config(Path(value_file).read_bytes(), bool(config["secret"]))
+        config = entry_config(_read_again(value_file), bool(config["secret"]))
     return Spec.restored(
         {
             "kind": raw["kind"],

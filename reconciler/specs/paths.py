@@ -46,7 +46,10 @@ def _folder(path: Path) -> Path:
 
 def outside_problem(root: Path, named: str, base: Path) -> str | None:
     """Why ``named``, written in a file of folder ``base``, may not be read (None when it
-    may): absolute, out of ``root`` (by ``..`` or a symlink), or through ``.git``."""
+    may): absolute, out of ``root`` (by ``..`` or a symlink), through ``.git``, or
+    holding a NUL byte (no file has one in its name)."""
+    if "\0" in named:
+        return f"{named!r} holds a NUL byte: not a file name"
     if Path(named).is_absolute():
         return f"{named!r} is an absolute path: {_rule(root)}"
     lexical = Path(os.path.normpath(Path(os.path.realpath(base)) / named))

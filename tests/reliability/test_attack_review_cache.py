@@ -1,0 +1,342 @@
+"""Issue 30, attacked again: what is applied is what was reviewed, and caches and files
+cannot smuggle changes in.
+
+Each test is a hole found by trying to break a guarantee as an attacker (or a careless
+user) would, on real ``nats-server`` processes; it failed on the code before its fix.
+Messages are published first and counted after.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_runner import reconcile
+from servers import NatsServer, options, run
+
+from reconciler.jetstream import open_client
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+HOST_SECRET = "root:x:0:0 host secret, never for a server"
+
+
+def publish(server: NatsServer, subject: str, messages: int) -> None:
+    async def go() -> None:
+        async with open_client(options(server)) as client:
+            for i in range(messages):
+                await client.publish(subject, f"m{i}".encode())
+
+    run(go())
+
+
+def count(server: NatsServer, stream: str) -> int:
+    async def go() -> int:
+        async with open_client(options(server)) as client:
+            return int((await client.stream_info(stream))["state"]["messages"])
+
+    return run(go())
+
+
+def stream_names(server: NatsServer) -> list[str]:
+    async def go() -> list[str]:
+        async with open_client(options(server)) as client:
+            return sorted(await client.stream_names())
+
+    return run(go())
+
+
+def kv_value(server: NatsServer, bucket: str, key: str) -> bytes | None:
+    async def go() -> bytes | None:
+        async with open_client(options(server)) as client:
+            found = await client.kv_entry(bucket, key)
+            return None if found is None else bytes(found.value)
+
+    return run(go())
+
+
+# --- caches and files ------------------------------------------------------------------
+
+ENTRY_SPECS = """\
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+---
+kind: KeyValue
+name: CONF
+history: 5
+---
+kind: KeyValueEntry
+bucket: CONF
+key: motd
+value_file: data/motd.txt
+"""
+
+
+def test_a_value_file_made_a_symlink_after_a_cached_run_is_refused_not_read(
+    clean_server: NatsServer, tmp_path: Path, figures: Any
+) -> None:
+    """The spec cache re-reads a ``value_file`` on a hit; the cache key is the spec
+    files' bytes. A pull request that leaves the spec files alone and turns
+    ``data/motd.txt`` (or ``data/``) into a symlink out of the repository hit the cache:
+    the plan printed the host file (base64) and apply wrote it into the bucket. Now the
+    hit is a miss and the path is judged again: FILE:LINE error, nothing applied."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "data").mkdir()
+    (repo / "data" / "motd.txt").write_text("hello\n")
+    (repo / "specs.yaml").write_text(ENTRY_SPECS)
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text(HOST_SECRET)
+    env = {"RECONCILE_SPEC_CACHE": str(tmp_path / "cache"), "RECONCILE_CACHE_KEY": "k" * 40}
+    server = ["--server", clean_server.url]
+    done = reconcile("apply", "specs.yaml", *server, "-y", cwd=repo, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert list((tmp_path / "cache").glob("specs-*.json"))  # the run was cached
+    publish(clean_server, "orders.new", 100)
+    leaked = base64.b64encode(HOST_SECRET.encode()).decode()
+
+    for swap in ("file", "folder"):
+        if swap == "file":
+            (repo / "data" / "motd.txt").unlink()
+            (repo / "data" / "motd.txt").symlink_to(secret)
+        else:
+            (repo / "data" / "motd.txt").unlink()
+            (repo / "data").rmdir()
+            (tmp_path / "motd.txt").symlink_to(secret)
+            (repo / "data").symlink_to(tmp_path)
+        for command in (["plan"], ["apply", "-y"]):
+            ran = reconcile(*command, "specs.yaml", *server, cwd=repo, env=env)
+            said = ran.stdout + ran.stderr
+            assert ran.returncode == 1, (swap, command, said)
+            assert "specs.yaml:12: value_file" in said and "symlink" in said, said
+            assert leaked not in said and HOST_SECRET not in said, said
+            assert "Traceback" not in said
+    assert kv_value(clean_server, "CONF", "motd") == b"hello\n"
+    assert count(clean_server, "ORDERS") == 100
+    figures.add("security_cases", 4)
+    figures.add("messages_checked", 100)
+
+
+NUL_SPECS = """\
+kind: KeyValue
+name: CONF
+---
+kind: KeyValueEntry
+bucket: CONF
+key: nul
+value_file: "motd.txt\\0../../etc/passwd"
+"""
+
+
+def test_a_nul_byte_in_a_named_path_is_an_error_at_its_line_not_a_traceback(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """``value_file: "a\\0b"`` (YAML writes a NUL as ``\\0``) ended in a Python
+    traceback (``embedded null byte``); a project file's path did the same. Now each is
+    one FILE:LINE error and nothing reaches the server."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "motd.txt").write_text("hi")
+    (tmp_path / "specs.yaml").write_text(NUL_SPECS)
+    done = reconcile("apply", "specs.yaml", "--server", clean_server.url, "-y", cwd=tmp_path)
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said
+    assert "specs.yaml:7: value_file" in said and "NUL" in said, said
+    assert "Traceback" not in said
+    assert stream_names(clean_server) == []
+
+    (tmp_path / "reconcile.yaml").write_text(
+        'specs: ["specs.yaml\\0x"]\nenvironments:\n  dev:\n    embedded: true\n'
+    )
+    checked = reconcile("validate", cwd=tmp_path)
+    said = checked.stdout + checked.stderr
+    assert checked.returncode == 1 and "reconcile.yaml:1" in said and "NUL" in said, said
+    assert "Traceback" not in said
+
+
+# --- the embedded server ----------------------------------------------------------------
+
+SPECS = """\
+kind: Stream
+name: PLANTED
+subjects: ["planted.>"]
+"""
+
+
+def test_a_forged_embedded_state_file_never_makes_a_real_server_the_embedded_one(
+    server_factory: Any, tmp_path: Path, figures: Any
+) -> None:
+    """The embedded server needs no ``--yes``. Its state file (``.reconcile/
+    embedded.json``: a pid and a port) is a file in the checkout anyone can commit:
+    naming a real nats-server on this host made an apply without a terminal and without
+    ``--yes`` change that server as "embedded", then SIGTERM it as the last user out.
+    Now a server this tool did not start is never taken for the embedded one: the run
+    starts its own, and the real server keeps its streams, messages and process."""
+    real = server_factory()
+    run(_create_orders(real))
+    publish(real, "orders.x", 100)
+    (tmp_path / "specs.yaml").write_text(SPECS)
+    store = tmp_path / ".reconcile"
+    store.mkdir()
+    (store / "embedded.json").write_text(json.dumps({"pid": real.pid, "port": real.port}))
+    done = reconcile("apply", "specs.yaml", cwd=tmp_path)  # no terminal, no --yes
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said
+    assert f"127.0.0.1:{real.port}" not in said, said  # the run used its own server
+    assert real.running, "the real server was stopped by an embedded run"
+    assert stream_names(real) == ["ORDERS"]
+    assert count(real, "ORDERS") == 100
+    again = reconcile("plan", "specs.yaml", cwd=tmp_path)  # its own server, reused
+    assert again.returncode == 0 and "No changes" in again.stdout, again.stdout + again.stderr
+    figures.add("security_cases", 1)
+    figures.add("messages_checked", 100)
+
+
+async def _create_orders(server: NatsServer) -> None:
+    async with open_client(options(server)) as client:
+        await client.create_stream({"name": "ORDERS", "subjects": ["orders.>"]})
+
+
+# --- GitHub's older workflow commands ----------------------------------------------------
+
+#: Every command the GitHub runner registers (actions/runner ActionCommandManager).
+RUNNER_COMMANDS = (
+    "set-env|set-output|save-state|add-mask|add-path|add-matcher|remove-matcher|debug|"
+    "warning|error|notice|group|endgroup|echo|stop-commands"
+)
+_LEGACY = re.compile(rf"##\[({RUNNER_COMMANDS})[ \]]", re.I)
+
+
+def legacy_commands(log: str) -> list[str]:
+    """The ``##[command]`` lines the runner would act on in ``log`` (its ``TryParse``
+    looks for ``##[`` anywhere in a line), but for those between ``::stop-commands::TOKEN``
+    and ``::TOKEN::``."""
+    found: list[str] = []
+    stopped: str | None = None
+    for raw in re.split(r"\r\n|\r|\n", log):
+        line = raw.lstrip()
+        if stopped is not None:
+            if line == f"::{stopped}::":
+                stopped = None
+            continue
+        if line.startswith("::stop-commands::"):
+            stopped = line.removeprefix("::stop-commands::")
+            continue
+        if _LEGACY.search(raw):
+            found.append(raw)
+    return found
+
+
+HOSTILE_DESCRIPTION = "x ##[error title=pwned]pwned-description ##[add-mask]Plan"
+HOSTILE_NAME = "##[stop-commands]pwned"
+
+
+async def _create_hostile(server: NatsServer) -> None:
+    async with open_client(options(server)) as client:
+        await client.create_stream(
+            {
+                "name": "HOSTILE",
+                "subjects": ["hostile.>"],
+                "description": HOSTILE_DESCRIPTION,
+                "metadata": {"note": "##[set-output name=has-changes;]false"},
+            }
+        )
+        marker = {"io.jetstream-gitops/managed-by": "reconcile"}
+        await client.create_stream(
+            {"name": HOSTILE_NAME, "subjects": ["evil.>"], "metadata": marker}
+        )
+
+
+HOSTILE_SPECS = """\
+kind: Stream
+name: HOSTILE
+subjects: ["hostile.>"]
+description: reviewed
+"""
+
+
+def test_the_runners_older_workflow_commands_from_the_server_are_inert_in_every_output(
+    clean_server: NatsServer, tmp_path: Path, figures: Any
+) -> None:
+    """The GitHub runner also reads ``##[command]data`` (its legacy form) anywhere in a
+    log line: a stream description ``##[error]...`` made an annotation, ``##[add-mask]``
+    hid words of every later line, a stream named ``##[stop-commands]...`` stopped the
+    Action's own annotations. Plans, drift reports (every format) and the Action's log
+    printed them as they were; now none is a command, and the JSON still reads back the
+    server's exact text."""
+    run(_create_hostile(clean_server))
+    publish(clean_server, "hostile.x", 10)
+    (tmp_path / "specs.yaml").write_text(HOSTILE_SPECS)
+    server = ["--server", clean_server.url]
+    outputs = []
+    for fmt in ("text", "markdown", "json"):
+        done = reconcile("plan", "specs.yaml", *server, "--prune", "--format", fmt, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout + done.stderr)
+        if fmt == "json":
+            [change] = [c for c in json.loads(done.stdout)["changes"] if c["name"] == "HOSTILE"]
+            described = [f["before"] for f in change["fields"] if f["path"] == "description"]
+            assert described == [HOSTILE_DESCRIPTION]
+    for fmt in ("text", "markdown", "json", "html"):
+        done = reconcile("drift", "specs.yaml", *server, "--format", fmt, cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        outputs.append(done.stdout + done.stderr)
+    step = action_step(tmp_path, clean_server)
+    assert step.returncode == 0, step.stdout + step.stderr
+    outputs.append(step.stdout + step.stderr)
+    for said in outputs:
+        assert "pwned" in said  # shown ...
+        assert legacy_commands(said) == [], said  # ... as text
+    assert count(clean_server, "HOSTILE") == 10
+    figures.add("outputs_grepped", len(outputs))
+    figures.add("messages_checked", 10)
+
+
+def test_the_actions_log_wraps_a_legacy_command_too() -> None:
+    """Whatever reaches the Action's log: a line holding ``##[`` anywhere is written
+    inside a ``::stop-commands::`` block, as a line starting with ``::`` was."""
+    import io
+
+    from action.runner import Runner
+
+    out = io.StringIO()
+    Runner(env={}, stdout=out).log("plan for x ##[add-mask]Plan\n  y ##[error]pwned-log")
+    assert "pwned-log" in out.getvalue()
+    assert legacy_commands(out.getvalue()) == [], out.getvalue()
+
+
+def action_step(root: Path, server: NatsServer) -> subprocess.CompletedProcess[str]:
+    """``python -m action`` in mode plan, as the GitHub runner starts it."""
+    runner = root / "runner"
+    runner.mkdir(exist_ok=True)
+    env: dict[str, Any] = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(root),
+        "PYTHONPATH": str(REPO),
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_WORKSPACE": str(root),
+        "GITHUB_OUTPUT": str(runner / "output"),
+        "GITHUB_STEP_SUMMARY": str(runner / "summary.md"),
+        "RUNNER_TEMP": str(runner),
+        "INPUT_PATH": "specs.yaml",
+        "INPUT_SERVER": server.url,
+        "INPUT_MODE": "plan",
+        "INPUT_PRUNE": "true",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "action"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
