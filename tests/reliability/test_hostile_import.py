@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 from cli_runner import reconcile
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from reconciler.specs import hcl, terraform
 
@@ -349,3 +351,64 @@ def test_the_block_cutter_steps_over_strings_comments_and_heredocs() -> None:
     assert [first for first, _ in pieces] == [1, 9, 10]
     assert "".join(piece for _, piece in pieces) == text
     assert hcl.blocks('resource "a" "b" {\n  x = "}\n') == [(1, 'resource "a" "b" {\n  x = "}\n')]
+
+
+# Pieces of valid HCL whose braces, quotes and newlines a naive cutter would misread.
+_TRICKY_VALUES = st.sampled_from(
+    [
+        '"plain"',
+        '"a } brace"',
+        '"a { brace"',
+        '"${jetstream_stream.S.id} and }"',
+        '"%{ if true }yes%{ endif }"',
+        '"$${literal} }"',
+        '"escaped \\" quote }"',
+        "[1, (2), [3]]",
+        '{ a = "}", b = [1] }',
+        "60 * 60",
+        '<<EOT\n} not a brace\n  "not a quote\nEOT',
+        "<<-EOT\n    indented }\n    EOT",
+    ]
+)
+_TRICKY_COMMENTS = st.sampled_from(["", "# } a comment\n", "// { another\n", "/* }\n { */\n"])
+
+
+@st.composite
+def tricky_tf(draw: st.DrawFn) -> tuple[str, int]:
+    """A .tf text of valid HCL and how many top-level blocks it has."""
+    parts = []
+    count = draw(st.integers(1, 5))
+    for index in range(count):
+        values = draw(st.lists(_TRICKY_VALUES, min_size=1, max_size=4))
+        body = "".join(f"  a{n} = {value}\n" for n, value in enumerate(values))
+        kind = draw(st.sampled_from(["resource", "locals", "variable"]))
+        header = {"resource": f'resource "t" "r{index}"', "locals": "locals"}.get(
+            kind, f'variable "v{index}"'
+        )
+        nested = "  inner {\n    b = 1\n  }\n" if draw(st.booleans()) else ""
+        blank = draw(st.sampled_from(["", "\n", "\n\n"]))
+        parts.append(f"{draw(_TRICKY_COMMENTS)}{header} {{\n{body}{nested}}}\n{blank}")
+    return "".join(parts), count
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(tf=tricky_tf())
+def test_parsing_block_by_block_reads_what_parsing_the_whole_file_reads(
+    tf: tuple[str, int],
+) -> None:
+    """The cutter cuts after each block and never inside a string, template, comment or
+    heredoc: the pieces join back to the file and, parsed one by one, hold exactly what
+    the whole file does."""
+    import hcl2
+
+    text, count = tf
+    pieces = hcl.blocks(text)
+    assert "".join(piece for _, piece in pieces) == text
+    assert len(pieces) in (count, count + 1), pieces  # + the blank lines after the last
+    options = hcl2.SerializationOptions(with_comments=False, strip_string_quotes=True)
+    whole = hcl2.loads(text, serialization_options=options)
+    merged: dict[str, list[Any]] = {}
+    for first, piece in pieces:
+        for key, value in hcl.parse(piece, first, "main.tf").items():
+            merged.setdefault(key, []).extend(value)
+    assert merged == whole
