@@ -48,6 +48,8 @@ from reconciler.specs.spec import KINDS, Spec, entry_config
 CACHE_ENV = "RECONCILE_SPEC_CACHE"
 #: The cache's key, for CI (from a secret); else the key file :func:`key_file` names.
 KEY_ENV = "RECONCILE_CACHE_KEY"
+#: The fewest characters a key has (the key file's: 64 random hex digits).
+KEY_LENGTH = 32
 #: 4: values read from files (and runs with inline secret values) are no longer kept.
 #: 5: entries are authenticated (an HMAC, not a plain SHA-256 anyone can recompute).
 FORMAT = 5
@@ -127,10 +129,12 @@ def cache_secret(folder: Path) -> bytes | None:
     does not get); else the per-user :func:`key_file`, made on first use (32 random
     bytes, mode 0600). A key file inside the cache folder is never used (a restored
     cache would bring its own key), nor one that others may read or write, or that
-    another user owns."""
-    given = os.environ.get(KEY_ENV, "")
+    another user owns. A key shorter than :data:`KEY_LENGTH` (blanks around it do not
+    count) is no key: whoever restores the folder holds entries and their MACs, and
+    could try short keys offline until one fits, then forge entries under it."""
+    given = os.environ.get(KEY_ENV, "").strip()
     if given:
-        return given.encode()
+        return given.encode() if len(given) >= KEY_LENGTH else None
     path = key_file()
     try:
         if _inside(path, folder):
@@ -156,7 +160,7 @@ def _read_key(path: Path) -> bytes | None:
         if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or not private:
             raise OSError(f"{path}: not a private key file of this user")
         key = file.read(4096).strip()
-    if len(key) < 32:
+    if len(key) < KEY_LENGTH:
         raise OSError(f"{path}: too short to be a key")
     return key
 

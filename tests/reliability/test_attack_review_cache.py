@@ -126,6 +126,52 @@ def test_a_value_file_made_a_symlink_after_a_cached_run_is_refused_not_read(
     figures.add("messages_checked", 100)
 
 
+CACHED_SPECS = """\
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+"""
+
+
+@pytest.mark.parametrize("weak", ["k", " " * 40], ids=["one-letter", "blanks"])
+def test_a_short_or_blank_cache_key_is_no_key(
+    clean_server: NatsServer, tmp_path: Path, weak: str, figures: Any
+) -> None:
+    """``RECONCILE_CACHE_KEY=k`` (or forty blanks) was taken as the key: whoever restores
+    the folder has the entries and their MACs and finds such a key offline, then seals
+    an entry of their own under it. Now a key under 32 characters (blanks not counted)
+    authenticates nothing: the forged entry, sealing ORDERS, is never used."""
+    from reconciler.specs.cache import seal
+
+    (tmp_path / "specs.yaml").write_text(CACHED_SPECS)
+    cache = tmp_path / "cache"
+    server = ["--server", clean_server.url]
+    strong = {"RECONCILE_SPEC_CACHE": str(cache), "RECONCILE_CACHE_KEY": "s" * 64}
+    done = reconcile("apply", "specs.yaml", *server, "-y", cwd=tmp_path, env=strong)
+    assert done.returncode == 0, done.stdout + done.stderr
+    publish(clean_server, "orders.x", 100)
+    [entry] = cache.glob("specs-*.json")  # the attacker's template: name and shape
+    head, _, body = entry.read_bytes().partition(b"\n")
+    header, data = json.loads(head), json.loads(body)
+    [orders] = data["specs"]
+    orders["config"] = {**orders["config"], "sealed": True}
+    forged = json.dumps(data).encode()
+    header["mac"] = seal(weak.encode(), header["key"], forged)
+    entry.write_bytes(json.dumps(header).encode() + b"\n" + forged)
+
+    env = {"RECONCILE_SPEC_CACHE": str(cache), "RECONCILE_CACHE_KEY": weak}
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+    plan = reconcile("plan", "specs.yaml", *server, "--format", "json", cwd=tmp_path, env=env)
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["changes"] == [], plan.stdout
+    applied = reconcile("apply", "specs.yaml", *server, "-y", cwd=tmp_path, env=env)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    publish(clean_server, "orders.y", 5)  # still takes writes: not sealed
+    assert count(clean_server, "ORDERS") == 105
+    figures.add("security_cases", 1)
+    figures.add("messages_checked", 105)
+
+
 NUL_SPECS = """\
 kind: KeyValue
 name: CONF
