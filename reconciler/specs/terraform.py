@@ -317,7 +317,7 @@ def _value(raw: Any, streams: Mapping[str, Resource]) -> tuple[Any, str | None]:
         return raw, None
     match = _EXPRESSION.match(raw)
     if match is None:
-        return raw, None
+        return _text(raw)
     expression = match.group(1).strip()
     number = _arithmetic(expression)
     if number is not None:
@@ -328,6 +328,31 @@ def _value(raw: Any, streams: Mapping[str, Resource]) -> tuple[Any, str | None]:
         if isinstance(target, str) and not _EXPRESSION.match(target):
             return (STREAM_ID_PREFIX + target if reference.group(2) == "id" else target), None
     return None, expression
+
+
+_HEREDOC = re.compile(
+    r"<<(-?)([A-Za-z_][A-Za-z0-9_-]*)\r?\n(?:(.*?)\r?\n)?[ \t]*\2[ \t]*", re.DOTALL
+)
+_TEMPLATE = re.compile(r"(?<!\$)\$\{|(?<!%)%\{")
+
+
+def _text(raw: str) -> tuple[str | None, str | None]:
+    """(the value of a string, None), or (None, the text) when it interpolates
+    (``"team-${var.x}"``) or holds a directive (``%{ if ... }``): a value that cannot be
+    known. python-hcl2 keeps a heredoc's markers and the escapes ``$${`` and ``%%{``;
+    they are undone as Terraform does (a heredoc's lines end in a newline; ``<<-`` takes
+    the shortest indentation off every line)."""
+    heredoc = _HEREDOC.fullmatch(raw)
+    if heredoc is not None:
+        body = heredoc.group(3)
+        lines = [] if body is None else body.split("\n")
+        if heredoc.group(1):
+            margins = [len(line) - len(line.lstrip(" \t")) for line in lines if line.strip()]
+            lines = [line[min(margins, default=0) :] for line in lines]
+        raw = "".join(line + "\n" for line in lines)
+    if _TEMPLATE.search(raw):
+        return None, raw
+    return raw.replace("$${", "${").replace("%%{", "%{"), None
 
 
 # --- mapping ------------------------------------------------------------------------------

@@ -210,3 +210,34 @@ def test_a_bad_value_is_reported_at_the_terraform_line(tmp_path: Path) -> None:
     done = reconcile("import", "--from", "terraform", str(source), "--out", "specs", cwd=tmp_path)
     assert done.returncode == 1
     assert f"{source}:4: retention:" in done.stderr, done.stderr
+
+
+def test_interpolations_stop_the_import_and_heredocs_and_escapes_read_as_terraform_reads_them(
+    tmp_path: Path,
+) -> None:
+    """``"orders.${var.region}"`` was imported as that text, a heredoc with its ``<<EOT``
+    markers and ``$${`` with both dollars: values Terraform never sends."""
+    source = tmp_path / "main.tf"
+    source.write_text(
+        'resource "jetstream_stream" "S" {\n'
+        '  name        = "S"\n'
+        '  subjects    = ["orders.${var.region}"]\n'
+        "  description = <<-EOT\n"
+        "    Orders, by region.\n"
+        "      Kept a year.\n"
+        "    EOT\n"
+        '  metadata    = { template = "cost $${x}" }\n'
+        "}\n"
+    )
+    done = reconcile("import", "--from", "terraform", "main.tf", "--out", "specs", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(
+        "main.tf:3: subjects: jetstream_stream.S.subjects: the expression "
+        "'orders.${var.region}' is not resolved"
+    ), done.stderr
+    source.write_text(source.read_text().replace("${var.region}", "eu"))
+    done = reconcile("import", "--from", "terraform", "main.tf", "--out", "specs", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    written = (tmp_path / "specs" / "stream-S.yaml").read_text()
+    assert 'description: "Orders, by region.\\n  Kept a year.\\n"' in written, written
+    assert "template: cost ${x}" in written, written
