@@ -218,7 +218,7 @@ STREAM_AND_CONSUMER = """# group {i}: a stream and its consumer
 resource "jetstream_stream" "S{i}" {{
   name        = "S{i}"
   subjects    = ["s{i}.>"]
-  description = "braces {{ in strings }} and a ${{template}}"
+  description = "braces {{ in strings }} and an escaped $${{template}}"
   max_age     = 60 * 60 * 24
 }}
 
