@@ -128,8 +128,11 @@ class TerminalConsole(Console):
         if self.fmt == "json":
             return
         if self.fmt == "markdown":
-            click.echo(f"## {title}\n")
+            from reconciler.render.markdown import cell
+
+            click.echo(f"## {cell(title)}\n")  # a server's URL from a variable: escaped
             return
+        title = printable(title)
         click.echo(click.style(f"== {title}", bold=True) if colour() else f"== {title}")
 
     async def confirm(self, plan: Plan) -> bool:

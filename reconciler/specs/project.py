@@ -92,6 +92,10 @@ class Environment:
                     message = f"environment variable {value.var} is not set (or empty)"
                     problems.append(Problem(value.where, value.field, message))
                     continue
+                if key == "servers" and any(_netloc(u) is None for u in found.split(",")):
+                    message = f"environment variable {value.var}: {NOT_A_URL}"
+                    problems.append(Problem(value.where, value.field, message))
+                    continue
                 values[_CONNECTION_FIELDS[key]] = found
             else:
                 values[_CONNECTION_FIELDS[key]] = value
@@ -257,11 +261,31 @@ def _no_secret_echo(problem: Problem) -> Problem:
     return Problem(problem.location, problem.path, message)
 
 
-def _url_problem(servers: str, field_path: str, where: Location) -> Problem | None:
-    """A problem when a server URL carries credentials (they belong in user/password)."""
-    for url in servers.split(","):
-        rest = url.strip().partition("://")[2] or url.strip()
+#: What an unreadable server URL is told (never quoted: it may come from a variable).
+NOT_A_URL = "not a valid server URL (nats://HOST:PORT)"
+
+
+def _netloc(url: str) -> str | None:
+    """The host part of one server URL (``""`` for an empty one); None when it is no
+    URL: unreadable (``nats://x[2J``: urllib's "Invalid IPv6 URL"), without a host, or
+    holding a control character, which every output naming the server would print."""
+    rest = url.strip().partition("://")[2] or url.strip()
+    try:
         netloc = urllib.parse.urlsplit(f"nats://{rest}").netloc
+    except ValueError:
+        return None
+    if url.strip() and (not netloc or not url.isprintable()):
+        return None
+    return netloc
+
+
+def _url_problem(servers: str, field_path: str, where: Location) -> Problem | None:
+    """A problem when a server URL carries credentials (they belong in user/password),
+    or is no URL at all (:func:`_netloc`)."""
+    for url in servers.split(","):
+        netloc = _netloc(url)
+        if netloc is None:
+            return Problem(where, field_path, NOT_A_URL)
         if "@" in netloc:
             message = (
                 "a server URL carries credentials; the project file holds no secrets: "

@@ -208,6 +208,50 @@ def test_a_nul_byte_in_a_named_path_is_an_error_at_its_line_not_a_traceback(
     assert "Traceback" not in said
 
 
+PROJECT = """\
+specs: ["specs.yaml"]
+environments:
+  dev:
+    servers: {env: DEV_URL}
+"""
+
+
+def test_a_server_url_with_control_characters_is_refused_and_headings_are_escaped(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A project's server URL (written in the file, or read from a variable) holding ESC,
+    a bidi override or a line break reached ``plan --all-envs`` as it was: its heading
+    and summary printed a raw ``\\n::error::`` (a workflow command) and ESC; a ``[`` in
+    one ended in a traceback (urllib's "Invalid IPv6 URL"). Now each is a FILE:LINE
+    error naming the field (never the value), and a URL that is one (but holds Markdown)
+    is escaped in the Markdown heading."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "specs.yaml").write_text(CACHED_SPECS)
+    hostile = "nats://x\x1b[2J\u202e\n::error::pwned-url:1"
+    for written in ("nats://x\\e[2J:1", "nats://x\\e\\u202e\\n::error::pwned:1"):
+        (tmp_path / "reconcile.yaml").write_text(PROJECT.replace("{env: DEV_URL}", f'"{written}"'))
+        for command in (["validate"], ["envs"], ["plan", "--all-envs"]):
+            done = reconcile(*command, cwd=tmp_path)
+            said = done.stdout + done.stderr
+            assert done.returncode == 1, (command, said)
+            assert "reconcile.yaml:4: environments.dev.servers: not a valid server URL" in said
+            assert "Traceback" not in said and "\x1b" not in said, said
+
+    (tmp_path / "reconcile.yaml").write_text(PROJECT)
+    done = reconcile("plan", "--all-envs", cwd=tmp_path, env={"DEV_URL": hostile})
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said
+    assert "reconcile.yaml:4: environments.dev.servers: environment variable DEV_URL" in said
+    assert "pwned-url" not in said and "\x1b" not in said, said
+
+    markup = f"{clean_server.url},nats://x<img src=x>:1"
+    done = reconcile("plan", "--all-envs", "--format", "markdown", cwd=tmp_path,
+                     env={"DEV_URL": markup})  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "<img" not in done.stdout and "&lt;img src=x&gt;" in done.stdout, done.stdout
+    assert stream_names(clean_server) == []  # plans only
+
+
 # --- the embedded server ----------------------------------------------------------------
 
 SPECS = """\
