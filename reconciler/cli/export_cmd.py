@@ -107,7 +107,7 @@ def export(
         needs_paths=False,
     )
     live = asyncio.run(run.fetch_live(target.options, on_notice=notice))
-    files = export_state(live, owner=None if all_owners else target.owner)
+    files = export_state(live, owner=None if all_owners else target.owner, on_skip=notice)
     return write_files(files, out, command="export")
 
 

@@ -38,6 +38,14 @@ migrate_option = click.option(
     "sealed or deny_delete back to false, ...) by migrating the messages to the new stream "
     "instead of replacing it: nothing is lost (docs/migrate.md).",
 )
+migration_option = click.option(
+    "--migration",
+    type=click.Choice(["resume", "rollback", "continue"]),
+    default=None,
+    help="An interrupted migration whose specs changed since it stopped (with --migrate): "
+    "resume (finish to its recorded target), rollback (back to the old config, every "
+    "message kept) or continue (on to the declared config). docs/migrate.md.",
+)
 
 
 def _console(fmt: str) -> TerminalConsole:
@@ -49,6 +57,7 @@ def _console(fmt: str) -> TerminalConsole:
 @paths_argument
 @click.option("--prune", is_flag=True, help="Plan deletes of managed resources no spec declares.")
 @migrate_option
+@migration_option
 @owner_option
 @take_over_option
 @strict_option
@@ -70,6 +79,7 @@ def plan(
     paths: tuple[Path, ...],
     prune: bool,
     migrate: bool,
+    migration: str | None,
     owner: str,
     take_over: bool,
     strict: bool,
@@ -107,6 +117,7 @@ def plan(
         target,
         prune=prune,
         migrate=migrate,
+        migration=migration,
         ownership=Ownership(target.owner, take_over),
         strict=strict,
     )
@@ -199,6 +210,7 @@ def _plan_and_show(
     strict: bool,
     migrate: bool = False,
     show: bool = True,
+    migration: str | None = None,
 ) -> Plan:
     """Validate, plan (reads only) and show the plan: `plan` and `apply --dry-run`."""
     from reconciler.execution import run
@@ -213,6 +225,7 @@ def _plan_and_show(
             on_notice=console.notice,
             overlays=target.overlays,
             migrate=migrate,
+            migration=migration,
         )
     )
     if show:
@@ -225,6 +238,7 @@ def _plan_and_show(
 @click.option("--dry-run", is_flag=True, help="Plan only; the same as `reconcile plan`.")
 @click.option("--prune", is_flag=True, help="Delete managed resources no spec declares.")
 @migrate_option
+@migration_option
 @owner_option
 @take_over_option
 @strict_option
@@ -278,6 +292,7 @@ def apply(
     dry_run: bool,
     prune: bool,
     migrate: bool,
+    migration: str | None,
     owner: str,
     take_over: bool,
     strict: bool,
@@ -321,6 +336,7 @@ def apply(
                 allow_replace=allow_replace,
                 allow_data_loss=allow_data_loss,
                 migrate=migrate,
+                migration=migration,
                 dry_run=False,
                 concurrency=concurrency,
                 on_notice=console.notice,
@@ -335,7 +351,13 @@ def apply(
 
     if dry_run:
         the_plan = _plan_and_show(
-            console, target, prune=prune, migrate=migrate, ownership=ownership, strict=strict
+            console,
+            target,
+            prune=prune,
+            migrate=migrate,
+            migration=migration,
+            ownership=ownership,
+            strict=strict,
         )
         return 2 if detailed_exitcode and the_plan.has_changes else 0
     result = asyncio.run(go())

@@ -108,7 +108,15 @@ def refused_steps(plan: Plan, *, allow_replace: bool, allow_data_loss: bool) -> 
 
 
 def check_allowed(plan: Plan, *, allow_replace: bool, allow_data_loss: bool = False) -> None:
-    """Refuse the whole plan when it destroys data and that was not allowed."""
+    """Refuse the whole plan when it destroys data and that was not allowed, or when it
+    holds a migration it may not act on (no flag allows that)."""
+    blocked = [s for s in plan.steps if isinstance(s, Migrate) and s.blocked]
+    if blocked:
+        lines = [f"  {describe(s)}: {s.blocked}" for s in blocked]
+        raise RefusedPlan(
+            f"refusing to apply: {len(blocked)} migration(s) cannot be acted on; nothing was "
+            "changed.\n" + "\n".join(lines)
+        )
     refused = refused_steps(plan, allow_replace=allow_replace, allow_data_loss=allow_data_loss)
     if not refused:
         return

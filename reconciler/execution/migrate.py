@@ -18,15 +18,23 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
-from reconciler.errors import MigrationStalled, NotFound, RequestTimeout, ServerError
+from reconciler.errors import (
+    MigrationStalled,
+    NotFound,
+    RefusedPlan,
+    RequestTimeout,
+    ServerError,
+)
 from reconciler.execution.recreate import create_afresh
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.migration import (
     FILLING_KEY,
     NOTHING,
     SOURCE_HEADER,
+    SUBJECT_FIELDS,
     Progress,
     Record,
     at_position,
@@ -34,7 +42,9 @@ from reconciler.model.migration import (
     can_mirror,
     consumer_copy,
     filling_config,
+    finished,
     is_durable,
+    is_filling,
     new_sequence,
     placeholder,
     remembered,
@@ -45,6 +55,7 @@ from reconciler.model.migration import (
     temp_config,
     temp_name,
 )
+from reconciler.model.normalize import owner_of
 
 PhaseHook = Callable[[str], Awaitable[None]]
 #: How often a handover looks at the copy (publishes are refused meanwhile).
@@ -73,8 +84,12 @@ async def migrate(
     on_phase: PhaseHook | None = None,
     stall_seconds: float = STALL_SECONDS,
 ) -> Progress:
-    """Move ``stream`` to the wire config ``target`` keeping its messages; or finish the
-    interrupted migration of ``stream`` (its own target then wins)."""
+    """Move ``stream`` to the wire config ``target`` keeping its messages.
+
+    When ``stream`` has an interrupted migration (the planner checked its record and the
+    person's consent), ``target`` says where it goes: its recorded target (resume), the
+    old stream's config (rollback: back to where it started, every message kept), or
+    another config (continue: the migration goes on to the config declared now)."""
     run = _Migration(client, stream, on_phase or _nothing, stall_seconds)
     return await run.go(target)
 
@@ -117,6 +132,11 @@ class _Migration:
         record = await self._record()
         if record is None:
             record = await self._start(target)
+        elif dict(target) != dict(record.target):
+            if dict(target) == dict(record.origin):
+                record = await self._rollback(record)
+            else:
+                record = await self._retarget(record, target)
         phases = {
             "copy": self._copy,
             "handover": self._handover,
@@ -141,13 +161,20 @@ class _Migration:
 
     async def _advance(self, record: Record, phase: str) -> Record:
         """Write the next phase to the temporary stream (its config otherwise unchanged)."""
+        record = await self._write(record.at(phase))
+        await self.hook(phase)
+        return record
+
+    async def _write(self, record: Record) -> Record:
+        """Write ``record`` to the temporary stream, bound to the temporary stream's own
+        ``created`` (a fact the server sets)."""
         info = await self._info(self.temp)
         assert info is not None
+        record = replace(record, temp_created=info.get("created") or record.temp_created)
         config = dict(info["config"])
-        config["metadata"] = {**(config.get("metadata") or {}), **record.at(phase).metadata()}
+        config["metadata"] = {**(config.get("metadata") or {}), **record.metadata()}
         await self.client.update_stream(config)
-        await self.hook(phase)
-        return record.at(phase)
+        return record
 
     async def _start(self, target: Mapping[str, Any]) -> Record:
         info = await self.client.stream_info(self.stream)
@@ -157,21 +184,77 @@ class _Migration:
             stream=self.stream,
             phase="copy",
             target=dict(target),
-            subjects={
-                key: live.get(key)
-                for key in ("subjects", "subject_transform", "republish", "duplicate_window")
-            },
+            subjects={key: live.get(key) for key in SUBJECT_FIELDS},
             first_seq=int(state.get("first_seq") or 1),
             keep_positions=can_keep_positions(server),
             mirrors=can_mirror(server),
+            owner=owner_of(target),
+            origin=_without_server_metadata(live),
+            created=info.get("created"),
         )
         await self.client.create_stream(temp_config(live, record))
         await self.hook("copy")
         return record
 
+    # -- another way out: rollback, or on to another target ----------------------------
+    async def _rollback(self, record: Record) -> Record | None:
+        """Back to the old stream's config, every message kept. Before the temporary
+        stream takes the publishes (``copy``, ``handover``) the old stream holds every
+        message: it gets its subjects back and the temporary stream goes. From then on
+        the temporary stream holds them all: the migration goes on, to the old config."""
+        if record.phase not in ("copy", "handover"):
+            return await self._retarget(record, record.origin)
+        old, temp = await self._info(self.stream), await self._info(self.temp)
+        if old is None or is_filling(old["config"], self.stream):
+            raise self._refused(record, f"stream {self.stream} is not the old stream any more")
+        if temp is not None and _takes_publishes(temp["config"], self.temp):
+            raise self._refused(record, f"{self.temp} takes publishes")
+        config = dict(old["config"])
+        if config.get("subjects") == [placeholder(self.stream)]:
+            for key in SUBJECT_FIELDS:
+                config.pop(key, None)
+            config.update({k: v for k, v in record.subjects.items() if v not in (None, [], {})})
+            await self.client.update_stream(config)
+        await self.client.delete_stream(self.temp)
+        await self.hook("rolled back")
+        return None
+
+    async def _retarget(self, record: Record, target: Mapping[str, Any]) -> Record:
+        """The interrupted migration goes on to ``target``. Until the new stream is made,
+        only the record changes; a new stream still being filled (a copy of the
+        temporary stream, which holds every message) is made again for ``target``: its
+        consumers are remembered again on the temporary stream, the temporary stream
+        takes the publishes again, the new stream is deleted and the migration goes on
+        from ``serving``."""
+        info = await self._info(self.stream)
+        live = None if info is None else info["config"]
+        moved = replace(record, target=dict(target))
+        if finished(record, live):
+            raise self._refused(record, "it has finished but for deleting its temporary stream")
+        if live is not None and not is_filling(live, self.stream):
+            if record.phase not in ("copy", "handover", "serving"):
+                raise self._refused(record, f"stream {self.stream} is not its new stream")
+            return await self._write(moved)
+        if live is not None:
+            temp = await self._info(self.temp)
+            assert temp is not None
+            if not _takes_publishes(temp["config"], self.temp):
+                await self.client.update_stream(serving_config(temp["config"], record))
+            await self._remember_consumers(record, from_new=True)
+            await self.client.delete_stream(self.stream)
+        return await self._write(replace(moved, phase="serving", stream_created=None))
+
+    def _refused(self, record: Record, why: str) -> RefusedPlan:
+        return RefusedPlan(
+            f"the migration of stream {self.stream} (phase {record.phase}) cannot go another "
+            f"way: {why}; nothing was changed. `reconcile apply --migrate --migration resume` "
+            "finishes it"
+        )
+
     # -- phases ----------------------------------------------------------------------
     async def _copy(self, record: Record) -> Record:
         """Bulk copy while the old stream still takes publishes."""
+        await self._check_copies(self.temp, self.stream)
         await self._wait(self.temp, self.stream, fast=False)
         return await self._advance(record, "handover")
 
@@ -180,6 +263,7 @@ class _Migration:
         info = await self._info(self.stream)
         started = time.monotonic()
         if info is not None and FILLING_KEY not in (info["config"].get("metadata") or {}):
+            await self._check_copies(self.temp, self.stream)
             if info["config"].get("subjects") != [placeholder(self.stream)]:
                 await self.client.update_stream(retired_config(info["config"]))
                 started = time.monotonic()
@@ -199,12 +283,16 @@ class _Migration:
         if info is not None and FILLING_KEY not in (info["config"].get("metadata") or {}):
             await self._remember_consumers(record)
             await self.hook("remembered")
+            await self._check_holds(record, info)
             await self.client.delete_stream(self.stream)
             await self.hook("deleted")
             info = None
         if info is None:
             await create_afresh(self.client, filling_config(record, copying=False))
             await self.hook("created")
+            info = await self._info(self.stream)
+        made = (info or {}).get("created")
+        record = replace(record, stream_created=made or record.stream_created)
         await self._restore_consumers(record, late=False)
         await self.hook("restored")
         return await self._advance(record, "refill")
@@ -242,10 +330,11 @@ class _Migration:
         await self.hook("done")
 
     # -- consumers -------------------------------------------------------------------
-    async def _remember_consumers(self, record: Record) -> None:
-        """A copy on the temporary stream of every durable consumer of the old stream:
-        its config, and where it is (its ack floor's next message, in the temporary
-        stream's sequences: unacknowledged messages are delivered again)."""
+    async def _remember_consumers(self, record: Record, *, from_new: bool = False) -> None:
+        """A copy on the temporary stream of every durable consumer of the old stream
+        (``from_new``: of the new stream, made again for another target): its config,
+        and where it is (its ack floor's next message, in the temporary stream's
+        sequences: unacknowledged messages are delivered again)."""
         for consumer in await self.client.list_consumers(self.stream):
             config = dict(consumer["config"])
             if not is_durable(config):
@@ -261,8 +350,15 @@ class _Migration:
                 if metadata
                 else {k: v for k, v in config.items() if k != "metadata"}
             )
+            if restore.get("pause_until") == HELD_UNTIL:
+                del restore["pause_until"]  # held by a restore that had not finished
             floor = stream_seq(consumer, "ack_floor")
-            start = floor + 1 if record.mirrors else await self._temp_position(floor + 1)
+            if record.mirrors:
+                start = floor + 1
+            elif from_new:  # the inverse of new_sequence
+                start = floor + 2 - max(record.first_seq, 1)
+            else:
+                start = await self._temp_position(floor + 1)
             try:
                 await self.client.create_consumer(
                     self.temp, consumer_copy(name, restore, start), action="create"
@@ -319,6 +415,54 @@ class _Migration:
                 high = middle
         return low
 
+    # -- what must be true before a step that cannot be undone -------------------------
+    async def _check_copies(self, stream: str, origin: str) -> None:
+        """Refuse to go on unless ``stream`` copies ``origin`` (a temporary stream that
+        someone else made may copy nothing: the old stream must not be retired then)."""
+        config = (await self._info(stream) or {}).get("config") or {}
+        copies = [config.get("mirror"), *(config.get("sources") or [])]
+        if not any(c and c.get("name") == origin for c in copies):
+            raise RefusedPlan(
+                f"migrating {self.stream}: {stream} does not copy {origin}, so it is not this "
+                "migration's copy; nothing was deleted"
+            )
+
+    async def _check_holds(self, record: Record, old: Mapping[str, Any]) -> None:
+        """Refuse to delete the old stream unless the temporary stream holds every one of
+        its messages: as many, and the old stream's last message among them (with
+        mirrors at its very sequence and time)."""
+        state = old.get("state") or {}
+        count = int(state.get("messages") or 0)
+        if count == 0:
+            return
+        temp = await self._info(self.temp) or {}
+        try:
+            last = await self.client.stored_message(self.stream, {"last_by_subj": ">"})
+        except ServerError:
+            last = await self.client.stored_message(self.stream, {"seq": state.get("last_seq")})
+        held = int((temp.get("state") or {}).get("messages") or 0) >= count
+        if held and last is not None:
+            held = await self._has_copy(record, last)
+        if not held:
+            raise RefusedPlan(
+                f"refusing to delete stream {self.stream}: {self.temp} does not hold its "
+                f"{count} messages; nothing was deleted"
+            )
+
+    async def _has_copy(self, record: Record, last: Mapping[str, Any]) -> bool:
+        """Whether the temporary stream holds a copy of the old stream's ``last`` message."""
+        seq = int(last["seq"])
+        mirror = record.mirrors
+        where = seq if mirror else await self._temp_position(seq)
+        copy = await self.client.stored_message(self.temp, {"seq": where})
+        if copy is None or copy.get("subject") != last.get("subject"):
+            return False
+        if copy.get("data") != last.get("data"):
+            return False
+        if mirror:
+            return bool(copy.get("time") == last.get("time"))
+        return _source_seq(copy.get("headers") or {}) == seq
+
     # -- waiting for a copy ----------------------------------------------------------
     async def _last_stored(self, origin: str) -> int:
         """The sequence of the last message ``origin`` holds (0: none)."""
@@ -367,6 +511,25 @@ class _Migration:
                     "resumes the migration"
                 )
             await asyncio.sleep(pause)
+
+
+def _without_server_metadata(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A stream's config less the metadata the server writes itself (``_nats.``)."""
+    metadata = {
+        k: v
+        for k, v in (config.get("metadata") or {}).items()
+        if not k.startswith(SERVER_METADATA_PREFIX)
+    }
+    out = {k: v for k, v in config.items() if k != "metadata"}
+    if metadata:
+        out["metadata"] = metadata
+    return out
+
+
+def _takes_publishes(config: Mapping[str, Any], name: str) -> bool:
+    """Whether a stream listens on subjects of its own (not its placeholder)."""
+    subjects = config.get("subjects") or []
+    return bool(subjects) and subjects != [placeholder(name)]
 
 
 def _source_seq(headers: Mapping[str, str]) -> int | None:

@@ -98,11 +98,14 @@ async def _as_reviewed(
     prune: bool,
     ownership: Ownership,
     migrate: bool,
+    migration: str | None,
 ) -> Plan:
     """The plan made again after the person said yes: the live state moved on while the
     question waited. Refused, naming what changed, unless it is the plan shown
     (:mod:`reconciler.planning.review`)."""
-    now = await plan_with(client, specs, prune=prune, ownership=ownership, migrate=migrate)
+    now = await plan_with(
+        client, specs, prune=prune, ownership=ownership, migrate=migrate, migration=migration
+    )
     changed = differences(shown, now)
     if changed:
         lines = "\n".join(f"  {line}" for line in changed)
@@ -169,10 +172,14 @@ async def plan_with(
     prune: bool = False,
     ownership: Ownership = DEFAULT_OWNERSHIP,
     migrate: bool = False,
+    migration: str | None = None,
 ) -> Plan:
     """Plan ``specs`` against the server behind ``client`` (reads only). ``migrate``:
     changes an update cannot make keep the messages (a migrate step, refused when the
-    account has no room for the copies) instead of replacing the stream.
+    account has no room for the copies) instead of replacing the stream; and the consent
+    an interrupted migration needs to be resumed. ``migration``: the way out of an
+    interrupted migration whose target the specs no longer declare (``resume``,
+    ``rollback``, ``continue``: docs/migrate.md).
 
     The live state is read while the specs' share of the work is done (in slices, so
     the replies are read between them): over a slow link that work costs nothing."""
@@ -204,7 +211,13 @@ async def plan_with(
     if problems := replica_problems(resources, live.server, live):
         raise UnsupportedField(problems)
     the_plan = build_plan(
-        resources, live, prune=prune, ownership=ownership, migrate=migrate, memo=memo
+        resources,
+        live,
+        prune=prune,
+        ownership=ownership,
+        migrate=migrate,
+        migration=migration,
+        memo=memo,
     )
     memo_store.store(folder, memo)
     await check_room(client, the_plan, live)
@@ -299,6 +312,7 @@ async def plan(
     on_notice: Notice | None = None,
     overlays: Sequence[PathLike] = (),
     migrate: bool = False,
+    migration: str | None = None,
 ) -> Plan:
     """Validate the spec files, then plan them against the server (reads only).
 
@@ -310,7 +324,12 @@ async def plan(
         specs = _load(paths, strict, on_notice, overlays)
         async with open_client(options, on_notice=on_notice or _quiet) as client:
             the_plan = await plan_with(
-                client, specs, prune=prune, ownership=ownership, migrate=migrate
+                client,
+                specs,
+                prune=prune,
+                ownership=ownership,
+                migrate=migrate,
+                migration=migration,
             )
             _say_server(the_plan, options, on_notice)
             return the_plan
@@ -333,6 +352,7 @@ async def apply(
     allow_replace: bool = False,
     allow_data_loss: bool = False,
     migrate: bool = False,
+    migration: str | None = None,
     dry_run: bool = False,
     concurrency: int = 16,
     on_notice: Notice | None = None,
@@ -369,7 +389,12 @@ async def apply(
             ) as fence,
         ):
             the_plan = await plan_with(
-                client, specs, prune=prune, ownership=ownership, migrate=migrate
+                client,
+                specs,
+                prune=prune,
+                ownership=ownership,
+                migrate=migrate,
+                migration=migration,
             )
             _say_server(the_plan, options, on_notice)
             if on_plan is not None:
@@ -384,7 +409,13 @@ async def apply(
                         plan=the_plan, dry_run=True, cancelled=True, interrupted=interrupted
                     )
                 the_plan = await _as_reviewed(
-                    client, specs, the_plan, prune=prune, ownership=ownership, migrate=migrate
+                    client,
+                    specs,
+                    the_plan,
+                    prune=prune,
+                    ownership=ownership,
+                    migrate=migrate,
+                    migration=migration,
                 )
             elif not (approved or dry_run or the_plan.server.embedded) and the_plan.has_changes:
                 where = the_plan.server.address or options.display_servers

@@ -50,6 +50,10 @@ PLACEHOLDER = "_jetstream_gitops.migrating"
 #: A source filter that matches nothing: a source that copies nothing yet.
 NOTHING = PLACEHOLDER + ".nothing"
 PHASES = ("copy", "handover", "serving", "refill", "cutover")
+#: The ways out of an interrupted migration whose target is no longer what the specs
+#: declare (``--migration``): finish it to its recorded target, go back to the old
+#: stream's config, or go on to the config declared now.
+CHOICES = ("resume", "rollback", "continue")
 #: nats-server release with CONSUMER.RESET (a consumer moved to a sequence).
 RESET_VERSION = (2, 14, 0)
 #: nats-server release where an update turns a mirror into a plain stream: from there on
@@ -100,7 +104,12 @@ def placeholder(stream: str) -> str:
 
 @dataclass(frozen=True)
 class Record:
-    """What a migration needs to finish after a crash, kept on its temporary stream."""
+    """What a migration needs to finish after a crash, kept on its temporary stream.
+
+    Anyone who can create a stream can write one, so a record is data, never authority:
+    the planner acts on it only when it is bound to this run's owner and to the streams
+    it names (:func:`binding_problem`), the run consents (``--migrate``) and the target is
+    what the specs declare now (or the person chose another way out)."""
 
     stream: str
     phase: str
@@ -109,6 +118,11 @@ class Record:
     first_seq: int = 1  # the old stream's first sequence: the new one starts there
     keep_positions: bool = True  # the server can reset consumers to a sequence
     mirrors: bool = True  # the copies are mirrors (2.12+), else sources
+    owner: str | None = None  # the project (owner) whose apply started it
+    origin: Mapping[str, Any] = field(default_factory=dict)  # the old stream's config
+    created: str | None = None  # the old stream's ``created`` (server-set)
+    temp_created: str | None = None  # the temporary stream's ``created``, once known
+    stream_created: str | None = None  # the new stream's ``created``, once made
 
     def at(self, phase: str) -> Record:
         return replace(self, phase=phase)
@@ -122,6 +136,11 @@ class Record:
             "first_seq": self.first_seq,
             "keep_positions": self.keep_positions,
             "mirrors": self.mirrors,
+            "owner": self.owner,
+            "origin": self.origin,
+            "created": self.created,
+            "temp_created": self.temp_created,
+            "stream_created": self.stream_created,
         }
         return {RECORD_KEY: json.dumps(body, sort_keys=True, separators=(",", ":"))}
 
@@ -142,9 +161,89 @@ class Record:
                 first_seq=int(body.get("first_seq") or 1),
                 keep_positions=bool(body.get("keep_positions", True)),
                 mirrors=bool(body.get("mirrors", False)),
+                owner=_text(body.get("owner")),
+                origin=dict(body.get("origin") or {}),
+                created=_text(body.get("created")),
+                temp_created=_text(body.get("temp_created")),
+                stream_created=_text(body.get("stream_created")),
             )
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             return None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def is_filling(config: Mapping[str, Any] | None, stream: str) -> bool:
+    """Whether a live stream is the new stream of ``stream``'s migration, still filled
+    from the temporary stream."""
+    return config is not None and (config.get("metadata") or {}).get(FILLING_KEY) == temp_name(
+        stream
+    )
+
+
+#: Phases in which the stream of that name is still the old one.
+_OLD_STREAM_PHASES = ("copy", "handover", "serving")
+
+
+def binding_problem(
+    record: Record,
+    *,
+    stream: str,
+    owner: str,
+    temp_created: str | None,
+    live: Mapping[str, Any] | None,
+    live_created: str | None,
+) -> str | None:
+    """Why ``record`` (found on ``MIGRATING_<stream>``) is not a migration this owner's
+    apply started on this very stream; None when it is.
+
+    It must name ``stream`` and ``owner``, and agree with facts the server sets and no
+    writer chooses: the temporary stream's ``created`` (once the record holds it), and
+    the ``created`` of the stream named ``stream``: the old stream's while it exists,
+    the new stream's once it is made. A record that does not agree is someone else's
+    (or left from another life of the stream): the planner refuses to act on it."""
+    if record.stream != stream:
+        return f"its record names stream {record.stream!r}, not {stream!r}"
+    if record.owner != owner:
+        by = "no owner" if record.owner is None else f"owner {record.owner!r}"
+        return f"its record was written for {by}, not {owner!r}"
+    if not record.origin or record.created is None:
+        return "its record does not say which stream it was started on"
+    if record.temp_created is not None and record.temp_created != temp_created:
+        return f"{temp_name(stream)} is not the stream its record was written on"
+    if record.temp_created is None and record.phase != "copy":
+        return f"its record is in phase {record.phase} but does not know {temp_name(stream)}"
+    return _stream_problem(record, stream, live, live_created)
+
+
+def _stream_problem(
+    record: Record, stream: str, live: Mapping[str, Any] | None, live_created: str | None
+) -> str | None:
+    """Whether the stream named ``stream`` is where ``record``'s phase says it is."""
+    phase = record.phase
+    if live is None:
+        ok = phase == "serving"  # the old stream deleted, the new one not made yet
+    elif is_filling(live, stream):
+        made = record.stream_created
+        ok = phase in ("serving", "refill", "cutover") and (
+            live_created == made or (made is None and phase == "serving")
+        )
+    else:
+        made = record.stream_created
+        ok = (phase in _OLD_STREAM_PHASES and live_created == record.created) or (
+            phase == "cutover" and made is not None and live_created == made
+        )
+    if ok:
+        return None
+    return f"stream {stream} is not the stream its record was written for (phase {phase})"
+
+
+def finished(record: Record, live: Mapping[str, Any] | None) -> bool:
+    """Whether the migration is done but for deleting its temporary stream (its new
+    stream has its final config): it can only be resumed."""
+    return record.phase == "cutover" and live is not None and not is_filling(live, record.stream)
 
 
 def is_temp(config: Mapping[str, Any]) -> bool:

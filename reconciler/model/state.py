@@ -40,6 +40,7 @@ class StreamState:
     observed_at: str | None = None  # the answer's ``ts``: the server's clock
     first_seq: int = 0
     last_seq: int = 0
+    created: str | None = None  # when the server made the stream (a fact nobody chooses)
 
     @classmethod
     def from_info(cls, info: Mapping[str, Any]) -> StreamState:
@@ -55,6 +56,7 @@ class StreamState:
             observed_at=info.get("ts") if isinstance(info.get("ts"), str) else None,
             first_seq=int(state.get("first_seq") or 0),
             last_seq=int(state.get("last_seq") or 0),
+            created=info.get("created") if isinstance(info.get("created"), str) else None,
         )
 
 

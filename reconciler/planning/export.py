@@ -20,6 +20,7 @@ import orjson
 from reconciler.errors import Location
 from reconciler.identity import ResourceRef, is_reserved
 from reconciler.model.buckets import bucket_config
+from reconciler.model.migration import is_filling, is_temp, temp_name
 from reconciler.model.normalize import (
     STREAM_NAME_FIELDS,
     desired_config,
@@ -52,11 +53,19 @@ class ExportedFile:
     documents: tuple[dict[str, Any], ...]
 
 
-def export_state(live: LiveState, *, owner: str | None = DEFAULT_OWNER) -> list[ExportedFile]:
+def export_state(
+    live: LiveState,
+    *,
+    owner: str | None = DEFAULT_OWNER,
+    on_skip: Callable[[str], None] | None = None,
+) -> list[ExportedFile]:
     """Spec documents for the streams, buckets and consumers on the server.
 
     With ``owner``, resources another owner manages are left out (a plan of the export,
     even with prune, then touches nothing of theirs); ``None`` exports everything.
+    The streams of an interrupted migration (its temporary stream, and the new stream
+    while it is filled) are migration internals, not specs: left out, and ``on_skip``
+    is told why.
     """
     files: list[ExportedFile] = []
     by_stream: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
@@ -69,6 +78,10 @@ def export_state(live: LiveState, *, owner: str | None = DEFAULT_OWNER) -> list[
         config = live.streams[stream]
         if is_reserved(stream) or not _mine(config, owner):
             continue  # the tool's own apply lock; another owner's stream
+        if (why := _migration_internal(stream, config)) is not None:
+            if on_skip is not None:
+                on_skip(why)
+            continue
         ref = ResourceRef.of_stream(stream, config)
         key = _stream_shape(ref.kind, stream, config)
         head = heads.get(key) if key is not None else None
@@ -91,6 +104,21 @@ def export_state(live: LiveState, *, owner: str | None = DEFAULT_OWNER) -> list[
             docs.append(_copy(known, name=consumer, stream=stream))
         files.append(ExportedFile(name=file_name(ref), documents=tuple(docs)))
     return files
+
+
+def _migration_internal(stream: str, config: Mapping[str, Any]) -> str | None:
+    """Why ``stream`` is part of an interrupted migration, not a spec; None: it is not."""
+    if is_temp(config):
+        return (
+            f"skipped stream {stream}: the temporary stream of an interrupted migration "
+            "(docs/migrate.md: resume or roll it back, then export again)"
+        )
+    if is_filling(config, stream):
+        return (
+            f"skipped stream {stream}: mid-migration, still filled from {temp_name(stream)} "
+            "(docs/migrate.md: resume or roll it back, then export again)"
+        )
+    return None
 
 
 def _shape(name: str, config: Mapping[str, Any], limits: Mapping[str, Any]) -> bytes | None:

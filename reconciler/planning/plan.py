@@ -32,14 +32,18 @@ from reconciler.identity import ResourceRef, is_reserved
 from reconciler.model.diff import FieldChange, diff_configs, replace_reasons
 from reconciler.model.loss import CONSUMER_STATE, Loss, held, update_losses
 from reconciler.model.migration import (
+    TEMP_PREFIX,
     Record,
     Volume,
+    binding_problem,
     blockers,
     can_mirror,
     consumer_fates,
     copy_bytes,
+    finished,
     is_temp,
     overflow,
+    temp_name,
 )
 from reconciler.model.normalize import (
     CONSUMER_NAME_FIELDS,
@@ -100,7 +104,8 @@ class StreamGroup:
     live: LiveConfig | None = None  # the live stream config, verbatim
     live_consumers: Mapping[str, LiveConfig] = field(default_factory=dict)
     state: StreamState | None = None  # what the live stream holds
-    #: the temporary stream of an interrupted migration of this stream, and its state
+    #: the live stream named ``MIGRATING_<name>`` of a declared stream (the temporary
+    #: stream of an interrupted migration, or another stream of that name), and its state
     migration: LiveConfig | None = None
     migration_state: StreamState | None = None
 
@@ -182,13 +187,17 @@ def plan_stream(
     ownership: Ownership = DEFAULT_OWNERSHIP,
     migrate: bool = False,
     memo: Memo | None = None,
+    migration: str | None = None,
 ) -> StreamPlan:
     """The entries of one stream and its consumers (pure). ``migrate``: a stream whose
-    change an update cannot make is migrated (its messages kept), not replaced. ``memo``:
+    change an update cannot make is migrated (its messages kept), not replaced; and the
+    consent an interrupted migration needs. ``migration``: the way out of an interrupted
+    migration whose target the specs no longer declare (:data:`CHOICES`). ``memo``:
     what earlier plans found unchanged (:mod:`reconciler.planning.memo`); what this plan
     finds unchanged is added to it."""
-    if group.migration is not None:
-        return StreamPlan(steps=[_resumed(group)])
+    resumed = _resumed(group, server, ownership, migrate=migrate, choice=migration)
+    if resumed is not None:
+        return StreamPlan(steps=[resumed])
     if group.declared is None and group.live is not None and is_temp(group.live):
         return StreamPlan()  # a migration's own stream, seen alone (the fleet's snapshots)
     out = StreamPlan(problems=stream_problems(group))
@@ -316,10 +325,15 @@ def _migration(entry: Replace, group: StreamGroup, server: ServerInfo) -> Migrat
         return _with_reasons(entry, tuple(f"cannot migrate: {reason}" for reason in why_not))
     state = group.state
     fates = tuple(consumer_fates(group.live_consumers, server))
+    taken = _name_taken(group)
     return Migrate(
         ref=entry.ref,
         fields=entry.fields,
-        reasons=(*entry.reasons, *(fate.note for fate in fates)),
+        reasons=(
+            *entry.reasons,
+            *(fate.note for fate in fates),
+            *((f"blocked: {taken}",) if taken else ()),
+        ),
         source=entry.source,
         written=entry.written,
         config=entry.config,
@@ -333,6 +347,18 @@ def _migration(entry: Replace, group: StreamGroup, server: ServerInfo) -> Migrat
             )
         ),
         mirrors=can_mirror(server),
+        blocked=taken,
+    )
+
+
+def _name_taken(group: StreamGroup) -> str:
+    """Why a migration of ``group`` cannot start: its temporary stream's name is taken
+    by a stream that is no migration record (planned apart, as what it is)."""
+    if group.migration is None:
+        return ""
+    return (
+        f"stream {temp_name(group.name)} already exists and is not a migration of "
+        f"{group.name}: a migration needs that name; rename or delete that stream first"
     )
 
 
@@ -346,25 +372,136 @@ def _migratable(entry: Replace) -> Replace:
     return _with_reasons(entry, (MIGRATE_HINT,))
 
 
-def _resumed(group: StreamGroup) -> Migrate:
-    """An interrupted migration found on the server: apply finishes it, whatever the
-    specs say now (the next plan compares the result with them)."""
-    assert group.migration is not None
-    record = Record.of(group.migration)
-    assert record is not None
-    declared = group.declared
-    ref = declared.ref if declared is not None else ResourceRef.of_stream(group.name, record.target)
+def _resumed(
+    group: StreamGroup,
+    server: ServerInfo,
+    ownership: Ownership,
+    *,
+    migrate: bool,
+    choice: str | None,
+) -> Migrate | None:
+    """An interrupted migration of a stream this run declares; None when there is none
+    (or the stream is not declared here: a record is never a reason to touch a stream
+    no spec of this run declares).
+
+    The record on ``MIGRATING_<stream>`` was possibly written by anyone: the step is
+    blocked (apply refuses the whole plan) unless the record is bound to this owner and
+    this stream (:func:`binding_problem`) and the run consents (``migrate``, as a new
+    migration needs). A recorded target never wins over the specs: when they declare
+    something else now, the person chooses (``choice``) to finish to the recorded
+    target, go back to the old config, or go on to the declared one."""
+    declared, temp = group.declared, group.migration
+    record = None if temp is None else Record.of(temp)
+    if declared is None or declared.external or record is None:
+        return None
     state = group.migration_state
+    problem = _foreign_record(group, record, ownership)
+    desired = desired_config(declared, server, owner=ownership.owner)
+    recorded = live_config(declared.kind, record.target, server)
+    changes = () if problem else tuple(diff_configs(desired, recorded))
+    way = choice or ("resume" if not changes else None)
+    blocked = problem or _not_allowed(record, group, migrate=migrate, way=way)
+    config = record.target if blocked else _way_out(declared, desired, record, server, way)
+    if not blocked and (why_not := blockers(config, record.origin)):
+        blocked = f"cannot {way}: " + "; ".join(why_not)
+    reasons = [f"interrupted in phase {record.phase}: apply --migrate finishes the migration"]
+    if changes:
+        reasons.append(
+            "the specs changed after it stopped: the fields show its recorded target and "
+            "what the specs declare now"
+        )
+    if way is not None and not blocked and choice is not None:
+        reasons.append(f"--migration {way}: {WAYS[way]}")
     return Migrate(
-        ref=ref,
-        source=declared.source if declared is not None else None,
-        reasons=(f"interrupted in phase {record.phase}: apply finishes the migration",),
-        config=record.target,
+        **_identity(declared),
+        fields=changes,
+        reasons=(*reasons, *((f"blocked: {blocked}",) if blocked else ())),
+        config=config,
         live=group.live or {},
         volume=Volume(state.messages if state else 0, copy_bytes(state)),
+        losses=() if blocked else _losses(declared, config, record, state, server),
         phase=record.phase,
         mirrors=record.mirrors,
+        blocked=blocked,
     )
+
+
+#: What each way out of an interrupted migration does (``--migration``).
+WAYS = {
+    "resume": "finishes the migration to its recorded target",
+    "rollback": "goes back to the old stream's config, every message kept",
+    "continue": "goes on to the config the specs declare now",
+}
+
+
+def _foreign_record(group: StreamGroup, record: Record, ownership: Ownership) -> str:
+    """Why the record on ``MIGRATING_<name>`` is not this project's migration of this
+    stream (empty: it is)."""
+    temp = temp_name(group.name)
+    holder = None if group.live is None else owner_of(group.live)
+    if holder is not None and holder != ownership.owner and not ownership.take_over:
+        return f"stream {group.name} is managed by owner {holder!r}, not {ownership.owner!r}"
+    problem = binding_problem(
+        record,
+        stream=group.name,
+        owner=ownership.owner,
+        temp_created=group.migration_state.created if group.migration_state else None,
+        live=group.live,
+        live_created=group.state.created if group.state else None,
+    )
+    if problem is None:
+        return ""
+    return (
+        f"{temp} is not a migration of {group.name} that this project started ({problem}): "
+        f"nothing acts on it; if nobody here started it, look at {temp} and delete it"
+    )
+
+
+def _not_allowed(record: Record, group: StreamGroup, *, migrate: bool, way: str | None) -> str:
+    """Why this run may not act on a migration that is its own (empty: it may)."""
+    if not migrate:
+        return (
+            f"stream {group.name}: an interrupted migration is resumed only with --migrate "
+            "(the consent it started with)"
+        )
+    if way is None:
+        return (
+            f"stream {group.name}: the specs changed after its migration stopped; choose "
+            "--migration resume (finish to its recorded target), rollback (back to the old "
+            "config) or continue (on to the declared config)"
+        )
+    if way != "resume" and finished(record, group.live):
+        return (
+            f"stream {group.name}: its migration has finished but for deleting "
+            f"{temp_name(group.name)}: only --migration resume"
+        )
+    return ""
+
+
+def _way_out(
+    declared: Spec, desired: LiveConfig, record: Record, server: ServerInfo, way: str | None
+) -> Mapping[str, Any]:
+    """The config the chosen way out goes to: the recorded target, the old stream's
+    config (also when the declared config is the old one), or the declared config."""
+    if way == "resume":
+        return record.target
+    back = not diff_configs(desired, live_config(declared.kind, record.origin, server))
+    if way == "rollback" or back:
+        return record.origin
+    return {**preserved_fields(declared.kind, record.origin, server), **desired}
+
+
+def _losses(
+    declared: Spec,
+    config: LiveConfig,
+    record: Record,
+    state: StreamState | None,
+    server: ServerInfo,
+) -> tuple[Loss, ...]:
+    """What going to ``config`` deletes of what the temporary stream holds (every
+    message of the migration), against the old stream's config."""
+    old = live_config(declared.kind, record.origin, server)
+    return tuple(update_losses(live_config(declared.kind, config, server), old, state))
 
 
 def _lost_consumers(group: StreamGroup) -> tuple[str, ...]:
@@ -479,11 +616,13 @@ def group_streams(specs: Sequence[Spec], live: LiveState) -> list[StreamGroup]:
     live_consumers: dict[str, dict[str, LiveConfig]] = {}
     for (stream, name), config in live.consumers.items():
         live_consumers.setdefault(stream, {})[name] = config
-    migrations: dict[str, str] = {}  # stream -> its temporary stream
-    for temp, config in live.streams.items():
-        if (record := Record.of(config)) is not None:
-            migrations[record.stream] = temp
-    streams = [name for name in live.streams if name not in migrations.values()]
+    migrations: dict[str, str] = {}  # declared stream -> the live MIGRATING_<stream>
+    for temp in live.streams:
+        origin = temp[len(TEMP_PREFIX) :] if temp.startswith(TEMP_PREFIX) else None
+        if origin is not None and origin in declared and not declared[origin].external:
+            migrations[origin] = temp
+    records = {t for t in migrations.values() if Record.of(live.streams[t]) is not None}
+    streams = [name for name in live.streams if name not in records]
     names = sorted({*declared, *consumers, *streams, *migrations})
     return [
         StreamGroup(
@@ -522,10 +661,11 @@ def build_plan(
     ownership: Ownership = DEFAULT_OWNERSHIP,
     migrate: bool = False,
     memo: Memo | None = None,
+    migration: str | None = None,
 ) -> Plan:
-    """Compare validated specs with the live state (pure). ``migrate`` and ``memo``: see
-    :func:`plan_stream`; without a memo kept between plans, one for this plan alone
-    (resources declared alike are compared once).
+    """Compare validated specs with the live state (pure). ``migrate``, ``migration``
+    and ``memo``: see :func:`plan_stream`; without a memo kept between plans, one for
+    this plan alone (resources declared alike are compared once).
 
     Raises :class:`UnsupportedField` when a spec uses a field the server does not know,
     and :class:`SpecError` when an external stream is missing or a consumer's stream is
@@ -538,7 +678,13 @@ def build_plan(
     memo = memo or Memo(b"this plan")
     for group in group_streams(specs, live):
         part = plan_stream(
-            group, live.server, prune=prune, ownership=ownership, migrate=migrate, memo=memo
+            group,
+            live.server,
+            prune=prune,
+            ownership=ownership,
+            migrate=migrate,
+            memo=memo,
+            migration=migration,
         )
         total.problems += part.problems
         total.steps += part.steps

@@ -159,6 +159,9 @@ class Migrate(Entry):
     consumers: tuple[ConsumerFate, ...] = ()
     phase: str | None = None
     mirrors: bool = True  # the copies are mirrors (nats-server 2.12+), else sources
+    #: why apply refuses this step, and the whole plan with it (an interrupted migration
+    #: this run may not act on: see ``planning.plan._resumed``); empty: it may run
+    blocked: str = ""
 
     action: ClassVar[str] = "migrate"
 
@@ -182,6 +185,7 @@ class Migrate(Entry):
                 for c in self.consumers
             ],
             "changes": list(self.changes),
+            "blocked": self.blocked or None,
         }
         return out
 

@@ -2,8 +2,9 @@
 
 The reconciler runs in a child process that kills itself with SIGKILL at one phase
 boundary of the migration (every boundary is tried); then ``reconcile plan`` must show
-the interrupted migration and a plain ``apply`` (no ``--migrate``: the migration was
-already chosen) must finish it, with every message and each consumer's position kept.
+the interrupted migration and ``apply --migrate`` (the consent the migration started
+with: a plain apply refuses, tests/reliability/test_migration_trust.py) must finish it,
+with every message and each consumer's position kept.
 A server killed -9 in the middle of the copy back, then restarted, is the same.
 """
 
@@ -150,10 +151,11 @@ def test_kill_9_of_the_reconciler_at_each_boundary_then_apply_finishes(
     assert f"interrupted in phase {step.phase}" in step.reasons[0]
     drift = from_plan(interrupted)
     (orders,) = [r for r in drift.resources if r.name == "ORDERS"]
-    assert orders.status == "drifted" and "apply finishes the migration" in orders.reasons[0]
+    assert orders.status == "drifted"
+    assert "apply --migrate finishes the migration" in orders.reasons[0]
     assert [r.name for r in drift.resources if r.name.startswith("MIGRATING")] == []
 
-    assert run(engine.apply([after], options(clean_server))).ok
+    assert run(engine.apply([after], options(clean_server), migrate=True)).ok
     assert run(dump(clean_server, "ORDERS")) == expected
     assert stream_names(clean_server) == ["ORDERS"]
     assert ack_floor(clean_server) == 40
@@ -189,7 +191,7 @@ def test_a_server_killed_during_the_copy_back_loses_nothing(
 
     run(crash())
     server.start()
-    assert run(engine.apply([after], options(server))).ok
+    assert run(engine.apply([after], options(server), migrate=True)).ok
     assert run(dump(server, "ORDERS")) == expected
     assert stream_names(server) == ["ORDERS"]
 
@@ -219,6 +221,6 @@ def test_a_lost_lease_stops_a_migration_at_a_boundary_and_the_next_apply_finishe
     with pytest.raises(ApplyFailed, match="lease lost"):
         run(go())
     assert temp_name("ORDERS") in stream_names(clean_server)
-    assert run(engine.apply([after], options(clean_server))).ok
+    assert run(engine.apply([after], options(clean_server), migrate=True)).ok
     assert run(dump(clean_server, "ORDERS")) == expected
     assert stream_names(clean_server) == ["ORDERS"]
