@@ -1,0 +1,220 @@
+"""A backup folder on disk, in the nats CLI's layout (natscli v0.4.0, jsm.go ``snapshots.go``):
+
+```
+DIR/<stream>/backup.json      {"config": ..., "state": ...}: the SNAPSHOT reply, indented
+DIR/<stream>/stream.tar.s2    the server's snapshot bytes, verbatim (an S2-compressed tar)
+DIR/manifest.json             ours, written last: what a complete backup holds
+```
+
+``nats stream backup STREAM DIR`` writes the two files straight into ``DIR``; ``nats
+account backup DIR`` one folder per stream. Both restore here; ``nats stream restore
+DIR/<stream>`` reads ours.
+
+Files are written under a temporary name (``.<name>.partial``), synced and renamed, so
+an interrupted write never leaves a file that looks complete; a stream's ``backup.json``
+comes after its ``stream.tar.s2`` (a folder without it is no stream to natscli or us).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from reconciler.errors import ReconcileError
+
+METADATA = "backup.json"
+DATA = "stream.tar.s2"
+MANIFEST = "manifest.json"
+PARTIAL = ".partial"
+READ_SIZE = 1024 * 1024
+
+#: A stream name JetStream accepts, and so a safe folder name: no path separators, no
+#: dots (``.``, ``..``), no wildcards, spaces or control characters.
+_STREAM_NAME = re.compile(r"^[^\s.*>/\\\x00-\x1f\x7f]{1,255}$")
+
+
+class BackupError(ReconcileError):
+    """A backup folder that cannot be used as it is (the file is named)."""
+
+
+def valid_stream_name(name: object) -> bool:
+    return isinstance(name, str) and bool(_STREAM_NAME.match(name))
+
+
+@dataclass(frozen=True)
+class StreamFolder:
+    """One stream's two files in a backup folder."""
+
+    name: str
+    folder: Path
+
+    @property
+    def metadata(self) -> Path:
+        return self.folder / METADATA
+
+    @property
+    def data(self) -> Path:
+        return self.folder / DATA
+
+
+def stream_folder(root: Path, name: str) -> StreamFolder:
+    """Where ``name``'s files go under ``root``; refuses a name that is no stream name."""
+    if not valid_stream_name(name):
+        raise BackupError(f"{name!r} is not a stream name: not used as a folder name")
+    return StreamFolder(name, root / name)
+
+
+class AtomicFile:
+    """A file written under ``.<name>.partial``, hashed (SHA-256) as it is written, synced
+    and renamed into place by :meth:`commit`; :meth:`discard` removes the partial file."""
+
+    def __init__(self, target: Path) -> None:
+        self.target = target
+        self.partial = target.with_name(f".{target.name}{PARTIAL}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        self._handle: IO[bytes] | None = open(self.partial, "wb")  # noqa: SIM115
+        self._digest = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> None:
+        assert self._handle is not None, "written after commit"
+        self._handle.write(data)
+        self._digest.update(data)
+        self.size += len(data)
+
+    @property
+    def sha256(self) -> str:
+        return self._digest.hexdigest()
+
+    def commit(self) -> None:
+        """Sync the data, rename it into place, sync the folder."""
+        assert self._handle is not None
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+        self._handle.close()
+        self._handle = None
+        os.replace(self.partial, self.target)
+        sync_folder(self.target.parent)
+
+    def discard(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+        self.partial.unlink(missing_ok=True)
+
+
+def sync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json(target: Path, body: Any) -> tuple[str, int]:
+    """``body`` as indented JSON at ``target``, atomically; its (SHA-256, size)."""
+    out = AtomicFile(target)
+    try:
+        out.write(json.dumps(body, indent=2).encode() + b"\n")
+        out.commit()
+    except BaseException:
+        out.discard()
+        raise
+    return out.sha256, out.size
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from ``path``; a missing or broken file is an error naming it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        body = json.loads(text)
+    except FileNotFoundError:
+        raise BackupError(f"{path}: missing") from None
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise BackupError(f"{path}: not a JSON file ({type(err).__name__})") from None
+    if not isinstance(body, dict):
+        raise BackupError(f"{path}: not a JSON object")
+    return body
+
+
+def file_digest(path: Path) -> tuple[str, int]:
+    """(SHA-256, size) of ``path``, read a MiB at a time."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as handle:
+        while block := handle.read(READ_SIZE):
+            digest.update(block)
+            size += len(block)
+    return digest.hexdigest(), size
+
+
+def chunks(path: Path, size: int) -> Iterator[bytes]:
+    """``path`` in pieces of ``size`` bytes, read as they are asked for."""
+    with open(path, "rb") as handle:
+        while block := handle.read(size):
+            yield block
+
+
+def stream_folders(root: Path) -> list[StreamFolder]:
+    """The streams of a backup folder without a manifest: ``root`` itself when it holds
+    a ``backup.json`` (``nats stream backup``), else each sub-folder that does (``nats
+    account backup``). The name is the one in ``backup.json`` (checked later)."""
+    if not root.is_dir():
+        raise BackupError(f"{root}: not a folder")
+    if (root / METADATA).is_file():
+        return [StreamFolder(_declared_name(root / METADATA), root)]
+    found = []
+    for child in sorted(root.iterdir()):
+        if child.is_dir() and (child / METADATA).is_file():
+            found.append(StreamFolder(_declared_name(child / METADATA), child))
+    return found
+
+
+def _declared_name(metadata: Path) -> str:
+    config = read_json(metadata).get("config")
+    name = config.get("name") if isinstance(config, dict) else None
+    if not valid_stream_name(name):
+        raise BackupError(f"{metadata}: config.name is not a stream name")
+    assert isinstance(name, str)
+    return name
+
+
+# -- the S2 stream's framing --------------------------------------------------------------
+_S2_MAGIC = b"\xff\x06\x00\x00S2sTwO"
+_SNAPPY_MAGIC = b"\xff\x06\x00\x00sNaPpY"
+_DATA_CHUNKS = (0x00, 0x01)
+
+
+def s2_problem(path: Path) -> str | None:
+    """Why ``path`` is not a whole S2 stream (a truncated or damaged snapshot), or None.
+
+    Walks the frames (a type byte, a 3-byte little-endian length): the stream must start
+    with the S2 (or Snappy) identifier, no frame may be of a reserved type or run past the
+    end, and it must hold data. Reads the frame headers only (seeks past the bodies)."""
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        if handle.read(len(_S2_MAGIC)) not in (_S2_MAGIC, _SNAPPY_MAGIC):
+            return "not an S2 stream (no stream identifier)"
+        offset, frames = len(_S2_MAGIC), 0
+        while offset < size:
+            header = handle.read(4)
+            if len(header) < 4:
+                return f"truncated: a frame header cut at byte {offset}"
+            kind, length = header[0], int.from_bytes(header[1:], "little")
+            if 0x02 <= kind <= 0x7F:
+                return f"damaged: a reserved frame type {kind:#x} at byte {offset}"
+            if kind in _DATA_CHUNKS and length < 4:
+                return f"damaged: a data frame too short at byte {offset}"
+            offset += 4 + length
+            if offset > size:
+                return f"truncated: a frame runs {offset - size} bytes past the end"
+            handle.seek(offset)
+            frames += kind in _DATA_CHUNKS
+    return None if frames else "empty: no data frames"

@@ -1,0 +1,268 @@
+"""``manifest.json``: what a complete backup holds, and the checks made against it.
+
+Written last, so a folder whose manifest is missing is an interrupted backup (or one the
+nats CLI made). It holds the server's identity and version (its address with any
+credentials removed), the time, the specs' git commit when there is one, and per stream
+its config and state as the snapshot holds them, each consumer's delivered and ack-floor
+positions, and the SHA-256 and size of each file. No credential is written: the
+connection's URL and options never reach it. Like the folder, it is untrusted when read
+back: names are checked before they become paths, and nothing in it decides a
+destructive step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reconciler.backup.layout import (
+    DATA,
+    MANIFEST,
+    METADATA,
+    BackupError,
+    StreamFolder,
+    file_digest,
+    read_json,
+    s2_problem,
+    stream_folder,
+    stream_folders,
+    valid_stream_name,
+)
+
+FORMAT = "jetstream-gitops/backup"
+FORMAT_VERSION = 1
+#: The stream state fields a restore must give back exactly.
+STATE_FIELDS = ("messages", "bytes", "first_seq", "last_seq", "first_ts", "last_ts")
+#: A consumer's positions: (field, sub-field).
+POSITIONS = (
+    ("delivered", "consumer_seq"),
+    ("delivered", "stream_seq"),
+    ("ack_floor", "consumer_seq"),
+    ("ack_floor", "stream_seq"),
+)
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True)
+class ConsumerRecord:
+    """A consumer's positions at the snapshot. ``earliest``: its positions before the
+    snapshot when they moved meanwhile (a consumer at work): a restore then lies between
+    the two."""
+
+    name: str
+    positions: dict[str, int]
+    earliest: dict[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class StreamRecord:
+    name: str
+    config: dict[str, Any]
+    state: dict[str, Any]
+    consumers: tuple[ConsumerRecord, ...] = ()
+    files: Mapping[str, FileRecord] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    created: str
+    server: dict[str, Any]
+    streams: tuple[StreamRecord, ...]
+    skipped: tuple[tuple[str, str], ...] = ()  # (stream, why)
+    specs_commit: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "created": self.created,
+            "server": self.server,
+        }
+        if self.specs_commit:
+            body["specs_commit"] = self.specs_commit
+        body["streams"] = [_stream_json(s) for s in self.streams]
+        body["skipped"] = [{"name": name, "reason": why} for name, why in self.skipped]
+        return body
+
+
+def positions(info: Mapping[str, Any]) -> dict[str, int]:
+    """A CONSUMER.INFO's delivered and ack-floor positions, flat (``delivered.stream_seq``)."""
+    out = {}
+    for part, name in POSITIONS:
+        value = (info.get(part) or {}).get(name, 0)
+        out[f"{part}.{name}"] = int(value) if isinstance(value, int) else 0
+    return out
+
+
+def state_of(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a stream state a restore must give back."""
+    return {name: state.get(name) for name in STATE_FIELDS}
+
+
+def _stream_json(record: StreamRecord) -> dict[str, Any]:
+    consumers = []
+    for c in record.consumers:
+        entry: dict[str, Any] = {"name": c.name, "positions": c.positions}
+        if c.earliest is not None:
+            entry["earliest"] = c.earliest
+        consumers.append(entry)
+    return {
+        "name": record.name,
+        "folder": record.name,
+        "config": record.config,
+        "state": record.state,
+        "consumers": consumers,
+        "files": {n: {"sha256": f.sha256, "size": f.size} for n, f in record.files.items()},
+    }
+
+
+def load(root: Path) -> Manifest:
+    """Read ``root/manifest.json``; a field of the wrong shape is an error naming it."""
+    path = root / MANIFEST
+    body = read_json(path)
+    if body.get("format") != FORMAT or body.get("format_version") != FORMAT_VERSION:
+        raise BackupError(f"{path}: not a manifest of format {FORMAT} {FORMAT_VERSION}")
+    streams = body.get("streams")
+    if not isinstance(streams, list):
+        raise BackupError(f"{path}: streams is not a list")
+    records = tuple(_stream_record(path, index, item) for index, item in enumerate(streams))
+    server = body.get("server") if isinstance(body.get("server"), dict) else {}
+    skipped = tuple(
+        (str(s.get("name")), str(s.get("reason")))
+        for s in body.get("skipped") or ()
+        if isinstance(s, dict)
+    )
+    commit = body.get("specs_commit")
+    return Manifest(
+        created=str(body.get("created", "")),
+        server=dict(server or {}),
+        streams=records,
+        skipped=skipped,
+        specs_commit=commit if isinstance(commit, str) else None,
+    )
+
+
+def _stream_record(path: Path, index: int, item: Any) -> StreamRecord:
+    where = f"{path}: streams[{index}]"
+    if not isinstance(item, dict) or not valid_stream_name(item.get("name")):
+        raise BackupError(f"{where}: no valid stream name")
+    name = str(item["name"])
+    config, state = item.get("config"), item.get("state")
+    if not isinstance(config, dict) or config.get("name") != name or not isinstance(state, dict):
+        raise BackupError(f"{where}: config or state missing, or config names another stream")
+    files = {}
+    for file_name, entry in (item.get("files") or {}).items():
+        if file_name not in (DATA, METADATA) or not isinstance(entry, dict):
+            raise BackupError(f"{where}: unexpected file {file_name!r}")
+        files[file_name] = FileRecord(str(entry.get("sha256", "")), int(entry.get("size", -1)))
+    consumers = tuple(_consumer(where, c) for c in item.get("consumers") or ())
+    return StreamRecord(name, config, state, consumers, files)
+
+
+def _consumer(where: str, item: Any) -> ConsumerRecord:
+    if not isinstance(item, dict) or not isinstance(item.get("positions"), dict):
+        raise BackupError(f"{where}: a consumer without positions")
+    earliest = item.get("earliest")
+    return ConsumerRecord(
+        str(item.get("name")),
+        {k: int(v) for k, v in item["positions"].items()},
+        {k: int(v) for k, v in earliest.items()} if isinstance(earliest, dict) else None,
+    )
+
+
+# -- what a folder holds ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Contents:
+    """The streams of a backup folder (from its manifest, or from its backup.json files),
+    and the manifest when there is one."""
+
+    root: Path
+    streams: tuple[StreamRecord, ...]
+    manifest: Manifest | None
+
+    def folder(self, name: str) -> StreamFolder:
+        if self.manifest is None and (self.root / METADATA).is_file():
+            return StreamFolder(name, self.root)  # a `nats stream backup` folder
+        return stream_folder(self.root, name)
+
+
+def read_contents(root: Path) -> Contents:
+    """What ``root`` holds: our manifest's streams, else the nats CLI's folders (config
+    and state from each ``backup.json``; no digests, no consumer positions)."""
+    if (root / MANIFEST).is_file():
+        found = load(root)
+        return Contents(root, found.streams, found)
+    records = []
+    for folder in stream_folders(root):
+        body = read_json(folder.metadata)
+        state = body.get("state")
+        records.append(
+            StreamRecord(
+                folder.name, dict(body["config"]), state if isinstance(state, dict) else {}
+            )
+        )
+    if not records:
+        raise BackupError(f"{root}: no manifest.json and no stream folder with a backup.json")
+    return Contents(root, tuple(records), None)
+
+
+def file_problems(contents: Contents, record: StreamRecord) -> list[str]:
+    """Why one stream's files cannot be restored: missing, a digest or size that is not
+    the manifest's, or a snapshot that is not a whole S2 stream. Each names the file."""
+    folder = contents.folder(record.name)
+    problems = []
+    for path in (folder.metadata, folder.data):
+        if not path.is_file():
+            problems.append(f"{path}: missing")
+    if problems:
+        return problems
+    if contents.manifest is not None:
+        for name in (METADATA, DATA):
+            expected = record.files.get(name)
+            path = folder.folder / name
+            if expected is None:
+                problems.append(f"{path}: the manifest has no digest for it")
+                continue
+            digest, size = file_digest(path)
+            if size != expected.size:
+                problems.append(f"{path}: {size} bytes, the manifest says {expected.size}")
+            elif digest != expected.sha256:
+                problems.append(f"{path}: SHA-256 differs from the manifest's (damaged?)")
+    if not problems and (why := s2_problem(folder.data)):
+        problems.append(f"{folder.data}: {why}")
+    if not problems:
+        problems += _metadata_problems(folder, record)
+    return problems
+
+
+def _metadata_problems(folder: StreamFolder, record: StreamRecord) -> list[str]:
+    config = read_json(folder.metadata).get("config")
+    if not isinstance(config, dict) or config.get("name") != record.name:
+        return [f"{folder.metadata}: config.name is not {record.name!r}"]
+    return []
+
+
+def completeness(contents: Contents) -> list[str]:
+    """What is wrong with the folder as a whole (the manifest's own view of it)."""
+    if contents.manifest is None:
+        return []
+    names = [s.name for s in contents.streams]
+    problems = [
+        f"{contents.root / MANIFEST}: stream {name!r} listed twice"
+        for name in sorted({n for n in names if names.count(n) > 1})
+    ]
+    for record in contents.streams:
+        missing = {DATA, METADATA} - set(record.files)
+        if missing:
+            problems.append(
+                f"{contents.root / MANIFEST}: stream {record.name!r} lacks a digest of "
+                + ", ".join(sorted(missing))
+            )
+    return problems

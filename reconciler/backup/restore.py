@@ -1,0 +1,267 @@
+"""``reconcile restore DIR``: plan, ask, restore through the RESTORE API, verify.
+
+1. Read the folder (our manifest, or the nats CLI's ``backup.json`` folders) and check
+   every selected stream's files (digests, sizes, the S2 framing) before anything is
+   sent: a damaged or truncated snapshot is refused with the file named.
+2. Plan against the server: a stream that is not there is restored; one that holds
+   exactly what the backup holds (state and consumer positions) was restored already (a
+   re-run after an interruption finishes the rest); any other stream of the same name
+   is refused unless ``replace_existing``, and then it is a destructive step that needs
+   the flags a replace needs (``--allow-replace`` or ``--allow-data-loss``).
+3. Restore up to ``parallel`` streams at once, each read from disk chunk by chunk, then
+   compare the restored stream with the backup (message count, bytes, first and last
+   sequence and time; each consumer's delivered and ack-floor positions): a difference
+   is an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from reconciler.backup.layout import BackupError, chunks
+from reconciler.backup.manifest import (
+    Contents,
+    StreamRecord,
+    completeness,
+    file_problems,
+    positions,
+    read_contents,
+    state_of,
+)
+from reconciler.backup.take import PARALLEL
+from reconciler.errors import NotFound, ReconcileError, RefusedPlan
+from reconciler.execution.run import NOT_APPROVED
+from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
+from reconciler.jetstream.snapshots import RESTORE_CHUNK, restore_stream
+from reconciler.model.state import ServerInfo
+
+Action = Literal["restore", "replace", "restored"]
+Notice = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class RestoreStep:
+    record: StreamRecord
+    action: Action  # restored: the server holds it already, as the backup does
+    size: int  # bytes of the snapshot file
+
+    @property
+    def destructive(self) -> bool:
+        return self.action == "replace"
+
+
+@dataclass(frozen=True)
+class RestorePlan:
+    contents: Contents
+    steps: tuple[RestoreStep, ...]
+    server: ServerInfo
+
+    @property
+    def has_changes(self) -> bool:
+        return any(s.action != "restored" for s in self.steps)
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    plan: RestorePlan
+    restored: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+    cancelled: bool = False
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Flags:
+    replace_existing: bool = False
+    allow_replace: bool = False
+    allow_data_loss: bool = False
+    only: tuple[str, ...] = ()
+
+
+@dataclass
+class _Events:
+    on_notice: Notice = _quiet
+    on_plan: Callable[[RestorePlan], None] | None = None
+    on_progress: Callable[[str, int, bool], None] | None = None
+    seen: dict[str, int] = field(default_factory=dict)
+
+
+def check_folder(root: Path, only: Sequence[str] = ()) -> tuple[Contents, list[StreamRecord]]:
+    """The folder's contents and the selected streams, every file checked (no server):
+    :class:`BackupError` names each damaged or missing file."""
+    contents = read_contents(root)
+    known = {s.name for s in contents.streams}
+    unknown = [n for n in only if n not in known]
+    if unknown:
+        raise BackupError(f"{root}: holds no stream " + ", ".join(repr(n) for n in unknown))
+    selected = [s for s in contents.streams if not only or s.name in only]
+    problems = completeness(contents)
+    for record in selected:
+        problems += file_problems(contents, record)
+    if problems:
+        raise BackupError(
+            "the backup cannot be restored as it is; nothing was sent:\n"
+            + "\n".join(f"  {p}" for p in problems)
+        )
+    return contents, selected
+
+
+def differences(
+    record: StreamRecord, info: Mapping[str, Any], consumers: Mapping[str, Mapping[str, Any]]
+) -> list[str]:
+    """Where the live stream differs from the backup: state fields, consumers missing,
+    and positions (within the range the backup saw for a consumer at work)."""
+    found = []
+    expected, live = state_of(record.state), state_of(info.get("state") or {})
+    for name, value in expected.items():
+        if value is not None and live.get(name) != value:
+            found.append(f"{record.name}: {name} is {live.get(name)}, the backup has {value}")
+    for consumer in record.consumers:
+        got = consumers.get(consumer.name)
+        if got is None:
+            found.append(f"{record.name}: consumer {consumer.name} is missing")
+            continue
+        now = positions(got)
+        low = consumer.earliest or consumer.positions
+        for key, high in consumer.positions.items():
+            lowest = min(low.get(key, high), high)
+            if not lowest <= now.get(key, -1) <= high:
+                found.append(
+                    f"{record.name}: consumer {consumer.name} {key} is {now.get(key)}, "
+                    f"the backup has {high}"
+                )
+    return found
+
+
+async def _live(
+    client: JetStreamClient, name: str
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]] | None:
+    try:
+        info = await client.stream_info(name)
+    except NotFound:
+        return None
+    listed = await client.list_consumers(name)
+    return info, {str(c.get("name")): c for c in listed}
+
+
+async def plan_restore(
+    client: JetStreamClient, contents: Contents, selected: Sequence[StreamRecord], flags: Flags
+) -> RestorePlan:
+    """What a restore would do on the server behind ``client`` (reads only)."""
+    steps, refused = [], []
+    for record in selected:
+        size = contents.folder(record.name).data.stat().st_size
+        live = await _live(client, record.name)
+        if live is None:
+            steps.append(RestoreStep(record, "restore", size))
+        elif not differences(record, *live):
+            steps.append(RestoreStep(record, "restored", size))
+        elif flags.replace_existing:
+            steps.append(RestoreStep(record, "replace", size))
+        else:
+            refused.append(record.name)
+    if refused:
+        raise RefusedPlan(
+            "refusing to restore: the server holds stream(s) of the same name that differ "
+            "from the backup: " + ", ".join(refused) + ". Nothing was changed. Pass "
+            "--replace-existing (and --allow-replace) to delete and replace them."
+        )
+    replacing = [s.record.name for s in steps if s.destructive]
+    if replacing and not (flags.allow_replace or flags.allow_data_loss):
+        raise RefusedPlan(
+            f"refusing to restore: replacing {', '.join(replacing)} deletes their messages; "
+            "nothing was changed. Re-run with --allow-replace (or --allow-data-loss)."
+        )
+    return RestorePlan(contents, tuple(steps), await client.server_info())
+
+
+async def restore(
+    options: ConnectionOptions,
+    root: Path,
+    flags: Flags,
+    *,
+    parallel: int = PARALLEL,
+    confirm: Callable[[RestorePlan], Awaitable[bool]] | None = None,
+    approved: bool = True,
+    on_notice: Notice = _quiet,
+    on_plan: Callable[[RestorePlan], None] | None = None,
+    on_progress: Callable[[str, int, bool], None] | None = None,
+) -> RestoreResult:
+    """Check the folder, plan, ask (``confirm``) or refuse without approval like apply
+    does, restore and verify. Problems found by the verification are in the result."""
+    started = time.monotonic()
+    contents, selected = check_folder(root, flags.only)
+    async with open_client(options, on_notice=on_notice) as client:
+        the_plan = await plan_restore(client, contents, selected, flags)
+        if on_plan is not None:
+            on_plan(the_plan)
+        if not the_plan.has_changes:
+            return RestoreResult(the_plan, seconds=time.monotonic() - started)
+        if confirm is not None:
+            if not await confirm(the_plan):
+                return RestoreResult(the_plan, cancelled=True)
+        elif not (approved or the_plan.server.embedded):
+            where = the_plan.server.address or options.display_servers
+            raise RefusedPlan(f"{NOT_APPROVED} to restore to {where}: nothing was changed")
+        events = _Events(on_notice, on_plan, on_progress)
+        restored, problems = await _run(client, the_plan, parallel, events)
+    return RestoreResult(
+        the_plan, tuple(restored), tuple(problems), seconds=time.monotonic() - started
+    )
+
+
+async def _run(
+    client: JetStreamClient, the_plan: RestorePlan, parallel: int, events: _Events
+) -> tuple[list[str], list[str]]:
+    limit = asyncio.Semaphore(max(1, parallel))
+    todo = [s for s in the_plan.steps if s.action != "restored"]
+
+    async def one(step: RestoreStep) -> list[str]:
+        async with limit:
+            try:
+                return await _restore_one(client, the_plan.contents, step, events)
+            except ReconcileError as err:
+                return [f"{step.record.name}: {err}"]
+
+    found = await asyncio.gather(*(one(step) for step in todo))
+    restored = [s.record.name for s, p in zip(todo, found, strict=True) if not p]
+    return restored, [line for lines in found for line in lines]
+
+
+async def _restore_one(
+    client: JetStreamClient, contents: Contents, step: RestoreStep, events: _Events
+) -> list[str]:
+    record = step.record
+    if step.action == "replace":
+        await client.delete_stream(record.name)
+    folder = contents.folder(record.name)
+    sent = 0
+
+    def progress(size: int) -> None:
+        nonlocal sent
+        sent += size
+        if events.on_progress is not None:
+            events.on_progress(record.name, sent, False)
+
+    await restore_stream(
+        client,
+        record.config,
+        record.state,
+        chunks(folder.data, RESTORE_CHUNK),
+        on_chunk=progress,
+    )
+    if events.on_progress is not None:
+        events.on_progress(record.name, sent, True)
+    live = await _live(client, record.name)
+    if live is None:
+        return [f"{record.name}: not on the server after its restore"]
+    return differences(record, *live)

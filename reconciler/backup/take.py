@@ -1,0 +1,254 @@
+"""``reconcile backup``: data snapshots of streams into a backup folder, manifest last.
+
+Per stream, in turn up to ``parallel`` at once (the server holds each stream's
+configuration and expiry while its snapshot is taken, so many large streams are never
+snapshot at once without a bound):
+
+1. the consumers' positions are read, the stream's old ``backup.json`` removed;
+2. the snapshot arrives chunk by chunk into ``.stream.tar.s2.partial`` (hashed as it is
+   written), is synced and renamed;
+3. the consumers' positions are read again (a consumer at work moved: both are kept),
+   then ``backup.json`` is written.
+
+``manifest.json`` is removed first and written only when every stream succeeded: an
+interrupted or failed backup leaves no manifest, and no stream folder whose
+``backup.json`` is older than its snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from reconciler.backup.layout import (
+    DATA,
+    MANIFEST,
+    METADATA,
+    AtomicFile,
+    BackupError,
+    stream_folder,
+    sync_folder,
+    write_json,
+)
+from reconciler.backup.manifest import (
+    ConsumerRecord,
+    FileRecord,
+    Manifest,
+    StreamRecord,
+    positions,
+)
+from reconciler.errors import NotFound, ReconcileError
+from reconciler.identity import ENTRY
+from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
+from reconciler.jetstream.snapshots import SNAPSHOT_CHUNK, snapshot_stream
+from reconciler.specs.validate import load_specs
+
+#: Streams snapshot at once unless told otherwise.
+PARALLEL = 4
+MEMORY_REFUSED = "a memory stream: nats-server cannot snapshot memory storage"
+
+Notice = Callable[[str], None]
+#: (stream, bytes received so far for it, done)
+Progress = Callable[[str, int, bool], None]
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which streams: ``everything`` on the server, or ``declared`` (the specs'), then
+    only ``only`` when given."""
+
+    declared: tuple[str, ...] = ()
+    everything: bool = False
+    only: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BackupResult:
+    manifest: Manifest
+    out: Path
+    missing: tuple[str, ...]  # declared or named, not on the server
+    seconds: float
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for s in self.manifest.streams for f in s.files.values())
+
+
+def declared_streams(paths: Sequence[Path], overlays: Sequence[Path] = ()) -> tuple[str, ...]:
+    """The streams the specs declare (buckets as their KV_/OBJ_ streams), validated first."""
+    specs = load_specs(list(paths), overlays=list(overlays))
+    names = {s.stream_name for s in specs if s.kind not in ("Consumer", ENTRY)}
+    return tuple(sorted(names))
+
+
+def specs_commit(paths: Sequence[Path]) -> str | None:
+    """``git rev-parse HEAD`` where the specs are, when git is there and they are in git."""
+    git = shutil.which("git")
+    if git is None or not paths:
+        return None
+    first = Path(paths[0]).resolve()
+    where = first if first.is_dir() else first.parent
+    try:
+        done = subprocess.run(
+            [git, "-C", str(where), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = done.stdout.strip()
+    return commit if done.returncode == 0 and len(commit) in (40, 64) else None
+
+
+async def _chosen(client: JetStreamClient, selection: Selection) -> tuple[list[str], list[str]]:
+    """(streams to back up, streams asked for that the server does not hold)."""
+    on_server = set(await client.stream_names())
+    if selection.only:
+        wanted = list(dict.fromkeys(selection.only))
+        if selection.declared and not selection.everything:
+            outside = [n for n in wanted if n not in selection.declared]
+            if outside:
+                raise BackupError(
+                    "--stream names a stream the specs do not declare (use --all): "
+                    + ", ".join(outside)
+                )
+    elif selection.everything:
+        wanted = sorted(on_server)
+    else:
+        wanted = list(selection.declared)
+    return [n for n in wanted if n in on_server], [n for n in wanted if n not in on_server]
+
+
+async def take_backup(
+    options: ConnectionOptions,
+    out: Path,
+    selection: Selection,
+    *,
+    commit: str | None = None,
+    parallel: int = PARALLEL,
+    chunk_size: int = SNAPSHOT_CHUNK,
+    on_notice: Notice = _quiet,
+    on_progress: Progress | None = None,
+) -> BackupResult:
+    """Back up the selected streams into ``out``; the manifest is written last, and only
+    when every stream's snapshot is complete (else :class:`BackupError` lists them)."""
+    started = time.monotonic()
+    out.mkdir(parents=True, exist_ok=True)
+    async with open_client(options, on_notice=on_notice) as client:
+        names, missing = await _chosen(client, selection)
+        for name in missing:
+            on_notice(f"warning: stream {name} is not on the server: not backed up")
+        (out / MANIFEST).unlink(missing_ok=True)  # an older backup's: no longer true
+        sync_folder(out)
+        server = await _server_identity(client)
+        limit = asyncio.Semaphore(max(1, parallel))
+
+        async def one(name: str) -> StreamRecord | str | ReconcileError:
+            async with limit:
+                try:
+                    return await _backup_stream(client, out, name, chunk_size, on_progress)
+                except ReconcileError as err:
+                    return err
+
+        results = await asyncio.gather(*(one(name) for name in names))
+    records = [r for r in results if isinstance(r, StreamRecord)]
+    skipped = tuple((n, r) for n, r in zip(names, results, strict=True) if isinstance(r, str))
+    failed = [(n, r) for n, r in zip(names, results, strict=True) if isinstance(r, Exception)]
+    for name, why in skipped:
+        on_notice(f"warning: stream {name} not backed up: {why}")
+    if failed:
+        lines = "\n".join(f"  {name}: {err}" for name, err in failed)
+        raise BackupError(
+            f"backup incomplete: {len(failed)} stream(s) failed; no manifest was written, "
+            f"the folder is not a backup. Run it again.\n{lines}"
+        )
+    manifest = Manifest(
+        created=datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+        server=server,
+        streams=tuple(records),
+        skipped=skipped,
+        specs_commit=commit,
+    )
+    write_json(out / MANIFEST, manifest.to_json())
+    return BackupResult(manifest, out, tuple(missing), time.monotonic() - started)
+
+
+async def _server_identity(client: JetStreamClient) -> dict[str, Any]:
+    """Who took the snapshots: name, id, version, cluster, domain and the address with
+    any credentials removed (never the URL as configured)."""
+    info = await client.server_info()
+    raw: dict[str, Any] = dict(getattr(client.nc, "_server_info", None) or {})
+    found = {
+        "name": raw.get("server_name"),
+        "id": raw.get("server_id"),
+        "version": info.version,
+        "api_level": info.api_level,
+        "cluster": raw.get("cluster"),
+        "domain": info.domain,
+        "address": info.address,
+    }
+    return {k: v for k, v in found.items() if v not in (None, "")}
+
+
+async def _consumer_positions(client: JetStreamClient, name: str) -> dict[str, dict[str, int]]:
+    return {str(c.get("name")): positions(c) for c in await client.list_consumers(name)}
+
+
+async def _backup_stream(
+    client: JetStreamClient,
+    out: Path,
+    name: str,
+    chunk_size: int,
+    on_progress: Progress | None,
+) -> StreamRecord | str:
+    """One stream's snapshot and backup.json; a reason instead when it cannot be taken."""
+    folder = stream_folder(out, name)
+    try:
+        info = await client.stream_info(name)
+    except NotFound:
+        return "deleted before its snapshot"
+    if (info.get("config") or {}).get("storage") == "memory":
+        return MEMORY_REFUSED
+    before = await _consumer_positions(client, name)
+    folder.folder.mkdir(parents=True, exist_ok=True)
+    folder.metadata.unlink(missing_ok=True)  # never beside a newer snapshot
+    data = AtomicFile(folder.data)
+    received = 0
+
+    def write(chunk: bytes) -> None:
+        nonlocal received
+        data.write(chunk)
+        received += len(chunk)
+        if on_progress is not None:
+            on_progress(name, received, False)
+
+    try:
+        snap = await snapshot_stream(client, name, write, chunk_size=chunk_size)
+        await asyncio.to_thread(data.commit)
+    except BaseException:
+        data.discard()
+        raise
+    after = await _consumer_positions(client, name)
+    metadata = {"config": snap.config, "state": snap.state}
+    meta_digest, meta_size = write_json(folder.metadata, metadata)
+    if on_progress is not None:
+        on_progress(name, received, True)
+    consumers = tuple(
+        ConsumerRecord(c, after[c], None if before.get(c) in (None, after[c]) else before[c])
+        for c in sorted(after)
+    )
+    files = {DATA: FileRecord(data.sha256, data.size), METADATA: FileRecord(meta_digest, meta_size)}
+    return StreamRecord(name, snap.config, snap.state, consumers, files)

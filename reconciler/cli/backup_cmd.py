@@ -1,0 +1,311 @@
+"""The backup commands: ``backup PATH --out DIR``, ``backup verify DIR``, ``restore DIR``."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import click
+
+from reconciler.cli.options import (
+    connection_options,
+    project_options,
+    resolve_target,
+    to_connection_options,
+)
+from reconciler.console.terminal import TerminalConsole
+
+if TYPE_CHECKING:
+    from reconciler.backup.restore import RestorePlan
+
+Progress = Callable[[str, int, bool], None]
+
+
+def _size(size: int) -> str:
+    from reconciler.specs.units import approx_size
+
+    return approx_size(size)
+
+
+@contextmanager
+def _progress(console: TerminalConsole, verb: str) -> Iterator[Progress]:
+    """Per stream: a bar on a terminal (bytes so far), a log line when it is done elsewhere."""
+    from reconciler.model.values import printable
+
+    started: dict[str, float] = {}
+    if not console.interactive:
+
+        def line(name: str, size: int, done: bool) -> None:
+            started.setdefault(name, time.monotonic())
+            if done:
+                seconds = time.monotonic() - started[name]
+                console.notice(f"{verb} {name}: {_size(size)} in {seconds:.2f} s")
+
+        yield line
+        return
+    from rich.console import Console as RichConsole
+    from rich.progress import DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    screen = RichConsole(stderr=True)
+    bar = Progress(
+        TextColumn("{task.description}"),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        console=screen,
+        transient=True,
+    )
+    tasks: dict[str, Any] = {}
+
+    def show(name: str, size: int, done: bool) -> None:
+        if name not in tasks:
+            tasks[name] = bar.add_task(printable(f"{verb} {name}"), total=None)
+        bar.update(tasks[name], completed=size)
+        if done:
+            bar.console.print(printable(f"{verb} {name}: {_size(size)}"), markup=False)
+            bar.remove_task(tasks.pop(name))
+
+    with bar:
+        yield show
+
+
+class _BackupGroup(click.Group):
+    """``backup verify DIR`` is a sub-command; anything else is ``backup PATH --out DIR``."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] in self.commands:
+            return super().resolve_command(ctx, args)
+        return "take", self.commands["take"], args
+
+
+@click.group(
+    cls=_BackupGroup,
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+)
+def backup() -> None:
+    """Take data snapshots of streams (consumers included) into a folder.
+
+    \b
+    reconcile backup PATH --out DIR     the streams the specs declare
+    reconcile backup --all --out DIR    every stream on the server
+    reconcile backup verify DIR         check digests and completeness (no server)
+
+    The folder follows the nats CLI's layout (DIR/<stream>/backup.json beside
+    stream.tar.s2) plus DIR/manifest.json, written last. It holds every message,
+    KeyValue values included: protect it like the server (docs/backup.md).
+    """
+
+
+@backup.command("take", hidden=True)
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The backup folder (created; an older backup in it is overwritten).",
+)
+@click.option("--all", "everything", is_flag=True, help="Every stream on the server.")
+@click.option("--stream", "only", multiple=True, help="Only this stream (repeatable).")
+@click.option(
+    "--parallel",
+    type=click.IntRange(1, 64),
+    default=4,
+    show_default=True,
+    help="Snapshots taken at once (the server holds each stream's config while it runs).",
+)
+@project_options
+@connection_options
+@click.pass_context
+def take(
+    ctx: click.Context,
+    /,
+    paths: tuple[Path, ...],
+    out: Path,
+    everything: bool,
+    only: tuple[str, ...],
+    parallel: int,
+    project_file: Path | None,
+    env_name: str | None,
+    **conn: Any,
+) -> int:
+    """Back up streams into --out."""
+    from reconciler.backup.take import Selection, declared_streams, specs_commit, take_backup
+
+    console = TerminalConsole()
+    if everything or (only and not paths and env_name is None):
+        target_paths: tuple[Path, ...] = ()
+        options = to_connection_options(conn)
+        if env_name is not None or project_file is not None:
+            target = resolve_target(
+                ctx, paths=paths, conn=conn, project_file=project_file, env_name=env_name
+            )
+            options, target_paths = target.options, tuple(Path(p) for p in target.paths)
+        selection = Selection(everything=True, only=only)
+    else:
+        target = resolve_target(
+            ctx, paths=paths, conn=conn, project_file=project_file, env_name=env_name
+        )
+        options, target_paths = target.options, tuple(Path(p) for p in target.paths)
+        declared = declared_streams(target_paths, tuple(Path(p) for p in target.overlays))
+        selection = Selection(declared=declared, only=only)
+    console.notice(
+        f"snapshots hold each stream's configuration and message expiry while they run; "
+        f"at most {parallel} at once"
+    )
+    with _progress(console, "backed up") as progress:
+        result = asyncio.run(
+            take_backup(
+                options,
+                out,
+                selection,
+                commit=specs_commit(target_paths),
+                parallel=parallel,
+                on_notice=console.notice,
+                on_progress=progress,
+            )
+        )
+    count = len(result.manifest.streams)
+    click.echo(
+        f"Backup complete: {count} stream(s), {_size(result.size)} in {result.seconds:.2f} s, "
+        f"written to {out}"
+    )
+    return 0
+
+
+@backup.command("verify")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--stream", "only", multiple=True, help="Only this stream (repeatable).")
+def verify(folder: Path, only: tuple[str, ...]) -> int:
+    """Check every file's digest and that the manifest is complete; no server."""
+    from reconciler.backup.layout import BackupError
+    from reconciler.backup.restore import check_folder
+
+    contents, selected = check_folder(folder, only)
+    if contents.manifest is None:
+        raise BackupError(
+            f"{folder}: no manifest.json (a nats CLI backup, or an interrupted one): the "
+            "snapshots' framing is whole, but there are no digests to check"
+        )
+    size = sum(f.size for s in selected for f in s.files.values())
+    click.echo(f"Backup verified: {len(selected)} stream(s), {_size(size)}, every digest matches.")
+    return 0
+
+
+def _plan_text(plan: RestorePlan) -> str:
+    from reconciler.model.values import printable
+
+    marks = {"restore": "+", "replace": "-/+", "restored": "="}
+    lines = [printable(f"Restore plan for {plan.contents.root}:")]
+    manifest = plan.contents.manifest
+    if manifest is not None:
+        server = manifest.server
+        lines.append(
+            printable(
+                f"  backup of {server.get('name', 'a server')} (nats-server "
+                f"{server.get('version', '?')}) taken {manifest.created}"
+            )
+        )
+    for step in plan.steps:
+        state, record = step.record.state, step.record
+        what = "already restored" if step.action == "restored" else step.action
+        lines.append(
+            printable(
+                f"  {marks[step.action]} {record.name}: {what}, "
+                f"{state.get('messages', '?')} messages, {_size(int(state.get('bytes') or 0))}, "
+                f"{len(record.consumers) or state.get('consumer_count', 0)} consumer(s), "
+                f"snapshot {_size(step.size)}"
+            )
+        )
+    counts = {a: sum(s.action == a for s in plan.steps) for a in marks}
+    lines.append(
+        f"Plan: {counts['restore']} to restore, {counts['replace']} to replace, "
+        f"{counts['restored']} already restored."
+    )
+    return "\n".join(lines)
+
+
+@click.command()
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--stream", "only", multiple=True, help="Only this stream (repeatable).")
+@click.option(
+    "--replace-existing",
+    is_flag=True,
+    help="Delete and restore a stream of the same name that differs from the backup "
+    "(destructive: needs --allow-replace or --allow-data-loss too).",
+)
+@click.option("--allow-replace", is_flag=True, help="Allow replacing existing streams.")
+@click.option("--allow-data-loss", is_flag=True, help="Allow every step that destroys data.")
+@click.option(
+    "--parallel",
+    type=click.IntRange(1, 64),
+    default=4,
+    show_default=True,
+    help="Streams restored at once.",
+)
+@click.option(
+    "--yes",
+    "-y",
+    "auto_approve",
+    is_flag=True,
+    help="Restore without asking (as apply: needed without a terminal, but for the "
+    "embedded server).",
+)
+@connection_options
+def restore(
+    folder: Path,
+    only: tuple[str, ...],
+    replace_existing: bool,
+    allow_replace: bool,
+    allow_data_loss: bool,
+    parallel: int,
+    auto_approve: bool,
+    **conn: Any,
+) -> int:
+    """Restore a backup folder (ours or the nats CLI's): plan, ask, restore, verify."""
+    from reconciler.backup.restore import Flags
+    from reconciler.backup.restore import restore as run_restore
+    from reconciler.errors import ReconcileError
+
+    console = TerminalConsole()
+    asks = console.interactive and sys.stdin.isatty() and not auto_approve
+    flags = Flags(replace_existing, allow_replace, allow_data_loss, only)
+
+    async def ask(_: RestorePlan) -> bool:
+        return await console.confirm(cast(Any, None))
+
+    def show(plan: RestorePlan) -> None:
+        click.echo(_plan_text(plan))
+
+    with _progress(console, "restored") as progress:
+        result = asyncio.run(
+            run_restore(
+                to_connection_options(conn),
+                folder,
+                flags,
+                parallel=parallel,
+                confirm=ask if asks else None,
+                approved=auto_approve,
+                on_notice=console.notice,
+                on_plan=show,
+                on_progress=progress,
+            )
+        )
+    if result.cancelled:
+        return 1
+    if result.problems:
+        lines = "\n".join(f"  {p}" for p in result.problems)
+        raise ReconcileError(
+            f"restore finished with differences from the backup ({len(result.restored)} "
+            f"stream(s) verified):\n{lines}"
+        )
+    click.echo(
+        f"Restore complete: {len(result.restored)} stream(s) restored and verified in "
+        f"{result.seconds:.2f} s."
+    )
+    return 0

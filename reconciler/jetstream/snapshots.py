@@ -1,0 +1,205 @@
+"""Stream data snapshots over the wire: ``$JS.API.STREAM.SNAPSHOT`` and ``STREAM.RESTORE``.
+
+Read against nats-server's ``jetstream_api.go`` (``jsStreamSnapshotRequest``,
+``streamSnapshot``, ``jsStreamRestoreRequest``, ``processStreamRestore``) and jsm.go's
+``snapshots.go`` (what ``nats stream backup`` / ``nats account backup`` run):
+
+- SNAPSHOT ``{deliver_subject, no_consumers, chunk_size, jsck}`` answers ``{config,
+  state}`` (the stream as the snapshot holds it), then the server sends the snapshot (an
+  S2-compressed tar) in chunks to ``deliver_subject``. A chunk carries a reply subject
+  ``$JS.SNAPSHOT.ACK.<stream>.<id>.<size>.<index>``: an empty message there gives the
+  server room for one more chunk (it keeps at most a window, 8 MiB by default, in
+  flight, and gives up after 5 s without an ack). The last data chunk may have no reply.
+  The end is an empty message whose status is ``204`` (or ``408``/``500`` and a
+  description when the server gave up).
+- RESTORE ``{config, state}`` answers ``{deliver_subject}``; each chunk is sent there as a
+  request (the reply is empty, or an error); an empty request ends the transfer and its
+  reply is the stream's info (a ``stream_create_response``) or the error. The server
+  drops a restore that sees no chunk for 5 s.
+
+Memory is bounded: a snapshot chunk is handed to ``sink`` and acknowledged only then
+(so at most the server's window waits in the client), a restore reads its file chunk by
+chunk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from nats.errors import TimeoutError as NatsTimeout
+
+from reconciler.errors import ConnectError, ReconcileError, RequestTimeout
+from reconciler.jetstream.client import JetStreamClient
+
+#: What the server sends per chunk by default (it clamps to 1 KiB .. 1 MiB).
+SNAPSHOT_CHUNK = 128 * 1024
+#: What a restore sends per request (the nats CLI sends 64 KiB; the server takes up to
+#: its max_payload, 1 MiB by default).
+RESTORE_CHUNK = 128 * 1024
+#: How long a snapshot may see no chunk before it is given up (the server gives up
+#: after 5 s without an ack; a check of every message, ``jsck``, comes before the reply).
+IDLE_SECONDS = 30.0
+#: How long the server may take to check and prepare a snapshot, or to finish a restore.
+SLOW_SECONDS = 600.0
+#: Where a snapshot chunk's reply carries its index (``$JS.SNAPSHOT.ACK.<s>.<id>.<n>.<i>``).
+_ACK_INDEX = 7
+
+ChunkSink = Callable[[bytes], None]
+
+
+class SnapshotFailed(ReconcileError):
+    """A snapshot or restore the server, the link or the data ended before it finished."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the server said a finished snapshot holds, and what arrived."""
+
+    config: dict[str, Any]
+    state: dict[str, Any]
+    size: int
+    chunks: int
+
+
+def _chunk_index(reply: str) -> int | None:
+    tokens = reply.split(".")
+    if len(tokens) != _ACK_INDEX + 1:
+        return None
+    try:
+        return int(tokens[_ACK_INDEX])
+    except ValueError:
+        return None
+
+
+def _end_status(headers: dict[str, str] | None) -> str | None:
+    """None when the end-of-snapshot message says it finished; else what went wrong."""
+    if not headers:
+        return None
+    status = headers.get("Status", "")
+    if not status or status.startswith("204"):
+        return None
+    return f"{status} {headers.get('Description', '')}".strip()
+
+
+async def snapshot_stream(
+    client: JetStreamClient,
+    stream: str,
+    sink: ChunkSink,
+    *,
+    consumers: bool = True,
+    check: bool = True,
+    chunk_size: int = SNAPSHOT_CHUNK,
+    idle: float = IDLE_SECONDS,
+    on_chunk: Callable[[int], None] | None = None,
+) -> Snapshot:
+    """Take a snapshot of ``stream``, each chunk handed to ``sink`` in order before it is
+    acknowledged. Raises :class:`SnapshotFailed` when the server gives up, a chunk is
+    missing, the link drops or nothing arrives for ``idle`` seconds: what ``sink`` got
+    is then not a snapshot."""
+    nc = client.nc
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox, pending_bytes_limit=64 * 1024 * 1024)
+    try:
+        body = {
+            "deliver_subject": inbox,
+            "no_consumers": not consumers,
+            "chunk_size": chunk_size,
+            "jsck": check,
+        }
+        timeout = max(client.timeout, SLOW_SECONDS if check else client.timeout)
+        reply = await client.request(f"STREAM.SNAPSHOT.{stream}", body, timeout=timeout)
+        size, chunks = await _receive(client, stream, sub, sink, idle=idle, on_chunk=on_chunk)
+    finally:
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
+    return Snapshot(dict(reply.get("config") or {}), dict(reply.get("state") or {}), size, chunks)
+
+
+async def _receive(
+    client: JetStreamClient,
+    stream: str,
+    sub: Any,
+    sink: ChunkSink,
+    *,
+    idle: float,
+    on_chunk: Callable[[int], None] | None,
+) -> tuple[int, int]:
+    """Read chunks until the end message: (bytes, chunks)."""
+    nc = client.nc
+    size = chunks = 0
+    expected = 1
+    waited = 0.0
+    while True:
+        if not nc.is_connected:
+            raise SnapshotFailed(f"the connection dropped during the snapshot of {stream}")
+        try:
+            msg = await sub.next_msg(timeout=1.0)
+        except (TimeoutError, NatsTimeout):
+            waited += 1.0
+            if waited >= idle:
+                raise SnapshotFailed(
+                    f"no snapshot data for {stream} for {idle:g}s: the server stopped sending"
+                ) from None
+            continue
+        waited = 0.0
+        if not msg.data:
+            problem = _end_status(msg.headers)
+            if problem is not None:
+                raise SnapshotFailed(f"the server ended the snapshot of {stream}: {problem}")
+            return size, chunks
+        if msg.reply:
+            index = _chunk_index(msg.reply)
+            if index is not None and index != expected:
+                raise SnapshotFailed(
+                    f"snapshot of {stream}: chunk {expected} was lost (chunk {index} came)"
+                )
+            expected += 1
+        sink(msg.data)
+        size += len(msg.data)
+        chunks += 1
+        if msg.reply:
+            await nc.publish(msg.reply, b"")
+        if on_chunk is not None:
+            on_chunk(len(msg.data))
+
+
+async def restore_stream(
+    client: JetStreamClient,
+    config: dict[str, Any],
+    state: dict[str, Any],
+    chunks: Iterable[bytes],
+    *,
+    on_chunk: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Create the stream ``config['name']`` from a snapshot's ``chunks`` (read lazily, in
+    order); the restored stream's info. The server refuses a stream that exists."""
+    stream = str(config["name"])
+    reply = await client.request(f"STREAM.RESTORE.{stream}", {"config": config, "state": state})
+    deliver = str(reply.get("deliver_subject") or "")
+    if not deliver:
+        raise SnapshotFailed(f"the server gave no subject to restore {stream} to")
+    for chunk in chunks:
+        answer = await _send(client, deliver, chunk, stream, client.timeout)
+        if answer:
+            client._decode(deliver, answer)  # an error reply raises
+            raise SnapshotFailed(f"unexpected answer while restoring {stream}")
+        if on_chunk is not None:
+            on_chunk(len(chunk))
+    final = await _send(client, deliver, b"", stream, max(client.timeout, SLOW_SECONDS))
+    return client._decode(deliver, final)
+
+
+async def _send(
+    client: JetStreamClient, subject: str, chunk: bytes, stream: str, timeout: float
+) -> bytes:
+    try:
+        return await client.raw_request(subject, chunk, timeout=timeout)
+    except RequestTimeout:
+        raise SnapshotFailed(
+            f"the server stopped answering while {stream} was restored: run restore again"
+        ) from None
+    except ConnectError as err:
+        raise SnapshotFailed(f"restore of {stream}: {err}: run restore again") from None
