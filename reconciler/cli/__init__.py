@@ -29,6 +29,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "snapshot": ("reconciler.cli.snapshot_cmd", "snapshot", "Write live configs as JSONL."),
     "fleet": ("reconciler.cli.fleet_cmd", "fleet", "Fleet-wide drift on Apache Spark."),
     "lock": ("reconciler.cli.lock_cmd", "lock", "Inspect or break the apply lock."),
+    "backup": ("reconciler.cli.backup_cmd", "backup", "Snapshot streams' data to a folder."),
+    "restore": ("reconciler.cli.backup_cmd", "restore", "Restore a backup folder."),
 }
 
 
@@ -69,6 +71,15 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "lock status": ("reconcile lock status", "reconcile lock status --format json"),
     "lock break": ("reconcile lock break", "reconcile lock break --force"),
+    "backup": (
+        "reconcile backup specs/ --out backups/nightly",
+        "reconcile backup --all --out backups/all --server nats://nats:4222",
+        "reconcile backup verify backups/nightly",
+    ),
+    "restore": (
+        "reconcile restore backups/nightly                 # shows the plan, asks for yes",
+        "reconcile restore backups/nightly --stream ORDERS --yes",
+    ),
 }
 
 
