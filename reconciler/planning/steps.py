@@ -150,7 +150,7 @@ SOURCED_CHANGES = (
 class Migrate(Entry):
     """Move a stream (or bucket) to a config an update cannot reach, keeping its messages
     (:mod:`reconciler.model.migration`). ``phase`` is set when an interrupted migration is
-    found on the server: apply finishes it."""
+    found on the server: apply finishes it (with ``--migrate``, unless ``blocked``)."""
 
     config: Mapping[str, Any]
     live: Mapping[str, Any] = field(default_factory=dict)
