@@ -4,12 +4,12 @@ Between the plan shown and the answer the server goes on: messages arrive, someo
 a stream. A ``max_msgs: 10`` planned as harmless on an empty stream deletes 90 of the
 100 messages published while the question waited. So apply reads the live state again
 after the answer and compares the two plans here: they agree when they hold the same
-steps (action, resource, field changes, a migration's phase) and every step destroys the
-same kind of data (destructive or not, and through the same fields). Anything else was
-not reviewed, and :func:`differences` names it. How many messages a step the person
-approved as destructive takes may have grown meanwhile (a stream being deleted keeps
-taking publishes until it is gone): the person approved the step, not a count, so a
-count alone is not a different plan.
+steps (action, resource, field changes, a migration's phase, the KeyValue value a step
+replaces) and every step destroys the same kind of data (destructive or not, and through
+the same fields). Anything else was not reviewed, and :func:`differences` names it. How
+many messages a step the person approved as destructive takes may have grown meanwhile
+(a stream being deleted keeps taking publishes until it is gone): the person approved
+the step, not a count, so a count alone is not a different plan.
 
 Pure: two plans in, sentences out.
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-from reconciler.identity import ResourceRef
+from reconciler.identity import ENTRY, ResourceRef
 from reconciler.planning.steps import Migrate, Plan, Step
 
 __all__ = ["differences"]
@@ -39,6 +39,17 @@ def _what_it_does(step: Step) -> Hashable:
     fields = tuple(_frozen(change.to_json()) for change in step.fields)
     phase = step.phase if isinstance(step, Migrate) else None
     return (step.action, fields, phase)
+
+
+def _what_it_overwrites(step: Step) -> Hashable:
+    """A KeyValue entry's value as read, which the step replaces or deletes: its fields
+    show it cut to 200 characters, and a secret's not at all, so a write meanwhile past
+    what is shown (or to a secret) changes no field. None for other kinds (their fields
+    are their whole change)."""
+    if step.ref.kind != ENTRY:
+        return None
+    live = getattr(step, "live", None) or {}
+    return live.get("value")
 
 
 def _what_it_destroys(step: Step) -> Hashable:
@@ -72,6 +83,9 @@ def _compare(ref: ResourceRef, shown: Step | None, now: Step | None) -> str | No
         return f"{ref.label}: now {_a(now.action)}, shown as {_a(shown.action)} ({_losses(now)})"
     if _what_it_does(shown) != _what_it_does(now):
         return f"{ref.label}: the {now.action} now changes {_fields(now)} (shown: {_fields(shown)})"
+    if _what_it_overwrites(shown) != _what_it_overwrites(now):
+        written = "its value was written since it was shown"
+        return f"{ref.label}: {written}; the {now.action} would lose that write"
     if _what_it_destroys(shown) != _what_it_destroys(now):
         return f"{ref.label}: the {now.action} now {_losses(now)} (shown: {_losses(shown)})"
     return None

@@ -11,9 +11,12 @@ from __future__ import annotations
 import base64
 import json
 import os
+import pty
 import re
+import select
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -430,3 +433,107 @@ def action_step(root: Path, server: NatsServer) -> subprocess.CompletedProcess[s
         timeout=180,
         check=False,
     )
+
+
+# --- what is applied is what was reviewed ----------------------------------------------
+
+QUESTION = b"Only 'yes' will be accepted"
+#: Started in a new session, the child makes its stdin (the pty) its controlling
+#: terminal, then becomes ``reconcile`` (as tests/e2e/test_confirm_and_server.py does).
+TAKE_TERMINAL = (
+    "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+    "os.execv(sys.executable, [sys.executable, '-m', 'reconciler', *sys.argv[1:]])"
+)
+
+
+class Terminal:
+    """The CLI on a pseudo-terminal that is its controlling terminal."""
+
+    def __init__(self, *args: str, cwd: Path) -> None:
+        primary, secondary = pty.openpty()
+        environ = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("CI", "NO_COLOR") and not k.startswith(("NATS_", "RECONCILE_"))
+        }
+        environ |= {"PYTHONPATH": str(REPO), "TERM": "xterm", "COLUMNS": "120", "NO_COLOR": "1"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", TAKE_TERMINAL, *args],
+            stdin=secondary, stdout=secondary, stderr=secondary, env=environ, cwd=cwd,
+            start_new_session=True,
+        )  # fmt: skip
+        os.close(secondary)
+        self.primary = primary
+        self.output = b""
+
+    def read_until(self, wanted: bytes, seconds: float = 60.0) -> bool:
+        deadline = time.monotonic() + seconds
+        while wanted not in self.output and time.monotonic() < deadline:
+            ready, _, _ = select.select([self.primary], [], [], 0.1)
+            if ready:
+                try:
+                    self.output += os.read(self.primary, 65536)
+                except OSError:
+                    break
+            elif self.process.poll() is not None:
+                break
+        return wanted in self.output
+
+    def answer(self, text: bytes, seconds: float = 60.0) -> int:
+        os.write(self.primary, text)
+        deadline = time.monotonic() + seconds
+        while self.process.poll() is None and time.monotonic() < deadline:
+            self.read_until(b"\x00never", 0.2)
+        self.read_until(b"\x00never", 0.2)
+        os.close(self.primary)
+        return self.process.wait(timeout=10)
+
+    @property
+    def text(self) -> str:
+        return self.output.decode(errors="replace")
+
+
+def entry_specs(value: str, *, secret: bool) -> str:
+    return (
+        "kind: KeyValue\nname: CONF\nhistory: 5\n---\n"
+        f"kind: KeyValueEntry\nbucket: CONF\nkey: cfg\nsecret: {str(secret).lower()}\n"
+        f"value: {json.dumps(value)}\n"
+    )
+
+
+@pytest.mark.parametrize("hidden", ["long", "secret"])
+def test_a_kv_value_written_while_the_question_waits_is_not_overwritten_unreviewed(
+    clean_server: NatsServer, tmp_path: Path, hidden: str, figures: Any
+) -> None:
+    """The plan shows an entry's old value cut to 200 characters, and a secret's not at
+    all; the review compared what the plan shows. Someone writing the key while the
+    question waited (past its 200th character, or a secret) went unnoticed: 'yes'
+    overwrote a value nobody reviewed. Now the value the step replaces is compared
+    too: refused, the concurrent write kept."""
+    secret = hidden == "secret"
+    first = "A" * 300
+    spec = tmp_path / "entries.yaml"
+    spec.write_text(entry_specs(first, secret=secret))
+    server = ["--server", clean_server.url]
+    done = reconcile("apply", str(spec), *server, "-y", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    spec.write_text(entry_specs("reviewed", secret=secret))
+
+    term = Terminal("apply", str(spec), *server, cwd=tmp_path)
+    assert term.read_until(QUESTION), term.text
+    assert "~ update KeyValueEntry CONF/cfg" in term.text, term.text
+    concurrent = ("A" * 250 + "B" * 50).encode()
+    run(_write_key(clean_server, concurrent))
+    status = term.answer(b"yes\r")
+    assert status == 1, term.text
+    said = term.text.split(QUESTION.decode(), 1)[1]
+    assert "KeyValueEntry CONF/cfg" in said and "nothing was changed" in said, said
+    assert "Traceback" not in term.text
+    assert kv_value(clean_server, "CONF", "cfg") == concurrent
+    assert count(clean_server, "KV_CONF") == 2  # the first value and the concurrent one
+    figures.add("security_cases", 1)
+
+
+async def _write_key(server: NatsServer, value: bytes) -> None:
+    async with open_client(options(server)) as client:
+        await client.publish("$KV.CONF.cfg", value)
