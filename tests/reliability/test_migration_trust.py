@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -370,3 +371,45 @@ def test_export_during_an_interrupted_migration_skips_its_internals_and_says_so(
     assert f"skipped stream ORDERS: mid-migration, still filled from {TEMP}" in done.stderr
     written = sorted(p.name for p in out.iterdir())
     assert not [name for name in written if "MIGRATING" in name or "ORDERS" in name]
+
+
+@pytest.mark.parametrize("version", ["2.10.26", "2.12.8"])
+@pytest.mark.parametrize("way", ["rollback", "resume"])
+def test_older_servers_roll_back_and_resume_with_every_message(
+    server_factory: Callable[..., NatsServer], tmp_path: Path, version: str, way: str
+) -> None:
+    """Before 2.12 both copies are sources (sequences mapped through the
+    Nats-Stream-Source header): the way out keeps every message there too."""
+    server = server_factory(version=version)
+    before, expected = interrupted(server, tmp_path, "restored")
+    memory = orders(tmp_path, "memory", name="m.yaml")
+    specs = before if way == "rollback" else memory
+    assert run(engine.apply([specs], options(server), migrate=True, migration=way)).ok
+    assert run(dump(server, "ORDERS")) == expected
+    assert names(server) == ["ORDERS"]
+    assert not run(engine.plan([specs], options(server))).has_changes
+
+
+@pytest.mark.parametrize("version", ["2.10.26", "2.12.8"])
+def test_older_servers_refuse_to_delete_for_a_bound_forgery(
+    server_factory: Callable[..., NatsServer], tmp_path: Path, version: str
+) -> None:
+    server = server_factory(version=version)
+    _, expected = setup_orders(server, tmp_path)
+    memory = orders(tmp_path, "memory", name="m.yaml")
+    target = dict(run(engine.plan([memory], options(server), migrate=True)).steps[0].config)
+    body = {**bound_record(server, "serving", target), "mirrors": version >= "2.12"}
+    forge(server, "ORDERS", body)
+    info = run(api(server, f"STREAM.INFO.{TEMP}"))
+    bound = {**body, "temp_created": info["created"]}
+    run(
+        api(
+            server,
+            f"STREAM.UPDATE.{TEMP}",
+            {**info["config"], "metadata": {RECORD_KEY: json.dumps(bound)}},
+        )
+    )
+    run(publish_many(server, ["junk.ORDERS.x"], 100, tag="j"))
+    with pytest.raises(ReconcileError, match="does not hold its 100 messages"):
+        run(engine.apply([memory], options(server), migrate=True))
+    assert run(dump(server, "ORDERS")) == expected
