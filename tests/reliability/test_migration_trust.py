@@ -413,3 +413,28 @@ def test_older_servers_refuse_to_delete_for_a_bound_forgery(
     with pytest.raises(ReconcileError, match="does not hold its 100 messages"):
         run(engine.apply([memory], options(server), migrate=True))
     assert run(dump(server, "ORDERS")) == expected
+
+
+def test_the_cli_shows_the_block_refuses_in_one_line_and_rolls_back(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    before, expected = interrupted(clean_server, tmp_path, "refill")
+    newer = orders(tmp_path, "memory", 'description: "v2"', name="v2.yaml")
+    url = ("--server", clean_server.url)
+    shown = reconcile("plan", str(newer), "--migrate", *url, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "# blocked: stream ORDERS: the specs changed after its migration stopped" in (
+        shown.stdout
+    )
+    refused = reconcile("apply", "-y", str(newer), *url, cwd=tmp_path)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "cannot be acted on; nothing was changed" in refused.stderr
+    assert "resumed only with --migrate" in refused.stderr
+    assert TEMP in names(clean_server)
+    back = reconcile(
+        "apply", "-y", str(newer), "--migrate", "--migration", "rollback", *url, cwd=tmp_path
+    )
+    assert back.returncode == 0, back.stderr
+    assert run(dump(clean_server, "ORDERS")) == expected
+    assert names(clean_server) == ["ORDERS"]
+    assert reconcile("plan", str(before), "--detailed-exitcode", *url, cwd=tmp_path).returncode == 0
