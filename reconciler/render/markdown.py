@@ -28,10 +28,13 @@ _MARKDOWN = re.compile(r"([\\`*\[\]~!#|]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
 def cell(text: str) -> str:
     """``text`` made safe for one Markdown table cell (or a line): lines joined, control
     and bidi characters escaped (:func:`printable`), HTML inert, Markdown
-    punctuation escaped, so a resource named ``[x](http:evil)`` stays text. The one
-    escaping function for Markdown text (:func:`code` for code spans)."""
+    punctuation escaped, so a resource named ``[x](http:evil)`` stays text, and an ``@``
+    followed by a zero-width space, so a stream named ``@security-team`` notifies nobody
+    (as Dependabot writes them). The one escaping function for Markdown text
+    (:func:`code` for code spans, where no mention is read)."""
     flat = printable(" ".join(text.splitlines()))
-    return _MARKDOWN.sub(r"\\\1", html.escape(flat, quote=False)) or " "
+    escaped = _MARKDOWN.sub(r"\\\1", html.escape(flat, quote=False))
+    return escaped.replace("@", "@&#8203;") or " "
 
 
 def code(text: str) -> str:

@@ -393,6 +393,48 @@ def test_the_runners_older_workflow_commands_from_the_server_are_inert_in_every_
     figures.add("messages_checked", 10)
 
 
+_MENTION = re.compile(r"@(?!&#8203;|\u200b)[A-Za-z0-9]")
+
+
+def test_a_name_from_the_server_mentions_nobody_in_markdown(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A stream named ``@security-team`` (the server takes the ``@``) was written as
+    ``Stream @security-team`` in the Markdown a pull-request comment and the step
+    summary carry: GitHub notifies whoever that names. Now the ``@`` is followed by a
+    zero-width space in Markdown text (code blocks never mention)."""
+    marker = {"io.jetstream-gitops/managed-by": "reconcile"}
+
+    async def create() -> None:
+        async with open_client(options(clean_server)) as client:
+            await client.create_stream(
+                {"name": "@security-team", "subjects": ["m.>"], "metadata": marker}
+            )
+
+    run(create())
+    publish(clean_server, "m.x", 10)
+    (tmp_path / "specs.yaml").write_text(HOSTILE_SPECS)
+    server = ["--server", clean_server.url]
+    markdown = []
+    for prune in ([], ["--prune"]):
+        done = reconcile(
+            "plan", "specs.yaml", *server, *prune, "--format", "markdown", cwd=tmp_path
+        )
+        assert done.returncode == 0, done.stderr
+        markdown.append(done.stdout)
+    drift = reconcile("drift", "specs.yaml", *server, "--format", "markdown", cwd=tmp_path)
+    assert drift.returncode == 2, drift.stderr
+    markdown.append(drift.stdout)
+    step = action_step(tmp_path, clean_server)
+    assert step.returncode == 0, step.stdout + step.stderr
+    markdown.append((tmp_path / "runner" / "summary.md").read_text())
+    for text in markdown:
+        prose = re.sub(r"^(`{3,})[^\n]*\n.*?^\1$", "", text, flags=re.S | re.M)
+        prose = re.sub(r"(`+).+?\1", "", prose)
+        assert "security-team" in text and not _MENTION.search(prose), text
+    assert count(clean_server, "@security-team") == 10
+
+
 def test_the_actions_log_wraps_a_legacy_command_too() -> None:
     """Whatever reaches the Action's log: a line holding ``##[`` anywhere is written
     inside a ``::stop-commands::`` block, as a line starting with ``::`` was."""
