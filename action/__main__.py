@@ -33,6 +33,7 @@ from reconciler.errors import (
     SpecError,
     UnsupportedField,
 )
+from reconciler.model.migration import CHOICES as MIGRATION_CHOICES
 
 if TYPE_CHECKING:
     from reconciler.jetstream import ConnectionOptions
@@ -56,6 +57,7 @@ class Inputs:
     comment: bool
     fail_on_drift: bool
     migrate: bool = False
+    migration: str | None = None  # resume | rollback | continue: an interrupted migration
     environments: tuple[str, ...] = ()  # project environments to run, or ("all",)
     project: str = ""
     # set per environment by ``jobs``:
@@ -79,6 +81,12 @@ class Inputs:
             raise InputError(f"input 'mode' must be one of {', '.join(MODES)}, not {mode!r}")
         if mode != "plan" and (len(environments) > 1 or environments == ("all",)):
             raise InputError(f"mode {mode} runs one environment per step, not {environments}")
+        migration = runner.input("migration").strip().lower() or None
+        if migration not in (None, *MIGRATION_CHOICES):
+            raise InputError(
+                f"input 'migration' must be one of {', '.join(MIGRATION_CHOICES)}, "
+                f"not {migration!r}"
+            )
         given = [name for name in ("server", "creds", "context") if runner.input(name)]
         if environments and given:
             raise InputError(f"input '{given[0]}' cannot be combined with 'environment'")
@@ -100,6 +108,7 @@ class Inputs:
             comment=runner.flag("comment", default=False),
             fail_on_drift=runner.flag("fail-on-drift", default=True),
             migrate=runner.flag("migrate", default=False),
+            migration=migration,
             environments=environments,
             project=runner.input("project"),
         )
@@ -307,6 +316,7 @@ def plan_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Out
             on_notice=runner.log,
             overlays=inputs.overlays,
             migrate=inputs.migrate,
+            migration=inputs.migration,
         )
     )
     console.show_plan(plan)
@@ -335,6 +345,7 @@ def apply_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Ou
                     allow_replace=inputs.allow_replace,
                     allow_data_loss=inputs.allow_data_loss,
                     migrate=inputs.migrate,
+                    migration=inputs.migration,
                     dry_run=False,
                     on_notice=runner.log,
                     on_step=on_step,

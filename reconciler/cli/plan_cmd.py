@@ -22,6 +22,7 @@ from reconciler.cli.options import (
     take_over_option,
 )
 from reconciler.console.terminal import TerminalConsole
+from reconciler.model.migration import CHOICES as MIGRATION_CHOICES
 
 if TYPE_CHECKING:
     from reconciler.console.terminal import PlanFormat
@@ -40,7 +41,7 @@ migrate_option = click.option(
 )
 migration_option = click.option(
     "--migration",
-    type=click.Choice(["resume", "rollback", "continue"]),
+    type=click.Choice(MIGRATION_CHOICES),
     default=None,
     help="An interrupted migration whose specs changed since it stopped (with --migrate): "
     "resume (finish to its recorded target), rollback (back to the old config, every "
@@ -106,6 +107,7 @@ def plan(
             take_over,
             prune=prune,
             migrate=migrate,
+            migration=migration,
             strict=strict,
             detailed_exitcode=detailed_exitcode,
         )
@@ -136,6 +138,7 @@ def _plan_all(
     *,
     prune: bool,
     migrate: bool,
+    migration: str | None,
     strict: bool,
     detailed_exitcode: bool,
 ) -> int:
@@ -175,6 +178,7 @@ def _plan_all(
                 target,
                 prune=prune,
                 migrate=migrate,
+                migration=migration,
                 ownership=Ownership(target.owner, take_over),
                 strict=strict,
                 show=console.fmt != "json",

@@ -438,3 +438,56 @@ def test_the_cli_shows_the_block_refuses_in_one_line_and_rolls_back(
     assert run(dump(clean_server, "ORDERS")) == expected
     assert names(clean_server) == ["ORDERS"]
     assert reconcile("plan", str(before), "--detailed-exitcode", *url, cwd=tmp_path).returncode == 0
+
+
+def action_step(
+    server: NatsServer, root: Path, spec: Path, **inputs: str
+) -> subprocess.CompletedProcess[str]:
+    """The GitHub Action (``python -m action``) on ``spec``, as a workflow step runs it."""
+    temp = root / f"runner-temp-{len(list(root.glob('runner-temp-*')))}"
+    temp.mkdir()
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(root),
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_WORKSPACE": str(root),
+        "GITHUB_OUTPUT": str(temp / "output"),
+        "GITHUB_STEP_SUMMARY": str(temp / "summary.md"),
+        "GITHUB_EVENT_NAME": "push",
+        "RUNNER_TEMP": str(temp),
+        "INPUT_PATH": str(spec.relative_to(root)),
+        "INPUT_SERVER": server.url,
+        "INPUT_MIGRATE": "true",
+    } | {"INPUT_" + name.upper(): value for name, value in inputs.items()}
+    return subprocess.run(
+        [sys.executable, "-m", "action"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def test_the_action_takes_the_same_choice_and_refuses_without_it(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    before, expected = interrupted(clean_server, tmp_path, "restored")
+    newer = orders(tmp_path, "memory", 'description: "v2"', name="v2.yaml")
+
+    bad = action_step(clean_server, tmp_path, newer, mode="plan", migration="undo")
+    assert bad.returncode == 1
+    assert "input 'migration' must be one of resume, rollback, continue" in bad.stdout
+
+    refused = action_step(clean_server, tmp_path, newer, mode="apply")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "choose --migration resume" in refused.stdout
+    assert TEMP in names(clean_server)  # nothing was changed
+
+    rolled = action_step(clean_server, tmp_path, newer, mode="apply", migration="rollback")
+    assert rolled.returncode == 0, rolled.stdout + rolled.stderr
+    assert run(dump(clean_server, "ORDERS")) == expected
+    assert names(clean_server) == ["ORDERS"]
+    assert ack_floor(clean_server) == 40
+    assert not run(engine.plan([before], options(clean_server))).has_changes
