@@ -23,7 +23,8 @@ from pathlib import Path
 
 #: What marks a repository's top folder (a project file, or git's folder).
 ROOT_MARKERS = ("reconcile.yaml", ".git")
-#: A folder no path may go through (git's own: its config may hold credentials).
+#: A folder no path may go through (git's own: its config may hold credentials), in
+#: any case: on a case-insensitive disk (macOS, Windows) ``.GIT/config`` is git's config.
 FORBIDDEN_PART = ".git"
 
 
@@ -58,7 +59,7 @@ def outside_problem(root: Path, named: str, base: Path) -> str | None:
         return f"{named!r} leads out of the repository: {_rule(root)}"
     if not real.is_relative_to(root):
         return f"{named!r} is a symlink pointing out of the repository: {_rule(root)}"
-    if FORBIDDEN_PART in real.relative_to(root).parts:
+    if FORBIDDEN_PART in (part.lower() for part in real.relative_to(root).parts):
         return f"{named!r} is inside {FORBIDDEN_PART}: never read"
     return None
 

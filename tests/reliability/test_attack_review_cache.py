@@ -186,6 +186,23 @@ value_file: "motd.txt\\0../../etc/passwd"
 """
 
 
+def test_gits_folder_in_any_case_is_never_read(clean_server: NatsServer, tmp_path: Path) -> None:
+    """``value_file: .GIT/config`` passed the ``.git`` rule (compared case-sensitively);
+    on a case-insensitive disk (a macOS laptop checking out a pull request) that is
+    git's config, which may hold the checkout's token. Now any case is refused at its
+    line (the test makes the folder, as a case-sensitive disk needs)."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".GIT").mkdir()
+    (tmp_path / ".GIT" / "config").write_text("extraheader = AUTHORIZATION: basic c2VjcmV0\n")
+    specs = NUL_SPECS.replace('"motd.txt\\0../../etc/passwd"', ".GIT/config")
+    (tmp_path / "specs.yaml").write_text(specs)
+    done = reconcile("apply", "specs.yaml", "--server", clean_server.url, "-y", cwd=tmp_path)
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said
+    assert "specs.yaml:7: value_file: '.GIT/config' is inside .git" in said, said
+    assert "c2VjcmV0" not in said and stream_names(clean_server) == []
+
+
 def test_a_nul_byte_in_a_named_path_is_an_error_at_its_line_not_a_traceback(
     clean_server: NatsServer, tmp_path: Path
 ) -> None:
