@@ -62,7 +62,10 @@ async def converge(
     update that would delete stored messages (a tighter limit on a stream holding them)
     is refused unless the resource sets ``allow_destroy``, like a delete. With
     ``migrate``, a change an update cannot make migrates the messages (the resource's
-    ``migrate`` input), and an interrupted migration is finished.
+    ``migrate`` input). The provider reads only the resource's own stream, so it never
+    sees, and never acts on, a migration record left by an interrupted migration:
+    ``reconcile apply --migrate`` finishes or rolls back such a migration
+    (docs/migrate.md).
     """
     target = spec.ref
     state = await live_state(client, target)
