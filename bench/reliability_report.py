@@ -240,6 +240,23 @@ GUARANTEES = (
         ("test_deleted_streams.py::",),
     ),
     Guarantee(
+        "Migration records are data, not authority",
+        "Anyone who can create a stream can put an `io.jetstream-gitops/migration` record "
+        "on `MIGRATING_<stream>`. Before, a plain `apply` finished such a forged migration: "
+        "ORDERS went from 100 messages to 0, another owner's PAYMENTS was migrated to "
+        "memory with `max_msgs: 1`, an undeclared stream was touched. Now a record is "
+        "acted on only for a stream this run declares, bound to the run's owner and to "
+        "server-set `created` times, with `--migrate`, and only towards the declared config "
+        "or a way out the person chose (`--migration resume|rollback|continue`, the "
+        "Action's `migration` input); otherwise the plan shows the step blocked and apply "
+        "refuses the whole plan, changing nothing. Because the binding facts can be read "
+        "and copied, the executor also refuses to retire a stream its temporary stream "
+        "does not copy, or to delete one whose messages it does not hold. A stuck "
+        "migration rolls back with every message kept and consumers at their positions: "
+        "killed at four points x three choices, on 2.10, 2.12 and the newest server.",
+        ("test_migration_trust.py::",),
+    ),
+    Guarantee(
         "What is applied is what was reviewed",
         "After `yes` at the prompt, apply reads the live state again and applies only when "
         "the plan still has the same steps (action, resource, fields, a migration's phase) "
