@@ -111,6 +111,21 @@ def test_a_consumer_holding_or_asking_for_work_is_working(info: dict[str, Any], 
     assert working(info) == said
 
 
+def test_a_consumer_active_within_a_second_by_the_server_clock_is_working() -> None:
+    # a worker between its last ack and its next pull shows nothing else
+    def info(delivered: str, acked: str) -> dict[str, Any]:
+        return {
+            "ts": "2026-11-25T14:00:10.000000000Z",
+            "delivered": {"stream_seq": 5, "last_active": delivered},
+            "ack_floor": {"stream_seq": 5, "last_active": acked},
+        }
+
+    recent = info("2026-11-25T14:00:09.100000000Z", "2026-11-25T14:00:09.750000000Z")
+    assert working(recent) == "active 250 ms ago"
+    assert working(info("2026-11-25T14:00:08Z", "2026-11-25T14:00:08.5Z")) is None
+    assert working({"ts": "2026-11-25T14:00:10Z", "delivered": {"stream_seq": 0}}) is None
+
+
 # --- max_msg_size ----------------------------------------------------------------------
 
 
