@@ -110,7 +110,7 @@ def check_folder(root: Path, only: Sequence[str] = ()) -> tuple[Contents, list[S
     if problems:
         raise BackupError(
             "the backup cannot be restored as it is; nothing was sent:\n"
-            + "\n".join(f"  {p}" for p in problems)
+            + "\n".join(f"    {p}" for p in problems)
         )
     return contents, selected
 
@@ -153,27 +153,41 @@ async def _live(
     return info, {str(c.get("name")): c for c in listed}
 
 
+def _interrupted(record: StreamRecord, info: Mapping[str, Any]) -> str:
+    """A hint when the live stream holds a first part of the backup: nats-server (2.15)
+    keeps what an interrupted restore had received."""
+    state = info.get("state") or {}
+    first, last = state.get("first_seq"), state.get("last_seq")
+    expected_last = int(record.state.get("last_seq") or 0)
+    if first == record.state.get("first_seq") and last is not None and int(last) < expected_last:
+        return ": the first part of the backup, as an interrupted restore leaves it"
+    return ""
+
+
 async def plan_restore(
     client: JetStreamClient, contents: Contents, selected: Sequence[StreamRecord], flags: Flags
 ) -> RestorePlan:
     """What a restore would do on the server behind ``client`` (reads only)."""
-    steps, refused = [], []
+    steps: list[RestoreStep] = []
+    refused: list[str] = []
     for record in selected:
         size = contents.folder(record.name).data.stat().st_size
         live = await _live(client, record.name)
         if live is None:
             steps.append(RestoreStep(record, "restore", size))
-        elif not differences(record, *live):
+        elif not (differ := differences(record, *live)):
             steps.append(RestoreStep(record, "restored", size))
         elif flags.replace_existing:
             steps.append(RestoreStep(record, "replace", size))
         else:
-            refused.append(record.name)
+            more = f" (and {len(differ) - 1} more)" if differ[1:] else ""
+            refused.append(differ[0] + more + _interrupted(record, live[0]))
     if refused:
         raise RefusedPlan(
             "refusing to restore: the server holds stream(s) of the same name that differ "
-            "from the backup: " + ", ".join(refused) + ". Nothing was changed. Pass "
-            "--replace-existing (and --allow-replace) to delete and replace them."
+            "from the backup; nothing was changed. Pass --replace-existing (and "
+            "--allow-replace) to delete and replace them.\n"
+            + "\n".join(f"    {line}" for line in refused)
         )
     replacing = [s.record.name for s in steps if s.destructive]
     if replacing and not (flags.allow_replace or flags.allow_data_loss):

@@ -170,7 +170,7 @@ async def take_backup(
     for name, why in skipped:
         on_notice(f"warning: stream {name} not backed up: {why}")
     if failed:
-        lines = "\n".join(f"  {name}: {err}" for name, err in failed)
+        lines = "\n".join(f"    {name}: {err}" for name, err in failed)
         raise BackupError(
             f"backup incomplete: {len(failed)} stream(s) failed; no manifest was written, "
             f"the folder is not a backup. Run it again.\n{lines}"

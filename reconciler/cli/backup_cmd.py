@@ -299,7 +299,7 @@ def restore(
     if result.cancelled:
         return 1
     if result.problems:
-        lines = "\n".join(f"  {p}" for p in result.problems)
+        lines = "\n".join(f"    {p}" for p in result.problems)
         raise ReconcileError(
             f"restore finished with differences from the backup ({len(result.restored)} "
             f"stream(s) verified):\n{lines}"
