@@ -1,8 +1,9 @@
 """One sticky pull-request comment per spec path, through GitHub's REST API.
 
 The comment starts with a hidden marker, ``<!-- jetstream-gitops:<path> -->``. Each run
-lists the pull request's comments (every page), edits the one carrying its marker, and
-posts a new one only when none does, so a busy pull request gets one comment per path,
+lists the pull request's comments (every page), edits the one carrying its marker that a
+bot or someone with write access wrote (anyone can type a marker), and posts a new one
+only when none does, so a busy pull request gets one comment per path,
 kept current, never a pile. Bodies are capped at GitHub's 65,536 characters.
 
 Plain ``urllib.request`` against ``GITHUB_API_URL`` (GitHub Enterprise has its own) with
@@ -141,13 +142,26 @@ def list_comments(api: GitHubAPI, pr: PullRequest) -> list[dict[str, Any]]:
     return comments
 
 
+#: Who may have written this tool's comment, besides a bot (the job's token writes as
+#: ``github-actions[bot]``): someone with write access, whose token the step may use.
+WRITERS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
+
+
+def _ours(comment: dict[str, Any], tag: str) -> bool:
+    """Whether ``comment`` is this path's comment: its marker, written by a bot or a
+    writer. Anyone may type the marker: a contributor's comment carrying it is theirs,
+    never edited (the plan reviewers read would sit where its author can rewrite it)."""
+    user = comment.get("user")
+    by_bot = isinstance(user, dict) and user.get("type") == "Bot"
+    trusted = by_bot or comment.get("author_association") in WRITERS
+    return trusted and str(comment.get("body", "")).startswith(tag)
+
+
 def upsert_comment(api: GitHubAPI, pr: PullRequest, *, path: str, markdown: str) -> CommentResult:
     """Edit this path's comment on the pull request, or post it if there is none yet."""
     body = comment_body(markdown, path=path)
     tag = marker(path)
-    existing = next(
-        (c for c in list_comments(api, pr) if str(c.get("body", "")).startswith(tag)), None
-    )
+    existing = next((c for c in list_comments(api, pr) if _ours(c, tag)), None)
     if existing is not None:
         url = f"/repos/{pr.repository}/issues/comments/{int(existing['id'])}"
         answer, _ = api.request("PATCH", url, {"body": body})

@@ -52,9 +52,10 @@ class GitHubStandIn:
     next_id: int = 1000
     read_only: bool = False  # the token of a pull request from a fork
 
-    def add(self, body: str) -> dict[str, Any]:
+    def add(self, body: str, *, user: str = "someone", kind: str = "User") -> dict[str, Any]:
         self.next_id += 1
         comment = {"id": self.next_id, "body": body, "html_url": f"https://gh/c/{self.next_id}"}
+        comment |= {"user": {"login": user, "type": kind}, "author_association": "NONE"}
         self.comments[self.next_id] = comment
         return comment
 
@@ -107,7 +108,8 @@ def handler_for(state: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
                 return self.reply(403, {"message": "Resource not accessible by integration"})
             if path != "/repos/o/r/issues/7/comments":
                 return self.reply(404, {"message": "Not Found"})
-            self.reply(201, state.add(self.body()["body"]))
+            bot = {"user": "github-actions[bot]", "kind": "Bot"}  # the job token's author
+            self.reply(201, state.add(self.body()["body"], **bot))
 
         def do_PATCH(self) -> None:
             path, _ = self.record()

@@ -16,7 +16,10 @@ import re
 import select
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -596,3 +599,148 @@ def test_a_kv_value_written_while_the_question_waits_is_not_overwritten_unreview
 async def _write_key(server: NatsServer, value: bytes) -> None:
     async with open_client(options(server)) as client:
         await client.publish("$KV.CONF.cfg", value)
+
+
+# --- the pull-request comment reviewers read ----------------------------------------------
+
+
+class Comments:
+    """Issue comments of pull request o/r#7 as GitHub's REST API keeps them: each with
+    its author (``user.login``, ``user.type``) and ``author_association``. A token with
+    write access may edit anyone's comment, as GitHub's job token may."""
+
+    def __init__(self) -> None:
+        self.items: dict[int, dict[str, Any]] = {}
+        self.patched: list[int] = []
+
+    def add(self, body: str, *, login: str, kind: str, association: str) -> dict[str, Any]:
+        number = 1000 + len(self.items)
+        self.items[number] = {
+            "id": number,
+            "body": body,
+            "html_url": f"https://gh/c/{number}",
+            "user": {"login": login, "type": kind},
+            "author_association": association,
+        }
+        return self.items[number]
+
+
+def comments_handler(state: Comments) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def reply(self, status: int, body: Any) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def sent(self) -> str:
+            length = int(self.headers.get("Content-Length", "0"))
+            return str(json.loads(self.rfile.read(length))["body"])
+
+        def do_GET(self) -> None:
+            self.reply(200, list(state.items.values()))
+
+        def do_POST(self) -> None:
+            bot = {"login": "github-actions[bot]", "kind": "Bot", "association": "NONE"}
+            self.reply(201, state.add(self.sent(), **bot))
+
+        def do_PATCH(self) -> None:
+            number = int(self.path.rsplit("/", 1)[1])
+            state.items[number]["body"] = self.sent()
+            state.patched.append(number)
+            self.reply(200, state.items[number])
+
+    return Handler
+
+
+@pytest.fixture
+def github() -> Iterator[tuple[Comments, str]]:
+    state = Comments()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), comments_handler(state))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield state, f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def comment_step(root: Path, server: NatsServer, api: str) -> subprocess.CompletedProcess[str]:
+    """The Action in mode plan on a pull_request event, commenting."""
+    event = root / "event.json"
+    event.write_text(json.dumps({"number": 7, "pull_request": {"number": 7}}))
+    runner = root / "runner"
+    runner.mkdir(exist_ok=True)
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(root),
+        "PYTHONPATH": str(REPO),
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_WORKSPACE": str(root),
+        "GITHUB_OUTPUT": str(runner / "output"),
+        "GITHUB_STEP_SUMMARY": str(runner / "summary.md"),
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_REPOSITORY": "o/r",
+        "GITHUB_TOKEN": "ghs_test-token",
+        "GITHUB_API_URL": api,
+        "RUNNER_TEMP": str(runner),
+        "INPUT_PATH": "specs.yaml",
+        "INPUT_SERVER": server.url,
+        "INPUT_MODE": "plan",
+        "INPUT_COMMENT": "true",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "action"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+DESTRUCTIVE = """\
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+max_msgs: 10
+"""
+
+
+def test_a_comment_carrying_the_marker_written_by_someone_else_never_holds_the_plan(
+    clean_server: NatsServer, tmp_path: Path, github: tuple[Comments, str], figures: Any
+) -> None:
+    """The Action edits the pull request's comment that starts with its marker. Anyone
+    may write that marker: a contributor's comment posted first was the one edited, so
+    the plan reviewers read sat in a comment its author can edit at will (a plan that
+    deletes 90 messages turned back into "No changes"); where the token may not edit it,
+    the step failed. Now only a bot's comment (the job token's) or one by someone with
+    write access is this tool's; the contributor's stays as they wrote it, and the plan
+    goes to a comment of the Action's own, kept current on the next run."""
+    from action.comment import marker
+
+    comments, api = github
+    tag = marker("specs.yaml")
+    forged = comments.add(
+        f"{tag}\n### ✅ No changes", login="mallory", kind="User", association="CONTRIBUTOR"
+    )
+    run(_create_orders(clean_server))
+    publish(clean_server, "orders.x", 100)
+    (tmp_path / "specs.yaml").write_text(DESTRUCTIVE)
+
+    for _ in range(2):
+        step = comment_step(tmp_path, clean_server, api)
+        assert step.returncode == 0, step.stdout + step.stderr
+    assert forged["body"] == f"{tag}\n### ✅ No changes" and forged["id"] not in comments.patched
+    own = [c for c in comments.items.values() if c["user"]["type"] == "Bot"]
+    assert len(own) == 1 and own[0]["body"].startswith(tag), comments.items
+    assert "ORDERS" in own[0]["body"] and own[0]["id"] in comments.patched  # kept current
+    assert count(clean_server, "ORDERS") == 100  # a plan: nothing applied
+    figures.add("security_cases", 1)
+    figures.add("messages_checked", 100)
