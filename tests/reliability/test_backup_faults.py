@@ -270,3 +270,28 @@ def test_backup_memory_stays_bounded(server_factory: Any, tmp_path: Path) -> Non
         _, err_text = process.communicate()
         assert process.returncode == 0, err_text
         assert 0 < peak < 90 * MIB, peak
+
+
+def test_a_receiver_that_stalls_gets_an_error_not_a_short_snapshot(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    """The server gives up on a receiver that acks nothing for 5 s (408 No Flow Response):
+    the snapshot is an error, never a short file taken for a whole one."""
+    from reconciler.jetstream.snapshots import SnapshotFailed, snapshot_stream
+
+    source = server_factory()
+    run(_big_streams(source, ["SLOW"], 12))
+    received: list[int] = []
+
+    def stalled(chunk: bytes) -> None:
+        if not received:
+            time.sleep(6)  # blocks the loop: no ack reaches the server meanwhile
+        received.append(len(chunk))
+
+    async def take() -> None:
+        async with open_client(options(source)) as client:
+            await snapshot_stream(client, "SLOW", stalled)
+
+    with pytest.raises(SnapshotFailed, match="408"):
+        run(take())
+    assert 0 < sum(received) < 12 * MIB
