@@ -108,7 +108,7 @@ class Environment:
         shown: dict[str, Any] = {"name": self.name}
         for key, value in self.settings.items():
             shown[key] = f"${value.var}" if isinstance(value, FromEnv) else value
-        if self.embedded or not any(k in self.settings for k in ("servers", "context")):
+        if self.embedded:
             shown["servers"] = "embedded nats-server"
         shown["overlays"] = [str(p) for p in self.overlays]
         shown["resources"] = [str(p) for p in self.resources]
@@ -229,11 +229,15 @@ def _environment(
             problem = _url_problem(literal, f"{prefix}.servers", where)
             if problem is not None:
                 problems.append(problem)
-    if raw.get("embedded") and any(k in settings for k in ("servers", "context")):
+    names_server = any(k in settings for k in ("servers", "context"))
+    if raw.get("embedded") and names_server:
         message = "an embedded environment names no servers or context"
         problems.append(
             Problem(document.where(f"{prefix}.embedded"), f"{prefix}.embedded", message)
         )
+    if not raw.get("embedded") and not names_server:  # never a silent throwaway server
+        message = "names no server: set servers (or context), or embedded: true"
+        problems.append(Problem(document.where(prefix), prefix, message))
     return Environment(
         name=name,
         where=document.where(prefix),

@@ -275,6 +275,42 @@ def test_a_server_url_with_control_characters_is_refused_and_headings_are_escape
     assert stream_names(clean_server) == []  # plans only
 
 
+NO_SERVER = """\
+specs: ["specs.yaml"]
+environments:
+  prod:
+    domain: hub
+  staging:
+    user: deployer
+    password: {env: STAGING_PW}
+"""
+
+
+def test_an_environment_naming_no_server_is_an_error_not_the_embedded_server(
+    tmp_path: Path,
+) -> None:
+    """``--server ''`` and an empty ``NATS_URL`` are errors, but a project environment
+    that named no server (``servers`` forgotten, only a domain) was silently the
+    embedded server: ``apply --env prod`` without a terminal and without ``--yes``
+    reported "Apply complete" against a throwaway server; one naming only credentials
+    went to nats-py's default ``127.0.0.1:4222`` while ``reconcile envs`` said
+    "embedded". Now each is an error at its line; ``embedded: true`` says it."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "specs.yaml").write_text(CACHED_SPECS)
+    (tmp_path / "reconcile.yaml").write_text(NO_SERVER)
+    for command in (["apply", "--env", "prod"], ["envs"], ["validate"]):
+        done = reconcile(*command, cwd=tmp_path, env={"STAGING_PW": "pw"})
+        said = done.stdout + done.stderr
+        assert done.returncode == 1, (command, said)
+        assert "reconcile.yaml:3: environments.prod: names no server" in said, said
+        assert "reconcile.yaml:5: environments.staging: names no server" in said, said
+        assert "embedded nats-server" not in said and "Traceback" not in said, said
+    assert not (tmp_path / ".reconcile").exists()  # no embedded server was started
+    (tmp_path / "reconcile.yaml").write_text(NO_SERVER.replace("domain: hub", "embedded: true"))
+    done = reconcile("envs", cwd=tmp_path)
+    assert done.returncode == 1 and "environments.prod" not in done.stdout + done.stderr
+
+
 # --- the embedded server ----------------------------------------------------------------
 
 SPECS = """\
