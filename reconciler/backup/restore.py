@@ -35,7 +35,7 @@ from reconciler.backup.manifest import (
 )
 from reconciler.backup.take import PARALLEL
 from reconciler.errors import NotFound, ReconcileError, RefusedPlan
-from reconciler.execution.run import NOT_APPROVED
+from reconciler.execution.run import check_approved
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.jetstream.snapshots import RESTORE_CHUNK, restore_stream
 from reconciler.model.state import ServerInfo
@@ -223,9 +223,8 @@ async def restore(
         if confirm is not None:
             if not await confirm(the_plan):
                 return RestoreResult(the_plan, cancelled=True)
-        elif not (approved or the_plan.server.embedded):
-            where = the_plan.server.address or options.display_servers
-            raise RefusedPlan(f"{NOT_APPROVED} to restore to {where}: nothing was changed")
+        else:
+            check_approved(approved, the_plan.server, options, "restore")
         events = _Events(on_notice, on_plan, on_progress)
         restored, problems = await _run(client, the_plan, parallel, events)
     return RestoreResult(

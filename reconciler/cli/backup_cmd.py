@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -270,10 +269,11 @@ def restore(
     """Restore a backup folder (ours or the nats CLI's): plan, ask, restore, verify."""
     from reconciler.backup.restore import Flags
     from reconciler.backup.restore import restore as run_restore
+    from reconciler.cli.plan_cmd import asks_for_yes
     from reconciler.errors import ReconcileError
 
     console = TerminalConsole()
-    asks = console.interactive and sys.stdin.isatty() and not auto_approve
+    asks = asks_for_yes(console, auto_approve)
     flags = Flags(replace_existing, allow_replace, allow_data_loss, only)
 
     async def ask(_: RestorePlan) -> bool:

@@ -49,6 +49,12 @@ migration_option = click.option(
 )
 
 
+def asks_for_yes(console: TerminalConsole, auto_approve: bool) -> bool:
+    """Whether a change is asked about at the terminal (``apply``, ``restore``): a person
+    is there (stderr and stdin are terminals, not CI) and ``--yes`` was not given."""
+    return console.interactive and sys.stdin.isatty() and not auto_approve
+
+
 def _console(fmt: str) -> TerminalConsole:
     formats: dict[str, PlanFormat] = {"text": "text", "json": "json", "markdown": "markdown"}
     return TerminalConsole(fmt=formats[fmt])
@@ -323,7 +329,7 @@ def apply(
     flags = {"--allow-replace": allow_replace, "--allow-data-loss": allow_data_loss}
     console.allowed = tuple(flag for flag, given in flags.items() if given)
     ownership = Ownership(target.owner, take_over)
-    asks = console.interactive and sys.stdin.isatty() and fmt == "text" and not auto_approve
+    asks = asks_for_yes(console, auto_approve) and fmt == "text"
 
     async def go() -> Any:
         stop = asyncio.Event()

@@ -58,6 +58,16 @@ def _quiet(_: str) -> None:
     """Default notice sink: say nothing."""
 
 
+def check_approved(
+    approved: bool, server: ServerInfo, options: ConnectionOptions, verb: str
+) -> None:
+    """Changes nobody was asked about: refused unless ``approved`` (``--yes``, or a
+    library call) or the server is the embedded one (``apply``, ``restore``)."""
+    if not (approved or server.embedded):
+        where = server.address or options.display_servers
+        raise RefusedPlan(f"{NOT_APPROVED} to {verb} to {where}: nothing was changed")
+
+
 async def _confirmed(
     confirm: Callable[[Plan], Awaitable[bool]], the_plan: Plan, stop: asyncio.Event
 ) -> bool:
@@ -417,9 +427,8 @@ async def apply(
                     migrate=migrate,
                     migration=migration,
                 )
-            elif not (approved or dry_run or the_plan.server.embedded) and the_plan.has_changes:
-                where = the_plan.server.address or options.display_servers
-                raise RefusedPlan(f"{NOT_APPROVED} to apply to {where}: nothing was changed")
+            elif the_plan.has_changes and not dry_run:
+                check_approved(approved, the_plan.server, options, "apply")
             result = await apply_plan(
                 the_plan,
                 client,
