@@ -59,8 +59,13 @@ def _progress(console: TerminalConsole, verb: str) -> Iterator[Progress]:
         transient=True,
     )
     tasks: dict[str, Any] = {}
+    shown = False
 
     def show(name: str, size: int, done: bool) -> None:
+        nonlocal shown
+        if not shown:  # the plan and the question come first, on their own lines
+            bar.start()
+            shown = True
         if name not in tasks:
             tasks[name] = bar.add_task(printable(f"{verb} {name}"), total=None)
         bar.update(tasks[name], completed=size)
@@ -68,8 +73,11 @@ def _progress(console: TerminalConsole, verb: str) -> Iterator[Progress]:
             bar.console.print(printable(f"{verb} {name}: {_size(size)}"), markup=False)
             bar.remove_task(tasks.pop(name))
 
-    with bar:
+    try:
         yield show
+    finally:
+        if shown:
+            bar.stop()
 
 
 class _BackupGroup(click.Group):
