@@ -5,7 +5,7 @@ Run: ``python bench/bench_import.py [RESOURCES]``. The ``.tf`` file holds stream
 consumer per stream naming it (``stream_id = jetstream_stream.S1.id``) and KeyValue
 buckets, in equal numbers, with integer arithmetic (``60 * 60 * 24 * 7``) as people write
 it. The import is what ``reconcile import --from terraform FILE --out DIR`` runs, in
-process: read and resolve (:func:`reconciler.specs.terraform.load`), validate, and turn
+process: read and resolve (:func:`reconciler.importers.terraform.load`), validate, and turn
 into spec files (:func:`reconciler.planning.export.import_files`), without writing them.
 The import runs as the CLI runs it. The baseline is ``hcl2.loads`` of the whole file
 (reading it at all), with the cyclic collector off so that it is the parse's own work: on
@@ -70,9 +70,9 @@ def baseline(path: Path) -> float:
 
 def imported(path: Path) -> tuple[float, float, float, int]:
     """Seconds to read, validate and export the file's specs; and how many files."""
+    from reconciler.importers import terraform
     from reconciler.model.defaults import newest_server
     from reconciler.planning.export import import_files
-    from reconciler.specs import terraform
     from reconciler.specs.validate import validate_documents
 
     started = time.perf_counter()

@@ -10,8 +10,7 @@ import click
 
 from reconciler.cli.export_cmd import write_files
 from reconciler.cli.options import strict_option
-
-SOURCES = ["nats-cli", "terraform", "nack"]
+from reconciler.importers import IMPORTERS
 
 
 @click.command(name="import")
@@ -19,7 +18,7 @@ SOURCES = ["nats-cli", "terraform", "nack"]
 @click.option(
     "--from",
     "source",
-    type=click.Choice(SOURCES),
+    type=click.Choice(list(IMPORTERS)),
     required=True,
     help="What wrote the files: nats-cli (stream and consumer config or info JSON files, "
     "and `nats account backup` folders); terraform (terraform.tfstate, and .tf files or "
@@ -51,27 +50,17 @@ def import_(
     hold. `reconcile plan` on the result then adopts the resources already on a server
     (it adds the marker) and changes nothing else.
     """
+    from reconciler.console import shown
+    from reconciler.importers import read
     from reconciler.model.defaults import newest_server
     from reconciler.planning.export import import_files
-    from reconciler.specs import nack, terraform
-    from reconciler.specs.validate import load_specs, validate_documents
 
-    environments: dict[str, dict[str, Any]] = {}
-    if source == "terraform":
-        documents, warnings = terraform.load(list(paths))
-    elif source == "nack":
-        documents, warnings, environments = nack.load_all(list(paths))
-    if source in ("terraform", "nack"):
-        specs = validate_documents(documents, warnings=warnings, strict=strict)
-        from reconciler.console import shown
-
-        for warning in warnings:
-            click.echo(shown(str(warning)), err=True)  # names, file names: escaped
-    else:
-        specs = load_specs(list(paths), strict=strict)
-    code = write_files(import_files(specs, newest_server()), out, command="import")
-    if environments:
-        _environments(environments, project_file)
+    found = read(source, paths, strict=strict)
+    for warning in found.warnings:
+        click.echo(shown(str(warning)), err=True)  # names, file names: escaped
+    code = write_files(import_files(found.specs, newest_server()), out, command="import")
+    if found.environments:
+        _environments(found.environments, project_file)
     return code
 
 

@@ -21,7 +21,7 @@ from cli_runner import reconcile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.specs import hcl, terraform
+from reconciler.importers import hcl, terraform
 
 #: Five lines: the hostile resource starts at line 6, its ``max_msgs`` is on line 9.
 BEFORE = 'resource "jetstream_stream" "OK" {\n  name     = "OK"\n  subjects = ["ok"]\n}\n\n'
@@ -237,7 +237,7 @@ def tf_file(folder: Path, groups: int) -> Path:
 
 
 def lines_run_in_the_importer(path: Path) -> int:
-    """How many lines of reconciler/specs/terraform.py run to import ``path``."""
+    """How many lines of reconciler/importers/terraform.py run to import ``path``."""
     module = terraform.__file__
     count = 0
 

@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.errors import Location, Problem, SpecError, brief
+from reconciler.importers import ImportResult
+from reconciler.importers.imported import Shape, misshapen, renamed, validated
 from reconciler.specs.fields import INT64_MAX
-from reconciler.specs.imported import Shape, misshapen, renamed
 from reconciler.specs.loader import Document, read_yaml_trees
 
 GROUP = "jetstream.nats.io/"
@@ -522,17 +523,20 @@ def documents(
     return out
 
 
-def load(paths: list[Path]) -> tuple[list[Document], list[Problem]]:
-    """Spec documents from NACK manifests (YAML files or folders); (documents, warnings).
-    Raises SpecError listing every problem (bad duration, unknown version, ...)."""
-    docs, warnings, _ = load_all(paths)
-    return docs, warnings
+def read(paths: list[Path], *, strict: bool = False) -> ImportResult:
+    """The specs of NACK manifests (YAML files or folders), validated, and the
+    ``Account`` resources as project environments; raises SpecError listing every
+    problem (bad duration, unknown version, ...)."""
+    documents, warnings, environments = load_all(paths)
+    return validated(documents, warnings, strict=strict, environments=environments)
 
 
 def load_all(
     paths: list[Path],
 ) -> tuple[list[Document], list[Problem], dict[str, dict[str, Any]]]:
-    """:func:`load`, and the ``Account`` resources as project environments."""
+    """Spec documents from NACK manifests (YAML files or folders), the warnings, and the
+    ``Account`` resources as project environments. Raises SpecError listing every
+    problem (bad duration, unknown version, ...)."""
     problems: list[Problem] = []
     warnings: list[Problem] = []
     manifests: list[Document] = []

@@ -1,11 +1,15 @@
-"""What the importers of other tools' files share (``terraform``, ``nack``)."""
+"""What the importers of other tools' files share (``terraform``, ``nack``): field
+renaming, shape checks, and validation into an :class:`~reconciler.importers.ImportResult`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.errors import brief
+from reconciler.errors import Problem, brief
+from reconciler.importers import ImportResult
+from reconciler.specs.loader import Document
+from reconciler.specs.validate import validate_documents
 
 
 def renamed(values: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
@@ -51,3 +55,16 @@ def misshapen(value: Any, shape: Shape, path: str) -> list[tuple[str, str]]:
 
 def _join(path: str, key: str | int) -> str:
     return f"{path}.{key}" if path else str(key)
+
+
+def validated(
+    documents: list[Document],
+    warnings: list[Problem],
+    *,
+    strict: bool,
+    environments: dict[str, dict[str, Any]] | None = None,
+) -> ImportResult:
+    """An importer's documents validated as ``reconcile validate`` does (every problem
+    raised at once as SpecError); the validation's warnings join the importer's."""
+    specs = validate_documents(documents, warnings=warnings, strict=strict)
+    return ImportResult(specs, warnings, environments or {})

@@ -4,7 +4,7 @@ Two inputs, one mapping:
 
 - ``terraform.tfstate`` (JSON, state format 4): every attribute the provider recorded,
   its defaults included, with its line.
-- ``.tf`` files (HCL, read one block at a time by :mod:`reconciler.specs.hcl`): the
+- ``.tf`` files (HCL, read one block at a time by :mod:`reconciler.importers.hcl`): the
   attributes written, the provider's schema defaults for the others. Literal values are
   taken as they are. Integer arithmetic such as ``60 * 60 * 24 * 365`` is evaluated, and
   whole numbers in exponent form (``1e6``) are read exactly. A ``stream_id`` naming a
@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.errors import Location, Problem, SpecError, brief
-from reconciler.specs import hcl
-from reconciler.specs.imported import Shape, misshapen, renamed
+from reconciler.importers import ImportResult, hcl
+from reconciler.importers.imported import Shape, misshapen, renamed, validated
 from reconciler.specs.loader import Document, read_json_tree
 
 SECOND = 1_000_000_000
@@ -175,7 +175,7 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 def read_config(path: Path, problems: list[Problem]) -> list[Resource]:
     """The provider's resources declared in one ``.tf`` file (read one block at a time,
-    :func:`reconciler.specs.hcl.resources`), expressions resolved where they can be
+    :func:`reconciler.importers.hcl.resources`), expressions resolved where they can be
     (``problems`` gets the others)."""
     name = str(path)
     resources = []
@@ -742,6 +742,13 @@ def well_shaped(resources: list[Resource], problems: list[Problem]) -> list[Reso
         if not wrong:
             kept.append(resource)
     return kept
+
+
+def read(paths: list[Path], *, strict: bool = False) -> ImportResult:
+    """The specs of ``terraform.tfstate`` files and ``.tf`` files or folders, validated;
+    raises SpecError listing every problem (an expression not resolved, say)."""
+    documents, warnings = load(paths)
+    return validated(documents, warnings, strict=strict)
 
 
 def load(paths: list[Path]) -> tuple[list[Document], list[Problem]]:
