@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from reconciler.planning.plan import Ownership
     from reconciler.planning.steps import Plan
 
-MODES = ("plan", "apply", "drift")
+MODES = ("plan", "apply", "drift", "backup")
+BACKUP_DIR = "jetstream-backup"
 SPEC_TITLE = "jetstream-gitops: invalid spec"
 
 
@@ -60,6 +61,7 @@ class Inputs:
     migration: str | None = None  # resume | rollback | continue: an interrupted migration
     environments: tuple[str, ...] = ()  # project environments to run, or ("all",)
     project: str = ""
+    backup_dir: str = BACKUP_DIR  # mode backup: the folder written (for upload-artifact)
     # set per environment by ``jobs``:
     env: str = ""
     overlays: tuple[str, ...] = ()
@@ -111,6 +113,7 @@ class Inputs:
             migration=migration,
             environments=environments,
             project=runner.input("project"),
+            backup_dir=runner.input("backup-dir") or BACKUP_DIR,
         )
 
     @property
@@ -401,7 +404,51 @@ def drift_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Ou
     return Outcome(outputs, console.markdown, code)
 
 
-MODE_RUNNERS = {"plan": plan_mode, "apply": apply_mode, "drift": drift_mode}
+def backup_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outcome:
+    """Data snapshots of the streams the specs declare into ``backup-dir`` (relative to
+    the workspace), for ``actions/upload-artifact`` to keep (docs/backup.md)."""
+    from reconciler.backup.take import Selection, declared_streams, specs_commit, take_backup
+    from reconciler.render.markdown import cell
+    from reconciler.specs.units import approx_size
+
+    workspace = Path(runner.env.get("GITHUB_WORKSPACE") or os.getcwd())
+    out = workspace / inputs.backup_dir
+    paths = tuple(Path(p) for p in inputs.paths)
+    declared = declared_streams(paths, tuple(Path(p) for p in inputs.overlays))
+    result = asyncio.run(
+        take_backup(
+            options,
+            out,
+            Selection(declared=declared),
+            commit=specs_commit(paths),
+            on_notice=runner.log,
+        )
+    )
+    manifest = result.manifest
+    summary = f"{len(manifest.streams)} stream(s), {approx_size(result.size)} backed up"
+    rows = [
+        f"| {cell(s.name)} | {s.state.get('messages', 0)} | "
+        f"{approx_size(int(s.state.get('bytes') or 0))} | {len(s.consumers)} |"
+        for s in manifest.streams
+    ]
+    rows += [f"| {cell(name)} | not backed up: {cell(why)} | | |" for name, why in manifest.skipped]
+    markdown = (
+        f"### JetStream backup for `{inputs.label}`\n\n{summary} to `{cell(inputs.backup_dir)}`"
+        " (protect it like the server: it holds every message, KeyValue values included)."
+        "\n\n| stream | messages | bytes | consumers |\n|---|---|---|---|\n"
+        + "\n".join(rows)
+        + "\n"
+    )
+    outputs = {"backup-dir": str(out), "summary": summary}
+    return Outcome(outputs, markdown)
+
+
+MODE_RUNNERS = {
+    "plan": plan_mode,
+    "apply": apply_mode,
+    "drift": drift_mode,
+    "backup": backup_mode,
+}
 
 
 # --- the step ----------------------------------------------------------------------------
