@@ -37,7 +37,7 @@ from reconciler.execution.migrate import migrate
 from reconciler.execution.recreate import create_afresh
 from reconciler.identity import ResourceRef
 from reconciler.jetstream import JetStreamClient
-from reconciler.jetstream.client import WRONG_LAST_SEQUENCE
+from reconciler.jetstream.transport import WRONG_LAST_SEQUENCE
 from reconciler.planning.steps import Create, Delete, Migrate, Plan, Replace, Step, Update
 
 Outcome = Literal["applied", "failed", "skipped", "planned"]

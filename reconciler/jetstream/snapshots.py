@@ -32,7 +32,7 @@ from typing import Any
 from nats.errors import TimeoutError as NatsTimeout
 
 from reconciler.errors import ConnectError, ReconcileError, RequestTimeout
-from reconciler.jetstream.client import JetStreamClient
+from reconciler.jetstream.api import JetStreamClient
 
 #: What the server sends per chunk by default (it clamps to 1 KiB .. 1 MiB).
 SNAPSHOT_CHUNK = 128 * 1024

@@ -197,10 +197,10 @@ def test_fetch_live_shares_equal_values_of_a_large_account_but_never_a_config(
     smaller account's are not (the walk would cost more than it saves). Either way they
     are exactly what CONSUMER.INFO says, each a dict of its own: changing one changes no
     other."""
-    from reconciler.jetstream import client as client_module
+    from reconciler.jetstream import live as live_module
 
     # this account holds 4 resources: large when that is enough, small when it is not
-    monkeypatch.setattr(client_module, "SHARE_FROM", 4 if large else 5)
+    monkeypatch.setattr(live_module, "SHARE_FROM", 4 if large else 5)
 
     async def body(client: JetStreamClient) -> Any:
         await client.create_stream(stream("SHARE"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from reconciler.jetstream.client import SharedValues
+from reconciler.jetstream.live import SharedValues
 
 
 def test_equal_values_become_one_object_and_the_configs_stay_equal() -> None:

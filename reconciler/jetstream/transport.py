@@ -1,0 +1,295 @@
+"""Requests and replies over one nats-py connection, with plain dicts and typed errors.
+
+Every request goes to ``$JS.API.<op>`` (``$JS.<domain>.API.<op>`` with a domain). A JSON
+error reply becomes :class:`~reconciler.errors.ServerError` (``NotFound`` for 10059 and
+10014), a missing answer :class:`~reconciler.errors.RequestTimeout`, a permissions
+violation reported by the server :class:`~reconciler.errors.PermissionDenied`.
+:class:`Transport` also holds the server's facts (``$JS.API.INFO``, asked once) and the
+paging primitive every list goes through (:meth:`Transport.paged`). The calls built on
+it: :mod:`.live` (the live read), :mod:`.kv` (KeyValue), :mod:`.api` (the rest, and
+:class:`~reconciler.jetstream.api.JetStreamClient` with them all).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+from collections.abc import Callable
+from typing import Any, Self
+
+import orjson
+from nats.aio.client import Client as NATS
+from nats.errors import ConnectionClosedError, NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
+
+from reconciler.errors import ConnectError, NotFound, PermissionDenied, RequestTimeout, ServerError
+from reconciler.jetstream.connection import ConnectionOptions, close_quietly, connect, redact_url
+from reconciler.model.state import ServerInfo
+
+NOT_FOUND_CODES = frozenset({10059, 10014})
+NO_MESSAGE = 10037  # STREAM.MSG.GET: no message found
+WRONG_LAST_SEQUENCE = 10071  # publish with an expected last (subject) sequence that differs
+LIST_ATTEMPTS = 3  # reads of a paged list that changed while it was read
+_VIOLATION = re.compile(r'permissions violation for (publish|subscription) to "?([^"\s]+)"?')
+
+
+class _Waiter:
+    """A request in flight, for :meth:`Transport.note_error` to fail: ``denied``
+    says what the server refused, and ``task`` is cancelled to stop the wait."""
+
+    __slots__ = ("denied", "task")
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+        self.denied: str | None = None
+
+
+def parse_headers(encoded: str | None) -> dict[str, str]:
+    if not encoded:
+        return {}
+    lines = base64.b64decode(encoded).decode(errors="replace").split("\r\n")[1:]
+    pairs = (line.split(":", 1) for line in lines if ":" in line)
+    return {name.strip(): value.strip() for name, value in pairs}
+
+
+class Transport:
+    """One connection's requests, errors, server facts and paged lists."""
+
+    def __init__(
+        self,
+        nc: NATS,
+        *,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float = 5.0,
+        embedded: bool = False,
+    ) -> None:
+        self.nc = nc
+        self.domain = domain
+        self.api_prefix = (api_prefix or (f"$JS.{domain}.API" if domain else "$JS.API")).rstrip(".")
+        self.timeout = timeout
+        self.embedded = embedded
+        self._waiting: dict[str, set[_Waiter]] = {}
+        self._server_info: ServerInfo | None = None
+        self._asking: asyncio.Future[ServerInfo] | None = None  # $JS.API.INFO in flight
+
+    @classmethod
+    async def connect(cls, options: ConnectionOptions, *, embedded: bool = False) -> Self:
+        """Connect with ``options`` (contexts already merged) and wrap the connection."""
+        holder: list[Self] = []
+
+        async def on_error(err: Exception) -> None:
+            if holder:
+                holder[0].note_error(err)
+
+        nc = await connect(options, error_cb=on_error)
+        client = cls(
+            nc,
+            domain=options.domain,
+            api_prefix=options.api_prefix,
+            timeout=options.timeout,
+            embedded=embedded,
+        )
+        holder.append(client)
+        return client
+
+    async def close(self) -> None:
+        await close_quietly(self.nc)
+
+    # -- errors reported out of band -------------------------------------------------
+    def note_error(self, err: Exception) -> None:
+        """nats-py's error callback: fail the requests a permissions violation hits."""
+        match = _VIOLATION.search(str(err).lower())
+        if match is None:
+            return
+        kind, subject = match.groups()
+        targets = (
+            self._waiting.values()
+            if kind == "subscription"
+            else [self._waiting.get(subject, set())]
+        )
+        for waiters in targets:
+            for waiter in waiters:
+                if waiter.denied is None:
+                    waiter.denied = f"{kind} to {subject}"
+                    waiter.task.cancel()
+
+    # -- requests -----------------------------------------------------------------------
+    def subject(self, op: str) -> str:
+        return f"{self.api_prefix}.{op}"
+
+    async def request(
+        self, op: str, body: dict[str, Any] | None = None, *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Send ``body`` to ``$JS.API.<op>``; the reply dict, or a typed error."""
+        subject = self.subject(op)
+        payload = b"" if body is None else _dumps(body)
+        data = await self.raw_request(subject, payload, timeout=timeout)
+        return self._decode(subject, data)
+
+    async def raw_request(
+        self,
+        subject: str,
+        payload: bytes,
+        *,
+        headers: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> bytes:
+        """One request on any subject, with JetStream-aware error mapping; the reply body."""
+        wait = self.timeout if timeout is None else timeout
+        key = subject.lower()
+        task = asyncio.current_task()
+        assert task is not None  # always awaited in a task
+        waiter = _Waiter(task)
+        self._waiting.setdefault(key, set()).add(waiter)
+        try:
+            msg = await self.nc.request(subject, payload, timeout=wait, headers=headers)
+            return bytes(msg.data)
+        except asyncio.CancelledError:
+            # note_error cancels the request a permissions violation hit (no task of its
+            # own per request: at 100,000 requests that was a third of an apply's time).
+            if waiter.denied is None or task.uncancel() > 0:
+                raise  # cancelled by the caller
+            raise PermissionDenied(f"permission denied: the user may not {waiter.denied}") from None
+        except NoRespondersError:
+            raise ConnectError(self._no_responders(subject)) from None
+        except (TimeoutError, NatsTimeout):
+            raise RequestTimeout(f"no answer to {subject} within {wait:g}s") from None
+        except ConnectionClosedError:
+            raise ConnectError(f"connection closed while requesting {subject}") from None
+        finally:
+            waiters = self._waiting.get(key)
+            if waiters is not None:
+                waiters.discard(waiter)
+                if not waiters:
+                    del self._waiting[key]
+
+    def _no_responders(self, subject: str) -> str:
+        where = f" in domain {self.domain!r}" if self.domain else ""
+        return (
+            f"no JetStream answers on {subject}: JetStream is not enabled{where} "
+            "for this account, or the user may not use it"
+        )
+
+    @staticmethod
+    def _decode(subject: str, data: bytes) -> dict[str, Any]:
+        try:
+            reply: Any = _loads(data) if data else {}
+        except ValueError:
+            raise ServerError(0, 0, f"invalid JSON reply on {subject}", subject=subject) from None
+        if not isinstance(reply, dict):
+            raise ServerError(0, 0, f"unexpected reply on {subject}", subject=subject)
+        error = reply.get("error")
+        if error:
+            code = int(error.get("code", 0))
+            err_code = int(error.get("err_code", 0))
+            description = str(error.get("description", "unknown error"))
+            kind = NotFound if err_code in NOT_FOUND_CODES else ServerError
+            raise kind(code, err_code, description, subject=subject)
+        return reply
+
+    # -- server facts -------------------------------------------------------------------
+    async def server_info(self) -> ServerInfo:
+        """Version and API level of the server (``$JS.API.INFO`` read once: callers
+        asking while it is in flight share its answer; a failed read is asked again)."""
+        if self._server_info is not None:
+            return self._server_info
+        if self._asking is None or self._asking.done():
+            self._asking = asyncio.ensure_future(self._read_server_info())
+        asking = self._asking
+        try:
+            # shielded: one caller cancelled does not cancel the others' answer
+            self._server_info = await asyncio.shield(asking)
+        finally:
+            if asking.done() and (asking.cancelled() or asking.exception() is not None):
+                self._asking = None
+        return self._server_info
+
+    async def _read_server_info(self) -> ServerInfo:
+        account = await self.request("INFO")
+        info: dict[str, Any] = dict(getattr(self.nc, "_server_info", None) or {})
+        api = account.get("api") or {}
+        advertised = {str(url) for url in info.get("connect_urls") or ()}
+        return ServerInfo(
+            version=str(info.get("version", "0.0.0")),
+            api_level=int(api.get("level", 0) or 0),
+            clustered=bool(info.get("cluster")),
+            cluster_size=len(advertised) if info.get("cluster") and advertised else None,
+            domain=account.get("domain") or info.get("domain") or self.domain,
+            embedded=self.embedded,
+            address=self._address(),
+        )
+
+    def _address(self) -> str | None:
+        """The URL the client is connected to, credentials removed."""
+        url = getattr(self.nc, "connected_url", None)
+        if url is None or not getattr(url, "hostname", None):
+            return None
+        return redact_url(f"{url.scheme}://{url.hostname}:{url.port}")
+
+    # -- paged lists ----------------------------------------------------------------------
+    async def paged(
+        self,
+        op: str,
+        key: str,
+        ident: Callable[[Any], str],
+        keep: Callable[[Any], Any] = lambda item: item,
+        on_page: Callable[[list[Any]], None] | None = None,
+    ) -> list[Any]:
+        """Every item of a paged list, each once, read while the server may change.
+
+        Pages are read by offset, so a create or delete between two pages shifts the
+        rest: an item can come twice or be skipped. Items are kept once (by ``ident``);
+        when the reported total changed while reading, or fewer distinct items came than
+        the total says, the list is read again (at most ``LIST_ATTEMPTS`` times). What is
+        still missing then was created or deleted during the read; the planner looks again
+        for a declared resource it did not see (``LiveRead.confirm``) before planning a
+        create.
+        ``keep``: the part of each item to return (the rest is dropped as its page is read).
+        ``on_page``: called with each page's items as they come, before the next request.
+        """
+        seen: dict[str, Any] = {}
+        for _ in range(LIST_ATTEMPTS):
+            offset, totals = 0, set()
+            while True:
+                reply = await self.request(op, {"offset": offset})
+                page = reply.get(key) or []
+                totals.add(int(reply.get("total", 0)))
+                if on_page is not None:
+                    on_page(page)
+                for item in page:
+                    seen[ident(item)] = keep(item)
+                offset += len(page)
+                if not page or offset >= int(reply.get("total", 0)):
+                    break
+            if len(totals) == 1 and len(seen) >= totals.pop():
+                break
+        return list(seen.values())
+
+    async def publish(
+        self, subject: str, data: bytes, *, headers: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        """Publish to a stream subject and wait for the PubAck (``{stream, seq}``)."""
+        reply = await self.raw_request(subject, data, headers=headers)
+        return self._decode(subject, reply)
+
+
+def _dumps(body: Any) -> bytes:
+    """A request body as JSON: orjson, or the standard library for what orjson refuses
+    (an integer beyond 64 bits, say: the server then answers with its own error)."""
+    try:
+        return orjson.dumps(body)
+    except TypeError:
+        return json.dumps(body).encode()
+
+
+def _loads(data: bytes) -> Any:
+    """A JSON reply, decoded by orjson (about twice as fast on big list pages). The
+    server's integers are Go int64/uint64 values, which orjson keeps exact; anything
+    orjson refuses (a non-finite number) goes to the standard library's decoder."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
