@@ -6,6 +6,7 @@ a progress bar; elsewhere each finished step is one plain line, fit for CI logs.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -70,6 +71,15 @@ def completion_line(event: StepEvent) -> str:
     if event.outcome == "skipped":
         return printable(f"{event.step.label}: {event.step.action} not started")
     return printable(f"{event.step.label}: {what} ({event.seconds:.2f} s)")
+
+
+def discard_typed_ahead(fd: int) -> None:
+    """Drop what was typed at the terminal ``fd`` and not read yet (nothing when ``fd``
+    is not a terminal)."""
+    import termios
+
+    with contextlib.suppress(OSError, termios.error):
+        termios.tcflush(fd, termios.TCIFLUSH)
 
 
 async def read_line(fd: int) -> str:
@@ -137,13 +147,16 @@ class TerminalConsole(Console):
 
     async def confirm(self, plan: Plan) -> bool:
         """Ask the person at the terminal to type ``yes``; anything else (or end of input)
-        changes nothing. The answer is read by the event loop, not by a thread: the apply
+        changes nothing. What was typed before the question (a ``yes`` pasted with the
+        command) is discarded: only an answer given after the plan was shown counts.
+        The answer is read by the event loop, not by a thread: the apply
         lock keeps being refreshed meanwhile, and Ctrl-C (the caller cancels the question)
         leaves no thread blocked on the terminal (one ended the process with "Fatal Python
         error" at exit)."""
         import asyncio
 
         question = "Do you want to apply these changes? Only 'yes' will be accepted: "
+        discard_typed_ahead(sys.stdin.fileno())
         click.echo(question, err=True, nl=False)
         try:
             given = await read_line(sys.stdin.fileno())

@@ -780,3 +780,27 @@ def test_a_comment_carrying_the_marker_written_by_someone_else_never_holds_the_p
     assert count(clean_server, "ORDERS") == 100  # a plan: nothing applied
     figures.add("security_cases", 1)
     figures.add("messages_checked", 100)
+
+
+def test_yes_typed_before_the_plan_was_shown_answers_nothing(
+    clean_server: NatsServer, tmp_path: Path, figures: Any
+) -> None:
+    """A ``yes`` typed ahead (pasted with the command, or typed while the plan was being
+    made) waited in the terminal's buffer and answered the question the moment it was
+    asked: the plan, cutting 100 messages to 10, was applied before anyone read it. Now
+    what was typed before the question is discarded; the question waits for an answer
+    given after it ('no' here: the 100 messages stay)."""
+    run(_create_orders(clean_server))
+    publish(clean_server, "orders.x", 100)
+    spec = tmp_path / "orders.yaml"
+    spec.write_text(DESTRUCTIVE)
+    server = ["--server", clean_server.url]
+    term = Terminal("apply", str(spec), *server, "--allow-data-loss", cwd=tmp_path)
+    os.write(term.primary, b"yes\r")  # before the plan: Python has not even started
+    assert term.read_until(QUESTION), term.text
+    assert "deletes at least 90" in term.text, term.text
+    status = term.answer(b"no\r")
+    assert status == 1, term.text
+    assert "Apply cancelled: nothing was changed." in term.text, term.text
+    assert count(clean_server, "ORDERS") == 100
+    figures.add("messages_checked", 100)
