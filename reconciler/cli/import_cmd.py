@@ -72,7 +72,10 @@ def _environments(environments: dict[str, dict[str, Any]], given: Path | None) -
 
     project = given or (Path(PROJECT_FILE) if Path(PROJECT_FILE).exists() else None)
     if project is None or not project.exists():
-        snippet = yaml.safe_dump({"environments": environments}, sort_keys=False)
+        from reconciler.model.values import printable
+
+        dumped = yaml.safe_dump({"environments": environments}, sort_keys=False)
+        snippet = "".join(f"{printable(line)}\n" for line in dumped.splitlines())  # escaped
         click.echo(
             f"{len(environments)} NACK Account(s) found; no project file to add them to "
             f"(--project, or create {PROJECT_FILE}). As environments:\n{snippet}",

@@ -491,6 +491,41 @@ def test_a_name_from_the_server_mentions_nobody_in_markdown(
     assert count(clean_server, "@security-team") == 10
 
 
+NACK = """\
+apiVersion: jetstream.nats.io/v1beta2
+kind: Stream
+metadata:
+  name: s
+spec:
+  name: OLD
+  subjects: ["old.>"]
+  account: team-a
+---
+apiVersion: jetstream.nats.io/v1beta2
+kind: Account
+metadata:
+  name: team-a
+spec:
+  servers: ["nats://h:1 ##[error]pwned-server", "nats://x\\e]8;;http://e\\a\\n::error::pwned"]
+  user:
+    user: "u ##[add-mask]Plan"
+"""
+
+
+def test_imported_nack_accounts_are_shown_escaped(tmp_path: Path) -> None:
+    """Without a project file, ``import --from nack`` prints the Accounts it found as a
+    YAML snippet: a hostile manifest's server URL or user (``##[error]``, ``##[add-mask]``,
+    an OSC hyperlink, a line starting ``::error::`` once YAML unfolds nothing) reached
+    stderr as written. Now each line is escaped as every other output."""
+    (tmp_path / "k8s").mkdir()
+    (tmp_path / "k8s" / "a.yaml").write_text(NACK)
+    done = reconcile("import", "--from", "nack", "k8s", "--out", "specs", cwd=tmp_path)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said
+    assert "NACK Account(s) found" in said and "pwned-server" in said, said
+    assert legacy_commands(said) == [] and "\x1b" not in said and "\x07" not in said, said
+
+
 def test_the_actions_log_wraps_a_legacy_command_too() -> None:
     """Whatever reaches the Action's log: a line holding ``##[`` anywhere is written
     inside a ``::stop-commands::`` block, as a line starting with ``::`` was."""
