@@ -24,7 +24,7 @@ under ``--debug``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,7 +140,27 @@ class Problem:
 
 
 class ReconcileError(Exception):
-    """Root of every error the tool reports on purpose."""
+    """Root of every error the tool reports on purpose.
+
+    ``details``: lines under the message (one per resource refused, say). They are kept
+    apart so that a console escapes each line on its own and keeps the line breaks
+    between them: a line break inside a name or a server's text is escaped, never a new
+    line of output. ``str(err)`` is the message with each detail on an indented line.
+    """
+
+    details: tuple[str, ...] = ()
+
+    def __init__(self, *args: object, details: Sequence[str] = ()) -> None:
+        super().__init__(*args)
+        self.details = tuple(details)
+
+    @property
+    def headline(self) -> str:
+        """The message without its details."""
+        return super().__str__()
+
+    def __str__(self) -> str:
+        return "\n".join([self.headline, *(f"  {line}" for line in self.details)])
 
 
 class SpecError(ReconcileError):

@@ -66,7 +66,7 @@ def _error_lines(err: ReconcileError) -> list[str]:
         lines += [f"  skipped: {s}" for s in report.skipped]
         lines.append("re-run apply to converge")
         return lines
-    return [f"error: {err}"]
+    return [f"error: {err.headline}", *(f"  {line}" for line in err.details)]
 
 
 def step_line(event: StepEvent) -> str:

@@ -112,20 +112,20 @@ def check_allowed(plan: Plan, *, allow_replace: bool, allow_data_loss: bool = Fa
     holds a migration it may not act on (no flag allows that)."""
     blocked = [s for s in plan.steps if isinstance(s, Migrate) and s.blocked]
     if blocked:
-        lines = [f"  {describe(s)}: {s.blocked}" for s in blocked]
         raise RefusedPlan(
             f"refusing to apply: {len(blocked)} migration(s) cannot be acted on; nothing was "
-            "changed.\n" + "\n".join(lines)
+            "changed.",
+            details=[f"{describe(s)}: {s.blocked}" for s in blocked],
         )
     refused = refused_steps(plan, allow_replace=allow_replace, allow_data_loss=allow_data_loss)
     if not refused:
         return
     lossy = any(isinstance(step, Update | Migrate) for step in refused)
-    lines = [f"  {describe(s)}: {'; '.join(loss.summary for loss in s.losses)}" for s in refused]
     flag = "--allow-data-loss" if lossy else "--allow-replace (or --allow-data-loss)"
     raise RefusedPlan(
         f"refusing to apply: {len(refused)} step(s) would destroy data; nothing was changed. "
-        f"Re-run with {flag} to allow it.\n" + "\n".join(lines)
+        f"Re-run with {flag} to allow it.",
+        details=[f"{describe(s)}: {'; '.join(loss.summary for loss in s.losses)}" for s in refused],
     )
 
 

@@ -118,10 +118,10 @@ async def _as_reviewed(
     )
     changed = differences(shown, now)
     if changed:
-        lines = "\n".join(f"  {line}" for line in changed)
         raise RefusedPlan(
             "the server changed since the plan was shown; nothing was changed. Run apply "
-            f"again to review the new plan.\n{lines}"
+            "again to review the new plan.",
+            details=changed,
         )
     return now
 
