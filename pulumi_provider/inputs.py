@@ -16,7 +16,7 @@ from pulumi.runtime import rpc
 
 from reconciler.errors import Location, SpecError
 from reconciler.model.values import printable
-from reconciler.specs.loader import Document
+from reconciler.specs.document import Document
 from reconciler.specs.spec import KINDS, Spec
 from reconciler.specs.validate import validate_documents
 

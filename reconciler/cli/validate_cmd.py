@@ -12,7 +12,7 @@ from reconciler.cli.options import format_option, project_file_option, strict_op
 from reconciler.console.terminal import TerminalConsole
 from reconciler.errors import Problem, SpecError
 from reconciler.model.values import inert_json
-from reconciler.specs.loader import spec_files
+from reconciler.specs.files import spec_files
 from reconciler.specs.spec import KINDS
 from reconciler.specs.validate import load_specs
 

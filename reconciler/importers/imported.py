@@ -8,7 +8,7 @@ from typing import Any
 
 from reconciler.errors import Problem, brief
 from reconciler.importers import ImportResult
-from reconciler.specs.loader import Document
+from reconciler.specs.document import Document
 from reconciler.specs.validate import validate_documents
 
 

@@ -33,8 +33,9 @@ from typing import Any
 from reconciler.errors import Location, Problem, SpecError, brief
 from reconciler.importers import ImportResult
 from reconciler.importers.imported import Shape, misshapen, renamed, validated
+from reconciler.specs.document import Document
 from reconciler.specs.fields import INT64_MAX
-from reconciler.specs.loader import Document, read_yaml_trees
+from reconciler.specs.loader import read_yaml_trees
 
 GROUP = "jetstream.nats.io/"
 VERSIONS = ("v1beta1", "v1beta2")

@@ -2,7 +2,7 @@
 (``nats stream info -j``), and ``nats account backup`` folders.
 
 These files are read as specs wherever specs are read (the spec loader recognises them:
-:mod:`reconciler.specs.loader`), so this importer is the loader and validation itself,
+:mod:`reconciler.specs.natscli_json`), so this importer is the loader and validation itself,
 repository root and all.
 """
 

@@ -44,7 +44,8 @@ from typing import Any
 from reconciler.errors import Location, Problem, SpecError, brief
 from reconciler.importers import ImportResult, hcl
 from reconciler.importers.imported import Shape, misshapen, renamed, validated
-from reconciler.specs.loader import Document, read_json_tree
+from reconciler.specs.document import Document
+from reconciler.specs.loader import read_json_tree
 
 SECOND = 1_000_000_000
 KINDS = {

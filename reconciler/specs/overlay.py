@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reconciler.errors import Location, Problem
-from reconciler.specs.loader import Document
+from reconciler.specs.document import Document
 from reconciler.specs.schema import did_you_mean
 
 PATCH_KEY = "$patch"

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.errors import Location, Problem, SpecError
-from reconciler.specs.loader import Document, load_file
+from reconciler.specs.document import Document
+from reconciler.specs.loader import load_file
 from reconciler.specs.paths import outside_problem, repository_root
 from reconciler.specs.schema import did_you_mean, schema_problems
 from reconciler.specs.spec import Spec

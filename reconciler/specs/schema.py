@@ -21,7 +21,7 @@ from jsonschema.exceptions import ValidationError
 from referencing import Registry, Resource
 
 from reconciler.errors import Problem, brief
-from reconciler.specs.loader import Document
+from reconciler.specs.document import Document
 from reconciler.specs.spec import KINDS
 from reconciler.specs.units import DURATION_EXAMPLES, SIZE_EXAMPLES
 

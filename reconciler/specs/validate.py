@@ -17,8 +17,10 @@ from reconciler.errors import Location, Problem, SpecError
 from reconciler.identity import stream_of
 from reconciler.specs import cache as spec_cache
 from reconciler.specs.checks import cross_resource_problems
+from reconciler.specs.document import Document
 from reconciler.specs.fields import field_limit, unit_paths
-from reconciler.specs.loader import Document, load_file, spec_files
+from reconciler.specs.files import spec_files
+from reconciler.specs.loader import load_file
 from reconciler.specs.overlay import apply_overlays
 from reconciler.specs.paths import outside_problem, repository_root, resolved
 from reconciler.specs.schema import kind_problem, schema_problems

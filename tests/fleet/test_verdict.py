@@ -18,7 +18,7 @@ from reconciler.model.values import redact
 from reconciler.planning.drift import from_plan
 from reconciler.planning.memo import Memo
 from reconciler.planning.plan import StreamGroup, build_plan, group_streams
-from reconciler.specs.loader import Document
+from reconciler.specs.document import Document
 from reconciler.specs.spec import DEFAULT_OWNER, MANAGED_KEY, Spec
 from reconciler.specs.validate import validate_documents
 

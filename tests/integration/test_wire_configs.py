@@ -19,7 +19,7 @@ import pytest
 from servers import SERVER_MATRIX, NatsServer
 
 from reconciler.errors import Location
-from reconciler.specs.loader import Document
+from reconciler.specs.document import Document
 from reconciler.specs.schema import validator
 from reconciler.specs.spec import Spec
 from reconciler.specs.validate import load_specs, validate_documents

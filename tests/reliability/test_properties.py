@@ -29,7 +29,8 @@ from reconciler.model.diff import diff_configs
 from reconciler.model.normalize import desired_config
 from reconciler.model.state import LiveState
 from reconciler.planning.plan import build_plan
-from reconciler.specs.loader import Document, load_documents
+from reconciler.specs.document import Document
+from reconciler.specs.loader import load_documents
 from reconciler.specs.units import to_human
 from reconciler.specs.validate import validate_documents
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from reconciler.errors import Location, SpecError
 from reconciler.specs.checks import SubjectTree
-from reconciler.specs.loader import Document
+from reconciler.specs.document import Document
 from reconciler.specs.subjects import is_subset, is_valid_subject, subjects_overlap
 from reconciler.specs.validate import load_specs, validate_documents
 

@@ -13,7 +13,7 @@ from reconciler.errors import Location
 from reconciler.model.normalize import desired_config
 from reconciler.model.state import LiveState, ServerInfo
 from reconciler.planning.export import _consumer_document, _stream_document, export_state
-from reconciler.specs.loader import Document
+from reconciler.specs.document import Document
 from reconciler.specs.spec import Spec
 from reconciler.specs.validate import validate_documents
 

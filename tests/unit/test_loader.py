@@ -13,8 +13,10 @@ import pytest
 import yaml
 
 from reconciler.errors import Location, SpecError
-from reconciler.specs import loader
-from reconciler.specs.loader import Document, compose_documents, load_documents
+from reconciler.specs import yaml_lines
+from reconciler.specs.document import Document
+from reconciler.specs.loader import load_documents
+from reconciler.specs.yaml_lines import compose_documents
 
 
 def write(path: Path, text: str | bytes) -> Path:
@@ -341,8 +343,8 @@ SPEC_FILES = sorted(
 
 @pytest.mark.parametrize("text", TRICKY_YAML)
 def test_libyamls_own_composer_builds_the_same_trees_where_it_is_used(text: str) -> None:
-    assert loader._fits_libyaml(text)
-    fast = yaml.compose_all(text, Loader=loader._ComposingLoader)
+    assert yaml_lines._fits_libyaml(text)
+    fast = yaml.compose_all(text, Loader=yaml_lines._ComposingLoader)
     assert [_shape(n) for n in fast] == [_shape(n) for n in compose_documents(text, "t.yaml")]
 
 
@@ -351,7 +353,7 @@ def test_every_example_loads_the_same_on_the_fast_and_the_careful_path(
 ) -> None:
     assert len(SPEC_FILES) > 15
     fast = load_documents(SPEC_FILES)
-    monkeypatch.setattr(loader, "C_COMPOSER_DEPTH", -1)  # every text takes the careful path
+    monkeypatch.setattr(yaml_lines, "C_COMPOSER_DEPTH", -1)  # every text takes the careful path
     careful = load_documents(SPEC_FILES)
     assert [(d.body, d.source, d.locations) for d in fast] == [
         (d.body, d.source, d.locations) for d in careful
@@ -368,7 +370,7 @@ def test_every_example_loads_the_same_on_the_fast_and_the_careful_path(
     ],
 )
 def test_text_that_may_nest_deep_never_reaches_libyamls_composer(text: str) -> None:
-    assert not loader._fits_libyaml(text)
+    assert not yaml_lines._fits_libyaml(text)
 
 
 def _marks(node: yaml.Node, path: str, out: dict[str, int]) -> dict[str, int]:

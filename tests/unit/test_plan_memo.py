@@ -17,7 +17,7 @@ from reconciler.model.state import LiveState
 from reconciler.planning.memo import Memo
 from reconciler.planning.plan import build_plan
 from reconciler.planning.steps import Plan
-from reconciler.specs.loader import Document
+from reconciler.specs.document import Document
 from reconciler.specs.spec import OWNER_KEY, Spec
 from reconciler.specs.validate import validate_documents
 

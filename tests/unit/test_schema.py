@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from reconciler.errors import Location, SpecError
+from reconciler.specs.document import Document
 from reconciler.specs.fields import UNIT_FIELDS
-from reconciler.specs.loader import Document, load_documents
+from reconciler.specs.loader import load_documents
 from reconciler.specs.schema import SCHEMA_FILES, quick_check, schema, validator
 from reconciler.specs.units import DURATION_PATTERN, SIZE_PATTERN
 from reconciler.specs.validate import load_specs, validate_documents

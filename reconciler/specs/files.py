@@ -1,0 +1,97 @@
+"""The files to read: explicit files as given, folders walked (sorted, hidden folders
+skipped, symlink loops refused), and one file's text (size cap, UTF-8, regular files
+only). Problems are collected, never raised."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from reconciler.errors import Location, Problem
+from reconciler.specs.document import Abort, file_problem
+
+SPEC_SUFFIXES = (".yaml", ".yml", ".json")
+MAX_FILE_BYTES = 16 * 1024 * 1024  # a spec file larger than this is refused unread
+
+
+def spec_files(paths: Sequence[str | Path], problems: list[Problem]) -> list[Path]:
+    """The files to read: explicit files as given, folders walked (sorted, loop-safe)."""
+    files: list[Path] = []
+    seen: set[str] = set()
+    for raw in paths:
+        path = Path(raw)
+        try:
+            is_dir = path.is_dir()
+            exists = path.exists()
+        except OSError as err:  # ELOOP on a self-referencing link, too long names, ...
+            problems.append(file_problem(path, os_message(err)))
+            continue
+        if is_dir:
+            candidates = list(_walk(path, problems))
+        elif exists:
+            candidates = [path]
+        else:
+            message = "symlink loop or broken link" if path.is_symlink() else "no such file"
+            problems.append(file_problem(path, message))
+            continue
+        for candidate in candidates:
+            real = os.path.realpath(candidate)
+            if real not in seen:
+                seen.add(real)
+                files.append(candidate)
+    return files
+
+
+def _walk(root: Path, problems: list[Problem]) -> Iterator[Path]:
+    def unreadable(err: OSError) -> None:
+        problems.append(file_problem(Path(err.filename or root), os_message(err)))
+
+    # realpaths of the folders on the way down to each folder: a link back to one is a loop
+    trail: dict[str, frozenset[str]] = {str(root): frozenset({os.path.realpath(root)})}
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable, followlinks=True):
+        above = trail.pop(dirpath, frozenset())
+        kept = []
+        for name in sorted(dirnames):
+            if name.startswith("."):
+                continue
+            target = os.path.realpath(os.path.join(dirpath, name))
+            if target in above:
+                link = Path(dirpath, name)
+                problems.append(file_problem(link, f"symlink loop: points back to {target}"))
+                continue
+            kept.append(name)
+            trail[os.path.join(dirpath, name)] = above | {target}
+        dirnames[:] = kept
+        for name in sorted(filenames):
+            if name.endswith(SPEC_SUFFIXES) and not name.startswith("."):
+                yield Path(dirpath, name)
+
+
+def os_message(err: OSError) -> str:
+    if getattr(err, "errno", None) == errno.ELOOP:
+        return "symlink loop: the link points (indirectly) at itself"
+    return f"cannot read: {err.strerror or err}"
+
+
+def read_text(path: Path) -> str:
+    try:
+        status = path.stat()
+        if not stat.S_ISREG(status.st_mode):
+            raise Abort(file_problem(path, "not a regular file (a device, pipe or socket?)"))
+        size = status.st_size
+        if size > MAX_FILE_BYTES:
+            limit = MAX_FILE_BYTES // (1024 * 1024)
+            message = f"file too large: {size / 2**20:.1f} MiB (limit {limit} MiB); split it"
+            raise Abort(file_problem(path, message))
+        data = path.read_bytes()
+    except OSError as err:
+        raise Abort(file_problem(path, os_message(err))) from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        message = f"not a text file (invalid UTF-8 at byte {err.start}); expected YAML or JSON"
+        raise Abort(Problem(Location(str(path), line), "", message)) from None
