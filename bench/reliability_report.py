@@ -257,6 +257,23 @@ GUARANTEES = (
         ("test_migration_trust.py::",),
     ),
     Guarantee(
+        "A migration loses, duplicates and strands nothing without saying so",
+        "A migration whose target keeps fewer messages is destructive and says how many go: "
+        "workqueue -> interest on a stream without consumers deleted 100 of 100 messages "
+        "unflagged; now the plan says `deletes all 100` and apply refuses without "
+        "`--allow-data-loss` (100 counted after the refusal). Migrating a stream that "
+        "others source or mirror copied everything again downstream (AGG 100 -> 200); it "
+        "is refused naming AGG and BACKUP, all three still at 100. A workqueue with a live "
+        "worker resurrected 28-53 acknowledged jobs; the migration is refused while a "
+        "consumer holds jobs, waits for them or delivered within the last second (40 of 40 "
+        "refused beside a live worker process), and afterwards exactly the 90 "
+        "unacknowledged jobs are kept and drain without repeats. A smaller `max_msg_size` "
+        "no longer stalls the copy (10 of 10 kept); a stalling `discard_new_per_subject` "
+        "target stays a replace. Subjects overlapping any live stream's are a `FILE:LINE` "
+        "error naming it before anything moves (was err 10065 mid-apply).",
+        ("test_migration_losses.py::",),
+    ),
+    Guarantee(
         "What is applied is what was reviewed",
         "After `yes` at the prompt, apply reads the live state again and applies only when "
         "the plan still has the same steps (action, resource, fields, a migration's phase) "
