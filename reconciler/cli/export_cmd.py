@@ -19,6 +19,7 @@ from reconciler.cli.options import (
 )
 from reconciler.cli.output import notice
 from reconciler.errors import ReconcileError
+from reconciler.model.values import LEGACY_COMMAND
 
 if TYPE_CHECKING:
     from reconciler.planning.export import ExportedFile
@@ -37,10 +38,36 @@ class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[mi
     PyYAML has it: the same text, several times faster than the pure-Python one)."""
 
 
+#: What a string the server gave must not spread over lines or carry as it is when the
+#: YAML is printed to a CI log: a line break (its next line could start ``::error::``),
+#: a ``::`` (a folded line could too) or the runner's older ``##[command]`` form.
+_UNSAFE_IN_LOGS = ("\n", "\r", "::", LEGACY_COMMAND)
+#: Never fold a long line: a folded string's next line starts with what followed a blank.
+_NO_FOLDING = 2**31 - 1
+
+
+def _string(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    """A string, double-quoted (line breaks as ``\\n``) when it holds anything of
+    :data:`_UNSAFE_IN_LOGS`: then no line of the output starts a workflow command."""
+    style = '"' if any(part in data for part in _UNSAFE_IN_LOGS) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(str, _string)
+
+
 def _dump(documents: tuple[dict[str, Any], ...]) -> str:
-    return yaml.dump_all(
-        documents, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True
+    """The documents as YAML; a ``##[`` (only ever inside a double-quoted string, see
+    :func:`_string`) written ``#\\x23[``, which YAML reads back as ``##[``."""
+    text = yaml.dump_all(
+        documents,
+        Dumper=_Dumper,
+        sort_keys=False,
+        default_flow_style=False,
+        allow_unicode=True,
+        width=_NO_FOLDING,
     )
+    return str(text).replace(LEGACY_COMMAND, "#\\x23[")
 
 
 def write_file(folder: Path, name: str, text: str) -> None:

@@ -526,6 +526,56 @@ def test_imported_nack_accounts_are_shown_escaped(tmp_path: Path) -> None:
     assert legacy_commands(said) == [] and "\x1b" not in said and "\x07" not in said, said
 
 
+def workflow_commands(log: str) -> list[str]:
+    """The lines the runner would read a workflow command in: ``::`` after blanks (its
+    ``TryParseV2``) or a legacy ``##[command]`` anywhere."""
+    found = [line for line in re.split(r"\r\n|\r|\n", log) if line.lstrip().startswith("::")]
+    return found + legacy_commands(log)
+
+
+WRAPPED = "a" * 70 + " ::error::pwned-folded"
+
+
+async def _create_folding(server: NatsServer) -> None:
+    async with open_client(options(server)) as client:
+        await client.create_stream(
+            {
+                "name": "FOLD",
+                "subjects": ["fold.>"],
+                "description": WRAPPED,
+                "metadata": {
+                    "::error::pwned-key": "x\n::add-mask::pwned-line ##[error]v1",
+                    "io.jetstream-gitops/managed-by": "reconcile",
+                },
+            }
+        )
+
+
+def test_export_printed_to_a_log_starts_no_workflow_command(
+    clean_server: NatsServer, tmp_path: Path, figures: Any
+) -> None:
+    """``reconcile export`` prints YAML: PyYAML folds a long string at a blank, so a
+    description of 70 letters then `` ::error::...`` put ``::error::`` at the start of a
+    line (a command in a CI log), as did a metadata value's line break and a key
+    starting ``::``; ``##[error]`` went out as it was. Now such strings are double-quoted
+    on one line (``\\n``, ``#\\x23[``) and the files still read back to the server's
+    exact values: a plan on them is empty."""
+    run(_create_folding(clean_server))
+    publish(clean_server, "fold.x", 10)
+    server = ["--server", clean_server.url]
+    printed = reconcile("export", *server, cwd=tmp_path)
+    assert printed.returncode == 0, printed.stderr
+    assert "pwned-folded" in printed.stdout and "pwned-line" in printed.stdout
+    assert workflow_commands(printed.stdout) == [], printed.stdout
+    done = reconcile("export", *server, "--out", "specs", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    plan = reconcile("plan", "specs", *server, "--format", "json", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["changes"] == [], plan.stdout
+    assert count(clean_server, "FOLD") == 10
+    figures.add("messages_checked", 10)
+
+
 def test_the_actions_log_wraps_a_legacy_command_too() -> None:
     """Whatever reaches the Action's log: a line holding ``##[`` anywhere is written
     inside a ``::stop-commands::`` block, as a line starting with ``::`` was."""
