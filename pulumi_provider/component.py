@@ -18,7 +18,8 @@ from typing import Any
 import pulumi
 
 from pulumi_provider.resources import RESOURCE_CLASSES, JetStreamResource
-from reconciler.errors import Location, Problem, SpecError
+from reconciler.errors import Problem, SpecError
+from reconciler.locations import Location
 from reconciler.specs.loader import load_documents
 from reconciler.specs.spec import Spec
 from reconciler.specs.validate import validate_documents

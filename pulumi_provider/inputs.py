@@ -14,7 +14,8 @@ from typing import Any
 from pulumi.output import Unknown
 from pulumi.runtime import rpc
 
-from reconciler.errors import Location, SpecError
+from reconciler.errors import SpecError
+from reconciler.locations import Location
 from reconciler.model.values import printable
 from reconciler.specs.document import Document
 from reconciler.specs.spec import KINDS, Spec

@@ -2,7 +2,9 @@
 
 The package reads in pipeline order::
 
+    errors.py    problems and exceptions; locations.py: where a value came from
     specs/       files → documents (FILE:LINE) → validated Specs
+    importers/   other tools' files as specs (``reconcile import``)
     model/       server facts, defaults, canonical configs, the diff, value display
     planning/    the Plan (typed steps), drift reports, export, snapshots
     execution/   the one executor, the apply lock, the engine's entry points
@@ -12,7 +14,8 @@ The package reads in pipeline order::
     cli/ fleet/  front doors (the ``reconcile`` command, the Spark pipeline)
 
 This module is the small public API; names are imported on first use so that importing
-the package (and ``reconcile --help``) stays fast.
+the package (and ``reconcile --help``) stays fast. Every exception a caller can catch is
+here: :class:`ReconcileError` and each of its subclasses (a test keeps it so).
 """
 
 from __future__ import annotations
@@ -21,11 +24,32 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from reconciler.errors import ReconcileError, SpecError
+    from reconciler.backup.layout import BackupError
+    from reconciler.errors import (
+        ApplyFailed,
+        ApplyReport,
+        ConcurrentChange,
+        ConnectError,
+        LeftoverStream,
+        LockError,
+        MigrationIncomplete,
+        MigrationStalled,
+        NotFound,
+        PermissionDenied,
+        Problem,
+        ReconcileError,
+        RefusedPlan,
+        RequestTimeout,
+        ServerError,
+        SpecError,
+        UnsupportedField,
+    )
     from reconciler.execution.apply import ApplyResult, apply_plan
     from reconciler.execution.run import apply, fetch_live, plan
     from reconciler.identity import Kind, ResourceRef
     from reconciler.jetstream import ConnectionOptions
+    from reconciler.jetstream.snapshots import SnapshotFailed
+    from reconciler.locations import Location
     from reconciler.planning.drift import DriftReport, from_plan
     from reconciler.planning.plan import build_plan
     from reconciler.planning.steps import Create, Delete, Plan, Replace, Update
@@ -33,8 +57,26 @@ if TYPE_CHECKING:
     from reconciler.specs.validate import load_specs, validate_documents
 
 _WHERE = {
+    "ApplyFailed": "reconciler.errors",
+    "ApplyReport": "reconciler.errors",
+    "ConcurrentChange": "reconciler.errors",
+    "ConnectError": "reconciler.errors",
+    "LeftoverStream": "reconciler.errors",
+    "LockError": "reconciler.errors",
+    "MigrationIncomplete": "reconciler.errors",
+    "MigrationStalled": "reconciler.errors",
+    "NotFound": "reconciler.errors",
+    "PermissionDenied": "reconciler.errors",
+    "Problem": "reconciler.errors",
     "ReconcileError": "reconciler.errors",
+    "RefusedPlan": "reconciler.errors",
+    "RequestTimeout": "reconciler.errors",
+    "ServerError": "reconciler.errors",
     "SpecError": "reconciler.errors",
+    "UnsupportedField": "reconciler.errors",
+    "SnapshotFailed": "reconciler.jetstream.snapshots",
+    "BackupError": "reconciler.backup.layout",
+    "Location": "reconciler.locations",
     "ApplyResult": "reconciler.execution.apply",
     "apply_plan": "reconciler.execution.apply",
     "apply": "reconciler.execution.run",
@@ -57,18 +99,36 @@ _WHERE = {
 }
 
 __all__ = [
+    "ApplyFailed",
+    "ApplyReport",
     "ApplyResult",
+    "BackupError",
+    "ConcurrentChange",
+    "ConnectError",
     "ConnectionOptions",
     "Create",
     "Delete",
     "DriftReport",
     "Kind",
+    "LeftoverStream",
+    "Location",
+    "LockError",
+    "MigrationIncomplete",
+    "MigrationStalled",
+    "NotFound",
+    "PermissionDenied",
     "Plan",
+    "Problem",
     "ReconcileError",
+    "RefusedPlan",
     "Replace",
+    "RequestTimeout",
     "ResourceRef",
+    "ServerError",
+    "SnapshotFailed",
     "Spec",
     "SpecError",
+    "UnsupportedField",
     "Update",
     "apply",
     "apply_plan",

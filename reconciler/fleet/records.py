@@ -35,8 +35,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from reconciler.errors import Location, ReconcileError
+from reconciler.errors import ReconcileError
 from reconciler.fleet.canonical import config_text, live_row
+from reconciler.locations import Location
 from reconciler.planning.snapshot import BadRecord, parse_record
 
 #: Files up to this size are read whole, several per task; bigger ones are split.

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.errors import Location, Problem, SpecError, brief
+from reconciler.errors import Problem, SpecError, brief
+from reconciler.locations import Location
 
 #: The largest ``.tf`` file read: python-hcl2 holds about 270 bytes of parse tree per
 #: byte of the block it parses, and 8 MiB is over 50,000 resources.

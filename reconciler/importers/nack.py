@@ -30,9 +30,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from reconciler.errors import Location, Problem, SpecError, brief
+from reconciler.errors import Problem, SpecError, brief
 from reconciler.importers import ImportResult
 from reconciler.importers.imported import Shape, misshapen, renamed, validated
+from reconciler.locations import Location
 from reconciler.specs.document import Document
 from reconciler.specs.fields import INT64_MAX
 from reconciler.specs.loader import read_yaml_trees

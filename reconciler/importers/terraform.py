@@ -41,9 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.errors import Location, Problem, SpecError, brief
+from reconciler.errors import Problem, SpecError, brief
 from reconciler.importers import ImportResult, hcl
 from reconciler.importers.imported import Shape, misshapen, renamed, validated
+from reconciler.locations import Location
 from reconciler.specs.document import Document
 from reconciler.specs.loader import read_json_tree
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import orjson
 
-from reconciler.errors import Location
 from reconciler.identity import ResourceRef, is_reserved
+from reconciler.locations import Location
 from reconciler.model.buckets import bucket_config
 from reconciler.model.migration import is_filling, is_temp, temp_name
 from reconciler.model.normalize import (

@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from reconciler.errors import Location
 from reconciler.identity import Kind, ResourceRef
+from reconciler.locations import Location
 from reconciler.model.diff import FieldChange, ReplaceReason
 from reconciler.model.loss import Loss
 from reconciler.model.migration import ConsumerFate, Volume

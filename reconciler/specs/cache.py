@@ -42,7 +42,8 @@ from typing import Any
 
 import orjson
 
-from reconciler.errors import LazyLocations, Location, Problem
+from reconciler.errors import Problem
+from reconciler.locations import LazyLocations, Location
 from reconciler.specs.spec import KINDS, Spec, entry_config
 
 CACHE_ENV = "RECONCILE_SPEC_CACHE"

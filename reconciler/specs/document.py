@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.errors import Location, Problem, closest_location
+from reconciler.errors import Problem
+from reconciler.locations import Location, closest_location
 
 MAX_DEPTH = 64
 MAX_DOCUMENTS = 50_000  # per file

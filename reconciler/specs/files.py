@@ -10,7 +10,8 @@ import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from reconciler.errors import Location, Problem
+from reconciler.errors import Problem
+from reconciler.locations import Location
 from reconciler.specs.document import Abort, file_problem
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")

@@ -11,7 +11,8 @@ from typing import Any
 
 import yaml
 
-from reconciler.errors import Location, Problem
+from reconciler.errors import Problem
+from reconciler.locations import Location
 from reconciler.specs.document import MAX_DOCUMENTS, Abort, Document
 from reconciler.specs.yaml_lines import NodeBuilder, compose_documents
 

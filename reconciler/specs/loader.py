@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from reconciler.errors import Location, Problem, SpecError
+from reconciler.errors import Problem, SpecError
+from reconciler.locations import Location
 from reconciler.specs.document import MAX_DEPTH, Abort, Document, file_problem
 from reconciler.specs.files import read_text, spec_files
 from reconciler.specs.json_lines import json_documents, json_nodes, parse_json

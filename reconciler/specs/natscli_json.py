@@ -17,7 +17,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from reconciler.errors import Location, Problem
+from reconciler.errors import Problem
+from reconciler.locations import Location
 from reconciler.specs.document import Document
 
 _BACKUP_KEYS = frozenset({"type", "configuration", "checksum"})

@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reconciler.errors import Location, Problem
+from reconciler.errors import Problem
+from reconciler.locations import Location
 from reconciler.specs.document import Document
 from reconciler.specs.schema import did_you_mean
 

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.errors import Location, Problem, SpecError
+from reconciler.errors import Problem, SpecError
+from reconciler.locations import Location
 from reconciler.specs.document import Document
 from reconciler.specs.loader import load_file
 from reconciler.specs.paths import outside_problem, repository_root

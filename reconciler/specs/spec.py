@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.errors import Location, closest_location
 from reconciler.identity import KINDS, Kind, ResourceRef
+from reconciler.locations import Location, closest_location
 
 __all__ = [
     "DEFAULT_OWNER",

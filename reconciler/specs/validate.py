@@ -13,8 +13,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from reconciler.errors import Location, Problem, SpecError
+from reconciler.errors import Problem, SpecError
 from reconciler.identity import stream_of
+from reconciler.locations import Location
 from reconciler.specs import cache as spec_cache
 from reconciler.specs.checks import cross_resource_problems
 from reconciler.specs.document import Document

@@ -13,7 +13,8 @@ from typing import Any
 
 import yaml
 
-from reconciler.errors import Lines, Location, Problem, brief
+from reconciler.errors import Problem, brief
+from reconciler.locations import Lines, Location
 from reconciler.specs.document import MAX_DEPTH, MAX_DOCUMENTS, Abort, Document
 
 MAX_NODES = 100_000  # per document, counting every alias expansion

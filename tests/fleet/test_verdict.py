@@ -9,9 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import resource_set, stream_document
 
-from reconciler.errors import Location
 from reconciler.fleet.verdict import stream_findings, to_json
 from reconciler.identity import LOCK_BUCKET, stream_of
+from reconciler.locations import Location
 from reconciler.model.normalize import desired_config
 from reconciler.model.state import LiveState, ServerInfo
 from reconciler.model.values import redact

@@ -16,7 +16,7 @@ import nats
 import pytest
 from servers import SERVER_MATRIX
 
-from reconciler.errors import Location
+from reconciler.locations import Location
 from reconciler.model.diff import diff_configs
 from reconciler.model.normalize import desired_config, live_config
 from reconciler.model.state import LiveState, ServerInfo

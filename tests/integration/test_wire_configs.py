@@ -18,7 +18,7 @@ import nats
 import pytest
 from servers import SERVER_MATRIX, NatsServer
 
-from reconciler.errors import Location
+from reconciler.locations import Location
 from reconciler.specs.document import Document
 from reconciler.specs.schema import validator
 from reconciler.specs.spec import Spec

@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import SERVERS, resource_set
 
-from reconciler.errors import Location, SpecError
+from reconciler.errors import SpecError
+from reconciler.locations import Location
 from reconciler.model.diff import diff_configs
 from reconciler.model.normalize import desired_config
 from reconciler.model.state import LiveState

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.errors import Location, SpecError
+from reconciler.errors import SpecError
+from reconciler.locations import Location
 from reconciler.specs.checks import SubjectTree
 from reconciler.specs.document import Document
 from reconciler.specs.subjects import is_subset, is_valid_subject, subjects_overlap

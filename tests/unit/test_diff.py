@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.errors import Location
+from reconciler.locations import Location
 from reconciler.model.diff import FieldChange, ReplaceReason, diff_configs
 from reconciler.model.diff import replace_reasons as replace_rules
 from reconciler.model.normalize import desired_config

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 
-from reconciler.errors import Location
+from reconciler.locations import Location
 from reconciler.planning.entries import (
     MANAGED_HEADER,
     OWNER_HEADER,

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import SERVERS, consumer_document, stream_document
 
-from reconciler.errors import Location
+from reconciler.locations import Location
 from reconciler.model.normalize import desired_config
 from reconciler.model.state import LiveState, ServerInfo
 from reconciler.planning.export import _consumer_document, _stream_document, export_state

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.errors import Location, SpecError
+from reconciler.errors import SpecError
+from reconciler.locations import Location
 from reconciler.specs import yaml_lines
 from reconciler.specs.document import Document
 from reconciler.specs.loader import load_documents

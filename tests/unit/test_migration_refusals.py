@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from live_samples import SERVER, live_of, server_copy
 
-from reconciler.errors import Location, SpecError
+from reconciler.errors import SpecError
+from reconciler.locations import Location
 from reconciler.model.loss import update_losses
 from reconciler.model.migration import (
     Record,

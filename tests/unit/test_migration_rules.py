@@ -8,8 +8,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from reconciler.errors import Location
 from reconciler.identity import ResourceRef
+from reconciler.locations import Location
 from reconciler.model.migration import (
     FILLING_KEY,
     NOTHING,

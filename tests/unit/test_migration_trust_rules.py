@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from live_samples import SERVER, live_of
 
-from reconciler.errors import Location
+from reconciler.locations import Location
 from reconciler.model.migration import (
     FILLING_KEY,
     Record,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.errors import Location
+from reconciler.locations import Location
 from reconciler.model.buckets import bucket_config, classify_stream, kv_stream_config
 from reconciler.model.normalize import (
     CONSUMER_NAME_FIELDS,

@@ -10,7 +10,8 @@ import jsonschema
 import pytest
 from live_samples import SERVER, live_of
 
-from reconciler.errors import Location, SpecError, UnsupportedField
+from reconciler.errors import SpecError, UnsupportedField
+from reconciler.locations import Location
 from reconciler.model.normalize import desired_config
 from reconciler.model.state import LiveState, ServerInfo
 from reconciler.planning.memo import Memo

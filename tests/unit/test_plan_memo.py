@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from live_samples import SERVER, live_of
 
-from reconciler.errors import Location, SpecError
+from reconciler.errors import SpecError
+from reconciler.locations import Location
 from reconciler.model.state import LiveState
 from reconciler.planning.memo import Memo
 from reconciler.planning.plan import build_plan

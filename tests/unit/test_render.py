@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.errors import Location
 from reconciler.identity import ResourceRef
+from reconciler.locations import Location
 from reconciler.model.diff import FieldChange
 from reconciler.model.state import ServerInfo
 from reconciler.model.values import display

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from reconciler.errors import Location, SpecError
+from reconciler.errors import SpecError
+from reconciler.locations import Location
 from reconciler.specs.document import Document
 from reconciler.specs.fields import UNIT_FIELDS
 from reconciler.specs.loader import load_documents
