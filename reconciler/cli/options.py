@@ -220,14 +220,6 @@ def _server(values: Mapping[str, Any]) -> str | None:
     return None if value is None else str(value)
 
 
-def pop_connection_options(values: dict[str, Any]) -> ConnectionOptions:
-    """Like :func:`to_connection_options`, removing the flags from ``values``."""
-    options = to_connection_options(values)
-    for name in CONNECTION_PARAMS:
-        values.pop(name, None)
-    return options
-
-
 # --- projects and environments -----------------------------------------------------------
 
 #: The connection flags an environment sets itself (timeouts and --store stay the run's).

@@ -351,11 +351,3 @@ async def _delete(client: JetStreamClient, ref: ResourceRef) -> None:
         await client.delete_consumer(ref.stream_name, ref.name)
     else:
         await client.delete_stream(ref.stream_name)
-
-
-def summarize(results: Sequence[ApplyResult]) -> str:
-    """One line for CI logs."""
-    applied = sum(len(r.applied) for r in results)
-    failed = sum(len(r.failed) for r in results)
-    skipped = sum(len(r.skipped) for r in results)
-    return f"Apply complete: {applied} applied, {failed} failed, {skipped} skipped."

@@ -14,8 +14,9 @@ each resource gets one status:
 - ``foreign``   managed by another owner (project): never touched, and not drift.
 
 Coverage is the share of live resources that some spec declares. Values are redacted and
-shown by ``reconciler.model.values``, like the plan's. Pure: no clock, no network; the
-report is JSON-serialisable (``schemas/drift.schema.json``).
+shown by ``reconciler.model.values``, like the plan's. No network, and one reading of
+this machine's clock: the report's ``generated_at`` (:func:`from_plan`), when it was made;
+no status depends on it. The report is JSON-serialisable (``schemas/drift.schema.json``).
 """
 
 from __future__ import annotations
@@ -202,6 +203,7 @@ class DriftReport:
 
 
 def _now() -> str:
+    """This machine's time, for ``generated_at`` only."""
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 

@@ -19,7 +19,7 @@ text stream it is given.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any, TextIO
@@ -127,13 +127,6 @@ def record_from_json(body: Mapping[str, Any]) -> SnapshotRecord:
         server_version=_optional_version(body.get("server_version")),
         api_level=_optional_level(body.get("api_level")),
     )
-
-
-def iter_records(lines: Iterable[str]) -> Iterator[SnapshotRecord]:
-    """Parse non-blank lines strictly (the first bad line raises)."""
-    for line in lines:
-        if line.strip():
-            yield parse_record(line)
 
 
 def _text(body: Mapping[str, Any], key: str) -> str:

@@ -8,8 +8,6 @@ also matches ``outer``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 _FORBIDDEN_CHARS = frozenset(" \t\r\n")
 
 
@@ -56,9 +54,3 @@ def is_subset(inner: str, outer: str) -> bool:
         if tb not in ("*", ta):
             return False
     return len(a) == len(b)
-
-
-def overlapping_pairs(subjects: Iterable[str], others: Iterable[str]) -> list[tuple[str, str]]:
-    """Every (subject, other) pair of the two lists that overlaps."""
-    other_list = list(others)
-    return [(s, o) for s in subjects for o in other_list if subjects_overlap(s, o)]
