@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from reconciler.identity import KIND_ORDER, Kind, ResourceRef
 from reconciler.model.diff import FieldChange, diff_configs
 from reconciler.model.values import display
-from reconciler.planning.steps import Create, Foreign, Migrate, Replace
+from reconciler.planning.steps import Action, Create, Foreign, Migrate, Replace
 
 if TYPE_CHECKING:
     from reconciler.planning.steps import Entry, Plan
@@ -51,16 +51,16 @@ LIVE_STATUSES: frozenset[Status] = frozenset(
     {"in_sync", "drifted", "unmanaged", "orphaned", "foreign"}
 )
 #: plan entry action -> drift status: the plan read the other way round.
-STATUS_OF_ACTION: Mapping[str, Status] = {
-    "unchanged": "in_sync",
-    "update": "drifted",
-    "replace": "drifted",
-    "migrate": "drifted",  # with --migrate, or an interrupted migration found on the server
-    "create": "missing",
-    "unmanaged": "unmanaged",
-    "orphan": "orphaned",
-    "delete": "orphaned",  # a plan made with prune
-    "foreign": "foreign",  # managed by another owner: theirs, not drift
+STATUS_OF_ACTION: Mapping[Action, Status] = {
+    Action.UNCHANGED: "in_sync",
+    Action.UPDATE: "drifted",
+    Action.REPLACE: "drifted",
+    Action.MIGRATE: "drifted",  # with --migrate, or an interrupted migration on the server
+    Action.CREATE: "missing",
+    Action.UNMANAGED: "unmanaged",
+    Action.ORPHAN: "orphaned",
+    Action.DELETE: "orphaned",  # a plan made with prune
+    Action.FOREIGN: "foreign",  # managed by another owner: theirs, not drift
 }
 FORMAT_VERSION = 1
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, ClassVar
 
 from reconciler.identity import Kind, ResourceRef
@@ -29,7 +30,27 @@ from reconciler.model.migration import ConsumerFate, Volume
 from reconciler.model.state import ServerInfo
 
 FORMAT_VERSION = 1
-SUMMARY_KEYS = ("create", "update", "replace", "delete", "unchanged")
+
+
+class Action(StrEnum):
+    """What a plan entry does (or, for a note, is): one closed set shared by the plan,
+    the executor, the renderers and drift. A ``StrEnum``, so the plan JSON and every line
+    printed keep the same words (``"create"``)."""
+
+    CREATE = "create"
+    UPDATE = "update"
+    REPLACE = "replace"
+    MIGRATE = "migrate"
+    DELETE = "delete"
+    UNCHANGED = "unchanged"
+    UNMANAGED = "unmanaged"
+    ORPHAN = "orphan"
+    FOREIGN = "foreign"
+
+
+SUMMARY_KEYS: tuple[str, ...] = tuple(
+    str(a) for a in (Action.CREATE, Action.UPDATE, Action.REPLACE, Action.DELETE, Action.UNCHANGED)
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,7 +65,7 @@ class Entry:
     #: Durations and sizes as the spec wrote them, by config path (for display only).
     written: Mapping[str, str] = field(default_factory=dict)
 
-    action: ClassVar[str] = ""
+    action: ClassVar[Action]
 
     @property
     def kind(self) -> Kind:
@@ -74,7 +95,7 @@ class Entry:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "action": self.action,
+            "action": str(self.action),
             "kind": self.kind,
             "name": self.name,
             "stream": self.stream,
@@ -92,7 +113,7 @@ class Create(Entry):
     #: A consumer created again because its stream is replaced: its live config now.
     live: Mapping[str, Any] | None = None
 
-    action: ClassVar[str] = "create"
+    action: ClassVar[Action] = Action.CREATE
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,7 +122,7 @@ class Update(Entry):
     live: Mapping[str, Any]
     preserve: Mapping[str, Any] = field(default_factory=dict)
 
-    action: ClassVar[str] = "update"
+    action: ClassVar[Action] = Action.UPDATE
 
     @property
     def destructive(self) -> bool:
@@ -118,7 +139,7 @@ class Replace(Entry):
     preserve: Mapping[str, Any] = field(default_factory=dict)
     because: tuple[ReplaceReason, ...] = ()
 
-    action: ClassVar[str] = "replace"
+    action: ClassVar[Action] = Action.REPLACE
 
     @property
     def destructive(self) -> bool:
@@ -163,7 +184,7 @@ class Migrate(Entry):
     #: this run may not act on: see ``planning.plan._resumed``); empty: it may run
     blocked: str = ""
 
-    action: ClassVar[str] = "migrate"
+    action: ClassVar[Action] = Action.MIGRATE
 
     @property
     def changes(self) -> tuple[str, ...]:
@@ -197,7 +218,7 @@ class Delete(Entry):
 
     live: Mapping[str, Any] = field(default_factory=dict)
 
-    action: ClassVar[str] = "delete"
+    action: ClassVar[Action] = Action.DELETE
 
     @property
     def destructive(self) -> bool:
@@ -209,7 +230,7 @@ class Unchanged(Entry):
     """A declared resource whose live config is what its spec asks for. It keeps no
     config: nothing reads one (two empty dicts per entry were 14 MiB at 101,000)."""
 
-    action: ClassVar[str] = "unchanged"
+    action: ClassVar[Action] = Action.UNCHANGED
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -220,7 +241,7 @@ class Unmanaged(Entry):
 
     live: Mapping[str, Any] = field(default_factory=dict)
 
-    action: ClassVar[str] = "unmanaged"
+    action: ClassVar[Action] = Action.UNMANAGED
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -229,7 +250,7 @@ class Orphan(Entry):
 
     live: Mapping[str, Any] = field(default_factory=dict)
 
-    action: ClassVar[str] = "orphan"
+    action: ClassVar[Action] = Action.ORPHAN
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -239,7 +260,7 @@ class Foreign(Entry):
 
     owner: str = ""
 
-    action: ClassVar[str] = "foreign"
+    action: ClassVar[Action] = Action.FOREIGN
 
 
 Step = Create | Update | Replace | Migrate | Delete
@@ -291,7 +312,7 @@ class Plan:
     def summary(self) -> dict[str, int]:
         counts = dict.fromkeys(SUMMARY_KEYS, 0)
         for step in self.changes:
-            counts[step.action] = counts.get(step.action, 0) + 1
+            counts[str(step.action)] = counts.get(str(step.action), 0) + 1
         counts["unchanged"] = len(self.unchanged)
         return counts
 

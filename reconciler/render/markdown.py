@@ -15,10 +15,16 @@ import re
 from collections.abc import Collection
 
 from reconciler.model.values import display, field_label, printable
-from reconciler.planning.steps import Entry, Plan
+from reconciler.planning.steps import Action, Entry, Plan
 from reconciler.render.text import ACTIONS, destroy_warning, migration_notes
 
-ICONS = {"create": "🆕", "update": "🔄", "replace": "⚠️", "migrate": "🚚", "delete": "🗑️"}
+ICONS = {
+    Action.CREATE: "🆕",
+    Action.UPDATE: "🔄",
+    Action.REPLACE: "⚠️",
+    Action.MIGRATE: "🚚",
+    Action.DELETE: "🗑️",
+}
 
 
 #: Characters that would make text a link, an image, emphasis, code or a new cell.
@@ -90,7 +96,7 @@ def _diff_block(step: Entry) -> list[str]:
         said = step.written.get(change.path)
         label = field_label(step.kind, change.path)
         after = display(change.after, path=change.path, kind=step.kind, written=said)
-        if step.action != "create":
+        if step.action != Action.CREATE:
             before = display(change.before, path=change.path, kind=step.kind, written=said)
             lines.append(_flat(f"- {label}: {before}"))
         lines.append(_flat(f"+ {label}: {after}"))

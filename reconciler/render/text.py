@@ -21,10 +21,16 @@ from collections.abc import Collection
 from typing import Any
 
 from reconciler.model.values import display, field_label, printable
-from reconciler.planning.steps import Entry, Migrate, Plan
+from reconciler.planning.steps import Action, Entry, Migrate, Plan
 from reconciler.specs.units import approx_size
 
-SYMBOLS = {"create": "+", "update": "~", "replace": "-/+", "migrate": ">>>", "delete": "-"}
+SYMBOLS = {
+    Action.CREATE: "+",
+    Action.UPDATE: "~",
+    Action.REPLACE: "-/+",
+    Action.MIGRATE: ">>>",
+    Action.DELETE: "-",
+}
 _COLORS = {
     "create": "32",
     "update": "33",
@@ -34,7 +40,7 @@ _COLORS = {
     "note": "2",
 }
 #: Actions in the order a summary counts them; ``migrate`` only when there are some.
-ACTIONS = ("create", "update", "replace", "migrate", "delete")
+ACTIONS = (Action.CREATE, Action.UPDATE, Action.REPLACE, Action.MIGRATE, Action.DELETE)
 
 
 def migration_notes(step: Entry) -> list[str]:
@@ -113,6 +119,12 @@ def summary_line(plan: Plan) -> str:
     if not plan.has_changes:
         return f"No changes. {counts['unchanged']} resource(s) unchanged."
     return f"Plan: {', '.join(action_counts(plan))} ({counts['unchanged']} unchanged)."
+
+
+def counts_line(plan: Plan) -> str:
+    """``2 to create, 0 to update, 0 to replace, 0 to delete, 3 unchanged``: the
+    Action's ``summary`` output and each environment's line."""
+    return ", ".join([*action_counts(plan), f"{plan.summary['unchanged']} unchanged"])
 
 
 def action_counts(plan: Plan) -> list[str]:
