@@ -36,8 +36,8 @@ from reconciler.errors import (
 from reconciler.model.migration import CHOICES as MIGRATION_CHOICES
 
 if TYPE_CHECKING:
+    from reconciler.execution.requests import PlanRequest
     from reconciler.jetstream import ConnectionOptions
-    from reconciler.planning.plan import Ownership
     from reconciler.planning.steps import Plan
 
 MODES = ("plan", "apply", "drift", "backup")
@@ -278,16 +278,23 @@ def full_plan_link(runner: Runner, inputs: Inputs) -> str | None:
     return f"artifact `{artifact_name(runner, inputs)}` of [the workflow run]({run_url})"
 
 
-def ownership(inputs: Inputs) -> Ownership:
-    from reconciler.planning.plan import Ownership
+def plan_request(inputs: Inputs, options: ConnectionOptions, **flags: Any) -> PlanRequest:
+    """What the engine reads for one path list or environment (the engine's own value)."""
+    from dataclasses import replace
 
-    return Ownership(inputs.owner)
+    from reconciler.execution.requests import PlanRequest
 
-
-def summary_line(plan: Plan) -> str:
-    from reconciler.render.text import action_counts
-
-    return ", ".join([*action_counts(plan), f"{plan.summary['unchanged']} unchanged"])
+    request = PlanRequest.of(
+        inputs.paths,
+        options,
+        overlays=inputs.overlays,
+        env=inputs.env or None,
+        owner=inputs.owner,
+        prune=inputs.prune,
+        migrate=inputs.migrate,
+        migration=inputs.migration,
+    )
+    return replace(request, **flags)
 
 
 def write_json(runner: Runner, inputs: Inputs, name: str, data: Any) -> str:
@@ -298,71 +305,68 @@ def write_json(runner: Runner, inputs: Inputs, name: str, data: Any) -> str:
 
 
 def plan_outputs(runner: Runner, inputs: Inputs, plan: Plan) -> dict[str, str]:
+    from reconciler.render.text import counts_line
+
     return {
         "has-changes": "true" if plan.has_changes else "false",
         "plan-json": write_json(runner, inputs, "plan", plan.to_json()),
         "plan-artifact": artifact_name(runner, inputs),
-        "summary": summary_line(plan),
+        "summary": counts_line(plan),
     }
 
 
 def plan_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outcome:
+    return plan_jobs(runner, [(inputs, options)])[0][1]
+
+
+def plan_jobs(
+    runner: Runner, planned: list[tuple[Inputs, ConnectionOptions]]
+) -> list[tuple[Inputs, Outcome]]:
+    """Plan every job (path list or environment) with the engine's ``plan_environments``:
+    all are validated before any is planned; one that cannot be planned fails alone."""
     from reconciler.execution import run
 
-    console = GitHubConsole(runner, inputs, "plan")
-    plan = asyncio.run(
-        run.plan(
-            inputs.paths,
-            options,
-            prune=inputs.prune,
-            ownership=ownership(inputs),
-            on_notice=runner.log,
-            overlays=inputs.overlays,
-            migrate=inputs.migrate,
-            migration=inputs.migration,
-        )
-    )
-    console.show_plan(plan)
-    return Outcome(plan_outputs(runner, inputs, plan), console.markdown)
+    requests = [plan_request(job, options) for job, options in planned]
+    log = MarkdownConsole(runner.log)  # notices and warnings: the job log
+
+    async def go() -> list[run.EnvironmentPlan]:
+        return [done async for done in run.plan_environments(requests, log)]
+
+    outcomes = []
+    for (job, _), done in zip(planned, asyncio.run(go()), strict=True):
+        console = GitHubConsole(runner, job, "plan")
+        if done.plan is None:
+            assert done.error is not None
+            console.show_error(done.error)
+            failed = Outcome({"summary": f"failed: {done.error}"}, console.markdown, 1)
+            outcomes.append((job, failed))
+            continue
+        console.show_plan(done.plan)
+        outcomes.append((job, Outcome(plan_outputs(runner, job, done.plan), console.markdown)))
+    return outcomes
 
 
 def apply_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outcome:
     from reconciler.execution import run
+    from reconciler.execution.requests import ApplyRequest
 
     console = GitHubConsole(runner, inputs, "apply")
     given = {"--allow-replace": inputs.allow_replace, "--allow-data-loss": inputs.allow_data_loss}
     console.allowed = tuple(flag for flag, on in given.items() if on)
-    planned: list[Plan] = []
-
-    def on_plan(plan: Plan) -> None:
-        planned.append(plan)
-        console.show_plan(plan)
-
+    request = ApplyRequest(
+        plan=plan_request(inputs, options),
+        allow_replace=inputs.allow_replace,
+        allow_data_loss=inputs.allow_data_loss,
+        approved=True,  # mode: apply in the workflow is the approval
+    )
     try:
-        with console.steps() as on_step:
-            result = asyncio.run(
-                run.apply(
-                    inputs.paths,
-                    options,
-                    prune=inputs.prune,
-                    allow_replace=inputs.allow_replace,
-                    allow_data_loss=inputs.allow_data_loss,
-                    migrate=inputs.migrate,
-                    migration=inputs.migration,
-                    dry_run=False,
-                    on_notice=runner.log,
-                    on_step=on_step,
-                    on_plan=on_plan,
-                    approved=True,  # mode: apply in the workflow is the approval
-                    ownership=ownership(inputs),
-                    overlays=inputs.overlays,
-                )
-            )
+        with console.steps():
+            result = asyncio.run(run.apply_for(request, console))
     except (RefusedPlan, ApplyFailed) as err:
-        if not planned:
+        if console.shown_plan is None:
             raise
         console.show_error(err)  # the plan was made: report it with the failure
-        outputs = plan_outputs(runner, inputs, planned[0]) | {"summary": f"failed: {err}"}
+        outputs = plan_outputs(runner, inputs, console.shown_plan) | {"summary": f"failed: {err}"}
         return Outcome(outputs, console.markdown, 1)
     console.show_result(result)
     outputs = plan_outputs(runner, inputs, result.plan) | {"summary": result_line([result])}
@@ -378,16 +382,7 @@ def drift_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Ou
     from reconciler.render.drift_text import headline
 
     console = GitHubConsole(runner, inputs, "drift")
-    plan = asyncio.run(
-        run.plan(
-            inputs.paths,
-            options,
-            prune=False,
-            ownership=ownership(inputs),
-            on_notice=runner.log,
-            overlays=inputs.overlays,
-        )
-    )
+    plan = asyncio.run(run.plan_for(plan_request(inputs, options, prune=False), console))
     report = from_plan(plan)
     console.show_drift(report)
     outputs = plan_outputs(runner, inputs, plan)
@@ -496,7 +491,10 @@ def run_step(runner: Runner) -> int:
         console.show_error(err)
         planned = []
         failed = Outcome({"summary": f"failed: {err}"}, console.markdown, 1)
-    outcomes = [(job, run_job(runner, job, options)) for job, options in planned]
+    if inputs.mode == "plan" and len(planned) > 1:
+        outcomes = plan_all(runner, inputs, planned)
+    else:
+        outcomes = [(job, run_job(runner, job, options)) for job, options in planned]
     if not planned:
         outcomes = [(inputs, failed)]
     outcome = combined(outcomes)
@@ -508,6 +506,19 @@ def run_step(runner: Runner) -> int:
         for job, result in outcomes:  # one sticky comment per path or environment
             post_comment(runner, job, result.markdown)
     return outcome.code
+
+
+def plan_all(
+    runner: Runner, inputs: Inputs, planned: list[tuple[Inputs, ConnectionOptions]]
+) -> list[tuple[Inputs, Outcome]]:
+    """Several environments in mode plan; an invalid spec in any fails the step before
+    a server is asked."""
+    try:
+        return plan_jobs(runner, planned)
+    except ReconcileError as err:
+        console = GitHubConsole(runner, inputs, inputs.mode)
+        console.show_error(err)
+        return [(inputs, Outcome({"summary": f"failed: {err}"}, console.markdown, 1))]
 
 
 def run_job(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outcome:

@@ -48,24 +48,15 @@ def drift(
     Exit status: 0 when everything is in sync, 2 when drift is found, 1 on error.
     """
     from reconciler.execution import run
+    from reconciler.execution.requests import PlanRequest
     from reconciler.planning import drift as drift_report
-    from reconciler.planning.plan import Ownership
     from reconciler.render.drift_text import headline
 
     target = resolve_target(
         ctx, paths=paths, conn=conn, owner=owner, project_file=project_file, env_name=env_name
     )
     console = TerminalConsole(drift_format=cast(DriftFormat, fmt))
-    plan = asyncio.run(
-        run.plan(
-            target.paths,
-            target.options,
-            prune=False,
-            ownership=Ownership(target.owner),
-            on_notice=console.notice,
-            overlays=target.overlays,
-        )
-    )
+    plan = asyncio.run(run.plan_for(PlanRequest.for_target(target), console))
     report = drift_report.from_plan(plan)
     if out is None:
         console.show_drift(report)

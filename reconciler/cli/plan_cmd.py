@@ -26,8 +26,7 @@ from reconciler.model.migration import CHOICES as MIGRATION_CHOICES
 
 if TYPE_CHECKING:
     from reconciler.console.terminal import PlanFormat
-    from reconciler.execution.environments import Target
-    from reconciler.planning.plan import Ownership
+    from reconciler.execution.requests import PlanRequest
     from reconciler.planning.steps import Plan
 
 FORMAT_NAMES = ["text", "json", "markdown"]
@@ -98,7 +97,7 @@ def plan(
     **conn: Any,
 ) -> int:
     """Show what apply would change; changes nothing."""
-    from reconciler.planning.plan import Ownership
+    from reconciler.execution.requests import PlanRequest
 
     console = _console(fmt)
     if all_envs:
@@ -122,12 +121,14 @@ def plan(
     )
     the_plan = _plan_and_show(
         console,
-        target,
-        prune=prune,
-        migrate=migrate,
-        migration=migration,
-        ownership=Ownership(target.owner, take_over),
-        strict=strict,
+        PlanRequest.for_target(
+            target,
+            take_over=take_over,
+            prune=prune,
+            migrate=migrate,
+            migration=migration,
+            strict=strict,
+        ),
     )
     return 2 if detailed_exitcode and the_plan.has_changes else 0
 
@@ -155,11 +156,10 @@ def _plan_all(
     unreachable, say) is reported and the others still are; the exit status is 1 then,
     else 2 with ``--detailed-exitcode`` when any plan has changes, else 0.
     """
-    from reconciler.errors import ReconcileError
-    from reconciler.planning.plan import Ownership
+    from reconciler.execution import run
+    from reconciler.execution.requests import PlanRequest
     from reconciler.render.text import summary_line
     from reconciler.specs.project import find_project, load_project
-    from reconciler.specs.validate import load_specs
 
     if paths or env_name:
         raise click.UsageError("--all-envs plans every environment: no PATHS and no --env")
@@ -167,37 +167,45 @@ def _plan_all(
     if found is None:
         raise click.UsageError("--all-envs needs a project file: reconcile.yaml or --project")
     project = load_project(found)
-    targets = [
-        project_target(ctx, project, paths=(), conn=conn, owner=owner, env_name=name)
+    requests = [
+        PlanRequest.for_target(
+            project_target(ctx, project, paths=(), conn=conn, owner=owner, env_name=name),
+            take_over=take_over,
+            prune=prune,
+            migrate=migrate,
+            migration=migration,
+            strict=strict,
+        )
         for name in project.environments
     ]
-    for target in targets:  # validate everything first: nothing is read from any server
-        load_specs(list(target.paths), overlays=list(target.overlays), strict=strict)
+
+    def begin(request: PlanRequest) -> None:
+        where = request.options.display_servers or "embedded nats-server"
+        console.heading(f"Environment {request.env} ({where})")
+
+    async def plan_all() -> list[run.EnvironmentPlan]:
+        done = []
+        async for planned in run.plan_environments(requests, console, begin=begin):
+            if planned.error is not None:
+                console.show_error(planned.error)
+            elif console.fmt != "json":
+                assert planned.plan is not None
+                console.show_plan(planned.plan)
+            done.append(planned)
+        return done
+
     lines, failed, changed = [], False, False
     documents: dict[str, Any] = {}
-    for target in targets:
-        where = target.options.display_servers or "embedded nats-server"
-        console.heading(f"Environment {target.env} ({where})")
-        try:
-            the_plan = _plan_and_show(
-                console,
-                target,
-                prune=prune,
-                migrate=migrate,
-                migration=migration,
-                ownership=Ownership(target.owner, take_over),
-                strict=strict,
-                show=console.fmt != "json",
-            )
-        except ReconcileError as err:
-            console.show_error(err)
-            lines.append(f"{target.env}: failed: {err}")
-            documents[str(target.env)] = {"error": str(err)}
+    for planned in asyncio.run(plan_all()):
+        env = str(planned.request.env)
+        if planned.plan is None:
+            lines.append(f"{env}: failed: {planned.error}")
+            documents[env] = {"error": str(planned.error)}
             failed = True
             continue
-        changed = changed or the_plan.has_changes
-        lines.append(f"{target.env}: {summary_line(the_plan)}")
-        documents[str(target.env)] = the_plan.to_json()
+        changed = changed or planned.plan.has_changes
+        lines.append(f"{env}: {summary_line(planned.plan)}")
+        documents[env] = planned.plan.to_json()
     if console.fmt == "json":
         import json
 
@@ -211,35 +219,12 @@ def _plan_all(
     return 2 if detailed_exitcode and changed else 0
 
 
-def _plan_and_show(
-    console: TerminalConsole,
-    target: Target,
-    *,
-    prune: bool,
-    ownership: Ownership,
-    strict: bool,
-    migrate: bool = False,
-    show: bool = True,
-    migration: str | None = None,
-) -> Plan:
+def _plan_and_show(console: TerminalConsole, request: PlanRequest) -> Plan:
     """Validate, plan (reads only) and show the plan: `plan` and `apply --dry-run`."""
     from reconciler.execution import run
 
-    the_plan = asyncio.run(
-        run.plan(
-            target.paths,
-            target.options,
-            prune=prune,
-            ownership=ownership,
-            strict=strict,
-            on_notice=console.notice,
-            overlays=target.overlays,
-            migrate=migrate,
-            migration=migration,
-        )
-    )
-    if show:
-        console.show_plan(the_plan)
+    the_plan = asyncio.run(run.plan_for(request, console))
+    console.show_plan(the_plan)
     return the_plan
 
 
@@ -320,7 +305,7 @@ def apply(
 ) -> int:
     """Change the server to match the specs (validates everything first)."""
     from reconciler.execution import run
-    from reconciler.planning.plan import Ownership
+    from reconciler.execution.requests import ApplyRequest, PlanRequest
 
     target = resolve_target(
         ctx, paths=paths, conn=conn, owner=owner, project_file=project_file, env_name=env_name
@@ -328,47 +313,34 @@ def apply(
     console = _console(fmt)
     flags = {"--allow-replace": allow_replace, "--allow-data-loss": allow_data_loss}
     console.allowed = tuple(flag for flag, given in flags.items() if given)
-    ownership = Ownership(target.owner, take_over)
-    asks = asks_for_yes(console, auto_approve) and fmt == "text"
+    console.asks = asks_for_yes(console, auto_approve) and fmt == "text"
+    wanted = PlanRequest.for_target(
+        target,
+        take_over=take_over,
+        prune=prune,
+        migrate=migrate,
+        migration=migration,
+        strict=strict,
+    )
+    request = ApplyRequest(
+        plan=wanted,
+        allow_replace=allow_replace,
+        allow_data_loss=allow_data_loss,
+        concurrency=concurrency,
+        approved=auto_approve,
+        lock_timeout=None if no_lock else lock_timeout,
+    )
 
     async def go() -> Any:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, stop.set)
         loop.add_signal_handler(signal.SIGTERM, stop.set)
-        with console.steps() as on_step:
-            return await run.apply(
-                target.paths,
-                target.options,
-                prune=prune,
-                ownership=ownership,
-                strict=strict,
-                allow_replace=allow_replace,
-                allow_data_loss=allow_data_loss,
-                migrate=migrate,
-                migration=migration,
-                dry_run=False,
-                concurrency=concurrency,
-                on_notice=console.notice,
-                on_step=on_step if fmt == "text" else None,
-                on_plan=console.show_plan,
-                confirm=console.confirm if asks else None,
-                approved=auto_approve,
-                stop=stop,
-                lock_timeout=None if no_lock else lock_timeout,
-                overlays=target.overlays,
-            )
+        with console.steps():
+            return await run.apply_for(request, console, stop=stop)
 
     if dry_run:
-        the_plan = _plan_and_show(
-            console,
-            target,
-            prune=prune,
-            migrate=migrate,
-            migration=migration,
-            ownership=ownership,
-            strict=strict,
-        )
+        the_plan = _plan_and_show(console, wanted)
         return 2 if detailed_exitcode and the_plan.has_changes else 0
     result = asyncio.run(go())
     console.show_result(result)

@@ -88,7 +88,16 @@ def result_line(results: Sequence[ApplyResult]) -> str:
 
 
 class Console(ABC):
-    """What a front door shows people; each method is one kind of event."""
+    """What a front door shows people; each method is one kind of event. A Console is
+    the run's :class:`~reconciler.execution.requests.Observer`: the engine calls
+    ``notice``, ``show_plan``, ``confirm`` (when it ``asks``) and ``step``."""
+
+    #: Whether :meth:`confirm` asks a person (a terminal console may).
+    asks: bool = False
+
+    async def confirm(self, plan: Plan) -> bool:
+        """Nobody to ask: no."""
+        return False
 
     @abstractmethod
     def notice(self, message: str) -> None:

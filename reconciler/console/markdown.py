@@ -45,6 +45,7 @@ class MarkdownConsole(Console):
         self.allowed: tuple[str, ...] = ()  # the --allow-* flags of this run
         self.full_plan: str | None = None  # Markdown: where the complete plan is kept
         self._titled = False  # a part carries the title itself (drift reports)
+        self.shown_plan: Plan | None = None  # the last plan shown
 
     @property
     def markdown(self) -> str:
@@ -58,6 +59,7 @@ class MarkdownConsole(Console):
         from reconciler.render import render_plan
         from reconciler.render.markdown import render_markdown
 
+        self.shown_plan = plan
         self.log(render_plan(plan, "text", allowed=self.allowed))
         self.parts.append(render_markdown(plan, allowed=self.allowed, full_plan=self.full_plan))
 

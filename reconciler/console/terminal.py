@@ -124,7 +124,9 @@ class TerminalConsole(Console):
         self.drift_format = drift_format
         self.interactive = interactive()
         self.allowed = allowed  # the --allow-* flags of this run
+        self.asks = False  # the CLI sets it: a person at the terminal, no --yes
         self._bar: Any = None  # the progress display while an apply runs
+        self._advance: StepSink | None = None  # the progress bar's sink, in steps()
 
     def notice(self, message: str) -> None:
         message = shown(message)  # names, file names, the server's words: escaped
@@ -212,6 +214,16 @@ class TerminalConsole(Console):
         if self.fmt == "text" and not result.cancelled:
             click.echo(result_line([result]))
 
+    def step(self, event: StepEvent) -> None:
+        """A step line (text only: JSON and Markdown output is the plan alone), on the
+        progress bar inside :meth:`steps`."""
+        if self.fmt != "text":
+            return
+        if self._advance is not None:
+            self._advance(event)
+        else:
+            super().step(event)
+
     @contextmanager
     def steps(self) -> Iterator[StepSink]:
         if self.fmt != "text" or not self.interactive:
@@ -243,9 +255,11 @@ class TerminalConsole(Console):
             line = completion_line(event)
             bar.console.print(line, style=style, markup=False, highlight=False)
 
+        self._advance = advance
         try:
             yield advance
         finally:
+            self._advance = None
             if self._bar is not None:
                 bar.stop()
                 self._bar = None

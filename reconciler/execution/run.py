@@ -12,10 +12,12 @@ import asyncio
 import base64
 import contextlib
 import gc
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
-from reconciler.errors import Problem, RefusedPlan, SpecError, UnsupportedField
+from reconciler.errors import Problem, ReconcileError, RefusedPlan, SpecError, UnsupportedField
 from reconciler.execution import lock, memo_store
 from reconciler.execution.apply import (
     ApplyResult,
@@ -25,6 +27,7 @@ from reconciler.execution.apply import (
     lease_lost,
 )
 from reconciler.execution.migration_checks import check_workers
+from reconciler.execution.requests import QUIET, ApplyRequest, Observer, PlanRequest, Quiet
 from reconciler.identity import ENTRY, stream_of
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.model.migration import shortfalls
@@ -46,9 +49,6 @@ from reconciler.specs.units import approx_size
 from reconciler.specs.validate import load_specs
 
 Notice = Callable[[str], None]
-PathLike = str | Path
-#: Asks a person to approve the plan shown (the CLI's question at a terminal).
-Confirm = Callable[[Plan], Awaitable[bool]]
 
 #: Why an apply to a named server without a question nor ``approved`` changes nothing.
 NOT_APPROVED = "no terminal to confirm on; pass --yes"
@@ -94,10 +94,10 @@ def server_line(info: ServerInfo, options: ConnectionOptions) -> str | None:
     return f"using nats-server {info.version} at {where}"
 
 
-def _say_server(the_plan: Plan, options: ConnectionOptions, on_notice: Notice | None) -> None:
+def _say_server(the_plan: Plan, options: ConnectionOptions, observer: Observer) -> None:
     line = server_line(the_plan.server, options)
     if line is not None:
-        (on_notice or _quiet)(line)
+        observer.notice(line)
 
 
 async def _as_reviewed(
@@ -154,20 +154,19 @@ def fewer_collections() -> Iterator[None]:
             gc.enable()
 
 
-def _load(
-    paths: Sequence[PathLike],
-    strict: bool,
-    on_notice: Notice | None,
-    overlays: Sequence[PathLike] = (),
-) -> list[Spec]:
-    """Validate the spec files (with an environment's overlays merged in); warnings are
+def _load(request: PlanRequest, observer: Observer) -> list[Spec]:
+    """Validate the request's spec files (with its overlays merged in); warnings are
     said (errors under ``strict``)."""
     warnings: list[Problem] = []
     specs = load_specs(
-        list(paths), overlays=list(overlays), warnings=warnings, strict=strict, cache=cache_folder()
+        list(request.paths),
+        overlays=list(request.overlays),
+        warnings=warnings,
+        strict=request.strict,
+        cache=cache_folder(),
     )
     for warning in warnings:
-        (on_notice or _quiet)(str(warning))
+        observer.notice(str(warning))
     return specs
 
 
@@ -312,18 +311,7 @@ async def check_room(client: JetStreamClient, the_plan: Plan, live: LiveState) -
         raise SpecError(problems)
 
 
-async def plan(
-    paths: Sequence[PathLike],
-    options: ConnectionOptions,
-    *,
-    prune: bool = False,
-    ownership: Ownership = DEFAULT_OWNERSHIP,
-    strict: bool = False,
-    on_notice: Notice | None = None,
-    overlays: Sequence[PathLike] = (),
-    migrate: bool = False,
-    migration: str | None = None,
-) -> Plan:
+async def plan_for(request: PlanRequest, observer: Observer = QUIET) -> Plan:
     """Validate the spec files, then plan them against the server (reads only).
 
     Validation comes first and touches no server: invalid specs never even connect.
@@ -331,18 +319,56 @@ async def plan(
     nothing to gain, so the simple order stays.)
     """
     with fewer_collections():
-        specs = _load(paths, strict, on_notice, overlays)
-        async with open_client(options, on_notice=on_notice or _quiet) as client:
-            the_plan = await plan_with(
-                client,
-                specs,
-                prune=prune,
-                ownership=ownership,
-                migrate=migrate,
-                migration=migration,
-            )
-            _say_server(the_plan, options, on_notice)
-            return the_plan
+        return await _plan_loaded(request, _load(request, observer), observer)
+
+
+async def _plan_loaded(request: PlanRequest, specs: Sequence[Spec], observer: Observer) -> Plan:
+    async with open_client(request.options, on_notice=observer.notice) as client:
+        the_plan = await plan_with(
+            client,
+            specs,
+            prune=request.prune,
+            ownership=request.ownership,
+            migrate=request.migrate,
+            migration=request.migration,
+        )
+        _say_server(the_plan, request.options, observer)
+        return the_plan
+
+
+@dataclass(frozen=True)
+class EnvironmentPlan:
+    """One environment's outcome in :func:`plan_environments`: its plan, or why not."""
+
+    request: PlanRequest
+    plan: Plan | None = None
+    error: ReconcileError | None = None
+
+
+async def plan_environments(
+    requests: Sequence[PlanRequest],
+    observer: Observer = QUIET,
+    *,
+    begin: Callable[[PlanRequest], None] | None = None,
+) -> AsyncIterator[EnvironmentPlan]:
+    """Plan several environments, one after the other, for every front door.
+
+    Every environment is validated before any is planned: a broken spec or overlay in
+    any of them raises its ``SpecError`` before a server is asked. Then each is planned
+    (``begin`` is called first) and yielded as it is done; one that cannot be planned
+    (its server unreachable, say) is yielded with its error and the others still are.
+    """
+    with fewer_collections():
+        loaded = [(request, _load(request, observer)) for request in requests]
+        for request, specs in loaded:
+            if begin is not None:
+                begin(request)
+            try:
+                the_plan = await _plan_loaded(request, specs, observer)
+            except ReconcileError as err:
+                yield EnvironmentPlan(request, error=err)
+                continue
+            yield EnvironmentPlan(request, the_plan)
 
 
 async def fetch_live(options: ConnectionOptions, *, on_notice: Notice | None = None) -> LiveState:
@@ -352,48 +378,31 @@ async def fetch_live(options: ConnectionOptions, *, on_notice: Notice | None = N
             return await client.fetch_live()
 
 
-async def apply(
-    paths: Sequence[PathLike],
-    options: ConnectionOptions,
-    *,
-    prune: bool = False,
-    ownership: Ownership = DEFAULT_OWNERSHIP,
-    strict: bool = False,
-    allow_replace: bool = False,
-    allow_data_loss: bool = False,
-    migrate: bool = False,
-    migration: str | None = None,
-    dry_run: bool = False,
-    concurrency: int = 16,
-    on_notice: Notice | None = None,
-    on_step: Callable[[StepEvent], None] | None = None,
-    on_plan: Callable[[Plan], None] | None = None,
-    confirm: Confirm | None = None,
-    approved: bool = True,
-    stop: asyncio.Event | None = None,
-    lock_timeout: float | None = lock.DEFAULT_TIMEOUT,
-    overlays: Sequence[PathLike] = (),
+async def apply_for(
+    request: ApplyRequest, observer: Observer = QUIET, *, stop: asyncio.Event | None = None
 ) -> ApplyResult:
     """Validate, plan and (unless ``dry_run``) apply; destructive steps need the flags.
 
-    Approval: ``confirm`` asks a person about the plan shown; after a yes the live state
-    is read again and a plan that is not the one shown is refused (nothing changed). With
-    no question, ``approved=False`` (the CLI without a terminal and without ``--yes``)
-    refuses a plan with changes unless the server is the embedded one. A library call, and
-    the Action's ``mode: apply``, approve by calling (``approved=True``).
+    Approval: when the observer :attr:`~Observer.asks`, it is asked about the plan shown;
+    after a yes the live state is read again and a plan that is not the one shown is
+    refused (nothing changed). With no question, ``approved=False`` (the CLI without a
+    terminal and without ``--yes``) refuses a plan with changes unless the server is the
+    embedded one. A library call, and the Action's ``mode: apply``, approve by calling
+    (``approved=True``). ``stop`` (Ctrl-C) lets the steps in flight finish.
 
     Planning and applying happen under the server's apply lock (:mod:`reconciler.execution.lock`),
     waiting up to ``lock_timeout`` seconds for it; ``None`` applies without the lock.
     """
+    wanted = request.plan
     with fewer_collections():
-        specs = _load(paths, strict, on_notice, overlays)
+        specs = _load(wanted, observer)
         stop = stop or asyncio.Event()
         async with (
-            open_client(options, on_notice=on_notice or _quiet) as client,
+            open_client(wanted.options, on_notice=observer.notice) as client,
             lock.for_apply(
                 client,
-                timeout=None if dry_run else lock_timeout,
-                on_notice=on_notice,
+                timeout=None if request.dry_run else request.lock_timeout,
+                on_notice=observer.notice,
                 on_lost=stop.set,
                 stop=stop,
             ) as fence,
@@ -401,19 +410,20 @@ async def apply(
             the_plan = await plan_with(
                 client,
                 specs,
-                prune=prune,
-                ownership=ownership,
-                migrate=migrate,
-                migration=migration,
+                prune=wanted.prune,
+                ownership=wanted.ownership,
+                migrate=wanted.migrate,
+                migration=wanted.migration,
             )
-            _say_server(the_plan, options, on_notice)
-            if on_plan is not None:
-                on_plan(the_plan)
-            if confirm is not None and the_plan.has_changes and not dry_run:
+            _say_server(the_plan, wanted.options, observer)
+            observer.show_plan(the_plan)
+            if observer.asks and the_plan.has_changes and not request.dry_run:
                 check_allowed(
-                    the_plan, allow_replace=allow_replace, allow_data_loss=allow_data_loss
+                    the_plan,
+                    allow_replace=request.allow_replace,
+                    allow_data_loss=request.allow_data_loss,
                 )
-                if not await _confirmed(confirm, the_plan, stop):
+                if not await _confirmed(observer.confirm, the_plan, stop):
                     interrupted = stop.is_set()  # Ctrl-C at the question
                     return ApplyResult(
                         plan=the_plan, dry_run=True, cancelled=True, interrupted=interrupted
@@ -422,24 +432,97 @@ async def apply(
                     client,
                     specs,
                     the_plan,
-                    prune=prune,
-                    ownership=ownership,
-                    migrate=migrate,
-                    migration=migration,
+                    prune=wanted.prune,
+                    ownership=wanted.ownership,
+                    migrate=wanted.migrate,
+                    migration=wanted.migration,
                 )
-            elif the_plan.has_changes and not dry_run:
-                check_approved(approved, the_plan.server, options, "apply")
+            elif the_plan.has_changes and not request.dry_run:
+                check_approved(request.approved, the_plan.server, wanted.options, "apply")
             result = await apply_plan(
                 the_plan,
                 client,
-                allow_replace=allow_replace,
-                allow_data_loss=allow_data_loss,
-                dry_run=dry_run,
-                concurrency=concurrency,
-                on_step=on_step,
+                allow_replace=request.allow_replace,
+                allow_data_loss=request.allow_data_loss,
+                dry_run=request.dry_run,
+                concurrency=request.concurrency,
+                on_step=observer.step,
                 stop=stop,
                 guard=None if fence is None else fence.verify,
             )
             if fence is not None and fence.lost and result.interrupted:
                 raise lease_lost(fence.lost, result.applied, result.skipped)
             return result
+
+
+class _Callbacks(Quiet):
+    """The keyword API's callbacks as an observer."""
+
+    def __init__(
+        self,
+        on_notice: Notice | None,
+        on_step: Callable[[StepEvent], None] | None = None,
+        on_plan: Callable[[Plan], None] | None = None,
+        confirm: Callable[[Plan], Awaitable[bool]] | None = None,
+    ) -> None:
+        self.asks = confirm is not None
+        self._notice, self._step, self._plan, self._confirm = on_notice, on_step, on_plan, confirm
+
+    def notice(self, message: str) -> None:
+        if self._notice is not None:
+            self._notice(message)
+
+    def show_plan(self, plan: Plan) -> None:
+        if self._plan is not None:
+            self._plan(plan)
+
+    async def confirm(self, plan: Plan) -> bool:
+        return self._confirm is not None and await self._confirm(plan)
+
+    def step(self, event: StepEvent) -> None:
+        if self._step is not None:
+            self._step(event)
+
+
+async def plan(
+    paths: Sequence[str | Path],
+    options: ConnectionOptions,
+    *,
+    on_notice: Notice | None = None,
+    overlays: Sequence[str | Path] = (),
+    ownership: Ownership = DEFAULT_OWNERSHIP,
+    **flags: Any,
+) -> Plan:
+    """:func:`plan_for` with the request's fields as keywords (a library call, tests):
+    ``prune``, ``strict``, ``migrate``, ``migration``."""
+    request = PlanRequest.of(
+        paths, options, overlays=overlays, owner=ownership.owner, take_over=ownership.take_over
+    )
+    return await plan_for(replace(request, **flags), _Callbacks(on_notice))
+
+
+async def apply(
+    paths: Sequence[str | Path],
+    options: ConnectionOptions,
+    *,
+    on_notice: Notice | None = None,
+    on_step: Callable[[StepEvent], None] | None = None,
+    on_plan: Callable[[Plan], None] | None = None,
+    confirm: Callable[[Plan], Awaitable[bool]] | None = None,
+    stop: asyncio.Event | None = None,
+    overlays: Sequence[str | Path] = (),
+    ownership: Ownership = DEFAULT_OWNERSHIP,
+    **flags: Any,
+) -> ApplyResult:
+    """:func:`apply_for` with the requests' fields as keywords (a library call, tests):
+    the plan's (``prune``, ``strict``, ``migrate``, ``migration``) and the apply's
+    (``allow_replace``, ``allow_data_loss``, ``approved``, ``dry_run``, ``concurrency``,
+    ``lock_timeout``); the callbacks are the observer's events."""
+    plan_fields = {f.name for f in fields(PlanRequest)}
+    wanted = PlanRequest.of(
+        paths, options, overlays=overlays, owner=ownership.owner, take_over=ownership.take_over
+    )
+    wanted = replace(wanted, **{k: v for k, v in flags.items() if k in plan_fields})
+    request = ApplyRequest(plan=wanted, **{k: v for k, v in flags.items() if k not in plan_fields})
+    observer = _Callbacks(on_notice, on_step, on_plan, confirm)
+    return await apply_for(request, observer, stop=stop)

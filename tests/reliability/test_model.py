@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from reconciler.errors import RefusedPlan
 from reconciler.execution import run
+from reconciler.execution.requests import ApplyRequest, PlanRequest
 from reconciler.jetstream import ConnectionOptions, open_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -238,21 +239,21 @@ class Round:
         return f"{stream.lower()}.m"
 
     async def play(self, model: Model, applied: tuple[dict, ...]) -> tuple[dict, ...]:
-        paths = [write_specs(self.folder, model.documents())]
+        wanted = PlanRequest.of([write_specs(self.folder, model.documents())], self.options)
         before = await self.live()
         try:
-            await run.apply(paths, self.options, allow_replace=False, lock_timeout=10)
+            await run.apply_for(ApplyRequest(plan=wanted, lock_timeout=10))
         except RefusedPlan:
             assert model.destructive, "an edit that loses nothing was refused"
             after = await self.live()
             assert {n: i["config"] for n, i in after.items()} == {
                 n: i["config"] for n, i in before.items()
             }, "a refused plan changed the server"
-            self._only_replaces(await run.plan(paths, self.options))
+            self._only_replaces(await run.plan_for(wanted))
             model.restore(applied)
             return applied
         assert not model.destructive, "a change destroying data was applied without the flag"
-        replan = await run.plan(paths, self.options)
+        replan = await run.plan_for(wanted)
         assert not replan.has_changes, replan.to_json()["changes"]
         return model.snapshot()
 

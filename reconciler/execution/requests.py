@@ -1,0 +1,145 @@
+"""What a run is asked to do, and who hears about it: the values every front door builds.
+
+A :class:`PlanRequest` says what to read (spec paths, overlays, the environment and its
+server) and how to plan it (prune, migrate, the owner); an :class:`ApplyRequest` adds
+what the executor may do (the ``allow_*`` flags, approval, dry run, concurrency, the
+lock). Both are frozen values: the CLI, the GitHub Action, the Pulumi provider and a
+library caller (the agent) build one and hand it to :mod:`reconciler.execution.run`,
+so a flag means the same thing whichever door it came through.
+
+An :class:`Observer` hears a run's events: notices and warnings, the plan made (shown
+before anything changes), the question (only when :attr:`Observer.asks`), each step
+done, the result. The terminal console (text or JSON), the Markdown/GitHub console and
+the Pulumi provider implement it; :data:`QUIET` hears nothing. The engine never
+imports a front door: the front doors implement this protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from reconciler.execution import lock
+from reconciler.planning.plan import Ownership
+
+if TYPE_CHECKING:
+    from reconciler.execution.apply import ApplyResult, StepEvent
+    from reconciler.execution.environments import Target
+    from reconciler.jetstream.connection import ConnectionOptions
+    from reconciler.planning.steps import Plan
+
+PathLike = str | Path
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanRequest:
+    """What to read and how to plan it (reads only)."""
+
+    paths: tuple[Path, ...]
+    options: ConnectionOptions
+    overlays: tuple[Path, ...] = ()
+    env: str | None = None  # the project environment these paths and options come from
+    owner: str = "default"
+    take_over: bool = False
+    prune: bool = False
+    strict: bool = False  # spec warnings are errors
+    migrate: bool = False
+    migration: str | None = None  # resume | rollback | continue (docs/migrate.md)
+
+    @classmethod
+    def of(
+        cls,
+        paths: Sequence[PathLike],
+        options: ConnectionOptions,
+        *,
+        overlays: Sequence[PathLike] = (),
+        **flags: Any,
+    ) -> PlanRequest:
+        """A request from plain paths (strings or paths), as a library caller has them;
+        ``flags`` are the other fields."""
+        paths_ = tuple(Path(p) for p in paths)
+        request = cls(paths=paths_, options=options, overlays=tuple(Path(p) for p in overlays))
+        return replace(request, **flags)
+
+    @classmethod
+    def for_target(cls, target: Target, **flags: Any) -> PlanRequest:
+        """A request for a run's :class:`~reconciler.execution.environments.Target`."""
+        request = cls(
+            paths=target.paths,
+            options=target.options,
+            overlays=target.overlays,
+            env=target.env,
+            owner=target.owner,
+        )
+        return replace(request, **flags)
+
+    @property
+    def ownership(self) -> Ownership:
+        return Ownership(self.owner, self.take_over)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApplyRequest:
+    """A plan request and what the executor may do with the plan."""
+
+    plan: PlanRequest
+    allow_replace: bool = False
+    allow_data_loss: bool = False
+    #: Changes nobody was asked about are made (``--yes``, the Action's ``mode: apply``,
+    #: a library call); without it only the embedded server is changed unasked.
+    approved: bool = True
+    dry_run: bool = False
+    concurrency: int = 16
+    lock_timeout: float | None = lock.DEFAULT_TIMEOUT  # None: no apply lock
+
+
+class Observer(Protocol):
+    """Hears a run's events. Every method may be called from the run's event loop."""
+
+    @property
+    def asks(self) -> bool:
+        """Whether :meth:`confirm` asks a person (a terminal); else the run relies on
+        :attr:`ApplyRequest.approved`."""
+        ...
+
+    def notice(self, message: str) -> None:
+        """A side remark: which server, waiting for the lock, a spec warning."""
+
+    def show_plan(self, plan: Plan) -> None:
+        """The plan an apply made, before anything changes."""
+
+    async def confirm(self, plan: Plan) -> bool:
+        """The person's answer to the plan shown (only called when :attr:`asks`)."""
+        ...
+
+    def step(self, event: StepEvent) -> None:
+        """A step finished: applied, failed or skipped."""
+
+    def show_result(self, result: ApplyResult) -> None:
+        """How an apply ended (the summary line)."""
+
+
+class Quiet:
+    """An observer that hears nothing and asks nobody (a library call)."""
+
+    asks = False
+
+    def notice(self, message: str) -> None:
+        pass
+
+    def show_plan(self, plan: Plan) -> None:
+        pass
+
+    async def confirm(self, plan: Plan) -> bool:
+        return False
+
+    def step(self, event: StepEvent) -> None:
+        pass
+
+    def show_result(self, result: ApplyResult) -> None:
+        pass
+
+
+QUIET: Observer = Quiet()
