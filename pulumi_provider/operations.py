@@ -13,17 +13,23 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.errors import NotFound, ReconcileError, RefusedPlan
-from reconciler.execution.apply import apply_plan
+from reconciler.errors import ApplyFailed, NotFound, ReconcileError, RefusedPlan
+from reconciler.execution.apply import apply_plan, check_allowed
 from reconciler.identity import ResourceRef
 from reconciler.jetstream import JetStreamClient
+from reconciler.model.loss import Loss
 from reconciler.model.state import LiveState, ServerInfo, StreamState
 from reconciler.planning.plan import build_plan
+from reconciler.planning.steps import Delete, Plan
 from reconciler.specs.spec import Spec
 
 #: The identity of a managed resource: enough to find it on a server. Its Pulumi id is
 #: ``ref.path``: the stream name, ``STREAM/CONSUMER``, or the bucket name.
 Target = ResourceRef
+
+#: How a Pulumi program allows what the executor refuses (an update that deletes stored
+#: messages, a delete of a stream holding some).
+ALLOW_WITH = "It deletes stored messages: set allow_destroy=True on the resource to allow it."
 
 
 @dataclass(frozen=True)
@@ -70,11 +76,9 @@ async def converge(
     target = spec.ref
     state = await live_state(client, target)
     plan = build_plan(with_stream(spec), state, migrate=migrate)
-    if plan.lossy_updates and not allow_data_loss:
-        losses = "; ".join(loss.summary for step in plan.lossy_updates for loss in step.losses)
-        raise RefusedPlan(
-            f"{spec.kind} {target.path}: this update deletes stored messages ({losses}); "
-            "set allow_destroy=True on the resource to allow it"
+    if plan.lossy_updates:  # the executor's refusal, allowed by the resource's input
+        check_allowed(
+            plan, allow_replace=False, allow_data_loss=allow_data_loss, allow_with=ALLOW_WITH
         )
     try:
         await apply_plan(plan, client, allow_replace=False, allow_data_loss=allow_data_loss)
@@ -119,23 +123,25 @@ def with_stream(spec: Spec) -> list[Spec]:
 
 
 async def destroy(client: JetStreamClient, target: Target, *, allow_destroy: bool) -> None:
-    """Delete the resource; a stream or bucket holding messages needs ``allow_destroy``.
+    """Delete the resource through the one executor: a stream or bucket holding messages
+    is refused there (:func:`~reconciler.execution.apply.check_allowed`) unless the
+    resource sets ``allow_destroy``; a consumer, or an empty stream, loses nothing.
 
     A resource already gone is not an error: the goal state is reached.
     """
     live = await observe(client, target)
     if live is None:
         return
-    if target.kind == "Consumer":
-        await _ignore_missing(client.delete_consumer(target.stream_name, target.name))
-        return
-    if live.messages and not allow_destroy:
-        raise RefusedPlan(
-            f"{target.kind} {target.name} holds {live.messages} messages and deleting "
-            "it (also to replace it) destroys them; set allow_destroy=True on the "
-            "resource to allow it"
-        )
-    await _ignore_missing(client.delete_stream(target.stream_name))
+    held = 0 if target.kind == "Consumer" else live.messages
+    losses = (Loss("", f"holds {held} message(s)", held),) if held else ()
+    plan = Plan(server=live.server, changes=(Delete(ref=target, live=live.config, losses=losses),))
+    allowed = allow_destroy or not held
+    check_allowed(plan, allow_replace=allowed, allow_with=ALLOW_WITH)
+    try:
+        await apply_plan(plan, client, allow_replace=allowed)
+    except ApplyFailed:
+        if await observe(client, target) is not None:
+            raise  # gone meanwhile: the goal state is reached
 
 
 async def _ignore_missing(request: Awaitable[object]) -> None:

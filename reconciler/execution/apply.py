@@ -107,9 +107,17 @@ def refused_steps(plan: Plan, *, allow_replace: bool, allow_data_loss: bool) -> 
     ]
 
 
-def check_allowed(plan: Plan, *, allow_replace: bool, allow_data_loss: bool = False) -> None:
+def check_allowed(
+    plan: Plan,
+    *,
+    allow_replace: bool,
+    allow_data_loss: bool = False,
+    allow_with: str | None = None,
+) -> None:
     """Refuse the whole plan when it destroys data and that was not allowed, or when it
-    holds a migration it may not act on (no flag allows that)."""
+    holds a migration it may not act on (no flag allows that). Every front door's
+    refusal is this one; ``allow_with`` names a front door's own way to allow it (the
+    Pulumi resource's ``allow_destroy``) instead of the CLI's flags."""
     blocked = [s for s in plan.steps if isinstance(s, Migrate) and s.blocked]
     if blocked:
         raise RefusedPlan(
@@ -124,7 +132,7 @@ def check_allowed(plan: Plan, *, allow_replace: bool, allow_data_loss: bool = Fa
     flag = "--allow-data-loss" if lossy else "--allow-replace (or --allow-data-loss)"
     raise RefusedPlan(
         f"refusing to apply: {len(refused)} step(s) would destroy data; nothing was changed. "
-        f"Re-run with {flag} to allow it.",
+        + (allow_with or f"Re-run with {flag} to allow it."),
         details=[f"{describe(s)}: {'; '.join(loss.summary for loss in s.losses)}" for s in refused],
     )
 
