@@ -1,0 +1,217 @@
+"""The four front doors (the CLI, the GitHub Action, the Pulumi provider and the engine
+API an agent calls) give the same plan and the same refusal for the same specs and the
+same live state, on a real nats-server: they all go through one pipeline
+(``execution.requests``, ``execution.run``) and one executor refusal
+(``execution.apply.check_allowed``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from cli_runner import reconcile
+from servers import NatsServer, run
+
+from reconciler.errors import RefusedPlan, SpecError
+from reconciler.execution import run as engine
+from reconciler.execution.requests import ApplyRequest, PlanRequest
+from reconciler.jetstream import ConnectionOptions
+
+pytestmark = pytest.mark.integration
+
+STREAM = """\
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+max_msgs: {max_msgs}
+"""
+HEADLINE = "refusing to apply: 1 step(s) would destroy data; nothing was changed."
+
+Door = Callable[[NatsServer, Path], tuple[list[Any], str, list[str]]]
+
+
+async def _publish(url: str, count: int) -> None:
+    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
+    try:
+        for index in range(count):
+            await nc.request("orders.new", str(index).encode(), timeout=5)
+    finally:
+        await nc.close()
+
+
+async def _messages(url: str) -> int:
+    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
+    try:
+        reply = await nc.request("$JS.API.STREAM.INFO.ORDERS", b"", timeout=5)
+        return int(json.loads(reply.data)["state"]["messages"])
+    finally:
+        await nc.close()
+
+
+def normalised(plan_json: dict[str, Any]) -> list[Any]:
+    """What a plan decides, without where it was read from (file names, server)."""
+    return [
+        (c["action"], c["kind"], c["name"], c["destructive"], [x["summary"] for x in c["loss"]])
+        for c in plan_json["changes"]
+    ]
+
+
+def refusal_lines(text: str) -> tuple[str, list[str]]:
+    """The refusal's headline (up to its way out) and its detail lines."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    first = next(i for i, line in enumerate(lines) if "refusing to apply" in line)
+    headline = lines[first][lines[first].index("refusing") :]
+    return headline, [line.strip() for line in lines[first + 1 :] if line.startswith("  ")]
+
+
+def engine_door(server: NatsServer, specs: Path) -> tuple[list[Any], str, list[str]]:
+    wanted = PlanRequest.of([specs], ConnectionOptions(servers=server.url))
+    plan = run(engine.plan_for(wanted))
+    with pytest.raises(RefusedPlan) as refused:
+        run(engine.apply_for(ApplyRequest(plan=wanted, lock_timeout=None)))
+    return normalised(plan.to_json()), refused.value.headline, list(refused.value.details)
+
+
+def cli_door(server: NatsServer, specs: Path) -> tuple[list[Any], str, list[str]]:
+    where = ("--server", server.url)
+    planned = reconcile("plan", str(specs), *where, "--format", "json", cwd=specs.parent)
+    assert planned.returncode == 0, planned.stderr
+    applied = reconcile("apply", str(specs), *where, "--yes", "--no-lock", cwd=specs.parent)
+    assert applied.returncode == 1, applied.stderr
+    headline, details = refusal_lines(applied.stderr)
+    return normalised(json.loads(planned.stdout)), headline, details
+
+
+def _action(server: NatsServer, specs: Path, mode: str) -> tuple[int, dict[str, str]]:
+    temp = specs.parent / f"runner-{mode}"
+    temp.mkdir()
+    output = temp / "output"
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(specs.parent),
+        "GITHUB_WORKSPACE": str(specs.parent),
+        "GITHUB_OUTPUT": str(output),
+        "GITHUB_STEP_SUMMARY": str(temp / "summary.md"),
+        "RUNNER_TEMP": str(temp),
+        "INPUT_PATH": specs.name,
+        "INPUT_SERVER": server.url,
+        "INPUT_MODE": mode,
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "action"],
+        cwd=specs.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    outputs: dict[str, str] = {}
+    lines = output.read_text().split("\n")
+    i = 0
+    while i < len(lines):
+        if lines[i]:
+            name, _, delimiter = lines[i].partition("<<")
+            end = lines.index(delimiter, i + 1)
+            outputs[name] = "\n".join(lines[i + 1 : end])
+            i = end
+        i += 1
+    return done.returncode, outputs | {"stdout": done.stdout}
+
+
+def action_door(server: NatsServer, specs: Path) -> tuple[list[Any], str, list[str]]:
+    code, planned = _action(server, specs, "plan")
+    assert code == 0, planned
+    plan_json = json.loads(Path(planned["plan-json"]).read_text())
+    code, applied = _action(server, specs, "apply")
+    assert code == 1
+    headline, details = refusal_lines(applied["stdout"])
+    return normalised(plan_json), headline, details
+
+
+def pulumi_door(server: NatsServer, specs: Path) -> tuple[list[Any], str, list[str]]:
+    """The provider's methods as the Pulumi engine calls them: read (refresh), diff
+    (preview), update (up). Its preview says update or replace per resource."""
+    from pulumi_provider import JetStreamProvider
+
+    provider = JetStreamProvider(connection={"servers": server.url})
+    inputs = {"kind": "Stream", "name": "ORDERS", "subjects": ["orders.>"], "max_msgs": 5}
+    news = provider.check({}, inputs).inputs
+    outputs = provider.read("ORDERS", news).outs
+    diff = provider.diff("ORDERS", outputs, news)
+    action = "replace" if diff.replaces else "update" if diff.changes else "unchanged"
+    with pytest.raises(RefusedPlan) as refused:
+        provider.update("ORDERS", outputs, news)
+    return [(action, "Stream", "ORDERS")], refused.value.headline, list(refused.value.details)
+
+
+DOORS: dict[str, Door] = {
+    "engine": engine_door,
+    "cli": cli_door,
+    "action": action_door,
+    "pulumi": pulumi_door,
+}
+
+
+@pytest.fixture
+def live(clean_server: NatsServer, tmp_path: Path) -> tuple[NatsServer, Path]:
+    """ORDERS applied with max_msgs 100 and holding 20 messages; the specs now ask for
+    max_msgs 5 (an update that deletes 15 of them)."""
+    specs = tmp_path / "ws" / "specs"
+    specs.mkdir(parents=True)
+    (specs / "orders.yaml").write_text(STREAM.format(max_msgs=100), encoding="utf-8")
+    options = ConnectionOptions(servers=clean_server.url)
+    assert run(engine.apply([specs], options, lock_timeout=None)).ok
+    run(_publish(clean_server.url, 20))
+    assert run(_messages(clean_server.url)) == 20
+    (specs / "orders.yaml").write_text(STREAM.format(max_msgs=5), encoding="utf-8")
+    return clean_server, specs
+
+
+def _expected(server: NatsServer, specs: Path) -> tuple[list[Any], str, list[str]]:
+    return engine_door(server, specs)
+
+
+@pytest.mark.parametrize("door", sorted(DOORS))
+def test_every_front_door_gives_the_same_plan_and_refusal(
+    door: str, live: tuple[NatsServer, Path]
+) -> None:
+    server, specs = live
+    plan, headline, details = _expected(server, specs)
+    assert plan == [("update", "Stream", "ORDERS", True, [plan[0][4][0]])]
+    assert headline.startswith(HEADLINE)
+    assert details and details[0].startswith("update Stream ORDERS: holds 20 messages")
+
+    door_plan, door_headline, door_details = DOORS[door](server, specs)
+    if door == "pulumi":  # its preview names the action per resource, not the losses
+        assert door_plan == [step[:3] for step in plan]
+    else:
+        assert door_plan == plan
+    assert door_headline.startswith(HEADLINE)
+    assert door_details == details
+    assert run(_messages(server.url)) == 20  # refused: nothing was changed
+
+
+def test_every_front_door_validates_before_it_connects(tmp_path: Path) -> None:
+    """An invalid spec is refused at its line by the engine before any server is asked
+    (the CLI and the Action call the same function)."""
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "bad.yaml").write_text("kind: Stream\nname: ORDERS\nmax_msgs: many\n")
+    nowhere = ConnectionOptions(servers="nats://127.0.0.1:1")
+    requests = [PlanRequest.of([specs], nowhere, env="a"), PlanRequest.of([specs], nowhere)]
+
+    async def plan_all() -> list[Any]:
+        return [p async for p in engine.plan_environments(requests)]
+
+    with pytest.raises(SpecError, match=r"bad\.yaml:3"):
+        asyncio.run(plan_all())
