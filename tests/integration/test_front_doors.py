@@ -91,7 +91,9 @@ def cli_door(server: NatsServer, specs: Path) -> tuple[list[Any], str, list[str]
     return normalised(json.loads(planned.stdout)), headline, details
 
 
-def _action(server: NatsServer, specs: Path, mode: str) -> tuple[int, dict[str, str]]:
+def _action(
+    server: NatsServer | None, specs: Path, mode: str, **inputs: str
+) -> tuple[int, dict[str, str]]:
     temp = specs.parent / f"runner-{mode}"
     temp.mkdir()
     output = temp / "output"
@@ -103,9 +105,9 @@ def _action(server: NatsServer, specs: Path, mode: str) -> tuple[int, dict[str, 
         "GITHUB_STEP_SUMMARY": str(temp / "summary.md"),
         "RUNNER_TEMP": str(temp),
         "INPUT_PATH": specs.name,
-        "INPUT_SERVER": server.url,
+        "INPUT_SERVER": server.url if server else "",
         "INPUT_MODE": mode,
-    }
+    } | {f"INPUT_{name.upper()}": value for name, value in inputs.items()}
     done = subprocess.run(
         [sys.executable, "-m", "action"],
         cwd=specs.parent,
@@ -215,3 +217,29 @@ def test_every_front_door_validates_before_it_connects(tmp_path: Path) -> None:
 
     with pytest.raises(SpecError, match=r"bad\.yaml:3"):
         asyncio.run(plan_all())
+
+
+def test_every_environment_is_validated_before_any_is_planned(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A broken overlay in environment prod stops the CLI's ``plan --all-envs`` and the
+    Action's ``environment: all`` before any server is asked: the Action planned dev
+    first, then failed on prod."""
+    root = tmp_path / "ws"
+    specs = root / "specs"
+    specs.mkdir(parents=True)
+    (specs / "orders.yaml").write_text(STREAM.format(max_msgs=100), encoding="utf-8")
+    (root / "overlays").mkdir()
+    (root / "overlays" / "prod.yaml").write_text("kind: Stream\nname: ORDERS\nmax_msgs: many\n")
+    (root / "reconcile.yaml").write_text(
+        "owner: shop\nspecs: [specs]\nenvironments:\n"
+        f"  dev: {{servers: '{clean_server.url}'}}\n"
+        f"  prod: {{servers: '{clean_server.url}', overlays: [overlays/prod.yaml]}}\n"
+    )
+    code, outputs = _action(None, specs, "plan", path="", environment="all")
+    assert code == 1
+    assert outputs["summary"].startswith("failed: ") and "prod.yaml:3" in outputs["summary"]
+    assert "using nats-server" not in outputs["stdout"]  # dev was not planned either
+    cli = reconcile("plan", "--all-envs", cwd=root)
+    assert cli.returncode == 1 and "prod.yaml:3" in cli.stderr
+    assert "using nats-server" not in cli.stderr
