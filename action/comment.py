@@ -91,7 +91,10 @@ class GitHubAPI:
     def __init__(self, *, api_url: str, token: str, timeout: float = 30.0) -> None:
         scheme = urllib.parse.urlsplit(api_url).scheme
         if scheme not in ("http", "https"):
-            raise CommentError(f"GITHUB_API_URL must be an http(s) URL, not {api_url!r}")
+            from reconciler.jetstream.connection import redact_url
+
+            shown = redact_url(api_url)  # the engine's one redaction: no secret printed
+            raise CommentError(f"GITHUB_API_URL must be an http(s) URL, not {shown!r}")
         self.api_url = api_url.rstrip("/")
         self._token = token
         self.timeout = timeout
