@@ -209,11 +209,15 @@ def _plan_all(
     if console.fmt == "json":
         import json
 
-        click.echo(json.dumps({"environments": documents}, indent=2))
+        from reconciler.model.values import inert_json
+
+        click.echo(inert_json(json.dumps({"environments": documents}, indent=2)))
     else:
+        from reconciler.model.values import printable
+
         console.heading("All environments")
         for line in lines:
-            click.echo(line)
+            click.echo(printable(line))
     if failed:
         return 1
     return 2 if detailed_exitcode and changed else 0
