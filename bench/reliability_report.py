@@ -313,6 +313,24 @@ GUARANTEES = (
         ("test_escaping.py::",),
     ),
     Guarantee(
+        "Attacked again: caches, the embedded server, the question and logs",
+        "Found by an attacker's review of the guarantees above, each now a test: a "
+        "`value_file` turned into a symlink after a cached run is a miss and a `FILE:LINE` "
+        "error, never read; a cache key under 32 characters is no key (a forged entry under "
+        "`RECONCILE_CACHE_KEY=k` sealed ORDERS; now its 105 messages stay); a NUL byte, or "
+        "git's folder in any case, in a named path is an error at its line; a project "
+        "environment or server URL that names no real server is an error, never a "
+        "throwaway embedded server; a forged `.reconcile/embedded.json` naming a real "
+        'server never makes it "embedded" (it was applied to unasked, then sent '
+        "SIGTERM); after `yes`, a KeyValue value written meanwhile is refused, not "
+        "overwritten; a `yes` typed before the question answers nothing (it cut 100 "
+        "messages to 10); no output (text, Markdown, JSON, exported YAML, the Action's "
+        "log) carries a GitHub workflow command from server or file text, the old `##[` "
+        "form included; Markdown mentions nobody; the PR comment holding the plan is never "
+        "one a contributor wrote.",
+        ("test_attack_review_cache.py::",),
+    ),
+    Guarantee(
         "Importers that a hostile file cannot stop",
         "`reconcile import --from terraform|nack` ends any hostile file in one `FILE:LINE` "
         "error, exit 1, nothing written, never a traceback: 4,300-digit numbers multiplied "
