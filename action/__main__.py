@@ -243,7 +243,9 @@ class GitHubConsole(MarkdownConsole):
     """The Markdown console, plus an ``::error`` annotation for every error shown."""
 
     def __init__(self, runner: Runner, inputs: Inputs, what: str) -> None:
-        super().__init__(runner.log, title=f"JetStream {what} for `{inputs.label}`")
+        from reconciler.render.markdown import code
+
+        super().__init__(runner.log, title=f"JetStream {what} for {code(inputs.label)}")
         self.runner = runner
         self.full_plan = full_plan_link(runner, inputs)
 
@@ -403,7 +405,7 @@ def backup_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> O
     """Data snapshots of the streams the specs declare into ``backup-dir`` (relative to
     the workspace), for ``actions/upload-artifact`` to keep (docs/backup.md)."""
     from reconciler.backup.take import Selection, declared_streams, specs_commit, take_backup
-    from reconciler.render.markdown import cell
+    from reconciler.render.markdown import cell, code
     from reconciler.specs.units import approx_size
 
     workspace = Path(runner.env.get("GITHUB_WORKSPACE") or os.getcwd())
@@ -428,7 +430,7 @@ def backup_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> O
     ]
     rows += [f"| {cell(name)} | not backed up: {cell(why)} | | |" for name, why in manifest.skipped]
     markdown = (
-        f"### JetStream backup for `{inputs.label}`\n\n{summary} to `{cell(inputs.backup_dir)}`"
+        f"### JetStream backup for {code(inputs.label)}\n\n{summary} to {code(inputs.backup_dir)}"
         " (protect it like the server: it holds every message, KeyValue values included)."
         "\n\n| stream | messages | bytes | consumers |\n|---|---|---|---|\n"
         + "\n".join(rows)

@@ -24,7 +24,9 @@ def failure_markdown(err: ReconcileError) -> str:
     values, file names, the server's words) escaped, never a link or HTML."""
     from reconciler.render.markdown import cell, code
 
-    lines = [f"**Failed:** {cell(str(err))}"]
+    lines = [f"**Failed:** {cell(err.headline)}"]
+    if err.details:  # one line per step refused, say
+        lines += ["", *(f"- {cell(line)}" for line in err.details)]
     if isinstance(err, (SpecError, UnsupportedField)):
         lines += ["", *(f"- {code(str(problem))}" for problem in err.problems)]
     if isinstance(err, ApplyFailed):
