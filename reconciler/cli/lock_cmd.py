@@ -83,7 +83,7 @@ def _where() -> str:
 
 
 def _as_json(lease: Any, now: float) -> dict[str, Any]:
-    from reconciler.execution.lock import rfc3339
+    from reconciler.model.timestamps import rfc3339
 
     if lease is None:
         return {"held": False}

@@ -36,7 +36,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol
 
 from reconciler.errors import (
@@ -48,6 +48,7 @@ from reconciler.errors import (
     ServerError,
 )
 from reconciler.identity import LOCK_BUCKET, kv_subject, stream_of
+from reconciler.model.timestamps import rfc3339
 
 LOCK_KEY = "apply"
 LEASE_SECONDS = 30.0
@@ -149,10 +150,6 @@ class Lease:
         left = self.expires_at - now
         expiry = f"expires in {left:.0f}s" if left > 0 else f"expired {-left:.0f}s ago"
         return f"{h.owner} on {h.host} (pid {h.pid}) since {rfc3339(self.acquired_at)}, {expiry}"
-
-
-def rfc3339(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _parse_time(text: Any) -> float:

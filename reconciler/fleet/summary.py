@@ -20,9 +20,9 @@ from pyspark.sql import functions as F
 
 from reconciler.fleet.desired import EnvSpecs
 from reconciler.fleet.records import BadLine, EnvDay
+from reconciler.model.timestamps import rfc3339
 from reconciler.model.values import written_as
 from reconciler.planning.drift import DRIFT_STATUSES, STATUSES
-from reconciler.planning.snapshot import format_timestamp
 from reconciler.render.palette import STATUS_ORDER
 
 FORMAT_VERSION = 1
@@ -218,7 +218,7 @@ def build_summary(
     errors = _errors(fleet, env_days, bad, bad_total)
     return {
         "format_version": FORMAT_VERSION,
-        "generated_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "generated_at": rfc3339(datetime.now(UTC)),
         "status": "drift" if totals["drift"] else "in_sync",
         "complete": errors["count"] == 0,
         "inputs": {
@@ -248,7 +248,7 @@ def _by_env(
     for env, item in sorted(latest.items()):
         entry: dict[str, Any] = {
             "day": item.day.isoformat(),
-            "captured_at": format_timestamp(item.captured_at),
+            "captured_at": rfc3339(item.captured_at),
             "server_version": item.server_version,
             "compared": not item.problems,
         }

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from reconciler.identity import KIND_ORDER, Kind, ResourceRef
 from reconciler.model.diff import FieldChange, diff_configs
+from reconciler.model.timestamps import rfc3339
 from reconciler.model.values import display
 from reconciler.planning.steps import Action, Create, Foreign, Migrate, Replace
 
@@ -204,7 +205,7 @@ class DriftReport:
 
 def _now() -> str:
     """This machine's time, for ``generated_at`` only."""
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return rfc3339(datetime.now(UTC))
 
 
 def resource_from_entry(entry: Entry) -> ResourceDrift:

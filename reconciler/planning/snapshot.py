@@ -27,6 +27,7 @@ from typing import Any, TextIO
 import orjson
 
 from reconciler.model.state import LiveState
+from reconciler.model.timestamps import rfc3339
 
 #: Record kinds: buckets are snapshotted as their streams.
 RECORD_KINDS = ("Stream", "Consumer")
@@ -55,16 +56,9 @@ class SnapshotRecord:
         return self.captured_at.date()
 
 
-def format_timestamp(moment: datetime) -> str:
-    """RFC 3339 in UTC with a ``Z`` suffix, to the second."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def snapshot_records(live: LiveState, *, env: str, captured_at: datetime) -> list[dict[str, Any]]:
     """Every stream and consumer of ``live`` as snapshot records, streams first, sorted."""
-    stamp = format_timestamp(captured_at)
+    stamp = rfc3339(captured_at)
     common = {"env": env, "captured_at": stamp}
     server = {"server_version": live.server.version, "api_level": live.server.api_level}
     records = [

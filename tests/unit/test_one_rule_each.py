@@ -49,3 +49,31 @@ def test_the_action_title_shows_a_path_as_a_code_span_it_cannot_leave() -> None:
     )
     console = GitHubConsole(Runner(env={}, stdout=io.StringIO()), inputs, "plan")
     assert console.title == "JetStream plan for `` a`[x](http://evil)` ``"
+
+
+def test_one_rfc3339_formatter_for_every_record() -> None:
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from reconciler.model.timestamps import rfc3339
+
+    moment = datetime(2026, 11, 25, 14, 47, 38, 999_999, tzinfo=UTC)
+    assert rfc3339(moment) == "2026-11-25T14:47:38Z"
+    assert rfc3339(moment.replace(tzinfo=None)) == "2026-11-25T14:47:38Z"  # naive: UTC
+    assert rfc3339(moment.astimezone(timezone(timedelta(hours=2)))) == "2026-11-25T14:47:38Z"
+    assert rfc3339(moment.timestamp()) == "2026-11-25T14:47:38Z"
+
+
+def test_no_module_formats_a_utc_timestamp_its_own_way() -> None:
+    """Snapshots, drift, the fleet summary and the lock write time through
+    ``model.timestamps.rfc3339``. (``backup/take.py`` keeps its manifest's
+    microsecond ``created`` field: a format of its own, documented in docs/backup.md.)"""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "reconciler"
+    own_ways = ('%SZ"', '"+00:00", "Z"')
+    found = [
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        if any(way in path.read_text(encoding="utf-8") for way in own_ways)
+    ]
+    assert sorted(found) == ["backup/take.py", "model/timestamps.py"]
