@@ -94,18 +94,14 @@ def recorded_live(outputs: Mapping[str, Any]) -> Live | None:
     server = plain(outputs.get("server"))
     if not isinstance(config, dict) or not isinstance(server, dict):
         return None
-    facts = ServerInfo(
-        version=str(server.get("version", "0.0.0")),
-        api_level=int(server.get("api_level", 0)),
-        clustered=bool(server.get("clustered", False)),
-    )
+    facts = ServerInfo.from_json(server)
     stream_config = plain(outputs.get("stream_config"))
     return Live(facts, config, stream_config=stream_config if stream_config else None)
 
 
 def server_facts(server: ServerInfo) -> dict[str, Any]:
-    """The server facts kept in outputs (enough for a later pure diff)."""
-    return {"version": server.version, "api_level": server.api_level, "clustered": server.clustered}
+    """The server facts kept in outputs (enough for a later pure diff): the plan's."""
+    return server.to_json()
 
 
 #: The boolean control inputs: turning one on or off is an update of the outputs.

@@ -22,6 +22,27 @@ class ServerInfo:
     # where the client is connected, credentials removed ("nats://***@host:4222")
     address: str | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        """The facts a plan records (``schemas/plan.schema.json``'s ``server``; the
+        Pulumi provider's ``server`` output): the one place they are written."""
+        return {
+            "version": self.version,
+            "api_level": self.api_level,
+            "clustered": self.clustered,
+            "domain": self.domain,
+        }
+
+    @classmethod
+    def from_json(cls, facts: Mapping[str, Any]) -> ServerInfo:
+        """The facts :meth:`to_json` wrote (read back from a saved plan or outputs)."""
+        domain = facts.get("domain")
+        return cls(
+            version=str(facts.get("version", "0.0.0")),
+            api_level=int(facts.get("api_level", 0)),
+            clustered=bool(facts.get("clustered", False)),
+            domain=str(domain) if domain else None,
+        )
+
     @property
     def version_tuple(self) -> tuple[int, int, int]:
         parts = [*self.version.split("-")[0].split("."), "0", "0", "0"][:3]

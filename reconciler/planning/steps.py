@@ -324,12 +324,7 @@ class Plan:
         """The document described by ``schemas/plan.schema.json``."""
         return {
             "format_version": FORMAT_VERSION,
-            "server": {
-                "version": self.server.version,
-                "api_level": self.server.api_level,
-                "clustered": self.server.clustered,
-                "domain": self.server.domain,
-            },
+            "server": self.server.to_json(),
             "summary": self.summary,
             "changes": [step.to_json() for step in self.changes],
             "unmanaged": [_note_json(note) for note in self.unmanaged],

@@ -77,3 +77,16 @@ def test_no_module_formats_a_utc_timestamp_its_own_way() -> None:
         if any(way in path.read_text(encoding="utf-8") for way in own_ways)
     ]
     assert sorted(found) == ["backup/take.py", "model/timestamps.py"]
+
+
+def test_server_facts_are_written_in_one_place_and_read_back() -> None:
+    from reconciler.model.state import ServerInfo
+    from reconciler.planning.steps import Plan
+
+    info = ServerInfo("2.12.1", 2, clustered=True, domain="hub", address="nats://h:4222")
+    facts = Plan(server=info).to_json()["server"]
+    assert facts == info.to_json()
+    assert facts == {"version": "2.12.1", "api_level": 2, "clustered": True, "domain": "hub"}
+    back = ServerInfo.from_json(facts)
+    assert (back.version, back.api_level, back.clustered, back.domain) == ("2.12.1", 2, True, "hub")
+    assert back.address is None  # where the client was connected is not a fact kept
