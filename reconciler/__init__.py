@@ -16,6 +16,10 @@ The package reads in pipeline order::
 This module is the small public API; names are imported on first use so that importing
 the package (and ``reconcile --help``) stays fast. Every exception a caller can catch is
 here: :class:`ReconcileError` and each of its subclasses (a test keeps it so).
+
+A run is asked for with a :class:`PlanRequest` or :class:`ApplyRequest` and heard by an
+:class:`Observer`: ``await plan_for(PlanRequest.of(["specs"], ConnectionOptions(servers=
+"nats://127.0.0.1:4222")))``; ``plan``/``apply`` take the same fields as keywords.
 """
 
 from __future__ import annotations
@@ -45,7 +49,16 @@ if TYPE_CHECKING:
         UnsupportedField,
     )
     from reconciler.execution.apply import ApplyResult, apply_plan
-    from reconciler.execution.run import apply, fetch_live, plan
+    from reconciler.execution.requests import ApplyRequest, Observer, PlanRequest
+    from reconciler.execution.run import (
+        EnvironmentPlan,
+        apply,
+        apply_for,
+        fetch_live,
+        plan,
+        plan_environments,
+        plan_for,
+    )
     from reconciler.identity import Kind, ResourceRef
     from reconciler.jetstream import ConnectionOptions
     from reconciler.jetstream.snapshots import SnapshotFailed
@@ -79,6 +92,13 @@ _WHERE = {
     "Location": "reconciler.locations",
     "ApplyResult": "reconciler.execution.apply",
     "apply_plan": "reconciler.execution.apply",
+    "ApplyRequest": "reconciler.execution.requests",
+    "Observer": "reconciler.execution.requests",
+    "PlanRequest": "reconciler.execution.requests",
+    "EnvironmentPlan": "reconciler.execution.run",
+    "apply_for": "reconciler.execution.run",
+    "plan_environments": "reconciler.execution.run",
+    "plan_for": "reconciler.execution.run",
     "apply": "reconciler.execution.run",
     "fetch_live": "reconciler.execution.run",
     "plan": "reconciler.execution.run",
@@ -101,6 +121,7 @@ _WHERE = {
 __all__ = [
     "ApplyFailed",
     "ApplyReport",
+    "ApplyRequest",
     "ApplyResult",
     "BackupError",
     "ConcurrentChange",
@@ -109,6 +130,7 @@ __all__ = [
     "Create",
     "Delete",
     "DriftReport",
+    "EnvironmentPlan",
     "Kind",
     "LeftoverStream",
     "Location",
@@ -116,8 +138,10 @@ __all__ = [
     "MigrationIncomplete",
     "MigrationStalled",
     "NotFound",
+    "Observer",
     "PermissionDenied",
     "Plan",
+    "PlanRequest",
     "Problem",
     "ReconcileError",
     "RefusedPlan",
@@ -131,12 +155,15 @@ __all__ = [
     "UnsupportedField",
     "Update",
     "apply",
+    "apply_for",
     "apply_plan",
     "build_plan",
     "fetch_live",
     "from_plan",
     "load_specs",
     "plan",
+    "plan_environments",
+    "plan_for",
     "validate_documents",
 ]
 
