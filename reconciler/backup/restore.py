@@ -33,12 +33,17 @@ from reconciler.backup.manifest import (
     read_contents,
     state_of,
 )
-from reconciler.backup.take import PARALLEL
 from reconciler.errors import NotFound, ReconcileError, RefusedPlan
 from reconciler.execution.run import check_approved
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.jetstream.snapshots import RESTORE_CHUNK, restore_stream
 from reconciler.model.state import ServerInfo
+
+#: Streams restored at once unless told otherwise: one. nats-server 2.15.1 died (Go's
+#: "concurrent map iteration and map write" in ``jsAccount.tieredReservation``, called
+#: from ``RestoreStreamV2``) restoring 1,000 small streams 4 at a time; one at a time it
+#: restored them all (bench/bench_backup.py).
+PARALLEL = 1
 
 Action = Literal["restore", "replace", "restored"]
 Notice = Callable[[str], None]
@@ -218,6 +223,8 @@ async def restore(
         the_plan = await plan_restore(client, contents, selected, flags)
         if on_plan is not None:
             on_plan(the_plan)
+        if (older := _older_server(contents, the_plan.server)) is not None:
+            on_notice(older)
         if not the_plan.has_changes:
             return RestoreResult(the_plan, seconds=time.monotonic() - started)
         if confirm is not None:
@@ -230,6 +237,23 @@ async def restore(
     return RestoreResult(
         the_plan, tuple(restored), tuple(problems), seconds=time.monotonic() - started
     )
+
+
+def _version(text: object) -> tuple[int, ...]:
+    parts = str(text or "").split("-")[0].split(".")[:2]
+    return tuple(int(p) for p in parts if p.isdigit())
+
+
+def _older_server(contents: Contents, server: ServerInfo) -> str | None:
+    """A warning when the backup comes from a newer nats-server than the target: a 2.15
+    snapshot (its new archive format) is refused by 2.14 and 2.12 ("unexpected EOF")."""
+    taken = contents.manifest.server.get("version") if contents.manifest else None
+    if taken and _version(taken) > _version(server.version):
+        return (
+            f"warning: the backup was taken on nats-server {taken}, newer than "
+            f"{server.version}: an older server may not read its snapshots"
+        )
+    return None
 
 
 async def _run(

@@ -251,9 +251,9 @@ def _plan_text(plan: RestorePlan) -> str:
 @click.option(
     "--parallel",
     type=click.IntRange(1, 64),
-    default=4,
+    default=1,
     show_default=True,
-    help="Streams restored at once.",
+    help="Streams restored at once (more than one crashed nats-server 2.15.1: docs/backup.md).",
 )
 @click.option(
     "--yes",
