@@ -1,0 +1,123 @@
+"""The backup folder's pure parts: names, atomic files, the manifest, the S2 framing check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from reconciler.backup.layout import (
+    AtomicFile,
+    BackupError,
+    file_digest,
+    s2_problem,
+    stream_folder,
+    valid_stream_name,
+)
+from reconciler.backup.manifest import (
+    ConsumerRecord,
+    FileRecord,
+    Manifest,
+    StreamRecord,
+    completeness,
+    load,
+    read_contents,
+)
+from reconciler.backup.restore import differences
+
+S2_MAGIC = b"\xff\x06\x00\x00S2sTwO"
+
+
+def _frame(kind: int, body: bytes) -> bytes:
+    return bytes([kind]) + len(body).to_bytes(3, "little") + body
+
+
+@pytest.mark.parametrize("name", ["..", ".", "a/b", "a\\b", "a b", "a.b", "*", ">", "x\x1b", ""])
+def test_names_that_are_no_stream_names_never_become_folders(name: str, tmp_path: Path) -> None:
+    assert not valid_stream_name(name)
+    with pytest.raises(BackupError):
+        stream_folder(tmp_path, name)
+
+
+def test_an_atomic_file_is_only_in_place_after_commit(tmp_path: Path) -> None:
+    target = tmp_path / "s" / "stream.tar.s2"
+    out = AtomicFile(target)
+    out.write(b"abc")
+    assert not target.exists() and out.partial.exists()
+    out.commit()
+    assert target.read_bytes() == b"abc" and not out.partial.exists()
+    assert (out.sha256, out.size) == file_digest(target)
+    other = AtomicFile(tmp_path / "s" / "other")
+    other.write(b"x")
+    other.discard()
+    assert list((tmp_path / "s").iterdir()) == [target]
+
+
+def test_s2_framing_catches_truncation_and_damage(tmp_path: Path) -> None:
+    path = tmp_path / "stream.tar.s2"
+    whole = S2_MAGIC + _frame(0x01, b"\0\0\0\0" + b"data" * 100) + _frame(0xFE, b"pad")
+    path.write_bytes(whole)
+    assert s2_problem(path) is None
+    path.write_bytes(whole[:-2])
+    assert "truncated" in str(s2_problem(path))
+    path.write_bytes(whole[:50])
+    assert "truncated" in str(s2_problem(path))
+    path.write_bytes(S2_MAGIC + _frame(0x05, b"xxxx"))
+    assert "reserved" in str(s2_problem(path))
+    path.write_bytes(b"not s2 at all")
+    assert "identifier" in str(s2_problem(path))
+    path.write_bytes(S2_MAGIC)
+    assert "empty" in str(s2_problem(path))
+
+
+def _record() -> StreamRecord:
+    return StreamRecord(
+        "ORDERS",
+        {"name": "ORDERS", "subjects": ["orders.>"]},
+        {"messages": 3, "bytes": 99, "first_seq": 1, "last_seq": 3},
+        (
+            ConsumerRecord("w", {"delivered.stream_seq": 3, "ack_floor.stream_seq": 2}),
+            ConsumerRecord(
+                "busy",
+                {"delivered.stream_seq": 3, "ack_floor.stream_seq": 3},
+                {"delivered.stream_seq": 1, "ack_floor.stream_seq": 0},
+            ),
+        ),
+        {"stream.tar.s2": FileRecord("ab" * 32, 10), "backup.json": FileRecord("cd" * 32, 5)},
+    )
+
+
+def test_the_manifest_round_trips_and_holds_what_it_was_given(tmp_path: Path) -> None:
+    manifest = Manifest("2026-01-01T00:00:00Z", {"version": "2.15.1"}, (_record(),))
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest.to_json()))
+    assert load(tmp_path) == manifest
+    contents = read_contents(tmp_path)
+    assert contents.manifest == manifest and completeness(contents) == []
+
+
+def test_a_manifest_of_another_shape_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    (tmp_path / "manifest.json").write_text('{"format": "x"}')
+    with pytest.raises(BackupError, match=r"manifest\.json"):
+        load(tmp_path)
+    (tmp_path / "manifest.json").write_text("[1, 2")
+    with pytest.raises(BackupError, match="not a JSON file"):
+        load(tmp_path)
+
+
+def _live(delivered: int, floor: int, messages: int = 3) -> tuple[dict, dict]:  # type: ignore[type-arg]
+    info = {"state": {"messages": messages, "bytes": 99, "first_seq": 1, "last_seq": 3}}
+    consumer = {"delivered": {"stream_seq": delivered}, "ack_floor": {"stream_seq": floor}}
+    return info, {"w": consumer, "busy": consumer}
+
+
+def test_differences_name_state_and_positions_and_allow_a_busy_consumers_range() -> None:
+    record = _record()
+    info, consumers = _live(3, 2)
+    consumers = {"w": consumers["w"], "busy": {"delivered": {"stream_seq": 2}, "ack_floor": {}}}
+    assert differences(record, info, consumers) == []  # busy: between earliest and last
+    info, consumers = _live(3, 1, messages=4)
+    found = differences(record, info, consumers)
+    assert "ORDERS: messages is 4, the backup has 3" in found
+    assert any("consumer w ack_floor.stream_seq is 1" in line for line in found)
+    assert differences(record, info, {})[-1] == "ORDERS: consumer busy is missing"
