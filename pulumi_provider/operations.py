@@ -15,6 +15,7 @@ from typing import Any
 
 from reconciler.errors import ApplyFailed, NotFound, ReconcileError, RefusedPlan
 from reconciler.execution.apply import apply_plan, check_allowed
+from reconciler.execution.requests import QUIET, Observer
 from reconciler.identity import ResourceRef
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.loss import Loss
@@ -57,7 +58,12 @@ async def observe(client: JetStreamClient, target: Target) -> Live | None:
 
 
 async def converge(
-    client: JetStreamClient, spec: Spec, *, allow_data_loss: bool = False, migrate: bool = False
+    client: JetStreamClient,
+    spec: Spec,
+    *,
+    allow_data_loss: bool = False,
+    migrate: bool = False,
+    observer: Observer = QUIET,
 ) -> Live:
     """Create or update the resource exactly as ``reconcile apply`` would, then read it.
 
@@ -81,7 +87,13 @@ async def converge(
             plan, allow_replace=False, allow_data_loss=allow_data_loss, allow_with=ALLOW_WITH
         )
     try:
-        await apply_plan(plan, client, allow_replace=False, allow_data_loss=allow_data_loss)
+        await apply_plan(
+            plan,
+            client,
+            allow_replace=False,
+            allow_data_loss=allow_data_loss,
+            on_step=observer.step,
+        )
     except RefusedPlan as err:
         raise RefusedPlan(
             f"{spec.kind} {target.path} changed on the server in a way an update "
@@ -122,7 +134,9 @@ def with_stream(spec: Spec) -> list[Spec]:
     return [stream, spec]
 
 
-async def destroy(client: JetStreamClient, target: Target, *, allow_destroy: bool) -> None:
+async def destroy(
+    client: JetStreamClient, target: Target, *, allow_destroy: bool, observer: Observer = QUIET
+) -> None:
     """Delete the resource through the one executor: a stream or bucket holding messages
     is refused there (:func:`~reconciler.execution.apply.check_allowed`) unless the
     resource sets ``allow_destroy``; a consumer, or an empty stream, loses nothing.
@@ -138,7 +152,7 @@ async def destroy(client: JetStreamClient, target: Target, *, allow_destroy: boo
     allowed = allow_destroy or not held
     check_allowed(plan, allow_replace=allowed, allow_with=ALLOW_WITH)
     try:
-        await apply_plan(plan, client, allow_replace=allowed)
+        await apply_plan(plan, client, allow_replace=allowed, on_step=observer.step)
     except ApplyFailed:
         if await observe(client, target) is not None:
             raise  # gone meanwhile: the goal state is reached

@@ -50,6 +50,7 @@ from pulumi_provider.inputs import (
     spec_failures,
     to_spec,
 )
+from pulumi_provider.observer import PULUMI
 from pulumi_provider.operations import Live, Target
 from reconciler.errors import SpecError
 from reconciler.identity import Kind
@@ -86,7 +87,7 @@ class JetStreamProvider(ResourceProvider):
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         spec = to_spec(props)
-        live = self._run(props, lambda client: operations.converge(client, spec))
+        live = self._run(props, lambda client: operations.converge(client, spec, observer=PULUMI))
         return CreateResult(spec.ref.path, outputs(props, live))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -103,7 +104,7 @@ class JetStreamProvider(ResourceProvider):
         live = self._run(
             news,
             lambda client: operations.converge(
-                client, spec, allow_data_loss=allow, migrate=migrate
+                client, spec, allow_data_loss=allow, migrate=migrate, observer=PULUMI
             ),
         )
         return UpdateResult(outputs(news, live))
@@ -111,14 +112,17 @@ class JetStreamProvider(ResourceProvider):
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         target = target_of(id_, props)
         allow = bool(plain(props.get("allow_destroy", False)))
-        self._run(props, lambda client: operations.destroy(client, target, allow_destroy=allow))
+        self._run(
+            props,
+            lambda client: operations.destroy(client, target, allow_destroy=allow, observer=PULUMI),
+        )
 
     def _run(self, props: Mapping[str, Any], work: Callable[[JetStreamClient], Awaitable[T]]) -> T:
         """Open a connection for this one call, do the work, close it."""
         options = resolve_connection(plain(props.get("connection")), self._captured(), self._stack)
 
         async def session() -> T:
-            async with open_client(options) as client:
+            async with open_client(options, on_notice=PULUMI.notice) as client:
                 return await work(client)
 
         return asyncio.run(session())

@@ -1,0 +1,29 @@
+"""The Pulumi provider's :class:`~reconciler.execution.requests.Observer`: a run's
+notices and step events on Pulumi's info channel (``pulumi up`` shows them; without an
+engine, as in the dynamic provider host's own logs, on stderr). Never asks: ``pulumi up``
+is the approval, as the Action's ``mode: apply`` is."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pulumi
+
+from reconciler.console import shown, step_line
+from reconciler.execution.requests import Quiet
+
+if TYPE_CHECKING:
+    from reconciler.execution.apply import StepEvent
+
+
+class PulumiObserver(Quiet):
+    """Notices and step lines, escaped, to ``pulumi.log.info``."""
+
+    def notice(self, message: str) -> None:
+        pulumi.log.info(shown(message))
+
+    def step(self, event: StepEvent) -> None:
+        pulumi.log.info(step_line(event))
+
+
+PULUMI = PulumiObserver()
