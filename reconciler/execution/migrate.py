@@ -43,6 +43,7 @@ from reconciler.model.migration import (
     consumer_copy,
     filling_config,
     finished,
+    holds_consumers,
     is_durable,
     is_filling,
     new_sequence,
@@ -193,6 +194,7 @@ class _Migration:
             created=info.get("created"),
         )
         await self.client.create_stream(temp_config(live, record))
+        await self._hold_consumers(record)
         await self.hook("copy")
         return record
 
@@ -215,6 +217,9 @@ class _Migration:
                 config.pop(key, None)
             config.update({k: v for k, v in record.subjects.items() if v not in (None, [], {})})
             await self.client.update_stream(config)
+        for consumer in await self.client.list_consumers(self.stream):
+            if consumer["config"].get("pause_until") == HELD_UNTIL:
+                await self.client.pause_consumer(self.stream, str(consumer["name"]), None)
         await self.client.delete_stream(self.temp)
         await self.hook("rolled back")
         return None
@@ -240,6 +245,7 @@ class _Migration:
             assert temp is not None
             if not _takes_publishes(temp["config"], self.temp):
                 await self.client.update_stream(serving_config(temp["config"], record))
+            await self._hold_consumers(record, new=True)
             await self._remember_consumers(record, from_new=True)
             await self.client.delete_stream(self.stream)
         return await self._write(replace(moved, phase="serving", stream_created=None))
@@ -255,6 +261,7 @@ class _Migration:
     async def _copy(self, record: Record) -> Record:
         """Bulk copy while the old stream still takes publishes."""
         await self._check_copies(self.temp, self.stream)
+        await self._hold_consumers(record)
         await self._wait(self.temp, self.stream, fast=False)
         return await self._advance(record, "handover")
 
@@ -264,6 +271,7 @@ class _Migration:
         started = time.monotonic()
         if info is not None and FILLING_KEY not in (info["config"].get("metadata") or {}):
             await self._check_copies(self.temp, self.stream)
+            await self._hold_consumers(record)
             if info["config"].get("subjects") != [placeholder(self.stream)]:
                 await self.client.update_stream(retired_config(info["config"]))
                 started = time.monotonic()
@@ -281,6 +289,7 @@ class _Migration:
         its consumers restored, then let it copy."""
         info = await self._info(self.stream)
         if info is not None and FILLING_KEY not in (info["config"].get("metadata") or {}):
+            await self._hold_consumers(record)
             await self._remember_consumers(record)
             await self.hook("remembered")
             await self._check_holds(record, info)
@@ -366,6 +375,20 @@ class _Migration:
             except ServerError as err:
                 if err.err_code != CONSUMER_EXISTS:
                     raise  # else remembered by an earlier attempt, at an earlier position
+
+    async def _hold_consumers(self, record: Record, *, new: bool = False) -> None:
+        """Pause every consumer of the old stream of a ``workqueue`` or ``interest``
+        migration (:func:`holds_consumers`) until it is restored on the new stream (its
+        copy forgets the pause): an acknowledgement there would delete a message the
+        copy already holds, and the copy would bring it back (``new``: the consumers of a
+        new stream made again for another target, remembered again). Idempotent; a
+        rollback resumes them. A consumer already paused (by its owner) is left as it is."""
+        retention = (record.target if new else record.origin).get("retention")
+        if not holds_consumers(retention, await self.client.server_info()):
+            return
+        for consumer in await self.client.list_consumers(self.stream):
+            if not consumer["config"].get("pause_until"):
+                await self.client.pause_consumer(self.stream, str(consumer["name"]), HELD_UNTIL)
 
     async def _restore_consumers(self, record: Record, *, late: bool) -> None:
         """Create the remembered consumers on the new stream: the ones a reset moves

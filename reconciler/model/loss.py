@@ -146,6 +146,29 @@ def update_losses(
     return [loss for loss in losses if loss is not None]
 
 
+#: The limits whose loss the messages held decide exactly (what they delete is counted).
+COUNTED_LIMITS = ("max_msgs", "max_bytes", "max_msgs_per_subject")
+
+
+def claimed_losses(
+    desired: Mapping[str, Any], claimed: Mapping[str, Any], state: StreamState | None
+) -> list[Loss]:
+    """What going to ``desired`` deletes of what ``state`` holds, when the old config
+    ``claimed`` is only someone's word (a migration record anyone who can update a
+    stream can edit): the losses judged against ``claimed``, and every loss the held
+    messages prove whatever ``claimed`` says (a record claiming the old stream had
+    ``max_msgs: 1`` hides no loss: measured, a rollback to it cut 300 messages to 1)."""
+    found = update_losses(desired, claimed, state)
+    lifted = {**claimed, **{limit: -1 for limit in COUNTED_LIMITS}}
+    fields = {loss.field for loss in found}
+    proven = [
+        loss
+        for loss in update_losses(desired, lifted, state)
+        if loss.field in COUNTED_LIMITS and loss.messages is not None and loss.field not in fields
+    ]
+    return [*found, *proven]
+
+
 def _interest(state: StreamState, consumers: int | None) -> Loss:
     """Retention ``interest`` (from ``limits``, or from ``workqueue`` by a migration)
     keeps only what a consumer is still to acknowledge: with no consumer, nothing."""

@@ -30,7 +30,7 @@ from typing import Any
 from reconciler.errors import Problem, SpecError, UnsupportedField
 from reconciler.identity import ResourceRef, is_reserved
 from reconciler.model.diff import FieldChange, diff_configs, replace_reasons
-from reconciler.model.loss import CONSUMER_STATE, Loss, held, update_losses
+from reconciler.model.loss import CONSUMER_STATE, Loss, claimed_losses, held, update_losses
 from reconciler.model.migration import (
     TEMP_PREFIX,
     Record,
@@ -408,7 +408,7 @@ def _resumed(
         config=config,
         live=group.live or {},
         volume=Volume(state.messages if state else 0, copy_bytes(state)),
-        losses=() if blocked else _losses(declared, config, record, state, server),
+        losses=() if blocked else _losses(declared, config, record, group, server),
         phase=record.phase,
         mirrors=record.mirrors,
         blocked=blocked,
@@ -484,13 +484,17 @@ def _losses(
     declared: Spec,
     config: LiveConfig,
     record: Record,
-    state: StreamState | None,
+    group: StreamGroup,
     server: ServerInfo,
 ) -> tuple[Loss, ...]:
-    """What going to ``config`` deletes of what the temporary stream holds (every
-    message of the migration), against the old stream's config."""
+    """What going to ``config`` deletes of the migration's messages (the old stream holds
+    them all until the temporary stream takes the publishes, the temporary stream from
+    then on: the fuller of the two), against the old stream's config as the record
+    claims it (:func:`claimed_losses`: the record is data, its old config may be forged)."""
     old = live_config(declared.kind, record.origin, server)
-    return tuple(update_losses(live_config(declared.kind, config, server), old, state))
+    states = [s for s in (group.state, group.migration_state) if s is not None]
+    state = max(states, key=lambda s: s.messages, default=None)
+    return tuple(claimed_losses(live_config(declared.kind, config, server), old, state))
 
 
 def _lost_consumers(group: StreamGroup) -> tuple[str, ...]:

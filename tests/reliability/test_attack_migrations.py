@@ -1,0 +1,236 @@
+"""The attacker's review of issue 30's migrations: records and applies turned against data.
+
+Each test publishes first and counts after, on a real nats-server, and failed on the
+code before the fix it names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from migration_helpers import api, dump
+from servers import NatsServer, options, run, write
+from test_migration_trust import TEMP, count, interrupted, names
+
+from reconciler.errors import RefusedPlan
+from reconciler.execution import migrate as migration
+from reconciler.execution import run as engine
+from reconciler.jetstream import open_client
+from reconciler.model.migration import RECORD_KEY
+from reconciler.planning.steps import Migrate
+
+pytestmark = pytest.mark.integration
+
+
+def tamper(server: NatsServer, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    """Edit the record of a genuine interrupted migration (anyone who can update a
+    stream can): the temporary stream's ``created`` and every bound fact stay."""
+    info = run(api(server, f"STREAM.INFO.{TEMP}"))
+    body = json.loads(info["config"]["metadata"][RECORD_KEY])
+    body.update(change(body))
+    config = {
+        **info["config"],
+        "metadata": {**info["config"]["metadata"], RECORD_KEY: json.dumps(body)},
+    }
+    run(api(server, f"STREAM.UPDATE.{TEMP}", config))
+
+
+@pytest.mark.parametrize("boundary", ["restored", "cutover"])
+def test_rollback_to_a_tampered_old_config_names_the_loss_and_needs_the_flag(
+    clean_server: NatsServer, tmp_path: Path, boundary: str
+) -> None:
+    """A genuine migration (ORDERS, 300 messages, file -> memory) stopped after its new
+    stream was made; someone edits the record's old config to ``max_msgs: 1``. Rollback
+    goes to the recorded old config: before, it was planned as lossless (the loss was
+    judged against that same forged config) and cut 300 messages to 1."""
+    before, expected = interrupted(clean_server, tmp_path, boundary)
+    tamper(clean_server, lambda body: {"origin": {**body["origin"], "max_msgs": 1}})
+
+    shown = run(engine.plan([before], options(clean_server), migrate=True, migration="rollback"))
+    (step,) = [s for s in shown.steps if s.stream_name == "ORDERS"]
+    assert isinstance(step, Migrate)
+    assert [loss.field for loss in step.losses] == ["max_msgs"]
+    assert step.losses[0].messages == 299
+    with pytest.raises(RefusedPlan):
+        run(engine.apply([before], options(clean_server), migrate=True, migration="rollback"))
+    assert TEMP in names(clean_server)
+    # nothing lost: the messages are where the interrupted migration left them
+    assert count(clean_server, TEMP) == 300
+    assert run(engine.apply([before], options(clean_server), migrate=True, migration="resume")).ok
+    assert run(dump(clean_server, "ORDERS")) == expected
+
+
+QUEUE = """
+kind: Stream
+name: JOBS
+subjects: ['jobs.>']
+retention: {retention}
+storage: {storage}
+---
+kind: Consumer
+stream: JOBS
+name: W
+ack_policy: explicit
+"""
+
+
+async def publish_jobs(server: NatsServer, count: int) -> None:
+    nc = await nats.connect(server.url)
+    try:
+        js = nc.jetstream()
+        for i in range(count):
+            await js.publish(f"jobs.{i % 4}", f"job{i}".encode())
+    finally:
+        await nc.close()
+
+
+class Worker:
+    """Another process's worker: pulls and acknowledges as fast as it can until told to
+    stop, whatever the stream is doing (errors while the consumer is gone are retried)."""
+
+    def __init__(self, server: NatsServer) -> None:
+        self.server = server
+        self.done: list[bytes] = []
+        self.stop = asyncio.Event()
+
+    async def work(self) -> None:
+        nc = await nats.connect(self.server.url)
+        try:
+            while not self.stop.is_set():
+                try:
+                    sub = await nc.jetstream().pull_subscribe_bind("W", "JOBS")
+                    while not self.stop.is_set():
+                        for message in await sub.fetch(20, timeout=0.1):
+                            await message.ack_sync()
+                            self.done.append(message.data)
+                except Exception:  # the consumer is gone for a moment: try again
+                    await asyncio.sleep(0.01)
+        finally:
+            await nc.close()
+
+
+async def drain(server: NatsServer) -> list[bytes]:
+    worker = Worker(server)
+    nc = await nats.connect(server.url)
+    try:
+        sub = await nc.jetstream().pull_subscribe_bind("W", "JOBS")
+        while True:
+            try:
+                batch = await sub.fetch(100, timeout=1)
+            except nats.errors.TimeoutError:
+                return worker.done
+            for message in batch:
+                await message.ack_sync()
+                worker.done.append(message.data)
+    finally:
+        await nc.close()
+
+
+@pytest.mark.parametrize("retention", ["workqueue", "interest"])
+def test_a_worker_started_during_a_migration_brings_no_job_back(
+    clean_server: NatsServer, tmp_path: Path, retention: str, figures: Any
+) -> None:
+    """The plan refuses while a worker is at work; a worker started once the migration
+    has begun (the plan saw none) acknowledged jobs the copy already held, and the copy
+    brought them back: measured before the fix, 2,000 jobs, a worker started as the copy
+    began: every job it did came back (done twice). Now the old stream's consumers are
+    held (paused) from the moment the copy exists until they are restored on the new
+    stream: the worker does nothing meanwhile, and every job is done exactly once."""
+    jobs = 2000
+    spec = write(tmp_path, QUEUE.format(retention=retention, storage="file"))
+    assert run(engine.apply([spec], options(clean_server), lock_timeout=None)).ok
+    run(publish_jobs(clean_server, jobs))
+    moved = write(tmp_path, QUEUE.format(retention=retention, storage="memory"), "m.yaml")
+    step = run(engine.plan([moved], options(clean_server), migrate=True)).steps[0]
+    assert isinstance(step, Migrate) and not step.blocked
+
+    async def go() -> Worker:
+        worker = Worker(clean_server)
+        task: asyncio.Task[None] | None = None
+
+        async def hook(label: str) -> None:
+            nonlocal task
+            if label == "copy":  # the migration has begun: a worker starts now
+                task = asyncio.create_task(worker.work())
+                await asyncio.sleep(0.5)
+
+        async with open_client(options(clean_server)) as client:
+            await migration.migrate(client, "JOBS", step.config, on_phase=hook)
+        await asyncio.sleep(0.5)  # the worker goes on a little on the new stream
+        worker.stop.set()
+        assert task is not None
+        await task
+        return worker
+
+    worker = run(go())
+    rest = run(drain(clean_server))
+    twice = len(set(worker.done) & set(rest)) + len(worker.done) - len(set(worker.done))
+    left = count(clean_server, "JOBS")
+    figures.add("jobs done twice", twice)
+    figures.add("jobs left behind", left)
+    assert (twice, left) == (0, 0)
+    assert sorted(worker.done + rest) == sorted(f"job{i}".encode() for i in range(jobs))
+    assert run(api(clean_server, "STREAM.INFO.JOBS"))["config"]["storage"] == "memory"
+    assert names(clean_server) == ["JOBS"]
+
+
+CHILD = """
+import asyncio, json, os, signal, sys
+from reconciler.execution.migrate import migrate
+from reconciler.jetstream import ConnectionOptions, open_client
+
+url, target, at = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+
+async def main():
+    async with open_client(ConnectionOptions(servers=url)) as client:
+        async def hook(label):
+            if label == at:
+                os.kill(os.getpid(), signal.SIGKILL)
+        await migrate(client, "JOBS", target, on_phase=hook)
+
+asyncio.run(main())
+"""
+
+
+def paused(server: NatsServer) -> bool:
+    return bool(run(api(server, "CONSUMER.INFO.JOBS.W"))["config"].get("pause_until"))
+
+
+@pytest.mark.parametrize("way", ["resume", "rollback"])
+@pytest.mark.parametrize("boundary", ["copy", "retired"])
+def test_held_consumers_survive_kill_9_and_are_let_go_by_resume_or_rollback(
+    clean_server: NatsServer, tmp_path: Path, boundary: str, way: str
+) -> None:
+    """The hold is on the server, so a reconciler killed -9 while the consumers are held
+    leaves them held (nothing can be acknowledged meanwhile); the next apply --migrate
+    finishes with the consumer unpaused at its position, and a rollback lets it go."""
+    spec = write(tmp_path, QUEUE.format(retention="workqueue", storage="file"))
+    assert run(engine.apply([spec], options(clean_server), lock_timeout=None)).ok
+    run(publish_jobs(clean_server, 100))
+    moved = write(tmp_path, QUEUE.format(retention="workqueue", storage="memory"), "m.yaml")
+    step = run(engine.plan([moved], options(clean_server), migrate=True)).steps[0]
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, clean_server.url, json.dumps(dict(step.config)), boundary],
+        check=False,
+        capture_output=True,
+        timeout=120,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()
+    assert paused(clean_server)
+    where = moved if way == "resume" else spec
+    kwargs = {} if way == "resume" else {"migration": "rollback"}
+    assert run(engine.apply([where], options(clean_server), migrate=True, **kwargs)).ok
+    assert names(clean_server) == ["JOBS"] and not paused(clean_server)
+    storage = run(api(clean_server, "STREAM.INFO.JOBS"))["config"]["storage"]
+    assert storage == ("memory" if way == "resume" else "file")
+    assert sorted(run(drain(clean_server))) == sorted(f"job{i}".encode() for i in range(100))
+    assert not run(engine.plan([where], options(clean_server))).has_changes
