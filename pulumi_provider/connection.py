@@ -16,6 +16,7 @@ from typing import Any
 
 from reconciler.errors import ConnectError
 from reconciler.jetstream import ConnectionOptions
+from reconciler.jetstream.connection import url_secrets
 
 #: Stack config namespace: ``pulumi config set jetstream:servers nats://...``.
 CONFIG_NAMESPACE = "jetstream"
@@ -74,11 +75,16 @@ def resolve_connection(
 
 
 def public_connection(connection: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The connection without its credentials: what may appear in outputs."""
+    """The connection without its credentials: what may appear in outputs. A server URL
+    holding a password or token (``nats://app:pw@host``, as
+    :func:`~reconciler.jetstream.connection.url_secrets` finds them) is left out like
+    ``password``: read and delete take it from the captured connection."""
     return {
         field: value
         for field, value in (connection or {}).items()
-        if field in CONNECTION_FIELDS and field not in SECRET_FIELDS
+        if field in CONNECTION_FIELDS
+        and field not in SECRET_FIELDS
+        and not (field == "servers" and url_secrets(_coerce(field, value)))
     }
 
 
