@@ -330,13 +330,28 @@ class _Migration:
                 started = time.monotonic()
             await self._wait(self.stream, self.temp, fast=True)
             await self._restore_consumers(record, late=True)
-            await self.client.update_stream(dict(record.target))
+            try:
+                await self.client.update_stream(dict(record.target))
+            except ServerError:
+                await self._serve_again(record)
+                raise
             self.progress.windows_ms.append((time.monotonic() - started) * 1000)
             await self.hook("final")
         final = await self._info(self.stream)
         self.progress.copied = int(((final or {}).get("state") or {}).get("messages") or 0)
         await self.client.delete_stream(self.temp)
         await self.hook("done")
+
+    async def _serve_again(self, record: Record) -> None:
+        """The new stream refused its final config (say, another stream took its
+        subjects after the plan looked): the temporary stream, which holds every
+        message, takes the publishes back, so none is refused until the next apply
+        finishes the cutover (the record stays in it)."""
+        temp = await self._info(self.temp)
+        assert temp is not None
+        config = serving_config(temp["config"], record)
+        config["metadata"] = {**config["metadata"], **record.at("cutover").metadata()}
+        await self.client.update_stream(config)
 
     # -- consumers -------------------------------------------------------------------
     async def _remember_consumers(self, record: Record, *, from_new: bool = False) -> None:

@@ -17,11 +17,11 @@ from typing import Any
 
 import nats
 import pytest
-from migration_helpers import api, dump
+from migration_helpers import api, dump, publish_many
 from servers import NatsServer, options, run, write
-from test_migration_trust import TEMP, count, interrupted, names
+from test_migration_trust import TEMP, count, interrupted, names, orders, still_takes_publishes
 
-from reconciler.errors import RefusedPlan
+from reconciler.errors import ReconcileError, RefusedPlan
 from reconciler.execution import migrate as migration
 from reconciler.execution import run as engine
 from reconciler.jetstream import open_client
@@ -234,3 +234,51 @@ def test_held_consumers_survive_kill_9_and_are_let_go_by_resume_or_rollback(
     assert storage == ("memory" if way == "resume" else "file")
     assert sorted(run(drain(clean_server))) == sorted(f"job{i}".encode() for i in range(100))
     assert not run(engine.plan([where], options(clean_server))).has_changes
+
+
+WIDER = """
+kind: Stream
+name: ORDERS
+subjects: ["orders.>", "extra.>"]
+storage: memory
+---
+kind: Consumer
+stream: ORDERS
+name: BILLING
+ack_policy: explicit
+"""
+
+
+def test_subjects_taken_during_a_migration_leave_the_stream_taking_publishes(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The target adds subjects ``extra.>``; another stream takes them while the copy
+    runs (after the plan looked). The final config is then refused (err 10065) after
+    the temporary stream had given up its subjects: before, nothing took the stream's
+    publishes until someone ran apply again ("no responders"). Now the temporary
+    stream takes them back before the error is reported: every publish lands, and the
+    next apply finishes once the subjects are free."""
+    spec = orders(tmp_path)
+    assert run(engine.apply([spec], options(clean_server))).ok
+    run(publish_many(clean_server, ["orders.a", "orders.b"], 100))
+    wider = write(tmp_path, WIDER, "o.yaml")
+    step = run(engine.plan([wider], options(clean_server), migrate=True)).steps[0]
+    assert isinstance(step, Migrate) and not step.blocked
+
+    async def go() -> None:
+        async def hook(label: str) -> None:
+            if label == "refill":
+                thief = {"name": "THIEF", "subjects": ["extra.>"]}
+                await api(clean_server, "STREAM.CREATE.THIEF", thief)
+
+        async with open_client(options(clean_server)) as client:
+            await migration.migrate(client, "ORDERS", step.config, on_phase=hook)
+
+    with pytest.raises(ReconcileError):
+        run(go())
+    assert still_takes_publishes(clean_server, "orders.a")  # lands on the temporary stream
+    run(api(clean_server, "STREAM.DELETE.THIEF"))
+    assert run(engine.apply([wider], options(clean_server), migrate=True)).ok
+    assert names(clean_server) == ["ORDERS"]
+    assert count(clean_server, "ORDERS") == 101
+    assert still_takes_publishes(clean_server, "extra.x")
