@@ -38,7 +38,18 @@ from reconciler.execution.recreate import create_afresh
 from reconciler.identity import ResourceRef
 from reconciler.jetstream import JetStreamClient
 from reconciler.jetstream.transport import WRONG_LAST_SEQUENCE
-from reconciler.planning.steps import Create, Delete, Migrate, Plan, Replace, Step, Update
+from reconciler.planning.steps import (
+    ALLOW_DATA_LOSS,
+    ALLOW_REPLACE,
+    Create,
+    Delete,
+    Migrate,
+    Plan,
+    Replace,
+    Step,
+    Update,
+    allowing_flag,
+)
 
 Outcome = Literal["applied", "failed", "skipped", "planned"]
 
@@ -91,22 +102,6 @@ def describe(step: Step) -> str:
     return f"{step.action} {step.label}"
 
 
-def refused_steps(plan: Plan, *, allow_replace: bool, allow_data_loss: bool) -> list[Step]:
-    """The destructive steps the flags do not allow.
-
-    ``allow_data_loss`` allows every step that destroys data; ``allow_replace`` allows
-    replaces and deletes (the resource goes as a whole, as the plan says), not updates
-    that delete part of a stream's messages in place.
-    """
-    if allow_data_loss:
-        return []
-    return [
-        step
-        for step in plan.steps
-        if step.destructive and not (allow_replace and isinstance(step, Replace | Delete))
-    ]
-
-
 def check_allowed(
     plan: Plan,
     *,
@@ -125,11 +120,12 @@ def check_allowed(
             "changed.",
             details=[f"{describe(s)}: {s.blocked}" for s in blocked],
         )
-    refused = refused_steps(plan, allow_replace=allow_replace, allow_data_loss=allow_data_loss)
+    refused = plan.refused(allow_replace=allow_replace, allow_data_loss=allow_data_loss)
     if not refused:
         return
-    lossy = any(isinstance(step, Update | Migrate) for step in refused)
-    flag = "--allow-data-loss" if lossy else "--allow-replace (or --allow-data-loss)"
+    flag = allowing_flag(refused)
+    if flag == ALLOW_REPLACE:
+        flag += f" (or {ALLOW_DATA_LOSS})"
     raise RefusedPlan(
         f"refusing to apply: {len(refused)} step(s) would destroy data; nothing was changed. "
         + (allow_with or f"Re-run with {flag} to allow it."),

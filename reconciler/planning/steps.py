@@ -303,6 +303,22 @@ class Plan:
         --allow-data-loss."""
         return tuple(s for s in self.changes if isinstance(s, Update | Migrate) and s.destructive)
 
+    def refused(self, *, allow_replace: bool, allow_data_loss: bool) -> tuple[Step, ...]:
+        """The destructive steps the flags do not allow: the one rule the executor
+        enforces (``execution.apply.check_allowed``) and the renderers announce.
+
+        ``allow_data_loss`` allows every step that destroys data; ``allow_replace`` allows
+        replaces and deletes (the resource goes as a whole, as the plan says), not updates
+        that delete part of a stream's messages in place.
+        """
+        if allow_data_loss:
+            return ()
+        return tuple(
+            step
+            for step in self.changes
+            if step.destructive and not (allow_replace and isinstance(step, Replace | Delete))
+        )
+
     @property
     def entries(self) -> tuple[PlanEntry, ...]:
         """Every entry: steps, then unchanged, unmanaged and orphaned resources."""
@@ -412,6 +428,17 @@ def _grouped(steps: Sequence[Step], deps: Sequence[Sequence[int]]) -> list[list[
     for step, level in zip(steps, levels, strict=True):
         waves[level].append(step)
     return [sorted(wave, key=_step_key) for wave in waves if wave]
+
+
+#: The flags that allow destructive steps, as the CLI (and the Action's inputs) name them.
+ALLOW_REPLACE = "--allow-replace"
+ALLOW_DATA_LOSS = "--allow-data-loss"
+
+
+def allowing_flag(steps: Sequence[Step]) -> str:
+    """The flag that allows every one of ``steps``: ``--allow-data-loss`` once one of them
+    deletes messages in place (an update or a migration), else ``--allow-replace``."""
+    return ALLOW_DATA_LOSS if any(isinstance(s, Update | Migrate) for s in steps) else ALLOW_REPLACE
 
 
 def order_waves(steps: Sequence[Step]) -> list[list[Step]]:

@@ -21,7 +21,15 @@ from collections.abc import Collection
 from typing import Any
 
 from reconciler.model.values import display, field_label, printable
-from reconciler.planning.steps import Action, Entry, Migrate, Plan
+from reconciler.planning.steps import (
+    ALLOW_DATA_LOSS,
+    ALLOW_REPLACE,
+    Action,
+    Entry,
+    Migrate,
+    Plan,
+    allowing_flag,
+)
 from reconciler.specs.units import approx_size
 
 SYMBOLS = {
@@ -103,15 +111,14 @@ def destroy_warning(plan: Plan, allowed: Collection[str] = ()) -> str | None:
     steps = plan.destructive_steps
     if not steps:
         return None
-    needed = ("--allow-data-loss",) if plan.lossy_updates else ALLOWING_FLAGS
-    given = [flag for flag in needed if flag in allowed]
-    if given:
-        return f"{len(steps)} step(s) destroy data, allowed by {given[0]}."
-    return f"{len(steps)} step(s) destroy data: apply refuses them without {needed[0]}."
-
-
-#: The flags that allow replaces and deletes (the first is named when one is missing).
-ALLOWING_FLAGS = ("--allow-replace", "--allow-data-loss")
+    refused = plan.refused(
+        allow_replace=ALLOW_REPLACE in allowed, allow_data_loss=ALLOW_DATA_LOSS in allowed
+    )
+    if refused:
+        flag = allowing_flag(refused)
+        return f"{len(steps)} step(s) destroy data: apply refuses them without {flag}."
+    flag = ALLOW_DATA_LOSS if plan.lossy_updates or ALLOW_REPLACE not in allowed else ALLOW_REPLACE
+    return f"{len(steps)} step(s) destroy data, allowed by {flag}."
 
 
 def summary_line(plan: Plan) -> str:

@@ -90,3 +90,53 @@ def test_server_facts_are_written_in_one_place_and_read_back() -> None:
     back = ServerInfo.from_json(facts)
     assert (back.version, back.api_level, back.clustered, back.domain) == ("2.12.1", 2, True, "hub")
     assert back.address is None  # where the client was connected is not a fact kept
+
+
+def _plans() -> dict[str, object]:
+    from reconciler.identity import ResourceRef
+    from reconciler.model.loss import Loss
+    from reconciler.model.state import ServerInfo
+    from reconciler.planning.steps import Delete, Plan, Replace, Update
+
+    server = ServerInfo("2.12.1", 2)
+    loss = (Loss("max_msgs", "holds 20 messages; max_msgs 5 deletes at least 15", 15),)
+    lossy = Update(ref=ResourceRef("Stream", "A"), config={}, live={}, losses=loss)
+    replace = Replace(ref=ResourceRef("Stream", "B"), config={}, live={})
+    delete = Delete(ref=ResourceRef("Stream", "C"))
+    return {
+        "lossy update": Plan(server=server, changes=(lossy,)),
+        "replace": Plan(server=server, changes=(replace,)),
+        "delete and replace": Plan(server=server, changes=(replace, delete)),
+        "all three": Plan(server=server, changes=(lossy, replace, delete)),
+    }
+
+
+BOTH = ("--allow-replace", "--allow-data-loss")
+
+
+@pytest.mark.parametrize("name", sorted(_plans()))
+@pytest.mark.parametrize("flags", [(), BOTH[:1], BOTH[1:], BOTH])
+def test_the_plan_shown_announces_exactly_what_the_executor_refuses(
+    name: str, flags: tuple[str, ...]
+) -> None:
+    """One rule (``Plan.refused``, ``allowing_flag``): the renderers' warning says apply
+    refuses a plan, and names a flag, exactly when ``check_allowed`` refuses it naming it."""
+    from reconciler.errors import RefusedPlan
+    from reconciler.execution.apply import check_allowed
+    from reconciler.planning.steps import Plan
+    from reconciler.render.text import destroy_warning
+
+    plan = _plans()[name]
+    assert isinstance(plan, Plan)
+    warning = destroy_warning(plan, flags) or ""
+    try:
+        check_allowed(
+            plan,
+            allow_replace="--allow-replace" in flags,
+            allow_data_loss="--allow-data-loss" in flags,
+        )
+    except RefusedPlan as refused:
+        flag = warning.rsplit("without ", 1)[1].rstrip(".")
+        assert f"Re-run with {flag}" in refused.headline
+    else:
+        assert "allowed by" in warning
