@@ -152,7 +152,7 @@ class Record:
         if not isinstance(raw, str):
             return None
         try:
-            body = json.loads(raw)
+            body = _parsed(raw)
             phase = str(body["phase"])
             return cls(
                 stream=str(body["stream"]),
@@ -168,8 +168,18 @@ class Record:
                 temp_created=_text(body.get("temp_created")),
                 stream_created=_text(body.get("stream_created")),
             )
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return None
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
+            return None  # OverflowError: a first_seq of 1e400 (JSON's infinity)
+
+
+def _parsed(raw: str) -> Any:
+    """JSON anyone may have written (a stream's or consumer's metadata): None when it is
+    not JSON, or nested too deep to parse (``[`` x 50,000 raised RecursionError, and
+    every plan of the account ended in a traceback)."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _text(value: Any) -> str | None:
@@ -532,14 +542,14 @@ def remembered(copy: Mapping[str, Any]) -> Remembered | None:
     raw = (copy.get("metadata") or {}).get(CONSUMER_KEY)
     if not isinstance(raw, str):
         return None
-    try:
-        config = json.loads(raw)
-    except ValueError:
-        return None
+    config = _parsed(raw)
     name = copy.get("durable_name") or copy.get("name")
     if not isinstance(config, dict) or not isinstance(name, str):
         return None
-    return Remembered(name, config, int(copy.get("opt_start_seq") or 1))
+    try:
+        return Remembered(name, config, int(copy.get("opt_start_seq") or 1))
+    except (ValueError, TypeError, OverflowError):
+        return None
 
 
 def new_sequence(temp_seq: int, record: Record) -> int:

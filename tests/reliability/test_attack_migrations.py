@@ -17,9 +17,18 @@ from typing import Any
 
 import nats
 import pytest
+from cli_runner import reconcile
 from migration_helpers import api, dump, publish_many
 from servers import NatsServer, options, run, write
-from test_migration_trust import TEMP, count, interrupted, names, orders, still_takes_publishes
+from test_migration_trust import (
+    TEMP,
+    count,
+    interrupted,
+    naive_record,
+    names,
+    orders,
+    still_takes_publishes,
+)
 
 from reconciler.errors import ReconcileError, RefusedPlan
 from reconciler.execution import migrate as migration
@@ -282,3 +291,50 @@ def test_subjects_taken_during_a_migration_leave_the_stream_taking_publishes(
     assert names(clean_server) == ["ORDERS"]
     assert count(clean_server, "ORDERS") == 101
     assert still_takes_publishes(clean_server, "extra.x")
+
+
+def hostile_records() -> dict[str, str]:
+    """Record texts an attacker can put in a MIGRATING_ stream's metadata."""
+    good = json.dumps({**naive_record(), "owner": "default", "origin": {"name": "ORDERS"}})
+    return {
+        "deep": "[" * 50_000 + "]" * 50_000,
+        "deep_target": '{"stream":"ORDERS","phase":"copy","target":' + "[" * 50_000,
+        "infinite_first_seq": good[:-1] + ',"first_seq":1e400}',
+        "huge_first_seq": good[:-1] + ',"first_seq":' + "9" * 5000 + "}",
+        "unknown_phase": good.replace('"serving"', '"zzz"'),
+        "other_stream": good.replace('"stream": "ORDERS"', '"stream": "PAYMENTS"'),
+        "target_not_object": good.replace('"target": {', '"target": ["x", {').replace(
+            '"num_replicas": 1}', '"num_replicas": 1}]'
+        ),
+        "not_json": "{" * 3,
+        "huge": json.dumps({**json.loads(good), "pad": "x" * 60_000}),
+    }
+
+
+@pytest.mark.parametrize("kind", sorted(hostile_records()))
+def test_a_hostile_record_text_is_refused_in_one_line_and_moves_nothing(
+    clean_server: NatsServer, tmp_path: Path, kind: str
+) -> None:
+    """Deeply nested JSON (a RecursionError), ``1e400`` (an OverflowError) and the
+    other texts below: before, the first two ended every plan and apply of the account
+    in a traceback (``Record.of`` is read for every live stream). Now each is a record
+    nothing acts on: plain apply and apply --migrate change nothing, in one line."""
+    spec = orders(tmp_path)
+    assert run(engine.apply([spec], options(clean_server))).ok
+    run(publish_many(clean_server, ["orders.a"], 100))
+    expected = run(dump(clean_server, "ORDERS"))
+    text = hostile_records()[kind]
+    config = {"name": TEMP, "subjects": ["junk.>"], "metadata": {RECORD_KEY: text}}
+    run(api(clean_server, f"STREAM.CREATE.{TEMP}", config))
+    for flags in ((), ("--migrate",)):
+        done = reconcile("apply", str(tmp_path), "--server", clean_server.url, *flags, cwd=tmp_path)
+        assert "Traceback" not in done.stderr and "Error:" not in done.stderr, done.stderr
+        assert done.returncode in (0, 1), done.stderr
+        if done.returncode:
+            assert len(done.stderr.strip().splitlines()) <= 3, done.stderr
+    (tmp_path / "other").mkdir()
+    other = write(tmp_path / "other", "kind: Stream\nname: OTHER\nsubjects: [other.>]\n")
+    shown = reconcile("plan", str(other.parent), "--server", clean_server.url, cwd=tmp_path)
+    assert "Traceback" not in shown.stderr, shown.stderr
+    assert run(dump(clean_server, "ORDERS")) == expected
+    assert TEMP in names(clean_server)
