@@ -102,6 +102,7 @@ def backup() -> None:
     reconcile backup PATH --out DIR     the streams the specs declare
     reconcile backup --all --out DIR    every stream on the server
     reconcile backup verify DIR         check digests and completeness (no server)
+    reconcile backup take --help        the options of a backup (--out, --stream, ...)
 
     The folder follows the nats CLI's layout (DIR/<stream>/backup.json beside
     stream.tar.s2) plus DIR/manifest.json, written last. It holds every message,
@@ -189,7 +190,10 @@ def take(
 @click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--stream", "only", multiple=True, help="Only this stream (repeatable).")
 def verify(folder: Path, only: tuple[str, ...]) -> int:
-    """Check every file's digest and that the manifest is complete; no server."""
+    """Check digests and completeness; no server.
+
+    Every file's size and SHA-256 against manifest.json, the manifest's own completeness,
+    and each snapshot's S2 framing (a truncated file is caught)."""
     from reconciler.backup.layout import BackupError
     from reconciler.backup.restore import check_folder
 
