@@ -21,13 +21,12 @@ from reconciler.errors import Problem, ReconcileError, RefusedPlan, SpecError, U
 from reconciler.execution import lock, memo_store
 from reconciler.execution.apply import (
     ApplyResult,
-    StepEvent,
     apply_plan,
     check_allowed,
     lease_lost,
 )
 from reconciler.execution.migration_checks import check_workers
-from reconciler.execution.requests import QUIET, ApplyRequest, Observer, PlanRequest, Quiet
+from reconciler.execution.requests import QUIET, ApplyRequest, Observer, PlanRequest
 from reconciler.identity import ENTRY, stream_of
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.model.migration import shortfalls
@@ -455,40 +454,11 @@ async def apply_for(
             return result
 
 
-class _Callbacks(Quiet):
-    """The keyword API's callbacks as an observer."""
-
-    def __init__(
-        self,
-        on_notice: Notice | None,
-        on_step: Callable[[StepEvent], None] | None = None,
-        on_plan: Callable[[Plan], None] | None = None,
-        confirm: Callable[[Plan], Awaitable[bool]] | None = None,
-    ) -> None:
-        self.asks = confirm is not None
-        self._notice, self._step, self._plan, self._confirm = on_notice, on_step, on_plan, confirm
-
-    def notice(self, message: str) -> None:
-        if self._notice is not None:
-            self._notice(message)
-
-    def show_plan(self, plan: Plan) -> None:
-        if self._plan is not None:
-            self._plan(plan)
-
-    async def confirm(self, plan: Plan) -> bool:
-        return self._confirm is not None and await self._confirm(plan)
-
-    def step(self, event: StepEvent) -> None:
-        if self._step is not None:
-            self._step(event)
-
-
 async def plan(
     paths: Sequence[str | Path],
     options: ConnectionOptions,
     *,
-    on_notice: Notice | None = None,
+    observer: Observer = QUIET,
     overlays: Sequence[str | Path] = (),
     ownership: Ownership = DEFAULT_OWNERSHIP,
     **flags: Any,
@@ -498,17 +468,14 @@ async def plan(
     request = PlanRequest.of(
         paths, options, overlays=overlays, owner=ownership.owner, take_over=ownership.take_over
     )
-    return await plan_for(replace(request, **flags), _Callbacks(on_notice))
+    return await plan_for(replace(request, **flags), observer)
 
 
 async def apply(
     paths: Sequence[str | Path],
     options: ConnectionOptions,
     *,
-    on_notice: Notice | None = None,
-    on_step: Callable[[StepEvent], None] | None = None,
-    on_plan: Callable[[Plan], None] | None = None,
-    confirm: Callable[[Plan], Awaitable[bool]] | None = None,
+    observer: Observer = QUIET,
     stop: asyncio.Event | None = None,
     overlays: Sequence[str | Path] = (),
     ownership: Ownership = DEFAULT_OWNERSHIP,
@@ -517,12 +484,11 @@ async def apply(
     """:func:`apply_for` with the requests' fields as keywords (a library call, tests):
     the plan's (``prune``, ``strict``, ``migrate``, ``migration``) and the apply's
     (``allow_replace``, ``allow_data_loss``, ``approved``, ``dry_run``, ``concurrency``,
-    ``lock_timeout``); the callbacks are the observer's events."""
+    ``lock_timeout``)."""
     plan_fields = {f.name for f in fields(PlanRequest)}
     wanted = PlanRequest.of(
         paths, options, overlays=overlays, owner=ownership.owner, take_over=ownership.take_over
     )
     wanted = replace(wanted, **{k: v for k, v in flags.items() if k in plan_fields})
     request = ApplyRequest(plan=wanted, **{k: v for k, v in flags.items() if k not in plan_fields})
-    observer = _Callbacks(on_notice, on_step, on_plan, confirm)
     return await apply_for(request, observer, stop=stop)

@@ -15,9 +15,21 @@ from servers import SERVER_MATRIX, NatsServer, run
 from reconciler.cli.export_cmd import HEADER, _dump
 from reconciler.errors import UnsupportedField
 from reconciler.execution import run as engine
+from reconciler.execution.requests import Quiet
 from reconciler.jetstream import ConnectionOptions
 from reconciler.planning.drift import from_plan
 from reconciler.planning.export import export_state
+
+
+class Said(Quiet):
+    """The notices a run said (spec warnings among them)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def notice(self, message: str) -> None:
+        self.lines.append(message)
+
 
 MATRIX = [*SERVER_MATRIX, None]
 
@@ -225,10 +237,10 @@ def test_odd_but_accepted_configs_warn_and_converge(target: Target, tmp_path: Pa
         "kind: Consumer\nstream: ODD\nname: C\nack_policy: explicit\n"
         "ack_wait: 30s\nbackoff: [1s, 5s]\nmax_deliver: 3\n"
     )
-    said: list[str] = []
-    run(engine.apply([folder], options, lock_timeout=None, on_notice=said.append))
-    warnings = [line for line in said if "warning:" in line]
-    assert len(warnings) == 2, said
+    said = Said()
+    run(engine.apply([folder], options, lock_timeout=None, observer=said))
+    warnings = [line for line in said.lines if "warning:" in line]
+    assert len(warnings) == 2, said.lines
     assert not run(engine.plan([folder], options)).has_changes
     live = run(engine.fetch_live(options)).consumers[("ODD", "C")]
     assert live["ack_wait"] == 1_000_000_000  # backoff[0], as the warning said
@@ -321,10 +333,10 @@ def test_an_account_backup_says_how_many_consumers_it_did_not_read(
     folder.mkdir(parents=True)
     (folder / "backup.json").write_text(json.dumps(stream_info))
     (folder / "stream.tar.s2").write_bytes(b"sNaPpY")  # the archive itself is not read
-    said: list[str] = []
-    plan = run(engine.plan([tmp_path / "backup"], options, on_notice=said.append))
+    said = Said()
+    plan = run(engine.plan([tmp_path / "backup"], options, observer=said))
     assert [e.name for e in plan.entries if e.kind == "Stream"] == ["BAK"]
-    warning = next(line for line in said if "warning:" in line)
+    warning = next(line for line in said.lines if "warning:" in line)
     assert "2 consumer(s) inside stream.tar.s2" in warning and "backup.json:1" in warning
 
 

@@ -13,6 +13,7 @@ from servers import NatsServer, options, run, write
 from reconciler.errors import ApplyFailed, RefusedPlan, ServerError, SpecError
 from reconciler.execution import run as engine
 from reconciler.execution.apply import apply_plan
+from reconciler.execution.requests import Quiet
 from reconciler.identity import INTERNAL_STREAMS
 from reconciler.jetstream import open_client
 from reconciler.planning.steps import Plan
@@ -312,10 +313,13 @@ def test_concurrent_event_stop_skips_the_rest(tmp_path: Path, clean_server: Nats
     spec = write(tmp_path, "---\n".join(docs))
     stop = asyncio.Event()
 
-    def on_plan(_: Plan) -> None:
-        stop.set()  # as Ctrl-C right after planning
+    class StopAfterPlanning(Quiet):
+        def show_plan(self, plan: Plan) -> None:
+            stop.set()  # as Ctrl-C right after planning
 
-    result = run(engine.apply([spec], options(clean_server), on_plan=on_plan, stop=stop))
+    result = run(
+        engine.apply([spec], options(clean_server), observer=StopAfterPlanning(), stop=stop)
+    )
     assert result.interrupted
     assert not result.applied
     assert len(result.skipped) == 10
@@ -337,14 +341,17 @@ def test_a_cancelled_apply_finishes_and_reports_the_steps_in_flight_and_starts_n
         task = asyncio.current_task()
         assert task is not None
 
-        def on_step(event: Any) -> None:
-            if event.outcome == "applied":
-                applied.append(event.step.name)
-                if len(applied) == 50:
-                    task.cancel()
+        class CancelAfter50(Quiet):
+            def step(self, event: Any) -> None:
+                if event.outcome == "applied":
+                    applied.append(event.step.name)
+                    if len(applied) == 50:
+                        task.cancel()
 
         with pytest.raises(asyncio.CancelledError):
-            await engine.apply([spec], options(clean_server), concurrency=16, on_step=on_step)
+            await engine.apply(
+                [spec], options(clean_server), concurrency=16, observer=CancelAfter50()
+            )
         task.uncancel()
         async with open_client(options(clean_server)) as client:
             right_after = len(await client.consumer_names("CANCEL"))
