@@ -146,8 +146,9 @@ def update_losses(
     return [loss for loss in losses if loss is not None]
 
 
-#: The limits whose loss the messages held decide exactly (what they delete is counted).
-COUNTED_LIMITS = ("max_msgs", "max_bytes", "max_msgs_per_subject")
+#: The limits whose loss the messages held prove (what they delete at once), and each
+#: one's value for no limit.
+PROVEN_LIMITS = {"max_msgs": -1, "max_bytes": -1, "max_msgs_per_subject": -1, "max_age": 0}
 
 
 def claimed_losses(
@@ -156,15 +157,15 @@ def claimed_losses(
     """What going to ``desired`` deletes of what ``state`` holds, when the old config
     ``claimed`` is only someone's word (a migration record anyone who can update a
     stream can edit): the losses judged against ``claimed``, and every loss the held
-    messages prove whatever ``claimed`` says (a record claiming the old stream had
-    ``max_msgs: 1`` hides no loss: measured, a rollback to it cut 300 messages to 1)."""
+    messages prove whatever ``claimed`` says, as if the old stream had no limit (a record
+    claiming the old stream had ``max_msgs: 1`` or ``max_age: 100ms`` hides no loss:
+    measured, a rollback to it cut 300 messages to 1, or to 0)."""
     found = update_losses(desired, claimed, state)
-    lifted = {**claimed, **{limit: -1 for limit in COUNTED_LIMITS}}
     fields = {loss.field for loss in found}
     proven = [
         loss
-        for loss in update_losses(desired, lifted, state)
-        if loss.field in COUNTED_LIMITS and loss.messages is not None and loss.field not in fields
+        for loss in update_losses(desired, {**claimed, **PROVEN_LIMITS}, state)
+        if loss.field in PROVEN_LIMITS and loss.messages is not None and loss.field not in fields
     ]
     return [*found, *proven]
 

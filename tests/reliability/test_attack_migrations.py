@@ -53,22 +53,38 @@ def tamper(server: NatsServer, change: Callable[[dict[str, Any]], dict[str, Any]
     run(api(server, f"STREAM.UPDATE.{TEMP}", config))
 
 
+#: Old configs a tamperer writes into the record, and the least the plan must name.
+TAMPERED: list[tuple[str, dict[str, int], int]] = [
+    ("max_msgs", {"max_msgs": 1}, 299),
+    ("max_msgs_per_subject", {"max_msgs_per_subject": 1}, 297),  # 3 subjects
+    # 100 ms (the server's least; a duplicate window may not exceed it): all are older
+    ("max_age", {"max_age": 100_000_000, "duplicate_window": 100_000_000}, 1),
+]
+
+
+@pytest.mark.parametrize(("field", "change", "lost"), TAMPERED, ids=[t[0] for t in TAMPERED])
 @pytest.mark.parametrize("boundary", ["restored", "cutover"])
 def test_rollback_to_a_tampered_old_config_names_the_loss_and_needs_the_flag(
-    clean_server: NatsServer, tmp_path: Path, boundary: str
+    clean_server: NatsServer,
+    tmp_path: Path,
+    boundary: str,
+    field: str,
+    change: dict[str, int],
+    lost: int,
 ) -> None:
     """A genuine migration (ORDERS, 300 messages, file -> memory) stopped after its new
-    stream was made; someone edits the record's old config to ``max_msgs: 1``. Rollback
-    goes to the recorded old config: before, it was planned as lossless (the loss was
-    judged against that same forged config) and cut 300 messages to 1."""
+    stream was made; someone edits the record's old config to ``max_msgs: 1`` (or
+    ``max_msgs_per_subject: 1``, ``max_age: 100ms``). Rollback goes to the recorded old
+    config: before, it was planned as lossless (the loss was judged against that same
+    forged config) and cut 300 messages to 1 (``max_age``: to 0)."""
     before, expected = interrupted(clean_server, tmp_path, boundary)
-    tamper(clean_server, lambda body: {"origin": {**body["origin"], "max_msgs": 1}})
+    tamper(clean_server, lambda body: {"origin": {**body["origin"], **change}})
 
     shown = run(engine.plan([before], options(clean_server), migrate=True, migration="rollback"))
     (step,) = [s for s in shown.steps if s.stream_name == "ORDERS"]
     assert isinstance(step, Migrate)
-    assert [loss.field for loss in step.losses] == ["max_msgs"]
-    assert step.losses[0].messages == 299
+    assert [loss.field for loss in step.losses] == [field]
+    assert step.losses[0].messages == lost
     with pytest.raises(RefusedPlan):
         run(engine.apply([before], options(clean_server), migrate=True, migration="rollback"))
     assert TEMP in names(clean_server)
