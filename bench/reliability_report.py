@@ -37,6 +37,7 @@ SUITE = (
     "tests/reliability",
     "tests/e2e/test_confirm_and_server.py",
     "tests/integration/test_import_nack.py",
+    "tests/integration/test_front_doors.py",
 )
 
 
@@ -329,6 +330,17 @@ GUARANTEES = (
         "form included; Markdown mentions nobody; the PR comment holding the plan is never "
         "one a contributor wrote.",
         ("test_attack_review_cache.py::",),
+    ),
+    Guarantee(
+        "Every front door refuses the same destructive change the same way",
+        "For the same specs and live state, the CLI, the Action, the Pulumi provider and the "
+        "engine API make the same plan, and each refuses an update that would delete stored "
+        "messages with the executor's one refusal and identical detail lines, changing "
+        "nothing: the 20 messages published are counted after each refusal (Pulumi refused "
+        "with words of its own before, and its destroy bypassed the executor). An invalid "
+        "spec in any environment stops a multi-environment plan before any server is asked "
+        "(the Action planned dev before it loaded prod).",
+        ("test_front_doors.py::",),
     ),
     Guarantee(
         "Importers that a hostile file cannot stop",
