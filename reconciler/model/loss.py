@@ -152,14 +152,23 @@ PROVEN_LIMITS = {"max_msgs": -1, "max_bytes": -1, "max_msgs_per_subject": -1, "m
 
 
 def claimed_losses(
-    desired: Mapping[str, Any], claimed: Mapping[str, Any], state: StreamState | None
+    desired: Mapping[str, Any],
+    claimed: Mapping[str, Any],
+    state: StreamState | None,
+    *,
+    back: bool = False,
 ) -> list[Loss]:
     """What going to ``desired`` deletes of what ``state`` holds, when the old config
     ``claimed`` is only someone's word (a migration record anyone who can update a
     stream can edit): the losses judged against ``claimed``, and every loss the held
     messages prove whatever ``claimed`` says, as if the old stream had no limit (a record
     claiming the old stream had ``max_msgs: 1`` or ``max_age: 100ms`` hides no loss:
-    measured, a rollback to it cut 300 messages to 1, or to 0)."""
+    measured, a rollback to it cut 300 messages to 1, or to 0). ``back``: ``desired`` is
+    ``claimed`` itself (a rollback), so its retention proves nothing either: ``interest``
+    is judged as from ``limits`` (measured: a record edited to ``interest`` cut 300
+    messages to 260, those its consumer had acknowledged)."""
+    if back and claimed.get("retention") == "interest":
+        claimed = {**claimed, "retention": "limits"}
     found = update_losses(desired, claimed, state)
     fields = {loss.field for loss in found}
     proven = [

@@ -494,7 +494,8 @@ def _losses(
     old = live_config(declared.kind, record.origin, server)
     states = [s for s in (group.state, group.migration_state) if s is not None]
     state = max(states, key=lambda s: s.messages, default=None)
-    return tuple(claimed_losses(live_config(declared.kind, config, server), old, state))
+    new = live_config(declared.kind, config, server)
+    return tuple(claimed_losses(new, old, state, back=new == old))
 
 
 def _lost_consumers(group: StreamGroup) -> tuple[str, ...]:

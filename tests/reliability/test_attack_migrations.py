@@ -54,11 +54,13 @@ def tamper(server: NatsServer, change: Callable[[dict[str, Any]], dict[str, Any]
 
 
 #: Old configs a tamperer writes into the record, and the least the plan must name.
-TAMPERED: list[tuple[str, dict[str, int], int]] = [
+TAMPERED: list[tuple[str, dict[str, Any], int | None]] = [
     ("max_msgs", {"max_msgs": 1}, 299),
     ("max_msgs_per_subject", {"max_msgs_per_subject": 1}, 297),  # 3 subjects
     # 100 ms (the server's least; a duplicate window may not exceed it): all are older
     ("max_age", {"max_age": 100_000_000, "duplicate_window": 100_000_000}, 1),
+    # BILLING acknowledged 40: interest deletes them (no count: it depends on consumers)
+    ("retention", {"retention": "interest"}, None),
 ]
 
 
@@ -69,14 +71,15 @@ def test_rollback_to_a_tampered_old_config_names_the_loss_and_needs_the_flag(
     tmp_path: Path,
     boundary: str,
     field: str,
-    change: dict[str, int],
-    lost: int,
+    change: dict[str, Any],
+    lost: int | None,
 ) -> None:
     """A genuine migration (ORDERS, 300 messages, file -> memory) stopped after its new
     stream was made; someone edits the record's old config to ``max_msgs: 1`` (or
-    ``max_msgs_per_subject: 1``, ``max_age: 100ms``). Rollback goes to the recorded old
-    config: before, it was planned as lossless (the loss was judged against that same
-    forged config) and cut 300 messages to 1 (``max_age``: to 0)."""
+    ``max_msgs_per_subject: 1``, ``max_age: 100ms``, retention ``interest``). Rollback
+    goes to the recorded old config: before, it was planned as lossless (the loss was
+    judged against that same forged config) and cut 300 messages to 1 (``max_age``: to
+    0; ``interest``: to 260)."""
     before, expected = interrupted(clean_server, tmp_path, boundary)
     tamper(clean_server, lambda body: {"origin": {**body["origin"], **change}})
 
