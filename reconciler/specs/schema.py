@@ -5,6 +5,10 @@ once per process. :func:`schema_problems` validates one document against the sch
 kind and turns every error into a :class:`~reconciler.errors.Problem` carrying the
 ``FILE:LINE`` of the offending value, with a "did you mean" hint for misspelt fields and
 enum values.
+
+jsonschema (and referencing, attrs) load only when a document needs explaining: the quick
+yes of jsonschema-rs answers for valid documents, and a warm spec cache validates nothing,
+so a re-plan does not pay for importing them.
 """
 
 from __future__ import annotations
@@ -14,16 +18,17 @@ import functools
 import json
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
-from referencing import Registry, Resource
+from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import Problem, brief
 from reconciler.specs.document import Document
 from reconciler.specs.spec import KINDS
 from reconciler.specs.units import DURATION_EXAMPLES, SIZE_EXAMPLES
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
+    from referencing import Registry
 
 
 def _schema_dir() -> Path:
@@ -65,6 +70,8 @@ def _schemas() -> dict[str, dict[str, Any]]:
 
 @functools.cache
 def _registry() -> Registry[Any]:
+    from referencing import Registry, Resource
+
     resources = [(schema["$id"], Resource.from_contents(schema)) for schema in _schemas().values()]
     return Registry().with_resources(resources)
 
@@ -72,6 +79,8 @@ def _registry() -> Registry[Any]:
 @functools.cache
 def validator(kind: str) -> Draft202012Validator:
     """The compiled validator of one kind (or ``"document"`` for any kind)."""
+    from jsonschema import Draft202012Validator
+
     return Draft202012Validator(_schemas()[kind], registry=_registry())
 
 
