@@ -156,6 +156,14 @@ def fewer_collections() -> Iterator[None]:
 def _load(request: PlanRequest, observer: Observer) -> list[Spec]:
     """Validate the request's spec files (with its overlays merged in); warnings are
     said (errors under ``strict``)."""
+    specs, warnings = _validated(request)
+    for warning in warnings:
+        observer.notice(str(warning))
+    return specs
+
+
+def _validated(request: PlanRequest) -> tuple[list[Spec], list[Problem]]:
+    """The request's specs and their warnings (a ``SpecError`` when any is invalid)."""
     warnings: list[Problem] = []
     specs = load_specs(
         list(request.paths),
@@ -164,9 +172,7 @@ def _load(request: PlanRequest, observer: Observer) -> list[Spec]:
         strict=request.strict,
         cache=cache_folder(),
     )
-    for warning in warnings:
-        observer.notice(str(warning))
-    return specs
+    return specs, warnings
 
 
 #: Specs prepared between two looks at the replies while the live state is read.
@@ -181,19 +187,21 @@ async def plan_with(
     ownership: Ownership = DEFAULT_OWNERSHIP,
     migrate: bool = False,
     migration: str | None = None,
+    reading: asyncio.Future[LiveState] | None = None,
 ) -> Plan:
     """Plan ``specs`` against the server behind ``client`` (reads only). ``migrate``:
     changes an update cannot make keep the messages (a migrate step, refused when the
     account has no room for the copies) instead of replacing the stream; and the consent
     an interrupted migration needs to be resumed. ``migration``: the way out of an
     interrupted migration whose target the specs no longer declare (``resume``,
-    ``rollback``, ``continue``: docs/migrate.md).
+    ``rollback``, ``continue``: docs/migrate.md). ``reading``: the client's
+    ``fetch_live()`` already under way (started while the specs were validated).
 
     The live state is read while the specs' share of the work is done (in slices, so
     the replies are read between them): over a slow link that work costs nothing."""
     entries = [s for s in specs if s.kind == ENTRY]
     resources = [s for s in specs if s.kind != ENTRY]
-    reading = asyncio.ensure_future(client.fetch_live())
+    reading = reading or asyncio.ensure_future(client.fetch_live())
     try:
         await asyncio.sleep(0)  # the read sends its first requests
         server = await client.server_info()  # the read's own request, shared
@@ -311,14 +319,54 @@ async def check_room(client: JetStreamClient, the_plan: Plan, live: LiveState) -
 
 
 async def plan_for(request: PlanRequest, observer: Observer = QUIET) -> Plan:
-    """Validate the spec files, then plan them against the server (reads only).
+    """Validate the spec files and plan them against the server (reads only).
 
-    Validation comes first and touches no server: invalid specs never even connect.
-    (Validating in a thread while the live state is read was measured: the GIL leaves
-    nothing to gain, so the simple order stays.)
+    With a server named, the connection is made and the live state read while the
+    files are validated (in a thread): a plan only reads, and nothing is planned until
+    every file is valid. When one is not, the read is cancelled and its ``SpecError`` is
+    raised, whatever the read met (an unreachable server included). With no server
+    named, validation comes first: invalid specs never start the embedded server.
     """
     with fewer_collections():
-        return await _plan_loaded(request, _load(request, observer), observer)
+        if not request.options.is_configured:
+            return await _plan_loaded(request, _load(request, observer), observer)
+        specs: asyncio.Future[list[Spec]] = asyncio.get_running_loop().create_future()
+        planning = asyncio.ensure_future(_read_then_plan(request, specs, observer))
+        try:
+            loaded, warnings = await asyncio.to_thread(_validated, request)
+        except BaseException:
+            planning.cancel()
+            await asyncio.gather(planning, return_exceptions=True)
+            raise
+        for warning in warnings:
+            observer.notice(str(warning))
+        specs.set_result(loaded)
+        return await planning
+
+
+async def _read_then_plan(
+    request: PlanRequest, specs: asyncio.Future[list[Spec]], observer: Observer
+) -> Plan:
+    """Connect and start reading the live state now; plan once ``specs`` are valid."""
+    async with open_client(request.options, on_notice=observer.notice) as client:
+        reading = asyncio.ensure_future(client.fetch_live())
+        try:
+            loaded = await specs
+        except BaseException:
+            reading.cancel()
+            await asyncio.gather(reading, return_exceptions=True)
+            raise
+        the_plan = await plan_with(
+            client,
+            loaded,
+            prune=request.prune,
+            ownership=request.ownership,
+            migrate=request.migrate,
+            migration=request.migration,
+            reading=reading,
+        )
+        _say_server(the_plan, request.options, observer)
+        return the_plan
 
 
 async def _plan_loaded(request: PlanRequest, specs: Sequence[Spec], observer: Observer) -> Plan:
