@@ -357,3 +357,115 @@ def test_a_hostile_record_text_is_refused_in_one_line_and_moves_nothing(
     assert "Traceback" not in shown.stderr, shown.stderr
     assert run(dump(clean_server, "ORDERS")) == expected
     assert TEMP in names(clean_server)
+
+
+def test_a_bucket_history_shrunk_by_a_migration_keeps_each_keys_latest_value(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """KeyValue CFG, history 5, 10 keys written 5 times; its storage and history 1 in one
+    migration. The plan names the 40 older revisions it deletes, apply needs the flag,
+    and what is kept is each key's latest value (never an older revision)."""
+    write(tmp_path, "kind: KeyValue\nname: CFG\nhistory: 5\n", "kv.yaml")
+    assert run(engine.apply([tmp_path], options(clean_server), lock_timeout=None)).ok
+
+    async def put() -> None:
+        nc = await nats.connect(clean_server.url)
+        try:
+            kv = await nc.jetstream().key_value("CFG")
+            for revision in range(5):
+                for key in range(10):
+                    await kv.put(f"k{key}", f"v{revision}".encode())
+        finally:
+            await nc.close()
+
+    async def latest() -> dict[str, bytes]:
+        nc = await nats.connect(clean_server.url)
+        try:
+            kv = await nc.jetstream().key_value("CFG")
+            return {f"k{key}": (await kv.get(f"k{key}")).value or b"" for key in range(10)}
+        finally:
+            await nc.close()
+
+    run(put())
+    write(tmp_path, "kind: KeyValue\nname: CFG\nhistory: 1\nstorage: memory\n", "kv.yaml")
+    step = run(engine.plan([tmp_path], options(clean_server), migrate=True)).steps[0]
+    assert isinstance(step, Migrate)
+    assert [(loss.field, loss.messages) for loss in step.losses] == [("max_msgs_per_subject", 40)]
+    with pytest.raises(RefusedPlan, match="--allow-data-loss"):
+        run(engine.apply([tmp_path], options(clean_server), migrate=True, lock_timeout=None))
+    assert run(api(clean_server, "STREAM.INFO.KV_CFG"))["state"]["messages"] == 50
+    done = engine.apply(
+        [tmp_path], options(clean_server), migrate=True, allow_data_loss=True, lock_timeout=None
+    )
+    assert run(done).ok
+    info = run(api(clean_server, "STREAM.INFO.KV_CFG"))
+    assert (info["config"]["storage"], info["state"]["messages"]) == ("memory", 10)
+    assert run(latest()) == {f"k{key}": b"v4" for key in range(10)}
+
+
+@pytest.mark.parametrize(("kind", "stream"), [("KeyValue", "KV_CFG"), ("ObjectStore", "OBJ_CFG")])
+def test_a_forged_record_for_a_bucket_moves_nothing(
+    clean_server: NatsServer, tmp_path: Path, kind: str, stream: str
+) -> None:
+    """``MIGRATING_KV_CFG`` (or ``MIGRATING_OBJ_CFG``) carrying a record with no owner,
+    target max_msgs 1 in memory: the bucket is planned as a blocked migration and no
+    apply moves a message."""
+    write(tmp_path, f"kind: {kind}\nname: CFG\n", "b.yaml")
+    assert run(engine.apply([tmp_path], options(clean_server), lock_timeout=None)).ok
+    run(
+        publish_many(
+            clean_server,
+            [f"$KV.CFG.k{i}" for i in range(5)]
+            if kind == "KeyValue"
+            else [f"$O.CFG.M.x{i}" for i in range(5)],
+            20,
+        )
+    )
+    before = run(api(clean_server, f"STREAM.INFO.{stream}"))["state"]["messages"]
+    body = {**naive_record(stream), "subjects": {}}
+    config = {
+        "name": f"MIGRATING_{stream}",
+        "subjects": ["junk.>"],
+        "metadata": {RECORD_KEY: json.dumps(body)},
+    }
+    run(api(clean_server, f"STREAM.CREATE.MIGRATING_{stream}", config))
+    step = run(engine.plan([tmp_path], options(clean_server), migrate=True)).steps[0]
+    assert isinstance(step, Migrate) and step.blocked
+    for migrate in (False, True):
+        with pytest.raises(RefusedPlan):
+            run(engine.apply([tmp_path], options(clean_server), migrate=migrate, lock_timeout=None))
+    info = run(api(clean_server, f"STREAM.INFO.{stream}"))
+    assert (info["config"]["max_msgs"], info["state"]["messages"]) == (-1, before)
+
+
+def test_a_stream_sourcing_it_made_during_the_migration_stops_it_before_any_delete(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The plan refuses to migrate a stream others source; AGG, made once the copy had
+    begun, got every message twice (measured: 100 -> 200, 15 s after the migration).
+    Now the migration stops before it deletes the stream, naming AGG, with every
+    message where it was and publishes still taken; once AGG no longer sources it,
+    apply --migrate finishes."""
+    spec = orders(tmp_path)
+    assert run(engine.apply([spec], options(clean_server))).ok
+    run(publish_many(clean_server, ["orders.a", "orders.b"], 100))
+    memory = orders(tmp_path, "memory", name="o.yaml")
+    step = run(engine.plan([memory], options(clean_server), migrate=True)).steps[0]
+    assert isinstance(step, Migrate) and not step.blocked
+
+    async def go() -> None:
+        async def hook(label: str) -> None:
+            if label == "copy":
+                agg = {"name": "AGG", "sources": [{"name": "ORDERS"}]}
+                await api(clean_server, "STREAM.CREATE.AGG", agg)
+
+        async with open_client(options(clean_server)) as client:
+            await migration.migrate(client, "ORDERS", step.config, on_phase=hook)
+
+    with pytest.raises(RefusedPlan, match="'AGG' \\(sources it\\)"):
+        run(go())
+    assert count(clean_server, "ORDERS") == 100
+    assert still_takes_publishes(clean_server, "orders.a")
+    run(api(clean_server, "STREAM.DELETE.AGG"))
+    assert run(engine.apply([memory], options(clean_server), migrate=True)).ok
+    assert names(clean_server) == ["ORDERS"] and count(clean_server, "ORDERS") == 101
