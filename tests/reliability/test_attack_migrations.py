@@ -7,6 +7,7 @@ code before the fix it names.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import subprocess
@@ -33,7 +34,7 @@ from test_migration_trust import (
 from reconciler.errors import ReconcileError, RefusedPlan
 from reconciler.execution import migrate as migration
 from reconciler.execution import run as engine
-from reconciler.jetstream import open_client
+from reconciler.jetstream import ConnectionOptions, open_client
 from reconciler.model.migration import RECORD_KEY
 from reconciler.planning.steps import Migrate
 
@@ -469,3 +470,72 @@ def test_a_stream_sourcing_it_made_during_the_migration_stops_it_before_any_dele
     run(api(clean_server, "STREAM.DELETE.AGG"))
     assert run(engine.apply([memory], options(clean_server), migrate=True)).ok
     assert names(clean_server) == ["ORDERS"] and count(clean_server, "ORDERS") == 101
+
+
+LIMITED = {
+    "accounts": {
+        "LIMITED": {
+            "jetstream": {"max_file": 3 * 1024 * 1024, "max_mem": 64 * 1024 * 1024},
+            "users": [{"user": "team", "password": "s3cret-pw"}],
+        }
+    }
+}
+
+
+def test_a_stream_that_outgrows_the_accounts_room_during_the_copy_loses_nothing(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """The plan found room for the copy (1 MiB held, 2 MiB free); publishers then write
+    2,000 more messages during the copy, past the account's room. Measured: the account
+    fills at about 1,500 messages, publishes past that get an error (none is dropped
+    silently), and the migration still finishes with every message accepted. Whether
+    the copy completes or stalls, no accepted message is lost."""
+    server = server_factory(config=LIMITED)
+    conn = ConnectionOptions(servers=server.url, user="team", password="s3cret-pw")
+    spec = orders(tmp_path)
+    assert run(engine.apply([spec], conn, lock_timeout=None)).ok
+    accepted = 0
+
+    async def publish(count: int) -> None:
+        nonlocal accepted
+        nc = await nats.connect(server.url, user="team", password="s3cret-pw")
+        try:
+            for i in range(count):
+                reply = await nc.request("orders.a", b"x" * 1000 + str(i).encode(), timeout=5)
+                accepted += "error" not in json.loads(reply.data)
+        finally:
+            await nc.close()
+
+    run(publish(1000))
+    memory = orders(tmp_path, "memory", name="o.yaml")
+    step = run(engine.plan([memory], conn, migrate=True)).steps[0]
+    assert isinstance(step, Migrate) and not step.blocked
+
+    async def go() -> None:
+        async def hook(label: str) -> None:
+            if label == "copy":
+                await publish(2000)
+
+        async with open_client(conn) as client:
+            await migration.migrate(client, "ORDERS", step.config, on_phase=hook, stall_seconds=3)
+
+    with contextlib.suppress(ReconcileError):  # a stalled copy is resumable
+        run(go())
+    assert 1000 < accepted < 3000
+
+    async def held(stream: str) -> int:
+        async with open_client(conn) as client:
+            return int((await client.stream_info(stream))["state"]["messages"])
+
+    assert (
+        run(held("ORDERS")) + (run(held(TEMP)) if TEMP in run(stream_names(conn)) else 0)
+        >= accepted
+    )
+    assert run(engine.apply([memory], conn, migrate=True, lock_timeout=None)).ok
+    assert run(held("ORDERS")) == accepted
+    assert run(stream_names(conn)) == ["ORDERS"]
+
+
+async def stream_names(conn: ConnectionOptions) -> list[str]:
+    async with open_client(conn) as client:
+        return sorted(await client.stream_names())
