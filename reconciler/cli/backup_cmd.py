@@ -203,8 +203,12 @@ def verify(folder: Path, only: tuple[str, ...]) -> int:
             f"{folder}: no manifest.json (a nats CLI backup, or an interrupted one): the "
             "snapshots' framing is whole, but there are no digests to check"
         )
+    from reconciler.model.values import printable
+
     size = sum(f.size for s in selected for f in s.files.values())
     click.echo(f"Backup verified: {len(selected)} stream(s), {_size(size)}, every digest matches.")
+    for name, why in contents.manifest.skipped:
+        click.echo(printable(f"Not in this backup: {name} ({why})"))
     return 0
 
 

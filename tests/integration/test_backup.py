@@ -47,6 +47,7 @@ def test_backup_then_restore_into_a_fresh_server_gives_back_every_message_and_po
 
     verified = reconcile("backup", "verify", str(out), cwd=tmp_path)
     assert verified.returncode == 0, verified.stderr
+    assert "Not in this backup: FAST (a memory stream" in verified.stdout
 
     restored = reconcile("restore", str(out), "--server", target.url, "--yes", cwd=tmp_path)
     assert restored.returncode == 0, restored.stderr
