@@ -44,6 +44,7 @@ from reconciler.model.migration import (
     is_temp,
     overflow,
     temp_name,
+    unheld,
 )
 from reconciler.model.normalize import (
     CONSUMER_NAME_FIELDS,
@@ -315,12 +316,14 @@ def _migration(entry: Replace, group: StreamGroup, server: ServerInfo) -> Migrat
     state = group.state
     fates = tuple(consumer_fates(group.live_consumers, server))
     taken = _name_taken(group)
+    warning = unheld(entry.live, server)
     return Migrate(
         ref=entry.ref,
         fields=entry.fields,
         reasons=(
             *entry.reasons,
             *(fate.note for fate in fates),
+            *((warning,) if warning else ()),
             *((f"blocked: {taken}",) if taken else ()),
         ),
         source=entry.source,
