@@ -38,6 +38,7 @@ SUITE = (
     "tests/e2e/test_confirm_and_server.py",
     "tests/integration/test_import_nack.py",
     "tests/integration/test_front_doors.py",
+    "tests/integration/test_backup.py",
 )
 
 
@@ -341,6 +342,23 @@ GUARANTEES = (
         "spec in any environment stops a multi-environment plan before any server is asked "
         "(the Action planned dev before it loaded prod).",
         ("test_front_doors.py::",),
+    ),
+    Guarantee(
+        "Backups never look complete when they are not, and restore exactly",
+        "Snapshot data is written to `.partial` files and renamed only when whole; a "
+        "stream's `backup.json` is removed before its snapshot and written after it, and "
+        "`manifest.json` is removed first and written last, only when every stream "
+        "succeeded: kill -9 of the backup, the server killed mid-snapshot and a receiver "
+        "the server gives up on (408) leave nothing that looks complete. A restore gives "
+        "back every message (sequence, time, subject, payload, headers) and every "
+        "consumer's delivered and ack-floor position on a fresh server, for folders made "
+        "by the nats CLI too and on nats-server 2.10 and 2.12; any difference from the "
+        "manifest is an error. A truncated or altered snapshot is refused, naming the "
+        "file, before anything is sent. An interrupted restore can be run again and "
+        "finishes. No credential reaches a manifest, names from a forged manifest cannot "
+        "become paths outside the folder, and a 1 GiB backup and restore stay under "
+        "41 MiB RSS.",
+        ("test_backup_faults.py::", "test_backup.py::"),
     ),
     Guarantee(
         "Importers that a hostile file cannot stop",
