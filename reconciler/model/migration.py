@@ -226,29 +226,50 @@ def binding_problem(
         return f"{temp_name(stream)} is not the stream its record was written on"
     if record.temp_created is None and record.phase != "copy":
         return f"its record is in phase {record.phase} but does not know {temp_name(stream)}"
-    return _stream_problem(record, stream, live, live_created)
+    return _stream_problem(record, stream, live, live_created, temp_created)
 
 
 def _stream_problem(
-    record: Record, stream: str, live: Mapping[str, Any] | None, live_created: str | None
+    record: Record,
+    stream: str,
+    live: Mapping[str, Any] | None,
+    live_created: str | None,
+    temp_created: str | None,
 ) -> str | None:
-    """Whether the stream named ``stream`` is where ``record``'s phase says it is."""
+    """Whether the stream named ``stream`` is where ``record``'s phase says it is. The
+    server's ``created`` times also order them: the old stream was made before the
+    temporary one, the new stream after it (a record edited to take the old stream for
+    a finished new one deleted the temporary stream and the 50 messages only it held)."""
     phase = record.phase
+    newer = _made_after(live_created, temp_created)
     if live is None:
         ok = phase == "serving"  # the old stream deleted, the new one not made yet
     elif is_filling(live, stream):
         made = record.stream_created
-        ok = phase in ("serving", "refill", "cutover") and (
-            live_created == made or (made is None and phase == "serving")
+        ok = (
+            newer is not False
+            and phase in ("serving", "refill", "cutover")
+            and (live_created == made or (made is None and phase == "serving"))
         )
     else:
         made = record.stream_created
-        ok = (phase in _OLD_STREAM_PHASES and live_created == record.created) or (
-            phase == "cutover" and made is not None and live_created == made
+        ok = (
+            newer is not True and phase in _OLD_STREAM_PHASES and live_created == record.created
+        ) or (
+            newer is not False and phase == "cutover" and made is not None and live_created == made
         )
     if ok:
         return None
     return f"stream {stream} is not the stream its record was written for (phase {phase})"
+
+
+def _made_after(created: str | None, temp_created: str | None) -> bool | None:
+    """Whether a stream made at ``created`` was made after the temporary stream (by the
+    server's clock); None when a time is unknown (then the other facts decide)."""
+    if created is None or temp_created is None:
+        return None
+    gap = nanoseconds_between(temp_created, created)
+    return None if gap is None else gap > 0
 
 
 def finished(record: Record, live: Mapping[str, Any] | None) -> bool:

@@ -566,3 +566,26 @@ def test_servers_that_cannot_pause_consumers_say_so_in_the_plan(
         said = [r for r in step.reasons if "cannot pause consumers" in r]
         assert bool(said) == warned, step.reasons
         moved.unlink()
+
+
+def test_a_record_moved_on_to_cutover_does_not_delete_what_only_the_copy_holds(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A genuine migration stopped while the temporary stream takes the publishes and
+    the old stream still exists (phase serving, killed at ``remembered``); 50 messages
+    are published meanwhile, held by the temporary stream alone. Someone edits the
+    record to phase ``cutover`` with the old stream's ``created`` as the new stream's.
+    Before, ``apply --migrate`` took the old stream for a finished new one and deleted
+    the temporary stream: the 50 messages were gone (350 -> 300). Now the record is
+    refused: a new stream is made after the temporary one, the old one before it (the
+    server's ``created`` times)."""
+    memory = orders(tmp_path, "memory", name="m.yaml")
+    _, expected = interrupted(clean_server, tmp_path, "remembered")
+    run(publish_many(clean_server, ["orders.x"], 50, tag="late"))
+    assert count(clean_server, TEMP) == 350
+    old = run(api(clean_server, "STREAM.INFO.ORDERS"))["created"]
+    tamper(clean_server, lambda body: {"phase": "cutover", "stream_created": old})
+    with contextlib.suppress(ReconcileError):
+        run(engine.apply([memory], options(clean_server), migrate=True))
+    assert TEMP in names(clean_server) and count(clean_server, TEMP) == 350
+    assert run(dump(clean_server, "ORDERS")) == expected
