@@ -12,6 +12,8 @@ destructive step.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +70,9 @@ class StreamRecord:
     state: dict[str, Any]
     consumers: tuple[ConsumerRecord, ...] = ()
     files: Mapping[str, FileRecord] = field(default_factory=dict)
+    #: ``first`` and ``last``: the snapshot's first and last message (:func:`mark`), so
+    #: a restore can tell its own interrupted leftover from someone else's stream.
+    marks: Mapping[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -101,6 +106,18 @@ def positions(info: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
+def mark(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored message (a STREAM.MSG.GET reply) as the manifest records it: sequence,
+    time, subject and the SHA-256 of its headers and payload (as the server encodes them)."""
+    body = json.dumps([message.get("hdrs") or "", message.get("data") or ""])
+    return {
+        "seq": int(message.get("seq") or 0),
+        "time": str(message.get("time") or ""),
+        "subject": str(message.get("subject") or ""),
+        "sha256": hashlib.sha256(body.encode()).hexdigest(),
+    }
+
+
 def state_of(state: Mapping[str, Any]) -> dict[str, Any]:
     """The fields of a stream state a restore must give back."""
     return {name: state.get(name) for name in STATE_FIELDS}
@@ -113,7 +130,7 @@ def _stream_json(record: StreamRecord) -> dict[str, Any]:
         if c.earliest is not None:
             entry["earliest"] = c.earliest
         consumers.append(entry)
-    return {
+    body = {
         "name": record.name,
         "folder": record.name,
         "config": record.config,
@@ -121,6 +138,9 @@ def _stream_json(record: StreamRecord) -> dict[str, Any]:
         "consumers": consumers,
         "files": {n: {"sha256": f.sha256, "size": f.size} for n, f in record.files.items()},
     }
+    if record.marks:
+        body["marks"] = dict(record.marks)
+    return body
 
 
 def load(root: Path) -> Manifest:
@@ -163,7 +183,10 @@ def _stream_record(path: Path, index: int, item: Any) -> StreamRecord:
             raise BackupError(f"{where}: unexpected file {file_name!r}")
         files[file_name] = FileRecord(str(entry.get("sha256", "")), int(entry.get("size", -1)))
     consumers = tuple(_consumer(where, c) for c in item.get("consumers") or ())
-    return StreamRecord(name, config, state, consumers, files)
+    raw = item.get("marks")
+    raw = raw if isinstance(raw, dict) else {}
+    marks = {k: dict(v) for k, v in raw.items() if k in ("first", "last") and isinstance(v, dict)}
+    return StreamRecord(name, config, state, consumers, files, marks)
 
 
 def _consumer(where: str, item: Any) -> ConsumerRecord:

@@ -5,9 +5,11 @@
    sent: a damaged or truncated snapshot is refused with the file named.
 2. Plan against the server: a stream that is not there is restored; one that holds
    exactly what the backup holds (state and consumer positions) was restored already (a
-   re-run after an interruption finishes the rest); any other stream of the same name
-   is refused unless ``replace_existing``, and then it is a destructive step that needs
-   the flags a replace needs (``--allow-replace`` or ``--allow-data-loss``).
+   re-run after an interruption finishes the rest); one that is what an interrupted
+   restore of it left (:func:`leftover`) is deleted and restored again; any other
+   stream of the same name is refused unless ``replace_existing``, and then it is a
+   destructive step that needs the flags a replace needs (``--allow-replace`` or
+   ``--allow-data-loss``).
 3. Restore up to ``parallel`` streams at once, each read from disk chunk by chunk, then
    compare the restored stream with the backup (message count, bytes, first and last
    sequence and time; each consumer's delivered and ack-floor positions): a difference
@@ -20,6 +22,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,11 +32,13 @@ from reconciler.backup.manifest import (
     StreamRecord,
     completeness,
     file_problems,
+    mark,
     positions,
     read_contents,
     state_of,
 )
 from reconciler.errors import NotFound, ReconcileError, RefusedPlan
+from reconciler.execution.migrate import without_server_metadata
 from reconciler.execution.run import check_approved
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.jetstream.snapshots import RESTORE_CHUNK, restore_stream
@@ -45,7 +50,9 @@ from reconciler.model.state import ServerInfo
 #: restored them all (bench/bench_backup.py).
 PARALLEL = 1
 
-Action = Literal["restore", "replace", "restored"]
+#: restored: the server holds it already, as the backup does; resume: the server holds
+#: what an interrupted restore of it left (:func:`leftover`), deleted and restored again.
+Action = Literal["restore", "replace", "restored", "resume"]
 Notice = Callable[[str], None]
 
 
@@ -56,7 +63,7 @@ def _quiet(_: str) -> None:
 @dataclass(frozen=True)
 class RestoreStep:
     record: StreamRecord
-    action: Action  # restored: the server holds it already, as the backup does
+    action: Action
     size: int  # bytes of the snapshot file
 
     @property
@@ -158,14 +165,72 @@ async def _live(
     return info, {str(c.get("name")): c for c in listed}
 
 
-def _interrupted(record: StreamRecord, info: Mapping[str, Any]) -> str:
-    """A hint when the live stream holds a first part of the backup: nats-server (2.15)
-    keeps what an interrupted restore had received."""
+def _ns(text: object) -> int | None:
+    """An RFC 3339 time with nanoseconds (as the server writes them) in ns since 1970."""
+    raw = str(text or "").removesuffix("Z")
+    whole, _, fraction = raw.partition(".")
+    try:
+        seconds = datetime.fromisoformat(whole).replace(tzinfo=UTC).timestamp()
+        return int(seconds) * 1_000_000_000 + int((fraction + "000000000")[:9])
+    except ValueError:
+        return None
+
+
+def _prefix_of(record: StreamRecord, info: Mapping[str, Any]) -> bool:
+    """The live stream's config is the backup's and its state a first part of it."""
+    if without_server_metadata(info.get("config") or {}) != without_server_metadata(record.config):
+        return False
+    state, backup = info.get("state") or {}, record.state
+    first, last = int(state.get("first_seq") or 0), int(state.get("last_seq") or 0)
+    count = int(state.get("messages") or 0)
+    if count == 0:
+        return True
+    return (
+        first == int(backup.get("first_seq") or -1)
+        and first <= last <= int(backup.get("last_seq") or 0)
+        and count <= min(int(backup.get("messages") or 0), last - first + 1)
+    )
+
+
+async def leftover(
+    client: JetStreamClient,
+    record: StreamRecord,
+    info: Mapping[str, Any],
+    consumers: Mapping[str, Any],
+) -> bool:
+    """Whether the live stream is what an interrupted restore of ``record`` left: the
+    backup's config, only the backup's consumers, the backup's first message (sequence,
+    time, subject, headers and payload, as the manifest marks it), a last message no
+    later than the backup's (and the backup's own last message when it is at the same
+    sequence). Messages published by anyone since the backup are later than its last
+    one; a stream of other messages has another first message: either is refused."""
+    if not _prefix_of(record, info) or set(consumers) - {c.name for c in record.consumers}:
+        return False
     state = info.get("state") or {}
-    first, last = state.get("first_seq"), state.get("last_seq")
-    expected_last = int(record.state.get("last_seq") or 0)
-    if first == record.state.get("first_seq") and last is not None and int(last) < expected_last:
-        return ": the first part of the backup, as an interrupted restore leaves it"
+    if not int(state.get("messages") or 0):
+        return True
+    name, backup_last = record.name, int(record.state.get("last_seq") or 0)
+    first_mark, last_mark = record.marks.get("first"), record.marks.get("last")
+    if first_mark is None or last_mark is None:
+        return False  # a nats CLI folder, or a backup taken before marks were recorded
+    first = await client.stored_message(name, {"seq": int(state["first_seq"])})
+    last = await client.stored_message(name, {"seq": int(state["last_seq"])})
+    if first is None or last is None or mark(first) != first_mark:
+        return False
+    if int(last["seq"]) == backup_last:
+        return mark(last) == last_mark
+    when, latest = _ns(last.get("time")), _ns(last_mark.get("time"))
+    return when is not None and latest is not None and when <= latest
+
+
+def _interrupted(record: StreamRecord, info: Mapping[str, Any]) -> str:
+    """A hint when the live stream looks like a first part of the backup that is not
+    certainly the restore's own (:func:`leftover` said no)."""
+    if _prefix_of(record, info) and (info.get("state") or {}).get("messages"):
+        return (
+            ": it looks like the first part of the backup, but its messages are not "
+            "certainly the backup's (someone else's would be lost)"
+        )
     return ""
 
 
@@ -182,6 +247,8 @@ async def plan_restore(
             steps.append(RestoreStep(record, "restore", size))
         elif not (differ := differences(record, *live)):
             steps.append(RestoreStep(record, "restored", size))
+        elif await leftover(client, record, *live):
+            steps.append(RestoreStep(record, "resume", size))
         elif flags.replace_existing:
             steps.append(RestoreStep(record, "replace", size))
         else:
@@ -278,6 +345,12 @@ async def _restore_one(
     client: JetStreamClient, contents: Contents, step: RestoreStep, events: _Events
 ) -> list[str]:
     record = step.record
+    if step.action == "resume":
+        live = await _live(client, record.name)  # again: published to since the plan?
+        if live is not None and not await leftover(client, record, *live):
+            return [f"{record.name}: changed since the plan; not deleted. Run restore again"]
+        if live is not None:
+            await client.delete_stream(record.name)
     if step.action == "replace":
         await client.delete_stream(record.name)
     folder = contents.folder(record.name)

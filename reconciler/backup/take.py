@@ -42,6 +42,7 @@ from reconciler.backup.manifest import (
     FileRecord,
     Manifest,
     StreamRecord,
+    mark,
     positions,
 )
 from reconciler.errors import NotFound, ReconcileError
@@ -242,6 +243,7 @@ async def _backup_stream(
         data.discard()
         raise
     after = await _consumer_positions(client, name)
+    marks = await _marks(client, name, snap.state)
     metadata = {"config": snap.config, "state": snap.state}
     meta_digest, meta_size = write_json(folder.metadata, metadata)
     if on_progress is not None:
@@ -251,4 +253,22 @@ async def _backup_stream(
         for c in sorted(after)
     )
     files = {DATA: FileRecord(data.sha256, data.size), METADATA: FileRecord(meta_digest, meta_size)}
-    return StreamRecord(name, snap.config, snap.state, consumers, files)
+    return StreamRecord(name, snap.config, snap.state, consumers, files, marks)
+
+
+async def _marks(
+    client: JetStreamClient, name: str, state: dict[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """The snapshot's first and last message as the manifest records them (one gone
+    since the snapshot, removed by a limit, is left out)."""
+    if not int(state.get("messages") or 0):
+        return {}
+    found = {}
+    for which in ("first", "last"):
+        try:
+            message = await client.stored_message(name, {"seq": int(state[f"{which}_seq"])})
+        except (ReconcileError, KeyError, ValueError, TypeError):
+            continue
+        if message is not None:
+            found[which] = mark(message)
+    return found

@@ -215,7 +215,11 @@ def verify(folder: Path, only: tuple[str, ...]) -> int:
 def _plan_text(plan: RestorePlan) -> str:
     from reconciler.model.values import printable
 
-    marks = {"restore": "+", "replace": "-/+", "restored": "="}
+    marks = {"restore": "+", "replace": "-/+", "restored": "=", "resume": "~"}
+    said = {
+        "restored": "already restored",
+        "resume": "left part-restored by an interrupted restore: deleted and restored again",
+    }
     lines = [printable(f"Restore plan for {plan.contents.root}:")]
     manifest = plan.contents.manifest
     if manifest is not None:
@@ -228,7 +232,7 @@ def _plan_text(plan: RestorePlan) -> str:
         )
     for step in plan.steps:
         state, record = step.record.state, step.record
-        what = "already restored" if step.action == "restored" else step.action
+        what = said.get(step.action, step.action)
         lines.append(
             printable(
                 f"  {marks[step.action]} {record.name}: {what}, "
@@ -240,7 +244,8 @@ def _plan_text(plan: RestorePlan) -> str:
     counts = {a: sum(s.action == a for s in plan.steps) for a in marks}
     lines.append(
         f"Plan: {counts['restore']} to restore, {counts['replace']} to replace, "
-        f"{counts['restored']} already restored."
+        f"{counts['restored']} already restored"
+        + (f", {counts['resume']} to finish (interrupted before)." if counts["resume"] else ".")
     )
     return "\n".join(lines)
 

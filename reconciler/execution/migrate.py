@@ -191,7 +191,7 @@ class _Migration:
             keep_positions=can_keep_positions(server),
             mirrors=can_mirror(server),
             owner=owner_of(target),
-            origin=_without_server_metadata(live),
+            origin=without_server_metadata(live),
             created=info.get("created"),
         )
         await self.client.create_stream(temp_config(live, record))
@@ -571,7 +571,7 @@ class _Migration:
             await asyncio.sleep(pause)
 
 
-def _without_server_metadata(config: Mapping[str, Any]) -> dict[str, Any]:
+def without_server_metadata(config: Mapping[str, Any]) -> dict[str, Any]:
     """A stream's config less the metadata the server writes itself (``_nats.``)."""
     metadata = {
         k: v

@@ -163,14 +163,49 @@ def test_restore_killed_midway_can_be_run_again_and_finishes(
     process = _start(args, tmp_path)
     _kill_when(process, lambda: len(run(streams())) >= 1)
     assert len(run(streams())) < len(BIG)
-    # nats-server keeps the part of a stream an interrupted restore received: replacing
-    # it is a destructive step like any other, refused without the flags
+    # nats-server keeps the part of a stream an interrupted restore received: the
+    # re-run recognises it as its own leftover and finishes without any flag
     done = reconcile(*args, cwd=tmp_path)
-    if done.returncode == 1:
-        assert "as an interrupted restore leaves it" in done.stderr, done.stderr
-        done = reconcile(*args, "--replace-existing", "--allow-replace", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert run(everything(target, BIG)) == run(everything(source, BIG))
+
+
+def test_a_lookalike_stream_holding_other_data_is_still_refused(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    """Same name, same config, same first sequence and fewer messages than the backup
+    (what an interrupted restore leaves), but other messages: never deleted without the
+    flags, and every one of its messages is still there."""
+    source = server_factory()
+    run(_big_streams(source, ["ONE"], 1))
+    out = tmp_path / "backup"
+    done = reconcile("backup", "--all", "--out", str(out), "--server", source.url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    config = json.loads((out / "manifest.json").read_text())["streams"][0]["config"]
+    target = server_factory()
+
+    async def lookalike() -> None:
+        async with open_client(options(target)) as client:
+            await client.create_stream({**config, "metadata": {}})
+        nc = await nats.connect(target.url)
+        try:
+            js = nc.jetstream()
+            for i in range(5):
+                await js.publish("one.x", b"someone else's %d" % i, headers={"I": str(i)})
+        finally:
+            await nc.close()
+
+    run(lookalike())
+    before = run(everything(target, ["ONE"]))
+    assert before["ONE"][1]["messages"] == 5
+    args = ["restore", str(out), "--server", target.url, "--yes"]
+    done = reconcile(*args, cwd=tmp_path)
+    assert done.returncode == 1
+    assert "refusing to restore" in done.stderr and "ONE" in done.stderr, done.stderr
+    assert run(everything(target, ["ONE"])) == before
+    done = reconcile(*args, "--replace-existing", "--allow-replace", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert run(everything(target, ["ONE"])) == run(everything(source, ["ONE"]))
 
 
 def _backup(server: NatsServer, tmp_path: Path) -> Path:
