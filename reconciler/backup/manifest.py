@@ -82,6 +82,8 @@ class Manifest:
     streams: tuple[StreamRecord, ...]
     skipped: tuple[tuple[str, str], ...] = ()  # (stream, why)
     specs_commit: str | None = None
+    #: ``specs/<file>`` -> digest: the streams' configuration as spec files (export format)
+    specs: Mapping[str, FileRecord] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -94,6 +96,8 @@ class Manifest:
             body["specs_commit"] = self.specs_commit
         body["streams"] = [_stream_json(s) for s in self.streams]
         body["skipped"] = [{"name": name, "reason": why} for name, why in self.skipped]
+        if self.specs:
+            body["specs"] = {n: {"sha256": f.sha256, "size": f.size} for n, f in self.specs.items()}
         return body
 
 
@@ -166,7 +170,21 @@ def load(root: Path) -> Manifest:
         streams=records,
         skipped=skipped,
         specs_commit=commit if isinstance(commit, str) else None,
+        specs=_spec_files(path, body.get("specs")),
     )
+
+
+def _spec_files(path: Path, listed: Any) -> dict[str, FileRecord]:
+    """The manifest's ``specs``: plain ``*.yaml`` file names (they become paths)."""
+    if not isinstance(listed, dict):
+        return {}
+    files = {}
+    for name, entry in listed.items():
+        plain = isinstance(name, str) and Path(name).name == name and not name.startswith(".")
+        if not plain or not name.endswith(".yaml") or not isinstance(entry, dict):
+            raise BackupError(f"{path}: specs: {name!r} is not a spec file name")
+        files[name] = FileRecord(str(entry.get("sha256", "")), int(entry.get("size", -1)))
+    return files
 
 
 def _stream_record(path: Path, index: int, item: Any) -> StreamRecord:

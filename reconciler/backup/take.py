@@ -45,6 +45,7 @@ from reconciler.backup.manifest import (
     mark,
     positions,
 )
+from reconciler.backup.specs import write_specs
 from reconciler.errors import NotFound, ReconcileError
 from reconciler.identity import ENTRY
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
@@ -165,6 +166,7 @@ async def take_backup(
                     return err
 
         results = await asyncio.gather(*(one(name) for name in names))
+        spec_files = await write_specs(client, out, names, on_notice)
     records = [r for r in results if isinstance(r, StreamRecord)]
     skipped = tuple((n, r) for n, r in zip(names, results, strict=True) if isinstance(r, str))
     failed = [(n, r) for n, r in zip(names, results, strict=True) if isinstance(r, Exception)]
@@ -182,6 +184,7 @@ async def take_backup(
         streams=tuple(records),
         skipped=skipped,
         specs_commit=commit,
+        specs=spec_files,
     )
     write_json(out / MANIFEST, manifest.to_json())
     return BackupResult(manifest, out, tuple(missing), time.monotonic() - started)

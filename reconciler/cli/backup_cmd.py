@@ -203,10 +203,20 @@ def verify(folder: Path, only: tuple[str, ...]) -> int:
             f"{folder}: no manifest.json (a nats CLI backup, or an interrupted one): the "
             "snapshots' framing is whole, but there are no digests to check"
         )
+    from reconciler.backup.specs import spec_problems
     from reconciler.model.values import printable
 
+    if problems := spec_problems(contents):
+        raise BackupError(
+            "the backup's spec files are not the manifest's:\n"
+            + "\n".join(f"    {p}" for p in problems)
+        )
     size = sum(f.size for s in selected for f in s.files.values())
-    click.echo(f"Backup verified: {len(selected)} stream(s), {_size(size)}, every digest matches.")
+    specs = len(contents.manifest.specs)
+    click.echo(
+        f"Backup verified: {len(selected)} stream(s), {specs} spec file(s), {_size(size)}, "
+        "every digest matches."
+    )
     for name, why in contents.manifest.skipped:
         click.echo(printable(f"Not in this backup: {name} ({why})"))
     return 0

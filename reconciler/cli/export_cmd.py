@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-import yaml
 
 from reconciler.cli.options import (
     connection_options,
@@ -19,55 +18,14 @@ from reconciler.cli.options import (
 )
 from reconciler.cli.output import notice
 from reconciler.errors import ReconcileError
-from reconciler.model.values import LEGACY_COMMAND
+from reconciler.planning.export_text import HEADER, file_texts
+from reconciler.planning.export_text import dump as _dump
 
 if TYPE_CHECKING:
     from reconciler.planning.export import ExportedFile
 
-#: Where editors find the spec schema: a stable published address, never a path of the
-#: machine that exported (the files are meant for git).
-SCHEMA_URL = (
-    "https://raw.githubusercontent.com/jetstream-gitops/jetstream-gitops/main/"
-    "schemas/document.schema.json"
-)
-HEADER = "# yaml-language-server: $schema={schema}\n"
-
-
-class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
-    """Block style, keys in the order the export gives them (libyaml's emitter when
-    PyYAML has it: the same text, several times faster than the pure-Python one)."""
-
-
-#: What a string the server gave must not spread over lines or carry as it is when the
-#: YAML is printed to a CI log: a line break (its next line could start ``::error::``),
-#: a ``::`` (a folded line could too) or the runner's older ``##[command]`` form.
-_UNSAFE_IN_LOGS = ("\n", "\r", "::", LEGACY_COMMAND)
-#: Never fold a long line: a folded string's next line starts with what followed a blank.
-_NO_FOLDING = 2**31 - 1
-
-
-def _string(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
-    """A string, double-quoted (line breaks as ``\\n``) when it holds anything of
-    :data:`_UNSAFE_IN_LOGS`: then no line of the output starts a workflow command."""
-    style = '"' if any(part in data for part in _UNSAFE_IN_LOGS) else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
-
-
-_Dumper.add_representer(str, _string)
-
-
-def _dump(documents: tuple[dict[str, Any], ...]) -> str:
-    """The documents as YAML; a ``##[`` (only ever inside a double-quoted string, see
-    :func:`_string`) written ``#\\x23[``, which YAML reads back as ``##[``."""
-    text = yaml.dump_all(
-        documents,
-        Dumper=_Dumper,
-        sort_keys=False,
-        default_flow_style=False,
-        allow_unicode=True,
-        width=_NO_FOLDING,
-    )
-    return str(text).replace(LEGACY_COMMAND, "#\\x23[")
+#: HEADER and _dump: the export format's (planning.export_text), named here for the tests.
+__all__ = ["HEADER", "_dump", "export", "write_file", "write_files"]
 
 
 def write_file(folder: Path, name: str, text: str) -> None:
@@ -149,15 +107,11 @@ def write_files(files: list[ExportedFile], out: Path | None, *, command: str) ->
     except OSError as err:
         raise ReconcileError(f"{out}: cannot create the folder: {err.strerror}") from None
     written: set[str] = set()
-    for exported in files:
-        if exported.name in written:  # file_name is injective: this is a bug
-            raise ReconcileError(f"two resources map to the file {exported.name}")
-        said = f"# {command}ed by `reconcile {command}`\n"
-        text = HEADER.format(schema=SCHEMA_URL) + said + _dump(exported.documents)
+    for name, text in file_texts(files, command=command):
         try:
-            write_file(out, exported.name, text)
+            write_file(out, name, text)
         except OSError as err:
-            raise ReconcileError(f"{out / exported.name}: {err.strerror}") from None
-        written.add(exported.name)
+            raise ReconcileError(f"{out / name}: {err.strerror}") from None
+        written.add(name)
     notice(f"{command}ed {len(written)} file(s) to {out}")
     return 0

@@ -1,0 +1,82 @@
+"""The text of an exported spec file: one rule for every writer of the export format
+(``reconcile export`` and ``import``, and the ``specs/`` folder of a backup).
+
+A file is the schema header, a line naming the command that wrote it, then its
+documents as YAML (block style, keys in the export's order, no line folded).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from reconciler.errors import ReconcileError
+from reconciler.model.values import LEGACY_COMMAND
+
+if TYPE_CHECKING:
+    from reconciler.planning.export import ExportedFile
+
+#: Where editors find the spec schema: a stable published address, never a path of the
+#: machine that exported (the files are meant for git).
+SCHEMA_URL = (
+    "https://raw.githubusercontent.com/jetstream-gitops/jetstream-gitops/main/"
+    "schemas/document.schema.json"
+)
+HEADER = "# yaml-language-server: $schema={schema}\n"
+
+
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """Block style, keys in the order the export gives them (libyaml's emitter when
+    PyYAML has it: the same text, several times faster than the pure-Python one)."""
+
+
+#: What a string the server gave must not spread over lines or carry as it is when the
+#: YAML is printed to a CI log: a line break (its next line could start ``::error::``),
+#: a ``::`` (a folded line could too) or the runner's older ``##[command]`` form.
+_UNSAFE_IN_LOGS = ("\n", "\r", "::", LEGACY_COMMAND)
+#: Never fold a long line: a folded string's next line starts with what followed a blank.
+_NO_FOLDING = 2**31 - 1
+
+
+def _string(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    """A string, double-quoted (line breaks as ``\\n``) when it holds anything of
+    :data:`_UNSAFE_IN_LOGS`: then no line of the output starts a workflow command."""
+    style = '"' if any(part in data for part in _UNSAFE_IN_LOGS) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(str, _string)
+
+
+def dump(documents: tuple[dict[str, Any], ...]) -> str:
+    """The documents as YAML; a ``##[`` (only ever inside a double-quoted string, see
+    :func:`_string`) written ``#\\x23[``, which YAML reads back as ``##[``."""
+    text = yaml.dump_all(
+        documents,
+        Dumper=_Dumper,
+        sort_keys=False,
+        default_flow_style=False,
+        allow_unicode=True,
+        width=_NO_FOLDING,
+    )
+    return str(text).replace(LEGACY_COMMAND, "#\\x23[")
+
+
+def file_text(exported: ExportedFile, *, command: str) -> str:
+    """One file's text: the schema header, who wrote it (``export``/``import``), the YAML."""
+    said = f"# {command}ed by `reconcile {command}`\n"
+    return HEADER.format(schema=SCHEMA_URL) + said + dump(exported.documents)
+
+
+def file_texts(files: list[ExportedFile], *, command: str) -> list[tuple[str, str]]:
+    """(file name, text) of each file; two resources mapping to one name is an error
+    (``file_name`` is injective: that would be a bug)."""
+    out: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for exported in files:
+        if exported.name in seen:
+            raise ReconcileError(f"two resources map to the file {exported.name}")
+        seen.add(exported.name)
+        out.append((exported.name, file_text(exported, command=command)))
+    return out
