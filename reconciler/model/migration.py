@@ -503,9 +503,15 @@ def copies_when_created(config: Mapping[str, Any]) -> bool:
 
 
 def serving_config(temp_live: Mapping[str, Any], record: Record) -> dict[str, Any]:
-    """The temporary stream once it takes the publishes: the old subjects, no source."""
+    """The temporary stream once it takes the publishes, no source: the subject fields
+    of the target (what publishers meet once the migration is over), never the
+    record's own copy of the old ones. The target is checked against the specs
+    before anything acts on a record; the recorded subject fields are checked by
+    nothing (edited to a transform ``orders.> -> stolen.>``, the messages published
+    meanwhile ended in the stream under ``stolen.*``)."""
     config = {k: v for k, v in temp_live.items() if k not in (*SUBJECT_FIELDS, "sources", "mirror")}
-    config.update({k: v for k, v in record.subjects.items() if v not in (None, [], {})})
+    fields = {key: record.target.get(key) for key in SUBJECT_FIELDS}
+    config.update({k: v for k, v in fields.items() if v not in (None, [], {})})
     config["metadata"] = _with_metadata(temp_live, record.at("serving").metadata())
     return config
 

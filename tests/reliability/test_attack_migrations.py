@@ -653,3 +653,38 @@ def test_an_interest_stream_with_consumers_keeps_what_each_still_wants(
     assert (len(rest_a), len(rest_b)) == (60, 90)
     assert not set(rest_a) & set(first_a) and not set(rest_b) & set(first_b)
     assert run(api(clean_server, "STREAM.INFO.IS"))["state"]["messages"] == 0
+
+
+def test_subject_fields_edited_into_a_record_are_not_what_the_copy_takes(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A genuine migration stopped after the old stream gave up its subjects (killed at
+    ``retired``); someone edits the record's subject fields (what the temporary stream
+    takes while it serves) to a subject transform ``orders.> -> stolen.>``. Before,
+    the resumed migration took it: 10 messages published to ``orders.a`` meanwhile were
+    stored as ``stolen.a`` and ended in ORDERS under that subject, where no consumer of
+    ``orders.>`` sees them. Now the temporary stream takes the subject fields of the
+    declared target (the record's target is checked against the specs; its subject
+    fields were checked by nothing)."""
+    memory = orders(tmp_path, "memory", name="m.yaml")
+    interrupted(clean_server, tmp_path, "retired")
+    stolen = {"src": "orders.>", "dest": "stolen.>"}
+    tamper(
+        clean_server,
+        lambda body: {"subjects": {**body["subjects"], "subject_transform": stolen}},
+    )
+    step = run(engine.plan([memory], options(clean_server), migrate=True)).steps[0]
+    assert isinstance(step, Migrate) and not step.blocked
+
+    async def go() -> None:
+        async def hook(label: str) -> None:
+            if label == "remembered":
+                await publish_many(clean_server, ["orders.a"], 10, tag="window")
+
+        async with open_client(options(clean_server)) as client:
+            await migration.migrate(client, "ORDERS", step.config, on_phase=hook)
+
+    run(go())
+    subjects = {subject for subject, _, _ in run(dump(clean_server, "ORDERS"))}
+    assert subjects == {"orders.a", "orders.b", "orders.c"}
+    assert count(clean_server, "ORDERS") == 310
