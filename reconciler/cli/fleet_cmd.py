@@ -42,13 +42,25 @@ def fleet() -> None:
     help="Output folder: drift/ and history/ (Parquet), summary.json, report.html.",
 )
 @click.option(
+    "--backups",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A folder of backup folders, BACKUPS/<env>/.../manifest.json: adds the age of "
+    "each stream's newest backup and the streams never backed up (OUT/backups).",
+)
+@click.option(
     "--spark-master",
     metavar="URL",
     envvar="SPARK_MASTER",
     show_envvar=True,
     help="Spark master, e.g. spark://host:7077 (default: local[*], this machine).",
 )
-def drift(specs_dir: Path | None, snapshots: Path, out_dir: Path, spark_master: str | None) -> int:
+def drift(
+    specs_dir: Path | None,
+    snapshots: Path,
+    out_dir: Path,
+    backups: Path | None,
+    spark_master: str | None,
+) -> int:
     """Compare every environment's specs with its snapshots.
 
     Exit 0 when nothing drifted, 2 when drift is found, 1 on error (also when some
@@ -72,6 +84,7 @@ def drift(specs_dir: Path | None, snapshots: Path, out_dir: Path, spark_master: 
         out=out_dir,
         master=spark_master,
         on_notice=notice,
+        backups=backups,
     )
     summary = result.summary
     for env in summary["errors"]["envs"]:
@@ -80,6 +93,8 @@ def drift(specs_dir: Path | None, snapshots: Path, out_dir: Path, spark_master: 
             notice(f"{env['env']}{when}: {problem}")
     for warning in summary["warnings"]:
         notice(f"warning: {warning}")
+    for problem in summary["errors"].get("backups", ()):
+        notice(problem)
     click.echo(_headline(summary, out_dir))
     return result.exit_code
 
@@ -93,6 +108,9 @@ def _headline(summary: dict[str, Any], out_dir: Path) -> str:
         f"{totals['unmanaged']} unmanaged, {totals['orphaned']} orphaned; "
         f"{totals['drifted_fields']} fields); report in {out_dir}"
     )
+    if "backups" in summary:
+        backups = summary["backups"]
+        text += f"; {backups['never_backed_up']} of {backups['streams']} streams never backed up"
     if errors["count"]:
         text += f"; {errors['count']} input errors (result incomplete)"
     return text

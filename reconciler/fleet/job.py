@@ -21,7 +21,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,8 @@ from pyspark.sql import functions as F
 
 from reconciler.errors import ReconcileError
 from reconciler.execution.run import fewer_collections
+from reconciler.fleet.backups import COLUMNS as BACKUP_COLUMNS
+from reconciler.fleet.backups import SeenBackup, backup_rows, backups_section, read_backups
 from reconciler.fleet.canonical import server_info
 from reconciler.fleet.desired import EnvSpecs, load_fleet
 from reconciler.fleet.match import Days, all_findings
@@ -73,10 +75,13 @@ def fleet_drift(
     master: str | None = None,
     spark: SparkSession | None = None,
     on_notice: Notice | None = None,
+    backups: Path | None = None,
 ) -> FleetResult:
-    """Run the job; raises :class:`ReconcileError` when nothing usable was given."""
+    """Run the job; raises :class:`ReconcileError` when nothing usable was given.
+    ``backups``: a folder of backup folders (:mod:`reconciler.fleet.backups`)."""
     say = on_notice or (lambda _: None)
     files = snapshot_files(snapshots)
+    seen = read_backups(backups) if backups is not None else None
     with fewer_collections():
         fleet = {env.env: env for env in load_fleet(specs)}
     session = spark or spark_session(master)
@@ -84,13 +89,13 @@ def fleet_drift(
     staging = out / "_staging"
     _clear(out)
     try:
-        return _run(session, files, fleet, out, staging, say)
+        return _run(session, files, fleet, out, staging, say, seen)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
 def _clear(out: Path) -> None:
-    for name in ("drift", "history", "_staging"):
+    for name in ("drift", "history", "backups", "_staging"):
         shutil.rmtree(out / name, ignore_errors=True)
     for name in ("summary.json", "report.html"):
         (out / name).unlink(missing_ok=True)
@@ -103,6 +108,7 @@ def _run(
     out: Path,
     staging: Path,
     say: Notice,
+    seen: tuple[list[SeenBackup], list[str]] | None = None,
 ) -> FleetResult:
     parsed_frame, index = read_snapshots(spark, files)
     parsed_frame.write.mode("overwrite").parquet(str(staging / "live"))
@@ -140,6 +146,8 @@ def _run(
         files=files,
     )
     _write_history(spark, summary["history"], out)
+    if seen is not None:
+        _write_backups(spark, seen, fleet, good, env_days, out, summary)
     write_report(summary, out)
     return FleetResult(out, summary, bad)
 
@@ -212,3 +220,51 @@ def _write_history(spark: SparkSession, history: list[dict[str, Any]], out: Path
     spark.createDataFrame(rows, schema).coalesce(1).write.mode("overwrite").parquet(
         str(out / "history")
     )
+
+
+def _latest_streams(
+    spark: SparkSession, good: DataFrame, env_days: list[EnvDay]
+) -> dict[str, set[str]]:
+    """env → the streams of its latest snapshot day (few rows: streams, not records)."""
+    last = [(env, item.day) for env, item in latest_days(env_days).items()]
+    live: dict[str, set[str]] = {}
+    if not last:
+        return live
+    rows = (
+        good.where(F.col("consumer") == "")
+        .join(F.broadcast(spark.createDataFrame(last, "env string, day date")), ["env", "day"])
+        .select("env", "stream_name")
+        .distinct()
+        .toLocalIterator()
+    )
+    for row in rows:
+        live.setdefault(row["env"], set()).add(row["stream_name"])
+    return live
+
+
+def _write_backups(
+    spark: SparkSession,
+    seen: tuple[list[SeenBackup], list[str]],
+    fleet: dict[str, EnvSpecs],
+    good: DataFrame,
+    env_days: list[EnvDay],
+    out: Path,
+    summary: dict[str, Any],
+) -> None:
+    """``OUT/backups`` and the summary's ``backups`` section; manifests that could not be
+    read are input errors (the run is incomplete: exit 1)."""
+    backups, problems = seen
+    as_of = {
+        env: item.captured_at.replace(tzinfo=item.captured_at.tzinfo or UTC)
+        for env, item in latest_days(env_days).items()
+    }
+    declared = {env: specs.declared_streams() for env, specs in fleet.items() if specs.valid}
+    live = _latest_streams(spark, good, env_days)
+    rows = backup_rows(backups, declared=declared, live=live, as_of=as_of, now=datetime.now(UTC))
+    frame = spark.createDataFrame([tuple(r.values()) for r in rows], BACKUP_COLUMNS)
+    frame.coalesce(1).write.mode("overwrite").parquet(str(out / "backups"))
+    summary["backups"] = backups_section(rows, backups, problems, as_of)
+    if problems:
+        summary["errors"]["backups"] = problems
+        summary["errors"]["count"] += len(problems)
+        summary["complete"] = False

@@ -75,6 +75,7 @@ def render_html(summary: Mapping[str, Any]) -> str:
         _field_bars(summary["top_fields"]),
         _history(summary["history"]),
         _drill_down(summary.get("drill_down", {}), summary["by_env"]),
+        _backups(summary.get("backups")),
         _problems(summary["errors"], summary["warnings"]),
         "</body></html>\n",
     ]
@@ -341,3 +342,53 @@ def _problems(errors: Mapping[str, Any], warnings: Sequence[str]) -> str:
     if notes:
         out.append(f'<h2>Warnings</h2><ul id="warnings">{notes}</ul>')
     return "\n".join(out)
+
+
+#: Stream rows of the backups table (never backed up first, then the oldest).
+BACKUP_ROWS = 200
+
+
+def _age(seconds: int) -> str:
+    """``3 d 4 h``, ``5 h 2 min``, ``40 s``: an age to read, not to compute with."""
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min" if minutes else f"{secs} s"
+
+
+def _backup_row(row: Mapping[str, Any]) -> str:
+    where = f'data-env="{escape(row["env"])}" data-stream="{escape(row["stream"])}"'
+    if row["newest"] is None:
+        why = f" ({escape(row['reason'])})" if row["reason"] else ""
+        cells = f'<td colspan=3 class=error data-value="never">never backed up{why}</td>'
+    else:
+        cells = (
+            f"<td>{escape(row['newest'])}</td>"
+            f'<td class=n data-value="{row["age_seconds"]}">{_age(row["age_seconds"])}</td>'
+            f"<td class=n>{row['backups']}</td>"
+        )
+    return f"<tr {where}><td>{escape(row['env'])}</td><td>{escape(row['stream'])}</td>{cells}</tr>"
+
+
+def _backups(section: Mapping[str, Any] | None) -> str:
+    """The backups table: per environment and stream, the newest backup and its age."""
+    if section is None:
+        return ""
+    rows = section["rows"][:BACKUP_ROWS]
+    head = "".join(f"<th>{h}</th>" for h in ("env", "stream", "newest backup", "age", "backups"))
+    more = section["streams"] - len(rows)
+    note = f"<p class=note>{more} more streams in OUT/backups</p>" if more > 0 else ""
+    problems = "".join(f"<li>{escape(p)}</li>" for p in section["problems"])
+    return (
+        f'<h2>Backups</h2><p id="backups-figures" data-value="{section["never_backed_up"]}">'
+        f"{section['manifests']} manifest(s); {section['never_backed_up']} of "
+        f"{section['streams']} stream(s) never backed up; ages at each environment's latest "
+        f"snapshot</p>"
+        f'<table id="table-backups"><tr>{head}</tr>{"".join(_backup_row(r) for r in rows)}</table>'
+        + note
+        + (f'<ul class=error id="backup-problems">{problems}</ul>' if problems else "")
+    )
