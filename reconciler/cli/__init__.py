@@ -76,6 +76,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "reconcile backup --all --out backups/all --server nats://nats:4222",
         "reconcile backup verify backups/nightly",
     ),
+    "backup take": (
+        "reconcile backup take specs/ --out backups/nightly   # the same as `reconcile backup`",
+        "reconcile backup --env prod --stream ORDERS --out backups/orders",
+    ),
+    "backup verify": ("reconcile backup verify backups/nightly",),
     "restore": (
         "reconcile restore backups/nightly                 # shows the plan, asks for yes",
         "reconcile restore backups/nightly --stream ORDERS --yes",
