@@ -37,6 +37,9 @@ _PREFIX: Mapping[str, str] = {"KeyValue": KV_PREFIX, "ObjectStore": OBJ_PREFIX}
 LOCK_BUCKET = "RECONCILE_LOCKS"
 #: Streams the tool keeps for itself.
 INTERNAL_STREAMS: frozenset[str] = frozenset({KV_PREFIX + LOCK_BUCKET})
+#: The temporary file mirror through which a memory stream is backed up and restored
+#: (``RECONCILE_BACKUP_<stream>``): the tool's own while it lives, never planned or exported.
+BACKUP_PREFIX = "RECONCILE_BACKUP_"
 #: Streams the server makes and owns: MQTT's ($MQTT_msgs, $MQTT_sess, $MQTT_rmsgs,
 #: $MQTT_qos2in, $MQTT_out, $MQTT_sess_<hash> on older releases).
 SERVER_STREAM_PREFIXES: tuple[str, ...] = ("$MQTT_",)
@@ -44,8 +47,23 @@ SERVER_STREAM_PREFIXES: tuple[str, ...] = ("$MQTT_",)
 
 def is_reserved(stream: str) -> bool:
     """A stream no spec manages and no plan, drift report or export lists: the tool's own
-    apply lock, or one the server makes for itself (MQTT). Its consumers go with it."""
-    return stream in INTERNAL_STREAMS or stream.startswith(SERVER_STREAM_PREFIXES)
+    apply lock or a backup's temporary mirror, or one the server makes for itself (MQTT).
+    Its consumers go with it."""
+    return (
+        stream in INTERNAL_STREAMS
+        or is_backup_mirror(stream)
+        or stream.startswith(SERVER_STREAM_PREFIXES)
+    )
+
+
+def backup_mirror(stream: str) -> str:
+    """The temporary file mirror of memory stream ``stream`` in a backup or restore."""
+    return BACKUP_PREFIX + stream
+
+
+def is_backup_mirror(stream: str) -> bool:
+    """Whether ``stream`` is a backup's or restore's temporary mirror (never backed up)."""
+    return stream.startswith(BACKUP_PREFIX)
 
 
 def kv_subject(bucket: str, key: str = ">") -> str:

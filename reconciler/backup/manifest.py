@@ -61,6 +61,8 @@ class ConsumerRecord:
     name: str
     positions: dict[str, int]
     earliest: dict[str, int] | None = None
+    #: a memory stream's durable consumer: its config (its snapshot holds no consumers)
+    config: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,14 @@ class StreamRecord:
     #: ``first`` and ``last``: the snapshot's first and last message (:func:`mark`), so
     #: a restore can tell its own interrupted leftover from someone else's stream.
     marks: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    #: a memory stream: the config of the file mirror the snapshot was taken of
+    #: (``config`` is the memory stream's own)
+    mirror_config: dict[str, Any] | None = None
+
+    @property
+    def through_mirror(self) -> bool:
+        """A memory stream, backed up through a temporary file mirror."""
+        return self.mirror_config is not None
 
 
 @dataclass(frozen=True)
@@ -133,6 +143,8 @@ def _stream_json(record: StreamRecord) -> dict[str, Any]:
         entry: dict[str, Any] = {"name": c.name, "positions": c.positions}
         if c.earliest is not None:
             entry["earliest"] = c.earliest
+        if c.config is not None:
+            entry["config"] = c.config
         consumers.append(entry)
     body = {
         "name": record.name,
@@ -144,6 +156,8 @@ def _stream_json(record: StreamRecord) -> dict[str, Any]:
     }
     if record.marks:
         body["marks"] = dict(record.marks)
+    if record.mirror_config is not None:
+        body["mirror_config"] = record.mirror_config
     return body
 
 
@@ -204,17 +218,23 @@ def _stream_record(path: Path, index: int, item: Any) -> StreamRecord:
     raw = item.get("marks")
     raw = raw if isinstance(raw, dict) else {}
     marks = {k: dict(v) for k, v in raw.items() if k in ("first", "last") and isinstance(v, dict)}
-    return StreamRecord(name, config, state, consumers, files, marks)
+    mirror = item.get("mirror_config")
+    if mirror is not None and (
+        not isinstance(mirror, dict) or not isinstance(mirror.get("name"), str)
+    ):
+        raise BackupError(f"{where}: mirror_config is not a stream config")
+    return StreamRecord(name, config, state, consumers, files, marks, mirror)
 
 
 def _consumer(where: str, item: Any) -> ConsumerRecord:
     if not isinstance(item, dict) or not isinstance(item.get("positions"), dict):
         raise BackupError(f"{where}: a consumer without positions")
-    earliest = item.get("earliest")
+    earliest, config = item.get("earliest"), item.get("config")
     return ConsumerRecord(
         str(item.get("name")),
         {k: int(v) for k, v in item["positions"].items()},
         {k: int(v) for k, v in earliest.items()} if isinstance(earliest, dict) else None,
+        dict(config) if isinstance(config, dict) else None,
     )
 
 

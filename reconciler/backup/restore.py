@@ -37,6 +37,7 @@ from reconciler.backup.manifest import (
     read_contents,
     state_of,
 )
+from reconciler.backup.memory import DELIVERED, FLOOR, memory_refused, restore_memory, restoring
 from reconciler.errors import NotFound, ReconcileError, RefusedPlan
 from reconciler.execution.migrate import without_server_metadata
 from reconciler.execution.run import check_approved
@@ -137,13 +138,31 @@ def differences(
     for name, value in expected.items():
         if value is not None and live.get(name) != value:
             found.append(f"{record.name}: {name} is {live.get(name)}, the backup has {value}")
+    return found + consumer_differences(record, consumers)
+
+
+def consumer_differences(
+    record: StreamRecord, consumers: Mapping[str, Mapping[str, Any]], *, missing: bool = True
+) -> list[str]:
+    """Where the live consumers' positions are not the backup's (``missing``: a consumer
+    of the backup that is not there counts)."""
+    found = []
     for consumer in record.consumers:
         got = consumers.get(consumer.name)
         if got is None:
-            found.append(f"{record.name}: consumer {consumer.name} is missing")
+            if missing:
+                found.append(f"{record.name}: consumer {consumer.name} is missing")
             continue
         now = positions(got)
         low = consumer.earliest or consumer.positions
+        if record.through_mirror:  # moved by CONSUMER.RESET: pending ones come again
+            floor = consumer.positions.get(FLOOR, 0)
+            if now.get(FLOOR) != floor or now.get(DELIVERED) != floor:
+                found.append(
+                    f"{record.name}: consumer {consumer.name} is at {now.get(FLOOR)} "
+                    f"(delivered {now.get(DELIVERED)}), the backup has its ack floor at {floor}"
+                )
+            continue
         for key, high in consumer.positions.items():
             lowest = min(low.get(key, high), high)
             if not lowest <= now.get(key, -1) <= high:
@@ -178,7 +197,8 @@ def _ns(text: object) -> int | None:
 
 def _prefix_of(record: StreamRecord, info: Mapping[str, Any]) -> bool:
     """The live stream's config is the backup's and its state a first part of it."""
-    if without_server_metadata(info.get("config") or {}) != without_server_metadata(record.config):
+    live = without_server_metadata(info.get("config") or {})
+    if live != without_server_metadata(record.config) and live != restoring(record):
         return False
     state, backup = info.get("state") or {}, record.state
     first, last = int(state.get("first_seq") or 0), int(state.get("last_seq") or 0)
@@ -199,13 +219,16 @@ async def leftover(
     consumers: Mapping[str, Any],
 ) -> bool:
     """Whether the live stream is what an interrupted restore of ``record`` left: the
-    backup's config, only the backup's consumers, the backup's first message (sequence,
+    backup's config, only the backup's consumers (at their backup positions), the
+    backup's first message (sequence,
     time, subject, headers and payload, as the manifest marks it), a last message no
     later than the backup's (and the backup's own last message when it is at the same
     sequence). Messages published by anyone since the backup are later than its last
     one; a stream of other messages has another first message: either is refused."""
     if not _prefix_of(record, info) or set(consumers) - {c.name for c in record.consumers}:
         return False
+    if consumer_differences(record, consumers, missing=False):
+        return False  # a consumer moved since: someone's work
     state = info.get("state") or {}
     if not int(state.get("messages") or 0):
         return True
@@ -238,6 +261,13 @@ async def plan_restore(
     client: JetStreamClient, contents: Contents, selected: Sequence[StreamRecord], flags: Flags
 ) -> RestorePlan:
     """What a restore would do on the server behind ``client`` (reads only)."""
+    server = await client.server_info()
+    too_old = [why for r in selected if (why := memory_refused(r, server))]
+    if too_old:
+        raise RefusedPlan(
+            "refusing to restore; nothing was changed:\n"
+            + "\n".join(f"    {line}" for line in too_old)
+        )
     steps: list[RestoreStep] = []
     refused: list[str] = []
     for record in selected:
@@ -267,7 +297,7 @@ async def plan_restore(
             f"refusing to restore: replacing {', '.join(replacing)} deletes their messages; "
             "nothing was changed. Re-run with --allow-replace (or --allow-data-loss)."
         )
-    return RestorePlan(contents, tuple(steps), await client.server_info())
+    return RestorePlan(contents, tuple(steps), server)
 
 
 async def restore(
@@ -362,13 +392,16 @@ async def _restore_one(
         if events.on_progress is not None:
             events.on_progress(record.name, sent, False)
 
-    await restore_stream(
-        client,
-        record.config,
-        record.state,
-        chunks(folder.data, RESTORE_CHUNK),
-        on_chunk=progress,
-    )
+    if record.through_mirror:
+        await restore_memory(client, record, chunks(folder.data, RESTORE_CHUNK), progress)
+    else:
+        await restore_stream(
+            client,
+            record.config,
+            record.state,
+            chunks(folder.data, RESTORE_CHUNK),
+            on_chunk=progress,
+        )
     if events.on_progress is not None:
         events.on_progress(record.name, sent, True)
     live = await _live(client, record.name)

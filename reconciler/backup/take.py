@@ -18,10 +18,11 @@ interrupted or failed backup leaves no manifest, and no stream folder whose
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +34,7 @@ from reconciler.backup.layout import (
     METADATA,
     AtomicFile,
     BackupError,
+    StreamFolder,
     stream_folder,
     sync_folder,
     write_json,
@@ -45,16 +47,17 @@ from reconciler.backup.manifest import (
     mark,
     positions,
 )
+from reconciler.backup.memory import caught_up, drop_mirror, mirror_of
 from reconciler.backup.specs import write_specs
 from reconciler.errors import NotFound, ReconcileError
-from reconciler.identity import ENTRY
+from reconciler.execution.migrate import without_server_metadata
+from reconciler.identity import ENTRY, backup_mirror, is_backup_mirror
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.jetstream.snapshots import SNAPSHOT_CHUNK, snapshot_stream
 from reconciler.specs.validate import load_specs
 
 #: Streams snapshot at once unless told otherwise.
 PARALLEL = 4
-MEMORY_REFUSED = "a memory stream: nats-server cannot snapshot memory storage"
 
 Notice = Callable[[str], None]
 #: (stream, bytes received so far for it, done)
@@ -128,7 +131,7 @@ async def _chosen(client: JetStreamClient, selection: Selection) -> tuple[list[s
                     + ", ".join(outside)
                 )
     elif selection.everything:
-        wanted = sorted(on_server)
+        wanted = sorted(n for n in on_server if not is_backup_mirror(n))
     else:
         wanted = list(selection.declared)
     return [n for n in wanted if n in on_server], [n for n in wanted if n not in on_server]
@@ -225,7 +228,21 @@ async def _backup_stream(
     except NotFound:
         return "deleted before its snapshot"
     if (info.get("config") or {}).get("storage") == "memory":
-        return MEMORY_REFUSED
+        return await _backup_memory(client, out, name, info, chunk_size, on_progress)
+    return await _snapshot(client, folder, name, name, chunk_size, on_progress)
+
+
+async def _snapshot(
+    client: JetStreamClient,
+    folder: StreamFolder,
+    name: str,
+    source: str,
+    chunk_size: int,
+    on_progress: Progress | None,
+    memory: Mapping[str, Any] | None = None,
+) -> StreamRecord:
+    """The snapshot of ``source`` into ``name``'s folder, consumers' positions around it
+    (``memory``: the config of memory stream ``name``, ``source`` its file mirror)."""
     before = await _consumer_positions(client, name)
     folder.folder.mkdir(parents=True, exist_ok=True)
     folder.metadata.unlink(missing_ok=True)  # never beside a newer snapshot
@@ -240,23 +257,86 @@ async def _backup_stream(
             on_progress(name, received, False)
 
     try:
-        snap = await snapshot_stream(client, name, write, chunk_size=chunk_size)
+        snap = await snapshot_stream(
+            client, source, write, chunk_size=chunk_size, consumers=memory is None
+        )
         await asyncio.to_thread(data.commit)
     except BaseException:
         data.discard()
         raise
     after = await _consumer_positions(client, name)
-    marks = await _marks(client, name, snap.state)
-    metadata = {"config": snap.config, "state": snap.state}
+    marks = await _marks(client, source, snap.state)
+    config = snap.config if memory is None else dict(memory)
+    metadata = {"config": config, "state": snap.state}
     meta_digest, meta_size = write_json(folder.metadata, metadata)
     if on_progress is not None:
         on_progress(name, received, True)
+    configs = {} if memory is None else await _consumer_configs(client, name)
     consumers = tuple(
-        ConsumerRecord(c, after[c], None if before.get(c) in (None, after[c]) else before[c])
+        ConsumerRecord(
+            c,
+            after[c],
+            None if before.get(c) in (None, after[c]) else before[c],
+            configs.get(c),
+        )
         for c in sorted(after)
+        if memory is None or c in configs
     )
     files = {DATA: FileRecord(data.sha256, data.size), METADATA: FileRecord(meta_digest, meta_size)}
-    return StreamRecord(name, snap.config, snap.state, consumers, files, marks)
+    if memory is None:
+        return StreamRecord(name, snap.config, snap.state, consumers, files, marks)
+    state = await _memory_state(client, name, snap.state)
+    return StreamRecord(name, config, state, consumers, files, marks, snap.config)
+
+
+async def _backup_memory(
+    client: JetStreamClient,
+    out: Path,
+    name: str,
+    info: Mapping[str, Any],
+    chunk_size: int,
+    on_progress: Progress | None,
+) -> StreamRecord:
+    """A memory stream (nats-server cannot snapshot memory storage): a temporary FILE
+    stream mirroring it (sequences, times and headers kept), caught up, snapshot, and
+    deleted whatever happens."""
+    mirror = backup_mirror(name)
+    await drop_mirror(client, mirror, name)  # a killed run's
+    goal = int((info.get("state") or {}).get("last_seq") or 0)
+    await client.create_stream(mirror_of(name, mirror))
+    try:
+        await caught_up(client, mirror, name, goal)
+        folder = stream_folder(out, name)
+        config = without_server_metadata(info.get("config") or {})
+        return await _snapshot(client, folder, name, mirror, chunk_size, on_progress, config)
+    finally:
+        with contextlib.suppress(ReconcileError):
+            await client.delete_stream(mirror)
+
+
+async def _consumer_configs(client: JetStreamClient, name: str) -> dict[str, dict[str, Any]]:
+    """Each durable consumer's config (less the server's own metadata): a memory stream's
+    snapshot is its mirror's, which holds none of them."""
+    found = {}
+    for consumer in await client.list_consumers(name):
+        config = dict(consumer.get("config") or {})
+        if config.get("durable_name"):
+            found[str(consumer["name"])] = without_server_metadata(config)
+    return found
+
+
+async def _memory_state(
+    client: JetStreamClient, name: str, state: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The snapshot's state with the memory stream's bytes (memory storage counts bytes
+    differently from the mirror's file storage) when the stream still holds the same
+    messages; else without bytes (not compared)."""
+    live = (await client.stream_info(name)).get("state") or {}
+    same = all(live.get(k) == state.get(k) for k in ("messages", "first_seq", "last_seq"))
+    out = {k: v for k, v in state.items() if k != "bytes"}
+    if same:
+        out["bytes"] = live.get("bytes")
+    return out
 
 
 async def _marks(

@@ -1,0 +1,147 @@
+"""Memory streams (nats-server cannot snapshot memory storage) back up through a
+temporary file mirror and restore through one: every message (sequence, time, subject,
+payload, headers) comes back, consumers at their ack floors, and no temporary stream
+stays behind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import nats
+from backup_fixtures import consumer_positions
+from cli_runner import reconcile
+from migration_helpers import dump_exact
+from servers import NatsServer, options, run
+
+from reconciler.identity import BACKUP_PREFIX
+from reconciler.jetstream import open_client
+
+
+async def _memory_stream(server: NatsServer) -> None:
+    """FAST (memory, headers on every message, a gap where one was deleted): ``worker``
+    has 10 delivered and 6 acked, ``audit`` 5 delivered and all acked, ``push`` none."""
+    nc = await nats.connect(server.url)
+    try:
+        js = nc.jetstream()
+        await js.add_stream(name="FAST", subjects=["fast.>"], storage="memory")
+        for i in range(40):
+            headers = {"X-Index": str(i), "Nats-Msg-Id": f"f-{i}"}
+            await js.publish(f"fast.{i % 3}", f"payload-{i}".encode() * 2, headers=headers)
+        await js.delete_msg("FAST", 20)
+        await js.add_consumer("FAST", durable_name="worker", ack_policy="explicit")
+        await js.add_consumer(
+            "FAST", durable_name="audit", ack_policy="explicit", filter_subject="fast.1"
+        )
+        worker = await js.pull_subscribe_bind("worker", "FAST")
+        taken = await worker.fetch(10, timeout=5)
+        for message in taken[:6]:
+            await message.ack_sync()
+        audit = await js.pull_subscribe_bind("audit", "FAST")
+        for message in await audit.fetch(5, timeout=5):
+            await message.ack_sync()
+        await nc.flush()
+    finally:
+        await nc.close()
+
+
+async def _streams(server: NatsServer) -> list[str]:
+    async with open_client(options(server)) as client:
+        return sorted(await client.stream_names())
+
+
+async def _state(server: NatsServer, stream: str) -> dict[str, Any]:
+    async with open_client(options(server)) as client:
+        info = await client.stream_info(stream)
+    keep = ("messages", "bytes", "first_seq", "last_seq", "first_ts", "last_ts", "num_deleted")
+    return {"storage": info["config"]["storage"], **{k: info["state"].get(k) for k in keep}}
+
+
+def test_a_memory_stream_backs_up_and_restores_every_message_and_consumer(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    source, target = server_factory(), server_factory()
+    run(_memory_stream(source))
+    out = tmp_path / "backup"
+    done = reconcile("backup", "--all", "--out", str(out), "--server", source.url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert run(_streams(source)) == ["FAST"]  # the temporary mirror is gone
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["skipped"] == []
+    (record,) = manifest["streams"]
+    assert record["config"]["storage"] == "memory" and record["config"]["subjects"] == ["fast.>"]
+    assert record["mirror_config"]["storage"] == "file"
+    consumers = {c["name"]: c for c in record["consumers"]}
+    assert sorted(consumers) == ["audit", "worker"]
+    assert consumers["worker"]["positions"]["ack_floor.stream_seq"] == 6
+    assert consumers["worker"]["positions"]["delivered.stream_seq"] == 10
+    assert consumers["audit"]["config"]["filter_subject"] == "fast.1"
+
+    restored = reconcile("restore", str(out), "--server", target.url, "--yes", cwd=tmp_path)
+    assert restored.returncode == 0, restored.stderr
+    assert "1 stream(s) restored and verified" in restored.stdout
+    assert run(_streams(target)) == ["FAST"]
+    messages = run(dump_exact(target, "FAST"))
+    assert messages == run(dump_exact(source, "FAST"))
+    assert len(messages) == 39 and messages[-1][0] == 40
+    assert all(dict(m[4])["X-Index"] == str(m[0] - 1) for m in messages)
+    assert run(_state(target, "FAST")) == run(_state(source, "FAST"))
+    assert run(_state(target, "FAST"))["storage"] == "memory"
+    after = run(consumer_positions(target, "FAST"))
+    # at their ack floors (stream sequences; CONSUMER.RESET starts consumer sequences
+    # again): what was delivered and not acked is delivered again
+    assert after["worker"][1][1] == run(consumer_positions(source, "FAST"))["worker"][1][1]
+    assert after["worker"][1][1] == after["worker"][0][1] == 6
+    assert after["worker"][3] == 39 - 6 + 1 - 1  # 33 to come (seq 20 is gone)
+    assert after["audit"][1][1] == run(consumer_positions(source, "FAST"))["audit"][1][1]
+
+    # and the restored consumers work: the worker gets message 7 next
+    async def next_one() -> int:
+        nc = await nats.connect(target.url)
+        try:
+            sub = await nc.jetstream().pull_subscribe_bind("worker", "FAST")
+            (message,) = await sub.fetch(1, timeout=5)
+            return int(message.metadata.sequence.stream)
+        finally:
+            await nc.close()
+
+    assert run(next_one()) == 7
+
+
+def test_restoring_a_memory_stream_on_a_server_before_2_14_is_refused(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    source = server_factory()
+    run(_memory_stream(source))
+    out = tmp_path / "backup"
+    done = reconcile("backup", "--all", "--out", str(out), "--server", source.url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    old = server_factory(version="2.12.8")
+    refused = reconcile("restore", str(out), "--server", old.url, "--yes", cwd=tmp_path)
+    assert refused.returncode == 1
+    assert "FAST: a memory stream" in refused.stderr and "2.14" in refused.stderr
+    assert run(_streams(old)) == []
+
+
+def test_the_temporary_mirror_is_never_planned_or_exported(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    server = server_factory()
+    run(_memory_stream(server))
+
+    async def leave_a_mirror() -> None:
+        async with open_client(options(server)) as client:
+            await client.create_stream(
+                {"name": BACKUP_PREFIX + "FAST", "storage": "file", "mirror": {"name": "FAST"}}
+            )
+
+    run(leave_a_mirror())
+    exported = reconcile("export", "--all-owners", "--server", server.url, cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    assert "FAST" in exported.stdout and BACKUP_PREFIX not in exported.stdout
+    # a killed backup's mirror is replaced by the next backup, then deleted
+    out = tmp_path / "backup"
+    done = reconcile("backup", "--all", "--out", str(out), "--server", server.url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert run(_streams(server)) == ["FAST"]
