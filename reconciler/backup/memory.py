@@ -128,7 +128,9 @@ async def _clear_temp(client: JetStreamClient, record: StreamRecord) -> None:
         info = await client.stream_info(name)
     except NotFound:
         return
-    if without_server_metadata(info.get("config") or {}) != _temp_config(record):
+    live = without_server_metadata(info.get("config") or {})
+    expected = _temp_config(record)  # the server adds defaults: subjects, duplicate_window
+    if any(live.get(k) != v for k, v in expected.items()) or "mirror" in live:
         raise BackupError(f"stream {name} exists and is not this restore's: delete or rename it")
     await client.delete_stream(name)
 

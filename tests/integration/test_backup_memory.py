@@ -145,3 +145,38 @@ def test_the_temporary_mirror_is_never_planned_or_exported(
     done = reconcile("backup", "--all", "--out", str(out), "--server", server.url, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert run(_streams(server)) == ["FAST"]
+
+
+def test_a_memory_restore_interrupted_midway_finishes_when_run_again(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    """What a restore killed between its steps leaves (the snapshot back under the
+    temporary name, the memory stream a mirror of it, no consumers yet): the re-run
+    finishes without flags and leaves no temporary stream."""
+    from reconciler.backup.layout import chunks
+    from reconciler.backup.manifest import read_contents
+    from reconciler.backup.memory import _temp_config, caught_up, restoring
+    from reconciler.jetstream.snapshots import restore_stream
+
+    source, target = server_factory(), server_factory()
+    run(_memory_stream(source))
+    out = tmp_path / "backup"
+    done = reconcile("backup", "--all", "--out", str(out), "--server", source.url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (record,) = read_contents(out).streams
+
+    async def half_done() -> None:
+        async with open_client(options(target)) as client:
+            data = chunks(out / "FAST" / "stream.tar.s2", 64 * 1024)
+            await restore_stream(client, _temp_config(record), record.state, data)
+            await client.create_stream(restoring(record))
+            await caught_up(client, "FAST", BACKUP_PREFIX + "FAST", 40)
+
+    run(half_done())
+    assert run(_streams(target)) == ["FAST", BACKUP_PREFIX + "FAST"]
+    again = reconcile("restore", str(out), "--server", target.url, "--yes", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "interrupted restore" in again.stdout
+    assert run(_streams(target)) == ["FAST"]
+    assert run(dump_exact(target, "FAST")) == run(dump_exact(source, "FAST"))
+    assert run(_state(target, "FAST")) == run(_state(source, "FAST"))
