@@ -1,7 +1,8 @@
 """The engine's entry points: the same four moves behind every front door.
 
-``plan`` and ``apply`` validate every spec before anything touches a server, read the
-live state once (paged), build a frozen :class:`~reconciler.planning.plan.Plan` and, for apply,
+``plan`` and ``apply`` validate every spec before anything is written or planned (a
+plan with a server named reads the live state while it validates), read the live state
+once (paged), build a frozen :class:`~reconciler.planning.plan.Plan` and, for apply,
 hand it to the one executor. The CLI, the GitHub Action, the drift report and the
 fleet snapshot all call these; none of them re-implements a phase.
 """
