@@ -43,6 +43,7 @@ from reconciler.execution.migrate import without_server_metadata
 from reconciler.execution.run import check_approved
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.jetstream.snapshots import RESTORE_CHUNK, restore_stream
+from reconciler.model.migration import resettable
 from reconciler.model.state import ServerInfo
 
 #: Streams restored at once unless told otherwise: one. nats-server 2.15.1 died (Go's
@@ -156,6 +157,8 @@ def consumer_differences(
         now = positions(got)
         low = consumer.earliest or consumer.positions
         if record.through_mirror:  # moved by CONSUMER.RESET: pending ones come again
+            if consumer.config is not None and not resettable(consumer.config):
+                continue  # made as it is (a reset refuses its deliver policy)
             floor = consumer.positions.get(FLOOR, 0)
             if now.get(FLOOR) != floor or now.get(DELIVERED) != floor:
                 found.append(

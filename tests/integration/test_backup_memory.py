@@ -13,6 +13,7 @@ import nats
 from backup_fixtures import consumer_positions
 from cli_runner import reconcile
 from migration_helpers import dump_exact
+from nats.js.api import DeliverPolicy
 from servers import NatsServer, options, run
 
 from reconciler.identity import BACKUP_PREFIX
@@ -21,7 +22,8 @@ from reconciler.jetstream import open_client
 
 async def _memory_stream(server: NatsServer) -> None:
     """FAST (memory, headers on every message, a gap where one was deleted): ``worker``
-    has 10 delivered and 6 acked, ``audit`` 5 delivered and all acked, ``push`` none."""
+    has 10 delivered and 6 acked, ``audit`` 5 delivered and all acked, ``latest`` (deliver
+    policy ``new``) none."""
     nc = await nats.connect(server.url)
     try:
         js = nc.jetstream()
@@ -33,6 +35,9 @@ async def _memory_stream(server: NatsServer) -> None:
         await js.add_consumer("FAST", durable_name="worker", ack_policy="explicit")
         await js.add_consumer(
             "FAST", durable_name="audit", ack_policy="explicit", filter_subject="fast.1"
+        )
+        await js.add_consumer(  # a reset refuses its policy: made as it is
+            "FAST", durable_name="latest", ack_policy="explicit", deliver_policy=DeliverPolicy.NEW
         )
         worker = await js.pull_subscribe_bind("worker", "FAST")
         taken = await worker.fetch(10, timeout=5)
@@ -73,7 +78,7 @@ def test_a_memory_stream_backs_up_and_restores_every_message_and_consumer(
     assert record["config"]["storage"] == "memory" and record["config"]["subjects"] == ["fast.>"]
     assert record["mirror_config"]["storage"] == "file"
     consumers = {c["name"]: c for c in record["consumers"]}
-    assert sorted(consumers) == ["audit", "worker"]
+    assert sorted(consumers) == ["audit", "latest", "worker"]
     assert consumers["worker"]["positions"]["ack_floor.stream_seq"] == 6
     assert consumers["worker"]["positions"]["delivered.stream_seq"] == 10
     assert consumers["audit"]["config"]["filter_subject"] == "fast.1"
