@@ -14,7 +14,13 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
 from reconciler.errors import Problem
-from reconciler.identity import INTERNAL_STREAMS, LOCK_BUCKET, kv_subject, object_subjects
+from reconciler.identity import (
+    INTERNAL_STREAMS,
+    LOCK_BUCKET,
+    is_reserved,
+    kv_subject,
+    object_subjects,
+)
 from reconciler.specs.schema import did_you_mean
 from reconciler.specs.spec import Spec
 from reconciler.specs.subjects import subjects_overlap
@@ -56,16 +62,21 @@ def cross_resource_problems(
 
 
 def tool_owned(specs: list[Spec]) -> Iterable[Problem]:
-    """The apply lock's bucket is the tool's own: no spec may declare, change or attach to it."""
+    """Streams the tool or the server keeps for itself (:func:`identity.is_reserved`: the
+    apply lock's bucket, a backup's temporary mirror, the server's MQTT streams): no spec
+    may declare, change or attach to one."""
     for spec in specs:
-        if spec.stream_name in INTERNAL_STREAMS:
-            what = "attach a consumer to" if spec.kind == "Consumer" else "declare"
-            yield Problem(
-                spec.where("name"),
-                "name",
-                f"{spec.stream_name} is the apply lock's bucket ({LOCK_BUCKET}), kept by the "
-                f"tool itself: a spec cannot {what} it",
-            )
+        if not is_reserved(spec.stream_name):
+            continue
+        what = "attach a consumer to" if spec.kind == "Consumer" else "declare"
+        whose = (
+            f"the apply lock's bucket ({LOCK_BUCKET}), kept by the tool itself"
+            if spec.stream_name in INTERNAL_STREAMS
+            else "a name the tool or the server keeps for its own streams"
+        )
+        yield Problem(
+            spec.where("name"), "name", f"{spec.stream_name} is {whose}: a spec cannot {what} it"
+        )
 
 
 def stream_specs(specs: Iterable[Spec]) -> dict[str, Spec]:

@@ -315,6 +315,25 @@ def test_the_apply_lock_bucket_cannot_be_declared_changed_or_attached_to(
     assert any("apply lock's bucket" in p.message for p in refused.value.problems)
 
 
+@pytest.mark.parametrize(
+    "document",
+    [
+        "kind: Stream\nname: RECONCILE_BACKUP_ORDERS\nsubjects: ['x.>']\n",
+        "kind: Consumer\nstream: RECONCILE_BACKUP_ORDERS\nname: peek\nack_policy: none\n",
+        "kind: Stream\nname: $MQTT_msgs\nsubjects: ['m.>']\n",
+    ],
+    ids=["backup-mirror", "consumer-on-backup-mirror", "mqtt"],
+)
+def test_streams_the_tool_or_the_server_keeps_cannot_be_declared(
+    document: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "reserved.yaml"
+    path.write_text(document)
+    with pytest.raises(SpecError) as refused:
+        load_specs([path])
+    assert any("keeps for its own streams" in p.message for p in refused.value.problems)
+
+
 def test_a_consumer_naming_an_unknown_stream_gets_a_did_you_mean() -> None:
     found = problems(stream("ORDERS"), consumer("C", stream="ORDRS"))
     assert any("stream 'ORDRS' is not declared (did you mean 'ORDERS'?)" in p for p in found)
