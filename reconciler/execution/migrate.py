@@ -212,18 +212,25 @@ class _Migration:
             raise self._refused(record, f"stream {self.stream} is not the old stream any more")
         if temp is not None and _takes_publishes(temp["config"], self.temp):
             raise self._refused(record, f"{self.temp} takes publishes")
-        config = dict(old["config"])
-        if config.get("subjects") == [placeholder(self.stream)]:
-            for key in SUBJECT_FIELDS:
-                config.pop(key, None)
-            config.update({k: v for k, v in record.subjects.items() if v not in (None, [], {})})
-            await self.client.update_stream(config)
+        if old["config"].get("subjects") == [placeholder(self.stream)]:
+            await self._give_back_subjects(old["config"], record)
         for consumer in await self.client.list_consumers(self.stream):
             if consumer["config"].get("pause_until") == HELD_UNTIL:
                 await self.client.pause_consumer(self.stream, str(consumer["name"]), None)
         await self.client.delete_stream(self.temp)
         await self.hook("rolled back")
         return None
+
+    async def _give_back_subjects(self, config: Mapping[str, Any], record: Record) -> None:
+        """The old stream (its live ``config``) takes publishes again: its config as it
+        was before it was retired in this run, or, retired already, the subject fields
+        the record kept."""
+        config = dict(config)
+        if config.get("subjects") == [placeholder(self.stream)]:
+            for key in SUBJECT_FIELDS:
+                config.pop(key, None)
+            config.update({k: v for k, v in record.subjects.items() if v not in (None, [], {})})
+        await self.client.update_stream(config)
 
     async def _retarget(self, record: Record, target: Mapping[str, Any]) -> Record:
         """The interrupted migration goes on to ``target``. Until the new stream is made,
@@ -271,7 +278,9 @@ class _Migration:
         """Freeze the old stream, take its last messages, take its subjects."""
         info = await self._info(self.stream)
         started = time.monotonic()
+        old = None
         if info is not None and FILLING_KEY not in (info["config"].get("metadata") or {}):
+            old = info["config"]
             await self._check_copies(self.temp, self.stream)
             await self._hold_consumers(record)
             if info["config"].get("subjects") != [placeholder(self.stream)]:
@@ -281,7 +290,14 @@ class _Migration:
             await self._wait(self.temp, self.stream, fast=True)
         temp = await self._info(self.temp)
         assert temp is not None
-        await self.client.update_stream(serving_config(temp["config"], record))
+        try:
+            await self.client.update_stream(serving_config(temp["config"], record))
+        except ServerError:
+            # the subjects are taken (another stream took them after the plan looked):
+            # the old stream, which holds every message, takes the publishes back
+            if old is not None:
+                await self._give_back_subjects(old, record)
+            raise
         self.progress.windows_ms.append((time.monotonic() - started) * 1000)
         await self.hook("serving")
         return record.at("serving")

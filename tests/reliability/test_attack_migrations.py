@@ -289,12 +289,13 @@ ack_policy: explicit
 def test_subjects_taken_during_a_migration_leave_the_stream_taking_publishes(
     clean_server: NatsServer, tmp_path: Path
 ) -> None:
-    """The target adds subjects ``extra.>``; another stream takes them while the copy
-    runs (after the plan looked). The final config is then refused (err 10065) after
-    the temporary stream had given up its subjects: before, nothing took the stream's
-    publishes until someone ran apply again ("no responders"). Now the temporary
-    stream takes them back before the error is reported: every publish lands, and the
-    next apply finishes once the subjects are free."""
+    """The target adds subjects ``extra.>``; another stream takes them once the copy has
+    begun (after the plan looked). The temporary stream then cannot take the target's
+    subjects (err 10065) after the old stream had given up its own: before, nothing
+    took the stream's publishes until someone ran apply again ("no responders"). Now
+    the old stream, which holds every message, takes them back before the error is
+    reported: every publish lands, and the next apply finishes once the subjects are
+    free."""
     spec = orders(tmp_path)
     assert run(engine.apply([spec], options(clean_server))).ok
     run(publish_many(clean_server, ["orders.a", "orders.b"], 100))
@@ -304,7 +305,7 @@ def test_subjects_taken_during_a_migration_leave_the_stream_taking_publishes(
 
     async def go() -> None:
         async def hook(label: str) -> None:
-            if label == "refill":
+            if label == "copy":
                 thief = {"name": "THIEF", "subjects": ["extra.>"]}
                 await api(clean_server, "STREAM.CREATE.THIEF", thief)
 
@@ -313,7 +314,7 @@ def test_subjects_taken_during_a_migration_leave_the_stream_taking_publishes(
 
     with pytest.raises(ReconcileError):
         run(go())
-    assert still_takes_publishes(clean_server, "orders.a")  # lands on the temporary stream
+    assert still_takes_publishes(clean_server, "orders.a")  # the old stream takes it
     run(api(clean_server, "STREAM.DELETE.THIEF"))
     assert run(engine.apply([wider], options(clean_server), migrate=True)).ok
     assert names(clean_server) == ["ORDERS"]
