@@ -39,6 +39,8 @@ SUITE = (
     "tests/integration/test_import_nack.py",
     "tests/integration/test_front_doors.py",
     "tests/integration/test_backup.py",
+    "tests/integration/test_backup_memory.py",
+    "tests/integration/test_overlapped_read.py",
 )
 
 
@@ -355,10 +357,25 @@ GUARANTEES = (
         "by the nats CLI too and on nats-server 2.10 and 2.12; any difference from the "
         "manifest is an error. A truncated or altered snapshot is refused, naming the "
         "file, before anything is sent. An interrupted restore can be run again and "
-        "finishes. No credential reaches a manifest, names from a forged manifest cannot "
+        "finishes when run again without flags: what an interrupted restore left (the "
+        "backup's config and consumers, its first message matching the backup's exactly by "
+        "SHA-256, nothing later than the backup's last) is deleted and restored, and a "
+        "stream of the same name holding other data is refused. Memory streams back up "
+        "through a temporary file mirror and restore through one, every message intact. "
+        "No credential reaches a manifest, names from a forged manifest cannot "
         "become paths outside the folder, and a 1 GiB backup and restore stay under "
         "41 MiB RSS.",
-        ("test_backup_faults.py::", "test_backup.py::"),
+        ("test_backup_faults.py::", "test_backup.py::", "test_backup_memory.py::"),
+    ),
+    Guarantee(
+        "A plan reads while it checks the files, and writes nothing before they are valid",
+        "With a server named, `reconcile plan` (drift, `apply --dry-run`) connects and reads "
+        "while the spec files are checked in a thread. Only read requests reach the server "
+        "before the check ends; an invalid file cancels the read and its `FILE:LINE` error "
+        "is what is reported, even beside an unreachable server. With no server named the "
+        "files are checked before the embedded server starts. `apply` keeps its order: its "
+        "first request takes the apply lock, a write.",
+        ("test_overlapped_read.py::",),
     ),
     Guarantee(
         "Importers that a hostile file cannot stop",
