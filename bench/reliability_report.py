@@ -278,6 +278,23 @@ GUARANTEES = (
         ("test_migration_losses.py::",),
     ),
     Guarantee(
+        "Attacked again: a migration's record cannot make it lose data, nor workers undo it",
+        "Found by an attacker's review, each now a test. A rollback to an old config edited "
+        "in the record to `max_msgs: 1`, `max_age: 100ms` or `interest` cut 300 messages "
+        "to 1, 0 or 260, planned lossless; now losses are judged against the messages "
+        "held, the plan names them and apply needs `--allow-data-loss`. A record moved on "
+        "to `cutover` deleted the 50 messages only the copy held; the server's `created` "
+        "times must now come in order. Subject fields edited into a record no longer land "
+        "messages under another subject. Malformed record text (nested 50,000 deep, "
+        "`1e400`) no longer ends every plan of the account in a traceback. Consumers of a "
+        "workqueue or interest stream are paused for the migration (nats-server 2.11+): a "
+        "worker started during it left 763 of 2,000 jobs behind and did 7 twice, now 0; "
+        "the pause survives kill -9. A stream made to source the stream during the "
+        "migration, or subjects taken after the plan, stop it with every message in place "
+        "and publishes still accepted (before: 100 -> 200 duplicates; no responders).",
+        ("test_attack_migrations.py::",),
+    ),
+    Guarantee(
         "What is applied is what was reviewed",
         "After `yes` at the prompt, apply reads the live state again and applies only when "
         "the plan still has the same steps (action, resource, fields, a migration's phase) "
