@@ -45,6 +45,7 @@ from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.jetstream.snapshots import RESTORE_CHUNK, restore_stream
 from reconciler.model.migration import resettable
 from reconciler.model.state import ServerInfo
+from reconciler.planning.steps import ALLOW_DATA_LOSS, ALLOW_REPLACE, allows
 
 #: Streams restored at once unless told otherwise: one. nats-server 2.15.1 died (Go's
 #: "concurrent map iteration and map write" in ``jsAccount.tieredReservation``, called
@@ -267,10 +268,7 @@ async def plan_restore(
     server = await client.server_info()
     too_old = [why for r in selected if (why := memory_refused(r, server))]
     if too_old:
-        raise RefusedPlan(
-            "refusing to restore; nothing was changed:\n"
-            + "\n".join(f"    {line}" for line in too_old)
-        )
+        raise RefusedPlan("refusing to restore; nothing was changed:", details=too_old)
     steps: list[RestoreStep] = []
     refused: list[str] = []
     for record in selected:
@@ -291,14 +289,17 @@ async def plan_restore(
         raise RefusedPlan(
             "refusing to restore: the server holds stream(s) of the same name that differ "
             "from the backup; nothing was changed. Pass --replace-existing (and "
-            "--allow-replace) to delete and replace them.\n"
-            + "\n".join(f"    {line}" for line in refused)
+            f"{ALLOW_REPLACE}) to delete and replace them.",
+            details=refused,
         )
     replacing = [s.record.name for s in steps if s.destructive]
-    if replacing and not (flags.allow_replace or flags.allow_data_loss):
+    allowed = allows(
+        whole=True, allow_replace=flags.allow_replace, allow_data_loss=flags.allow_data_loss
+    )
+    if replacing and not allowed:
         raise RefusedPlan(
             f"refusing to restore: replacing {', '.join(replacing)} deletes their messages; "
-            "nothing was changed. Re-run with --allow-replace (or --allow-data-loss)."
+            f"nothing was changed. Re-run with {ALLOW_REPLACE} (or {ALLOW_DATA_LOSS})."
         )
     return RestorePlan(contents, tuple(steps), server)
 

@@ -311,12 +311,15 @@ class Plan:
         replaces and deletes (the resource goes as a whole, as the plan says), not updates
         that delete part of a stream's messages in place.
         """
-        if allow_data_loss:
-            return ()
         return tuple(
             step
             for step in self.changes
-            if step.destructive and not (allow_replace and isinstance(step, Replace | Delete))
+            if step.destructive
+            and not allows(
+                whole=isinstance(step, Replace | Delete),
+                allow_replace=allow_replace,
+                allow_data_loss=allow_data_loss,
+            )
         )
 
     @property
@@ -433,6 +436,14 @@ def _grouped(steps: Sequence[Step], deps: Sequence[Sequence[int]]) -> list[list[
 #: The flags that allow destructive steps, as the CLI (and the Action's inputs) name them.
 ALLOW_REPLACE = "--allow-replace"
 ALLOW_DATA_LOSS = "--allow-data-loss"
+
+
+def allows(*, whole: bool, allow_replace: bool, allow_data_loss: bool) -> bool:
+    """Whether the flags allow a step that destroys data: ``allow_data_loss`` every one,
+    ``allow_replace`` one where a resource goes as a whole (``whole``: a replace, a delete,
+    a restore replacing a stream), never one deleting part of its messages in place. The
+    one rule behind :meth:`Plan.refused` and the restore's replaces."""
+    return allow_data_loss or (allow_replace and whole)
 
 
 def allowing_flag(steps: Sequence[Step]) -> str:

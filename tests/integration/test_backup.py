@@ -76,7 +76,7 @@ def test_restore_refuses_an_existing_stream_unless_replacing_is_allowed(
 
     again = reconcile("restore", str(out), "--server", source.url, "--yes", cwd=tmp_path)
     assert again.returncode == 1
-    assert "differ from the backup" in again.stderr and "\n    ORDERS: " in again.stderr
+    assert "differ from the backup" in again.stderr and "\n  ORDERS: " in again.stderr
     flag_missing = reconcile(
         "restore", str(out), "--server", source.url, "--yes", "--replace-existing", cwd=tmp_path
     )
