@@ -169,7 +169,8 @@ async def take_backup(
                     return err
 
         results = await asyncio.gather(*(one(name) for name in names))
-        spec_files = await write_specs(client, out, names, on_notice)
+        complete = not any(isinstance(r, Exception) for r in results)  # else no manifest
+        spec_files = await write_specs(client, out, names, on_notice) if complete else {}
     records = [r for r in results if isinstance(r, StreamRecord)]
     skipped = tuple((n, r) for n, r in zip(names, results, strict=True) if isinstance(r, str))
     failed = [(n, r) for n, r in zip(names, results, strict=True) if isinstance(r, Exception)]
