@@ -270,10 +270,16 @@ async def _quiet(err: Exception) -> None:
     """Default error callback: nats-py would otherwise log every failure."""
 
 
-async def connect(options: ConnectionOptions, *, error_cb: ErrorCallback | None = None) -> NATS:
+async def connect(
+    options: ConnectionOptions,
+    *,
+    error_cb: ErrorCallback | None = None,
+    closed_cb: Callable[[], None] | None = None,
+) -> NATS:
     """Open one connection to the first reachable server of ``options``.
 
     Tries each URL in order within one ``connect_timeout`` budget; no reconnects.
+    ``closed_cb`` is called once the open connection is lost (the server gone).
     """
     urls = options.server_urls or ["nats://127.0.0.1:4222"]
     for url in urls:
@@ -288,7 +294,8 @@ async def connect(options: ConnectionOptions, *, error_cb: ErrorCallback | None 
         remaining = max(deadline - time.monotonic(), 0.05)
         try:
             return await asyncio.wait_for(
-                _open(url, remaining, error_cb or _quiet, kwargs), timeout=remaining
+                _open(url, remaining, error_cb or _quiet, kwargs, closed_cb),
+                timeout=remaining,
             )
         except (TimeoutError, OSError, nats.errors.Error, ssl.SSLError) as err:
             reason = describe_failure(url, err, timeout=options.connect_timeout)
@@ -298,7 +305,13 @@ async def connect(options: ConnectionOptions, *, error_cb: ErrorCallback | None 
     raise ConnectError("; ".join(reasons))
 
 
-async def _open(url: str, timeout: float, error_cb: ErrorCallback, kwargs: dict[str, Any]) -> NATS:
+async def _open(
+    url: str,
+    timeout: float,
+    error_cb: ErrorCallback,
+    kwargs: dict[str, Any],
+    closed_cb: Callable[[], None] | None = None,
+) -> NATS:
     """Connect to ``url``; the first failure ends the attempt (nats-py would retry)."""
     nc = NATS()
     first_error: asyncio.Future[Exception] = asyncio.get_running_loop().create_future()
@@ -311,7 +324,8 @@ async def _open(url: str, timeout: float, error_cb: ErrorCallback, kwargs: dict[
             first_error.set_result(err)
 
     async def on_disconnect() -> None:
-        return None
+        if connected and closed_cb is not None:
+            closed_cb()  # no reconnects: a disconnect is the end of this connection
 
     attempt: asyncio.Future[Any] = asyncio.ensure_future(
         nc.connect(

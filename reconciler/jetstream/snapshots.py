@@ -25,10 +25,11 @@ chunk.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeout
 
 from reconciler.errors import ConnectError, ReconcileError, RequestTimeout
@@ -101,7 +102,8 @@ async def snapshot_stream(
     is then not a snapshot."""
     nc = client.nc
     inbox = nc.new_inbox()
-    sub = await nc.subscribe(inbox, pending_bytes_limit=64 * 1024 * 1024)
+    with _dropped(stream):
+        sub = await nc.subscribe(inbox, pending_bytes_limit=64 * 1024 * 1024)
     try:
         body = {
             "deliver_subject": inbox,
@@ -116,6 +118,20 @@ async def snapshot_stream(
         with contextlib.suppress(Exception):
             await sub.unsubscribe()
     return Snapshot(dict(reply.get("config") or {}), dict(reply.get("state") or {}), size, chunks)
+
+
+@contextlib.contextmanager
+def _dropped(stream: str) -> Iterator[None]:
+    """A connection closed under a snapshot (the server killed, the link gone) is the
+    snapshot's failure, named, never a raw client error; a timeout passes through."""
+    try:
+        yield
+    except NatsTimeout:
+        raise
+    except NatsError as err:
+        raise SnapshotFailed(
+            f"the connection dropped during the snapshot of {stream} ({type(err).__name__})"
+        ) from None
 
 
 async def _receive(
@@ -136,7 +152,8 @@ async def _receive(
         if not nc.is_connected:
             raise SnapshotFailed(f"the connection dropped during the snapshot of {stream}")
         try:
-            msg = await sub.next_msg(timeout=1.0)
+            with _dropped(stream):
+                msg = await sub.next_msg(timeout=1.0)
         except (TimeoutError, NatsTimeout):
             waited += 1.0
             if waited >= idle:
@@ -161,7 +178,8 @@ async def _receive(
         size += len(msg.data)
         chunks += 1
         if msg.reply:
-            await nc.publish(msg.reply, b"")
+            with _dropped(stream):
+                await nc.publish(msg.reply, b"")
         if on_chunk is not None:
             on_chunk(len(msg.data))
 
