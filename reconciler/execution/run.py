@@ -102,22 +102,36 @@ def _say_server(the_plan: Plan, options: ConnectionOptions, observer: Observer) 
         observer.notice(line)
 
 
+async def _planned(
+    client: JetStreamClient,
+    specs: Sequence[Spec],
+    request: PlanRequest,
+    *,
+    reading: asyncio.Future[LiveState] | None = None,
+) -> Plan:
+    """:func:`plan_with` with what ``request`` asks for: the one place a request's flags
+    become the planner's arguments."""
+    return await plan_with(
+        client,
+        specs,
+        prune=request.prune,
+        ownership=request.ownership,
+        migrate=request.migrate,
+        migration=request.migration,
+        reading=reading,
+    )
+
+
 async def _as_reviewed(
     client: JetStreamClient,
     specs: Sequence[Spec],
     shown: Plan,
-    *,
-    prune: bool,
-    ownership: Ownership,
-    migrate: bool,
-    migration: str | None,
+    request: PlanRequest,
 ) -> Plan:
     """The plan made again after the person said yes: the live state moved on while the
     question waited. Refused, naming what changed, unless it is the plan shown
     (:mod:`reconciler.planning.review`)."""
-    now = await plan_with(
-        client, specs, prune=prune, ownership=ownership, migrate=migrate, migration=migration
-    )
+    now = await _planned(client, specs, request)
     changed = differences(shown, now)
     if changed:
         raise RefusedPlan(
@@ -375,29 +389,14 @@ async def _read_then_plan(
             reading.cancel()
             await asyncio.gather(reading, return_exceptions=True)
             raise
-        the_plan = await plan_with(
-            client,
-            loaded,
-            prune=request.prune,
-            ownership=request.ownership,
-            migrate=request.migrate,
-            migration=request.migration,
-            reading=reading,
-        )
+        the_plan = await _planned(client, loaded, request, reading=reading)
         _say_server(the_plan, request.options, observer)
         return the_plan
 
 
 async def _plan_loaded(request: PlanRequest, specs: Sequence[Spec], observer: Observer) -> Plan:
     async with open_client(request.options, on_notice=observer.notice) as client:
-        the_plan = await plan_with(
-            client,
-            specs,
-            prune=request.prune,
-            ownership=request.ownership,
-            migrate=request.migrate,
-            migration=request.migration,
-        )
+        the_plan = await _planned(client, specs, request)
         _say_server(the_plan, request.options, observer)
         return the_plan
 
@@ -473,14 +472,7 @@ async def apply_for(
                 stop=stop,
             ) as fence,
         ):
-            the_plan = await plan_with(
-                client,
-                specs,
-                prune=wanted.prune,
-                ownership=wanted.ownership,
-                migrate=wanted.migrate,
-                migration=wanted.migration,
-            )
+            the_plan = await _planned(client, specs, wanted)
             _say_server(the_plan, wanted.options, observer)
             observer.show_plan(the_plan)
             if observer.asks and the_plan.has_changes and not request.dry_run:
@@ -494,15 +486,7 @@ async def apply_for(
                     return ApplyResult(
                         plan=the_plan, dry_run=True, cancelled=True, interrupted=interrupted
                     )
-                the_plan = await _as_reviewed(
-                    client,
-                    specs,
-                    the_plan,
-                    prune=wanted.prune,
-                    ownership=wanted.ownership,
-                    migrate=wanted.migrate,
-                    migration=wanted.migration,
-                )
+                the_plan = await _as_reviewed(client, specs, the_plan, wanted)
             elif the_plan.has_changes and not request.dry_run:
                 check_approved(request.approved, the_plan.server, wanted.options, "apply")
             result = await apply_plan(
