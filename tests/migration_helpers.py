@@ -69,3 +69,24 @@ async def dump_exact(server: NatsServer, stream: str) -> list[tuple[Any, ...]]:
             )
             seq = int(message["seq"]) + 1
         return out
+
+
+def killed_migration_script(stream: str) -> str:
+    """A Python program migrating ``stream`` that kills itself with SIGKILL at a phase
+    boundary: ``python -c SCRIPT URL TARGET_JSON BOUNDARY`` (the fault tests' child)."""
+    return f"""
+import asyncio, json, os, signal, sys
+from reconciler.execution.migrate import migrate
+from reconciler.jetstream import ConnectionOptions, open_client
+
+url, target, at = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+
+async def main():
+    async with open_client(ConnectionOptions(servers=url)) as client:
+        async def hook(label):
+            if label == at:
+                os.kill(os.getpid(), signal.SIGKILL)
+        await migrate(client, {stream!r}, target, on_phase=hook)
+
+asyncio.run(main())
+"""

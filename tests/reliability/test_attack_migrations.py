@@ -19,7 +19,7 @@ from typing import Any
 import nats
 import pytest
 from cli_runner import reconcile
-from migration_helpers import api, dump, publish_many
+from migration_helpers import api, dump, killed_migration_script, publish_many
 from servers import NatsServer, options, run, write
 from test_migration_trust import (
     TEMP,
@@ -220,22 +220,7 @@ def test_a_worker_started_during_a_migration_brings_no_job_back(
     assert names(clean_server) == ["JOBS"]
 
 
-CHILD = """
-import asyncio, json, os, signal, sys
-from reconciler.execution.migrate import migrate
-from reconciler.jetstream import ConnectionOptions, open_client
-
-url, target, at = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
-
-async def main():
-    async with open_client(ConnectionOptions(servers=url)) as client:
-        async def hook(label):
-            if label == at:
-                os.kill(os.getpid(), signal.SIGKILL)
-        await migrate(client, "JOBS", target, on_phase=hook)
-
-asyncio.run(main())
-"""
+CHILD = killed_migration_script("JOBS")
 
 
 def paused(server: NatsServer) -> bool:

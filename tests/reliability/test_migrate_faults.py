@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from migration_helpers import dump, publish_many
+from migration_helpers import dump, killed_migration_script, publish_many
 from servers import NatsServer, options, run, write
 
 from reconciler.execution import run as engine
@@ -57,22 +57,7 @@ BOUNDARIES = [
     "final",
 ]
 
-CHILD = """
-import asyncio, json, os, signal, sys
-from reconciler.execution.migrate import migrate
-from reconciler.jetstream import ConnectionOptions, open_client
-
-url, target, at = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
-
-async def main():
-    async with open_client(ConnectionOptions(servers=url)) as client:
-        async def hook(label):
-            if label == at:
-                os.kill(os.getpid(), signal.SIGKILL)
-        await migrate(client, "ORDERS", target, on_phase=hook)
-
-asyncio.run(main())
-"""
+CHILD = killed_migration_script("ORDERS")
 
 
 async def ack_some(server: NatsServer, count: int) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 import nats
 import pytest
 from cli_runner import reconcile
-from migration_helpers import api, dump, publish_many
+from migration_helpers import api, dump, killed_migration_script, publish_many
 from servers import NatsServer, options, run, write
 
 from reconciler.errors import ReconcileError, RefusedPlan, SpecError
@@ -233,22 +233,7 @@ def test_a_record_bound_by_a_forger_still_deletes_nothing(
     assert still_takes_publishes(clean_server, "orders.a")
 
 
-CHILD = """
-import asyncio, json, os, signal, sys
-from reconciler.execution.migrate import migrate
-from reconciler.jetstream import ConnectionOptions, open_client
-
-url, target, at = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
-
-async def main():
-    async with open_client(ConnectionOptions(servers=url)) as client:
-        async def hook(label):
-            if label == at:
-                os.kill(os.getpid(), signal.SIGKILL)
-        await migrate(client, "ORDERS", target, on_phase=hook)
-
-asyncio.run(main())
-"""
+CHILD = killed_migration_script("ORDERS")
 
 
 async def ack_some(server: NatsServer, count: int) -> None:
