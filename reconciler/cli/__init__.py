@@ -24,7 +24,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "drift": ("reconciler.cli.drift_cmd", "drift", "Report where the server differs."),
     "export": ("reconciler.cli.export_cmd", "export", "Write live state as spec files."),
     "envs": ("reconciler.cli.envs_cmd", "envs", "List the project's environments."),
-    "import": ("reconciler.cli.import_cmd", "import_", "Turn nats CLI, Terraform or NACK files into specs."),
+    "import": (
+        "reconciler.cli.import_cmd",
+        "import_",
+        "Turn nats CLI, Terraform or NACK files into specs.",
+    ),
     "server": ("reconciler.cli.server_cmd", "server", "Run the embedded nats-server."),
     "snapshot": ("reconciler.cli.snapshot_cmd", "snapshot", "Write live configs as JSONL."),
     "fleet": ("reconciler.cli.fleet_cmd", "fleet", "Fleet-wide drift on Apache Spark."),
