@@ -2,9 +2,16 @@
 
 ``kv_stream_config`` / ``object_stream_config`` turn a bucket spec (the client libraries'
 bucket fields) into the stream config the Go client (nats.go ``jetstream/kv.go``,
-``jetstream/object.go``) would create; ``bucket_config`` reads a ``KV_``/``OBJ_`` stream
-config back as bucket fields (for export); ``classify_stream`` tells what a live stream is
-(the names themselves live in ``reconciler.identity``).
+``jetstream/object.go``; the nats CLI creates buckets through it) would create;
+``bucket_config`` reads a ``KV_``/``OBJ_`` stream config back as bucket fields (for
+export); ``classify_stream`` tells what a live stream is (the names themselves live in
+``reconciler.identity``).
+
+Other clients set a few stream fields of a bucket differently (:data:`CLIENT_FIELDS`):
+nats-py leaves ``allow_direct`` off unless asked (``direct=True``) and turns
+``allow_msg_ttl`` on for every KeyValue bucket (nats-py 2.11+); older Go clients made
+buckets without direct gets. A bucket spec may declare those fields under their stream
+names, so such a bucket is still a bucket, exported and planned without a difference.
 """
 
 from __future__ import annotations
@@ -25,6 +32,12 @@ from reconciler.model.defaults import DEFAULT_DUPLICATE_WINDOW
 
 #: Bucket fields copied to the stream under the same name.
 _SHARED: Final = ("description", "storage", "placement", "metadata")
+#: Stream fields a bucket spec may declare (under the stream's own names) because some
+#: client sets them differently from the Go client, by kind.
+CLIENT_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
+    "KeyValue": ("allow_direct", "allow_msg_ttl", "discard"),
+    "ObjectStore": ("allow_direct", "discard"),
+}
 
 
 def _compression(value: Any) -> str:
@@ -43,9 +56,9 @@ def _common(bucket: Mapping[str, Any]) -> dict[str, Any]:
     config["max_bytes"] = _unlimited(bucket.get("max_bytes"))
     config["max_age"] = int(bucket.get("ttl") or 0)
     config["compression"] = _compression(bucket.get("compression"))
-    config["discard"] = "new"
+    config["discard"] = bucket.get("discard") or "new"
     config["allow_rollup_hdrs"] = True
-    config["allow_direct"] = True
+    config["allow_direct"] = bucket.get("allow_direct") is not False
     return config
 
 
@@ -74,6 +87,8 @@ def kv_stream_config(name: str, bucket: Mapping[str, Any]) -> dict[str, Any]:
         config["mirror_direct"] = True
     elif bucket.get("sources"):
         config["sources"] = [_kv_source(source, name) for source in bucket["sources"]]
+    if bucket.get("allow_msg_ttl"):
+        config["allow_msg_ttl"] = True
     if bucket.get("limit_marker_ttl"):
         config["allow_msg_ttl"] = True
         config["subject_delete_marker_ttl"] = int(bucket["limit_marker_ttl"])
@@ -143,6 +158,20 @@ def _positive(config: Mapping[str, Any], key: str) -> int | None:
     return int(value) if isinstance(value, int) and value > 0 else None
 
 
+def _client_fields(kind: Kind, stream: Mapping[str, Any]) -> dict[str, Any]:
+    """The :data:`CLIENT_FIELDS` of a bucket's stream that differ from what the Go client
+    sets (``allow_msg_ttl`` only where ``limit_marker_ttl`` does not imply it)."""
+    fields: dict[str, Any] = {}
+    if stream.get("allow_direct") is False:
+        fields["allow_direct"] = False
+    if stream.get("discard", "new") != "new":
+        fields["discard"] = stream["discard"]
+    implied = stream.get("subject_delete_marker_ttl")
+    if kind == "KeyValue" and stream.get("allow_msg_ttl") and not implied:
+        fields["allow_msg_ttl"] = True
+    return fields
+
+
 def bucket_config(kind: Kind, name: str, stream: Mapping[str, Any]) -> dict[str, Any]:
     """Bucket fields (wire units) of a ``KV_``/``OBJ_`` stream config, defaults left out."""
     bucket: dict[str, Any] = {"name": name}
@@ -169,6 +198,7 @@ def bucket_config(kind: Kind, name: str, stream: Mapping[str, Any]) -> dict[str,
             bucket[key] = stream[key]
     if kind == "KeyValue" and stream.get("subject_delete_marker_ttl"):
         bucket["limit_marker_ttl"] = stream["subject_delete_marker_ttl"]
+    bucket.update(_client_fields(kind, stream))
     if kind == "KeyValue" and stream.get("mirror"):
         bucket["mirror"] = _bucket_source(stream["mirror"], name)
     if kind == "KeyValue" and stream.get("sources"):

@@ -211,9 +211,12 @@ def _stream_document(
 ) -> dict[str, Any]:
     """A stream's document; a bucket's when the bucket fields say everything about it.
 
-    A ``KV_``/``OBJ_`` stream made by another client (nats-py leaves ``allow_direct``
-    off; an old bucket may differ in any field) can hold settings a bucket spec cannot
-    express: it is exported as the Stream it is, so applying the export changes nothing.
+    A bucket made by another client is still a bucket: the fields some clients set
+    differently (nats-py's ``allow_direct: false`` and ``allow_msg_ttl: true``;
+    ``model.buckets.CLIENT_FIELDS``) are kept in its document. A ``KV_``/``OBJ_`` stream
+    holding settings no bucket spec can express is exported as the Stream it is: the
+    document is a bucket's only when its desired config is exactly the stream's, so
+    applying the export changes nothing.
     """
     stream = live_config("Stream", config, server)
     _clean_metadata(stream)

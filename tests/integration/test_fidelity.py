@@ -346,7 +346,7 @@ def test_buckets_a_bucket_spec_cannot_express_export_as_streams_losslessly(
     from reconciler.jetstream import open_client
 
     options = target.options
-    nats_py_style = {  # nats-py leaves allow_direct off; the Go client turns it on
+    nats_py_style = {  # nats-py leaves allow_direct off: a bucket field (allow_direct)
         "name": "KV_py",
         "subjects": ["$KV.py.>"],
         "max_msgs_per_subject": 5,
@@ -355,17 +355,18 @@ def test_buckets_a_bucket_spec_cannot_express_export_as_streams_losslessly(
         "allow_rollup_hdrs": True,
         "allow_direct": False,
     }
-    go_style = {**nats_py_style, "name": "KV_go", "subjects": ["$KV.go.>"], "allow_direct": True}
+    # a workqueue: no client makes one and no bucket spec can say it
+    odd = {**nats_py_style, "name": "KV_odd", "subjects": ["$KV.odd.>"], "retention": "workqueue"}
 
     async def create() -> None:
         async with open_client(options) as client:
-            for config in (nats_py_style, go_style):
+            for config in (nats_py_style, odd):
                 await client.create_stream(config)
 
     run(create())
     files = export_state(run(engine.fetch_live(options)))
     kinds = {f.name: f.documents[0]["kind"] for f in files}
-    assert kinds == {"stream-KV_py.yaml": "Stream", "kv-go.yaml": "KeyValue"}
+    assert kinds == {"stream-KV_odd.yaml": "Stream", "kv-py.yaml": "KeyValue"}
     folder = tmp_path / "export"
     folder.mkdir()
     for item in files:
