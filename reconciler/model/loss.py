@@ -21,7 +21,7 @@ from typing import Any
 
 from reconciler.model.normalize import nanoseconds_between
 from reconciler.model.state import StreamState
-from reconciler.specs.units import format_duration, format_size
+from reconciler.specs.units import format_duration, readable_size
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +71,8 @@ def _max_bytes(new: int, state: StreamState) -> Loss | None:
         return None
     return Loss(
         "max_bytes",
-        f"holds {format_size(state.bytes)} in {_count(state.messages, 'message')}; "
-        f"max_bytes {format_size(new)} deletes the oldest messages over it",
+        f"holds {readable_size(state.bytes)} in {_count(state.messages, 'message')}; "
+        f"max_bytes {readable_size(new)} deletes the oldest messages over it",
         1,
     )
 
@@ -204,7 +204,7 @@ def held(state: StreamState | None) -> Loss:
         return Loss("", "it holds no messages", 0)
     return Loss(
         "",
-        f"holds {_count(state.messages, 'message')} ({format_size(state.bytes)}); all are deleted",
+        f"holds {_count(state.messages, 'message')}, {readable_size(state.bytes)}; all are deleted",
         state.messages,
     )
 

@@ -6,7 +6,8 @@ report), the GitHub Action and the Pulumi provider format and redact values here
 - :func:`redact` replaces whatever is stored under a secret-looking key (password, token,
   seed, creds, nkey, ...) by ``"<redacted>"``, at any depth, metadata included;
 - :func:`display` gives one short line: ``(absent)`` for a missing value, ``unlimited``
-  for ``-1`` in a limit, durations and sizes in human units, JSON otherwise (strings
+  for ``-1`` in a limit, durations in human units, sizes in binary units with the byte
+  count (``1GiB (1073741824)``, ``units.readable_size``), JSON otherwise (strings
   quoted, so an empty string is visible);
 - :func:`field_label` names a bucket's stream field as its spec does (``max_age (ttl)``);
 - :func:`printable` makes text from a spec, a file name or the server inert on a terminal
@@ -24,7 +25,7 @@ from typing import Any
 
 from reconciler.identity import BUCKET_KINDS
 from reconciler.specs.fields import UNIT_FIELDS, Unit
-from reconciler.specs.units import format_duration, format_like, format_size
+from reconciler.specs.units import format_duration, format_like, readable_size
 
 REDACTED = "<redacted>"
 ABSENT = "(absent)"
@@ -149,7 +150,7 @@ def _human(value: int, unit: Unit | None, leaf: str) -> str | None:
     if unit == "duration" and value >= 0:
         return format_duration(value)
     if unit == "size" and value >= 0:
-        return format_size(value)
+        return readable_size(value)
     return None
 
 
@@ -170,6 +171,8 @@ def display(
         return ABSENT
     shown = redact(value, path=path)
     unit = unit_of(kind, path)
+    if written and unit == "size" and _integer(shown) and shown >= 0:
+        return readable_size(shown, written)
     if written and unit and _integer(shown):
         alike = format_like(shown, written, unit)
         if alike is not None:

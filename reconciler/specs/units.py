@@ -1,11 +1,16 @@
-"""Human units for durations and sizes, both ways.
+"""Human units for durations and sizes, both ways, as the nats CLI reads them.
 
-Durations: a sequence of ``<number><unit>`` terms, units ``ns us µs ms s m h d w``
-(``"250ms"``, ``"1h30m"``, ``"1.5h"``, ``"7d"``, ``"2w"``); the wire form is integer
-nanoseconds. Sizes: one ``<number><unit>`` term, binary units ``KiB MiB GiB TiB PiB EiB``
-or decimal ``B KB MB GB TB PB EB`` (``"64MiB"``, ``"1GB"``); the wire form is integer bytes.
+Durations: a sequence of ``<number><unit>`` terms, units ``ns us µs ms s m h`` (Go's),
+``d D`` (a day), ``w W`` (a week), ``M`` (a month: 30 days) and ``y Y`` (a year: 365
+days), as natscli's and jsm.go's ``ParseDuration`` (``"250ms"``, ``"1h30m"``, ``"1.5h"``,
+``"7d"``, ``"1y"``; ``"0"``); the wire form is integer nanoseconds. Sizes: one
+``<number><unit>`` term, suffixes read case-insensitively and always binary, as natscli's
+``ParseStringAsBytes`` (``B``; ``K KB KiB`` = 1024; ``M MB MiB``; ``G GB GiB``; ``T TB TiB``;
+and ``P``/``E`` likewise), or a string of digits (bytes); the wire form is integer bytes.
 Integers are taken as already in wire units. ``format_*`` gives the shortest exact human
-form, so ``parse_duration(format_duration(n)) == n`` for every non-negative ``n``.
+form (sizes in ``B KiB MiB GiB TiB PiB EiB`` only), so ``parse_duration(format_duration(n))
+== n`` for every non-negative ``n``. :func:`ambiguity` says when a written value means
+something else to a reader who assumes SI (``1GB``) or minutes (``1M``).
 """
 
 from __future__ import annotations
@@ -19,9 +24,15 @@ from typing import Any
 from reconciler.errors import brief
 from reconciler.specs.fields import INT64_MAX, unit_paths
 
+_DAY = 24 * 3600 * 10**9
 _DURATION_UNITS: dict[str, int] = {
-    "w": 7 * 24 * 3600 * 10**9,
-    "d": 24 * 3600 * 10**9,
+    "y": 365 * _DAY,
+    "Y": 365 * _DAY,
+    "M": 30 * _DAY,
+    "w": 7 * _DAY,
+    "W": 7 * _DAY,
+    "d": _DAY,
+    "D": _DAY,
     "h": 3600 * 10**9,
     "m": 60 * 10**9,
     "s": 10**9,
@@ -30,8 +41,18 @@ _DURATION_UNITS: dict[str, int] = {
     "µs": 10**3,
     "ns": 1,
 }
-_FORMAT_DURATION_UNITS = [(u, n) for u, n in _DURATION_UNITS.items() if u != "µs"]
+#: The units a duration is written in (one spelling each; no year or month: not exact).
+_FORMAT_DURATION_UNITS = [
+    (u, n) for u, n in _DURATION_UNITS.items() if u in {"w", "d", "h", "m", "s", "ms", "us", "ns"}
+]
 
+#: How many times a size suffix (upper-cased) doubles ten times: 1GB = 1G = 1GiB = 2**30.
+_SIZE_POWERS: dict[str, int] = {
+    suffix: power
+    for power, letter in enumerate(("", "K", "M", "G", "T", "P", "E"))
+    for suffix in ((letter, f"{letter}B", f"{letter}IB") if letter else ("B",))
+}
+#: The units a size is written in: binary, as the JSON API's byte counts read.
 _SIZE_UNITS: dict[str, int] = {
     "B": 1,
     "KiB": 1024,
@@ -40,24 +61,23 @@ _SIZE_UNITS: dict[str, int] = {
     "TiB": 1024**4,
     "PiB": 1024**5,
     "EiB": 1024**6,
-    "KB": 1000,
-    "MB": 1000**2,
-    "GB": 1000**3,
-    "TB": 1000**4,
-    "PB": 1000**5,
-    "EB": 1000**6,
 }
+#: Suffixes that mean powers of 1000 in SI but powers of 1024 here and in the nats CLI.
+_SI_LOOKING = frozenset({"KB", "MB", "GB", "TB", "PB", "EB"})
 
 _NUMBER = r"\d+(?:\.\d+)?"
+_DURATION_UNIT = "ns|us|µs|ms|s|m|h|d|w|D|W|M|y|Y"
 #: Regular expressions shared with the JSON Schemas (``schemas/document.schema.json``).
-DURATION_PATTERN = rf"^(?:{_NUMBER}(?:ns|us|µs|ms|s|m|h|d|w))+$"
-SIZE_PATTERN = rf"^{_NUMBER} ?(?:B|KiB|MiB|GiB|TiB|PiB|EiB|KB|MB|GB|TB|PB|EB)$"
-_DURATION_TERM = re.compile(rf"({_NUMBER})(ns|us|µs|ms|s|m|h|d|w)")
-_SIMPLE_DURATION = re.compile(r"(\d+)(ns|us|µs|ms|s|m|h|d|w)")
-_SIZE = re.compile(rf"({_NUMBER}) ?(B|KiB|MiB|GiB|TiB|PiB|EiB|KB|MB|GB|TB|PB|EB)")
+DURATION_PATTERN = rf"^(?:0|(?:{_NUMBER}(?:{_DURATION_UNIT}))+)$"
+SIZE_PATTERN = rf"^{_NUMBER}(?: ?(?:[bB]|[kKmMgGtTpPeE](?:[iI]?[bB])?))?$"
+_DURATION_TERM = re.compile(rf"({_NUMBER})({_DURATION_UNIT})")
+_SIMPLE_DURATION = re.compile(rf"(\d+)({_DURATION_UNIT})")
+_SIZE = re.compile(rf"({_NUMBER})(?: ?([a-zA-Z]+))?")
 
-DURATION_EXAMPLES = "250ms, 30s, 1h30m, 7d, 2w or integer nanoseconds"
-SIZE_EXAMPLES = "512KiB, 64MiB, 1GiB, 1GB or integer bytes (-1 = unlimited)"
+DURATION_EXAMPLES = "250ms, 30s, 1h30m, 7d, 1M (30 days), 1y (365 days) or integer nanoseconds"
+SIZE_EXAMPLES = (
+    "512KiB, 64MiB, 1G, 1GiB (1GB = 1GiB, as in the nats CLI) or integer bytes (-1 = unlimited)"
+)
 
 
 class UnitError(ValueError):
@@ -81,6 +101,8 @@ def parse_duration(value: str | int) -> int:
         return value
     text = value.strip()
     _not_too_long(value, "duration")
+    if text == "0":  # as Go's and the nats CLI's parsers
+        return 0
     simple = _SIMPLE_DURATION.fullmatch(text)
     if simple is not None:  # the common "30s" form, without fractions
         return _exact(
@@ -109,10 +131,14 @@ def parse_size(value: str | int) -> int:
     if text.startswith("-"):
         raise UnitError(f"{value!r}: a size cannot be negative (use -1 for unlimited)")
     match = _SIZE.fullmatch(text)
-    if match is None:
+    power = _size_power(match.group(2) or "B") if match is not None else None
+    if match is None or power is None:
         raise UnitError(f"{value!r} is not a size ({SIZE_EXAMPLES})")
-    total = Fraction(match.group(1)) * _SIZE_UNITS[match.group(2)]
-    return _exact(total, value, "size", "byte")
+    return _exact(Fraction(match.group(1)) * 1024**power, value, "size", "byte")
+
+
+def _size_power(suffix: str) -> int | None:
+    return _SIZE_POWERS.get(suffix.upper())
 
 
 def _exact(total: Fraction, value: str, what: str, unit: str) -> int:
@@ -166,14 +192,67 @@ _ONE_TERM = re.compile(r"^\s*(\d+)\s*([a-zA-Zµ]+)\s*$")
 
 
 def format_like(value: int, written: str, unit: str) -> str | None:
-    """``value`` in the unit of ``written`` (``"14d"``: 30 days → ``"30d"``), when that is
-    exact; None otherwise (then the shortest form is used)."""
+    """``value`` in the unit of ``written`` (``"14d"``: 30 days → ``"30d"``; ``"1GB"``:
+    2 GiB → ``"2GB"``), when that is exact; None otherwise (then the shortest form is
+    used)."""
     match = _ONE_TERM.match(written)
-    table = _DURATION_UNITS if unit == "duration" else _SIZE_UNITS
-    if match is None or match.group(2) not in table or value < 0:
+    if match is None or value < 0:
         return None
-    size = table[match.group(2)]
-    return f"{value // size}{match.group(2)}" if value % size == 0 else None
+    suffix = match.group(2)
+    if unit == "duration":
+        size = _DURATION_UNITS.get(suffix)
+    else:
+        power = _size_power(suffix)
+        size = None if power is None else 1024**power
+    if size is None:
+        return None
+    return f"{value // size}{suffix}" if value % size == 0 else None
+
+
+def readable_size(nbytes: int, written: str | None = None) -> str:
+    """A size for a plan, a drift report or a PR comment: in the unit it was written in
+    when that is exact, else in KiB/MiB/GiB... (exact, or rounded to a tenth), and the
+    byte count where the two differ: ``"1GiB (1073741824)"``, ``"512B"``,
+    ``"953.7MiB (1000000000)"``."""
+    if nbytes < 0:
+        raise UnitError(f"{nbytes} is a negative size")
+    shown = format_like(nbytes, written, "size") if written else None
+    if shown is None:
+        exact = format_size(nbytes)
+        shown = exact if not exact.endswith("B") or exact[-2].isalpha() else None
+    if shown is None:  # not a whole number of KiB: rounded
+        shown = approx_size(nbytes).replace(" ", "")
+    digits = str(nbytes)
+    return shown if shown in {digits, f"{digits}B"} else f"{shown} ({digits})"
+
+
+#: How a warning about an ambiguous unit starts (one per file: ``specs.validate``).
+AMBIGUOUS = "ambiguous unit: "
+
+
+def ambiguity(text: str, unit: str) -> str | None:
+    """Why ``text`` (a duration or size as written) may be read wrongly by a person:
+    ``1GB`` is 2^30 bytes here and in the nats CLI but 10^9 in SI (and until this
+    version here); ``1M`` is a month as a duration, not a minute. None when it is plain."""
+    match = _ONE_TERM.match(text)
+    if match is None:
+        return None
+    number, suffix = int(match.group(1)), match.group(2)
+    if unit == "size" and suffix.upper() in _SI_LOOKING:
+        power = _SIZE_POWERS[suffix.upper()]
+        binary, decimal = number * 1024**power, number * 1000**power
+        return (
+            f"{text!r} means {binary} bytes ({number}{suffix[0].upper()}iB) as in the nats CLI, "
+            f"not {decimal} (SI's 10^{3 * power}), which earlier versions of this tool read: "
+            f"an unchanged spec's plan may show a change; write {number}{suffix[0].upper()}iB "
+            f"or {decimal} to say which"
+        )
+    if unit == "duration" and suffix == "M":
+        return (
+            f"{text!r} means {30 * number} days (M is a month of 30 days, as in the nats "
+            f"CLI), not {number} minutes (m): write {30 * number}d or {number}m to say which"
+        )
+    return None
 
 
 def to_human(kind: str, config: Mapping[str, Any]) -> dict[str, Any]:

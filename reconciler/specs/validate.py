@@ -26,7 +26,7 @@ from reconciler.specs.overlay import apply_overlays
 from reconciler.specs.paths import outside_problem, repository_root, resolved
 from reconciler.specs.schema import kind_problem, schema_problems
 from reconciler.specs.spec import Kind, Spec, entry_config
-from reconciler.specs.units import UnitError, parse_duration, parse_size
+from reconciler.specs.units import AMBIGUOUS, UnitError, ambiguity, parse_duration, parse_size
 
 SPEC_ONLY_FIELDS = ("kind", "stream", "external")
 
@@ -146,7 +146,29 @@ def validate_documents(
             specs.append(spec)
     if cross_checks:
         problems.extend(cross_resource_problems(specs, declared_streams=declared))
-    return _checked(specs, problems, warnings, strict)
+    return _checked(specs, _ambiguous_once_per_file(problems), warnings, strict)
+
+
+def _ambiguous_once_per_file(problems: list[Problem]) -> list[Problem]:
+    """``problems`` with one ambiguous-unit warning per file (the first, counting the
+    others): a file copied from the nats CLI's habits would say it on every line."""
+    first: dict[str, int] = {}
+    more: dict[str, int] = {}
+    kept: list[Problem] = []
+    for problem in problems:
+        file = problem.location.file if problem.location else ""
+        if not (problem.warning and problem.message.startswith(AMBIGUOUS)):
+            kept.append(problem)
+        elif file in first:
+            more[file] = more.get(file, 0) + 1
+        else:
+            first[file] = len(kept)
+            kept.append(problem)
+    for file, count in more.items():
+        said = kept[first[file]]
+        message = f"{said.message} (and {count} more in this file)"
+        kept[first[file]] = Problem(said.location, said.path, message, warning=True)
+    return kept
 
 
 def spec_from_document(
@@ -165,6 +187,8 @@ def spec_from_document(
     written: dict[str, str] = {}
     if not found:
         found = list(_convert_units(document, body, written))
+        problems.extend(p for p in found if p.warning)
+        found = [p for p in found if not p.warning]
     if found:
         if body.get("kind") == "KeyValueEntry" and body.get("secret") is not False:
             found = [_unquoted(p) for p in found]
@@ -222,6 +246,9 @@ def _convert_units(
             continue
         if isinstance(value, str):
             written[path] = value.strip()
+            why = ambiguity(value.strip(), unit)
+            if why is not None:
+                yield Problem(document.where(path), path, AMBIGUOUS + why, warning=True)
         container[key] = wire  # type: ignore[index]
 
 

@@ -71,6 +71,6 @@ def test_the_estimate_reads_as_a_sentence() -> None:
 
 
 def test_a_replace_or_delete_says_what_the_stream_holds() -> None:
-    assert held(FULL).summary == "holds 100 messages (10KB); all are deleted"
+    assert held(FULL).summary == "holds 100 messages, 9.8KiB (10000); all are deleted"
     assert held(FULL).messages == 100
     assert held(StreamState()).messages == 0

@@ -79,7 +79,7 @@ def test_text_reads_like_terraform_with_human_units() -> None:
     assert '    subjects: ["n.>"]' in text
     assert "~ update Stream ORDERS  (specs/orders.yaml:3)" in text
     assert "    max_age: 1h → 2h" in text
-    assert "    max_bytes: unlimited → 1GiB" in text
+    assert "    max_bytes: unlimited → 1GiB (1073741824)" in text
     assert "-/+ replace Consumer ORDERS/worker" in text
     assert "    # ack_policy cannot be changed" in text
     assert "- delete Stream OLD" in text
@@ -103,7 +103,7 @@ def test_colour_is_added_only_when_asked() -> None:
         ("duplicate_window", 120_000_000_000, "2m"),
         ("backoff", [1_000_000_000, 5_000_000_000], "[1s, 5s]"),
         ("consumer_limits.inactive_threshold", 0, "0s"),
-        ("max_msg_size", 1024, "1KiB"),
+        ("max_msg_size", 1024, "1KiB (1024)"),
         ("max_msgs", -1, "unlimited"),
         ("max_age", 0, "0s"),
         ("metadata.owner", "team", '"team"'),

@@ -139,7 +139,7 @@ def test_human_units_become_wire_integers_in_the_spec() -> None:
         "name": "S",
         "max_age": "1h30m",
         "max_bytes": "1GiB",
-        "max_msg_size": "1MB",
+        "max_msg_size": "1MB",  # binary, as the nats CLI reads it
         "consumer_limits": {"inactive_threshold": "5m"},
     }
     (spec,) = validate_documents([doc(body)])
@@ -147,7 +147,7 @@ def test_human_units_become_wire_integers_in_the_spec() -> None:
         "name": "S",
         "max_age": 5400 * 10**9,
         "max_bytes": 2**30,
-        "max_msg_size": 10**6,
+        "max_msg_size": 2**20,
         "consumer_limits": {"inactive_threshold": 300 * 10**9},
     }
 
