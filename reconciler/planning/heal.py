@@ -1,0 +1,95 @@
+"""Which steps of a plan an unattended heal may apply: the agent's one rule.
+
+A heal (``reconcile watch --mode heal``) applies a *subset* of the plan's steps, with
+nobody asked: creates and updates that delete nothing. Everything else needs a person:
+a replace, a delete (prune), a migration, an update whose ``losses`` are not empty (the
+same :attr:`~reconciler.planning.steps.Entry.destructive` the executor refuses without a
+flag), and every step that depends on one of those (a consumer of a stream being
+replaced, a stream sourcing or mirroring one). A consumer created again because its
+stream is replaced (a :class:`~reconciler.planning.steps.Create` with ``live``) goes
+with its stream. Resources in ``lifecycle.mode: observe`` have no steps at all, so a
+heal never writes them.
+
+Pure: a :class:`~reconciler.planning.steps.Plan` in, a :class:`HealSplit` out; the heal
+plan keeps the plan's server, owner and notes, so the executor and the renderers treat it
+as any plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from reconciler.planning.steps import Create, Delete, Migrate, Plan, Replace, Step, Update, origins
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A step a heal leaves to a person, and why (one short sentence)."""
+
+    step: Step
+    why: str
+
+
+@dataclass(frozen=True)
+class HealSplit:
+    """A plan split into what a heal applies (``safe``, a plan itself) and the rest."""
+
+    safe: Plan
+    refused: tuple[Refusal, ...]
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return self.safe.changes
+
+
+def _own_reason(step: Step) -> str | None:
+    """Why ``step`` alone needs a person, or None when a heal may apply it."""
+    match step:
+        case Replace():
+            return "a replace deletes the resource and its data"
+        case Delete():
+            return "a delete (prune) is never applied by a heal"
+        case Migrate():
+            return "a migration moves the data: run apply --migrate"
+        case Update() if step.destructive:
+            return "this update deletes stored data in place"
+        case Create() if step.live is not None:
+            return "created again only with its replaced stream"
+        case Create() | Update():
+            return None
+
+
+def _depends_on(step: Step) -> set[str]:
+    """The streams whose steps ``step`` needs first: its own stream for a consumer or a
+    KeyValue entry, the origins of a stream mirroring or sourcing others."""
+    if step.ref.is_child:
+        return {step.stream_name}
+    config = None if isinstance(step, Delete) else step.config
+    return origins(config)
+
+
+def split_for_heal(plan: Plan) -> HealSplit:
+    """The steps a heal may apply, and each refused step with its reason."""
+    refused: dict[int, Refusal] = {}
+    for index, step in enumerate(plan.changes):
+        reason = _own_reason(step)
+        if reason is not None:
+            refused[index] = Refusal(step, reason)
+    changed = True
+    while changed:  # a refused stream takes what depends on it along (to a fixed point)
+        changed = False
+        blocked = {
+            r.step.stream_name: r.step.label for r in refused.values() if not r.step.ref.is_child
+        }
+        for index, step in enumerate(plan.changes):
+            if index in refused:
+                continue
+            hit = sorted(_depends_on(step) & blocked.keys())
+            if hit:
+                refused[index] = Refusal(
+                    step, f"depends on {blocked[hit[0]]}, which needs a person"
+                )
+                changed = True
+    safe = tuple(step for index, step in enumerate(plan.changes) if index not in refused)
+    ordered = tuple(refused[index] for index in sorted(refused))
+    return HealSplit(safe=replace(plan, changes=safe), refused=ordered)
