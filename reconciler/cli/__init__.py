@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "lock": ("reconciler.cli.lock_cmd", "lock", "Inspect or break the apply lock."),
     "backup": ("reconciler.cli.backup_cmd", "backup", "Snapshot streams' data to a folder."),
     "restore": ("reconciler.cli.backup_cmd", "restore", "Restore a backup folder."),
+    "watch": ("reconciler.cli.watch_cmd", "watch", "Keep a server converged (the agent)."),
 }
 
 
@@ -88,6 +89,12 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "restore": (
         "reconcile restore backups/nightly                 # shows the plan, asks for yes",
         "reconcile restore backups/nightly --stream ORDERS --yes",
+    ),
+    "watch": (
+        "reconcile watch specs/ --server nats://nats:4222              # observe, /metrics",
+        "reconcile watch --env prod --mode heal --log-format json --listen 0.0.0.0:9464",
+        "reconcile watch specs/ --git https://git.example/infra.git --ref main --mode heal",
+        "reconcile watch specs/ --once   # cron: exit 0 in sync, 2 drift, 1 error",
     ),
 }
 

@@ -75,6 +75,11 @@ class Transport:
         self._waiting: dict[str, set[_Waiter]] = {}
         self._server_info: ServerInfo | None = None
         self._asking: asyncio.Future[ServerInfo] | None = None  # $JS.API.INFO in flight
+        #: Set once the connection is lost (no reconnects: a long-lived caller, the agent,
+        #: waits on it and opens a new client).
+        self.lost = asyncio.Event()
+        #: Subscriptions the server refused (permissions violations), lower-cased subjects.
+        self.denied_subscriptions: set[str] = set()
 
     @classmethod
     async def connect(cls, options: ConnectionOptions, *, embedded: bool = False) -> Self:
@@ -110,6 +115,8 @@ class Transport:
         if match is None:
             return
         kind, subject = match.groups()
+        if kind == "subscription":
+            self.denied_subscriptions.add(subject)
         targets = (
             self._waiting.values()
             if kind == "subscription"
@@ -124,6 +131,7 @@ class Transport:
     def note_closed(self) -> None:
         """The connection is lost: fail every request in flight now. nats-py leaves them
         waiting for their whole timeout (a snapshot's is ten minutes)."""
+        self.lost.set()
         for waiters in self._waiting.values():
             for waiter in waiters:
                 if waiter.denied is None and not waiter.closed:
@@ -284,6 +292,31 @@ class Transport:
             if len(totals) == 1 and len(seen) >= totals.pop():
                 break
         return list(seen.values())
+
+    async def subscribe(self, subject: str, on_message: Callable[[str, bytes], None]) -> Any:
+        """A core NATS subscription (never JetStream's): ``on_message(subject, data)`` for
+        each message, on the event loop. The server is asked at once (a flush), so a
+        refusal is in :attr:`denied_subscriptions` when this returns (or soon after).
+        Returns the subscription (``await sub.unsubscribe()``)."""
+
+        async def deliver(msg: Any) -> None:
+            on_message(str(msg.subject), bytes(msg.data))
+
+        try:
+            sub = await self.nc.subscribe(subject, cb=deliver)
+            await self.nc.flush(timeout=max(int(self.timeout), 1))
+        except (ConnectionClosedError, NatsTimeout, TimeoutError):
+            raise ConnectError(f"connection lost while subscribing to {subject}") from None
+        return sub
+
+    @property
+    def identity(self) -> tuple[str, int | None]:
+        """This connection as the server's advisories name it (``client.server``,
+        ``client.id``): (the server's name, which is its id unless configured; client id)."""
+        info: dict[str, Any] = dict(getattr(self.nc, "_server_info", None) or {})
+        server = info.get("server_name") or info.get("server_id") or ""
+        cid = getattr(self.nc, "_client_id", None)
+        return str(server), (int(cid) if cid is not None else None)
 
     async def publish(
         self, subject: str, data: bytes, *, headers: dict[str, str] | None = None

@@ -1,0 +1,185 @@
+"""The server's JetStream advisories, read as "this resource changed, and who did it".
+
+The agent subscribes (core NATS) to :data:`SUBJECTS`:
+
+- ``$JS.EVENT.ADVISORY.API``: the audit of every JetStream API call
+  (``io.nats.jetstream.advisory.v1.api_audit``): ``client`` (``name``, ``user`` when
+  authenticated, ``acc``, ``host``, ``id``, ``server``), the API ``subject`` called and
+  the request body (never read here: it can hold anything);
+- ``$JS.EVENT.ADVISORY.STREAM.{CREATED,UPDATED,DELETED}.<stream>`` and
+  ``$JS.EVENT.ADVISORY.CONSUMER.{CREATED,DELETED}.<stream>.<consumer>`` (``action``
+  create / modify / delete; no client).
+
+Everything in an advisory is untrusted text: it names what to re-plan and who to credit,
+and decides nothing else (the plan decides; a forged advisory costs one re-plan). Text
+is cut to :data:`MAX_TEXT` characters and escaped where it is printed. Payloads as
+measured on nats-server 2.15.1: docs/jetstream-notes.md.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+#: What the agent listens to.
+SUBJECTS: tuple[str, ...] = (
+    "$JS.EVENT.ADVISORY.API",
+    "$JS.EVENT.ADVISORY.STREAM.CREATED.>",
+    "$JS.EVENT.ADVISORY.STREAM.UPDATED.>",
+    "$JS.EVENT.ADVISORY.STREAM.DELETED.>",
+    "$JS.EVENT.ADVISORY.CONSUMER.CREATED.>",
+    "$JS.EVENT.ADVISORY.CONSUMER.DELETED.>",
+)
+MAX_TEXT = 200
+
+Operation = Literal["create", "update", "delete"]
+#: advisory type -> metrics label (bounded)
+AdvisoryType = Literal["api_audit", "stream_action", "consumer_action", "other"]
+
+# API subject (after "$JS.API." or "$JS.<domain>.API.") -> (operation, consumer named)
+_API_OPS: dict[tuple[str, ...], tuple[Operation, bool]] = {
+    ("STREAM", "CREATE"): ("create", False),
+    ("STREAM", "UPDATE"): ("update", False),
+    ("STREAM", "DELETE"): ("delete", False),
+    ("CONSUMER", "CREATE"): ("create", True),
+    ("CONSUMER", "DURABLE", "CREATE"): ("create", True),
+    ("CONSUMER", "DELETE"): ("delete", True),
+}
+
+
+@dataclass(frozen=True)
+class Cause:
+    """Who changed a resource, as an API audit advisory says (each text field at most
+    :data:`MAX_TEXT` characters; None when the advisory did not say)."""
+
+    operation: Operation
+    client: str | None  # the client's connect name
+    user: str | None
+    account: str | None
+    host: str | None
+    at: str | None  # the advisory's timestamp (server clock, RFC 3339)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "operation": self.operation,
+            "client": self.client,
+            "user": self.user,
+            "account": self.account,
+            "host": self.host,
+            "at": self.at,
+        }
+
+    def describe(self) -> str:
+        """``client 'alice-laptop' (user bob, account $G, host 10.0.0.7) at 2026-...``:
+        raw advisory text, to be escaped by whoever prints it."""
+        who = f"client {self.client!r}" if self.client else "an unnamed client"
+        facts = [
+            f"{label} {value}"
+            for label, value in (
+                ("user", self.user),
+                ("account", self.account),
+                ("host", self.host),
+            )
+            if value
+        ]
+        inside = f" ({', '.join(facts)})" if facts else ""
+        return f"{who}{inside}" + (f" at {self.at}" if self.at else "")
+
+
+@dataclass(frozen=True)
+class Touch:
+    """An advisory that names a resource: its stream, its consumer (None for a stream or
+    bucket), and who did it when the advisory says (the API audit)."""
+
+    stream: str
+    consumer: str | None
+    kind: AdvisoryType
+    cause: Cause | None = None
+    origin: tuple[str, int | None] | None = None  # (server id, client id) of the caller
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        return (self.stream, self.consumer)
+
+
+def _text(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    return str(value)[:MAX_TEXT]
+
+
+def _api_target(subject: str) -> tuple[Operation, str, str | None] | None:
+    """``$JS.API.STREAM.UPDATE.S`` -> ("update", "S", None); None for calls that change
+    no resource's config (reads, purges, message gets, ephemeral consumers)."""
+    tokens = subject.split(".")
+    if "API" not in tokens[:3]:
+        return None
+    rest = tokens[tokens.index("API") + 1 :]
+    for prefix, (operation, named) in _API_OPS.items():
+        if tuple(rest[: len(prefix)]) != prefix:
+            continue
+        args = rest[len(prefix) :]
+        if named and len(args) >= 2:
+            return operation, args[0], args[1]
+        if not named and len(args) == 1:
+            return operation, args[0], None
+        return None
+    return None
+
+
+def _audit(body: dict[str, Any]) -> Touch | None:
+    target = _api_target(str(body.get("subject") or ""))
+    if target is None:
+        return None
+    operation, stream, consumer = target
+    found = body.get("client")
+    client: dict[str, Any] = found if isinstance(found, dict) else {}
+    cause = Cause(
+        operation=operation,
+        client=_text(client.get("name")),
+        user=_text(client.get("user")),
+        account=_text(client.get("acc")),
+        host=_text(client.get("host")),
+        at=_text(body.get("timestamp")),
+    )
+    cid = client.get("id")
+    origin = (
+        (str(client.get("server") or body.get("server") or ""), int(cid))
+        if isinstance(cid, int)
+        else None
+    )
+    return Touch(stream, consumer, "api_audit", cause, origin)
+
+
+def parse(subject: str, data: bytes) -> Touch | None:
+    """The resource an advisory names, or None (not one of ours, not about a config, or
+    not JSON)."""
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(body, dict):
+        return None
+    kind = str(body.get("type") or "")
+    if kind.endswith(".api_audit"):
+        return _audit(body)
+    stream = _text(body.get("stream"))
+    if stream is None:
+        return None
+    if kind.endswith(".stream_action"):
+        return Touch(stream, None, "stream_action")
+    if kind.endswith(".consumer_action") and _text(body.get("consumer")):
+        return Touch(stream, _text(body.get("consumer")), "consumer_action")
+    return None
+
+
+def advisory_type(subject: str) -> AdvisoryType:
+    """The metrics label of an advisory by its subject (bounded: four values)."""
+    if subject.endswith(".ADVISORY.API"):
+        return "api_audit"
+    if ".ADVISORY.STREAM." in subject:
+        return "stream_action"
+    if ".ADVISORY.CONSUMER." in subject:
+        return "consumer_action"
+    return "other"

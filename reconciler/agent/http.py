@@ -1,0 +1,74 @@
+"""The agent's HTTP endpoints on the event loop (asyncio streams; no thread, no framework).
+
+``GET /metrics`` (Prometheus text), ``/healthz`` (the process answers), ``/readyz``
+(200 when connected and the last plan succeeded within twice the interval, else 503
+with the reason), ``/status`` (JSON: the last cycle). Anything else is 404; only GET
+and HEAD are served, one request per connection, request heads cut at 8 KiB.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+READ_LIMIT = 8192
+READ_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    body: bytes
+    content_type: str = "text/plain; charset=utf-8"
+
+
+Route = Callable[[], Reply]
+_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+
+
+def _head(reply: Reply, method: str) -> bytes:
+    lines = [
+        f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Error')}",
+        f"Content-Type: {reply.content_type}",
+        f"Content-Length: {len(reply.body)}",
+        "Connection: close",
+        "",
+        "",
+    ]
+    head = "\r\n".join(lines).encode()
+    return head if method == "HEAD" else head + reply.body
+
+
+async def _serve_one(
+    routes: dict[str, Route], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    try:
+        line = await asyncio.wait_for(reader.readline(), READ_SECONDS)
+        parts = line.decode("latin-1").split()
+        method, target = (parts[0], parts[1]) if len(parts) >= 2 else ("", "")
+        path = target.split("?", 1)[0]
+        if method not in ("GET", "HEAD"):
+            reply = Reply(405, b"only GET\n")
+        elif path in routes:
+            reply = routes[path]()
+        else:
+            reply = Reply(404, b"not found: /metrics /healthz /readyz /status\n")
+        writer.write(_head(reply, method))
+        await asyncio.wait_for(writer.drain(), READ_SECONDS)
+    except (TimeoutError, ConnectionError, asyncio.LimitOverrunError, ValueError):
+        pass
+    finally:
+        writer.close()
+        with contextlib.suppress(Exception):
+            await writer.wait_closed()
+
+
+async def serve(host: str, port: int, routes: dict[str, Route]) -> asyncio.Server:
+    """Listen on ``host:port`` (port 0: any free port; ``server.sockets`` tells which)."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _serve_one(routes, reader, writer)
+
+    return await asyncio.start_server(handle, host, port, limit=READ_LIMIT)

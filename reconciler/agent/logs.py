@@ -1,0 +1,48 @@
+"""The agent's log: one line per cycle and one per change, as text or JSON lines.
+
+Text (the default): ``2026-11-25T16:00:00Z cycle commit=ab12cd3 in_sync=4 drifted=1 ...``;
+``--log-format json``: one JSON object per line with ``time``, ``event`` and the same
+fields. Untrusted text (names, advisory fields, server messages) is escaped for the
+medium (``model.values.printable`` for text, ``inert_json`` for JSON). Only field
+paths, never spec values, are logged.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any, Literal, TextIO
+
+from reconciler.model.timestamps import rfc3339
+from reconciler.model.values import inert_json, printable
+
+LogFormat = Literal["text", "json"]
+
+
+class Log:
+    def __init__(self, fmt: LogFormat = "text", out: TextIO | None = None) -> None:
+        self.fmt = fmt
+        self.out = out or sys.stderr
+
+    def event(self, event: str, message: str = "", **fields: Any) -> None:
+        """One line: ``event`` (cycle, change, notice, error, ...), a sentence, fields."""
+        now = rfc3339(time.time())
+        if self.fmt == "json":
+            record = {"time": now, "event": event, "message": message or None, **fields}
+            line = inert_json(json.dumps(record, default=str, ensure_ascii=True))
+        else:
+            shown = " ".join(f"{k}={_text(v)}" for k, v in fields.items() if v not in (None, ""))
+            line = " ".join(p for p in (now, event, printable(message), shown) if p)
+        try:
+            self.out.write(line + "\n")
+            self.out.flush()
+        except (OSError, ValueError):
+            pass  # a closed log stream never stops the agent
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, dict | list):
+        return printable(json.dumps(value, default=str, ensure_ascii=False))
+    text = printable(str(value))
+    return json.dumps(text) if (" " in text or not text) else text

@@ -1,0 +1,168 @@
+"""Where the agent's specs come from: the paths as given, or a git branch's head commit.
+
+:class:`FixedSource` plans the request the command line built, every cycle.
+:class:`GitSource` (``--git URL --ref BRANCH``) fetches the branch with dulwich (pure
+Python: no ``git`` binary needed) into a bare repository in a cache folder, and writes
+the head commit's tree into ``trees/<commit>/`` there (regular files only: symbolic
+links and submodules are left out, so nothing outside the checkout is ever read). Each
+cycle plans that tree, and every report names the commit. A fetch that fails keeps the
+last commit (said in the log); the previous tree is kept until a newer one is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import stat
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+from reconciler.errors import ReconcileError
+from reconciler.execution.requests import PlanRequest
+
+MakeRequest = Callable[[Path | None], PlanRequest]
+
+
+class Source(Protocol):
+    commit: str | None
+    committed_at: float | None  # Unix time of the commit (its committer time)
+
+    async def refresh(self) -> bool:
+        """Look for a newer commit; True when one was found (and checked out)."""
+        ...
+
+    def request(self) -> PlanRequest:
+        """The plan request for what is checked out now."""
+        ...
+
+
+class FixedSource:
+    """The paths and connection the command line named (no git)."""
+
+    commit: str | None = None
+    committed_at: float | None = None
+
+    def __init__(self, make: MakeRequest) -> None:
+        self._request = make(None)
+
+    async def refresh(self) -> bool:
+        return False
+
+    def request(self) -> PlanRequest:
+        return self._request
+
+
+def redact_git_url(url: str) -> str:
+    """``https://user:token@host/repo`` -> ``https://***@host/repo`` (for logs)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"***@{host}"))
+
+
+class GitSource:
+    """A branch of a git repository, fetched into ``cache``."""
+
+    def __init__(self, url: str, ref: str, cache: Path, make: MakeRequest) -> None:
+        self.url = url
+        self.ref = ref
+        self.cache = cache
+        self._make = make
+        self.commit: str | None = None
+        self.committed_at: float | None = None
+        self._tree: Path | None = None
+
+    @property
+    def shown_url(self) -> str:
+        return redact_git_url(self.url)
+
+    async def refresh(self) -> bool:
+        head, when = await asyncio.to_thread(self._fetch)
+        if head == self.commit:
+            return False
+        self._tree = await asyncio.to_thread(self._checkout, head)
+        self.commit, self.committed_at = head, when
+        return True
+
+    def request(self) -> PlanRequest:
+        if self._tree is None:
+            raise ReconcileError(f"no commit of {self.shown_url} {self.ref} fetched yet")
+        return self._make(self._tree)
+
+    # -- dulwich, in a thread ------------------------------------------------------------
+    def _repo(self) -> Any:
+        from dulwich.repo import Repo
+
+        bare = self.cache / "repo.git"
+        if (bare / "HEAD").is_file():
+            return Repo(str(bare))
+        bare.mkdir(parents=True, exist_ok=True)
+        return Repo.init_bare(str(bare))
+
+    def _fetch(self) -> tuple[str, float]:
+        """The branch head's commit id and time, its objects fetched."""
+        from dulwich.client import get_transport_and_path
+
+        branch = f"refs/heads/{self.ref}".encode()
+        repo = self._repo()
+        try:
+            client: Any
+            client, path = get_transport_and_path(self.url)
+
+            def wants(refs: Any, depth: Any = None) -> list[bytes]:
+                found = refs.get(branch)
+                return [found] if found is not None and found not in repo.object_store else []
+
+            result = client.fetch(path, repo, determine_wants=wants)
+        except Exception as err:  # dulwich raises many kinds: each is a failed fetch
+            raise ReconcileError(
+                f"cannot fetch {self.shown_url}: {type(err).__name__}: {str(err)[:200]}"
+            ) from None
+        finally:
+            repo.close()
+        refs: Any = result.refs
+        head = refs.get(branch)
+        if head is None:
+            raise ReconcileError(f"{self.shown_url} has no branch {self.ref!r}")
+        repo = self._repo()
+        try:
+            commit = repo[head]
+            return head.decode(), float(commit.commit_time)
+        finally:
+            repo.close()
+
+    def _checkout(self, head: str) -> Path:
+        """Write commit ``head``'s tree to ``trees/<head>/`` (atomically), drop older trees
+        but the one in use."""
+        trees = self.cache / "trees"
+        target = trees / head
+        if not target.is_dir():
+            staging = trees / f".{head}.{uuid.uuid4().hex}"
+            repo = self._repo()
+            try:
+                _write_tree(repo, repo[head.encode()].tree, staging)
+            finally:
+                repo.close()
+            staging.rename(target)
+        keep = {head, self.commit}
+        for old in trees.iterdir():
+            if old.name not in keep:
+                shutil.rmtree(old, ignore_errors=True)
+        return target
+
+
+def _write_tree(repo: Any, tree_id: bytes, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for entry in repo[tree_id].iteritems():
+        name = entry.path.decode("utf-8", "surrogateescape")
+        if name in ("", ".", "..") or "/" in name or "\\" in name:
+            continue  # never a path out of the folder
+        if stat.S_ISDIR(entry.mode):
+            _write_tree(repo, entry.sha, folder / name)
+        elif stat.S_ISREG(entry.mode):
+            (folder / name).write_bytes(repo[entry.sha].data)
+        # symbolic links and submodules: left out

@@ -1,0 +1,166 @@
+"""`reconcile watch` on a real server: drift made by another client is reported with who
+made it, healed when safe, and never healed when the repair would destroy data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent_harness import (
+    ORDERS,
+    Other,
+    changes,
+    cycles_after,
+    fixed_source,
+    running_agent,
+    until,
+)
+from servers import NatsServer, write
+
+
+def test_drift_by_another_client_is_healed_and_says_who(
+    clean_server: NatsServer, tmp_path: Path, run
+) -> None:
+    specs = write(tmp_path, ORDERS)
+
+    async def scenario() -> None:
+        async with (
+            running_agent(fixed_source([specs], clean_server.url), mode="heal") as (agent, log),
+            Other.connect(clean_server.url) as alice,
+        ):
+            await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
+            await until(
+                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                what="in sync",
+            )
+            await alice.publish("orders.new", 10)
+            config = (await alice.info("ORDERS"))["config"]
+            config.update(description="changed by hand", max_msgs=5000)
+            await alice.api("STREAM.UPDATE.ORDERS", config)
+
+            healed = await until(
+                lambda: changes(log, "Stream ORDERS", "healed")[1:], what="ORDERS healed again"
+            )
+            cause = healed[0]["cause"]
+            assert cause["client"] == "alice-laptop"
+            assert cause["operation"] == "update"
+            assert cause["account"] == "$G"
+            assert cause["host"] == "127.0.0.1"
+            assert sorted(healed[0]["fields"]) == ["description", "max_msgs"]
+            live = (await alice.info("ORDERS"))["config"]
+            assert (live["description"], live["max_msgs"]) == ("orders as declared", 1000)
+            assert await alice.messages("ORDERS") == 10  # the heal kept every message
+            assert agent.metrics.drift_events.labels("api")._value.get() >= 1
+
+    run(scenario())
+
+
+def test_a_stream_deleted_out_of_band_is_created_again_naming_who_and_what_went(
+    clean_server: NatsServer, tmp_path: Path, run
+) -> None:
+    specs = write(tmp_path, ORDERS)
+
+    async def scenario() -> None:
+        async with (
+            running_agent(fixed_source([specs], clean_server.url), mode="heal") as (agent, log),
+            Other.connect(clean_server.url, name="cleanup-script") as bob,
+        ):
+            await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
+            await bob.publish("orders.new", 7)
+            await until(
+                lambda: getattr(agent.streams.get("ORDERS"), "messages", 0) == 7,
+                what="a cycle that read the 7 messages",
+            )
+            await bob.api("STREAM.DELETE.ORDERS")
+
+            again = await until(
+                lambda: changes(log, "Stream ORDERS", "healed")[1:], what="ORDERS created again"
+            )
+            assert again[0]["cause"]["client"] == "cleanup-script"
+            assert again[0]["cause"]["operation"] == "delete"
+            assert again[0]["lost"]["messages"] == 7
+            assert "7 message(s)" in again[0]["message"]
+            await until(
+                lambda: changes(log, "Consumer ORDERS/worker", "healed")[1:],
+                what="the consumer created again",
+            )
+            assert await bob.messages("ORDERS") == 0
+            status = agent.status()["last_cycle"]
+            assert status["ok"]
+
+    run(scenario())
+
+
+def test_a_repair_that_would_destroy_data_is_reported_and_never_applied(
+    clean_server: NatsServer, tmp_path: Path, run
+) -> None:
+    """A storage change (a replace) and a limit lowered under what the stream holds (a
+    lossy update): both need a person; the messages stay."""
+    specs = write(
+        tmp_path,
+        ORDERS + '---\nkind: Stream\nname: AUDIT\nsubjects: ["audit.>"]\nmax_msgs: 10\n',
+    )
+
+    async def scenario() -> None:
+        async with (
+            running_agent(fixed_source([specs], clean_server.url), mode="heal") as (agent, log),
+            Other.connect(clean_server.url) as alice,
+        ):
+            await until(lambda: changes(log, "Stream AUDIT", "healed"), what="AUDIT created")
+            await alice.api("STREAM.DELETE.ORDERS")
+            memory = {"name": "ORDERS", "subjects": ["orders.>"], "storage": "memory"}
+            await alice.api("STREAM.CREATE.ORDERS", memory)
+            await alice.publish("orders.new", 5)
+            audit = (await alice.info("AUDIT"))["config"]
+            audit["max_msgs"] = 100
+            await alice.api("STREAM.UPDATE.AUDIT", audit)
+            await alice.publish("audit.x", 50)
+
+            await until(
+                lambda: (
+                    changes(log, "Stream ORDERS", "needs_person")
+                    and changes(log, "Stream AUDIT", "needs_person")
+                ),
+                what="both reported as needing a person",
+            )
+            await cycles_after(agent, 2)
+            orders = await alice.info("ORDERS")
+            assert orders["config"]["storage"] == "memory"
+            assert orders["state"]["messages"] == 5
+            audit_now = await alice.info("AUDIT")
+            assert audit_now["config"]["max_msgs"] == 100
+            assert audit_now["state"]["messages"] == 50
+            (replace,) = changes(log, "Stream ORDERS", "needs_person")
+            assert "replace" in replace["why"]
+            (lossy,) = changes(log, "Stream AUDIT", "needs_person")
+            assert "deletes stored data" in lossy["why"]
+            consumer = changes(log, "Consumer ORDERS/worker", "needs_person")
+            assert consumer and "Stream ORDERS" in consumer[0]["why"]
+
+    run(scenario())
+
+
+def test_observe_mode_reports_drift_and_writes_nothing(
+    clean_server: NatsServer, tmp_path: Path, run
+) -> None:
+    specs = write(tmp_path, ORDERS)
+
+    async def scenario() -> None:
+        async with (
+            running_agent(fixed_source([specs], clean_server.url), mode="observe") as (
+                agent,
+                log,
+            ),
+            Other.connect(clean_server.url) as alice,
+        ):
+            await until(lambda: changes(log, "Stream ORDERS", "missing"), what="ORDERS missing")
+            await alice.api("STREAM.CREATE.ORDERS", {"name": "ORDERS", "subjects": ["orders.>"]})
+            drifted = await until(
+                lambda: changes(log, "Stream ORDERS", "drifted"), what="ORDERS drifted"
+            )
+            assert drifted[0]["cause"]["operation"] == "create"
+            await cycles_after(agent, 2)
+            live = (await alice.info("ORDERS"))["config"]
+            assert live["max_msgs"] == -1  # never written
+            assert agent.metrics.heals.labels("Stream")._value.get() == 0
+
+    run(scenario())
