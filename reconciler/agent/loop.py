@@ -61,6 +61,8 @@ from reconciler.planning.steps import Plan
 Mode = Literal["observe", "heal"]
 _T = TypeVar("_T")
 
+#: ``--once``'s exit status when a policy rule denies the plan (as ``plan`` exits).
+POLICY_DENIED = 3
 #: Causes remembered at most (advisories may name resources nobody declares).
 MAX_CAUSES = 10_000
 RECENT_CHANGES = 100
@@ -155,6 +157,7 @@ class Agent:
         self.advisories_state = "not subscribed yet"
         self.failures = 0
         self.cycles = 0
+        self.denied = 0
         self.pending: set[Key] = set()
         self.identity: tuple[str, int | None] | None = None
         self.http: asyncio.Server | None = None
@@ -188,6 +191,8 @@ class Agent:
         if not ok:
             return self._error_code
         assert self.last is not None
+        if self.denied:
+            return POLICY_DENIED
         return 2 if any(r.state in DRIFT_STATES for r in self.last.resources) else 0
 
     _error_code = 1
@@ -375,6 +380,7 @@ class Agent:
         planned = await plan_on(client, request, self.observer)
         self.metrics.plan_seconds.observe(time.monotonic() - began)
         the_plan, split, result = planned.plan, split_for_heal(planned.plan), None
+        self.denied = len(getattr(the_plan, "denied", ()))  # policy deny findings
         if self.settings.mode == "heal" and split.steps:
             began = time.monotonic()
             try:

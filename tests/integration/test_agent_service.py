@@ -1,0 +1,224 @@
+"""`reconcile watch` as a service: its HTTP endpoints, a server restart, the apply lock
+free while idle, an account without advisory permissions, SIGTERM, --once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from agent_harness import ORDERS, Other, changes, cycles_after, fixed_source, running_agent, until
+from cli_runner import reconcile
+from prometheus_client.parser import text_string_to_metric_families
+from servers import NatsServer, write
+
+from reconciler.agent.loop import Agent
+from reconciler.execution import run as engine
+from reconciler.jetstream import ConnectionOptions
+
+
+async def _get(agent: Agent, path: str) -> tuple[int, bytes]:
+    assert agent.http is not None
+    port = agent.http.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    await writer.drain()
+    raw = await reader.read()
+    writer.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+def test_metrics_parse_and_status_names_every_resource(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    specs = write(tmp_path, ORDERS)
+
+    async def scenario() -> None:
+        async with running_agent(fixed_source([specs], clean_server.url), mode="heal") as (
+            agent,
+            log,
+        ):
+            await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
+            await cycles_after(agent, 1)
+            code, body = await _get(agent, "/metrics")
+            assert code == 200
+            families = {f.name: f for f in text_string_to_metric_families(body.decode())}
+            for name in (
+                "reconcile_resources",
+                "reconcile_last_successful_plan_timestamp_seconds",
+                "reconcile_drift_events",
+                "reconcile_heals_applied",
+                "reconcile_steps_refused",
+                "reconcile_plan_duration_seconds",
+                "reconcile_apply_duration_seconds",
+                "reconcile_advisories",
+                "reconcile_git_head_age_seconds",
+                "reconcile_connected",
+            ):
+                assert name in families, name
+            in_sync = {
+                s.labels["kind"]: s.value
+                for s in families["reconcile_resources"].samples
+                if s.labels["state"] == "in_sync"
+            }
+            assert in_sync["Stream"] == 1 and in_sync["Consumer"] == 1
+            heals = {s.labels["kind"]: s.value for s in families["reconcile_heals_applied"].samples}
+            assert heals["Stream"] == 1
+            labels = {k for f in families.values() for s in f.samples for k in s.labels}
+            assert labels <= {"state", "kind", "cause", "type", "outcome", "le", "action"}
+
+            assert (await _get(agent, "/healthz"))[0] == 200
+            assert (await _get(agent, "/readyz"))[0] == 200
+            code, body = await _get(agent, "/status")
+            status = json.loads(body)
+            names = {r["name"]: r["state"] for r in status["last_cycle"]["resources"]}
+            assert names == {"ORDERS": "in_sync", "worker": "in_sync"}
+            assert status["connected"] and status["advisories"] == "subscribed"
+            assert (await _get(agent, "/nothing"))[0] == 404
+
+    run(scenario())
+
+
+def test_the_agent_reconnects_after_a_server_restart_and_heals_again(
+    server_factory: Any, tmp_path: Path, run: Any
+) -> None:
+    server: NatsServer = server_factory()
+    specs = write(tmp_path, ORDERS)
+
+    async def scenario() -> None:
+        async with running_agent(fixed_source([specs], server.url), mode="heal") as (agent, log):
+            await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
+            await asyncio.to_thread(server.kill)
+            await until(lambda: not agent.connected, what="the agent sees the server gone")
+            assert (await _get(agent, "/readyz"))[0] == 503
+            await asyncio.to_thread(server.start)
+            await until(lambda: agent.connected, what="the agent connected again")
+            async with Other.connect(server.url) as alice:
+                await alice.api("STREAM.DELETE.ORDERS")
+            again = await until(
+                lambda: changes(log, "Stream ORDERS", "healed")[1:], what="ORDERS created again"
+            )
+            assert again[0]["cause"]["client"] == "alice-laptop"
+            await until(lambda: agent.not_ready() is None, what="ready again")
+
+    run(scenario())
+
+
+def test_an_idle_agent_holds_no_lock_an_apply_needs(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    specs = write(tmp_path, ORDERS)
+    more = write(tmp_path, 'kind: Stream\nname: OTHER\nsubjects: ["other.>"]\n', "other.yaml")
+
+    async def scenario() -> None:
+        async with running_agent(fixed_source([specs], clean_server.url), mode="heal") as (
+            agent,
+            log,
+        ):
+            await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
+            await cycles_after(agent, 1)
+            result = await engine.apply(
+                [more], ConnectionOptions(servers=clean_server.url), lock_timeout=2.0
+            )
+            assert [s.label for s in result.applied] == ["Stream OTHER"]
+
+    run(scenario())
+
+
+def test_an_account_without_advisory_permission_says_so_and_polls(
+    server_factory: Any, tmp_path: Path, run: Any
+) -> None:
+    users = [
+        {
+            "user": "ops",
+            "password": "secret-pw",
+            "permissions": {
+                "publish": {"allow": [">"]},
+                "subscribe": {"allow": ["_INBOX.>"]},
+            },
+        }
+    ]
+    server: NatsServer = server_factory(users=users)
+    url = server.url.replace("nats://", "nats://ops:secret-pw@")
+    specs = write(tmp_path, ORDERS)
+
+    async def scenario() -> None:
+        async with running_agent(fixed_source([specs], url), mode="heal") as (agent, log):
+            await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
+            assert agent.advisories_state.startswith("denied")
+            assert agent.metrics.advisories_subscribed._value.get() == 0
+            assert "secret-pw" not in log.getvalue()
+            notices = [line for line in log.getvalue().splitlines() if "may not subscribe" in line]
+            assert notices
+
+    run(scenario())
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "RECONCILE_"))}
+
+
+def test_sigterm_stops_the_agent_cleanly(clean_server: NatsServer, tmp_path: Path) -> None:
+    write(tmp_path, ORDERS)
+    agent = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "reconciler",
+            "watch",
+            "specs.yaml",
+            "--server",
+            clean_server.url,
+            "--interval",
+            "1s",
+            "--mode",
+            "heal",
+            "--listen",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+        ],
+        cwd=tmp_path,
+        env=_env(),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert agent.stderr is not None
+        for line in agent.stderr:
+            if '"event": "cycle"' in line:
+                break
+        agent.send_signal(signal.SIGTERM)
+        _, rest = agent.communicate(timeout=5)  # systemd's and Kubernetes' patience, shortened
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+    assert agent.returncode == 0, rest
+    assert '"event": "stopped"' in rest
+    lock = reconcile("lock", "status", "--server", clean_server.url, cwd=tmp_path)
+    assert "apply lock RECONCILE_LOCKS/apply: free" in lock.stdout, lock.stdout
+
+
+def test_once_exits_2_on_drift_0_when_healed_or_in_sync(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    write(tmp_path, ORDERS)
+    args = ("watch", "specs.yaml", "--server", clean_server.url, "--once", "--listen", "off")
+    observe = reconcile(*args, cwd=tmp_path)
+    assert observe.returncode == 2, observe.stderr
+    assert "Stream ORDERS is missing" in observe.stderr
+    heal = reconcile(*args, "--mode", "heal", cwd=tmp_path)
+    assert heal.returncode == 0, heal.stderr
+    assert "Stream ORDERS was healed" in heal.stderr
+    again = reconcile(*args, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    broken = write(tmp_path, "kind: Stream\nname: BAD\nmax_msgs: lots\n", "bad.yaml")
+    error = reconcile("watch", str(broken), "--server", clean_server.url, "--once", cwd=tmp_path)
+    assert error.returncode == 1
+    assert "Traceback" not in error.stderr
