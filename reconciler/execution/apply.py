@@ -49,6 +49,7 @@ from reconciler.planning.steps import (
     Step,
     Update,
     allowing_flag,
+    prevention,
 )
 
 Outcome = Literal["applied", "failed", "skipped", "planned"]
@@ -112,7 +113,15 @@ def check_allowed(
     """Refuse the whole plan when it destroys data and that was not allowed, or when it
     holds a migration it may not act on (no flag allows that). Every front door's
     refusal is this one; ``allow_with`` names a front door's own way to allow it (the
-    Pulumi resource's ``allow_destroy``) instead of the CLI's flags."""
+    Pulumi resource's ``allow_destroy``) instead of the CLI's flags. Steps lifecycle
+    ``prevent_destroy`` forbids (``Plan.prevented``) are refused whatever the flags."""
+    prevented = plan.prevented
+    if prevented:
+        raise RefusedPlan(
+            f"refusing to apply: {len(prevented)} step(s) would destroy a resource protected "
+            "by lifecycle prevent_destroy (no flag allows it); nothing was changed.",
+            details=[f"{describe(s)}: {prevention(s)}" for s in prevented],
+        )
     blocked = [s for s in plan.steps if isinstance(s, Migrate) and s.blocked]
     if blocked:
         raise RefusedPlan(

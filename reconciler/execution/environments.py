@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.jetstream.connection import ConnectionOptions
+from reconciler.specs.lifecycle import MANAGE, Lifecycle
 from reconciler.specs.project import Project
 
 
@@ -26,6 +27,7 @@ class Target:
     owner: str
     overlays: tuple[Path, ...] = ()
     env: str | None = None
+    lifecycle: Lifecycle = MANAGE  # the environment's (docs/environments.md#lifecycle)
 
 
 def environment_target(project: Project, name: str, base: ConnectionOptions, owner: str) -> Target:
@@ -43,6 +45,7 @@ def environment_target(project: Project, name: str, base: ConnectionOptions, own
         owner=owner,
         overlays=environment.overlays,
         env=name,
+        lifecycle=environment.lifecycle,
     )
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from reconciler.execution import lock
 from reconciler.planning.plan import Ownership
+from reconciler.specs.lifecycle import MANAGE, Lifecycle
 
 if TYPE_CHECKING:
     from reconciler.execution.apply import ApplyResult, StepEvent
@@ -47,6 +48,8 @@ class PlanRequest:
     strict: bool = False  # spec warnings are errors
     migrate: bool = False
     migration: str | None = None  # resume | rollback | continue (docs/migrate.md)
+    #: The environment's lifecycle, merged into every spec's (docs/environments.md).
+    lifecycle: Lifecycle = MANAGE
 
     @classmethod
     def of(
@@ -72,6 +75,7 @@ class PlanRequest:
             overlays=target.overlays,
             env=target.env,
             owner=target.owner,
+            lifecycle=target.lifecycle,
         )
         return replace(request, **flags)
 

@@ -41,10 +41,17 @@ from reconciler.planning.entries import (
     plan_entries,
     with_entries,
 )
-from reconciler.planning.plan import DEFAULT_OWNERSHIP, Ownership, build_plan
+from reconciler.planning.plan import (
+    DEFAULT_OWNERSHIP,
+    Ownership,
+    StreamPlan,
+    build_plan,
+    observed_part,
+)
 from reconciler.planning.review import differences
 from reconciler.planning.steps import Migrate, Plan
 from reconciler.specs.cache import cache_folder
+from reconciler.specs.lifecycle import MANAGE, Lifecycle
 from reconciler.specs.spec import Spec
 from reconciler.specs.units import approx_size
 from reconciler.specs.validate import load_specs
@@ -119,6 +126,7 @@ async def _planned(
         migrate=request.migrate,
         migration=request.migration,
         reading=reading,
+        lifecycle=request.lifecycle,
     )
 
 
@@ -205,13 +213,15 @@ async def plan_with(
     migrate: bool = False,
     migration: str | None = None,
     reading: asyncio.Future[LiveState] | None = None,
+    lifecycle: Lifecycle = MANAGE,
 ) -> Plan:
     """Plan ``specs`` against the server behind ``client`` (reads only). ``migrate``:
     changes an update cannot make keep the messages (a migrate step, refused when the
     account has no room for the copies) instead of replacing the stream; and the consent
     an interrupted migration needs to be resumed. ``migration``: the way out of an
     interrupted migration whose target the specs no longer declare (``resume``,
-    ``rollback``, ``continue``: docs/migrate.md). ``reading``: the client's
+    ``rollback``, ``continue``: docs/migrate.md). ``lifecycle``: the environment's,
+    merged into every spec's (``planning.plan.plan_stream``). ``reading``: the client's
     ``fetch_live()`` already under way (started while the specs were validated).
 
     The live state is read while the specs' share of the work is done (in slices, so
@@ -251,16 +261,19 @@ async def plan_with(
         migrate=migrate,
         migration=migration,
         memo=memo,
+        lifecycle=lifecycle,
     )
     memo_store.store(folder, memo)
     await check_room(client, the_plan, live)
     await check_workers(client, the_plan)
     if entries or prune:
-        the_plan = await _with_entries(client, the_plan, entries, resources, live, prune, ownership)
+        prune = prune and not lifecycle.observe
+        found = await _entries_part(client, the_plan, entries, resources, live, prune, ownership)
+        the_plan = with_entries(the_plan, observed_part(found, lifecycle))
     return the_plan
 
 
-async def _with_entries(
+async def _entries_part(
     client: JetStreamClient,
     the_plan: Plan,
     entries: list[Spec],
@@ -268,8 +281,8 @@ async def _with_entries(
     live: LiveState,
     prune: bool,
     ownership: Ownership,
-) -> Plan:
-    """The plan with the KeyValue entries' steps. Read: each declared key, and every key
+) -> StreamPlan:
+    """The KeyValue entries' part of the plan. Read: each declared key, and every key
     of the buckets that declare entries or are declared here (to find this owner's
     entries no spec declares any more); buckets this plan creates or replaces are empty."""
     declared = frozenset(s.stream_name for s in resources if not s.ref.is_child)
@@ -306,7 +319,7 @@ async def _with_entries(
     )
     if part.problems:
         raise SpecError(part.problems)
-    return with_entries(the_plan, part)
+    return part
 
 
 async def check_room(client: JetStreamClient, the_plan: Plan, live: LiveState) -> None:

@@ -33,6 +33,7 @@ from reconciler.identity import BUCKET_KINDS
 from reconciler.model import defaults as d
 from reconciler.model.buckets import BUCKET_FIELD_NEEDS, bucket_stream_config
 from reconciler.model.state import LiveState, ServerInfo
+from reconciler.specs.lifecycle import PROTECT_KEY, protection_marker
 from reconciler.specs.spec import (
     DEFAULT_OWNER,
     MANAGED_KEY,
@@ -43,6 +44,8 @@ from reconciler.specs.spec import (
 )
 
 _NOT_CONFIG = frozenset({"kind", "stream", "external"})
+#: Metadata keys only the tool writes (a spec's own are dropped): owner, protection.
+_TOOL_KEYS = frozenset({OWNER_KEY, PROTECT_KEY})
 _TIMESTAMP = re.compile(
     r"^(?P<base>\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2})(?:\.(?P<frac>\d+))?"
     r"(?P<zone>[Zz]|[+-]\d{2}:\d{2})?$"
@@ -138,8 +141,9 @@ def desired_config(
             declared[key] = spec.name
     else:
         declared["name"] = spec.name
-    metadata = {k: v for k, v in (declared.get("metadata") or {}).items() if k != OWNER_KEY}
-    declared["metadata"] = {**metadata, **ownership_marker(owner)}
+    metadata = {k: v for k, v in (declared.get("metadata") or {}).items() if k not in _TOOL_KEYS}
+    marker = {**ownership_marker(owner), **protection_marker(spec.lifecycle)}
+    declared["metadata"] = {**metadata, **marker}
     return canonical(wire_kind(spec.kind), declared, server, stream_config=stream_config)
 
 

@@ -31,7 +31,7 @@ from reconciler.identity import KIND_ORDER, Kind, ResourceRef
 from reconciler.model.diff import FieldChange, diff_configs
 from reconciler.model.timestamps import rfc3339
 from reconciler.model.values import display
-from reconciler.planning.steps import Action, Create, Foreign, Migrate, Replace
+from reconciler.planning.steps import Action, Create, Foreign, Migrate, Observed, Replace
 
 if TYPE_CHECKING:
     from reconciler.planning.steps import Entry, Plan
@@ -62,6 +62,7 @@ STATUS_OF_ACTION: Mapping[Action, Status] = {
     Action.ORPHAN: "orphaned",
     Action.DELETE: "orphaned",  # a plan made with prune
     Action.FOREIGN: "foreign",  # managed by another owner: theirs, not drift
+    Action.OBSERVED: "drifted",  # lifecycle mode observe; missing when not on the server
 }
 FORMAT_VERSION = 1
 
@@ -221,9 +222,11 @@ def resource_from_entry(entry: Entry) -> ResourceDrift:
     if isinstance(entry, Create) and entry.live is not None:
         fields = tuple(diff_configs(entry.config, entry.live))
         status = "drifted" if fields else "in_sync"
+    elif isinstance(entry, Observed) and entry.missing:
+        status = "missing"
     elif status == "drifted":
         fields = entry.fields
-    undoable = isinstance(entry, Replace | Migrate) or (
+    undoable = isinstance(entry, Replace | Migrate | Observed) or (
         isinstance(entry, Create) and entry.live is not None
     )
     return ResourceDrift(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from reconciler.errors import Problem
 from reconciler.identity import ResourceRef
@@ -186,15 +186,14 @@ def missing_buckets(
 
 def with_entries(plan: Plan, part: StreamPlan) -> Plan:
     """``plan`` with the entries' part added (steps ordered again: entries after their
-    bucket, deletes last)."""
-    return Plan(
-        server=plan.server,
+    bucket, deletes last); every other field of ``plan`` kept."""
+    return replace(
+        plan,
         changes=tuple(step for wave in order_waves([*plan.changes, *part.steps]) for step in wave),
         unchanged=tuple(sorted([*plan.unchanged, *part.unchanged], key=sort_key)),
-        unmanaged=plan.unmanaged,
         orphans=tuple(sorted([*plan.orphans, *part.orphans], key=sort_key)),
         foreign=tuple(sorted([*plan.foreign, *part.foreign], key=sort_key)),
-        owner=plan.owner,
+        observed=tuple(sorted([*plan.observed, *part.observed], key=sort_key)),
     )
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from reconciler.errors import Problem, SpecError, UnsupportedField
 from reconciler.identity import ResourceRef, is_reserved
+from reconciler.model.buckets import bucket_config
 from reconciler.model.diff import FieldChange, diff_configs, replace_reasons
 from reconciler.model.loss import CONSUMER_STATE, Loss, claimed_losses, held, update_losses
 from reconciler.model.migration import (
@@ -64,6 +65,7 @@ from reconciler.planning.steps import (
     Delete,
     Foreign,
     Migrate,
+    Observed,
     Orphan,
     Plan,
     PlanEntry,
@@ -72,10 +74,13 @@ from reconciler.planning.steps import (
     Unchanged,
     Unmanaged,
     Update,
+    destroys,
     order_waves,
+    recorded_reason,
     sort_key,
 )
 from reconciler.specs.checks import mirror_direct_problem
+from reconciler.specs.lifecycle import MANAGE, PROTECT_KEY, Lifecycle, recorded_protection
 from reconciler.specs.spec import DEFAULT_OWNER, Spec
 
 __all__ = [
@@ -146,10 +151,18 @@ class StreamPlan:
     orphans: list[Orphan] = field(default_factory=list)
     foreign: list[Foreign] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    observed: list[Observed] = field(default_factory=list)
 
     @property
     def entries(self) -> list[PlanEntry]:
-        return [*self.steps, *self.unchanged, *self.unmanaged, *self.orphans, *self.foreign]
+        return [
+            *self.steps,
+            *self.unchanged,
+            *self.unmanaged,
+            *self.orphans,
+            *self.foreign,
+            *self.observed,
+        ]
 
     def add(self, entry: PlanEntry) -> None:
         match entry:
@@ -161,6 +174,8 @@ class StreamPlan:
                 self.orphans.append(entry)
             case Foreign():
                 self.foreign.append(entry)
+            case Observed():
+                self.observed.append(entry)
             case _:
                 self.steps.append(entry)
 
@@ -189,13 +204,45 @@ def plan_stream(
     migrate: bool = False,
     memo: Memo | None = None,
     migration: str | None = None,
+    lifecycle: Lifecycle = MANAGE,
 ) -> StreamPlan:
-    """The entries of one stream and its consumers (pure). ``migrate``: a stream whose
+    """The entries of one stream and its consumers (pure), each resource's lifecycle
+    honoured (``lifecycle``: the environment's, merged into every spec's; see
+    :func:`_governed`). ``migrate``: a stream whose
     change an update cannot make is migrated (its messages kept), not replaced; and the
     consent an interrupted migration needs. ``migration``: the way out of an interrupted
     migration whose target the specs no longer declare (:data:`CHOICES`). ``memo``:
     what earlier plans found unchanged (:mod:`reconciler.planning.memo`); what this plan
     finds unchanged is added to it."""
+    if not lifecycle.is_default:
+        group = _with_lifecycle(group, lifecycle)
+        prune = prune and not lifecycle.observe  # an observed environment is never written
+    if not _plain(group):
+        memo = None  # its digests know nothing of lifecycles
+    out = _stream_entries(
+        group,
+        server,
+        prune=prune,
+        ownership=ownership,
+        migrate=migrate,
+        memo=memo,
+        migration=migration,
+    )
+    return _governed(out, group, lifecycle)
+
+
+def _stream_entries(
+    group: StreamGroup,
+    server: ServerInfo,
+    *,
+    prune: bool,
+    ownership: Ownership,
+    migrate: bool,
+    memo: Memo | None,
+    migration: str | None,
+) -> StreamPlan:
+    """The entries of one stream and its consumers, lifecycles aside but for
+    ``ignore_changes`` (:func:`_ignoring`) and an observed stream's entry."""
     resumed = _resumed(group, server, ownership, migrate=migrate, choice=migration)
     if resumed is not None:
         return StreamPlan(steps=[resumed])
@@ -230,7 +277,8 @@ def plan_stream(
         if stream_config is None:
             assert declared is not None  # stream_problems: declared or live
             stream_config = desired_config(declared, server, owner=owner)
-        desired = desired_config(spec, server, stream_config=stream_config, owner=owner)
+        heeded = spec if raw is None or replaced else _ignoring(spec, raw)  # created: declared
+        desired = desired_config(heeded, server, stream_config=stream_config, owner=owner)
         if raw is None or replaced:
             reasons = (f"re-created: stream {group.name} is replaced",) if raw else ()
             if bare is None:
@@ -275,15 +323,17 @@ def _declared_stream(
             fields=_created(declared, desired, _bare(declared, server)),
             config=desired,
         )
-        return created, desired
+        return (_observed(created, declared) if declared.lifecycle.observe else created), desired
     key = None if memo is None else memo.key(declared, live)
     if memo is not None and key is not None and memo.unchanged(key):
         return Unchanged(**_identity(declared)), None
-    desired = desired_config(declared, server, owner=ownership.owner)
+    desired = desired_config(_ignoring(declared, live), server, owner=ownership.owner)
     refusal, notes = ownership.claim(declared, live)
     if refusal is not None:
         return refusal, desired
     entry: PlanEntry = _compare(declared, desired, live, server, group.state, notes)
+    if declared.lifecycle.observe:
+        return _observed(entry, declared), desired
     if isinstance(entry, Replace):
         entry = _migration(entry, group, server) if migrate else _migratable(entry)
     if isinstance(entry, Replace):
@@ -517,7 +567,7 @@ def _compare(
 ) -> Update | Replace | Unchanged:
     current = live_config(spec.kind, raw, server)
     preserve = preserved_fields(spec.kind, raw, server)
-    changes = tuple(diff_configs(desired, current))
+    changes = tuple(diff_configs(_settled(desired, current), current))
     config = {**preserve, **desired}
     if not changes:
         # Nothing to apply: the configs are not kept (at 100k resources they would be
@@ -659,9 +709,10 @@ def build_plan(
     migrate: bool = False,
     memo: Memo | None = None,
     migration: str | None = None,
+    lifecycle: Lifecycle = MANAGE,
 ) -> Plan:
-    """Compare validated specs with the live state (pure). ``migrate``, ``migration``
-    and ``memo``: see :func:`plan_stream`; without a memo kept between plans, one for
+    """Compare validated specs with the live state (pure). ``migrate``, ``migration``,
+    ``lifecycle`` and ``memo``: see :func:`plan_stream`; without a memo kept between plans, one for
     this plan alone (resources declared alike are compared once).
 
     Raises :class:`UnsupportedField` when a spec uses a field the server does not know,
@@ -682,6 +733,7 @@ def build_plan(
             migrate=migrate,
             memo=memo,
             migration=migration,
+            lifecycle=lifecycle,
         )
         total.problems += part.problems
         total.steps += part.steps
@@ -689,6 +741,7 @@ def build_plan(
         total.unmanaged += part.unmanaged
         total.orphans += part.orphans
         total.foreign += part.foreign
+        total.observed += part.observed
     total.problems += live_problems(specs, total.steps, live)
     if total.problems:
         raise SpecError(total.problems)
@@ -700,4 +753,166 @@ def build_plan(
         orphans=tuple(sorted(total.orphans, key=sort_key)),
         foreign=tuple(sorted(total.foreign, key=sort_key)),
         owner=ownership.owner,
+        observed=tuple(sorted(total.observed, key=sort_key)),
     )
+
+
+# --- lifecycles -------------------------------------------------------------------------
+
+
+def _with_lifecycle(group: StreamGroup, lifecycle: Lifecycle) -> StreamGroup:
+    """``group`` with the environment's ``lifecycle`` merged into each spec's (safety
+    wins: :meth:`Lifecycle.merged`)."""
+
+    def merged(spec: Spec) -> Spec:
+        return replace(spec, lifecycle=spec.lifecycle.merged(lifecycle))
+
+    declared = None if group.declared is None else merged(group.declared)
+    return replace(group, declared=declared, consumers=tuple(merged(s) for s in group.consumers))
+
+
+def _plain(group: StreamGroup) -> bool:
+    """Whether every spec of ``group`` is managed with no lifecycle setting."""
+    specs = (*((group.declared,) if group.declared else ()), *group.consumers)
+    return all(spec.lifecycle.is_default for spec in specs)
+
+
+#: Fields that name a resource: taken from the spec even under ``ignore_changes: all``.
+_NAMING_FIELDS = frozenset({"name", "durable_name"})
+
+
+def _ignoring(spec: Spec, raw: LiveConfig) -> Spec:
+    """``spec`` with its ``ignore_changes`` fields as the live config ``raw`` holds them
+    (absent when it has none), so they never differ and an update sends them back as
+    they are; defaults derived from them follow the live values too. The tool's own
+    metadata keys (owner, protection) are added again by ``desired_config``."""
+    lifecycle = spec.lifecycle
+    if not lifecycle.ignore_changes:
+        return spec
+    live = bucket_config(spec.kind, spec.name, raw) if spec.ref.is_bucket else raw
+    if lifecycle.ignores_all:
+        config = {k: v for k, v in live.items() if k not in _NAMING_FIELDS}
+    else:
+        ignored = lifecycle.ignore_changes
+        config = {k: v for k, v in spec.config.items() if k not in ignored}
+        config.update((k, live[k]) for k in ignored if k in live)
+    for key in _NAMING_FIELDS & set(spec.config):
+        config[key] = spec.config[key]
+    return replace(spec, config=config)
+
+
+def _settled(desired: LiveConfig, current: LiveConfig) -> LiveConfig:
+    """``desired`` with the protection the server records at another line taken as it
+    is there: the same protection (no update each time a spec file's lines move)."""
+    mine = desired.get("metadata") or {}
+    theirs = current.get("metadata") or {}
+    if PROTECT_KEY in mine and PROTECT_KEY in theirs and mine[PROTECT_KEY] != theirs[PROTECT_KEY]:
+        return {**desired, "metadata": {**mine, PROTECT_KEY: theirs[PROTECT_KEY]}}
+    return desired
+
+
+def observe_reason(lifecycle: Lifecycle, *, missing: bool) -> str:
+    """What the plan says of a resource in ``mode: observe`` that differs."""
+    said = f"lifecycle mode observe ({lifecycle.observed_at}): never written"
+    return said + ("; not on the server: not created" if missing else "; differences are drift")
+
+
+def _observed(entry: PlanEntry, spec: Spec, why: str = "") -> PlanEntry:
+    """A step for an observed resource as a note saying how it differs (``why``: the
+    reason, by default :func:`observe_reason`); notes stay as they are."""
+    if not isinstance(entry, Create | Update | Replace | Migrate):
+        return entry
+    missing = isinstance(entry, Create) and entry.live is None
+    fields = entry.fields
+    if isinstance(entry, Create) and entry.live is not None:  # its stream is replaced
+        fields = tuple(diff_configs(entry.config, entry.live))
+    return Observed(
+        **_identity(spec),
+        fields=fields,
+        reasons=(why or observe_reason(spec.lifecycle, missing=missing),),
+        missing=missing,
+    )
+
+
+def _governed(out: StreamPlan, group: StreamGroup, lifecycle: Lifecycle) -> StreamPlan:
+    """``out`` with the lifecycles of ``group`` applied: observed consumers' steps become
+    notes, and every step that :func:`destroys` a protected resource is marked
+    ``prevented`` (the executor refuses the whole plan), saying why."""
+    consumers = {spec.name: spec for spec in group.consumers}
+    declared = group.declared
+    stream_missing = declared is not None and declared.lifecycle.observe and group.live is None
+    steps: list[Step] = []
+    for step in out.steps:
+        spec = consumers.get(step.name) if step.kind == "Consumer" else declared
+        if spec is not None and step.kind == "Consumer" and spec.lifecycle.observe:
+            out.add(_observed(step, spec))
+        elif spec is not None and step.kind == "Consumer" and stream_missing:
+            why = f"stream {group.name} is observed and not on the server: not created"
+            out.add(_observed(step, spec, why))
+        else:
+            steps.append(_prevented(step, _protection(step, spec, group, lifecycle)))
+    out.steps = steps
+    out.orphans = [_protected_orphan(o, lifecycle) for o in out.orphans]
+    return out
+
+
+def _prevented(step: Step, why: str) -> Step:
+    if not why or not destroys(step):
+        return step
+    return replace(step, prevented=why, reasons=(*step.reasons, why))
+
+
+def _protection(step: Step, spec: Spec | None, group: StreamGroup, lifecycle: Lifecycle) -> str:
+    """Why ``step`` may not destroy its resource (empty: it may): its lifecycle (the
+    spec's merged with the environment's), the environment's for an undeclared
+    resource, the protection its live config records, or, for a stream, a protected or
+    observed consumer that would go with it."""
+    own = lifecycle if spec is None else spec.lifecycle
+    if own.prevent_destroy:
+        return f"prevented by lifecycle prevent_destroy ({own.protected_at}); no flag allows this"
+    at = recorded_protection(step.live)
+    if at is not None:
+        return recorded_reason(at)
+    if step.ref.is_child or not destroys(step):
+        return ""
+    for consumer in group.consumers:
+        if consumer.lifecycle.prevent_destroy or consumer.lifecycle.observe:
+            setting = "prevent_destroy" if consumer.lifecycle.prevent_destroy else "mode observe"
+            return (
+                f"prevented: its consumer {consumer.name} has lifecycle {setting} and would "
+                "go with it; no flag allows this"
+            )
+    for name, raw in sorted(group.live_consumers.items()):
+        at = recorded_protection(raw)
+        if at is not None:
+            return f"prevented: its consumer {name} would go with it; {recorded_reason(at)}"
+    return ""
+
+
+def _protected_orphan(orphan: Orphan, lifecycle: Lifecycle) -> Orphan:
+    """An orphan that is protected says so: --prune will not delete it."""
+    at = recorded_protection(orphan.live)
+    if at is None and not lifecycle.prevent_destroy:
+        return orphan
+    why = (
+        recorded_reason(at)
+        if at is not None
+        else (
+            f"prevented by the environment's lifecycle prevent_destroy ({lifecycle.protected_at})"
+        )
+    )
+    return replace(orphan, reasons=(*orphan.reasons, f"--prune will not delete it: {why}"))
+
+
+def observed_part(part: StreamPlan, lifecycle: Lifecycle) -> StreamPlan:
+    """``part`` (the KeyValue entries') in an environment observed as a whole: its steps
+    as notes (entries follow their environment's lifecycle, not their bucket's)."""
+    if not lifecycle.observe:
+        return part
+    out = replace(part, steps=[], observed=list(part.observed))
+    for step in part.steps:
+        missing = isinstance(step, Create)
+        why = observe_reason(lifecycle, missing=missing)
+        note = Observed(ref=step.ref, source=step.source, fields=step.fields, reasons=(why,))
+        out.add(replace(note, missing=missing))
+    return out

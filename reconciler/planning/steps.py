@@ -28,6 +28,8 @@ from reconciler.model.diff import FieldChange, ReplaceReason
 from reconciler.model.loss import Loss
 from reconciler.model.migration import ConsumerFate, Volume
 from reconciler.model.state import ServerInfo
+from reconciler.model.values import printable
+from reconciler.specs.lifecycle import recorded_protection
 
 FORMAT_VERSION = 1
 
@@ -46,6 +48,7 @@ class Action(StrEnum):
     UNMANAGED = "unmanaged"
     ORPHAN = "orphan"
     FOREIGN = "foreign"
+    OBSERVED = "observed"
 
 
 SUMMARY_KEYS: tuple[str, ...] = tuple(
@@ -62,6 +65,8 @@ class Entry:
     reasons: tuple[str, ...] = ()
     source: Location | None = None
     losses: tuple[Loss, ...] = ()  # what the step deletes (reconciler.model.loss)
+    #: Why no flag allows this step (``lifecycle.prevent_destroy``): see :func:`prevention`.
+    prevented: str = ""
     #: Durations and sizes as the spec wrote them, by config path (for display only).
     written: Mapping[str, str] = field(default_factory=dict)
 
@@ -264,7 +269,20 @@ class Foreign(Entry):
 
 
 Step = Create | Update | Replace | Migrate | Delete
-Note = Unchanged | Unmanaged | Orphan | Foreign
+
+
+@dataclass(frozen=True, kw_only=True)
+class Observed(Entry):
+    """A declared resource in lifecycle ``mode: observe`` that differs from its spec:
+    read and compared, never written. ``fields``: how the live config differs (before:
+    live, after: declared); ``missing``: not on the server (never created)."""
+
+    missing: bool = False
+
+    action: ClassVar[Action] = Action.OBSERVED
+
+
+Note = Unchanged | Unmanaged | Orphan | Foreign | Observed
 PlanEntry = Step | Note
 
 
@@ -279,6 +297,8 @@ class Plan:
     orphans: tuple[Orphan, ...] = ()
     foreign: tuple[Foreign, ...] = ()
     owner: str = "default"
+    #: Resources in lifecycle ``mode: observe`` that differ from their specs: never steps.
+    observed: tuple[Observed, ...] = ()
 
     def __repr__(self) -> str:
         # Cheap on purpose: asyncio.run() (3.11/3.12) formats the returned value's repr.
@@ -315,6 +335,7 @@ class Plan:
             step
             for step in self.changes
             if step.destructive
+            and not prevention(step)
             and not allows(
                 whole=isinstance(step, Replace | Delete),
                 allow_replace=allow_replace,
@@ -323,9 +344,22 @@ class Plan:
         )
 
     @property
+    def prevented(self) -> tuple[Step, ...]:
+        """The steps lifecycle ``prevent_destroy`` forbids (:func:`prevention`): no flag
+        allows them; the executor refuses the whole plan (``execution.apply.check_allowed``)."""
+        return tuple(step for step in self.changes if prevention(step))
+
+    @property
     def entries(self) -> tuple[PlanEntry, ...]:
         """Every entry: steps, then unchanged, unmanaged and orphaned resources."""
-        return (*self.changes, *self.unchanged, *self.unmanaged, *self.orphans, *self.foreign)
+        return (
+            *self.changes,
+            *self.unchanged,
+            *self.unmanaged,
+            *self.orphans,
+            *self.foreign,
+            *self.observed,
+        )
 
     @property
     def summary(self) -> dict[str, int]:
@@ -350,11 +384,49 @@ class Plan:
             "orphans": [_note_json(note) for note in self.orphans],
             "owner": self.owner,
             "foreign": [{**_note_json(note), "owner": note.owner} for note in self.foreign],
+            "observed": [_observed_json(note) for note in self.observed],
         }
 
 
 def _note_json(note: Entry) -> dict[str, Any]:
     return {"kind": note.kind, "name": note.name, "stream": note.stream}
+
+
+def _observed_json(note: Observed) -> dict[str, Any]:
+    fields = [change.to_json() for change in note.fields]
+    reasons = list(note.reasons)
+    return {**_note_json(note), "missing": note.missing, "fields": fields, "reasons": reasons}
+
+
+def destroys(step: Step) -> bool:
+    """Whether ``step`` deletes, replaces or migrates its resource, or deletes part of
+    what it holds: what lifecycle ``prevent_destroy`` forbids. A consumer created again
+    (its stream replaced) goes first."""
+    if isinstance(step, Replace | Delete | Migrate) or step.destructive:
+        return True
+    return isinstance(step, Create) and step.live is not None
+
+
+def prevention(step: Step) -> str:
+    """Why no flag allows ``step`` (empty: none of lifecycle's business): the reason
+    the planner gave (``prevented``), or, for a step that :func:`destroys` its resource,
+    the protection its live config records on the server (a step made without the
+    planner: Pulumi's delete). The record is data anyone could write: it only adds
+    protection, and is escaped here."""
+    if step.prevented:
+        return step.prevented
+    if not destroys(step):
+        return ""
+    at = recorded_protection(step.live)
+    return "" if at is None else recorded_reason(at)
+
+
+def recorded_reason(at: str) -> str:
+    """The reason a protection recorded on the server gives (``at``: untrusted)."""
+    return (
+        f"prevented: the server records lifecycle prevent_destroy for it (last declared at "
+        f"{printable(at)}); no flag allows this"
+    )
 
 
 def sort_key(entry: Entry) -> tuple[int, str, str]:

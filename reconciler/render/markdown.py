@@ -143,6 +143,10 @@ def _notes(plan: Plan) -> list[str]:
     if plan.unmanaged:
         names = [cell(note.label) for note in plan.unmanaged]
         lines += _collapsed("unmanaged (never touched)", names)
+    if plan.observed:  # lifecycle mode observe: how each differs, never a step
+        said = {True: "not on the server", False: "differs"}
+        names = [f"{cell(n.label)} ({said[n.missing]})" for n in plan.observed]
+        lines += _collapsed("observed (lifecycle mode observe: never written)", names)
     return lines
 
 

@@ -38,6 +38,7 @@ SYMBOLS = {
     Action.REPLACE: "-/+",
     Action.MIGRATE: ">>>",
     Action.DELETE: "-",
+    Action.OBSERVED: "o",  # a note: lifecycle mode observe, never written
 }
 _COLORS = {
     "create": "32",
@@ -46,6 +47,7 @@ _COLORS = {
     "migrate": "36",
     "delete": "31",
     "note": "2",
+    "observed": "2",
 }
 #: Actions in the order a summary counts them; ``migrate`` only when there are some.
 ACTIONS = (Action.CREATE, Action.UPDATE, Action.REPLACE, Action.MIGRATE, Action.DELETE)
@@ -109,6 +111,11 @@ def destroy_warning(plan: Plan, allowed: Collection[str] = ()) -> str | None:
     """The line saying how many steps destroy data and which flag apply needs (or that
     the flag given allows them)."""
     steps = plan.destructive_steps
+    if plan.prevented:  # lifecycle prevent_destroy: no flag allows them
+        count = len(plan.prevented)
+        return (
+            f"{count} step(s) destroy protected resources: apply refuses the plan, whatever flags."
+        )
     if not steps:
         return None
     refused = plan.refused(
@@ -154,6 +161,9 @@ def _notes(plan: Plan, *, color: bool) -> list[str]:
             _paint(f"  = {note.label} (owner {note.owner})", "note", color=color)
             for note in plan.foreign
         ]
+    if plan.observed:
+        lines += ["", "Observed (lifecycle mode observe: read and reported, never written):"]
+        lines += [line for note in plan.observed for line in step_lines(note, color=color)]
     return lines
 
 

@@ -44,6 +44,7 @@ import orjson
 
 from reconciler.errors import Problem
 from reconciler.locations import LazyLocations, Location
+from reconciler.specs.lifecycle import MANAGE, Lifecycle
 from reconciler.specs.spec import KINDS, Spec, entry_config
 
 CACHE_ENV = "RECONCILE_SPEC_CACHE"
@@ -335,6 +336,7 @@ def _spec_json(spec: Spec, files: _Files) -> dict[str, Any]:
         "external": spec.external,
         "locations": {path: files.where(where) for path, where in spec.locations.items()},
         "written": dict(spec.written),
+        "lifecycle": None if spec.lifecycle.is_default else spec.lifecycle.to_json(),
     }
 
 
@@ -372,6 +374,9 @@ def _spec(raw: dict[str, Any], files: list[str]) -> Spec:
             "external": bool(raw["external"]),
             "locations": _Lines(raw["locations"], files),
             "written": raw["written"],
+            "lifecycle": MANAGE
+            if raw["lifecycle"] is None
+            else Lifecycle.from_json(raw["lifecycle"]),
         }
     )
 

@@ -25,6 +25,7 @@ from typing import Any
 from reconciler.errors import Problem, SpecError
 from reconciler.locations import Location
 from reconciler.specs.document import Document
+from reconciler.specs.lifecycle import MANAGE, Lifecycle, lifecycle_of
 from reconciler.specs.loader import load_file
 from reconciler.specs.paths import outside_problem, repository_root
 from reconciler.specs.schema import did_you_mean, schema_problems
@@ -72,6 +73,9 @@ class Environment:
     overlays: tuple[Path, ...] = ()
     resources: tuple[Path, ...] = ()
     description: str = ""
+    #: ``lifecycle:`` for every resource of the environment, merged into each spec's
+    #: (safety wins: ``specs.lifecycle.Lifecycle.merged``).
+    lifecycle: Lifecycle = MANAGE
 
     @property
     def domain(self) -> str | None:
@@ -248,6 +252,9 @@ def _environment(
         overlays=_paths(named, raw, f"{prefix}.overlays"),
         resources=_paths(named, raw, f"{prefix}.resources"),
         description=str(raw.get("description", "")),
+        lifecycle=lifecycle_of(
+            raw.get("lifecycle"), None, document.where, problems, prefix=f"{prefix}.lifecycle"
+        ),
     )
 
 

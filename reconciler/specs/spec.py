@@ -15,6 +15,7 @@ from typing import Any
 
 from reconciler.identity import KINDS, Kind, ResourceRef
 from reconciler.locations import Location, closest_location
+from reconciler.specs.lifecycle import MANAGE, Lifecycle
 
 __all__ = [
     "DEFAULT_OWNER",
@@ -62,6 +63,8 @@ class Spec:
     #: against the spec file). The value is not in the spec files, so the spec cache
     #: never keeps it: it reads the file again.
     value_file: str | None = None
+    #: What the tool may do to it (``lifecycle:``; :mod:`reconciler.specs.lifecycle`).
+    lifecycle: Lifecycle = MANAGE
     #: Who this resource is (kind, name, stream), and the JetStream stream it is or
     #: lives in: made once (plans and checks ask for them several times per resource).
     ref: ResourceRef = field(init=False, repr=False, compare=False)

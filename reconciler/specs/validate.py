@@ -21,6 +21,7 @@ from reconciler.specs.checks import cross_resource_problems
 from reconciler.specs.document import Document
 from reconciler.specs.fields import field_limit, unit_paths
 from reconciler.specs.files import spec_files
+from reconciler.specs.lifecycle import lifecycle_of
 from reconciler.specs.loader import load_file
 from reconciler.specs.overlay import apply_overlays
 from reconciler.specs.paths import outside_problem, repository_root, resolved
@@ -28,7 +29,7 @@ from reconciler.specs.schema import kind_problem, schema_problems
 from reconciler.specs.spec import Kind, Spec, entry_config
 from reconciler.specs.units import AMBIGUOUS, UnitError, ambiguity, parse_duration, parse_size
 
-SPEC_ONLY_FIELDS = ("kind", "stream", "external")
+SPEC_ONLY_FIELDS = ("kind", "stream", "external", "lifecycle")
 
 
 def load_specs(
@@ -319,6 +320,7 @@ def _build_spec(
             return None
         name = name or durable
         config["name"] = config["durable_name"] = name
+    lifecycle = lifecycle_of(body.get("lifecycle"), kind, document.where, problems)
     return Spec(
         kind=kind,
         name=name,
@@ -328,6 +330,7 @@ def _build_spec(
         external=external,
         locations=document.locations,  # the document's own (a copy per spec: 18 MiB at 100k)
         written=written,
+        lifecycle=lifecycle,
     )
 
 
