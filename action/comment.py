@@ -4,7 +4,8 @@ The comment starts with a hidden marker, ``<!-- jetstream-gitops:<path> -->``. E
 lists the pull request's comments (every page), edits the one carrying its marker that a
 bot or someone with write access wrote (anyone can type a marker), and posts a new one
 only when none does, so a busy pull request gets one comment per path,
-kept current, never a pile. Bodies are capped at GitHub's 65,536 characters.
+kept current, never a pile. Bodies are capped at GitHub's 65,536 characters, cut where
+no code block or ``<details>`` is left open.
 
 Plain ``urllib.request`` against ``GITHUB_API_URL`` (GitHub Enterprise has its own) with
 the job's token; the token is sent in a header only and never appears in a message.
@@ -28,10 +29,8 @@ COMMENT_LIMIT = 65_536
 PAGE_SIZE = 100
 MAX_PAGES = 100  # 10,000 comments: far beyond any real pull request
 
-TRUNCATION_NOTE = (
-    "\n\n> [!NOTE]\n> Truncated to fit GitHub's 65,536-character comment limit;"
-    " the complete plan is in the workflow run's step summary.\n"
-)
+#: Where a cut comment points for the whole plan (``render.markdown.fit`` writes the note).
+FULL_PLAN_WHERE = "the workflow run's step summary and its plan artifact (`upload-plan: true`)"
 
 _NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="next"')
 
@@ -75,14 +74,13 @@ def marker(path: str) -> str:
 
 
 def comment_body(markdown: str, *, path: str) -> str:
-    """Marker + Markdown, cut at a line end with a note when over the comment limit."""
+    """Marker + Markdown, cut when over the comment limit (``render.markdown.fit``: at a
+    line end outside any code fence, open ``<details>`` closed, a note pointing at the
+    full plan)."""
+    from reconciler.render.markdown import fit
+
     head = marker(path) + "\n"
-    body = head + markdown
-    if len(body) <= COMMENT_LIMIT:
-        return body
-    budget = COMMENT_LIMIT - len(TRUNCATION_NOTE)
-    cut = body.rfind("\n", len(head), budget)
-    return body[: cut if cut > 0 else budget] + TRUNCATION_NOTE
+    return head + fit(markdown, COMMENT_LIMIT - len(head), where=FULL_PLAN_WHERE)
 
 
 class GitHubAPI:

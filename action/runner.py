@@ -37,10 +37,8 @@ from reconciler.model.values import LEGACY_COMMAND, printable
 #: GitHub refuses a step summary above 1 MiB (it is then not shown at all).
 SUMMARY_LIMIT = 1024 * 1024
 
-TRUNCATION_NOTE = (
-    "\n\n> [!NOTE]\n> This summary was truncated to stay under GitHub's 1 MiB step-summary"
-    " limit. The complete report is in the step's `plan-json` output file.\n"
-)
+#: Where a cut step summary points for the whole report.
+SUMMARY_WHERE = "the step's `plan-json` output file"
 
 _TRUE = ("true", "True", "TRUE")
 _FALSE = ("false", "False", "FALSE")
@@ -90,19 +88,20 @@ def _commands(line: str) -> bool:
 
 
 def truncate_summary(markdown: str, *, limit: int = SUMMARY_LIMIT) -> tuple[str, bool]:
-    """Markdown that fits in ``limit`` UTF-8 bytes, cut at a line end with a note if needed."""
+    """Markdown that fits in ``limit`` UTF-8 bytes, cut with a note if needed
+    (``render.markdown.fit``: never inside a code block, open ``<details>`` closed)."""
+    from reconciler.render.markdown import fit
+
     data = markdown.encode("utf-8")
     if len(data) <= limit:
         return markdown, False
-    note = TRUNCATION_NOTE.encode("utf-8")
-    if limit < len(note):
-        return "", True
-    head = data[: limit - len(note)]
-    cut = head.rfind(b"\n")
-    if cut > 0:
-        head = head[: cut + 1]
-    text = head.decode("utf-8", errors="ignore")
-    return text + TRUNCATION_NOTE, True
+    chars = len(markdown) * limit // len(data)  # as many characters as fit, on average
+    while chars > 0:
+        text = fit(markdown, chars, where=SUMMARY_WHERE)
+        if len(text.encode("utf-8")) <= limit:
+            return text, True
+        chars = chars * 9 // 10
+    return "", True
 
 
 def output_block(name: str, value: str) -> str:

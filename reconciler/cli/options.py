@@ -103,6 +103,14 @@ def format_option(choices: list[str], what: str) -> Callable[[F], F]:
     )
 
 
+#: Every step of a long plan in full (``plan``, ``apply``).
+full_option: Callable[[F], F] = click.option(
+    "--full",
+    is_flag=True,
+    help="Show every step in full. Over 50 steps, text and Markdown show the destructive "
+    "steps in full and fold the others per kind and action (names and counts).",
+)
+
 #: Warnings (odd but accepted specs) as errors, for CI that wants them.
 strict_option: Callable[[F], F] = click.option(
     "--strict",

@@ -14,6 +14,7 @@ from reconciler.cli.options import (
     Seconds,
     connection_options,
     format_option,
+    full_option,
     owner_option,
     project_options,
     project_target,
@@ -54,9 +55,11 @@ def asks_for_yes(console: TerminalConsole, auto_approve: bool) -> bool:
     return console.interactive and sys.stdin.isatty() and not auto_approve
 
 
-def _console(fmt: str) -> TerminalConsole:
+def _console(fmt: str, *, full: bool = False, json_lines: bool = False) -> TerminalConsole:
+    """The terminal Console for ``--format``; ``json_lines``: apply's JSON (the plan, each
+    step's outcome, the result: one JSON document a line)."""
     formats: dict[str, PlanFormat] = {"text": "text", "json": "json", "markdown": "markdown"}
-    return TerminalConsole(fmt=formats[fmt])
+    return TerminalConsole(fmt=formats[fmt], full=full, json_lines=json_lines)
 
 
 @click.command()
@@ -68,6 +71,7 @@ def _console(fmt: str) -> TerminalConsole:
 @take_over_option
 @strict_option
 @format_option(FORMAT_NAMES, "plan")
+@full_option
 @click.option(
     "--detailed-exitcode", is_flag=True, help="Exit 2 when the plan has changes (0 when none)."
 )
@@ -90,6 +94,7 @@ def plan(
     take_over: bool,
     strict: bool,
     fmt: str,
+    full: bool,
     detailed_exitcode: bool,
     all_envs: bool,
     project_file: Path | None,
@@ -99,7 +104,7 @@ def plan(
     """Show what apply would change; changes nothing."""
     from reconciler.execution.requests import PlanRequest
 
-    console = _console(fmt)
+    console = _console(fmt, full=full)
     if all_envs:
         return _plan_all(
             ctx,
@@ -254,6 +259,7 @@ def _plan_and_show(console: TerminalConsole, request: PlanRequest) -> Plan:
     "stream holding messages; retention limits to interest).",
 )
 @format_option(FORMAT_NAMES, "plan")
+@full_option
 @click.option("--detailed-exitcode", is_flag=True, help="With --dry-run: exit 2 on changes.")
 @click.option(
     "--concurrency",
@@ -298,6 +304,7 @@ def apply(
     allow_replace: bool,
     allow_data_loss: bool,
     fmt: str,
+    full: bool,
     detailed_exitcode: bool,
     concurrency: int,
     lock_timeout: float,
@@ -314,7 +321,7 @@ def apply(
     target = resolve_target(
         ctx, paths=paths, conn=conn, owner=owner, project_file=project_file, env_name=env_name
     )
-    console = _console(fmt)
+    console = _console(fmt, full=full, json_lines=True)
     flags = {"--allow-replace": allow_replace, "--allow-data-loss": allow_data_loss}
     console.allowed = tuple(flag for flag, given in flags.items() if given)
     console.asks = asks_for_yes(console, auto_approve) and fmt == "text"

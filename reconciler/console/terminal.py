@@ -119,9 +119,14 @@ class TerminalConsole(Console):
         fmt: PlanFormat = "text",
         drift_format: DriftFormat = "text",
         allowed: tuple[str, ...] = (),
+        full: bool = False,
+        json_lines: bool = False,
     ) -> None:
         self.fmt = fmt
         self.drift_format = drift_format
+        self.full = full  # --full: every step of a long plan in full
+        #: ``apply --format json``: JSON Lines (the plan, each step's outcome, the result)
+        self.json_lines = json_lines and fmt == "json"
         self.interactive = interactive()
         self.allowed = allowed  # the --allow-* flags of this run
         self.asks = False  # the CLI sets it: a person at the terminal, no --yes
@@ -173,8 +178,13 @@ class TerminalConsole(Console):
     def show_plan(self, plan: Plan) -> None:
         from reconciler.render import render_plan
 
+        if self.json_lines:
+            from reconciler.render.json import json_line, plan_record
+
+            click.echo(json_line(plan_record(plan)))
+            return
         color = self.fmt == "text" and colour()
-        click.echo(render_plan(plan, self.fmt, color=color, allowed=self.allowed))
+        click.echo(render_plan(plan, self.fmt, color=color, allowed=self.allowed, full=self.full))
 
     def show_drift(self, report: DriftReport) -> None:
         click.echo(self.drift_text(report), nl=False)
@@ -211,12 +221,29 @@ class TerminalConsole(Console):
             click.echo(_painted(part), err=True)
 
     def show_result(self, result: ApplyResult) -> None:
+        if self.json_lines:
+            from reconciler.render.json import json_line, result_record
+
+            record = result_record(
+                applied=len(result.applied),
+                failed=len(result.failed),
+                skipped=len(result.skipped),
+                dry_run=result.dry_run,
+                interrupted=result.interrupted,
+                cancelled=result.cancelled,
+            )
+            click.echo(json_line(record))
         if self.fmt == "text" and not result.cancelled:
             click.echo(result_line([result]))
 
     def step(self, event: StepEvent) -> None:
         """A step line (text only: JSON and Markdown output is the plan alone), on the
-        progress bar inside :meth:`steps`."""
+        progress bar inside :meth:`steps`; with :attr:`json_lines`, one JSON line)."""
+        if self.json_lines:
+            from reconciler.render.json import json_line, step_record
+
+            click.echo(json_line(step_record(event.step, event.outcome, event.error)))
+            return
         if self.fmt != "text":
             return
         if self._advance is not None:

@@ -18,9 +18,16 @@ __all__ = ["PlanFormat", "render_plan"]
 
 
 def render_plan(
-    plan: Plan, fmt: PlanFormat, *, color: bool = False, allowed: Collection[str] = ()
+    plan: Plan,
+    fmt: PlanFormat,
+    *,
+    color: bool = False,
+    allowed: Collection[str] = (),
+    full: bool = False,
 ) -> str:
     """``plan`` in ``fmt``; ``color`` adds ANSI colours to text (ignored otherwise).
+    ``full`` shows every step in full (text and Markdown fold the harmless ones of a plan
+    over ``render.text.FOLD_OVER`` steps otherwise; JSON is always whole).
 
     ``allowed`` names the flags the run was given (``--allow-data-loss``, ...): the
     warning about destructive steps then says they are allowed, not that a flag is needed.
@@ -32,9 +39,9 @@ def render_plan(
     if fmt == "markdown":
         from reconciler.render.markdown import render_markdown
 
-        return render_markdown(plan, allowed=allowed)
+        return render_markdown(plan, allowed=allowed, full=full)
     if fmt == "text":
         from reconciler.render.text import render_text
 
-        return render_text(plan, color=color, allowed=allowed)
+        return render_text(plan, color=color, allowed=allowed, full=full)
     raise ValueError(f"unknown plan format {fmt!r} (text, json or markdown)")

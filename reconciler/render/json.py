@@ -1,12 +1,61 @@
-"""A plan as JSON, the document described by ``schemas/plan.schema.json``."""
+"""A plan as JSON, the document described by ``schemas/plan.schema.json``; and
+``apply --format json``'s JSON Lines: the plan, each step's outcome, the result."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from reconciler.model.values import inert_json
-from reconciler.planning.steps import Plan
+from reconciler.planning.steps import Plan, Step
 
 
 def render_json(plan: Plan) -> str:
     return inert_json(json.dumps(plan.to_json(), indent=2, sort_keys=False))
+
+
+def json_line(document: dict[str, Any]) -> str:
+    """One JSON Lines record: ``document`` on one line (no line break can be in it:
+    ``json.dumps`` escapes them inside strings), inert in a CI log."""
+    return inert_json(json.dumps(document, separators=(",", ":"), ensure_ascii=False))
+
+
+def plan_record(plan: Plan) -> dict[str, Any]:
+    """``{"type": "plan", "plan": <the plan document>}``: the first line of an apply."""
+    return {"type": "plan", "plan": plan.to_json()}
+
+
+def step_record(step: Step, outcome: str, error: str | None) -> dict[str, Any]:
+    """``{"type": "step", ...}``: one step's outcome (``applied``, ``failed`` or
+    ``skipped``; ``error`` the server's or the client's words when it failed)."""
+    return {
+        "type": "step",
+        "action": str(step.action),
+        "kind": step.kind,
+        "name": step.name,
+        "stream": step.stream,
+        "outcome": outcome,
+        "error": error,
+    }
+
+
+def result_record(
+    *,
+    applied: int,
+    failed: int,
+    skipped: int,
+    dry_run: bool,
+    interrupted: bool,
+    cancelled: bool,
+) -> dict[str, Any]:
+    """``{"type": "result", ...}``: how the apply ended, the last line."""
+    return {
+        "type": "result",
+        "ok": not failed and not interrupted and not cancelled,
+        "applied": applied,
+        "failed": failed,
+        "skipped": skipped,
+        "dry_run": dry_run,
+        "interrupted": interrupted,
+        "cancelled": cancelled,
+    }

@@ -1,22 +1,33 @@
 """A plan as GitHub-flavoured Markdown, for pull-request comments and step summaries.
 
-Reviewer-first, in the manner of Atlantis and tfcmt: a one-line verdict, what would be
-lost, the destructive steps before the others, each change's fields as a ``diff`` block,
-and long lists (unmanaged, other owners' resources) collapsed behind their counts. The
-whole stays under a character budget well below GitHub's comment limit; what does not
-fit is counted and pointed at the full plan. Text outside code blocks is escaped
-(``|``, HTML, Markdown punctuation), so a resource name cannot become markup.
+Reviewer-first, in the manner of Atlantis and tfcmt: a one-line verdict, a table of
+steps per kind and action, what would be lost, the destructive (and lossy) steps in full
+before the others, each change's fields as a ``diff`` block; over ``FOLD_OVER`` steps the
+harmless ones grouped per kind and action behind ``<details>``; long lists (unmanaged,
+other owners' resources) collapsed behind their counts. The whole stays under a
+character budget well below GitHub's comment limit; what does not fit is counted and
+pointed at the full plan, and :func:`fit` cuts any Markdown to a limit without leaving
+a code fence or a ``<details>`` open. Text outside code blocks is escaped (``|``, HTML,
+Markdown punctuation), so a resource name cannot become markup.
 """
 
 from __future__ import annotations
 
 import html
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from reconciler.model.values import display, field_label, printable
 from reconciler.planning.steps import Action, Entry, Plan
-from reconciler.render.text import ACTIONS, destroy_warning, migration_notes
+from reconciler.render.policy import policy_markdown
+from reconciler.render.text import (
+    ACTIONS,
+    destroy_warning,
+    folded,
+    groups,
+    migration_notes,
+    names_line,
+)
 
 ICONS = {
     Action.CREATE: "🆕",
@@ -150,21 +161,42 @@ def _notes(plan: Plan) -> list[str]:
     return lines
 
 
+def summary_table(plan: Plan) -> list[str]:
+    """Steps per kind (rows) and action (columns): what a reviewer reads before any step."""
+    actions = [a for a in ACTIONS if a != Action.MIGRATE or plan.summary.get(a)]
+    counted = groups(plan.changes)
+    kinds = list(dict.fromkeys(kind for kind, _ in counted))
+    header = "| kind | " + " | ".join(f"{ICONS[a]} {a}" for a in actions) + " |"
+    lines = [header, "|---|" + "---:|" * len(actions)]
+    for kind in kinds:
+        cells = [str(len(counted.get((kind, str(a)), []))) for a in actions]
+        lines.append(f"| {kind} | " + " | ".join(cells) + " |")
+    if len(kinds) > 1:
+        totals = [str(plan.summary.get(str(a), 0)) for a in actions]
+        lines.append("| **total** | " + " | ".join(totals) + " |")
+    return [*lines, ""]
+
+
 def render_markdown(
     plan: Plan,
     *,
     allowed: Collection[str] = (),
     budget: int = BUDGET,
     full_plan: str | None = None,
+    full: bool = False,
 ) -> str:
-    """``plan`` for a reviewer: verdict, what is lost, destructive steps first, each
-    change as a ``diff`` block, long lists collapsed; at most ``budget`` characters.
+    """``plan`` for a reviewer: verdict, a table per kind and action, what is lost,
+    destructive steps in full first, each change as a ``diff`` block (over
+    ``FOLD_OVER`` steps, without ``full``, the others grouped behind ``<details>``), long
+    lists collapsed; at most ``budget`` characters.
 
     Steps that do not fit are counted and pointed at ``full_plan`` (Markdown: where the
     complete plan is, e.g. the run's JSON artifact); destructive steps come first, so a
     cut never hides one of them before a harmless change.
     """
     lines = [_verdict(plan, allowed), "", _context(plan), ""]
+    if plan.has_changes:
+        lines += summary_table(plan)
     if plan.destructive_steps:
         losses = [
             f"> - {cell(s.label)}: {cell(loss.summary)}"
@@ -172,24 +204,11 @@ def render_markdown(
             for loss in s.losses
         ]
         lines += ["> [!WARNING]", f"> {cell(destroy_warning(plan, allowed) or '')}", *losses, ""]
+    lines += policy_markdown(plan.policy)  # docs/policy.md (render.policy)
     tail = _notes(plan)
-    destructive = [step for step in plan.changes if step.destructive]
-    others = [step for step in plan.changes if not step.destructive]
-    used = _size(lines) + _size(tail) + 400  # room for the note on what was left out
-    left_out = 0
-    for title, steps in (("Destroys data", destructive), ("Changes", others)):
-        if not steps:
-            continue
-        section = [f"#### {title}", ""]
-        for step in steps:
-            block = _step(step)
-            if left_out or used + _size(section) + _size(block) > budget:
-                left_out += 1
-                continue
-            section += block
-        if len(section) > 2:
-            lines += section
-            used += _size(section)
+    budget_left = budget - _size(lines) - _size(tail) - 400  # the note on what was left out
+    sections, left_out = _sections(plan, budget_left, fold=folded(plan, full=full))
+    lines += sections
     if left_out:
         where = full_plan or "the plan JSON (the `plan-json` output)"
         lines += [
@@ -200,6 +219,100 @@ def render_markdown(
         ]
     lines += tail
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _sections(plan: Plan, budget: int, *, fold: bool) -> tuple[list[str], int]:
+    """The steps within ``budget`` characters, destructive ones first and in full; the
+    others in full, or folded per kind and action; and how many did not fit."""
+    lines: list[str] = []
+    left_out = 0
+    destructive = [step for step in plan.changes if step.destructive]
+    others = [step for step in plan.changes if not step.destructive]
+    for title, steps in (("Destroys data", destructive), ("Changes", others)):
+        if not steps:
+            continue
+        if fold and title == "Changes":
+            section, cut = _folded(steps, budget - _size(lines))
+        else:
+            section, cut = _in_full(steps, budget - _size(lines) - 20)
+        left_out += cut
+        if section:
+            lines += [f"#### {title}", "", *section]
+    return lines, left_out
+
+
+def _in_full(steps: Sequence[Entry], budget: int) -> tuple[list[str], int]:
+    """Each step's block while they fit in ``budget``; then how many were left out."""
+    lines: list[str] = []
+    for index, step in enumerate(steps):
+        block = _step(step)
+        if _size(lines) + _size(block) > budget:
+            return lines, len(steps) - index
+        lines += block
+    return lines, 0
+
+
+def _folded(steps: Sequence[Entry], budget: int) -> tuple[list[str], int]:
+    """The steps per kind and action, each group behind ``<details>`` (its count and first
+    names in the summary line, always shown), their blocks inside while they fit."""
+    shells = [_shell(kind, action, group) for (kind, action), group in groups(steps).items()]
+    notes = 80 * len(shells)  # room for each group's "N more not shown here"
+    room = budget - notes - sum(_size(opening) + _size(closing) for opening, closing, _ in shells)
+    lines: list[str] = []
+    left_out = 0
+    for opening, closing, group in shells:
+        inside, cut = _in_full(group, room)
+        room -= _size(inside)
+        left_out += cut
+        if cut:
+            inside += [f"*{cut} more not shown here: see the complete plan.*", ""]
+        lines += [*opening, *inside, *closing]
+    return lines, left_out
+
+
+def _shell(kind: str, action: str, group: list[Entry]) -> tuple[list[str], list[str], list[Entry]]:
+    icon = ICONS.get(Action(action), "")
+    names = cell(names_line(group, 5))
+    summary = f"<summary>{icon} {len(group)} to {action}: {kind} ({names})</summary>"
+    return ["<details>", summary, ""], ["</details>", ""], group
+
+
+#: How a cut Markdown text ends (:func:`fit`).
+CUT_NOTE = "> [!NOTE]\n> Cut to fit {limit:,} characters. The complete plan: {where}.\n"
+_FENCE = re.compile(r"^(`{3,}|~{3,})")
+
+
+def fit(markdown: str, limit: int, *, where: str) -> str:
+    """``markdown`` as it is when it fits in ``limit`` characters, else cut at a line end
+    outside any code fence, every ``<details>`` still open closed, and a note pointing
+    at ``where`` (Markdown): never a cut inside an HTML tag or a code block."""
+    if len(markdown) <= limit:
+        return markdown
+    note = CUT_NOTE.format(limit=limit, where=where)
+    kept: list[str] = []
+    size, fence, depth = 0, "", 0
+    safe = (0, 0)  # (lines kept, <details> open) at the last line end outside a fence
+    for line in markdown.splitlines():
+        closing = "</details>\n" * (depth + 1)  # a line may open one more
+        if size + len(line) + 1 + len(closing) + len(note) + 1 > limit:
+            break
+        kept.append(line)
+        size += len(line) + 1
+        fence, depth = _after(line, fence, depth)
+        if not fence:
+            safe = (len(kept), depth)
+    count, depth = safe
+    return "\n".join(kept[:count]) + "\n" + "</details>\n" * max(depth, 0) + "\n" + note
+
+
+def _after(line: str, fence: str, depth: int) -> tuple[str, int]:
+    """The open fence and ``<details>`` depth after ``line``."""
+    match = _FENCE.match(line)
+    if fence:
+        return ("" if match and match.group(1).startswith(fence) else fence), depth
+    if match:
+        return match.group(1), depth
+    return "", depth + line.count("<details>") - line.count("</details>")
 
 
 def _size(lines: list[str]) -> int:

@@ -17,9 +17,10 @@ Plan: 1 to create, 1 to update, 1 to replace, 0 to delete (3 unchanged).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from typing import Any
 
+from reconciler.identity import KIND_ORDER
 from reconciler.model.values import display, field_label, printable
 from reconciler.planning.steps import (
     ALLOW_DATA_LOSS,
@@ -51,6 +52,38 @@ _COLORS = {
 }
 #: Actions in the order a summary counts them; ``migrate`` only when there are some.
 ACTIONS = (Action.CREATE, Action.UPDATE, Action.REPLACE, Action.MIGRATE, Action.DELETE)
+#: Over this many steps, text and Markdown show destructive steps in full and fold the
+#: others per kind and action (``--full`` shows every step).
+FOLD_OVER = 50
+#: Names listed per folded group before "… and N more".
+NAMES_SHOWN = 10
+
+
+def groups(steps: Iterable[Entry]) -> dict[tuple[str, str], list[Entry]]:
+    """``steps`` per (kind, action): kinds in their order, then actions as counted."""
+    found: dict[tuple[str, str], list[Entry]] = {}
+    for step in steps:
+        found.setdefault((step.kind, str(step.action)), []).append(step)
+    order = {str(action): i for i, action in enumerate(ACTIONS)}
+    return dict(
+        sorted(found.items(), key=lambda item: (KIND_ORDER.get(item[0][0], 9), order[item[0][1]]))
+    )
+
+
+def folded(plan: Plan, *, full: bool = False) -> bool:
+    """Whether a plan's harmless steps are folded (over :data:`FOLD_OVER`, no ``--full``)."""
+    return not full and len(plan.changes) > FOLD_OVER
+
+
+def short_name(step: Entry) -> str:
+    """``ORDERS``, ``ORDERS/NEW``: a step's label without its kind."""
+    return step.label.partition(" ")[2] or step.label
+
+
+def names_line(steps: list[Entry], limit: int = NAMES_SHOWN) -> str:
+    """The first ``limit`` names of ``steps``, then how many more."""
+    said = ", ".join(short_name(step) for step in steps[:limit])
+    return said + (f", … and {len(steps) - limit} more" if len(steps) > limit else "")
 
 
 def migration_notes(step: Entry) -> list[str]:
@@ -167,16 +200,37 @@ def _notes(plan: Plan, *, color: bool) -> list[str]:
     return lines
 
 
-def render_text(plan: Plan, *, color: bool = False, allowed: Collection[str] = ()) -> str:
+def render_text(
+    plan: Plan, *, color: bool = False, allowed: Collection[str] = (), full: bool = False
+) -> str:
+    """``plan`` as text; over :data:`FOLD_OVER` steps (without ``full``) the destructive
+    ones in full, the others folded per kind and action (their names, then a count)."""
     server = plan.server
     lines = [printable(f"Plan against nats-server {server.version} (API level {server.api_level})")]
     if plan.changes:
         lines.append("")
+    fold = folded(plan, full=full)
     for step in plan.changes:
-        lines.extend(step_lines(step, color=color))
+        if not fold or step.destructive:
+            lines.extend(step_lines(step, color=color))
+    if fold:
+        lines.extend(_folded_lines(plan, color=color))
     lines.extend(_notes(plan, color=color))
     warning = destroy_warning(plan, allowed)
     if warning:
         lines += ["", _paint(warning, "delete", color=color)]
     lines += ["", summary_line(plan)]
     return "\n".join(lines) + "\n"
+
+
+def _folded_lines(plan: Plan, *, color: bool) -> list[str]:
+    """The harmless steps of a long plan: one line per kind and action, then names."""
+    others = [step for step in plan.changes if not step.destructive]
+    lines: list[str] = []
+    for (kind, action), steps in groups(others).items():
+        head = f"{SYMBOLS[Action(action)]} {len(steps)} to {action}: {kind}"
+        lines += [_paint(head, action, color=color), printable(f"    {names_line(steps)}")]
+    if others:
+        said = f"# {len(others)} step(s) folded: --full shows each one's fields"
+        lines.append(_paint(said, "note", color=color))
+    return lines

@@ -86,7 +86,7 @@ def test_huge_summary_is_cut_under_one_mebibyte_with_a_note() -> None:
     text, truncated = truncate_summary(row * 60_000)
     assert truncated
     assert len(text.encode("utf-8")) <= SUMMARY_LIMIT
-    assert "truncated" in text
+    assert "Cut to fit" in text and "`plan-json` output file" in text
     body = text.split("\n\n> [!NOTE]")[0]
     assert all(line == row.rstrip("\n") for line in body.splitlines())
 
@@ -135,7 +135,8 @@ def test_long_comment_is_cut_under_the_limit_with_a_note() -> None:
     assert len(body) <= COMMENT_LIMIT
     assert body.startswith(marker("specs"))
     assert body.endswith(
-        "comment limit; the complete plan is in the workflow run's step summary.\n"
+        "The complete plan: the workflow run's step summary and its plan artifact"
+        " (`upload-plan: true`).\n"
     )
 
 
