@@ -15,6 +15,8 @@ under ``--debug``.
     ├── RequestTimeout       the server did not answer in time
     ├── UnsupportedField     a spec uses a field the connected server does not know
     ├── RefusedPlan          apply would destroy data and the flag allowing it is absent
+    │   ├── SavedPlanRefused a saved plan is not what apply would run now (nothing changed)
+    │   └── PolicyDenied     a policy rule at level deny does not hold (exit status 3)
     ├── ApplyFailed          a step failed mid-apply; carries what was applied and skipped
     ├── LockError            another apply holds the lease lock
     ├── MigrationStalled     a migration's copy made no progress (it resumes on the next apply)
@@ -91,6 +93,8 @@ class ReconcileError(Exception):
     """
 
     details: tuple[str, ...] = ()
+    #: The CLI's exit status for this error (``reconciler.cli.main``).
+    exit_code: int = 1
 
     def __init__(self, *args: object, details: Sequence[str] = ()) -> None:
         super().__init__(*args)
@@ -159,6 +163,19 @@ class UnsupportedField(ReconcileError):
 
 class RefusedPlan(ReconcileError):
     """The plan holds steps that destroy data and the flag allowing them is absent."""
+
+
+class PolicyDenied(RefusedPlan):
+    """A policy rule at level ``deny`` does not hold for the plan (docs/policy.md):
+    ``plan`` exits 3 after showing it, ``apply`` refuses before any step. Exit status 3."""
+
+    exit_code = 3
+
+
+class SavedPlanRefused(RefusedPlan):
+    """A saved plan (``reconcile apply FILE``) is not applied: the file was edited or is
+    not one, the specs or the server are not those it was made from, or the plan made
+    again is not the saved one (docs/saved-plans.md). Nothing was changed."""
 
 
 @dataclass

@@ -49,14 +49,18 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "reconcile plan specs/ --server nats://nats:4222",
         "reconcile plan --env prod --prune --format markdown > plan.md   # reconcile.yaml",
         "reconcile plan --all-envs --detailed-exitcode   # exit 2 when something would change",
+        "reconcile plan --env prod --out plan.json   # saved: `reconcile apply plan.json`",
+        "reconcile plan specs/ --policy policies/starter.yaml   # exit 3 when a deny rule breaks",
     ),
     "apply": (
         "reconcile apply specs/                      # shows the plan, asks for yes",
         "reconcile apply specs/ --server nats://nats:4222 --yes   # CI: no terminal to ask on",
         "reconcile apply --env staging --prune --allow-data-loss -y   # from reconcile.yaml",
+        "reconcile apply plan.json --env prod   # exactly the saved plan, or nothing",
     ),
     "drift": (
         "reconcile drift specs/",
+        "reconcile drift specs/ --full   # every unmanaged name, not a count per kind",
         "reconcile drift --env prod --format html --out drift.html",
     ),
     "import": (
@@ -165,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
         from reconciler.console.terminal import TerminalConsole
 
         TerminalConsole().show_error(err)
-        sys.exit(1)
+        sys.exit(err.exit_code)  # 1; 3 for a policy deny (PolicyDenied)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -12,10 +12,14 @@ from reconciler.cli.options import (
     connection_options,
     format_option,
     owner_option,
+    policy_option,
     project_options,
     resolve_target,
 )
 from reconciler.console.terminal import DriftFormat, TerminalConsole
+
+if TYPE_CHECKING:
+    from reconciler.planning.drift import DriftReport
 
 FORMAT_NAMES = ["text", "json", "markdown", "html"]
 
@@ -28,7 +32,14 @@ FORMAT_NAMES = ["text", "json", "markdown", "html"]
     type=click.Path(dir_okay=False, writable=True, path_type=Path),
     help="Write the report to FILE instead of standard output.",
 )
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Text: list every unmanaged and foreign resource by name (over 50 of them show "
+    "as a count per kind).",
+)
 @owner_option
+@policy_option
 @project_options
 @connection_options
 @click.pass_context
@@ -38,7 +49,9 @@ def drift(
     paths: tuple[Path, ...],
     fmt: str,
     out: Path | None,
+    full: bool,
     owner: str,
+    policies: tuple[Path, ...],
     project_file: Path | None,
     env_name: str | None,
     **conn: Any,
@@ -46,22 +59,46 @@ def drift(
     """Report where the server differs from the specs.
 
     Exit status: 0 when everything is in sync, 2 when drift is found, 1 on error.
+    Unmanaged resources that the project's ignore rules (reconcile.yaml's ignore:, a
+    .reconcileignore) name are left out and counted per rule.
     """
     from reconciler.execution import run
     from reconciler.execution.requests import PlanRequest
     from reconciler.planning import drift as drift_report
-    from reconciler.render.drift_text import headline
+    from reconciler.render.drift_text import headline, render_drift_text
 
     target = resolve_target(
         ctx, paths=paths, conn=conn, owner=owner, project_file=project_file, env_name=env_name
     )
     console = TerminalConsole(drift_format=cast(DriftFormat, fmt))
-    plan = asyncio.run(run.plan_for(PlanRequest.for_target(target), console))
+    wanted = PlanRequest.for_target(target, policies=(*target.policies, *policies))
+    plan = asyncio.run(run.plan_for(wanted, console))
     report = drift_report.from_plan(plan)
-    if out is None:
+    text = render_drift_text(report, full=True) if full and fmt == "text" else None
+    if out is None and text is not None:
+        click.echo(text, nl=False)
+    elif out is None:
         console.show_drift(report)
     else:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(console.drift_text(report), encoding="utf-8")
+        out.write_text(text or console.drift_text(report), encoding="utf-8")
         console.notice(f"{headline(report)} Report written to {out}.")
+    _show_policy(report, fmt, out)
     return 2 if report.has_drift else 0
+
+
+def _show_policy(report: DriftReport, fmt: str, out: Path | None) -> None:
+    """The policy findings after a text or Markdown report (JSON carries them itself);
+    a deny finding: PolicyDenied, exit 3 (docs/policy.md)."""
+    from reconciler.planning.policy import check_policy
+    from reconciler.render.policy import policy_lines, policy_markdown
+
+    if report.policy and fmt in ("text", "markdown"):
+        lines = policy_lines if fmt == "text" else policy_markdown
+        text = "\n".join(lines(report.policy)) + "\n"
+        if out is None:
+            click.echo(text, nl=False)
+        else:
+            with out.open("a", encoding="utf-8") as sink:
+                sink.write(text)
+    check_policy(report.policy, applying=False)

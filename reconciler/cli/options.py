@@ -126,6 +126,18 @@ take_over_option: Callable[[F], F] = click.option(
 )
 
 
+#: Policy files (docs/policy.md), after the project file's ``policies:``.
+policy_option: Callable[[F], F] = click.option(
+    "--policy",
+    "policies",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A policy file of CEL rules every planned resource must keep (docs/policy.md); "
+    "repeatable, after the project file's policies. A broken deny rule exits 3 (apply "
+    "changes nothing); a warn rule is shown.",
+)
+
+
 #: The embedded server's state folder (JetStream store, log, pid/port file).
 store_option: Callable[[F], F] = click.option(
     "--store",
@@ -296,10 +308,21 @@ def resolve_target(
             raise click.UsageError("--env needs a project file: reconcile.yaml or --project")
         if needs_paths and not paths:
             raise click.UsageError("give spec PATHS (or run where a reconcile.yaml is)")
-        return Target(tuple(paths), to_connection_options(conn), owner)
+        from reconciler.specs.ignore import rules_next_to
+
+        ignore = rules_next_to(paths)  # .reconcileignore in the spec folders
+        return Target(tuple(paths), to_connection_options(conn), owner, ignore=ignore)
     return project_target(
         ctx, load_project(found), paths=paths, conn=conn, owner=owner, env_name=env_name
     )
+
+
+def project_owner(ctx: click.Context, project: Project, owner: str) -> str:
+    """The run's owner with a project file: the project's own (an ``--owner`` given on
+    the command line that contradicts it is an error), else ``owner``."""
+    if project.owner and _given(ctx, "owner") and owner != project.owner:
+        raise click.UsageError(f"--owner {owner} contradicts the project's owner {project.owner}")
+    return project.owner or owner
 
 
 def project_target(
@@ -315,11 +338,15 @@ def project_target(
     once for every environment)."""
     from reconciler.execution.environments import Target, environment_target
 
-    if project.owner and _given(ctx, "owner") and owner != project.owner:
-        raise click.UsageError(f"--owner {owner} contradicts the project's owner {project.owner}")
-    owner = project.owner or owner
+    owner = project_owner(ctx, project, owner)
     if env_name is None and paths:
-        return Target(tuple(paths), to_connection_options(conn), owner)
+        return Target(
+            tuple(paths),
+            to_connection_options(conn),
+            owner,
+            ignore=project.ignore,
+            policies=project.policies,
+        )
     if env_name is None:
         if len(project.environments) != 1:
             names = ", ".join(sorted(project.environments))

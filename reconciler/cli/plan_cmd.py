@@ -16,6 +16,7 @@ from reconciler.cli.options import (
     format_option,
     full_option,
     owner_option,
+    policy_option,
     project_options,
     project_target,
     resolve_target,
@@ -27,7 +28,9 @@ from reconciler.model.migration import CHOICES as MIGRATION_CHOICES
 
 if TYPE_CHECKING:
     from reconciler.console.terminal import PlanFormat
+    from reconciler.execution.environments import Target
     from reconciler.execution.requests import PlanRequest
+    from reconciler.planning.saved import SavedPlan
     from reconciler.planning.steps import Plan
 
 FORMAT_NAMES = ["text", "json", "markdown"]
@@ -70,6 +73,7 @@ def _console(fmt: str, *, full: bool = False, json_lines: bool = False) -> Termi
 @owner_option
 @take_over_option
 @strict_option
+@policy_option
 @format_option(FORMAT_NAMES, "plan")
 @full_option
 @click.option(
@@ -79,6 +83,16 @@ def _console(fmt: str, *, full: bool = False, json_lines: bool = False) -> Termi
     "--all-envs",
     is_flag=True,
     help="Plan every environment of the project file, one after the other, then a summary.",
+)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also save the plan to FILE (JSON: the spec files' digests and commit, the server, "
+    "the steps and the live configs they were planned against; no secret) for `reconcile "
+    "apply FILE`, which applies exactly those steps or refuses (docs/saved-plans.md). "
+    "--format still prints to standard output.",
 )
 @project_options
 @connection_options
@@ -93,10 +107,12 @@ def plan(
     owner: str,
     take_over: bool,
     strict: bool,
+    policies: tuple[Path, ...],
     fmt: str,
     full: bool,
     detailed_exitcode: bool,
     all_envs: bool,
+    out: Path | None,
     project_file: Path | None,
     env_name: str | None,
     **conn: Any,
@@ -105,6 +121,8 @@ def plan(
     from reconciler.execution.requests import PlanRequest
 
     console = _console(fmt, full=full)
+    if all_envs and out is not None:
+        raise click.UsageError("--out saves one plan: name one environment, not --all-envs")
     if all_envs:
         return _plan_all(
             ctx,
@@ -120,21 +138,26 @@ def plan(
             migration=migration,
             strict=strict,
             detailed_exitcode=detailed_exitcode,
+            policies=policies,
         )
     target = resolve_target(
         ctx, paths=paths, conn=conn, owner=owner, project_file=project_file, env_name=env_name
     )
-    the_plan = _plan_and_show(
-        console,
-        PlanRequest.for_target(
-            target,
-            take_over=take_over,
-            prune=prune,
-            migrate=migrate,
-            migration=migration,
-            strict=strict,
-        ),
+    request = PlanRequest.for_target(
+        target,
+        take_over=take_over,
+        prune=prune,
+        migrate=migrate,
+        migration=migration,
+        strict=strict,
+        policies=(*target.policies, *policies),
     )
+    if out is not None:
+        project = _project_read(target.env, project_file)
+        the_plan = _plan_and_save(console, request, out, project)
+    else:
+        the_plan = _plan_and_show(console, request)
+    _check_policy(the_plan)
     return 2 if detailed_exitcode and the_plan.has_changes else 0
 
 
@@ -153,6 +176,7 @@ def _plan_all(
     migration: str | None,
     strict: bool,
     detailed_exitcode: bool,
+    policies: tuple[Path, ...] = (),
 ) -> int:
     """``plan --all-envs``: each environment's plan, then one line per environment.
 
@@ -180,6 +204,7 @@ def _plan_all(
             migrate=migrate,
             migration=migration,
             strict=strict,
+            policies=(*project.policies, *policies),
         )
         for name in project.environments
     ]
@@ -200,6 +225,7 @@ def _plan_all(
         return done
 
     lines, failed, changed = [], False, False
+    denied = False
     documents: dict[str, Any] = {}
     for planned in asyncio.run(plan_all()):
         env = str(planned.request.env)
@@ -209,6 +235,7 @@ def _plan_all(
             failed = True
             continue
         changed = changed or planned.plan.has_changes
+        denied = denied or bool(planned.plan.denied)  # a policy deny rule: exit 3
         lines.append(f"{env}: {summary_line(planned.plan)}")
         documents[env] = planned.plan.to_json()
     if console.fmt == "json":
@@ -225,7 +252,63 @@ def _plan_all(
             click.echo(printable(line))
     if failed:
         return 1
+    if denied:
+        return 3
     return 2 if detailed_exitcode and changed else 0
+
+
+def _project_read(env: str | None, project_file: Path | None) -> Path | None:
+    """The project file a run with environment ``env`` read (its digest is saved)."""
+    from reconciler.specs.project import find_project
+
+    return (project_file or find_project()) if env else project_file
+
+
+def _plan_and_save(
+    console: TerminalConsole, request: PlanRequest, out: Path, project: Path | None
+) -> Plan:
+    """``plan --out FILE``: plan, show, and write the saved plan (docs/saved-plans.md)."""
+    from reconciler.execution import run
+    from reconciler.specs.fingerprint import plan_root
+
+    inside = [p for p in request.paths if p.is_dir() and out.resolve().is_relative_to(p.resolve())]
+    if inside:
+        raise click.UsageError(
+            f"--out {out} is inside the spec folder {inside[0]}: write it elsewhere"
+        )
+    the_plan, saved = asyncio.run(
+        run.save_plan_for(request, console, root=plan_root(), project=project)
+    )
+    console.show_plan(the_plan)
+    _write(out, saved.text())
+    console.notice(f"saved the plan to {out}; apply exactly it with: reconcile apply {out}")
+    return the_plan
+
+
+def _write(out: Path, text: str) -> None:
+    """Write ``text`` to ``out`` whole or not at all (a temporary file renamed)."""
+    import os
+    import tempfile
+
+    from reconciler.errors import ReconcileError
+
+    try:
+        folder = out.parent if str(out.parent) else Path(".")
+        fd, tmp = tempfile.mkstemp(prefix=".plan-", dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    except OSError as err:
+        raise ReconcileError(f"cannot write {out}: {err.strerror or err}") from None
+
+
+def _check_policy(the_plan: Plan) -> None:
+    """A plan a policy deny rule does not hold for: PolicyDenied (exit 3), after the
+    plan and its findings were shown (docs/policy.md)."""
+    from reconciler.planning.policy import check_policy
+
+    check_policy(the_plan.policy, applying=False)
 
 
 def _plan_and_show(console: TerminalConsole, request: PlanRequest) -> Plan:
@@ -246,6 +329,7 @@ def _plan_and_show(console: TerminalConsole, request: PlanRequest) -> Plan:
 @owner_option
 @take_over_option
 @strict_option
+@policy_option
 @click.option(
     "--allow-replace",
     is_flag=True,
@@ -301,6 +385,7 @@ def apply(
     owner: str,
     take_over: bool,
     strict: bool,
+    policies: tuple[Path, ...],
     allow_replace: bool,
     allow_data_loss: bool,
     fmt: str,
@@ -314,17 +399,26 @@ def apply(
     env_name: str | None,
     **conn: Any,
 ) -> int:
-    """Change the server to match the specs (validates everything first)."""
+    """Change the server to match the specs (validates everything first).
+
+    Given a saved plan (`reconcile plan --out FILE`) instead of PATHS, apply exactly its
+    steps: refused, with nothing changed, when the files, the server or the plan made
+    again differ from the saved ones (docs/saved-plans.md)."""
     from reconciler.execution import run
     from reconciler.execution.requests import ApplyRequest, PlanRequest
 
-    target = resolve_target(
-        ctx, paths=paths, conn=conn, owner=owner, project_file=project_file, env_name=env_name
+    saved = _saved_plan_in(paths)  # `apply FILE`: a saved plan, by its marker
+    target = (
+        _saved_target(ctx, saved, conn, project_file, env_name)
+        if saved is not None
+        else resolve_target(
+            ctx, paths=paths, conn=conn, owner=owner, project_file=project_file, env_name=env_name
+        )
     )
     console = _console(fmt, full=full, json_lines=True)
     flags = {"--allow-replace": allow_replace, "--allow-data-loss": allow_data_loss}
     console.allowed = tuple(flag for flag, given in flags.items() if given)
-    console.asks = asks_for_yes(console, auto_approve) and fmt == "text"
+    console.asks = asks_for_yes(console, auto_approve) and fmt == "text" and saved is None
     wanted = PlanRequest.for_target(
         target,
         take_over=take_over,
@@ -332,14 +426,19 @@ def apply(
         migrate=migrate,
         migration=migration,
         strict=strict,
+        policies=(*target.policies, *policies),
     )
+    if saved is not None:  # its flags and paths; the connection is this run's
+        saved, wanted = _saved_request(console, saved, target, project_file)
     request = ApplyRequest(
         plan=wanted,
         allow_replace=allow_replace,
         allow_data_loss=allow_data_loss,
         concurrency=concurrency,
-        approved=auto_approve,
+        approved=auto_approve or saved is not None,  # the saved plan was the review
+        dry_run=dry_run,
         lock_timeout=None if no_lock else lock_timeout,
+        expected=saved,
     )
 
     async def go() -> Any:
@@ -350,8 +449,9 @@ def apply(
         with console.steps():
             return await run.apply_for(request, console, stop=stop)
 
-    if dry_run:
+    if dry_run and saved is None:
         the_plan = _plan_and_show(console, wanted)
+        _check_policy(the_plan)
         return 2 if detailed_exitcode and the_plan.has_changes else 0
     result = asyncio.run(go())
     console.show_result(result)
@@ -365,3 +465,77 @@ def apply(
         console.notice(f"interrupted: {skipped} step(s) not started; re-run apply to converge")
         return 130
     return 0
+
+
+# --- apply FILE: a saved plan -----------------------------------------------------------
+
+#: The flags that shape a plan: a saved plan keeps those it was made with.
+PLAN_FLAGS = ("prune", "migrate", "migration", "owner", "take_over", "strict", "policies")
+
+
+def _saved_plan_in(paths: tuple[Path, ...]) -> SavedPlan | None:
+    """The saved plan ``apply FILE`` names (recognised by its marker, whatever the file
+    is called); None when ``paths`` are spec paths."""
+    if len(paths) != 1 or not paths[0].is_file():
+        return None
+    from reconciler.errors import ReconcileError
+    from reconciler.planning.saved import FORMAT, SavedPlan
+
+    try:
+        with paths[0].open("rb") as file:
+            if FORMAT.encode() not in file.read(4096):
+                return None
+            file.seek(0)
+            text = file.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ReconcileError(f"cannot read {paths[0]}: {err}") from None
+    return SavedPlan.parse(text, source=str(paths[0]))
+
+
+def _saved_target(
+    ctx: click.Context,
+    saved: SavedPlan,
+    conn: dict[str, Any],
+    project_file: Path | None,
+    env_name: str | None,
+) -> Target:
+    """Where a saved plan is applied: the connection of this command line (or of the
+    environment it names with --env, which must be the plan's), never the file's."""
+    from click.core import ParameterSource
+
+    from reconciler.cli.options import to_connection_options
+    from reconciler.execution.environments import Target
+
+    for name in PLAN_FLAGS:
+        if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE:
+            flag = "--" + name.replace("_", "-")
+            raise click.UsageError(f"{flag} with a saved plan: it keeps the flags it was made with")
+    env = saved.request.env
+    if env is None:
+        if env_name:
+            raise click.UsageError("the plan was saved without --env: apply it without one")
+        return Target((), to_connection_options(conn), saved.request.owner)
+    if env_name != env:
+        given = f", not {env_name}" if env_name else ""
+        raise click.UsageError(f"the plan was saved for environment {env}{given}: give --env {env}")
+    return resolve_target(
+        ctx,
+        paths=(),
+        conn=conn,
+        owner=saved.request.owner,
+        project_file=project_file,
+        env_name=env_name,
+        needs_paths=False,
+    )
+
+
+def _saved_request(
+    console: TerminalConsole, saved: SavedPlan, target: Target, project_file: Path | None
+) -> tuple[SavedPlan, PlanRequest]:
+    """The saved plan resolved in this repository, and the request it names."""
+    from reconciler.execution.saved_plans import describe, plan_request
+    from reconciler.specs.fingerprint import plan_root
+
+    saved = saved.at(plan_root(), _project_read(target.env, project_file))
+    console.notice(describe(saved))
+    return saved, plan_request(saved, target.options)

@@ -38,6 +38,7 @@ from reconciler.execution.recreate import create_afresh
 from reconciler.identity import ResourceRef
 from reconciler.jetstream import JetStreamClient
 from reconciler.jetstream.transport import WRONG_LAST_SEQUENCE
+from reconciler.planning.policy import check_policy
 from reconciler.planning.steps import (
     ALLOW_DATA_LOSS,
     ALLOW_REPLACE,
@@ -114,7 +115,9 @@ def check_allowed(
     holds a migration it may not act on (no flag allows that). Every front door's
     refusal is this one; ``allow_with`` names a front door's own way to allow it (the
     Pulumi resource's ``allow_destroy``) instead of the CLI's flags. Steps lifecycle
-    ``prevent_destroy`` forbids (``Plan.prevented``) are refused whatever the flags."""
+    ``prevent_destroy`` forbids (``Plan.prevented``) are refused whatever the flags, and
+    so is a plan a policy rule at level ``deny`` does not hold for (``PolicyDenied``)."""
+    check_policy(plan.policy)
     prevented = plan.prevented
     if prevented:
         raise RefusedPlan(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.jetstream.connection import ConnectionOptions
+from reconciler.specs.ignore import NO_RULES, IgnoreRules
 from reconciler.specs.lifecycle import MANAGE, Lifecycle
 from reconciler.specs.project import Project
 
@@ -28,6 +29,8 @@ class Target:
     overlays: tuple[Path, ...] = ()
     env: str | None = None
     lifecycle: Lifecycle = MANAGE  # the environment's (docs/environments.md#lifecycle)
+    ignore: IgnoreRules = NO_RULES  # drift ignore rules (docs/drift.md#ignore-rules)
+    policies: tuple[Path, ...] = ()  # the project's policy files (docs/policy.md)
 
 
 def environment_target(project: Project, name: str, base: ConnectionOptions, owner: str) -> Target:
@@ -46,6 +49,8 @@ def environment_target(project: Project, name: str, base: ConnectionOptions, own
         overlays=environment.overlays,
         env=name,
         lifecycle=environment.lifecycle,
+        ignore=project.ignore,
+        policies=project.policies,
     )
 
 

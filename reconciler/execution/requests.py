@@ -23,12 +23,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from reconciler.execution import lock
 from reconciler.planning.plan import Ownership
+from reconciler.specs.ignore import NO_RULES, IgnoreRules
 from reconciler.specs.lifecycle import MANAGE, Lifecycle
 
 if TYPE_CHECKING:
     from reconciler.execution.apply import ApplyResult, StepEvent
     from reconciler.execution.environments import Target
     from reconciler.jetstream.connection import ConnectionOptions
+    from reconciler.planning.saved import SavedPlan
     from reconciler.planning.steps import Plan
 
 PathLike = str | Path
@@ -50,6 +52,10 @@ class PlanRequest:
     migration: str | None = None  # resume | rollback | continue (docs/migrate.md)
     #: The environment's lifecycle, merged into every spec's (docs/environments.md).
     lifecycle: Lifecycle = MANAGE
+    #: Drift ignore rules: unmanaged notes they hide leave the plan (docs/drift.md).
+    ignore: IgnoreRules = NO_RULES
+    #: Policy files (docs/policy.md): the project's ``policies:``, then ``--policy``.
+    policies: tuple[Path, ...] = ()
 
     @classmethod
     def of(
@@ -76,6 +82,8 @@ class PlanRequest:
             env=target.env,
             owner=target.owner,
             lifecycle=target.lifecycle,
+            ignore=target.ignore,
+            policies=target.policies,
         )
         return replace(request, **flags)
 
@@ -97,6 +105,10 @@ class ApplyRequest:
     dry_run: bool = False
     concurrency: int = 16
     lock_timeout: float | None = lock.DEFAULT_TIMEOUT  # None: no apply lock
+    #: A saved plan (``reconcile apply FILE``): applied only when the specs, the server
+    #: and the plan made again are the saved ones (docs/saved-plans.md); it is the
+    #: approval, never a flag allowing a destructive step.
+    expected: SavedPlan | None = None
 
 
 class Observer(Protocol):

@@ -29,8 +29,16 @@ from reconciler.execution.apply import (
 )
 from reconciler.execution.migration_checks import check_workers
 from reconciler.execution.requests import QUIET, ApplyRequest, Observer, PlanRequest
+from reconciler.execution.saved_plans import (
+    check_plan,
+    check_specs,
+    same_server,
+    saved_request,
+    spec_digest,
+)
 from reconciler.identity import ENTRY, stream_of
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
+from reconciler.jetstream.server_identity import server_identity
 from reconciler.model.migration import shortfalls
 from reconciler.model.normalize import replica_problems, unsupported_fields
 from reconciler.model.state import LiveState, ServerInfo
@@ -41,6 +49,7 @@ from reconciler.planning.entries import (
     plan_entries,
     with_entries,
 )
+from reconciler.planning.hidden import hide_notes
 from reconciler.planning.plan import (
     DEFAULT_OWNERSHIP,
     Ownership,
@@ -48,10 +57,13 @@ from reconciler.planning.plan import (
     build_plan,
     observed_part,
 )
+from reconciler.planning.policy import evaluate as evaluate_policy
 from reconciler.planning.review import differences
+from reconciler.planning.saved import SavedPlan
 from reconciler.planning.steps import Migrate, Plan
 from reconciler.specs.cache import cache_folder
 from reconciler.specs.lifecycle import MANAGE, Lifecycle
+from reconciler.specs.policy import NO_POLICY, Policy, load_policy
 from reconciler.specs.spec import Spec
 from reconciler.specs.units import approx_size
 from reconciler.specs.validate import load_specs
@@ -118,7 +130,7 @@ async def _planned(
 ) -> Plan:
     """:func:`plan_with` with what ``request`` asks for: the one place a request's flags
     become the planner's arguments."""
-    return await plan_with(
+    the_plan = await plan_with(
         client,
         specs,
         prune=request.prune,
@@ -127,7 +139,10 @@ async def _planned(
         migration=request.migration,
         reading=reading,
         lifecycle=request.lifecycle,
+        policy=load_policy(request.policies),
+        environment=request.env,
     )
+    return hide_notes(the_plan, request.ignore)  # notes only: never a step
 
 
 async def _as_reviewed(
@@ -197,6 +212,7 @@ def _validated(request: PlanRequest) -> tuple[list[Spec], list[Problem]]:
         strict=request.strict,
         cache=cache_folder(),
     )
+    load_policy(request.policies)  # every rule compiles before anything is planned
     return specs, warnings
 
 
@@ -214,6 +230,8 @@ async def plan_with(
     migration: str | None = None,
     reading: asyncio.Future[LiveState] | None = None,
     lifecycle: Lifecycle = MANAGE,
+    policy: Policy = NO_POLICY,
+    environment: str | None = None,
 ) -> Plan:
     """Plan ``specs`` against the server behind ``client`` (reads only). ``migrate``:
     changes an update cannot make keep the messages (a migrate step, refused when the
@@ -221,7 +239,9 @@ async def plan_with(
     an interrupted migration needs to be resumed. ``migration``: the way out of an
     interrupted migration whose target the specs no longer declare (``resume``,
     ``rollback``, ``continue``: docs/migrate.md). ``lifecycle``: the environment's,
-    merged into every spec's (``planning.plan.plan_stream``). ``reading``: the client's
+    merged into every spec's (``planning.plan.plan_stream``). ``policy``: rules evaluated
+    on the plan (``Plan.policy``; ``environment`` is their ``resource.environment``).
+    ``reading``: the client's
     ``fetch_live()`` already under way (started while the specs were validated).
 
     The live state is read while the specs' share of the work is done (in slices, so
@@ -270,6 +290,9 @@ async def plan_with(
         prune = prune and not lifecycle.observe
         found = await _entries_part(client, the_plan, entries, resources, live, prune, ownership)
         the_plan = with_entries(the_plan, observed_part(found, lifecycle))
+    if policy:  # docs/policy.md: the rules of every planned resource, on the plan
+        findings = evaluate_policy(policy, the_plan, resources, live, environment=environment)
+        the_plan = replace(the_plan, policy=findings)
     return the_plan
 
 
@@ -374,6 +397,23 @@ async def plan_for(request: PlanRequest, observer: Observer = QUIET) -> Plan:
         return await planning
 
 
+async def save_plan_for(
+    request: PlanRequest, observer: Observer = QUIET, *, root: Path, project: Path | None = None
+) -> tuple[Plan, SavedPlan]:
+    """:func:`plan_for`, and the plan as a saved plan (``plan --out``): the request's
+    flags (paths relative to ``root``), the digests of the files read (``project``: the
+    project file the run read), the server's identity (docs/saved-plans.md)."""
+    with fewer_collections():
+        kept = saved_request(request, root)
+        specs = _load(request, observer)
+        digest = spec_digest(request, specs, root=root, project=project)
+        async with open_client(request.options, on_notice=observer.notice) as client:
+            the_plan = await _planned(client, specs, request)
+            _say_server(the_plan, request.options, observer)
+            identity = await server_identity(client)
+        return the_plan, SavedPlan.of(the_plan, kept, digest, identity)
+
+
 #: The interpreter's switch interval while the read and validation share it (seconds).
 #: The default 5 ms made each of the read's socket calls wait for the validating thread
 #: to hand the GIL back: 0.3 s of a 21,000-resource re-plan went to sending requests.
@@ -474,9 +514,12 @@ async def apply_for(
     wanted = request.plan
     with fewer_collections():
         specs = _load(wanted, observer)
+        if request.expected is not None:
+            check_specs(request.expected, wanted, specs)
         stop = stop or asyncio.Event()
         async with (
             open_client(wanted.options, on_notice=observer.notice) as client,
+            same_server(client, request.expected),
             lock.for_apply(
                 client,
                 timeout=None if request.dry_run else request.lock_timeout,
@@ -488,6 +531,8 @@ async def apply_for(
             the_plan = await _planned(client, specs, wanted)
             _say_server(the_plan, wanted.options, observer)
             observer.show_plan(the_plan)
+            if request.expected is not None:
+                check_plan(request.expected, the_plan)  # the same steps on the same configs
             if observer.asks and the_plan.has_changes and not request.dry_run:
                 check_allowed(
                     the_plan,

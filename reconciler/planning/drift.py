@@ -13,17 +13,22 @@ each resource gets one status:
                 more (``prune`` would delete it);
 - ``foreign``   managed by another owner (project): never touched, and not drift.
 
-Coverage is the share of live resources that some spec declares. Values are redacted and
-shown by ``reconciler.model.values``, like the plan's. No network, and one reading of
-this machine's clock: the report's ``generated_at`` (:func:`from_plan`), when it was made;
-no status depends on it. The report is JSON-serialisable (``schemas/drift.schema.json``).
+Coverage is the share of live resources that some spec declares (in sync or drifted, of
+everything the server holds but the resources ignore rules hide). The project's ignore rules
+(:mod:`reconciler.specs.ignore`) have already left hidden unmanaged resources out of the
+plan (``Plan.hidden`` counts them); field rules hide differing fields here, and a drifted
+resource whose every difference is hidden is in sync. Each rule's count is in the report.
+Values are redacted and shown by ``reconciler.model.values``, like the plan's. No
+network, and one reading of this machine's clock: the report's ``generated_at``
+(:func:`from_plan`), when it was made; no status depends on it. The report is
+JSON-serialisable (``schemas/drift.schema.json``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -31,7 +36,9 @@ from reconciler.identity import KIND_ORDER, Kind, ResourceRef
 from reconciler.model.diff import FieldChange, diff_configs
 from reconciler.model.timestamps import rfc3339
 from reconciler.model.values import display
+from reconciler.planning.findings import PolicyFinding
 from reconciler.planning.steps import Action, Create, Foreign, Migrate, Observed, Replace
+from reconciler.specs.ignore import Hidden, IgnoreRule, IgnoreRules, tally
 
 if TYPE_CHECKING:
     from reconciler.planning.steps import Entry, Plan
@@ -173,6 +180,10 @@ class DriftReport:
     server_version: str | None = None
     server_address: str | None = None  # credentials already removed
     generated_at: str | None = None  # RFC 3339, UTC
+    #: What each ignore rule hid: unmanaged resources, or drifted resources' fields.
+    hidden: tuple[Hidden, ...] = ()
+    #: What the policy rules found on the plan read as this report (docs/policy.md).
+    policy: tuple[PolicyFinding, ...] = ()
     summary: DriftSummary = field(init=False)
 
     def __post_init__(self) -> None:
@@ -201,6 +212,8 @@ class DriftReport:
             "server": self._server_json(),
             "summary": self.summary.to_json(),
             "resources": [r.to_json() for r in self.resources],
+            "hidden": [h.to_json() for h in self.hidden],
+            "policy": [finding.to_json() for finding in self.policy],
         }
 
 
@@ -243,10 +256,37 @@ def resource_from_entry(entry: Entry) -> ResourceDrift:
 
 
 def from_plan(plan: Plan) -> DriftReport:
-    """The drift report of a plan (made without prune: orphans are notes, not deletes)."""
+    """The drift report of a plan (made without prune: orphans are notes, not deletes),
+    less the fields its ignore rules hide (``plan.ignore``)."""
+    found: Counter[IgnoreRule] = Counter()
+    resources = tuple(hide_fields(resource_from_entry(e), plan.ignore, found) for e in plan.entries)
     return DriftReport(
-        resources=tuple(resource_from_entry(e) for e in plan.entries),
+        resources=resources,
         server_version=plan.server.version,
         server_address=plan.server.address,
         generated_at=_now(),
+        hidden=(*plan.hidden, *tally(found, fields=True)),
+        policy=plan.policy,
     )
+
+
+def hide_fields(
+    resource: ResourceDrift, rules: IgnoreRules, found: Counter[IgnoreRule]
+) -> ResourceDrift:
+    """``resource`` without the differing fields a field rule hides (counted per rule in
+    ``found``); in sync when none is left. Only what drift shows: the plan still has them."""
+    if resource.status != "drifted" or not rules:
+        return resource
+    kept, hit = [], set()
+    for change in resource.fields:
+        rule = rules.hiding_field(resource.kind, resource.name, resource.stream, change.path)
+        if rule is None:
+            kept.append(change)
+        else:
+            hit.add(rule)
+    if not hit:
+        return resource
+    found.update(hit)
+    if kept:
+        return replace(resource, fields=tuple(kept))
+    return replace(resource, status="in_sync", fields=(), reasons=())

@@ -29,6 +29,8 @@ from reconciler.model.loss import Loss
 from reconciler.model.migration import ConsumerFate, Volume
 from reconciler.model.state import ServerInfo
 from reconciler.model.values import printable
+from reconciler.planning.findings import PolicyFinding
+from reconciler.specs.ignore import NO_RULES, Hidden, IgnoreRules
 from reconciler.specs.lifecycle import recorded_protection
 
 FORMAT_VERSION = 1
@@ -299,6 +301,12 @@ class Plan:
     owner: str = "default"
     #: Resources in lifecycle ``mode: observe`` that differ from their specs: never steps.
     observed: tuple[Observed, ...] = ()
+    #: Unmanaged notes the ignore rules left out, per rule (``planning.hidden``), and the
+    #: rules themselves (drift's field rules read them): never a step, never compared.
+    hidden: tuple[Hidden, ...] = ()
+    ignore: IgnoreRules = field(default=NO_RULES, compare=False, repr=False)
+    #: What the policy rules found (``planning.policy``): ``deny`` ones refuse the plan.
+    policy: tuple[PolicyFinding, ...] = ()
 
     def __repr__(self) -> str:
         # Cheap on purpose: asyncio.run() (3.11/3.12) formats the returned value's repr.
@@ -350,6 +358,11 @@ class Plan:
         return tuple(step for step in self.changes if prevention(step))
 
     @property
+    def denied(self) -> tuple[PolicyFinding, ...]:
+        """The policy findings at level ``deny``: apply refuses the plan, plan exits 3."""
+        return tuple(finding for finding in self.policy if finding.denies)
+
+    @property
     def entries(self) -> tuple[PlanEntry, ...]:
         """Every entry: steps, then unchanged, unmanaged and orphaned resources."""
         return (
@@ -385,6 +398,8 @@ class Plan:
             "owner": self.owner,
             "foreign": [{**_note_json(note), "owner": note.owner} for note in self.foreign],
             "observed": [_observed_json(note) for note in self.observed],
+            "hidden": [hidden.to_json() for hidden in self.hidden],
+            "policy": [finding.to_json() for finding in self.policy],
         }
 
 

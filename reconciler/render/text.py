@@ -31,6 +31,7 @@ from reconciler.planning.steps import (
     Plan,
     allowing_flag,
 )
+from reconciler.render.policy import policy_lines
 from reconciler.specs.units import approx_size
 
 SYMBOLS = {
@@ -219,6 +220,7 @@ def render_text(
     warning = destroy_warning(plan, allowed)
     if warning:
         lines += ["", _paint(warning, "delete", color=color)]
+    lines += policy_lines(plan.policy, color=color)  # docs/policy.md (render.policy)
     lines += ["", summary_line(plan)]
     return "\n".join(lines) + "\n"
 

@@ -25,6 +25,7 @@ from typing import Any
 from reconciler.errors import Problem, SpecError
 from reconciler.locations import Location
 from reconciler.specs.document import Document
+from reconciler.specs.ignore import NO_RULES, IgnoreRules, project_rules
 from reconciler.specs.lifecycle import MANAGE, Lifecycle, lifecycle_of
 from reconciler.specs.loader import load_file
 from reconciler.specs.paths import outside_problem, repository_root
@@ -129,6 +130,10 @@ class Project:
     specs: tuple[Path, ...]
     environments: Mapping[str, Environment] = field(default_factory=dict)
     owner: str | None = None
+    #: Drift ignore rules: ``ignore:``, then ``.reconcileignore`` next to this file.
+    ignore: IgnoreRules = NO_RULES
+    #: Policy files every run of this project evaluates (docs/policy.md).
+    policies: tuple[Path, ...] = ()
 
     @property
     def root(self) -> Path:
@@ -206,9 +211,19 @@ def _project(path: Path, document: Document) -> Project:
         for name, raw in body["environments"].items()
     }
     specs = tuple(named(p, f"specs.{i}") for i, p in enumerate(body["specs"]))
+    ignore = project_rules(document, body.get("ignore", ()), path.parent, problems)
+    policies = tuple(named(p, f"policies.{i}") for i, p in enumerate(body.get("policies", ())))
     if problems:
         raise SpecError(problems)
-    return Project(path=path, specs=specs, environments=environments, owner=body.get("owner"))
+    owner = body.get("owner")
+    return Project(
+        path=path,
+        specs=specs,
+        environments=environments,
+        owner=owner,
+        ignore=ignore,
+        policies=policies,
+    )
 
 
 def _environment(

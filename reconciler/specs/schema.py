@@ -47,6 +47,7 @@ SCHEMA_FILES: Mapping[str, str] = {
     "KeyValueEntry": "keyvalueentry.schema.json",
     "document": "document.schema.json",
     "project": "project.schema.json",
+    "policy": "policy.schema.json",
 }
 #: Names other tools use for a field, mapped to this format's name.
 FIELD_ALIASES: Mapping[str, str] = {

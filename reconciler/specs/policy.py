@@ -1,0 +1,196 @@
+"""Policy files: rules a plan must keep, written in CEL (docs/policy.md).
+
+A policy file is YAML (``schemas/policy.schema.json``)::
+
+    rules:
+      - id: prod-replicas
+        level: deny                 # or warn
+        message: streams in prod keep 3 replicas
+        kinds: [Stream, KeyValue]   # optional: the kinds the rule applies to
+        when: resource.environment == "prod"   # optional: where it applies
+        expr: resource.desired.num_replicas >= 3
+
+Loading reads every file, checks it against the schema and compiles every expression
+(``when`` and ``expr``) before anything is planned: YAML, schema and CEL errors, an
+unknown variable (``resourse.kind``) or an unknown field of ``resource`` or ``step``
+(``resource.envirnoment``) are one :class:`~reconciler.errors.SpecError` naming
+``FILE:LINE`` and the rule. The CEL library is ``common-expression-language`` (the
+``cel`` module, written in Rust; docs/policy.md says why), imported only when a policy
+is loaded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from reconciler.errors import Problem, SpecError
+from reconciler.locations import Location
+from reconciler.specs.document import Document
+from reconciler.specs.loader import load_file
+from reconciler.specs.schema import did_you_mean, schema_problems
+
+if TYPE_CHECKING:
+    import cel
+
+Level = Literal["deny", "warn"]
+
+#: The variables a rule reads, and their fields (docs/policy.md#variables).
+VARIABLES: dict[str, tuple[str, ...]] = {
+    "resource": (
+        "kind",
+        "name",
+        "stream",
+        "environment",
+        "owner",
+        "source",
+        "desired",
+        "live",
+        "declared",
+    ),
+    "step": ("action", "destructive", "loss_messages", "loss_unknown", "fields"),
+}
+#: ``x.all(NAME, ...)``: the names comprehension macros bind (not variables).
+_BOUND = re.compile(r"\.\s*(?:all|exists_one|exists|map|filter)\s*\(\s*([A-Za-z_]\w*)\s*,")
+#: ``resource.FIELD`` / ``step.FIELD`` as written (string literals removed first).
+_SELECTED = re.compile(r"(?<![\w.])(resource|step)\s*\.\s*([A-Za-z_]\w*)")
+_STRINGS = re.compile(r"""(?:[rR]?'(?:\\.|[^'\\])*'|[rR]?"(?:\\.|[^"\\])*")""")
+
+
+@dataclass(frozen=True, eq=False)
+class Rule:
+    """One compiled rule: where it is written, what it checks, when it applies."""
+
+    id: str
+    level: Level
+    message: str
+    expr: str
+    where: Location  # the rule's ``expr`` line
+    program: cel.Program
+    condition: cel.Program | None = None  # ``when``
+    kinds: frozenset[str] | None = None
+
+    def applies_to(self, kind: str) -> bool:
+        return self.kinds is None or kind in self.kinds
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The rules of every policy file of a run, in file order."""
+
+    rules: tuple[Rule, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.rules)
+
+
+NO_POLICY = Policy()
+
+
+def load_policy(paths: Sequence[Path]) -> Policy:
+    """The rules of ``paths`` (in order), compiled; one SpecError with every problem of
+    every file. No paths: :data:`NO_POLICY` (the CEL library is not imported)."""
+    if not paths:
+        return NO_POLICY
+    problems: list[Problem] = []
+    rules: list[Rule] = []
+    seen: dict[str, Location] = {}
+    for path in paths:
+        for rule in _file_rules(Path(path), problems):
+            first = seen.setdefault(rule.id, rule.where)
+            if first is not rule.where:
+                message = f"rule {rule.id!r} is already defined at {first}"
+                problems.append(Problem(rule.where, "id", message))
+            rules.append(rule)
+    if problems:
+        raise SpecError(problems)
+    return Policy(tuple(rules))
+
+
+def _file_rules(path: Path, problems: list[Problem]) -> list[Rule]:
+    found: list[Problem] = []
+    documents = load_file(path, found)
+    if not found and len(documents) != 1:
+        count = f"{len(documents)} documents" if documents else "nothing"
+        found.append(Problem(Location(str(path), 1), "", f"expected one mapping, found {count}"))
+    if not found:
+        found = schema_problems(documents[0], "policy")
+    problems.extend(p for p in found if not p.warning)
+    if any(not p.warning for p in found):
+        return []
+    document = documents[0]
+    rules = []
+    for index, raw in enumerate(document.body["rules"]):
+        rule = _rule(document, index, raw, problems)
+        if rule is not None:
+            rules.append(rule)
+    return rules
+
+
+def _rule(
+    document: Document, index: int, raw: dict[str, object], problems: list[Problem]
+) -> Rule | None:
+    prefix = f"rules.{index}"
+    rule_id = str(raw["id"])
+    program = _compiled(document, f"{prefix}.expr", rule_id, str(raw["expr"]), problems)
+    condition = None
+    if "when" in raw:
+        condition = _compiled(document, f"{prefix}.when", rule_id, str(raw["when"]), problems)
+        if condition is None:
+            return None
+    if program is None:
+        return None
+    kinds = raw.get("kinds")
+    return Rule(
+        id=rule_id,
+        level="deny" if raw["level"] == "deny" else "warn",
+        message=str(raw["message"]),
+        expr=str(raw["expr"]),
+        where=document.where(f"{prefix}.expr"),
+        program=program,
+        condition=condition,
+        kinds=frozenset(str(k) for k in kinds) if isinstance(kinds, list) else None,
+    )
+
+
+def _compiled(
+    document: Document, path: str, rule_id: str, source: str, problems: list[Problem]
+) -> cel.Program | None:
+    """``source`` compiled, or None with a problem at its line naming the rule."""
+    import cel
+
+    where = document.where(path)
+    try:
+        program = cel.compile(source)
+    except (ValueError, RuntimeError) as err:
+        problems.append(Problem(where, path, f"rule {rule_id!r}: invalid CEL: {_first(err)}"))
+        return None
+    unknown = _unknown_names(source, program.variables())
+    if unknown:
+        problems.append(Problem(where, path, f"rule {rule_id!r}: {unknown}"))
+        return None
+    return program
+
+
+def _first(err: Exception) -> str:
+    """The CEL library's error, its first line, without the echo of the expression."""
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return re.sub(r"^Failed to parse expression .*?: ERROR: <input>:", "", text)
+
+
+def _unknown_names(source: str, variables: Sequence[str]) -> str | None:
+    """What is unknown in ``source``: a variable, or a field of ``resource``/``step``."""
+    bound = set(_BOUND.findall(source))
+    for name in variables:
+        if name not in VARIABLES and name not in bound:
+            hint = did_you_mean(name, VARIABLES)
+            return f"unknown variable {name!r}{hint} (variables: resource, step)"
+    for variable, field in _SELECTED.findall(_STRINGS.sub('""', source)):
+        known = VARIABLES[variable]
+        if field not in known and variable not in bound:
+            hint = did_you_mean(field, known)
+            return f"unknown field {variable}.{field}{hint} (fields: {', '.join(known)})"
+    return None
