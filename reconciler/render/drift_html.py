@@ -20,7 +20,7 @@ import json
 
 from reconciler.model.values import inert_json, printable
 from reconciler.planning.drift import STATUSES, DriftReport, ResourceDrift
-from reconciler.render.drift_text import headline
+from reconciler.render.drift_text import COVERAGE_MEANS, headline, hidden_lines, per_kind
 from reconciler.render.palette import STATUS_COLOURS, STATUS_ORDER
 
 COLORS = STATUS_COLOURS
@@ -142,7 +142,7 @@ def figures(report: DriftReport) -> str:
         ("live", "live", str(summary.live), ""),
         (
             "coverage",
-            "coverage",
+            f"coverage ({COVERAGE_MEANS})",
             "n/a" if coverage is None else f"{coverage:.0%}",
             "",
         ),
@@ -266,8 +266,12 @@ def resource_row(resource: ResourceDrift) -> str:
     changes += "".join(
         f"<div>cannot be updated in place: {escape(reason)}</div>" for reason in resource.reasons
     )
+    owner = ""
+    if resource.owner:
+        changes += f'<div class="owner">owner <code>{escape(resource.owner)}</code></div>'
+        owner = f' data-owner="{_attr(resource.owner)}"'
     return (
-        f'<tr class="resource" data-status="{resource.status}" '
+        f'<tr class="resource" data-status="{resource.status}"{owner} '
         f'data-kind="{_attr(resource.kind)}" data-name="{_attr(resource.label)}">'
         f'<td class="status" style="color:{COLORS[resource.status]}">'
         f"{resource.status.replace('_', ' ')}</td><td>{escape(resource.kind)}</td>"
@@ -293,10 +297,11 @@ def resource_table(report: DriftReport) -> str:
             continue
         rows = "".join(resource_row(r) for r in members)
         opened = " open" if status in OPEN_GROUPS else ""
+        kinds = ", ".join(f"{len(found)} {kind}" for kind, found in per_kind(members).items())
         groups.append(
             f'<details class="group" data-group="{status}"{opened}>'
             f'<summary><span class="swatch" style="background:{COLORS[status]}"></span>'
-            f"{status.replace('_', ' ')} ({len(members)})</summary>"
+            f"{status.replace('_', ' ')} ({len(members)}: {escape(kinds)})</summary>"
             f"<table>{head}<tbody>{rows}</tbody></table></details>"
         )
     return f'<div id="resources">{"".join(groups)}</div>'
@@ -313,6 +318,17 @@ def byline(report: DriftReport) -> str:
             server += f' at <code id="server-address">{escape(report.server_address)}</code>'
         parts.append(server)
     return f'<p class="byline" id="byline">{" · ".join(parts)}</p>' if parts else ""
+
+
+def hidden_list(report: DriftReport) -> str:
+    """What each ignore rule hid (``#hidden``, one ``li`` per rule), if any."""
+    if not report.hidden:
+        return ""
+    items = "".join(
+        f'<li data-rule="{_attr(h.rule)}" data-value="{h.count}">{escape(line)}</li>'
+        for h, line in zip(report.hidden, hidden_lines(report), strict=True)
+    )
+    return f'<ul class="hidden-rules" id="hidden">{items}</ul>'
 
 
 def embedded_json(report: DriftReport) -> str:
@@ -333,7 +349,7 @@ def render_drift_html(report: DriftReport, *, title: str = "JetStream drift repo
         f"<title>{escape(title)}</title><style>{STYLE}</style></head>"
         f'<body data-status="{"drift" if report.has_drift else "in_sync"}">'
         f'<h1>{escape(title)}</h1><p class="headline" id="headline">'
-        f"{escape(headline(report))}</p>{byline(report)}"
+        f"{escape(headline(report))}</p>{byline(report)}{hidden_list(report)}"
         f"{figures(report)}"
         '<h2>Drift by kind and by field</h2><div class="charts">'
         "<figure><figcaption>Resources by kind and status</figcaption>"

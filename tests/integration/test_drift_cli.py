@@ -88,7 +88,9 @@ def test_server_matching_the_specs_is_in_sync(clean_server: NatsServer, tmp_path
     apply(clean_server, tmp_path / "specs")
     result = drift("specs", "--server", clean_server.url, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("No drift: 3 resource(s) in sync (coverage 100%).")
+    assert result.stdout.startswith(
+        "No drift: 3 resource(s) in sync; coverage 100% (3 of 3 live resources declared by a spec)."
+    )
 
 
 def test_hand_edits_missing_and_unmanaged_resources_are_drift(

@@ -158,7 +158,9 @@ def test_secret_looking_values_are_redacted_everywhere() -> None:
 
 def test_text_report_shows_fields_in_human_units_and_sources(plan: Plan) -> None:
     text = render_drift_text(from_plan(plan))
-    assert text.splitlines()[0] == "Drift: 5 of 6 resource(s) differ (coverage 60%)."
+    assert text.splitlines()[0] == (
+        "Drift: 5 of 6 resource(s) differ; coverage 60% (3 of 5 live resources declared by a spec)."
+    )
     assert "~ Stream ORDERS: drifted  (specs/orders.yaml:1)" in text
     assert "    max_age: declared 1d, live 1h" in text
     assert "+ Consumer ORDERS/ship: missing" in text

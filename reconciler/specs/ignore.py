@@ -1,0 +1,240 @@
+"""Drift ignore rules: what a project hides from drift reports and the plan's notes.
+
+Apps create consumers, streams and buckets at run time; without a rule each of them keeps
+drift red for ever. A rule is one line, in the project file's ``ignore:`` list or in a
+``.reconcileignore`` file (docs/drift.md#ignore-rules)::
+
+    # a comment: only a whole line (blank lines are skipped too)
+    Consumer ORDERS/ephemeral-*
+    KeyValue cache-*
+    * TMP_*
+    Stream ORDERS metadata.app_*
+    !Consumer ORDERS/ephemeral-keep
+
+``KIND NAME`` (a *resource rule*) hides an **unmanaged** resource (live, no spec, no
+managed marker) whose kind and name match, and the unmanaged consumers of a stream or
+bucket it hides; ``KIND NAME FIELD`` (a *field rule*) hides differing fields whose dotted
+path matches from the drift of any resource of that kind and name. Names and fields are
+globs (``fnmatch``: ``*``, ``?``, ``[abc]``, ``[!abc]``), case-sensitive; a consumer is
+``STREAM/NAME``, each part a glob. A rule never hides a declared, missing, orphaned or
+foreign resource (only field rules touch a declared resource's fields, and a field rule
+of wildcards alone is refused), and never changes a step: the planner never sees the
+rules, only the notes and drift display are filtered (:mod:`reconciler.planning.hidden`).
+
+Every bad line is a ``FILE:LINE`` problem; all of them are reported at once.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reconciler.errors import Problem, SpecError
+from reconciler.locations import Location
+
+if TYPE_CHECKING:
+    from reconciler.specs.document import Document
+
+#: The file a spec folder (or the project root) may hold.
+IGNORE_FILE = ".reconcileignore"
+#: The kinds a rule may name (``*``: any kind but consumers).
+KINDS = ("Stream", "Consumer", "KeyValue", "ObjectStore")
+ANY_KIND = "*"
+_WILDCARDS = frozenset("*?.")
+
+
+@dataclass(frozen=True)
+class IgnoreRule:
+    """One rule as written: ``[!]KIND NAME [FIELD]``."""
+
+    kind: str
+    name: str  # a glob; ``STREAM/NAME`` for a consumer
+    field: str | None  # a field path glob: a field rule
+    negated: bool
+    text: str  # the rule as written (stripped)
+    where: Location
+
+    @property
+    def label(self) -> str:
+        """``Consumer ORDERS/ephemeral-* (.reconcileignore:3)``."""
+        return f"{self.text} ({self.where})"
+
+    def names(self, kind: str, name: str, stream: str | None) -> bool:
+        """Whether the rule's kind and name pattern match this resource."""
+        if kind == "Consumer":
+            if self.kind not in ("Consumer", ANY_KIND) or "/" not in self.name:
+                return False
+            stream_glob, name_glob = self.name.split("/", 1)
+            return fnmatch.fnmatchcase(stream or "", stream_glob) and fnmatch.fnmatchcase(
+                name, name_glob
+            )
+        if self.kind not in (kind, ANY_KIND) or "/" in self.name:
+            return False
+        return fnmatch.fnmatchcase(name, self.name)
+
+
+@dataclass(frozen=True)
+class IgnoreRules:
+    """The rules of a run, in order: the project file's ``ignore:`` list, then each
+    ``.reconcileignore`` line. The last rule matching a resource (or field) decides."""
+
+    rules: tuple[IgnoreRule, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.rules)
+
+    def __add__(self, other: IgnoreRules) -> IgnoreRules:
+        return IgnoreRules((*self.rules, *other.rules))
+
+    def hiding(self, kind: str, name: str, stream: str | None) -> IgnoreRule | None:
+        """The resource rule hiding this (unmanaged) resource, or None."""
+        return _decide(r for r in self.rules if r.field is None and r.names(kind, name, stream))
+
+    def hiding_field(
+        self, kind: str, name: str, stream: str | None, path: str
+    ) -> IgnoreRule | None:
+        """The field rule hiding this field of this resource's drift, or None."""
+        return _decide(
+            r
+            for r in self.rules
+            if r.field is not None
+            and fnmatch.fnmatchcase(path, r.field)
+            and r.names(kind, name, stream)
+        )
+
+
+NO_RULES = IgnoreRules()
+
+
+def _decide(matching: Iterable[IgnoreRule]) -> IgnoreRule | None:
+    last = None
+    for last in matching:  # noqa: B007 - the last one decides
+        pass
+    return None if last is None or last.negated else last
+
+
+@dataclass(frozen=True)
+class Hidden:
+    """How many resources one rule hid from a plan's notes or a drift report."""
+
+    rule: str  # as written
+    source: str  # FILE:LINE
+    count: int
+    fields: bool = False  # a field rule: resources whose differing fields it hid
+
+    @property
+    def label(self) -> str:
+        return f"{self.rule} ({self.source})"
+
+    def to_json(self) -> dict[str, Any]:
+        kind = "fields" if self.fields else "resources"
+        return {"rule": self.rule, "source": self.source, "hidden": self.count, "hides": kind}
+
+
+def tally(found: Mapping[IgnoreRule, int], *, fields: bool = False) -> tuple[Hidden, ...]:
+    """Counts per rule, in the rules' order."""
+    return tuple(
+        Hidden(rule.text, str(rule.where), count, fields) for rule, count in found.items() if count
+    )
+
+
+# --- reading rules ----------------------------------------------------------------------
+
+
+def parse_rule(
+    text: str, where: Location, problems: list[Problem], path: str = ""
+) -> IgnoreRule | None:
+    """One rule, or None with a problem at ``where`` (``path``: the project field)."""
+    stripped = text.strip()
+    negated = stripped.startswith("!")
+    tokens = stripped.removeprefix("!").split()
+    why = _shape_problem(tokens)
+    if why is not None:
+        problems.append(Problem(where, path, f"{why}: {stripped!r}"))
+        return None
+    kind, name = tokens[0], tokens[1]
+    field = tokens[2] if len(tokens) == 3 else None
+    return IgnoreRule(kind, name, field, negated, stripped, where)
+
+
+def _shape_problem(tokens: Sequence[str]) -> str | None:
+    """What is wrong with a rule's tokens, or None."""
+    if len(tokens) not in (2, 3):
+        return "a rule is KIND NAME or KIND NAME FIELD (one rule per line, # starts a comment line)"
+    kind, name = tokens[0], tokens[1]
+    if kind != ANY_KIND and kind not in KINDS:
+        from reconciler.specs.schema import did_you_mean
+
+        hint = did_you_mean(kind, KINDS, case_insensitive=True)
+        return f"unknown kind {kind!r}{hint}; one of {', '.join(KINDS)} or *"
+    if kind == "Consumer" and name.count("/") != 1:
+        return "a Consumer rule names STREAM/NAME (e.g. ORDERS/ephemeral-* or */ephemeral-*)"
+    if kind not in ("Consumer", ANY_KIND) and "/" in name:
+        return f"a {kind} name has no '/' (only consumers are STREAM/NAME)"
+    if kind == ANY_KIND and name.count("/") > 1:
+        return "a name has at most one '/' (STREAM/NAME for consumers)"
+    if len(tokens) == 3 and set(tokens[2]) <= _WILDCARDS:
+        return "a field rule names a field (e.g. metadata.app_*), not wildcards alone"
+    return None
+
+
+def read_ignore_file(path: Path) -> IgnoreRules:
+    """The rules of one ``.reconcileignore`` file; raises one SpecError naming every bad
+    line as ``FILE:LINE``."""
+    problems: list[Problem] = []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        reason = getattr(err, "strerror", None) or "not UTF-8 text"
+        raise SpecError([Problem(Location(str(path), 1), "", f"cannot read: {reason}")]) from None
+    rules = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        rule = parse_rule(line, Location(str(path), number), problems)
+        if rule is not None:
+            rules.append(rule)
+    if problems:
+        raise SpecError(problems)
+    return IgnoreRules(tuple(rules))
+
+
+def ignore_files(folders: Iterable[Path]) -> list[Path]:
+    """The ``.reconcileignore`` files in ``folders`` (each once, in order)."""
+    found: dict[Path, Path] = {}
+    for folder in folders:
+        candidate = folder / IGNORE_FILE
+        if candidate.is_file():
+            found.setdefault(candidate.resolve(), candidate)
+    return list(found.values())
+
+
+def rules_next_to(paths: Iterable[Path]) -> IgnoreRules:
+    """The rules of the ``.reconcileignore`` in each spec folder given (a file's own
+    folder for a spec file): a run without a project file."""
+    folders = [p if p.is_dir() else p.parent for p in paths]
+    rules = NO_RULES
+    for file in ignore_files(folders):
+        rules = rules + read_ignore_file(file)
+    return rules
+
+
+def project_rules(
+    document: Document, listed: Iterable[str], folder: Path, problems: list[Problem]
+) -> IgnoreRules:
+    """A project file's rules: its ``ignore:`` items (problems at their lines, added to
+    ``problems``), then the ``.reconcileignore`` in its ``folder`` (a SpecError of its own
+    lines)."""
+    rules = []
+    for index, text in enumerate(listed):
+        field_path = f"ignore.{index}"
+        rule = parse_rule(str(text), document.where(field_path), problems, field_path)
+        if rule is not None:
+            rules.append(rule)
+    found = IgnoreRules(tuple(rules))
+    for file in ignore_files([folder]):
+        found = found + read_ignore_file(file)
+    return found
