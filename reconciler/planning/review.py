@@ -11,15 +11,21 @@ many messages a step the person approved as destructive takes may have grown mea
 (a stream being deleted keeps taking publishes until it is gone): the person approved
 the step, not a count, so a count alone is not a different plan.
 
+A saved plan (:mod:`reconciler.planning.saved`) is compared by the same rule, and one
+more: each step's observed live config must be the one the plan was made against
+(``observed_live``), as a saved plan waits days, not seconds.
+
 Pure: two plans in, sentences out.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Hashable
 from typing import Any
 
 from reconciler.identity import ENTRY, ResourceRef
+from reconciler.model.diff import diff_configs
 from reconciler.planning.steps import Migrate, Plan, Step
 
 __all__ = ["differences"]
@@ -72,7 +78,29 @@ def _a(action: str) -> str:
     return f"an {action}" if action[:1] in "aeiou" else f"a {action}"
 
 
-def _compare(ref: ResourceRef, shown: Step | None, now: Step | None) -> str | None:
+def _what_it_found(step: Step) -> Hashable:
+    """The live config the step was planned against (None for a create)."""
+    return _frozen(getattr(step, "live", None))
+
+
+def _found_otherwise(ref: ResourceRef, shown: Step, now: Step) -> str:
+    before = getattr(shown, "live", None) or {}
+    after = getattr(now, "live", None) or {}
+    said = "; ".join(
+        f"{c['path']}: {_short(c['before'])} -> {_short(c['after'])}"
+        for c in (change.to_json() for change in diff_configs(after, before))
+    )
+    return f"{ref.label}: its live config changed since the plan was made ({said or 'changed'})"
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def _compare(
+    ref: ResourceRef, shown: Step | None, now: Step | None, observed_live: bool = False
+) -> str | None:
     """One sentence when the step for ``ref`` is not the one shown."""
     if now is None:
         assert shown is not None
@@ -88,18 +116,21 @@ def _compare(ref: ResourceRef, shown: Step | None, now: Step | None) -> str | No
         return f"{ref.label}: {written}; the {now.action} would lose that write"
     if _what_it_destroys(shown) != _what_it_destroys(now):
         return f"{ref.label}: the {now.action} now {_losses(now)} (shown: {_losses(shown)})"
+    if observed_live and _what_it_found(shown) != _what_it_found(now):
+        return _found_otherwise(ref, shown, now)
     return None
 
 
-def differences(shown: Plan, now: Plan) -> list[str]:
+def differences(shown: Plan, now: Plan, *, observed_live: bool = False) -> list[str]:
     """What differs between the plan a person approved (``shown``) and the plan made
     again from the live state (``now``): one sentence per resource, none when ``now`` is
-    the plan that was reviewed."""
+    the plan that was reviewed. ``observed_live``: a step planned against another live
+    config differs too (a saved plan)."""
     before = {step.ref: step for step in shown.changes}
     after = {step.ref: step for step in now.changes}
     found = []
     for ref in sorted(before.keys() | after.keys(), key=lambda r: r.sort_key):
-        said = _compare(ref, before.get(ref), after.get(ref))
+        said = _compare(ref, before.get(ref), after.get(ref), observed_live)
         if said is not None:
             found.append(said)
     return found

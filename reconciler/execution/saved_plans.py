@@ -1,0 +1,164 @@
+"""A saved plan's checks at apply, in the order apply makes them (docs/saved-plans.md):
+the request it names (paths inside the repository), the files it was made from (each
+digest), the server it was made against (its identity, before the apply lock is taken),
+and the plan made again (the same steps on the same observed live configs). Each
+refusal raises :class:`~reconciler.errors.SavedPlanRefused` naming what changed;
+nothing is written before the last check passed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+from reconciler.errors import SavedPlanRefused
+from reconciler.execution.requests import PlanRequest
+from reconciler.jetstream.connection import ConnectionOptions
+from reconciler.jetstream.server_identity import server_identity
+from reconciler.jetstream.transport import Transport
+from reconciler.planning.saved import SavedPlan, SavedRequest
+from reconciler.planning.steps import Plan
+from reconciler.specs.fingerprint import SpecDigest, digest_files, relative
+from reconciler.specs.paths import outside_problem
+from reconciler.specs.spec import Spec
+
+NOTHING_CHANGED = "nothing was changed"
+PLAN_AGAIN = "plan again and review the new plan"
+
+
+def saved_request(request: PlanRequest, root: Path) -> SavedRequest:
+    """The flags of ``request`` as a saved plan keeps them (paths relative to ``root``)."""
+    outside = [p for p in (*request.paths, *request.overlays) if relative(p, root).startswith("..")]
+    if outside:
+        raise SavedPlanRefused(
+            f"{outside[0]} is outside the repository ({root}): a saved plan names its "
+            "files inside it; run plan from the repository holding the specs"
+        )
+    return SavedRequest(
+        paths=tuple(relative(p, root) for p in request.paths),
+        overlays=tuple(relative(p, root) for p in request.overlays),
+        env=request.env,
+        owner=request.owner,
+        take_over=request.take_over,
+        prune=request.prune,
+        strict=request.strict,
+        migrate=request.migrate,
+        migration=request.migration,
+        policies=tuple(relative(Path(p), root) for p in getattr(request, "policies", ())),
+    )
+
+
+def plan_request(saved: SavedPlan, options: ConnectionOptions) -> PlanRequest:
+    """The request a saved plan names, its paths inside its root (:meth:`SavedPlan.at`),
+    with ``options`` (the connection comes from the command line, the environment or the
+    project, never from the file)."""
+    named, root = saved.request, saved.root
+    for path in (*named.paths, *named.overlays, *named.policies):
+        why = outside_problem(root, path, root)
+        if why is not None:
+            raise SavedPlanRefused(f"the saved plan names {why}: {NOTHING_CHANGED}")
+    request = PlanRequest(
+        paths=tuple(_inside(root, p) for p in named.paths),
+        options=options,
+        overlays=tuple(_inside(root, p) for p in named.overlays),
+        env=named.env,
+        owner=named.owner,
+        take_over=named.take_over,
+        prune=named.prune,
+        strict=named.strict,
+        migrate=named.migrate,
+        migration=named.migration,
+    )
+    if "policies" in {f.name for f in fields(PlanRequest)}:
+        policies: dict[str, Any] = {"policies": tuple(_inside(root, p) for p in named.policies)}
+        request = replace(request, **policies)  # the field comes with policy checks
+    return request
+
+
+def _inside(root: Path, named: str) -> Path:
+    """``named`` in ``root``, relative to the current folder when inside it (so files
+    are named in messages as the plan named them)."""
+    path = root / named
+    cwd = Path.cwd()
+    return path.relative_to(cwd) if path.is_relative_to(cwd) and path != cwd else path
+
+
+def spec_digest(
+    request: PlanRequest,
+    specs: Sequence[Spec],
+    *,
+    root: Path,
+    project: Path | None,
+    salt: str | None = None,
+) -> SpecDigest:
+    """The digests of every file ``request`` read: its spec paths, overlays, policy
+    files, the project file and the value files its specs named."""
+    values = sorted({Path(s.value_file) for s in specs if s.value_file})
+    policies = [Path(p) for p in getattr(request, "policies", ())]
+    roles = {
+        "spec": [*request.paths, *policies],
+        "overlay": list(request.overlays),
+        "project": [project] if project is not None else [],
+        "value": values,
+    }
+    return digest_files(roles, root=root, salt=salt)
+
+
+def check_specs(saved: SavedPlan, request: PlanRequest, specs: Sequence[Spec]) -> None:
+    """Refuse when a file the plan was made from changed, went, or came."""
+    root, project = saved.root, saved.project
+    now = spec_digest(request, specs, root=root, project=project, salt=saved.specs.salt)
+    changed = saved.specs.changes(now)
+    if changed:
+        raise SavedPlanRefused(
+            f"the specs changed since the plan was saved: {NOTHING_CHANGED}; {PLAN_AGAIN}",
+            details=changed,
+        )
+
+
+@contextlib.asynccontextmanager
+async def same_server(client: Transport, saved: SavedPlan | None) -> AsyncIterator[None]:
+    """Refuse (before the apply lock writes anything) a server that is not the one the
+    plan was saved against; nothing to check without a saved plan."""
+    if saved is not None:
+        now = await server_identity(client)
+        changed = saved.server.differences(now)
+        if changed:
+            raise SavedPlanRefused(
+                f"the plan was saved against another server: {NOTHING_CHANGED}",
+                details=changed,
+            )
+    yield
+
+
+def check_plan(saved: SavedPlan, now: Plan) -> None:
+    """Refuse a plan made again that is not the saved one."""
+    changed = saved.differences(now)
+    if changed:
+        raise SavedPlanRefused(
+            f"the plan made now is not the saved one: {NOTHING_CHANGED}; {PLAN_AGAIN}",
+            details=changed,
+        )
+
+
+def describe(saved: SavedPlan) -> str:
+    """One line naming what the saved plan was made from (for a notice)."""
+    commit = saved.specs.commit
+    at = f" at commit {commit[:12]}" if commit else ""
+    env = f" for environment {saved.request.env}" if saved.request.env else ""
+    counts = ", ".join(f"{n} {action}" for action, n in saved.summary.items() if n)
+    return f"applying the saved plan{env}{at} ({counts or 'no changes'})"
+
+
+__all__ = [
+    "check_plan",
+    "check_specs",
+    "describe",
+    "plan_request",
+    "same_server",
+    "saved_request",
+    "spec_digest",
+]

@@ -1,0 +1,44 @@
+"""The connected server's identity (:class:`~reconciler.model.server_identity.ServerIdentity`):
+the INFO the server sent on connect, its JetStream domain, and the account the user is
+bound to, asked once with ``$SYS.REQ.USER.INFO`` (nats-server answers it in every
+account; an older server, or a user not allowed to ask, leaves the account unknown)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler.errors import ReconcileError
+from reconciler.jetstream.transport import Transport
+from reconciler.model.server_identity import ServerIdentity
+
+USER_INFO = "$SYS.REQ.USER.INFO"
+#: How long the account question may take (seconds): a server without an answer waits.
+USER_INFO_TIMEOUT = 2.0
+
+
+async def server_identity(client: Transport) -> ServerIdentity:
+    """Who the client is connected to (one request: the account)."""
+    info: dict[str, Any] = dict(getattr(client.nc, "_server_info", None) or {})
+    facts = await client.server_info()
+    return ServerIdentity(
+        name=_text(info.get("server_name")),
+        server_id=_text(info.get("server_id")),
+        cluster=_text(info.get("cluster")),
+        domain=facts.domain,
+        account=await _account(client),
+        version=facts.version,
+    )
+
+
+async def _account(client: Transport) -> str | None:
+    try:
+        data = await client.raw_request(USER_INFO, b"", timeout=USER_INFO_TIMEOUT)
+        reply = Transport._decode(USER_INFO, data)
+    except ReconcileError:
+        return None
+    body = reply.get("data")
+    return _text(body.get("account")) if isinstance(body, dict) else None
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if isinstance(value, str) and value else None
