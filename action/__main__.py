@@ -6,7 +6,8 @@ pull request with ``comment: true``, one sticky comment per path.
 
 Exit status: 0 on success (a plan with changes is a success: ``has-changes`` says so);
 1 on any error, refused or failed apply step; 2 when drift is found and ``fail-on-drift``
-is true.
+is true; 3 when a policy rule at level deny does not hold (docs/policy.md: the plan and
+its findings are shown, apply changes nothing).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,7 @@ from reconciler.model.migration import CHOICES as MIGRATION_CHOICES
 if TYPE_CHECKING:
     from reconciler.execution.requests import PlanRequest
     from reconciler.jetstream import ConnectionOptions
+    from reconciler.planning.findings import PolicyFinding
     from reconciler.planning.steps import Plan
 
 MODES = ("plan", "apply", "drift", "backup")
@@ -66,6 +68,8 @@ class Inputs:
     env: str = ""
     overlays: tuple[str, ...] = ()
     owner: str = "default"
+    lifecycle: Any = None  # the environment's (reconciler.specs.lifecycle.Lifecycle)
+    policies: tuple[str, ...] = ()  # policy files (docs/policy.md), the project's first
 
     @classmethod
     def read(cls, runner: Runner) -> Inputs:
@@ -114,6 +118,7 @@ class Inputs:
             environments=environments,
             project=runner.input("project"),
             backup_dir=runner.input("backup-dir") or BACKUP_DIR,
+            policies=tuple(runner.input("policy").split()),
         )
 
     @property
@@ -203,6 +208,8 @@ def jobs(runner: Runner, inputs: Inputs) -> list[tuple[Inputs, ConnectionOptions
             overlays=tuple(str(p) for p in target.overlays),
             env=name,
             owner=target.owner,
+            lifecycle=target.lifecycle,
+            policies=(*(str(p) for p in target.policies), *inputs.policies),
         )
         found.append((job, target.options))
     return found
@@ -295,7 +302,10 @@ def plan_request(inputs: Inputs, options: ConnectionOptions, **flags: Any) -> Pl
         prune=inputs.prune,
         migrate=inputs.migrate,
         migration=inputs.migration,
+        policies=tuple(Path(p) for p in inputs.policies),
     )
+    if inputs.lifecycle is not None:  # an environment's, from the project file
+        request = replace(request, lifecycle=inputs.lifecycle)
     return replace(request, **flags)
 
 
@@ -344,7 +354,9 @@ def plan_jobs(
             outcomes.append((job, failed))
             continue
         console.show_plan(done.plan)
-        outcomes.append((job, Outcome(plan_outputs(runner, job, done.plan), console.markdown)))
+        code = policy_code(runner, done.plan.policy)
+        outputs = plan_outputs(runner, job, done.plan)
+        outcomes.append((job, Outcome(outputs, console.markdown, code)))
     return outcomes
 
 
@@ -369,7 +381,7 @@ def apply_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Ou
             raise
         console.show_error(err)  # the plan was made: report it with the failure
         outputs = plan_outputs(runner, inputs, console.shown_plan) | {"summary": f"failed: {err}"}
-        return Outcome(outputs, console.markdown, 1)
+        return Outcome(outputs, console.markdown, err.exit_code)  # 3: a policy deny
     console.show_result(result)
     outputs = plan_outputs(runner, inputs, result.plan) | {"summary": result_line([result])}
     if not result.ok:
@@ -398,7 +410,20 @@ def drift_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Ou
     if report.has_drift and inputs.fail_on_drift:
         runner.error(headline(report), title="jetstream-gitops: drift")
         code = 2
+    code = policy_code(runner, report.policy) or code
     return Outcome(outputs, console.markdown, code)
+
+
+def policy_code(runner: Runner, findings: Sequence[PolicyFinding]) -> int:
+    """3 with an ``::error`` naming the rules when a policy deny rule does not hold
+    (docs/policy.md), else 0: the step fails; its findings are in the plan shown."""
+    from reconciler.planning.policy import refusal
+
+    denied = refusal(findings, applying=False)
+    if denied is None:
+        return 0
+    runner.error(str(denied), title="jetstream-gitops: policy")
+    return denied.exit_code
 
 
 def backup_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outcome:
@@ -549,8 +574,21 @@ def combined(outcomes: list[tuple[Inputs, Outcome]]) -> Outcome:
                 outputs[name] = value  # the last environment's file
     codes = {outcome.code for _, outcome in outcomes}
     code = 1 if 1 in codes else max(codes)
-    markdown = "\n".join(outcome.markdown for _, outcome in outcomes)
+    markdown = "\n".join([environments_table(outcomes), *(o.markdown for _, o in outcomes)])
     return Outcome(outputs, markdown, code)
+
+
+def environments_table(outcomes: list[tuple[Inputs, Outcome]]) -> str:
+    """The step summary's head when several environments ran: one row each (its name,
+    whether it failed, its one-line summary), before each environment's own part."""
+    from reconciler.render.markdown import cell, code
+
+    rows = [
+        f"| {code(job.label)} | {'❌' if outcome.code == 1 else '✅'} "
+        f"| {cell(outcome.outputs.get('summary', ''))} |"
+        for job, outcome in outcomes
+    ]
+    return "\n".join(["### Environments", "", "| environment | | summary |", "|---|---|---|", *rows, ""])
 
 
 def main() -> int:

@@ -9,8 +9,9 @@ Each function takes an open client; the provider opens one per call.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from reconciler.errors import ApplyFailed, NotFound, ReconcileError, RefusedPlan
@@ -21,6 +22,7 @@ from reconciler.jetstream import JetStreamClient
 from reconciler.model.loss import Loss
 from reconciler.model.state import LiveState, ServerInfo, StreamState
 from reconciler.planning.plan import build_plan
+from reconciler.planning.policy import check_policy
 from reconciler.planning.steps import Delete, Plan
 from reconciler.specs.spec import Spec
 
@@ -64,6 +66,7 @@ async def converge(
     allow_data_loss: bool = False,
     migrate: bool = False,
     observer: Observer = QUIET,
+    policies: Sequence[str] = (),
 ) -> Live:
     """Create or update the resource exactly as ``reconcile apply`` would, then read it.
 
@@ -82,6 +85,8 @@ async def converge(
     target = spec.ref
     state = await live_state(client, target)
     plan = build_plan(with_stream(spec), state, migrate=migrate)
+    plan = with_policy(plan, policies, [spec], state)
+    check_policy(plan.policy)  # a deny rule: refused before any step, naming the rule
     if plan.lossy_updates:  # the executor's refusal, allowed by the resource's input
         check_allowed(
             plan, allow_replace=False, allow_data_loss=allow_data_loss, allow_with=ALLOW_WITH
@@ -134,8 +139,27 @@ def with_stream(spec: Spec) -> list[Spec]:
     return [stream, spec]
 
 
+def with_policy(
+    plan: Plan, policies: Sequence[str], specs: Sequence[Spec], state: LiveState
+) -> Plan:
+    """``plan`` with the findings of the policy files ``policies`` (docs/policy.md): the
+    engine's rules and evaluation, for the one resource Pulumi plans."""
+    if not policies:
+        return plan
+    from reconciler.planning.policy import evaluate
+    from reconciler.specs.policy import load_policy
+
+    findings = evaluate(load_policy([Path(p) for p in policies]), plan, specs, state)
+    return replace(plan, policy=findings)
+
+
 async def destroy(
-    client: JetStreamClient, target: Target, *, allow_destroy: bool, observer: Observer = QUIET
+    client: JetStreamClient,
+    target: Target,
+    *,
+    allow_destroy: bool,
+    observer: Observer = QUIET,
+    policies: Sequence[str] = (),
 ) -> None:
     """Delete the resource through the one executor: a stream or bucket holding messages
     is refused there (:func:`~reconciler.execution.apply.check_allowed`) unless the
@@ -149,6 +173,8 @@ async def destroy(
     held = 0 if target.kind == "Consumer" else live.messages
     losses = (Loss("", f"holds {held} message(s)", held),) if held else ()
     plan = Plan(server=live.server, changes=(Delete(ref=target, live=live.config, losses=losses),))
+    plan = with_policy(plan, policies, [], LiveState(server=live.server))
+    check_policy(plan.policy)
     allowed = allow_destroy or not held
     check_allowed(plan, allow_replace=allowed, allow_with=ALLOW_WITH)
     try:

@@ -16,7 +16,7 @@ Constraints of dynamic providers this class respects:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from pulumi import Output
@@ -63,10 +63,12 @@ T = TypeVar("T")
 class JetStreamProvider(ResourceProvider):
     """Manages streams, consumers, KeyValue and ObjectStore buckets on a NATS server."""
 
-    def __init__(self, connection: Any = None) -> None:
-        """``connection``: a mapping (values may be pulumi Outputs, captured when pickled)."""
+    def __init__(self, connection: Any = None, policies: Sequence[str] = ()) -> None:
+        """``connection``: a mapping (values may be pulumi Outputs, captured when pickled);
+        ``policies``: policy files (docs/policy.md) create, update and delete keep."""
         super().__init__()
         self.connection = connection  # captured for Read/Delete (outputs hold no secrets)
+        self.policies = tuple(str(p) for p in policies)
         self._stack: dict[str, Any] = {}
 
     def configure(self, req: ConfigureRequest) -> None:
@@ -87,7 +89,12 @@ class JetStreamProvider(ResourceProvider):
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         spec = to_spec(props)
-        live = self._run(props, lambda client: operations.converge(client, spec, observer=PULUMI))
+        live = self._run(
+            props,
+            lambda client: operations.converge(
+                client, spec, observer=PULUMI, policies=self._policies
+            ),
+        )
         return CreateResult(spec.ref.path, outputs(props, live))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -104,7 +111,12 @@ class JetStreamProvider(ResourceProvider):
         live = self._run(
             news,
             lambda client: operations.converge(
-                client, spec, allow_data_loss=allow, migrate=migrate, observer=PULUMI
+                client,
+                spec,
+                allow_data_loss=allow,
+                migrate=migrate,
+                observer=PULUMI,
+                policies=self._policies,
             ),
         )
         return UpdateResult(outputs(news, live))
@@ -114,7 +126,9 @@ class JetStreamProvider(ResourceProvider):
         allow = bool(plain(props.get("allow_destroy", False)))
         self._run(
             props,
-            lambda client: operations.destroy(client, target, allow_destroy=allow, observer=PULUMI),
+            lambda client: operations.destroy(
+                client, target, allow_destroy=allow, observer=PULUMI, policies=self._policies
+            ),
         )
 
     def _run(self, props: Mapping[str, Any], work: Callable[[JetStreamClient], Awaitable[T]]) -> T:
@@ -126,6 +140,11 @@ class JetStreamProvider(ResourceProvider):
                 return await work(client)
 
         return asyncio.run(session())
+
+    @property
+    def _policies(self) -> tuple[str, ...]:
+        """The policy files (an object pickled before policies existed has none)."""
+        return tuple(getattr(self, "policies", ()))
 
     def _captured(self) -> dict[str, Any] | None:
         return _mapping(_resolved(self.connection))

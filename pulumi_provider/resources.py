@@ -13,11 +13,14 @@ the stack config (``jetstream:servers``, ...) and then ``NATS_URL`` are used.
 ``allow_destroy=True`` lets Pulumi delete (or replace) a stream or bucket holding messages.
 ``migrate=True`` changes a stream's or bucket's immutable fields by migrating its messages
 (an update in the preview, never a replace; docs/migrate.md).
+``policy=["policies/starter.yaml"]`` names policy files (docs/policy.md): a deny rule that
+does not hold refuses create, update and delete before anything changes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pulumi
@@ -50,6 +53,7 @@ class JetStreamResource(pulumi.dynamic.Resource):
         connection: pulumi.Input[Mapping[str, Any]] | None = None,
         allow_destroy: pulumi.Input[bool] | None = None,
         migrate: pulumi.Input[bool] | None = None,
+        policy: Sequence[str] = (),
         opts: pulumi.ResourceOptions | None = None,
         **fields: Any,
     ) -> None:
@@ -63,7 +67,7 @@ class JetStreamResource(pulumi.dynamic.Resource):
             props[name] = None
         secret = pulumi.ResourceOptions(additional_secret_outputs=["connection"])
         super().__init__(
-            JetStreamProvider(connection),
+            JetStreamProvider(connection, [str(Path(p).resolve()) for p in policy]),
             resource_name,
             props,
             pulumi.ResourceOptions.merge(secret, opts),

@@ -21,7 +21,7 @@ import pytest
 from cli_runner import reconcile
 from servers import NatsServer, run
 
-from reconciler.errors import RefusedPlan, SpecError
+from reconciler.errors import PolicyDenied, RefusedPlan, SpecError
 from reconciler.execution import run as engine
 from reconciler.execution.requests import ApplyRequest, PlanRequest
 from reconciler.jetstream import ConnectionOptions
@@ -243,3 +243,64 @@ def test_every_environment_is_validated_before_any_is_planned(
     cli = reconcile("plan", "--all-envs", cwd=root)
     assert cli.returncode == 1 and "prod.yaml:3" in cli.stderr
     assert "using nats-server" not in cli.stderr
+
+
+POLICY = """\
+rules:
+  - id: loses-at-most-10
+    level: deny
+    message: no step loses more than 10 messages
+    expr: step.loss_messages <= 10
+"""
+DENIED = "policy rule(s) loses-at-most-10 deny this plan"
+
+
+def _policy_refusal(door: str, server: NatsServer, specs: Path, policy: Path) -> str:
+    """What ``door`` says when it refuses the apply (data loss allowed: only the policy
+    stops it), after checking its exit status (3) where it has one."""
+    if door == "engine":
+        wanted = PlanRequest.of([specs], ConnectionOptions(servers=server.url), policies=(policy,))
+        request = ApplyRequest(plan=wanted, allow_data_loss=True, lock_timeout=None)
+        with pytest.raises(PolicyDenied) as denied:
+            run(engine.apply_for(request))
+        return str(denied.value)
+    if door == "cli":
+        flags = ("--server", server.url, "--policy", str(policy))
+        planned = reconcile("plan", str(specs), *flags, cwd=specs.parent)
+        assert planned.returncode == 3 and DENIED in planned.stderr
+        applied = reconcile(
+            "apply", str(specs), *flags, "--allow-data-loss", "--yes", "--no-lock", cwd=specs.parent
+        )
+        assert applied.returncode == 3, applied.stderr
+        return applied.stderr
+    if door == "action":
+        code, planned = _action(server, specs, "plan", policy=str(policy))
+        assert code == 3 and DENIED in planned["stdout"]
+        code, applied = _action(server, specs, "apply", policy=str(policy), allow_data_loss="true")
+        assert code == 3
+        return applied["stdout"]
+    from pulumi_provider import JetStreamProvider
+
+    provider = JetStreamProvider(connection={"servers": server.url}, policies=[str(policy)])
+    inputs = {"kind": "Stream", "name": "ORDERS", "subjects": ["orders.>"], "max_msgs": 5}
+    news = provider.check({}, {**inputs, "allow_destroy": True}).inputs
+    outputs = provider.read("ORDERS", news).outs
+    with pytest.raises(PolicyDenied) as denied:
+        provider.update("ORDERS", outputs, news)
+    return str(denied.value)
+
+
+@pytest.mark.parametrize("door", sorted(DOORS))
+def test_every_front_door_refuses_a_policy_deny_naming_the_rule(
+    door: str, live: tuple[NatsServer, Path]
+) -> None:
+    """A deny rule (no step loses more than 10 messages) against an update deleting 15:
+    every door refuses before any step, names the rule and the resource, with data loss
+    allowed; the 20 messages are all still there."""
+    server, specs = live
+    policy = specs.parent / "policy.yaml"
+    policy.write_text(POLICY, encoding="utf-8")
+    said = _policy_refusal(door, server, specs, policy)
+    assert f"refusing to apply: {DENIED}" in said
+    assert "deny loses-at-most-10: Stream ORDERS (update)" in said
+    assert run(_messages(server.url)) == 20  # refused: nothing was changed
