@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from reconciler.cli.options import owner_option, project_owner
 from reconciler.cli.output import notice
 from reconciler.errors import ReconcileError
 
@@ -54,12 +55,14 @@ def fleet() -> None:
     show_envvar=True,
     help="Spark master, e.g. spark://host:7077 (default: local[*], this machine).",
 )
+@owner_option
 def drift(
     specs_dir: Path | None,
     snapshots: Path,
     out_dir: Path,
     backups: Path | None,
     spark_master: str | None,
+    owner: str,
 ) -> int:
     """Compare every environment's specs with its snapshots.
 
@@ -73,11 +76,13 @@ def drift(
             "pip install 'jetstream-gitops[fleet]' (and Java for Spark)"
         )
     from reconciler.fleet.job import fleet_drift
-    from reconciler.specs.project import find_project
+    from reconciler.specs.project import find_project, load_project
 
     specs_dir = specs_dir or find_project()
     if specs_dir is None:
         raise click.UsageError("--specs is needed here: no reconcile.yaml in this folder")
+    if specs_dir.is_file():  # a project file: its owner, as `plan --env` takes it
+        owner = project_owner(click.get_current_context(), load_project(specs_dir), owner)
     result = fleet_drift(
         specs=specs_dir,
         snapshots=snapshots,
@@ -85,6 +90,7 @@ def drift(
         master=spark_master,
         on_notice=notice,
         backups=backups,
+        owner=owner,
     )
     summary = result.summary
     for env in summary["errors"]["envs"]:

@@ -21,10 +21,16 @@ from pathlib import Path
 from reconciler.errors import Problem, ReconcileError, SpecError
 from reconciler.model.normalize import unsupported_fields
 from reconciler.model.state import LiveState, ServerInfo
-from reconciler.planning.plan import StreamGroup, group_streams, stream_problems
+from reconciler.planning.plan import (
+    DEFAULT_OWNERSHIP,
+    Ownership,
+    StreamGroup,
+    group_streams,
+    stream_problems,
+)
 from reconciler.specs.cache import cache_folder
 from reconciler.specs.project import load_project
-from reconciler.specs.spec import Spec
+from reconciler.specs.spec import DEFAULT_OWNER, Spec
 from reconciler.specs.validate import load_specs
 
 
@@ -36,6 +42,8 @@ class EnvSpecs:
     folder: Path
     specs: tuple[Spec, ...] = ()
     problems: tuple[Problem, ...] = ()
+    #: whose resources the environment's plans manage: the project's owner, or --owner
+    ownership: Ownership = DEFAULT_OWNERSHIP
 
     @property
     def valid(self) -> bool:
@@ -90,30 +98,35 @@ def env_folders(fleet_dir: Path) -> list[tuple[str, Path]]:
     return found
 
 
-def load_fleet(fleet_dir: Path) -> list[EnvSpecs]:
+def load_fleet(fleet_dir: Path, *, owner: str | None = None) -> list[EnvSpecs]:
     """Every environment's specs; invalid folders carry their problems instead.
 
     ``fleet_dir`` is a folder with one sub-folder per environment, or a project file
     (``reconcile.yaml``): then each of its environments is its shared specs with its own
     overlays and resources merged in, exactly what ``reconcile plan --env`` validates.
+    ``owner`` (``--owner``) is whose resources the plans manage; a project file's own
+    ``owner`` comes first (as ``reconcile plan --env`` takes it), then the default.
     """
     if fleet_dir.is_file():
-        return load_project_fleet(fleet_dir)
+        return load_project_fleet(fleet_dir, owner=owner)
     loaded = []
     cache = cache_folder()
+    ownership = Ownership(owner or DEFAULT_OWNER)
     for env, folder in env_folders(fleet_dir):
         try:
             specs = load_specs([folder], cache=cache)
         except SpecError as err:
             loaded.append(EnvSpecs(env, folder, problems=tuple(err.problems)))
             continue
-        loaded.append(EnvSpecs(env, folder, specs=tuple(specs)))
+        loaded.append(EnvSpecs(env, folder, specs=tuple(specs), ownership=ownership))
     return loaded
 
 
-def load_project_fleet(project_file: Path) -> list[EnvSpecs]:
-    """Every environment of a project file, its overlays merged into the shared specs."""
+def load_project_fleet(project_file: Path, *, owner: str | None = None) -> list[EnvSpecs]:
+    """Every environment of a project file, its overlays merged into the shared specs,
+    planned as the project's owner (else ``owner``, else the default)."""
     project = load_project(project_file)  # a broken project file stops the job
+    ownership = Ownership(project.owner or owner or DEFAULT_OWNER)
     loaded = []
     for name, environment in sorted(project.environments.items()):
         try:
@@ -121,5 +134,5 @@ def load_project_fleet(project_file: Path) -> list[EnvSpecs]:
         except SpecError as err:
             loaded.append(EnvSpecs(name, project.root, problems=tuple(err.problems)))
             continue
-        loaded.append(EnvSpecs(name, project.root, specs=tuple(specs)))
+        loaded.append(EnvSpecs(name, project.root, specs=tuple(specs), ownership=ownership))
     return loaded

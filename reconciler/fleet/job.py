@@ -76,14 +76,17 @@ def fleet_drift(
     spark: SparkSession | None = None,
     on_notice: Notice | None = None,
     backups: Path | None = None,
+    owner: str | None = None,
 ) -> FleetResult:
     """Run the job; raises :class:`ReconcileError` when nothing usable was given.
-    ``backups``: a folder of backup folders (:mod:`reconciler.fleet.backups`)."""
+    ``backups``: a folder of backup folders (:mod:`reconciler.fleet.backups`); ``owner``:
+    whose resources the plans manage where a project file does not say
+    (:func:`~reconciler.fleet.desired.load_fleet`)."""
     say = on_notice or (lambda _: None)
     files = snapshot_files(snapshots)
     seen = read_backups(backups) if backups is not None else None
     with fewer_collections():
-        fleet = {env.env: env for env in load_fleet(specs)}
+        fleet = {env.env: env for env in load_fleet(specs, owner=owner)}
     session = spark or spark_session(master)
     out.mkdir(parents=True, exist_ok=True)
     staging = out / "_staging"
@@ -130,8 +133,9 @@ def _run(
     declared_streams = spark.createDataFrame(markers, "env string, stream_name string")
     configured = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
     partitions = max(configured, 2 * spark.sparkContext.defaultParallelism)
+    owners = {env.env: env.ownership for env in fleet.values()}
     findings = all_findings(
-        declared_streams, good, declared=declared, days=days, partitions=partitions
+        declared_streams, good, declared=declared, days=days, partitions=partitions, owners=owners
     )
     findings.write.mode("overwrite").parquet(str(staging / "findings"))
     stored = spark.read.parquet(str(staging / "findings"))

@@ -27,8 +27,8 @@ from reconciler.fleet.canonical import server_info
 from reconciler.fleet.verdict import Finding, stream_findings
 from reconciler.model.state import ServerInfo
 from reconciler.planning.memo import Memo
-from reconciler.planning.plan import StreamGroup
-from reconciler.specs.spec import DEFAULT_OWNER, Spec
+from reconciler.planning.plan import DEFAULT_OWNERSHIP, Ownership, StreamGroup
+from reconciler.specs.spec import Spec
 
 FINDING_SCHEMA = StructType(
     [
@@ -54,6 +54,8 @@ ORDER = ("env", "stream_name", "side", "day", "consumer")
 Days = Mapping[str, list[tuple[date, str | None, int | None]]]
 #: env → stream name → (the declared stream or bucket, its declared consumers)
 Declared = Mapping[str, Mapping[str, tuple[Spec | None, tuple[Spec, ...]]]]
+#: env → whose resources its plans manage (the project's owner, or ``--owner``)
+Owners = Mapping[str, Ownership]
 #: How many distinct (stream, live configs, server) verdicts a partition remembers.
 MEMO_SIZE = 4096
 #: Finding rows per Arrow batch handed back to Spark.
@@ -85,6 +87,7 @@ def all_findings(
     declared: Declared,
     days: Days,
     partitions: int,
+    owners: Owners | None = None,
 ) -> DataFrame:
     """Every resource's status, every env and usable day: FINDING_SCHEMA (resources in
     sync as counts).
@@ -98,11 +101,13 @@ def all_findings(
         .sortWithinPartitions(*ORDER, F.col("captured_at").desc())
     )
     spark = rows.sparkSession
-    shared = spark.sparkContext.broadcast((dict(declared), dict(days)))
+    shared = spark.sparkContext.broadcast((dict(declared), dict(days), dict(owners or {})))
     return rows.mapInArrow(lambda batches: arrow_findings(batches, *shared.value), FINDING_SCHEMA)
 
 
-def arrow_findings(batches: Iterable[Any], declared: Declared, days: Days) -> Iterator[Any]:
+def arrow_findings(
+    batches: Iterable[Any], declared: Declared, days: Days, owners: Owners | None = None
+) -> Iterator[Any]:
     """Worker side: :func:`partition_findings` over Arrow record batches, in and out.
 
     Arrow rather than the RDD's pickled rows: the million-record benchmark's planning
@@ -121,7 +126,7 @@ def arrow_findings(batches: Iterable[Any], declared: Declared, days: Days) -> It
         return pa.RecordBatch.from_arrays(columns, schema=schema)
 
     out: list[tuple[Any, ...]] = []
-    for row in partition_findings(rows(), declared, days):
+    for row in partition_findings(rows(), declared, days, owners):
         out.append(row)
         if len(out) >= BATCH_ROWS:
             yield batch(out)
@@ -131,16 +136,23 @@ def arrow_findings(batches: Iterable[Any], declared: Declared, days: Days) -> It
 
 
 def partition_findings(
-    rows: Iterable[tuple[Any, ...]], declared: Declared, days: Days
+    rows: Iterable[tuple[Any, ...]],
+    declared: Declared,
+    days: Days,
+    owners: Owners | None = None,
 ) -> Iterator[tuple[Any, ...]]:
     """Worker side: sorted rows of whole streams → finding tuples (resources in sync
-    counted per env, day and kind, after the others)."""
+    counted per env, day and kind, after the others). ``owners``: each environment's
+    :class:`Ownership` (the default owner where not given)."""
     memo: dict[tuple[Any, ...], list[Finding]] = {}
-    plans: dict[ServerInfo, Memo] = {}
+    plans: dict[tuple[ServerInfo, Ownership], Memo] = {}
     in_sync: Counter[tuple[str, date, str]] = Counter()
     for (env, stream_name), group in groupby(rows, key=lambda r: (r[ENV], r[STREAM])):
         specs = declared.get(env, {}).get(stream_name, (None, ()))
-        judged = stream_days(env, stream_name, list(group), specs, days.get(env, []), memo, plans)
+        ownership = (owners or {}).get(env, DEFAULT_OWNERSHIP)
+        judged = stream_days(
+            env, stream_name, list(group), specs, days.get(env, []), memo, plans, ownership
+        )
         for day, findings in judged:
             for finding in findings:
                 if finding[3] == "in_sync":
@@ -158,12 +170,13 @@ def stream_days(
     specs: tuple[Spec | None, tuple[Spec, ...]],
     days: list[tuple[date, str | None, int | None]],
     memo: dict[tuple[Any, ...], list[Finding]],
-    plans: dict[ServerInfo, Memo],
+    plans: dict[tuple[ServerInfo, Ownership], Memo],
+    ownership: Ownership = DEFAULT_OWNERSHIP,
 ) -> Iterator[tuple[date, list[Finding]]]:
     """One stream and its consumers, judged on each usable day of the environment.
 
     ``memo``: verdicts by the stream's configs of the day; ``plans``: the planner's own
-    memo (``reconciler.planning.memo``) per server, so that a stream planned again
+    memo (``reconciler.planning.memo``) per server and owner, so that a stream planned again
     because one consumer drifted does not normalise and diff its other consumers again
     when their inputs are exactly those of a day before (measured on a partition of the
     1M-record benchmark: 1.65-1.73 s -> 1.36-1.58 s, the same findings). Both are the
@@ -184,9 +197,10 @@ def stream_days(
                 plans.clear()
             group = _group(stream_name, stream_spec, consumer_specs, present)
             server = server_info(version, level)
-            if server not in plans:
-                plans[server] = Memo.for_plan(server, DEFAULT_OWNER)
-            memo[key] = stream_findings(group, server, plans[server])
+            if (server, ownership) not in plans:
+                plans[(server, ownership)] = Memo.for_plan(server, ownership.owner)
+            plan_memo = plans[(server, ownership)]
+            memo[key] = stream_findings(group, server, plan_memo, ownership)
         yield day, memo[key]
 
 
