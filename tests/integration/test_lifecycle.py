@@ -372,7 +372,7 @@ def test_an_unknown_ignored_field_is_an_error_at_its_line(tmp_path: Path) -> Non
 
 
 def _action(url: str, root: Path, specs: Path, mode: str, **inputs: str) -> tuple[int, str]:
-    temp = root / f"runner-{mode}"
+    temp = root / f"runner-{mode}-{len(list(root.glob('runner-*')))}"
     temp.mkdir()
     env = {
         "PATH": os.environ.get("PATH", ""),
@@ -425,3 +425,35 @@ def test_pulumi_refuses_to_destroy_a_protected_resource(clean_server: NatsServer
     with pytest.raises(RefusedPlan, match="prevent_destroy"):
         provider.delete(created.id, {**created.outs, "allow_destroy": True})
     assert _messages(clean_server.url) == 3
+
+
+def test_the_action_honours_an_environments_protection(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The Action's ``environment`` input reads the project file's lifecycle too."""
+    root = tmp_path / "ws"
+    specs = _specs(root, other=OTHER)
+    _project(root, clean_server.url, "{prevent_destroy: true}")
+    code, output = _action("", root, specs, "apply", path="", environment="prod")
+    assert code == 0, output
+    run(_publish(clean_server.url, "other.new", 4))
+    (specs / "other.yaml").write_text(OTHER.replace("OTHER", "ORDERS").replace("other", "orders"))
+    flags = {"prune": "true", "allow_replace": "true", "allow_data_loss": "true"}
+    code, output = _action("", root, specs, "apply", path="", environment="prod", **flags)
+    assert code == 1, output
+    assert "reconcile.yaml:6" in output and "delete Stream OTHER" in output
+    assert _messages(clean_server.url, "OTHER") == 4
+
+
+def test_the_example_plans_as_its_comments_say(clean_server: NatsServer, tmp_path: Path) -> None:
+    example = Path(__file__).parents[2] / "examples" / "lifecycle" / "specs"
+    options = _options(clean_server)
+    result = run(engine.apply([example], options, lock_timeout=None))
+    assert [f"{s.action} {s.label}" for s in result.applied] == [
+        "create Stream ORDERS",
+        "create Consumer ORDERS/fulfilment",
+    ]
+    assert [(n.label, n.missing) for n in result.plan.observed] == [("Stream LEGACY_AUDIT", True)]
+    assert PROTECT_KEY in _info(clean_server.url, "ORDERS")["config"]["metadata"]
+    _edit(clean_server.url, "ORDERS", max_msgs=5000)
+    assert not run(engine.plan([example], options)).has_changes
