@@ -81,6 +81,7 @@ class WatchSettings:
     git_poll: float | None = None  # default: the interval
     lock_timeout: float = 60.0
     first_backoff: float = 1.0
+    advisories: bool = True  # False: plan every interval only (--no-advisories)
 
 
 class _Stopped(Exception):
@@ -249,6 +250,9 @@ class Agent:
 
     # -- advisories -----------------------------------------------------------------------
     async def _subscribe(self, client: JetStreamClient) -> None:
+        if not self.settings.advisories:
+            self.advisories_state = "off (--no-advisories): polling every interval"
+            return
         for subject in advisories.SUBJECTS:
             await client.subscribe(subject, self._on_advisory)
         await asyncio.sleep(0.05)  # a refusal comes back as an async error

@@ -128,6 +128,12 @@ def _request_maker(
     show_default=True,
     help="One line per cycle and per change, as text or JSON lines (on standard error).",
 )
+@click.option(
+    "--no-advisories",
+    is_flag=True,
+    help="Do not listen to JetStream advisories: find changes with each interval's plan "
+    "only (no attribution).",
+)
 @click.option("--git", "git_url", metavar="URL", help="Plan this git repository's branch head.")
 @click.option("--ref", "git_ref", default="main", show_default=True, help="The branch (--git).")
 @click.option(
@@ -162,6 +168,7 @@ def watch(
     once: bool,
     listen: tuple[str, int] | None,
     log_format: str,
+    no_advisories: bool,
     git_url: str | None,
     git_ref: str,
     git_poll: float | None,
@@ -205,6 +212,7 @@ def watch(
         listen=listen,
         git_poll=git_poll,
         lock_timeout=lock_timeout,
+        advisories=not no_advisories,
     )
     agent = Agent(source, settings, Log("json" if log_format == "json" else "text"))
     return asyncio.run(_run(agent))
