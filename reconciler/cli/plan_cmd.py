@@ -287,20 +287,26 @@ def _plan_and_save(
 
 def _write(out: Path, text: str) -> None:
     """Write ``text`` to ``out`` whole or not at all (a temporary file renamed)."""
+    import contextlib
     import os
     import tempfile
 
     from reconciler.errors import ReconcileError
 
+    tmp = None
     try:
-        folder = out.parent if str(out.parent) else Path(".")
-        fd, tmp = tempfile.mkstemp(prefix=".plan-", dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=".plan-", dir=out.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as file:
             file.write(text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, out)
+        tmp = None
     except OSError as err:
         raise ReconcileError(f"cannot write {out}: {err.strerror or err}") from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def _check_policy(the_plan: Plan) -> None:
@@ -506,9 +512,10 @@ def _saved_target(
     from reconciler.cli.options import to_connection_options
     from reconciler.execution.environments import Target
 
-    for name in PLAN_FLAGS:
-        if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE:
-            flag = "--" + name.replace("_", "-")
+    for param in ctx.command.params:
+        typed = ctx.get_parameter_source(str(param.name)) == ParameterSource.COMMANDLINE
+        if param.name in PLAN_FLAGS and typed:
+            flag = param.opts[0]
             raise click.UsageError(f"{flag} with a saved plan: it keeps the flags it was made with")
     env = saved.request.env
     if env is None:

@@ -402,3 +402,59 @@ def test_a_saved_plan_without_changes_applies_as_a_no_op(
     assert done.returncode == 0 and again.returncode == 0, done.stderr + again.stderr
     assert "No changes" in done.stdout
     assert state(clean_server) == before
+
+
+def test_a_plan_saved_for_an_environment_is_applied_in_that_environment(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The project file is one of the files digested; the environment names the
+    server at apply (given again with --env, never taken from the file)."""
+    root = repo(tmp_path)
+    (root / "overlays").mkdir()
+    (root / "overlays" / "prod.yaml").write_text("kind: Stream\nname: ORDERS\nmax_msgs: 500\n")
+    (root / "reconcile.yaml").write_text(
+        f"owner: shop\nspecs: [specs]\nenvironments:\n  prod:\n    servers: {clean_server.url}\n"
+        "    overlays: [overlays/prod.yaml]\n  staging:\n    servers: nats://127.0.0.1:1\n"
+    )
+    done = reconcile("plan", "--env", "prod", "--out", "../prod.plan", cwd=root)
+    assert done.returncode == 0, done.stderr
+    saved = json.loads((tmp_path / "prod.plan").read_text())
+    assert {(f["path"], f["role"]) for f in saved["specs"]["files"]} == {
+        ("reconcile.yaml", "project"),
+        ("overlays/prod.yaml", "overlay"),
+        ("specs/orders.yaml", "spec"),
+    }
+    plan = tmp_path / "prod.plan"
+
+    unnamed = reconcile("apply", str(plan), cwd=root)
+    other = reconcile("apply", str(plan), "--env", "staging", cwd=root)
+    pruned = reconcile("apply", str(plan), "--env", "prod", "--prune", cwd=root)
+    assert unnamed.returncode == other.returncode == pruned.returncode == 1
+    assert "the plan was saved for environment prod: give --env prod" in unnamed.stderr
+    assert "saved for environment prod, not staging" in other.stderr
+    assert "--prune with a saved plan: it keeps the flags it was made with" in pruned.stderr
+    assert state(clean_server) == {}
+
+    project = (root / "reconcile.yaml").read_text()
+    (root / "reconcile.yaml").write_text(project + "# edited\n")
+    edited = reconcile("apply", str(plan), "--env", "prod", cwd=root)
+    assert edited.returncode == 1
+    assert "reconcile.yaml: changed since the plan was saved" in edited.stderr
+    assert state(clean_server) == {}
+
+    (root / "reconcile.yaml").write_text(project)  # as it was
+    applied = reconcile("apply", str(plan), "--env", "prod", cwd=root)
+    assert applied.returncode == 0, applied.stderr
+    assert state(clean_server)["ORDERS"]["config"]["max_msgs"] == 500
+
+
+def test_plan_out_refuses_a_file_inside_a_spec_folder(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    root = repo(tmp_path)
+    done = reconcile(
+        "plan", "specs", "--out", "specs/plan.json", "--server", clean_server.url, cwd=root
+    )
+    assert done.returncode == 1
+    assert "is inside the spec folder specs" in done.stderr
+    assert not (root / "specs" / "plan.json").exists()
