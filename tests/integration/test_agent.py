@@ -3,6 +3,7 @@ made it, healed when safe, and never healed when the repair would destroy data."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from agent_harness import (
@@ -162,5 +163,43 @@ def test_observe_mode_reports_drift_and_writes_nothing(
             live = (await alice.info("ORDERS"))["config"]
             assert live["max_msgs"] == -1  # never written
             assert agent.metrics.heals.labels("Stream")._value.get() == 0
+
+    run(scenario())
+
+
+def test_a_resource_in_lifecycle_observe_mode_is_never_written_by_a_heal(
+    clean_server: NatsServer, tmp_path: Path, run
+) -> None:
+    """mode: observe on the spec: the planner gives it no step, so the agent in heal mode
+    reports its drift (and that it is missing) and never writes it."""
+    specs = write(
+        tmp_path,
+        ORDERS + "---\nkind: Stream\nname: LEGACY\nsubjects: [legacy.>]\nmax_msgs: 10\n"
+        "lifecycle: {mode: observe}\n"
+        + "---\nkind: Stream\nname: GHOST\nsubjects: [ghost.>]\nlifecycle: {mode: observe}\n",
+    )
+
+    async def scenario() -> None:
+        async with Other.connect(clean_server.url) as alice:
+            await alice.api("STREAM.CREATE.LEGACY", {"name": "LEGACY", "subjects": ["legacy.>"]})
+            await alice.publish("legacy.x", 20)
+            async with running_agent(fixed_source([specs], clean_server.url), mode="heal") as (
+                agent,
+                log,
+            ):
+                await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS made")
+                await cycles_after(agent, 2)
+                (legacy,) = changes(log, "Stream LEGACY", "drifted")
+                assert "max_msgs" in legacy["fields"]
+                assert "observe" in legacy["why"]
+                (ghost,) = changes(log, "Stream GHOST", "missing")
+                assert "observe" in ghost["why"]
+                info = await alice.info("LEGACY")
+                assert info["config"]["max_msgs"] == -1
+                assert info["state"]["messages"] == 20
+                names = json.loads(
+                    (await alice.nc.request("$JS.API.STREAM.NAMES", b"{}", timeout=5)).data
+                )["streams"]
+                assert "GHOST" not in names
 
     run(scenario())
