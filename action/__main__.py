@@ -588,7 +588,8 @@ def environments_table(outcomes: list[tuple[Inputs, Outcome]]) -> str:
         f"| {cell(outcome.outputs.get('summary', ''))} |"
         for job, outcome in outcomes
     ]
-    return "\n".join(["### Environments", "", "| environment | | summary |", "|---|---|---|", *rows, ""])
+    head = ["### Environments", "", "| environment | | summary |", "|---|---|---|"]
+    return "\n".join([*head, *rows, ""])
 
 
 def main() -> int:

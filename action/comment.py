@@ -74,13 +74,14 @@ def marker(path: str) -> str:
 
 
 def comment_body(markdown: str, *, path: str) -> str:
-    """Marker + Markdown, cut when over the comment limit (``render.markdown.fit``: at a
-    line end outside any code fence, open ``<details>`` closed, a note pointing at the
-    full plan)."""
+    """Marker + Markdown (CLI flags named as Action inputs: ``action.flags``), cut when
+    over the comment limit (``render.markdown.fit``: at a line end outside any code
+    fence, open ``<details>`` closed, a note pointing at the full plan)."""
+    from action.flags import as_inputs
     from reconciler.render.markdown import fit
 
     head = marker(path) + "\n"
-    return head + fit(markdown, COMMENT_LIMIT - len(head), where=FULL_PLAN_WHERE)
+    return head + fit(as_inputs(markdown), COMMENT_LIMIT - len(head), where=FULL_PLAN_WHERE)
 
 
 class GitHubAPI:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from action.flags import as_inputs
 from reconciler.errors import ReconcileError
 from reconciler.model.values import LEGACY_COMMAND, printable
 
@@ -144,10 +145,12 @@ class Runner:
 
     # outputs ------------------------------------------------------------------------
     def set_output(self, name: str, value: str) -> None:
-        """Append an output; without ``GITHUB_OUTPUT`` (a local run) nothing is written."""
+        """Append an output; without ``GITHUB_OUTPUT`` (a local run) nothing is written.
+        The ``summary`` output names Action inputs, not CLI flags."""
         target = self.env.get("GITHUB_OUTPUT")
         if not target:
             return
+        value = as_inputs(value) if name == "summary" else value
         with Path(target).open("a", encoding="utf-8") as out:
             out.write(output_block(name, value))
 
@@ -158,7 +161,8 @@ class Runner:
             return False
         path = Path(target)
         used = path.stat().st_size if path.exists() else 0
-        text, truncated = truncate_summary(markdown, limit=max(SUMMARY_LIMIT - used, 0))
+        limit = max(SUMMARY_LIMIT - used, 0)
+        text, truncated = truncate_summary(as_inputs(markdown), limit=limit)
         with path.open("a", encoding="utf-8") as out:
             out.write(text)
         return truncated
@@ -173,10 +177,11 @@ class Runner:
     ) -> None:
         """An error annotation, attached to ``file``/``line`` when known; the message's
         names, values and file names escaped (``printable``)."""
-        self.command("error", printable(message), file=file, line=line, title=title or None)
+        text = printable(as_inputs(message))
+        self.command("error", text, file=file, line=line, title=title or None)
 
     def warning(self, message: str, *, title: str = "") -> None:
-        self.command("warning", printable(message), title=title or None)
+        self.command("warning", printable(as_inputs(message)), title=title or None)
 
     def mask(self, secret: str) -> None:
         """Ask the runner to hide ``secret`` (and each of its lines) in every later log line."""
@@ -185,6 +190,7 @@ class Runner:
             self.command("add-mask", part)
 
     def log(self, message: str) -> None:
-        """A message for the job log, never a workflow command (:func:`inert_log`)."""
-        self.stdout.write(inert_log(message) + "\n")
+        """A message for the job log, never a workflow command (:func:`inert_log`); CLI
+        flags named as the Action inputs that set them (:func:`action.flags.as_inputs`)."""
+        self.stdout.write(inert_log(as_inputs(message)) + "\n")
         self.stdout.flush()

@@ -86,8 +86,8 @@ owner_option: Callable[[F], F] = click.option(
     show_default=True,
     show_envvar=True,
     callback=_owner,
-    help="The project (owner) this run manages: its resources carry its name, --prune "
-    "deletes only them, other owners' resources are listed and never touched.",
+    help="The project (owner) this run manages: its resources carry its name; other owners' "
+    "resources are listed and never touched.",
 )
 
 

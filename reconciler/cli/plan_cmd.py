@@ -67,7 +67,11 @@ def _console(fmt: str, *, full: bool = False, json_lines: bool = False) -> Termi
 
 @click.command()
 @paths_argument
-@click.option("--prune", is_flag=True, help="Plan deletes of managed resources no spec declares.")
+@click.option(
+    "--prune",
+    is_flag=True,
+    help="Plan deletes of managed resources no spec declares (this --owner's only).",
+)
 @migrate_option
 @migration_option
 @owner_option
@@ -329,7 +333,11 @@ def _plan_and_show(console: TerminalConsole, request: PlanRequest) -> Plan:
 @click.command()
 @paths_argument
 @click.option("--dry-run", is_flag=True, help="Plan only; the same as `reconcile plan`.")
-@click.option("--prune", is_flag=True, help="Delete managed resources no spec declares.")
+@click.option(
+    "--prune",
+    is_flag=True,
+    help="Delete managed resources no spec declares (this --owner's only).",
+)
 @migrate_option
 @migration_option
 @owner_option

@@ -521,3 +521,43 @@ def test_apply_runs_one_environment_per_step_with_its_overlay(
         clean_server, mode="apply", environment="prod", path="", extra={"PROD_PW": "x"}
     )
     assert both.code == 1 and "'server' cannot be combined with 'environment'" in both.stdout
+
+
+def test_messages_name_action_inputs_not_cli_flags(
+    clean_server: NatsServer, workspace: Workspace, github: GitHubStandIn
+) -> None:
+    """A workflow author sets inputs: the log, annotations, step summary, comment and
+    `summary` output say `input allow-replace: true`, never `--allow-replace`."""
+    workspace.spec.write_text(SPECS + "---\nkind: Stream\nname: OLD\nsubjects: [old]\n")
+    assert workspace.step(clean_server, mode="apply").code == 0
+    workspace.spec.write_text(SPECS.replace("max_age: 7d", "max_age: 7d\nstorage: memory"))
+
+    planned = workspace.step(clean_server, mode="plan", comment="true")
+    assert planned.code == 0, planned.stdout + planned.stderr
+    [comment] = ours(github)
+    for shown in (planned.stdout, planned.summary, comment["body"]):
+        assert "input allow-replace: true" in shown
+        assert "input prune: true" in shown
+        assert "--allow-replace" not in shown and "--prune" not in shown
+
+    refused = workspace.step(clean_server, mode="apply")
+    assert refused.code == 1
+    said = refused.stdout + refused.summary + refused.outputs["summary"]
+    assert "::error title=jetstream-gitops::refusing to apply" in refused.stdout
+    assert (
+        "Re-run with input allow-replace: true (or input allow-data-loss: true)" in refused.stdout
+    )
+    assert "input allow-replace: true" in refused.outputs["summary"]
+    assert "--allow-" not in said and "--prune" not in said
+
+
+def test_several_environments_lead_the_step_summary_with_a_table(
+    clean_server: NatsServer, workspace: Workspace
+) -> None:
+    project_workspace(workspace, clean_server)
+    done = workspace.step(None, mode="plan", environment="all", path="", extra={"PROD_PW": "x"})
+    assert done.code == 0, done.stdout + done.stderr
+    head = done.summary.split("## JetStream plan for")[0]
+    assert "| environment | | summary |" in head
+    assert "| `env dev` | ✅ | 2 to create, 0 to update" in head
+    assert "| `env prod` | ✅ | 2 to create, 0 to update" in head
