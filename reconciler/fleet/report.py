@@ -17,9 +17,14 @@ from typing import Any
 
 from reconciler.model.values import display, field_label
 from reconciler.render.drift_html import escape
+from reconciler.render.drift_text import COVERAGE_MEANS
 from reconciler.render.palette import STATUS_COLOURS
 
 DRIFT_STATUSES = ("drifted", "missing", "unmanaged", "orphaned")
+#: Other owners' resources: listed, never touched, not drift (a figure and a column).
+FOREIGN = "foreign"
+#: The statuses of resources a server holds (coverage's denominator).
+LIVE_STATUSES = ("in_sync", "drifted", "unmanaged", "orphaned", FOREIGN)
 COLOURS = STATUS_COLOURS
 TITLE = "JetStream fleet drift report"
 #: An environment listing at most this many resources shows their drifted fields open.
@@ -161,12 +166,31 @@ def _drill_down(drill: Mapping[str, Any], by_env: Mapping[str, Mapping[str, Any]
 def _figures(totals: Mapping[str, int], envs: int) -> str:
     items = [("environments", envs), *((s, totals[s]) for s in ("in_sync", *DRIFT_STATUSES))]
     items += [("drift", totals["drift"]), ("drifted_fields", totals["drifted_fields"])]
+    items += [(FOREIGN, totals.get(FOREIGN, 0))]
+    labels = {FOREIGN: "foreign (other owners; never touched)"}
     cells = "".join(
-        f"<div class=figure>{escape(name.replace('_', ' '))}"
+        f"<div class=figure>{escape(labels.get(name, name.replace('_', ' ')))}"
         f'<b id="total-{name}" data-value="{value}">{value}</b></div>'
         for name, value in items
     )
-    return f"<div class=figures>{cells}</div>"
+    return f"<div class=figures>{cells}{_coverage(totals)}</div>"
+
+
+def coverage(totals: Mapping[str, int]) -> float | None:
+    """The share of live resources some spec declares (in sync or drifted), as
+    ``reconcile drift`` computes it; None when the servers hold nothing."""
+    live = sum(int(totals.get(s, 0)) for s in LIVE_STATUSES)
+    present = int(totals.get("in_sync", 0)) + int(totals.get("drifted", 0))
+    return round(present / live, 4) if live else None
+
+
+def _coverage(totals: Mapping[str, int]) -> str:
+    share = coverage(totals)
+    shown = "n/a" if share is None else f"{share:.0%}"
+    return (
+        f"<div class=figure>coverage ({escape(COVERAGE_MEANS)})"
+        f'<b id="coverage" data-value="{"" if share is None else share}">{shown}</b></div>'
+    )
 
 
 def _legend() -> str:
@@ -215,9 +239,10 @@ def _stacked_bars(chart_id: str, rows: Sequence[tuple[str, Mapping[str, Any]]]) 
 
 
 def _env_table(by_env: Mapping[str, Mapping[str, Any]]) -> str:
+    columns = ("in_sync", *DRIFT_STATUSES, FOREIGN, "drifted_fields")
     head = "".join(
         f"<th>{h}</th>"
-        for h in ("env", "day", "server", "in sync", *DRIFT_STATUSES, "drifted fields")
+        for h in ("env", "day", "server", "in sync", *DRIFT_STATUSES, FOREIGN, "drifted fields")
     )
     body = []
     for env, row in by_env.items():
@@ -225,8 +250,8 @@ def _env_table(by_env: Mapping[str, Mapping[str, Any]]) -> str:
             cells = "<td colspan=6 class=error>not compared (see errors)</td><td class=n></td>"
         else:
             cells = "".join(
-                f'<td class=n data-env="{escape(env)}" data-status="{k}">{row[k]}</td>'
-                for k in ("in_sync", *DRIFT_STATUSES, "drifted_fields")
+                f'<td class=n data-env="{escape(env)}" data-status="{k}">{row.get(k, 0)}</td>'
+                for k in columns
             )
         body.append(
             f"<tr><td>{escape(env)}</td><td>{escape(row['day'])}</td>"

@@ -9,8 +9,10 @@ from the URL fragment, e.g. ``#status=drifted&kind=Stream``).
 Stable hooks for tests and scrapers: ``#figure-<name>`` elements with ``data-value``
 (in_sync, drifted, missing, unmanaged, orphaned, drift, declared, live, coverage), bars with
 ``data-kind``/``data-field``, ``data-status`` and ``data-value``, table rows
-``tr.resource`` with ``data-status``/``data-kind``/``data-name``, ``#shown-count``, and
-``body[data-ready]`` once the script has run. ``#drift-data`` holds the JSON report.
+``tr.resource`` with ``data-status``/``data-kind``/``data-name`` (and ``data-owner`` for
+another owner's resource), ``#shown-count``, ``#hidden`` (one ``li`` per ignore rule
+that hid something, ``data-rule``/``data-value``), and ``body[data-ready]`` once the
+script has run. ``#drift-data`` holds the JSON report.
 """
 
 from __future__ import annotations
