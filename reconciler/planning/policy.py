@@ -73,6 +73,7 @@ def evaluate(
     import cel
 
     declared = {spec.ref: spec for spec in specs if spec.kind != ENTRY}
+    wanted = policy.selected
     findings: list[PolicyFinding] = []
     for entry in (*plan.changes, *plan.unchanged):
         if entry.kind == ENTRY:
@@ -81,10 +82,12 @@ def evaluate(
         if not rules:
             continue
         spec = declared.get(entry.ref)
-        variables = {
-            "resource": _resource(entry, spec, plan, live, environment or ""),
-            "step": _step(entry),
-        }
+        variables = {}
+        if wanted["resource"] != frozenset():  # else no rule reads it
+            resource = _resource(entry, spec, plan, live, environment or "", wanted)
+            variables["resource"] = _cut(resource, wanted["resource"])
+        if wanted["step"] != frozenset():
+            variables["step"] = _cut(_step(entry), wanted["step"])
         failed = ""
         try:
             context: cel.Context | None = cel.Context(variables)
@@ -98,9 +101,20 @@ def evaluate(
 
 
 def _resource(
-    entry: Entry, spec: Spec | None, plan: Plan, live: LiveState, environment: str
+    entry: Entry,
+    spec: Spec | None,
+    plan: Plan,
+    live: LiveState,
+    environment: str,
+    wanted: Mapping[str, frozenset[str] | None],
 ) -> dict[str, Any]:
-    desired, current = _configs(entry, spec, plan, live)
+    """The ``resource`` variable; of its configs only the keys the rules select
+    (``wanted``: :attr:`Policy.selected`; None: the whole map)."""
+    if wanted["desired"] == frozenset() and wanted["live"] == frozenset():
+        desired: Mapping[str, Any] = _EMPTY  # no rule reads them: not worked out
+        current: Mapping[str, Any] = _EMPTY
+    else:
+        desired, current = _configs(entry, spec, plan, live)
     return {
         "kind": entry.kind,
         "name": entry.name,
@@ -108,10 +122,17 @@ def _resource(
         "environment": environment,
         "owner": plan.owner,
         "source": str(entry.source) if entry.source else "",
-        "desired": desired,
-        "live": current,
-        "declared": spec.config if spec is not None else _EMPTY,
+        "desired": _cut(desired, wanted["desired"]),
+        "live": _cut(current, wanted["live"]),
+        "declared": _cut(spec.config if spec is not None else _EMPTY, wanted["declared"]),
     }
+
+
+def _cut(config: Mapping[str, Any], keys: frozenset[str] | None) -> Mapping[str, Any]:
+    """``config`` with only ``keys`` (those it has); all of it when ``keys`` is None."""
+    if keys is None:
+        return config
+    return {key: config[key] for key in keys if key in config}
 
 
 def _configs(

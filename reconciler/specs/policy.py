@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -72,6 +73,7 @@ class Rule:
     program: cel.Program
     condition: cel.Program | None = None  # ``when``
     kinds: frozenset[str] | None = None
+    source_when: str = ""
 
     def applies_to(self, kind: str) -> bool:
         return self.kinds is None or kind in self.kinds
@@ -85,6 +87,11 @@ class Policy:
 
     def __bool__(self) -> bool:
         return bool(self.rules)
+
+    @cached_property
+    def selected(self) -> dict[str, frozenset[str] | None]:
+        """What the rules read of each variable and config map (:func:`selected`)."""
+        return selected([text for r in self.rules for text in (r.expr, r.source_when)])
 
 
 NO_POLICY = Policy()
@@ -153,6 +160,7 @@ def _rule(
         program=program,
         condition=condition,
         kinds=frozenset(str(k) for k in kinds) if isinstance(kinds, list) else None,
+        source_when=str(raw.get("when", "")),
     )
 
 
@@ -173,6 +181,41 @@ def _compiled(
         problems.append(Problem(where, path, f"rule {rule_id!r}: {unknown}"))
         return None
     return program
+
+
+#: The config maps of ``resource`` (wire configs: some 40 keys each).
+CONFIGS = ("desired", "live", "declared")
+_NAME = r"\s*\.\s*([A-Za-z_]\w*)\b(?!\s*\()"  # .NAME, not a method call
+#: ``VARIABLE``, ``VARIABLE.FIELD`` or ``VARIABLE.FIELD.KEY`` (string literals removed).
+_USE = re.compile(rf"(?<![\w.])(resource|step)\b(?:{_NAME}(?:{_NAME})?)?")
+
+
+def selected(sources: Sequence[str]) -> dict[str, frozenset[str] | None]:
+    """What ``sources`` read: for ``resource`` and ``step`` the fields they select, for
+    each config map of ``resource`` (:data:`CONFIGS`) the keys they select from it
+    (``resource.desired.num_replicas``: ``num_replicas``); None where one of them reads
+    the whole (``'max_bytes' in resource.desired``, an index, an optional field, a
+    method, ``resource`` alone). Evaluation hands CEL only that: turning values into
+    CEL's cost tens of microseconds per config key (docs/policy.md#performance), and a
+    map cut to the keys an expression selects answers every selection of those keys
+    (and ``has()`` of them) as the whole map does."""
+    found: dict[str, frozenset[str] | None] = dict.fromkeys(("resource", "step", *CONFIGS))
+    for name in found:
+        found[name] = frozenset()
+    for source in sources:
+        for variable, field, key in _USE.findall(_STRINGS.sub('""', source)):
+            _select(found, variable, field)
+            if variable == "resource" and field in CONFIGS:
+                _select(found, field, key)
+    if found["resource"] is None:  # ``resource`` as a whole: its configs too
+        found.update(dict.fromkeys(CONFIGS))
+    return found
+
+
+def _select(found: dict[str, frozenset[str] | None], name: str, key: str) -> None:
+    known = found[name]
+    if known is not None:
+        found[name] = known | {key} if key else None
 
 
 def _first(err: Exception) -> str:
