@@ -212,3 +212,21 @@ def bucket_field_name(kind: str, path: str) -> str:
     if alias is None or (kind == "ObjectStore" and alias in _KV_ONLY):
         return path
     return alias
+
+
+#: Characters a KeyValue value may hold and still be shown as text: line breaks and tabs
+#: (a file an editor saved ends in one). ``display`` shows them as ``\n``, ``\r``, ``\t``.
+_TEXT_BREAKS = frozenset("\n\r\t")
+
+
+def entry_text(data: bytes) -> str | None:
+    """A KeyValue value as text when it is text: UTF-8 whose characters are printable,
+    line breaks and tabs included (``b"hello\\n"`` is ``"hello\\n"``, which the plan
+    shows as ``"hello\\n"`` and an export writes as text); None: show it as base64."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if text.isprintable() or all(c.isprintable() or c in _TEXT_BREAKS for c in text):
+        return text
+    return None

@@ -27,6 +27,7 @@ from reconciler.errors import Problem
 from reconciler.identity import ResourceRef
 from reconciler.model.diff import FieldChange
 from reconciler.model.loss import Loss
+from reconciler.model.values import entry_text
 from reconciler.planning.plan import ADOPT_REASON, PRUNE_REASON, Ownership, StreamPlan
 from reconciler.planning.steps import (
     Create,
@@ -85,19 +86,15 @@ def marker_headers(owner: str) -> dict[str, str]:
 
 
 def shown(value: str | None, *, secret: bool) -> str | None:
-    """A value as a plan shows it: text when it is text, else base64; never a secret."""
+    """A value as a plan shows it: text when it is text (``model.values.entry_text``: a
+    final line break included), else base64; never a secret."""
     if value is None:
         return None
     if secret:
         return SECRET_SHOWN
-    data = base64.b64decode(value)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
+    text = entry_text(base64.b64decode(value))
+    if text is None:
         text = "base64:" + value
-    else:
-        if not text.isprintable():
-            text = "base64:" + value
     return text if len(text) <= SHOWN_LIMIT else text[: SHOWN_LIMIT - 1] + "…"
 
 

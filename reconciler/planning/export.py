@@ -31,6 +31,7 @@ from reconciler.model.normalize import (
     owner_of,
 )
 from reconciler.model.state import LiveState, ServerInfo
+from reconciler.model.values import entry_text
 from reconciler.specs.spec import (
     DEFAULT_OWNER,
     MANAGED_KEY,
@@ -299,14 +300,11 @@ def _fewer(
 
 
 def entry_document(spec: Spec) -> dict[str, Any]:
-    """A KeyValueEntry as a document: text values as text, others in base64."""
+    """A KeyValueEntry as a document: text values as text (``model.values.entry_text``:
+    line breaks included), others in base64."""
     doc: dict[str, Any] = {"kind": "KeyValueEntry", "bucket": spec.stream, "key": spec.name}
-    data = base64.b64decode(str(spec.config["value"]))
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        text = None
-    if text is not None and text.isprintable():
+    text = entry_text(base64.b64decode(str(spec.config["value"])))
+    if text is not None:
         doc["value"] = text
     else:
         doc.update(value=str(spec.config["value"]), encoding="base64")

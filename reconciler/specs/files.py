@@ -1,18 +1,22 @@
 """The files to read: explicit files as given, folders walked (sorted, hidden folders
 skipped, symlink loops refused), and one file's text (size cap, UTF-8, regular files
-only). Problems are collected, never raised."""
+only). Problems are collected, never raised.
+
+A file a spec names as its data (a KeyValueEntry's ``value_file``: ``flags.json`` next
+to the specs) is not a spec, whatever its suffix: :func:`data_files` says which files
+the documents read name so, and the loader leaves them out (``loader.load_spec_files``)."""
 
 from __future__ import annotations
 
 import errno
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from reconciler.errors import Problem
 from reconciler.locations import Location
-from reconciler.specs.document import Abort, file_problem
+from reconciler.specs.document import Abort, Document, file_problem
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_FILE_BYTES = 16 * 1024 * 1024  # a spec file larger than this is refused unread
@@ -69,6 +73,24 @@ def _walk(root: Path, problems: list[Problem]) -> Iterator[Path]:
         for name in sorted(filenames):
             if name.endswith(SPEC_SUFFIXES) and not name.startswith("."):
                 yield Path(dirpath, name)
+
+
+#: The fields of a document that name a file holding data (by kind).
+DATA_FIELDS = {"KeyValueEntry": "value_file"}
+
+
+def data_files(documents: Iterable[Document]) -> frozenset[str]:
+    """The real paths of the files ``documents`` name as data (``value_file``, relative
+    to the naming file's folder). Whether such a file may be read at all is
+    ``specs.paths``' rule, checked where it is read (``validate``)."""
+    named: set[str] = set()
+    for document in documents:
+        field = DATA_FIELDS.get(str(document.body.get("kind")))
+        value = document.body.get(field) if field else None
+        if isinstance(value, str) and value and "\0" not in value:
+            folder = Path(document.source.file).parent
+            named.add(os.path.realpath(folder / value))
+    return frozenset(named)
 
 
 def os_message(err: OSError) -> str:

@@ -13,13 +13,14 @@ raises nothing but :class:`~reconciler.errors.SpecError`, carrying every problem
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from reconciler.errors import Problem, SpecError
 from reconciler.locations import Location
 from reconciler.specs.document import MAX_DEPTH, Abort, Document, file_problem
-from reconciler.specs.files import read_text, spec_files
+from reconciler.specs.files import data_files, read_text, spec_files
 from reconciler.specs.json_lines import json_documents, json_nodes, parse_json
 from reconciler.specs.natscli_json import wire_kind
 from reconciler.specs.yaml_lines import NodeBuilder, yaml_trees
@@ -28,12 +29,28 @@ from reconciler.specs.yaml_lines import NodeBuilder, yaml_trees
 def load_documents(paths: Sequence[str | Path]) -> list[Document]:
     """Every non-empty document of the given files and folders, in a stable order."""
     problems: list[Problem] = []
-    documents: list[Document] = []
-    for path in spec_files(paths, problems):
-        documents.extend(load_file(path, problems))
+    documents = load_spec_files(spec_files(paths, problems), problems)
     errors = [p for p in problems if not p.warning]  # warnings: see validate.load_specs
     if errors:
         raise SpecError(errors)
+    return documents
+
+
+def load_spec_files(files: Sequence[Path], problems: list[Problem]) -> list[Document]:
+    """The documents of ``files``, but for the files the others name as data
+    (:func:`~reconciler.specs.files.data_files`: a ``value_file`` found in the spec
+    folder): those are left out with whatever they would say as specs."""
+    loaded = []
+    for path in files:
+        found: list[Problem] = []
+        loaded.append((path, load_file(path, found), found))
+    data = data_files(doc for _, docs, _ in loaded for doc in docs)
+    documents: list[Document] = []
+    for path, docs, found in loaded:
+        if data and os.path.realpath(path) in data:
+            continue
+        documents.extend(docs)
+        problems.extend(found)
     return documents
 
 

@@ -22,7 +22,7 @@ from reconciler.specs.document import Document
 from reconciler.specs.fields import field_limit, unit_paths
 from reconciler.specs.files import spec_files
 from reconciler.specs.lifecycle import lifecycle_of
-from reconciler.specs.loader import load_file
+from reconciler.specs.loader import load_file, load_spec_files
 from reconciler.specs.overlay import apply_overlays
 from reconciler.specs.paths import outside_problem, repository_root, resolved
 from reconciler.specs.schema import kind_problem, schema_problems
@@ -67,7 +67,7 @@ def load_specs(
             if warnings is not None:
                 warnings.extend(said)
             return specs
-    documents = [doc for path in files for doc in load_file(path, problems)]
+    documents = load_spec_files(files, problems)  # less the files they name as data
     if overlays:
         patches = [doc for path in overlay_files for doc in load_file(path, problems)]
         documents = apply_overlays(documents, patches, problems)
