@@ -163,3 +163,90 @@ def _urn(props: Mapping[str, Any]) -> str:
 def _strip(props: dict[str, Any]) -> dict[str, Any]:
     props.pop(PROVIDER_KEY, None)
     return props
+
+
+# --- pulumi preview, as the CLI prints it ---------------------------------------------------
+
+#: How ``pulumi preview`` marks each planned operation, and its word in the Plan column.
+PREVIEW_OPS = {"create": "+ ", "update": "~ ", "replace": "+-"}
+
+
+@dataclass(frozen=True)
+class Existing:
+    """A resource already in the stack's state: its id, last inputs and outputs."""
+
+    id: str
+    inputs: Mapping[str, Any]
+    outputs: Mapping[str, Any]
+
+
+def preview(host: ProviderHost, stack: list[tuple[Mapping[str, Any], Existing | None]]) -> str:
+    """What ``pulumi preview`` prints for ``stack`` (each resource's new inputs and its
+    state, None when new), from the provider's own answers through the host: Check for
+    every resource, Diff for those in the state; the ``[diff: ...]`` keys are the inputs
+    that changed, as the engine shows them when a provider gives no detailed diff.
+    Unchanged resources are counted, not listed (as without ``--show-sames``)."""
+    rows: list[tuple[str, str, str, str, str]] = []
+    errors: list[str] = []
+    counts: dict[str, int] = {}
+    for news, existing in stack:
+        kind, name = str(news.get("kind", "Stream")), str(news.get("name"))
+        checked, failures = host.check(news, existing.inputs if existing else None)
+        if failures:
+            errors += [f"    {_type(kind)} ({name}): {f.property}: {f.reason}" for f in failures]
+            continue
+        op, info = _planned(host, checked, existing)
+        counts[op] = counts.get(op, 0) + 1
+        if op != "same":
+            rows.append((PREVIEW_OPS[op], _type(kind), name, op, info))
+    return (
+        _table(rows)
+        + _summary(counts)
+        + (("\nDiagnostics:\n" + "\n".join(errors) + "\n") if errors else "")
+    )
+
+
+def _planned(
+    host: ProviderHost, checked: dict[str, Any], existing: Existing | None
+) -> tuple[str, str]:
+    if existing is None:
+        return "create", ""
+    diff = host.diff(existing.id, existing.outputs, checked)
+    if diff.changes != provider_pb2.DiffResponse.DIFF_SOME:
+        return "same", ""
+    if diff.replaces:
+        return "replace", "[diff: " + ", ".join(f"~{key}" for key in diff.replaces) + "]"
+    return "update", _input_diff(existing.inputs, checked)
+
+
+def _input_diff(olds: Mapping[str, Any], news: Mapping[str, Any]) -> str:
+    keys = sorted((set(olds) | set(news)) - {PROVIDER_KEY})
+    marks = [
+        ("+" if key not in olds else "-" if key not in news else "~") + key
+        for key in keys
+        if olds.get(key) != news.get(key)
+    ]
+    return f"[diff: {', '.join(marks)}]" if marks else ""
+
+
+def _type(kind: str) -> str:
+    return f"pulumi-python:dynamic/jetstream:{kind}"
+
+
+def _table(rows: list[tuple[str, str, str, str, str]]) -> str:
+    head = ("  ", "Type", "Name", "Plan", "Info")
+    widths = [max(len(row[i]) for row in [head, *rows]) for i in range(4)]
+    lines = [
+        " ".join(cell.ljust(widths[i]) if i < 4 else cell for i, cell in enumerate(row))
+        for row in [head, *rows]
+    ]
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def _summary(counts: Mapping[str, int]) -> str:
+    lines = ["", "Resources:"]
+    lines += [f"    {PREVIEW_OPS[op]}{counts[op]} to {op}" for op in PREVIEW_OPS if counts.get(op)]
+    changes = sum(counts.get(op, 0) for op in PREVIEW_OPS)
+    same = counts.get("same", 0)
+    lines.append(f"    {changes} changes" + (f". {same} unchanged" if same else ""))
+    return "\n".join(lines) + "\n"
