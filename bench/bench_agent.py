@@ -11,7 +11,9 @@ Prints, on a fresh nats-server (memory streams, half of the resources consumers)
 - the agent's full re-plan time per cycle (median), and its ratio to the raw read;
 - drift -> reported (observe) and drift -> healed (heal): median and p99 over
   ``--trials`` changes (another client updates one stream's description), with
-  advisories, and with ``--no-advisories`` at ``--fallback-interval``;
+  advisories and a targeted re-plan (the default), with advisories and a full re-plan,
+  and with ``--no-advisories`` at ``--fallback-interval`` (a change lands at a random
+  moment of the interval);
 - the agent's idle CPU (process CPU seconds per wall second while nothing changes);
 - RSS over ``--cycles`` full re-plans (first, last, max): flat means bounded.
 The agent runs in this process (so CPU and RSS are the agent's and this script's
@@ -85,7 +87,13 @@ class TimedLog(Log):
 
 @contextlib.asynccontextmanager
 async def agent(
-    specs: Path, url: str, *, mode: str, interval: float, advisories: bool = True
+    specs: Path,
+    url: str,
+    *,
+    mode: str,
+    interval: float,
+    advisories: bool = True,
+    targeted: bool = True,
 ) -> AsyncIterator[tuple[Agent, TimedLog]]:
     options = ConnectionOptions(servers=url, timeout=60)
     log = TimedLog()
@@ -96,6 +104,7 @@ async def agent(
             mode="heal" if mode == "heal" else "observe",
             listen=None,
             advisories=advisories,
+            targeted=targeted,
             lock_timeout=120,
         ),
         log,
@@ -151,13 +160,16 @@ async def drift_latency(
     trials: int,
     interval: float,
     advisories: bool,
+    targeted: bool,
 ) -> list[float]:
     """Seconds from another client's update to the agent's line (drifted, or healed)."""
     state = "healed" if mode == "heal" else "drifted"
     samples = []
     nc = await nats.connect(url, name="bench-other")
     try:
-        async with agent(specs, url, mode=mode, interval=interval, advisories=advisories) as (
+        async with agent(
+            specs, url, mode=mode, interval=interval, advisories=advisories, targeted=targeted
+        ) as (
             _,
             log,
         ):
@@ -305,33 +317,32 @@ async def main(args: argparse.Namespace) -> None:
             floor = statistics.median(raw_adv)
             print(f"  raw: update -> its API audit advisory   median {floor * 1000:8.1f} ms")
             print(f"  raw: paged STREAM.LIST + CONSUMER.LIST (best of 3) {read:.3f} s")
-            for mode in ("observe", "heal"):
-                found = await drift_latency(
-                    specs,
-                    url,
-                    names,
-                    mode=mode,
-                    trials=args.trials,
-                    interval=args.interval,
-                    advisories=True,
-                )
-                show(
-                    f"{mode}: drift -> {'healed' if mode == 'heal' else 'reported'} (advisories)",
-                    found,
-                    floor,
-                )
-            for mode in ("observe", "heal"):
-                found = await drift_latency(
-                    specs,
-                    url,
-                    names,
-                    mode=mode,
-                    trials=max(args.trials // 4, 3),
-                    interval=args.fallback_interval,
-                    advisories=False,
-                )
-                show(f"{mode}: interval only ({args.fallback_interval:g}s)", found, floor)
-            await idle_and_memory(specs, url, args.idle, args.cycles)
+            ways = [
+                ("advisories, targeted re-plan", True, True, args.interval, args.trials),
+                ("advisories, full re-plan", True, False, args.interval, args.trials),
+                (
+                    f"interval only ({args.fallback_interval:g}s)",
+                    False,
+                    False,
+                    args.fallback_interval,
+                    max(args.trials // 4, 3),
+                ),
+            ]
+            for label, advisories, targeted, interval, trials in ways:
+                for mode in ("observe", "heal"):
+                    found = await drift_latency(
+                        specs,
+                        url,
+                        names,
+                        mode=mode,
+                        trials=trials,
+                        interval=interval,
+                        advisories=advisories,
+                        targeted=targeted,
+                    )
+                    verb = "healed" if mode == "heal" else "reported"
+                    show(f"{mode} -> {verb}: {label}", found, floor)
+            await idle_and_memory(specs, url, args.idle, args.cycles, read)
             print(
                 f"  (full re-plan vs the raw read: see the two lines above; raw read {read:.3f} s)"
             )

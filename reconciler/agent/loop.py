@@ -50,7 +50,7 @@ from reconciler.agent.status import (
 from reconciler.errors import ApplyFailed, ConnectError, ReconcileError
 from reconciler.execution.apply import StepEvent, describe
 from reconciler.execution.run import fewer_collections
-from reconciler.execution.standing import heal_on, plan_on
+from reconciler.execution.standing import Planned, heal_on, plan_on
 from reconciler.identity import ResourceRef
 from reconciler.jetstream import JetStreamClient, open_client
 from reconciler.model.state import StreamState
@@ -82,6 +82,9 @@ class WatchSettings:
     lock_timeout: float = 60.0
     first_backoff: float = 1.0
     advisories: bool = True  # False: plan every interval only (--no-advisories)
+    #: An advisory's re-plan reads and plans only the streams advisories named (False:
+    #: a full re-plan each time; the bench compares both).
+    targeted: bool = True
 
 
 class _Stopped(Exception):
@@ -349,12 +352,13 @@ class Agent:
         """Plan (and heal); record what was found. False when the cycle failed."""
         started = time.time()
         commit = self.source.commit
+        only = self._targets(trigger, commit)
         self.pending.clear()
         error: str | None = None
         resources: list[ResourceStatus] = []
         try:
             with fewer_collections():
-                resources = await self._plan_and_heal(client, commit)
+                resources = await self._plan_and_heal(client, commit, only)
         except ConnectError:
             raise
         except ReconcileError as err:
@@ -376,13 +380,29 @@ class Agent:
         self._log_cycle(trigger, commit, resources, error)
         return error is None
 
+    def _targets(self, trigger: str, commit: str | None) -> frozenset[str] | None:
+        """The streams an advisory's cycle plans (None: all of them). A full plan when
+        the last one failed or planned another commit, or when nothing was named."""
+        last = self.last
+        if (
+            trigger != "advisory"
+            or not self.settings.targeted
+            or not self.pending
+            or last is None
+            or not last.ok
+            or last.commit != commit
+        ):
+            return None
+        return frozenset(stream for stream, _ in self.pending)
+
     async def _plan_and_heal(
-        self, client: JetStreamClient, commit: str | None
+        self, client: JetStreamClient, commit: str | None, only: frozenset[str] | None
     ) -> list[ResourceStatus]:
         request = self.source.request()
         began = time.monotonic()
-        planned = await plan_on(client, request, self.observer)
-        self.metrics.plan_seconds.observe(time.monotonic() - began)
+        planned = await plan_on(client, request, self.observer, only=only)
+        scope = "full" if only is None else "targeted"
+        self.metrics.plan_seconds.labels(scope).observe(time.monotonic() - began)
         the_plan, split, result = planned.plan, split_for_heal(planned.plan), None
         self.denied = len(getattr(the_plan, "denied", ()))  # policy deny findings
         if self.settings.mode == "heal" and split.steps:
@@ -396,6 +416,7 @@ class Agent:
                     lock_timeout=self.settings.lock_timeout,
                     still_wanted=lambda: self.source.commit == commit,
                     stop=self.stop,
+                    only=only,
                 )
             except ApplyFailed as err:
                 raise ReconcileError(f"heal failed: {err}") from None
@@ -409,8 +430,22 @@ class Agent:
             causes=self.causes,
             previous=self.streams,
         )
-        self.streams = planned.live.stream_state
-        return [self._with_lost(r) for r in found]
+        if only is None:
+            self.streams = planned.live.stream_state
+            return [self._with_lost(r) for r in found]
+        return self._merged(found, only | {s.stream_name for s in planned.specs}, planned)
+
+    def _merged(
+        self, found: list[ResourceStatus], scoped: frozenset[str], planned: Planned
+    ) -> list[ResourceStatus]:
+        """A targeted plan's resources in place of those streams' in the last full
+        list (and their states in place of theirs)."""
+        assert self.last is not None
+        streams = {k: v for k, v in self.streams.items() if k not in scoped}
+        self.streams = {**streams, **planned.live.stream_state}
+        kept = [r for r in self.last.resources if r.ref.stream_name not in scoped]
+        merged = kept + [self._with_lost(r) for r in found]
+        return sorted(merged, key=lambda r: r.ref.sort_key)
 
     def _with_lost(self, resource: ResourceStatus) -> ResourceStatus:
         """A deleted stream's loss is remembered until it is back in sync."""

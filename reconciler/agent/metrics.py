@@ -3,7 +3,8 @@
 Every label has a small closed set of values: ``state`` (:data:`~reconciler.agent.status.STATES`),
 ``kind`` (the five resource kinds), ``cause`` (``api``: an advisory named who did it;
 ``unknown``: found by a plan, nobody named; ``commit``: a resource the specs declare
-anew), ``type`` (four advisory types), ``outcome`` (``ok``/``error``). No resource,
+anew), ``type`` (four advisory types), ``outcome`` (``ok``/``error``), ``scope``
+(``full``/``targeted``). No resource,
 client or user name and no spec value is ever a label: they are in ``/status`` and the log.
 """
 
@@ -49,7 +50,11 @@ class Metrics:
             registry=r,
         )
         self.plan_seconds = Histogram(
-            "reconcile_plan_duration_seconds", "Plan time.", buckets=_BUCKETS, registry=r
+            "reconcile_plan_duration_seconds",
+            "Plan time: full (the whole account), targeted (the streams an advisory named).",
+            ["scope"],
+            buckets=_BUCKETS,
+            registry=r,
         )
         self.apply_seconds = Histogram(
             "reconcile_apply_duration_seconds",

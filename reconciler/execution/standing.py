@@ -25,7 +25,7 @@ from reconciler.execution.run import _in_thread, _planned, _validated
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.state import LiveState
 from reconciler.planning.heal import HealSplit, split_for_heal
-from reconciler.planning.steps import Plan
+from reconciler.planning.steps import Plan, origins
 from reconciler.specs.spec import Spec
 
 
@@ -39,18 +39,56 @@ class Planned:
     live: LiveState
 
 
-async def plan_on(client: JetStreamClient, request: PlanRequest, observer: Observer) -> Planned:
+async def _read(client: JetStreamClient, only: frozenset[str] | None) -> LiveState:
+    """The whole account's live state, or only the streams ``only`` names (each one's
+    INFO and consumer list: what a stream or consumer advisory asks to look at again)."""
+    if only is None:
+        return await client.fetch_live()
+    server = await client.server_info()
+    return await client.confirm(LiveState(server=server), streams=sorted(only), consumers=())
+
+
+def scope(specs: Sequence[Spec], only: frozenset[str]) -> frozenset[str]:
+    """``only`` with the streams its declared streams mirror or source (to a fixed
+    point): a targeted plan sees the origins its steps depend on."""
+    found = set(only)
+    while True:
+        more = {o for s in specs if s.stream_name in found for o in origins(s.config)} - found
+        if not more:
+            return frozenset(found)
+        found |= more
+
+
+async def plan_on(
+    client: JetStreamClient,
+    request: PlanRequest,
+    observer: Observer,
+    *,
+    only: frozenset[str] | None = None,
+) -> Planned:
     """Validate ``request``'s specs (in a thread) while the live state is read, then plan.
-    A ``SpecError`` cancels the read."""
-    reading = asyncio.ensure_future(client.fetch_live())
+    A ``SpecError`` cancels the read.
+
+    ``only``: a targeted plan of the specs of these streams (their consumers, KeyValue
+    entries and origins with them) against a read of just those streams; None: every
+    spec against the whole account. A targeted plan lists no other resource and cannot
+    see a subject overlap with a stream it did not read (the server then refuses the
+    create, and the next full plan says why)."""
+    reading = asyncio.ensure_future(_read(client, None)) if only is None else None
     try:
         specs, warnings = await _in_thread(_validated, request)
     except BaseException:
-        reading.cancel()
-        await asyncio.gather(reading, return_exceptions=True)
+        if reading is not None:
+            reading.cancel()
+            await asyncio.gather(reading, return_exceptions=True)
         raise
     for warning in warnings:
         observer.notice(str(warning))
+    if reading is None:
+        assert only is not None
+        only = scope(specs, only)
+        specs = [s for s in specs if s.stream_name in only]
+        reading = asyncio.ensure_future(_read(client, only))
     the_plan = await _planned(client, specs, request, reading=reading)
     return Planned(the_plan, tuple(specs), reading.result())
 
@@ -73,17 +111,20 @@ async def heal_on(
     lock_timeout: float | None = lock.DEFAULT_TIMEOUT,
     still_wanted: Callable[[], bool] = lambda: True,
     stop: asyncio.Event | None = None,
+    only: frozenset[str] | None = None,
 ) -> Healed:
     """Under the apply lock: plan ``specs`` again, apply the steps a heal may, release.
 
     ``still_wanted`` is asked once the lock is held: False (a newer commit was seen while
     waiting) applies nothing. ``stop`` (SIGTERM) lets the steps in flight finish.
+    ``only``: as for :func:`plan_on` (``specs`` are then that plan's, already scoped).
     """
     stop = stop or asyncio.Event()
     async with lock.for_apply(
         client, timeout=lock_timeout, on_notice=observer.notice, on_lost=stop.set, stop=stop
     ) as fence:
-        the_plan = await _planned(client, specs, request)
+        reading = asyncio.ensure_future(_read(client, only))
+        the_plan = await _planned(client, specs, request, reading=reading)
         split = split_for_heal(the_plan)
         if not split.steps or not still_wanted() or stop.is_set():
             return Healed(the_plan, split, None)

@@ -51,6 +51,12 @@ def test_drift_by_another_client_is_healed_and_says_who(
             assert (live["description"], live["max_msgs"]) == ("orders as declared", 1000)
             assert await alice.messages("ORDERS") == 10  # the heal kept every message
             assert agent.metrics.drift_events.labels("api")._value.get() >= 1
+            targeted = agent.metrics.registry.get_sample_value(
+                "reconcile_plan_duration_seconds_count", {"scope": "targeted"}
+            )
+            assert targeted, "the advisory's re-plan read only ORDERS"
+            listed = {r["name"]: r["state"] for r in agent.status()["last_cycle"]["resources"]}
+            assert set(listed) == {"ORDERS", "worker"}
 
     run(scenario())
 

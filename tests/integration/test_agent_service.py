@@ -71,7 +71,7 @@ def test_metrics_parse_and_status_names_every_resource(
             heals = {s.labels["kind"]: s.value for s in families["reconcile_heals_applied"].samples}
             assert heals["Stream"] == 1
             labels = {k for f in families.values() for s in f.samples for k in s.labels}
-            assert labels <= {"state", "kind", "cause", "type", "outcome", "le", "action"}
+            assert labels <= {"state", "kind", "cause", "type", "outcome", "le", "action", "scope"}
 
             assert (await _get(agent, "/healthz"))[0] == 200
             assert (await _get(agent, "/readyz"))[0] == 200
