@@ -118,7 +118,7 @@ def render_drift_text(report: DriftReport, *, full: bool = False) -> str:
     more than :data:`FOLD_OVER` unmanaged or foreign resources as a count per kind
     unless ``full`` (names, values and file names escaped: :func:`printable`)."""
     lines = [headline(report), f"  {counts_line(report)}"]
-    lines += [f"  {line}" for line in hidden_lines(report)]
+    lines += [f"  {printable(line)}" for line in hidden_lines(report)]
     shown_folds: set[Status] = set()
     for resource in report.resources:
         status = resource.status

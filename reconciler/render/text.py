@@ -186,6 +186,7 @@ def _notes(plan: Plan, *, color: bool) -> list[str]:
     if plan.unmanaged:
         lines += ["", "Unmanaged (no managed-by marker, never touched):"]
         lines += [_paint(f"  ? {note.label}", "note", color=color) for note in plan.unmanaged]
+    lines += _hidden_notes(plan, color=color)
     if plan.orphans:
         lines += ["", "Managed but declared by no spec (deleted with --prune):"]
         lines += [_paint(f"  ! {note.label}", "note", color=color) for note in plan.orphans]
@@ -199,6 +200,14 @@ def _notes(plan: Plan, *, color: bool) -> list[str]:
         lines += ["", "Observed (lifecycle mode observe: read and reported, never written):"]
         lines += [line for note in plan.observed for line in step_lines(note, color=color)]
     return lines
+
+
+def _hidden_notes(plan: Plan, *, color: bool) -> list[str]:
+    """How many unmanaged notes each drift ignore rule left out (docs/drift.md)."""
+    if not plan.hidden:
+        return []
+    said = [f"  {h.count} hidden by rule {printable(h.label)}" for h in plan.hidden]
+    return ["", "Unmanaged, hidden by ignore rules (never touched):", *said]
 
 
 def render_text(

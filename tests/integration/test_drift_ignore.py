@@ -84,6 +84,7 @@ def test_app_made_consumer_named_by_a_rule_is_not_drift(
 
     hidden = cli("drift", "specs", "--server", clean_server.url, cwd=tmp_path)
     as_json = cli("drift", "specs", "--server", clean_server.url, "--format", "json", cwd=tmp_path)
+    page = cli("drift", "specs", "--server", clean_server.url, "--format", "html", cwd=tmp_path)
     rules.unlink()
     shown = cli("drift", "specs", "--server", clean_server.url, cwd=tmp_path)
 
@@ -95,6 +96,7 @@ def test_app_made_consumer_named_by_a_rule_is_not_drift(
     assert report["hidden"] == [
         {"rule": RULE, "source": "specs/.reconcileignore:3", "hidden": 1, "hides": "resources"}
     ]
+    assert f'<li data-rule="{RULE}" data-value="1">1 hidden by rule' in page.stdout
     assert shown.returncode == 2, shown.stdout + shown.stderr
     assert "? Consumer ORDERS/ephemeral-7f3a: unmanaged" in shown.stdout
     info = run(_stream_info(clean_server.url, "ORDERS"))
@@ -112,12 +114,15 @@ def test_a_rule_hides_only_notes_never_a_step(clean_server: NatsServer, tmp_path
     without = json.loads(cli(*args, cwd=tmp_path).stdout)
     write(tmp_path / "specs" / ".reconcileignore", RULE + "\n")
     with_rule = json.loads(cli(*args, cwd=tmp_path).stdout)
+    text = cli(*args[:-3], "--prune", cwd=tmp_path).stdout
 
     jsonschema.validate(with_rule["hidden"], PLAN_SCHEMA["$defs"]["hidden"])
     assert with_rule["changes"] == without["changes"] != []
     assert [n["name"] for n in without["unmanaged"]] == ["ephemeral-1"]
     assert with_rule["unmanaged"] == []
     assert with_rule["hidden"][0]["hidden"] == 1
+    assert f"  1 hidden by rule {RULE} (specs/.reconcileignore:1)" in text
+    assert "ephemeral-1" not in text
     done = cli("apply", "specs", "--server", clean_server.url, "--prune", "--yes", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     info = run(_stream_info(clean_server.url, "ORDERS"))
