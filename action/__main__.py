@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from reconciler.execution.requests import PlanRequest
     from reconciler.jetstream import ConnectionOptions
     from reconciler.planning.findings import PolicyFinding
+    from reconciler.planning.saved import SavedPlan
     from reconciler.planning.steps import Plan
 
 MODES = ("plan", "apply", "drift", "backup")
@@ -87,6 +88,8 @@ class Inputs:
             raise InputError(f"input 'mode' must be one of {', '.join(MODES)}, not {mode!r}")
         if mode != "plan" and (len(environments) > 1 or environments == ("all",)):
             raise InputError(f"mode {mode} runs one environment per step, not {environments}")
+        if runner.input("plan-file") and (len(environments) > 1 or environments == ("all",)):
+            raise InputError("input 'plan-file' holds one plan: name one environment")
         migration = runner.input("migration").strip().lower() or None
         if migration not in (None, *MIGRATION_CHOICES):
             raise InputError(
@@ -328,6 +331,8 @@ def plan_outputs(runner: Runner, inputs: Inputs, plan: Plan) -> dict[str, str]:
 
 
 def plan_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outcome:
+    if runner.input("plan-file"):
+        return save_plan_mode(runner, inputs, options)
     return plan_jobs(runner, [(inputs, options)])[0][1]
 
 
@@ -367,11 +372,13 @@ def apply_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Ou
     console = GitHubConsole(runner, inputs, "apply")
     given = {"--allow-replace": inputs.allow_replace, "--allow-data-loss": inputs.allow_data_loss}
     console.allowed = tuple(flag for flag, on in given.items() if on)
+    saved = saved_plan(runner, inputs)  # input plan-file: exactly that plan, or nothing
     request = ApplyRequest(
-        plan=plan_request(inputs, options),
+        plan=plan_request(inputs, options) if saved is None else saved_request(saved, options),
         allow_replace=inputs.allow_replace,
         allow_data_loss=inputs.allow_data_loss,
         approved=True,  # mode: apply in the workflow is the approval
+        expected=saved,
     )
     try:
         with console.steps():
@@ -463,6 +470,73 @@ def backup_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> O
     )
     outputs = {"backup-dir": str(out), "summary": summary}
     return Outcome(outputs, markdown)
+
+
+# --- saved plans (input plan-file: docs/saved-plans.md) ---------------------------------
+
+
+def save_plan_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outcome:
+    """Mode plan with ``plan-file``: the plan shown as mode plan shows it, and saved to
+    that file for a later step's mode apply (output ``plan-file``: its absolute path)."""
+    from reconciler.execution import run
+    from reconciler.specs.fingerprint import plan_root
+    from reconciler.specs.project import PROJECT_FILE
+
+    console = GitHubConsole(runner, inputs, "plan")
+    workspace = Path(runner.env.get("GITHUB_WORKSPACE") or os.getcwd())
+    project = workspace / (inputs.project or PROJECT_FILE) if inputs.env else None
+    the_plan, saved = asyncio.run(
+        run.save_plan_for(
+            plan_request(inputs, options),
+            MarkdownConsole(runner.log),
+            root=plan_root(),
+            project=project,
+        )
+    )
+    console.show_plan(the_plan)
+    path = Path(runner.input("plan-file")).resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(saved.text(), encoding="utf-8")
+    outputs = plan_outputs(runner, inputs, the_plan) | {"plan-file": str(path)}
+    return Outcome(outputs, console.markdown, policy_code(runner, the_plan.policy))
+
+
+def saved_plan(runner: Runner, inputs: Inputs) -> SavedPlan | None:
+    """The saved plan input ``plan-file`` names for mode apply (None: no input). It
+    must have been made for this step's environment; its paths and flags are used,
+    the connection is this step's."""
+    from reconciler.planning.saved import SavedPlan
+    from reconciler.specs.fingerprint import plan_root, relative
+    from reconciler.specs.project import PROJECT_FILE
+
+    name = runner.input("plan-file")
+    if not name:
+        return None
+    try:
+        text = Path(name).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"input 'plan-file': cannot read {name}: {err}") from None
+    saved = SavedPlan.parse(text, source=name)
+    root = plan_root()
+    named = tuple(relative(Path(p), root) for p in inputs.paths)
+    other_paths = not inputs.env and saved.request.paths != named
+    if saved.request.env != (inputs.env or None) or other_paths:
+        made = f"environment {saved.request.env}" if saved.request.env else "paths, no environment"
+        raise InputError(f"input 'plan-file': the plan was saved for {made}, not {inputs.label}")
+    given = {"prune": inputs.prune, "migrate": inputs.migrate, "migration": inputs.migration}
+    shaping = [name for name, value in given.items() if value]
+    shaping += ["policy"] if runner.input("policy") else []
+    if shaping:
+        raise InputError(f"input '{shaping[0]}' with 'plan-file': the plan keeps its own flags")
+    workspace = Path(runner.env.get("GITHUB_WORKSPACE") or os.getcwd())
+    project = workspace / (inputs.project or PROJECT_FILE) if inputs.env else None
+    return saved.at(root, project)
+
+
+def saved_request(saved: SavedPlan, options: ConnectionOptions) -> PlanRequest:
+    from reconciler.execution.saved_plans import plan_request as saved_plan_request
+
+    return saved_plan_request(saved, options)
 
 
 MODE_RUNNERS = {

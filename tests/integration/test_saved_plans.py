@@ -10,7 +10,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -458,3 +460,73 @@ def test_plan_out_refuses_a_file_inside_a_spec_folder(
     assert done.returncode == 1
     assert "is inside the spec folder specs" in done.stderr
     assert not (root / "specs" / "plan.json").exists()
+
+
+# --- the GitHub Action: input plan-file ---------------------------------------------------
+
+
+def action_step(root: Path, server: NatsServer, **inputs: str) -> tuple[int, str, dict[str, str]]:
+    """``python -m action`` as the runner runs it in workspace ``root``: exit status,
+    standard output (the job log) and the step's outputs."""
+    temp = root.parent / f"runner-{len(list(root.parent.glob('runner-*')))}"
+    temp.mkdir()
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(root.parent),
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_WORKSPACE": str(root),
+        "GITHUB_OUTPUT": str(temp / "output"),
+        "GITHUB_STEP_SUMMARY": str(temp / "summary.md"),
+        "RUNNER_TEMP": str(temp),
+        "INPUT_PATH": "specs",
+        "INPUT_SERVER": server.url,
+    } | {"INPUT_" + name.upper().replace("-", "_"): value for name, value in inputs.items()}
+    done = subprocess.run(
+        [sys.executable, "-m", "action"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    outputs = {}
+    if (temp / "output").exists():
+        lines = (temp / "output").read_text().split("\n")
+        for i, line in enumerate(lines):
+            name, _, delimiter = line.partition("<<")
+            if delimiter:
+                outputs[name] = lines[i + 1]
+    return done.returncode, done.stdout, outputs
+
+
+def test_the_action_saves_the_plan_on_the_pull_request_and_applies_that_file(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    root = repo(tmp_path)
+    create_orders(clean_server, root)
+    (root / "specs" / "orders.yaml").write_text(ORDERS.format(extra="description: merged"))
+
+    code, log, outputs = action_step(root, clean_server, mode="plan", **{"plan-file": "p.json"})
+
+    assert code == 0, log
+    assert outputs["plan-file"] == str(root / "p.json")
+    assert outputs["has-changes"] == "true"
+    assert state(clean_server)["ORDERS"]["config"].get("description") is None
+    saved = {"plan-file": "p.json"}
+    pruning, log, _ = action_step(root, clean_server, mode="apply", prune="true", **saved)
+    assert pruning == 1
+    assert "input 'prune' with 'plan-file': the plan keeps its own flags" in log
+
+    code, log, outputs = action_step(root, clean_server, mode="apply", **saved)
+
+    assert code == 0, log
+    after = state(clean_server)
+    assert after["ORDERS"]["config"]["description"] == "merged"
+    assert after["ORDERS"]["messages"] == 10
+
+    again, log, _ = action_step(root, clean_server, mode="apply", **{"plan-file": "p.json"})
+
+    assert again == 1  # applied once: its update is no longer needed
+    assert "the plan made now is not the saved one" in log
+    assert state(clean_server) == after
