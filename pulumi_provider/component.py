@@ -11,7 +11,7 @@ with the stream).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ class JetStreamSpecs(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
         *,
         allow_destroy: bool | None = None,
+        policy: Sequence[str] = (),
     ) -> None:
         super().__init__(COMPONENT_TYPE, name, None, opts)
         documents = load_documents([path])
@@ -69,6 +70,7 @@ class JetStreamSpecs(pulumi.ComponentResource):
                 resource_spec(spec, bodies[spec.source]),
                 connection=connection,
                 allow_destroy=allow_destroy,
+                policy=policy,  # docs/policy.md: every child keeps the same rules
                 opts=self._child_options(stream),
             )
             self.resources[resource_key(spec)] = child
