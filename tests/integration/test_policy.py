@@ -146,6 +146,8 @@ def test_the_starter_policy_passes_the_shop_and_denies_it_in_prod(
     assert [(f["rule"], f["kind"], f["name"]) for f in found] == [
         ("prod-replicas", "Stream", "ORDERS")
     ]
+    every = reconcile("plan", "--all-envs", cwd=tmp_path)
+    assert every.returncode == 3 and "deny prod-replicas" in every.stdout, every.stderr
     applied = reconcile("apply", "--env", "prod", "--yes", "--no-lock", cwd=tmp_path)
     assert applied.returncode == 3 and "prod-replicas" in applied.stderr
     streams = run(_stream_names(clean_server.url))
