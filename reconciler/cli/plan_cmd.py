@@ -490,20 +490,27 @@ PLAN_FLAGS = ("prune", "migrate", "migration", "owner", "take_over", "strict", "
 def _saved_plan_in(paths: tuple[Path, ...]) -> SavedPlan | None:
     """The saved plan ``apply FILE`` names (recognised by its marker, whatever the file
     is called); None when ``paths`` are spec paths."""
-    if len(paths) != 1 or not paths[0].is_file():
-        return None
     from reconciler.errors import ReconcileError
     from reconciler.planning.saved import FORMAT, SavedPlan
 
+    found = []
+    for path in paths:
+        try:
+            if path.is_file():
+                with path.open("rb") as file:
+                    if FORMAT.encode() in file.read(4096):
+                        found.append(path)
+        except OSError as err:
+            raise ReconcileError(f"cannot read {path}: {err.strerror or err}") from None
+    if not found:
+        return None
+    if len(paths) > 1:
+        raise click.UsageError(f"{found[0]} is a saved plan: apply it alone, without PATHS")
     try:
-        with paths[0].open("rb") as file:
-            if FORMAT.encode() not in file.read(4096):
-                return None
-            file.seek(0)
-            text = file.read().decode("utf-8")
+        text = found[0].read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise ReconcileError(f"cannot read {paths[0]}: {err}") from None
-    return SavedPlan.parse(text, source=str(paths[0]))
+        raise ReconcileError(f"cannot read {found[0]}: {err}") from None
+    return SavedPlan.parse(text, source=str(found[0]))
 
 
 def _saved_target(

@@ -530,3 +530,12 @@ def test_the_action_saves_the_plan_on_the_pull_request_and_applies_that_file(
     assert again == 1  # applied once: its update is no longer needed
     assert "the plan made now is not the saved one" in log
     assert state(clean_server) == after
+
+
+def test_a_saved_plan_is_applied_alone(clean_server: NatsServer, tmp_path: Path) -> None:
+    root = repo(tmp_path)
+    plan = plan_out(root, clean_server)
+    done = reconcile("apply", str(plan), "specs", "--server", clean_server.url, "--yes", cwd=root)
+    assert done.returncode == 1
+    assert "is a saved plan: apply it alone, without PATHS" in done.stderr
+    assert state(clean_server) == {}
