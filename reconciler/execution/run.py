@@ -27,6 +27,7 @@ from reconciler.execution.apply import (
     check_allowed,
     lease_lost,
 )
+from reconciler.execution.capacity_checks import with_capacity
 from reconciler.execution.migration_checks import check_workers
 from reconciler.execution.requests import QUIET, ApplyRequest, Observer, PlanRequest
 from reconciler.execution.saved_plans import (
@@ -55,6 +56,7 @@ from reconciler.planning.plan import (
     Ownership,
     StreamPlan,
     build_plan,
+    governed,
     observed_part,
 )
 from reconciler.planning.policy import evaluate as evaluate_policy
@@ -119,6 +121,8 @@ def _say_server(the_plan: Plan, options: ConnectionOptions, observer: Observer) 
     line = server_line(the_plan.server, options)
     if line is not None:
         observer.notice(line)
+    for warning in the_plan.capacity.warnings if the_plan.capacity else ():
+        observer.notice(str(warning))  # near a limit (docs/capacity.md)
 
 
 async def _planned(
@@ -248,6 +252,8 @@ async def plan_with(
     the replies are read between them): over a slow link that work costs nothing."""
     entries = [s for s in specs if s.kind == ENTRY]
     resources = [s for s in specs if s.kind != ENTRY]
+    if not lifecycle.is_default:  # once, before the memo digests them
+        resources = governed(resources, lifecycle)
     reading = reading or asyncio.ensure_future(client.fetch_live())
     try:
         await asyncio.sleep(0)  # the read sends its first requests
@@ -286,6 +292,7 @@ async def plan_with(
     memo_store.store(folder, memo)
     await check_room(client, the_plan, live)
     await check_workers(client, the_plan)
+    the_plan = await with_capacity(client, the_plan, live, resources)  # docs/capacity.md
     if entries or prune:
         prune = prune and not lifecycle.observe
         found = await _entries_part(client, the_plan, entries, resources, live, prune, ownership)
@@ -383,6 +390,7 @@ async def plan_for(request: PlanRequest, observer: Observer = QUIET) -> Plan:
     with fewer_collections():
         if not request.options.is_configured:
             return await _plan_loaded(request, _load(request, observer), observer)
+        load_policy(request.policies)  # a broken rule: before the server is asked at all
         specs: asyncio.Future[list[Spec]] = asyncio.get_running_loop().create_future()
         planning = asyncio.ensure_future(_read_then_plan(request, specs, observer))
         try:

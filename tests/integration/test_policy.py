@@ -5,6 +5,7 @@ before any server is asked, an expression that cannot be evaluated is a finding.
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import nats
@@ -182,9 +183,16 @@ def test_a_bad_rule_is_file_line_before_any_server_is_asked(tmp_path: Path) -> N
         "rules:\n  - id: typo\n    level: warn\n    message: m\n"
         "    expr: resource.envirnoment == 'x'\n"
     )
-    wanted = PlanRequest.of([specs], ConnectionOptions(servers="nats://127.0.0.1:1"))
-    with pytest.raises(SpecError, match=r"policy\.yaml:5: .*unknown field resource\.envirnoment"):
-        run(engine.plan_for(PlanRequest.of(wanted.paths, wanted.options, policies=(policy,))))
+    with socket.socket() as listener:  # a server address that counts who connects
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        listener.setblocking(False)
+        url = f"nats://127.0.0.1:{listener.getsockname()[1]}"
+        wanted = PlanRequest.of([specs], ConnectionOptions(servers=url), policies=(policy,))
+        with pytest.raises(SpecError, match=r"policy\.yaml:5: .*unknown field resource\.envirn"):
+            run(engine.plan_for(wanted))
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody connected
 
 
 def test_an_expression_that_cannot_be_evaluated_is_a_finding(
