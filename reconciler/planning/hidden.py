@@ -40,12 +40,7 @@ def hide_notes(plan: Plan, rules: IgnoreRules) -> Plan:
 def _rule_for(
     note: Unmanaged, rules: IgnoreRules, hidden_streams: dict[str, IgnoreRule]
 ) -> IgnoreRule | None:
-    own = rules.hiding(note.kind, note.name, note.stream)
-    if own is not None or not note.ref.is_child:
-        return own
-    if any(
-        r.negated and r.field is None and r.names(note.kind, note.name, note.stream)
-        for r in rules.rules
-    ):
-        return None
-    return hidden_streams.get(note.ref.stream_name)
+    own = rules.deciding(note.kind, note.name, note.stream)
+    if own is not None:
+        return None if own.negated else own
+    return hidden_streams.get(note.ref.stream_name) if note.ref.is_child else None

@@ -27,8 +27,10 @@ Every bad line is a ``FILE:LINE`` problem; all of them are reported at once.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from dataclasses import field as _field  # `field` is a rule's attribute
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +45,7 @@ IGNORE_FILE = ".reconcileignore"
 #: The kinds a rule may name (``*``: any kind but consumers).
 KINDS = ("Stream", "Consumer", "KeyValue", "ObjectStore")
 ANY_KIND = "*"
+Matcher = Callable[[str], "re.Match[str] | None"]
 _WILDCARDS = frozenset("*?.")
 
 
@@ -56,24 +59,35 @@ class IgnoreRule:
     negated: bool
     text: str  # the rule as written (stripped)
     where: Location
+    #: The globs compiled once (a plan of 100,000 unmanaged resources asks every rule).
+    _name: Matcher = _field(init=False, repr=False, compare=False)
+    _stream: Matcher | None = _field(init=False, repr=False, compare=False)
+    _path: Matcher | None = _field(init=False, repr=False, compare=False)
 
     @property
     def label(self) -> str:
         """``Consumer ORDERS/ephemeral-* (.reconcileignore:3)``."""
         return f"{self.text} ({self.where})"
 
+    def __post_init__(self) -> None:
+        stream_glob, _, name_glob = self.name.rpartition("/")
+        object.__setattr__(self, "_name", _glob(name_glob))
+        object.__setattr__(self, "_stream", _glob(stream_glob) if "/" in self.name else None)
+        object.__setattr__(self, "_path", _glob(self.field) if self.field else None)
+
     def names(self, kind: str, name: str, stream: str | None) -> bool:
         """Whether the rule's kind and name pattern match this resource."""
-        if kind == "Consumer":
-            if self.kind not in ("Consumer", ANY_KIND) or "/" not in self.name:
-                return False
-            stream_glob, name_glob = self.name.split("/", 1)
-            return fnmatch.fnmatchcase(stream or "", stream_glob) and fnmatch.fnmatchcase(
-                name, name_glob
-            )
-        if self.kind not in (kind, ANY_KIND) or "/" in self.name:
+        if self.kind not in (kind, ANY_KIND):
             return False
-        return fnmatch.fnmatchcase(name, self.name)
+        if (kind == "Consumer") != (self._stream is not None):
+            return False  # a consumer pattern is STREAM/NAME, nothing else's is
+        if self._stream is not None and not self._stream(stream or ""):
+            return False
+        return self._name(name) is not None
+
+    def fields(self, path: str) -> bool:
+        """Whether a field rule names this dotted field path."""
+        return self._path is not None and self._path(path) is not None
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,9 @@ class IgnoreRules:
     ``.reconcileignore`` line. The last rule matching a resource (or field) decides."""
 
     rules: tuple[IgnoreRule, ...] = ()
+    _by_kind: dict[str, tuple[IgnoreRule, ...]] = _field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __bool__(self) -> bool:
         return bool(self.rules)
@@ -89,24 +106,42 @@ class IgnoreRules:
     def __add__(self, other: IgnoreRules) -> IgnoreRules:
         return IgnoreRules((*self.rules, *other.rules))
 
+    def deciding(self, kind: str, name: str, stream: str | None) -> IgnoreRule | None:
+        """The last resource rule naming this resource (negated or not), or None."""
+        for rule in self._resource_rules(kind):
+            if rule.names(kind, name, stream):
+                return rule
+        return None
+
     def hiding(self, kind: str, name: str, stream: str | None) -> IgnoreRule | None:
         """The resource rule hiding this (unmanaged) resource, or None."""
-        return _decide(r for r in self.rules if r.field is None and r.names(kind, name, stream))
+        rule = self.deciding(kind, name, stream)
+        return None if rule is None or rule.negated else rule
+
+    def _resource_rules(self, kind: str) -> tuple[IgnoreRule, ...]:
+        """The resource rules that may name a resource of ``kind``, the last first
+        (worked out once per kind: a plan may ask for 100,000 resources)."""
+        found = self._by_kind.get(kind)
+        if found is None:
+            found = tuple(
+                r for r in reversed(self.rules) if r.field is None and r.kind in (kind, ANY_KIND)
+            )
+            self._by_kind[kind] = found
+        return found
 
     def hiding_field(
         self, kind: str, name: str, stream: str | None, path: str
     ) -> IgnoreRule | None:
         """The field rule hiding this field of this resource's drift, or None."""
-        return _decide(
-            r
-            for r in self.rules
-            if r.field is not None
-            and fnmatch.fnmatchcase(path, r.field)
-            and r.names(kind, name, stream)
-        )
+        return _decide(r for r in self.rules if r.fields(path) and r.names(kind, name, stream))
 
 
 NO_RULES = IgnoreRules()
+
+
+def _glob(pattern: str) -> Matcher:
+    """A glob (``fnmatch``, case-sensitive) as a compiled full match."""
+    return re.compile(fnmatch.translate(pattern)).match
 
 
 def _decide(matching: Iterable[IgnoreRule]) -> IgnoreRule | None:
