@@ -343,9 +343,6 @@ async def main(args: argparse.Namespace) -> None:
                     verb = "healed" if mode == "heal" else "reported"
                     show(f"{mode} -> {verb}: {label}", found, floor)
             await idle_and_memory(specs, url, args.idle, args.cycles, read)
-            print(
-                f"  (full re-plan vs the raw read: see the two lines above; raw read {read:.3f} s)"
-            )
         finally:
             server.terminate()
             server.wait()

@@ -77,7 +77,7 @@ class WatchSettings:
     mode: Mode = "observe"
     once: bool = False
     listen: tuple[str, int] | None = ("127.0.0.1", 9464)
-    debounce: float = 0.2
+    debounce: float = 0.05  # advisories of one burst (a script's creates) join one plan
     git_poll: float | None = None  # default: the interval
     lock_timeout: float = 60.0
     first_backoff: float = 1.0
