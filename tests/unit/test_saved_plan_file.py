@@ -195,3 +195,19 @@ def test_the_commit_read_is_the_one_git_names(tmp_path: Path) -> None:
     git("commit", "-q", "-m", "a")
     git("pack-refs", "--all")
     assert git_commit(tmp_path) == git("rev-parse", "HEAD")
+
+
+def test_the_file_follows_its_schema() -> None:
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    schemas = Path(__file__).resolve().parents[2] / "schemas"
+    plan_schema = json.loads((schemas / "plan.schema.json").read_text())
+    saved_schema = json.loads((schemas / "saved-plan.schema.json").read_text())
+    Draft202012Validator.check_schema(saved_schema)
+    registry: Registry[object] = Registry().with_resource(
+        "plan.schema.json", Resource.from_contents(plan_schema)
+    )
+    validator = Draft202012Validator(saved_schema, registry=registry)
+    errors = [e.message for e in validator.iter_errors(json.loads(saved().text()))]
+    assert errors == []
