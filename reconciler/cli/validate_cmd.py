@@ -13,6 +13,7 @@ from reconciler.console.terminal import TerminalConsole
 from reconciler.errors import Problem, SpecError
 from reconciler.model.values import inert_json
 from reconciler.specs.files import spec_files
+from reconciler.specs.ignore import rules_next_to
 from reconciler.specs.spec import KINDS
 from reconciler.specs.validate import load_specs
 
@@ -39,6 +40,7 @@ def validate(
     warnings: list[Problem] = []
     try:
         specs = load_specs(list(paths), warnings=warnings, strict=strict)
+        rules_next_to([Path(p) for p in paths])  # a bad .reconcileignore line: FILE:LINE
     except SpecError as err:
         if fmt != "json":
             raise

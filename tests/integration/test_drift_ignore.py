@@ -203,6 +203,16 @@ def test_a_bad_ignore_line_is_file_and_line(clean_server: NatsServer, tmp_path: 
     assert "Traceback" not in result.stderr
 
 
+def test_validate_checks_the_ignore_file_without_a_server(tmp_path: Path) -> None:
+    write(tmp_path / "specs" / "orders.yaml", SPECS)
+    write(tmp_path / "specs" / ".reconcileignore", "Stream TMP_*\nStream ORDERS/x\n")
+
+    result = cli("validate", "specs", cwd=tmp_path)
+
+    assert result.returncode == 1
+    assert result.stderr.startswith("specs/.reconcileignore:2: a Stream name has no '/'")
+
+
 def test_a_bad_project_ignore_item_is_file_and_line(tmp_path: Path) -> None:
     write(tmp_path / "specs" / "orders.yaml", SPECS)
     project = """\
