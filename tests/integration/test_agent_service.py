@@ -156,6 +156,12 @@ def test_an_account_without_advisory_permission_says_so_and_polls(
             assert "secret-pw" not in log.getvalue()
             notices = [line for line in log.getvalue().splitlines() if "may not subscribe" in line]
             assert notices
+            async with Other.connect(url) as alice:  # the interval's plan still finds it
+                await alice.api("STREAM.DELETE.ORDERS")
+            again = await until(
+                lambda: changes(log, "Stream ORDERS", "healed")[1:], what="ORDERS created again"
+            )
+            assert again[0].get("cause") is None  # nobody named: no advisory came
 
     run(scenario())
 
