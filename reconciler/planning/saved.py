@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.errors import SavedPlanRefused
-from reconciler.identity import ENTRY, ResourceRef
+from reconciler.identity import ENTRY, KINDS, ResourceRef
 from reconciler.model.diff import FieldChange
 from reconciler.model.loss import Loss
 from reconciler.model.server_identity import ServerIdentity
@@ -273,7 +273,10 @@ def _saved_config(ref: ResourceRef, live: Mapping[str, Any] | None) -> dict[str,
 
 def _step(change: Mapping[str, Any], live: Mapping[str, Any]) -> Step:
     """One step from the plan JSON's change and the file's live config."""
-    ref = ResourceRef(change["kind"], str(change["name"]), change.get("stream"))
+    kind, stream = change["kind"], change.get("stream")
+    if kind not in KINDS or not (stream is None or isinstance(stream, str)):
+        raise ValueError(f"not a resource: {kind!r}")
+    ref = ResourceRef(kind, str(change["name"]), stream)
     if (live.get("kind"), live.get("name"), live.get("stream")) != (ref.kind, ref.name, ref.stream):
         raise ValueError("live configs out of step order")
     fields = tuple(

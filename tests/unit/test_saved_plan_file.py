@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -211,3 +212,27 @@ def test_the_file_follows_its_schema() -> None:
     validator = Draft202012Validator(saved_schema, registry=registry)
     errors = [e.message for e in validator.iter_errors(json.loads(saved().text()))]
     assert errors == []
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda d: d["plan"]["changes"][0].update(kind="Bogus"),
+        lambda d: d["plan"]["changes"][0].update(stream=["x"]),
+        lambda d: d["plan"]["changes"][0].update(action="explode"),
+        lambda d: d["plan"]["changes"][0].update(fields="not a list"),
+        lambda d: d["plan"]["changes"][0]["fields"][0].pop("path"),
+        lambda d: d["live"][0].update(name="OTHER"),
+        lambda d: d["request"].update(paths="specs"),
+        lambda d: d["specs"]["files"].append({"path": "x"}),
+        lambda d: d.update(server=None),
+        lambda d: d.update(plan=[]),
+    ],
+)
+def test_a_forged_file_with_its_digest_fixed_is_refused_never_a_crash(mutate: Any) -> None:
+    document = saved().to_json()
+    mutate(document)
+    body = {k: v for k, v in document.items() if k != "digest"}
+    document["digest"] = integrity(body)
+    with pytest.raises(SavedPlanRefused, match="cannot read"):
+        SavedPlan.parse(json.dumps(document), source="plan.json")
