@@ -23,6 +23,7 @@ stream) group on its workers. The rules live here once:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -90,6 +91,7 @@ __all__ = [
     "StreamGroup",
     "StreamPlan",
     "build_plan",
+    "governed",
     "group_streams",
     "plan_stream",
 ]
@@ -217,8 +219,8 @@ def plan_stream(
     if not lifecycle.is_default:
         group = _with_lifecycle(group, lifecycle)
         prune = prune and not lifecycle.observe  # an observed environment is never written
-    if not _plain(group):
-        memo = None  # its digests know nothing of lifecycles
+    if _ignores(group):
+        memo = None  # what it plans depends on live values the memo's digests skip
     out = _stream_entries(
         group,
         server,
@@ -270,7 +272,11 @@ def _stream_entries(
     bare: LiveConfig | None = None  # a consumer of this stream declaring nothing
     for spec in group.consumers:
         raw = group.live_consumers.get(spec.name)
-        key = None if memo is None or raw is None or replaced else memo.key(spec, raw, basis)
+        key = (
+            None
+            if memo is None or raw is None or replaced
+            else memo.key(spec, raw, basis + _salt(spec))
+        )
         if memo is not None and key is not None and memo.unchanged(key):
             out.add(Unchanged(**_identity(spec)))
             continue
@@ -324,7 +330,7 @@ def _declared_stream(
             config=desired,
         )
         return (_observed(created, declared) if declared.lifecycle.observe else created), desired
-    key = None if memo is None else memo.key(declared, live)
+    key = None if memo is None else memo.key(declared, live, _salt(declared))
     if memo is not None and key is not None and memo.unchanged(key):
         return Unchanged(**_identity(declared)), None
     desired = desired_config(_ignoring(declared, live), server, owner=ownership.owner)
@@ -760,21 +766,46 @@ def build_plan(
 # --- lifecycles -------------------------------------------------------------------------
 
 
+def governed(specs: Sequence[Spec], lifecycle: Lifecycle) -> list[Spec]:
+    """``specs`` with an environment's ``lifecycle`` merged into each one's (safety
+    wins: :meth:`Lifecycle.merged`); a spec that already has it is kept as it is (the
+    plan memo digests each spec object once)."""
+    merged: dict[Lifecycle, Lifecycle] = {}
+
+    def one(spec: Spec) -> Spec:
+        own = spec.lifecycle
+        if own not in merged:
+            merged[own] = own.merged(lifecycle)
+        return spec if merged[own] == own else spec.with_lifecycle(merged[own])
+
+    return [one(spec) for spec in specs]
+
+
 def _with_lifecycle(group: StreamGroup, lifecycle: Lifecycle) -> StreamGroup:
-    """``group`` with the environment's ``lifecycle`` merged into each spec's (safety
-    wins: :meth:`Lifecycle.merged`)."""
+    """``group`` with the environment's ``lifecycle`` merged into each spec's."""
+    before = [*((group.declared,) if group.declared else ()), *group.consumers]
+    specs = governed(before, lifecycle)
+    if all(new is old for new, old in zip(specs, before, strict=True)):
+        return group  # merged already (run.plan_with merges once, before the memo)
+    declared = specs.pop(0) if group.declared is not None else None
+    return replace(group, declared=declared, consumers=tuple(specs))
 
-    def merged(spec: Spec) -> Spec:
-        return replace(spec, lifecycle=spec.lifecycle.merged(lifecycle))
 
-    declared = None if group.declared is None else merged(group.declared)
-    return replace(group, declared=declared, consumers=tuple(merged(s) for s in group.consumers))
-
-
-def _plain(group: StreamGroup) -> bool:
-    """Whether every spec of ``group`` is managed with no lifecycle setting."""
+def _ignores(group: StreamGroup) -> bool:
+    """Whether a spec of ``group`` has ``ignore_changes``."""
     specs = (*((group.declared,) if group.declared else ()), *group.consumers)
-    return all(spec.lifecycle.is_default for spec in specs)
+    return any(spec.lifecycle.ignore_changes for spec in specs)
+
+
+def _salt(spec: Spec) -> bytes:
+    """What a spec's lifecycle adds to its memo key (its desired metadata records the
+    protection, and where): nothing for the default."""
+    return b"" if spec.lifecycle.is_default else _lifecycle_salt(spec.lifecycle)
+
+
+@functools.lru_cache(maxsize=256)
+def _lifecycle_salt(lifecycle: Lifecycle) -> bytes:
+    return b"P" + repr(sorted(lifecycle.to_json().items())).encode()
 
 
 #: Fields that name a resource: taken from the spec even under ``ignore_changes: all``.

@@ -83,6 +83,15 @@ class Spec:
         _identify(spec)
         return spec
 
+    def with_lifecycle(self, lifecycle: Lifecycle) -> Spec:
+        """This spec with another lifecycle (an environment's merged in): a copy made
+        slot by slot (``dataclasses.replace`` cost a fifth of a re-plan)."""
+        spec = object.__new__(Spec)
+        for name, set_slot in _SLOTS.items():
+            set_slot(spec, getattr(self, name))
+        _SLOTS["lifecycle"](spec, lifecycle)
+        return spec
+
     @property
     def key(self) -> tuple[str, str, str]:
         """Identity used across the engine: (kind, stream or "", name)."""

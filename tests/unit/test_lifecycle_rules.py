@@ -16,6 +16,7 @@ from reconciler.identity import ResourceRef
 from reconciler.locations import Location
 from reconciler.model.normalize import desired_config
 from reconciler.planning.drift import resource_from_entry
+from reconciler.planning.memo import Memo
 from reconciler.planning.plan import build_plan
 from reconciler.planning.steps import Delete, Observed, Plan, prevention
 from reconciler.render.text import render_text
@@ -202,3 +203,19 @@ def test_an_environments_lifecycle_is_read_with_its_lines(tmp_path: Path) -> Non
 def test_a_live_state_without_metadata_records_nothing() -> None:
     assert recorded_protection({}) is None
     assert recorded_protection({"metadata": None}) is None
+
+
+def test_the_plan_memo_never_answers_for_another_lifecycle() -> None:
+    """A resource found unchanged without protection is planned again once protected (an
+    update records the protection), whether its spec or its environment protects it."""
+    plain = spec("Stream", "ORDERS", subjects=["orders.>"])
+    live = live_of(plain)
+    memo = Memo(b"one memo for every plan")
+    assert not build_plan([plain], live, memo=memo).has_changes
+    (step,) = build_plan([replace(plain, lifecycle=PROTECTED)], live, memo=memo).changes
+    assert step.action == "update" and step.fields[0].path == f"metadata.{PROTECT_KEY}"
+    env = Lifecycle(prevent_destroy=True, protected_at="reconcile.yaml:6")
+    assert build_plan([plain], live, memo=memo, lifecycle=env).has_changes
+    assert not build_plan(
+        [plain], live_of(replace(plain, lifecycle=env)), memo=memo, lifecycle=env
+    ).has_changes
