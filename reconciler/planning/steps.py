@@ -30,6 +30,7 @@ from reconciler.model.migration import ConsumerFate, Volume
 from reconciler.model.state import ServerInfo
 from reconciler.model.values import printable
 from reconciler.planning.findings import PolicyFinding
+from reconciler.planning.totals import Capacity
 from reconciler.specs.ignore import NO_RULES, Hidden, IgnoreRules
 from reconciler.specs.lifecycle import recorded_protection
 
@@ -307,6 +308,9 @@ class Plan:
     ignore: IgnoreRules = field(default=NO_RULES, compare=False, repr=False)
     #: What the policy rules found (``planning.policy``): ``deny`` ones refuse the plan.
     policy: tuple[PolicyFinding, ...] = ()
+    #: The account's reserved bytes and streams before and after, against its limits
+    #: (``planning.capacity``); None when not read (a plan without a server).
+    capacity: Capacity | None = None
 
     def __repr__(self) -> str:
         # Cheap on purpose: asyncio.run() (3.11/3.12) formats the returned value's repr.
@@ -400,6 +404,7 @@ class Plan:
             "observed": [_observed_json(note) for note in self.observed],
             "hidden": [hidden.to_json() for hidden in self.hidden],
             "policy": [finding.to_json() for finding in self.policy],
+            "capacity": self.capacity.to_json() if self.capacity else None,
         }
 
 

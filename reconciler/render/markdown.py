@@ -19,6 +19,7 @@ from collections.abc import Collection, Sequence
 
 from reconciler.model.values import display, field_label, printable
 from reconciler.planning.steps import Action, Entry, Plan
+from reconciler.render.capacity import capacity_markdown
 from reconciler.render.policy import policy_markdown
 from reconciler.render.text import (
     ACTIONS,
@@ -205,6 +206,7 @@ def render_markdown(
         ]
         lines += ["> [!WARNING]", f"> {cell(destroy_warning(plan, allowed) or '')}", *losses, ""]
     lines += policy_markdown(plan.policy)  # docs/policy.md (render.policy)
+    lines += capacity_markdown(plan)  # docs/capacity.md (render.capacity)
     tail = _notes(plan)
     budget_left = budget - _size(lines) - _size(tail) - 400  # the note on what was left out
     sections, left_out = _sections(plan, budget_left, fold=folded(plan, full=full))

@@ -31,6 +31,7 @@ from reconciler.planning.steps import (
     Plan,
     allowing_flag,
 )
+from reconciler.render.capacity import capacity_lines
 from reconciler.render.policy import policy_lines
 from reconciler.specs.units import approx_size
 
@@ -230,6 +231,7 @@ def render_text(
     if warning:
         lines += ["", _paint(warning, "delete", color=color)]
     lines += policy_lines(plan.policy, color=color)  # docs/policy.md (render.policy)
+    lines += capacity_lines(plan)  # docs/capacity.md (render.capacity)
     lines += ["", summary_line(plan)]
     return "\n".join(lines) + "\n"
 

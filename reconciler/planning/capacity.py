@@ -1,0 +1,476 @@
+"""What a plan asks of the account, summed before anything is applied (pure).
+
+The server reserves room for a stream when it is created or updated: its ``max_bytes``
+(times its replicas on an account without tiers; a tier's limit already counts its
+replicas) against the account's ``max_storage``/``max_memory``, the stream count
+against ``max_streams``, and it refuses a stream without ``max_bytes`` on a
+``max_bytes_required`` account. :func:`assess` adds up the live streams (before) and the
+streams as the plan leaves them (after) per storage type and tier, and finds, per
+resource, what the server would refuse: so a plan is refused before its first step, not
+half-way. The rules, measured on nats-server 2.10 to 2.15 (docs/capacity.md):
+
+- a stream with ``max_bytes`` -1 reserves nothing, but the server still needs one byte
+  free to create it (a full account refuses even an unlimited stream);
+- deletes and replaces free their reservation (the plan's end state is what counts);
+- ``max_consumers`` of an account limits the consumers of each stream, not their sum;
+- a migration's temporary stream has no ``max_bytes`` and is one more stream while the
+  migration runs;
+- an over-commit is an error only when the plan adds to it: an account already over a
+  limit lowered later blocks nothing the plan does not make worse;
+- ending within 10% of a limit the plan adds to is a warning; -1 (unlimited) never warns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.errors import Problem
+from reconciler.identity import BUCKET_KINDS
+from reconciler.locations import Location
+from reconciler.model.state import LiveState
+from reconciler.planning.steps import Create, Delete, Migrate, Plan, Replace, Step, Update
+from reconciler.planning.totals import STORAGES, Capacity, Total
+from reconciler.specs.spec import Spec
+from reconciler.specs.units import approx_size
+
+_BYTES_KEYS = {"file": ("max_storage", "storage"), "memory": ("max_memory", "memory")}
+_STREAM_BYTES_KEYS = {"file": "storage_max_stream_bytes", "memory": "memory_max_stream_bytes"}
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The limits that apply to one tier's streams (``tier`` None: the whole account),
+    as ``$JS.API.INFO`` reports them; None where unlimited."""
+
+    tier: str | None
+    bytes_limit: Mapping[str, int | None]  # storage -> max_storage / max_memory
+    used: Mapping[str, int]  # storage -> bytes stored now (all replicas)
+    max_streams: int | None = None
+    max_consumers: int | None = None  # per stream (the server counts each stream's)
+    max_stream_bytes: Mapping[str, int | None] = field(default_factory=dict)
+    max_bytes_required: bool = False
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """:func:`assess`'s answer: the totals and warnings, and the errors (refused)."""
+
+    capacity: Capacity
+    errors: tuple[Problem, ...] = ()
+
+
+def _limit(value: Any, *, zero_is_none: bool) -> int | None:
+    """A limit as the server reads it: negative (or, for counts, 0) is no limit."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    if value < 0 or (zero_is_none and value == 0):
+        return None
+    return value
+
+
+def _scope(tier: str | None, source: Mapping[str, Any]) -> Scope:
+    limits = source.get("limits") or {}
+    return Scope(
+        tier=tier,
+        bytes_limit={
+            storage: _limit(limits.get(key), zero_is_none=False)
+            for storage, (key, _) in _BYTES_KEYS.items()
+        },
+        used={storage: int(source.get(used) or 0) for storage, (_, used) in _BYTES_KEYS.items()},
+        max_streams=_limit(limits.get("max_streams"), zero_is_none=True),
+        max_consumers=_limit(limits.get("max_consumers"), zero_is_none=True),
+        max_stream_bytes={
+            storage: _limit(limits.get(key), zero_is_none=True)
+            for storage, key in _STREAM_BYTES_KEYS.items()
+        },
+        max_bytes_required=bool(limits.get("max_bytes_required")),
+    )
+
+
+def scopes(account: Mapping[str, Any]) -> dict[str | None, Scope]:
+    """The account's limits from its ``$JS.API.INFO`` answer: one scope per tier
+    (``R1``, ``R3``) when it has tiered limits, else one (``None``) for the account."""
+    tiers = account.get("tiers")
+    if isinstance(tiers, Mapping):
+        tiered = {
+            str(name): _scope(str(name), tier)
+            for name, tier in tiers.items()
+            if isinstance(tier, Mapping) and isinstance(tier.get("limits"), Mapping)
+        }
+        if tiered:
+            return dict(sorted(tiered.items()))
+    return {None: _scope(None, account)}
+
+
+def replicas_of(config: Mapping[str, Any]) -> int:
+    value = config.get("num_replicas")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+
+def tier_of(config: Mapping[str, Any], tiered: bool) -> str | None:
+    """The tier a stream counts in (``R3``), or None on an account without tiers."""
+    return f"R{replicas_of(config)}" if tiered else None
+
+
+def storage_of(config: Mapping[str, Any]) -> str:
+    return "memory" if config.get("storage") == "memory" else "file"
+
+
+def max_bytes_of(config: Mapping[str, Any]) -> int:
+    """The stream's ``max_bytes``; 0 or less (``-1``) is unlimited and reserves nothing."""
+    value = config.get("max_bytes")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def reservation(config: Mapping[str, Any], tiered: bool) -> int:
+    """What the server reserves for a stream: ``max_bytes`` times its replicas on an
+    account without tiers, ``max_bytes`` alone in a tier (its limit counts replicas)."""
+    size = max_bytes_of(config)
+    return size if tiered else size * replicas_of(config)
+
+
+def after_streams(
+    live: Mapping[str, Mapping[str, Any]], steps: Iterable[Step]
+) -> dict[str, Mapping[str, Any]]:
+    """Every stream's config once the plan is applied: the live ones, changed, created
+    or deleted by the steps (a bucket's steps carry its stream's config)."""
+    after = dict(live)
+    for step in steps:
+        if step.ref.is_child:
+            continue
+        if isinstance(step, Delete):
+            after.pop(step.stream_name, None)
+        else:
+            after[step.stream_name] = step.config
+    return after
+
+
+Sums = dict[tuple[str, Any], int]
+
+
+def _share(config: Mapping[str, Any] | None, tiered: bool) -> Sums:
+    """One stream's part: bytes reserved per (storage, tier), and (``streams``, tier): 1."""
+    if config is None:
+        return {}
+    tier = tier_of(config, tiered)
+    return {(storage_of(config), tier): reservation(config, tiered), ("streams", tier): 1}
+
+
+def _sums(streams: Mapping[str, Mapping[str, Any]], tiered: bool) -> Sums:
+    """Reserved bytes per (storage, tier), and streams per (``streams``, tier)."""
+    sums: Sums = {}
+    for config in streams.values():
+        for key, value in _share(config, tiered).items():
+            sums[key] = sums.get(key, 0) + value
+    return sums
+
+
+def _moved(before: Sums, plan: Plan, live: LiveState, tiered: bool) -> tuple[Sums, Sums]:
+    """The sums once the plan is applied, and at its peak: apply runs every create,
+    update and replace before any delete (``steps.order_waves``), and the steps of a
+    wave at once, so until the deletes a changed stream may hold the larger of its old
+    and new reservation, and a deleted one still holds its own."""
+    after, peak = dict(before), dict(before)
+    for step in plan.changes:
+        if step.ref.is_child:
+            continue
+        old = _share(live.streams.get(step.stream_name), tiered)
+        new = {} if isinstance(step, Delete) else _share(step.config, tiered)
+        for key in {*old, *new}:
+            after[key] = after.get(key, 0) + new.get(key, 0) - old.get(key, 0)
+            peak[key] = peak.get(key, 0) + max(new.get(key, 0) - old.get(key, 0), 0)
+    return after, peak
+
+
+def _totals(
+    scoped: Mapping[str | None, Scope],
+    before: Sums,
+    moved: tuple[Sums, Sums],
+    temporary: Mapping[str | None, int],
+) -> tuple[Total, ...]:
+    after, peak = moved
+    totals = []
+    tiers = sorted({key[1] for key in (*before, *peak)} | set(scoped), key=lambda t: t or "")
+    for tier in tiers:
+        scope = scoped.get(tier)
+        for what in (*STORAGES, "streams"):
+            key = (what, tier)
+            if what == "streams":
+                limit, used = (scope.max_streams if scope else None), None
+                top = peak.get(key, 0) + temporary.get(tier, 0)
+            else:
+                limit = scope.bytes_limit[what] if scope else None
+                used, top = (scope.used[what] if scope else None), peak.get(key, 0)
+            figures = (before.get(key, 0), after.get(key, 0), top)
+            totals.append(Total(what, tier, *figures, limit=limit, used=used))
+    return tuple(totals)
+
+
+class _Where:
+    """A step's spec lines: the field's own line, else the document's."""
+
+    def __init__(self, specs: Iterable[Spec]) -> None:
+        self._specs = {spec.ref: spec for spec in specs}
+
+    def __call__(self, step: Step, key: str) -> Location | None:
+        spec = self._specs.get(step.ref)
+        if spec is None:
+            return step.source
+        if key == "num_replicas" and spec.kind in BUCKET_KINDS:
+            key = "replicas"
+        return spec.where(key)
+
+
+def assess(
+    plan: Plan,
+    live: LiveState,
+    account: Mapping[str, Any],
+    specs: Sequence[Spec] = (),
+) -> Assessment:
+    """The plan's totals against the account's limits (``account``: its
+    ``$JS.API.INFO`` answer), with what the server would refuse as errors naming each
+    resource and its spec's line."""
+    scoped = scopes(account)
+    tiered = None not in scoped
+    after = after_streams(live.streams, plan.changes)
+    starting = [s for s in plan.changes if isinstance(s, Migrate) and s.phase is None]
+    temporary: dict[str | None, int] = {}
+    for step in starting:
+        tier = tier_of(step.live, tiered)
+        temporary[tier] = temporary.get(tier, 0) + 1
+    before = _sums(live.streams, tiered)
+    totals = _totals(scoped, before, _moved(before, plan, live, tiered), temporary)
+    where = _Where(specs)
+    errors = [
+        *_stream_limits(plan, scoped, tiered, where),
+        *_over_committed(plan, live, totals, tiered, where),
+        *_consumer_limits(plan, live, after, scoped, tiered, where),
+    ]
+    warnings = _near(totals)
+    return Assessment(Capacity(totals, tuple(warnings)), tuple(errors))
+
+
+def _tier_words(tier: str | None) -> str:
+    return f" (tier {tier})" if tier else ""
+
+
+Building = Create | Update | Replace | Migrate
+
+
+def _made(plan: Plan) -> list[Building]:
+    """The streams and buckets the plan creates or changes (with a config)."""
+    return [s for s in plan.changes if not s.ref.is_child and not isinstance(s, Delete)]
+
+
+def _stream_limits(
+    plan: Plan, scoped: Mapping[str | None, Scope], tiered: bool, where: _Where
+) -> list[Problem]:
+    """Per stream or bucket made or changed, and per migration starting: what the
+    server would refuse whatever the totals."""
+    problems = []
+    for step in _made(plan):
+        tier = tier_of(step.config, tiered)
+        scope = scoped.get(tier)
+        if scope is None:
+            message = (
+                f"{step.label}: {replicas_of(step.config)} replicas, but the account has no "
+                f"limits for tier {tier} (it has {', '.join(str(t) for t in scoped)}); "
+                "the server would refuse it"
+            )
+            problems.append(Problem(where(step, "num_replicas"), "num_replicas", message))
+        else:
+            problems += _one_stream(step, scope, where)
+    for migration in plan.changes:
+        if isinstance(migration, Migrate) and migration.phase is None:
+            scope = scoped.get(tier_of(migration.live, tiered))
+            if scope is not None and scope.max_bytes_required:
+                message = (
+                    f"migrating {migration.label} needs a temporary stream without max_bytes, "
+                    "which this account refuses (max_bytes_required); nothing was changed"
+                )
+                problems.append(Problem(migration.source, "max_bytes", message))
+    return problems
+
+
+def _one_stream(step: Building, scope: Scope, where: _Where) -> list[Problem]:
+    """``max_bytes_required``, the largest stream the account allows, and
+    ``max_consumers`` above the account's: the server's checks of one config."""
+    config, tier = step.config, _tier_words(scope.tier)
+    storage, size = storage_of(config), max_bytes_of(config)
+    largest = scope.max_stream_bytes.get(storage)
+    problems = []
+    if scope.max_bytes_required and size == 0:
+        message = (
+            f"{step.label} sets no max_bytes, but the account{tier} requires every "
+            "stream to set it (max_bytes_required)"
+        )
+        problems.append(Problem(where(step, "max_bytes"), "max_bytes", message))
+    elif largest is not None and size > largest:
+        message = (
+            f"{step.label}: max_bytes {approx_size(size)} is over the largest {storage} "
+            f"stream the account{tier} allows ({approx_size(largest)})"
+        )
+        problems.append(Problem(where(step, "max_bytes"), "max_bytes", message))
+    own = config.get("max_consumers")
+    if isinstance(own, int) and scope.max_consumers is not None and own > scope.max_consumers:
+        message = (
+            f"{step.label}: max_consumers {own} is over the account's limit of "
+            f"{scope.max_consumers} consumers per stream{tier}"
+        )
+        problems.append(Problem(where(step, "max_consumers"), "max_consumers", message))
+    return problems
+
+
+def _adds(step: Step, live: LiveState, what: str, tier: str | None, tiered: bool) -> int:
+    """What ``step`` adds to one total (bytes reserved, or streams): 0 if nothing."""
+    if step.ref.is_child or isinstance(step, Delete):
+        return 0
+    config = step.config
+    if tier_of(config, tiered) != tier:
+        return 0
+    old = live.streams.get(step.stream_name)
+    same = old is not None and tier_of(old, tiered) == tier
+    if what == "streams":
+        return 0 if same else 1
+    if storage_of(config) != what:
+        return 0
+    before = reservation(old, tiered) if same and old is not None and storage_of(old) == what else 0
+    return max(reservation(config, tiered) - before, 0)
+
+
+def _over_committed(
+    plan: Plan, live: LiveState, totals: Sequence[Total], tiered: bool, where: _Where
+) -> list[Problem]:
+    """Totals over their limit that the plan adds to: one error per resource adding,
+    at its spec's line. An unlimited stream created needs one byte free."""
+    problems = []
+    for total in totals:
+        if total.limit is None:
+            continue
+        over = total.peak > total.limit
+        full = total.is_bytes and total.peak >= total.limit
+        for step in plan.changes if over or full else ():
+            added = _adds(step, live, total.what, total.tier, tiered) if over else 0
+            if added:
+                problems.append(_over(step, total, added, where))
+            elif full and _unlimited_new(step, total, live, tiered):
+                problems.append(_no_byte_left(step, total, where))
+    return problems
+
+
+def _unlimited_new(step: Step, total: Total, live: LiveState, tiered: bool) -> bool:
+    """A stream created without ``max_bytes`` in ``total``'s storage and tier."""
+    if step.ref.is_child or isinstance(step, Delete) or step.stream_name in live.streams:
+        return False
+    config = step.config
+    return (
+        storage_of(config) == total.what
+        and tier_of(config, tiered) == total.tier
+        and max_bytes_of(config) == 0
+    )
+
+
+#: Said when a plan's deletes would have made room: apply runs them last.
+DELETES_LAST = (
+    "; apply deletes last, so its deletes free no room for its creates (apply the "
+    "deletes first, on their own)"
+)
+
+
+def _over(step: Step, total: Total, added: int, where: _Where) -> Problem:
+    tier = _tier_words(total.tier)
+    limit = total.limit or 0
+    later = DELETES_LAST if total.after <= limit < total.peak else ""
+    if total.is_bytes:
+        message = (
+            f"{step.label} reserves {approx_size(added)} more {total.what} storage; the plan "
+            f"would reserve {approx_size(total.peak)} (max_bytes x replicas) of the "
+            f"account's {approx_size(limit)}{tier} (now "
+            f"{approx_size(total.before)}){later}: nothing was changed"
+        )
+        return Problem(where(step, "max_bytes"), "max_bytes", message)
+    message = (
+        f"{step.label} would make {total.peak} streams; the account allows "
+        f"{total.limit}{tier} ({total.before} now){later}: nothing was changed"
+    )
+    return Problem(step.source, "", message)
+
+
+def _no_byte_left(step: Step, total: Total, where: _Where) -> Problem:
+    message = (
+        f"{step.label} has no max_bytes, and the server needs at least one byte of "
+        f"{total.what} storage free to create it: the plan reserves all "
+        f"{approx_size(total.limit or 0)} of the account's{_tier_words(total.tier)}"
+    )
+    return Problem(where(step, "max_bytes"), "max_bytes", message)
+
+
+def _consumer_limits(
+    plan: Plan,
+    live: LiveState,
+    after: Mapping[str, Mapping[str, Any]],
+    scoped: Mapping[str | None, Scope],
+    tiered: bool,
+    where: _Where,
+) -> list[Problem]:
+    """Consumers per stream after the plan against the stream's ``max_consumers`` and
+    the account's (which the server applies to each stream): only streams the plan
+    adds consumers to."""
+    created: dict[str, list[Step]] = {}
+    for step in plan.changes:
+        if step.ref.is_child and not isinstance(step, Delete) and not getattr(step, "live", None):
+            created.setdefault(step.stream_name, []).append(step)
+    if not created:
+        return []
+    counts: dict[str, int] = {}
+    for stream, _ in live.consumers:
+        counts[stream] = counts.get(stream, 0) + 1
+    for step in plan.changes:
+        if step.ref.is_child and isinstance(step, Delete):
+            counts[step.stream_name] = counts.get(step.stream_name, 0) - 1
+    problems = []
+    for stream, steps in sorted(created.items()):
+        config = after.get(stream) or {}
+        count = (counts.get(stream, 0) if stream in live.streams else 0) + len(steps)
+        limit = _consumer_limit(config, scoped.get(tier_of(config, tiered)))
+        if limit is not None and count > limit:
+            for step in steps:
+                message = (
+                    f"{step.label} would make {count} consumers on stream {stream}; "
+                    f"the limit is {limit} per stream: nothing was changed"
+                )
+                problems.append(Problem(where(step, "name"), "", message))
+    return problems
+
+
+def _consumer_limit(config: Mapping[str, Any], scope: Scope | None) -> int | None:
+    own = config.get("max_consumers")
+    limits = [own if isinstance(own, int) and own > 0 else None]
+    limits.append(scope.max_consumers if scope else None)
+    found = [limit for limit in limits if limit is not None]
+    return min(found) if found else None
+
+
+def _near(totals: Sequence[Total]) -> list[Problem]:
+    """Totals the plan adds to that end within 10% of their limit (not over: that is
+    an error already)."""
+    warnings = []
+    for total in totals:
+        if total.peak <= total.before or not total.near or total.limit is None:
+            continue
+        if total.peak > total.limit:
+            continue
+        share = 100 * total.peak / total.limit
+        if total.is_bytes:
+            figure = f"{approx_size(total.peak)} of {approx_size(total.limit)}"
+            what = f"{total.what} storage reserved"
+        else:
+            figure, what = f"{total.peak} of {total.limit}", "streams"
+        message = (
+            f"{what}{_tier_words(total.tier)} after this plan: {figure} "
+            f"({share:.0f}%, within 10% of the account's limit)"
+        )
+        warnings.append(Problem(None, "", message, warning=True))
+    return warnings

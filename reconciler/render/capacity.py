@@ -1,0 +1,62 @@
+"""A plan's capacity totals (``Plan.capacity``, docs/capacity.md) as text and Markdown:
+one short section the plan renderers append when the plan changes something. Each line:
+what the account reserves (``max_bytes`` x replicas) or counts, before -> after, and the
+limit with the share used; unlimited is said, never warned about."""
+
+from __future__ import annotations
+
+from reconciler.planning.steps import Plan
+from reconciler.planning.totals import Total
+from reconciler.specs.units import approx_size
+
+#: The section's title: what the figures are.
+TITLE = "Account capacity (max_bytes x replicas reserved, before -> after)"
+
+
+def _figure(total: Total, value: int) -> str:
+    return approx_size(value) if total.is_bytes else str(value)
+
+
+def total_line(total: Total) -> str:
+    """``file storage reserved: 40.0 MiB -> 70.0 MiB of 64.0 MiB (109%)``."""
+    what = f"{total.what} storage reserved" if total.is_bytes else total.what
+    if total.tier:
+        what += f" ({total.tier})"
+    change = f"{_figure(total, total.before)} -> {_figure(total, total.after)}"
+    if total.peak != total.after:
+        change += f" (at most {_figure(total, total.peak)} before the deletes)"
+    if total.limit is None:
+        return f"{what}: {change} (no limit)"
+    share = f" ({100 * total.peak / total.limit:.0f}%)" if total.limit else ""
+    return f"{what}: {change} of {_figure(total, total.limit)}{share}"
+
+
+def _shown(plan: Plan) -> list[Total]:
+    """The totals worth a line: those the plan changes, or with a limit."""
+    if plan.capacity is None or not plan.has_changes:
+        return []
+    return [t for t in plan.capacity.totals if t.before != t.after or t.limit is not None]
+
+
+def capacity_lines(plan: Plan) -> list[str]:
+    """The section as text lines, a blank line first (none when nothing to show)."""
+    shown = _shown(plan)
+    if not shown:
+        return []
+    return [
+        "",
+        "Account capacity (max_bytes x replicas):",
+        *(f"    {total_line(t)}" for t in shown),
+    ]
+
+
+def capacity_markdown(plan: Plan) -> list[str]:
+    """The section as a Markdown list (none when nothing to show)."""
+    shown = _shown(plan)
+    if not shown:
+        return []
+    return [
+        "**Account capacity** (max_bytes x replicas):",
+        *(f"- {total_line(t)}" for t in shown),
+        "",
+    ]
