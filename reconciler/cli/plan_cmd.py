@@ -555,9 +555,12 @@ def _saved_request(
     console: TerminalConsole, saved: SavedPlan, target: Target, project_file: Path | None
 ) -> tuple[SavedPlan, PlanRequest]:
     """The saved plan resolved in this repository, and the request it names."""
+    from dataclasses import replace
+
     from reconciler.execution.saved_plans import describe, plan_request
     from reconciler.specs.fingerprint import plan_root
 
     saved = saved.at(plan_root(), _project_read(target.env, project_file))
     console.notice(describe(saved))
-    return saved, plan_request(saved, target.options)
+    request = plan_request(saved, target.options)
+    return saved, replace(request, lifecycle=target.lifecycle)  # the environment's, as read now

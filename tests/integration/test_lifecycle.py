@@ -457,3 +457,26 @@ def test_the_example_plans_as_its_comments_say(clean_server: NatsServer, tmp_pat
     assert PROTECT_KEY in _info(clean_server.url, "ORDERS")["config"]["metadata"]
     _edit(clean_server.url, "ORDERS", max_msgs=5000)
     assert not run(engine.plan([example], options)).has_changes
+
+
+def test_a_saved_plan_keeps_its_environments_protection(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """``apply FILE`` plans again with the environment's lifecycle read from the project
+    file, as ``apply --env`` does: the prevented delete stays refused."""
+    root = tmp_path / "ws"
+    specs = _specs(root, other=OTHER)
+    (specs / "orders.yaml").write_text(OTHER.replace("OTHER", "ORDERS").replace("other", "orders"))
+    _project(root, clean_server.url, "{prevent_destroy: true}")
+    applied = reconcile("apply", "--env", "prod", "--yes", "--no-lock", cwd=root)
+    assert applied.returncode == 0, applied.stderr
+    run(_publish(clean_server.url, "other.new", 6))
+    (specs / "other.yaml").unlink()
+    saved = reconcile("plan", "--env", "prod", "--prune", "--out", "plan.json", cwd=root)
+    assert saved.returncode in (0, 2), saved.stderr
+    refused = reconcile(
+        "apply", "plan.json", "--env", "prod", "--yes", "--no-lock", "--allow-data-loss", cwd=root
+    )
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "reconcile.yaml:6" in refused.stderr, refused.stderr
+    assert _messages(clean_server.url, "OTHER") == 6
