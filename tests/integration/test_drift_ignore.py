@@ -103,6 +103,43 @@ def test_app_made_consumer_named_by_a_rule_is_not_drift(
     assert (info["state"]["messages"], info["state"]["consumer_count"]) == (25, 2)
 
 
+async def _client_bucket(url: str, bucket: str) -> int:
+    """A bucket an app makes with nats-py, and a key in it; the bucket's message count."""
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        kv = await js.create_key_value(bucket=bucket, history=2)
+        await kv.put("tenant", b"eu")
+        return int((await js.stream_info(f"KV_{bucket}")).state.messages)
+    finally:
+        await nc.close()
+
+
+def test_a_project_rule_hides_a_client_made_bucket(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    specs = write(tmp_path / "specs" / "orders.yaml", SPECS)
+    applied(clean_server, specs.parent)
+    assert run(_client_bucket(clean_server.url, "cache-eu")) == 1
+    project = """\
+    specs: [specs]
+    ignore:
+      - Stream TMP_*
+      - KeyValue cache-*
+    environments:
+      local:
+        servers: %s
+    """
+    write(tmp_path / "reconcile.yaml", project % clean_server.url)
+
+    result = cli("drift", "--env", "local", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 hidden by rule KeyValue cache-* (reconcile.yaml:4)" in result.stdout
+    assert "TMP_" not in result.stdout  # a rule that hid nothing is not listed
+    assert run(_stream_info(clean_server.url, "KV_cache-eu"))["state"]["messages"] == 1
+
+
 def test_a_rule_hides_only_notes_never_a_step(clean_server: NatsServer, tmp_path: Path) -> None:
     """The plan with a rule has the same steps, one unmanaged note less and its count;
     apply --prune with the rule leaves the app's consumer and every message alone."""
