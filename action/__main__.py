@@ -374,7 +374,9 @@ def apply_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Ou
     console.allowed = tuple(flag for flag, on in given.items() if on)
     saved = saved_plan(runner, inputs)  # input plan-file: exactly that plan, or nothing
     request = ApplyRequest(
-        plan=plan_request(inputs, options) if saved is None else saved_request(saved, options),
+        plan=plan_request(inputs, options)
+        if saved is None
+        else saved_request(saved, inputs, options),
         allow_replace=inputs.allow_replace,
         allow_data_loss=inputs.allow_data_loss,
         approved=True,  # mode: apply in the workflow is the approval
@@ -533,10 +535,17 @@ def saved_plan(runner: Runner, inputs: Inputs) -> SavedPlan | None:
     return saved.at(root, project)
 
 
-def saved_request(saved: SavedPlan, options: ConnectionOptions) -> PlanRequest:
+def saved_request(saved: SavedPlan, inputs: Inputs, options: ConnectionOptions) -> PlanRequest:
+    """The request the saved plan names, with this step's connection and its
+    environment's lifecycle (read from the project file now; its digest is checked)."""
+    from dataclasses import replace
+
     from reconciler.execution.saved_plans import plan_request as saved_plan_request
 
-    return saved_plan_request(saved, options)
+    request = saved_plan_request(saved, options)
+    if inputs.lifecycle is not None:
+        request = replace(request, lifecycle=inputs.lifecycle)
+    return request
 
 
 MODE_RUNNERS = {
