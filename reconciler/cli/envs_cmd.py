@@ -54,4 +54,7 @@ def envs(project_file: Path | None, fmt: str) -> int:
             click.echo(printable(f"      auth: {', '.join(auth)}"))
         extras = [f"{len(row['overlays'])} overlay(s)", f"{len(row['resources'])} extra path(s)"]
         click.echo(f"      {', '.join(extras)}")
+        if "lifecycle" in row:
+            said = ", ".join(f"{k}: {json.dumps(v)}" for k, v in row["lifecycle"].items())
+            click.echo(printable(f"      lifecycle: {said}"))
     return 0

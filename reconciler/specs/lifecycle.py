@@ -86,6 +86,17 @@ class Lifecycle:
             observed_at=self.observed_at or other.observed_at,
         )
 
+    def settings(self) -> dict[str, Any]:
+        """The settings as a ``lifecycle:`` block writes them (defaults left out)."""
+        written: dict[str, Any] = {}
+        if self.prevent_destroy:
+            written["prevent_destroy"] = True
+        if self.ignore_changes:
+            written["ignore_changes"] = "all" if self.ignores_all else sorted(self.ignore_changes)
+        if self.observe:
+            written["mode"] = "observe"
+        return written
+
     def to_json(self) -> dict[str, Any]:
         """The settings as plain data (the spec cache)."""
         return {

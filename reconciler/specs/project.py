@@ -119,6 +119,8 @@ class Environment:
             shown["servers"] = "embedded nats-server"
         shown["overlays"] = [str(p) for p in self.overlays]
         shown["resources"] = [str(p) for p in self.resources]
+        if not self.lifecycle.is_default:
+            shown["lifecycle"] = self.lifecycle.settings()
         return shown
 
 

@@ -219,3 +219,13 @@ def test_the_plan_memo_never_answers_for_another_lifecycle() -> None:
     assert not build_plan(
         [plain], live_of(replace(plain, lifecycle=env)), memo=memo, lifecycle=env
     ).has_changes
+
+
+def test_reconcile_envs_shows_an_environments_lifecycle(tmp_path: Path) -> None:
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "reconcile.yaml").write_text(
+        "specs: [specs]\nenvironments:\n  prod:\n    embedded: true\n"
+        "    lifecycle: {prevent_destroy: true, ignore_changes: all}\n"
+    )
+    shown = load_project(tmp_path / "reconcile.yaml").environment("prod").describe()
+    assert shown["lifecycle"] == {"prevent_destroy": True, "ignore_changes": "all"}
