@@ -539,3 +539,20 @@ def test_a_saved_plan_is_applied_alone(clean_server: NatsServer, tmp_path: Path)
     assert done.returncode == 1
     assert "is a saved plan: apply it alone, without PATHS" in done.stderr
     assert state(clean_server) == {}
+
+
+@pytest.mark.cluster
+def test_a_cluster_is_one_server_whichever_node_answers(cluster: Any, tmp_path: Path) -> None:
+    """Saved through one node, applied through another: the same cluster (its name,
+    not the node's), so the plan applies; every node has the stream after."""
+    root = repo(tmp_path)
+    first, second = cluster.nodes[0], cluster.nodes[1]
+    plan = plan_out(root, first)
+    saved = json.loads(plan.read_text())["server"]
+    assert saved["cluster"] and saved["name"] == first.name
+
+    done = apply_file(root, second, plan)
+
+    assert done.returncode == 0, done.stderr
+    assert set(state(second)) == {"ORDERS"}
+    assert api(first, "STREAM.DELETE.ORDERS")["success"] is True
