@@ -180,7 +180,7 @@ def test_json_format_prints_the_problems_as_json(tmp_path: Path) -> None:
             "line": 3,
             "path": "max_age",
             "message": "'10 parsecs' is not a duration "
-            "(250ms, 30s, 1h30m, 7d, 2w or integer nanoseconds)",
+            "(250ms, 30s, 1h30m, 7d, 1M (30 days), 1y (365 days) or integer nanoseconds)",
             "severity": "error",
         }
     ]
