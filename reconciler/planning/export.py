@@ -32,6 +32,7 @@ from reconciler.model.normalize import (
 )
 from reconciler.model.state import LiveState, ServerInfo
 from reconciler.model.values import entry_text
+from reconciler.specs.lifecycle import PROTECT_KEY, recorded_protection
 from reconciler.specs.spec import (
     DEFAULT_OWNER,
     MANAGED_KEY,
@@ -199,7 +200,7 @@ def _clean_metadata(config: dict[str, Any]) -> None:
     metadata = {
         k: v
         for k, v in (config.get("metadata") or {}).items()
-        if k not in (MANAGED_KEY, OWNER_KEY) and k not in SERVER_OWNED_METADATA
+        if k not in (MANAGED_KEY, OWNER_KEY, PROTECT_KEY) and k not in SERVER_OWNED_METADATA
     }
     if metadata:
         config["metadata"] = metadata
@@ -225,9 +226,20 @@ def _stream_document(
         body = bucket_config(kind, name, config)
         _clean_metadata(body)
         if _desired(kind, name, body, server) == _desired("Stream", config["name"], stream, server):
-            return {"kind": kind, **to_human(kind, minimal(kind, name, body, server))}
+            return _protected(
+                {"kind": kind, **to_human(kind, minimal(kind, name, body, server))}, config
+            )
         kind, name = "Stream", str(config["name"])
-    return {"kind": kind, **to_human(kind, minimal(kind, name, stream, server))}
+    return _protected({"kind": kind, **to_human(kind, minimal(kind, name, stream, server))}, config)
+
+
+def _protected(document: dict[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """``document`` saying ``lifecycle: {prevent_destroy: true}`` when the live config
+    records that protection (the tool's record, not metadata to copy): an export applied
+    keeps the resource protected."""
+    if recorded_protection(config) is not None:
+        document["lifecycle"] = {"prevent_destroy": True}
+    return document
 
 
 def _desired(kind: Kind, name: str, body: Mapping[str, Any], server: ServerInfo) -> dict[str, Any]:
@@ -246,7 +258,7 @@ def _consumer_document(
     body.pop("durable_name", None)
     body = minimal("Consumer", name, body, server, stream=stream, stream_config=stream_config)
     body["name"] = name
-    return {"kind": "Consumer", "stream": stream, **to_human("Consumer", body)}
+    return _protected({"kind": "Consumer", "stream": stream, **to_human("Consumer", body)}, config)
 
 
 def minimal(

@@ -480,3 +480,15 @@ def test_a_saved_plan_keeps_its_environments_protection(
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert "reconcile.yaml:6" in refused.stderr, refused.stderr
     assert _messages(clean_server.url, "OTHER") == 6
+
+
+def test_an_export_keeps_the_protection(clean_server: NatsServer, protected: Path) -> None:
+    """The protection record exports as ``lifecycle: {prevent_destroy: true}``, not as
+    metadata: applying the export keeps the stream protected and changes nothing."""
+    out = protected.parent / "exported"
+    done = reconcile("export", "--server", clean_server.url, "--out", str(out), cwd=out.parent)
+    assert done.returncode == 0, done.stderr
+    text = (out / "stream-ORDERS.yaml").read_text()
+    assert "prevent_destroy: true" in text and PROTECT_KEY not in text
+    assert "prevent_destroy" not in (out / "stream-OTHER.yaml").read_text()
+    assert not run(engine.plan([out], _options(clean_server))).has_changes
