@@ -49,6 +49,7 @@ from reconciler.agent.status import (
 )
 from reconciler.errors import ApplyFailed, ConnectError, ReconcileError
 from reconciler.execution.apply import StepEvent, describe
+from reconciler.execution.requests import PlanRequest
 from reconciler.execution.run import fewer_collections
 from reconciler.execution.standing import Planned, heal_on, plan_on
 from reconciler.identity import ResourceRef
@@ -57,6 +58,7 @@ from reconciler.model.state import StreamState
 from reconciler.model.timestamps import rfc3339
 from reconciler.planning.heal import split_for_heal
 from reconciler.planning.steps import Plan
+from reconciler.specs.spec import Spec
 
 Mode = Literal["observe", "heal"]
 _T = TypeVar("_T")
@@ -85,6 +87,25 @@ class WatchSettings:
     #: An advisory's re-plan reads and plans only the streams advisories named (False:
     #: a full re-plan each time; the bench compares both).
     targeted: bool = True
+
+
+Files = tuple[tuple[str, int, int], ...]
+
+
+def fingerprint(request: PlanRequest) -> Files | None:
+    """Every spec and overlay file of ``request`` with its size and modification time
+    (None when one cannot be read): the same value means the same files, so the specs a
+    full plan validated serve the targeted plans until the next full one."""
+    found: list[tuple[str, int, int]] = []
+    try:
+        for root in (*request.paths, *request.overlays):
+            files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+            for path in files:
+                stat = path.stat()
+                found.append((str(path), stat.st_size, stat.st_mtime_ns))
+    except OSError:
+        return None
+    return tuple(found)
 
 
 class _Stopped(Exception):
@@ -163,6 +184,7 @@ class Agent:
         self.cycles = 0
         self.denied = 0
         self.pending: set[Key] = set()
+        self._specs: dict[tuple[str | None, Files], tuple[Spec, ...]] = {}
         self.identity: tuple[str, int | None] | None = None
         self.http: asyncio.Server | None = None
         self._collected_at = time.monotonic()
@@ -400,7 +422,11 @@ class Agent:
     ) -> list[ResourceStatus]:
         request = self.source.request()
         began = time.monotonic()
-        planned = await plan_on(client, request, self.observer, only=only)
+        files = fingerprint(request)
+        known = self._specs.get((commit, files)) if only is not None and files else None
+        planned = await plan_on(client, request, self.observer, only=only, specs=known)
+        if only is None:  # what a targeted plan may reuse while the files stay the same
+            self._specs = {(commit, files): planned.specs} if files else {}
         scope = "full" if only is None else "targeted"
         self.metrics.plan_seconds.labels(scope).observe(time.monotonic() - began)
         the_plan, split, result = planned.plan, split_for_heal(planned.plan), None

@@ -48,6 +48,22 @@ async def _read(client: JetStreamClient, only: frozenset[str] | None) -> LiveSta
     return await client.confirm(LiveState(server=server), streams=sorted(only), consumers=())
 
 
+async def _validated_specs(
+    request: PlanRequest, observer: Observer, reading: asyncio.Future[LiveState] | None
+) -> list[Spec]:
+    """The request's specs, validated in a thread (``reading`` cancelled on failure)."""
+    try:
+        specs, warnings = await _in_thread(_validated, request)
+    except BaseException:
+        if reading is not None:
+            reading.cancel()
+            await asyncio.gather(reading, return_exceptions=True)
+        raise
+    for warning in warnings:
+        observer.notice(str(warning))
+    return specs
+
+
 def scope(specs: Sequence[Spec], only: frozenset[str]) -> frozenset[str]:
     """``only`` with the streams its declared streams mirror or source (to a fixed
     point): a targeted plan sees the origins its steps depend on."""
@@ -65,6 +81,7 @@ async def plan_on(
     observer: Observer,
     *,
     only: frozenset[str] | None = None,
+    specs: Sequence[Spec] | None = None,
 ) -> Planned:
     """Validate ``request``'s specs (in a thread) while the live state is read, then plan.
     A ``SpecError`` cancels the read.
@@ -73,17 +90,11 @@ async def plan_on(
     entries and origins with them) against a read of just those streams; None: every
     spec against the whole account. A targeted plan lists no other resource and cannot
     see a subject overlap with a stream it did not read (the server then refuses the
-    create, and the next full plan says why)."""
+    create, and the next full plan says why). ``specs``: the request's specs as a plan
+    validated them before (the files unchanged since): not validated again."""
     reading = asyncio.ensure_future(_read(client, None)) if only is None else None
-    try:
-        specs, warnings = await _in_thread(_validated, request)
-    except BaseException:
-        if reading is not None:
-            reading.cancel()
-            await asyncio.gather(reading, return_exceptions=True)
-        raise
-    for warning in warnings:
-        observer.notice(str(warning))
+    if specs is None:
+        specs = await _validated_specs(request, observer, reading)
     if reading is None:
         assert only is not None
         only = scope(specs, only)

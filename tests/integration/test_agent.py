@@ -209,3 +209,31 @@ def test_a_resource_in_lifecycle_observe_mode_is_never_written_by_a_heal(
                 assert "GHOST" not in names
 
     run(scenario())
+
+
+def test_a_targeted_re_plan_reads_spec_files_changed_since_the_full_one(
+    clean_server: NatsServer, tmp_path: Path, run
+) -> None:
+    """Targeted plans reuse the specs the last full plan validated only while the files
+    are the same: an edit is planned by the next advisory's re-plan, not an interval later."""
+    specs = write(tmp_path, ORDERS)
+
+    async def scenario() -> None:
+        async with (
+            running_agent(fixed_source([specs], clean_server.url), interval=60.0) as (agent, log),
+            Other.connect(clean_server.url) as alice,
+        ):
+            await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
+            specs.write_text(ORDERS.replace("orders as declared", "edited"), encoding="utf-8")
+            config = (await alice.info("ORDERS"))["config"]
+            config["max_msgs"] = 7
+            await alice.api("STREAM.UPDATE.ORDERS", config)
+            healed = await until(
+                lambda: changes(log, "Stream ORDERS", "healed")[1:], what="ORDERS healed again"
+            )
+            assert "description" in healed[0]["fields"]
+            live = (await alice.info("ORDERS"))["config"]
+            assert (live["description"], live["max_msgs"]) == ("edited", 1000)
+            assert agent.cycles == 2  # one full plan, one targeted: no interval between
+
+    run(scenario())
