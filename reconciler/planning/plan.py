@@ -888,9 +888,12 @@ def _governed(out: StreamPlan, group: StreamGroup, lifecycle: Lifecycle) -> Stre
 
 
 def _prevented(step: Step, why: str) -> Step:
+    """``step`` marked as no flag allows it (``why``); a replace no longer says that
+    ``--migrate`` would keep its messages (a migration is prevented too)."""
     if not why or not destroys(step):
         return step
-    return replace(step, prevented=why, reasons=(*step.reasons, why))
+    reasons = tuple(r for r in step.reasons if r != MIGRATE_HINT)
+    return replace(step, prevented=why, reasons=(*reasons, why))
 
 
 def _protection(step: Step, spec: Spec | None, group: StreamGroup, lifecycle: Lifecycle) -> str:

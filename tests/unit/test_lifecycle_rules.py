@@ -96,7 +96,7 @@ def test_a_prevented_step_stays_in_the_plan_and_no_flag_allows_it() -> None:
     changed = replace(ORDERS, config={"subjects": ["orders.>"], "storage": "memory"})
     plan = build_plan([changed], live)
     (step,) = plan.prevented
-    assert step.action == "replace"
+    assert step.action == "replace" and "apply --migrate keeps its messages" not in step.reasons
     assert step.reasons[-1] == (
         "prevented by lifecycle prevent_destroy (specs.yaml:9); no flag allows this"
     )
