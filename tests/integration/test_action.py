@@ -377,7 +377,7 @@ def test_apply_refuses_an_update_that_deletes_messages_without_allow_data_loss(
     for flags in ({}, {"allow-replace": "true"}):
         refused = workspace.step(clean_server, mode="apply", **flags)
         assert refused.code == 1
-        assert "--allow-data-loss" in refused.stdout
+        assert "input allow-data-loss: true" in refused.stdout  # the input, not the flag
         assert "holds 10 messages; max_msgs 3 deletes at least 7" in refused.summary
     allowed = workspace.step(clean_server, mode="apply", **{"allow-data-loss": "true"})
     assert allowed.code == 0, allowed.stdout + allowed.stderr
