@@ -229,3 +229,16 @@ def test_reconcile_envs_shows_an_environments_lifecycle(tmp_path: Path) -> None:
     )
     shown = load_project(tmp_path / "reconcile.yaml").environment("prod").describe()
     assert shown["lifecycle"] == {"prevent_destroy": True, "ignore_changes": "all"}
+
+
+def test_ignored_metadata_keeps_the_tools_own_keys() -> None:
+    """Metadata others add is theirs; the managed-by marker and the protection record are
+    the tool's, and still planned."""
+    ignoring = Lifecycle(ignore_changes=frozenset({"metadata"}))
+    declared = spec("Stream", "S", metadata={"team": "a"}, lifecycle=ignoring)
+    live = live_of(spec("Stream", "S", metadata={"team": "b", "added": "by hand"}))
+    assert not build_plan([declared], live).has_changes
+    protected = replace(declared, lifecycle=replace(ignoring, prevent_destroy=True))
+    (step,) = build_plan([protected], live).changes
+    assert [f.path for f in step.fields] == [f"metadata.{PROTECT_KEY}"]
+    assert step.config["metadata"]["added"] == "by hand"
