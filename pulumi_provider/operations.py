@@ -106,7 +106,9 @@ async def converge(
         ) from err
     live = await observe(client, target)
     if live is None:
-        raise ReconcileError(f"{spec.kind} {target.path} vanished right after apply")
+        observed = [note.reasons[0] for note in plan.observed if note.missing]  # lifecycle
+        why = observed[0] if observed else "vanished right after apply"
+        raise ReconcileError(f"{spec.kind} {target.path}: {why}")
     return live
 
 

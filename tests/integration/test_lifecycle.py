@@ -492,3 +492,16 @@ def test_an_export_keeps_the_protection(clean_server: NatsServer, protected: Pat
     assert "prevent_destroy: true" in text and PROTECT_KEY not in text
     assert "prevent_destroy" not in (out / "stream-OTHER.yaml").read_text()
     assert not run(engine.plan([out], _options(clean_server))).has_changes
+
+
+def test_pulumi_never_creates_an_observed_resource(clean_server: NatsServer) -> None:
+    from pulumi_provider import JetStreamProvider
+
+    from reconciler.errors import ReconcileError
+
+    provider = JetStreamProvider(connection={"servers": clean_server.url})
+    inputs = {"kind": "Stream", "name": "LATER", "lifecycle": {"mode": "observe"}}
+    news = provider.check({}, inputs).inputs
+    with pytest.raises(ReconcileError, match="never written; not on the server: not created"):
+        provider.create(news)
+    assert run(_request(clean_server.url, "$JS.API.STREAM.INFO.LATER"))["error"]["code"] == 404
