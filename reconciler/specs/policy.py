@@ -58,7 +58,22 @@ VARIABLES: dict[str, tuple[str, ...]] = {
 _BOUND = re.compile(r"\.\s*(?:all|exists_one|exists|map|filter)\s*\(\s*([A-Za-z_]\w*)\s*,")
 #: ``resource.FIELD`` / ``step.FIELD`` as written (string literals removed first).
 _SELECTED = re.compile(r"(?<![\w.])(resource|step)\s*\.\s*([A-Za-z_]\w*)")
-_STRINGS = re.compile(r"""(?:[rR]?'(?:\\.|[^'\\])*'|[rR]?"(?:\\.|[^"\\])*")""")
+#: What is not code in an expression, found left to right: a ``//`` comment, a string
+#: literal (``b``/``r`` prefixed, triple quoted across lines, or on one line; a raw one
+#: has no escapes). Taken for code, an apostrophe in a comment opened a "string" that
+#: hid the code after it from :func:`selected`, and a rule's ``has()`` went false.
+_NOT_CODE = re.compile(
+    r"//[^\n]*"
+    r"|(?:[bB]?[rR]|[rR][bB])(?:'''[\s\S]*?'''|\"\"\"[\s\S]*?\"\"\"|'[^'\n]*'|\"[^\"\n]*\")"
+    r"|[bB]?(?:'''(?:\\[\s\S]|[^\\])*?'''|\"\"\"(?:\\[\s\S]|[^\\])*?\"\"\""
+    r"|'(?:\\.|[^'\\\n])*'|\"(?:\\.|[^\"\\\n])*\")"
+)
+
+
+def code_of(source: str) -> str:
+    """``source`` with every string literal made ``""`` and every comment a space: what
+    is left names the variables and fields an expression reads."""
+    return _NOT_CODE.sub(lambda m: " " if m.group().startswith("//") else '""', source)
 
 
 @dataclass(frozen=True, eq=False)
@@ -203,7 +218,7 @@ def selected(sources: Sequence[str]) -> dict[str, frozenset[str] | None]:
     for name in found:
         found[name] = frozenset()
     for source in sources:
-        for variable, field, key in _USE.findall(_STRINGS.sub('""', source)):
+        for variable, field, key in _USE.findall(code_of(source)):
             _select(found, variable, field)
             if variable == "resource" and field in CONFIGS:
                 _select(found, field, key)
@@ -226,12 +241,12 @@ def _first(err: Exception) -> str:
 
 def _unknown_names(source: str, variables: Sequence[str]) -> str | None:
     """What is unknown in ``source``: a variable, or a field of ``resource``/``step``."""
-    bound = set(_BOUND.findall(source))
+    bound = set(_BOUND.findall(code_of(source)))
     for name in variables:
         if name not in VARIABLES and name not in bound:
             hint = did_you_mean(name, VARIABLES)
             return f"unknown variable {name!r}{hint} (variables: resource, step)"
-    for variable, field in _SELECTED.findall(_STRINGS.sub('""', source)):
+    for variable, field in _SELECTED.findall(code_of(source)):
         known = VARIABLES[variable]
         if field not in known and variable not in bound:
             hint = did_you_mean(field, known)
