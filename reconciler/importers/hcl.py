@@ -29,11 +29,15 @@ MAX_TF_BYTES = 8 * 1024 * 1024
 DEEP = 32
 
 _RESOURCE = re.compile(r'^[ \t]*resource[ \t]+"([^"\n]+)"[ \t]+"([^"\n]+)"[ \t]*\{', re.MULTILINE)
+#: ``variable "name" {`` and ``locals {``: the values a module's expressions may name.
+_VALUES = re.compile(r'^[ \t]*(variable|locals)(?:[ \t]+"([^"\n]+)")?[ \t]*\{', re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
 class Block:
-    """One ``resource "kind" "label" { ... }`` block of a ``.tf`` file."""
+    """One ``resource "kind" "label" { ... }`` block of a ``.tf`` file; also (from
+    :func:`declarations`) a ``variable "label" {...}`` (kind ``variable``) or a
+    ``locals {...}`` block (kind ``locals``, label empty)."""
 
     kind: str
     label: str
@@ -42,23 +46,54 @@ class Block:
     lines: dict[str, int]  # of its top-level attributes and nested blocks
 
 
+#: The kinds :func:`declarations` gives the value blocks (no resource type is either).
+VARIABLE, LOCALS = "variable", "locals"
+
+
 def resources(path: Path) -> Iterator[Block]:
     """The resource blocks of one ``.tf`` file. It is cut after each top-level block
     (:func:`blocks`) and each piece is parsed alone, so the work and the memory are those
     of one block at a time: linear in the file's size. Raises SpecError at the line of
     what cannot be read."""
+    return (b for b in declarations(path) if b.kind not in (VARIABLE, LOCALS))
+
+
+def declarations(path: Path) -> Iterator[Block]:
+    """The resource, ``variable`` and ``locals`` blocks of one ``.tf`` file, read as
+    :func:`resources` reads them."""
     name = str(path)
     for first, chunk in blocks(read_text(path)):
         parsed = parse(chunk, first, name)
-        if not parsed.get("resource"):
-            continue
-        headers = _headers(chunk, first)
-        for block in parsed["resource"]:
-            for kind, named in block.items():
-                for label, body in named.items():
-                    offset, start = headers.get((kind, label), (-1, first))
-                    lines = _block_lines(chunk, offset, start) if offset >= 0 else {}
-                    yield Block(kind, label, body, start, lines)
+        if parsed.get("resource"):
+            yield from _resource_blocks(parsed["resource"], chunk, first)
+        if parsed.get(VARIABLE) or parsed.get(LOCALS):
+            yield from _value_blocks(parsed, chunk, first)
+
+
+def _resource_blocks(parsed: list[Any], chunk: str, first: int) -> Iterator[Block]:
+    headers = _headers(chunk, first)
+    for block in parsed:
+        for kind, named in block.items():
+            for label, body in named.items():
+                offset, start = headers.get((kind, label), (-1, first))
+                lines = _block_lines(chunk, offset, start) if offset >= 0 else {}
+                yield Block(kind, label, body, start, lines)
+
+
+def _value_blocks(parsed: dict[str, Any], chunk: str, first: int) -> Iterator[Block]:
+    """The ``variable`` and ``locals`` blocks of one parsed piece, in file order."""
+    headers = []
+    line, seen = first, 0
+    for header in _VALUES.finditer(chunk):
+        line += chunk.count("\n", seen, header.start())
+        seen = header.start()
+        headers.append((header.group(1), header.group(2) or "", header.start(), line))
+    variables = {k: v for item in parsed.get(VARIABLE) or [] for k, v in item.items()}
+    locals_ = iter(parsed.get(LOCALS) or [])
+    for kind, label, offset, start in headers:
+        body = variables.get(label) if kind == VARIABLE else next(locals_, None)
+        if isinstance(body, dict):
+            yield Block(kind, label, body, start, _block_lines(chunk, offset, start))
 
 
 def read_text(path: Path) -> str:

@@ -5,17 +5,17 @@ Two inputs, one mapping:
 - ``terraform.tfstate`` (JSON, state format 4): every attribute the provider recorded,
   its defaults included, with its line.
 - ``.tf`` files (HCL, read one block at a time by :mod:`reconciler.importers.hcl`): the
-  attributes written, the provider's schema defaults for the others. Literal values are
-  taken as they are. Integer arithmetic such as ``60 * 60 * 24 * 365`` is evaluated, and
-  whole numbers in exponent form (``1e6``) are read exactly. A ``stream_id`` naming a
-  stream resource (``jetstream_stream.ORDERS.id``) becomes that stream's name. Any other
-  expression (variables, locals, functions, other resources' attributes) is reported with
-  its file and line and stops the import: a value that cannot be known is never guessed.
-
-Bounded work on hostile input: every number, literal or computed at each step, must fit
-in a signed 64-bit integer (the provider's Go ``int64``), or it is an error at its line;
-an expression longer than MAX_EXPRESSION characters is not evaluated. A block, list or
-number where the mapping reads another shape (:data:`SHAPES`) is an error at its line.
+  attributes written, the provider's schema defaults for the others. The ``.tf`` files of
+  one folder are one module: their expressions are worked out as Terraform would
+  (:mod:`reconciler.importers.hcl_eval`): literals, strings with ``${...}``, integer
+  arithmetic (``60 * 60 * 24 * 365``), references to ``var.*`` defaults, ``local.*``
+  values and any attribute of the module's resources (``jetstream_kv_bucket.test.name``;
+  a ``stream_id`` of ``jetstream_stream.ORDERS.id`` is that stream's name), across its
+  files. Any other expression (functions, conditionals, a variable without a default,
+  ``data``/``module`` values, a cycle) is reported with its file and line, naming the
+  reference, and stops the import: a value that cannot be known is never guessed.
+  Numbers must fit the provider's int64; a block, list or number where the mapping reads
+  another shape (:data:`SHAPES`) is an error at its line.
 
 The mapping follows the provider's own translation to the JetStream API (its
 ``streamConfigFromResourceData`` and ``consumerConfigFromResourceData``, release 0.2):
@@ -33,16 +33,13 @@ dropped silently. So are resources this tool does not manage
 
 from __future__ import annotations
 
-import ast
-import operator
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from reconciler.errors import Problem, SpecError, brief
-from reconciler.importers import ImportResult, hcl
+from reconciler.importers import ImportResult, hcl, hcl_eval
 from reconciler.importers.imported import Shape, misshapen, renamed, validated
 from reconciler.locations import Location
 from reconciler.specs.document import Document
@@ -60,6 +57,8 @@ NOT_IMPORTED = {
     "jetstream_stream_template": "stream templates no longer exist in nats-server 2.10+",
 }
 STREAM_ID_PREFIX = "JETSTREAM_STREAM_"
+#: The longest expression evaluated (the rule lives in ``hcl_eval``).
+MAX_EXPRESSION = hcl_eval.MAX_EXPRESSION
 
 #: The provider's schema defaults: what a ``.tf`` file leaves out, it sends anyway.
 DEFAULTS: Mapping[str, Mapping[str, Any]] = {
@@ -169,192 +168,49 @@ def _attribute_locations(locations: Mapping[str, Location]) -> dict[str, dict[st
     return grouped
 
 
-#: The longest expression evaluated as integer arithmetic (``60 * 60 * 24 * 365`` is 18).
-MAX_EXPRESSION = 256
-#: Every number of the provider's schema is a Go int64.
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-
-
-def read_config(path: Path, problems: list[Problem]) -> list[Resource]:
-    """The provider's resources declared in one ``.tf`` file (read one block at a time,
-    :func:`reconciler.importers.hcl.resources`), expressions resolved where they can be
-    (``problems`` gets the others)."""
-    name = str(path)
+def read_module(paths: list[Path], problems: list[Problem]) -> list[Resource]:
+    """The provider's resources declared in the ``.tf`` files of one folder (a Terraform
+    module: its files share variables, locals and resources), each read one block at a
+    time (:func:`reconciler.importers.hcl.declarations`), expressions resolved where they
+    can be (:class:`~reconciler.importers.hcl_eval.Module`; ``problems`` gets the others,
+    at the line of the attribute holding them)."""
+    module = hcl_eval.Module(defaults=DEFAULTS, ids={"jetstream_stream": STREAM_ID_PREFIX})
     resources = []
-    for block in hcl.resources(path):
-        if block.kind.startswith("jetstream_"):
-            attrs = {k: v for k, v in block.body.items() if not k.startswith("__")}
-            where = {a: Location(name, n) for a, n in block.lines.items() if a in attrs}
-            source = Location(name, block.line)
-            resources.append(Resource(block.kind, block.label, attrs, source, where))
-    _resolve(resources, problems)
+    for path in paths:
+        name = str(path)
+        for block in hcl.declarations(path):
+            if block.kind == hcl.VARIABLE:
+                module.declare_variable(block.label, block.body)
+            elif block.kind == hcl.LOCALS:
+                module.locals.update((k, v) for k, v in block.body.items() if k[:2] != "__")
+            elif block.kind.startswith("jetstream_"):
+                attrs = {k: v for k, v in block.body.items() if not k.startswith("__")}
+                where = {a: Location(name, n) for a, n in block.lines.items() if a in attrs}
+                source = Location(name, block.line)
+                resources.append(Resource(block.kind, block.label, attrs, source, where))
+                module.resources[(block.kind, block.label)] = attrs
+    for resource in resources:
+        _resolve(resource, module, problems)
     return resources
 
 
-_OPERATORS: Mapping[type, Callable[[int, int], int]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.FloorDiv: operator.floordiv,
-}
-_OUT_OF_RANGE = "out of range: a number of the provider must fit in a signed 64-bit integer"
-
-
-class _Unreadable(Exception):
-    """An expression that is refused outright (too long, or out of range)."""
-
-
-def _in_range(number: int) -> int:
-    if not INT64_MIN <= number <= INT64_MAX:
-        shown = str(number) if number.bit_length() < 128 else f"a {number.bit_length()}-bit number"
-        raise _Unreadable(f"{shown} is {_OUT_OF_RANGE}")
-    return number
-
-
-_EXPONENT_FORM = re.compile(r"(\d+)(?:\.(\d+))?[eE]([+-]?\d+)")
-
-
-def _constant(node: ast.Constant, expression: str) -> int | None:
-    """An integer literal, or a whole number in exponent form (``1e6``, ``2.5e3``); None
-    for anything else. Exact: the digits are read as an integer, never as a float."""
-    if type(node.value) is int:
-        return _in_range(node.value)
-    match = _EXPONENT_FORM.fullmatch(ast.get_source_segment(expression, node) or "")
-    if type(node.value) is not float or match is None:
-        return None
-    fraction = match.group(2) or ""
-    mantissa = int(match.group(1) + fraction)  # digits of an expression of MAX_EXPRESSION
-    shift = int(match.group(3)) - len(fraction)
-    if mantissa == 0:
-        return 0
-    if shift > 19:  # 10**19 is already out of range: never compute 10**shift
-        raise _Unreadable(f"{match.group()} is {_OUT_OF_RANGE}")
-    if shift >= 0:
-        return _in_range(mantissa * 10**shift)
-    if -shift > MAX_EXPRESSION:
-        return None  # a fraction of 1
-    whole, rest = divmod(mantissa, 10**-shift)
-    return None if rest else _in_range(whole)
-
-
-def _arithmetic(expression: str) -> int | None:
-    """The value of integer arithmetic (``60 * 60 * 24``); None for anything else.
-    Raises _Unreadable for an expression longer than MAX_EXPRESSION and for any value,
-    on the way or at the end, out of the signed 64-bit range: the work is bounded."""
-    text = expression.strip()
-    if len(text) > MAX_EXPRESSION:
-        raise _Unreadable(f"an expression longer than {MAX_EXPRESSION} characters is not evaluated")
-    try:
-        tree = ast.parse(text, mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-
-    def value(node: ast.AST) -> int | None:
-        if isinstance(node, ast.Constant):
-            return _constant(node, text)
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            inner = value(node.operand)
-            return None if inner is None else _in_range(-inner)
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
-            left, right = value(node.left), value(node.right)
-            if left is None or right is None or (isinstance(node.op, ast.FloorDiv) and not right):
-                return None
-            return _in_range(_OPERATORS[type(node.op)](left, right))
-        return None
-
-    return value(tree.body)
-
-
-_EXPRESSION = re.compile(r"^\$\{(.*)\}$", re.DOTALL)
-_STREAM_REF = re.compile(r"^jetstream_stream\.([A-Za-z0-9_-]+)\.(id|name)$")
-
-
-def _resolve(resources: list[Resource], problems: list[Problem]) -> None:
-    """Replace each resolvable expression by its value; report the others."""
-    streams = {r.label: r for r in resources if r.type == "jetstream_stream"}
-    for resource in resources:
-        for attr, raw in list(resource.attrs.items()):
-            what = f"{resource.type}.{resource.label}.{attr}"
-            try:
-                resolved, unresolved = _value(raw, streams)
-            except _Unreadable as err:
-                problems.append(Problem(resource.at(attr), attr, f"{what}: {err}"))
-                del resource.attrs[attr]
-                continue
-            if unresolved:
-                message = (
-                    f"{what}: the expression {brief(unresolved)} is not resolved (write its "
-                    "value, or import terraform.tfstate, which holds every value)"
-                )
-                problems.append(Problem(resource.at(attr), attr, message))
-                del resource.attrs[attr]
-            else:
-                resource.attrs[attr] = resolved
-
-
-def _value(raw: Any, streams: Mapping[str, Resource]) -> tuple[Any, str | None]:
-    """(the value, None), or (None, the expression that cannot be resolved); raises
-    _Unreadable for a number out of range or an expression too long to evaluate."""
-    if isinstance(raw, list):
-        out = []
-        for item in raw:
-            value, bad = _value(item, streams)
-            if bad:
-                return None, bad
-            out.append(value)
-        return out, None
-    if isinstance(raw, dict):
-        body = {}
-        for key, item in raw.items():
-            if key.startswith("__"):
-                continue
-            value, bad = _value(item, streams)
-            if bad:
-                return None, bad
-            body[key] = value
-        return body, None
-    if isinstance(raw, int) and not isinstance(raw, bool):
-        return _in_range(raw), None
-    if not isinstance(raw, str):
-        return raw, None
-    match = _EXPRESSION.match(raw)
-    if match is None:
-        return _text(raw)
-    expression = match.group(1).strip()
-    number = _arithmetic(expression)
-    if number is not None:
-        return number, None
-    reference = _STREAM_REF.match(expression)
-    if reference is not None and reference.group(1) in streams:
-        target = streams[reference.group(1)].attrs.get("name")
-        if isinstance(target, str) and not _EXPRESSION.match(target):
-            return (STREAM_ID_PREFIX + target if reference.group(2) == "id" else target), None
-    return None, expression
-
-
-_HEREDOC = re.compile(
-    r"<<(-?)([A-Za-z_][A-Za-z0-9_-]*)\r?\n(?:(.*?)\r?\n)?[ \t]*\2[ \t]*", re.DOTALL
-)
-_TEMPLATE = re.compile(r"(?<!\$)\$\{|(?<!%)%\{")
-
-
-def _text(raw: str) -> tuple[str | None, str | None]:
-    """(the value of a string, None), or (None, the text) when it interpolates
-    (``"team-${var.x}"``) or holds a directive (``%{ if ... }``): a value that cannot be
-    known. python-hcl2 keeps a heredoc's markers and the escapes ``$${`` and ``%%{``;
-    they are undone as Terraform does (a heredoc's lines end in a newline; ``<<-`` takes
-    the shortest indentation off every line)."""
-    heredoc = _HEREDOC.fullmatch(raw)
-    if heredoc is not None:
-        body = heredoc.group(3)
-        lines = [] if body is None else body.split("\n")
-        if heredoc.group(1):
-            margins = [len(line) - len(line.lstrip(" \t")) for line in lines if line.strip()]
-            lines = [line[min(margins, default=0) :] for line in lines]
-        raw = "".join(line + "\n" for line in lines)
-    if _TEMPLATE.search(raw):
-        return None, raw
-    return raw.replace("$${", "${").replace("%%{", "%{"), None
+def _resolve(resource: Resource, module: hcl_eval.Module, problems: list[Problem]) -> None:
+    """Replace each attribute by its value; report those that cannot be known."""
+    for attr in list(resource.attrs):
+        what = f"{resource.type}.{resource.label}.{attr}"
+        try:
+            resource.attrs[attr] = module.attribute(resource.type, resource.label, attr)
+        except hcl_eval.Unreadable as err:
+            problems.append(Problem(resource.at(attr), attr, f"{what}: {err}"))
+            del resource.attrs[attr]
+        except hcl_eval.Unresolved as err:
+            because = f": {err.why}" if err.why else ""
+            message = (
+                f"{what}: the expression {brief(err.expression)} is not resolved{because} "
+                "(write its value, or import terraform.tfstate, which holds every value)"
+            )
+            problems.append(Problem(resource.at(attr), attr, message))
+            del resource.attrs[attr]
 
 
 # --- mapping ------------------------------------------------------------------------------
@@ -759,10 +615,16 @@ def load(paths: list[Path]) -> tuple[list[Document], list[Problem]]:
     problems: list[Problem] = []
     warnings: list[Problem] = []
     docs: list[Document] = []
+    modules: dict[Path, list[Path]] = {}  # the .tf files of each folder: one module
     for path in _files(paths):
-        tf = path.suffix == ".tf"
-        resources = read_config(path, problems) if tf else read_state(path)
-        docs += documents(well_shaped(resources, problems), warnings, with_defaults=tf)
+        if path.suffix == ".tf":
+            modules.setdefault(path.parent.resolve(), []).append(path)
+        else:
+            state = well_shaped(read_state(path), problems)
+            docs += documents(state, warnings, with_defaults=False)
+    for files in modules.values():
+        resources = well_shaped(read_module(files, problems), problems)
+        docs += documents(resources, warnings, with_defaults=True)
     if problems:
         raise SpecError(problems)
     return docs, warnings

@@ -21,7 +21,7 @@ from cli_runner import reconcile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.importers import hcl, terraform
+from reconciler.importers import hcl, hcl_eval, terraform
 
 #: Five lines: the hostile resource starts at line 6, its ``max_msgs`` is on line 9.
 BEFORE = 'resource "jetstream_stream" "OK" {\n  name     = "OK"\n  subjects = ["ok"]\n}\n\n'
@@ -237,8 +237,9 @@ def tf_file(folder: Path, groups: int) -> Path:
 
 
 def lines_run_in_the_importer(path: Path) -> int:
-    """How many lines of reconciler/importers/terraform.py run to import ``path``."""
-    module = terraform.__file__
+    """How many lines of reconciler/importers/terraform.py and hcl_eval.py (the
+    expressions) run to import ``path``."""
+    modules = {terraform.__file__, hcl_eval.__file__}
     count = 0
 
     def local(frame: FrameType, event: str, arg: Any) -> Callable[..., Any]:
@@ -247,7 +248,7 @@ def lines_run_in_the_importer(path: Path) -> int:
         return local
 
     def calls(frame: FrameType, event: str, arg: Any) -> Callable[..., Any] | None:
-        return local if frame.f_code.co_filename == module else None
+        return local if frame.f_code.co_filename in modules else None
 
     sys.settrace(calls)
     try:
