@@ -19,7 +19,7 @@ import pytest
 from cli_runner import reconcile
 from servers import NatsServer, run
 
-from reconciler.errors import RefusedPlan
+from reconciler.errors import ReconcileError, RefusedPlan
 from reconciler.execution import run as engine
 from reconciler.jetstream import ConnectionOptions
 from reconciler.specs.lifecycle import PROTECT_KEY
@@ -496,8 +496,6 @@ def test_an_export_keeps_the_protection(clean_server: NatsServer, protected: Pat
 
 def test_pulumi_never_creates_an_observed_resource(clean_server: NatsServer) -> None:
     from pulumi_provider import JetStreamProvider
-
-    from reconciler.errors import ReconcileError
 
     provider = JetStreamProvider(connection={"servers": clean_server.url})
     inputs = {"kind": "Stream", "name": "LATER", "lifecycle": {"mode": "observe"}}
