@@ -9,9 +9,10 @@ What a rule sees (the variables, in CEL):
   ``source`` (``FILE:LINE`` of the spec, ``""`` for a delete), ``desired`` and ``live``
   (complete wire configs: server defaults filled in, durations in nanoseconds, sizes in
   bytes; a bucket as its stream; ``{}`` when there is none: ``desired`` of a delete,
-  ``live`` of a create; for an unchanged resource ``live`` is ``desired``, which the
-  plan found equal), ``declared`` (the fields the spec file writes, wire units, the
-  kind's own names: a bucket's ``history``; ``{}`` for a delete).
+  ``live`` of a create; for an unchanged resource both are its live config, what the
+  server keeps, ``ignore_changes`` fields included), ``declared`` (the fields the spec
+  file writes, wire units, the kind's own names: a bucket's ``history``; ``{}`` for a
+  delete).
 - ``step``: ``action`` (create, update, replace, migrate, delete, unchanged),
   ``destructive``, ``loss_messages`` (at least this many messages are deleted: 0 when
   none), ``loss_unknown`` (a loss whose size cannot be computed), ``fields`` (the
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import PolicyDenied, brief
 from reconciler.identity import ENTRY
-from reconciler.model.normalize import desired_config
+from reconciler.model.normalize import desired_config, live_config
 from reconciler.model.state import LiveState
 from reconciler.planning.findings import PolicyFinding
 from reconciler.planning.steps import (
@@ -140,10 +141,7 @@ def _configs(
 ) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
     """(desired, live) wire configs of an entry; ``{}`` where there is none."""
     if isinstance(entry, Unchanged):
-        if spec is None:
-            return _EMPTY, _EMPTY
-        stream = live.streams.get(entry.stream_name) if entry.ref.is_child else None
-        config = desired_config(spec, live.server, stream_config=stream, owner=plan.owner)
+        config = _kept(entry, spec, plan, live)
         return config, config
     if isinstance(entry, Delete):
         return _EMPTY, entry.live
@@ -152,6 +150,20 @@ def _configs(
     if isinstance(entry, Update | Replace | Migrate):
         return entry.config, entry.live or _EMPTY
     return _EMPTY, _EMPTY
+
+
+def _kept(entry: Unchanged, spec: Spec | None, plan: Plan, live: LiveState) -> Mapping[str, Any]:
+    """What an unchanged resource keeps: its live config, canonical. Not the spec's:
+    a field under lifecycle ``ignore_changes`` keeps its live value whatever the spec
+    says, and the rule judges what the server will hold."""
+    stream = live.streams.get(entry.stream_name)
+    raw = live.consumers.get((entry.stream_name, entry.name)) if entry.ref.is_child else stream
+    if raw is not None:
+        inherits = stream if entry.ref.is_child else None
+        return live_config(entry.kind, raw, live.server, stream_config=inherits)
+    if spec is None:
+        return _EMPTY
+    return desired_config(spec, live.server, stream_config=stream, owner=plan.owner)
 
 
 def _step(entry: Entry) -> dict[str, Any]:

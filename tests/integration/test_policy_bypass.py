@@ -69,3 +69,37 @@ def test_a_rule_with_comments_sees_the_fields_it_reads(
     with pytest.raises(PolicyDenied, match="quota"):
         run(engine.apply_for(ApplyRequest(plan=wanted, approved=True, lock_timeout=None)))
     assert run(_stream(clean_server.url, "BIG")) is None  # nothing was created
+
+
+MAX_BYTES = """\
+rules:
+  - id: stream-max-bytes
+    level: deny
+    message: every stream sets max_bytes
+    kinds: [Stream]
+    expr: resource.desired.max_bytes > 0 && resource.live.max_bytes > 0
+"""
+
+
+def test_an_unchanged_resource_is_judged_on_what_the_server_keeps(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A stream without a size limit whose spec declares ``max_bytes`` under lifecycle
+    ``ignore_changes``: the plan leaves it unchanged (unlimited), so the rule must see
+    the live -1, not the spec's value (it saw the spec's value as desired and live)."""
+    specs = _specs(tmp_path, "kind: Stream\nname: LOGS\nsubjects: [logs.>]\n")
+    options = ConnectionOptions(servers=clean_server.url)
+    assert run(engine.apply([specs], options, lock_timeout=None)).ok
+    _specs(
+        tmp_path,
+        "kind: Stream\nname: LOGS\nsubjects: [logs.>]\nmax_bytes: 1MiB\n"
+        "lifecycle: {ignore_changes: [max_bytes]}\n",
+    )
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(MAX_BYTES, encoding="utf-8")
+    wanted = PlanRequest.of([specs], options, policies=(policy,))
+    plan = run(engine.plan_for(wanted))
+    assert [s.label for s in plan.unchanged] == ["Stream LOGS"] and not plan.changes
+    assert [(f.rule, f.action) for f in plan.policy] == [("stream-max-bytes", "unchanged")]
+    info = run(_stream(clean_server.url, "LOGS"))
+    assert info is not None and info["config"]["max_bytes"] == -1  # type: ignore[index]
