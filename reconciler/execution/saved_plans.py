@@ -75,7 +75,24 @@ def plan_request(saved: SavedPlan, options: ConnectionOptions) -> PlanRequest:
     if "policies" in {f.name for f in fields(PlanRequest)}:
         policies: dict[str, Any] = {"policies": tuple(_inside(root, p) for p in named.policies)}
         request = replace(request, **policies)  # the field comes with policy checks
+        _check_project_policies(saved.project, request.policies)
     return request
+
+
+def _check_project_policies(project: Path | None, policies: Sequence[Path]) -> None:
+    """Refuse a saved plan whose request leaves out a policy file the project file names:
+    the file decides the re-plan's flags, never to drop the project's rules."""
+    if project is None:
+        return
+    from reconciler.specs.project import load_project
+
+    kept = {Path(p).resolve() for p in policies}
+    for path in load_project(project).policies:
+        if path.resolve() not in kept:
+            raise SavedPlanRefused(
+                f"the saved plan leaves out the policy file {path} the project file "
+                f"{project} names: {NOTHING_CHANGED}; {PLAN_AGAIN}"
+            )
 
 
 def _inside(root: Path, named: str) -> Path:

@@ -103,3 +103,50 @@ def test_an_unchanged_resource_is_judged_on_what_the_server_keeps(
     assert [(f.rule, f.action) for f in plan.policy] == [("stream-max-bytes", "unchanged")]
     info = run(_stream(clean_server.url, "LOGS"))
     assert info is not None and info["config"]["max_bytes"] == -1  # type: ignore[index]
+
+
+def _forged_without_policies(plan: Path) -> None:
+    """What someone who can write the saved plan does: drop its policy files from the
+    request and the file digests, drop its findings, fix every digest up."""
+    from reconciler.planning.saved import integrity
+    from reconciler.specs.fingerprint import FileDigest, SpecDigest
+
+    document = json.loads(plan.read_text(encoding="utf-8"))
+    document.pop("digest")
+    document["request"]["policies"] = []
+    files = [f for f in document["specs"]["files"] if not f["path"].startswith("policies/")]
+    document["specs"]["files"] = files
+    digest = SpecDigest(document["specs"]["salt"], tuple(FileDigest(**f) for f in files))
+    document["specs"]["digest"] = digest.digest
+    document["plan"]["policy"] = []
+    document["digest"] = integrity(document)
+    plan.write_text(json.dumps(document), encoding="utf-8")
+
+
+def test_a_saved_plan_without_the_projects_policies_is_refused(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The project file (digested in the saved plan) names the policy; a saved plan
+    whose request leaves it out, digests fixed up, used to apply with no rule at all."""
+    from cli_runner import reconcile
+
+    _specs(tmp_path, "kind: Stream\nname: PRODS\nsubjects: [prods.>]\n")
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "team.yaml").write_text(
+        "rules:\n  - {id: no-streams, level: deny, message: no new streams, "
+        "expr: 'step.action != \"create\"'}\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "reconcile.yaml").write_text(
+        "owner: shop\nspecs: [specs]\npolicies: [policies/team.yaml]\n"
+        f"environments:\n  prod: {{servers: '{clean_server.url}'}}\n",
+        encoding="utf-8",
+    )
+    plan = tmp_path / "reviewed.plan"
+    planned = reconcile("plan", "--env", "prod", "--out", str(plan), cwd=tmp_path)
+    assert planned.returncode == 3 and plan.is_file(), planned.stderr
+    _forged_without_policies(plan)
+    applied = reconcile("apply", str(plan), "--env", "prod", cwd=tmp_path)
+    assert applied.returncode == 1, applied.stdout + applied.stderr
+    assert "policies/team.yaml" in applied.stderr and "Traceback" not in applied.stderr
+    assert run(_stream(clean_server.url, "PRODS")) is None  # nothing was created
