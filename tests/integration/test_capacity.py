@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
 from cli_runner import reconcile
+from credentials import _jwt, make_nkey
 from servers import Cluster, NatsServer
 
 from reconciler.errors import SpecError
 from reconciler.execution import run
+from reconciler.execution.requests import Quiet
 from reconciler.jetstream import ConnectionOptions
 
 MiB = 1024 * 1024
@@ -77,6 +79,16 @@ async def _publish(server: NatsServer, subject: str, count: int) -> None:
             await js.publish(subject, f"m{i}".encode())
     finally:
         await nc.close()
+
+
+class _Notices(Quiet):
+    """A library call's observer that keeps the notices (warnings among them)."""
+
+    def __init__(self, into: list[str]) -> None:
+        self.into = into
+
+    def notice(self, message: str) -> None:
+        self.into.append(message)
 
 
 def census(server: NatsServer) -> dict[str, int]:
@@ -272,3 +284,119 @@ def test_a_cluster_plan_counts_every_replica(cluster: Cluster, tmp_path: Path) -
     assert the_plan.capacity is not None
     file_total = next(t for t in the_plan.capacity.totals if t.what == "file")
     assert file_total.after - file_total.before == 35 * MiB  # 3 x 10 MiB + 5 MiB
+
+
+@pytest.fixture(scope="module")
+def limited_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Three servers whose account TEAM may reserve 64 MiB of file storage (no tiers)."""
+    nodes = Cluster(tmp_path_factory.mktemp("limited"), name="cap")
+    account = {"jetstream": {"max_file": 64 * MiB, "max_mem": 8 * MiB}}
+    account["users"] = [{"user": "team", "password": "s3cret"}]
+    for node in nodes.nodes:
+        node.settings["accounts"] = {"TEAM": account}
+        node.settings["no_auth_user"] = "team"  # the fixture's own readiness checks
+    nodes.start()
+    yield nodes
+    nodes.stop()
+
+
+async def _create_raw(url: str, config: dict[str, Any]) -> dict[str, Any]:
+    nc = await nats.connect(url, user="team", password="s3cret")
+    try:
+        subject = f"$JS.API.STREAM.CREATE.{config['name']}"
+        reply = await nc.request(subject, json.dumps(config).encode(), timeout=10)
+        answer: dict[str, Any] = json.loads(reply.data)
+        return answer
+    finally:
+        await nc.close()
+
+
+@pytest.mark.cluster
+def test_replicas_multiply_the_reservation_as_the_server_counts_them(
+    limited_cluster: Cluster, tmp_path: Path
+) -> None:
+    """R3 x 25 MiB is 75 MiB of a 64 MiB account: the plan refuses it, and the server
+    itself refuses that config (err 10047), so the plan counts as the server does;
+    R3 x 21 MiB (63 MiB) is planned with a warning and applied."""
+    opts = ConnectionOptions(servers=limited_cluster.urls, user="team", password="s3cret")
+    big = write_specs(tmp_path / "big", stream_yaml("WIDE", "25MiB", extra="num_replicas: 3\n"))
+    with pytest.raises(SpecError) as refused:
+        asyncio.run(run.plan([big], opts))
+    assert "75.0 MiB" in str(refused.value)
+    assert "(tier" not in str(refused.value)
+
+    raw = {"name": "RAW", "subjects": ["raw.>"], "max_bytes": 25 * MiB, "num_replicas": 3}
+    answer = asyncio.run(_create_raw(limited_cluster.url, raw))
+    assert answer["error"]["err_code"] == 10047
+
+    fits = write_specs(tmp_path / "fits", stream_yaml("WIDE", "21MiB", extra="num_replicas: 3\n"))
+    notices: list[str] = []
+    applied = asyncio.run(
+        run.apply([fits], opts, approved=True, observer=_Notices(notices), lock_timeout=None)
+    )
+    assert applied.ok
+    assert any("63.0 MiB of 64.0 MiB (98%" in line for line in notices)
+    assert applied.plan.capacity is not None
+    file_total = next(t for t in applied.plan.capacity.totals if t.what == "file")
+    assert (file_total.before, file_total.after) == (0, 63 * MiB)
+
+
+def tiered_operator(directory: Path, r1: dict[str, Any]) -> tuple[dict[str, Any], Path]:
+    """Decentralised auth whose account has tiered JetStream limits (only an account JWT
+    can set tiers): the server settings and a user's .creds file."""
+    op_pub, op_seed = make_nkey("operator")
+    acc_pub, acc_seed = make_nkey("account")
+    sys_pub, _ = make_nkey("account")
+    user_pub, user_seed = make_nkey("user")
+    unlimited = {k: -1 for k in ("subs", "data", "payload", "imports", "exports", "conn")}
+    operator = _jwt({"type": "operator"}, subject=op_pub, issuer_seed=op_seed, name="op")
+    limits = {**unlimited, "wildcards": True, "tiered_limits": {"R1": r1}}
+    account = _jwt(
+        {"type": "account", "limits": limits}, subject=acc_pub, issuer_seed=op_seed, name="app"
+    )
+    system = _jwt(
+        {"type": "account", "limits": unlimited}, subject=sys_pub, issuer_seed=op_seed, name="SYS"
+    )
+    user = _jwt(
+        {"type": "user", "pub": {}, "sub": {}, "subs": -1, "data": -1, "payload": -1},
+        subject=user_pub,
+        issuer_seed=acc_seed,
+        name="deployer",
+    )
+    creds = directory / "user.creds"
+    directory.mkdir(parents=True, exist_ok=True)
+    creds.write_text(
+        f"-----BEGIN NATS USER JWT-----\n{user}\n------END NATS USER JWT------\n\n"
+        f"-----BEGIN USER NKEY SEED-----\n{user_seed}\n------END USER NKEY SEED------\n"
+    )
+    settings = {
+        "operator": operator,
+        "system_account": sys_pub,
+        "resolver": "MEMORY",
+        "resolver_preload": {acc_pub: account, sys_pub: system},
+    }
+    return settings, creds
+
+
+def test_a_tiered_account_is_checked_per_tier(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """An account JWT with an R1 tier (64 MiB of file storage, 3 streams): the plan reads
+    the tier from $JS.API.INFO, refuses 70 MiB naming the tier and shows the tier's
+    totals."""
+    r1 = {"mem_storage": 8 * MiB, "disk_storage": 64 * MiB, "streams": 3, "consumer": -1}
+    settings, creds = tiered_operator(tmp_path / "auth", r1)
+    server = server_factory(config=settings)
+    opts = ConnectionOptions(servers=server.url, creds=str(creds))
+
+    big = write_specs(tmp_path / "big", stream_yaml("BIG", "70MiB"))
+    with pytest.raises(SpecError) as refused:
+        asyncio.run(run.plan([big], opts))
+    assert "of the account's 64.0 MiB (tier R1)" in str(refused.value)
+
+    fits = write_specs(tmp_path / "fits", stream_yaml("FITS", "30MiB"))
+    the_plan = asyncio.run(run.plan([fits], opts))
+    assert the_plan.capacity is not None
+    tiers = {(t.what, t.tier): (t.after, t.limit) for t in the_plan.capacity.totals}
+    assert tiers[("file", "R1")] == (30 * MiB, 64 * MiB)
+    assert tiers[("streams", "R1")] == (1, 3)
