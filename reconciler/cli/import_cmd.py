@@ -3,6 +3,7 @@ files as specs."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import click
 
 from reconciler.cli.export_cmd import write_files
 from reconciler.cli.options import strict_option
+from reconciler.errors import ReconcileError
 from reconciler.importers import IMPORTERS
 
 
@@ -54,23 +56,70 @@ def import_(
     from reconciler.importers import read
     from reconciler.model.defaults import newest_server
     from reconciler.planning.export import import_files
+    from reconciler.specs.project import PROJECT_FILE
 
     found = read(source, paths, strict=strict)
     for warning in found.warnings:
         click.echo(shown(str(warning)), err=True)  # names, file names: escaped
-    code = write_files(import_files(found.specs, newest_server()), out, command="import")
+    project = project_file or (Path(PROJECT_FILE) if Path(PROJECT_FILE).exists() else None)
+    folders = _own_folders(list(found.by_environment), out, project)  # checked, not written
+    server = newest_server()
+    code = write_files(import_files(found.specs, server), out, command="import")
+    for name, folder in folders.items():
+        write_files(import_files(found.by_environment[name], server), folder, command="import")
     if found.environments:
-        _environments(found.environments, project_file)
+        base = project.parent if project is not None and project.exists() else Path()
+        environments = {
+            name: {**env, "resources": [os.path.relpath(folders[name], base)]}
+            if name in folders
+            else env
+            for name, env in found.environments.items()
+        }
+        _environments(environments, project)
     return code
 
 
-def _environments(environments: dict[str, dict[str, Any]], given: Path | None) -> None:
+def _own_folders(names: list[str], out: Path | None, project: Path | None) -> dict[str, Path]:
+    """Where each environment's own specs go: ``OUT-<name>``, beside ``OUT`` (never inside
+    it, nor inside any spec folder the project shares: every environment applies those,
+    and one Account's streams would go into the other's). Refused, before anything is
+    written, when that cannot hold."""
+    if not names:
+        return {}
+    if out is None:
+        raise click.UsageError(
+            f"--out is needed: the resources of Account(s) {', '.join(sorted(names))} go "
+            "to a folder of their own each"
+        )
+    folders = {name: out.parent / f"{out.name}-{name}" for name in sorted(names)}
+    if project is None or not project.exists():
+        return folders
+    from reconciler.specs.project import load_project
+
+    loaded = load_project(project)
+    shared = [Path(os.path.realpath(p)) for p in loaded.specs]
+    for name, folder in folders.items():
+        real = Path(os.path.realpath(folder))
+        inside = next((p for p in shared if real == p or real.is_relative_to(p)), None)
+        if inside is not None:
+            raise ReconcileError(
+                f"{folder}: Account {name}'s specs would be inside {inside}, which {project} "
+                "shares with every environment: give --out a folder beside the shared specs"
+            )
+        if not real.is_relative_to(Path(os.path.realpath(project.parent))):
+            raise ReconcileError(
+                f"{folder}: Account {name}'s specs would be outside the folder of {project}, "
+                "where its environments' resources must be"
+            )
+    return folders
+
+
+def _environments(environments: dict[str, dict[str, Any]], project: Path | None) -> None:
     """NACK Accounts into the project file's environments (or shown, when there is none)."""
     import yaml
 
     from reconciler.specs.project import PROJECT_FILE, add_environments
 
-    project = given or (Path(PROJECT_FILE) if Path(PROJECT_FILE).exists() else None)
     if project is None or not project.exists():
         from reconciler.model.values import printable
 
@@ -90,3 +139,10 @@ def _environments(environments: dict[str, dict[str, Any]], given: Path | None) -
         click.echo(
             f"environment(s) {', '.join(kept)} already in {project}: left as they are", err=True
         )
+    for name in kept:  # its own specs are not applied until it names them
+        if resources := environments[name].get("resources"):
+            click.echo(
+                f"environment {name}: add resources: {resources} to it in {project}, or its "
+                "Account's specs are not applied with it",
+                err=True,
+            )

@@ -8,7 +8,8 @@ module's ``read(paths, strict=...)``, which returns an :class:`ImportResult`:
 - ``terraform`` (:mod:`.terraform`, ``.tf`` files through :mod:`.hcl`): state and
   configuration of the ``nats-io/jetstream`` provider;
 - ``nack`` (:mod:`.nack`): NACK's custom resources; its ``Account`` resources become
-  project environments.
+  project environments, and the resources naming an Account (``spec.account``) that
+  environment's own specs (``ImportResult.by_environment``).
 
 An importer's module is loaded only when it is asked for. This package sits above
 ``reconciler.specs`` (it reads, maps and validates through it); nothing in the engine
@@ -37,6 +38,9 @@ class ImportResult:
     specs: list[Spec]
     warnings: list[Problem] = field(default_factory=list)
     environments: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the specs only one of ``environments`` declares (a NACK resource naming its
+    #: Account), validated apart from ``specs`` (which every environment shares)
+    by_environment: dict[str, list[Spec]] = field(default_factory=dict)
 
 
 #: ``read(paths, strict=...)``: raises ``SpecError`` listing every problem found.

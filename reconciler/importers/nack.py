@@ -17,10 +17,18 @@ Both API versions NACK has shipped are read: ``v1beta1`` and ``v1beta2``.
 
 The connection fields (`account`, `servers`, `creds`, `nkey`, `tls`, `jsDomain`,
 `preventDelete`, `preventUpdate`) say where a resource goes, not what it is: they are not
-imported. An `Account` resource, which holds a connection and its secrets, is reported
-with its line: declare it as an environment of the project file
-(docs/environments.md). Any other field the mapping does not know is a warning with its
-line.
+part of a spec. An `Account` resource, which holds a connection and its secrets, becomes
+an environment of the project file (docs/environments.md), and the resources naming it
+(`spec.account`) become that environment's own specs, validated apart: they are never
+written among the specs every environment shares, where one Account's streams would be
+applied into the other's (two Accounts may both have a stream `ORDERS`). A resource
+naming an Account the manifests do not hold is an error at its line. Any other field the
+mapping does not know is a warning with its line.
+
+An ``ackWait`` below 1ms on a consumer that acknowledges (NACK's CRD default is ``1ns``,
+and its controller sends it) is a warning at its line: the server keeps it as written
+(measured on 2.10 to 2.15: nothing rounds it up), so an unacknowledged message is
+delivered again at once, over and over.
 """
 
 from __future__ import annotations
@@ -483,11 +491,41 @@ SHAPES: Mapping[str, Shape] = {
 _MAPPERS = {"Stream": _stream, "Consumer": _consumer, "KeyValue": _bucket, "ObjectStore": _bucket}
 
 
+#: An ``ackWait`` below this redelivers at once (the server keeps what it is sent).
+SHORTEST_ACK_WAIT = 1_000_000
+
+
+def _ack_wait_warning(spec: Mapping[str, Any], config: Mapping[str, Any], m: _Mapper) -> None:
+    """Warn where a consumer that acknowledges waits less than SHORTEST_ACK_WAIT."""
+    wait = config.get("ack_wait")
+    if config.get("ack_policy") == "none" or not isinstance(wait, int) or wait >= SHORTEST_ACK_WAIT:
+        return
+    written = spec.get("ackWait")
+    given = "NACK's CRD default, ackWait not set" if written in (None, "") else "as written"
+    message = (
+        f"ackWait {written or CRD_DEFAULTS['Consumer']['ackWait']} ({given}): the server keeps "
+        "it as it is, so a message not acknowledged at once is redelivered at once, over "
+        "and over: set ackWait (30s is the usual value)"
+    )
+    m.warnings.append(Problem(m.at("ackWait"), "ack_wait", message, warning=True))
+
+
+#: Documents by the Account their resource names (``spec.account``; None: none named).
+ByAccount = dict[str | None, list[Document]]
+
+
 def documents(
     manifests: list[Document], problems: list[Problem], warnings: list[Problem]
 ) -> list[Document]:
     """The spec documents of NACK's manifests (other Kubernetes objects are skipped)."""
-    out = []
+    return [doc for docs in by_account(manifests, problems, warnings).values() for doc in docs]
+
+
+def by_account(
+    manifests: list[Document], problems: list[Problem], warnings: list[Problem]
+) -> ByAccount:
+    """The spec documents of NACK's manifests by the Account each names."""
+    out: ByAccount = {}
     for manifest in manifests:
         body = manifest.body
         api, kind = str(body.get("apiVersion", "")), str(body.get("kind", ""))
@@ -519,36 +557,79 @@ def documents(
         if kind == "Consumer":
             head["stream"] = spec.get("streamName")
             mapper.note("stream", "streamName")
-        out.append(
-            Document(body={**head, **config}, source=manifest.source, locations=mapper.locations)
+            _ack_wait_warning(spec, config, mapper)
+        account = spec.get("account")
+        if account:
+            mapper.note("account", "account")  # where an unknown Account is reported
+        document = Document(
+            body={**head, **config}, source=manifest.source, locations=mapper.locations
         )
+        out.setdefault(str(account) if account else None, []).append(document)
     return out
 
 
 def read(paths: list[Path], *, strict: bool = False) -> ImportResult:
     """The specs of NACK manifests (YAML files or folders), validated, and the
-    ``Account`` resources as project environments; raises SpecError listing every
-    problem (bad duration, unknown version, ...)."""
-    documents, warnings, environments = load_all(paths)
-    return validated(documents, warnings, strict=strict, environments=environments)
+    ``Account`` resources as project environments, each with the specs of the resources
+    naming it (validated apart: each Account is its own namespace of names); raises
+    SpecError listing every problem (bad duration, unknown version, ...)."""
+    grouped, warnings, environments = load_all(paths)
+    problems: list[Problem] = []
+    found: dict[str | None, ImportResult] = {}
+    for account, docs in grouped.items():
+        try:
+            found[account] = validated(docs, warnings, strict=strict)
+        except SpecError as err:
+            problems += err.problems
+    if problems:
+        raise SpecError(problems)
+    shared = found.pop(None, ImportResult([]))
+    own = {account: result.specs for account, result in found.items() if account is not None}
+    return ImportResult(shared.specs, warnings, environments, by_environment=own)
 
 
 def load_all(
     paths: list[Path],
-) -> tuple[list[Document], list[Problem], dict[str, dict[str, Any]]]:
-    """Spec documents from NACK manifests (YAML files or folders), the warnings, and the
-    ``Account`` resources as project environments. Raises SpecError listing every
-    problem (bad duration, unknown version, ...)."""
+) -> tuple[ByAccount, list[Problem], dict[str, dict[str, Any]]]:
+    """Spec documents from NACK manifests (YAML files or folders) by the Account they
+    name, the warnings, and the ``Account`` resources as project environments. Raises
+    SpecError listing every problem (bad duration, unknown version, an Account named
+    that the manifests do not hold, ...)."""
     problems: list[Problem] = []
     warnings: list[Problem] = []
     manifests: list[Document] = []
     for path in _files(paths):
         manifests += read_yaml_trees(path)
-    docs = documents(manifests, problems, warnings)
+    grouped = by_account(manifests, problems, warnings)
     environments = account_environments(manifests, warnings, problems)
+    _check_accounts(grouped, environments, problems, warnings)
     if problems:
         raise SpecError(problems)
-    return docs, warnings, environments
+    return grouped, warnings, environments
+
+
+def _check_accounts(
+    grouped: ByAccount,
+    environments: Mapping[str, Any],
+    problems: list[Problem],
+    warnings: list[Problem],
+) -> None:
+    """A resource naming an Account the manifests do not hold is an error (its specs
+    would have no environment); when some resources name an Account, each naming none
+    is a warning (NACK creates it with its default connection, not an Account's)."""
+    for account, docs in grouped.items():
+        if account is not None and account not in environments:
+            message = (
+                f"Account {brief(account)} is not among the manifests: import its Account "
+                "resource too, so its resources get an environment of their own"
+            )
+            problems += [Problem(d.where("account"), "account", message) for d in docs]
+    if len(grouped) > 1:
+        message = (
+            "names no Account: NACK creates it with its default connection; it is written "
+            "with the specs every environment shares"
+        )
+        warnings += [Problem(d.source, "", message, warning=True) for d in grouped.get(None, [])]
 
 
 def _files(paths: list[Path]) -> list[Path]:
