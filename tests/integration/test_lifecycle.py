@@ -346,15 +346,26 @@ def test_observed_resources_never_change(clean_server: NatsServer, tmp_path: Pat
 
 
 def test_an_observed_environment_writes_nothing(clean_server: NatsServer, tmp_path: Path) -> None:
+    """An environment in mode observe: no create, no prune, no KeyValue entry written."""
     root = tmp_path / "ws"
-    specs = _specs(root, other=OTHER)
+    specs = _specs(root, other=OTHER, cfg="kind: KeyValue\nname: cfg\n")
+    (root / "reconcile.yaml").write_text(
+        f"owner: shop\nspecs: [specs]\nenvironments:\n  prod:\n    servers: '{clean_server.url}'\n"
+    )
+    assert reconcile("apply", "--env", "prod", "--yes", "--no-lock", cwd=root).returncode == 0
+    run(_publish(clean_server.url, "other.new", 3))
     _project(root, clean_server.url, "{mode: observe}")
+    (specs / "other.yaml").unlink()
+    (specs / "later.yaml").write_text(OTHER.replace("OTHER", "LATER").replace("other", "later"))
+    (specs / "entry.yaml").write_text("kind: KeyValueEntry\nbucket: cfg\nkey: mode\nvalue: fast\n")
     applied = reconcile("apply", "--env", "prod", "--yes", "--no-lock", *EVERY_CLI_FLAG, cwd=root)
     assert applied.returncode == 0, applied.stderr
-    missing = run(_request(clean_server.url, "$JS.API.STREAM.INFO.OTHER"))
-    assert missing["error"]["code"] == 404
     assert "not on the server: not created" in applied.stdout
-    del specs
+    assert "KeyValueEntry cfg/mode" in applied.stdout
+    missing = run(_request(clean_server.url, "$JS.API.STREAM.INFO.LATER"))
+    assert missing["error"]["code"] == 404
+    assert _messages(clean_server.url, "OTHER") == 3  # not pruned
+    assert _messages(clean_server.url, "KV_cfg") == 0  # no entry written
 
 
 def test_an_unknown_ignored_field_is_an_error_at_its_line(tmp_path: Path) -> None:
