@@ -113,14 +113,19 @@ NO_POLICY = Policy()
 
 
 def load_policy(paths: Sequence[Path]) -> Policy:
-    """The rules of ``paths`` (in order), compiled; one SpecError with every problem of
-    every file. No paths: :data:`NO_POLICY` (the CEL library is not imported)."""
+    """The rules of ``paths`` (in order; a file named twice is read once), compiled; one
+    SpecError with every problem of every file. No paths: :data:`NO_POLICY` (the CEL
+    library is not imported)."""
     if not paths:
         return NO_POLICY
     problems: list[Problem] = []
     rules: list[Rule] = []
     seen: dict[str, Location] = {}
+    read: set[Path] = set()
     for path in paths:
+        if Path(path).resolve() in read:
+            continue  # named twice (the project's, again by --policy): its rules once
+        read.add(Path(path).resolve())
         for rule in _file_rules(Path(path), problems):
             first = seen.setdefault(rule.id, rule.where)
             if first is not rule.where:

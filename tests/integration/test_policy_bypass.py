@@ -150,3 +150,24 @@ def test_a_saved_plan_without_the_projects_policies_is_refused(
     assert applied.returncode == 1, applied.stdout + applied.stderr
     assert "policies/team.yaml" in applied.stderr and "Traceback" not in applied.stderr
     assert run(_stream(clean_server.url, "PRODS")) is None  # nothing was created
+
+
+def test_a_policy_file_named_twice_is_read_once(clean_server: NatsServer, tmp_path: Path) -> None:
+    """The project's policy named again with ``--policy`` (or the Action's ``policy``
+    input) was a 'rule already defined' error at the rule's own line; now it is read
+    once and its deny rule still refuses the plan."""
+    from cli_runner import reconcile
+
+    specs = _specs(tmp_path, "kind: Stream\nname: TWICE\nsubjects: [twice.>]\n")
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(MAX_BYTES, encoding="utf-8")
+    again = tmp_path / "sub" / ".." / "policy.yaml"
+    (tmp_path / "sub").mkdir()
+    where = ("--server", clean_server.url, "--policy", str(policy), "--policy", str(again))
+    planned = reconcile("plan", str(specs), *where, "--format", "json", cwd=tmp_path)
+    assert planned.returncode == 3, planned.stderr
+    found = json.loads(planned.stdout)["policy"]
+    assert [(f["rule"], f["name"]) for f in found] == [("stream-max-bytes", "TWICE")]
+    applied = reconcile("apply", str(specs), *where, "--yes", "--no-lock", cwd=tmp_path)
+    assert applied.returncode == 3 and "stream-max-bytes" in applied.stderr
+    assert run(_stream(clean_server.url, "TWICE")) is None
