@@ -418,6 +418,7 @@ def apply(
     Given a saved plan (`reconcile plan --out FILE`) instead of PATHS, apply exactly its
     steps: refused, with nothing changed, when the files, the server or the plan made
     again differ from the saved ones (docs/saved-plans.md)."""
+    from reconciler.errors import ApplyFailed
     from reconciler.execution import run
     from reconciler.execution.requests import ApplyRequest, PlanRequest
 
@@ -467,7 +468,11 @@ def apply(
         the_plan = _plan_and_show(console, wanted)
         _check_policy(the_plan)
         return 2 if detailed_exitcode and the_plan.has_changes else 0
-    result = asyncio.run(go())
+    try:
+        result = asyncio.run(go())
+    except ApplyFailed as err:
+        console.show_failed_apply(err.report)  # JSON Lines end with the result
+        raise
     console.show_result(result)
     if result.cancelled and result.interrupted:  # Ctrl-C at the question
         console.notice("interrupted: nothing was changed")

@@ -20,7 +20,7 @@ from reconciler.console import Console, StepSink, error_lines, result_line, show
 from reconciler.model.values import inert_json, printable
 
 if TYPE_CHECKING:
-    from reconciler.errors import ReconcileError
+    from reconciler.errors import ApplyReport, ReconcileError
     from reconciler.execution.apply import ApplyResult, StepEvent
     from reconciler.planning.drift import DriftReport
     from reconciler.planning.steps import Plan
@@ -235,6 +235,23 @@ class TerminalConsole(Console):
             click.echo(json_line(record))
         if self.fmt == "text" and not result.cancelled:
             click.echo(result_line([result]))
+
+    def show_failed_apply(self, report: ApplyReport) -> None:
+        """An apply that stopped on a failed step (the error itself goes to stderr): with
+        :attr:`json_lines`, the ``result`` record that ends the lines; nothing otherwise."""
+        if not self.json_lines:
+            return
+        from reconciler.render.json import json_line, result_record
+
+        record = result_record(
+            applied=len(report.applied),
+            failed=len(report.failed),
+            skipped=len(report.skipped),
+            dry_run=False,
+            interrupted=False,
+            cancelled=False,
+        )
+        click.echo(json_line(record))
 
     def step(self, event: StepEvent) -> None:
         """A step line (text only: JSON and Markdown output is the plan alone), on the
