@@ -236,3 +236,24 @@ def test_the_text_section_shows_before_after_and_the_share(tmp_path: Path) -> No
     lines = capacity_lines(replace(the_plan, capacity=found.capacity))
     assert "    file storage reserved: 0 B -> 32.0 MiB of 64.0 MiB (50%)" in lines
     assert "    memory storage reserved: 0 B -> 0 B (no limit)" not in lines  # unchanged, no limit
+
+
+def test_the_markdown_section_and_the_plan_json(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from reconciler.render.markdown import render_markdown
+
+    (tmp_path / "specs.yaml").write_text("kind: Stream\nname: A\nmax_bytes: 60MiB\n")
+    specs = load_specs([tmp_path / "specs.yaml"])
+    state = LiveState(SERVER)
+    the_plan = build_plan(specs, state)
+    found = assess(the_plan, state, info(max_storage=64 * MiB, max_streams=10), specs)
+    shown = replace(the_plan, capacity=found.capacity)
+
+    markdown = render_markdown(shown)
+    assert "- file storage reserved: 0 B -> 60.0 MiB of 64.0 MiB (94%)" in markdown
+    assert "- streams: 0 -> 1 of 10 (10%)" in markdown
+    document = shown.to_json()["capacity"]
+    assert document["warnings"][0]["severity"] == "warning"
+    assert {t["resource"] for t in document["totals"]} == {"file", "memory", "streams"}
+    assert the_plan.to_json()["capacity"] is None  # a plan nobody assessed says so
