@@ -45,7 +45,8 @@ from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.jetstream.snapshots import RESTORE_CHUNK, restore_stream
 from reconciler.model.migration import resettable
 from reconciler.model.state import ServerInfo
-from reconciler.planning.steps import ALLOW_DATA_LOSS, ALLOW_REPLACE, allows
+from reconciler.planning.steps import ALLOW_DATA_LOSS, ALLOW_REPLACE, allows, recorded_reason
+from reconciler.specs.lifecycle import recorded_protection
 
 #: Streams restored at once unless told otherwise: one. nats-server 2.15.1 died (Go's
 #: "concurrent map iteration and map write" in ``jsAccount.tieredReservation``, called
@@ -271,9 +272,11 @@ async def plan_restore(
         raise RefusedPlan("refusing to restore; nothing was changed:", details=too_old)
     steps: list[RestoreStep] = []
     refused: list[str] = []
+    lives: list[tuple[dict[str, Any], dict[str, dict[str, Any]]]] = []  # one per step
     for record in selected:
         size = contents.folder(record.name).data.stat().st_size
         live = await _live(client, record.name)
+        lives.append(live or ({}, {}))
         if live is None:
             steps.append(RestoreStep(record, "restore", size))
         elif not (differ := differences(record, *live)):
@@ -293,6 +296,17 @@ async def plan_restore(
             details=refused,
         )
     replacing = [s.record.name for s in steps if s.destructive]
+    protected = [
+        f"replace Stream {step.record.name}: {recorded_reason(at)}"
+        for step, (info, _) in zip(steps, lives, strict=True)
+        if step.destructive and (at := recorded_protection(info.get("config"))) is not None
+    ]
+    if protected:  # lifecycle prevent_destroy, as the server records it
+        raise RefusedPlan(
+            f"refusing to restore: {len(protected)} stream(s) protected by lifecycle "
+            "prevent_destroy (no flag allows replacing them); nothing was changed.",
+            details=protected,
+        )
     allowed = allows(
         whole=True, allow_replace=flags.allow_replace, allow_data_loss=flags.allow_data_loss
     )

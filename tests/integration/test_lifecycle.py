@@ -514,3 +514,21 @@ def test_pulumi_never_creates_an_observed_resource(clean_server: NatsServer) -> 
     with pytest.raises(ReconcileError, match="never written; not on the server: not created"):
         provider.create(news)
     assert run(_request(clean_server.url, "$JS.API.STREAM.INFO.LATER"))["error"]["code"] == 404
+
+
+def test_a_restore_never_replaces_a_protected_stream(
+    clean_server: NatsServer, protected: Path
+) -> None:
+    """``restore --replace-existing --allow-data-loss`` would delete ORDERS and create it
+    again from the backup: its protection refuses that, and every message stays."""
+    tmp = protected.parent
+    out = tmp / "backup"
+    url = ("--server", clean_server.url)
+    assert reconcile("backup", str(protected), "--out", str(out), *url, cwd=tmp).returncode == 0
+    run(_publish(clean_server.url, "orders.new", 5))
+    flags = ("--replace-existing", "--allow-replace", "--allow-data-loss", "--yes")
+    refused = reconcile("restore", str(out), *url, *flags, cwd=tmp)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "protected by lifecycle prevent_destroy" in refused.stderr
+    assert "orders.yaml:7" in refused.stderr
+    assert _messages(clean_server.url) == 25
