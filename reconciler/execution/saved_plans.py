@@ -31,7 +31,8 @@ PLAN_AGAIN = "plan again and review the new plan"
 
 def saved_request(request: PlanRequest, root: Path) -> SavedRequest:
     """The flags of ``request`` as a saved plan keeps them (paths relative to ``root``)."""
-    outside = [p for p in (*request.paths, *request.overlays) if relative(p, root).startswith("..")]
+    named = (*request.paths, *request.overlays, *getattr(request, "policies", ()))
+    outside = [p for p in named if relative(Path(p), root).startswith("..")]
     if outside:
         raise SavedPlanRefused(
             f"{outside[0]} is outside the repository ({root}): a saved plan names its "

@@ -171,3 +171,24 @@ def test_a_policy_file_named_twice_is_read_once(clean_server: NatsServer, tmp_pa
     applied = reconcile("apply", str(specs), *where, "--yes", "--no-lock", cwd=tmp_path)
     assert applied.returncode == 3 and "stream-max-bytes" in applied.stderr
     assert run(_stream(clean_server.url, "TWICE")) is None
+
+
+def test_plan_out_refuses_a_policy_file_outside_the_repository(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A saved plan names its files inside the repository; a policy outside it was
+    saved anyway, and the plan could then never be applied."""
+    from cli_runner import reconcile
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / ".git").mkdir()
+    _specs(repo, "kind: Stream\nname: OUT\nsubjects: [out.>]\n")
+    policy = tmp_path / "policy.yaml"  # outside the repository
+    policy.write_text(MAX_BYTES.replace("deny", "warn"), encoding="utf-8")
+    out = tmp_path / "saved.plan"
+    where = ("--server", clean_server.url, "--policy", str(policy), "--out", str(out))
+    planned = reconcile("plan", "specs", *where, cwd=repo)
+    assert planned.returncode == 1, planned.stdout + planned.stderr
+    assert "outside the repository" in planned.stderr and str(policy) in planned.stderr
+    assert not out.exists()
