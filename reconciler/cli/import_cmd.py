@@ -30,7 +30,9 @@ from reconciler.importers import IMPORTERS
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Write one spec file per stream or bucket into this folder (default: stdout).",
+    help="Write one spec file per stream or bucket into this folder (default: stdout). "
+    "nack: the resources naming an Account go to OUT-<account> beside it, that "
+    "environment's own resources.",
 )
 @click.option(
     "--project",
