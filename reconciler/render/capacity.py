@@ -10,7 +10,7 @@ from reconciler.planning.totals import Total
 from reconciler.specs.units import approx_size
 
 #: The section's title: what the figures are.
-TITLE = "Account capacity (max_bytes x replicas reserved, before -> after)"
+TITLE = "Account capacity (max_bytes x replicas reserved; before -> after)"
 
 
 def _figure(total: Total, value: int) -> str:
@@ -45,7 +45,7 @@ def capacity_lines(plan: Plan) -> list[str]:
         return []
     return [
         "",
-        "Account capacity (max_bytes x replicas):",
+        f"{TITLE}:",
         *(f"    {total_line(t)}" for t in shown),
     ]
 
@@ -56,7 +56,7 @@ def capacity_markdown(plan: Plan) -> list[str]:
     if not shown:
         return []
     return [
-        "**Account capacity** (max_bytes x replicas):",
+        f"**{TITLE}:**",
         *(f"- {total_line(t)}" for t in shown),
         "",
     ]
