@@ -166,10 +166,9 @@ def _client_fields(kind: Kind, stream: Mapping[str, Any]) -> dict[str, Any]:
         fields["allow_direct"] = False
     if stream.get("discard", "new") != "new":
         fields["discard"] = stream["discard"]
-    implied = stream.get("subject_delete_marker_ttl")
-    if kind == "KeyValue" and stream.get("allow_msg_ttl") and not implied:
+    if stream.get("allow_msg_ttl") and not stream.get("subject_delete_marker_ttl"):
         fields["allow_msg_ttl"] = True
-    return fields
+    return {key: value for key, value in fields.items() if key in CLIENT_FIELDS[kind]}
 
 
 def bucket_config(kind: Kind, name: str, stream: Mapping[str, Any]) -> dict[str, Any]:
