@@ -41,6 +41,10 @@ SUITE = (
     "tests/integration/test_backup.py",
     "tests/integration/test_backup_memory.py",
     "tests/integration/test_overlapped_read.py",
+    "tests/integration/test_lifecycle.py",
+    "tests/integration/test_policy.py",
+    "tests/integration/test_saved_plans.py",
+    "tests/integration/test_drift_ignore.py",
 )
 
 
@@ -413,6 +417,57 @@ GUARANTEES = (
             "test_import_nack.py::test_accounts_whose_names_derive_one_variable",
             "test_import_nack.py::test_two_accounts_of_one_name",
         ),
+    ),
+    Guarantee(
+        "A protected resource survives every flag, every front door and a removed spec",
+        "A resource whose spec, environment or server-side record says `prevent_destroy` is "
+        "never deleted, replaced, migrated, pruned or restored over, with `--prune "
+        "--allow-replace --allow-data-loss --migrate`, through the CLI, the GitHub Action "
+        "(its `environment:` input and saved plans included) and Pulumi's destroy, and after "
+        "its spec is deleted: apply refuses the whole plan before the first step and names "
+        "where the protection was declared. A forged or hand-removed metadata record can only "
+        "add protection. Ignored fields never drift and are never reset; observed resources "
+        "are never written, and missing ones are not created. Every case publishes messages "
+        "first and counts them after.",
+        ("test_lifecycle.py::",),
+    ),
+    Guarantee(
+        "A policy deny stops every front door before any step",
+        "A plan for which a `deny` rule does not hold is refused by the executor's one check, "
+        "before any step and before any question: the CLI, the GitHub Action, the Pulumi "
+        "provider and the engine API refuse with exit status 3 (`PolicyDenied`), naming the "
+        "rule and the resource, even with `--allow-data-loss`; messages counted after: "
+        "nothing changed. `step.loss_messages` sees the messages a lossy update deletes. A "
+        "broken rule is a `FILE:LINE` error before the server is contacted (a listening "
+        "socket counts no connection); a rule that cannot be evaluated is a finding, never a "
+        "crash.",
+        (
+            "test_front_doors.py::test_every_front_door_refuses_a_policy_deny",
+            "test_policy.py::",
+        ),
+    ),
+    Guarantee(
+        "A saved plan applies exactly what was reviewed, or nothing",
+        "`reconcile apply FILE` writes only when the file is unedited, every spec, overlay, "
+        "project, policy and value file is byte-identical to those planned from, the server "
+        "is the same one (cluster or server name, domain, account: checked before the apply "
+        "lock), and a fresh plan made with the saved flags has the same steps against the "
+        "same observed live configs. Otherwise it exits 1, names what changed, and leaves "
+        "every stream, consumer and message count as it was. The executed plan is always "
+        "the fresh one, so a file edited to add a step or change a config, its digest "
+        "recomputed, is still refused. The file grants no destructive flag and holds no "
+        "credential or secret value (checked as text, base64 and SHA-256).",
+        ("test_saved_plans.py::",),
+    ),
+    Guarantee(
+        "Drift ignore rules hide only app-made resources and never change a step",
+        "A drift ignore rule hides only unmanaged resources (live, with neither a spec nor a "
+        "managed marker), however wide its glob: declared resources still drift or go "
+        "missing under `Stream *` / `Consumer */*`. The planner never reads the rules: "
+        "`plan` and `apply --prune` make the same steps with or without them, and the app's "
+        "consumer and its messages are untouched. Each rule's count is shown in every "
+        "report; a bad rule is a `FILE:LINE` error before anything connects.",
+        ("test_drift_ignore.py::",),
     ),
 )
 
