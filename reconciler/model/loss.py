@@ -31,6 +31,9 @@ class Loss:
     field: str  # "" when the whole resource goes (replace, delete)
     summary: str
     messages: int | None = None  # at least this many messages (None: not computable)
+    #: ``messages`` is only what is certain (1), not a count: the size of the loss is not
+    #: computed (a tighter max_bytes, a max_age that deletes at once)
+    floor: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {"field": self.field or None, "summary": self.summary, "messages": self.messages}
@@ -74,6 +77,7 @@ def _max_bytes(new: int, state: StreamState) -> Loss | None:
         f"holds {readable_size(state.bytes)} in {_count(state.messages, 'message')}; "
         f"max_bytes {readable_size(new)} deletes the oldest messages over it",
         1,
+        floor=True,
     )
 
 
@@ -87,6 +91,7 @@ def _max_age(new: int, old: int, state: StreamState) -> Loss:
             f"holds {_count(state.messages, 'message')}, the oldest {format_duration(age)} old; "
             f"max_age {format_duration(new)} deletes every message older than that at once",
             1,
+            floor=True,
         )
     return Loss(
         "max_age",

@@ -15,8 +15,9 @@ What a rule sees (the variables, in CEL):
   delete).
 - ``step``: ``action`` (create, update, replace, migrate, delete, unchanged),
   ``destructive``, ``loss_messages`` (at least this many messages are deleted: 0 when
-  none), ``loss_unknown`` (a loss whose size cannot be computed), ``fields`` (the
-  changed field paths).
+  none), ``loss_unknown`` (a loss whose size cannot be computed, ``Loss.floor``
+  included: a tighter max_bytes counts 1 message), ``fields`` (the changed field
+  paths).
 
 Evaluated: the plan's steps and its unchanged resources. Not evaluated: KeyValue
 entries (values, some secret, not configuration), and the notes that are never
@@ -172,7 +173,7 @@ def _step(entry: Entry) -> dict[str, Any]:
         "action": str(entry.action),
         "destructive": entry.destructive,
         "loss_messages": sum(n for n in counted if n is not None),
-        "loss_unknown": any(n is None for n in counted),
+        "loss_unknown": any(loss.messages is None or loss.floor for loss in entry.losses),
         "fields": [change.path for change in entry.fields],
     }
 

@@ -192,3 +192,38 @@ def test_plan_out_refuses_a_policy_file_outside_the_repository(
     assert planned.returncode == 1, planned.stdout + planned.stderr
     assert "outside the repository" in planned.stderr and str(policy) in planned.stderr
     assert not out.exists()
+
+
+STARTER = Path(__file__).resolve().parents[2] / "examples" / "policies" / "starter.yaml"
+
+
+async def _publish(url: str, subject: str, count: int, size: int) -> None:
+    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
+    try:
+        for _ in range(count):
+            await nc.request(subject, b"x" * size, timeout=5)
+    finally:
+        await nc.close()
+
+
+def test_a_tighter_max_bytes_is_an_unknown_loss_the_starter_policy_denies(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """max_bytes 10MiB -> 4KiB on 3,000 messages deletes all but a few dozen; the plan
+    can only prove one (``loss_messages`` 1), and said ``loss_unknown`` false, so the
+    starter's 'no step deletes more than 1,000 messages' held and apply (with
+    --allow-data-loss) deleted them."""
+    stream = "kind: Stream\nname: BYTES\nsubjects: [bytes.>]\nmax_bytes: {size}\n"
+    specs = _specs(tmp_path, stream.format(size="10MiB"))
+    options = ConnectionOptions(servers=clean_server.url)
+    assert run(engine.apply([specs], options, lock_timeout=None)).ok
+    run(_publish(clean_server.url, "bytes.x", 3000, 100))
+    _specs(tmp_path, stream.format(size="4KiB"))
+    wanted = PlanRequest.of([specs], options, policies=(STARTER,))
+    plan = run(engine.plan_for(wanted))
+    assert [(f.rule, f.action) for f in plan.policy] == [("bounded-loss", "update")]
+    request = ApplyRequest(plan=wanted, allow_data_loss=True, approved=True, lock_timeout=None)
+    with pytest.raises(PolicyDenied, match="bounded-loss"):
+        run(engine.apply_for(request))
+    info = run(_stream(clean_server.url, "BYTES"))
+    assert info is not None and info["state"]["messages"] == 3000  # type: ignore[index]
