@@ -19,7 +19,7 @@ import nats
 import pytest
 from cli_runner import reconcile
 from credentials import _jwt, make_nkey
-from servers import Cluster, NatsServer
+from servers import SERVER_MATRIX, Cluster, NatsServer
 
 from reconciler.errors import SpecError
 from reconciler.execution import run
@@ -400,3 +400,70 @@ def test_a_tiered_account_is_checked_per_tier(
     tiers = {(t.what, t.tier): (t.after, t.limit) for t in the_plan.capacity.totals}
     assert tiers[("file", "R1")] == (30 * MiB, 64 * MiB)
     assert tiers[("streams", "R1")] == (1, 3)
+
+
+async def _raw(server: NatsServer, config: dict[str, Any]) -> int | None:
+    """Create ``config`` with the raw API as the account's user: the error code, or None."""
+    nc = await nats.connect(server.url, user="team", password="s3cret")
+    try:
+        subject = f"$JS.API.STREAM.CREATE.{config['name']}"
+        reply = json.loads((await nc.request(subject, json.dumps(config).encode())).data)
+        return int(reply["error"]["err_code"]) if "error" in reply else None
+    finally:
+        await nc.close()
+
+
+@pytest.mark.parametrize("version", [*SERVER_MATRIX, None], ids=[*SERVER_MATRIX, "newest"])
+def test_the_plan_refuses_exactly_what_each_server_refuses(
+    server_factory: Callable[..., NatsServer], tmp_path: Path, version: str | None
+) -> None:
+    """At a 64 MiB limit's edge, on every server of the matrix: the plan says no where
+    the server says no (err 10047), and only there. 40 + 24 MiB fill it exactly
+    (accepted); then one byte more is refused, and so is a stream without max_bytes;
+    with 24 MiB + 1 byte in the place of 24 MiB it is refused, an unlimited one is not."""
+    server = server_factory(
+        version=version,
+        config={
+            "accounts": {
+                "TEAM": {
+                    "jetstream": {"max_file": 64 * MiB, "max_mem": 8 * MiB},
+                    "users": [{"user": "team", "password": "s3cret"}],
+                }
+            }
+        },
+    )
+
+    def plans(*documents: str) -> bool:
+        specs = write_specs(tmp_path / f"specs{len(list(tmp_path.iterdir()))}", *documents)
+        planned = reconcile("plan", str(specs), "--server", server.url, *USER, cwd=tmp_path)
+        assert planned.returncode in (0, 1) and "Traceback" not in planned.stderr
+        return planned.returncode == 0
+
+    def creates(name: str, size: int) -> bool:
+        config = {"name": name, "subjects": [f"{name.lower()}.>"], "max_bytes": size}
+        code = asyncio.run(_raw(server, config))
+        assert code in (None, 10047)
+        return code is None
+
+    base = stream_yaml("BASE", "40MiB")
+    assert plans(base, stream_yaml("EXACT", "24MiB"))
+    assert creates("BASE", 40 * MiB) and creates("EXACT", 24 * MiB)
+    exact = stream_yaml("EXACT", "24MiB")
+    assert not plans(base, exact, stream_yaml("BYTE", "1"))
+    assert not creates("BYTE", 1)
+    assert not plans(base, exact, stream_yaml("UNLIMITED", None))
+    assert not creates("UNLIMITED", -1)
+
+    asyncio.run(_delete_raw(server, "EXACT"))
+    assert not plans(base, stream_yaml("NEAR", str(24 * MiB + 1)))
+    assert not creates("NEAR", 24 * MiB + 1)
+    assert plans(base, stream_yaml("UNLIMITED", None))
+    assert creates("UNLIMITED", -1)
+
+
+async def _delete_raw(server: NatsServer, name: str) -> None:
+    nc = await nats.connect(server.url, user="team", password="s3cret")
+    try:
+        await nc.request(f"$JS.API.STREAM.DELETE.{name}", b"")
+    finally:
+        await nc.close()
