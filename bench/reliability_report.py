@@ -45,6 +45,7 @@ SUITE = (
     "tests/integration/test_policy.py",
     "tests/integration/test_saved_plans.py",
     "tests/integration/test_drift_ignore.py",
+    "tests/integration/test_capacity.py",
 )
 
 
@@ -468,6 +469,18 @@ GUARANTEES = (
         "consumer and its messages are untouched. Each rule's count is shown in every "
         "report; a bad rule is a `FILE:LINE` error before anything connects.",
         ("test_drift_ignore.py::",),
+    ),
+    Guarantee(
+        "An over-committed plan changes nothing",
+        "A plan that reserves more than the account's JetStream limits allow (storage per "
+        "type and tier, `max_streams`, `max_bytes_required`, the largest stream, consumers "
+        "per stream) is refused before its first step, in `plan` and in `apply`, naming each "
+        "resource that adds to the total at its spec's line; stream and message counts are "
+        "unchanged afterwards (without the check, apply created the streams that fit and "
+        "failed on the next one with err 10047). Deletes free nothing for creates of the "
+        "same apply (they run last). The rule matches each server of the matrix exactly at "
+        "a limit's edge, and counts replicas as a 3-node cluster does.",
+        ("test_capacity.py::",),
     ),
 )
 
