@@ -57,7 +57,7 @@ from reconciler.planning.plan import (
     StreamPlan,
     build_plan,
     governed,
-    observed_part,
+    governed_entries,
 )
 from reconciler.planning.policy import evaluate as evaluate_policy
 from reconciler.planning.review import differences
@@ -296,7 +296,7 @@ async def plan_with(
     if entries or prune:
         prune = prune and not lifecycle.observe
         found = await _entries_part(client, the_plan, entries, resources, live, prune, ownership)
-        the_plan = with_entries(the_plan, observed_part(found, lifecycle))
+        the_plan = with_entries(the_plan, governed_entries(found, lifecycle, resources, live))
     if policy:  # docs/policy.md: the rules of every planned resource, on the plan
         findings = evaluate_policy(policy, the_plan, resources, live, environment=environment)
         the_plan = replace(the_plan, policy=findings)

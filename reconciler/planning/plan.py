@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reconciler.errors import Problem, SpecError, UnsupportedField
-from reconciler.identity import ResourceRef, is_reserved
+from reconciler.identity import ResourceRef, is_reserved, stream_of
 from reconciler.model.buckets import bucket_config
 from reconciler.model.diff import FieldChange, diff_configs, replace_reasons
 from reconciler.model.loss import CONSUMER_STATE, Loss, claimed_losses, held, update_losses
@@ -938,15 +938,42 @@ def _protected_orphan(orphan: Orphan, lifecycle: Lifecycle) -> Orphan:
     return replace(orphan, reasons=(*orphan.reasons, f"--prune will not delete it: {why}"))
 
 
-def observed_part(part: StreamPlan, lifecycle: Lifecycle) -> StreamPlan:
-    """``part`` (the KeyValue entries') in an environment observed as a whole: its steps
-    as notes (entries follow their environment's lifecycle, not their bucket's)."""
-    if not lifecycle.observe:
-        return part
-    out = replace(part, steps=[], observed=list(part.observed))
+def governed_entries(
+    part: StreamPlan, lifecycle: Lifecycle, specs: Sequence[Spec], live: LiveState
+) -> StreamPlan:
+    """``part`` (the KeyValue entries') with their buckets' lifecycles applied: an entry
+    follows its bucket's (the spec's, merged with the environment's ``lifecycle`` by
+    :func:`governed`; the environment's for a bucket declared elsewhere). An observed
+    bucket's entries get no step (notes); a protected bucket's entries (its lifecycle,
+    or the protection its stream records on the server) are never pruned: the delete is
+    ``prevented``, the orphan says ``--prune`` will not delete it. Declared values are
+    still written in a protected bucket (compare-and-set, as any update)."""
+    buckets = {spec.name: spec.lifecycle for spec in specs if spec.kind == "KeyValue"}
+    out = replace(part, steps=[], orphans=[], observed=list(part.observed))
     for step in part.steps:
-        missing = isinstance(step, Create)
-        why = observe_reason(lifecycle, missing=missing)
-        note = Observed(ref=step.ref, source=step.source, fields=step.fields, reasons=(why,))
-        out.add(replace(note, missing=missing))
+        own = buckets.get(str(step.stream), lifecycle)
+        if own.observe:
+            missing = isinstance(step, Create)
+            why = observe_reason(own, missing=missing)
+            note = Observed(ref=step.ref, source=step.source, fields=step.fields, reasons=(why,))
+            out.add(replace(note, missing=missing))
+        else:
+            out.add(_prevented(step, _entry_protection(str(step.stream), own, live)))
+    for orphan in part.orphans:
+        bucket = str(orphan.stream)
+        why = _entry_protection(bucket, buckets.get(bucket, lifecycle), live)
+        kept = (*orphan.reasons, f"--prune will not delete it: {why}") if why else orphan.reasons
+        out.orphans.append(replace(orphan, reasons=kept))
     return out
+
+
+def _entry_protection(bucket: str, own: Lifecycle, live: LiveState) -> str:
+    """Why an entry of ``bucket`` may not be deleted (empty: it may): the bucket's
+    lifecycle (``own``), or the protection its stream records on the server."""
+    if own.prevent_destroy:
+        return (
+            f"prevented by lifecycle prevent_destroy of bucket {bucket} ({own.protected_at}); "
+            "no flag allows this"
+        )
+    at = recorded_protection(live.streams.get(stream_of("KeyValue", bucket)))
+    return "" if at is None else f"bucket {bucket}: {recorded_reason(at)}"

@@ -1,0 +1,130 @@
+"""Attacks on lifecycle (issue 32), on real servers, messages counted after each:
+KeyValue entries follow their bucket's lifecycle (an observed bucket gets no entry
+written, a protected bucket's entries are never pruned), and other ways a protected
+resource could lose messages or an observed one be written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from servers import NatsServer, run
+
+from reconciler.errors import RefusedPlan
+from reconciler.execution import run as engine
+from reconciler.jetstream import ConnectionOptions
+
+pytestmark = pytest.mark.integration
+
+EVERY_FLAG = {"prune": True, "allow_replace": True, "allow_data_loss": True, "migrate": True}
+
+
+async def _request(url: str, subject: str, payload: dict[str, Any] | None = None) -> Any:
+    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
+    try:
+        data = json.dumps(payload).encode() if payload is not None else b""
+        reply = await nc.request(subject, data, timeout=5)
+        return json.loads(reply.data)
+    finally:
+        await nc.close()
+
+
+async def _publish(url: str, subject: str, count: int) -> None:
+    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
+    try:
+        for index in range(count):
+            await nc.request(subject, str(index).encode(), timeout=5)
+    finally:
+        await nc.close()
+
+
+def _info(url: str, stream: str) -> dict[str, Any]:
+    info: dict[str, Any] = run(_request(url, f"$JS.API.STREAM.INFO.{stream}"))
+    return info
+
+
+def _messages(url: str, stream: str) -> int:
+    return int(_info(url, stream)["state"]["messages"])
+
+
+def _options(server: NatsServer) -> ConnectionOptions:
+    return ConnectionOptions(servers=server.url)
+
+
+def _specs(tmp_path: Path, **files: str) -> Path:
+    folder = tmp_path / "specs"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / f"{name}.yaml").write_text(text, encoding="utf-8")
+    return folder
+
+
+ENTRY = "kind: KeyValueEntry\nbucket: cfg\nkey: {key}\nvalue: {value}\n"
+
+
+def _bucket(tmp_path: Path, url: str) -> Path:
+    """Bucket cfg with two entries (mode, speed) applied: KV_cfg holds 2 messages."""
+    specs = _specs(
+        tmp_path,
+        cfg="kind: KeyValue\nname: cfg\nhistory: 5\n",
+        mode=ENTRY.format(key="mode", value="fast"),
+        speed=ENTRY.format(key="speed", value="high"),
+    )
+    applied = run(engine.apply([specs], ConnectionOptions(servers=url), lock_timeout=None))
+    assert applied.ok
+    assert _messages(url, "KV_cfg") == 2
+    return specs
+
+
+def test_an_observed_buckets_entries_are_never_written(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    url = clean_server.url
+    specs = _bucket(tmp_path, url)
+    observed = "kind: KeyValue\nname: cfg\nhistory: 5\nlifecycle: {mode: observe}\n"
+    (specs / "cfg.yaml").write_text(observed)
+    (specs / "mode.yaml").write_text(ENTRY.format(key="mode", value="slow"))
+    (specs / "new.yaml").write_text(ENTRY.format(key="new", value="later"))
+    (specs / "speed.yaml").unlink()
+    options = _options(clean_server)
+    the_plan = run(engine.plan([specs], options, prune=True))
+    assert not the_plan.has_changes, [(s.action, s.name) for s in the_plan.changes]
+    notes = {note.name: note for note in the_plan.observed if note.kind == "KeyValueEntry"}
+    assert set(notes) == {"mode", "new", "speed"} and notes["new"].missing
+    result = run(engine.apply([specs], options, lock_timeout=None, **EVERY_FLAG))
+    assert result.ok and not result.applied
+    assert _messages(url, "KV_cfg") == 2  # nothing written, nothing deleted
+
+
+def test_a_protected_buckets_entries_are_never_pruned(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    url = clean_server.url
+    specs = _bucket(tmp_path, url)
+    (specs / "cfg.yaml").write_text(
+        "kind: KeyValue\nname: cfg\nhistory: 5\nlifecycle: {prevent_destroy: true}\n"
+    )
+    options = _options(clean_server)
+    assert run(engine.apply([specs], options, lock_timeout=None)).ok  # records the protection
+    (specs / "speed.yaml").unlink()
+    (specs / "mode.yaml").write_text(ENTRY.format(key="mode", value="slow"))
+    with pytest.raises(RefusedPlan) as refused:
+        run(engine.apply([specs], options, lock_timeout=None, **EVERY_FLAG))
+    (detail,) = refused.value.details
+    assert detail.startswith("delete KeyValueEntry cfg/speed: prevented by lifecycle")
+    assert f"{specs / 'cfg.yaml'}:4" in detail
+    assert _messages(url, "KV_cfg") == 2  # speed still there, mode not written
+    plain = run(engine.plan([specs], options))
+    orphan = next(o for o in plain.orphans if o.name == "speed")
+    assert any("--prune will not delete it" in r for r in orphan.reasons)
+    # the bucket's spec removed too: its record on the server still protects its entries
+    (specs / "cfg.yaml").unlink()
+    with pytest.raises(RefusedPlan) as refused:
+        run(engine.apply([specs], options, lock_timeout=None, **EVERY_FLAG))
+    details = refused.value.details
+    prevented = "delete KeyValueEntry cfg/speed: bucket cfg: prevented"
+    assert any(d.startswith(prevented) for d in details), details
+    assert _messages(url, "KV_cfg") == 2
