@@ -14,6 +14,10 @@ changes with every other stream of the server, before anything is applied:
 - **migrations of a stream others copy**: a migration deletes the stream and creates
   it again, and a stream sourcing it copies every message again (measured: 100 -> 200);
   such a migration is refused, naming the streams.
+- **consumer limits of a stream no spec manages** (declared ``external``): a consumer the
+  plan creates or updates above the live stream's ``consumer_limits`` is refused by the
+  server (err 10121 / 10153); the rule is :func:`specs.checks.over_consumer_limits`, the
+  same one validation applies to declared streams.
 
 Pure: specs, the plan's steps and the live state in, problems out.
 """
@@ -28,7 +32,7 @@ from reconciler.model.migration import copied_by, is_temp
 from reconciler.model.normalize import owner_of
 from reconciler.model.state import LiveState
 from reconciler.planning.steps import Delete, Migrate, Step
-from reconciler.specs.checks import SubjectTree
+from reconciler.specs.checks import SubjectTree, over_consumer_limits
 from reconciler.specs.spec import Spec
 
 __all__ = ["live_problems"]
@@ -43,7 +47,11 @@ def live_problems(specs: Sequence[Spec], steps: Sequence[Step], live: LiveState)
     if not live.streams:
         return []  # an empty server: nothing to overlap, nothing to copy a stream
     planned = _planned(steps)
-    return [*_subject_problems(specs, planned, live), *_copied_problems(steps, planned, live)]
+    return [
+        *_subject_problems(specs, planned, live),
+        *_copied_problems(steps, planned, live),
+        *_consumer_limit_problems(specs, steps, live),
+    ]
 
 
 def _planned(steps: Iterable[Step]) -> dict[str, Config | None]:
@@ -165,4 +173,23 @@ def _copied_problems(
             "or mirror first, migrate, then add it back: nothing was changed"
         )
         problems.append(Problem(step.source, "", message))
+    return problems
+
+
+def _consumer_limit_problems(
+    specs: Sequence[Spec], steps: Sequence[Step], live: LiveState
+) -> list[Problem]:
+    """Consumers the plan writes on a live stream no spec manages, against the live
+    stream's ``consumer_limits`` (a managed stream's are validation's)."""
+    managed = {s.stream_name for s in specs if not s.ref.is_child and not s.external}
+    written = {step.ref for step in steps if step.ref.is_child and not isinstance(step, Delete)}
+    problems = []
+    for spec in specs:
+        if spec.kind != "Consumer" or spec.ref not in written:
+            continue
+        stream = live.streams.get(spec.stream_name)
+        if stream is None or spec.stream_name in managed:
+            continue
+        for path, message in over_consumer_limits(spec.config, stream, spec.stream_name):
+            problems.append(Problem(spec.where(path), path, f"{message}: nothing was changed"))
     return problems

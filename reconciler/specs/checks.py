@@ -4,7 +4,10 @@ Each check takes every validated spec and returns problems located at the offend
 field: duplicate names, consumers of undeclared streams, overlapping stream subjects,
 filters outside their stream, mirror together with subjects, source/mirror cycles,
 push-only and pull-only fields on the wrong consumer type, ``max_deliver`` against the
-backoff list, ``duplicate_window`` against ``max_age``, and the work-queue rules.
+backoff list, ``duplicate_window`` against ``max_age``, the work-queue rules, and a
+consumer's ``max_ack_pending`` / ``inactive_threshold`` against its stream's
+``consumer_limits`` (the server refuses the consumer, err 10121 / 10153, after the stream
+was created: a half-applied plan).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from reconciler.identity import (
 from reconciler.specs.schema import did_you_mean
 from reconciler.specs.spec import Spec
 from reconciler.specs.subjects import subjects_overlap
+from reconciler.specs.units import format_duration
 
 PUSH_ONLY = ("deliver_group", "idle_heartbeat", "flow_control", "rate_limit_bps")
 PULL_ONLY = (
@@ -55,6 +59,7 @@ def cross_resource_problems(
         consumer_shape,
         consumer_start_and_filters,
         work_queue_rules,
+        consumers_within_limits,
     ]
     problems = [p for check in checks for p in check(specs)]
     problems.extend(consumer_streams(specs, declared_streams=declared_streams))
@@ -420,3 +425,37 @@ def _work_queue_partitions(consumers: list[Spec]) -> Iterable[Problem]:
                         "workqueue consumers must not overlap"
                     )
                     yield Problem(spec.where(path), path, message)
+
+
+def consumers_within_limits(specs: list[Spec]) -> Iterable[Problem]:
+    """Consumers of a declared (not external) stream against its ``consumer_limits``."""
+    streams = stream_specs(specs)
+    for spec in specs:
+        stream = streams.get(str(spec.stream)) if spec.kind == "Consumer" else None
+        if stream is None or stream.external:
+            continue
+        for path, message in over_consumer_limits(spec.config, stream.config, stream.stream_name):
+            yield Problem(spec.where(path), path, message)
+
+
+def over_consumer_limits(
+    consumer: Mapping[str, Any], stream: Mapping[str, Any], stream_name: str
+) -> list[tuple[str, str]]:
+    """(field, message) for each value of a consumer config above its stream's
+    ``consumer_limits``: the server refuses such a consumer (err 10121 max_ack_pending,
+    10153 inactive_threshold). Measured on 2.10-2.15: a value left out (or 0) gets the
+    limit, and ``max_ack_pending: -1`` (no limit) is accepted and kept as -1."""
+    limits: Mapping[str, Any] = stream.get("consumer_limits") or {}
+    found = []
+    for path in ("max_ack_pending", "inactive_threshold"):
+        limit, value = int(limits.get(path) or 0), consumer.get(path)
+        if limit <= 0 or not isinstance(value, int) or value <= limit:
+            continue
+        show = str if path == "max_ack_pending" else format_duration
+        message = (
+            f"{show(value)} is above consumer_limits.{path} {show(limit)} of stream "
+            f"{stream_name}: the server would refuse the consumer; set at most "
+            f"{show(limit)}, or leave it out to get the limit"
+        )
+        found.append((path, message))
+    return found

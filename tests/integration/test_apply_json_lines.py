@@ -85,16 +85,16 @@ def test_a_plan_over_50_steps_folds_them_and_full_shows_each(
 def test_a_failed_step_is_a_step_line_then_a_result_line(
     clean_server: NatsServer, tmp_path: Path
 ) -> None:
-    """The server refuses a consumer (its max_ack_pending is over the stream's
-    consumer_limits): the step line says failed with the server's words, the result says
-    not ok, the exit status is 1 and the error is on standard error."""
+    """The server refuses a consumer (its deliver_subject is one of the stream's own
+    subjects: a cycle, err 10081, which no check foresees): the step line says failed with
+    the server's words, the result says not ok, the exit status is 1 and the error is on
+    standard error."""
     specs = tmp_path / "specs"
     specs.mkdir()
     (specs / "s.yaml").write_text(
-        "kind: Stream\nname: LIMITED\nsubjects: [limited.>]\n"
-        "consumer_limits: {max_ack_pending: 10}\n---\n"
+        "kind: Stream\nname: LIMITED\nsubjects: [limited.>]\n---\n"
         "kind: Consumer\nstream: LIMITED\nname: mine\nack_policy: explicit\n"
-        "max_ack_pending: 100\n",
+        "deliver_subject: limited.push\n",
         encoding="utf-8",
     )
     server = ("--server", clean_server.url)
@@ -105,7 +105,7 @@ def test_a_failed_step_is_a_step_line_then_a_result_line(
     created, failed = records[1], records[2]
     assert (created["name"], created["outcome"]) == ("LIMITED", "applied")
     assert (failed["name"], failed["outcome"]) == ("mine", "failed")
-    assert "max ack pending" in failed["error"]
+    assert "cycle" in failed["error"]
     assert records[3]["ok"] is False
     assert (records[3]["applied"], records[3]["failed"]) == (1, 1)
     assert "create Consumer LIMITED/mine failed" in done.stderr
