@@ -56,6 +56,10 @@ POLL_SECONDS = 1.0
 DEFAULT_TIMEOUT = 60.0  # how long an apply waits for the lock (--lock-timeout)
 WRONG_LAST_SEQUENCE = 10071
 STREAM_NAME_IN_USE = 10058
+#: The account requires every stream to set ``max_bytes`` (``max_bytes_required``).
+MAX_BYTES_REQUIRED = 10113
+#: The lock bucket's size on such an account: a lease is one small record per key.
+LOCK_MAX_BYTES = 256 * 1024
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
@@ -159,8 +163,9 @@ def _parse_time(text: Any) -> float:
 # --- the bucket ------------------------------------------------------------------------
 
 
-def bucket_config(bucket: str, *, replicas: int) -> dict[str, Any]:
-    """The stream behind the lock bucket: a KeyValue bucket with history 1."""
+def bucket_config(bucket: str, *, replicas: int, max_bytes: int = -1) -> dict[str, Any]:
+    """The stream behind the lock bucket: a KeyValue bucket with history 1, unbounded
+    unless the account requires a ``max_bytes``."""
     return {
         "name": stream_of("KeyValue", bucket),
         "description": "reconcile: apply lock (lease); see `reconcile lock status`",
@@ -172,19 +177,27 @@ def bucket_config(bucket: str, *, replicas: int) -> dict[str, Any]:
         "allow_direct": True,
         "storage": "file",
         "num_replicas": replicas,
+        "max_bytes": max_bytes,
     }
 
 
-async def ensure_bucket(store: LockStore, bucket: str, *, replicas: int = 1) -> None:
-    """Create the lock bucket (idempotent); falls back to one replica if R3 is refused."""
+async def ensure_bucket(
+    store: LockStore, bucket: str, *, replicas: int = 1, max_bytes: int = -1
+) -> None:
+    """Create the lock bucket (idempotent); falls back to one replica if R3 is refused,
+    and to a bounded bucket (``LOCK_MAX_BYTES``) on an account that requires
+    ``max_bytes`` (an unbounded one never reserves room where no limit asks for it)."""
     try:
-        await store.create_stream(bucket_config(bucket, replicas=replicas))
+        await store.create_stream(bucket_config(bucket, replicas=replicas, max_bytes=max_bytes))
     except ServerError as err:
         if err.err_code == STREAM_NAME_IN_USE:  # there already, maybe made by another tool
             return
+        if err.err_code == MAX_BYTES_REQUIRED and max_bytes < 0:
+            await ensure_bucket(store, bucket, replicas=replicas, max_bytes=LOCK_MAX_BYTES)
+            return
         if replicas == 1:
             raise
-        await ensure_bucket(store, bucket, replicas=1)
+        await ensure_bucket(store, bucket, replicas=1, max_bytes=max_bytes)
 
 
 async def read_lease(

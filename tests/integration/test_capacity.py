@@ -230,17 +230,27 @@ def test_max_bytes_required_refuses_a_stream_without_max_bytes(
         tmp_path / "specs", stream_yaml("BOUNDED", "1MiB"), stream_yaml("UNBOUNDED", None)
     )
     planned = reconcile("plan", str(specs), "--server", server.url, *USER, cwd=tmp_path)
-    # --no-lock: the apply lock's own bucket sets no max_bytes either (the server refuses
-    # it with err 10113 on such an account: docs/capacity.md)
-    applied = reconcile(
-        "apply", str(specs), "--server", server.url, *USER, "--yes", "--no-lock", cwd=tmp_path
-    )
+    applied = reconcile("apply", str(specs), "--server", server.url, *USER, "--yes", cwd=tmp_path)
 
     for result in (planned, applied):
         assert result.returncode == 1
         assert f"{specs / 'streams.yaml'}:7" in result.stderr  # the UNBOUNDED document
         assert "requires every stream to set it (max_bytes_required)" in result.stderr
     assert census(server) == {}
+
+
+def test_apply_takes_its_lock_on_an_account_that_requires_max_bytes(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """The apply lock's bucket is bounded where the account requires it (the server
+    refused the unbounded bucket with err 10113, so only --no-lock could apply)."""
+    server = limited(server_factory, max_file=64 * MiB, max_mem=8 * MiB, max_bytes_required=True)
+    specs = write_specs(tmp_path / "specs", stream_yaml("BOUNDED", "1MiB"))
+
+    applied = reconcile("apply", str(specs), "--server", server.url, *USER, "--yes", cwd=tmp_path)
+
+    assert applied.returncode == 0, applied.stderr
+    assert census(server) == {"BOUNDED": 0}
 
 
 def test_an_unlimited_stream_needs_one_byte_free(
