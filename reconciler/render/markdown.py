@@ -26,6 +26,7 @@ from reconciler.render.text import (
     destroy_warning,
     folded,
     groups,
+    in_full,
     migration_notes,
     names_line,
 )
@@ -70,6 +71,9 @@ def code(text: str) -> str:
 BUDGET = 60_000
 #: Names listed per collapsed list before "… and N more".
 LIST_LIMIT = 100
+#: Losses listed under the warning before "… and N more" (each destructive step follows
+#: in full): a prune of 1,000 streams must not push the policy section out of a comment.
+LOSSES_SHOWN = 20
 
 
 def _verdict(plan: Plan, allowed: Collection[str]) -> str:
@@ -199,12 +203,8 @@ def render_markdown(
     if plan.has_changes:
         lines += summary_table(plan)
     if plan.destructive_steps:
-        losses = [
-            f"> - {cell(s.label)}: {cell(loss.summary)}"
-            for s in plan.destructive_steps
-            for loss in s.losses
-        ]
-        lines += ["> [!WARNING]", f"> {cell(destroy_warning(plan, allowed) or '')}", *losses, ""]
+        warning = f"> {cell(destroy_warning(plan, allowed) or '')}"
+        lines += ["> [!WARNING]", warning, *_losses(plan), ""]
     lines += policy_markdown(plan.policy)  # docs/policy.md (render.policy)
     lines += capacity_markdown(plan)  # docs/capacity.md (render.capacity)
     tail = _notes(plan)
@@ -223,14 +223,30 @@ def render_markdown(
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def _losses(plan: Plan) -> list[str]:
+    """What the destructive steps lose, the first :data:`LOSSES_SHOWN` of them."""
+    losses = [
+        f"> - {cell(s.label)}: {cell(loss.summary)}"
+        for s in plan.destructive_steps
+        for loss in s.losses
+    ]
+    if len(losses) <= LOSSES_SHOWN:
+        return losses
+    more = len(losses) - LOSSES_SHOWN
+    return [*losses[:LOSSES_SHOWN], f"> - … and {more} more: each destructive step follows"]
+
+
 def _sections(plan: Plan, budget: int, *, fold: bool) -> tuple[list[str], int]:
-    """The steps within ``budget`` characters, destructive ones first and in full; the
+    """The steps within ``budget`` characters: destructive ones first, then migrations
+    and steps lifecycle forbids (:func:`~reconciler.render.text.in_full`), in full; the
     others in full, or folded per kind and action; and how many did not fit."""
     lines: list[str] = []
     left_out = 0
     destructive = [step for step in plan.changes if step.destructive]
-    others = [step for step in plan.changes if not step.destructive]
-    for title, steps in (("Destroys data", destructive), ("Changes", others)):
+    first = [step for step in plan.changes if in_full(step) and not step.destructive]
+    others = [step for step in plan.changes if not in_full(step)]
+    titled = (("Destroys data", destructive), ("Read first", first), ("Changes", others))
+    for title, steps in titled:
         if not steps:
             continue
         if fold and title == "Changes":
@@ -314,7 +330,9 @@ def _after(line: str, fence: str, depth: int) -> tuple[str, int]:
         return ("" if match and match.group(1).startswith(fence) else fence), depth
     if match:
         return match.group(1), depth
-    return "", depth + line.count("<details>") - line.count("</details>")
+    tag = line.strip()  # this module writes each tag on a line of its own; a name in a
+    # code span (a forged owner's "</details>") is text, not a fold to close
+    return "", depth + (tag == "<details>") - (tag == "</details>")
 
 
 def _size(lines: list[str]) -> int:

@@ -29,7 +29,9 @@ from reconciler.planning.steps import (
     Entry,
     Migrate,
     Plan,
+    Step,
     allowing_flag,
+    prevention,
 )
 from reconciler.render.capacity import capacity_lines
 from reconciler.render.policy import policy_lines
@@ -75,6 +77,13 @@ def groups(steps: Iterable[Entry]) -> dict[tuple[str, str], list[Entry]]:
 def folded(plan: Plan, *, full: bool = False) -> bool:
     """Whether a plan's harmless steps are folded (over :data:`FOLD_OVER`, no ``--full``)."""
     return not full and len(plan.changes) > FOLD_OVER
+
+
+def in_full(step: Step) -> bool:
+    """Whether a folded plan still shows ``step`` in full (text, and outside Markdown's
+    folds): it destroys data, lifecycle forbids it (no flag allows it: apply refuses the
+    plan), or it is a migration (what it copies; why apply refuses it, when blocked)."""
+    return step.destructive or isinstance(step, Migrate) or bool(prevention(step))
 
 
 def short_name(step: Entry) -> str:
@@ -214,15 +223,16 @@ def _hidden_notes(plan: Plan, *, color: bool) -> list[str]:
 def render_text(
     plan: Plan, *, color: bool = False, allowed: Collection[str] = (), full: bool = False
 ) -> str:
-    """``plan`` as text; over :data:`FOLD_OVER` steps (without ``full``) the destructive
-    ones in full, the others folded per kind and action (their names, then a count)."""
+    """``plan`` as text; over :data:`FOLD_OVER` steps (without ``full``) the destructive,
+    prevented and migrating ones in full (:func:`in_full`), the others folded per kind
+    and action (their names, then a count)."""
     server = plan.server
     lines = [printable(f"Plan against nats-server {server.version} (API level {server.api_level})")]
     if plan.changes:
         lines.append("")
     fold = folded(plan, full=full)
     for step in plan.changes:
-        if not fold or step.destructive:
+        if not fold or in_full(step):
             lines.extend(step_lines(step, color=color))
     if fold:
         lines.extend(_folded_lines(plan, color=color))
@@ -238,7 +248,7 @@ def render_text(
 
 def _folded_lines(plan: Plan, *, color: bool) -> list[str]:
     """The harmless steps of a long plan: one line per kind and action, then names."""
-    others = [step for step in plan.changes if not step.destructive]
+    others = [step for step in plan.changes if not in_full(step)]
     lines: list[str] = []
     for (kind, action), steps in groups(others).items():
         head = f"{SYMBOLS[Action(action)]} {len(steps)} to {action}: {kind}"
