@@ -257,6 +257,7 @@ async def idle_and_memory(specs: Path, url: str, idle: float, cycles: int, read:
         print(f"  idle CPU over {idle:g}s (interval 1h): {share:.2f} %")
     async with agent(specs, url, mode="heal", interval=0.01) as (the_agent, _):
         start = the_agent.cycles
+        before = resource.getrusage(resource.RUSAGE_SELF)
         rss = [rss_mib()]
         times = []
         while the_agent.cycles < start + cycles:
@@ -267,7 +268,13 @@ async def idle_and_memory(specs: Path, url: str, idle: float, cycles: int, read:
                 if the_agent.cycles % max(cycles // 20, 1) == 0:
                     rss.append(rss_mib())
         rss.append(rss_mib())
+        after = resource.getrusage(resource.RUSAGE_SELF)
+    spent = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     per_cycle = statistics.median(times)
+    print(
+        f"  CPU per full cycle: {spent / cycles:.3f} s (with the default 1m interval: "
+        f"{100 * spent / cycles / 60:.1f} % of a core)"
+    )
     print(
         f"  full re-plan per cycle (median of {len(times)}): {per_cycle:.3f} s"
         f"  ({per_cycle / read:.1f}x the raw read)"
