@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from example_folders import spec_folders
 from servers import NatsServer, options, run, write
 
 from reconciler.errors import ApplyFailed, RefusedPlan, ServerError, SpecError
@@ -80,12 +81,7 @@ def orders(tmp_path: Path, extra: str = "", consumer_extra: str = "") -> Path:
     return write(tmp_path, STREAM.format(extra=extra, consumer_extra=consumer_extra))
 
 
-@pytest.mark.parametrize(
-    "example",
-    sorted(
-        p.name for p in EXAMPLES.iterdir() if p.is_dir() and p.name not in {"pulumi", "workflows"}
-    ),
-)
+@pytest.mark.parametrize("example", spec_folders())  # the others: test_example_folders.py
 def test_every_example_applies_then_plans_empty(example: str, clean_server: NatsServer) -> None:
     folder = EXAMPLES / example
     if (folder / "reconcile.yaml").exists():  # a project: its shared specs
