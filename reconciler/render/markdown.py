@@ -18,7 +18,7 @@ import re
 from collections.abc import Collection, Sequence
 
 from reconciler.model.values import display, field_label, printable
-from reconciler.planning.steps import Action, Entry, Plan
+from reconciler.planning.steps import Action, Entry, Migrate, Plan
 from reconciler.render.capacity import capacity_markdown
 from reconciler.render.policy import policy_markdown
 from reconciler.render.text import (
@@ -82,6 +82,10 @@ def _verdict(plan: Plan, allowed: Collection[str]) -> str:
     if not plan.has_changes:
         return f"### ✅ No changes: {counts['unchanged']} resource(s) match the specs"
     done = ", ".join(f"{counts[key]} to {key}" for key in ACTIONS if counts.get(key))
+    if plan.denied:  # apply refuses whatever the flags (execution.apply.check_allowed)
+        return f"### ⛔ Refused by a policy deny rule: {done}"
+    if any(isinstance(step, Migrate) and step.blocked for step in plan.changes):
+        return f"### ⛔ A migration is blocked, apply refuses: {done}"
     warning = destroy_warning(plan, allowed)
     if warning is None:
         return f"### ✅ {done}: nothing is destroyed"

@@ -142,3 +142,21 @@ def test_fit_closes_folds_when_forged_owners_hold_details_tags() -> None:
         assert cut.rstrip().endswith("The complete plan: the report.")
         note = cut.index("> [!NOTE]")
         assert cut.rindex("</details>") < note  # the note is outside the fold
+
+
+def test_the_verdict_of_a_plan_apply_refuses_is_never_a_green_tick() -> None:
+    create = _creates(1)
+    deny = PolicyFinding(
+        rule="r3-in-prod",
+        level="deny",
+        message="3 replicas in prod",
+        ref=create[0].ref,
+        action="create",
+        rule_source="policies/prod.yaml:2",
+    )
+    denied = render_markdown(Plan(server=SERVER, changes=create, policy=(deny,)))
+    assert denied.startswith("### ⛔ Refused by a policy deny rule: 1 to create")
+    blocked = render_markdown(Plan(server=SERVER, changes=(*create, _blocked_migration())))
+    assert blocked.startswith("### ⛔ A migration is blocked, apply refuses: 1 to create, 1 to")
+    fine = render_markdown(Plan(server=SERVER, changes=create))
+    assert fine.startswith("### ✅ 1 to create: nothing is destroyed")
