@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from reconciler.planning.findings import PolicyFinding
     from reconciler.planning.saved import SavedPlan
     from reconciler.planning.steps import Plan
+    from reconciler.specs.ignore import IgnoreRules
 
 MODES = ("plan", "apply", "drift", "backup")
 BACKUP_DIR = "jetstream-backup"
@@ -71,6 +72,9 @@ class Inputs:
     owner: str = "default"
     lifecycle: Any = None  # the environment's (reconciler.specs.lifecycle.Lifecycle)
     policies: tuple[str, ...] = ()  # policy files (docs/policy.md), the project's first
+    #: Drift ignore rules (docs/drift.md#ignore-rules): the project's for an environment;
+    #: None: the ``.reconcileignore`` next to the paths, as the CLI reads them.
+    ignore: IgnoreRules | None = None
 
     @classmethod
     def read(cls, runner: Runner) -> Inputs:
@@ -213,6 +217,7 @@ def jobs(runner: Runner, inputs: Inputs) -> list[tuple[Inputs, ConnectionOptions
             owner=target.owner,
             lifecycle=target.lifecycle,
             policies=(*(str(p) for p in target.policies), *inputs.policies),
+            ignore=target.ignore,
         )
         found.append((job, target.options))
     return found
@@ -306,10 +311,21 @@ def plan_request(inputs: Inputs, options: ConnectionOptions, **flags: Any) -> Pl
         migrate=inputs.migrate,
         migration=inputs.migration,
         policies=tuple(Path(p) for p in inputs.policies),
+        ignore=ignore_rules(inputs),
     )
     if inputs.lifecycle is not None:  # an environment's, from the project file
         request = replace(request, lifecycle=inputs.lifecycle)
     return replace(request, **flags)
+
+
+def ignore_rules(inputs: Inputs) -> IgnoreRules:
+    """The job's drift ignore rules: an environment's come from the project file
+    (``jobs``); for paths, the ``.reconcileignore`` in their folders (the CLI's rule)."""
+    if inputs.ignore is not None:
+        return inputs.ignore
+    from reconciler.specs.ignore import rules_next_to
+
+    return rules_next_to(Path(p) for p in inputs.paths)
 
 
 def write_json(runner: Runner, inputs: Inputs, name: str, data: Any) -> str:

@@ -561,3 +561,46 @@ def test_several_environments_lead_the_step_summary_with_a_table(
     assert "| environment | | summary |" in head
     assert "| `env dev` | ✅ | 2 to create, 0 to update" in head
     assert "| `env prod` | ✅ | 2 to create, 0 to update" in head
+
+
+async def _app_consumer(server: NatsServer, name: str, count: int) -> int:
+    """What an app does at run time: a consumer of its own, and messages; the count."""
+    async with open_client(ConnectionOptions(servers=server.url)) as client:
+        config = {"durable_name": name, "ack_policy": "explicit"}
+        await client.request(
+            f"CONSUMER.CREATE.ORDERS.{name}", {"stream_name": "ORDERS", "config": config}
+        )
+        for n in range(count):
+            await client.publish("orders.new", str(n).encode())
+        return int((await client.stream_info("ORDERS"))["state"]["messages"])
+
+
+def test_drift_reads_the_ignore_rules_next_to_the_paths_and_of_the_project(
+    clean_server: NatsServer, workspace: Workspace
+) -> None:
+    rule = "Consumer ORDERS/ephemeral-*"
+    shown = rule.replace("*", "\\*")  # as Markdown escapes it
+    assert workspace.step(clean_server, mode="apply").code == 0
+    assert run(_app_consumer(clean_server, "ephemeral-7f3a", 25)) == 25
+    assert workspace.step(clean_server, mode="drift").code == 2  # unmanaged: drift
+    ignore_file = workspace.root / "specs" / ".reconcileignore"
+    ignore_file.write_text(f"{rule}\n", encoding="utf-8")
+
+    beside = workspace.step(clean_server, mode="drift")
+    assert beside.code == 0, beside.stdout + beside.stderr
+    assert f"1 hidden by rule {shown} (specs/.reconcileignore:1)" in beside.summary
+    assert "ephemeral-7f3a" not in beside.summary
+
+    ignore_file.unlink()
+    (workspace.root / "reconcile.yaml").write_text(
+        f"specs: [specs]\nignore:\n  - {rule}\nenvironments:\n"
+        f"  prod: {{servers: '{clean_server.url}'}}\n",
+        encoding="utf-8",
+    )
+    project = workspace.step(None, mode="drift", environment="prod", path="")
+    assert project.code == 0, project.stdout + project.stderr
+    assert f"1 hidden by rule {shown} (" in project.summary
+    assert "reconcile.yaml:3)" in project.summary
+    planned = workspace.step(None, mode="plan", environment="prod", path="")
+    assert planned.code == 0 and "ephemeral-7f3a" not in planned.summary
+    assert run(_app_consumer(clean_server, "ephemeral-7f3a", 5)) == 30
