@@ -65,13 +65,16 @@ _SIZE_UNITS: dict[str, int] = {
 #: Suffixes that mean powers of 1000 in SI but powers of 1024 here and in the nats CLI.
 _SI_LOOKING = frozenset({"KB", "MB", "GB", "TB", "PB", "EB"})
 
-_NUMBER = r"\d+(?:\.\d+)?"
+#: ASCII digits only, as Go's ``\d`` in the nats CLI (Python's ``\d``, ``int`` and
+#: ``Fraction`` read any Unicode digit: an Arabic-Indic zero, which looks like a dot, made
+#: ``"1\u0660m"`` ten minutes).
+_NUMBER = r"[0-9]+(?:\.[0-9]+)?"
 _DURATION_UNIT = "ns|us|µs|ms|s|m|h|d|w|D|W|M|y|Y"
 #: Regular expressions shared with the JSON Schemas (``schemas/document.schema.json``).
 DURATION_PATTERN = rf"^(?:0|(?:{_NUMBER}(?:{_DURATION_UNIT}))+)$"
 SIZE_PATTERN = rf"^{_NUMBER}(?: ?(?:[bB]|[kKmMgGtTpPeE](?:[iI]?[bB])?))?$"
 _DURATION_TERM = re.compile(rf"({_NUMBER})({_DURATION_UNIT})")
-_SIMPLE_DURATION = re.compile(rf"(\d+)({_DURATION_UNIT})")
+_SIMPLE_DURATION = re.compile(rf"([0-9]+)({_DURATION_UNIT})")
 _SIZE = re.compile(rf"({_NUMBER})(?: ?([a-zA-Z]+))?")
 
 DURATION_EXAMPLES = "250ms, 30s, 1h30m, 7d, 1M (30 days), 1y (365 days) or integer nanoseconds"
@@ -188,7 +191,7 @@ def approx_size(nbytes: int) -> str:
     return f"{value:.1f} {unit}"
 
 
-_ONE_TERM = re.compile(r"^\s*(\d+)\s*([a-zA-Zµ]+)\s*$")
+_ONE_TERM = re.compile(r"^\s*([0-9]+)\s*([a-zA-Zµ]+)\s*$")
 
 
 def format_like(value: int, written: str, unit: str) -> str | None:
