@@ -5,6 +5,9 @@ streams counted on the server)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import nats
@@ -123,13 +126,8 @@ def _forged_without_policies(plan: Path) -> None:
     plan.write_text(json.dumps(document), encoding="utf-8")
 
 
-def test_a_saved_plan_without_the_projects_policies_is_refused(
-    clean_server: NatsServer, tmp_path: Path
-) -> None:
-    """The project file (digested in the saved plan) names the policy; a saved plan
-    whose request leaves it out, digests fixed up, used to apply with no rule at all."""
-    from cli_runner import reconcile
-
+def _prod_project(tmp_path: Path, url: str) -> None:
+    """A project whose environment prod names a policy that denies every create."""
     _specs(tmp_path, "kind: Stream\nname: PRODS\nsubjects: [prods.>]\n")
     (tmp_path / "policies").mkdir()
     (tmp_path / "policies" / "team.yaml").write_text(
@@ -139,9 +137,19 @@ def test_a_saved_plan_without_the_projects_policies_is_refused(
     )
     (tmp_path / "reconcile.yaml").write_text(
         "owner: shop\nspecs: [specs]\npolicies: [policies/team.yaml]\n"
-        f"environments:\n  prod: {{servers: '{clean_server.url}'}}\n",
+        f"environments:\n  prod: {{servers: '{url}'}}\n",
         encoding="utf-8",
     )
+
+
+def test_a_saved_plan_without_the_projects_policies_is_refused(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The project file (digested in the saved plan) names the policy; a saved plan
+    whose request leaves it out, digests fixed up, used to apply with no rule at all."""
+    from cli_runner import reconcile
+
+    _prod_project(tmp_path, clean_server.url)
     plan = tmp_path / "reviewed.plan"
     planned = reconcile("plan", "--env", "prod", "--out", str(plan), cwd=tmp_path)
     assert planned.returncode == 3 and plan.is_file(), planned.stderr
@@ -227,3 +235,42 @@ def test_a_tighter_max_bytes_is_an_unknown_loss_the_starter_policy_denies(
         run(engine.apply_for(request))
     info = run(_stream(clean_server.url, "BYTES"))
     assert info is not None and info["state"]["messages"] == 3000  # type: ignore[index]
+
+
+def _action(root: Path, **inputs: str) -> subprocess.CompletedProcess[str]:
+    """``python -m action`` as the runner runs it in workspace ``root``."""
+    temp = root / f"runner-{len(list(root.glob('runner-*')))}"
+    temp.mkdir()
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(root),
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_WORKSPACE": str(root),
+        "GITHUB_OUTPUT": str(temp / "output"),
+        "GITHUB_STEP_SUMMARY": str(temp / "summary.md"),
+        "RUNNER_TEMP": str(temp),
+    } | {"INPUT_" + name.upper().replace("-", "_"): value for name, value in inputs.items()}
+    return subprocess.run(
+        [sys.executable, "-m", "action"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def test_the_action_refuses_a_saved_plan_without_the_projects_policies(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The Action's plan-file input goes through the same check as ``apply FILE``."""
+    _prod_project(tmp_path, clean_server.url)
+    saved = {"environment": "prod", "plan-file": "p.json"}
+    planned = _action(tmp_path, mode="plan", **saved)
+    assert planned.returncode == 3 and (tmp_path / "p.json").is_file(), planned.stdout
+    _forged_without_policies(tmp_path / "p.json")
+    applied = _action(tmp_path, mode="apply", **saved)
+    assert applied.returncode == 1, applied.stdout
+    assert "leaves out the policy file" in applied.stdout
+    assert run(_stream(clean_server.url, "PRODS")) is None  # nothing was created
