@@ -79,11 +79,11 @@ LOSSES_SHOWN = 20
 def _verdict(plan: Plan, allowed: Collection[str]) -> str:
     """The headline a reviewer reads first: what happens, and whether data is at stake."""
     counts = plan.summary
+    if plan.denied:  # apply refuses whatever the flags (execution.apply.check_allowed)
+        return f"### ⛔ {_denied_words(plan)}"
     if not plan.has_changes:
         return f"### ✅ No changes: {counts['unchanged']} resource(s) match the specs"
     done = ", ".join(f"{counts[key]} to {key}" for key in ACTIONS if counts.get(key))
-    if plan.denied:  # apply refuses whatever the flags (execution.apply.check_allowed)
-        return f"### ⛔ Refused by a policy deny rule: {done}"
     if any(isinstance(step, Migrate) and step.blocked for step in plan.changes):
         return f"### ⛔ A migration is blocked, apply refuses: {done}"
     warning = destroy_warning(plan, allowed)
@@ -92,6 +92,22 @@ def _verdict(plan: Plan, allowed: Collection[str]) -> str:
     if "allowed by" in warning:
         return f"### ⚠️ Destroys data (allowed): {done}"
     return f"### ⛔ Destroys data, refused as it stands: {done}"
+
+
+def _denied_words(plan: Plan) -> str:
+    """Why apply refuses a plan a policy ``deny`` rule does not hold for: how many rules,
+    how many findings, then what it would do (a plan without changes is denied too: an
+    unchanged resource is judged on its live config)."""
+    rules = len({finding.rule for finding in plan.denied})
+    found = len(plan.denied)
+    counts = plan.summary
+    done = ", ".join(f"{counts[key]} to {key}" for key in ACTIONS if counts.get(key))
+    rule_words = "1 deny rule does" if rules == 1 else f"{rules} deny rules do"
+    finding_words = "1 finding" if found == 1 else f"{found} findings"
+    return (
+        f"Denied by policy: {rule_words} not hold ({finding_words}), apply refuses: "
+        f"{done or 'no changes'}"
+    )
 
 
 def _context(plan: Plan) -> str:

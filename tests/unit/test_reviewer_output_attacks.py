@@ -155,7 +155,7 @@ def test_the_verdict_of_a_plan_apply_refuses_is_never_a_green_tick() -> None:
         rule_source="policies/prod.yaml:2",
     )
     denied = render_markdown(Plan(server=SERVER, changes=create, policy=(deny,)))
-    assert denied.startswith("### ⛔ Refused by a policy deny rule: 1 to create")
+    assert denied.startswith("### ⛔ Denied by policy: 1 deny rule does not hold (1 finding)")
     blocked = render_markdown(Plan(server=SERVER, changes=(*create, _blocked_migration())))
     assert blocked.startswith("### ⛔ A migration is blocked, apply refuses: 1 to create, 1 to")
     fine = render_markdown(Plan(server=SERVER, changes=create))
