@@ -441,11 +441,20 @@ def prevention(step: Step) -> str:
     return "" if at is None else recorded_reason(at)
 
 
+#: How much of a recorded protection's location a reason quotes (the server takes up
+#: to 128 KiB of metadata: a forged record is never echoed whole).
+RECORD_SHOWN = 200
+
+
 def recorded_reason(at: str) -> str:
-    """The reason a protection recorded on the server gives (``at``: untrusted)."""
+    """The reason a protection recorded on the server gives (``at``: untrusted, escaped
+    and cut to :data:`RECORD_SHOWN` characters)."""
+    shown = printable(at)
+    if len(shown) > RECORD_SHOWN:
+        shown = f"{shown[: RECORD_SHOWN - 1]}… ({len(at):,} characters)"
     return (
         f"prevented: the server records lifecycle prevent_destroy for it (last declared at "
-        f"{printable(at)}); no flag allows this"
+        f"{shown}); no flag allows this"
     )
 
 
