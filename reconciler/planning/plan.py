@@ -907,8 +907,10 @@ def _protection(step: Step, spec: Spec | None, group: StreamGroup, lifecycle: Li
     at = recorded_protection(step.live)
     if at is not None:
         return recorded_reason(at)
-    if step.ref.is_child or not destroys(step):
+    if not destroys(step):
         return ""
+    if step.ref.is_child:
+        return _holding(step, group, lifecycle)
     for consumer in group.consumers:
         if consumer.lifecycle.prevent_destroy or consumer.lifecycle.observe:
             setting = "prevent_destroy" if consumer.lifecycle.prevent_destroy else "mode observe"
@@ -921,6 +923,25 @@ def _protection(step: Step, spec: Spec | None, group: StreamGroup, lifecycle: Li
         if at is not None:
             return f"prevented: its consumer {name} would go with it; {recorded_reason(at)}"
     return ""
+
+
+def _holding(step: Step, group: StreamGroup, lifecycle: Lifecycle) -> str:
+    """Why a consumer may not be deleted or replaced (empty: it may): its stream is
+    protected and keeps a message only while a consumer still needs it (retention
+    ``interest``), so the consumer's delete deletes the messages only it still needed
+    (measured: 10 messages acknowledged by one consumer, gone with the other)."""
+    if step.kind != "Consumer" or (group.live or {}).get("retention") != "interest":
+        return ""
+    own = lifecycle if group.declared is None else group.declared.lifecycle
+    at = recorded_protection(group.live)
+    held = (
+        f"prevented: stream {group.name} keeps a message only while a consumer needs it "
+        f"(retention interest): this would delete the messages only {step.name} still needs"
+    )
+    if own.prevent_destroy:
+        protected = f"lifecycle prevent_destroy ({own.protected_at})"
+        return f"{held}; the stream has {protected}; no flag allows this"
+    return "" if at is None else f"{held}; the stream: {recorded_reason(at)}"
 
 
 def _protected_orphan(orphan: Orphan, lifecycle: Lifecycle) -> Orphan:

@@ -128,3 +128,90 @@ def test_a_protected_buckets_entries_are_never_pruned(
     prevented = "delete KeyValueEntry cfg/speed: bucket cfg: prevented"
     assert any(d.startswith(prevented) for d in details), details
     assert _messages(url, "KV_cfg") == 2
+
+
+INTEREST = """\
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+retention: interest
+lifecycle:
+  prevent_destroy: true
+---
+kind: Consumer
+stream: ORDERS
+name: billing
+ack_policy: explicit
+"""
+SHIPPER = """\
+kind: Consumer
+stream: ORDERS
+name: shipper
+ack_policy: explicit
+{extra}
+"""
+
+
+async def _ack_all(url: str, durable: str, count: int) -> None:
+    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
+    try:
+        sub = await nc.jetstream().pull_subscribe_bind(durable, "ORDERS")
+        for message in await sub.fetch(count, timeout=5):
+            await message.ack_sync()
+    finally:
+        await nc.close()
+
+
+@pytest.mark.parametrize("change", ["removed", "replaced"])
+def test_a_protected_interest_streams_messages_keep_their_consumers(
+    clean_server: NatsServer, tmp_path: Path, change: str
+) -> None:
+    """In an interest stream, a message lives while a consumer still needs it: deleting
+    (pruning) or replacing the one consumer that has not acknowledged them deletes the
+    protected stream's messages. Such a step is prevented."""
+    url = clean_server.url
+    specs = _specs(tmp_path, orders=INTEREST, shipper=SHIPPER.format(extra=""))
+    options = _options(clean_server)
+    assert run(engine.apply([specs], options, lock_timeout=None)).ok
+    run(_publish(url, "orders.new", 10))
+    run(_ack_all(url, "billing", 10))  # only shipper still needs them
+    assert _messages(url, "ORDERS") == 10
+    if change == "removed":
+        (specs / "shipper.yaml").unlink()
+    else:
+        (specs / "shipper.yaml").write_text(SHIPPER.format(extra="deliver_policy: new"))
+    with pytest.raises(RefusedPlan) as refused:
+        run(engine.apply([specs], options, lock_timeout=None, **EVERY_FLAG))
+    (detail,) = refused.value.details
+    action = "delete" if change == "removed" else "replace"
+    assert detail.startswith(f"{action} Consumer ORDERS/shipper: prevented: stream ORDERS"), detail
+    assert _messages(url, "ORDERS") == 10
+    consumers = run(_request(url, "$JS.API.CONSUMER.NAMES.ORDERS"))["consumers"]
+    assert sorted(consumers) == ["billing", "shipper"]
+
+
+def test_a_forged_protection_record_is_printed_cut(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A record of 120,000 characters (the server takes up to 128 KiB of metadata) is
+    escaped and cut in the refusal, never echoed whole."""
+    from reconciler.specs.lifecycle import PROTECT_KEY
+
+    url = clean_server.url
+    specs = _specs(tmp_path, other="kind: Stream\nname: OTHER\nsubjects: [other.>]\n")
+    options = _options(clean_server)
+    assert run(engine.apply([specs], options, lock_timeout=None)).ok
+    run(_publish(url, "other.new", 4))
+    config = _info(url, "OTHER")["config"]
+    forged = "\x1b]8;;https://x\x07" + "A" * 120_000
+    config["metadata"] = config["metadata"] | {PROTECT_KEY: forged}
+    answer = run(_request(url, "$JS.API.STREAM.UPDATE.OTHER", config))
+    assert "error" not in answer, answer
+    (specs / "other.yaml").unlink()
+    (specs / "later.yaml").write_text("kind: Stream\nname: LATER\n")
+    with pytest.raises(RefusedPlan) as refused:
+        run(engine.apply([specs], options, lock_timeout=None, **EVERY_FLAG))
+    (detail,) = refused.value.details
+    assert len(detail) < 500 and "\x1b" not in detail and "\x07" not in detail, len(detail)
+    assert "120,0" in detail  # says how long the record is
+    assert _messages(url, "OTHER") == 4
