@@ -61,6 +61,7 @@ def plan_request(saved: SavedPlan, options: ConnectionOptions) -> PlanRequest:
         why = outside_problem(root, path, root)
         if why is not None:
             raise SavedPlanRefused(f"the saved plan names {why}: {NOTHING_CHANGED}")
+    _check_environment(saved)
     request = PlanRequest(
         paths=tuple(_inside(root, p) for p in named.paths),
         options=options,
@@ -78,6 +79,39 @@ def plan_request(saved: SavedPlan, options: ConnectionOptions) -> PlanRequest:
         request = replace(request, **policies)  # the field comes with policy checks
         _check_project_policies(saved.project, request.policies)
     return request
+
+
+def _check_environment(saved: SavedPlan) -> None:
+    """Refuse a saved plan for an environment that names other spec paths, overlays or
+    owner than the project file gives the environment now: the project file defines an
+    environment, the saved file only records what it was."""
+    named, project = saved.request, saved.project
+    if named.env is None or project is None:
+        return
+    from reconciler.specs.project import load_project
+
+    read = load_project(project)
+    environment = read.environment(named.env)
+    kept = {
+        "paths": tuple(relative(p, saved.root) for p in read.spec_paths(environment)),
+        "overlays": tuple(relative(p, saved.root) for p in environment.overlays),
+    }
+    for what, wanted in kept.items():
+        found = getattr(named, what)
+        if found != wanted:
+            raise SavedPlanRefused(
+                f"the saved plan names {what} {_listed(found)}; environment {named.env} "
+                f"reads {_listed(wanted)} ({project}): {NOTHING_CHANGED}; {PLAN_AGAIN}"
+            )
+    if read.owner and named.owner != read.owner:
+        raise SavedPlanRefused(
+            f"the saved plan names owner {named.owner}; the project file's owner is "
+            f"{read.owner} ({project}): {NOTHING_CHANGED}; {PLAN_AGAIN}"
+        )
+
+
+def _listed(paths: Sequence[str]) -> str:
+    return ", ".join(paths) if paths else "none"
 
 
 def _check_project_policies(project: Path | None, policies: Sequence[Path]) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -39,6 +40,7 @@ from reconciler.model.values import redact
 from reconciler.planning.review import differences
 from reconciler.planning.steps import Create, Delete, Migrate, Plan, Replace, Step, Update
 from reconciler.specs.fingerprint import FileDigest, SpecDigest
+from reconciler.specs.spec import OWNER_PATTERN
 
 __all__ = ["FORMAT", "SavedPlan", "SavedRequest", "is_saved_plan", "observed"]
 
@@ -79,12 +81,16 @@ class SavedRequest:
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> SavedRequest:
+        """The flags of a file; ValueError for an owner ``--owner`` would refuse."""
         migration, env = raw.get("migration"), raw.get("env")
+        owner = str(raw.get("owner") or "default")
+        if not re.fullmatch(OWNER_PATTERN, owner):
+            raise ValueError("owner")
         return cls(
             paths=tuple(_texts(raw["paths"])),
             overlays=tuple(_texts(raw.get("overlays") or [])),
             env=str(env) if env is not None else None,
-            owner=str(raw.get("owner") or "default"),
+            owner=owner,
             take_over=raw.get("take_over") is True,
             prune=raw.get("prune") is True,
             strict=raw.get("strict") is True,
@@ -148,8 +154,10 @@ class SavedPlan:
         """The saved plan in ``text`` (the file ``source``); refused when it is not one,
         was written by another format version, or was edited."""
         try:
-            document = json.loads(text)
-        except ValueError:
+            document = json.loads(text, object_pairs_hook=_unique)
+        except _Duplicate as err:
+            raise SavedPlanRefused(f"{source}: not a saved plan ({err})") from None
+        except (ValueError, RecursionError):  # nested deeper than the interpreter's stack
             raise SavedPlanRefused(f"{source}: not a saved plan (not JSON)") from None
         if not is_saved_plan(document):
             raise SavedPlanRefused(f"{source}: not a saved plan (no {FORMAT!r} marker)")
@@ -174,8 +182,9 @@ class SavedPlan:
     def _from_json(cls, document: Mapping[str, Any]) -> SavedPlan:
         specs = document["specs"]
         files = tuple(_file(f) for f in specs["files"])
-        commit = specs.get("commit")
-        digest = SpecDigest(str(specs["salt"]), files, str(commit) if commit else None)
+        commit, salt = specs.get("commit"), str(specs["salt"])
+        bytes.fromhex(salt)  # the key of the file digests (ValueError: not one)
+        digest = SpecDigest(salt, files, str(commit) if commit else None)
         if digest.digest != specs.get("digest"):
             raise ValueError("spec digest")
         plan, live = document["plan"], document["live"]
@@ -302,6 +311,21 @@ def _step(change: Mapping[str, Any], live: Mapping[str, Any]) -> Step:
         case "delete":
             return Delete(live=seen, **common)
     raise ValueError(f"unknown action {change['action']!r}")
+
+
+class _Duplicate(ValueError):
+    """A JSON object naming a key twice."""
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are unique: a key given twice would show a reader of the
+    file one value and apply another."""
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _Duplicate(f"duplicate key {key!r}")
+        found[key] = value
+    return found
 
 
 def _file(raw: Mapping[str, Any]) -> FileDigest:

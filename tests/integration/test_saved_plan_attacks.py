@@ -1,0 +1,195 @@
+"""Saved plans attacked: a file edited by whoever can touch the artifact (its digest
+fixed up), and files no careless user should be able to crash apply with. Each apply
+runs the CLI on a real nats-server and is refused with one line, changing nothing
+(docs/saved-plans.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from cli_runner import reconcile
+from servers import NatsServer
+from test_saved_plans import action_step, git, plan_out, publish, refit, repo, state
+
+from reconciler.planning.saved import integrity
+from reconciler.specs.fingerprint import digest_files
+
+pytestmark = pytest.mark.integration
+
+
+def refused(done: Any, why: str) -> None:
+    """Exit 1, one line naming ``why``, no traceback."""
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert why in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_salt_that_is_not_hex_is_refused_not_a_traceback(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    root = repo(tmp_path)
+    plan = plan_out(root, clean_server)
+    refit(plan, lambda d: d["specs"].update(salt="not hex"))
+
+    done = reconcile("apply", str(plan), "--server", clean_server.url, cwd=root)
+
+    refused(done, "a saved plan this release cannot read")
+    assert state(clean_server) == {}
+
+
+def test_a_deeply_nested_file_is_refused_not_a_traceback(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    root = repo(tmp_path)
+    plan = plan_out(root, clean_server)
+    text = plan.read_text().rstrip().removesuffix("}")
+    plan.write_text(text + ', "x": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+
+    done = reconcile("apply", str(plan), "--server", clean_server.url, cwd=root)
+
+    refused(done, "not a saved plan (not JSON)")
+    assert state(clean_server) == {}
+
+
+def test_a_duplicate_key_is_refused(clean_server: NatsServer, tmp_path: Path) -> None:
+    """A reader of the file sees the first ``prune``, Python's JSON the last: refused."""
+    root = repo(tmp_path)
+    plan = plan_out(root, clean_server)
+    refit(plan, lambda d: d["request"].update(prune=True))  # the digest fits the last
+    text = plan.read_text()
+    plan.write_text(text.replace('"prune": true', '"prune": false, "prune": true', 1))
+
+    done = reconcile("apply", str(plan), "--server", clean_server.url, cwd=root)
+
+    refused(done, "duplicate key 'prune'")
+    assert state(clean_server) == {}
+
+
+def test_an_owner_the_command_line_refuses_is_refused_in_the_file(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """``--owner`` takes letters, digits, '.', '_' and '-': so does the file."""
+    root = repo(tmp_path)
+    plan = plan_out(root, clean_server)
+    refit(plan, lambda d: d["request"].update(owner="shop\x1b[2J\n"))
+
+    done = reconcile("apply", str(plan), "--server", clean_server.url, cwd=root)
+
+    refused(done, "a saved plan this release cannot read")
+    assert state(clean_server) == {}
+
+
+# --- an environment is the project file's, never the saved file's ------------------------
+
+PROJECT = """\
+owner: shop
+specs: [specs]
+environments:
+  prod:
+    servers: {url}
+    overlays: [overlays/prod.yaml]
+  staging:
+    servers: nats://127.0.0.1:1
+    resources: [staging]
+"""
+
+
+def two_environments(tmp_path: Path, server: NatsServer) -> Path:
+    """prod: specs/ with the prod overlay (ORDERS keeps 500 messages); staging adds
+    SCRATCH from staging/."""
+    root = repo(tmp_path)
+    (root / "overlays").mkdir()
+    (root / "overlays" / "prod.yaml").write_text("kind: Stream\nname: ORDERS\nmax_msgs: 500\n")
+    (root / "staging").mkdir()
+    (root / "staging" / "scratch.yaml").write_text(
+        "kind: Stream\nname: SCRATCH\nsubjects: [SCRATCH.*]\n"
+    )
+    (root / "reconcile.yaml").write_text(PROJECT.format(url=server.url))
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "environments")
+    return root
+
+
+def forged_for_prod(root: Path, server: NatsServer, paths: list[str], owner: str) -> Path:
+    """A plan of ``paths`` (no overlay) made by ``owner``, relabelled as prod's: its
+    request, its file digests (keyed with the salt the file gives away) and its digest
+    all made to fit, as anyone holding the artifact can."""
+    plan = plan_out(root, server, "../forged.plan", *paths[1:], "--owner", owner)
+    document = json.loads(plan.read_text())
+    named = document["request"] | {"env": "prod", "paths": paths, "overlays": []}
+    roles = {"spec": [root / p for p in paths], "project": [root / "reconcile.yaml"]}
+    specs = digest_files(roles, root=root, salt=document["specs"]["salt"])
+    files = [{"path": f.path, "role": f.role, "digest": f.digest} for f in specs.files]
+    document |= {
+        "request": named,
+        "specs": {"digest": specs.digest, "commit": specs.commit, "salt": specs.salt}
+        | {"files": files},
+    }
+    body = {k: v for k, v in document.items() if k != "digest"}
+    plan.write_text(json.dumps(body | {"digest": integrity(body)}, indent=2))
+    return plan
+
+
+def test_a_plan_for_an_environment_cannot_name_other_paths_or_drop_its_overlay(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The file said prod but named staging's folder too, and no overlay: applied, it
+    created SCRATCH in prod and set ORDERS' max_msgs back from prod's 500 to unlimited."""
+    root = two_environments(tmp_path, clean_server)
+    applied = reconcile("apply", "--env", "prod", "--yes", cwd=root)
+    assert applied.returncode == 0, applied.stderr
+    publish(clean_server, "ORDERS.new", 10)
+    before = state(clean_server)
+    plan = forged_for_prod(root, clean_server, ["specs", "staging"], "shop")
+
+    done = reconcile("apply", str(plan), "--env", "prod", cwd=root)
+
+    refused(done, "the saved plan names paths specs, staging; environment prod reads specs")
+    assert state(clean_server) == before
+    assert before["ORDERS"]["messages"] == 10
+    assert before["ORDERS"]["config"]["max_msgs"] == 500
+
+
+def test_a_plan_for_an_environment_cannot_change_the_projects_owner(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    root = two_environments(tmp_path, clean_server)
+    saved = reconcile("plan", "--env", "prod", "--out", "../prod.plan", cwd=root)
+    assert saved.returncode == 0, saved.stderr
+    plan = tmp_path / "prod.plan"
+    genuine = plan.read_text()
+    refit(plan, lambda d: d["request"].update(owner="payments"))
+
+    done = reconcile("apply", str(plan), "--env", "prod", cwd=root)
+
+    refused(done, "the saved plan names owner payments; the project file's owner is shop")
+    assert state(clean_server) == {}
+
+    plan.write_text(genuine)
+    applied = reconcile("apply", str(plan), "--env", "prod", cwd=root)
+    assert applied.returncode == 0, applied.stderr
+    publish(clean_server, "ORDERS.new", 3)
+    after = state(clean_server)
+    assert after["ORDERS"]["config"]["max_msgs"] == 500
+    assert after["ORDERS"]["messages"] == 3
+
+
+def test_the_action_refuses_a_plan_for_an_environment_naming_other_paths(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The Action's plan-file input goes through the same rule as ``apply FILE``."""
+    root = two_environments(tmp_path, clean_server)
+    forged = forged_for_prod(root, clean_server, ["specs", "staging"], "shop")
+    forged.rename(root / "p.json")
+    saved = {"path": "", "environment": "prod", "plan-file": "p.json"}
+
+    no_server = SimpleNamespace(url="")  # the environment names the server
+    code, log, _ = action_step(root, no_server, mode="apply", **saved)  # type: ignore[arg-type]
+
+    assert code == 1, log
+    assert "the saved plan names paths specs, staging; environment prod reads specs" in log
+    assert state(clean_server) == {}
