@@ -59,6 +59,7 @@ from reconciler.planning.plan import (
     governed,
     governed_entries,
 )
+from reconciler.planning.policy import check_policy
 from reconciler.planning.policy import evaluate as evaluate_policy
 from reconciler.planning.review import differences
 from reconciler.planning.saved import SavedPlan
@@ -554,6 +555,7 @@ async def apply_for(
                     )
                 the_plan = await _as_reviewed(client, specs, the_plan, wanted)
             elif the_plan.has_changes and not request.dry_run:
+                check_policy(the_plan.policy)  # no approval lifts a deny: said first (exit 3)
                 check_approved(request.approved, the_plan.server, wanted.options, "apply")
             result = await apply_plan(
                 the_plan,

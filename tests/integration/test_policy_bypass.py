@@ -274,3 +274,21 @@ def test_the_action_refuses_a_saved_plan_without_the_projects_policies(
     assert applied.returncode == 1, applied.stdout
     assert "leaves out the policy file" in applied.stdout
     assert run(_stream(clean_server.url, "PRODS")) is None  # nothing was created
+
+
+def test_apply_without_yes_and_a_terminal_exits_3_for_a_denied_plan(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """CI without --yes: a plan a deny rule refuses said 'pass --yes' (exit 1), and
+    only the run with --yes said the rule (exit 3); the refusal that no approval can
+    lift comes first."""
+    from cli_runner import reconcile
+
+    specs = _specs(tmp_path, "kind: Stream\nname: NOYES\nsubjects: [noyes.>]\n")
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(MAX_BYTES, encoding="utf-8")
+    where = ("--server", clean_server.url, "--policy", str(policy), "--no-lock")
+    applied = reconcile("apply", str(specs), *where, cwd=tmp_path)
+    assert applied.returncode == 3, applied.stderr
+    assert "stream-max-bytes" in applied.stderr and "--yes" not in applied.stderr
+    assert run(_stream(clean_server.url, "NOYES")) is None
