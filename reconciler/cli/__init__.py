@@ -44,6 +44,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "validate": (
         "reconcile validate specs/",
         "reconcile validate --strict --format json specs/ streams.yaml",
+        "reconcile validate specs/ --policy policies/prod.yaml",
     ),
     "plan": (
         "reconcile plan specs/ --server nats://nats:4222",

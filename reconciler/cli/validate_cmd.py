@@ -8,13 +8,18 @@ from pathlib import Path
 
 import click
 
-from reconciler.cli.options import format_option, project_file_option, strict_option
+from reconciler.cli.options import (
+    format_option,
+    policy_option,
+    project_file_option,
+    strict_option,
+)
 from reconciler.console.terminal import TerminalConsole
 from reconciler.errors import Problem, SpecError
 from reconciler.model.values import inert_json
 from reconciler.specs.files import spec_files
 from reconciler.specs.ignore import rules_next_to
-from reconciler.specs.spec import KINDS
+from reconciler.specs.spec import KINDS, Spec
 from reconciler.specs.validate import load_specs
 
 
@@ -23,9 +28,15 @@ from reconciler.specs.validate import load_specs
 @format_option(["text", "json"], "result")
 @strict_option
 @project_file_option
+@policy_option
 @click.pass_context
 def validate(
-    ctx: click.Context, paths: tuple[str, ...], fmt: str, strict: bool, project_file: Path | None
+    ctx: click.Context,
+    paths: tuple[str, ...],
+    fmt: str,
+    strict: bool,
+    project_file: Path | None,
+    policies: tuple[Path, ...],
 ) -> None:
     """Check spec files (YAML/JSON, files or folders) without a server.
 
@@ -33,14 +44,14 @@ def validate(
     but accepted (an identical duplicate key, ack_wait next to backoff). Exit 1 on an
     error, or on a warning with --strict. Without PATHS, in a repository with a project
     file: the project file and every environment's specs with its overlays merged in.
+    Policy files are compiled too: the project's policies and each --policy FILE.
     """
     if not paths:
-        _validate_project(project_file, fmt, strict)
+        _validate_project(project_file, fmt, strict, policies)
         return
     warnings: list[Problem] = []
     try:
-        specs = load_specs(list(paths), warnings=warnings, strict=strict)
-        rules_next_to([Path(p) for p in paths])  # a bad .reconcileignore line: FILE:LINE
+        specs, rules = _specs_and_rules(paths, warnings, strict, project_file, policies)
     except SpecError as err:
         if fmt != "json":
             raise
@@ -53,9 +64,11 @@ def validate(
     noun = "document" if len(specs) == 1 else "documents"
     summary = f"{files} file{'s' if files != 1 else ''}, {len(specs)} {noun} valid"
     summary += f": {per_kind}" if per_kind else ""
+    summary += f"; {rules} policy rule(s) compiled" if rules else ""
     if fmt == "json":
         kinds = {k: counts[k] for k in KINDS}
         body = {"valid": True, "files": files, "documents": len(specs), "kinds": kinds}
+        body["policy_rules"] = rules
         body["warnings"] = [w.to_json() for w in warnings]
         click.echo(inert_json(json.dumps(body)))
     else:
@@ -65,9 +78,53 @@ def validate(
         click.echo(summary + (f" ({len(warnings)} warning(s))" if warnings else ""))
 
 
-def _validate_project(project_file: Path | None, fmt: str, strict: bool) -> None:
-    """The project file, then each environment's merged specs; every problem of every
-    environment is reported in one run (no variable is read, no server asked)."""
+def _specs_and_rules(
+    paths: tuple[str, ...],
+    warnings: list[Problem],
+    strict: bool,
+    project_file: Path | None,
+    policies: tuple[Path, ...],
+) -> tuple[list[Spec], int]:
+    """The specs of ``paths`` and how many policy rules there are; one SpecError with
+    the problems of both (specs first)."""
+    problems: list[Problem] = []
+    specs: list[Spec] = []
+    rules = 0
+    try:
+        specs = load_specs(list(paths), warnings=warnings, strict=strict)
+        rules_next_to([Path(p) for p in paths])  # a bad .reconcileignore line: FILE:LINE
+    except SpecError as err:
+        problems += err.problems
+    try:
+        rules = _policy_rules(project_file, policies)
+    except SpecError as err:
+        problems += err.problems
+    if problems:
+        raise SpecError(problems)
+    return specs, rules
+
+
+def _policy_rules(project_file: Path | None, policies: tuple[Path, ...]) -> int:
+    """How many rules the policy files hold, each file read and every expression compiled
+    as plan reads them (``specs.policy.load_policy``: a problem is a SpecError at its
+    FILE:LINE): the project's ``policies:`` when --project is given, then --policy."""
+    from reconciler.specs.policy import load_policy
+
+    project: tuple[Path, ...] = ()
+    if project_file is not None:
+        from reconciler.specs.project import load_project
+
+        project = load_project(project_file).policies
+    return len(load_policy((*project, *policies)).rules)
+
+
+def _validate_project(
+    project_file: Path | None, fmt: str, strict: bool, policies: tuple[Path, ...]
+) -> None:
+    """The project file, its policy files, then each environment's merged specs; every
+    problem of every environment is reported in one run (no variable is read, no server
+    asked)."""
+    from reconciler.specs.policy import load_policy
     from reconciler.specs.project import find_project, load_project
 
     found = project_file or find_project()
@@ -76,6 +133,11 @@ def _validate_project(project_file: Path | None, fmt: str, strict: bool) -> None
     project = load_project(found)
     problems: list[Problem] = []
     results: dict[str, int] = {}
+    rules = 0
+    try:
+        rules = len(load_policy((*project.policies, *policies)).rules)
+    except SpecError as err:
+        problems += err.problems
     for name, environment in project.environments.items():
         try:
             specs = project.load_specs(environment, strict=strict)
@@ -87,7 +149,10 @@ def _validate_project(project_file: Path | None, fmt: str, strict: bool) -> None
         raise SpecError(problems)
     if fmt == "json":
         document = {"valid": True, "project": str(found), "environments": results}
+        document["policy_rules"] = rules
         click.echo(inert_json(json.dumps(document)))
         return
     for name, count in results.items():
         click.echo(f"{name}: {count} document{'s' if count != 1 else ''} valid")
+    if rules:
+        click.echo(f"policies: {rules} rule(s) compiled")
