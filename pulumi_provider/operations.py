@@ -21,7 +21,7 @@ from reconciler.identity import ResourceRef
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.loss import Loss
 from reconciler.model.state import LiveState, ServerInfo, StreamState
-from reconciler.planning.plan import build_plan
+from reconciler.planning.plan import build_plan, holding
 from reconciler.planning.policy import check_policy
 from reconciler.planning.steps import Delete, Plan
 from reconciler.specs.spec import Spec
@@ -174,7 +174,12 @@ async def destroy(
         return
     held = 0 if target.kind == "Consumer" else live.messages
     losses = (Loss("", f"holds {held} message(s)", held),) if held else ()
-    plan = Plan(server=live.server, changes=(Delete(ref=target, live=live.config, losses=losses),))
+    step = Delete(ref=target, live=live.config, losses=losses)
+    if target.kind == "Consumer":  # its protected interest stream needs it (docs/spec-format.md)
+        with contextlib.suppress(NotFound):
+            stream = (await client.stream_info(target.stream_name))["config"]
+            step = replace(step, prevented=holding(step, stream))
+    plan = Plan(server=live.server, changes=(step,))
     plan = with_policy(plan, policies, [], LiveState(server=live.server))
     check_policy(plan.policy)
     allowed = allow_destroy or not held

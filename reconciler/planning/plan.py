@@ -92,7 +92,9 @@ __all__ = [
     "StreamPlan",
     "build_plan",
     "governed",
+    "governed_entries",
     "group_streams",
+    "holding",
     "plan_stream",
 ]
 
@@ -910,7 +912,9 @@ def _protection(step: Step, spec: Spec | None, group: StreamGroup, lifecycle: Li
     if not destroys(step):
         return ""
     if step.ref.is_child:
-        return _holding(step, group, lifecycle)
+        return holding(
+            step, group.live, lifecycle if group.declared is None else group.declared.lifecycle
+        )
     for consumer in group.consumers:
         if consumer.lifecycle.prevent_destroy or consumer.lifecycle.observe:
             setting = "prevent_destroy" if consumer.lifecycle.prevent_destroy else "mode observe"
@@ -925,21 +929,26 @@ def _protection(step: Step, spec: Spec | None, group: StreamGroup, lifecycle: Li
     return ""
 
 
-def _holding(step: Step, group: StreamGroup, lifecycle: Lifecycle) -> str:
-    """Why a consumer may not be deleted or replaced (empty: it may): its stream is
-    protected and keeps a message only while a consumer still needs it (retention
-    ``interest``), so the consumer's delete deletes the messages only it still needed
-    (measured: 10 messages acknowledged by one consumer, gone with the other)."""
-    if step.kind != "Consumer" or (group.live or {}).get("retention") != "interest":
+def holding(step: Step, stream: LiveConfig | None, lifecycle: Lifecycle = MANAGE) -> str:
+    """Why ``step`` may not delete or replace a consumer (empty: it may): its stream
+    (``stream``: the live config; ``lifecycle``: its declared one, if known) is protected
+    and keeps a message only while a consumer still needs it (retention ``interest``),
+    so the consumer's delete deletes the messages only it still needed (measured: 10
+    messages acknowledged by one consumer, gone with the other). Pulumi's destroy asks
+    it too (its delete step is made without the planner)."""
+    if (
+        step.kind != "Consumer"
+        or not destroys(step)
+        or (stream or {}).get("retention") != "interest"
+    ):
         return ""
-    own = lifecycle if group.declared is None else group.declared.lifecycle
-    at = recorded_protection(group.live)
+    at = recorded_protection(stream)
     held = (
-        f"prevented: stream {group.name} keeps a message only while a consumer needs it "
+        f"prevented: stream {step.stream} keeps a message only while a consumer needs it "
         f"(retention interest): this would delete the messages only {step.name} still needs"
     )
-    if own.prevent_destroy:
-        protected = f"lifecycle prevent_destroy ({own.protected_at})"
+    if lifecycle.prevent_destroy:
+        protected = f"lifecycle prevent_destroy ({lifecycle.protected_at})"
         return f"{held}; the stream has {protected}; no flag allows this"
     return "" if at is None else f"{held}; the stream: {recorded_reason(at)}"
 

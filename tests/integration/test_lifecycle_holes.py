@@ -215,3 +215,23 @@ def test_a_forged_protection_record_is_printed_cut(
     assert len(detail) < 500 and "\x1b" not in detail and "\x07" not in detail, len(detail)
     assert "120,0" in detail  # says how long the record is
     assert _messages(url, "OTHER") == 4
+
+
+def test_pulumi_never_deletes_a_consumer_a_protected_interest_stream_needs(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """Pulumi's destroy builds its delete step itself, from the consumer alone: the
+    stream's protection (recorded on the server) holds its consumers too."""
+    from pulumi_provider import JetStreamProvider
+
+    url = clean_server.url
+    specs = _specs(tmp_path, orders=INTEREST)
+    assert run(engine.apply([specs], _options(clean_server), lock_timeout=None)).ok
+    provider = JetStreamProvider(connection={"servers": url})
+    inputs = {"kind": "Consumer", "stream": "ORDERS", "name": "shipper", "ack_policy": "explicit"}
+    created = provider.create(provider.check({}, inputs).inputs)
+    run(_publish(url, "orders.new", 10))
+    run(_ack_all(url, "billing", 10))
+    with pytest.raises(RefusedPlan, match="retention interest"):
+        provider.delete(created.id, {**created.outs, "allow_destroy": True})
+    assert _messages(url, "ORDERS") == 10
