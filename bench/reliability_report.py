@@ -46,6 +46,9 @@ SUITE = (
     "tests/integration/test_saved_plans.py",
     "tests/integration/test_drift_ignore.py",
     "tests/integration/test_capacity.py",
+    "tests/integration/test_client_buckets.py",
+    "tests/integration/test_import_terraform_refs.py",
+    "tests/integration/test_import_nack_accounts.py",
 )
 
 
@@ -481,6 +484,22 @@ GUARANTEES = (
         "same apply (they run last). The rule matches each server of the matrix exactly at "
         "a limit's edge, and counts replicas as a 3-node cluster does.",
         ("test_capacity.py::",),
+    ),
+    Guarantee(
+        "What other tools made round-trips without surprises",
+        "Buckets created by nats-py (and the configs nats.go, the nats CLI and older Go "
+        "clients create) export as buckets whose plan only adopts them; applying that "
+        "export keeps every setting, message and key, on every server of the matrix. A "
+        "Terraform module's references resolve as Terraform would, and one that cannot be "
+        "known stops the import at its `FILE:LINE`, never guessed, with bounded work. NACK "
+        "Accounts never share specs: each Account's streams apply only to its own "
+        "environment (two real servers, each holding only its own `ORDERS`), and an import "
+        "that would put them in shared specs is refused before anything is written.",
+        (
+            "test_client_buckets.py::",
+            "test_import_terraform_refs.py::",
+            "test_import_nack_accounts.py::",
+        ),
     ),
 )
 
