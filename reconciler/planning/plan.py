@@ -932,7 +932,7 @@ def _protection(step: Step, spec: Spec | None, group: StreamGroup, lifecycle: Li
 def holding(step: Step, stream: LiveConfig | None, lifecycle: Lifecycle = MANAGE) -> str:
     """Why ``step`` may not delete or replace a consumer (empty: it may): its stream
     (``stream``: the live config; ``lifecycle``: its declared one, if known) is protected
-    and keeps a message only while a consumer still needs it (retention ``interest``),
+    or observed, and keeps a message only while a consumer still needs it (retention ``interest``),
     so the consumer's delete deletes the messages only it still needed (measured: 10
     messages acknowledged by one consumer, gone with the other). Pulumi's destroy asks
     it too (its delete step is made without the planner)."""
@@ -950,6 +950,9 @@ def holding(step: Step, stream: LiveConfig | None, lifecycle: Lifecycle = MANAGE
     if lifecycle.prevent_destroy:
         protected = f"lifecycle prevent_destroy ({lifecycle.protected_at})"
         return f"{held}; the stream has {protected}; no flag allows this"
+    if lifecycle.observe:  # deleting its messages would write the observed stream
+        observed = f"lifecycle mode observe ({lifecycle.observed_at}): never written"
+        return f"{held}; the stream has {observed}; no flag allows this"
     return "" if at is None else f"{held}; the stream: {recorded_reason(at)}"
 
 

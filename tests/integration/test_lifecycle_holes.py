@@ -235,3 +235,40 @@ def test_pulumi_never_deletes_a_consumer_a_protected_interest_stream_needs(
     with pytest.raises(RefusedPlan, match="retention interest"):
         provider.delete(created.id, {**created.outs, "allow_destroy": True})
     assert _messages(url, "ORDERS") == 10
+
+
+OBSERVED_INTEREST = """\
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+retention: interest
+lifecycle: {mode: observe}
+---
+kind: Consumer
+stream: ORDERS
+name: billing
+ack_policy: explicit
+"""
+
+
+def test_an_observed_interest_streams_messages_keep_their_consumers(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A stream made by hand, observed, with consumers managed here: pruning the one
+    consumer that still needs its messages would delete them (a write to the observed
+    stream). Prevented."""
+    url = clean_server.url
+    made = {"name": "ORDERS", "subjects": ["orders.>"], "retention": "interest"}
+    assert "error" not in run(_request(url, "$JS.API.STREAM.CREATE.ORDERS", made))
+    specs = _specs(tmp_path, orders=OBSERVED_INTEREST, shipper=SHIPPER.format(extra=""))
+    options = _options(clean_server)
+    assert run(engine.apply([specs], options, lock_timeout=None)).ok
+    run(_publish(url, "orders.new", 10))
+    run(_ack_all(url, "billing", 10))
+    (specs / "shipper.yaml").unlink()
+    with pytest.raises(RefusedPlan) as refused:
+        run(engine.apply([specs], options, lock_timeout=None, **EVERY_FLAG))
+    (detail,) = refused.value.details
+    assert detail.startswith("delete Consumer ORDERS/shipper: prevented: stream ORDERS"), detail
+    assert "lifecycle mode observe" in detail
+    assert _messages(url, "ORDERS") == 10
