@@ -335,7 +335,7 @@ async def main(args: argparse.Namespace) -> None:
                     max(args.trials // 4, 3),
                 ),
             ]
-            for label, advisories, targeted, interval, trials in ways:
+            for label, advisories, targeted, interval, trials in [] if args.cycles_only else ways:
                 for mode in ("observe", "heal"):
                     found = await drift_latency(
                         specs,
@@ -364,5 +364,6 @@ if __name__ == "__main__":
     parser.add_argument("--fallback-interval", type=float, default=5.0)
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle CPU")
     parser.add_argument("--cycles", type=int, default=200)
+    parser.add_argument("--cycles-only", action="store_true", help="idle CPU, cycles, RSS")
     asyncio.run(main(parser.parse_args()))
     sys.exit(0)

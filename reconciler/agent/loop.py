@@ -29,6 +29,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from reconciler.agent import advisories
@@ -65,6 +66,9 @@ _T = TypeVar("_T")
 
 #: ``--once``'s exit status when a policy rule denies the plan (as ``plan`` exits).
 POLICY_DENIED = 3
+#: Specs validated once are reused while their files are unchanged, and validated again
+#: at least this often (seconds) all the same.
+REVALIDATE_SECONDS = 600.0
 #: Causes remembered at most (advisories may name resources nobody declares).
 MAX_CAUSES = 10_000
 RECENT_CHANGES = 100
@@ -92,13 +96,14 @@ class WatchSettings:
 Files = tuple[tuple[str, int, int], ...]
 
 
-def fingerprint(request: PlanRequest) -> Files | None:
-    """Every spec and overlay file of ``request`` with its size and modification time
-    (None when one cannot be read): the same value means the same files, so the specs a
-    full plan validated serve the targeted plans until the next full one."""
+def fingerprint(request: PlanRequest, named: tuple[Path, ...] = ()) -> Files | None:
+    """Every spec and overlay file of ``request`` (and the files specs ``named``: a
+    KeyValue entry's ``value_file``) with its size and modification time (None when one
+    cannot be read): the same value means the same files, so the specs validated once
+    serve the next plans (up to :data:`REVALIDATE_SECONDS`)."""
     found: list[tuple[str, int, int]] = []
     try:
-        for root in (*request.paths, *request.overlays):
+        for root in (*request.paths, *request.overlays, *named):
             files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
             for path in files:
                 stat = path.stat()
@@ -185,6 +190,8 @@ class Agent:
         self.denied = 0
         self.pending: set[Key] = set()
         self._specs: dict[tuple[str | None, Files], tuple[Spec, ...]] = {}
+        self._named: tuple[Path, ...] = ()  # value files the specs read
+        self._validated_at = -REVALIDATE_SECONDS
         self.identity: tuple[str, int | None] | None = None
         self.http: asyncio.Server | None = None
         self._collected_at = time.monotonic()
@@ -422,11 +429,15 @@ class Agent:
     ) -> list[ResourceStatus]:
         request = self.source.request()
         began = time.monotonic()
-        files = fingerprint(request)
-        known = self._specs.get((commit, files)) if only is not None and files else None
+        files = fingerprint(request, self._named)
+        fresh = time.monotonic() - self._validated_at < REVALIDATE_SECONDS
+        known = self._specs.get((commit, files)) if files and (fresh or only) else None
         planned = await plan_on(client, request, self.observer, only=only, specs=known)
-        if only is None:  # what a targeted plan may reuse while the files stay the same
+        if only is None and known is None:  # validated now: later plans may reuse them
+            self._named = tuple(Path(s.value_file) for s in planned.specs if s.value_file)
+            files = fingerprint(request, self._named) if self._named else files
             self._specs = {(commit, files): planned.specs} if files else {}
+            self._validated_at = time.monotonic()
         scope = "full" if only is None else "targeted"
         self.metrics.plan_seconds.labels(scope).observe(time.monotonic() - began)
         the_plan, split, result = planned.plan, split_for_heal(planned.plan), None

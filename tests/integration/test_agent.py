@@ -237,3 +237,24 @@ def test_a_targeted_re_plan_reads_spec_files_changed_since_the_full_one(
             assert agent.cycles == 2  # one full plan, one targeted: no interval between
 
     run(scenario())
+
+
+def test_an_edited_spec_file_is_planned_by_the_next_interval(
+    clean_server: NatsServer, tmp_path: Path, run
+) -> None:
+    """Full plans reuse validated specs only while the files are unchanged."""
+    specs = write(tmp_path, ORDERS)
+
+    async def scenario() -> None:
+        async with (
+            running_agent(fixed_source([specs], clean_server.url), interval=0.5) as (_, log),
+            Other.connect(clean_server.url) as alice,
+        ):
+            await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
+            specs.write_text(ORDERS.replace("orders as declared", "edited"), encoding="utf-8")
+            await until(
+                lambda: changes(log, "Stream ORDERS", "healed")[1:], what="the edit applied"
+            )
+            assert (await alice.info("ORDERS"))["config"]["description"] == "edited"
+
+    run(scenario())
