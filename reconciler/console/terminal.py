@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
@@ -27,6 +29,36 @@ if TYPE_CHECKING:
 
 PlanFormat = Literal["text", "json", "markdown"]
 DriftFormat = Literal["text", "json", "markdown", "html"]
+
+
+def record_line(text: str) -> None:
+    """One JSON Lines record on stdout, whole, even when Ctrl-C comes while a slow reader
+    keeps its write blocked: CPython's buffered stdout drops the rest of a write a signal
+    interrupts (the next record was glued to half a plan). Python's buffers are flushed,
+    then the bytes go out with ``os.write`` until all are written, SIGINT held back
+    meanwhile (it is delivered right after)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's captured output)
+        click.echo(text)
+        return
+    sys.stdout.flush()
+    data = memoryview((text + "\n").encode("utf-8"))  # JSON Lines are UTF-8
+    with _sigint_held():
+        while data:
+            data = data[os.write(fd, data) :]
+
+
+@contextmanager
+def _sigint_held() -> Iterator[None]:
+    if sys.platform == "win32" or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def interactive() -> bool:
@@ -181,7 +213,7 @@ class TerminalConsole(Console):
         if self.json_lines:
             from reconciler.render.json import json_line, plan_record
 
-            click.echo(json_line(plan_record(plan)))
+            record_line(json_line(plan_record(plan)))
             return
         color = self.fmt == "text" and colour()
         click.echo(render_plan(plan, self.fmt, color=color, allowed=self.allowed, full=self.full))
@@ -232,7 +264,7 @@ class TerminalConsole(Console):
                 interrupted=result.interrupted,
                 cancelled=result.cancelled,
             )
-            click.echo(json_line(record))
+            record_line(json_line(record))
         if self.fmt == "text" and not result.cancelled:
             click.echo(result_line([result]))
 
@@ -251,7 +283,7 @@ class TerminalConsole(Console):
             interrupted=False,
             cancelled=False,
         )
-        click.echo(json_line(record))
+        record_line(json_line(record))
 
     def step(self, event: StepEvent) -> None:
         """A step line (text only: JSON and Markdown output is the plan alone), on the
@@ -259,7 +291,7 @@ class TerminalConsole(Console):
         if self.json_lines:
             from reconciler.render.json import json_line, step_record
 
-            click.echo(json_line(step_record(event.step, event.outcome, event.error)))
+            record_line(json_line(step_record(event.step, event.outcome, event.error)))
             return
         if self.fmt != "text":
             return

@@ -1,0 +1,85 @@
+"""``apply --format json`` stays JSON Lines when Ctrl-C arrives while a line is being
+written: a reader slower than the apply (``| jq`` on a busy runner) fills the pipe, the
+plan line's write blocks, and SIGINT then made CPython's buffered stdout drop the rest of
+that line (the first step record was glued to half a plan). Against a real nats-server;
+the streams the result line says were applied are counted on the server."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+import nats
+from servers import NatsServer, run
+
+#: Bytes a Linux pipe holds by default: the plan line is bigger, so its write blocks.
+PIPE_BYTES = 65_536
+
+
+def _specs(folder: Path) -> Path:
+    folder.mkdir()
+    described = "d" * 2_000  # 60 streams, a plan line of about 150 KB
+    docs = [
+        f"kind: Stream\nname: SIG{i:02d}\nsubjects: [sig{i:02d}.>]\ndescription: {described}\n"
+        for i in range(60)
+    ]
+    (folder / "streams.yaml").write_text("---\n".join(docs), encoding="utf-8")
+    return folder
+
+
+def _queued(fd: int) -> int:
+    """Bytes waiting in the pipe behind ``fd``."""
+    raw = fcntl.ioctl(fd, termios.FIONREAD, struct.pack("i", 0))
+    return int(struct.unpack("i", raw)[0])
+
+
+async def _streams(url: str) -> set[str]:
+    """The streams the apply made (its lock bucket left out)."""
+    nc = await nats.connect(url)
+    try:
+        info = await nc.request("$JS.API.STREAM.NAMES", b"{}", timeout=5)
+        names = json.loads(info.data).get("streams") or []
+        return {name for name in names if name.startswith("SIG")}
+    finally:
+        await nc.close()
+
+
+def test_ctrl_c_while_the_plan_line_is_blocked_keeps_every_line_json(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    specs = _specs(tmp_path / "specs")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "RECONCILE_"))}
+    args = ["apply", str(specs), "--server", clean_server.url, "-y", "--format", "json"]
+    child = subprocess.Popen(
+        [sys.executable, "-m", "reconciler", *args],
+        cwd=tmp_path,
+        env=environ | {"NO_COLOR": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert child.stdout is not None
+    deadline = time.monotonic() + 60
+    while _queued(child.stdout.fileno()) < PIPE_BYTES:  # the plan line's write is blocked
+        assert child.poll() is None and time.monotonic() < deadline, child.stderr
+        time.sleep(0.02)
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=60)
+    lines = out.decode("utf-8").splitlines()
+    records = [json.loads(line) for line in lines]  # every line is one JSON document
+    assert records[0]["type"] == "plan" and records[0]["plan"]["summary"]["create"] == 60
+    assert {r["type"] for r in records[1:-1]} <= {"step"}
+    result = records[-1]
+    assert result["type"] == "result" and result["interrupted"] is True, err
+    assert result["applied"] + result["skipped"] + result["failed"] == 60
+    assert child.returncode == 130
+    applied = {r["name"] for r in records[1:-1] if r["outcome"] == "applied"}
+    assert len(applied) == result["applied"]
+    assert run(_streams(clean_server.url)) == applied
