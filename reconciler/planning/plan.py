@@ -32,7 +32,14 @@ from reconciler.errors import Problem, SpecError, UnsupportedField
 from reconciler.identity import ResourceRef, is_reserved, stream_of
 from reconciler.model.buckets import bucket_config
 from reconciler.model.diff import FieldChange, diff_configs, replace_reasons
-from reconciler.model.loss import CONSUMER_STATE, Loss, claimed_losses, held, update_losses
+from reconciler.model.loss import (
+    CONSUMER_STATE,
+    Loss,
+    claimed_losses,
+    consumer_gone,
+    held,
+    update_losses,
+)
 from reconciler.model.migration import (
     TEMP_PREFIX,
     Record,
@@ -647,8 +654,10 @@ def _undeclared(
     reasons = (
         () if ref.kind == "Consumer" else ("its messages are deleted", *_lost_consumers(group))
     )
-    state = None if ref.kind == "Consumer" else group.state
-    return Delete(ref=ref, live=current, reasons=reasons, losses=(_all_of(ref, state),))
+    if ref.kind == "Consumer":  # an interest stream's last one takes the messages along
+        lost = consumer_gone(group.live, group.state)
+        return Delete(ref=ref, live=current, reasons=reasons, losses=(lost,))
+    return Delete(ref=ref, live=current, reasons=reasons, losses=(held(group.state),))
 
 
 def _all_of(ref: ResourceRef, state: StreamState | None) -> Loss:
@@ -885,7 +894,7 @@ def _governed(out: StreamPlan, group: StreamGroup, lifecycle: Lifecycle) -> Stre
         else:
             steps.append(_prevented(step, _protection(step, spec, group, lifecycle)))
     out.steps = steps
-    out.orphans = [_protected_orphan(o, lifecycle) for o in out.orphans]
+    out.orphans = [_protected_orphan(o, group, lifecycle) for o in out.orphans]
     return out
 
 
@@ -956,18 +965,15 @@ def holding(step: Step, stream: LiveConfig | None, lifecycle: Lifecycle = MANAGE
     return "" if at is None else f"{held}; the stream: {recorded_reason(at)}"
 
 
-def _protected_orphan(orphan: Orphan, lifecycle: Lifecycle) -> Orphan:
-    """An orphan that is protected says so: --prune will not delete it."""
-    at = recorded_protection(orphan.live)
-    if at is None and not lifecycle.prevent_destroy:
+def _protected_orphan(orphan: Orphan, group: StreamGroup, lifecycle: Lifecycle) -> Orphan:
+    """An orphan that is protected says so: --prune will not delete it (the reason its
+    delete would be prevented for: :func:`_protection`)."""
+    if lifecycle.prevent_destroy:
+        why = f"prevented by the environment's lifecycle prevent_destroy ({lifecycle.protected_at})"
+    else:
+        why = _protection(Delete(ref=orphan.ref, live=orphan.live), None, group, lifecycle)
+    if not why:
         return orphan
-    why = (
-        recorded_reason(at)
-        if at is not None
-        else (
-            f"prevented by the environment's lifecycle prevent_destroy ({lifecycle.protected_at})"
-        )
-    )
     return replace(orphan, reasons=(*orphan.reasons, f"--prune will not delete it: {why}"))
 
 

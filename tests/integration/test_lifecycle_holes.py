@@ -188,6 +188,9 @@ def test_a_protected_interest_streams_messages_keep_their_consumers(
     assert _messages(url, "ORDERS") == 10
     consumers = run(_request(url, "$JS.API.CONSUMER.NAMES.ORDERS"))["consumers"]
     assert sorted(consumers) == ["billing", "shipper"]
+    if change == "removed":  # without --prune, the orphan says so
+        orphan = next(o for o in run(engine.plan([specs], options)).orphans)
+        assert "--prune will not delete it: prevented: stream ORDERS" in orphan.reasons[-1]
 
 
 def test_a_forged_protection_record_is_printed_cut(
