@@ -668,6 +668,11 @@ def _variable(
     return variable
 
 
+#: What Kubernetes accepts as an object's name (an RFC 1123 subdomain): lowercase letters,
+#: digits, ``-`` and ``.``, each dot-separated label starting and ending alphanumeric.
+_KUBERNETES_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
 def account_environments(
     manifests: list[Document], warnings: list[Problem], problems: list[Problem]
 ) -> dict[str, dict[str, Any]]:
@@ -692,6 +697,11 @@ def account_environments(
             continue
         name = str((body.get("metadata") or {}).get("name", ""))
         where = manifest.where("metadata.name")
+        if not _KUBERNETES_NAME.fullmatch(name) or len(name) > 253:
+            # the name becomes a folder (OUT-<name>) and an environment: '../x' would
+            # write outside --out, 'Team' and 'team' share a folder on some disks
+            message = f"Account {brief(name)} is not a Kubernetes object name (RFC 1123)"
+            problems.append(Problem(where, "metadata.name", message))
         if name in first:
             message = f"a second Account named {brief(name)} (the first is at {first[name]})"
             problems.append(Problem(where, "metadata.name", message))
