@@ -18,6 +18,11 @@ changes with every other stream of the server, before anything is applied:
   plan creates or updates above the live stream's ``consumer_limits`` is refused by the
   server (err 10121 / 10153); the rule is :func:`specs.checks.over_consumer_limits`, the
   same one validation applies to declared streams.
+- **consumer limits lowered below live consumers**: a stream update whose
+  ``consumer_limits`` is below what a live consumer of the stream holds is refused
+  (err 10069), before the plan's consumer steps run (same rule,
+  :func:`specs.checks.limit_excess`); before 2.14, a durable consumer without
+  ``inactive_threshold`` also refuses a new ``inactive_threshold`` limit.
 
 Pure: specs, the plan's steps and the live state in, problems out.
 """
@@ -31,8 +36,13 @@ from reconciler.errors import Problem
 from reconciler.model.migration import copied_by, is_temp
 from reconciler.model.normalize import owner_of
 from reconciler.model.state import LiveState
-from reconciler.planning.steps import Delete, Migrate, Step
-from reconciler.specs.checks import SubjectTree, over_consumer_limits
+from reconciler.planning.steps import Delete, Migrate, Step, Update
+from reconciler.specs.checks import (
+    SubjectTree,
+    limit_excess,
+    limit_text,
+    over_consumer_limits,
+)
 from reconciler.specs.spec import Spec
 
 __all__ = ["live_problems"]
@@ -51,6 +61,7 @@ def live_problems(specs: Sequence[Spec], steps: Sequence[Step], live: LiveState)
         *_subject_problems(specs, planned, live),
         *_copied_problems(steps, planned, live),
         *_consumer_limit_problems(specs, steps, live),
+        *_lowered_limit_problems(specs, steps, live),
     ]
 
 
@@ -193,3 +204,44 @@ def _consumer_limit_problems(
         for path, message in over_consumer_limits(spec.config, stream, spec.stream_name):
             problems.append(Problem(spec.where(path), path, f"{message}: nothing was changed"))
     return problems
+
+
+def _lowered_limit_problems(
+    specs: Sequence[Spec], steps: Sequence[Step], live: LiveState
+) -> list[Problem]:
+    """Stream updates whose ``consumer_limits`` a live consumer of the stream is above."""
+    declared = {spec.stream_name: spec for spec in specs if not spec.ref.is_child}
+    problems = []
+    for step in steps:
+        if not isinstance(step, Update) or step.ref.is_child:
+            continue
+        stream = step.stream_name
+        if step.config.get("consumer_limits") == step.live.get("consumer_limits"):
+            continue
+        for (owner, name), consumer in sorted(live.consumers.items()):
+            if owner != stream:
+                continue
+            for path, held, limit in _held_above(consumer, step.config, live):
+                show = limit_text(path)
+                holds = f"{path} {show(held)}" if held else f"no {path}"
+                message = (
+                    f"consumer {name!r} of stream {stream} holds {holds}, above "
+                    f"the new consumer_limits.{path} {show(limit)}: the server refuses the "
+                    f"stream's update (err 10069); lower the consumer's {path} in an apply "
+                    "of its own first: nothing was changed"
+                )
+                spec = declared.get(stream)
+                where = spec.where(f"consumer_limits.{path}") if spec else step.source
+                problems.append(Problem(where, f"consumer_limits.{path}", message))
+    return problems
+
+
+def _held_above(consumer: Config, stream: Config, live: LiveState) -> list[tuple[str, int, int]]:
+    """:func:`limit_excess`, and before 2.14 a durable consumer without an inactivity
+    threshold under a new one (measured: 2.10-2.12 refuse it, 2.14 and 2.15 accept)."""
+    found = limit_excess(consumer, stream)
+    limit = int((stream.get("consumer_limits") or {}).get("inactive_threshold") or 0)
+    unset = not consumer.get("inactive_threshold") and consumer.get("durable_name")
+    if limit > 0 and unset and live.server.version_tuple < (2, 14, 0):
+        found.append(("inactive_threshold", 0, limit))
+    return found

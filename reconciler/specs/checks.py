@@ -442,16 +442,10 @@ def over_consumer_limits(
     consumer: Mapping[str, Any], stream: Mapping[str, Any], stream_name: str
 ) -> list[tuple[str, str]]:
     """(field, message) for each value of a consumer config above its stream's
-    ``consumer_limits``: the server refuses such a consumer (err 10121 max_ack_pending,
-    10153 inactive_threshold). Measured on 2.10-2.15: a value left out (or 0) gets the
-    limit, and ``max_ack_pending: -1`` (no limit) is accepted and kept as -1."""
-    limits: Mapping[str, Any] = stream.get("consumer_limits") or {}
+    ``consumer_limits`` (:func:`limit_excess`): the server refuses such a consumer."""
     found = []
-    for path in ("max_ack_pending", "inactive_threshold"):
-        limit, value = int(limits.get(path) or 0), consumer.get(path)
-        if limit <= 0 or not isinstance(value, int) or value <= limit:
-            continue
-        show = str if path == "max_ack_pending" else format_duration
+    for path, value, limit in limit_excess(consumer, stream):
+        show = limit_text(path)
         message = (
             f"{show(value)} is above consumer_limits.{path} {show(limit)} of stream "
             f"{stream_name}: the server would refuse the consumer; set at most "
@@ -459,3 +453,29 @@ def over_consumer_limits(
         )
         found.append((path, message))
     return found
+
+
+#: The consumer fields a stream's ``consumer_limits`` caps.
+LIMITED_FIELDS = ("max_ack_pending", "inactive_threshold")
+
+
+def limit_excess(
+    consumer: Mapping[str, Any], stream: Mapping[str, Any]
+) -> list[tuple[str, int, int]]:
+    """(field, value, limit) for each value of a consumer config above its stream's
+    ``consumer_limits``. The server refuses such a consumer (err 10121 max_ack_pending,
+    10153 inactive_threshold), and a stream update that lowers a limit below a consumer's
+    value (err 10069). Measured on 2.10-2.15: a value left out (or 0) gets the limit at
+    create, and ``max_ack_pending: -1`` (no limit) is accepted and kept as -1."""
+    limits: Mapping[str, Any] = stream.get("consumer_limits") or {}
+    found = []
+    for path in LIMITED_FIELDS:
+        limit, value = int(limits.get(path) or 0), consumer.get(path)
+        if limit > 0 and isinstance(value, int) and value > limit:
+            found.append((path, value, limit))
+    return found
+
+
+def limit_text(path: str) -> Callable[[int], str]:
+    """How a limited field's value reads (a count, or a duration)."""
+    return str if path == "max_ack_pending" else format_duration

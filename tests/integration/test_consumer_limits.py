@@ -114,3 +114,52 @@ def test_a_consumer_above_an_external_streams_live_limits_is_refused(
 
     assert run(names()) == []
     assert run(_publish_and_count(clean_server, 5)) == 15
+
+
+def _lowered(tmp_path: Path, server: NatsServer, old: str, new: str) -> Any:
+    """Specs applied with consumer limits ``old``, then planned and applied with ``new``
+    (a stream ``OTHER`` changes too, so a half-apply would show)."""
+    other = "---\nkind: Stream\nname: OTHER\nsubjects: [other.>]\n"
+    specs = write(
+        tmp_path, STREAM.replace("  max_ack_pending: 100\n  inactive_threshold: 1m\n", old) + other
+    )
+    assert _cli("apply", str(specs), server=server, cwd=tmp_path).returncode == 0
+    assert run(_publish_and_count(server, 10)) == 10
+    changed = STREAM.replace("  max_ack_pending: 100\n  inactive_threshold: 1m\n", new)
+    specs.write_text(
+        changed + other.replace("[other.>]", "[other.>]\nmax_age: 1d"), encoding="utf-8"
+    )
+    return _cli("apply", str(specs), server=server, cwd=tmp_path)
+
+
+def test_lowering_consumer_limits_below_a_live_consumer_is_refused_before_the_server(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    old, new = "  max_ack_pending: 100\n", "  max_ack_pending: 50\n"
+    applied = _lowered(tmp_path, clean_server, old, new)
+    assert applied.returncode == 1, applied.stdout
+    assert (
+        "specs.yaml:5: consumer_limits.max_ack_pending: consumer 'C' of stream S holds "
+        "max_ack_pending 100, above the new consumer_limits.max_ack_pending 50" in applied.stderr
+    )
+    assert "Traceback" not in applied.stderr
+
+    async def other_max_age() -> int:
+        async with open_client(options(clean_server)) as client:
+            return int((await client.stream_info("OTHER"))["config"]["max_age"])
+
+    assert run(other_max_age()) == 0  # nothing half-applied
+    assert run(_consumer(clean_server, "S", "C"))["max_ack_pending"] == 100
+    assert run(_publish_and_count(clean_server, 5)) == 15
+
+
+def test_a_new_inactive_threshold_limit_over_a_durable_without_one_is_refused_before_2_14(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    server = server_factory(version="2.12.8")
+    applied = _lowered(tmp_path, server, "  max_ack_pending: 100\n", "  inactive_threshold: 1m\n")
+    assert applied.returncode == 1, applied.stdout
+    assert "consumer 'C' of stream S holds no inactive_threshold" in applied.stderr
+    live = run(_consumer(server, "S", "C"))
+    assert "inactive_threshold" not in live or live["inactive_threshold"] == 0
+    assert run(_publish_and_count(server, 5)) == 15
