@@ -275,3 +275,46 @@ def test_an_observed_interest_streams_messages_keep_their_consumers(
     assert detail.startswith("delete Consumer ORDERS/shipper: prevented: stream ORDERS"), detail
     assert "lifecycle mode observe" in detail
     assert _messages(url, "ORDERS") == 10
+
+
+WATCHED = """\
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+storage: {storage}
+---
+kind: Consumer
+stream: ORDERS
+name: audit
+ack_policy: explicit
+lifecycle: {{mode: observe}}
+"""
+
+
+@pytest.mark.parametrize("migrate", [False, True], ids=["replace", "migrate"])
+def test_an_observed_consumer_holds_its_replaced_stream(
+    clean_server: NatsServer, tmp_path: Path, migrate: bool
+) -> None:
+    """Replacing (or migrating) a managed stream re-creates its consumers: an observed
+    consumer would be destroyed, so the stream's step is prevented, every flag given."""
+    url = clean_server.url
+    made = {"durable_name": "audit", "name": "audit", "ack_policy": "explicit"}
+    specs = _specs(tmp_path, orders=WATCHED.format(storage="file").split("---")[0])
+    options = _options(clean_server)
+    assert run(engine.apply([specs], options, lock_timeout=None)).ok
+    created = run(
+        _request(
+            url, "$JS.API.CONSUMER.CREATE.ORDERS.audit", {"stream_name": "ORDERS", "config": made}
+        )
+    )
+    run(_publish(url, "orders.new", 6))
+    (specs / "orders.yaml").write_text(WATCHED.format(storage="memory"))
+    flags = {**EVERY_FLAG, "migrate": migrate}
+    with pytest.raises(RefusedPlan) as refused:
+        run(engine.apply([specs], options, lock_timeout=None, **flags))
+    (detail,) = refused.value.details
+    assert "its consumer audit has lifecycle mode observe and would go with it" in detail
+    assert _messages(url, "ORDERS") == 6
+    assert _info(url, "ORDERS")["config"]["storage"] == "file"
+    after = run(_request(url, "$JS.API.CONSUMER.INFO.ORDERS.audit"))
+    assert after["created"] == created["created"]  # the same consumer, never re-created
