@@ -216,3 +216,19 @@ def held(state: StreamState | None) -> Loss:
 
 #: What deleting or re-creating a consumer destroys.
 CONSUMER_STATE = Loss("", "its delivery and acknowledgement state is lost")
+
+
+def consumer_gone(stream: Mapping[str, Any] | None, state: StreamState | None) -> Loss:
+    """What deleting a consumer destroys: its delivery state, and when it is the last
+    consumer of an interest stream every message too (the server keeps none that no
+    consumer is interested in: 50 messages to 0, measured on 2.15.1). Not counted with
+    other consumers left, nor on a workqueue stream."""
+    last = state is not None and state.consumer_count <= 1
+    if stream is None or stream.get("retention") != "interest" or not last or state is None:
+        return CONSUMER_STATE
+    return Loss(
+        "",
+        f"{CONSUMER_STATE.summary}; the last consumer of an interest stream: all "
+        f"{_count(state.messages, 'message')} are deleted with it",
+        state.messages,
+    )

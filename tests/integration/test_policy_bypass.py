@@ -292,3 +292,30 @@ def test_apply_without_yes_and_a_terminal_exits_3_for_a_denied_plan(
     assert applied.returncode == 3, applied.stderr
     assert "stream-max-bytes" in applied.stderr and "--yes" not in applied.stderr
     assert run(_stream(clean_server.url, "NOYES")) is None
+
+
+def test_pruning_the_last_consumer_of_an_interest_stream_counts_its_messages(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """Deleting an interest stream's only consumer deletes every message with it (the
+    server keeps none nobody is interested in); the plan said only 'its delivery state
+    is lost' (no count), so the starter's bounded-loss held and apply --prune deleted
+    the 1,500 messages."""
+    stream = "kind: Stream\nname: INTR\nsubjects: [intr.>]\nretention: interest\nmax_bytes: 1MiB\n"
+    specs = _specs(tmp_path, stream)
+    (specs / "consumer.yaml").write_text(
+        "kind: Consumer\nstream: INTR\nname: ONLY\nack_policy: explicit\n", encoding="utf-8"
+    )
+    options = ConnectionOptions(servers=clean_server.url)
+    assert run(engine.apply([specs], options, lock_timeout=None)).ok
+    run(_publish(clean_server.url, "intr.x", 1500, 10))
+    (specs / "consumer.yaml").unlink()
+    wanted = PlanRequest.of([specs], options, policies=(STARTER,), prune=True)
+    plan = run(engine.plan_for(wanted))
+    assert [(s.label, s.losses[0].messages) for s in plan.changes] == [("Consumer INTR/ONLY", 1500)]
+    assert [(f.rule, f.action) for f in plan.policy] == [("bounded-loss", "delete")]
+    request = ApplyRequest(plan=wanted, allow_replace=True, approved=True, lock_timeout=None)
+    with pytest.raises(PolicyDenied, match="bounded-loss"):
+        run(engine.apply_for(request))
+    info = run(_stream(clean_server.url, "INTR"))
+    assert info is not None and info["state"]["messages"] == 1500  # type: ignore[index]
