@@ -36,6 +36,7 @@ from reconciler.execution.saved_plans import (
     same_server,
     saved_request,
     spec_digest,
+    unknown_account,
 )
 from reconciler.identity import ENTRY, stream_of
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
@@ -420,6 +421,8 @@ async def save_plan_for(
             the_plan = await _planned(client, specs, request)
             _say_server(the_plan, request.options, observer)
             identity = await server_identity(client)
+        if (notice := unknown_account(identity)) is not None:
+            observer.notice(notice)
         return the_plan, SavedPlan.of(the_plan, kept, digest, identity)
 
 

@@ -19,6 +19,7 @@ from reconciler.execution.requests import PlanRequest
 from reconciler.jetstream.connection import ConnectionOptions
 from reconciler.jetstream.server_identity import server_identity
 from reconciler.jetstream.transport import Transport
+from reconciler.model.server_identity import ServerIdentity
 from reconciler.planning.saved import SavedPlan, SavedRequest
 from reconciler.planning.steps import Plan
 from reconciler.specs.fingerprint import SpecDigest, digest_files, relative
@@ -186,6 +187,19 @@ async def same_server(client: Transport, saved: SavedPlan | None) -> AsyncIterat
     yield
 
 
+def unknown_account(identity: ServerIdentity) -> str | None:
+    """The notice ``plan --out`` gives when the account could not be read: apply then
+    cannot tell this account from another one on a server of the same name."""
+    if identity.account is not None:
+        return None
+    return (
+        "the account could not be read ($SYS.REQ.USER.INFO was refused or not answered): "
+        "apply cannot tell it from another account on this server, so give the user "
+        "publish permission on $SYS.REQ.USER.INFO, or apply this plan only with the "
+        "connection it was made with"
+    )
+
+
 def check_plan(saved: SavedPlan, now: Plan) -> None:
     """Refuse a plan made again that is not the saved one."""
     changed = saved.differences(now)
@@ -213,4 +227,5 @@ __all__ = [
     "same_server",
     "saved_request",
     "spec_digest",
+    "unknown_account",
 ]

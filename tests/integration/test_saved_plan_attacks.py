@@ -6,6 +6,7 @@ runs the CLI on a real nats-server and is refused with one line, changing nothin
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -193,3 +194,51 @@ def test_the_action_refuses_a_plan_for_an_environment_naming_other_paths(
     assert code == 1, log
     assert "the saved plan names paths specs, staging; environment prod reads specs" in log
     assert state(clean_server) == {}
+
+
+# --- the account: unknown to a user who may not ask the server ----------------------------
+
+JS_ONLY = {"publish": {"allow": ["$JS.API.>", "$KV.>"]}, "subscribe": {"allow": ["_INBOX.>"]}}
+
+
+def two_accounts(server_factory: Callable[..., NatsServer]) -> NatsServer:
+    """STAGING and PROD on one server; each has a user allowed only the JetStream API
+    (as production users often are) and one allowed everything."""
+    accounts = {
+        name: {
+            "jetstream": "enabled",
+            "users": [
+                {"user": user, "password": user, "permissions": JS_ONLY},
+                {"user": user + "-admin", "password": user},
+            ],
+        }
+        for name, user in (("STAGING", "staging"), ("PROD", "prod"))
+    }
+    return server_factory(name="shared", config={"accounts": accounts})
+
+
+def test_plan_out_says_when_the_account_cannot_be_told_apart(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """A plan saved by STAGING's JetStream-only user applies to PROD with PROD's: the
+    account is unknown both times, the server the same. ``plan --out`` says so; a user
+    allowed to ask has its plan refused in the other account."""
+    server = two_accounts(server_factory)
+    root = repo(tmp_path)
+    creds = ("--user", "staging", "--password", "staging")
+    blind = reconcile(
+        "plan", "specs", "--out", "../blind.plan", "--server", server.url, *creds, cwd=root
+    )
+    assert blind.returncode == 0, blind.stderr
+    assert "the account could not be read ($SYS.REQ.USER.INFO" in blind.stderr
+
+    admin = ("--user", "staging-admin", "--password", "staging")
+    seen = reconcile(
+        "plan", "specs", "--out", "../seen.plan", "--server", server.url, *admin, cwd=root
+    )
+    assert seen.returncode == 0, seen.stderr
+    assert "the account could not be read" not in seen.stderr
+    prod = ("--user", "prod-admin", "--password", "prod")
+    done = reconcile("apply", "../seen.plan", "--server", server.url, *prod, cwd=root)
+    refused(done, "account: 'STAGING', now 'PROD'")
+    assert state(server, user="prod", password="prod") == {}
