@@ -236,6 +236,10 @@ def test_a_stream_live_as_another_is_compared_with_its_own_spec(
     live = LiveState(server=SERVER, streams=streams, consumers=consumers)
     scratch = _outcome(specs, live, FromScratch(b""))
     assert _outcome(specs, live, None) == scratch
+    if (first, second) == (2, 3):  # a new inactive_threshold limit over a durable C without
+        assert isinstance(scratch, list)  # one: 2.12 refuses it (planning.live_checks)
+        assert all("err 10069" in problem for problem in scratch), scratch
+        return
     assert isinstance(scratch, Plan)
     assert bool(scratch.changes) == (STREAM_SHAPES[first] != STREAM_SHAPES[second])
 
