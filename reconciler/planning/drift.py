@@ -259,7 +259,10 @@ def from_plan(plan: Plan) -> DriftReport:
     """The drift report of a plan (made without prune: orphans are notes, not deletes),
     less the fields its ignore rules hide (``plan.ignore``)."""
     found: Counter[IgnoreRule] = Counter()
-    resources = tuple(hide_fields(resource_from_entry(e), plan.ignore, found) for e in plan.entries)
+    resources = tuple(
+        hide_fields(resource_from_entry(e), plan.ignore, found, keep=unhidable(e))
+        for e in plan.entries
+    )
     return DriftReport(
         resources=resources,
         server_version=plan.server.version,
@@ -270,17 +273,31 @@ def from_plan(plan: Plan) -> DriftReport:
     )
 
 
+def unhidable(entry: Entry) -> frozenset[str]:
+    """The top-level fields no field rule hides in ``entry``'s drift: those an update
+    cannot change (a replace's or a migration's), whose difference only a replace or a
+    migration undoes (an app made a declared file stream again in memory)."""
+    if isinstance(entry, Replace | Migrate):
+        return frozenset(reason.field for reason in entry.because)
+    return frozenset()
+
+
 def hide_fields(
-    resource: ResourceDrift, rules: IgnoreRules, found: Counter[IgnoreRule]
+    resource: ResourceDrift,
+    rules: IgnoreRules,
+    found: Counter[IgnoreRule],
+    *,
+    keep: frozenset[str] = frozenset(),
 ) -> ResourceDrift:
     """``resource`` without the differing fields a field rule hides (counted per rule in
-    ``found``); in sync when none is left. Only what drift shows: the plan still has them."""
+    ``found``), but those whose top-level field is in ``keep`` (:func:`unhidable`); in
+    sync when none is left. Only what drift shows: the plan still has them."""
     if resource.status != "drifted" or not rules:
         return resource
     kept, hit = [], set()
     for change in resource.fields:
         rule = rules.hiding_field(resource.kind, resource.name, resource.stream, change.path)
-        if rule is None:
+        if rule is None or change.path.split(".")[0] in keep:
             kept.append(change)
         else:
             hit.add(rule)

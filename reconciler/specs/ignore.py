@@ -47,6 +47,21 @@ KINDS = ("Stream", "Consumer", "KeyValue", "ObjectStore")
 ANY_KIND = "*"
 Matcher = Callable[[str], "re.Match[str] | None"]
 _WILDCARDS = frozenset("*?.")
+#: Field paths of every shape and kind: a field glob matching them all (``[!.]*``,
+#: ``[a-z]*``) silences a resource's whole drift as ``*`` does, and is refused with it.
+_PROBES = (
+    "subjects",
+    "storage",
+    "max_age",
+    "num_replicas",
+    "description",
+    "deny_delete",
+    "metadata.team",
+    "sources.0.name",
+    "ack_wait",
+    "history",
+    "ttl",
+)
 
 
 @dataclass(frozen=True)
@@ -213,6 +228,8 @@ def _shape_problem(tokens: Sequence[str]) -> str | None:
         return "a name has at most one '/' (STREAM/NAME for consumers)"
     if len(tokens) == 3 and set(tokens[2]) <= _WILDCARDS:
         return "a field rule names a field (e.g. metadata.app_*), not wildcards alone"
+    if len(tokens) == 3 and all(_glob(tokens[2])(probe) for probe in _PROBES):
+        return "a field rule names a field (e.g. metadata.app_*), not a pattern every field matches"
     return None
 
 
