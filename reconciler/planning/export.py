@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from reconciler.errors import Problem
 from reconciler.identity import ResourceRef, is_reserved
 from reconciler.locations import Location
 from reconciler.model.buckets import bucket_config
@@ -32,6 +33,7 @@ from reconciler.model.normalize import (
 )
 from reconciler.model.state import LiveState, ServerInfo
 from reconciler.model.values import entry_text
+from reconciler.specs.document import Document
 from reconciler.specs.lifecycle import PROTECT_KEY, recorded_protection
 from reconciler.specs.spec import (
     DEFAULT_OWNER,
@@ -42,6 +44,7 @@ from reconciler.specs.spec import (
     Spec,
 )
 from reconciler.specs.units import to_human
+from reconciler.specs.validate import spec_from_document
 
 _LIVE = Location("<live>", 0)
 _KEEP = frozenset({"name"})
@@ -225,10 +228,11 @@ def _stream_document(
     if kind != "Stream":
         body = bucket_config(kind, name, config)
         _clean_metadata(body)
-        if _desired(kind, name, body, server) == _desired("Stream", config["name"], stream, server):
-            return _protected(
-                {"kind": kind, **to_human(kind, minimal(kind, name, body, server))}, config
-            )
+        target = _desired("Stream", config["name"], stream, server)
+        if _desired(kind, name, body, server) == target:
+            document = {"kind": kind, **to_human(kind, minimal(kind, name, body, server))}
+            if _read_back(document, server) == target:
+                return _protected(document, config)
         kind, name = "Stream", str(config["name"])
     return _protected({"kind": kind, **to_human(kind, minimal(kind, name, stream, server))}, config)
 
@@ -240,6 +244,17 @@ def _protected(document: dict[str, Any], config: Mapping[str, Any]) -> dict[str,
     if recorded_protection(config) is not None:
         document["lifecycle"] = {"prevent_destroy": True}
     return document
+
+
+def _read_back(document: Mapping[str, Any], server: ServerInfo) -> dict[str, Any] | None:
+    """The desired config of ``document`` read as a user's file is (validated as
+    ``validate`` does); None: validation refuses it (a ``KV_`` stream keeping 70 values
+    per key is no bucket: ``history`` is 1-64)."""
+    problems: list[Problem] = []
+    spec = spec_from_document(Document(body=dict(document), source=_LIVE), problems)
+    if spec is None or any(not p.warning for p in problems):
+        return None
+    return desired_config(spec, server)
 
 
 def _desired(kind: Kind, name: str, body: Mapping[str, Any], server: ServerInfo) -> dict[str, Any]:

@@ -3,10 +3,19 @@ its fix."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
+import nats
 import pytest
 from cli_runner import reconcile
+from servers import NatsServer, run
+
+from reconciler.cli.export_cmd import _dump
+from reconciler.execution import run as engine
+from reconciler.jetstream import ConnectionOptions
+from reconciler.planning.export import export_state
 
 _ACCOUNT = """\
 apiVersion: jetstream.nats.io/v1beta2
@@ -41,3 +50,66 @@ def test_a_nack_account_name_kubernetes_refuses_is_refused_before_writing(
     assert done.returncode == 1, done.stdout + done.stderr
     assert "a.yaml:4: metadata.name:" in done.stderr and "Traceback" not in done.stderr
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["a.yaml"]
+
+
+_KV_LIKE = {
+    "storage": "file",
+    "allow_rollup_hdrs": True,
+    "deny_delete": True,
+    "discard": "new",
+    "allow_direct": True,
+}
+
+
+async def _kv_like_streams(url: str, configs: list[dict[str, Any]]) -> None:
+    nc = await nats.connect(url)
+    try:
+        for config in configs:
+            created = await nc.request(
+                f"$JS.API.STREAM.CREATE.{config['name']}", json.dumps(config).encode()
+            )
+            assert "error" not in json.loads(created.data), created.data
+            for n in range(3):
+                subject = config["subjects"][0].replace(">", f"k{n}")
+                await nc.request(subject, b"v", timeout=2)
+    finally:
+        await nc.close()
+
+
+async def _streams(url: str) -> dict[str, Any]:
+    """Each stream's config (less metadata) and message count."""
+    nc = await nats.connect(url)
+    try:
+        names = json.loads((await nc.request("$JS.API.STREAM.NAMES", b"{}")).data)["streams"]
+        found: dict[str, Any] = {}
+        for name in sorted(names or []):
+            info = json.loads((await nc.request(f"$JS.API.STREAM.INFO.{name}", b"")).data)
+            config = {k: v for k, v in info["config"].items() if k != "metadata"}
+            found[name] = (config, info["state"]["messages"])
+        return found
+    finally:
+        await nc.close()
+
+
+def test_a_kv_stream_keeping_more_history_than_a_bucket_may_exports_as_a_stream(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A ``KV_`` stream with 70 values per key (more than a bucket's ``history`` 1-64)
+    exported as a KeyValue document that validation refuses: export, then plan, failed
+    with 'history: 70 is greater than the maximum of 64'. A bucket document is written
+    only when, read back as a user's file, it means the live stream exactly."""
+    config = {**_KV_LIKE, "name": "KV_deep", "subjects": ["$KV.deep.>"], "max_msgs_per_subject": 70}
+    run(_kv_like_streams(clean_server.url, [config]))
+    options = ConnectionOptions(servers=clean_server.url)
+    before = run(_streams(clean_server.url))
+    files = export_state(run(engine.fetch_live(options)))
+    assert [(f.name, f.documents[0]["kind"]) for f in files] == [("stream-KV_deep.yaml", "Stream")]
+    folder = tmp_path / "export"
+    folder.mkdir()
+    for file in files:
+        (folder / file.name).write_text(_dump(file.documents))
+    plan = run(engine.plan([folder], options))
+    assert [c.reasons for c in plan.changes] == [("adopt: add the managed-by marker",)]
+    run(engine.apply([folder], options, lock_timeout=None))
+    assert not run(engine.plan([folder], options)).has_changes
+    assert run(_streams(clean_server.url)) == before  # every setting, all 3 messages
