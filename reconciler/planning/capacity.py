@@ -51,6 +51,7 @@ class Scope:
     max_consumers: int | None = None  # per stream (the server counts each stream's)
     max_stream_bytes: Mapping[str, int | None] = field(default_factory=dict)
     max_bytes_required: bool = False
+    max_ack_pending: int | None = None  # per consumer (a consumer leaving it out gets it)
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ def _scope(tier: str | None, source: Mapping[str, Any]) -> Scope:
             for storage, key in _STREAM_BYTES_KEYS.items()
         },
         max_bytes_required=bool(limits.get("max_bytes_required")),
+        max_ack_pending=_limit(limits.get("max_ack_pending"), zero_is_none=True),
     )
 
 
@@ -247,6 +249,11 @@ class _Where:
             key = "replicas"
         return spec.where(key)
 
+    def declared(self, step: Building) -> Mapping[str, Any]:
+        """The fields the spec declares (the step's config has defaults filled in)."""
+        spec = self._specs.get(step.ref)
+        return step.config if spec is None else spec.config
+
 
 def assess(
     plan: Plan,
@@ -272,6 +279,7 @@ def assess(
         *_stream_limits(plan, scoped, tiered, where),
         *_over_committed(plan, live, totals, tiered, where),
         *_consumer_limits(plan, live, after, scoped, tiered, where),
+        *_ack_pending(plan, after, scoped, tiered, where),
     ]
     warnings = _near(totals)
     return Assessment(Capacity(totals, tuple(warnings)), tuple(errors))
@@ -467,6 +475,37 @@ def _consumer_limits(
                     f"the limit is {limit} per stream: nothing was changed"
                 )
                 problems.append(Problem(where(step, "name"), "", message))
+    return problems
+
+
+def _ack_pending(
+    plan: Plan,
+    after: Mapping[str, Mapping[str, Any]],
+    scoped: Mapping[str | None, Scope],
+    tiered: bool,
+    where: _Where,
+) -> list[Problem]:
+    """Consumers created or changed with a ``max_ack_pending`` above the account's
+    (measured: err 10121 on create and update, after the plan's streams were made). A
+    consumer leaving it out is sent the default (1,000, ``model.defaults``), which the
+    server refuses alike: it has to declare one within the limit."""
+    problems = []
+    for step in plan.changes:
+        if not step.ref.is_child or isinstance(step, Delete):
+            continue
+        scope = scoped.get(tier_of(after.get(step.stream_name) or {}, tiered))
+        sent = step.config.get("max_ack_pending")
+        limit = scope.max_ack_pending if scope else None
+        if type(sent) is not int or limit is None or sent <= limit:
+            continue
+        tier = _tier_words(scope.tier if scope else None)
+        unset = "max_ack_pending" not in where.declared(step)
+        said = f"sets no max_ack_pending (sent as {sent})" if unset else f"max_ack_pending {sent}"
+        message = (
+            f"{step.label}: {said} is over the account's limit of {limit}{tier}; declare "
+            f"max_ack_pending at most {limit}: nothing was changed"
+        )
+        problems.append(Problem(where(step, "max_ack_pending"), "max_ack_pending", message))
     return problems
 
 

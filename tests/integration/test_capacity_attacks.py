@@ -1,0 +1,60 @@
+"""Attacks on the capacity check (docs/capacity.md): plans the check passed that the
+server then refused half-way, on real servers with account JetStream limits. Each test
+counts the streams and messages before and after."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cli_runner import reconcile
+from servers import NatsServer
+from test_capacity import USER, MiB, _publish, census, limited, stream_yaml, write_specs
+
+
+def _apply(specs: Path, server: NatsServer, cwd: Path, *flags: str) -> Any:
+    return reconcile("apply", str(specs), "--server", server.url, *USER, "--yes", *flags, cwd=cwd)
+
+
+def _plan(specs: Path, server: NatsServer, cwd: Path, *flags: str) -> Any:
+    return reconcile("plan", str(specs), "--server", server.url, *USER, *flags, cwd=cwd)
+
+
+CONSUMER = "kind: Consumer\nname: worker\nstream: ORDERS\nack_policy: explicit\n"
+
+
+def test_a_consumer_over_the_accounts_max_ack_pending_is_refused_before_any_step(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """The account's max_ack_pending (100) caps every consumer: the server refused the
+    consumer with err 10121 after apply had created its stream (a half-applied plan the
+    capacity check passed). Now refused before the stream, and so is a consumer leaving
+    it out (the tool sends its default, 1,000: the server refused it alike); one within
+    the limit applies and delivers."""
+    server = limited(server_factory, max_file=64 * MiB, max_mem=8 * MiB, max_ack_pending=100)
+    over = write_specs(
+        tmp_path / "over", stream_yaml("ORDERS", "1MiB"), CONSUMER + "max_ack_pending: 1000\n"
+    )
+
+    unset = write_specs(tmp_path / "unset", stream_yaml("ORDERS", "1MiB"), CONSUMER)
+    for result in (_plan(over, server, tmp_path), _apply(over, server, tmp_path)):
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert f"{over / 'streams.yaml'}:11" in result.stderr  # the max_ack_pending line
+        assert "max_ack_pending 1000 is over the account's limit of 100" in result.stderr
+        assert "Traceback" not in result.stderr
+    left_out = _apply(unset, server, tmp_path)
+    assert left_out.returncode == 1, left_out.stdout + left_out.stderr
+    assert f"{unset / 'streams.yaml'}:7" in left_out.stderr  # the consumer's document
+    assert "sets no max_ack_pending (sent as 1000)" in left_out.stderr
+    assert census(server) == {}
+
+    fits = write_specs(
+        tmp_path / "fits", stream_yaml("ORDERS", "1MiB"), CONSUMER + "max_ack_pending: 100\n"
+    )
+    assert _apply(fits, server, tmp_path).returncode == 0
+    asyncio.run(_publish(server, "orders.new", 5))
+    assert census(server) == {"ORDERS": 5}
+    again = reconcile("drift", str(fits), "--server", server.url, *USER, cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr  # converged
