@@ -19,7 +19,7 @@ from reconciler.execution.apply import apply_plan, check_allowed
 from reconciler.execution.requests import QUIET, Observer
 from reconciler.identity import ResourceRef
 from reconciler.jetstream import JetStreamClient
-from reconciler.model.loss import Loss
+from reconciler.model.loss import Loss, consumer_gone
 from reconciler.model.state import LiveState, ServerInfo, StreamState
 from reconciler.planning.plan import build_plan, holding
 from reconciler.planning.policy import check_policy
@@ -165,7 +165,9 @@ async def destroy(
 ) -> None:
     """Delete the resource through the one executor: a stream or bucket holding messages
     is refused there (:func:`~reconciler.execution.apply.check_allowed`) unless the
-    resource sets ``allow_destroy``; a consumer, or an empty stream, loses nothing.
+    resource sets ``allow_destroy``; so is the last consumer of an interest stream holding
+    messages (the server deletes them with it: ``model.loss.consumer_gone``, as the planner
+    counts it). Any other consumer, or an empty stream, loses no message.
 
     A resource already gone is not an error: the goal state is reached.
     """
@@ -177,8 +179,10 @@ async def destroy(
     step = Delete(ref=target, live=live.config, losses=losses)
     if target.kind == "Consumer":  # its protected interest stream needs it (docs/spec-format.md)
         with contextlib.suppress(NotFound):
-            stream = (await client.stream_info(target.stream_name))["config"]
-            step = replace(step, prevented=holding(step, stream))
+            info = await client.stream_info(target.stream_name)
+            gone = consumer_gone(info["config"], StreamState.from_info(info))  # as the planner
+            held = gone.messages or 0  # the last consumer of an interest stream: its messages
+            step = replace(step, losses=(gone,), prevented=holding(step, info["config"]))
     plan = Plan(server=live.server, changes=(step,))
     plan = with_policy(plan, policies, [], LiveState(server=live.server))
     check_policy(plan.policy)

@@ -14,7 +14,7 @@ import nats
 import pytest
 from servers import NatsServer, run
 
-from reconciler.errors import PolicyDenied
+from reconciler.errors import PolicyDenied, RefusedPlan
 from reconciler.execution import run as engine
 from reconciler.execution.requests import ApplyRequest, PlanRequest
 from reconciler.jetstream import ConnectionOptions
@@ -319,3 +319,30 @@ def test_pruning_the_last_consumer_of_an_interest_stream_counts_its_messages(
         run(engine.apply_for(request))
     info = run(_stream(clean_server.url, "INTR"))
     assert info is not None and info["state"]["messages"] == 1500  # type: ignore[index]
+
+
+def test_pulumi_destroy_of_an_interest_streams_last_consumer_needs_allow_destroy(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """Pulumi's destroy built a consumer's delete as losing nothing: without
+    ``allow_destroy`` it deleted the last consumer of an interest stream and the
+    server deleted its 1,200 messages with it; a bounded-loss rule saw 0."""
+    from pulumi_provider import JetStreamProvider
+
+    specs = _specs(
+        tmp_path, "kind: Stream\nname: INTP\nsubjects: [intp.>]\nretention: interest\n"
+    )
+    (specs / "consumer.yaml").write_text(
+        "kind: Consumer\nstream: INTP\nname: ONLY\nack_policy: explicit\n", encoding="utf-8"
+    )
+    assert run(engine.apply([specs], ConnectionOptions(servers=clean_server.url))).ok
+    run(_publish(clean_server.url, "intp.x", 1200, 10))
+    provider = JetStreamProvider(connection={"servers": clean_server.url})
+    props = {"kind": "Consumer", "stream": "INTP", "name": "ONLY", "ack_policy": "explicit"}
+    with pytest.raises(RefusedPlan, match="allow_destroy"):
+        provider.delete("INTP/ONLY", props)
+    with_policy = JetStreamProvider(connection={"servers": clean_server.url}, policies=[str(STARTER)])
+    with pytest.raises(PolicyDenied, match="bounded-loss"):
+        with_policy.delete("INTP/ONLY", {**props, "allow_destroy": True})
+    info = run(_stream(clean_server.url, "INTP"))
+    assert info is not None and info["state"]["messages"] == 1200  # type: ignore[index]
