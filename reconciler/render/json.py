@@ -15,9 +15,11 @@ def render_json(plan: Plan) -> str:
 
 
 def json_line(document: dict[str, Any]) -> str:
-    """One JSON Lines record: ``document`` on one line (no line break can be in it:
-    ``json.dumps`` escapes them inside strings), inert in a CI log."""
-    return inert_json(json.dumps(document, separators=(",", ":"), ensure_ascii=False))
+    """One JSON Lines record: ``document`` on one line, inert in a CI log. Every
+    character outside ASCII is a ``\\u`` escape, as in ``plan --format json``: a name or
+    owner from the server holding U+2028, NEL or a C1/bidi control (which
+    ``str.splitlines`` splits on, and a terminal acts on) stays inside its string."""
+    return inert_json(json.dumps(document, separators=(",", ":")))
 
 
 def plan_record(plan: Plan) -> dict[str, Any]:
