@@ -901,7 +901,7 @@ def _governed(out: StreamPlan, group: StreamGroup, lifecycle: Lifecycle) -> Stre
 def _prevented(step: Step, why: str) -> Step:
     """``step`` marked as no flag allows it (``why``); a replace no longer says that
     ``--migrate`` would keep its messages (a migration is prevented too)."""
-    if not why or not destroys(step):
+    if not why:
         return step
     reasons = tuple(r for r in step.reasons if r != MIGRATE_HINT)
     return replace(step, prevented=why, reasons=(*reasons, why))
@@ -911,19 +911,22 @@ def _protection(step: Step, spec: Spec | None, group: StreamGroup, lifecycle: Li
     """Why ``step`` may not destroy its resource (empty: it may): its lifecycle (the
     spec's merged with the environment's), the environment's for an undeclared
     resource, the protection its live config records, or, for a stream, a protected or
-    observed consumer that would go with it."""
+    observed consumer that would go with it; for a consumer, the messages its protected
+    or observed stream keeps for it (:func:`holding`)."""
+    if step.ref.is_child:
+        stream = lifecycle if group.declared is None else group.declared.lifecycle
+        if held := holding(step, group.live, stream):
+            return held
+    if not destroys(step):
+        return ""
     own = lifecycle if spec is None else spec.lifecycle
     if own.prevent_destroy:
         return f"prevented by lifecycle prevent_destroy ({own.protected_at}); no flag allows this"
     at = recorded_protection(step.live)
     if at is not None:
         return recorded_reason(at)
-    if not destroys(step):
-        return ""
     if step.ref.is_child:
-        return holding(
-            step, group.live, lifecycle if group.declared is None else group.declared.lifecycle
-        )
+        return ""
     for consumer in group.consumers:
         if consumer.lifecycle.prevent_destroy or consumer.lifecycle.observe:
             setting = "prevent_destroy" if consumer.lifecycle.prevent_destroy else "mode observe"
@@ -938,16 +941,24 @@ def _protection(step: Step, spec: Spec | None, group: StreamGroup, lifecycle: Li
     return ""
 
 
+#: Consumer fields whose update changes which messages an interest stream keeps for it.
+INTEREST_FIELDS = frozenset({"filter_subject", "filter_subjects"})
+
+
 def holding(step: Step, stream: LiveConfig | None, lifecycle: Lifecycle = MANAGE) -> str:
-    """Why ``step`` may not delete or replace a consumer (empty: it may): its stream
-    (``stream``: the live config; ``lifecycle``: its declared one, if known) is protected
-    or observed, and keeps a message only while a consumer still needs it (retention ``interest``),
-    so the consumer's delete deletes the messages only it still needed (measured: 10
-    messages acknowledged by one consumer, gone with the other). Pulumi's destroy asks
-    it too (its delete step is made without the planner)."""
+    """Why ``step`` may not delete, replace or narrow a consumer (empty: it may): its
+    stream (``stream``: the live config; ``lifecycle``: its declared one, if known) is
+    protected or observed, and keeps a message only while a consumer still needs it
+    (retention ``interest``), so the consumer's delete deletes the messages only it
+    still needed (measured: 10 messages acknowledged by one consumer, gone with the
+    other), and so does an update of its filter (:data:`INTEREST_FIELDS`). Pulumi's
+    destroy asks it too (its delete step is made without the planner)."""
+    narrows = isinstance(step, Update) and any(
+        change.path.split(".")[0] in INTEREST_FIELDS for change in step.fields
+    )
     if (
         step.kind != "Consumer"
-        or not destroys(step)
+        or not (destroys(step) or narrows)
         or (stream or {}).get("retention") != "interest"
     ):
         return ""
@@ -997,7 +1008,8 @@ def governed_entries(
             note = Observed(ref=step.ref, source=step.source, fields=step.fields, reasons=(why,))
             out.add(replace(note, missing=missing))
         else:
-            out.add(_prevented(step, _entry_protection(str(step.stream), own, live)))
+            why = _entry_protection(str(step.stream), own, live) if destroys(step) else ""
+            out.add(_prevented(step, why))
     for orphan in part.orphans:
         bucket = str(orphan.stream)
         why = _entry_protection(bucket, buckets.get(bucket, lifecycle), live)

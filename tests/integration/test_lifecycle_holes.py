@@ -162,13 +162,16 @@ async def _ack_all(url: str, durable: str, count: int) -> None:
         await nc.close()
 
 
-@pytest.mark.parametrize("change", ["removed", "replaced"])
+CHANGES = {"removed": "delete", "replaced": "replace", "narrowed": "update"}
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
 def test_a_protected_interest_streams_messages_keep_their_consumers(
     clean_server: NatsServer, tmp_path: Path, change: str
 ) -> None:
     """In an interest stream, a message lives while a consumer still needs it: deleting
-    (pruning) or replacing the one consumer that has not acknowledged them deletes the
-    protected stream's messages. Such a step is prevented."""
+    (pruning) or replacing the one consumer that has not acknowledged them, or narrowing
+    its filter, deletes the protected stream's messages. Such a step is prevented."""
     url = clean_server.url
     specs = _specs(tmp_path, orders=INTEREST, shipper=SHIPPER.format(extra=""))
     options = _options(clean_server)
@@ -179,11 +182,12 @@ def test_a_protected_interest_streams_messages_keep_their_consumers(
     if change == "removed":
         (specs / "shipper.yaml").unlink()
     else:
-        (specs / "shipper.yaml").write_text(SHIPPER.format(extra="deliver_policy: new"))
+        extra = "deliver_policy: new" if change == "replaced" else "filter_subject: orders.none"
+        (specs / "shipper.yaml").write_text(SHIPPER.format(extra=extra))
     with pytest.raises(RefusedPlan) as refused:
         run(engine.apply([specs], options, lock_timeout=None, **EVERY_FLAG))
     (detail,) = refused.value.details
-    action = "delete" if change == "removed" else "replace"
+    action = CHANGES[change]
     assert detail.startswith(f"{action} Consumer ORDERS/shipper: prevented: stream ORDERS"), detail
     assert _messages(url, "ORDERS") == 10
     consumers = run(_request(url, "$JS.API.CONSUMER.NAMES.ORDERS"))["consumers"]
