@@ -444,7 +444,7 @@ def apply(
         policies=(*target.policies, *policies),
     )
     if saved is not None:  # its flags and paths; the connection is this run's
-        saved, wanted = _saved_request(console, saved, target, project_file)
+        saved, wanted = _saved_request(console, saved, target, project_file, policies)
     request = ApplyRequest(
         plan=wanted,
         allow_replace=allow_replace,
@@ -488,8 +488,9 @@ def apply(
 
 # --- apply FILE: a saved plan -----------------------------------------------------------
 
-#: The flags that shape a plan: a saved plan keeps those it was made with.
-PLAN_FLAGS = ("prune", "migrate", "migration", "owner", "take_over", "strict", "policies")
+#: The flags that shape a plan: a saved plan keeps those it was made with (``--policy``
+#: is not one: it names rules the plan must have been made with).
+PLAN_FLAGS = ("prune", "migrate", "migration", "owner", "take_over", "strict")
 
 
 def _saved_plan_in(paths: tuple[Path, ...]) -> SavedPlan | None:
@@ -557,9 +558,14 @@ def _saved_target(
 
 
 def _saved_request(
-    console: TerminalConsole, saved: SavedPlan, target: Target, project_file: Path | None
+    console: TerminalConsole,
+    saved: SavedPlan,
+    target: Target,
+    project_file: Path | None,
+    policies: tuple[Path, ...],
 ) -> tuple[SavedPlan, PlanRequest]:
-    """The saved plan resolved in this repository, and the request it names."""
+    """The saved plan resolved in this repository, and the request it names (made with
+    every policy file ``policies`` names, else refused)."""
     from dataclasses import replace
 
     from reconciler.execution.saved_plans import describe, plan_request
@@ -567,5 +573,5 @@ def _saved_request(
 
     saved = saved.at(plan_root(), _project_read(target.env, project_file))
     console.notice(describe(saved))
-    request = plan_request(saved, target.options)
+    request = plan_request(saved, target.options, policies)
     return saved, replace(request, lifecycle=target.lifecycle)  # the environment's, as read now

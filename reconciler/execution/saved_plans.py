@@ -53,10 +53,13 @@ def saved_request(request: PlanRequest, root: Path) -> SavedRequest:
     )
 
 
-def plan_request(saved: SavedPlan, options: ConnectionOptions) -> PlanRequest:
+def plan_request(
+    saved: SavedPlan, options: ConnectionOptions, required: Sequence[Path] = ()
+) -> PlanRequest:
     """The request a saved plan names, its paths inside its root (:meth:`SavedPlan.at`),
     with ``options`` (the connection comes from the command line, the environment or the
-    project, never from the file)."""
+    project, never from the file). ``required``: policy files the apply's command line
+    names, which the plan must have been made with."""
     named, root = saved.request, saved.root
     for path in (*named.paths, *named.overlays, *named.policies):
         why = outside_problem(root, path, root)
@@ -78,7 +81,7 @@ def plan_request(saved: SavedPlan, options: ConnectionOptions) -> PlanRequest:
     if "policies" in {f.name for f in fields(PlanRequest)}:
         policies: dict[str, Any] = {"policies": tuple(_inside(root, p) for p in named.policies)}
         request = replace(request, **policies)  # the field comes with policy checks
-        _check_project_policies(saved.project, request.policies)
+        _check_project_policies(saved.project, request.policies, required)
     return request
 
 
@@ -115,19 +118,25 @@ def _listed(paths: Sequence[str]) -> str:
     return ", ".join(paths) if paths else "none"
 
 
-def _check_project_policies(project: Path | None, policies: Sequence[Path]) -> None:
-    """Refuse a saved plan whose request leaves out a policy file the project file names:
-    the file decides the re-plan's flags, never to drop the project's rules."""
-    if project is None:
-        return
+def _check_project_policies(
+    project: Path | None, policies: Sequence[Path], required: Sequence[Path] = ()
+) -> None:
+    """Refuse a saved plan whose request leaves out a policy file the project file names,
+    or one the apply's command line requires (``required``): the file decides the
+    re-plan's flags, never to drop the rules of whoever applies it."""
     from reconciler.specs.project import load_project
 
     kept = {Path(p).resolve() for p in policies}
-    for path in load_project(project).policies:
+    named: list[tuple[Path, str]] = []
+    if project is not None:
+        by = f"the project file {project} names"
+        named += [(path, by) for path in load_project(project).policies]
+    named += [(Path(path), "that --policy names") for path in required]
+    for path, by in named:
         if path.resolve() not in kept:
             raise SavedPlanRefused(
-                f"the saved plan leaves out the policy file {path} the project file "
-                f"{project} names: {NOTHING_CHANGED}; {PLAN_AGAIN}"
+                f"the saved plan leaves out the policy file {path} {by}: "
+                f"{NOTHING_CHANGED}; {PLAN_AGAIN}"
             )
 
 

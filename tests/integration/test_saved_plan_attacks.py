@@ -14,7 +14,17 @@ from typing import Any
 import pytest
 from cli_runner import reconcile
 from servers import NatsServer
-from test_saved_plans import action_step, git, plan_out, publish, refit, repo, state
+from test_saved_plans import (
+    ORDERS,
+    action_step,
+    apply_file,
+    git,
+    plan_out,
+    publish,
+    refit,
+    repo,
+    state,
+)
 
 from reconciler.planning.saved import integrity
 from reconciler.specs.fingerprint import digest_files
@@ -242,3 +252,39 @@ def test_plan_out_says_when_the_account_cannot_be_told_apart(
     done = reconcile("apply", "../seen.plan", "--server", server.url, *prod, cwd=root)
     refused(done, "account: 'STAGING', now 'PROD'")
     assert state(server, user="prod", password="prod") == {}
+
+
+# --- apply FILE --policy: rules the plan must have been made with ------------------------
+
+RULES = """\
+rules:
+  - id: bounded
+    level: deny
+    message: every stream sets max_msgs
+    expr: resource.kind != "Stream" || resource.desired.max_msgs > 0
+"""
+
+
+def test_apply_file_with_policy_refuses_a_plan_made_without_that_rule(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The file decides which policy files the re-plan evaluates; whoever applies it can
+    require rules with --policy: a plan made (or edited) without one is refused."""
+    root = repo(tmp_path)  # ORDERS sets no max_msgs: the rule denies it
+    (root / "policies").mkdir()
+    (root / "policies" / "bounded.yaml").write_text(RULES)
+    plan = plan_out(root, clean_server)  # no --policy
+
+    done = apply_file(root, clean_server, plan, "--policy", "policies/bounded.yaml")
+
+    refused(done, "the saved plan leaves out the policy file policies/bounded.yaml")
+    assert state(clean_server) == {}
+
+    (root / "specs" / "orders.yaml").write_text(ORDERS.format(extra="max_msgs: 100"))
+    plan = plan_out(root, clean_server, "../ruled.plan", "--policy", "policies/bounded.yaml")
+    done = apply_file(root, clean_server, plan, "--policy", "policies/bounded.yaml")
+    assert done.returncode == 0, done.stderr
+    publish(clean_server, "ORDERS.new", 5)
+    after = state(clean_server)
+    assert after["ORDERS"]["config"]["max_msgs"] == 100
+    assert after["ORDERS"]["messages"] == 5
