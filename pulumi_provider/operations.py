@@ -87,7 +87,7 @@ async def converge(
     plan = build_plan(with_stream(spec), state, migrate=migrate)
     plan = with_policy(plan, policies, [spec], state)
     check_policy(plan.policy)  # a deny rule: refused before any step, naming the rule
-    if plan.lossy_updates:  # the executor's refusal, allowed by the resource's input
+    if plan.lossy_updates or plan.prevented:  # the executor's refusal (lifecycle: says why)
         check_allowed(
             plan, allow_replace=False, allow_data_loss=allow_data_loss, allow_with=ALLOW_WITH
         )

@@ -242,6 +242,11 @@ def test_pulumi_never_deletes_a_consumer_a_protected_interest_stream_needs(
     with pytest.raises(RefusedPlan, match="retention interest"):
         provider.delete(created.id, {**created.outs, "allow_destroy": True})
     assert _messages(url, "ORDERS") == 10
+    narrowed = {**inputs, "filter_subject": "orders.none", "allow_destroy": True}
+    with pytest.raises(RefusedPlan) as refused:  # says why, not "run pulumi refresh"
+        provider.update(created.id, created.outs, provider.check({}, narrowed).inputs)
+    assert "retention interest" in " ".join(refused.value.details), refused.value
+    assert _messages(url, "ORDERS") == 10
 
 
 OBSERVED_INTEREST = """\
