@@ -74,6 +74,24 @@ LIST_LIMIT = 100
 #: Losses listed under the warning before "… and N more" (each destructive step follows
 #: in full): a prune of 1,000 streams must not push the policy section out of a comment.
 LOSSES_SHOWN = 20
+#: Characters a collapsed list, and the losses preview, may take: a name from the server
+#: is up to 255 characters, and an escaped ``@`` nine, so 100 app-made streams' names
+#: could push every step out of a comment.
+LIST_CHARS = 4_000
+LOSSES_CHARS = 8_000
+
+
+def capped(items: Sequence[str], *, count: int, chars: int) -> tuple[list[str], int]:
+    """The first of ``items`` (at least one), at most ``count`` of them and about
+    ``chars`` characters; and how many are left out."""
+    shown: list[str] = []
+    size = 0
+    for item in items[:count]:
+        if shown and size + len(item) > chars:
+            break
+        shown.append(item)
+        size += len(item) + 2
+    return shown, len(items) - len(shown)
 
 
 def _verdict(plan: Plan, allowed: Collection[str]) -> str:
@@ -161,9 +179,8 @@ def _step(step: Entry) -> list[str]:
 
 def _collapsed(title: str, names: list[str]) -> list[str]:
     """A long list folded away, its count in the summary line."""
-    shown = ", ".join(names[:LIST_LIMIT])
-    if len(names) > LIST_LIMIT:
-        shown += f", … and {len(names) - LIST_LIMIT} more"
+    listed, more = capped(names, count=LIST_LIMIT, chars=LIST_CHARS)
+    shown = ", ".join(listed) + (f", … and {more} more" if more else "")
     summary = f"<summary>{len(names)} {title}</summary>"
     return ["<details>", summary, "", shown, "", "</details>", ""]
 
@@ -250,10 +267,8 @@ def _losses(plan: Plan) -> list[str]:
         for s in plan.destructive_steps
         for loss in s.losses
     ]
-    if len(losses) <= LOSSES_SHOWN:
-        return losses
-    more = len(losses) - LOSSES_SHOWN
-    return [*losses[:LOSSES_SHOWN], f"> - … and {more} more: each destructive step follows"]
+    shown, more = capped(losses, count=LOSSES_SHOWN, chars=LOSSES_CHARS)
+    return [*shown, f"> - … and {more} more: each destructive step follows"] if more else shown
 
 
 def _sections(plan: Plan, budget: int, *, fold: bool) -> tuple[list[str], int]:

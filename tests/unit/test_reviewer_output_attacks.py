@@ -20,7 +20,17 @@ from reconciler.model.loss import Loss
 from reconciler.model.state import ServerInfo
 from reconciler.planning.drift import from_plan
 from reconciler.planning.findings import PolicyFinding
-from reconciler.planning.steps import Create, Delete, Foreign, Migrate, Plan, Step, Update
+from reconciler.planning.steps import (
+    Create,
+    Delete,
+    Foreign,
+    Migrate,
+    Plan,
+    Replace,
+    Step,
+    Unmanaged,
+    Update,
+)
 from reconciler.render.drift_markdown import render_drift_markdown
 from reconciler.render.markdown import fit, render_markdown
 from reconciler.render.text import render_text
@@ -160,3 +170,51 @@ def test_the_verdict_of_a_plan_apply_refuses_is_never_a_green_tick() -> None:
     assert blocked.startswith("### ⛔ A migration is blocked, apply refuses: 1 to create, 1 to")
     fine = render_markdown(Plan(server=SERVER, changes=create))
     assert fine.startswith("### ✅ 1 to create: nothing is destroyed")
+
+
+#: The longest JetStream name, of the character escaping makes longest in Markdown
+#: (an ``@`` is followed by a zero-width space entity, so no one is notified).
+LONG = "@" * 255
+
+
+def test_long_names_on_the_server_never_push_the_steps_out_of_a_comment() -> None:
+    unmanaged = tuple(
+        Unmanaged(ref=ResourceRef("Stream", f"{i:03d}{LONG[3:]}")) for i in range(200)
+    )
+    foreign = tuple(
+        Foreign(ref=ResourceRef("Stream", f"F{i:03d}{LONG[4:]}"), owner=LONG) for i in range(200)
+    )
+    replace = Replace(
+        ref=ResourceRef("Stream", "EVENTS"),
+        fields=(FieldChange("storage", "file", "memory"),),
+        reasons=("storage cannot be changed",),
+        config={},
+        live={},
+    )
+    plan = Plan(server=SERVER, changes=(replace,), unmanaged=unmanaged, foreign=foreign)
+    body = comment_body(render_markdown(plan), path="specs")
+    assert len(body) <= COMMENT_LIMIT
+    assert "**⚠️ replace Stream EVENTS**" in body
+    assert '- storage: "file"' in body and '+ storage: "memory"' in body
+    assert "200 unmanaged" in body and "200 managed by other owners" in body
+
+
+def test_long_names_of_deleted_streams_never_push_a_policy_deny_out() -> None:
+    deletes = tuple(
+        Delete(
+            ref=ResourceRef("Stream", f"{i:02d}{LONG[2:]}"),
+            losses=(Loss("", f"deletes the stream with its messages ({LONG})", 1),),
+        )
+        for i in range(19)
+    )
+    deny = PolicyFinding(
+        rule="no-prune",
+        level="deny",
+        message="never prune",
+        ref=deletes[0].ref,
+        action="delete",
+        rule_source="policies/prune.yaml:4",
+    )
+    plan = Plan(server=SERVER, changes=deletes, policy=(deny,))
+    body = comment_body(render_markdown(plan), path="specs")
+    assert "`no-prune`" in body and "never prune" in body
