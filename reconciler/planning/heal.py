@@ -8,7 +8,8 @@ flag), and every step that depends on one of those (a consumer of a stream being
 replaced, a stream sourcing or mirroring one). A consumer created again because its
 stream is replaced (a :class:`~reconciler.planning.steps.Create` with ``live``) goes
 with its stream. Resources in ``lifecycle.mode: observe`` have no steps at all, so a
-heal never writes them.
+heal never writes them; a step lifecycle prevents (``planning.steps.prevention``, such
+as a consumer's filter change on a protected interest stream) needs a person too.
 
 Pure: a :class:`~reconciler.planning.steps.Plan` in, a :class:`HealSplit` out; the heal
 plan keeps the plan's server, owner and notes, so the executor and the renderers treat it
@@ -19,7 +20,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from reconciler.planning.steps import Create, Delete, Migrate, Plan, Replace, Step, Update, origins
+from reconciler.planning.steps import (
+    Create,
+    Delete,
+    Migrate,
+    Plan,
+    Replace,
+    Step,
+    Update,
+    origins,
+    prevention,
+)
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,8 @@ class HealSplit:
 
 def _own_reason(step: Step) -> str | None:
     """Why ``step`` alone needs a person, or None when a heal may apply it."""
+    if prevented := prevention(step):  # lifecycle: no flag allows it (the executor refuses)
+        return prevented
     match step:
         case Replace():
             return "a replace deletes the resource and its data"

@@ -15,7 +15,9 @@ from servers import NatsServer, run
 
 from reconciler.errors import RefusedPlan
 from reconciler.execution import run as engine
-from reconciler.jetstream import ConnectionOptions
+from reconciler.execution.apply import apply_plan
+from reconciler.jetstream import ConnectionOptions, open_client
+from reconciler.planning.steps import Plan
 
 pytestmark = pytest.mark.integration
 
@@ -327,3 +329,33 @@ def test_an_observed_consumer_holds_its_replaced_stream(
     assert _info(url, "ORDERS")["config"]["storage"] == "file"
     after = run(_request(url, "$JS.API.CONSUMER.INFO.ORDERS.audit"))
     assert after["created"] == created["created"]  # the same consumer, never re-created
+
+
+def test_a_heal_leaves_a_prevented_update_to_a_person(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The agent's heal applies creates and updates that delete nothing: a filter change
+    its protected interest stream prevents is left to a person (never applied, and
+    never a refusal of the heal's other steps)."""
+    from reconciler.planning.heal import split_for_heal
+
+    url = clean_server.url
+    specs = _specs(tmp_path, orders=INTEREST, shipper=SHIPPER.format(extra=""))
+    options = _options(clean_server)
+    assert run(engine.apply([specs], options, lock_timeout=None)).ok
+    run(_publish(url, "orders.new", 10))
+    run(_ack_all(url, "billing", 10))
+    (specs / "shipper.yaml").write_text(SHIPPER.format(extra="filter_subject: orders.none"))
+    (specs / "other.yaml").write_text("kind: Stream\nname: OTHER\n")
+    split = split_for_heal(run(engine.plan([specs], options)))
+    assert [step.label for step in split.steps] == ["Stream OTHER"]
+    (refused,) = split.refused
+    assert refused.step.label == "Consumer ORDERS/shipper" and "retention interest" in refused.why
+    run(_apply(split.safe, options))  # what the heal applies: OTHER, never a refusal
+    assert _messages(url, "ORDERS") == 10
+    assert "error" not in _info(url, "OTHER")
+
+
+async def _apply(the_plan: Plan, options: ConnectionOptions) -> None:
+    async with open_client(options) as client:
+        assert (await apply_plan(the_plan, client)).ok
