@@ -310,7 +310,13 @@ def _stream_entries(
         if refusal is not None:
             out.problems.append(refusal)
             continue
-        out.add(_remembered(memo, key, _compare(spec, desired, raw, server, None, notes)))
+        out.add(
+            _remembered(
+                memo,
+                key,
+                _consumer_replaced(_compare(spec, desired, raw, server, None, notes), group),
+            )
+        )
     if declared is not None and not replaced:
         names = {spec.name for spec in group.consumers}
         for name, raw in sorted(group.live_consumers.items()):
@@ -318,6 +324,14 @@ def _stream_entries(
                 ref = ResourceRef("Consumer", name, group.name)
                 out.add(_undeclared(ref, raw, server, group, prune, owner))
     return out
+
+
+def _consumer_replaced(entry: Update | Replace | Unchanged, group: StreamGroup) -> PlanEntry:
+    """A consumer's replace deletes it first: the last consumer of an interest stream
+    takes the stream's messages along (:func:`~reconciler.model.loss.consumer_gone`)."""
+    if isinstance(entry, Replace):
+        return replace(entry, losses=(consumer_gone(group.live, group.state),))
+    return entry
 
 
 def _declared_stream(

@@ -329,9 +329,7 @@ def test_pulumi_destroy_of_an_interest_streams_last_consumer_needs_allow_destroy
     server deleted its 1,200 messages with it; a bounded-loss rule saw 0."""
     from pulumi_provider import JetStreamProvider
 
-    specs = _specs(
-        tmp_path, "kind: Stream\nname: INTP\nsubjects: [intp.>]\nretention: interest\n"
-    )
+    specs = _specs(tmp_path, "kind: Stream\nname: INTP\nsubjects: [intp.>]\nretention: interest\n")
     (specs / "consumer.yaml").write_text(
         "kind: Consumer\nstream: INTP\nname: ONLY\nack_policy: explicit\n", encoding="utf-8"
     )
@@ -341,8 +339,35 @@ def test_pulumi_destroy_of_an_interest_streams_last_consumer_needs_allow_destroy
     props = {"kind": "Consumer", "stream": "INTP", "name": "ONLY", "ack_policy": "explicit"}
     with pytest.raises(RefusedPlan, match="allow_destroy"):
         provider.delete("INTP/ONLY", props)
-    with_policy = JetStreamProvider(connection={"servers": clean_server.url}, policies=[str(STARTER)])
+    with_policy = JetStreamProvider(
+        connection={"servers": clean_server.url}, policies=[str(STARTER)]
+    )
     with pytest.raises(PolicyDenied, match="bounded-loss"):
         with_policy.delete("INTP/ONLY", {**props, "allow_destroy": True})
     info = run(_stream(clean_server.url, "INTP"))
     assert info is not None and info["state"]["messages"] == 1200  # type: ignore[index]
+
+
+def test_replacing_the_last_consumer_of_an_interest_stream_counts_its_messages(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A consumer is replaced by deleting it first: an interest stream's only consumer
+    takes every message along (40 of 40, measured); the plan counted nothing, so the
+    starter's bounded-loss held for 1,500 messages."""
+    stream = "kind: Stream\nname: INTQ\nsubjects: [intq.>]\nretention: interest\nmax_bytes: 1MiB\n"
+    consumer = "kind: Consumer\nstream: INTQ\nname: ONLY\nack_policy: explicit\n"
+    specs = _specs(tmp_path, stream)
+    (specs / "consumer.yaml").write_text(consumer, encoding="utf-8")
+    options = ConnectionOptions(servers=clean_server.url)
+    assert run(engine.apply([specs], options, lock_timeout=None)).ok
+    run(_publish(clean_server.url, "intq.x", 1500, 10))
+    (specs / "consumer.yaml").write_text(consumer + "deliver_policy: new\n", encoding="utf-8")
+    wanted = PlanRequest.of([specs], options, policies=(STARTER,))
+    plan = run(engine.plan_for(wanted))
+    assert [(s.action, s.losses[0].messages) for s in plan.changes] == [("replace", 1500)]
+    assert [(f.rule, f.action) for f in plan.policy] == [("bounded-loss", "replace")]
+    request = ApplyRequest(plan=wanted, allow_replace=True, approved=True, lock_timeout=None)
+    with pytest.raises(PolicyDenied, match="bounded-loss"):
+        run(engine.apply_for(request))
+    info = run(_stream(clean_server.url, "INTQ"))
+    assert info is not None and info["state"]["messages"] == 1500  # type: ignore[index]
