@@ -8,13 +8,16 @@ line, in ``plan`` as in ``apply``: nothing has been written then.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from reconciler.errors import SpecError
+from reconciler.execution.lock import LOCK_MAX_BYTES, bucket_config
+from reconciler.identity import LOCK_BUCKET
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.state import LiveState
-from reconciler.planning.capacity import assess
+from reconciler.planning.capacity import assess, scopes, tier_of
 from reconciler.planning.steps import Plan
 from reconciler.specs.spec import Spec
 
@@ -25,7 +28,21 @@ async def with_capacity(
     """``the_plan`` with its capacity totals and warnings (``Plan.capacity``); a
     ``SpecError`` when the account would refuse part of it."""
     account = await client.account_info()
-    found = assess(the_plan, live, account, specs)
+    found = assess(the_plan, live, account, specs, own=_lock_bucket(live, account))
     if found.errors:
         raise SpecError(list(found.errors))
     return replace(the_plan, capacity=found.capacity)
+
+
+def _lock_bucket(live: LiveState, account: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The apply lock's bucket, as ``lock.ensure_bucket`` will make it, when the account
+    has none yet: a stream of the account like any other (counted in plan as in apply;
+    an apply with ``--no-lock`` makes none, and is checked as if it did)."""
+    config = bucket_config(LOCK_BUCKET, replicas=1)
+    if config["name"] in live.streams:
+        return {}
+    scoped = scopes(account)
+    scope = scoped.get(tier_of(config, None not in scoped))
+    if scope is not None and scope.max_bytes_required:
+        config = bucket_config(LOCK_BUCKET, replicas=1, max_bytes=LOCK_MAX_BYTES)
+    return {str(config["name"]): config}

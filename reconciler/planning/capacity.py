@@ -194,12 +194,19 @@ def _sums(streams: Mapping[str, Mapping[str, Any]], tiered: bool) -> Sums:
     return sums
 
 
-def _moved(before: Sums, plan: Plan, live: LiveState, tiered: bool) -> tuple[Sums, Sums]:
+def _moved(
+    before: Sums, plan: Plan, live: LiveState, tiered: bool, own: Iterable[Mapping[str, Any]]
+) -> tuple[Sums, Sums]:
     """The sums once the plan is applied, and at its peak: apply runs every create,
     update and replace before any delete (``steps.order_waves``), and the steps of a
     wave at once, so until the deletes a changed stream may hold the larger of its old
-    and new reservation, and a deleted one still holds its own."""
+    and new reservation, and a deleted one still holds its own. ``own``: the streams
+    apply makes before its steps (its lock's bucket), counted from the start."""
     after, peak = dict(before), dict(before)
+    for config in own:
+        for key, value in _share(config, tiered).items():
+            after[key] = after.get(key, 0) + value
+            peak[key] = peak.get(key, 0) + value
     for step in plan.changes:
         if step.ref.is_child:
             continue
@@ -260,10 +267,14 @@ def assess(
     live: LiveState,
     account: Mapping[str, Any],
     specs: Sequence[Spec] = (),
+    own: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Assessment:
     """The plan's totals against the account's limits (``account``: its
     ``$JS.API.INFO`` answer), with what the server would refuse as errors naming each
-    resource and its spec's line."""
+    resource and its spec's line. ``own``: streams (name -> config) apply makes itself
+    before its first step when the plan changes something (the lock's bucket, when the
+    account has none yet)."""
+    own = own if own and plan.changes else {}
     scoped = scopes(account)
     tiered = None not in scoped
     after = after_streams(live.streams, plan.changes)
@@ -273,11 +284,11 @@ def assess(
         tier = tier_of(step.live, tiered)
         temporary[tier] = temporary.get(tier, 0) + 1
     before = _sums(live.streams, tiered)
-    totals = _totals(scoped, before, _moved(before, plan, live, tiered), temporary)
+    totals = _totals(scoped, before, _moved(before, plan, live, tiered, own.values()), temporary)
     where = _Where(specs)
     errors = [
         *_stream_limits(plan, scoped, tiered, where),
-        *_over_committed(plan, live, totals, tiered, where),
+        *_over_committed(plan, live, totals, tiered, where, sorted(own)),
         *_consumer_limits(plan, live, after, scoped, tiered, where),
         *_ack_pending(plan, after, scoped, tiered, where),
     ]
@@ -374,7 +385,12 @@ def _adds(step: Step, live: LiveState, what: str, tier: str | None, tiered: bool
 
 
 def _over_committed(
-    plan: Plan, live: LiveState, totals: Sequence[Total], tiered: bool, where: _Where
+    plan: Plan,
+    live: LiveState,
+    totals: Sequence[Total],
+    tiered: bool,
+    where: _Where,
+    own: Sequence[str] = (),
 ) -> list[Problem]:
     """Totals over their limit that the plan adds to: one error per resource adding,
     at its spec's line. An unlimited stream created needs one byte free."""
@@ -387,7 +403,7 @@ def _over_committed(
         for step in plan.changes if over or full else ():
             added = _adds(step, live, total.what, total.tier, tiered) if over else 0
             if added:
-                problems.append(_over(step, total, added, where))
+                problems.append(_over(step, total, added, where, own))
             elif full and _unlimited_new(step, total, live, tiered):
                 problems.append(_no_byte_left(step, total, where))
     return problems
@@ -412,10 +428,12 @@ DELETES_LAST = (
 )
 
 
-def _over(step: Step, total: Total, added: int, where: _Where) -> Problem:
+def _over(step: Step, total: Total, added: int, where: _Where, own: Sequence[str]) -> Problem:
     tier = _tier_words(total.tier)
     limit = total.limit or 0
     later = DELETES_LAST if total.after <= limit < total.peak else ""
+    if own and not total.is_bytes:
+        later += f"; apply makes {', '.join(own)} (its lock) first, one of them"
     if total.is_bytes:
         message = (
             f"{step.label} reserves {approx_size(added)} more {total.what} storage; the plan "

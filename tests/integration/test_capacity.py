@@ -172,7 +172,8 @@ def test_a_plan_within_ten_percent_of_a_limit_warns_and_shows_the_totals(
         "used": 0,
     }
     streams = next(t for t in capacity["totals"] if t["resource"] == "streams")
-    assert (streams["before"], streams["after"], streams["limit"]) == (0, 1, 10)
+    # ORDERS and the lock bucket apply makes first (KV_RECONCILE_LOCKS)
+    assert (streams["before"], streams["after"], streams["limit"]) == (0, 2, 10)
     assert [w["severity"] for w in capacity["warnings"]] == ["warning"]
 
 
@@ -216,7 +217,8 @@ def test_max_streams_over_commit_is_refused(
     applied = reconcile("apply", str(specs), "--server", server.url, *USER, "--yes", cwd=tmp_path)
 
     assert planned.returncode == 1
-    assert "would make 3 streams; the account allows 2 (0 now)" in planned.stderr
+    assert "would make 4 streams; the account allows 2 (0 now)" in planned.stderr
+    assert "apply makes KV_RECONCILE_LOCKS (its lock) first" in planned.stderr
     assert applied.returncode == 1
     assert "streams; the account allows 2" in applied.stderr  # the lock bucket is one more
     assert census(server) == {}
@@ -409,7 +411,7 @@ def test_a_tiered_account_is_checked_per_tier(
     assert the_plan.capacity is not None
     tiers = {(t.what, t.tier): (t.after, t.limit) for t in the_plan.capacity.totals}
     assert tiers[("file", "R1")] == (30 * MiB, 64 * MiB)
-    assert tiers[("streams", "R1")] == (1, 3)
+    assert tiers[("streams", "R1")] == (2, 3)  # FITS and the lock bucket apply makes
 
 
 async def _raw(server: NatsServer, config: dict[str, Any]) -> int | None:

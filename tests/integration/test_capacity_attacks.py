@@ -58,3 +58,28 @@ def test_a_consumer_over_the_accounts_max_ack_pending_is_refused_before_any_step
     assert census(server) == {"ORDERS": 5}
     again = reconcile("drift", str(fits), "--server", server.url, *USER, cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr  # converged
+
+
+def test_the_apply_locks_bucket_counts_toward_max_streams_in_the_plan(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """An account allowing 2 streams and a plan making 2: plan said yes (with a
+    warning), then apply made its lock bucket (a stream) and refused; the bucket
+    stayed, so the same specs were refused from then on, --no-lock too. Now plan counts
+    the bucket apply will make and refuses first, naming it; 1 stream plans and applies."""
+    server = limited(server_factory, max_file=64 * MiB, max_mem=8 * MiB, max_streams=2)
+    two = write_specs(tmp_path / "two", stream_yaml("A", "1MiB"), stream_yaml("B", "1MiB"))
+
+    planned = _plan(two, server, tmp_path)
+
+    assert planned.returncode == 1, planned.stdout + planned.stderr
+    assert "would make 3 streams; the account allows 2 (0 now)" in planned.stderr
+    assert "apply makes KV_RECONCILE_LOCKS (its lock) first, one of them" in planned.stderr
+    assert census(server) == {}
+    one = write_specs(tmp_path / "one", stream_yaml("A", "1MiB"))
+    assert _plan(one, server, tmp_path).returncode == 0
+    assert _apply(one, server, tmp_path).returncode == 0
+    asyncio.run(_publish(server, "a.x", 4))
+    assert census(server) == {"A": 4}
+    assert _apply(two, server, tmp_path).returncode == 1
+    assert census(server) == {"A": 4}
