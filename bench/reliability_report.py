@@ -49,6 +49,7 @@ SUITE = (
     "tests/integration/test_client_buckets.py",
     "tests/integration/test_import_terraform_refs.py",
     "tests/integration/test_import_nack_accounts.py",
+    "tests/integration/test_consumer_limits.py",
 )
 
 
@@ -500,6 +501,16 @@ GUARANTEES = (
             "test_import_terraform_refs.py::",
             "test_import_nack_accounts.py::",
         ),
+    ),
+    Guarantee(
+        "No half-apply over a stream's consumer limits",
+        "A consumer above its stream's `consumer_limits` (`max_ack_pending`, "
+        "`inactive_threshold`; the stream declared, or live and `external`), or a stream "
+        "update lowering the limits below a live consumer, is refused at its `FILE:LINE` "
+        "before any step. The server refuses each (err 10121, 10153, 10069), but only when "
+        "its step comes, after the other steps of the apply ran; measured alike on "
+        "2.10.26 to 2.15.1. Messages counted after every refusal.",
+        ("test_consumer_limits.py::",),
     ),
 )
 
