@@ -682,8 +682,9 @@ def environments_table(outcomes: list[tuple[Inputs, Outcome]]) -> str:
     whether it failed, its one-line summary), before each environment's own part."""
     from reconciler.render.markdown import cell, code
 
+    marks = {1: "❌", 3: "⛔ denied by policy"}  # 3: a policy deny rule (docs/policy.md)
     rows = [
-        f"| {code(job.label)} | {'❌' if outcome.code == 1 else '✅'} "
+        f"| {code(job.label)} | {marks.get(outcome.code, '✅')} "
         f"| {cell(outcome.outputs.get('summary', ''))} |"
         for job, outcome in outcomes
     ]
