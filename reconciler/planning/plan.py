@@ -927,13 +927,13 @@ def _protection(step: Step, spec: Spec | None, group: StreamGroup, lifecycle: Li
     resource, the protection its live config records, or, for a stream, a protected or
     observed consumer that would go with it; for a consumer, the messages its protected
     or observed stream keeps for it (:func:`holding`)."""
+    own = lifecycle if spec is None else spec.lifecycle
     if step.ref.is_child:
         stream = lifecycle if group.declared is None else group.declared.lifecycle
-        if held := holding(step, group.live, stream):
+        if held := holding(step, group.live, stream) or _expiring(step, own):
             return held
     if not destroys(step):
         return ""
-    own = lifecycle if spec is None else spec.lifecycle
     if own.prevent_destroy:
         return f"prevented by lifecycle prevent_destroy ({own.protected_at}); no flag allows this"
     at = recorded_protection(step.live)
@@ -953,6 +953,19 @@ def _protection(step: Step, spec: Spec | None, group: StreamGroup, lifecycle: Li
         if at is not None:
             return f"prevented: its consumer {name} would go with it; {recorded_reason(at)}"
     return ""
+
+
+def _expiring(step: Step, own: Lifecycle) -> str:
+    """Why a protected consumer may not be written with an ``inactive_threshold``
+    (empty: it may): the server deletes a consumer left without a client that long."""
+    if not own.prevent_destroy or step.kind != "Consumer":
+        return ""
+    if not isinstance(step, Create | Update | Replace) or not step.config.get("inactive_threshold"):
+        return ""
+    return (
+        f"prevented by lifecycle prevent_destroy ({own.protected_at}): with inactive_threshold "
+        "the server deletes this consumer when no client uses it that long; no flag allows this"
+    )
 
 
 #: Consumer fields whose update changes which messages an interest stream keeps for it.

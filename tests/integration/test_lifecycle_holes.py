@@ -359,3 +359,44 @@ def test_a_heal_leaves_a_prevented_update_to_a_person(
 async def _apply(the_plan: Plan, options: ConnectionOptions) -> None:
     async with open_client(options) as client:
         assert (await apply_plan(the_plan, client)).ok
+
+
+IDLE = """\
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+---
+kind: Consumer
+stream: ORDERS
+name: shipper
+ack_policy: explicit
+lifecycle: {{prevent_destroy: true}}
+{extra}
+"""
+
+
+def test_a_protected_consumer_is_never_given_an_inactive_threshold(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """``inactive_threshold`` makes the server delete a consumer left without a client
+    that long (measured: gone 4 s after 1s was applied): a protected consumer never
+    gets one, created or updated, whatever the flags."""
+    url = clean_server.url
+    specs = _specs(tmp_path, orders=IDLE.format(extra=""))
+    options = _options(clean_server)
+    assert run(engine.apply([specs], options, lock_timeout=None)).ok
+    (specs / "orders.yaml").write_text(IDLE.format(extra="inactive_threshold: 1s"))
+    with pytest.raises(RefusedPlan) as refused:
+        run(engine.apply([specs], options, lock_timeout=None, **EVERY_FLAG))
+    (detail,) = refused.value.details
+    assert detail.startswith("update Consumer ORDERS/shipper: prevented"), detail
+    assert "inactive_threshold" in detail
+    info = run(_request(url, "$JS.API.CONSUMER.INFO.ORDERS.shipper"))
+    assert info["config"].get("inactive_threshold", 0) == 0
+    (specs / "orders.yaml").write_text(IDLE.format(extra=""))
+    later = IDLE.format(extra="inactive_threshold: 1s").split("---\n")[1]
+    (specs / "later.yaml").write_text(later.replace("shipper", "later"))
+    with pytest.raises(RefusedPlan) as refused:  # a create too
+        run(engine.apply([specs], options, lock_timeout=None, **EVERY_FLAG))
+    (detail,) = refused.value.details
+    assert detail.startswith("create Consumer ORDERS/later: prevented"), detail
