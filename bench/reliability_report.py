@@ -43,6 +43,7 @@ SUITE = (
     "tests/integration/test_overlapped_read.py",
     "tests/integration/test_lifecycle.py",
     "tests/integration/test_policy.py",
+    "tests/integration/test_policy_bypass.py",
     "tests/integration/test_saved_plans.py",
     "tests/integration/test_drift_ignore.py",
     "tests/integration/test_capacity.py",
@@ -445,10 +446,16 @@ GUARANTEES = (
         "nothing changed. `step.loss_messages` sees the messages a lossy update deletes. A "
         "broken rule is a `FILE:LINE` error before the server is contacted (a listening "
         "socket counts no connection); a rule that cannot be evaluated is a finding, never a "
-        "crash.",
+        "crash. Attacks that got past a deny before: a CEL comment with an apostrophe hiding "
+        "the code after it from the field reader, an ignored field judged on the spec "
+        "instead of the server, a saved plan with the project's policies removed, a "
+        "tighter `max_bytes` counted as one message lost, the last consumer of an interest "
+        "stream pruned or replaced (every message goes with it) counted as none, a deny "
+        "hidden behind 'pass --yes'.",
         (
             "test_front_doors.py::test_every_front_door_refuses_a_policy_deny",
             "test_policy.py::",
+            "test_policy_bypass.py::",
         ),
     ),
     Guarantee(
