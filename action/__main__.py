@@ -558,7 +558,7 @@ def saved_request(saved: SavedPlan, inputs: Inputs, options: ConnectionOptions) 
 
     from reconciler.execution.saved_plans import plan_request as saved_plan_request
 
-    request = saved_plan_request(saved, options)
+    request = saved_plan_request(saved, options, owner=inputs.owner)  # no take-over input
     if inputs.lifecycle is not None:
         request = replace(request, lifecycle=inputs.lifecycle)
     return request

@@ -444,7 +444,7 @@ def apply(
         policies=(*target.policies, *policies),
     )
     if saved is not None:  # its flags and paths; the connection is this run's
-        saved, wanted = _saved_request(console, saved, target, project_file, policies)
+        saved, wanted = _saved_request(console, saved, target, project_file, policies, take_over)
     request = ApplyRequest(
         plan=wanted,
         allow_replace=allow_replace,
@@ -489,8 +489,8 @@ def apply(
 # --- apply FILE: a saved plan -----------------------------------------------------------
 
 #: The flags that shape a plan: a saved plan keeps those it was made with (``--policy``
-#: is not one: it names rules the plan must have been made with).
-PLAN_FLAGS = ("prune", "migrate", "migration", "owner", "take_over", "strict")
+#: names rules the plan must have been made with, ``--take-over`` allows a saved one).
+PLAN_FLAGS = ("prune", "migrate", "migration", "owner", "strict")
 
 
 def _saved_plan_in(paths: tuple[Path, ...]) -> SavedPlan | None:
@@ -563,9 +563,10 @@ def _saved_request(
     target: Target,
     project_file: Path | None,
     policies: tuple[Path, ...],
+    take_over: bool,
 ) -> tuple[SavedPlan, PlanRequest]:
     """The saved plan resolved in this repository, and the request it names (made with
-    every policy file ``policies`` names, else refused)."""
+    every policy file ``policies`` names, its take-over allowed by ``take_over``)."""
     from dataclasses import replace
 
     from reconciler.execution.saved_plans import describe, plan_request
@@ -573,5 +574,5 @@ def _saved_request(
 
     saved = saved.at(plan_root(), _project_read(target.env, project_file))
     console.notice(describe(saved))
-    request = plan_request(saved, target.options, policies)
+    request = plan_request(saved, target.options, policies, take_over=take_over)
     return saved, replace(request, lifecycle=target.lifecycle)  # the environment's, as read now

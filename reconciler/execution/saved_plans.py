@@ -54,13 +54,29 @@ def saved_request(request: PlanRequest, root: Path) -> SavedRequest:
 
 
 def plan_request(
-    saved: SavedPlan, options: ConnectionOptions, required: Sequence[Path] = ()
+    saved: SavedPlan,
+    options: ConnectionOptions,
+    required: Sequence[Path] = (),
+    *,
+    owner: str | None = None,
+    take_over: bool = False,
 ) -> PlanRequest:
     """The request a saved plan names, its paths inside its root (:meth:`SavedPlan.at`),
     with ``options`` (the connection comes from the command line, the environment or the
     project, never from the file). ``required``: policy files the apply's command line
-    names, which the plan must have been made with."""
+    names, which the plan must have been made with. ``owner``: the owner the front door
+    runs as (None: the file's); ``take_over``: the applier allows taking over other
+    owners' resources (the file never grants it, as it never grants ``--allow-*``)."""
     named, root = saved.request, saved.root
+    if owner is not None and named.owner != owner:
+        raise SavedPlanRefused(
+            f"the saved plan names owner {named.owner}, not {owner}: {NOTHING_CHANGED}"
+        )
+    if named.take_over and not take_over:
+        raise SavedPlanRefused(
+            "the saved plan takes over resources another owner manages: apply it with "
+            f"--take-over to allow that (the file never grants it): {NOTHING_CHANGED}"
+        )
     for path in (*named.paths, *named.overlays, *named.policies):
         why = outside_problem(root, path, root)
         if why is not None:

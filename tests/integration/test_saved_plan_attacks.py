@@ -288,3 +288,61 @@ def test_apply_file_with_policy_refuses_a_plan_made_without_that_rule(
     after = state(clean_server)
     assert after["ORDERS"]["config"]["max_msgs"] == 100
     assert after["ORDERS"]["messages"] == 5
+
+
+# --- take-over and owner: never granted by the file ------------------------------------------
+
+
+def taken_over_plan(root: Path, server: NatsServer) -> Path:
+    """ORDERS (10 messages) managed by owner payments; the specs edit its description;
+    a plan made with --take-over by owner default."""
+    done = reconcile(
+        "apply", "specs", "--server", server.url, "--owner", "payments", "--yes", cwd=root
+    )
+    assert done.returncode == 0, done.stderr
+    publish(server, "ORDERS.new", 10)
+    (root / "specs" / "orders.yaml").write_text(ORDERS.format(extra="description: ours now"))
+    return plan_out(root, server, "../taken.plan", "--take-over")
+
+
+def test_a_saved_take_over_needs_take_over_at_apply(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """Taking another owner's resources is consent the applier gives, as --allow-*."""
+    root = repo(tmp_path)
+    plan = taken_over_plan(root, clean_server)
+    before = state(clean_server)
+
+    done = apply_file(root, clean_server, plan)
+
+    refused(done, "the saved plan takes over resources another owner manages")
+    assert state(clean_server) == before
+
+    done = apply_file(root, clean_server, plan, "--take-over")
+    assert done.returncode == 0, done.stderr
+    after = state(clean_server)
+    assert after["ORDERS"]["config"]["description"] == "ours now"
+    assert after["ORDERS"]["messages"] == 10
+
+
+def test_the_action_never_applies_a_take_over_or_another_owner_from_the_file(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The Action has no take-over input and its owner is the project's (or default): a
+    plan-file that takes over, or acts as owner payments, was not made by it."""
+    root = repo(tmp_path)
+    taken_over_plan(root, clean_server).rename(root / "p.json")
+    before = state(clean_server)
+
+    code, log, _ = action_step(root, clean_server, mode="apply", **{"plan-file": "p.json"})
+
+    assert code == 1, log
+    assert "the saved plan takes over resources another owner manages" in log
+    assert state(clean_server) == before
+
+    refit(root / "p.json", lambda d: d["request"].update(take_over=False, owner="payments"))
+    code, log, _ = action_step(root, clean_server, mode="apply", **{"plan-file": "p.json"})
+
+    assert code == 1, log
+    assert "the saved plan names owner payments, not default" in log
+    assert state(clean_server) == before
