@@ -23,15 +23,26 @@ from reconciler.specs.spec import Spec
 
 
 async def with_capacity(
-    client: JetStreamClient, the_plan: Plan, live: LiveState, specs: Sequence[Spec]
+    client: JetStreamClient,
+    the_plan: Plan,
+    live: LiveState,
+    specs: Sequence[Spec],
+    *,
+    refuse: bool = True,
 ) -> Plan:
     """``the_plan`` with its capacity totals and warnings (``Plan.capacity``); a
-    ``SpecError`` when the account would refuse part of it."""
+    ``SpecError`` when the account would refuse part of it, unless not ``refuse`` (a
+    drift report): then that is among the warnings."""
     account = await client.account_info()
     found = assess(the_plan, live, account, specs, own=_lock_bucket(live, account))
-    if found.errors:
+    if found.errors and refuse:
         raise SpecError(list(found.errors))
-    return replace(the_plan, capacity=found.capacity)
+    told = tuple(
+        replace(error, warning=True, message=f"{error.message} (plan and apply refuse it)")
+        for error in found.errors
+    )
+    capacity = replace(found.capacity, warnings=(*told, *found.capacity.warnings))
+    return replace(the_plan, capacity=capacity)
 
 
 def _lock_bucket(live: LiveState, account: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

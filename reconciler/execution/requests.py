@@ -56,6 +56,9 @@ class PlanRequest:
     ignore: IgnoreRules = NO_RULES
     #: Policy files (docs/policy.md): the project's ``policies:``, then ``--policy``.
     policies: tuple[Path, ...] = ()
+    #: A drift report (exit 0/2): what the account has no room for is a capacity
+    #: warning on the plan, not an error (docs/capacity.md).
+    drift: bool = False
 
     @classmethod
     def of(

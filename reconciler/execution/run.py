@@ -147,6 +147,7 @@ async def _planned(
         lifecycle=request.lifecycle,
         policy=load_policy(request.policies),
         environment=request.env,
+        refuse_capacity=not request.drift,
     )
     return hide_notes(the_plan, request.ignore)  # notes only: never a step
 
@@ -238,6 +239,7 @@ async def plan_with(
     lifecycle: Lifecycle = MANAGE,
     policy: Policy = NO_POLICY,
     environment: str | None = None,
+    refuse_capacity: bool = True,
 ) -> Plan:
     """Plan ``specs`` against the server behind ``client`` (reads only). ``migrate``:
     changes an update cannot make keep the messages (a migrate step, refused when the
@@ -294,7 +296,8 @@ async def plan_with(
     memo_store.store(folder, memo)
     await check_room(client, the_plan, live)
     await check_workers(client, the_plan)
-    the_plan = await with_capacity(client, the_plan, live, resources)  # docs/capacity.md
+    # docs/capacity.md; refuse_capacity False (drift): a warning on the plan
+    the_plan = await with_capacity(client, the_plan, live, resources, refuse=refuse_capacity)
     if entries or prune:
         prune = prune and not lifecycle.observe
         found = await _entries_part(client, the_plan, entries, resources, live, prune, ownership)

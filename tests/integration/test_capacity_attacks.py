@@ -83,3 +83,34 @@ def test_the_apply_locks_bucket_counts_toward_max_streams_in_the_plan(
     assert census(server) == {"A": 4}
     assert _apply(two, server, tmp_path).returncode == 1
     assert census(server) == {"A": 4}
+
+
+def test_drift_reports_an_over_commit_and_keeps_its_exit_codes(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """drift is a report (0 in sync, 2 drift): specs the account has no room for made it
+    fail with exit 1 and no report. Now the report is shown, exit 2 (what the plan
+    would add is drift), and the over-commit is a warning naming the resource's line;
+    plan and apply still refuse, and nothing is created."""
+    server = limited(server_factory, max_file=64 * MiB, max_mem=8 * MiB)
+    fits = write_specs(tmp_path / "fits", stream_yaml("ORDERS", "40MiB"))
+    assert _apply(fits, server, tmp_path).returncode == 0
+    asyncio.run(_publish(server, "orders.new", 3))
+    over = write_specs(
+        tmp_path / "over", stream_yaml("ORDERS", "40MiB"), stream_yaml("AUDIT", "30MiB")
+    )
+
+    drift = reconcile("drift", str(over), "--server", server.url, *USER, cwd=tmp_path)
+
+    assert drift.returncode == 2, drift.stdout + drift.stderr
+    assert "AUDIT" in drift.stdout
+    assert f"{over / 'streams.yaml'}:11: warning: max_bytes: Stream AUDIT reserves 30.0 MiB" in (
+        drift.stderr
+    )
+    assert "plan and apply refuse it" in drift.stderr
+    assert "Traceback" not in drift.stderr
+    in_sync = reconcile("drift", str(fits), "--server", server.url, *USER, cwd=tmp_path)
+    assert in_sync.returncode == 0, in_sync.stdout + in_sync.stderr
+    assert _plan(over, server, tmp_path).returncode == 1
+    assert _apply(over, server, tmp_path).returncode == 1
+    assert census(server) == {"ORDERS": 3}
