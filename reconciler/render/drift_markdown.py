@@ -87,12 +87,12 @@ def render_drift_markdown(report: DriftReport, *, title: str = "JetStream drift"
         lines += ["", *(f"- {cell(line)}" for line in hidden_lines(report))]
     folds = [s for s in STATUSES if folded(report, s)]
     differing = [r for r in report.resources if r.status != "in_sync" and r.status not in folds]
+    replace = [r for r in differing if r.reasons]
+    if replace:  # before the table: a cut comment (render.markdown.fit) keeps them
+        lines += ["", "Cannot be undone in place (apply would replace the resource):", ""]
+        lines += [f"- {r.kind} {code(r.label)}: {cell('; '.join(r.reasons))}" for r in replace]
     if differing:
         lines += ["", *resource_rows(differing)]
     for status in folds:
         lines += ["", *fold(report, status)]
-    replace = [r for r in differing if r.reasons]
-    if replace:
-        lines += ["", "Cannot be undone in place (apply would replace the resource):", ""]
-        lines += [f"- {r.kind} {code(r.label)}: {cell('; '.join(r.reasons))}" for r in replace]
     return "\n".join(lines) + "\n"

@@ -15,7 +15,7 @@ import re
 
 from action.comment import COMMENT_LIMIT, comment_body
 from reconciler.identity import ResourceRef
-from reconciler.model.diff import FieldChange
+from reconciler.model.diff import FieldChange, ReplaceReason
 from reconciler.model.loss import Loss
 from reconciler.model.state import ServerInfo
 from reconciler.planning.drift import from_plan
@@ -218,3 +218,29 @@ def test_long_names_of_deleted_streams_never_push_a_policy_deny_out() -> None:
     plan = Plan(server=SERVER, changes=deletes, policy=(deny,))
     body = comment_body(render_markdown(plan), path="specs")
     assert "`no-prune`" in body and "never prune" in body
+
+
+def test_a_drift_comment_names_what_only_a_replace_undoes_however_long_the_table() -> None:
+    drifted = tuple(
+        Update(
+            ref=ResourceRef("Stream", f"S{i:03d}"),
+            fields=(FieldChange("description", "x" * 200, "y" * 200),),
+            config={},
+            live={},
+        )
+        for i in range(400)
+    )
+    why = "storage cannot be changed"
+    replace = Replace(
+        ref=ResourceRef("Stream", "ZZZ_LAST"),
+        fields=(FieldChange("storage", "memory", "file"),),
+        reasons=(why,),
+        because=(ReplaceReason("storage", why),),
+        config={},
+        live={},
+    )
+    report = from_plan(Plan(server=SERVER, changes=(*drifted, replace)))
+    body = comment_body(render_drift_markdown(report), path="specs")
+    assert len(body) <= COMMENT_LIMIT
+    assert "Cannot be undone in place" in body
+    assert f"- Stream `ZZZ_LAST`: {why}" in body
