@@ -346,3 +346,30 @@ def test_the_action_never_applies_a_take_over_or_another_owner_from_the_file(
     assert code == 1, log
     assert "the saved plan names owner payments, not default" in log
     assert state(clean_server) == before
+
+
+def test_the_action_applies_a_plan_file_only_in_the_environment_it_names(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The step's 'environment' input decides the server: a plan for prod is refused in
+    staging, in path mode, and after its environment was edited to staging."""
+    root = two_environments(tmp_path, clean_server)
+    no_server = SimpleNamespace(url="")  # the environment names the server
+    prod = {"path": "", "environment": "prod", "plan-file": "p.json"}
+    code, log, _ = action_step(root, no_server, mode="plan", **prod)  # type: ignore[arg-type]
+    assert code == 0, log
+
+    staging = prod | {"environment": "staging"}
+    code, log, _ = action_step(root, no_server, mode="apply", **staging)  # type: ignore[arg-type]
+    assert code == 1, log
+    assert "the plan was saved for environment prod, not" in log
+
+    code, log, _ = action_step(root, clean_server, mode="apply", **{"plan-file": "p.json"})
+    assert code == 1, log
+    assert "the plan was saved for environment prod, not" in log
+
+    refit(root / "p.json", lambda d: d["request"].update(env="staging"))
+    code, log, _ = action_step(root, no_server, mode="apply", **prod)  # type: ignore[arg-type]
+    assert code == 1, log
+    assert "the plan was saved for environment staging, not" in log
+    assert state(clean_server) == {}
