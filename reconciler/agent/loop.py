@@ -201,7 +201,11 @@ class Agent:
         """Run until ``stop`` (or one cycle with ``once``); the exit status."""
         if self.settings.listen is not None:
             host, port = self.settings.listen
-            self.http = await serve(host, port, self.routes())
+            try:
+                self.http = await serve(host, port, self.routes())
+            except OSError as err:
+                reason = (err.strerror or str(err)).lower()
+                raise ReconcileError(f"cannot listen on {host}:{port}: {reason}") from None
             bound = self.http.sockets[0].getsockname()
             self.log.event("listening", f"http://{bound[0]}:{bound[1]}/metrics")
         try:

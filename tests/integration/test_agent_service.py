@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -228,3 +229,26 @@ def test_once_exits_2_on_drift_0_when_healed_or_in_sync(
     error = reconcile("watch", str(broken), "--server", clean_server.url, "--once", cwd=tmp_path)
     assert error.returncode == 1
     assert "Traceback" not in error.stderr
+
+
+def test_a_listen_address_in_use_is_one_error_line(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    write(tmp_path, ORDERS)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = reconcile(
+            "watch",
+            "specs.yaml",
+            "--server",
+            clean_server.url,
+            "--once",
+            "--listen",
+            f"127.0.0.1:{port}",
+            cwd=tmp_path,
+        )
+    assert done.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "Traceback" not in done.stderr
