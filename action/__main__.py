@@ -421,7 +421,8 @@ def drift_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Ou
     from reconciler.render.drift_text import headline
 
     console = GitHubConsole(runner, inputs, "drift")
-    plan = asyncio.run(run.plan_for(plan_request(inputs, options, prune=False), console))
+    wanted = plan_request(inputs, options, prune=False, drift=True)  # docs/capacity.md
+    plan = asyncio.run(run.plan_for(wanted, console))
     report = from_plan(plan)
     console.show_drift(report)
     outputs = plan_outputs(runner, inputs, plan)

@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from cli_runner import reconcile
 from servers import NatsServer
+from test_action import GitHubStandIn, Workspace, github  # noqa: F401 (a fixture)
 from test_capacity import USER, MiB, _publish, census, limited, stream_yaml, write_specs
 
 
@@ -114,3 +115,31 @@ def test_drift_reports_an_over_commit_and_keeps_its_exit_codes(
     assert _plan(over, server, tmp_path).returncode == 1
     assert _apply(over, server, tmp_path).returncode == 1
     assert census(server) == {"ORDERS": 3}
+
+
+class _AsTeam:
+    """The server as the Action's ``server`` input names it: with the user in the URL."""
+
+    def __init__(self, server: NatsServer) -> None:
+        self.url = server.url.replace("nats://", "nats://team:s3cret@")
+
+
+def test_the_actions_drift_mode_reports_an_over_commit_as_the_cli_does(
+    server_factory: Callable[..., NatsServer],
+    tmp_path: Path,
+    github: GitHubStandIn,  # noqa: F811
+) -> None:
+    """The Action's mode drift, like reconcile drift: exit 2 with the report and the
+    over-commit as a warning (it failed with exit 1 and no report); nothing created."""
+    server = limited(server_factory, max_file=64 * MiB, max_mem=8 * MiB)
+    workspace = Workspace(tmp_path / "ws", github)
+    workspace.spec.write_text(stream_yaml("AUDIT", "70MiB"), encoding="utf-8")
+    as_team = cast(NatsServer, _AsTeam(server))
+
+    drift = workspace.step(as_team, mode="drift")
+
+    assert drift.code == 2, drift.stdout + drift.stderr
+    assert drift.outputs["has-changes"] == "true"
+    assert "plan and apply refuse it" in drift.stdout + drift.stderr
+    assert workspace.step(as_team, mode="plan").code == 1
+    assert census(server) == {}
