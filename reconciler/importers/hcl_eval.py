@@ -16,11 +16,14 @@ A :class:`Module` is what a folder of ``.tf`` files declares: ``variable`` block
   arithmetic (``var.days * 86400``) and in strings (``"${local.prefix}.*"``) too.
 
 Anything else (functions, conditionals, ``data``/``module`` references, a variable with
-no default, a cycle, references nested deeper than MAX_REFERENCE_DEPTH) raises
+no default, a ``sensitive = true`` variable (its value is never copied into a spec nor
+shown), a cycle, references nested deeper than MAX_REFERENCE_DEPTH) raises
 :class:`Unresolved` naming the reference and why: a value that
 cannot be known is never guessed. Bounded work on hostile input: every number, literal or
 computed at each step, must fit a signed 64-bit integer (the provider's Go ``int64``), and
-an expression longer than MAX_EXPRESSION characters is not evaluated (:class:`Unreadable`).
+an expression longer than MAX_EXPRESSION characters, and a value of more than MAX_VALUE
+characters and items (strings or lists doubled local after local), are not evaluated
+(:class:`Unreadable`).
 """
 
 from __future__ import annotations
@@ -54,6 +57,26 @@ class Unresolved(Exception):
         super().__init__(expression)
         self.expression = expression
         self.why = why
+
+
+#: The most characters (strings) and items (lists, objects) one value may hold, all its
+#: parts counted: ``"${local.a}${local.a}"`` doubles at each step, and 40 such locals
+#: took 4.6 GB before this bound.
+MAX_VALUE = 16 * 1024 * 1024
+_TOO_LONG = f"a value of more than {MAX_VALUE:,} characters and items is not evaluated"
+
+
+def _size(value: Any, seen: dict[int, int]) -> int:
+    """Characters and items of ``value``, every part counted (as written out): values
+    shared by reference are counted each time they appear, measured once (``seen``)."""
+    if isinstance(value, str):
+        return len(value)
+    if not isinstance(value, (list, dict)):
+        return 1
+    if id(value) not in seen:
+        items = value.values() if isinstance(value, dict) else value
+        seen[id(value)] = 1 + sum(_size(item, seen) + 1 for item in items)
+    return seen[id(value)]
 
 
 def in_range(number: int) -> int:
@@ -136,6 +159,8 @@ _HEREDOC = re.compile(
 _TEMPLATE_PART = re.compile(r'\$\$\{|%%\{|\$\{([^{}"]*)\}|%\{')
 _INTERPOLATION = re.compile(r"(?<!\$)\$\{")
 _NO_DEFAULT = object()
+#: A ``sensitive = true`` variable: its value is never written into a spec nor shown.
+_SENSITIVE = object()
 
 
 def heredoc_text(raw: str) -> str:
@@ -168,7 +193,8 @@ class Module:
     _active: list[str] = field(default_factory=list)
 
     def declare_variable(self, name: str, body: Mapping[str, Any]) -> None:
-        self.variables[name] = body.get("default", _NO_DEFAULT)
+        sensitive = body.get("sensitive") in (True, "true", "${true}")
+        self.variables[name] = _SENSITIVE if sensitive else body.get("default", _NO_DEFAULT)
 
     def value(self, raw: Any) -> Any:
         """The value of what python-hcl2 read; raises Unresolved or Unreadable."""
@@ -213,7 +239,17 @@ class Module:
         found = [m for m in _TEMPLATE_PART.finditer(text) if m.group().startswith("${")]
         if interpolations != len(found):
             raise Unresolved(raw, "an interpolation this importer cannot read")
-        return _TEMPLATE_PART.sub(part, text)
+        length = len(text)
+
+        def bounded(match: re.Match[str]) -> str:
+            nonlocal length
+            made = part(match)
+            length += len(made)
+            if length > MAX_VALUE:
+                raise Unreadable(_TOO_LONG)
+            return made
+
+        return _TEMPLATE_PART.sub(bounded, text)
 
     def _expression(self, expression: str) -> Any:
         number = arithmetic(expression)
@@ -248,6 +284,8 @@ class Module:
             value = raw() if callable(raw) else self.value(raw)
         finally:
             self._active.pop()
+        if _size(value, {}) > MAX_VALUE:
+            raise Unreadable(f"{reference}: {_TOO_LONG}")
         self._done[reference] = value
         return value
 
@@ -259,6 +297,9 @@ class Module:
                 raise Unresolved(reference, f"{reference}: no variable {rest!r} is declared")
             if self.variables[rest] is _NO_DEFAULT:
                 raise Unresolved(reference, f"{reference}: variable {rest!r} has no default")
+            if self.variables[rest] is _SENSITIVE:
+                why = f"{reference}: variable {rest!r} is sensitive, its value is not copied"
+                raise Unresolved(reference, why)
             return self.variables[rest]
         if scope == "local":
             if rest not in self.locals:

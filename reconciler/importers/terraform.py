@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from reconciler.errors import Problem, SpecError, brief
 from reconciler.importers import ImportResult, hcl, hcl_eval
@@ -168,7 +168,9 @@ def _attribute_locations(locations: Mapping[str, Location]) -> dict[str, dict[st
     return grouped
 
 
-def read_module(paths: list[Path], problems: list[Problem]) -> list[Resource]:
+def read_module(
+    paths: list[Path], problems: list[Problem], warnings: list[Problem]
+) -> list[Resource]:
     """The provider's resources declared in the ``.tf`` files of one folder (a Terraform
     module: its files share variables, locals and resources), each read one block at a
     time (:func:`reconciler.importers.hcl.declarations`), expressions resolved where they
@@ -176,6 +178,7 @@ def read_module(paths: list[Path], problems: list[Problem]) -> list[Resource]:
     at the line of the attribute holding them)."""
     module = hcl_eval.Module(defaults=DEFAULTS, ids={"jetstream_stream": STREAM_ID_PREFIX})
     resources = []
+    counted: list[tuple[Resource, Any]] = []  # resources with a ``count``, and its value
     for path in paths:
         name = str(path)
         for block in hcl.declarations(path):
@@ -184,14 +187,74 @@ def read_module(paths: list[Path], problems: list[Problem]) -> list[Resource]:
             elif block.kind == hcl.LOCALS:
                 module.locals.update((k, v) for k, v in block.body.items() if k[:2] != "__")
             elif block.kind.startswith("jetstream_"):
-                attrs = {k: v for k, v in block.body.items() if not k.startswith("__")}
-                where = {a: Location(name, n) for a, n in block.lines.items() if a in attrs}
-                source = Location(name, block.line)
-                resources.append(Resource(block.kind, block.label, attrs, source, where))
+                attrs = {k: v for k, v in block.body.items() if k[:2] != "__" and k not in META}
+                where = {a: Location(name, n) for a, n in block.lines.items()}
+                resource = Resource(block.kind, block.label, attrs, Location(name, block.line))
+                resource.where.update(where)
+                for meta in sorted(UNMAPPED_META.keys() & block.body.keys()):
+                    message = f"{block.kind}.{block.label}: {UNMAPPED_META[meta]}, not imported"
+                    warnings.append(Problem(resource.at(meta), meta, message, warning=True))
+                if "for_each" in block.body or "count" in block.body:
+                    counted.append((resource, block.body.get("for_each", block.body.get("count"))))
+                    continue  # named with an index (``x[0].name``): not a reference here
+                resources.append(resource)
                 module.resources[(block.kind, block.label)] = attrs
+    for resource, count in counted:
+        if _one_instance(resource, count, module, problems, warnings):
+            resources.append(resource)
+            module.resources[(resource.type, resource.label)] = resource.attrs
     for resource in resources:
         _resolve(resource, module, problems)
     return resources
+
+
+#: Terraform's meta-arguments: how many instances, after what, by which provider, what
+#: ``terraform apply`` may change; none is a setting of the resource.
+META: Final = frozenset(
+    {"count", "for_each", "depends_on", "provider", "lifecycle", "provisioner", "connection"}
+)
+
+
+#: The meta-arguments that say something this tool's specs do not (a warning each);
+#: ``depends_on`` needs no warning: apply orders streams, sources and consumers itself.
+UNMAPPED_META: Final[Mapping[str, str]] = {
+    "provider": "provider names another provider configuration (another server or "
+    "account?) that its spec does not keep",
+    "lifecycle": "lifecycle is Terraform's (this tool's own is the spec's lifecycle block)",
+    "provisioner": "provisioner runs commands",
+    "connection": "connection is for provisioners",
+}
+
+
+def _one_instance(
+    resource: Resource,
+    count: Any,
+    module: hcl_eval.Module,
+    problems: list[Problem],
+    warnings: list[Problem],
+) -> bool:
+    """Whether a resource with ``count`` or ``for_each`` is one instance (``count = 1``).
+    ``count = 0`` makes none: not imported (a warning); more instances, a ``for_each`` or
+    a count not known are a problem (they would be one spec)."""
+    what = f"{resource.type}.{resource.label}"
+    meta = "for_each" if "for_each" in resource.where and "count" not in resource.where else "count"
+    try:
+        number = None if meta == "for_each" else module.value(count)
+    except (hcl_eval.Unresolved, hcl_eval.Unreadable):
+        number = None
+    if number == 0 and type(number) is int:
+        message = f"{what} has count = 0: Terraform makes no instance of it, not imported"
+        warnings.append(Problem(resource.at(meta), meta, message, warning=True))
+        return False
+    if number == 1 and type(number) is int:
+        return True
+    message = (
+        f"{what}: {meta} makes an instance per "
+        f"{'element' if meta == 'for_each' else 'count'} (or an unknown number): one spec "
+        "each is not known from the files; import terraform.tfstate, which holds every instance"
+    )
+    problems.append(Problem(resource.at(meta), meta, message))
+    return False
 
 
 def _resolve(resource: Resource, module: hcl_eval.Module, problems: list[Problem]) -> None:
@@ -623,7 +686,7 @@ def load(paths: list[Path]) -> tuple[list[Document], list[Problem]]:
             state = well_shaped(read_state(path), problems)
             docs += documents(state, warnings, with_defaults=False)
     for files in modules.values():
-        resources = well_shaped(read_module(files, problems), problems)
+        resources = well_shaped(read_module(files, problems, warnings), problems)
         docs += documents(resources, warnings, with_defaults=True)
     if problems:
         raise SpecError(problems)

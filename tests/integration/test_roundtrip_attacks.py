@@ -4,11 +4,13 @@ its fix."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
+import yaml
 from cli_runner import reconcile
 from servers import NatsServer, run
 
@@ -113,3 +115,77 @@ def test_a_kv_stream_keeping_more_history_than_a_bucket_may_exports_as_a_stream(
     run(engine.apply([folder], options, lock_timeout=None))
     assert not run(engine.plan([folder], options)).has_changes
     assert run(_streams(clean_server.url)) == before  # every setting, all 3 messages
+
+
+def _import_terraform(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
+    module = tmp_path / "module"
+    module.mkdir()
+    (module / "main.tf").write_text(text)
+    return reconcile("import", "--from", "terraform", "module", "--out", "specs", cwd=tmp_path)
+
+
+def test_a_terraform_resource_with_count_0_is_not_imported(tmp_path: Path) -> None:
+    """``count = 0`` (the usual off switch) makes no instance: it was imported as a spec,
+    with a warning only, and apply would have created a stream Terraform never made."""
+    done = _import_terraform(
+        tmp_path,
+        'variable "enabled" {\n  default = 0\n}\n'
+        'resource "jetstream_stream" "off" {\n  count    = var.enabled\n'
+        '  name     = "OFF"\n  subjects = ["off.>"]\n}\n'
+        'resource "jetstream_stream" "on" {\n  count    = 1\n'
+        '  name     = "ON"\n  subjects = ["on.>"]\n}\n',
+    )
+    assert done.returncode == 0, done.stderr
+    assert "main.tf:5: warning: count: jetstream_stream.off has count = 0" in done.stderr
+    assert sorted(p.name for p in (tmp_path / "specs").iterdir()) == ["stream-ON.yaml"]
+
+
+@pytest.mark.parametrize(
+    "meta", ["count = 3", 'for_each = { a = "A", b = "B" }', "count = length(var.x)"]
+)
+def test_a_terraform_resource_of_several_instances_is_an_error(tmp_path: Path, meta: str) -> None:
+    done = _import_terraform(
+        tmp_path,
+        f'resource "jetstream_stream" "many" {{\n  {meta}\n  name     = "MANY"\n'
+        '  subjects = ["many.>"]\n}\n',
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "main.tf:2:" in done.stderr and "terraform.tfstate" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "specs").exists()
+
+
+def test_terraform_meta_arguments_are_no_settings(tmp_path: Path) -> None:
+    """``depends_on`` and ``provider`` were read as settings: 'the expression
+    jetstream_stream.t is not resolved', an error on a module Terraform applies."""
+    done = _import_terraform(
+        tmp_path,
+        'resource "jetstream_stream" "t" {\n  name     = "T"\n  subjects = ["t.>"]\n}\n'
+        'resource "jetstream_stream" "s" {\n  name       = "S"\n  subjects   = ["s.>"]\n'
+        "  depends_on = [jetstream_stream.t]\n  provider   = jetstream.other\n"
+        "  lifecycle {\n    prevent_destroy = true\n  }\n}\n",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "main.tf:9: warning: provider:" in done.stderr
+    assert "main.tf:10: warning: lifecycle:" in done.stderr
+    document = yaml.safe_load((tmp_path / "specs" / "stream-S.yaml").read_text())
+    assert document["name"] == "S" and document["subjects"] == ["s.>"]
+    assert not {"depends_on", "provider", "lifecycle"} & set(document)
+
+
+def test_a_sensitive_terraform_variable_is_never_shown_nor_copied(tmp_path: Path) -> None:
+    """Decision: a ``sensitive = true`` variable's value is not copied into a spec (files
+    for git) and never printed: its default reached the error 'name: 'hunter2 secret' is
+    not a valid stream name' and would have been written in clear."""
+    done = _import_terraform(
+        tmp_path,
+        'variable "pw" {\n  type      = string\n  sensitive = true\n'
+        '  default   = "hunter2 secret"\n}\n'
+        'resource "jetstream_stream" "s" {\n  name     = var.pw\n  subjects = ["s.>"]\n}\n'
+        'resource "jetstream_kv_bucket" "b" {\n  name = "b"\n}\n'
+        'resource "jetstream_kv_entry" "e" {\n  bucket = "b"\n  key    = "k"\n'
+        '  value  = "token=${var.pw}"\n}\n',
+    )
+    assert done.returncode == 1
+    assert "hunter2" not in done.stdout + done.stderr
+    assert "main.tf:7: name:" in done.stderr and "main.tf:16: value:" in done.stderr
+    assert "'pw' is sensitive" in done.stderr and not (tmp_path / "specs").exists()
