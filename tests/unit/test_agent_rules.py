@@ -68,6 +68,8 @@ def test_consumer_calls_and_a_domain_prefix_are_read() -> None:
 
 
 def test_reads_purges_and_ephemeral_consumers_name_nothing() -> None:
+    assert parse("$JS.EVENT.ADVISORY.API", _audit("$JS.API.STREAM.LIST")) is None
+    assert parse("$JS.EVENT.ADVISORY.API", _audit("$JS.API.STREAM.DELETE.S")) is not None
     for subject in (
         "$JS.API.STREAM.LIST",
         "$JS.API.STREAM.INFO.ORDERS",
