@@ -39,6 +39,7 @@ from reconciler.model.values import display
 from reconciler.planning.findings import PolicyFinding
 from reconciler.planning.steps import Action, Create, Foreign, Migrate, Observed, Replace
 from reconciler.specs.ignore import Hidden, IgnoreRule, IgnoreRules, tally
+from reconciler.specs.spec import MANAGED_KEY
 
 if TYPE_CHECKING:
     from reconciler.planning.steps import Entry, Plan
@@ -273,6 +274,12 @@ def from_plan(plan: Plan) -> DriftReport:
     )
 
 
+#: The tool's own metadata (the managed-by marker, the owner, the prevent_destroy record,
+#: migration records): no field rule hides a difference there (``metadata.*`` hid that
+#: someone had stripped a protected stream's record).
+TOOL_METADATA = "metadata." + MANAGED_KEY.rpartition("/")[0] + "/"
+
+
 def unhidable(entry: Entry) -> frozenset[str]:
     """The top-level fields no field rule hides in ``entry``'s drift: those an update
     cannot change (a replace's or a migration's), whose difference only a replace or a
@@ -280,6 +287,10 @@ def unhidable(entry: Entry) -> frozenset[str]:
     if isinstance(entry, Replace | Migrate):
         return frozenset(reason.field for reason in entry.because)
     return frozenset()
+
+
+def _ours(path: str) -> bool:
+    return path.startswith(TOOL_METADATA)
 
 
 def hide_fields(
@@ -290,14 +301,15 @@ def hide_fields(
     keep: frozenset[str] = frozenset(),
 ) -> ResourceDrift:
     """``resource`` without the differing fields a field rule hides (counted per rule in
-    ``found``), but those whose top-level field is in ``keep`` (:func:`unhidable`); in
-    sync when none is left. Only what drift shows: the plan still has them."""
+    ``found``), but those whose top-level field is in ``keep`` (:func:`unhidable`) and
+    the tool's own metadata (:data:`TOOL_METADATA`); in sync when none is left. Only
+    what drift shows: the plan still has them."""
     if resource.status != "drifted" or not rules:
         return resource
     kept, hit = [], set()
     for change in resource.fields:
         rule = rules.hiding_field(resource.kind, resource.name, resource.stream, change.path)
-        if rule is None or change.path.split(".")[0] in keep:
+        if rule is None or change.path.split(".")[0] in keep or _ours(change.path):
             kept.append(change)
         else:
             hit.add(rule)

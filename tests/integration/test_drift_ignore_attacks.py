@@ -4,6 +4,9 @@
   declared file stream and made it again in memory (its messages now vanish on a
   restart); ``Stream ORDERS storage`` (or ``s*``) reported it in sync while the plan
   replaces the stream.
+- A field rule never hides this tool's own metadata (the managed-by marker, the owner,
+  the prevent_destroy record): ``metadata.*`` hid that someone had stripped a protected
+  stream's record.
 - A field rule that matches every field (``[!.]*``, ``?*``, ``[a-z]*``) is refused like
   ``*``: it silenced a declared stream's whole drift (its subjects widened out of band).
 """
@@ -23,6 +26,8 @@ from servers import NatsServer, run
 from reconciler.execution import run as engine
 from reconciler.jetstream import ConnectionOptions
 from reconciler.planning.plan import Ownership
+from reconciler.specs.lifecycle import PROTECT_KEY
+from reconciler.specs.spec import MANAGED_KEY
 
 SPECS = """\
 kind: Stream
@@ -106,3 +111,31 @@ def test_a_field_rule_matching_every_field_is_refused(
     assert "Traceback" not in drift.stderr
     subjects = run(_api(url, "$JS.API.STREAM.INFO.ORDERS"))["config"]["subjects"]
     assert subjects == ["orders.>", "payments.>"]
+
+
+def test_a_field_rule_never_hides_the_tools_own_metadata(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """Someone strips the managed-by marker and the prevent_destroy record out of band
+    (the stream is no longer protected on the server); ``metadata.*`` hid it."""
+    url = clean_server.url
+    _project(tmp_path, url, ["Stream ORDERS metadata.*"])
+    spec = tmp_path / "specs" / "orders.yaml"
+    spec.write_text(SPECS + "lifecycle:\n  prevent_destroy: true\n", encoding="utf-8")
+    assert reconcile("apply", "--env", "local", "-y", cwd=tmp_path).returncode == 0
+    config = run(_api(url, "$JS.API.STREAM.INFO.ORDERS"))["config"]
+    assert PROTECT_KEY in config["metadata"]
+    config["metadata"] = {
+        "app": "1.2",
+        **{k: v for k, v in config["metadata"].items() if k.startswith("_nats")},
+    }
+    run(_api(url, "$JS.API.STREAM.UPDATE.ORDERS", config))
+    assert run(_publish(url, 5)) == 5
+
+    drift = reconcile("drift", "--env", "local", "--format", "json", cwd=tmp_path)
+
+    assert drift.returncode == 2, drift.stdout + drift.stderr
+    orders = next(r for r in json.loads(drift.stdout)["resources"] if r["name"] == "ORDERS")
+    paths = {f["path"] for f in orders["fields"]}
+    assert paths == {f"metadata.{MANAGED_KEY}", f"metadata.{PROTECT_KEY}"}  # app: hidden
+    assert run(_publish(url, 0)) == 5
