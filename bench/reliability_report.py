@@ -42,6 +42,7 @@ SUITE = (
     "tests/integration/test_backup_memory.py",
     "tests/integration/test_overlapped_read.py",
     "tests/integration/test_lifecycle.py",
+    "tests/integration/test_lifecycle_holes.py",
     "tests/integration/test_policy.py",
     "tests/integration/test_policy_bypass.py",
     "tests/integration/test_saved_plans.py",
@@ -436,6 +437,16 @@ GUARANTEES = (
         "are never written, and missing ones are not created. Every case publishes messages "
         "first and counts them after.",
         ("test_lifecycle.py::",),
+    ),
+    Guarantee(
+        "Lifecycle protects data, not only configs",
+        "No front door (the CLI, Pulumi's update and destroy, the agent's heal) deletes a "
+        "protected or observed resource's messages through its parts: the entries of a "
+        "protected bucket, the consumers an `interest` stream needs (removed, replaced or "
+        "re-filtered: measured 10 of 10 messages gone before), or a consumer the server "
+        "would expire (`inactive_threshold`). A forged protection record is printed "
+        "escaped and cut. Every flag given, messages counted on a real server.",
+        ("test_lifecycle_holes.py::",),
     ),
     Guarantee(
         "A policy deny stops every front door before any step",
