@@ -128,11 +128,25 @@ def _api_target(subject: str) -> tuple[Operation, str, str | None] | None:
     return None
 
 
+def _asked_update(request: Any) -> bool:
+    """Whether a consumer create request asked for ``action: update`` (the body is
+    untrusted text: it only chooses the word a log line uses)."""
+    if not isinstance(request, str) or len(request) > 1_000_000:
+        return False
+    try:
+        decoded = json.loads(request)
+    except ValueError:
+        return False
+    return isinstance(decoded, dict) and decoded.get("action") == "update"
+
+
 def _audit(body: dict[str, Any]) -> Touch | None:
     target = _api_target(str(body.get("subject") or ""))
     if target is None:
         return None
     operation, stream, consumer = target
+    if consumer is not None and operation == "create" and _asked_update(body.get("request")):
+        operation = "update"  # CONSUMER.CREATE with action "update": the only word for it
     found = body.get("client")
     client: dict[str, Any] = found if isinstance(found, dict) else {}
     cause = Cause(

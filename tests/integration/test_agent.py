@@ -258,3 +258,33 @@ def test_an_edited_spec_file_is_planned_by_the_next_interval(
             assert (await alice.info("ORDERS"))["config"]["description"] == "edited"
 
     run(scenario())
+
+
+def test_a_consumer_changed_by_another_client_is_healed_and_says_who(
+    clean_server: NatsServer, tmp_path: Path, run
+) -> None:
+    """A consumer update makes no consumer advisory (only the API audit): still seen at
+    once, named as an update, healed."""
+    specs = write(tmp_path, ORDERS)
+
+    async def scenario() -> None:
+        async with (
+            running_agent(fixed_source([specs], clean_server.url), interval=60.0) as (agent, log),
+            Other.connect(clean_server.url, name="ops-console") as ops,
+        ):
+            await until(lambda: changes(log, "Consumer ORDERS/worker", "healed"), what="created")
+            info = await ops.api("CONSUMER.INFO.ORDERS.worker")
+            config = {**info["config"], "max_ack_pending": 5}
+            body = {"stream_name": "ORDERS", "config": config, "action": "update"}
+            await ops.api("CONSUMER.CREATE.ORDERS.worker", body)
+            healed = await until(
+                lambda: changes(log, "Consumer ORDERS/worker", "healed")[1:], what="healed again"
+            )
+            assert healed[0]["cause"]["client"] == "ops-console"
+            assert healed[0]["cause"]["operation"] == "update"
+            assert healed[0]["fields"] == ["max_ack_pending"]
+            again = await ops.api("CONSUMER.INFO.ORDERS.worker")
+            assert again["config"]["max_ack_pending"] == 1000
+            assert agent.cycles == 2  # the audit alone woke it: no interval passed
+
+    run(scenario())
