@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from reconciler.errors import Problem, SpecError
+from reconciler.identity import KINDS
 from reconciler.locations import Location
 from reconciler.specs.document import MAX_DEPTH, Abort, Document, file_problem
 from reconciler.specs.files import data_files, read_text, spec_files
@@ -39,7 +40,8 @@ def load_documents(paths: Sequence[str | Path]) -> list[Document]:
 def load_spec_files(files: Sequence[Path], problems: list[Problem]) -> list[Document]:
     """The documents of ``files``, but for the files the others name as data
     (:func:`~reconciler.specs.files.data_files`: a ``value_file`` found in the spec
-    folder): those are left out with whatever they would say as specs."""
+    folder) that hold no spec (:func:`_holds_specs`): those are left out with whatever
+    problems they would have as specs."""
     loaded = []
     for path in files:
         found: list[Problem] = []
@@ -47,11 +49,18 @@ def load_spec_files(files: Sequence[Path], problems: list[Problem]) -> list[Docu
     data = data_files(doc for _, docs, _ in loaded for doc in docs)
     documents: list[Document] = []
     for path, docs, found in loaded:
-        if data and os.path.realpath(path) in data:
+        if data and os.path.realpath(path) in data and not _holds_specs(docs):
             continue
         documents.extend(docs)
         problems.extend(found)
     return documents
+
+
+def _holds_specs(documents: Sequence[Document]) -> bool:
+    """Whether a file holds a spec (a document of a kind this tool reads): such a file
+    stays a spec when a ``value_file`` names it too (else a KeyValueEntry naming
+    ``orders.yaml``, or its own file, would take those specs out of the plan)."""
+    return any(document.body.get("kind") in KINDS for document in documents)
 
 
 def load_file(path: Path, problems: list[Problem]) -> list[Document]:

@@ -189,3 +189,38 @@ def test_a_sensitive_terraform_variable_is_never_shown_nor_copied(tmp_path: Path
     assert "hunter2" not in done.stdout + done.stderr
     assert "main.tf:7: name:" in done.stderr and "main.tf:16: value:" in done.stderr
     assert "'pw' is sensitive" in done.stderr and not (tmp_path / "specs").exists()
+
+
+@pytest.mark.parametrize("named", ["orders.yaml", "kv.yaml"])
+def test_a_value_file_that_is_a_spec_stays_a_spec(
+    clean_server: NatsServer, tmp_path: Path, named: str
+) -> None:
+    """A ``value_file`` naming a spec file (another stream's, or its own file) hid that
+    file's specs: 'validate' passed with the stream gone, and ``apply --prune`` deleted
+    ORDERS and its 3 messages. A file named as data is left out only when it holds no
+    spec."""
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "orders.yaml").write_text("kind: Stream\nname: ORDERS\nsubjects: [orders.>]\n")
+    server = ["--server", clean_server.url]
+    assert reconcile("apply", "specs", *server, "--yes", cwd=tmp_path).returncode == 0
+    run(_publish(clean_server.url, "orders.new", 3))
+    (specs / "kv.yaml").write_text(
+        "kind: KeyValue\nname: cfg\n---\nkind: KeyValueEntry\nbucket: cfg\nkey: copy\n"
+        f"value_file: {named}\n"
+    )
+    applied = reconcile("apply", "specs", *server, "--prune", "--yes", cwd=tmp_path)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    streams = run(_streams(clean_server.url))
+    assert streams["ORDERS"][1] == 3 and "KV_cfg" in streams
+    again = reconcile("plan", "specs", *server, "--prune", "--detailed-exitcode", cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+
+
+async def _publish(url: str, subject: str, count: int) -> None:
+    nc = await nats.connect(url)
+    try:
+        for n in range(count):
+            await nc.request(subject, str(n).encode(), timeout=2)
+    finally:
+        await nc.close()
