@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import signal
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -23,6 +24,7 @@ from reconciler.cli.options import (
     Seconds,
     connection_options,
     owner_option,
+    policy_option,
     project_options,
     resolve_target,
 )
@@ -66,6 +68,7 @@ def _request_maker(
     owner: str,
     project_file: Path | None,
     env_name: str | None,
+    policies: tuple[Path, ...] = (),
 ) -> Any:
     """``root -> PlanRequest``: PATHS (and --project) as given, or inside a checkout."""
     from reconciler.errors import ReconcileError
@@ -91,7 +94,8 @@ def _request_maker(
             )
         except click.UsageError as err:
             raise ReconcileError(err.format_message()) from None
-        return PlanRequest.for_target(target)
+        request = PlanRequest.for_target(target)
+        return replace(request, policies=(*request.policies, *policies))
 
     return make
 
@@ -156,6 +160,7 @@ def _request_maker(
     help="How long a heal waits for the apply lock (an apply elsewhere holds it).",
 )
 @owner_option
+@policy_option
 @project_options
 @connection_options
 @click.pass_context
@@ -175,6 +180,7 @@ def watch(
     git_cache: Path | None,
     lock_timeout: float,
     owner: str,
+    policies: tuple[Path, ...],
     project_file: Path | None,
     env_name: str | None,
     **conn: Any,
@@ -197,7 +203,7 @@ def watch(
         for path in paths:
             if not path.exists():
                 raise click.BadParameter(f"{path} does not exist", param_hint="PATHS")
-    make = _request_maker(ctx, paths, conn, owner, project_file, env_name)
+    make = _request_maker(ctx, paths, conn, owner, project_file, env_name, policies)
     source: Source
     if git_url:
         digest = hashlib.sha256(f"{git_url}\0{git_ref}".encode()).hexdigest()[:16]

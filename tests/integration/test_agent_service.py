@@ -225,6 +225,14 @@ def test_once_exits_2_on_drift_0_when_healed_or_in_sync(
     assert "Stream ORDERS was healed" in heal.stderr
     again = reconcile(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
+    policy = write(
+        tmp_path,
+        "rules:\n  - id: sized\n    level: deny\n    message: streams set max_bytes\n"
+        "    kinds: [Stream]\n    expr: resource.desired.max_bytes > 0\n",
+        "policy.yaml",
+    )
+    denied = reconcile(*args, "--policy", str(policy), cwd=tmp_path)
+    assert denied.returncode == 3, denied.stderr
     broken = write(tmp_path, "kind: Stream\nname: BAD\nmax_msgs: lots\n", "bad.yaml")
     error = reconcile("watch", str(broken), "--server", clean_server.url, "--once", cwd=tmp_path)
     assert error.returncode == 1
