@@ -21,6 +21,7 @@ from typing import Any
 
 from reconciler.model.normalize import nanoseconds_between
 from reconciler.model.state import StreamState
+from reconciler.specs.subjects import is_subset
 from reconciler.specs.units import format_duration, readable_size
 
 
@@ -221,14 +222,72 @@ CONSUMER_STATE = Loss("", "its delivery and acknowledgement state is lost")
 def consumer_gone(stream: Mapping[str, Any] | None, state: StreamState | None) -> Loss:
     """What deleting a consumer destroys: its delivery state, and when it is the last
     consumer of an interest stream every message too (the server keeps none that no
-    consumer is interested in: 50 messages to 0, measured on 2.15.1). Not counted with
-    other consumers left, nor on a workqueue stream."""
-    last = state is not None and state.consumer_count <= 1
-    if stream is None or stream.get("retention") != "interest" or not last or state is None:
+    consumer is interested in: 50 messages to 0, measured on 2.15.1). With other
+    consumers left, the messages only it still needed go (50 to 20 when the other one
+    took another subject, measured on 2.15.1 and 2.10.26): not counted (the others may
+    have acknowledged any of them). Nothing more on a workqueue stream."""
+    if stream is None or stream.get("retention") != "interest" or state is None:
         return CONSUMER_STATE
+    if state.consumer_count > 1:
+        if state.messages <= 0:
+            return CONSUMER_STATE
+        return Loss("", f"{CONSUMER_STATE.summary}; {_ONLY_ITS_OWN.format(held=_held(state))}")
     return Loss(
         "",
         f"{CONSUMER_STATE.summary}; the last consumer of an interest stream: all "
         f"{_count(state.messages, 'message')} are deleted with it",
         state.messages,
+    )
+
+
+#: What a consumer of an interest stream takes along when it stops needing messages.
+_ONLY_ITS_OWN = (
+    "the stream (retention interest) holds {held} and deletes those only this consumer "
+    "still needed (not counted)"
+)
+
+
+def _held(state: StreamState) -> str:
+    return _count(state.messages, "message")
+
+
+def _interest_held(stream: Mapping[str, Any] | None, state: StreamState | None) -> bool:
+    """Whether ``stream`` keeps a message only while a consumer needs it, and holds some."""
+    if stream is None or stream.get("retention") != "interest":
+        return False
+    return state is not None and state.messages > 0
+
+
+def consumer_filters(config: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The subjects a consumer takes from its stream (``>``: every one, no filter)."""
+    if config is None:
+        return (">",)
+    many = [str(subject) for subject in config.get("filter_subjects") or () if subject]
+    one = config.get("filter_subject")
+    return (*many, *((str(one),) if one else ())) or (">",)
+
+
+def filter_narrowed(
+    stream: Mapping[str, Any] | None,
+    state: StreamState | None,
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+) -> Loss | None:
+    """What updating a consumer from ``before`` to ``after`` deletes: on an interest
+    stream, a filter that no longer takes a subject it took makes the server delete the
+    held messages of that subject no other consumer still needs (measured on 2.15.1 and
+    2.10.26: 30 ``a`` and 20 ``b`` messages, the filter ``>`` narrowed to ``a``: 30 left,
+    ``filter_subjects`` alike). Not counted: another consumer taking the subject may have
+    acknowledged any of them."""
+    if not _interest_held(stream, state):
+        return None
+    assert state is not None
+    new = consumer_filters(after)
+    dropped = [old for old in consumer_filters(before) if not any(is_subset(old, n) for n in new)]
+    if not dropped:
+        return None
+    field = "filter_subjects" if after.get("filter_subjects") else "filter_subject"
+    return Loss(
+        field,
+        f"no longer takes {', '.join(dropped)}: {_ONLY_ITS_OWN.format(held=_held(state))}",
     )

@@ -37,6 +37,7 @@ from reconciler.model.loss import (
     Loss,
     claimed_losses,
     consumer_gone,
+    filter_narrowed,
     held,
     update_losses,
 )
@@ -328,9 +329,14 @@ def _stream_entries(
 
 def _consumer_replaced(entry: Update | Replace | Unchanged, group: StreamGroup) -> PlanEntry:
     """A consumer's replace deletes it first: the last consumer of an interest stream
-    takes the stream's messages along (:func:`~reconciler.model.loss.consumer_gone`)."""
+    takes the stream's messages along (:func:`~reconciler.model.loss.consumer_gone`);
+    an update narrowing its filter deletes those only it still needed
+    (:func:`~reconciler.model.loss.filter_narrowed`)."""
     if isinstance(entry, Replace):
         return replace(entry, losses=(consumer_gone(group.live, group.state),))
+    if isinstance(entry, Update):
+        lost = filter_narrowed(group.live, group.state, entry.live, entry.config)
+        return entry if lost is None else replace(entry, losses=(lost,))
     return entry
 
 
