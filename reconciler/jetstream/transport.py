@@ -177,7 +177,9 @@ class Transport:
                 raise  # cancelled by the caller
             if waiter.denied is None:
                 raise ConnectError(f"connection closed while requesting {subject}") from None
-            raise PermissionDenied(f"permission denied: the user may not {waiter.denied}") from None
+            # the server's report lowercases the subject; subjects are case-sensitive
+            denied = f"publish to {subject}" if key in waiter.denied else waiter.denied
+            raise PermissionDenied(f"permission denied: the user may not {denied}") from None
         except NoRespondersError:
             raise ConnectError(self._no_responders(subject)) from None
         except (TimeoutError, NatsTimeout):

@@ -143,3 +143,26 @@ def test_the_actions_drift_mode_reports_an_over_commit_as_the_cli_does(
     assert "plan and apply refuse it" in drift.stdout + drift.stderr
     assert workspace.step(as_team, mode="plan").code == 1
     assert census(server) == {}
+
+
+def test_a_user_who_may_not_read_the_accounts_limits_is_refused_naming_the_subject(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """Decided: refused, not skipped. Every plan reads $JS.API.INFO (the API level, and
+    the limits the capacity check sums); a plan that cannot be checked could be refused
+    half-way. One line, before anything, naming the subject as it must be granted: it
+    was printed lowercased ('$js.api.info'), and subjects are case-sensitive, so that
+    grant would not have helped. Nothing is created."""
+    denied = {"publish": {"allow": [">"], "deny": ["$JS.API.INFO"]}}
+    user = {"user": "team", "password": "s3cret", "permissions": denied}
+    limits = {"max_file": 64 * MiB, "max_mem": 8 * MiB}
+    server = server_factory(config={"accounts": {"TEAM": {"jetstream": limits, "users": [user]}}})
+    specs = write_specs(tmp_path / "specs", stream_yaml("ORDERS", "1MiB"))
+
+    for result in (_plan(specs, server, tmp_path), _apply(specs, server, tmp_path, "--no-lock")):
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "Traceback" not in result.stderr
+        assert (
+            result.stderr == "error: permission denied: the user may not publish to $JS.API.INFO\n"
+        )
+    assert census(server) == {}
