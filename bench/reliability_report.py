@@ -52,6 +52,9 @@ SUITE = (
     "tests/integration/test_import_terraform_refs.py",
     "tests/integration/test_import_nack_accounts.py",
     "tests/integration/test_consumer_limits.py",
+    "tests/integration/test_agent.py",
+    "tests/integration/test_agent_service.py",
+    "tests/integration/test_agent_git.py",
 )
 
 
@@ -529,6 +532,45 @@ GUARANTEES = (
         "its step comes, after the other steps of the apply ran; measured alike on "
         "2.10.26 to 2.15.1. Messages counted after every refusal.",
         ("test_consumer_limits.py::",),
+    ),
+    Guarantee(
+        "The agent heals only what deletes nothing",
+        "In heal mode `reconcile watch` applies creates and lossless updates only, under the "
+        "apply lock and re-planned under it. A replace, delete, migration or lossy update, "
+        "anything depending on one (a consumer of a replaced stream, a mirror of it), a "
+        "step lifecycle prevents, and every resource in lifecycle `mode: observe` is "
+        "reported as needing a person and never written; messages counted before and after.",
+        (
+            "test_agent.py::test_a_repair_that_would_destroy_data_is_reported_and_never_applied",
+            "test_agent.py::test_a_resource_in_lifecycle_observe_mode_is_never_written",
+            "test_agent.py::test_observe_mode_reports_drift_and_writes_nothing",
+        ),
+    ),
+    Guarantee(
+        "The agent says who changed what",
+        "Drift made by another client (nats-py, directly) is reported with the client's "
+        "name, user, account, host and time from the server's API audit, and healed in "
+        "heal mode; a stream deleted out of band is created again and reported with who "
+        "deleted it and how many messages it held; the agent's own calls are never "
+        "attributed.",
+        (
+            "test_agent.py::test_drift_by_another_client_is_healed_and_says_who",
+            "test_agent.py::test_a_stream_deleted_out_of_band_is_created_again",
+            "test_agent.py::test_a_consumer_changed_by_another_client_is_healed",
+        ),
+    ),
+    Guarantee(
+        "The agent runs as a service",
+        "It reconnects after nats-server is killed and restarted on the same port and heals "
+        "drift made after the restart; it holds no lock while idle (a CLI apply succeeds "
+        "meanwhile); without advisory permissions it says so and polls; SIGTERM ends it "
+        "with exit 0 and the lock free; a commit pushed to the watched branch is planned and "
+        "healed, every report naming it; `/metrics` parses with prometheus-client's own "
+        "parser.",
+        (
+            "test_agent_service.py::",
+            "test_agent_git.py::",
+        ),
     ),
 )
 
