@@ -31,6 +31,7 @@ from reconciler.planning.steps import (
     Plan,
     Step,
     allowing_flag,
+    destroys,
     prevention,
 )
 from reconciler.render.capacity import capacity_lines
@@ -81,9 +82,11 @@ def folded(plan: Plan, *, full: bool = False) -> bool:
 
 def in_full(step: Step) -> bool:
     """Whether a folded plan still shows ``step`` in full (text, and outside Markdown's
-    folds): it destroys data, lifecycle forbids it (no flag allows it: apply refuses the
-    plan), or it is a migration (what it copies; why apply refuses it, when blocked)."""
-    return step.destructive or isinstance(step, Migrate) or bool(prevention(step))
+    folds): it destroys its resource or part of what it holds (:func:`destroys`: a
+    replace, a delete, a lossy update, a migration with what it copies and why apply
+    refuses it when blocked, a consumer created again with its replaced stream), or
+    lifecycle forbids it (no flag allows it: apply refuses the plan)."""
+    return destroys(step) or bool(prevention(step))
 
 
 def short_name(step: Entry) -> str:

@@ -244,3 +244,19 @@ def test_a_drift_comment_names_what_only_a_replace_undoes_however_long_the_table
     assert len(body) <= COMMENT_LIMIT
     assert "Cannot be undone in place" in body
     assert f"- Stream `ZZZ_LAST`: {why}" in body
+
+
+def test_a_consumer_created_again_with_its_replaced_stream_is_not_folded_away() -> None:
+    """Its delivery and acknowledgement state goes (``planning.steps.destroys``)."""
+    why = "re-created: stream EVENTS is replaced"
+    again = Create(
+        ref=ResourceRef("Consumer", "audit", "EVENTS"),
+        fields=(FieldChange("ack_policy", None, "explicit"),),
+        reasons=(why,),
+        config={},
+        live={"ack_policy": "explicit"},
+    )
+    text = render_text(Plan(server=SERVER, changes=(*_creates(60), again)))
+    assert "+ create Consumer EVENTS/audit" in text and f"# {why}" in text
+    visible = _outside_details(render_markdown(Plan(server=SERVER, changes=(*_creates(60), again))))
+    assert "create Consumer EVENTS/audit" in visible
