@@ -542,7 +542,7 @@ def saved_plan(runner: Runner, inputs: Inputs) -> SavedPlan | None:
     if saved.request.env != (inputs.env or None) or other_paths:
         made = f"environment {saved.request.env}" if saved.request.env else "paths, no environment"
         raise InputError(f"input 'plan-file': the plan was saved for {made}, not {inputs.label}")
-    given = {"prune": inputs.prune, "migrate": inputs.migrate, "migration": inputs.migration}
+    given = {"migrate": inputs.migrate, "migration": inputs.migration}
     shaping = [name for name, value in given.items() if value]
     shaping += ["policy"] if runner.input("policy") else []
     if shaping:
@@ -559,7 +559,7 @@ def saved_request(saved: SavedPlan, inputs: Inputs, options: ConnectionOptions) 
 
     from reconciler.execution.saved_plans import plan_request as saved_plan_request
 
-    request = saved_plan_request(saved, options, owner=inputs.owner)  # no take-over input
+    request = saved_plan_request(saved, options, owner=inputs.owner, prune=inputs.prune)
     if inputs.lifecycle is not None:
         request = replace(request, lifecycle=inputs.lifecycle)
     return request

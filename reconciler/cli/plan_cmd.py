@@ -240,7 +240,7 @@ def _plan_all(
             continue
         changed = changed or planned.plan.has_changes
         denied = denied or bool(planned.plan.denied)  # a policy deny rule: exit 3
-        lines.append(f"{env}: {summary_line(planned.plan)}")
+        lines.append(f"{env}: {_denied_by(planned.plan)}{summary_line(planned.plan)}")
         documents[env] = planned.plan.to_json()
     if console.fmt == "json":
         import json
@@ -254,11 +254,18 @@ def _plan_all(
         console.heading("All environments")
         for line in lines:
             click.echo(printable(line))
-    if failed:
+    if failed:  # an unplanned environment may hold anything: 1 wins over a deny's 3
         return 1
     if denied:
         return 3
     return 2 if detailed_exitcode and changed else 0
+
+
+def _denied_by(plan: Plan) -> str:
+    """``denied by policy (RULES): `` for a plan a deny rule refuses (the recap of
+    ``--all-envs`` names it, also when another environment's error makes the exit 1)."""
+    rules = sorted({finding.rule for finding in plan.denied})
+    return f"denied by policy ({', '.join(rules)}): " if rules else ""
 
 
 def _project_read(env: str | None, project_file: Path | None) -> Path | None:
@@ -444,7 +451,8 @@ def apply(
         policies=(*target.policies, *policies),
     )
     if saved is not None:  # its flags and paths; the connection is this run's
-        saved, wanted = _saved_request(console, saved, target, project_file, policies, take_over)
+        consent = (policies, take_over, prune)  # what the applier requires and allows
+        saved, wanted = _saved_request(console, saved, target, project_file, consent)
     request = ApplyRequest(
         plan=wanted,
         allow_replace=allow_replace,
@@ -489,8 +497,9 @@ def apply(
 # --- apply FILE: a saved plan -----------------------------------------------------------
 
 #: The flags that shape a plan: a saved plan keeps those it was made with (``--policy``
-#: names rules the plan must have been made with, ``--take-over`` allows a saved one).
-PLAN_FLAGS = ("prune", "migrate", "migration", "owner", "strict")
+#: names rules the plan must have been made with; ``--take-over`` and ``--prune`` are
+#: consent, given at apply as at plan).
+PLAN_FLAGS = ("migrate", "migration", "owner", "strict")
 
 
 def _saved_plan_in(paths: tuple[Path, ...]) -> SavedPlan | None:
@@ -562,11 +571,10 @@ def _saved_request(
     saved: SavedPlan,
     target: Target,
     project_file: Path | None,
-    policies: tuple[Path, ...],
-    take_over: bool,
+    consent: tuple[tuple[Path, ...], bool, bool],
 ) -> tuple[SavedPlan, PlanRequest]:
-    """The saved plan resolved in this repository, and the request it names (made with
-    every policy file ``policies`` names, its take-over allowed by ``take_over``)."""
+    """The saved plan resolved in this repository, and the request it names (``consent``:
+    the --policy files it must have been made with, --take-over and --prune given)."""
     from dataclasses import replace
 
     from reconciler.execution.saved_plans import describe, plan_request
@@ -574,5 +582,6 @@ def _saved_request(
 
     saved = saved.at(plan_root(), _project_read(target.env, project_file))
     console.notice(describe(saved))
-    request = plan_request(saved, target.options, policies, take_over=take_over)
+    policies, take_over, prune = consent
+    request = plan_request(saved, target.options, policies, take_over=take_over, prune=prune)
     return saved, replace(request, lifecycle=target.lifecycle)  # the environment's, as read now

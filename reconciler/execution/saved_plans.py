@@ -60,14 +60,23 @@ def plan_request(
     *,
     owner: str | None = None,
     take_over: bool = False,
+    prune: bool | None = None,
 ) -> PlanRequest:
     """The request a saved plan names, its paths inside its root (:meth:`SavedPlan.at`),
     with ``options`` (the connection comes from the command line, the environment or the
     project, never from the file). ``required``: policy files the apply's command line
     names, which the plan must have been made with. ``owner``: the owner the front door
     runs as (None: the file's); ``take_over``: the applier allows taking over other
-    owners' resources (the file never grants it, as it never grants ``--allow-*``)."""
+    owners' resources (the file never grants it, as it never grants ``--allow-*``);
+    ``prune``: whether the applier prunes, which must be what the plan was made with
+    (None: the file's)."""
     named, root = saved.request, saved.root
+    if prune is not None and named.prune != prune:
+        made, given = ("with", "without") if named.prune else ("without", "with")
+        raise SavedPlanRefused(
+            f"the saved plan was made {made} prune and is applied {given} it: prune "
+            f"(deleting what no spec declares) is given at apply as at plan: {NOTHING_CHANGED}"
+        )
     if owner is not None and named.owner != owner:
         raise SavedPlanRefused(
             f"the saved plan names owner {named.owner}, not {owner}: {NOTHING_CHANGED}"

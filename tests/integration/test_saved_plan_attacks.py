@@ -373,3 +373,55 @@ def test_the_action_applies_a_plan_file_only_in_the_environment_it_names(
     assert code == 1, log
     assert "the plan was saved for environment staging, not" in log
     assert state(clean_server) == {}
+
+
+# --- prune: consent given at apply as at plan ----------------------------------------------
+
+
+def pruning_plan(root: Path, server: NatsServer) -> Path:
+    """ORDERS and OLD applied from the specs (OLD with 4 messages), OLD's spec removed,
+    and a plan saved with --prune: it deletes OLD."""
+    (root / "specs" / "old.yaml").write_text("kind: Stream\nname: OLD\nsubjects: [old]\n")
+    done = reconcile("apply", "specs", "--server", server.url, "--yes", cwd=root)
+    assert done.returncode == 0, done.stderr
+    publish(server, "old", 4)
+    (root / "specs" / "old.yaml").unlink()
+    return plan_out(root, server, "../pruning.plan", "--prune")
+
+
+def test_a_saved_prune_needs_prune_at_apply(clean_server: NatsServer, tmp_path: Path) -> None:
+    """--allow-replace given for the reviewed plan's replace must not let a prune the
+    file carries (or an edit put there) delete what no spec declares."""
+    root = repo(tmp_path)
+    plan = pruning_plan(root, clean_server)
+    before = state(clean_server)
+
+    done = apply_file(root, clean_server, plan, "--allow-replace")
+
+    refused(done, "the saved plan was made with prune and is applied without it")
+    assert state(clean_server) == before
+    assert before["OLD"]["messages"] == 4
+
+    done = apply_file(root, clean_server, plan, "--allow-replace", "--prune")
+    assert done.returncode == 0, done.stderr
+    assert "OLD" not in state(clean_server)
+
+
+def test_the_action_applies_a_pruning_plan_file_only_with_prune(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    root = repo(tmp_path)
+    pruning_plan(root, clean_server).rename(root / "p.json")
+    before = state(clean_server)
+    saved = {"plan-file": "p.json", "allow-replace": "true"}
+
+    code, log, _ = action_step(root, clean_server, mode="apply", **saved)
+
+    assert code == 1, log
+    assert "the saved plan was made with prune and is applied without it" in log
+    assert state(clean_server) == before
+
+    code, log, _ = action_step(root, clean_server, mode="apply", prune="true", **saved)
+    assert code == 0, log
+    assert "OLD" not in state(clean_server)
+    assert state(clean_server)["ORDERS"] == before["ORDERS"]

@@ -277,7 +277,8 @@ def test_a_step_added_to_the_file_with_its_digest_fixed_is_never_run(
     refit(plan, add_delete)
     before = state(clean_server)
 
-    done = apply_file(root, clean_server, plan, "--allow-replace", "--allow-data-loss")
+    allowed = ("--allow-replace", "--allow-data-loss", "--prune")
+    done = apply_file(root, clean_server, plan, *allowed)
 
     assert done.returncode == 1, done.stderr
     assert "Stream VICTIM: the delete shown is no longer needed" in done.stderr
@@ -434,7 +435,7 @@ def test_a_plan_saved_for_an_environment_is_applied_in_that_environment(
     assert unnamed.returncode == other.returncode == pruned.returncode == 1
     assert "the plan was saved for environment prod: give --env prod" in unnamed.stderr
     assert "saved for environment prod, not staging" in other.stderr
-    assert "--prune with a saved plan: it keeps the flags it was made with" in pruned.stderr
+    assert "the saved plan was made without prune and is applied with it" in pruned.stderr
     assert state(clean_server) == {}
 
     project = (root / "reconcile.yaml").read_text()
@@ -516,7 +517,7 @@ def test_the_action_saves_the_plan_on_the_pull_request_and_applies_that_file(
     saved = {"plan-file": "p.json"}
     pruning, log, _ = action_step(root, clean_server, mode="apply", prune="true", **saved)
     assert pruning == 1
-    assert "input 'prune' with 'plan-file': the plan keeps its own flags" in log
+    assert "the saved plan was made without prune and is applied with it" in log
 
     code, log, outputs = action_step(root, clean_server, mode="apply", **saved)
 
