@@ -4,8 +4,9 @@ files as specs."""
 from __future__ import annotations
 
 import os
+from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -13,6 +14,9 @@ from reconciler.cli.export_cmd import write_files
 from reconciler.cli.options import strict_option
 from reconciler.errors import ReconcileError
 from reconciler.importers import IMPORTERS
+
+if TYPE_CHECKING:
+    from reconciler.specs.project import Environment
 
 
 @click.command(name="import")
@@ -64,7 +68,7 @@ def import_(
     for warning in found.warnings:
         click.echo(shown(str(warning)), err=True)  # names, file names: escaped
     project = project_file or (Path(PROJECT_FILE) if Path(PROJECT_FILE).exists() else None)
-    folders = _own_folders(list(found.by_environment), out, project)  # checked, not written
+    folders = _own_folders(found.by_environment, found.environments, out, project)  # checked
     server = newest_server()
     code = write_files(import_files(found.specs, server), out, command="import")
     for name, folder in folders.items():
@@ -81,11 +85,17 @@ def import_(
     return code
 
 
-def _own_folders(names: list[str], out: Path | None, project: Path | None) -> dict[str, Path]:
+def _own_folders(
+    names: Collection[str],
+    accounts: Mapping[str, Mapping[str, Any]],
+    out: Path | None,
+    project: Path | None,
+) -> dict[str, Path]:
     """Where each environment's own specs go: ``OUT-<name>``, beside ``OUT`` (never inside
     it, nor inside any spec folder the project shares: every environment applies those,
-    and one Account's streams would go into the other's). Refused, before anything is
-    written, when that cannot hold."""
+    and one Account's streams would go into the other's; nor for an environment the
+    project already has that connects to other servers than the Account's). Refused,
+    before anything is written, when that cannot hold."""
     if not names:
         return {}
     if out is None:
@@ -101,6 +111,7 @@ def _own_folders(names: list[str], out: Path | None, project: Path | None) -> di
     loaded = load_project(project)
     shared = [Path(os.path.realpath(p)) for p in loaded.specs]
     for name, folder in folders.items():
+        _same_servers(name, accounts.get(name, {}), loaded.environments.get(name), project)
         real = Path(os.path.realpath(folder))
         inside = next((p for p in shared if real == p or real.is_relative_to(p)), None)
         if inside is not None:
@@ -114,6 +125,22 @@ def _own_folders(names: list[str], out: Path | None, project: Path | None) -> di
                 "where its environments' resources must be"
             )
     return folders
+
+
+def _same_servers(
+    name: str, account: Mapping[str, Any], existing: Environment | None, project: Path
+) -> None:
+    """An environment ``name`` already in the project must connect where the Account
+    does (a second import of the same manifests): else the Account's specs, written to
+    its folder, would be applied to that environment's servers. The servers are not
+    shown (a URL may hold a password)."""
+    wanted = ",".join(str(s) for s in account.get("servers") or [])
+    if existing is not None and existing.settings.get("servers", "") != wanted:
+        raise ReconcileError(
+            f"Account {name}: {project} already has an environment {name} that connects "
+            "to other servers: the Account's specs would be applied there; rename the "
+            "Account or that environment"
+        )
 
 
 def _environments(environments: dict[str, dict[str, Any]], project: Path | None) -> None:

@@ -224,3 +224,29 @@ async def _publish(url: str, subject: str, count: int) -> None:
             await nc.request(subject, str(n).encode(), timeout=2)
     finally:
         await nc.close()
+
+
+def test_a_nack_account_named_like_an_environment_elsewhere_is_refused(tmp_path: Path) -> None:
+    """An Account ``prod`` imported into a project whose environment ``prod`` connects to
+    another server: its streams were written to specs-prod (overwriting the file of the
+    same name there) and the import said to add that folder to ``prod``, which would
+    apply them to prod's server. A second import of the same manifests still works."""
+    work = tmp_path / "work"
+    (work / "k8s").mkdir(parents=True)
+    manifest = _ACCOUNT.format(name="prod").replace("127.0.0.1:4222", "127.0.0.1:4333")
+    (work / "k8s" / "a.yaml").write_text(manifest)
+    args = ("import", "--from", "nack", "k8s", "--out", "specs")
+    project = "specs: [specs]\nenvironments:\n  prod:\n    servers: nats://127.0.0.1:4222\n"
+    (work / "reconcile.yaml").write_text(project)
+    (work / "specs-prod").mkdir()
+    (work / "specs-prod" / "stream-ORDERS.yaml").write_text("kind: Stream\nname: ORDERS\n")
+    done = reconcile(*args, cwd=work)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "already has an environment prod that connects to other servers" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert (work / "specs-prod" / "stream-ORDERS.yaml").read_text().endswith("name: ORDERS\n")
+    assert (work / "reconcile.yaml").read_text() == project
+    (work / "reconcile.yaml").write_text(project.replace("prod", "dev"))
+    assert reconcile(*args, cwd=work).returncode == 0  # adds environment prod
+    again = reconcile(*args, cwd=work)
+    assert again.returncode == 0, again.stderr
