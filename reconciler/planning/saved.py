@@ -34,6 +34,7 @@ from reconciler.errors import SavedPlanRefused
 from reconciler.identity import ENTRY, KINDS, ResourceRef
 from reconciler.model.diff import FieldChange
 from reconciler.model.loss import Loss
+from reconciler.model.migration import CHOICES as MIGRATION_CHOICES
 from reconciler.model.server_identity import ServerIdentity
 from reconciler.model.state import ServerInfo
 from reconciler.model.values import redact
@@ -81,11 +82,14 @@ class SavedRequest:
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> SavedRequest:
-        """The flags of a file; ValueError for an owner ``--owner`` would refuse."""
+        """The flags of a file; ValueError for an owner ``--owner`` or a way out of a
+        migration ``--migration`` would refuse."""
         migration, env = raw.get("migration"), raw.get("env")
         owner = str(raw.get("owner") or "default")
         if not re.fullmatch(OWNER_PATTERN, owner):
             raise ValueError("owner")
+        if migration is not None and migration not in MIGRATION_CHOICES:
+            raise ValueError("migration")
         return cls(
             paths=tuple(_texts(raw["paths"])),
             overlays=tuple(_texts(raw.get("overlays") or [])),
