@@ -679,7 +679,7 @@ def load(paths: list[Path]) -> tuple[list[Document], list[Problem]]:
     warnings: list[Problem] = []
     docs: list[Document] = []
     modules: dict[Path, list[Path]] = {}  # the .tf files of each folder: one module
-    for path in _files(paths):
+    for path in _files(paths, problems):
         if path.suffix == ".tf":
             modules.setdefault(path.parent.resolve(), []).append(path)
         else:
@@ -693,11 +693,20 @@ def load(paths: list[Path]) -> tuple[list[Document], list[Problem]]:
     return docs, warnings
 
 
-def _files(paths: list[Path]) -> list[Path]:
+def _files(paths: list[Path], problems: list[Problem]) -> list[Path]:
+    """The ``.tf`` files of each folder, its state, and the files given. A folder's
+    ``.tf.json`` files (the same module, in JSON) are not read: a problem each, rather
+    than a module imported without their resources."""
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
             found += sorted(path.glob("*.tf"))
+            for skipped in sorted(path.glob("*.tf.json")):
+                message = (
+                    "Terraform's JSON syntax is not read (its resources would be missing "
+                    "from the import): write it as .tf, or import terraform.tfstate"
+                )
+                problems.append(Problem(Location(str(skipped), 1), "", message))
             state = path / "terraform.tfstate"
             if state.exists():
                 found.append(state)

@@ -250,3 +250,21 @@ def test_a_nack_account_named_like_an_environment_elsewhere_is_refused(tmp_path:
     assert reconcile(*args, cwd=work).returncode == 0  # adds environment prod
     again = reconcile(*args, cwd=work)
     assert again.returncode == 0, again.stderr
+
+
+def test_a_terraform_json_file_of_the_module_is_not_skipped_silently(tmp_path: Path) -> None:
+    """``streams.tf.json`` belongs to the module as much as ``main.tf``: it was skipped
+    without a word, and the import was a module less its resources."""
+    module = tmp_path / "module"
+    module.mkdir()
+    (module / "main.tf").write_text(
+        'resource "jetstream_stream" "a" {\n  name     = "A"\n  subjects = ["a.>"]\n}\n'
+    )
+    stream = {"name": "B", "subjects": ["b.>"]}
+    (module / "more.tf.json").write_text(
+        json.dumps({"resource": {"jetstream_stream": {"b": stream}}})
+    )
+    done = reconcile("import", "--from", "terraform", "module", "--out", "specs", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "more.tf.json:1: Terraform's JSON syntax is not read" in done.stderr
+    assert not (tmp_path / "specs").exists()
