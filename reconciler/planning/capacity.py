@@ -406,7 +406,27 @@ def _over_committed(
                 problems.append(_over(step, total, added, where, own))
             elif full and _unlimited_new(step, total, live, tiered):
                 problems.append(_no_byte_left(step, total, where))
+            elif full and _temporary_in(step, total, tiered):
+                problems.append(_no_byte_for_temporary(step, total))
     return problems
+
+
+def _temporary_in(step: Step, total: Total, tiered: bool) -> bool:
+    """A migration starting whose temporary stream (no ``max_bytes``, in the live
+    stream's storage and tier) is made in ``total``'s storage and tier."""
+    if not isinstance(step, Migrate) or step.phase is not None:
+        return False
+    return storage_of(step.live) == total.what and tier_of(step.live, tiered) == total.tier
+
+
+def _no_byte_for_temporary(step: Step, total: Total) -> Problem:
+    message = (
+        f"migrating {step.label} needs a temporary stream without max_bytes, and the "
+        f"server needs at least one byte of {total.what} storage free to create it: the "
+        f"plan reserves all {approx_size(total.limit or 0)} of the "
+        f"account's{_tier_words(total.tier)}; nothing was changed"
+    )
+    return Problem(step.source, "max_bytes", message)
 
 
 def _unlimited_new(step: Step, total: Total, live: LiveState, tiered: bool) -> bool:

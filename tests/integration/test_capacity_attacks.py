@@ -5,10 +5,12 @@ counts the streams and messages before and after."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
+import nats
 from cli_runner import reconcile
 from servers import NatsServer
 from test_action import GitHubStandIn, Workspace, github  # noqa: F401 (a fixture)
@@ -166,3 +168,45 @@ def test_a_user_who_may_not_read_the_accounts_limits_is_refused_naming_the_subje
             result.stderr == "error: permission denied: the user may not publish to $JS.API.INFO\n"
         )
     assert census(server) == {}
+
+
+async def _description(server: NatsServer, stream: str) -> str:
+    nc = await nats.connect(server.url, user="team", password="s3cret")
+    try:
+        info = json.loads((await nc.request(f"$JS.API.STREAM.INFO.{stream}", b"")).data)
+        return str(info["config"].get("description") or "")
+    finally:
+        await nc.close()
+
+
+def test_a_migration_on_a_full_account_is_refused_before_any_step(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """A migration's temporary stream has no max_bytes, and the server needs one byte
+    free to create it: with the account's 64 MiB all reserved, plan passed, apply
+    updated FILL and then the migration was refused (err 10047), half-applied. Now
+    refused before any step; with a byte of room it migrates and keeps every message."""
+    server = limited(server_factory, max_file=64 * MiB, max_mem=8 * MiB)
+    full = write_specs(tmp_path / "full", stream_yaml("OLD", "40MiB"), stream_yaml("FILL", "24MiB"))
+    assert _apply(full, server, tmp_path).returncode == 0
+    asyncio.run(_publish(server, "old.x", 10))
+    workqueue = stream_yaml("OLD", "40MiB", extra="retention: workqueue\n")
+    changed = stream_yaml("FILL", "24MiB", extra="description: changed\n")
+    migrate = write_specs(tmp_path / "migrate", workqueue, changed)
+
+    planned = _plan(migrate, server, tmp_path, "--migrate")
+    applied = _apply(migrate, server, tmp_path, "--migrate")
+
+    for result in (planned, applied):
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "Traceback" not in result.stderr
+        assert "migrating Stream OLD needs a temporary stream without max_bytes" in result.stderr
+        assert "one byte of file storage free" in result.stderr
+    assert census(server) == {"OLD": 10, "FILL": 0}
+    assert asyncio.run(_description(server, "FILL")) == ""
+    smaller = stream_yaml("FILL", "23MiB", extra="description: changed\n")
+    shrunk = write_specs(tmp_path / "shrunk", stream_yaml("OLD", "40MiB"), smaller)
+    assert _apply(shrunk, server, tmp_path).returncode == 0  # a MiB of room, first
+    room = write_specs(tmp_path / "room", workqueue, smaller)
+    assert _apply(room, server, tmp_path, "--migrate").returncode == 0
+    assert census(server) == {"OLD": 10, "FILL": 0}
