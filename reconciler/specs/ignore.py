@@ -235,7 +235,14 @@ def _shape_problem(tokens: Sequence[str]) -> str | None:
 
 def read_ignore_file(path: Path) -> IgnoreRules:
     """The rules of one ``.reconcileignore`` file; raises one SpecError naming every bad
-    line as ``FILE:LINE``."""
+    line as ``FILE:LINE``. A file of the repository like a spec: one that is a symlink
+    pointing out of it (a pull request can add one) is refused unread (its first line
+    came back in the error: a runner's ``/proc/self/environ`` in a PR comment)."""
+    from reconciler.specs.paths import outside_problem, repository_root
+
+    why = outside_problem(repository_root([path.parent]), path.name, path.parent)
+    if why is not None:
+        raise SpecError([Problem(Location(str(path), 1), "", f"not read: {why}")])
     problems: list[Problem] = []
     try:
         text = path.read_text(encoding="utf-8")
