@@ -310,11 +310,41 @@ def resolve_target(
             raise click.UsageError("give spec PATHS (or run where a reconcile.yaml is)")
         from reconciler.specs.ignore import rules_next_to
 
+        _unread_policies(ctx)
         ignore = rules_next_to(paths)  # .reconcileignore in the spec folders
         return Target(tuple(paths), to_connection_options(conn), owner, ignore=ignore)
     return project_target(
         ctx, load_project(found), paths=paths, conn=conn, owner=owner, env_name=env_name
     )
+
+
+def _unread_policies(ctx: click.Context) -> None:
+    """Spec PATHS without ``--env`` read no project file: when the one here names
+    ``policies:`` and the command evaluates policies but was given no ``--policy``, say
+    once (stderr) that those rules are not evaluated and how to include them."""
+    if "policies" not in ctx.params or ctx.params["policies"] or ctx.meta.get("unread-policies"):
+        return
+    from reconciler.errors import ReconcileError
+    from reconciler.model.values import printable
+    from reconciler.specs.project import PROJECT_FILE, find_project, load_project
+
+    found = find_project()
+    try:
+        project = None if found is None else load_project(found)
+    except ReconcileError:  # not asked for: a broken project file is not this run's error
+        return
+    if project is None or not project.policies:
+        return
+    ctx.meta["unread-policies"] = True
+    names = sorted(project.environments)
+    env = f"--env {names[0]}" if len(names) == 1 else f"--env NAME ({', '.join(names)})"
+    given = " ".join(f"--policy {path}" for path in project.policies)
+    listed = ", ".join(str(path) for path in project.policies)
+    message = (
+        f"note: {PROJECT_FILE}'s policies ({listed}) are not evaluated: spec PATHS without "
+        f"--env read no project file; name an environment ({env}) or give them ({given})"
+    )
+    click.echo(printable(message), err=True)
 
 
 def project_owner(ctx: click.Context, project: Project, owner: str) -> str:
