@@ -544,7 +544,6 @@ def saved_plan(runner: Runner, inputs: Inputs) -> SavedPlan | None:
         raise InputError(f"input 'plan-file': the plan was saved for {made}, not {inputs.label}")
     given = {"migrate": inputs.migrate, "migration": inputs.migration}
     shaping = [name for name, value in given.items() if value]
-    shaping += ["policy"] if runner.input("policy") else []
     if shaping:
         raise InputError(f"input '{shaping[0]}' with 'plan-file': the plan keeps its own flags")
     workspace = Path(runner.env.get("GITHUB_WORKSPACE") or os.getcwd())
@@ -559,7 +558,8 @@ def saved_request(saved: SavedPlan, inputs: Inputs, options: ConnectionOptions) 
 
     from reconciler.execution.saved_plans import plan_request as saved_plan_request
 
-    request = saved_plan_request(saved, options, owner=inputs.owner, prune=inputs.prune)
+    required = tuple(Path(p) for p in inputs.policies)  # the plan must have been made with
+    request = saved_plan_request(saved, options, required, owner=inputs.owner, prune=inputs.prune)
     if inputs.lifecycle is not None:
         request = replace(request, lifecycle=inputs.lifecycle)
     return request

@@ -425,3 +425,31 @@ def test_the_action_applies_a_pruning_plan_file_only_with_prune(
     assert code == 0, log
     assert "OLD" not in state(clean_server)
     assert state(clean_server)["ORDERS"] == before["ORDERS"]
+
+
+def test_the_action_requires_its_policy_input_of_a_plan_file(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The apply step's 'policy' input names rules the plan-file must have been made
+    with (it was refused with plan-file, so an apply step could require none)."""
+    root = repo(tmp_path, extra="max_msgs: 100")
+    (root / "policies").mkdir()
+    (root / "policies" / "bounded.yaml").write_text(RULES)
+    ruled = {"plan-file": "p.json", "policy": "policies/bounded.yaml"}
+    code, log, _ = action_step(root, clean_server, mode="plan", **{"plan-file": "bare.json"})
+    assert code == 0, log
+
+    code, log, _ = action_step(
+        root, clean_server, mode="apply", **ruled | {"plan-file": "bare.json"}
+    )
+
+    assert code == 1, log
+    assert "the saved plan leaves out the policy file policies/bounded.yaml" in log
+    assert state(clean_server) == {}
+
+    code, log, _ = action_step(root, clean_server, mode="plan", **ruled)
+    assert code == 0, log
+    code, log, _ = action_step(root, clean_server, mode="apply", **ruled)
+    assert code == 0, log
+    publish(clean_server, "ORDERS.new", 2)
+    assert state(clean_server)["ORDERS"]["messages"] == 2
