@@ -101,17 +101,20 @@ def test_a_kv_stream_keeping_more_history_than_a_bucket_may_exports_as_a_stream(
     with 'history: 70 is greater than the maximum of 64'. A bucket document is written
     only when, read back as a user's file, it means the live stream exactly."""
     config = {**_KV_LIKE, "name": "KV_deep", "subjects": ["$KV.deep.>"], "max_msgs_per_subject": 70}
-    run(_kv_like_streams(clean_server.url, [config]))
+    # and a name the server takes but a bucket's may not hold ('=')
+    odd = {**_KV_LIKE, "name": "KV_a=b", "subjects": ["$KV.a=b.>"], "max_msgs_per_subject": 1}
+    run(_kv_like_streams(clean_server.url, [config, odd]))
     options = ConnectionOptions(servers=clean_server.url)
     before = run(_streams(clean_server.url))
     files = export_state(run(engine.fetch_live(options)))
-    assert [(f.name, f.documents[0]["kind"]) for f in files] == [("stream-KV_deep.yaml", "Stream")]
+    kinds = [(f.name, f.documents[0]["kind"]) for f in files]
+    assert kinds == [("stream-KV_a%3Db.yaml", "Stream"), ("stream-KV_deep.yaml", "Stream")]
     folder = tmp_path / "export"
     folder.mkdir()
     for file in files:
         (folder / file.name).write_text(_dump(file.documents))
     plan = run(engine.plan([folder], options))
-    assert [c.reasons for c in plan.changes] == [("adopt: add the managed-by marker",)]
+    assert [c.reasons for c in plan.changes] == [("adopt: add the managed-by marker",)] * 2
     run(engine.apply([folder], options, lock_timeout=None))
     assert not run(engine.plan([folder], options)).has_changes
     assert run(_streams(clean_server.url)) == before  # every setting, all 3 messages
