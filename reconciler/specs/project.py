@@ -171,8 +171,13 @@ def find_project(directory: Path | None = None) -> Path | None:
 
 
 def load_project(path: str | Path) -> Project:
-    """Read and validate a project file; raise one SpecError with every problem."""
+    """Read and validate a project file; raise one SpecError with every problem. A
+    project file that is a symlink pointing out of its repository (a pull request can
+    make one) is refused unread: a bad line of it is quoted under its error."""
     path = Path(path)
+    why = outside_problem(repository_root([path.parent]), path.name, path.parent)
+    if why is not None:
+        raise SpecError([Problem(Location(str(path), 1), "", f"not read: {why}")])
     problems: list[Problem] = []
     documents = load_file(path, problems)
     if not problems and len(documents) != 1:
