@@ -22,6 +22,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from reconciler.backup.layout import valid_stream_name
+
 #: What the agent listens to.
 SUBJECTS: tuple[str, ...] = (
     "$JS.EVENT.ADVISORY.API",
@@ -172,8 +174,18 @@ _CHANGES = (b".CREATE.", b".UPDATE.", b".DELETE.")
 
 
 def parse(subject: str, data: bytes) -> Touch | None:
-    """The resource an advisory names, or None (not one of ours, not about a config, or
-    not JSON)."""
+    """The resource an advisory names, or None (not one of ours, not about a config, not
+    JSON, or a name JetStream never accepts: any client may publish an advisory, and a
+    name with a space or CR LF would be an invalid subject in the re-plan's request)."""
+    touch = _parsed(subject, data)
+    if touch is None or not valid_stream_name(touch.stream):
+        return None
+    if touch.consumer is not None and not valid_stream_name(touch.consumer):
+        return None  # a consumer name obeys the same rule (schemas: consumer_name)
+    return touch
+
+
+def _parsed(subject: str, data: bytes) -> Touch | None:
     if subject.endswith(".ADVISORY.API") and not any(word in data for word in _CHANGES):
         return None
     try:
