@@ -179,9 +179,12 @@ def read_module(
     module = hcl_eval.Module(defaults=DEFAULTS, ids={"jetstream_stream": STREAM_ID_PREFIX})
     resources = []
     counted: list[tuple[Resource, Any]] = []  # resources with a ``count``, and its value
+    first: dict[str, Location] = {}  # where each variable, local and resource is declared
     for path in paths:
         name = str(path)
         for block in hcl.declarations(path):
+            if _declared_twice(block, name, first, problems):
+                continue
             if block.kind == hcl.VARIABLE:
                 module.declare_variable(block.label, block.body)
             elif block.kind == hcl.LOCALS:
@@ -206,6 +209,31 @@ def read_module(
     for resource in resources:
         _resolve(resource, module, problems)
     return resources
+
+
+def _declared_twice(
+    block: hcl.Block, file: str, first: dict[str, Location], problems: list[Problem]
+) -> bool:
+    """Whether ``block`` declares again a variable, local value or resource of the module
+    (Terraform refuses such a module: which one to import would be a guess); a problem
+    at its line naming the first. ``first`` collects the declarations seen."""
+    if block.kind == hcl.LOCALS:
+        names = [
+            (f"local.{k}", block.lines.get(k, block.line)) for k in block.body if k[:2] != "__"
+        ]
+    elif block.kind == hcl.VARIABLE:
+        names = [(f"var.{block.label}", block.line)]
+    else:
+        names = [(f"{block.kind}.{block.label}", block.line)]
+    again = False
+    for what, line in names:
+        where = Location(file, line)
+        if what in first:
+            message = f"{what} is declared twice (the first at {first[what]})"
+            problems.append(Problem(where, "", message))
+            again = True
+        first.setdefault(what, where)
+    return again
 
 
 #: Terraform's meta-arguments: how many instances, after what, by which provider, what

@@ -271,3 +271,29 @@ def test_a_terraform_json_file_of_the_module_is_not_skipped_silently(tmp_path: P
     assert done.returncode == 1, done.stdout + done.stderr
     assert "more.tf.json:1: Terraform's JSON syntax is not read" in done.stderr
     assert not (tmp_path / "specs").exists()
+
+
+@pytest.mark.parametrize(
+    "again",
+    [
+        'resource "jetstream_stream" "s" {\n  name     = "B"\n  subjects = ["b.>"]\n}\n',
+        'variable "env" {\n  default = "b"\n}\n',
+        'locals {\n  prefix = "b"\n}\n',
+    ],
+    ids=["resource", "variable", "local"],
+)
+def test_a_terraform_name_declared_twice_is_an_error(tmp_path: Path, again: str) -> None:
+    """Terraform refuses a module declaring a resource, variable or local twice; the
+    import took one of them (the last file's) and wrote specs Terraform never applies."""
+    module = tmp_path / "module"
+    module.mkdir()
+    (module / "a.tf").write_text(
+        'variable "env" {\n  default = "a"\n}\nlocals {\n  prefix = "a"\n}\n'
+        'resource "jetstream_stream" "s" {\n  name        = "A"\n'
+        '  subjects    = ["${local.prefix}.>"]\n  description = var.env\n}\n'
+    )
+    (module / "b.tf").write_text(again)
+    done = reconcile("import", "--from", "terraform", "module", "--out", "specs", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "b.tf:" in done.stderr and "is declared twice (the first at" in done.stderr
+    assert not (tmp_path / "specs").exists()
