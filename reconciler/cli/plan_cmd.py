@@ -297,13 +297,21 @@ def _plan_and_save(
 
 
 def _write(out: Path, text: str) -> None:
-    """Write ``text`` to ``out`` whole or not at all (a temporary file renamed)."""
+    """Write ``text`` to ``out`` whole or not at all (a temporary file renamed over the
+    file a symlink names, never over the link; a device, pipe or folder is refused: the
+    rename would replace it, ``/dev/stdout`` included)."""
     import contextlib
     import os
     import tempfile
 
     from reconciler.errors import ReconcileError
 
+    out = Path(os.path.realpath(out))
+    if out.exists() and not out.is_file():
+        raise ReconcileError(
+            f"cannot write {out}: not a regular file (a device, pipe or folder); the plan "
+            "is shown on standard output already: give --out a file"
+        )
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=".plan-", dir=out.parent)

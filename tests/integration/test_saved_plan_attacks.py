@@ -453,3 +453,35 @@ def test_the_action_requires_its_policy_input_of_a_plan_file(
     assert code == 0, log
     publish(clean_server, "ORDERS.new", 2)
     assert state(clean_server)["ORDERS"]["messages"] == 2
+
+
+# --- plan --out: a file, written through a symlink, never over a device -----------------
+
+
+def test_plan_out_refuses_a_device_and_writes_through_a_symlink(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """``--out /dev/stdout`` run as root replaced the /dev/stdout symlink with a regular
+    file (the temporary file was renamed over it): a link to a device is refused, and a
+    link to a file is written through, the link kept. (The test names a link in its own
+    folder: pointed at /dev itself, the old code would replace the device.)"""
+    root = repo(tmp_path)
+    device = tmp_path / "to-null"
+    device.symlink_to("/dev/null")
+
+    done = reconcile("plan", "specs", "--out", str(device), "--server", clean_server.url, cwd=root)
+
+    refused(done, "not a regular file")
+    assert device.is_symlink()
+
+    (tmp_path / "plans").mkdir()
+    link = tmp_path / "latest.plan"
+    link.symlink_to(tmp_path / "plans" / "p.json")
+    done = reconcile("plan", "specs", "--out", str(link), "--server", clean_server.url, cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert link.is_symlink()
+    assert '"format": "jetstream-gitops saved plan"' in (tmp_path / "plans" / "p.json").read_text()
+    applied = reconcile("apply", str(link), "--server", clean_server.url, cwd=root)
+    assert applied.returncode == 0, applied.stderr
+    publish(clean_server, "ORDERS.new", 1)
+    assert state(clean_server)["ORDERS"]["messages"] == 1
