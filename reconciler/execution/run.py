@@ -28,6 +28,7 @@ from reconciler.execution.apply import (
     lease_lost,
 )
 from reconciler.execution.capacity_checks import with_capacity
+from reconciler.execution.interest_counts import with_interest_counts
 from reconciler.execution.migration_checks import check_workers
 from reconciler.execution.requests import QUIET, ApplyRequest, Observer, PlanRequest
 from reconciler.execution.saved_plans import (
@@ -296,12 +297,13 @@ async def plan_with(
     memo_store.store(folder, memo)
     await check_room(client, the_plan, live)
     await check_workers(client, the_plan)
-    # docs/capacity.md; refuse_capacity False (drift): a warning on the plan
-    the_plan = await with_capacity(client, the_plan, live, resources, refuse=refuse_capacity)
+    the_plan = await with_interest_counts(client, the_plan, live)  # docs/jetstream-notes.md
     if entries or prune:
         prune = prune and not lifecycle.observe
         found = await _entries_part(client, the_plan, entries, resources, live, prune, ownership)
         the_plan = with_entries(the_plan, governed_entries(found, lifecycle, resources, live))
+    # docs/capacity.md (entries included); refuse_capacity False (drift): a warning
+    the_plan = await with_capacity(client, the_plan, live, resources, refuse=refuse_capacity)
     if policy:  # docs/policy.md: the rules of every planned resource, on the plan
         findings = evaluate_policy(policy, the_plan, resources, live, environment=environment)
         the_plan = replace(the_plan, policy=findings)

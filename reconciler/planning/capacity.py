@@ -291,6 +291,7 @@ def assess(
         *_over_committed(plan, live, totals, tiered, where, sorted(own)),
         *_consumer_limits(plan, live, after, scoped, tiered, where),
         *_ack_pending(plan, after, scoped, tiered, where),
+        *_entries_room(plan, live, after),
     ]
     warnings = _near(totals)
     return Assessment(Capacity(totals, tuple(warnings)), tuple(errors))
@@ -491,7 +492,7 @@ def _consumer_limits(
     adds consumers to."""
     created: dict[str, list[Step]] = {}
     for step in plan.changes:
-        if step.ref.is_child and not isinstance(step, Delete) and not getattr(step, "live", None):
+        if step.kind == "Consumer" and not isinstance(step, Delete) and not _live_of(step):
             created.setdefault(step.stream_name, []).append(step)
     if not created:
         return []
@@ -499,7 +500,7 @@ def _consumer_limits(
     for stream, _ in live.consumers:
         counts[stream] = counts.get(stream, 0) + 1
     for step in plan.changes:
-        if step.ref.is_child and isinstance(step, Delete):
+        if step.kind == "Consumer" and isinstance(step, Delete):
             counts[step.stream_name] = counts.get(step.stream_name, 0) - 1
     problems = []
     for stream, steps in sorted(created.items()):
@@ -529,7 +530,7 @@ def _ack_pending(
     server refuses alike: it has to declare one within the limit."""
     problems = []
     for step in plan.changes:
-        if not step.ref.is_child or isinstance(step, Delete):
+        if step.kind != "Consumer" or isinstance(step, Delete):
             continue
         scope = scoped.get(tier_of(after.get(step.stream_name) or {}, tiered))
         sent = step.config.get("max_ack_pending")
@@ -544,6 +545,68 @@ def _ack_pending(
             f"max_ack_pending at most {limit}: nothing was changed"
         )
         problems.append(Problem(where(step, "max_ack_pending"), "max_ack_pending", message))
+    return problems
+
+
+def _live_of(step: Step) -> Any:
+    return getattr(step, "live", None)
+
+
+#: A stored message's bytes besides its subject, headers and payload, at most (the file
+#: store's record: 22 + 8; the memory store counts 16); and the digits of the
+#: Nats-Expected-Last-Subject-Sequence header a compare-and-set write adds, at most.
+MESSAGE_OVERHEAD = 30
+SEQUENCE_DIGITS = 20
+
+
+def entry_bytes(step: Step) -> int:
+    """What one KeyValueEntry write stores, at most: its subject, its headers (the
+    marker headers, the compare-and-set header, ``KV-Operation`` of a delete) and its
+    value."""
+    bucket, key = str(step.ref.stream), step.name
+    headers = dict(step.config.get("headers") or {}) if not isinstance(step, Delete) else {}
+    headers["Nats-Expected-Last-Subject-Sequence"] = "9" * SEQUENCE_DIGITS
+    if isinstance(step, Delete):
+        headers["KV-Operation"] = "DEL"
+    block = len("NATS/1.0\r\n\r\n") + sum(len(f"{k}: {v}\r\n") for k, v in headers.items())
+    value = 0 if isinstance(step, Delete) else len(str(step.config.get("value") or "")) * 3 // 4
+    return MESSAGE_OVERHEAD + len(f"$KV.{bucket}.{key}") + block + value
+
+
+def _entries_room(
+    plan: Plan, live: LiveState, after: Mapping[str, Mapping[str, Any]]
+) -> list[Problem]:
+    """Buckets whose entry writes would pass their ``max_bytes``: a bucket (discard new)
+    refuses the write that would reach it (measured: err 10077, after the plan's
+    bucket and first entries were written). Counted: the bytes the bucket holds now
+    (none when the plan makes it) and every write, except an update of a key whose
+    bucket keeps one revision (the server lets it replace the old one)."""
+    adding: dict[str, list[Step]] = {}
+    for step in plan.changes:
+        if step.kind == "KeyValueEntry":
+            adding.setdefault(step.stream_name, []).append(step)
+    fresh = {s.stream_name for s in _made(plan) if isinstance(s, Create | Replace)}
+    problems = []
+    for stream, writes in sorted(adding.items()):
+        config = after.get(stream) or {}
+        limit = max_bytes_of(config)
+        if not limit or config.get("discard", "new") != "new":
+            continue
+        state = live.stream_state.get(stream)
+        held = 0 if stream in fresh or state is None else state.bytes
+        replaces = config.get("max_msgs_per_subject") == 1
+        total = held + sum(
+            entry_bytes(w) for w in writes if not (replaces and isinstance(w, Update))
+        )
+        if total >= limit:
+            label = f"KeyValue {stream.removeprefix('KV_')}"
+            message = (
+                f"{label}: its entries' writes need up to {approx_size(total)} "
+                f"({approx_size(held)} held now), and its max_bytes {approx_size(limit)} "
+                "refuses the write that reaches it: raise max_bytes or write fewer entries; "
+                "nothing was changed"
+            )
+            problems.append(Problem(writes[0].source, "", message))
     return problems
 
 

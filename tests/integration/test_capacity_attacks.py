@@ -210,3 +210,50 @@ def test_a_migration_on_a_full_account_is_refused_before_any_step(
     room = write_specs(tmp_path / "room", workqueue, smaller)
     assert _apply(room, server, tmp_path, "--migrate").returncode == 0
     assert census(server) == {"OLD": 10, "FILL": 0}
+
+
+def _bucket(max_bytes: str, *values: str) -> tuple[str, ...]:
+    entries = (
+        f"kind: KeyValueEntry\nbucket: cfg\nkey: k{i}\nvalue: {value}\n"
+        for i, value in enumerate(values)
+    )
+    return (f"kind: KeyValue\nname: cfg\nmax_bytes: {max_bytes}\n", *entries)
+
+
+def test_entries_that_overflow_their_buckets_max_bytes_are_refused_before_any_step(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """A bucket refuses a put that would pass its max_bytes (discard new): plan passed,
+    apply created the bucket and its first entry, then err 10077. Now refused before
+    any step, naming the bucket; with room both entries are written."""
+    server = limited(server_factory, max_file=64 * MiB, max_mem=8 * MiB)
+    value = "x" * 3000
+    over = write_specs(tmp_path / "over", *_bucket("4KiB", value, value))
+
+    for result in (_plan(over, server, tmp_path), _apply(over, server, tmp_path)):
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "Traceback" not in result.stderr
+        assert "KeyValue cfg" in result.stderr and "max_bytes 4.0 KiB" in result.stderr
+    assert census(server) == {}
+
+    fits = write_specs(tmp_path / "fits", *_bucket("8KiB", value, value))
+    assert _apply(fits, server, tmp_path).returncode == 0
+    assert census(server) == {"KV_cfg": 2}
+
+
+def test_entries_added_to_a_bucket_count_what_it_holds(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """An existing bucket: the bytes it holds count; a new entry that would pass its
+    max_bytes is refused before any step, the entries written before are kept."""
+    server = limited(server_factory, max_file=64 * MiB, max_mem=8 * MiB)
+    value = "x" * 3000
+    first = write_specs(tmp_path / "first", *_bucket("8KiB", value, value))
+    assert _apply(first, server, tmp_path).returncode == 0
+
+    third = write_specs(tmp_path / "third", *_bucket("8KiB", value, value, value))
+    result = _apply(third, server, tmp_path)
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "KeyValue cfg: its entries' writes need up to" in result.stderr
+    assert census(server) == {"KV_cfg": 2}
