@@ -72,6 +72,9 @@ REVALIDATE_SECONDS = 600.0
 #: Causes remembered at most (advisories may name resources nobody declares).
 MAX_CAUSES = 10_000
 RECENT_CHANGES = 100
+#: Resources an advisory cycle re-plans one by one at most: past this many named since
+#: the last cycle (a burst, or a client forging advisories), the cycle is a full plan.
+MAX_PENDING = 1_000
 #: A full collection (over what runs froze) at most this often, and every so many cycles.
 GC_SECONDS = 60.0
 GC_CYCLES = 20
@@ -313,7 +316,8 @@ class Agent:
             return
         if touch.cause is not None:
             self._remember(touch)
-        self.pending.add(touch.key)
+        if len(self.pending) <= MAX_PENDING:  # one more means "too many": a full plan
+            self.pending.add(touch.key)
         self.wake.set()
 
     def _own(self, touch: Touch) -> bool:
@@ -421,6 +425,7 @@ class Agent:
             trigger != "advisory"
             or not self.settings.targeted
             or not self.pending
+            or len(self.pending) > MAX_PENDING
             or last is None
             or not last.ok
             or last.commit != commit

@@ -10,6 +10,8 @@ from pathlib import Path
 from agent_harness import ORDERS, Other, fixed_source, running_agent, until
 from servers import NatsServer, write
 
+from reconciler.agent import loop
+
 
 def _stream_action(name: str) -> bytes:
     body = {"type": "io.nats.jetstream.advisory.v1.stream_action", "stream": name}
@@ -47,5 +49,50 @@ def test_a_forged_advisory_naming_an_impossible_stream_is_ignored(
             live = (await mallory.info("ORDERS"))["config"]
             assert live["description"] == "orders as declared"  # healed: the agent runs
             assert await mallory.messages("ORDERS") == 3
+
+    run(scenario())
+
+
+def test_a_flood_of_advisories_is_one_full_plan_not_a_plan_per_name(
+    clean_server: NatsServer, tmp_path: Path, run
+) -> None:
+    """Thousands of names forged in one burst: the names kept are bounded
+    (loop.MAX_PENDING) and the cycle is one full plan of the account, not a targeted
+    plan of every forged name; the declared stream keeps its messages."""
+    specs = write(tmp_path, ORDERS)
+
+    async def scenario() -> None:
+        async with (
+            running_agent(fixed_source([specs], clean_server.url), mode="heal", interval=600.0) as (
+                agent,
+                _log,
+            ),
+            Other.connect(clean_server.url, name="mallory") as mallory,
+        ):
+            await until(
+                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                what="in sync",
+            )
+            await mallory.publish("orders.new", 4)
+            sample = agent.metrics.registry.get_sample_value
+            full = sample("reconcile_plan_duration_seconds_count", {"scope": "full"})
+            burst = 3 * loop.MAX_PENDING
+            for i in range(burst):
+                await mallory.nc.publish(
+                    f"$JS.EVENT.ADVISORY.STREAM.UPDATED.F{i}", _stream_action(f"F{i}")
+                )
+            await mallory.nc.flush()
+            await until(
+                lambda: sample("reconcile_advisories_total", {"type": "stream_action"}) >= burst,
+                what="the burst received",
+            )
+            await until(
+                lambda: sample("reconcile_plan_duration_seconds_count", {"scope": "full"}) > full,
+                what="a full plan after the burst",
+            )
+            assert len(agent.pending) <= loop.MAX_PENDING + 1
+            assert agent.last is not None and agent.last.ok
+            assert {r.ref.stream_name for r in agent.last.resources} == {"ORDERS"}
+            assert await mallory.messages("ORDERS") == 4
 
     run(scenario())
