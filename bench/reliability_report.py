@@ -55,6 +55,10 @@ SUITE = (
     "tests/integration/test_agent.py",
     "tests/integration/test_agent_service.py",
     "tests/integration/test_agent_git.py",
+    "tests/integration/test_apply_json_lines_interrupt.py",
+    "tests/integration/test_drift_ignore_attacks.py",
+    "tests/e2e/test_ignore_file_symlink.py",
+    "tests/unit/test_reviewer_output_attacks.py",
 )
 
 
@@ -571,6 +575,32 @@ GUARANTEES = (
             "test_agent_service.py::",
             "test_agent_git.py::",
         ),
+    ),
+    Guarantee(
+        "A long plan never hides a refusal",
+        "Over 50 steps, text and Markdown fold the plan, but never a destructive step, a "
+        "migration, a step lifecycle prevents or a consumer re-created with its replaced "
+        "stream; name lists and the losses preview are capped by characters, so a policy "
+        "deny and every destructive step stay inside GitHub's 65,536 characters (1,000 "
+        "pruned streams with long names, 200 app-made streams, forged `</details>` owners); "
+        "no verdict shows a tick over a plan apply refuses.",
+        ("test_reviewer_output_attacks.py::",),
+    ),
+    Guarantee(
+        "JSON Lines stay parseable under Ctrl-C and forged names",
+        "`apply --format json` writes each record whole (Ctrl-C while a slow reader blocks "
+        "the plan line no longer cuts it) and in ASCII, so a forged owner holding U+2028, "
+        "NEL, C1 controls or bidi overrides cannot split a line or reach the terminal.",
+        ("test_apply_json_lines_interrupt.py::",),
+    ),
+    Guarantee(
+        "Ignore rules never hide a replace or the tool's own metadata, nor read outside",
+        "A field rule never hides a field only a replace or migration can undo, nor the "
+        "tool's own metadata (the managed-by marker, the protection record); rules matching "
+        "every field are refused; a `.reconcileignore` or `reconcile.yaml` that is a "
+        "symlink out of the repository is refused unread (it used to quote the target's "
+        "line, e.g. `/proc/self/environ`, into the error and the PR comment).",
+        ("test_drift_ignore_attacks.py::", "test_ignore_file_symlink.py::"),
     ),
 )
 
