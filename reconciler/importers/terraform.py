@@ -721,14 +721,28 @@ def load(paths: list[Path]) -> tuple[list[Document], list[Problem]]:
     return docs, warnings
 
 
+def _is_override(path: Path) -> bool:
+    return path.name in ("override.tf", "override.tf.json") or path.name.endswith(
+        ("_override.tf", "_override.tf.json")
+    )
+
+
 def _files(paths: list[Path], problems: list[Problem]) -> list[Path]:
     """The ``.tf`` files of each folder, its state, and the files given. A folder's
-    ``.tf.json`` files (the same module, in JSON) are not read: a problem each, rather
-    than a module imported without their resources."""
+    ``.tf.json`` files (the same module, in JSON) and override files (``override.tf``,
+    ``*_override.tf``: merged into other blocks) are not read: a problem each, rather
+    than a module imported without them."""
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            found += sorted(path.glob("*.tf"))
+            tf = sorted(path.glob("*.tf"))
+            found += [f for f in tf if not _is_override(f)]
+            for skipped in filter(_is_override, tf):
+                message = (
+                    "an override file (Terraform merges it into the blocks it names) is not "
+                    "read: merge it by hand, or import terraform.tfstate"
+                )
+                problems.append(Problem(Location(str(skipped), 1), "", message))
             for skipped in sorted(path.glob("*.tf.json")):
                 message = (
                     "Terraform's JSON syntax is not read (its resources would be missing "

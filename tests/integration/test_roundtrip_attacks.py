@@ -297,3 +297,19 @@ def test_a_terraform_name_declared_twice_is_an_error(tmp_path: Path, again: str)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "b.tf:" in done.stderr and "is declared twice (the first at" in done.stderr
     assert not (tmp_path / "specs").exists()
+
+
+def test_a_terraform_override_file_is_named_not_merged_wrongly(tmp_path: Path) -> None:
+    """Terraform merges ``override.tf`` into the block it names (here max_age 1h over
+    60 s); the import read it as a second resource: 'jetstream_stream.s.name: not set'."""
+    module = tmp_path / "module"
+    module.mkdir()
+    (module / "main.tf").write_text(
+        'resource "jetstream_stream" "s" {\n  name     = "S"\n  subjects = ["s.>"]\n'
+        "  max_age  = 600\n}\n"
+    )
+    (module / "override.tf").write_text('resource "jetstream_stream" "s" {\n  max_age = 3600\n}\n')
+    done = reconcile("import", "--from", "terraform", "module", "--out", "specs", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "override.tf:1: an override file" in done.stderr, done.stderr
+    assert "not set" not in done.stderr and not (tmp_path / "specs").exists()
