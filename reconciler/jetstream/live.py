@@ -94,6 +94,21 @@ class LiveRead(Transport):
     async def consumer_info(self, stream: str, name: str) -> dict[str, Any]:
         return await self.request(f"CONSUMER.INFO.{stream}.{name}")
 
+    async def subject_counts(self, stream: str, subjects: str, limit: int) -> dict[str, int] | None:
+        """How many messages ``stream`` holds on each subject ``subjects`` matches, page by
+        page; None when more than ``limit`` subjects match (not worth reading)."""
+        counts: dict[str, int] = {}
+        while True:
+            body = {"subjects_filter": subjects, "offset": len(counts)}
+            info = await self.request(f"STREAM.INFO.{stream}", body)
+            page = (info.get("state") or {}).get("subjects") or {}
+            total = int(info.get("total") or len(page))
+            if total > limit:
+                return None
+            counts.update((str(k), int(v)) for k, v in page.items() if isinstance(v, int))
+            if not page or len(counts) >= total:
+                return counts
+
     async def stream_names(self) -> list[str]:
         return [str(n) for n in await self.paged("STREAM.NAMES", "streams", str)]
 

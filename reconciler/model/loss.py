@@ -15,8 +15,8 @@ Pure: the clock is the server's (``StreamState.observed_at``), never this machin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from reconciler.model.normalize import nanoseconds_between
@@ -35,6 +35,9 @@ class Loss:
     #: ``messages`` is only what is certain (1), not a count: the size of the loss is not
     #: computed (a tighter max_bytes, a max_age that deletes at once)
     floor: bool = False
+    #: An interest stream's consumer: the filters whose held messages go, counted from
+    #: the stream's per-subject counts when cheap (:func:`interest_counted`)
+    subjects: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"field": self.field or None, "summary": self.summary, "messages": self.messages}
@@ -219,19 +222,26 @@ def held(state: StreamState | None) -> Loss:
 CONSUMER_STATE = Loss("", "its delivery and acknowledgement state is lost")
 
 
-def consumer_gone(stream: Mapping[str, Any] | None, state: StreamState | None) -> Loss:
+def consumer_gone(
+    stream: Mapping[str, Any] | None,
+    state: StreamState | None,
+    consumer: Mapping[str, Any] | None = None,
+) -> Loss:
     """What deleting a consumer destroys: its delivery state, and when it is the last
     consumer of an interest stream every message too (the server keeps none that no
     consumer is interested in: 50 messages to 0, measured on 2.15.1). With other
     consumers left, the messages only it still needed go (50 to 20 when the other one
     took another subject, measured on 2.15.1 and 2.10.26): not counted (the others may
-    have acknowledged any of them). Nothing more on a workqueue stream."""
+    have acknowledged any of them; ``consumer``, its config: the messages on subjects no
+    other consumer takes are counted, see :func:`interest_counted`). Nothing more on a
+    workqueue stream."""
     if stream is None or stream.get("retention") != "interest" or state is None:
         return CONSUMER_STATE
     if state.consumer_count > 1:
         if state.messages <= 0:
             return CONSUMER_STATE
-        return Loss("", f"{CONSUMER_STATE.summary}; {_ONLY_ITS_OWN.format(held=_held(state))}")
+        summary = f"{CONSUMER_STATE.summary}; {_ONLY_ITS_OWN.format(held=_held(state))}"
+        return Loss("", summary, subjects=() if consumer is None else consumer_filters(consumer))
     return Loss(
         "",
         f"{CONSUMER_STATE.summary}; the last consumer of an interest stream: all "
@@ -282,12 +292,56 @@ def filter_narrowed(
     if not _interest_held(stream, state):
         return None
     assert state is not None
-    new = consumer_filters(after)
-    dropped = [old for old in consumer_filters(before) if not any(is_subset(old, n) for n in new)]
+    dropped = dropped_filters(before, after)
     if not dropped:
         return None
     field = "filter_subjects" if after.get("filter_subjects") else "filter_subject"
     return Loss(
         field,
         f"no longer takes {', '.join(dropped)}: {_ONLY_ITS_OWN.format(held=_held(state))}",
+        subjects=dropped,
+    )
+
+
+def dropped_filters(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[str, ...]:
+    """The filters of consumer config ``before`` that no filter of ``after`` contains."""
+    new = consumer_filters(after)
+    return tuple(old for old in consumer_filters(before) if not any(is_subset(old, n) for n in new))
+
+
+def interest_counted(
+    loss: Loss,
+    counts: Mapping[str, int],
+    kept: Sequence[str],
+    others: Sequence[str],
+) -> Loss | None:
+    """``loss`` (of :func:`filter_narrowed` or :func:`consumer_gone`) counted from
+    ``counts``, the messages the stream holds per subject of ``loss.subjects``:
+    ``kept``, the consumer's filters after the step (none for a delete); ``others``,
+    every other consumer's filters (live or planned). A subject no filter takes any more
+    loses all its messages (measured: 20 of 20); one another consumer takes loses those
+    it acknowledged, not counted (``floor``). None: nothing held there is lost."""
+    sure = possible = 0
+    for subject, messages in counts.items():
+        if any(is_subset(subject, taken) for taken in kept):
+            continue
+        if any(is_subset(subject, taken) for taken in others):
+            possible += messages
+        else:
+            sure += messages
+    if sure == 0 and possible == 0:
+        return None
+    what = _count(sure, "message")
+    summary = f"deletes the {what} held on subjects no other consumer takes"
+    if possible:
+        summary += (
+            f", and of the {_count(possible, 'message')} on subjects other consumers take "
+            "those they acknowledged (not counted)"
+        )
+    head = loss.summary.split("the stream (retention interest)", 1)[0]
+    return replace(
+        loss,
+        summary=f"{head}the stream (retention interest) {summary}",
+        messages=sure,
+        floor=possible > 0,
     )

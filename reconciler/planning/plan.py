@@ -333,7 +333,7 @@ def _consumer_replaced(entry: Update | Replace | Unchanged, group: StreamGroup) 
     an update narrowing its filter deletes those only it still needed
     (:func:`~reconciler.model.loss.filter_narrowed`)."""
     if isinstance(entry, Replace):
-        return replace(entry, losses=(consumer_gone(group.live, group.state),))
+        return replace(entry, losses=(consumer_gone(group.live, group.state, entry.live),))
     if isinstance(entry, Update):
         lost = filter_narrowed(group.live, group.state, entry.live, entry.config)
         return entry if lost is None else replace(entry, losses=(lost,))
@@ -675,7 +675,7 @@ def _undeclared(
         () if ref.kind == "Consumer" else ("its messages are deleted", *_lost_consumers(group))
     )
     if ref.kind == "Consumer":  # an interest stream's last one takes the messages along
-        lost = consumer_gone(group.live, group.state)
+        lost = consumer_gone(group.live, group.state, current)
         return Delete(ref=ref, live=current, reasons=reasons, losses=(lost,))
     return Delete(ref=ref, live=current, reasons=reasons, losses=(held(group.state),))
 

@@ -21,13 +21,13 @@ from reconciler.jetstream import ConnectionOptions
 
 pytestmark = pytest.mark.integration
 
-#: A policy that lets no step lose data the plan cannot count.
-COUNTED = """\
+#: A policy that lets no step lose more than 10 messages, nor an uncounted amount.
+BOUNDED = """\
 rules:
-  - id: counted-loss
+  - id: bounded-loss
     level: deny
-    message: every loss is counted
-    expr: "!step.loss_unknown"
+    message: no step loses more than 10 messages
+    expr: step.loss_messages <= 10 && !step.loss_unknown
 """
 STREAM = "kind: Stream\nname: INTF\nsubjects: [intf.>]\nretention: interest\n"
 
@@ -93,22 +93,22 @@ def test_narrowing_a_consumers_filter_on_an_interest_stream_is_a_data_loss(
     clean_server: NatsServer, tmp_path: Path, before: str, after: str
 ) -> None:
     """The server deleted the 20 ``b`` messages at the update (50 -> 30); the plan showed
-    a plain update, no --allow-data-loss, and a policy saw no loss."""
+    a plain update, no --allow-data-loss, and a policy saw no loss. Counted from the
+    stream's per-subject counts: no other consumer takes ``b``, so exactly 20."""
     url = clean_server.url
     specs, options = _setup(url, tmp_path, {"ONLY": _consumer("ONLY", before)})
     (specs / "ONLY.yaml").write_text(_consumer("ONLY", after), encoding="utf-8")
     policy = tmp_path / "policy.yaml"
-    policy.write_text(COUNTED, encoding="utf-8")
+    policy.write_text(BOUNDED, encoding="utf-8")
     wanted = PlanRequest.of([specs], options, policies=(policy,))
     plan = run(engine.plan_for(wanted))
     [step] = plan.changes
     assert (step.action, step.destructive) == ("update", True)
-    assert [(loss.messages, "holds 50 messages" in loss.summary) for loss in step.losses] == [
-        (None, True)
-    ]
-    assert [(f.rule, f.action) for f in plan.policy] == [("counted-loss", "update")]
+    assert [(loss.messages, loss.floor) for loss in step.losses] == [(20, False)]
+    assert "deletes the 20 messages held on subjects no other consumer" in step.losses[0].summary
+    assert [(f.rule, f.action) for f in plan.policy] == [("bounded-loss", "update")]
     request = ApplyRequest(plan=wanted, allow_data_loss=True, approved=True, lock_timeout=None)
-    with pytest.raises(PolicyDenied, match="counted-loss"):
+    with pytest.raises(PolicyDenied, match="bounded-loss"):
         run(engine.apply_for(request))
     assert _refused_then_applied(specs, options, url) == 30
 
@@ -141,8 +141,50 @@ def test_deleting_one_of_two_consumers_of_an_interest_stream_says_messages_go(
     [step] = plan.changes
     assert (step.action, step.destructive) == ("delete", True)
     [loss] = step.losses
-    assert loss.messages is None and "holds 50 messages" in loss.summary
+    assert (loss.messages, loss.floor) == (30, False), loss.summary
+    assert "delivery and acknowledgement state" in loss.summary
     assert _refused_then_applied(specs, options, url, prune=True) == 20
+
+
+def test_narrowing_next_to_another_consumer_counts_what_only_it_took(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """C takes everything, D takes ``b``; C narrowed to ``a`` deletes the 10 ``c``
+    messages (60 -> 50): counted 10, and the ``b`` ones D may have acknowledged are an
+    uncounted part (``floor``)."""
+    url = clean_server.url
+    consumers = {"C": _consumer("C"), "D": _consumer("D", "filter_subject: intf.b\n")}
+    specs, options = _setup(url, tmp_path, consumers)
+    run(_publish(url, {"intf.c": 10}))
+    (specs / "C.yaml").write_text(_consumer("C", "filter_subject: intf.a\n"), encoding="utf-8")
+    plan = run(engine.plan_for(PlanRequest.of([specs], options)))
+    [step] = plan.changes
+    assert [(loss.messages, loss.floor) for loss in step.losses] == [(10, True)]
+    request = ApplyRequest(
+        plan=PlanRequest.of([specs], options),
+        allow_data_loss=True,
+        approved=True,
+        lock_timeout=None,
+    )
+    assert run(engine.apply_for(request)).ok
+    assert run(_held(url)) == 50
+
+
+def test_too_many_subjects_leave_the_loss_uncounted(
+    clean_server: NatsServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above the subject limit the stream's subjects are not read: the loss is there,
+    uncounted (a policy sees ``loss_unknown``)."""
+    from reconciler.execution import interest_counts
+
+    monkeypatch.setattr(interest_counts, "SUBJECT_LIMIT", 1)
+    url = clean_server.url
+    specs, options = _setup(url, tmp_path, {"ONLY": _consumer("ONLY")})
+    (specs / "ONLY.yaml").write_text(_consumer("ONLY", "filter_subject: intf.a\n"), "utf-8")
+    plan = run(engine.plan_for(PlanRequest.of([specs], options)))
+    [step] = plan.changes
+    assert [loss.messages for loss in step.losses] == [None]
+    assert "holds 50 messages" in step.losses[0].summary
 
 
 def test_narrowing_deletes_on_an_older_server_too(
@@ -153,5 +195,7 @@ def test_narrowing_deletes_on_an_older_server_too(
     specs, options = _setup(server.url, tmp_path, {"ONLY": _consumer("ONLY")})
     (specs / "ONLY.yaml").write_text(_consumer("ONLY", "filter_subject: intf.a\n"), "utf-8")
     plan = run(engine.plan_for(PlanRequest.of([specs], options)))
-    assert [(s.action, s.destructive) for s in plan.changes] == [("update", True)]
+    assert [(s.action, [loss.messages for loss in s.losses]) for s in plan.changes] == [
+        ("update", [20])
+    ]
     assert _refused_then_applied(specs, options, server.url) == 30
