@@ -270,6 +270,8 @@ def _one_instance(
         number = None if meta == "for_each" else module.value(count)
     except (hcl_eval.Unresolved, hcl_eval.Unreadable):
         number = None
+    if number in ("0", "1"):  # a string Terraform converts ("${var.n}")
+        number = int(number)
     if number == 0 and type(number) is int:
         message = f"{what} has count = 0: Terraform makes no instance of it, not imported"
         warnings.append(Problem(resource.at(meta), meta, message, warning=True))

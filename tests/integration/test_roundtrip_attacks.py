@@ -135,7 +135,7 @@ def test_a_terraform_resource_with_count_0_is_not_imported(tmp_path: Path) -> No
         'variable "enabled" {\n  default = 0\n}\n'
         'resource "jetstream_stream" "off" {\n  count    = var.enabled\n'
         '  name     = "OFF"\n  subjects = ["off.>"]\n}\n'
-        'resource "jetstream_stream" "on" {\n  count    = 1\n'
+        'resource "jetstream_stream" "on" {\n  count    = "${var.enabled + 1}"\n'
         '  name     = "ON"\n  subjects = ["on.>"]\n}\n',
     )
     assert done.returncode == 0, done.stderr
