@@ -441,6 +441,8 @@ class Agent:
         files = fingerprint(request, self._named)
         fresh = time.monotonic() - self._validated_at < REVALIDATE_SECONDS
         known = self._specs.get((commit, files)) if files and (fresh or only) else None
+        if known is None:  # files changed since the last full plan: plan them all (a
+            only = None  # targeted plan would skip a policy deny or refusal elsewhere)
         planned = await plan_on(client, request, self.observer, only=only, specs=known)
         if only is None and known is None:  # validated now: later plans may reuse them
             self._named = tuple(Path(s.value_file) for s in planned.specs if s.value_file)

@@ -11,6 +11,9 @@ from agent_harness import ORDERS, Other, fixed_source, running_agent, until
 from servers import NatsServer, write
 
 from reconciler.agent import loop
+from reconciler.agent.source import FixedSource
+from reconciler.execution.requests import PlanRequest
+from reconciler.jetstream import ConnectionOptions
 
 
 def _stream_action(name: str) -> bytes:
@@ -96,3 +99,61 @@ def test_a_flood_of_advisories_is_one_full_plan_not_a_plan_per_name(
             assert await mallory.messages("ORDERS") == 4
 
     run(scenario())
+
+
+SIZED_ORDERS = """\
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+max_bytes: 1048576
+description: orders as declared
+"""
+UNSIZED = 'kind: Stream\nname: BIG\nsubjects: ["big.>"]\n'
+SIZED_RULE = (
+    "rules:\n  - id: sized\n    level: deny\n    message: streams set max_bytes\n"
+    "    kinds: [Stream]\n    expr: resource.desired.max_bytes > 0\n"
+)
+
+
+def test_a_targeted_heal_never_applies_what_the_full_plan_denies(
+    clean_server: NatsServer, tmp_path: Path, run
+) -> None:
+    """A spec file added since the last full plan (BIG, which a policy deny rule refuses)
+    and an advisory about ORDERS: the full plan is refused as a whole (apply changes
+    nothing). The advisory's targeted plan validated the new files but planned ORDERS
+    alone, which the rule does not see failing, and the heal applied it."""
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    write(folder, SIZED_ORDERS, "orders.yaml")
+    policy = write(tmp_path, SIZED_RULE, "policy.yaml")
+    options = ConnectionOptions(servers=clean_server.url)
+    source = FixedSource(lambda root: PlanRequest.of([folder], options, policies=(policy,)))
+
+    async def scenario() -> None:
+        async with (
+            running_agent(source, mode="heal", interval=600.0) as (agent, _log),
+            Other.connect(clean_server.url) as alice,
+        ):
+            await until(
+                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                what="ORDERS created",
+            )
+            await alice.publish("orders.new", 5)
+            write(folder, UNSIZED, "big.yaml")
+            before = agent.cycles
+            config = (await alice.info("ORDERS"))["config"]
+            config.update(description="changed by hand")
+            await alice.api("STREAM.UPDATE.ORDERS", config)
+            await until(lambda: agent.cycles > before, what="the advisory's cycle")
+            live = (await alice.info("ORDERS"))["config"]
+            assert live["description"] == "changed by hand"  # the full plan is denied
+            assert agent.last is not None and not agent.last.ok
+            assert await alice.messages("ORDERS") == 5
+            assert "BIG" not in [name async for name in _names(alice)]
+
+    run(scenario())
+
+
+async def _names(other: Other):  # type: ignore[no-untyped-def]
+    for name in (await other.api("STREAM.NAMES"))["streams"] or []:
+        yield name
