@@ -756,4 +756,5 @@ def _files(paths: list[Path], problems: list[Problem]) -> list[Path]:
                 found.append(state)
         else:
             found.append(path)
-    return found
+    once = {p.resolve(): p for p in reversed(found)}  # a file named twice (dir and dir/x.tf)
+    return [p for p in found if once[p.resolve()] is p]

@@ -313,3 +313,16 @@ def test_a_terraform_override_file_is_named_not_merged_wrongly(tmp_path: Path) -
     assert done.returncode == 1, done.stdout + done.stderr
     assert "override.tf:1: an override file" in done.stderr, done.stderr
     assert "not set" not in done.stderr and not (tmp_path / "specs").exists()
+
+
+def test_a_terraform_file_given_twice_is_read_once(tmp_path: Path) -> None:
+    """``import module module/main.tf``: the file was read twice, its resources twice."""
+    module = tmp_path / "module"
+    module.mkdir()
+    (module / "main.tf").write_text(
+        'resource "jetstream_stream" "s" {\n  name     = "S"\n  subjects = ["s.>"]\n}\n'
+    )
+    args = ("import", "--from", "terraform", "module", "module/main.tf", "--out", "specs")
+    done = reconcile(*args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert [p.name for p in (tmp_path / "specs").iterdir()] == ["stream-S.yaml"]
