@@ -51,6 +51,7 @@ SUITE = (
     "tests/integration/test_client_buckets.py",
     "tests/integration/test_import_terraform_refs.py",
     "tests/integration/test_import_nack_accounts.py",
+    "tests/integration/test_roundtrip_attacks.py",
     "tests/integration/test_consumer_limits.py",
     "tests/integration/test_agent.py",
     "tests/integration/test_agent_service.py",
@@ -526,6 +527,19 @@ GUARANTEES = (
             "test_import_terraform_refs.py::",
             "test_import_nack_accounts.py::",
         ),
+    ),
+    Guarantee(
+        "An export or import never hides or invents resources",
+        "An export of client-made `KV_`/`OBJ_` streams writes a bucket only when the "
+        "document, validated as a user's file, means the live stream exactly (45 look-alike "
+        "and client-made streams probed: export, plan, apply, plan again changed no setting "
+        "and lost no message or key). A `value_file` never removes a spec from a plan (it "
+        "used to let `apply --prune` delete the stream). Terraform resources Terraform would "
+        "not create (`count = 0`) or would create several of are never single specs; a "
+        "`sensitive` variable is never shown or copied; doubling values are bounded. NACK "
+        "Account folders stay inside `--out` (`../../evil` wrote outside it before), and an "
+        "Account is never tied to an existing environment on other servers.",
+        ("test_roundtrip_attacks.py::",),
     ),
     Guarantee(
         "No half-apply over a stream's consumer limits",
