@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agent_harness import ORDERS, Other, fixed_source, running_agent, until
+from agent_harness import ORDERS, Other, changes, fixed_source, lines, running_agent, until
 from servers import NatsServer, write
 
 from reconciler.agent import loop
 from reconciler.agent.source import FixedSource
+from reconciler.execution import lock
 from reconciler.execution.requests import PlanRequest
-from reconciler.jetstream import ConnectionOptions
+from reconciler.jetstream import ConnectionOptions, open_client
 
 
 def _stream_action(name: str) -> bytes:
@@ -157,3 +158,46 @@ def test_a_targeted_heal_never_applies_what_the_full_plan_denies(
 async def _names(other: Other):  # type: ignore[no-untyped-def]
     for name in (await other.api("STREAM.NAMES"))["streams"] or []:
         yield name
+
+
+def test_a_heal_lossless_when_planned_but_lossy_under_the_lock_is_never_applied(
+    clean_server: NatsServer, tmp_path: Path, run
+) -> None:
+    """Someone raised ORDERS' max_msgs (1,000 declared) to 10,000 while a CLI apply held
+    the lock: the advisory's plan saw an empty stream (lowering the limit back loses
+    nothing) and the heal waited for the lock; meanwhile 1,500 messages arrived. The heal
+    plans again under the lock, where lowering max_msgs would delete 500 of them: it
+    needs a person, and all 1,500 stay."""
+    specs = write(tmp_path, ORDERS)
+    options = ConnectionOptions(servers=clean_server.url)
+
+    async def scenario() -> None:
+        async with (
+            running_agent(fixed_source([specs], clean_server.url), mode="heal", interval=600.0) as (
+                agent,
+                log,
+            ),
+            Other.connect(clean_server.url) as alice,
+        ):
+            await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
+            await until(
+                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                what="in sync",
+            )
+            async with open_client(options) as holder, lock.for_apply(holder, timeout=5):
+                config = (await alice.info("ORDERS"))["config"]
+                config["max_msgs"] = 10_000
+                await alice.api("STREAM.UPDATE.ORDERS", config)
+                await until(
+                    lambda: any("waiting" in (line.get("message") or "") for line in lines(log)),
+                    what="the heal waiting for the lock",
+                )
+                await alice.publish("orders.new", 1500)
+            person = await until(
+                lambda: changes(log, "Stream ORDERS", "needs_person"), what="needs a person"
+            )
+            assert "deletes stored data" in person[0]["why"]
+            assert (await alice.info("ORDERS"))["config"]["max_msgs"] == 10_000
+            assert await alice.messages("ORDERS") == 1500
+
+    run(scenario())
