@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
 from reconciler.errors import ReconcileError
 from reconciler.execution.requests import PlanRequest
@@ -55,13 +55,31 @@ class FixedSource:
         return self._request
 
 
-def redact_git_url(url: str) -> str:
-    """``https://user:token@host/repo`` -> ``https://***@host/repo`` (for logs)."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"***@{host}"))
+def _secrets(url: str) -> dict[str, str]:
+    """Each part of a git URL that may hold a credential -> what shows instead: the user
+    info (``user:token@``, ``token@``; also in scp-like ``user:token@host:path``), its
+    password alone (as written and decoded), the query (``?access_token=``) and the
+    fragment."""
+    if "://" in url:
+        parts = urlsplit(url)
+        found = {parts.query: "***", parts.fragment: "***"}
+        userinfo = parts.netloc.rsplit("@", 1)[0] if "@" in parts.netloc else ""
+    else:
+        found, userinfo = {}, url.rsplit("@", 1)[0] if "@" in url else ""
+    password = userinfo.partition(":")[2]
+    found.update({f"{userinfo}@": "***@", password: "***", unquote(password): "***"})
+    return {secret: shown for secret, shown in found.items() if secret not in ("", "@")}
+
+
+def redact_git_url(url: str, text: str | None = None) -> str:
+    """``text`` (default: ``url`` itself) with every credential ``url`` may hold replaced:
+    ``https://user:token@host/repo?access_token=t`` -> ``https://***@host/repo?***``. A
+    fetch error's text goes through it too (git libraries quote the URL they used)."""
+    shown = url if text is None else text
+    secrets = _secrets(url)
+    for secret in sorted(secrets, key=len, reverse=True):
+        shown = shown.replace(secret, secrets[secret])
+    return shown
 
 
 class GitSource:
@@ -120,7 +138,8 @@ class GitSource:
             result = client.fetch(path, repo, determine_wants=wants)
         except Exception as err:  # dulwich raises many kinds: each is a failed fetch
             raise ReconcileError(
-                f"cannot fetch {self.shown_url}: {type(err).__name__}: {str(err)[:200]}"
+                f"cannot fetch {self.shown_url}: {type(err).__name__}: "
+                + redact_git_url(self.url, str(err))[:200]
             ) from None
         finally:
             repo.close()

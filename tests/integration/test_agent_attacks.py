@@ -4,14 +4,18 @@ advisory is forged text. A forged one costs a bounded re-plan and decides nothin
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
+from http import HTTPStatus
 from pathlib import Path
 
 from agent_harness import ORDERS, Other, changes, fixed_source, lines, running_agent, until
 from servers import NatsServer, write
 
 from reconciler.agent import loop
-from reconciler.agent.source import FixedSource
+from reconciler.agent.source import FixedSource, GitSource
+from reconciler.errors import ReconcileError
 from reconciler.execution import lock
 from reconciler.execution.requests import PlanRequest
 from reconciler.jetstream import ConnectionOptions, open_client
@@ -201,3 +205,39 @@ def test_a_heal_lossless_when_planned_but_lossy_under_the_lock_is_never_applied(
             assert await alice.messages("ORDERS") == 1500
 
     run(scenario())
+
+
+def test_a_git_url_secret_is_never_printed(tmp_path: Path, run) -> None:
+    """A token in the URL's query (``?access_token=``) or a password in scp-like
+    ``user:password@host:path`` form: the fetch error named the URL as given."""
+    reply = HTTPStatus.INTERNAL_SERVER_ERROR
+
+    class Refuse(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(reply)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Refuse)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    urls = (
+        f"http://127.0.0.1:{port}/infra.git?access_token=s3cr3t",
+        f"http://bot:s3cr3t@127.0.0.1:{port}/infra.git",
+        "bot:s3cr3t@127.0.0.1:infra.git",
+    )
+    try:
+        for i, url in enumerate(urls):
+            source = GitSource(url, "main", tmp_path / str(i), lambda root: None)  # type: ignore[arg-type,return-value]
+            try:
+                run(source.refresh())
+            except ReconcileError as err:
+                assert "s3cr3t" not in str(err), str(err)
+                assert "cannot fetch" in str(err)
+            else:
+                raise AssertionError(f"{url}: fetched")
+            assert "s3cr3t" not in source.shown_url
+    finally:
+        server.shutdown()
