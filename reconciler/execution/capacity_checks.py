@@ -29,12 +29,16 @@ async def with_capacity(
     specs: Sequence[Spec],
     *,
     refuse: bool = True,
+    lock_ahead: bool = True,
 ) -> Plan:
     """``the_plan`` with its capacity totals and warnings (``Plan.capacity``); a
     ``SpecError`` when the account would refuse part of it, unless not ``refuse`` (a
-    drift report): then that is among the warnings."""
+    drift report): then that is among the warnings. ``lock_ahead``: count the apply
+    lock's bucket when the account has none yet (a plan; an apply has made it already,
+    or runs without it)."""
     account = await client.account_info()
-    found = assess(the_plan, live, account, specs, own=_lock_bucket(live, account))
+    own = _lock_bucket(live, account) if lock_ahead else {}
+    found = assess(the_plan, live, account, specs, own=own)
     if found.errors and refuse:
         raise SpecError(list(found.errors))
     told = tuple(
@@ -47,8 +51,8 @@ async def with_capacity(
 
 def _lock_bucket(live: LiveState, account: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The apply lock's bucket, as ``lock.ensure_bucket`` will make it, when the account
-    has none yet: a stream of the account like any other (counted in plan as in apply;
-    an apply with ``--no-lock`` makes none, and is checked as if it did)."""
+    has none yet: a stream of the account like any other, which apply makes before
+    its first step."""
     config = bucket_config(LOCK_BUCKET, replicas=1)
     if config["name"] in live.streams:
         return {}

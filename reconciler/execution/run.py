@@ -134,9 +134,11 @@ async def _planned(
     request: PlanRequest,
     *,
     reading: asyncio.Future[LiveState] | None = None,
+    locked: bool = False,
 ) -> Plan:
     """:func:`plan_with` with what ``request`` asks for: the one place a request's flags
-    become the planner's arguments."""
+    become the planner's arguments. ``locked``: an apply planning under its lock (or
+    without one): the lock's bucket is not counted ahead (docs/capacity.md)."""
     the_plan = await plan_with(
         client,
         specs,
@@ -149,6 +151,7 @@ async def _planned(
         policy=load_policy(request.policies),
         environment=request.env,
         refuse_capacity=not request.drift,
+        lock_ahead=not locked,
     )
     return hide_notes(the_plan, request.ignore)  # notes only: never a step
 
@@ -162,7 +165,7 @@ async def _as_reviewed(
     """The plan made again after the person said yes: the live state moved on while the
     question waited. Refused, naming what changed, unless it is the plan shown
     (:mod:`reconciler.planning.review`)."""
-    now = await _planned(client, specs, request)
+    now = await _planned(client, specs, request, locked=True)
     changed = differences(shown, now)
     if changed:
         raise RefusedPlan(
@@ -241,6 +244,7 @@ async def plan_with(
     policy: Policy = NO_POLICY,
     environment: str | None = None,
     refuse_capacity: bool = True,
+    lock_ahead: bool = True,
 ) -> Plan:
     """Plan ``specs`` against the server behind ``client`` (reads only). ``migrate``:
     changes an update cannot make keep the messages (a migrate step, refused when the
@@ -303,7 +307,9 @@ async def plan_with(
         found = await _entries_part(client, the_plan, entries, resources, live, prune, ownership)
         the_plan = with_entries(the_plan, governed_entries(found, lifecycle, resources, live))
     # docs/capacity.md (entries included); refuse_capacity False (drift): a warning
-    the_plan = await with_capacity(client, the_plan, live, resources, refuse=refuse_capacity)
+    the_plan = await with_capacity(
+        client, the_plan, live, resources, refuse=refuse_capacity, lock_ahead=lock_ahead
+    )
     if policy:  # docs/policy.md: the rules of every planned resource, on the plan
         findings = evaluate_policy(policy, the_plan, resources, live, environment=environment)
         the_plan = replace(the_plan, policy=findings)
@@ -545,7 +551,7 @@ async def apply_for(
                 stop=stop,
             ) as fence,
         ):
-            the_plan = await _planned(client, specs, wanted)
+            the_plan = await _planned(client, specs, wanted, locked=True)
             _say_server(the_plan, wanted.options, observer)
             observer.show_plan(the_plan)
             if request.expected is not None:

@@ -135,7 +135,7 @@ async def heal_on(
         client, timeout=lock_timeout, on_notice=observer.notice, on_lost=stop.set, stop=stop
     ) as fence:
         reading = asyncio.ensure_future(_read(client, only))
-        the_plan = await _planned(client, specs, request, reading=reading)
+        the_plan = await _planned(client, specs, request, reading=reading, locked=True)
         split = split_for_heal(the_plan)
         if not split.steps or not still_wanted() or stop.is_set():
             return Healed(the_plan, split, None)

@@ -288,7 +288,7 @@ def assess(
     where = _Where(specs)
     errors = [
         *_stream_limits(plan, scoped, tiered, where),
-        *_over_committed(plan, live, totals, tiered, where, sorted(own)),
+        *_over_committed(plan, live, totals, tiered, where, own),
         *_consumer_limits(plan, live, after, scoped, tiered, where),
         *_ack_pending(plan, after, scoped, tiered, where),
         *_entries_room(plan, live, after),
@@ -391,24 +391,55 @@ def _over_committed(
     totals: Sequence[Total],
     tiered: bool,
     where: _Where,
-    own: Sequence[str] = (),
+    own: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[Problem]:
     """Totals over their limit that the plan adds to: one error per resource adding,
     at its spec's line. An unlimited stream created needs one byte free."""
-    problems = []
+    problems: list[Problem] = []
     for total in totals:
         if total.limit is None:
             continue
+        named = len(problems)
         over = total.peak > total.limit
         full = total.is_bytes and total.peak >= total.limit
         for step in plan.changes if over or full else ():
             added = _adds(step, live, total.what, total.tier, tiered) if over else 0
             if added:
-                problems.append(_over(step, total, added, where, own))
+                problems.append(_over(step, total, added, where, sorted(own or {})))
             elif full and _unlimited_new(step, total, live, tiered):
                 problems.append(_no_byte_left(step, total, where))
             elif full and _temporary_in(step, total, tiered):
                 problems.append(_no_byte_for_temporary(step, total))
+        if len(problems) == named:  # else the plan's own resources say it already
+            problems += _own_refused(total, own or {}, tiered)
+    return problems
+
+
+def _own_refused(total: Total, own: Mapping[str, Mapping[str, Any]], tiered: bool) -> list[Problem]:
+    """Apply's own streams (``own``: its lock's bucket), made before the plan's first
+    step, that the server would refuse: the account's streams already at its limit (err
+    10027) or, without ``max_bytes``, every byte already reserved (err 10047)."""
+    limit = total.limit or 0
+    problems = []
+    for name, config in sorted(own.items()):
+        if tier_of(config, tiered) != total.tier:
+            continue
+        if total.is_bytes:
+            if storage_of(config) != total.what or max_bytes_of(config) or total.before < limit:
+                continue
+            why = (
+                f"the server needs at least one byte of {total.what} storage free to create "
+                f"it: all {approx_size(limit)} of the account's are reserved"
+            )
+        elif total.before >= limit:
+            why = f"the account has {total.before} streams of the {limit} it allows"
+        else:
+            continue
+        message = (
+            f"apply makes {name} (its lock) first, and {why}{_tier_words(total.tier)} "
+            "(apply --no-lock makes none); nothing was changed"
+        )
+        problems.append(Problem(None, "", message))
     return problems
 
 

@@ -257,3 +257,30 @@ def test_entries_added_to_a_bucket_count_what_it_holds(
     assert result.returncode == 1, result.stdout + result.stderr
     assert "KeyValue cfg: its entries' writes need up to" in result.stderr
     assert census(server) == {"KV_cfg": 2}
+
+
+def test_a_full_account_without_the_lock_bucket_is_refused_by_plan_not_by_the_lock(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """Every byte reserved and no lock bucket yet: plan said yes, apply then failed
+    making its lock ('insufficient storage resources', no word of the lock). Now plan
+    says why; apply --no-lock, which makes no bucket, is not refused for it."""
+    server = limited(server_factory, max_file=64 * MiB, max_mem=8 * MiB, max_streams=2)
+    full = write_specs(tmp_path / "full", stream_yaml("OLD", "40MiB"), stream_yaml("FILL", "24MiB"))
+    assert _apply(full, server, tmp_path, "--no-lock").returncode == 0
+    asyncio.run(_publish(server, "old.x", 6))
+    changed = stream_yaml("OLD", "40MiB", extra="description: changed\n")
+    described = write_specs(tmp_path / "described", changed, stream_yaml("FILL", "24MiB"))
+
+    planned = _plan(described, server, tmp_path)
+
+    assert planned.returncode == 1, planned.stdout + planned.stderr
+    assert "apply makes KV_RECONCILE_LOCKS (its lock) first" in planned.stderr
+    assert "one byte of file storage free" in planned.stderr
+    assert "the account has 2 streams of the 2 it allows" in planned.stderr
+    assert "(apply --no-lock makes none)" in planned.stderr
+    assert census(server) == {"OLD": 6, "FILL": 0}
+    unlocked = _apply(described, server, tmp_path, "--no-lock")
+    assert unlocked.returncode == 0, unlocked.stdout + unlocked.stderr
+    assert asyncio.run(_description(server, "OLD")) == "changed"
+    assert census(server) == {"OLD": 6, "FILL": 0}
