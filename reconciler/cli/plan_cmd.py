@@ -439,7 +439,7 @@ def apply(
 
     saved = _saved_plan_in(paths)  # `apply FILE`: a saved plan, by its marker
     target = (
-        _saved_target(ctx, saved, conn, project_file, env_name)
+        _saved_target(ctx, saved, conn, project_file, env_name, owner)
         if saved is not None
         else resolve_target(
             ctx, paths=paths, conn=conn, owner=owner, project_file=project_file, env_name=env_name
@@ -505,9 +505,9 @@ def apply(
 # --- apply FILE: a saved plan -----------------------------------------------------------
 
 #: The flags that shape a plan: a saved plan keeps those it was made with (``--policy``
-#: names rules the plan must have been made with; ``--take-over`` and ``--prune`` are
-#: consent, given at apply as at plan).
-PLAN_FLAGS = ("migrate", "migration", "owner", "strict")
+#: names rules the plan must have been made with; ``--owner``, ``--take-over`` and
+#: ``--prune`` are consent, given at apply as at plan).
+PLAN_FLAGS = ("migrate", "migration", "strict")
 
 
 def _saved_plan_in(paths: tuple[Path, ...]) -> SavedPlan | None:
@@ -542,9 +542,10 @@ def _saved_target(
     conn: dict[str, Any],
     project_file: Path | None,
     env_name: str | None,
+    owner: str,
 ) -> Target:
-    """Where a saved plan is applied: the connection of this command line (or of the
-    environment it names with --env, which must be the plan's), never the file's."""
+    """Where a saved plan is applied: the connection and owner of this command line (or
+    of the environment it names with --env, which must be the plan's), never the file's."""
     from click.core import ParameterSource
 
     from reconciler.cli.options import to_connection_options
@@ -559,7 +560,7 @@ def _saved_target(
     if env is None:
         if env_name:
             raise click.UsageError("the plan was saved without --env: apply it without one")
-        return Target((), to_connection_options(conn), saved.request.owner)
+        return Target((), to_connection_options(conn), owner)
     if env_name != env:
         given = f", not {env_name}" if env_name else ""
         raise click.UsageError(f"the plan was saved for environment {env}{given}: give --env {env}")
@@ -567,7 +568,7 @@ def _saved_target(
         ctx,
         paths=(),
         conn=conn,
-        owner=saved.request.owner,
+        owner=owner,
         project_file=project_file,
         env_name=env_name,
         needs_paths=False,
@@ -591,5 +592,7 @@ def _saved_request(
     saved = saved.at(plan_root(), _project_read(target.env, project_file))
     console.notice(describe(saved))
     policies, take_over, prune = consent
-    request = plan_request(saved, target.options, policies, take_over=take_over, prune=prune)
+    request = plan_request(
+        saved, target.options, policies, owner=target.owner, take_over=take_over, prune=prune
+    )
     return saved, replace(request, lifecycle=target.lifecycle)  # the environment's, as read now

@@ -177,7 +177,7 @@ def test_a_plan_for_an_environment_cannot_change_the_projects_owner(
 
     done = reconcile("apply", str(plan), "--env", "prod", cwd=root)
 
-    refused(done, "the saved plan names owner payments; the project file's owner is shop")
+    refused(done, "the saved plan names owner payments, not shop")
     assert state(clean_server) == {}
 
     plan.write_text(genuine)
@@ -485,3 +485,24 @@ def test_plan_out_refuses_a_device_and_writes_through_a_symlink(
     assert applied.returncode == 0, applied.stderr
     publish(clean_server, "ORDERS.new", 1)
     assert state(clean_server)["ORDERS"]["messages"] == 1
+
+
+def test_a_saved_plan_runs_as_the_owner_apply_names(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The owner is a boundary between teams: a plan saved (or edited) as owner
+    payments is applied only by an apply that says --owner payments."""
+    root = repo(tmp_path)
+    plan = plan_out(root, clean_server, "../payments.plan", "--owner", "payments")
+
+    done = apply_file(root, clean_server, plan)
+
+    refused(done, "the saved plan names owner payments, not default")
+    assert state(clean_server) == {}
+
+    done = apply_file(root, clean_server, plan, "--owner", "payments")
+    assert done.returncode == 0, done.stderr
+    publish(clean_server, "ORDERS.new", 3)
+    after = state(clean_server)
+    assert after["ORDERS"]["config"]["metadata"]["io.jetstream-gitops/owner"] == "payments"
+    assert after["ORDERS"]["messages"] == 3
