@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -63,6 +64,21 @@ async def _serve_one(
         writer.close()
         with contextlib.suppress(Exception):
             await writer.wait_closed()
+
+
+def exposure(host: str) -> str | None:
+    """What listening on ``host`` shows to others, or None for a loopback address (the
+    endpoints answer anyone who can connect: no authentication)."""
+    with contextlib.suppress(ValueError):
+        if ipaddress.ip_address(host.strip("[]")).is_loopback:
+            return None
+    if host == "localhost":
+        return None
+    return (
+        f"listening on {host}, not only this machine: /status and /metrics answer anyone "
+        "who can connect (resource names, drifted fields, and the client, user and host "
+        "that changed them); restrict it with a firewall or a network policy"
+    )
 
 
 async def serve(host: str, port: int, routes: dict[str, Route]) -> asyncio.Server:

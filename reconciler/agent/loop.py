@@ -34,7 +34,7 @@ from typing import Any, Literal, TypeVar
 
 from reconciler.agent import advisories
 from reconciler.agent.advisories import Cause, Touch
-from reconciler.agent.http import Reply, Route, serve
+from reconciler.agent.http import Reply, Route, exposure, serve
 from reconciler.agent.logs import Log
 from reconciler.agent.metrics import Metrics
 from reconciler.agent.source import Source
@@ -211,6 +211,8 @@ class Agent:
                 raise ReconcileError(f"cannot listen on {host}:{port}: {reason}") from None
             bound = self.http.sockets[0].getsockname()
             self.log.event("listening", f"http://{bound[0]}:{bound[1]}/metrics")
+            if (exposed := exposure(host)) is not None:
+                self.log.event("notice", exposed)
         try:
             if self.settings.once:
                 return await self._once()

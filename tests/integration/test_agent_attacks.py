@@ -4,6 +4,7 @@ advisory is forged text. A forged one costs a bounded re-plan and decides nothin
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import json
 import threading
@@ -241,3 +242,51 @@ def test_a_git_url_secret_is_never_printed(tmp_path: Path, run) -> None:
             assert "s3cr3t" not in source.shown_url
     finally:
         server.shutdown()
+
+
+def test_http_clients_that_never_finish_block_neither_the_endpoints_nor_the_cycles(
+    clean_server: NatsServer, tmp_path: Path, run
+) -> None:
+    """100 connections that send half a request line and wait (slowloris), one with a
+    64 KiB line, one asking for ../../etc/passwd: /healthz still answers, the loop still
+    plans (and heals a change made meanwhile), and nothing but the four routes is served."""
+    specs = write(tmp_path, ORDERS)
+
+    async def get(port: int, raw: bytes) -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(raw)
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+        return answer
+
+    async def scenario() -> None:
+        async with (
+            running_agent(fixed_source([specs], clean_server.url), mode="heal") as (agent, _log),
+            Other.connect(clean_server.url) as alice,
+        ):
+            await until(
+                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                what="in sync",
+            )
+            assert agent.http is not None
+            port = agent.http.sockets[0].getsockname()[1]
+            idle = [await asyncio.open_connection("127.0.0.1", port) for _ in range(100)]
+            for _, writer in idle:
+                writer.write(b"GET /sta")
+                await writer.drain()
+            assert (await get(port, b"GET /healthz HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 200")
+            huge = await get(port, b"GET /" + b"a" * 65536 + b" HTTP/1.1\r\n\r\n")
+            assert not huge.startswith(b"HTTP/1.1 200")
+            passwd = await get(port, b"GET /../../etc/passwd HTTP/1.1\r\n\r\n")
+            assert passwd.startswith(b"HTTP/1.1 404") and b"root:" not in passwd
+            await alice.publish("orders.new", 2)
+            config = (await alice.info("ORDERS"))["config"]
+            config.update(description="changed by hand")
+            await alice.api("STREAM.UPDATE.ORDERS", config)
+            await until(lambda: agent.known.get(next(iter(agent.known))) == "healed", what="healed")
+            assert await alice.messages("ORDERS") == 2
+            for _, writer in idle:
+                writer.close()
+
+    run(scenario())
