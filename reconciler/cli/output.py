@@ -2,11 +2,46 @@
 
 from __future__ import annotations
 
-from reconciler.console.terminal import TerminalConsole, interactive
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
 
-__all__ = ["interactive", "notice"]
+from reconciler.console.terminal import TerminalConsole, interactive
+from reconciler.errors import ReconcileError
+
+__all__ = ["interactive", "notice", "write_whole"]
 
 
 def notice(message: str) -> None:
     """A notice on stderr (the terminal Console's)."""
     TerminalConsole().notice(message)
+
+
+def write_whole(out: Path, write: Callable[[TextIO], object], *, what: str) -> None:
+    """Write ``out`` whole or not at all: ``write`` fills a temporary file beside it that
+    is then renamed over the file a symlink names (never over the link). A device, pipe
+    or folder is refused: the rename would replace it (``/dev/stdout`` run as root
+    became a regular file). ``what`` names the output in the refusal."""
+    out = Path(os.path.realpath(out))
+    if out.exists() and not out.is_file():
+        raise ReconcileError(
+            f"cannot write {out}: not a regular file (a device, pipe or folder); give {what} a file"
+        )
+    tmp = None
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            write(file)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+        tmp = None
+    except OSError as err:
+        raise ReconcileError(f"cannot write {out}: {err.strerror or err}") from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)

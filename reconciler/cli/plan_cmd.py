@@ -297,35 +297,11 @@ def _plan_and_save(
 
 
 def _write(out: Path, text: str) -> None:
-    """Write ``text`` to ``out`` whole or not at all (a temporary file renamed over the
-    file a symlink names, never over the link; a device, pipe or folder is refused: the
-    rename would replace it, ``/dev/stdout`` included)."""
-    import contextlib
-    import os
-    import tempfile
+    """The saved plan written whole (:func:`reconciler.cli.output.write_whole`); the plan
+    is shown on standard output already, so a device there is refused."""
+    from reconciler.cli.output import write_whole
 
-    from reconciler.errors import ReconcileError
-
-    out = Path(os.path.realpath(out))
-    if out.exists() and not out.is_file():
-        raise ReconcileError(
-            f"cannot write {out}: not a regular file (a device, pipe or folder); the plan "
-            "is shown on standard output already: give --out a file"
-        )
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".plan-", dir=out.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-        tmp = None
-    except OSError as err:
-        raise ReconcileError(f"cannot write {out}: {err.strerror or err}") from None
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    write_whole(out, lambda file: file.write(text), what="--out (the plan is on standard output)")
 
 
 def _check_policy(the_plan: Plan) -> None:

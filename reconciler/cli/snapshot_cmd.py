@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -73,17 +71,10 @@ def snapshot(env: str, out: Path, project_file: Path | None, **conn: Any) -> int
 
 
 def _write(records: list[dict[str, Any]], out: Path) -> int:
+    from reconciler.cli.output import write_whole
     from reconciler.planning.snapshot import write_jsonl
 
     if str(out) == "-":
         return write_jsonl(records, sys.stdout)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            count = write_jsonl(records, handle)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return count
+    write_whole(out, lambda file: write_jsonl(records, file), what="--out (or - for stdout)")
+    return len(records)

@@ -1,0 +1,46 @@
+"""``reconcile snapshot --out`` writes a file whole, and never replaces what is not a file.
+
+The snapshot was written to a temporary file renamed over ``--out``: given a link to a
+device (``--out /dev/stdout``, run as root), the rename replaced the link itself with a
+regular file. A device, pipe or folder is now refused, and a link to a file is written
+through, the link kept (the rule of ``reconciler.cli.output.write_whole``, shared with
+``plan --out``). The tests name links in their own folder, never /dev itself.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cli_runner import reconcile
+from servers import NatsServer
+
+
+def test_a_link_to_a_device_is_refused_and_kept(clean_server: NatsServer, tmp_path: Path) -> None:
+    device = tmp_path / "to-null"
+    device.symlink_to("/dev/null")
+
+    done = reconcile(
+        "snapshot", "--env", "dev", "--server", clean_server.url, "--out", str(device), cwd=tmp_path
+    )
+
+    assert done.returncode == 1
+    assert "not a regular file" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert device.is_symlink()
+
+
+def test_a_link_to_a_file_is_written_through(clean_server: NatsServer, tmp_path: Path) -> None:
+    (tmp_path / "snaps").mkdir()
+    target = tmp_path / "snaps" / "dev.jsonl"
+    link = tmp_path / "latest.jsonl"
+    link.symlink_to(target)
+
+    done = reconcile(
+        "snapshot", "--env", "dev", "--server", clean_server.url, "--out", str(link), cwd=tmp_path
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert link.is_symlink()
+    lines = target.read_text().splitlines()
+    assert all(json.loads(line)["env"] == "dev" for line in lines)
