@@ -46,6 +46,7 @@ SUITE = (
     "tests/integration/test_policy.py",
     "tests/integration/test_policy_bypass.py",
     "tests/integration/test_saved_plans.py",
+    "tests/integration/test_saved_plan_attacks.py",
     "tests/integration/test_drift_ignore.py",
     "tests/integration/test_capacity.py",
     "tests/integration/test_client_buckets.py",
@@ -490,6 +491,18 @@ GUARANTEES = (
         "recomputed, is still refused. The file grants no destructive flag and holds no "
         "credential or secret value (checked as text, base64 and SHA-256).",
         ("test_saved_plans.py::",),
+    ),
+    Guarantee(
+        "An edited saved plan cannot widen what apply does",
+        "A saved plan edited by whoever holds the artifact, its digest recomputed, cannot "
+        "apply another environment's folder or drop its overlays (it created the staging "
+        "stream in prod before), run as another owner, take over or prune without the "
+        "applier's flag (a prune deleted an undeclared stream holding 4 messages before), "
+        "drop a policy file the project or the apply names, show one value and apply "
+        "another (duplicate keys), or crash apply with a traceback (bad salt, 100,000-deep "
+        "JSON). It is refused with one line and nothing on the server changes; messages "
+        "counted before and after.",
+        ("test_saved_plan_attacks.py::",),
     ),
     Guarantee(
         "Drift ignore rules hide only app-made resources and never change a step",
