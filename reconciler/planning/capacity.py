@@ -584,34 +584,55 @@ def _live_of(step: Step) -> Any:
 
 
 #: A stored message's bytes besides its subject, headers and payload, at most (the file
-#: store's record: 22 + 8; the memory store counts 16); and the digits of the
-#: Nats-Expected-Last-Subject-Sequence header a compare-and-set write adds, at most.
+#: store's record: 22 + 8; the memory store counts 16).
 MESSAGE_OVERHEAD = 30
-SEQUENCE_DIGITS = 20
 
 
-def entry_bytes(step: Step) -> int:
-    """What one KeyValueEntry write stores, at most: its subject, its headers (the
-    marker headers, the compare-and-set header, ``KV-Operation`` of a delete) and its
-    value."""
-    bucket, key = str(step.ref.stream), step.name
-    headers = dict(step.config.get("headers") or {}) if not isinstance(step, Delete) else {}
-    headers["Nats-Expected-Last-Subject-Sequence"] = "9" * SEQUENCE_DIGITS
+def _entry_parts(step: Step) -> tuple[int, int]:
+    """One KeyValueEntry write as sent (``execution.apply._put_entry``): the bytes of
+    its header block (its marker headers, the compare-and-set header, ``KV-Operation``
+    of a delete) and of its value."""
+    revision = (_live_of(step) or {}).get("revision", 0)
+    headers = {} if isinstance(step, Delete) else dict(step.config.get("headers") or {})
+    headers["Nats-Expected-Last-Subject-Sequence"] = str(revision)
     if isinstance(step, Delete):
         headers["KV-Operation"] = "DEL"
     block = len("NATS/1.0\r\n\r\n") + sum(len(f"{k}: {v}\r\n") for k, v in headers.items())
-    value = 0 if isinstance(step, Delete) else len(str(step.config.get("value") or "")) * 3 // 4
-    return MESSAGE_OVERHEAD + len(f"$KV.{bucket}.{key}") + block + value
+    value = 0 if isinstance(step, Delete) else _decoded(step.config.get("value"))
+    return block, value
+
+
+def _decoded(value: Any) -> int:
+    """The length of a base64 value once decoded."""
+    text = str(value or "")
+    return len(text) * 3 // 4 - text[-2:].count("=")
+
+
+def entry_bytes(step: Step) -> int:
+    """What one KeyValueEntry write stores, at most: subject, headers, value, record."""
+    block, value = _entry_parts(step)
+    return MESSAGE_OVERHEAD + len(f"$KV.{step.ref.stream}.{step.name}") + block + value
+
+
+def _net(step: Step, replaces: bool) -> int:
+    """What a write adds to its bucket once written: an update of a bucket keeping one
+    revision drops the old one (its value, subject and record: its headers unknown)."""
+    live = _live_of(step)
+    if not replaces or not isinstance(step, Update) or not live:
+        return entry_bytes(step)
+    old = MESSAGE_OVERHEAD + len(f"$KV.{step.ref.stream}.{step.name}")
+    return entry_bytes(step) - old - _decoded(live.get("value"))
 
 
 def _entries_room(
     plan: Plan, live: LiveState, after: Mapping[str, Mapping[str, Any]]
 ) -> list[Problem]:
-    """Buckets whose entry writes would pass their ``max_bytes``: a bucket (discard new)
-    refuses the write that would reach it (measured: err 10077, after the plan's
-    bucket and first entries were written). Counted: the bytes the bucket holds now
-    (none when the plan makes it) and every write, except an update of a key whose
-    bucket keeps one revision (the server lets it replace the old one)."""
+    """Entry writes their bucket would refuse (measured, after the plan's bucket and
+    first entries were written): headers and value over its ``max_value_size`` (err
+    10054), or, on a bucket that discards new, a write that would reach its
+    ``max_bytes`` (err 10077), counted in the worst order the writes of a wave may land
+    in: the bytes the bucket holds now (none when the plan makes it), every other write
+    that adds, then this one."""
     adding: dict[str, list[Step]] = {}
     for step in plan.changes:
         if step.kind == "KeyValueEntry":
@@ -620,24 +641,42 @@ def _entries_room(
     problems = []
     for stream, writes in sorted(adding.items()):
         config = after.get(stream) or {}
+        problems += _too_large(writes, config)
         limit = max_bytes_of(config)
         if not limit or config.get("discard", "new") != "new":
             continue
         state = live.stream_state.get(stream)
         held = 0 if stream in fresh or state is None else state.bytes
         replaces = config.get("max_msgs_per_subject") == 1
-        total = held + sum(
-            entry_bytes(w) for w in writes if not (replaces and isinstance(w, Update))
-        )
-        if total >= limit:
-            label = f"KeyValue {stream.removeprefix('KV_')}"
+        nets = [max(_net(w, replaces), 0) for w in writes]
+        rising = sum(nets)
+        pairs = zip(writes, nets, strict=True)
+        worst = max(held + rising - net + entry_bytes(w) for w, net in pairs)
+        if worst >= limit:
             message = (
-                f"{label}: its entries' writes need up to {approx_size(total)} "
-                f"({approx_size(held)} held now), and its max_bytes {approx_size(limit)} "
-                "refuses the write that reaches it: raise max_bytes or write fewer entries; "
-                "nothing was changed"
+                f"KeyValue {stream.removeprefix('KV_')}: its entries' writes need up to "
+                f"{approx_size(worst)} ({approx_size(held)} held now), and its max_bytes "
+                f"{approx_size(limit)} refuses the write that reaches it: raise max_bytes "
+                "or write fewer entries; nothing was changed"
             )
             problems.append(Problem(writes[0].source, "", message))
+    return problems
+
+
+def _too_large(writes: Sequence[Step], config: Mapping[str, Any]) -> list[Problem]:
+    largest = config.get("max_msg_size")
+    if type(largest) is not int or largest < 0:
+        return []
+    problems = []
+    for write in writes:
+        block, value = _entry_parts(write)
+        if block + value > largest:
+            message = (
+                f"{write.label}: its value ({value} bytes) and headers ({block} bytes) are "
+                f"over the bucket's max_value_size of {largest} bytes (the server counts "
+                "both); nothing was changed"
+            )
+            problems.append(Problem(write.source, "value", message))
     return problems
 
 

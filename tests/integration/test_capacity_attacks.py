@@ -284,3 +284,38 @@ def test_a_full_account_without_the_lock_bucket_is_refused_by_plan_not_by_the_lo
     assert unlocked.returncode == 0, unlocked.stdout + unlocked.stderr
     assert asyncio.run(_description(server, "OLD")) == "changed"
     assert census(server) == {"OLD": 6, "FILL": 0}
+
+
+def test_entry_updates_and_value_sizes_are_checked_before_any_step(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """Two more refusals the plan passed (measured on 2.15): an update of every key of
+    a bucket keeping one revision was refused at the first write, err 10077 (the server
+    counts the new message before dropping the old); a value whose value and headers pass
+    the bucket's max_value_size was refused after the bucket and the first entry were
+    written, err 10054. Now both refused before any step; what fits applies."""
+    server = limited(server_factory, max_file=64 * MiB, max_mem=8 * MiB)
+    value = "x" * 3000
+    first = write_specs(tmp_path / "a", *_bucket("8KiB", value, value))
+    assert _apply(first, server, tmp_path).returncode == 0
+    assert census(server) == {"KV_cfg": 2}
+    rewritten = write_specs(tmp_path / "b", *_bucket("8KiB", value + "z", value + "z"))
+
+    update = _apply(rewritten, server, tmp_path)
+
+    assert update.returncode == 1, update.stdout + update.stderr
+    assert "KeyValue cfg: its entries' writes need up to" in update.stderr
+    assert census(server) == {"KV_cfg": 2}
+
+    sized = "kind: KeyValue\nname: small\nmax_value_size: 400\n"
+    entry = "kind: KeyValueEntry\nbucket: small\nkey: {key}\nvalue: {value}\n"
+    fits = entry.format(key="a", value="ok")
+    big = write_specs(tmp_path / "c", sized, fits, entry.format(key="b", value="y" * 390))
+
+    refused = _apply(big, server, tmp_path)
+
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "KeyValueEntry small/b: its value (390 bytes) and headers" in refused.stderr
+    assert census(server) == {"KV_cfg": 2}
+    assert _apply(write_specs(tmp_path / "d", sized, fits), server, tmp_path).returncode == 0
+    assert census(server) == {"KV_cfg": 2, "KV_small": 1}
