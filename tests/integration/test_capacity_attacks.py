@@ -11,10 +11,17 @@ from pathlib import Path
 from typing import Any, cast
 
 import nats
+import pytest
 from cli_runner import reconcile
 from servers import NatsServer
 from test_action import GitHubStandIn, Workspace, github  # noqa: F401 (a fixture)
 from test_capacity import USER, MiB, _publish, census, limited, stream_yaml, write_specs
+
+from reconciler.errors import SpecError
+from reconciler.execution import run
+from reconciler.execution.requests import Quiet
+from reconciler.jetstream import ConnectionOptions
+from reconciler.planning.steps import Plan
 
 
 def _apply(specs: Path, server: NatsServer, cwd: Path, *flags: str) -> Any:
@@ -319,3 +326,38 @@ def test_entry_updates_and_value_sizes_are_checked_before_any_step(
     assert census(server) == {"KV_cfg": 2}
     assert _apply(write_specs(tmp_path / "d", sized, fits), server, tmp_path).returncode == 0
     assert census(server) == {"KV_cfg": 2, "KV_small": 1}
+
+
+class _TakesRoomAtYes(Quiet):
+    """A person who says yes while another client takes the account's room."""
+
+    asks = True
+
+    def __init__(self, server: NatsServer) -> None:
+        self.server = server
+
+    async def confirm(self, plan: Plan) -> bool:
+        nc = await nats.connect(self.server.url, user="team", password="s3cret")
+        try:
+            config = {"name": "OTHER", "subjects": ["other.>"], "max_bytes": 30 * MiB}
+            await nc.request("$JS.API.STREAM.CREATE.OTHER", json.dumps(config).encode())
+        finally:
+            await nc.close()
+        return True
+
+
+def test_room_taken_while_the_question_waits_is_checked_again_after_yes(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """The plan shown fits (40 of 64 MiB); another client reserves 30 MiB before the
+    person says yes: the plan made again after the yes is refused, nothing applied."""
+    server = limited(server_factory, max_file=64 * MiB, max_mem=8 * MiB)
+    specs = write_specs(tmp_path / "specs", stream_yaml("ORDERS", "40MiB"))
+    opts = ConnectionOptions(servers=server.url, user="team", password="s3cret")
+
+    with pytest.raises(SpecError) as refused:
+        asyncio.run(run.apply([specs], opts, observer=_TakesRoomAtYes(server)))
+
+    assert "Stream ORDERS reserves 40.0 MiB more" in str(refused.value)
+    assert "(now 30.0 MiB)" in str(refused.value)
+    assert census(server) == {"OTHER": 0}
