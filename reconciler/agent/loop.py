@@ -356,6 +356,8 @@ class Agent:
                 return "stop"
             if client.lost.is_set():
                 return "lost"
+            if self.last is not None and self.last.commit != self.source.commit:
+                return "commit"  # fetched during the cycle (a heal looks under the lock)
             now = time.monotonic()
             if now >= deadline:
                 return "interval"
@@ -464,7 +466,7 @@ class Agent:
                     planned.specs,
                     self.observer,
                     lock_timeout=self.settings.lock_timeout,
-                    still_wanted=lambda: self.source.commit == commit,
+                    still_wanted=lambda: self._still_head(commit),
                     stop=self.stop,
                     only=only,
                 )
@@ -484,6 +486,13 @@ class Agent:
             self.streams = planned.live.stream_state
             return [self._with_lost(r) for r in found]
         return self._merged(found, only | {s.stream_name for s in planned.specs}, planned)
+
+    async def _still_head(self, commit: str | None) -> bool:
+        """Under the apply lock: whether ``commit`` is still the branch head (the branch is
+        fetched now; a heal never applies a commit older than a pushed one)."""
+        if commit is not None:
+            await self._git_refresh()
+        return self.source.commit == commit
 
     def _merged(
         self, found: list[ResourceStatus], scoped: frozenset[str], planned: Planned

@@ -15,7 +15,7 @@ and released before it returns: an idle agent holds nothing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from reconciler.execution import lock
@@ -120,24 +120,26 @@ async def heal_on(
     observer: Observer,
     *,
     lock_timeout: float | None = lock.DEFAULT_TIMEOUT,
-    still_wanted: Callable[[], bool] = lambda: True,
+    still_wanted: Callable[[], Awaitable[bool]] | None = None,
     stop: asyncio.Event | None = None,
     only: frozenset[str] | None = None,
 ) -> Healed:
     """Under the apply lock: plan ``specs`` again, apply the steps a heal may, release.
 
-    ``still_wanted`` is asked once the lock is held: False (a newer commit was seen while
-    waiting) applies nothing. ``stop`` (SIGTERM) lets the steps in flight finish.
+    ``still_wanted`` is awaited once the lock is held, before the plan: False (the agent
+    looked at the branch head and found a newer commit) applies nothing. ``stop``
+    (SIGTERM) lets the steps in flight finish.
     ``only``: as for :func:`plan_on` (``specs`` are then that plan's, already scoped).
     """
     stop = stop or asyncio.Event()
     async with lock.for_apply(
         client, timeout=lock_timeout, on_notice=observer.notice, on_lost=stop.set, stop=stop
     ) as fence:
+        wanted = True if still_wanted is None else await still_wanted()
         reading = asyncio.ensure_future(_read(client, only))
         the_plan = await _planned(client, specs, request, reading=reading, locked=True)
         split = split_for_heal(the_plan)
-        if not split.steps or not still_wanted() or stop.is_set():
+        if not split.steps or not wanted or stop.is_set():
             return Healed(the_plan, split, None)
         result = await apply_plan(
             split.safe,

@@ -12,7 +12,9 @@ from http import HTTPStatus
 from pathlib import Path
 
 from agent_harness import ORDERS, Other, changes, fixed_source, lines, running_agent, until
+from dulwich import porcelain
 from servers import NatsServer, write
+from test_agent_git import NEW_STREAM, _commit
 
 from reconciler.agent import loop
 from reconciler.agent.source import FixedSource, GitSource
@@ -288,5 +290,59 @@ def test_http_clients_that_never_finish_block_neither_the_endpoints_nor_the_cycl
             assert await alice.messages("ORDERS") == 2
             for _, writer in idle:
                 writer.close()
+
+    run(scenario())
+
+
+def test_a_heal_never_applies_a_commit_older_than_the_branch_head_under_the_lock(
+    clean_server: NatsServer, tmp_path: Path, run
+) -> None:
+    """PAYMENTS deleted out of band while a CLI apply holds the lock; the heal that waits
+    for it was planned from commit A, which declares PAYMENTS. Meanwhile commit B, which
+    removes PAYMENTS, is pushed. Once the lock is free, the heal applied A: it created
+    PAYMENTS again, which the branch head no longer declares (an orphan a person must
+    delete). It looks at the branch head under the lock and applies nothing."""
+    bare, work = tmp_path / "origin.git", tmp_path / "work"
+    porcelain.init(str(bare), bare=True)
+    porcelain.init(str(work))
+    _commit(work, bare, {"specs/orders.yaml": ORDERS, "specs/payments.yaml": NEW_STREAM}, "A")
+    options = ConnectionOptions(servers=clean_server.url)
+
+    def make(root: Path | None) -> PlanRequest:
+        assert root is not None
+        return PlanRequest.of([root / "specs"], options)
+
+    source = GitSource(f"file://{bare}", "main", tmp_path / "cache", make)
+
+    async def scenario() -> None:
+        async with (
+            running_agent(source, mode="heal", interval=600.0, git_poll=600.0) as (agent, log),
+            Other.connect(clean_server.url) as alice,
+        ):
+            await until(
+                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                what="ORDERS and PAYMENTS created",
+            )
+            async with open_client(options) as holder, lock.for_apply(holder, timeout=5):
+                await alice.api("STREAM.DELETE.PAYMENTS")
+                await until(
+                    lambda: any("waiting" in (line.get("message") or "") for line in lines(log)),
+                    what="the heal waiting for the lock",
+                )
+                porcelain.remove(str(work), paths=[str(work / "specs" / "payments.yaml")])
+                head = porcelain.commit(
+                    str(work), message=b"B", author=b"t <t@e>", committer=b"t <t@e>"
+                )
+                porcelain.push(str(work), str(bare), b"HEAD:refs/heads/main")
+                before = agent.cycles
+            await until(lambda: agent.cycles > before, what="the heal's cycle")
+            assert source.commit == bytes(head).decode()
+            await until(
+                lambda: agent.last is not None and agent.last.commit == source.commit,
+                what="commit B planned at once",
+                patience=10.0,
+            )
+            assert "PAYMENTS" not in [name async for name in _names(alice)]
+            assert await alice.messages("ORDERS") == 0
 
     run(scenario())
