@@ -294,7 +294,7 @@ def assess(
         *_entries_room(plan, live, after),
     ]
     warnings = _near(totals)
-    return Assessment(Capacity(totals, tuple(warnings)), tuple(errors))
+    return Assessment(Capacity(totals, tuple(warnings), tuple(sorted(own))), tuple(errors))
 
 
 def _tier_words(tier: str | None) -> str:

@@ -55,9 +55,13 @@ class Capacity:
 
     totals: tuple[Total, ...] = ()
     warnings: tuple[Problem, ...] = ()
+    #: Streams apply makes before its first step, counted in after and peak (the apply
+    #: lock's bucket when the account has none yet; a plan only).
+    ahead: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
             "totals": [total.to_json() for total in self.totals],
             "warnings": [warning.to_json() for warning in self.warnings],
+            "ahead": list(self.ahead),
         }

@@ -31,6 +31,14 @@ def total_line(total: Total) -> str:
     return f"{what}: {change} of {_figure(total, total.limit)}{share}"
 
 
+def _ahead(plan: Plan) -> list[str]:
+    """The note under the figures when a stream apply makes itself is counted."""
+    names = plan.capacity.ahead if plan.capacity else ()
+    if not names:
+        return []
+    return [f"(the figures include {', '.join(names)}: apply makes it first, for its lock)"]
+
+
 def _shown(plan: Plan) -> list[Total]:
     """The totals worth a line: those the plan changes, or with a limit."""
     if plan.capacity is None or not plan.has_changes:
@@ -47,6 +55,7 @@ def capacity_lines(plan: Plan) -> list[str]:
         "",
         f"{TITLE}:",
         *(f"    {total_line(t)}" for t in shown),
+        *(f"    {line}" for line in _ahead(plan)),
     ]
 
 
@@ -58,5 +67,6 @@ def capacity_markdown(plan: Plan) -> list[str]:
     return [
         f"**{TITLE}:**",
         *(f"- {total_line(t)}" for t in shown),
+        *(f"- {line}" for line in _ahead(plan)),
         "",
     ]

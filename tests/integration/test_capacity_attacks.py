@@ -87,7 +87,12 @@ def test_the_apply_locks_bucket_counts_toward_max_streams_in_the_plan(
     assert "apply makes KV_RECONCILE_LOCKS (its lock) first, one of them" in planned.stderr
     assert census(server) == {}
     one = write_specs(tmp_path / "one", stream_yaml("A", "1MiB"))
-    assert _plan(one, server, tmp_path).returncode == 0
+    fits = _plan(one, server, tmp_path)
+    assert fits.returncode == 0, fits.stdout + fits.stderr
+    assert "streams: 0 -> 2 of 2 (100%)" in fits.stdout  # A and the bucket, said below
+    assert "(the figures include KV_RECONCILE_LOCKS: apply makes it first" in fits.stdout
+    as_json = json.loads(_plan(one, server, tmp_path, "--format", "json").stdout)
+    assert as_json["capacity"]["ahead"] == ["KV_RECONCILE_LOCKS"]
     assert _apply(one, server, tmp_path).returncode == 0
     asyncio.run(_publish(server, "a.x", 4))
     assert census(server) == {"A": 4}
