@@ -128,26 +128,33 @@ async def heal_on(
 
     ``still_wanted`` is awaited once the lock is held, before the plan: False (the agent
     looked at the branch head and found a newer commit) applies nothing. ``stop``
-    (SIGTERM) lets the steps in flight finish.
+    (SIGTERM) lets the steps in flight finish. A lease lost meanwhile stops this heal's
+    steps (``ApplyFailed``), never ``stop``: the caller goes on.
     ``only``: as for :func:`plan_on` (``specs`` are then that plan's, already scoped).
     """
     stop = stop or asyncio.Event()
-    async with lock.for_apply(
-        client, timeout=lock_timeout, on_notice=observer.notice, on_lost=stop.set, stop=stop
-    ) as fence:
-        wanted = True if still_wanted is None else await still_wanted()
-        reading = asyncio.ensure_future(_read(client, only))
-        the_plan = await _planned(client, specs, request, reading=reading, locked=True)
-        split = split_for_heal(the_plan)
-        if not split.steps or not wanted or stop.is_set():
-            return Healed(the_plan, split, None)
-        result = await apply_plan(
-            split.safe,
-            client,
-            on_step=observer.step,
-            stop=stop,
-            guard=None if fence is None else fence.verify,
-        )
-        if fence is not None and fence.lost and result.interrupted:
-            raise lease_lost(fence.lost, result.applied, result.skipped)
-        return Healed(the_plan, split, result)
+    halt = asyncio.Event()  # this heal's steps stop: ``stop``, or the lease lost
+    relay = asyncio.ensure_future(stop.wait())
+    relay.add_done_callback(lambda _: halt.set())
+    try:
+        async with lock.for_apply(
+            client, timeout=lock_timeout, on_notice=observer.notice, on_lost=halt.set, stop=stop
+        ) as fence:
+            wanted = True if still_wanted is None else await still_wanted()
+            reading = asyncio.ensure_future(_read(client, only))
+            the_plan = await _planned(client, specs, request, reading=reading, locked=True)
+            split = split_for_heal(the_plan)
+            if not split.steps or not wanted or halt.is_set():
+                return Healed(the_plan, split, None)
+            result = await apply_plan(
+                split.safe,
+                client,
+                on_step=observer.step,
+                stop=halt,
+                guard=None if fence is None else fence.verify,
+            )
+            if fence is not None and fence.lost and result.interrupted:
+                raise lease_lost(fence.lost, result.applied, result.skipped)
+            return Healed(the_plan, split, result)
+    finally:
+        relay.cancel()

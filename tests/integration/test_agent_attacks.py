@@ -21,6 +21,7 @@ from reconciler.agent.source import FixedSource, GitSource
 from reconciler.errors import ReconcileError
 from reconciler.execution import lock
 from reconciler.execution.requests import PlanRequest
+from reconciler.identity import LOCK_BUCKET
 from reconciler.jetstream import ConnectionOptions, open_client
 
 
@@ -344,5 +345,53 @@ def test_a_heal_never_applies_a_commit_older_than_the_branch_head_under_the_lock
             )
             assert "PAYMENTS" not in [name async for name in _names(alice)]
             assert await alice.messages("ORDERS") == 0
+
+    run(scenario())
+
+
+def test_a_heal_that_loses_the_lease_stops_the_heal_not_the_agent(
+    clean_server: NatsServer, tmp_path: Path, run, monkeypatch
+) -> None:
+    """Someone overwrites the apply lock while a heal creates 150 streams (a lease of
+    0.3 s is refreshed every 0.1 s): the fence refuses the heal's next steps. The lease's
+    on_lost was the agent's own stop event: the agent ended, exit status 0 (a service
+    manager does not restart that) and nobody watched the server any more."""
+    monkeypatch.setenv("RECONCILE_LOCK_LEASE", "0.3")
+    specs = write(
+        tmp_path,
+        "---\n".join(f'kind: Stream\nname: S{i}\nsubjects: ["s{i}.>"]\n' for i in range(150)),
+    )
+    kv_stream, subject = f"KV_{LOCK_BUCKET}", f"$KV.{LOCK_BUCKET}.apply"
+
+    async def scenario() -> None:
+        async with Other.connect(clean_server.url, name="thief") as thief:
+
+            async def held() -> bool:
+                ask = json.dumps({"last_by_subj": subject}).encode()
+                try:
+                    reply = await thief.nc.request(f"$JS.API.STREAM.MSG.GET.{kv_stream}", ask)
+                except Exception:
+                    return False
+                return "message" in json.loads(reply.data)
+
+            async with running_agent(
+                fixed_source([specs], clean_server.url), mode="heal", interval=2.0
+            ) as (agent, log):
+                while not await held():
+                    await asyncio.sleep(0.005)
+                await thief.nc.publish(subject, b"stolen")
+                await until(
+                    lambda: any("lost" in (line.get("message") or "") for line in lines(log)),
+                    what="the lease lost",
+                )
+                await asyncio.sleep(1.0)
+                assert not agent.stop.is_set(), "the agent stopped"
+                await thief.nc.publish(subject, b"", headers={"KV-Operation": "DEL"})
+                await until(
+                    lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                    what="every stream created by a later heal",
+                )
+            names = [name async for name in _names(thief)]
+            assert len([n for n in names if n.startswith("S")]) == 150
 
     run(scenario())
