@@ -49,6 +49,7 @@ SUITE = (
     "tests/integration/test_saved_plan_attacks.py",
     "tests/integration/test_drift_ignore.py",
     "tests/integration/test_capacity.py",
+    "tests/integration/test_capacity_attacks.py",
     "tests/integration/test_client_buckets.py",
     "tests/integration/test_import_terraform_refs.py",
     "tests/integration/test_import_nack_accounts.py",
@@ -523,8 +524,13 @@ GUARANTEES = (
         "unchanged afterwards (without the check, apply created the streams that fit and "
         "failed on the next one with err 10047). Deletes free nothing for creates of the "
         "same apply (they run last). The rule matches each server of the matrix exactly at "
-        "a limit's edge, and counts replicas as a 3-node cluster does.",
-        ("test_capacity.py::",),
+        "a limit's edge, and counts replicas as a 3-node cluster does. Also refused before "
+        "any step, where they used to fail part-way: consumers above the account's "
+        "`max_ack_pending`, KeyValue entries their bucket would refuse (`max_bytes`, "
+        "`max_value_size`), a migration's temporary stream on a full account, and the "
+        "apply lock's own bucket filling `max_streams`. Drift reports an over-commit as a "
+        "warning and keeps its 0/2 exit codes.",
+        ("test_capacity.py::", "test_capacity_attacks.py::"),
     ),
     Guarantee(
         "What other tools made round-trips without surprises",
