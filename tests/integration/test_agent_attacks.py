@@ -395,3 +395,51 @@ def test_a_heal_that_loses_the_lease_stops_the_heal_not_the_agent(
             assert len([n for n in names if n.startswith("S")]) == 150
 
     run(scenario())
+
+
+def test_a_commit_with_invalid_specs_is_reported_and_nothing_is_healed(
+    clean_server: NatsServer, tmp_path: Path, run
+) -> None:
+    """Commit B breaks orders.yaml: each cycle is an error naming the file and line; a
+    change made meanwhile is healed neither to B (invalid) nor back to A (not the head)."""
+    bare, work = tmp_path / "origin.git", tmp_path / "work"
+    porcelain.init(str(bare), bare=True)
+    porcelain.init(str(work))
+    _commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
+    options = ConnectionOptions(servers=clean_server.url)
+
+    def make(root: Path | None) -> PlanRequest:
+        assert root is not None
+        return PlanRequest.of([root / "specs"], options)
+
+    source = GitSource(f"file://{bare}", "main", tmp_path / "cache", make)
+
+    async def scenario() -> None:
+        async with (
+            running_agent(source, mode="heal", interval=0.5, git_poll=0.2) as (agent, log),
+            Other.connect(clean_server.url) as alice,
+        ):
+            await until(
+                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                what="ORDERS created",
+            )
+            broken = ORDERS.replace("max_msgs: 1000", "max_msgs: lots")
+            head = _commit(work, bare, {"specs/orders.yaml": broken}, "B")
+            await until(
+                lambda: agent.last is not None and agent.last.commit == head and not agent.last.ok,
+                what="commit B's cycle failed",
+            )
+            assert agent.last is not None and agent.last.error is not None
+            assert "orders.yaml:4" in agent.last.error, agent.last.error
+            await alice.publish("orders.new", 3)
+            config = (await alice.info("ORDERS"))["config"]
+            config.update(description="changed by hand")
+            await alice.api("STREAM.UPDATE.ORDERS", config)
+            start = agent.cycles
+            await until(lambda: agent.cycles >= start + 3, what="3 more cycles")
+            assert not agent.last.ok
+            assert (await alice.info("ORDERS"))["config"]["description"] == "changed by hand"
+            assert await alice.messages("ORDERS") == 3
+            assert not any("Traceback" in (line.get("message") or "") for line in lines(log))
+
+    run(scenario())
