@@ -196,6 +196,7 @@ class Agent:
         self._named: tuple[Path, ...] = ()  # value files the specs read
         self._validated_at = -REVALIDATE_SECONDS
         self.identity: tuple[str, int | None] | None = None
+        self.git_error: tuple[str, float] | None = None  # the last fetch's error, since
         self.http: asyncio.Server | None = None
         self._collected_at = time.monotonic()
 
@@ -383,7 +384,9 @@ class Agent:
             if self.source.commit is None:
                 raise
             self.log.event("error", str(err), commit=self.source.commit)
+            self.git_error = (str(err), self.git_error[1] if self.git_error else time.time())
             return False
+        self.git_error = None
         if new:
             self.log.event("commit", "new commit to plan", commit=self.source.commit)
         return new
@@ -639,6 +642,10 @@ class Agent:
             "format_version": 1,
             "mode": self.settings.mode,
             "commit": self.source.commit,
+            "git": {
+                "error": self.git_error[0] if self.git_error else None,
+                "failing_since": rfc3339(self.git_error[1]) if self.git_error else None,
+            },
             "connected": self.connected,
             "advisories": self.advisories_state,
             "ready": self.not_ready() is None,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from agent_harness import ORDERS, Other, changes, fixed_source, lines, running_agent, until
 from dulwich import porcelain
+from dulwich.repo import Repo
 from servers import NatsServer, write
 from test_agent_git import NEW_STREAM, _commit
 
@@ -441,5 +442,52 @@ def test_a_commit_with_invalid_specs_is_reported_and_nothing_is_healed(
             assert (await alice.info("ORDERS"))["config"]["description"] == "changed by hand"
             assert await alice.messages("ORDERS") == 3
             assert not any("Traceback" in (line.get("message") or "") for line in lines(log))
+
+    run(scenario())
+
+
+def test_a_deleted_branch_is_said_in_status_and_the_last_commit_kept(
+    clean_server: NatsServer, tmp_path: Path, run
+) -> None:
+    """The branch is deleted from the repository: the agent keeps planning (and healing)
+    the last commit it fetched, and /status says the fetch fails and since when (it said
+    nothing: only a log line per poll)."""
+    bare, work = tmp_path / "origin.git", tmp_path / "work"
+    porcelain.init(str(bare), bare=True)
+    porcelain.init(str(work))
+    first = _commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
+    options = ConnectionOptions(servers=clean_server.url)
+
+    def make(root: Path | None) -> PlanRequest:
+        assert root is not None
+        return PlanRequest.of([root / "specs"], options)
+
+    source = GitSource(f"file://{bare}", "main", tmp_path / "cache", make)
+
+    async def scenario() -> None:
+        async with (
+            running_agent(source, mode="heal", interval=0.5, git_poll=0.2) as (agent, _log),
+            Other.connect(clean_server.url) as alice,
+        ):
+            await until(
+                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                what="ORDERS created",
+            )
+            assert agent.status()["git"] == {"error": None, "failing_since": None}
+            with Repo(str(bare)) as repo:
+                repo.refs.remove_if_equals(b"refs/heads/main", None)
+            failing = await until(
+                lambda: agent.status()["git"]["error"], what="the fetch failure in /status"
+            )
+            assert "has no branch 'main'" in failing
+            assert agent.status()["git"]["failing_since"] is not None
+            await alice.publish("orders.new", 2)
+            await alice.api("STREAM.DELETE.ORDERS")
+            await until(
+                lambda: agent.known.get(next(iter(agent.known))) == "healed",
+                what="ORDERS created again from the last commit",
+            )
+            assert agent.status()["commit"] == first
+            assert await alice.messages("ORDERS") == 0
 
     run(scenario())
