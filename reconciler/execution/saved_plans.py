@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any
 
 from reconciler.errors import SavedPlanRefused
 from reconciler.execution.requests import PlanRequest
@@ -32,7 +30,7 @@ PLAN_AGAIN = "plan again and review the new plan"
 
 def saved_request(request: PlanRequest, root: Path) -> SavedRequest:
     """The flags of ``request`` as a saved plan keeps them (paths relative to ``root``)."""
-    named = (*request.paths, *request.overlays, *getattr(request, "policies", ()))
+    named = (*request.paths, *request.overlays, *request.policies)
     outside = [p for p in named if relative(Path(p), root).startswith("..")]
     if outside:
         raise SavedPlanRefused(
@@ -49,7 +47,7 @@ def saved_request(request: PlanRequest, root: Path) -> SavedRequest:
         strict=request.strict,
         migrate=request.migrate,
         migration=request.migration,
-        policies=tuple(relative(Path(p), root) for p in getattr(request, "policies", ())),
+        policies=tuple(relative(Path(p), root) for p in request.policies),
     )
 
 
@@ -102,11 +100,9 @@ def plan_request(
         strict=named.strict,
         migrate=named.migrate,
         migration=named.migration,
+        policies=tuple(_inside(root, p) for p in named.policies),
     )
-    if "policies" in {f.name for f in fields(PlanRequest)}:
-        policies: dict[str, Any] = {"policies": tuple(_inside(root, p) for p in named.policies)}
-        request = replace(request, **policies)  # the field comes with policy checks
-        _check_project_policies(saved.project, request.policies, required)
+    _check_project_policies(saved.project, request.policies, required)
     return request
 
 
@@ -180,7 +176,7 @@ def spec_digest(
     """The digests of every file ``request`` read: its spec paths, overlays, policy
     files, the project file and the value files its specs named."""
     values = sorted({Path(s.value_file) for s in specs if s.value_file})
-    policies = [Path(p) for p in getattr(request, "policies", ())]
+    policies = [Path(p) for p in request.policies]
     roles = {
         "spec": [*request.paths, *policies],
         "overlay": list(request.overlays),
