@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
-import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -54,6 +52,7 @@ from reconciler.execution.migrate import without_server_metadata
 from reconciler.identity import ENTRY, backup_mirror, is_backup_mirror
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.jetstream.snapshots import SNAPSHOT_CHUNK, snapshot_stream
+from reconciler.specs.fingerprint import git_commit
 from reconciler.specs.validate import load_specs
 
 #: Streams snapshot at once unless told otherwise.
@@ -98,24 +97,12 @@ def declared_streams(paths: Sequence[Path], overlays: Sequence[Path] = ()) -> tu
 
 
 def specs_commit(paths: Sequence[Path]) -> str | None:
-    """``git rev-parse HEAD`` where the specs are, when git is there and they are in git."""
-    git = shutil.which("git")
-    if git is None or not paths:
+    """The commit checked out where the specs are (``specs.fingerprint.git_commit``, the
+    saved plans' rule: read from ``.git``, else ``git rev-parse``); None outside git."""
+    if not paths:
         return None
     first = Path(paths[0]).resolve()
-    where = first if first.is_dir() else first.parent
-    try:
-        done = subprocess.run(
-            [git, "-C", str(where), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    commit = done.stdout.strip()
-    return commit if done.returncode == 0 and len(commit) in (40, 64) else None
+    return git_commit(first if first.is_dir() else first.parent)
 
 
 async def _chosen(client: JetStreamClient, selection: Selection) -> tuple[list[str], list[str]]:
