@@ -75,6 +75,10 @@ RECENT_CHANGES = 100
 #: Resources an advisory cycle re-plans one by one at most: past this many named since
 #: the last cycle (a burst, or a client forging advisories), the cycle is a full plan.
 MAX_PENDING = 1_000
+#: A heal looks at the branch head under the apply lock for at most this long (seconds):
+#: past it, it goes on with the last commit fetched (a git server that stops answering
+#: never keeps the lock).
+HEAD_CHECK_SECONDS = 10.0
 #: A full collection (over what runs froze) at most this often, and every so many cycles.
 GC_SECONDS = 60.0
 GC_CYCLES = 20
@@ -197,6 +201,7 @@ class Agent:
         self._validated_at = -REVALIDATE_SECONDS
         self.identity: tuple[str, int | None] | None = None
         self.git_error: tuple[str, float] | None = None  # the last fetch's error, since
+        self._fetch: asyncio.Future[bool] | None = None  # the fetch under way (one at once)
         self.http: asyncio.Server | None = None
         self._collected_at = time.monotonic()
 
@@ -243,7 +248,7 @@ class Agent:
     async def _forever(self) -> None:
         while not self.stop.is_set():
             try:
-                await self._unless_stopped(self._git_refresh())
+                await self._unless_stopped(self._refreshing())
                 options = self.source.request().options
                 async with open_client(options, on_notice=self.observer.notice) as client:
                     self._connected(client, True)
@@ -373,8 +378,15 @@ class Agent:
                 await self._pause(self.settings.debounce)  # gather the advisories of a burst
                 self.wake.clear()
                 return "advisory"
-            if self.source.commit and not self.stop.is_set() and await self._git_refresh():
+            if self.source.commit and not self.stop.is_set() and await self._refreshing():
                 return "commit"
+
+    def _refreshing(self) -> asyncio.Future[bool]:
+        """The fetch under way, or a new one: never two at once into the same clone (a
+        fetch the heal stopped waiting for goes on in its thread)."""
+        if self._fetch is None or self._fetch.done():
+            self._fetch = asyncio.ensure_future(self._git_refresh())
+        return self._fetch
 
     async def _git_refresh(self) -> bool:
         """Look for a new commit; a fetch that fails keeps the last one (and is logged)."""
@@ -494,7 +506,15 @@ class Agent:
         """Under the apply lock: whether ``commit`` is still the branch head (the branch is
         fetched now; a heal never applies a commit older than a pushed one)."""
         if commit is not None:
-            await self._git_refresh()
+            try:
+                await asyncio.wait_for(asyncio.shield(self._refreshing()), HEAD_CHECK_SECONDS)
+            except TimeoutError:
+                self.log.event(
+                    "error",
+                    f"the branch head did not answer within {HEAD_CHECK_SECONDS:g}s: "
+                    "healing the last commit fetched",
+                    commit=commit,
+                )
         return self.source.commit == commit
 
     def _merged(

@@ -7,13 +7,18 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
+import socketserver
 import threading
 from http import HTTPStatus
 from pathlib import Path
+from typing import Any
+from wsgiref.simple_server import WSGIServer, make_server
 
 from agent_harness import ORDERS, Other, changes, fixed_source, lines, running_agent, until
 from dulwich import porcelain
 from dulwich.repo import Repo
+from dulwich.server import DictBackend
+from dulwich.web import make_wsgi_chain
 from servers import NatsServer, write
 from test_agent_git import NEW_STREAM, _commit
 
@@ -491,3 +496,71 @@ def test_a_deleted_branch_is_said_in_status_and_the_last_commit_kept(
             assert await alice.messages("ORDERS") == 0
 
     run(scenario())
+
+
+def test_a_git_server_that_hangs_never_keeps_the_lock(
+    clean_server: NatsServer, tmp_path: Path, run, monkeypatch
+) -> None:
+    """The heal fetches the branch under the apply lock: a git server that stops
+    answering kept the fetch (and the lock) forever. The look is bounded
+    (loop.HEAD_CHECK_SECONDS): the heal goes on with the last commit fetched and releases
+    the lock; a CLI apply takes it afterwards."""
+    monkeypatch.setattr(loop, "HEAD_CHECK_SECONDS", 1.0)
+    bare, work = tmp_path / "origin.git", tmp_path / "work"
+    porcelain.init(str(bare), bare=True)
+    porcelain.init(str(work))
+    _commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
+    hang = threading.Event()
+    release = threading.Event()
+    git_app = make_wsgi_chain(DictBackend({"/": Repo(str(bare))}))
+
+    def app(environ: Any, start_response: Any) -> Any:
+        if hang.is_set():
+            release.wait(60)
+        return git_app(environ, start_response)
+
+    server = make_server("127.0.0.1", 0, app, server_class=_ThreadingWSGIServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    options = ConnectionOptions(servers=clean_server.url)
+
+    def make(root: Path | None) -> PlanRequest:
+        assert root is not None
+        return PlanRequest.of([root / "specs"], options)
+
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    source = GitSource(url, "main", tmp_path / "cache", make)
+
+    async def scenario() -> None:
+        async with (
+            running_agent(source, mode="heal", interval=600.0, git_poll=600.0) as (agent, log),
+            Other.connect(clean_server.url) as alice,
+        ):
+            await until(
+                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                what="ORDERS created",
+            )
+            hang.set()
+            async with open_client(options) as holder, lock.for_apply(holder, timeout=5):
+                await alice.api("STREAM.DELETE.ORDERS")
+                await until(
+                    lambda: any("waiting" in (line.get("message") or "") for line in lines(log)),
+                    what="the heal waiting for the lock",
+                )
+            await until(
+                lambda: changes(log, "Stream ORDERS", "healed")[1:],
+                what="ORDERS created again with the last commit",
+            )
+            async with open_client(options) as holder, lock.for_apply(holder, timeout=5):
+                pass  # the lock is free again
+            assert await alice.messages("ORDERS") == 0
+            release.set()  # the fetch's thread ends (a process exit waits for it)
+
+    try:
+        run(scenario())
+    finally:
+        release.set()
+        server.shutdown()
+
+
+class _ThreadingWSGIServer(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
