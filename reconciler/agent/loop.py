@@ -378,8 +378,12 @@ class Agent:
                 await self._pause(self.settings.debounce)  # gather the advisories of a burst
                 self.wake.clear()
                 return "advisory"
-            if self.source.commit and not self.stop.is_set() and await self._refreshing():
-                return "commit"
+            if self.source.commit and not self.stop.is_set():
+                try:  # a git server that stops answering never holds up a stop
+                    if await self._unless_stopped(asyncio.shield(self._refreshing())):
+                        return "commit"
+                except _Stopped:
+                    return "stop"
 
     def _refreshing(self) -> asyncio.Future[bool]:
         """The fetch under way, or a new one: never two at once into the same clone (a

@@ -12,18 +12,49 @@ last commit (said in the log); the previous tree is kept until a newer one is wr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import stat
+import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from reconciler.errors import ReconcileError
 from reconciler.execution.requests import PlanRequest
 
 MakeRequest = Callable[[Path | None], PlanRequest]
+_T = TypeVar("_T")
+
+
+async def in_daemon_thread(work: Callable[[], _T]) -> _T:
+    """``work()`` in a daemon thread of its own: a git server that stops answering keeps
+    only that thread, never the agent's exit (``asyncio.to_thread`` uses the loop's
+    executor, whose shutdown at the end of ``asyncio.run`` waits for every thread it
+    ran: SIGTERM during a hung fetch waited as long as the fetch)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[_T] = loop.create_future()
+
+    def settle(result: _T | None, error: BaseException | None) -> None:
+        if done.cancelled():
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(result)  # type: ignore[arg-type]
+
+    def run() -> None:
+        try:
+            outcome: tuple[_T | None, BaseException | None] = (work(), None)
+        except BaseException as err:  # handed to the awaiting task
+            outcome = (None, err)
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    threading.Thread(target=run, name="reconcile-git", daemon=True).start()
+    return await done
 
 
 class Source(Protocol):
@@ -99,10 +130,10 @@ class GitSource:
         return redact_git_url(self.url)
 
     async def refresh(self) -> bool:
-        head, when = await asyncio.to_thread(self._fetch)
+        head, when = await in_daemon_thread(self._fetch)
         if head == self.commit:
             return False
-        self._tree = await asyncio.to_thread(self._checkout, head)
+        self._tree = await in_daemon_thread(lambda: self._checkout(head))
         self.commit, self.committed_at = head, when
         return True
 

@@ -564,3 +564,53 @@ def test_a_git_server_that_hangs_never_keeps_the_lock(
 
 class _ThreadingWSGIServer(socketserver.ThreadingMixIn, WSGIServer):
     daemon_threads = True
+
+
+def test_sigterm_during_a_hung_git_fetch_still_stops_the_agent(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The git fetch runs in a thread: in the loop's executor, ``asyncio.run`` waited at
+    exit for a fetch from a git server that stopped answering, so SIGTERM did not end the
+    agent while the fetch hung. It runs in a daemon thread of its own now."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    bare, work = tmp_path / "origin.git", tmp_path / "work"
+    porcelain.init(str(bare), bare=True)
+    porcelain.init(str(work))
+    _commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
+    hang, entered, release = threading.Event(), threading.Event(), threading.Event()
+    git_app = make_wsgi_chain(DictBackend({"/": Repo(str(bare))}))
+
+    def app(environ: Any, start_response: Any) -> Any:
+        if hang.is_set():
+            entered.set()
+            release.wait(60)
+        return git_app(environ, start_response)
+
+    server = make_server("127.0.0.1", 0, app, server_class=_ThreadingWSGIServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "RECONCILE_"))}
+    argv = [sys.executable, "-m", "reconciler", "watch", "specs", "--git", url, "--ref", "main"]
+    argv += ["--git-poll", "1s", "--interval", "1s", "--server", clean_server.url]
+    argv += ["--listen", "off", "--log-format", "json", "--git-cache", str(tmp_path / "cache")]
+    agent = subprocess.Popen(argv, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert agent.stderr is not None
+        for line in agent.stderr:
+            if '"event": "cycle"' in line:
+                break
+        hang.set()
+        assert entered.wait(30), "the agent never fetched again"
+        agent.send_signal(signal.SIGTERM)
+        _, rest = agent.communicate(timeout=5)  # systemd's and Kubernetes' patience, shortened
+    finally:
+        release.set()
+        if agent.poll() is None:
+            agent.kill()
+        server.shutdown()
+    assert agent.returncode == 0, rest
+    assert '"event": "stopped"' in rest
