@@ -59,6 +59,7 @@ SUITE = (
     "tests/integration/test_agent.py",
     "tests/integration/test_agent_service.py",
     "tests/integration/test_agent_git.py",
+    "tests/integration/test_agent_attacks.py",
     "tests/integration/test_apply_json_lines_interrupt.py",
     "tests/integration/test_drift_ignore_attacks.py",
     "tests/e2e/test_ignore_file_symlink.py",
@@ -646,6 +647,20 @@ GUARANTEES = (
         "filter takes any more and marks the part other consumers may have acknowledged as "
         "uncounted. Widening a filter is no loss.",
         ("test_interest_filter_loss.py::",),
+    ),
+    Guarantee(
+        "An unattended heal never does what a person or a newer commit would not",
+        "A heal applies only steps a full plan of the branch head allows: an advisory's "
+        "targeted re-plan is used only while the spec files are those the last full plan "
+        "checked (a policy deny elsewhere refuses the heal); it re-plans with the lock held "
+        "and sees messages that arrived meanwhile (1,500 kept); it applies nothing when the "
+        "branch moved while it waited for the lock, and that look at the branch is bounded "
+        "(a hung git server never keeps the lock). A forged advisory naming an impossible "
+        "stream used to stop the agent; a flood costs one full plan. Losing the lock stops "
+        "that heal, not the service; SIGTERM during a hung git fetch still stops it; "
+        "credentials in a `--git` URL (user info, query, scp form, dulwich's errors) are "
+        "never printed.",
+        ("test_agent_attacks.py::",),
     ),
 )
 
