@@ -486,7 +486,15 @@ def test_a_saved_plan_keeps_its_environments_protection(
     saved = reconcile("plan", "--env", "prod", "--prune", "--out", "plan.json", cwd=root)
     assert saved.returncode in (0, 2), saved.stderr
     refused = reconcile(
-        "apply", "plan.json", "--env", "prod", "--yes", "--no-lock", "--allow-data-loss", cwd=root
+        "apply",
+        "plan.json",
+        "--env",
+        "prod",
+        "--prune",  # given at apply as at plan (the file never grants it)
+        "--yes",
+        "--no-lock",
+        "--allow-data-loss",
+        cwd=root,
     )
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert "reconcile.yaml:6" in refused.stderr, refused.stderr

@@ -467,7 +467,7 @@ def test_the_action_takes_the_same_choice_and_refuses_without_it(
 
     refused = action_step(clean_server, tmp_path, newer, mode="apply")
     assert refused.returncode == 1, refused.stdout + refused.stderr
-    assert "choose --migration resume" in refused.stdout
+    assert "choose input migration: resume" in refused.stdout  # the Action names its input
     assert TEMP in names(clean_server)  # nothing was changed
 
     rolled = action_step(clean_server, tmp_path, newer, mode="apply", migration="rollback")
