@@ -408,9 +408,12 @@ class Cluster:
         try:
             config = {"name": "CLUSTER_PROBE", "subjects": [], "num_replicas": len(self.nodes)}
             while time.monotonic() < deadline:
-                reply = await nc.request(
-                    "$JS.API.STREAM.CREATE.CLUSTER_PROBE", json.dumps(config).encode(), timeout=5
-                )
+                try:
+                    create = "$JS.API.STREAM.CREATE.CLUSTER_PROBE"
+                    reply = await nc.request(create, json.dumps(config).encode(), timeout=5)
+                except (TimeoutError, nats.errors.Error):  # a loaded machine: ask again
+                    await asyncio.sleep(0.2)
+                    continue
                 if "error" not in json.loads(reply.data):
                     await nc.request("$JS.API.STREAM.DELETE.CLUSTER_PROBE", b"", timeout=5)
                     return True
