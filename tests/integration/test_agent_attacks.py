@@ -20,7 +20,7 @@ from dulwich.repo import Repo
 from dulwich.server import DictBackend
 from dulwich.web import make_wsgi_chain
 from servers import NatsServer, write
-from test_agent_git import NEW_STREAM, _commit
+from test_agent_git import NEW_STREAM, _commit, origin, specs_source
 
 from reconciler.agent import loop
 from reconciler.agent.source import FixedSource, GitSource
@@ -309,17 +309,11 @@ def test_a_heal_never_applies_a_commit_older_than_the_branch_head_under_the_lock
     removes PAYMENTS, is pushed. Once the lock is free, the heal applied A: it created
     PAYMENTS again, which the branch head no longer declares (an orphan a person must
     delete). It looks at the branch head under the lock and applies nothing."""
-    bare, work = tmp_path / "origin.git", tmp_path / "work"
-    porcelain.init(str(bare), bare=True)
-    porcelain.init(str(work))
+    bare, work = origin(tmp_path)
     _commit(work, bare, {"specs/orders.yaml": ORDERS, "specs/payments.yaml": NEW_STREAM}, "A")
     options = ConnectionOptions(servers=clean_server.url)
 
-    def make(root: Path | None) -> PlanRequest:
-        assert root is not None
-        return PlanRequest.of([root / "specs"], options)
-
-    source = GitSource(f"file://{bare}", "main", tmp_path / "cache", make)
+    source = specs_source(f"file://{bare}", tmp_path, options)
 
     async def scenario() -> None:
         async with (
@@ -408,17 +402,11 @@ def test_a_commit_with_invalid_specs_is_reported_and_nothing_is_healed(
 ) -> None:
     """Commit B breaks orders.yaml: each cycle is an error naming the file and line; a
     change made meanwhile is healed neither to B (invalid) nor back to A (not the head)."""
-    bare, work = tmp_path / "origin.git", tmp_path / "work"
-    porcelain.init(str(bare), bare=True)
-    porcelain.init(str(work))
+    bare, work = origin(tmp_path)
     _commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
     options = ConnectionOptions(servers=clean_server.url)
 
-    def make(root: Path | None) -> PlanRequest:
-        assert root is not None
-        return PlanRequest.of([root / "specs"], options)
-
-    source = GitSource(f"file://{bare}", "main", tmp_path / "cache", make)
+    source = specs_source(f"file://{bare}", tmp_path, options)
 
     async def scenario() -> None:
         async with (
@@ -457,17 +445,11 @@ def test_a_deleted_branch_is_said_in_status_and_the_last_commit_kept(
     """The branch is deleted from the repository: the agent keeps planning (and healing)
     the last commit it fetched, and /status says the fetch fails and since when (it said
     nothing: only a log line per poll)."""
-    bare, work = tmp_path / "origin.git", tmp_path / "work"
-    porcelain.init(str(bare), bare=True)
-    porcelain.init(str(work))
+    bare, work = origin(tmp_path)
     first = _commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
     options = ConnectionOptions(servers=clean_server.url)
 
-    def make(root: Path | None) -> PlanRequest:
-        assert root is not None
-        return PlanRequest.of([root / "specs"], options)
-
-    source = GitSource(f"file://{bare}", "main", tmp_path / "cache", make)
+    source = specs_source(f"file://{bare}", tmp_path, options)
 
     async def scenario() -> None:
         async with (
@@ -506,9 +488,7 @@ def test_a_git_server_that_hangs_never_keeps_the_lock(
     (loop.HEAD_CHECK_SECONDS): the heal goes on with the last commit fetched and releases
     the lock; a CLI apply takes it afterwards."""
     monkeypatch.setattr(loop, "HEAD_CHECK_SECONDS", 1.0)
-    bare, work = tmp_path / "origin.git", tmp_path / "work"
-    porcelain.init(str(bare), bare=True)
-    porcelain.init(str(work))
+    bare, work = origin(tmp_path)
     _commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
     hang = threading.Event()
     release = threading.Event()
@@ -577,9 +557,7 @@ def test_sigterm_during_a_hung_git_fetch_still_stops_the_agent(
     import subprocess
     import sys
 
-    bare, work = tmp_path / "origin.git", tmp_path / "work"
-    porcelain.init(str(bare), bare=True)
-    porcelain.init(str(work))
+    bare, work = origin(tmp_path)
     _commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
     hang, entered, release = threading.Event(), threading.Event(), threading.Event()
     git_app = make_wsgi_chain(DictBackend({"/": Repo(str(bare))}))

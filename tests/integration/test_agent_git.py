@@ -30,20 +30,32 @@ def _commit(work: Path, bare: Path, files: dict[str, str], message: str) -> str:
     return bytes(sha).decode()
 
 
-def test_a_pushed_commit_is_planned_and_healed(
-    clean_server: NatsServer, tmp_path: Path, run: Any
-) -> None:
+def origin(tmp_path: Path) -> tuple[Path, Path]:
+    """A bare repository (the remote the agent fetches) and a work tree pushing to it."""
     bare, work = tmp_path / "origin.git", tmp_path / "work"
     porcelain.init(str(bare), bare=True)
     porcelain.init(str(work))
-    first = _commit(work, bare, {"specs/orders.yaml": ORDERS}, "orders")
-    options = ConnectionOptions(servers=clean_server.url)
+    return bare, work
+
+
+def specs_source(url: str, tmp_path: Path, options: ConnectionOptions) -> GitSource:
+    """The agent's source: ``specs/`` of the branch ``main`` at ``url``."""
 
     def make(root: Path | None) -> PlanRequest:
         assert root is not None
         return PlanRequest.of([root / "specs"], options)
 
-    source = GitSource(f"file://{bare}", "main", tmp_path / "cache", make)
+    return GitSource(url, "main", tmp_path / "cache", make)
+
+
+def test_a_pushed_commit_is_planned_and_healed(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    bare, work = origin(tmp_path)
+    first = _commit(work, bare, {"specs/orders.yaml": ORDERS}, "orders")
+    options = ConnectionOptions(servers=clean_server.url)
+
+    source = specs_source(f"file://{bare}", tmp_path, options)
 
     async def scenario() -> None:
         async with running_agent(source, mode="heal", interval=30.0, git_poll=0.2) as (

@@ -5,13 +5,12 @@ resource could lose messages or an observed one be written."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import nats
 import pytest
 from servers import NatsServer, run
+from test_lifecycle import _info, _messages, _publish, _request
 
 from reconciler.errors import RefusedPlan
 from reconciler.execution import run as engine
@@ -22,34 +21,6 @@ from reconciler.planning.steps import Plan
 pytestmark = pytest.mark.integration
 
 EVERY_FLAG = {"prune": True, "allow_replace": True, "allow_data_loss": True, "migrate": True}
-
-
-async def _request(url: str, subject: str, payload: dict[str, Any] | None = None) -> Any:
-    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
-    try:
-        data = json.dumps(payload).encode() if payload is not None else b""
-        reply = await nc.request(subject, data, timeout=5)
-        return json.loads(reply.data)
-    finally:
-        await nc.close()
-
-
-async def _publish(url: str, subject: str, count: int) -> None:
-    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
-    try:
-        for index in range(count):
-            await nc.request(subject, str(index).encode(), timeout=5)
-    finally:
-        await nc.close()
-
-
-def _info(url: str, stream: str) -> dict[str, Any]:
-    info: dict[str, Any] = run(_request(url, f"$JS.API.STREAM.INFO.{stream}"))
-    return info
-
-
-def _messages(url: str, stream: str) -> int:
-    return int(_info(url, stream)["state"]["messages"])
 
 
 def _options(server: NatsServer) -> ConnectionOptions:

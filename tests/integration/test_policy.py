@@ -12,6 +12,7 @@ import nats
 import pytest
 from cli_runner import reconcile
 from servers import NatsServer, run
+from test_front_doors import _messages, _publish
 
 from reconciler.errors import PolicyDenied, SpecError
 from reconciler.execution import run as engine
@@ -30,24 +31,6 @@ rules:
     message: no step loses more than 50 messages
     expr: step.loss_messages <= 50
 """
-
-
-async def _publish(url: str, count: int) -> None:
-    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
-    try:
-        for index in range(count):
-            await nc.request("orders.new", str(index).encode(), timeout=5)
-    finally:
-        await nc.close()
-
-
-async def _messages(url: str) -> int:
-    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
-    try:
-        reply = await nc.request("$JS.API.STREAM.INFO.ORDERS", b"", timeout=5)
-        return int(json.loads(reply.data)["state"]["messages"])
-    finally:
-        await nc.close()
 
 
 @pytest.fixture
