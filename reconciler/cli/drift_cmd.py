@@ -71,7 +71,7 @@ def drift(
         ctx, paths=paths, conn=conn, owner=owner, project_file=project_file, env_name=env_name
     )
     console = TerminalConsole(drift_format=cast(DriftFormat, fmt))
-    wanted = PlanRequest.for_target(target, policies=(*target.policies, *policies), drift=True)
+    wanted = PlanRequest.for_target(target, policies=policies, drift=True)
     plan = asyncio.run(run.plan_for(wanted, console))
     report = drift_report.from_plan(plan)
     text = render_drift_text(report, full=True) if full and fmt == "text" else None

@@ -154,7 +154,7 @@ def plan(
         migrate=migrate,
         migration=migration,
         strict=strict,
-        policies=(*target.policies, *policies),
+        policies=policies,
     )
     if out is not None:
         project = _project_read(target.env, project_file)
@@ -208,7 +208,7 @@ def _plan_all(
             migrate=migrate,
             migration=migration,
             strict=strict,
-            policies=(*project.policies, *policies),
+            policies=policies,
         )
         for name in project.environments
     ]
@@ -432,7 +432,7 @@ def apply(
         migrate=migrate,
         migration=migration,
         strict=strict,
-        policies=(*target.policies, *policies),
+        policies=policies,
     )
     if saved is not None:  # its flags and paths; the connection is this run's
         consent = (policies, take_over, prune)  # what the applier requires and allows

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import signal
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -94,8 +93,7 @@ def _request_maker(
             )
         except click.UsageError as err:
             raise ReconcileError(err.format_message()) from None
-        request = PlanRequest.for_target(target)
-        return replace(request, policies=(*request.policies, *policies))
+        return PlanRequest.for_target(target, policies=policies)
 
     return make
 

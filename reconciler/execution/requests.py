@@ -76,8 +76,11 @@ class PlanRequest:
         return replace(request, **flags)
 
     @classmethod
-    def for_target(cls, target: Target, **flags: Any) -> PlanRequest:
-        """A request for a run's :class:`~reconciler.execution.environments.Target`."""
+    def for_target(
+        cls, target: Target, *, policies: Sequence[Path] = (), **flags: Any
+    ) -> PlanRequest:
+        """A request for a run's :class:`~reconciler.execution.environments.Target`;
+        ``policies`` (``--policy``) come on top of the target's (the project file's)."""
         request = cls(
             paths=target.paths,
             options=target.options,
@@ -86,7 +89,7 @@ class PlanRequest:
             owner=target.owner,
             lifecycle=target.lifecycle,
             ignore=target.ignore,
-            policies=target.policies,
+            policies=(*target.policies, *policies),
         )
         return replace(request, **flags)
 
