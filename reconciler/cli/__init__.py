@@ -99,7 +99,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "reconcile watch specs/ --server nats://nats:4222              # observe, /metrics",
         "reconcile watch --env prod --mode heal --log-format json --listen 0.0.0.0:9464",
         "reconcile watch specs/ --git https://git.example/infra.git --ref main --mode heal",
-        "reconcile watch specs/ --once   # cron: exit 0 in sync, 2 drift, 1 error",
+        "reconcile watch specs/ --once   # cron: exit 0 in sync, 2 drift, 3 denied, 1 error",
     ),
 }
 

@@ -58,7 +58,8 @@ def drift(
 ) -> int:
     """Report where the server differs from the specs.
 
-    Exit status: 0 when everything is in sync, 2 when drift is found, 1 on error.
+    Exit status: 0 when everything is in sync, 2 when drift is found, 3 when a policy
+    deny rule fails, 1 on error.
     Unmanaged resources that the project's ignore rules (reconcile.yaml's ignore:, a
     .reconcileignore) name are left out and counted per rule.
     """

@@ -115,7 +115,11 @@ def _request_maker(
     help="observe: report drift. heal: also apply creates and updates that delete "
     "nothing (never a replace, delete, prune, migration or lossy update).",
 )
-@click.option("--once", is_flag=True, help="One cycle; exit 0 in sync or healed, 2 drift, 1 error.")
+@click.option(
+    "--once",
+    is_flag=True,
+    help="One cycle; exit 0 in sync or healed, 2 drift, 3 a policy deny, 1 error.",
+)
 @click.option(
     "--listen",
     type=Listen(),
@@ -187,7 +191,7 @@ def watch(
 
     PATHS are spec files or folders (with --git: inside the repository). Runs until
     SIGTERM or Ctrl-C; with --once, one cycle: exit 0 in sync (or healed), 2 when drift
-    remains, 1 on error.
+    remains, 3 when a policy deny rule fails, 1 on error.
     """
     from reconciler.agent.logs import Log
     from reconciler.agent.loop import Agent, WatchSettings
