@@ -8,6 +8,7 @@ The time limit of the subprocess is only a hang guard, never a timing assertion.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -64,28 +65,31 @@ def _json_documents(count: int) -> str:
     return json.dumps([{"kind": "Stream", "name": f"S{i}"} for i in range(count)])
 
 
-HOSTILE: dict[str, tuple[str, Callable[[], str], str]] = {
+#: The phrase of the tool's own limit a case must name, or None where the YAML library may
+#: refuse first in its own words (PyYAML 6.0.4 bounds flow nesting itself): then the behaviour
+#: is what counts, an error at the file's line, never the library's wording.
+HOSTILE: dict[str, tuple[str, Callable[[], str], str | None]] = {
     "billion_laughs": ("laughs.yaml", _laughs, "alias expansion"),
     "merge_key_bomb": ("merge.yaml", _merge_laughs, "alias expansion"),
     "deep_flow_sequences": (
         "deep.yaml",
         lambda: "kind: Stream\nname: D\nx: " + "[" * 100_000 + "]" * 100_000 + "\n",
-        "nesting deeper than",
+        None,
     ),
     "deep_flow_mappings": (
         "deepmap.yaml",
         lambda: "kind: Stream\nname: D\nx: " + "{a: " * 50_000 + "1" + "}" * 50_000 + "\n",
-        "nesting deeper than",
+        None,
     ),
     "deep_block_sequences": (
         "block.yaml",
         lambda: "kind: Stream\nname: D\nx:\n  " + "- " * 100_000 + "x\n",
-        "nesting deeper than",
+        None,
     ),
     "deep_json": (
         "deep.json",
         lambda: '{"kind": "Stream", "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
-        "nesting deeper than",
+        None,
     ),
     "hundred_thousand_yaml_documents": (
         "many.yaml",
@@ -135,8 +139,9 @@ def test_hostile_spec_is_refused_with_a_clear_error_and_bounded_memory(
 
     assert "error" in outcome, f"{case} was accepted: {outcome}"
     message = str(outcome["error"])
-    assert expected in message
-    assert message.startswith(str(path)), "the error names the file"
+    if expected is not None:
+        assert expected in message
+    assert re.match(rf"{re.escape(str(path))}:[0-9]+: ", message), "the error names FILE:LINE"
     assert "Traceback" not in message
     assert float(str(outcome["peak_rss_mib"])) < MEMORY_BUDGET_MIB
     figures.add("inputs_tried")
