@@ -54,8 +54,13 @@ def validate(
         specs, rules = _specs_and_rules(paths, warnings, strict, project_file, policies)
     except SpecError as err:
         if fmt != "json":
-            raise
-        payload = {"valid": False, "errors": [p.to_json() for p in err.problems]}
+            _show_invalid(err.problems, warnings, strict)
+            ctx.exit(1)
+        payload = {
+            "valid": False,
+            "errors": [p.to_json() for p in err.problems],
+            "warnings": [w.to_json() for w in warnings],
+        }
         click.echo(inert_json(json.dumps(payload, indent=2)))
         ctx.exit(1)
     files = len(spec_files(list(paths), []))
@@ -76,6 +81,25 @@ def validate(
         for warning in warnings:
             console.problem(str(warning))
         click.echo(summary + (f" ({len(warnings)} warning(s))" if warnings else ""))
+
+
+def _show_invalid(errors: list[Problem], warnings: list[Problem], strict: bool) -> None:
+    """Every error, then the warnings beside them (a failed run hides none), then one
+    summary line: how many of each, and under --strict that warnings count as errors."""
+    console = TerminalConsole()
+    for line in [*map(str, errors), *map(str, warnings)]:
+        console.problem(line)
+    counted = sum(1 for p in errors if p.warning)
+    summary = f"invalid: {_count(len(errors) - counted, 'error')}"
+    if strict:
+        summary += f", {_count(counted, 'warning')} (--strict: warnings are errors)"
+    elif warnings:
+        summary += f", {_count(len(warnings), 'warning')}"
+    click.echo(summary, err=True)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'s' if number != 1 else ''}"
 
 
 def _specs_and_rules(

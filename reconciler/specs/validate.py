@@ -80,6 +80,7 @@ def load_specs(
             root=root,
         )
     except SpecError as err:
+        _said(problems, warnings, strict)
         raise SpecError(_errors(problems, strict=strict) + err.problems) from None
     checked = _checked(specs, problems, warnings, strict)
     if cache is not None and key is not None:
@@ -119,11 +120,17 @@ def _checked(
     specs: list[Spec], problems: list[Problem], warnings: list[Problem] | None, strict: bool
 ) -> list[Spec]:
     errors = _errors(problems, strict=strict)
+    _said(problems, warnings, strict)
     if errors:
         raise SpecError(errors)
-    if warnings is not None:
-        warnings.extend(p for p in problems if p.warning and p not in warnings)
     return specs
+
+
+def _said(problems: list[Problem], warnings: list[Problem] | None, strict: bool) -> None:
+    """The warnings among ``problems`` into ``warnings``, also when errors follow, so a run
+    that fails still shows them beside its errors (under ``strict`` they are the errors)."""
+    if warnings is not None and not strict:
+        warnings.extend(p for p in problems if p.warning and p not in warnings)
 
 
 def validate_documents(

@@ -142,7 +142,8 @@ def test_every_problem_is_printed_on_its_own_line(tmp_path: Path) -> None:
     done = reconcile("validate", path)
 
     assert done.returncode == 1
-    lines = done.stderr.splitlines()
+    *lines, summary = done.stderr.splitlines()
+    assert summary == "invalid: 3 errors"
     assert [line.split(": ", 2)[:2] for line in lines] == [
         [f"{path}:3", "max_age"],
         [f"{path}:4", "max_bytes"],
@@ -158,7 +159,7 @@ def test_a_broken_file_does_not_hide_problems_in_the_others(tmp_path: Path) -> N
     done = reconcile("validate", tmp_path)
 
     assert done.returncode == 1
-    lines = [line for line in done.stderr.splitlines() if not line.startswith("    ")]
+    lines = [line for line in done.stderr.splitlines()[:-1] if not line.startswith("    ")]
     assert [line.split(":")[:2] for line in lines] == [
         [str(tmp_path / "a.yaml"), "2"],
         [str(tmp_path / "b.yaml"), "3"],
@@ -195,7 +196,49 @@ def test_json_format_reports_a_valid_set() -> None:
 def test_a_missing_path_is_an_error_not_a_traceback(tmp_path: Path) -> None:
     done = reconcile("validate", tmp_path / "nothing-here")
     assert done.returncode == 1
-    assert done.stderr.strip() == f"{tmp_path / 'nothing-here'}:1: no such file"
+    assert done.stderr.splitlines() == [
+        f"{tmp_path / 'nothing-here'}:1: no such file",
+        "invalid: 1 error",
+    ]
+
+
+ODD_AND_BROKEN = {
+    "odd.yaml": "kind: Consumer\nstream: S\nname: C\nack_wait: 30s\nbackoff: [1s, 5s]\n"
+    "---\nkind: Stream\nname: S\nsubjects: [s.>]\n",
+    "broken.yaml": "kind: Stream\nname: B\nmax_msgs: lots\n",
+}
+
+
+def test_warnings_are_shown_beside_errors_and_counted(tmp_path: Path) -> None:
+    for name, text in ODD_AND_BROKEN.items():
+        (tmp_path / name).write_text(text)
+
+    done = reconcile("validate", tmp_path)
+
+    assert done.returncode == 1
+    *lines, summary = done.stderr.splitlines()
+    assert [line.split(": ")[:2] for line in lines] == [
+        [f"{tmp_path / 'broken.yaml'}:3", "max_msgs"],
+        [f"{tmp_path / 'odd.yaml'}:4", "warning"],
+    ]
+    assert summary == "invalid: 1 error, 1 warning"
+    as_json = json.loads(reconcile("validate", "--format", "json", tmp_path).stdout)
+    assert [(w["file"], w["line"]) for w in as_json["warnings"]] == [
+        (str(tmp_path / "odd.yaml"), 4)
+    ]
+
+
+def test_strict_ends_with_a_summary_saying_warnings_are_errors(tmp_path: Path) -> None:
+    (tmp_path / "odd.yaml").write_text(ODD_AND_BROKEN["odd.yaml"])
+
+    relaxed = reconcile("validate", tmp_path)
+    strict = reconcile("validate", "--strict", tmp_path)
+
+    assert relaxed.returncode == 0
+    assert strict.returncode == 1
+    *lines, summary = strict.stderr.splitlines()
+    assert [line.split(": ")[:2] for line in lines] == [[f"{tmp_path / 'odd.yaml'}:4", "warning"]]
+    assert summary == "invalid: 0 errors, 1 warning (--strict: warnings are errors)"
 
 
 def test_times_are_accepted_as_seconds_or_durations(tmp_path: Path) -> None:
