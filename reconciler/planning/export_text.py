@@ -7,6 +7,7 @@ documents as YAML (block style, keys in the export's order, no line folded).
 
 from __future__ import annotations
 
+from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -17,12 +18,29 @@ from reconciler.model.values import LEGACY_COMMAND
 if TYPE_CHECKING:
     from reconciler.planning.export import ExportedFile
 
-#: Where editors find the spec schema: a stable published address, never a path of the
-#: machine that exported (the files are meant for git).
+#: Where editors find the spec schema: the published schema of the release that wrote the
+#: file (its tag, so the address keeps resolving to the schema these files were checked
+#: against when the branch moves on), never a path of the machine that exported (the
+#: files are meant for git).
 SCHEMA_URL = (
-    "https://raw.githubusercontent.com/jetstream-gitops/jetstream-gitops/main/"
+    "https://raw.githubusercontent.com/jetstream-gitops/jetstream-gitops/v{version}/"
     "schemas/document.schema.json"
 )
+
+
+def installed_version() -> str:
+    """The installed release of the tool (a checkout that was never installed: 0.0.0)."""
+    try:
+        return metadata.version("jetstream-gitops")
+    except metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
+def schema_url() -> str:
+    """:data:`SCHEMA_URL` for the installed release."""
+    return SCHEMA_URL.format(version=installed_version())
+
+
 HEADER = "# yaml-language-server: $schema={schema}\n"
 
 
@@ -66,7 +84,7 @@ def dump(documents: tuple[dict[str, Any], ...]) -> str:
 def file_text(exported: ExportedFile, *, command: str) -> str:
     """One file's text: the schema header, who wrote it (``export``/``import``), the YAML."""
     said = f"# {command}ed by `reconcile {command}`\n"
-    return HEADER.format(schema=SCHEMA_URL) + said + dump(exported.documents)
+    return HEADER.format(schema=schema_url()) + said + dump(exported.documents)
 
 
 def file_texts(files: list[ExportedFile], *, command: str) -> list[tuple[str, str]]:

@@ -171,3 +171,17 @@ def test_documents_of_one_shape_are_copies() -> None:
     a.documents[1]["metadata"]["team"] = "y"
     assert b.documents[0]["metadata"] == {"t": "x"} and b.documents[0]["subjects"] == ["b.>"]
     assert b.documents[1]["metadata"] == {"team": "x"} and b.documents[1]["stream"] == "B"
+
+
+def test_the_schema_header_names_the_installed_release_not_a_branch() -> None:
+    from importlib import metadata
+
+    from reconciler.planning.export import ExportedFile
+    from reconciler.planning.export_text import file_text
+
+    text = file_text(ExportedFile("s.yaml", ({"kind": "Stream", "name": "S"},)), command="export")
+
+    header = text.splitlines()[0]
+    release = metadata.version("jetstream-gitops")
+    assert header.endswith(f"/v{release}/schemas/document.schema.json"), header
+    assert "/main/" not in header
