@@ -109,10 +109,10 @@ def _headline(summary: dict[str, Any], out_dir: Path) -> str:
     totals, errors = summary["totals"], summary["errors"]
     envs = len(summary["by_env"])
     text = (
-        f"{envs} environments: {totals['drift']} resources drifted "
-        f"({totals['drifted']} drifted, {totals['missing']} missing, "
-        f"{totals['unmanaged']} unmanaged, {totals['orphaned']} orphaned; "
-        f"{totals['drifted_fields']} fields); report in {out_dir}"
+        f"{envs} environments: {totals['drift']} resources differ from the specs "
+        f"({totals['drifted']} changed on the server in {totals['drifted_fields']} fields, "
+        f"{totals['missing']} missing, {totals['unmanaged']} unmanaged (no spec), "
+        f"{totals['orphaned']} orphaned); report in {out_dir}"
     )
     if "backups" in summary:
         backups = summary["backups"]

@@ -37,7 +37,7 @@ from reconciler.fleet.desired import EnvSpecs, load_fleet
 from reconciler.fleet.match import Days, all_findings
 from reconciler.fleet.records import BadLine, EnvDay, bad_lines, read_snapshots, snapshot_files
 from reconciler.fleet.report import write_report
-from reconciler.fleet.session import spark_session
+from reconciler.fleet.session import check_java, spark_session
 from reconciler.fleet.summary import build_summary, latest_days
 
 Notice = Callable[[str], None]
@@ -83,10 +83,16 @@ def fleet_drift(
     whose resources the plans manage where a project file does not say
     (:func:`~reconciler.fleet.desired.load_fleet`)."""
     say = on_notice or (lambda _: None)
+    if spark is None:
+        check_java()  # before a word of progress: without Java the one line says why
     files = snapshot_files(snapshots)
     seen = read_backups(backups) if backups is not None else None
     with fewer_collections():
         fleet = {env.env: env for env in load_fleet(specs, owner=owner)}
+    noun = "file" if len(files) == 1 else "files"
+    say(f"fleet: specs of {len(fleet)} environment(s) read; {len(files)} snapshot {noun}")
+    if spark is None:
+        say(f"fleet: starting Spark ({master or 'local[*]'})")
     session = spark or spark_session(master)
     out.mkdir(parents=True, exist_ok=True)
     staging = out / "_staging"
@@ -113,6 +119,7 @@ def _run(
     say: Notice,
     seen: tuple[list[SeenBackup], list[str]] | None = None,
 ) -> FleetResult:
+    say("fleet: reading the snapshots")
     parsed_frame, index = read_snapshots(spark, files)
     parsed_frame.write.mode("overwrite").parquet(str(staging / "live"))
     parsed = spark.read.parquet(str(staging / "live"))
@@ -134,11 +141,13 @@ def _run(
     configured = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
     partitions = max(configured, 2 * spark.sparkContext.defaultParallelism)
     owners = {env.env: env.ownership for env in fleet.values()}
+    say(f"fleet: planning {len(env_days)} environment-day(s) against their specs")
     findings = all_findings(
         declared_streams, good, declared=declared, days=days, partitions=partitions, owners=owners
     )
     findings.write.mode("overwrite").parquet(str(staging / "findings"))
     stored = spark.read.parquet(str(staging / "findings"))
+    say(f"fleet: writing the report to {out}")
     current = _write_outputs(spark, stored, env_days, out)
     summary = build_summary(
         stored,

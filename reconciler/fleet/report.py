@@ -16,15 +16,20 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.model.values import display, field_label
+from reconciler.planning.drift import DRIFT_STATUSES as _DRIFT
+from reconciler.planning.drift import LIVE_STATUSES as _LIVE
+from reconciler.planning.drift import STATUSES
 from reconciler.render.drift_html import escape
 from reconciler.render.drift_text import COVERAGE_MEANS
 from reconciler.render.palette import STATUS_COLOURS
 
-DRIFT_STATUSES = ("drifted", "missing", "unmanaged", "orphaned")
+#: The drift statuses in the order the report shows them (which ones are drift is
+#: ``planning.drift``'s rule, not this module's).
+DRIFT_STATUSES = tuple(s for s in STATUSES if s in _DRIFT)
 #: Other owners' resources: listed, never touched, not drift (a figure and a column).
 FOREIGN = "foreign"
 #: The statuses of resources a server holds (coverage's denominator).
-LIVE_STATUSES = ("in_sync", "drifted", "unmanaged", "orphaned", FOREIGN)
+LIVE_STATUSES = tuple(s for s in STATUSES if s in _LIVE)
 COLOURS = STATUS_COLOURS
 TITLE = "JetStream fleet drift report"
 #: An environment listing at most this many resources shows their drifted fields open.

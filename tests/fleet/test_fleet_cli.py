@@ -139,3 +139,23 @@ def test_a_fleet_whose_only_environment_is_invalid_reports_it_and_exits_1(
     assert error["env"] == "dev" and error["problems"][0].startswith(
         f"{specs / 'dev' / 's.yaml'}:4"
     )
+
+
+def test_the_job_says_what_it_is_doing_while_it_runs(spark: Any, tmp_path: Path) -> None:
+    specs, snaps = in_sync_fleet(tmp_path)
+    said: list[str] = []
+    fleet_drift(
+        specs=specs, snapshots=snaps, out=tmp_path / "out", spark=spark, on_notice=said.append
+    )
+    phases = [line.split(" ")[1] for line in said if line.startswith("fleet: ")]
+    assert phases == ["specs", "reading", "planning", "writing"], said
+
+
+def test_the_headline_never_calls_an_unmanaged_resource_drifted(tmp_path: Path) -> None:
+    from reconciler.cli.fleet_cmd import _headline
+
+    totals = {"drift": 3, "drifted": 0, "missing": 0, "unmanaged": 3, "orphaned": 0}
+    summary = {"totals": {**totals, "drifted_fields": 0}, "by_env": {"eu": {}}}
+    headline = _headline({**summary, "errors": {"count": 0}}, tmp_path)
+    assert "drifted" not in headline
+    assert "3 resources differ from the specs" in headline and "3 unmanaged" in headline
