@@ -667,7 +667,8 @@ GUARANTEES = (
 
 def run_suite(figures: Path, junit: Path, extra: list[str]) -> int:
     env = {**os.environ, "RELIABILITY_FIGURES": str(figures)}
-    command = [sys.executable, "-m", "pytest", *SUITE, "-q", "-p", "no:cacheprovider"]
+    # -m "": every test of the suite, the slow ones included (addopts leave those out)
+    command = [sys.executable, "-m", "pytest", *SUITE, "-q", "-p", "no:cacheprovider", "-m", ""]
     command += [f"--junitxml={junit}", *extra]
     return subprocess.call(command, cwd=REPO, env=env)
 

@@ -37,12 +37,26 @@ FOLDER_MARKERS = {
 TESTS = Path(__file__).resolve().parent
 
 
+#: Folders whose every test is a long fault, attack or scale run: marked ``slow`` too, so
+#: the README's ``pytest`` leaves them to ``.ci/run``'s second stage (``pytest -m slow``).
+SLOW_FOLDERS = frozenset({"reliability"})
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         folder = Path(str(item.path)).resolve().relative_to(TESTS).parts[0]
         marker = FOLDER_MARKERS.get(folder)
         if marker is not None:
             item.add_marker(marker)
+        if folder in SLOW_FOLDERS:
+            item.add_marker("slow")
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker more than half again the cores (3 on 2 cores). Most tests
+    wait on a server or a child process, so a core serves more than one worker."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(2, (cores or 1) * 3 // 2)
 
 
 @pytest.fixture(scope="session")
