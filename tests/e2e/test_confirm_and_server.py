@@ -16,12 +16,9 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import select
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,74 +26,13 @@ import pytest
 from cli_runner import reconcile
 from migration_helpers import api, publish_many
 from servers import NatsServer, run
+from terminal import QUESTION, Terminal
 
 from reconciler.jetstream import ConnectionOptions, open_client
 
 REPO = Path(__file__).resolve().parents[2]
 SHOP = REPO / "examples" / "shop"
-QUESTION = b"Only 'yes' will be accepted"
 NO_TERMINAL = "no terminal to confirm on; pass --yes"
-
-
-#: Started in a new session, the child makes its stdin (the pty) its controlling
-#: terminal, then becomes ``reconcile``.
-TAKE_TERMINAL = (
-    "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
-    "os.execv(sys.executable, [sys.executable, '-m', 'reconciler', *sys.argv[1:]])"
-)
-
-
-class Terminal:
-    """The CLI on a pseudo-terminal that is its controlling terminal."""
-
-    def __init__(self, *args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> None:
-        primary, secondary = pty.openpty()
-        environ = {
-            k: v
-            for k, v in os.environ.items()
-            if k not in ("CI", "NO_COLOR") and not k.startswith(("NATS_", "RECONCILE_"))
-        }
-        environ.update({"PYTHONPATH": str(REPO), "TERM": "xterm", "COLUMNS": "120"})
-        environ.update({"NO_COLOR": "1"} | (env or {}))
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", TAKE_TERMINAL, *args],
-            stdin=secondary, stdout=secondary, stderr=secondary, env=environ, cwd=cwd,
-            start_new_session=True,
-        )  # fmt: skip
-        os.close(secondary)
-        self.primary = primary
-        self.output = b""
-
-    def read_until(self, wanted: bytes, seconds: float = 60.0) -> bool:
-        deadline = time.monotonic() + seconds
-        while wanted not in self.output and time.monotonic() < deadline:
-            ready, _, _ = select.select([self.primary], [], [], 0.1)
-            if ready:
-                try:
-                    self.output += os.read(self.primary, 65536)
-                except OSError:
-                    break
-            elif self.process.poll() is not None:
-                break
-        return wanted in self.output
-
-    def type(self, text: bytes) -> None:
-        os.write(self.primary, text)
-
-    def finish(self, seconds: float = 60.0) -> int:
-        deadline = time.monotonic() + seconds
-        while self.process.poll() is None and time.monotonic() < deadline:
-            self.read_until(b"\x00never", 0.2)
-        self.read_until(b"\x00never", 0.2)
-        os.close(self.primary)
-        return self.process.wait(timeout=10)
-
-    @property
-    def text(self) -> str:
-        return self.output.decode(errors="replace")
-
-    def after_question(self) -> str:
-        return self.text.split(QUESTION.decode() + ": ", 1)[1]
 
 
 def stream_names(url: str) -> list[str]:

@@ -4,69 +4,23 @@ Without a terminal it never asks (the other e2e and integration tests run that w
 
 from __future__ import annotations
 
+import functools
 import os
-import pty
-import select
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 from servers import NatsServer, run
+from terminal import QUESTION
+from terminal import Terminal as PlainTerminal
 
 from reconciler.jetstream import ConnectionOptions, open_client
 
+#: This file checks colours too: its terminals are coloured unless a test says NO_COLOR.
+Terminal = functools.partial(PlainTerminal, colour=True)
+
 REPO = Path(__file__).resolve().parents[2]
 SHOP = REPO / "examples" / "shop"
-QUESTION = b"Only 'yes' will be accepted"
-
-
-class Terminal:
-    """The CLI on a pseudo-terminal: what it prints, and what is typed at it."""
-
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
-        primary, secondary = pty.openpty()
-        environ = {k: v for k, v in os.environ.items() if k not in ("CI", "NO_COLOR")}
-        environ.update({"PYTHONPATH": str(REPO), "TERM": "xterm", "COLUMNS": "120"})
-        environ.update(env or {})
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "reconciler", *args],
-            stdin=secondary, stdout=secondary, stderr=secondary,
-            env=environ, cwd=REPO, start_new_session=True,
-        )  # fmt: skip
-        os.close(secondary)
-        self.primary = primary
-        self.output = b""
-
-    def read_until(self, wanted: bytes, seconds: float = 60.0) -> bool:
-        deadline = time.monotonic() + seconds
-        while wanted not in self.output and time.monotonic() < deadline:
-            ready, _, _ = select.select([self.primary], [], [], 0.1)
-            if ready:
-                try:
-                    self.output += os.read(self.primary, 65536)
-                except OSError:
-                    break
-            elif self.process.poll() is not None:
-                break
-        return wanted in self.output
-
-    def type(self, text: bytes) -> None:
-        os.write(self.primary, text)
-
-    def finish(self, seconds: float = 60.0) -> int:
-        deadline = time.monotonic() + seconds
-        while self.process.poll() is None and time.monotonic() < deadline:
-            self.read_until(b"\x00never", 0.2)
-        self.read_until(b"\x00never", 0.2)
-        os.close(self.primary)
-        return self.process.wait(timeout=10)
-
-    @property
-    def text(self) -> str:
-        return self.output.decode(errors="replace")
 
 
 def streams(server: NatsServer) -> list[str]:

@@ -11,13 +11,10 @@ from __future__ import annotations
 import base64
 import json
 import os
-import pty
 import re
-import select
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -26,6 +23,7 @@ from typing import Any
 import pytest
 from cli_runner import reconcile
 from servers import NatsServer, options, run
+from terminal import QUESTION, Terminal
 
 from reconciler.jetstream import open_client
 
@@ -619,61 +617,6 @@ def action_step(root: Path, server: NatsServer) -> subprocess.CompletedProcess[s
 
 
 # --- what is applied is what was reviewed ----------------------------------------------
-
-QUESTION = b"Only 'yes' will be accepted"
-#: Started in a new session, the child makes its stdin (the pty) its controlling
-#: terminal, then becomes ``reconcile`` (as tests/e2e/test_confirm_and_server.py does).
-TAKE_TERMINAL = (
-    "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
-    "os.execv(sys.executable, [sys.executable, '-m', 'reconciler', *sys.argv[1:]])"
-)
-
-
-class Terminal:
-    """The CLI on a pseudo-terminal that is its controlling terminal."""
-
-    def __init__(self, *args: str, cwd: Path) -> None:
-        primary, secondary = pty.openpty()
-        environ = {
-            k: v
-            for k, v in os.environ.items()
-            if k not in ("CI", "NO_COLOR") and not k.startswith(("NATS_", "RECONCILE_"))
-        }
-        environ |= {"PYTHONPATH": str(REPO), "TERM": "xterm", "COLUMNS": "120", "NO_COLOR": "1"}
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", TAKE_TERMINAL, *args],
-            stdin=secondary, stdout=secondary, stderr=secondary, env=environ, cwd=cwd,
-            start_new_session=True,
-        )  # fmt: skip
-        os.close(secondary)
-        self.primary = primary
-        self.output = b""
-
-    def read_until(self, wanted: bytes, seconds: float = 60.0) -> bool:
-        deadline = time.monotonic() + seconds
-        while wanted not in self.output and time.monotonic() < deadline:
-            ready, _, _ = select.select([self.primary], [], [], 0.1)
-            if ready:
-                try:
-                    self.output += os.read(self.primary, 65536)
-                except OSError:
-                    break
-            elif self.process.poll() is not None:
-                break
-        return wanted in self.output
-
-    def answer(self, text: bytes, seconds: float = 60.0) -> int:
-        os.write(self.primary, text)
-        deadline = time.monotonic() + seconds
-        while self.process.poll() is None and time.monotonic() < deadline:
-            self.read_until(b"\x00never", 0.2)
-        self.read_until(b"\x00never", 0.2)
-        os.close(self.primary)
-        return self.process.wait(timeout=10)
-
-    @property
-    def text(self) -> str:
-        return self.output.decode(errors="replace")
 
 
 def entry_specs(value: str, *, secret: bool) -> str:
