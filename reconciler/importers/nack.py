@@ -530,6 +530,14 @@ def by_account(
         body = manifest.body
         api, kind = str(body.get("apiVersion", "")), str(body.get("kind", ""))
         if not api.startswith(GROUP):
+            name = (body.get("metadata") or {}).get("name") if isinstance(body, dict) else None
+            what = (
+                f"{kind or 'a document'} {name!r}"
+                if isinstance(name, str)
+                else kind or "a document"
+            )
+            message = f"{what} ({api or 'no apiVersion'}) is not a NACK resource: skipped"
+            warnings.append(Problem(manifest.source, "", message, warning=True))
             continue
         version = api[len(GROUP) :]
         if version not in VERSIONS:

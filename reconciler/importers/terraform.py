@@ -512,7 +512,8 @@ def _consumer(attrs: Mapping[str, Any], unknown: Callable[[str], None]) -> dict[
             _duration(config, _CONSUMER_SECONDS[attr], value)
         elif attr not in _CONSUMER_HANDLED:
             unknown(attr)
-    config["sample_freq"] = f"{int(attrs.get('sample_freq') or 0)}%"
+    if int(attrs.get("sample_freq") or 0):  # 0 is the server's own "no sampling": not written
+        config["sample_freq"] = f"{int(attrs['sample_freq'])}%"
     if config.get("deliver_subject"):
         if attrs.get("delivery_group"):
             config["deliver_group"] = attrs["delivery_group"]

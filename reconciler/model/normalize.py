@@ -278,6 +278,7 @@ def _consumer_rules(out: dict[str, Any], limits: Mapping[str, Any]) -> None:
         out[key] = max(out[key], 0)
     out["inactive_threshold"] = max(out["inactive_threshold"], 0)
     out["name"] = out["name"] or out["durable_name"]
+    out["sample_freq"] = _sample_frequency(out["sample_freq"])
     for key in ("backoff", "filter_subjects", "priority_groups"):
         if key in out and not out[key]:
             del out[key]
@@ -285,6 +286,17 @@ def _consumer_rules(out: dict[str, Any], limits: Mapping[str, Any]) -> None:
         if key in out:
             out[key] = rfc3339_utc(out[key])
     _consumer_derived(out, limits)
+
+
+def _sample_frequency(value: Any) -> Any:
+    """``"0%"``, ``"0"`` and ``""`` all mean no sampling to the server (it reads the number
+    before an optional ``%``), and ``"30"`` is ``"30%"``: one form each, so a config written
+    either way (the Terraform provider sends ``"0%"``) plans no change."""
+    text = str(value).strip() if isinstance(value, str) else None
+    if text is None or not text.rstrip("%").strip().isdigit():
+        return value  # something else: left for the server to judge
+    number = int(text.rstrip("%"))
+    return f"{number}%" if number else ""
 
 
 def _consumer_derived(out: dict[str, Any], limits: Mapping[str, Any]) -> None:

@@ -155,6 +155,9 @@ def test_nacks_examples_and_a_v1beta1_stream_import_and_plan_nothing_but_the_mar
         in imported.stderr
     )
     assert "added environment(s) team-a to reconcile.yaml" in imported.stderr
+    skipped = [line for line in imported.stderr.splitlines() if "'unrelated'" in line]
+    assert len(skipped) == 1 and skipped[0].startswith("k8s/old.yaml:"), imported.stderr
+    assert "ConfigMap" in skipped[0] and "skipped" in skipped[0]
     text = project.read_text()
     assert text.startswith("# the platform team's project\n") and "embedded: true  # local" in text
     envs = reconcile("envs", cwd=tmp_path)

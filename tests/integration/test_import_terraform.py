@@ -168,6 +168,10 @@ def test_a_state_file_imports_buckets_too_and_says_what_it_left_out(
         "objectstore-BLOBS.yaml",
         "stream-ORDERS.yaml",
     ]
+    # MONITOR's sample_freq is 0 in the state (the provider sends "0%"): no sampling, the
+    # server's own meaning of an absent field, so nothing is written and nothing planned
+    orders = (tmp_path / "specs" / "stream-ORDERS.yaml").read_text()
+    assert orders.count("sample_freq") == 1 and "sample_freq: 100%" in orders
     bucket = (tmp_path / "specs" / "kv-CFG.yaml").read_text()
     assert "history: 10" in bucket and "ttl: 1h" in bucket
     assert "kind: KeyValueEntry" in bucket and "key: greeting" in bucket
