@@ -9,8 +9,8 @@ export); ``classify_stream`` tells what a live stream is (the names themselves l
 
 Other clients set a few stream fields of a bucket differently (:data:`CLIENT_FIELDS`):
 nats-py leaves ``allow_direct`` off unless asked (``direct=True``) and turns
-``allow_msg_ttl`` on for every KeyValue bucket (nats-py 2.11+); older Go clients made
-buckets without direct gets. A bucket spec may declare those fields under their stream
+``allow_msg_ttl`` on for every KeyValue bucket (nats-py 2.11+); the JavaScript client
+(nats.js 3.x) leaves ``deny_delete`` off; older Go clients made buckets without direct gets. A bucket spec may declare those fields under their stream
 names, so such a bucket is still a bucket, exported and planned without a difference.
 """
 
@@ -35,7 +35,7 @@ _SHARED: Final = ("description", "storage", "placement", "metadata")
 #: Stream fields a bucket spec may declare (under the stream's own names) because some
 #: client sets them differently from the Go client, by kind.
 CLIENT_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
-    "KeyValue": ("allow_direct", "allow_msg_ttl", "discard"),
+    "KeyValue": ("allow_direct", "allow_msg_ttl", "discard", "deny_delete"),
     "ObjectStore": ("allow_direct", "discard"),
 }
 
@@ -74,7 +74,7 @@ def kv_stream_config(name: str, bucket: Mapping[str, Any]) -> dict[str, Any]:
         max_msg_size=_unlimited(bucket.get("max_value_size")),
         max_msgs=-1,
         max_consumers=-1,
-        deny_delete=True,
+        deny_delete=bucket.get("deny_delete") is not False,
         duplicate_window=min(ttl, window) if ttl > 0 else window,
     )
     if bucket.get("republish") is not None:
@@ -168,6 +168,8 @@ def _client_fields(kind: Kind, stream: Mapping[str, Any]) -> dict[str, Any]:
         fields["discard"] = stream["discard"]
     if stream.get("allow_msg_ttl") and not stream.get("subject_delete_marker_ttl"):
         fields["allow_msg_ttl"] = True
+    if not stream.get("deny_delete", False):  # nats.js 3.x: the Go client sets it true
+        fields["deny_delete"] = False
     return {key: value for key, value in fields.items() if key in CLIENT_FIELDS[kind]}
 
 

@@ -6,6 +6,9 @@ only adopts them, the apply changes no setting, every message and key is still t
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -100,4 +103,70 @@ def test_the_corpus_client_buckets_export_as_buckets(clean_server: NatsServer) -
         "kv-cli_sessions.yaml": "KeyValue",
         "kv-go_legacy.yaml": "KeyValue",
         "objectstore-go_assets.yaml": "ObjectStore",
+        "kv-js_config.yaml": "KeyValue",
+        "objectstore-js_assets.yaml": "ObjectStore",
     }
+
+
+#: nats.js 3.x, from npm (``.ci/run`` installs it into .ci/node when npm is there).
+NODE_MODULES = Path(__file__).resolve().parents[2] / ".ci" / "node" / "node_modules"
+MAKE_WITH_NATS_JS = """
+import { connect } from "@nats-io/transport-node";
+import { Kvm } from "@nats-io/kv";
+import { Objm } from "@nats-io/obj";
+const nc = await connect({ servers: process.argv[2] });
+const kv = await new Kvm(nc).create("js", { history: 5 });
+for (let n = 0; n < 3; n++) await kv.put("k" + n, "v" + n);
+const os = await new Objm(nc).create("js_objects");
+await os.putBlob({ name: "blob" }, new Uint8Array(300000));
+await nc.close();
+"""
+
+
+def test_buckets_made_by_nats_js_export_as_buckets_and_apply_changes_nothing(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The official JavaScript client sets deny_delete false on a KeyValue bucket's stream
+    (the Go client true): still a bucket, exported with that field, planned as adoption
+    only, every setting and message kept by the apply."""
+    node = shutil.which("node")
+    if node is None or not (NODE_MODULES / "@nats-io" / "kv").is_dir():
+        pytest.skip("nats.js not installed (.ci/run installs it with npm into .ci/node)")
+    script = tmp_path / "make.mjs"
+    script.write_text(MAKE_WITH_NATS_JS)
+    env = {**os.environ, "NODE_PATH": str(NODE_MODULES)}
+    (tmp_path / "node_modules").symlink_to(NODE_MODULES)  # ESM imports resolve from here
+    done = subprocess.run(
+        [node, str(script), clean_server.url], capture_output=True, text=True, env=env,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    options = ConnectionOptions(servers=clean_server.url)
+    before = run(_stream_contents(clean_server.url))
+    files = {f.name: f.documents for f in export_state(run(engine.fetch_live(options)))}
+    assert sorted(files) == ["kv-js.yaml", "objectstore-js_objects.yaml"]
+    assert files["kv-js.yaml"][0]["deny_delete"] is False
+    folder = tmp_path / "export"
+    folder.mkdir()
+    for name, documents in files.items():
+        (folder / name).write_text(_dump(documents))
+    plan = run(engine.plan([folder], options))
+    assert [(c.action, c.reasons) for c in plan.changes] == [("update", ADOPT)] * 2
+    run(engine.apply([folder], options, lock_timeout=None))
+    assert not run(engine.plan([folder], options)).has_changes
+    assert run(_stream_contents(clean_server.url)) == before
+
+
+async def _stream_contents(url: str) -> dict[str, Any]:
+    """Every stream's config (less metadata) and message count."""
+    nc = await nats.connect(url)
+    try:
+        names = json.loads((await nc.request("$JS.API.STREAM.NAMES", b"{}")).data)["streams"]
+        found: dict[str, Any] = {}
+        for name in sorted(n for n in names if n != "KV_RECONCILE_LOCKS"):
+            info = json.loads((await nc.request(f"$JS.API.STREAM.INFO.{name}", b"")).data)
+            config = {k: v for k, v in info["config"].items() if k != "metadata"}
+            found[name] = (config, info["state"]["messages"])
+        return found
+    finally:
+        await nc.close()
