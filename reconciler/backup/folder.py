@@ -107,8 +107,9 @@ class Claim:
 
     def finish(self, manifest: Manifest) -> None:
         """Write ``manifest`` once every file it lists is in place with its size (else
-        :class:`BackupError`, and no manifest); then remove what earlier backups wrote
-        that this one did not, and the journal."""
+        :class:`BackupError`, and no manifest); then remove the files of the journal
+        that the manifest does not list (an earlier backup's, a skipped stream's), and
+        the journal."""
         if problems := self.missing(manifest):
             raise BackupError(
                 "backup incomplete, no manifest was written: "
@@ -116,7 +117,7 @@ class Claim:
                 + (f" (and {len(problems) - SHOWN} more)" if problems[SHOWN:] else "")
             )
         write_json(self.root / MANIFEST, manifest.to_json())
-        for rel in sorted(self.earlier - manifest.own_files()):
+        for rel in sorted((self.earlier | self.writing) - manifest.own_files()):
             self._remove(rel)
         (self.root / JOURNAL).unlink(missing_ok=True)
         sync_folder(self.root)
