@@ -21,6 +21,7 @@ from typing import Any
 
 from reconciler.backup.layout import (
     DATA,
+    JOURNAL,
     MANIFEST,
     METADATA,
     SPEC_FOLDERS,
@@ -272,10 +273,17 @@ class Contents:
 
 def read_contents(root: Path) -> Contents:
     """What ``root`` holds: our manifest's streams, else the nats CLI's folders (config
-    and state from each ``backup.json``; no digests, no consumer positions)."""
+    and state from each ``backup.json``; no digests, no consumer positions). A folder
+    our backup was writing when it stopped is none of them (refused, named)."""
     if (root / MANIFEST).is_file():
         found = load(root)
         return Contents(root, found.streams, found)
+    if (root / JOURNAL).exists():
+        raise BackupError(
+            f"{root / JOURNAL}: an interrupted or failed backup (it has no manifest): run "
+            "the backup again; or remove this file to read its complete stream folders "
+            "as a nats CLI backup (no digests)"
+        )
     records = []
     for folder in stream_folders(root):
         body = read_json(folder.metadata)

@@ -173,20 +173,29 @@ async def _incompressible(url: str, stream: str, count: int) -> None:
 
 
 def test_a_full_disk_is_one_line_naming_the_folder_and_the_stream(
-    clean_server: NatsServer, small_disk: Path, tmp_path: Path
+    clean_server: NatsServer, server_factory: object, small_disk: Path, tmp_path: Path
 ) -> None:
     url = clean_server.url
     _stream(url, "BULK", 0)
     run(_incompressible(url, "BULK", 40))  # 2.5 MiB that S2 cannot shrink
+    _stream(url, "SMALL", 3)  # fits: its folder is complete
     out = small_disk / "backup"
-    done = reconcile("backup", "--all", "--out", str(out), "--server", url, cwd=tmp_path)
+    args = ("--out", str(out), "--server", url, "--parallel", "1")
+    done = reconcile("backup", "--all", *args, cwd=tmp_path)
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     line = _error(done.stderr)
     assert str(out) in line and "BULK" in line, done.stderr
     assert not (out / "manifest.json").exists()
     assert not [p for p in small_disk.rglob("*") if p.name.endswith(".partial")]
-    assert _messages(url, "BULK") == 40
+    assert _messages(url, "BULK") == 40 and _messages(url, "SMALL") == 3
+
+    # what the failed backup left is no backup to restore from, however whole a part
+    target = server_factory()  # type: ignore[operator]
+    restored = reconcile("restore", str(out), "--server", target.url, "--yes", cwd=tmp_path)
+    assert restored.returncode == 1 and "Traceback" not in restored.stderr
+    assert "backup-in-progress.json" in _error(restored.stderr)
+    assert run(_request(target.url, "$JS.API.STREAM.NAMES"))["streams"] in (None, [])
 
 
 def test_the_tools_own_lock_bucket_is_not_backed_up(server_factory: object, tmp_path: Path) -> None:
