@@ -159,3 +159,13 @@ def test_a_planted_partial_link_is_never_written_through(tmp_path: Path) -> None
 def test_a_listed_path_outside_the_layout_names_no_file(rel: str) -> None:
     assert not own_path(rel)
     assert own_path("ORDERS/backup.json") and own_path("specs.d/stream-ORDERS.yaml")
+
+
+def test_a_folder_a_backup_was_writing_when_it_stopped_is_no_backup(tmp_path: Path) -> None:
+    with claim(tmp_path) as held:
+        held.start(["ORDERS"])
+    (tmp_path / "ORDERS").mkdir()  # one stream whole, as a nats CLI folder would be
+    (tmp_path / "ORDERS" / "backup.json").write_text('{"config": {"name": "ORDERS"}}')
+    (tmp_path / "ORDERS" / "stream.tar.s2").write_bytes(b"x")
+    with pytest.raises(BackupError, match=r"backup-in-progress\.json"):
+        read_contents(tmp_path)
