@@ -293,3 +293,34 @@ def test_a_stream_with_a_unicode_name_backs_up_and_restores(
     restored = reconcile("restore", str(out), "--server", target.url, "--yes", cwd=tmp_path)
     assert restored.returncode == 0, restored.stderr
     assert _messages(target.url, name) == 11
+
+
+def test_two_streams_in_one_folder_fail_the_backup_without_a_manifest(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """ORDERS and orders are two streams; on a file system that ignores case (macOS,
+    Windows, ext4 casefold) their folders are one. A bind mount makes them one here."""
+    url = clean_server.url
+    _stream(url, "ORDERS", 5)
+    _stream(url, "orders", 9, subject="lower.in")
+    out = tmp_path / "backup"
+    args = ("--out", str(out), "--server", url, "--parallel", "1")
+    done = reconcile("backup", "--all", *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    if os.geteuid() != 0:
+        pytest.skip("a bind mount needs root")
+    bound = subprocess.run(
+        ["mount", "--bind", str(out / "ORDERS"), str(out / "orders")],
+        capture_output=True,
+        check=False,
+    )
+    if bound.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {bound.stderr!r}")
+    try:
+        done = reconcile("backup", "--all", *args, cwd=tmp_path)
+    finally:
+        subprocess.run(["umount", str(out / "orders")], check=False)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "ORDERS" in _error(done.stderr) and "orders" in _error(done.stderr)
+    assert not (out / "manifest.json").exists()
+    assert _messages(url, "ORDERS") == 5 and _messages(url, "orders") == 9
