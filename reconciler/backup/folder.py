@@ -250,6 +250,8 @@ def claim(out: Path) -> Iterator[Claim]:
                 f"{out}: another backup is writing into this folder; nothing was changed"
             ) from None
         manifest, journal = _manifest(out), _journal_files(out)
+        if journal is None and os.path.lexists(out / JOURNAL):
+            raise BackupError(_refusal(out, [f"{out / JOURNAL} is not a list of this tool's"]))
         if manifest is None and journal is None and (there := _entries(out)):
             shown = ", ".join(there[:SHOWN]) + (
                 f" (and {len(there) - SHOWN} more)" if there[SHOWN:] else ""

@@ -169,3 +169,17 @@ def test_a_folder_a_backup_was_writing_when_it_stopped_is_no_backup(tmp_path: Pa
     (tmp_path / "ORDERS" / "stream.tar.s2").write_bytes(b"x")
     with pytest.raises(BackupError, match=r"backup-in-progress\.json"):
         read_contents(tmp_path)
+
+
+def test_files_named_like_the_backups_own_but_of_another_shape_are_never_replaced(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "backup-in-progress.json").write_text('{"mine": true}')
+    with pytest.raises(BackupError, match=r"backup-in-progress\.json"), claim(tmp_path):
+        pass
+    assert (tmp_path / "backup-in-progress.json").read_text() == '{"mine": true}'
+    (tmp_path / "backup-in-progress.json").unlink()
+    (tmp_path / "manifest.json").write_text('{"format": "npm"}')
+    with pytest.raises(BackupError, match=r"neither empty nor a backup"), claim(tmp_path):
+        pass
+    assert (tmp_path / "manifest.json").read_text() == '{"format": "npm"}'
