@@ -279,12 +279,12 @@ def test_a_second_backup_into_a_folder_being_written_is_refused(
     assert _messages(url, "ORDERS") == 7
 
 
-def test_a_stream_with_a_unicode_name_backs_up_and_restores(
-    server_factory: object, tmp_path: Path
+@pytest.mark.parametrize("name", ["commandes-été-注文", "L" * 255], ids=["unicode", "255-bytes"])
+def test_a_stream_with_a_unicode_or_the_longest_name_backs_up_and_restores(
+    server_factory: object, tmp_path: Path, name: str
 ) -> None:
     source = server_factory()  # type: ignore[operator]
     target = server_factory()  # type: ignore[operator]
-    name = "commandes-été-注文"
     _stream(source.url, name, 11, subject="commandes.in")
     out = tmp_path / "backup"
     done = reconcile("backup", "--all", "--out", str(out), "--server", source.url, cwd=tmp_path)
