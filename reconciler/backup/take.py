@@ -53,13 +53,21 @@ from reconciler.backup.memory import caught_up, drop_mirror, mirror_of
 from reconciler.backup.specs import spec_texts, write_specs
 from reconciler.errors import NotFound, ReconcileError
 from reconciler.execution.migrate import without_server_metadata
-from reconciler.identity import ENTRY, INTERNAL_STREAMS, backup_mirror, is_backup_mirror
+from reconciler.identity import (
+    BACKUP_PREFIX,
+    ENTRY,
+    INTERNAL_STREAMS,
+    backup_mirror,
+    is_backup_mirror,
+)
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.jetstream.snapshots import SNAPSHOT_CHUNK, snapshot_stream
 from reconciler.specs.fingerprint import git_commit
 from reconciler.specs.validate import load_specs
 
 T = TypeVar("T")
+#: The longest stream name nats-server accepts, in bytes (``JSMaxNameLen``).
+MAX_NAME_BYTES = 255
 #: Streams snapshot at once unless told otherwise.
 PARALLEL = 4
 
@@ -335,6 +343,13 @@ async def _backup_memory(
     stream mirroring it (sequences, times and headers kept), caught up, snapshot, and
     deleted whatever happens."""
     mirror = backup_mirror(name)
+    if len(mirror.encode()) > MAX_NAME_BYTES:
+        most = MAX_NAME_BYTES - len(BACKUP_PREFIX)
+        raise BackupError(
+            f"a memory stream is backed up through a file mirror named {BACKUP_PREFIX}"
+            f"<stream>, and nats-server allows {MAX_NAME_BYTES} bytes: this stream's name "
+            f"is {len(name.encode())} bytes, at most {most} can be backed up"
+        )
     await drop_mirror(client, mirror, name)  # a killed run's
     goal = int((info.get("state") or {}).get("last_seq") or 0)
     await client.create_stream(mirror_of(name, mirror))

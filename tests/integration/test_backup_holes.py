@@ -324,3 +324,23 @@ def test_two_streams_in_one_folder_fail_the_backup_without_a_manifest(
     assert "ORDERS" in _error(done.stderr) and "orders" in _error(done.stderr)
     assert not (out / "manifest.json").exists()
     assert _messages(url, "ORDERS") == 5 and _messages(url, "orders") == 9
+
+
+def test_a_memory_stream_too_long_for_its_mirror_is_named_and_kept(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A memory stream goes through a file mirror ``RECONCILE_BACKUP_<stream>``: a name
+    past 238 bytes leaves no room for the prefix in nats-server's 255."""
+    url = clean_server.url
+    name = "M" * 240
+    config = {"name": name, "subjects": ["mem.in"], "storage": "memory"}
+    assert "error" not in run(_request(url, f"$JS.API.STREAM.CREATE.{name}", config))
+    run(_publish(url, "mem.in", 4))
+    out = tmp_path / "backup"
+    done = reconcile("backup", "--all", "--out", str(out), "--server", url, cwd=tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    line = _error(done.stderr)
+    assert name in line and "RECONCILE_BACKUP_" in line, line  # what is too long, and why
+    assert not (out / "manifest.json").exists()
+    assert run(_request(url, "$JS.API.STREAM.NAMES"))["streams"] == [name]
+    assert _messages(url, name) == 4
