@@ -135,7 +135,7 @@ async def _chosen(
         )
     if selection.everything and not selection.only:
         for name in sorted(n for n in on_server if n in INTERNAL_STREAMS):
-            on_notice(f"{name}: the tool's own (its apply lock), not backed up")
+            on_notice(f"{name}: the tool's own stream, not user data: not backed up")
     if selection.only:
         wanted = list(dict.fromkeys(selection.only))
         if selection.declared and not selection.everything:
