@@ -40,6 +40,7 @@ SUITE = (
     "tests/integration/test_front_doors.py",
     "tests/integration/test_backup.py",
     "tests/integration/test_backup_memory.py",
+    "tests/integration/test_backup_holes.py",
     "tests/integration/test_overlapped_read.py",
     "tests/integration/test_lifecycle.py",
     "tests/integration/test_lifecycle_holes.py",
@@ -406,6 +407,22 @@ GUARANTEES = (
         "become paths outside the folder, and a 1 GiB backup and restore stay under "
         "41 MiB RSS.",
         ("test_backup_faults.py::", "test_backup.py::", "test_backup_memory.py::"),
+    ),
+    Guarantee(
+        "A backup writes only into its own files, whatever the streams are called",
+        "The backup's own names hold a dot, which no stream name can (`manifest.json`, "
+        "`specs.d/`, `backup-in-progress.json`): a stream named `specs` keeps its 20 "
+        "messages and restores. A backup replaces or removes only the files an earlier "
+        "backup of the folder listed as its own: `reconcile backup specs --out .` in a "
+        "repository is refused, naming what is there, and not one file changes; a later "
+        "backup keeps a README and folders of someone else's and refuses a stranger's file "
+        "where it would write; a symbolic link below the folder is not followed, and a "
+        "second backup into a folder being written is refused. A full disk (a real 1 MiB "
+        "tmpfs) is one line naming the folder and the stream, with no manifest and no "
+        "`.partial` file left, and what "
+        "the failed backup left is refused by restore. The tool's own lock bucket is never "
+        "backed up, so a restore never makes it elsewhere.",
+        ("test_backup_holes.py::",),
     ),
     Guarantee(
         "A plan reads while it checks the files, and writes nothing before they are valid",

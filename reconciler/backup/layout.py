@@ -3,12 +3,17 @@
 ```
 DIR/<stream>/backup.json      {"config": ..., "state": ...}: the SNAPSHOT reply, indented
 DIR/<stream>/stream.tar.s2    the server's snapshot bytes, verbatim (an S2-compressed tar)
+DIR/specs.d/<file>.yaml       ours: the streams' configuration as spec files
 DIR/manifest.json             ours, written last: what a complete backup holds
+DIR/backup-in-progress.json   ours, while a backup writes: the files it may write
 ```
 
 ``nats stream backup STREAM DIR`` writes the two files straight into ``DIR``; ``nats
 account backup DIR`` one folder per stream. Both restore here; ``nats stream restore
-DIR/<stream>`` reads ours.
+DIR/<stream>`` reads ours. The backup's own names all hold a dot, which no stream name
+holds: a stream's folder never collides with them, whatever the stream is called.
+(Backups made before ``specs.d`` kept the spec files in ``DIR/specs``: the manifest
+says which, :data:`SPEC_FOLDERS`.)
 
 Files are written under a temporary name (``.<name>.partial``), synced and renamed, so
 an interrupted write never leaves a file that looks complete; a stream's ``backup.json``
@@ -17,6 +22,7 @@ comes after its ``stream.tar.s2`` (a folder without it is no stream to natscli o
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -31,6 +37,12 @@ from reconciler.errors import ReconcileError
 METADATA = "backup.json"
 DATA = "stream.tar.s2"
 MANIFEST = "manifest.json"
+#: The spec files' folder; a dot in it, so no stream's folder is ever this one.
+SPECS = "specs.d"
+#: Where a manifest may say its spec files are: ``specs`` in backups made before ``specs.d``.
+SPEC_FOLDERS = (SPECS, "specs")
+#: The files a backup at work may write or remove (:mod:`reconciler.backup.folder`).
+JOURNAL = "backup-in-progress.json"
 PARTIAL = ".partial"
 READ_SIZE = 1024 * 1024
 
@@ -63,6 +75,11 @@ class StreamFolder:
         return self.folder / DATA
 
 
+def partial_of(path: Path) -> Path:
+    """The temporary name ``path`` is written under (:class:`AtomicFile`)."""
+    return path.with_name(f".{path.name}{PARTIAL}")
+
+
 def stream_folder(root: Path, name: str) -> StreamFolder:
     """Where ``name``'s files go under ``root``; refuses a name that is no stream name."""
     if not valid_stream_name(name):
@@ -76,9 +93,11 @@ class AtomicFile:
 
     def __init__(self, target: Path) -> None:
         self.target = target
-        self.partial = target.with_name(f".{target.name}{PARTIAL}")
+        self.partial = partial_of(target)
         target.parent.mkdir(parents=True, exist_ok=True)
-        self._handle: IO[bytes] | None = open(self.partial, "wb")  # noqa: SIM115
+        self.partial.unlink(missing_ok=True)  # an interrupted write's (or a link: not followed)
+        fd = os.open(self.partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+        self._handle: IO[bytes] | None = os.fdopen(fd, "wb")
         self._digest = hashlib.sha256()
         self.size = 0
 
@@ -103,10 +122,15 @@ class AtomicFile:
         sync_folder(self.target.parent)
 
     def discard(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
-        self.partial.unlink(missing_ok=True)
+        """Remove the partial file, also when closing it fails (a full disk: the buffered
+        bytes cannot be flushed)."""
+        handle, self._handle = self._handle, None
+        try:
+            if handle is not None:
+                with contextlib.suppress(OSError):
+                    handle.close()
+        finally:
+            self.partial.unlink(missing_ok=True)
 
 
 def sync_folder(folder: Path) -> None:

@@ -21,8 +21,11 @@ from typing import Any
 
 from reconciler.backup.layout import (
     DATA,
+    JOURNAL,
     MANIFEST,
     METADATA,
+    SPEC_FOLDERS,
+    SPECS,
     BackupError,
     StreamFolder,
     file_digest,
@@ -92,8 +95,17 @@ class Manifest:
     streams: tuple[StreamRecord, ...]
     skipped: tuple[tuple[str, str], ...] = ()  # (stream, why)
     specs_commit: str | None = None
-    #: ``specs/<file>`` -> digest: the streams' configuration as spec files (export format)
+    #: ``<specs_folder>/<file>`` -> digest: the streams' configuration as spec files
+    #: (export format)
     specs: Mapping[str, FileRecord] = field(default_factory=dict)
+    #: where the spec files are: ``specs.d``; ``specs`` in backups made before it
+    specs_folder: str = SPECS
+
+    def own_files(self) -> set[str]:
+        """The files this backup wrote, relative to its folder (``ORDERS/backup.json``,
+        ``specs.d/stream-ORDERS.yaml``): what a later backup in the folder may replace."""
+        found = {f"{s.name}/{n}" for s in self.streams for n in (DATA, METADATA)}
+        return found | {f"{self.specs_folder}/{n}" for n in self.specs}
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -108,6 +120,7 @@ class Manifest:
         body["skipped"] = [{"name": name, "reason": why} for name, why in self.skipped]
         if self.specs:
             body["specs"] = {n: {"sha256": f.sha256, "size": f.size} for n, f in self.specs.items()}
+        body["specs_folder"] = self.specs_folder
         return body
 
 
@@ -178,6 +191,9 @@ def load(root: Path) -> Manifest:
         if isinstance(s, dict)
     )
     commit = body.get("specs_commit")
+    specs_folder = body.get("specs_folder", "specs")  # absent: written before specs.d
+    if specs_folder not in SPEC_FOLDERS:
+        raise BackupError(f"{path}: specs_folder is not one of {', '.join(SPEC_FOLDERS)}")
     return Manifest(
         created=str(body.get("created", "")),
         server=dict(server or {}),
@@ -185,6 +201,7 @@ def load(root: Path) -> Manifest:
         skipped=skipped,
         specs_commit=commit if isinstance(commit, str) else None,
         specs=_spec_files(path, body.get("specs")),
+        specs_folder=str(specs_folder),
     )
 
 
@@ -256,10 +273,17 @@ class Contents:
 
 def read_contents(root: Path) -> Contents:
     """What ``root`` holds: our manifest's streams, else the nats CLI's folders (config
-    and state from each ``backup.json``; no digests, no consumer positions)."""
+    and state from each ``backup.json``; no digests, no consumer positions). A folder
+    our backup was writing when it stopped is none of them (refused, named)."""
     if (root / MANIFEST).is_file():
         found = load(root)
         return Contents(root, found.streams, found)
+    if (root / JOURNAL).exists():
+        raise BackupError(
+            f"{root / JOURNAL}: an interrupted or failed backup (it has no manifest): run "
+            "the backup again; or remove this file to read its complete stream folders "
+            "as a nats CLI backup (no digests)"
+        )
     records = []
     for folder in stream_folders(root):
         body = read_json(folder.metadata)

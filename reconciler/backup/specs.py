@@ -1,8 +1,8 @@
-"""``DIR/specs/``: the configuration of a backup's streams as spec files.
+"""``DIR/specs.d/``: the configuration of a backup's streams as spec files.
 
 One file per stream or bucket with its consumers, in the export format (the text
 ``reconcile export`` writes, from :mod:`reconciler.planning.export` and
-:mod:`reconciler.planning.export_text`: one rule), so ``reconcile plan DIR/specs``
+:mod:`reconciler.planning.export_text`: one rule), so ``reconcile plan DIR/specs.d``
 against the server backed up is empty and the folder can be applied to a new server
 before its data is restored. Each file is written atomically (temp, sync, rename) before
 the manifest, which lists its SHA-256 and size like every other file. Specs hold
@@ -14,21 +14,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from reconciler.backup.layout import MANIFEST, AtomicFile, file_digest, sync_folder
+from reconciler.backup.layout import MANIFEST, AtomicFile, BackupError, file_digest, sync_folder
 from reconciler.backup.manifest import Contents, FileRecord
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.state import LiveState
 from reconciler.planning.export import export_state
 from reconciler.planning.export_text import file_texts
 
-SPECS = "specs"
 
-
-async def write_specs(
-    client: JetStreamClient, out: Path, names: Iterable[str], on_notice: Callable[[str], None]
-) -> dict[str, FileRecord]:
-    """Export ``names`` (with their consumers, whoever manages them) into ``out/specs``;
-    files an older backup left there are removed. Returns each file's digest."""
+async def spec_texts(
+    client: JetStreamClient, names: Iterable[str], on_notice: Callable[[str], None]
+) -> list[tuple[str, str]]:
+    """``names`` (with their consumers, whoever manages them) as exported spec files:
+    (file name, text)."""
     chosen = set(names)
     live = await client.fetch_live()
     subset = LiveState(
@@ -37,13 +35,17 @@ async def write_specs(
         consumers={k: c for k, c in live.consumers.items() if k[0] in chosen},
     )
     files = export_state(subset, owner=None, on_skip=on_notice)
-    folder = out / SPECS
-    folder.mkdir(parents=True, exist_ok=True)
     texts = file_texts(files, command="export")
+    for name, _ in texts:
+        if Path(name).name != name or name.startswith("."):
+            raise BackupError(f"{name!r} is not a plain file name: no spec file written")
+    return texts
+
+
+def write_specs(folder: Path, texts: Iterable[tuple[str, str]]) -> dict[str, FileRecord]:
+    """Each file into ``folder``, atomically; each file's digest."""
+    folder.mkdir(parents=True, exist_ok=True)
     written = {name: _write(folder / name, text) for name, text in texts}
-    for old in folder.iterdir():
-        if old.name not in written and not old.is_dir():
-            old.unlink()  # an older backup's, or a partial file of an interrupted one
     sync_folder(folder)
     return written
 
@@ -60,11 +62,11 @@ def _write(target: Path, text: str) -> FileRecord:
 
 
 def spec_problems(contents: Contents) -> list[str]:
-    """Why ``DIR/specs`` is not what the manifest lists: a file missing, changed (size or
-    SHA-256), or not listed at all. Each names the file; none without a manifest."""
+    """Why the manifest's spec folder is not what it lists: a file missing, changed (size
+    or SHA-256), or not listed at all. Each names the file; none without a manifest."""
     if contents.manifest is None:
         return []
-    folder = contents.root / SPECS
+    folder = contents.root / contents.manifest.specs_folder
     listed = contents.manifest.specs
     problems = []
     for name, expected in sorted(listed.items()):

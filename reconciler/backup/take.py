@@ -1,6 +1,8 @@
 """``reconcile backup``: data snapshots of streams into a backup folder, manifest last.
 
-Per stream, in turn up to ``parallel`` at once (the server holds each stream's
+The folder is claimed first (:mod:`reconciler.backup.folder`): locked, and refused when
+it holds anything that is not an earlier backup's where this one would write. Then, per
+stream, in turn up to ``parallel`` at once (the server holds each stream's
 configuration and expiry while its snapshot is taken, so many large streams are never
 snapshot at once without a bound):
 
@@ -10,9 +12,11 @@ snapshot at once without a bound):
 3. the consumers' positions are read again (a consumer at work moved: both are kept),
    then ``backup.json`` is written.
 
-``manifest.json`` is removed first and written only when every stream succeeded: an
-interrupted or failed backup leaves no manifest, and no stream folder whose
-``backup.json`` is older than its snapshot.
+``manifest.json`` is removed first and written only when every stream succeeded and
+every file it lists is in place: an interrupted or failed backup leaves no manifest, and
+no stream folder whose ``backup.json`` is older than its snapshot. A file that cannot be
+written (a full disk) fails its stream with the folder named. The tool's own streams
+(its apply lock's bucket, a backup's temporary mirror) are never backed up.
 """
 
 from __future__ import annotations
@@ -24,17 +28,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from reconciler.backup.folder import claim
 from reconciler.backup.layout import (
     DATA,
-    MANIFEST,
     METADATA,
+    SPECS,
     AtomicFile,
     BackupError,
     StreamFolder,
     stream_folder,
-    sync_folder,
     write_json,
 )
 from reconciler.backup.manifest import (
@@ -46,15 +50,24 @@ from reconciler.backup.manifest import (
     positions,
 )
 from reconciler.backup.memory import caught_up, drop_mirror, mirror_of
-from reconciler.backup.specs import write_specs
+from reconciler.backup.specs import spec_texts, write_specs
 from reconciler.errors import NotFound, ReconcileError
 from reconciler.execution.migrate import without_server_metadata
-from reconciler.identity import ENTRY, backup_mirror, is_backup_mirror
+from reconciler.identity import (
+    BACKUP_PREFIX,
+    ENTRY,
+    INTERNAL_STREAMS,
+    backup_mirror,
+    is_backup_mirror,
+)
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.jetstream.snapshots import SNAPSHOT_CHUNK, snapshot_stream
 from reconciler.specs.fingerprint import git_commit
 from reconciler.specs.validate import load_specs
 
+T = TypeVar("T")
+#: The longest stream name nats-server accepts, in bytes (``JSMaxNameLen``).
+MAX_NAME_BYTES = 255
 #: Streams snapshot at once unless told otherwise.
 PARALLEL = 4
 
@@ -105,9 +118,24 @@ def specs_commit(paths: Sequence[Path]) -> str | None:
     return git_commit(first if first.is_dir() else first.parent)
 
 
-async def _chosen(client: JetStreamClient, selection: Selection) -> tuple[list[str], list[str]]:
+def tools_own(stream: str) -> bool:
+    """A stream of the tool's own (its apply lock's bucket, a backup's temporary mirror):
+    never user data, never backed up (a restore would make it on another server)."""
+    return stream in INTERNAL_STREAMS or is_backup_mirror(stream)
+
+
+async def _chosen(
+    client: JetStreamClient, selection: Selection, on_notice: Notice
+) -> tuple[list[str], list[str]]:
     """(streams to back up, streams asked for that the server does not hold)."""
     on_server = set(await client.stream_names())
+    if own := sorted(n for n in selection.only if tools_own(n)):
+        raise BackupError(
+            f"--stream names the tool's own stream(s), not user data: {', '.join(own)}"
+        )
+    if selection.everything and not selection.only:
+        for name in sorted(n for n in on_server if n in INTERNAL_STREAMS):
+            on_notice(f"{name}: the tool's own stream, not user data: not backed up")
     if selection.only:
         wanted = list(dict.fromkeys(selection.only))
         if selection.declared and not selection.everything:
@@ -118,7 +146,7 @@ async def _chosen(client: JetStreamClient, selection: Selection) -> tuple[list[s
                     + ", ".join(outside)
                 )
     elif selection.everything:
-        wanted = sorted(n for n in on_server if not is_backup_mirror(n))
+        wanted = sorted(n for n in on_server if not tools_own(n))
     else:
         wanted = list(selection.declared)
     return [n for n in wanted if n in on_server], [n for n in wanted if n not in on_server]
@@ -138,47 +166,69 @@ async def take_backup(
     """Back up the selected streams into ``out``; the manifest is written last, and only
     when every stream's snapshot is complete (else :class:`BackupError` lists them)."""
     started = time.monotonic()
-    out.mkdir(parents=True, exist_ok=True)
-    async with open_client(options, on_notice=on_notice) as client:
-        names, missing = await _chosen(client, selection)
-        for name in missing:
-            on_notice(f"warning: stream {name} is not on the server: not backed up")
-        (out / MANIFEST).unlink(missing_ok=True)  # an older backup's: no longer true
-        sync_folder(out)
-        server = await _server_identity(client)
-        limit = asyncio.Semaphore(max(1, parallel))
+    with claim(out) as held:
+        async with open_client(options, on_notice=on_notice) as client:
+            names, missing = await _chosen(client, selection, on_notice)
+            for name in missing:
+                on_notice(f"warning: stream {name} is not on the server: not backed up")
+            _written(out, held.start, names)
+            server = await _server_identity(client)
+            limit = asyncio.Semaphore(max(1, parallel))
 
-        async def one(name: str) -> StreamRecord | str | ReconcileError:
-            async with limit:
-                try:
-                    return await _backup_stream(client, out, name, chunk_size, on_progress)
-                except ReconcileError as err:
-                    return err
+            async def one(name: str) -> StreamRecord | str | ReconcileError:
+                async with limit:
+                    try:
+                        return await _backup_stream(client, out, name, chunk_size, on_progress)
+                    except ReconcileError as err:
+                        return err
 
-        results = await asyncio.gather(*(one(name) for name in names))
-        complete = not any(isinstance(r, Exception) for r in results)  # else no manifest
-        spec_files = await write_specs(client, out, names, on_notice) if complete else {}
-    records = [r for r in results if isinstance(r, StreamRecord)]
-    skipped = tuple((n, r) for n, r in zip(names, results, strict=True) if isinstance(r, str))
+            results = await asyncio.gather(*(one(name) for name in names))
+            _failed(names, results)
+            texts = await spec_texts(client, names, on_notice)
+        _written(out, held.add, [f"{SPECS}/{name}" for name, _ in texts])
+        spec_files = _written(out, write_specs, out / SPECS, texts)
+        records = [r for r in results if isinstance(r, StreamRecord)]
+        skipped = tuple((n, r) for n, r in zip(names, results, strict=True) if isinstance(r, str))
+        for name, why in skipped:
+            on_notice(f"warning: stream {name} not backed up: {why}")
+        manifest = Manifest(
+            created=datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+            server=server,
+            streams=tuple(records),
+            skipped=skipped,
+            specs_commit=commit,
+            specs=spec_files,
+        )
+        _written(out, held.finish, manifest)
+    return BackupResult(manifest, out, tuple(missing), time.monotonic() - started)
+
+
+def _failed(names: Sequence[str], results: Sequence[object]) -> None:
+    """Every stream that failed, as one error (one line when it is one stream)."""
     failed = [(n, r) for n, r in zip(names, results, strict=True) if isinstance(r, Exception)]
-    for name, why in skipped:
-        on_notice(f"warning: stream {name} not backed up: {why}")
+    if len(failed) == 1:
+        name, err = failed[0]
+        raise BackupError(
+            f"backup incomplete, no manifest was written (run it again): {name}: {err}"
+        )
     if failed:
         lines = "\n".join(f"    {name}: {err}" for name, err in failed)
         raise BackupError(
             f"backup incomplete: {len(failed)} stream(s) failed; no manifest was written, "
             f"the folder is not a backup. Run it again.\n{lines}"
         )
-    manifest = Manifest(
-        created=datetime.now(UTC).isoformat().replace("+00:00", "Z"),
-        server=server,
-        streams=tuple(records),
-        skipped=skipped,
-        specs_commit=commit,
-        specs=spec_files,
-    )
-    write_json(out / MANIFEST, manifest.to_json())
-    return BackupResult(manifest, out, tuple(missing), time.monotonic() - started)
+
+
+def _written(out: Path, write: Callable[..., T], *args: Any) -> T:
+    """``write(*args)``; a file that cannot be written (a full disk, a read-only
+    folder) is a :class:`BackupError` naming the folder."""
+    try:
+        return write(*args)
+    except OSError as err:
+        where = err.filename or out
+        raise BackupError(
+            f"cannot write into {where}: {err.strerror or err}; no manifest was written"
+        ) from None
 
 
 async def _server_identity(client: JetStreamClient) -> dict[str, Any]:
@@ -215,9 +265,13 @@ async def _backup_stream(
         info = await client.stream_info(name)
     except NotFound:
         return "deleted before its snapshot"
-    if (info.get("config") or {}).get("storage") == "memory":
-        return await _backup_memory(client, out, name, info, chunk_size, on_progress)
-    return await _snapshot(client, folder, name, name, chunk_size, on_progress)
+    try:
+        if (info.get("config") or {}).get("storage") == "memory":
+            return await _backup_memory(client, out, name, info, chunk_size, on_progress)
+        return await _snapshot(client, folder, name, name, chunk_size, on_progress)
+    except OSError as err:
+        where = err.filename or folder.folder
+        raise BackupError(f"cannot write into {where}: {err.strerror or err}") from None
 
 
 async def _snapshot(
@@ -289,6 +343,13 @@ async def _backup_memory(
     stream mirroring it (sequences, times and headers kept), caught up, snapshot, and
     deleted whatever happens."""
     mirror = backup_mirror(name)
+    if len(mirror.encode()) > MAX_NAME_BYTES:
+        most = MAX_NAME_BYTES - len(BACKUP_PREFIX)
+        raise BackupError(
+            f"a memory stream is backed up through a file mirror named {BACKUP_PREFIX}"
+            f"<stream>, and nats-server allows {MAX_NAME_BYTES} bytes: this stream's name "
+            f"is {len(name.encode())} bytes, at most {most} can be backed up"
+        )
     await drop_mirror(client, mirror, name)  # a killed run's
     goal = int((info.get("state") or {}).get("last_seq") or 0)
     await client.create_stream(mirror_of(name, mirror))

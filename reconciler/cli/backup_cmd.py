@@ -90,6 +90,19 @@ class _BackupGroup(click.Group):
             return super().resolve_command(ctx, args)
         return "take", self.commands["take"], args
 
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage(ctx.command_path, "[PATHS]... --out DIR [OPTIONS]")
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The options of a backup (``take``'s: it is what ``backup`` runs), then the
+        sub-commands."""
+        params = self.commands["take"].get_params(ctx)
+        options = [p for p in params if isinstance(p, click.Option)]
+        rows = [row for p in options if (row := p.get_help_record(ctx)) is not None]
+        with formatter.section("Options"):
+            formatter.write_dl(rows)
+        self.format_commands(ctx, formatter)
+
 
 @click.group(
     cls=_BackupGroup,
@@ -102,10 +115,10 @@ def backup() -> None:
     reconcile backup PATH --out DIR     the streams the specs declare
     reconcile backup --all --out DIR    every stream on the server
     reconcile backup verify DIR         check digests and completeness (no server)
-    reconcile backup take --help        the options of a backup (--out, --stream, ...)
 
     The folder follows the nats CLI's layout (DIR/<stream>/backup.json beside
-    stream.tar.s2) plus DIR/manifest.json, written last. It holds every message,
+    stream.tar.s2) plus DIR/specs.d/ and DIR/manifest.json, written last. A backup
+    replaces only what an earlier backup in the folder wrote. It holds every message,
     KeyValue values included: protect it like the server (docs/backup.md).
     """
 
@@ -116,7 +129,7 @@ def backup() -> None:
     "--out",
     required=True,
     type=click.Path(file_okay=False, path_type=Path),
-    help="The backup folder (created; an older backup in it is overwritten).",
+    help="The backup folder: new, empty, or an earlier backup (only its files are replaced).",
 )
 @click.option("--all", "everything", is_flag=True, help="Every stream on the server.")
 @click.option("--stream", "only", multiple=True, help="Only this stream (repeatable).")

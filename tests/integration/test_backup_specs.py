@@ -4,6 +4,7 @@ verify`` checks them against the manifest's digests."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -35,6 +36,17 @@ async def _messages(server: NatsServer) -> dict[str, int]:
         return {s: (await client.stream_info(s))["state"]["messages"] for s in BACKED_UP}
 
 
+def _older_backup(out: Path) -> None:
+    """A backup of this folder made before ``specs.d``: its spec file in ``DIR/specs``."""
+    gone = b"kind: Stream\nname: GONE\n"
+    (out / "specs").mkdir(parents=True)
+    (out / "specs" / "stream-GONE.yaml").write_bytes(gone)
+    digest = {"sha256": hashlib.sha256(gone).hexdigest(), "size": len(gone)}
+    manifest = {"format": "jetstream-gitops/backup", "format_version": 1, "created": "x"}
+    manifest |= {"server": {}, "streams": [], "specs": {"stream-GONE.yaml": digest}}
+    (out / "manifest.json").write_text(json.dumps(manifest))
+
+
 def test_backup_writes_spec_files_that_plan_empty_and_verify_checks(
     server_factory: object, tmp_path: Path
 ) -> None:
@@ -46,11 +58,11 @@ def test_backup_writes_spec_files_that_plan_empty_and_verify_checks(
     run(fill(server))
     run(_add_app_consumer(server))
     out = tmp_path / "backup"
-    (out / "specs").mkdir(parents=True)
-    (out / "specs" / "stream-GONE.yaml").write_text("kind: Stream\nname: GONE\n")  # older
+    _older_backup(out)
 
     done = reconcile("backup", str(specs), "--out", str(out), "--server", server.url, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+    assert not (out / "specs").exists()  # the older backup's spec file, and its folder
 
     # exactly what `reconcile export` writes for these streams (the memory stream's
     # configuration too: its data cannot be snapshot, its spec can be written)
@@ -59,7 +71,7 @@ def test_backup_writes_spec_files_that_plan_empty_and_verify_checks(
         "export", "--all-owners", "--out", str(exported), "--server", server.url, cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr
-    written = sorted(p.name for p in (out / "specs").iterdir())
+    written = sorted(p.name for p in (out / "specs.d").iterdir())
     assert written == [
         "kv-settings.yaml",
         "stream-FAST.yaml",
@@ -68,27 +80,29 @@ def test_backup_writes_spec_files_that_plan_empty_and_verify_checks(
     ]
     assert written == sorted(p.name for p in exported.iterdir())
     for name in written:
-        assert (out / "specs" / name).read_text() == (exported / name).read_text()
-    assert "name: reader" in (out / "specs" / "stream-LOGS.yaml").read_text()
+        assert (out / "specs.d" / name).read_text() == (exported / name).read_text()
+    assert "name: reader" in (out / "specs.d" / "stream-LOGS.yaml").read_text()
     manifest = json.loads((out / "manifest.json").read_text())
     assert sorted(manifest["specs"]) == written
-    everything = "".join((out / "specs" / n).read_text() for n in written)
+    everything = "".join((out / "specs.d" / n).read_text() for n in written)
     assert "value-" not in everything  # KeyValue values are data, never specs
 
     # empty but for the app's consumer, which a plan adopts (its marker only), as it
     # adopts any exported resource the tool did not manage yet
     planned = reconcile(
-        "plan", str(out / "specs"), "--server", server.url, "--detailed-exitcode", cwd=tmp_path
+        "plan", str(out / "specs.d"), "--server", server.url, "--detailed-exitcode", cwd=tmp_path
     )
     assert planned.returncode == 2, planned.stdout + planned.stderr
     assert "Plan: 0 to create, 1 to update, 0 to replace, 0 to delete" in planned.stdout
     changes = [line.strip() for line in planned.stdout.splitlines() if "→" in line]
     assert changes == ['metadata.io.jetstream-gitops/managed-by: (absent) → "reconcile"']
     assert "Consumer LOGS/reader" in planned.stdout
-    applied = reconcile("apply", str(out / "specs"), "--server", server.url, "--yes", cwd=tmp_path)
+    applied = reconcile(
+        "apply", str(out / "specs.d"), "--server", server.url, "--yes", cwd=tmp_path
+    )
     assert applied.returncode == 0, applied.stderr
     planned = reconcile(
-        "plan", str(out / "specs"), "--server", server.url, "--detailed-exitcode", cwd=tmp_path
+        "plan", str(out / "specs.d"), "--server", server.url, "--detailed-exitcode", cwd=tmp_path
     )
     assert planned.returncode == 0, planned.stdout + planned.stderr
     assert "No changes." in planned.stdout
@@ -98,26 +112,28 @@ def test_backup_writes_spec_files_that_plan_empty_and_verify_checks(
     assert verified.returncode == 0, verified.stderr
     assert "4 spec file(s)" in verified.stdout
 
-    orders = out / "specs" / "stream-ORDERS.yaml"
+    orders = out / "specs.d" / "stream-ORDERS.yaml"
     orders.write_text(orders.read_text().replace("orders.>", "orders.*"))
-    (out / "specs" / "stream-EXTRA.yaml").write_text("kind: Stream\nname: EXTRA\n")
+    (out / "specs.d" / "stream-EXTRA.yaml").write_text("kind: Stream\nname: EXTRA\n")
     verified = reconcile("backup", "verify", str(out), cwd=tmp_path)
     assert verified.returncode == 1
     assert f"{orders}: differs from the manifest's SHA-256" in verified.stderr
     assert "stream-EXTRA.yaml: not in" in verified.stderr
 
-    # a later backup of one stream into the same folder: only its spec file remains
-    done = reconcile(
-        "backup",
-        str(specs),
-        "--stream",
-        "LOGS",
-        "--out",
-        str(out),
-        "--server",
-        server.url,
-        cwd=tmp_path,
-    )
+    _later_backup_of_one_stream(out, specs, server, tmp_path)
+
+
+def _later_backup_of_one_stream(out: Path, specs: Path, server: NatsServer, tmp_path: Path) -> None:
+    # a later backup of one stream into the same folder: the added file is not the
+    # earlier backup's, so the backup refuses it rather than remove it
+    args = ("--stream", "LOGS", "--out", str(out), "--server", server.url)
+    done = reconcile("backup", str(specs), *args, cwd=tmp_path)
+    assert done.returncode == 1
+    assert "stream-EXTRA.yaml is not this backup's" in done.stderr, done.stderr
+    assert (out / "specs.d" / "stream-EXTRA.yaml").is_file()
+    (out / "specs.d" / "stream-EXTRA.yaml").unlink()
+    # once it is gone: only the new backup's spec file remains (the changed one was ours)
+    done = reconcile("backup", str(specs), *args, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert sorted(p.name for p in (out / "specs").iterdir()) == ["stream-LOGS.yaml"]
+    assert sorted(p.name for p in (out / "specs.d").iterdir()) == ["stream-LOGS.yaml"]
     assert reconcile("backup", "verify", str(out), cwd=tmp_path).returncode == 0

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.backup.folder import claim, own_path
 from reconciler.backup.layout import (
     AtomicFile,
     BackupError,
@@ -121,3 +122,64 @@ def test_differences_name_state_and_positions_and_allow_a_busy_consumers_range()
     assert "ORDERS: messages is 4, the backup has 3" in found
     assert any("consumer w ack_floor.stream_seq is 1" in line for line in found)
     assert differences(record, info, {})[-1] == "ORDERS: consumer busy is missing"
+
+
+def _two_files(name: str) -> StreamRecord:
+    files = {"stream.tar.s2": FileRecord("x", 3), "backup.json": FileRecord("y", 2)}
+    return StreamRecord(name, {"name": name}, {}, files=files)
+
+
+def test_a_manifest_is_never_written_while_a_file_it_lists_is_missing(tmp_path: Path) -> None:
+    with claim(tmp_path) as held:
+        held.start(["ORDERS"])
+        (tmp_path / "ORDERS").mkdir()
+        (tmp_path / "ORDERS" / "stream.tar.s2").write_bytes(b"abc")  # no backup.json
+        with pytest.raises(BackupError, match=r"ORDERS/backup\.json"):
+            held.finish(Manifest("2026-01-01T00:00:00Z", {}, (_two_files("ORDERS"),)))
+    assert not (tmp_path / "manifest.json").exists()
+    assert (tmp_path / "backup-in-progress.json").is_file()  # the next run knows its files
+
+
+def test_a_planted_partial_link_is_never_written_through(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / ".stream.tar.s2.partial").symlink_to(victim)
+    out = AtomicFile(tmp_path / "s" / "stream.tar.s2")
+    out.write(b"snapshot")
+    out.commit()
+    assert victim.read_bytes() == b"precious"
+    assert (tmp_path / "s" / "stream.tar.s2").read_bytes() == b"snapshot"
+
+
+@pytest.mark.parametrize(
+    "rel", ["../x/backup.json", "/etc/backup.json", "a/b/backup.json", "ORDERS/other",
+            "specs.d/../../x.yaml", "specs.d/.hidden.yaml", "a.b/backup.json", "notes/x.yaml"],
+)  # fmt: skip
+def test_a_listed_path_outside_the_layout_names_no_file(rel: str) -> None:
+    assert not own_path(rel)
+    assert own_path("ORDERS/backup.json") and own_path("specs.d/stream-ORDERS.yaml")
+
+
+def test_a_folder_a_backup_was_writing_when_it_stopped_is_no_backup(tmp_path: Path) -> None:
+    with claim(tmp_path) as held:
+        held.start(["ORDERS"])
+    (tmp_path / "ORDERS").mkdir()  # one stream whole, as a nats CLI folder would be
+    (tmp_path / "ORDERS" / "backup.json").write_text('{"config": {"name": "ORDERS"}}')
+    (tmp_path / "ORDERS" / "stream.tar.s2").write_bytes(b"x")
+    with pytest.raises(BackupError, match=r"backup-in-progress\.json"):
+        read_contents(tmp_path)
+
+
+def test_files_named_like_the_backups_own_but_of_another_shape_are_never_replaced(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "backup-in-progress.json").write_text('{"mine": true}')
+    with pytest.raises(BackupError, match=r"backup-in-progress\.json"), claim(tmp_path):
+        pass
+    assert (tmp_path / "backup-in-progress.json").read_text() == '{"mine": true}'
+    (tmp_path / "backup-in-progress.json").unlink()
+    (tmp_path / "manifest.json").write_text('{"format": "npm"}')
+    with pytest.raises(BackupError, match=r"neither empty nor a backup"), claim(tmp_path):
+        pass
+    assert (tmp_path / "manifest.json").read_text() == '{"format": "npm"}'

@@ -1,0 +1,266 @@
+"""Which files of a backup folder a backup may write or remove, and the lock on the folder.
+
+A backup is pointed at a folder that may hold anything: an earlier backup, someone's
+files beside it, or a repository (``--out .``). It writes, replaces and removes only the
+files an earlier backup of the same folder listed as its own, in its ``manifest.json``
+(:meth:`~reconciler.backup.manifest.Manifest.own_files`) or in ``backup-in-progress.json``
+(:data:`~reconciler.backup.layout.JOURNAL`: written before a backup's first file, removed
+after its manifest, so an interrupted backup's files are known to the next one); files
+it writes itself are listed there before they are written. Everything else stays:
+
+- a folder that is neither empty nor a backup is refused, naming what is there;
+- in a backup folder, anything else inside a folder the backup writes into (a stream's,
+  the spec files') is refused, naming it, before any file is changed; anything else
+  elsewhere stays as it is;
+- a symbolic link below the folder is never followed (the folder itself may be one);
+- one backup at a time: the folder is locked (``flock``) while a backup writes into it,
+  and a second one is refused, naming the folder.
+
+Both lists are read from disk, so someone else may have written them: each entry must be
+a path of the layout (``<stream>/backup.json``, ``<stream>/stream.tar.s2``,
+``<specs folder>/<name>.yaml``) before it names a file, and a file is removed only
+through real folders below the backup folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import stat
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from reconciler.backup.layout import (
+    DATA,
+    JOURNAL,
+    MANIFEST,
+    METADATA,
+    PARTIAL,
+    SPEC_FOLDERS,
+    SPECS,
+    BackupError,
+    read_json,
+    sync_folder,
+    valid_stream_name,
+    write_json,
+)
+from reconciler.backup.manifest import Manifest, load
+
+JOURNAL_FORMAT = "jetstream-gitops/backup-in-progress"
+#: How many of a refused folder's entries the error names.
+SHOWN = 6
+
+
+def own_path(rel: object) -> bool:
+    """Whether ``rel`` is a path a backup writes: ``<stream>/<file>`` or a spec file."""
+    if not isinstance(rel, str):
+        return False
+    parts = rel.split("/")
+    if len(parts) != 2:
+        return False
+    folder, name = parts
+    if name in (DATA, METADATA) and valid_stream_name(folder):
+        return True
+    plain = Path(name).name == name and not name.startswith(".") and "\\" not in name
+    return folder in SPEC_FOLDERS and plain and name.endswith(".yaml")
+
+
+class Claim:
+    """A backup's hold on its folder (:func:`claim`): what it may replace, and the list of
+    files it is writing (the journal)."""
+
+    def __init__(self, root: Path, manifest: Manifest | None, journal: set[str]) -> None:
+        self.root = root
+        self.manifest = manifest
+        #: the files earlier backups wrote: replaced or removed by this one
+        self.earlier = (manifest.own_files() if manifest else set()) | journal
+        self.writing: set[str] = set()
+
+    def owns(self, rel: str) -> bool:
+        """A file of an earlier backup, one this backup writes, or either's partial file."""
+        folder, _, name = rel.rpartition("/")
+        if name.startswith(".") and name.endswith(PARTIAL):
+            rel = f"{folder}/{name[1 : -len(PARTIAL)]}"
+        return rel in self.earlier or rel in self.writing
+
+    def start(self, streams: Iterable[str]) -> None:
+        """Before the first file: refuse anything not ours inside the folders this backup
+        writes into (the ``streams``' and the spec files'), list every stream file it
+        writes in the journal, then remove the earlier manifest (no longer true)."""
+        streams = list(dict.fromkeys(streams))
+        self.writing = {f"{name}/{file}" for name in streams for file in (DATA, METADATA)}
+        problems = [p for f in dict.fromkeys([*streams, SPECS]) for p in self._not_ours(f)]
+        if problems:
+            raise BackupError(_refusal(self.root, problems))
+        self._journal()
+        if self.manifest is not None:
+            (self.root / MANIFEST).unlink(missing_ok=True)
+        sync_folder(self.root)
+
+    def add(self, rels: Iterable[str]) -> None:
+        """List more files this backup is about to write (the spec files) in the journal."""
+        self.writing |= set(rels)
+        self._journal()
+
+    def finish(self, manifest: Manifest) -> None:
+        """Write ``manifest`` once every file it lists is in place with its size (else
+        :class:`BackupError`, and no manifest); then remove the files of the journal
+        that the manifest does not list (an earlier backup's, a skipped stream's), and
+        the journal."""
+        if problems := self.missing(manifest):
+            raise BackupError(
+                "backup incomplete, no manifest was written: "
+                + "; ".join(problems[:SHOWN])
+                + (f" (and {len(problems) - SHOWN} more)" if problems[SHOWN:] else "")
+            )
+        write_json(self.root / MANIFEST, manifest.to_json())
+        for rel in sorted((self.earlier | self.writing) - manifest.own_files()):
+            self._remove(rel)
+        (self.root / JOURNAL).unlink(missing_ok=True)
+        sync_folder(self.root)
+
+    def missing(self, manifest: Manifest) -> list[str]:
+        """Each file ``manifest`` lists that is not in place as a file of its size, and
+        streams whose folders are one (a file system that folds case)."""
+        problems: list[str] = []
+        seen: dict[tuple[int, int], str] = {}
+        expected = {f"{s.name}/{n}": f.size for s in manifest.streams for n, f in s.files.items()}
+        expected |= {f"{manifest.specs_folder}/{n}": f.size for n, f in manifest.specs.items()}
+        for rel, size in sorted(expected.items()):
+            found = self._file(rel)
+            if found is None or found.st_size != size:
+                problems.append(f"{self.root / rel}: missing or not {size} bytes")
+        for record in manifest.streams:
+            with contextlib.suppress(OSError):
+                info = os.lstat(self.root / record.name)
+                if (key := (info.st_dev, info.st_ino)) in seen:
+                    problems.append(
+                        f"streams {seen[key]} and {record.name} share the folder "
+                        f"{self.root / record.name} (a file system that ignores case?)"
+                    )
+                seen.setdefault(key, record.name)
+        return problems
+
+    def _not_ours(self, folder: str) -> list[str]:
+        path = self.root / folder
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            return []
+        if stat.S_ISLNK(info.st_mode):
+            return [f"{path} is a symbolic link (never followed)"]
+        if not stat.S_ISDIR(info.st_mode):
+            return [f"{path} is not a folder"]
+        return [
+            f"{entry} is not this backup's"
+            for entry in sorted(path.iterdir())
+            if not self.owns(f"{folder}/{entry.name}") or entry.is_dir()
+        ]
+
+    def _journal(self) -> None:
+        files = sorted(self.earlier | self.writing)
+        write_json(self.root / JOURNAL, {"format": JOURNAL_FORMAT, "files": files})
+
+    def _file(self, rel: str) -> os.stat_result | None:
+        """``rel``'s stat when it is a file reached through a real folder, else None."""
+        folder, _, name = rel.partition("/")
+        with contextlib.suppress(OSError):
+            if stat.S_ISDIR(os.lstat(self.root / folder).st_mode):
+                info = os.lstat(self.root / folder / name)
+                if stat.S_ISREG(info.st_mode):
+                    return info
+        return None
+
+    def _remove(self, rel: str) -> None:
+        """Remove an earlier backup's file (and its partial file) through real folders
+        only, then its folder when that is left empty."""
+        folder, _, name = rel.partition("/")
+        parent = self.root / folder
+        with contextlib.suppress(OSError):
+            if not stat.S_ISDIR(os.lstat(parent).st_mode):
+                return
+        for path in (parent / name, parent / f".{name}{PARTIAL}"):
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+                if not stat.S_ISDIR(os.lstat(path).st_mode):
+                    path.unlink()
+        with contextlib.suppress(OSError):
+            parent.rmdir()  # only when empty
+
+
+def _refusal(root: Path, problems: list[str]) -> str:
+    more = f" (and {len(problems) - SHOWN} more)" if problems[SHOWN:] else ""
+    return (
+        f"refusing to back up into {root}; nothing was changed: "
+        + "; ".join(problems[:SHOWN])
+        + more
+        + ". A backup replaces only files an earlier backup in this folder wrote"
+    )
+
+
+def _journal_files(root: Path) -> set[str] | None:
+    """The files an interrupted backup listed; None when there is no journal of ours."""
+    path = root / JOURNAL
+    if not path.is_file() or path.is_symlink():
+        return None
+    try:
+        body: dict[str, Any] = read_json(path)
+    except BackupError:
+        return None
+    files = body.get("files")
+    if body.get("format") != JOURNAL_FORMAT or not isinstance(files, list):
+        return None
+    return {str(rel) for rel in files if own_path(rel)}
+
+
+def _manifest(root: Path) -> Manifest | None:
+    path = root / MANIFEST
+    if not path.is_file() or path.is_symlink():
+        return None
+    try:
+        return load(root)
+    except BackupError:
+        return None  # someone else's manifest.json
+
+
+def _entries(root: Path) -> list[str]:
+    return sorted(
+        p.name + ("/" if p.is_dir() and not p.is_symlink() else "") for p in root.iterdir()
+    )
+
+
+@contextlib.contextmanager
+def claim(out: Path) -> Iterator[Claim]:
+    """Hold ``out`` for one backup: created when missing, locked, read; refused when it
+    is neither empty nor a backup, or when another backup holds it."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as err:
+        raise BackupError(f"{out}: cannot use it as the backup folder: {err.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise
+            raise BackupError(
+                f"{out}: another backup is writing into this folder; nothing was changed"
+            ) from None
+        manifest, journal = _manifest(out), _journal_files(out)
+        if journal is None and os.path.lexists(out / JOURNAL):
+            raise BackupError(_refusal(out, [f"{out / JOURNAL} is not a list of this tool's"]))
+        if manifest is None and journal is None and (there := _entries(out)):
+            shown = ", ".join(there[:SHOWN]) + (
+                f" (and {len(there) - SHOWN} more)" if there[SHOWN:] else ""
+            )
+            raise BackupError(
+                f"refusing to back up into {out}: it is neither empty nor a backup (no "
+                f"{MANIFEST} of this tool) and holds {shown}; nothing was changed. Choose "
+                "an empty or new folder"
+            )
+        yield Claim(out, manifest, journal or set())
+    finally:
+        os.close(fd)  # the lock goes with it

@@ -1,0 +1,346 @@
+"""Attacks on the backup folder (issue 39, "Backup"), on real servers, messages counted by
+a raw client: a stream's data never collides with the backup's own files, a backup
+removes only what an earlier backup of the same folder wrote, a full disk is one line,
+the tool's own lock bucket is not user data, and the next holes of the same kind
+(a symbolic link inside the folder, a second backup into it at the same time)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cli_runner import reconcile
+from servers import NatsServer, run
+from test_lifecycle import _messages, _publish, _request
+
+pytestmark = pytest.mark.integration
+
+ORDERS = 'kind: Stream\nname: ORDERS\nsubjects: ["orders.>"]\n'
+
+
+def _stream(url: str, name: str, count: int, subject: str | None = None) -> None:
+    """Stream ``name`` (made with the raw API, as an application would) holding ``count``
+    messages published to it."""
+    subject = subject or f"{name.lower()}.in"
+    config = {"name": name, "subjects": [subject], "storage": "file"}
+    made = run(_request(url, f"$JS.API.STREAM.CREATE.{name}", config))
+    assert "error" not in made, made
+    run(_publish(url, subject, count))
+    assert _messages(url, name) == count
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` and its bytes (the folders as paths ending in /)."""
+    found: dict[str, bytes] = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        found[rel + "/" if path.is_dir() and not path.is_symlink() else rel] = (
+            b"" if path.is_dir() else path.read_bytes()
+        )
+    return found
+
+
+def _error(stderr: str) -> str:
+    """The error line of a run (the CLI's one line, after any notices)."""
+    found = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert len(found) == 1, stderr
+    return found[0]
+
+
+def _streams(backup: Path) -> list[str]:
+    manifest = json.loads((backup / "manifest.json").read_text())
+    return sorted(s["name"] for s in manifest["streams"])
+
+
+def test_a_stream_named_specs_keeps_its_snapshot_beside_the_spec_files(
+    server_factory: object, tmp_path: Path
+) -> None:
+    source = server_factory()  # type: ignore[operator]
+    target = server_factory()  # type: ignore[operator]
+    _stream(source.url, "specs", 20)
+    _stream(source.url, "ORDERS", 3)
+    out = tmp_path / "backup"
+    done = reconcile("backup", "--all", "--out", str(out), "--server", source.url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert _streams(out) == ["ORDERS", "specs"]
+    # the nats CLI's layout: `nats stream restore DIR/specs` reads these two files
+    assert (out / "specs" / "stream.tar.s2").is_file()
+    assert json.loads((out / "specs" / "backup.json").read_text())["config"]["name"] == "specs"
+    assert reconcile("backup", "verify", str(out), cwd=tmp_path).returncode == 0
+
+    restored = reconcile("restore", str(out), "--server", target.url, "--yes", cwd=tmp_path)
+    assert restored.returncode == 0, restored.stderr
+    assert _messages(target.url, "specs") == 20
+    assert _messages(target.url, "ORDERS") == 3
+
+
+def _repository(root: Path) -> None:
+    (root / "specs").mkdir(parents=True)
+    (root / "specs" / "orders.yaml").write_text(ORDERS)
+    (root / "specs" / "README.md").write_text("# our specs\n")
+    (root / "manifest.json").write_text('{"name": "our web app", "version": 3}\n')
+
+
+def test_a_backup_into_the_users_own_folder_refuses_and_removes_nothing(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    url = clean_server.url
+    repo = tmp_path / "repo"
+    _repository(repo)
+    applied = reconcile("apply", "specs", "--server", url, "--yes", cwd=repo)
+    assert applied.returncode == 0, applied.stderr
+    run(_publish(url, "orders.new", 5))
+    before = _files(repo)
+
+    done = reconcile("backup", "specs", "--out", ".", "--server", url, cwd=repo)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    refusal = _error(done.stderr)
+    assert "manifest.json" in refusal and "specs" in refusal, done.stderr
+    assert _files(repo) == before  # not one file removed, changed or added
+    assert _messages(url, "ORDERS") == 5
+
+
+def test_a_later_backup_removes_only_what_the_earlier_one_wrote(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    url = clean_server.url
+    _stream(url, "ORDERS", 7)
+    _stream(url, "LOGS", 4)
+    out = tmp_path / "backup"
+    done = reconcile("backup", "--all", "--out", str(out), "--server", url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (out / "README.md").write_text("nightly backups, keep 7\n")
+    (out / "notes").mkdir()
+    (out / "notes" / "specs.yaml").write_text("mine\n")
+    (out / "manifest.json.sig").write_text("a signature of the manifest\n")
+    ours = {"README.md", "notes/", "notes/specs.yaml", "manifest.json.sig"}
+
+    args = ("--out", str(out), "--server", url)
+    done = reconcile("backup", "--all", "--stream", "ORDERS", *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert _streams(out) == ["ORDERS"]
+    assert not (out / "LOGS").exists()  # the earlier backup's own files, gone
+    after = _files(out)
+    assert ours <= set(after) and after["notes/specs.yaml"] == b"mine\n"
+    assert reconcile("backup", "verify", str(out), cwd=tmp_path).returncode == 0
+
+    # a file of someone else's where the backup would write: refused before any change
+    (out / "ORDERS" / "notes.txt").write_text("mine too\n")
+    before = _files(out)
+    done = reconcile("backup", "--all", *args, cwd=tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "notes.txt" in _error(done.stderr)
+    assert _files(out) == before
+    assert _messages(url, "ORDERS") == 7 and _messages(url, "LOGS") == 4
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs: a real full disk (root only; skipped where it cannot be mounted)."""
+    folder = tmp_path / "small"
+    folder.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)],
+        capture_output=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr!r}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+async def _incompressible(url: str, stream: str, count: int) -> None:
+    import nats
+
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        for _ in range(count):
+            await js.publish(f"{stream.lower()}.in", os.urandom(64 * 1024))
+    finally:
+        await nc.close()
+
+
+def test_a_full_disk_is_one_line_naming_the_folder_and_the_stream(
+    clean_server: NatsServer, server_factory: object, small_disk: Path, tmp_path: Path
+) -> None:
+    url = clean_server.url
+    _stream(url, "BULK", 0)
+    run(_incompressible(url, "BULK", 40))  # 2.5 MiB that S2 cannot shrink
+    _stream(url, "SMALL", 3)  # fits: its folder is complete
+    out = small_disk / "backup"
+    args = ("--out", str(out), "--server", url, "--parallel", "1")
+    done = reconcile("backup", "--all", *args, cwd=tmp_path)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    line = _error(done.stderr)
+    assert str(out) in line and "BULK" in line, done.stderr
+    assert not (out / "manifest.json").exists()
+    assert not [p for p in small_disk.rglob("*") if p.name.endswith(".partial")]
+    assert _messages(url, "BULK") == 40 and _messages(url, "SMALL") == 3
+
+    # what the failed backup left is no backup to restore from, however whole a part
+    target = server_factory()  # type: ignore[operator]
+    restored = reconcile("restore", str(out), "--server", target.url, "--yes", cwd=tmp_path)
+    assert restored.returncode == 1 and "Traceback" not in restored.stderr
+    assert "backup-in-progress.json" in _error(restored.stderr)
+    assert run(_request(target.url, "$JS.API.STREAM.NAMES"))["streams"] in (None, [])
+
+
+def test_the_tools_own_lock_bucket_is_not_backed_up(server_factory: object, tmp_path: Path) -> None:
+    source = server_factory()  # type: ignore[operator]
+    target = server_factory()  # type: ignore[operator]
+    (tmp_path / "orders.yaml").write_text(ORDERS)
+    applied = reconcile("apply", "orders.yaml", "--server", source.url, "--yes", cwd=tmp_path)
+    assert applied.returncode == 0, applied.stderr
+    assert _messages(source.url, "KV_RECONCILE_LOCKS") >= 0  # apply made its lock bucket
+    run(_publish(source.url, "orders.new", 6))
+    out = tmp_path / "backup"
+    done = reconcile("backup", "--all", "--out", str(out), "--server", source.url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert _streams(out) == ["ORDERS"]
+    assert "KV_RECONCILE_LOCKS" in done.stderr  # said so
+    assert not (out / "KV_RECONCILE_LOCKS").exists()
+
+    named = reconcile(
+        "backup", "--stream", "KV_RECONCILE_LOCKS", "--out", str(tmp_path / "lock"),
+        "--server", source.url, cwd=tmp_path,
+    )  # fmt: skip
+    assert named.returncode == 1 and "Traceback" not in named.stderr
+    assert "KV_RECONCILE_LOCKS" in named.stderr
+
+    restored = reconcile("restore", str(out), "--server", target.url, "--yes", cwd=tmp_path)
+    assert restored.returncode == 0, restored.stderr
+    names = run(_request(target.url, "$JS.API.STREAM.NAMES"))["streams"]
+    assert names == ["ORDERS"]
+    assert _messages(target.url, "ORDERS") == 6
+
+
+def test_backup_help_lists_the_options_of_a_backup(tmp_path: Path) -> None:
+    done = reconcile("backup", "--help", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    for option in ("--out", "--all", "--stream", "--parallel", "--server", "--env"):
+        assert option in done.stdout, option
+    assert "verify" in done.stdout
+
+
+def test_a_symbolic_link_in_the_folder_is_never_followed(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    url = clean_server.url
+    _stream(url, "ORDERS", 9)
+    out = tmp_path / "backup"
+    done = reconcile("backup", "--all", "--out", str(out), "--server", url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    # someone swaps the stream's folder for a link to another folder of the same shape
+    victim = tmp_path / "elsewhere"
+    (out / "ORDERS").rename(victim)
+    (out / "ORDERS").symlink_to(victim, target_is_directory=True)
+    kept = _files(victim)
+    done = reconcile("backup", "--all", "--out", str(out), "--server", url, cwd=tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "ORDERS" in done.stderr and "link" in done.stderr, done.stderr
+    assert _files(victim) == kept  # neither written nor removed through the link
+    assert _messages(url, "ORDERS") == 9
+
+
+def test_a_second_backup_into_a_folder_being_written_is_refused(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    url = clean_server.url
+    _stream(url, "ORDERS", 5)
+    out = tmp_path / "backup"
+    done = reconcile("backup", "--all", "--out", str(out), "--server", url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    before = _files(out)
+    run(_publish(url, "orders.in", 2))
+    held = os.open(out, os.O_RDONLY)  # what a backup at work holds on its folder
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        done = reconcile("backup", "--all", "--out", str(out), "--server", url, cwd=tmp_path)
+    finally:
+        os.close(held)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert str(out) in done.stderr, done.stderr
+    assert _files(out) == before  # the first backup's files, untouched
+    done = reconcile("backup", "--all", "--out", str(out), "--server", url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr  # once it is free
+    assert _messages(url, "ORDERS") == 7
+
+
+@pytest.mark.parametrize("name", ["commandes-été-注文", "L" * 255], ids=["unicode", "255-bytes"])
+def test_a_stream_with_a_unicode_or_the_longest_name_backs_up_and_restores(
+    server_factory: object, tmp_path: Path, name: str
+) -> None:
+    source = server_factory()  # type: ignore[operator]
+    target = server_factory()  # type: ignore[operator]
+    _stream(source.url, name, 11, subject="commandes.in")
+    out = tmp_path / "backup"
+    done = reconcile("backup", "--all", "--out", str(out), "--server", source.url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (out / name / "stream.tar.s2").is_file()
+    restored = reconcile("restore", str(out), "--server", target.url, "--yes", cwd=tmp_path)
+    assert restored.returncode == 0, restored.stderr
+    assert _messages(target.url, name) == 11
+
+
+def test_two_streams_in_one_folder_fail_the_backup_without_a_manifest(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """ORDERS and orders are two streams; on a file system that ignores case (macOS,
+    Windows, ext4 casefold) their folders are one. A bind mount makes them one here."""
+    url = clean_server.url
+    _stream(url, "ORDERS", 5)
+    _stream(url, "orders", 9, subject="lower.in")
+    out = tmp_path / "backup"
+    args = ("--out", str(out), "--server", url, "--parallel", "1")
+    done = reconcile("backup", "--all", *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    if os.geteuid() != 0:
+        pytest.skip("a bind mount needs root")
+    bound = subprocess.run(
+        ["mount", "--bind", str(out / "ORDERS"), str(out / "orders")],
+        capture_output=True,
+        check=False,
+    )
+    if bound.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {bound.stderr!r}")
+    try:
+        done = reconcile("backup", "--all", *args, cwd=tmp_path)
+    finally:
+        subprocess.run(["umount", str(out / "orders")], check=False)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "ORDERS" in _error(done.stderr) and "orders" in _error(done.stderr)
+    assert not (out / "manifest.json").exists()
+    assert _messages(url, "ORDERS") == 5 and _messages(url, "orders") == 9
+
+
+def test_a_memory_stream_too_long_for_its_mirror_is_named_and_kept(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A memory stream goes through a file mirror ``RECONCILE_BACKUP_<stream>``: a name
+    past 238 bytes leaves no room for the prefix in nats-server's 255."""
+    url = clean_server.url
+    name = "M" * 240
+    config = {"name": name, "subjects": ["mem.in"], "storage": "memory"}
+    assert "error" not in run(_request(url, f"$JS.API.STREAM.CREATE.{name}", config))
+    run(_publish(url, "mem.in", 4))
+    out = tmp_path / "backup"
+    done = reconcile("backup", "--all", "--out", str(out), "--server", url, cwd=tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    line = _error(done.stderr)
+    assert name in line and "RECONCILE_BACKUP_" in line, line  # what is too long, and why
+    assert not (out / "manifest.json").exists()
+    assert run(_request(url, "$JS.API.STREAM.NAMES"))["streams"] == [name]
+    assert _messages(url, name) == 4
