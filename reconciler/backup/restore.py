@@ -34,6 +34,7 @@ from reconciler.backup.restore_plan import (
     RestoreStep,
     live_stream,
     plan_restore,
+    seen_state,
 )
 from reconciler.errors import LockError, ReconcileError
 from reconciler.execution import lock
@@ -229,7 +230,11 @@ async def _restore_one(
         if live is not None:
             await client.delete_stream(record.name)
     if step.action == "replace":
-        await client.delete_stream(record.name)
+        live = await live_stream(client, record.name)  # again: written to since the plan?
+        if live is not None and seen_state(live[0]) != step.seen:
+            return [f"{record.name}: changed since the plan; not deleted. Run restore again"]
+        if live is not None:
+            await client.delete_stream(record.name)
     folder = contents.folder(record.name)
     sent = 0
 

@@ -79,6 +79,9 @@ class RestoreStep:
     #: the restore marker written while it runs (``restore_checks.marker``); None: none
     #: (a sealed stream cannot be updated to remove it)
     marker: str | None = None
+    #: a replace: the live stream's state when planned (messages, first and last
+    #: sequence): it is deleted only while it still holds exactly that
+    seen: tuple[int, int, int] | None = None
 
     @property
     def destructive(self) -> bool:
@@ -109,6 +112,13 @@ async def live_stream(client: JetStreamClient, name: str) -> Live | None:
         return None
     listed = await client.list_consumers(name)
     return info, {str(c.get("name")): c for c in listed}
+
+
+def seen_state(info: Mapping[str, Any]) -> tuple[int, int, int]:
+    """A live stream's messages, first and last sequence: what a replace was planned on."""
+    state = info.get("state") or {}
+    messages, first, last = (int(state.get(k) or 0) for k in ("messages", "first_seq", "last_seq"))
+    return messages, first, last
 
 
 def _marker_for(contents: Contents, record: StreamRecord) -> str | None:
@@ -146,7 +156,7 @@ async def plan_restore(
         elif mark is not None and await leftover(client, record, *live, mark):
             steps.append(RestoreStep(record, "resume", size, mark))
         elif flags.replace_existing:
-            steps.append(RestoreStep(record, "replace", size, mark))
+            steps.append(RestoreStep(record, "replace", size, mark, seen_state(live[0])))
         else:
             differ = differences(record, *live) or [f"{record.name}: {_marked_only(live)}"]
             more = f" (and {len(differ) - 1} more)" if differ[1:] else ""

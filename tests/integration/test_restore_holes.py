@@ -225,3 +225,40 @@ def test_a_manifest_without_marks_never_has_a_leftover_with_messages(
     refused = _restore(out, clean_server)
     assert refused.returncode == 1, refused.stdout
     assert _messages(url, "JOBS") == 10
+
+
+class _YesAfterPublishing:
+    """A person at a terminal who says yes while an application publishes 4 messages."""
+
+    asks = True
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def notice(self, message: str) -> None:
+        pass
+
+    async def confirm(self, plan: Any) -> bool:
+        await _publish(self.url, "jobs.late", 4)
+        return True
+
+
+def test_a_replace_approved_while_the_stream_was_written_to_deletes_nothing(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """``--replace-existing --allow-replace`` approved a plan deleting the stream as it
+    was; 4 messages arrived while the question waited: the stream is not deleted."""
+    from reconciler.backup.restore import Flags, restore
+
+    url = clean_server.url
+    specs = _apply(clean_server, tmp_path, WORKQUEUE)
+    run(_publish(url, "jobs.new", 10))
+    out = _backup(clean_server, tmp_path, specs)
+    run(_publish(url, "jobs.new", 5))
+    assert _state(url, "JOBS") == (15, 15)
+    flags = Flags(replace_existing=True, allow_replace=True)
+    observer: Any = _YesAfterPublishing(url)
+    result = run(restore(ConnectionOptions(servers=url), out, flags, observer=observer))
+    assert result.problems and "changed since the plan; not deleted" in result.problems[0]
+    assert result.restored == ()
+    assert _state(url, "JOBS") == (19, 19)
