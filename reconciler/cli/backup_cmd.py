@@ -254,6 +254,8 @@ def _plan_text(plan: RestorePlan) -> str:
                 f"snapshot {_size(step.size)}"
             )
         )
+    for finding in plan.plan.policy:  # the policy rules' findings, as apply shows them
+        lines.append(printable(f"  policy {finding.line}"))
     counts = {a: sum(s.action == a for s in plan.steps) for a in marks}
     lines.append(
         f"Plan: {counts['restore']} to restore, {counts['replace']} to replace, "

@@ -111,3 +111,34 @@ def test_a_restore_waits_for_the_apply_lock_and_changes_nothing_without_it(
     done = reconcile(*args, cwd=tmp_path)  # released: restored
     assert done.returncode == 0, done.stderr
     assert _messages(target.url) == 12
+
+
+def test_a_restores_policy_refusal_is_applys_and_a_warning_is_shown(
+    clean_server: NatsServer, server_factory: Any, tmp_path: Path
+) -> None:
+    """The same rule refuses an apply of the specs and a restore of their backup into a
+    fresh server with the same words (one verdict); at level warn the restore's plan
+    shows the finding and restores."""
+    out = _backup(clean_server, tmp_path)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(DENY)
+    by_apply = server_factory()
+    applied = reconcile(
+        "apply", str(tmp_path / "specs"), "--server", by_apply.url, "--yes", "--policy",
+        str(policy), cwd=tmp_path,
+    )  # fmt: skip
+    target = server_factory()
+    args = ("restore", str(out), "--server", target.url, "--yes", "--policy", str(policy))
+    restored = reconcile(*args, cwd=tmp_path)
+    assert applied.returncode == restored.returncode == 3
+    refusal = [line for line in applied.stderr.splitlines() if "three-replicas" in line]
+    assert refusal and refusal == [
+        line for line in restored.stderr.splitlines() if "three-replicas" in line
+    ]
+    assert run(_user_streams(target)) == run(_user_streams(by_apply)) == []
+
+    policy.write_text(DENY.replace("level: deny", "level: warn"))
+    warned = reconcile(*args, cwd=tmp_path)
+    assert warned.returncode == 0, warned.stderr
+    assert "policy warn three-replicas: Stream ORDERS (create)" in warned.stdout
+    assert _messages(target.url) == 12
