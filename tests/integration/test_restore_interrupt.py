@@ -19,7 +19,7 @@ from test_backup_faults import BIG, _big_streams, _start
 from reconciler.identity import LOCK_BUCKET
 from reconciler.jetstream import open_client
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # a fault run: .ci/run's second stage
 
 
 def test_ctrl_c_mid_restore_releases_the_lock_and_a_rerun_finishes(
