@@ -192,9 +192,10 @@ async def leftover(
         return False
     if set(consumers) - {c.name for c in record.consumers}:
         return False
-    if consumer_differences(record, consumers, missing=False):
-        return False  # a consumer moved since: someone's work
     state = info.get("state") or {}
+    first_seq = int(state.get("first_seq") or 0)
+    if consumer_differences(record, consumers, missing=False, first_seq=first_seq):
+        return False  # a consumer moved since: someone's work
     if not int(state.get("messages") or 0):
         return True
     name, backup_last = record.name, int(record.state.get("last_seq") or 0)

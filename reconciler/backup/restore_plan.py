@@ -158,9 +158,13 @@ async def plan_restore(
         elif flags.replace_existing:
             steps.append(RestoreStep(record, "replace", size, mark, seen_state(live[0])))
         else:
-            differ = differences(record, *live) or [f"{record.name}: {_marked_only(live)}"]
+            differ = differences(record, *live)
             more = f" (and {len(differ) - 1} more)" if differ[1:] else ""
-            refused.append(differ[0] + more + lookalike_hint(record, live[0]))
+            refused.append(
+                differ[0] + more + lookalike_hint(record, live[0])
+                if differ
+                else f"{record.name}: {_MARKED_ONLY}"
+            )
     if refused:
         raise RefusedPlan(
             "refusing to restore: the server holds stream(s) of the same name that differ "
@@ -176,8 +180,8 @@ def _own(record: StreamRecord) -> bool:
     return record.name in INTERNAL_STREAMS
 
 
-def _marked_only(live: Live) -> str:
-    return "it carries a restore marker, but is not proven a leftover of this backup's restore"
+#: A stream holding what the backup holds, but marked by a restore not proven this one.
+_MARKED_ONLY = "it carries a restore marker, but is not proven a leftover of this backup's restore"
 
 
 def _shared_plan(

@@ -262,3 +262,34 @@ def test_a_replace_approved_while_the_stream_was_written_to_deletes_nothing(
     assert result.problems and "changed since the plan; not deleted" in result.problems[0]
     assert result.restored == ()
     assert _state(url, "JOBS") == (19, 19)
+
+
+def test_a_leftover_whose_consumer_the_server_moved_up_is_still_this_restores_own(
+    clean_server: NatsServer, server_factory: Any, tmp_path: Path
+) -> None:
+    """A stream whose limits had removed messages 1-5, with a consumer at 0: restored
+    (marked) and interrupted before the verification, the server has moved the consumer
+    to 5 (below the first message): still recognised, finished with no flag."""
+    from test_restore_verify import _fill
+
+    run(_fill(clean_server.url))
+    out = tmp_path / "backup"
+    args = ("backup", "--all", "--out", str(out), "--server", clean_server.url)
+    assert reconcile(*args, cwd=tmp_path).returncode == 0
+    contents = read_contents(out)
+    (record,) = [r for r in contents.streams if r.name == "LIMITED"]
+    target = server_factory()
+
+    async def killed_before_verifying() -> None:
+        async with open_client(ConnectionOptions(servers=target.url)) as client:
+            data = contents.folder("LIMITED").data.read_bytes()
+            config = with_marker(record.config, marker(contents, record))
+            await restore_stream(client, config, record.state, [data])
+
+    run(killed_before_verifying())
+    done = reconcile(
+        "restore", str(out), "--stream", "LIMITED", "--server", target.url, "--yes", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert "interrupted restore" in done.stdout
+    assert _state(target.url, "LIMITED") == (3, 8)
