@@ -142,3 +142,15 @@ def test_a_restores_policy_refusal_is_applys_and_a_warning_is_shown(
     assert warned.returncode == 0, warned.stderr
     assert "policy warn three-replicas: Stream ORDERS (create)" in warned.stdout
     assert _messages(target.url) == 12
+
+
+def test_an_observed_environment_is_never_restored_into(
+    clean_server: NatsServer, server_factory: Any, tmp_path: Path
+) -> None:
+    out = _backup(clean_server, tmp_path)
+    target = server_factory()
+    _project(tmp_path, target.url, "{mode: observe}")
+    refused = reconcile("restore", str(out), "--env", "prod", "--yes", cwd=tmp_path)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "mode observe" in refused.stderr and "reconcile.yaml:6" in refused.stderr
+    assert run(_user_streams(target)) == []
