@@ -367,9 +367,11 @@ def _restore_target(
 ) -> Target:
     """The connection flags, or with --env (or --project) the environment's server,
     lifecycle and policies. A restore reads no spec file."""
+    from reconciler.cli.options import _unread_policies
     from reconciler.execution.environments import Target
 
     if env_name is None and project_file is None:
+        _unread_policies(ctx)  # the project file's policies are not read: said, as apply does
         return Target((), to_connection_options(conn), "default")
     return resolve_target(
         ctx, paths=(), conn=conn, project_file=project_file, env_name=env_name, needs_paths=False
