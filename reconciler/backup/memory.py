@@ -140,17 +140,21 @@ async def restore_memory(
     record: StreamRecord,
     chunks: Iterable[bytes],
     on_chunk: Callable[[int], None],
+    *,
+    marked: Callable[[Mapping[str, Any]], dict[str, Any]] = dict,
 ) -> None:
     """Memory stream ``record``: its snapshot restored under the temporary name, the
     stream made as a mirror of it, caught up, turned into its real config (nats-server
-    2.12+), the temporary stream deleted, then its consumers made and moved."""
+    2.12+), the temporary stream deleted, then its consumers made and moved. Both
+    configs of the memory stream are written as ``marked`` makes them (the restore's
+    marker: ``backup.restore_checks.with_marker``)."""
     temp = backup_mirror(record.name)
     await _clear_temp(client, record)
     await restore_stream(client, _temp_config(record), record.state, chunks, on_chunk=on_chunk)
     try:
-        await client.create_stream(restoring(record))
+        await client.create_stream(marked(restoring(record)))
         await caught_up(client, record.name, temp, int(record.state.get("last_seq") or 0))
-        await client.update_stream(dict(record.config))
+        await client.update_stream(marked(record.config))
     finally:
         with contextlib.suppress(ReconcileError):
             await client.delete_stream(temp)

@@ -7,12 +7,14 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from reconciler.cli.options import (
+    Seconds,
     connection_options,
+    policy_option,
     project_options,
     resolve_target,
     to_connection_options,
@@ -20,7 +22,8 @@ from reconciler.cli.options import (
 from reconciler.console.terminal import TerminalConsole
 
 if TYPE_CHECKING:
-    from reconciler.backup.restore import RestorePlan
+    from reconciler.backup.restore import RestorePlan, RestoreResult
+    from reconciler.execution.environments import Target
 
 Progress = Callable[[str, int, bool], None]
 
@@ -264,6 +267,8 @@ def _plan_text(plan: RestorePlan) -> str:
                 f"snapshot {_size(step.size)}"
             )
         )
+    for finding in plan.plan.policy:  # the policy rules' findings, as apply shows them
+        lines.append(printable(f"  policy {finding.line}"))
     counts = {a: sum(s.action == a for s in plan.steps) for a in marks}
     lines.append(
         f"Plan: {counts['restore']} to restore, {counts['replace']} to replace, "
@@ -291,6 +296,15 @@ def _plan_text(plan: RestorePlan) -> str:
     show_default=True,
     help="Streams restored at once (more than one crashed nats-server 2.15.1: docs/backup.md).",
 )
+@policy_option
+@click.option(
+    "--lock-timeout",
+    type=Seconds(),
+    default=60.0,
+    show_default=True,
+    help="How long to wait for another apply's lock: seconds or a duration (2m).",
+)
+@click.option("--no-lock", is_flag=True, help="Restore without taking the server's apply lock.")
 @click.option(
     "--yes",
     "-y",
@@ -299,29 +313,48 @@ def _plan_text(plan: RestorePlan) -> str:
     help="Restore without asking (as apply: needed without a terminal, but for the "
     "embedded server).",
 )
+@project_options
 @connection_options
+@click.pass_context
 def restore(
+    ctx: click.Context,
+    /,
     folder: Path,
     only: tuple[str, ...],
     replace_existing: bool,
     allow_replace: bool,
     allow_data_loss: bool,
     parallel: int,
+    policies: tuple[Path, ...],
+    lock_timeout: float,
+    no_lock: bool,
     auto_approve: bool,
+    project_file: Path | None,
+    env_name: str | None,
     **conn: Any,
 ) -> int:
-    """Restore a backup folder (ours or the nats CLI's): plan, ask, restore, verify."""
+    """Restore a backup folder (ours or the nats CLI's): plan, ask, restore, verify.
+
+    Under the server's apply lock, with apply's rules: the policies (the project's with
+    --env, then --policy; a deny exits 3) and lifecycle prevent_destroy (the
+    environment's, and what the server records) refuse before anything changes."""
     from reconciler.backup.restore import Flags
     from reconciler.backup.restore import restore as run_restore
     from reconciler.cli.plan_cmd import asks_for_yes
-    from reconciler.errors import ReconcileError
 
     console = TerminalConsole()
-    asks = asks_for_yes(console, auto_approve)
-    flags = Flags(replace_existing, allow_replace, allow_data_loss, only)
-
-    async def ask(_: RestorePlan) -> bool:
-        return await console.confirm(cast(Any, None))
+    console.asks = asks_for_yes(console, auto_approve)
+    target = _restore_target(ctx, conn, project_file, env_name)
+    flags = Flags(
+        replace_existing,
+        allow_replace,
+        allow_data_loss,
+        only,
+        lifecycle=target.lifecycle,
+        policies=(*target.policies, *policies),
+        environment=target.env,
+        lock_timeout=None if no_lock else lock_timeout,
+    )
 
     def show(plan: RestorePlan) -> None:
         click.echo(_plan_text(plan))
@@ -329,27 +362,56 @@ def restore(
     with _progress(console, "restored") as progress:
         result = asyncio.run(
             run_restore(
-                to_connection_options(conn),
+                target.options,
                 folder,
                 flags,
                 parallel=parallel,
-                confirm=ask if asks else None,
+                observer=console,
                 approved=auto_approve,
-                on_notice=console.notice,
                 on_plan=show,
                 on_progress=progress,
             )
         )
+    return _outcome(result)
+
+
+def _restore_target(
+    ctx: click.Context, conn: dict[str, Any], project_file: Path | None, env_name: str | None
+) -> Target:
+    """The connection flags, or with --env (or --project) the environment's server,
+    lifecycle and policies. A restore reads no spec file."""
+    from reconciler.cli.options import _unread_policies
+    from reconciler.execution.environments import Target
+
+    if env_name is None and project_file is None:
+        _unread_policies(ctx)  # the project file's policies are not read: said, as apply does
+        return Target((), to_connection_options(conn), "default")
+    return resolve_target(
+        ctx, paths=(), conn=conn, project_file=project_file, env_name=env_name, needs_paths=False
+    )
+
+
+def _outcome(result: RestoreResult) -> int:
+    """The last line, counting every stream (exit 1 on any difference or failure)."""
+    from reconciler.errors import ReconcileError
+
     if result.cancelled:
         return 1
-    if result.problems:
+    done = sum(s.action == "restored" for s in result.plan.steps)
+    already = f"; {done} already restored" if done else ""
+    if result.problems or result.not_started:
         lines = "\n".join(f"    {p}" for p in result.problems)
+        left = f", {len(result.not_started)} not started" if result.not_started else ""
         raise ReconcileError(
-            f"restore finished with differences from the backup ({len(result.restored)} "
-            f"stream(s) verified):\n{lines}"
+            f"restore incomplete: {len(result.attempted)} stream(s) restored, "
+            f"{len(result.restored)} of them verified{left}{already}; run restore again "
+            f"after fixing:\n{lines}"
         )
+    if not result.attempted:
+        click.echo(f"Nothing to restore: {done} stream(s) already restored, as the backup holds.")
+        return 0
     click.echo(
-        f"Restore complete: {len(result.restored)} stream(s) restored and verified in "
-        f"{result.seconds:.2f} s."
+        f"Restore complete: {len(result.restored)} stream(s) restored and verified"
+        f"{already} in {result.seconds:.2f} s."
     )
     return 0

@@ -11,7 +11,8 @@ Other clients set a few stream fields of a bucket differently (:data:`CLIENT_FIE
 nats-py leaves ``allow_direct`` off unless asked (``direct=True``) and turns
 ``allow_msg_ttl`` on for every KeyValue bucket (nats-py 2.11+); the JavaScript client
 (nats.js 3.x) leaves ``deny_delete`` off; older Go clients made buckets without direct
-gets. A bucket spec may declare those fields under their stream names, so such a bucket is still a bucket, exported and planned without a difference.
+gets. A bucket spec may declare those fields under their stream names, so such a bucket
+is still a bucket, exported and planned without a difference.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from migration_helpers import dump_exact
 from nats.js.api import DeliverPolicy
 from servers import NatsServer, options, run
 
-from reconciler.identity import BACKUP_PREFIX
+from reconciler.identity import BACKUP_PREFIX, INTERNAL_STREAMS
 from reconciler.jetstream import open_client
 
 
@@ -52,8 +52,9 @@ async def _memory_stream(server: NatsServer) -> None:
 
 
 async def _streams(server: NatsServer) -> list[str]:
+    """The server's streams but the apply lock's bucket (a restore takes the lock)."""
     async with open_client(options(server)) as client:
-        return sorted(await client.stream_names())
+        return sorted(set(await client.stream_names()) - INTERNAL_STREAMS)
 
 
 async def _state(server: NatsServer, stream: str) -> dict[str, Any]:
@@ -156,11 +157,12 @@ def test_a_memory_restore_interrupted_midway_finishes_when_run_again(
     server_factory: Any, tmp_path: Path
 ) -> None:
     """What a restore killed between its steps leaves (the snapshot back under the
-    temporary name, the memory stream a mirror of it, no consumers yet): the re-run
-    finishes without flags and leaves no temporary stream."""
+    temporary name, the memory stream a mirror of it carrying the restore's marker, no
+    consumers yet): the re-run finishes without flags and leaves no temporary stream."""
     from reconciler.backup.layout import chunks
     from reconciler.backup.manifest import read_contents
     from reconciler.backup.memory import _temp_config, caught_up, restoring
+    from reconciler.backup.restore_checks import marker, with_marker
     from reconciler.jetstream.snapshots import restore_stream
 
     source, target = server_factory(), server_factory()
@@ -168,13 +170,14 @@ def test_a_memory_restore_interrupted_midway_finishes_when_run_again(
     out = tmp_path / "backup"
     done = reconcile("backup", "--all", "--out", str(out), "--server", source.url, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    (record,) = read_contents(out).streams
+    contents = read_contents(out)
+    (record,) = contents.streams
 
     async def half_done() -> None:
         async with open_client(options(target)) as client:
             data = chunks(out / "FAST" / "stream.tar.s2", 64 * 1024)
             await restore_stream(client, _temp_config(record), record.state, data)
-            await client.create_stream(restoring(record))
+            await client.create_stream(with_marker(restoring(record), marker(contents, record)))
             await caught_up(client, "FAST", BACKUP_PREFIX + "FAST", 40)
 
     run(half_done())

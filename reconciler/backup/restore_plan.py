@@ -1,0 +1,246 @@
+"""The restore's own plan stage: what ``reconcile restore DIR`` would do to each stream,
+and the same steps as apply's :class:`~reconciler.planning.steps.Plan`, so the one
+verdict (``execution.apply.check_allowed``: policy deny, lifecycle ``prevent_destroy``,
+the ``--allow-*`` flags) judges a restore as it judges an apply.
+
+Per selected stream (reads only):
+
+- ``restore``: not on the server: a :class:`Create`;
+- ``restored``: the server holds what the backup holds (state and consumer positions,
+  ``restore_checks.differences``) and no restore marker: :class:`Unchanged`;
+- ``resume``: proven to be what this tool's interrupted restore of this backup left
+  (``restore_checks.leftover``): deleted and restored again, a :class:`Create` over
+  that live stream (no flag needed; lifecycle ``prevent_destroy`` still forbids it);
+- ``replace``: any other stream of that name, only with ``replace_existing``: a
+  :class:`Replace` that deletes its messages (needs ``--allow-replace``); without
+  ``replace_existing`` the plan is refused, naming the first difference.
+
+The tool's own apply lock (``KV_RECONCILE_LOCKS``) is never restored: the restore holds
+the target's own lock while it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from reconciler.backup.manifest import Contents, StreamRecord
+from reconciler.backup.memory import memory_refused
+from reconciler.backup.restore_checks import differences, leftover, lookalike_hint, marked, marker
+from reconciler.errors import NotFound, RefusedPlan
+from reconciler.execution import lock
+from reconciler.identity import INTERNAL_STREAMS, ResourceRef
+from reconciler.jetstream import JetStreamClient
+from reconciler.model.loss import held
+from reconciler.model.state import LiveState, ServerInfo, StreamState
+from reconciler.planning.policy import evaluate as evaluate_policy
+from reconciler.planning.steps import (
+    ALLOW_REPLACE,
+    Create,
+    Plan,
+    Replace,
+    Step,
+    Unchanged,
+    recorded_reason,
+)
+from reconciler.specs.lifecycle import MANAGE, Lifecycle, recorded_protection
+from reconciler.specs.policy import load_policy
+
+#: restored: the server holds it already, as the backup does; resume: the server holds
+#: what an interrupted restore of it left, deleted and restored again.
+Action = Literal["restore", "replace", "restored", "resume"]
+Live = tuple[dict[str, Any], dict[str, dict[str, Any]]]  # STREAM.INFO, consumers by name
+
+
+@dataclass(frozen=True)
+class Flags:
+    """What a restore is asked to do, besides the folder and the server: which streams,
+    the flags a destructive step needs, and the rules apply runs too (the environment's
+    lifecycle, the policy files: the project's then ``--policy``), and the apply lock
+    (``lock_timeout`` seconds to wait for it; None: no lock, ``--no-lock``)."""
+
+    replace_existing: bool = False
+    allow_replace: bool = False
+    allow_data_loss: bool = False
+    only: tuple[str, ...] = ()
+    lifecycle: Lifecycle = MANAGE
+    policies: tuple[Path, ...] = ()
+    environment: str | None = None
+    lock_timeout: float | None = lock.DEFAULT_TIMEOUT
+
+
+@dataclass(frozen=True)
+class RestoreStep:
+    record: StreamRecord
+    action: Action
+    size: int  # bytes of the snapshot file
+    #: the restore marker written while it runs (``restore_checks.marker``); None: none
+    #: (a sealed stream cannot be updated to remove it)
+    marker: str | None = None
+    #: a replace: the live stream's state when planned (messages, first and last
+    #: sequence): it is deleted only while it still holds exactly that
+    seen: tuple[int, int, int] | None = None
+
+    @property
+    def destructive(self) -> bool:
+        return self.action == "replace"
+
+
+@dataclass(frozen=True)
+class RestorePlan:
+    contents: Contents
+    steps: tuple[RestoreStep, ...]
+    server: ServerInfo
+    #: The same steps as apply's plan (creates, replaces, unchanged), policy findings on
+    #: it: what the shared verdict judges.
+    plan: Plan = field(default_factory=lambda: Plan(ServerInfo("", 0)))
+    #: streams of the folder not restored, and why (the tool's own apply lock)
+    skipped: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def has_changes(self) -> bool:
+        return any(s.action != "restored" for s in self.steps)
+
+
+async def live_stream(client: JetStreamClient, name: str) -> Live | None:
+    """The live stream ``name`` and its consumers; None when there is none."""
+    try:
+        info = await client.stream_info(name)
+    except NotFound:
+        return None
+    listed = await client.list_consumers(name)
+    return info, {str(c.get("name")): c for c in listed}
+
+
+def seen_state(info: Mapping[str, Any]) -> tuple[int, int, int]:
+    """A live stream's messages, first and last sequence: what a replace was planned on."""
+    state = info.get("state") or {}
+    messages, first, last = (int(state.get(k) or 0) for k in ("messages", "first_seq", "last_seq"))
+    return messages, first, last
+
+
+def _marker_for(contents: Contents, record: StreamRecord) -> str | None:
+    return None if record.config.get("sealed") else marker(contents, record)
+
+
+async def plan_restore(
+    client: JetStreamClient, contents: Contents, selected: Sequence[StreamRecord], flags: Flags
+) -> RestorePlan:
+    """What a restore would do on the server behind ``client`` (reads only): refused
+    here when a stream of the same name differs and ``replace_existing`` was not given,
+    or when the environment only observes; the rest is the verdict's."""
+    server = await client.server_info()
+    too_old = [why for r in selected if (why := memory_refused(r, server))]
+    if too_old:
+        raise RefusedPlan("refusing to restore; nothing was changed:", details=too_old)
+    if flags.lifecycle.observe:
+        raise RefusedPlan(
+            f"refusing to restore: the environment has lifecycle mode observe "
+            f"({flags.lifecycle.observed_at}): never written; nothing was changed."
+        )
+    skipped = tuple((r.name, "the tool's own apply lock") for r in selected if _own(r))
+    steps: list[RestoreStep] = []
+    lives: list[Live | None] = []
+    refused: list[str] = []
+    for record in (r for r in selected if not _own(r)):
+        size = contents.folder(record.name).data.stat().st_size
+        mark = _marker_for(contents, record)
+        live = await live_stream(client, record.name)
+        lives.append(live)
+        if live is None:
+            steps.append(RestoreStep(record, "restore", size, mark))
+        elif marked(live[0].get("config")) is None and not differences(record, *live):
+            steps.append(RestoreStep(record, "restored", size, mark))
+        elif mark is not None and await leftover(client, record, *live, mark):
+            steps.append(RestoreStep(record, "resume", size, mark))
+        elif flags.replace_existing:
+            steps.append(RestoreStep(record, "replace", size, mark, seen_state(live[0])))
+        else:
+            differ = differences(record, *live)
+            more = f" (and {len(differ) - 1} more)" if differ[1:] else ""
+            refused.append(
+                differ[0] + more + lookalike_hint(record, live[0])
+                if differ
+                else f"{record.name}: {_MARKED_ONLY}"
+            )
+    if refused:
+        raise RefusedPlan(
+            "refusing to restore: the server holds stream(s) of the same name that differ "
+            "from the backup; nothing was changed. Pass --replace-existing (and "
+            f"{ALLOW_REPLACE}) to delete and replace them.",
+            details=refused,
+        )
+    shared = _shared_plan(server, steps, lives, flags)
+    return RestorePlan(contents, tuple(steps), server, shared, skipped)
+
+
+def _own(record: StreamRecord) -> bool:
+    return record.name in INTERNAL_STREAMS
+
+
+#: A stream holding what the backup holds, but marked by a restore not proven this one.
+_MARKED_ONLY = "it carries a restore marker, but is not proven a leftover of this backup's restore"
+
+
+def _shared_plan(
+    server: ServerInfo, steps: Sequence[RestoreStep], lives: Sequence[Live | None], flags: Flags
+) -> Plan:
+    """The restore's steps as apply's plan, the lifecycle's preventions and the policy
+    findings on it."""
+    changes: list[Step] = []
+    unchanged: list[Unchanged] = []
+    streams: dict[str, Mapping[str, Any]] = {}
+    for step, live in zip(steps, lives, strict=True):
+        record = step.record
+        ref = ResourceRef.of_stream(record.name, record.config)
+        config = live[0].get("config") or {} if live is not None else {}
+        if live is not None:
+            streams[record.name] = config
+        if step.action == "restored":
+            unchanged.append(Unchanged(ref=ref))
+            continue
+        reasons = (_REASONS[step.action],)
+        made: Step
+        if step.action == "replace" and live is not None:
+            loss = held(StreamState.from_info(live[0]))
+            made = Replace(
+                ref=ref, config=record.config, live=config, reasons=reasons, losses=(loss,)
+            )
+        else:
+            made = Create(ref=ref, config=record.config, live=config or None, reasons=reasons)
+        if live is not None and (why := _prevention(live, flags.lifecycle)):
+            made = replace(made, prevented=why, reasons=(*reasons, why))
+        changes.append(made)
+    plan = Plan(server, tuple(changes), tuple(unchanged))
+    policy = load_policy(flags.policies)
+    if not policy:
+        return plan
+    live_state = LiveState(server=server, streams=streams)
+    findings = evaluate_policy(policy, plan, (), live_state, environment=flags.environment)
+    return replace(plan, policy=findings)
+
+
+_REASONS: Mapping[Action, str] = {
+    "restore": "restored from the backup",
+    "replace": "deleted and restored from the backup (--replace-existing)",
+    "resume": "left part-restored by an interrupted restore of this backup: deleted and "
+    "restored again",
+}
+
+
+def _prevention(live: Live, lifecycle: Lifecycle) -> str:
+    """Why no flag allows deleting the live stream (empty: none besides what its own
+    config records, which ``planning.steps.prevention`` reads): the environment's
+    lifecycle ``prevent_destroy``, or a consumer recording its own protection."""
+    if lifecycle.prevent_destroy:
+        return (
+            f"prevented by the environment's lifecycle prevent_destroy "
+            f"({lifecycle.protected_at}); no flag allows this"
+        )
+    for name, raw in sorted(live[1].items()):
+        at = recorded_protection(raw.get("config"))
+        if at is not None:
+            return f"prevented: its consumer {name} would go with it; {recorded_reason(at)}"
+    return ""
