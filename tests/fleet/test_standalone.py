@@ -13,7 +13,9 @@ from spark_standalone import StandaloneCluster, spark_env
 
 from reconciler.fleet.session import APP_NAME
 
-pytestmark = pytest.mark.integration
+# A standalone cluster (master and worker JVMs) beside the local session: a scale run, in
+# .ci/run's slow stage.
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_the_cli_runs_the_job_on_a_standalone_cluster_with_the_same_findings(
