@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from reconciler.cli.options import (
-    Seconds,
     connection_options,
+    lock_options,
     policy_option,
     project_options,
     resolve_target,
@@ -297,14 +297,7 @@ def _plan_text(plan: RestorePlan) -> str:
     help="Streams restored at once (more than one crashed nats-server 2.15.1: docs/backup.md).",
 )
 @policy_option
-@click.option(
-    "--lock-timeout",
-    type=Seconds(),
-    default=60.0,
-    show_default=True,
-    help="How long to wait for another apply's lock: seconds or a duration (2m).",
-)
-@click.option("--no-lock", is_flag=True, help="Restore without taking the server's apply lock.")
+@lock_options("Restore")
 @click.option(
     "--yes",
     "-y",

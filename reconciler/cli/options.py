@@ -148,6 +148,27 @@ store_option: Callable[[F], F] = click.option(
     help="State folder of the embedded server (JetStream store, log, pid/port file).",
 )
 
+
+def lock_options(verb: str) -> Callable[[F], F]:
+    """``--lock-timeout`` and ``--no-lock`` of a command that changes a server (apply,
+    restore): the same apply lock, the same words; ``verb`` says what runs without it."""
+    timeout = click.option(
+        "--lock-timeout",
+        type=Seconds(),
+        default=60.0,
+        show_default=True,
+        help="How long to wait for another apply's lock: seconds or a duration (2m).",
+    )
+    no_lock = click.option(
+        "--no-lock", is_flag=True, help=f"{verb} without taking the server's apply lock."
+    )
+
+    def decorate(command: F) -> F:
+        return timeout(no_lock(command))
+
+    return decorate
+
+
 _OPTIONS: list[Callable[[F], F]] = [
     click.option(
         "--server",

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from reconciler.cli.options import (
-    Seconds,
     connection_options,
     format_option,
     full_option,
+    lock_options,
     owner_option,
     policy_option,
     project_options,
@@ -357,14 +357,7 @@ def _plan_and_show(console: TerminalConsole, request: PlanRequest) -> Plan:
     show_default=True,
     help="How many independent steps run at once.",
 )
-@click.option(
-    "--lock-timeout",
-    type=Seconds(),
-    default=60.0,
-    show_default=True,
-    help="How long to wait for another apply's lock: seconds or a duration (2m).",
-)
-@click.option("--no-lock", is_flag=True, help="Apply without taking the server's apply lock.")
+@lock_options("Apply")
 @click.option(
     "--yes",
     "-y",

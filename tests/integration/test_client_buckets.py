@@ -15,6 +15,7 @@ from typing import Any
 import nats
 import pytest
 from servers import SERVER_MATRIX, NatsServer, run
+from test_roundtrip_attacks import _streams
 
 from reconciler.cli.export_cmd import _dump
 from reconciler.execution import run as engine
@@ -158,15 +159,7 @@ def test_buckets_made_by_nats_js_export_as_buckets_and_apply_changes_nothing(
 
 
 async def _stream_contents(url: str) -> dict[str, Any]:
-    """Every stream's config (less metadata) and message count."""
-    nc = await nats.connect(url)
-    try:
-        names = json.loads((await nc.request("$JS.API.STREAM.NAMES", b"{}")).data)["streams"]
-        found: dict[str, Any] = {}
-        for name in sorted(n for n in names if n != "KV_RECONCILE_LOCKS"):
-            info = json.loads((await nc.request(f"$JS.API.STREAM.INFO.{name}", b"")).data)
-            config = {k: v for k, v in info["config"].items() if k != "metadata"}
-            found[name] = (config, info["state"]["messages"])
-        return found
-    finally:
-        await nc.close()
+    """Every stream's config (less metadata) and message count, the lock bucket aside."""
+    found = await _streams(url)
+    found.pop("KV_RECONCILE_LOCKS", None)
+    return found
