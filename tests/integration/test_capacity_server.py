@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+import nats
 import pytest
 from cli_runner import reconcile
 from servers import NatsServer, run
@@ -280,3 +282,36 @@ def test_the_first_apply_explains_the_lock_bucket_among_the_streams(
     assert "streams: 1 -> 2" in applied.stdout
     assert f"(the streams include {LOCKS}: apply's lock bucket" in applied.stdout
     assert census(server.url) == {"A": 0}
+
+
+def test_a_backup_restores_into_a_server_with_a_small_max_payload(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """A restore sent 128 KiB per request: into a server started with ``max_payload:
+    32768`` it failed (a MaxPayloadError traceback, then nothing restored). The chunks
+    are cut to the server's max_payload: every message arrives."""
+    origin = server_factory()
+    target = server_factory(config={"max_payload": 32768})
+    _create_raw(origin.url, "BIG", -1)
+
+    async def fill() -> None:
+        nc = await nats.connect(origin.url)
+        try:
+            for _ in range(300):
+                await nc.request("big.x", os.urandom(1000), timeout=5)  # not compressible
+        finally:
+            await nc.close()
+
+    run(fill())
+    specs = write_specs(tmp_path / "specs", "kind: Stream\nname: BIG\nsubjects: [big.>]\n")
+    backup = tmp_path / "backup"
+    taken = reconcile(
+        "backup", str(specs), "--out", str(backup), "--server", origin.url, cwd=tmp_path
+    )
+    assert taken.returncode == 0, taken.stderr
+
+    restored = reconcile("restore", str(backup), "--server", target.url, "--yes", cwd=tmp_path)
+
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert "Traceback" not in restored.stderr
+    assert census(target.url) == census(origin.url) == {"BIG": 300}
