@@ -25,7 +25,7 @@ from typing import Any
 import nats
 import pytest
 from cli_runner import reconcile
-from servers import NatsServer, run
+from servers import NatsServer, run, unused_port
 from test_capacity import MiB, stream_yaml, write_specs
 from test_lifecycle import _publish, _request
 
@@ -315,3 +315,24 @@ def test_a_backup_restores_into_a_server_with_a_small_max_payload(
     assert restored.returncode == 0, restored.stdout + restored.stderr
     assert "Traceback" not in restored.stderr
     assert census(target.url) == census(origin.url) == {"BIG": 300}
+
+
+def test_a_monitoring_endpoint_that_fails_or_is_another_servers_stops_the_plan(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """The user asked for the check: a monitoring URL that does not answer, or answers
+    for another server, stops plan and apply with one line; nothing is created."""
+    server = small_server(server_factory, tmp_path)
+    elsewhere = server_factory()
+    specs = write_specs(tmp_path / "specs", stream_yaml("A", "1MiB"))
+    silent = f"http://127.0.0.1:{unused_port()}"
+
+    for monitor in (silent, elsewhere.monitor_url):
+        for verb in ("plan", "apply"):
+            yes = ["--yes"] if verb == "apply" else []
+            flags = ["--server", server.url, "--monitor", monitor, *yes]
+            result = reconcile(verb, str(specs), *flags, cwd=tmp_path)
+            assert result.returncode == 1, result.stdout + result.stderr
+            assert "Traceback" not in result.stderr
+            assert monitor in result.stderr or "reports server" in result.stderr
+    assert census(server.url) == {}
