@@ -223,13 +223,23 @@ async def apply_plan(
     if result.failed:
         step, error = result.failed[0]
         report = result.report()
-        undone = ""
-        if run.for_room and run.made:  # docs/capacity.md: only what it made, still empty
-            rollback = await roll_back(client, run.made)
-            report.removed, report.kept = rollback.removed, rollback.kept
-            undone = _undone(rollback)
+        undone = await _roll_back(run, report) if run.for_room and run.made else ""
         raise ApplyFailed(f"{describe(step)} failed: {error}{undone}", report)
     return result
+
+
+async def _roll_back(run: _Run, report: ApplyReport) -> str:
+    """After a refusal for room: remove again what this apply made, still empty
+    (``execution.rollback``), under the lock's fence like any step; what it says."""
+    if run.guard is not None:
+        try:
+            await run.guard()
+        except LockError as err:
+            report.kept = [f"{made.label} (the apply lock was lost)" for made in run.made]
+            return f"; nothing removed again: {err}"
+    rollback = await roll_back(run.client, run.made)
+    report.removed, report.kept = rollback.removed, rollback.kept
+    return _undone(rollback)
 
 
 def _undone(rollback: Rollback) -> str:
