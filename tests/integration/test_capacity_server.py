@@ -26,7 +26,8 @@ import nats
 import pytest
 from cli_runner import reconcile
 from servers import NatsServer, run, unused_port
-from test_capacity import MiB, stream_yaml, write_specs
+from test_capacity import MiB, limited, stream_yaml, write_specs
+from test_capacity import options as limited_options
 from test_lifecycle import _publish, _request
 
 from reconciler.errors import ApplyFailed, SpecError
@@ -336,3 +337,32 @@ def test_a_monitoring_endpoint_that_fails_or_is_another_servers_stops_the_plan(
             assert "Traceback" not in result.stderr
             assert monitor in result.stderr or "reports server" in result.stderr
     assert census(server.url) == {}
+
+
+def test_streams_made_by_another_client_meanwhile_roll_back_only_this_applys_own(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """An account at max_streams 3 (the lock bucket is one): the plan fits, then another
+    client makes X between two steps, and the server refuses B (err 10027). A, made by
+    this apply and empty, is removed again; X, someone else's, stays."""
+    server = limited(server_factory, max_file=64 * MiB, max_mem=8 * MiB, max_streams=3)
+    team = server.url.replace("nats://", "nats://team:s3cret@")
+
+    async def another_client() -> None:
+        config = {"name": "X", "subjects": ["x.>"], "max_bytes": MiB}
+        await _request(team, "$JS.API.STREAM.CREATE.X", config)
+
+    specs = write_specs(tmp_path / "specs", stream_yaml("A", "1MiB"), stream_yaml("B", "1MiB"))
+    with pytest.raises(ApplyFailed) as failed:
+        run(
+            engine.apply(
+                [specs],
+                limited_options(server),
+                observer=_Meddler(team, {"A": another_client}),
+                approved=True,
+                concurrency=1,
+            )
+        )
+
+    assert failed.value.report.removed == ["Stream A"]
+    assert census(team) == {"X": 0}
