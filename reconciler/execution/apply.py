@@ -244,7 +244,7 @@ async def _roll_back(run: _Run, report: ApplyReport) -> str:
 
 def _undone(rollback: Rollback) -> str:
     if not rollback.removed:
-        return "; what this apply created holds data or changed since: nothing was removed"
+        return "; what this apply created stays (see kept)" if rollback.kept else ""
     return f"; {len(rollback.removed)} resource(s) this apply created removed again (still empty)"
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from reconciler.errors import SpecError
 from reconciler.execution.lock import LOCK_MAX_BYTES, bucket_config
-from reconciler.identity import LOCK_BUCKET
+from reconciler.identity import LOCK_BUCKET, stream_of
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.state import LiveState
 from reconciler.planning.capacity import UNREAD, ServerRoom, assess, scopes, server_room, tier_of
@@ -49,7 +49,7 @@ async def with_capacity(
         replace(error, warning=True, message=f"{error.message} (plan and apply refuse it)")
         for error in found.errors
     )
-    lock = str(bucket_config(LOCK_BUCKET, replicas=1)["name"])
+    lock = stream_of("KeyValue", LOCK_BUCKET)
     capacity = replace(
         found.capacity,
         warnings=(*told, *found.capacity.warnings),
