@@ -366,3 +366,26 @@ def test_streams_made_by_another_client_meanwhile_roll_back_only_this_applys_own
 
     assert failed.value.report.removed == ["Stream A"]
     assert census(team) == {"X": 0}
+
+
+def test_a_project_environment_names_the_monitoring_endpoint(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """The project file's ``monitor:`` (from a variable) reads the server's limits for
+    every plan and apply of the environment, as --monitor does."""
+    server = small_server(server_factory, tmp_path)
+    write_specs(tmp_path / "specs", stream_yaml("A", "15MiB"), stream_yaml("B", "15MiB"))
+    (tmp_path / "reconcile.yaml").write_text(
+        "owner: shop\nspecs: [specs]\nenvironments:\n"
+        f"  prod:\n    servers: {server.url}\n    monitor: {{env: PROD_MONITOR}}\n"
+    )
+    env = {"PROD_MONITOR": server.monitor_url}
+
+    planned = reconcile("plan", "--env", "prod", cwd=tmp_path, env=env)
+    applied = reconcile("apply", "--env", "prod", "--yes", cwd=tmp_path, env=env)
+
+    for result in (planned, applied):
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "20.0 MiB (max_file_store" in result.stderr
+        assert "Traceback" not in result.stderr
+    assert census(server.url) == {}
