@@ -62,7 +62,8 @@ def system_options(options: ConnectionOptions) -> ConnectionOptions | None:
 def _http_jsz(url: str, timeout: float) -> dict[str, Any]:
     """``GET URL/jsz`` (blocking: called in a thread)."""
     where = redact_url(url)
-    target = url.rstrip("/") + "/jsz"
+    base = url.rstrip("/")
+    target = base if base.endswith("/jsz") else f"{base}/jsz"
     if not target.startswith(("http://", "https://")):
         raise ConnectError(f"--monitor {where}: not an http:// or https:// URL")
     try:

@@ -25,7 +25,7 @@ from typing import Any
 import nats
 import pytest
 from cli_runner import reconcile
-from servers import NatsServer, run, unused_port
+from servers import SERVER_MATRIX, NatsServer, run, unused_port
 from test_capacity import MiB, limited, stream_yaml, write_specs
 from test_capacity import options as limited_options
 from test_lifecycle import _publish, _request
@@ -85,6 +85,28 @@ def test_server_limits_from_the_monitoring_endpoint_refuse_an_over_commit(
         assert f"{specs / 'streams.yaml'}:11" in result.stderr  # B's max_bytes
         assert "20.0 MiB (max_file_store" in result.stderr
     assert census(server.url) == before
+
+
+@pytest.mark.parametrize("version", [*SERVER_MATRIX, None], ids=[*SERVER_MATRIX, "newest"])
+def test_every_server_release_reports_its_limits_to_the_plan(
+    server_factory: Callable[..., NatsServer], tmp_path: Path, version: str | None
+) -> None:
+    """/jsz carries the server's id, limits and reservations on 2.10 to 2.15: the plan
+    refuses the same over-commit on each (a URL ending in /jsz is taken as it is)."""
+    store = {"store_dir": str(tmp_path / "js"), "max_file_store": 20 * MiB}
+    server = server_factory(version=version, config={"jetstream": store})
+    _create_raw(server.url, "KEEP", 8 * MiB)
+    specs = write_specs(tmp_path / "specs", stream_yaml("A", "15MiB"))
+    fits = write_specs(tmp_path / "fits", stream_yaml("A", "12MiB"))
+
+    for monitor in (server.monitor_url, f"{server.monitor_url}/jsz"):
+        options = ConnectionOptions(servers=server.url, monitor=monitor)
+        with pytest.raises(SpecError) as refused:
+            run(engine.plan([specs], options))
+        assert "23.0 MiB of the server's 20.0 MiB" in refused.value.problems[0].message
+        planned = run(engine.plan([fits], options))
+        assert planned.capacity is not None and planned.capacity.server_known
+    assert census(server.url) == {"KEEP": 0}
 
 
 def test_unread_server_limits_are_said_to_be_unknown_never_no_limit(
