@@ -17,7 +17,10 @@ half-way. The rules, measured on nats-server 2.10 to 2.15 (docs/capacity.md):
   migration runs;
 - an over-commit is an error only when the plan adds to it: an account already over a
   limit lowered later blocks nothing the plan does not make worse;
-- ending within 10% of a limit the plan adds to is a warning; -1 (unlimited) never warns.
+- ending within 10% of a limit the plan adds to is a warning; -1 (unlimited) never warns;
+- the server's own ``max_file_store``/``max_memory_store`` hold against every account's
+  reservations (its ``/jsz``: :class:`ServerRoom`), by the same rules; where they were
+  not read, the plan says they are unknown (``Capacity.server``), never unlimited.
 """
 
 from __future__ import annotations
