@@ -25,7 +25,7 @@ from typing import Any
 import nats
 import pytest
 from cli_runner import reconcile
-from servers import SERVER_MATRIX, NatsServer, run, unused_port
+from servers import SERVER_MATRIX, Cluster, NatsServer, run, unused_port
 from test_capacity import MiB, limited, stream_yaml, write_specs
 from test_capacity import options as limited_options
 from test_lifecycle import _publish, _request
@@ -411,3 +411,21 @@ def test_a_project_environment_names_the_monitoring_endpoint(
         assert "20.0 MiB (max_file_store" in result.stderr
         assert "Traceback" not in result.stderr
     assert census(server.url) == {}
+
+
+@pytest.mark.cluster
+def test_a_cluster_says_its_servers_limits_are_not_checked(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """In a cluster each server has its own limits and the meta leader places each
+    replica: one server's /jsz cannot say whether a stream fits, and the plan says so
+    (not "no limit", and not a figure of one server passed off as the cluster's)."""
+    specs = write_specs(tmp_path / "specs", stream_yaml("CAP_CL", "1MiB"))
+    node = cluster.nodes[0]
+    options = ConnectionOptions(servers=node.url, monitor=node.monitor_url)
+
+    planned = run(engine.plan([specs], options))
+
+    assert planned.capacity is not None and not planned.capacity.server_known
+    assert "cluster" in planned.capacity.server
+    assert all(total.scope == "account" for total in planned.capacity.totals)
