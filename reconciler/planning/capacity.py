@@ -83,10 +83,7 @@ class ServerRoom:
 
 
 #: Said when nothing named a way to read the server's limits.
-UNREAD = (
-    "not read: name the server's monitoring endpoint (--monitor URL) or a system "
-    "account user (--system-creds, --system-context) to check them"
-)
+UNREAD = "not read; give --monitor URL or --system-creds/--system-context to read them"
 
 
 def server_room(jsz: Mapping[str, Any], source: str) -> ServerRoom:
