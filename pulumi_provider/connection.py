@@ -28,7 +28,7 @@ CONNECTION_FIELDS: tuple[str, ...] = tuple(
 )
 
 #: Fields that are credentials: secret inputs, never written to outputs.
-SECRET_FIELDS = frozenset({"creds", "nkey", "password", "token"})
+SECRET_FIELDS = frozenset({"creds", "nkey", "password", "token", "system_creds"})
 
 _NUMBER_FIELDS = frozenset({"timeout", "connect_timeout"})
 

@@ -183,6 +183,10 @@ class ApplyReport:
     applied: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    #: After a refusal for room: what this apply created and removed again (still
+    #: empty), and what it created and kept, with why (``execution.rollback``).
+    removed: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
 
 
 class ApplyFailed(ReconcileError):

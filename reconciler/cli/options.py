@@ -193,6 +193,22 @@ _OPTIONS: list[Callable[[F], F]] = [
         help="Name of a `nats` CLI context (~/.config/nats/context/NAME.json).",
     ),
     click.option("--domain", help="JetStream domain ($JS.<domain>.API)."),
+    click.option(
+        "--monitor",
+        metavar="URL",
+        help="The server's HTTP monitoring endpoint (http://HOST:8222): a plan reads the "
+        "server's own JetStream limits there (docs/capacity.md).",
+    ),
+    click.option(
+        "--system-creds",
+        type=_FILE,
+        help="Credentials of a system account user: a plan asks the server's own "
+        "JetStream limits with them (docs/capacity.md).",
+    ),
+    click.option(
+        "--system-context",
+        help="A `nats` CLI context of a system account user (as --system-creds).",
+    ),
     _seconds("--timeout", "How long to wait for each server answer (5, 3s, 500ms)."),
     _seconds("--connect-timeout", "How long to wait for the connection (5, 10s)."),
     store_option,
@@ -210,6 +226,9 @@ CONNECTION_PARAMS = (
     "tls_key",
     "context",
     "domain",
+    "monitor",
+    "system_creds",
+    "system_context",
     "timeout",
     "connect_timeout",
     "store",
@@ -243,6 +262,9 @@ def to_connection_options(values: Mapping[str, Any]) -> ConnectionOptions:
         tls_key=text("tls_key"),
         context=text("context"),
         domain=text("domain"),
+        monitor=text("monitor"),
+        system_creds=text("system_creds"),
+        system_context=text("system_context"),
         timeout=float(values.get("timeout") or 5.0),
         connect_timeout=float(values.get("connect_timeout") or 5.0),
         store=Path(values.get("store") or DEFAULT_STORE),

@@ -64,6 +64,10 @@ def _error_lines(err: ReconcileError) -> list[str]:
         lines += [f"  applied: {s}" for s in report.applied]
         lines += [f"  failed:  {s}" for s in report.failed]
         lines += [f"  skipped: {s}" for s in report.skipped]
+        lines += [
+            f"  removed again (created by this apply, still empty): {s}" for s in report.removed
+        ]
+        lines += [f"  kept (created by this apply): {s}" for s in report.kept]
         lines.append("re-run apply to converge")
         return lines
     return [f"error: {err.headline}", *(f"  {line}" for line in err.details)]

@@ -34,6 +34,8 @@ def failure_markdown(err: ReconcileError) -> str:
         lines += ["", *(f"- applied: {cell(str(s))}" for s in report.applied)]
         lines += [f"- failed: {cell(str(s))}" for s in report.failed]
         lines += [f"- skipped: {cell(str(s))}" for s in report.skipped]
+        lines += [f"- removed again: {cell(str(s))}" for s in report.removed]
+        lines += [f"- kept: {cell(str(s))}" for s in report.kept]
     return "\n".join(lines) + "\n"
 
 

@@ -35,6 +35,7 @@ from reconciler.errors import (
 )
 from reconciler.execution.migrate import migrate
 from reconciler.execution.recreate import create_afresh
+from reconciler.execution.rollback import Made, Rollback, created_of, refused_for_room, roll_back
 from reconciler.identity import ResourceRef
 from reconciler.jetstream import JetStreamClient
 from reconciler.jetstream.transport import WRONG_LAST_SEQUENCE
@@ -168,6 +169,8 @@ class _Run:
     failed: list[tuple[Step, str]] = field(default_factory=list)
     skipped: list[Step] = field(default_factory=list)
     unreachable: bool = False  # a request timed out or the connection broke: start no more
+    made: list[Made] = field(default_factory=list)  # streams and consumers this apply created
+    for_room: bool = False  # a step was refused for room or limits (docs/capacity.md)
 
     def emit(
         self, step: Step, outcome: Outcome, error: str | None = None, seconds: float = 0.0
@@ -219,8 +222,30 @@ async def apply_plan(
     )
     if result.failed:
         step, error = result.failed[0]
-        raise ApplyFailed(f"{describe(step)} failed: {error}", result.report())
+        report = result.report()
+        undone = await _roll_back(run, report) if run.for_room and run.made else ""
+        raise ApplyFailed(f"{describe(step)} failed: {error}{undone}", report)
     return result
+
+
+async def _roll_back(run: _Run, report: ApplyReport) -> str:
+    """After a refusal for room: remove again what this apply made, still empty
+    (``execution.rollback``), under the lock's fence like any step; what it says."""
+    if run.guard is not None:
+        try:
+            await run.guard()
+        except LockError as err:
+            report.kept = [f"{made.label} (the apply lock was lost)" for made in run.made]
+            return f"; nothing removed again: {err}"
+    rollback = await roll_back(run.client, run.made)
+    report.removed, report.kept = rollback.removed, rollback.kept
+    return _undone(rollback)
+
+
+def _undone(rollback: Rollback) -> str:
+    if not rollback.removed:
+        return "; what this apply created stays (see kept)" if rollback.kept else ""
+    return f"; {len(rollback.removed)} resource(s) this apply created removed again (still empty)"
 
 
 async def _run_wave(
@@ -265,20 +290,24 @@ async def _guarded(run: _Run, step: Step, stop: asyncio.Event | None) -> None:
             return
     started = time.monotonic()
     try:
-        await execute(run.client, step, guard=run.guard)
+        reply = await execute(run.client, step, guard=run.guard)
     except ReconcileError as err:
         run.unreachable = run.unreachable or isinstance(err, RequestTimeout | ConnectError)
+        run.for_room = run.for_room or refused_for_room(err)
         run.failed.append((step, str(err)))
         run.emit(step, "failed", str(err), time.monotonic() - started)
         return
     run.applied.append(step)
+    if isinstance(step, Create) and (created := created_of(reply)) is not None:
+        run.made.append(Made(step.ref, step.label, created))
     run.emit(step, "applied", seconds=time.monotonic() - started)
 
 
 async def execute(
     client: JetStreamClient, step: Step, *, guard: Callable[[], Awaitable[None]] | None = None
-) -> None:
-    """Send the requests of one step. A migration, which runs for long, confirms the
+) -> dict[str, Any] | None:
+    """Send the requests of one step; a create's answer (the new stream's or consumer's
+    info), None for the others. A migration, which runs for long, confirms the
     apply lock (``guard``) at each of its phase boundaries: a lost lease stops it at one,
     where the next apply resumes it."""
     match step:
@@ -293,7 +322,7 @@ async def execute(
                 step, client.kv_delete(bucket, key, revision=int(step.live["revision"]))
             )
         case Create():
-            await _create(client, step.ref, step.config)
+            return await _create(client, step.ref, step.config)
         case Update(ref=ResourceRef(kind="Consumer", stream=str(stream))):
             await client.create_consumer(stream, dict(step.config), action="update")
             if any(change.path == "pause_until" for change in step.fields):
@@ -324,6 +353,7 @@ async def execute(
             await _delete(client, step.ref)
         case _:
             assert_never(step)
+    return None
 
 
 async def _put_entry(client: JetStreamClient, step: Create | Update) -> None:
@@ -355,11 +385,12 @@ async def _compare_and_set(step: Step, write: Awaitable[Any]) -> None:
         ) from None
 
 
-async def _create(client: JetStreamClient, ref: ResourceRef, config: Mapping[str, Any]) -> None:
+async def _create(
+    client: JetStreamClient, ref: ResourceRef, config: Mapping[str, Any]
+) -> dict[str, Any]:
     if ref.kind == "Consumer":
-        await client.create_consumer(ref.stream_name, dict(config), action="create")
-    else:
-        await client.create_stream(dict(config))
+        return await client.create_consumer(ref.stream_name, dict(config), action="create")
+    return await client.create_stream(dict(config))
 
 
 async def _delete(client: JetStreamClient, ref: ResourceRef) -> None:

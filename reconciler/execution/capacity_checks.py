@@ -1,9 +1,12 @@
 """A plan against the account's JetStream limits, read before any step (docs/capacity.md).
 
 ``$JS.API.INFO`` answers the account's limits and usage (per tier when it has tiered
-limits); :func:`reconciler.planning.capacity.assess` sums the plan against them. What
-the server would refuse raises one ``SpecError`` naming each resource and its spec's
-line, in ``plan`` as in ``apply``: nothing has been written then.
+limits); the server's own limits (``max_file_store``) and every account's reservations
+come from its ``/jsz`` where the connection names a way to read it (the monitoring
+endpoint, a system account user: ``jetstream.server_limits``), and are said to be
+unknown otherwise. :func:`reconciler.planning.capacity.assess` sums the plan against
+them. What the server would refuse raises one ``SpecError`` naming each resource and
+its spec's line, in ``plan`` as in ``apply``: nothing has been written then.
 """
 
 from __future__ import annotations
@@ -14,10 +17,10 @@ from typing import Any
 
 from reconciler.errors import SpecError
 from reconciler.execution.lock import LOCK_MAX_BYTES, bucket_config
-from reconciler.identity import LOCK_BUCKET
+from reconciler.identity import LOCK_BUCKET, stream_of
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.state import LiveState
-from reconciler.planning.capacity import assess, scopes, tier_of
+from reconciler.planning.capacity import UNREAD, ServerRoom, assess, scopes, server_room, tier_of
 from reconciler.planning.steps import Plan
 from reconciler.specs.spec import Spec
 
@@ -38,15 +41,38 @@ async def with_capacity(
     or runs without it)."""
     account = await client.account_info()
     own = _lock_bucket(live, account) if lock_ahead else {}
-    found = assess(the_plan, live, account, specs, own=own)
+    server = await _server_room(client, live)
+    found = assess(the_plan, live, account, specs, own=own, server=server)
     if found.errors and refuse:
         raise SpecError(list(found.errors))
     told = tuple(
         replace(error, warning=True, message=f"{error.message} (plan and apply refuse it)")
         for error in found.errors
     )
-    capacity = replace(found.capacity, warnings=(*told, *found.capacity.warnings))
+    lock = stream_of("KeyValue", LOCK_BUCKET)
+    capacity = replace(
+        found.capacity,
+        warnings=(*told, *found.capacity.warnings),
+        lock=lock if lock in live.streams else None,
+    )
     return replace(the_plan, capacity=capacity)
+
+
+#: Why a cluster's server limits are not checked.
+IN_A_CLUSTER = (
+    "not checked in a cluster: each server has its own, and the cluster places each "
+    "stream's replicas on servers of its choosing"
+)
+
+
+async def _server_room(client: JetStreamClient, live: LiveState) -> ServerRoom:
+    """The connected server's own limits and reservations, or why they are unknown."""
+    if live.server.clustered:
+        return ServerRoom(IN_A_CLUSTER)
+    found = await client.server_jsz()
+    if found is None:
+        return ServerRoom(UNREAD)
+    return server_room(found.jsz, found.source)
 
 
 def _lock_bucket(live: LiveState, account: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

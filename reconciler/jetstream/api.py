@@ -18,6 +18,7 @@ from reconciler.jetstream.connection import ConnectionOptions
 from reconciler.jetstream.embedded import EmbeddedServer
 from reconciler.jetstream.kv import KeyValueCalls
 from reconciler.jetstream.live import LiveRead
+from reconciler.jetstream.server_limits import ServerLimitsCalls
 from reconciler.jetstream.transport import NO_MESSAGE, parse_headers
 
 Notice = Callable[[str], None]
@@ -27,7 +28,7 @@ def _ignore(message: str) -> None:
     return None
 
 
-class JetStreamClient(LiveRead, KeyValueCalls):
+class JetStreamClient(LiveRead, KeyValueCalls, ServerLimitsCalls):
     """Async client of the JetStream API; configs in and out are plain dicts."""
 
     # -- streams --------------------------------------------------------------------------

@@ -120,6 +120,11 @@ class ConnectionOptions:
     timeout: float = 5.0
     connect_timeout: float = 5.0
     store: Path = DEFAULT_STORE
+    #: Where the server's own JetStream limits are read (docs/capacity.md): its HTTP
+    #: monitoring endpoint (``http://HOST:8222``), or a user of the system account.
+    monitor: str | None = None
+    system_creds: str | None = None  # a .creds file of a system account user
+    system_context: str | None = None  # a nats CLI context of a system account user
 
     def __post_init__(self) -> None:
         if self.servers is not None and not self.server_urls:

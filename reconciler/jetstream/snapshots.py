@@ -199,7 +199,7 @@ async def restore_stream(
     deliver = str(reply.get("deliver_subject") or "")
     if not deliver:
         raise SnapshotFailed(f"the server gave no subject to restore {stream} to")
-    for chunk in chunks:
+    for chunk in _within(chunks, _largest(client)):
         answer = await _send(client, deliver, chunk, stream, client.timeout)
         if answer:
             client._decode(deliver, answer)  # an error reply raises
@@ -208,6 +208,22 @@ async def restore_stream(
             on_chunk(len(chunk))
     final = await _send(client, deliver, b"", stream, max(client.timeout, SLOW_SECONDS))
     return client._decode(deliver, final)
+
+
+def _largest(client: JetStreamClient) -> int:
+    """The most a restore request may carry: the server's ``max_payload`` (measured: a
+    server started with ``max_payload: 32768`` could not be restored to in chunks of
+    ``RESTORE_CHUNK``, 128 KiB), never below 1 KiB."""
+    limit = getattr(client.nc, "max_payload", None)
+    return max(1024, limit) if isinstance(limit, int) and limit > 0 else RESTORE_CHUNK
+
+
+def _within(chunks: Iterable[bytes], largest: int) -> Iterator[bytes]:
+    """``chunks`` cut to at most ``largest`` bytes each, in order (the server appends a
+    restore's data as it comes, whatever its cuts)."""
+    for chunk in chunks:
+        for start in range(0, len(chunk), largest):
+            yield chunk[start : start + largest]
 
 
 async def _send(

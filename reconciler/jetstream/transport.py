@@ -21,7 +21,7 @@ from typing import Any, Self
 
 import orjson
 from nats.aio.client import Client as NATS
-from nats.errors import ConnectionClosedError, NoRespondersError
+from nats.errors import ConnectionClosedError, MaxPayloadError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
 from reconciler.errors import ConnectError, NotFound, PermissionDenied, RequestTimeout, ServerError
@@ -66,8 +66,11 @@ class Transport:
         api_prefix: str | None = None,
         timeout: float = 5.0,
         embedded: bool = False,
+        options: ConnectionOptions | None = None,
     ) -> None:
         self.nc = nc
+        #: The options connected with (the monitoring endpoint, the system account's user)
+        self.options = options
         self.domain = domain
         self.api_prefix = (api_prefix or (f"$JS.{domain}.API" if domain else "$JS.API")).rstrip(".")
         self.timeout = timeout
@@ -101,6 +104,7 @@ class Transport:
             api_prefix=options.api_prefix,
             timeout=options.timeout,
             embedded=embedded,
+            options=options,
         )
         holder.append(client)
         return client
@@ -186,6 +190,15 @@ class Transport:
             raise RequestTimeout(f"no answer to {subject} within {wait:g}s") from None
         except ConnectionClosedError:
             raise ConnectError(f"connection closed while requesting {subject}") from None
+        except MaxPayloadError:
+            limit = getattr(self.nc, "max_payload", None)
+            raise ServerError(
+                0,
+                0,
+                f"a message of {len(payload)} bytes is over the server's max_payload "
+                f"({limit} bytes): nothing was sent",
+                subject=subject,
+            ) from None
         finally:
             waiters = self._waiting.get(key)
             if waiters is not None:
@@ -247,6 +260,7 @@ class Transport:
             domain=account.get("domain") or info.get("domain") or self.domain,
             embedded=self.embedded,
             address=self._address(),
+            max_payload=_positive(info.get("max_payload")),
         )
 
     def _address(self) -> str | None:
@@ -326,6 +340,10 @@ class Transport:
         """Publish to a stream subject and wait for the PubAck (``{stream, seq}``)."""
         reply = await self.raw_request(subject, data, headers=headers)
         return self._decode(subject, reply)
+
+
+def _positive(value: Any) -> int | None:
+    return value if type(value) is int and value > 0 else None
 
 
 def _dumps(body: Any) -> bytes:

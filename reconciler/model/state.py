@@ -21,6 +21,8 @@ class ServerInfo:
     embedded: bool = False
     # where the client is connected, credentials removed ("nats://***@host:4222")
     address: str | None = None
+    # the largest message the server takes (its INFO's max_payload), headers included
+    max_payload: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The facts a plan records (``schemas/plan.schema.json``'s ``server``; the

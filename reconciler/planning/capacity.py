@@ -17,7 +17,10 @@ half-way. The rules, measured on nats-server 2.10 to 2.15 (docs/capacity.md):
   migration runs;
 - an over-commit is an error only when the plan adds to it: an account already over a
   limit lowered later blocks nothing the plan does not make worse;
-- ending within 10% of a limit the plan adds to is a warning; -1 (unlimited) never warns.
+- ending within 10% of a limit the plan adds to is a warning; -1 (unlimited) never warns;
+- the server's own ``max_file_store``/``max_memory_store`` hold against every account's
+  reservations (its ``/jsz``: :class:`ServerRoom`), by the same rules; where they were
+  not read, the plan says they are unknown (``Capacity.server``), never unlimited.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from reconciler.specs.spec import Spec
 from reconciler.specs.units import approx_size
 
 _BYTES_KEYS = {"file": ("max_storage", "storage"), "memory": ("max_memory", "memory")}
+_SERVER_KEYS = {"file": "max_file_store", "memory": "max_memory_store"}
 _STREAM_BYTES_KEYS = {"file": "storage_max_stream_bytes", "memory": "memory_max_stream_bytes"}
 
 
@@ -60,6 +64,51 @@ class Assessment:
 
     capacity: Capacity
     errors: tuple[Problem, ...] = ()
+
+
+@dataclass(frozen=True)
+class ServerRoom:
+    """The server's own JetStream limits (``max_file_store``, ``max_memory_store``) and
+    what every account has reserved on it, from its ``/jsz``; or, with ``limits``
+    empty, why they are unknown (``said``)."""
+
+    said: str
+    limits: Mapping[str, int] = field(default_factory=dict)  # storage -> bytes
+    reserved: Mapping[str, int] = field(default_factory=dict)  # every account's
+    used: Mapping[str, int] = field(default_factory=dict)  # bytes stored now
+
+    @property
+    def known(self) -> bool:
+        return bool(self.limits)
+
+
+#: Said when nothing named a way to read the server's limits.
+UNREAD = "not read; give --monitor URL or --system-creds/--system-context to read them"
+
+
+def server_room(jsz: Mapping[str, Any], source: str) -> ServerRoom:
+    """A server's ``/jsz`` answer as a :class:`ServerRoom` (unknown when it has no
+    JetStream limits of its own: it is not a JetStream server)."""
+    config = jsz.get("config")
+    config = config if isinstance(config, Mapping) else {}
+    limits = {
+        storage: value
+        for storage, key in (("file", "max_storage"), ("memory", "max_memory"))
+        if type(value := config.get(key)) is int and value >= 0
+    }
+    if not limits:
+        return ServerRoom(f"{source} reports no JetStream limits of the server's own")
+
+    def count(key: str) -> int:
+        value = jsz.get(key)
+        return value if type(value) is int and value > 0 else 0
+
+    return ServerRoom(
+        f"read from {source}",
+        limits,
+        {"file": count("reserved_storage"), "memory": count("reserved_memory")},
+        {"file": count("storage"), "memory": count("memory")},
+    )
 
 
 def _limit(value: Any, *, zero_is_none: bool) -> int | None:
@@ -268,13 +317,15 @@ def assess(
     account: Mapping[str, Any],
     specs: Sequence[Spec] = (),
     own: Mapping[str, Mapping[str, Any]] | None = None,
+    server: ServerRoom | None = None,
 ) -> Assessment:
     """The plan's totals against the account's limits (``account``: its
-    ``$JS.API.INFO`` answer), with what the server would refuse as errors naming each
-    resource and its spec's line. ``own``: streams (name -> config) apply makes itself
-    before its first step when the plan changes something (the lock's bucket, when the
-    account has none yet)."""
+    ``$JS.API.INFO`` answer) and, where known, the server's own (``server``), with what
+    the server would refuse as errors naming each resource and its spec's line.
+    ``own``: streams (name -> config) apply makes itself before its first step when the
+    plan changes something (the lock's bucket, when the account has none yet)."""
     own = own if own and plan.changes else {}
+    server = server or ServerRoom(UNREAD)
     scoped = scopes(account)
     tiered = None not in scoped
     after = after_streams(live.streams, plan.changes)
@@ -285,6 +336,7 @@ def assess(
         temporary[tier] = temporary.get(tier, 0) + 1
     before = _sums(live.streams, tiered)
     totals = _totals(scoped, before, _moved(before, plan, live, tiered, own.values()), temporary)
+    totals += _server_totals(server, plan, live, own.values())
     where = _Where(specs)
     errors = [
         *_stream_limits(plan, scoped, tiered, where),
@@ -294,11 +346,42 @@ def assess(
         *_entries_room(plan, live, after),
     ]
     warnings = _near(totals)
-    return Assessment(Capacity(totals, tuple(warnings), tuple(sorted(own))), tuple(errors))
+    capacity = Capacity(
+        totals, tuple(warnings), tuple(sorted(own)), server=server.said, server_known=server.known
+    )
+    return Assessment(capacity, tuple(errors))
+
+
+def _server_totals(
+    server: ServerRoom, plan: Plan, live: LiveState, own: Iterable[Mapping[str, Any]]
+) -> tuple[Total, ...]:
+    """The server's reservations (every account's) before, after and at the peak of
+    the plan, per storage type: what the plan adds to this account's reservations (a
+    single server holds one replica of each stream) on top of what ``/jsz`` says."""
+    if not server.known:
+        return ()
+    before = _sums(live.streams, False)
+    after, peak = _moved(before, plan, live, False, own)
+    totals = []
+    for storage, limit in server.limits.items():
+        key = (storage, None)
+        now = server.reserved.get(storage, 0)
+        moved = (after.get(key, 0) - before.get(key, 0), peak.get(key, 0) - before.get(key, 0))
+        figures = (now, max(now + moved[0], 0), max(now + moved[1], 0))
+        used = server.used.get(storage)
+        totals.append(Total(storage, None, *figures, limit=limit, used=used, scope="server"))
+    return tuple(totals)
 
 
 def _tier_words(tier: str | None) -> str:
     return f" (tier {tier})" if tier else ""
+
+
+def _whose(total: Total) -> str:
+    """Whose limit a total is: ``account's``, or the server's (every account counts)."""
+    if total.scope == "server":
+        return "server's"
+    return f"account's{_tier_words(total.tier)}"
 
 
 Building = Create | Update | Replace | Migrate
@@ -396,9 +479,11 @@ def _over_committed(
     """Totals over their limit that the plan adds to: one error per resource adding,
     at its spec's line. An unlimited stream created needs one byte free."""
     problems: list[Problem] = []
+    account_tiered = tiered
     for total in totals:
         if total.limit is None:
             continue
+        tiered = account_tiered and total.scope != "server"  # a server counts replicas
         named = len(problems)
         over = total.peak > total.limit
         full = total.is_bytes and total.peak >= total.limit
@@ -429,14 +514,17 @@ def _own_refused(total: Total, own: Mapping[str, Mapping[str, Any]], tiered: boo
                 continue
             why = (
                 f"the server needs at least one byte of {total.what} storage free to create "
-                f"it: all {approx_size(limit)} of the account's are reserved"
+                f"it: all {approx_size(limit)} of the {_whose(total)} are reserved"
             )
         elif total.before >= limit:
-            why = f"the account has {total.before} streams of the {limit} it allows"
+            why = (
+                f"the account has {total.before} streams of the {limit} it allows"
+                f"{_tier_words(total.tier)}"
+            )
         else:
             continue
         message = (
-            f"apply makes {name} (its lock) first, and {why}{_tier_words(total.tier)} "
+            f"apply makes {name} (its lock) first, and {why} "
             "(apply --no-lock makes none); nothing was changed"
         )
         problems.append(Problem(None, "", message))
@@ -456,7 +544,7 @@ def _no_byte_for_temporary(step: Step, total: Total) -> Problem:
         f"migrating {step.label} needs a temporary stream without max_bytes, and the "
         f"server needs at least one byte of {total.what} storage free to create it: the "
         f"plan reserves all {approx_size(total.limit or 0)} of the "
-        f"account's{_tier_words(total.tier)}; nothing was changed"
+        f"{_whose(total)}; nothing was changed"
     )
     return Problem(step.source, "max_bytes", message)
 
@@ -484,6 +572,14 @@ def _over(step: Step, total: Total, added: int, where: _Where, own: Sequence[str
     tier = _tier_words(total.tier)
     limit = total.limit or 0
     later = DELETES_LAST if total.after <= limit < total.peak else ""
+    if total.scope == "server":
+        message = (
+            f"{step.label} reserves {approx_size(added)} more {total.what} storage; with "
+            f"every account's streams the server would reserve {approx_size(total.peak)} of "
+            f"the server's {approx_size(limit)} ({_SERVER_KEYS[total.what]}; now "
+            f"{approx_size(total.before)}){later}: nothing was changed"
+        )
+        return Problem(where(step, "max_bytes"), "max_bytes", message)
     if own and not total.is_bytes:
         later += f"; apply makes {', '.join(own)} (its lock) first, one of them"
     if total.is_bytes:
@@ -505,7 +601,7 @@ def _no_byte_left(step: Step, total: Total, where: _Where) -> Problem:
     message = (
         f"{step.label} has no max_bytes, and the server needs at least one byte of "
         f"{total.what} storage free to create it: the plan reserves all "
-        f"{approx_size(total.limit or 0)} of the account's{_tier_words(total.tier)}"
+        f"{approx_size(total.limit or 0)} of the {_whose(total)}"
     )
     return Problem(where(step, "max_bytes"), "max_bytes", message)
 
@@ -641,7 +737,7 @@ def _entries_room(
     problems = []
     for stream, writes in sorted(adding.items()):
         config = after.get(stream) or {}
-        problems += _too_large(writes, config)
+        problems += _too_large(writes, config, live.server.max_payload)
         limit = max_bytes_of(config)
         if not limit or config.get("discard", "new") != "new":
             continue
@@ -663,14 +759,26 @@ def _entries_room(
     return problems
 
 
-def _too_large(writes: Sequence[Step], config: Mapping[str, Any]) -> list[Problem]:
+def _too_large(
+    writes: Sequence[Step], config: Mapping[str, Any], max_payload: int | None
+) -> list[Problem]:
+    """Writes over the bucket's ``max_value_size``, or over the server's
+    ``max_payload`` (measured: nats-py refuses the value before sending it, and the
+    server closes a connection whose message is over it, headers included)."""
     largest = config.get("max_msg_size")
     if type(largest) is not int or largest < 0:
-        return []
+        largest = None
     problems = []
     for write in writes:
         block, value = _entry_parts(write)
-        if block + value > largest:
+        if max_payload is not None and block + value > max_payload:
+            message = (
+                f"{write.label}: its value ({value} bytes) and headers ({block} bytes) are "
+                f"over the server's max_payload of {max_payload} bytes, the largest message "
+                "it takes; nothing was changed"
+            )
+            problems.append(Problem(write.source, "value", message))
+        elif largest is not None and block + value > largest:
             message = (
                 f"{write.label}: its value ({value} bytes) and headers ({block} bytes) are "
                 f"over the bucket's max_value_size of {largest} bytes (the server counts "
@@ -705,7 +813,7 @@ def _near(totals: Sequence[Total]) -> list[Problem]:
             figure, what = f"{total.peak} of {total.limit}", "streams"
         message = (
             f"{what}{_tier_words(total.tier)} after this plan: {figure} "
-            f"({share:.0f}%, within 10% of the account's limit)"
+            f"({share:.0f}%, within 10% of the {_whose(total)} limit)"
         )
         warnings.append(Problem(None, "", message, warning=True))
     return warnings

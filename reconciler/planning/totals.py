@@ -27,6 +27,9 @@ class Total:
     peak: int
     limit: int | None
     used: int | None = None  # bytes stored now, for file and memory
+    #: ``account`` (``$JS.API.INFO``'s limits) or ``server`` (the server's own
+    #: ``max_file_store``/``max_memory_store``, against every account's reservations)
+    scope: str = "account"
 
     @property
     def is_bytes(self) -> bool:
@@ -46,6 +49,7 @@ class Total:
             "peak": self.peak,
             "limit": self.limit,
             "used": self.used,
+            "scope": self.scope,
         }
 
 
@@ -58,10 +62,19 @@ class Capacity:
     #: Streams apply makes before its first step, counted in after and peak (the apply
     #: lock's bucket when the account has none yet; a plan only).
     ahead: tuple[str, ...] = ()
+    #: Where the server's own limits were read (``the monitoring endpoint http://...``),
+    #: or, when ``server_known`` is false, why they are unknown.
+    server: str = ""
+    server_known: bool = False
+    #: The apply lock's bucket when the account holds it: counted among its streams
+    #: (the first apply makes it: ``streams: 1 -> 2`` after one stream was added).
+    lock: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "totals": [total.to_json() for total in self.totals],
             "warnings": [warning.to_json() for warning in self.warnings],
             "ahead": list(self.ahead),
+            "server_limits": {"known": self.server_known, "said": self.server},
+            "lock": self.lock,
         }

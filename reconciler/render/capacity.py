@@ -17,26 +17,46 @@ def _figure(total: Total, value: int) -> str:
     return approx_size(value) if total.is_bytes else str(value)
 
 
-def total_line(total: Total) -> str:
-    """``file storage reserved: 40.0 MiB -> 70.0 MiB of 64.0 MiB (109%)``."""
+def total_line(total: Total, *, server_known: bool = True) -> str:
+    """``file storage reserved: 40.0 MiB -> 70.0 MiB of 64.0 MiB (109%)``; the
+    server's own limit (every account's reservations) reads ``server file storage
+    reserved (every account): ...``. An account without a limit is bounded by the
+    server's: said as unknown when it was not read, never as no limit."""
     what = f"{total.what} storage reserved" if total.is_bytes else total.what
+    if total.scope == "server":
+        what = f"server {what} (every account)"
     if total.tier:
         what += f" ({total.tier})"
     change = f"{_figure(total, total.before)} -> {_figure(total, total.after)}"
     if total.peak != total.after:
         change += f" (at most {_figure(total, total.peak)} before the deletes)"
     if total.limit is None:
-        return f"{what}: {change} (no limit)"
+        unread = total.is_bytes and not server_known
+        unknown = "; the server's own limit is unknown" if unread else ""
+        return f"{what}: {change} (no account limit{unknown})"
     share = f" ({100 * total.peak / total.limit:.0f}%)" if total.limit else ""
     return f"{what}: {change} of {_figure(total, total.limit)}{share}"
 
 
 def _ahead(plan: Plan) -> list[str]:
-    """The note under the figures when a stream apply makes itself is counted."""
+    """The notes under the figures: a stream apply makes itself counted, the server's
+    own limits unknown."""
+    notes = []
     names = plan.capacity.ahead if plan.capacity else ()
-    if not names:
-        return []
-    return [f"(the figures include {', '.join(names)}: apply makes it first, for its lock)"]
+    if names:
+        listed = ", ".join(names)
+        notes.append(f"(the figures include {listed}: apply makes it first, for its lock)")
+    if plan.capacity is not None and plan.capacity.lock:
+        lock = plan.capacity.lock
+        notes.append(f"(the streams include {lock}: apply's lock bucket, made by the first apply)")
+    if plan.capacity is not None and not plan.capacity.server_known and plan.capacity.server:
+        notes.append(f"(the server's own storage limits are unknown: {plan.capacity.server})")
+    return notes
+
+
+def _lines(plan: Plan, shown: list[Total]) -> list[str]:
+    known = plan.capacity is None or plan.capacity.server_known
+    return [total_line(t, server_known=known) for t in shown]
 
 
 def _shown(plan: Plan) -> list[Total]:
@@ -54,7 +74,7 @@ def capacity_lines(plan: Plan) -> list[str]:
     return [
         "",
         f"{TITLE}:",
-        *(f"    {total_line(t)}" for t in shown),
+        *(f"    {line}" for line in _lines(plan, shown)),
         *(f"    {line}" for line in _ahead(plan)),
     ]
 
@@ -66,7 +86,7 @@ def capacity_markdown(plan: Plan) -> list[str]:
         return []
     return [
         f"**{TITLE}:**",
-        *(f"- {total_line(t)}" for t in shown),
+        *(f"- {line}" for line in _lines(plan, shown)),
         *(f"- {line}" for line in _ahead(plan)),
         "",
     ]

@@ -36,7 +36,7 @@ from reconciler.specs.spec import Spec
 PROJECT_FILE = "reconcile.yaml"
 #: Connection fields whose literal value is a file path (relative to the project file,
 #: inside the repository: one elsewhere is named by ``{env: NAME}``).
-_PATH_FIELDS = ("creds", "nkey", "tls.ca", "tls.cert", "tls.key")
+_PATH_FIELDS = ("creds", "nkey", "tls.ca", "tls.cert", "tls.key", "system_creds")
 #: Connection fields an environment may set, as ConnectionOptions names them.
 _CONNECTION_FIELDS = {
     "servers": "servers",
@@ -50,6 +50,9 @@ _CONNECTION_FIELDS = {
     "tls.cert": "tls_cert",
     "tls.key": "tls_key",
     "domain": "domain",
+    "monitor": "monitor",
+    "system_creds": "system_creds",
+    "system_context": "system_context",
 }
 _SECRET_FIELDS = frozenset({"password", "token"})
 

@@ -170,6 +170,7 @@ def test_a_plan_within_ten_percent_of_a_limit_warns_and_shows_the_totals(
         "peak": 60 * MiB,
         "limit": 64 * MiB,
         "used": 0,
+        "scope": "account",
     }
     streams = next(t for t in capacity["totals"] if t["resource"] == "streams")
     # ORDERS and the lock bucket apply makes first (KV_RECONCILE_LOCKS)

@@ -1,0 +1,139 @@
+"""The connected server's own JetStream limits (``jetstream { max_file_store }``) and what
+every account has reserved on it: its ``/jsz`` answer (docs/capacity.md).
+
+An ordinary account's ``$JS.API.INFO`` says nothing of them. They are read only where
+the user names a way:
+
+- ``ConnectionOptions.monitor``: the server's HTTP monitoring endpoint, ``GET URL/jsz``;
+- ``ConnectionOptions.system_creds`` / ``system_context``: a user of the system account,
+  which asks ``$SYS.REQ.SERVER.<id>.JSZ`` of the server the client is connected to.
+
+Either answer must be the connected server's own (its ``server_id``): a monitoring URL
+of another server is refused, naming both. :meth:`ServerLimitsCalls.server_jsz` returns
+the answer and where it came from, or None when no way was named.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, replace
+from typing import Any
+
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
+
+from reconciler.errors import ConnectError
+from reconciler.jetstream.connection import ConnectionOptions, close_quietly, connect, redact_url
+from reconciler.jetstream.transport import Transport
+
+#: The most of a ``/jsz`` answer read (it is small: no account or stream details asked).
+_JSZ_LIMIT = 1 << 20
+
+
+@dataclass(frozen=True)
+class ServerJsz:
+    """One server's ``/jsz`` answer (``config.max_storage``, ``reserved_storage``, ...)
+    and where it was read (``the monitoring endpoint http://...``)."""
+
+    jsz: dict[str, Any]
+    source: str
+
+
+def system_options(options: ConnectionOptions) -> ConnectionOptions | None:
+    """The connection of the system account's user named by ``options``, to the same
+    servers (TLS files kept); None when none is named."""
+    if not (options.system_creds or options.system_context):
+        return None
+    return ConnectionOptions(
+        servers=options.servers,
+        creds=options.system_creds,
+        context=options.system_context,
+        tls_ca=options.tls_ca,
+        tls_cert=options.tls_cert,
+        tls_key=options.tls_key,
+        timeout=options.timeout,
+        connect_timeout=options.connect_timeout,
+    ).with_context()
+
+
+def _http_jsz(url: str, timeout: float) -> dict[str, Any]:
+    """``GET URL/jsz`` (blocking: called in a thread)."""
+    where = redact_url(url)
+    base = url.rstrip("/")
+    target = base if base.endswith("/jsz") else f"{base}/jsz"
+    if not target.startswith(("http://", "https://")):
+        raise ConnectError(f"--monitor {where}: not an http:// or https:// URL")
+    try:
+        with urllib.request.urlopen(target, timeout=timeout) as response:
+            body = response.read(_JSZ_LIMIT + 1)
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        reason = getattr(err, "reason", None) or err
+        raise ConnectError(f"cannot read the server's limits at {where}/jsz: {reason}") from None
+    if len(body) > _JSZ_LIMIT:
+        raise ConnectError(f"{where}/jsz: the answer is over {_JSZ_LIMIT} bytes")
+    try:
+        found: Any = json.loads(body)
+    except ValueError:
+        raise ConnectError(f"{where}/jsz: not a JSON answer (is it the monitoring port?)") from None
+    if not isinstance(found, dict):
+        raise ConnectError(f"{where}/jsz: not a JetStream report")
+    return found
+
+
+class ServerLimitsCalls(Transport):
+    """Reads the connected server's ``/jsz`` where the options name a way."""
+
+    def connected_server_id(self) -> str:
+        info: dict[str, Any] = dict(getattr(self.nc, "_server_info", None) or {})
+        return str(info.get("server_id") or "")
+
+    async def server_jsz(self) -> ServerJsz | None:
+        """The connected server's ``/jsz``: from the monitoring endpoint when named,
+        else from the system account when its user is named; None when neither is.
+        A named way that fails, or answers for another server, is a ``ConnectError``."""
+        options = self.options
+        if options is None:
+            return None
+        wanted = self.connected_server_id()
+        if options.monitor:
+            jsz = await asyncio.to_thread(_http_jsz, options.monitor, self.timeout)
+            source = f"the monitoring endpoint {redact_url(options.monitor)}"
+        else:
+            system = system_options(options)
+            if system is None:
+                return None
+            jsz = await self._system_jsz(system, wanted)
+            source = "the system account"
+        found = str(jsz.get("server_id") or "")
+        if found != wanted:
+            raise ConnectError(
+                f"{source} reports server {found or 'with no id'}, but the plan talks to "
+                f"server {wanted}: name the same server's monitoring endpoint"
+            )
+        return ServerJsz(jsz, source)
+
+    async def _system_jsz(self, system: ConnectionOptions, server_id: str) -> dict[str, Any]:
+        subject = f"$SYS.REQ.SERVER.{server_id}.JSZ"
+        nc = await connect(replace(system, timeout=self.timeout))
+        try:
+            msg = await nc.request(subject, b"{}", timeout=self.timeout)
+        except NoRespondersError:
+            raise ConnectError(
+                f"no answer on {subject}: the system account's user named (--system-creds, "
+                "--system-context) is not one of the system account"
+            ) from None
+        except (TimeoutError, NatsTimeout):
+            raise ConnectError(f"no answer to {subject} within {self.timeout:g}s") from None
+        finally:
+            await close_quietly(nc)
+        try:
+            reply: Any = json.loads(msg.data)
+        except ValueError:
+            raise ConnectError(f"invalid JSON reply on {subject}") from None
+        data = reply.get("data") if isinstance(reply, dict) else None
+        if not isinstance(data, dict):
+            raise ConnectError(f"{subject}: the answer holds no JetStream report")
+        return data
