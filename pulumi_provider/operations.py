@@ -85,7 +85,7 @@ async def converge(
     target = spec.ref
     state = await live_state(client, target)
     plan = build_plan(with_stream(spec), state, migrate=migrate)
-    plan = with_policy(plan, policies, [spec], state)
+    plan = await with_policy(plan, policies, [spec], state)
     check_policy(plan.policy)  # a deny rule: refused before any step, naming the rule
     if plan.lossy_updates or plan.prevented:  # the executor's refusal (lifecycle: says why)
         check_allowed(
@@ -141,7 +141,7 @@ def with_stream(spec: Spec) -> list[Spec]:
     return [stream, spec]
 
 
-def with_policy(
+async def with_policy(
     plan: Plan, policies: Sequence[str], specs: Sequence[Spec], state: LiveState
 ) -> Plan:
     """``plan`` with the findings of the policy files ``policies`` (docs/policy.md): the
@@ -151,7 +151,7 @@ def with_policy(
     from reconciler.planning.policy import evaluate
     from reconciler.specs.policy import load_policy
 
-    findings = evaluate(load_policy([Path(p) for p in policies]), plan, specs, state)
+    findings = await evaluate(load_policy([Path(p) for p in policies]), plan, specs, state)
     return replace(plan, policy=findings)
 
 
@@ -184,7 +184,7 @@ async def destroy(
             held = gone.messages or 0  # the last consumer of an interest stream: its messages
             step = replace(step, losses=(gone,), prevented=holding(step, info["config"]))
     plan = Plan(server=live.server, changes=(step,))
-    plan = with_policy(plan, policies, [], LiveState(server=live.server))
+    plan = await with_policy(plan, policies, [], LiveState(server=live.server))
     check_policy(plan.policy)
     allowed = allow_destroy or not held
     check_allowed(plan, allow_replace=allowed, allow_with=ALLOW_WITH)

@@ -311,7 +311,7 @@ async def plan_with(
         client, the_plan, live, resources, refuse=refuse_capacity, lock_ahead=lock_ahead
     )
     if policy:  # docs/policy.md: the rules of every planned resource, on the plan
-        findings = evaluate_policy(policy, the_plan, resources, live, environment=environment)
+        findings = await evaluate_policy(policy, the_plan, resources, live, environment=environment)
         the_plan = replace(the_plan, policy=findings)
     return the_plan
 

@@ -31,14 +31,18 @@ is a finding too, at the rule's level, saying why: never a crash.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from reconciler.errors import PolicyDenied, brief
+from reconciler.errors import PolicyDenied
 from reconciler.identity import ENTRY
 from reconciler.model.normalize import desired_config, live_config
 from reconciler.model.state import LiveState
 from reconciler.planning.findings import PolicyFinding
+from reconciler.planning.policy_worker import Job, OverBudget, Worker, run_budget
 from reconciler.planning.steps import (
     Create,
     Delete,
@@ -52,15 +56,12 @@ from reconciler.planning.steps import (
 from reconciler.specs.policy import Policy, Rule
 from reconciler.specs.spec import Spec
 
-if TYPE_CHECKING:
-    import cel
-
 #: Findings listed under a refusal before "... and N more".
 DETAIL_LIMIT = 20
 _EMPTY: Mapping[str, Any] = {}
 
 
-def evaluate(
+async def evaluate(
     policy: Policy,
     plan: Plan,
     specs: Sequence[Spec],
@@ -69,37 +70,161 @@ def evaluate(
     environment: str | None = None,
 ) -> tuple[PolicyFinding, ...]:
     """Every rule of ``policy`` on every step and unchanged resource of ``plan``
-    (``specs``: what was planned; ``live``: what the plan read)."""
+    (``specs``: what was planned; ``live``: what the plan read), in a worker process
+    with a budget per evaluation and per run (:mod:`reconciler.planning.policy_worker`).
+    The next batch's variables are worked out while the worker evaluates this one."""
     if not policy:
         return ()
-    import cel
-
     declared = {spec.ref: spec for spec in specs if spec.kind != ENTRY}
     wanted = policy.selected
-    findings: list[PolicyFinding] = []
+    work: list[tuple[Entry, list[Rule]]] = []
     for entry in (*plan.changes, *plan.unchanged):
-        if entry.kind == ENTRY:
-            continue
         rules = [rule for rule in policy.rules if rule.applies_to(entry.kind)]
-        if not rules:
-            continue
-        spec = declared.get(entry.ref)
-        variables = {}
-        if wanted["resource"] != frozenset():  # else no rule reads it
-            resource = _resource(entry, spec, plan, live, environment or "", wanted)
-            variables["resource"] = _cut(resource, wanted["resource"])
-        if wanted["step"] != frozenset():
-            variables["step"] = _cut(_step(entry), wanted["step"])
-        failed = ""
-        try:
-            context: cel.Context | None = cel.Context(variables)
-        except Exception as err:  # a value CEL cannot hold (an integer over 64 bits)
-            context, failed = None, _why(err)
-        for rule in rules:
-            why = failed if context is None else _failed(rule, context)
+        if rules and entry.kind != ENTRY:
+            work.append((entry, rules))
+
+    def batch(first: int) -> list[tuple[Entry, list[Rule], dict[str, Any]]]:
+        spec = declared.get
+        return [
+            (entry, rules, _variables(entry, spec(entry.ref), plan, live, environment, wanted))
+            for entry, rules in work[first : first + BATCH]
+        ]
+
+    run = _Run(policy, run_budget(sum(len(rules) for _, rules in work)))
+    evaluating: asyncio.Future[None] | None = None
+    try:
+        upcoming = batch(0)
+        for first in range(BATCH, len(work) + BATCH, BATCH):
+            evaluating = asyncio.ensure_future(run.evaluated(upcoming))
+            await asyncio.sleep(0)  # the batch on its way to the worker
+            upcoming = batch(first) if first < len(work) else []
+            await evaluating
+    finally:  # cancelled (the agent stopping) or failed: no worker is left running
+        if evaluating is not None and not evaluating.done():
+            evaluating.cancel()
+            with contextlib.suppress(BaseException):
+                await evaluating
+        await run.stop()
+    return tuple(run.findings)
+
+
+#: Resources sent to the worker at once.
+BATCH = 250
+
+
+def _variables(
+    entry: Entry,
+    spec: Spec | None,
+    plan: Plan,
+    live: LiveState,
+    environment: str | None,
+    wanted: Mapping[str, frozenset[str] | None],
+) -> dict[str, Any]:
+    """The CEL variables of one resource: what the rules read of them."""
+    variables: dict[str, Any] = {}
+    if wanted["resource"] != frozenset():  # else no rule reads it
+        resource = _resource(entry, spec, plan, live, environment or "", wanted)
+        variables["resource"] = _plain(_cut(resource, wanted["resource"]))
+    if wanted["step"] != frozenset():
+        variables["step"] = _cut(_step(entry), wanted["step"])
+    return variables
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every mapping a dict (what pickle carries to the worker as CEL
+    reads it)."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
+
+
+class _Run:
+    """One evaluation of a policy: its worker (a new one after a stop), findings and
+    budget: the deadline of the run, and the rules stopped so far (with why, said again
+    for every resource each is not evaluated on)."""
+
+    def __init__(self, policy: Policy, seconds: float) -> None:
+        self.policy = policy
+        self.index = {id(rule): n for n, rule in enumerate(policy.rules)}
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+        self.stopped: dict[str, str] = {}
+        self.findings: list[PolicyFinding] = []
+        self.worker: Worker | None = None
+        self.starting: asyncio.Future[None] | None = None
+        self._start()  # while the first batch is worked out
+
+    def _start(self) -> None:
+        self.worker = Worker([(rule.source_when, rule.expr) for rule in self.policy.rules])
+        self.starting = asyncio.ensure_future(self.worker.start())
+
+    async def stop(self) -> None:
+        worker, starting, self.worker, self.starting = self.worker, self.starting, None, None
+        if starting is not None and not starting.done():
+            starting.cancel()
+        if worker is not None:
+            await worker.stop()
+
+    async def evaluated(self, batch: list[tuple[Entry, list[Rule], dict[str, Any]]]) -> None:
+        """One batch's findings added to :attr:`findings`, in the batch's order."""
+        items = [(entry, rule, variables) for entry, rules, variables in batch for rule in rules]
+        found: list[str | None] = [None] * len(items)
+        pending = list(range(len(items)))
+        while pending:
+            todo = []
+            for at in pending:
+                rule = items[at][1]
+                said = self.stopped.get(rule.id)
+                if said is None and time.monotonic() > self.deadline:
+                    said = self.stopped[rule.id] = _spent(self.seconds)
+                if said is None:
+                    todo.append(at)
+                found[at] = said
+            pending = []
+            if not todo:
+                break
+            if self.worker is None:
+                self._start()
+            assert self.worker is not None and self.starting is not None
+            await asyncio.shield(self.starting)  # a cancel stops the worker in stop()
+            jobs = _jobs([items[at] for at in todo], self.index)
+            try:
+                outcomes = await self.worker.evaluate(jobs, self.deadline)
+            except OverBudget as over:  # the worker is stopped: a new one for the rest
+                self.worker = self.starting = None
+                stuck = todo[over.index]
+                if over.why:  # else the run's budget is spent: said on the next turn
+                    found[stuck] = over.why
+                    went = f"skipped: the rule went {over.why} on {items[stuck][0].ref.label}"
+                    self.stopped[items[stuck][1].id] = went
+                pending = [at for at in todo if at != stuck or not over.why]
+                continue
+            for at, why in zip(todo, outcomes, strict=True):
+                found[at] = why
+        for (entry, rule, _), why in zip(items, found, strict=True):
             if why is not None:
-                findings.append(_finding(rule, entry, why))
-    return tuple(findings)
+                self.findings.append(_finding(rule, entry, why))
+
+
+def _jobs(
+    todo: Sequence[tuple[Entry, Rule, dict[str, Any]]], index: Mapping[int, int]
+) -> list[Job]:
+    """``todo`` as the worker's jobs: one per resource, its rules' indexes in order."""
+    jobs: list[Job] = []
+    last: dict[str, Any] | None = None
+    for _, rule, variables in todo:
+        if variables is last:
+            jobs[-1] = (variables, (*jobs[-1][1], index[id(rule)]))
+        else:
+            jobs.append((variables, (index[id(rule)],)))
+            last = variables
+    return jobs
+
+
+def _spent(seconds: float) -> str:
+    return f"skipped: the policy's time budget for this run ({seconds:.0f} s) was spent"
 
 
 def _resource(
@@ -176,29 +301,6 @@ def _step(entry: Entry) -> dict[str, Any]:
         "loss_unknown": any(loss.messages is None or loss.floor for loss in entry.losses),
         "fields": [change.path for change in entry.fields],
     }
-
-
-def _failed(rule: Rule, context: cel.Context) -> str | None:
-    """None when ``rule`` holds (or does not apply: ``when`` false); ``""`` when it is
-    false; why, when it cannot be evaluated."""
-    try:
-        if rule.condition is not None:
-            applies = rule.condition.execute(context)
-            if applies is not True:
-                return None if applies is False else f"when gave {brief(applies)}, not a bool"
-        result = rule.program.execute(context)
-    except Exception as err:  # the CEL library's evaluation errors (KeyError, TypeError...)
-        return _why(err)
-    if result is True:
-        return None
-    return "" if result is False else f"the expression gave {brief(result)}, not a bool"
-
-
-def _why(err: Exception) -> str:
-    if isinstance(err, KeyError):
-        return f"no such key: {err}"
-    text = str(err).strip().splitlines()
-    return text[0] if text else type(err).__name__
 
 
 def _finding(rule: Rule, entry: Entry, error: str) -> PolicyFinding:

@@ -32,6 +32,7 @@ from reconciler.errors import Problem, SpecError
 from reconciler.locations import Location
 from reconciler.specs.document import Document
 from reconciler.specs.loader import load_file
+from reconciler.specs.policy_bounds import load_cel, shape_problem
 from reconciler.specs.schema import did_you_mean, schema_problems
 
 if TYPE_CHECKING:
@@ -187,12 +188,16 @@ def _rule(
 def _compiled(
     document: Document, path: str, rule_id: str, source: str, problems: list[Problem]
 ) -> cel.Program | None:
-    """``source`` compiled, or None with a problem at its line naming the rule."""
-    import cel
-
+    """``source`` compiled, or None with a problem at its line naming the rule (a shape
+    too costly to evaluate too: :mod:`reconciler.specs.policy_bounds`, checked before
+    the CEL library parses it)."""
     where = document.where(path)
+    too_costly = shape_problem(source, code_of(source))
+    if too_costly is not None:
+        problems.append(Problem(where, path, f"rule {rule_id!r}: {too_costly}"))
+        return None
     try:
-        program = cel.compile(source)
+        program: cel.Program = load_cel().compile(source)
     except (ValueError, RuntimeError) as err:
         problems.append(Problem(where, path, f"rule {rule_id!r}: invalid CEL: {_first(err)}"))
         return None

@@ -3,6 +3,7 @@ variables hold for each action, filters, and evaluation errors as findings."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -60,7 +61,7 @@ def _found(
     path = tmp_path / "policy.yaml"
     path.write_text("rules:\n" + rules, encoding="utf-8")
     plan, specs, live = planned
-    findings = evaluate(load_policy([path]), plan, specs, live, **kw)
+    findings = asyncio.run(evaluate(load_policy([path]), plan, specs, live, **kw))
     return {f.ref.name: (f.action, f.error) for f in findings}
 
 
@@ -126,7 +127,7 @@ def test_a_deny_refuses_naming_rule_and_resource(
         + rule("false", level="warn").replace("id: r", "id: w")
     )
     plan, specs, live = planned
-    findings = evaluate(load_policy([path]), plan, specs, live)
+    findings = asyncio.run(evaluate(load_policy([path]), plan, specs, live))
     denied = refusal(findings)
     assert denied is not None and denied.exit_code == 3
     assert denied.headline.startswith("refusing to apply: policy rule(s) r deny this plan (2")
