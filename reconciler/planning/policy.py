@@ -109,7 +109,7 @@ async def evaluate(
 
 
 #: Resources sent to the worker at once.
-BATCH = 250
+BATCH = 1000
 
 
 def _variables(
