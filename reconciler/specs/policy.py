@@ -32,7 +32,7 @@ from reconciler.errors import Problem, SpecError
 from reconciler.locations import Location
 from reconciler.specs.document import Document
 from reconciler.specs.loader import load_file
-from reconciler.specs.policy_bounds import load_cel, shape_problem
+from reconciler.specs.policy_bounds import MAX_RULES, load_cel, shape_problem
 from reconciler.specs.schema import did_you_mean, schema_problems
 
 if TYPE_CHECKING:
@@ -133,6 +133,9 @@ def load_policy(paths: Sequence[Path]) -> Policy:
                 message = f"rule {rule.id!r} is already defined at {first}"
                 problems.append(Problem(rule.where, "id", message))
             rules.append(rule)
+    if len(rules) > MAX_RULES:
+        message = f"{len(rules):,} rules in all (at most {MAX_RULES:,}): merge some"
+        problems.append(Problem(rules[MAX_RULES].where, "rules", message))
     if problems:
         raise SpecError(problems)
     return Policy(tuple(rules))

@@ -90,6 +90,16 @@ def test_the_refusal_names_file_line_and_rule(tmp_path: Path) -> None:
     assert f"at most {MAX_ITERATIONS:,}" in str(refused.value)
 
 
+def test_more_than_a_thousand_rules_are_refused_at_the_first_one_over(tmp_path: Path) -> None:
+    rules = [(f"r{n}", "true") for n in range(1001)]
+    path = _policy(tmp_path, *rules)
+    with pytest.raises(SpecError) as refused:
+        load_policy([path])
+    (line,) = str(refused.value).splitlines()
+    assert line.startswith(f"{path}:{1 + 4 * 1000 + 4}: rules: 1,001 rules in all (at most 1,000)")
+    load_policy([_policy(tmp_path, *rules[:1000])])  # a thousand load
+
+
 def _planned(tmp_path: Path, streams: int) -> tuple[object, list, LiveState]:
     text = "".join(f"---\nkind: Stream\nname: S{n}\nsubjects: [s{n}]\n" for n in range(streams))
     (tmp_path / "specs.yaml").write_text(text, encoding="utf-8")
