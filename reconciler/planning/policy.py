@@ -37,12 +37,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reconciler.errors import PolicyDenied
+from reconciler.errors import PolicyDenied, ReconcileError
 from reconciler.identity import ENTRY
 from reconciler.model.normalize import desired_config, live_config
 from reconciler.model.state import LiveState
 from reconciler.planning.findings import PolicyFinding
-from reconciler.planning.policy_worker import Job, OverBudget, Worker, run_budget
+from reconciler.planning.policy_worker import Job, OverBudget, Worker, WorkerGone, run_budget
 from reconciler.planning.steps import (
     Create,
     Delete,
@@ -172,6 +172,7 @@ class _Run:
         items = [(entry, rule, variables) for entry, rules, variables in batch for rule in rules]
         found: list[str | None] = [None] * len(items)
         pending = list(range(len(items)))
+        retried = False
         while pending:
             todo = []
             for at in pending:
@@ -192,6 +193,12 @@ class _Run:
             jobs = _jobs([items[at] for at in todo], self.index)
             try:
                 outcomes = await self.worker.evaluate(jobs, self.deadline)
+            except WorkerGone as gone:  # a new one, once
+                self.worker = self.starting = None
+                if retried:
+                    raise ReconcileError(f"policy evaluation failed: {gone}") from None
+                retried, pending = True, todo
+                continue
             except OverBudget as over:  # the worker is stopped: a new one for the rest
                 self.worker = self.starting = None
                 stuck = todo[over.index]

@@ -70,6 +70,10 @@ class OverBudget(Exception):
         self.index, self.why = index, why
 
 
+class WorkerGone(Exception):
+    """The worker had ended before it was handed a batch: no evaluation is to blame."""
+
+
 class Worker:
     """One worker process evaluating ``rules`` (their ``(when, expr)`` sources)."""
 
@@ -119,7 +123,12 @@ class Worker:
         ``deadline`` (``time.monotonic()``) passes."""
         assert self._page is not None
         _PROGRESS.pack_into(self._page, 0, -1)
-        await self._send(list(jobs))
+        try:
+            await self._send(list(jobs))
+        except (ConnectionError, RuntimeError):  # it ended while idle (killed by someone)
+            code = self.process.returncode if self.process is not None else None
+            await self.stop()
+            raise WorkerGone(f"the evaluator process had ended (exit status {code})") from None
         reply = asyncio.ensure_future(self._receive())
         seen, since, spent = -1, time.monotonic(), self._cpu()
         try:

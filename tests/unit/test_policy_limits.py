@@ -156,6 +156,21 @@ def test_what_the_run_budget_leaves_is_a_finding_per_rule_and_resource(
     ]
 
 
+def test_a_worker_killed_while_idle_is_said_and_stopped() -> None:
+    async def killed() -> str:
+        worker = policy_worker.Worker([("", "true")])
+        await worker.start()
+        assert worker.process is not None
+        worker.process.kill()
+        await worker.process.wait()
+        with pytest.raises(policy_worker.WorkerGone) as gone:
+            await worker.evaluate([({}, (0,))], deadline=float("inf"))
+        assert worker.process is None  # stopped: nothing left to kill
+        return str(gone.value)
+
+    assert asyncio.run(killed()) == "the evaluator process had ended (exit status -9)"
+
+
 def _workers() -> list[int]:
     """The policy workers among this process's children (Linux /proc)."""
     found = []
