@@ -87,7 +87,10 @@ def shape_problem(source: str, code: str) -> str | None:
             f"the expression nests too deep ({depth:,} operators and brackets, at most "
             f"{MAX_DEPTH:,}): split it into several rules"
         )
-    cost = _iterations(code, 0, len(code), pairs)
+    try:
+        cost = _iterations(code, 0, len(code), pairs)  # recurses as deep as macros nest
+    except RecursionError:
+        return "the expression nests its comprehensions too deep: split it into several rules"
     if cost > MAX_ITERATIONS:
         return (
             f"its comprehensions would take about {_rounded(cost)} iterations per resource "
@@ -146,21 +149,23 @@ def _size(code: str, dot: int, pairs: dict[int, int]) -> int:
     """How many elements the receiver ending before ``code[dot]`` (a macro's ``.``) has:
     a list or map literal its own, a ``map``/``filter`` as many as its receiver, else
     :data:`DATA_GUESS`."""
-    end = dot - 1
-    while end >= 0 and code[end].isspace():
-        end -= 1
-    if end < 0 or code[end] not in "])}":
-        return DATA_GUESS
-    start = pairs[end]
-    if code[end] == ")":
-        head = code[max(0, start - 20) : start + 1]
-        if re.search(r"\.\s*(map|filter)\s*\($", head):
-            return _size(code, code.rindex(".", 0, start), pairs)
-        return DATA_GUESS
-    before = code[:start].rstrip()
-    if code[end] == "]" and before and (before[-1].isalnum() or before[-1] in "_)]"):
-        return DATA_GUESS  # an index (``x[0]``), not a literal
-    return _elements(code, start + 1, end, pairs)
+    while True:
+        end = dot - 1
+        while end >= 0 and code[end].isspace():
+            end -= 1
+        if end < 0 or code[end] not in "])}":
+            return DATA_GUESS
+        start = pairs[end]
+        if code[end] == ")":
+            head = code[max(0, start - 20) : start + 1]
+            if not re.search(r"\.\s*(map|filter)\s*\($", head):
+                return DATA_GUESS
+            dot = code.rindex(".", 0, start)  # a chain: the receiver's receiver
+            continue
+        before = code[max(0, start - 1_000) : start].rstrip()
+        if code[end] == "]" and before and (before[-1].isalnum() or before[-1] in "_)]"):
+            return DATA_GUESS  # an index (``x[0]``), not a literal
+        return _elements(code, start + 1, end, pairs)
 
 
 def _elements(code: str, start: int, end: int, pairs: dict[int, int]) -> int:

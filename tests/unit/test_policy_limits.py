@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,18 @@ def test_rules_of_ordinary_shape_load(expr: str) -> None:
 def test_rules_too_costly_by_their_shape_are_refused(expr: str, why: str) -> None:
     problem = shape(expr)
     assert problem is not None and why in problem, problem
+
+
+def test_a_long_chain_of_macros_is_measured_without_recursion() -> None:
+    """990 chained ``map`` calls: the receiver of each is found by a loop (a recursion
+    that deep broke Python's limit, a traceback at load)."""
+    chain = "[1, 2]" + ".map(x, x)" * 990 + ".all(y, true)"
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(200)
+    try:
+        assert shape(chain) is None  # 2 iterations per link
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def test_the_refusal_names_file_line_and_rule(tmp_path: Path) -> None:
