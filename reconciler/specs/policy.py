@@ -32,7 +32,7 @@ from reconciler.errors import Problem, SpecError
 from reconciler.locations import Location
 from reconciler.specs.document import Document
 from reconciler.specs.loader import load_file
-from reconciler.specs.policy_bounds import MAX_RULES, load_cel, shape_problem
+from reconciler.specs.policy_bounds import MAX_RULES, load_cel, shape_problem, too_long
 from reconciler.specs.schema import did_you_mean, schema_problems
 
 if TYPE_CHECKING:
@@ -63,11 +63,16 @@ _SELECTED = re.compile(r"(?<![\w.])(resource|step)\s*\.\s*([A-Za-z_]\w*)")
 #: literal (``b``/``r`` prefixed, triple quoted across lines, or on one line; a raw one
 #: has no escapes). Taken for code, an apostrophe in a comment opened a "string" that
 #: hid the code after it from :func:`selected`, and a rule's ``has()`` went false.
+#: A literal left open (a syntax error the CEL library reports) ends at the end of its
+#: line or of the text: a literal that could fail to close was tried again from every
+#: later quote, and 18,000 characters of ``'\\`` took 4 s before anything was checked.
 _NOT_CODE = re.compile(
     r"//[^\n]*"
-    r"|(?:[bB]?[rR]|[rR][bB])(?:'''[\s\S]*?'''|\"\"\"[\s\S]*?\"\"\"|'[^'\n]*'|\"[^\"\n]*\")"
-    r"|[bB]?(?:'''(?:\\[\s\S]|[^\\])*?'''|\"\"\"(?:\\[\s\S]|[^\\])*?\"\"\""
-    r"|'(?:\\.|[^'\\\n])*'|\"(?:\\.|[^\"\\\n])*\")"
+    r"|(?:[bB]?[rR]|[rR][bB])(?:'''[\s\S]*?(?:'''|\Z)|\"\"\"[\s\S]*?(?:\"\"\"|\Z)"
+    r"|'[^'\n]*+(?:'|(?=\n)|\Z)|\"[^\"\n]*+(?:\"|(?=\n)|\Z))"
+    r"|[bB]?(?:'''(?:\\[\s\S]|[^\\])*?(?:'''|\\?\Z)"
+    r"|\"\"\"(?:\\[\s\S]|[^\\])*?(?:\"\"\"|\\?\Z)"
+    r"|'(?:\\.|[^'\\\n])*+(?:'|(?=[\\\n])|\Z)|\"(?:\\.|[^\"\\\n])*+(?:\"|(?=[\\\n])|\Z))"
 )
 
 
@@ -195,7 +200,7 @@ def _compiled(
     too costly to evaluate too: :mod:`reconciler.specs.policy_bounds`, checked before
     the CEL library parses it)."""
     where = document.where(path)
-    too_costly = shape_problem(source, code_of(source))
+    too_costly = too_long(source) or shape_problem(source, code_of(source))
     if too_costly is not None:
         problems.append(Problem(where, path, f"rule {rule_id!r}: {too_costly}"))
         return None

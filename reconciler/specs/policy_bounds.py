@@ -73,11 +73,19 @@ def load_cel() -> ModuleType:
     return cel  # pragma: no cover
 
 
-def shape_problem(source: str, code: str) -> str | None:
-    """Why the expression ``source`` (``code``: it without strings and comments,
-    ``specs.policy.code_of``) is too costly to evaluate, or None."""
+def too_long(source: str) -> str | None:
+    """Why ``source`` is too long to look at further, or None."""
     if len(source) > MAX_CHARS:
         return f"the expression is {len(source):,} characters long (at most {MAX_CHARS:,})"
+    return None
+
+
+def shape_problem(source: str, code: str) -> str | None:
+    """Why the expression ``source`` (``code``: it without strings and comments,
+    ``specs.policy.code_of``, worked out once :func:`too_long` said nothing) is too
+    costly to evaluate, or None."""
+    if (long := too_long(source)) is not None:
+        return long
     pairs = _pairs(code)
     if pairs is None:
         return None  # unbalanced brackets: the library's own syntax error says where

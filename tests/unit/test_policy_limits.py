@@ -86,6 +86,16 @@ def test_a_long_chain_of_macros_is_measured_without_recursion() -> None:
         sys.setrecursionlimit(limit)
 
 
+def test_an_expression_of_open_quotes_is_one_syntax_error(tmp_path: Path) -> None:
+    """18,000 characters of ``'\\``: every quote opens a literal that never closes
+    (``code_of`` took 4 s on it, tried again from each quote; now once through)."""
+    path = _policy(tmp_path, ("quotes", "'\\" * 9000))
+    with pytest.raises(SpecError) as refused:
+        load_policy([path])
+    assert str(refused.value).startswith(f"{path}:5: rules.0.expr: rule 'quotes': invalid CEL")
+    assert code_of("'\\" * 3) == '""\\'  # the last one left open: to its end
+
+
 def test_the_refusal_names_file_line_and_rule(tmp_path: Path) -> None:
     path = tmp_path / "policy.yaml"
     rules = [("fine", "true"), ("nested", nested(8))]
