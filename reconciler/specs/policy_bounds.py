@@ -34,9 +34,11 @@ MAX_CHARS = 20_000
 #: Rules of one run, every policy file together (each is evaluated on every resource:
 #: 1,000 rules load in about 0.6 s, and 10,000 in 5 s, in the planning process).
 MAX_RULES = 1_000
-#: The nesting an expression's operators and brackets may reach (a bound on its syntax
-#: tree's depth: about 600 bytes of stack per level in the library's parser, so 1,000
-#: levels are well inside any thread's stack; 30,000 overflowed 8 MiB).
+#: The depth an expression's syntax tree may reach, estimated from its operators (each
+#: a level over the deepest of its operands, by precedence), members, indexes, calls
+#: and brackets: about 600 bytes of stack per level in the library's parser, so 1,000
+#: levels are well inside any thread's stack (1,500 passed in 1 MiB, 30,000 overflowed
+#: 8 MiB).
 MAX_DEPTH = 1_000
 #: Iterations the comprehensions of one expression may take, as estimated from their
 #: nesting: a list literal by its length, anything else (``resource.desired.subjects``)
@@ -46,8 +48,24 @@ DATA_GUESS = 100
 
 #: The macros that iterate over their receiver (``x.all(v, ...)``).
 _MACRO = re.compile(r"\.\s*(all|exists_one|exists|map|filter)\s*\($")
-#: What makes a level of the syntax tree: an operator, a member or index, a ternary.
-_OPERATOR = re.compile(r"&&|\|\||==|!=|<=|>=|[-+*/%<>?.\[!]|\bin\b")
+#: The tokens of an expression's code (its strings already ``""``).
+_TOKEN = re.compile(
+    r"0[xX][0-9a-fA-F]+[uU]?|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?[uU]?|[A-Za-z_]\w*|\"\""
+    r"|&&|\|\||==|!=|<=|>=|\S"
+)
+#: Binary operators from the loosest to the tightest (each a level of the syntax tree:
+#: ``a || b || c`` is two levels over its operands), the ternary's two signs first.
+_LEVELS = (
+    frozenset({"?", ":"}),
+    frozenset({"||"}),
+    frozenset({"&&"}),
+    frozenset({"==", "!=", "<", "<=", ">", ">=", "in"}),
+    frozenset({"+", "-"}),
+    frozenset({"*", "/", "%"}),
+)
+_NAME = re.compile(r"[A-Za-z_]\w*$")
+#: Binary: a ``-`` after one of these ends an operand (else it is a unary minus).
+_OPERAND_END = re.compile(r"[\w\"\])}]$")
 _OPEN, _CLOSE = "([{", ")]}"
 
 
@@ -89,10 +107,13 @@ def shape_problem(source: str, code: str) -> str | None:
     pairs = _pairs(code)
     if pairs is None:
         return None  # unbalanced brackets: the library's own syntax error says where
-    depth = _deepest(code) + len(_OPERATOR.findall(code))
-    if depth > MAX_DEPTH:
+    try:
+        levels = f"about {_depth(_grouped(code)):,}"
+    except RecursionError:  # brackets in brackets some 450 deep
+        levels = f"more than {MAX_DEPTH:,}"
+    if not levels.startswith("about") or int(levels[6:].replace(",", "")) > MAX_DEPTH:
         return (
-            f"the expression nests too deep ({depth:,} operators and brackets, at most "
+            f"the expression nests too deep (a syntax tree of {levels} levels, at most "
             f"{MAX_DEPTH:,}): split it into several rules"
         )
     try:
@@ -127,15 +148,61 @@ def _pairs(code: str) -> dict[int, int] | None:
     return None if stack else pairs
 
 
-def _deepest(code: str) -> int:
-    depth = deepest = 0
-    for char in code:
-        if char in _OPEN:
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in _CLOSE:
-            depth -= 1
-    return deepest
+#: A bracket's contents: its tokens, a bracket inside as a list of its own.
+Group = list["str | Group"]
+
+
+def _grouped(code: str) -> Group:
+    """``code``'s tokens, each bracket's as a list (brackets balanced: :func:`_pairs`);
+    a ``-`` that is not binary is written ``neg``."""
+    root: Group = []
+    stack = [root]
+    last = ""
+    for token in _TOKEN.findall(code):
+        if token in _OPEN:
+            inner: Group = []
+            stack[-1].append(inner)
+            stack.append(inner)
+        elif token in _CLOSE:
+            stack.pop()
+        else:
+            binary = token == "-" and _OPERAND_END.search(last) is not None
+            stack[-1].append(token if token != "-" or binary else "neg")
+        last = token
+    return root
+
+
+def _depth(items: Group) -> int:
+    """How deep the syntax tree of ``items`` may go: each binary operator a level over
+    the deepest of its operands (``a || b || c``: 2 + that of ``a``), each member,
+    index, call (``x.f(...)`` one), ``!`` and unary minus a level, a bracket's contents
+    below it."""
+    parts = _split(items, frozenset({","}))
+    if len(parts) > 1:
+        return max(_depth(part) for part in parts)
+    for level in _LEVELS:
+        parts = _split(items, level)
+        if len(parts) > 1:
+            return len(parts) - 1 + max(_depth(part) for part in parts)
+    chain, inner = 0, 0
+    for at, item in enumerate(items):
+        if isinstance(item, list):
+            inner = max(inner, _depth(item))
+            method = at >= 2 and items[at - 2] == "." and _NAME.match(str(items[at - 1]))
+            chain += 0 if method else 1  # ``x.f(...)``: one node, its ``.`` counted
+        elif item in (".", "!", "neg"):
+            chain += 1
+    return chain + inner + 1
+
+
+def _split(items: Group, signs: frozenset[str]) -> list[Group]:
+    parts: list[Group] = [[]]
+    for item in items:
+        if isinstance(item, str) and item in signs:
+            parts.append([])
+        else:
+            parts[-1].append(item)
+    return parts
 
 
 def _iterations(code: str, start: int, end: int, pairs: dict[int, int]) -> int:

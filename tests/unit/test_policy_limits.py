@@ -47,7 +47,7 @@ def shape(expr: str) -> str | None:
         nested(5),  # 111,110 iterations
         "resource.desired.subjects.all(s, step.fields.exists(f, f != s))",
         "[1, 2, 3].map(x, x * 2).all(y, y > 0)",
-        " || ".join(f"resource.name == 'N{n}'" for n in range(200)),  # an allowlist
+        " || ".join(f"resource.name == 'N{n}'" for n in range(700)),  # 702 levels
         "resource.name in [" + ", ".join(f"'N{n}'" for n in range(1000)) + "]",
         "'[[[[(((' + resource.name == ''",  # brackets in strings are not code
     ],
@@ -64,8 +64,10 @@ def test_rules_of_ordinary_shape_load(expr: str) -> None:
         (nested(4, "resource.desired.subjects"), "about 10^8 iterations"),  # 100 each
         (nested(2, "[" + ", ".join(["0"] * 2000) + "]"), "about 4,002,000 iterations"),
         (TEN + ".map(a, " + nested(6) + ")", "10^7"),
-        ("+".join(["1"] * 2000), "nests too deep (1,999 operators"),
-        ("(" * 600 + "1" + ")" * 600 + " + 1" * 500, "nests too deep"),
+        ("+".join(["1"] * 2000), "nests too deep (a syntax tree of about 2,000 levels"),
+        ("(" * 600 + "1" + ")" * 600, "nests too deep (a syntax tree of about 1,201 levels"),
+        ("(" * 3000 + "1" + ")" * 3000, "nests too deep (a syntax tree of more than 1,000"),
+        ("!" * 600 + "x.y" + ".z" * 400, "nests too deep (a syntax tree of about 1,002"),
         ("'" + "x" * 20_001 + "' == ''", "characters long"),
     ],
 )
