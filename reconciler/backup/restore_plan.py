@@ -172,7 +172,7 @@ async def plan_restore(
             f"{ALLOW_REPLACE}) to delete and replace them.",
             details=refused,
         )
-    shared = _shared_plan(server, steps, lives, flags)
+    shared = await _shared_plan(server, steps, lives, flags)
     return RestorePlan(contents, tuple(steps), server, shared, skipped)
 
 
@@ -184,7 +184,7 @@ def _own(record: StreamRecord) -> bool:
 _MARKED_ONLY = "it carries a restore marker, but is not proven a leftover of this backup's restore"
 
 
-def _shared_plan(
+async def _shared_plan(
     server: ServerInfo, steps: Sequence[RestoreStep], lives: Sequence[Live | None], flags: Flags
 ) -> Plan:
     """The restore's steps as apply's plan, the lifecycle's preventions and the policy
@@ -218,7 +218,7 @@ def _shared_plan(
     if not policy:
         return plan
     live_state = LiveState(server=server, streams=streams)
-    findings = evaluate_policy(policy, plan, (), live_state, environment=flags.environment)
+    findings = await evaluate_policy(policy, plan, (), live_state, environment=flags.environment)
     return replace(plan, policy=findings)
 
 
