@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from reconciler.errors import SavedPlanRefused
+from reconciler.errors import PermissionDenied, SavedPlanRefused
+from reconciler.execution import lineage
 from reconciler.execution.requests import PlanRequest
+from reconciler.identity import LOCK_BUCKET
+from reconciler.jetstream import JetStreamClient
 from reconciler.jetstream.connection import ConnectionOptions
 from reconciler.jetstream.server_identity import server_identity
-from reconciler.jetstream.transport import Transport
 from reconciler.model.server_identity import ServerIdentity
 from reconciler.planning.saved import SavedPlan, SavedRequest
 from reconciler.planning.steps import Plan
@@ -198,12 +201,30 @@ def check_specs(saved: SavedPlan, request: PlanRequest, specs: Sequence[Spec]) -
         )
 
 
+async def saved_identity(client: JetStreamClient) -> ServerIdentity:
+    """The identity ``plan --out`` saves: the server's, and the account's lineage,
+    written first when the account has none yet (:func:`lineage.keep`), so the plan is
+    bound to a value only this server (or another node of its cluster) holds. A user who
+    may not write it gets one line saying so, and no file."""
+    try:
+        kept = await lineage.keep(client)
+    except PermissionDenied as err:
+        raise SavedPlanRefused(
+            f"the account has no lineage yet and this user may not write it ({err}): a "
+            f"saved plan is bound to it (docs/saved-plans.md); apply once, or plan --out "
+            f"once with a user that may write the apply lock's bucket {LOCK_BUCKET}: "
+            "nothing was saved"
+        ) from None
+    return replace(await server_identity(client), lineage=kept)
+
+
 @contextlib.asynccontextmanager
-async def same_server(client: Transport, saved: SavedPlan | None) -> AsyncIterator[None]:
+async def same_server(client: JetStreamClient, saved: SavedPlan | None) -> AsyncIterator[None]:
     """Refuse (before the apply lock writes anything) a server that is not the one the
-    plan was saved against; nothing to check without a saved plan."""
+    plan was saved against, its lineage included (read, never written here); nothing to
+    check without a saved plan."""
     if saved is not None:
-        now = await server_identity(client)
+        now = replace(await server_identity(client), lineage=await lineage.read(client))
         changed = saved.server.differences(now)
         if changed:
             raise SavedPlanRefused(
@@ -211,19 +232,6 @@ async def same_server(client: Transport, saved: SavedPlan | None) -> AsyncIterat
                 details=changed,
             )
     yield
-
-
-def unknown_account(identity: ServerIdentity) -> str | None:
-    """The notice ``plan --out`` gives when the account could not be read: apply then
-    cannot tell this account from another one on a server of the same name."""
-    if identity.account is not None:
-        return None
-    return (
-        "the account could not be read ($SYS.REQ.USER.INFO was refused or not answered): "
-        "apply cannot tell it from another account on this server, so give the user "
-        "publish permission on $SYS.REQ.USER.INFO, or apply this plan only with the "
-        "connection it was made with"
-    )
 
 
 def check_plan(saved: SavedPlan, now: Plan) -> None:
@@ -251,7 +259,7 @@ __all__ = [
     "describe",
     "plan_request",
     "same_server",
+    "saved_identity",
     "saved_request",
     "spec_digest",
-    "unknown_account",
 ]
