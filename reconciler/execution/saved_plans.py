@@ -9,12 +9,13 @@ nothing is written before the last check passed.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import replace
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from reconciler.errors import PermissionDenied, SavedPlanRefused
 from reconciler.execution import lineage
+from reconciler.execution.environments import Target
 from reconciler.execution.requests import PlanRequest
 from reconciler.identity import LOCK_BUCKET
 from reconciler.jetstream import JetStreamClient
@@ -107,6 +108,110 @@ def plan_request(
     )
     _check_project_policies(saved.project, request.policies, required)
     return request
+
+
+# --- the saved-plan rules every front door applies (apply FILE, the Action's plan-file) ----
+
+#: The flags a saved plan decides: the re-plan takes them from the file (with its spec
+#: paths and overlays: an environment's are the project file's, checked), and an apply
+#: that gives one of them is refused: the file keeps the flags it was made with.
+PLAN_DECIDES = ("strict", "migrate", "migration")
+#: What the apply decides, never the file: its connection and its environment (which
+#: must be the file's), the owner it runs as, its consent (take over, prune, the policy
+#: files it requires: the file must have been made with them, never grants them), the
+#: environment's lifecycle and ignore rules as read now; and the ``--allow-*`` flags
+#: (:class:`~reconciler.execution.requests.ApplyRequest`, as for any apply).
+APPLY_DECIDES = ("options", "env", "owner", "take_over", "prune", "policies", "lifecycle", "ignore")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Applying:
+    """What the front door applying a saved plan gives (:data:`APPLY_DECIDES`)."""
+
+    #: Where it applies, as for any apply: connection, environment, owner, the
+    #: environment's lifecycle and ignore rules (its spec paths are the file's).
+    target: Target
+    take_over: bool = False
+    prune: bool = False
+    #: Policy files the apply requires (``--policy``, the Action's ``policy`` input).
+    policies: tuple[Path, ...] = ()
+    #: The :data:`PLAN_DECIDES` flags the door was given (each refused).
+    given: tuple[str, ...] = ()
+    #: The spec paths the door names beside the file, relative to the root (the Action's
+    #: ``path`` input); None: it names none (``apply FILE`` takes no PATHS).
+    paths: tuple[str, ...] | None = None
+    #: How the door spells a flag in its messages (``--env``, ``input 'environment'``).
+    spelled: Mapping[str, str] = field(default_factory=dict)
+
+
+def refuse_given(
+    saved: SavedPlan,
+    *,
+    env: str | None,
+    given: Sequence[str] = (),
+    paths: Sequence[str] | None = None,
+    spelled: Mapping[str, str] | None = None,
+) -> None:
+    """Refuse what an apply may not give with a saved plan, before anything is read:
+    a :data:`PLAN_DECIDES` flag (``given``), another environment than the file's
+    (``env``), other spec paths than the file's (``paths``, when the door names some
+    and the plan has no environment)."""
+    names = dict(spelled or {})
+    for flag in given:
+        if flag in PLAN_DECIDES:
+            shown = names.get(flag, flag)
+            raise SavedPlanRefused(
+                f"{shown} given with a saved plan: the plan decides {flag} (it keeps the "
+                f"flags it was made with): {NOTHING_CHANGED}"
+            )
+    made, flag = saved.request.env, names.get("env", "the environment")
+    if made != env:
+        applied = f"environment {env}" if env else "no environment"
+        hint = f"give {flag} {made}" if made else f"apply it without {flag}"
+        saved_for = f"environment {made}" if made else "no environment"
+        raise SavedPlanRefused(
+            f"the plan was saved for {saved_for}; this apply names {applied}: {hint}: "
+            f"{NOTHING_CHANGED}"
+        )
+    if made is None and paths is not None and tuple(paths) != saved.request.paths:
+        raise SavedPlanRefused(
+            f"the plan was saved for paths {_listed(saved.request.paths)}; this apply names "
+            f"{_listed(paths)}: {NOTHING_CHANGED}"
+        )
+
+
+def resolve(
+    saved: SavedPlan,
+    applying: Applying,
+    *,
+    root: Path,
+    project: Path | None,
+    notice: Callable[[str], None] | None = None,
+) -> tuple[SavedPlan, PlanRequest]:
+    """The saved plan resolved in ``root`` (``project``: the project file the apply
+    reads), and the request of its re-plan: the file's paths and :data:`PLAN_DECIDES`
+    flags, the apply's :data:`APPLY_DECIDES`; refused when they disagree. The one
+    place these rules live: ``apply FILE`` and the Action's ``plan-file`` call it."""
+    target = applying.target
+    refuse_given(
+        saved,
+        env=target.env,
+        given=applying.given,
+        paths=applying.paths,
+        spelled=applying.spelled,
+    )
+    saved = saved.at(root, project)
+    if notice is not None:
+        notice(describe(saved))
+    request = plan_request(
+        saved,
+        target.options,
+        applying.policies,
+        owner=target.owner,
+        take_over=applying.take_over,
+        prune=applying.prune,
+    )
+    return saved, replace(request, lifecycle=target.lifecycle, ignore=target.ignore)
 
 
 def _check_environment(saved: SavedPlan) -> None:
@@ -254,10 +359,15 @@ def describe(saved: SavedPlan) -> str:
 
 
 __all__ = [
+    "APPLY_DECIDES",
+    "PLAN_DECIDES",
+    "Applying",
     "check_plan",
     "check_specs",
     "describe",
     "plan_request",
+    "refuse_given",
+    "resolve",
     "same_server",
     "saved_identity",
     "saved_request",

@@ -366,16 +366,16 @@ def test_the_action_applies_a_plan_file_only_in_the_environment_it_names(
     staging = prod | {"environment": "staging"}
     code, log, _ = action_step(root, no_server, mode="apply", **staging)  # type: ignore[arg-type]
     assert code == 1, log
-    assert "the plan was saved for environment prod, not" in log
+    assert "the plan was saved for environment prod; this apply names environment staging" in log
 
     code, log, _ = action_step(root, clean_server, mode="apply", **{"plan-file": "p.json"})
     assert code == 1, log
-    assert "the plan was saved for environment prod, not" in log
+    assert "the plan was saved for environment prod; this apply names no environment" in log
 
     refit(root / "p.json", lambda d: d["request"].update(env="staging"))
     code, log, _ = action_step(root, no_server, mode="apply", **prod)  # type: ignore[arg-type]
     assert code == 1, log
-    assert "the plan was saved for environment staging, not" in log
+    assert "the plan was saved for environment staging; this apply names environment prod" in log
     assert state(clean_server) == {}
 
 
