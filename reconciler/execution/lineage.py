@@ -11,7 +11,7 @@ same value (the bucket has three replicas there) and a server started afresh has
 - ``plan --out`` reads it, and writes it when the account has none yet (a KeyValue
   *create*: of two runs writing at once, one value wins and both read it back), so the
   saved plan names a lineage the server it was made against holds;
-- an apply under the lock writes it too when missing (:func:`keep`), so an account the
+- an apply under the lock writes it too when missing (:func:`keep_for_apply`), so an account the
   tool manages has one before anyone saves a plan with read-only credentials;
 - ``apply FILE`` reads it (never writes it) and refuses a server whose lineage is
   another, or none.
@@ -24,8 +24,9 @@ is data someone else may have written: compared as text, shown escaped and cut s
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
-from reconciler.errors import NotFound, ReconcileError, ServerError
+from reconciler.errors import NotFound, PermissionDenied, ReconcileError, ServerError
 from reconciler.execution import lock
 from reconciler.identity import LOCK_BUCKET
 from reconciler.jetstream import JetStreamClient
@@ -73,4 +74,14 @@ async def keep(client: JetStreamClient) -> str:
     return found
 
 
-__all__ = ["KEPT", "LINEAGE_KEY", "keep", "read"]
+async def keep_for_apply(client: JetStreamClient, notice: Callable[[str], None]) -> None:
+    """:func:`keep`, for an apply that holds the lock: a user allowed the lease but not
+    the lineage key is told, and the apply goes on (its saved plans will need a user
+    who may write it, :func:`keep` says so then)."""
+    try:
+        await keep(client)
+    except PermissionDenied as err:
+        notice(f"could not keep the account's lineage ({LOCK_BUCKET}/{LINEAGE_KEY}): {err}")
+
+
+__all__ = ["KEPT", "LINEAGE_KEY", "keep", "keep_for_apply", "read"]

@@ -549,7 +549,7 @@ async def apply_for(
             ) as fence,
         ):
             if fence is not None:  # the account's lineage, kept from its first apply
-                await lineage.keep(client)
+                await lineage.keep_for_apply(client, observer.notice)
             the_plan = await _planned(client, specs, wanted, locked=True)
             _say_server(the_plan, wanted.options, observer)
             observer.show_plan(the_plan)

@@ -329,6 +329,11 @@ async def same_server(client: JetStreamClient, saved: SavedPlan | None) -> Async
     plan was saved against, its lineage included (read, never written here); nothing to
     check without a saved plan."""
     if saved is not None:
+        if saved.server.lineage is None:  # plan --out always saves one: an edited file
+            raise SavedPlanRefused(
+                "the saved plan names no lineage of the account it was made in, so no "
+                f"server can be told from another by it: {NOTHING_CHANGED}; {PLAN_AGAIN}"
+            )
         now = replace(await server_identity(client), lineage=await lineage.read(client))
         changed = saved.server.differences(now)
         if changed:

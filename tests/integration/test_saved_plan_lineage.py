@@ -20,6 +20,7 @@ from test_saved_plans import (
     apply_file,
     plan_out,
     publish,
+    refit,
     repo,
     state,
 )
@@ -166,3 +167,58 @@ def test_a_user_who_may_not_write_the_lineage_saves_no_plan_until_an_apply_kept_
     after = state(server, user="admin", password="adm1n-pw")
     assert after["ORDERS"]["config"]["description"] == "reviewed"
     assert after["ORDERS"]["messages"] == 3
+
+
+def test_a_file_naming_no_lineage_is_refused_even_where_there_is_none(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """``plan --out`` always saves a lineage; a file edited to name none (its digest
+    fixed up) would match every server that has none yet: refused."""
+    first, second = two_named_nats(server_factory)
+    root = repo(tmp_path)
+    plan = plan_out(root, first)
+    refit(plan, lambda d: d["server"].update(lineage=None))
+
+    done = apply_file(root, second, plan)
+
+    refused(done, "the saved plan names no lineage")
+    assert state(second) == {} and lineage(second) is None
+
+
+LEASE_ONLY = {
+    "user": "leaser",
+    "password": "l3aser-pw",
+    "permissions": {
+        "publish": {"allow": ["$JS.API.>", "$KV.RECONCILE_LOCKS.apply", "$SYS.REQ.USER.INFO"]},
+        "subscribe": {"allow": ["_INBOX.>"]},
+    },
+}
+
+
+def test_an_apply_allowed_the_lease_but_not_the_lineage_still_applies(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """The apply keeps the lineage when it can; a user allowed only the lease key gets
+    a notice, and the apply goes on (an apply never fails for the lineage)."""
+    server = server_factory(name="nats", users=[LEASE_ONLY, ADMIN])
+    root = repo(tmp_path)
+    creds = {"user": "admin", "password": "adm1n-pw"}  # the raw client counting
+
+    done = reconcile(
+        "apply",
+        "specs",
+        "--server",
+        server.url,
+        "--user",
+        "leaser",
+        "--password",
+        "l3aser-pw",
+        "--yes",
+        cwd=root,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "could not keep the account's lineage" in done.stderr
+    publish(server, "ORDERS.new", 2, **creds)
+    assert state(server, **creds)["ORDERS"]["messages"] == 2
+    assert lineage(server, **creds) is None
