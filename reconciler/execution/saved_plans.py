@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from reconciler.errors import PermissionDenied, SavedPlanRefused
+from reconciler.errors import PermissionDenied, SavedPlanRefused, ServerError
 from reconciler.execution import lineage
 from reconciler.execution.environments import Target
 from reconciler.execution.requests import PlanRequest
@@ -318,6 +318,12 @@ async def saved_identity(client: JetStreamClient) -> ServerIdentity:
             f"the account has no lineage yet and this user may not write it ({err}): a "
             f"saved plan is bound to it (docs/saved-plans.md); apply once, or plan --out "
             f"once with a user that may write the apply lock's bucket {LOCK_BUCKET}: "
+            "nothing was saved"
+        ) from None
+    except ServerError as err:  # the account has no room for the bucket, say
+        raise SavedPlanRefused(
+            f"the account has no lineage yet and the server refused to keep it in "
+            f"{LOCK_BUCKET} ({err}): a saved plan is bound to it (docs/saved-plans.md): "
             "nothing was saved"
         ) from None
     return replace(await server_identity(client), lineage=kept)

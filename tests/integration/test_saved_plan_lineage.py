@@ -16,6 +16,7 @@ from servers import NatsServer
 from test_saved_plan_attacks import refused
 from test_saved_plans import (
     ORDERS,
+    action_step,
     api,
     apply_file,
     plan_out,
@@ -222,3 +223,46 @@ def test_an_apply_allowed_the_lease_but_not_the_lineage_still_applies(
     publish(server, "ORDERS.new", 2, **creds)
     assert state(server, **creds)["ORDERS"]["messages"] == 2
     assert lineage(server, **creds) is None
+
+
+def test_an_account_without_room_for_the_lineage_saves_no_plan_and_says_why(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """An account at its stream limit, managed with --no-lock (so no lock bucket and no
+    lineage): plan --out cannot keep the lineage; one line saying so, no file."""
+    accounts = {"A": {"jetstream": {"max_streams": 1}, "users": [{"user": "a", "password": "a"}]}}
+    server = server_factory(name="nats", config={"accounts": accounts})
+    root = repo(tmp_path)
+    creds = ("--user", "a", "--password", "a")
+    done = reconcile(
+        "apply", "specs", "--server", server.url, *creds, "--yes", "--no-lock", cwd=root
+    )
+    assert done.returncode == 0, done.stderr
+    publish(server, "ORDERS.new", 3, user="a", password="a")
+    out = tmp_path / "p.plan"
+
+    done = reconcile("plan", "specs", "--out", str(out), "--server", server.url, *creds, cwd=root)
+
+    refused(done, "the account has no lineage yet and the server refused to keep it")
+    assert not out.exists()
+    assert state(server, user="a", password="a")["ORDERS"]["messages"] == 3
+
+
+def test_the_action_refuses_a_plan_file_saved_on_another_nats(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """The Action's plan-file goes through the same server check as apply FILE."""
+    first, second = two_named_nats(server_factory)
+    root = repo(tmp_path)
+    code, log, _ = action_step(root, first, mode="plan", **{"plan-file": "p.json"})
+    assert code == 0, log
+
+    code, log, _ = action_step(root, second, mode="apply", **{"plan-file": "p.json"})
+
+    assert code == 1, log
+    assert f"lineage: '{lineage(first)}' on server 'nats', now none" in log
+    assert state(second) == {}
+    code, log, _ = action_step(root, first, mode="apply", **{"plan-file": "p.json"})
+    assert code == 0, log
+    publish(first, "ORDERS.new", 2)
+    assert state(first)["ORDERS"]["messages"] == 2
