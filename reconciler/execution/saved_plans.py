@@ -116,12 +116,16 @@ def plan_request(
 #: paths and overlays: an environment's are the project file's, checked), and an apply
 #: that gives one of them is refused: the file keeps the flags it was made with.
 PLAN_DECIDES = ("strict", "migrate", "migration")
+#: Every request field the file decides: its spec paths and overlays, and those flags.
+FILE_DECIDES = ("paths", "overlays", *PLAN_DECIDES)
 #: What the apply decides, never the file: its connection and its environment (which
 #: must be the file's), the owner it runs as, its consent (take over, prune, the policy
 #: files it requires: the file must have been made with them, never grants them), the
 #: environment's lifecycle and ignore rules as read now; and the ``--allow-*`` flags
 #: (:class:`~reconciler.execution.requests.ApplyRequest`, as for any apply).
 APPLY_DECIDES = ("options", "env", "owner", "take_over", "prune", "policies", "lifecycle", "ignore")
+#: Request fields no saved plan has a say in (``drift``: a drift report's, never an apply's).
+NEITHER = ("drift",)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -371,6 +375,8 @@ def describe(saved: SavedPlan) -> str:
 
 __all__ = [
     "APPLY_DECIDES",
+    "FILE_DECIDES",
+    "NEITHER",
     "PLAN_DECIDES",
     "Applying",
     "check_plan",
