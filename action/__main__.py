@@ -389,10 +389,12 @@ def apply_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Ou
     given = {"--allow-replace": inputs.allow_replace, "--allow-data-loss": inputs.allow_data_loss}
     console.allowed = tuple(flag for flag, on in given.items() if on)
     saved = saved_plan(runner, inputs)  # input plan-file: exactly that plan, or nothing
+    if saved is None:
+        wanted = plan_request(inputs, options)
+    else:
+        saved, wanted = saved_request(runner, saved, inputs, options)
     request = ApplyRequest(
-        plan=plan_request(inputs, options)
-        if saved is None
-        else saved_request(saved, inputs, options),
+        plan=wanted,
         allow_replace=inputs.allow_replace,
         allow_data_loss=inputs.allow_data_loss,
         approved=True,  # mode: apply in the workflow is the approval
@@ -521,12 +523,8 @@ def save_plan_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -
 
 
 def saved_plan(runner: Runner, inputs: Inputs) -> SavedPlan | None:
-    """The saved plan input ``plan-file`` names for mode apply (None: no input). It
-    must have been made for this step's environment; its paths and flags are used,
-    the connection is this step's."""
+    """The saved plan input ``plan-file`` names for mode apply (None: no input)."""
     from reconciler.planning.saved import SavedPlan
-    from reconciler.specs.fingerprint import plan_root, relative
-    from reconciler.specs.project import PROJECT_FILE
 
     name = runner.input("plan-file")
     if not name:
@@ -535,34 +533,51 @@ def saved_plan(runner: Runner, inputs: Inputs) -> SavedPlan | None:
         text = Path(name).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"input 'plan-file': cannot read {name}: {err}") from None
-    saved = SavedPlan.parse(text, source=name)
+    return SavedPlan.parse(text, source=name)
+
+
+#: How the Action names the inputs the saved-plan rules talk about.
+SPELLED = {
+    "env": "input 'environment'",
+    "migrate": "input 'migrate'",
+    "migration": "input 'migration'",
+}
+
+
+def saved_request(
+    runner: Runner, saved: SavedPlan, inputs: Inputs, options: ConnectionOptions
+) -> tuple[SavedPlan, PlanRequest]:
+    """The saved plan resolved in the workspace, and the request it names, by the rules
+    ``apply FILE`` follows (:func:`reconciler.execution.saved_plans.resolve`): this
+    step's connection, environment (the plan's), owner and consent, the file's paths
+    and flags."""
+    from reconciler.execution.environments import Target
+    from reconciler.execution.saved_plans import Applying, resolve
+    from reconciler.specs.fingerprint import plan_root, relative
+    from reconciler.specs.lifecycle import MANAGE
+    from reconciler.specs.project import PROJECT_FILE
+
     root = plan_root()
-    named = tuple(relative(Path(p), root) for p in inputs.paths)
-    other_paths = not inputs.env and saved.request.paths != named
-    if saved.request.env != (inputs.env or None) or other_paths:
-        made = f"environment {saved.request.env}" if saved.request.env else "paths, no environment"
-        raise InputError(f"input 'plan-file': the plan was saved for {made}, not {inputs.label}")
+    target = Target(
+        paths=(),
+        options=options,
+        owner=inputs.owner,
+        env=inputs.env or None,
+        lifecycle=inputs.lifecycle if inputs.lifecycle is not None else MANAGE,
+        ignore=ignore_rules(inputs),
+    )
     given = {"migrate": inputs.migrate, "migration": inputs.migration}
-    shaping = [name for name, value in given.items() if value]
-    if shaping:
-        raise InputError(f"input '{shaping[0]}' with 'plan-file': the plan keeps its own flags")
+    applying = Applying(
+        target=target,
+        prune=inputs.prune,
+        policies=tuple(Path(p) for p in inputs.policies),  # the plan must have been made with
+        given=tuple(flag for flag, value in given.items() if value),
+        paths=None if inputs.env else tuple(relative(Path(p), root) for p in inputs.paths),
+        spelled=SPELLED,
+    )
     workspace = Path(runner.env.get("GITHUB_WORKSPACE") or os.getcwd())
     project = workspace / (inputs.project or PROJECT_FILE) if inputs.env else None
-    return saved.at(root, project)
-
-
-def saved_request(saved: SavedPlan, inputs: Inputs, options: ConnectionOptions) -> PlanRequest:
-    """The request the saved plan names, with this step's connection and its
-    environment's lifecycle (read from the project file now; its digest is checked)."""
-    from dataclasses import replace
-
-    from reconciler.execution.saved_plans import plan_request as saved_plan_request
-
-    required = tuple(Path(p) for p in inputs.policies)  # the plan must have been made with
-    request = saved_plan_request(saved, options, required, owner=inputs.owner, prune=inputs.prune)
-    if inputs.lifecycle is not None:
-        request = replace(request, lifecycle=inputs.lifecycle)
-    return request
+    return resolve(saved, applying, root=root, project=project, notice=runner.log)
 
 
 MODE_RUNNERS = {

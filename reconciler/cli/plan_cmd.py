@@ -429,7 +429,7 @@ def apply(
     )
     if saved is not None:  # its flags and paths; the connection is this run's
         consent = (policies, take_over, prune)  # what the applier requires and allows
-        saved, wanted = _saved_request(console, saved, target, project_file, consent)
+        saved, wanted = _saved_request(ctx, console, saved, target, project_file, consent)
     request = ApplyRequest(
         plan=wanted,
         allow_replace=allow_replace,
@@ -473,10 +473,8 @@ def apply(
 
 # --- apply FILE: a saved plan -----------------------------------------------------------
 
-#: The flags that shape a plan: a saved plan keeps those it was made with (``--policy``
-#: names rules the plan must have been made with; ``--owner``, ``--take-over`` and
-#: ``--prune`` are consent, given at apply as at plan).
-PLAN_FLAGS = ("migrate", "migration", "strict")
+#: How ``apply FILE`` names the flags the saved-plan rules talk about.
+SPELLED = {"env": "--env", "strict": "--strict", "migrate": "--migrate", "migration": "--migration"}
 
 
 def _saved_plan_in(paths: tuple[Path, ...]) -> SavedPlan | None:
@@ -514,25 +512,15 @@ def _saved_target(
     owner: str,
 ) -> Target:
     """Where a saved plan is applied: the connection and owner of this command line (or
-    of the environment it names with --env, which must be the plan's), never the file's."""
-    from click.core import ParameterSource
-
+    of the environment it names with --env, which must be the plan's), never the file's
+    (the rules: :func:`reconciler.execution.saved_plans.refuse_given`)."""
     from reconciler.cli.options import to_connection_options
     from reconciler.execution.environments import Target
+    from reconciler.execution.saved_plans import refuse_given
 
-    for param in ctx.command.params:
-        typed = ctx.get_parameter_source(str(param.name)) == ParameterSource.COMMANDLINE
-        if param.name in PLAN_FLAGS and typed:
-            flag = param.opts[0]
-            raise click.UsageError(f"{flag} with a saved plan: it keeps the flags it was made with")
-    env = saved.request.env
-    if env is None:
-        if env_name:
-            raise click.UsageError("the plan was saved without --env: apply it without one")
+    refuse_given(saved, env=env_name, given=_given(ctx), spelled=SPELLED)
+    if saved.request.env is None:
         return Target((), to_connection_options(conn), owner)
-    if env_name != env:
-        given = f", not {env_name}" if env_name else ""
-        raise click.UsageError(f"the plan was saved for environment {env}{given}: give --env {env}")
     return resolve_target(
         ctx,
         paths=(),
@@ -544,7 +532,18 @@ def _saved_target(
     )
 
 
+def _given(ctx: click.Context) -> tuple[str, ...]:
+    """The flags a saved plan decides that this command line gives (each refused)."""
+    from click.core import ParameterSource
+
+    from reconciler.execution.saved_plans import PLAN_DECIDES
+
+    typed = ParameterSource.COMMANDLINE
+    return tuple(n for n in PLAN_DECIDES if ctx.get_parameter_source(n) == typed)
+
+
 def _saved_request(
+    ctx: click.Context,
     console: TerminalConsole,
     saved: SavedPlan,
     target: Target,
@@ -552,16 +551,19 @@ def _saved_request(
     consent: tuple[tuple[Path, ...], bool, bool],
 ) -> tuple[SavedPlan, PlanRequest]:
     """The saved plan resolved in this repository, and the request it names (``consent``:
-    the --policy files it must have been made with, --take-over and --prune given)."""
-    from dataclasses import replace
-
-    from reconciler.execution.saved_plans import describe, plan_request
+    the --policy files it must have been made with, --take-over and --prune given), by
+    the rules the Action's plan-file follows too (:func:`saved_plans.resolve`)."""
+    from reconciler.execution.saved_plans import Applying, resolve
     from reconciler.specs.fingerprint import plan_root
 
-    saved = saved.at(plan_root(), _project_read(target.env, project_file))
-    console.notice(describe(saved))
     policies, take_over, prune = consent
-    request = plan_request(
-        saved, target.options, policies, owner=target.owner, take_over=take_over, prune=prune
+    applying = Applying(
+        target=target,
+        take_over=take_over,
+        prune=prune,
+        policies=tuple(policies),
+        given=_given(ctx),
+        spelled=SPELLED,
     )
-    return saved, replace(request, lifecycle=target.lifecycle)  # the environment's, as read now
+    project = _project_read(target.env, project_file)
+    return resolve(saved, applying, root=plan_root(), project=project, notice=console.notice)

@@ -265,8 +265,7 @@ async def try_acquire(
     try:
         current = await read_lease(store, bucket=settings.bucket, key=settings.key, missing=True)
     except NotFound:
-        await ensure_bucket(store, settings.bucket, replicas=settings.replicas)
-        await _until_writable(store, settings)
+        await prepare(store, settings)
         current = None
     try:
         if current is None:
@@ -284,6 +283,17 @@ async def try_acquire(
             raise
         return None, await read_lease(store, bucket=settings.bucket, key=settings.key)
     return replace(ours, revision=revision), None
+
+
+async def prepare(store: LockStore, settings: LockSettings) -> None:
+    """The bucket made (:func:`ensure_bucket`) and ready to take a write of ``settings.key``."""
+    await ensure_bucket(store, settings.bucket, replicas=settings.replicas)
+    await _until_writable(store, settings)
+
+
+def replicas_for(clustered: bool) -> int:
+    """The lock bucket's replicas: three on a clustered server (losing a node keeps it)."""
+    return 3 if clustered else 1
 
 
 async def _until_writable(store: LockStore, settings: LockSettings, *, tries: int = 50) -> None:
@@ -556,7 +566,7 @@ async def for_apply(
         return
     info = await client.server_info()
     lease_seconds = lease_from_env(os.environ.get("RECONCILE_LOCK_LEASE", ""))
-    settings = LockSettings(replicas=3 if info.clustered else 1, lease_seconds=lease_seconds)
+    settings = LockSettings(replicas=replicas_for(info.clustered), lease_seconds=lease_seconds)
     say = on_notice or (lambda message: None)
 
     def waiting(lease: Lease) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from reconciler.errors import Problem, ReconcileError, RefusedPlan, SpecError, UnsupportedField
-from reconciler.execution import lock, memo_store
+from reconciler.execution import lineage, lock, memo_store
 from reconciler.execution.apply import (
     ApplyResult,
     apply_plan,
@@ -35,13 +35,12 @@ from reconciler.execution.saved_plans import (
     check_plan,
     check_specs,
     same_server,
+    saved_identity,
     saved_request,
     spec_digest,
-    unknown_account,
 )
 from reconciler.identity import ENTRY, stream_of
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
-from reconciler.jetstream.server_identity import server_identity
 from reconciler.model.migration import shortfalls
 from reconciler.model.normalize import replica_problems, unsupported_fields
 from reconciler.model.state import LiveState, ServerInfo
@@ -431,9 +430,7 @@ async def save_plan_for(
         async with open_client(request.options, on_notice=observer.notice) as client:
             the_plan = await _planned(client, specs, request)
             _say_server(the_plan, request.options, observer)
-            identity = await server_identity(client)
-        if (notice := unknown_account(identity)) is not None:
-            observer.notice(notice)
+            identity = await saved_identity(client)  # the account's lineage kept first
         return the_plan, SavedPlan.of(the_plan, kept, digest, identity)
 
 
@@ -551,6 +548,8 @@ async def apply_for(
                 stop=stop,
             ) as fence,
         ):
+            if fence is not None:  # the account's lineage, kept from its first apply
+                await lineage.keep_for_apply(client, observer.notice)
             the_plan = await _planned(client, specs, wanted, locked=True)
             _say_server(the_plan, wanted.options, observer)
             observer.show_plan(the_plan)

@@ -9,14 +9,18 @@ nothing is written before the last check passed.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from reconciler.errors import SavedPlanRefused
+from reconciler.errors import PermissionDenied, SavedPlanRefused, ServerError
+from reconciler.execution import lineage
+from reconciler.execution.environments import Target
 from reconciler.execution.requests import PlanRequest
+from reconciler.identity import LOCK_BUCKET
+from reconciler.jetstream import JetStreamClient
 from reconciler.jetstream.connection import ConnectionOptions
 from reconciler.jetstream.server_identity import server_identity
-from reconciler.jetstream.transport import Transport
 from reconciler.model.server_identity import ServerIdentity
 from reconciler.planning.saved import SavedPlan, SavedRequest
 from reconciler.planning.steps import Plan
@@ -104,6 +108,114 @@ def plan_request(
     )
     _check_project_policies(saved.project, request.policies, required)
     return request
+
+
+# --- the saved-plan rules every front door applies (apply FILE, the Action's plan-file) ----
+
+#: The flags a saved plan decides: the re-plan takes them from the file (with its spec
+#: paths and overlays: an environment's are the project file's, checked), and an apply
+#: that gives one of them is refused: the file keeps the flags it was made with.
+PLAN_DECIDES = ("strict", "migrate", "migration")
+#: Every request field the file decides: its spec paths and overlays, and those flags.
+FILE_DECIDES = ("paths", "overlays", *PLAN_DECIDES)
+#: What the apply decides, never the file: its connection and its environment (which
+#: must be the file's), the owner it runs as, its consent (take over, prune, the policy
+#: files it requires: the file must have been made with them, never grants them), the
+#: environment's lifecycle and ignore rules as read now; and the ``--allow-*`` flags
+#: (:class:`~reconciler.execution.requests.ApplyRequest`, as for any apply).
+APPLY_DECIDES = ("options", "env", "owner", "take_over", "prune", "policies", "lifecycle", "ignore")
+#: Request fields no saved plan has a say in (``drift``: a drift report's, never an apply's).
+NEITHER = ("drift",)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Applying:
+    """What the front door applying a saved plan gives (:data:`APPLY_DECIDES`)."""
+
+    #: Where it applies, as for any apply: connection, environment, owner, the
+    #: environment's lifecycle and ignore rules (its spec paths are the file's).
+    target: Target
+    take_over: bool = False
+    prune: bool = False
+    #: Policy files the apply requires (``--policy``, the Action's ``policy`` input).
+    policies: tuple[Path, ...] = ()
+    #: The :data:`PLAN_DECIDES` flags the door was given (each refused).
+    given: tuple[str, ...] = ()
+    #: The spec paths the door names beside the file, relative to the root (the Action's
+    #: ``path`` input); None: it names none (``apply FILE`` takes no PATHS).
+    paths: tuple[str, ...] | None = None
+    #: How the door spells a flag in its messages (``--env``, ``input 'environment'``).
+    spelled: Mapping[str, str] = field(default_factory=dict)
+
+
+def refuse_given(
+    saved: SavedPlan,
+    *,
+    env: str | None,
+    given: Sequence[str] = (),
+    paths: Sequence[str] | None = None,
+    spelled: Mapping[str, str] | None = None,
+) -> None:
+    """Refuse what an apply may not give with a saved plan, before anything is read:
+    a :data:`PLAN_DECIDES` flag (``given``), another environment than the file's
+    (``env``), other spec paths than the file's (``paths``, when the door names some
+    and the plan has no environment)."""
+    names = dict(spelled or {})
+    for flag in given:
+        if flag in PLAN_DECIDES:
+            shown = names.get(flag, flag)
+            raise SavedPlanRefused(
+                f"{shown} given with a saved plan: the plan decides {flag} (it keeps the "
+                f"flags it was made with): {NOTHING_CHANGED}"
+            )
+    made, flag = saved.request.env, names.get("env", "the environment")
+    if made != env:
+        applied = f"environment {env}" if env else "no environment"
+        hint = f"give {flag} {made}" if made else f"apply it without {flag}"
+        saved_for = f"environment {made}" if made else "no environment"
+        raise SavedPlanRefused(
+            f"the plan was saved for {saved_for}; this apply names {applied}: {hint}: "
+            f"{NOTHING_CHANGED}"
+        )
+    if made is None and paths is not None and tuple(paths) != saved.request.paths:
+        raise SavedPlanRefused(
+            f"the plan was saved for paths {_listed(saved.request.paths)}; this apply names "
+            f"{_listed(paths)}: {NOTHING_CHANGED}"
+        )
+
+
+def resolve(
+    saved: SavedPlan,
+    applying: Applying,
+    *,
+    root: Path,
+    project: Path | None,
+    notice: Callable[[str], None] | None = None,
+) -> tuple[SavedPlan, PlanRequest]:
+    """The saved plan resolved in ``root`` (``project``: the project file the apply
+    reads), and the request of its re-plan: the file's paths and :data:`PLAN_DECIDES`
+    flags, the apply's :data:`APPLY_DECIDES`; refused when they disagree. The one
+    place these rules live: ``apply FILE`` and the Action's ``plan-file`` call it."""
+    target = applying.target
+    refuse_given(
+        saved,
+        env=target.env,
+        given=applying.given,
+        paths=applying.paths,
+        spelled=applying.spelled,
+    )
+    saved = saved.at(root, project)
+    if notice is not None:
+        notice(describe(saved))
+    request = plan_request(
+        saved,
+        target.options,
+        applying.policies,
+        owner=target.owner,
+        take_over=applying.take_over,
+        prune=applying.prune,
+    )
+    return saved, replace(request, lifecycle=target.lifecycle, ignore=target.ignore)
 
 
 def _check_environment(saved: SavedPlan) -> None:
@@ -198,12 +310,41 @@ def check_specs(saved: SavedPlan, request: PlanRequest, specs: Sequence[Spec]) -
         )
 
 
+async def saved_identity(client: JetStreamClient) -> ServerIdentity:
+    """The identity ``plan --out`` saves: the server's, and the account's lineage,
+    written first when the account has none yet (:func:`lineage.keep`), so the plan is
+    bound to a value only this server (or another node of its cluster) holds. A user who
+    may not write it gets one line saying so, and no file."""
+    try:
+        kept = await lineage.keep(client)
+    except PermissionDenied as err:
+        raise SavedPlanRefused(
+            f"the account has no lineage yet and this user may not write it ({err}): a "
+            f"saved plan is bound to it (docs/saved-plans.md); apply once, or plan --out "
+            f"once with a user that may write the apply lock's bucket {LOCK_BUCKET}: "
+            "nothing was saved"
+        ) from None
+    except ServerError as err:  # the account has no room for the bucket, say
+        raise SavedPlanRefused(
+            f"the account has no lineage yet and the server refused to keep it in "
+            f"{LOCK_BUCKET} ({err}): a saved plan is bound to it (docs/saved-plans.md): "
+            "nothing was saved"
+        ) from None
+    return replace(await server_identity(client), lineage=kept)
+
+
 @contextlib.asynccontextmanager
-async def same_server(client: Transport, saved: SavedPlan | None) -> AsyncIterator[None]:
+async def same_server(client: JetStreamClient, saved: SavedPlan | None) -> AsyncIterator[None]:
     """Refuse (before the apply lock writes anything) a server that is not the one the
-    plan was saved against; nothing to check without a saved plan."""
+    plan was saved against, its lineage included (read, never written here); nothing to
+    check without a saved plan."""
     if saved is not None:
-        now = await server_identity(client)
+        if saved.server.lineage is None:  # plan --out always saves one: an edited file
+            raise SavedPlanRefused(
+                "the saved plan names no lineage of the account it was made in, so no "
+                f"server can be told from another by it: {NOTHING_CHANGED}; {PLAN_AGAIN}"
+            )
+        now = replace(await server_identity(client), lineage=await lineage.read(client))
         changed = saved.server.differences(now)
         if changed:
             raise SavedPlanRefused(
@@ -211,19 +352,6 @@ async def same_server(client: Transport, saved: SavedPlan | None) -> AsyncIterat
                 details=changed,
             )
     yield
-
-
-def unknown_account(identity: ServerIdentity) -> str | None:
-    """The notice ``plan --out`` gives when the account could not be read: apply then
-    cannot tell this account from another one on a server of the same name."""
-    if identity.account is not None:
-        return None
-    return (
-        "the account could not be read ($SYS.REQ.USER.INFO was refused or not answered): "
-        "apply cannot tell it from another account on this server, so give the user "
-        "publish permission on $SYS.REQ.USER.INFO, or apply this plan only with the "
-        "connection it was made with"
-    )
 
 
 def check_plan(saved: SavedPlan, now: Plan) -> None:
@@ -246,12 +374,19 @@ def describe(saved: SavedPlan) -> str:
 
 
 __all__ = [
+    "APPLY_DECIDES",
+    "FILE_DECIDES",
+    "NEITHER",
+    "PLAN_DECIDES",
+    "Applying",
     "check_plan",
     "check_specs",
     "describe",
     "plan_request",
+    "refuse_given",
+    "resolve",
     "same_server",
+    "saved_identity",
     "saved_request",
     "spec_digest",
-    "unknown_account",
 ]

@@ -5,9 +5,12 @@ A client sees the server's name and id and its cluster's name (the INFO a server
 on connect), the JetStream domain, and the account the connection is bound to
 (``$SYS.REQ.USER.INFO``, when the server answers it). The id is new at every start of a
 server, and so is the name of a server configured without ``server_name``; a cluster is
-one server to a plan whichever node answers. So two servers are the same when their
-cluster names match (both clustered) or their names match (neither), and their domain
-and account match. The version is recorded, never compared: an upgrade is not another
+one server to a plan whichever node answers. Two servers may still share all of these
+(both named ``nats``, a common default), so the account also holds a lineage: a random
+value the tool writes once (:mod:`reconciler.execution.lineage`), the same on every node
+of a cluster, never on another server. So two servers are the same when their cluster
+names match (both clustered) or their names match (neither), and their domain, account
+and lineage match. The version is recorded, never compared: an upgrade is not another
 server, and a re-plan on the new version must still equal the saved one.
 
 Pure: facts in, sentences out.
@@ -32,28 +35,40 @@ class ServerIdentity:
     domain: str | None = None
     account: str | None = None
     version: str | None = None
+    #: The account's lineage (None: it has none), written once by the tool.
+    lineage: str | None = None
 
     @property
     def compared(self) -> dict[str, str | None]:
         """The facts that must match: the cluster (or the server when not clustered),
-        the domain, the account."""
+        the domain, the account, the account's lineage."""
         where = {"cluster": self.cluster} if self.cluster else {"server name": self.name}
-        return {**where, "domain": self.domain, "account": self.account}
+        return {**where, "domain": self.domain, "account": self.account, "lineage": self.lineage}
 
     def differences(self, now: ServerIdentity) -> list[str]:
         """How the server ``now`` differs from this one: one sentence per fact, none
-        when it is the same server."""
+        when it is the same server. Lineages always (a server of the same name with
+        another lineage is another server, whatever else it shares)."""
         before, after = self.compared, now.compared
+        lineage = [] if self.lineage == now.lineage else [self._lineage(now)]
         if before.keys() != after.keys():
-            return [f"clustered: {self._where()}, now: {now._where()}"]
+            return [f"clustered: {self._where()}, now: {now._where()}", *lineage]
         return [
             f"{fact}: {_shown(before[fact])}, now {_shown(after[fact])}"
             for fact in before
-            if before[fact] != after[fact]
-        ]
+            if before[fact] != after[fact] and fact != "lineage"
+        ] + lineage
+
+    def _lineage(self, now: ServerIdentity) -> str:
+        found = (
+            _shown(now.lineage)
+            if now.lineage is not None
+            else "none (a server this tool never planned a saved plan on nor applied to)"
+        )
+        return f"lineage: {_shown(self.lineage)} on {self._where()}, now {found} on {now._where()}"
 
     def _where(self) -> str:
-        return f"cluster {self.cluster}" if self.cluster else f"server {_shown(self.name)}"
+        return f"cluster {_shown(self.cluster)}" if self.cluster else f"server {_shown(self.name)}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -63,6 +78,7 @@ class ServerIdentity:
             "domain": self.domain,
             "account": self.account,
             "version": self.version,
+            "lineage": self.lineage,
         }
 
     @classmethod
@@ -78,8 +94,16 @@ class ServerIdentity:
             domain=text("domain"),
             account=text("account"),
             version=text("version"),
+            lineage=text("lineage"),
         )
 
 
+#: How much of a fact a sentence quotes (the file and the server's answers may have been
+#: written by someone else: escaped by ``repr``, never echoed whole).
+SHOWN = 80
+
+
 def _shown(value: str | None) -> str:
-    return repr(value) if value is not None else "unknown"
+    if value is None:
+        return "unknown"
+    return repr(value) if len(value) <= SHOWN else f"{value[:SHOWN]!r}… ({len(value):,} characters)"

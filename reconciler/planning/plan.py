@@ -1016,9 +1016,17 @@ def _protected_orphan(orphan: Orphan, group: StreamGroup, lifecycle: Lifecycle) 
         why = f"prevented by the environment's lifecycle prevent_destroy ({lifecycle.protected_at})"
     else:
         why = _protection(Delete(ref=orphan.ref, live=orphan.live), None, group, lifecycle)
+    return protected_orphan(orphan, why)
+
+
+def protected_orphan(orphan: Orphan, why: str) -> Orphan:
+    """``orphan`` marked as --prune will not delete it (``why``: the reason its delete
+    would be prevented for; empty: it is not protected). The renderers list it apart
+    from what --prune deletes (``Orphan.prevented``)."""
     if not why:
         return orphan
-    return replace(orphan, reasons=(*orphan.reasons, f"--prune will not delete it: {why}"))
+    said = f"--prune will not delete it: {why}"
+    return replace(orphan, prevented=why, reasons=(*orphan.reasons, said))
 
 
 def governed_entries(
@@ -1046,8 +1054,7 @@ def governed_entries(
     for orphan in part.orphans:
         bucket = str(orphan.stream)
         why = _entry_protection(bucket, buckets.get(bucket, lifecycle), live)
-        kept = (*orphan.reasons, f"--prune will not delete it: {why}") if why else orphan.reasons
-        out.orphans.append(replace(orphan, reasons=kept))
+        out.orphans.append(protected_orphan(orphan, why))
     return out
 
 

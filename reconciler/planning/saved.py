@@ -4,10 +4,11 @@ applies, exactly as reviewed (docs/saved-plans.md).
 The file is JSON: a format marker and version, the request's flags (spec paths relative
 to the repository, environment, owner, prune, migrate, ...), the digests of every file
 the plan was made from and their commit (:mod:`reconciler.specs.fingerprint`), the
-server's identity, the plan as the plan JSON shows it, and every step's observed live
-config (the redacted config and its digest; a KeyValue entry's revision, never its
-value). It holds no connection setting and no secret. A digest over its canonical form
-rejects an edited or corrupted file.
+server's identity (the account's lineage included:
+:mod:`reconciler.model.server_identity`), the plan as the plan JSON shows it, and every
+step's observed live config (the redacted config and its digest; a KeyValue entry's
+revision, never its value). It holds no connection setting and no secret. A digest
+over its canonical form rejects an edited or corrupted file.
 
 The file is data, never code: apply plans again from the specs and the live state, with
 the saved flags, and executes that fresh plan only when it is the saved one: the same
@@ -46,9 +47,11 @@ from reconciler.specs.spec import OWNER_PATTERN
 __all__ = ["FORMAT", "SavedPlan", "SavedRequest", "is_saved_plan", "observed"]
 
 #: The marker that says a JSON file is a saved plan (``apply`` looks for it), and the
-#: version of its layout this release writes and reads.
+#: version of its layout this release writes and reads (2: the server's identity holds
+#: the account's lineage; a version 1 file has none, so it could not tell two servers
+#: of one name apart, and is refused: plan again).
 FORMAT = "jetstream-gitops saved plan"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 @dataclass(frozen=True)

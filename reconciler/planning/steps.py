@@ -254,7 +254,9 @@ class Unmanaged(Entry):
 
 @dataclass(frozen=True, kw_only=True)
 class Orphan(Entry):
-    """A managed resource no spec declares any more: deleted only with ``--prune``."""
+    """A managed resource no spec declares any more: deleted only with ``--prune``,
+    unless ``prevented`` says why even ``--prune`` will not delete it (lifecycle
+    ``prevent_destroy``, declared or recorded on the server)."""
 
     live: Mapping[str, Any] = field(default_factory=dict)
 
@@ -398,7 +400,9 @@ class Plan:
             "summary": self.summary,
             "changes": [step.to_json() for step in self.changes],
             "unmanaged": [_note_json(note) for note in self.unmanaged],
-            "orphans": [_note_json(note) for note in self.orphans],
+            "orphans": [
+                {**_note_json(note), "prevented": note.prevented or None} for note in self.orphans
+            ],
             "owner": self.owner,
             "foreign": [{**_note_json(note), "owner": note.owner} for note in self.foreign],
             "observed": [_observed_json(note) for note in self.observed],

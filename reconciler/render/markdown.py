@@ -187,9 +187,15 @@ def _collapsed(title: str, names: list[str]) -> list[str]:
 
 def _notes(plan: Plan) -> list[str]:
     lines: list[str] = []
-    if plan.orphans:
-        names = [cell(note.label) for note in plan.orphans]
-        lines += _collapsed("declared by no spec (deleted with <code>--prune</code>)", names)
+    prunable = [cell(note.label) for note in plan.orphans if not note.prevented]
+    if prunable:
+        lines += _collapsed("declared by no spec (deleted with <code>--prune</code>)", prunable)
+    protected = [
+        f"{cell(note.label)} ({cell(note.prevented)})" for note in plan.orphans if note.prevented
+    ]
+    if protected:
+        title = "declared by no spec, protected (never deleted, not even with <code>--prune</code>)"
+        lines += _collapsed(title, protected)
     if plan.foreign:
         names = [f"{cell(note.label)} ({cell(note.owner)})" for note in plan.foreign]
         lines += _collapsed("managed by other owners (never touched)", names)

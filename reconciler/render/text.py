@@ -200,9 +200,19 @@ def _notes(plan: Plan, *, color: bool) -> list[str]:
         lines += ["", "Unmanaged (no managed-by marker, never touched):"]
         lines += [_paint(f"  ? {note.label}", "note", color=color) for note in plan.unmanaged]
     lines += _hidden_notes(plan, color=color)
-    if plan.orphans:
+    prunable = [note for note in plan.orphans if not note.prevented]
+    if prunable:
         lines += ["", "Managed but declared by no spec (deleted with --prune):"]
-        lines += [_paint(f"  ! {note.label}", "note", color=color) for note in plan.orphans]
+        lines += [_paint(f"  ! {note.label}", "note", color=color) for note in prunable]
+    protected = [note for note in plan.orphans if note.prevented]
+    if protected:
+        heading = "Managed but declared by no spec, protected (never deleted, not even with"
+        lines += ["", f"{heading} --prune):"]
+        for note in protected:
+            lines += [
+                _paint(f"  = {note.label}", "note", color=color),
+                _paint(f"    # {note.prevented}", "note", color=color),
+            ]
     if plan.foreign:
         lines += ["", f"Managed by other owners than {plan.owner!r} (never touched):"]
         lines += [

@@ -227,12 +227,13 @@ def two_accounts(server_factory: Callable[..., NatsServer]) -> NatsServer:
     return server_factory(name="shared", config={"accounts": accounts})
 
 
-def test_plan_out_says_when_the_account_cannot_be_told_apart(
+def test_a_plan_saved_in_one_account_is_refused_in_another_even_unread(
     server_factory: Callable[..., NatsServer], tmp_path: Path
 ) -> None:
-    """A plan saved by STAGING's JetStream-only user applies to PROD with PROD's: the
-    account is unknown both times, the server the same. ``plan --out`` says so; a user
-    allowed to ask has its plan refused in the other account."""
+    """A plan saved by STAGING's JetStream-only user, applied to PROD with PROD's: the
+    account is unknown both times (they may not ask $SYS.REQ.USER.INFO), the server
+    the same; each account keeps its own lineage, so the plan is refused (it was
+    applied before the lineage). A user allowed to ask also sees the accounts named."""
     server = two_accounts(server_factory)
     root = repo(tmp_path)
     creds = ("--user", "staging", "--password", "staging")
@@ -240,14 +241,17 @@ def test_plan_out_says_when_the_account_cannot_be_told_apart(
         "plan", "specs", "--out", "../blind.plan", "--server", server.url, *creds, cwd=root
     )
     assert blind.returncode == 0, blind.stderr
-    assert "the account could not be read ($SYS.REQ.USER.INFO" in blind.stderr
+    assert json.loads((root.parent / "blind.plan").read_text())["server"]["account"] is None
+    as_prod = ("--user", "prod", "--password", "prod")
+    done = reconcile("apply", "../blind.plan", "--server", server.url, *as_prod, cwd=root)
+    refused(done, "lineage: ")
+    assert state(server, user="prod", password="prod") == {}
 
     admin = ("--user", "staging-admin", "--password", "staging")
     seen = reconcile(
         "plan", "specs", "--out", "../seen.plan", "--server", server.url, *admin, cwd=root
     )
     assert seen.returncode == 0, seen.stderr
-    assert "the account could not be read" not in seen.stderr
     prod = ("--user", "prod-admin", "--password", "prod")
     done = reconcile("apply", "../seen.plan", "--server", server.url, *prod, cwd=root)
     refused(done, "account: 'STAGING', now 'PROD'")
@@ -362,16 +366,16 @@ def test_the_action_applies_a_plan_file_only_in_the_environment_it_names(
     staging = prod | {"environment": "staging"}
     code, log, _ = action_step(root, no_server, mode="apply", **staging)  # type: ignore[arg-type]
     assert code == 1, log
-    assert "the plan was saved for environment prod, not" in log
+    assert "the plan was saved for environment prod; this apply names environment staging" in log
 
     code, log, _ = action_step(root, clean_server, mode="apply", **{"plan-file": "p.json"})
     assert code == 1, log
-    assert "the plan was saved for environment prod, not" in log
+    assert "the plan was saved for environment prod; this apply names no environment" in log
 
     refit(root / "p.json", lambda d: d["request"].update(env="staging"))
     code, log, _ = action_step(root, no_server, mode="apply", **prod)  # type: ignore[arg-type]
     assert code == 1, log
-    assert "the plan was saved for environment staging, not" in log
+    assert "the plan was saved for environment staging; this apply names environment prod" in log
     assert state(clean_server) == {}
 
 

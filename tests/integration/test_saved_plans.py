@@ -433,8 +433,11 @@ def test_a_plan_saved_for_an_environment_is_applied_in_that_environment(
     other = reconcile("apply", str(plan), "--env", "staging", cwd=root)
     pruned = reconcile("apply", str(plan), "--env", "prod", "--prune", cwd=root)
     assert unnamed.returncode == other.returncode == pruned.returncode == 1
-    assert "the plan was saved for environment prod: give --env prod" in unnamed.stderr
-    assert "saved for environment prod, not staging" in other.stderr
+    assert (
+        "the plan was saved for environment prod; this apply names no environment: give --env prod"
+        in unnamed.stderr
+    )
+    assert "saved for environment prod; this apply names environment staging" in other.stderr
     assert "the saved plan was made without prune and is applied with it" in pruned.stderr
     assert state(clean_server) == {}
 

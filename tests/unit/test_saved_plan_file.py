@@ -131,7 +131,7 @@ def test_the_server_identity_compares_cluster_or_name_domain_and_account() -> No
     assert alone.differences(ServerIdentity(name="test", account="TEAM")) == [
         "account: '$G', now 'TEAM'"
     ]
-    assert alone.differences(node_a) == ["clustered: server 'test', now: cluster east"]
+    assert alone.differences(node_a) == ["clustered: server 'test', now: cluster 'east'"]
 
 
 def test_file_digests_are_keyed_and_name_what_changed(tmp_path: Path) -> None:
