@@ -29,12 +29,14 @@ from typing import Any, Literal
 from reconciler.backup.manifest import Contents, StreamRecord
 from reconciler.backup.memory import memory_refused
 from reconciler.backup.restore_checks import differences, leftover, lookalike_hint, marked, marker
-from reconciler.errors import NotFound, RefusedPlan
+from reconciler.errors import NotFound, RefusedPlan, SpecError
 from reconciler.execution import lock
+from reconciler.execution.capacity_checks import with_capacity
 from reconciler.identity import INTERNAL_STREAMS, ResourceRef
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.loss import held
 from reconciler.model.state import LiveState, ServerInfo, StreamState
+from reconciler.planning.capacity import Restored, restore_room
 from reconciler.planning.policy import evaluate as evaluate_policy
 from reconciler.planning.steps import (
     ALLOW_REPLACE,
@@ -82,6 +84,8 @@ class RestoreStep:
     #: a replace: the live stream's state when planned (messages, first and last
     #: sequence): it is deleted only while it still holds exactly that
     seen: tuple[int, int, int] | None = None
+    #: bytes the live stream of that name holds, deleted before the restore (resume, replace)
+    freed: int = 0
 
     @property
     def destructive(self) -> bool:
@@ -154,9 +158,10 @@ async def plan_restore(
         elif marked(live[0].get("config")) is None and not differences(record, *live):
             steps.append(RestoreStep(record, "restored", size, mark))
         elif mark is not None and await leftover(client, record, *live, mark):
-            steps.append(RestoreStep(record, "resume", size, mark))
+            steps.append(RestoreStep(record, "resume", size, mark, freed=_bytes(live[0])))
         elif flags.replace_existing:
-            steps.append(RestoreStep(record, "replace", size, mark, seen_state(live[0])))
+            seen = seen_state(live[0])
+            steps.append(RestoreStep(record, "replace", size, mark, seen, _bytes(live[0])))
         else:
             differ = differences(record, *live)
             more = f" (and {len(differ) - 1} more)" if differ[1:] else ""
@@ -173,7 +178,31 @@ async def plan_restore(
             details=refused,
         )
     shared = await _shared_plan(server, steps, lives, flags)
+    shared = await _with_room(client, shared, steps)
     return RestorePlan(contents, tuple(steps), server, shared, skipped)
+
+
+def _bytes(info: Mapping[str, Any]) -> int:
+    return int((info.get("state") or {}).get("bytes") or 0)
+
+
+async def _with_room(client: JetStreamClient, plan: Plan, steps: Sequence[RestoreStep]) -> Plan:
+    """The account's room for the restore, checked as apply checks it (``max_bytes``
+    reservations, stream counts, the server's own limits where known: the plan's
+    capacity) and for the bytes the backup brings; a ``SpecError`` before anything is
+    restored when it has none."""
+    writes = [s for s in steps if s.action != "restored"]
+    if not writes:
+        return plan
+    checked = await with_capacity(client, plan, await client.fetch_live(), (), lock_ahead=False)
+    wanted = [
+        Restored(s.record.name, s.record.config, int(s.record.state.get("bytes") or 0), s.freed)
+        for s in writes
+    ]
+    problems = restore_room(await client.account_info(), wanted)
+    if problems:
+        raise SpecError(problems)
+    return checked
 
 
 def _own(record: StreamRecord) -> bool:

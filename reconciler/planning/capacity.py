@@ -817,3 +817,49 @@ def _near(totals: Sequence[Total]) -> list[Problem]:
         )
         warnings.append(Problem(None, "", message, warning=True))
     return warnings
+
+
+@dataclass(frozen=True)
+class Restored:
+    """One stream a restore writes: its config, the bytes its backup holds and the bytes
+    of the live stream of that name it deletes first (0 when there is none)."""
+
+    name: str
+    config: Mapping[str, Any]
+    data: int
+    freed: int = 0
+
+
+def restore_room(account: Mapping[str, Any], streams: Sequence[Restored]) -> list[Problem]:
+    """What the account has no room for when ``streams`` are restored into it: the data
+    a backup brings (times the replicas) against the account's storage limit less what
+    it stores now, per storage type and tier. A stream's ``max_bytes`` reservation is
+    :func:`assess`'s; this is the bytes themselves, which a stream without ``max_bytes``
+    reserves nothing for, and which the server refuses part-way (err 10047) otherwise."""
+    scoped = scopes(account)
+    tiered = None not in scoped
+    needed: dict[tuple[str | None, str], list[Restored]] = {}
+    for stream in streams:
+        storage, _, _ = facts(stream.config)
+        needed.setdefault((tier_of(stream.config, tiered), storage), []).append(stream)
+    problems: list[Problem] = []
+    for (tier, storage), group in sorted(needed.items(), key=lambda item: str(item[0])):
+        scope = scoped.get(tier)
+        limit = None if scope is None else scope.bytes_limit.get(storage)
+        if scope is None or limit is None:
+            continue
+        adds = sum((s.data - s.freed) * replicas_of(s.config) for s in group)
+        free = limit - scope.used.get(storage, 0)
+        if adds > free:
+            names = ", ".join(s.name for s in group)
+            problems.append(
+                Problem(
+                    None,
+                    "",
+                    f"no room for the restore of {names}: the backup brings "
+                    f"{approx_size(adds)} of {storage} storage{_tier_words(tier)}, the "
+                    f"account has {approx_size(max(free, 0))} left of its "
+                    f"{approx_size(limit)}; nothing was restored",
+                )
+            )
+    return problems
