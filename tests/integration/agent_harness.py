@@ -92,8 +92,8 @@ async def until(check: Callable[[], Any], *, what: str, patience: float = PATIEN
 
 async def cycles_after(agent: Agent, n: int = 2) -> None:
     """Wait until ``n`` more cycles have finished."""
-    start = agent.cycles
-    await until(lambda: agent.cycles >= start + n, what=f"{n} more cycles")
+    start = agent.watch.cycles
+    await until(lambda: agent.watch.cycles >= start + n, what=f"{n} more cycles")
 
 
 class Other:

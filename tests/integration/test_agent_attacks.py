@@ -22,7 +22,7 @@ from dulwich.web import make_wsgi_chain
 from servers import NatsServer, write
 from test_agent_git import NEW_STREAM, _commit, origin, specs_source
 
-from reconciler.agent import loop
+from reconciler.agent import commits, listener
 from reconciler.agent.source import FixedSource, GitSource
 from reconciler.errors import ReconcileError
 from reconciler.execution import lock
@@ -49,21 +49,26 @@ def test_a_forged_advisory_naming_an_impossible_stream_is_ignored(
             Other.connect(clean_server.url, name="mallory") as mallory,
         ):
             await until(
-                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                lambda: (
+                    agent.watch.known and all(s == "in_sync" for s in agent.watch.known.values())
+                ),
                 what="in sync",
             )
             for name in ("A B", "bad\r\nPUB x 1", ">", "*", "x" * 300):
-                before = agent.cycles
+                before = agent.watch.cycles
                 subject = "$JS.EVENT.ADVISORY.STREAM.UPDATED.X"
                 await mallory.nc.publish(subject, _stream_action(name))
                 await mallory.nc.flush()
-                await until(lambda b=before: agent.cycles > b, what=f"a cycle after {name!r}")
+                await until(lambda b=before: agent.watch.cycles > b, what=f"a cycle after {name!r}")
             await mallory.publish("orders.new", 3)
             config = (await mallory.info("ORDERS"))["config"]
             config.update(description="changed by hand")
             await mallory.api("STREAM.UPDATE.ORDERS", config)
-            await until(lambda: agent.known.get(next(iter(agent.known))) == "healed", what="healed")
-            assert agent.connected and agent.last is not None and agent.last.ok
+            await until(
+                lambda: agent.watch.known.get(next(iter(agent.watch.known))) == "healed",
+                what="healed",
+            )
+            assert agent.watch.connected and agent.watch.last is not None and agent.watch.last.ok
             live = (await mallory.info("ORDERS"))["config"]
             assert live["description"] == "orders as declared"  # healed: the agent runs
             assert await mallory.messages("ORDERS") == 3
@@ -75,7 +80,7 @@ def test_a_flood_of_advisories_is_one_full_plan_not_a_plan_per_name(
     clean_server: NatsServer, tmp_path: Path, run
 ) -> None:
     """Thousands of names forged in one burst: the names kept are bounded
-    (loop.MAX_PENDING) and the cycle is one full plan of the account, not a targeted
+    (listener.MAX_PENDING) and the cycle is one full plan of the account, not a targeted
     plan of every forged name; the declared stream keeps its messages."""
     specs = write(tmp_path, ORDERS)
 
@@ -88,13 +93,15 @@ def test_a_flood_of_advisories_is_one_full_plan_not_a_plan_per_name(
             Other.connect(clean_server.url, name="mallory") as mallory,
         ):
             await until(
-                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                lambda: (
+                    agent.watch.known and all(s == "in_sync" for s in agent.watch.known.values())
+                ),
                 what="in sync",
             )
             await mallory.publish("orders.new", 4)
             sample = agent.metrics.registry.get_sample_value
             full = sample("reconcile_plan_duration_seconds_count", {"scope": "full"})
-            burst = 3 * loop.MAX_PENDING
+            burst = 3 * listener.MAX_PENDING
             for i in range(burst):
                 await mallory.nc.publish(
                     f"$JS.EVENT.ADVISORY.STREAM.UPDATED.F{i}", _stream_action(f"F{i}")
@@ -108,9 +115,9 @@ def test_a_flood_of_advisories_is_one_full_plan_not_a_plan_per_name(
                 lambda: sample("reconcile_plan_duration_seconds_count", {"scope": "full"}) > full,
                 what="a full plan after the burst",
             )
-            assert len(agent.pending) <= loop.MAX_PENDING + 1
-            assert agent.last is not None and agent.last.ok
-            assert {r.ref.stream_name for r in agent.last.resources} == {"ORDERS"}
+            assert len(agent.watch.listener.pending) <= listener.MAX_PENDING + 1
+            assert agent.watch.last is not None and agent.watch.last.ok
+            assert {r.ref.stream_name for r in agent.watch.last.resources} == {"ORDERS"}
             assert await mallory.messages("ORDERS") == 4
 
     run(scenario())
@@ -150,19 +157,21 @@ def test_a_targeted_heal_never_applies_what_the_full_plan_denies(
             Other.connect(clean_server.url) as alice,
         ):
             await until(
-                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                lambda: (
+                    agent.watch.known and all(s == "in_sync" for s in agent.watch.known.values())
+                ),
                 what="ORDERS created",
             )
             await alice.publish("orders.new", 5)
             write(folder, UNSIZED, "big.yaml")
-            before = agent.cycles
+            before = agent.watch.cycles
             config = (await alice.info("ORDERS"))["config"]
             config.update(description="changed by hand")
             await alice.api("STREAM.UPDATE.ORDERS", config)
-            await until(lambda: agent.cycles > before, what="the advisory's cycle")
+            await until(lambda: agent.watch.cycles > before, what="the advisory's cycle")
             live = (await alice.info("ORDERS"))["config"]
             assert live["description"] == "changed by hand"  # the full plan is denied
-            assert agent.last is not None and not agent.last.ok
+            assert agent.watch.last is not None and not agent.watch.last.ok
             assert await alice.messages("ORDERS") == 5
             assert "BIG" not in [name async for name in _names(alice)]
 
@@ -195,7 +204,9 @@ def test_a_heal_lossless_when_planned_but_lossy_under_the_lock_is_never_applied(
         ):
             await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
             await until(
-                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                lambda: (
+                    agent.watch.known and all(s == "in_sync" for s in agent.watch.known.values())
+                ),
                 what="in sync",
             )
             async with open_client(options) as holder, lock.for_apply(holder, timeout=5):
@@ -275,7 +286,9 @@ def test_http_clients_that_never_finish_block_neither_the_endpoints_nor_the_cycl
             Other.connect(clean_server.url) as alice,
         ):
             await until(
-                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                lambda: (
+                    agent.watch.known and all(s == "in_sync" for s in agent.watch.known.values())
+                ),
                 what="in sync",
             )
             assert agent.http is not None
@@ -293,7 +306,10 @@ def test_http_clients_that_never_finish_block_neither_the_endpoints_nor_the_cycl
             config = (await alice.info("ORDERS"))["config"]
             config.update(description="changed by hand")
             await alice.api("STREAM.UPDATE.ORDERS", config)
-            await until(lambda: agent.known.get(next(iter(agent.known))) == "healed", what="healed")
+            await until(
+                lambda: agent.watch.known.get(next(iter(agent.watch.known))) == "healed",
+                what="healed",
+            )
             assert await alice.messages("ORDERS") == 2
             for _, writer in idle:
                 writer.close()
@@ -321,7 +337,9 @@ def test_a_heal_never_applies_a_commit_older_than_the_branch_head_under_the_lock
             Other.connect(clean_server.url) as alice,
         ):
             await until(
-                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                lambda: (
+                    agent.watch.known and all(s == "in_sync" for s in agent.watch.known.values())
+                ),
                 what="ORDERS and PAYMENTS created",
             )
             async with open_client(options) as holder, lock.for_apply(holder, timeout=5):
@@ -335,11 +353,11 @@ def test_a_heal_never_applies_a_commit_older_than_the_branch_head_under_the_lock
                     str(work), message=b"B", author=b"t <t@e>", committer=b"t <t@e>"
                 )
                 porcelain.push(str(work), str(bare), b"HEAD:refs/heads/main")
-                before = agent.cycles
-            await until(lambda: agent.cycles > before, what="the heal's cycle")
+                before = agent.watch.cycles
+            await until(lambda: agent.watch.cycles > before, what="the heal's cycle")
             assert source.commit == bytes(head).decode()
             await until(
-                lambda: agent.last is not None and agent.last.commit == source.commit,
+                lambda: agent.watch.last is not None and agent.watch.last.commit == source.commit,
                 what="commit B planned at once",
                 patience=10.0,
             )
@@ -388,7 +406,10 @@ def test_a_heal_that_loses_the_lease_stops_the_heal_not_the_agent(
                 assert not agent.stop.is_set(), "the agent stopped"
                 await thief.nc.publish(subject, b"", headers={"KV-Operation": "DEL"})
                 await until(
-                    lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                    lambda: (
+                        agent.watch.known
+                        and all(s == "in_sync" for s in agent.watch.known.values())
+                    ),
                     what="every stream created by a later heal",
                 )
             names = [name async for name in _names(thief)]
@@ -414,24 +435,30 @@ def test_a_commit_with_invalid_specs_is_reported_and_nothing_is_healed(
             Other.connect(clean_server.url) as alice,
         ):
             await until(
-                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                lambda: (
+                    agent.watch.known and all(s == "in_sync" for s in agent.watch.known.values())
+                ),
                 what="ORDERS created",
             )
             broken = ORDERS.replace("max_msgs: 1000", "max_msgs: lots")
             head = _commit(work, bare, {"specs/orders.yaml": broken}, "B")
             await until(
-                lambda: agent.last is not None and agent.last.commit == head and not agent.last.ok,
+                lambda: (
+                    agent.watch.last is not None
+                    and agent.watch.last.commit == head
+                    and not agent.watch.last.ok
+                ),
                 what="commit B's cycle failed",
             )
-            assert agent.last is not None and agent.last.error is not None
-            assert "orders.yaml:4" in agent.last.error, agent.last.error
+            assert agent.watch.last is not None and agent.watch.last.error is not None
+            assert "orders.yaml:4" in agent.watch.last.error, agent.watch.last.error
             await alice.publish("orders.new", 3)
             config = (await alice.info("ORDERS"))["config"]
             config.update(description="changed by hand")
             await alice.api("STREAM.UPDATE.ORDERS", config)
-            start = agent.cycles
-            await until(lambda: agent.cycles >= start + 3, what="3 more cycles")
-            assert not agent.last.ok
+            start = agent.watch.cycles
+            await until(lambda: agent.watch.cycles >= start + 3, what="3 more cycles")
+            assert not agent.watch.last.ok
             assert (await alice.info("ORDERS"))["config"]["description"] == "changed by hand"
             assert await alice.messages("ORDERS") == 3
             assert not any("Traceback" in (line.get("message") or "") for line in lines(log))
@@ -457,7 +484,9 @@ def test_a_deleted_branch_is_said_in_status_and_the_last_commit_kept(
             Other.connect(clean_server.url) as alice,
         ):
             await until(
-                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                lambda: (
+                    agent.watch.known and all(s == "in_sync" for s in agent.watch.known.values())
+                ),
                 what="ORDERS created",
             )
             assert agent.status()["git"] == {"error": None, "failing_since": None}
@@ -471,7 +500,7 @@ def test_a_deleted_branch_is_said_in_status_and_the_last_commit_kept(
             await alice.publish("orders.new", 2)
             await alice.api("STREAM.DELETE.ORDERS")
             await until(
-                lambda: agent.known.get(next(iter(agent.known))) == "healed",
+                lambda: agent.watch.known.get(next(iter(agent.watch.known))) == "healed",
                 what="ORDERS created again from the last commit",
             )
             assert agent.status()["commit"] == first
@@ -485,9 +514,9 @@ def test_a_git_server_that_hangs_never_keeps_the_lock(
 ) -> None:
     """The heal fetches the branch under the apply lock: a git server that stops
     answering kept the fetch (and the lock) forever. The look is bounded
-    (loop.HEAD_CHECK_SECONDS): the heal goes on with the last commit fetched and releases
+    (commits.HEAD_CHECK_SECONDS): the heal goes on with the last commit fetched and releases
     the lock; a CLI apply takes it afterwards."""
-    monkeypatch.setattr(loop, "HEAD_CHECK_SECONDS", 1.0)
+    monkeypatch.setattr(commits, "HEAD_CHECK_SECONDS", 1.0)
     bare, work = origin(tmp_path)
     _commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
     hang = threading.Event()
@@ -516,7 +545,9 @@ def test_a_git_server_that_hangs_never_keeps_the_lock(
             Other.connect(clean_server.url) as alice,
         ):
             await until(
-                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                lambda: (
+                    agent.watch.known and all(s == "in_sync" for s in agent.watch.known.values())
+                ),
                 what="ORDERS created",
             )
             hang.set()

@@ -72,7 +72,7 @@ def test_a_pushed_commit_is_planned_and_healed(
             )
             assert payments[0]["commit"] == second
             assert agent.status()["commit"] == second
-            assert agent.last is not None and agent.last.commit == second
+            assert agent.watch.last is not None and agent.watch.last.commit == second
             async with Other.connect(clean_server.url) as alice:
                 assert (await alice.info("PAYMENTS"))["config"]["subjects"] == ["payments.>"]
             assert agent.metrics.git_head_age._value.get() >= 0

@@ -96,10 +96,10 @@ def test_the_agent_reconnects_after_a_server_restart_and_heals_again(
         async with running_agent(fixed_source([specs], server.url), mode="heal") as (agent, log):
             await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
             await asyncio.to_thread(server.kill)
-            await until(lambda: not agent.connected, what="the agent sees the server gone")
+            await until(lambda: not agent.watch.connected, what="the agent sees the server gone")
             assert (await _get(agent, "/readyz"))[0] == 503
             await asyncio.to_thread(server.start)
-            await until(lambda: agent.connected, what="the agent connected again")
+            await until(lambda: agent.watch.connected, what="the agent connected again")
             async with Other.connect(server.url) as alice:
                 await alice.api("STREAM.DELETE.ORDERS")
             again = await until(
@@ -152,7 +152,7 @@ def test_an_account_without_advisory_permission_says_so_and_polls(
     async def scenario() -> None:
         async with running_agent(fixed_source([specs], url), mode="heal") as (agent, log):
             await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
-            assert agent.advisories_state.startswith("denied")
+            assert agent.watch.listener.state.startswith("denied")
             assert agent.metrics.advisories_subscribed._value.get() == 0
             assert "secret-pw" not in log.getvalue()
             notices = [line for line in log.getvalue().splitlines() if "may not subscribe" in line]

@@ -119,8 +119,8 @@ def test_failures_back_off_exponentially_up_to_the_interval() -> None:
     )
     waits = []
     for failures in range(1, 7):
-        agent.failures = failures
-        waits.append(agent._backoff())
+        agent.watch.failures = failures
+        waits.append(agent.watch._backoff())
     assert waits == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
 
 
