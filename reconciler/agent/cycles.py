@@ -272,6 +272,11 @@ class Watch:
         return self.link.connected
 
     @property
+    def tried(self) -> bool:
+        """A cycle ran, or connecting failed: this environment's state is known."""
+        return self.cycles > 0 or self.link.error is not None
+
+    @property
     def known(self) -> Mapping[ResourceRef, State]:
         """Each resource's state after the last successful cycle."""
         return self.report.known

@@ -1,8 +1,8 @@
 """The agent's HTTP job: ``/metrics``, ``/healthz``, ``/readyz``, ``/status`` on ``--listen``.
 
 One listener per process, whatever number of environments it serves (:mod:`.http` does the
-serving). ``/readyz`` is 200 when every environment served is ready (503 names each one
-that is not, and why); ``/healthz`` answers while the process does.
+serving). ``/readyz`` says :meth:`reconciler.agent.loop.Agent.not_ready` (503 with the
+reason); ``/healthz`` answers while the process does.
 """
 
 from __future__ import annotations

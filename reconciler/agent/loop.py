@@ -150,15 +150,21 @@ class Agent:
 
     # -- what /status and /readyz say -----------------------------------------------------
     def not_ready(self) -> str | None:
-        """Why the agent is not ready (every environment it serves is), or None."""
+        """Why the agent is not ready, or None. One target: its own readiness. Several
+        environments: ready once every one was tried and one or more planned; an
+        environment whose server is down is the world's fault, not the agent's (a
+        Kubernetes rollout would stall on it): ``/status`` and ``reconcile_connected``
+        say which."""
         if not self.many:
             return self.watch.not_ready()
-        reasons = [
-            f"{env}: {reason}"
-            for env, watch in self.watches.items()
-            if (reason := watch.not_ready()) is not None
-        ]
-        return "; ".join(reasons) or None
+        reasons = {env: w.not_ready() for env, w in self.watches.items()}
+        starting = [str(env) for env, w in self.watches.items() if not w.tried]
+        if starting:
+            return f"starting: {', '.join(starting)} not tried yet"
+        if reasons and all(reason is not None for reason in reasons.values()):
+            listed = "; ".join(f"{env}: {reason}" for env, reason in reasons.items())
+            return f"no environment is ready: {listed}"
+        return None
 
     def status(self) -> dict[str, Any]:
         if not self.many:

@@ -26,6 +26,7 @@ from agent_harness import (
     running_agent,
     until,
 )
+from cli_runner import reconcile
 from prometheus_client.parser import text_string_to_metric_families
 from servers import NatsServer, write
 
@@ -102,8 +103,10 @@ def test_one_process_heals_every_environment_while_one_server_is_down_and_one_ha
             for env in ("east", "west"):
                 assert status["environments"][env]["reachable"] is True
                 assert status["environments"][env]["ready"] is True
-            code, body = await get(agent, "/readyz")
-            assert code == 503 and b"gone:" in body and b"east:" not in body
+            assert status["environments"]["gone"]["ready"] is False
+            # one server down is the world's fault: the agent stays ready (a rollout of it
+            # would stall otherwise); /status and reconcile_connected say which is down
+            assert (await get(agent, "/readyz"))[0] == 200
 
             families = {
                 f.name: f
@@ -287,3 +290,38 @@ def test_two_agents_on_one_environment_heal_each_change_once(
             await watcher.close()
 
     run(scenario())
+
+
+def test_once_over_every_environment_heals_the_reachable_and_exits_1_for_the_other(
+    server_factory: Any, tmp_path: Path, run: Any
+) -> None:
+    servers = {"live": server_factory(), "down": server_factory()}
+    _project(tmp_path, servers)
+    servers["down"].kill()
+    args = ("watch", "--once", "--mode", "heal", "--listen", "off")
+    done = reconcile(*args, "--all-envs", "--log-format", "json", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    logged = lines(done.stderr)
+    assert any(_healed("live")(line) for line in logged)
+    assert any(line["event"] == "error" and line.get("env") == "down" for line in logged)
+    assert run(_declared(servers["live"].url))
+    again = reconcile(*args, "--env", "live", cwd=tmp_path)  # one --env: as before
+    assert again.returncode == 0, again.stderr
+
+
+def test_watch_refuses_what_names_no_environment_before_it_connects(tmp_path: Path) -> None:
+    (tmp_path / "specs").mkdir()
+    write(tmp_path / "specs", ORDERS, "orders.yaml")
+    project = "owner: shop\nspecs: [specs]\nenvironments:\n  dev: {servers: nats://127.0.0.1:1}\n"
+    write(tmp_path, project, "reconcile.yaml")
+    cases = [
+        (("specs", "--all-envs"), 1, "no PATHS"),
+        (("--all-envs", "--env", "dev"), 1, "not both"),
+        (("--shard", "2/2"), 1, "--shard"),
+        (("--env", "dev", "--env", "nope"), 1, "nope"),
+    ]
+    for args, code, says in cases:
+        done = reconcile("watch", *args, "--once", "--listen", "off", cwd=tmp_path)
+        assert done.returncode == code, (args, done.stderr)
+        assert says in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
