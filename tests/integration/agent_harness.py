@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -185,3 +186,17 @@ def agent_process(args: list[str], *, cwd: Path, log: Path | None = None) -> sub
         stderr=subprocess.PIPE if log is None else log.open("w"),
         text=True,
     )
+
+
+def wait_for_line(
+    log: Path, check: Callable[[dict[str, Any]], Any], what: str, patience: float = 60.0
+) -> list[dict[str, Any]]:
+    """The lines of an agent process's JSON log (the file ``log``) that ``check`` accepts,
+    once there is one; fail naming ``what`` (and showing the log's end)."""
+    deadline = time.monotonic() + patience
+    while time.monotonic() < deadline:
+        found = [line for line in lines(log.read_text()) if check(line)]
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"gave up waiting: {what}\n{log.read_text()[-3000:]}")

@@ -20,7 +20,7 @@ from dulwich.repo import Repo
 from dulwich.server import DictBackend
 from dulwich.web import make_wsgi_chain
 from servers import NatsServer, write
-from test_agent_git import NEW_STREAM, _commit, origin, specs_source
+from test_agent_git import NEW_STREAM, origin, push_commit, specs_source
 
 from reconciler.agent import commits, listener
 from reconciler.agent.source import FixedSource, GitSource
@@ -326,7 +326,7 @@ def test_a_heal_never_applies_a_commit_older_than_the_branch_head_under_the_lock
     PAYMENTS again, which the branch head no longer declares (an orphan a person must
     delete). It looks at the branch head under the lock and applies nothing."""
     bare, work = origin(tmp_path)
-    _commit(work, bare, {"specs/orders.yaml": ORDERS, "specs/payments.yaml": NEW_STREAM}, "A")
+    push_commit(work, bare, {"specs/orders.yaml": ORDERS, "specs/payments.yaml": NEW_STREAM}, "A")
     options = ConnectionOptions(servers=clean_server.url)
 
     source = specs_source(f"file://{bare}", tmp_path, options)
@@ -424,7 +424,7 @@ def test_a_commit_with_invalid_specs_is_reported_and_nothing_is_healed(
     """Commit B breaks orders.yaml: each cycle is an error naming the file and line; a
     change made meanwhile is healed neither to B (invalid) nor back to A (not the head)."""
     bare, work = origin(tmp_path)
-    _commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
+    push_commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
     options = ConnectionOptions(servers=clean_server.url)
 
     source = specs_source(f"file://{bare}", tmp_path, options)
@@ -441,7 +441,7 @@ def test_a_commit_with_invalid_specs_is_reported_and_nothing_is_healed(
                 what="ORDERS created",
             )
             broken = ORDERS.replace("max_msgs: 1000", "max_msgs: lots")
-            head = _commit(work, bare, {"specs/orders.yaml": broken}, "B")
+            head = push_commit(work, bare, {"specs/orders.yaml": broken}, "B")
             await until(
                 lambda: (
                     agent.watch.last is not None
@@ -473,7 +473,7 @@ def test_a_deleted_branch_is_said_in_status_and_the_last_commit_kept(
     the last commit it fetched, and /status says the fetch fails and since when (it said
     nothing: only a log line per poll)."""
     bare, work = origin(tmp_path)
-    first = _commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
+    first = push_commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
     options = ConnectionOptions(servers=clean_server.url)
 
     source = specs_source(f"file://{bare}", tmp_path, options)
@@ -518,7 +518,7 @@ def test_a_git_server_that_hangs_never_keeps_the_lock(
     the lock; a CLI apply takes it afterwards."""
     monkeypatch.setattr(commits, "HEAD_CHECK_SECONDS", 1.0)
     bare, work = origin(tmp_path)
-    _commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
+    push_commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
     hang = threading.Event()
     release = threading.Event()
     git_app = make_wsgi_chain(DictBackend({"/": Repo(str(bare))}))
@@ -589,7 +589,7 @@ def test_sigterm_during_a_hung_git_fetch_still_stops_the_agent(
     import sys
 
     bare, work = origin(tmp_path)
-    _commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
+    push_commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
     hang, entered, release = threading.Event(), threading.Event(), threading.Event()
     git_app = make_wsgi_chain(DictBackend({"/": Repo(str(bare))}))
 

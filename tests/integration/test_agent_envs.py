@@ -9,7 +9,6 @@ import asyncio
 import json
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +24,12 @@ from agent_harness import (
     project_sources,
     running_agent,
     until,
+    wait_for_line,
 )
 from cli_runner import reconcile
 from prometheus_client.parser import text_string_to_metric_families
 from servers import NatsServer, write
+from test_agent_git import NEW_STREAM, origin, push_commit
 
 from reconciler.agent.shards import owner
 from reconciler.jetstream import ConnectionOptions
@@ -132,16 +133,6 @@ def _names_one_per_shard() -> tuple[str, str]:
     return zero, one
 
 
-def _wait_for(path: Path, check: Any, what: str, patience: float = 60.0) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + patience
-    while time.monotonic() < deadline:
-        found = [line for line in lines(path.read_text()) if check(line)]
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"gave up waiting: {what}\n{path.read_text()[-3000:]}")
-
-
 def _healed(env: str, resource: str = "Stream ORDERS") -> Any:
     return lambda line: (
         line["event"] == "change"
@@ -166,8 +157,8 @@ def test_a_killed_shard_restarted_takes_its_environment_back_and_heals_it(
         agent_process([*args, "--shard", "reconcile-watch-1/2"], cwd=tmp_path, log=second),
     ]
     try:
-        _wait_for(first, _healed(zero), f"shard 0 creates ORDERS in {zero}")
-        _wait_for(second, _healed(one), f"shard 1 creates ORDERS in {one}")
+        wait_for_line(first, _healed(zero), f"shard 0 creates ORDERS in {zero}")
+        wait_for_line(second, _healed(one), f"shard 1 creates ORDERS in {one}")
         for server in servers.values():
             run(_publish_ten(server.url))
 
@@ -176,7 +167,7 @@ def test_a_killed_shard_restarted_takes_its_environment_back_and_heals_it(
         run(_drift(servers[one].url, description="changed by hand", max_msgs=5000))
         run(_delete_consumer(servers[one].url))
         run(_drift(servers[zero].url, description="changed by hand"))
-        _wait_for(
+        wait_for_line(
             first,
             lambda line: (
                 line["event"] == "change"
@@ -192,7 +183,7 @@ def test_a_killed_shard_restarted_takes_its_environment_back_and_heals_it(
             [*args, "--shard", "reconcile-watch-1/2"], cwd=tmp_path, log=second
         )
         # its first cycle (at start: the interval is an hour) heals what changed meanwhile
-        cycles = _wait_for(
+        cycles = wait_for_line(
             second, lambda line: line["event"] == "cycle", "the restarted shard's first cycle"
         )
         assert cycles[0]["trigger"] == "connected" and cycles[0].get("healed") == 2, cycles[0]
@@ -325,3 +316,37 @@ def test_watch_refuses_what_names_no_environment_before_it_connects(tmp_path: Pa
         done = reconcile("watch", *args, "--once", "--listen", "off", cwd=tmp_path)
         assert done.returncode == code, (args, done.stderr)
         assert says in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
+
+
+def test_every_environment_plans_the_branch_head_of_one_checkout(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    """``--git`` with ``--all-envs``: the project file is the branch head's; one fetch
+    serves every environment, and a pushed commit is healed in each."""
+    servers = {"blue": server_factory(), "green": server_factory()}
+    bare, work = origin(tmp_path)
+    envs = "".join(f"  {name}:\n    servers: {s.url}\n" for name, s in servers.items())
+    project = f"owner: shop\nspecs: [specs]\nenvironments:\n{envs}"
+    first = push_commit(work, bare, {"reconcile.yaml": project, "specs/orders.yaml": ORDERS}, "1")
+    log = tmp_path / "agent.log"
+    args = ["--git", f"file://{bare}", "--all-envs", "--mode", "heal", "--interval", "1h"]
+    agent = agent_process(
+        [*args, "--git-poll", "0.2s", "--listen", "off", "--log-format", "json"],
+        cwd=tmp_path,
+        log=log,
+    )
+    try:
+        for env in servers:
+            found = wait_for_line(log, _healed(env), f"ORDERS created in {env}")
+            assert found[0]["commit"] == first
+        second = push_commit(work, bare, {"specs/payments.yaml": NEW_STREAM}, "2")
+        for env in servers:
+            found = wait_for_line(log, _healed(env, "Stream PAYMENTS"), f"PAYMENTS in {env}")
+            assert found[0]["commit"] == second
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        try:
+            assert agent.wait(10) == 0
+        finally:
+            if agent.poll() is None:
+                agent.kill()
