@@ -24,22 +24,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import time
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from reconciler.agent.commits import Commits
 from reconciler.agent.listener import AdvisoryListener
 from reconciler.agent.logs import Log
+from reconciler.agent.memory import Collector, SpecCache, Streams
 from reconciler.agent.metrics import EnvironmentMetrics
 from reconciler.agent.report import Report
 from reconciler.agent.source import Source
 from reconciler.agent.status import (
     DRIFT_STATES,
-    Lost,
     ResourceStatus,
     State,
     counts,
@@ -48,28 +46,20 @@ from reconciler.agent.status import (
 )
 from reconciler.errors import ApplyFailed, ConnectError, ReconcileError
 from reconciler.execution.apply import StepEvent, describe
-from reconciler.execution.requests import PlanRequest
 from reconciler.execution.run import fewer_collections
-from reconciler.execution.standing import Planned, heal_on, plan_on
+from reconciler.execution.standing import heal_on, plan_on
 from reconciler.identity import ResourceRef
 from reconciler.jetstream import JetStreamClient, open_client
 from reconciler.model.state import StreamState
 from reconciler.model.timestamps import rfc3339
 from reconciler.planning.heal import split_for_heal
 from reconciler.planning.steps import Plan
-from reconciler.specs.spec import Spec
 
 Mode = Literal["observe", "heal"]
 _T = TypeVar("_T")
 
 #: ``--once``'s exit status when a policy rule denies the plan (as ``plan`` exits).
 POLICY_DENIED = 3
-#: Specs validated once are reused while their files are unchanged, and validated again
-#: at least this often (seconds) all the same.
-REVALIDATE_SECONDS = 600.0
-#: A full collection (over what runs froze) at most this often, and every so many cycles.
-GC_SECONDS = 60.0
-GC_CYCLES = 20
 
 
 @dataclass(frozen=True)
@@ -86,67 +76,6 @@ class WatchSettings:
     #: An advisory's re-plan reads and plans only the streams advisories named (False:
     #: a full re-plan each time; the bench compares both).
     targeted: bool = True
-
-
-Files = tuple[tuple[str, int, int], ...]
-
-
-def fingerprint(request: PlanRequest, named: tuple[Path, ...] = ()) -> Files | None:
-    """Every spec and overlay file of ``request`` (and the files specs ``named``: a
-    KeyValue entry's ``value_file``) with its size and modification time (None when one
-    cannot be read): the same value means the same files, so the specs validated once
-    serve the next plans (up to :data:`REVALIDATE_SECONDS`)."""
-    found: list[tuple[str, int, int]] = []
-    try:
-        for root in (*request.paths, *request.overlays, *named):
-            files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
-            for path in files:
-                stat = path.stat()
-                found.append((str(path), stat.st_size, stat.st_mtime_ns))
-    except OSError:
-        return None
-    return tuple(found)
-
-
-class SpecCache:
-    """The specs the last full plan validated, while their files are unchanged."""
-
-    def __init__(self) -> None:
-        self._specs: dict[tuple[str | None, Files], tuple[Spec, ...]] = {}
-        self._named: tuple[Path, ...] = ()  # value files the specs read
-        self._validated_at = -REVALIDATE_SECONDS
-
-    def get(
-        self, request: PlanRequest, commit: str | None, *, targeted: bool
-    ) -> tuple[Spec, ...] | None:
-        """The specs validated before for these files (a targeted plan takes them however
-        old), or None: validate them."""
-        files = fingerprint(request, self._named)
-        fresh = time.monotonic() - self._validated_at < REVALIDATE_SECONDS
-        return self._specs.get((commit, files)) if files and (fresh or targeted) else None
-
-    def keep(self, request: PlanRequest, commit: str | None, specs: tuple[Spec, ...]) -> None:
-        self._named = tuple(Path(s.value_file) for s in specs if s.value_file)
-        files = fingerprint(request, self._named)
-        self._specs = {(commit, files): specs} if files else {}
-        self._validated_at = time.monotonic()
-
-
-class Collector:
-    """What the runs froze, collected now and then (``fewer_collections``: a cycle among
-    frozen objects is never collected otherwise); one per process, every watch's cycles
-    counted together."""
-
-    def __init__(self) -> None:
-        self.cycles = 0
-        self._at = time.monotonic()
-
-    def after_cycle(self) -> None:
-        self.cycles += 1
-        if self.cycles % GC_CYCLES == 1 or time.monotonic() - self._at > GC_SECONDS:
-            gc.unfreeze()
-            gc.collect()
-            self._at = time.monotonic()
 
 
 class _Stopped(Exception):
@@ -264,12 +193,16 @@ class Watch:
         self.error_code = 1
         self.last: Cycle | None = None
         self.last_success: float | None = None
-        self.streams: Mapping[str, StreamState] = {}
-        self.lost: dict[str, Lost] = {}
+        self.memory = Streams()
 
     @property
     def connected(self) -> bool:
         return self.link.connected
+
+    @property
+    def streams(self) -> Mapping[str, StreamState]:
+        """What the last plans read of each stream."""
+        return self.memory.read
 
     @property
     def tried(self) -> bool:
@@ -485,35 +418,13 @@ class Watch:
             split,
             outcome=outcome_of(result),
             causes=self.listener.causes,
-            previous=self.streams,
+            previous=self.memory.read,
         )
         if only is None:
-            self.streams = planned.live.stream_state
-            return [self._with_lost(r) for r in found]
-        return self._merged(found, only | {s.stream_name for s in planned.specs}, planned)
-
-    def _merged(
-        self, found: list[ResourceStatus], scoped: frozenset[str], planned: Planned
-    ) -> list[ResourceStatus]:
-        """A targeted plan's resources in place of those streams' in the last full
-        list (and their states in place of theirs)."""
+            return self.memory.full(found, planned)
         assert self.last is not None
-        streams = {k: v for k, v in self.streams.items() if k not in scoped}
-        self.streams = {**streams, **planned.live.stream_state}
-        kept = [r for r in self.last.resources if r.ref.stream_name not in scoped]
-        merged = kept + [self._with_lost(r) for r in found]
-        return sorted(merged, key=lambda r: r.ref.sort_key)
-
-    def _with_lost(self, resource: ResourceStatus) -> ResourceStatus:
-        """A deleted stream's loss is remembered until it is back in sync."""
-        stream = resource.ref.stream_name
-        if resource.lost is not None:
-            self.lost[stream] = resource.lost
-        elif resource.state in ("in_sync", "unmanaged"):
-            self.lost.pop(stream, None)
-        elif not resource.ref.is_child and stream in self.lost:
-            return replace(resource, lost=self.lost[stream])
-        return resource
+        scoped = only | {s.stream_name for s in planned.specs}
+        return self.memory.merged(self.last.resources, found, scoped, planned)
 
     # -- what /status and /readyz say -----------------------------------------------------
     def not_ready(self) -> str | None:

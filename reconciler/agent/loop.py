@@ -12,8 +12,9 @@ as before: ``/status`` is that target's document, metrics carry no ``env`` label
 :meth:`Agent.serving` watches a project's environments (``--all-envs``, ``--env`` more
 than once, ``--shard``): ``/status`` holds one document per environment and every series
 an ``env`` label. The jobs live in modules of their own: :mod:`.cycles` (connection and
-cycles), :mod:`.commits` (git), :mod:`.listener` (advisories), :mod:`.report` (log and
-counters of what cycles found), :mod:`.endpoints` (HTTP), :mod:`.metrics`.
+cycles), :mod:`.memory` (what cycles keep), :mod:`.commits` (git), :mod:`.listener`
+(advisories), :mod:`.report` (log and counters of what cycles found), :mod:`.endpoints`
+(HTTP), :mod:`.metrics`.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.agent.cycles import POLICY_DENIED, Collector, Watch, WatchSettings
+from reconciler.agent.cycles import POLICY_DENIED, Watch, WatchSettings
 from reconciler.agent.endpoints import Endpoints
 from reconciler.agent.logs import Log
+from reconciler.agent.memory import Collector
 from reconciler.agent.metrics import Metrics
 from reconciler.agent.shards import Shard
 from reconciler.agent.source import Source
