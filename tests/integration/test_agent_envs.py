@@ -304,9 +304,16 @@ def test_once_over_every_environment_heals_the_reachable_and_exits_1_for_the_oth
 def test_watch_refuses_what_names_no_environment_before_it_connects(tmp_path: Path) -> None:
     (tmp_path / "specs").mkdir()
     write(tmp_path / "specs", ORDERS, "orders.yaml")
-    project = "owner: shop\nspecs: [specs]\nenvironments:\n  dev: {servers: nats://127.0.0.1:1}\n"
+    project = (
+        "owner: shop\nspecs: [specs]\nenvironments:\n  dev: {servers: nats://127.0.0.1:1}\n"
+        "  prod:\n    servers: nats://127.0.0.1:2\n    user: ops\n"
+        "    password: {env: AGENT_TEST_UNSET_PASSWORD}\n"
+    )
     write(tmp_path, project, "reconcile.yaml")
     cases = [
+        # an environment that cannot be resolved stops the start, at its line, before
+        # any environment connects (as plan --all-envs does)
+        (("--all-envs",), 1, "reconcile.yaml:8: environments.prod.password"),
         (("specs", "--all-envs"), 1, "no PATHS"),
         (("--all-envs", "--env", "dev"), 1, "not both"),
         (("--shard", "2/2"), 1, "--shard"),
@@ -316,6 +323,7 @@ def test_watch_refuses_what_names_no_environment_before_it_connects(tmp_path: Pa
         done = reconcile("watch", *args, "--once", "--listen", "off", cwd=tmp_path)
         assert done.returncode == code, (args, done.stderr)
         assert says in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
+        assert "cannot connect" not in done.stderr, (args, done.stderr)
 
 
 def test_every_environment_plans_the_branch_head_of_one_checkout(
