@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -31,9 +31,10 @@ from reconciler.cli.options import (
 )
 
 if TYPE_CHECKING:
-    from reconciler.agent.loop import Agent
+    from reconciler.agent.logs import Log
+    from reconciler.agent.loop import Agent, WatchSettings
     from reconciler.agent.shards import Shard
-    from reconciler.agent.source import MakeRequest, Source
+    from reconciler.agent.source import GitSource, MakeRequest, Source
     from reconciler.execution.requests import PlanRequest
 
 
@@ -308,10 +309,10 @@ async def _run(agent: Agent) -> int:
 async def _run_many(
     names: tuple[str, ...],
     shard: Shard | None,
-    git: Any,
+    git: GitSource | None,
     make_for: Callable[[str], MakeRequest],
-    settings: Any,
-    log: Any,
+    settings: WatchSettings,
+    log: Log,
     project_file: Path | None,
 ) -> int:
     """The project's environments (``names``, or all), this shard's share, each watched
@@ -323,7 +324,9 @@ async def _run_many(
     shared: SharedCheckout | None = None
     if git is not None:
         shared = SharedCheckout(git)
-        await shared.refresh()  # the environments are the project file's at the head
+        if not await _unless_signalled(shared.refresh()):  # the project file at the head
+            log.event("stopped")
+            return 0
         root = git.tree
     chosen = _environments(names, shard, root, project_file)
     sources: dict[str, Source] = {}
@@ -332,6 +335,27 @@ async def _run_many(
         make(root)  # every environment's target resolved now: one broken stops the start
         sources[name] = FixedSource(make) if shared is None else shared.view(make)
     return await _run(Agent.serving(sources, settings, log, shard=shard))
+
+
+async def _unless_signalled(work: Awaitable[None]) -> bool:
+    """``work`` done (True), or given up on SIGTERM or SIGINT (False): a first fetch from a
+    git server that never answers never keeps the agent from stopping."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    task, halt = asyncio.ensure_future(work), asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, halt}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        halt.cancel()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+    if not task.done():
+        task.cancel()
+        return False
+    task.result()
+    return True
 
 
 def _environments(

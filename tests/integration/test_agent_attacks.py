@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
+import signal
 import socketserver
 import threading
 from http import HTTPStatus
@@ -14,7 +15,16 @@ from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIServer, make_server
 
-from agent_harness import ORDERS, Other, changes, fixed_source, lines, running_agent, until
+from agent_harness import (
+    ORDERS,
+    Other,
+    agent_process,
+    changes,
+    fixed_source,
+    lines,
+    running_agent,
+    until,
+)
 from dulwich import porcelain
 from dulwich.repo import Repo
 from dulwich.server import DictBackend
@@ -519,25 +529,15 @@ def test_a_git_server_that_hangs_never_keeps_the_lock(
     monkeypatch.setattr(commits, "HEAD_CHECK_SECONDS", 1.0)
     bare, work = origin(tmp_path)
     push_commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
-    hang = threading.Event()
-    release = threading.Event()
-    git_app = make_wsgi_chain(DictBackend({"/": Repo(str(bare))}))
-
-    def app(environ: Any, start_response: Any) -> Any:
-        if hang.is_set():
-            release.wait(60)
-        return git_app(environ, start_response)
-
-    server = make_server("127.0.0.1", 0, app, server_class=_ThreadingWSGIServer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    git = HangingGit(bare)
+    hang, release = git.hang, git.release
     options = ConnectionOptions(servers=clean_server.url)
 
     def make(root: Path | None) -> PlanRequest:
         assert root is not None
         return PlanRequest.of([root / "specs"], options)
 
-    url = f"http://127.0.0.1:{server.server_address[1]}/"
-    source = GitSource(url, "main", tmp_path / "cache", make)
+    source = GitSource(git.url, "main", tmp_path / "cache", make)
 
     async def scenario() -> None:
         async with (
@@ -569,12 +569,34 @@ def test_a_git_server_that_hangs_never_keeps_the_lock(
     try:
         run(scenario())
     finally:
-        release.set()
-        server.shutdown()
+        git.close()
 
 
 class _ThreadingWSGIServer(socketserver.ThreadingMixIn, WSGIServer):
     daemon_threads = True
+
+
+class HangingGit:
+    """The bare repository ``bare`` over HTTP (dulwich's smart HTTP), which stops
+    answering while ``hang`` is set (until ``release``); ``entered``: a request hung."""
+
+    def __init__(self, bare: Path) -> None:
+        self.hang, self.entered, self.release = (threading.Event() for _ in range(3))
+        git_app = make_wsgi_chain(DictBackend({"/": Repo(str(bare))}))
+
+        def app(environ: Any, start_response: Any) -> Any:
+            if self.hang.is_set():
+                self.entered.set()
+                self.release.wait(60)
+            return git_app(environ, start_response)
+
+        self.server = make_server("127.0.0.1", 0, app, server_class=_ThreadingWSGIServer)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
 
 
 def test_sigterm_during_a_hung_git_fetch_still_stops_the_agent(
@@ -590,18 +612,8 @@ def test_sigterm_during_a_hung_git_fetch_still_stops_the_agent(
 
     bare, work = origin(tmp_path)
     push_commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
-    hang, entered, release = threading.Event(), threading.Event(), threading.Event()
-    git_app = make_wsgi_chain(DictBackend({"/": Repo(str(bare))}))
-
-    def app(environ: Any, start_response: Any) -> Any:
-        if hang.is_set():
-            entered.set()
-            release.wait(60)
-        return git_app(environ, start_response)
-
-    server = make_server("127.0.0.1", 0, app, server_class=_ThreadingWSGIServer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    git = HangingGit(bare)
+    url = git.url
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "RECONCILE_"))}
     argv = [sys.executable, "-m", "reconciler", "watch", "specs", "--git", url, "--ref", "main"]
     argv += ["--git-poll", "1s", "--interval", "1s", "--server", clean_server.url]
@@ -612,14 +624,38 @@ def test_sigterm_during_a_hung_git_fetch_still_stops_the_agent(
         for line in agent.stderr:
             if '"event": "cycle"' in line:
                 break
-        hang.set()
-        assert entered.wait(30), "the agent never fetched again"
+        git.hang.set()
+        assert git.entered.wait(30), "the agent never fetched again"
         agent.send_signal(signal.SIGTERM)
         _, rest = agent.communicate(timeout=5)  # systemd's and Kubernetes' patience, shortened
     finally:
-        release.set()
         if agent.poll() is None:
             agent.kill()
-        server.shutdown()
+        git.close()
     assert agent.returncode == 0, rest
     assert '"event": "stopped"' in rest
+
+
+def test_sigterm_during_the_first_fetch_of_every_environment_stops_the_agent(
+    tmp_path: Path,
+) -> None:
+    """``watch --git --all-envs`` reads the environments from the branch head before it
+    serves any: SIGTERM while that first fetch hangs still ends the agent, exit 0."""
+    bare, work = origin(tmp_path)
+    project = "owner: shop\nspecs: [specs]\nenvironments:\n  dev: {servers: nats://127.0.0.1:1}\n"
+    push_commit(work, bare, {"reconcile.yaml": project, "specs/orders.yaml": ORDERS}, "A")
+    git = HangingGit(bare)
+    git.hang.set()
+    agent = agent_process(
+        ["--git", git.url, "--all-envs", "--listen", "off", "--log-format", "json"], cwd=tmp_path
+    )
+    try:
+        assert git.entered.wait(30), "the agent never fetched"
+        agent.send_signal(signal.SIGTERM)
+        _, rest = agent.communicate(timeout=5)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+        git.close()
+    assert agent.returncode == 0, rest
+    assert '"event": "stopped"' in rest and "Traceback" not in rest
