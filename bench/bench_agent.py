@@ -111,7 +111,7 @@ async def agent(
     )
     task = asyncio.ensure_future(the_agent.run())
     try:
-        while the_agent.last is None:
+        while the_agent.watch.last is None:
             await asyncio.sleep(0.05)
         yield the_agent, log
     finally:
@@ -256,16 +256,16 @@ async def idle_and_memory(specs: Path, url: str, idle: float, cycles: int, read:
         share = 100 * used / (time.perf_counter() - wall)
         print(f"  idle CPU over {idle:g}s (interval 1h): {share:.2f} %")
     async with agent(specs, url, mode="heal", interval=0.01) as (the_agent, _):
-        start = the_agent.cycles
+        start = the_agent.watch.cycles
         before = resource.getrusage(resource.RUSAGE_SELF)
         rss = [rss_mib()]
         times = []
-        while the_agent.cycles < start + cycles:
-            seen = the_agent.cycles
+        while the_agent.watch.cycles < start + cycles:
+            seen = the_agent.watch.cycles
             await asyncio.sleep(0.01)
-            if the_agent.cycles != seen and the_agent.last is not None:
-                times.append(the_agent.last.finished_at - the_agent.last.started_at)
-                if the_agent.cycles % max(cycles // 20, 1) == 0:
+            if the_agent.watch.cycles != seen and the_agent.watch.last is not None:
+                times.append(the_agent.watch.last.finished_at - the_agent.watch.last.started_at)
+                if the_agent.watch.cycles % max(cycles // 20, 1) == 0:
                     rss.append(rss_mib())
         rss.append(rss_mib())
         after = resource.getrusage(resource.RUSAGE_SELF)

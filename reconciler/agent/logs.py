@@ -4,7 +4,8 @@ Text (the default): ``2026-11-25T16:00:00Z cycle commit=ab12cd3 in_sync=4 drifte
 ``--log-format json``: one JSON object per line with ``time``, ``event`` and the same
 fields. Untrusted text (names, advisory fields, server messages) is escaped for the
 medium (``model.values.printable`` for text, ``inert_json`` for JSON). Only field
-paths, never spec values, are logged.
+paths, never spec values, are logged. An agent serving project environments logs through
+:meth:`Log.bound` (``env=NAME`` on every line of that environment).
 """
 
 from __future__ import annotations
@@ -21,13 +22,19 @@ LogFormat = Literal["text", "json"]
 
 
 class Log:
-    def __init__(self, fmt: LogFormat = "text", out: TextIO | None = None) -> None:
+    def __init__(self, fmt: LogFormat = "text", out: TextIO | None = None, **bound: Any) -> None:
         self.fmt = fmt
         self.out = out or sys.stderr
+        self._bound = {k: v for k, v in bound.items() if v is not None}
+
+    def bound(self, **fields: Any) -> Log:
+        """The same log, with ``fields`` (``env=NAME``) first on every line (None: left out)."""
+        return Log(self.fmt, self.out, **{**self._bound, **fields})
 
     def event(self, event: str, message: str = "", **fields: Any) -> None:
         """One line: ``event`` (cycle, change, notice, error, ...), a sentence, fields."""
         now = rfc3339(time.time())
+        fields = {**self._bound, **fields}
         if self.fmt == "json":
             record = {"time": now, "event": event, "message": message or None, **fields}
             line = inert_json(json.dumps(record, default=str, ensure_ascii=True))

@@ -1,16 +1,20 @@
-"""The agent's Prometheus metrics (prometheus-client), on a registry of its own.
+"""The agent's Prometheus metrics (prometheus-client), on one registry per process.
 
 Every label has a small closed set of values: ``state`` (:data:`~reconciler.agent.status.STATES`),
 ``kind`` (the five resource kinds), ``cause`` (``api``: an advisory named who did it;
 ``unknown``: found by a plan, nobody named; ``commit``: a resource the specs declare
 anew), ``type`` (four advisory types), ``outcome`` (``ok``/``error``), ``scope``
-(``full``/``targeted``). No resource,
-client or user name and no spec value is ever a label: they are in ``/status`` and the log.
+(``full``/``targeted``). An agent serving several environments of a project (``--all-envs``,
+``--env`` given more than once, ``--shard``) labels every series with ``env`` too (the
+project file's environment names: a set the repository fixes); one serving a single
+target has no ``env`` label, as before. No resource, client or user name and no spec
+value is ever a label: they are in ``/status`` and the log.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -21,64 +25,121 @@ _BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 
 
 
 class Metrics:
-    """One registry per agent; :meth:`text` is the ``/metrics`` body."""
+    """One registry per process; :meth:`text` is the ``/metrics`` body, :meth:`of` the
+    series of one environment. ``by_env``: every series carries an ``env`` label."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, by_env: bool = False) -> None:
         self.registry = CollectorRegistry()
-        r = self.registry
+        self.by_env = by_env
+        r, env = self.registry, ["env"] if by_env else []
         self.resources = Gauge(
-            "reconcile_resources", "Resources by state and kind.", ["state", "kind"], registry=r
+            "reconcile_resources",
+            "Resources by state and kind.",
+            [*env, "state", "kind"],
+            registry=r,
         )
         self.last_success = Gauge(
             "reconcile_last_successful_plan_timestamp_seconds",
             "When the last plan succeeded (Unix time).",
+            env,
             registry=r,
         )
         self.drift_events = Counter(
             "reconcile_drift_events",
             "Resources found away from the specs, by cause.",
-            ["cause"],
+            [*env, "cause"],
             registry=r,
         )
         self.heals = Counter(
-            "reconcile_heals_applied", "Steps a heal applied, by kind.", ["kind"], registry=r
+            "reconcile_heals_applied", "Steps a heal applied, by kind.", [*env, "kind"], registry=r
         )
         self.refused = Counter(
             "reconcile_steps_refused",
             "Steps a heal left to a person (counted when first refused), by action.",
-            ["action"],
+            [*env, "action"],
             registry=r,
         )
         self.plan_seconds = Histogram(
             "reconcile_plan_duration_seconds",
             "Plan time: full (the whole account), targeted (the streams an advisory named).",
-            ["scope"],
+            [*env, "scope"],
             buckets=_BUCKETS,
             registry=r,
         )
         self.apply_seconds = Histogram(
             "reconcile_apply_duration_seconds",
             "Heal time (lock, re-plan and steps).",
+            env,
             buckets=_BUCKETS,
             registry=r,
         )
         self.advisories = Counter(
-            "reconcile_advisories", "Advisories received, by type.", ["type"], registry=r
+            "reconcile_advisories", "Advisories received, by type.", [*env, "type"], registry=r
         )
-        self.cycles = Counter("reconcile_cycles", "Cycles, by outcome.", ["outcome"], registry=r)
+        self.cycles = Counter(
+            "reconcile_cycles", "Cycles, by outcome.", [*env, "outcome"], registry=r
+        )
         self.git_head_age = Gauge(
             "reconcile_git_head_age_seconds",
             "Age of the planned commit (its committer time); 0 without --git.",
+            env,
             registry=r,
         )
         self.connected = Gauge(
-            "reconcile_connected", "1 while connected to the server.", registry=r
+            "reconcile_connected", "1 while connected to the server.", env, registry=r
         )
         self.advisories_subscribed = Gauge(
             "reconcile_advisories_subscribed",
             "1 while advisories arrive; 0: polling at --interval only.",
+            env,
             registry=r,
         )
+
+    def of(self, env: str | None) -> EnvironmentMetrics:
+        """The series of environment ``env`` (None: the only target, no ``env`` label)."""
+        return EnvironmentMetrics(self, env if self.by_env else None)
+
+    def text(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _Bound:
+    """A labelled family with the ``env`` label filled in."""
+
+    def __init__(self, family: Any, env: str) -> None:
+        self._family = family
+        self._env = env
+
+    def labels(self, *values: str) -> Any:
+        return self._family.labels(self._env, *values)
+
+
+class EnvironmentMetrics:
+    """One environment's series, with the same names as :class:`Metrics`' families: a
+    labelled family answers ``labels(...)`` (``env`` filled in), an unlabelled one is the
+    series itself (``set``, ``observe``)."""
+
+    def __init__(self, metrics: Metrics, env: str | None) -> None:
+        self.registry = metrics.registry
+
+        def family(metric: Any) -> Any:
+            return metric if env is None else _Bound(metric, env)
+
+        def series(metric: Any) -> Any:
+            return metric if env is None else metric.labels(env)
+
+        self.resources = family(metrics.resources)
+        self.drift_events = family(metrics.drift_events)
+        self.heals = family(metrics.heals)
+        self.refused = family(metrics.refused)
+        self.plan_seconds = family(metrics.plan_seconds)
+        self.advisories = family(metrics.advisories)
+        self.cycles = family(metrics.cycles)
+        self.last_success = series(metrics.last_success)
+        self.apply_seconds = series(metrics.apply_seconds)
+        self.git_head_age = series(metrics.git_head_age)
+        self.connected = series(metrics.connected)
+        self.advisories_subscribed = series(metrics.advisories_subscribed)
         for state in STATES:
             for kind in KINDS:
                 self.resources.labels(state, kind).set(0)
@@ -93,6 +154,3 @@ class Metrics:
             found[(resource.state, resource.ref.kind)] += 1
         for (state, kind), n in found.items():
             self.resources.labels(state, kind).set(n)
-
-    def text(self) -> bytes:
-        return generate_latest(self.registry)

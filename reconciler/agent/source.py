@@ -7,6 +7,8 @@ the head commit's tree into ``trees/<commit>/`` there (regular files only: symbo
 links and submodules are left out, so nothing outside the checkout is ever read). Each
 cycle plans that tree, and every report names the commit. A fetch that fails keeps the
 last commit (said in the log); the previous tree is kept until a newer one is written.
+:class:`SharedCheckout` lets several environments plan one branch: one fetch at a time for
+all of them, each environment's request made from the same checked-out tree.
 """
 
 from __future__ import annotations
@@ -58,8 +60,13 @@ async def in_daemon_thread(work: Callable[[], _T]) -> _T:
 
 
 class Source(Protocol):
-    commit: str | None
-    committed_at: float | None  # Unix time of the commit (its committer time)
+    @property
+    def commit(self) -> str | None: ...
+
+    @property
+    def committed_at(self) -> float | None:
+        """Unix time of the commit (its committer time)."""
+        ...
 
     async def refresh(self) -> bool:
         """Look for a newer commit; True when one was found (and checked out)."""
@@ -138,9 +145,14 @@ class GitSource:
         return True
 
     def request(self) -> PlanRequest:
+        return self._make(self.tree)
+
+    @property
+    def tree(self) -> Path:
+        """The checked-out tree of the last commit fetched."""
         if self._tree is None:
             raise ReconcileError(f"no commit of {self.shown_url} {self.ref} fetched yet")
-        return self._make(self._tree)
+        return self._tree
 
     # -- dulwich, in a thread ------------------------------------------------------------
     def _repo(self) -> Any:
@@ -216,3 +228,54 @@ def _write_tree(repo: Any, tree_id: bytes, folder: Path) -> None:
         elif stat.S_ISREG(entry.mode):
             (folder / name).write_bytes(repo[entry.sha].data)
         # symbolic links and submodules: left out
+
+
+class SharedCheckout:
+    """One branch planned by several environments (``watch --all-envs --git``): one fetch
+    at a time into the one clone, and none within :data:`FETCH_GAP` seconds of the last
+    (every environment polls; one fetch answers them all)."""
+
+    FETCH_GAP = 1.0
+
+    def __init__(self, source: GitSource) -> None:
+        self.source = source
+        self._fetch: asyncio.Future[bool] | None = None
+        self._started = -self.FETCH_GAP
+
+    async def refresh(self) -> None:
+        loop = asyncio.get_running_loop()
+        done = self._fetch is None or self._fetch.done()
+        if done and loop.time() - self._started >= self.FETCH_GAP:
+            self._started = loop.time()
+            self._fetch = asyncio.ensure_future(self.source.refresh())
+        assert self._fetch is not None
+        await asyncio.shield(self._fetch)
+
+    def view(self, make: MakeRequest) -> CheckoutView:
+        """The source of one environment: ``make(tree)`` its request."""
+        return CheckoutView(self, make)
+
+
+class CheckoutView:
+    """One environment's view of a :class:`SharedCheckout`."""
+
+    def __init__(self, shared: SharedCheckout, make: MakeRequest) -> None:
+        self._shared = shared
+        self._make = make
+        self._seen: str | None = None
+
+    @property
+    def commit(self) -> str | None:
+        return self._shared.source.commit
+
+    @property
+    def committed_at(self) -> float | None:
+        return self._shared.source.committed_at
+
+    async def refresh(self) -> bool:
+        await self._shared.refresh()
+        new, self._seen = self.commit != self._seen, self.commit
+        return new
+
+    def request(self) -> PlanRequest:
+        return self._make(self._shared.source.tree)

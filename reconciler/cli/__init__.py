@@ -100,6 +100,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "reconcile watch --env prod --mode heal --log-format json --listen 0.0.0.0:9464",
         "reconcile watch specs/ --git https://git.example/infra.git --ref main --mode heal",
         "reconcile watch specs/ --once   # cron: exit 0 in sync, 2 drift, 3 denied, 1 error",
+        "reconcile watch --all-envs --mode heal      # every environment of reconcile.yaml",
+        "reconcile watch --shard 1/3 --mode heal     # a third of them (RECONCILE_SHARD)",
     ),
 }
 

@@ -5,7 +5,8 @@ second of an advisory naming a resource, and as soon as a new commit of ``--git`
 seen; ``--mode heal`` applies what is safe (creates, updates that delete nothing) and
 reports the rest as needing a person. Serves ``/metrics``, ``/healthz``, ``/readyz`` and
 ``/status`` on ``--listen``. ``--once``: one cycle, exit 0 in sync (or healed), 2 drift
-remains, 1 error.
+remains, 1 error. ``--all-envs``, ``--env`` given more than once, or ``--shard I/N``
+watch a project's environments from one process (docs/agent.md#many-environments).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import signal
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -24,12 +26,15 @@ from reconciler.cli.options import (
     connection_options,
     owner_option,
     policy_option,
-    project_options,
+    project_file_option,
     resolve_target,
 )
 
 if TYPE_CHECKING:
-    from reconciler.agent.loop import Agent
+    from reconciler.agent.logs import Log
+    from reconciler.agent.loop import Agent, WatchSettings
+    from reconciler.agent.shards import Shard
+    from reconciler.agent.source import GitSource, MakeRequest, Source
     from reconciler.execution.requests import PlanRequest
 
 
@@ -50,6 +55,25 @@ class Listen(click.ParamType[tuple[str, int] | None]):
         if not host or not port.isdigit() or int(port) > 65535:
             self.fail(f"{text!r} is not HOST:PORT (127.0.0.1:9464) nor 'off'", param, ctx)
         return host.strip("[]"), int(port)
+
+
+class ShardOption(click.ParamType["Shard | None"]):
+    """``I/N`` (I from 0), or ``POD-NAME-ORDINAL/N``: a StatefulSet pod's ordinal is I."""
+
+    name = "I/N"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> Shard | None:
+        from reconciler.agent.shards import Shard, parse_shard
+        from reconciler.errors import ReconcileError
+
+        if value is None or isinstance(value, Shard):
+            return value
+        try:
+            return parse_shard(str(value))
+        except ReconcileError as err:
+            self.fail(str(err), param, ctx)
 
 
 def _inside(paths: tuple[Path, ...], what: str) -> None:
@@ -161,9 +185,33 @@ def _request_maker(
     show_default=True,
     help="How long a heal waits for the apply lock (an apply elsewhere holds it).",
 )
+@click.option(
+    "--env",
+    "env_names",
+    metavar="NAME",
+    multiple=True,
+    envvar="RECONCILE_ENV",
+    show_envvar=True,
+    help="The project's environment to watch (instead of PATHS and connection flags); "
+    "more than once: each of them, from this one process.",
+)
+@click.option(
+    "--all-envs",
+    is_flag=True,
+    help="Watch every environment of the project file, each with its own connection.",
+)
+@click.option(
+    "--shard",
+    type=ShardOption(),
+    envvar="RECONCILE_SHARD",
+    show_envvar=True,
+    help="Watch only this shard's share of the environments (0/2, 1/2; or a "
+    "StatefulSet pod's name: reconcile-watch-1/2): every agent of N computes the "
+    "same split from the names.",
+)
 @owner_option
 @policy_option
-@project_options
+@project_file_option
 @connection_options
 @click.pass_context
 def watch(
@@ -184,7 +232,9 @@ def watch(
     owner: str,
     policies: tuple[Path, ...],
     project_file: Path | None,
-    env_name: str | None,
+    env_names: tuple[str, ...],
+    all_envs: bool,
+    shard: Shard | None,
     **conn: Any,
 ) -> int:
     """Keep the server converged with the specs, and say who changed what.
@@ -192,11 +242,22 @@ def watch(
     PATHS are spec files or folders (with --git: inside the repository). Runs until
     SIGTERM or Ctrl-C; with --once, one cycle: exit 0 in sync (or healed), 2 when drift
     remains, 3 when a policy deny rule fails, 1 on error.
+
+    --all-envs, --env NAME more than once, or --shard I/N: the project's environments,
+    each with its own connection, lock, /status entry and `env` metric label.
     """
     from reconciler.agent.logs import Log
     from reconciler.agent.loop import Agent, WatchSettings
-    from reconciler.agent.source import FixedSource, GitSource, Source
+    from reconciler.agent.source import FixedSource, GitSource
 
+    names = tuple(dict.fromkeys(env_names))  # in order, each once
+    many = all_envs or shard is not None or len(names) > 1
+    if many and paths:
+        raise click.UsageError(
+            "--all-envs, --shard and several --env watch a project's environments: no PATHS"
+        )
+    if all_envs and names:
+        raise click.UsageError("give either --all-envs or --env, not both")
     if git_url:
         _inside(paths, "PATH")
         if project_file is not None:
@@ -205,14 +266,13 @@ def watch(
         for path in paths:
             if not path.exists():
                 raise click.BadParameter(f"{path} does not exist", param_hint="PATHS")
+    env_name = names[0] if names and not many else None
     make = _request_maker(ctx, paths, conn, owner, project_file, env_name, policies)
-    source: Source
+    git: GitSource | None = None
     if git_url:
         digest = hashlib.sha256(f"{git_url}\0{git_ref}".encode()).hexdigest()[:16]
         store = Path(conn.get("store") or DEFAULT_STORE)
-        source = GitSource(git_url, git_ref, git_cache or store / "git" / digest, make)
-    else:
-        source = FixedSource(make)
+        git = GitSource(git_url, git_ref, git_cache or store / "git" / digest, make)
     settings = WatchSettings(
         interval=interval,
         mode="heal" if mode == "heal" else "observe",
@@ -222,8 +282,17 @@ def watch(
         lock_timeout=lock_timeout,
         advisories=not no_advisories,
     )
-    agent = Agent(source, settings, Log("json" if log_format == "json" else "text"))
-    return asyncio.run(_run(agent))
+    log = Log("json" if log_format == "json" else "text")
+    if many:
+
+        def make_for(name: str) -> MakeRequest:
+            return cast(
+                "MakeRequest", _request_maker(ctx, (), conn, owner, project_file, name, policies)
+            )
+
+        return asyncio.run(_run_many(names, shard, git, make_for, settings, log, project_file))
+    source: Source = git if git is not None else FixedSource(make)
+    return asyncio.run(_run(Agent(source, settings, log)))
 
 
 async def _run(agent: Agent) -> int:
@@ -235,3 +304,77 @@ async def _run(agent: Agent) -> int:
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
+
+
+async def _run_many(
+    names: tuple[str, ...],
+    shard: Shard | None,
+    git: GitSource | None,
+    make_for: Callable[[str], MakeRequest],
+    settings: WatchSettings,
+    log: Log,
+    project_file: Path | None,
+) -> int:
+    """The project's environments (``names``, or all), this shard's share, each watched
+    with its own connection. With ``--git`` the project file is the first commit's."""
+    from reconciler.agent.loop import Agent
+    from reconciler.agent.source import FixedSource, SharedCheckout
+
+    root: Path | None = None
+    shared: SharedCheckout | None = None
+    if git is not None:
+        shared = SharedCheckout(git)
+        if not await _unless_signalled(shared.refresh()):  # the project file at the head
+            log.event("stopped")
+            return 0
+        root = git.tree
+    chosen = _environments(names, shard, root, project_file)
+    sources: dict[str, Source] = {}
+    for name in chosen:
+        make = make_for(name)
+        make(root)  # every environment's target resolved now: one broken stops the start
+        sources[name] = FixedSource(make) if shared is None else shared.view(make)
+    return await _run(Agent.serving(sources, settings, log, shard=shard))
+
+
+async def _unless_signalled(work: Awaitable[None]) -> bool:
+    """``work`` done (True), or given up on SIGTERM or SIGINT (False): a first fetch from a
+    git server that never answers never keeps the agent from stopping."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    task, halt = asyncio.ensure_future(work), asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, halt}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        halt.cancel()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+    if not task.done():
+        task.cancel()
+        return False
+    task.result()
+    return True
+
+
+def _environments(
+    names: tuple[str, ...], shard: Shard | None, root: Path | None, project_file: Path | None
+) -> list[str]:
+    """The environments named (all the project's when none is), then the shard's share."""
+    from reconciler.specs.project import PROJECT_FILE, find_project, load_project
+
+    if root is not None:
+        found: Path | None = root / (project_file or PROJECT_FILE)
+    else:
+        found = project_file or find_project()
+    if found is None or not found.is_file():
+        raise click.UsageError(
+            "--all-envs, --shard and several --env need a project file: reconcile.yaml or --project"
+        )
+    project = load_project(found)
+    known = list(project.environments)
+    for name in names:
+        project.environment(name)  # an unknown name: an error naming the known ones
+    chosen = list(names) or known
+    return chosen if shard is None else shard.select(chosen)

@@ -7,7 +7,11 @@ import asyncio
 import contextlib
 import io
 import json
-from collections.abc import AsyncIterator, Callable
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +20,10 @@ import nats
 from reconciler.agent.logs import Log
 from reconciler.agent.loop import Agent, WatchSettings
 from reconciler.agent.source import FixedSource, Source
+from reconciler.execution.environments import environment_target
 from reconciler.execution.requests import PlanRequest
 from reconciler.jetstream import ConnectionOptions
+from reconciler.specs.project import load_project
 
 #: How long a test waits for the agent to see something (a bound, never a measurement).
 PATIENCE = 30.0
@@ -41,21 +47,40 @@ def fixed_source(paths: list[Path], url: str) -> FixedSource:
     return FixedSource(lambda root: PlanRequest.of(paths, options))
 
 
+def project_sources(project: Path, base: ConnectionOptions | None = None) -> dict[str, FixedSource]:
+    """Each environment of the project file ``project`` as the CLI resolves it (its
+    server, overlays, the project's owner), planned as ``reconcile watch --all-envs`` does."""
+    loaded = load_project(project)
+    base = base or ConnectionOptions()
+
+    def source(name: str) -> FixedSource:
+        target = environment_target(loaded, name, base, loaded.owner or "default")
+        return FixedSource(lambda root: PlanRequest.for_target(target))
+
+    return {name: source(name) for name in loaded.environments}
+
+
 @contextlib.asynccontextmanager
 async def running_agent(
-    source: Source, *, mode: str = "heal", interval: float = 1.0, **settings: Any
+    source: Source | Mapping[str, Source],
+    *,
+    mode: str = "heal",
+    interval: float = 1.0,
+    **settings: Any,
 ) -> AsyncIterator[tuple[Agent, io.StringIO]]:
-    """The agent running in this loop (JSON log into a buffer), stopped at exit."""
+    """The agent running in this loop (JSON log into a buffer), stopped at exit; given
+    a mapping of environment names to sources, one agent serving them all."""
     log = io.StringIO()
-    agent = Agent(
-        source,
-        WatchSettings(
-            interval=interval,
-            mode="heal" if mode == "heal" else "observe",
-            listen=settings.pop("listen", ("127.0.0.1", 0)),
-            **settings,
-        ),
-        Log("json", log),
+    watch = WatchSettings(
+        interval=interval,
+        mode="heal" if mode == "heal" else "observe",
+        listen=settings.pop("listen", ("127.0.0.1", 0)),
+        **settings,
+    )
+    agent = (
+        Agent.serving(source, watch, Log("json", log))
+        if isinstance(source, Mapping)
+        else Agent(source, watch, Log("json", log))
     )
     task = asyncio.ensure_future(agent.run())
     try:
@@ -65,15 +90,36 @@ async def running_agent(
         await asyncio.wait_for(task, 15)
 
 
-def lines(log: io.StringIO) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in log.getvalue().splitlines() if line.strip()]
+def lines(log: io.StringIO | str) -> list[dict[str, Any]]:
+    """The JSON log's lines (a buffer, or the text an agent process wrote)."""
+    text = log if isinstance(log, str) else log.getvalue()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def changes(log: io.StringIO, resource: str, state: str) -> list[dict[str, Any]]:
+async def get(agent: Agent, path: str) -> tuple[int, bytes]:
+    """``GET path`` from the agent's HTTP listener: status and body."""
+    assert agent.http is not None
+    port = agent.http.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    await writer.drain()
+    raw = await reader.read()
+    writer.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+def changes(
+    log: io.StringIO, resource: str, state: str, env: str | None = None
+) -> list[dict[str, Any]]:
+    """The log's change lines of ``resource`` into ``state`` (of environment ``env``)."""
     return [
         line
         for line in lines(log)
-        if line["event"] == "change" and line["resource"] == resource and line["state"] == state
+        if line["event"] == "change"
+        and line["resource"] == resource
+        and line["state"] == state
+        and (env is None or line.get("env") == env)
     ]
 
 
@@ -92,8 +138,8 @@ async def until(check: Callable[[], Any], *, what: str, patience: float = PATIEN
 
 async def cycles_after(agent: Agent, n: int = 2) -> None:
     """Wait until ``n`` more cycles have finished."""
-    start = agent.cycles
-    await until(lambda: agent.cycles >= start + n, what=f"{n} more cycles")
+    start = agent.watch.cycles
+    await until(lambda: agent.watch.cycles >= start + n, what=f"{n} more cycles")
 
 
 class Other:
@@ -127,3 +173,30 @@ class Other:
     async def publish(self, subject: str, n: int) -> None:
         for i in range(n):
             await self.nc.request(subject, f"m{i}".encode(), timeout=5)
+
+
+def agent_process(args: list[str], *, cwd: Path, log: Path | None = None) -> subprocess.Popen[str]:
+    """``reconcile watch ARGS`` as its own process (no NATS_/RECONCILE_ variable of this
+    one leaks in); its log (standard error) into the file ``log``, else a pipe."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "RECONCILE_"))}
+    return subprocess.Popen(
+        [sys.executable, "-m", "reconciler", "watch", *args],
+        cwd=cwd,
+        env=environ,
+        stderr=subprocess.PIPE if log is None else log.open("w"),
+        text=True,
+    )
+
+
+def wait_for_line(
+    log: Path, check: Callable[[dict[str, Any]], Any], what: str, patience: float = 60.0
+) -> list[dict[str, Any]]:
+    """The lines of an agent process's JSON log (the file ``log``) that ``check`` accepts,
+    once there is one; fail naming ``what`` (and showing the log's end)."""
+    deadline = time.monotonic() + patience
+    while time.monotonic() < deadline:
+        found = [line for line in lines(log.read_text()) if check(line)]
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"gave up waiting: {what}\n{log.read_text()[-3000:]}")

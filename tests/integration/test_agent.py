@@ -30,7 +30,9 @@ def test_drift_by_another_client_is_healed_and_says_who(
         ):
             await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
             await until(
-                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                lambda: (
+                    agent.watch.known and all(s == "in_sync" for s in agent.watch.known.values())
+                ),
                 what="in sync",
             )
             await alice.publish("orders.new", 10)
@@ -74,7 +76,7 @@ def test_a_stream_deleted_out_of_band_is_created_again_naming_who_and_what_went(
             await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
             await bob.publish("orders.new", 7)
             await until(
-                lambda: getattr(agent.streams.get("ORDERS"), "messages", 0) == 7,
+                lambda: getattr(agent.watch.streams.get("ORDERS"), "messages", 0) == 7,
                 what="a cycle that read the 7 messages",
             )
             await bob.api("STREAM.DELETE.ORDERS")
@@ -234,7 +236,7 @@ def test_a_targeted_re_plan_reads_spec_files_changed_since_the_full_one(
             assert "description" in healed[0]["fields"]
             live = (await alice.info("ORDERS"))["config"]
             assert (live["description"], live["max_msgs"]) == ("edited", 1000)
-            assert agent.cycles == 2  # one full plan, one targeted: no interval between
+            assert agent.watch.cycles == 2  # one full plan, one targeted: no interval between
 
     run(scenario())
 
@@ -285,6 +287,6 @@ def test_a_consumer_changed_by_another_client_is_healed_and_says_who(
             assert healed[0]["fields"] == ["max_ack_pending"]
             again = await ops.api("CONSUMER.INFO.ORDERS.worker")
             assert again["config"]["max_ack_pending"] == 1000
-            assert agent.cycles == 2  # the audit alone woke it: no interval passed
+            assert agent.watch.cycles == 2  # the audit alone woke it: no interval passed
 
     run(scenario())

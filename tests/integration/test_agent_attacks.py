@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
+import signal
 import socketserver
 import threading
 from http import HTTPStatus
@@ -14,15 +15,24 @@ from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIServer, make_server
 
-from agent_harness import ORDERS, Other, changes, fixed_source, lines, running_agent, until
+from agent_harness import (
+    ORDERS,
+    Other,
+    agent_process,
+    changes,
+    fixed_source,
+    lines,
+    running_agent,
+    until,
+)
 from dulwich import porcelain
 from dulwich.repo import Repo
 from dulwich.server import DictBackend
 from dulwich.web import make_wsgi_chain
 from servers import NatsServer, write
-from test_agent_git import NEW_STREAM, _commit, origin, specs_source
+from test_agent_git import NEW_STREAM, origin, push_commit, specs_source
 
-from reconciler.agent import loop
+from reconciler.agent import commits, listener
 from reconciler.agent.source import FixedSource, GitSource
 from reconciler.errors import ReconcileError
 from reconciler.execution import lock
@@ -49,21 +59,26 @@ def test_a_forged_advisory_naming_an_impossible_stream_is_ignored(
             Other.connect(clean_server.url, name="mallory") as mallory,
         ):
             await until(
-                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                lambda: (
+                    agent.watch.known and all(s == "in_sync" for s in agent.watch.known.values())
+                ),
                 what="in sync",
             )
             for name in ("A B", "bad\r\nPUB x 1", ">", "*", "x" * 300):
-                before = agent.cycles
+                before = agent.watch.cycles
                 subject = "$JS.EVENT.ADVISORY.STREAM.UPDATED.X"
                 await mallory.nc.publish(subject, _stream_action(name))
                 await mallory.nc.flush()
-                await until(lambda b=before: agent.cycles > b, what=f"a cycle after {name!r}")
+                await until(lambda b=before: agent.watch.cycles > b, what=f"a cycle after {name!r}")
             await mallory.publish("orders.new", 3)
             config = (await mallory.info("ORDERS"))["config"]
             config.update(description="changed by hand")
             await mallory.api("STREAM.UPDATE.ORDERS", config)
-            await until(lambda: agent.known.get(next(iter(agent.known))) == "healed", what="healed")
-            assert agent.connected and agent.last is not None and agent.last.ok
+            await until(
+                lambda: agent.watch.known.get(next(iter(agent.watch.known))) == "healed",
+                what="healed",
+            )
+            assert agent.watch.connected and agent.watch.last is not None and agent.watch.last.ok
             live = (await mallory.info("ORDERS"))["config"]
             assert live["description"] == "orders as declared"  # healed: the agent runs
             assert await mallory.messages("ORDERS") == 3
@@ -75,7 +90,7 @@ def test_a_flood_of_advisories_is_one_full_plan_not_a_plan_per_name(
     clean_server: NatsServer, tmp_path: Path, run
 ) -> None:
     """Thousands of names forged in one burst: the names kept are bounded
-    (loop.MAX_PENDING) and the cycle is one full plan of the account, not a targeted
+    (listener.MAX_PENDING) and the cycle is one full plan of the account, not a targeted
     plan of every forged name; the declared stream keeps its messages."""
     specs = write(tmp_path, ORDERS)
 
@@ -88,13 +103,15 @@ def test_a_flood_of_advisories_is_one_full_plan_not_a_plan_per_name(
             Other.connect(clean_server.url, name="mallory") as mallory,
         ):
             await until(
-                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                lambda: (
+                    agent.watch.known and all(s == "in_sync" for s in agent.watch.known.values())
+                ),
                 what="in sync",
             )
             await mallory.publish("orders.new", 4)
             sample = agent.metrics.registry.get_sample_value
             full = sample("reconcile_plan_duration_seconds_count", {"scope": "full"})
-            burst = 3 * loop.MAX_PENDING
+            burst = 3 * listener.MAX_PENDING
             for i in range(burst):
                 await mallory.nc.publish(
                     f"$JS.EVENT.ADVISORY.STREAM.UPDATED.F{i}", _stream_action(f"F{i}")
@@ -108,9 +125,9 @@ def test_a_flood_of_advisories_is_one_full_plan_not_a_plan_per_name(
                 lambda: sample("reconcile_plan_duration_seconds_count", {"scope": "full"}) > full,
                 what="a full plan after the burst",
             )
-            assert len(agent.pending) <= loop.MAX_PENDING + 1
-            assert agent.last is not None and agent.last.ok
-            assert {r.ref.stream_name for r in agent.last.resources} == {"ORDERS"}
+            assert len(agent.watch.listener.pending) <= listener.MAX_PENDING + 1
+            assert agent.watch.last is not None and agent.watch.last.ok
+            assert {r.ref.stream_name for r in agent.watch.last.resources} == {"ORDERS"}
             assert await mallory.messages("ORDERS") == 4
 
     run(scenario())
@@ -150,19 +167,21 @@ def test_a_targeted_heal_never_applies_what_the_full_plan_denies(
             Other.connect(clean_server.url) as alice,
         ):
             await until(
-                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                lambda: (
+                    agent.watch.known and all(s == "in_sync" for s in agent.watch.known.values())
+                ),
                 what="ORDERS created",
             )
             await alice.publish("orders.new", 5)
             write(folder, UNSIZED, "big.yaml")
-            before = agent.cycles
+            before = agent.watch.cycles
             config = (await alice.info("ORDERS"))["config"]
             config.update(description="changed by hand")
             await alice.api("STREAM.UPDATE.ORDERS", config)
-            await until(lambda: agent.cycles > before, what="the advisory's cycle")
+            await until(lambda: agent.watch.cycles > before, what="the advisory's cycle")
             live = (await alice.info("ORDERS"))["config"]
             assert live["description"] == "changed by hand"  # the full plan is denied
-            assert agent.last is not None and not agent.last.ok
+            assert agent.watch.last is not None and not agent.watch.last.ok
             assert await alice.messages("ORDERS") == 5
             assert "BIG" not in [name async for name in _names(alice)]
 
@@ -195,7 +214,9 @@ def test_a_heal_lossless_when_planned_but_lossy_under_the_lock_is_never_applied(
         ):
             await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
             await until(
-                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                lambda: (
+                    agent.watch.known and all(s == "in_sync" for s in agent.watch.known.values())
+                ),
                 what="in sync",
             )
             async with open_client(options) as holder, lock.for_apply(holder, timeout=5):
@@ -275,7 +296,9 @@ def test_http_clients_that_never_finish_block_neither_the_endpoints_nor_the_cycl
             Other.connect(clean_server.url) as alice,
         ):
             await until(
-                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                lambda: (
+                    agent.watch.known and all(s == "in_sync" for s in agent.watch.known.values())
+                ),
                 what="in sync",
             )
             assert agent.http is not None
@@ -293,7 +316,10 @@ def test_http_clients_that_never_finish_block_neither_the_endpoints_nor_the_cycl
             config = (await alice.info("ORDERS"))["config"]
             config.update(description="changed by hand")
             await alice.api("STREAM.UPDATE.ORDERS", config)
-            await until(lambda: agent.known.get(next(iter(agent.known))) == "healed", what="healed")
+            await until(
+                lambda: agent.watch.known.get(next(iter(agent.watch.known))) == "healed",
+                what="healed",
+            )
             assert await alice.messages("ORDERS") == 2
             for _, writer in idle:
                 writer.close()
@@ -310,7 +336,7 @@ def test_a_heal_never_applies_a_commit_older_than_the_branch_head_under_the_lock
     PAYMENTS again, which the branch head no longer declares (an orphan a person must
     delete). It looks at the branch head under the lock and applies nothing."""
     bare, work = origin(tmp_path)
-    _commit(work, bare, {"specs/orders.yaml": ORDERS, "specs/payments.yaml": NEW_STREAM}, "A")
+    push_commit(work, bare, {"specs/orders.yaml": ORDERS, "specs/payments.yaml": NEW_STREAM}, "A")
     options = ConnectionOptions(servers=clean_server.url)
 
     source = specs_source(f"file://{bare}", tmp_path, options)
@@ -321,7 +347,9 @@ def test_a_heal_never_applies_a_commit_older_than_the_branch_head_under_the_lock
             Other.connect(clean_server.url) as alice,
         ):
             await until(
-                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                lambda: (
+                    agent.watch.known and all(s == "in_sync" for s in agent.watch.known.values())
+                ),
                 what="ORDERS and PAYMENTS created",
             )
             async with open_client(options) as holder, lock.for_apply(holder, timeout=5):
@@ -335,11 +363,11 @@ def test_a_heal_never_applies_a_commit_older_than_the_branch_head_under_the_lock
                     str(work), message=b"B", author=b"t <t@e>", committer=b"t <t@e>"
                 )
                 porcelain.push(str(work), str(bare), b"HEAD:refs/heads/main")
-                before = agent.cycles
-            await until(lambda: agent.cycles > before, what="the heal's cycle")
+                before = agent.watch.cycles
+            await until(lambda: agent.watch.cycles > before, what="the heal's cycle")
             assert source.commit == bytes(head).decode()
             await until(
-                lambda: agent.last is not None and agent.last.commit == source.commit,
+                lambda: agent.watch.last is not None and agent.watch.last.commit == source.commit,
                 what="commit B planned at once",
                 patience=10.0,
             )
@@ -388,7 +416,10 @@ def test_a_heal_that_loses_the_lease_stops_the_heal_not_the_agent(
                 assert not agent.stop.is_set(), "the agent stopped"
                 await thief.nc.publish(subject, b"", headers={"KV-Operation": "DEL"})
                 await until(
-                    lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                    lambda: (
+                        agent.watch.known
+                        and all(s == "in_sync" for s in agent.watch.known.values())
+                    ),
                     what="every stream created by a later heal",
                 )
             names = [name async for name in _names(thief)]
@@ -403,7 +434,7 @@ def test_a_commit_with_invalid_specs_is_reported_and_nothing_is_healed(
     """Commit B breaks orders.yaml: each cycle is an error naming the file and line; a
     change made meanwhile is healed neither to B (invalid) nor back to A (not the head)."""
     bare, work = origin(tmp_path)
-    _commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
+    push_commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
     options = ConnectionOptions(servers=clean_server.url)
 
     source = specs_source(f"file://{bare}", tmp_path, options)
@@ -414,24 +445,30 @@ def test_a_commit_with_invalid_specs_is_reported_and_nothing_is_healed(
             Other.connect(clean_server.url) as alice,
         ):
             await until(
-                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                lambda: (
+                    agent.watch.known and all(s == "in_sync" for s in agent.watch.known.values())
+                ),
                 what="ORDERS created",
             )
             broken = ORDERS.replace("max_msgs: 1000", "max_msgs: lots")
-            head = _commit(work, bare, {"specs/orders.yaml": broken}, "B")
+            head = push_commit(work, bare, {"specs/orders.yaml": broken}, "B")
             await until(
-                lambda: agent.last is not None and agent.last.commit == head and not agent.last.ok,
+                lambda: (
+                    agent.watch.last is not None
+                    and agent.watch.last.commit == head
+                    and not agent.watch.last.ok
+                ),
                 what="commit B's cycle failed",
             )
-            assert agent.last is not None and agent.last.error is not None
-            assert "orders.yaml:4" in agent.last.error, agent.last.error
+            assert agent.watch.last is not None and agent.watch.last.error is not None
+            assert "orders.yaml:4" in agent.watch.last.error, agent.watch.last.error
             await alice.publish("orders.new", 3)
             config = (await alice.info("ORDERS"))["config"]
             config.update(description="changed by hand")
             await alice.api("STREAM.UPDATE.ORDERS", config)
-            start = agent.cycles
-            await until(lambda: agent.cycles >= start + 3, what="3 more cycles")
-            assert not agent.last.ok
+            start = agent.watch.cycles
+            await until(lambda: agent.watch.cycles >= start + 3, what="3 more cycles")
+            assert not agent.watch.last.ok
             assert (await alice.info("ORDERS"))["config"]["description"] == "changed by hand"
             assert await alice.messages("ORDERS") == 3
             assert not any("Traceback" in (line.get("message") or "") for line in lines(log))
@@ -446,7 +483,7 @@ def test_a_deleted_branch_is_said_in_status_and_the_last_commit_kept(
     the last commit it fetched, and /status says the fetch fails and since when (it said
     nothing: only a log line per poll)."""
     bare, work = origin(tmp_path)
-    first = _commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
+    first = push_commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
     options = ConnectionOptions(servers=clean_server.url)
 
     source = specs_source(f"file://{bare}", tmp_path, options)
@@ -457,7 +494,9 @@ def test_a_deleted_branch_is_said_in_status_and_the_last_commit_kept(
             Other.connect(clean_server.url) as alice,
         ):
             await until(
-                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                lambda: (
+                    agent.watch.known and all(s == "in_sync" for s in agent.watch.known.values())
+                ),
                 what="ORDERS created",
             )
             assert agent.status()["git"] == {"error": None, "failing_since": None}
@@ -471,7 +510,7 @@ def test_a_deleted_branch_is_said_in_status_and_the_last_commit_kept(
             await alice.publish("orders.new", 2)
             await alice.api("STREAM.DELETE.ORDERS")
             await until(
-                lambda: agent.known.get(next(iter(agent.known))) == "healed",
+                lambda: agent.watch.known.get(next(iter(agent.watch.known))) == "healed",
                 what="ORDERS created again from the last commit",
             )
             assert agent.status()["commit"] == first
@@ -485,30 +524,20 @@ def test_a_git_server_that_hangs_never_keeps_the_lock(
 ) -> None:
     """The heal fetches the branch under the apply lock: a git server that stops
     answering kept the fetch (and the lock) forever. The look is bounded
-    (loop.HEAD_CHECK_SECONDS): the heal goes on with the last commit fetched and releases
+    (commits.HEAD_CHECK_SECONDS): the heal goes on with the last commit fetched and releases
     the lock; a CLI apply takes it afterwards."""
-    monkeypatch.setattr(loop, "HEAD_CHECK_SECONDS", 1.0)
+    monkeypatch.setattr(commits, "HEAD_CHECK_SECONDS", 1.0)
     bare, work = origin(tmp_path)
-    _commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
-    hang = threading.Event()
-    release = threading.Event()
-    git_app = make_wsgi_chain(DictBackend({"/": Repo(str(bare))}))
-
-    def app(environ: Any, start_response: Any) -> Any:
-        if hang.is_set():
-            release.wait(60)
-        return git_app(environ, start_response)
-
-    server = make_server("127.0.0.1", 0, app, server_class=_ThreadingWSGIServer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    push_commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
+    git = HangingGit(bare)
+    hang, release = git.hang, git.release
     options = ConnectionOptions(servers=clean_server.url)
 
     def make(root: Path | None) -> PlanRequest:
         assert root is not None
         return PlanRequest.of([root / "specs"], options)
 
-    url = f"http://127.0.0.1:{server.server_address[1]}/"
-    source = GitSource(url, "main", tmp_path / "cache", make)
+    source = GitSource(git.url, "main", tmp_path / "cache", make)
 
     async def scenario() -> None:
         async with (
@@ -516,7 +545,9 @@ def test_a_git_server_that_hangs_never_keeps_the_lock(
             Other.connect(clean_server.url) as alice,
         ):
             await until(
-                lambda: agent.known and all(s == "in_sync" for s in agent.known.values()),
+                lambda: (
+                    agent.watch.known and all(s == "in_sync" for s in agent.watch.known.values())
+                ),
                 what="ORDERS created",
             )
             hang.set()
@@ -538,12 +569,34 @@ def test_a_git_server_that_hangs_never_keeps_the_lock(
     try:
         run(scenario())
     finally:
-        release.set()
-        server.shutdown()
+        git.close()
 
 
 class _ThreadingWSGIServer(socketserver.ThreadingMixIn, WSGIServer):
     daemon_threads = True
+
+
+class HangingGit:
+    """The bare repository ``bare`` over HTTP (dulwich's smart HTTP), which stops
+    answering while ``hang`` is set (until ``release``); ``entered``: a request hung."""
+
+    def __init__(self, bare: Path) -> None:
+        self.hang, self.entered, self.release = (threading.Event() for _ in range(3))
+        git_app = make_wsgi_chain(DictBackend({"/": Repo(str(bare))}))
+
+        def app(environ: Any, start_response: Any) -> Any:
+            if self.hang.is_set():
+                self.entered.set()
+                self.release.wait(60)
+            return git_app(environ, start_response)
+
+        self.server = make_server("127.0.0.1", 0, app, server_class=_ThreadingWSGIServer)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
 
 
 def test_sigterm_during_a_hung_git_fetch_still_stops_the_agent(
@@ -558,19 +611,9 @@ def test_sigterm_during_a_hung_git_fetch_still_stops_the_agent(
     import sys
 
     bare, work = origin(tmp_path)
-    _commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
-    hang, entered, release = threading.Event(), threading.Event(), threading.Event()
-    git_app = make_wsgi_chain(DictBackend({"/": Repo(str(bare))}))
-
-    def app(environ: Any, start_response: Any) -> Any:
-        if hang.is_set():
-            entered.set()
-            release.wait(60)
-        return git_app(environ, start_response)
-
-    server = make_server("127.0.0.1", 0, app, server_class=_ThreadingWSGIServer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    push_commit(work, bare, {"specs/orders.yaml": ORDERS}, "A")
+    git = HangingGit(bare)
+    url = git.url
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "RECONCILE_"))}
     argv = [sys.executable, "-m", "reconciler", "watch", "specs", "--git", url, "--ref", "main"]
     argv += ["--git-poll", "1s", "--interval", "1s", "--server", clean_server.url]
@@ -581,14 +624,38 @@ def test_sigterm_during_a_hung_git_fetch_still_stops_the_agent(
         for line in agent.stderr:
             if '"event": "cycle"' in line:
                 break
-        hang.set()
-        assert entered.wait(30), "the agent never fetched again"
+        git.hang.set()
+        assert git.entered.wait(30), "the agent never fetched again"
         agent.send_signal(signal.SIGTERM)
         _, rest = agent.communicate(timeout=5)  # systemd's and Kubernetes' patience, shortened
     finally:
-        release.set()
         if agent.poll() is None:
             agent.kill()
-        server.shutdown()
+        git.close()
     assert agent.returncode == 0, rest
     assert '"event": "stopped"' in rest
+
+
+def test_sigterm_during_the_first_fetch_of_every_environment_stops_the_agent(
+    tmp_path: Path,
+) -> None:
+    """``watch --git --all-envs`` reads the environments from the branch head before it
+    serves any: SIGTERM while that first fetch hangs still ends the agent, exit 0."""
+    bare, work = origin(tmp_path)
+    project = "owner: shop\nspecs: [specs]\nenvironments:\n  dev: {servers: nats://127.0.0.1:1}\n"
+    push_commit(work, bare, {"reconcile.yaml": project, "specs/orders.yaml": ORDERS}, "A")
+    git = HangingGit(bare)
+    git.hang.set()
+    agent = agent_process(
+        ["--git", git.url, "--all-envs", "--listen", "off", "--log-format", "json"], cwd=tmp_path
+    )
+    try:
+        assert git.entered.wait(30), "the agent never fetched"
+        agent.send_signal(signal.SIGTERM)
+        _, rest = agent.communicate(timeout=5)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+        git.close()
+    assert agent.returncode == 0, rest
+    assert '"event": "stopped"' in rest and "Traceback" not in rest

@@ -17,7 +17,7 @@ from reconciler.jetstream import ConnectionOptions
 NEW_STREAM = 'kind: Stream\nname: PAYMENTS\nsubjects: ["payments.>"]\n'
 
 
-def _commit(work: Path, bare: Path, files: dict[str, str], message: str) -> str:
+def push_commit(work: Path, bare: Path, files: dict[str, str], message: str) -> str:
     for name, text in files.items():
         path = work / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -52,7 +52,7 @@ def test_a_pushed_commit_is_planned_and_healed(
     clean_server: NatsServer, tmp_path: Path, run: Any
 ) -> None:
     bare, work = origin(tmp_path)
-    first = _commit(work, bare, {"specs/orders.yaml": ORDERS}, "orders")
+    first = push_commit(work, bare, {"specs/orders.yaml": ORDERS}, "orders")
     options = ConnectionOptions(servers=clean_server.url)
 
     source = specs_source(f"file://{bare}", tmp_path, options)
@@ -66,13 +66,13 @@ def test_a_pushed_commit_is_planned_and_healed(
                 lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created"
             )
             assert created[0]["commit"] == first
-            second = _commit(work, bare, {"specs/payments.yaml": NEW_STREAM}, "payments")
+            second = push_commit(work, bare, {"specs/payments.yaml": NEW_STREAM}, "payments")
             payments = await until(
                 lambda: changes(log, "Stream PAYMENTS", "healed"), what="PAYMENTS created"
             )
             assert payments[0]["commit"] == second
             assert agent.status()["commit"] == second
-            assert agent.last is not None and agent.last.commit == second
+            assert agent.watch.last is not None and agent.watch.last.commit == second
             async with Other.connect(clean_server.url) as alice:
                 assert (await alice.info("PAYMENTS"))["config"]["subjects"] == ["payments.>"]
             assert agent.metrics.git_head_age._value.get() >= 0

@@ -5,34 +5,28 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from agent_harness import ORDERS, Other, changes, cycles_after, fixed_source, running_agent, until
+from agent_harness import (
+    ORDERS,
+    Other,
+    agent_process,
+    changes,
+    cycles_after,
+    fixed_source,
+    get,
+    running_agent,
+    until,
+)
 from cli_runner import reconcile
 from prometheus_client.parser import text_string_to_metric_families
 from servers import NatsServer, write
 
-from reconciler.agent.loop import Agent
 from reconciler.execution import run as engine
 from reconciler.jetstream import ConnectionOptions
-
-
-async def _get(agent: Agent, path: str) -> tuple[int, bytes]:
-    assert agent.http is not None
-    port = agent.http.sockets[0].getsockname()[1]
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-    await writer.drain()
-    raw = await reader.read()
-    writer.close()
-    head, _, body = raw.partition(b"\r\n\r\n")
-    return int(head.split()[1]), body
 
 
 def test_metrics_parse_and_status_names_every_resource(
@@ -47,7 +41,7 @@ def test_metrics_parse_and_status_names_every_resource(
         ):
             await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
             await cycles_after(agent, 1)
-            code, body = await _get(agent, "/metrics")
+            code, body = await get(agent, "/metrics")
             assert code == 200
             families = {f.name: f for f in text_string_to_metric_families(body.decode())}
             for name in (
@@ -74,14 +68,14 @@ def test_metrics_parse_and_status_names_every_resource(
             labels = {k for f in families.values() for s in f.samples for k in s.labels}
             assert labels <= {"state", "kind", "cause", "type", "outcome", "le", "action", "scope"}
 
-            assert (await _get(agent, "/healthz"))[0] == 200
-            assert (await _get(agent, "/readyz"))[0] == 200
-            code, body = await _get(agent, "/status")
+            assert (await get(agent, "/healthz"))[0] == 200
+            assert (await get(agent, "/readyz"))[0] == 200
+            code, body = await get(agent, "/status")
             status = json.loads(body)
             names = {r["name"]: r["state"] for r in status["last_cycle"]["resources"]}
             assert names == {"ORDERS": "in_sync", "worker": "in_sync"}
             assert status["connected"] and status["advisories"] == "subscribed"
-            assert (await _get(agent, "/nothing"))[0] == 404
+            assert (await get(agent, "/nothing"))[0] == 404
 
     run(scenario())
 
@@ -96,10 +90,10 @@ def test_the_agent_reconnects_after_a_server_restart_and_heals_again(
         async with running_agent(fixed_source([specs], server.url), mode="heal") as (agent, log):
             await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
             await asyncio.to_thread(server.kill)
-            await until(lambda: not agent.connected, what="the agent sees the server gone")
-            assert (await _get(agent, "/readyz"))[0] == 503
+            await until(lambda: not agent.watch.connected, what="the agent sees the server gone")
+            assert (await get(agent, "/readyz"))[0] == 503
             await asyncio.to_thread(server.start)
-            await until(lambda: agent.connected, what="the agent connected again")
+            await until(lambda: agent.watch.connected, what="the agent connected again")
             async with Other.connect(server.url) as alice:
                 await alice.api("STREAM.DELETE.ORDERS")
             again = await until(
@@ -152,7 +146,7 @@ def test_an_account_without_advisory_permission_says_so_and_polls(
     async def scenario() -> None:
         async with running_agent(fixed_source([specs], url), mode="heal") as (agent, log):
             await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
-            assert agent.advisories_state.startswith("denied")
+            assert agent.watch.listener.state.startswith("denied")
             assert agent.metrics.advisories_subscribed._value.get() == 0
             assert "secret-pw" not in log.getvalue()
             notices = [line for line in log.getvalue().splitlines() if "may not subscribe" in line]
@@ -167,18 +161,10 @@ def test_an_account_without_advisory_permission_says_so_and_polls(
     run(scenario())
 
 
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "RECONCILE_"))}
-
-
 def test_sigterm_stops_the_agent_cleanly(clean_server: NatsServer, tmp_path: Path) -> None:
     write(tmp_path, ORDERS)
-    agent = subprocess.Popen(
+    agent = agent_process(
         [
-            sys.executable,
-            "-m",
-            "reconciler",
-            "watch",
             "specs.yaml",
             "--server",
             clean_server.url,
@@ -192,9 +178,6 @@ def test_sigterm_stops_the_agent_cleanly(clean_server: NatsServer, tmp_path: Pat
             "json",
         ],
         cwd=tmp_path,
-        env=_env(),
-        stderr=subprocess.PIPE,
-        text=True,
     )
     try:
         assert agent.stderr is not None

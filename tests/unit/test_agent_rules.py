@@ -119,8 +119,8 @@ def test_failures_back_off_exponentially_up_to_the_interval() -> None:
     )
     waits = []
     for failures in range(1, 7):
-        agent.failures = failures
-        waits.append(agent._backoff())
+        agent.watch.failures = failures
+        waits.append(agent.watch._backoff())
     assert waits == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
 
 
@@ -129,3 +129,33 @@ def test_a_git_url_never_shows_its_credentials() -> None:
         "https://***@git.example/infra.git"
     )
     assert redact_git_url("file:///srv/infra.git") == "file:///srv/infra.git"
+
+
+def test_every_line_of_an_environment_names_it() -> None:
+    out = io.StringIO()
+    log = Log("json", out)
+    log.bound(env="prod").event("cycle", "", trigger="interval")
+    log.bound(env=None).event("cycle", "")
+    first, second = (json.loads(line) for line in out.getvalue().splitlines())
+    assert first["env"] == "prod" and first["trigger"] == "interval"
+    assert "env" not in second
+    text = io.StringIO()
+    Log("text", text).bound(env="prod").event("error", "cannot connect")
+    assert "env=prod" in text.getvalue()
+
+
+def test_each_environment_has_its_own_series() -> None:
+    from reconciler.agent.metrics import Metrics
+
+    metrics = Metrics(by_env=True)
+    east, west = metrics.of("east"), metrics.of("west")
+    east.connected.set(1)
+    west.drift_events.labels("api").inc()
+    sample = metrics.registry.get_sample_value
+    assert sample("reconcile_connected", {"env": "east"}) == 1
+    assert sample("reconcile_connected", {"env": "west"}) == 0
+    assert sample("reconcile_drift_events_total", {"env": "west", "cause": "api"}) == 1
+    assert sample("reconcile_drift_events_total", {"env": "east", "cause": "api"}) == 0
+    one = Metrics()  # one target: no env label, as before
+    one.of(None).connected.set(1)
+    assert one.registry.get_sample_value("reconcile_connected", {}) == 1

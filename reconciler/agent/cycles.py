@@ -1,0 +1,456 @@
+"""One environment's cycles: its connection, the loop of plans (and heals) on it.
+
+A :class:`Watch` keeps one connection to its environment's server open; on it the
+:class:`~reconciler.agent.listener.AdvisoryListener` hears advisories and each cycle plans
+(:func:`~reconciler.execution.standing.plan_on`). A cycle runs:
+
+- at least every ``interval`` (a full re-plan, whatever else happened: advisories are
+  not kept for a subscriber that was away);
+- within ``debounce`` of an advisory naming a resource (advisories arriving meanwhile
+  join the same cycle);
+- as soon as a new commit of the git branch is seen (polled every ``git_poll``);
+- after a failure, with exponential backoff (1 s, 2 s, 4 s, ... up to ``interval``).
+
+In heal mode a cycle whose plan has steps a heal may apply takes the environment's apply
+lock, plans again under it and applies them (:func:`~reconciler.execution.standing.heal_on`);
+the lock is never held between cycles. A lost connection is opened again (with the same
+backoff), and the first cycle after it is a full re-plan. ``stop`` (SIGTERM, SIGINT) ends
+the loop: a plan under way is cancelled, a heal's steps in flight finish, the lock is
+released, the connection closed. Each watch runs in a task of its own: a slow or
+unreachable server delays only its own environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from reconciler.agent.commits import Commits
+from reconciler.agent.listener import AdvisoryListener
+from reconciler.agent.logs import Log
+from reconciler.agent.memory import Collector, SpecCache, Streams
+from reconciler.agent.metrics import EnvironmentMetrics
+from reconciler.agent.report import Report
+from reconciler.agent.source import Source
+from reconciler.agent.status import (
+    DRIFT_STATES,
+    ResourceStatus,
+    State,
+    counts,
+    outcome_of,
+    statuses,
+)
+from reconciler.errors import ApplyFailed, ConnectError, ReconcileError
+from reconciler.execution.apply import StepEvent, describe
+from reconciler.execution.run import fewer_collections
+from reconciler.execution.standing import heal_on, plan_on
+from reconciler.identity import ResourceRef
+from reconciler.jetstream import JetStreamClient, open_client
+from reconciler.model.state import StreamState
+from reconciler.model.timestamps import rfc3339
+from reconciler.planning.heal import split_for_heal
+from reconciler.planning.steps import Plan
+
+Mode = Literal["observe", "heal"]
+_T = TypeVar("_T")
+
+#: ``--once``'s exit status when a policy rule denies the plan (as ``plan`` exits).
+POLICY_DENIED = 3
+
+
+@dataclass(frozen=True)
+class WatchSettings:
+    interval: float = 60.0
+    mode: Mode = "observe"
+    once: bool = False
+    listen: tuple[str, int] | None = ("127.0.0.1", 9464)
+    debounce: float = 0.05  # advisories of one burst (a script's creates) join one plan
+    git_poll: float | None = None  # default: the interval
+    lock_timeout: float = 60.0
+    first_backoff: float = 1.0
+    advisories: bool = True  # False: plan every interval only (--no-advisories)
+    #: An advisory's re-plan reads and plans only the streams advisories named (False:
+    #: a full re-plan each time; the bench compares both).
+    targeted: bool = True
+
+
+class _Stopped(Exception):
+    """``stop`` was set while a plan was under way (it was cancelled)."""
+
+
+@dataclass
+class Cycle:
+    """The last cycle, as ``/status`` shows it."""
+
+    started_at: float
+    finished_at: float
+    trigger: str
+    commit: str | None
+    ok: bool
+    error: str | None
+    resources: list[ResourceStatus]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "started_at": rfc3339(self.started_at),
+            "finished_at": rfc3339(self.finished_at),
+            "trigger": self.trigger,
+            "commit": self.commit,
+            "ok": self.ok,
+            "error": self.error,
+            "summary": counts(self.resources),
+            "resources": [r.to_json() for r in self.resources],
+        }
+
+
+class Link:
+    """The environment's connection as ``/status`` shows it: up, or why and since when
+    not (``reachable`` false: the server did not answer or refused the connection)."""
+
+    def __init__(self) -> None:
+        self.connected = False
+        self.reachable: bool | None = None  # None: not tried yet, or failed before connecting
+        self.error: str | None = None
+        self.since: float | None = None  # unreachable since
+
+    def up(self) -> None:
+        self.connected, self.reachable, self.error, self.since = True, True, None, None
+
+    def failed(self, err: ReconcileError) -> None:
+        self.error = str(err)
+        if isinstance(err, ConnectError):
+            self.reachable = False
+            self.since = self.since or time.time()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "connected": self.connected,
+            "reachable": self.reachable,
+            "unreachable_since": rfc3339(self.since) if self.since is not None else None,
+            "error": self.error,
+        }
+
+
+class _Observer:
+    """The run's observer: notices and failed steps go to the log."""
+
+    asks = False
+
+    def __init__(self, log: Log) -> None:
+        self.log = log
+
+    def notice(self, message: str) -> None:
+        self.log.event("notice", message)
+
+    def show_plan(self, plan: Plan) -> None:
+        pass
+
+    async def confirm(self, plan: Plan) -> bool:
+        return False
+
+    def step(self, event: StepEvent) -> None:
+        if event.outcome == "failed":
+            self.log.event("error", f"{describe(event.step)} failed", error=event.error)
+
+    def show_result(self, result: Any) -> None:
+        pass
+
+
+class Watch:
+    """One environment (or the one target of PATHS): its connection and its cycles."""
+
+    def __init__(
+        self,
+        source: Source,
+        settings: WatchSettings,
+        log: Log,
+        metrics: EnvironmentMetrics,
+        *,
+        env: str | None = None,
+        stop: asyncio.Event | None = None,
+        collector: Collector | None = None,
+    ) -> None:
+        self.env = env
+        self.source = source
+        self.settings = settings
+        self.log = log
+        self.metrics = metrics
+        self.stop = stop or asyncio.Event()
+        self.collector = collector or Collector()
+        self.observer = _Observer(log)
+        self.listener = AdvisoryListener(log, metrics, enabled=settings.advisories)
+        self.commits = Commits(source, log)
+        self.report = Report(log, metrics, self.listener)
+        self.specs = SpecCache()
+        self.link = Link()
+        self.failures = 0
+        self.cycles = 0
+        self.denied = 0
+        self.error_code = 1
+        self.last: Cycle | None = None
+        self.last_success: float | None = None
+        self.memory = Streams()
+
+    @property
+    def connected(self) -> bool:
+        return self.link.connected
+
+    @property
+    def streams(self) -> Mapping[str, StreamState]:
+        """What the last plans read of each stream."""
+        return self.memory.read
+
+    @property
+    def tried(self) -> bool:
+        """A cycle ran, or connecting failed: this environment's state is known."""
+        return self.cycles > 0 or self.link.error is not None
+
+    @property
+    def known(self) -> Mapping[ResourceRef, State]:
+        """Each resource's state after the last successful cycle."""
+        return self.report.known
+
+    # -- the whole run --------------------------------------------------------------------
+    async def once(self) -> int:
+        """One cycle: 0 in sync (or healed), 2 drift remains, 3 a policy deny, 1 error."""
+        await self.commits.refreshing()
+        async with open_client(self.source.request().options, on_notice=self.observer.notice) as c:
+            self._connected(c)
+            ok = await self._cycle(c, "once")
+        if not ok:
+            return self.error_code
+        assert self.last is not None
+        if self.denied:
+            return POLICY_DENIED
+        return 2 if any(r.state in DRIFT_STATES for r in self.last.resources) else 0
+
+    async def forever(self) -> None:
+        """Connect, plan, heal, until ``stop``; every failure is logged and retried."""
+        while not self.stop.is_set():
+            try:
+                await self._unless_stopped(self.commits.refreshing())
+                options = self.source.request().options
+                async with open_client(options, on_notice=self.observer.notice) as client:
+                    self._connected(client)
+                    self.failures = 0
+                    await self.listener.subscribe(client, self.settings.interval)
+                    await self._serve(client)
+            except _Stopped:
+                break
+            except ReconcileError as err:
+                self.failures += 1
+                self.link.failed(err)
+                self.log.event("error", str(err), failures=self.failures)
+            finally:
+                self._disconnected()
+            if not self.stop.is_set():
+                await self._pause(self._backoff())
+
+    def _connected(self, client: JetStreamClient) -> None:
+        self.link.up()
+        self.listener.identity = client.identity
+        self.metrics.connected.set(1)
+
+    def _disconnected(self) -> None:
+        self.link.connected = False
+        self.metrics.connected.set(0)
+        self.listener.disconnected()
+
+    def _backoff(self) -> float:
+        n = max(self.failures - 1, 0)
+        return float(min(self.settings.first_backoff * 2**n, max(self.settings.interval, 1.0)))
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stop.wait(), seconds)
+
+    async def _unless_stopped(self, work: Awaitable[_T]) -> _T:
+        """``work``, cancelled when ``stop`` is set first (raises :class:`_Stopped`)."""
+        task = asyncio.ensure_future(work)
+        halt = asyncio.ensure_future(self.stop.wait())
+        try:
+            await asyncio.wait({task, halt}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            halt.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+            raise _Stopped
+        return task.result()
+
+    # -- the loop on one connection -------------------------------------------------------
+    async def _serve(self, client: JetStreamClient) -> None:
+        trigger = "connected"
+        while not self.stop.is_set():
+            ok = await self._unless_stopped(self._cycle(client, trigger))
+            if client.lost.is_set():
+                raise ConnectError("connection to the server lost")
+            self.failures = 0 if ok else self.failures + 1
+            wait = self.settings.interval if ok else self._backoff()
+            trigger = await self._next_trigger(client, time.monotonic() + wait)
+            if trigger == "stop":
+                return
+            if trigger == "lost":
+                raise ConnectError("connection to the server lost")
+
+    async def _next_trigger(self, client: JetStreamClient, deadline: float) -> str:
+        """Wait for the next reason to plan: stop, lost, advisory, commit or interval."""
+        poll = self.settings.git_poll or self.settings.interval
+        wake = self.listener.wake
+        while True:
+            if self.stop.is_set():
+                return "stop"
+            if client.lost.is_set():
+                return "lost"
+            if self.last is not None and self.last.commit != self.source.commit:
+                return "commit"  # fetched during the cycle (a heal looks under the lock)
+            now = time.monotonic()
+            if now >= deadline:
+                return "interval"
+            waits = [asyncio.ensure_future(e.wait()) for e in (self.stop, client.lost, wake)]
+            timeout = min(deadline - now, poll) if self.commits.following else deadline - now
+            try:
+                await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+            if wake.is_set() and not self.stop.is_set() and not client.lost.is_set():
+                await self._pause(self.settings.debounce)  # gather the advisories of a burst
+                wake.clear()
+                return "advisory"
+            if self.commits.following and not self.stop.is_set():
+                try:  # a git server that stops answering never holds up a stop
+                    if await self._unless_stopped(asyncio.shield(self.commits.refreshing())):
+                        return "commit"
+                except _Stopped:
+                    return "stop"
+
+    # -- one cycle ------------------------------------------------------------------------
+    async def _cycle(self, client: JetStreamClient, trigger: str) -> bool:
+        """Plan (and heal); record what was found. False when the cycle failed."""
+        started = time.time()
+        commit = self.source.commit
+        only = self._targets(trigger, commit, self.listener.targets())
+        error: str | None = None
+        resources: list[ResourceStatus] = []
+        try:
+            with fewer_collections():
+                resources = await self._plan_and_heal(client, commit, only)
+        except ConnectError:
+            raise
+        except ReconcileError as err:
+            if client.lost.is_set():
+                raise ConnectError(str(err)) from None
+            error = str(err)
+            self.error_code = getattr(err, "exit_code", 1)
+        finally:
+            self.collector.after_cycle()
+        self.cycles += 1
+        self.last = Cycle(started, time.time(), trigger, commit, error is None, error, resources)
+        self.metrics.cycles.labels("ok" if error is None else "error").inc()
+        if error is None:
+            self.last_success = time.time()
+            self.metrics.last_success.set(self.last_success)
+            self.report.record(resources, commit)
+        if self.source.committed_at is not None:
+            self.metrics.git_head_age.set(max(time.time() - self.source.committed_at, 0))
+        self.report.cycle(trigger, commit, resources, error)
+        return error is None
+
+    def _targets(
+        self, trigger: str, commit: str | None, named: frozenset[str] | None
+    ) -> frozenset[str] | None:
+        """The streams an advisory's cycle plans (None: all of them). A full plan when
+        the last one failed or planned another commit, or when nothing (or too much) was
+        named."""
+        last = self.last
+        if (
+            trigger != "advisory"
+            or not self.settings.targeted
+            or not named
+            or last is None
+            or not last.ok
+            or last.commit != commit
+        ):
+            return None
+        return named
+
+    async def _plan_and_heal(
+        self, client: JetStreamClient, commit: str | None, only: frozenset[str] | None
+    ) -> list[ResourceStatus]:
+        request = self.source.request()
+        began = time.monotonic()
+        known = self.specs.get(request, commit, targeted=only is not None)
+        if known is None:  # files changed since the last full plan: plan them all (a
+            only = None  # targeted plan would skip a policy deny or refusal elsewhere)
+        planned = await plan_on(client, request, self.observer, only=only, specs=known)
+        if only is None and known is None:  # validated now: later plans may reuse them
+            self.specs.keep(request, commit, planned.specs)
+        scope = "full" if only is None else "targeted"
+        self.metrics.plan_seconds.labels(scope).observe(time.monotonic() - began)
+        the_plan, split, result = planned.plan, split_for_heal(planned.plan), None
+        self.denied = len(getattr(the_plan, "denied", ()))  # policy deny findings
+        if self.settings.mode == "heal" and split.steps:
+            began = time.monotonic()
+            try:
+                healed = await heal_on(
+                    client,
+                    request,
+                    planned.specs,
+                    self.observer,
+                    lock_timeout=self.settings.lock_timeout,
+                    still_wanted=lambda: self.commits.still_head(commit),
+                    stop=self.stop,
+                    only=only,
+                )
+            except ApplyFailed as err:
+                raise ReconcileError(f"heal failed: {err}") from None
+            finally:
+                self.metrics.apply_seconds.observe(time.monotonic() - began)
+            the_plan, split, result = healed.plan, healed.split, healed.result
+        found = statuses(
+            the_plan,
+            split,
+            outcome=outcome_of(result),
+            causes=self.listener.causes,
+            previous=self.memory.read,
+        )
+        if only is None:
+            return self.memory.full(found, planned)
+        assert self.last is not None
+        scoped = only | {s.stream_name for s in planned.specs}
+        return self.memory.merged(self.last.resources, found, scoped, planned)
+
+    # -- what /status and /readyz say -----------------------------------------------------
+    def not_ready(self) -> str | None:
+        """Why this environment is not ready, or None."""
+        if not self.link.connected:
+            return "not connected to the server"
+        if self.last is None or self.last_success is None:
+            return "no plan has succeeded yet"
+        if not self.last.ok:
+            return f"the last plan failed: {self.last.error}"
+        if time.time() - self.last_success > 2 * self.settings.interval:
+            return "the last successful plan is older than twice the interval"
+        return None
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "env": self.env,
+            "mode": self.settings.mode,
+            "commit": self.source.commit,
+            "git": self.commits.to_json(),
+            **self.link.to_json(),
+            "advisories": self.listener.state,
+            "ready": self.not_ready() is None,
+            "last_successful_plan_at": (
+                rfc3339(self.last_success) if self.last_success is not None else None
+            ),
+            "last_cycle": None if self.last is None else self.last.to_json(),
+            "recent_changes": list(self.report.recent),
+        }

@@ -1,0 +1,110 @@
+"""What one environment's cycles found, told: a log line per cycle and per change of a
+resource's state, the counters of those changes, and the last changes for ``/status``.
+
+Pure bookkeeping over :class:`~reconciler.agent.status.ResourceStatus` lists: no network.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any
+
+from reconciler.agent.listener import AdvisoryListener
+from reconciler.agent.logs import Log
+from reconciler.agent.metrics import EnvironmentMetrics
+from reconciler.agent.status import ResourceStatus, State, counts
+from reconciler.identity import ResourceRef
+from reconciler.model.timestamps import rfc3339
+
+RECENT_CHANGES = 100
+
+_SAYS: dict[State, str] = {
+    "in_sync": "is in sync again",
+    "drifted": "has drifted",
+    "missing": "is missing",
+    "healed": "was healed",
+    "needs_person": "needs a person",
+    "failed": "could not be healed",
+    "unmanaged": "is unmanaged",
+}
+
+
+class Report:
+    def __init__(self, log: Log, metrics: EnvironmentMetrics, listener: AdvisoryListener) -> None:
+        self.log = log
+        self.metrics = metrics
+        self.listener = listener
+        self.known: dict[ResourceRef, State] = {}
+        self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_CHANGES)
+
+    def record(self, resources: list[ResourceStatus], commit: str | None) -> None:
+        """Log and count each change of state; forget causes of resources back in sync."""
+        first = not self.known
+        seen: dict[ResourceRef, State] = {}
+        for r in resources:
+            seen[r.ref] = r.state
+            before = self.known.get(r.ref)
+            if r.state == before and r.state not in ("healed",):
+                continue
+            if r.state in ("in_sync", "unmanaged"):
+                self.listener.forget(r.key)
+                if before is None or r.state == "unmanaged":
+                    continue
+            if r.state != "in_sync" and before in (None, "in_sync", "healed"):
+                cause = (
+                    "api" if r.cause else ("commit" if before is None and not first else "unknown")
+                )
+                self.metrics.drift_events.labels(cause).inc()
+            if r.state == "healed":
+                self.metrics.heals.labels(r.ref.kind).inc()
+            if r.state == "needs_person" and before != "needs_person":
+                self.metrics.refused.labels(action_of(r)).inc()
+            self._change(r, before, commit)
+        self.known = seen
+        self.metrics.set_resources(resources)
+
+    def _change(self, r: ResourceStatus, before: State | None, commit: str | None) -> None:
+        record: dict[str, Any] = {
+            "resource": r.ref.label,
+            "state": r.state,
+            "was": before,
+            "fields": list(r.fields) or None,
+            "why": r.why,
+            "commit": commit,
+        }
+        if r.cause is not None:
+            record["cause"] = r.cause.to_json()
+        if r.lost is not None:
+            record["lost"] = r.lost.to_json()
+        message = sentence(r)
+        self.recent.append({"time": rfc3339(time.time()), "message": message, **record})
+        self.log.event("change", message, **record)
+
+    def cycle(
+        self, trigger: str, commit: str | None, resources: list[ResourceStatus], error: str | None
+    ) -> None:
+        found = {state: n for state, n in counts(resources).items() if n}
+        if error is not None:
+            self.log.event("cycle", "cycle failed", trigger=trigger, commit=commit, error=error)
+        else:
+            self.log.event("cycle", "", trigger=trigger, commit=commit, **found)
+
+
+def action_of(resource: ResourceStatus) -> str:
+    """The ``action`` label of a step a heal left to a person."""
+    why = resource.why or ""
+    for action in ("replace", "delete", "migration", "update", "depends"):
+        if action in why or (action == "delete" and "prune" in why):
+            return action
+    return "other"
+
+
+def sentence(r: ResourceStatus) -> str:
+    parts = [f"{r.ref.label} {_SAYS[r.state]}"]
+    if r.cause is not None:
+        verb = {"create": "created", "update": "changed", "delete": "deleted"}
+        parts.append(f"{verb[r.cause.operation]} by {r.cause.describe()}")
+    if r.lost is not None:
+        parts.append(f"it held {r.lost.messages} message(s) when last read")
+    return "; ".join(parts)
