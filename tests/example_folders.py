@@ -4,8 +4,9 @@ of another kind is recognised (or fails loudly as unknown), never skipped blindl
 
 Kinds: ``project`` (a reconcile.yaml; its specs in ``specs/``), ``specs`` (every YAML
 document has a ``kind``), ``policies`` (every YAML file has ``rules:``), ``pulumi`` (a
-Pulumi.yaml), ``workflows`` (GitHub workflows: ``jobs:``), ``no-specs`` (no YAML or
-JSON file at all, e.g. examples/agent's Dockerfile and systemd unit), ``unknown``."""
+Pulumi.yaml), ``workflows`` (GitHub workflows: ``jobs:``), ``deployment`` (how the agent
+is run: Kubernetes manifests, whose documents have ``apiVersion``, beside a Dockerfile and
+a systemd unit; no spec), ``no-specs`` (no YAML or JSON file at all), ``unknown``."""
 
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ def kind_of(folder: Path) -> str:
     files = _yaml_files(folder)
     if not files and not any(folder.rglob("*.y*ml")) and not any(folder.rglob("*.json")):
         return "no-specs"
+    if files and _all(files, "apiVersion"):
+        return "deployment"  # Kubernetes objects have a kind too: never specs
     for kind, key in (("specs", "kind"), ("policies", "rules"), ("workflows", "jobs")):
         if _all(files, key):
             return kind

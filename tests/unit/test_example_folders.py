@@ -24,7 +24,7 @@ def test_every_example_folder_is_recognised() -> None:
     kinds = {folder.name: kind_of(folder) for folder in example_folders()}
     assert "unknown" not in kinds.values(), kinds
     assert {"shop", "buckets", "workqueue", "environments", "lifecycle"} <= set(spec_folders())
-    assert kinds["policies"] == "policies" and kinds["agent"] == "no-specs"
+    assert kinds["policies"] == "policies" and kinds["agent"] == "deployment"
 
 
 @pytest.mark.parametrize(
@@ -58,7 +58,9 @@ def _command_lines(folder: Path) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "folder", [f for f in example_folders() if kind_of(f) == "no-specs"], ids=lambda f: f.name
+    "folder",
+    [f for f in example_folders() if kind_of(f) in ("no-specs", "deployment")],
+    ids=lambda f: f.name,
 )
 def test_example_command_lines_use_real_flags(folder: Path) -> None:
     commands = _command_lines(folder)
