@@ -29,7 +29,7 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -519,3 +519,23 @@ def _folders(parent: Path) -> list[Path]:
             return [Path(entry.path) for entry in entries if entry.is_dir()]
     except (FileNotFoundError, NotADirectoryError):
         return []
+
+
+def joined_domains(
+    start: Callable[..., NatsServer], *, hub: str = "east", leaf: str = "west", **kwargs: Any
+) -> tuple[NatsServer, NatsServer]:
+    """Two JetStream domains joined by a leafnode (disaster recovery, docs/dr.md): ``hub``
+    listens for leafnodes on a free loopback port, ``leaf`` connects to it. ``start`` is
+    the ``server_factory`` fixture; the pair is returned once the link is up."""
+    port = unused_port()
+    east = start(
+        name=hub, domain=hub, config={"leafnodes": {"host": "127.0.0.1", "port": port}}, **kwargs
+    )
+    remote = {"remotes": [{"url": f"nats-leaf://127.0.0.1:{port}"}]}
+    west = start(name=leaf, domain=leaf, config={"leafnodes": remote}, **kwargs)
+    deadline = time.monotonic() + START_TIMEOUT
+    while not west.monitor("leafz").get("leafnodes"):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"leafnode link {leaf} -> {hub} not up:\n{west.log_tail()}")
+        time.sleep(0.05)
+    return east, west

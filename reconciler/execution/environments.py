@@ -31,6 +31,8 @@ class Target:
     lifecycle: Lifecycle = MANAGE  # the environment's (docs/environments.md#lifecycle)
     ignore: IgnoreRules = NO_RULES  # drift ignore rules (docs/drift.md#ignore-rules)
     policies: tuple[Path, ...] = ()  # the project's policy files (docs/policy.md)
+    #: Every environment of the project and its JetStream domain (standby pairs: docs/dr.md).
+    domains: tuple[tuple[str, str | None], ...] = ()
 
 
 def environment_target(project: Project, name: str, base: ConnectionOptions, owner: str) -> Target:
@@ -51,6 +53,7 @@ def environment_target(project: Project, name: str, base: ConnectionOptions, own
         lifecycle=environment.lifecycle,
         ignore=project.ignore,
         policies=project.policies,
+        domains=tuple((env.name, env.domain) for env in project.environments.values()),
     )
 
 

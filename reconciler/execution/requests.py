@@ -59,6 +59,9 @@ class PlanRequest:
     #: A drift report (exit 0/2): what the account has no room for is a capacity
     #: warning on the plan, not an error (docs/capacity.md).
     drift: bool = False
+    #: Every environment of the project and its JetStream domain: where a stream's
+    #: standby mirrors it from (docs/dr.md).
+    domains: tuple[tuple[str, str | None], ...] = ()
 
     @classmethod
     def of(
@@ -90,6 +93,7 @@ class PlanRequest:
             lifecycle=target.lifecycle,
             ignore=target.ignore,
             policies=(*target.policies, *policies),
+            domains=target.domains,
         )
         return replace(request, **flags)
 

@@ -64,6 +64,7 @@ from reconciler.planning.policy import check_policy
 from reconciler.planning.policy import evaluate as evaluate_policy
 from reconciler.planning.review import differences
 from reconciler.planning.saved import SavedPlan
+from reconciler.planning.standby import for_environment
 from reconciler.planning.steps import Migrate, Plan
 from reconciler.specs.cache import cache_folder
 from reconciler.specs.lifecycle import MANAGE, Lifecycle
@@ -223,6 +224,8 @@ def _validated(request: PlanRequest) -> tuple[list[Spec], list[Problem]]:
         cache=cache_folder(),
     )
     load_policy(request.policies)  # every rule compiles before anything is planned
+    # a stream's standby is a mirror in its standby environment (docs/dr.md)
+    specs = for_environment(specs, request.env, dict(request.domains)).specs
     return specs, warnings
 
 

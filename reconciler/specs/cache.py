@@ -46,6 +46,7 @@ from reconciler.errors import Problem
 from reconciler.locations import LazyLocations, Location
 from reconciler.specs.lifecycle import MANAGE, Lifecycle
 from reconciler.specs.spec import KINDS, Spec, entry_config
+from reconciler.specs.standby import Standby
 
 CACHE_ENV = "RECONCILE_SPEC_CACHE"
 #: The cache's key, for CI (from a secret); else the key file :func:`key_file` names.
@@ -337,6 +338,7 @@ def _spec_json(spec: Spec, files: _Files) -> dict[str, Any]:
         "locations": {path: files.where(where) for path, where in spec.locations.items()},
         "written": dict(spec.written),
         "lifecycle": None if spec.lifecycle.is_default else spec.lifecycle.to_json(),
+        "standby": None if spec.standby is None else spec.standby.to_json(),
     }
 
 
@@ -377,6 +379,7 @@ def _spec(raw: dict[str, Any], files: list[str]) -> Spec:
             "lifecycle": MANAGE
             if raw["lifecycle"] is None
             else Lifecycle.from_json(raw["lifecycle"]),
+            "standby": None if raw.get("standby") is None else Standby.from_json(raw["standby"]),
         }
     )
 

@@ -16,6 +16,7 @@ from typing import Any
 from reconciler.identity import KINDS, Kind, ResourceRef
 from reconciler.locations import Location, closest_location
 from reconciler.specs.lifecycle import MANAGE, Lifecycle
+from reconciler.specs.standby import Standby
 
 __all__ = [
     "DEFAULT_OWNER",
@@ -65,6 +66,8 @@ class Spec:
     value_file: str | None = None
     #: What the tool may do to it (``lifecycle:``; :mod:`reconciler.specs.lifecycle`).
     lifecycle: Lifecycle = MANAGE
+    #: Streams only: the environment keeping its mirror (``standby:``; docs/dr.md).
+    standby: Standby | None = None
     #: Who this resource is (kind, name, stream), and the JetStream stream it is or
     #: lives in: made once (plans and checks ask for them several times per resource).
     ref: ResourceRef = field(init=False, repr=False, compare=False)

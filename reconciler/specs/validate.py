@@ -27,9 +27,10 @@ from reconciler.specs.overlay import apply_overlays
 from reconciler.specs.paths import outside_problem, repository_root, resolved
 from reconciler.specs.schema import kind_problem, schema_problems
 from reconciler.specs.spec import Kind, Spec, entry_config
+from reconciler.specs.standby import standby_of
 from reconciler.specs.units import AMBIGUOUS, UnitError, ambiguity, parse_duration, parse_size
 
-SPEC_ONLY_FIELDS = ("kind", "stream", "external", "lifecycle")
+SPEC_ONLY_FIELDS = ("kind", "stream", "external", "lifecycle", "standby")
 
 
 def load_specs(
@@ -328,6 +329,7 @@ def _build_spec(
         name = name or durable
         config["name"] = config["durable_name"] = name
     lifecycle = lifecycle_of(body.get("lifecycle"), kind, document.where, problems)
+    standby = standby_of(body, document.where, problems) if kind == "Stream" else None
     return Spec(
         kind=kind,
         name=name,
@@ -338,6 +340,7 @@ def _build_spec(
         locations=document.locations,  # the document's own (a copy per spec: 18 MiB at 100k)
         written=written,
         lifecycle=lifecycle,
+        standby=standby,
     )
 
 

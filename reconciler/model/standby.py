@@ -1,0 +1,209 @@
+"""What a standby pair means to the server: the mirror's config, the fence, the health.
+
+Pure rules over plain dicts (docs/dr.md; the server facts in /docs/jetstream-notes.md):
+
+- the standby is a mirror with ``external.api`` (another domain or account), no subjects
+  and none of the fields a mirror may not have;
+- the origin is *fenced* by giving it a subject nobody publishes to
+  (:func:`fence_subject`): its publishers get no answer, so no write is acknowledged
+  there, and the stream, its messages and its consumers stay as they were (``sealed``
+  would be irreversible, and JetStream has no per-stream publish deny);
+- a pair's health is read on both sides: the mirror's own ``lag`` is 0 with the link
+  down (and ``active`` -1), so the lag shown is the origin's last sequence minus the
+  mirror's, each read on its own side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.errors import ReconcileError
+from reconciler.specs.units import parse_duration
+
+__all__ = [
+    "LAG_CRITICAL_KEY",
+    "PROMOTION_VERSION",
+    "SEEN_CRITICAL_KEY",
+    "PairHealth",
+    "fence_subject",
+    "is_fenced",
+    "mirror_config",
+    "pair_health",
+    "promoted_config",
+    "promotion_supported",
+]
+
+#: The nats CLI's own thresholds (``nats server check stream`` reads the same keys).
+LAG_CRITICAL_KEY = "io.nats.monitor.lag-critical"
+SEEN_CRITICAL_KEY = "io.nats.monitor.seen-critical"
+#: The first release whose STREAM.UPDATE promotes a mirror (nats-server#7171); before
+#: it, dropping ``mirror`` is refused with err 10055.
+PROMOTION_VERSION = (2, 12, 0)
+#: Fields a mirror may not carry: it takes its messages from the origin only.
+_NOT_ON_A_MIRROR = ("subjects", "sources", "subject_transform", "duplicate_window", "first_seq")
+_FENCE_PREFIX = "_reconcile.fenced."
+
+
+def mirror_config(
+    origin: Mapping[str, Any], *, api: str, deliver: str | None = None
+) -> dict[str, Any]:
+    """The standby's desired config: the origin's, as a mirror of it reached through
+    ``api`` (its ``deliver`` subject when the accounts need one)."""
+    config = {k: v for k, v in origin.items() if k not in _NOT_ON_A_MIRROR}
+    external: dict[str, Any] = {"api": api}
+    if deliver:
+        external["deliver"] = deliver
+    config["mirror"] = {"name": origin["name"], "external": external}
+    return config
+
+
+def promoted_config(mirror: Mapping[str, Any], subjects: list[str]) -> dict[str, Any]:
+    """A mirror's live config made a stream of its own that listens on ``subjects``."""
+    config = {k: v for k, v in mirror.items() if k not in ("mirror", "subjects")}
+    config["subjects"] = list(subjects)
+    return config
+
+
+def fence_subject(stream: str) -> str:
+    """The one subject a fenced origin listens on: nobody publishes there."""
+    return f"{_FENCE_PREFIX}{stream}"
+
+
+def is_fenced(config: Mapping[str, Any]) -> bool:
+    """Whether a live stream config is fenced (listens only on its fence subject)."""
+    return list(config.get("subjects") or ()) == [fence_subject(str(config.get("name")))]
+
+
+def promotion_supported(version: str) -> bool:
+    """Whether a server of ``version`` ("2.12.8") promotes a mirror by an update."""
+    parts: list[int] = []
+    for piece in version.split("-", maxsplit=1)[0].split(".")[:3]:
+        parts.append(int(piece) if piece.isdigit() else 0)
+    return tuple(parts) >= PROMOTION_VERSION
+
+
+@dataclass(frozen=True)
+class PairHealth:
+    """One pair's health, each side read on its own server."""
+
+    stream: str
+    origin_last_seq: int | None  # None: the origin could not be read
+    mirror_last_seq: int | None  # None: the mirror could not be read
+    reported_lag: int | None  # the mirror's own ``mirror.lag``
+    active_seconds: float | None  # since the mirror last heard from the origin; None: never
+    error: str = ""  # the mirror's ``mirror.error``, or why a side could not be read
+    problems: tuple[str, ...] = ()  # why the pair is not healthy
+
+    @property
+    def lag(self) -> int | None:
+        """The real lag: origin's last sequence minus the mirror's (None: a side unread)."""
+        if self.origin_last_seq is None or self.mirror_last_seq is None:
+            return None
+        return max(self.origin_last_seq - self.mirror_last_seq, 0)
+
+    @property
+    def healthy(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stream": self.stream,
+            "healthy": self.healthy,
+            "lag": self.lag,
+            "reported_lag": self.reported_lag,
+            "origin_last_seq": self.origin_last_seq,
+            "mirror_last_seq": self.mirror_last_seq,
+            "active_seconds": self.active_seconds,
+            "error": self.error,
+            "problems": list(self.problems),
+        }
+
+
+#: A mirror silent this long while its origin takes writes is stale (no threshold set).
+DEFAULT_SEEN_CRITICAL = 60.0
+
+
+def pair_health(
+    stream: str,
+    origin: Mapping[str, Any] | None,
+    mirror: Mapping[str, Any] | None,
+    *,
+    unread: str = "",
+) -> PairHealth:
+    """The health of a pair from each side's STREAM.INFO (None: that side could not be
+    read, ``unread`` says why). Thresholds come from the origin's metadata
+    (:data:`LAG_CRITICAL_KEY`, :data:`SEEN_CRITICAL_KEY`), else the mirror's."""
+    origin_last = _last_seq(origin)
+    mirror_last = _last_seq(mirror)
+    about = (mirror or {}).get("mirror") or {}
+    active_ns = about.get("active")
+    active = None if not isinstance(active_ns, int) or active_ns < 0 else active_ns / 1e9
+    reported = about.get("lag") if isinstance(about.get("lag"), int) else None
+    error = _error_text(about.get("error")) or unread
+    problems: list[str] = []
+    if origin is None:
+        problems.append("the origin could not be read" + (f": {unread}" if unread else ""))
+    if mirror is None:
+        problems.append("the mirror could not be read" + (f": {unread}" if unread else ""))
+    elif not about:
+        problems.append("the standby is not a mirror")
+    if error and origin is not None and mirror is not None:
+        problems.append(f"the mirror reports an error: {error}")
+    metadata = {**_metadata(mirror), **_metadata(origin)}
+    lag_critical = _number(metadata.get(LAG_CRITICAL_KEY))
+    seen_critical = _seconds(metadata.get(SEEN_CRITICAL_KEY))
+    health = PairHealth(stream, origin_last, mirror_last, reported, active, error)
+    lag = health.lag
+    if lag is not None and lag_critical is not None and lag >= lag_critical:
+        problems.append(f"lag {lag} is at or above {LAG_CRITICAL_KEY} {lag_critical:g}")
+    seen = seen_critical if seen_critical is not None else DEFAULT_SEEN_CRITICAL
+    if mirror is not None and about:
+        if active is None:
+            problems.append("the mirror has no contact with the origin (active -1)")
+        elif active >= seen and (lag or 0) > 0:
+            problems.append(f"the mirror last heard from the origin {active:.0f}s ago")
+        elif seen_critical is not None and active >= seen_critical:
+            problems.append(f"last contact {active:.0f}s ago is at or above {SEEN_CRITICAL_KEY}")
+    return PairHealth(stream, origin_last, mirror_last, reported, active, error, tuple(problems))
+
+
+def _last_seq(info: Mapping[str, Any] | None) -> int | None:
+    if info is None:
+        return None
+    value = (info.get("state") or {}).get("last_seq")
+    return value if isinstance(value, int) else 0
+
+
+def _metadata(info: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    metadata = ((info or {}).get("config") or {}).get("metadata")
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, Mapping):
+        return str(error.get("description") or error.get("err_code") or "error")
+    return str(error) if error else ""
+
+
+def _number(text: Any) -> float | None:
+    try:
+        value = float(str(text))
+    except (TypeError, ValueError):
+        return None
+    return value if value >= 0 else None
+
+
+def _seconds(text: Any) -> float | None:
+    """A threshold such as ``"5m"`` or ``"30s"`` (the nats CLI's), or a bare number of
+    seconds; None when unreadable (metadata is anyone's: never an error)."""
+    if text is None:
+        return None
+    raw = str(text).strip()
+    if _number(raw) is not None:
+        return _number(raw)
+    try:
+        return parse_duration(raw[:40]) / 1e9
+    except (ValueError, ReconcileError):
+        return None

@@ -1,0 +1,167 @@
+"""Standby pairs as one environment plans them (docs/dr.md).
+
+A stream declaring ``standby: {primary: east, environment: west}`` is, in ``west``, a
+mirror of east's: :func:`for_environment` turns its spec into the mirror's (same name,
+source lines and lifecycle; ``model.standby.mirror_config``) and leaves its consumers
+out of that environment's plan (``reconcile failover`` creates them, from the positions
+the primary's consumers had acknowledged). Everything else plans as declared, so the
+mirror is a resource like any other: owner marker, lifecycle, policy, the apply lock,
+saved plans.
+
+:func:`pairs` lists the pairs a failover from one environment to another covers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from reconciler.errors import Problem, SpecError
+from reconciler.locations import Location
+from reconciler.model.standby import mirror_config
+from reconciler.specs.spec import Spec
+from reconciler.specs.standby import Standby
+
+__all__ = ["Pair", "StandbyView", "for_environment", "origin_api", "pairs"]
+
+
+@dataclass(frozen=True)
+class StandbyView:
+    """One environment's specs with its standby streams made mirrors."""
+
+    specs: list[Spec]
+    #: Consumers of standby streams: declared, created only by a failover.
+    deferred: tuple[Spec, ...] = ()
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A stream with its spec, declared standby and the consumers the standby gets."""
+
+    stream: Spec
+    standby: Standby
+    consumers: tuple[Spec, ...]
+
+    @property
+    def name(self) -> str:
+        return self.stream.name
+
+
+def origin_api(standby: Standby, domains: Mapping[str, str | None], where: Location) -> str:
+    """The primary's JetStream API prefix as the standby reaches it: ``api`` as declared,
+    else ``$JS.<primary's domain>.API``."""
+    if standby.api:
+        return standby.api
+    domain = domains.get(standby.primary)
+    if not domain:
+        message = (
+            f"environment {standby.primary!r} sets no domain: name the primary's API "
+            "as the standby reaches it (`api:`, e.g. an account import's prefix)"
+        )
+        raise SpecError([Problem(where, "standby.api", message)])
+    return f"$JS.{domain}.API"
+
+
+def _check(specs: Sequence[Spec], domains: Mapping[str, str | None]) -> None:
+    problems: list[Problem] = []
+    for spec in specs:
+        standby = spec.standby
+        if standby is None:
+            continue
+        for key in ("primary", "environment"):
+            name = getattr(standby, key)
+            if name not in domains:
+                known = ", ".join(sorted(domains)) or "none: no project file"
+                message = f"no environment {name!r} in the project (environments: {known})"
+                problems.append(Problem(spec.where(f"standby.{key}"), f"standby.{key}", message))
+    if problems:
+        raise SpecError(problems)
+
+
+def for_environment(
+    specs: Sequence[Spec], environment: str | None, domains: Mapping[str, str | None]
+) -> StandbyView:
+    """``specs`` as ``environment`` plans them (``domains``: every environment of the
+    project and its JetStream domain). Without a project (``environment`` None) a
+    ``standby`` block is an error: the pair needs both environments."""
+    if not any(spec.standby is not None for spec in specs):
+        return StandbyView(list(specs))
+    _check(specs, domains)
+    mirrored = {
+        spec.name: spec
+        for spec in specs
+        if spec.standby is not None and spec.standby.environment == environment
+    }
+    if not mirrored:
+        return StandbyView(list(specs))
+    planned: list[Spec] = []
+    deferred: list[Spec] = []
+    for spec in specs:
+        if spec.kind == "Consumer" and spec.stream in mirrored:
+            deferred.append(spec)
+        elif spec.kind == "Stream" and spec.name in mirrored:
+            planned.append(_as_mirror(spec, domains))
+        else:
+            planned.append(spec)
+    return StandbyView(planned, tuple(deferred))
+
+
+def _as_mirror(spec: Spec, domains: Mapping[str, str | None]) -> Spec:
+    standby = spec.standby
+    assert standby is not None
+    api = origin_api(standby, domains, spec.where("standby"))
+    config = mirror_config(spec.config, api=api, deliver=standby.deliver)
+    written = {k: v for k, v in spec.written.items() if k.split(".")[0] in config}
+    return Spec.restored(
+        {
+            **{name: getattr(spec, name) for name in _FIELDS},
+            "config": config,
+            "written": written,
+        }
+    )
+
+
+#: The spec fields a mirror keeps from its origin's spec as they are.
+_FIELDS = (
+    "kind",
+    "name",
+    "source",
+    "stream",
+    "external",
+    "locations",
+    "value_file",
+    "lifecycle",
+    "standby",
+)
+
+
+def pairs(
+    specs: Sequence[Spec], *, primary: str, standby: str, streams: Sequence[str] = ()
+) -> list[Pair]:
+    """The pairs whose writes go to ``primary`` and whose mirror is in ``standby``
+    (only ``streams`` when named; a named stream that is no such pair is an error)."""
+    found: list[Pair] = []
+    for spec in specs:
+        declared = spec.standby
+        if spec.kind != "Stream" or declared is None:
+            continue
+        if declared.primary != primary or declared.environment != standby:
+            continue
+        if streams and spec.name not in streams:
+            continue
+        consumers = tuple(s for s in specs if s.kind == "Consumer" and s.stream == spec.name)
+        found.append(Pair(spec, declared, consumers))
+    missing = sorted(set(streams) - {pair.name for pair in found})
+    if missing:
+        raise SpecError(
+            [
+                Problem(
+                    None,
+                    "",
+                    f"stream {name!r} declares no standby with primary {primary!r} "
+                    f"and environment {standby!r}",
+                )
+                for name in missing
+            ]
+        )
+    return found

@@ -1,0 +1,117 @@
+"""A stream's declared standby (docs/dr.md): two JetStream domains joined by a leafnode,
+a project with one environment each; the standby environment plans a mirror."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_runner import reconcile
+from servers import NatsServer, joined_domains, run
+from test_lifecycle import _info, _publish, _request
+
+ORDERS = """\
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+max_age: 7d
+standby:
+  primary: east
+  environment: west
+---
+kind: Consumer
+stream: ORDERS
+name: shipper
+ack_policy: explicit
+"""
+
+
+def dr_project(root: Path, east: NatsServer, west: NatsServer, specs: str = ORDERS) -> Path:
+    """A project with environments east and west, each its own domain, and ``specs``."""
+    (root / "specs").mkdir(parents=True, exist_ok=True)
+    (root / "specs" / "orders.yaml").write_text(specs, encoding="utf-8")
+    (root / "reconcile.yaml").write_text(
+        "owner: shop\nspecs: [specs]\nenvironments:\n"
+        f"  east:\n    servers: '{east.url}'\n    domain: east\n"
+        f"  west:\n    servers: '{west.url}'\n    domain: west\n",
+        encoding="utf-8",
+    )
+    return root
+
+
+@pytest.fixture
+def pair(server_factory: Callable[..., NatsServer]) -> tuple[NatsServer, NatsServer]:
+    return joined_domains(server_factory)
+
+
+def wait_for(check: Callable[[], bool], *, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.1)
+
+
+def last_seq(server: NatsServer, stream: str = "ORDERS") -> int:
+    return int(_info(server.url, stream)["state"]["last_seq"])
+
+
+def consumers(server: NatsServer, stream: str = "ORDERS") -> list[str]:
+    reply: dict[str, Any] = run(_request(server.url, f"$JS.API.CONSUMER.NAMES.{stream}", {}))
+    return list(reply.get("consumers") or [])
+
+
+def applied(root: Path, env: str) -> None:
+    result = reconcile("apply", "--env", env, "--yes", cwd=root)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_standby_environment_keeps_a_mirror_without_subjects_or_consumers(
+    pair: tuple[NatsServer, NatsServer], tmp_path: Path
+) -> None:
+    east, west = pair
+    root = dr_project(tmp_path, east, west)
+    applied(root, "east")
+    run(_publish(east.url, "orders.new", 20))
+    applied(root, "west")
+
+    mirror = _info(west.url, "ORDERS")["config"]
+    assert mirror["mirror"]["name"] == "ORDERS"
+    assert mirror["mirror"]["external"]["api"] == "$JS.east.API"
+    assert not mirror.get("subjects")
+    assert mirror["metadata"]["io.jetstream-gitops/owner"] == "shop"
+    wait_for(lambda: last_seq(west) == 20)
+    assert consumers(west) == []  # created by a failover, from the primary's positions
+    assert consumers(east) == ["shipper"]
+
+    for env in ("east", "west"):  # both converge: nothing more to do on either side
+        result = reconcile("plan", "--env", env, "--detailed-exitcode", cwd=root)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_standby_naming_an_unknown_environment_is_an_error_at_its_line(
+    pair: tuple[NatsServer, NatsServer], tmp_path: Path
+) -> None:
+    east, west = pair
+    root = dr_project(tmp_path, east, west, ORDERS.replace("environment: west", "environment: wst"))
+    result = reconcile("plan", "--env", "east", cwd=root)
+    assert result.returncode == 1
+    assert "orders.yaml:7: standby.environment" in result.stderr + result.stdout
+    assert "wst" in result.stderr + result.stdout
+
+
+def test_a_standby_whose_primary_has_no_domain_needs_its_api(tmp_path: Path) -> None:
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "orders.yaml").write_text(ORDERS, encoding="utf-8")
+    (tmp_path / "reconcile.yaml").write_text(
+        "owner: shop\nspecs: [specs]\nenvironments:\n"
+        "  east:\n    servers: nats://127.0.0.1:1\n"
+        "  west:\n    servers: nats://127.0.0.1:1\n",
+        encoding="utf-8",
+    )
+    result = reconcile("plan", "--env", "west", cwd=tmp_path)
+    assert result.returncode == 1
+    output = result.stderr + result.stdout
+    assert "orders.yaml:5: standby.api" in output
