@@ -36,6 +36,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "backup": ("reconciler.cli.backup_cmd", "backup", "Snapshot streams' data to a folder."),
     "restore": ("reconciler.cli.backup_cmd", "restore", "Restore a backup folder."),
     "watch": ("reconciler.cli.watch_cmd", "watch", "Keep a server converged (the agent)."),
+    "failover": (
+        "reconciler.cli.failover_cmd",
+        "failover",
+        "Standby streams take over their primary's writes.",
+    ),
 }
 
 
@@ -94,6 +99,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "restore": (
         "reconcile restore backups/nightly                 # shows the plan, asks for yes",
         "reconcile restore backups/nightly --stream ORDERS --yes",
+    ),
+    "failover": (
+        "reconcile failover --from east --to west --check   # each pair's health, exit 2 if not",
+        "reconcile failover --from east --to west           # shows the plan, asks for yes",
+        "reconcile failover --from east --to west --unplanned --yes   # east is lost",
     ),
     "watch": (
         "reconcile watch specs/ --server nats://nats:4222              # observe, /metrics",

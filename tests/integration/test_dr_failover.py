@@ -1,0 +1,269 @@
+"""``reconcile failover`` on two JetStream domains joined by a leafnode (docs/dr.md), run
+as a user runs it (a subprocess), with publishers retrying until acknowledged throughout:
+every acknowledged message ends on the promoted side exactly once, and the consumers go
+on from where the origin's had acknowledged, with no gap. Killed (-9) at each step, a
+re-run finishes."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from cli_runner import reconcile
+from servers import NatsServer, joined_domains, run
+from test_dr_standby import applied, dr_project, last_seq, wait_for
+from test_lifecycle import _info, _publish, _request
+
+PHASES = ("fenced", "converged", "promoted", "consumers")
+
+
+class Publishers:
+    """Publishers on both sides, each retrying a message until it is acknowledged
+    (``Nats-Msg-Id`` set); ``acked`` holds every acknowledged payload."""
+
+    def __init__(self, urls: list[str], subject: str = "orders.new") -> None:
+        self.urls = urls
+        self.subject = subject
+        self.acked: list[str] = []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=lambda: asyncio.run(self._all()), daemon=True)
+
+    def __enter__(self) -> Publishers:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
+        self.thread.join(timeout=30)
+
+    async def _all(self) -> None:
+        await asyncio.gather(*(self._one(n, url) for n, url in enumerate(self.urls)))
+
+    async def _one(self, number: int, url: str) -> None:
+        nc = await nats.connect(url, max_reconnect_attempts=-1, reconnect_time_wait=0.1)
+        try:
+            index = 0
+            while not self.stopping.is_set():
+                payload = f"p{number}-{index}"
+                while not await self._acked(nc, payload):
+                    await asyncio.sleep(0.01)
+                self.acked.append(payload)
+                index += 1
+        finally:
+            await nc.close()
+
+    async def _acked(self, nc: Any, payload: str) -> bool:
+        try:
+            reply = await nc.request(
+                self.subject, payload.encode(), timeout=1, headers={"Nats-Msg-Id": payload}
+            )
+        except Exception:  # no responders while fenced, a timeout: send it again
+            return False
+        answer = json.loads(reply.data or b"{}")
+        return "error" not in answer and answer.get("stream") == "ORDERS"
+
+
+def stored(server: NatsServer, stream: str = "ORDERS") -> list[str]:
+    """Every payload the stream holds, in sequence order."""
+
+    async def read() -> list[str]:
+        nc = await nats.connect(server.url)
+        try:
+            reply = await nc.request(f"$JS.API.STREAM.INFO.{stream}", b"", timeout=10)
+            info = json.loads(reply.data)
+            last = int(info["state"]["last_seq"])
+
+            async def one(seq: int) -> str | None:
+                body = json.dumps({"seq": seq}).encode()
+                subject = f"$JS.API.STREAM.MSG.GET.{stream}"
+                answer = json.loads((await nc.request(subject, body, timeout=10)).data)
+                if "message" not in answer:
+                    return None
+                return base64.b64decode(answer["message"].get("data") or "").decode()
+
+            found: list[str | None] = []
+            for start in range(1, last + 1, 100):
+                chunk = range(start, min(start + 100, last + 1))
+                found += await asyncio.gather(*(one(seq) for seq in chunk))
+            return [payload for payload in found if payload is not None]
+        finally:
+            await nc.close()
+
+    return run(read())
+
+
+def fetch(server: NatsServer, consumer: str, count: int, *, ack: bool) -> list[int]:
+    """Pull ``count`` messages of ``consumer`` on ORDERS: their stream sequences."""
+
+    async def pull() -> list[int]:
+        nc = await nats.connect(server.url)
+        try:
+            js = nc.jetstream()
+            sub = await js.pull_subscribe_bind(durable=consumer, stream="ORDERS")
+            messages = await sub.fetch(count, timeout=5)
+            if ack:
+                for message in messages:
+                    await message.ack_sync()
+            return [m.metadata.sequence.stream for m in messages]
+        finally:
+            await nc.close()
+
+    return run(pull())
+
+
+def is_fenced(server: NatsServer) -> bool:
+    return _info(server.url, "ORDERS")["config"]["subjects"] == ["_reconcile.fenced.ORDERS"]
+
+
+def recorded_phase(server: NatsServer) -> str | None:
+    body = {"last_by_subj": "$KV.RECONCILE_LOCKS.failover.ORDERS"}
+    reply = run(_request(server.url, "$JS.API.STREAM.MSG.GET.KV_RECONCILE_LOCKS", body))
+    if "message" not in reply:
+        return None
+    return str(json.loads(base64.b64decode(reply["message"]["data"]))["phase"])
+
+
+@pytest.fixture
+def ready(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> tuple[NatsServer, NatsServer, Path]:
+    """East primary with 50 messages, 20 acknowledged by its consumer; west's mirror."""
+    east, west = joined_domains(server_factory)
+    root = dr_project(tmp_path, east, west)
+    applied(root, "east")
+    run(_publish(east.url, "orders.new", 50))
+    assert fetch(east, "shipper", 20, ack=True) == list(range(1, 21))
+    applied(root, "west")
+    wait_for(lambda: last_seq(west) == 50)
+    return east, west, root
+
+
+def check_after(east: NatsServer, west: NatsServer, acked: list[str], before: int) -> None:
+    """Every acknowledged message once on the promoted side; the origin fenced and no
+    longer written; the consumer goes on from the origin's ack floor + 1, no gap."""
+    payloads = stored(west)
+    assert not (set(acked) - set(payloads)), "an acknowledged message is missing"
+    ours = [payload for payload in payloads if payload.startswith("p")]  # the publishers'
+    assert len(ours) == len(set(ours)), "a message is stored twice"
+    assert _info(west.url, "ORDERS")["config"].get("mirror") is None
+    assert is_fenced(east)
+    fenced_last = last_seq(east)
+    run(_publish(east.url, "orders.new", 3))  # through east's clients: stored on west
+    assert last_seq(east) == fenced_last
+    total = last_seq(west)
+    sequences = fetch(west, "shipper", total, ack=False)
+    assert sequences[0] == 21  # the origin's ack floor was 20: nothing skipped
+    assert sequences == list(range(21, 21 + len(sequences)))
+    assert before <= len(payloads)
+
+
+def test_a_planned_failover_loses_no_acknowledged_message(
+    ready: tuple[NatsServer, NatsServer, Path],
+) -> None:
+    east, west, root = ready
+    with Publishers([east.url, west.url]) as publishers:
+        time.sleep(0.5)
+        result = reconcile("failover", "--from", "east", "--to", "west", "--yes", cwd=root)
+        assert result.returncode == 0, result.stdout + result.stderr
+        time.sleep(0.5)
+    assert "fenced" in result.stderr + result.stdout
+    assert len(publishers.acked) > 10
+    check_after(east, west, publishers.acked, 50)
+    again = reconcile("failover", "--from", "east", "--to", "west", "--yes", cwd=root)
+    assert again.returncode == 0 and "Nothing to do" in again.stdout, again.stdout + again.stderr
+
+
+def _killed_at(root: Path, phase: str, west: NatsServer) -> None:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "RECONCILE_"))}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reconciler", "failover", "--from", "east", "--to", "west", "--yes"],
+        cwd=root,
+        env=environ | {"RECONCILE_FAILOVER_PAUSE": phase},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: recorded_phase(west) == phase, timeout=60)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+
+
+@pytest.mark.parametrize("phase", PHASES)
+def test_a_failover_killed_at_each_step_is_finished_by_a_rerun(
+    ready: tuple[NatsServer, NatsServer, Path], phase: str
+) -> None:
+    east, west, root = ready
+    with Publishers([east.url, west.url]) as publishers:
+        time.sleep(0.3)
+        _killed_at(root, phase, west)
+        result = reconcile("failover", "--from", "east", "--to", "west", "--yes", cwd=root)
+        assert result.returncode == 0, result.stdout + result.stderr
+        time.sleep(0.5)
+    check_after(east, west, publishers.acked, 50)
+
+
+def _link(west: NatsServer, *, up: bool, leafnodes: dict[str, Any]) -> None:
+    """West restarted with (up) or without its leafnode link to east."""
+    if up:
+        west.settings["leafnodes"] = leafnodes
+    else:
+        west.settings.pop("leafnodes", None)
+    west.restart()
+
+
+def test_a_mirror_that_cannot_catch_up_is_refused_and_the_origin_takes_writes_again(
+    ready: tuple[NatsServer, NatsServer, Path],
+) -> None:
+    east, west, root = ready
+    leafnodes = dict(west.settings["leafnodes"])
+    _link(west, up=False, leafnodes=leafnodes)
+    run(_publish(east.url, "orders.new", 7))  # the mirror cannot get these
+
+    check = reconcile("failover", "--from", "east", "--to", "west", "--check", cwd=root)
+    assert check.returncode == 2, check.stdout + check.stderr
+    assert "lag 7" in check.stdout  # 57 - 50, each read on its own side (the mirror says 0)
+    assert "no contact with the origin" in check.stdout
+
+    result = reconcile(
+        "failover", "--from", "east", "--to", "west", "--wait", "2s", "--yes", cwd=root
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "lag 7" in result.stderr
+    assert _info(east.url, "ORDERS")["config"]["subjects"] == ["orders.>"]  # unfenced
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+    run(_publish(east.url, "orders.new", 1))
+    assert last_seq(east) == 58
+
+    _link(west, up=True, leafnodes=leafnodes)
+    with Publishers([east.url]) as publishers:
+        time.sleep(0.3)
+        result = reconcile("failover", "--from", "east", "--to", "west", "--yes", cwd=root)
+        assert result.returncode == 0, result.stdout + result.stderr
+        time.sleep(0.5)
+    check_after(east, west, publishers.acked, 58)
+
+
+def test_a_standby_server_before_2_12_is_refused_with_its_version(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    east = server_factory(name="east", domain="east")
+    west = server_factory(name="west", domain="west", version="2.11.11")
+    root = dr_project(tmp_path, east, west)
+    applied(root, "east")
+    result = reconcile("failover", "--from", "east", "--to", "west", "--yes", cwd=root)
+    assert result.returncode == 1
+    assert "2.11.11" in result.stderr and "2.12" in result.stderr
+    assert _info(east.url, "ORDERS")["config"]["subjects"] == ["orders.>"]  # not fenced
