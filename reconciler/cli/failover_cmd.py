@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from reconciler.cli.options import Seconds, connection_options, owner_option
+from reconciler.cli.options import Seconds, connection_options, format_option, owner_option
 from reconciler.console.terminal import TerminalConsole
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 @click.option(
     "--check", is_flag=True, help="Show each pair's health; change nothing (exit 2: not healthy)."
 )
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@format_option(["text", "json"], "failover plan, each pair's health and the result")
 @click.option(
     "--lock-timeout",
     type=Seconds(),
