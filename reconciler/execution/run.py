@@ -64,7 +64,7 @@ from reconciler.planning.policy import check_policy
 from reconciler.planning.policy import evaluate as evaluate_policy
 from reconciler.planning.review import differences
 from reconciler.planning.saved import SavedPlan
-from reconciler.planning.standby import for_environment
+from reconciler.planning.standby import for_environment, guarded
 from reconciler.planning.steps import Migrate, Plan
 from reconciler.specs.cache import cache_folder
 from reconciler.specs.lifecycle import MANAGE, Lifecycle
@@ -300,6 +300,7 @@ async def plan_with(
         memo=memo,
         lifecycle=lifecycle,
     )
+    the_plan = guarded(the_plan, resources, environment)  # docs/dr.md: never undo a failover
     memo_store.store(folder, memo)
     await check_room(client, the_plan, live)
     await check_workers(client, the_plan)

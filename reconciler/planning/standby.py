@@ -14,15 +14,16 @@ saved plans.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from reconciler.errors import Problem, SpecError
 from reconciler.locations import Location
-from reconciler.model.standby import mirror_config
+from reconciler.model.standby import is_fenced, mirror_config
+from reconciler.planning.steps import Migrate, Plan, Replace, Step, Update
 from reconciler.specs.spec import Spec
 from reconciler.specs.standby import Standby
 
-__all__ = ["Pair", "StandbyView", "for_environment", "origin_api", "pairs"]
+__all__ = ["Pair", "StandbyView", "for_environment", "guarded", "origin_api", "pairs"]
 
 
 @dataclass(frozen=True)
@@ -165,3 +166,51 @@ def pairs(
             ]
         )
     return found
+
+
+def guarded(the_plan: Plan, specs: Sequence[Spec], environment: str | None) -> Plan:
+    """``the_plan`` with the steps that would undo a failover marked ``prevented`` (no
+    flag allows them; a heal leaves them to a person):
+
+    - where the specs still call this environment the primary, an update giving a
+      fenced stream (``model.standby.is_fenced``) its subjects back: both sides would
+      take writes;
+    - where they still call it the standby, a replace of a stream that takes writes
+      (no mirror, not fenced) by the mirror: it would delete what the promoted stream
+      took. A fenced one is the old origin becoming the standby again: a failback, a
+      full copy, allowed with ``--allow-replace`` like any replace.
+
+    The live state only ever adds a refusal here, never removes one."""
+    declared = {s.name: s for s in specs if s.kind == "Stream" and s.standby is not None}
+    if not declared or environment is None:
+        return the_plan
+    steps = [_guarded(step, declared.get(step.name), environment) for step in the_plan.changes]
+    return replace(the_plan, changes=tuple(steps))
+
+
+def _guarded(step: Step, spec: Spec | None, environment: str) -> Step:
+    if spec is None or spec.standby is None or step.kind != "Stream" or step.prevented:
+        return step
+    live = getattr(step, "live", None)
+    if not isinstance(live, Mapping):
+        return step
+    standby = spec.standby
+    here_standby = standby.environment == environment
+    takes_writes = not live.get("mirror") and not is_fenced(live)
+    why = ""
+    if here_standby and isinstance(step, Replace | Migrate) and takes_writes:
+        why = (
+            f"prevented: {spec.name} here takes the writes (promoted by a failover?): "
+            f"replacing it by the mirror of {standby.primary} would delete them; make "
+            f"{environment} the primary (standby.primary: {environment}, environment: "
+            f"{standby.primary}) at {standby.where} (docs/dr.md#failback)"
+        )
+    elif not here_standby and is_fenced(live) and isinstance(step, Update | Replace | Migrate):
+        why = (
+            f"prevented: {spec.name} here is fenced by a failover to "
+            f"{standby.environment}: giving it its subjects back would let both take "
+            f"writes; make {standby.environment} the primary at {standby.where}, or "
+            f"`reconcile failover --from {environment} --to {standby.environment} "
+            "--rollback` if nothing was promoted (docs/dr.md)"
+        )
+    return replace(step, prevented=why, reasons=(*step.reasons, why)) if why else step

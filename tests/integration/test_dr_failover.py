@@ -267,3 +267,48 @@ def test_a_standby_server_before_2_12_is_refused_with_its_version(
     assert result.returncode == 1
     assert "2.11.11" in result.stderr and "2.12" in result.stderr
     assert _info(east.url, "ORDERS")["config"]["subjects"] == ["orders.>"]  # not fenced
+
+
+def test_nothing_undoes_a_failover_and_a_failback_is_a_full_copy(
+    ready: tuple[NatsServer, NatsServer, Path],
+) -> None:
+    east, west, root = ready
+    result = reconcile("failover", "--from", "east", "--to", "west", "--yes", cwd=root)
+    assert result.returncode == 0, result.stdout + result.stderr
+    run(_publish(west.url, "orders.new", 5))  # the promoted side takes writes: 55
+
+    # the specs still say east is primary: neither side may undo the failover
+    unfence = reconcile("apply", "--env", "east", "--yes", "--allow-replace", cwd=root)
+    assert unfence.returncode == 1 and "fenced by a failover" in unfence.stderr + unfence.stdout
+    assert is_fenced(east)
+    back = reconcile("apply", "--env", "west", "--yes", "--allow-replace", cwd=root)
+    assert back.returncode == 1 and "takes the writes" in back.stderr + back.stdout
+    assert last_seq(west) == 55 and _info(west.url, "ORDERS")["config"].get("mirror") is None
+
+    # the roles swapped in the spec: west converges as is, east becomes its mirror by a
+    # replace (the server cannot turn a stream into a mirror: a full copy)
+    specs = root / "specs" / "orders.yaml"
+    text = specs.read_text(encoding="utf-8")
+    swapped = text.replace("primary: east", "primary: WEST").replace(
+        "environment: west", "environment: east"
+    )
+    specs.write_text(swapped.replace("WEST", "west"), encoding="utf-8")
+    plan = reconcile("plan", "--env", "west", "--detailed-exitcode", cwd=root)
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    refused = reconcile("apply", "--env", "east", "--yes", cwd=root)
+    assert refused.returncode == 1  # a replace: --allow-replace
+    applied_back = reconcile("apply", "--env", "east", "--yes", "--allow-replace", cwd=root)
+    assert applied_back.returncode == 0, applied_back.stdout + applied_back.stderr
+    wait_for(lambda: last_seq(east) == 55)
+    assert fetch(west, "shipper", 10, ack=True) == list(range(21, 31))
+
+    with Publishers([west.url, east.url]) as publishers:
+        time.sleep(0.3)
+        result = reconcile("failover", "--from", "west", "--to", "east", "--yes", cwd=root)
+        assert result.returncode == 0, result.stdout + result.stderr
+        time.sleep(0.5)
+    payloads = stored(east)
+    assert not (set(publishers.acked) - set(payloads))
+    ours = [p for p in payloads if p.startswith("p")]
+    assert len(ours) == len(set(ours))
+    assert fetch(east, "shipper", 1, ack=False) == [31]  # west's ack floor was 30
