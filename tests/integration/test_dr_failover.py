@@ -312,3 +312,27 @@ def test_nothing_undoes_a_failover_and_a_failback_is_a_full_copy(
     ours = [p for p in payloads if p.startswith("p")]
     assert len(ours) == len(set(ours))
     assert fetch(east, "shipper", 1, ack=False) == [31]  # west's ack floor was 30
+
+
+def test_an_unplanned_failover_needs_its_flag_and_states_the_possible_loss(
+    ready: tuple[NatsServer, NatsServer, Path],
+) -> None:
+    east, west, root = ready
+    east.kill()
+    refused = reconcile("failover", "--from", "east", "--to", "west", "--yes", cwd=root)
+    assert refused.returncode == 1 and "--unplanned" in refused.stderr
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+
+    result = reconcile(
+        "failover", "--from", "east", "--to", "west", "--unplanned", "--yes", cwd=root
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "possible loss" in result.stdout and "sequence 50" in result.stdout
+    assert _info(west.url, "ORDERS")["config"].get("mirror") is None
+    assert fetch(west, "shipper", 1, ack=False) == [1]  # no ack floor known: from the first
+
+    east.start()  # the old origin is back, its subjects with it: the re-run fences it
+    wait_for(lambda: bool(west.monitor("leafz").get("leafnodes")))
+    again = reconcile("failover", "--from", "east", "--to", "west", "--yes", cwd=root)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert is_fenced(east)
