@@ -75,11 +75,15 @@ class Publishers:
         return "error" not in answer and answer.get("stream") == "ORDERS"
 
 
-def stored(server: NatsServer, stream: str = "ORDERS") -> list[str]:
-    """Every payload the stream holds, in sequence order."""
+def _url(target: NatsServer | str) -> str:
+    return target if isinstance(target, str) else target.url
+
+
+def stored(target: NatsServer | str, stream: str = "ORDERS") -> list[str]:
+    """Every payload the stream holds, in sequence order (``target``: a server or a URL)."""
 
     async def read() -> list[str]:
-        nc = await nats.connect(server.url)
+        nc = await nats.connect(_url(target))
         try:
             reply = await nc.request(f"$JS.API.STREAM.INFO.{stream}", b"", timeout=10)
             info = json.loads(reply.data)
@@ -104,11 +108,11 @@ def stored(server: NatsServer, stream: str = "ORDERS") -> list[str]:
     return run(read())
 
 
-def fetch(server: NatsServer, consumer: str, count: int, *, ack: bool) -> list[int]:
+def fetch(target: NatsServer | str, consumer: str, count: int, *, ack: bool) -> list[int]:
     """Pull ``count`` messages of ``consumer`` on ORDERS: their stream sequences."""
 
     async def pull() -> list[int]:
-        nc = await nats.connect(server.url)
+        nc = await nats.connect(_url(target))
         try:
             js = nc.jetstream()
             sub = await js.pull_subscribe_bind(durable=consumer, stream="ORDERS")

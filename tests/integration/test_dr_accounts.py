@@ -1,0 +1,97 @@
+"""A standby in another account of the same server (docs/dr.md#two-accounts): the
+standby's account imports the primary's JetStream API under a prefix and its deliver
+subject; the spec names both (``standby.api``, ``standby.deliver``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cli_runner import reconcile
+from servers import NatsServer, run
+from test_dr_failover import Publishers, fetch, stored
+from test_dr_standby import wait_for
+from test_lifecycle import _publish, _request
+
+ACCOUNTS: dict[str, Any] = {
+    "EAST": {
+        "jetstream": "enabled",
+        "users": [{"user": "east", "password": "east-pw"}],
+        "exports": [{"service": "$JS.API.>"}, {"stream": "dr.deliver.>"}],
+    },
+    "WEST": {
+        "jetstream": "enabled",
+        "users": [{"user": "west", "password": "west-pw"}],
+        "imports": [
+            {"service": {"account": "EAST", "subject": "$JS.API.>"}, "to": "JS.east.API.>"},
+            {"stream": {"account": "EAST", "subject": "dr.deliver.>"}},
+        ],
+    },
+}
+ORDERS = """\
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+standby:
+  primary: east
+  environment: west
+  api: JS.east.API
+  deliver: dr.deliver.ORDERS
+---
+kind: Consumer
+stream: ORDERS
+name: shipper
+ack_policy: explicit
+"""
+
+
+def _url(server: NatsServer, user: str) -> str:
+    return server.url.replace("nats://", f"nats://{user}:{user}-pw@")
+
+
+def _info(server: NatsServer, user: str) -> dict[str, Any]:
+    info: dict[str, Any] = run(_request(_url(server, user), "$JS.API.STREAM.INFO.ORDERS"))
+    return info
+
+
+def test_a_standby_in_another_account_fails_over(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    server = server_factory(config={"accounts": ACCOUNTS})
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "orders.yaml").write_text(ORDERS, encoding="utf-8")
+    (tmp_path / "reconcile.yaml").write_text(
+        "owner: shop\nspecs: [specs]\nenvironments:\n"
+        f"  east:\n    servers: '{server.url}'\n    user: east\n"
+        "    password: {env: EAST_PW}\n"
+        f"  west:\n    servers: '{server.url}'\n    user: west\n"
+        "    password: {env: WEST_PW}\n",
+        encoding="utf-8",
+    )
+    secrets = {"EAST_PW": "east-pw", "WEST_PW": "west-pw"}
+    for env in ("east", "west"):
+        done = reconcile("apply", "--env", env, "--yes", cwd=tmp_path, env=secrets)
+        assert done.returncode == 0, done.stdout + done.stderr
+        if env == "east":
+            run(_publish(_url(server, "east"), "orders.new", 30))
+    mirror = _info(server, "west")["config"]["mirror"]
+    assert mirror["external"] == {"api": "JS.east.API", "deliver": "dr.deliver.ORDERS"}
+    wait_for(lambda: _info(server, "west")["state"]["last_seq"] == 30)
+
+    with Publishers([_url(server, "west")]) as publishers:  # the standby account's apps
+        time.sleep(0.3)
+        result = reconcile(
+            "failover", "--from", "east", "--to", "west", "--yes", cwd=tmp_path, env=secrets
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        time.sleep(0.5)
+    assert publishers.acked  # acknowledged once the west account's stream took the subjects
+    payloads = stored(_url(server, "west"))
+    assert not (set(publishers.acked) - set(payloads))
+    ours = [p for p in payloads if p.startswith("p")]
+    assert len(ours) == len(set(ours))
+    assert fetch(_url(server, "west"), "shipper", 1, ack=False) == [1]  # floor 0: from 1
+    assert _info(server, "east")["config"]["subjects"] == ["_reconcile.fenced.ORDERS"]
+    assert _info(server, "west")["state"]["last_seq"] >= 30
