@@ -31,33 +31,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import os
-import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from reconciler.errors import NotFound, ReconcileError, RefusedPlan, ServerError
+from reconciler.errors import ReconcileError, RefusedPlan
 from reconciler.execution import lock
+from reconciler.execution.failover_steps import PairSteps
 from reconciler.execution.lock import Fence
+from reconciler.execution.pair_reads import (
+    PairState,
+    health_line,
+    loss_line,
+    pair_states,
+    standby_health,
+)
 from reconciler.execution.requests import PlanRequest
 from reconciler.execution.run import _validated, check_approved
-from reconciler.identity import LOCK_BUCKET
 from reconciler.jetstream import JetStreamClient, open_client
-from reconciler.model.normalize import desired_config
 from reconciler.model.standby import (
-    PairHealth,
-    fence_subject,
-    is_fenced,
-    pair_health,
-    promoted_config,
     promotion_supported,
 )
-from reconciler.model.timestamps import rfc3339
 from reconciler.model.values import printable
 from reconciler.planning.standby import Pair, pairs
-from reconciler.specs.spec import Spec
 
 __all__ = [
     "FailoverPlan",
@@ -66,17 +62,10 @@ __all__ = [
     "PairState",
     "fail_over",
     "pair_states",
+    "standby_health",
 ]
 
 Say = Callable[[str], None]
-#: How often the mirror's last sequence is read while waiting for it.
-POLL_SECONDS = 0.05
-#: The first release with CONSUMER.RESET (a consumer moved without changing its config).
-_RESET_LEVEL = 4
-#: Test hook: ``RECONCILE_FAILOVER_PAUSE=<phase>`` sleeps after that phase is recorded, so a
-#: test can kill the process there (a step takes milliseconds: no window to hit otherwise).
-PAUSE_ENV = "RECONCILE_FAILOVER_PAUSE"
-PHASES = ("fenced", "converged", "promoted", "consumers", "done")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,55 +82,6 @@ class FailoverRequest:
     lock_timeout: float | None = lock.DEFAULT_TIMEOUT
     concurrency: int = 16
     check: bool = False  # read and show each pair's health only
-
-
-@dataclass(frozen=True)
-class PairState:
-    """What a pair is now, read on both sides, and what the failover will do to it."""
-
-    pair: Pair
-    health: PairHealth
-    origin_fenced: bool
-    promoted: bool  # the standby is no mirror any more
-    standby_exists: bool
-    consumers_missing: tuple[str, ...]
-    starts: Mapping[str, int | None]  # consumer -> its start on the promoted side
-
-    @property
-    def name(self) -> str:
-        return self.pair.name
-
-    @property
-    def subjects(self) -> list[str]:
-        return list(self.pair.stream.config.get("subjects") or [])
-
-    @property
-    def done(self) -> bool:
-        return self.promoted and not self.consumers_missing and self.origin_fenced
-
-    def actions(self, *, unplanned: bool, rollback: bool) -> list[str]:
-        """What a failover (or its rollback) does to this pair, in order."""
-        subjects = ", ".join(self.subjects)
-        if rollback:
-            if self.promoted:
-                return []
-            return ["give the origin its subjects back"] if self.origin_fenced else []
-        steps: list[str] = []
-        if not self.origin_fenced and not unplanned:
-            steps.append(f"fence the origin: subjects {subjects} -> {fence_subject(self.name)}")
-        if self.done:
-            return steps
-        if not self.promoted:
-            if not unplanned:
-                steps.append("wait until the mirror's last sequence is the origin's")
-            steps.append(f"promote the mirror: drop `mirror`, subjects {subjects}")
-        for name in self.consumers_missing:
-            start = self.starts.get(name)
-            at = "the stream's first message" if start is None else f"sequence {start}"
-            steps.append(f"create consumer {name} from {at}")
-        if steps:
-            steps.append("verify: last sequences, message counts, a probe answered")
-        return steps
 
 
 @dataclass(frozen=True)
@@ -167,9 +107,9 @@ class FailoverPlan:
         if self.unplanned:
             out.append(f"UNPLANNED: the origin is not read ({self.origin_unread or 'unreachable'})")
         for state in self.states:
-            out.append(f"  {state.name}: {_health_line(state.health)}")
+            out.append(f"  {state.name}: {health_line(state.health)}")
             if self.unplanned and not state.promoted:
-                out.append(f"    possible loss: {_loss_line(state.health)}")
+                out.append(f"    possible loss: {loss_line(state.health)}")
             steps = self.actions(state)
             out += [f"    - {step}" for step in steps] or ["    nothing to do"]
         return [printable(line) for line in out]
@@ -183,96 +123,6 @@ class FailoverResult:
     cancelled: bool = False
     #: seconds each stream took no write: from its fence to its promotion
     unavailable: Mapping[str, float] = field(default_factory=dict)
-
-
-def _health_line(health: PairHealth) -> str:
-    lag = "unknown" if health.lag is None else str(health.lag)
-    seen = "never" if health.active_seconds is None else f"{health.active_seconds:.1f}s ago"
-    origin = "unread" if health.origin_last_seq is None else str(health.origin_last_seq)
-    mirror = "unread" if health.mirror_last_seq is None else str(health.mirror_last_seq)
-    verdict = "healthy" if health.healthy else "NOT healthy: " + "; ".join(health.problems)
-    return f"last seq origin {origin}, mirror {mirror}, lag {lag}, last contact {seen}: {verdict}"
-
-
-def _loss_line(health: PairHealth) -> str:
-    seen = (
-        "never"
-        if health.active_seconds is None
-        else f"{health.active_seconds:.1f}s before {rfc3339(time.time())}"
-    )
-    return (
-        f"the mirror holds up to sequence {health.mirror_last_seq}, its last contact with "
-        f"the origin was {seen} (it then reported lag {health.reported_lag}); every write "
-        "the origin acknowledged after that is not on the standby"
-    )
-
-
-# --- reading both sides -------------------------------------------------------------------
-
-
-async def _info(client: JetStreamClient | None, stream: str) -> dict[str, Any] | None:
-    if client is None:
-        return None
-    try:
-        return await client.stream_info(stream)
-    except NotFound:
-        return None
-
-
-async def _ack_floor(client: JetStreamClient | None, stream: str, name: str) -> int | None:
-    """The origin consumer's ack floor (stream sequence); None when it cannot be read."""
-    if client is None:
-        return None
-    try:
-        info = await client.consumer_info(stream, name)
-    except NotFound:
-        return None
-    return int((info.get("ack_floor") or {}).get("stream_seq", 0))
-
-
-async def _consumer_names(client: JetStreamClient, stream: str) -> set[str]:
-    try:
-        return set(await client.consumer_names(stream))
-    except NotFound:
-        return set()
-
-
-async def pair_state(
-    pair: Pair, origin: JetStreamClient | None, standby: JetStreamClient, unread: str = ""
-) -> PairState:
-    """One pair read on both sides (``origin`` None: it could not be reached)."""
-    origin_info, mirror_info = await asyncio.gather(
-        _info(origin, pair.name), _info(standby, pair.name)
-    )
-    health = pair_health(pair.name, origin_info, mirror_info, unread=unread)
-    origin_config = (origin_info or {}).get("config") or {}
-    mirror_config = (mirror_info or {}).get("config") or {}
-    promoted = mirror_info is not None and not mirror_config.get("mirror")
-    present = await _consumer_names(standby, pair.name) if mirror_info else set()
-    missing = tuple(c.name for c in pair.consumers if c.name not in present)
-    floors = await asyncio.gather(*(_ack_floor(origin, pair.name, n) for n in missing))
-    starts = {name: None if f is None else f + 1 for name, f in zip(missing, floors, strict=True)}
-    return PairState(
-        pair=pair,
-        health=health,
-        origin_fenced=origin_info is not None and is_fenced(origin_config),
-        promoted=promoted,
-        standby_exists=mirror_info is not None,
-        consumers_missing=missing,
-        starts=starts,
-    )
-
-
-async def pair_states(
-    selected: Sequence[Pair], origin: JetStreamClient | None, standby: JetStreamClient, unread: str
-) -> list[PairState]:
-    limit = asyncio.Semaphore(32)
-
-    async def one(pair: Pair) -> PairState:
-        async with limit:
-            return await pair_state(pair, origin, standby, unread)
-
-    return list(await asyncio.gather(*(one(pair) for pair in selected)))
 
 
 # --- the run ------------------------------------------------------------------------------
@@ -397,11 +247,6 @@ async def _locks(
         yield fences
 
 
-async def _verify_locks(fences: Sequence[Fence]) -> None:
-    for fence in fences:
-        await fence.verify()
-
-
 async def _run(
     the_plan: FailoverPlan,
     request: FailoverRequest,
@@ -417,7 +262,7 @@ async def _run(
 
     async def one(state: PairState) -> None:
         async with limit:
-            steps = _Steps(state, the_plan, request, origin, standby, fences, say)
+            steps = PairSteps(state, the_plan, request, origin, standby, fences, say)
             try:
                 if request.rollback:
                     await steps.roll_back()
@@ -432,219 +277,6 @@ async def _run(
 
     await asyncio.gather(*(one(state) for state in the_plan.states if the_plan.actions(state)))
     return FailoverResult(the_plan, tuple(sorted(done)), tuple(problems), False, unavailable)
-
-
-@dataclass
-class _Steps:
-    """One pair's failover: each step reads what is live and does what is left."""
-
-    state: PairState
-    the_plan: FailoverPlan
-    request: FailoverRequest
-    origin: JetStreamClient | None
-    standby: JetStreamClient
-    fences: Sequence[Fence]
-    say: Say
-    fenced_at: float | None = None
-    window: float | None = None
-
-    @property
-    def name(self) -> str:
-        return self.state.name
-
-    async def run(self) -> None:
-        if self.origin is not None:
-            await self.fence()
-        promoted = self.state.promoted
-        if not promoted:
-            last = await self.converged() if self.origin is not None else None
-            await self.promote(last)
-        await self.consumers()
-        await self.verify()
-        await self.record("done")
-
-    async def fence(self) -> None:
-        assert self.origin is not None
-        info = await _info(self.origin, self.name)
-        if info is None:
-            raise ReconcileError(f"no stream {self.name} on the origin any more")
-        config = dict(info["config"])
-        if is_fenced(config):
-            return
-        if self.state.promoted:
-            self.say(f"{self.name}: the standby is promoted and the origin takes writes again")
-        await _verify_locks(self.fences)
-        config["subjects"] = [fence_subject(self.name)]
-        await self.origin.update_stream(config)
-        self.fenced_at = time.monotonic()
-        self.say(
-            f"{self.name}: {self.the_plan.origin} fenced: it listens only on "
-            f"{fence_subject(self.name)}, so no write is acknowledged there"
-        )
-        await self.record("fenced")
-
-    async def converged(self) -> int:
-        """The origin's last sequence once the mirror has it; else the fence is lifted
-        and the pair refused with its lag."""
-        assert self.origin is not None
-        origin_info = await _info(self.origin, self.name)
-        target = int(((origin_info or {}).get("state") or {}).get("last_seq", 0))
-        deadline = time.monotonic() + self.request.wait
-        mirror_last = -1
-        while True:
-            mirror = await _info(self.standby, self.name)
-            mirror_last = int(((mirror or {}).get("state") or {}).get("last_seq", 0))
-            if mirror_last >= target:
-                break
-            if time.monotonic() >= deadline:
-                await self.unfence()
-                raise ReconcileError(
-                    f"the mirror did not reach the origin's last sequence {target} within "
-                    f"{self.request.wait:g}s (it has {mirror_last}: lag {target - mirror_last}); "
-                    "the origin has its subjects back, nothing was promoted"
-                )
-            await asyncio.sleep(POLL_SECONDS)
-        await self.record("converged", origin_last_seq=target)
-        return target
-
-    async def unfence(self) -> None:
-        assert self.origin is not None
-        info = await _info(self.origin, self.name)
-        if info is None or not is_fenced(info["config"]):
-            return
-        await _verify_locks(self.fences)
-        await self.origin.update_stream({**info["config"], "subjects": self.state.subjects})
-        self.say(f"{self.name}: {self.the_plan.origin} takes writes again (its subjects back)")
-
-    async def roll_back(self) -> None:
-        mirror = await _info(self.standby, self.name)
-        if mirror is not None and not (mirror["config"].get("mirror")):
-            raise ReconcileError("the mirror is promoted: a rollback would lose its writes")
-        await self.unfence()
-        await self.record("rolled back")
-
-    async def promote(self, origin_last: int | None) -> None:
-        mirror = await _info(self.standby, self.name)
-        if mirror is None:
-            raise ReconcileError(f"no stream {self.name} on the standby")
-        await _verify_locks(self.fences)
-        await self.standby.update_stream(promoted_config(mirror["config"], self.state.subjects))
-        if self.fenced_at is not None:
-            self.window = time.monotonic() - self.fenced_at
-        where = "" if origin_last is None else f" at sequence {origin_last}"
-        self.say(f"{self.name}: {self.the_plan.standby} promoted{where}: it takes the writes")
-        await self.record("promoted")
-
-    async def consumers(self) -> None:
-        present = await _consumer_names(self.standby, self.name)
-        info = await _info(self.standby, self.name)
-        stream_config = (info or {}).get("config") or {}
-        server = await self.standby.server_info()
-        owner = self.the_plan_owner
-        for spec in self.state.pair.consumers:
-            start = await self._start(spec.name)
-            if spec.name in present:
-                await self._finish_paused(spec, start)
-                continue
-            config = desired_config(spec, server, stream_config=stream_config, owner=owner)
-            await _verify_locks(self.fences)
-            await self._create(spec, config, start, server.api_level)
-        await self.record("consumers")
-
-    @property
-    def the_plan_owner(self) -> str:
-        return self.request.standby.owner
-
-    async def _start(self, name: str) -> int | None:
-        floor = await _ack_floor(self.origin, self.name, name)
-        return None if floor is None else floor + 1
-
-    async def _create(
-        self, spec: Spec, config: dict[str, Any], start: int | None, level: int
-    ) -> None:
-        where = "the stream's first message" if start is None else f"sequence {start}"
-        if start is None:
-            await self.standby.create_consumer(self.name, config, action="create")
-        elif level >= _RESET_LEVEL:
-            paused = {**config, "pause_until": "2999-01-01T00:00:00Z"}
-            await self.standby.create_consumer(self.name, paused, action="create")
-            await self.standby.reset_consumer(self.name, spec.name, start)
-            await self.standby.pause_consumer(self.name, spec.name, None)
-        else:
-            moved = {**config, "deliver_policy": "by_start_sequence", "opt_start_seq": start}
-            await self.standby.create_consumer(self.name, moved, action="create")
-        self.say(f"{self.name}: consumer {spec.name} created from {where}")
-
-    async def _finish_paused(self, spec: Spec, start: int | None) -> None:
-        """A consumer created paused by an interrupted run: moved and resumed now."""
-        try:
-            info = await self.standby.consumer_info(self.name, spec.name)
-        except NotFound:
-            return
-        if not info.get("paused") or start is None:
-            return
-        await _verify_locks(self.fences)
-        await self.standby.reset_consumer(self.name, spec.name, start)
-        await self.standby.pause_consumer(self.name, spec.name, None)
-        self.say(f"{self.name}: consumer {spec.name} moved to sequence {start} and resumed")
-
-    async def verify(self) -> None:
-        mirror = await _info(self.standby, self.name)
-        origin = await _info(self.origin, self.name)
-        if mirror is None:
-            raise ReconcileError("the promoted stream is gone")
-        if origin is not None:
-            o_state, m_state = origin["state"], mirror["state"]
-            if int(m_state["last_seq"]) < int(o_state["last_seq"]):
-                raise ReconcileError(
-                    f"the promoted stream's last sequence {m_state['last_seq']} is below "
-                    f"the origin's {o_state['last_seq']}"
-                )
-            if int(m_state["messages"]) < int(o_state["messages"]):
-                self.say(
-                    f"{self.name}: {m_state['messages']} messages promoted, "
-                    f"{o_state['messages']} on the origin"
-                )
-        await self.probe(mirror)
-
-    async def probe(self, mirror: Mapping[str, Any]) -> None:
-        """A publish on the stream's subjects, answered by the promoted stream and
-        refused by an impossible expected last sequence (nothing is stored)."""
-        subject = _probe_subject(self.state.subjects)
-        headers = {"Nats-Expected-Last-Sequence": str(2**63 - 1)}
-        try:
-            reply = await self.standby.raw_request(subject, b"", headers=headers)
-        except ReconcileError as err:
-            raise ReconcileError(f"nobody answers a publish on {subject}: {err}") from err
-        answer: Any = json.loads(reply) if reply else {}
-        if not isinstance(answer, dict) or answer.get("stream") != self.name:
-            raise ReconcileError(f"a publish on {subject} is not answered by {self.name}")
-
-    async def record(self, phase: str, **facts: Any) -> None:
-        """The pair's progress in the standby's lock bucket (shown, never trusted)."""
-        body = {
-            "stream": self.name,
-            "from": self.the_plan.origin,
-            "to": self.the_plan.standby,
-            "phase": phase,
-            "at": rfc3339(time.time()),
-            **facts,
-        }
-        key = f"failover.{self.name}"
-        with contextlib.suppress(ServerError):
-            value = json.dumps(body).encode()
-            entry = await self.standby.kv_entry(LOCK_BUCKET, key)
-            if entry is None:
-                await self.standby.kv_create(LOCK_BUCKET, key, value)
-            else:
-                await self.standby.kv_update(LOCK_BUCKET, key, value, entry.revision)
-        if os.environ.get(PAUSE_ENV) == phase:
-            await asyncio.sleep(3600)
-
-
-def _probe_subject(subjects: Sequence[str]) -> str:
-    tokens = (subjects[0] if subjects else "").split(".")
-    return ".".join("_reconcile_probe" if t in ("*", ">") else t for t in tokens)
 
 
 def failover_request(origin: PlanRequest, standby: PlanRequest, **flags: Any) -> FailoverRequest:

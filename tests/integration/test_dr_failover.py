@@ -23,7 +23,7 @@ import nats
 import pytest
 from cli_runner import reconcile
 from servers import NatsServer, joined_domains, run
-from test_dr_standby import applied, dr_project, last_seq, wait_for
+from test_dr_standby import applied, dr_project, last_seq, link, wait_for
 from test_lifecycle import _info, _publish, _request
 
 PHASES = ("fenced", "converged", "promoted", "consumers")
@@ -219,21 +219,12 @@ def test_a_failover_killed_at_each_step_is_finished_by_a_rerun(
     check_after(east, west, publishers.acked, 50)
 
 
-def _link(west: NatsServer, *, up: bool, leafnodes: dict[str, Any]) -> None:
-    """West restarted with (up) or without its leafnode link to east."""
-    if up:
-        west.settings["leafnodes"] = leafnodes
-    else:
-        west.settings.pop("leafnodes", None)
-    west.restart()
-
-
 def test_a_mirror_that_cannot_catch_up_is_refused_and_the_origin_takes_writes_again(
     ready: tuple[NatsServer, NatsServer, Path],
 ) -> None:
     east, west, root = ready
     leafnodes = dict(west.settings["leafnodes"])
-    _link(west, up=False, leafnodes=leafnodes)
+    link(west, up=False, leafnodes=leafnodes)
     run(_publish(east.url, "orders.new", 7))  # the mirror cannot get these
 
     check = reconcile("failover", "--from", "east", "--to", "west", "--check", cwd=root)
@@ -251,7 +242,7 @@ def test_a_mirror_that_cannot_catch_up_is_refused_and_the_origin_takes_writes_ag
     run(_publish(east.url, "orders.new", 1))
     assert last_seq(east) == 58
 
-    _link(west, up=True, leafnodes=leafnodes)
+    link(west, up=True, leafnodes=leafnodes)
     with Publishers([east.url]) as publishers:
         time.sleep(0.3)
         result = reconcile("failover", "--from", "east", "--to", "west", "--yes", cwd=root)

@@ -63,6 +63,15 @@ def consumers(server: NatsServer, stream: str = "ORDERS") -> list[str]:
     return list(reply.get("consumers") or [])
 
 
+def link(west: NatsServer, *, up: bool, leafnodes: dict[str, Any]) -> None:
+    """West restarted with (up) or without its leafnode link to east."""
+    if up:
+        west.settings["leafnodes"] = leafnodes
+    else:
+        west.settings.pop("leafnodes", None)
+    west.restart()
+
+
 def applied(root: Path, env: str) -> None:
     result = reconcile("apply", "--env", env, "--yes", cwd=root)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -115,3 +124,35 @@ def test_a_standby_whose_primary_has_no_domain_needs_its_api(tmp_path: Path) -> 
     assert result.returncode == 1
     output = result.stderr + result.stdout
     assert "orders.yaml:5: standby.api" in output
+
+
+def test_plan_and_drift_show_each_pairs_health_read_on_both_sides(
+    pair: tuple[NatsServer, NatsServer], tmp_path: Path
+) -> None:
+    east, west = pair
+    critical = ORDERS.replace(
+        "max_age: 7d\n", "max_age: 7d\nmetadata:\n  io.nats.monitor.lag-critical: '3'\n"
+    )
+    root = dr_project(tmp_path, east, west, critical)
+    applied(root, "east")
+    run(_publish(east.url, "orders.new", 20))
+    applied(root, "west")
+    wait_for(lambda: last_seq(west) == 20)
+    healthy = reconcile("plan", "--env", "west", cwd=root)
+    assert "standby ORDERS (east -> west): last seq origin 20, mirror 20, lag 0" in healthy.stderr
+    assert "healthy" in healthy.stderr and "NOT healthy" not in healthy.stderr
+
+    leafnodes = dict(west.settings["leafnodes"])
+    link(west, up=False, leafnodes=leafnodes)
+    run(_publish(east.url, "orders.new", 5))
+    assert _info(west.url, "ORDERS")["mirror"]["lag"] == 0  # what the mirror itself says
+    for command in ("plan", "drift"):
+        stale = reconcile(command, "--env", "east", cwd=root)
+        assert "last seq origin 25, mirror 20, lag 5" in stale.stderr, stale.stderr
+        assert "NOT healthy" in stale.stderr
+        assert "no contact with the origin" in stale.stderr
+        assert "io.nats.monitor.lag-critical 3" in stale.stderr
+
+    east.stop()
+    unread = reconcile("plan", "--env", "west", cwd=root)
+    assert "east could not be read" in unread.stderr, unread.stderr

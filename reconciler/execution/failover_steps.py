@@ -1,0 +1,255 @@
+"""One standby pair's failover steps (``reconcile failover``, docs/dr.md): each reads
+what is live and does what is left, so a re-run after an interruption finishes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from reconciler.errors import NotFound, ReconcileError, ServerError
+from reconciler.execution.lock import Fence
+from reconciler.execution.pair_reads import PairState, _ack_floor, _consumer_names, _info
+from reconciler.identity import LOCK_BUCKET
+from reconciler.jetstream import JetStreamClient
+from reconciler.model.normalize import desired_config
+from reconciler.model.standby import fence_subject, is_fenced, promoted_config
+from reconciler.model.timestamps import rfc3339
+from reconciler.specs.spec import Spec
+
+if TYPE_CHECKING:
+    from reconciler.execution.failover import FailoverPlan, FailoverRequest
+
+Say = Callable[[str], None]
+#: How often the mirror's last sequence is read while waiting for it.
+POLL_SECONDS = 0.05
+#: The first release with CONSUMER.RESET (a consumer moved without changing its config).
+_RESET_LEVEL = 4
+#: Test hook: ``RECONCILE_FAILOVER_PAUSE=<phase>`` sleeps after that phase is recorded, so a
+#: test can kill the process there (a step takes milliseconds: no window to hit otherwise).
+PAUSE_ENV = "RECONCILE_FAILOVER_PAUSE"
+PHASES = ("fenced", "converged", "promoted", "consumers", "done")
+
+
+async def verify_locks(fences: Sequence[Fence]) -> None:
+    """Every lease still ours, before a step changes a server."""
+    for fence in fences:
+        await fence.verify()
+
+
+@dataclass
+class PairSteps:
+    """One pair's failover: each step reads what is live and does what is left."""
+
+    state: PairState
+    the_plan: FailoverPlan
+    request: FailoverRequest
+    origin: JetStreamClient | None
+    standby: JetStreamClient
+    fences: Sequence[Fence]
+    say: Say
+    fenced_at: float | None = None
+    window: float | None = None
+
+    @property
+    def name(self) -> str:
+        return self.state.name
+
+    async def run(self) -> None:
+        if self.origin is not None:
+            await self.fence()
+        promoted = self.state.promoted
+        if not promoted:
+            last = await self.converged() if self.origin is not None else None
+            await self.promote(last)
+        await self.consumers()
+        await self.verify()
+        await self.record("done")
+
+    async def fence(self) -> None:
+        assert self.origin is not None
+        info = await _info(self.origin, self.name)
+        if info is None:
+            raise ReconcileError(f"no stream {self.name} on the origin any more")
+        config = dict(info["config"])
+        if is_fenced(config):
+            return
+        if self.state.promoted:
+            self.say(f"{self.name}: the standby is promoted and the origin takes writes again")
+        await verify_locks(self.fences)
+        config["subjects"] = [fence_subject(self.name)]
+        await self.origin.update_stream(config)
+        self.fenced_at = time.monotonic()
+        self.say(
+            f"{self.name}: {self.the_plan.origin} fenced: it listens only on "
+            f"{fence_subject(self.name)}, so no write is acknowledged there"
+        )
+        await self.record("fenced")
+
+    async def converged(self) -> int:
+        """The origin's last sequence once the mirror has it; else the fence is lifted
+        and the pair refused with its lag."""
+        assert self.origin is not None
+        origin_info = await _info(self.origin, self.name)
+        target = int(((origin_info or {}).get("state") or {}).get("last_seq", 0))
+        deadline = time.monotonic() + self.request.wait
+        mirror_last = -1
+        while True:
+            mirror = await _info(self.standby, self.name)
+            mirror_last = int(((mirror or {}).get("state") or {}).get("last_seq", 0))
+            if mirror_last >= target:
+                break
+            if time.monotonic() >= deadline:
+                await self.unfence()
+                raise ReconcileError(
+                    f"the mirror did not reach the origin's last sequence {target} within "
+                    f"{self.request.wait:g}s (it has {mirror_last}: lag {target - mirror_last}); "
+                    "the origin has its subjects back, nothing was promoted"
+                )
+            await asyncio.sleep(POLL_SECONDS)
+        await self.record("converged", origin_last_seq=target)
+        return target
+
+    async def unfence(self) -> None:
+        assert self.origin is not None
+        info = await _info(self.origin, self.name)
+        if info is None or not is_fenced(info["config"]):
+            return
+        await verify_locks(self.fences)
+        await self.origin.update_stream({**info["config"], "subjects": self.state.subjects})
+        self.say(f"{self.name}: {self.the_plan.origin} takes writes again (its subjects back)")
+
+    async def roll_back(self) -> None:
+        mirror = await _info(self.standby, self.name)
+        if mirror is not None and not (mirror["config"].get("mirror")):
+            raise ReconcileError("the mirror is promoted: a rollback would lose its writes")
+        await self.unfence()
+        await self.record("rolled back")
+
+    async def promote(self, origin_last: int | None) -> None:
+        mirror = await _info(self.standby, self.name)
+        if mirror is None:
+            raise ReconcileError(f"no stream {self.name} on the standby")
+        await verify_locks(self.fences)
+        await self.standby.update_stream(promoted_config(mirror["config"], self.state.subjects))
+        if self.fenced_at is not None:
+            self.window = time.monotonic() - self.fenced_at
+        where = "" if origin_last is None else f" at sequence {origin_last}"
+        self.say(f"{self.name}: {self.the_plan.standby} promoted{where}: it takes the writes")
+        await self.record("promoted")
+
+    async def consumers(self) -> None:
+        present = await _consumer_names(self.standby, self.name)
+        info = await _info(self.standby, self.name)
+        stream_config = (info or {}).get("config") or {}
+        server = await self.standby.server_info()
+        owner = self.the_plan_owner
+        for spec in self.state.pair.consumers:
+            start = await self._start(spec.name)
+            if spec.name in present:
+                await self._finish_paused(spec, start)
+                continue
+            config = desired_config(spec, server, stream_config=stream_config, owner=owner)
+            await verify_locks(self.fences)
+            await self._create(spec, config, start, server.api_level)
+        await self.record("consumers")
+
+    @property
+    def the_plan_owner(self) -> str:
+        return self.request.standby.owner
+
+    async def _start(self, name: str) -> int | None:
+        floor = await _ack_floor(self.origin, self.name, name)
+        return None if floor is None else floor + 1
+
+    async def _create(
+        self, spec: Spec, config: dict[str, Any], start: int | None, level: int
+    ) -> None:
+        where = "the stream's first message" if start is None else f"sequence {start}"
+        if start is None:
+            await self.standby.create_consumer(self.name, config, action="create")
+        elif level >= _RESET_LEVEL:
+            paused = {**config, "pause_until": "2999-01-01T00:00:00Z"}
+            await self.standby.create_consumer(self.name, paused, action="create")
+            await self.standby.reset_consumer(self.name, spec.name, start)
+            await self.standby.pause_consumer(self.name, spec.name, None)
+        else:
+            moved = {**config, "deliver_policy": "by_start_sequence", "opt_start_seq": start}
+            await self.standby.create_consumer(self.name, moved, action="create")
+        self.say(f"{self.name}: consumer {spec.name} created from {where}")
+
+    async def _finish_paused(self, spec: Spec, start: int | None) -> None:
+        """A consumer created paused by an interrupted run: moved and resumed now."""
+        try:
+            info = await self.standby.consumer_info(self.name, spec.name)
+        except NotFound:
+            return
+        if not info.get("paused") or start is None:
+            return
+        await verify_locks(self.fences)
+        await self.standby.reset_consumer(self.name, spec.name, start)
+        await self.standby.pause_consumer(self.name, spec.name, None)
+        self.say(f"{self.name}: consumer {spec.name} moved to sequence {start} and resumed")
+
+    async def verify(self) -> None:
+        mirror = await _info(self.standby, self.name)
+        origin = await _info(self.origin, self.name)
+        if mirror is None:
+            raise ReconcileError("the promoted stream is gone")
+        if origin is not None:
+            o_state, m_state = origin["state"], mirror["state"]
+            if int(m_state["last_seq"]) < int(o_state["last_seq"]):
+                raise ReconcileError(
+                    f"the promoted stream's last sequence {m_state['last_seq']} is below "
+                    f"the origin's {o_state['last_seq']}"
+                )
+            if int(m_state["messages"]) < int(o_state["messages"]):
+                self.say(
+                    f"{self.name}: {m_state['messages']} messages promoted, "
+                    f"{o_state['messages']} on the origin"
+                )
+        await self.probe(mirror)
+
+    async def probe(self, mirror: Mapping[str, Any]) -> None:
+        """A publish on the stream's subjects, answered by the promoted stream and
+        refused by an impossible expected last sequence (nothing is stored)."""
+        subject = _probe_subject(self.state.subjects)
+        headers = {"Nats-Expected-Last-Sequence": str(2**63 - 1)}
+        try:
+            reply = await self.standby.raw_request(subject, b"", headers=headers)
+        except ReconcileError as err:
+            raise ReconcileError(f"nobody answers a publish on {subject}: {err}") from err
+        answer: Any = json.loads(reply) if reply else {}
+        if not isinstance(answer, dict) or answer.get("stream") != self.name:
+            raise ReconcileError(f"a publish on {subject} is not answered by {self.name}")
+
+    async def record(self, phase: str, **facts: Any) -> None:
+        """The pair's progress in the standby's lock bucket (shown, never trusted)."""
+        body = {
+            "stream": self.name,
+            "from": self.the_plan.origin,
+            "to": self.the_plan.standby,
+            "phase": phase,
+            "at": rfc3339(time.time()),
+            **facts,
+        }
+        key = f"failover.{self.name}"
+        with contextlib.suppress(ServerError):
+            value = json.dumps(body).encode()
+            entry = await self.standby.kv_entry(LOCK_BUCKET, key)
+            if entry is None:
+                await self.standby.kv_create(LOCK_BUCKET, key, value)
+            else:
+                await self.standby.kv_update(LOCK_BUCKET, key, value, entry.revision)
+        if os.environ.get(PAUSE_ENV) == phase:
+            await asyncio.sleep(3600)
+
+
+def _probe_subject(subjects: Sequence[str]) -> str:
+    tokens = (subjects[0] if subjects else "").split(".")
+    return ".".join("_reconcile_probe" if t in ("*", ">") else t for t in tokens)
