@@ -83,9 +83,9 @@ def for_environment(
     specs: Sequence[Spec], environment: str | None, domains: Mapping[str, str | None]
 ) -> StandbyView:
     """``specs`` as ``environment`` plans them (``domains``: every environment of the
-    project and its JetStream domain). Without a project (``environment`` None) a
-    ``standby`` block is an error: the pair needs both environments."""
-    if not any(spec.standby is not None for spec in specs):
+    project and its JetStream domain). Without an environment (spec PATHS, no
+    ``--env``) every stream plans as declared: the primary's view."""
+    if environment is None or not any(spec.standby is not None for spec in specs):
         return StandbyView(list(specs))
     _check(specs, domains)
     mirrored = {

@@ -1,0 +1,70 @@
+"""docs/dr.md's walk on examples/dr/ as shipped: two domains joined by a leafnode, apply
+both sites, the pair's health, a failover asked about, done, then the roles swapped in
+the spec and a failback."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from cli_runner import reconcile
+from servers import NatsServer, joined_domains, run
+from test_dr_failover import fetch, is_fenced
+from test_dr_standby import last_seq, wait_for
+from test_lifecycle import _info, _publish
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dr"
+
+
+def test_the_dr_example_fails_over_and_back_as_the_doc_walks_it(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    east, west = joined_domains(server_factory)
+    root = tmp_path / "dr"
+    shutil.copytree(EXAMPLE, root)
+    urls = {"EAST_NATS_URL": east.url, "WEST_NATS_URL": west.url}
+
+    def cli(*args: str) -> tuple[int, str]:
+        done = reconcile(*args, cwd=root, env=urls)
+        return done.returncode, done.stdout + done.stderr
+
+    for env in ("east", "west"):  # 1. apply both sites
+        code, said = cli("apply", "--env", env, "--yes")
+        assert code == 0, said
+    run(_publish(east.url, "orders.new", 40))
+    assert fetch(east, "shipper", 15, ack=True) == list(range(1, 16))
+    wait_for(lambda: last_seq(west) == 40)
+
+    code, said = cli("plan", "--env", "west")  # 2. the pair's health
+    assert code == 0 and "standby ORDERS (east -> west): last seq origin 40, mirror 40" in said
+    code, said = cli("failover", "--from", "east", "--to", "west", "--check")
+    assert code == 0, said
+
+    code, said = cli("failover", "--from", "east", "--to", "west")  # 3. asked: no terminal
+    assert code == 1 and "nothing was changed" in said and not is_fenced(east)
+    code, said = cli("failover", "--from", "east", "--to", "west", "--yes")
+    assert code == 0, said
+    assert is_fenced(east) and _info(west.url, "ORDERS")["config"].get("mirror") is None
+    assert fetch(west, "shipper", 1, ack=False) == [16]
+
+    code, said = cli("apply", "--env", "east", "--yes")  # 4. nothing undoes it
+    assert code == 1 and "fenced by a failover" in said
+
+    orders = root / "specs" / "orders.yaml"  # 5. fail back: the roles swapped in git
+    text = orders.read_text(encoding="utf-8")
+    text = text.replace("primary: east", "primary: @").replace(
+        "environment: west", "environment: east"
+    )
+    orders.write_text(text.replace("primary: @", "primary: west"), encoding="utf-8")
+    code, said = cli("plan", "--env", "west", "--detailed-exitcode")
+    assert code == 0, said
+    code, said = cli("apply", "--env", "east", "--yes")
+    assert code == 1  # a replace: a full copy, allowed by --allow-replace
+    code, said = cli("apply", "--env", "east", "--yes", "--allow-replace")
+    assert code == 0, said
+    run(_publish(west.url, "orders.new", 5))
+    wait_for(lambda: last_seq(east) == 45)
+    code, said = cli("failover", "--from", "west", "--to", "east", "--yes")
+    assert code == 0, said
+    assert is_fenced(west) and fetch(east, "shipper", 1, ack=False) == [16]
