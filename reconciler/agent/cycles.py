@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -46,6 +46,8 @@ from reconciler.agent.status import (
 )
 from reconciler.errors import ApplyFailed, ConnectError, ReconcileError
 from reconciler.execution.apply import StepEvent, describe
+from reconciler.execution.pair_reads import pairs_health
+from reconciler.execution.requests import PlanRequest
 from reconciler.execution.run import fewer_collections
 from reconciler.execution.standing import heal_on, plan_on
 from reconciler.identity import ResourceRef
@@ -54,6 +56,7 @@ from reconciler.model.state import StreamState
 from reconciler.model.timestamps import rfc3339
 from reconciler.planning.heal import split_for_heal
 from reconciler.planning.steps import Plan
+from reconciler.specs.spec import Spec
 
 Mode = Literal["observe", "heal"]
 _T = TypeVar("_T")
@@ -421,10 +424,28 @@ class Watch:
             previous=self.memory.read,
         )
         if only is None:
+            await self._standby_health(request, planned.specs)
             return self.memory.full(found, planned)
         assert self.last is not None
         scoped = only | {s.stream_name for s in planned.specs}
         return self.memory.merged(self.last.resources, found, scoped, planned)
+
+    async def _standby_health(self, request: PlanRequest, specs: Sequence[Spec]) -> None:
+        """Each standby pair's health, both sides read (docs/dr.md#health): metrics, and
+        a log line per pair that is not healthy. Never a failover."""
+        if request.project is None or request.env is None:
+            return
+        try:
+            found = await pairs_health(
+                request.project, request.env, specs, request.options, request.owner
+            )
+        except ReconcileError as err:
+            self.log.event("standby", f"pair health not read: {err}")
+            return
+        self.metrics.set_standby(pair.health for pair in found)
+        for pair in found:
+            if not pair.health.healthy:
+                self.log.event("standby", pair.line(), stream=pair.health.stream)
 
     # -- what /status and /readyz say -----------------------------------------------------
     def not_ready(self) -> str | None:

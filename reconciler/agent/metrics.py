@@ -7,7 +7,9 @@ anew), ``type`` (four advisory types), ``outcome`` (``ok``/``error``), ``scope``
 (``full``/``targeted``). An agent serving several environments of a project (``--all-envs``,
 ``--env`` given more than once, ``--shard``) labels every series with ``env`` too (the
 project file's environment names: a set the repository fixes); one serving a single
-target has no ``env`` label, as before. No resource, client or user name and no spec
+target has no ``env`` label, as before. The ``reconcile_standby_*`` gauges carry
+``stream``: a stream whose spec declares a standby (a set the repository bounds;
+docs/dr.md#health). No resource, client or user name and no spec
 value is ever a label: they are in ``/status`` and the log.
 """
 
@@ -20,6 +22,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from reconciler.agent.status import STATES, ResourceStatus
 from reconciler.identity import KINDS
+from reconciler.model.standby import PairHealth
 
 _BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
@@ -95,6 +98,26 @@ class Metrics:
             registry=r,
         )
 
+        self.standby_lag = Gauge(
+            "reconcile_standby_lag_messages",
+            "Each standby pair's lag: the origin's last sequence minus the mirror's, each "
+            "read on its own server (-1: a side could not be read).",
+            [*env, "stream"],
+            registry=r,
+        )
+        self.standby_seen = Gauge(
+            "reconcile_standby_seconds_since_active",
+            "Seconds since each mirror last heard from its origin (-1: no contact).",
+            [*env, "stream"],
+            registry=r,
+        )
+        self.standby_healthy = Gauge(
+            "reconcile_standby_healthy",
+            "1 while the standby pair is healthy (docs/dr.md#health), else 0.",
+            [*env, "stream"],
+            registry=r,
+        )
+
     def of(self, env: str | None) -> EnvironmentMetrics:
         """The series of environment ``env`` (None: the only target, no ``env`` label)."""
         return EnvironmentMetrics(self, env if self.by_env else None)
@@ -140,6 +163,9 @@ class EnvironmentMetrics:
         self.git_head_age = series(metrics.git_head_age)
         self.connected = series(metrics.connected)
         self.advisories_subscribed = series(metrics.advisories_subscribed)
+        self._env = env
+        self._standby = (metrics.standby_lag, metrics.standby_seen, metrics.standby_healthy)
+        self._standby_streams: set[str] = set()
         for state in STATES:
             for kind in KINDS:
                 self.resources.labels(state, kind).set(0)
@@ -147,6 +173,21 @@ class EnvironmentMetrics:
             self.drift_events.labels(cause)
         for outcome in ("ok", "error"):
             self.cycles.labels(outcome)
+
+    def set_standby(self, pairs: Iterable[PairHealth]) -> None:
+        """The standby gauges for exactly these pairs (a pair no longer declared goes)."""
+        lag, seen, healthy = self._standby
+        env = () if self._env is None else (self._env,)
+        found = list(pairs)
+        for stream in self._standby_streams - {pair.stream for pair in found}:
+            for gauge in self._standby:
+                gauge.remove(*env, stream)
+        for pair in found:
+            lag.labels(*env, pair.stream).set(-1 if pair.lag is None else pair.lag)
+            since = pair.active_seconds
+            seen.labels(*env, pair.stream).set(-1.0 if since is None else since)
+            healthy.labels(*env, pair.stream).set(1 if pair.healthy else 0)
+        self._standby_streams = {pair.stream for pair in found}
 
     def set_resources(self, resources: Iterable[ResourceStatus]) -> None:
         found = {(state, kind): 0 for state in STATES for kind in KINDS}

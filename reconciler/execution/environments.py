@@ -9,7 +9,7 @@ server its own embedded server (state in ``<store>/<environment>``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,8 @@ class Target:
     policies: tuple[Path, ...] = ()  # the project's policy files (docs/policy.md)
     #: Every environment of the project and its JetStream domain (standby pairs: docs/dr.md).
     domains: tuple[tuple[str, str | None], ...] = ()
+    #: The project file read (the other side of a standby pair: docs/dr.md#health).
+    project: Project | None = field(default=None, compare=False, repr=False)
 
 
 def environment_target(project: Project, name: str, base: ConnectionOptions, owner: str) -> Target:
@@ -54,6 +56,7 @@ def environment_target(project: Project, name: str, base: ConnectionOptions, own
         ignore=project.ignore,
         policies=project.policies,
         domains=tuple((env.name, env.domain) for env in project.environments.values()),
+        project=project,
     )
 
 

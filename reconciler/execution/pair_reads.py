@@ -23,7 +23,16 @@ from reconciler.specs.project import Project
 from reconciler.specs.spec import Spec
 from reconciler.specs.standby import Standby
 
-__all__ = ["PairState", "health_line", "loss_line", "pair_state", "pair_states", "standby_health"]
+__all__ = [
+    "PairState",
+    "SidedHealth",
+    "health_line",
+    "loss_line",
+    "pair_state",
+    "pair_states",
+    "pairs_health",
+    "standby_health",
+]
 
 
 @dataclass(frozen=True)
@@ -168,6 +177,19 @@ async def pair_states(
 # --- each pair's health, for plan and drift ---------------------------------------------
 
 
+@dataclass(frozen=True)
+class SidedHealth:
+    """A pair's health with the environments on each side."""
+
+    primary: str
+    standby: str
+    health: PairHealth
+
+    def line(self) -> str:
+        pair = f"standby {self.health.stream} ({self.primary} -> {self.standby})"
+        return printable(f"{pair}: {health_line(self.health)}")
+
+
 async def standby_health(
     project: Project, environment: str, base: ConnectionOptions, owner: str
 ) -> list[str]:
@@ -176,6 +198,18 @@ async def standby_health(
     that cannot be read is said so. Empty when the environment has no pair."""
     here = environment_target(project, environment, base, owner)
     specs, _ = _validated(PlanRequest.for_target(here))
+    return [pair.line() for pair in await pairs_health(project, environment, specs, base, owner)]
+
+
+async def pairs_health(
+    project: Project,
+    environment: str,
+    specs: Sequence[Spec],
+    base: ConnectionOptions,
+    owner: str,
+) -> list[SidedHealth]:
+    """The health of every standby pair of ``specs`` that ``environment`` is a side of
+    (the agent passes the specs it planned: no second validation)."""
     found = [
         (spec, spec.standby)
         for spec in specs
@@ -183,9 +217,7 @@ async def standby_health(
         and spec.standby is not None
         and environment in (spec.standby.primary, spec.standby.environment)
     ]
-    if not found:
-        return []
-    lines: list[str] = []
+    out: list[SidedHealth] = []
     for (primary, standby), group in _by_sides(found).items():
         origin_info, mirror_info, unread = await _both_sides(
             project, (primary, standby), [s.name for s in group], base, owner
@@ -194,10 +226,8 @@ async def standby_health(
             health = pair_health(
                 spec.name, origin_info.get(spec.name), mirror_info.get(spec.name), unread=unread
             )
-            lines.append(
-                printable(f"standby {spec.name} ({primary} -> {standby}): {health_line(health)}")
-            )
-    return lines
+            out.append(SidedHealth(primary, standby, health))
+    return out
 
 
 def _by_sides(found: Sequence[tuple[Spec, Standby]]) -> dict[tuple[str, str], list[Spec]]:

@@ -17,7 +17,7 @@ imports a front door: the front doors implement this protocol.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -25,6 +25,7 @@ from reconciler.execution import lock
 from reconciler.planning.plan import Ownership
 from reconciler.specs.ignore import NO_RULES, IgnoreRules
 from reconciler.specs.lifecycle import MANAGE, Lifecycle
+from reconciler.specs.project import Project
 
 if TYPE_CHECKING:
     from reconciler.execution.apply import ApplyResult, StepEvent
@@ -62,6 +63,8 @@ class PlanRequest:
     #: Every environment of the project and its JetStream domain: where a stream's
     #: standby mirrors it from (docs/dr.md).
     domains: tuple[tuple[str, str | None], ...] = ()
+    #: The project file read, when the request is an environment's (docs/dr.md#health).
+    project: Project | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def of(
@@ -94,6 +97,7 @@ class PlanRequest:
             ignore=target.ignore,
             policies=(*target.policies, *policies),
             domains=target.domains,
+            project=target.project,
         )
         return replace(request, **flags)
 

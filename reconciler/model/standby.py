@@ -1,6 +1,6 @@
 """What a standby pair means to the server: the mirror's config, the fence, the health.
 
-Pure rules over plain dicts (docs/dr.md; the server facts in /docs/jetstream-notes.md):
+Pure rules over plain dicts (docs/dr.md, where the server facts they rest on are named):
 
 - the standby is a mirror with ``external.api`` (another domain or account), no subjects
   and none of the fields a mirror may not have;

@@ -1,0 +1,84 @@
+"""A standby pair's rules without a server (reconciler.model.standby): the mirror's
+config, the fence, promotion by version, and health from both sides' STREAM.INFO."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from reconciler.model.standby import (
+    fence_subject,
+    is_fenced,
+    mirror_config,
+    pair_health,
+    promoted_config,
+    promotion_supported,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def info(last: int, *, mirror: dict[str, Any] | None = None, **metadata: str) -> dict[str, Any]:
+    config: dict[str, Any] = {"name": "ORDERS", "metadata": metadata}
+    if mirror is not None:
+        config["mirror"] = {"name": "ORDERS"}
+    found: dict[str, Any] = {"config": config, "state": {"last_seq": last}}
+    if mirror is not None:
+        found["mirror"] = mirror
+    return found
+
+
+def test_the_mirror_has_no_subjects_and_names_the_origins_api() -> None:
+    origin = {"name": "ORDERS", "subjects": ["orders.>"], "duplicate_window": 1, "max_age": 5}
+    config = mirror_config(origin, api="$JS.east.API", deliver="dr.ORDERS")
+    assert "subjects" not in config and "duplicate_window" not in config
+    assert config["mirror"] == {
+        "name": "ORDERS",
+        "external": {"api": "$JS.east.API", "deliver": "dr.ORDERS"},
+    }
+    assert config["max_age"] == 5
+    promoted = promoted_config(config, ["orders.>"])
+    assert "mirror" not in promoted and promoted["subjects"] == ["orders.>"]
+
+
+def test_the_fence_is_one_subject_of_its_own() -> None:
+    assert is_fenced({"name": "ORDERS", "subjects": [fence_subject("ORDERS")]})
+    assert not is_fenced({"name": "ORDERS", "subjects": ["orders.>", fence_subject("ORDERS")]})
+    assert not is_fenced({"name": "ORDERS", "subjects": [fence_subject("OTHER")]})
+
+
+def test_promotion_needs_2_12() -> None:
+    assert not promotion_supported("2.11.11")
+    assert promotion_supported("2.12.0") and promotion_supported("2.15.1-beta")
+
+
+def test_the_lag_is_read_on_both_sides_not_the_mirrors_word() -> None:
+    link_down = info(20, mirror={"lag": 0, "active": -1})
+    health = pair_health("ORDERS", info(25), link_down)
+    assert health.lag == 5 and health.reported_lag == 0 and health.active_seconds is None
+    assert not health.healthy
+    assert any("no contact" in p for p in health.problems)
+
+
+def test_a_side_that_cannot_be_read_is_said_so() -> None:
+    health = pair_health("ORDERS", None, info(20, mirror={"lag": 0, "active": 10**9}), unread="x")
+    assert health.lag is None and not health.healthy
+    assert health.problems[0].startswith("the origin could not be read")
+
+
+def test_thresholds_come_from_the_nats_cli_metadata_keys() -> None:
+    recent = {"lag": 2, "active": 2 * 10**9}
+    fine = pair_health("ORDERS", info(12), info(10, mirror=recent))
+    assert fine.healthy
+    critical = {"io.nats.monitor.lag-critical": "2", "io.nats.monitor.seen-critical": "1s"}
+    flagged = pair_health("ORDERS", info(12, **critical), info(10, mirror=recent))
+    assert len(flagged.problems) == 2
+    garbage = {"io.nats.monitor.lag-critical": "lots", "io.nats.monitor.seen-critical": "\x1b"}
+    assert pair_health("ORDERS", info(12, **garbage), info(10, mirror=recent)).healthy
+
+
+def test_lag_with_a_silent_mirror_is_stale_not_healthy() -> None:
+    silent = {"lag": 0, "active": 120 * 10**9}  # two minutes without contact
+    assert not pair_health("ORDERS", info(30), info(20, mirror=silent)).healthy
+    assert pair_health("ORDERS", info(20), info(20, mirror=silent)).healthy  # no writes
