@@ -85,9 +85,6 @@ def drift(
         out.write_text(text or console.drift_text(report), encoding="utf-8")
         console.notice(f"{headline(report)} Report written to {out}.")
     _show_policy(report, fmt, out)
-    from reconciler.cli.failover_cmd import say_standby_health
-
-    say_standby_health(console.notice, target, project_file, conn)  # docs/dr.md#health
     return 2 if report.has_drift else 0
 
 

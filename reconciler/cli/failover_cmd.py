@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -16,7 +15,6 @@ from reconciler.cli.options import Seconds, connection_options, format_option, o
 from reconciler.console.terminal import TerminalConsole
 
 if TYPE_CHECKING:
-    from reconciler.execution.environments import Target
     from reconciler.execution.failover import FailoverPlan, FailoverResult
 
 
@@ -156,24 +154,3 @@ def _report(result: FailoverResult, fmt: str) -> int:
             took = f" (no write taken: {windows})" if windows else ""
             click.echo(f"Failover complete: {len(result.done)} pair(s){took}.", file=sys.stdout)
     return 0
-
-
-def say_standby_health(
-    notice: Callable[[str], None], target: Target, project_file: Path | None, conn: dict[str, Any]
-) -> None:
-    """``plan --env`` and ``drift --env``: one line per standby pair the environment is a
-    side of, both sides read (docs/dr.md#health). Nothing without a project file or with
-    a single environment."""
-    from reconciler.cli.options import to_connection_options
-    from reconciler.execution.pair_reads import standby_health
-    from reconciler.specs.project import find_project, load_project
-
-    found = project_file or find_project()
-    if target.env is None or found is None:
-        return
-    project = load_project(found)
-    if len(project.environments) < 2:
-        return
-    base = to_connection_options(conn)
-    for line in asyncio.run(standby_health(project, target.env, base, target.owner)):
-        notice(line)

@@ -161,9 +161,6 @@ def plan(
         the_plan = _plan_and_save(console, request, out, project)
     else:
         the_plan = _plan_and_show(console, request)
-    from reconciler.cli.failover_cmd import say_standby_health
-
-    say_standby_health(console.notice, target, project_file, conn)  # docs/dr.md#health
     _check_policy(the_plan)
     return 2 if detailed_exitcode and the_plan.has_changes else 0
 

@@ -44,14 +44,11 @@ from reconciler.execution.pair_reads import (
     health_line,
     loss_line,
     pair_states,
-    standby_health,
 )
 from reconciler.execution.requests import PlanRequest
 from reconciler.execution.run import _validated, check_approved
 from reconciler.jetstream import JetStreamClient, open_client
-from reconciler.model.standby import (
-    promotion_supported,
-)
+from reconciler.model.standby import promotion_supported
 from reconciler.model.values import printable
 from reconciler.planning.standby import Pair, pairs
 
@@ -62,7 +59,6 @@ __all__ = [
     "PairState",
     "fail_over",
     "pair_states",
-    "standby_health",
 ]
 
 Say = Callable[[str], None]

@@ -12,8 +12,6 @@ from typing import Any
 
 from reconciler.errors import NotFound, ReconcileError
 from reconciler.execution.environments import environment_target
-from reconciler.execution.requests import PlanRequest
-from reconciler.execution.run import _validated
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.model.standby import PairHealth, fence_subject, is_fenced, pair_health
 from reconciler.model.timestamps import rfc3339
@@ -31,7 +29,6 @@ __all__ = [
     "pair_state",
     "pair_states",
     "pairs_health",
-    "standby_health",
 ]
 
 
@@ -188,17 +185,6 @@ class SidedHealth:
     def line(self) -> str:
         pair = f"standby {self.health.stream} ({self.primary} -> {self.standby})"
         return printable(f"{pair}: {health_line(self.health)}")
-
-
-async def standby_health(
-    project: Project, environment: str, base: ConnectionOptions, owner: str
-) -> list[str]:
-    """One line per standby pair ``environment`` is a side of: both sides read, each on
-    its own server (the lag is the origin's last sequence minus the mirror's); a side
-    that cannot be read is said so. Empty when the environment has no pair."""
-    here = environment_target(project, environment, base, owner)
-    specs, _ = _validated(PlanRequest.for_target(here))
-    return [pair.line() for pair in await pairs_health(project, environment, specs, base, owner)]
 
 
 async def pairs_health(

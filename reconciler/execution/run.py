@@ -30,6 +30,7 @@ from reconciler.execution.apply import (
 from reconciler.execution.capacity_checks import with_capacity
 from reconciler.execution.interest_counts import with_interest_counts
 from reconciler.execution.migration_checks import check_workers
+from reconciler.execution.pair_reads import pairs_health
 from reconciler.execution.requests import QUIET, ApplyRequest, Observer, PlanRequest
 from reconciler.execution.saved_plans import (
     check_plan,
@@ -468,14 +469,30 @@ async def _read_then_plan(
             raise
         the_plan = await _planned(client, loaded, request, reading=reading)
         _say_server(the_plan, request.options, observer)
-        return the_plan
+    await _say_standby_health(request, loaded, observer)
+    return the_plan
 
 
 async def _plan_loaded(request: PlanRequest, specs: Sequence[Spec], observer: Observer) -> Plan:
     async with open_client(request.options, on_notice=observer.notice) as client:
         the_plan = await _planned(client, specs, request)
         _say_server(the_plan, request.options, observer)
-        return the_plan
+    await _say_standby_health(request, specs, observer)
+    return the_plan
+
+
+async def _say_standby_health(
+    request: PlanRequest, specs: Sequence[Spec], observer: Observer
+) -> None:
+    """docs/dr.md#health: one notice per standby pair the environment is a side of, both
+    sides read, each on its own server (nothing without a project's environment)."""
+    if request.project is None or request.env is None:
+        return
+    if not any(spec.standby is not None for spec in specs):
+        return
+    base, owner = request.options, request.owner
+    for pair in await pairs_health(request.project, request.env, specs, base, owner):
+        observer.notice(pair.line())
 
 
 @dataclass(frozen=True)
