@@ -75,6 +75,10 @@ class Inputs:
     #: Drift ignore rules (docs/drift.md#ignore-rules): the project's for an environment;
     #: None: the ``.reconcileignore`` next to the paths, as the CLI reads them.
     ignore: IgnoreRules | None = None
+    #: The environment's project read: every environment's domain and connection, where
+    #: a stream's standby mirrors it from and its pair's health (docs/dr.md).
+    domains: tuple[tuple[str, str | None], ...] = ()
+    project_read: Any = None
 
     @classmethod
     def read(cls, runner: Runner) -> Inputs:
@@ -218,6 +222,8 @@ def jobs(runner: Runner, inputs: Inputs) -> list[tuple[Inputs, ConnectionOptions
             lifecycle=target.lifecycle,
             policies=(*(str(p) for p in target.policies), *inputs.policies),
             ignore=target.ignore,
+            domains=target.domains,
+            project_read=target.project,
         )
         found.append((job, target.options))
     return found
@@ -315,6 +321,7 @@ def plan_request(inputs: Inputs, options: ConnectionOptions, **flags: Any) -> Pl
     )
     if inputs.lifecycle is not None:  # an environment's, from the project file
         request = replace(request, lifecycle=inputs.lifecycle)
+    request = replace(request, domains=inputs.domains, project=inputs.project_read)
     return replace(request, **flags)
 
 
@@ -565,6 +572,8 @@ def saved_request(
         env=inputs.env or None,
         lifecycle=inputs.lifecycle if inputs.lifecycle is not None else MANAGE,
         ignore=ignore_rules(inputs),
+        domains=inputs.domains,
+        project=inputs.project_read,
     )
     given = {"migrate": inputs.migrate, "migration": inputs.migration}
     applying = Applying(

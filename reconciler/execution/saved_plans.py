@@ -123,7 +123,10 @@ FILE_DECIDES = ("paths", "overlays", *PLAN_DECIDES)
 #: files it requires: the file must have been made with them, never grants them), the
 #: environment's lifecycle and ignore rules as read now; and the ``--allow-*`` flags
 #: (:class:`~reconciler.execution.requests.ApplyRequest`, as for any apply).
-APPLY_DECIDES = ("options", "env", "owner", "take_over", "prune", "policies", "lifecycle", "ignore")
+APPLY_DECIDES = (
+    *("options", "env", "owner", "take_over", "prune", "policies", "lifecycle", "ignore"),
+    *("domains", "project"),  # the environment's project as read now (docs/dr.md)
+)
 #: Request fields no saved plan has a say in (``drift``: a drift report's, never an apply's).
 NEITHER = ("drift",)
 
@@ -215,7 +218,9 @@ def resolve(
         take_over=applying.take_over,
         prune=applying.prune,
     )
-    return saved, replace(request, lifecycle=target.lifecycle, ignore=target.ignore)
+    request = replace(request, lifecycle=target.lifecycle, ignore=target.ignore)
+    # where a standby mirrors from, the other side's connection: as read now (docs/dr.md)
+    return saved, replace(request, domains=target.domains, project=target.project)
 
 
 def _check_environment(saved: SavedPlan) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from cli_runner import reconcile
 from servers import NatsServer, joined_domains, run
-from test_lifecycle import _info, _publish, _request
+from test_lifecycle import _action, _info, _publish, _request
 
 ORDERS = """\
 kind: Stream
@@ -156,3 +156,30 @@ def test_plan_and_drift_show_each_pairs_health_read_on_both_sides(
     east.stop()
     unread = reconcile("plan", "--env", "west", cwd=root)
     assert "east could not be read" in unread.stderr, unread.stderr
+
+
+def test_a_saved_plan_of_the_standby_environment_creates_exactly_the_mirror(
+    pair: tuple[NatsServer, NatsServer], tmp_path: Path
+) -> None:
+    east, west = pair
+    root = dr_project(tmp_path / "repo", east, west)
+    applied(root, "east")
+    saved = tmp_path / "west-plan.json"
+    made = reconcile("plan", "--env", "west", "--out", str(saved), cwd=root)
+    assert made.returncode == 0, made.stdout + made.stderr
+    done = reconcile("apply", str(saved), "--env", "west", "--yes", cwd=root)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["external"]["api"] == "$JS.east.API"
+
+
+def test_the_action_applies_the_standby_environment_as_the_cli_does(
+    pair: tuple[NatsServer, NatsServer], tmp_path: Path
+) -> None:
+    east, west = pair
+    root = dr_project(tmp_path, east, west)
+    applied(root, "east")
+    code, said = _action("", root, root / "specs", "apply", environment="west", path="")
+    assert code == 0, said
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["external"]["api"] == "$JS.east.API"
+    code, said = _action("", root, root / "specs", "plan", environment="west", path="")
+    assert code == 0 and "standby ORDERS (east -> west)" in said  # the pair's health
