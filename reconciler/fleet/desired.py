@@ -28,6 +28,7 @@ from reconciler.planning.plan import (
     group_streams,
     stream_problems,
 )
+from reconciler.planning.standby import for_environment
 from reconciler.specs.cache import cache_folder
 from reconciler.specs.project import load_project
 from reconciler.specs.spec import DEFAULT_OWNER, Spec
@@ -128,9 +129,11 @@ def load_project_fleet(project_file: Path, *, owner: str | None = None) -> list[
     project = load_project(project_file)  # a broken project file stops the job
     ownership = Ownership(project.owner or owner or DEFAULT_OWNER)
     loaded = []
+    domains = {env.name: env.domain for env in project.environments.values()}
     for name, environment in sorted(project.environments.items()):
         try:
             specs = project.load_specs(environment)
+            specs = for_environment(specs, name, domains).specs  # standbys: docs/dr.md
         except SpecError as err:
             loaded.append(EnvSpecs(name, project.root, problems=tuple(err.problems)))
             continue

@@ -82,3 +82,17 @@ def test_lag_with_a_silent_mirror_is_stale_not_healthy() -> None:
     silent = {"lag": 0, "active": 120 * 10**9}  # two minutes without contact
     assert not pair_health("ORDERS", info(30), info(20, mirror=silent)).healthy
     assert pair_health("ORDERS", info(20), info(20, mirror=silent)).healthy  # no writes
+
+
+def test_the_fleet_reads_a_standby_environment_as_plan_does() -> None:
+    from pathlib import Path
+
+    from reconciler.fleet.desired import load_project_fleet
+
+    project = Path(__file__).resolve().parents[2] / "examples" / "dr" / "reconcile.yaml"
+    loaded = {env.env: env for env in load_project_fleet(project)}
+    west = {spec.name: spec for spec in loaded["west"].specs}
+    east = {spec.name: spec for spec in loaded["east"].specs}
+    assert west["ORDERS"].config["mirror"]["external"]["api"] == "$JS.east.API"
+    assert "subjects" not in west["ORDERS"].config and "shipper" not in west
+    assert east["ORDERS"].config["subjects"] == ["orders.>"] and "shipper" in east
