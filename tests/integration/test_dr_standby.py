@@ -183,3 +183,27 @@ def test_the_action_applies_the_standby_environment_as_the_cli_does(
     assert _info(west.url, "ORDERS")["config"]["mirror"]["external"]["api"] == "$JS.east.API"
     code, said = _action("", root, root / "specs", "plan", environment="west", path="")
     assert code == 0 and "standby ORDERS (east -> west)" in said  # the pair's health
+
+
+def test_policy_and_lifecycle_cover_the_mirror(
+    pair: tuple[NatsServer, NatsServer], tmp_path: Path
+) -> None:
+    east, west = pair
+    protected = ORDERS.replace("max_age: 7d\n", "max_age: 7d\nlifecycle: {prevent_destroy: true}\n")
+    root = dr_project(tmp_path, east, west, protected)
+    (root / "policy.yaml").write_text(
+        "rules:\n  - id: west-mirrors-only\n    level: deny\n    message: west keeps mirrors\n"
+        "    kinds: [Stream]\n    when: resource.environment == 'west'\n"
+        "    expr: has(resource.desired.mirror)\n",
+        encoding="utf-8",
+    )
+    applied(root, "east")
+    code = reconcile("plan", "--env", "west", "--policy", "policy.yaml", cwd=root).returncode
+    assert code == 0  # the rule sees the mirror west plans
+    east_rule = (root / "policy.yaml").read_text(encoding="utf-8").replace("'west'", "'east'")
+    (root / "east-policy.yaml").write_text(east_rule, encoding="utf-8")
+    code = reconcile("plan", "--env", "east", "--policy", "east-policy.yaml", cwd=root).returncode
+    assert code == 3  # and east's stream is no mirror: the same rule denies it there
+    applied(root, "west")
+    metadata = _info(west.url, "ORDERS")["config"]["metadata"]
+    assert "io.jetstream-gitops/prevent-destroy" in metadata  # the spec's lifecycle, recorded
