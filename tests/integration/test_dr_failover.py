@@ -331,3 +331,20 @@ def test_an_unplanned_failover_needs_its_flag_and_states_the_possible_loss(
     again = reconcile("failover", "--from", "east", "--to", "west", "--yes", cwd=root)
     assert again.returncode == 0, again.stdout + again.stderr
     assert is_fenced(east)
+
+
+def test_on_2_12_consumers_start_by_sequence_at_the_ack_floor(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    east, west = joined_domains(server_factory, version="2.12.8")  # no CONSUMER.RESET
+    root = dr_project(tmp_path, east, west)
+    applied(root, "east")
+    run(_publish(east.url, "orders.new", 30))
+    assert fetch(east, "shipper", 12, ack=True) == list(range(1, 13))
+    applied(root, "west")
+    wait_for(lambda: last_seq(west) == 30)
+    result = reconcile("failover", "--from", "east", "--to", "west", "--yes", cwd=root)
+    assert result.returncode == 0, result.stdout + result.stderr
+    consumer = run(_request(west.url, "$JS.API.CONSUMER.INFO.ORDERS.shipper"))["config"]
+    assert consumer["deliver_policy"] == "by_start_sequence" and consumer["opt_start_seq"] == 13
+    assert fetch(west, "shipper", 18, ack=False) == list(range(13, 31))
