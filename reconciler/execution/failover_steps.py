@@ -18,7 +18,13 @@ from reconciler.execution.pair_reads import PairState, _ack_floor, _consumer_nam
 from reconciler.identity import LOCK_BUCKET
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.normalize import desired_config
-from reconciler.model.standby import fence_subject, is_fenced, promoted_config
+from reconciler.model.standby import (
+    FAILOVER_PAUSE_UNTIL,
+    fence_subject,
+    is_fenced,
+    left_paused,
+    promoted_config,
+)
 from reconciler.model.timestamps import rfc3339
 from reconciler.specs.spec import Spec
 
@@ -33,7 +39,7 @@ _RESET_LEVEL = 4
 #: Test hook: ``RECONCILE_FAILOVER_PAUSE=<phase>`` sleeps after that phase is recorded, so a
 #: test can kill the process there (a step takes milliseconds: no window to hit otherwise).
 PAUSE_ENV = "RECONCILE_FAILOVER_PAUSE"
-PHASES = ("fenced", "converged", "promoted", "consumers", "done")
+PHASES = ("fenced", "converged", "promoted", "consumer paused", "consumers", "done")
 
 
 async def verify_locks(fences: Sequence[Fence]) -> None:
@@ -174,8 +180,9 @@ class PairSteps:
         if start is None:
             await self.standby.create_consumer(self.name, config, action="create")
         elif level >= _RESET_LEVEL:
-            paused = {**config, "pause_until": "2999-01-01T00:00:00Z"}
+            paused = {**config, "pause_until": FAILOVER_PAUSE_UNTIL}
             await self.standby.create_consumer(self.name, paused, action="create")
+            await self.record("consumer paused", consumer=spec.name)
             await self.standby.reset_consumer(self.name, spec.name, start)
             await self.standby.pause_consumer(self.name, spec.name, None)
         else:
@@ -189,7 +196,7 @@ class PairSteps:
             info = await self.standby.consumer_info(self.name, spec.name)
         except NotFound:
             return
-        if not info.get("paused") or start is None:
+        if not left_paused(info) or start is None:
             return
         await verify_locks(self.fences)
         await self.standby.reset_consumer(self.name, spec.name, start)

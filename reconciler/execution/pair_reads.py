@@ -13,7 +13,13 @@ from typing import Any
 from reconciler.errors import NotFound, ReconcileError
 from reconciler.execution.environments import environment_target
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
-from reconciler.model.standby import PairHealth, fence_subject, is_fenced, pair_health
+from reconciler.model.standby import (
+    PairHealth,
+    fence_subject,
+    is_fenced,
+    left_paused,
+    pair_health,
+)
 from reconciler.model.timestamps import rfc3339
 from reconciler.model.values import printable
 from reconciler.planning.standby import Pair
@@ -126,6 +132,16 @@ async def _ack_floor(client: JetStreamClient | None, stream: str, name: str) -> 
     return int((info.get("ack_floor") or {}).get("stream_seq", 0))
 
 
+async def _paused(client: JetStreamClient, stream: str, name: str) -> str:
+    """``name`` when an interrupted failover left that consumer paused (it creates it
+    paused, then moves and resumes it), else empty."""
+    try:
+        info = await client.consumer_info(stream, name)
+    except NotFound:
+        return ""
+    return name if left_paused(info) else ""
+
+
 async def _consumer_names(client: JetStreamClient, stream: str) -> set[str]:
     try:
         return set(await client.consumer_names(stream))
@@ -145,7 +161,11 @@ async def pair_state(
     mirror_config = (mirror_info or {}).get("config") or {}
     promoted = mirror_info is not None and not mirror_config.get("mirror")
     present = await _consumer_names(standby, pair.name) if mirror_info else set()
-    missing = tuple(c.name for c in pair.consumers if c.name not in present)
+    paused = await asyncio.gather(
+        *(_paused(standby, pair.name, c.name) for c in pair.consumers if c.name in present)
+    )
+    left = {name for name in paused if name}  # created paused by a run that was stopped
+    missing = tuple(c.name for c in pair.consumers if c.name not in present or c.name in left)
     floors = await asyncio.gather(*(_ack_floor(origin, pair.name, n) for n in missing))
     starts = {name: None if f is None else f + 1 for name, f in zip(missing, floors, strict=True)}
     return PairState(

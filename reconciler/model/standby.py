@@ -23,12 +23,14 @@ from reconciler.errors import ReconcileError
 from reconciler.specs.units import parse_duration
 
 __all__ = [
+    "FAILOVER_PAUSE_UNTIL",
     "LAG_CRITICAL_KEY",
     "PROMOTION_VERSION",
     "SEEN_CRITICAL_KEY",
     "PairHealth",
     "fence_subject",
     "is_fenced",
+    "left_paused",
     "mirror_config",
     "pair_health",
     "promoted_config",
@@ -44,6 +46,9 @@ PROMOTION_VERSION = (2, 12, 0)
 #: Fields a mirror may not carry: it takes its messages from the origin only.
 _NOT_ON_A_MIRROR = ("subjects", "sources", "subject_transform", "duplicate_window", "first_seq")
 _FENCE_PREFIX = "_reconcile.fenced."
+#: Until when a failover creates a consumer paused, before it moves and resumes it: a
+#: consumer paused until then is one an interrupted failover left (never a person's).
+FAILOVER_PAUSE_UNTIL = "2999-01-01T00:00:00Z"
 
 
 def mirror_config(
@@ -64,6 +69,12 @@ def promoted_config(mirror: Mapping[str, Any], subjects: list[str]) -> dict[str,
     config = {k: v for k, v in mirror.items() if k not in ("mirror", "subjects")}
     config["subjects"] = list(subjects)
     return config
+
+
+def left_paused(info: Mapping[str, Any]) -> bool:
+    """Whether a consumer's CONSUMER.INFO shows it paused by an interrupted failover."""
+    until = str((info.get("config") or {}).get("pause_until") or "")
+    return bool(info.get("paused")) and until.startswith(FAILOVER_PAUSE_UNTIL[:10])
 
 
 def fence_subject(stream: str) -> str:

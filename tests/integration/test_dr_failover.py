@@ -26,7 +26,8 @@ from servers import NatsServer, joined_domains, run
 from test_dr_standby import applied, dr_project, last_seq, link, wait_for
 from test_lifecycle import _info, _publish, _request
 
-PHASES = ("fenced", "converged", "promoted", "consumers")
+#: After each step (and between a consumer's creation, paused, and its move to the ack floor)
+PHASES = ("fenced", "converged", "promoted", "consumer paused", "consumers")
 
 
 class Publishers:

@@ -96,3 +96,12 @@ def test_the_fleet_reads_a_standby_environment_as_plan_does() -> None:
     assert west["ORDERS"].config["mirror"]["external"]["api"] == "$JS.east.API"
     assert "subjects" not in west["ORDERS"].config and "shipper" not in west
     assert east["ORDERS"].config["subjects"] == ["orders.>"] and "shipper" in east
+
+
+def test_only_a_consumer_a_failover_left_paused_is_finished_by_a_rerun() -> None:
+    from reconciler.model.standby import left_paused
+
+    ours = {"paused": True, "config": {"pause_until": "2999-01-01T00:00:00Z"}}
+    a_persons = {"paused": True, "config": {"pause_until": "2026-12-01T00:00:00Z"}}
+    assert left_paused(ours)
+    assert not left_paused(a_persons) and not left_paused({"config": {}})
