@@ -168,6 +168,25 @@ def holds_only_the_backups(record: StreamRecord, info: Mapping[str, Any]) -> boo
     return count == 0 or (first == int(backup.get("first_seq") or -1) and count <= last - first + 1)
 
 
+def _as_a_restore_leaves_it(record: StreamRecord, info: Mapping[str, Any]) -> bool:
+    """What a restore of the backup can leave, besides :func:`holds_only_the_backups`:
+    a first part of the backup's messages (nats-server 2.15 keeps what had arrived,
+    measured: 519 of 3,000, sequences 1-519) or all of them. So a stream holding none
+    is one that none of the backup's messages reached (its last sequence below the
+    backup's first), unless the backup holds none; one holding some has no more gaps
+    between its first and last sequence than the backup has. A workqueue a worker
+    emptied since the backup (0 messages, last sequence the backup's last), or whose
+    jobs between the first and the last were done, is someone's work."""
+    state, backup = info.get("state") or {}, record.state
+    first, last = int(state.get("first_seq") or 0), int(state.get("last_seq") or 0)
+    count = int(state.get("messages") or 0)
+    b_first, b_last = int(backup.get("first_seq") or 0), int(backup.get("last_seq") or 0)
+    b_count = int(backup.get("messages") or 0)
+    if count == 0:
+        return b_count == 0 or last < b_first
+    return last - first + 1 - count <= max(0, b_last - b_first + 1 - b_count)
+
+
 async def leftover(
     client: JetStreamClient,
     record: StreamRecord,
@@ -182,6 +201,8 @@ async def leftover(
     - its last sequence is not past the backup's, it holds no more messages than the
       backup, and when it holds any its first sequence is the backup's
       (:func:`holds_only_the_backups`);
+    - it holds what a restore of the backup leaves: none of the backup's messages
+      reached it, or it has no more gaps than the backup (:func:`_as_a_restore_leaves_it`);
     - it has only the backup's consumers, none moved past its backup position;
     - when it holds messages: its first message is the backup's (sequence, time,
       subject, headers and payload, as the manifest marks them), its last one no
@@ -189,6 +210,8 @@ async def leftover(
       message published by anyone since the backup is later.
     """
     if marked(info.get("config")) != expected or not holds_only_the_backups(record, info):
+        return False
+    if not _as_a_restore_leaves_it(record, info):
         return False
     if set(consumers) - {c.name for c in record.consumers}:
         return False

@@ -132,18 +132,20 @@ def test_an_empty_stream_without_the_marker_is_not_a_leftover(
 def test_prevent_destroy_holds_on_every_restore_path(
     clean_server: NatsServer, tmp_path: Path
 ) -> None:
-    """A protected stream emptied since the backup, then given this backup's restore
-    marker by someone: a proven leftover by its content, yet protected: no flag and no
-    marker lets a restore delete it."""
+    """A protected stream made again since the backup (empty: none of the backup's
+    messages), then given this backup's restore marker by someone: a proven leftover by
+    its content, yet protected: no flag and no marker lets a restore delete it."""
     url = clean_server.url
     text = ORDERS.format(storage="file", max_msgs=100).split("---")[0]  # no consumer
     specs = _apply(clean_server, tmp_path, text)
     run(_publish(url, "orders.new", 20))
     out = _backup(clean_server, tmp_path, specs)
-    assert "error" not in run(_request(url, "$JS.API.STREAM.PURGE.ORDERS"))
+    config = _info(url, "ORDERS")["config"]
+    assert "error" not in run(_request(url, "$JS.API.STREAM.DELETE.ORDERS"))
+    assert "error" not in run(_request(url, "$JS.API.STREAM.CREATE.ORDERS", config))
     _forge_marker(url, "ORDERS", _marker(out, "ORDERS"))
     before = _state(url, "ORDERS")
-    assert before == (0, 20)
+    assert before == (0, 0)
     for flags in ((), ("--replace-existing", "--allow-replace", "--allow-data-loss")):
         refused = _restore(out, clean_server, *flags)
         assert refused.returncode == 1, refused.stdout + refused.stderr
