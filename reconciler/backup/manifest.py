@@ -214,8 +214,50 @@ def _spec_files(path: Path, listed: Any) -> dict[str, FileRecord]:
         plain = isinstance(name, str) and Path(name).name == name and not name.startswith(".")
         if not plain or not name.endswith(".yaml") or not isinstance(entry, dict):
             raise BackupError(f"{path}: specs: {name!r} is not a spec file name")
-        files[name] = FileRecord(str(entry.get("sha256", "")), int(entry.get("size", -1)))
+        files[name] = FileRecord(str(entry.get("sha256", "")), _size(f"{path}: specs", name, entry))
     return files
+
+
+def _count(where: str, what: str, value: Any) -> int:
+    """A count, size or sequence read from the folder: a whole number of 0 or more, or
+    an error naming where (the folder may have been edited by hand, or by anyone)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BackupError(f"{where}: {what} is not a whole number: {repr(value)[:40]}")
+    return value
+
+
+def _size(where: str, name: str, entry: dict[str, Any]) -> int:
+    """A file's recorded size (-1: none recorded, which no file has)."""
+    return -1 if entry.get("size") is None else _count(where, f"{name} size", entry["size"])
+
+
+#: The state fields counted in whole numbers (the others are times).
+_COUNTED = ("messages", "bytes", "first_seq", "last_seq")
+
+
+def checked_config(where: str, config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` (a backup's stream config), its ``subjects`` a list of strings and its
+    ``metadata`` strings by name when present (what this tool reads of it before the
+    server does), or an error naming where."""
+    subjects, metadata = config.get("subjects"), config.get("metadata")
+    if subjects is not None and (
+        not isinstance(subjects, list) or not all(isinstance(s, str) for s in subjects)
+    ):
+        raise BackupError(f"{where}: config.subjects is not a list of subjects")
+    if metadata is not None and (
+        not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values())
+    ):
+        raise BackupError(f"{where}: config.metadata is not a mapping of strings")
+    return config
+
+
+def checked_state(where: str, state: dict[str, Any]) -> dict[str, Any]:
+    """``state`` (a backup's, from its manifest or a ``backup.json``), each count a
+    whole number when present, or an error naming where."""
+    for name in _COUNTED:
+        if state.get(name) is not None:
+            _count(where, f"state.{name}", state[name])
+    return state
 
 
 def _stream_record(path: Path, index: int, item: Any) -> StreamRecord:
@@ -226,11 +268,18 @@ def _stream_record(path: Path, index: int, item: Any) -> StreamRecord:
     config, state = item.get("config"), item.get("state")
     if not isinstance(config, dict) or config.get("name") != name or not isinstance(state, dict):
         raise BackupError(f"{where}: config or state missing, or config names another stream")
+    checked_state(where, state)
+    checked_config(where, config)
+    listed = item.get("files") or {}
+    if not isinstance(listed, dict):
+        raise BackupError(f"{where}: files is not a mapping of file names")
     files = {}
-    for file_name, entry in (item.get("files") or {}).items():
+    for file_name, entry in listed.items():
         if file_name not in (DATA, METADATA) or not isinstance(entry, dict):
             raise BackupError(f"{where}: unexpected file {file_name!r}")
-        files[file_name] = FileRecord(str(entry.get("sha256", "")), int(entry.get("size", -1)))
+        files[file_name] = FileRecord(str(entry.get("sha256", "")), _size(where, file_name, entry))
+    if not isinstance(item.get("consumers") or (), list | tuple):
+        raise BackupError(f"{where}: consumers is not a list")
     consumers = tuple(_consumer(where, c) for c in item.get("consumers") or ())
     raw = item.get("marks")
     raw = raw if isinstance(raw, dict) else {}
@@ -240,6 +289,8 @@ def _stream_record(path: Path, index: int, item: Any) -> StreamRecord:
         not isinstance(mirror, dict) or not isinstance(mirror.get("name"), str)
     ):
         raise BackupError(f"{where}: mirror_config is not a stream config")
+    if mirror is not None:
+        checked_config(f"{where}: mirror_config", mirror)
     return StreamRecord(name, config, state, consumers, files, marks, mirror)
 
 
@@ -249,8 +300,13 @@ def _consumer(where: str, item: Any) -> ConsumerRecord:
     earliest, config = item.get("earliest"), item.get("config")
     return ConsumerRecord(
         str(item.get("name")),
-        {k: int(v) for k, v in item["positions"].items()},
-        {k: int(v) for k, v in earliest.items()} if isinstance(earliest, dict) else None,
+        {
+            str(k): _count(where, f"consumer position {repr(k)[:40]}", v)
+            for k, v in item["positions"].items()
+        },
+        {str(k): _count(where, f"consumer position {repr(k)[:40]}", v) for k, v in earliest.items()}
+        if isinstance(earliest, dict)
+        else None,
         dict(config) if isinstance(config, dict) else None,
     )
 
@@ -290,7 +346,9 @@ def read_contents(root: Path) -> Contents:
         state = body.get("state")
         records.append(
             StreamRecord(
-                folder.name, dict(body["config"]), state if isinstance(state, dict) else {}
+                folder.name,
+                checked_config(str(folder.metadata), dict(body["config"])),
+                checked_state(str(folder.metadata), state) if isinstance(state, dict) else {},
             )
         )
     if not records:

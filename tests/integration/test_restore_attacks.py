@@ -5,11 +5,15 @@ no flag must still never bring back jobs a worker has done since the backup."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
+from cli_runner import reconcile
 from servers import NatsServer, run
-from test_lifecycle import _publish
+from test_lifecycle import ORDERS, _messages, _publish, _request
 from test_restore_holes import (
     WORKQUEUE,
     _apply,
@@ -83,3 +87,55 @@ def test_a_forged_marker_never_brings_back_jobs_done_between_the_first_and_last(
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert "refusing to restore" in refused.stderr and "JOBS" in refused.stderr
     assert _state(url, "JOBS") == (6, 11)  # the 5 done jobs of jobs.b did not come back
+
+
+def _edit_manifest(out: Path, name: str, edit: Any) -> Path:
+    """A copy of the backup folder ``out`` whose manifest's first stream was edited by
+    hand (``edit`` changes the stream's entry in place)."""
+    copy = out.parent / f"edited-{name}"
+    shutil.copytree(out, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    edit(manifest["streams"][0])
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    return copy
+
+
+#: Hand edits of a manifest whose values this tool read as numbers, mappings or lists
+#: (each was a ValueError, TypeError or AttributeError traceback before).
+_EDITS: dict[str, Any] = {
+    "size-text": lambda s: s["files"]["stream.tar.s2"].update(size="abc"),
+    "size-null": lambda s: s["files"]["stream.tar.s2"].update(size=None),
+    "files-list": lambda s: s.update(files=[1]),
+    "state-text": lambda s: s["state"].update(last_seq="abc"),
+    "position-text": lambda s: s["consumers"][0]["positions"].update({"ack_floor.stream_seq": "x"}),
+    "subjects-number": lambda s: s["config"].update(subjects=5),
+    "metadata-text": lambda s: s["config"].update(metadata="x"),
+}
+
+
+def test_a_hand_edited_manifest_is_one_line_naming_it_and_restores_nothing(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A manifest edited by hand (a size, a sequence or a consumer position that is not
+    a number, files or subjects that are not a list, metadata that is not a mapping):
+    ``backup verify`` and ``restore`` printed a traceback. Each is now one error naming
+    manifest.json, exit 1, and the restore makes no stream (counted by a raw client)."""
+    url = clean_server.url
+    text = ORDERS.format(storage="file", max_msgs=100)  # with its consumer
+    specs = _apply(clean_server, tmp_path, text)
+    run(_publish(url, "orders.new", 7))
+    out = _backup(clean_server, tmp_path, specs)
+    assert "error" not in run(_request(url, "$JS.API.STREAM.DELETE.ORDERS"))
+    for name, edit in _EDITS.items():
+        edited = _edit_manifest(out, name, edit)
+        for args in (("backup", "verify", str(edited)), ("restore", str(edited))):
+            server = ("--server", url, "--yes") if args[0] == "restore" else ()
+            done = reconcile(*args, *server, cwd=tmp_path)
+            assert done.returncode == 1, (name, args, done.stdout, done.stderr)
+            assert "Traceback" not in done.stderr, (name, done.stderr)
+            assert "manifest" in done.stderr, (name, done.stderr)
+        names = run(_request(url, "$JS.API.STREAM.NAMES")).get("streams") or []
+        assert "ORDERS" not in names, name  # nothing restored
+    done = _restore(out, clean_server)  # the folder as the backup wrote it restores
+    assert done.returncode == 0, done.stderr
+    assert _messages(url, "ORDERS") == 7
