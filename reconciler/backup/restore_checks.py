@@ -70,11 +70,13 @@ def with_marker(config: Mapping[str, Any], value: str | None) -> dict[str, Any]:
     """``config`` as a restore writes it while it runs: the server's own metadata
     (``_nats.``) left out, no recorded ``prevent_destroy`` (the stream is not the
     user's yet: its own leftover is never protected), and the marker ``value`` (None:
-    none, the config once verified, protection included)."""
+    none, the config once verified, protection included). A marker ``config`` carries
+    itself (a stream backed up while some restore had marked it) is never kept."""
     plain = without_server_metadata(config)
-    if value is None:
-        return plain
-    metadata = {k: v for k, v in (plain.get("metadata") or {}).items() if k != PROTECT_KEY}
+    kept = {k: v for k, v in (plain.get("metadata") or {}).items() if k != RESTORING_KEY}
+    if value is None:  # a marker the backed-up stream carried (someone's restore) goes too
+        return {**plain, "metadata": kept} if "metadata" in plain else plain
+    metadata = {k: v for k, v in kept.items() if k != PROTECT_KEY}
     return {**plain, "metadata": {**metadata, RESTORING_KEY: value}}
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from cli_runner import reconcile
 from servers import NatsServer, run
-from test_lifecycle import ORDERS, _messages, _publish, _request
+from test_lifecycle import ORDERS, _info, _messages, _publish, _request
 from test_restore_holes import (
     WORKQUEUE,
     _apply,
@@ -24,6 +24,8 @@ from test_restore_holes import (
     _state,
     _work_off,
 )
+
+from reconciler.backup.restore_checks import RESTORING_KEY
 
 pytestmark = pytest.mark.integration
 
@@ -139,3 +141,30 @@ def test_a_hand_edited_manifest_is_one_line_naming_it_and_restores_nothing(
     done = _restore(out, clean_server)  # the folder as the backup wrote it restores
     assert done.returncode == 0, done.stderr
     assert _messages(url, "ORDERS") == 7
+
+
+def test_a_backup_of_a_stream_still_marked_restores_unmarked_and_a_rerun_is_done(
+    clean_server: NatsServer, server_factory: Any, tmp_path: Path
+) -> None:
+    """A stream that still carries a restore marker (an earlier restore whose
+    verification failed keeps it; the stream was used since) is backed up with it. Its
+    restore on a fresh server verified, but the stream kept the old marker (only the new
+    one was taken off), so the re-run refused it as 'not proven a leftover' where it
+    should say it is done. A verified restore leaves no marker, whoever wrote it."""
+    url = clean_server.url
+    specs = _apply(clean_server, tmp_path, WORKQUEUE)
+    run(_publish(url, "jobs.new", 12))
+    _forge_marker(url, "JOBS", "sha256:" + "0" * 64)  # an older restore's, never removed
+    out = _backup(clean_server, tmp_path, specs)
+    target = server_factory()
+
+    done = _restore(out, target)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _state(target.url, "JOBS") == (12, 12)
+    metadata = _info(target.url, "JOBS")["config"].get("metadata") or {}
+    assert RESTORING_KEY not in metadata, metadata
+
+    again = _restore(out, target)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "Nothing to restore" in again.stdout
+    assert _state(target.url, "JOBS") == (12, 12)
