@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from reconciler.backup.folder import claim
+from reconciler.backup.folder import Claim, claim
 from reconciler.backup.layout import (
     DATA,
     METADATA,
@@ -152,6 +152,28 @@ async def _chosen(
     return [n for n in wanted if n in on_server], [n for n in wanted if n not in on_server]
 
 
+def _refuse_lost(out: Path, selection: Selection, missing: Sequence[str], held: Claim) -> None:
+    """Refuse, before anything is changed, a backup that would remove the earlier backup's
+    copy of a stream it was asked for and cannot take: one named with ``--stream`` that
+    the server does not hold (a typo left the folder with nothing), or one the specs
+    declare that the server no longer holds while the folder's earlier backup does (the
+    only copy left of a stream lost on the server)."""
+    named = [n for n in missing if n in selection.only]
+    if named:
+        raise BackupError(
+            "--stream names stream(s) the server does not hold: "
+            + ", ".join(repr(n) for n in named)
+            + f"; nothing in {out} was changed"
+        )
+    kept = [n for n in missing if held.owns(f"{n}/{DATA}")]
+    if kept:
+        raise BackupError(
+            f"the server does not hold {', '.join(kept)}, which the earlier backup in {out} "
+            "holds: its copy is not removed; nothing was changed. Back up into another "
+            "folder, or remove the stream's folder there to let it go"
+        )
+
+
 async def take_backup(
     options: ConnectionOptions,
     out: Path,
@@ -169,6 +191,7 @@ async def take_backup(
     with claim(out) as held:
         async with open_client(options, on_notice=on_notice) as client:
             names, missing = await _chosen(client, selection, on_notice)
+            _refuse_lost(out, selection, missing, held)
             for name in missing:
                 on_notice(f"warning: stream {name} is not on the server: not backed up")
             _written(out, held.start, names)

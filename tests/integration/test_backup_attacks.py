@@ -1,0 +1,73 @@
+"""Backup attacked (issue 39, by an attacker of the landed fixes; a careless user's
+mistakes), on real servers, messages counted by a raw client: a backup into the folder
+of an earlier one never removes that backup's copy of a stream it was asked for and
+could not take."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_runner import reconcile
+from servers import NatsServer, run
+from test_lifecycle import _messages, _publish, _request
+from test_restore_holes import _apply, _backup
+
+pytestmark = pytest.mark.integration
+
+STREAMS = (
+    "kind: Stream\nname: ORDERS\nsubjects: [orders.>]\n---\n"
+    "kind: Stream\nname: AUDIT\nsubjects: [audit.>]\n"
+)
+
+
+def _filled(server: NatsServer, tmp_path: Path) -> tuple[Path, Path]:
+    """ORDERS (7 messages) and AUDIT (3) applied and backed up; (specs, backup folder)."""
+    specs = _apply(server, tmp_path, STREAMS)
+    run(_publish(server.url, "orders.new", 7))
+    run(_publish(server.url, "audit.new", 3))
+    return specs, _backup(server, tmp_path, specs)
+
+
+def _restores_orders(out: Path, target: NatsServer) -> None:
+    """The folder still restores ORDERS with its 7 messages on a fresh server."""
+    args = ("restore", str(out), "--stream", "ORDERS", "--server", target.url, "--yes")
+    done = reconcile(*args, cwd=out.parent)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _messages(target.url, "ORDERS") == 7
+
+
+def test_a_mistyped_stream_never_removes_the_earlier_backup(
+    clean_server: NatsServer, server_factory: Any, tmp_path: Path
+) -> None:
+    """``backup --all --stream ORDRES --out DIR`` (a typo) into the folder of last
+    night's backup: the stream is not on the server; it said 'Backup complete: 0
+    stream(s)', exit 0, and had removed last night's ORDERS and AUDIT. Now refused,
+    naming the stream, nothing in the folder changed."""
+    _, out = _filled(clean_server, tmp_path)
+    before = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    args = ("backup", "--all", "--stream", "ORDRES", "--out", str(out))
+    done = reconcile(*args, "--server", clean_server.url, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "ORDRES" in done.stderr and "Traceback" not in done.stderr
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == before
+    _restores_orders(out, server_factory())
+
+
+def test_a_declared_stream_lost_on_the_server_keeps_its_earlier_backup(
+    clean_server: NatsServer, server_factory: Any, tmp_path: Path
+) -> None:
+    """The specs declare ORDERS and AUDIT, backed up every night into one folder. Someone
+    deletes ORDERS on the server; the next night's backup warned and removed the only
+    copy of its 7 messages (exit 0). Now refused, naming ORDERS, and the earlier backup
+    still restores it."""
+    specs, out = _filled(clean_server, tmp_path)
+    assert "error" not in run(_request(clean_server.url, "$JS.API.STREAM.DELETE.ORDERS"))
+    done = reconcile(
+        "backup", str(specs), "--out", str(out), "--server", clean_server.url, cwd=tmp_path
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "ORDERS" in done.stderr and "Traceback" not in done.stderr
+    assert (out / "ORDERS" / "stream.tar.s2").is_file()
+    _restores_orders(out, server_factory())
