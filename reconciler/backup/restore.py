@@ -34,6 +34,7 @@ from reconciler.backup.restore_plan import (
     RestoreStep,
     live_stream,
     plan_restore,
+    protected_now,
     seen_state,
 )
 from reconciler.errors import LockError, ReconcileError
@@ -221,19 +222,20 @@ async def _restore_one(
     client: JetStreamClient, contents: Contents, step: RestoreStep, events: _Events
 ) -> list[str]:
     record = step.record
-    if step.action == "resume":
-        live = await live_stream(client, record.name)  # again: published to since the plan?
-        if live is not None and (
-            step.marker is None or not await leftover(client, record, *live, step.marker)
-        ):
-            return [f"{record.name}: changed since the plan; not deleted. Run restore again"]
+    if step.action in ("resume", "replace"):
+        # read again: protected, or written to, since the plan (while the question waited)?
+        live = await live_stream(client, record.name)
         if live is not None:
-            await client.delete_stream(record.name)
-    if step.action == "replace":
-        live = await live_stream(client, record.name)  # again: written to since the plan?
-        if live is not None and seen_state(live[0]) != step.seen:
-            return [f"{record.name}: changed since the plan; not deleted. Run restore again"]
-        if live is not None:
+            if why := protected_now(live):
+                return [f"{record.name}: {why}; not deleted"]
+            if step.action == "resume":
+                same = step.marker is not None and await leftover(
+                    client, record, *live, step.marker
+                )
+            else:
+                same = seen_state(live[0]) == step.seen
+            if not same:
+                return [f"{record.name}: changed since the plan; not deleted. Run restore again"]
             await client.delete_stream(record.name)
     folder = contents.folder(record.name)
     sent = 0

@@ -259,6 +259,14 @@ _REASONS: Mapping[Action, str] = {
 }
 
 
+def protected_now(live: Live) -> str:
+    """Why the live stream may not be deleted as it is now (empty: nothing records it):
+    its own recorded ``prevent_destroy``, or a consumer's. Read again just before a
+    restore deletes it: a protection recorded while the question waited holds too."""
+    at = recorded_protection(live[0].get("config"))
+    return recorded_reason(at) if at is not None else _prevention(live, MANAGE)
+
+
 def _prevention(live: Live, lifecycle: Lifecycle) -> str:
     """Why no flag allows deleting the live stream (empty: none besides what its own
     config records, which ``planning.steps.prevention`` reads): the environment's

@@ -26,6 +26,8 @@ from test_restore_holes import (
 )
 
 from reconciler.backup.restore_checks import RESTORING_KEY
+from reconciler.jetstream import ConnectionOptions
+from reconciler.specs.lifecycle import PROTECT_KEY
 
 pytestmark = pytest.mark.integration
 
@@ -168,3 +170,46 @@ def test_a_backup_of_a_stream_still_marked_restores_unmarked_and_a_rerun_is_done
     assert again.returncode == 0, again.stdout + again.stderr
     assert "Nothing to restore" in again.stdout
     assert _state(target.url, "JOBS") == (12, 12)
+
+
+class _YesAfterProtecting:
+    """A person at a terminal who says yes while a colleague records ``prevent_destroy``
+    on the live stream (its metadata, as apply writes it)."""
+
+    asks = True
+
+    def __init__(self, url: str, stream: str) -> None:
+        self.url, self.stream = url, stream
+
+    def notice(self, message: str) -> None:
+        pass
+
+    async def confirm(self, plan: Any) -> bool:
+        config = (await _request(self.url, f"$JS.API.STREAM.INFO.{self.stream}"))["config"]
+        metadata = {**(config.get("metadata") or {}), PROTECT_KEY: "specs/streams.yaml:1"}
+        body = {**config, "metadata": metadata}
+        answer = await _request(self.url, f"$JS.API.STREAM.UPDATE.{self.stream}", body)
+        assert "error" not in answer, answer
+        return True
+
+
+def test_a_stream_protected_while_the_question_waited_is_not_replaced(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """``--replace-existing --allow-replace`` planned to replace JOBS (15 messages, 5
+    past the backup's); while the question waited, its prevent_destroy was recorded
+    on the stream. The restore deleted it anyway (only its messages and sequences were
+    read again); prevent_destroy holds on every path, so it is not deleted: all 15 stay."""
+    from reconciler.backup.restore import Flags, restore
+
+    url = clean_server.url
+    specs = _apply(clean_server, tmp_path, WORKQUEUE)
+    run(_publish(url, "jobs.new", 10))
+    out = _backup(clean_server, tmp_path, specs)
+    run(_publish(url, "jobs.new", 5))
+    flags = Flags(replace_existing=True, allow_replace=True)
+    observer: Any = _YesAfterProtecting(url, "JOBS")
+    result = run(restore(ConnectionOptions(servers=url), out, flags, observer=observer))
+    assert result.problems and "prevent_destroy" in result.problems[0], result.problems
+    assert result.restored == ()
+    assert _state(url, "JOBS") == (15, 15)
