@@ -134,7 +134,7 @@ async def _chosen(
             f"--stream names the tool's own stream(s), not user data: {', '.join(own)}"
         )
     if selection.everything and not selection.only:
-        for name in sorted(n for n in on_server if n in INTERNAL_STREAMS):
+        for name in sorted(n for n in on_server if tools_own(n)):  # said, never silent
             on_notice(f"{name}: the tool's own stream, not user data: not backed up")
     if selection.only:
         wanted = list(dict.fromkeys(selection.only))

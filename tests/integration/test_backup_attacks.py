@@ -71,3 +71,21 @@ def test_a_declared_stream_lost_on_the_server_keeps_its_earlier_backup(
     assert "ORDERS" in done.stderr and "Traceback" not in done.stderr
     assert (out / "ORDERS" / "stream.tar.s2").is_file()
     _restores_orders(out, server_factory())
+
+
+def test_all_says_which_stream_named_like_a_temporary_mirror_it_leaves_out(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """``RECONCILE_BACKUP_`` names are the tool's own (a backup's temporary mirror), so
+    ``--all`` leaves them out; a stream someone made under such a name (3 messages) was
+    left out without a word while the backup said complete. Now the backup names it."""
+    url = clean_server.url
+    body = {"name": "RECONCILE_BACKUP_NOTES", "subjects": ["notes.>"]}
+    assert "error" not in run(_request(url, "$JS.API.STREAM.CREATE.RECONCILE_BACKUP_NOTES", body))
+    run(_publish(url, "notes.new", 3))
+    out = tmp_path / "backup"
+    done = reconcile("backup", "--all", "--out", str(out), "--server", url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "RECONCILE_BACKUP_NOTES" in done.stderr and "not backed up" in done.stderr
+    assert not (out / "RECONCILE_BACKUP_NOTES").exists()
+    assert _messages(url, "RECONCILE_BACKUP_NOTES") == 3
