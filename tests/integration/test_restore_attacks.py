@@ -93,6 +93,43 @@ def test_a_forged_marker_never_brings_back_jobs_done_between_the_first_and_last(
     assert _state(url, "JOBS") == (6, 11)  # the 5 done jobs of jobs.b did not come back
 
 
+def test_a_forged_marker_never_brings_back_the_last_jobs_done_since_the_backup(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """Backup: 5 jobs.a then 5 jobs.b (sequences 1-10). Since: a worker of jobs.b did the
+    last 5; what is left (1-5) looks like the first part a 2.15 restore keeps when
+    interrupted. The stream's last sequence stays 10 (its message gone), so the 5
+    missing ones are gaps a first part never has: with this backup's marker forged,
+    refused, 5 jobs kept. A guard: main refused it too (no message at the last
+    sequence); the gap rule now refuses it before any message is read."""
+    import nats
+
+    url = clean_server.url
+    specs = _apply(clean_server, tmp_path, WORKQUEUE)
+    run(_publish(url, "jobs.a", 5))
+    run(_publish(url, "jobs.b", 5))
+    out = _backup(clean_server, tmp_path, specs)
+
+    async def work_off_b() -> None:
+        nc = await nats.connect(url)
+        try:
+            js = nc.jetstream()
+            sub = await js.pull_subscribe("jobs.b", durable="b-worker", stream="JOBS")
+            for message in await sub.fetch(5, timeout=5):
+                await message.ack_sync()
+            await sub.unsubscribe()
+            await js.delete_consumer("JOBS", "b-worker")
+        finally:
+            await nc.close()
+
+    run(work_off_b())
+    assert _state(url, "JOBS") == (5, 10)
+    _forge_marker(url, "JOBS", _marker(out, "JOBS"))
+    refused = _restore(out, clean_server)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert _state(url, "JOBS") == (5, 10)
+
+
 def _edit_manifest(out: Path, name: str, edit: Any) -> Path:
     """A copy of the backup folder ``out`` whose manifest's first stream was edited by
     hand (``edit`` changes the stream's entry in place)."""
