@@ -233,7 +233,7 @@ async def _restore_one(
                     client, record, *live, step.marker
                 )
             else:
-                same = seen_state(live[0]) == step.seen
+                same = seen_state(live) == step.seen
             if not same:
                 return [f"{record.name}: changed since the plan; not deleted. Run restore again"]
             await client.delete_stream(record.name)

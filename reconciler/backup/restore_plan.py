@@ -54,6 +54,8 @@ from reconciler.specs.policy import load_policy
 #: what an interrupted restore of it left, deleted and restored again.
 Action = Literal["restore", "replace", "restored", "resume"]
 Live = tuple[dict[str, Any], dict[str, dict[str, Any]]]  # STREAM.INFO, consumers by name
+#: What a replace was planned on: messages, first and last sequence, consumers' names.
+Seen = tuple[int, int, int, tuple[str, ...]]
 
 
 @dataclass(frozen=True)
@@ -82,8 +84,8 @@ class RestoreStep:
     #: (a sealed stream cannot be updated to remove it)
     marker: str | None = None
     #: a replace: the live stream's state when planned (messages, first and last
-    #: sequence): it is deleted only while it still holds exactly that
-    seen: tuple[int, int, int] | None = None
+    #: sequence, consumers): it is deleted only while it still holds exactly that
+    seen: Seen | None = None
     #: bytes the live stream of that name holds, deleted before the restore (resume, replace)
     freed: int = 0
 
@@ -118,11 +120,12 @@ async def live_stream(client: JetStreamClient, name: str) -> Live | None:
     return info, {str(c.get("name")): c for c in listed}
 
 
-def seen_state(info: Mapping[str, Any]) -> tuple[int, int, int]:
-    """A live stream's messages, first and last sequence: what a replace was planned on."""
-    state = info.get("state") or {}
+def seen_state(live: Live) -> Seen:
+    """A live stream's messages, first and last sequence and its consumers' names: what a
+    replace was planned on (a consumer made since is someone's new work)."""
+    state = live[0].get("state") or {}
     messages, first, last = (int(state.get(k) or 0) for k in ("messages", "first_seq", "last_seq"))
-    return messages, first, last
+    return messages, first, last, tuple(sorted(live[1]))
 
 
 def _marker_for(contents: Contents, record: StreamRecord) -> str | None:
@@ -160,7 +163,7 @@ async def plan_restore(
         elif mark is not None and await leftover(client, record, *live, mark):
             steps.append(RestoreStep(record, "resume", size, mark, freed=_bytes(live[0])))
         elif flags.replace_existing:
-            seen = seen_state(live[0])
+            seen = seen_state(live)
             steps.append(RestoreStep(record, "replace", size, mark, seen, _bytes(live[0])))
         else:
             differ = differences(record, *live)

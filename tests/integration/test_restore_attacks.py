@@ -250,3 +250,48 @@ def test_a_stream_protected_while_the_question_waited_is_not_replaced(
     assert result.problems and "prevent_destroy" in result.problems[0], result.problems
     assert result.restored == ()
     assert _state(url, "JOBS") == (15, 15)
+
+
+class _YesAfterANewConsumer:
+    """A person at a terminal who says yes while an application deployed meanwhile makes
+    its durable consumer on the live stream."""
+
+    asks = True
+
+    def __init__(self, url: str, stream: str) -> None:
+        self.url, self.stream = url, stream
+
+    def notice(self, message: str) -> None:
+        pass
+
+    async def confirm(self, plan: Any) -> bool:
+        body = {
+            "stream_name": self.stream,
+            "config": {"durable_name": "late", "ack_policy": "explicit"},
+        }
+        answer = await _request(self.url, f"$JS.API.CONSUMER.CREATE.{self.stream}.late", body)
+        assert "error" not in answer, answer
+        return True
+
+
+def test_a_consumer_made_while_the_question_waited_is_not_deleted_with_the_stream(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """``--replace-existing --allow-replace`` planned to replace JOBS with no consumer;
+    while the question waited an application made its durable consumer ``late``. Only
+    messages and sequences were read again, so the stream went with the consumer the
+    plan never showed; now it is not deleted: 15 messages and the consumer stay."""
+    from reconciler.backup.restore import Flags, restore
+
+    url = clean_server.url
+    specs = _apply(clean_server, tmp_path, WORKQUEUE)
+    run(_publish(url, "jobs.new", 10))
+    out = _backup(clean_server, tmp_path, specs)
+    run(_publish(url, "jobs.new", 5))
+    flags = Flags(replace_existing=True, allow_replace=True)
+    observer: Any = _YesAfterANewConsumer(url, "JOBS")
+    result = run(restore(ConnectionOptions(servers=url), out, flags, observer=observer))
+    assert result.problems and "changed since the plan" in result.problems[0], result.problems
+    assert result.restored == ()
+    assert _state(url, "JOBS") == (15, 15)
+    assert "error" not in run(_request(url, "$JS.API.CONSUMER.INFO.JOBS.late"))
