@@ -18,10 +18,10 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from reconciler.execution import lock
+from reconciler.execution import lock, stages
 from reconciler.execution.apply import ApplyResult, apply_plan, lease_lost
 from reconciler.execution.requests import Observer, PlanRequest
-from reconciler.execution.run import _in_thread, _planned, _validated
+from reconciler.execution.run import _planned
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.state import LiveState
 from reconciler.planning.heal import HealSplit, split_for_heal
@@ -42,26 +42,7 @@ class Planned:
 async def _read(client: JetStreamClient, only: frozenset[str] | None) -> LiveState:
     """The whole account's live state, or only the streams ``only`` names (each one's
     INFO and consumer list: what a stream or consumer advisory asks to look at again)."""
-    if only is None:
-        return await client.fetch_live()
-    server = await client.server_info()
-    return await client.confirm(LiveState(server=server), streams=sorted(only), consumers=())
-
-
-async def _validated_specs(
-    request: PlanRequest, observer: Observer, reading: asyncio.Future[LiveState] | None
-) -> list[Spec]:
-    """The request's specs, validated in a thread (``reading`` cancelled on failure)."""
-    try:
-        specs, warnings = await _in_thread(_validated, request)
-    except BaseException:
-        if reading is not None:
-            reading.cancel()
-            await asyncio.gather(reading, return_exceptions=True)
-        raise
-    for warning in warnings:
-        observer.notice(str(warning))
-    return specs
+    return await stages.read(client, stages.Scope(only))
 
 
 def scope(specs: Sequence[Spec], only: frozenset[str]) -> frozenset[str]:
@@ -94,7 +75,7 @@ async def plan_on(
     validated them before (the files unchanged since): not validated again."""
     reading = asyncio.ensure_future(_read(client, None)) if only is None else None
     if specs is None:
-        specs = await _validated_specs(request, observer, reading)
+        specs = await stages.loaded_while(request, observer, reading)
     if reading is None:
         assert only is not None
         only = scope(specs, only)

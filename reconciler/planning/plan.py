@@ -104,6 +104,7 @@ __all__ = [
     "group_streams",
     "holding",
     "plan_stream",
+    "removal",
 ]
 
 ADOPT_REASON = "adopt: add the managed-by marker"
@@ -671,6 +672,12 @@ def _undeclared(
     current = live_config(ref.kind, raw, server)
     if not prune:
         return Orphan(ref=ref, live=current, reasons=(PRUNE_REASON,))
+    return _deletion(ref, current, group)
+
+
+def _deletion(ref: ResourceRef, current: LiveConfig, group: StreamGroup) -> Delete:
+    """The delete of a live resource and what it destroys: the one rule for prune and
+    for Pulumi's destroy (:func:`removal`)."""
     reasons = (
         () if ref.kind == "Consumer" else ("its messages are deleted", *_lost_consumers(group))
     )
@@ -792,6 +799,22 @@ def build_plan(
         owner=ownership.owner,
         observed=tuple(sorted(total.observed, key=sort_key)),
     )
+
+
+def removal(ref: ResourceRef, live: LiveState, lifecycle: Lifecycle = MANAGE) -> Plan:
+    """The plan that deletes the one live resource ``ref`` (Pulumi's destroy; empty when
+    the server does not hold it): the step ``--prune`` plans for it, with the same loss
+    and the same protections (lifecycle, the protection its live config records, a
+    protected consumer going with its stream, an interest stream's messages)."""
+    group = next((g for g in group_streams((), live) if g.name == ref.stream_name), None)
+    raw = None
+    if group is not None and group.live is not None:
+        raw = group.live_consumers.get(ref.name) if ref.is_child else group.live
+    if group is None or raw is None:
+        return Plan(server=live.server)
+    step: Step = _deletion(ref, live_config(ref.kind, raw, live.server), group)
+    step = _prevented(step, _protection(step, None, group, lifecycle))
+    return Plan(server=live.server, changes=(step,))
 
 
 # --- lifecycles -------------------------------------------------------------------------
