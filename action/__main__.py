@@ -29,6 +29,7 @@ from reconciler.console import result_line
 from reconciler.console.markdown import MarkdownConsole
 from reconciler.errors import (
     ApplyFailed,
+    ExitStatus,
     ReconcileError,
     RefusedPlan,
     SpecError,
@@ -145,7 +146,12 @@ class Outcome:
 
     outputs: dict[str, str]
     markdown: str
-    code: int = 0
+    code: int = ExitStatus.OK
+
+    @classmethod
+    def failed(cls, err: ReconcileError, markdown: str) -> Outcome:
+        """A mode that failed with ``err`` (already shown): exit status ERROR."""
+        return cls({"summary": f"failed: {err}"}, markdown, ExitStatus.ERROR)
 
 
 # --- secrets and connection -------------------------------------------------------------
@@ -378,7 +384,9 @@ def plan_jobs(
         if done.plan is None:
             assert done.error is not None
             console.show_error(done.error)
-            failed = Outcome({"summary": f"failed: {done.error}"}, console.markdown, 1)
+            failed = Outcome(
+                {"summary": f"failed: {done.error}"}, console.markdown, ExitStatus.ERROR
+            )
             outcomes.append((job, failed))
             continue
         console.show_plan(done.plan)
@@ -420,7 +428,7 @@ def apply_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Ou
     outputs = plan_outputs(runner, inputs, result.plan) | {"summary": result_line([result])}
     if not result.ok:
         runner.error("apply interrupted: some steps did not run", title="jetstream-gitops")
-    return Outcome(outputs, console.markdown, 0 if result.ok else 1)
+    return Outcome(outputs, console.markdown, ExitStatus.OK if result.ok else ExitStatus.ERROR)
 
 
 def drift_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outcome:
@@ -441,22 +449,22 @@ def drift_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Ou
     html = Path(outputs["report-json"]).with_suffix(".html")
     html.write_text(render_drift_html(report), encoding="utf-8")
     outputs["report-html"] = str(html)
-    code = 0
+    code = ExitStatus.OK
     if report.has_drift and inputs.fail_on_drift:
         runner.error(headline(report), title="jetstream-gitops: drift")
-        code = 2
+        code = ExitStatus.CHANGES
     code = policy_code(runner, report.policy) or code
     return Outcome(outputs, console.markdown, code)
 
 
-def policy_code(runner: Runner, findings: Sequence[PolicyFinding]) -> int:
+def policy_code(runner: Runner, findings: Sequence[PolicyFinding]) -> ExitStatus:
     """3 with an ``::error`` naming the rules when a policy deny rule does not hold
     (docs/policy.md), else 0: the step fails; its findings are in the plan shown."""
     from reconciler.planning.policy import refusal
 
     denied = refusal(findings, applying=False)
     if denied is None:
-        return 0
+        return ExitStatus.OK
     runner.error(str(denied), title="jetstream-gitops: policy")
     return denied.exit_code
 
@@ -634,14 +642,14 @@ def run_step(runner: Runner) -> int:
         inputs = Inputs.read(runner)
     except ReconcileError as err:
         annotate(runner, err)
-        return 1
+        return ExitStatus.ERROR
     try:
         planned = jobs(runner, inputs)
     except ReconcileError as err:
         console = GitHubConsole(runner, inputs, inputs.mode)
         console.show_error(err)
         planned = []
-        failed = Outcome({"summary": f"failed: {err}"}, console.markdown, 1)
+        failed = Outcome.failed(err, console.markdown)
     if inputs.mode == "plan" and len(planned) > 1:
         outcomes = plan_all(runner, inputs, planned)
     else:
@@ -669,7 +677,7 @@ def plan_all(
     except ReconcileError as err:
         console = GitHubConsole(runner, inputs, inputs.mode)
         console.show_error(err)
-        return [(inputs, Outcome({"summary": f"failed: {err}"}, console.markdown, 1))]
+        return [(inputs, Outcome.failed(err, console.markdown))]
 
 
 def run_job(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outcome:
@@ -678,7 +686,7 @@ def run_job(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outco
     except ReconcileError as err:
         console = GitHubConsole(runner, inputs, inputs.mode)
         console.show_error(err)
-        return Outcome({"summary": f"failed: {err}"}, console.markdown, 1)
+        return Outcome.failed(err, console.markdown)
 
 
 def combined(outcomes: list[tuple[Inputs, Outcome]]) -> Outcome:
@@ -697,7 +705,7 @@ def combined(outcomes: list[tuple[Inputs, Outcome]]) -> Outcome:
             else:
                 outputs[name] = value  # the last environment's file
     codes = {outcome.code for _, outcome in outcomes}
-    code = 1 if 1 in codes else max(codes)
+    code = ExitStatus.ERROR if ExitStatus.ERROR in codes else max(codes)
     markdown = "\n".join([environments_table(outcomes), *(o.markdown for _, o in outcomes)])
     return Outcome(outputs, markdown, code)
 
@@ -707,7 +715,7 @@ def environments_table(outcomes: list[tuple[Inputs, Outcome]]) -> str:
     whether it failed, its one-line summary), before each environment's own part."""
     from reconciler.render.markdown import cell, code
 
-    marks = {1: "❌", 3: "⛔ denied by policy"}  # 3: a policy deny rule (docs/policy.md)
+    marks: dict[int, str] = {ExitStatus.ERROR: "❌", ExitStatus.POLICY_DENY: "⛔ denied by policy"}
     rows = [
         f"| {code(job.label)} | {marks.get(outcome.code, '✅')} "
         f"| {cell(outcome.outputs.get('summary', ''))} |"

@@ -78,6 +78,12 @@ class RefusalKind(StrEnum):
     SAVED_PLAN = "saved_plan"  # a saved plan is not what apply would run now
 
 
+def changes_status(changed: bool, *, detailed: bool = True) -> ExitStatus:
+    """CHANGES when there are changes (a plan with ``--detailed-exitcode``, drift found),
+    else OK."""
+    return ExitStatus.CHANGES if changed and detailed else ExitStatus.OK
+
+
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with the input: where, which field, what."""
@@ -174,8 +180,16 @@ class LeftoverStream(ReconcileError):
     created again (the server had not removed the deleted stream's files)."""
 
 
-class PermissionDenied(ReconcileError):
-    """The connected user may not use the JetStream API subject."""
+class PermissionDenied(ServerError):
+    """The connected user may not use the JetStream API subject: the server refused the
+    request (a permissions violation, not an API error: no ``err_code``, 0 here)."""
+
+    def __init__(self, message: str, *, subject: str = "") -> None:
+        self.code = 403
+        self.err_code = 0
+        self.description = message
+        self.subject = subject
+        ReconcileError.__init__(self, message)
 
 
 class UnsupportedField(ReconcileError):

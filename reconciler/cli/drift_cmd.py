@@ -17,6 +17,7 @@ from reconciler.cli.options import (
     resolve_target,
 )
 from reconciler.console.terminal import DriftFormat, TerminalConsole
+from reconciler.errors import changes_status
 
 if TYPE_CHECKING:
     from reconciler.planning.drift import DriftReport
@@ -85,7 +86,7 @@ def drift(
         out.write_text(text or console.drift_text(report), encoding="utf-8")
         console.notice(f"{headline(report)} Report written to {out}.")
     _show_policy(report, fmt, out)
-    return 2 if report.has_drift else 0
+    return changes_status(report.has_drift)
 
 
 def _show_policy(report: DriftReport, fmt: str, out: Path | None) -> None:

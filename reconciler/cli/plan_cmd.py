@@ -24,6 +24,7 @@ from reconciler.cli.options import (
     take_over_option,
 )
 from reconciler.console.terminal import TerminalConsole
+from reconciler.errors import ExitStatus, changes_status
 from reconciler.model.migration import CHOICES as MIGRATION_CHOICES
 
 if TYPE_CHECKING:
@@ -162,7 +163,7 @@ def plan(
     else:
         the_plan = _plan_and_show(console, request)
     _check_policy(the_plan)
-    return 2 if detailed_exitcode and the_plan.has_changes else 0
+    return changes_status(the_plan.has_changes, detailed=detailed_exitcode)
 
 
 def _plan_all(
@@ -255,10 +256,10 @@ def _plan_all(
         for line in lines:
             click.echo(printable(line))
     if failed:  # an unplanned environment may hold anything: 1 wins over a deny's 3
-        return 1
+        return ExitStatus.ERROR
     if denied:
-        return 3
-    return 2 if detailed_exitcode and changed else 0
+        return ExitStatus.POLICY_DENY
+    return changes_status(changed, detailed=detailed_exitcode)
 
 
 def _denied_by(plan: Plan) -> str:
@@ -452,7 +453,7 @@ def apply(
     if dry_run and saved is None:
         the_plan = _plan_and_show(console, wanted)
         _check_policy(the_plan)
-        return 2 if detailed_exitcode and the_plan.has_changes else 0
+        return changes_status(the_plan.has_changes, detailed=detailed_exitcode)
     try:
         result = asyncio.run(go())
     except ApplyFailed as err:
@@ -461,14 +462,14 @@ def apply(
     console.show_result(result)
     if result.cancelled and result.interrupted:  # Ctrl-C at the question
         console.notice("interrupted: nothing was changed")
-        return 130
+        return ExitStatus.INTERRUPTED
     if result.cancelled:
-        return 1
+        return ExitStatus.ERROR
     if result.interrupted:
         skipped = len(result.skipped)
         console.notice(f"interrupted: {skipped} step(s) not started; re-run apply to converge")
-        return 130
-    return 0
+        return ExitStatus.INTERRUPTED
+    return ExitStatus.OK
 
 
 # --- apply FILE: a saved plan -----------------------------------------------------------
