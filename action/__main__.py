@@ -38,7 +38,7 @@ from reconciler.errors import (
 from reconciler.model.migration import CHOICES as MIGRATION_CHOICES
 
 if TYPE_CHECKING:
-    from reconciler.execution.requests import PlanRequest
+    from reconciler.execution.stages import PlanRequest
     from reconciler.jetstream import ConnectionOptions
     from reconciler.planning.findings import PolicyFinding
     from reconciler.planning.saved import SavedPlan
@@ -203,7 +203,7 @@ def jobs(runner: Runner, inputs: Inputs) -> list[tuple[Inputs, ConnectionOptions
         return [(inputs, connection(runner, inputs))]
     from dataclasses import replace
 
-    from reconciler.execution.environments import environment_target
+    from reconciler.execution.stages import environment_target
     from reconciler.jetstream.connection import url_secrets
     from reconciler.specs.project import PROJECT_FILE, load_project
 
@@ -311,7 +311,7 @@ def plan_request(inputs: Inputs, options: ConnectionOptions, **flags: Any) -> Pl
     """What the engine reads for one path list or environment (the engine's own value)."""
     from dataclasses import replace
 
-    from reconciler.execution.requests import PlanRequest
+    from reconciler.execution.stages import PlanRequest
 
     request = PlanRequest.of(
         inputs.paths,
@@ -370,13 +370,13 @@ def plan_jobs(
 ) -> list[tuple[Inputs, Outcome]]:
     """Plan every job (path list or environment) with the engine's ``plan_environments``:
     all are validated before any is planned; one that cannot be planned fails alone."""
-    from reconciler.execution import run
+    from reconciler.execution import stages
 
     requests = [plan_request(job, options) for job, options in planned]
     log = MarkdownConsole(runner.log)  # notices and warnings: the job log
 
-    async def go() -> list[run.EnvironmentPlan]:
-        return [done async for done in run.plan_environments(requests, log)]
+    async def go() -> list[stages.EnvironmentPlan]:
+        return [done async for done in stages.plan_environments(requests, log)]
 
     outcomes = []
     for (job, _), done in zip(planned, asyncio.run(go()), strict=True):
@@ -397,8 +397,8 @@ def plan_jobs(
 
 
 def apply_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outcome:
-    from reconciler.execution import run
-    from reconciler.execution.requests import ApplyRequest
+    from reconciler.execution import stages
+    from reconciler.execution.stages import ApplyRequest
 
     console = GitHubConsole(runner, inputs, "apply")
     given = {"--allow-replace": inputs.allow_replace, "--allow-data-loss": inputs.allow_data_loss}
@@ -417,7 +417,7 @@ def apply_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Ou
     )
     try:
         with console.steps():
-            result = asyncio.run(run.apply_for(request, console))
+            result = asyncio.run(stages.apply_for(request, console))
     except (RefusedPlan, ApplyFailed) as err:
         if console.shown_plan is None:
             raise
@@ -432,14 +432,14 @@ def apply_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Ou
 
 
 def drift_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outcome:
-    from reconciler.execution import run
+    from reconciler.execution import stages
     from reconciler.planning.drift import from_plan
     from reconciler.render.drift_html import render_drift_html
     from reconciler.render.drift_text import headline
 
     console = GitHubConsole(runner, inputs, "drift")
     wanted = plan_request(inputs, options, prune=False, drift=True)  # docs/capacity.md
-    plan = asyncio.run(run.plan_for(wanted, console))
+    plan = asyncio.run(stages.plan_for(wanted, console))
     report = from_plan(plan)
     console.show_drift(report)
     outputs = plan_outputs(runner, inputs, plan)
@@ -514,7 +514,7 @@ def backup_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> O
 def save_plan_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> Outcome:
     """Mode plan with ``plan-file``: the plan shown as mode plan shows it, and saved to
     that file for a later step's mode apply (output ``plan-file``: its absolute path)."""
-    from reconciler.execution import run
+    from reconciler.execution import stages
     from reconciler.specs.fingerprint import plan_root
     from reconciler.specs.project import PROJECT_FILE
 
@@ -522,7 +522,7 @@ def save_plan_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -
     workspace = Path(runner.env.get("GITHUB_WORKSPACE") or os.getcwd())
     project = workspace / (inputs.project or PROJECT_FILE) if inputs.env else None
     the_plan, saved = asyncio.run(
-        run.save_plan_for(
+        stages.save_plan_for(
             plan_request(inputs, options),
             MarkdownConsole(runner.log),
             root=plan_root(),
@@ -566,8 +566,8 @@ def saved_request(
     ``apply FILE`` follows (:func:`reconciler.execution.saved_plans.resolve`): this
     step's connection, environment (the plan's), owner and consent, the file's paths
     and flags."""
-    from reconciler.execution.environments import Target
     from reconciler.execution.saved_plans import Applying, resolve
+    from reconciler.execution.stages import Target
     from reconciler.specs.fingerprint import plan_root, relative
     from reconciler.specs.lifecycle import MANAGE
     from reconciler.specs.project import PROJECT_FILE

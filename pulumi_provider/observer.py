@@ -13,7 +13,7 @@ from reconciler.console import shown, step_line
 from reconciler.execution.stages import Observer
 
 if TYPE_CHECKING:
-    from reconciler.execution.apply import StepEvent
+    from reconciler.execution.stages import StepEvent
 
 
 class PulumiObserver(Observer):

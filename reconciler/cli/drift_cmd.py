@@ -64,8 +64,8 @@ def drift(
     Unmanaged resources that the project's ignore rules (reconcile.yaml's ignore:, a
     .reconcileignore) name are left out and counted per rule.
     """
-    from reconciler.execution import run
-    from reconciler.execution.requests import PlanRequest
+    from reconciler.execution import stages
+    from reconciler.execution.stages import PlanRequest
     from reconciler.planning import drift as drift_report
     from reconciler.render.drift_text import headline, render_drift_text
 
@@ -74,7 +74,7 @@ def drift(
     )
     console = TerminalConsole(drift_format=cast(DriftFormat, fmt))
     wanted = PlanRequest.for_target(target, policies=policies, drift=True)
-    plan = asyncio.run(run.plan_for(wanted, console))
+    plan = asyncio.run(stages.plan_for(wanted, console))
     report = drift_report.from_plan(plan)
     text = render_drift_text(report, full=True) if full and fmt == "text" else None
     if out is None and text is not None:

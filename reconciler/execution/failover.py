@@ -45,9 +45,9 @@ from reconciler.execution.pair_reads import (
     loss_line,
     pair_states,
 )
+from reconciler.execution.pipeline import validated
 from reconciler.execution.requests import PlanRequest
 from reconciler.execution.run import check_approved
-from reconciler.execution.stages import validated
 from reconciler.jetstream import JetStreamClient, open_client
 from reconciler.model.standby import promotion_supported
 from reconciler.model.values import printable

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from reconciler.errors import ReconcileError, RefusedPlan, UnsupportedField
-from reconciler.execution import lineage, lock, memo_store, stages
+from reconciler.execution import lineage, lock, memo_store, pipeline
 from reconciler.execution.apply import (
     ApplyResult,
     apply_plan,
@@ -220,7 +220,7 @@ async def plan_with(
 
     The live state is read while the specs' share of the work is done (in slices, so
     the replies are read between them): over a slow link that work costs nothing. Then
-    :func:`~reconciler.execution.stages.judged` plans and checks, as every door does."""
+    :func:`~reconciler.execution.pipeline.judged` plans and checks, as every door does."""
     entries = [s for s in specs if s.kind == ENTRY]
     resources = [s for s in specs if s.kind != ENTRY]
     if not lifecycle.is_default:  # once, before the memo digests them
@@ -244,7 +244,7 @@ async def plan_with(
             await asyncio.sleep(0)
         live = await reading
     except BaseException:
-        await stages.cancelled(reading)
+        await pipeline.cancelled(reading)
         raise
     live = await client.confirm(live, streams=streams, consumers=consumers)
     settings = PlanRequest(
@@ -259,7 +259,7 @@ async def plan_with(
         env=environment,
         drift=not refuse_capacity,
     )
-    the_plan = await stages.judged(
+    the_plan = await pipeline.judged(
         client,
         resources,
         entries,
@@ -284,11 +284,11 @@ async def plan_for(request: PlanRequest, observer: Observer = QUIET) -> Plan:
     """
     with fewer_collections():
         if not request.options.is_configured:
-            return await _plan_loaded(request, stages.load(request, observer), observer)
+            return await _plan_loaded(request, pipeline.load(request, observer), observer)
         load_policy(request.policies)  # a broken rule: before the server is asked at all
         specs: asyncio.Future[list[Spec]] = asyncio.get_running_loop().create_future()
         planning = asyncio.ensure_future(_read_then_plan(request, specs, observer))
-        specs.set_result(await stages.loaded_while(request, observer, planning))
+        specs.set_result(await pipeline.loaded_while(request, observer, planning))
         return await planning
 
 
@@ -300,7 +300,7 @@ async def save_plan_for(
     project file the run read), the server's identity (docs/saved-plans.md)."""
     with fewer_collections():
         kept = saved_request(request, root)
-        specs = stages.load(request, observer)
+        specs = pipeline.load(request, observer)
         digest = spec_digest(request, specs, root=root, project=project)
         async with open_client(request.options, on_notice=observer.notice) as client:
             the_plan = await _planned(client, specs, request)
@@ -318,7 +318,7 @@ async def _read_then_plan(
         try:
             loaded = await specs
         except BaseException:
-            await stages.cancelled(reading)
+            await pipeline.cancelled(reading)
             raise
         the_plan = await _planned(client, loaded, request, reading=reading)
         _say_server(the_plan, request.options, observer)
@@ -371,7 +371,7 @@ async def plan_environments(
     (its server unreachable, say) is yielded with its error and the others still are.
     """
     with fewer_collections():
-        loaded = [(request, stages.load(request, observer)) for request in requests]
+        loaded = [(request, pipeline.load(request, observer)) for request in requests]
         for request, specs in loaded:
             if begin is not None:
                 begin(request)
@@ -407,7 +407,7 @@ async def apply_for(
     """
     wanted = request.plan
     with fewer_collections():
-        specs = stages.load(wanted, observer)
+        specs = pipeline.load(wanted, observer)
         if request.expected is not None:
             check_specs(request.expected, wanted, specs)
         stop = stop or asyncio.Event()

@@ -18,7 +18,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from reconciler.execution import lock, stages
+from reconciler.execution import lock, pipeline
 from reconciler.execution.apply import ApplyResult, apply_plan, lease_lost
 from reconciler.execution.requests import Observer, PlanRequest
 from reconciler.execution.run import _planned
@@ -42,7 +42,7 @@ class Planned:
 async def _read(client: JetStreamClient, only: frozenset[str] | None) -> LiveState:
     """The whole account's live state, or only the streams ``only`` names (each one's
     INFO and consumer list: what a stream or consumer advisory asks to look at again)."""
-    return await stages.read(client, stages.Scope(only))
+    return await pipeline.read(client, pipeline.Scope(only))
 
 
 def scope(specs: Sequence[Spec], only: frozenset[str]) -> frozenset[str]:
@@ -75,7 +75,7 @@ async def plan_on(
     validated them before (the files unchanged since): not validated again."""
     reading = asyncio.ensure_future(_read(client, None)) if only is None else None
     if specs is None:
-        specs = await stages.loaded_while(request, observer, reading)
+        specs = await pipeline.loaded_while(request, observer, reading)
     if reading is None:
         assert only is not None
         only = scope(specs, only)
