@@ -45,8 +45,9 @@ from reconciler.planning.entries import (
     with_entries,
 )
 from reconciler.planning.hidden import hide_notes
+from reconciler.planning.lifecycles import governed, governed_entries
 from reconciler.planning.memo import Memo
-from reconciler.planning.plan import StreamPlan, build_plan, governed, governed_entries, removal
+from reconciler.planning.plan import StreamPlan, build_plan, removal
 from reconciler.planning.policy import evaluate as evaluate_policy
 from reconciler.planning.standby import for_environment, guarded
 from reconciler.planning.steps import Migrate, Plan
