@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from reconciler.errors import Problem, SpecError, UnsupportedField
+from reconciler.execution import memo_store
 from reconciler.execution.apply import ApplyResult, StepEvent, apply_plan
 from reconciler.execution.capacity_checks import with_capacity
 from reconciler.execution.interest_counts import with_interest_counts
@@ -65,6 +66,7 @@ __all__ = [
     "load",
     "loaded_while",
     "plan",
+    "plan_reading",
     "plan_removal",
     "read",
     "resource_request",
@@ -192,6 +194,67 @@ async def read(client: JetStreamClient, scope: Scope = EVERYTHING) -> LiveState:
 
 
 # --- plan -------------------------------------------------------------------------------
+
+
+#: Specs prepared between two looks at the replies while the live state is read.
+PREPARE_SLICE = 1000
+
+
+async def plan_reading(
+    client: JetStreamClient,
+    specs: Sequence[Spec],
+    request: PlanRequest,
+    *,
+    reading: asyncio.Future[LiveState] | None = None,
+    locked: bool = False,
+    policy: Policy | None = None,
+) -> Plan:
+    """:func:`read` the whole account and :func:`plan`, overlapped: the read
+    (``reading``, the client's ``fetch_live()`` already under way, or started now) goes
+    on while the specs' share of the work is done (in slices, so the replies are read
+    between them; over a slow link that work costs nothing): the fields the server
+    supports, the plan memo (kept in the cache folder) prepared, the names to look for
+    again (``LiveRead.confirm``). ``policy``: rules already loaded (else the request's).
+    The plan of the CLI, the Action and the agent."""
+    entries = [s for s in specs if s.kind == ENTRY]
+    resources = [s for s in specs if s.kind != ENTRY]
+    lifecycle = request.lifecycle
+    if not lifecycle.is_default:  # once, before the memo digests them
+        resources = governed(resources, lifecycle)
+    reading = reading or asyncio.ensure_future(client.fetch_live())
+    try:
+        await asyncio.sleep(0)  # the read sends its first requests
+        server = await client.server_info()  # the read's own request, shared
+        if problems := unsupported_fields(resources, server):
+            raise UnsupportedField(problems)
+        folder = cache_folder()
+        memo = memo_store.load(folder, server, request.owner)
+        streams: list[str] = []
+        consumers: list[tuple[str, str]] = []
+        for start in range(0, len(resources), PREPARE_SLICE):
+            part = resources[start : start + PREPARE_SLICE]
+            streams += (s.stream_name for s in part if s.kind != "Consumer")
+            consumers += ((s.stream_name, s.name) for s in part if s.kind == "Consumer")
+            if memo is not None:
+                memo.prepare(part)
+            await asyncio.sleep(0)
+        live = await reading
+    except BaseException:
+        await cancelled(reading)
+        raise
+    live = await client.confirm(live, streams=streams, consumers=consumers)
+    the_plan = await judged(
+        client,
+        resources,
+        entries,
+        live,
+        request,
+        policy=load_policy(request.policies) if policy is None else policy,
+        lock_ahead=not locked,
+        memo=memo,
+    )
+    memo_store.store(folder, memo)
+    return hide_notes(the_plan, request.ignore)  # notes only: never a step
 
 
 def unsupported(resources: Sequence[Spec], live: LiveState) -> None:

@@ -17,8 +17,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from reconciler.errors import ReconcileError, RefusedPlan, UnsupportedField
-from reconciler.execution import lineage, lock, memo_store, pipeline
+from reconciler.errors import ReconcileError, RefusedPlan
+from reconciler.execution import lineage, lock, pipeline
 from reconciler.execution.apply import (
     ApplyResult,
     apply_plan,
@@ -35,21 +35,16 @@ from reconciler.execution.saved_plans import (
     saved_request,
     spec_digest,
 )
-from reconciler.identity import ENTRY
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
-from reconciler.model.normalize import unsupported_fields
 from reconciler.model.state import LiveState, ServerInfo
-from reconciler.planning.hidden import hide_notes
 from reconciler.planning.plan import (
     DEFAULT_OWNERSHIP,
     Ownership,
-    governed,
 )
 from reconciler.planning.policy import check_policy
 from reconciler.planning.review import differences
 from reconciler.planning.saved import SavedPlan
 from reconciler.planning.steps import Plan
-from reconciler.specs.cache import cache_folder
 from reconciler.specs.lifecycle import MANAGE, Lifecycle
 from reconciler.specs.policy import NO_POLICY, Policy, load_policy
 from reconciler.specs.spec import Spec
@@ -109,34 +104,6 @@ def _say_server(the_plan: Plan, options: ConnectionOptions, observer: Observer) 
         observer.notice(str(warning))  # near a limit (docs/capacity.md)
 
 
-async def _planned(
-    client: JetStreamClient,
-    specs: Sequence[Spec],
-    request: PlanRequest,
-    *,
-    reading: asyncio.Future[LiveState] | None = None,
-    locked: bool = False,
-) -> Plan:
-    """:func:`plan_with` with what ``request`` asks for: the one place a request's flags
-    become the planner's arguments. ``locked``: an apply planning under its lock (or
-    without one): the lock's bucket is not counted ahead (docs/capacity.md)."""
-    the_plan = await plan_with(
-        client,
-        specs,
-        prune=request.prune,
-        ownership=request.ownership,
-        migrate=request.migrate,
-        migration=request.migration,
-        reading=reading,
-        lifecycle=request.lifecycle,
-        policy=load_policy(request.policies),
-        environment=request.env,
-        refuse_capacity=not request.drift,
-        lock_ahead=not locked,
-    )
-    return hide_notes(the_plan, request.ignore)  # notes only: never a step
-
-
 async def _as_reviewed(
     client: JetStreamClient,
     specs: Sequence[Spec],
@@ -146,7 +113,7 @@ async def _as_reviewed(
     """The plan made again after the person said yes: the live state moved on while the
     question waited. Refused, naming what changed, unless it is the plan shown
     (:mod:`reconciler.planning.review`)."""
-    now = await _planned(client, specs, request, locked=True)
+    now = await pipeline.plan_reading(client, specs, request, locked=True)
     changed = differences(shown, now)
     if changed:
         raise RefusedPlan(
@@ -188,9 +155,6 @@ def fewer_collections() -> Iterator[None]:
 #: The request of a library call that names no files (``plan_with``): options unused.
 NO_OPTIONS = ConnectionOptions()
 
-#: Specs prepared between two looks at the replies while the live state is read.
-PREPARE_SLICE = 1000
-
 
 async def plan_with(
     client: JetStreamClient,
@@ -218,35 +182,8 @@ async def plan_with(
     ``reading``: the client's
     ``fetch_live()`` already under way (started while the specs were validated).
 
-    The live state is read while the specs' share of the work is done (in slices, so
-    the replies are read between them): over a slow link that work costs nothing. Then
-    :func:`~reconciler.execution.pipeline.judged` plans and checks, as every door does."""
-    entries = [s for s in specs if s.kind == ENTRY]
-    resources = [s for s in specs if s.kind != ENTRY]
-    if not lifecycle.is_default:  # once, before the memo digests them
-        resources = governed(resources, lifecycle)
-    reading = reading or asyncio.ensure_future(client.fetch_live())
-    try:
-        await asyncio.sleep(0)  # the read sends its first requests
-        server = await client.server_info()  # the read's own request, shared
-        if problems := unsupported_fields(resources, server):
-            raise UnsupportedField(problems)
-        folder = cache_folder()
-        memo = memo_store.load(folder, server, ownership.owner)
-        streams: list[str] = []
-        consumers: list[tuple[str, str]] = []
-        for start in range(0, len(resources), PREPARE_SLICE):
-            part = resources[start : start + PREPARE_SLICE]
-            streams += (s.stream_name for s in part if s.kind != "Consumer")
-            consumers += ((s.stream_name, s.name) for s in part if s.kind == "Consumer")
-            if memo is not None:
-                memo.prepare(part)
-            await asyncio.sleep(0)
-        live = await reading
-    except BaseException:
-        await pipeline.cancelled(reading)
-        raise
-    live = await client.confirm(live, streams=streams, consumers=consumers)
+    The keywords as a request for :func:`~reconciler.execution.pipeline.plan_reading`
+    (a library call, tests)."""
     settings = PlanRequest(
         paths=(),
         options=NO_OPTIONS,
@@ -259,18 +196,9 @@ async def plan_with(
         env=environment,
         drift=not refuse_capacity,
     )
-    the_plan = await pipeline.judged(
-        client,
-        resources,
-        entries,
-        live,
-        settings,
-        policy=policy,
-        lock_ahead=lock_ahead,
-        memo=memo,
+    return await pipeline.plan_reading(
+        client, specs, settings, reading=reading, locked=not lock_ahead, policy=policy
     )
-    memo_store.store(folder, memo)
-    return the_plan
 
 
 async def plan_for(request: PlanRequest, observer: Observer = QUIET) -> Plan:
@@ -284,10 +212,10 @@ async def plan_for(request: PlanRequest, observer: Observer = QUIET) -> Plan:
     """
     with fewer_collections():
         if not request.options.is_configured:
-            return await _plan_loaded(request, pipeline.load(request, observer), observer)
+            return await _planned_in_session(request, pipeline.load(request, observer), observer)
         load_policy(request.policies)  # a broken rule: before the server is asked at all
         specs: asyncio.Future[list[Spec]] = asyncio.get_running_loop().create_future()
-        planning = asyncio.ensure_future(_read_then_plan(request, specs, observer))
+        planning = asyncio.ensure_future(_planned_in_session(request, specs, observer))
         specs.set_result(await pipeline.loaded_while(request, observer, planning))
         return await planning
 
@@ -303,32 +231,29 @@ async def save_plan_for(
         specs = pipeline.load(request, observer)
         digest = spec_digest(request, specs, root=root, project=project)
         async with open_client(request.options, on_notice=observer.notice) as client:
-            the_plan = await _planned(client, specs, request)
+            the_plan = await pipeline.plan_reading(client, specs, request)
             _say_server(the_plan, request.options, observer)
             identity = await saved_identity(client)  # the account's lineage kept first
         return the_plan, SavedPlan.of(the_plan, kept, digest, identity)
 
 
-async def _read_then_plan(
-    request: PlanRequest, specs: asyncio.Future[list[Spec]], observer: Observer
+async def _planned_in_session(
+    request: PlanRequest,
+    specs: Sequence[Spec] | asyncio.Future[list[Spec]],
+    observer: Observer,
 ) -> Plan:
-    """Connect and start reading the live state now; plan once ``specs`` are valid."""
+    """Connect, read the live state and plan ``specs`` (when they are still being
+    validated, the read starts now and is cancelled if they are not valid)."""
     async with open_client(request.options, on_notice=observer.notice) as client:
-        reading = asyncio.ensure_future(client.fetch_live())
-        try:
-            loaded = await specs
-        except BaseException:
-            await pipeline.cancelled(reading)
-            raise
-        the_plan = await _planned(client, loaded, request, reading=reading)
-        _say_server(the_plan, request.options, observer)
-    await _say_standby_health(request, loaded, observer)
-    return the_plan
-
-
-async def _plan_loaded(request: PlanRequest, specs: Sequence[Spec], observer: Observer) -> Plan:
-    async with open_client(request.options, on_notice=observer.notice) as client:
-        the_plan = await _planned(client, specs, request)
+        reading = None
+        if isinstance(specs, asyncio.Future):
+            reading = asyncio.ensure_future(client.fetch_live())
+            try:
+                specs = await specs
+            except BaseException:
+                await pipeline.cancelled(reading)
+                raise
+        the_plan = await pipeline.plan_reading(client, specs, request, reading=reading)
         _say_server(the_plan, request.options, observer)
     await _say_standby_health(request, specs, observer)
     return the_plan
@@ -376,7 +301,7 @@ async def plan_environments(
             if begin is not None:
                 begin(request)
             try:
-                the_plan = await _plan_loaded(request, specs, observer)
+                the_plan = await _planned_in_session(request, specs, observer)
             except ReconcileError as err:
                 yield EnvironmentPlan(request, error=err)
                 continue
@@ -424,7 +349,7 @@ async def apply_for(
         ):
             if fence is not None:  # the account's lineage, kept from its first apply
                 await lineage.keep_for_apply(client, observer.notice)
-            the_plan = await _planned(client, specs, wanted, locked=True)
+            the_plan = await pipeline.plan_reading(client, specs, wanted, locked=True)
             _say_server(the_plan, wanted.options, observer)
             observer.show_plan(the_plan)
             if request.expected is not None:

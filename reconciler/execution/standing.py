@@ -3,7 +3,7 @@
 ``reconcile watch`` keeps one client for hours (it listens to the server's advisories on
 it), so it cannot use :func:`~reconciler.execution.run.plan_for`, which opens and closes
 its own. These are the same moves on a given client: :func:`plan_on` validates the specs
-while the live state is read and plans them with the request's flags (``run._planned``,
+while the live state is read and plans them with the request's flags (``pipeline.plan_reading``,
 the one place they become the planner's arguments); :func:`heal_on` takes the apply lock,
 plans again *under the lock* (so a heal never applies what an apply that finished
 meanwhile already changed, nor fights a newer state), keeps the steps
@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from reconciler.execution import lock, pipeline
 from reconciler.execution.apply import ApplyResult, apply_plan, lease_lost
 from reconciler.execution.requests import Observer, PlanRequest
-from reconciler.execution.run import _planned
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.state import LiveState
 from reconciler.planning.heal import HealSplit, split_for_heal
@@ -81,7 +80,7 @@ async def plan_on(
         only = scope(specs, only)
         specs = [s for s in specs if s.stream_name in only]
         reading = asyncio.ensure_future(_read(client, only))
-    the_plan = await _planned(client, specs, request, reading=reading)
+    the_plan = await pipeline.plan_reading(client, specs, request, reading=reading)
     return Planned(the_plan, tuple(specs), reading.result())
 
 
@@ -123,7 +122,9 @@ async def heal_on(
         ) as fence:
             wanted = True if still_wanted is None else await still_wanted()
             reading = asyncio.ensure_future(_read(client, only))
-            the_plan = await _planned(client, specs, request, reading=reading, locked=True)
+            the_plan = await pipeline.plan_reading(
+                client, specs, request, reading=reading, locked=True
+            )
             split = split_for_heal(the_plan)
             if not split.steps or not wanted or halt.is_set():
                 return Healed(the_plan, split, None)
