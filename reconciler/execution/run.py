@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from reconciler.errors import ReconcileError, RefusedPlan
+from reconciler.errors import ReconcileError, RefusalKind, RefusedPlan
 from reconciler.execution import lineage, lock, pipeline
 from reconciler.execution.apply import (
     ApplyResult,
@@ -67,7 +67,8 @@ def check_approved(
     library call) or the server is the embedded one (``apply``, ``restore``)."""
     if not (approved or server.embedded):
         where = server.address or options.display_servers
-        raise RefusedPlan(f"{NOT_APPROVED} to {verb} to {where}: nothing was changed")
+        message = f"{NOT_APPROVED} to {verb} to {where}: nothing was changed"
+        raise RefusedPlan(message, kind=RefusalKind.NOT_APPROVED)
 
 
 async def _confirmed(
@@ -120,6 +121,7 @@ async def _as_reviewed(
             "the server changed since the plan was shown; nothing was changed. Run apply "
             "again to review the new plan.",
             details=changed,
+            kind=RefusalKind.CHANGED,
         )
     return now
 

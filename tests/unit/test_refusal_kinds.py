@@ -113,3 +113,14 @@ def test_a_permission_denied_is_a_server_error_as_the_hierarchy_says() -> None:
     assert isinstance(denied, ServerError)
     assert str(denied) == "permission denied: the user may not publish to $JS.API.INFO"
     assert denied.exit_code == ExitStatus.ERROR
+
+
+def test_changes_nobody_approved_are_refused_with_their_own_kind() -> None:
+    from reconciler.execution.run import check_approved
+    from reconciler.jetstream import ConnectionOptions
+
+    options = ConnectionOptions(servers="nats://127.0.0.1:4222")
+    with pytest.raises(RefusedPlan) as refused:
+        check_approved(False, SERVER, options, "apply")
+    assert refused.value.kind is RefusalKind.NOT_APPROVED
+    check_approved(True, SERVER, options, "apply")  # approved: no refusal
