@@ -12,12 +12,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.errors import ApplyFailed, NotFound, ReconcileError, RefusalKind, RefusedPlan
+from reconciler.errors import (
+    ApplyFailed,
+    NotFound,
+    PermissionDenied,
+    ReconcileError,
+    RefusalKind,
+    RefusedPlan,
+)
 from reconciler.execution import stages
 from reconciler.execution.stages import QUIET, Observer, PlanRequest
 from reconciler.identity import ResourceRef
 from reconciler.jetstream import JetStreamClient
-from reconciler.model.state import ServerInfo
+from reconciler.model.state import LiveState, ServerInfo
 from reconciler.specs.spec import Spec
 
 #: The identity of a managed resource: enough to find it on a server. Its Pulumi id is
@@ -86,7 +93,7 @@ async def converge(
     (docs/migrate.md).
     """
     target = spec.ref
-    state = await stages.read(client, stages.Scope.of(target))
+    state = await read_around(client, target, observer)
     request = request_for(migrate=migrate, policies=policies)
     plan = await stages.plan(client, with_stream(spec), state, request, locked=True)
     allowances = stages.Allowances(allow_data_loss=allow_data_loss, allow_with=ALLOW_WITH)
@@ -105,6 +112,24 @@ async def converge(
         why = observed[0] if observed else "vanished right after apply"
         raise ReconcileError(f"{spec.kind} {target.path}: {why}")
     return live
+
+
+#: Said when the user may not list the account's streams (``$JS.API.STREAM.LIST``).
+UNLISTED = (
+    "the user may not list the account's streams: the capacity check counts only the "
+    "stream of {label}; the server refuses what does not fit"
+)
+
+
+async def read_around(client: JetStreamClient, target: Target, observer: Observer) -> LiveState:
+    """The live state around ``target``: its stream and consumers, the account's other
+    streams listed (capacity and subjects count them). A user who may not list them
+    (a permission scoped to its own streams) gets its own stream's only, and is told."""
+    try:
+        return await stages.read(client, stages.Scope.of(target))
+    except PermissionDenied:
+        observer.notice(UNLISTED.format(label=target.label))
+        return await stages.read(client, stages.Scope(frozenset({target.stream_name})))
 
 
 def with_stream(spec: Spec) -> list[Spec]:
@@ -132,7 +157,7 @@ async def destroy(
 
     A resource already gone is not an error: the goal state is reached.
     """
-    state = await stages.read(client, stages.Scope.of(target))
+    state = await read_around(client, target, observer)
     plan = await stages.plan_removal(client, target, state, request_for(policies=policies))
     if not plan.changes:
         return  # gone: the goal state is reached

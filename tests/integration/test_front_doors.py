@@ -25,8 +25,8 @@ from test_capacity import _publish as _capacity_publish
 
 from reconciler.errors import PolicyDenied, RefusedPlan, SpecError
 from reconciler.execution import run as engine
-from reconciler.execution.requests import ApplyRequest, PlanRequest
-from reconciler.jetstream import ConnectionOptions
+from reconciler.execution.requests import ApplyRequest, PlanRequest, Quiet
+from reconciler.jetstream import ConnectionOptions, open_client
 
 pytestmark = pytest.mark.integration
 
@@ -439,3 +439,49 @@ def test_pulumi_destroy_refuses_with_the_loss_the_cli_plan_shows(
     assert refused.value.details == (f"{action} Stream ORDERS: {'; '.join(losses)}",)
     assert "holds 20 messages" in losses[0]
     assert census(server) == {"ORDERS": 20}
+
+
+def test_pulumi_still_applies_for_a_user_who_may_not_list_the_streams(
+    server_factory: Callable[..., NatsServer],
+) -> None:
+    """A user denied ``$JS.API.STREAM.LIST`` (a permission scoped to its own streams):
+    Pulumi's read falls back to the resource's own stream, says so, and the create is
+    made (it was before the capacity check needed the list)."""
+    from pulumi_provider import JetStreamProvider, operations
+    from pulumi_provider.inputs import to_spec
+
+    scoped = {
+        "user": "scoped",
+        "password": "sc0ped",
+        "permissions": {"publish": {"deny": ["$JS.API.STREAM.LIST"]}},
+    }
+    server = server_factory(users=[scoped])
+    provider = JetStreamProvider(
+        connection={"servers": server.url, "user": "scoped", "password": "sc0ped"}
+    )
+    news = provider.check({}, _pulumi_stream("ORDERS")).inputs
+    provider.create(news)
+
+    said: list[str] = []
+
+    class Notices(Quiet):
+        def notice(self, message: str) -> None:
+            said.append(message)
+
+    async def again() -> None:
+        options = ConnectionOptions(servers=server.url, user="scoped", password="sc0ped")
+        async with open_client(options) as client:
+            await operations.converge(client, to_spec(news), observer=Notices())
+
+    run(again())
+    assert run(_messages_as(server, "scoped", "sc0ped")) == 0  # the stream is there
+    assert any("may not list the account's streams" in line for line in said)
+
+
+async def _messages_as(server: NatsServer, user: str, password: str) -> int:
+    nc = await nats.connect(server.url, user=user, password=password)
+    try:
+        reply = await nc.request("$JS.API.STREAM.INFO.ORDERS", b"", timeout=5)
+        return int(json.loads(reply.data)["state"]["messages"])
+    finally:
+        await nc.close()
