@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 import pulumi
 
 from reconciler.console import shown, step_line
-from reconciler.execution.requests import Quiet
+from reconciler.execution.stages import Observer
 
 if TYPE_CHECKING:
-    from reconciler.execution.apply import StepEvent
+    from reconciler.execution.stages import StepEvent
 
 
-class PulumiObserver(Quiet):
+class PulumiObserver(Observer):
     """Notices and step lines, escaped, to ``pulumi.log.info``."""
 
     def notice(self, message: str) -> None:

@@ -14,7 +14,7 @@ under ``--debug``.
     │   └── PermissionDenied the user may not publish to the API subject
     ├── RequestTimeout       the server did not answer in time
     ├── UnsupportedField     a spec uses a field the connected server does not know
-    ├── RefusedPlan          apply would destroy data and the flag allowing it is absent
+    ├── RefusedPlan          the verdict refuses the plan (its ``kind``: a RefusalKind)
     │   ├── SavedPlanRefused a saved plan is not what apply would run now (nothing changed)
     │   └── PolicyDenied     a policy rule at level deny does not hold (exit status 3)
     ├── ApplyFailed          a step failed mid-apply; carries what was applied and skipped
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import IntEnum, StrEnum
 from typing import Any
 
 from reconciler.locations import Location
@@ -51,6 +52,36 @@ def brief(value: Any, limit: int = BRIEF_LIMIT) -> str:
         if isinstance(value, str)
         else (f"{text[: limit - 1]}… ({size} long)")
     )
+
+
+class ExitStatus(IntEnum):
+    """The one exit status type of every front door (the CLI, the Action, the agent's
+    ``--once``, drift and the fleet job): an ``int``, so ``sys.exit`` takes it."""
+
+    OK = 0
+    ERROR = 1  # invalid specs, the server refused, a refused plan, a failed step
+    CHANGES = 2  # a plan with changes (--detailed-exitcode), drift found
+    POLICY_DENY = 3  # a policy rule at level deny does not hold
+    INTERRUPTED = 130  # Ctrl-C / SIGINT
+
+
+class RefusalKind(StrEnum):
+    """Why the verdict refuses a plan: what the agent, ``/status`` and the metrics read
+    (never the English text of a message)."""
+
+    POLICY = "policy"  # a deny rule (exit status 3)
+    PREVENTED = "prevented"  # lifecycle prevent_destroy / observe: no flag allows it
+    BLOCKED = "blocked"  # a migration record this plan may not act on
+    DATA_LOSS = "data_loss"  # a destructive step the flags do not allow
+    NOT_APPROVED = "not_approved"  # nobody approved the changes (no terminal, no --yes)
+    CHANGED = "changed"  # the server changed since the plan was shown or saved
+    SAVED_PLAN = "saved_plan"  # a saved plan is not what apply would run now
+
+
+def changes_status(changed: bool, *, detailed: bool = True) -> ExitStatus:
+    """CHANGES when there are changes (a plan with ``--detailed-exitcode``, drift found),
+    else OK."""
+    return ExitStatus.CHANGES if changed and detailed else ExitStatus.OK
 
 
 @dataclass(frozen=True)
@@ -94,7 +125,7 @@ class ReconcileError(Exception):
 
     details: tuple[str, ...] = ()
     #: The CLI's exit status for this error (``reconciler.cli.main``).
-    exit_code: int = 1
+    exit_code: ExitStatus = ExitStatus.ERROR
 
     def __init__(self, *args: object, details: Sequence[str] = ()) -> None:
         super().__init__(*args)
@@ -149,8 +180,16 @@ class LeftoverStream(ReconcileError):
     created again (the server had not removed the deleted stream's files)."""
 
 
-class PermissionDenied(ReconcileError):
-    """The connected user may not use the JetStream API subject."""
+class PermissionDenied(ServerError):
+    """The connected user may not use the JetStream API subject: the server refused the
+    request (a permissions violation, not an API error: no ``err_code``, 0 here)."""
+
+    def __init__(self, message: str, *, subject: str = "") -> None:
+        self.code = 403
+        self.err_code = 0
+        self.description = message
+        self.subject = subject
+        ReconcileError.__init__(self, message)
 
 
 class UnsupportedField(ReconcileError):
@@ -162,20 +201,34 @@ class UnsupportedField(ReconcileError):
 
 
 class RefusedPlan(ReconcileError):
-    """The plan holds steps that destroy data and the flag allowing them is absent."""
+    """The verdict refuses the plan; nothing was changed. ``kind`` says why as a value
+    (:class:`RefusalKind`): steps that destroy data without the flag allowing them (the
+    default), steps no flag allows, a blocked migration, changes nobody approved."""
+
+    kind: RefusalKind = RefusalKind.DATA_LOSS
+
+    def __init__(
+        self, *args: object, details: Sequence[str] = (), kind: RefusalKind | None = None
+    ) -> None:
+        super().__init__(*args, details=details)
+        if kind is not None:
+            self.kind = kind
 
 
 class PolicyDenied(RefusedPlan):
     """A policy rule at level ``deny`` does not hold for the plan (docs/policy.md):
     ``plan`` exits 3 after showing it, ``apply`` refuses before any step. Exit status 3."""
 
-    exit_code = 3
+    exit_code = ExitStatus.POLICY_DENY
+    kind = RefusalKind.POLICY
 
 
 class SavedPlanRefused(RefusedPlan):
     """A saved plan (``reconcile apply FILE``) is not applied: the file was edited or is
     not one, the specs or the server are not those it was made from, or the plan made
     again is not the saved one (docs/saved-plans.md). Nothing was changed."""
+
+    kind = RefusalKind.SAVED_PLAN
 
 
 @dataclass

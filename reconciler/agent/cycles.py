@@ -44,10 +44,10 @@ from reconciler.agent.status import (
     outcome_of,
     statuses,
 )
-from reconciler.errors import ApplyFailed, ConnectError, ReconcileError
+from reconciler.errors import ApplyFailed, ConnectError, ExitStatus, ReconcileError, changes_status
 from reconciler.execution.apply import StepEvent, describe
 from reconciler.execution.pair_reads import pairs_health
-from reconciler.execution.requests import PlanRequest
+from reconciler.execution.requests import Observer, PlanRequest
 from reconciler.execution.run import fewer_collections
 from reconciler.execution.standing import heal_on, plan_on
 from reconciler.identity import ResourceRef
@@ -55,14 +55,13 @@ from reconciler.jetstream import JetStreamClient, open_client
 from reconciler.model.state import StreamState
 from reconciler.model.timestamps import rfc3339
 from reconciler.planning.heal import split_for_heal
-from reconciler.planning.steps import Plan
 from reconciler.specs.spec import Spec
 
 Mode = Literal["observe", "heal"]
 _T = TypeVar("_T")
 
 #: ``--once``'s exit status when a policy rule denies the plan (as ``plan`` exits).
-POLICY_DENIED = 3
+POLICY_DENIED = ExitStatus.POLICY_DENY
 
 
 @dataclass(frozen=True)
@@ -138,10 +137,8 @@ class Link:
         }
 
 
-class _Observer:
-    """The run's observer: notices and failed steps go to the log."""
-
-    asks = False
+class _Observer(Observer):
+    """The run's listener: notices and failed steps go to the log."""
 
     def __init__(self, log: Log) -> None:
         self.log = log
@@ -149,18 +146,9 @@ class _Observer:
     def notice(self, message: str) -> None:
         self.log.event("notice", message)
 
-    def show_plan(self, plan: Plan) -> None:
-        pass
-
-    async def confirm(self, plan: Plan) -> bool:
-        return False
-
     def step(self, event: StepEvent) -> None:
         if event.outcome == "failed":
             self.log.event("error", f"{describe(event.step)} failed", error=event.error)
-
-    def show_result(self, result: Any) -> None:
-        pass
 
 
 class Watch:
@@ -229,7 +217,7 @@ class Watch:
         assert self.last is not None
         if self.denied:
             return POLICY_DENIED
-        return 2 if any(r.state in DRIFT_STATES for r in self.last.resources) else 0
+        return changes_status(any(r.state in DRIFT_STATES for r in self.last.resources))
 
     async def forever(self) -> None:
         """Connect, plan, heal, until ``stop``; every failure is logged and retried."""
@@ -350,7 +338,7 @@ class Watch:
             if client.lost.is_set():
                 raise ConnectError(str(err)) from None
             error = str(err)
-            self.error_code = getattr(err, "exit_code", 1)
+            self.error_code = err.exit_code
         finally:
             self.collector.after_cycle()
         self.cycles += 1

@@ -30,7 +30,7 @@ from reconciler.agent.memory import Collector
 from reconciler.agent.metrics import Metrics
 from reconciler.agent.shards import Shard
 from reconciler.agent.source import Source
-from reconciler.errors import ReconcileError
+from reconciler.errors import ExitStatus, ReconcileError
 
 __all__ = ["POLICY_DENIED", "Agent", "WatchSettings", "worst"]
 
@@ -38,10 +38,10 @@ __all__ = ["POLICY_DENIED", "Agent", "WatchSettings", "worst"]
 def worst(codes: list[int]) -> int:
     """The exit status of several ``--once`` cycles: 1 (an error) over 3 (a policy deny)
     over 2 (drift) over 0, as ``plan --all-envs`` exits."""
-    for code in (1, POLICY_DENIED, 2):
+    for code in (ExitStatus.ERROR, POLICY_DENIED, ExitStatus.CHANGES):
         if code in codes:
             return code
-    return max(codes, default=0)
+    return max(codes, default=ExitStatus.OK)
 
 
 class Agent:
@@ -113,7 +113,7 @@ class Agent:
             if self.settings.once:
                 return await self._once()
             await self._forever()
-            return 0
+            return ExitStatus.OK
         finally:
             await self.endpoints.close()
             self.log.event("stopped")

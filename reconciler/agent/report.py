@@ -92,12 +92,9 @@ class Report:
 
 
 def action_of(resource: ResourceStatus) -> str:
-    """The ``action`` label of a step a heal left to a person."""
-    why = resource.why or ""
-    for action in ("replace", "delete", "migration", "update", "depends"):
-        if action in why or (action == "delete" and "prune" in why):
-            return action
-    return "other"
+    """The ``action`` label of a step a heal left to a person: its refusal's kind
+    (``planning.heal.NeedsPerson``), never read from the English text of ``why``."""
+    return str(resource.refusal) if resource.refusal is not None else "other"
 
 
 def sentence(r: ResourceStatus) -> str:

@@ -29,7 +29,7 @@ from reconciler.execution.apply import ApplyResult
 from reconciler.identity import ResourceRef
 from reconciler.model.state import StreamState
 from reconciler.planning.drift import resource_from_entry
-from reconciler.planning.heal import HealSplit
+from reconciler.planning.heal import HealSplit, NeedsPerson
 from reconciler.planning.steps import Plan
 
 State = Literal["in_sync", "drifted", "missing", "healed", "needs_person", "failed", "unmanaged"]
@@ -78,6 +78,7 @@ class ResourceStatus:
     why: str | None = None  # needs_person / failed: why
     cause: Cause | None = None
     lost: Lost | None = None
+    refusal: NeedsPerson | None = None  # needs_person: why, as a value
 
     @property
     def key(self) -> Key:
@@ -92,6 +93,7 @@ class ResourceStatus:
             "state": self.state,
             "fields": list(self.fields),
             "why": self.why,
+            "refusal": None if self.refusal is None else str(self.refusal),
             "cause": None if self.cause is None else self.cause.to_json(),
             "lost": None if self.lost is None else self.lost.to_json(),
         }
@@ -128,7 +130,7 @@ def statuses(
 ) -> list[ResourceStatus]:
     """Each resource of ``plan`` with its state (foreign resources left out: another
     owner's). ``previous``: the streams' states the cycle before read (for ``lost``)."""
-    refused = {r.step.ref: r.why for r in split.refused}
+    refused = {r.step.ref: r for r in split.refused}
     out: list[ResourceStatus] = []
     for entry in plan.entries:
         drift = resource_from_entry(entry)
@@ -145,7 +147,7 @@ def statuses(
         elif ref in outcome.healed:
             state = "healed"
         elif ref in refused:
-            state, why = "needs_person", refused[ref]
+            state, why = "needs_person", refused[ref].why
         changes = drift.fields or (entry.fields if str(entry.action) == OBSERVED else ())
         fields = tuple(change.path for change in changes)
         key = key_of(ref)
@@ -154,7 +156,8 @@ def statuses(
             held = previous[ref.stream_name]
             lost = Lost(held.messages, held.bytes, held.observed_at)
         cause = causes.get(key) if state not in ("in_sync", "unmanaged") else None
-        out.append(ResourceStatus(ref, state, fields, why, cause, lost))
+        kind = refused[ref].kind if state == "needs_person" and ref in refused else None
+        out.append(ResourceStatus(ref, state, fields, why, cause, lost, kind))
     return out
 
 

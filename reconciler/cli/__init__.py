@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from reconciler.errors import ReconcileError
+from reconciler.errors import ExitStatus, ReconcileError
 
 # command name -> (module, attribute, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -182,14 +182,14 @@ def main(argv: list[str] | None = None) -> None:
         from reconciler.console.terminal import TerminalConsole
 
         TerminalConsole().show_error(err)
-        sys.exit(err.exit_code)  # 1; 3 for a policy deny (PolicyDenied)
+        sys.exit(err.exit_code)  # ERROR; POLICY_DENY for a policy deny (PolicyDenied)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
-        sys.exit(130)
+        sys.exit(ExitStatus.INTERRUPTED)
     except click.ClickException as err:
-        err.show()
-        sys.exit(err.exit_code if err.exit_code != 2 else 1)
+        err.show()  # a usage error is click's 2: an error here, never "changes"
+        sys.exit(err.exit_code if err.exit_code != ExitStatus.CHANGES else ExitStatus.ERROR)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
-        sys.exit(130)
-    sys.exit(code if isinstance(code, int) else 0)
+        sys.exit(ExitStatus.INTERRUPTED)
+    sys.exit(code if isinstance(code, int) else ExitStatus.OK)

@@ -23,7 +23,7 @@ from reconciler.console.terminal import TerminalConsole
 
 if TYPE_CHECKING:
     from reconciler.backup.restore import RestorePlan, RestoreResult
-    from reconciler.execution.environments import Target
+    from reconciler.execution.stages import Target
 
 Progress = Callable[[str, int, bool], None]
 
@@ -374,7 +374,7 @@ def _restore_target(
     """The connection flags, or with --env (or --project) the environment's server,
     lifecycle and policies. A restore reads no spec file."""
     from reconciler.cli.options import _unread_policies
-    from reconciler.execution.environments import Target
+    from reconciler.execution.stages import Target
 
     if env_name is None and project_file is None:
         _unread_policies(ctx)  # the project file's policies are not read: said, as apply does

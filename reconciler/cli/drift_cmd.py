@@ -17,6 +17,7 @@ from reconciler.cli.options import (
     resolve_target,
 )
 from reconciler.console.terminal import DriftFormat, TerminalConsole
+from reconciler.errors import changes_status
 
 if TYPE_CHECKING:
     from reconciler.planning.drift import DriftReport
@@ -63,8 +64,8 @@ def drift(
     Unmanaged resources that the project's ignore rules (reconcile.yaml's ignore:, a
     .reconcileignore) name are left out and counted per rule.
     """
-    from reconciler.execution import run
-    from reconciler.execution.requests import PlanRequest
+    from reconciler.execution import stages
+    from reconciler.execution.stages import PlanRequest
     from reconciler.planning import drift as drift_report
     from reconciler.render.drift_text import headline, render_drift_text
 
@@ -73,7 +74,7 @@ def drift(
     )
     console = TerminalConsole(drift_format=cast(DriftFormat, fmt))
     wanted = PlanRequest.for_target(target, policies=policies, drift=True)
-    plan = asyncio.run(run.plan_for(wanted, console))
+    plan = asyncio.run(stages.plan_for(wanted, console))
     report = drift_report.from_plan(plan)
     text = render_drift_text(report, full=True) if full and fmt == "text" else None
     if out is None and text is not None:
@@ -85,7 +86,7 @@ def drift(
         out.write_text(text or console.drift_text(report), encoding="utf-8")
         console.notice(f"{headline(report)} Report written to {out}.")
     _show_policy(report, fmt, out)
-    return 2 if report.has_drift else 0
+    return changes_status(report.has_drift)
 
 
 def _show_policy(report: DriftReport, fmt: str, out: Path | None) -> None:

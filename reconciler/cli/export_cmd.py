@@ -79,7 +79,7 @@ def export(
     character other than letters, digits, '_' and '-' written as %XX, so no two
     resources share a file. A plan on the exported files is empty.
     """
-    from reconciler.execution import run
+    from reconciler.execution import stages
     from reconciler.planning.export import export_state
 
     target = resolve_target(
@@ -91,7 +91,7 @@ def export(
         env_name=env_name,
         needs_paths=False,
     )
-    live = asyncio.run(run.fetch_live(target.options, on_notice=notice))
+    live = asyncio.run(stages.fetch_live(target.options, on_notice=notice))
     files = export_state(live, owner=None if all_owners else target.owner, on_skip=notice)
     return write_files(files, out, command="export")
 

@@ -79,7 +79,7 @@ def failover(
     from reconciler.cli.options import project_target
     from reconciler.cli.plan_cmd import asks_for_yes
     from reconciler.execution.failover import fail_over, failover_request
-    from reconciler.execution.requests import PlanRequest
+    from reconciler.execution.stages import PlanRequest
     from reconciler.model.values import inert_json
     from reconciler.specs.project import find_project, load_project
 

@@ -29,7 +29,7 @@ def lock() -> None:
 @connection_options
 def status(fmt: str, **conn: Any) -> int:
     """Show who holds the apply lock (exit 0 when free, 2 when held)."""
-    from reconciler.execution import lock as leases
+    from reconciler.execution.stages import leases
     from reconciler.jetstream import open_client
 
     async def read() -> leases.Lease | None:
@@ -53,7 +53,7 @@ def status(fmt: str, **conn: Any) -> int:
 def break_(force: bool, **conn: Any) -> int:
     """Remove the apply lock's lease (a stale one, or any with --force)."""
     from reconciler.errors import LockError
-    from reconciler.execution import lock as leases
+    from reconciler.execution.stages import leases
     from reconciler.jetstream import open_client
 
     async def go() -> leases.Lease | None:
@@ -76,10 +76,10 @@ def break_(force: bool, **conn: Any) -> int:
 
 
 def _where() -> str:
-    from reconciler.execution.lock import LOCK_KEY
+    from reconciler.execution.stages import leases
     from reconciler.identity import LOCK_BUCKET
 
-    return f"{LOCK_BUCKET}/{LOCK_KEY}"
+    return f"{LOCK_BUCKET}/{leases.LOCK_KEY}"
 
 
 def _as_json(lease: Any, now: float) -> dict[str, Any]:

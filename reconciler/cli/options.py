@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 if TYPE_CHECKING:  # nats-py is imported only when a command connects
-    from reconciler.execution.environments import Target
+    from reconciler.execution.stages import Target
     from reconciler.jetstream.connection import ConnectionOptions
     from reconciler.specs.project import Project
 
@@ -342,7 +342,7 @@ def resolve_target(
     environment's connection, spec paths, overlays and the project's owner; a connection
     flag or an ``--owner`` given on the command line that contradicts it is an error.
     """
-    from reconciler.execution.environments import Target
+    from reconciler.execution.stages import Target
     from reconciler.specs.project import find_project, load_project
 
     found = project_file or (find_project() if env_name or not paths else None)
@@ -409,7 +409,7 @@ def project_target(
 ) -> Target:
     """:func:`resolve_target` once the project file is read (``plan --all-envs`` reads it
     once for every environment)."""
-    from reconciler.execution.environments import Target, environment_target
+    from reconciler.execution.stages import Target, environment_target
 
     owner = project_owner(ctx, project, owner)
     if env_name is None and paths:

@@ -24,12 +24,12 @@ from reconciler.cli.options import (
     take_over_option,
 )
 from reconciler.console.terminal import TerminalConsole
+from reconciler.errors import ExitStatus, changes_status
 from reconciler.model.migration import CHOICES as MIGRATION_CHOICES
 
 if TYPE_CHECKING:
     from reconciler.console.terminal import PlanFormat
-    from reconciler.execution.environments import Target
-    from reconciler.execution.requests import PlanRequest
+    from reconciler.execution.stages import PlanRequest, Target
     from reconciler.planning.saved import SavedPlan
     from reconciler.planning.steps import Plan
 
@@ -122,7 +122,7 @@ def plan(
     **conn: Any,
 ) -> int:
     """Show what apply would change; changes nothing."""
-    from reconciler.execution.requests import PlanRequest
+    from reconciler.execution.stages import PlanRequest
 
     console = _console(fmt, full=full)
     if all_envs and out is not None:
@@ -162,7 +162,7 @@ def plan(
     else:
         the_plan = _plan_and_show(console, request)
     _check_policy(the_plan)
-    return 2 if detailed_exitcode and the_plan.has_changes else 0
+    return changes_status(the_plan.has_changes, detailed=detailed_exitcode)
 
 
 def _plan_all(
@@ -189,8 +189,8 @@ def _plan_all(
     unreachable, say) is reported and the others still are; the exit status is 1 then,
     else 2 with ``--detailed-exitcode`` when any plan has changes, else 0.
     """
-    from reconciler.execution import run
-    from reconciler.execution.requests import PlanRequest
+    from reconciler.execution import stages
+    from reconciler.execution.stages import PlanRequest
     from reconciler.render.text import summary_line
     from reconciler.specs.project import find_project, load_project
 
@@ -217,9 +217,9 @@ def _plan_all(
         where = request.options.display_servers or "embedded nats-server"
         console.heading(f"Environment {request.env} ({where})")
 
-    async def plan_all() -> list[run.EnvironmentPlan]:
+    async def plan_all() -> list[stages.EnvironmentPlan]:
         done = []
-        async for planned in run.plan_environments(requests, console, begin=begin):
+        async for planned in stages.plan_environments(requests, console, begin=begin):
             if planned.error is not None:
                 console.show_error(planned.error)
             elif console.fmt != "json":
@@ -255,10 +255,10 @@ def _plan_all(
         for line in lines:
             click.echo(printable(line))
     if failed:  # an unplanned environment may hold anything: 1 wins over a deny's 3
-        return 1
+        return ExitStatus.ERROR
     if denied:
-        return 3
-    return 2 if detailed_exitcode and changed else 0
+        return ExitStatus.POLICY_DENY
+    return changes_status(changed, detailed=detailed_exitcode)
 
 
 def _denied_by(plan: Plan) -> str:
@@ -279,7 +279,7 @@ def _plan_and_save(
     console: TerminalConsole, request: PlanRequest, out: Path, project: Path | None
 ) -> Plan:
     """``plan --out FILE``: plan, show, and write the saved plan (docs/saved-plans.md)."""
-    from reconciler.execution import run
+    from reconciler.execution import stages
     from reconciler.specs.fingerprint import plan_root
 
     inside = [p for p in request.paths if p.is_dir() and out.resolve().is_relative_to(p.resolve())]
@@ -288,7 +288,7 @@ def _plan_and_save(
             f"--out {out} is inside the spec folder {inside[0]}: write it elsewhere"
         )
     the_plan, saved = asyncio.run(
-        run.save_plan_for(request, console, root=plan_root(), project=project)
+        stages.save_plan_for(request, console, root=plan_root(), project=project)
     )
     console.show_plan(the_plan)
     _write(out, saved.text())
@@ -314,9 +314,9 @@ def _check_policy(the_plan: Plan) -> None:
 
 def _plan_and_show(console: TerminalConsole, request: PlanRequest) -> Plan:
     """Validate, plan (reads only) and show the plan: `plan` and `apply --dry-run`."""
-    from reconciler.execution import run
+    from reconciler.execution import stages
 
-    the_plan = asyncio.run(run.plan_for(request, console))
+    the_plan = asyncio.run(stages.plan_for(request, console))
     console.show_plan(the_plan)
     return the_plan
 
@@ -403,8 +403,8 @@ def apply(
     steps: refused, with nothing changed, when the files, the server or the plan made
     again differ from the saved ones (docs/saved-plans.md)."""
     from reconciler.errors import ApplyFailed
-    from reconciler.execution import run
-    from reconciler.execution.requests import ApplyRequest, PlanRequest
+    from reconciler.execution import stages
+    from reconciler.execution.stages import ApplyRequest, PlanRequest
 
     saved = _saved_plan_in(paths)  # `apply FILE`: a saved plan, by its marker
     target = (
@@ -447,12 +447,12 @@ def apply(
         loop.add_signal_handler(signal.SIGINT, stop.set)
         loop.add_signal_handler(signal.SIGTERM, stop.set)
         with console.steps():
-            return await run.apply_for(request, console, stop=stop)
+            return await stages.apply_for(request, console, stop=stop)
 
     if dry_run and saved is None:
         the_plan = _plan_and_show(console, wanted)
         _check_policy(the_plan)
-        return 2 if detailed_exitcode and the_plan.has_changes else 0
+        return changes_status(the_plan.has_changes, detailed=detailed_exitcode)
     try:
         result = asyncio.run(go())
     except ApplyFailed as err:
@@ -461,14 +461,14 @@ def apply(
     console.show_result(result)
     if result.cancelled and result.interrupted:  # Ctrl-C at the question
         console.notice("interrupted: nothing was changed")
-        return 130
+        return ExitStatus.INTERRUPTED
     if result.cancelled:
-        return 1
+        return ExitStatus.ERROR
     if result.interrupted:
         skipped = len(result.skipped)
         console.notice(f"interrupted: {skipped} step(s) not started; re-run apply to converge")
-        return 130
-    return 0
+        return ExitStatus.INTERRUPTED
+    return ExitStatus.OK
 
 
 # --- apply FILE: a saved plan -----------------------------------------------------------
@@ -515,8 +515,8 @@ def _saved_target(
     of the environment it names with --env, which must be the plan's), never the file's
     (the rules: :func:`reconciler.execution.saved_plans.refuse_given`)."""
     from reconciler.cli.options import to_connection_options
-    from reconciler.execution.environments import Target
     from reconciler.execution.saved_plans import refuse_given
+    from reconciler.execution.stages import Target
 
     refuse_given(saved, env=env_name, given=_given(ctx), spelled=SPELLED)
     if saved.request.env is None:

@@ -48,8 +48,8 @@ def snapshot(env: str, out: Path, project_file: Path | None, **conn: Any) -> int
     ObjectStore buckets appear as their KV_/OBJ_ streams). See
     schemas/snapshot.schema.json.
     """
-    from reconciler.execution import run
-    from reconciler.execution.environments import environment_target
+    from reconciler.execution import stages
+    from reconciler.execution.stages import environment_target
     from reconciler.planning.snapshot import snapshot_records
     from reconciler.specs.project import find_project, load_project
 
@@ -59,7 +59,7 @@ def snapshot(env: str, out: Path, project_file: Path | None, **conn: Any) -> int
         project = load_project(found)
         if env in project.environments:  # the environment's own server
             options = environment_target(project, env, options, project.owner or "").options
-    live = asyncio.run(run.fetch_live(options, on_notice=notice))
+    live = asyncio.run(stages.fetch_live(options, on_notice=notice))
     records = snapshot_records(live, env=env, captured_at=datetime.now(UTC))
     count = _write(records, out)
     where = "stdout" if str(out) == "-" else str(out)

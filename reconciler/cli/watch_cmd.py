@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from reconciler.agent.loop import Agent, WatchSettings
     from reconciler.agent.shards import Shard
     from reconciler.agent.source import GitSource, MakeRequest, Source
-    from reconciler.execution.requests import PlanRequest
+    from reconciler.execution.stages import PlanRequest
 
 
 class Listen(click.ParamType[tuple[str, int] | None]):
@@ -95,7 +95,7 @@ def _request_maker(
 ) -> Any:
     """``root -> PlanRequest``: PATHS (and --project) as given, or inside a checkout."""
     from reconciler.errors import ReconcileError
-    from reconciler.execution.requests import PlanRequest
+    from reconciler.execution.stages import PlanRequest
 
     def make(root: Path | None) -> PlanRequest:
         found_paths, found_project = paths, project_file

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from reconciler.errors import ApplyFailed, ReconcileError, SpecError, UnsupportedField
+from reconciler.execution.requests import Observer
 
 if TYPE_CHECKING:
     from reconciler.execution.apply import ApplyResult, StepEvent
@@ -91,17 +92,11 @@ def result_line(results: Sequence[ApplyResult]) -> str:
     return f"Apply complete: {applied} applied, {failed} failed, {skipped} skipped."
 
 
-class Console(ABC):
+class Console(Observer, ABC):
     """What a front door shows people; each method is one kind of event. A Console is
-    the run's :class:`~reconciler.execution.requests.Observer`: the engine calls
-    ``notice``, ``show_plan``, ``confirm`` (when it ``asks``) and ``step``."""
-
-    #: Whether :meth:`confirm` asks a person (a terminal console may).
-    asks: bool = False
-
-    async def confirm(self, plan: Plan) -> bool:
-        """Nobody to ask: no."""
-        return False
+    the run's listener (:class:`~reconciler.execution.requests.Observer`, the one
+    interface): the engine calls ``notice``, ``show_plan``, ``confirm`` (when it
+    ``asks``) and ``step``; a front door adds drift reports and errors."""
 
     @abstractmethod
     def notice(self, message: str) -> None:

@@ -29,20 +29,17 @@ from reconciler.errors import (
     LockError,
     MigrationIncomplete,
     ReconcileError,
-    RefusedPlan,
     RequestTimeout,
     ServerError,
 )
 from reconciler.execution.migrate import migrate
 from reconciler.execution.recreate import create_afresh
 from reconciler.execution.rollback import Made, Rollback, created_of, refused_for_room, roll_back
+from reconciler.execution.verdict import Allowances, describe, refuse, verdict
 from reconciler.identity import ResourceRef
 from reconciler.jetstream import JetStreamClient
 from reconciler.jetstream.transport import WRONG_LAST_SEQUENCE
-from reconciler.planning.policy import check_policy
 from reconciler.planning.steps import (
-    ALLOW_DATA_LOSS,
-    ALLOW_REPLACE,
     Create,
     Delete,
     Migrate,
@@ -50,9 +47,17 @@ from reconciler.planning.steps import (
     Replace,
     Step,
     Update,
-    allowing_flag,
-    prevention,
 )
+
+__all__ = [
+    "ApplyResult",
+    "StepEvent",
+    "apply_plan",
+    "check_allowed",
+    "describe",
+    "execute",
+    "lease_lost",
+]
 
 Outcome = Literal["applied", "failed", "skipped", "planned"]
 
@@ -100,11 +105,6 @@ class ApplyResult:
         )
 
 
-def describe(step: Step) -> str:
-    """``update Consumer ORDERS/NEW``."""
-    return f"{step.action} {step.label}"
-
-
 def check_allowed(
     plan: Plan,
     *,
@@ -112,38 +112,15 @@ def check_allowed(
     allow_data_loss: bool = False,
     allow_with: str | None = None,
 ) -> None:
-    """Refuse the whole plan when it destroys data and that was not allowed, or when it
-    holds a migration it may not act on (no flag allows that). Every front door's
-    refusal is this one; ``allow_with`` names a front door's own way to allow it (the
-    Pulumi resource's ``allow_destroy``) instead of the CLI's flags. Steps lifecycle
-    ``prevent_destroy`` forbids (``Plan.prevented``) are refused whatever the flags, and
-    so is a plan a policy rule at level ``deny`` does not hold for (``PolicyDenied``)."""
-    check_policy(plan.policy)
-    prevented = plan.prevented
-    if prevented:
-        raise RefusedPlan(
-            f"refusing to apply: {len(prevented)} step(s) would destroy a resource protected "
-            "by lifecycle prevent_destroy (no flag allows it); nothing was changed.",
-            details=[f"{describe(s)}: {prevention(s)}" for s in prevented],
-        )
-    blocked = [s for s in plan.steps if isinstance(s, Migrate) and s.blocked]
-    if blocked:
-        raise RefusedPlan(
-            f"refusing to apply: {len(blocked)} migration(s) cannot be acted on; nothing was "
-            "changed.",
-            details=[f"{describe(s)}: {s.blocked}" for s in blocked],
-        )
-    refused = plan.refused(allow_replace=allow_replace, allow_data_loss=allow_data_loss)
-    if not refused:
-        return
-    flag = allowing_flag(refused)
-    if flag == ALLOW_REPLACE:
-        flag += f" (or {ALLOW_DATA_LOSS})"
-    raise RefusedPlan(
-        f"refusing to apply: {len(refused)} step(s) would destroy data; nothing was changed. "
-        + (allow_with or f"Re-run with {flag} to allow it."),
-        details=[f"{describe(s)}: {'; '.join(loss.summary for loss in s.losses)}" for s in refused],
+    """Refuse the whole plan when the verdict (:mod:`reconciler.execution.verdict`) has a
+    refusal: it destroys data and that was not allowed, it holds a step no flag allows
+    (lifecycle), a migration it may not act on, or a policy deny. ``allow_with`` names a
+    front door's own way to allow a destructive step (the Pulumi resource's
+    ``allow_destroy``) instead of the CLI's flags."""
+    allowances = Allowances(
+        allow_replace=allow_replace, allow_data_loss=allow_data_loss, allow_with=allow_with
     )
+    refuse(verdict(plan, allowances))
 
 
 def lease_lost(reason: str, applied: Sequence[Step], skipped: Sequence[Step]) -> ApplyFailed:

@@ -45,8 +45,9 @@ from reconciler.execution.pair_reads import (
     loss_line,
     pair_states,
 )
+from reconciler.execution.pipeline import validated
 from reconciler.execution.requests import PlanRequest
-from reconciler.execution.run import _validated, check_approved
+from reconciler.execution.run import check_approved
 from reconciler.jetstream import JetStreamClient, open_client
 from reconciler.model.standby import promotion_supported
 from reconciler.model.values import printable
@@ -127,7 +128,7 @@ class FailoverResult:
 def _selected(request: FailoverRequest, say: Say) -> list[Pair]:
     """The pairs from ``origin`` to ``standby`` the specs declare (as the primary
     environment reads them: the streams with their subjects and their consumers)."""
-    specs, warnings = _validated(request.origin)
+    specs, warnings = validated(request.origin)
     for warning in warnings:
         say(str(warning))
     origin, standby = request.origin.env or "", request.standby.env or ""

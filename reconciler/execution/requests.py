@@ -9,9 +9,10 @@ so a flag means the same thing whichever door it came through.
 
 An :class:`Observer` hears a run's events: notices and warnings, the plan made (shown
 before anything changes), the question (only when :attr:`Observer.asks`), each step
-done, the result. The terminal console (text or JSON), the Markdown/GitHub console and
-the Pulumi provider implement it; :data:`QUIET` hears nothing. The engine never
-imports a front door: the front doors implement this protocol.
+done, the result. It is the one listener interface: the terminal console (text or
+JSON), the Markdown/GitHub console, the Pulumi provider and the agent subclass it;
+:data:`QUIET`, an ``Observer`` itself, hears nothing. The engine never imports a front
+door: the front doors subclass this class.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from reconciler.execution import lock
 from reconciler.planning.plan import Ownership
@@ -125,14 +126,16 @@ class ApplyRequest:
     expected: SavedPlan | None = None
 
 
-class Observer(Protocol):
-    """Hears a run's events. Every method may be called from the run's event loop."""
+class Observer:
+    """The one listener interface: hears a run's events (every method may be called
+    from the run's event loop). It hears nothing and asks nobody itself (a library
+    call: :data:`QUIET`); each front door's listener overrides what it shows: the
+    Consoles (``reconciler.console``: the terminal's and the Markdown/GitHub one), the
+    Pulumi provider's, the agent's log."""
 
-    @property
-    def asks(self) -> bool:
-        """Whether :meth:`confirm` asks a person (a terminal); else the run relies on
-        :attr:`ApplyRequest.approved`."""
-        ...
+    #: Whether :meth:`confirm` asks a person (a terminal); else the run relies on
+    #: :attr:`ApplyRequest.approved`.
+    asks: bool = False
 
     def notice(self, message: str) -> None:
         """A side remark: which server, waiting for the lock, a spec warning."""
@@ -142,7 +145,7 @@ class Observer(Protocol):
 
     async def confirm(self, plan: Plan) -> bool:
         """The person's answer to the plan shown (only called when :attr:`asks`)."""
-        ...
+        return False
 
     def step(self, event: StepEvent) -> None:
         """A step finished: applied, failed or skipped."""
@@ -151,25 +154,7 @@ class Observer(Protocol):
         """How an apply ended (the summary line)."""
 
 
-class Quiet:
-    """An observer that hears nothing and asks nobody (a library call)."""
+#: The listener that hears nothing (the name library callers and tests subclass).
+Quiet = Observer
 
-    asks = False
-
-    def notice(self, message: str) -> None:
-        pass
-
-    def show_plan(self, plan: Plan) -> None:
-        pass
-
-    async def confirm(self, plan: Plan) -> bool:
-        return False
-
-    def step(self, event: StepEvent) -> None:
-        pass
-
-    def show_result(self, result: ApplyResult) -> None:
-        pass
-
-
-QUIET: Observer = Quiet()
+QUIET: Observer = Observer()

@@ -10,26 +10,21 @@ fleet snapshot all call these; none of them re-implements a phase.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import gc
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from reconciler.errors import Problem, ReconcileError, RefusedPlan, SpecError, UnsupportedField
-from reconciler.execution import lineage, lock, memo_store
+from reconciler.errors import ReconcileError, RefusalKind, RefusedPlan
+from reconciler.execution import lineage, lock, pipeline
 from reconciler.execution.apply import (
     ApplyResult,
     apply_plan,
     check_allowed,
     lease_lost,
 )
-from reconciler.execution.capacity_checks import with_capacity
-from reconciler.execution.interest_counts import with_interest_counts
-from reconciler.execution.migration_checks import check_workers
 from reconciler.execution.pair_reads import pairs_health
 from reconciler.execution.requests import QUIET, ApplyRequest, Observer, PlanRequest
 from reconciler.execution.saved_plans import (
@@ -40,39 +35,19 @@ from reconciler.execution.saved_plans import (
     saved_request,
     spec_digest,
 )
-from reconciler.identity import ENTRY, stream_of
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
-from reconciler.model.migration import shortfalls
-from reconciler.model.normalize import replica_problems, unsupported_fields
 from reconciler.model.state import LiveState, ServerInfo
-from reconciler.planning.entries import (
-    LiveEntry,
-    fresh_buckets,
-    missing_buckets,
-    plan_entries,
-    with_entries,
-)
-from reconciler.planning.hidden import hide_notes
 from reconciler.planning.plan import (
     DEFAULT_OWNERSHIP,
     Ownership,
-    StreamPlan,
-    build_plan,
-    governed,
-    governed_entries,
 )
 from reconciler.planning.policy import check_policy
-from reconciler.planning.policy import evaluate as evaluate_policy
 from reconciler.planning.review import differences
 from reconciler.planning.saved import SavedPlan
-from reconciler.planning.standby import for_environment, guarded
-from reconciler.planning.steps import Migrate, Plan
-from reconciler.specs.cache import cache_folder
+from reconciler.planning.steps import Plan
 from reconciler.specs.lifecycle import MANAGE, Lifecycle
 from reconciler.specs.policy import NO_POLICY, Policy, load_policy
 from reconciler.specs.spec import Spec
-from reconciler.specs.units import approx_size
-from reconciler.specs.validate import load_specs
 
 Notice = Callable[[str], None]
 _T = TypeVar("_T")
@@ -92,7 +67,8 @@ def check_approved(
     library call) or the server is the embedded one (``apply``, ``restore``)."""
     if not (approved or server.embedded):
         where = server.address or options.display_servers
-        raise RefusedPlan(f"{NOT_APPROVED} to {verb} to {where}: nothing was changed")
+        message = f"{NOT_APPROVED} to {verb} to {where}: nothing was changed"
+        raise RefusedPlan(message, kind=RefusalKind.NOT_APPROVED)
 
 
 async def _confirmed(
@@ -129,34 +105,6 @@ def _say_server(the_plan: Plan, options: ConnectionOptions, observer: Observer) 
         observer.notice(str(warning))  # near a limit (docs/capacity.md)
 
 
-async def _planned(
-    client: JetStreamClient,
-    specs: Sequence[Spec],
-    request: PlanRequest,
-    *,
-    reading: asyncio.Future[LiveState] | None = None,
-    locked: bool = False,
-) -> Plan:
-    """:func:`plan_with` with what ``request`` asks for: the one place a request's flags
-    become the planner's arguments. ``locked``: an apply planning under its lock (or
-    without one): the lock's bucket is not counted ahead (docs/capacity.md)."""
-    the_plan = await plan_with(
-        client,
-        specs,
-        prune=request.prune,
-        ownership=request.ownership,
-        migrate=request.migrate,
-        migration=request.migration,
-        reading=reading,
-        lifecycle=request.lifecycle,
-        policy=load_policy(request.policies),
-        environment=request.env,
-        refuse_capacity=not request.drift,
-        lock_ahead=not locked,
-    )
-    return hide_notes(the_plan, request.ignore)  # notes only: never a step
-
-
 async def _as_reviewed(
     client: JetStreamClient,
     specs: Sequence[Spec],
@@ -166,13 +114,14 @@ async def _as_reviewed(
     """The plan made again after the person said yes: the live state moved on while the
     question waited. Refused, naming what changed, unless it is the plan shown
     (:mod:`reconciler.planning.review`)."""
-    now = await _planned(client, specs, request, locked=True)
+    now = await pipeline.plan_reading(client, specs, request, locked=True)
     changed = differences(shown, now)
     if changed:
         raise RefusedPlan(
             "the server changed since the plan was shown; nothing was changed. Run apply "
             "again to review the new plan.",
             details=changed,
+            kind=RefusalKind.CHANGED,
         )
     return now
 
@@ -205,33 +154,8 @@ def fewer_collections() -> Iterator[None]:
             gc.enable()
 
 
-def _load(request: PlanRequest, observer: Observer) -> list[Spec]:
-    """Validate the request's spec files (with its overlays merged in); warnings are
-    said (errors under ``strict``)."""
-    specs, warnings = _validated(request)
-    for warning in warnings:
-        observer.notice(str(warning))
-    return specs
-
-
-def _validated(request: PlanRequest) -> tuple[list[Spec], list[Problem]]:
-    """The request's specs and their warnings (a ``SpecError`` when any is invalid)."""
-    warnings: list[Problem] = []
-    specs = load_specs(
-        list(request.paths),
-        overlays=list(request.overlays),
-        warnings=warnings,
-        strict=request.strict,
-        cache=cache_folder(),
-    )
-    load_policy(request.policies)  # every rule compiles before anything is planned
-    # a stream's standby is a mirror in its standby environment (docs/dr.md)
-    specs = for_environment(specs, request.env, dict(request.domains)).specs
-    return specs, warnings
-
-
-#: Specs prepared between two looks at the replies while the live state is read.
-PREPARE_SLICE = 1000
+#: The request of a library call that names no files (``plan_with``): options unused.
+NO_OPTIONS = ConnectionOptions()
 
 
 async def plan_with(
@@ -260,139 +184,23 @@ async def plan_with(
     ``reading``: the client's
     ``fetch_live()`` already under way (started while the specs were validated).
 
-    The live state is read while the specs' share of the work is done (in slices, so
-    the replies are read between them): over a slow link that work costs nothing."""
-    entries = [s for s in specs if s.kind == ENTRY]
-    resources = [s for s in specs if s.kind != ENTRY]
-    if not lifecycle.is_default:  # once, before the memo digests them
-        resources = governed(resources, lifecycle)
-    reading = reading or asyncio.ensure_future(client.fetch_live())
-    try:
-        await asyncio.sleep(0)  # the read sends its first requests
-        server = await client.server_info()  # the read's own request, shared
-        if problems := unsupported_fields(resources, server):
-            raise UnsupportedField(problems)
-        folder = cache_folder()
-        memo = memo_store.load(folder, server, ownership.owner)
-        streams: list[str] = []
-        consumers: list[tuple[str, str]] = []
-        for start in range(0, len(resources), PREPARE_SLICE):
-            part = resources[start : start + PREPARE_SLICE]
-            streams += (s.stream_name for s in part if s.kind != "Consumer")
-            consumers += ((s.stream_name, s.name) for s in part if s.kind == "Consumer")
-            if memo is not None:
-                memo.prepare(part)
-            await asyncio.sleep(0)
-        live = await reading
-    except BaseException:
-        reading.cancel()
-        await asyncio.gather(reading, return_exceptions=True)
-        raise
-    live = await client.confirm(live, streams=streams, consumers=consumers)
-    if problems := replica_problems(resources, live.server, live):
-        raise UnsupportedField(problems)
-    the_plan = build_plan(
-        resources,
-        live,
+    The keywords as a request for :func:`~reconciler.execution.pipeline.plan_reading`
+    (a library call, tests)."""
+    settings = PlanRequest(
+        paths=(),
+        options=NO_OPTIONS,
+        owner=ownership.owner,
+        take_over=ownership.take_over,
         prune=prune,
-        ownership=ownership,
         migrate=migrate,
         migration=migration,
-        memo=memo,
         lifecycle=lifecycle,
+        env=environment,
+        drift=not refuse_capacity,
     )
-    the_plan = guarded(the_plan, resources, environment)  # docs/dr.md: never undo a failover
-    memo_store.store(folder, memo)
-    await check_room(client, the_plan, live)
-    await check_workers(client, the_plan)
-    the_plan = await with_interest_counts(client, the_plan, live)  # docs/jetstream-notes.md
-    if entries or prune:
-        prune = prune and not lifecycle.observe
-        found = await _entries_part(client, the_plan, entries, resources, live, prune, ownership)
-        the_plan = with_entries(the_plan, governed_entries(found, lifecycle, resources, live))
-    # docs/capacity.md (entries included); refuse_capacity False (drift): a warning
-    the_plan = await with_capacity(
-        client, the_plan, live, resources, refuse=refuse_capacity, lock_ahead=lock_ahead
+    return await pipeline.plan_reading(
+        client, specs, settings, reading=reading, locked=not lock_ahead, policy=policy
     )
-    if policy:  # docs/policy.md: the rules of every planned resource, on the plan
-        findings = await evaluate_policy(policy, the_plan, resources, live, environment=environment)
-        the_plan = replace(the_plan, policy=findings)
-    return the_plan
-
-
-async def _entries_part(
-    client: JetStreamClient,
-    the_plan: Plan,
-    entries: list[Spec],
-    resources: list[Spec],
-    live: LiveState,
-    prune: bool,
-    ownership: Ownership,
-) -> StreamPlan:
-    """The KeyValue entries' part of the plan. Read: each declared key, and every key
-    of the buckets that declare entries or are declared here (to find this owner's
-    entries no spec declares any more); buckets this plan creates or replaces are empty."""
-    declared = frozenset(s.stream_name for s in resources if not s.ref.is_child)
-    if problems := missing_buckets(entries, frozenset(live.streams), declared):
-        raise SpecError(problems)
-    fresh = fresh_buckets(the_plan)
-    wanted = {str(s.stream) for s in entries} | {s.name for s in resources if s.kind == "KeyValue"}
-    scan = frozenset(
-        b for b in wanted if stream_of("KeyValue", b) in live.streams and b not in fresh
-    )
-    keys = {(str(s.stream), s.name) for s in entries if str(s.stream) in scan}
-    for bucket in sorted(scan):
-        keys |= {(bucket, key) for key in await client.kv_keys(bucket)}
-    limit = asyncio.Semaphore(32)
-
-    async def read(bucket: str, key: str) -> LiveEntry | None:
-        async with limit:
-            found = await client.kv_entry(bucket, key)
-        if found is None or found.operation != "PUT":
-            return None
-        value = base64.b64encode(found.value).decode()
-        return LiveEntry(bucket, key, value, found.revision, dict(found.headers))
-
-    ordered = sorted(keys)
-    read_back = await asyncio.gather(*(read(bucket, key) for bucket, key in ordered))
-    current = {k: entry for k, entry in zip(ordered, read_back, strict=True) if entry is not None}
-    part = plan_entries(
-        entries,
-        current,
-        fresh_buckets=fresh,
-        scanned_buckets=scan,
-        prune=prune,
-        ownership=ownership,
-    )
-    if part.problems:
-        raise SpecError(part.problems)
-    return part
-
-
-async def check_room(client: JetStreamClient, the_plan: Plan, live: LiveState) -> None:
-    """Refuse new migrations the account has no room for, with the numbers."""
-    starting = [s for s in the_plan.steps if isinstance(s, Migrate) and s.phase is None]
-    if not starting:
-        return
-    account = await client.account_info()
-    problems = []
-    for step in starting:
-        state = live.stream_state.get(step.stream_name)
-        for short in shortfalls(step.live, step.config, state, account):
-            room = short.room
-            limit = (
-                f" (limit {approx_size(room.limit)}, {approx_size(room.used)} used)"
-                if room.limit is not None
-                else ""
-            )
-            message = (
-                f"migrating {step.label} needs {approx_size(short.needed)} of {short.storage} "
-                f"storage for its copies; the account has {approx_size(room.free or 0)} free"
-                f"{limit}: nothing was changed"
-            )
-            problems.append(Problem(step.source, "storage", message))
-    if problems:
-        raise SpecError(problems)
 
 
 async def plan_for(request: PlanRequest, observer: Observer = QUIET) -> Plan:
@@ -406,19 +214,11 @@ async def plan_for(request: PlanRequest, observer: Observer = QUIET) -> Plan:
     """
     with fewer_collections():
         if not request.options.is_configured:
-            return await _plan_loaded(request, _load(request, observer), observer)
+            return await _planned_in_session(request, pipeline.load(request, observer), observer)
         load_policy(request.policies)  # a broken rule: before the server is asked at all
         specs: asyncio.Future[list[Spec]] = asyncio.get_running_loop().create_future()
-        planning = asyncio.ensure_future(_read_then_plan(request, specs, observer))
-        try:
-            loaded, warnings = await _in_thread(_validated, request)
-        except BaseException:
-            planning.cancel()
-            await asyncio.gather(planning, return_exceptions=True)
-            raise
-        for warning in warnings:
-            observer.notice(str(warning))
-        specs.set_result(loaded)
+        planning = asyncio.ensure_future(_planned_in_session(request, specs, observer))
+        specs.set_result(await pipeline.loaded_while(request, observer, planning))
         return await planning
 
 
@@ -430,52 +230,32 @@ async def save_plan_for(
     project file the run read), the server's identity (docs/saved-plans.md)."""
     with fewer_collections():
         kept = saved_request(request, root)
-        specs = _load(request, observer)
+        specs = pipeline.load(request, observer)
         digest = spec_digest(request, specs, root=root, project=project)
         async with open_client(request.options, on_notice=observer.notice) as client:
-            the_plan = await _planned(client, specs, request)
+            the_plan = await pipeline.plan_reading(client, specs, request)
             _say_server(the_plan, request.options, observer)
             identity = await saved_identity(client)  # the account's lineage kept first
         return the_plan, SavedPlan.of(the_plan, kept, digest, identity)
 
 
-#: The interpreter's switch interval while the read and validation share it (seconds).
-#: The default 5 ms made each of the read's socket calls wait for the validating thread
-#: to hand the GIL back: 0.3 s of a 21,000-resource re-plan went to sending requests.
-OVERLAP_SWITCH_INTERVAL = 0.0005
-
-
-async def _in_thread(work: Callable[[PlanRequest], _T], request: PlanRequest) -> _T:
-    """``work(request)`` in a thread, the GIL handed over more often meanwhile."""
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(min(interval, OVERLAP_SWITCH_INTERVAL))
-    try:
-        return await asyncio.to_thread(work, request)
-    finally:
-        sys.setswitchinterval(interval)
-
-
-async def _read_then_plan(
-    request: PlanRequest, specs: asyncio.Future[list[Spec]], observer: Observer
+async def _planned_in_session(
+    request: PlanRequest,
+    specs: Sequence[Spec] | asyncio.Future[list[Spec]],
+    observer: Observer,
 ) -> Plan:
-    """Connect and start reading the live state now; plan once ``specs`` are valid."""
+    """Connect, read the live state and plan ``specs`` (when they are still being
+    validated, the read starts now and is cancelled if they are not valid)."""
     async with open_client(request.options, on_notice=observer.notice) as client:
-        reading = asyncio.ensure_future(client.fetch_live())
-        try:
-            loaded = await specs
-        except BaseException:
-            reading.cancel()
-            await asyncio.gather(reading, return_exceptions=True)
-            raise
-        the_plan = await _planned(client, loaded, request, reading=reading)
-        _say_server(the_plan, request.options, observer)
-    await _say_standby_health(request, loaded, observer)
-    return the_plan
-
-
-async def _plan_loaded(request: PlanRequest, specs: Sequence[Spec], observer: Observer) -> Plan:
-    async with open_client(request.options, on_notice=observer.notice) as client:
-        the_plan = await _planned(client, specs, request)
+        reading = None
+        if isinstance(specs, asyncio.Future):
+            reading = asyncio.ensure_future(client.fetch_live())
+            try:
+                specs = await specs
+            except BaseException:
+                await pipeline.cancelled(reading)
+                raise
+        the_plan = await pipeline.plan_reading(client, specs, request, reading=reading)
         _say_server(the_plan, request.options, observer)
     await _say_standby_health(request, specs, observer)
     return the_plan
@@ -518,12 +298,12 @@ async def plan_environments(
     (its server unreachable, say) is yielded with its error and the others still are.
     """
     with fewer_collections():
-        loaded = [(request, _load(request, observer)) for request in requests]
+        loaded = [(request, pipeline.load(request, observer)) for request in requests]
         for request, specs in loaded:
             if begin is not None:
                 begin(request)
             try:
-                the_plan = await _plan_loaded(request, specs, observer)
+                the_plan = await _planned_in_session(request, specs, observer)
             except ReconcileError as err:
                 yield EnvironmentPlan(request, error=err)
                 continue
@@ -554,7 +334,7 @@ async def apply_for(
     """
     wanted = request.plan
     with fewer_collections():
-        specs = _load(wanted, observer)
+        specs = pipeline.load(wanted, observer)
         if request.expected is not None:
             check_specs(request.expected, wanted, specs)
         stop = stop or asyncio.Event()
@@ -571,7 +351,7 @@ async def apply_for(
         ):
             if fence is not None:  # the account's lineage, kept from its first apply
                 await lineage.keep_for_apply(client, observer.notice)
-            the_plan = await _planned(client, specs, wanted, locked=True)
+            the_plan = await pipeline.plan_reading(client, specs, wanted, locked=True)
             _say_server(the_plan, wanted.options, observer)
             observer.show_plan(the_plan)
             if request.expected is not None:

@@ -3,7 +3,7 @@
 ``reconcile watch`` keeps one client for hours (it listens to the server's advisories on
 it), so it cannot use :func:`~reconciler.execution.run.plan_for`, which opens and closes
 its own. These are the same moves on a given client: :func:`plan_on` validates the specs
-while the live state is read and plans them with the request's flags (``run._planned``,
+while the live state is read and plans them with the request's flags (``pipeline.plan_reading``,
 the one place they become the planner's arguments); :func:`heal_on` takes the apply lock,
 plans again *under the lock* (so a heal never applies what an apply that finished
 meanwhile already changed, nor fights a newer state), keeps the steps
@@ -18,10 +18,9 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from reconciler.execution import lock
+from reconciler.execution import lock, pipeline
 from reconciler.execution.apply import ApplyResult, apply_plan, lease_lost
 from reconciler.execution.requests import Observer, PlanRequest
-from reconciler.execution.run import _in_thread, _planned, _validated
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.state import LiveState
 from reconciler.planning.heal import HealSplit, split_for_heal
@@ -42,26 +41,7 @@ class Planned:
 async def _read(client: JetStreamClient, only: frozenset[str] | None) -> LiveState:
     """The whole account's live state, or only the streams ``only`` names (each one's
     INFO and consumer list: what a stream or consumer advisory asks to look at again)."""
-    if only is None:
-        return await client.fetch_live()
-    server = await client.server_info()
-    return await client.confirm(LiveState(server=server), streams=sorted(only), consumers=())
-
-
-async def _validated_specs(
-    request: PlanRequest, observer: Observer, reading: asyncio.Future[LiveState] | None
-) -> list[Spec]:
-    """The request's specs, validated in a thread (``reading`` cancelled on failure)."""
-    try:
-        specs, warnings = await _in_thread(_validated, request)
-    except BaseException:
-        if reading is not None:
-            reading.cancel()
-            await asyncio.gather(reading, return_exceptions=True)
-        raise
-    for warning in warnings:
-        observer.notice(str(warning))
-    return specs
+    return await pipeline.read(client, pipeline.Scope(only))
 
 
 def scope(specs: Sequence[Spec], only: frozenset[str]) -> frozenset[str]:
@@ -94,13 +74,13 @@ async def plan_on(
     validated them before (the files unchanged since): not validated again."""
     reading = asyncio.ensure_future(_read(client, None)) if only is None else None
     if specs is None:
-        specs = await _validated_specs(request, observer, reading)
+        specs = await pipeline.loaded_while(request, observer, reading)
     if reading is None:
         assert only is not None
         only = scope(specs, only)
         specs = [s for s in specs if s.stream_name in only]
         reading = asyncio.ensure_future(_read(client, only))
-    the_plan = await _planned(client, specs, request, reading=reading)
+    the_plan = await pipeline.plan_reading(client, specs, request, reading=reading)
     return Planned(the_plan, tuple(specs), reading.result())
 
 
@@ -142,7 +122,9 @@ async def heal_on(
         ) as fence:
             wanted = True if still_wanted is None else await still_wanted()
             reading = asyncio.ensure_future(_read(client, only))
-            the_plan = await _planned(client, specs, request, reading=reading, locked=True)
+            the_plan = await pipeline.plan_reading(
+                client, specs, request, reading=reading, locked=True
+            )
             split = split_for_heal(the_plan)
             if not split.steps or not wanted or halt.is_set():
                 return Healed(the_plan, split, None)

@@ -28,7 +28,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from reconciler.errors import ReconcileError
+from reconciler.errors import ExitStatus, ReconcileError, changes_status
 from reconciler.execution.run import fewer_collections
 from reconciler.fleet.backups import COLUMNS as BACKUP_COLUMNS
 from reconciler.fleet.backups import SeenBackup, backup_rows, backups_section, read_backups
@@ -61,10 +61,10 @@ class FleetResult:
         return not self.summary["errors"]["count"]
 
     @property
-    def exit_code(self) -> int:
+    def exit_code(self) -> ExitStatus:
         if not self.complete:
-            return 1
-        return 2 if self.has_drift else 0
+            return ExitStatus.ERROR
+        return changes_status(self.has_drift)
 
 
 def fleet_drift(

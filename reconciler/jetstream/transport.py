@@ -183,7 +183,8 @@ class Transport:
                 raise ConnectError(f"connection closed while requesting {subject}") from None
             # the server's report lowercases the subject; subjects are case-sensitive
             denied = f"publish to {subject}" if key in waiter.denied else waiter.denied
-            raise PermissionDenied(f"permission denied: the user may not {denied}") from None
+            message = f"permission denied: the user may not {denied}"
+            raise PermissionDenied(message, subject=subject) from None
         except NoRespondersError:
             raise ConnectError(self._no_responders(subject)) from None
         except (TimeoutError, NatsTimeout):

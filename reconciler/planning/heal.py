@@ -19,6 +19,7 @@ as any plan.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from enum import StrEnum
 
 from reconciler.planning.steps import (
     Create,
@@ -33,12 +34,26 @@ from reconciler.planning.steps import (
 )
 
 
+class NeedsPerson(StrEnum):
+    """Why a heal leaves a step to a person, as a value: what the agent's ``/status`` and
+    its ``reconcile_steps_refused_total`` metric (label ``action``) read."""
+
+    PREVENTED = "prevented"  # lifecycle: no flag allows it
+    REPLACE = "replace"
+    DELETE = "delete"
+    MIGRATION = "migration"
+    UPDATE = "update"  # an update that deletes stored data in place
+    RECREATED = "recreated"  # a consumer created again with its replaced stream
+    DEPENDS = "depends"  # depends on a step that needs a person
+
+
 @dataclass(frozen=True)
 class Refusal:
-    """A step a heal leaves to a person, and why (one short sentence)."""
+    """A step a heal leaves to a person, why (one short sentence) and its kind."""
 
     step: Step
     why: str
+    kind: NeedsPerson
 
 
 @dataclass(frozen=True)
@@ -53,21 +68,21 @@ class HealSplit:
         return self.safe.changes
 
 
-def _own_reason(step: Step) -> str | None:
+def _own_reason(step: Step) -> tuple[str, NeedsPerson] | None:
     """Why ``step`` alone needs a person, or None when a heal may apply it."""
     if prevented := prevention(step):  # lifecycle: no flag allows it (the executor refuses)
-        return prevented
+        return prevented, NeedsPerson.PREVENTED
     match step:
         case Replace():
-            return "a replace deletes the resource and its data"
+            return "a replace deletes the resource and its data", NeedsPerson.REPLACE
         case Delete():
-            return "a delete (prune) is never applied by a heal"
+            return "a delete (prune) is never applied by a heal", NeedsPerson.DELETE
         case Migrate():
-            return "a migration moves the data: run apply --migrate"
+            return "a migration moves the data: run apply --migrate", NeedsPerson.MIGRATION
         case Update() if step.destructive:
-            return "this update deletes stored data in place"
+            return "this update deletes stored data in place", NeedsPerson.UPDATE
         case Create() if step.live is not None:
-            return "created again only with its replaced stream"
+            return "created again only with its replaced stream", NeedsPerson.RECREATED
         case Create() | Update():
             return None
 
@@ -87,7 +102,7 @@ def split_for_heal(plan: Plan) -> HealSplit:
     for index, step in enumerate(plan.changes):
         reason = _own_reason(step)
         if reason is not None:
-            refused[index] = Refusal(step, reason)
+            refused[index] = Refusal(step, *reason)
     changed = True
     while changed:  # a refused stream takes what depends on it along (to a fixed point)
         changed = False
@@ -99,9 +114,8 @@ def split_for_heal(plan: Plan) -> HealSplit:
                 continue
             hit = sorted(_depends_on(step) & blocked.keys())
             if hit:
-                refused[index] = Refusal(
-                    step, f"depends on {blocked[hit[0]]}, which needs a person"
-                )
+                why = f"depends on {blocked[hit[0]]}, which needs a person"
+                refused[index] = Refusal(step, why, NeedsPerson.DEPENDS)
                 changed = True
     safe = tuple(step for index, step in enumerate(plan.changes) if index not in refused)
     ordered = tuple(refused[index] for index in sorted(refused))

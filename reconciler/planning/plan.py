@@ -23,14 +23,12 @@ stream) group on its workers. The rules live here once:
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from reconciler.errors import Problem, SpecError, UnsupportedField
-from reconciler.identity import ResourceRef, is_reserved, stream_of
-from reconciler.model.buckets import bucket_config
+from reconciler.identity import ResourceRef, is_reserved
 from reconciler.model.diff import FieldChange, diff_configs, replace_reasons
 from reconciler.model.loss import (
     CONSUMER_STATE,
@@ -67,6 +65,22 @@ from reconciler.model.normalize import (
 )
 from reconciler.model.state import LiveState, ServerInfo, StreamState
 from reconciler.model.values import written_as
+from reconciler.planning.groups import MIGRATE_HINT, LiveConfig, StreamGroup, StreamPlan
+from reconciler.planning.groups import identity as _identity
+from reconciler.planning.lifecycles import (
+    governed,
+    governed_entries,
+    governed_part,
+    holding,
+    ignores,
+    ignoring,
+    observed,
+    prevented,
+    protection,
+    salt,
+    settled,
+    with_lifecycle,
+)
 from reconciler.planning.live_checks import live_problems
 from reconciler.planning.memo import Memo
 from reconciler.planning.steps import (
@@ -74,7 +88,6 @@ from reconciler.planning.steps import (
     Delete,
     Foreign,
     Migrate,
-    Observed,
     Orphan,
     Plan,
     PlanEntry,
@@ -83,13 +96,11 @@ from reconciler.planning.steps import (
     Unchanged,
     Unmanaged,
     Update,
-    destroys,
     order_waves,
-    recorded_reason,
     sort_key,
 )
 from reconciler.specs.checks import mirror_direct_problem
-from reconciler.specs.lifecycle import MANAGE, PROTECT_KEY, Lifecycle, recorded_protection
+from reconciler.specs.lifecycle import MANAGE, Lifecycle
 from reconciler.specs.spec import DEFAULT_OWNER, Spec
 
 __all__ = [
@@ -104,28 +115,11 @@ __all__ = [
     "group_streams",
     "holding",
     "plan_stream",
+    "removal",
 ]
 
 ADOPT_REASON = "adopt: add the managed-by marker"
 PRUNE_REASON = "no spec declares it: deleted with --prune"
-
-LiveConfig = Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class StreamGroup:
-    """One JetStream stream as the planner sees it: what is declared, what is live."""
-
-    name: str
-    declared: Spec | None = None  # the stream or bucket spec (maybe external)
-    consumers: tuple[Spec, ...] = ()  # the declared consumers of this stream
-    live: LiveConfig | None = None  # the live stream config, verbatim
-    live_consumers: Mapping[str, LiveConfig] = field(default_factory=dict)
-    state: StreamState | None = None  # what the live stream holds
-    #: the live stream named ``MIGRATING_<name>`` of a declared stream (the temporary
-    #: stream of an interrupted migration, or another stream of that name), and its state
-    migration: LiveConfig | None = None
-    migration_state: StreamState | None = None
 
 
 @dataclass(frozen=True)
@@ -151,45 +145,6 @@ class Ownership:
 
 #: The default owner, taking nothing over.
 DEFAULT_OWNERSHIP = Ownership()
-
-
-@dataclass
-class StreamPlan:
-    """The entries of one stream, and what stops it from being planned."""
-
-    steps: list[Step] = field(default_factory=list)
-    unchanged: list[Unchanged] = field(default_factory=list)
-    unmanaged: list[Unmanaged] = field(default_factory=list)
-    orphans: list[Orphan] = field(default_factory=list)
-    foreign: list[Foreign] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)
-    observed: list[Observed] = field(default_factory=list)
-
-    @property
-    def entries(self) -> list[PlanEntry]:
-        return [
-            *self.steps,
-            *self.unchanged,
-            *self.unmanaged,
-            *self.orphans,
-            *self.foreign,
-            *self.observed,
-        ]
-
-    def add(self, entry: PlanEntry) -> None:
-        match entry:
-            case Unchanged():
-                self.unchanged.append(entry)
-            case Unmanaged():
-                self.unmanaged.append(entry)
-            case Orphan():
-                self.orphans.append(entry)
-            case Foreign():
-                self.foreign.append(entry)
-            case Observed():
-                self.observed.append(entry)
-            case _:
-                self.steps.append(entry)
 
 
 def stream_problems(group: StreamGroup, *, live_present: bool | None = None) -> list[Problem]:
@@ -220,16 +175,16 @@ def plan_stream(
 ) -> StreamPlan:
     """The entries of one stream and its consumers (pure), each resource's lifecycle
     honoured (``lifecycle``: the environment's, merged into every spec's; see
-    :func:`_governed`). ``migrate``: a stream whose
+    :func:`governed_part`). ``migrate``: a stream whose
     change an update cannot make is migrated (its messages kept), not replaced; and the
     consent an interrupted migration needs. ``migration``: the way out of an interrupted
     migration whose target the specs no longer declare (:data:`CHOICES`). ``memo``:
     what earlier plans found unchanged (:mod:`reconciler.planning.memo`); what this plan
     finds unchanged is added to it."""
     if not lifecycle.is_default:
-        group = _with_lifecycle(group, lifecycle)
+        group = with_lifecycle(group, lifecycle)
         prune = prune and not lifecycle.observe  # an observed environment is never written
-    if _ignores(group):
+    if ignores(group):
         memo = None  # what it plans depends on live values the memo's digests skip
     out = _stream_entries(
         group,
@@ -240,7 +195,7 @@ def plan_stream(
         memo=memo,
         migration=migration,
     )
-    return _governed(out, group, lifecycle)
+    return governed_part(out, group, lifecycle)
 
 
 def _stream_entries(
@@ -254,7 +209,7 @@ def _stream_entries(
     migration: str | None,
 ) -> StreamPlan:
     """The entries of one stream and its consumers, lifecycles aside but for
-    ``ignore_changes`` (:func:`_ignoring`) and an observed stream's entry."""
+    ``ignore_changes`` (:func:`ignoring`) and an observed stream's entry."""
     resumed = _resumed(group, server, ownership, migrate=migrate, choice=migration)
     if resumed is not None:
         return StreamPlan(steps=[resumed])
@@ -285,7 +240,7 @@ def _stream_entries(
         key = (
             None
             if memo is None or raw is None or replaced
-            else memo.key(spec, raw, basis + _salt(spec))
+            else memo.key(spec, raw, basis + salt(spec))
         )
         if memo is not None and key is not None and memo.unchanged(key):
             out.add(Unchanged(**_identity(spec)))
@@ -293,7 +248,7 @@ def _stream_entries(
         if stream_config is None:
             assert declared is not None  # stream_problems: declared or live
             stream_config = desired_config(declared, server, owner=owner)
-        heeded = spec if raw is None or replaced else _ignoring(spec, raw)  # created: declared
+        heeded = spec if raw is None or replaced else ignoring(spec, raw)  # created: declared
         desired = desired_config(heeded, server, stream_config=stream_config, owner=owner)
         if raw is None or replaced:
             reasons = (f"re-created: stream {group.name} is replaced",) if raw else ()
@@ -358,17 +313,17 @@ def _declared_stream(
             fields=_created(declared, desired, _bare(declared, server)),
             config=desired,
         )
-        return (_observed(created, declared) if declared.lifecycle.observe else created), desired
-    key = None if memo is None else memo.key(declared, live, _salt(declared))
+        return (observed(created, declared) if declared.lifecycle.observe else created), desired
+    key = None if memo is None else memo.key(declared, live, salt(declared))
     if memo is not None and key is not None and memo.unchanged(key):
         return Unchanged(**_identity(declared)), None
-    desired = desired_config(_ignoring(declared, live), server, owner=ownership.owner)
+    desired = desired_config(ignoring(declared, live), server, owner=ownership.owner)
     refusal, notes = ownership.claim(declared, live)
     if refusal is not None:
         return refusal, desired
     entry: PlanEntry = _compare(declared, desired, live, server, group.state, notes)
     if declared.lifecycle.observe:
-        return _observed(entry, declared), desired
+        return observed(entry, declared), desired
     if isinstance(entry, Replace):
         entry = _migration(entry, group, server) if migrate else _migratable(entry)
     if isinstance(entry, Replace):
@@ -381,10 +336,6 @@ def _remembered(memo: Memo | None, key: bytes | None, entry: PlanEntry) -> PlanE
     if memo is not None and key is not None and isinstance(entry, Unchanged):
         memo.remember(key)
     return entry
-
-
-def _identity(spec: Spec) -> dict[str, Any]:
-    return {"ref": spec.ref, "source": spec.source, "written": written_as(spec.kind, spec.written)}
 
 
 def _with_reasons(entry: Replace, extra: tuple[str, ...]) -> Replace:
@@ -437,9 +388,6 @@ def _name_taken(group: StreamGroup) -> str:
         f"stream {temp_name(group.name)} already exists and is not a migration of "
         f"{group.name}: a migration needs that name; rename or delete that stream first"
     )
-
-
-MIGRATE_HINT = "apply --migrate keeps its messages"
 
 
 def _migratable(entry: Replace) -> Replace:
@@ -602,7 +550,7 @@ def _compare(
 ) -> Update | Replace | Unchanged:
     current = live_config(spec.kind, raw, server)
     preserve = preserved_fields(spec.kind, raw, server)
-    changes = tuple(diff_configs(_settled(desired, current), current))
+    changes = tuple(diff_configs(settled(desired, current), current))
     config = {**preserve, **desired}
     if not changes:
         # Nothing to apply: the configs are not kept (at 100k resources they would be
@@ -671,6 +619,12 @@ def _undeclared(
     current = live_config(ref.kind, raw, server)
     if not prune:
         return Orphan(ref=ref, live=current, reasons=(PRUNE_REASON,))
+    return _deletion(ref, current, group)
+
+
+def _deletion(ref: ResourceRef, current: LiveConfig, group: StreamGroup) -> Delete:
+    """The delete of a live resource and what it destroys: the one rule for prune and
+    for Pulumi's destroy (:func:`removal`)."""
     reasons = (
         () if ref.kind == "Consumer" else ("its messages are deleted", *_lost_consumers(group))
     )
@@ -794,277 +748,17 @@ def build_plan(
     )
 
 
-# --- lifecycles -------------------------------------------------------------------------
-
-
-def governed(specs: Sequence[Spec], lifecycle: Lifecycle) -> list[Spec]:
-    """``specs`` with an environment's ``lifecycle`` merged into each one's (safety
-    wins: :meth:`Lifecycle.merged`); a spec that already has it is kept as it is (the
-    plan memo digests each spec object once)."""
-    merged: dict[Lifecycle, Lifecycle] = {}
-
-    def one(spec: Spec) -> Spec:
-        own = spec.lifecycle
-        if own not in merged:
-            merged[own] = own.merged(lifecycle)
-        return spec if merged[own] == own else spec.with_lifecycle(merged[own])
-
-    return [one(spec) for spec in specs]
-
-
-def _with_lifecycle(group: StreamGroup, lifecycle: Lifecycle) -> StreamGroup:
-    """``group`` with the environment's ``lifecycle`` merged into each spec's."""
-    before = [*((group.declared,) if group.declared else ()), *group.consumers]
-    specs = governed(before, lifecycle)
-    if all(new is old for new, old in zip(specs, before, strict=True)):
-        return group  # merged already (run.plan_with merges once, before the memo)
-    declared = specs.pop(0) if group.declared is not None else None
-    return replace(group, declared=declared, consumers=tuple(specs))
-
-
-def _ignores(group: StreamGroup) -> bool:
-    """Whether a spec of ``group`` has ``ignore_changes``."""
-    specs = (*((group.declared,) if group.declared else ()), *group.consumers)
-    return any(spec.lifecycle.ignore_changes for spec in specs)
-
-
-def _salt(spec: Spec) -> bytes:
-    """What a spec's lifecycle adds to its memo key (its desired metadata records the
-    protection, and where): nothing for the default."""
-    return b"" if spec.lifecycle.is_default else _lifecycle_salt(spec.lifecycle)
-
-
-@functools.lru_cache(maxsize=256)
-def _lifecycle_salt(lifecycle: Lifecycle) -> bytes:
-    return b"P" + repr(sorted(lifecycle.to_json().items())).encode()
-
-
-#: Fields that name a resource: taken from the spec even under ``ignore_changes: all``.
-_NAMING_FIELDS = frozenset({"name", "durable_name"})
-
-
-def _ignoring(spec: Spec, raw: LiveConfig) -> Spec:
-    """``spec`` with its ``ignore_changes`` fields as the live config ``raw`` holds them
-    (absent when it has none), so they never differ and an update sends them back as
-    they are; defaults derived from them follow the live values too. The tool's own
-    metadata keys (owner, protection) are added again by ``desired_config``."""
-    lifecycle = spec.lifecycle
-    if not lifecycle.ignore_changes:
-        return spec
-    live = bucket_config(spec.kind, spec.name, raw) if spec.ref.is_bucket else raw
-    if lifecycle.ignores_all:
-        config = {k: v for k, v in live.items() if k not in _NAMING_FIELDS}
-    else:
-        ignored = lifecycle.ignore_changes
-        config = {k: v for k, v in spec.config.items() if k not in ignored}
-        config.update((k, live[k]) for k in ignored if k in live)
-    for key in _NAMING_FIELDS & set(spec.config):
-        config[key] = spec.config[key]
-    return replace(spec, config=config)
-
-
-def _settled(desired: LiveConfig, current: LiveConfig) -> LiveConfig:
-    """``desired`` with the protection the server records at another line taken as it
-    is there: the same protection (no update each time a spec file's lines move)."""
-    mine = desired.get("metadata") or {}
-    theirs = current.get("metadata") or {}
-    if PROTECT_KEY in mine and PROTECT_KEY in theirs and mine[PROTECT_KEY] != theirs[PROTECT_KEY]:
-        return {**desired, "metadata": {**mine, PROTECT_KEY: theirs[PROTECT_KEY]}}
-    return desired
-
-
-def observe_reason(lifecycle: Lifecycle, *, missing: bool) -> str:
-    """What the plan says of a resource in ``mode: observe`` that differs."""
-    said = f"lifecycle mode observe ({lifecycle.observed_at}): never written"
-    return said + ("; not on the server: not created" if missing else "; differences are drift")
-
-
-def _observed(entry: PlanEntry, spec: Spec, why: str = "") -> PlanEntry:
-    """A step for an observed resource as a note saying how it differs (``why``: the
-    reason, by default :func:`observe_reason`); notes stay as they are."""
-    if not isinstance(entry, Create | Update | Replace | Migrate):
-        return entry
-    missing = isinstance(entry, Create) and entry.live is None
-    fields = entry.fields
-    if isinstance(entry, Create) and entry.live is not None:  # its stream is replaced
-        fields = tuple(diff_configs(entry.config, entry.live))
-    return Observed(
-        **_identity(spec),
-        fields=fields,
-        reasons=(why or observe_reason(spec.lifecycle, missing=missing),),
-        missing=missing,
-    )
-
-
-def _governed(out: StreamPlan, group: StreamGroup, lifecycle: Lifecycle) -> StreamPlan:
-    """``out`` with the lifecycles of ``group`` applied: observed consumers' steps become
-    notes, and every step that :func:`destroys` a protected resource is marked
-    ``prevented`` (the executor refuses the whole plan), saying why."""
-    consumers = {spec.name: spec for spec in group.consumers}
-    declared = group.declared
-    stream_missing = declared is not None and declared.lifecycle.observe and group.live is None
-    steps: list[Step] = []
-    for step in out.steps:
-        spec = consumers.get(step.name) if step.kind == "Consumer" else declared
-        if spec is not None and step.kind == "Consumer" and spec.lifecycle.observe:
-            out.add(_observed(step, spec))
-        elif spec is not None and step.kind == "Consumer" and stream_missing:
-            why = f"stream {group.name} is observed and not on the server: not created"
-            out.add(_observed(step, spec, why))
-        else:
-            steps.append(_prevented(step, _protection(step, spec, group, lifecycle)))
-    out.steps = steps
-    out.orphans = [_protected_orphan(o, group, lifecycle) for o in out.orphans]
-    return out
-
-
-def _prevented(step: Step, why: str) -> Step:
-    """``step`` marked as no flag allows it (``why``); a replace no longer says that
-    ``--migrate`` would keep its messages (a migration is prevented too)."""
-    if not why:
-        return step
-    reasons = tuple(r for r in step.reasons if r != MIGRATE_HINT)
-    return replace(step, prevented=why, reasons=(*reasons, why))
-
-
-def _protection(step: Step, spec: Spec | None, group: StreamGroup, lifecycle: Lifecycle) -> str:
-    """Why ``step`` may not destroy its resource (empty: it may): its lifecycle (the
-    spec's merged with the environment's), the environment's for an undeclared
-    resource, the protection its live config records, or, for a stream, a protected or
-    observed consumer that would go with it; for a consumer, the messages its protected
-    or observed stream keeps for it (:func:`holding`)."""
-    own = lifecycle if spec is None else spec.lifecycle
-    if step.ref.is_child:
-        stream = lifecycle if group.declared is None else group.declared.lifecycle
-        if held := holding(step, group.live, stream) or _expiring(step, own):
-            return held
-    if not destroys(step):
-        return ""
-    if own.prevent_destroy:
-        return f"prevented by lifecycle prevent_destroy ({own.protected_at}); no flag allows this"
-    at = recorded_protection(step.live)
-    if at is not None:
-        return recorded_reason(at)
-    if step.ref.is_child:
-        return ""
-    for consumer in group.consumers:
-        if consumer.lifecycle.prevent_destroy or consumer.lifecycle.observe:
-            setting = "prevent_destroy" if consumer.lifecycle.prevent_destroy else "mode observe"
-            return (
-                f"prevented: its consumer {consumer.name} has lifecycle {setting} and would "
-                "go with it; no flag allows this"
-            )
-    for name, raw in sorted(group.live_consumers.items()):
-        at = recorded_protection(raw)
-        if at is not None:
-            return f"prevented: its consumer {name} would go with it; {recorded_reason(at)}"
-    return ""
-
-
-def _expiring(step: Step, own: Lifecycle) -> str:
-    """Why a protected consumer may not be written with an ``inactive_threshold``
-    (empty: it may): the server deletes a consumer left without a client that long."""
-    if not own.prevent_destroy or step.kind != "Consumer":
-        return ""
-    if not isinstance(step, Create | Update | Replace) or not step.config.get("inactive_threshold"):
-        return ""
-    return (
-        f"prevented by lifecycle prevent_destroy ({own.protected_at}): with inactive_threshold "
-        "the server deletes this consumer when no client uses it that long; no flag allows this"
-    )
-
-
-#: Consumer fields whose update changes which messages an interest stream keeps for it.
-INTEREST_FIELDS = frozenset({"filter_subject", "filter_subjects"})
-
-
-def holding(step: Step, stream: LiveConfig | None, lifecycle: Lifecycle = MANAGE) -> str:
-    """Why ``step`` may not delete, replace or narrow a consumer (empty: it may): its
-    stream (``stream``: the live config; ``lifecycle``: its declared one, if known) is
-    protected or observed, and keeps a message only while a consumer still needs it
-    (retention ``interest``), so the consumer's delete deletes the messages only it
-    still needed (measured: 10 messages acknowledged by one consumer, gone with the
-    other), and so does an update of its filter (:data:`INTEREST_FIELDS`). Pulumi's
-    destroy asks it too (its delete step is made without the planner)."""
-    narrows = isinstance(step, Update) and any(
-        change.path.split(".")[0] in INTEREST_FIELDS for change in step.fields
-    )
-    if (
-        step.kind != "Consumer"
-        or not (destroys(step) or narrows)
-        or (stream or {}).get("retention") != "interest"
-    ):
-        return ""
-    at = recorded_protection(stream)
-    held = (
-        f"prevented: stream {step.stream} keeps a message only while a consumer needs it "
-        f"(retention interest): this would delete the messages only {step.name} still needs"
-    )
-    if lifecycle.prevent_destroy:
-        protected = f"lifecycle prevent_destroy ({lifecycle.protected_at})"
-        return f"{held}; the stream has {protected}; no flag allows this"
-    if lifecycle.observe:  # deleting its messages would write the observed stream
-        observed = f"lifecycle mode observe ({lifecycle.observed_at}): never written"
-        return f"{held}; the stream has {observed}; no flag allows this"
-    return "" if at is None else f"{held}; the stream: {recorded_reason(at)}"
-
-
-def _protected_orphan(orphan: Orphan, group: StreamGroup, lifecycle: Lifecycle) -> Orphan:
-    """An orphan that is protected says so: --prune will not delete it (the reason its
-    delete would be prevented for: :func:`_protection`)."""
-    if lifecycle.prevent_destroy:
-        why = f"prevented by the environment's lifecycle prevent_destroy ({lifecycle.protected_at})"
-    else:
-        why = _protection(Delete(ref=orphan.ref, live=orphan.live), None, group, lifecycle)
-    return protected_orphan(orphan, why)
-
-
-def protected_orphan(orphan: Orphan, why: str) -> Orphan:
-    """``orphan`` marked as --prune will not delete it (``why``: the reason its delete
-    would be prevented for; empty: it is not protected). The renderers list it apart
-    from what --prune deletes (``Orphan.prevented``)."""
-    if not why:
-        return orphan
-    said = f"--prune will not delete it: {why}"
-    return replace(orphan, prevented=why, reasons=(*orphan.reasons, said))
-
-
-def governed_entries(
-    part: StreamPlan, lifecycle: Lifecycle, specs: Sequence[Spec], live: LiveState
-) -> StreamPlan:
-    """``part`` (the KeyValue entries') with their buckets' lifecycles applied: an entry
-    follows its bucket's (the spec's, merged with the environment's ``lifecycle`` by
-    :func:`governed`; the environment's for a bucket declared elsewhere). An observed
-    bucket's entries get no step (notes); a protected bucket's entries (its lifecycle,
-    or the protection its stream records on the server) are never pruned: the delete is
-    ``prevented``, the orphan says ``--prune`` will not delete it. Declared values are
-    still written in a protected bucket (compare-and-set, as any update)."""
-    buckets = {spec.name: spec.lifecycle for spec in specs if spec.kind == "KeyValue"}
-    out = replace(part, steps=[], orphans=[], observed=list(part.observed))
-    for step in part.steps:
-        own = buckets.get(str(step.stream), lifecycle)
-        if own.observe:
-            missing = isinstance(step, Create)
-            why = observe_reason(own, missing=missing)
-            note = Observed(ref=step.ref, source=step.source, fields=step.fields, reasons=(why,))
-            out.add(replace(note, missing=missing))
-        else:
-            why = _entry_protection(str(step.stream), own, live) if destroys(step) else ""
-            out.add(_prevented(step, why))
-    for orphan in part.orphans:
-        bucket = str(orphan.stream)
-        why = _entry_protection(bucket, buckets.get(bucket, lifecycle), live)
-        out.orphans.append(protected_orphan(orphan, why))
-    return out
-
-
-def _entry_protection(bucket: str, own: Lifecycle, live: LiveState) -> str:
-    """Why an entry of ``bucket`` may not be deleted (empty: it may): the bucket's
-    lifecycle (``own``), or the protection its stream records on the server."""
-    if own.prevent_destroy:
-        return (
-            f"prevented by lifecycle prevent_destroy of bucket {bucket} ({own.protected_at}); "
-            "no flag allows this"
-        )
-    at = recorded_protection(live.streams.get(stream_of("KeyValue", bucket)))
-    return "" if at is None else f"bucket {bucket}: {recorded_reason(at)}"
+def removal(ref: ResourceRef, live: LiveState, lifecycle: Lifecycle = MANAGE) -> Plan:
+    """The plan that deletes the one live resource ``ref`` (Pulumi's destroy; empty when
+    the server does not hold it): the step ``--prune`` plans for it, with the same loss
+    and the same protections (lifecycle, the protection its live config records, a
+    protected consumer going with its stream, an interest stream's messages)."""
+    group = next((g for g in group_streams((), live) if g.name == ref.stream_name), None)
+    raw = None
+    if group is not None and group.live is not None:
+        raw = group.live_consumers.get(ref.name) if ref.is_child else group.live
+    if group is None or raw is None:
+        return Plan(server=live.server)
+    step: Step = _deletion(ref, live_config(ref.kind, raw, live.server), group)
+    step = prevented(step, protection(step, None, group, lifecycle))
+    return Plan(server=live.server, changes=(step,))

@@ -20,11 +20,13 @@ import nats
 import pytest
 from cli_runner import reconcile
 from servers import NatsServer, run
+from test_capacity import USER, MiB, census, limited, stream_yaml, write_specs
+from test_capacity import _publish as _capacity_publish
 
 from reconciler.errors import PolicyDenied, RefusedPlan, SpecError
 from reconciler.execution import run as engine
-from reconciler.execution.requests import ApplyRequest, PlanRequest
-from reconciler.jetstream import ConnectionOptions
+from reconciler.execution.requests import ApplyRequest, PlanRequest, Quiet
+from reconciler.jetstream import ConnectionOptions, open_client
 
 pytestmark = pytest.mark.integration
 
@@ -304,3 +306,182 @@ def test_every_front_door_refuses_a_policy_deny_naming_the_rule(
     assert f"refusing to apply: {DENIED}" in said
     assert "deny loses-at-most-10: Stream ORDERS (update)" in said
     assert run(_messages(server.url)) == 20  # refused: nothing was changed
+
+
+# --- Pulumi runs the same stages, scoped to one resource --------------------------------
+
+
+def _provider(server: NatsServer) -> Any:
+    """The Pulumi provider on the capacity tests' limited account (user team)."""
+    from pulumi_provider import JetStreamProvider
+
+    return JetStreamProvider(
+        connection={"servers": server.url, "user": "team", "password": "s3cret"}
+    )
+
+
+def _pulumi_stream(name: str, **fields: Any) -> dict[str, Any]:
+    return {"kind": "Stream", "name": name, "subjects": [f"{name.lower()}.>"], **fields}
+
+
+def _cli_refusal(server: NatsServer, specs: Path, *flags: str) -> str:
+    """``reconcile apply`` of ``specs`` without the lock (Pulumi takes none): its stderr
+    after checking that it refused (exit 1) without a traceback."""
+    where = ("--server", server.url, *USER, "--yes", "--no-lock")
+    applied = reconcile("apply", str(specs), *where, *flags, cwd=specs.parent)
+    assert applied.returncode == 1, applied.stdout + applied.stderr
+    assert "Traceback" not in applied.stderr
+    return applied.stderr
+
+
+@pytest.mark.parametrize("limit", ["max_bytes", "max_streams"])
+def test_pulumi_refuses_a_create_the_account_cannot_fit_as_the_cli_does(
+    limit: str, server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """ORDERS (40 MiB, 25 messages) on an account of 64 MiB and 2 streams; a stream of
+    30 MiB (max_bytes), or a third stream (max_streams), does not fit. Pulumi's create
+    is refused by the same capacity check, with the same sentence, as ``reconcile
+    apply``; nothing is created and no message is lost."""
+    server = limited(server_factory, max_file=64 * MiB, max_mem=8 * MiB, max_streams=2)
+    first = write_specs(tmp_path / "first", stream_yaml("ORDERS", "40MiB"))
+    if limit == "max_streams":
+        (first / "more.yaml").write_text(stream_yaml("AUDIT", "1MiB"))
+    where = ("--server", server.url, *USER, "--yes", "--no-lock")
+    assert reconcile("apply", str(first), *where, cwd=tmp_path).returncode == 0
+    asyncio.run(_capacity_publish(server, "orders.new", 25))
+    before = census(server)
+    extra = stream_yaml("EXTRA", "30MiB" if limit == "max_bytes" else "1MiB")
+    (first / "extra.yaml").write_text(extra)
+    said = _cli_refusal(server, first)
+
+    provider = _provider(server)
+    size = "30MiB" if limit == "max_bytes" else "1MiB"
+    news = provider.check({}, _pulumi_stream("EXTRA", storage="file", max_bytes=size)).inputs
+    with pytest.raises(SpecError) as refused:
+        provider.create(news)
+
+    problems = refused.value.problems
+    assert problems and all(p.message in said for p in problems)
+    assert "Stream EXTRA" in problems[0].message
+    assert ("64.0 MiB" if limit == "max_bytes" else "the account allows 2") in said
+    assert census(server) == before  # nothing created, every message kept
+
+
+async def _fill(server: NatsServer, subject: str, count: int, *, size: int) -> None:
+    """``count`` messages of ``size`` bytes on the limited account (user team)."""
+    nc = await nats.connect(server.url, user="team", password="s3cret")
+    try:
+        js = nc.jetstream()
+        for index in range(count):
+            await js.publish(subject, b"x" * size + str(index).encode())
+    finally:
+        await nc.close()
+
+
+def test_pulumi_refuses_a_migration_the_account_has_no_room_for_as_the_cli_does(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """A migration (``migrate: true``) of a stream holding 1.5 MiB on an account with
+    1.5 MiB free: the room check refuses it in Pulumi as in ``reconcile apply
+    --migrate``, naming the numbers; every message is still there."""
+    server = limited(server_factory, max_file=3 * MiB, max_mem=64 * MiB)
+    specs = write_specs(tmp_path / "specs", stream_yaml("ORDERS", None))
+    where = ("--server", server.url, *USER, "--yes", "--no-lock")
+    assert reconcile("apply", str(specs), *where, cwd=tmp_path).returncode == 0
+    asyncio.run(_fill(server, "orders.new", 1500, size=1000))
+    before = census(server)
+    write_specs(specs, stream_yaml("ORDERS", None, extra="retention: workqueue\n"))
+    said = _cli_refusal(server, specs, "--migrate")
+
+    provider = _provider(server)
+    inputs = _pulumi_stream("ORDERS", storage="file")
+    outputs = provider.read("ORDERS", provider.check({}, inputs).inputs).outs
+    news = provider.check({}, {**inputs, "retention": "workqueue", "migrate": True}).inputs
+    with pytest.raises(SpecError) as refused:
+        provider.update("ORDERS", outputs, news)
+
+    message = refused.value.problems[0].message
+    assert "of file storage for its copies; the account has" in message
+    assert message in said
+    assert census(server) == before
+
+
+def _prune_loss(server: NatsServer, tmp_path: Path, name: str) -> tuple[str, list[str]]:
+    """What ``reconcile plan --prune`` says deleting ``name`` destroys (its specs gone)."""
+    empty = write_specs(tmp_path / "pruned", stream_yaml("OTHER", "1MiB"))
+    where = ("--server", server.url, *USER, "--prune", "--format", "json")
+    planned = reconcile("plan", str(empty), *where, cwd=tmp_path)
+    assert planned.returncode == 0, planned.stderr
+    changes = json.loads(planned.stdout)["changes"]
+    (step,) = [c for c in changes if c["action"] == "delete" and name in (c["name"], c["stream"])]
+    return step["action"], [loss["summary"] for loss in step["loss"]]
+
+
+def test_pulumi_destroy_refuses_with_the_loss_the_cli_plan_shows(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """Deleting ORDERS (20 messages): Pulumi's destroy is the planner's delete step, so
+    its refusal names the loss ``reconcile plan --prune`` shows for it, word for word
+    (it was ``holds 20 message(s)``, made by hand); nothing is deleted."""
+    server = limited(server_factory, max_file=64 * MiB, max_mem=8 * MiB)
+    specs = write_specs(tmp_path / "specs", stream_yaml("ORDERS", "1MiB"))
+    where = ("--server", server.url, *USER, "--yes", "--no-lock")
+    assert reconcile("apply", str(specs), *where, cwd=tmp_path).returncode == 0
+    asyncio.run(_capacity_publish(server, "orders.new", 20))
+    action, losses = _prune_loss(server, tmp_path, "ORDERS")
+
+    provider = _provider(server)
+    inputs = provider.check({}, _pulumi_stream("ORDERS", storage="file", max_bytes="1MiB")).inputs
+    outputs = provider.read("ORDERS", inputs).outs
+    with pytest.raises(RefusedPlan) as refused:
+        provider.delete("ORDERS", outputs)
+
+    assert refused.value.details == (f"{action} Stream ORDERS: {'; '.join(losses)}",)
+    assert "holds 20 messages" in losses[0]
+    assert census(server) == {"ORDERS": 20}
+
+
+def test_pulumi_still_applies_for_a_user_who_may_not_list_the_streams(
+    server_factory: Callable[..., NatsServer],
+) -> None:
+    """A user denied ``$JS.API.STREAM.LIST`` (a permission scoped to its own streams):
+    Pulumi's read falls back to the resource's own stream, says so, and the create is
+    made (it was before the capacity check needed the list)."""
+    from pulumi_provider import JetStreamProvider, operations
+    from pulumi_provider.inputs import to_spec
+
+    scoped = {
+        "user": "scoped",
+        "password": "sc0ped",
+        "permissions": {"publish": {"deny": ["$JS.API.STREAM.LIST"]}},
+    }
+    server = server_factory(users=[scoped])
+    provider = JetStreamProvider(
+        connection={"servers": server.url, "user": "scoped", "password": "sc0ped"}
+    )
+    news = provider.check({}, _pulumi_stream("ORDERS")).inputs
+    provider.create(news)
+
+    said: list[str] = []
+
+    class Notices(Quiet):
+        def notice(self, message: str) -> None:
+            said.append(message)
+
+    async def again() -> None:
+        options = ConnectionOptions(servers=server.url, user="scoped", password="sc0ped")
+        async with open_client(options) as client:
+            await operations.converge(client, to_spec(news), observer=Notices())
+
+    run(again())
+    assert run(_messages_as(server, "scoped", "sc0ped")) == 0  # the stream is there
+    assert any("may not list the account's streams" in line for line in said)
+
+
+async def _messages_as(server: NatsServer, user: str, password: str) -> int:
+    nc = await nats.connect(server.url, user=user, password=password)
+    try:
+        reply = await nc.request("$JS.API.STREAM.INFO.ORDERS", b"", timeout=5)
+        return int(json.loads(reply.data)["state"]["messages"])
+    finally:
+        await nc.close()

@@ -23,6 +23,7 @@ from cli_runner import reconcile
 from servers import NatsServer, run
 
 from reconciler.errors import SpecError
+from reconciler.execution import pipeline
 from reconciler.execution import run as engine
 from reconciler.jetstream import ConnectionOptions
 
@@ -61,16 +62,16 @@ async def _messages(url: str) -> int:
 
 @pytest.fixture
 def held_validation(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
-    """``run.load_specs`` waits until ``seen`` is set (or PATIENCE passes); ``during``
-    says whether it was set while validation waited."""
+    """``pipeline.load_specs`` (the load stage's validation) waits until ``seen`` is set
+    (or PATIENCE passes); ``during`` says whether it was set while validation waited."""
     state: dict[str, Any] = {"seen": threading.Event(), "during": False}
-    real: Callable[..., Any] = engine.load_specs
+    real: Callable[..., Any] = pipeline.load_specs
 
     def held(*args: Any, **kwargs: Any) -> Any:
         state["during"] = state["seen"].wait(PATIENCE)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(engine, "load_specs", held)
+    monkeypatch.setattr(pipeline, "load_specs", held)
     yield state
 
 

@@ -1,0 +1,456 @@
+"""The stages' work (the public names are :mod:`reconciler.execution.stages`'s).
+
+- :func:`load` validates a request's spec files; :func:`loaded_while` does it in a
+  thread while a read goes on, and cancels the read when a file is invalid (the one
+  copy of "validate in a thread, cancel the read").
+- :func:`read` reads the live state of a :class:`Scope`: the whole account, or the
+  streams one resource (Pulumi) or one advisory (the agent) is about.
+- :func:`plan` plans specs against a live state with the request's flags and runs every
+  check that needs the server (:func:`judged`): fields and replicas it supports, the
+  room a migration's copies need, the consumers working on a stream a migration would
+  start, the interest counts of a loss, the KeyValue entries, the account's capacity,
+  the policy rules. :func:`plan_removal` is the plan of one resource's delete (Pulumi's
+  destroy): the step ``--prune`` would plan, with the same loss and protections.
+- :func:`execute`: the verdict (:mod:`reconciler.execution.verdict`), then the one
+  executor (:mod:`reconciler.execution.apply`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from reconciler.errors import Problem, SpecError, UnsupportedField
+from reconciler.execution import memo_store
+from reconciler.execution.apply import ApplyResult, StepEvent, apply_plan
+from reconciler.execution.capacity_checks import with_capacity
+from reconciler.execution.interest_counts import with_interest_counts
+from reconciler.execution.migration_checks import check_workers
+from reconciler.execution.requests import QUIET, Observer, PlanRequest
+from reconciler.execution.verdict import NOTHING_ALLOWED, Allowances, refuse, verdict
+from reconciler.identity import ENTRY, ResourceRef, stream_of
+from reconciler.jetstream import ConnectionOptions, JetStreamClient
+from reconciler.model.migration import shortfalls
+from reconciler.model.normalize import replica_problems, unsupported_fields
+from reconciler.model.state import LiveState, StreamState
+from reconciler.planning.entries import (
+    LiveEntry,
+    fresh_buckets,
+    missing_buckets,
+    plan_entries,
+    with_entries,
+)
+from reconciler.planning.hidden import hide_notes
+from reconciler.planning.lifecycles import governed, governed_entries
+from reconciler.planning.memo import Memo
+from reconciler.planning.plan import StreamPlan, build_plan, removal
+from reconciler.planning.policy import evaluate as evaluate_policy
+from reconciler.planning.standby import for_environment, guarded
+from reconciler.planning.steps import Migrate, Plan
+from reconciler.specs.cache import cache_folder
+from reconciler.specs.policy import NO_POLICY, Policy, load_policy
+from reconciler.specs.spec import Spec
+from reconciler.specs.units import approx_size
+from reconciler.specs.validate import load_specs
+
+__all__ = [
+    "EVERYTHING",
+    "Scope",
+    "execute",
+    "judged",
+    "load",
+    "loaded_while",
+    "plan",
+    "plan_reading",
+    "plan_removal",
+    "read",
+    "resource_request",
+    "validated",
+]
+
+_T = TypeVar("_T")
+
+
+# --- load -------------------------------------------------------------------------------
+
+
+def validated(request: PlanRequest) -> tuple[list[Spec], list[Problem]]:
+    """The request's specs and their warnings (a ``SpecError`` when any is invalid);
+    every policy rule compiles before anything is planned."""
+    warnings: list[Problem] = []
+    specs = load_specs(
+        list(request.paths),
+        overlays=list(request.overlays),
+        warnings=warnings,
+        strict=request.strict,
+        cache=cache_folder(),
+    )
+    load_policy(request.policies)
+    # a stream's standby is a mirror in its standby environment (docs/dr.md)
+    specs = for_environment(specs, request.env, dict(request.domains)).specs
+    return specs, warnings
+
+
+def load(request: PlanRequest, observer: Observer = QUIET) -> list[Spec]:
+    """Validate the request's spec files (with its overlays merged in); warnings are
+    said (errors under ``strict``)."""
+    specs, warnings = validated(request)
+    for warning in warnings:
+        observer.notice(str(warning))
+    return specs
+
+
+#: The interpreter's switch interval while the read and validation share it (seconds).
+#: The default 5 ms made each of the read's socket calls wait for the validating thread
+#: to hand the GIL back: 0.3 s of a 21,000-resource re-plan went to sending requests.
+OVERLAP_SWITCH_INTERVAL = 0.0005
+
+
+async def in_thread(work: Callable[[PlanRequest], _T], request: PlanRequest) -> _T:
+    """``work(request)`` in a thread, the GIL handed over more often meanwhile."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(interval, OVERLAP_SWITCH_INTERVAL))
+    try:
+        return await asyncio.to_thread(work, request)
+    finally:
+        sys.setswitchinterval(interval)
+
+
+async def cancelled(task: asyncio.Future[Any] | None) -> None:
+    """Cancel ``task`` and wait for it to end (whatever it raised)."""
+    if task is not None:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def loaded_while(
+    request: PlanRequest, observer: Observer, reading: asyncio.Future[Any] | None
+) -> list[Spec]:
+    """:func:`load` in a thread while ``reading`` (a read, a plan waiting for these specs)
+    goes on; when a file is invalid (or the wait is cancelled) ``reading`` is cancelled
+    and the ``SpecError`` raised, whatever the read met."""
+    try:
+        specs, warnings = await in_thread(validated, request)
+    except BaseException:
+        await cancelled(reading)
+        raise
+    for warning in warnings:
+        observer.notice(str(warning))
+    return specs
+
+
+def resource_request(*, migrate: bool = False, policies: Sequence[Path] = ()) -> PlanRequest:
+    """The request of one resource whose spec is not a file (a Pulumi resource's inputs):
+    no paths, the default owner, ``migrate`` and the policy files given."""
+    return PlanRequest(
+        paths=(), options=ConnectionOptions(), migrate=migrate, policies=tuple(policies)
+    )
+
+
+# --- read -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a read looks at. ``streams`` None: the whole account. Else those streams
+    (their INFO and consumers); ``listed`` adds every other stream of the account,
+    without its consumers, so the capacity and subject checks count the whole account
+    (Pulumi's one resource)."""
+
+    streams: frozenset[str] | None = None
+    listed: bool = False
+
+    @classmethod
+    def of(cls, *refs: ResourceRef) -> Scope:
+        """The streams of ``refs``, the rest of the account listed."""
+        return cls(frozenset(ref.stream_name for ref in refs), listed=True)
+
+
+EVERYTHING = Scope()
+
+
+async def read(client: JetStreamClient, scope: Scope = EVERYTHING) -> LiveState:
+    """The live state ``scope`` asks for (reads only)."""
+    if scope.streams is None:
+        return await client.fetch_live()
+    server = await client.server_info()
+    if not scope.listed:  # what a stream or consumer advisory asks to look at again
+        unread = LiveState(server=server)
+        return await client.confirm(unread, streams=sorted(scope.streams), consumers=())
+    infos = await client.list_streams()
+    streams = {str(i["config"]["name"]): i["config"] for i in infos}
+    state = {name: StreamState.from_info(i) for name, i in zip(streams, infos, strict=True)}
+    consumers = {}
+    for name in sorted(scope.streams & streams.keys()):
+        if state[name].consumer_count:
+            for consumer, config in await client.consumer_configs(name):
+                consumers[(name, consumer)] = config
+    return LiveState(server=server, streams=streams, stream_state=state, consumers=consumers)
+
+
+# --- plan -------------------------------------------------------------------------------
+
+
+#: Specs prepared between two looks at the replies while the live state is read.
+PREPARE_SLICE = 1000
+
+
+async def plan_reading(
+    client: JetStreamClient,
+    specs: Sequence[Spec],
+    request: PlanRequest,
+    *,
+    reading: asyncio.Future[LiveState] | None = None,
+    locked: bool = False,
+    policy: Policy | None = None,
+) -> Plan:
+    """:func:`read` the whole account and :func:`plan`, overlapped: the read
+    (``reading``, the client's ``fetch_live()`` already under way, or started now) goes
+    on while the specs' share of the work is done (in slices, so the replies are read
+    between them; over a slow link that work costs nothing): the fields the server
+    supports, the plan memo (kept in the cache folder) prepared, the names to look for
+    again (``LiveRead.confirm``). ``policy``: rules already loaded (else the request's).
+    The plan of the CLI, the Action and the agent."""
+    entries = [s for s in specs if s.kind == ENTRY]
+    resources = [s for s in specs if s.kind != ENTRY]
+    lifecycle = request.lifecycle
+    if not lifecycle.is_default:  # once, before the memo digests them
+        resources = governed(resources, lifecycle)
+    reading = reading or asyncio.ensure_future(client.fetch_live())
+    try:
+        await asyncio.sleep(0)  # the read sends its first requests
+        server = await client.server_info()  # the read's own request, shared
+        if problems := unsupported_fields(resources, server):
+            raise UnsupportedField(problems)
+        folder = cache_folder()
+        memo = memo_store.load(folder, server, request.owner)
+        streams: list[str] = []
+        consumers: list[tuple[str, str]] = []
+        for start in range(0, len(resources), PREPARE_SLICE):
+            part = resources[start : start + PREPARE_SLICE]
+            streams += (s.stream_name for s in part if s.kind != "Consumer")
+            consumers += ((s.stream_name, s.name) for s in part if s.kind == "Consumer")
+            if memo is not None:
+                memo.prepare(part)
+            await asyncio.sleep(0)
+        live = await reading
+    except BaseException:
+        await cancelled(reading)
+        raise
+    live = await client.confirm(live, streams=streams, consumers=consumers)
+    the_plan = await judged(
+        client,
+        resources,
+        entries,
+        live,
+        request,
+        policy=load_policy(request.policies) if policy is None else policy,
+        lock_ahead=not locked,
+        memo=memo,
+    )
+    memo_store.store(folder, memo)
+    return hide_notes(the_plan, request.ignore)  # notes only: never a step
+
+
+def unsupported(resources: Sequence[Spec], live: LiveState) -> None:
+    """Refuse a spec using a field the server does not know (before planning)."""
+    if problems := unsupported_fields(resources, live.server):
+        raise UnsupportedField(problems)
+
+
+async def plan(
+    client: JetStreamClient,
+    specs: Sequence[Spec],
+    live: LiveState,
+    request: PlanRequest,
+    *,
+    locked: bool = False,
+) -> Plan:
+    """Plan ``specs`` against ``live`` with the request's flags, every check that needs
+    the server run. ``locked``: an apply planning under its lock (or without one): the
+    lock's bucket is not counted ahead (docs/capacity.md)."""
+    entries = [s for s in specs if s.kind == ENTRY]
+    resources = [s for s in specs if s.kind != ENTRY]
+    if not request.lifecycle.is_default:
+        resources = governed(resources, request.lifecycle)
+    unsupported(resources, live)
+    the_plan = await judged(
+        client,
+        resources,
+        entries,
+        live,
+        request,
+        policy=load_policy(request.policies),
+        lock_ahead=not locked,
+    )
+    return hide_notes(the_plan, request.ignore)  # notes only: never a step
+
+
+async def judged(
+    client: JetStreamClient,
+    resources: Sequence[Spec],
+    entries: Sequence[Spec],
+    live: LiveState,
+    request: PlanRequest,
+    *,
+    policy: Policy = NO_POLICY,
+    lock_ahead: bool = True,
+    memo: Memo | None = None,
+) -> Plan:
+    """The plan of ``resources`` (lifecycles merged in) and ``entries`` against ``live``,
+    and every check that needs the server, once: the one place a request's flags become
+    the planner's arguments."""
+    if problems := replica_problems(resources, live.server, live):
+        raise UnsupportedField(problems)
+    lifecycle = request.lifecycle
+    the_plan = build_plan(
+        resources,
+        live,
+        prune=request.prune,
+        ownership=request.ownership,
+        migrate=request.migrate,
+        migration=request.migration,
+        memo=memo,
+        lifecycle=lifecycle,
+    )
+    the_plan = guarded(the_plan, resources, request.env)  # docs/dr.md: never undo a failover
+    await check_room(client, the_plan, live)
+    await check_workers(client, the_plan)
+    the_plan = await with_interest_counts(client, the_plan, live)  # docs/jetstream-notes.md
+    if entries or request.prune:
+        prune = request.prune and not lifecycle.observe
+        found = await _entries_part(client, the_plan, entries, resources, live, prune, request)
+        the_plan = with_entries(the_plan, governed_entries(found, lifecycle, resources, live))
+    # docs/capacity.md (entries included); a drift report: a warning
+    the_plan = await with_capacity(
+        client, the_plan, live, resources, refuse=not request.drift, lock_ahead=lock_ahead
+    )
+    if policy:  # docs/policy.md: the rules of every planned resource, on the plan
+        findings = await evaluate_policy(policy, the_plan, resources, live, environment=request.env)
+        the_plan = replace(the_plan, policy=findings)
+    return the_plan
+
+
+async def plan_removal(
+    client: JetStreamClient, target: ResourceRef, live: LiveState, request: PlanRequest
+) -> Plan:
+    """The plan that deletes ``target`` (Pulumi's destroy): the planner's delete step,
+    its interest losses counted, the policy rules evaluated. Empty when it is gone."""
+    the_plan = removal(target, live, request.lifecycle)
+    the_plan = await with_interest_counts(client, the_plan, live)
+    policy = load_policy(request.policies)
+    if policy:
+        findings = await evaluate_policy(policy, the_plan, (), live, environment=request.env)
+        the_plan = replace(the_plan, policy=findings)
+    return the_plan
+
+
+async def _entries_part(
+    client: JetStreamClient,
+    the_plan: Plan,
+    entries: Sequence[Spec],
+    resources: Sequence[Spec],
+    live: LiveState,
+    prune: bool,
+    request: PlanRequest,
+) -> StreamPlan:
+    """The KeyValue entries' part of the plan. Read: each declared key, and every key
+    of the buckets that declare entries or are declared here (to find this owner's
+    entries no spec declares any more); buckets this plan creates or replaces are empty."""
+    declared = frozenset(s.stream_name for s in resources if not s.ref.is_child)
+    if problems := missing_buckets(list(entries), frozenset(live.streams), declared):
+        raise SpecError(problems)
+    fresh = fresh_buckets(the_plan)
+    wanted = {str(s.stream) for s in entries} | {s.name for s in resources if s.kind == "KeyValue"}
+    scan = frozenset(
+        b for b in wanted if stream_of("KeyValue", b) in live.streams and b not in fresh
+    )
+    keys = {(str(s.stream), s.name) for s in entries if str(s.stream) in scan}
+    for bucket in sorted(scan):
+        keys |= {(bucket, key) for key in await client.kv_keys(bucket)}
+    limit = asyncio.Semaphore(32)
+
+    async def read_entry(bucket: str, key: str) -> LiveEntry | None:
+        async with limit:
+            found = await client.kv_entry(bucket, key)
+        if found is None or found.operation != "PUT":
+            return None
+        value = base64.b64encode(found.value).decode()
+        return LiveEntry(bucket, key, value, found.revision, dict(found.headers))
+
+    ordered = sorted(keys)
+    read_back = await asyncio.gather(*(read_entry(bucket, key) for bucket, key in ordered))
+    current = {k: entry for k, entry in zip(ordered, read_back, strict=True) if entry is not None}
+    part = plan_entries(
+        list(entries),
+        current,
+        fresh_buckets=fresh,
+        scanned_buckets=scan,
+        prune=prune,
+        ownership=request.ownership,
+    )
+    if part.problems:
+        raise SpecError(part.problems)
+    return part
+
+
+async def check_room(client: JetStreamClient, the_plan: Plan, live: LiveState) -> None:
+    """Refuse new migrations the account has no room for, with the numbers."""
+    starting = [s for s in the_plan.steps if isinstance(s, Migrate) and s.phase is None]
+    if not starting:
+        return
+    account = await client.account_info()
+    problems = []
+    for step in starting:
+        state = live.stream_state.get(step.stream_name)
+        for short in shortfalls(step.live, step.config, state, account):
+            room = short.room
+            limit = (
+                f" (limit {approx_size(room.limit)}, {approx_size(room.used)} used)"
+                if room.limit is not None
+                else ""
+            )
+            message = (
+                f"migrating {step.label} needs {approx_size(short.needed)} of {short.storage} "
+                f"storage for its copies; the account has {approx_size(room.free or 0)} free"
+                f"{limit}: nothing was changed"
+            )
+            problems.append(Problem(step.source, "storage", message))
+    if problems:
+        raise SpecError(problems)
+
+
+# --- execute ----------------------------------------------------------------------------
+
+
+async def execute(
+    the_plan: Plan,
+    client: JetStreamClient,
+    *,
+    observer: Observer = QUIET,
+    allowances: Allowances = NOTHING_ALLOWED,
+    guard: Callable[[], Awaitable[None]] | None = None,
+    stop: asyncio.Event | None = None,
+    dry_run: bool = False,
+    concurrency: int = 16,
+) -> ApplyResult:
+    """The verdict, then the one executor (each step reported to ``observer``; ``guard``:
+    the apply lock's fence, verified before each step)."""
+    refuse(verdict(the_plan, allowances))
+    on_step: Callable[[StepEvent], None] = observer.step
+    return await apply_plan(
+        the_plan,
+        client,
+        allow_replace=allowances.allow_replace,
+        allow_data_loss=allowances.allow_data_loss,
+        dry_run=dry_run,
+        concurrency=concurrency,
+        on_step=on_step,
+        stop=stop,
+        guard=guard,
+    )

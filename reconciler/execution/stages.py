@@ -1,0 +1,91 @@
+"""The pipeline in named stages: the one module of ``execution/`` a front door imports.
+
+```
+request ─▶ load ─▶ specs ─┐
+scope   ─▶ read ─▶ live  ─┴▶ plan (every check that can refuse: on the Plan, or the
+                              input's error with its FILE:LINE)
+                              ─▶ verdict (allowances → refusals; one exit status type)
+                              ─▶ execute (the one executor, fenced by the lock, one listener)
+```
+
+- the stages: :func:`load`, :func:`read` (a :class:`Scope`), :func:`plan`
+  (:func:`plan_removal` for one resource's delete), :func:`verdict` (:class:`Allowances`
+  in, :class:`RefusedPlan` values with a :class:`RefusalKind` out; :func:`refuse` raises
+  the first), :func:`execute`;
+- what a door builds: :class:`PlanRequest`, :class:`ApplyRequest`, :class:`Target`
+  (:func:`environment_target`), and its listener, an :class:`Observer`;
+- the stages composed for a whole request (the CLI, the Action): :func:`plan_for`,
+  :func:`apply_for` (under the apply lock), :func:`plan_environments`,
+  :func:`save_plan_for`, :func:`fetch_live`;
+- :class:`ExitStatus`: every door's exit status.
+
+Pulumi composes the stages scoped to one resource; the agent plans and heals on the
+connection it keeps (``execution.standing``). ``import-linter`` keeps the front doors
+(``reconciler.cli``, ``action``, ``pulumi_provider``) to this module (docs/internals.md).
+"""
+
+from __future__ import annotations
+
+from reconciler.errors import ExitStatus, RefusalKind, RefusedPlan, changes_status
+from reconciler.execution import lock as leases
+from reconciler.execution.apply import ApplyResult, StepEvent
+from reconciler.execution.environments import Target, environment_target
+from reconciler.execution.pipeline import (
+    EVERYTHING,
+    Scope,
+    execute,
+    load,
+    loaded_while,
+    plan,
+    plan_removal,
+    read,
+    resource_request,
+)
+from reconciler.execution.requests import QUIET, ApplyRequest, Observer, PlanRequest, Quiet
+from reconciler.execution.run import (
+    EnvironmentPlan,
+    apply_for,
+    fetch_live,
+    fewer_collections,
+    plan_environments,
+    plan_for,
+    save_plan_for,
+)
+from reconciler.execution.verdict import Allowances, describe, refuse, verdict
+
+__all__ = [
+    "EVERYTHING",
+    "QUIET",
+    "Allowances",
+    "ApplyRequest",
+    "ApplyResult",
+    "EnvironmentPlan",
+    "ExitStatus",
+    "Observer",
+    "PlanRequest",
+    "Quiet",
+    "RefusalKind",
+    "RefusedPlan",
+    "Scope",
+    "StepEvent",
+    "Target",
+    "apply_for",
+    "changes_status",
+    "describe",
+    "environment_target",
+    "execute",
+    "fetch_live",
+    "fewer_collections",
+    "leases",
+    "load",
+    "loaded_while",
+    "plan",
+    "plan_environments",
+    "plan_for",
+    "plan_removal",
+    "read",
+    "refuse",
+    "resource_request",
+    "save_plan_for",
+    "verdict",
+]

@@ -1,0 +1,104 @@
+"""The verdict: a plan and what a front door allows, in; the refusals, out (pure).
+
+A plan carries everything that can refuse it as values: the policy findings
+(``Plan.policy``), the steps lifecycle forbids (``Plan.prevented``), the migrations it may
+not act on (``Migrate.blocked``) and the destructive steps with their losses. The
+verdict reads them against an :class:`Allowances` (the CLI's ``--allow-*`` flags, the
+Action's inputs, a Pulumi resource's ``allow_destroy``) and returns each refusal as a
+:class:`~reconciler.errors.RefusedPlan` value with its
+:class:`~reconciler.errors.RefusalKind`; :func:`refuse` raises the first, in one place.
+Every front door's refusal is this one (Terraform keeps ``Applyable``/``Errored`` on its
+plan and returns diagnostics as values).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from reconciler.errors import RefusalKind, RefusedPlan
+from reconciler.planning.policy import refusal as policy_refusal
+from reconciler.planning.steps import (
+    ALLOW_DATA_LOSS,
+    ALLOW_REPLACE,
+    Migrate,
+    Plan,
+    Step,
+    allowing_flag,
+    prevention,
+)
+
+__all__ = ["Allowances", "describe", "refuse", "verdict"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Allowances:
+    """What a front door allows the executor to destroy. ``allow_with`` names the door's
+    own way to allow it (the Pulumi resource's ``allow_destroy``) instead of the CLI's
+    flags. Nothing allows a policy deny, a prevented step or a blocked migration."""
+
+    allow_replace: bool = False
+    allow_data_loss: bool = False
+    allow_with: str | None = None
+
+
+NOTHING_ALLOWED = Allowances()
+
+
+def describe(step: Step) -> str:
+    """``update Consumer ORDERS/NEW``."""
+    return f"{step.action} {step.label}"
+
+
+def verdict(plan: Plan, allowances: Allowances = NOTHING_ALLOWED) -> tuple[RefusedPlan, ...]:
+    """Every refusal of ``plan`` under ``allowances``, most binding first (a policy deny,
+    then what no flag allows, then what a flag would allow); empty: it may be applied."""
+    found: list[RefusedPlan] = []
+    denied = policy_refusal(plan.policy)
+    if denied is not None:
+        found.append(denied)
+    prevented = plan.prevented
+    if prevented:
+        found.append(
+            RefusedPlan(
+                f"refusing to apply: {len(prevented)} step(s) would destroy a resource "
+                "protected by lifecycle prevent_destroy (no flag allows it); nothing was "
+                "changed.",
+                details=[f"{describe(s)}: {prevention(s)}" for s in prevented],
+                kind=RefusalKind.PREVENTED,
+            )
+        )
+    blocked = [s for s in plan.steps if isinstance(s, Migrate) and s.blocked]
+    if blocked:
+        found.append(
+            RefusedPlan(
+                f"refusing to apply: {len(blocked)} migration(s) cannot be acted on; nothing "
+                "was changed.",
+                details=[f"{describe(s)}: {s.blocked}" for s in blocked],
+                kind=RefusalKind.BLOCKED,
+            )
+        )
+    refused = plan.refused(
+        allow_replace=allowances.allow_replace, allow_data_loss=allowances.allow_data_loss
+    )
+    if refused:
+        found.append(_data_loss(refused, allowances.allow_with))
+    return tuple(found)
+
+
+def _data_loss(refused: Sequence[Step], allow_with: str | None) -> RefusedPlan:
+    flag = allowing_flag(refused)
+    if flag == ALLOW_REPLACE:
+        flag += f" (or {ALLOW_DATA_LOSS})"
+    return RefusedPlan(
+        f"refusing to apply: {len(refused)} step(s) would destroy data; nothing was changed. "
+        + (allow_with or f"Re-run with {flag} to allow it."),
+        details=[f"{describe(s)}: {'; '.join(loss.summary for loss in s.losses)}" for s in refused],
+        kind=RefusalKind.DATA_LOSS,
+    )
+
+
+def refuse(refusals: Sequence[RefusedPlan]) -> None:
+    """Raise the first refusal (the one place a verdict becomes an error)."""
+    if refusals:
+        raise refusals[0]
