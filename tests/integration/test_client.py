@@ -50,6 +50,14 @@ async def watched(url: str, subjects: str, work: Callable[[], Awaitable[Any]]) -
     await watcher.subscribe(subjects, cb=note)
     await watcher.flush()
     result = await work()
+    # Every request was routed to the watcher before its reply left the server; on a
+    # loaded machine its callback may still be queued: wait (bounded) for the first, then
+    # a round trip more, so a count is never read before the messages are.
+    for _ in range(100):
+        await watcher.flush()
+        if seen:
+            break
+        await asyncio.sleep(0.02)
     await watcher.flush()
     await watcher.drain()  # runs the callback for every message still pending
     return result, seen
