@@ -20,6 +20,7 @@ grammar the importer parses with), nothing else: the floor any importer built on
 
 from __future__ import annotations
 
+import itertools
 import resource
 import subprocess
 import sys
@@ -81,21 +82,29 @@ def end_to_end(path: Path) -> tuple[float, float, int]:
     return wall, cpu, sum(1 for _ in out.iterdir())
 
 
-def imported(path: Path) -> tuple[float, float, float, int]:
-    """Seconds to read, validate and export the file's specs; and how many files."""
+def imported(path: Path) -> tuple[list[float], list[float], int]:
+    """Wall and CPU seconds to read, validate and export the file's specs (each phase),
+    and how many files."""
     from reconciler.importers import terraform
     from reconciler.model.defaults import newest_server
     from reconciler.planning.export import import_files
     from reconciler.specs.validate import validate_documents
 
-    started = time.perf_counter()
+    walls, cpus = [time.perf_counter()], [time.process_time()]
+
+    def lap() -> None:
+        walls.append(time.perf_counter())
+        cpus.append(time.process_time())
+
     documents, warnings = terraform.load([path])
-    read = time.perf_counter()
+    lap()
     specs = validate_documents(documents, warnings=warnings)
-    validated = time.perf_counter()
+    lap()
     files = import_files(specs, newest_server())
-    done = time.perf_counter()
-    return read - started, validated - read, done - validated, len(files)
+    lap()
+    wall = [b - a for a, b in itertools.pairwise(walls)]
+    cpu = [b - a for a, b in itertools.pairwise(cpus)]
+    return wall, cpu, len(files)
 
 
 def peak_mib() -> float:
@@ -116,17 +125,20 @@ def main() -> None:
         write_tf(path, count)
         size = path.stat().st_size
         wall, cpu, written = end_to_end(path)
-        read, validate, export, files = imported(path)
+        phase_wall, phase_cpu, files = imported(path)
         import_peak = peak_mib()  # before the baseline's whole-file tree
         raw, raw_cpu = baseline(path)
-    total = read + validate + export
     print(f"resources: {count // 3 * 3}  file: {size / 2**20:.1f} MiB  spec files: {files}")
     print(
         f"end to end, `reconcile import` as a process: {wall:.2f}s wall, {cpu:.2f}s CPU "
         f"({written} files written; goal < 10 s)"
     )
-    phases = f"read {read:.2f}s, validate {validate:.2f}s, export {export:.2f}s"
-    print(f"in process: {total:.2f}s ({phases}); peak RSS {import_peak:.0f} MiB")
+    names = ("read", "validate", "export")
+    phases = ", ".join(f"{n} {c:.2f}s" for n, c in zip(names, phase_cpu, strict=True))
+    print(
+        f"in process: {sum(phase_cpu):.2f}s CPU ({phases}), {sum(phase_wall):.2f}s wall; "
+        f"peak RSS {import_peak:.0f} MiB"
+    )
     print(f"baseline, tree-sitter's parse of the whole file: {raw:.2f}s wall, {raw_cpu:.2f}s CPU")
     print(
         f"end to end / baseline: {wall / raw:.2f}x wall, {cpu / raw_cpu:.2f}x CPU  "
