@@ -4,12 +4,13 @@ reads otherwise. Every refusal is a SpecError at the file and line of what it re
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from reconciler.errors import SpecError
-from reconciler.importers import hcl
+from reconciler.importers import hcl, terraform
 
 TEXT = """# a comment
 resource "jetstream_stream" "S" {
@@ -150,3 +151,17 @@ def test_nesting_is_read_to_its_bound_and_refused_past_it(make: Any) -> None:
     hcl.parse(text.format(make(hcl.MAX_NESTING - 2)), 1, "main.tf")
     message = refused(text.format(make(hcl.MAX_NESTING + 1)))
     assert message.startswith("main.tf:3: nested too deeply"), message
+
+
+def test_a_bare_name_is_a_reference_not_text(tmp_path: Path) -> None:
+    """``name = ORDERS`` names something (Terraform refuses it: a resource type needs an
+    attribute); python-hcl2 read it as the text "ORDERS" and the import took it."""
+    (block,) = hcl.parse('resource "t" "r" {\n  a = ORDERS\n}\n', 1, "main.tf")
+    assert block.body == {"a": "${ORDERS}"}
+    path = tmp_path / "main.tf"
+    path.write_text('resource "jetstream_stream" "S" {\n  name = ORDERS\n  subjects = ["s"]\n}\n')
+    with pytest.raises(SpecError) as raised:
+        terraform.load([path])
+    (problem,) = raised.value.problems
+    assert (problem.location.file, problem.location.line) == (str(path), 2), problem
+    assert "'ORDERS' is not resolved" in problem.message, problem.message
