@@ -270,12 +270,11 @@ class _Reader:
         kind = self.text(children[0])
         if kind not in _LABELS:
             return None
-        labels = [self._label(c) for c in _labels(children)]
-        if len(labels) != _LABELS[kind]:
-            raise self.error(
-                node, f"a {kind} block has {_LABELS[kind]} label(s), not {len(labels)}"
-            )
         try:
+            labels = [self._label(c) for c in _labels(children)]
+            if len(labels) != _LABELS[kind]:
+                count = _LABELS[kind]
+                raise _Refused(node, f"a {kind} block has {count} label(s), not {len(labels)}")
             body, lines = self._body(node)
         except _Refused as refused:
             raise self.error(refused.node, refused.message) from None

@@ -137,6 +137,12 @@ def test_a_resource_block_without_its_two_labels_is_refused() -> None:
     assert message.startswith("main.tf:2: a resource block has 2 label(s), not 1"), message
 
 
+def test_a_label_with_a_line_break_is_refused_at_its_line() -> None:
+    """Found by mutating the provider's example: a SpecError, never an internal one."""
+    message = refused('\nresource "jetstream_stream" "OR\nDERS" {\n  name = "S"\n}\n')
+    assert message.startswith("main.tf:2: a quoted string ends at its line"), message
+
+
 @pytest.mark.parametrize(
     "make",
     [
