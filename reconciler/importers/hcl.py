@@ -1,12 +1,21 @@
-"""Reading ``.tf`` files (HCL) with python-hcl2, one top-level block at a time.
+"""Reading ``.tf`` files (HCL) with tree-sitter's compiled HCL grammar, one top-level block
+at a time.
 
-python-hcl2 builds a parse tree of about 270 bytes per byte it reads, and on a whole file
-the cyclic collector walks that growing tree again and again: 30,000 resources (4.4 MiB)
-took 1.2 GiB and grew faster than the file. So a file is cut after each top-level block
-(:func:`blocks`: strings, templates, comments and heredocs stepped over) and each block
-is parsed alone. What the parser cannot read is a SpecError at its line: a syntax error,
-nesting deeper than its stack, a number longer than Python reads (4,300 digits). A file
-over MAX_TF_BYTES is refused unread.
+A file is cut after each top-level block (:func:`blocks`: strings, templates, comments
+and heredocs stepped over) and each block is parsed alone by tree-sitter (a C parser,
+``tree-sitter-hcl``), so the parse tree held is that of one block: the memory is bounded
+by the largest block, the work linear in the file. Its syntax tree becomes the values
+python-hcl2 used to give (:func:`parse`): literals as Python values, a quoted string's
+escapes undone, and every other expression (references, arithmetic, calls, templates
+with ``${...}``) kept as its source text in ``"${...}"``, for
+:mod:`reconciler.importers.hcl_eval` to work out.
+
+Where the grammar and Terraform disagree, Terraform's reading is kept: ``1e3`` (an
+exponent without a fraction, which the grammar does not lex) is a number; hexadecimal
+(``0x10``), a newline inside a quoted string and an argument set twice in a block are
+refused, as Terraform refuses them. What cannot be read is a SpecError at its line: a
+syntax error, brackets or operators nested deeper than MAX_NESTING, a number of more
+digits than Python reads (4,300). A file over MAX_TF_BYTES is refused unread.
 """
 
 from __future__ import annotations
@@ -16,21 +25,22 @@ import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import Problem, SpecError, brief
 from reconciler.locations import Location
 
-#: The largest ``.tf`` file read: python-hcl2 holds about 270 bytes of parse tree per
-#: byte of the block it parses, and 8 MiB is over 50,000 resources.
-MAX_TF_BYTES = 8 * 1024 * 1024
-#: Brackets deeper than this are where a parse that ran out of stack is said to stop.
-DEEP = 32
+if TYPE_CHECKING:
+    from tree_sitter import Node, Parser
 
-_RESOURCE = re.compile(r'^[ \t]*resource[ \t]+"([^"\n]+)"[ \t]+"([^"\n]+)"[ \t]*\{', re.MULTILINE)
-#: ``variable "name" {`` and ``locals {``: the values a module's expressions may name.
-_VALUES = re.compile(r'^[ \t]*(variable|locals)(?:[ \t]+"([^"\n]+)")?[ \t]*\{', re.MULTILINE)
+#: The largest ``.tf`` file read (over 50,000 resources): a file the block cutter cannot
+#: follow is parsed whole, and tree-sitter holds about 80 bytes of tree per byte.
+MAX_TF_BYTES = 8 * 1024 * 1024
+#: The deepest nesting of brackets and operators read (a chain of 200 operators is 200):
+#: the work on hostile input is bounded, and far from Python's recursion limit.
+MAX_NESTING = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,13 +51,15 @@ class Block:
 
     kind: str
     label: str
-    body: dict[str, Any]  # as python-hcl2 reads it: expressions as "${...}" strings
+    body: dict[str, Any]  # literals as values, other expressions as "${...}" strings
     line: int  # of the block's header
     lines: dict[str, int]  # of its top-level attributes and nested blocks
 
 
 #: The kinds :func:`declarations` gives the value blocks (no resource type is either).
 VARIABLE, LOCALS = "variable", "locals"
+#: The top-level blocks read, and how many labels each has.
+_LABELS = {"resource": 2, VARIABLE: 1, LOCALS: 0}
 
 
 def resources(path: Path) -> Iterator[Block]:
@@ -63,37 +75,7 @@ def declarations(path: Path) -> Iterator[Block]:
     :func:`resources` reads them."""
     name = str(path)
     for first, chunk in blocks(read_text(path)):
-        parsed = parse(chunk, first, name)
-        if parsed.get("resource"):
-            yield from _resource_blocks(parsed["resource"], chunk, first)
-        if parsed.get(VARIABLE) or parsed.get(LOCALS):
-            yield from _value_blocks(parsed, chunk, first)
-
-
-def _resource_blocks(parsed: list[Any], chunk: str, first: int) -> Iterator[Block]:
-    headers = _headers(chunk, first)
-    for block in parsed:
-        for kind, named in block.items():
-            for label, body in named.items():
-                offset, start = headers.get((kind, label), (-1, first))
-                lines = _block_lines(chunk, offset, start) if offset >= 0 else {}
-                yield Block(kind, label, body, start, lines)
-
-
-def _value_blocks(parsed: dict[str, Any], chunk: str, first: int) -> Iterator[Block]:
-    """The ``variable`` and ``locals`` blocks of one parsed piece, in file order."""
-    headers = []
-    line, seen = first, 0
-    for header in _VALUES.finditer(chunk):
-        line += chunk.count("\n", seen, header.start())
-        seen = header.start()
-        headers.append((header.group(1), header.group(2) or "", header.start(), line))
-    variables = {k: v for item in parsed.get(VARIABLE) or [] for k, v in item.items()}
-    locals_ = iter(parsed.get(LOCALS) or [])
-    for kind, label, offset, start in headers:
-        body = variables.get(label) if kind == VARIABLE else next(locals_, None)
-        if isinstance(body, dict):
-            yield Block(kind, label, body, start, _block_lines(chunk, offset, start))
+        yield from parse(chunk, first, name)
 
 
 def read_text(path: Path) -> str:
@@ -178,85 +160,296 @@ def blocks(text: str) -> list[tuple[int, str]]:
     return pieces
 
 
-def parse(chunk: str, first: int, name: str) -> dict[str, Any]:
-    """One piece of a ``.tf`` file, parsed; any failure is a SpecError at its line."""
-    import hcl2
+@cache
+def _parser() -> Parser:
+    """tree-sitter's parser of the HCL grammar (loaded by the commands that read .tf)."""
+    import tree_sitter_hcl
+    from tree_sitter import Language, Parser
 
-    options = hcl2.SerializationOptions(with_comments=False, strip_string_quotes=True)
-    try:
-        parsed: dict[str, Any] = hcl2.loads(chunk, serialization_options=options)
-        return parsed
-    except RecursionError:
-        line, message = _deepest(chunk), "nested too deeply for the parser (brackets or operators)"
-    except ValueError as err:  # Python's limit on the digits of an int read from text
-        digits = re.search(r"\d{4301,}", chunk)
-        if digits is None:
-            line, message = getattr(err, "line", 1) or 1, f"invalid HCL: {_first_line(err)}"
-        else:
-            line = chunk.count("\n", 0, digits.start()) + 1
-            count = len(digits.group())
-            message = f"a number of {count} digits: out of range (Python reads 4300 at most)"
-    except Exception as err:
-        line, message = getattr(err, "line", 1) or 1, f"invalid HCL: {_first_line(err)}"
-    line = int(line) if isinstance(line, int) and line > 0 else 1
-    raise SpecError([Problem(Location(name, first + line - 1), "", message)]) from None
+    return Parser(Language(tree_sitter_hcl.language()))
 
 
-def _first_line(err: BaseException) -> str:
-    text = str(err)
-    return brief(text.splitlines()[0], 200).strip("'") if text else type(err).__name__
+#: An identifier (stepped over whole: ``a-1e3`` is one) or a number in exponent form.
+_EXPONENT = re.compile(rb"[A-Za-z_\x80-\xff][\w\x80-\xff-]*|\d+(?:\.\d+)?[eE][+-]?\d+")
 
 
-_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+#: An exponent without a fraction, the form the grammar does not lex (rare: most pieces
+#: have none and are given to the parser as they are).
+_NO_FRACTION = re.compile(rb"\d[eE][+-]?\d")
 
 
-def _deepest(chunk: str) -> int:
-    """The line (in ``chunk``) where brackets first nest deeper than DEEP, else its
-    longest line (a long chain of operators)."""
-    depth, longest, widest = 0, 1, -1
-    for number, line in enumerate(chunk.split("\n"), start=1):
-        if len(line) > widest:
-            longest, widest = number, len(line)
-        for char in _STRING.sub("", line):
-            if char in "([{":
-                depth += 1
-                if depth > DEEP:
-                    return number
-            elif char in ")]}":
-                depth -= 1
-    return longest
+def _lexable(source: bytes) -> bytes:
+    """``source`` as the grammar can lex it: each number in exponent form (``1e3``, which
+    it does not read without a fraction) made digits of the same length. The values are
+    read from ``source`` itself, by the tree's byte offsets."""
+
+    def digits(match: re.Match[bytes]) -> bytes:
+        word = match.group()
+        return word if not word[:1].isdigit() else b"0" * len(word)
+
+    return _EXPONENT.sub(digits, source) if _NO_FRACTION.search(source) else source
 
 
-_ATTRIBUTE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_-]*)\s*(=|\{)")
-
-
-def _headers(chunk: str, first: int) -> dict[tuple[str, str], tuple[int, int]]:
-    """Each ``resource "kind" "label" {`` line of ``chunk`` (which starts at line
-    ``first``): (kind, label) -> (offset, line), in one pass."""
-    found: dict[tuple[str, str], tuple[int, int]] = {}
-    line, seen = first, 0
-    for header in _RESOURCE.finditer(chunk):
-        line += chunk.count("\n", seen, header.start())
-        seen = header.start()
-        found.setdefault((header.group(1), header.group(2)), (header.start(), line))
+def parse(chunk: str, first: int, name: str) -> list[Block]:
+    """The resource, ``variable`` and ``locals`` blocks of one piece of a ``.tf`` file
+    (which starts at line ``first``); anything unreadable is a SpecError at its line."""
+    source = chunk.encode("utf-8")
+    tree = _parser().parse(_lexable(source))
+    reader = _Reader(source, first, name)
+    root = tree.root_node
+    if root.has_error:
+        reader.syntax_error(root)
+    found = []
+    for body in root.named_children:
+        for node in body.named_children if body.type == "body" else ():
+            if node.type == "block":
+                block = reader.top_level(node)
+                if block is not None:
+                    found.append(block)
     return found
 
 
-def _block_lines(chunk: str, offset: int, start: int) -> dict[str, int]:
-    """The lines of the top-level attributes and nested blocks of the block whose header
-    is at ``offset`` of ``chunk`` (line ``start``); reads the block's lines only."""
-    where: dict[str, int] = {}
-    depth, number = 0, start
-    while offset <= len(chunk):
-        end = chunk.find("\n", offset)
-        end = len(chunk) if end < 0 else end
-        line = chunk[offset:end]
-        match = _ATTRIBUTE.match(line)
-        if depth == 1 and match:
-            where.setdefault(match.group(1), number)
-        code = _STRING.sub("", line)
-        depth += code.count("{") - code.count("}")
-        if depth <= 0:
-            break
-        offset, number = end + 1, number + 1
-    return where
+def _labels(children: list[Node]) -> list[Node]:
+    """The labels of a block (after its type): strings or names."""
+    return [c for c in children[1:] if c.type in ("string_lit", "identifier")]
+
+
+class _Refused(Exception):
+    """What a piece cannot be read for: (the node it is at, why)."""
+
+    def __init__(self, node: Node, message: str) -> None:
+        super().__init__(message)
+        self.node = node
+        self.message = message
+
+
+_ESCAPE = re.compile(r'\\(?:([nrt"\\])|u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.?))', re.DOTALL)
+_ESCAPED = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\"}
+_INTEGER = re.compile(rb"\d+")
+_DECIMAL = re.compile(rb"\d+\.\d+")
+_EXPONENT_FORM = re.compile(rb"\d+(?:\.\d+)?[eE][+-]?\d+")
+#: Python reads no integer of more digits from text.
+_MAX_DIGITS = 4300
+#: The nodes that make one level of nesting: a bracket, an operator.
+_LEVELS = frozenset({"expression", "operation"})
+#: What a quoted string holds besides its literal text (kept as written).
+_TEMPLATE_PARTS = frozenset({"template_interpolation", "template_directive"})
+
+
+class _Reader:
+    """Turns one piece's syntax tree into Blocks; raises SpecError at a node's line."""
+
+    def __init__(self, source: bytes, first: int, name: str) -> None:
+        self.source = source
+        self.first = first
+        self.name = name
+
+    def error(self, node: Node, message: str) -> SpecError:
+        line = self.first + node.start_point.row
+        return SpecError([Problem(Location(self.name, line), "", message)])
+
+    def text(self, node: Node) -> str:
+        return self.source[node.start_byte : node.end_byte].decode("utf-8")
+
+    def syntax_error(self, root: Node) -> None:
+        """Raise at the first place the grammar could not read."""
+        node = root
+        while not (node.is_error or node.is_missing):
+            inner = next((c for c in node.children if c.has_error), None)
+            if inner is None:
+                break
+            node = inner
+        if node.is_missing:
+            raise self.error(node, f"invalid HCL: missing {node.type!r}")
+        shown = brief(self.text(node).split("\n", 1)[0], 60)
+        raise self.error(node, f"invalid HCL: unexpected {shown}")
+
+    def top_level(self, node: Node) -> Block | None:
+        """A resource, variable or locals block (None for the other kinds)."""
+        children = node.named_children
+        kind = self.text(children[0])
+        if kind not in _LABELS:
+            return None
+        try:
+            labels = [self._label(c) for c in _labels(children)]
+            if len(labels) != _LABELS[kind]:
+                count = _LABELS[kind]
+                raise _Refused(node, f"a {kind} block has {count} label(s), not {len(labels)}")
+            body, lines = self._body(node)
+        except _Refused as refused:
+            raise self.error(refused.node, refused.message) from None
+        if kind == "resource":
+            return Block(labels[0], labels[1], body, self.first + node.start_point.row, lines)
+        label = labels[0] if labels else ""
+        return Block(kind, label, body, self.first + node.start_point.row, lines)
+
+    def _label(self, node: Node) -> str:
+        if node.type == "identifier":
+            return self.text(node)
+        value = self._string(node)
+        if not isinstance(value, str) or value.startswith("${"):
+            raise _Refused(node, "a block label is a literal string")
+        return value
+
+    def _body(self, block: Node) -> tuple[dict[str, Any], dict[str, int]]:
+        """A block's arguments and nested blocks (lists of bodies), and their lines."""
+        values: dict[str, Any] = {}
+        lines: dict[str, int] = {}
+        body = next((c for c in block.named_children if c.type == "body"), None)
+        for node in body.named_children if body is not None else ():
+            if node.type not in ("attribute", "block"):
+                continue
+            children = node.named_children
+            key = self.text(children[0])
+            line = self.first + node.start_point.row
+            if node.type == "attribute":
+                if key in lines:
+                    message = f"the argument {key!r} is set twice (the first at line {lines[key]})"
+                    raise _Refused(node, message)
+                values[key] = self._value(children[-1], 0)
+            else:
+                if key in lines and not isinstance(values.get(key), list):
+                    raise _Refused(node, f"{key!r} is set both as an argument and as a block")
+                inner, _ = self._body(node)
+                for label in reversed(_labels(children)):
+                    inner = {self._label(label): inner}
+                values.setdefault(key, []).append(inner)
+            lines.setdefault(key, line)
+        return values, lines
+
+    def _value(self, node: Node, depth: int) -> Any:
+        """The value of an expression: a literal, a list, an object, a quoted string; for
+        anything else its source text as ``"${...}"``."""
+        if depth == 0 and node.end_byte - node.start_byte > MAX_NESTING:
+            self._nesting(node)
+        parts = [c for c in node.named_children if c.type != "comment"]
+        if len(parts) == 1 and node.type == "expression":
+            inner = parts[0]
+            kind = inner.type
+            if kind == "literal_value":
+                return self._literal(inner.named_children[0])
+            if kind == "collection_value":
+                collection = inner.named_children[0]
+                items = [
+                    c for c in collection.named_children if c.type in ("expression", "object_elem")
+                ]
+                if collection.type == "tuple":
+                    return [self._value(item, depth + 1) for item in items]
+                return {
+                    self._key(e.named_children[0]): self._value(e.named_children[-1], depth + 1)
+                    for e in items
+                }
+            if kind == "template_expr" and inner.named_children[0].type == "quoted_template":
+                return self._string(inner.named_children[0])
+            if kind == "template_expr":  # a heredoc: as written, for hcl_eval.heredoc_text
+                return self.text(inner)
+            negative = self._negative(inner)
+            if negative is not None:
+                return negative
+        return "${" + self.text(node) + "}"
+
+    def _negative(self, node: Node) -> int | None:
+        """``-5``: a negative integer literal (as a number, not an expression)."""
+        if node.type != "operation" or node.named_children[0].type != "unary_operation":
+            return None
+        unary = node.named_children[0]
+        if self.text(unary.children[0]) != "-" or unary.named_children[0].type != "literal_value":
+            return None
+        value = self._literal(unary.named_children[0].named_children[0])
+        return -value if type(value) is int else None
+
+    def _key(self, node: Node) -> str:
+        """An object's key: a name, a string, or an expression's text."""
+        parts = node.named_children
+        if len(parts) == 1 and parts[0].type == "variable_expr":
+            return self.text(parts[0])
+        value = self._value(node, 1)
+        return value if isinstance(value, str) else "${" + self.text(node) + "}"
+
+    def _literal(self, node: Node) -> Any:
+        kind = node.type
+        if kind == "string_lit":
+            return self._string(node)
+        if kind == "bool_lit":
+            return self.text(node) == "true"
+        if kind == "null_lit":
+            return None
+        number = self.source[node.start_byte : node.end_byte]
+        if _INTEGER.fullmatch(number):
+            if len(number) > _MAX_DIGITS:
+                message = (
+                    f"a number of {len(number)} digits: out of range (a number of the "
+                    f"provider is a signed 64-bit integer; {_MAX_DIGITS} digits are read at most)"
+                )
+                raise _Refused(node, message)
+            return int(number)
+        if _DECIMAL.fullmatch(number):
+            return float(number)
+        if _EXPONENT_FORM.fullmatch(number):  # read exactly by hcl_eval, never as a float
+            return "${" + number.decode() + "}"
+        raise _Refused(node, f"invalid HCL: {brief(number.decode(), 40)} is not a number")
+
+    def _string(self, node: Node) -> str:
+        """A quoted string: its escapes undone, ``${...}``, ``%{...}``, ``$${`` and ``%%{``
+        kept as written (as python-hcl2 gave them, for hcl_eval); a newline refused."""
+        if node.type == "string_lit":  # no template: the text between the quotes
+            written = self.source[node.start_byte + 1 : node.end_byte - 1].decode("utf-8")
+            if "\n" in written:
+                raise _Refused(node, "a quoted string ends at its line (a heredoc spans lines)")
+            return self._unescape(node, written)
+        out = []
+        children = node.children
+        position = children[0].end_byte
+        for child in [*children[1:-1], None]:
+            end = children[-1].start_byte if child is None else child.start_byte
+            gap = self.source[position:end].decode("utf-8")  # blanks the grammar skips
+            written = "" if child is None else self.text(child)
+            literal = child is None or child.type not in _TEMPLATE_PARTS
+            if "\n" in gap or (literal and "\n" in written):
+                raise _Refused(node, "a quoted string ends at its line (a heredoc spans lines)")
+            out.append(gap)
+            if child is None:
+                break
+            out.append(self._unescape(child, written) if literal else written)
+            position = child.end_byte
+        return "".join(out)
+
+    def _unescape(self, node: Node, written: str) -> str:
+        if "\\" not in written:
+            return written
+
+        def escape(match: re.Match[str]) -> str:
+            simple, short, long, other = match.groups()
+            if simple is not None:
+                return _ESCAPED[simple]
+            if other is not None:
+                raise _Refused(node, f"invalid escape sequence {brief(match.group())} in a string")
+            code = int(short or long, 16)
+            if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+                raise _Refused(node, f"invalid escape sequence {brief(match.group())} in a string")
+            return chr(code)
+
+        return _ESCAPE.sub(escape, written)
+
+    def _nesting(self, node: Node) -> None:
+        """Refuse brackets and operators nested deeper than MAX_NESTING (walked without
+        recursion, stopping at the first too deep)."""
+        cursor = node.walk()
+        depth = 0
+        levels: list[bool] = []  # whether each node on the path down from ``node`` is one
+        while True:
+            if not cursor.goto_first_child():
+                while True:
+                    if not levels:
+                        return
+                    depth -= levels.pop()
+                    if cursor.goto_next_sibling():
+                        break
+                    cursor.goto_parent()
+            inner = cursor.node
+            level = inner is not None and inner.type in _LEVELS
+            levels.append(level)
+            depth += level
+            if depth > MAX_NESTING and inner is not None:
+                message = f"nested too deeply: brackets or operators deeper than {MAX_NESTING}"
+                raise _Refused(inner, message)

@@ -2,8 +2,9 @@
 from the files alone.
 
 A :class:`Module` is what a folder of ``.tf`` files declares: ``variable`` blocks (their
-``default``), ``locals`` and resources. :meth:`Module.value` turns what python-hcl2 read
-(expressions kept as ``"${...}"`` strings) into values:
+``default``), ``locals`` and resources. :meth:`Module.value` turns what
+:mod:`reconciler.importers.hcl` read (expressions kept as ``"${...}"`` strings) into
+values:
 
 - literals; strings with ``${...}`` interpolations and heredocs, the escapes ``$${`` and
   ``%%{`` undone as Terraform does (a heredoc's lines end in a newline; ``<<-`` takes the
@@ -197,7 +198,7 @@ class Module:
         self.variables[name] = _SENSITIVE if sensitive else body.get("default", _NO_DEFAULT)
 
     def value(self, raw: Any) -> Any:
-        """The value of what python-hcl2 read; raises Unresolved or Unreadable."""
+        """The value of what :mod:`.hcl` read; raises Unresolved or Unreadable."""
         if isinstance(raw, list):
             return [self.value(item) for item in raw]
         if isinstance(raw, dict):

@@ -7,6 +7,7 @@ documents as YAML (block style, keys in the export's order, no line folded).
 
 from __future__ import annotations
 
+from functools import cache
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
@@ -28,8 +29,11 @@ SCHEMA_URL = (
 )
 
 
+@cache
 def installed_version() -> str:
-    """The installed release of the tool (a checkout that was never installed: 0.0.0)."""
+    """The installed release of the tool (a checkout that was never installed: 0.0.0);
+    read once per process: reading the package's metadata parses its METADATA file, and
+    an import of 30,000 resources spent half its time reading it for each of 20,000 files."""
     try:
         return metadata.version("jetstream-gitops")
     except metadata.PackageNotFoundError:

@@ -123,6 +123,26 @@ def test_nesting_deeper_than_the_parser_is_an_error_at_its_line(
     refused_at(done, tmp_path, LINE, "nested too deeply", figures)
 
 
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("0x10", "is not a number"),
+        ('"two\nlines"', "a quoted string ends at its line"),
+        ("1\n  max_msgs = 2", "the argument 'max_msgs' is set twice"),
+        ('"\\q"', "invalid HCL"),
+    ],
+    ids=["hexadecimal", "newline-in-string", "argument-twice", "bad-escape"],
+)
+def test_what_terraform_refuses_and_the_grammar_reads_is_an_error_at_its_line(
+    tmp_path: Path, value: str, said: str, figures: Any
+) -> None:
+    """tree-sitter's grammar reads these; Terraform refuses them, and so does the import
+    (an argument set twice was imported with its last value)."""
+    done = import_tf(tmp_path, BEFORE + hostile(value))
+    line = LINE + 1 if "twice" in said else LINE
+    refused_at(done, tmp_path, line, said, figures)
+
+
 def test_a_long_expression_is_not_evaluated(tmp_path: Path, figures: Any) -> None:
     """200 operations: parsed, but longer than the importer evaluates."""
     done = import_tf(tmp_path, BEFORE + hostile(" * ".join(["1"] * 200)))
@@ -293,31 +313,30 @@ def test_the_importers_work_on_a_state_file_grows_linearly(tmp_path: Path) -> No
 
 @pytest.fixture
 def parser_inputs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """The length of each text python-hcl2 is given to parse."""
-    import hcl2
-
+    """The length of each text the HCL parser (tree-sitter) is given to parse."""
     sizes: list[int] = []
-    loads = hcl2.loads
+    parser = hcl._parser()
 
-    def counted(text: str, **options: Any) -> Any:
-        sizes.append(len(text))
-        return loads(text, **options)
+    class Counted:
+        def parse(self, source: bytes) -> Any:
+            sizes.append(len(source))
+            return parser.parse(source)
 
-    monkeypatch.setattr(hcl2, "loads", counted)
+    monkeypatch.setattr(hcl, "_parser", Counted)
     yield sizes
 
 
 def test_the_parser_reads_each_block_once_and_never_the_whole_file(
     tmp_path: Path, parser_inputs: list[int]
 ) -> None:
-    """The parser's work and memory are those of one block (its parse tree is ~270x the
+    """The parser's work and memory are those of one block (its parse tree is ~80x the
     text): 300 resources are 300 parses, together the file's length, none longer than
     one stream and its consumer."""
     path = tf_file(tmp_path, 150)
     documents, _ = terraform.load([path])
     assert len(documents) == 300
     assert len(parser_inputs) == 300, len(parser_inputs)
-    assert sum(parser_inputs) == len(path.read_text())
+    assert sum(parser_inputs) == len(path.read_bytes())
     assert max(parser_inputs) < len(STREAM_AND_CONSUMER.format(i=149)), max(parser_inputs)
 
 
@@ -399,17 +418,12 @@ def test_parsing_block_by_block_reads_what_parsing_the_whole_file_reads(
 ) -> None:
     """The cutter cuts after each block and never inside a string, template, comment or
     heredoc: the pieces join back to the file and, parsed one by one, hold exactly what
-    the whole file does."""
-    import hcl2
-
+    the whole file does (blocks, values and lines)."""
     text, count = tf
     pieces = hcl.blocks(text)
     assert "".join(piece for _, piece in pieces) == text
     assert len(pieces) in (count, count + 1), pieces  # + the blank lines after the last
-    options = hcl2.SerializationOptions(with_comments=False, strip_string_quotes=True)
-    whole = hcl2.loads(text, serialization_options=options)
-    merged: dict[str, list[Any]] = {}
-    for first, piece in pieces:
-        for key, value in hcl.parse(piece, first, "main.tf").items():
-            merged.setdefault(key, []).extend(value)
+    whole = hcl.parse(text, 1, "main.tf")
+    assert len(whole) == count
+    merged = [block for first, piece in pieces for block in hcl.parse(piece, first, "main.tf")]
     assert merged == whole

@@ -9,7 +9,7 @@ from reconciler.importers.hcl_eval import MAX_VALUE, Module, Unreadable
 
 
 def _doubling(step: object, first: object, steps: int) -> Module:
-    """``local.a<n>`` is ``step`` made of ``local.a<n-1>`` (as python-hcl2 reads it)."""
+    """``local.a<n>`` is ``step`` made of ``local.a<n-1>`` (as the HCL reader gives it)."""
     module = Module()
     module.locals["a0"] = first
     for n in range(1, steps + 1):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = ("pyspark", "pulumi", "rich", "jsonschema", "referencing", "deepdiff", "hcl2")
+HEAVY = ("pyspark", "pulumi", "rich", "jsonschema", "referencing", "deepdiff", "tree_sitter")
 
 
 def _loaded_after(code: str, cwd: Path) -> set[str]:
