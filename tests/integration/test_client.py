@@ -75,9 +75,13 @@ def test_lists_page_past_the_page_size(clean_server: NatsServer) -> None:
     assert with_client(clean_server.url, body) == (600, 600, 600)
 
 
-def test_consumers_are_listed_while_the_stream_list_is_still_read(clean_server: NatsServer) -> None:
+def test_consumers_are_listed_while_the_stream_list_is_still_read(
+    server_factory: Callable[..., NatsServer],
+) -> None:
     """Over a slow link, waiting for the stream list's last page before listing any
-    consumer costs a round trip per page: the first page's consumers go out first."""
+    consumer costs a round trip per page: the first page's consumers go out first. (A
+    server of its own: the count of pages is exactly what this server holds.)"""
+    clean_server = server_factory()
 
     async def body(client: JetStreamClient) -> tuple[Any, list[str]]:
         await create_many(client, [stream(f"Q{i:03d}") for i in range(600)])
