@@ -65,6 +65,20 @@ SUITE = (
     "tests/integration/test_drift_ignore_attacks.py",
     "tests/e2e/test_ignore_file_symlink.py",
     "tests/unit/test_reviewer_output_attacks.py",
+    "tests/integration/test_backup_attacks.py",
+    "tests/integration/test_restore_holes.py",
+    "tests/integration/test_restore_rules.py",
+    "tests/integration/test_restore_verify.py",
+    "tests/integration/test_restore_room.py",
+    "tests/integration/test_restore_attacks.py",
+    "tests/integration/test_restore_interrupt.py",
+    "tests/integration/test_saved_plan_lineage.py",
+    "tests/integration/test_saved_plan_doors.py",
+    "tests/integration/test_protected_orphans.py",
+    "tests/integration/test_capacity_server.py",
+    "tests/integration/test_policy_budget.py",
+    "tests/integration/test_agent_envs.py",
+    "tests/integration/test_dr_failover.py",
 )
 
 
@@ -678,6 +692,75 @@ GUARANTEES = (
         "credentials in a `--git` URL (user info, query, scp form, dulwich's errors) are "
         "never printed.",
         ("test_agent_attacks.py::",),
+    ),
+    Guarantee(
+        "A restore replaces only what it proves is its own, under apply's rules",
+        "A restore holds the apply lock, runs the policies (a deny exits 3 with nothing "
+        "restored) and the lifecycle rules (`prevent_destroy` on every path, also when "
+        "recorded while the question waited), and checks the account's room (max_bytes "
+        "reservations and the bytes the backup brings) before anything is written. A live "
+        "stream is replaced without the replace flags only when it carries this backup's "
+        "restore marker and holds nothing the backup does not: a worked work-queue, a purged "
+        "stream or a forged marker never brings finished jobs back. A restore into a fresh "
+        "server verifies on every release of the matrix; a re-run says it is done; the last "
+        "line counts every stream.",
+        (
+            "test_restore_holes.py::",
+            "test_restore_rules.py::",
+            "test_restore_verify.py::",
+            "test_restore_room.py::",
+            "test_restore_attacks.py::",
+            "test_restore_interrupt.py::",
+        ),
+    ),
+    Guarantee(
+        "A backup never takes what is not its own",
+        "A backup writes only into an empty folder or one an earlier backup wrote, and "
+        "removes only files a manifest of its own lists; a stream's data can never collide "
+        "with the backup's own files; a full disk is one line and no manifest; the tool's "
+        "own lock bucket is left out; a mistyped or lost stream never costs the earlier "
+        "backup's copy; a hand-edited manifest is one error naming it.",
+        ("test_backup_holes.py::", "test_backup_attacks.py::"),
+    ),
+    Guarantee(
+        "A saved plan runs only where it was made, by one set of rules",
+        "A saved plan is bound to the account's lineage (a value kept once in the lock "
+        "bucket): two servers both named `nats` are told apart and the plan is refused on "
+        "the other, naming both; the CLI and the Action resolve a saved plan by one table "
+        "of who decides what, with the same refusals; a removed protected stream is listed "
+        "as protected, never under `--prune`.",
+        (
+            "test_saved_plan_lineage.py::",
+            "test_saved_plan_doors.py::",
+            "test_protected_orphans.py::",
+        ),
+    ),
+    Guarantee(
+        "An over-committed plan changes nothing",
+        "Where the server's own JetStream limits can be read (`--monitor`, a system "
+        "account), a plan the server cannot hold is refused before any step; where they "
+        "cannot, the plan says they are unknown, never 'no limit'; an apply refused for room "
+        "removes again only what it created and is still empty; a KeyValue entry over "
+        "`max_payload` is refused by the plan.",
+        ("test_capacity_server.py::",),
+    ),
+    Guarantee(
+        "A policy rule cannot stop CI or the agent",
+        "A rule whose shape is too costly is refused at load at its FILE:LINE; every "
+        "evaluation runs in a worker with a CPU budget and is a finding naming the rule "
+        "when over it; the agent answers /healthz and /readyz and stops on SIGTERM while "
+        "such a rule is evaluated.",
+        ("test_policy_budget.py::",),
+    ),
+    Guarantee(
+        "Many environments, shards and failovers keep every message",
+        "One agent serves many environments, a slow or dead server delaying none of the "
+        "others; a killed shard restarted takes its environment back, and two agents on one "
+        "environment heal each change once. A planned failover fences the origin, waits for "
+        "the mirror, promotes it and starts the consumers at their ack floor: every "
+        "acknowledged message is on the promoted side exactly once, and a failover killed "
+        "at any step is finished by a re-run.",
+        ("test_agent_envs.py::", "test_dr_failover.py::"),
     ),
 )
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from reconciler.cli.options import format_option, project_file_option
+from reconciler.cli.options import format_option, project_file_option, required_project
 from reconciler.model.values import inert_json
 
 
@@ -23,12 +23,8 @@ def envs(project_file: Path | None, fmt: str) -> int:
     """
     from reconciler.jetstream.connection import redact_url
     from reconciler.model.values import printable
-    from reconciler.specs.project import find_project, load_project
 
-    found = project_file or find_project()
-    if found is None:
-        raise click.UsageError("no project file: reconcile.yaml here, or --project FILE")
-    project = load_project(found)
+    project = required_project(project_file, "no project file")
     rows: list[dict[str, Any]] = []
     for environment in project.environments.values():
         shown = environment.describe()
@@ -37,10 +33,10 @@ def envs(project_file: Path | None, fmt: str) -> int:
             shown["servers"] = ",".join(redact_url(url) for url in servers.split(","))
         rows.append(shown)
     if fmt == "json":
-        document = {"project": str(found), "owner": project.owner, "environments": rows}
+        document = {"project": str(project.path), "owner": project.owner, "environments": rows}
         click.echo(inert_json(json.dumps(document, indent=2)))
         return 0
-    click.echo(f"{found}: owner {project.owner or 'default'}, {len(rows)} environment(s)")
+    click.echo(f"{project.path}: owner {project.owner or 'default'}, {len(rows)} environment(s)")
     for row in rows:
         auth = [
             f"{key} {row[key]}"

@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from reconciler.cli.options import Seconds, connection_options, format_option, owner_option
+from reconciler.cli.options import (
+    Seconds,
+    connection_options,
+    format_option,
+    owner_option,
+    required_project,
+)
 from reconciler.console.terminal import TerminalConsole
 
 if TYPE_CHECKING:
@@ -81,13 +87,9 @@ def failover(
     from reconciler.execution.failover import fail_over, failover_request
     from reconciler.execution.stages import PlanRequest
     from reconciler.model.values import inert_json
-    from reconciler.specs.project import find_project, load_project
 
     ctx = click.get_current_context()
-    found = project_file or find_project()
-    if found is None:
-        raise click.UsageError("failover needs a project file: reconcile.yaml or --project")
-    project = load_project(found)
+    project = required_project(project_file, "failover needs a project file")
     requests = [
         PlanRequest.for_target(
             project_target(ctx, project, paths=(), conn=conn, owner=owner, env_name=name)

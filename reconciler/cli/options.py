@@ -390,6 +390,17 @@ def _unread_policies(ctx: click.Context) -> None:
     click.echo(printable(message), err=True)
 
 
+def required_project(project_file: Path | None, why: str) -> Project:
+    """The project file given (``--project``) or found here; a usage error saying ``why``
+    one is needed when there is none (the one rule of every command that needs one)."""
+    from reconciler.specs.project import find_project, load_project
+
+    found = project_file or find_project()
+    if found is None:
+        raise click.UsageError(f"{why}: reconcile.yaml here, or --project FILE")
+    return load_project(found)
+
+
 def project_owner(ctx: click.Context, project: Project, owner: str) -> str:
     """The run's owner with a project file: the project's own (an ``--owner`` given on
     the command line that contradicts it is an error), else ``owner``."""

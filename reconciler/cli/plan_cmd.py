@@ -19,6 +19,7 @@ from reconciler.cli.options import (
     policy_option,
     project_options,
     project_target,
+    required_project,
     resolve_target,
     strict_option,
     take_over_option,
@@ -192,14 +193,10 @@ def _plan_all(
     from reconciler.execution import stages
     from reconciler.execution.stages import PlanRequest
     from reconciler.render.text import summary_line
-    from reconciler.specs.project import find_project, load_project
 
     if paths or env_name:
         raise click.UsageError("--all-envs plans every environment: no PATHS and no --env")
-    found = project_file or find_project()
-    if found is None:
-        raise click.UsageError("--all-envs needs a project file: reconcile.yaml or --project")
-    project = load_project(found)
+    project = required_project(project_file, "--all-envs needs a project file")
     requests = [
         PlanRequest.for_target(
             project_target(ctx, project, paths=(), conn=conn, owner=owner, env_name=name),

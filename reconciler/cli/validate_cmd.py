@@ -12,6 +12,7 @@ from reconciler.cli.options import (
     format_option,
     policy_option,
     project_file_option,
+    required_project,
     strict_option,
 )
 from reconciler.console.terminal import TerminalConsole
@@ -149,12 +150,8 @@ def _validate_project(
     problem of every environment is reported in one run (no variable is read, no server
     asked)."""
     from reconciler.specs.policy import load_policy
-    from reconciler.specs.project import find_project, load_project
 
-    found = project_file or find_project()
-    if found is None:
-        raise click.UsageError("give spec PATHS (or run where a reconcile.yaml is)")
-    project = load_project(found)
+    project = required_project(project_file, "give spec PATHS, or run where a project file is")
     problems: list[Problem] = []
     results: dict[str, int] = {}
     rules = 0
@@ -172,7 +169,7 @@ def _validate_project(
     if problems:
         raise SpecError(problems)
     if fmt == "json":
-        document = {"valid": True, "project": str(found), "environments": results}
+        document = {"valid": True, "project": str(project.path), "environments": results}
         document["policy_rules"] = rules
         click.echo(inert_json(json.dumps(document)))
         return
