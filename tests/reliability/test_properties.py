@@ -33,7 +33,7 @@ from reconciler.planning.plan import build_plan
 from reconciler.specs.document import Document
 from reconciler.specs.loader import load_documents
 from reconciler.specs.units import to_human
-from reconciler.specs.validate import validate_documents
+from reconciler.specs.validate import load_specs, validate_documents
 
 # The ``figures`` fixture only counts examples, so sharing it across them is intended.
 SHARED = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
@@ -123,7 +123,7 @@ def test_export_then_plan_is_empty_for_random_resource_sets(
             exported = export_state(await client.fetch_live())
             for item in exported:
                 (folder / item.name).write_text(yaml.safe_dump_all(list(item.documents)))
-            specs = run.load_specs([folder])
+            specs = load_specs([folder])
             plan = await run.plan_with(client, specs)
             for name in live.streams:
                 await client.delete_stream(name)
