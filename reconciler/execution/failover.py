@@ -144,20 +144,24 @@ def _selected(request: FailoverRequest, say: Say) -> list[Pair]:
 async def _origin_client(
     request: FailoverRequest, say: Say
 ) -> AsyncIterator[tuple[JetStreamClient | None, str]]:
-    """The origin's client, or (unplanned only) None and why it could not be reached."""
-    try:
-        async with open_client(request.origin.options, on_notice=say) as client:
+    """The origin's client, or (unplanned only) None and why it could not be reached.
+    Only opening it and its first read are the origin's errors: a refusal while it is
+    open is the run's own, as it is."""
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            client = await stack.enter_async_context(
+                open_client(request.origin.options, on_notice=say)
+            )
             await client.server_info()
-            yield client, ""
+        except ReconcileError as err:
+            if not request.unplanned or request.rollback:
+                raise ReconcileError(
+                    f"the origin ({request.origin.env}) cannot be read: {err}; a failover "
+                    "without it is an unplanned one (--unplanned), which may lose writes"
+                ) from err
+            yield None, str(err)
             return
-    except ReconcileError as err:
-        if not request.unplanned or request.rollback:
-            raise ReconcileError(
-                f"the origin ({request.origin.env}) cannot be read: {err}; a failover "
-                "without it is an unplanned one (--unplanned), which may lose writes"
-            ) from err
-        reason = str(err)
-    yield None, reason
+        yield client, ""
 
 
 async def fail_over(
