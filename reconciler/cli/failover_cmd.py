@@ -16,6 +16,7 @@ from reconciler.cli.options import (
     connection_options,
     format_option,
     owner_option,
+    policy_option,
     required_project,
 )
 from reconciler.console.terminal import TerminalConsole
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
     help="How long to wait for each server's apply lock.",
 )
 @click.option("--yes", "-y", "auto_approve", is_flag=True, help="Fail over without asking.")
+@policy_option
 @owner_option
 @connection_options
 def failover(
@@ -78,10 +80,14 @@ def failover(
     fmt: str,
     lock_timeout: float,
     auto_approve: bool,
+    policies: tuple[Path, ...],
     owner: str,
     **conn: Any,
 ) -> int:
-    """Fail the standby pairs of --from over to --to: fence, wait, promote, consumers, verify."""
+    """Fail the standby pairs of --from over to --to: fence, wait, promote, consumers, verify.
+
+    Judged as apply judges a plan before it asks: each environment's lifecycle (mode
+    observe refuses) and policies (its project ones, then --policy; a deny exits 3)."""
     from reconciler.cli.options import project_target
     from reconciler.cli.plan_cmd import asks_for_yes
     from reconciler.execution.failover import fail_over, failover_request
@@ -92,7 +98,8 @@ def failover(
     project = required_project(project_file, "failover needs a project file")
     requests = [
         PlanRequest.for_target(
-            project_target(ctx, project, paths=(), conn=conn, owner=owner, env_name=name)
+            project_target(ctx, project, paths=(), conn=conn, owner=owner, env_name=name),
+            policies=policies,
         )
         for name in (origin, standby)
     ]

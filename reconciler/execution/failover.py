@@ -1,7 +1,9 @@
 """``reconcile failover``: the standby of each pair takes over its primary's writes.
 
-Per pair (docs/dr.md; the server facts in docs/jetstream-notes.md), under the apply lock
-of both servers:
+Before it asks and before anything changes, its server changes are judged as apply's
+plan steps (:mod:`reconciler.execution.failover_rules`: each side's policies, the
+lifecycle's ``mode: observe``, the shared verdict). Then per pair (docs/dr.md; the server
+facts in docs/jetstream-notes.md), under the apply lock of both servers:
 
 1. **fence** the origin: its subjects become one nobody publishes to
    (``model.standby.fence_subject``), so no write is acknowledged there any more; its
@@ -37,6 +39,7 @@ from typing import Any
 
 from reconciler.errors import ReconcileError, RefusedPlan
 from reconciler.execution import lock
+from reconciler.execution.failover_rules import judged
 from reconciler.execution.failover_steps import PairSteps
 from reconciler.execution.lock import Fence
 from reconciler.execution.pair_reads import (
@@ -144,20 +147,24 @@ def _selected(request: FailoverRequest, say: Say) -> list[Pair]:
 async def _origin_client(
     request: FailoverRequest, say: Say
 ) -> AsyncIterator[tuple[JetStreamClient | None, str]]:
-    """The origin's client, or (unplanned only) None and why it could not be reached."""
-    try:
-        async with open_client(request.origin.options, on_notice=say) as client:
+    """The origin's client, or (unplanned only) None and why it could not be reached.
+    Only opening it and its first read are the origin's errors: a refusal while it is
+    open is the run's own, as it is."""
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            client = await stack.enter_async_context(
+                open_client(request.origin.options, on_notice=say)
+            )
             await client.server_info()
-            yield client, ""
+        except ReconcileError as err:
+            if not request.unplanned or request.rollback:
+                raise ReconcileError(
+                    f"the origin ({request.origin.env}) cannot be read: {err}; a failover "
+                    "without it is an unplanned one (--unplanned), which may lose writes"
+                ) from err
+            yield None, str(err)
             return
-    except ReconcileError as err:
-        if not request.unplanned or request.rollback:
-            raise ReconcileError(
-                f"the origin ({request.origin.env}) cannot be read: {err}; a failover "
-                "without it is an unplanned one (--unplanned), which may lose writes"
-            ) from err
-        reason = str(err)
-    yield None, reason
+        yield client, ""
 
 
 async def fail_over(
@@ -198,6 +205,7 @@ async def fail_over(
             on_plan(the_plan)
         if request.check or not the_plan.has_changes:
             return FailoverResult(the_plan)
+        await judged(the_plan, request, origin, standby)  # refuses before anything changes
         if confirm is not None:
             if not await confirm(the_plan):
                 return FailoverResult(the_plan, cancelled=True)

@@ -1,0 +1,205 @@
+"""The failover's server changes as apply's :class:`~reconciler.planning.steps.Plan`
+steps, judged as apply judges a plan (docs/dr.md#rules), before it asks and before
+anything changes:
+
+- each environment's lifecycle, merged with the stream's and its consumers' (safety
+  wins): ``mode: observe`` on either side refuses the pair (never written);
+  ``prevent_destroy`` does not: fencing keeps every message and consumer of the origin
+  and a rollback gives its subjects back, promoting keeps the mirror's messages (no step
+  here deletes anything, so the verdict finds nothing to prevent);
+- the policy files of each environment (the project's ``policies:``, then ``--policy``),
+  evaluated on that environment's steps: the origin's plan (an ``Update`` of each stream:
+  its subjects become the fence subject, or, in a rollback, its own again) and the
+  standby's (an ``Update`` of each mirror: ``mirror`` dropped, the subjects given; a
+  ``Create`` of each consumer);
+- the shared verdict (``execution.apply.check_allowed``): a deny exits 3;
+- the standby account's room for what it creates (``capacity_checks.with_capacity``, as
+  apply and restore check it): a ``SpecError`` when it has none.
+
+Reads only; the live configs are read again here, as the steps will find them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from reconciler.errors import RefusalKind, RefusedPlan
+from reconciler.execution.apply import check_allowed
+from reconciler.execution.capacity_checks import with_capacity
+from reconciler.execution.pair_reads import PairState, _info
+from reconciler.jetstream import JetStreamClient
+from reconciler.model.normalize import desired_config
+from reconciler.model.standby import fence_subject, promoted_config
+from reconciler.model.state import LiveState, ServerInfo
+from reconciler.model.values import printable
+from reconciler.planning.policy import evaluate as evaluate_policy
+from reconciler.planning.steps import Create, Plan, Step, Update
+from reconciler.specs.lifecycle import Lifecycle
+from reconciler.specs.policy import load_policy
+from reconciler.specs.spec import Spec
+
+if TYPE_CHECKING:
+    from reconciler.execution.failover import FailoverPlan, FailoverRequest
+    from reconciler.execution.requests import PlanRequest
+
+__all__ = ["SidePlans", "judged"]
+
+
+@dataclass(frozen=True)
+class SidePlans:
+    """The failover's steps on each server, as apply's plans, with the policy findings."""
+
+    origin: Plan
+    standby: Plan
+
+
+async def judged(
+    the_plan: FailoverPlan,
+    request: FailoverRequest,
+    origin: JetStreamClient | None,
+    standby: JetStreamClient,
+) -> SidePlans:
+    """The failover's steps on both servers, refused (:class:`RefusedPlan`) when a
+    lifecycle observes a resource they write, a policy denies them (exit 3) or the
+    shared verdict refuses them otherwise; nothing is changed here."""
+    _refuse_observed(the_plan, request)
+    origin_server = await origin.server_info() if origin is not None else ServerInfo("", 0)
+    standby_server = await standby.server_info()
+    origin_steps: list[Step] = []
+    standby_steps: list[Step] = []
+    origin_live: dict[str, Mapping[str, Any]] = {}
+    standby_live: dict[str, Mapping[str, Any]] = {}
+    specs: list[Spec] = []
+    for state in the_plan.states:
+        if not the_plan.actions(state):
+            continue
+        pair = state.pair
+        specs += [pair.stream, *pair.consumers]
+        live = await _info(origin, state.name)
+        if live is not None:
+            config = dict(live.get("config") or {})
+            origin_live[state.name] = config
+            step = _origin_step(state, config, the_plan)
+            if step is not None:
+                origin_steps.append(step)
+        if the_plan.rollback:
+            continue
+        mirror = await _info(standby, state.name)
+        if mirror is None:
+            continue
+        config = dict(mirror.get("config") or {})
+        standby_live[state.name] = config
+        promoted = config
+        if not state.promoted:
+            promoted = promoted_config(config, state.subjects)
+            standby_steps.append(
+                Update(
+                    ref=pair.stream.ref,
+                    config=promoted,
+                    live=config,
+                    source=pair.stream.source,
+                    reasons=("failover: promote the mirror (`mirror` dropped, subjects given)",),
+                )
+            )
+        for spec in pair.consumers:
+            if spec.name not in state.consumers_missing:
+                continue
+            made = desired_config(
+                spec, standby_server, stream_config=promoted, owner=request.standby.owner
+            )
+            standby_steps.append(
+                Create(
+                    ref=spec.ref,
+                    config=made,
+                    source=spec.source,
+                    reasons=("failover: created at the origin's ack floor + 1",),
+                )
+            )
+    sides = SidePlans(
+        await _evaluated(
+            Plan(origin_server, tuple(origin_steps)), request.origin, origin_live, specs
+        ),
+        await _evaluated(
+            Plan(standby_server, tuple(standby_steps)), request.standby, standby_live, specs
+        ),
+    )
+    for side in (sides.origin, sides.standby):
+        check_allowed(side, allow_replace=False)
+    if sides.standby.changes:  # the consumers it creates, counted as apply counts them
+        room = await with_capacity(
+            standby, sides.standby, await standby.fetch_live(), specs, lock_ahead=False
+        )
+        sides = replace(sides, standby=room)
+    return sides
+
+
+def _origin_step(state: PairState, live: Mapping[str, Any], the_plan: FailoverPlan) -> Step | None:
+    """The origin's update: fenced (its subjects -> the fence subject), or in a rollback
+    given its own subjects back; None when it changes nothing there."""
+    fenced = [fence_subject(state.name)]
+    if the_plan.rollback:
+        if not state.origin_fenced:
+            return None
+        subjects, why = state.subjects, "failover rollback: the origin's subjects given back"
+    else:
+        if state.origin_fenced or the_plan.unplanned:
+            return None
+        subjects, why = fenced, f"failover: fence the origin (subjects -> {fenced[0]})"
+    stream = state.pair.stream
+    return Update(
+        ref=stream.ref,
+        config={**live, "subjects": subjects},
+        live=live,
+        source=stream.source,
+        reasons=(why,),
+    )
+
+
+async def _evaluated(
+    plan: Plan, side: PlanRequest, live: Mapping[str, Mapping[str, Any]], specs: Sequence[Spec]
+) -> Plan:
+    """``plan`` with the policy findings of ``side``'s policy files (none: as it is)."""
+    policy = load_policy(side.policies)
+    if not policy or not plan.changes:
+        return plan
+    live_state = LiveState(server=plan.server, streams=dict(live))
+    findings = await evaluate_policy(policy, plan, specs, live_state, environment=side.env)
+    return replace(plan, policy=findings)
+
+
+def _refuse_observed(the_plan: FailoverPlan, request: FailoverRequest) -> None:
+    """An environment or a resource in lifecycle ``mode: observe`` is never written: a
+    pair whose failover would write one is refused, naming where it was declared."""
+    problems: list[str] = []
+    for state in the_plan.states:
+        if not the_plan.actions(state):
+            continue
+        pair = state.pair
+        sides: list[tuple[PlanRequest, Spec, str]] = []
+        # the origin is written by a fence (not yet fenced) or a rollback (fenced); never
+        # by an unplanned failover
+        if not the_plan.unplanned and state.origin_fenced == the_plan.rollback:
+            sides.append((request.origin, pair.stream, "its stream on the origin"))
+        if not the_plan.rollback:
+            if not state.promoted:
+                sides.append((request.standby, pair.stream, "its stream on the standby"))
+            sides += [
+                (request.standby, spec, f"its consumer {spec.name}")
+                for spec in pair.consumers
+                if spec.name in state.consumers_missing
+            ]
+        for side, spec, what in sides:
+            lifecycle: Lifecycle = spec.lifecycle.merged(side.lifecycle)
+            if lifecycle.observe:
+                problems.append(
+                    f"{state.name}: {what} ({side.env}) has lifecycle mode observe "
+                    f"({lifecycle.observed_at}): never written"
+                )
+    if problems:
+        raise RefusedPlan(
+            "refusing to fail over; nothing was changed:",
+            details=[printable(p) for p in dict.fromkeys(problems)],
+            kind=RefusalKind.PREVENTED,
+        )
