@@ -144,7 +144,7 @@ def backup_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> O
             out,
             Selection(declared=declared),
             commit=specs_commit(paths),
-            on_notice=runner.log,
+            observer=GitHubConsole(runner, inputs, "backup"),  # its notices, escaped
         )
     )
     manifest = result.manifest

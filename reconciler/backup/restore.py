@@ -82,7 +82,6 @@ class RestoreResult:
 @dataclass
 class _Events:
     observer: Observer = QUIET
-    on_progress: Callable[[str, int, bool], None] | None = None
     guard: Guard | None = None
     stop: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -118,7 +117,6 @@ async def restore(
     observer: Observer = QUIET,
     approved: bool = True,
     on_plan: Callable[[RestorePlan], None] | None = None,
-    on_progress: Callable[[str, int, bool], None] | None = None,
 ) -> RestoreResult:
     """Check the folder; under the apply lock plan, judge (apply's verdict), ask the
     ``observer`` when it :attr:`~Observer.asks` (else refuse without ``approved`` like
@@ -126,7 +124,7 @@ async def restore(
     result; a refusal raises before anything is changed."""
     started = time.monotonic()
     contents, selected = check_folder(root, flags.only)
-    events = _Events(observer, on_progress)
+    events = _Events(observer)
     async with (
         open_client(options, on_notice=observer.notice) as client,
         lock.for_apply(
@@ -243,8 +241,7 @@ async def _restore_one(
     def progress(size: int) -> None:
         nonlocal sent
         sent += size
-        if events.on_progress is not None:
-            events.on_progress(record.name, sent, False)
+        events.observer.progress(f"restored {record.name}", sent, None)
 
     def marked(config: Mapping[str, Any]) -> dict[str, Any]:
         return with_marker(config, step.marker)
@@ -261,8 +258,7 @@ async def _restore_one(
             chunks(folder.data, RESTORE_CHUNK),
             on_chunk=progress,
         )
-    if events.on_progress is not None:
-        events.on_progress(record.name, sent, True)
+    events.observer.progress(f"restored {record.name}", sent, sent)
     live = await live_stream(client, record.name)
     if live is None:
         return [f"{record.name}: not on the server after its restore"]

@@ -53,6 +53,7 @@ from reconciler.backup.memory import caught_up, drop_mirror, mirror_of
 from reconciler.backup.specs import spec_texts, write_specs
 from reconciler.errors import NotFound, ReconcileError
 from reconciler.execution.migrate import without_server_metadata
+from reconciler.execution.requests import QUIET, Observer
 from reconciler.identity import (
     BACKUP_PREFIX,
     ENTRY,
@@ -72,12 +73,6 @@ MAX_NAME_BYTES = 255
 PARALLEL = 4
 
 Notice = Callable[[str], None]
-#: (stream, bytes received so far for it, done)
-Progress = Callable[[str, int, bool], None]
-
-
-def _quiet(_: str) -> None:
-    return None
 
 
 @dataclass(frozen=True)
@@ -182,12 +177,13 @@ async def take_backup(
     commit: str | None = None,
     parallel: int = PARALLEL,
     chunk_size: int = SNAPSHOT_CHUNK,
-    on_notice: Notice = _quiet,
-    on_progress: Progress | None = None,
+    observer: Observer = QUIET,
 ) -> BackupResult:
     """Back up the selected streams into ``out``; the manifest is written last, and only
-    when every stream's snapshot is complete (else :class:`BackupError` lists them)."""
+    when every stream's snapshot is complete (else :class:`BackupError` lists them). The
+    ``observer`` hears the notices and each snapshot's :meth:`~Observer.progress`."""
     started = time.monotonic()
+    on_notice = observer.notice
     with claim(out) as held:
         async with open_client(options, on_notice=on_notice) as client:
             names, missing = await _chosen(client, selection, on_notice)
@@ -201,7 +197,7 @@ async def take_backup(
             async def one(name: str) -> StreamRecord | str | ReconcileError:
                 async with limit:
                     try:
-                        return await _backup_stream(client, out, name, chunk_size, on_progress)
+                        return await _backup_stream(client, out, name, chunk_size, observer)
                     except ReconcileError as err:
                         return err
 
@@ -280,7 +276,7 @@ async def _backup_stream(
     out: Path,
     name: str,
     chunk_size: int,
-    on_progress: Progress | None,
+    observer: Observer,
 ) -> StreamRecord | str:
     """One stream's snapshot and backup.json; a reason instead when it cannot be taken."""
     folder = stream_folder(out, name)
@@ -290,8 +286,8 @@ async def _backup_stream(
         return "deleted before its snapshot"
     try:
         if (info.get("config") or {}).get("storage") == "memory":
-            return await _backup_memory(client, out, name, info, chunk_size, on_progress)
-        return await _snapshot(client, folder, name, name, chunk_size, on_progress)
+            return await _backup_memory(client, out, name, info, chunk_size, observer)
+        return await _snapshot(client, folder, name, name, chunk_size, observer)
     except OSError as err:
         where = err.filename or folder.folder
         raise BackupError(f"cannot write into {where}: {err.strerror or err}") from None
@@ -303,7 +299,7 @@ async def _snapshot(
     name: str,
     source: str,
     chunk_size: int,
-    on_progress: Progress | None,
+    observer: Observer,
     memory: Mapping[str, Any] | None = None,
 ) -> StreamRecord:
     """The snapshot of ``source`` into ``name``'s folder, consumers' positions around it
@@ -318,8 +314,7 @@ async def _snapshot(
         nonlocal received
         data.write(chunk)
         received += len(chunk)
-        if on_progress is not None:
-            on_progress(name, received, False)
+        observer.progress(f"backed up {name}", received, None)
 
     try:
         snap = await snapshot_stream(
@@ -334,8 +329,7 @@ async def _snapshot(
     config = snap.config if memory is None else dict(memory)
     metadata = {"config": config, "state": snap.state}
     meta_digest, meta_size = write_json(folder.metadata, metadata)
-    if on_progress is not None:
-        on_progress(name, received, True)
+    observer.progress(f"backed up {name}", received, received)
     configs = {} if memory is None else await _consumer_configs(client, name)
     consumers = tuple(
         ConsumerRecord(
@@ -360,7 +354,7 @@ async def _backup_memory(
     name: str,
     info: Mapping[str, Any],
     chunk_size: int,
-    on_progress: Progress | None,
+    observer: Observer,
 ) -> StreamRecord:
     """A memory stream (nats-server cannot snapshot memory storage): a temporary FILE
     stream mirroring it (sequences, times and headers kept), caught up, snapshot, and
@@ -380,7 +374,7 @@ async def _backup_memory(
         await caught_up(client, mirror, name, goal)
         folder = stream_folder(out, name)
         config = without_server_metadata(info.get("config") or {})
-        return await _snapshot(client, folder, name, mirror, chunk_size, on_progress, config)
+        return await _snapshot(client, folder, name, mirror, chunk_size, observer, config)
     finally:
         with contextlib.suppress(ReconcileError):
             await client.delete_stream(mirror)

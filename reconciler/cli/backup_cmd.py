@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,62 +22,11 @@ if TYPE_CHECKING:
     from reconciler.backup.restore import RestorePlan, RestoreResult
     from reconciler.execution.stages import Target
 
-Progress = Callable[[str, int, bool], None]
-
 
 def _size(size: int) -> str:
     from reconciler.specs.units import approx_size
 
     return approx_size(size)
-
-
-@contextmanager
-def _progress(console: TerminalConsole, verb: str) -> Iterator[Progress]:
-    """Per stream: a bar on a terminal (bytes so far), a log line when it is done elsewhere."""
-    from reconciler.model.values import printable
-
-    started: dict[str, float] = {}
-    if not console.interactive:
-
-        def line(name: str, size: int, done: bool) -> None:
-            started.setdefault(name, time.monotonic())
-            if done:
-                seconds = time.monotonic() - started[name]
-                console.notice(f"{verb} {name}: {_size(size)} in {seconds:.2f} s")
-
-        yield line
-        return
-    from rich.console import Console as RichConsole
-    from rich.progress import DownloadColumn, Progress, TextColumn, TransferSpeedColumn
-
-    screen = RichConsole(stderr=True)
-    bar = Progress(
-        TextColumn("{task.description}"),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        console=screen,
-        transient=True,
-    )
-    tasks: dict[str, Any] = {}
-    shown = False
-
-    def show(name: str, size: int, done: bool) -> None:
-        nonlocal shown
-        if not shown:  # the plan and the question come first, on their own lines
-            bar.start()
-            shown = True
-        if name not in tasks:
-            tasks[name] = bar.add_task(printable(f"{verb} {name}"), total=None)
-        bar.update(tasks[name], completed=size)
-        if done:
-            bar.console.print(printable(f"{verb} {name}: {_size(size)}"), markup=False)
-            bar.remove_task(tasks.pop(name))
-
-    try:
-        yield show
-    finally:
-        if shown:
-            bar.stop()
 
 
 class _BackupGroup(click.Group):
@@ -182,7 +128,7 @@ def take(
         f"snapshots hold each stream's configuration and message expiry while they run; "
         f"at most {parallel} at once"
     )
-    with _progress(console, "backed up") as progress:
+    with console.transfers():
         result = asyncio.run(
             take_backup(
                 options,
@@ -190,8 +136,7 @@ def take(
                 selection,
                 commit=specs_commit(target_paths),
                 parallel=parallel,
-                on_notice=console.notice,
-                on_progress=progress,
+                observer=console,
             )
         )
     count = len(result.manifest.streams)
@@ -352,7 +297,7 @@ def restore(
     def show(plan: RestorePlan) -> None:
         click.echo(_plan_text(plan))
 
-    with _progress(console, "restored") as progress:
+    with console.transfers():
         result = asyncio.run(
             run_restore(
                 target.options,
@@ -362,7 +307,6 @@ def restore(
                 observer=console,
                 approved=auto_approve,
                 on_plan=show,
-                on_progress=progress,
             )
         )
     return _outcome(result)

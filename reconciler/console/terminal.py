@@ -164,6 +164,8 @@ class TerminalConsole(Console):
         self.asks = False  # the CLI sets it: a person at the terminal, no --yes
         self._bar: Any = None  # the progress display while an apply runs
         self._advance: StepSink | None = None  # the progress bar's sink, in steps()
+        self._transfers: dict[str, tuple[float, Any]] = {}  # what: (started, bar task)
+        self._transfer_bar: Any = None  # the bars of transfers(), once the first is shown
 
     def notice(self, message: str) -> None:
         message = shown(message)  # names, file names, the server's words: escaped
@@ -299,6 +301,58 @@ class TerminalConsole(Console):
             self._advance(event)
         else:
             super().step(event)
+
+    def progress(self, what: str, done: int, total: int | None) -> None:
+        """A bar per transfer on a terminal (bytes so far, inside :meth:`transfers`);
+        elsewhere one line when it finishes (``backed up ORDERS: 1.2 KiB in 0.03 s``);
+        nothing in JSON Lines."""
+        import time
+
+        from reconciler.specs.units import approx_size
+
+        if self.json_lines:
+            return
+        finished = total is not None and done >= total
+        started, task = self._transfers.setdefault(what, (time.monotonic(), None))
+        if not self.interactive:
+            if finished:
+                del self._transfers[what]
+                seconds = time.monotonic() - started
+                self.notice(f"{what}: {approx_size(done)} in {seconds:.2f} s")
+            return
+        bar = self._transfer_bar
+        if bar is None:  # the plan and the question come first, on their own lines
+            from rich.console import Console as RichConsole
+            from rich.progress import DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+            screen = RichConsole(stderr=True)
+            columns = (TextColumn("{task.description}"), DownloadColumn(), TransferSpeedColumn())
+            bar = Progress(*columns, console=screen, transient=True)
+            bar.start()
+            self._transfer_bar = bar
+            if self._bar is None:  # notices go above it
+                self._bar = bar
+        if task is None:
+            task = bar.add_task(printable(what), total=None)
+            self._transfers[what] = (started, task)
+        bar.update(task, completed=done)
+        if finished:
+            bar.console.print(printable(f"{what}: {approx_size(done)}"), markup=False)
+            bar.remove_task(task)
+            del self._transfers[what]
+
+    @contextmanager
+    def transfers(self) -> Iterator[None]:
+        """The span of :meth:`progress`'s bars: they are gone when it ends, however."""
+        try:
+            yield
+        finally:
+            bar, self._transfer_bar = self._transfer_bar, None
+            self._transfers.clear()
+            if bar is not None:
+                bar.stop()
+                if self._bar is bar:
+                    self._bar = None
 
     @contextmanager
     def steps(self) -> Iterator[StepSink]:

@@ -153,6 +153,11 @@ class Observer:
     def show_result(self, result: ApplyResult) -> None:
         """How an apply ended (the summary line)."""
 
+    def progress(self, what: str, done: int, total: int | None) -> None:
+        """Bytes moved so far by a transfer (a backup's snapshot, a restore): ``what``
+        names it (``backed up ORDERS``), ``total`` is None while the end is not known;
+        ``done == total`` says it finished (heard once per transfer)."""
+
 
 #: The listener that hears nothing (the name library callers and tests subclass).
 Quiet = Observer
