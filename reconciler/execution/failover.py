@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -212,6 +213,13 @@ async def fail_over(
         else:
             check_approved(request.approved, server, request.standby.options, "fail over")
         async with _locks(request, origin, standby, say) as fences:
+            # Read and judged again with both locks held, as apply plans again under its
+            # lock: a policy, a lifecycle or a stream changed while the question waited
+            # is seen before the first step.
+            states = await pair_states(selected, origin, standby, unread)
+            the_plan = dataclasses.replace(the_plan, states=tuple(states))
+            _check_plan(the_plan)
+            await judged(the_plan, request, origin, standby)
             return await _run(the_plan, request, origin, standby, fences, say)
 
 

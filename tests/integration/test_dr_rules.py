@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from cli_runner import reconcile
 from servers import NatsServer, run
+from terminal import QUESTION, Terminal
 from test_dr_failover import check_after, is_fenced, ready  # noqa: F401 (a fixture)
 from test_dr_standby import consumers, last_seq
 from test_lifecycle import _info, _publish
@@ -118,3 +119,20 @@ def test_a_failover_the_policies_allow_still_runs(
     done = reconcile(*FAILOVER, cwd=root)
     assert done.returncode == 0, done.stdout + done.stderr
     check_after(east, west, [], 50)
+
+
+def test_a_policy_added_while_the_question_waited_is_judged_under_the_locks(
+    ready: tuple[NatsServer, NatsServer, Path],  # noqa: F811
+) -> None:
+    """The failover is judged again once both locks are held, as apply plans again
+    under its lock: a deny committed while the question waited refuses it, nothing
+    changed on either side."""
+    east, west, root = ready
+    (root / "rules.yaml").write_text(HOLDS, encoding="utf-8")  # holds when asked
+    args = ("failover", "--from", "east", "--to", "west", "--policy", "rules.yaml")
+    term = Terminal(*args, cwd=root)
+    assert term.read_until(QUESTION), term.text
+    (root / "rules.yaml").write_text(KEEP_SUBJECTS, encoding="utf-8")  # a deny meanwhile
+    assert term.answer(b"yes\r") == 3, term.text
+    assert "east-keeps-subjects" in term.text
+    unchanged(east, west)
