@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -43,23 +42,26 @@ def test_ctrl_c_mid_restore_releases_the_lock_and_a_rerun_finishes(
         async with open_client(options(target)) as client:
             return await client.kv_entry(LOCK_BUCKET, "apply")
 
-    async def first_stream() -> None:
-        """Until the first stream is being restored (one connection, polled often)."""
+    async def interrupted_at_the_first_stream() -> Any:
+        """Start the restore with a connection already open, and freeze the server as
+        soon as the first stream exists (polled every few milliseconds): opening a
+        connection only then took longer, on a loaded machine, than the whole restore."""
         async with open_client(options(target)) as client:
+            started = _start(restore, tmp_path)
             while not [n for n in await client.stream_names() if n in BIG]:
-                assert process.poll() is None, process.communicate()
-                await asyncio.sleep(0.01)
+                assert started.poll() is None, started.communicate()
+                await asyncio.sleep(0.005)
+            # Frozen while Ctrl-C arrives, the server cannot let the restore finish first
+            # (three 16 MiB streams take well under a second on a quiet machine).
+            target.pause()
+            try:
+                os.kill(started.pid, signal.SIGINT)
+                await asyncio.sleep(0.5)
+            finally:
+                target.resume()
+            return started
 
-    process = _start(restore, tmp_path)
-    run(first_stream())
-    # Frozen while Ctrl-C arrives, the server cannot let the restore finish first (three
-    # 16 MiB streams take well under a second on a quiet machine).
-    target.pause()
-    try:
-        os.kill(process.pid, signal.SIGINT)
-        time.sleep(0.5)
-    finally:
-        target.resume()
+    process = run(interrupted_at_the_first_stream())
     _, err = process.communicate(timeout=60)
     assert process.returncode == 130, err
     assert "Traceback" not in err
