@@ -33,7 +33,7 @@ from reconciler.errors import (
     ServerError,
 )
 from reconciler.execution.migrate import migrate
-from reconciler.execution.recreate import create_afresh
+from reconciler.execution.recreate import create_afresh, create_stream
 from reconciler.execution.rollback import Made, Rollback, created_of, refused_for_room, roll_back
 from reconciler.execution.verdict import Allowances, describe, refuse, verdict
 from reconciler.identity import ResourceRef
@@ -367,7 +367,7 @@ async def _create(
 ) -> dict[str, Any]:
     if ref.kind == "Consumer":
         return await client.create_consumer(ref.stream_name, dict(config), action="create")
-    return await client.create_stream(dict(config))
+    return await create_stream(client, config)  # a 10049 asked again (recreate.py)
 
 
 async def _delete(client: JetStreamClient, ref: ResourceRef) -> None:

@@ -35,6 +35,24 @@ MAX_WAIT = 1.0
 STORE_NOT_CREATED = 10049
 
 
+async def create_stream(
+    client: JetStreamClient, config: Mapping[str, Any], *, patience: float | None = None
+) -> dict[str, Any]:
+    """STREAM.CREATE, a 10049 ("error creating store for stream": a deleted stream's
+    folder of that name still being removed, by this apply or anyone) asked again with a
+    growing wait for up to ``patience`` seconds; any other refusal at once."""
+    deadline = time.monotonic() + (LEFTOVER_SECONDS if patience is None else patience)
+    wait = FIRST_WAIT
+    while True:
+        try:
+            return await client.create_stream(dict(config))
+        except ServerError as err:
+            if err.err_code != STORE_NOT_CREATED or time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(wait)
+        wait = min(wait * 2, MAX_WAIT)
+
+
 async def create_afresh(
     client: JetStreamClient, config: Mapping[str, Any], *, patience: float | None = None
 ) -> dict[str, Any]:
@@ -45,29 +63,23 @@ async def create_afresh(
     """
     name = str(config["name"])
     if copies_when_created(config):
-        return await client.create_stream(dict(config))
+        return await create_stream(client, config, patience=patience)
     patience = LEFTOVER_SECONDS if patience is None else patience
     deadline = time.monotonic() + patience
     wait = FIRST_WAIT
     while True:
-        try:
-            info = await client.create_stream(dict(config))
-        except ServerError as err:
-            if err.err_code != STORE_NOT_CREATED or time.monotonic() > deadline:
-                raise
-            info = None
-        if info is not None:
-            state = StreamState.from_info(info)
-            if not holds_leftovers(config, state):
-                return info
-            with contextlib.suppress(NotFound):
-                await client.delete_stream(name)
-            if time.monotonic() > deadline:
-                raise LeftoverStream(
-                    f"stream {name} was deleted, but each time it was created again the "
-                    f"server brought back the deleted stream's files ({state.messages} "
-                    f"messages, up to sequence {state.last_seq}) for {patience:g}s; it is "
-                    "left deleted: apply again once the server has removed the old files"
-                )
+        info = await create_stream(client, config, patience=deadline - time.monotonic())
+        state = StreamState.from_info(info)
+        if not holds_leftovers(config, state):
+            return info
+        with contextlib.suppress(NotFound):
+            await client.delete_stream(name)
+        if time.monotonic() > deadline:
+            raise LeftoverStream(
+                f"stream {name} was deleted, but each time it was created again the "
+                f"server brought back the deleted stream's files ({state.messages} "
+                f"messages, up to sequence {state.last_seq}) for {patience:g}s; it is "
+                "left deleted: apply again once the server has removed the old files"
+            )
         await asyncio.sleep(wait)
         wait = min(wait * 2, MAX_WAIT)
