@@ -3,27 +3,21 @@ runs only after the job that shows its plan, behind an environment a reviewer ap
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from workflows import PINNED, read_workflow
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / "examples" / "workflows" / "failover.yml"
-PINNED = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
 
 
 @pytest.fixture(scope="module")
 def workflow() -> dict[Any, Any]:
-    data = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
-    assert isinstance(data, dict)
-    if True in data:  # YAML 1.1 reads the bare key `on` as True
-        data["on"] = data.pop(True)
-    return data
+    return read_workflow(WORKFLOW)
 
 
 def _runs(job: dict[Any, Any]) -> list[str]:
