@@ -32,6 +32,22 @@ from reconciler.specs.lifecycle import PROTECT_KEY
 pytestmark = pytest.mark.integration
 
 
+async def _work_off_b(url: str) -> None:
+    """A worker of jobs.b does its 5 jobs (acknowledged: the work queue deletes them)."""
+    import nats
+
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        sub = await js.pull_subscribe("jobs.b", durable="b-worker", stream="JOBS")
+        for message in await sub.fetch(5, timeout=5):
+            await message.ack_sync()
+        await sub.unsubscribe()
+        await js.delete_consumer("JOBS", "b-worker")
+    finally:
+        await nc.close()
+
+
 def test_a_forged_marker_never_brings_back_all_the_jobs_done_since_the_backup(
     clean_server: NatsServer, tmp_path: Path
 ) -> None:
@@ -63,7 +79,6 @@ def test_a_forged_marker_never_brings_back_jobs_done_between_the_first_and_last(
     messages, untouched). With this backup's marker forged, a restore with no flag took
     the stream for its own leftover and brought the 5 done jobs back; a leftover never
     has more gaps between its first and last message than the backup has: refused."""
-    import nats
 
     url = clean_server.url
     specs = _apply(clean_server, tmp_path, WORKQUEUE)
@@ -71,19 +86,7 @@ def test_a_forged_marker_never_brings_back_jobs_done_between_the_first_and_last(
         run(_publish(url, "jobs.a" if index % 2 == 0 else "jobs.b", 1))
     out = _backup(clean_server, tmp_path, specs)
 
-    async def work_off_b() -> None:
-        nc = await nats.connect(url)
-        try:
-            js = nc.jetstream()
-            sub = await js.pull_subscribe("jobs.b", durable="b-worker", stream="JOBS")
-            for message in await sub.fetch(5, timeout=5):
-                await message.ack_sync()
-            await sub.unsubscribe()
-            await js.delete_consumer("JOBS", "b-worker")
-        finally:
-            await nc.close()
-
-    run(work_off_b())
+    run(_work_off_b(url))
     assert _state(url, "JOBS") == (6, 11)
     _forge_marker(url, "JOBS", _marker(out, "JOBS"))
 
@@ -102,7 +105,6 @@ def test_a_forged_marker_never_brings_back_the_last_jobs_done_since_the_backup(
     missing ones are gaps a first part never has: with this backup's marker forged,
     refused, 5 jobs kept. A guard: main refused it too (no message at the last
     sequence); the gap rule now refuses it before any message is read."""
-    import nats
 
     url = clean_server.url
     specs = _apply(clean_server, tmp_path, WORKQUEUE)
@@ -110,19 +112,7 @@ def test_a_forged_marker_never_brings_back_the_last_jobs_done_since_the_backup(
     run(_publish(url, "jobs.b", 5))
     out = _backup(clean_server, tmp_path, specs)
 
-    async def work_off_b() -> None:
-        nc = await nats.connect(url)
-        try:
-            js = nc.jetstream()
-            sub = await js.pull_subscribe("jobs.b", durable="b-worker", stream="JOBS")
-            for message in await sub.fetch(5, timeout=5):
-                await message.ack_sync()
-            await sub.unsubscribe()
-            await js.delete_consumer("JOBS", "b-worker")
-        finally:
-            await nc.close()
-
-    run(work_off_b())
+    run(_work_off_b(url))
     assert _state(url, "JOBS") == (5, 10)
     _forge_marker(url, "JOBS", _marker(out, "JOBS"))
     refused = _restore(out, clean_server)
