@@ -6,7 +6,6 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import nats
 import pytest
 from servers import Cluster, NatsServer, run
 
@@ -38,29 +37,25 @@ async def create_many(client: JetStreamClient, configs: list[dict[str, Any]]) ->
     await asyncio.gather(*(create(c) for c in configs))
 
 
-async def watched(url: str, subjects: str, work: Callable[[], Awaitable[Any]]) -> Any:
-    """``work()``'s result and the subjects of the requests on ``subjects`` seen meanwhile
-    by a second connection, in the order the server routed them."""
-    watcher = await nats.connect(url)
+async def sent(
+    client: JetStreamClient, work: Callable[[], Awaitable[Any]]
+) -> tuple[Any, list[str]]:
+    """``work()``'s result and the subjects of the requests ``client`` sent to the server
+    meanwhile, in the order it sent them. (Recorded at the connection: a second
+    connection subscribed to the API subjects missed a request now and then on a loaded
+    machine, although its subscription had been flushed first.)"""
     seen: list[str] = []
+    send = client.nc.request
 
-    async def note(msg: Any) -> None:
-        seen.append(msg.subject)
+    async def recording(subject: str, *args: Any, **kwargs: Any) -> Any:
+        seen.append(subject)
+        return await send(subject, *args, **kwargs)
 
-    await watcher.subscribe(subjects, cb=note)
-    await watcher.flush()
-    result = await work()
-    # Every request was routed to the watcher before its reply left the server; on a
-    # loaded machine its callback may still be queued: wait (bounded) for the first, then
-    # a round trip more, so a count is never read before the messages are.
-    for _ in range(100):
-        await watcher.flush()
-        if seen:
-            break
-        await asyncio.sleep(0.02)
-    await watcher.flush()
-    await watcher.drain()  # runs the callback for every message still pending
-    return result, seen
+    client.nc.request = recording  # type: ignore[method-assign]
+    try:
+        return await work(), seen
+    finally:
+        client.nc.request = send  # type: ignore[method-assign]
 
 
 def test_lists_page_past_the_page_size(clean_server: NatsServer) -> None:
@@ -93,7 +88,7 @@ def test_consumers_are_listed_while_the_stream_list_is_still_read(
                 await client.create_consumer(f"Q{i:03d}", config, action="create")
 
         await asyncio.gather(*(add(i) for i in range(600)))
-        return await watched(clean_server.url, "$JS.API.>", client.fetch_live)
+        return await sent(client, client.fetch_live)
 
     live, seen = with_client(clean_server.url, body)
     assert len(live.streams) == 600 and len(live.consumers) == 600
@@ -136,7 +131,7 @@ def test_callers_asking_for_the_server_info_at_once_share_one_request(
             answers = await asyncio.gather(*(client.server_info() for _ in range(5)))
             return [*answers, await client.server_info()]
 
-        return await watched(clean_server.url, "$JS.API.INFO", ask)
+        return await sent(client, ask)
 
     answers, seen = with_client(clean_server.url, body)
     assert seen == ["$JS.API.INFO"]
