@@ -101,7 +101,9 @@ def test_reconcile_server_runs_in_the_foreground_until_interrupted(tmp_path: Pat
         assert banner.startswith("embedded nats-server ") and "nats://127.0.0.1:" in banner
         pid = json.loads((store / "embedded.json").read_text())["pid"]
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=30) == 0
+        # Bounded generously: once in a CI run it had not exited after 30 s (not reproduced
+        # here: 0.5-0.8 s in 15 runs under load); the server's shutdown syncs its store.
+        assert process.wait(timeout=90) == 0
     finally:
         if process.poll() is None:
             process.kill()
@@ -123,5 +125,5 @@ def test_sigterm_also_stops_the_foreground_server(tmp_path: Path) -> None:
     assert "state in " + str(store) in process.stdout.readline()
     pid = json.loads((store / "embedded.json").read_text())["pid"]
     process.terminate()
-    assert process.wait(timeout=30) == 0
+    assert process.wait(timeout=90) == 0
     assert not _pid_alive(pid)
