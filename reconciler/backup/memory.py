@@ -64,7 +64,30 @@ async def drop_mirror(client: JetStreamClient, name: str, origin: str) -> None:
             f"stream {name} exists and is not a file mirror of {origin}: the temporary "
             "mirror cannot be made; delete or rename it"
         )
+    try:
+        kept = (await client.stream_info(origin)).get("state") or {}
+    except NotFound:
+        kept = {}
+    if not _only_copies(info.get("state") or {}, kept):
+        raise BackupError(
+            f"stream {name} mirrors {origin} and holds messages {origin} no longer has (an "
+            "archive, not a backup's leftover): the temporary mirror cannot be made; rename it"
+        )
     await client.delete_stream(name)
+
+
+def _only_copies(mirror: Mapping[str, Any], origin: Mapping[str, Any]) -> bool:
+    """Whether a copy holds nothing its origin lost: a killed backup's mirror copied the
+    origin a moment ago (a killed restore's stream, the backup), so every message it
+    holds is still there (an empty copy holds nothing). Anyone can make a stream under
+    the reserved name; one that kept what its origin dropped is someone's archive, and
+    deleting it would lose that."""
+    if not int(mirror.get("messages") or 0):
+        return True
+    if not int(origin.get("messages") or 0):
+        return False
+    first, last = int(mirror.get("first_seq") or 0), int(mirror.get("last_seq") or 0)
+    return int(origin.get("first_seq") or 0) <= first and last <= int(origin.get("last_seq") or 0)
 
 
 async def caught_up(
@@ -122,7 +145,8 @@ def restoring(record: StreamRecord) -> dict[str, Any]:
 
 async def _clear_temp(client: JetStreamClient, record: StreamRecord) -> None:
     """Delete the temporary stream an interrupted restore left (its config is the
-    snapshot's); anything else of that name is an error (never deleted)."""
+    snapshot's, and it holds no message outside the backup's sequences); anything else
+    of that name is an error (never deleted)."""
     name = backup_mirror(record.name)
     try:
         info = await client.stream_info(name)
@@ -130,7 +154,11 @@ async def _clear_temp(client: JetStreamClient, record: StreamRecord) -> None:
         return
     live = without_server_metadata(info.get("config") or {})
     expected = _temp_config(record)  # the server adds defaults: subjects, duplicate_window
-    if any(live.get(k) != v for k, v in expected.items()) or "mirror" in live:
+    if (
+        any(live.get(k) != v for k, v in expected.items())
+        or "mirror" in live
+        or not _only_copies(info.get("state") or {}, record.state)
+    ):
         raise BackupError(f"stream {name} exists and is not this restore's: delete or rename it")
     await client.delete_stream(name)
 

@@ -5,13 +5,14 @@ could not take."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cli_runner import reconcile
 from servers import NatsServer, run
-from test_lifecycle import _messages, _publish, _request
+from test_lifecycle import _edit, _messages, _publish, _request
 from test_restore_holes import _apply, _backup
 
 pytestmark = pytest.mark.integration
@@ -89,3 +90,58 @@ def test_all_says_which_stream_named_like_a_temporary_mirror_it_leaves_out(
     assert "RECONCILE_BACKUP_NOTES" in done.stderr and "not backed up" in done.stderr
     assert not (out / "RECONCILE_BACKUP_NOTES").exists()
     assert _messages(url, "RECONCILE_BACKUP_NOTES") == 3
+
+
+def _archive_of_ticks(url: str, *, keep: int | None) -> None:
+    """TICKS (memory, 12 messages) and a file mirror of it under the temporary name,
+    caught up; with ``keep``, TICKS then keeps only its last ``keep``."""
+    ticks = {"name": "TICKS", "subjects": ["ticks.>"], "storage": "memory"}
+    assert "error" not in run(_request(url, "$JS.API.STREAM.CREATE.TICKS", ticks))
+    archive = {"name": "RECONCILE_BACKUP_TICKS", "storage": "file", "mirror": {"name": "TICKS"}}
+    made = run(_request(url, "$JS.API.STREAM.CREATE.RECONCILE_BACKUP_TICKS", archive))
+    assert "error" not in made, made
+    run(_publish(url, "ticks.new", 12))
+    for _ in range(100):  # the mirror copies asynchronously
+        if _messages(url, "RECONCILE_BACKUP_TICKS") == 12:
+            break
+        run(asyncio.sleep(0.05))
+    if keep is not None:
+        _edit(url, "TICKS", max_msgs=keep)
+
+
+def test_a_killed_backups_temporary_mirror_is_cleared_and_the_backup_goes_on(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """What a backup killed mid-copy leaves: a file mirror of the memory stream holding
+    what the stream holds. The next backup deletes it, backs the stream up, and leaves
+    no temporary stream."""
+    url = clean_server.url
+    _archive_of_ticks(url, keep=None)
+    out = tmp_path / "backup"
+    done = reconcile(
+        "backup", "--all", "--stream", "TICKS", "--out", str(out), "--server", url, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    gone = run(_request(url, "$JS.API.STREAM.INFO.RECONCILE_BACKUP_TICKS"))
+    assert gone["error"]["err_code"] == 10059  # stream not found
+    assert _messages(url, "TICKS") == 12
+
+
+def test_a_users_archive_mirror_under_the_temporary_name_is_never_deleted(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A memory stream keeps its last 5 messages; a file stream mirroring it, named as a
+    backup's temporary mirror (``RECONCILE_BACKUP_TICKS``), is someone's archive of all
+    12. A backup took it for a killed backup's leftover (a file mirror of the stream) and
+    deleted it, and 7 messages were gone for good. Now refused, naming it; the archive
+    keeps its 12 messages and the memory stream its 5."""
+    url = clean_server.url
+    _archive_of_ticks(url, keep=5)
+    assert (_messages(url, "TICKS"), _messages(url, "RECONCILE_BACKUP_TICKS")) == (5, 12)
+    out = tmp_path / "backup"
+    done = reconcile(
+        "backup", "--all", "--stream", "TICKS", "--out", str(out), "--server", url, cwd=tmp_path
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "RECONCILE_BACKUP_TICKS" in done.stderr and "Traceback" not in done.stderr
+    assert (_messages(url, "TICKS"), _messages(url, "RECONCILE_BACKUP_TICKS")) == (5, 12)
