@@ -10,11 +10,12 @@ telling the user where to set one.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.errors import ConnectError
+from reconciler.errors import ConnectError, ReconcileError
 from reconciler.jetstream import ConnectionOptions
 from reconciler.jetstream.connection import url_secrets
 
@@ -104,3 +105,47 @@ def _coerce(field: str, value: Any) -> Any:
 def _camel(field: str) -> str:
     head, *rest = field.split("_")
     return head + "".join(part.title() for part in rest)
+
+
+#: How long a create, update or delete waits for another run's apply lock: the stack
+#: config ``jetstream:lockTimeout`` (seconds or a duration: ``30``, ``2m``), else
+#: ``RECONCILE_LOCK_TIMEOUT``, else the CLI's ``--lock-timeout`` default.
+LOCK_TIMEOUT_CONFIG = f"{CONFIG_NAMESPACE}:lockTimeout"
+LOCK_TIMEOUT_ENV = "RECONCILE_LOCK_TIMEOUT"
+
+
+def stack_lock_timeout(config: Any) -> str | None:
+    """The stack's ``jetstream:lockTimeout`` (or ``jetstream:lock_timeout``) as written."""
+    for key in (LOCK_TIMEOUT_CONFIG, f"{CONFIG_NAMESPACE}:lock_timeout"):
+        value = config.get(key)
+        if value not in (None, ""):
+            return str(value)
+    return None
+
+
+def lock_timeout(
+    written: str | None, default: float, environ: Mapping[str, str] | None = None
+) -> float:
+    """The lock wait in seconds from the stack config's text, else the environment's,
+    else ``default``. A value that is not a time of 0 or more is an error naming where
+    it was set (never a wait the user did not ask for)."""
+    env = os.environ if environ is None else environ
+    where, text = LOCK_TIMEOUT_CONFIG, written
+    if text is None and env.get(LOCK_TIMEOUT_ENV, "").strip():
+        where, text = LOCK_TIMEOUT_ENV, env[LOCK_TIMEOUT_ENV]
+    if text is None:
+        return default
+    from reconciler.specs.units import UnitError, parse_duration
+
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            seconds = parse_duration(text.strip()) / 1e9
+        except UnitError:
+            seconds = float("nan")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ReconcileError(
+            f"{where} must be a time of 0 or more (30, 2.5, 2m), not {text[:40]!r}"
+        )
+    return seconds

@@ -1,8 +1,10 @@
 """The provider's server work: one resource read, created, updated or deleted.
 
 Everything here goes through the pipeline's stages (``reconciler.execution.stages``),
-scoped to the one resource: read, plan (with every check ``reconcile apply`` makes),
-verdict, execute. Each function takes an open client; the provider opens one per call.
+scoped to the one resource: under the server's apply lock (``stages.locked``, the lock
+``reconcile apply``, a restore and the agent's heals take), read, plan (with every check
+``reconcile apply`` makes), verdict, execute. Each function takes an open client; the
+provider opens one per call.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ from reconciler.specs.spec import Spec
 #: The identity of a managed resource: enough to find it on a server. Its Pulumi id is
 #: ``ref.path``: the stream name, ``STREAM/CONSUMER``, or the bucket name.
 Target = ResourceRef
+
+#: How long a change waits for another run's apply lock, unless the stack says otherwise.
+LOCK_TIMEOUT = stages.LOCK_TIMEOUT
 
 #: How a Pulumi program allows what the executor refuses (an update that deletes stored
 #: messages, a delete of a stream holding some).
@@ -74,10 +79,13 @@ async def converge(
     migrate: bool = False,
     observer: Observer = QUIET,
     policies: Sequence[str] = (),
+    lock_timeout: float | None = stages.LOCK_TIMEOUT,
 ) -> Live:
     """Create or update the resource exactly as ``reconcile apply`` would, then read it.
 
-    The pipeline's stages, scoped to this resource: the read (its stream and consumers,
+    The pipeline's stages, scoped to this resource, all under the server's apply lock
+    (waiting up to ``lock_timeout`` seconds for another run's, then refused naming its
+    holder, nothing changed): the read (its stream and consumers,
     and the account's other streams listed, so capacity and subjects count them all),
     the plan with every check ``reconcile apply`` makes (fields and replicas the server
     supports, capacity, a migration's room and working consumers, policy), the verdict,
@@ -93,20 +101,21 @@ async def converge(
     (docs/migrate.md).
     """
     target = spec.ref
-    state = await read_around(client, target, observer)
-    request = request_for(migrate=migrate, policies=policies)
-    plan = await stages.plan(client, with_stream(spec), state, request, locked=True)
-    allowances = stages.Allowances(allow_data_loss=allow_data_loss, allow_with=ALLOW_WITH)
-    refusals = stages.verdict(plan, allowances)
-    if refusals and refusals[0].kind is RefusalKind.DATA_LOSS and not plan.lossy_updates:
-        raise RefusedPlan(
-            f"{spec.kind} {target.path} changed on the server in a way an update "
-            "cannot undo; run `pulumi refresh`, then `pulumi up` replaces it",
-            kind=RefusalKind.CHANGED,
-        ) from refusals[0]
-    stages.refuse(refusals)
-    await stages.execute(plan, client, observer=observer, allowances=allowances)
-    live = await observe(client, target)
+    async with stages.locked(client, timeout=lock_timeout, observer=observer) as held:
+        state = await read_around(client, target, observer)
+        request = request_for(migrate=migrate, policies=policies)
+        plan = await stages.plan(client, with_stream(spec), state, request, locked=True)
+        allowances = stages.Allowances(allow_data_loss=allow_data_loss, allow_with=ALLOW_WITH)
+        refusals = stages.verdict(plan, allowances)
+        if refusals and refusals[0].kind is RefusalKind.DATA_LOSS and not plan.lossy_updates:
+            raise RefusedPlan(
+                f"{spec.kind} {target.path} changed on the server in a way an update "
+                "cannot undo; run `pulumi refresh`, then `pulumi up` replaces it",
+                kind=RefusalKind.CHANGED,
+            ) from refusals[0]
+        stages.refuse(refusals)
+        await stages.execute(plan, client, observer=observer, allowances=allowances, held=held)
+        live = await observe(client, target)
     if live is None:
         observed = [note.reasons[0] for note in plan.observed if note.missing]  # lifecycle
         why = observed[0] if observed else "vanished right after apply"
@@ -147,8 +156,10 @@ async def destroy(
     allow_destroy: bool,
     observer: Observer = QUIET,
     policies: Sequence[str] = (),
+    lock_timeout: float | None = stages.LOCK_TIMEOUT,
 ) -> None:
-    """Delete the resource through the pipeline's stages: the planner's delete step
+    """Delete the resource through the pipeline's stages, under the server's apply lock
+    (as :func:`converge`): the planner's delete step
     (what ``reconcile plan --prune`` shows for it: the same loss, the same lifecycle
     protections), the verdict, the one executor. A step that deletes messages (a stream
     or bucket holding some, the last consumer of an interest stream holding some, a
@@ -157,15 +168,18 @@ async def destroy(
 
     A resource already gone is not an error: the goal state is reached.
     """
-    state = await read_around(client, target, observer)
-    plan = await stages.plan_removal(client, target, state, request_for(policies=policies))
-    if not plan.changes:
-        return  # gone: the goal state is reached
-    held = any(loss.messages for step in plan.changes for loss in step.losses)
-    allowances = stages.Allowances(allow_replace=allow_destroy or not held, allow_with=ALLOW_WITH)
-    stages.refuse(stages.verdict(plan, allowances))
-    try:
-        await stages.execute(plan, client, observer=observer, allowances=allowances)
-    except ApplyFailed:
-        if await observe(client, target) is not None:
-            raise  # gone meanwhile: the goal state is reached
+    async with stages.locked(client, timeout=lock_timeout, observer=observer) as held:
+        state = await read_around(client, target, observer)
+        plan = await stages.plan_removal(client, target, state, request_for(policies=policies))
+        if not plan.changes:
+            return  # gone: the goal state is reached
+        keeps = any(loss.messages for step in plan.changes for loss in step.losses)
+        allowances = stages.Allowances(
+            allow_replace=allow_destroy or not keeps, allow_with=ALLOW_WITH
+        )
+        stages.refuse(stages.verdict(plan, allowances))
+        try:
+            await stages.execute(plan, client, observer=observer, allowances=allowances, held=held)
+        except ApplyFailed:
+            if await observe(client, target) is not None:
+                raise  # gone meanwhile: the goal state is reached

@@ -6,6 +6,9 @@ Constraints of dynamic providers this class respects:
   ``__provider`` property and unpickled in the provider host, so it holds no connection:
   each method opens one with ``asyncio.run`` and closes it before returning.
 - Methods are synchronous; numbers arrive as floats (turned back into ints here).
+- Create, update and delete change the server under its apply lock (the lock
+  ``reconcile apply`` and a restore take), waiting ``jetstream:lockTimeout`` for another
+  run's. The host runs a program's resources in threads: they take it one at a time.
 - Credentials never reach outputs: outputs keep the spec fields, the server's live config
   and the connection without its secret fields. Read and Delete only see outputs, so they
   take credentials from the connection captured in the provider object (the resources of
@@ -16,6 +19,7 @@ Constraints of dynamic providers this class respects:
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
@@ -34,9 +38,11 @@ from pulumi.dynamic import (
 from pulumi_provider import operations
 from pulumi_provider.changes import compare, server_facts
 from pulumi_provider.connection import (
+    lock_timeout,
     public_connection,
     resolve_connection,
     stack_connection,
+    stack_lock_timeout,
     unknown_connection_fields,
 )
 from pulumi_provider.inputs import (
@@ -59,6 +65,11 @@ from reconciler.model.buckets import bucket_config
 
 T = TypeVar("T")
 
+#: Create, update and delete of this host's resources, one at a time: each holds the
+#: server's apply lock, and threads of one host waiting on each other's lease would each
+#: poll it (and spend their wait) instead of taking it as soon as it is free.
+_CHANGING = threading.Lock()
+
 
 class JetStreamProvider(ResourceProvider):
     """Manages streams, consumers, KeyValue and ObjectStore buckets on a NATS server."""
@@ -70,9 +81,11 @@ class JetStreamProvider(ResourceProvider):
         self.connection = connection  # captured for Read/Delete (outputs hold no secrets)
         self.policies = tuple(str(p) for p in policies)
         self._stack: dict[str, Any] = {}
+        self._lock_timeout: str | None = None
 
     def configure(self, req: ConfigureRequest) -> None:
         self._stack = stack_connection(req.config)
+        self._lock_timeout = stack_lock_timeout(req.config)
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         inputs = checked_inputs(news)
@@ -92,8 +105,13 @@ class JetStreamProvider(ResourceProvider):
         live = self._run(
             props,
             lambda client: operations.converge(
-                client, spec, observer=PULUMI, policies=self._policies
+                client,
+                spec,
+                observer=PULUMI,
+                policies=self._policies,
+                lock_timeout=self._lock_wait(),
             ),
+            changes=True,
         )
         return CreateResult(spec.ref.path, outputs(props, live))
 
@@ -117,7 +135,9 @@ class JetStreamProvider(ResourceProvider):
                 migrate=migrate,
                 observer=PULUMI,
                 policies=self._policies,
+                lock_timeout=self._lock_wait(),
             ),
+            changes=True,
         )
         return UpdateResult(outputs(news, live))
 
@@ -127,19 +147,41 @@ class JetStreamProvider(ResourceProvider):
         self._run(
             props,
             lambda client: operations.destroy(
-                client, target, allow_destroy=allow, observer=PULUMI, policies=self._policies
+                client,
+                target,
+                allow_destroy=allow,
+                observer=PULUMI,
+                policies=self._policies,
+                lock_timeout=self._lock_wait(),
             ),
+            changes=True,
         )
 
-    def _run(self, props: Mapping[str, Any], work: Callable[[JetStreamClient], Awaitable[T]]) -> T:
-        """Open a connection for this one call, do the work, close it."""
+    def _run(
+        self,
+        props: Mapping[str, Any],
+        work: Callable[[JetStreamClient], Awaitable[T]],
+        *,
+        changes: bool = False,
+    ) -> T:
+        """Open a connection for this one call, do the work, close it. ``changes``: the
+        work changes the server (one at a time in this host, :data:`_CHANGING`)."""
         options = resolve_connection(plain(props.get("connection")), self._captured(), self._stack)
 
         async def session() -> T:
             async with open_client(options, on_notice=PULUMI.notice) as client:
                 return await work(client)
 
-        return asyncio.run(session())
+        if not changes:
+            return asyncio.run(session())
+        with _CHANGING:
+            return asyncio.run(session())
+
+    def _lock_wait(self) -> float:
+        """Seconds a change waits for another run's apply lock (``jetstream:lockTimeout``,
+        else ``RECONCILE_LOCK_TIMEOUT``, else the CLI's default)."""
+        written = getattr(self, "_lock_timeout", None)  # pickled before it existed: None
+        return lock_timeout(written, operations.LOCK_TIMEOUT)
 
     @property
     def _policies(self) -> tuple[str, ...]:

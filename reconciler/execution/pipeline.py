@@ -11,6 +11,9 @@
   start, the interest counts of a loss, the KeyValue entries, the account's capacity,
   the policy rules. :func:`plan_removal` is the plan of one resource's delete (Pulumi's
   destroy): the step ``--prune`` would plan, with the same loss and protections.
+- :func:`locked`: the apply lock around whatever a door reads, plans, judges and
+  executes to change a server (the lease held and kept, the account's lineage kept);
+  it yields the :class:`Held` lock whose guard :func:`execute` verifies before each step.
 - :func:`execute`: the verdict (:mod:`reconciler.execution.verdict`), then the one
   executor (:mod:`reconciler.execution.apply`).
 """
@@ -19,15 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 from reconciler.errors import Problem, SpecError, UnsupportedField
-from reconciler.execution import memo_store
-from reconciler.execution.apply import ApplyResult, StepEvent, apply_plan
+from reconciler.execution import lineage, lock, memo_store
+from reconciler.execution.apply import ApplyResult, StepEvent, apply_plan, lease_lost
 from reconciler.execution.capacity_checks import with_capacity
 from reconciler.execution.interest_counts import with_interest_counts
 from reconciler.execution.migration_checks import check_workers
@@ -60,11 +64,13 @@ from reconciler.specs.validate import load_specs
 
 __all__ = [
     "EVERYTHING",
+    "Held",
     "Scope",
     "execute",
     "judged",
     "load",
     "loaded_while",
+    "locked",
     "plan",
     "plan_reading",
     "plan_removal",
@@ -425,6 +431,60 @@ async def check_room(client: JetStreamClient, the_plan: Plan, live: LiveState) -
         raise SpecError(problems)
 
 
+# --- lock -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Held:
+    """The apply lock as a run holds it (:func:`locked`): its ``fence``, None when the run
+    goes without the lock (``--no-lock``, a dry run)."""
+
+    fence: lock.Fence | None = None
+
+    @property
+    def guard(self) -> Callable[[], Awaitable[None]] | None:
+        """What the executor verifies before each step: the lease still ours."""
+        return None if self.fence is None else self.fence.verify
+
+    def ended(self, result: ApplyResult) -> ApplyResult:
+        """``result``, unless the lease was lost and the steps stopped for it: then the
+        ``ApplyFailed`` saying what was applied and what was not."""
+        if self.fence is not None and self.fence.lost and result.interrupted:
+            raise lease_lost(self.fence.lost, result.applied, result.skipped)
+        return result
+
+
+#: A run going without the lock.
+UNLOCKED = Held()
+
+
+@contextlib.asynccontextmanager
+async def locked(
+    client: JetStreamClient,
+    *,
+    timeout: float | None,
+    observer: Observer = QUIET,
+    stop: asyncio.Event | None = None,
+    on_lost: Callable[[], None] | None = None,
+    keep_lineage: bool = True,
+) -> AsyncIterator[Held]:
+    """The apply lock stage: everything a door does to change a server (its read, plan,
+    verdict and execute) runs inside, so two of them never interleave.
+
+    Waits up to ``timeout`` seconds for the lease (``LockError`` naming its holder
+    after that; ``None``: no lock), refreshes it while the block runs, releases it after.
+    ``observer`` hears the wait and a lost lease; ``on_lost`` is called then (the run
+    stops before its next step); a ``stop`` set while waiting ends the wait. With the
+    lease held, the account's lineage is kept (``keep_lineage``: a saved plan is bound to
+    it, :mod:`reconciler.execution.lineage`)."""
+    async with lock.for_apply(
+        client, timeout=timeout, on_notice=observer.notice, on_lost=on_lost, stop=stop
+    ) as fence:
+        if fence is not None and keep_lineage:  # kept from the account's first apply
+            await lineage.keep_for_apply(client, observer.notice)
+        yield Held(fence)
+
+
 # --- execute ----------------------------------------------------------------------------
 
 
@@ -434,16 +494,16 @@ async def execute(
     *,
     observer: Observer = QUIET,
     allowances: Allowances = NOTHING_ALLOWED,
-    guard: Callable[[], Awaitable[None]] | None = None,
+    held: Held = UNLOCKED,
     stop: asyncio.Event | None = None,
     dry_run: bool = False,
     concurrency: int = 16,
 ) -> ApplyResult:
-    """The verdict, then the one executor (each step reported to ``observer``; ``guard``:
-    the apply lock's fence, verified before each step)."""
+    """The verdict, then the one executor (each step reported to ``observer``; ``held``:
+    the apply lock from :func:`locked`, its lease verified before each step)."""
     refuse(verdict(the_plan, allowances))
     on_step: Callable[[StepEvent], None] = observer.step
-    return await apply_plan(
+    result = await apply_plan(
         the_plan,
         client,
         allow_replace=allowances.allow_replace,
@@ -452,5 +512,6 @@ async def execute(
         concurrency=concurrency,
         on_step=on_step,
         stop=stop,
-        guard=guard,
+        guard=held.guard,
     )
+    return held.ended(result)

@@ -18,13 +18,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from reconciler.errors import ReconcileError, RefusalKind, RefusedPlan
-from reconciler.execution import lineage, lock, pipeline
-from reconciler.execution.apply import (
-    ApplyResult,
-    apply_plan,
-    check_allowed,
-    lease_lost,
-)
+from reconciler.execution import pipeline
+from reconciler.execution.apply import ApplyResult
 from reconciler.execution.pair_reads import pairs_health
 from reconciler.execution.requests import QUIET, ApplyRequest, Observer, PlanRequest
 from reconciler.execution.saved_plans import (
@@ -35,6 +30,7 @@ from reconciler.execution.saved_plans import (
     saved_request,
     spec_digest,
 )
+from reconciler.execution.verdict import Allowances, refuse, verdict
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.model.state import LiveState, ServerInfo
 from reconciler.planning.plan import (
@@ -341,27 +337,24 @@ async def apply_for(
         async with (
             open_client(wanted.options, on_notice=observer.notice) as client,
             same_server(client, request.expected),
-            lock.for_apply(
+            pipeline.locked(
                 client,
                 timeout=None if request.dry_run else request.lock_timeout,
-                on_notice=observer.notice,
+                observer=observer,
                 on_lost=stop.set,
                 stop=stop,
-            ) as fence,
+            ) as held,
         ):
-            if fence is not None:  # the account's lineage, kept from its first apply
-                await lineage.keep_for_apply(client, observer.notice)
             the_plan = await pipeline.plan_reading(client, specs, wanted, locked=True)
             _say_server(the_plan, wanted.options, observer)
             observer.show_plan(the_plan)
             if request.expected is not None:
                 check_plan(request.expected, the_plan)  # the same steps on the same configs
+            allowances = Allowances(
+                allow_replace=request.allow_replace, allow_data_loss=request.allow_data_loss
+            )
             if observer.asks and the_plan.has_changes and not request.dry_run:
-                check_allowed(
-                    the_plan,
-                    allow_replace=request.allow_replace,
-                    allow_data_loss=request.allow_data_loss,
-                )
+                refuse(verdict(the_plan, allowances))
                 if not await _confirmed(observer.confirm, the_plan, stop):
                     interrupted = stop.is_set()  # Ctrl-C at the question
                     return ApplyResult(
@@ -371,20 +364,16 @@ async def apply_for(
             elif the_plan.has_changes and not request.dry_run:
                 check_policy(the_plan.policy)  # no approval lifts a deny: said first (exit 3)
                 check_approved(request.approved, the_plan.server, wanted.options, "apply")
-            result = await apply_plan(
+            return await pipeline.execute(
                 the_plan,
                 client,
-                allow_replace=request.allow_replace,
-                allow_data_loss=request.allow_data_loss,
+                observer=observer,
+                allowances=allowances,
+                held=held,
+                stop=stop,
                 dry_run=request.dry_run,
                 concurrency=request.concurrency,
-                on_step=observer.step,
-                stop=stop,
-                guard=None if fence is None else fence.verify,
             )
-            if fence is not None and fence.lost and result.interrupted:
-                raise lease_lost(fence.lost, result.applied, result.skipped)
-            return result
 
 
 async def plan(

@@ -11,7 +11,9 @@ scope   ─▶ read ─▶ live  ─┴▶ plan (every check that can refuse: on
 - the stages: :func:`load`, :func:`read` (a :class:`Scope`), :func:`plan`
   (:func:`plan_removal` for one resource's delete), :func:`verdict` (:class:`Allowances`
   in, :class:`RefusedPlan` values with a :class:`RefusalKind` out; :func:`refuse` raises
-  the first), :func:`execute`;
+  the first), :func:`locked` (the apply lock around a change: read, plan, verdict and
+  execute under it; it yields the :class:`Held` lock :func:`execute` verifies before
+  each step), :func:`execute`;
 - what a door builds: :class:`PlanRequest`, :class:`ApplyRequest`, :class:`Target`
   (:func:`environment_target`), and its listener, an :class:`Observer`;
 - the stages composed for a whole request (the CLI, the Action): :func:`plan_for`,
@@ -32,10 +34,12 @@ from reconciler.execution.apply import ApplyResult, StepEvent
 from reconciler.execution.environments import Target, environment_target
 from reconciler.execution.pipeline import (
     EVERYTHING,
+    Held,
     Scope,
     execute,
     load,
     loaded_while,
+    locked,
     plan,
     plan_removal,
     read,
@@ -53,14 +57,19 @@ from reconciler.execution.run import (
 )
 from reconciler.execution.verdict import Allowances, describe, refuse, verdict
 
+#: How long a door waits for another run's apply lock by default (``--lock-timeout``).
+LOCK_TIMEOUT = leases.DEFAULT_TIMEOUT
+
 __all__ = [
     "EVERYTHING",
+    "LOCK_TIMEOUT",
     "QUIET",
     "Allowances",
     "ApplyRequest",
     "ApplyResult",
     "EnvironmentPlan",
     "ExitStatus",
+    "Held",
     "Observer",
     "PlanRequest",
     "Quiet",
@@ -79,6 +88,7 @@ __all__ = [
     "leases",
     "load",
     "loaded_while",
+    "locked",
     "plan",
     "plan_environments",
     "plan_for",

@@ -325,9 +325,9 @@ def _pulumi_stream(name: str, **fields: Any) -> dict[str, Any]:
 
 
 def _cli_refusal(server: NatsServer, specs: Path, *flags: str) -> str:
-    """``reconcile apply`` of ``specs`` without the lock (Pulumi takes none): its stderr
-    after checking that it refused (exit 1) without a traceback."""
-    where = ("--server", server.url, *USER, "--yes", "--no-lock")
+    """``reconcile apply`` of ``specs`` under the apply lock (as Pulumi's changes): its
+    stderr after checking that it refused (exit 1) without a traceback."""
+    where = ("--server", server.url, *USER, "--yes")
     applied = reconcile("apply", str(specs), *where, *flags, cwd=specs.parent)
     assert applied.returncode == 1, applied.stdout + applied.stderr
     assert "Traceback" not in applied.stderr
@@ -338,15 +338,16 @@ def _cli_refusal(server: NatsServer, specs: Path, *flags: str) -> str:
 def test_pulumi_refuses_a_create_the_account_cannot_fit_as_the_cli_does(
     limit: str, server_factory: Callable[..., NatsServer], tmp_path: Path
 ) -> None:
-    """ORDERS (40 MiB, 25 messages) on an account of 64 MiB and 2 streams; a stream of
-    30 MiB (max_bytes), or a third stream (max_streams), does not fit. Pulumi's create
-    is refused by the same capacity check, with the same sentence, as ``reconcile
-    apply``; nothing is created and no message is lost."""
-    server = limited(server_factory, max_file=64 * MiB, max_mem=8 * MiB, max_streams=2)
+    """ORDERS (40 MiB, 25 messages) and the apply lock's bucket on an account of 64 MiB
+    and 3 streams; a stream of 30 MiB (max_bytes), or a fourth stream (max_streams),
+    does not fit. Pulumi's create (under the lock, as ``reconcile apply``) is refused by
+    the same capacity check, with the same sentence, as ``reconcile apply``; nothing is
+    created and no message is lost."""
+    server = limited(server_factory, max_file=64 * MiB, max_mem=8 * MiB, max_streams=3)
     first = write_specs(tmp_path / "first", stream_yaml("ORDERS", "40MiB"))
     if limit == "max_streams":
         (first / "more.yaml").write_text(stream_yaml("AUDIT", "1MiB"))
-    where = ("--server", server.url, *USER, "--yes", "--no-lock")
+    where = ("--server", server.url, *USER, "--yes")
     assert reconcile("apply", str(first), *where, cwd=tmp_path).returncode == 0
     asyncio.run(_capacity_publish(server, "orders.new", 25))
     before = census(server)
@@ -363,7 +364,7 @@ def test_pulumi_refuses_a_create_the_account_cannot_fit_as_the_cli_does(
     problems = refused.value.problems
     assert problems and all(p.message in said for p in problems)
     assert "Stream EXTRA" in problems[0].message
-    assert ("64.0 MiB" if limit == "max_bytes" else "the account allows 2") in said
+    assert ("64.0 MiB" if limit == "max_bytes" else "the account allows 3") in said
     assert census(server) == before  # nothing created, every message kept
 
 

@@ -7,7 +7,9 @@ way the Pulumi engine builds them (see tests/pulumi/pulumi_host.py).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from itertools import count
 from pathlib import Path
 from typing import Any
@@ -18,10 +20,13 @@ import pytest
 from pulumi.runtime.proto import provider_pb2
 from pulumi.runtime.rpc import UNKNOWN
 from pulumi_host import ProviderHost
-from servers import NatsServer, run
+from servers import NatsServer, options, run
 
 from pulumi_provider import JetStreamProvider
 from pulumi_provider.component import resource_spec
+from reconciler.execution import lock
+from reconciler.execution.lock import Holder, Lease
+from reconciler.jetstream import open_client
 from reconciler.specs.loader import load_documents
 from reconciler.specs.spec import MANAGED_KEY, MANAGED_VALUE
 from reconciler.specs.validate import validate_documents
@@ -542,3 +547,86 @@ def test_preview_with_an_unknown_name_is_a_replace(host: ProviderHost, server: N
     assert list(diff.replaces) == ["name"]
     unknown_field = host.diff(id_, outputs, stream_inputs(name, max_age=UNKNOWN))
     assert (unknown_field.changes, list(unknown_field.replaces)) == (DIFF_SOME, [])
+
+
+# --- the apply lock --------------------------------------------------------------------------
+
+#: Someone else's run holding the server's apply lock (another host: never taken over).
+MALLORY = Holder(owner="mallory", host="elsewhere.example", pid=4242, run="other-run")
+
+
+@pytest.fixture(scope="module")
+def impatient(nats_server: NatsServer) -> Iterator[ProviderHost]:
+    """A host whose stack waits one second for the apply lock (``jetstream:lockTimeout``)."""
+    provider_host = ProviderHost()
+    provider_host.configure({"jetstream:servers": nats_server.url, "jetstream:lockTimeout": "1"})
+    yield provider_host
+    provider_host.close()
+
+
+async def _take_lock(server: NatsServer) -> Lease:
+    async with open_client(options(server)) as client:
+        return await lock.acquire(client, MALLORY, timeout=0)
+
+
+async def _release_lock(server: NatsServer, lease: Lease) -> None:
+    async with open_client(options(server)) as client:
+        assert await lock.release(client, lease)
+
+
+def _stream_names(server: NatsServer) -> set[str]:
+    return set(api(server, "STREAM.NAMES").get("streams") or [])
+
+
+def test_a_change_waits_for_another_runs_apply_lock_then_fails_naming_it_and_changes_nothing(
+    impatient: ProviderHost, server: NatsServer
+) -> None:
+    kept, gone, made = unique("LOCKKEPT"), unique("LOCKGONE"), unique("LOCKMADE")
+    kept_id, _, kept_outputs = impatient.apply(stream_inputs(kept, max_age="1h"))
+    gone_id, _, gone_outputs = impatient.apply({**stream_inputs(gone), "allow_destroy": True})
+    run(_publish(server.url, f"{kept}.a", 3))
+    run(_publish(server.url, f"{gone}.a", 2))
+    lease = run(_take_lock(server))
+    before = _stream_names(server)
+    created, _ = impatient.check(stream_inputs(made))
+    updated, _ = impatient.check(stream_inputs(kept, max_age="2h"))
+    attempts = [
+        lambda: impatient.create(created),
+        lambda: impatient.update(kept_id, kept_outputs, updated),
+        lambda: impatient.delete(gone_id, gone_outputs),
+    ]
+    for attempt in attempts:
+        with pytest.raises(grpc.RpcError) as refused:
+            attempt()
+        details = str(refused.value.details())
+        assert "mallory on elsewhere.example (pid 4242)" in details
+    assert _stream_names(server) == before
+    kept_info = api(server, f"STREAM.INFO.{kept}")
+    assert kept_info["config"]["max_age"] == 3_600_000_000_000
+    assert kept_info["state"]["messages"] == 3
+    assert api(server, f"STREAM.INFO.{gone}")["state"]["messages"] == 2
+    run(_release_lock(server, lease))
+    for attempt in attempts:
+        attempt()
+    assert _stream_names(server) == before - {gone} | {made}
+    kept_info = api(server, f"STREAM.INFO.{kept}")
+    assert kept_info["config"]["max_age"] == 7_200_000_000_000
+    assert kept_info["state"]["messages"] == 3
+
+
+def test_a_change_waiting_for_the_apply_lock_goes_on_once_it_is_released(
+    host: ProviderHost, server: NatsServer
+) -> None:
+    name = unique("LOCKWAIT")
+    id_, _, outputs = host.apply(stream_inputs(name, max_age="1h"))
+    lease = run(_take_lock(server))
+    news, _ = host.check(stream_inputs(name, max_age="2h"))
+    with ThreadPoolExecutor(1) as pool:
+        update = pool.submit(host.update, id_, outputs, news)
+        time.sleep(1.5)  # the update is waiting (the CLI's 60 s) or not yet begun
+        assert not update.done()
+        assert api(server, f"STREAM.INFO.{name}")["config"]["max_age"] == 3_600_000_000_000
+        run(_release_lock(server, lease))
+        updated = update.result(timeout=60)
+    assert updated["live_config"]["max_age"] == 7_200_000_000_000
+    assert api(server, f"STREAM.INFO.{name}")["config"]["max_age"] == 7_200_000_000_000

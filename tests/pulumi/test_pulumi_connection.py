@@ -6,12 +6,14 @@ import pytest
 from pulumi.dynamic import Config
 
 from pulumi_provider.connection import (
+    lock_timeout,
     public_connection,
     resolve_connection,
     stack_connection,
+    stack_lock_timeout,
     unknown_connection_fields,
 )
-from reconciler.errors import ConnectError
+from reconciler.errors import ConnectError, ReconcileError
 
 
 def test_resource_input_wins_field_by_field_over_stack_config() -> None:
@@ -84,3 +86,21 @@ def test_misspelt_connection_fields_are_reported() -> None:
 def test_connection_options_never_show_the_password() -> None:
     options = resolve_connection({"servers": "nats://h:4222", "password": "pw-123"}, environ={})
     assert "pw-123" not in repr(options)
+
+
+def test_the_lock_wait_comes_from_the_stack_then_the_environment_then_the_cli_default() -> None:
+    environ = {"RECONCILE_LOCK_TIMEOUT": "2m"}
+    assert lock_timeout(stack_lock_timeout({"jetstream:lockTimeout": "5"}), 60.0, environ) == 5.0
+    assert lock_timeout(stack_lock_timeout({"jetstream:lock_timeout": "1.5"}), 60.0) == 1.5
+    assert lock_timeout(stack_lock_timeout({}), 60.0, environ) == 120.0
+    assert lock_timeout(None, 60.0, {}) == 60.0
+
+
+@pytest.mark.parametrize("written", ["-1", "soon", "nan", "inf"])
+def test_a_lock_wait_that_is_not_a_time_is_an_error_naming_where_it_was_set(
+    written: str,
+) -> None:
+    with pytest.raises(ReconcileError, match="jetstream:lockTimeout"):
+        lock_timeout(written, 60.0, {})
+    with pytest.raises(ReconcileError, match="RECONCILE_LOCK_TIMEOUT"):
+        lock_timeout(None, 60.0, {"RECONCILE_LOCK_TIMEOUT": written})
