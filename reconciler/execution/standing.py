@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from reconciler.execution import lock, pipeline
-from reconciler.execution.apply import ApplyResult, apply_plan, lease_lost
+from reconciler.execution.apply import ApplyResult
 from reconciler.execution.requests import Observer, PlanRequest
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.state import LiveState
@@ -117,9 +117,14 @@ async def heal_on(
     relay = asyncio.ensure_future(stop.wait())
     relay.add_done_callback(lambda _: halt.set())
     try:
-        async with lock.for_apply(
-            client, timeout=lock_timeout, on_notice=observer.notice, on_lost=halt.set, stop=stop
-        ) as fence:
+        async with pipeline.locked(
+            client,
+            timeout=lock_timeout,
+            observer=observer,
+            on_lost=halt.set,
+            stop=stop,
+            keep_lineage=False,
+        ) as held:
             wanted = True if still_wanted is None else await still_wanted()
             reading = asyncio.ensure_future(_read(client, only))
             the_plan = await pipeline.plan_reading(
@@ -128,15 +133,9 @@ async def heal_on(
             split = split_for_heal(the_plan)
             if not split.steps or not wanted or halt.is_set():
                 return Healed(the_plan, split, None)
-            result = await apply_plan(
-                split.safe,
-                client,
-                on_step=observer.step,
-                stop=halt,
-                guard=None if fence is None else fence.verify,
+            result = await pipeline.execute(
+                split.safe, client, observer=observer, held=held, stop=halt
             )
-            if fence is not None and fence.lost and result.interrupted:
-                raise lease_lost(fence.lost, result.applied, result.skipped)
             return Healed(the_plan, split, result)
     finally:
         relay.cancel()
