@@ -76,6 +76,12 @@ class RefusalKind(StrEnum):
     NOT_APPROVED = "not_approved"  # nobody approved the changes (no terminal, no --yes)
     CHANGED = "changed"  # the server changed since the plan was shown or saved
     SAVED_PLAN = "saved_plan"  # a saved plan is not what apply would run now
+    # a plan's own checks (FILE:LINE problems, on the plan as ``Plan.checks``):
+    INVALID = "invalid"  # the specs are invalid, or invalid against the live state
+    UNSUPPORTED = "unsupported"  # a field or a replica count the server does not support
+    ROOM = "room"  # the account has no room for a migration's copies
+    WORKING = "working"  # consumers work on a stream a migration would start
+    CAPACITY = "capacity"  # the account's (or server's) limits refuse part of the plan
 
 
 def changes_status(changed: bool, *, detailed: bool = True) -> ExitStatus:
@@ -141,15 +147,20 @@ class ReconcileError(Exception):
 
 
 class SpecError(ReconcileError):
-    """The spec files are invalid; ``problems`` lists every problem found."""
+    """The spec files are invalid; ``problems`` lists every problem found. ``kind``: which
+    of a plan's checks found them (a verdict's refusal), else ``INVALID``."""
 
-    def __init__(self, problems: list[Problem]) -> None:
+    kind: RefusalKind = RefusalKind.INVALID
+
+    def __init__(self, problems: list[Problem], *, kind: RefusalKind | None = None) -> None:
         self.problems = sorted(
             problems, key=lambda p: (p.location or Location("", 0), p.path, p.message)
         )
         first = str(self.problems[0]) if self.problems else "invalid spec"
         more = len(self.problems) - 1
         super().__init__(first + (f" (and {more} more)" if more > 0 else ""))
+        if kind is not None:
+            self.kind = kind
 
 
 class ConnectError(ReconcileError):
@@ -195,6 +206,8 @@ class PermissionDenied(ServerError):
 class UnsupportedField(ReconcileError):
     """A spec uses a field the connected server does not understand."""
 
+    kind = RefusalKind.UNSUPPORTED
+
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = problems
         super().__init__("; ".join(str(p) for p in problems))
@@ -229,6 +242,11 @@ class SavedPlanRefused(RefusedPlan):
     again is not the saved one (docs/saved-plans.md). Nothing was changed."""
 
     kind = RefusalKind.SAVED_PLAN
+
+
+#: What the verdict returns for each reason a plan is refused: a refused plan, or the
+#: problems one of the plan's checks found (FILE:LINE), each with its ``kind``.
+Refusal = RefusedPlan | SpecError | UnsupportedField
 
 
 @dataclass

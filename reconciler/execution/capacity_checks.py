@@ -5,8 +5,10 @@ limits); the server's own limits (``max_file_store``) and every account's reserv
 come from its ``/jsz`` where the connection names a way to read it (the monitoring
 endpoint, a system account user: ``jetstream.server_limits``), and are said to be
 unknown otherwise. :func:`reconciler.planning.capacity.assess` sums the plan against
-them. What the server would refuse raises one ``SpecError`` naming each resource and
-its spec's line, in ``plan`` as in ``apply``: nothing has been written then.
+them. What the server would refuse is a list of problems naming each resource and its
+spec's line (:func:`capacity_of`: the plan's ``Check``, raised by the verdict) or one
+``SpecError`` (:func:`with_capacity`), in ``plan`` as in ``apply``: nothing has been
+written then.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from reconciler.errors import SpecError
+from reconciler.errors import Problem, RefusalKind, SpecError
 from reconciler.execution.lock import LOCK_MAX_BYTES, bucket_config
 from reconciler.identity import LOCK_BUCKET, stream_of
 from reconciler.jetstream import JetStreamClient
@@ -39,15 +41,34 @@ async def with_capacity(
     drift report): then that is among the warnings. ``lock_ahead``: count the apply
     lock's bucket when the account has none yet (a plan; an apply has made it already,
     or runs without it)."""
+    the_plan, errors = await capacity_of(
+        client, the_plan, live, specs, refuse=refuse, lock_ahead=lock_ahead
+    )
+    if errors:
+        raise SpecError(errors, kind=RefusalKind.CAPACITY)
+    return the_plan
+
+
+async def capacity_of(
+    client: JetStreamClient,
+    the_plan: Plan,
+    live: LiveState,
+    specs: Sequence[Spec],
+    *,
+    refuse: bool = True,
+    lock_ahead: bool = True,
+) -> tuple[Plan, list[Problem]]:
+    """:func:`with_capacity` with what the account would refuse as values: the plan with
+    its totals and warnings, and the problems that refuse it (none when not ``refuse``:
+    then they are among the warnings)."""
     account = await client.account_info()
     own = _lock_bucket(live, account) if lock_ahead else {}
     server = await _server_room(client, live)
     found = assess(the_plan, live, account, specs, own=own, server=server)
-    if found.errors and refuse:
-        raise SpecError(list(found.errors))
+    errors = list(found.errors) if refuse else []
     told = tuple(
         replace(error, warning=True, message=f"{error.message} (plan and apply refuse it)")
-        for error in found.errors
+        for error in (() if refuse else found.errors)
     )
     lock = stream_of("KeyValue", LOCK_BUCKET)
     capacity = replace(
@@ -55,7 +76,7 @@ async def with_capacity(
         warnings=(*told, *found.capacity.warnings),
         lock=lock if lock in live.streams else None,
     )
-    return replace(the_plan, capacity=capacity)
+    return replace(the_plan, capacity=capacity), errors
 
 
 #: Why a cluster's server limits are not checked.

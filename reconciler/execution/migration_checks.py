@@ -11,17 +11,17 @@ rule itself is :func:`reconciler.model.migration.working`.
 
 from __future__ import annotations
 
-from reconciler.errors import Problem, SpecError
+from reconciler.errors import Problem
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.migration import ACKS_DELETE, working
 from reconciler.planning.steps import Migrate, Plan
 
-__all__ = ["check_workers"]
+__all__ = ["working_problems"]
 
 
-async def check_workers(client: JetStreamClient, the_plan: Plan) -> None:
-    """Refuse (naming them) to start migrating a ``workqueue`` or ``interest`` stream
-    while its consumers work; nothing is changed."""
+async def working_problems(client: JetStreamClient, the_plan: Plan) -> list[Problem]:
+    """Why (naming them) the plan may not start migrating a ``workqueue`` or ``interest``
+    stream: its consumers work (the plan's ``Check``, raised by the verdict)."""
     problems = []
     for step in the_plan.steps:
         retention = str(step.live.get("retention")) if isinstance(step, Migrate) else ""
@@ -31,8 +31,7 @@ async def check_workers(client: JetStreamClient, the_plan: Plan) -> None:
         busy = [(str(info.get("name")), why) for info in infos if (why := working(info))]
         if busy:
             problems.append(Problem(step.source, "retention", _refusal(step, retention, busy)))
-    if problems:
-        raise SpecError(problems)
+    return problems
 
 
 def _refusal(step: Migrate, retention: str, busy: list[tuple[str, str]]) -> str:

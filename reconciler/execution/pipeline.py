@@ -9,8 +9,10 @@
   check that needs the server (:func:`judged`): fields and replicas it supports, the
   room a migration's copies need, the consumers working on a stream a migration would
   start, the interest counts of a loss, the KeyValue entries, the account's capacity,
-  the policy rules. :func:`plan_removal` is the plan of one resource's delete (Pulumi's
-  destroy): the step ``--prune`` would plan, with the same loss and protections.
+  the policy rules. What a check finds that refuses the plan is a value on it
+  (``Plan.checks``, with a kind): the verdict raises it, never the plan stage.
+  :func:`plan_removal` is the plan of one resource's delete (Pulumi's destroy): the
+  step ``--prune`` would plan, with the same loss and protections.
 - :func:`locked`: the apply lock around whatever a door reads, plans, judges and
   executes to change a server (the lease held and kept, the account's lineage kept);
   it yields the :class:`Held` lock whose guard :func:`execute` verifies before each step.
@@ -29,12 +31,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from reconciler.errors import Problem, SpecError, UnsupportedField
+from reconciler.errors import Problem, RefusalKind
 from reconciler.execution import lineage, lock, memo_store
 from reconciler.execution.apply import ApplyResult, StepEvent, apply_plan, lease_lost
-from reconciler.execution.capacity_checks import with_capacity
+from reconciler.execution.capacity_checks import capacity_of
 from reconciler.execution.interest_counts import with_interest_counts
-from reconciler.execution.migration_checks import check_workers
+from reconciler.execution.migration_checks import working_problems
 from reconciler.execution.requests import QUIET, Observer, PlanRequest
 from reconciler.execution.verdict import NOTHING_ALLOWED, Allowances, refuse, verdict
 from reconciler.identity import ENTRY, ResourceRef, stream_of
@@ -55,7 +57,7 @@ from reconciler.planning.memo import Memo
 from reconciler.planning.plan import StreamPlan, build_plan, removal
 from reconciler.planning.policy import evaluate as evaluate_policy
 from reconciler.planning.standby import for_environment, guarded
-from reconciler.planning.steps import Migrate, Plan
+from reconciler.planning.steps import Check, Migrate, Plan
 from reconciler.specs.cache import cache_folder
 from reconciler.specs.policy import NO_POLICY, Policy, load_policy
 from reconciler.specs.spec import Spec
@@ -231,8 +233,6 @@ async def plan_reading(
     try:
         await asyncio.sleep(0)  # the read sends its first requests
         server = await client.server_info()  # the read's own request, shared
-        if problems := unsupported_fields(resources, server):
-            raise UnsupportedField(problems)
         folder = cache_folder()
         memo = memo_store.load(folder, server, request.owner)
         streams: list[str] = []
@@ -263,12 +263,6 @@ async def plan_reading(
     return hide_notes(the_plan, request.ignore)  # notes only: never a step
 
 
-def unsupported(resources: Sequence[Spec], live: LiveState) -> None:
-    """Refuse a spec using a field the server does not know (before planning)."""
-    if problems := unsupported_fields(resources, live.server):
-        raise UnsupportedField(problems)
-
-
 async def plan(
     client: JetStreamClient,
     specs: Sequence[Spec],
@@ -278,13 +272,13 @@ async def plan(
     locked: bool = False,
 ) -> Plan:
     """Plan ``specs`` against ``live`` with the request's flags, every check that needs
-    the server run. ``locked``: an apply planning under its lock (or without one): the
-    lock's bucket is not counted ahead (docs/capacity.md)."""
+    the server run (what refuses the plan: ``Plan.checks``, raised by the verdict).
+    ``locked``: an apply planning under its lock (or without one): the lock's bucket is
+    not counted ahead (docs/capacity.md)."""
     entries = [s for s in specs if s.kind == ENTRY]
     resources = [s for s in specs if s.kind != ENTRY]
     if not request.lifecycle.is_default:
         resources = governed(resources, request.lifecycle)
-    unsupported(resources, live)
     the_plan = await judged(
         client,
         resources,
@@ -310,9 +304,20 @@ async def judged(
 ) -> Plan:
     """The plan of ``resources`` (lifecycles merged in) and ``entries`` against ``live``,
     and every check that needs the server, once: the one place a request's flags become
-    the planner's arguments."""
-    if problems := replica_problems(resources, live.server, live):
-        raise UnsupportedField(problems)
+    the planner's arguments. What a check finds that refuses the plan is on it
+    (``Plan.checks``: fields and replicas the server does not support, a migration's
+    room, consumers working, KeyValue entries, the account's capacity), each check run
+    on its own so a plan shows every refusal at once; the verdict raises them."""
+    checks: list[Check] = []
+
+    def found(kind: RefusalKind, problems: Sequence[Problem]) -> None:
+        if problems:
+            checks.append(Check(kind, tuple(problems)))
+
+    fields = unsupported_fields(resources, live.server)
+    found(RefusalKind.UNSUPPORTED, fields + replica_problems(resources, live.server, live))
+    if fields:  # the planner cannot compare a field the server does not know
+        return Plan(server=live.server, owner=request.owner, checks=tuple(checks))
     lifecycle = request.lifecycle
     the_plan = build_plan(
         resources,
@@ -325,21 +330,26 @@ async def judged(
         lifecycle=lifecycle,
     )
     the_plan = guarded(the_plan, resources, request.env)  # docs/dr.md: never undo a failover
-    await check_room(client, the_plan, live)
-    await check_workers(client, the_plan)
+    found(RefusalKind.ROOM, await room_problems(client, the_plan, live))
+    found(RefusalKind.WORKING, await working_problems(client, the_plan))
     the_plan = await with_interest_counts(client, the_plan, live)  # docs/jetstream-notes.md
     if entries or request.prune:
         prune = request.prune and not lifecycle.observe
-        found = await _entries_part(client, the_plan, entries, resources, live, prune, request)
-        the_plan = with_entries(the_plan, governed_entries(found, lifecycle, resources, live))
+        part, problems = await _entries_part(
+            client, the_plan, entries, resources, live, prune, request
+        )
+        found(RefusalKind.INVALID, problems)
+        if part is not None:
+            the_plan = with_entries(the_plan, governed_entries(part, lifecycle, resources, live))
     # docs/capacity.md (entries included); a drift report: a warning
-    the_plan = await with_capacity(
+    the_plan, problems = await capacity_of(
         client, the_plan, live, resources, refuse=not request.drift, lock_ahead=lock_ahead
     )
+    found(RefusalKind.CAPACITY, problems)
     if policy:  # docs/policy.md: the rules of every planned resource, on the plan
         findings = await evaluate_policy(policy, the_plan, resources, live, environment=request.env)
         the_plan = replace(the_plan, policy=findings)
-    return the_plan
+    return replace(the_plan, checks=tuple(checks))
 
 
 async def plan_removal(
@@ -364,13 +374,15 @@ async def _entries_part(
     live: LiveState,
     prune: bool,
     request: PlanRequest,
-) -> StreamPlan:
-    """The KeyValue entries' part of the plan. Read: each declared key, and every key
-    of the buckets that declare entries or are declared here (to find this owner's
-    entries no spec declares any more); buckets this plan creates or replaces are empty."""
+) -> tuple[StreamPlan | None, list[Problem]]:
+    """The KeyValue entries' part of the plan, and the problems that refuse it (None and
+    the problems when an entry's bucket is neither live nor declared). Read: each
+    declared key, and every key of the buckets that declare entries or are declared here
+    (to find this owner's entries no spec declares any more); buckets this plan creates
+    or replaces are empty."""
     declared = frozenset(s.stream_name for s in resources if not s.ref.is_child)
     if problems := missing_buckets(list(entries), frozenset(live.streams), declared):
-        raise SpecError(problems)
+        return None, list(problems)
     fresh = fresh_buckets(the_plan)
     wanted = {str(s.stream) for s in entries} | {s.name for s in resources if s.kind == "KeyValue"}
     scan = frozenset(
@@ -401,15 +413,15 @@ async def _entries_part(
         ownership=request.ownership,
     )
     if part.problems:
-        raise SpecError(part.problems)
-    return part
+        return None, list(part.problems)
+    return part, []
 
 
-async def check_room(client: JetStreamClient, the_plan: Plan, live: LiveState) -> None:
-    """Refuse new migrations the account has no room for, with the numbers."""
+async def room_problems(client: JetStreamClient, the_plan: Plan, live: LiveState) -> list[Problem]:
+    """Why the account has no room for the plan's new migrations, with the numbers."""
     starting = [s for s in the_plan.steps if isinstance(s, Migrate) and s.phase is None]
     if not starting:
-        return
+        return []
     account = await client.account_info()
     problems = []
     for step in starting:
@@ -427,8 +439,7 @@ async def check_room(client: JetStreamClient, the_plan: Plan, live: LiveState) -
                 f"{limit}: nothing was changed"
             )
             problems.append(Problem(step.source, "storage", message))
-    if problems:
-        raise SpecError(problems)
+    return problems
 
 
 # --- lock -------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from reconciler.execution.saved_plans import (
     saved_request,
     spec_digest,
 )
-from reconciler.execution.verdict import Allowances, refuse, verdict
+from reconciler.execution.verdict import Allowances, checked, refuse, verdict
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.model.state import LiveState, ServerInfo
 from reconciler.planning.plan import (
@@ -111,6 +111,7 @@ async def _as_reviewed(
     question waited. Refused, naming what changed, unless it is the plan shown
     (:mod:`reconciler.planning.review`)."""
     now = await pipeline.plan_reading(client, specs, request, locked=True)
+    refuse(checked(now))
     changed = differences(shown, now)
     if changed:
         raise RefusedPlan(
@@ -194,9 +195,11 @@ async def plan_with(
         env=environment,
         drift=not refuse_capacity,
     )
-    return await pipeline.plan_reading(
+    the_plan = await pipeline.plan_reading(
         client, specs, settings, reading=reading, locked=not lock_ahead, policy=policy
     )
+    refuse(checked(the_plan))  # the verdict of the plan's own checks
+    return the_plan
 
 
 async def plan_for(request: PlanRequest, observer: Observer = QUIET) -> Plan:
@@ -230,6 +233,7 @@ async def save_plan_for(
         digest = spec_digest(request, specs, root=root, project=project)
         async with open_client(request.options, on_notice=observer.notice) as client:
             the_plan = await pipeline.plan_reading(client, specs, request)
+            refuse(checked(the_plan))
             _say_server(the_plan, request.options, observer)
             identity = await saved_identity(client)  # the account's lineage kept first
         return the_plan, SavedPlan.of(the_plan, kept, digest, identity)
@@ -252,6 +256,7 @@ async def _planned_in_session(
                 await pipeline.cancelled(reading)
                 raise
         the_plan = await pipeline.plan_reading(client, specs, request, reading=reading)
+        refuse(checked(the_plan))  # the verdict of the plan's own checks: FILE:LINE problems
         _say_server(the_plan, request.options, observer)
     await _say_standby_health(request, specs, observer)
     return the_plan
@@ -346,6 +351,7 @@ async def apply_for(
             ) as held,
         ):
             the_plan = await pipeline.plan_reading(client, specs, wanted, locked=True)
+            refuse(checked(the_plan))  # before it is shown, whatever the flags allow
             _say_server(the_plan, wanted.options, observer)
             observer.show_plan(the_plan)
             if request.expected is not None:

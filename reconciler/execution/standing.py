@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from reconciler.execution import lock, pipeline
 from reconciler.execution.apply import ApplyResult
 from reconciler.execution.requests import Observer, PlanRequest
+from reconciler.execution.verdict import checked, refuse
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.state import LiveState
 from reconciler.planning.heal import HealSplit, split_for_heal
@@ -81,6 +82,7 @@ async def plan_on(
         specs = [s for s in specs if s.stream_name in only]
         reading = asyncio.ensure_future(_read(client, only))
     the_plan = await pipeline.plan_reading(client, specs, request, reading=reading)
+    refuse(checked(the_plan))  # the verdict of the plan's own checks
     return Planned(the_plan, tuple(specs), reading.result())
 
 
@@ -130,6 +132,7 @@ async def heal_on(
             the_plan = await pipeline.plan_reading(
                 client, specs, request, reading=reading, locked=True
             )
+            refuse(checked(the_plan))
             split = split_for_heal(the_plan)
             if not split.steps or not wanted or halt.is_set():
                 return Healed(the_plan, split, None)

@@ -1,6 +1,9 @@
 """The verdict: a plan and what a front door allows, in; the refusals, out (pure).
 
-A plan carries everything that can refuse it as values: the policy findings
+A plan carries everything that can refuse it as values: what its checks found
+(``Plan.checks``: fields the server does not support, a migration's room, consumers
+working, KeyValue entries, the account's capacity; each a problem at its FILE:LINE),
+the policy findings
 (``Plan.policy``), the steps lifecycle forbids (``Plan.prevented``), the migrations it may
 not act on (``Migrate.blocked``) and the destructive steps with their losses. The
 verdict reads them against an :class:`Allowances` (the CLI's ``--allow-*`` flags, the
@@ -16,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from reconciler.errors import RefusalKind, RefusedPlan
+from reconciler.errors import Refusal, RefusalKind, RefusedPlan
 from reconciler.planning.policy import refusal as policy_refusal
 from reconciler.planning.steps import (
     ALLOW_DATA_LOSS,
@@ -28,7 +31,7 @@ from reconciler.planning.steps import (
     prevention,
 )
 
-__all__ = ["Allowances", "describe", "refuse", "verdict"]
+__all__ = ["Allowances", "checked", "describe", "refuse", "verdict"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,10 +53,18 @@ def describe(step: Step) -> str:
     return f"{step.action} {step.label}"
 
 
-def verdict(plan: Plan, allowances: Allowances = NOTHING_ALLOWED) -> tuple[RefusedPlan, ...]:
-    """Every refusal of ``plan`` under ``allowances``, most binding first (a policy deny,
-    then what no flag allows, then what a flag would allow); empty: it may be applied."""
-    found: list[RefusedPlan] = []
+def checked(plan: Plan) -> tuple[Refusal, ...]:
+    """The refusals of the plan's own checks (``Plan.checks``), each the error with its
+    problems and kind: a plan they refuse is neither shown nor applied, whatever a
+    door allows (``plan`` and ``apply`` stop with its FILE:LINE problems)."""
+    return tuple(check.error() for check in plan.checks)
+
+
+def verdict(plan: Plan, allowances: Allowances = NOTHING_ALLOWED) -> tuple[Refusal, ...]:
+    """Every refusal of ``plan`` under ``allowances``, most binding first (what the plan's
+    checks found, a policy deny, then what no flag allows, then what a flag would allow);
+    empty: it may be applied."""
+    found: list[Refusal] = list(checked(plan))
     denied = policy_refusal(plan.policy)
     if denied is not None:
         found.append(denied)
@@ -98,7 +109,7 @@ def _data_loss(refused: Sequence[Step], allow_with: str | None) -> RefusedPlan:
     )
 
 
-def refuse(refusals: Sequence[RefusedPlan]) -> None:
+def refuse(refusals: Sequence[Refusal]) -> None:
     """Raise the first refusal (the one place a verdict becomes an error)."""
     if refusals:
         raise refusals[0]

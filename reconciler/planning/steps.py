@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from reconciler.errors import Problem, RefusalKind, SpecError, UnsupportedField
 from reconciler.identity import Kind, ResourceRef
 from reconciler.locations import Location
 from reconciler.model.diff import FieldChange, ReplaceReason
@@ -292,6 +293,23 @@ PlanEntry = Step | Note
 
 
 @dataclass(frozen=True)
+class Check:
+    """What one of the plan's checks found that refuses it (fields or replicas the server
+    does not support, a migration's room, consumers working, KeyValue entries, the
+    account's capacity): its kind and its problems, each at its FILE:LINE. A value on
+    the plan; the verdict (``execution.verdict``) is what raises it."""
+
+    kind: RefusalKind
+    problems: tuple[Problem, ...]
+
+    def error(self) -> SpecError | UnsupportedField:
+        """The refusal as the error the verdict raises (its ``kind`` kept)."""
+        if self.kind is RefusalKind.UNSUPPORTED:
+            return UnsupportedField(list(self.problems))
+        return SpecError(list(self.problems), kind=self.kind)
+
+
+@dataclass(frozen=True)
 class Plan:
     """The steps to apply (in dependency order) and the notes, for one server."""
 
@@ -313,6 +331,8 @@ class Plan:
     #: The account's reserved bytes and streams before and after, against its limits
     #: (``planning.capacity``); None when not read (a plan without a server).
     capacity: Capacity | None = None
+    #: What the plan's checks found that refuses it (``Check``); the verdict raises it.
+    checks: tuple[Check, ...] = ()
 
     def __repr__(self) -> str:
         # Cheap on purpose: asyncio.run() (3.11/3.12) formats the returned value's repr.

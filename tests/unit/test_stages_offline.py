@@ -51,16 +51,21 @@ def test_a_plan_executed_then_planned_again_is_empty(tmp_path: Path) -> None:
     assert not asyncio.run(_planned(server, request)).has_changes
 
 
-def test_the_plan_stage_refuses_what_the_account_has_no_room_for(tmp_path: Path) -> None:
-    """max_streams 1, two streams declared: refused in the plan stage with the spec's
-    line, and nothing is sent that changes the server."""
+def test_the_verdict_refuses_what_the_account_has_no_room_for(tmp_path: Path) -> None:
+    """max_streams 1, two streams declared: the plan stage finds it (a value on the plan),
+    the verdict refuses it with the spec's line, and nothing is sent that changes the
+    server."""
     server = MemoryServer(limits={"max_streams": 1})
     other = "kind: Stream\nname: AUDIT\nsubjects: [audit.>]\n"
     request = _request(tmp_path, ORDERS.format(max_msgs=100), other)
-    with pytest.raises(SpecError) as refused:
-        asyncio.run(_planned(server, request))
-    assert "streams.yaml:" in str(refused.value)
-    assert "the account allows 1" in str(refused.value)
+    plan = asyncio.run(_planned(server, request))
+    (refusal,) = stages.verdict(plan, stages.Allowances(allow_data_loss=True))
+    assert isinstance(refusal, SpecError)
+    assert refusal.kind is RefusalKind.CAPACITY
+    assert "streams.yaml:" in str(refusal)
+    assert "the account allows 1" in str(refusal)
+    with pytest.raises(SpecError):
+        asyncio.run(stages.execute(plan, server.client()))
     assert _sent(server, "CREATE") == []
 
 
