@@ -101,7 +101,7 @@ async def converge(
     (docs/migrate.md).
     """
     target = spec.ref
-    async with stages.locked(client, timeout=lock_timeout, observer=observer) as held:
+    async with stages.locked(client, timeout=lock_timeout, on_notice=observer.notice) as held:
         state = await read_around(client, target, observer)
         request = request_for(migrate=migrate, policies=policies)
         plan = await stages.plan(client, with_stream(spec), state, request, locked=True)
@@ -168,7 +168,7 @@ async def destroy(
 
     A resource already gone is not an error: the goal state is reached.
     """
-    async with stages.locked(client, timeout=lock_timeout, observer=observer) as held:
+    async with stages.locked(client, timeout=lock_timeout, on_notice=observer.notice) as held:
         state = await read_around(client, target, observer)
         plan = await stages.plan_removal(client, target, state, request_for(policies=policies))
         if not plan.changes:

@@ -3,9 +3,9 @@
 1. Read the folder (our manifest, or the nats CLI's ``backup.json`` folders) and check
    every selected stream's files (digests, sizes, the S2 framing) before anything is
    sent: a damaged or truncated snapshot is refused with the file named.
-2. Take the server's apply lock (``execution.lock.for_apply``, as apply does), then plan
-   (:mod:`reconciler.backup.restore_plan`, the restore's own stage) and judge the plan
-   with apply's verdict (``execution.apply.check_allowed``: a policy deny exits 3,
+2. Take the server's apply lock (the lock stage, ``execution.stages.locked``, as apply
+   does), then plan (:mod:`reconciler.backup.restore_plan`, the restore's own stage)
+   and judge the plan with apply's verdict (``stages.verdict``: a policy deny exits 3,
    lifecycle ``prevent_destroy`` refuses whatever the flags, a replace needs
    ``--allow-replace``), before the question and before ``--yes`` is looked at.
 3. Restore up to ``parallel`` streams at once (the lease verified before each), each
@@ -38,10 +38,8 @@ from reconciler.backup.restore_plan import (
     seen_state,
 )
 from reconciler.errors import LockError, ReconcileError
-from reconciler.execution import lock
-from reconciler.execution.apply import check_allowed
-from reconciler.execution.requests import QUIET, Observer
-from reconciler.execution.run import check_approved
+from reconciler.execution import stages
+from reconciler.execution.stages import QUIET, Observer
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.jetstream.snapshots import RESTORE_CHUNK, restore_stream
 from reconciler.model.state import ServerInfo
@@ -127,13 +125,14 @@ async def restore(
     events = _Events(observer)
     async with (
         open_client(options, on_notice=observer.notice) as client,
-        lock.for_apply(
+        stages.locked(
             client,
             timeout=flags.lock_timeout,
             on_notice=observer.notice,
             on_lost=events.stop.set,
             stop=events.stop,
-        ) as fence,
+            keep_lineage=False,
+        ) as held,
     ):
         the_plan = await plan_restore(client, contents, selected, flags)
         for name, why in the_plan.skipped:
@@ -142,17 +141,18 @@ async def restore(
             on_plan(the_plan)
         if (older := _older_server(contents, the_plan.server)) is not None:
             observer.notice(older)
-        check_allowed(
-            the_plan.plan, allow_replace=flags.allow_replace, allow_data_loss=flags.allow_data_loss
+        allowances = stages.Allowances(
+            allow_replace=flags.allow_replace, allow_data_loss=flags.allow_data_loss
         )
+        stages.refuse(stages.verdict(the_plan.plan, allowances))
         if not the_plan.has_changes:
             return RestoreResult(the_plan, seconds=time.monotonic() - started)
         if observer.asks:
             if not await observer.confirm(the_plan.plan):
                 return RestoreResult(the_plan, cancelled=True)
         else:
-            check_approved(approved, the_plan.server, options, "restore")
-        events.guard = None if fence is None else fence.verify
+            stages.check_approved(approved, the_plan.server, options, "restore")
+        events.guard = held.guard
         return await _run(client, the_plan, parallel, events, started)
 
 

@@ -1,6 +1,6 @@
 """The restore's own plan stage: what ``reconcile restore DIR`` would do to each stream,
 and the same steps as apply's :class:`~reconciler.planning.steps.Plan`, so the one
-verdict (``execution.apply.check_allowed``: policy deny, lifecycle ``prevent_destroy``,
+verdict (``execution.stages.verdict``: policy deny, lifecycle ``prevent_destroy``,
 the ``--allow-*`` flags) judges a restore as it judges an apply.
 
 Per selected stream (reads only):
@@ -30,8 +30,8 @@ from reconciler.backup.manifest import Contents, StreamRecord
 from reconciler.backup.memory import memory_refused
 from reconciler.backup.restore_checks import differences, leftover, lookalike_hint, marked, marker
 from reconciler.errors import NotFound, RefusedPlan, SpecError
-from reconciler.execution import lock
 from reconciler.execution.capacity_checks import with_capacity
+from reconciler.execution.stages import LOCK_TIMEOUT
 from reconciler.identity import INTERNAL_STREAMS, ResourceRef
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.loss import held
@@ -72,7 +72,7 @@ class Flags:
     lifecycle: Lifecycle = MANAGE
     policies: tuple[Path, ...] = ()
     environment: str | None = None
-    lock_timeout: float | None = lock.DEFAULT_TIMEOUT
+    lock_timeout: float | None = LOCK_TIMEOUT
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ from reconciler.execution.pair_reads import (
     loss_line,
     pair_states,
 )
-from reconciler.execution.pipeline import validated
+from reconciler.execution.pipeline import locked, validated
 from reconciler.execution.requests import PlanRequest
 from reconciler.execution.run import check_approved
 from reconciler.jetstream import JetStreamClient, open_client
@@ -252,11 +252,11 @@ async def _locks(
         for client in (standby, origin):
             if client is None:
                 continue
-            fence = await stack.enter_async_context(
-                lock.for_apply(client, timeout=request.lock_timeout, on_notice=say)
+            held = await stack.enter_async_context(
+                locked(client, timeout=request.lock_timeout, on_notice=say, keep_lineage=False)
             )
-            if fence is not None:
-                fences.append(fence)
+            if held.fence is not None:
+                fences.append(held.fence)
         yield fences
 
 

@@ -12,7 +12,7 @@ anything changes:
   its subjects become the fence subject, or, in a rollback, its own again) and the
   standby's (an ``Update`` of each mirror: ``mirror`` dropped, the subjects given; a
   ``Create`` of each consumer);
-- the shared verdict (``execution.apply.check_allowed``): a deny exits 3;
+- the shared verdict (``execution.verdict``): a deny exits 3;
 - the standby account's room for what it creates (``capacity_checks.with_capacity``, as
   apply and restore check it): a ``SpecError`` when it has none.
 
@@ -26,9 +26,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import RefusalKind, RefusedPlan
-from reconciler.execution.apply import check_allowed
 from reconciler.execution.capacity_checks import with_capacity
 from reconciler.execution.pair_reads import PairState, _info
+from reconciler.execution.verdict import refuse, verdict
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.normalize import desired_config
 from reconciler.model.standby import fence_subject, promoted_config
@@ -126,7 +126,7 @@ async def judged(
         ),
     )
     for side in (sides.origin, sides.standby):
-        check_allowed(side, allow_replace=False)
+        refuse(verdict(side))  # the shared verdict: nothing allowed
     if sides.standby.changes:  # the consumers it creates, counted as apply counts them
         room = await with_capacity(
             standby, sides.standby, await standby.fetch_live(), specs, lock_ahead=False

@@ -469,12 +469,16 @@ class Held:
 UNLOCKED = Held()
 
 
+def _silent(_: str) -> None:
+    """Say nothing."""
+
+
 @contextlib.asynccontextmanager
 async def locked(
     client: JetStreamClient,
     *,
     timeout: float | None,
-    observer: Observer = QUIET,
+    on_notice: Callable[[str], None] | None = None,
     stop: asyncio.Event | None = None,
     on_lost: Callable[[], None] | None = None,
     keep_lineage: bool = True,
@@ -484,15 +488,17 @@ async def locked(
 
     Waits up to ``timeout`` seconds for the lease (``LockError`` naming its holder
     after that; ``None``: no lock), refreshes it while the block runs, releases it after.
-    ``observer`` hears the wait and a lost lease; ``on_lost`` is called then (the run
-    stops before its next step); a ``stop`` set while waiting ends the wait. With the
+    ``on_notice`` (a listener's ``notice``) hears the wait and a lost lease; ``on_lost``
+    is called then (the run stops before its next step); a ``stop`` set while waiting
+    ends the wait. With the
     lease held, the account's lineage is kept (``keep_lineage``: a saved plan is bound to
     it, :mod:`reconciler.execution.lineage`)."""
+    say = on_notice or _silent
     async with lock.for_apply(
-        client, timeout=timeout, on_notice=observer.notice, on_lost=on_lost, stop=stop
+        client, timeout=timeout, on_notice=say, on_lost=on_lost, stop=stop
     ) as fence:
         if fence is not None and keep_lineage:  # kept from the account's first apply
-            await lineage.keep_for_apply(client, observer.notice)
+            await lineage.keep_for_apply(client, say)
         yield Held(fence)
 
 

@@ -345,7 +345,7 @@ async def apply_for(
             pipeline.locked(
                 client,
                 timeout=None if request.dry_run else request.lock_timeout,
-                observer=observer,
+                on_notice=observer.notice,
                 on_lost=stop.set,
                 stop=stop,
             ) as held,

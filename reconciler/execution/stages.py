@@ -49,6 +49,7 @@ from reconciler.execution.requests import QUIET, ApplyRequest, Observer, PlanReq
 from reconciler.execution.run import (
     EnvironmentPlan,
     apply_for,
+    check_approved,
     fetch_live,
     fewer_collections,
     plan_environments,
@@ -80,6 +81,7 @@ __all__ = [
     "Target",
     "apply_for",
     "changes_status",
+    "check_approved",
     "describe",
     "environment_target",
     "execute",

@@ -122,7 +122,7 @@ async def heal_on(
         async with pipeline.locked(
             client,
             timeout=lock_timeout,
-            observer=observer,
+            on_notice=observer.notice,
             on_lost=halt.set,
             stop=stop,
             keep_lineage=False,
