@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from reconciler.errors import Refusal, RefusalKind, RefusedPlan
+from reconciler.errors import Refusal, RefusalKind, RefusedPlan, SpecError
 from reconciler.planning.policy import refusal as policy_refusal
 from reconciler.planning.steps import (
     ALLOW_DATA_LOSS,
@@ -110,6 +110,14 @@ def _data_loss(refused: Sequence[Step], allow_with: str | None) -> RefusedPlan:
 
 
 def refuse(refusals: Sequence[Refusal]) -> None:
-    """Raise the first refusal (the one place a verdict becomes an error)."""
-    if refusals:
-        raise refusals[0]
+    """Raise the first refusal (the one place a verdict becomes an error). When the plan's
+    checks found problems of several kinds (the room and the capacity, say), they are
+    raised as one ``SpecError`` (the first one's kind) listing every problem at its
+    FILE:LINE: one run shows them all."""
+    if not refusals:
+        return
+    first = refusals[0]
+    found = [r for r in refusals if isinstance(r, SpecError)]
+    if isinstance(first, SpecError) and len(found) > 1:
+        raise SpecError([p for r in found for p in r.problems], kind=first.kind)
+    raise first

@@ -74,3 +74,25 @@ def test_a_plan_over_the_accounts_limit_that_deletes_messages_reports_both_refus
     assert not [s for s in sent if {"CREATE", "UPDATE", "DELETE"} & set(s.split("."))]
     info = asyncio.run(server.client().stream_info("ORDERS"))
     assert info["state"]["messages"] == 20
+
+
+def test_problems_of_several_checks_are_raised_together_each_at_its_line(
+    tmp_path: Path,
+) -> None:
+    """An entry of a bucket nobody declares (invalid) and a second stream on an account
+    of one (capacity): the verdict has both kinds, and the one error raised lists both
+    problems at their lines (a run shows them all, exit status 1)."""
+    server = MemoryServer(limits={"max_streams": 1})
+    entry = "kind: KeyValueEntry\nbucket: nope\nkey: mode\nvalue: fast\n"
+    request = _request(tmp_path, ORDERS.format(max_msgs=10), AUDIT, entry)
+    plan = asyncio.run(_planned(server, request))
+    refusals = stages.verdict(plan)
+    assert [r.kind for r in refusals] == [RefusalKind.INVALID, RefusalKind.CAPACITY]
+    with pytest.raises(SpecError) as raised:
+        stages.refuse(refusals)
+    lines = {p.location.line for p in raised.value.problems if p.location is not None}
+    assert len(lines) >= 2  # the entry's line and the streams' lines
+    assert any("nope" in p.message for p in raised.value.problems)
+    assert any("AUDIT" in p.message for p in raised.value.problems)
+    assert int(raised.value.exit_code) == 1
+    assert not [s for s in server.requests if "CREATE" in s.split(".")]
