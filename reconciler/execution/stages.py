@@ -10,10 +10,11 @@ scope   ─▶ read ─▶ live  ─┴▶ plan (every check that can refuse: on
 
 - the stages: :func:`load`, :func:`read` (a :class:`Scope`), :func:`plan`
   (:func:`plan_removal` for one resource's delete), :func:`verdict` (:class:`Allowances`
-  in, :class:`RefusedPlan` values with a :class:`RefusalKind` out; :func:`refuse` raises
-  the first), :func:`locked` (the apply lock around a change: read, plan, verdict and
-  execute under it; it yields the :class:`Held` lock :func:`execute` verifies before
-  each step), :func:`execute`;
+  in, :class:`RefusedPlan` values with a :class:`RefusalKind` out, the plan's own
+  checks first, :func:`checked` those alone; :func:`refuse` raises the first),
+  :func:`locked` (the apply lock around a change: read, plan, verdict and execute
+  under it; it yields the :class:`Held` lock :func:`execute` verifies before each
+  step), :func:`execute`;
 - what a door builds: :class:`PlanRequest`, :class:`ApplyRequest`, :class:`Target`
   (:func:`environment_target`), and its listener, an :class:`Observer`;
 - the stages composed for a whole request (the CLI, the Action): :func:`plan_for`,
@@ -56,7 +57,7 @@ from reconciler.execution.run import (
     plan_for,
     save_plan_for,
 )
-from reconciler.execution.verdict import Allowances, describe, refuse, verdict
+from reconciler.execution.verdict import Allowances, checked, describe, refuse, verdict
 
 #: How long a door waits for another run's apply lock by default (``--lock-timeout``).
 LOCK_TIMEOUT = leases.DEFAULT_TIMEOUT
@@ -82,6 +83,7 @@ __all__ = [
     "apply_for",
     "changes_status",
     "check_approved",
+    "checked",
     "describe",
     "environment_target",
     "execute",
