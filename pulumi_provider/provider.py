@@ -45,6 +45,7 @@ from pulumi_provider.connection import (
     stack_lock_timeout,
     unknown_connection_fields,
 )
+from pulumi_provider.host_errors import plain_errors_in_host
 from pulumi_provider.inputs import (
     CONTROL_FIELDS,
     OUTPUT_FIELDS,
@@ -84,6 +85,7 @@ class JetStreamProvider(ResourceProvider):
         self._lock_timeout: str | None = None
 
     def configure(self, req: ConfigureRequest) -> None:
+        plain_errors_in_host()  # a refusal reads as its reason, not a traceback
         self._stack = stack_connection(req.config)
         self._lock_timeout = stack_lock_timeout(req.config)
 
