@@ -131,7 +131,8 @@ def failover(
         if fmt == "json":
             pairs = [state.health.to_json() for state in result.plan.states]
             click.echo(inert_json(json.dumps(pairs, indent=2)))
-        return 0 if all(state.health.healthy for state in result.plan.states) else 2
+        fine = all(state.health.healthy and not state.problems for state in result.plan.states)
+        return 0 if fine else 2
     return _report(result, fmt)
 
 

@@ -45,6 +45,7 @@ from reconciler.execution.failover_steps import PairSteps
 from reconciler.execution.lock import Fence
 from reconciler.execution.pair_reads import (
     PairState,
+    Sides,
     health_line,
     loss_line,
     pair_states,
@@ -111,6 +112,7 @@ class FailoverPlan:
             out.append(f"  {state.name}: {health_line(state.health)}")
             if self.unplanned and not state.promoted:
                 out.append(f"    possible loss: {loss_line(state.health)}")
+            out += [f"    REFUSED: {problem}" for problem in state.problems]
             steps = self.actions(state)
             out += [f"    - {step}" for step in steps] or ["    nothing to do"]
         return [printable(line) for line in out]
@@ -191,7 +193,8 @@ async def fail_over(
         unplanned = request.unplanned and origin is None
         if request.unplanned and origin is not None:
             say("the origin can be read: this failover is a planned one (the origin is fenced)")
-        states = await pair_states(selected, origin, standby, unread)
+        sides = Sides(request.origin.env or "", request.standby.env or "", request.standby.owner)
+        states = await pair_states(selected, origin, standby, unread, sides)
         the_plan = FailoverPlan(
             request.origin.env or "",
             request.standby.env or "",
@@ -201,10 +204,12 @@ async def fail_over(
             server.version,
             unread,
         )
-        _check_plan(the_plan)
         if on_plan is not None:
             on_plan(the_plan)
-        if request.check or not the_plan.has_changes:
+        if request.check:
+            return FailoverResult(the_plan)
+        _check_plan(the_plan)
+        if not the_plan.has_changes:
             return FailoverResult(the_plan)
         await judged(the_plan, request, origin, standby)  # refuses before anything changes
         if confirm is not None:
@@ -216,7 +221,7 @@ async def fail_over(
             # Read and judged again with both locks held, as apply plans again under its
             # lock: a policy, a lifecycle or a stream changed while the question waited
             # is seen before the first step.
-            states = await pair_states(selected, origin, standby, unread)
+            states = await pair_states(selected, origin, standby, unread, sides)
             the_plan = dataclasses.replace(the_plan, states=tuple(states))
             _check_plan(the_plan)
             await judged(the_plan, request, origin, standby)
@@ -225,9 +230,12 @@ async def fail_over(
 
 def _check_plan(the_plan: FailoverPlan) -> None:
     """Refusals before anything changes: a pair without its mirror, a rollback of a
-    promoted pair."""
+    promoted pair, a pair whose live state says it must not be touched (another owner's
+    stream, a standby that is no copy of the origin, a consumer someone made on the
+    mirror: ``PairState.problems``)."""
     problems: list[str] = []
     for state in the_plan.states:
+        problems += [f"{state.name}: {problem}" for problem in state.problems]
         if not state.standby_exists:
             problems.append(
                 f"{state.name}: no stream {state.name} in {the_plan.standby}: apply the "

@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import NotFound, ReconcileError, ServerError
 from reconciler.execution.lock import Fence
-from reconciler.execution.pair_reads import PairState, _ack_floor, _consumer_names, _info
+from reconciler.execution.pair_reads import (
+    PairState,
+    Sides,
+    _ack_floor,
+    _consumer_names,
+    _info,
+    copy_problem,
+    same_message,
+)
 from reconciler.identity import LOCK_BUCKET
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.normalize import desired_config
@@ -66,6 +74,10 @@ class PairSteps:
     def name(self) -> str:
         return self.state.name
 
+    @property
+    def sides(self) -> Sides:
+        return Sides(self.the_plan.origin, self.the_plan.standby)
+
     async def run(self) -> None:
         if self.origin is not None:
             await self.fence()
@@ -109,6 +121,10 @@ class PairSteps:
             mirror = await _info(self.standby, self.name)
             mirror_last = int(((mirror or {}).get("state") or {}).get("last_seq", 0))
             if mirror_last >= target:
+                if await same_message(self.origin, self.standby, self.name, target) is False:
+                    await self.unfence()
+                    problem = copy_problem(self.sides, target, target, mirror_last)
+                    raise ReconcileError(f"{problem}; the origin has its subjects back")
                 break
             if time.monotonic() >= deadline:
                 await self.unfence()
@@ -196,9 +212,13 @@ class PairSteps:
             info = await self.standby.consumer_info(self.name, spec.name)
         except NotFound:
             return
-        if not left_paused(info) or start is None:
+        if not left_paused(info):
             return
         await verify_locks(self.fences)
+        if start is None:  # the origin unread (unplanned): it stays at the first message
+            await self.standby.pause_consumer(self.name, spec.name, None)
+            self.say(f"{self.name}: consumer {spec.name} resumed from the stream's first message")
+            return
         await self.standby.reset_consumer(self.name, spec.name, start)
         await self.standby.pause_consumer(self.name, spec.name, None)
         self.say(f"{self.name}: consumer {spec.name} moved to sequence {start} and resumed")
@@ -208,13 +228,16 @@ class PairSteps:
         origin = await _info(self.origin, self.name)
         if mirror is None:
             raise ReconcileError("the promoted stream is gone")
-        if origin is not None:
+        if origin is not None and self.origin is not None:
             o_state, m_state = origin["state"], mirror["state"]
             if int(m_state["last_seq"]) < int(o_state["last_seq"]):
                 raise ReconcileError(
                     f"the promoted stream's last sequence {m_state['last_seq']} is below "
                     f"the origin's {o_state['last_seq']}"
                 )
+            last = int(o_state["last_seq"])
+            if await same_message(self.origin, self.standby, self.name, last) is False:
+                raise ReconcileError(copy_problem(self.sides, last, last, int(m_state["last_seq"])))
             if int(m_state["messages"]) < int(o_state["messages"]):
                 self.say(
                     f"{self.name}: {m_state['messages']} messages promoted, "

@@ -13,6 +13,7 @@ from typing import Any
 from reconciler.errors import NotFound, ReconcileError
 from reconciler.execution.environments import environment_target
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
+from reconciler.model.normalize import owner_of
 from reconciler.model.standby import (
     PairHealth,
     fence_subject,
@@ -30,11 +31,13 @@ from reconciler.specs.standby import Standby
 __all__ = [
     "PairState",
     "SidedHealth",
+    "Sides",
     "health_line",
     "loss_line",
     "pair_state",
     "pair_states",
     "pairs_health",
+    "same_message",
 ]
 
 
@@ -49,6 +52,9 @@ class PairState:
     standby_exists: bool
     consumers_missing: tuple[str, ...]
     starts: Mapping[str, int | None]  # consumer -> its start on the promoted side
+    #: Why the pair must not be touched, read on both sides (empty: it may): another
+    #: owner's stream, a standby that is no copy of the origin, a consumer someone made
+    problems: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -149,10 +155,106 @@ async def _consumer_names(client: JetStreamClient, stream: str) -> set[str]:
         return set()
 
 
+@dataclass(frozen=True)
+class Sides:
+    """The two environments of a failover, as its refusals name them, and the owner
+    whose streams it may write (the project's)."""
+
+    origin: str = "the origin"
+    standby: str = "the standby"
+    owner: str | None = None  # None: not checked (health only)
+
+
+async def same_message(
+    origin: JetStreamClient, standby: JetStreamClient, stream: str, seq: int
+) -> bool | None:
+    """Whether the standby holds the origin's message at ``seq`` (a mirror keeps its
+    origin's sequence, subject, headers, data and time: docs/jetstream-notes.md); None
+    when the origin holds none there (deleted: nothing to compare with)."""
+    if seq <= 0:
+        return None
+    theirs, ours = await asyncio.gather(
+        origin.stored_message(stream, {"seq": seq}), standby.stored_message(stream, {"seq": seq})
+    )
+    if theirs is None:
+        return None
+    if ours is None:
+        return False
+    return all(theirs.get(key) == ours.get(key) for key in ("subject", "hdrs", "data", "time"))
+
+
+def copy_problem(sides: Sides, seq: int, origin_last: int, standby_last: int) -> str:
+    """Why a standby that lacks the origin's message at ``seq`` is no copy of it."""
+    return (
+        f"the stream in {sides.standby} does not hold {sides.origin}'s message at sequence "
+        f"{seq} ({sides.origin} holds up to {origin_last}, {sides.standby} up to "
+        f"{standby_last}): it is no copy of {sides.origin}'s messages (made, promoted or "
+        f"written by someone else, or {sides.origin} took writes after its promotion); "
+        "compare both sides before anything is failed over"
+    )
+
+
+async def _problems(
+    pair: Pair,
+    sides: Sides,
+    live: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None],
+    clients: tuple[JetStreamClient | None, JetStreamClient],
+    present: set[str],
+) -> list[str]:
+    """Why the failover must not touch this pair, from what each side holds (everything
+    read back may have been written by someone else: it never decides a step unless it
+    matches what the specs declare and the origin's own messages)."""
+    origin_info, mirror_info = live
+    problems: list[str] = []
+    if sides.owner is not None:
+        for env, info in ((sides.origin, origin_info), (sides.standby, mirror_info)):
+            holder = owner_of((info or {}).get("config") or {}) if info else None
+            if holder is not None and holder != sides.owner:
+                problems.append(
+                    f"its stream in {env} is managed by owner {holder!r}, not "
+                    f"{sides.owner!r}: a failover never writes another owner's stream "
+                    f"(reconcile apply --env {env} --take-over takes it over)"
+                )
+    if mirror_info is None:
+        return problems
+    mirror_config = mirror_info.get("config") or {}
+    if is_fenced(mirror_config):
+        problems.append(
+            f"the stream in {sides.standby} is fenced: it is an old origin, no copy of "
+            f"{sides.origin}'s; make it a mirror first (reconcile apply --env {sides.standby} "
+            "--allow-replace: a failback, a full copy)"
+        )
+    elif mirror_config.get("mirror"):  # promoted, its consumers are the failover's
+        early = sorted({c.name for c in pair.consumers} & present)
+        if early:
+            problems.append(
+                f"consumer(s) {', '.join(early)} already on the mirror in {sides.standby}: "
+                "a failover creates them after the promotion, at the origin's ack floor + 1; "
+                "these were made by someone else at positions of theirs (delete them first)"
+            )
+    origin, standby = clients
+    if origin is not None and origin_info is not None:
+        origin_last = _last(origin_info)
+        standby_last = _last(mirror_info)
+        seq = min(origin_last, standby_last)
+        if await same_message(origin, standby, pair.name, seq) is False:
+            problems.append(copy_problem(sides, seq, origin_last, standby_last))
+    return problems
+
+
+def _last(info: Mapping[str, Any]) -> int:
+    return int((info.get("state") or {}).get("last_seq") or 0)
+
+
 async def pair_state(
-    pair: Pair, origin: JetStreamClient | None, standby: JetStreamClient, unread: str = ""
+    pair: Pair,
+    origin: JetStreamClient | None,
+    standby: JetStreamClient,
+    unread: str = "",
+    sides: Sides | None = None,
 ) -> PairState:
     """One pair read on both sides (``origin`` None: it could not be reached)."""
+    sides = sides or Sides()
     origin_info, mirror_info = await asyncio.gather(
         _info(origin, pair.name), _info(standby, pair.name)
     )
@@ -168,6 +270,9 @@ async def pair_state(
     missing = tuple(c.name for c in pair.consumers if c.name not in present or c.name in left)
     floors = await asyncio.gather(*(_ack_floor(origin, pair.name, n) for n in missing))
     starts = {name: None if f is None else f + 1 for name, f in zip(missing, floors, strict=True)}
+    problems = await _problems(
+        pair, sides, (origin_info, mirror_info), (origin, standby), present - left
+    )
     return PairState(
         pair=pair,
         health=health,
@@ -176,17 +281,22 @@ async def pair_state(
         standby_exists=mirror_info is not None,
         consumers_missing=missing,
         starts=starts,
+        problems=tuple(problems),
     )
 
 
 async def pair_states(
-    selected: Sequence[Pair], origin: JetStreamClient | None, standby: JetStreamClient, unread: str
+    selected: Sequence[Pair],
+    origin: JetStreamClient | None,
+    standby: JetStreamClient,
+    unread: str,
+    sides: Sides | None = None,
 ) -> list[PairState]:
     limit = asyncio.Semaphore(32)
 
     async def one(pair: Pair) -> PairState:
         async with limit:
-            return await pair_state(pair, origin, standby, unread)
+            return await pair_state(pair, origin, standby, unread, sides)
 
     return list(await asyncio.gather(*(one(pair) for pair in selected)))
 

@@ -72,9 +72,17 @@ def promoted_config(mirror: Mapping[str, Any], subjects: list[str]) -> dict[str,
 
 
 def left_paused(info: Mapping[str, Any]) -> bool:
-    """Whether a consumer's CONSUMER.INFO shows it paused by an interrupted failover."""
+    """Whether a consumer's CONSUMER.INFO shows it paused by an interrupted failover:
+    paused until the failover's date and never delivered a message (a pause is anyone's
+    to set: a consumer that has delivered is a person's, paused by them, never moved
+    back nor resumed; CONSUMER.RESET leaves ``delivered.consumer_seq`` at 0)."""
     until = str((info.get("config") or {}).get("pause_until") or "")
-    return bool(info.get("paused")) and until.startswith(FAILOVER_PAUSE_UNTIL[:10])
+    delivered = (info.get("delivered") or {}).get("consumer_seq")
+    return (
+        bool(info.get("paused"))
+        and until.startswith(FAILOVER_PAUSE_UNTIL[:10])
+        and delivered in (0, None)
+    )
 
 
 def fence_subject(stream: str) -> str:

@@ -1,0 +1,300 @@
+"""``reconcile failover`` attacked (issue 41), on two real JetStream domains joined by a
+leafnode: what another client wrote on either server (a stream promoted by hand, a fenced
+old origin, another owner's marker, a consumer it made, a pause, a forged resume record
+or lease) never decides a step; both sides are counted with a raw client before and
+after. Each test names the hole it closes."""
+
+# ruff: noqa: F811 (the ``ready`` fixture, imported, is each test's argument)
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_runner import reconcile
+from servers import NatsServer, run
+from terminal import QUESTION, Terminal
+from test_dr_failover import (  # noqa: F401 (ready: a fixture)
+    Publishers,
+    _killed_at,
+    check_after,
+    fetch,
+    is_fenced,
+    ready,
+    stored,
+)
+from test_dr_rules import FAILOVER, unchanged
+from test_dr_standby import consumers, last_seq, link
+from test_lifecycle import _info, _publish, _request
+
+from reconciler.specs.spec import MANAGED_KEY, MANAGED_VALUE, OWNER_KEY
+
+pytestmark = pytest.mark.integration
+
+Ready = tuple[NatsServer, NatsServer, Path]
+
+
+def updated(server: NatsServer, change: dict[str, Any], drop: tuple[str, ...] = ()) -> None:
+    """ORDERS on ``server`` changed by another client (a raw STREAM.UPDATE)."""
+    config = {k: v for k, v in _info(server.url, "ORDERS")["config"].items() if k not in drop}
+    reply = run(_request(server.url, "$JS.API.STREAM.UPDATE.ORDERS", {**config, **change}))
+    assert "error" not in reply, reply
+
+
+def counted(server: NatsServer) -> tuple[int, list[str]]:
+    """ORDERS on ``server`` as a raw client reads it: its last sequence and payloads."""
+    return last_seq(server), stored(server)
+
+
+def said(result: subprocess.CompletedProcess[str]) -> str:
+    return result.stdout + result.stderr
+
+
+def test_a_standby_promoted_by_hand_with_writes_of_its_own_is_refused(ready: Ready) -> None:
+    """Hole: a standby that is no mirror any more was taken for one this failover had
+    promoted: the origin was fenced, the wait and promotion skipped, and the verify only
+    compared last sequences, so the writes the origin acknowledged after the standby's
+    own were lost. Now the standby must hold the origin's message at the sequence both
+    have: it does not, so nothing is changed."""
+    east, west, root = ready
+    link(west, up=False, leafnodes=dict(west.settings["leafnodes"]))
+    updated(west, {"subjects": ["orders.>"]}, drop=("mirror",))  # promoted by someone
+    run(_publish(west.url, "orders.new", 30))  # written there directly: 51..80
+    run(_publish(east.url, "orders.new", 10))  # acknowledged by east: 51..60
+    east_before, west_before = counted(east), counted(west)
+    assert east_before[0] == 60 and west_before[0] == 80
+
+    result = reconcile(*FAILOVER, cwd=root)
+    assert result.returncode == 1, said(result)
+    assert "sequence 60" in result.stderr and "nothing was changed" in result.stderr
+    assert counted(east) == east_before and counted(west) == west_before
+    assert not is_fenced(east) and consumers(west) == []
+    run(_publish(east.url, "orders.new", 1))  # east still acknowledges its writes
+    assert last_seq(east) == 61
+
+
+def test_a_failover_back_onto_the_fenced_old_origin_is_refused(ready: Ready) -> None:
+    """Hole: after a failover east -> west, the roles swapped in the spec but east not
+    made a mirror again, a failover west -> east took east's fenced stream (no mirror)
+    for a promoted one: it fenced west, and neither side took writes."""
+    east, west, root = ready
+    done = reconcile(*FAILOVER, cwd=root)
+    assert done.returncode == 0, said(done)
+    run(_publish(west.url, "orders.new", 5))  # the promoted side takes writes: 55
+    specs = root / "specs" / "orders.yaml"
+    text = specs.read_text(encoding="utf-8")
+    swapped = text.replace("primary: east", "primary: X").replace("west", "east")
+    specs.write_text(swapped.replace("primary: X", "primary: west"), encoding="utf-8")
+    east_before, west_before = counted(east), counted(west)
+
+    back = reconcile("failover", "--from", "west", "--to", "east", "--yes", cwd=root)
+    assert back.returncode == 1, said(back)
+    assert "fenced" in back.stderr and "--allow-replace" in back.stderr
+    assert counted(east) == east_before and counted(west) == west_before
+    assert _info(west.url, "ORDERS")["config"]["subjects"] == ["orders.>"]  # not fenced
+    run(_publish(west.url, "orders.new", 1))
+    assert last_seq(west) == 56
+
+
+def test_an_origin_given_its_subjects_back_by_another_client_is_not_reported_done(
+    ready: Ready,
+) -> None:
+    """Hole: killed after the promotion, the fence edited away by another client and
+    writes acknowledged by east meanwhile; the re-run fenced east again and reported
+    success though east's new writes are on no promoted stream. Now it refuses, naming
+    the sequence, and changes nothing."""
+    east, west, root = ready
+    _killed_at(root, "promoted", west)
+    assert is_fenced(east)
+    link(west, up=False, leafnodes=dict(west.settings["leafnodes"]))
+    updated(east, {"subjects": ["orders.>"]})  # the fence marker edited away
+    run(_publish(east.url, "orders.new", 4))  # acknowledged by east: 51..54
+    run(_publish(west.url, "orders.new", 6))  # and by the promoted west: 51..56
+    east_before, west_before = counted(east), counted(west)
+
+    again = reconcile(*FAILOVER, cwd=root)
+    assert again.returncode == 1, said(again)
+    assert "sequence 54" in again.stderr
+    assert counted(east) == east_before and counted(west) == west_before
+
+
+@pytest.mark.parametrize("side", ["east", "west"])
+def test_a_stream_another_owner_manages_is_never_fenced_or_promoted(
+    ready: Ready, side: str
+) -> None:
+    """Hole: the failover wrote streams whatever their owner marker said (apply refuses
+    another owner's without --take-over)."""
+    east, west, root = ready
+    server = east if side == "east" else west
+    metadata = dict(_info(server.url, "ORDERS")["config"].get("metadata") or {})
+    updated(server, {"metadata": {**metadata, MANAGED_KEY: MANAGED_VALUE, OWNER_KEY: "billing"}})
+    result = reconcile(*FAILOVER, cwd=root)
+    assert result.returncode == 1, said(result)
+    assert "billing" in result.stderr and side in result.stderr
+    unchanged(east, west)
+
+
+def test_a_consumer_someone_made_on_the_mirror_is_not_taken_for_the_failovers(
+    ready: Ready,
+) -> None:
+    """Hole: a declared consumer already on the unpromoted mirror (made by someone else,
+    at a position of theirs) was kept as if the failover had made it: delivering only
+    new messages, it skipped the 30 the origin's consumer had not acknowledged."""
+    east, west, root = ready
+    made = {"durable_name": "shipper", "ack_policy": "explicit", "deliver_policy": "new"}
+    reply = run(_request(west.url, "$JS.API.CONSUMER.CREATE.ORDERS.shipper", {
+        "stream_name": "ORDERS", "config": made, "action": "create"}))  # fmt: skip
+    assert "error" not in reply, reply
+    result = reconcile(*FAILOVER, cwd=root)
+    assert result.returncode == 1, said(result)
+    assert "shipper" in result.stderr and "nothing was changed" in result.stderr
+    assert not is_fenced(east) and last_seq(east) == 50
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+    run(_publish(east.url, "orders.new", 1))
+    assert last_seq(east) == 51
+
+
+def test_a_consumer_someone_paused_is_not_moved_nor_resumed_by_a_rerun(ready: Ready) -> None:
+    """Hole: a consumer paused until the failover's own far date was taken for one an
+    interrupted failover left: a re-run moved it back to the origin's ack floor and
+    resumed it. Only a paused consumer that has delivered nothing is the failover's."""
+    _, west, root = ready
+    done = reconcile(*FAILOVER, cwd=root)
+    assert done.returncode == 0, said(done)
+    assert fetch(west, "shipper", 10, ack=True) == list(range(21, 31))
+    pause = {"pause_until": "2999-01-01T00:00:00Z"}
+    paused = run(_request(west.url, "$JS.API.CONSUMER.PAUSE.ORDERS.shipper", pause))
+    assert "error" not in paused, paused
+
+    again = reconcile(*FAILOVER, cwd=root)
+    assert again.returncode == 0, said(again)
+    info = run(_request(west.url, "$JS.API.CONSUMER.INFO.ORDERS.shipper"))
+    assert info.get("paused") and info["ack_floor"]["stream_seq"] == 30  # as the person left it
+
+
+def test_a_consumer_left_paused_is_resumed_by_an_unplanned_rerun(ready: Ready) -> None:
+    """Hole: killed between a consumer's creation (paused) and its move, then re-run
+    unplanned (the origin lost): no ack floor to move it to, and it was left paused for
+    good. Now it is resumed where it was created: at the stream's first message."""
+    east, west, root = ready
+    _killed_at(root, "consumer paused", west)
+    east.kill()
+    result = reconcile(*FAILOVER, "--unplanned", cwd=root)
+    assert result.returncode == 0, said(result)
+    info = run(_request(west.url, "$JS.API.CONSUMER.INFO.ORDERS.shipper"))
+    assert not info.get("paused")
+    assert fetch(west, "shipper", 50, ack=False) == list(range(1, 51))  # nothing skipped
+
+
+def _kv_put(server: NatsServer, key: str, value: bytes) -> None:
+    async def put() -> None:
+        import nats
+
+        nc = await nats.connect(server.url)
+        try:
+            js = nc.jetstream()
+            await js.publish(f"$KV.RECONCILE_LOCKS.{key}", value)
+        finally:
+            await nc.close()
+
+    run(put())
+
+
+def test_a_forged_resume_record_decides_nothing_and_is_never_printed_raw(ready: Ready) -> None:
+    east, west, root = ready
+    forged = {"stream": "ORDERS\x1b[2J", "phase": "done", "from": "east", "to": "west"}
+    _kv_put(west, "failover.ORDERS", json.dumps(forged).encode())
+    with Publishers([east.url, west.url]) as publishers:
+        time.sleep(0.3)
+        result = reconcile(*FAILOVER, cwd=root)
+        assert result.returncode == 0, said(result)
+        time.sleep(0.5)
+    assert "\x1b" not in said(result)
+    check_after(east, west, publishers.acked, 50)
+
+
+def test_a_failover_waits_for_an_apply_holding_the_lock_and_changes_nothing(
+    ready: Ready,
+) -> None:
+    """A lease held on the origin (by an apply elsewhere; its holder's name carries
+    terminal controls): the failover waits its --lock-timeout, then refuses, escaped,
+    neither side changed."""
+    east, west, root = ready
+    lease = {
+        "owner": "mallory\x1b[2J\u202e", "host": "elsewhere", "pid": 1, "run": "x",
+        "acquired_at": "2026-01-01T00:00:00Z", "expires_at": "2999-01-01T00:00:00Z",
+    }  # fmt: skip
+    _kv_put(east, "apply", json.dumps(lease).encode())
+    result = reconcile(*FAILOVER, "--lock-timeout", "1s", cwd=root)
+    assert result.returncode == 1, said(result)
+    assert "mallory" in result.stderr
+    assert "\x1b" not in said(result) and "\u202e" not in said(result)
+    unchanged(east, west)
+    entry = {"last_by_subj": "$KV.RECONCILE_LOCKS.apply"}
+    on_west = run(_request(west.url, "$JS.API.STREAM.MSG.GET.KV_RECONCILE_LOCKS", entry))
+    assert "message" not in on_west or not base64.b64decode(on_west["message"].get("data") or "")
+
+
+def test_two_failovers_at_once_fail_over_once(ready: Ready) -> None:
+    east, west, root = ready
+    args = [sys.executable, "-m", "reconciler", *FAILOVER]
+    with Publishers([east.url, west.url]) as publishers:
+        time.sleep(0.3)
+        runs = [
+            subprocess.Popen(args, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            for _ in range(2)
+        ]
+        codes = [process.wait(timeout=120) for process in runs]
+        time.sleep(0.5)
+    assert codes == [0, 0], [p.stderr.read() for p in runs if p.stderr]
+    check_after(east, west, publishers.acked, 50)
+
+
+def test_a_secret_in_the_origins_url_is_never_printed(ready: Ready) -> None:
+    east, _, root = ready
+    project = root / "reconcile.yaml"
+    text = project.read_text(encoding="utf-8")
+    secret_url = east.url.replace("nats://", "nats://admin:S3cretPw@")
+    project.write_text(text.replace(f"'{east.url}'", f"'{secret_url}'"), encoding="utf-8")
+    east.kill()
+    for flags in ((), ("--unplanned", "--check"), ("--unplanned", "--format", "json")):
+        result = reconcile(*FAILOVER, *flags, cwd=root)
+        assert "S3cretPw" not in said(result), said(result)
+        assert "Traceback" not in said(result)
+
+
+def test_ctrl_c_at_the_question_changes_nothing(ready: Ready) -> None:
+    east, west, root = ready
+    term = Terminal("failover", "--from", "east", "--to", "west", cwd=root)
+    assert term.read_until(QUESTION), term.text
+    term.type(b"\x03")
+    code = term.finish()
+    assert code != 0, term.text
+    assert "Traceback" not in term.text
+    unchanged(east, west)
+
+
+def test_a_rerun_with_other_flags_after_a_kill_finishes_or_rolls_back(ready: Ready) -> None:
+    east, west, root = ready
+    _killed_at(root, "fenced", west)  # neither side takes writes now
+    rolled = reconcile(*FAILOVER, "--rollback", cwd=root)
+    assert rolled.returncode == 0, said(rolled)
+    assert not is_fenced(east)
+    run(_publish(east.url, "orders.new", 2))
+    assert last_seq(east) == 52
+
+    _killed_at(root, "promoted", west)
+    refused = reconcile(*FAILOVER, "--rollback", cwd=root)
+    assert refused.returncode == 1 and "promoted" in refused.stderr, said(refused)
+    assert is_fenced(east) and _info(west.url, "ORDERS")["config"].get("mirror") is None
+    with Publishers([east.url, west.url]) as publishers:
+        time.sleep(0.3)
+        done = reconcile(*FAILOVER, "--unplanned", cwd=root)  # the origin can be read
+        assert done.returncode == 0, said(done)
+        time.sleep(0.5)
+    check_after(east, west, publishers.acked, 52)
