@@ -51,6 +51,22 @@ def _url(server: NatsServer, user: str) -> str:
     return server.url.replace("nats://", f"nats://{user}:{user}-pw@")
 
 
+def _project(root: Path, server: NatsServer, specs: str) -> dict[str, str]:
+    """A project with environments east and west, each an account of ``server``, and
+    ``specs``; the variables holding their passwords."""
+    (root / "specs").mkdir()
+    (root / "specs" / "orders.yaml").write_text(specs, encoding="utf-8")
+    (root / "reconcile.yaml").write_text(
+        "owner: shop\nspecs: [specs]\nenvironments:\n"
+        f"  east:\n    servers: '{server.url}'\n    user: east\n"
+        "    password: {env: EAST_PW}\n"
+        f"  west:\n    servers: '{server.url}'\n    user: west\n"
+        "    password: {env: WEST_PW}\n",
+        encoding="utf-8",
+    )
+    return {"EAST_PW": "east-pw", "WEST_PW": "west-pw"}
+
+
 def _info(server: NatsServer, user: str) -> dict[str, Any]:
     info: dict[str, Any] = run(_request(_url(server, user), "$JS.API.STREAM.INFO.ORDERS"))
     return info
@@ -60,17 +76,7 @@ def test_a_standby_in_another_account_fails_over(
     server_factory: Callable[..., NatsServer], tmp_path: Path
 ) -> None:
     server = server_factory(config={"accounts": ACCOUNTS})
-    (tmp_path / "specs").mkdir()
-    (tmp_path / "specs" / "orders.yaml").write_text(ORDERS, encoding="utf-8")
-    (tmp_path / "reconcile.yaml").write_text(
-        "owner: shop\nspecs: [specs]\nenvironments:\n"
-        f"  east:\n    servers: '{server.url}'\n    user: east\n"
-        "    password: {env: EAST_PW}\n"
-        f"  west:\n    servers: '{server.url}'\n    user: west\n"
-        "    password: {env: WEST_PW}\n",
-        encoding="utf-8",
-    )
-    secrets = {"EAST_PW": "east-pw", "WEST_PW": "west-pw"}
+    secrets = _project(tmp_path, server, ORDERS)
     for env in ("east", "west"):
         done = reconcile("apply", "--env", env, "--yes", cwd=tmp_path, env=secrets)
         assert done.returncode == 0, done.stdout + done.stderr
@@ -95,3 +101,35 @@ def test_a_standby_in_another_account_fails_over(
     assert fetch(_url(server, "west"), "shipper", 1, ack=False) == [1]  # floor 0: from 1
     assert _info(server, "east")["config"]["subjects"] == ["_reconcile.fenced.ORDERS"]
     assert _info(server, "west")["state"]["last_seq"] >= 30
+
+
+def test_a_failover_the_standby_account_has_no_room_for_is_refused(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """The standby account allows one consumer per stream (``max_consumers``); the pair
+    declares two: the failover is refused before anything changes, as apply refuses a
+    plan the account cannot hold (docs/capacity.md). Both accounts counted after."""
+    limited = {**ACCOUNTS["WEST"], "jetstream": {"max_consumers": 1}}
+    server = server_factory(config={"accounts": {**ACCOUNTS, "WEST": limited}})
+    two = ORDERS + "---\nkind: Consumer\nstream: ORDERS\nname: billing\nack_policy: explicit\n"
+    secrets = _project(tmp_path, server, two)
+    for env in ("east", "west"):
+        done = reconcile("apply", "--env", env, "--yes", cwd=tmp_path, env=secrets)
+        assert done.returncode == 0, done.stdout + done.stderr
+        if env == "east":
+            run(_publish(_url(server, "east"), "orders.new", 30))
+    wait_for(lambda: _info(server, "west")["state"]["last_seq"] == 30)
+
+    result = reconcile(
+        "failover", "--from", "east", "--to", "west", "--yes", cwd=tmp_path, env=secrets
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "orders.yaml:17" in result.stderr and "billing" in result.stderr, result.stderr
+    east, west = _info(server, "east"), _info(server, "west")
+    assert east["config"]["subjects"] == ["orders.>"]  # not fenced
+    assert west["config"]["mirror"]["name"] == "ORDERS"  # not promoted
+    assert east["state"]["last_seq"] == 30 and west["state"]["last_seq"] == 30
+    names = run(_request(_url(server, "west"), "$JS.API.CONSUMER.NAMES.ORDERS", {}))
+    assert not names.get("consumers")
+    run(_publish(_url(server, "east"), "orders.new", 1))  # east still acknowledges
+    assert _info(server, "east")["state"]["last_seq"] == 31
