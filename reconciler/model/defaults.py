@@ -159,6 +159,14 @@ UNLIMITED_WHEN_ZERO: Final = (
 )
 
 DEFAULT_DUPLICATE_WINDOW: Final = 120_000_000_000  # 2 minutes in ns
+
+
+def default_duplicate_window(max_age: int) -> int:
+    """The duplicate window a stream gets when it sets none: 2 minutes, or its
+    ``max_age`` when shorter (nanoseconds)."""
+    return min(max_age, DEFAULT_DUPLICATE_WINDOW) if max_age > 0 else DEFAULT_DUPLICATE_WINDOW
+
+
 DEFAULT_ACK_WAIT: Final = 30_000_000_000
 DEFAULT_MAX_ACK_PENDING: Final = 1000
 DEFAULT_MAX_WAITING: Final = 512

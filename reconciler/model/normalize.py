@@ -240,8 +240,7 @@ def _stream_rules(out: dict[str, Any], server: ServerInfo) -> None:
         out["subjects"] = [out["name"]]
     skip_dedupe = sourced and server.version_tuple >= d.SOURCES_SKIP_DEDUPE_SINCE
     if out["duplicate_window"] == 0 and not mirrored and not skip_dedupe:
-        window = d.DEFAULT_DUPLICATE_WINDOW
-        out["duplicate_window"] = min(out["max_age"], window) if out["max_age"] > 0 else window
+        out["duplicate_window"] = d.default_duplicate_window(out["max_age"])
     if "republish" in out:
         republish = _compact(out["republish"])
         republish.setdefault("src", ">")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.errors import ReconcileError
+from reconciler.model.defaults import default_duplicate_window
 from reconciler.specs.units import parse_duration
 
 __all__ = [
@@ -44,7 +45,7 @@ SEEN_CRITICAL_KEY = "io.nats.monitor.seen-critical"
 #: it, dropping ``mirror`` is refused with err 10055.
 PROMOTION_VERSION = (2, 12, 0)
 #: Fields a mirror may not carry: it takes its messages from the origin only.
-_NOT_ON_A_MIRROR = ("subjects", "sources", "subject_transform", "duplicate_window", "first_seq")
+_NOT_ON_A_MIRROR = ("subjects", "sources", "subject_transform", "first_seq")
 _FENCE_PREFIX = "_reconcile.fenced."
 #: Until when a failover creates a consumer paused, before it moves and resumes it: a
 #: consumer paused until then is one an interrupted failover left (never a person's).
@@ -57,11 +58,24 @@ def mirror_config(
     """The standby's desired config: the origin's, as a mirror of it reached through
     ``api`` (its ``deliver`` subject when the accounts need one)."""
     config = {k: v for k, v in origin.items() if k not in _NOT_ON_A_MIRROR}
+    # The origin's duplicate window, set on the mirror: a mirror with one records the
+    # ``Nats-Msg-Id`` of each message it mirrors, so once promoted it answers a retry of
+    # a message the origin stored (its acknowledgement lost at the fence) as a duplicate
+    # instead of storing it again; a mirror without one knows no ids (measured on 2.12.8,
+    # 2.14.6 and 2.15.1: docs/jetstream-notes.md).
+    window = _nanoseconds(origin.get("duplicate_window"))
+    config["duplicate_window"] = window or default_duplicate_window(
+        _nanoseconds(origin.get("max_age"))
+    )
     external: dict[str, Any] = {"api": api}
     if deliver:
         external["deliver"] = deliver
     config["mirror"] = {"name": origin["name"], "external": external}
     return config
+
+
+def _nanoseconds(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def promoted_config(mirror: Mapping[str, Any], subjects: list[str]) -> dict[str, Any]:

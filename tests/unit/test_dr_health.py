@@ -32,7 +32,8 @@ def info(last: int, *, mirror: dict[str, Any] | None = None, **metadata: str) ->
 def test_the_mirror_has_no_subjects_and_names_the_origins_api() -> None:
     origin = {"name": "ORDERS", "subjects": ["orders.>"], "duplicate_window": 1, "max_age": 5}
     config = mirror_config(origin, api="$JS.east.API", deliver="dr.ORDERS")
-    assert "subjects" not in config and "duplicate_window" not in config
+    assert "subjects" not in config
+    assert config["duplicate_window"] == 1  # the origin's: it records the mirrored ids
     assert config["mirror"] == {
         "name": "ORDERS",
         "external": {"api": "$JS.east.API", "deliver": "dr.ORDERS"},
@@ -40,6 +41,13 @@ def test_the_mirror_has_no_subjects_and_names_the_origins_api() -> None:
     assert config["max_age"] == 5
     promoted = promoted_config(config, ["orders.>"])
     assert "mirror" not in promoted and promoted["subjects"] == ["orders.>"]
+
+
+def test_the_mirror_gets_the_window_the_origin_has_when_it_sets_none() -> None:
+    two_minutes = 120_000_000_000
+    for origin, window in (({"max_age": 5}, 5), ({}, two_minutes), ({"max_age": 0}, two_minutes)):
+        config = mirror_config({"name": "ORDERS", **origin}, api="$JS.east.API")
+        assert config["duplicate_window"] == window
 
 
 def test_the_fence_is_one_subject_of_its_own() -> None:
