@@ -132,10 +132,12 @@ def test_a_stream_another_owner_manages_is_never_fenced_or_promoted(
     east, west, root = ready
     server = east if side == "east" else west
     metadata = dict(_info(server.url, "ORDERS")["config"].get("metadata") or {})
-    updated(server, {"metadata": {**metadata, MANAGED_KEY: MANAGED_VALUE, OWNER_KEY: "billing"}})
+    owner = "billing\x1b[2J"  # a name on the server: escaped when it is shown
+    updated(server, {"metadata": {**metadata, MANAGED_KEY: MANAGED_VALUE, OWNER_KEY: owner}})
     result = reconcile(*FAILOVER, cwd=root)
     assert result.returncode == 1, said(result)
     assert "billing" in result.stderr and side in result.stderr
+    assert "\x1b" not in said(result)
     unchanged(east, west)
 
 
