@@ -34,6 +34,17 @@ def test_only_a_person_starts_it_and_the_plan_is_shown_before_the_failover(
     assert failover["environment"] != review["environment"]  # the approval gate
     assert any("reconcile failover" in run and "--yes" in run for run in _runs(failover))
     assert workflow["concurrency"]["cancel-in-progress"] is False
+    assert not any("--yes" in run for run in _runs(review))  # the review changes nothing
+    assert "continue-on-error" not in str(review)  # a failed review stops the failover
+    # the failover acts on the pairs the reviewer read: the same inputs reach both
+    reviewed, acted = (_failover_step(job) for job in (review, failover))
+    for name in ("FROM", "TO", "UNPLANNED"):
+        assert reviewed["env"][name] == acted["env"][name], name
+
+
+def _failover_step(job: dict[Any, Any]) -> dict[Any, Any]:
+    (step,) = [s for s in job["steps"] if "reconcile failover" in str(s.get("run", ""))]
+    return step
 
 
 def test_inputs_reach_the_scripts_through_env_and_actions_are_pinned(
