@@ -215,6 +215,8 @@ async def _problems(
                     f"{sides.owner!r}: a failover never writes another owner's stream "
                     f"(reconcile apply --env {env} --take-over takes it over)"
                 )
+    if origin_info is not None:
+        problems += _subjects_problem(pair, sides, origin_info.get("config") or {})
     if mirror_info is None:
         return problems
     mirror_config = mirror_info.get("config") or {}
@@ -240,6 +242,21 @@ async def _problems(
         if await same_message(origin, standby, pair.name, seq) is False:
             problems.append(copy_problem(sides, seq, origin_last, standby_last))
     return problems
+
+
+def _subjects_problem(pair: Pair, sides: Sides, live: Mapping[str, Any]) -> list[str]:
+    """An unfenced origin whose subjects are not the declared ones: the fence would take
+    them all, the promotion and a rollback give back only those declared."""
+    subjects = list(live.get("subjects") or [])
+    declared = list(pair.stream.config.get("subjects") or [])
+    if is_fenced(live) or sorted(subjects) == sorted(declared):
+        return []
+    return [
+        f"its subjects in {sides.origin} are {', '.join(subjects) or 'none'}, the spec "
+        f"declares {', '.join(declared)}: the fence would take them all and the promotion "
+        f"(or a rollback) give back only those declared; apply {sides.origin} first "
+        f"(reconcile apply --env {sides.origin})"
+    ]
 
 
 def _last(info: Mapping[str, Any]) -> int:

@@ -300,3 +300,20 @@ def test_a_rerun_with_other_flags_after_a_kill_finishes_or_rolls_back(ready: Rea
         assert done.returncode == 0, said(done)
         time.sleep(0.5)
     check_after(east, west, publishers.acked, 52)
+
+
+def test_an_origin_whose_subjects_differ_from_the_spec_is_refused(ready: Ready) -> None:
+    """Hole: east's live subjects differ from the spec's (legacy.> added by hand); the
+    fence took them all, and a rollback or a refused wait gave back only the declared
+    ones, the promotion too: writes on legacy.> were answered by nobody afterwards."""
+    east, west, root = ready
+    updated(east, {"subjects": ["orders.>", "legacy.>"]})
+    east_before, west_before = counted(east), counted(west)
+    result = reconcile(*FAILOVER, cwd=root)
+    assert result.returncode == 1, said(result)
+    assert "legacy.>" in result.stderr and "nothing was changed" in result.stderr
+    assert _info(east.url, "ORDERS")["config"]["subjects"] == ["orders.>", "legacy.>"]
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+    assert counted(east) == east_before and counted(west) == west_before
+    run(_publish(east.url, "legacy.old", 1))  # east still acknowledges both
+    assert last_seq(east) == 51
