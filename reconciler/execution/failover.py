@@ -193,7 +193,12 @@ async def fail_over(
         unplanned = request.unplanned and origin is None
         if request.unplanned and origin is not None:
             say("the origin can be read: this failover is a planned one (the origin is fenced)")
-        sides = Sides(request.origin.env or "", request.standby.env or "", request.standby.owner)
+        sides = Sides(
+            request.origin.env or "",
+            request.standby.env or "",
+            request.standby.owner,
+            dict(request.standby.domains),
+        )
         states = await pair_states(selected, origin, standby, unread, sides)
         the_plan = FailoverPlan(
             request.origin.env or "",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.errors import NotFound, ReconcileError
@@ -23,7 +23,7 @@ from reconciler.model.standby import (
 )
 from reconciler.model.timestamps import rfc3339
 from reconciler.model.values import printable
-from reconciler.planning.standby import Pair
+from reconciler.planning.standby import Pair, origin_api
 from reconciler.specs.project import Project
 from reconciler.specs.spec import Spec
 from reconciler.specs.standby import Standby
@@ -163,6 +163,8 @@ class Sides:
     origin: str = "the origin"
     standby: str = "the standby"
     owner: str | None = None  # None: not checked (health only)
+    #: Every environment of the project and its domain: the API a mirror must name
+    domains: Mapping[str, str | None] = field(default_factory=dict)
 
 
 async def same_message(
@@ -227,6 +229,7 @@ async def _problems(
             "--allow-replace: a failback, a full copy)"
         )
     elif mirror_config.get("mirror"):  # promoted, its consumers are the failover's
+        problems += _mirror_problem(pair, sides, mirror_config["mirror"])
         early = sorted({c.name for c in pair.consumers} & present)
         if early:
             problems.append(
@@ -242,6 +245,26 @@ async def _problems(
         if await same_message(origin, standby, pair.name, seq) is False:
             problems.append(copy_problem(sides, seq, origin_last, standby_last))
     return problems
+
+
+def _mirror_problem(pair: Pair, sides: Sides, mirror: Any) -> list[str]:
+    """A mirror that does not mirror what the spec declares: the stream's own name,
+    through the primary's API (``planning.standby.origin_api``). With the origin lost
+    (unplanned) nothing else says what the standby holds."""
+    if not sides.domains:
+        return []
+    api = origin_api(pair.standby, sides.domains, pair.stream.where("standby"))
+    about = mirror if isinstance(mirror, Mapping) else {}
+    name = str(about.get("name") or "")
+    through = str((about.get("external") or {}).get("api") or "")
+    if name == pair.name and through == api:
+        return []
+    return [
+        f"the stream in {sides.standby} mirrors {name or 'nothing'} through "
+        f"{through or 'its own account'}, the spec declares {pair.name} through {api}: it "
+        "was made by someone else; apply the standby environment first "
+        f"(reconcile apply --env {sides.standby})"
+    ]
 
 
 def _subjects_problem(pair: Pair, sides: Sides, live: Mapping[str, Any]) -> list[str]:

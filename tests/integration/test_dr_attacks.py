@@ -29,7 +29,7 @@ from test_dr_failover import (  # noqa: F401 (ready: a fixture)
     stored,
 )
 from test_dr_rules import FAILOVER, unchanged
-from test_dr_standby import consumers, last_seq, link
+from test_dr_standby import consumers, last_seq, link, wait_for
 from test_lifecycle import _info, _publish, _request
 
 from reconciler.specs.spec import MANAGED_KEY, MANAGED_VALUE, OWNER_KEY
@@ -317,3 +317,28 @@ def test_an_origin_whose_subjects_differ_from_the_spec_is_refused(ready: Ready) 
     assert counted(east) == east_before and counted(west) == west_before
     run(_publish(east.url, "legacy.old", 1))  # east still acknowledges both
     assert last_seq(east) == 51
+
+
+def test_a_mirror_of_another_stream_is_never_promoted_unplanned(ready: Ready) -> None:
+    """Hole: with the origin lost, nothing but the standby's own config says what it
+    mirrors: west's ORDERS made again by someone as a mirror of east's OTHER was promoted
+    as ORDERS. Its ``mirror`` must name the stream and the API the spec declares."""
+    east, west, root = ready
+    other = {"name": "OTHER", "subjects": ["other.>"]}
+    assert "error" not in run(_request(east.url, "$JS.API.STREAM.CREATE.OTHER", other))
+    run(_publish(east.url, "other.new", 10))
+    metadata = _info(west.url, "ORDERS")["config"]["metadata"]
+    assert "error" not in run(_request(west.url, "$JS.API.STREAM.DELETE.ORDERS"))
+    made = {
+        "name": "ORDERS",
+        "metadata": metadata,  # the owner marker copied: ours, as far as it says
+        "mirror": {"name": "OTHER", "external": {"api": "$JS.east.API"}},
+    }
+    assert "error" not in run(_request(west.url, "$JS.API.STREAM.CREATE.ORDERS", made))
+    wait_for(lambda: last_seq(west) == 10)
+    east.kill()
+    result = reconcile(*FAILOVER, "--unplanned", cwd=root)
+    assert result.returncode == 1, said(result)
+    assert "OTHER" in result.stderr and "nothing was changed" in result.stderr
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "OTHER"
+    assert last_seq(west) == 10 and consumers(west) == []
