@@ -79,15 +79,29 @@ class PairSteps:
         return Sides(self.the_plan.origin, self.the_plan.standby)
 
     async def run(self) -> None:
-        if self.origin is not None:
-            await self.fence()
-        promoted = self.state.promoted
-        if not promoted:
-            last = await self.converged() if self.origin is not None else None
-            await self.promote(last)
+        try:
+            if self.origin is not None:
+                await self.fence()
+            promoted = self.state.promoted
+            if not promoted:
+                last = await self.converged() if self.origin is not None else None
+                await self.promote(last)
+        except asyncio.CancelledError:  # Ctrl-C: neither side would take writes
+            await self.interrupted()
+            raise
         await self.consumers()
         await self.verify()
         await self.record("done")
+
+    async def interrupted(self) -> None:
+        """Stopped between the fence and the promotion: the origin gets its subjects back,
+        unless the mirror was promoted after all (its update sent before the stop):
+        then a re-run finishes."""
+        if self.origin is None:
+            return
+        mirror = await _info(self.standby, self.name)
+        if mirror is not None and mirror["config"].get("mirror"):
+            await self.unfence()
 
     async def fence(self) -> None:
         assert self.origin is not None

@@ -26,6 +26,7 @@ from test_dr_failover import (  # noqa: F401 (ready: a fixture)
     fetch,
     is_fenced,
     ready,
+    recorded_phase,
     stored,
 )
 from test_dr_rules import FAILOVER, unchanged
@@ -342,3 +343,25 @@ def test_a_mirror_of_another_stream_is_never_promoted_unplanned(ready: Ready) ->
     assert "OTHER" in result.stderr and "nothing was changed" in result.stderr
     assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "OTHER"
     assert last_seq(west) == 10 and consumers(west) == []
+
+
+def test_ctrl_c_between_the_fence_and_the_promotion_gives_the_origin_its_writes_back(
+    ready: Ready,
+) -> None:
+    """Hole: Ctrl-C while east was fenced and west not yet promoted printed "aborted"
+    and left neither side taking writes, without a word. Now east gets its subjects back
+    (unless west was promoted after all) and says so."""
+    east, west, root = ready
+    pause = {"RECONCILE_FAILOVER_PAUSE": "fenced"}
+    term = Terminal("failover", "--from", "east", "--to", "west", "--yes", cwd=root, env=pause)
+    wait_for(lambda: recorded_phase(west) == "fenced", timeout=60)
+    assert is_fenced(east)
+    term.type(b"\x03")
+    code = term.finish()
+    assert code != 0, term.text
+    assert "Traceback" not in term.text
+    assert not is_fenced(east), term.text
+    assert "east takes writes again" in term.text
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+    run(_publish(east.url, "orders.new", 1))
+    assert last_seq(east) == 51
