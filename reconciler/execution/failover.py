@@ -113,6 +113,11 @@ class FailoverPlan:
             if self.unplanned and not state.promoted:
                 out.append(f"    possible loss: {loss_line(state.health)}")
             out += [f"    REFUSED: {problem}" for problem in state.problems]
+            if state.diverged and not self.rollback:
+                out.append(
+                    f"    DIVERGED: {state.diverged}: the origin is fenced, then the pair "
+                    "stops (no consumer is created)"
+                )
             steps = self.actions(state)
             out += [f"    - {step}" for step in steps] or ["    nothing to do"]
         return [printable(line) for line in out]

@@ -21,6 +21,7 @@ from reconciler.execution.pair_reads import (
     _consumer_names,
     _info,
     copy_problem,
+    diverged,
     same_message,
 )
 from reconciler.identity import LOCK_BUCKET
@@ -89,9 +90,25 @@ class PairSteps:
         except asyncio.CancelledError:  # Ctrl-C: neither side would take writes
             await self.interrupted()
             raise
+        if promoted:
+            await self.check_copy()
         await self.consumers()
         await self.verify()
         await self.record("done")
+
+    async def check_copy(self) -> None:
+        """A standby found promoted holds the (now fenced) origin's message at the last
+        sequence both have; else the pair stops here: the origin stays fenced (it keeps
+        its messages), the standby takes the writes, no consumer is created (the origin's
+        ack floors are sequences of other messages there)."""
+        live = (await _info(self.origin, self.name), await _info(self.standby, self.name))
+        unlike = await diverged(self.origin, self.standby, self.name, self.sides, live)
+        if unlike:
+            raise ReconcileError(
+                f"{unlike}; {self.the_plan.origin} is fenced and keeps its messages, "
+                f"{self.the_plan.standby} takes the writes, no consumer was created: "
+                "compare both sides"
+            )
 
     async def interrupted(self) -> None:
         """Stopped between the fence and the promotion: the origin gets its subjects back,

@@ -32,6 +32,7 @@ __all__ = [
     "PairState",
     "SidedHealth",
     "Sides",
+    "diverged",
     "health_line",
     "loss_line",
     "pair_state",
@@ -55,6 +56,9 @@ class PairState:
     #: Why the pair must not be touched, read on both sides (empty: it may): another
     #: owner's stream, a standby that is no copy of the origin, a consumer someone made
     problems: tuple[str, ...] = ()
+    #: A promoted standby that is no copy of the origin (empty: it is): the failover
+    #: fences the origin, then stops the pair (docs/dr.md)
+    diverged: str = ""
 
     @property
     def name(self) -> str:
@@ -191,9 +195,27 @@ def copy_problem(sides: Sides, seq: int, origin_last: int, standby_last: int) ->
         f"the stream in {sides.standby} does not hold {sides.origin}'s message at sequence "
         f"{seq} ({sides.origin} holds up to {origin_last}, {sides.standby} up to "
         f"{standby_last}): it is no copy of {sides.origin}'s messages (made, promoted or "
-        f"written by someone else, or {sides.origin} took writes after its promotion); "
-        "compare both sides before anything is failed over"
+        f"written by someone else, or {sides.origin} took writes after its promotion)"
     )
+
+
+async def diverged(
+    origin: JetStreamClient | None,
+    standby: JetStreamClient,
+    name: str,
+    sides: Sides,
+    live: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None],
+) -> str:
+    """Why the standby is no copy of the origin (empty: it is, or nothing to compare):
+    it must hold the origin's message at the last sequence both have."""
+    origin_info, standby_info = live
+    if origin is None or origin_info is None or standby_info is None:
+        return ""
+    origin_last, standby_last = _last(origin_info), _last(standby_info)
+    seq = min(origin_last, standby_last)
+    if await same_message(origin, standby, name, seq) is False:
+        return copy_problem(sides, seq, origin_last, standby_last)
+    return ""
 
 
 async def _problems(
@@ -228,7 +250,7 @@ async def _problems(
             f"{sides.origin}'s; make it a mirror first (reconcile apply --env {sides.standby} "
             "--allow-replace: a failback, a full copy)"
         )
-    elif mirror_config.get("mirror"):  # promoted, its consumers are the failover's
+    elif mirror_config.get("mirror"):  # not promoted yet
         problems += _mirror_problem(pair, sides, mirror_config["mirror"])
         early = sorted({c.name for c in pair.consumers} & present)
         if early:
@@ -237,13 +259,9 @@ async def _problems(
                 "a failover creates them after the promotion, at the origin's ack floor + 1; "
                 "these were made by someone else at positions of theirs (delete them first)"
             )
-    origin, standby = clients
-    if origin is not None and origin_info is not None:
-        origin_last = _last(origin_info)
-        standby_last = _last(mirror_info)
-        seq = min(origin_last, standby_last)
-        if await same_message(origin, standby, pair.name, seq) is False:
-            problems.append(copy_problem(sides, seq, origin_last, standby_last))
+        unlike = await diverged(*clients, pair.name, sides, live)
+        if unlike:  # nothing to promote: fencing the origin would leave neither side
+            problems.append(f"{unlike}; compare both sides before anything is failed over")
     return problems
 
 
@@ -313,6 +331,9 @@ async def pair_state(
     problems = await _problems(
         pair, sides, (origin_info, mirror_info), (origin, standby), present - left
     )
+    unlike = ""
+    if promoted and not is_fenced(mirror_config):
+        unlike = await diverged(origin, standby, pair.name, sides, (origin_info, mirror_info))
     return PairState(
         pair=pair,
         health=health,
@@ -322,6 +343,7 @@ async def pair_state(
         consumers_missing=missing,
         starts=starts,
         problems=tuple(problems),
+        diverged=unlike,
     )
 
 

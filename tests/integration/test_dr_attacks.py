@@ -56,12 +56,15 @@ def said(result: subprocess.CompletedProcess[str]) -> str:
     return result.stdout + result.stderr
 
 
-def test_a_standby_promoted_by_hand_with_writes_of_its_own_is_refused(ready: Ready) -> None:
+def test_a_standby_promoted_by_hand_with_writes_of_its_own_is_fenced_from_not_reported_done(
+    ready: Ready,
+) -> None:
     """Hole: a standby that is no mirror any more was taken for one this failover had
-    promoted: the origin was fenced, the wait and promotion skipped, and the verify only
-    compared last sequences, so the writes the origin acknowledged after the standby's
-    own were lost. Now the standby must hold the origin's message at the sequence both
-    have: it does not, so nothing is changed."""
+    promoted: the wait and promotion skipped, the verify only compared last sequences,
+    consumers created at east's ack floor on other messages, and success reported:
+    east's acknowledged writes 51..60 on no promoted side, silently. Now the standby must
+    hold east's message at the last sequence both have: it does not, so east is fenced
+    (both sides took writes: that stops) and the pair stops there, named, exit 1."""
     east, west, root = ready
     link(west, up=False, leafnodes=dict(west.settings["leafnodes"]))
     updated(west, {"subjects": ["orders.>"]}, drop=("mirror",))  # promoted by someone
@@ -72,11 +75,9 @@ def test_a_standby_promoted_by_hand_with_writes_of_its_own_is_refused(ready: Rea
 
     result = reconcile(*FAILOVER, cwd=root)
     assert result.returncode == 1, said(result)
-    assert "sequence 60" in result.stderr and "nothing was changed" in result.stderr
-    assert counted(east) == east_before and counted(west) == west_before
-    assert not is_fenced(east) and consumers(west) == []
-    run(_publish(east.url, "orders.new", 1))  # east still acknowledges its writes
-    assert last_seq(east) == 61
+    assert "sequence 60" in said(result) and "DIVERGED" in result.stdout
+    assert counted(east) == east_before and counted(west) == west_before  # nothing lost
+    assert is_fenced(east) and consumers(west) == []
 
 
 def test_a_failover_back_onto_the_fenced_old_origin_is_refused(ready: Ready) -> None:
@@ -106,9 +107,11 @@ def test_an_origin_given_its_subjects_back_by_another_client_is_not_reported_don
     ready: Ready,
 ) -> None:
     """Hole: killed after the promotion, the fence edited away by another client and
-    writes acknowledged by east meanwhile; the re-run fenced east again and reported
-    success though east's new writes are on no promoted stream. Now it refuses, naming
-    the sequence, and changes nothing."""
+    writes acknowledged by east meanwhile; the re-run fenced east again, created the
+    consumer and reported success though east's new writes are on no promoted stream.
+    Now it fences east again (both sides took writes), names the sequence and stops
+    there: no consumer created, exit 1. (The same as east coming back after an unplanned
+    failover with writes the mirror never got.)"""
     east, west, root = ready
     _killed_at(root, "promoted", west)
     assert is_fenced(east)
@@ -122,6 +125,7 @@ def test_an_origin_given_its_subjects_back_by_another_client_is_not_reported_don
     assert again.returncode == 1, said(again)
     assert "sequence 54" in again.stderr
     assert counted(east) == east_before and counted(west) == west_before
+    assert is_fenced(east) and consumers(west) == []  # fenced again; the pair stops there
 
 
 @pytest.mark.parametrize("side", ["east", "west"])
