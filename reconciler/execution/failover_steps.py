@@ -20,9 +20,7 @@ from reconciler.execution.pair_reads import (
     _ack_floor,
     _consumer_names,
     _info,
-    copy_problem,
     diverged,
-    same_message,
 )
 from reconciler.identity import LOCK_BUCKET
 from reconciler.jetstream import JetStreamClient
@@ -101,8 +99,7 @@ class PairSteps:
         sequence both have; else the pair stops here: the origin stays fenced (it keeps
         its messages), the standby takes the writes, no consumer is created (the origin's
         ack floors are sequences of other messages there)."""
-        live = (await _info(self.origin, self.name), await _info(self.standby, self.name))
-        unlike = await diverged(self.origin, self.standby, self.name, self.sides, live)
+        unlike = await diverged(self.origin, self.standby, self.name, self.sides)
         if unlike:
             raise ReconcileError(
                 f"{unlike}; {self.the_plan.origin} is fenced and keeps its messages, "
@@ -152,10 +149,10 @@ class PairSteps:
             mirror = await _info(self.standby, self.name)
             mirror_last = int(((mirror or {}).get("state") or {}).get("last_seq", 0))
             if mirror_last >= target:
-                if await same_message(self.origin, self.standby, self.name, target) is False:
+                unlike = await diverged(self.origin, self.standby, self.name, self.sides)
+                if unlike:
                     await self.unfence()
-                    problem = copy_problem(self.sides, target, target, mirror_last)
-                    raise ReconcileError(f"{problem}; the origin has its subjects back")
+                    raise ReconcileError(f"{unlike}; the origin has its subjects back")
                 break
             if time.monotonic() >= deadline:
                 await self.unfence()
@@ -266,9 +263,9 @@ class PairSteps:
                     f"the promoted stream's last sequence {m_state['last_seq']} is below "
                     f"the origin's {o_state['last_seq']}"
                 )
-            last = int(o_state["last_seq"])
-            if await same_message(self.origin, self.standby, self.name, last) is False:
-                raise ReconcileError(copy_problem(self.sides, last, last, int(m_state["last_seq"])))
+            unlike = await diverged(self.origin, self.standby, self.name, self.sides)
+            if unlike:
+                raise ReconcileError(unlike)
             if int(m_state["messages"]) < int(o_state["messages"]):
                 self.say(
                     f"{self.name}: {m_state['messages']} messages promoted, "

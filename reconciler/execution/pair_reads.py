@@ -200,22 +200,53 @@ def copy_problem(sides: Sides, seq: int, origin_last: int, standby_last: int) ->
 
 
 async def diverged(
-    origin: JetStreamClient | None,
-    standby: JetStreamClient,
-    name: str,
-    sides: Sides,
-    live: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None],
+    origin: JetStreamClient | None, standby: JetStreamClient, name: str, sides: Sides
 ) -> str:
     """Why the standby is no copy of the origin (empty: it is, or nothing to compare):
-    it must hold the origin's message at the last sequence both have."""
-    origin_info, standby_info = live
-    if origin is None or origin_info is None or standby_info is None:
+    up to the last sequence both have, it must hold every sequence the origin holds (a
+    message deleted on the standby by someone would be lost by a promotion), and the
+    origin's message at that last sequence."""
+    if origin is None:
         return ""
-    origin_last, standby_last = _last(origin_info), _last(standby_info)
-    seq = min(origin_last, standby_last)
-    if await same_message(origin, standby, name, seq) is False:
-        return copy_problem(sides, seq, origin_last, standby_last)
+    try:
+        theirs, ours = await asyncio.gather(
+            origin.stream_info(name, deleted=True), standby.stream_info(name, deleted=True)
+        )
+    except NotFound:
+        return ""
+    origin_last, standby_last = _last(theirs), _last(ours)
+    upto = min(origin_last, standby_last)
+    count, first = _lacking(theirs.get("state") or {}, ours.get("state") or {}, upto)
+    if count:
+        shown = ", ".join(str(seq) for seq in first) + (", ..." if count > len(first) else "")
+        return (
+            f"the stream in {sides.standby} lacks {count} message(s) {sides.origin} holds "
+            f"(sequence {shown}): deleted there by someone, they would be lost"
+        )
+    if await same_message(origin, standby, name, upto) is False:
+        return copy_problem(sides, upto, origin_last, standby_last)
     return ""
+
+
+def _lacking(
+    origin: Mapping[str, Any], standby: Mapping[str, Any], upto: int
+) -> tuple[int, list[int]]:
+    """How many sequences up to ``upto`` the origin holds and the standby does not, and
+    the first few (from each side's first sequence and deleted sequences)."""
+    origin_first = int(origin.get("first_seq") or 0)
+    if not int(origin.get("messages") or 0) or not origin_first or upto < origin_first:
+        return 0, []
+    origin_deleted = {int(seq) for seq in origin.get("deleted") or ()}
+    standby_first = int(standby.get("first_seq") or 0) or upto + 1
+    before = range(origin_first, min(standby_first, upto + 1))  # trimmed off the standby
+    lacking = [seq for seq in before[:5] if seq not in origin_deleted]
+    count = len(before) - sum(1 for seq in origin_deleted if seq in before)
+    gaps = sorted(
+        int(seq)
+        for seq in standby.get("deleted") or ()
+        if origin_first <= int(seq) <= upto and int(seq) not in origin_deleted
+    )
+    return count + len(gaps), sorted(lacking + gaps)[:5]
 
 
 async def _problems(
@@ -259,7 +290,7 @@ async def _problems(
                 "a failover creates them after the promotion, at the origin's ack floor + 1; "
                 "these were made by someone else at positions of theirs (delete them first)"
             )
-        unlike = await diverged(*clients, pair.name, sides, live)
+        unlike = await diverged(*clients, pair.name, sides)
         if unlike:  # nothing to promote: fencing the origin would leave neither side
             problems.append(f"{unlike}; compare both sides before anything is failed over")
     return problems
@@ -333,7 +364,7 @@ async def pair_state(
     )
     unlike = ""
     if promoted and not is_fenced(mirror_config):
-        unlike = await diverged(origin, standby, pair.name, sides, (origin_info, mirror_info))
+        unlike = await diverged(origin, standby, pair.name, sides)
     return PairState(
         pair=pair,
         health=health,

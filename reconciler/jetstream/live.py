@@ -88,8 +88,11 @@ class SharedValues:
 class LiveRead(Transport):
     """The reads of what a server holds: lists, one stream or consumer, the whole state."""
 
-    async def stream_info(self, name: str) -> dict[str, Any]:
-        return await self.request(f"STREAM.INFO.{name}")
+    async def stream_info(self, name: str, *, deleted: bool = False) -> dict[str, Any]:
+        """STREAM.INFO; ``deleted``: with ``state.deleted``, the sequences deleted
+        between its first and last message."""
+        body = {"deleted_details": True} if deleted else None
+        return await self.request(f"STREAM.INFO.{name}", body)
 
     async def consumer_info(self, stream: str, name: str) -> dict[str, Any]:
         return await self.request(f"CONSUMER.INFO.{stream}.{name}")

@@ -369,3 +369,20 @@ def test_ctrl_c_between_the_fence_and_the_promotion_gives_the_origin_its_writes_
     assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
     run(_publish(east.url, "orders.new", 1))
     assert last_seq(east) == 51
+
+
+def test_a_message_deleted_from_the_mirror_is_never_failed_over_without(ready: Ready) -> None:
+    """Hole: a message of the mirror deleted by another client (STREAM.MSG.DELETE): the
+    mirror still reached east's last sequence, was promoted, and the verify only said the
+    lower count: acknowledged message 30 was on no promoted side. Now every sequence east
+    holds must be on the mirror: refused before anything changes, naming it."""
+    east, west, root = ready
+    gone = run(_request(west.url, "$JS.API.STREAM.MSG.DELETE.ORDERS", {"seq": 30}))
+    assert gone.get("success"), gone
+    east_before, west_before = counted(east), counted(west)
+    result = reconcile(*FAILOVER, cwd=root)
+    assert result.returncode == 1, said(result)
+    assert "30" in result.stderr and "nothing was changed" in result.stderr
+    assert counted(east) == east_before and counted(west) == west_before
+    assert not is_fenced(east) and consumers(west) == []
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
