@@ -149,7 +149,7 @@ class PairSteps:
             mirror = await _info(self.standby, self.name)
             mirror_last = int(((mirror or {}).get("state") or {}).get("last_seq", 0))
             if mirror_last >= target:
-                unlike = await diverged(self.origin, self.standby, self.name, self.sides)
+                unlike = await diverged(self.origin, self.standby, self.name, self.sides, target)
                 if unlike:
                     await self.unfence()
                     raise ReconcileError(f"{unlike}; the origin has its subjects back")
