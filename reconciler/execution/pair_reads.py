@@ -142,14 +142,12 @@ async def _ack_floor(client: JetStreamClient | None, stream: str, name: str) -> 
     return int((info.get("ack_floor") or {}).get("stream_seq", 0))
 
 
-async def _paused(client: JetStreamClient, stream: str, name: str) -> str:
-    """``name`` when an interrupted failover left that consumer paused (it creates it
-    paused, then moves and resumes it), else empty."""
+async def _consumer(client: JetStreamClient, stream: str, name: str) -> dict[str, Any]:
+    """A consumer's CONSUMER.INFO; empty when it is gone."""
     try:
-        info = await client.consumer_info(stream, name)
+        return await client.consumer_info(stream, name)
     except NotFound:
-        return ""
-    return name if left_paused(info) else ""
+        return {}
 
 
 async def _consumer_names(client: JetStreamClient, stream: str) -> set[str]:
@@ -315,6 +313,23 @@ async def _problems(
     return problems
 
 
+def _foreign_consumers(sides: Sides, infos: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Declared consumers on the promoted standby that this project's failover did not
+    create (another owner's marker, or none): they start where someone else chose."""
+    foreign = sorted(
+        name
+        for name, info in infos.items()
+        if info and owner_of(info.get("config") or {}) != sides.owner
+    )
+    if not foreign:
+        return []
+    return [
+        f"consumer(s) {', '.join(foreign)} on the promoted stream in {sides.standby} are "
+        f"not managed by {sides.owner!r}: made by someone else, at positions of theirs "
+        "(delete them, and the failover creates them at the origin's ack floor + 1)"
+    ]
+
+
 def _mirror_problem(pair: Pair, sides: Sides, mirror: Any) -> list[str]:
     """A mirror that does not mirror what the spec declares: the stream's own name,
     through the primary's API (``planning.standby.origin_api``). With the origin lost
@@ -371,16 +386,24 @@ async def pair_state(
     mirror_config = (mirror_info or {}).get("config") or {}
     promoted = mirror_info is not None and not mirror_config.get("mirror")
     present = await _consumer_names(standby, pair.name) if mirror_info else set()
-    paused = await asyncio.gather(
-        *(_paused(standby, pair.name, c.name) for c in pair.consumers if c.name in present)
+    declared = [c.name for c in pair.consumers if c.name in present]
+    infos = dict(
+        zip(
+            declared,
+            await asyncio.gather(*(_consumer(standby, pair.name, n) for n in declared)),
+            strict=True,
+        )
     )
-    left = {name for name in paused if name}  # created paused by a run that was stopped
+    # created paused by a run that was stopped (it creates, then moves and resumes)
+    left = {name for name, info in infos.items() if info and left_paused(info)}
     missing = tuple(c.name for c in pair.consumers if c.name not in present or c.name in left)
     floors = await asyncio.gather(*(_ack_floor(origin, pair.name, n) for n in missing))
     starts = {name: None if f is None else f + 1 for name, f in zip(missing, floors, strict=True)}
     problems = await _problems(
         pair, sides, (origin_info, mirror_info), (origin, standby), present - left
     )
+    if promoted and sides.owner is not None:
+        problems += _foreign_consumers(sides, infos)
     unlike = ""
     if promoted and not is_fenced(mirror_config):
         unlike = await diverged(origin, standby, pair.name, sides)

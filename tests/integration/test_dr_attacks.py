@@ -386,3 +386,24 @@ def test_a_message_deleted_from_the_mirror_is_never_failed_over_without(ready: R
     assert counted(east) == east_before and counted(west) == west_before
     assert not is_fenced(east) and consumers(west) == []
     assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+
+
+def test_a_consumer_someone_made_after_the_promotion_is_not_taken_for_the_failovers(
+    ready: Ready,
+) -> None:
+    """Hole: killed right after the promotion; someone made ``shipper`` on the promoted
+    west (delivering only new messages, no owner marker); the re-run kept it as its own
+    and reported done: messages 21..50, unacknowledged by east's consumer, skipped.
+    A declared consumer on the standby must carry this project's owner marker."""
+    east, west, root = ready
+    _killed_at(root, "promoted", west)
+    made = {"durable_name": "shipper", "ack_policy": "explicit", "deliver_policy": "new"}
+    body = {"stream_name": "ORDERS", "config": made, "action": "create"}
+    assert "error" not in run(_request(west.url, "$JS.API.CONSUMER.CREATE.ORDERS.shipper", body))
+    east_before, west_before = counted(east), counted(west)
+    again = reconcile(*FAILOVER, cwd=root)
+    assert again.returncode == 1, said(again)
+    assert "shipper" in again.stderr and "nothing was changed" in again.stderr
+    assert counted(east) == east_before and counted(west) == west_before
+    info = run(_request(west.url, "$JS.API.CONSUMER.INFO.ORDERS.shipper"))
+    assert info["config"]["deliver_policy"] == "new"  # theirs, untouched
