@@ -29,7 +29,7 @@ from reconciler.identity import (
     object_subjects,
     stream_of,
 )
-from reconciler.model.defaults import DEFAULT_DUPLICATE_WINDOW
+from reconciler.model.defaults import default_duplicate_window
 
 #: Bucket fields copied to the stream under the same name.
 _SHARED: Final = ("description", "storage", "placement", "metadata")
@@ -66,8 +66,6 @@ def _common(bucket: Mapping[str, Any]) -> dict[str, Any]:
 def kv_stream_config(name: str, bucket: Mapping[str, Any]) -> dict[str, Any]:
     """The ``KV_<name>`` stream config of a KeyValue bucket spec."""
     config = _common(bucket)
-    ttl = config["max_age"]
-    window = DEFAULT_DUPLICATE_WINDOW
     config.update(
         name=stream_of("KeyValue", name),
         subjects=[kv_subject(name)],
@@ -76,7 +74,7 @@ def kv_stream_config(name: str, bucket: Mapping[str, Any]) -> dict[str, Any]:
         max_msgs=-1,
         max_consumers=-1,
         deny_delete=bucket.get("deny_delete") is not False,
-        duplicate_window=min(ttl, window) if ttl > 0 else window,
+        duplicate_window=default_duplicate_window(config["max_age"]),
     )
     if bucket.get("republish") is not None:
         config["republish"] = bucket["republish"]
