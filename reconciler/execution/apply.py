@@ -62,7 +62,7 @@ __all__ = [
 Outcome = Literal["applied", "failed", "skipped", "planned"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StepEvent:
     """Progress of one step, for progress bars and CI log lines."""
 
