@@ -23,6 +23,7 @@ from reconciler.locations import Location
 from reconciler.model.buckets import bucket_config
 from reconciler.model.migration import is_filling, is_temp, temp_name
 from reconciler.model.normalize import (
+    NAME_FIELDS,
     STREAM_NAME_FIELDS,
     desired_config,
     inherited,
@@ -354,6 +355,8 @@ def import_files(specs: list[Spec], server: ServerInfo) -> list[ExportedFile]:
         elif spec.kind == "KeyValueEntry":
             entries.setdefault(spec.stream_name, []).append(spec)
     files = []
+    heads: dict[str, dict[str, Any]] = {}  # by _declared_shape, streams
+    shapes: dict[str, dict[str, Any]] = {}  # by _declared_shape, consumers
     for name in sorted(set(streams) | set(consumers) | set(entries)):
         docs: list[dict[str, Any]] = []
         stream = streams.get(name)
@@ -362,19 +365,66 @@ def import_files(specs: list[Spec], server: ServerInfo) -> list[ExportedFile]:
         if stream is not None:
             ref = stream.ref
             stream_config = desired_config(stream, server)
-            body = minimal(stream.kind, stream.name, stream.config, server)
-            docs.append({"kind": stream.kind, **to_human(stream.kind, body)})
+            docs.append(_imported_stream(stream, server, heads))
             if stream.external:
                 docs[-1]["external"] = True
+        limits = inherited(stream_config or {})
         for spec in sorted(consumers.get(name, []), key=lambda s: s.name):
-            config = {k: v for k, v in spec.config.items() if k != "durable_name"}
-            body = minimal(
-                "Consumer", spec.name, config, server, stream=name, stream_config=stream_config
-            )
-            docs.append({"kind": "Consumer", "stream": name, **to_human("Consumer", body)})
+            key = _declared_shape("Consumer", spec.name, spec.config, limits)
+            known = shapes.get(key) if key is not None else None
+            if known is None:
+                config = {k: v for k, v in spec.config.items() if k != "durable_name"}
+                body = minimal(
+                    "Consumer", spec.name, config, server, stream=name, stream_config=stream_config
+                )
+                known = {"kind": "Consumer", "stream": name, **to_human("Consumer", body)}
+                if key is None:
+                    docs.append(known)
+                    continue
+                shapes[key] = known
+            docs.append(_copy(known, name=spec.name, stream=name))
         for spec in sorted(entries.get(name, []), key=lambda s: s.name):
             if stream is None:
                 ref = ResourceRef("KeyValue", str(spec.stream))
             docs.append(entry_document(spec))
         files.append(ExportedFile(name=file_name(ref), documents=tuple(docs)))
     return files
+
+
+def _imported_stream(
+    stream: Spec, server: ServerInfo, heads: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """A stream's (or bucket's) imported document, worked out once per shape as
+    :func:`export_state` does for live streams (:func:`_declared_shape`)."""
+    subjects = stream.config.get("subjects")
+    key = _declared_shape(stream.kind, stream.name, stream.config, {})
+    head = heads.get(key) if key is not None else None
+    if head is not None:
+        return _copy(head, name=stream.name, subjects=subjects)
+    body = minimal(stream.kind, stream.name, stream.config, server)
+    head = {"kind": stream.kind, **to_human(stream.kind, body)}
+    if key is not None and head.get("subjects") == subjects:
+        heads[key] = head
+        return _copy(head)  # the caller may add to it (``external``)
+    return head
+
+
+def _declared_shape(
+    kind: Kind, name: str, config: Mapping[str, Any], limits: Mapping[str, Any]
+) -> str | None:
+    """A declared config less its name fields (``NAME_FIELDS``), with what a consumer
+    inherits from its stream: resources of one kind with the same shape import as the same
+    document but for those fields (:func:`_shape`, :func:`_stream_shape`: desired_config
+    gives a consumer's name fields its name whatever the config says, a stream's name its
+    name, and reads nothing else of them), so :func:`minimal` runs once per shape. The
+    key keeps the fields' order (the document's order) and tells apart what JSON would
+    not (``repr``: 1, 1.0, True, NaN and None differ). None: a bucket, whose name decides
+    more of its stream; a stream whose subjects are not its own."""
+    if kind == "Stream":
+        subjects = config.get("subjects")
+        if config.get("name") != name or not subjects or subjects == [name]:
+            return None
+    elif kind != "Consumer":
+        return None
+    fields = NAME_FIELDS[kind]
+    return repr(([(k, v) for k, v in config.items() if k not in fields], sorted(limits.items())))

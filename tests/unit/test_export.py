@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import SERVERS, consumer_document, stream_document
@@ -12,9 +13,17 @@ from strategies import SERVERS, consumer_document, stream_document
 from reconciler.locations import Location
 from reconciler.model.normalize import desired_config
 from reconciler.model.state import LiveState, ServerInfo
-from reconciler.planning.export import _consumer_document, _stream_document, export_state
+from reconciler.planning.export import (
+    _consumer_document,
+    _stream_document,
+    export_state,
+    import_files,
+    minimal,
+)
+from reconciler.planning.export_text import _Dumper, dump
 from reconciler.specs.document import Document
 from reconciler.specs.spec import Spec
+from reconciler.specs.units import to_human
 from reconciler.specs.validate import validate_documents
 
 SERVER = ServerInfo(version="2.12.4", api_level=2)
@@ -185,3 +194,116 @@ def test_the_schema_header_names_the_installed_release_not_a_branch() -> None:
     release = metadata.version("jetstream-gitops")
     assert header.endswith(f"/v{release}/schemas/document.schema.json"), header
     assert "/main/" not in header
+
+
+def _imported_alone(specs: list[Spec], server: ServerInfo) -> dict[str, list[dict[str, Any]]]:
+    """What ``import_files`` gives each resource working it out alone (its loop before
+    documents were worked out once per shape)."""
+    streams = {s.name: s for s in specs if s.kind == "Stream"}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name, stream in streams.items():
+        body = minimal(stream.kind, stream.name, stream.config, server)
+        docs = [{"kind": stream.kind, **to_human(stream.kind, body)}]
+        stream_config = desired_config(stream, server)
+        for spec in sorted((s for s in specs if s.stream == name), key=lambda s: s.name):
+            config = {k: v for k, v in spec.config.items() if k != "durable_name"}
+            body = minimal(
+                "Consumer", spec.name, config, server, stream=name, stream_config=stream_config
+            )
+            docs.append({"kind": "Consumer", "stream": name, **to_human("Consumer", body)})
+        out[name] = docs
+    return out
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.lists(stream_document("S"), min_size=1, max_size=3),
+    st.lists(consumer_document("S"), min_size=1, max_size=2),
+    st.sampled_from(STREAM_EXTRAS),
+    st.sampled_from(SERVERS),
+)
+def test_imported_resources_sharing_a_shape_import_as_each_would_alone(
+    streams: list[dict[str, Any]],
+    consumers: list[dict[str, Any]],
+    extra: dict[str, Any],
+    server: ServerInfo,
+) -> None:
+    """import_files works a stream's document out once per shape (its declared config
+    less name and subjects) and a consumer's once per shape and inherited limits, as
+    export does: every document must be what working it out alone gives, in the same key
+    order (the same YAML text), and a copy of no other."""
+    documents: list[dict[str, Any]] = []
+    for i, stream in enumerate(streams):
+        for copy in ("A", "B", "C", "D"):
+            name = f"S{i}{copy}"
+            body = {**stream, "name": name, "subjects": [f"s{i}{copy.lower()}.>"]}
+            if copy != "D":
+                body.update(extra)
+            if copy == "C":
+                del body["subjects"]
+            documents.append(body)
+            explicit = {"ack_policy": "explicit", "inactive_threshold": "1h", "max_ack_pending": 7}
+            documents.append({"kind": "Consumer", **explicit, "stream": name, "name": "L"})
+            for j, consumer in enumerate(consumers):
+                shape = {k: v for k, v in consumer.items() if k != "filter_subject"}
+                if body.get("retention") == "workqueue":
+                    shape.pop("deliver_policy", None)
+                for twin in ("x", "y"):
+                    documents.append({**shape, "stream": name, "name": f"C{j}{twin}"})
+    specs = _wire(documents)
+    imported = {f.name: f.documents for f in import_files(specs, server)}
+    alone = _imported_alone(specs, server)
+    assert len(imported) == len(alone)
+    for name, docs in alone.items():
+        got = imported[f"stream-{name}.yaml"]
+        assert [(d, list(d)) for d in got] == [(d, list(d)) for d in docs]
+    # Documents of one shape are copies: changing one file's changes no other's.
+    for doc in imported["stream-S0A.yaml"]:
+        doc.setdefault("metadata", {})["t"] = "changed"
+        for value in doc.values():
+            if isinstance(value, list):
+                value.append("changed")
+    for name, docs in alone.items():
+        if name != "S0A":
+            got = imported[f"stream-{name}.yaml"]
+            assert [(d, list(d)) for d in got] == [(d, list(d)) for d in docs]
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text()
+    | st.sampled_from(["yes", "~", "0x1f", "1e3", "::error::x", "a\nb", "##[x", "- x", "a: b"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.dictionaries(st.text(), _JSON, max_size=5), min_size=1, max_size=3))
+def test_the_export_text_is_what_pyyaml_s_representer_writes(
+    documents: list[dict[str, Any]],
+) -> None:
+    """dump() makes the nodes of plain JSON values itself: the text must be byte for
+    byte what PyYAML's SafeRepresenter (with the export's string rule) writes, for any
+    value, and a list met twice in a document is still an anchor and an alias."""
+    shared = ["a", 1]
+    for docs in (tuple(documents), ({"kind": "Stream", "a": shared, "b": shared},)):
+        text = dump(docs)
+
+        class Plain(_Dumper):  # type: ignore[misc,valid-type]
+            def represent(self, data: Any) -> None:
+                yaml.representer.BaseRepresenter.represent(self, data)
+
+        plain = yaml.dump_all(
+            docs,
+            Dumper=Plain,
+            sort_keys=False,
+            default_flow_style=False,
+            allow_unicode=True,
+            width=2**31 - 1,
+        ).replace("##[", "#\\x23[")
+        assert text == plain
+    assert "&id001" in text
