@@ -98,6 +98,17 @@ NAME_FIELDS: Mapping[str, tuple[str, ...]] = {
 }
 
 
+#: Fields both configs take verbatim and no defaulting rule reads, by kind: where the
+#: live config holds what the spec declares (both absent included), the two agree in
+#: such a field, and it decides nothing else of either config (the planner's memo
+#: leaves them out of its digests: consumers that differ only in their filters and
+#: descriptions are compared once; tests/unit/test_normalize.py checks it).
+VERBATIM_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "Consumer": ("description", "filter_subject"),
+    "Stream": ("description",),
+}
+
+
 def named_as_declared(
     kind: str, name: str, declared: Mapping[str, Any], raw: Mapping[str, Any]
 ) -> tuple[str, ...] | None:

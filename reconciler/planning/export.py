@@ -25,6 +25,7 @@ from reconciler.model.migration import is_filling, is_temp, temp_name
 from reconciler.model.normalize import (
     NAME_FIELDS,
     STREAM_NAME_FIELDS,
+    VERBATIM_FIELDS,
     desired_config,
     inherited,
     json_copy,
@@ -91,23 +92,25 @@ def export_state(
         ref = ResourceRef.of_stream(stream, config)
         key = _stream_shape(ref.kind, stream, config)
         head = heads.get(key) if key is not None else None
+        own = {"name": stream, "subjects": config.get("subjects"), **_verbatim(ref.kind, config)}
         if head is None:
             head = _stream_document(ref.kind, ref.name, config, live.server)
-            if key is not None and head.get("subjects") == config["subjects"]:
+            if key is not None and _holds(head, own):
                 heads[key] = head
         else:
-            head = _copy(head, name=stream, subjects=config["subjects"])
+            head = _copy(head, **own)
         ref = ResourceRef(head["kind"], head["name"])  # a bucket may export as its stream
         docs = [head]
         limits = inherited(config)
         for consumer, consumer_config in by_stream.get(stream, []):
             key = _shape(consumer, consumer_config, limits)
             known = shapes.get(key) if key is not None else None
+            own = {"name": consumer, "stream": stream, **_verbatim("Consumer", consumer_config)}
             if known is None:
                 known = _consumer_document(stream, consumer, consumer_config, config, live.server)
-                if key is not None:
+                if key is not None and _holds(known, own):
                     shapes[key] = known
-            docs.append(_copy(known, name=consumer, stream=stream))
+            docs.append(_copy(known, **own))
         files.append(ExportedFile(name=file_name(ref), documents=tuple(docs)))
     return files
 
@@ -137,8 +140,9 @@ def _shape(name: str, config: Mapping[str, Any], limits: Mapping[str, Any]) -> b
     names = named_as_declared("Consumer", name, {}, config)
     if names is None:
         return None
-    rest = {k: v for k, v in config.items() if k not in names}
-    return orjson.dumps([rest, limits], option=orjson.OPT_SORT_KEYS)
+    own = _verbatim("Consumer", config)
+    rest = {k: v for k, v in config.items() if k not in names and k not in own}
+    return orjson.dumps([rest, limits, sorted(own)], option=orjson.OPT_SORT_KEYS)
 
 
 def _stream_shape(kind: Kind, name: str, config: Mapping[str, Any]) -> bytes | None:
@@ -149,8 +153,26 @@ def _stream_shape(kind: Kind, name: str, config: Mapping[str, Any]) -> bytes | N
     subjects = config.get("subjects")
     if kind != "Stream" or config.get("name") != name or not subjects or subjects == [name]:
         return None
-    rest = {k: v for k, v in config.items() if k not in STREAM_NAME_FIELDS}
-    return orjson.dumps(rest, option=orjson.OPT_SORT_KEYS)
+    own = _verbatim(kind, config)
+    rest = {k: v for k, v in config.items() if k not in STREAM_NAME_FIELDS and k not in own}
+    return orjson.dumps([rest, sorted(own)], option=orjson.OPT_SORT_KEYS)
+
+
+def _verbatim(kind: str, config: Mapping[str, Any]) -> dict[str, str]:
+    """The fields of ``config`` taken verbatim (``VERBATIM_FIELDS``: a consumer's
+    ``filter_subject``, a description) that hold text: such a field is in the document
+    exactly as it is in the config, and decides nothing else of it, so configs that
+    differ only in its text share a shape (each consumer filtering its own subject, each
+    stream described in its own words: every one was worked out alone). An empty or
+    odd value stays in the shape."""
+    fields = VERBATIM_FIELDS.get(kind, ())
+    return {f: v for f in fields if isinstance(v := config.get(f), str) and v}
+
+
+def _holds(document: Mapping[str, Any], own: Mapping[str, Any]) -> bool:
+    """Whether ``document`` holds each of ``own`` as it is: then the document of another
+    resource of its shape is a copy with that resource's values of them."""
+    return all(document.get(k) == v for k, v in own.items())
 
 
 def _copy(document: dict[str, Any], **fields: Any) -> dict[str, Any]:
@@ -372,17 +394,18 @@ def import_files(specs: list[Spec], server: ServerInfo) -> list[ExportedFile]:
         for spec in sorted(consumers.get(name, []), key=lambda s: s.name):
             key = _declared_shape("Consumer", spec.name, spec.config, limits)
             known = shapes.get(key) if key is not None else None
+            own = {"name": spec.name, "stream": name, **_verbatim("Consumer", spec.config)}
             if known is None:
                 config = {k: v for k, v in spec.config.items() if k != "durable_name"}
                 body = minimal(
                     "Consumer", spec.name, config, server, stream=name, stream_config=stream_config
                 )
                 known = {"kind": "Consumer", "stream": name, **to_human("Consumer", body)}
-                if key is None:
+                if key is None or not _holds(known, own):
                     docs.append(known)
                     continue
                 shapes[key] = known
-            docs.append(_copy(known, name=spec.name, stream=name))
+            docs.append(_copy(known, **own))
         for spec in sorted(entries.get(name, []), key=lambda s: s.name):
             if stream is None:
                 ref = ResourceRef("KeyValue", str(spec.stream))
@@ -396,14 +419,15 @@ def _imported_stream(
 ) -> dict[str, Any]:
     """A stream's (or bucket's) imported document, worked out once per shape as
     :func:`export_state` does for live streams (:func:`_declared_shape`)."""
-    subjects = stream.config.get("subjects")
+    own = {"name": stream.name, "subjects": stream.config.get("subjects")}
+    own.update(_verbatim(stream.kind, stream.config))
     key = _declared_shape(stream.kind, stream.name, stream.config, {})
     head = heads.get(key) if key is not None else None
     if head is not None:
-        return _copy(head, name=stream.name, subjects=subjects)
+        return _copy(head, **own)
     body = minimal(stream.kind, stream.name, stream.config, server)
     head = {"kind": stream.kind, **to_human(stream.kind, body)}
-    if key is not None and head.get("subjects") == subjects:
+    if key is not None and _holds(head, own):
         heads[key] = head
         return _copy(head)  # the caller may add to it (``external``)
     return head
@@ -426,5 +450,6 @@ def _declared_shape(
             return None
     elif kind != "Consumer":
         return None
-    fields = NAME_FIELDS[kind]
-    return repr(([(k, v) for k, v in config.items() if k not in fields], sorted(limits.items())))
+    fields = (*NAME_FIELDS[kind], *_verbatim(kind, config))
+    rest = [(k, v) if k not in fields else (k,) for k, v in config.items()]
+    return repr((rest, sorted(limits.items())))

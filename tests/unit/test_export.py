@@ -132,6 +132,8 @@ def test_streams_and_consumers_sharing_a_shape_export_as_each_would_alone(
             body = {**stream, "name": name, "subjects": [f"s{i}{copy.lower()}.>"]}
             if copy != "D":
                 body.update(extra)
+            if copy in ("A", "B"):  # one shape, each described in its own words
+                body["description"] = f"the {copy} stream"
             if copy == "C":
                 del body["subjects"]
             documents.append(body)
@@ -145,6 +147,9 @@ def test_streams_and_consumers_sharing_a_shape_export_as_each_would_alone(
                     shape.pop("deliver_policy", None)
                 for twin in ("x", "y"):
                     documents.append({**shape, "stream": name, "name": f"C{j}{twin}"})
+                for twin in ("f", "g"):  # of one shape, each filtering and described alone
+                    own = {"filter_subject": f"s{i}.{twin}", "description": f"about {twin}"}
+                    documents.append({**shape, **own, "stream": name, "name": f"C{j}{twin}"})
     specs = _wire(documents)
     live_streams = {s.name: desired_config(s, server) for s in specs if s.kind == "Stream"}
     live_consumers = {
@@ -239,6 +244,8 @@ def test_imported_resources_sharing_a_shape_import_as_each_would_alone(
             body = {**stream, "name": name, "subjects": [f"s{i}{copy.lower()}.>"]}
             if copy != "D":
                 body.update(extra)
+            if copy in ("A", "B"):  # one shape, each described in its own words
+                body["description"] = f"the {copy} stream"
             if copy == "C":
                 del body["subjects"]
             documents.append(body)
@@ -250,6 +257,9 @@ def test_imported_resources_sharing_a_shape_import_as_each_would_alone(
                     shape.pop("deliver_policy", None)
                 for twin in ("x", "y"):
                     documents.append({**shape, "stream": name, "name": f"C{j}{twin}"})
+                for twin in ("f", "g"):  # of one shape, each filtering and described alone
+                    own = {"filter_subject": f"s{i}.{twin}", "description": f"about {twin}"}
+                    documents.append({**shape, **own, "stream": name, "name": f"C{j}{twin}"})
     specs = _wire(documents)
     imported = {f.name: f.documents for f in import_files(specs, server)}
     alone = _imported_alone(specs, server)
