@@ -1,4 +1,5 @@
-"""YAML with every value's line: many ``---`` separated documents per text, composed by
+"""YAML with every value's line: many ``---`` separated documents per text; plain text
+read straight from the parser's events (:mod:`.yaml_plain`), any other composed by
 libyaml when the text cannot nest deep enough to crash it, else by
 :func:`compose_documents` (an explicit stack, depth and document limits). Aliases are
 counted as they expand (``MAX_NODES``), tags other than the plain JSON ones refused,
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import yaml
@@ -16,25 +17,22 @@ import yaml
 from reconciler.errors import Problem, brief
 from reconciler.locations import Lines, Location
 from reconciler.specs.document import MAX_DEPTH, MAX_DOCUMENTS, Abort, Document
+from reconciler.specs.yaml_plain import MAX_NODES, SCALARS, YamlLoader, plain_documents
+from reconciler.specs.yaml_plain import implicit_tag as _implicit_tag
 
-MAX_NODES = 100_000  # per document, counting every alias expansion
-
-_YamlLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_CONSTRUCTOR = yaml.constructor.SafeConstructor()
+_YamlLoader: Any = YamlLoader
+_SCALARS = SCALARS
 _RESOLVER: Any = yaml.resolver.Resolver()
-_SCALARS: Mapping[str, Any] = {
-    "tag:yaml.org,2002:null": lambda node: None,
-    "tag:yaml.org,2002:bool": _CONSTRUCTOR.construct_yaml_bool,
-    "tag:yaml.org,2002:int": _CONSTRUCTOR.construct_yaml_int,
-    "tag:yaml.org,2002:float": _CONSTRUCTOR.construct_yaml_float,
-    "tag:yaml.org,2002:str": lambda node: sys.intern(node.value),  # values repeat, too
-    "tag:yaml.org,2002:timestamp": lambda node: node.value,  # RFC 3339 stays a string
-}
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 def yaml_trees(text: str, name: str, problems: list[Problem]) -> list[Document]:
-    """The documents of a YAML text with every value's line (kind not inferred)."""
+    """The documents of a YAML text with every value's line (kind not inferred): plain
+    text straight from the parser's events (:mod:`.yaml_plain`), any other through a
+    node tree."""
+    plain = plain_documents(text, name)
+    if plain is not None:
+        return plain
     if _fits_libyaml(text):
         found: list[Problem] = []
         fast: list[Document] = []
@@ -58,27 +56,10 @@ def yaml_trees(text: str, name: str, problems: list[Problem]) -> list[Document]:
     return documents
 
 
-_RESOLVED: dict[tuple[str, Any], str] = {}  # (plain scalar, implicit) -> tag
-
-
 def _scalar_tag(event: Any) -> str:
     if event.tag not in (None, "!"):
         return str(event.tag)
     return _implicit_tag(event.value, event.implicit)
-
-
-def _implicit_tag(value: str, implicit: Any) -> str:
-    """The tag of an untagged scalar, each distinct short one resolved once (the
-    resolver tries a list of regular expressions every time)."""
-    key = (value, implicit)
-    tag = _RESOLVED.get(key)
-    if tag is None:
-        tag = str(_RESOLVER.resolve(yaml.ScalarNode, value, implicit))
-        if len(value) <= 64:
-            if len(_RESOLVED) > 50_000:
-                _RESOLVED.clear()
-            _RESOLVED[key] = tag
-    return tag
 
 
 class _ComposingLoader(_YamlLoader):  # type: ignore[misc]

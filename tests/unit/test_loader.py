@@ -14,7 +14,7 @@ import yaml
 
 from reconciler.errors import SpecError
 from reconciler.locations import Location
-from reconciler.specs import yaml_lines
+from reconciler.specs import yaml_lines, yaml_plain
 from reconciler.specs.document import Document
 from reconciler.specs.loader import load_documents
 from reconciler.specs.yaml_lines import compose_documents
@@ -353,12 +353,77 @@ def test_every_example_loads_the_same_on_the_fast_and_the_careful_path(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert len(SPEC_FILES) > 15
+    plain = load_documents(SPEC_FILES)
+    monkeypatch.setattr(yaml_lines, "plain_documents", lambda text, name: None)
     fast = load_documents(SPEC_FILES)
     monkeypatch.setattr(yaml_lines, "C_COMPOSER_DEPTH", -1)  # every text takes the careful path
     careful = load_documents(SPEC_FILES)
-    assert [(d.body, d.source, d.locations) for d in fast] == [
-        (d.body, d.source, d.locations) for d in careful
+    assert [(d.body, d.source, dict(d.locations)) for d in fast] == [
+        (d.body, d.source, dict(d.locations)) for d in careful
     ]
+    assert [(d.body, d.source, dict(d.locations)) for d in plain] == [
+        (d.body, d.source, dict(d.locations)) for d in careful
+    ]
+
+
+PLAIN_YAML = [
+    "kind: Stream\nname: A\nsubjects:\n  - a.>\n  - 'b'\nmax_age: 7d\n---\n"
+    "kind: Consumer\nstream: A\nname: C\nfilter_subject: a.c\nmax_deliver: 5\n",
+    "---\n---\n# only a comment\n---\nkind: Stream\nname: A\n...\n",
+    "a: {b: [1, 2.5, true, null, ~, 0x1F, 1_000, '3', \"4\", 1:30, 0o17, .inf]}\n"
+    "when: 2024-01-01T00:00:00Z\nyes: no\non: off\n? complex\n: value\nempty:\n"
+    "block: |\n  line one\n  line two\nfolded: >\n  folded text\n1: one\n",
+    "",
+    "# nothing\n",
+]
+
+
+def _read_both_ways(text: str) -> tuple[Any, Any]:
+    careful: list[Any] = []
+    for root in compose_documents(text, "t.yaml"):
+        document = yaml_lines._document_from_node(root, "t.yaml", [])
+        if document is not None:
+            careful.append((document.body, document.source, dict(document.locations)))
+    plain = yaml_plain.plain_documents(text, "t.yaml")
+    assert plain is not None
+    return [(d.body, d.source, dict(d.locations)) for d in plain], careful
+
+
+@pytest.mark.parametrize("text", [*PLAIN_YAML, TRICKY_YAML[0], TRICKY_YAML[3], TRICKY_YAML[4]])
+def test_plain_yaml_is_read_from_the_events_as_the_careful_path_reads_it(text: str) -> None:
+    plain, careful = _read_both_ways(text)
+    assert plain == careful
+    for (body, _, _), (again, _, _) in zip(plain, careful, strict=True):
+        assert [type(v) for v in body.values()] == [type(v) for v in again.values()]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        TRICKY_YAML[1],  # anchors, aliases, merge keys
+        TRICKY_YAML[2],  # tags
+        TRICKY_YAML[5],  # a list as a document
+        "kind: Stream\nname: A\nname: A\n",  # a duplicate field: a warning to say
+        "kind: Stream\nname: A\nname: B\n",  # a duplicate field: an error to say
+        "kind: Stream\n[a]: b\n",  # a field name that is not a string
+        "just a scalar\n",
+        "kind: Stream\nname: [a, b\n",  # invalid YAML
+        "x: " + "[" * 100 + "]" * 100 + "\n",  # deeper than MAX_DEPTH
+        "x: 1" + "0" * 5000 + "\n",
+        "x: !!binary aGk=\n",
+        "x: =\n",  # the YAML 'value' tag: unsupported
+        "<<: {a: 1}\n",
+    ],
+)
+def test_anything_else_is_left_to_the_careful_path(text: str) -> None:
+    assert yaml_plain.plain_documents(text, "t.yaml") is None
+
+
+def test_a_document_past_the_node_limit_is_left_to_the_careful_path() -> None:
+    text = "x:\n" + "".join(f"  - {i}\n" for i in range(yaml_plain.MAX_NODES))
+    assert yaml_plain.plain_documents(text, "t.yaml") is None
+    under = "x:\n" + "".join(f"  - {i}\n" for i in range(yaml_plain.MAX_NODES - 2))
+    assert yaml_plain.plain_documents(under, "t.yaml") is not None
 
 
 @pytest.mark.parametrize(
