@@ -13,7 +13,10 @@ But for names: where the live config holds in its name fields what the spec's na
 gives them (:func:`~reconciler.model.normalize.named_as_declared`), the digest leaves
 the name fields out of both sides, so consumers and streams declared alike share one
 answer (4,000 consumers of 2,000 streams, all ``ack_policy: explicit``, are planned
-as one). Otherwise the names are in the digest.
+as one). Otherwise the names are in the digest. Likewise each of the fields taken
+verbatim (:data:`~reconciler.model.normalize.VERBATIM_FIELDS`: a consumer's filter, a
+description) that the live config holds as declared is left out of both sides, and the
+digest says which; one held otherwise is in it, the declared value and the live one.
 
 Only ``Unchanged`` is remembered: every other entry carries configs, reasons and losses
 that are computed each time. The digests are kept by :mod:`reconciler.execution.memo_store`.
@@ -34,7 +37,12 @@ from typing import Any
 
 import orjson
 
-from reconciler.model.normalize import NAME_FIELDS, STREAM_NAME_FIELDS, named_as_declared
+from reconciler.model.normalize import (
+    NAME_FIELDS,
+    STREAM_NAME_FIELDS,
+    VERBATIM_FIELDS,
+    named_as_declared,
+)
 from reconciler.model.state import ServerInfo
 from reconciler.specs.cache import code_digest
 from reconciler.specs.spec import Spec
@@ -60,8 +68,9 @@ def spec_digest(spec: Spec) -> bytes:
 
 
 def shape_digest(spec: Spec, names: tuple[str, ...]) -> bytes:
-    """A spec's wire config but for its name fields ``names`` (nor its name, nor its
-    stream: which stream a consumer is in decides only where it is planned)."""
+    """A spec's wire config but for ``names``: its name fields and the fields taken
+    verbatim (nor its name, nor its stream: which stream a consumer is in decides only
+    where it is planned)."""
     config = {k: v for k, v in spec.config.items() if k not in names}
     return _digest([spec.kind, spec.external, config])
 
@@ -69,6 +78,10 @@ def shape_digest(spec: Spec, names: tuple[str, ...]) -> bytes:
 def live_digest(raw: Mapping[str, Any]) -> bytes:
     """A live config exactly as the server sent it."""
     return _digest(raw)
+
+
+#: What a shape digest leaves out, by kind: the name fields and those taken verbatim.
+_LEFT_OUT = {kind: names + VERBATIM_FIELDS[kind] for kind, names in NAME_FIELDS.items()}
 
 
 class Memo:
@@ -111,7 +124,7 @@ class Memo:
     def _shape(self, spec: Spec) -> bytes:
         known = self._shapes.get(id(spec))
         if known is None:
-            digest = shape_digest(spec, NAME_FIELDS[spec.kind])
+            digest = shape_digest(spec, _LEFT_OUT[spec.kind])
             known = self._shapes[id(spec)] = self._kept(spec, digest)
         return known
 
@@ -137,11 +150,25 @@ class Memo:
         basis (empty, ``N``, or S or L and a digest) and the live config's JSON (starting
         with ``{``; without the name fields after ``s``), in that order, so no two inputs
         run together. The JSON keeps the server's key order: the same config sent in
-        another order is a miss, planned as usual (sorting took half the time)."""
+        another order is a miss, planned as usual (sorting took half the time).
+
+        After ``s``: for each field taken verbatim, in order, ``[]`` when the live config
+        holds it as declared (left out of the live JSON too), else ``[declared value]``
+        (the live value stays in the live JSON), as one JSON list."""
         digest = self._salted.copy()
         names = named_as_declared(spec.kind, spec.name, spec.config, raw)
         if names is not None:
             digest.update(b"s" + self._shape(spec))
+            config = spec.config
+            marks: list[list[Any]] = []
+            for field in VERBATIM_FIELDS[spec.kind]:
+                declared = config.get(field)
+                if raw.get(field) == declared:
+                    names += (field,)
+                    marks.append([])
+                else:
+                    marks.append([declared])
+            digest.update(orjson.dumps(marks))
             raw = {k: v for k, v in raw.items() if k not in names}
         else:
             digest.update(b"e" + self._spec(spec))

@@ -13,6 +13,7 @@ from reconciler.model.buckets import bucket_config, classify_stream, kv_stream_c
 from reconciler.model.normalize import (
     CONSUMER_NAME_FIELDS,
     STREAM_NAME_FIELDS,
+    VERBATIM_FIELDS,
     desired_config,
     inherited,
     live_config,
@@ -438,6 +439,51 @@ def test_a_stream_name_and_its_own_subjects_decide_only_those_fields() -> None:
             assert renamed == second
             live = [live_config("Stream", c, V214) for c in (first, second)]
             assert {k for k in live[0] if live[0][k] != live[1][k]} == set(STREAM_NAME_FIELDS)
+
+
+@pytest.mark.parametrize("server", [V210, V211, V212, V214])
+def test_fields_taken_verbatim_decide_only_themselves(server: ServerInfo) -> None:
+    """What VERBATIM_FIELDS promises: a consumer's filter and description, a stream's
+    description, set, changed or left out, change those fields of the desired and the
+    live config alike and nothing else, whatever else is declared."""
+    consumer_shapes: list[dict[str, Any]] = [
+        {},
+        {"ack_policy": "explicit", "max_deliver": 5},
+        {"deliver_subject": "push.x", "ack_policy": "none", "idle_heartbeat": 5 * SECOND},
+        {"backoff": [SECOND, 5 * SECOND], "ack_policy": "explicit", "metadata": {"t": "x"}},
+        {"filter_subjects": ["orders.a", "orders.b"]},
+    ]
+    stream_shapes: list[dict[str, Any]] = [
+        {},
+        {"max_age": 3600 * SECOND, "subjects": ["a.>"]},
+        {"sources": [{"name": "UP"}], "sealed": True},
+        {"consumer_limits": {"max_ack_pending": 5}},
+    ]
+    values: list[dict[str, Any]] = [
+        {},
+        {"description": "one", "filter_subject": "orders.a"},
+        {"description": "", "filter_subject": ""},
+        {"description": "two words", "filter_subject": "orders.*.>"},
+    ]
+    stream = desired_config(spec("Stream", "ORDERS", retention="interest"), server)
+    for kind, shapes in (("Consumer", consumer_shapes), ("Stream", stream_shapes)):
+        fields = set(VERBATIM_FIELDS[kind])
+        for shape in shapes:
+            made = []
+            for chosen in values:
+                own = {k: v for k, v in chosen.items() if k in fields}
+                if kind == "Consumer" and "filter_subjects" in shape:
+                    own.pop("filter_subject", None)
+                declared = spec(kind, "c", "ORDERS", **shape, **own)  # type: ignore[arg-type]
+                desired = desired_config(declared, server, stream_config=stream)
+                live = live_config(kind, desired, server, stream_config=stream)
+                made.append((own, desired, live))
+            for own, desired, live in made:
+                for key in fields & set(own):
+                    assert desired[key] == live[key] == own[key]
+                rest = [{k: v for k, v in c.items() if k not in fields} for c in (desired, live)]
+                first = [{k: v for k, v in c.items() if k not in fields} for c in made[0][1:]]
+                assert rest == first
 
 
 def test_a_consumer_takes_from_its_stream_only_its_inherited_limits() -> None:

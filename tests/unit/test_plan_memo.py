@@ -37,6 +37,17 @@ CONSUMER_SHAPES: list[dict[str, Any]] = [
 ]
 
 
+#: The fields taken verbatim (normalize.VERBATIM_FIELDS), declared or not: the memo leaves
+#: them out of its digests where the live config holds them as declared.
+VERBATIM_CHOICES: list[dict[str, Any]] = [
+    {},
+    {"description": "first"},
+    {"description": ""},
+    {"filter_subject": "one"},
+    {"filter_subject": "two", "description": "first"},
+]
+
+
 class FromScratch(Memo):
     """A memo that never answers: the plan as computed from scratch."""
 
@@ -55,6 +66,7 @@ def declared(draw: st.DrawFn) -> list[Spec]:
         body.update(copy.deepcopy(draw(st.sampled_from(STREAM_SHAPES))))
         if draw(st.booleans()):
             body["subjects"] = [f"s{index}.>"]
+        body.update(draw(st.sampled_from(VERBATIM_CHOICES[:3])))
         if index == 0 and draw(st.booleans()):
             body = {"kind": "Stream", "name": name, "external": True}
         documents.append(body)
@@ -62,6 +74,10 @@ def declared(draw: st.DrawFn) -> list[Spec]:
             shape = copy.deepcopy(draw(st.sampled_from(CONSUMER_SHAPES)))
             if "deliver_subject" in shape:
                 shape["deliver_subject"] = f"push.{index}.{number}"
+            shape.update(draw(st.sampled_from(VERBATIM_CHOICES)))
+            if shape.get("filter_subject"):  # one of the stream's subjects
+                subject = f"s{index}.{shape['filter_subject']}"
+                shape["filter_subject"] = subject if "subjects" in body else name
             documents.append({"kind": "Consumer", "stream": name, "name": f"C{number}", **shape})
     where = Location("specs.yaml", 1)
     return validate_documents(Document(body=body, source=where) for body in documents)
@@ -85,7 +101,10 @@ def _perturbed(draw: st.DrawFn, live: LiveState) -> LiveState:
             continue
         change = draw(
             st.sampled_from(
-                ["field", "names", "subjects", "marker", "owner", "gone", "description", "like"]
+                [
+                    *["field", "names", "subjects", "marker", "owner", "gone", "description"],
+                    *["like", "filter", "verbatim"],
+                ]
             )
         )
         if change == "like":  # as another resource of its kind is, but for its names
@@ -102,6 +121,14 @@ def _perturbed(draw: st.DrawFn, live: LiveState) -> LiveState:
             raw["max_msgs" if isinstance(target, str) else "max_deliver"] = 3
         elif change == "description":
             raw["description"] = "changed by hand"
+        elif change == "filter" and not isinstance(target, str):
+            raw["filter_subject"] = draw(st.sampled_from(["", "s0.one", "s1.two", "S0", "x.>"]))
+        elif change == "verbatim":  # gone, or empty
+            field = draw(st.sampled_from(["description", "filter_subject"]))
+            if draw(st.booleans()):
+                raw.pop(field, None)
+            else:
+                raw[field] = ""
         elif change == "names":
             field = draw(st.sampled_from(["name", "durable_name"]))
             if draw(st.booleans()):
@@ -182,6 +209,36 @@ def test_consumers_and_streams_declared_alike_are_compared_once() -> None:
     plan = build_plan(specs, live_of(*specs), memo=memo)
     assert len(plan.unchanged) == 60 and not plan.changes
     assert memo.hits == 58 and len(memo.found) == 2
+
+
+def test_consumers_differing_only_in_filters_and_descriptions_are_compared_once() -> None:
+    """A repository's usual shape: each consumer filters its own subject and says what
+    it is for; 40 consumers of 20 streams with their own descriptions are still two
+    comparisons. A consumer whose live filter is not its declared one is compared (and
+    updated)."""
+    documents: list[dict[str, Any]] = []
+    for index in range(20):
+        documents.append(
+            {"kind": "Stream", "name": f"S{index}", "subjects": [f"s{index}.>"],
+             "description": f"stream {index}"}
+        )  # fmt: skip
+        for number in range(2):
+            documents.append(
+                {"kind": "Consumer", "stream": f"S{index}", "name": f"C{number}",
+                 "ack_policy": "explicit", "filter_subject": f"s{index}.{number}",
+                 "description": f"consumer {index}.{number}"}
+            )  # fmt: skip
+    specs = _specs(documents)
+    memo = Memo(b"count")
+    live = live_of(*specs)
+    plan = build_plan(specs, live, memo=memo)
+    assert len(plan.unchanged) == 60 and not plan.changes
+    assert memo.hits == 58 and len(memo.found) == 2
+    consumers = dict(live.consumers)
+    consumers[("S3", "C1")] = {**consumers[("S3", "C1")], "filter_subject": "s3.other"}
+    moved = LiveState(server=live.server, streams=live.streams, consumers=consumers)
+    plan = build_plan(specs, moved, memo=Memo(b"count"))
+    assert [(c.ref.stream_name, c.ref.name) for c in plan.changes] == [("S3", "C1")]
 
 
 def _specs(documents: list[dict[str, Any]]) -> list[Spec]:
