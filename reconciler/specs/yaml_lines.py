@@ -17,6 +17,7 @@ import yaml
 from reconciler.errors import Problem, brief
 from reconciler.locations import Lines, Location
 from reconciler.specs.document import MAX_DEPTH, MAX_DOCUMENTS, Abort, Document
+from reconciler.specs.yaml_block import block_documents
 from reconciler.specs.yaml_plain import MAX_NODES, SCALARS, YamlLoader, plain_documents
 from reconciler.specs.yaml_plain import implicit_tag as _implicit_tag
 
@@ -27,10 +28,12 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 def yaml_trees(text: str, name: str, problems: list[Problem]) -> list[Document]:
-    """The documents of a YAML text with every value's line (kind not inferred): plain
-    text straight from the parser's events (:mod:`.yaml_plain`), any other through a
-    node tree."""
-    plain = plain_documents(text, name)
+    """The documents of a YAML text with every value's line (kind not inferred): the
+    plainest text line by line (:mod:`.yaml_block`), plain text straight from the
+    parser's events (:mod:`.yaml_plain`), any other through a node tree."""
+    plain = block_documents(text, name)
+    if plain is None:
+        plain = plain_documents(text, name)
     if plain is not None:
         return plain
     if _fits_libyaml(text):

@@ -60,20 +60,20 @@ def implicit_tag(value: str, implicit: Any) -> str:
 _CONSTRUCTED: dict[tuple[str, str], Any] = {}  # (tag, short scalar) -> its value
 
 
-def _scalar(tag: str, value: str) -> Any:
+def constructed(tag: str, value: str) -> Any:
     """The value of a resolved untagged scalar (a number, a boolean, a timestamp), each
-    distinct short one constructed once. Raises _NotPlain when the careful path has to
+    distinct short one constructed once. Raises NotPlain when the careful path has to
     say something about it (an unsupported tag, a number too large)."""
     key = (tag, value)
     if key in _CONSTRUCTED:
         return _CONSTRUCTED[key]
     construct = SCALARS.get(tag)
     if construct is None:
-        raise _NotPlain
+        raise NotPlain
     try:
         made = construct(yaml.ScalarNode(tag, value))
     except ValueError:
-        raise _NotPlain from None
+        raise NotPlain from None
     if len(value) <= 64:
         if len(_CONSTRUCTED) > 50_000:
             _CONSTRUCTED.clear()
@@ -81,7 +81,7 @@ def _scalar(tag: str, value: str) -> Any:
     return made
 
 
-class _NotPlain(Exception):
+class NotPlain(Exception):
     """The text holds something only the careful path reads (or reports)."""
 
 
@@ -93,7 +93,7 @@ def plain_documents(text: str, name: str) -> list[Document] | None:
     loader = YamlLoader(text)
     try:
         return _documents(loader, name)
-    except (_NotPlain, yaml.YAMLError):
+    except (NotPlain, yaml.YAMLError):
         return None
     finally:
         loader.dispose()
@@ -127,16 +127,16 @@ def _documents(loader: Any, name: str) -> list[Document]:  # noqa: PLR0915
         kind = type(event)
         if kind is _SCALAR or kind is _MAPPING_START or kind is _SEQUENCE_START:
             if event.anchor is not None or event.tag not in _PLAIN_TAGS:
-                raise _NotPlain  # anchors, aliases and tags: the careful path
+                raise NotPlain  # anchors, aliases and tags: the careful path
             line = event.start_mark.line + 1
             if frames:
                 frame = frames[-1]
                 if frame[3] and frame[2] is None:  # a mapping's key
                     if kind is not _SCALAR:
-                        raise _NotPlain  # "field names must be plain strings"
+                        raise NotPlain  # "field names must be plain strings"
                     key = event.value
                     if key == "<<" or key in frame[0]:
-                        raise _NotPlain  # a merge key, a duplicate field
+                        raise NotPlain  # a merge key, a duplicate field
                     key = sys.intern(key)
                     field = sys.intern(frame[1] + key) if frame[1] else key
                     assert lines is not None
@@ -144,7 +144,7 @@ def _documents(loader: Any, name: str) -> list[Document]:  # noqa: PLR0915
                     frame[2] = key
                     continue
                 if len(frames) > MAX_DEPTH:
-                    raise _NotPlain  # "nesting deeper than ..."
+                    raise NotPlain  # "nesting deeper than ..."
                 if frame[3]:
                     path = frame[1] + frame[2] if frame[1] else frame[2]
                 else:
@@ -156,7 +156,7 @@ def _documents(loader: Any, name: str) -> list[Document]:  # noqa: PLR0915
                 path = ""
             nodes += 1
             if nodes > MAX_NODES:
-                raise _NotPlain  # "document too large"
+                raise NotPlain  # "document too large"
             if kind is _SCALAR:
                 value = event.value
                 tag = implicit_tag(value, event.implicit)
@@ -165,7 +165,7 @@ def _documents(loader: Any, name: str) -> list[Document]:  # noqa: PLR0915
                 elif tag == NULL_TAG:
                     made = None
                 else:
-                    made = _scalar(tag, value)
+                    made = constructed(tag, value)
             else:
                 made = {} if kind is _MAPPING_START else []
             if frames:
@@ -180,7 +180,7 @@ def _documents(loader: Any, name: str) -> list[Document]:  # noqa: PLR0915
                 if kind is _MAPPING_START:
                     lines = Lines(name, line)
                 elif kind is _SEQUENCE_START:
-                    raise _NotPlain  # "a document must be a mapping of fields"
+                    raise NotPlain  # "a document must be a mapping of fields"
             if kind is not _SCALAR:
                 prefix = sys.intern(path + ".") if path else ""
                 frames.append([made, prefix, None, kind is _MAPPING_START])
@@ -189,7 +189,7 @@ def _documents(loader: Any, name: str) -> list[Document]:  # noqa: PLR0915
         elif kind is _DOCUMENT_START:
             count += 1
             if count > MAX_DOCUMENTS:
-                raise _NotPlain  # "too many documents in one file"
+                raise NotPlain  # "too many documents in one file"
             root, lines, nodes = None, None, 0
         elif kind is _DOCUMENT_END:
             if isinstance(root, dict):
@@ -197,8 +197,8 @@ def _documents(loader: Any, name: str) -> list[Document]:  # noqa: PLR0915
                 source = Location(name, root_line)
                 documents.append(Document(body=root, source=source, locations=lines))
             elif root is not None:
-                raise _NotPlain  # a scalar document: "must be a mapping of fields"
+                raise NotPlain  # a scalar document: "must be a mapping of fields"
         elif kind is _STREAM_END:
             return documents
         elif kind is not yaml.StreamStartEvent:
-            raise _NotPlain  # an alias
+            raise NotPlain  # an alias

@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reconciler.errors import SpecError
 from reconciler.locations import Location
-from reconciler.specs import yaml_lines, yaml_plain
-from reconciler.specs.document import Document
+from reconciler.specs import yaml_block, yaml_lines, yaml_plain
+from reconciler.specs.document import Abort, Document
 from reconciler.specs.loader import load_documents
 from reconciler.specs.yaml_lines import compose_documents
 
@@ -353,6 +355,8 @@ def test_every_example_loads_the_same_on_the_fast_and_the_careful_path(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert len(SPEC_FILES) > 15
+    block = load_documents(SPEC_FILES)
+    monkeypatch.setattr(yaml_lines, "block_documents", lambda text, name: None)
     plain = load_documents(SPEC_FILES)
     monkeypatch.setattr(yaml_lines, "plain_documents", lambda text, name: None)
     fast = load_documents(SPEC_FILES)
@@ -364,6 +368,11 @@ def test_every_example_loads_the_same_on_the_fast_and_the_careful_path(
     assert [(d.body, d.source, dict(d.locations)) for d in plain] == [
         (d.body, d.source, dict(d.locations)) for d in careful
     ]
+    assert [(d.body, d.source, dict(d.locations)) for d in block] == [
+        (d.body, d.source, dict(d.locations)) for d in careful
+    ]
+    read_by_lines = [p for p in SPEC_FILES if yaml_block.block_documents(p.read_text(), "x")]
+    assert len(read_by_lines) > 5  # the line reader is not a dead path
 
 
 PLAIN_YAML = [
@@ -475,3 +484,185 @@ def test_every_field_keeps_its_line_far_into_a_file_and_far_from_its_document(
         assert {where.file for where in document.locations.values()} == {str(path)}
     assert documents[0].where("subjects.1").line == 706
     assert documents[0].where("metadata.nested.deep.1.x") == Location(str(path), 710)
+
+
+def _careful(text: str) -> tuple[list[Any], list[Any]]:
+    """A text's documents and problems as the careful path (the stack composer) says."""
+    problems: list[Any] = []
+    documents: list[Any] = []
+    try:
+        for root in compose_documents(text, "t.yaml"):
+            document = yaml_lines._document_from_node(root, "t.yaml", problems)
+            if document is not None:
+                documents.append(document)
+    except (yaml.YAMLError, Abort) as err:
+        problems.append(err)
+    return documents, problems
+
+
+def _same_reading(text: str) -> None:
+    """The line reader reads ``text`` as the careful path does, values, types and
+    lines, or leaves it (None); it never reads a text the careful path finds fault with."""
+    read = yaml_block.block_documents(text, "t.yaml")
+    if read is None:
+        return
+    documents, problems = _careful(text)
+    assert not problems
+    ours = [(d.body, d.source, dict(d.locations)) for d in read]
+    assert ours == [(d.body, d.source, dict(d.locations)) for d in documents]
+    assert repr([d.body for d in read]) == repr([d.body for d in documents])  # 1 vs 1.0, True
+
+
+BLOCK_YAML = [
+    *PLAIN_YAML,
+    "kind: Stream\nname: B00001\ndescription: orders of shop 1\nsubjects:\n  - b1.>\n"
+    "storage: memory\nmax_age: 7d\n---\nkind: Consumer\nstream: B00001\nname: C0\n"
+    "filter_subject: b1.c0\nack_policy: explicit\nmax_deliver: 5\n",
+    "a:\n- x\n- 'y'\nb:\n  c:\n    d: [1, '2', \"3\"]\n  e: []\nf: -1  # a comment\n",
+    "# head\n\nkind: Stream   \nname: A # x\nmetadata:\n  io.x/y-z: v w\nempty:\nlast: ~\n",
+]
+
+
+@pytest.mark.parametrize("text", BLOCK_YAML)
+def test_the_line_reader_reads_plain_block_yaml_as_libyaml_does(text: str) -> None:
+    _same_reading(text)
+
+
+def test_the_line_reader_reads_the_usual_spec_file() -> None:
+    assert yaml_block.block_documents(BLOCK_YAML[-3], "t.yaml") is not None
+    assert yaml_block.block_documents(BLOCK_YAML[-2], "t.yaml") is not None
+
+
+#: Pieces of lines, near misses included: indicators, tabs, odd indentation, quotes,
+#: comments, values YAML 1.1 reads as numbers, booleans, null, times, sexagesimals.
+_INDENTS = st.sampled_from(["", "", " ", "  ", "    ", "\t"])
+_KEYS = st.sampled_from(["a", "b", "kind", "a.b", "x-y", "yes", "<<", "'q'", "1", "a b", "? a"])
+_VALUES = st.sampled_from(
+    [
+        "",
+        " x",
+        " x y",
+        " 1",
+        " -1",
+        " 0x1F",
+        " 1_000",
+        " 1:30",
+        " 0o17",
+        " 017",
+        " .inf",
+        " 1.5",
+        " 1e3",
+        " yes",
+        " No",
+        " on",
+        " ~",
+        " null",
+        " 2024-01-01",
+        " 'q'",
+        ' "d"',
+        " 'it''s'",
+        ' "a\\"b"',
+        " [a, b]",
+        " []",
+        " [ a ,b ]",
+        " [a, [b]]",
+        " {a: b}",
+        " |",
+        " >",
+        " &x v",
+        " *x",
+        " !!str 1",
+        " a #c",
+        " a#c",
+        " # c",
+        " a: b",
+        " -",
+        " - x",
+        " a,b",
+        " b1.>",
+        " >x",
+        " =",
+        " x=y",
+        " (x)",
+        "   ",
+        " \t",
+        ' ""',
+        " ''",
+        ":",
+    ]
+)
+_LINES = st.one_of(
+    st.builds(lambda i, k, v: f"{i}{k}:{v}", _INDENTS, _KEYS, _VALUES),
+    st.builds(lambda i, v: f"{i}-{v}", _INDENTS, _VALUES),
+    st.sampled_from(["", "---", "...", "# c", "  # c", "--- x", "%YAML 1.1", "  x", "- - a"]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_LINES, max_size=12), st.sampled_from(["\n", "\r\n", ""]))
+def test_the_line_reader_reads_as_libyaml_or_not_at_all(lines: list[str], end: str) -> None:
+    _same_reading("\n".join(lines) + end)
+
+
+_SCALARS = st.sampled_from(
+    [
+        "x", "x y", "x  y", "1", "-1", "0x1F", "1_000", "0o17", "017", ".inf", "1.5", "1e3",
+        "yes", "No", "on", "OFF", "~", "null", "Null", "2024-01-01", "'q'", '"d"', "''", "b1.>",
+        "x=y", "(x)", "a - b", "-", ".", "...", "a*", "$x", "0", "+1", "0b101", "1.0", "-.5",
+        "TRUE", "y", "n", "'yes'", '"1"', "a#b", "a # b", "9" * 30, "_", "/p/q", "a.b.c",
+    ]
+)  # fmt: skip
+_TREES = st.recursive(
+    st.one_of(_SCALARS, st.lists(_SCALARS, max_size=3)),
+    lambda inner: st.dictionaries(st.sampled_from(["a", "b", "c", "kind", "x.y"]), inner),
+    max_leaves=12,
+)
+
+
+def _rendered(tree: Any, indent: int, step: int, draw: Any) -> list[str]:
+    pad = " " * indent
+    out = []
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.append(f"{pad}{key}:")
+            out += _rendered(value, indent + step, step, draw)
+        elif isinstance(value, list) and draw(st.booleans()):
+            out.append(f"{pad}{key}: [{', '.join(value)}]")
+        elif isinstance(value, list):
+            out.append(f"{pad}{key}:")
+            under = pad + " " * draw(st.sampled_from([0, step]))
+            out += [f"{under}- {item}" for item in value]
+        else:
+            tail = draw(st.sampled_from(["", "  ", " # c"]))
+            out.append(f"{pad}{key}: {value}{tail}")
+    return out
+
+
+@st.composite
+def _block_texts(draw: st.DrawFn) -> str:
+    """Block YAML as people write it, sometimes with one line moved, copied or broken."""
+    documents = []
+    for _ in range(draw(st.integers(min_value=1, max_value=3))):
+        tree = draw(st.dictionaries(st.sampled_from(["kind", "name", "m"]), _TREES, min_size=1))
+        documents.append(_rendered(tree, 0, draw(st.sampled_from([1, 2, 4])), draw))
+    lines = [line for document in documents for line in [*document, "---"]][:-1]
+    if lines and draw(st.booleans()):
+        at = draw(st.integers(min_value=0, max_value=len(lines) - 1))
+        change = draw(st.sampled_from(["indent", "dedent", "copy", "tab", "drop"]))
+        if change == "indent":
+            lines[at] = " " + lines[at]
+        elif change == "dedent":
+            lines[at] = lines[at][1:]
+        elif change == "copy":
+            lines.insert(at, lines[at])
+        elif change == "tab":
+            lines[at] = "\t" + lines[at]
+        else:
+            del lines[at]
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=400, deadline=None)
+@given(_block_texts())
+def test_the_line_reader_reads_written_block_yaml_as_libyaml_does(text: str) -> None:
+    _same_reading(text)
