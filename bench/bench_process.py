@@ -1,7 +1,7 @@
 """Plan and apply as whole processes against raw nats-py processes, in the same run.
 
     python bench/bench_process.py [--streams 1000] [--consumers-per-stream 20] [--turns 5]
-                                  [--replan-only]
+                                  [--replan-only] [--server URL]
 
 21,000 resources is the default (1000 x 20); 101,000 is ``--consumers-per-stream 100``.
 The specs are shaped like a real repository (:func:`write_repo_specs`): one file per
@@ -23,6 +23,7 @@ install leaves them. Figures only: nothing here asserts a time.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import secrets
 import statistics
@@ -247,6 +248,11 @@ def main() -> None:
     parser.add_argument("--consumers-per-stream", type=int, default=20)
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--replan-only", action="store_true", help="skip the apply turns")
+    parser.add_argument(
+        "--server",
+        help="plan against this server, which already holds these specs applied (a run "
+        "before: 101,000 take minutes to create); its plans must find no change",
+    )
     args = parser.parse_args()
     streams, per, turns = args.streams, args.consumers_per_stream, args.turns
     compile_bytecode()
@@ -265,11 +271,14 @@ def main() -> None:
             print(f"  turn {turn}: reconcile apply {ours:7.3f} s   raw creates {raw:7.3f} s")
             applies.append(ours)
             raws.append(raw)
-        with EmbeddedServer(tmp / "plan") as server:
-            apply = [*RECONCILE, "apply", str(spec), "--server", server.url, "--yes"]
-            process_seconds([*apply, "--concurrency", "64"])
-            took = plan_turns(spec, server.url, tmp / "spec-cache", turns)
-            rss = peak_rss_mib(["plan", str(spec), "--server", server.url], COLD)
+        with contextlib.ExitStack() as stack:
+            url = args.server
+            if url is None:
+                url = stack.enter_context(EmbeddedServer(tmp / "plan")).url
+                apply = [*RECONCILE, "apply", str(spec), "--server", url, "--yes"]
+                process_seconds([*apply, "--concurrency", "64"])
+            took = plan_turns(spec, url, tmp / "spec-cache", turns)
+            rss = peak_rss_mib(["plan", str(spec), "--server", url], COLD)
         for name, seconds in took.items():
             shown = ", ".join(f"{s:.3f}" for s in seconds)
             print(f"  {name:<21} median {statistics.median(seconds):7.3f} s  ({shown})")
