@@ -646,6 +646,9 @@ def _block_texts(draw: st.DrawFn) -> str:
         tree = draw(st.dictionaries(st.sampled_from(["kind", "name", "m"]), _TREES, min_size=1))
         documents.append(_rendered(tree, 0, draw(st.sampled_from([1, 2, 4])), draw))
     lines = [line for document in documents for line in [*document, "---"]][:-1]
+    for _ in range(draw(st.integers(min_value=0, max_value=3))):  # blank lines, comments
+        at = draw(st.integers(min_value=0, max_value=len(lines)))
+        lines.insert(at, draw(st.sampled_from(["", "# note", "   # note", "  ", "---"])))
     if lines and draw(st.booleans()):
         at = draw(st.integers(min_value=0, max_value=len(lines) - 1))
         change = draw(st.sampled_from(["indent", "dedent", "copy", "tab", "drop"]))
