@@ -206,6 +206,7 @@ class _Reader:
             root = self.frames[0][1]
             assert self.lines is not None
             source = Location(self.name, self.root_line)
+            self.lines.freeze()
             self.documents.append(Document(body=root, source=source, locations=self.lines))
         self.count += 1
         if self.count > MAX_DOCUMENTS:

@@ -218,6 +218,7 @@ def _document_from_node(root: Any, name: str, problems: list[Problem]) -> Docume
     except Abort as abort:
         problems.append(abort.problem)
         return None
+    builder.locations.freeze()
     return Document(body=body, source=source, locations=builder.locations)
 
 

@@ -195,6 +195,7 @@ def _documents(loader: Any, name: str) -> list[Document]:  # noqa: PLR0915
             if isinstance(root, dict):
                 assert lines is not None
                 source = Location(name, root_line)
+                lines.freeze()
                 documents.append(Document(body=root, source=source, locations=lines))
             elif root is not None:
                 raise NotPlain  # a scalar document: "must be a mapping of fields"

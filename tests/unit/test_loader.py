@@ -6,6 +6,7 @@ import base64
 import hashlib
 import json
 import os
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler.errors import SpecError
-from reconciler.locations import Location
+from reconciler.locations import Lines, Location
 from reconciler.specs import yaml_block, yaml_lines, yaml_plain
 from reconciler.specs.document import Abort, Document
 from reconciler.specs.loader import load_documents
@@ -669,3 +670,52 @@ def _block_texts(draw: st.DrawFn) -> str:
 @given(_block_texts())
 def test_the_line_reader_reads_written_block_yaml_as_libyaml_does(text: str) -> None:
     _same_reading(text)
+
+
+def test_a_read_documents_lines_are_kept_compactly_and_read_the_same(tmp_path: Path) -> None:
+    """Once a document is read its lines are frozen (a tuple beside paths shared by the
+    documents with the same fields): every field's line reads as before, and what a
+    document has no line for is not found."""
+    text = "kind: Stream\nname: A\nsubjects:\n  - a.>\n---\nkind: Stream\nname: B\nsubjects: [b]\n"
+    first, second = load_documents([write(tmp_path / "s.yaml", text)])
+    assert dict(first.locations) == {
+        "kind": Location(str(tmp_path / "s.yaml"), 1),
+        "name": Location(str(tmp_path / "s.yaml"), 2),
+        "subjects": Location(str(tmp_path / "s.yaml"), 3),
+        "subjects.0": Location(str(tmp_path / "s.yaml"), 4),
+    }
+    assert second.where("subjects.0").line == 8 and second.where("nowhere").line == 6
+    assert "subjects.1" not in second.locations and second.locations.get("subjects.1") is None
+    assert list(first.locations) is not None and len(second.locations) == 4
+    lines = first.locations
+    assert isinstance(lines, Lines)
+    with pytest.raises(RuntimeError):
+        lines.add("more", 9)
+    many = "x:\n" + "".join(f"  - {i}\n" for i in range(100))
+    (big,) = load_documents([write(tmp_path / "big.yaml", many)])
+    assert big.where("x.99").line == 101 and len(big.locations) == 101
+
+
+def test_each_document_is_let_go_of_once_its_spec_is_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading holds a spec per document, not a document beside every spec: when a
+    document is validated, those before it are gone (their values freed)."""
+    from reconciler.specs import validate
+
+    for index in range(3):
+        write(tmp_path / f"s{index}.yaml", f"kind: Stream\nname: S{index}\nmax_age: 1h\n")
+    seen: list[weakref.ref[Document]] = []
+    alive: list[list[bool]] = []
+    real = validate.spec_from_document
+
+    def spying(document: Document, problems: list[Any], *, root: Path | None = None) -> Any:
+        alive.append([ref() is not None for ref in seen])
+        seen.append(weakref.ref(document))
+        return real(document, problems, root=root)
+
+    monkeypatch.setattr(validate, "spec_from_document", spying)
+    specs = validate.load_specs([tmp_path])
+    assert [s.name for s in specs] == ["S0", "S1", "S2"]
+    assert alive == [[], [False], [False, False]]
+    assert specs[2].where("max_age").line == 3
