@@ -38,9 +38,9 @@ from reconciler.agent.report import Report
 from reconciler.agent.source import Source
 from reconciler.agent.status import (
     DRIFT_STATES,
-    ResourceStatus,
+    NOTHING,
+    Resources,
     State,
-    counts,
     outcome_of,
     statuses,
 )
@@ -94,7 +94,7 @@ class Cycle:
     commit: str | None
     ok: bool
     error: str | None
-    resources: list[ResourceStatus]
+    resources: Resources
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -104,7 +104,7 @@ class Cycle:
             "commit": self.commit,
             "ok": self.ok,
             "error": self.error,
-            "summary": counts(self.resources),
+            "summary": self.resources.counts(),
             "resources": [r.to_json() for r in self.resources],
         }
 
@@ -328,10 +328,14 @@ class Watch:
         commit = self.source.commit
         only = self._targets(trigger, commit, self.listener.targets())
         error: str | None = None
-        resources: list[ResourceStatus] = []
+        before = self.last.resources if self.last is not None else NOTHING
+        resources, scoped = NOTHING, None
         try:
             with fewer_collections():
-                resources = await self._plan_and_heal(client, commit, only)
+                try:
+                    resources, scoped = await self._plan_and_heal(client, commit, only)
+                finally:
+                    self.collector.young(full=scoped is None)
         except ConnectError:
             raise
         except ReconcileError as err:
@@ -340,14 +344,14 @@ class Watch:
             error = str(err)
             self.error_code = err.exit_code
         finally:
-            self.collector.after_cycle()
+            self.collector.after_cycle(full=scoped is None)
         self.cycles += 1
         self.last = Cycle(started, time.time(), trigger, commit, error is None, error, resources)
         self.metrics.cycles.labels("ok" if error is None else "error").inc()
         if error is None:
             self.last_success = time.time()
             self.metrics.last_success.set(self.last_success)
-            self.report.record(resources, commit)
+            self.report.record(resources, commit, streams=scoped, before=before)
         if self.source.committed_at is not None:
             self.metrics.git_head_age.set(max(time.time() - self.source.committed_at, 0))
         self.report.cycle(trigger, commit, resources, error)
@@ -373,7 +377,9 @@ class Watch:
 
     async def _plan_and_heal(
         self, client: JetStreamClient, commit: str | None, only: frozenset[str] | None
-    ) -> list[ResourceStatus]:
+    ) -> tuple[Resources, frozenset[str] | None]:
+        """The resources known after this cycle's plan (and heal), and the streams it
+        planned (None: a full plan, every resource)."""
         request = self.source.request()
         began = time.monotonic()
         known = self.specs.get(request, commit, targeted=only is not None)
@@ -413,10 +419,10 @@ class Watch:
         )
         if only is None:
             await self._standby_health(request, planned.specs)
-            return self.memory.full(found, planned)
+            return self.memory.full(found, planned), None
         assert self.last is not None
         scoped = only | {s.stream_name for s in planned.specs}
-        return self.memory.merged(self.last.resources, found, scoped, planned)
+        return self.memory.merged(self.last.resources, found, scoped, planned), scoped
 
     async def _standby_health(self, request: PlanRequest, specs: Sequence[Spec]) -> None:
         """Each standby pair's health, both sides read (docs/dr.md#health): metrics, and

@@ -20,7 +20,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from reconciler.agent.status import STATES, ResourceStatus
+from reconciler.agent.status import STATES, Tally
 from reconciler.identity import KINDS
 from reconciler.model.standby import PairHealth
 
@@ -189,9 +189,10 @@ class EnvironmentMetrics:
             healthy.labels(*env, pair.stream).set(1 if pair.healthy else 0)
         self._standby_streams = {pair.stream for pair in found}
 
-    def set_resources(self, resources: Iterable[ResourceStatus]) -> None:
-        found = {(state, kind): 0 for state in STATES for kind in KINDS}
-        for resource in resources:
-            found[(resource.state, resource.ref.kind)] += 1
+    def set_resources(self, tally: Tally) -> None:
+        """The ``reconcile_resources`` gauges: resources by (state, kind)."""
+        found: dict[tuple[str, str], int] = {(s, k): 0 for s in STATES for k in KINDS}
+        for key, n in tally.items():
+            found[key] = n
         for (state, kind), n in found.items():
             self.resources.labels(state, kind).set(n)

@@ -13,7 +13,7 @@ from typing import Any
 from reconciler.agent.listener import AdvisoryListener
 from reconciler.agent.logs import Log
 from reconciler.agent.metrics import EnvironmentMetrics
-from reconciler.agent.status import ResourceStatus, State, counts
+from reconciler.agent.status import NOTHING, Resources, ResourceStatus, State
 from reconciler.identity import ResourceRef
 from reconciler.model.timestamps import rfc3339
 
@@ -38,31 +38,48 @@ class Report:
         self.known: dict[ResourceRef, State] = {}
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_CHANGES)
 
-    def record(self, resources: list[ResourceStatus], commit: str | None) -> None:
-        """Log and count each change of state; forget causes of resources back in sync."""
+    def record(
+        self,
+        resources: Resources,
+        commit: str | None,
+        *,
+        streams: frozenset[str] | None = None,
+        before: Resources = NOTHING,
+    ) -> None:
+        """Log and count each change of state; forget causes of resources back in sync.
+        ``streams``: a targeted cycle's, the only ones it looked at (``before``: the
+        resources it replaced): only theirs are compared."""
         first = not self.known
+        looked = resources if streams is None else resources.of_streams(streams)
         seen: dict[ResourceRef, State] = {}
-        for r in resources:
+        for r in looked:
             seen[r.ref] = r.state
-            before = self.known.get(r.ref)
-            if r.state == before and r.state not in ("healed",):
+            before_state = self.known.get(r.ref)
+            if r.state == before_state and r.state not in ("healed",):
                 continue
             if r.state in ("in_sync", "unmanaged"):
                 self.listener.forget(r.key)
-                if before is None or r.state == "unmanaged":
+                if before_state is None or r.state == "unmanaged":
                     continue
-            if r.state != "in_sync" and before in (None, "in_sync", "healed"):
+            if r.state != "in_sync" and before_state in (None, "in_sync", "healed"):
                 cause = (
-                    "api" if r.cause else ("commit" if before is None and not first else "unknown")
+                    "api"
+                    if r.cause
+                    else ("commit" if before_state is None and not first else "unknown")
                 )
                 self.metrics.drift_events.labels(cause).inc()
             if r.state == "healed":
                 self.metrics.heals.labels(r.ref.kind).inc()
-            if r.state == "needs_person" and before != "needs_person":
+            if r.state == "needs_person" and before_state != "needs_person":
                 self.metrics.refused.labels(action_of(r)).inc()
-            self._change(r, before, commit)
-        self.known = seen
-        self.metrics.set_resources(resources)
+            self._change(r, before_state, commit)
+        if streams is None:
+            self.known = seen
+        else:
+            for gone in before.of_streams(streams):
+                self.known.pop(gone.ref, None)
+            self.known.update(seen)
+        self.metrics.set_resources(resources.tally)
 
     def _change(self, r: ResourceStatus, before: State | None, commit: str | None) -> None:
         record: dict[str, Any] = {
@@ -82,9 +99,9 @@ class Report:
         self.log.event("change", message, **record)
 
     def cycle(
-        self, trigger: str, commit: str | None, resources: list[ResourceStatus], error: str | None
+        self, trigger: str, commit: str | None, resources: Resources, error: str | None
     ) -> None:
-        found = {state: n for state, n in counts(resources).items() if n}
+        found = {state: n for state, n in resources.counts().items() if n}
         if error is not None:
             self.log.event("cycle", "cycle failed", trigger=trigger, commit=commit, error=error)
         else:

@@ -20,8 +20,10 @@ previous cycle read it (``lost``). Pure: no clock, no network.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import chain
 from typing import Any, Literal
 
 from reconciler.agent.advisories import Cause
@@ -166,3 +168,84 @@ def counts(resources: Iterable[ResourceStatus]) -> dict[State, int]:
     for resource in resources:
         found[resource.state] += 1
     return found
+
+
+#: Resources by (state, kind): the ``reconcile_resources`` gauges.
+Tally = Mapping[tuple[State, str], int]
+
+
+class Resources:
+    """The resources a cycle knows, grouped by stream (a stream and its consumers and
+    entries; a bucket): a targeted cycle replaces only the groups of the streams it
+    planned (:meth:`replaced`), in time proportional to them, never to the account (at
+    101,000 resources re-sorting and recounting the whole list took longer than the
+    targeted plan itself). Iterated in :attr:`ResourceRef.sort_key` order (sorted when
+    first iterated: ``/status``, ``--once``)."""
+
+    def __init__(
+        self, groups: Mapping[str, tuple[ResourceStatus, ...]], tally: dict[tuple[State, str], int]
+    ) -> None:
+        self._groups = groups
+        self._tally = tally
+
+    @classmethod
+    def of(cls, found: Iterable[ResourceStatus]) -> Resources:
+        groups: dict[str, list[ResourceStatus]] = {}
+        for r in found:
+            groups.setdefault(r.ref.stream_name, []).append(r)
+        frozen = {stream: tuple(group) for stream, group in groups.items()}
+        tally: dict[tuple[State, str], int] = {}
+        _count(tally, chain.from_iterable(frozen.values()), 1)
+        return cls(frozen, tally)
+
+    def replaced(self, streams: Iterable[str], found: Iterable[ResourceStatus]) -> Resources:
+        """These resources: the groups of ``streams`` replaced by ``found`` (which names
+        no other stream)."""
+        groups = dict(self._groups)
+        tally = dict(self._tally)
+        for stream in streams:
+            _count(tally, groups.pop(stream, ()), -1)
+        fresh = Resources.of(found)
+        for stream, group in fresh._groups.items():
+            _count(tally, groups.pop(stream, ()), -1)  # (``found`` names only ``streams``)
+            groups[stream] = group
+        _count(tally, chain.from_iterable(fresh._groups.values()), 1)
+        return Resources(groups, tally)
+
+    def of_streams(self, streams: Iterable[str]) -> Iterator[ResourceStatus]:
+        """The resources of ``streams`` (in no particular order)."""
+        for stream in streams:
+            yield from self._groups.get(stream, ())
+
+    @property
+    def tally(self) -> Tally:
+        return self._tally
+
+    def counts(self) -> dict[State, int]:
+        found = dict.fromkeys(STATES, 0)
+        for (state, _), n in self._tally.items():
+            found[state] += n
+        return found
+
+    @cached_property
+    def _ordered(self) -> list[ResourceStatus]:
+        everything = chain.from_iterable(self._groups.values())
+        return sorted(everything, key=lambda r: r.ref.sort_key)
+
+    def __iter__(self) -> Iterator[ResourceStatus]:
+        return iter(self._ordered)
+
+    def __len__(self) -> int:
+        return sum(self._tally.values())
+
+    def __bool__(self) -> bool:
+        return bool(self._groups)
+
+
+def _count(tally: dict[tuple[State, str], int], found: Iterable[ResourceStatus], by: int) -> None:
+    for r in found:
+        key = (r.state, r.ref.kind)
+        tally[key] = tally.get(key, 0) + by
+
+
+NOTHING = Resources({}, {})
