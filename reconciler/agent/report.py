@@ -50,7 +50,7 @@ class Report:
         ``streams``: a targeted cycle's, the only ones it looked at (``before``: the
         resources it replaced): only theirs are compared."""
         first = not self.known
-        looked = resources if streams is None else resources.of_streams(streams)
+        looked = resources.unordered() if streams is None else resources.of_streams(streams)
         seen: dict[ResourceRef, State] = {}
         for r in looked:
             seen[r.ref] = r.state

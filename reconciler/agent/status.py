@@ -20,6 +20,7 @@ previous cycle read it (``lost``). Pure: no clock, no network.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -32,7 +33,7 @@ from reconciler.identity import ResourceRef
 from reconciler.model.state import StreamState
 from reconciler.planning.drift import resource_from_entry
 from reconciler.planning.heal import HealSplit, NeedsPerson
-from reconciler.planning.steps import Plan
+from reconciler.planning.steps import Plan, Unchanged
 
 State = Literal["in_sync", "drifted", "missing", "healed", "needs_person", "failed", "unmanaged"]
 STATES: tuple[State, ...] = (
@@ -133,8 +134,12 @@ def statuses(
     """Each resource of ``plan`` with its state (foreign resources left out: another
     owner's). ``previous``: the streams' states the cycle before read (for ``lost``)."""
     refused = {r.step.ref: r for r in split.refused}
+    touched = refused.keys() | outcome.healed | outcome.failed.keys()
     out: list[ResourceStatus] = []
     for entry in plan.entries:
+        if type(entry) is Unchanged and entry.ref not in touched:  # most of them: in sync
+            out.append(ResourceStatus(entry.ref, "in_sync"))
+            continue
         drift = resource_from_entry(entry)
         if drift.status == "foreign":
             continue
@@ -194,9 +199,7 @@ class Resources:
         for r in found:
             groups.setdefault(r.ref.stream_name, []).append(r)
         frozen = {stream: tuple(group) for stream, group in groups.items()}
-        tally: dict[tuple[State, str], int] = {}
-        _count(tally, chain.from_iterable(frozen.values()), 1)
-        return cls(frozen, tally)
+        return cls(frozen, dict(Counter((r.state, r.ref.kind) for r in found_all(frozen))))
 
     def replaced(self, streams: Iterable[str], found: Iterable[ResourceStatus]) -> Resources:
         """These resources: the groups of ``streams`` replaced by ``found`` (which names
@@ -211,6 +214,10 @@ class Resources:
             groups[stream] = group
         _count(tally, chain.from_iterable(fresh._groups.values()), 1)
         return Resources(groups, tally)
+
+    def unordered(self) -> Iterator[ResourceStatus]:
+        """Every resource, in no particular order (without sorting them)."""
+        return found_all(self._groups)
 
     def of_streams(self, streams: Iterable[str]) -> Iterator[ResourceStatus]:
         """The resources of ``streams`` (in no particular order)."""
@@ -229,8 +236,7 @@ class Resources:
 
     @cached_property
     def _ordered(self) -> list[ResourceStatus]:
-        everything = chain.from_iterable(self._groups.values())
-        return sorted(everything, key=lambda r: r.ref.sort_key)
+        return sorted(self.unordered(), key=lambda r: r.ref.sort_key)
 
     def __iter__(self) -> Iterator[ResourceStatus]:
         return iter(self._ordered)
@@ -240,6 +246,10 @@ class Resources:
 
     def __bool__(self) -> bool:
         return bool(self._groups)
+
+
+def found_all(groups: Mapping[str, tuple[ResourceStatus, ...]]) -> Iterator[ResourceStatus]:
+    return chain.from_iterable(groups.values())
 
 
 def _count(tally: dict[tuple[State, str], int], found: Iterable[ResourceStatus], by: int) -> None:
