@@ -439,21 +439,25 @@ async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         port = free_port()
-        server = subprocess.Popen(
-            [
-                str(find_binary()),
-                "-js",
-                "-a",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "-sd",
-                str(folder / "js"),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        server = (
+            None
+            if args.server
+            else subprocess.Popen(
+                [
+                    str(find_binary()),
+                    "-js",
+                    "-a",
+                    "127.0.0.1",
+                    "-p",
+                    str(port),
+                    "-sd",
+                    str(folder / "js"),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
         )
-        url = f"nats://127.0.0.1:{port}"
+        url = args.server or f"nats://127.0.0.1:{port}"
         try:
             await asyncio.sleep(0.5)
             if args.huge:
@@ -506,8 +510,9 @@ async def main(args: argparse.Namespace) -> None:
             if cycles:
                 await back_to_back(specs, url, cycles, read)
         finally:
-            server.terminate()
-            server.wait()
+            if server is not None:
+                server.terminate()
+                server.wait()
 
 
 if __name__ == "__main__":
@@ -524,6 +529,10 @@ if __name__ == "__main__":
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle CPU")
     parser.add_argument(
         "--cycles", type=int, default=None, help="full re-plans back to back (200; 0 --huge)"
+    )
+    parser.add_argument(
+        "--server",
+        help="a server of one's own already holding these specs (the apply then only checks)",
     )
     parser.add_argument("--ways", action="store_true", help="observe and fallback latencies too")
     parser.add_argument("--cycles-only", action="store_true", help="no observe/fallback ways")
