@@ -411,8 +411,9 @@ async def turns(
         f"{ratio:.2f}x as the median of the turns' ratios   (goal: <= 3x)"
     )
     print(
-        f"  VmRSS over {cycles} cycles after the first: first {rss[0]:.0f} MiB, last "
-        f"{rss[-1]:.0f} MiB, max {max(rss):.0f} MiB   (goal: flat)"
+        f"  VmRSS over {cycles} cycles after the first: first {rss[0]:.0f} MiB, after turn 0 "
+        f"(its raw read and first full re-plan) {rss[1]:.0f} MiB, last "
+        f"{rss[-1]:.0f} MiB, max after turn 0 {max(rss[1:]):.0f} MiB   (goal: flat)"
     )
     return reads, plans, heals
 
