@@ -385,7 +385,8 @@ class Watch:
         known = self.specs.get(request, commit, targeted=only is not None)
         if known is None:  # files changed since the last full plan: plan them all (a
             only = None  # targeted plan would skip a policy deny or refusal elsewhere)
-        planned = await plan_on(client, request, self.observer, only=only, specs=known)
+        index = self.specs.index if known is not None else None
+        planned = await plan_on(client, request, self.observer, only=only, specs=known, index=index)
         if only is None and known is None:  # validated now: later plans may reuse them
             self.specs.keep(request, commit, planned.specs)
         scope = "full" if only is None else "targeted"

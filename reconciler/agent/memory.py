@@ -14,7 +14,7 @@ from pathlib import Path
 
 from reconciler.agent.status import Lost, Resources, ResourceStatus
 from reconciler.execution.requests import PlanRequest
-from reconciler.execution.standing import Planned
+from reconciler.execution.standing import Planned, SpecIndex, index_of
 from reconciler.model.state import StreamState
 from reconciler.specs.spec import Spec
 
@@ -54,6 +54,8 @@ class SpecCache:
         self._specs: dict[tuple[str | None, Files], tuple[Spec, ...]] = {}
         self._named: tuple[Path, ...] = ()  # value files the specs read
         self._validated_at = -REVALIDATE_SECONDS
+        #: the kept specs by stream (``standing.index_of``): a targeted plan's share
+        self.index: SpecIndex = {}
 
     def get(
         self, request: PlanRequest, commit: str | None, *, targeted: bool
@@ -68,6 +70,7 @@ class SpecCache:
         self._named = tuple(Path(s.value_file) for s in specs if s.value_file)
         files = fingerprint(request, self._named)
         self._specs = {(commit, files): specs} if files else {}
+        self.index = index_of(specs) if files else {}
         self._validated_at = time.monotonic()
 
 

@@ -15,7 +15,7 @@ and released before it returns: an idle agent holds nothing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from reconciler.execution import lock, pipeline
@@ -45,15 +45,31 @@ async def _read(client: JetStreamClient, only: frozenset[str] | None) -> LiveSta
     return await pipeline.read(client, pipeline.Scope(only))
 
 
-def scope(specs: Sequence[Spec], only: frozenset[str]) -> frozenset[str]:
+#: Each stream's specs with their places in the request's list (:func:`index_of`).
+SpecIndex = Mapping[str, Sequence[tuple[int, Spec]]]
+
+
+def index_of(specs: Sequence[Spec]) -> dict[str, list[tuple[int, Spec]]]:
+    """``specs`` by stream, each with its place in ``specs`` (a caller that plans the
+    same specs again and again keeps it: a targeted plan then costs what its streams do)."""
+    index: dict[str, list[tuple[int, Spec]]] = {}
+    for place, spec in enumerate(specs):
+        index.setdefault(spec.stream_name, []).append((place, spec))
+    return index
+
+
+def scope(index: SpecIndex, only: frozenset[str]) -> frozenset[str]:
     """``only`` with the streams its declared streams mirror or source (to a fixed
     point): a targeted plan sees the origins its steps depend on."""
     found = set(only)
-    while True:
-        more = {o for s in specs if s.stream_name in found for o in origins(s.config)} - found
-        if not more:
-            return frozenset(found)
-        found |= more
+    todo = list(only)
+    while todo:
+        for _, spec in index.get(todo.pop(), ()):
+            for origin in origins(spec.config):
+                if origin not in found:
+                    found.add(origin)
+                    todo.append(origin)
+    return frozenset(found)
 
 
 async def plan_on(
@@ -63,6 +79,7 @@ async def plan_on(
     *,
     only: frozenset[str] | None = None,
     specs: Sequence[Spec] | None = None,
+    index: SpecIndex | None = None,
 ) -> Planned:
     """Validate ``request``'s specs (in a thread) while the live state is read, then plan.
     A ``SpecError`` cancels the read.
@@ -72,14 +89,17 @@ async def plan_on(
     spec against the whole account. A targeted plan lists no other resource and cannot
     see a subject overlap with a stream it did not read (the server then refuses the
     create, and the next full plan says why). ``specs``: the request's specs as a plan
-    validated them before (the files unchanged since): not validated again."""
+    validated them before (the files unchanged since): not validated again; ``index``:
+    their :func:`index_of`, kept with them."""
     reading = asyncio.ensure_future(_read(client, None)) if only is None else None
     if specs is None:
         specs = await pipeline.loaded_while(request, observer, reading)
     if reading is None:
         assert only is not None
-        only = scope(specs, only)
-        specs = [s for s in specs if s.stream_name in only]
+        index = index_of(specs) if index is None else index
+        only = scope(index, only)
+        chosen = sorted(pair for stream in only for pair in index.get(stream, ()))
+        specs = [spec for _, spec in chosen]  # in the request's order
         reading = asyncio.ensure_future(_read(client, only))
     the_plan = await pipeline.plan_reading(client, specs, request, reading=reading)
     refuse(checked(the_plan))  # the verdict of the plan's own checks

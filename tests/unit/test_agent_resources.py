@@ -5,10 +5,16 @@ gauges a full recount of the same resources gives."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from reconciler.agent.metrics import Metrics
 from reconciler.agent.status import STATES, Resources, ResourceStatus, State
+from reconciler.execution.standing import index_of, scope
 from reconciler.identity import ResourceRef
+from reconciler.locations import Location
+from reconciler.specs.document import Document
+from reconciler.specs.spec import Spec
+from reconciler.specs.validate import validate_documents
 
 
 def _stream(name: str, state: State = "in_sync", consumers: int = 2) -> list[ResourceStatus]:
@@ -70,3 +76,30 @@ def test_the_streams_replaced_keep_nothing_of_what_they_held() -> None:
     ]
     assert after.counts()["drifted"] == 0 and after.counts()["healed"] == 1
     assert [(r.ref.path, r.state) for r in known][-1] == ("B/C1", "drifted")  # unchanged
+
+
+def _declared(documents: list[dict[str, Any]]) -> list[Spec]:
+    where = Location("specs.yaml", 1)
+    return validate_documents(Document(body=body, source=where) for body in documents)
+
+
+def test_a_targeted_plan_takes_the_origins_of_its_streams_from_the_kept_index() -> None:
+    """``standing.scope`` over the index the agent keeps: a stream named by an advisory
+    brings in what it mirrors or sources, to a fixed point, and nothing else; the specs
+    chosen keep the request's order."""
+    specs = _declared(
+        [
+            {"kind": "Stream", "name": "A", "subjects": ["a.>"]},
+            {"kind": "Stream", "name": "B", "mirror": {"name": "A"}},
+            {"kind": "Stream", "name": "C", "subjects": ["c.>"], "sources": [{"name": "B"}]},
+            {"kind": "Consumer", "stream": "C", "name": "W", "ack_policy": "explicit"},
+            {"kind": "Stream", "name": "D", "subjects": ["d.>"], "sources": [{"name": "C"}]},
+            {"kind": "Stream", "name": "E", "subjects": ["e.>"]},
+        ]
+    )
+    index = index_of(specs)
+    assert scope(index, frozenset({"C"})) == {"A", "B", "C"}
+    assert scope(index, frozenset({"D"})) == {"A", "B", "C", "D"}
+    assert scope(index, frozenset({"E", "GONE"})) == {"E", "GONE"}  # GONE: declared by none
+    chosen = sorted(pair for stream in scope(index, frozenset({"C"})) for pair in index[stream])
+    assert [s.ref.path for _, s in chosen] == ["A", "B", "C", "C/W"]
