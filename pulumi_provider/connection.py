@@ -98,8 +98,49 @@ def _coerce(field: str, value: Any) -> Any:
     if field == "servers" and isinstance(value, (list, tuple)):
         return ",".join(str(v) for v in value)
     if field in _NUMBER_FIELDS:
-        return float(value)
+        return seconds(_where(field), value, minimum=MIN_TIMEOUT)
     return str(value)
+
+
+#: The shortest connection timeout accepted, as the CLI's ``--timeout`` accepts.
+MIN_TIMEOUT = 0.1
+
+
+def _where(field: str) -> str:
+    return f"the connection's {field} (jetstream:{_camel(field)} or the `connection` input)"
+
+
+def connection_problems(connection: Mapping[str, Any] | None) -> list[str]:
+    """Why a ``connection`` input's values cannot be used (a timeout that is no time),
+    each a sentence (check reports them before any change)."""
+    found = []
+    for field in sorted(_NUMBER_FIELDS & (connection or {}).keys()):
+        try:
+            seconds(_where(field), (connection or {})[field], minimum=MIN_TIMEOUT)
+        except ReconcileError as err:
+            found.append(str(err))
+    return found
+
+
+def seconds(where: str, value: Any, *, minimum: float = 0.0) -> float:
+    """``value`` (a number, or a text such as ``30``, ``2.5``, ``2m``) in seconds; a value
+    that is not a finite time of ``minimum`` or more is an error naming ``where`` it was
+    set (never a wait, or a timeout, the user did not ask for; never a traceback)."""
+    from reconciler.specs.units import UnitError, parse_duration
+
+    text = str(value)
+    try:
+        found = float(text)
+    except ValueError:
+        try:
+            found = parse_duration(text.strip()) / 1e9
+        except UnitError:
+            found = float("nan")
+    if not math.isfinite(found) or found < minimum:
+        raise ReconcileError(
+            f"{where} must be a time of {minimum:g} or more (30, 2.5, 2m), not {text[:40]!r}"
+        )
+    return found
 
 
 def _camel(field: str) -> str:
@@ -135,17 +176,4 @@ def lock_timeout(
         where, text = LOCK_TIMEOUT_ENV, env[LOCK_TIMEOUT_ENV]
     if text is None:
         return default
-    from reconciler.specs.units import UnitError, parse_duration
-
-    try:
-        seconds = float(text)
-    except ValueError:
-        try:
-            seconds = parse_duration(text.strip()) / 1e9
-        except UnitError:
-            seconds = float("nan")
-    if not math.isfinite(seconds) or seconds < 0:
-        raise ReconcileError(
-            f"{where} must be a time of 0 or more (30, 2.5, 2m), not {text[:40]!r}"
-        )
-    return seconds
+    return seconds(where, text)

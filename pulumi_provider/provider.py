@@ -38,6 +38,7 @@ from pulumi.dynamic import (
 from pulumi_provider import operations
 from pulumi_provider.changes import compare, server_facts
 from pulumi_provider.connection import (
+    connection_problems,
     lock_timeout,
     public_connection,
     resolve_connection,
@@ -199,10 +200,13 @@ def input_problems(news: Mapping[str, Any]) -> list[tuple[str, str]]:
     problem = kind_problem(news)
     if problem:
         return [("kind", problem)]
+    connection = _mapping(news.get("connection"))
     found = [
         ("connection", f"unknown connection field {name!r}")
-        for name in unknown_connection_fields(_mapping(news.get("connection")))
+        for name in unknown_connection_fields(connection)
     ]
+    if not has_unknowns(connection):  # preview: a timeout not known yet is checked later
+        found += [("connection", why) for why in connection_problems(connection)]
     for flag in ("allow_destroy", "migrate"):
         if not isinstance(plain(news.get(flag, False)), bool):
             found.append((flag, "must be true or false"))

@@ -1,0 +1,128 @@
+"""The Pulumi provider host attacked as a careless user or another run would: through the
+real ``python -m pulumi.dynamic`` host, against a real nats-server, streams and messages
+counted with a raw client before and after."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import grpc
+import pytest
+from pulumi_host import ProviderHost
+from servers import NatsServer, options, run
+from test_provider_host import MALLORY, _publish, api, stream_inputs, unique
+
+from reconciler.execution import lock
+from reconciler.execution.lock import Lease, LockSettings
+from reconciler.jetstream import open_client
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def server(clean_server: NatsServer) -> NatsServer:
+    return clean_server
+
+
+def _streams(server: NatsServer) -> set[str]:
+    return set(api(server, "STREAM.NAMES").get("streams") or [])
+
+
+@contextlib.contextmanager
+def _host(config: dict[str, str]) -> Iterator[ProviderHost]:
+    """A provider host of its own, configured with the stack config ``config``."""
+    provider_host = ProviderHost()
+    try:
+        provider_host.configure(config)
+        yield provider_host
+    finally:
+        provider_host.close()
+
+
+# --- a timeout that is no time: a check failure or one line, never a traceback ------------
+
+
+@pytest.mark.parametrize("written", ["abc", "-1", "nan", "0"])
+def test_a_stack_timeout_that_is_no_time_changes_nothing_and_shows_no_traceback(
+    server: NatsServer, written: str
+) -> None:
+    with _host({"jetstream:servers": server.url, "jetstream:timeout": written}) as host:
+        name = unique("BADTIMEOUT")
+        checked, failures = host.check(stream_inputs(name))
+        assert failures == []  # the stack config is not the resource's input
+        before = _streams(server)
+        with pytest.raises(grpc.RpcError) as refused:
+            host.create(checked)
+        details = str(refused.value.details())
+        assert "Traceback" not in details
+        assert "jetstream:timeout" in details and repr(written) in details
+        assert _streams(server) == before
+
+
+def test_a_connection_input_timeout_that_is_no_time_is_a_check_failure(
+    server: NatsServer,
+) -> None:
+    with _host({"jetstream:servers": server.url}) as host:
+        name = unique("BADINPUT")
+        inputs = {**stream_inputs(name), "connection": {"timeout": "abc"}}
+        _, failures = host.check(inputs)
+        assert [f.property for f in failures] == ["connection"]
+        assert "'abc'" in failures[0].reason
+        before = _streams(server)
+        with pytest.raises(grpc.RpcError) as refused:
+            host.create(inputs)  # an engine that skips check still gets one line
+        assert "Traceback" not in str(refused.value.details())
+        assert _streams(server) == before
+
+
+# --- the apply lock, whatever the stack's lockTimeout says ---------------------------------
+
+#: A lease another run keeps: it never expires while the test runs.
+KEPT = LockSettings(lease_seconds=3600)
+
+
+async def _keep_lock(server: NatsServer) -> Lease:
+    async with open_client(options(server)) as client:
+        await lock.prepare(client, KEPT)
+        return await lock.acquire(client, MALLORY, timeout=0, settings=KEPT)
+
+
+async def _release(server: NatsServer, lease: Lease) -> None:
+    async with open_client(options(server)) as client:
+        assert await lock.release(client, lease, settings=KEPT)
+
+
+@pytest.mark.parametrize("written", ["0", "0.0001", "1e-300", "-1", "abc", "inf"])
+def test_no_lock_timeout_lets_a_change_through_a_lock_another_run_holds(
+    server: NatsServer, written: str
+) -> None:
+    """Create, update and delete are all refused, the streams and messages unchanged."""
+    base = {"jetstream:servers": server.url}
+    with _host(base) as setup:
+        kept, gone = unique("KEPT"), unique("GONE")
+        kept_id, _, kept_outputs = setup.apply(stream_inputs(kept, max_age="1h"))
+        gone_id, _, gone_outputs = setup.apply(stream_inputs(gone))
+    run(_publish(server.url, f"{kept}.a", 3))
+    lease = run(_keep_lock(server))
+    try:
+        with _host({**base, "jetstream:lockTimeout": written}) as host:
+            made = unique("MADE")
+            created, _ = host.check(stream_inputs(made))
+            updated, _ = host.check(stream_inputs(kept, max_age="2h"))
+            before = _streams(server)
+            attempts = [
+                lambda: host.create(created),
+                lambda: host.update(kept_id, kept_outputs, updated),
+                lambda: host.delete(gone_id, gone_outputs),
+            ]
+            for attempt in attempts:
+                with pytest.raises(grpc.RpcError) as refused:
+                    attempt()
+                assert "Traceback" not in str(refused.value.details())
+            assert _streams(server) == before
+            info = api(server, f"STREAM.INFO.{kept}")
+            assert info["config"]["max_age"] == 3_600_000_000_000
+            assert info["state"]["messages"] == 3
+    finally:
+        run(_release(server, lease))
