@@ -24,7 +24,7 @@ from reconciler.identity import backup_mirror
 from reconciler.jetstream import JetStreamClient
 from reconciler.jetstream.snapshots import restore_stream
 from reconciler.model.migration import can_keep_positions, can_mirror, resettable
-from reconciler.model.state import ServerInfo
+from reconciler.model.state import ServerInfo, lacking
 
 #: How long a mirror may copy nothing before it is given up.
 STALL_SECONDS = 60.0
@@ -55,7 +55,7 @@ async def drop_mirror(client: JetStreamClient, name: str, origin: str) -> None:
     """Delete ``name`` when it is a temporary mirror of ``origin`` an interrupted run
     left; anything else of that name is an error (never deleted)."""
     try:
-        info = await client.stream_info(name)
+        info = await client.stream_info(name, deleted=True)
     except NotFound:
         return
     config = info.get("config") or {}
@@ -65,7 +65,7 @@ async def drop_mirror(client: JetStreamClient, name: str, origin: str) -> None:
             "mirror cannot be made; delete or rename it"
         )
     try:
-        kept = (await client.stream_info(origin)).get("state") or {}
+        kept = (await client.stream_info(origin, deleted=True)).get("state") or {}
     except NotFound:
         kept = {}
     if not _only_copies(info.get("state") or {}, kept):
@@ -81,13 +81,15 @@ def _only_copies(mirror: Mapping[str, Any], origin: Mapping[str, Any]) -> bool:
     origin a moment ago (a killed restore's stream, the backup), so every message it
     holds is still there (an empty copy holds nothing). Anyone can make a stream under
     the reserved name; one that kept what its origin dropped is someone's archive, and
-    deleting it would lose that."""
+    deleting it would lose that: a message it holds inside the origin's sequences that
+    the origin deleted counts too (both read with their deleted details)."""
     if not int(mirror.get("messages") or 0):
         return True
     if not int(origin.get("messages") or 0):
         return False
     first, last = int(mirror.get("first_seq") or 0), int(mirror.get("last_seq") or 0)
-    return int(origin.get("first_seq") or 0) <= first and last <= int(origin.get("last_seq") or 0)
+    inside = int(origin.get("first_seq") or 0) <= first and last <= int(origin.get("last_seq") or 0)
+    return inside and not lacking(mirror, origin, last)[0]  # none deleted from the origin
 
 
 async def caught_up(

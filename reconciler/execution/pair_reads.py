@@ -21,6 +21,7 @@ from reconciler.model.standby import (
     left_paused,
     pair_health,
 )
+from reconciler.model.state import lacking
 from reconciler.model.timestamps import rfc3339
 from reconciler.model.values import printable
 from reconciler.planning.standby import Pair, origin_api
@@ -229,7 +230,7 @@ async def diverged(
         return ""
     origin_last, standby_last = _last(theirs), _last(ours)
     upto = min(origin_last, standby_last)
-    count, first = _lacking(theirs.get("state") or {}, ours.get("state") or {}, upto)
+    count, first = lacking(theirs.get("state") or {}, ours.get("state") or {}, upto)
     if count:
         shown = ", ".join(str(seq) for seq in first) + (", ..." if count > len(first) else "")
         return (
@@ -243,27 +244,6 @@ async def diverged(
     if same is False:
         return copy_problem(sides, upto, origin_last, standby_last)
     return ""
-
-
-def _lacking(
-    origin: Mapping[str, Any], standby: Mapping[str, Any], upto: int
-) -> tuple[int, list[int]]:
-    """How many sequences up to ``upto`` the origin holds and the standby does not, and
-    the first few (from each side's first sequence and deleted sequences)."""
-    origin_first = int(origin.get("first_seq") or 0)
-    if not int(origin.get("messages") or 0) or not origin_first or upto < origin_first:
-        return 0, []
-    origin_deleted = {int(seq) for seq in origin.get("deleted") or ()}
-    standby_first = int(standby.get("first_seq") or 0) or upto + 1
-    before = range(origin_first, min(standby_first, upto + 1))  # trimmed off the standby
-    lacking = [seq for seq in before[:5] if seq not in origin_deleted]
-    count = len(before) - sum(1 for seq in origin_deleted if seq in before)
-    gaps = sorted(
-        int(seq)
-        for seq in standby.get("deleted") or ()
-        if origin_first <= int(seq) <= upto and int(seq) not in origin_deleted
-    )
-    return count + len(gaps), sorted(lacking + gaps)[:5]
 
 
 async def _problems(

@@ -96,6 +96,31 @@ def holds_leftovers(config: Mapping[str, Any], state: StreamState) -> bool:
     return state.messages > 0 or state.last_seq > start - 1
 
 
+def lacking(
+    origin: Mapping[str, Any], standby: Mapping[str, Any], upto: int
+) -> tuple[int, list[int]]:
+    """How many sequences up to ``upto`` the origin holds and the standby does not, and
+    the first few (from each side's first sequence and deleted sequences: each a
+    STREAM.INFO ``state`` read with its deleted details). The one rule of "a copy holds
+    what its origin holds": a failover's standby (``execution.pair_reads``), and the
+    other way round, a backup's temporary mirror holding nothing its origin lost
+    (``backup.memory``)."""
+    origin_first = int(origin.get("first_seq") or 0)
+    if not int(origin.get("messages") or 0) or not origin_first or upto < origin_first:
+        return 0, []
+    origin_deleted = {int(seq) for seq in origin.get("deleted") or ()}
+    standby_first = int(standby.get("first_seq") or 0) or upto + 1
+    before = range(origin_first, min(standby_first, upto + 1))  # trimmed off the standby
+    lacking = [seq for seq in before[:5] if seq not in origin_deleted]
+    count = len(before) - sum(1 for seq in origin_deleted if seq in before)
+    gaps = sorted(
+        int(seq)
+        for seq in standby.get("deleted") or ()
+        if origin_first <= int(seq) <= upto and int(seq) not in origin_deleted
+    )
+    return count + len(gaps), sorted(lacking + gaps)[:5]
+
+
 @dataclass(frozen=True)
 class LiveState:
     """Every stream and consumer on the server, with configs exactly as the server sent them."""

@@ -1,0 +1,40 @@
+"""What landed with the stages (issues 39/40) attacked on real servers: the lock stage,
+the checks as values on the plan, and the backup's temporary stream; messages counted
+with a raw client before and after."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cli_runner import reconcile
+from servers import NatsServer, run
+from test_backup_attacks import _archive_of_ticks
+from test_lifecycle import _messages, _request
+
+pytestmark = pytest.mark.integration
+
+ARCHIVE = "RECONCILE_BACKUP_TICKS"
+
+
+def test_an_archive_keeping_messages_deleted_inside_its_origin_is_never_deleted(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """TICKS (memory) holds 1..12 and someone deleted 3..7 from it; a file mirror of it
+    under the backup's temporary name is someone's archive and still holds all 12. Its
+    first and last sequences lie inside TICKS's, so a backup took it for a killed
+    backup's leftover and deleted it: 5 messages gone for good. Now refused, naming it;
+    the archive keeps its 12, TICKS its 7."""
+    url = clean_server.url
+    _archive_of_ticks(url, keep=None)
+    for seq in range(3, 8):
+        done = run(_request(url, "$JS.API.STREAM.MSG.DELETE.TICKS", {"seq": seq}))
+        assert done.get("success"), done
+    assert (_messages(url, "TICKS"), _messages(url, ARCHIVE)) == (7, 12)
+    out = tmp_path / "backup"
+    done = reconcile(
+        "backup", "--all", "--stream", "TICKS", "--out", str(out), "--server", url, cwd=tmp_path
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert ARCHIVE in done.stderr and "Traceback" not in done.stderr
+    assert (_messages(url, "TICKS"), _messages(url, ARCHIVE)) == (7, 12)
