@@ -24,7 +24,7 @@ from reconciler.identity import backup_mirror
 from reconciler.jetstream import JetStreamClient
 from reconciler.jetstream.snapshots import restore_stream
 from reconciler.model.migration import can_keep_positions, can_mirror, resettable
-from reconciler.model.state import ServerInfo, lacking
+from reconciler.model.state import ServerInfo, lacking, same_stored
 
 #: How long a mirror may copy nothing before it is given up.
 STALL_SECONDS = 60.0
@@ -68,9 +68,11 @@ async def drop_mirror(client: JetStreamClient, name: str, origin: str) -> None:
         kept = (await client.stream_info(origin, deleted=True)).get("state") or {}
     except NotFound:
         kept = {}
-    if not _only_copies(info.get("state") or {}, kept):
+    if not _only_copies(info.get("state") or {}, kept) or not await _same_last(
+        client, name, origin, info.get("state") or {}
+    ):
         raise BackupError(
-            f"stream {name} mirrors {origin} and holds messages {origin} no longer has (an "
+            f"stream {name} mirrors {origin} and holds messages {origin} does not have (an "
             "archive, not a backup's leftover): the temporary mirror cannot be made; rename it"
         )
     await client.delete_stream(name)
@@ -90,6 +92,21 @@ def _only_copies(mirror: Mapping[str, Any], origin: Mapping[str, Any]) -> bool:
     first, last = int(mirror.get("first_seq") or 0), int(mirror.get("last_seq") or 0)
     inside = int(origin.get("first_seq") or 0) <= first and last <= int(origin.get("last_seq") or 0)
     return inside and not lacking(mirror, origin, last)[0]  # none deleted from the origin
+
+
+async def _same_last(
+    client: JetStreamClient, name: str, origin: str, state: Mapping[str, Any]
+) -> bool:
+    """Whether mirror ``name``'s last message is ``origin``'s at that sequence (an empty
+    mirror: yes). A mirror of an earlier stream of the origin's name (deleted and made
+    again since) holds other messages at the same sequences: someone's archive."""
+    last = int(state.get("last_seq") or 0)
+    if not int(state.get("messages") or 0) or not last:
+        return True
+    theirs, ours = await asyncio.gather(
+        client.stored_message(origin, {"seq": last}), client.stored_message(name, {"seq": last})
+    )
+    return same_stored(theirs, ours) is True
 
 
 async def caught_up(

@@ -21,7 +21,7 @@ from reconciler.model.standby import (
     left_paused,
     pair_health,
 )
-from reconciler.model.state import lacking
+from reconciler.model.state import lacking, same_stored
 from reconciler.model.timestamps import rfc3339
 from reconciler.model.values import printable
 from reconciler.planning.standby import Pair, origin_api
@@ -181,15 +181,7 @@ async def same_message(
     theirs, ours = await asyncio.gather(
         origin.stored_message(stream, {"seq": seq}), standby.stored_message(stream, {"seq": seq})
     )
-    return _same(theirs, ours)
-
-
-def _same(theirs: Mapping[str, Any] | None, ours: Mapping[str, Any] | None) -> bool | None:
-    if theirs is None:
-        return None
-    if ours is None:
-        return False
-    return all(theirs.get(key) == ours.get(key) for key in ("subject", "hdrs", "data", "time"))
+    return same_stored(theirs, ours)
 
 
 def copy_problem(sides: Sides, seq: int, origin_last: int, standby_last: int) -> str:
@@ -238,7 +230,7 @@ async def diverged(
             f"(sequence {shown}): deleted there by someone, they would be lost"
         )
     if messages and upto == expected:
-        same = _same(*messages)
+        same = same_stored(*messages)
     else:
         same = await same_message(origin, standby, name, upto)
     if same is False:

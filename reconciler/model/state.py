@@ -121,6 +121,17 @@ def lacking(
     return count + len(gaps), sorted(lacking + gaps)[:5]
 
 
+def same_stored(theirs: Mapping[str, Any] | None, ours: Mapping[str, Any] | None) -> bool | None:
+    """Whether ``ours`` is ``theirs`` (two STREAM.MSG.GET messages): a mirror keeps its
+    origin's sequence, subject, headers, data and time (docs/jetstream-notes.md); None
+    when ``theirs`` is None (nothing to compare with)."""
+    if theirs is None:
+        return None
+    if ours is None:
+        return False
+    return all(theirs.get(key) == ours.get(key) for key in ("subject", "hdrs", "data", "time"))
+
+
 @dataclass(frozen=True)
 class LiveState:
     """Every stream and consumer on the server, with configs exactly as the server sent them."""

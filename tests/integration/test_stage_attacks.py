@@ -10,7 +10,7 @@ import pytest
 from cli_runner import reconcile
 from servers import NatsServer, run
 from test_backup_attacks import _archive_of_ticks
-from test_lifecycle import _messages, _request
+from test_lifecycle import _messages, _publish, _request
 
 pytestmark = pytest.mark.integration
 
@@ -38,3 +38,27 @@ def test_an_archive_keeping_messages_deleted_inside_its_origin_is_never_deleted(
     assert done.returncode == 1, done.stdout + done.stderr
     assert ARCHIVE in done.stderr and "Traceback" not in done.stderr
     assert (_messages(url, "TICKS"), _messages(url, ARCHIVE)) == (7, 12)
+
+
+def test_an_archive_of_an_earlier_stream_of_the_same_name_is_never_deleted(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A file mirror of TICKS under the temporary name archived its 12 messages; TICKS
+    was then deleted and made again, and holds 12 new messages at the same sequences.
+    The archive's sequences lie inside the new TICKS's, but none of its messages is
+    there: it is never taken for a killed backup's leftover; both keep their 12."""
+    url = clean_server.url
+    _archive_of_ticks(url, keep=None)
+    gone = run(_request(url, "$JS.API.STREAM.DELETE.TICKS"))
+    assert gone.get("success"), gone
+    ticks = {"name": "TICKS", "subjects": ["ticks.>"], "storage": "memory"}
+    assert "error" not in run(_request(url, "$JS.API.STREAM.CREATE.TICKS", ticks))
+    run(_publish(url, "ticks.again", 12))
+    assert (_messages(url, "TICKS"), _messages(url, ARCHIVE)) == (12, 12)
+    out = tmp_path / "backup"
+    done = reconcile(
+        "backup", "--all", "--stream", "TICKS", "--out", str(out), "--server", url, cwd=tmp_path
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert ARCHIVE in done.stderr and "Traceback" not in done.stderr
+    assert (_messages(url, "TICKS"), _messages(url, ARCHIVE)) == (12, 12)
