@@ -171,13 +171,13 @@ async def destroy(
     async with stages.locked(client, timeout=lock_timeout, on_notice=observer.notice) as held:
         state = await read_around(client, target, observer)
         plan = await stages.plan_removal(client, target, state, request_for(policies=policies))
-        if not plan.changes:
-            return  # gone: the goal state is reached
         keeps = any(loss.messages for step in plan.changes for loss in step.losses)
         allowances = stages.Allowances(
             allow_replace=allow_destroy or not keeps, allow_with=ALLOW_WITH
         )
-        stages.refuse(stages.verdict(plan, allowances))
+        stages.refuse(stages.verdict(plan, allowances))  # another project's: refused
+        if not plan.changes:
+            return  # gone: the goal state is reached
         try:
             await stages.execute(plan, client, observer=observer, allowances=allowances, held=held)
         except ApplyFailed:

@@ -357,7 +357,7 @@ async def plan_removal(
 ) -> Plan:
     """The plan that deletes ``target`` (Pulumi's destroy): the planner's delete step,
     its interest losses counted, the policy rules evaluated. Empty when it is gone."""
-    the_plan = removal(target, live, request.lifecycle)
+    the_plan = removal(target, live, request.lifecycle, request.owner)
     the_plan = await with_interest_counts(client, the_plan, live)
     policy = load_policy(request.policies)
     if policy:

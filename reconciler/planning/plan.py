@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from reconciler.errors import Problem, SpecError, UnsupportedField
+from reconciler.errors import Problem, RefusalKind, SpecError, UnsupportedField
 from reconciler.identity import ResourceRef, is_reserved
 from reconciler.model.diff import FieldChange, diff_configs, replace_reasons
 from reconciler.model.loss import (
@@ -84,6 +84,7 @@ from reconciler.planning.lifecycles import (
 from reconciler.planning.live_checks import live_problems
 from reconciler.planning.memo import Memo
 from reconciler.planning.steps import (
+    Check,
     Create,
     Delete,
     Foreign,
@@ -748,17 +749,30 @@ def build_plan(
     )
 
 
-def removal(ref: ResourceRef, live: LiveState, lifecycle: Lifecycle = MANAGE) -> Plan:
+def removal(
+    ref: ResourceRef, live: LiveState, lifecycle: Lifecycle = MANAGE, owner: str = DEFAULT_OWNER
+) -> Plan:
     """The plan that deletes the one live resource ``ref`` (Pulumi's destroy; empty when
     the server does not hold it): the step ``--prune`` plans for it, with the same loss
     and the same protections (lifecycle, the protection its live config records, a
-    protected consumer going with its stream, an interest stream's messages)."""
+    protected consumer going with its stream, an interest stream's messages). A live
+    resource another project manages (its marker names another ``owner``) is no longer
+    the one this project made: no step, and a check refusing it (``--prune`` never
+    deletes another owner's resource either)."""
     group = next((g for g in group_streams((), live) if g.name == ref.stream_name), None)
     raw = None
     if group is not None and group.live is not None:
         raw = group.live_consumers.get(ref.name) if ref.is_child else group.live
     if group is None or raw is None:
-        return Plan(server=live.server)
+        return Plan(server=live.server, owner=owner)
+    holder = owner_of(raw)
+    if holder is not None and holder != owner:
+        message = (
+            f"{ref.label} is managed by owner {holder!r}, not {owner!r}: another project's "
+            "resource is never deleted; nothing was changed"
+        )
+        found = Check(RefusalKind.INVALID, (Problem(None, "", message),))
+        return Plan(server=live.server, owner=owner, checks=(found,))
     step: Step = _deletion(ref, live_config(ref.kind, raw, live.server), group)
     step = prevented(step, protection(step, None, group, lifecycle))
-    return Plan(server=live.server, changes=(step,))
+    return Plan(server=live.server, changes=(step,), owner=owner)

@@ -16,6 +16,7 @@ from test_provider_host import MALLORY, _publish, api, stream_inputs, unique
 from reconciler.execution import lock
 from reconciler.execution.lock import Lease, LockSettings
 from reconciler.jetstream import open_client
+from reconciler.model.normalize import ownership_marker
 
 pytestmark = pytest.mark.integration
 
@@ -126,3 +127,28 @@ def test_no_lock_timeout_lets_a_change_through_a_lock_another_run_holds(
             assert info["state"]["messages"] == 3
     finally:
         run(_release(server, lease))
+
+
+# --- a destroy deletes only what this project manages ---------------------------------------
+
+
+def test_a_destroy_never_deletes_another_projects_stream_of_the_same_name(
+    server: NatsServer,
+) -> None:
+    """The stack made JOBS (allow_destroy: its messages may go with it). Someone deleted
+    it, and another project (owner teamb) made its own JOBS, 5 messages in it. The
+    stack's destroy deleted teamb's stream and its messages, where ``apply --prune``
+    never touches another owner's resource. Now refused naming the owner; the 5 stay."""
+    with _host({"jetstream:servers": server.url}) as host:
+        name = unique("JOBS")
+        id_, _, outputs = host.apply({**stream_inputs(name), "allow_destroy": True})
+        assert api(server, f"STREAM.DELETE.{name}").get("success")
+        theirs = {**stream_inputs(name), "metadata": ownership_marker("teamb")}
+        theirs.pop("kind")
+        assert "error" not in api(server, f"STREAM.CREATE.{name}", theirs)
+        run(_publish(server.url, f"{name}.a", 5))
+        with pytest.raises(grpc.RpcError) as refused:
+            host.delete(id_, outputs)
+        details = str(refused.value.details())
+        assert "teamb" in details and "Traceback" not in details
+        assert api(server, f"STREAM.INFO.{name}")["state"]["messages"] == 5
