@@ -126,16 +126,13 @@ def seconds(where: str, value: Any, *, minimum: float = 0.0) -> float:
     """``value`` (a number, or a text such as ``30``, ``2.5``, ``2m``) in seconds; a value
     that is not a finite time of ``minimum`` or more is an error naming ``where`` it was
     set (never a wait, or a timeout, the user did not ask for; never a traceback)."""
-    from reconciler.specs.units import UnitError, parse_duration
+    from reconciler.specs.units import UnitError, parse_seconds
 
     text = str(value)
     try:
-        found = float(text)
-    except ValueError:
-        try:
-            found = parse_duration(text.strip()) / 1e9
-        except UnitError:
-            found = float("nan")
+        found = parse_seconds(text)
+    except UnitError:
+        found = float("nan")
     if not math.isfinite(found) or found < minimum:
         raise ReconcileError(
             f"{where} must be a time of {minimum:g} or more (30, 2.5, 2m), not {text[:40]!r}"

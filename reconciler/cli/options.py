@@ -41,19 +41,12 @@ class Seconds(click.ParamType[float]):
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            seconds = float(value)
-        else:
-            from reconciler.specs.units import UnitError, parse_duration
+        from reconciler.specs.units import UnitError, parse_seconds
 
-            text = str(value).strip()
-            try:
-                seconds = float(text)
-            except ValueError:
-                try:
-                    seconds = parse_duration(text) / 1e9
-                except UnitError:
-                    self.fail(f"{text!r} is not a time (30, 2.5, 250ms, 2m, 1h)", param, ctx)
+        try:
+            seconds = parse_seconds(value)
+        except UnitError:
+            self.fail(f"{str(value).strip()!r} is not a time (30, 2.5, 250ms, 2m, 1h)", param, ctx)
         if seconds < self.minimum:
             self.fail(f"{value!r} is below {self.minimum:g}s", param, ctx)
         return seconds

@@ -16,6 +16,7 @@ something else to a reader who assumes SI (``1GB``) or minutes (``1M``).
 from __future__ import annotations
 
 import copy
+import math
 import re
 from collections.abc import Mapping
 from fractions import Fraction
@@ -121,6 +122,21 @@ def parse_duration(value: str | int) -> int:
         Fraction(0),
     )
     return _exact(total, value, "duration", "nanosecond")
+
+
+def parse_seconds(value: object) -> float:
+    """Seconds written as a number (``30``, ``2.5``) or a duration (``250ms``, ``2m``):
+    the one reader of a time a user gives a run (``--timeout``, ``--lock-timeout``, the
+    Pulumi stack's ``jetstream:lockTimeout``). :class:`UnitError` for anything else,
+    ``nan`` and ``inf`` included (never a wait nobody can end)."""
+    text = str(value).strip()
+    try:
+        found = float(text)
+    except ValueError:
+        found = parse_duration(text) / 1e9
+    if not math.isfinite(found):
+        raise UnitError(f"{brief(text)} is not a time ({DURATION_EXAMPLES})")
+    return found
 
 
 def parse_size(value: str | int) -> int:

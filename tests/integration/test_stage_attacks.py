@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 from cli_runner import reconcile
-from servers import NatsServer, run
+from servers import NatsServer, run, write
 from test_backup_attacks import _archive_of_ticks
 from test_lifecycle import _messages, _publish, _request
+from test_pulumi_attacks import _keep_lock, _release
 
 pytestmark = pytest.mark.integration
 
@@ -62,3 +63,24 @@ def test_an_archive_of_an_earlier_stream_of_the_same_name_is_never_deleted(
     assert done.returncode == 1, done.stdout + done.stderr
     assert ARCHIVE in done.stderr and "Traceback" not in done.stderr
     assert (_messages(url, "TICKS"), _messages(url, ARCHIVE)) == (12, 12)
+
+
+@pytest.mark.parametrize("written", ["nan", "inf"])
+def test_a_lock_timeout_that_is_no_time_is_refused_not_a_wait_nobody_can_end(
+    clean_server: NatsServer, tmp_path: Path, written: str
+) -> None:
+    """Another run holds the apply lock; ``apply --lock-timeout nan`` waited for it for
+    ever (its deadline never came), as Pulumi's ``jetstream:lockTimeout`` already
+    refuses. Now refused at once (an error naming the option); nothing is created."""
+    url = clean_server.url
+    specs = write(tmp_path, "kind: Stream\nname: NEWS\nsubjects: [news.>]\n")
+    lease = run(_keep_lock(clean_server))
+    try:
+        done = reconcile(
+            "apply", str(specs), "--server", url, "--yes", "--lock-timeout", written, cwd=tmp_path
+        )
+    finally:
+        run(_release(clean_server, lease))
+    assert done.returncode == 1, done.stdout + done.stderr  # an error, at once
+    assert "Traceback" not in done.stderr
+    assert "NEWS" not in (run(_request(url, "$JS.API.STREAM.NAMES")).get("streams") or [])
