@@ -152,3 +152,24 @@ def test_a_destroy_never_deletes_another_projects_stream_of_the_same_name(
         details = str(refused.value.details())
         assert "teamb" in details and "Traceback" not in details
         assert api(server, f"STREAM.INFO.{name}")["state"]["messages"] == 5
+
+
+def test_an_update_never_changes_another_projects_stream_of_the_same_name(
+    server: NatsServer,
+) -> None:
+    """As the destroy above, for an update: teamb's JOBS keeps its config and messages."""
+    with _host({"jetstream:servers": server.url}) as host:
+        name = unique("JOBS")
+        id_, _, outputs = host.apply(stream_inputs(name, max_age="1h"))
+        assert api(server, f"STREAM.DELETE.{name}").get("success")
+        theirs = {"name": name, "subjects": [f"{name}.>"], "max_age": 3_600_000_000_000}
+        theirs["metadata"] = ownership_marker("teamb")
+        assert "error" not in api(server, f"STREAM.CREATE.{name}", theirs)
+        run(_publish(server.url, f"{name}.a", 5))
+        news, _ = host.check(stream_inputs(name, max_age="2h"))
+        with pytest.raises(grpc.RpcError) as refused:
+            host.update(id_, outputs, news)
+        assert "teamb" in str(refused.value.details())
+        info = api(server, f"STREAM.INFO.{name}")
+        assert info["config"]["max_age"] == 3_600_000_000_000
+        assert info["state"]["messages"] == 5
