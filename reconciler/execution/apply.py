@@ -28,6 +28,7 @@ from reconciler.errors import (
     ConnectError,
     LockError,
     MigrationIncomplete,
+    NotFound,
     ReconcileError,
     RequestTimeout,
     ServerError,
@@ -312,6 +313,7 @@ async def execute(
             await _delete(client, step.ref)
             await _create(client, step.ref, step.config)
         case Replace():
+            await _still_empty(client, step)
             await _delete(client, step.ref)
             await create_afresh(client, step.config)
         case Migrate():
@@ -327,10 +329,32 @@ async def execute(
                     "could not be created again: " + "; ".join(progress.not_restored)
                 )
         case Delete():
+            await _still_empty(client, step)
             await _delete(client, step.ref)
         case _:
             assert_never(step)
     return None
+
+
+async def _still_empty(client: JetStreamClient, step: Delete | Replace) -> None:
+    """A stream (or bucket) planned as holding no message is deleted only if it still
+    holds none: the plan said it loses nothing, and messages published since (a plan
+    saved an hour ago, a question answered late) would go with nobody told. JetStream
+    has no conditional delete, so the window narrows to one round trip. A step planned
+    to delete messages was allowed for its stream's data as it was; a consumer holds
+    none."""
+    if step.ref.kind == "Consumer" or any(loss.messages != 0 for loss in step.losses):
+        return
+    try:
+        info = await client.stream_info(step.ref.stream_name)
+    except NotFound:
+        return  # gone: the delete says so
+    held = int((info.get("state") or {}).get("messages") or 0)
+    if held:
+        raise ConcurrentChange(
+            f"{step.label} was planned holding no message and now holds {held}: nothing "
+            "was deleted; plan again to see what the delete would lose"
+        )
 
 
 async def _put_entry(client: JetStreamClient, step: Create | Update) -> None:

@@ -4,7 +4,9 @@ with a raw client before and after."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_runner import reconcile
@@ -12,10 +14,16 @@ from servers import NatsServer, run, write
 from test_backup_attacks import _archive_of_ticks
 from test_lifecycle import _messages, _publish, _request
 from test_pulumi_attacks import _keep_lock, _release
+from test_restore_holes import _apply
+
+from reconciler.errors import ApplyFailed
+from reconciler.execution import stages
+from reconciler.jetstream import ConnectionOptions, open_client
 
 pytestmark = pytest.mark.integration
 
 ARCHIVE = "RECONCILE_BACKUP_TICKS"
+ALLOWED = stages.Allowances(allow_replace=True)  # --prune --allow-replace
 
 
 def test_an_archive_keeping_messages_deleted_inside_its_origin_is_never_deleted(
@@ -84,3 +92,33 @@ def test_a_lock_timeout_that_is_no_time_is_refused_not_a_wait_nobody_can_end(
     assert done.returncode == 1, done.stdout + done.stderr  # an error, at once
     assert "Traceback" not in done.stderr
     assert "NEWS" not in (run(_request(url, "$JS.API.STREAM.NAMES")).get("streams") or [])
+
+
+def test_a_stream_planned_empty_that_gained_messages_is_never_deleted(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """``--prune`` plans to delete GONE, empty, so the delete needs no allowance. Three
+    messages are published to it before the plan runs (a saved plan, a question answered
+    late): the executor deleted it with them. Now the delete is refused, naming it, and
+    GONE keeps its 3; KEEP is untouched."""
+    url = clean_server.url
+    both = "kind: Stream\nname: KEEP\nsubjects: [keep.>]\n---\n"
+    _apply(clean_server, tmp_path, both + "kind: Stream\nname: GONE\nsubjects: [gone.>]\n")
+    specs = tmp_path / "specs"
+    (specs / "streams.yaml").write_text(both)
+    request = replace(stages.PlanRequest.of([specs], ConnectionOptions(servers=url)), prune=True)
+
+    async def planned_then_published() -> tuple[Any, list[str]]:
+        async with open_client(request.options) as client:
+            live = await stages.read(client)
+            plan = await stages.plan(client, stages.load(request), live, request, locked=True)
+            deletes = [step.label for step in plan.changes]
+            await _publish(url, "gone.new", 3)
+            with pytest.raises(ApplyFailed) as failed:
+                await stages.execute(plan, client, allowances=ALLOWED)
+            return failed.value, deletes
+
+    failed, deletes = run(planned_then_published())
+    assert deletes == ["Stream GONE"]
+    assert "GONE" in str(failed)
+    assert (_messages(url, "GONE"), _messages(url, "KEEP")) == (3, 0)
