@@ -9,6 +9,7 @@ nanoseconds and bytes) without the spec-only fields ``kind``, ``stream`` and ``e
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -19,9 +20,9 @@ from reconciler.locations import Location
 from reconciler.specs import cache as spec_cache
 from reconciler.specs.checks import cross_resource_problems
 from reconciler.specs.document import Document
-from reconciler.specs.fields import field_limit, unit_paths
+from reconciler.specs.fields import UNIT_FIELDS, Unit, field_limit, unit_paths
 from reconciler.specs.files import spec_files
-from reconciler.specs.lifecycle import lifecycle_of
+from reconciler.specs.lifecycle import MANAGE, lifecycle_of
 from reconciler.specs.loader import load_file, load_spec_files
 from reconciler.specs.overlay import apply_overlays
 from reconciler.specs.paths import outside_problem, repository_root, resolved
@@ -31,6 +32,12 @@ from reconciler.specs.standby import standby_of
 from reconciler.specs.units import AMBIGUOUS, UnitError, ambiguity, parse_duration, parse_size
 
 SPEC_ONLY_FIELDS = ("kind", "stream", "external", "lifecycle", "standby")
+#: kind -> the top-level fields under which its unit fields are (a document holding none
+#: of them has nothing to convert: most consumers).
+_UNIT_HEADS: dict[str, frozenset[str]] = {
+    kind: frozenset(pattern.split(".")[0] for pattern in fields)
+    for kind, fields in UNIT_FIELDS.items()
+}
 
 
 def load_specs(
@@ -204,7 +211,7 @@ def spec_from_document(
     found = schema_problems(document)
     written: dict[str, str] = {}
     if not found:
-        found = list(_convert_units(document, body, written))
+        found = _convert_units(document, body, written)
         problems.extend(p for p in found if p.warning)
         found = [p for p in found if not p.warning]
     if found:
@@ -249,25 +256,40 @@ _COPIED = (dict, list, float)
 
 def _convert_units(
     document: Document, body: dict[str, Any], written: dict[str, str]
-) -> Iterable[Problem]:
+) -> list[Problem]:
     kind = str(body["kind"])
+    if body.keys().isdisjoint(_UNIT_HEADS.get(kind, ())):
+        return []
+    problems: list[Problem] = []
     for path, unit, container, key in list(unit_paths(kind, body)):
         value = container[key]  # type: ignore[index]
         try:
-            wire = parse_duration(value) if unit == "duration" else parse_size(value)
+            wire, why = _parsed(value, unit) if type(value) is str else (_parse(value, unit), None)
         except UnitError as err:
-            yield Problem(document.where(path), path, str(err))
+            problems.append(Problem(document.where(path), path, str(err)))
             continue
         if wire > field_limit(path):
             message = f"{value!r} is too large: at most {field_limit(path)} {_wire_unit(unit)}"
-            yield Problem(document.where(path), path, message)
+            problems.append(Problem(document.where(path), path, message))
             continue
         if isinstance(value, str):
             written[path] = value.strip()
-            why = ambiguity(value.strip(), unit)
             if why is not None:
-                yield Problem(document.where(path), path, AMBIGUOUS + why, warning=True)
+                problems.append(Problem(document.where(path), path, AMBIGUOUS + why, warning=True))
         container[key] = wire  # type: ignore[index]
+    return problems
+
+
+def _parse(value: Any, unit: Unit) -> int:
+    return parse_duration(value) if unit == "duration" else parse_size(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(text: str, unit: Unit) -> tuple[int, str | None]:
+    """A unit text's wire value and ambiguity, worked out once per text: a repository
+    writes the same few (``7d``, ``30s``, ``1GiB``) thousands of times. Only texts are
+    kept (``True`` would share ``1``'s entry); a text that is no unit raises each time."""
+    return _parse(text, unit), ambiguity(text.strip(), unit)
 
 
 def _wire_unit(unit: str) -> str:
@@ -327,18 +349,22 @@ def _build_spec(
         return _entry_spec(document, body, problems, root)
     stream = body.get("stream") if kind == "Consumer" else None
     external = bool(body.get("external", False)) if kind == "Stream" else False
-    config = {k: v for k, v in body.items() if k not in SPEC_ONLY_FIELDS}
-    name = str(config.get("name", ""))
+    name = str(body.get("name", ""))
     if kind == "Consumer":
-        durable = str(config.get("durable_name", ""))
+        durable = str(body.get("durable_name", ""))
         if name and durable and name != durable:
             message = f"name {name!r} and durable_name {durable!r} differ; give only `name`"
             problems.append(Problem(document.where("durable_name"), "durable_name", message))
             return None
         name = name or durable
-        config["name"] = config["durable_name"] = name
-    lifecycle = lifecycle_of(body.get("lifecycle"), kind, document.where, problems)
+        body["name"] = body["durable_name"] = name
+    lifecycle = MANAGE  # what lifecycle_of makes of an absent or empty one, without a call
+    if body.get("lifecycle"):
+        lifecycle = lifecycle_of(body["lifecycle"], kind, document.where, problems)
     standby = standby_of(body, document.where, problems) if kind == "Stream" else None
+    config = body  # this document's own copy (plain_copy): the config, less spec-only fields
+    for field in SPEC_ONLY_FIELDS:
+        config.pop(field, None)
     return Spec(
         kind=kind,
         name=name,
