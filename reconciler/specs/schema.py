@@ -16,9 +16,10 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from reconciler.errors import Problem, brief
 from reconciler.specs.document import Document
@@ -79,10 +80,32 @@ def _registry() -> Registry[Any]:
 
 @functools.cache
 def validator(kind: str) -> Draft202012Validator:
-    """The compiled validator of one kind (or ``"document"`` for any kind)."""
-    from jsonschema import Draft202012Validator
+    """The compiled validator of one kind (or ``"document"`` for any kind), its
+    ``pattern`` read as JSON Schema says (:func:`_pattern`)."""
+    from jsonschema import Draft202012Validator, validators
 
-    return Draft202012Validator(_schemas()[kind], registry=_registry())
+    checked = validators.extend(Draft202012Validator, {"pattern": _pattern})
+    return cast("Draft202012Validator", checked(_schemas()[kind], registry=_registry()))
+
+
+def _pattern(
+    validator: Draft202012Validator, pattern: str, instance: Any, _schema: Any
+) -> Iterator[ValidationError]:
+    """jsonschema's ``pattern`` keyword, but with ``$`` at the very end of the text:
+    JSON Schema's patterns are ECMA-262, where it is; jsonschema runs them with Python's
+    ``re``, where ``$`` matches before a final newline too, so a name ``"ORDERS\\n"``
+    passed as valid (jsonschema-rs, and every editor, refuse it)."""
+    from jsonschema.exceptions import ValidationError
+
+    if validator.is_type(instance, "string") and not _python_pattern(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+@functools.lru_cache(maxsize=256)
+def _python_pattern(pattern: str) -> re.Pattern[str]:
+    """An ECMA-262 pattern of these schemas compiled for Python: each ``$`` (none of them
+    escaped or in a class) is the end of the text, ``\\Z``."""
+    return re.compile(re.sub(r"(?<!\\)\$", r"\\Z", pattern))
 
 
 @functools.cache
