@@ -19,7 +19,7 @@ from reconciler.errors import ReconcileError
 
 #: More shards than this is a typo, not a deployment.
 MAX_SHARDS = 10_000
-_ORDINAL = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9.-]*-)?([0-9]{1,5})$")
+_ORDINAL = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9.-]*-)?([0-9]{1,5})\Z")
 
 
 @dataclass(frozen=True)

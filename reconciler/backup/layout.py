@@ -48,7 +48,7 @@ READ_SIZE = 1024 * 1024
 
 #: A stream name JetStream accepts, and so a safe folder name: no path separators, no
 #: dots (``.``, ``..``), no wildcards, spaces or control characters.
-_STREAM_NAME = re.compile(r"^[^\s.*>/\\\x00-\x1f\x7f]{1,255}$")
+_STREAM_NAME = re.compile(r"^[^\s.*>/\\\x00-\x1f\x7f]{1,255}\Z")
 
 
 class BackupError(ReconcileError):

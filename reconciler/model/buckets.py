@@ -94,7 +94,7 @@ def kv_stream_config(name: str, bucket: Mapping[str, Any]) -> dict[str, Any]:
     return config
 
 
-_DOMAIN_API = re.compile(r"^\$JS\.([^.]+)\.API$")
+_DOMAIN_API = re.compile(r"^\$JS\.([^.]+)\.API\Z")
 
 
 def _kv_source(source: Mapping[str, Any], bucket: str, *, mirror: bool = False) -> dict[str, Any]:

@@ -207,7 +207,7 @@ def approx_size(nbytes: int) -> str:
     return f"{value:.1f} {unit}"
 
 
-_ONE_TERM = re.compile(r"^\s*([0-9]+)\s*([a-zA-Zµ]+)\s*$")
+_ONE_TERM = re.compile(r"^\s*([0-9]+)\s*([a-zA-Zµ]+)\s*\Z")
 
 
 def format_like(value: int, written: str, unit: str) -> str | None:

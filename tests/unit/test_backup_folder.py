@@ -34,7 +34,9 @@ def _frame(kind: int, body: bytes) -> bytes:
     return bytes([kind]) + len(body).to_bytes(3, "little") + body
 
 
-@pytest.mark.parametrize("name", ["..", ".", "a/b", "a\\b", "a b", "a.b", "*", ">", "x\x1b", ""])
+@pytest.mark.parametrize(
+    "name", ["..", ".", "a/b", "a\\b", "a b", "a.b", "*", ">", "x\x1b", "", "ORDERS\n"]
+)
 def test_names_that_are_no_stream_names_never_become_folders(name: str, tmp_path: Path) -> None:
     assert not valid_stream_name(name)
     with pytest.raises(BackupError):
