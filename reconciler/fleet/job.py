@@ -28,17 +28,18 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from reconciler.errors import ExitStatus, ReconcileError, changes_status
+from reconciler.errors import ExitStatus, Problem, ReconcileError, changes_status
 from reconciler.execution.run import fewer_collections
 from reconciler.fleet.backups import COLUMNS as BACKUP_COLUMNS
 from reconciler.fleet.backups import SeenBackup, backup_rows, backups_section, read_backups
 from reconciler.fleet.canonical import server_info
 from reconciler.fleet.desired import EnvSpecs, load_fleet
-from reconciler.fleet.match import Days, all_findings
+from reconciler.fleet.match import Days, all_findings, declared_frame
 from reconciler.fleet.records import BadLine, EnvDay, bad_lines, read_snapshots, snapshot_files
 from reconciler.fleet.report import write_report
 from reconciler.fleet.session import check_java, spark_session
 from reconciler.fleet.summary import build_summary, latest_days
+from reconciler.model.state import ServerInfo
 
 Notice = Callable[[str], None]
 DRIFT_COLUMNS = ["env", "kind", "stream", "name", "status", "field", "desired", "live"]
@@ -136,14 +137,12 @@ def _run(
         raise ReconcileError(f"no snapshot records in {', '.join(map(str, files[:3]))}")
     days = _usable_days(spark, fleet, env_days, good)
     declared = {env.env: env.by_stream() for env in fleet.values() if env.valid}
-    markers = [(env, stream) for env, streams in declared.items() for stream in streams]
-    declared_streams = spark.createDataFrame(markers, "env string, stream_name string")
     configured = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
     partitions = max(configured, 2 * spark.sparkContext.defaultParallelism)
     owners = {env.env: env.ownership for env in fleet.values()}
     say(f"fleet: planning {len(env_days)} environment-day(s) against their specs")
     findings = all_findings(
-        declared_streams, good, declared=declared, days=days, partitions=partitions, owners=owners
+        declared_frame(spark, declared), good, days=days, partitions=partitions, owners=owners
     )
     findings.write.mode("overwrite").parquet(str(staging / "findings"))
     stored = spark.read.parquet(str(staging / "findings"))
@@ -188,13 +187,21 @@ def _usable_days(
     spark: SparkSession, fleet: dict[str, EnvSpecs], env_days: list[EnvDay], good: DataFrame
 ) -> Days:
     """env → [(day, version, level)] of the days the plan accepts; the others get problems."""
-    present = _present_streams(spark, fleet, good)
+    present: dict[tuple[str, date], set[str]] = {}
+    for env_name, day, stream in _present_streams(spark, fleet, good):
+        present.setdefault((env_name, day), set()).add(stream)
     days: dict[str, list[tuple[date, str | None, int | None]]] = {}
+    # a month of days of one environment is nearly always one answer: asked once per
+    # (environment, server, streams present) rather than per day (1,000 env-days)
+    judged: dict[tuple[str, ServerInfo, frozenset[str]], list[Problem]] = {}
     for item in env_days:
         env = fleet.get(item.env) or EnvSpecs(item.env, Path(item.env))
         server = server_info(item.server_version, item.api_level)
-        live = {s for e, d, s in present if (e, d) == (item.env, item.day)}
-        problems = env.problems_on(server, live.__contains__)
+        live = frozenset(present.get((item.env, item.day), ()))
+        key = (item.env, server, live)
+        if key not in judged:
+            judged[key] = env.problems_on(server, live.__contains__)
+        problems = judged[key]
         if problems:
             item.problems = [str(p) for p in problems]
             continue
