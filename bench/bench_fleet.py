@@ -1,9 +1,14 @@
 """Fleet drift at scale: Spark (local[2]) against the in-process drift path.
 
 Run: ``python bench/bench_fleet.py [--records 1000000] [--envs 100] [--days 10]
-[--master local[2]] [--sample 20]``. Prints records per second for both paths and no
-assertion. The data lands in ``bench/out/fleet`` and is reused by the next run with the
-same shape (``--regenerate`` to rebuild).
+[--master local[2]] [--sample 20] [--turns 1]``. Prints records per second for both
+paths, the job against the goal (issue #42: a million records in 30 s on ``local[2]``)
+and the job as a ratio of a raw Spark read of the same files in the same session
+(``raw_read``: Spark's own JSON reader, the latest capture of each resource and day,
+written as Parquet; no Python), in interleaved turns, with their medians: on a shared
+machine the seconds move with the load, the ratio much less. No assertion. The data
+lands in ``bench/out/fleet`` and is reused by the next run with the same shape
+(``--regenerate`` to rebuild; ``--data`` keeps another shape elsewhere).
 
 The configs are realistic: template streams, consumers and buckets are applied to a real
 (embedded) nats-server and read back, then varied per resource (names, subjects, limits,
@@ -46,8 +51,9 @@ from reconciler.specs.validate import load_specs
 
 OUT = Path(__file__).resolve().parent / "out" / "fleet"
 SECOND = 10**9
-#: Issue #17: a million snapshot records on local[2] within this (the session start apart).
-TARGET_SECONDS = 60.0
+#: Issue #42: a million snapshot records on local[2] within this (the session start apart;
+#: issue #17 asked 60 s).
+TARGET_SECONDS = 30.0
 TEMPLATES = """\
 kind: Stream
 name: TPL
@@ -242,20 +248,47 @@ def in_process(out: Path, sample: int) -> tuple[int, float]:
     return count, time.perf_counter() - started
 
 
-def spark_job(out: Path, master: str) -> tuple[float, float, dict[str, Any]]:
+def spark_job(session: Any, out: Path) -> tuple[float, dict[str, Any]]:
+    """The fleet job on every snapshot: (seconds, summary)."""
     from reconciler.fleet.job import fleet_drift
-    from reconciler.fleet.session import spark_session
 
-    started = time.perf_counter()
-    session = spark_session(master)
-    ready = time.perf_counter() - started
     started = time.perf_counter()
     result = fleet_drift(
         specs=out / "specs", snapshots=out / "snapshots", out=out / "result", spark=session
     )
-    elapsed = time.perf_counter() - started
-    session.stop()
-    return ready, elapsed, result.summary
+    return time.perf_counter() - started, result.summary
+
+
+def raw_read(session: Any, out: Path) -> float:
+    """The floor of any Spark job over these files, in seconds: Spark's JSON reader with
+    the records' schema (the config kept as JSON text), the latest capture of each
+    resource and day, written as Parquet. No Python touches a record."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    fields = ("env", "captured_at", "kind", "stream", "name", "config", "server_version")
+    schema = ", ".join(f"{name} string" for name in fields) + ", api_level int"
+    started = time.perf_counter()
+    records = session.read.schema(schema).json(str(out / "snapshots"), recursiveFileLookup=True)
+    dated = records.withColumn("at", F.to_timestamp("captured_at")).withColumn(
+        "day", F.to_date("at")
+    )
+    resource = ("env", "day", "kind", "stream", "name")
+    latest = Window.partitionBy(*resource).orderBy(F.col("at").desc())
+    (
+        dated.withColumn("n", F.row_number().over(latest))
+        .where("n = 1")
+        .drop("n")
+        .write.mode("overwrite")
+        .parquet(str(out / "raw"))
+    )
+    return time.perf_counter() - started
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def main(argv: list[str]) -> None:
@@ -265,37 +298,62 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--days", type=int, default=10)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--sample", type=int, default=20, help="env-days for the in-process path")
+    parser.add_argument("--turns", type=int, default=1, help="interleaved raw/job turns")
+    parser.add_argument("--data", type=Path, default=OUT, help=f"data folder (default {OUT})")
     parser.add_argument("--regenerate", action="store_true")
     args = parser.parse_args(argv)
     shape = {"records": args.records, "envs": args.envs, "days": args.days}
-    marker = OUT / "shape.json"
+    marker = args.data / "shape.json"
     if (
         args.regenerate
         or not marker.exists()
         or {k: json.loads(marker.read_text())[k] for k in shape} != shape
     ):
-        shutil.rmtree(OUT, ignore_errors=True)
+        if args.data.exists() and any(args.data.iterdir()) and not marker.exists():
+            sys.exit(f"{args.data}: not a folder this benchmark made (no shape.json); not replaced")
+        shutil.rmtree(args.data, ignore_errors=True)
         started = time.perf_counter()
-        _, written = generate(OUT, **shape)
+        _, written = generate(args.data, **shape)
         took = time.perf_counter() - started
         print(f"generated {written:,} records ({args.envs} envs x {args.days} days) in {took:.1f}s")
     written = json.loads(marker.read_text())["written"]
-    count, seconds = in_process(OUT, args.sample)
+    count, seconds = in_process(args.data, args.sample)
     rate = count / seconds
     print(
         f"in-process drift: {count:,} records in {seconds:.1f}s = {rate:,.0f} records/s "
         f"(projected for {written:,}: {written / rate:.0f}s on one core)"
     )
-    ready, elapsed, summary = spark_job(OUT, args.master)
+    from reconciler.fleet.session import spark_session
+
+    started = time.perf_counter()
+    session = spark_session(args.master)
+    ready = time.perf_counter() - started
+    raws: list[float] = []
+    jobs: list[float] = []
+    for turn in range(args.turns):
+        raws.append(raw_read(session, args.data))
+        elapsed, summary = spark_job(session, args.data)
+        jobs.append(elapsed)
+        print(
+            f"turn {turn + 1}: raw read {raws[-1]:.1f}s, job {elapsed:.1f}s "
+            f"({elapsed / raws[-1]:.2f}x the raw read)"
+        )
+    session.stop()
+    elapsed = median(jobs)
+    ratio = median([job / raw for job, raw in zip(jobs, raws, strict=True)])
     print(
         f"spark {args.master}: session {ready:.1f}s; job {written:,} records in {elapsed:.1f}s "
-        f"= {written / elapsed:,.0f} records/s"
+        f"= {written / elapsed:,.0f} records/s (median of {args.turns} turn(s))"
     )
-    verdict = "met" if elapsed <= TARGET_SECONDS else "not met"
+    verdict = "met" if elapsed * 1_000_000 / written <= TARGET_SECONDS else "not met"
     print(
-        f"  target: 1,000,000 records in <= {TARGET_SECONDS:.0f}s on local[2]: "
+        f"  goal: 1,000,000 records in <= {TARGET_SECONDS:.0f}s on local[2]: "
         f"{elapsed * 1_000_000 / written:.1f}s per million here ({verdict}; "
         f"RECONCILE_SPEC_CACHE {'set' if os.environ.get('RECONCILE_SPEC_CACHE') else 'unset'})"
+    )
+    print(
+        f"  job / raw Spark read of the same files: {ratio:.2f}x "
+        f"(median of {args.turns} interleaved turn(s); raw read median {median(raws):.1f}s)"
     )
     totals = summary["totals"]
     print(
