@@ -4,8 +4,9 @@ The live rows (one per record, all days) and one row per declared stream group (
 specs, pickled on the driver) are unioned and partitioned by ``(env, stream_name)``.
 Still in the JVM, the rows of each resource are collapsed by config: a resource that
 looks the same day after day (nearly every one) becomes one row holding its config once
-and the (day, capture) pairs it was seen on, so a tenth of the rows and of the config
-text crosses into Python (the million-record benchmark: 1,000,000 rows -> ~135,000).
+and the (day, capture) pairs it was seen on, so far fewer rows and less config text
+cross into Python (about an eighth on the million-record benchmark: 1,000,000 records,
+roughly 130,000 distinct resource configs by the generator's rates, not counted).
 One Python pass then builds, for every usable day of the environment, the planner's
 :class:`StreamGroup` (the latest capture of each resource and day wins) and hands it to
 ``reconciler.fleet.verdict.stream_findings``: the plan's own rules. A stream whose live
