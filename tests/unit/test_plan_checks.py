@@ -10,29 +10,13 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from test_stages_offline import ORDERS, _planned, _request
 
 from reconciler.errors import RefusalKind, SpecError
 from reconciler.execution import stages
-from reconciler.jetstream import ConnectionOptions
 from reconciler.jetstream.memory import MemoryServer
-from reconciler.planning.steps import Plan
 
-ORDERS = "kind: Stream\nname: ORDERS\nsubjects: [orders.>]\nmax_msgs: {max_msgs}\n"
 AUDIT = "kind: Stream\nname: AUDIT\nsubjects: [audit.>]\n"
-
-
-def _request(tmp_path: Path, *documents: str) -> stages.PlanRequest:
-    specs = tmp_path / "specs"
-    specs.mkdir(exist_ok=True)
-    (specs / "streams.yaml").write_text("---\n".join(documents), encoding="utf-8")
-    return stages.PlanRequest.of([specs], ConnectionOptions())
-
-
-async def _planned(server: MemoryServer, request: stages.PlanRequest) -> Plan:
-    client = server.client()
-    return await stages.plan(
-        client, stages.load(request), await stages.read(client), request, locked=True
-    )
 
 
 def test_a_plan_over_the_accounts_limit_that_deletes_messages_reports_both_refusals(
