@@ -86,6 +86,13 @@ def test_the_documented_install_steps_work_and_a_copied_example_runs(
         "shop/Consumer/ORDERS/DISPATCH",
     }
     live = run(engine.fetch_live(ConnectionOptions(servers=clean_server.url)))
-    assert set(live.streams) == {"EVENTS", "KV_settings", "OBJ_assets", "ORDERS"}
+    # and the apply lock's bucket, which Pulumi's changes take as `reconcile apply` does
+    assert set(live.streams) == {
+        "EVENTS",
+        "KV_settings",
+        "OBJ_assets",
+        "ORDERS",
+        "KV_RECONCILE_LOCKS",
+    }
     assert set(live.consumers) == {("EVENTS", "AUDIT"), ("ORDERS", "DISPATCH"), ("ORDERS", "NEW")}
     assert live.streams["ORDERS"]["max_age"] == 7 * 24 * 3600 * 10**9  # the copied specs
