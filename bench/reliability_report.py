@@ -79,6 +79,9 @@ SUITE = (
     "tests/integration/test_policy_budget.py",
     "tests/integration/test_agent_envs.py",
     "tests/integration/test_dr_failover.py",
+    "tests/integration/test_dr_attacks.py",
+    "tests/integration/test_stage_attacks.py",
+    "tests/pulumi/test_pulumi_attacks.py",
 )
 
 
@@ -761,6 +764,26 @@ GUARANTEES = (
         "acknowledged message is on the promoted side exactly once, and a failover killed "
         "at any step is finished by a re-run.",
         ("test_agent_envs.py::", "test_dr_failover.py::"),
+    ),
+    Guarantee(
+        "What another client wrote never decides a failover",
+        "A standby promoted by hand with writes of its own, a fence removed by someone "
+        "else, a failover onto the fenced old origin, another owner's stream, a consumer "
+        "someone made or paused, a message deleted from the mirror, a mirror of another "
+        "stream, an origin whose subjects differ from the spec: each is refused or fenced "
+        "and named, and no acknowledged message is left on neither side; Ctrl-C between "
+        "the fence and the promotion gives the origin its writes back.",
+        ("test_dr_attacks.py::",),
+    ),
+    Guarantee(
+        "Every door waits for the lock and keeps what it did not plan to delete",
+        "Pulumi's create, update and delete wait for another run's apply lock and fail "
+        "naming it with nothing changed, whatever lock timeout is written; a destroy never "
+        "deletes another project's stream of the same name; a stream planned empty that "
+        "gained messages is not deleted; a stream under a backup's temporary name that "
+        "holds anything its origin lost is never taken for a leftover; a lock timeout of "
+        "nan or inf is refused, never a wait nobody can end.",
+        ("test_stage_attacks.py::", "test_pulumi_attacks.py::"),
     ),
 )
 
