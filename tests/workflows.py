@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 #: An action pinned to a full commit (``owner/repo@<40 hex>``).
@@ -19,3 +22,13 @@ def read_workflow(path: Path) -> dict[Any, Any]:
     if True in data:
         data["on"] = data.pop(True)
     return data
+
+
+def assert_zizmor_finds_nothing(path: Path) -> None:
+    """zizmor's pedantic audit of the workflow finds nothing (skipped without zizmor)."""
+    zizmor = shutil.which("zizmor")
+    if zizmor is None:
+        pytest.skip("zizmor is not installed (pip install zizmor)")
+    args = [zizmor, "--offline", "--persona=pedantic", "--no-progress", str(path)]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
