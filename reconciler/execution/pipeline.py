@@ -208,6 +208,15 @@ async def read(client: JetStreamClient, scope: Scope = EVERYTHING) -> LiveState:
 PREPARE_SLICE = 1000
 
 
+def _governed(specs: Sequence[Spec], request: PlanRequest) -> tuple[list[Spec], list[Spec]]:
+    """The resources (with the request's lifecycle rules applied) and the KeyValue entries."""
+    entries = [s for s in specs if s.kind == ENTRY]
+    resources = [s for s in specs if s.kind != ENTRY]
+    if not request.lifecycle.is_default:
+        resources = governed(resources, request.lifecycle)
+    return resources, entries
+
+
 async def plan_reading(
     client: JetStreamClient,
     specs: Sequence[Spec],
@@ -224,11 +233,7 @@ async def plan_reading(
     supports, the plan memo (kept in the cache folder) prepared, the names to look for
     again (``LiveRead.confirm``). ``policy``: rules already loaded (else the request's).
     The plan of the CLI, the Action and the agent."""
-    entries = [s for s in specs if s.kind == ENTRY]
-    resources = [s for s in specs if s.kind != ENTRY]
-    lifecycle = request.lifecycle
-    if not lifecycle.is_default:  # once, before the memo digests them
-        resources = governed(resources, lifecycle)
+    resources, entries = _governed(specs, request)  # once, before the memo digests them
     reading = reading or asyncio.ensure_future(client.fetch_live())
     try:
         await asyncio.sleep(0)  # the read sends its first requests
@@ -275,10 +280,7 @@ async def plan(
     the server run (what refuses the plan: ``Plan.checks``, raised by the verdict).
     ``locked``: an apply planning under its lock (or without one): the lock's bucket is
     not counted ahead (docs/capacity.md)."""
-    entries = [s for s in specs if s.kind == ENTRY]
-    resources = [s for s in specs if s.kind != ENTRY]
-    if not request.lifecycle.is_default:
-        resources = governed(resources, request.lifecycle)
+    resources, entries = _governed(specs, request)
     the_plan = await judged(
         client,
         resources,
