@@ -17,6 +17,12 @@ every file it lists is in place: an interrupted or failed backup leaves no manif
 no stream folder whose ``backup.json`` is older than its snapshot. A file that cannot be
 written (a full disk) fails its stream with the folder named. The tool's own streams
 (its apply lock's bucket, a backup's temporary mirror) are never backed up.
+
+A memory stream is snapshot through a temporary file mirror, a stream the backup makes
+and deletes: that change to the server is made under the apply lock (the lock stage,
+``execution.stages.locked``, as apply and restore take it), taken before the first
+mirror is made and held until the backup ends. A backup of file streams only changes
+nothing on the server and takes no lock.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from reconciler.backup.manifest import (
 from reconciler.backup.memory import caught_up, drop_mirror, mirror_of
 from reconciler.backup.specs import spec_texts, write_specs
 from reconciler.errors import NotFound, ReconcileError
+from reconciler.execution import stages
 from reconciler.execution.migrate import without_server_metadata
 from reconciler.execution.requests import QUIET, Observer
 from reconciler.identity import (
@@ -73,6 +80,47 @@ MAX_NAME_BYTES = 255
 PARALLEL = 4
 
 Notice = Callable[[str], None]
+
+
+class _MirrorLock:
+    """The apply lock around a backup's temporary mirrors: taken (waiting up to
+    ``timeout`` s; None: ``--no-lock``) before the first mirror is made, held by
+    ``stack`` until the backup ends; each mirror is made only while the lease is ours."""
+
+    def __init__(
+        self,
+        client: JetStreamClient,
+        stack: contextlib.AsyncExitStack,
+        timeout: float | None,
+        on_notice: Notice,
+    ) -> None:
+        self._client, self._stack, self._timeout = client, stack, timeout
+        self._on_notice = on_notice
+        self._taking = asyncio.Lock()
+        self._held: stages.Held | None = None
+        self._refused: ReconcileError | None = None
+
+    async def verified(self) -> None:
+        """Once the lock is held (taken on the first call), the lease still ours; a lock
+        not had (another run held it past the timeout) fails every later call at once."""
+        async with self._taking:
+            if self._refused is not None:
+                raise self._refused
+            if self._held is None:
+                try:
+                    self._held = await self._stack.enter_async_context(
+                        stages.locked(
+                            self._client,
+                            timeout=self._timeout,
+                            on_notice=self._on_notice,
+                            keep_lineage=False,
+                        )
+                    )
+                except ReconcileError as err:
+                    self._refused = err
+                    raise
+        if (guard := self._held.guard) is not None:
+            await guard()
 
 
 @dataclass(frozen=True)
@@ -178,14 +226,21 @@ async def take_backup(
     parallel: int = PARALLEL,
     chunk_size: int = SNAPSHOT_CHUNK,
     observer: Observer = QUIET,
+    lock_timeout: float | None = stages.LOCK_TIMEOUT,
 ) -> BackupResult:
     """Back up the selected streams into ``out``; the manifest is written last, and only
     when every stream's snapshot is complete (else :class:`BackupError` lists them). The
-    ``observer`` hears the notices and each snapshot's :meth:`~Observer.progress`."""
+    ``observer`` hears the notices and each snapshot's :meth:`~Observer.progress`. A
+    memory stream's temporary mirror is made under the apply lock (``lock_timeout``:
+    how long to wait for it; None: no lock)."""
     started = time.monotonic()
     on_notice = observer.notice
     with claim(out) as held:
-        async with open_client(options, on_notice=on_notice) as client:
+        async with (
+            open_client(options, on_notice=on_notice) as client,
+            contextlib.AsyncExitStack() as stack,
+        ):
+            mirrors = _MirrorLock(client, stack, lock_timeout, on_notice)
             names, missing = await _chosen(client, selection, on_notice)
             _refuse_lost(out, selection, missing, held)
             for name in missing:
@@ -197,7 +252,9 @@ async def take_backup(
             async def one(name: str) -> StreamRecord | str | ReconcileError:
                 async with limit:
                     try:
-                        return await _backup_stream(client, out, name, chunk_size, observer)
+                        return await _backup_stream(
+                            client, out, name, chunk_size, observer, mirrors
+                        )
                     except ReconcileError as err:
                         return err
 
@@ -277,6 +334,7 @@ async def _backup_stream(
     name: str,
     chunk_size: int,
     observer: Observer,
+    mirrors: _MirrorLock,
 ) -> StreamRecord | str:
     """One stream's snapshot and backup.json; a reason instead when it cannot be taken."""
     folder = stream_folder(out, name)
@@ -286,7 +344,7 @@ async def _backup_stream(
         return "deleted before its snapshot"
     try:
         if (info.get("config") or {}).get("storage") == "memory":
-            return await _backup_memory(client, out, name, info, chunk_size, observer)
+            return await _backup_memory(client, out, name, info, chunk_size, observer, mirrors)
         return await _snapshot(client, folder, name, name, chunk_size, observer)
     except OSError as err:
         where = err.filename or folder.folder
@@ -355,10 +413,11 @@ async def _backup_memory(
     info: Mapping[str, Any],
     chunk_size: int,
     observer: Observer,
+    mirrors: _MirrorLock,
 ) -> StreamRecord:
     """A memory stream (nats-server cannot snapshot memory storage): a temporary FILE
-    stream mirroring it (sequences, times and headers kept), caught up, snapshot, and
-    deleted whatever happens."""
+    stream mirroring it (sequences, times and headers kept), made under the apply lock,
+    caught up, snapshot, and deleted whatever happens."""
     mirror = backup_mirror(name)
     if len(mirror.encode()) > MAX_NAME_BYTES:
         most = MAX_NAME_BYTES - len(BACKUP_PREFIX)
@@ -367,6 +426,7 @@ async def _backup_memory(
             f"<stream>, and nats-server allows {MAX_NAME_BYTES} bytes: this stream's name "
             f"is {len(name.encode())} bytes, at most {most} can be backed up"
         )
+    await mirrors.verified()
     await drop_mirror(client, mirror, name)  # a killed run's
     goal = int((info.get("state") or {}).get("last_seq") or 0)
     await client.create_stream(mirror_of(name, mirror))

@@ -89,6 +89,7 @@ def backup() -> None:
     show_default=True,
     help="Snapshots taken at once (the server holds each stream's config while it runs).",
 )
+@lock_options("Back up memory streams")
 @project_options
 @connection_options
 @click.pass_context
@@ -100,11 +101,14 @@ def take(
     everything: bool,
     only: tuple[str, ...],
     parallel: int,
+    lock_timeout: float,
+    no_lock: bool,
     project_file: Path | None,
     env_name: str | None,
     **conn: Any,
 ) -> int:
-    """Back up streams into --out."""
+    """Back up streams into --out. A memory stream is copied through a temporary file
+    mirror, made and deleted under the server's apply lock."""
     from reconciler.backup.take import Selection, declared_streams, specs_commit, take_backup
 
     console = TerminalConsole()
@@ -137,6 +141,7 @@ def take(
                 commit=specs_commit(target_paths),
                 parallel=parallel,
                 observer=console,
+                lock_timeout=None if no_lock else lock_timeout,
             )
         )
     count = len(result.manifest.streams)

@@ -5,6 +5,7 @@ stays behind."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from migration_helpers import dump_exact
 from nats.js.api import DeliverPolicy
 from servers import NatsServer, options, run
 
+from reconciler.execution import lock
 from reconciler.identity import BACKUP_PREFIX, INTERNAL_STREAMS
 from reconciler.jetstream import open_client
 
@@ -188,3 +190,68 @@ def test_a_memory_restore_interrupted_midway_finishes_when_run_again(
     assert run(_streams(target)) == ["FAST"]
     assert run(dump_exact(target, "FAST")) == run(dump_exact(source, "FAST"))
     assert run(_state(target, "FAST")) == run(_state(source, "FAST"))
+
+
+def test_a_memory_streams_mirror_is_made_only_under_the_apply_lock(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    """The temporary mirror is a change to the server: while another run holds the apply
+    lock, the backup waits --lock-timeout, names the holder, makes no stream and writes no
+    manifest; a backup of file streams only takes no lock; once the lock is free the
+    backup runs and lets the lock go."""
+    source = server_factory()
+    run(_memory_stream(source))
+    base = ("backup", "--server", source.url, "--lock-timeout", "1")
+
+    async def while_held() -> tuple[Any, Any, list[str]]:
+        nc = await nats.connect(source.url)
+        created: list[str] = []
+
+        async def seen(message: Any) -> None:
+            created.append(message.subject)
+
+        await nc.subscribe("$JS.EVENT.ADVISORY.STREAM.CREATED.>", cb=seen)
+        await nc.flush()
+        try:
+            async with (
+                open_client(options(source)) as client,
+                lock.hold(client, timeout=5, holder=lock.Holder.current("someone-applying")),
+            ):
+                await client.create_stream({"name": "FILED", "subjects": ["filed.>"]})
+                memory = await asyncio.to_thread(
+                    reconcile, *base, "--stream", "FAST", "--out", str(tmp_path / "m"),
+                    cwd=tmp_path,
+                )  # fmt: skip
+                filed = await asyncio.to_thread(
+                    reconcile, *base, "--stream", "FILED", "--out", str(tmp_path / "f"),
+                    cwd=tmp_path,
+                )  # fmt: skip
+            await nc.flush()
+            return memory, filed, created
+        finally:
+            await nc.close()
+
+    memory, filed, created = run(while_held())
+    assert memory.returncode == 1, memory.stdout + memory.stderr
+    assert "someone-applying" in memory.stderr, memory.stderr
+    assert not (tmp_path / "m" / "manifest.json").exists()
+    assert "$JS.EVENT.ADVISORY.STREAM.CREATED.FILED" in created
+    assert [s for s in created if BACKUP_PREFIX in s] == []  # no mirror was made
+    assert filed.returncode == 0, filed.stderr  # no memory stream: no lock taken
+    assert (tmp_path / "f" / "manifest.json").exists()
+    assert run(_streams(source)) == ["FAST", "FILED"]
+
+    done = reconcile(*base, "--stream", "FAST", "--out", str(tmp_path / "m"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    assert [s["name"] for s in manifest["streams"]] == ["FAST"]
+    assert run(_streams(source)) == ["FAST", "FILED"]
+
+    async def free() -> None:  # the backup let the lock go
+        async with (
+            open_client(options(source)) as client,
+            lock.hold(client, timeout=1, holder=lock.Holder.current("next")),
+        ):
+            pass
+
+    run(free())
