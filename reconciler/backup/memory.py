@@ -150,7 +150,7 @@ def memory_refused(record: StreamRecord, server: ServerInfo) -> str | None:
     )
 
 
-def _temp_config(record: StreamRecord) -> dict[str, Any]:
+def temp_config(record: StreamRecord) -> dict[str, Any]:
     """The snapshot's stream, restored as a plain file stream under the temporary name."""
     config = {k: v for k, v in (record.mirror_config or {}).items() if k != "mirror"}
     return {**without_server_metadata(config), "name": backup_mirror(record.name)}
@@ -160,26 +160,6 @@ def restoring(record: StreamRecord) -> dict[str, Any]:
     """Memory stream ``record`` while it mirrors its restored snapshot."""
     config = {k: v for k, v in record.config.items() if k not in _NOT_ON_A_MIRROR}
     return {**without_server_metadata(config), "mirror": {"name": backup_mirror(record.name)}}
-
-
-async def _clear_temp(client: JetStreamClient, record: StreamRecord) -> None:
-    """Delete the temporary stream an interrupted restore left (its config is the
-    snapshot's, and it holds no message outside the backup's sequences); anything else
-    of that name is an error (never deleted)."""
-    name = backup_mirror(record.name)
-    try:
-        info = await client.stream_info(name)
-    except NotFound:
-        return
-    live = without_server_metadata(info.get("config") or {})
-    expected = _temp_config(record)  # the server adds defaults: subjects, duplicate_window
-    if (
-        any(live.get(k) != v for k, v in expected.items())
-        or "mirror" in live
-        or not _only_copies(info.get("state") or {}, record.state)
-    ):
-        raise BackupError(f"stream {name} exists and is not this restore's: delete or rename it")
-    await client.delete_stream(name)
 
 
 async def restore_memory(
@@ -192,12 +172,15 @@ async def restore_memory(
 ) -> None:
     """Memory stream ``record``: its snapshot restored under the temporary name, the
     stream made as a mirror of it, caught up, turned into its real config (nats-server
-    2.12+), the temporary stream deleted, then its consumers made and moved. Both
-    configs of the memory stream are written as ``marked`` makes them (the restore's
-    marker: ``backup.restore_checks.with_marker``)."""
+    2.12+), the temporary stream deleted, then its consumers made and moved. The
+    temporary stream and both configs of the memory stream are written as ``marked``
+    makes them (the restore's marker: ``backup.restore_checks.with_marker``); an
+    interrupted restore's temporary stream is the caller's to clear first
+    (``backup.restore``: only when it is proven that restore's)."""
     temp = backup_mirror(record.name)
-    await _clear_temp(client, record)
-    await restore_stream(client, _temp_config(record), record.state, chunks, on_chunk=on_chunk)
+    await restore_stream(
+        client, marked(temp_config(record)), record.state, chunks, on_chunk=on_chunk
+    )
     try:
         await client.create_stream(marked(restoring(record)))
         await caught_up(client, record.name, temp, int(record.state.get("last_seq") or 0))

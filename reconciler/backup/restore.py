@@ -26,7 +26,7 @@ from typing import Any
 
 from reconciler.backup.layout import BackupError, chunks
 from reconciler.backup.manifest import Contents, StreamRecord, completeness, file_problems
-from reconciler.backup.memory import restore_memory
+from reconciler.backup.memory import restore_memory, temp_config
 from reconciler.backup.restore_checks import differences, leftover, with_marker
 from reconciler.backup.restore_plan import (
     Flags,
@@ -39,7 +39,9 @@ from reconciler.backup.restore_plan import (
 )
 from reconciler.errors import LockError, ReconcileError
 from reconciler.execution import stages
+from reconciler.execution.migrate import without_server_metadata
 from reconciler.execution.stages import QUIET, Observer
+from reconciler.identity import backup_mirror
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.jetstream.snapshots import RESTORE_CHUNK, restore_stream
 from reconciler.model.state import ServerInfo
@@ -156,6 +158,31 @@ async def restore(
         return await _run(client, the_plan, parallel, events, started)
 
 
+async def _clear_temp(client: JetStreamClient, record: StreamRecord, marker: str | None) -> None:
+    """Delete the temporary stream of memory stream ``record`` an interrupted restore of
+    this backup left: proven by the same rule as a leftover stream of the restore
+    (``restore_checks.leftover``: this backup's marker, only the backup's sequences, its
+    first message the backup's...) and the snapshot's config. Anything else under the
+    reserved name is someone's and an error (never deleted)."""
+    name = backup_mirror(record.name)
+    live = await live_stream(client, name)
+    if live is None:
+        return
+    config = without_server_metadata(live[0].get("config") or {})
+    expected = temp_config(record)  # the server adds defaults: subjects, duplicate_window
+    if (
+        marker is None
+        or "mirror" in config
+        or any(config.get(k) != v for k, v in expected.items() if k != "metadata")
+        or not await leftover(client, record, *live, marker, stream=name)
+    ):
+        raise BackupError(
+            f"stream {name} exists and is not this restore's (nothing of {record.name} was "
+            "changed): delete or rename it"
+        )
+    await client.delete_stream(name)
+
+
 def _version(text: object) -> tuple[int, ...]:
     parts = str(text or "").split("-")[0].split(".")[:2]
     return tuple(int(p) for p in parts if p.isdigit())
@@ -220,6 +247,8 @@ async def _restore_one(
     client: JetStreamClient, contents: Contents, step: RestoreStep, events: _Events
 ) -> list[str]:
     record = step.record
+    if record.through_mirror:  # before anything is deleted: a stream in the way stops it
+        await _clear_temp(client, record, step.marker)
     if step.action in ("resume", "replace"):
         # read again: protected, or written to, since the plan (while the question waited)?
         live = await live_stream(client, record.name)

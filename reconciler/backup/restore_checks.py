@@ -195,9 +195,12 @@ async def leftover(
     info: Mapping[str, Any],
     consumers: Mapping[str, Any],
     expected: str,
+    *,
+    stream: str | None = None,
 ) -> bool:
-    """Whether the live stream is what this tool's interrupted restore of ``record`` (of
-    this backup: ``expected``, its :func:`marker`) left. All of this must hold:
+    """Whether the live stream (``record``'s, or ``stream``: a memory stream's temporary
+    one) is what this tool's interrupted restore of ``record`` (of this backup:
+    ``expected``, its :func:`marker`) left. All of this must hold:
 
     - its metadata carries the marker ``expected``;
     - its last sequence is not past the backup's, it holds no more messages than the
@@ -223,7 +226,7 @@ async def leftover(
         return False  # a consumer moved since: someone's work
     if not int(state.get("messages") or 0):
         return True
-    name, backup_last = record.name, int(record.state.get("last_seq") or 0)
+    name, backup_last = stream or record.name, int(record.state.get("last_seq") or 0)
     first_mark, last_mark = record.marks.get("first"), record.marks.get("last")
     if first_mark is None or last_mark is None:
         return False  # a nats CLI folder, or a backup taken before marks were recorded

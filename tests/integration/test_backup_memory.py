@@ -6,6 +6,8 @@ stays behind."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from migration_helpers import dump_exact
 from nats.js.api import DeliverPolicy
 from servers import NatsServer, options, run
 
+from reconciler.errors import ReconcileError
 from reconciler.execution import lock
 from reconciler.identity import BACKUP_PREFIX, INTERNAL_STREAMS
 from reconciler.jetstream import open_client
@@ -163,7 +166,7 @@ def test_a_memory_restore_interrupted_midway_finishes_when_run_again(
     consumers yet): the re-run finishes without flags and leaves no temporary stream."""
     from reconciler.backup.layout import chunks
     from reconciler.backup.manifest import read_contents
-    from reconciler.backup.memory import _temp_config, caught_up, restoring
+    from reconciler.backup.memory import caught_up, restoring, temp_config
     from reconciler.backup.restore_checks import marker, with_marker
     from reconciler.jetstream.snapshots import restore_stream
 
@@ -178,8 +181,9 @@ def test_a_memory_restore_interrupted_midway_finishes_when_run_again(
     async def half_done() -> None:
         async with open_client(options(target)) as client:
             data = chunks(out / "FAST" / "stream.tar.s2", 64 * 1024)
-            await restore_stream(client, _temp_config(record), record.state, data)
-            await client.create_stream(with_marker(restoring(record), marker(contents, record)))
+            mark = marker(contents, record)
+            await restore_stream(client, with_marker(temp_config(record), mark), record.state, data)
+            await client.create_stream(with_marker(restoring(record), mark))
             await caught_up(client, "FAST", BACKUP_PREFIX + "FAST", 40)
 
     run(half_done())
@@ -255,3 +259,62 @@ def test_a_memory_streams_mirror_is_made_only_under_the_apply_lock(
             pass
 
     run(free())
+
+
+def test_a_stream_under_the_temporary_name_that_no_restore_of_this_backup_left_is_kept(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    """Anyone can make a stream under the reserved name with the snapshot's config and
+    the backup's sequences: without this backup's restore marker, or with the marker
+    but other messages, it is someone's, never deleted, and the restore stops before it
+    deletes the stream it would replace."""
+    from reconciler.backup.manifest import read_contents
+    from reconciler.backup.memory import temp_config
+    from reconciler.backup.restore_checks import marker, with_marker
+
+    source, target = server_factory(), server_factory()
+    run(_memory_stream(source))
+    out = tmp_path / "backup"
+    done = reconcile("backup", "--all", "--out", str(out), "--server", source.url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    contents = read_contents(out)
+    (record,) = contents.streams
+    temp = BACKUP_PREFIX + "FAST"
+
+    async def lookalike(config: dict[str, Any]) -> None:
+        """The snapshot's config, 40 messages of someone's, the 20th deleted: the
+        backup's sequences, count and gap."""
+        async with open_client(options(target)) as client:
+            with contextlib.suppress(ReconcileError):
+                await client.delete_stream(temp)
+            await client.create_stream(config)
+        nc = await nats.connect(target.url)
+        try:
+            js = nc.jetstream()
+            for i in range(40):
+                await js.publish(temp, f"theirs-{i}".encode())
+            await js.delete_msg(temp, 20)
+        finally:
+            await nc.close()
+
+    async def theirs_in_the_way() -> None:  # the user's FAST, which a replace would delete
+        nc = await nats.connect(target.url)
+        try:
+            js = nc.jetstream()
+            await js.add_stream(name="FAST", subjects=["fast.>"], storage="memory")
+            for i in range(7):
+                await js.publish(f"fast.{i}", b"kept")
+        finally:
+            await nc.close()
+
+    run(theirs_in_the_way())
+    flags = ("--replace-existing", "--allow-replace", "--allow-data-loss", "--yes")
+    forged = with_marker(temp_config(record), marker(contents, record))
+    for config in (temp_config(record), forged):
+        run(lookalike(config))
+        refused = reconcile("restore", str(out), "--server", target.url, *flags, cwd=tmp_path)
+        assert refused.returncode != 0, refused.stdout + refused.stderr
+        assert f"stream {temp} exists and is not this restore's" in refused.stdout + refused.stderr
+        kept = run(dump_exact(target, temp))
+        assert len(kept) == 39 and base64.b64decode(kept[0][3]) == b"theirs-0"
+        assert len(run(dump_exact(target, "FAST"))) == 7  # not replaced
