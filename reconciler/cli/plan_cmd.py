@@ -217,13 +217,15 @@ def _plan_all(
     async def plan_all() -> list[stages.EnvironmentPlan]:
         done = []
         async for planned in stages.plan_environments(requests, console, begin=begin):
-            if planned.error is not None:
-                console.show_error(planned.error)
+            if planned.error is not None:  # in the environments' document below
+                console.show_error(planned.error, ends_run=False)
             elif console.fmt != "json":
                 assert planned.plan is not None
                 console.show_plan(planned.plan)
             done.append(planned)
         return done
+
+    from reconciler.render.json import error_record
 
     lines, failed, changed = [], False, False
     denied = False
@@ -231,8 +233,9 @@ def _plan_all(
     for planned in asyncio.run(plan_all()):
         env = str(planned.request.env)
         if planned.plan is None:
+            assert planned.error is not None  # an environment not planned says why
             lines.append(f"{env}: failed: {planned.error}")
-            documents[env] = {"error": str(planned.error)}
+            documents[env] = {"error": error_record(planned.error)}
             failed = True
             continue
         changed = changed or planned.plan.has_changes
@@ -245,6 +248,7 @@ def _plan_all(
         from reconciler.model.values import inert_json
 
         click.echo(inert_json(json.dumps({"environments": documents}, indent=2)))
+        console.wrote_document()
     else:
         from reconciler.model.values import printable
 

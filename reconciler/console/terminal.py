@@ -7,6 +7,7 @@ a progress bar; elsewhere each finished step is one plain line, fit for CI logs.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -29,6 +30,20 @@ if TYPE_CHECKING:
 
 PlanFormat = Literal["text", "json", "markdown"]
 DriftFormat = Literal["text", "json", "markdown", "html"]
+
+
+class _JsonErrors:
+    """Whether an error that ends the run is also written on stdout as JSON, for a
+    program reading ``--format json`` (``schemas/error.schema.json``): ``mode`` is
+    "document" (``plan``, ``drift``: ``{"error": ...}``, only when no document was
+    written) or "line" (``apply``'s JSON Lines: a ``{"type": "error", ...}`` record,
+    only when no ``result`` record ended them); None: text output, stderr only."""
+
+    mode: Literal["document", "line"] | None = None
+    written = False  # a document, or the result record, is on stdout already
+
+
+_JSON_ERRORS = _JsonErrors()
 
 
 def record_line(text: str) -> None:
@@ -159,6 +174,8 @@ class TerminalConsole(Console):
         self.full = full  # --full: every step of a long plan in full
         #: ``apply --format json``: JSON Lines (the plan, each step's outcome, the result)
         self.json_lines = json_lines and fmt == "json"
+        if fmt == "json" or drift_format == "json":
+            _JSON_ERRORS.mode = "line" if self.json_lines else "document"
         self.interactive = interactive()
         self.allowed = allowed  # the --allow-* flags of this run
         self.asks = False  # the CLI sets it: a person at the terminal, no --yes
@@ -217,16 +234,21 @@ class TerminalConsole(Console):
 
             record_line(json_line(plan_record(plan)))
             return
+        _JSON_ERRORS.written = True
         color = self.fmt == "text" and colour()
         click.echo(render_plan(plan, self.fmt, color=color, allowed=self.allowed, full=self.full))
 
+    def wrote_document(self) -> None:
+        """The command wrote its JSON document on stdout itself: an error after it goes
+        to stderr only (stdout stays one document)."""
+        _JSON_ERRORS.written = True
+
     def show_drift(self, report: DriftReport) -> None:
+        _JSON_ERRORS.written = True
         click.echo(self.drift_text(report), nl=False)
 
     def drift_text(self, report: DriftReport) -> str:
         if self.drift_format == "json":
-            import json
-
             return inert_json(json.dumps(report.to_json(), indent=2)) + "\n"
         if self.drift_format == "markdown":
             from reconciler.render.drift_markdown import render_drift_markdown
@@ -240,9 +262,21 @@ class TerminalConsole(Console):
 
         return render_drift_text(report)
 
-    def show_error(self, err: ReconcileError) -> None:
+    def show_error(self, err: ReconcileError, *, ends_run: bool = True) -> None:
+        """The error's lines on stderr; with ``--format json``, when it ends the run
+        (``ends_run``; not one environment's of several), also the error as JSON on
+        stdout (:class:`_JsonErrors`)."""
         for line in error_lines(err):
             self.problem(line)
+        if not ends_run or _JSON_ERRORS.mode is None or _JSON_ERRORS.written:
+            return
+        from reconciler.render.json import error_record, json_line
+
+        if _JSON_ERRORS.mode == "line":
+            record_line(json_line({"type": "error", **error_record(err)}))
+        else:
+            click.echo(inert_json(json.dumps({"error": error_record(err)}, indent=2)))
+        _JSON_ERRORS.written = True
 
     def problem(self, line: str) -> None:
         """One error or warning line on stderr; on a terminal the place is bold, an error
@@ -267,6 +301,7 @@ class TerminalConsole(Console):
                 cancelled=result.cancelled,
             )
             record_line(json_line(record))
+            _JSON_ERRORS.written = True
         if self.fmt == "text" and not result.cancelled:
             click.echo(result_line([result]))
 
@@ -286,6 +321,7 @@ class TerminalConsole(Console):
             cancelled=False,
         )
         record_line(json_line(record))
+        _JSON_ERRORS.written = True
 
     def step(self, event: StepEvent) -> None:
         """A step line (text only: JSON and Markdown output is the plan alone), on the

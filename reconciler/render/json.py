@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from reconciler.errors import ReconcileError, RefusalKind, SpecError, UnsupportedField
 from reconciler.model.values import inert_json
 from reconciler.planning.steps import Plan, Step
 
@@ -60,4 +61,22 @@ def result_record(
         "dry_run": dry_run,
         "interrupted": interrupted,
         "cancelled": cancelled,
+    }
+
+
+def error_record(err: ReconcileError) -> dict[str, Any]:
+    """A run that ended in an error, as ``--format json`` writes it on stdout (the
+    document described by ``schemas/error.schema.json``): ``kind``, why the verdict
+    refused (a :class:`~reconciler.errors.RefusalKind` value; null for any other error),
+    the exit status, the message and its detail lines, and each FILE:LINE problem (an
+    invalid spec, a check that refused the plan) as ``validate --format json`` gives it.
+    The words are those on stderr, where a secret never is; the JSON is ASCII."""
+    kind = getattr(err, "kind", None)
+    problems = err.problems if isinstance(err, SpecError | UnsupportedField) else []
+    return {
+        "kind": kind.value if isinstance(kind, RefusalKind) else None,
+        "exit_code": int(err.exit_code),
+        "message": err.headline if not problems else f"{len(problems)} problem(s)",
+        "details": list(err.details),
+        "problems": [problem.to_json() for problem in problems],
     }
