@@ -481,3 +481,58 @@ async def _both_sides(
             problems.append(f"{env} could not be read: {err}")
             read.append({})
     return read[0], read[1], "; ".join(problems)
+
+
+# --- what a failback would delete -------------------------------------------------------
+
+
+async def failback_losses(
+    here: JetStreamClient,
+    failbacks: Mapping[str, str],
+    project: Project | None,
+    environment: str,
+    base: ConnectionOptions,
+    owner: str,
+) -> dict[str, str]:
+    """For each failback (``planning.standby.failbacks``: stream -> the primary it will
+    mirror), why replacing this environment's old origin would delete messages the
+    primary lacks ('' for none): a sequence it holds that the primary does not, its
+    message at the last sequence both have not the primary's, or messages past the
+    primary's last. An unplanned failover promotes without waiting for what had not been
+    copied; a replace would lose it for good. A primary that cannot be read is a reason
+    too: nothing tells what it lacks."""
+    found: dict[str, str] = {}
+    by_primary: dict[str, list[str]] = {}
+    for name, primary in failbacks.items():
+        by_primary.setdefault(primary, []).append(name)
+    for primary, names in sorted(by_primary.items()):
+        sides = Sides(origin=environment, standby=primary)
+        try:
+            if project is None:
+                raise ReconcileError("no project file names its servers")
+            options = environment_target(project, primary, base, owner).options
+            async with open_client(options) as there:
+                for name in names:
+                    found[name] = await _lost_by_failback(here, there, name, sides)
+        except ReconcileError as err:
+            for name in names:
+                found[name] = printable(f"{primary} could not be read ({err})")
+    return found
+
+
+async def _lost_by_failback(
+    here: JetStreamClient, there: JetStreamClient, name: str, sides: Sides
+) -> str:
+    try:
+        ours, theirs = await asyncio.gather(
+            here.stream_info(name, deleted=True), there.stream_info(name, deleted=True)
+        )
+    except NotFound:
+        return f"{sides.standby} has no stream {name}"
+    ours_last, theirs_last = _last(ours), _last(theirs)
+    if ours_last > theirs_last and int((ours.get("state") or {}).get("messages") or 0):
+        return (
+            f"{name} in {sides.origin} holds messages up to sequence {ours_last}, "
+            f"{sides.standby} only up to {theirs_last}"
+        )
+    return printable(await diverged(here, there, name, sides))

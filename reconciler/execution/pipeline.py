@@ -37,6 +37,7 @@ from reconciler.execution.apply import ApplyResult, StepEvent, apply_plan, lease
 from reconciler.execution.capacity_checks import capacity_of
 from reconciler.execution.interest_counts import with_interest_counts
 from reconciler.execution.migration_checks import working_problems
+from reconciler.execution.pair_reads import failback_losses
 from reconciler.execution.requests import QUIET, Observer, PlanRequest
 from reconciler.execution.verdict import NOTHING_ALLOWED, Allowances, refuse, verdict
 from reconciler.identity import ENTRY, ResourceRef, stream_of
@@ -56,7 +57,7 @@ from reconciler.planning.lifecycles import governed, governed_entries
 from reconciler.planning.memo import Memo
 from reconciler.planning.plan import StreamPlan, build_plan, removal
 from reconciler.planning.policy import evaluate as evaluate_policy
-from reconciler.planning.standby import for_environment, guarded
+from reconciler.planning.standby import failbacks, for_environment, guarded
 from reconciler.planning.steps import Check, Migrate, Plan
 from reconciler.specs.cache import cache_folder
 from reconciler.specs.policy import NO_POLICY, Policy, load_policy
@@ -331,7 +332,12 @@ async def judged(
         memo=memo,
         lifecycle=lifecycle,
     )
-    the_plan = guarded(the_plan, resources, request.env)  # docs/dr.md: never undo a failover
+    losses: dict[str, str] = {}  # docs/dr.md: never undo a failover, nor lose in a failback
+    if request.env is not None and (back := failbacks(the_plan, resources, request.env)):
+        losses = await failback_losses(
+            client, back, request.project, request.env, request.options, request.owner
+        )
+    the_plan = guarded(the_plan, resources, request.env, losses)
     found(RefusalKind.ROOM, await room_problems(client, the_plan, live))
     found(RefusalKind.WORKING, await working_problems(client, the_plan))
     the_plan = await with_interest_counts(client, the_plan, live)  # docs/jetstream-notes.md

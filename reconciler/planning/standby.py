@@ -23,7 +23,15 @@ from reconciler.planning.steps import Migrate, Plan, Replace, Step, Update
 from reconciler.specs.spec import Spec
 from reconciler.specs.standby import Standby
 
-__all__ = ["Pair", "StandbyView", "for_environment", "guarded", "origin_api", "pairs"]
+__all__ = [
+    "Pair",
+    "StandbyView",
+    "failbacks",
+    "for_environment",
+    "guarded",
+    "origin_api",
+    "pairs",
+]
 
 
 @dataclass(frozen=True)
@@ -168,7 +176,36 @@ def pairs(
     return found
 
 
-def guarded(the_plan: Plan, specs: Sequence[Spec], environment: str | None) -> Plan:
+def failbacks(the_plan: Plan, specs: Sequence[Spec], environment: str | None) -> dict[str, str]:
+    """The failbacks in ``the_plan``: stream name -> the environment it mirrors again.
+    A failback replaces (or migrates) this environment's fenced stream, the old origin
+    of a failover, by the mirror of the primary the specs name now: a full copy. What
+    the old origin holds that the primary lacks (writes a failover without the flag
+    never waits for, or written there since) is read by the caller and passed to
+    :func:`guarded` as ``losses``."""
+    declared = {s.name: s for s in specs if s.kind == "Stream" and s.standby is not None}
+    found = {}
+    for step in the_plan.changes:
+        spec = declared.get(step.name)
+        if spec is None or spec.standby is None or step.kind != "Stream" or step.prevented:
+            continue
+        live = getattr(step, "live", None)
+        if (
+            spec.standby.environment == environment
+            and isinstance(step, Replace | Migrate)
+            and isinstance(live, Mapping)
+            and is_fenced(live)
+        ):
+            found[step.name] = spec.standby.primary
+    return found
+
+
+def guarded(
+    the_plan: Plan,
+    specs: Sequence[Spec],
+    environment: str | None,
+    losses: Mapping[str, str] | None = None,
+) -> Plan:
     """``the_plan`` with the steps that would undo a failover marked ``prevented`` (no
     flag allows them; a heal leaves them to a person):
 
@@ -177,18 +214,24 @@ def guarded(the_plan: Plan, specs: Sequence[Spec], environment: str | None) -> P
       take writes;
     - where they still call it the standby, a replace of a stream that takes writes
       (no mirror, not fenced) by the mirror: it would delete what the promoted stream
-      took. A fenced one is the old origin becoming the standby again: a failback, a
-      full copy, allowed with ``--allow-replace`` like any replace.
+      took. A fenced one is the old origin becoming the standby again: a failback
+      (:func:`failbacks`), a full copy, allowed with ``--allow-replace`` like any
+      replace, unless ``losses`` says why it would delete messages the primary lacks
+      (or that the primary could not be read to tell).
 
     The live state only ever adds a refusal here, never removes one."""
     declared = {s.name: s for s in specs if s.kind == "Stream" and s.standby is not None}
     if not declared or environment is None:
         return the_plan
-    steps = [_guarded(step, declared.get(step.name), environment) for step in the_plan.changes]
+    lost = losses or {}
+    steps = [
+        _guarded(step, declared.get(step.name), environment, lost.get(step.name, ""))
+        for step in the_plan.changes
+    ]
     return replace(the_plan, changes=tuple(steps))
 
 
-def _guarded(step: Step, spec: Spec | None, environment: str) -> Step:
+def _guarded(step: Step, spec: Spec | None, environment: str, loss: str) -> Step:
     if spec is None or spec.standby is None or step.kind != "Stream" or step.prevented:
         return step
     live = getattr(step, "live", None)
@@ -204,6 +247,12 @@ def _guarded(step: Step, spec: Spec | None, environment: str) -> Step:
             f"replacing it by the mirror of {standby.primary} would delete them; make "
             f"{environment} the primary (standby.primary: {environment}, environment: "
             f"{standby.primary}) at {standby.where} (docs/dr.md#failback)"
+        )
+    elif here_standby and isinstance(step, Replace | Migrate) and loss:
+        why = (
+            f"prevented: the failback would delete messages {standby.primary} lacks: {loss}; "
+            f"copy them to {standby.primary}, or delete {spec.name} here yourself, first "
+            "(docs/dr.md#5-fail-back)"
         )
     elif not here_standby and is_fenced(live) and isinstance(step, Update | Replace | Migrate):
         why = (

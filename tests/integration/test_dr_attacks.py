@@ -66,18 +66,52 @@ def test_a_standby_promoted_by_hand_with_writes_of_its_own_is_fenced_from_not_re
     hold east's message at the last sequence both have: it does not, so east is fenced
     (both sides took writes: that stops) and the pair stops there, named, exit 1."""
     east, west, root = ready
+    east_before, west_before = _both_written(ready)
+    result = reconcile(*FAILOVER, cwd=root)
+    assert result.returncode == 1, said(result)
+    assert "sequence 60" in said(result) and "DIVERGED" in result.stdout
+    assert counted(east) == east_before and counted(west) == west_before  # nothing lost
+    assert is_fenced(east) and consumers(west) == []
+
+
+def _both_written(ready: Ready) -> tuple[tuple[int, list[str]], tuple[int, list[str]]]:
+    """West promoted by someone (the link down) and written there, 51..80; east
+    acknowledged writes of its own, 51..60: both sides as a raw client counts them."""
+    east, west, _ = ready
     link(west, up=False, leafnodes=dict(west.settings["leafnodes"]))
     updated(west, {"subjects": ["orders.>"]}, drop=("mirror",))  # promoted by someone
     run(_publish(west.url, "orders.new", 30))  # written there directly: 51..80
     run(_publish(east.url, "orders.new", 10))  # acknowledged by east: 51..60
     east_before, west_before = counted(east), counted(west)
     assert east_before[0] == 60 and west_before[0] == 80
+    return east_before, west_before
 
-    result = reconcile(*FAILOVER, cwd=root)
-    assert result.returncode == 1, said(result)
-    assert "sequence 60" in said(result) and "DIVERGED" in result.stdout
-    assert counted(east) == east_before and counted(west) == west_before  # nothing lost
-    assert is_fenced(east) and consumers(west) == []
+
+def test_a_failback_never_deletes_writes_the_old_origin_took_that_the_primary_lacks(
+    ready: Ready,
+) -> None:
+    """Hole: once east is fenced (the diverged failover above) and the roles swapped in
+    the spec, `apply --env east --allow-replace` replaced east's stream by a mirror of
+    west's: east's acknowledged writes 51..60, in no other stream, deleted. A failback
+    now compares east's messages with west's first: prevented (no flag allows it),
+    naming the sequence, and nothing changes on either side; once east holds nothing
+    west lacks, the same failback runs (test_dr_failover.py's round trip)."""
+    east, west, root = ready
+    east_before, west_before = _both_written(ready)
+    fenced = reconcile(*FAILOVER, cwd=root)
+    assert fenced.returncode == 1 and is_fenced(east), said(fenced)
+    specs = root / "specs" / "orders.yaml"
+    text = specs.read_text(encoding="utf-8")
+    swapped = text.replace("primary: east", "primary: X").replace("west", "east")
+    specs.write_text(swapped.replace("primary: X", "primary: west"), encoding="utf-8")
+
+    for flags in (("--allow-replace",), ("--allow-replace", "--allow-data-loss")):
+        back = reconcile("apply", "--env", "east", "--yes", *flags, cwd=root)
+        assert back.returncode == 1, said(back)
+        assert "would delete messages west lacks" in said(back), said(back)
+        assert "sequence 60" in said(back)
+        assert counted(east) == east_before and counted(west) == west_before
+        assert _info(east.url, "ORDERS")["config"].get("mirror") is None
 
 
 def test_a_failover_back_onto_the_fenced_old_origin_is_refused(ready: Ready) -> None:
