@@ -137,6 +137,7 @@ async def restore(
         ) as held,
     ):
         the_plan = await plan_restore(client, contents, selected, flags)
+        stages.refuse(stages.checked(the_plan.plan))  # its checks (capacity): not shown
         for name, why in the_plan.skipped:
             observer.notice(f"not restored: {name} ({why})")
         if on_plan is not None:

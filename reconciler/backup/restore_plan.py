@@ -29,8 +29,8 @@ from typing import Any, Literal
 from reconciler.backup.manifest import Contents, StreamRecord
 from reconciler.backup.memory import memory_refused
 from reconciler.backup.restore_checks import differences, leftover, lookalike_hint, marked, marker
-from reconciler.errors import NotFound, RefusedPlan, SpecError
-from reconciler.execution.capacity_checks import with_capacity
+from reconciler.errors import NotFound, RefusalKind, RefusedPlan
+from reconciler.execution.capacity_checks import with_capacity, with_check
 from reconciler.execution.stages import LOCK_TIMEOUT
 from reconciler.identity import INTERNAL_STREAMS, ResourceRef
 from reconciler.jetstream import JetStreamClient
@@ -192,8 +192,8 @@ def _bytes(info: Mapping[str, Any]) -> int:
 async def _with_room(client: JetStreamClient, plan: Plan, steps: Sequence[RestoreStep]) -> Plan:
     """The account's room for the restore, checked as apply checks it (``max_bytes``
     reservations, stream counts, the server's own limits where known: the plan's
-    capacity) and for the bytes the backup brings; a ``SpecError`` before anything is
-    restored when it has none."""
+    capacity) and for the bytes the backup brings: ``capacity`` checks on the plan,
+    raised by the verdict before anything is restored."""
     writes = [s for s in steps if s.action != "restored"]
     if not writes:
         return plan
@@ -203,9 +203,7 @@ async def _with_room(client: JetStreamClient, plan: Plan, steps: Sequence[Restor
         for s in writes
     ]
     problems = restore_room(await client.account_info(), wanted)
-    if problems:
-        raise SpecError(problems)
-    return checked
+    return with_check(checked, RefusalKind.CAPACITY, problems)
 
 
 def _own(record: StreamRecord) -> bool:

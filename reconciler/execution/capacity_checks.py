@@ -6,8 +6,8 @@ come from its ``/jsz`` where the connection names a way to read it (the monitori
 endpoint, a system account user: ``jetstream.server_limits``), and are said to be
 unknown otherwise. :func:`reconciler.planning.capacity.assess` sums the plan against
 them. What the server would refuse is a list of problems naming each resource and its
-spec's line (:func:`capacity_of`: the plan's ``Check``, raised by the verdict) or one
-``SpecError`` (:func:`with_capacity`), in ``plan`` as in ``apply``: nothing has been
+spec's line: the plan's ``Check`` (:func:`capacity_of`, :func:`with_capacity`), raised
+by the verdict, in ``plan`` as in ``apply``, a restore and a failover: nothing has been
 written then.
 """
 
@@ -17,13 +17,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from reconciler.errors import Problem, RefusalKind, SpecError
+from reconciler.errors import Problem, RefusalKind
 from reconciler.execution.lock import LOCK_MAX_BYTES, bucket_config
 from reconciler.identity import LOCK_BUCKET, stream_of
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.state import LiveState
 from reconciler.planning.capacity import UNREAD, ServerRoom, assess, scopes, server_room, tier_of
-from reconciler.planning.steps import Plan
+from reconciler.planning.steps import Check, Plan
 from reconciler.specs.spec import Spec
 
 
@@ -33,20 +33,21 @@ async def with_capacity(
     live: LiveState,
     specs: Sequence[Spec],
     *,
-    refuse: bool = True,
     lock_ahead: bool = True,
 ) -> Plan:
-    """``the_plan`` with its capacity totals and warnings (``Plan.capacity``); a
-    ``SpecError`` when the account would refuse part of it, unless not ``refuse`` (a
-    drift report): then that is among the warnings. ``lock_ahead``: count the apply
-    lock's bucket when the account has none yet (a plan; an apply has made it already,
-    or runs without it)."""
-    the_plan, errors = await capacity_of(
-        client, the_plan, live, specs, refuse=refuse, lock_ahead=lock_ahead
-    )
-    if errors:
-        raise SpecError(errors, kind=RefusalKind.CAPACITY)
-    return the_plan
+    """``the_plan`` with its capacity totals and warnings (``Plan.capacity``) and, when
+    the account would refuse part of it, a ``capacity`` check on it (``Plan.checks``:
+    the verdict raises it). ``lock_ahead``: count the apply lock's bucket when the
+    account has none yet (a plan; an apply has made it already, or runs without it)."""
+    the_plan, errors = await capacity_of(client, the_plan, live, specs, lock_ahead=lock_ahead)
+    return with_check(the_plan, RefusalKind.CAPACITY, errors)
+
+
+def with_check(the_plan: Plan, kind: RefusalKind, problems: Sequence[Problem]) -> Plan:
+    """``the_plan`` with a ``kind`` check of ``problems`` added (none: as it is)."""
+    if not problems:
+        return the_plan
+    return replace(the_plan, checks=(*the_plan.checks, Check(kind, tuple(problems))))
 
 
 async def capacity_of(

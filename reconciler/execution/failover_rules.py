@@ -125,13 +125,13 @@ async def judged(
             Plan(standby_server, tuple(standby_steps)), request.standby, standby_live, specs
         ),
     )
-    for side in (sides.origin, sides.standby):
-        refuse(verdict(side))  # the shared verdict: nothing allowed
     if sides.standby.changes:  # the consumers it creates, counted as apply counts them
         room = await with_capacity(
             standby, sides.standby, await standby.fetch_live(), specs, lock_ahead=False
         )
         sides = replace(sides, standby=room)
+    for side in (sides.origin, sides.standby):
+        refuse(verdict(side))  # the shared verdict (the plan's checks first): nothing allowed
     return sides
 
 
