@@ -82,6 +82,7 @@ SUITE = (
     "tests/integration/test_dr_attacks.py",
     "tests/integration/test_stage_attacks.py",
     "tests/pulumi/test_pulumi_attacks.py",
+    "tests/integration/test_json_errors.py",
 )
 
 
@@ -772,7 +773,9 @@ GUARANTEES = (
         "someone made or paused, a message deleted from the mirror, a mirror of another "
         "stream, an origin whose subjects differ from the spec: each is refused or fenced "
         "and named, and no acknowledged message is left on neither side; Ctrl-C between "
-        "the fence and the promotion gives the origin its writes back.",
+        "the fence and the promotion gives the origin its writes back. A failback never "
+        "replaces an old origin that holds writes the primary lacks, whatever the flags: "
+        "it is prevented, naming the sequence.",
         ("test_dr_attacks.py::",),
     ),
     Guarantee(
@@ -782,8 +785,25 @@ GUARANTEES = (
         "deletes another project's stream of the same name; a stream planned empty that "
         "gained messages is not deleted; a stream under a backup's temporary name that "
         "holds anything its origin lost is never taken for a leftover; a lock timeout of "
-        "nan or inf is refused, never a wait nobody can end.",
-        ("test_stage_attacks.py::", "test_pulumi_attacks.py::"),
+        "nan or inf is refused, never a wait nobody can end. A backup makes a memory "
+        "stream's temporary mirror only under the apply lock; a restore deletes a stream "
+        "under its temporary name only when its marker, sequences and first message prove "
+        "it that restore's leftover, and checks so before it replaces anything.",
+        (
+            "test_stage_attacks.py::",
+            "test_pulumi_attacks.py::",
+            "test_backup_memory.py::test_a_memory_streams_mirror_is_made_only_under",
+            "test_backup_memory.py::test_a_stream_under_the_temporary_name",
+        ),
+    ),
+    Guarantee(
+        "A program reading JSON never gets nothing",
+        "With `--format json`, a plan, drift or apply that ends in an error (an invalid "
+        "spec, a refused plan, an unreachable server) prints the error on stdout as JSON "
+        "too (`schemas/error.schema.json`: the refusal kind, the exit status, each "
+        "FILE:LINE problem), never a second document after a plan, and never a password "
+        "from the server URL; a refused apply changes no message.",
+        ("test_json_errors.py::",),
     ),
 )
 

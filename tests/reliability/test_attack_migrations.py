@@ -109,6 +109,7 @@ kind: Consumer
 stream: JOBS
 name: W
 ack_policy: explicit
+ack_wait: 2s
 """
 
 
@@ -148,14 +149,23 @@ class Worker:
 
 
 async def drain(server: NatsServer) -> list[bytes]:
+    """Every job left, done. A batch the worker's fetch gave up on as it arrived (a
+    loaded machine) is delivered and not acknowledged: pending until its ack_wait (2 s)
+    ends, then delivered again; the drain waits for those (up to 30 s), never counts
+    them as left behind."""
     worker = Worker(server)
     nc = await nats.connect(server.url)
+    deadline = asyncio.get_running_loop().time() + 30
     try:
-        sub = await nc.jetstream().pull_subscribe_bind("W", "JOBS")
+        js = nc.jetstream()
+        sub = await js.pull_subscribe_bind("W", "JOBS")
         while True:
             try:
                 batch = await sub.fetch(100, timeout=1)
             except TimeoutError:  # nats-py raises its own subclass or the builtin
+                pending = (await js.consumer_info("JOBS", "W")).num_ack_pending
+                if pending and asyncio.get_running_loop().time() < deadline:
+                    continue
                 return worker.done
             for message in batch:
                 await message.ack_sync()
