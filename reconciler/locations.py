@@ -59,6 +59,15 @@ class Lines(LazyLocations):
         self._paths: tuple[str, ...] | None = None
         self._lines: tuple[int, ...] = ()
 
+    @classmethod
+    def read(cls, file: str, start: int, distances: dict[str, int]) -> Lines:
+        """A document's lines gathered by its reader (each path -> its line's distance
+        from ``start``; the dict is taken, not copied), frozen."""
+        lines = cls(file, start)
+        lines._raw = distances
+        lines.freeze()
+        return lines
+
     def add(self, path: str, line: int, *, again: bool = True) -> None:
         """``path`` is at ``line``; ``again``: replacing where it was before."""
         if self._paths is not None:

@@ -719,3 +719,39 @@ def test_each_document_is_let_go_of_once_its_spec_is_made(
     assert [s.name for s in specs] == ["S0", "S1", "S2"]
     assert alive == [[], [False], [False, False]]
     assert specs[2].where("max_age").line == 3
+
+
+@settings(max_examples=200, deadline=None)
+@given(_block_texts())
+def test_a_line_read_before_reads_the_same_again(text: str) -> None:
+    """The line reader keeps how each line read (a repository repeats its lines): a text
+    read with that memory empty and read again from it gives the same documents, and
+    each document gets its own lists (one document's list changed is not another's)."""
+    yaml_block._KNOWN.clear()
+    first = yaml_block.block_documents(text, "t.yaml")
+    again = yaml_block.block_documents(text, "t.yaml")
+    if first is None:
+        assert again is None
+        return
+    assert again is not None
+    shown = [(repr(d.body), d.source, dict(d.locations)) for d in first]
+    assert shown == [(repr(d.body), d.source, dict(d.locations)) for d in again]
+    twice = yaml_block.block_documents("a: [x, y]\nb:\n  - [z]\n---\na: [x, y]\nb:\n  - [z]\n", "t")
+    assert twice is not None
+    twice[0].body["a"].append("changed")
+    twice[0].body["b"][0].append("changed")
+    assert twice[1].body == {"a": ["x", "y"], "b": [["z"]]}
+
+
+_FIRST_CHARACTERS = st.text(
+    alphabet=st.sampled_from("abyYnNoOtTfF~0123456789.+-=<!&*_ xX:#'\"/$"), max_size=8
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_FIRST_CHARACTERS, st.sampled_from([(True, False), (False, True), (True, True)]))
+def test_a_scalars_tag_is_the_resolvers_own(value: str, implicit: tuple[bool, bool]) -> None:
+    """A scalar whose first character starts none of PyYAML's rules is a string without
+    the resolver being asked: the same tag the resolver gives, for every text."""
+    expected = yaml_plain._RESOLVER.resolve(yaml.ScalarNode, value, implicit)
+    assert yaml_plain.implicit_tag(value, implicit) == expected
