@@ -205,15 +205,15 @@ def spec_from_document(
     if problem is not None:
         problems.append(problem)
         return None
-    body = plain_copy(document.body)
+    body = plain_copy(document.body)  # what is validated, then converted: the config
     overlay = document.overlay
-    document = Document(body=body, source=document.source, locations=document.locations)
-    found = schema_problems(document)
+    found = schema_problems(document, body=body)
     written: dict[str, str] = {}
     if not found:
         found = _convert_units(document, body, written)
-        problems.extend(p for p in found if p.warning)
-        found = [p for p in found if not p.warning]
+        if found:
+            problems.extend(p for p in found if p.warning)
+            found = [p for p in found if not p.warning]
     if found:
         if body.get("kind") == "KeyValueEntry" and body.get("secret") is not False:
             found = [_unquoted(p) for p in found]

@@ -200,3 +200,56 @@ def test_a_boolean_is_never_taken_for_the_integer_it_equals() -> None:
     ]
     _, said = _validated(bodies)
     assert [p.location.file for p in said if p.location and not p.warning] == ["spec1.yaml"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(["Stream", "Consumer", "KeyValue", "ObjectStore", "KeyValueEntry"]),
+    st.sampled_from([None, "S", "KV_b"]),
+    st.booleans(),
+    st.sampled_from([None, "v.txt"]),
+)
+def test_a_spec_made_is_the_spec_its_fields_say(
+    kind: Any, stream: str | None, external: bool, value_file: str | None
+) -> None:
+    """``Spec``'s own ``__init__`` (it sets its slots directly) makes what the fields
+    say, by position or by keyword, its identity included; what it is not given is the
+    field's default, a new dict each time; it stays frozen and ``replace`` still works."""
+    import dataclasses
+
+    from reconciler.specs.spec import Spec
+
+    if kind in ("Consumer", "KeyValueEntry") and stream is None:
+        stream = "S"  # a child without its stream or bucket is no spec
+    where = Location("s.yaml", 3)
+    given_fields: dict[str, Any] = {
+        "kind": kind,
+        "name": "N",
+        "config": {"a": 1},
+        "source": where,
+        "stream": stream,
+        "external": external,
+        "locations": {"a": where},
+        "written": {"a": "1s"},
+        "value_file": value_file,
+        "lifecycle": MANAGE,
+        "standby": None,
+    }
+    by_keyword = Spec(**given_fields)
+    by_position = Spec(*given_fields.values())
+    restored = Spec.restored(given_fields)
+    for spec in (by_keyword, by_position):
+        made = {f.name: getattr(spec, f.name) for f in dataclasses.fields(Spec) if f.init}
+        assert made == given_fields
+        assert spec == restored and spec.ref == restored.ref
+        assert spec.stream_name == restored.stream_name
+    bare = Spec(kind, "N", {}, where, stream)
+    for field in dataclasses.fields(Spec):
+        if field.init and field.name not in ("kind", "name", "config", "source", "stream"):
+            default = field.default_factory() if callable(field.default_factory) else field.default
+            assert getattr(bare, field.name) == default
+    assert bare.locations is not Spec(kind, "N", {}, where, stream).locations
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        bare.name = "other"  # type: ignore[misc]
+    renamed = dataclasses.replace(by_keyword, name="M")
+    assert renamed.name == renamed.ref.name == "M" and renamed.config == by_keyword.config
