@@ -63,8 +63,12 @@ class Lines(LazyLocations):
     def read(cls, file: str, start: int, distances: dict[str, int]) -> Lines:
         """A document's lines gathered by its reader (each path -> its line's distance
         from ``start``; the dict is taken, not copied), frozen."""
-        lines = cls(file, start)
+        lines = cls.__new__(cls)
+        lines._file = file
+        lines._start = start
         lines._raw = distances
+        lines._paths = None
+        lines._lines = ()
         lines.freeze()
         return lines
 

@@ -160,6 +160,19 @@ class _Reader:
                         known.clear()
                     known[line] = read
             indent, key, holds, value = read
+            if indent == 0 and holds == _SCALAR and key is not None and len(frames) == 1:
+                # a document's own ``key: value`` (most lines): what the general path
+                # below does with it, a pending field before it being null
+                self.pending = None
+                root = frames[0][1]
+                if key in root:
+                    raise _NotBlock  # a duplicate field: said the careful way
+                self.nodes += 1
+                if self.nodes > MAX_NODES:
+                    raise _NotBlock
+                root[key] = value
+                self.lines[key] = number - self.root_line
+                continue
             if holds < _OPEN:
                 if holds == _END:
                     self._end()

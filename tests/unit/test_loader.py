@@ -295,6 +295,22 @@ def test_document_is_frozen() -> None:
         document.body = {"x": 1}  # type: ignore[misc]
 
 
+def test_a_document_made_holds_what_its_fields_say() -> None:
+    """``Document``'s own ``__init__`` (it fills its fields directly) makes what the
+    dataclass's fields say, by keyword or position, each default a new dict."""
+    import dataclasses
+
+    where, other = Location("f", 1), Location("g", 2)
+    given = {"body": {"a": 1}, "source": where, "locations": {"a": where}, "overlay": other}
+    for made in (Document(**given), Document(*given.values())):
+        assert {f.name: getattr(made, f.name) for f in dataclasses.fields(Document)} == given
+        assert made == Document(**given) and made != Document(**{**given, "overlay": None})
+    bare = Document(body={}, source=where)
+    assert bare.locations == {} and bare.overlay is None
+    assert bare.locations is not Document(body={}, source=where).locations
+    assert dataclasses.replace(bare, overlay=other).overlay == other
+
+
 TRICKY_YAML = [
     "kind: Stream\nname: A\n",
     "a: &x {b: [1, 2.5, true, null, ~, 0x1F, 1_000, '3', \"4\"]}\nc: *x\nd: {<<: *x, e: f}\n",
