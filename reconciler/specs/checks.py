@@ -218,16 +218,21 @@ def _filtered_subjects(stream: Spec) -> list[str]:
 
 def filters_inside_stream(
     consumer: Spec, filters: list[tuple[str, str]], stream: Spec, subjects: list[str]
-) -> Iterable[Problem]:
+) -> list[Problem]:
     """Each of a consumer's ``filters`` (:func:`consumer_filters`) matching none of its
     stream's ``subjects``."""
+    found = []
     for path, subject in filters:
-        if not any(subjects_overlap(subject, s) for s in subjects):
+        for listened in subjects:
+            if subjects_overlap(subject, listened):
+                break
+        else:
             message = (
                 f"filter {subject!r} matches none of the subjects of {stream.kind} "
                 f"{stream.name!r} ({', '.join(subjects)})"
             )
-            yield Problem(consumer.where(path), path, message)
+            found.append(Problem(consumer.where(path), path, message))
+    return found
 
 
 def consumer_filters(consumer: Spec) -> list[tuple[str, str]]:
@@ -403,10 +408,11 @@ def stream_limits(spec: Spec) -> Iterable[Problem]:
         yield Problem(spec.where("allow_rollup_hdrs"), "allow_rollup_hdrs", message)
 
 
-def consumer_shape(spec: Spec) -> Iterable[Problem]:
+def consumer_shape(spec: Spec) -> list[Problem]:
     """A consumer's push-only or pull-only fields on the wrong type, ``max_deliver``
     against its backoff list, ``ack_wait`` beside a backoff, flow control's heartbeat."""
     config = spec.config
+    found: list[Problem] = []
     push = bool(config.get("deliver_subject"))
     wrong = PULL_ONLY if push else PUSH_ONLY
     if not config.keys().isdisjoint(wrong):
@@ -414,7 +420,7 @@ def consumer_shape(spec: Spec) -> Iterable[Problem]:
         for name in wrong:
             if config.get(name) not in (None, 0, False, [], "", "none"):
                 message = f"not allowed on a {mode} consumer"
-                yield Problem(spec.where(name), name, message)
+                found.append(Problem(spec.where(name), name, message))
     backoff = config.get("backoff") or []
     if backoff:
         max_deliver = int(config.get("max_deliver") or -1)
@@ -422,50 +428,52 @@ def consumer_shape(spec: Spec) -> Iterable[Problem]:
             message = (
                 f"max_deliver ({max_deliver}) is smaller than the backoff list ({len(backoff)})"
             )
-            yield Problem(spec.where("max_deliver"), "max_deliver", message)
+            found.append(Problem(spec.where("max_deliver"), "max_deliver", message))
         ack_wait = config.get("ack_wait")
         if ack_wait and ack_wait != backoff[0]:
             message = (
                 "ignored: with backoff the server stores backoff[0] as ack_wait (planned so); "
                 "drop ack_wait"
             )
-            yield Problem(spec.where("ack_wait"), "ack_wait", message, warning=True)
+            found.append(Problem(spec.where("ack_wait"), "ack_wait", message, warning=True))
     if config.get("flow_control") and not config.get("idle_heartbeat"):
-        yield Problem(
-            spec.where("flow_control"), "flow_control", "flow_control needs idle_heartbeat"
-        )
+        message = "flow_control needs idle_heartbeat"
+        found.append(Problem(spec.where("flow_control"), "flow_control", message))
+    return found
 
 
 _START_FIELDS = {"by_start_sequence": "opt_start_seq", "by_start_time": "opt_start_time"}
 
 
-def consumer_start_and_filters(spec: Spec, filters: list[tuple[str, str]]) -> Iterable[Problem]:
+def consumer_start_and_filters(spec: Spec, filters: list[tuple[str, str]]) -> list[Problem]:
     """A consumer's start position against its deliver_policy, and the filter rules the
     server enforces (``filters``: its :func:`consumer_filters`)."""
     config = spec.config
+    found: list[Problem] = []
     policy = str(config.get("deliver_policy", "all"))
     if policy in _START_FIELDS or not config.keys().isdisjoint(_START_FIELDS.values()):
         for start_policy, start_field in _START_FIELDS.items():
             if policy == start_policy and not config.get(start_field):
                 message = f"deliver_policy {policy} needs {start_field}"
-                yield Problem(spec.where("deliver_policy"), "deliver_policy", message)
+                found.append(Problem(spec.where("deliver_policy"), "deliver_policy", message))
             if policy != start_policy and config.get(start_field):
                 message = f"{start_field} only goes with deliver_policy {start_policy}"
-                yield Problem(spec.where(start_field), start_field, message)
+                found.append(Problem(spec.where(start_field), start_field, message))
     if policy == "last_per_subject" and not filters:
         message = "deliver_policy last_per_subject needs a filter subject"
-        yield Problem(spec.where("deliver_policy"), "deliver_policy", message)
+        found.append(Problem(spec.where("deliver_policy"), "deliver_policy", message))
     if config.get("filter_subject") and config.get("filter_subjects"):
         message = "give either filter_subject or filter_subjects, not both"
-        yield Problem(spec.where("filter_subjects"), "filter_subjects", message)
+        found.append(Problem(spec.where("filter_subjects"), "filter_subjects", message))
     for position, (path, subject) in enumerate(filters):
         for _, other in filters[position + 1 :]:
             if subjects_overlap(subject, other):
                 message = f"filter {subject!r} overlaps {other!r} of the same consumer"
-                yield Problem(spec.where(path), path, message)
+                found.append(Problem(spec.where(path), path, message))
     if config.get("priority_policy", "none") != "none" and not config.get("priority_groups"):
         message = "priority_policy needs priority_groups"
-        yield Problem(spec.where("priority_policy"), "priority_policy", message)
+        found.append(Problem(spec.where("priority_policy"), "priority_policy", message))
+    return found
 
 
 def work_queue_rules(consumers: list[Spec]) -> Iterable[Problem]:
