@@ -242,6 +242,8 @@ def plain_copy(value: Any) -> Any:
     """A deep copy of JSON-like data in which integral floats (``1e3``, Pulumi numbers)
     become ints."""
     if isinstance(value, dict):
+        if _KEPT.issuperset(map(type, value.values())):
+            return dict(value)  # nothing in it to copy or change (most consumers)
         return {k: plain_copy(v) if isinstance(v, _COPIED) else v for k, v in value.items()}
     if isinstance(value, list):
         return [plain_copy(v) if isinstance(v, _COPIED) else v for v in value]
@@ -252,6 +254,8 @@ def plain_copy(value: Any) -> Any:
 
 #: What :func:`plain_copy` copies or changes (strings, ints, bools and None are kept).
 _COPIED = (dict, list, float)
+#: The types of values :func:`plain_copy` keeps as they are (none of them a _COPIED).
+_KEPT = frozenset({str, int, bool, type(None)})
 
 
 def _convert_units(

@@ -253,3 +253,48 @@ def test_a_spec_made_is_the_spec_its_fields_say(
         bare.name = "other"  # type: ignore[misc]
     renamed = dataclasses.replace(by_keyword, name="M")
     assert renamed.name == renamed.ref.name == "M" and renamed.config == by_keyword.config
+
+
+_PLAIN = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(allow_nan=False),
+        st.sampled_from([1.0, -0.0, 2.0**63, 1e300, 3.5]),
+        st.text(max_size=3),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=2), inner, max_size=4)
+    ),
+    max_leaves=10,
+)
+
+
+def _copied_item_by_item(value: Any) -> Any:
+    """plain_copy's rule, walked item by item: the reference its quick copy is held to."""
+    if isinstance(value, dict):
+        return {k: _copied_item_by_item(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copied_item_by_item(v) for v in value]
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    return value
+
+
+@settings(max_examples=300, deadline=None)
+@given(_PLAIN)
+def test_the_plain_copy_is_the_item_by_item_copy(value: Any) -> None:
+    """A mapping of plain values only is copied at once; whatever the value, the copy is
+    the item-by-item one (integral floats made ints), and shares no dict or list."""
+    copied = validate.plain_copy(value)
+    assert repr(copied) == repr(_copied_item_by_item(value))
+
+    def containers(found: Any) -> list[int]:
+        if isinstance(found, dict):
+            return [id(found), *(i for v in found.values() for i in containers(v))]
+        if isinstance(found, list):
+            return [id(found), *(i for v in found for i in containers(v))]
+        return []
+
+    assert not set(containers(copied)) & set(containers(value))
