@@ -65,20 +65,19 @@ def block_documents(text: str, name: str) -> list[Document] | None:
         return None
 
 
-_VALUES: dict[str, Any] = {}  # short plain scalar -> its value
+_VALUES: dict[str, Any] = {}  # short plain scalar that is no string -> its value
 
 
 def _resolved(plain: str) -> Any:
-    """A plain scalar's value by PyYAML's rules, each distinct short one made once."""
+    """A plain scalar's value by PyYAML's rules, each distinct short one made once (a
+    string is the interpreter's one copy of it: ``sys.intern``)."""
     if plain in _VALUES:
         return _VALUES[plain]
     tag = implicit_tag(plain, _PLAIN_IMPLICIT)
     if tag == STR_TAG:
-        made: Any = sys.intern(plain)
-    elif tag == NULL_TAG:
-        made = None
-    else:
-        made = constructed(tag, plain)  # NotPlain: an unsupported tag, a number too large
+        return sys.intern(plain)
+    # constructed: NotPlain for an unsupported tag, a number too large
+    made: Any = None if tag == NULL_TAG else constructed(tag, plain)
     if len(plain) <= 64:
         if len(_VALUES) > 50_000:
             _VALUES.clear()
