@@ -21,7 +21,7 @@ from reconciler.specs import cache as spec_cache
 from reconciler.specs.checks import cross_resource_problems
 from reconciler.specs.document import Document
 from reconciler.specs.fields import UNIT_FIELDS, Unit, field_limit, unit_paths
-from reconciler.specs.files import spec_files
+from reconciler.specs.files import real_spec_files
 from reconciler.specs.lifecycle import MANAGE, lifecycle_of
 from reconciler.specs.loader import load_file, load_spec_files
 from reconciler.specs.overlay import apply_overlays
@@ -65,8 +65,8 @@ def load_specs(
     """
     problems: list[Problem] = []
     root = repository_root([*paths, *overlays])
-    files = _inside(root, spec_files(paths, problems), problems)
-    overlay_files = _inside(root, spec_files(overlays, problems), problems) if overlays else []
+    files = _inside(root, real_spec_files(paths, problems), problems)
+    overlay_files = _inside(root, real_spec_files(overlays, problems), problems) if overlays else []
     key = _cache_key(cache, files, overlay_files, strict, root) if not problems else None
     if cache is not None and key is not None:
         hit = spec_cache.load(cache, key)
@@ -105,12 +105,12 @@ def _let_go(documents: list[Document]) -> Iterator[Document]:
         yield documents.pop()
 
 
-def _inside(root: Path, files: list[Path], problems: list[Problem]) -> list[Path]:
-    """``files`` but those whose real path is out of ``root`` (a symlink in a folder),
-    each such one a problem."""
+def _inside(root: Path, files: list[tuple[Path, str]], problems: list[Problem]) -> list[Path]:
+    """``files`` (each with its real path) but those whose real path is out of ``root``
+    (a symlink in a folder), each such one a problem."""
     kept = []
-    for path in files:
-        if resolved(path.parent, path.name).is_relative_to(root):
+    for path, real in files:
+        if Path(real).is_relative_to(root):
             kept.append(path)
         else:
             message = f"a symlink pointing out of the repository ({root}): not read"
