@@ -413,6 +413,8 @@ def consumer_shape(spec: Spec) -> list[Problem]:
     against its backoff list, ``ack_wait`` beside a backoff, flow control's heartbeat."""
     config = spec.config
     found: list[Problem] = []
+    if config.keys().isdisjoint(_SHAPED):
+        return found  # none of the fields below that can be wrong (most consumers)
     push = bool(config.get("deliver_subject"))
     wrong = PULL_ONLY if push else PUSH_ONLY
     if not config.keys().isdisjoint(wrong):
@@ -442,7 +444,15 @@ def consumer_shape(spec: Spec) -> list[Problem]:
     return found
 
 
+#: The fields without which :func:`consumer_shape` finds nothing.
+_SHAPED = frozenset({*PUSH_ONLY, *PULL_ONLY, "backoff", "flow_control"})
+
 _START_FIELDS = {"by_start_sequence": "opt_start_seq", "by_start_time": "opt_start_time"}
+#: The fields without which (and with one filter at most) the rules of
+#: :func:`consumer_start_and_filters` find nothing.
+_STARTED = frozenset(
+    {"deliver_policy", *_START_FIELDS.values(), "filter_subjects", "priority_policy"}
+)
 
 
 def consumer_start_and_filters(spec: Spec, filters: list[tuple[str, str]]) -> list[Problem]:
@@ -450,6 +460,8 @@ def consumer_start_and_filters(spec: Spec, filters: list[tuple[str, str]]) -> li
     server enforces (``filters``: its :func:`consumer_filters`)."""
     config = spec.config
     found: list[Problem] = []
+    if len(filters) < 2 and config.keys().isdisjoint(_STARTED):
+        return found  # most consumers
     policy = str(config.get("deliver_policy", "all"))
     if policy in _START_FIELDS or not config.keys().isdisjoint(_START_FIELDS.values()):
         for start_policy, start_field in _START_FIELDS.items():
