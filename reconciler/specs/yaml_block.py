@@ -162,11 +162,18 @@ class _Reader:
                         known.clear()
                     known[line] = read
             indent, key, holds, value = read
-            if indent == 0 and holds == _SCALAR and key is not None and len(frames) == 1:
+            if indent == 0 and holds == _SCALAR and key is not None and len(frames) < 2:
                 # a document's own ``key: value`` (most lines): what the general path
-                # below does with it, a pending field before it being null
-                self.pending = None
-                root = frames[0][1]
+                # below (and _frame, for a document's first line) does with it, a
+                # pending field before it being null
+                if frames:
+                    self.pending = None
+                    root = frames[0][1]
+                else:
+                    root = {}
+                    frames.append([0, root, "", True])
+                    self.lines, self.root_line = {}, number
+                    self.nodes += 1
                 if key in root:
                     raise _NotBlock  # a duplicate field: said the careful way
                 self.nodes += 1
