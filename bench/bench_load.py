@@ -11,7 +11,8 @@ seconds (``time.process_time``) of each phase: the file walk, reading the YAML, 
 to specs (schema, units, `Spec`), the cross-resource checks; and a process that only
 scans the same files' events with libyaml (``yaml.parse`` with the C loader, nothing
 built): the floor of reading YAML through PyYAML. Medians of the turns are printed, and
-the whole load over the scan. Figures only: nothing here asserts a time.
+the whole load over the scan. Figures only: nothing here asserts a time. With
+``PYTHONPATH=<an older checkout>`` it times that tree's loader (a before/after).
 """
 
 from __future__ import annotations
@@ -32,14 +33,16 @@ import json, sys, time
 from reconciler.execution.run import fewer_collections
 from reconciler.specs import validate
 from reconciler.specs.checks import cross_resource_problems
-from reconciler.specs.files import real_spec_files
+from reconciler.specs import files as spec_files
 from reconciler.specs.paths import repository_root
 
 path, clock, problems = sys.argv[1], time.process_time, []
+# a tree from before real_spec_files (PYTHONPATH=an older checkout, for a before/after)
+walk = getattr(spec_files, "real_spec_files", spec_files.spec_files)
 with fewer_collections():
     start = clock()
     root = repository_root([path])
-    files = validate._inside(root, real_spec_files([path], problems), problems)
+    files = validate._inside(root, walk([path], problems), problems)
     walked = clock()
     documents = validate.load_spec_files(files, problems)
     read = clock()
@@ -70,8 +73,11 @@ print(json.dumps({"scan": time.process_time() - start}))
 """
 
 
-def run(script: str, *args: str) -> dict[str, float]:
-    out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, check=True)
+def run(script: str, *args: str, cwd: str) -> dict[str, float]:
+    """One process's figures (run in ``cwd``: not a checkout, whose ``reconciler`` folder
+    ``-c`` would import before PYTHONPATH's or the installed one)."""
+    argv = [sys.executable, "-c", script, *args]
+    out = subprocess.run(argv, capture_output=True, check=True, cwd=cwd)
     return dict(json.loads(out.stdout))
 
 
@@ -88,7 +94,7 @@ def main() -> None:
         for turn in range(args.turns):
             runs = [(LOAD, str(spec), str(total)), (SCAN, str(spec))]
             for script, *given in runs if turn % 2 == 0 else runs[::-1]:
-                for name, seconds in run(script, *given).items():
+                for name, seconds in run(script, *given, cwd=folder).items():
                     took.setdefault(name, []).append(seconds)
     print(f"{total:,} resources in {args.streams} files; {args.turns} turns (CPU seconds)")
     for name, seconds in took.items():
