@@ -445,6 +445,25 @@ def test_anything_else_is_left_to_the_careful_path(text: str) -> None:
     assert yaml_plain.plain_documents(text, "t.yaml") is None
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "kind: Stream\nname: A\nname: B\n",  # a duplicate field, the document's own
+        "name: A\nname: A\n",  # the same value: a warning to say
+        "kind: Stream\nm:\n  a: 1\nkind: Stream\n",  # again after a nested field
+        "kind: Stream\n---\nkind: Consumer\nkind: Consumer\n",  # in a second document
+        "  kind: Stream\n",  # an indented first line
+        "- kind\n",  # a document that is a list
+    ],
+)
+def test_the_line_reader_leaves_what_libyaml_must_say(text: str) -> None:
+    """The line reader's quick path for a document's own ``key: value`` lines still
+    leaves a duplicate field (and a first line it cannot open a document with) to the
+    careful path, which says it at its line."""
+    assert yaml_block.block_documents(text, "t.yaml") is None
+    _same_reading(text)
+
+
 def test_a_document_past_the_node_limit_is_left_to_the_careful_path() -> None:
     text = "x:\n" + "".join(f"  - {i}\n" for i in range(yaml_plain.MAX_NODES))
     assert yaml_plain.plain_documents(text, "t.yaml") is None
