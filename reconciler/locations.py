@@ -59,6 +59,19 @@ class Lines(LazyLocations):
         self._paths: tuple[str, ...] | None = None
         self._lines: tuple[int, ...] = ()
 
+    @classmethod
+    def read(cls, file: str, start: int, distances: dict[str, int]) -> Lines:
+        """A document's lines gathered by its reader (each path -> its line's distance
+        from ``start``; the dict is taken, not copied), frozen."""
+        lines = cls.__new__(cls)
+        lines._file = file
+        lines._start = start
+        lines._raw = distances
+        lines._paths = None
+        lines._lines = ()
+        lines.freeze()
+        return lines
+
     def add(self, path: str, line: int, *, again: bool = True) -> None:
         """``path`` is at ``line``; ``again``: replacing where it was before."""
         if self._paths is not None:

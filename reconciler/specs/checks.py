@@ -1,11 +1,12 @@
 """Cross-resource checks: what JSON Schema cannot see because it looks at one document.
 
-Each check takes every validated spec and returns problems located at the offending
-field: duplicate names, consumers of undeclared streams, overlapping stream subjects,
-filters outside their stream, mirror together with subjects, source/mirror cycles,
-push-only and pull-only fields on the wrong consumer type, ``max_deliver`` against the
-backoff list, ``duplicate_window`` against ``max_age``, the work-queue rules, and a
-consumer's ``max_ack_pending`` / ``inactive_threshold`` against its stream's
+One pass over the validated specs (:func:`cross_resource_problems`) runs each check on
+each spec it concerns and returns problems located at the offending field: duplicate
+names, consumers of undeclared streams, overlapping stream subjects, filters outside
+their stream, mirror together with subjects, source/mirror cycles, push-only and
+pull-only fields on the wrong consumer type, ``max_deliver`` against the backoff list,
+``duplicate_window`` against ``max_age``, the work-queue rules, and a consumer's
+``max_ack_pending`` / ``inactive_threshold`` against its stream's
 ``consumer_limits`` (the server refuses the consumer, err 10121 / 10153, after the stream
 was created: a half-applied plan).
 """
@@ -44,44 +45,129 @@ PULL_ONLY = (
 def cross_resource_problems(
     specs: list[Spec], *, declared_streams: Collection[str] = ()
 ) -> list[Problem]:
-    """Every cross-resource problem of a spec set.
+    """Every cross-resource problem of a spec set, in one pass over the specs.
 
     ``declared_streams`` names streams declared by documents that failed validation, so a
     consumer of such a stream is not reported a second time as naming an unknown stream.
+    Each rule below is one function of one spec (and what the pass gathered); the
+    problems come out rule by rule, in the order of :data:`RULES`, each rule's in the
+    order of the specs.
     """
-    checks: list[Callable[[list[Spec]], Iterable[Problem]]] = [
-        tool_owned,
-        duplicate_names,
-        overlapping_subjects,
-        mirror_problems,
-        source_cycles,
-        stream_limits,
-        consumer_shape,
-        consumer_start_and_filters,
-        work_queue_rules,
-        consumers_within_limits,
-    ]
-    problems = [p for check in checks for p in check(specs)]
-    problems.extend(consumer_streams(specs, declared_streams=declared_streams))
-    return problems
-
-
-def tool_owned(specs: list[Spec]) -> Iterable[Problem]:
-    """Streams the tool or the server keeps for itself (:func:`identity.is_reserved`: the
-    apply lock's bucket, a backup's temporary mirror, the server's MQTT streams): no spec
-    may declare, change or attach to one."""
+    seen = _Pass(specs, declared_streams)
     for spec in specs:
-        if not is_reserved(spec.stream_name):
-            continue
-        what = "attach a consumer to" if spec.kind == "Consumer" else "declare"
-        whose = (
-            f"the apply lock's bucket ({LOCK_BUCKET}), kept by the tool itself"
-            if spec.stream_name in INTERNAL_STREAMS
-            else "a name the tool or the server keeps for its own streams"
+        seen.add(spec)
+    return seen.problems()
+
+
+#: The rules, in the order their problems are said.
+RULES = (
+    "tool_owned",
+    "duplicate_names",
+    "overlapping_subjects",
+    "mirror_problems",
+    "source_cycles",
+    "stream_limits",
+    "consumer_shape",
+    "consumer_start_and_filters",
+    "work_queue_rules",
+    "consumers_within_limits",
+    "consumer_streams",
+    "filters_inside_stream",
+)
+
+
+class _Pass:
+    """What one pass over the specs finds: each rule's problems (``found``), and what
+    the rules over several specs need (streams, workqueue consumers by stream)."""
+
+    def __init__(self, specs: list[Spec], declared_streams: Collection[str]) -> None:
+        self.streams = stream_specs(specs)
+        self.declared_streams = declared_streams
+        self.found: dict[str, list[Problem]] = {rule: [] for rule in RULES}
+        self.first: dict[tuple[str, str], Spec] = {}
+        self.stream_list: list[Spec] = []
+        self.work_queues: dict[str, list[Spec]] = defaultdict(list)
+        self.reserved: dict[str, bool] = {}
+        self.subjects: dict[str, list[str]] = {}  # stream name -> its subjects
+        self.names: list[str] | None = None
+
+    def add(self, spec: Spec) -> None:
+        found = self.found
+        name = spec.stream_name
+        reserved = self.reserved.get(name)
+        if reserved is None:
+            reserved = self.reserved[name] = is_reserved(name)
+        if reserved:
+            found["tool_owned"].append(tool_owned(spec))
+        duplicate = duplicate_name(spec, self.first)
+        if duplicate is not None:
+            found["duplicate_names"].append(duplicate)
+        if spec.kind == "Stream":
+            self.stream_list.append(spec)
+            found["stream_limits"].extend(stream_limits(spec))
+        elif spec.kind == "Consumer":
+            self._consumer(spec)
+
+    def _consumer(self, spec: Spec) -> None:
+        found = self.found
+        filters = consumer_filters(spec)
+        found["consumer_shape"].extend(consumer_shape(spec))
+        found["consumer_start_and_filters"].extend(consumer_start_and_filters(spec, filters))
+        stream = self.streams.get(str(spec.stream))
+        if stream is not None:
+            if stream.config.get("retention") == "workqueue":
+                self.work_queues[stream.name].append(spec)
+            if not stream.external and stream.config.get("consumer_limits"):
+                found["consumers_within_limits"].extend(consumer_within_limits(spec, stream))
+        if spec.stream is None or stream is None:
+            if spec.stream not in self.declared_streams:
+                found["consumer_streams"].append(self._unknown_stream(spec))
+            return
+        subjects = self.subjects.get(stream.stream_name)
+        if subjects is None:
+            subjects = self.subjects[stream.stream_name] = _filtered_subjects(stream)
+        if subjects:
+            found["filters_inside_stream"].extend(
+                filters_inside_stream(spec, filters, stream, subjects)
+            )
+
+    def _unknown_stream(self, spec: Spec) -> Problem:
+        hint = did_you_mean(str(spec.stream), self._stream_names())
+        message = (
+            f"stream {spec.stream!r} is not declared{hint}; add it, or declare it with "
+            "`external: true` if it is managed elsewhere"
         )
-        yield Problem(
-            spec.where("name"), "name", f"{spec.stream_name} is {whose}: a spec cannot {what} it"
-        )
+        return Problem(spec.where("stream"), "stream", message)
+
+    def _stream_names(self) -> list[str]:
+        """Every stream name declared (sorted once, for the hints)."""
+        if self.names is None:
+            self.names = sorted({*self.streams, *self.declared_streams})
+        return self.names
+
+    def problems(self) -> list[Problem]:
+        found = self.found
+        found["overlapping_subjects"].extend(overlapping_subjects(self.streams))
+        found["mirror_problems"].extend(mirror_problems(self.stream_list, self.streams))
+        found["source_cycles"].extend(source_cycles(self.stream_list))
+        for consumers in self.work_queues.values():
+            found["work_queue_rules"].extend(work_queue_rules(consumers))
+        return [problem for rule in RULES for problem in found[rule]]
+
+
+def tool_owned(spec: Spec) -> Problem:
+    """A spec of a stream the tool or the server keeps for itself
+    (:func:`identity.is_reserved`: the apply lock's bucket, a backup's temporary
+    mirror, the server's MQTT streams): no spec may declare, change or attach to one."""
+    what = "attach a consumer to" if spec.kind == "Consumer" else "declare"
+    whose = (
+        f"the apply lock's bucket ({LOCK_BUCKET}), kept by the tool itself"
+        if spec.stream_name in INTERNAL_STREAMS
+        else "a name the tool or the server keeps for its own streams"
+    )
+    return Problem(
+        spec.where("name"), "name", f"{spec.stream_name} is {whose}: a spec cannot {what} it"
+    )
 
 
 def stream_specs(specs: Iterable[Spec]) -> dict[str, Spec]:
@@ -103,54 +189,50 @@ def stream_subjects(spec: Spec) -> list[str]:
     return [spec.name]
 
 
-def duplicate_names(specs: list[Spec]) -> Iterable[Problem]:
-    first: dict[tuple[str, str], Spec] = {}
-    for spec in specs:
-        identity = (
-            (spec.kind, f"{spec.stream}/{spec.name}")
-            if spec.ref.is_child
-            else ("stream", spec.stream_name)
-        )
-        earlier = first.setdefault(identity, spec)
-        if earlier is not spec:
-            what = f"{spec.kind} {spec.name!r}"
-            if earlier.kind == spec.kind:
-                message = f"duplicate {what}: already declared at {earlier.source}"
-            else:
-                message = (
-                    f"{what} uses stream {spec.stream_name!r}, already declared at "
-                    f"{earlier.source} as {earlier.kind} {earlier.name!r}"
-                )
-            yield Problem(spec.where("name"), "name", message)
-
-
-def consumer_streams(specs: list[Spec], *, declared_streams: Collection[str]) -> Iterable[Problem]:
-    streams = stream_specs(specs)
-    for spec in specs:
-        if spec.kind != "Consumer" or spec.stream in streams or spec.stream in declared_streams:
-            continue
-        hint = did_you_mean(str(spec.stream), sorted({*streams, *declared_streams}))
+def duplicate_name(spec: Spec, first: dict[tuple[str, str], Spec]) -> Problem | None:
+    """A spec declaring what one before it declared (``first``: each identity's first)."""
+    identity = (
+        (spec.kind, f"{spec.stream}/{spec.name}")
+        if spec.ref.is_child
+        else ("stream", spec.stream_name)
+    )
+    earlier = first.setdefault(identity, spec)
+    if earlier is spec:
+        return None
+    what = f"{spec.kind} {spec.name!r}"
+    if earlier.kind == spec.kind:
+        message = f"duplicate {what}: already declared at {earlier.source}"
+    else:
         message = (
-            f"stream {spec.stream!r} is not declared{hint}; add it, or declare it with "
-            "`external: true` if it is managed elsewhere"
+            f"{what} uses stream {spec.stream_name!r}, already declared at "
+            f"{earlier.source} as {earlier.kind} {earlier.name!r}"
         )
-        yield Problem(spec.where("stream"), "stream", message)
-    for spec in specs:
-        if spec.kind == "Consumer" and spec.stream in streams:
-            yield from _filters_inside_stream(spec, streams[str(spec.stream)])
+    return Problem(spec.where("name"), "name", message)
 
 
-def _filters_inside_stream(consumer: Spec, stream: Spec) -> Iterable[Problem]:
-    subjects = stream_subjects(stream)
-    if not subjects or stream.config.get("subject_transform"):
-        return
-    for path, subject in consumer_filters(consumer):
-        if not any(subjects_overlap(subject, s) for s in subjects):
+def _filtered_subjects(stream: Spec) -> list[str]:
+    """The subjects a consumer's filters must fall in: none to check with a subject
+    transform (or without subjects)."""
+    return [] if stream.config.get("subject_transform") else stream_subjects(stream)
+
+
+def filters_inside_stream(
+    consumer: Spec, filters: list[tuple[str, str]], stream: Spec, subjects: list[str]
+) -> list[Problem]:
+    """Each of a consumer's ``filters`` (:func:`consumer_filters`) matching none of its
+    stream's ``subjects``."""
+    found = []
+    for path, subject in filters:
+        for listened in subjects:
+            if subjects_overlap(subject, listened):
+                break
+        else:
             message = (
                 f"filter {subject!r} matches none of the subjects of {stream.kind} "
                 f"{stream.name!r} ({', '.join(subjects)})"
             )
-            yield Problem(consumer.where(path), path, message)
+            found.append(Problem(consumer.where(path), path, message))
+    return found
 
 
 def consumer_filters(consumer: Spec) -> list[tuple[str, str]]:
@@ -164,11 +246,13 @@ def consumer_filters(consumer: Spec) -> list[tuple[str, str]]:
     return filters
 
 
-def overlapping_subjects(specs: list[Spec]) -> Iterable[Problem]:
+def overlapping_subjects(streams: Mapping[str, Spec]) -> Iterable[Problem]:
+    """Streams (by their stream name: :func:`stream_specs`) listening on overlapping
+    subjects, each pair once."""
     tree: SubjectTree[Entry] = SubjectTree()
     entries = [
         (subject, spec, index)
-        for spec in stream_specs(specs).values()
+        for spec in streams.values()
         for index, subject in enumerate(stream_subjects(spec))
     ]
     for entry in entries:
@@ -243,10 +327,11 @@ def _overlap_problem(
     return Problem(spec.where(path), path, message)
 
 
-def mirror_problems(specs: list[Spec]) -> Iterable[Problem]:
-    declared = stream_specs(specs)
-    for spec in specs:
-        if spec.kind != "Stream" or not spec.config.get("mirror"):
+def mirror_problems(streams: list[Spec], declared: Mapping[str, Spec]) -> Iterable[Problem]:
+    """Mirrors among ``streams`` (every Stream spec) with subjects or sources, or asking
+    direct get of a ``declared`` origin that has none."""
+    for spec in streams:
+        if not spec.config.get("mirror"):
             continue
         if spec.config.get("subjects"):
             yield Problem(spec.where("subjects"), "subjects", "a mirror cannot have subjects")
@@ -281,8 +366,9 @@ def _origins(spec: Spec) -> list[str]:
     return [str(e["name"]) for e in entries if not e.get("external")]
 
 
-def source_cycles(specs: list[Spec]) -> Iterable[Problem]:
-    streams = {s.name: s for s in specs if s.kind == "Stream"}
+def source_cycles(stream_list: list[Spec]) -> Iterable[Problem]:
+    """Streams (every Stream spec) copying from each other in a cycle, each cycle once."""
+    streams = {s.name: s for s in stream_list}
     graph = {name: [o for o in _origins(s) if o in streams] for name, s in streams.items()}
     reported: set[frozenset[str]] = set()
     for start in sorted(graph):
@@ -309,102 +395,110 @@ def _cycle_from(start: str, graph: Mapping[str, list[str]]) -> list[str] | None:
     return None
 
 
-def stream_limits(specs: list[Spec]) -> Iterable[Problem]:
-    for spec in specs:
-        if spec.kind != "Stream":
-            continue
-        max_age = int(spec.config.get("max_age") or 0)
-        window = int(spec.config.get("duplicate_window") or 0)
-        if max_age > 0 and window > max_age:
-            message = "duplicate_window cannot be longer than max_age"
-            yield Problem(spec.where("duplicate_window"), "duplicate_window", message)
-        if spec.config.get("allow_rollup_hdrs") and spec.config.get("deny_purge"):
-            message = "roll-ups purge messages: allow_rollup_hdrs needs deny_purge false"
-            yield Problem(spec.where("allow_rollup_hdrs"), "allow_rollup_hdrs", message)
+def stream_limits(spec: Spec) -> Iterable[Problem]:
+    """A stream's ``duplicate_window`` against its ``max_age``, roll-ups against
+    ``deny_purge``."""
+    max_age = int(spec.config.get("max_age") or 0)
+    window = int(spec.config.get("duplicate_window") or 0)
+    if max_age > 0 and window > max_age:
+        message = "duplicate_window cannot be longer than max_age"
+        yield Problem(spec.where("duplicate_window"), "duplicate_window", message)
+    if spec.config.get("allow_rollup_hdrs") and spec.config.get("deny_purge"):
+        message = "roll-ups purge messages: allow_rollup_hdrs needs deny_purge false"
+        yield Problem(spec.where("allow_rollup_hdrs"), "allow_rollup_hdrs", message)
 
 
-def consumer_shape(specs: list[Spec]) -> Iterable[Problem]:
-    for spec in specs:
-        if spec.kind != "Consumer":
-            continue
-        config = spec.config
-        push = bool(config.get("deliver_subject"))
-        wrong = PULL_ONLY if push else PUSH_ONLY
+def consumer_shape(spec: Spec) -> list[Problem]:
+    """A consumer's push-only or pull-only fields on the wrong type, ``max_deliver``
+    against its backoff list, ``ack_wait`` beside a backoff, flow control's heartbeat."""
+    config = spec.config
+    found: list[Problem] = []
+    if config.keys().isdisjoint(_SHAPED):
+        return found  # none of the fields below that can be wrong (most consumers)
+    push = bool(config.get("deliver_subject"))
+    wrong = PULL_ONLY if push else PUSH_ONLY
+    if not config.keys().isdisjoint(wrong):
         mode = "push (it has deliver_subject)" if push else "pull (no deliver_subject)"
         for name in wrong:
             if config.get(name) not in (None, 0, False, [], "", "none"):
                 message = f"not allowed on a {mode} consumer"
-                yield Problem(spec.where(name), name, message)
-        backoff = config.get("backoff") or []
+                found.append(Problem(spec.where(name), name, message))
+    backoff = config.get("backoff") or []
+    if backoff:
         max_deliver = int(config.get("max_deliver") or -1)
-        if backoff and 0 < max_deliver < len(backoff):
+        if 0 < max_deliver < len(backoff):
             message = (
                 f"max_deliver ({max_deliver}) is smaller than the backoff list ({len(backoff)})"
             )
-            yield Problem(spec.where("max_deliver"), "max_deliver", message)
+            found.append(Problem(spec.where("max_deliver"), "max_deliver", message))
         ack_wait = config.get("ack_wait")
-        if backoff and ack_wait and ack_wait != backoff[0]:
+        if ack_wait and ack_wait != backoff[0]:
             message = (
                 "ignored: with backoff the server stores backoff[0] as ack_wait (planned so); "
                 "drop ack_wait"
             )
-            yield Problem(spec.where("ack_wait"), "ack_wait", message, warning=True)
-        if config.get("flow_control") and not config.get("idle_heartbeat"):
-            yield Problem(
-                spec.where("flow_control"), "flow_control", "flow_control needs idle_heartbeat"
-            )
+            found.append(Problem(spec.where("ack_wait"), "ack_wait", message, warning=True))
+    if config.get("flow_control") and not config.get("idle_heartbeat"):
+        message = "flow_control needs idle_heartbeat"
+        found.append(Problem(spec.where("flow_control"), "flow_control", message))
+    return found
 
+
+#: The fields without which :func:`consumer_shape` finds nothing.
+_SHAPED = frozenset({*PUSH_ONLY, *PULL_ONLY, "backoff", "flow_control"})
 
 _START_FIELDS = {"by_start_sequence": "opt_start_seq", "by_start_time": "opt_start_time"}
+#: The fields without which (and with one filter at most) the rules of
+#: :func:`consumer_start_and_filters` find nothing.
+_STARTED = frozenset(
+    {"deliver_policy", *_START_FIELDS.values(), "filter_subjects", "priority_policy"}
+)
 
 
-def consumer_start_and_filters(specs: list[Spec]) -> Iterable[Problem]:
-    """Start position against deliver_policy, and the filter rules the server enforces."""
-    for spec in specs:
-        if spec.kind != "Consumer":
-            continue
-        config = spec.config
-        policy = str(config.get("deliver_policy", "all"))
+def consumer_start_and_filters(spec: Spec, filters: list[tuple[str, str]]) -> list[Problem]:
+    """A consumer's start position against its deliver_policy, and the filter rules the
+    server enforces (``filters``: its :func:`consumer_filters`)."""
+    config = spec.config
+    found: list[Problem] = []
+    if len(filters) < 2 and config.keys().isdisjoint(_STARTED):
+        return found  # most consumers
+    policy = str(config.get("deliver_policy", "all"))
+    if policy in _START_FIELDS or not config.keys().isdisjoint(_START_FIELDS.values()):
         for start_policy, start_field in _START_FIELDS.items():
             if policy == start_policy and not config.get(start_field):
                 message = f"deliver_policy {policy} needs {start_field}"
-                yield Problem(spec.where("deliver_policy"), "deliver_policy", message)
+                found.append(Problem(spec.where("deliver_policy"), "deliver_policy", message))
             if policy != start_policy and config.get(start_field):
                 message = f"{start_field} only goes with deliver_policy {start_policy}"
-                yield Problem(spec.where(start_field), start_field, message)
-        filters = consumer_filters(spec)
-        if policy == "last_per_subject" and not filters:
-            message = "deliver_policy last_per_subject needs a filter subject"
+                found.append(Problem(spec.where(start_field), start_field, message))
+    if policy == "last_per_subject" and not filters:
+        message = "deliver_policy last_per_subject needs a filter subject"
+        found.append(Problem(spec.where("deliver_policy"), "deliver_policy", message))
+    if config.get("filter_subject") and config.get("filter_subjects"):
+        message = "give either filter_subject or filter_subjects, not both"
+        found.append(Problem(spec.where("filter_subjects"), "filter_subjects", message))
+    for position, (path, subject) in enumerate(filters):
+        for _, other in filters[position + 1 :]:
+            if subjects_overlap(subject, other):
+                message = f"filter {subject!r} overlaps {other!r} of the same consumer"
+                found.append(Problem(spec.where(path), path, message))
+    if config.get("priority_policy", "none") != "none" and not config.get("priority_groups"):
+        message = "priority_policy needs priority_groups"
+        found.append(Problem(spec.where("priority_policy"), "priority_policy", message))
+    return found
+
+
+def work_queue_rules(consumers: list[Spec]) -> Iterable[Problem]:
+    """The consumers of one workqueue stream: acknowledged, delivering all, and (when
+    there are several) each filtering its own subjects."""
+    for spec in consumers:
+        if spec.config.get("ack_policy") not in ("explicit", "flow_control"):
+            message = "consumers of a workqueue stream need ack_policy: explicit"
+            yield Problem(spec.where("ack_policy"), "ack_policy", message)
+        if spec.config.get("deliver_policy", "all") != "all":
+            message = "consumers of a workqueue stream need deliver_policy: all"
             yield Problem(spec.where("deliver_policy"), "deliver_policy", message)
-        if config.get("filter_subject") and config.get("filter_subjects"):
-            message = "give either filter_subject or filter_subjects, not both"
-            yield Problem(spec.where("filter_subjects"), "filter_subjects", message)
-        for position, (path, subject) in enumerate(filters):
-            for _, other in filters[position + 1 :]:
-                if subjects_overlap(subject, other):
-                    message = f"filter {subject!r} overlaps {other!r} of the same consumer"
-                    yield Problem(spec.where(path), path, message)
-        if config.get("priority_policy", "none") != "none" and not config.get("priority_groups"):
-            message = "priority_policy needs priority_groups"
-            yield Problem(spec.where("priority_policy"), "priority_policy", message)
-
-
-def work_queue_rules(specs: list[Spec]) -> Iterable[Problem]:
-    streams = stream_specs(specs)
-    per_stream: dict[str, list[Spec]] = defaultdict(list)
-    for spec in specs:
-        stream = streams.get(str(spec.stream)) if spec.kind == "Consumer" else None
-        if stream is not None and stream.config.get("retention") == "workqueue":
-            per_stream[stream.name].append(spec)
-    for consumers in per_stream.values():
-        for spec in consumers:
-            if spec.config.get("ack_policy") not in ("explicit", "flow_control"):
-                message = "consumers of a workqueue stream need ack_policy: explicit"
-                yield Problem(spec.where("ack_policy"), "ack_policy", message)
-            if spec.config.get("deliver_policy", "all") != "all":
-                message = "consumers of a workqueue stream need deliver_policy: all"
-                yield Problem(spec.where("deliver_policy"), "deliver_policy", message)
-        yield from _work_queue_partitions(consumers)
+    yield from _work_queue_partitions(consumers)
 
 
 def _work_queue_partitions(consumers: list[Spec]) -> Iterable[Problem]:
@@ -427,15 +521,10 @@ def _work_queue_partitions(consumers: list[Spec]) -> Iterable[Problem]:
                     yield Problem(spec.where(path), path, message)
 
 
-def consumers_within_limits(specs: list[Spec]) -> Iterable[Problem]:
-    """Consumers of a declared (not external) stream against its ``consumer_limits``."""
-    streams = stream_specs(specs)
-    for spec in specs:
-        stream = streams.get(str(spec.stream)) if spec.kind == "Consumer" else None
-        if stream is None or stream.external:
-            continue
-        for path, message in over_consumer_limits(spec.config, stream.config, stream.stream_name):
-            yield Problem(spec.where(path), path, message)
+def consumer_within_limits(spec: Spec, stream: Spec) -> Iterable[Problem]:
+    """A consumer of a declared (not external) stream against its ``consumer_limits``."""
+    for path, message in over_consumer_limits(spec.config, stream.config, stream.stream_name):
+        yield Problem(spec.where(path), path, message)
 
 
 def over_consumer_limits(

@@ -19,15 +19,30 @@ MAX_DEPTH = 64
 MAX_DOCUMENTS = 50_000  # per file
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Document:
-    """One spec document: plain JSON-able values plus the location of each of them."""
+    """One spec document: plain JSON-able values plus the location of each of them.
+    Made by its own ``__init__`` (the dataclass's sets each field through
+    ``object.__setattr__``; a repository's every document is made once or twice)."""
 
     body: dict[str, Any]
     source: Location
     locations: Mapping[str, Location] = field(default_factory=dict)
     #: the first line of the overlay document merged into this one, if any
     overlay: Location | None = None
+
+    def __init__(
+        self,
+        body: dict[str, Any],
+        source: Location,
+        locations: Mapping[str, Location] | None = None,
+        overlay: Location | None = None,
+    ) -> None:
+        fields = self.__dict__
+        fields["body"] = body
+        fields["source"] = source
+        fields["locations"] = {} if locations is None else locations
+        fields["overlay"] = overlay
 
     def where(self, path: str) -> Location:
         """The location of a field (or the closest enclosing one, or the document)."""

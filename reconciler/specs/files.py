@@ -24,7 +24,12 @@ MAX_FILE_BYTES = 16 * 1024 * 1024  # a spec file larger than this is refused unr
 
 def spec_files(paths: Sequence[str | Path], problems: list[Problem]) -> list[Path]:
     """The files to read: explicit files as given, folders walked (sorted, loop-safe)."""
-    files: list[Path] = []
+    return [path for path, _ in real_spec_files(paths, problems)]
+
+
+def real_spec_files(paths: Sequence[str | Path], problems: list[Problem]) -> list[tuple[Path, str]]:
+    """:func:`spec_files`, each with its real path (``os.path.realpath``: what is read)."""
+    files: list[tuple[Path, str]] = []
     seen: set[str] = set()
     for raw in paths:
         path = Path(raw)
@@ -46,7 +51,7 @@ def spec_files(paths: Sequence[str | Path], problems: list[Problem]) -> list[Pat
             real = os.path.realpath(candidate)
             if real not in seen:
                 seen.add(real)
-                files.append(candidate)
+                files.append((candidate, real))
     return files
 
 

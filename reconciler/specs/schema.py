@@ -145,24 +145,28 @@ def schema(kind: str) -> dict[str, Any]:
 def kind_problem(document: Document) -> Problem | None:
     """A problem when the document's ``kind`` is missing or unknown, else None."""
     kind = document.body.get("kind")
+    if kind in KINDS:
+        return None
     choices = ", ".join(KINDS)
     if kind is None:
         return Problem(document.source, "kind", f"missing `kind` (one of {choices})")
-    if kind not in KINDS:
-        hint = did_you_mean(str(kind), KINDS, case_insensitive=True)
-        message = f"unknown kind {brief(kind)}{hint} (one of {choices})"
-        return Problem(document.where("kind"), "kind", message)
-    return None
+    hint = did_you_mean(str(kind), KINDS, case_insensitive=True)
+    message = f"unknown kind {brief(kind)}{hint} (one of {choices})"
+    return Problem(document.where("kind"), "kind", message)
 
 
-def schema_problems(document: Document, kind: str | None = None) -> list[Problem]:
+def schema_problems(
+    document: Document, kind: str | None = None, *, body: Mapping[str, Any] | None = None
+) -> list[Problem]:
     """Every schema error of a document whose kind is known (or of ``kind``'s schema:
-    ``"project"`` for a project file)."""
-    kind = kind or str(document.body["kind"])
-    if quick_check(kind)(document.body):
+    ``"project"`` for a project file); ``body``: its values as validated, when they are
+    not ``document.body`` (a copy), each error still at the document's line."""
+    values = document.body if body is None else body
+    kind = kind or str(values["kind"])
+    if quick_check(kind)(values):
         return []
     problems: list[Problem] = []
-    for error in validator(kind).iter_errors(document.body):
+    for error in validator(kind).iter_errors(values):
         problems.extend(_problems_of(error, document, kind))
     return problems
 

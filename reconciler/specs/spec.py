@@ -46,10 +46,12 @@ OWNER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 SERVER_OWNED_METADATA = frozenset({"_nats.ver", "_nats.level", "_nats.req.level"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Spec:
     """One declared resource, validated, in wire units. Slotted: a large repository
-    holds one per declared resource (101,000 specs took 30 MiB more as dicts)."""
+    holds one per declared resource (101,000 specs took 30 MiB more as dicts). Made by
+    its own ``__init__`` (the dataclass's sets each field through ``object.__setattr__``:
+    2.3 us a spec, this one 1.3)."""
 
     kind: Kind
     name: str
@@ -73,7 +75,31 @@ class Spec:
     ref: ResourceRef = field(init=False, repr=False, compare=False)
     stream_name: str = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        kind: Kind,
+        name: str,
+        config: Mapping[str, Any],
+        source: Location,
+        stream: str | None = None,
+        external: bool = False,
+        locations: Mapping[str, Location] | None = None,
+        written: Mapping[str, str] | None = None,
+        value_file: str | None = None,
+        lifecycle: Lifecycle = MANAGE,
+        standby: Standby | None = None,
+    ) -> None:
+        _KIND(self, kind)
+        _NAME(self, name)
+        _CONFIG(self, config)
+        _SOURCE(self, source)
+        _STREAM(self, stream)
+        _EXTERNAL(self, external)
+        _LOCATIONS(self, {} if locations is None else locations)
+        _WRITTEN(self, {} if written is None else written)
+        _VALUE_FILE(self, value_file)
+        _LIFECYCLE(self, lifecycle)
+        _STANDBY(self, standby)
         _identify(self)
 
     @classmethod
@@ -107,12 +133,16 @@ class Spec:
 
 def _identify(spec: Spec) -> None:
     ref = ResourceRef(spec.kind, spec.name, spec.stream)
-    _SLOTS["ref"](spec, ref)
-    _SLOTS["stream_name"](spec, ref.stream_name)
+    _REF(spec, ref)
+    _STREAM_NAME(spec, ref.stream_name)
 
 
 #: Each slot's setter (a frozen spec's own ``__setattr__`` refuses).
 _SLOTS = {name: getattr(Spec, name).__set__ for name in Spec.__slots__}
+_KIND, _NAME, _CONFIG, _SOURCE = _SLOTS["kind"], _SLOTS["name"], _SLOTS["config"], _SLOTS["source"]
+_STREAM, _EXTERNAL, _LOCATIONS = _SLOTS["stream"], _SLOTS["external"], _SLOTS["locations"]
+_WRITTEN, _VALUE_FILE, _LIFECYCLE = _SLOTS["written"], _SLOTS["value_file"], _SLOTS["lifecycle"]
+_STANDBY, _REF, _STREAM_NAME = _SLOTS["standby"], _SLOTS["ref"], _SLOTS["stream_name"]
 
 
 def entry_config(value: bytes, secret: bool) -> dict[str, Any]:

@@ -28,6 +28,8 @@ def is_valid_subject(subject: str) -> bool:
 
 def subjects_overlap(first: str, second: str) -> bool:
     """True when at least one literal subject matches both filters."""
+    if first == second or _under(first, second) or _under(second, first):
+        return True  # what the token walk below finds too, without splitting
     a, b = first.split("."), second.split(".")
     for index in range(max(len(a), len(b))):
         if index >= len(a) or index >= len(b):
@@ -38,6 +40,12 @@ def subjects_overlap(first: str, second: str) -> bool:
         if ta not in (tb, "*") and tb != "*":
             return False
     return len(a) == len(b)
+
+
+def _under(subject: str, tail: str) -> bool:
+    """Whether ``tail`` is ``P.>`` and ``subject`` is ``P.`` and more: the walk meets
+    the same tokens up to ``>``, which matches whatever ``subject`` has there."""
+    return tail[-2:] == ".>" and len(subject) >= len(tail) and subject.startswith(tail[:-1])
 
 
 def is_subset(inner: str, outer: str) -> bool:

@@ -21,7 +21,7 @@ from reconciler.specs import cache as spec_cache
 from reconciler.specs.checks import cross_resource_problems
 from reconciler.specs.document import Document
 from reconciler.specs.fields import UNIT_FIELDS, Unit, field_limit, unit_paths
-from reconciler.specs.files import spec_files
+from reconciler.specs.files import real_spec_files
 from reconciler.specs.lifecycle import MANAGE, lifecycle_of
 from reconciler.specs.loader import load_file, load_spec_files
 from reconciler.specs.overlay import apply_overlays
@@ -65,8 +65,8 @@ def load_specs(
     """
     problems: list[Problem] = []
     root = repository_root([*paths, *overlays])
-    files = _inside(root, spec_files(paths, problems), problems)
-    overlay_files = _inside(root, spec_files(overlays, problems), problems) if overlays else []
+    files = _inside(root, real_spec_files(paths, problems), problems)
+    overlay_files = _inside(root, real_spec_files(overlays, problems), problems) if overlays else []
     key = _cache_key(cache, files, overlay_files, strict, root) if not problems else None
     if cache is not None and key is not None:
         hit = spec_cache.load(cache, key)
@@ -105,12 +105,12 @@ def _let_go(documents: list[Document]) -> Iterator[Document]:
         yield documents.pop()
 
 
-def _inside(root: Path, files: list[Path], problems: list[Problem]) -> list[Path]:
-    """``files`` but those whose real path is out of ``root`` (a symlink in a folder),
-    each such one a problem."""
+def _inside(root: Path, files: list[tuple[Path, str]], problems: list[Problem]) -> list[Path]:
+    """``files`` (each with its real path) but those whose real path is out of ``root``
+    (a symlink in a folder), each such one a problem."""
     kept = []
-    for path in files:
-        if resolved(path.parent, path.name).is_relative_to(root):
+    for path, real in files:
+        if Path(real).is_relative_to(root):
             kept.append(path)
         else:
             message = f"a symlink pointing out of the repository ({root}): not read"
@@ -205,15 +205,15 @@ def spec_from_document(
     if problem is not None:
         problems.append(problem)
         return None
-    body = plain_copy(document.body)
+    body = plain_copy(document.body)  # what is validated, then converted: the config
     overlay = document.overlay
-    document = Document(body=body, source=document.source, locations=document.locations)
-    found = schema_problems(document)
+    found = schema_problems(document, body=body)
     written: dict[str, str] = {}
     if not found:
         found = _convert_units(document, body, written)
-        problems.extend(p for p in found if p.warning)
-        found = [p for p in found if not p.warning]
+        if found:
+            problems.extend(p for p in found if p.warning)
+            found = [p for p in found if not p.warning]
     if found:
         if body.get("kind") == "KeyValueEntry" and body.get("secret") is not False:
             found = [_unquoted(p) for p in found]
@@ -242,6 +242,8 @@ def plain_copy(value: Any) -> Any:
     """A deep copy of JSON-like data in which integral floats (``1e3``, Pulumi numbers)
     become ints."""
     if isinstance(value, dict):
+        if _KEPT.issuperset(map(type, value.values())):
+            return dict(value)  # nothing in it to copy or change (most consumers)
         return {k: plain_copy(v) if isinstance(v, _COPIED) else v for k, v in value.items()}
     if isinstance(value, list):
         return [plain_copy(v) if isinstance(v, _COPIED) else v for v in value]
@@ -252,6 +254,8 @@ def plain_copy(value: Any) -> Any:
 
 #: What :func:`plain_copy` copies or changes (strings, ints, bools and None are kept).
 _COPIED = (dict, list, float)
+#: The types of values :func:`plain_copy` keeps as they are (none of them a _COPIED).
+_KEPT = frozenset({str, int, bool, type(None)})
 
 
 def _convert_units(

@@ -3,8 +3,9 @@ of scalars, one-line flow sequences, plain and simply quoted scalars, comments.
 
 A repository's spec files are nearly all written so (``kind: Consumer``, ``name: C0``,
 ``subjects:`` then ``- orders.>``). :func:`block_documents` reads such a text with one
-regular expression per line, in about a fifth of the time libyaml's events take to
-reach Python (:mod:`.yaml_plain`). Its grammar is a strict subset of YAML in which
+regular expression per distinct line (a repository repeats most of its lines: each is
+matched once, then known), in about a fifth of the time libyaml's events take to reach
+Python (:mod:`.yaml_plain`). Its grammar is a strict subset of YAML in which
 every line can be read only one way: a line it does not know, an indentation that is
 not exactly a parent's, a tab, a carriage return, anything not printable ASCII, a
 duplicate field, a limit reached: it answers None, and the text is read by libyaml
@@ -64,20 +65,19 @@ def block_documents(text: str, name: str) -> list[Document] | None:
         return None
 
 
-_VALUES: dict[str, Any] = {}  # short plain scalar -> its value
+_VALUES: dict[str, Any] = {}  # short plain scalar that is no string -> its value
 
 
 def _resolved(plain: str) -> Any:
-    """A plain scalar's value by PyYAML's rules, each distinct short one made once."""
+    """A plain scalar's value by PyYAML's rules, each distinct short one made once (a
+    string is the interpreter's one copy of it: ``sys.intern``)."""
     if plain in _VALUES:
         return _VALUES[plain]
     tag = implicit_tag(plain, _PLAIN_IMPLICIT)
     if tag == STR_TAG:
-        made: Any = sys.intern(plain)
-    elif tag == NULL_TAG:
-        made = None
-    else:
-        made = constructed(tag, plain)  # NotPlain: an unsupported tag, a number too large
+        return sys.intern(plain)
+    # constructed: NotPlain for an unsupported tag, a number too large
+    made: Any = None if tag == NULL_TAG else constructed(tag, plain)
     if len(plain) <= 64:
         if len(_VALUES) > 50_000:
             _VALUES.clear()
@@ -93,37 +93,100 @@ def _flow_items(text: str) -> list[Any]:
     return items
 
 
+#: What a line holds (:func:`_read_line`): nothing (blank, a comment), a document's end
+#: (``---``), a field or item with its value on the next lines, a scalar, a flow list.
+_SKIP, _END, _OPEN, _SCALAR, _SEQ = range(5)
+_SKIPPED = (0, None, _SKIP, None)
+_ENDED = (0, None, _END, None)
+#: line text -> how it reads: a repository writes the same lines (``kind: Consumer``,
+#: ``ack_policy: explicit``, ``stream: B00001``) thousands of times, each matched once.
+_KNOWN: dict[str, tuple[int, str | None, int, Any]] = {}
+#: The longest line :data:`_KNOWN` keeps, and how many lines it keeps before it starts
+#: again: a repository's repeated lines are a few hundred, and its unique ones (each
+#: consumer's ``filter_subject``) would hold memory for nothing (50,000: 7 MiB more at
+#: the peak of loading 101,000 documents; at 4,096 the peak is the line reader's before).
+_KNOWN_LINE, _KNOWN_LINES = 120, 4_096
+
+
+def _read_line(line: str) -> tuple[int, str | None, int, Any]:
+    """(indentation, key or None for an item, what the line holds, its value): a
+    scalar's value, a flow list's items as a tuple. Raises _NotBlock for a line this
+    reader leaves to libyaml (and NotPlain for a scalar it cannot construct)."""
+    found = _LINE.match(line)
+    if found is None:
+        if line == "---":
+            return _ENDED
+        stripped = line.strip(" ")
+        if stripped and stripped[0] != "#":
+            raise _NotBlock
+        return _SKIPPED
+    spaces, _, key, some, plain, single, double, seq, flow = found.groups()
+    if key is not None:
+        key = sys.intern(key)
+    if some is None:
+        if key is None:
+            raise _NotBlock  # "-" alone: a nested block, left to libyaml
+        return (len(spaces), key, _OPEN, None)
+    if plain is not None:
+        return (len(spaces), key, _SCALAR, _resolved(plain))
+    if seq is not None:
+        return (len(spaces), key, _SEQ, tuple(_flow_items(flow or "")))
+    return (len(spaces), key, _SCALAR, sys.intern(single if single is not None else double))
+
+
 class _Reader:
     """One text's documents. ``frames``: the open collections, innermost last, each
     [indentation, container, path prefix, is a mapping]; ``pending``: a field written
-    ``key:`` with nothing after, whose value the next line decides."""
+    ``key:`` with nothing after, whose value the next line decides; ``lines``: each
+    path of the document being read -> its line's distance from ``root_line``."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.documents: list[Document] = []
         self.frames: list[list[Any]] = []
         self.pending: tuple[Any, Any, str, int] | None = None
-        self.lines: Lines | None = None
+        self.lines: dict[str, int] = {}
         self.root_line = 0
         self.nodes = 0
         self.count = 0
 
     def read(self, text: str) -> list[Document]:  # noqa: PLR0915 (one loop: calls cost)
-        match = _LINE.match
-        intern = sys.intern
+        known = _KNOWN
         frames = self.frames
         for number, line in enumerate(text.split("\n"), start=1):
-            found = match(line)
-            if found is None:
-                stripped = line.strip(" ")
-                if line == "---":
+            read = known.get(line)
+            if read is None:
+                read = _read_line(line)
+                if len(line) <= _KNOWN_LINE:
+                    if len(known) >= _KNOWN_LINES:
+                        known.clear()
+                    known[line] = read
+            indent, key, holds, value = read
+            if indent == 0 and holds == _SCALAR and key is not None and len(frames) < 2:
+                # a document's own ``key: value`` (most lines): what the general path
+                # below (and _frame, for a document's first line) does with it, a
+                # pending field before it being null
+                if frames:
+                    self.pending = None
+                    root = frames[0][1]
+                else:
+                    root = {}
+                    frames.append([0, root, "", True])
+                    self.lines, self.root_line = {}, number
+                    self.nodes += 1
+                if key in root:
+                    raise _NotBlock  # a duplicate field: said the careful way
+                self.nodes += 1
+                if self.nodes > MAX_NODES:
+                    raise _NotBlock
+                root[key] = value
+                self.lines[key] = number - self.root_line
+                continue
+            if holds < _OPEN:
+                if holds == _END:
                     self._end()
                     frames = self.frames
-                elif stripped and stripped[0] != "#":
-                    raise _NotBlock
                 continue
-            spaces, _, key, some, plain, single, double, seq, flow = found.groups()
-            indent = len(spaces)
             mapping = key is not None
             if self.pending is not None:
                 self._settle_before(not mapping, indent)
@@ -135,35 +198,36 @@ class _Reader:
             if self.nodes > MAX_NODES:
                 raise _NotBlock  # "document too large": said the careful way
             container = frame[1]
-            if mapping:
+            lines = self.lines
+            if key is not None:
                 if key in container:
                     raise _NotBlock  # a duplicate field: said the careful way
-                key = intern(key)
-                path = intern(frame[2] + key) if frame[2] else key
+                path = sys.intern(frame[2] + key) if frame[2] else key
+                lines[path] = number - self.root_line
             else:
                 path = f"{frame[2]}{len(container)}"
-                if some is None:
-                    raise _NotBlock  # "-" alone: a nested block, left to libyaml
-            lines = self.lines
-            assert lines is not None
-            lines.add(path, number, again=mapping)
-            if some is None:  # ``key:``: the next line decides
+                if path not in lines:
+                    lines[path] = number - self.root_line
+            if holds == _SCALAR:
+                if mapping:
+                    container[key] = value
+                else:
+                    container.append(value)
+                continue
+            if holds == _OPEN:  # ``key:``: the next line decides
                 self.pending = (container, key, path, indent)
                 container[key] = None
                 continue
-            if plain is not None:
-                value = _VALUES[plain] if plain in _VALUES else _resolved(plain)
-            elif seq is not None:
-                value = _flow_items(flow or "")
-                for index in range(len(value)):
-                    lines.add(f"{path}.{index}", number, again=False)
-                self.nodes += len(value)
-            else:
-                value = intern(single if single is not None else double)
+            items = list(value)
+            for index in range(len(items)):
+                item = f"{path}.{index}"
+                if item not in lines:
+                    lines[item] = number - self.root_line
+            self.nodes += len(items)
             if mapping:
-                container[key] = value
+                container[key] = items
             else:
-                container.append(value)
+                container.append(items)
         self._end()
         return self.documents
 
@@ -175,7 +239,7 @@ class _Reader:
             if indent or not mapping:
                 raise _NotBlock  # an indented root, a document that is a list
             frames.append([0, {}, "", True])
-            self.lines, self.root_line = Lines(self.name, number), number
+            self.lines, self.root_line = {}, number
             self.nodes += 1
         top = frames[-1]
         while top[0] > indent or (mapping and not top[3] and top[0] == indent):
@@ -204,11 +268,10 @@ class _Reader:
         self.pending = None  # a field with nothing after it: null, as it is
         if self.frames:
             root = self.frames[0][1]
-            assert self.lines is not None
             source = Location(self.name, self.root_line)
-            self.lines.freeze()
-            self.documents.append(Document(body=root, source=source, locations=self.lines))
+            lines = Lines.read(self.name, self.root_line, self.lines)
+            self.documents.append(Document(body=root, source=source, locations=lines))
         self.count += 1
         if self.count > MAX_DOCUMENTS:
             raise _NotBlock
-        self.frames, self.lines, self.nodes = [], None, 0
+        self.frames, self.lines, self.nodes = [], {}, 0

@@ -41,11 +41,18 @@ SCALARS: Mapping[str, Any] = {
 }
 
 _RESOLVED: dict[tuple[str, Any], str] = {}  # (plain scalar, implicit) -> tag
+#: The first characters for which the resolver has a rule (``y`` for ``yes``, digits,
+#: ``~``...): a scalar starting with any other is a string, whatever its quoting, unless
+#: the resolver has a rule for every scalar or by path (then every one is resolved).
+_STARTS = frozenset(_RESOLVER.yaml_implicit_resolvers)
+_BY_FIRST = None not in _STARTS and not _RESOLVER.yaml_path_resolvers
 
 
 def implicit_tag(value: str, implicit: Any) -> str:
     """The tag of an untagged scalar, each distinct short one resolved once (the
     resolver tries a list of regular expressions every time)."""
+    if _BY_FIRST and value and value[0] not in _STARTS:
+        return STR_TAG  # no resolver is tried on a scalar starting so (``orders.new``)
     key = (value, implicit)
     tag = _RESOLVED.get(key)
     if tag is None:

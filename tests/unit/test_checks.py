@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler.errors import SpecError
+from reconciler.identity import is_reserved
 from reconciler.locations import Location
+from reconciler.specs import checks
 from reconciler.specs.checks import SubjectTree
 from reconciler.specs.document import Document
+from reconciler.specs.spec import Spec
 from reconciler.specs.subjects import is_subset, is_valid_subject, subjects_overlap
 from reconciler.specs.validate import load_specs, validate_documents
 
@@ -337,3 +341,136 @@ def test_streams_the_tool_or_the_server_keeps_cannot_be_declared(
 def test_a_consumer_naming_an_unknown_stream_gets_a_did_you_mean() -> None:
     found = problems(stream("ORDERS"), consumer("C", stream="ORDRS"))
     assert any("stream 'ORDRS' is not declared (did you mean 'ORDERS'?)" in p for p in found)
+
+
+_SUBJECTS = st.sampled_from(
+    ["a", "a.>", "a.b", "a.*", "a.b.c", "*.b", ">", "b.>", "b", "S", "a.", "a..b", "$KV.x.>"]
+)
+_STREAM_NAMES = st.sampled_from(["S", "T", "U", "KV_x", "OBJ_o", "KV_reconcile-lock", "None"])
+
+
+@st.composite
+def _spec_sets(draw: st.DrawFn) -> tuple[list[Spec], set[str]]:
+    """Specs (in wire units, as validation leaves them) that trip the checks together:
+    shared names and subjects, mirrors, cycles, workqueues, limits, reserved names."""
+    specs: list[Spec] = []
+    for index in range(draw(st.integers(min_value=0, max_value=9))):
+        source = Location("s.yaml", 10 * index + 1)
+        lines = {f: Location("s.yaml", 10 * index + 2) for f in ["name", "stream", "subjects"]}
+        kind = draw(st.sampled_from(["Stream", "Stream", "Consumer", "Consumer", "KeyValue"]))
+        config: dict[str, Any] = {}
+        optional = {
+            "subjects": st.lists(_SUBJECTS, max_size=3),
+            "mirror": st.fixed_dictionaries({"name": _STREAM_NAMES}),
+            "sources": st.lists(st.fixed_dictionaries({"name": _STREAM_NAMES}), max_size=2),
+            "retention": st.sampled_from(["limits", "workqueue"]),
+            "consumer_limits": st.fixed_dictionaries(
+                {"max_ack_pending": st.integers(0, 3), "inactive_threshold": st.integers(0, 3)}
+            ),
+            "max_age": st.integers(0, 3),
+            "duplicate_window": st.integers(0, 3),
+            "allow_rollup_hdrs": st.booleans(),
+            "deny_purge": st.booleans(),
+            "subject_transform": st.just({"src": "a", "dest": "b"}),
+            "allow_direct": st.booleans(),
+            "mirror_direct": st.booleans(),
+        }
+        if kind == "Consumer":
+            optional = {
+                "filter_subject": _SUBJECTS,
+                "filter_subjects": st.lists(_SUBJECTS, max_size=3),
+                "deliver_policy": st.sampled_from(
+                    ["all", "last_per_subject", "by_start_sequence", "by_start_time", "new"]
+                ),
+                "opt_start_seq": st.integers(0, 2),
+                "opt_start_time": st.just("2024-01-01T00:00:00Z"),
+                "deliver_subject": st.sampled_from(["", "d"]),
+                "max_waiting": st.integers(0, 2),
+                "idle_heartbeat": st.integers(0, 2),
+                "flow_control": st.booleans(),
+                "backoff": st.lists(st.integers(1, 3), max_size=3),
+                "max_deliver": st.integers(-1, 3),
+                "ack_wait": st.integers(0, 3),
+                "priority_policy": st.sampled_from(["none", "pinned_client"]),
+                "ack_policy": st.sampled_from(["explicit", "none", "all"]),
+                "max_ack_pending": st.integers(-1, 5),
+                "inactive_threshold": st.integers(0, 5),
+            }
+        for field, values in optional.items():
+            if draw(st.integers(0, 3)) == 0:
+                config[field] = draw(values)
+        name = draw(st.sampled_from(["S", "T", "C", "x", "reconcile-lock"]))
+        stream = draw(_STREAM_NAMES) if kind == "Consumer" else None
+        external = kind == "Stream" and draw(st.booleans())
+        specs.append(
+            Spec(kind, name, config, source, stream=stream, external=external, locations=lines)
+        )
+    return specs, set(draw(st.lists(_STREAM_NAMES, max_size=2)))
+
+
+def _rule_by_rule(specs: list[Spec], declared: set[str]) -> list[str]:
+    """The checks as one pass over the specs per rule (the order the problems are said
+    in: rule by rule, each rule's in the order of the specs)."""
+    streams = checks.stream_specs(specs)
+    stream_list = [s for s in specs if s.kind == "Stream"]
+    consumers = [s for s in specs if s.kind == "Consumer"]
+    first: dict[Any, Spec] = {}
+    found: list[Any] = [checks.tool_owned(s) for s in specs if is_reserved(s.stream_name)]
+    found += [p for s in specs if (p := checks.duplicate_name(s, first)) is not None]
+    found += checks.overlapping_subjects(streams)
+    found += checks.mirror_problems(stream_list, streams)
+    found += checks.source_cycles(stream_list)
+    found += [p for s in stream_list for p in checks.stream_limits(s)]
+    found += [p for s in consumers for p in checks.consumer_shape(s)]
+    found += [
+        p
+        for s in consumers
+        for p in checks.consumer_start_and_filters(s, checks.consumer_filters(s))
+    ]
+    queues: dict[str, list[Spec]] = {}
+    for s in consumers:
+        if (of := streams.get(str(s.stream))) and of.config.get("retention") == "workqueue":
+            queues.setdefault(of.name, []).append(s)
+    found += [p for queue in queues.values() for p in checks.work_queue_rules(queue)]
+    for s in consumers:
+        if (of := streams.get(str(s.stream))) is not None and not of.external:
+            found += checks.consumer_within_limits(s, of)
+    said = [str(p) for p in found]
+    unknown = [s for s in consumers if s.stream not in streams and s.stream not in declared]
+    said += [f"{s.where('stream')}: stream: stream {s.stream!r} is not declared" for s in unknown]
+    for s in consumers:
+        if s.stream in streams and (subjects := checks._filtered_subjects(streams[s.stream])):
+            inside = checks.filters_inside_stream(
+                s, checks.consumer_filters(s), streams[s.stream], subjects
+            )
+            said += [str(p) for p in inside]
+    return said
+
+
+@settings(max_examples=600, deadline=None)
+@given(_spec_sets())
+def test_the_one_pass_says_what_each_rule_says_over_every_spec(
+    specs_declared: tuple[list[Spec], set[str]],
+) -> None:
+    """The checks run in one pass over the specs: the problems are those of each rule
+    run over every spec, in the same order."""
+    specs, declared = specs_declared
+    said = [str(p) for p in checks.cross_resource_problems(specs, declared_streams=declared)]
+    unknown_hint = re.compile(r"(is not declared).*")
+    assert [unknown_hint.sub(r"\1", p) for p in said] == _rule_by_rule(specs, declared)
+
+
+@given(_SUBJECTS, _SUBJECTS)
+def test_subjects_overlap_as_their_tokens_do(first: str, second: str) -> None:
+    """The quick answers (the same subject, ``P.>`` over ``P.`` and more) are the token
+    walk's: every pair of the corpus, both ways."""
+    tokens_a, tokens_b = first.split("."), second.split(".")
+    walked = len(tokens_a) == len(tokens_b)
+    for ta, tb in zip(tokens_a, tokens_b, strict=False):
+        if ta == ">" or tb == ">":
+            walked = True
+            break
+        if ta not in (tb, "*") and tb != "*":
+            walked = False
+            break
+    assert subjects_overlap(first, second) is walked

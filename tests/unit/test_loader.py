@@ -295,6 +295,22 @@ def test_document_is_frozen() -> None:
         document.body = {"x": 1}  # type: ignore[misc]
 
 
+def test_a_document_made_holds_what_its_fields_say() -> None:
+    """``Document``'s own ``__init__`` (it fills its fields directly) makes what the
+    dataclass's fields say, by keyword or position, each default a new dict."""
+    import dataclasses
+
+    where, other = Location("f", 1), Location("g", 2)
+    given = {"body": {"a": 1}, "source": where, "locations": {"a": where}, "overlay": other}
+    for made in (Document(**given), Document(*given.values())):
+        assert {f.name: getattr(made, f.name) for f in dataclasses.fields(Document)} == given
+        assert made == Document(**given) and made != Document(**{**given, "overlay": None})
+    bare = Document(body={}, source=where)
+    assert bare.locations == {} and bare.overlay is None
+    assert bare.locations is not Document(body={}, source=where).locations
+    assert dataclasses.replace(bare, overlay=other).overlay == other
+
+
 TRICKY_YAML = [
     "kind: Stream\nname: A\n",
     "a: &x {b: [1, 2.5, true, null, ~, 0x1F, 1_000, '3', \"4\"]}\nc: *x\nd: {<<: *x, e: f}\n",
@@ -427,6 +443,25 @@ def test_plain_yaml_is_read_from_the_events_as_the_careful_path_reads_it(text: s
 )
 def test_anything_else_is_left_to_the_careful_path(text: str) -> None:
     assert yaml_plain.plain_documents(text, "t.yaml") is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "kind: Stream\nname: A\nname: B\n",  # a duplicate field, the document's own
+        "name: A\nname: A\n",  # the same value: a warning to say
+        "kind: Stream\nm:\n  a: 1\nkind: Stream\n",  # again after a nested field
+        "kind: Stream\n---\nkind: Consumer\nkind: Consumer\n",  # in a second document
+        "  kind: Stream\n",  # an indented first line
+        "- kind\n",  # a document that is a list
+    ],
+)
+def test_the_line_reader_leaves_what_libyaml_must_say(text: str) -> None:
+    """The line reader's quick path for a document's own ``key: value`` lines still
+    leaves a duplicate field (and a first line it cannot open a document with) to the
+    careful path, which says it at its line."""
+    assert yaml_block.block_documents(text, "t.yaml") is None
+    _same_reading(text)
 
 
 def test_a_document_past_the_node_limit_is_left_to_the_careful_path() -> None:
@@ -719,3 +754,39 @@ def test_each_document_is_let_go_of_once_its_spec_is_made(
     assert [s.name for s in specs] == ["S0", "S1", "S2"]
     assert alive == [[], [False], [False, False]]
     assert specs[2].where("max_age").line == 3
+
+
+@settings(max_examples=200, deadline=None)
+@given(_block_texts())
+def test_a_line_read_before_reads_the_same_again(text: str) -> None:
+    """The line reader keeps how each line read (a repository repeats its lines): a text
+    read with that memory empty and read again from it gives the same documents, and
+    each document gets its own lists (one document's list changed is not another's)."""
+    yaml_block._KNOWN.clear()
+    first = yaml_block.block_documents(text, "t.yaml")
+    again = yaml_block.block_documents(text, "t.yaml")
+    if first is None:
+        assert again is None
+        return
+    assert again is not None
+    shown = [(repr(d.body), d.source, dict(d.locations)) for d in first]
+    assert shown == [(repr(d.body), d.source, dict(d.locations)) for d in again]
+    twice = yaml_block.block_documents("a: [x, y]\nb:\n  - [z]\n---\na: [x, y]\nb:\n  - [z]\n", "t")
+    assert twice is not None
+    twice[0].body["a"].append("changed")
+    twice[0].body["b"][0].append("changed")
+    assert twice[1].body == {"a": ["x", "y"], "b": [["z"]]}
+
+
+_FIRST_CHARACTERS = st.text(
+    alphabet=st.sampled_from("abyYnNoOtTfF~0123456789.+-=<!&*_ xX:#'\"/$"), max_size=8
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_FIRST_CHARACTERS, st.sampled_from([(True, False), (False, True), (True, True)]))
+def test_a_scalars_tag_is_the_resolvers_own(value: str, implicit: tuple[bool, bool]) -> None:
+    """A scalar whose first character starts none of PyYAML's rules is a string without
+    the resolver being asked: the same tag the resolver gives, for every text."""
+    expected = yaml_plain._RESOLVER.resolve(yaml.ScalarNode, value, implicit)
+    assert yaml_plain.implicit_tag(value, implicit) == expected

@@ -200,3 +200,101 @@ def test_a_boolean_is_never_taken_for_the_integer_it_equals() -> None:
     ]
     _, said = _validated(bodies)
     assert [p.location.file for p in said if p.location and not p.warning] == ["spec1.yaml"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(["Stream", "Consumer", "KeyValue", "ObjectStore", "KeyValueEntry"]),
+    st.sampled_from([None, "S", "KV_b"]),
+    st.booleans(),
+    st.sampled_from([None, "v.txt"]),
+)
+def test_a_spec_made_is_the_spec_its_fields_say(
+    kind: Any, stream: str | None, external: bool, value_file: str | None
+) -> None:
+    """``Spec``'s own ``__init__`` (it sets its slots directly) makes what the fields
+    say, by position or by keyword, its identity included; what it is not given is the
+    field's default, a new dict each time; it stays frozen and ``replace`` still works."""
+    import dataclasses
+
+    from reconciler.specs.spec import Spec
+
+    if kind in ("Consumer", "KeyValueEntry") and stream is None:
+        stream = "S"  # a child without its stream or bucket is no spec
+    where = Location("s.yaml", 3)
+    given_fields: dict[str, Any] = {
+        "kind": kind,
+        "name": "N",
+        "config": {"a": 1},
+        "source": where,
+        "stream": stream,
+        "external": external,
+        "locations": {"a": where},
+        "written": {"a": "1s"},
+        "value_file": value_file,
+        "lifecycle": MANAGE,
+        "standby": None,
+    }
+    by_keyword = Spec(**given_fields)
+    by_position = Spec(*given_fields.values())
+    restored = Spec.restored(given_fields)
+    for spec in (by_keyword, by_position):
+        made = {f.name: getattr(spec, f.name) for f in dataclasses.fields(Spec) if f.init}
+        assert made == given_fields
+        assert spec == restored and spec.ref == restored.ref
+        assert spec.stream_name == restored.stream_name
+    bare = Spec(kind, "N", {}, where, stream)
+    for field in dataclasses.fields(Spec):
+        if field.init and field.name not in ("kind", "name", "config", "source", "stream"):
+            default = field.default_factory() if callable(field.default_factory) else field.default
+            assert getattr(bare, field.name) == default
+    assert bare.locations is not Spec(kind, "N", {}, where, stream).locations
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        bare.name = "other"  # type: ignore[misc]
+    renamed = dataclasses.replace(by_keyword, name="M")
+    assert renamed.name == renamed.ref.name == "M" and renamed.config == by_keyword.config
+
+
+_PLAIN = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(allow_nan=False),
+        st.sampled_from([1.0, -0.0, 2.0**63, 1e300, 3.5]),
+        st.text(max_size=3),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=2), inner, max_size=4)
+    ),
+    max_leaves=10,
+)
+
+
+def _copied_item_by_item(value: Any) -> Any:
+    """plain_copy's rule, walked item by item: the reference its quick copy is held to."""
+    if isinstance(value, dict):
+        return {k: _copied_item_by_item(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copied_item_by_item(v) for v in value]
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    return value
+
+
+@settings(max_examples=300, deadline=None)
+@given(_PLAIN)
+def test_the_plain_copy_is_the_item_by_item_copy(value: Any) -> None:
+    """A mapping of plain values only is copied at once; whatever the value, the copy is
+    the item-by-item one (integral floats made ints), and shares no dict or list."""
+    copied = validate.plain_copy(value)
+    assert repr(copied) == repr(_copied_item_by_item(value))
+
+    def containers(found: Any) -> list[int]:
+        if isinstance(found, dict):
+            return [id(found), *(i for v in found.values() for i in containers(v))]
+        if isinstance(found, list):
+            return [id(found), *(i for v in found for i in containers(v))]
+        return []
+
+    assert not set(containers(copied)) & set(containers(value))
