@@ -1,7 +1,7 @@
 """Plan and apply as whole processes against raw nats-py processes, in the same run.
 
     python bench/bench_process.py [--streams 1000] [--consumers-per-stream 20] [--turns 5]
-                                  [--replan-only] [--server URL]
+                                  [--replan-only | --apply-only] [--server URL]
 
 21,000 resources is the default (1000 x 20); 101,000 is ``--consumers-per-stream 100``.
 The specs are shaped like a real repository (:func:`write_repo_specs`): one file per
@@ -189,23 +189,55 @@ def median_of(argv: list[str], runs: int = 7) -> float:
     return statistics.median(process_seconds(argv) for _ in range(runs))
 
 
-def apply_turn(tmp: Path, spec: Path, streams: int, per: int, turn: int) -> tuple[float, float]:
-    """(reconcile apply from nothing, raw creates) seconds, each on an empty server."""
+def apply_turn(
+    tmp: Path, spec: Path, streams: int, per: int, turn: int
+) -> tuple[float, float, float, float]:
+    """(reconcile apply from nothing, raw creates) seconds, then the CPU seconds of each,
+    each on an empty server."""
     took: dict[str, float] = {}
 
     def ours() -> None:
         with EmbeddedServer(tmp / f"apply-{turn}") as server:
             argv = [*RECONCILE, "apply", str(spec), "--server", server.url, "--yes"]
             took["apply"] = process_seconds([*argv, "--concurrency", "64"])
+            took["apply, CPU"] = CPU[-1]
 
     def raw() -> None:
         with EmbeddedServer(tmp / f"raw-{turn}") as server:
             argv = [sys.executable, "-c", RAW_CREATES, server.url, str(streams), str(per)]
             took["raw"] = process_seconds(argv)
+            took["raw, CPU"] = CPU[-1]
 
     for run in [ours, raw] if turn % 2 == 0 else [raw, ours]:
         run()
-    return took["apply"], took["raw"]
+    return took["apply"], took["raw"], took["apply, CPU"], took["raw, CPU"]
+
+
+def apply_turns(
+    tmp: Path, spec: Path, streams: int, per: int, turns: int, start: float, cpu_start: float
+) -> None:
+    """The apply turns, interleaved (which of the two goes first alternates), and their
+    ratios: wall and CPU seconds, bare interpreter start-up subtracted."""
+    applies, raws, apply_cpu, raw_cpu = [], [], [], []
+    for turn in range(turns):
+        ours, raw, ours_cpu, theirs_cpu = apply_turn(tmp, spec, streams, per, turn)
+        print(
+            f"  turn {turn}: reconcile apply {ours:7.3f} s ({ours_cpu:6.3f} s CPU)   "
+            f"raw creates {raw:7.3f} s ({theirs_cpu:6.3f} s CPU)"
+        )
+        applies.append(ours)
+        raws.append(raw)
+        apply_cpu.append(ours_cpu)
+        raw_cpu.append(theirs_cpu)
+    print(f"  python -c pass        median {start:7.3f} s, {cpu_start:.3f} s CPU (subtracted)")
+    ratio_line("apply from nothing / raw creates", applies, raws, start, "<= 1.3x")
+    ratio_line(
+        "  the same in CPU seconds",
+        apply_cpu,
+        raw_cpu,
+        cpu_start,
+        "none: the loaded machine's view",
+    )
 
 
 #: The environment of a cold plan: no spec cache (a CI job's first plan).
@@ -253,7 +285,11 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=1000)
     parser.add_argument("--consumers-per-stream", type=int, default=20)
     parser.add_argument("--turns", type=int, default=5)
-    parser.add_argument("--replan-only", action="store_true", help="skip the apply turns")
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--replan-only", action="store_true", help="skip the apply turns")
+    only.add_argument(
+        "--apply-only", action="store_true", help="only the apply turns (and python -c pass)"
+    )
     parser.add_argument(
         "--server",
         help="plan against this server, which already holds these specs applied (a run "
@@ -269,14 +305,13 @@ def main() -> None:
         print(f"{streams} streams, {streams * per} consumers ({total:,} resources); {turns} turns")
         start = median_of([sys.executable, "-c", "pass"])
         cpu_start = statistics.median(CPU[-7:])
+        if args.apply_only:
+            apply_turns(tmp, spec, streams, per, turns, start, cpu_start)
+            return
         help_time = median_of([*RECONCILE, "--help"])
         version_time = median_of([*RECONCILE, "--version"])
-        applies, raws = [], []
-        for turn in range(0 if args.replan_only else turns):
-            ours, raw = apply_turn(tmp, spec, streams, per, turn)
-            print(f"  turn {turn}: reconcile apply {ours:7.3f} s   raw creates {raw:7.3f} s")
-            applies.append(ours)
-            raws.append(raw)
+        if not args.replan_only:
+            apply_turns(tmp, spec, streams, per, turns, start, cpu_start)
         with contextlib.ExitStack() as stack:
             url = args.server
             if url is None:
@@ -290,8 +325,6 @@ def main() -> None:
             print(f"  {name:<21} median {statistics.median(seconds):7.3f} s  ({shown})")
         print(f"  python -c pass        median {start:7.3f} s, {cpu_start:.3f} s CPU (subtracted)")
         print()
-        if applies:
-            ratio_line("apply from nothing / raw creates", applies, raws, start, "<= 1.3x")
         ratio_line(
             "re-plan (cold) / raw paged list", took["plan"], took["raw list"], start, "<= 3x"
         )
