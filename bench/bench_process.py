@@ -189,54 +189,71 @@ def median_of(argv: list[str], runs: int = 7) -> float:
     return statistics.median(process_seconds(argv) for _ in range(runs))
 
 
-def apply_turn(
-    tmp: Path, spec: Path, streams: int, per: int, turn: int
-) -> tuple[float, float, float, float]:
-    """(reconcile apply from nothing, raw creates) seconds, then the CPU seconds of each,
-    each on an empty server."""
+def server_cpu(server: EmbeddedServer) -> float:
+    """CPU seconds (user and system) the embedded server has used so far."""
+    assert server.running is not None
+    stat = Path(f"/proc/{server.running.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def apply_turn(tmp: Path, spec: Path, streams: int, per: int, turn: int) -> dict[str, float]:
+    """Seconds of reconcile apply from nothing and of the raw creates, each on an empty
+    server, with the CPU seconds of each process and of its server (", CPU", ", server")."""
     took: dict[str, float] = {}
+
+    def timed(name: str, server: EmbeddedServer, argv: list[str]) -> None:
+        before = server_cpu(server)
+        took[name] = process_seconds(argv)
+        took[f"{name}, CPU"] = CPU[-1]
+        took[f"{name}, server"] = server_cpu(server) - before
 
     def ours() -> None:
         with EmbeddedServer(tmp / f"apply-{turn}") as server:
             argv = [*RECONCILE, "apply", str(spec), "--server", server.url, "--yes"]
-            took["apply"] = process_seconds([*argv, "--concurrency", "64"])
-            took["apply, CPU"] = CPU[-1]
+            timed("apply", server, [*argv, "--concurrency", "64"])
 
     def raw() -> None:
         with EmbeddedServer(tmp / f"raw-{turn}") as server:
             argv = [sys.executable, "-c", RAW_CREATES, server.url, str(streams), str(per)]
-            took["raw"] = process_seconds(argv)
-            took["raw, CPU"] = CPU[-1]
+            timed("raw", server, argv)
 
     for run in [ours, raw] if turn % 2 == 0 else [raw, ours]:
         run()
-    return took["apply"], took["raw"], took["apply, CPU"], took["raw, CPU"]
+    return took
 
 
 def apply_turns(
     tmp: Path, spec: Path, streams: int, per: int, turns: int, start: float, cpu_start: float
 ) -> None:
     """The apply turns, interleaved (which of the two goes first alternates), and their
-    ratios: wall and CPU seconds, bare interpreter start-up subtracted."""
-    applies, raws, apply_cpu, raw_cpu = [], [], [], []
+    ratios: wall and CPU seconds, bare interpreter start-up subtracted, and the servers'
+    CPU seconds (what the requests cost the server)."""
+    took: dict[str, list[float]] = {}
     for turn in range(turns):
-        ours, raw, ours_cpu, theirs_cpu = apply_turn(tmp, spec, streams, per, turn)
+        this = apply_turn(tmp, spec, streams, per, turn)
+        for name, seconds in this.items():
+            took.setdefault(name, []).append(seconds)
         print(
-            f"  turn {turn}: reconcile apply {ours:7.3f} s ({ours_cpu:6.3f} s CPU)   "
-            f"raw creates {raw:7.3f} s ({theirs_cpu:6.3f} s CPU)"
+            f"  turn {turn}: reconcile apply {this['apply']:7.3f} s ({this['apply, CPU']:6.3f} s "
+            f"CPU, server {this['apply, server']:6.3f} s)   raw creates {this['raw']:7.3f} s "
+            f"({this['raw, CPU']:6.3f} s CPU, server {this['raw, server']:6.3f} s)"
         )
-        applies.append(ours)
-        raws.append(raw)
-        apply_cpu.append(ours_cpu)
-        raw_cpu.append(theirs_cpu)
     print(f"  python -c pass        median {start:7.3f} s, {cpu_start:.3f} s CPU (subtracted)")
-    ratio_line("apply from nothing / raw creates", applies, raws, start, "<= 1.3x")
+    print(f"  load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    ratio_line("apply from nothing / raw creates", took["apply"], took["raw"], start, "<= 1.3x")
     ratio_line(
         "  the same in CPU seconds",
-        apply_cpu,
-        raw_cpu,
+        took["apply, CPU"],
+        took["raw, CPU"],
         cpu_start,
         "none: the loaded machine's view",
+    )
+    ratio_line(
+        "  the servers' CPU seconds",
+        took["apply, server"],
+        took["raw, server"],
+        0.0,
+        "none: what the requests cost",
     )
 
 

@@ -417,11 +417,15 @@ def sent_on_create(absent: Mapping[str, Any], config: Mapping[str, Any]) -> dict
     release of the matrix (tests/integration/test_create_payload.py), from a third of the
     bytes to parse. ``False`` is never taken for ``0`` (the types must match too);
     objects and lists are always sent. Updates send the whole config (JETSTREAM.md)."""
+    get = absent.get
     return {
         name: value
         for name, value in config.items()
-        if name not in absent or value != absent[name] or type(value) is not type(absent[name])
+        if (default := get(name, _NONE)) != value or type(value) is not type(default)
     }
+
+
+_NONE = object()  # no default: the field is always sent
 
 
 async def _delete(client: JetStreamClient, ref: ResourceRef) -> None:
