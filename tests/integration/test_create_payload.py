@@ -18,10 +18,12 @@ from typing import Any
 import nats
 import orjson
 import pytest
-from test_normalize_live import MATRIX, _request, _round_trip
+from test_normalize_live import CLUSTER_SPECS, MATRIX, _request, _round_trip, spec
 
 from reconciler.execution.apply import CONSUMER_SCALARS, STREAM_SCALARS, apply_plan
 from reconciler.jetstream import ConnectionOptions, JetStreamClient
+from reconciler.model.diff import diff_configs
+from reconciler.model.normalize import desired_config, live_config
 from reconciler.model.state import LiveState
 from reconciler.planning.plan import build_plan
 from reconciler.specs.spec import Spec
@@ -34,7 +36,8 @@ async def _applied(url: str, specs: list[Spec]) -> tuple[list[tuple[str, Any]], 
     sent: list[tuple[str, Any]] = []
 
     async def record(msg: Any) -> None:
-        sent.append((msg.subject, orjson.loads(msg.data)))
+        if msg.reply.startswith("_INBOX."):  # a client's (a mirror's own are the server's)
+            sent.append((msg.subject, orjson.loads(msg.data)))
 
     await spy.subscribe("$JS.API.STREAM.CREATE.>", cb=record)
     await spy.subscribe("$JS.API.CONSUMER.CREATE.>", cb=record)
@@ -72,7 +75,18 @@ def test_a_create_sends_less_and_the_server_keeps_the_same_config(
     for s, _, from_whole in pairs:
         assert read[(s.kind, s.stream, s.name)] == from_whole, (s.kind, s.name)
 
-    assert len(sent) == len(specs)
+    # each resource's create, once or more (a create refused with 10049 is asked again)
+    assert {subject for subject, _ in sent} == {_create_subject(s) for s in specs}
+    _none_at_default(sent)
+
+
+def _create_subject(s: Spec) -> str:
+    if s.kind == "Consumer":
+        return f"$JS.API.CONSUMER.CREATE.{s.stream}.{s.name}"
+    return f"$JS.API.STREAM.CREATE.{s.stream_name}"
+
+
+def _none_at_default(sent: list[tuple[str, Any]]) -> None:
     for subject, body in sent:
         consumer = subject.startswith("$JS.API.CONSUMER.")
         config, absent = (body["config"], CONSUMER_SCALARS) if consumer else (body, STREAM_SCALARS)
@@ -82,3 +96,35 @@ def test_a_create_sends_less_and_the_server_keeps_the_same_config(
             if name in absent and value == absent[name] and type(value) is type(absent[name])
         ]
         assert at_default == [], (subject, at_default)
+
+
+@pytest.mark.cluster
+def test_on_a_cluster_replicas_left_out_read_back_as_declared(
+    cluster: Any, run: Callable[..., Any]
+) -> None:
+    """One replica (a stream's default, left out) and none (a consumer's: its stream's)
+    on a three-node cluster, beside three declared."""
+    specs = [
+        *CLUSTER_SPECS,
+        spec("Stream", "R1", subjects=["r1.>"]),
+        spec("Consumer", "on-r1", stream="R1", ack_policy="explicit"),
+    ]
+    sent, read = run(_applied(cluster.url, specs))
+    assert {subject for subject, _ in sent} == {_create_subject(s) for s in specs}
+    _none_at_default(sent)
+    server = run(_server_info(cluster.url))
+    for s in specs:
+        parent = read[("Stream", None, s.stream)] if s.kind == "Consumer" else None
+        desired = desired_config(s, server, stream_config=parent)
+        canonical = live_config(s.kind, read[(s.kind, s.stream, s.name)], server)
+        assert diff_configs(desired, canonical) == [], (s.kind, s.name)
+    assert read[("Stream", None, "R1")]["num_replicas"] == 1
+    assert read[("Stream", None, "R3")]["num_replicas"] == 3
+
+
+async def _server_info(url: str) -> Any:
+    client = await JetStreamClient.connect(ConnectionOptions(servers=url))
+    try:
+        return await client.server_info()
+    finally:
+        await client.close()
