@@ -1,7 +1,8 @@
 """Plan and apply as whole processes against raw nats-py processes, in the same run.
 
     python bench/bench_process.py [--streams 1000] [--consumers-per-stream 20] [--turns 5]
-                                  [--replan-only] [--server URL]
+                                  [--replan-only | --apply-only | --create-bodies]
+                                  [--server URL]
 
 21,000 resources is the default (1000 x 20); 101,000 is ``--consumers-per-stream 100``.
 The specs are shaped like a real repository (:func:`write_repo_specs`): one file per
@@ -16,8 +17,12 @@ ratio is printed too. Each turn runs every figure once, in a rotating order, and
 medians of the turns are printed: this machine's two cores are shared, one run moves by a
 third. Each apply and its raw baseline run on an empty server of their own. `reconcile
 export --out` (a file per stream written) is timed in the plan's turns, against the
-re-plan of the same turn. The project's modules are compiled to bytecode first, as an
-install leaves them. Figures only: nothing here asserts a time.
+re-plan of the same turn. The apply turns print each side's CPU seconds and its server's
+beside the wall clock. ``--create-bodies``: the apply's creates sent raw, with the whole
+desired configs and as the executor sends them (``apply.sent_on_create``), turn about,
+each on an empty server: what the bytes left out save the server. The project's modules
+are compiled to bytecode first, as an install leaves them. Figures only: nothing here
+asserts a time.
 """
 
 from __future__ import annotations
@@ -102,6 +107,32 @@ async def main(url, streams, per):
     await nc.close()
 
 asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+"""
+
+#: Sends the requests of a file (``subject<TAB>body`` lines; a ``--`` line waits for
+#: everything before it), 64 in flight: the creates of `--create-bodies`.
+RAW_BODIES = """
+import asyncio, sys
+import nats
+
+async def main(url, path):
+    nc = await nats.connect(url)
+    limit = asyncio.Semaphore(64)
+
+    async def req(subject, body):
+        async with limit:
+            msg = await nc.request(subject, body, timeout=60)
+            if b'"error"' in msg.data:
+                raise RuntimeError(msg.data.decode())
+
+    with open(path, "rb") as lines:
+        waves = lines.read().split(b"\\n--\\n")
+    for wave in waves:
+        pairs = [line.split(b"\\t", 1) for line in wave.splitlines() if line]
+        await asyncio.gather(*(req(subject.decode(), body) for subject, body in pairs))
+    await nc.close()
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
 """
 
 RECONCILE = [sys.executable, "-m", "reconciler"]
@@ -189,23 +220,141 @@ def median_of(argv: list[str], runs: int = 7) -> float:
     return statistics.median(process_seconds(argv) for _ in range(runs))
 
 
-def apply_turn(tmp: Path, spec: Path, streams: int, per: int, turn: int) -> tuple[float, float]:
-    """(reconcile apply from nothing, raw creates) seconds, each on an empty server."""
+def server_cpu(server: EmbeddedServer) -> float:
+    """CPU seconds (user and system) the embedded server has used so far."""
+    assert server.running is not None
+    stat = Path(f"/proc/{server.running.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def apply_turn(tmp: Path, spec: Path, streams: int, per: int, turn: int) -> dict[str, float]:
+    """Seconds of reconcile apply from nothing and of the raw creates, each on an empty
+    server, with the CPU seconds of each process and of its server (", CPU", ", server")."""
     took: dict[str, float] = {}
+
+    def timed(name: str, server: EmbeddedServer, argv: list[str]) -> None:
+        before = server_cpu(server)
+        took[name] = process_seconds(argv)
+        took[f"{name}, CPU"] = CPU[-1]
+        took[f"{name}, server"] = server_cpu(server) - before
 
     def ours() -> None:
         with EmbeddedServer(tmp / f"apply-{turn}") as server:
             argv = [*RECONCILE, "apply", str(spec), "--server", server.url, "--yes"]
-            took["apply"] = process_seconds([*argv, "--concurrency", "64"])
+            timed("apply", server, [*argv, "--concurrency", "64"])
 
     def raw() -> None:
         with EmbeddedServer(tmp / f"raw-{turn}") as server:
             argv = [sys.executable, "-c", RAW_CREATES, server.url, str(streams), str(per)]
-            took["raw"] = process_seconds(argv)
+            timed("raw", server, argv)
 
     for run in [ours, raw] if turn % 2 == 0 else [raw, ours]:
         run()
-    return took["apply"], took["raw"]
+    return took
+
+
+def apply_turns(
+    tmp: Path, spec: Path, streams: int, per: int, turns: int, start: float, cpu_start: float
+) -> None:
+    """The apply turns, interleaved (which of the two goes first alternates), and their
+    ratios: wall and CPU seconds, bare interpreter start-up subtracted, and the servers'
+    CPU seconds (what the requests cost the server)."""
+    took: dict[str, list[float]] = {}
+    for turn in range(turns):
+        this = apply_turn(tmp, spec, streams, per, turn)
+        for name, seconds in this.items():
+            took.setdefault(name, []).append(seconds)
+        print(
+            f"  turn {turn}: reconcile apply {this['apply']:7.3f} s ({this['apply, CPU']:6.3f} s "
+            f"CPU, server {this['apply, server']:6.3f} s)   raw creates {this['raw']:7.3f} s "
+            f"({this['raw, CPU']:6.3f} s CPU, server {this['raw, server']:6.3f} s)"
+        )
+    print(f"  python -c pass        median {start:7.3f} s, {cpu_start:.3f} s CPU (subtracted)")
+    print(f"  load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    ratio_line("apply from nothing / raw creates", took["apply"], took["raw"], start, "<= 1.3x")
+    ratio_line(
+        "  the same in CPU seconds",
+        took["apply, CPU"],
+        took["raw, CPU"],
+        cpu_start,
+        "none: the loaded machine's view",
+    )
+    ratio_line(
+        "  the servers' CPU seconds",
+        took["apply, server"],
+        took["raw, server"],
+        0.0,
+        "none: what the requests cost",
+    )
+
+
+def write_create_bodies(tmp: Path, spec: Path) -> dict[str, Path]:
+    """The create requests of the plan from nothing of ``spec`` (planned against an
+    empty server), as the executor sends them (``sent``: ``apply.sent_on_create``) and
+    with the whole desired config (``whole``: what it sent before), one file each."""
+    import asyncio
+
+    import orjson
+
+    from reconciler.execution import run as engine
+    from reconciler.execution.apply import CONSUMER_SCALARS, STREAM_SCALARS, sent_on_create
+    from reconciler.jetstream import ConnectionOptions
+    from reconciler.planning.steps import Create
+
+    with EmbeddedServer(tmp / "bodies") as server:
+        plan = asyncio.run(engine.plan([spec], ConnectionOptions(servers=server.url)))
+    files: dict[str, Path] = {}
+    for name in ("whole", "sent"):
+        waves = []
+        for wave in plan.waves():
+            lines = []
+            for step in wave:
+                assert isinstance(step, Create)  # a plan from nothing
+                config = dict(step.config)
+                if step.ref.kind == "Consumer":
+                    if name == "sent":
+                        config = sent_on_create(CONSUMER_SCALARS, config)
+                    stream = step.ref.stream_name
+                    subject = f"$JS.API.CONSUMER.CREATE.{stream}.{step.name}"
+                    body = {"stream_name": stream, "config": config, "action": "create"}
+                else:
+                    config = sent_on_create(STREAM_SCALARS, config) if name == "sent" else config
+                    subject, body = f"$JS.API.STREAM.CREATE.{step.name}", config
+                lines.append(subject.encode() + b"\t" + orjson.dumps(body))
+            waves.append(b"\n".join(lines))
+        files[name] = tmp / f"{name}.bodies"
+        files[name].write_bytes(b"\n--\n".join(waves))
+    return files
+
+
+def body_turns(tmp: Path, spec: Path, turns: int) -> None:
+    """The same creates sent raw with the whole desired configs and with the configs the
+    executor sends, each on an empty server, turn about: what the bytes left out save
+    the server (its CPU seconds) and the client."""
+    files = write_create_bodies(tmp, spec)
+    took: dict[str, list[tuple[float, float, float]]] = {"whole": [], "sent": []}
+    for turn in range(turns):
+        for name in ["whole", "sent"] if turn % 2 == 0 else ["sent", "whole"]:
+            with EmbeddedServer(tmp / f"bodies-{name}-{turn}") as server:
+                before = server_cpu(server)
+                argv = [sys.executable, "-c", RAW_BODIES, server.url, str(files[name])]
+                wall = process_seconds(argv)
+                took[name].append((wall, CPU[-1], server_cpu(server) - before))
+        whole, sent = took["whole"][-1], took["sent"][-1]
+        print(
+            f"  turn {turn}: whole configs {whole[0]:7.3f} s (server {whole[2]:6.3f} s CPU)   "
+            f"as sent {sent[0]:7.3f} s (server {sent[2]:6.3f} s CPU)"
+        )
+    sizes = {name: path.stat().st_size for name, path in files.items()}
+    print(f"  request bytes: whole {sizes['whole']:,}, as sent {sizes['sent']:,}")
+    print(f"  load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    for index, what in enumerate(["wall", "client CPU", "server CPU"]):
+        ratios = [s[index] / w[index] for s, w in zip(took["sent"], took["whole"], strict=True)]
+        shown = ", ".join(f"{r:.2f}" for r in ratios)
+        print(
+            f"{'creates as sent / whole: ' + what:<34}: {statistics.median(ratios):5.2f}x  "
+            f"(goal < 1x: fewer bytes to parse; turns {shown})"
+        )
 
 
 #: The environment of a cold plan: no spec cache (a CI job's first plan).
@@ -253,7 +402,16 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=1000)
     parser.add_argument("--consumers-per-stream", type=int, default=20)
     parser.add_argument("--turns", type=int, default=5)
-    parser.add_argument("--replan-only", action="store_true", help="skip the apply turns")
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--replan-only", action="store_true", help="skip the apply turns")
+    only.add_argument(
+        "--apply-only", action="store_true", help="only the apply turns (and python -c pass)"
+    )
+    only.add_argument(
+        "--create-bodies",
+        action="store_true",
+        help="only the creates sent raw with whole configs and as apply sends them",
+    )
     parser.add_argument(
         "--server",
         help="plan against this server, which already holds these specs applied (a run "
@@ -269,14 +427,16 @@ def main() -> None:
         print(f"{streams} streams, {streams * per} consumers ({total:,} resources); {turns} turns")
         start = median_of([sys.executable, "-c", "pass"])
         cpu_start = statistics.median(CPU[-7:])
+        if args.create_bodies:
+            body_turns(tmp, spec, turns)
+            return
+        if args.apply_only:
+            apply_turns(tmp, spec, streams, per, turns, start, cpu_start)
+            return
         help_time = median_of([*RECONCILE, "--help"])
         version_time = median_of([*RECONCILE, "--version"])
-        applies, raws = [], []
-        for turn in range(0 if args.replan_only else turns):
-            ours, raw = apply_turn(tmp, spec, streams, per, turn)
-            print(f"  turn {turn}: reconcile apply {ours:7.3f} s   raw creates {raw:7.3f} s")
-            applies.append(ours)
-            raws.append(raw)
+        if not args.replan_only:
+            apply_turns(tmp, spec, streams, per, turns, start, cpu_start)
         with contextlib.ExitStack() as stack:
             url = args.server
             if url is None:
@@ -290,8 +450,6 @@ def main() -> None:
             print(f"  {name:<21} median {statistics.median(seconds):7.3f} s  ({shown})")
         print(f"  python -c pass        median {start:7.3f} s, {cpu_start:.3f} s CPU (subtracted)")
         print()
-        if applies:
-            ratio_line("apply from nothing / raw creates", applies, raws, start, "<= 1.3x")
         ratio_line(
             "re-plan (cold) / raw paged list", took["plan"], took["raw list"], start, "<= 3x"
         )

@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     from reconciler.planning.steps import Plan
 
 PlanFormat = Literal["text", "json", "markdown"]
+#: Step lines are written in blocks of at most this many lines ...
+LINES_HELD = 64
+#: ... and at most this many seconds after the first of a block finished.
+LINES_DUE = 0.05
 DriftFormat = Literal["text", "json", "markdown", "html"]
 
 
@@ -183,8 +187,12 @@ class TerminalConsole(Console):
         self._advance: StepSink | None = None  # the progress bar's sink, in steps()
         self._transfers: dict[str, tuple[float, Any]] = {}  # what: (started, bar task)
         self._transfer_bar: Any = None  # the bars of transfers(), once the first is shown
+        #: Step lines not written yet, inside :meth:`steps` without a bar (None: outside)
+        self._lines: list[str] | None = None
+        self._due: Any = None  # the event loop's timer that writes them
 
     def notice(self, message: str) -> None:
+        self.write_lines()  # the steps before it, first
         message = shown(message)  # names, file names, the server's words: escaped
         if self._bar is not None:  # above the bar, never glued to it
             self._bar.console.print(message, markup=False, highlight=False)
@@ -281,6 +289,7 @@ class TerminalConsole(Console):
     def problem(self, line: str) -> None:
         """One error or warning line on stderr; on a terminal the place is bold, an error
         red, a warning yellow, and a quoted source line dim; escaped (:func:`shown`)."""
+        self.write_lines()
         line = shown(line)
         if not colour():
             click.echo(line, err=True)
@@ -289,6 +298,7 @@ class TerminalConsole(Console):
             click.echo(_painted(part), err=True)
 
     def show_result(self, result: ApplyResult) -> None:
+        self.write_lines()
         if self.json_lines:
             from reconciler.render.json import json_line, result_record
 
@@ -340,9 +350,41 @@ class TerminalConsole(Console):
             # step: 21,000 of them spent a tenth of its time in click.echo and in
             # escaping again a line step_line already escaped; shown() of printable
             # text is that text)
-            sys.stderr.write(step_line(event) + "\n")
+            line = step_line(event) + "\n"
+            if self._lines is None:
+                sys.stderr.write(line)
+            else:
+                self._hold(line)
         else:
             super().step(event)
+
+    def _hold(self, line: str) -> None:
+        """Keep a step line for the next block: written within ``LINES_DUE`` seconds
+        (a timer on the event loop), at ``LINES_HELD`` lines, before any other line and
+        when the steps end. stderr is line-buffered: a write per step was a system
+        call per step."""
+        assert self._lines is not None
+        self._lines.append(line)
+        if len(self._lines) >= LINES_HELD:
+            self.write_lines()
+        elif self._due is None:
+            import asyncio
+
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # not on an event loop: nothing would write it later
+                self.write_lines()
+                return
+            self._due = loop.call_later(LINES_DUE, self.write_lines)
+
+    def write_lines(self) -> None:
+        """Write the step lines held (:meth:`_hold`), in one write."""
+        if self._due is not None:
+            self._due.cancel()
+            self._due = None
+        if self._lines:
+            sys.stderr.write("".join(self._lines))
+            self._lines.clear()
 
     def progress(self, what: str, done: int, total: int | None) -> None:
         """A bar per transfer on a terminal (bytes so far, inside :meth:`transfers`);
@@ -399,8 +441,13 @@ class TerminalConsole(Console):
     @contextmanager
     def steps(self) -> Iterator[StepSink]:
         if self.fmt != "text" or not self.interactive:
-            with super().steps() as sink:
-                yield sink
+            self._lines = []
+            try:
+                with super().steps() as sink:
+                    yield sink
+            finally:
+                self.write_lines()
+                self._lines = None
             return
         from rich.console import Console as RichConsole
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn

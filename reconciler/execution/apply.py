@@ -40,6 +40,7 @@ from reconciler.execution.verdict import Allowances, describe, refuse, verdict
 from reconciler.identity import ResourceRef
 from reconciler.jetstream import JetStreamClient
 from reconciler.jetstream.transport import WRONG_LAST_SEQUENCE
+from reconciler.model.defaults import CONSUMER_FIELDS, OPTIONAL, STREAM_FIELDS, Field
 from reconciler.planning.steps import (
     Create,
     Delete,
@@ -390,8 +391,41 @@ async def _create(
     client: JetStreamClient, ref: ResourceRef, config: Mapping[str, Any]
 ) -> dict[str, Any]:
     if ref.kind == "Consumer":
-        return await client.create_consumer(ref.stream_name, dict(config), action="create")
-    return await create_stream(client, config)  # a 10049 asked again (recreate.py)
+        sent = sent_on_create(CONSUMER_SCALARS, config)
+        return await client.create_consumer(ref.stream_name, sent, action="create")
+    return await create_stream(client, sent_on_create(STREAM_SCALARS, config))  # recreate.py
+
+
+def _scalar_defaults(table: Mapping[str, Field]) -> dict[str, Any]:
+    """The fields of ``table`` whose value when absent is a plain JSON scalar (a string, a
+    number, a boolean): what the server reads a missing field as."""
+    return {
+        name: entry.absent
+        for name, entry in table.items()
+        if entry.absent is not OPTIONAL and isinstance(entry.absent, str | int | bool)
+    }
+
+
+STREAM_SCALARS = _scalar_defaults(STREAM_FIELDS)
+CONSUMER_SCALARS = _scalar_defaults(CONSUMER_FIELDS)
+
+
+def sent_on_create(absent: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """A create's config without the scalar fields holding the value the server gives
+    them when they are missing (:mod:`reconciler.model.defaults`: an ``omitempty`` zero,
+    ``-1`` for a limit): the server stores the same config, read back identical on every
+    release of the matrix (tests/integration/test_create_payload.py), from a third of the
+    bytes to parse. ``False`` is never taken for ``0`` (the types must match too);
+    objects and lists are always sent. Updates send the whole config (JETSTREAM.md)."""
+    get = absent.get
+    return {
+        name: value
+        for name, value in config.items()
+        if (default := get(name, _NONE)) != value or type(value) is not type(default)
+    }
+
+
+_NONE = object()  # no default: the field is always sent
 
 
 async def _delete(client: JetStreamClient, ref: ResourceRef) -> None:

@@ -116,6 +116,19 @@ async def _request(nc: Any, subject: str, body: dict[str, Any] | None = None) ->
     return answer
 
 
+def corpus(server: ServerInfo) -> tuple[list[Spec], list[Spec]]:
+    """The streams (and buckets) and the consumers ``server`` understands, of the lists
+    above."""
+    newer = server.version_tuple >= (2, 11, 0)
+    streams = STREAMS + (V211_STREAMS if newer else [])
+    consumers = CONSUMERS + (V211_CONSUMERS if newer else [])
+    if server.version_tuple >= (2, 14, 0):
+        consumers.append(
+            spec("Consumer", "flow", stream="PLAIN", ack_policy="flow_control", deliver_subject="f")
+        )
+    return streams, consumers
+
+
 async def _round_trip(
     url: str,
 ) -> tuple[ServerInfo, list[tuple[Spec, dict[str, Any], dict[str, Any]]], LiveState]:
@@ -125,19 +138,7 @@ async def _round_trip(
         server = ServerInfo(
             version=nc._server_info["version"], api_level=info["api"].get("level", 0)
         )
-        newer = server.version_tuple >= (2, 11, 0)
-        streams = STREAMS + (V211_STREAMS if newer else [])
-        consumers = CONSUMERS + (V211_CONSUMERS if newer else [])
-        if server.version_tuple >= (2, 14, 0):
-            consumers.append(
-                spec(
-                    "Consumer",
-                    "flow",
-                    stream="PLAIN",
-                    ack_policy="flow_control",
-                    deliver_subject="f",
-                )
-            )
+        streams, consumers = corpus(server)
         pairs: list[tuple[Spec, dict[str, Any], dict[str, Any]]] = []
         live_streams: dict[str, Any] = {}
         for s in streams:
