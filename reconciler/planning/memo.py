@@ -56,7 +56,15 @@ PLANNING_CODE = ("specs", "model", "planning")
 
 
 def _digest(value: Any) -> bytes:
-    data = orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    return _hash(_data(value))
+
+
+def _data(value: Any) -> bytes:
+    """What :func:`_digest` hashes: ``value``'s JSON, keys sorted."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+
+
+def _hash(data: bytes) -> bytes:
     return hashlib.blake2b(data, digest_size=DIGEST_SIZE).digest()
 
 
@@ -70,11 +78,11 @@ def spec_digest(spec: Spec) -> bytes:
     return _digest([spec.kind, spec.name, spec.stream, spec.external, spec.config])
 
 
-def shape_digest(spec: Spec, names: tuple[str, ...]) -> bytes:
-    """A spec's wire config but for ``names``: its name fields and the fields taken
-    verbatim (nor its name, nor its stream: which stream a consumer is in decides only
-    where it is planned)."""
-    return _digest([spec.kind, spec.external, _without(spec.config, names)])
+def _shape_data(spec: Spec, names: tuple[str, ...]) -> bytes:
+    """What a spec's shape digest hashes: its wire config but for ``names`` (its name
+    fields and the fields taken verbatim), nor its name, nor its stream (which stream a
+    consumer is in decides only where it is planned)."""
+    return _data([spec.kind, spec.external, _without(spec.config, names)])
 
 
 def _without(config: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
@@ -112,6 +120,7 @@ class Memo:
         self._shapes: dict[int, bytes] = {}
         self._equal: dict[bytes, bytes] = {}
         self._digests: dict[bytes, bytes] = {}  # what _hashed hashed, by its input
+        self._shaped: dict[bytes, bytes] = {}  # shape digests, by what they hash
         self._salted = hashlib.blake2b(salt, digest_size=DIGEST_SIZE, key=_mac_key(secret))
         #: names the file the memo is kept in: the salt under the key (memo_store)
         self.tag = hashlib.blake2b(
@@ -136,7 +145,13 @@ class Memo:
     def _shape(self, spec: Spec) -> bytes:
         known = self._shapes.get(id(spec))
         if known is None:
-            digest = shape_digest(spec, _LEFT_OUT[spec.kind])
+            # hashed once per shape: specs declared alike give the same data
+            data = _shape_data(spec, _LEFT_OUT[spec.kind])
+            digest = self._shaped.get(data)
+            if digest is None:
+                if len(self._shaped) >= HASHED:
+                    self._shaped.clear()
+                digest = self._shaped[data] = _hash(data)
             known = self._shapes[id(spec)] = self._kept(spec, digest)
         return known
 

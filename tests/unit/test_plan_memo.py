@@ -18,7 +18,8 @@ from reconciler.errors import SpecError
 from reconciler.locations import Location
 from reconciler.model.normalize import VERBATIM_FIELDS, named_as_declared
 from reconciler.model.state import LiveState
-from reconciler.planning.memo import _LEFT_OUT, DIGEST_SIZE, Memo, spec_digest
+from reconciler.planning import memo as memo_module
+from reconciler.planning.memo import _LEFT_OUT, DIGEST_SIZE, HASHED, Memo, spec_digest
 from reconciler.planning.plan import build_plan
 from reconciler.planning.steps import Plan
 from reconciler.specs.document import Document
@@ -379,14 +380,19 @@ def test_a_key_is_the_salted_hash_of_its_inputs_fed_one_by_one(
     """The memo's key, computed in one piece and kept for inputs met before, is the
     digest its definition gives, for every spec against every live config (its own,
     another's, one in another key order or with ``True`` where ``1`` was), met once or
-    again."""
+    again, its digest kept or forgotten (``HASHED``)."""
     live = _perturbed(data.draw, _applied(data.draw, specs))
     configs = [dict(c) for c in (*live.streams.values(), *live.consumers.values())]
     memo = Memo(b"salt")
-    for _ in range(2):  # the second time: every key one met before
-        for spec in specs:
-            if not configs:
-                break
-            raw = _reordered(data.draw, data.draw(st.sampled_from(configs)))
-            basis = data.draw(st.sampled_from([b"", b"N", b"S" + bytes(16), b"L" + bytes(16)]))
-            assert memo.key(spec, raw, basis) == _key_fed_one_by_one(memo, spec, raw, basis)
+    try:
+        for kept in (HASHED, 2, 2):  # met before; digests forgotten as they go
+            memo_module.HASHED = kept
+            for spec in specs:
+                if not configs:
+                    break
+                raw = _reordered(data.draw, data.draw(st.sampled_from(configs)))
+                basis = data.draw(st.sampled_from([b"", b"N", b"S" + bytes(16), b"L" + bytes(16)]))
+                expected = _key_fed_one_by_one(memo, spec, raw, basis)
+                assert memo.key(spec, raw, basis) == expected
+    finally:
+        memo_module.HASHED = HASHED
