@@ -377,8 +377,9 @@ def import_files(specs: list[Spec], server: ServerInfo) -> list[ExportedFile]:
         elif spec.kind == "KeyValueEntry":
             entries.setdefault(spec.stream_name, []).append(spec)
     files = []
-    heads: dict[str, dict[str, Any]] = {}  # by _declared_shape, streams
+    heads: dict[str, dict[str, Any]] = {}  # by _declared_shape, streams and buckets
     shapes: dict[str, dict[str, Any]] = {}  # by _declared_shape, consumers
+    configs: dict[str, dict[str, Any]] = {}  # desired stream configs, by _declared_shape
     for name in sorted(set(streams) | set(consumers) | set(entries)):
         docs: list[dict[str, Any]] = []
         stream = streams.get(name)
@@ -386,7 +387,8 @@ def import_files(specs: list[Spec], server: ServerInfo) -> list[ExportedFile]:
         ref = ResourceRef("Stream", name)
         if stream is not None:
             ref = stream.ref
-            stream_config = desired_config(stream, server)
+            if name in consumers:
+                stream_config = _stream_config(stream, server, configs)
             docs.append(_imported_stream(stream, server, heads))
             if stream.external:
                 docs[-1]["external"] = True
@@ -414,12 +416,27 @@ def import_files(specs: list[Spec], server: ServerInfo) -> list[ExportedFile]:
     return files
 
 
+def _stream_config(
+    stream: Spec, server: ServerInfo, configs: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """The desired config of a stream with consumers, for what they inherit from it
+    (:func:`~reconciler.model.normalize.inherited`: its consumer limits, which its name,
+    subjects and description do not decide): worked out once per shape."""
+    key = _declared_shape(stream.kind, stream.name, stream.config, {})
+    known = configs.get(key) if key is not None else None
+    if known is None:
+        known = desired_config(stream, server)
+        if key is not None:
+            configs[key] = known
+    return known
+
+
 def _imported_stream(
     stream: Spec, server: ServerInfo, heads: dict[str, dict[str, Any]]
 ) -> dict[str, Any]:
     """A stream's (or bucket's) imported document, worked out once per shape as
     :func:`export_state` does for live streams (:func:`_declared_shape`)."""
-    own = {"name": stream.name, "subjects": stream.config.get("subjects")}
+    own = {f: stream.config.get(f) for f in _IMPORT_NAME_FIELDS[stream.kind]}
     own.update(_verbatim(stream.kind, stream.config))
     key = _declared_shape(stream.kind, stream.name, stream.config, {})
     head = heads.get(key) if key is not None else None
@@ -433,23 +450,40 @@ def _imported_stream(
     return head
 
 
+#: The fields of a declared stream or bucket that its name decides, and nothing else:
+#: a stream's ``NAME_FIELDS``; a bucket's ``name``, which decides its stream's name and
+#: subjects and, without mirror or sources, nothing else of it
+#: (``model.buckets.kv_stream_config``, ``object_stream_config``).
+_IMPORT_NAME_FIELDS: Mapping[str, tuple[str, ...]] = {
+    **NAME_FIELDS,
+    "KeyValue": ("name",),
+    "ObjectStore": ("name",),
+}
+#: What a bucket's name decides more of when it is set: its sources' subject transforms.
+_BUCKET_ORIGINS = ("mirror", "sources")
+
+
 def _declared_shape(
     kind: Kind, name: str, config: Mapping[str, Any], limits: Mapping[str, Any]
 ) -> str | None:
-    """A declared config less its name fields (``NAME_FIELDS``), with what a consumer
-    inherits from its stream: resources of one kind with the same shape import as the same
-    document but for those fields (:func:`_shape`, :func:`_stream_shape`: desired_config
-    gives a consumer's name fields its name whatever the config says, a stream's name its
-    name, and reads nothing else of them), so :func:`minimal` runs once per shape. The
-    key keeps the fields' order (the document's order) and tells apart what JSON would
-    not (``repr``: 1, 1.0, True, NaN and None differ). None: a bucket, whose name decides
-    more of its stream; a stream whose subjects are not its own."""
+    """A declared config less its name fields (:data:`_IMPORT_NAME_FIELDS`), with what a
+    consumer inherits from its stream: resources of one kind with the same shape import
+    as the same document but for those fields (:func:`_shape`, :func:`_stream_shape`:
+    desired_config gives a consumer's name fields its name whatever the config says, a
+    stream's name its name, a bucket's name its stream's name and subjects, and reads
+    nothing else of them), so :func:`minimal` runs once per shape. The key keeps the
+    fields' order (the document's order) and tells apart what JSON would not (``repr``:
+    1, 1.0, True, NaN and None differ). None: a stream whose subjects are not its own; a
+    bucket with a mirror or sources (its name decides their subject transforms)."""
     if kind == "Stream":
         subjects = config.get("subjects")
         if config.get("name") != name or not subjects or subjects == [name]:
             return None
+    elif kind in ("KeyValue", "ObjectStore"):
+        if config.get("name") != name or any(k in config for k in _BUCKET_ORIGINS):
+            return None
     elif kind != "Consumer":
         return None
-    fields = (*NAME_FIELDS[kind], *_verbatim(kind, config))
+    fields = (*_IMPORT_NAME_FIELDS[kind], *_verbatim(kind, config))
     rest = [(k, v) if k not in fields else (k,) for k, v in config.items()]
-    return repr((rest, sorted(limits.items())))
+    return repr((kind, rest, sorted(limits.items())))

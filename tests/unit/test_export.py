@@ -279,6 +279,74 @@ def test_imported_resources_sharing_a_shape_import_as_each_would_alone(
             assert [(d, list(d)) for d in got] == [(d, list(d)) for d in docs]
 
 
+_BUCKET_FIELDS: dict[str, Any] = {
+    "description": st.sampled_from(["", "a bucket", "KV_B0A"]),
+    "ttl": st.sampled_from([0, "1h", "2m", 3_600_000_000_000]),
+    "max_bytes": st.sampled_from([-1, 0, "1MiB", 4096]),
+    "storage": st.sampled_from(["file", "memory"]),
+    "replicas": st.sampled_from([1, 3]),
+    "compression": st.booleans(),
+    "metadata": st.sampled_from([{}, {"team": "x"}]),
+    "placement": st.sampled_from([{"cluster": "c1"}, {"tags": ["a"]}]),
+    "allow_direct": st.booleans(),
+    "discard": st.sampled_from(["old", "new"]),
+    "lifecycle": st.just({"prevent_destroy": True}),
+}
+_KV_FIELDS: dict[str, Any] = {
+    **_BUCKET_FIELDS,
+    "allow_msg_ttl": st.booleans(),
+    "deny_delete": st.booleans(),
+    "history": st.sampled_from([1, 5, 64]),
+    "max_value_size": st.sampled_from([-1, 1024]),
+    "republish": st.sampled_from([{"dest": "copy.>"}, {"src": "$KV.>", "dest": "c.>"}]),
+}
+
+
+@st.composite
+def bucket_document(draw: st.DrawFn) -> dict[str, Any]:
+    kind = draw(st.sampled_from(["KeyValue", "ObjectStore"]))
+    fields = _KV_FIELDS if kind == "KeyValue" else _BUCKET_FIELDS
+    return {"kind": kind, **draw(st.fixed_dictionaries({}, optional=fields))}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(bucket_document(), min_size=1, max_size=3), st.sampled_from(SERVERS))
+def test_imported_buckets_sharing_a_shape_import_as_each_would_alone(
+    buckets: list[dict[str, Any]], server: ServerInfo
+) -> None:
+    """import_files works a bucket's document out once per shape (its declared config
+    less its name, which decides only its stream's name and subjects): every document
+    must be what working it out alone gives, key order included, and a copy of no other.
+    Each random bucket comes under three names (one shape) and, a KeyValue bucket, with
+    a mirror and with sources of its own (whose subject transforms its name decides)."""
+    documents: list[dict[str, Any]] = []
+    for i, bucket in enumerate(buckets):
+        for copy in ("a", "b", "c"):
+            documents.append({**bucket, "name": f"b{i}{copy}"})
+        if bucket["kind"] == "KeyValue":
+            documents.append({**bucket, "name": f"m{i}", "mirror": {"name": "origin"}})
+            for copy in ("x", "y"):
+                sources = [{"name": f"s{i}{copy}"}, {"name": "other", "domain": "hub"}]
+                documents.append({**bucket, "name": f"s{i}{copy}", "sources": sources})
+    specs = _wire(documents)
+    imported = {f.name: f.documents for f in import_files(specs, server)}
+    assert len(imported) == len(specs)
+    prefix = {"KeyValue": "kv", "ObjectStore": "objectstore"}
+    for spec in specs:
+        body = minimal(spec.kind, spec.name, spec.config, server)
+        alone = {"kind": spec.kind, **to_human(spec.kind, body)}
+        (got,) = imported[f"{prefix[spec.kind]}-{spec.name}.yaml"]
+        assert (got, list(got)) == (alone, list(alone))
+    # Documents of one shape are copies: changing one file's changes no other's.
+    (first,) = imported[f"{prefix[specs[0].kind]}-b0a.yaml"]
+    first.setdefault("metadata", {})["team"] = "changed"
+    first.setdefault("placement", {})["tags"] = ["changed"]
+    for name in ("b0b", "b0c"):
+        (got,) = imported[f"{prefix[specs[0].kind]}-{name}.yaml"]
+        assert got.get("metadata", {}).get("team") != "changed"
+        assert got.get("placement", {}).get("tags") != ["changed"]
+
+
 _JSON = st.recursive(
     st.none()
     | st.booleans()
