@@ -102,6 +102,8 @@ def read_text(path: Path) -> str:
 
 #: What matters to the block cutter in code and in a quoted string.
 _IN_CODE = re.compile(r'"|[{}()\[\]]|#|//|/\*|<<-?([A-Za-z_][A-Za-z0-9_-]*)[ \t]*\r?\n|\n')
+#: The same but a line's end, which matters only after a top-level block has closed.
+_IN_CODE_INSIDE = re.compile(_IN_CODE.pattern.removesuffix("|\\n"))
 _IN_STRING = re.compile(r'\\.|\$\$\{|%%\{|\$\{|%\{|"|\n', re.DOTALL)
 _CLOSES = {"}": "{T", "]": "[", ")": "("}
 
@@ -116,7 +118,8 @@ def blocks(text: str) -> list[tuple[int, str]]:
     cut, line, position, closed = 0, 1, 0, False
     while True:
         in_string = bool(stack) and stack[-1] == '"'
-        match = (_IN_STRING if in_string else _IN_CODE).search(text, position)
+        pattern = _IN_STRING if in_string else _IN_CODE if closed and not stack else _IN_CODE_INSIDE
+        match = pattern.search(text, position)
         if match is None:
             break
         token, position = match.group(), match.end()

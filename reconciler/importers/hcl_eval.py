@@ -127,10 +127,20 @@ def arithmetic(expression: str) -> int | None:
     text = expression.strip()
     if len(text) > MAX_EXPRESSION:
         raise Unreadable(f"an expression longer than {MAX_EXPRESSION} characters is not evaluated")
+    if _NUMBER.search(text) is None:
+        return None  # no number in it (``jetstream_stream.S1.id``): never worth parsing
     try:
         return _evaluated(text)
     except (RecursionError, MemoryError):  # never remembered: they say nothing of the text
         return None
+
+
+#: Where a number can start in Python's reading of a text: a digit that no letter, digit
+#: or ``_`` comes before (those digits belong to a name: ``S1``). A text without one holds
+#: no number, so :func:`_evaluated` gives None for it (none of its values or errors come
+#: but from numbers); each resource's references (``jetstream_stream.S1.id``) were
+#: parsed by Python's parser one by one, more than its cache holds.
+_NUMBER = re.compile(r"(?<!\w)\d")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -221,6 +231,8 @@ class Module:
             return in_range(raw)
         if not isinstance(raw, str):
             return raw
+        if "${" not in raw and "%{" not in raw and "<<" not in raw:
+            return raw  # no interpolation, directive nor heredoc: what _template gives
         match = EXPRESSION.match(raw)
         try:
             if match is not None and not _INTERPOLATION.search(match.group(1)):

@@ -607,6 +607,22 @@ _SPEC_FIELD: Mapping[str, Mapping[str, str]] = {
 }
 
 
+#: The attributes of :data:`_SPEC_FIELD` in its order, by resource type.
+_SPEC_ORDER: Mapping[str, Mapping[str, int]] = {
+    kind: {attr: index for index, attr in enumerate(fields)} for kind, fields in _SPEC_FIELD.items()
+}
+
+
+def _spec_locations(resource: Resource) -> dict[str, Location]:
+    """Where each spec field of ``resource`` was written: the location of the attribute
+    it comes from (:data:`_SPEC_FIELD`), in that table's order (one pass over the few
+    attributes the resource sets, not over the table)."""
+    order = _SPEC_ORDER.get(resource.type, {})
+    fields = _SPEC_FIELD.get(resource.type, {})
+    written = sorted((order[attr], attr) for attr in resource.where if attr in order)
+    return {fields[attr]: resource.where[attr] for _, attr in written}
+
+
 def _entry(attrs: Mapping[str, Any], unknown: Callable[[str], None]) -> dict[str, Any]:
     """A ``jetstream_kv_entry``: the provider puts ``value`` as the key's bytes."""
     for attr in attrs:
@@ -658,11 +674,7 @@ def documents(
         if resource.type == "jetstream_consumer":
             stream_id = str(attrs.get("stream_id") or "")
             body["stream"] = stream_id.removeprefix(STREAM_ID_PREFIX)
-        locations = {
-            spec_field: resource.at(attr)
-            for attr, spec_field in _SPEC_FIELD.get(resource.type, {}).items()
-            if attr in resource.where
-        }
+        locations = _spec_locations(resource)
         out.append(Document(body=body, source=resource.source, locations=locations))
     return out
 
