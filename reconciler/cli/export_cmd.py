@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -35,15 +37,46 @@ def write_file(folder: Path, name: str, text: str) -> None:
     ``name``: a rename replaces the directory entry itself, so an existing symlink is
     replaced, never written through (nothing outside the folder is touched).
     """
+    directory = os.open(folder, _FOLDER)
+    try:
+        _write_in(directory, name, text)
+    finally:
+        os.close(directory)
+
+
+#: A folder to name files in (O_PATH: searching it is all that is asked, as a path is).
+_FOLDER = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
+#: A new file only: never an existing file, nor through a link (O_EXCL follows none).
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _write_in(directory: int, name: str, text: str) -> None:
+    """:func:`write_file` in the folder open as ``directory``: each name is looked up in
+    it, not walked from a path again (20,000 files of an import spent more in
+    ``tempfile.mkstemp``'s and the text file's Python than in the kernel)."""
     if Path(name).name != name or name in ("", ".", ".."):
         raise ReconcileError(f"refusing to write {name!r}: not a plain file name")
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".export-", suffix=".tmp")
+    data = text.encode("utf-8")
+    for _ in range(tempfile.TMP_MAX):
+        temporary = f".export-{os.urandom(6).hex()}.tmp"
+        try:
+            handle = os.open(temporary, _NEW_FILE, 0o600, dir_fd=directory)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError(errno.EEXIST, "no usable temporary file name found")
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temporary, folder / name)
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(handle, data[written:])
+        finally:
+            os.close(handle)
+        os.replace(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
     except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            os.unlink(temporary, dir_fd=directory)
         raise
 
 
@@ -107,11 +140,18 @@ def write_files(files: list[ExportedFile], out: Path | None, *, command: str) ->
     except OSError as err:
         raise ReconcileError(f"{out}: cannot create the folder: {err.strerror}") from None
     written: set[str] = set()
-    for name, text in file_texts(files, command=command):
-        try:
-            write_file(out, name, text)
-        except OSError as err:
-            raise ReconcileError(f"{out / name}: {err.strerror}") from None
-        written.add(name)
+    try:
+        directory = os.open(out, _FOLDER)
+    except OSError as err:
+        raise ReconcileError(f"{out}: cannot open the folder: {err.strerror}") from None
+    try:
+        for name, text in file_texts(files, command=command):
+            try:
+                _write_in(directory, name, text)
+            except OSError as err:
+                raise ReconcileError(f"{out / name}: {err.strerror}") from None
+            written.add(name)
+    finally:
+        os.close(directory)
     notice(f"{command}ed {len(written)} file(s) to {out}")
     return 0
