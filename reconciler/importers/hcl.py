@@ -233,6 +233,11 @@ _DECIMAL = re.compile(rb"\d+\.\d+")
 _EXPONENT_FORM = re.compile(rb"\d+(?:\.\d+)?[eE][+-]?\d+")
 #: Python reads no integer of more digits from text.
 _MAX_DIGITS = 4300
+#: An expression whose text alone says its value, as the tree under it gives it (a
+#: literal: a number of at most 18 digits, a quoted string with no escape, template,
+#: line break or control character, ``true``, ``false``, ``null``): read from the text,
+#: not node by node (most of a repository's values are such).
+_PLAIN = re.compile(rb'(\d{1,18})|"([^"\\$%\x00-\x1f\x7f]*)"|(true|false|null)')
 #: The nodes that make one level of nesting: a bracket, an operator.
 _LEVELS = frozenset({"expression", "operation"})
 #: What a quoted string holds besides its literal text (kept as written).
@@ -298,7 +303,10 @@ class _Reader:
         """A block's arguments and nested blocks (lists of bodies), and their lines."""
         values: dict[str, Any] = {}
         lines: dict[str, int] = {}
-        body = next((c for c in block.named_children if c.type == "body"), None)
+        named = block.named_children
+        body = named[-2] if len(named) > 1 and named[-2].type == "body" else None
+        if body is None:  # where it usually is (before the closing brace), else looked for
+            body = next((c for c in named if c.type == "body"), None)
         for node in body.named_children if body is not None else ():
             if node.type not in ("attribute", "block"):
                 continue
@@ -323,8 +331,17 @@ class _Reader:
     def _value(self, node: Node, depth: int) -> Any:
         """The value of an expression: a literal, a list, an object, a quoted string; for
         anything else its source text as ``"${...}"``."""
-        if depth == 0 and node.end_byte - node.start_byte > MAX_NESTING:
+        start, end = node.start_byte, node.end_byte
+        if depth == 0 and end - start > MAX_NESTING:
             self._nesting(node)
+        plain = _PLAIN.fullmatch(self.source, start, end)
+        if plain is not None and node.type == "expression":
+            number, string, word = plain.groups()
+            if number is not None:
+                return int(number)
+            if string is not None:
+                return string.decode("utf-8")
+            return None if word == b"null" else word == b"true"
         parts = [c for c in node.named_children if c.type != "comment"]
         if len(parts) == 1 and node.type == "expression":
             inner = parts[0]

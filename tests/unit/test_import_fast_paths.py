@@ -5,6 +5,7 @@ string with nothing to interpolate, the spec fields' locations."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -171,3 +172,74 @@ def test_spec_fields_are_located_in_the_mapping_s_order() -> None:
         resource = terraform.Resource(kind, "x", {}, Location("main.tf", 1), half)
         slow = {f: resource.at(a) for a, f in table.items() if a in resource.where}
         assert list(terraform._spec_locations(resource).items()) == list(slow.items())
+
+
+#: Attribute values whose text a reader could misjudge: literals the fast path reads from
+#: the text, and near misses it must leave to the tree (escapes, templates, a sign, too
+#: many digits, a comment inside, a string across lines).
+_VALUES = st.sampled_from(
+    [
+        "0",
+        "007",
+        "123456789012345678",
+        "1234567890123456789",
+        "1e3",
+        "2.5",
+        "-5",
+        "- 5",
+        "true",
+        "false",
+        "null",
+        "truex",
+        '""',
+        '"plain text"',
+        '"a $ sign"',
+        '"100%"',
+        '"${var.x}"',
+        '"$${x}"',
+        '"%{ if true }y%{ endif }"',
+        '"tab\\tescaped"',
+        '"quote \\" inside"',
+        '"é ünï"',
+        '"\\u00e9"',
+        '[1, "a", true, null]',
+        '{ a = "b", "c" = 1 }',
+        "( 5 )",
+        "/* c */ 5",
+        "5 # trailing",
+        "jetstream_stream.S1.id",
+        "60 * 60",
+    ]
+)
+_BETWEEN = st.sampled_from(["", "  # a comment\n", "\n", "  /* block */\n", "  // line\n"])
+
+
+@st.composite
+def _block(draw: st.DrawFn) -> str:
+    keys = draw(st.lists(st.sampled_from(["a", "b", "c", "d"]), max_size=4, unique=True))
+    lines = "".join(f"{draw(_BETWEEN)}  {key} = {draw(_VALUES)}\n" for key in keys)
+    nested = "  inner {\n    x = " + draw(_VALUES) + "\n  }\n" if draw(st.booleans()) else ""
+    return f'resource "t" "r" {{{draw(_BETWEEN).rstrip()}\n{lines}{nested}{draw(_BETWEEN)}}}\n'
+
+
+def _read(text: str) -> Any:
+    try:
+        return ("blocks", hcl.parse(text, 1, "main.tf"))
+    except Exception as err:
+        return ("refused", type(err).__name__, str(err))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_block())
+def test_values_read_from_their_text_are_what_the_tree_gives(text: str) -> None:
+    """hcl reads a literal (a short number, a string with no escape or template, true,
+    false, null) from its text, and finds a block's body where it usually stands: the
+    same blocks, values, lines and refusals as walking the tree for each."""
+    fast = _read(text)
+    plain = hcl._PLAIN
+    try:
+        hcl._PLAIN = re.compile(rb"(?!)(x)?(y)?(z)?")  # never: every value from the tree
+        slow = _read(text)
+    finally:
+        hcl._PLAIN = plain
+    assert fast == slow
