@@ -311,8 +311,8 @@ class Module:
             value = raw() if callable(raw) else self.value(raw)
         finally:
             self._active.pop()
-        if _size(value, {}) > MAX_VALUE:
-            raise Unreadable(f"{reference}: {_TOO_LONG}")
+        if isinstance(value, (str, list, dict)) and _size(value, {}) > MAX_VALUE:
+            raise Unreadable(f"{reference}: {_TOO_LONG}")  # (anything else is 1)
         self._done[reference] = value
         return value
 

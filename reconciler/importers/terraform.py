@@ -192,8 +192,9 @@ def read_module(
             elif block.kind.startswith("jetstream_"):
                 attrs = {k: v for k, v in block.body.items() if k[:2] != "__" and k not in META}
                 where = {a: Location(name, n) for a, n in block.lines.items()}
-                resource = Resource(block.kind, block.label, attrs, Location(name, block.line))
-                resource.where.update(where)
+                resource = Resource(
+                    block.kind, block.label, attrs, Location(name, block.line), where
+                )
                 for meta in sorted(UNMAPPED_META.keys() & block.body.keys()):
                     message = f"{block.kind}.{block.label}: {UNMAPPED_META[meta]}, not imported"
                     warnings.append(Problem(resource.at(meta), meta, message, warning=True))
@@ -290,13 +291,14 @@ def _one_instance(
 def _resolve(resource: Resource, module: hcl_eval.Module, problems: list[Problem]) -> None:
     """Replace each attribute by its value; report those that cannot be known."""
     for attr in list(resource.attrs):
-        what = f"{resource.type}.{resource.label}.{attr}"
         try:
             resource.attrs[attr] = module.attribute(resource.type, resource.label, attr)
         except hcl_eval.Unreadable as err:
+            what = f"{resource.type}.{resource.label}.{attr}"
             problems.append(Problem(resource.at(attr), attr, f"{what}: {err}"))
             del resource.attrs[attr]
         except hcl_eval.Unresolved as err:
+            what = f"{resource.type}.{resource.label}.{attr}"
             because = f": {err.why}" if err.why else ""
             message = (
                 f"{what}: the expression {brief(err.expression)} is not resolved{because} "
