@@ -58,6 +58,15 @@ def import_(
     hold. `reconcile plan` on the result then adopts the resources already on a server
     (it adds the marker) and changes nothing else.
     """
+    from reconciler.importers import bulk_collection
+
+    with bulk_collection():
+        return _import(paths, source, out, strict, project_file)
+
+
+def _import(
+    paths: tuple[Path, ...], source: str, out: Path | None, strict: bool, project_file: Path | None
+) -> int:
     from reconciler.console import shown
     from reconciler.importers import read
     from reconciler.model.defaults import newest_server
