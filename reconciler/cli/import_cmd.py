@@ -58,9 +58,11 @@ def import_(
     hold. `reconcile plan` on the result then adopts the resources already on a server
     (it adds the marker) and changes nothing else.
     """
-    from reconciler.importers import bulk_collection
+    from reconciler.execution.stages import fewer_collections
 
-    with bulk_collection():
+    # Nearly all an import allocates lives to its end: the collector's passes over it
+    # were 13% of an import of 30,000 resources (perf record; the peak RSS is the same).
+    with fewer_collections():
         return _import(paths, source, out, strict, project_file)
 
 

@@ -18,10 +18,8 @@ imports it: only the ``import`` command does (an import-linter contract keeps it
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import importlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,21 +63,3 @@ def importer(name: str) -> Importer:
 def read(name: str, paths: Sequence[Path], *, strict: bool = False) -> ImportResult:
     """The files at ``paths`` read by the importer registered as ``name``."""
     return importer(name)(list(paths), strict=strict)
-
-
-#: The cyclic collector's thresholds while an import runs (Python's are 700, 10, 10).
-BULK_GC_THRESHOLD = (50_000, 20, 100)
-
-
-@contextlib.contextmanager
-def bulk_collection() -> Iterator[None]:
-    """The cyclic garbage collector run less often while an import reads, validates and
-    writes out its files: nearly everything it allocates lives until the end, and its
-    young-generation passes over those objects were an eighth of the CPU of an import
-    of 30,000 resources (cycles are still collected: the peak RSS stays the same)."""
-    before = gc.get_threshold()
-    gc.set_threshold(*BULK_GC_THRESHOLD)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)

@@ -1,5 +1,5 @@
-"""``reconcile import`` runs with the cyclic garbage collector's thresholds raised
-(importers.bulk_collection) and puts them back after, on success and on error."""
+"""``reconcile import`` runs without the cyclic garbage collector (the runs' rule,
+``stages.fewer_collections``) and switches it back on after, on success and on error."""
 
 from __future__ import annotations
 
@@ -21,18 +21,18 @@ def test_an_import_collects_less_often_and_restores_the_collector(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str
 ) -> None:
     (tmp_path / "main.tf").write_text(text, encoding="utf-8")
-    seen: list[tuple[int, ...]] = []
+    seen: list[bool] = []
     read = importers.read
 
     def recording(name: str, paths: Any, *, strict: bool = False) -> Any:
-        seen.append(gc.get_threshold())
+        seen.append(gc.isenabled())
         return read(name, paths, strict=strict)
 
     monkeypatch.setattr(importers, "read", recording)
-    before = gc.get_threshold()
+    assert gc.isenabled()
     arguments = ["--from", "terraform", str(tmp_path / "main.tf"), "--out", str(tmp_path / "o")]
     done = CliRunner().invoke(import_, arguments, standalone_mode=False)
-    assert seen == [importers.BULK_GC_THRESHOLD]
-    assert gc.get_threshold() == before
+    assert seen == [False]
+    assert gc.isenabled()
     assert (done.exception is None) == (text == TF)
     assert (tmp_path / "o" / "stream-S.yaml").exists() == (text == TF)
