@@ -62,19 +62,34 @@ def live_row(record: SnapshotRecord, text: str | None = None) -> LiveRow:
     """
     server = server_info(record.server_version, record.api_level)
     text = config_text(record.config) if text is None else text
-    digest = hashlib.blake2b(
-        f"{record.kind}\0{server.version}\0{server.api_level}\0{text}".encode(), digest_size=16
-    ).digest()
-    if digest not in _readable:
-        try:
-            live_config(record.kind, record.config, server)
-        except (TypeError, ValueError, KeyError, AttributeError) as err:
-            raise BadRecord(f"config cannot be normalised: {err}") from None
-        if len(_readable) >= READABLE_MEMO:
-            _readable.clear()
-        _readable.add(digest)
+    readable(record.kind, record.config, server, text)
     managed = is_managed(record.config)
+    stream_name, consumer = placed(record.kind, record.stream, record.name)
     if record.kind == "Consumer":
-        return (record.stream, record.name, "Consumer", record.name, record.config, managed)
+        return (stream_name, consumer, "Consumer", record.name, record.config, managed)
     ref = ResourceRef.of_stream(record.name, record.config)
-    return (record.name, "", ref.kind, ref.name, record.config, managed)
+    return (stream_name, consumer, ref.kind, ref.name, record.config, managed)
+
+
+def placed(kind: str, stream: str, name: str) -> tuple[str, str]:
+    """``(stream_name, consumer)`` of a record: the stream it is or lives in, and the
+    consumer's name (``""`` for a stream)."""
+    return (stream, name) if kind == "Consumer" else (name, "")
+
+
+def readable(kind: str, config: Mapping[str, Any], server: ServerInfo, text: str) -> None:
+    """Refuse (:class:`BadRecord`) a config the engine cannot normalise on ``server``;
+    ``text`` is the config as :func:`config_text` writes it: a config found readable
+    once is remembered (by digest) and not normalised again."""
+    digest = hashlib.blake2b(
+        f"{kind}\0{server.version}\0{server.api_level}\0{text}".encode(), digest_size=16
+    ).digest()
+    if digest in _readable:
+        return
+    try:
+        live_config(kind, config, server)
+    except (TypeError, ValueError, KeyError, AttributeError) as err:
+        raise BadRecord(f"config cannot be normalised: {err}") from None
+    if len(_readable) >= READABLE_MEMO:
+        _readable.clear()
+    _readable.add(digest)

@@ -176,8 +176,9 @@ def _present_streams(
     rows = (
         good.where(F.col("consumer") == "")
         .join(F.broadcast(wanted), ["env", "stream_name"])
-        .select("env", "day", "stream_name")
+        .select("env", F.explode("days").alias("day"), "stream_name")
         .distinct()
+        .select("env", F.date_from_unix_date("day").alias("day"), "stream_name")
         .toLocalIterator()
     )
     return {(r["env"], r["day"], r["stream_name"]) for r in rows}
@@ -252,6 +253,8 @@ def _latest_streams(
         return live
     rows = (
         good.where(F.col("consumer") == "")
+        .select("env", F.explode("days").alias("day"), "stream_name")
+        .withColumn("day", F.date_from_unix_date("day"))
         .join(F.broadcast(spark.createDataFrame(last, "env string, day date")), ["env", "day"])
         .select("env", "stream_name")
         .distinct()

@@ -92,32 +92,33 @@ def declared_frame(spark: SparkSession, declared: Declared) -> DataFrame:
 
 
 def _collapsed(declared: DataFrame, live: DataFrame, partitions: int) -> DataFrame:
-    """Specs rows and live rows partitioned by stream group, each resource's records
-    collapsed by config (the aggregation needs no second shuffle: its keys include the
-    partitioning's), sorted so that each group arrives whole."""
+    """Specs rows and live rows partitioned by stream group, each resource's rows of one
+    config (one per unit of the read that saw it) merged into one (the aggregation needs
+    no second shuffle: its keys include the partitioning's), sorted so that each group
+    arrives whole."""
+    pair = "struct<days: int, captures: bigint>"
     specs = declared.select(
         "env", "stream_name", F.lit("").alias("consumer"),
         F.lit(None).cast("string").alias("config"), "specs",
-        F.lit(None).cast("date").alias("day"), F.lit(None).cast("timestamp").alias("captured_at"),
+        F.lit(None).cast(f"array<{pair}>").alias("seen"),
     )  # fmt: skip
     records = live.select(
-        "env", "stream_name", "consumer", F.col("live").alias("config"),
-        F.lit(None).cast("binary").alias("specs"), "day", "captured_at",
+        "env", "stream_name", "consumer", "config",
+        F.lit(None).cast("binary").alias("specs"), F.arrays_zip("days", "captures").alias("seen"),
     )  # fmt: skip
-    day = F.unix_date("day").alias("day")  # one list of pairs, split after: aligned
-    captured = F.unix_micros("captured_at").alias("captured")
 
-    def pairs(name: str) -> Any:
-        return F.transform("seen", lambda pair: pair.getField(name)).alias(name)
+    def pairs(name: str, alias: str) -> Any:
+        return F.transform("seen", lambda pair: pair.getField(name)).alias(alias)
 
     return (
         specs.unionByName(records)
         .repartition(partitions, *GROUP)
         .groupBy(*GROUP, "consumer", "config", "specs")
-        .agg(F.collect_list(F.struct(day, captured)).alias("seen"))
-        .select(*GROUP, "consumer", "config", "specs", pairs("day"), pairs("captured"))
+        .agg(F.flatten(F.collect_list("seen")).alias("seen"))
+        .select(*GROUP, "consumer", "config", "specs", pairs("days", "day"),
+                pairs("captures", "captured"))
         .sortWithinPartitions(*GROUP)
-    )
+    )  # fmt: skip
 
 
 def all_findings(

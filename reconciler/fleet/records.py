@@ -1,17 +1,22 @@
 """The live side: snapshot JSON Lines files read into a DataFrame.
 
-Every line is parsed, checked (``reconciler.planning.snapshot.parse_record``) and normalised
-(``reconciler.fleet.canonical.live_row``) in one Python pass over the lines, on the RDD
-(pandas is not needed). Malformed lines are not fatal: they become rows with an
-``error`` and are reported with their file and line while every other line is still
-processed (the job then exits 1: its result is incomplete). Blank lines are skipped.
+The driver plans the read (``reconciler.fleet.lines``: whole files grouped into units,
+big files cut into byte ranges); each unit is one Spark task whose Python worker opens
+its files itself and hands its rows to the JVM as Arrow record batches (``mapInArrow``
+over ``spark.range``: one unit per partition). Every line is parsed and checked there
+(``reconciler.planning.snapshot.parse_fields``, the checks of ``parse_record``), and its
+config found readable (``reconciler.fleet.canonical.readable``) once per resource, config
+and server. Malformed lines are not fatal: they become rows with an ``error`` and are
+reported with their file and line while every other line is still processed (the job
+then exits 1: its result is incomplete). Blank lines are skipped.
 
-Small files (the usual one-snapshot-per-env-and-day) are read whole, many per task
-(``wholeTextFiles``): a task per file would cost more than the file's lines, and line
-numbers come for free. Files above :data:`WHOLE_FILE_LIMIT` are split across tasks; each
-file is its own RDD (a partition never spans files), each partition reports its line
-count through an accumulator, and only bad lines carry (partition, index), which
-:meth:`LineIndex.locate` turns into ``FILE:LINE`` after the job ran.
+A unit's good records are collapsed before they leave the worker: one row per resource
+and config (``env, stream_name, consumer, config``) with the (day, capture) of each
+record, so a resource that looks the same on many days is written, shuffled and handed
+to the planning pass once (``reconciler.fleet.match`` merges the rows of one resource
+that several units saw). A whole file's bad lines carry their file and line; a cut
+file's carry (range, index within it), and each range reports its line count through an
+accumulator, which :meth:`LineIndex.locate` turns into ``FILE:LINE`` after the job ran.
 """
 
 from __future__ import annotations
@@ -19,83 +24,52 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
-from pyspark import RDD, Accumulator, AccumulatorParam, SparkContext
+from pyspark import Accumulator, AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    BooleanType,
-    DateType,
+    ArrayType,
     IntegerType,
     LongType,
     StringType,
     StructField,
     StructType,
-    TimestampType,
 )
 
 from reconciler.errors import ReconcileError
-from reconciler.fleet.canonical import config_text, live_row
+from reconciler.fleet.canonical import config_text, placed, readable, server_info
+from reconciler.fleet.lines import WHOLE_FILE_LIMIT, Piece, plan_units, range_lines, whole_lines
 from reconciler.locations import Location
-from reconciler.planning.snapshot import BadRecord, parse_record
+from reconciler.planning.snapshot import BadRecord, parse_fields
 
-#: Files up to this size are read whole, several per task; bigger ones are split.
-WHOLE_FILE_LIMIT = 64 * 1024 * 1024
-
-#: File names read from a snapshot folder (gzip is decompressed by Spark).
+#: File names read from a snapshot folder (gzip is decompressed).
 SNAPSHOT_SUFFIXES = (".jsonl", ".ndjson", ".json", ".jsonl.gz", ".ndjson.gz", ".json.gz")
 
+#: The read's rows: one per resource and config seen by one unit (good records), or one
+#: per bad line (``error`` set, the rest null but where the line is).
 LIVE_SCHEMA = StructType(
     [
         StructField("env", StringType()),
-        StructField("captured_at", TimestampType()),  # UTC
-        StructField("day", DateType()),  # the UTC day of captured_at
         StructField("stream_name", StringType()),  # the JetStream stream it is or lives in
         StructField("consumer", StringType()),  # "" for streams
-        StructField("kind", StringType()),  # undeclared kind: Stream | KeyValue | ... | Consumer
-        StructField("name", StringType()),  # undeclared name: KV_x is KeyValue x
-        StructField("live", StringType()),  # the config verbatim, JSON text
-        StructField("managed", BooleanType()),  # carries this tool's managed marker
-        StructField("server_version", StringType()),
-        StructField("api_level", IntegerType()),
-        StructField("bad_file", StringType()),  # bad lines of whole-read files
-        StructField("bad_partition", IntegerType()),  # bad lines of split files
-        StructField("bad_line", IntegerType()),  # line (whole files) or index in partition
+        StructField("config", StringType()),  # the config verbatim, compact JSON text
+        StructField("days", ArrayType(IntegerType(), False)),  # UTC days since the epoch
+        StructField("captures", ArrayType(LongType(), False)),  # µs since the epoch, aligned
+        StructField("bad_file", StringType()),  # bad lines of whole files
+        StructField("bad_range", IntegerType()),  # bad lines of cut files
+        StructField("bad_line", IntegerType()),  # line (whole files) or index in range
         StructField("error", StringType()),
     ]
 )
-
-
-#: What the Python read hands to the JVM: :data:`LIVE_SCHEMA` but for the capture as
-#: microseconds and the day as days since the epoch (UTC), made typed by Spark's own
-#: functions. A schema with a timestamp or date makes pyspark convert every row in Python
-#: (``StructType.toInternal``: a fifth of the read's Python time, measured on the
-#: benchmark's lines); with none, rows pass as they are.
-RAW_SCHEMA = StructType(
-    [
-        StructField(f.name, LongType(), f.nullable)
-        if f.name == "captured_at"
-        else StructField(f.name, IntegerType(), f.nullable)
-        if f.name == "day"
-        else f
-        for f in LIVE_SCHEMA.fields
-    ]
-)
+COLUMNS = LIVE_SCHEMA.fieldNames()
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MICROSECOND = timedelta(microseconds=1)
 DAY_MICROSECONDS = 86_400_000_000
-
-
-def typed(raw: DataFrame) -> DataFrame:
-    """Rows of :data:`RAW_SCHEMA` as rows of :data:`LIVE_SCHEMA`."""
-    columns = {
-        "captured_at": F.timestamp_micros("captured_at").alias("captured_at"),
-        "day": F.date_from_unix_date("day").alias("day"),
-    }
-    return raw.select(*(columns.get(name, F.col(name)) for name in LIVE_SCHEMA.fieldNames()))
+#: Rows per Arrow batch handed to the JVM.
+BATCH_ROWS = 8192
 
 
 class PerPartition(AccumulatorParam[dict[Any, Any]]):
@@ -114,16 +88,11 @@ class PerPartition(AccumulatorParam[dict[Any, Any]]):
 #: One env-day as counted: records, the latest capture (microseconds since the epoch),
 #: that capture's version and level.
 DayTally = tuple[int, int, str | None, int | None]
-#: What one partition of the read saw: its bad lines, and each (env, UTC day)'s tally
-#: (the day as days since the epoch).
+#: What one unit of the read saw: its bad lines, and each (env, UTC day)'s tally (the
+#: day as days since the epoch).
 PartTally = tuple[int, dict[tuple[str, int], DayTally]]
-#: The read's tallies, by (whole or split, partition index).
-Tallies = Accumulator[dict[tuple[str, int], PartTally]]
-#: Positions of the columns a tally reads, in a row of :data:`LIVE_SCHEMA`.
-_ENV, _CAPTURED, _DAY, _VERSION, _LEVEL, _ERROR = (
-    LIVE_SCHEMA.fieldNames().index(name)
-    for name in ("env", "captured_at", "day", "server_version", "api_level", "error")
-)
+#: The read's tallies, by unit.
+Tallies = Accumulator[dict[int, PartTally]]
 
 
 @dataclass
@@ -140,34 +109,71 @@ class EnvDay:
     problems: list[str] = field(default_factory=list)  # why this day was not compared
 
 
-class _Tally:
-    """Counts one partition's rows as they pass (worker side)."""
+def _rank(captured: int, version: str | None, level: int | None) -> tuple[int, str, int]:
+    """Which capture of an env-day is the latest: the later time; equal times, the larger
+    version, then level, so that the answer never depends on the order read."""
+    return captured, version or "", -1 if level is None else level
+
+
+class UnitRows:
+    """One unit's rows as its lines are read (worker side): good records collapsed by
+    resource and config, bad lines as they come, and the tally of each env-day."""
 
     def __init__(self) -> None:
-        self.bad = 0
-        self.days: dict[tuple[str, int], DayTally] = {}
+        #: (env, stream_name, consumer, config text) → its days, captures, and the
+        #: servers (version, level) its config was found readable on
+        self.seen: dict[tuple[str, str, str, str], tuple[list[int], list[int], list[Any]]] = {}
+        self.bad: list[tuple[Any, ...]] = []
+        self.counts: dict[tuple[str, int], int] = {}
+        self.latest: dict[tuple[str, int], tuple[int, str | None, int | None]] = {}
 
-    def count(self, row: tuple[Any, ...]) -> None:
-        if row[_ERROR] is not None:  # a bad line
-            self.bad += 1
-            return
-        key, one = (row[_ENV], row[_DAY]), (1, row[_CAPTURED], row[_VERSION], row[_LEVEL])
-        seen = self.days.get(key)
-        self.days[key] = one if seen is None else _merged(seen, one)
+    def add_line(self, line: str) -> None:
+        """One line, parsed and checked; raises :class:`BadRecord` (nothing is kept)."""
+        env, moment, kind, stream, name, config, version, level = parse_fields(line)
+        text = config_text(config)
+        key = (env, *placed(kind, stream, name), text)
+        found = self.seen.get(key)
+        if found is None or (version, level) not in found[2]:  # the same record on
+            readable(kind, config, server_info(version, level), text)  # another day: read
+            if found is None:
+                found = self.seen[key] = ([], [], [])
+            found[2].append((version, level))
+        captured = _micros(moment)
+        day = captured // DAY_MICROSECONDS
+        found[0].append(day)
+        found[1].append(captured)
+        on = (env, day)
+        self.counts[on] = self.counts.get(on, 0) + 1
+        before = self.latest.get(on)
+        if before is None or (
+            before != (captured, version, level)
+            and _rank(captured, version, level) > _rank(*before)
+        ):
+            self.latest[on] = (captured, version, level)
 
-    def part(self) -> PartTally:
-        return self.bad, self.days
+    def add_bad(
+        self, message: str, *, line: int, file: str | None = None, part: int | None = None
+    ) -> None:
+        self.bad.append((None,) * 6 + (file, part, line, message))
+
+    def rows(self) -> Iterator[tuple[Any, ...]]:
+        for (env, stream, consumer, text), (days, captures, _) in self.seen.items():
+            yield env, stream, consumer, text, days, captures, None, None, None, None
+        yield from self.bad
+
+    def tally(self) -> PartTally:
+        return len(self.bad), {on: (n, *self.latest[on]) for on, n in self.counts.items()}
+
+
+@lru_cache(maxsize=1024)
+def _micros(moment: datetime) -> int:
+    """Microseconds since the epoch of a UTC time (a snapshot's records share theirs)."""
+    return (moment - EPOCH) // MICROSECOND
 
 
 def _merged(one: DayTally, other: DayTally) -> DayTally:
-    """Two tallies of one env-day as one: the records added, the later capture kept
-    (equal times: the larger version, then level, so that the answer never depends on
-    the order the records were read in)."""
-
-    def rank(tally: DayTally) -> tuple[int, str, int]:
-        return tally[1], tally[2] or "", -1 if tally[3] is None else tally[3]
-
-    latest = other if rank(other) > rank(one) else one
+    """Two tallies of one env-day as one: the records added, the latest capture kept."""
+    latest = other if _rank(*other[1:]) > _rank(*one[1:]) else one
     return (one[0] + other[0], *latest[1:])
 
 
@@ -203,10 +209,10 @@ class BadLine:
 
 @dataclass
 class LineIndex:
-    """Turns (partition, index within partition) of a bad line of a split file into FILE:LINE;
+    """Turns (range, index within the range) of a bad line of a cut file into FILE:LINE;
     after the read ran, also says how many lines were bad and what each env-day held."""
 
-    files: list[tuple[str, int, int]]  # (file, first partition, partitions)
+    files: list[tuple[str, int, int]]  # (file, its first range, its ranges)
     counts: Accumulator[dict[int, int]] | None = field(default=None, repr=False)
     tallies: Tallies | None = field(default=None, repr=False)
 
@@ -236,11 +242,11 @@ class LineIndex:
     def _parts(self) -> list[PartTally]:
         return list(self.tallies.value.values()) if self.tallies is not None else []
 
-    def locate(self, partition: int, index: int) -> Location:
+    def locate(self, part: int, index: int) -> Location:
         lines: dict[int, int] = self.counts.value if self.counts is not None else {}
         for name, first, size in self.files:
-            if first <= partition < first + size:
-                before = sum(lines.get(p, 0) for p in range(first, partition))
+            if first <= part < first + size:
+                before = sum(lines.get(p, 0) for p in range(first, part))
                 return Location(name, before + index + 1)
         return Location("?", index + 1)
 
@@ -252,129 +258,79 @@ def read_snapshots(
     min_partitions: int | None = None,
     whole_file_limit: int = WHOLE_FILE_LIMIT,
 ) -> tuple[DataFrame, LineIndex]:
-    """Every line of ``files`` as a row of :data:`LIVE_SCHEMA` (bad lines carry ``error``).
+    """Every good record of ``files`` in a row of :data:`LIVE_SCHEMA` (collapsed by
+    resource and config within a unit), and a row per bad line (``error`` set).
 
-    Files up to ``whole_file_limit`` bytes are read whole, many per task (a task per small
-    file would cost more than its lines); bigger files are split across tasks.
+    Files up to ``whole_file_limit`` bytes are read whole, many per task (a task per
+    small file would cost more than its lines); bigger ones are cut into byte ranges
+    (at least ``min_partitions`` each), one task each.
     """
-    sc: SparkContext = spark.sparkContext
-    small = [f for f in files if f.stat().st_size <= whole_file_limit and "," not in str(f)]
-    large = [f for f in files if f not in set(small)]
-    parts = []
-    tallies = sc.accumulator({}, PerPartition())
-    if small:
-        size = sum(f.stat().st_size for f in small)
-        wanted = max(sc.defaultParallelism * 2, size // WHOLE_FILE_LIMIT, 1)
-        whole = sc.wholeTextFiles(",".join(str(f) for f in small), min_partitions or wanted)
-        parts.append(
-            whole.mapPartitionsWithIndex(lambda index, items: parse_files(index, items, tallies))
-        )
-    index = LineIndex([], tallies=tallies)
-    if large:
-        split, index = _read_split(sc, large, min_partitions, tallies)
-        parts.append(split)
-    rows = sc.union(parts) if len(parts) > 1 else parts[0]
-    return typed(spark.createDataFrame(rows, RAW_SCHEMA, verifySchema=False)), index
-
-
-def _read_split(
-    sc: SparkContext,
-    files: list[Path],
-    min_partitions: int | None,
-    tallies: Tallies,
-) -> tuple[RDD[tuple[Any, ...]], LineIndex]:
-    rdds = [sc.textFile(str(path), min_partitions) for path in files]
-    layout: list[tuple[str, int, int]] = []
-    first = 0
-    for path, rdd in zip(files, rdds, strict=True):
-        layout.append((str(path), first, rdd.getNumPartitions()))
-        first += rdd.getNumPartitions()
-    counts = sc.accumulator({}, PerPartition())
-    lines = sc.union(rdds) if len(rdds) > 1 else rdds[0]
-    rows = lines.mapPartitionsWithIndex(
-        lambda index, part: parse_partition(index, part, counts, tallies)
+    sc = spark.sparkContext
+    units, layout = plan_units(
+        files,
+        parallelism=sc.defaultParallelism,
+        min_partitions=min_partitions,
+        whole_file_limit=whole_file_limit,
     )
-    return rows, LineIndex(layout, counts, tallies)
+    tallies: Tallies = sc.accumulator({}, PerPartition())
+    counts: Accumulator[dict[int, int]] = sc.accumulator({}, PerPartition())
+
+    def read(batches: Iterable[Any]) -> Iterator[Any]:
+        return read_units(batches, units, counts, tallies)
+
+    ids = spark.range(len(units), numPartitions=max(len(units), 1))
+    return ids.mapInArrow(read, LIVE_SCHEMA), LineIndex(layout, counts, tallies)
 
 
-def parse_files(
-    index: int,
-    items: Iterable[tuple[str, str]],
-    tallies: Tallies,
-) -> Iterator[tuple[Any, ...]]:
-    """Worker side: the whole files of one partition, counted into ``tallies``."""
-    tally = _Tally()
-    for uri, text in items:
-        for row in parse_file(uri, text):
-            tally.count(row)
-            yield row
-    tallies.add({("whole", index): tally.part()})
-
-
-def parse_file(uri: str, text: str) -> Iterator[tuple[Any, ...]]:
-    """Worker side: every line of one whole file (bad lines carry file and line)."""
-    path = unquote(urlparse(uri).path) if uri.startswith("file:") else uri
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            yield record_row(line)
-        except BadRecord as err:
-            yield _bad_row(str(err), file=path, line=number)
-
-
-def parse_partition(
-    index: int,
-    lines: Iterable[str],
+def read_units(
+    batches: Iterable[Any],
+    units: list[list[Piece]],
     counts: Accumulator[dict[int, int]],
     tallies: Tallies,
-) -> Iterator[tuple[Any, ...]]:
-    """Worker side: every line of one partition of a split file."""
-    seen = 0
-    tally = _Tally()
-    for position, line in enumerate(lines):
-        seen = position + 1
-        if not line.strip():
+) -> Iterator[Any]:
+    """Worker side: the units whose numbers arrive in ``batches`` (Arrow record batches
+    of ``spark.range``), each read, counted into the accumulators and handed back as
+    Arrow record batches of :data:`LIVE_SCHEMA`."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(LIVE_SCHEMA)
+    for batch in batches:
+        for unit in batch.column(0).to_pylist():
+            rows = read_unit(units[unit], counts)
+            tallies.add({unit: rows.tally()})
+            found = list(rows.rows())
+            for first in range(0, len(found), BATCH_ROWS):
+                columns = zip(*found[first : first + BATCH_ROWS], strict=True)
+                yield pa.RecordBatch.from_arrays([list(c) for c in columns], schema=schema)
+
+
+def read_unit(pieces: list[Piece], counts: Accumulator[dict[int, int]] | None = None) -> UnitRows:
+    """Worker side: every line of one unit's pieces; a cut file's range reports its line
+    count (blank lines included) to ``counts``."""
+    rows = UnitRows()
+    for piece in pieces:
+        if piece.whole:
+            for number, line in enumerate(whole_lines(piece.path), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    rows.add_line(line)
+                except BadRecord as err:
+                    rows.add_bad(str(err), file=piece.path, line=number)
             continue
-        try:
-            row = record_row(line)
-        except BadRecord as err:
-            row = _bad_row(str(err), partition=index, line=position)
-        tally.count(row)
-        yield row
-    counts.add({index: seen})
-    tallies.add({("split", index): tally.part()})
-
-
-def record_row(line: str) -> tuple[Any, ...]:
-    """One good line as a row of :data:`RAW_SCHEMA`; raises :class:`BadRecord`."""
-    record = parse_record(line)
-    text = config_text(record.config)
-    stream_name, consumer, kind, name, _, managed = live_row(record, text)
-    captured = (record.captured_at - EPOCH) // MICROSECOND  # captured_at is in UTC
-    return (
-        record.env,
-        captured,
-        captured // DAY_MICROSECONDS,
-        stream_name,
-        consumer,
-        kind,
-        name,
-        text,
-        managed,
-        record.server_version,
-        record.api_level,
-        None,
-        None,
-        None,
-        None,
-    )
-
-
-def _bad_row(
-    message: str, *, line: int, file: str | None = None, partition: int | None = None
-) -> tuple[Any, ...]:
-    return (None,) * 11 + (file, partition, line, message)
+        seen = 0
+        for position, line in enumerate(range_lines(piece)):
+            seen = position + 1
+            if not line.strip():
+                continue
+            try:
+                rows.add_line(line)
+            except BadRecord as err:
+                rows.add_bad(str(err), part=piece.number, line=position)
+        if counts is not None:
+            counts.add({piece.number: seen})
+    return rows
 
 
 def bad_lines(
@@ -388,14 +344,14 @@ def bad_lines(
     total = index.bad_total()
     if total == 0:
         return [], 0
-    bad = frame.where("error IS NOT NULL").select("bad_file", "bad_partition", "bad_line", "error")
+    bad = frame.where("error IS NOT NULL").select("bad_file", "bad_range", "bad_line", "error")
     found: list[BadLine] = []
-    first = bad.orderBy("bad_file", "bad_partition", "bad_line").limit(limit)
+    first = bad.orderBy("bad_file", "bad_range", "bad_line").limit(limit)
     for row in first.toLocalIterator():  # bounded: at most ``limit`` rows
         if row["bad_file"] is not None:
             location = Location(str(row["bad_file"]), int(row["bad_line"]))
         else:
-            location = index.locate(int(row["bad_partition"]), int(row["bad_line"]))
+            location = index.locate(int(row["bad_range"]), int(row["bad_line"]))
         found.append(BadLine(location, str(row["error"])))
     found.sort(key=lambda b: b.location)
     return found, total

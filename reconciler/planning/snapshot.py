@@ -22,6 +22,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
+from functools import lru_cache
 from typing import Any, TextIO
 
 import orjson
@@ -83,8 +84,20 @@ def write_jsonl(records: Iterable[Mapping[str, Any]], out: TextIO) -> int:
     return count
 
 
+#: The fields of a record, checked, in :class:`SnapshotRecord`'s order: what
+#: :func:`parse_fields` returns for readers that make no object per line (the fleet job).
+Fields = tuple[str, datetime, str, str, str, dict[str, Any], str | None, int | None]
+_REQUIRED = ("env", "captured_at", "kind", "name", "config")
+_REQUIRED_SET = frozenset(_REQUIRED)
+
+
 def parse_record(line: str) -> SnapshotRecord:
     """Parse and check one JSON line; raises :class:`BadRecord` saying what is wrong."""
+    return SnapshotRecord(*parse_fields(line))
+
+
+def parse_fields(line: str) -> Fields:
+    """:func:`parse_record`'s fields as a tuple (the same checks, the same errors)."""
     try:
         body = orjson.loads(line)
     except orjson.JSONDecodeError:  # say why the standard way (which also reads what
@@ -94,15 +107,20 @@ def parse_record(line: str) -> SnapshotRecord:
             raise BadRecord(f"not valid JSON: {err.msg} (column {err.colno})") from None
     if not isinstance(body, dict):
         raise BadRecord(f"a record must be a JSON object, not {type(body).__name__}")
-    return record_from_json(body)
+    return record_fields(body)
 
 
 def record_from_json(body: Mapping[str, Any]) -> SnapshotRecord:
     """Check the shape of a decoded record (see ``schemas/snapshot.schema.json``)."""
-    missing = [k for k in ("env", "captured_at", "kind", "name", "config") if k not in body]
-    if missing:
+    return SnapshotRecord(*record_fields(body))
+
+
+def record_fields(body: Mapping[str, Any]) -> Fields:
+    """:func:`record_from_json`'s fields as a tuple."""
+    if not _REQUIRED_SET.issubset(body.keys()):
+        missing = [k for k in _REQUIRED if k not in body]
         raise BadRecord(f"missing field(s): {', '.join(missing)}")
-    env, kind, name = (_text(body, key) for key in ("env", "kind", "name"))
+    env, kind, name = _text(body, "env"), _text(body, "kind"), _text(body, "name")
     if kind not in RECORD_KINDS:
         raise BadRecord(
             f"unknown kind {kind!r} (expected Stream or Consumer; buckets are their streams)"
@@ -111,15 +129,15 @@ def record_from_json(body: Mapping[str, Any]) -> SnapshotRecord:
     config = body["config"]
     if not isinstance(config, dict):
         raise BadRecord("config must be a JSON object")
-    return SnapshotRecord(
-        env=env,
-        captured_at=_timestamp(body["captured_at"]),
-        kind=kind,
-        stream=stream,
-        name=name,
-        config=config,
-        server_version=_optional_version(body.get("server_version")),
-        api_level=_optional_level(body.get("api_level")),
+    return (
+        env,
+        _timestamp(body["captured_at"]),
+        kind,
+        stream,
+        name,
+        config,
+        _optional_version(body.get("server_version")),
+        _optional_level(body.get("api_level")),
     )
 
 
@@ -133,6 +151,12 @@ def _text(body: Mapping[str, Any], key: str) -> str:
 def _timestamp(value: Any) -> datetime:
     if not isinstance(value, str):
         raise BadRecord("captured_at must be an RFC 3339 timestamp string")
+    return _moment(value)
+
+
+@lru_cache(maxsize=1024)
+def _moment(value: str) -> datetime:
+    """A capture time in UTC (remembered: a snapshot's records share theirs)."""
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import io
 import json
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
 import jsonschema
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
+from reconciler.fleet import canonical
 from reconciler.fleet.canonical import live_row, newest_server, server_info
 from reconciler.model.state import LiveState, ServerInfo
 from reconciler.planning.snapshot import (
@@ -178,3 +182,83 @@ def test_a_config_is_normalised_once_per_server_yet_a_bad_one_is_always_refused(
     assert len(calls) == 4
     huge = {**ORDERS, "max_msgs": 2**70}  # beyond orjson: written the exact way
     assert json.loads(canonical.config_text(huge))["max_msgs"] == 2**70
+
+
+# The read keeps what each record says, collapsed: checked against the record-at-a-time
+# path (parse_record + live_row, as the read used them before it collapsed), on lines
+# made to be awkward: repeats, equal captures, offsets, servers, unreadable configs.
+STAMPS = ["2026-03-01T10:00:00Z", "2026-03-01T23:30:00-02:00", "2026-03-02T00:00:00+00:00",
+          "2026-03-01T10:00:00", "yesterday", 7]  # fmt: skip
+CONFIGS = [ORDERS, {**ORDERS, "max_age": 60 * 10**9}, KV, NEW, {**ORDERS, "max_age": "a week"},
+           {**ORDERS, "max_msgs": 2**70}, []]  # fmt: skip
+record_lines = st.lists(
+    st.one_of(
+        st.fixed_dictionaries(
+            {
+                "env": st.sampled_from(["eu", "us", "eu", ""]),
+                "captured_at": st.sampled_from(STAMPS),
+                "kind": st.sampled_from(["Stream", "Consumer", "Stream", "Queue"]),
+                "stream": st.sampled_from(["ORDERS", "KV_cfg"]),
+                "name": st.sampled_from(["ORDERS", "KV_cfg", "NEW"]),
+                "config": st.sampled_from(CONFIGS),
+            },
+            optional={
+                "server_version": st.sampled_from(["2.10.26", "2.12.3", "2.9.0", "v2", None]),
+                "api_level": st.sampled_from([0, 3, -1, None, True]),
+            },
+        ).map(json.dumps),
+        st.sampled_from(["{oops", "[1]", "", "  ", '{"env": "eu"}']),
+    ),
+    max_size=40,
+)
+
+
+def tied(level: int) -> str:
+    record = {"env": "eu", "captured_at": STAMPS[0], "kind": "Stream", "name": "ORDERS",
+              "config": ORDERS, "server_version": "2.12.3", "api_level": level}  # fmt: skip
+    return json.dumps(record)
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=record_lines)
+@example(lines=[tied(3), tied(0), tied(3)])  # one moment, two API levels: the larger
+@example(lines=[tied(0), tied(3)])
+def test_the_read_collapses_exactly_what_each_record_says(lines: list[str]) -> None:
+    from reconciler.fleet.records import DAY_MICROSECONDS, EPOCH, MICROSECOND, UnitRows
+
+    fast = UnitRows()
+    seen: dict[tuple[str, ...], list[tuple[int, int]]] = {}
+    bad, counts, latest = [], Counter[tuple[str, int]](), {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            fast.add_line(line)
+        except BadRecord as err:
+            fast.add_bad(str(err), file="f", line=number)
+        try:  # the record-at-a-time path
+            record = parse_record(line)
+            text = canonical.config_text(record.config)
+            stream_name, consumer, *_ = live_row(record, text)
+        except BadRecord as err:
+            bad.append((None,) * 6 + ("f", None, number, str(err)))
+            continue
+        captured = (record.captured_at - EPOCH) // MICROSECOND
+        day = captured // DAY_MICROSECONDS
+        seen.setdefault((record.env, stream_name, consumer, text), []).append((day, captured))
+        counts[(record.env, day)] += 1
+        rank = (
+            captured,
+            record.server_version or "",
+            record.api_level if record.api_level is not None else -1,
+        )
+        if (record.env, day) not in latest or rank > latest[(record.env, day)][0]:
+            latest[(record.env, day)] = (rank, (captured, record.server_version, record.api_level))
+    rows = list(fast.rows())
+    good = {tuple(r[:4]): list(zip(r[4], r[5], strict=True)) for r in rows if r[9] is None}
+    assert good == seen
+    assert [r for r in rows if r[9] is not None] == bad
+    assert fast.tally() == (
+        len(bad),
+        {on: (n, *latest[on][1]) for on, n in counts.items()},
+    )
