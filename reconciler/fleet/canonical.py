@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -39,6 +40,8 @@ def server_info(version: str | None, api_level: int | None) -> ServerInfo:
     return ServerInfo(version=version, api_level=api_level or 0)
 
 
+_LONG_NUMBER = re.compile(r"\d{19}")
+
 #: How many readable configs a worker remembers (digests: 16 bytes each).
 READABLE_MEMO = 200_000
 _readable: set[bytes] = set()
@@ -50,6 +53,21 @@ def config_text(config: Mapping[str, Any]) -> str:
         return orjson.dumps(config).decode()
     except orjson.JSONEncodeError:  # an integer beyond 64 bits: the slow, exact way
         return json.dumps(config, separators=(",", ":"))
+
+
+def config_from_text(text: str) -> dict[str, Any]:
+    """A config back from :func:`config_text`'s form: what ``json.loads`` gives, faster
+    (orjson), but the standard way where orjson would differ: a number of 19 digits or
+    more (orjson reads an integer beyond 64 bits as a float), NaN (orjson refuses it)."""
+    if _LONG_NUMBER.search(text) is None:
+        try:
+            config = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            config = json.loads(text)
+    else:
+        config = json.loads(text)
+    assert isinstance(config, dict)
+    return config
 
 
 def live_row(record: SnapshotRecord, text: str | None = None) -> LiveRow:

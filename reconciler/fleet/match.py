@@ -18,7 +18,6 @@ unpickled whole by every Python worker).
 
 from __future__ import annotations
 
-import json
 import pickle
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
@@ -30,7 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, LongType, StringType, StructField, StructType
 
-from reconciler.fleet.canonical import server_info
+from reconciler.fleet.canonical import config_from_text, server_info
 from reconciler.fleet.verdict import Finding, stream_findings
 from reconciler.model.state import ServerInfo
 from reconciler.planning.memo import Memo
@@ -263,8 +262,8 @@ def _group(
         name=name,
         declared=stream,
         consumers=consumers,
-        live=None if stream_config is None else json.loads(stream_config),
-        live_consumers={c: json.loads(text) for c, text in present.items() if c}
+        live=None if stream_config is None else config_from_text(stream_config),
+        live_consumers={c: config_from_text(text) for c, text in present.items() if c}
         if stream_config is not None
         else {},
     )
