@@ -6,7 +6,9 @@ paths, the job against the goal (issue #42: a million records in 30 s on ``local
 and the job as a ratio of a raw Spark read of the same files in the same session
 (``raw_read``: Spark's own JSON reader, the latest capture of each resource and day,
 written as Parquet; no Python), in interleaved turns, with their medians: on a shared
-machine the seconds move with the load, the ratio much less. No assertion. The data
+machine the seconds move with the load, the ratio much less. Each figure is printed with
+the CPU seconds beside it (this process, the JVM and its Python workers: steadier than
+seconds when other work shares the cores). No assertion. The data
 lands in ``bench/out/fleet`` and is reused by the next run with the same shape
 (``--regenerate`` to rebuild; ``--data`` keeps another shape elsewhere).
 
@@ -285,6 +287,36 @@ def raw_read(session: Any, out: Path) -> float:
     return time.perf_counter() - started
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and everything under it (the JVM, its Python workers),
+    in seconds: user and system, each process's own and its reaped children's."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, list[int]] = {}
+    times: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(entry))
+        times[int(entry)] = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    total, todo = 0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        total += times.get(pid, 0)
+        todo.extend(parents.get(pid, []))
+    return total / tick
+
+
+def timed(work: Any) -> tuple[float, float, Any]:
+    """(wall seconds, CPU seconds, result) of ``work()``."""
+    wall, cpu = time.perf_counter(), cpu_seconds()
+    result = work()
+    return time.perf_counter() - wall, cpu_seconds() - cpu, result
+
+
 def median(values: list[float]) -> float:
     ordered = sorted(values)
     middle = len(ordered) // 2
@@ -328,22 +360,27 @@ def main(argv: list[str]) -> None:
     started = time.perf_counter()
     session = spark_session(args.master)
     ready = time.perf_counter() - started
-    raws: list[float] = []
-    jobs: list[float] = []
+    raws: list[tuple[float, float]] = []
+    jobs: list[tuple[float, float]] = []
     for turn in range(args.turns):
-        raws.append(raw_read(session, args.data))
-        elapsed, summary = spark_job(session, args.data)
-        jobs.append(elapsed)
+        wall, cpu, _ = timed(lambda: raw_read(session, args.data))
+        raws.append((wall, cpu))
+        wall, cpu, summary = timed(lambda: spark_job(session, args.data)[1])
+        jobs.append((wall, cpu))
         print(
-            f"turn {turn + 1}: raw read {raws[-1]:.1f}s, job {elapsed:.1f}s "
-            f"({elapsed / raws[-1]:.2f}x the raw read)"
+            f"turn {turn + 1}: raw read {raws[-1][0]:.1f}s (CPU {raws[-1][1]:.1f}s), "
+            f"job {wall:.1f}s (CPU {cpu:.1f}s): {wall / raws[-1][0]:.2f}x the raw read "
+            f"(CPU {cpu / raws[-1][1]:.2f}x); load average {os.getloadavg()[0]:.1f}",
+            flush=True,
         )
     session.stop()
-    elapsed = median(jobs)
-    ratio = median([job / raw for job, raw in zip(jobs, raws, strict=True)])
+    elapsed = median([wall for wall, _ in jobs])
+    ratio = median([job[0] / raw[0] for job, raw in zip(jobs, raws, strict=True)])
+    cpu_ratio = median([job[1] / raw[1] for job, raw in zip(jobs, raws, strict=True)])
     print(
         f"spark {args.master}: session {ready:.1f}s; job {written:,} records in {elapsed:.1f}s "
-        f"= {written / elapsed:,.0f} records/s (median of {args.turns} turn(s))"
+        f"= {written / elapsed:,.0f} records/s, CPU {median([c for _, c in jobs]):.1f}s "
+        f"(median of {args.turns} turn(s))"
     )
     verdict = "met" if elapsed * 1_000_000 / written <= TARGET_SECONDS else "not met"
     print(
@@ -352,8 +389,9 @@ def main(argv: list[str]) -> None:
         f"RECONCILE_SPEC_CACHE {'set' if os.environ.get('RECONCILE_SPEC_CACHE') else 'unset'})"
     )
     print(
-        f"  job / raw Spark read of the same files: {ratio:.2f}x "
-        f"(median of {args.turns} interleaved turn(s); raw read median {median(raws):.1f}s)"
+        f"  job / raw Spark read of the same files: {ratio:.2f}x wall, {cpu_ratio:.2f}x CPU "
+        f"(medians of {args.turns} interleaved turn(s); raw read median "
+        f"{median([w for w, _ in raws]):.1f}s, CPU {median([c for _, c in raws]):.1f}s)"
     )
     totals = summary["totals"]
     print(
