@@ -2,7 +2,8 @@
 
 ::
 
-    snapshots ─ parse, check, tally env-days (Python, per partition) ─▶ OUT/_staging/live
+    snapshots ─ read, check, collapse by config, tally env-days (Python, per unit)
+        ─▶ OUT/_staging/live
     FLEET/<env>/ ─ load_specs, the plan's refusals per env and day (driver) ─┐
     live rows of every day, partitioned by (env, stream) ────────────────────┴─▶
         per-day groups planned by plan_stream (one Python pass, specs broadcast)
