@@ -158,6 +158,19 @@ def test_the_temporary_mirror_is_never_planned_or_exported(
     assert run(_streams(server)) == ["FAST"]
 
 
+def _backed_up(server_factory: Any, tmp_path: Path) -> tuple[NatsServer, NatsServer, Path, Any]:
+    """A source holding FAST (:func:`_memory_stream`) backed up by the CLI, an empty
+    target, the backup folder and its contents as the restore reads them."""
+    from reconciler.backup.manifest import read_contents
+
+    source, target = server_factory(), server_factory()
+    run(_memory_stream(source))
+    out = tmp_path / "backup"
+    done = reconcile("backup", "--all", "--out", str(out), "--server", source.url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return source, target, out, read_contents(out)
+
+
 def test_a_memory_restore_interrupted_midway_finishes_when_run_again(
     server_factory: Any, tmp_path: Path
 ) -> None:
@@ -165,17 +178,11 @@ def test_a_memory_restore_interrupted_midway_finishes_when_run_again(
     temporary name, the memory stream a mirror of it carrying the restore's marker, no
     consumers yet): the re-run finishes without flags and leaves no temporary stream."""
     from reconciler.backup.layout import chunks
-    from reconciler.backup.manifest import read_contents
     from reconciler.backup.memory import caught_up, restoring, temp_config
     from reconciler.backup.restore_checks import marker, with_marker
     from reconciler.jetstream.snapshots import restore_stream
 
-    source, target = server_factory(), server_factory()
-    run(_memory_stream(source))
-    out = tmp_path / "backup"
-    done = reconcile("backup", "--all", "--out", str(out), "--server", source.url, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    contents = read_contents(out)
+    source, target, out, contents = _backed_up(server_factory, tmp_path)
     (record,) = contents.streams
 
     async def half_done() -> None:
@@ -268,16 +275,10 @@ def test_a_stream_under_the_temporary_name_that_no_restore_of_this_backup_left_i
     the backup's sequences: without this backup's restore marker, or with the marker
     but other messages, it is someone's, never deleted, and the restore stops before it
     deletes the stream it would replace."""
-    from reconciler.backup.manifest import read_contents
     from reconciler.backup.memory import temp_config
     from reconciler.backup.restore_checks import marker, with_marker
 
-    source, target = server_factory(), server_factory()
-    run(_memory_stream(source))
-    out = tmp_path / "backup"
-    done = reconcile("backup", "--all", "--out", str(out), "--server", source.url, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    contents = read_contents(out)
+    _, target, out, contents = _backed_up(server_factory, tmp_path)
     (record,) = contents.streams
     temp = BACKUP_PREFIX + "FAST"
 

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import nats
 import pytest
 from cli_runner import reconcile
 from servers import NatsServer, run, unused_port
+from test_apply_json_lines import _published_and_counted
 
 from reconciler.errors import RefusalKind
 
@@ -65,16 +65,9 @@ def test_an_unreachable_server_is_a_json_error_without_its_password(tmp_path: Pa
         assert "s3cr3t-pw" not in done.stdout + done.stderr
 
 
-async def _publish(url: str, count: int) -> int:
-    nc = await nats.connect(url)
-    try:
-        js = nc.jetstream()
-        for i in range(count):
-            await js.publish("orders.new", f"o{i}".encode())
-        info = await nc.request("$JS.API.STREAM.INFO.ORDERS", b"", timeout=5)
-        return int(json.loads(info.data)["state"]["messages"])
-    finally:
-        await nc.close()
+def _publish(url: str, count: int) -> int:
+    """``count`` messages on orders.new, then ORDERS's count as a raw client reads it."""
+    return run(_published_and_counted(url, "ORDERS", "orders.new", count))
 
 
 def test_a_refused_apply_ends_its_json_lines_with_the_refusal_and_changes_nothing(
@@ -87,7 +80,7 @@ def test_a_refused_apply_ends_its_json_lines_with_the_refusal_and_changes_nothin
     server = ("--server", clean_server.url)
     made = reconcile("apply", str(specs), *server, "--yes", "--format", "json", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
-    assert run(_publish(clean_server.url, 5)) == 5
+    assert _publish(clean_server.url, 5) == 5
     spec.write_text(spec.read_text() + "storage: memory\n", encoding="utf-8")  # a replace
     refused = reconcile("apply", str(specs), *server, "--yes", "--format", "json", cwd=tmp_path)
     assert refused.returncode == 1, refused.stdout + refused.stderr
@@ -97,7 +90,7 @@ def test_a_refused_apply_ends_its_json_lines_with_the_refusal_and_changes_nothin
     jsonschema.validate(records[-1], SCHEMA)
     assert error["kind"] == "data_loss" and error["exit_code"] == 1
     assert any("ORDERS" in line for line in [error["message"], *error["details"]])
-    assert run(_publish(clean_server.url, 0)) == 5
+    assert _publish(clean_server.url, 0) == 5
 
     denied = reconcile("plan", str(specs), *server, "--format", "json", "--policy",
                        str(_deny(tmp_path)), cwd=tmp_path)  # fmt: skip
