@@ -105,26 +105,15 @@ def _wire(documents: list[dict[str, Any]]) -> list[Spec]:
     )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-@given(
-    st.lists(stream_document("S"), min_size=1, max_size=3),
-    st.lists(consumer_document("S"), min_size=1, max_size=2),
-    st.sampled_from(STREAM_EXTRAS),
-    st.sampled_from(SERVERS),
-)
-def test_streams_and_consumers_sharing_a_shape_export_as_each_would_alone(
-    streams: list[dict[str, Any]],
-    consumers: list[dict[str, Any]],
-    extra: dict[str, Any],
-    server: ServerInfo,
-) -> None:
-    """export_state works a stream's document out once per shape (its config less name
-    and subjects) and a consumer's once per shape and inherited limits, across streams:
-    every document must be exactly what working it out alone gives, in the same key
-    order (the same YAML text). Each random stream comes four times: twice with
-    subjects of its own (one shape), once listening on its own name (never shared), and
-    once without the extra settings (another shape; with other consumer limits, its
-    consumers are another shape too)."""
+def _shaped(
+    streams: list[dict[str, Any]], consumers: list[dict[str, Any]], extra: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Documents sharing shapes: each random stream four times, twice with subjects of
+    its own (one shape, each described in its own words), once listening on its own name
+    (never shared), and once without the extra settings (another shape; with other
+    consumer limits, its consumers are another shape too); under each, a consumer with
+    its limits set explicitly and every random consumer as twins, alike and each
+    filtering and described alone."""
     documents: list[dict[str, Any]] = []
     for i, stream in enumerate(streams):
         for copy in ("A", "B", "C", "D"):
@@ -150,7 +139,30 @@ def test_streams_and_consumers_sharing_a_shape_export_as_each_would_alone(
                 for twin in ("f", "g"):  # of one shape, each filtering and described alone
                     own = {"filter_subject": f"s{i}.{twin}", "description": f"about {twin}"}
                     documents.append({**shape, **own, "stream": name, "name": f"C{j}{twin}"})
-    specs = _wire(documents)
+    return documents
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.lists(stream_document("S"), min_size=1, max_size=3),
+    st.lists(consumer_document("S"), min_size=1, max_size=2),
+    st.sampled_from(STREAM_EXTRAS),
+    st.sampled_from(SERVERS),
+)
+def test_streams_and_consumers_sharing_a_shape_export_as_each_would_alone(
+    streams: list[dict[str, Any]],
+    consumers: list[dict[str, Any]],
+    extra: dict[str, Any],
+    server: ServerInfo,
+) -> None:
+    """export_state works a stream's document out once per shape (its config less name
+    and subjects) and a consumer's once per shape and inherited limits, across streams:
+    every document must be exactly what working it out alone gives, in the same key
+    order (the same YAML text). Each random stream comes four times: twice with
+    subjects of its own (one shape), once listening on its own name (never shared), and
+    once without the extra settings (another shape; with other consumer limits, its
+    consumers are another shape too)."""
+    specs = _wire(_shaped(streams, consumers, extra))
     live_streams = {s.name: desired_config(s, server) for s in specs if s.kind == "Stream"}
     live_consumers = {
         (s.stream_name, s.name): desired_config(
@@ -237,30 +249,7 @@ def test_imported_resources_sharing_a_shape_import_as_each_would_alone(
     less name and subjects) and a consumer's once per shape and inherited limits, as
     export does: every document must be what working it out alone gives, in the same key
     order (the same YAML text), and a copy of no other."""
-    documents: list[dict[str, Any]] = []
-    for i, stream in enumerate(streams):
-        for copy in ("A", "B", "C", "D"):
-            name = f"S{i}{copy}"
-            body = {**stream, "name": name, "subjects": [f"s{i}{copy.lower()}.>"]}
-            if copy != "D":
-                body.update(extra)
-            if copy in ("A", "B"):  # one shape, each described in its own words
-                body["description"] = f"the {copy} stream"
-            if copy == "C":
-                del body["subjects"]
-            documents.append(body)
-            explicit = {"ack_policy": "explicit", "inactive_threshold": "1h", "max_ack_pending": 7}
-            documents.append({"kind": "Consumer", **explicit, "stream": name, "name": "L"})
-            for j, consumer in enumerate(consumers):
-                shape = {k: v for k, v in consumer.items() if k != "filter_subject"}
-                if body.get("retention") == "workqueue":
-                    shape.pop("deliver_policy", None)
-                for twin in ("x", "y"):
-                    documents.append({**shape, "stream": name, "name": f"C{j}{twin}"})
-                for twin in ("f", "g"):  # of one shape, each filtering and described alone
-                    own = {"filter_subject": f"s{i}.{twin}", "description": f"about {twin}"}
-                    documents.append({**shape, **own, "stream": name, "name": f"C{j}{twin}"})
-    specs = _wire(documents)
+    specs = _wire(_shaped(streams, consumers, extra))
     imported = {f.name: f.documents for f in import_files(specs, server)}
     alone = _imported_alone(specs, server)
     assert len(imported) == len(alone)
