@@ -436,29 +436,21 @@ def show(label: str, samples: list[float], floor: float) -> None:
     )
 
 
+def start_server(store: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A JetStream nats-server on a free loopback port storing in ``store``, and its URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [str(find_binary()), "-js", "-a", "127.0.0.1", "-p", str(port), "-sd", str(store)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return process, f"nats://127.0.0.1:{port}"
+
+
 async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        port = free_port()
-        server = (
-            None
-            if args.server
-            else subprocess.Popen(
-                [
-                    str(find_binary()),
-                    "-js",
-                    "-a",
-                    "127.0.0.1",
-                    "-p",
-                    str(port),
-                    "-sd",
-                    str(folder / "js"),
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        )
-        url = args.server or f"nats://127.0.0.1:{port}"
+        server, url = (None, args.server) if args.server else start_server(folder / "js")
         try:
             await asyncio.sleep(0.5)
             if args.huge:

@@ -38,34 +38,14 @@ from pathlib import Path
 from typing import Any
 
 import nats
-from bench_agent import quantiles, set_description
-
-from reconciler.jetstream.embedded import find_binary, free_port
+from bench_agent import quantiles, set_description, start_server
 
 TICKS = os.sysconf("SC_CLK_TCK")
 chance = random.Random(42)
 
 
 def start_servers(folder: Path, count: int) -> list[tuple[subprocess.Popen[bytes], str]]:
-    servers = []
-    for i in range(count):
-        port = free_port()
-        process = subprocess.Popen(
-            [
-                str(find_binary()),
-                "-js",
-                "-a",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "-sd",
-                str(folder / f"js{i}"),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        servers.append((process, f"nats://127.0.0.1:{port}"))
-    return servers
+    return [start_server(folder / f"js{i}") for i in range(count)]
 
 
 def write_project(folder: Path, urls: list[str], streams: int) -> list[str]:
