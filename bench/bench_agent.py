@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
+from bench_process import RAW_READ
 
 from reconciler.agent.cycles import Watch
 from reconciler.agent.logs import Log
@@ -244,37 +245,17 @@ async def raw_advisory_latency(url: str, names: list[str], trials: int) -> list[
     return samples
 
 
+_RAW: dict[str, Any] = {}
+exec(RAW_READ, _RAW)  # defines read(nc)
+
+
 async def raw_read(url: str) -> float:
-    """The raw read of the account: paged STREAM.LIST, then every stream's paged
-    CONSUMER.LIST, 32 streams at a time (nats-py and json only, on a connection of its
-    own opened before the clock starts)."""
+    """The raw read of the account (``bench_process.RAW_READ``, the raw list process's
+    own: nats-py and json only), on a connection of its own opened before the clock
+    starts."""
     nc = await nats.connect(url)
     start = time.perf_counter()
-    names: list[str] = []
-    offset, total = 0, 1
-    while offset < total:
-        body = json.dumps({"offset": offset}).encode()
-        page = json.loads((await nc.request("$JS.API.STREAM.LIST", body, timeout=60)).data)
-        total, streams = page["total"], page.get("streams") or []
-        names += [s["config"]["name"] for s in streams]
-        offset += len(streams)
-        if not streams:
-            break
-    limit = asyncio.Semaphore(32)
-
-    async def consumers(stream: str) -> None:
-        async with limit:
-            off, tot = 0, 1
-            while off < tot:
-                body = json.dumps({"offset": off}).encode()
-                reply = await nc.request(f"$JS.API.CONSUMER.LIST.{stream}", body, timeout=60)
-                page = json.loads(reply.data)
-                tot, got = page["total"], page.get("consumers") or []
-                off += len(got)
-                if not got:
-                    break
-
-    await asyncio.gather(*(consumers(n) for n in names))
+    await _RAW["read"](nc)
     took = time.perf_counter() - start
     await nc.close()
     return took

@@ -43,13 +43,14 @@ from subprocess import DEVNULL
 from reconciler.jetstream import EmbeddedServer
 from reconciler.specs.cache import CACHE_ENV, KEY_ENV
 
-#: The raw processes: nats-py, asyncio and json only (nothing of this project).
-RAW_LIST = """
-import asyncio, json, sys
-import nats
+#: The raw read of an account (nats-py, asyncio and json only, nothing of this project):
+#: paged STREAM.LIST, then every stream's paged CONSUMER.LIST, 32 streams at a time, on
+#: a connection ``nc``. The raw list process below runs it; bench_agent.py runs it in
+#: process.
+RAW_READ = """
+import asyncio, json
 
-async def main(url):
-    nc = await nats.connect(url)
+async def read(nc):
     names, offset, total = [], 0, 1
     while offset < total:
         page = json.loads((await nc.request(
@@ -74,10 +75,23 @@ async def main(url):
                     break
 
     await asyncio.gather(*(consumers(n) for n in names))
+"""
+
+#: The raw processes: nats-py, asyncio and json only (nothing of this project).
+RAW_LIST = (
+    RAW_READ
+    + """
+import sys
+import nats
+
+async def main(url):
+    nc = await nats.connect(url)
+    await read(nc)
     await nc.close()
 
 asyncio.run(main(sys.argv[1]))
 """
+)
 
 RAW_CREATES = """
 import asyncio, json, sys
