@@ -3,6 +3,7 @@ must be exactly what working out every resource on its own gives."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -105,6 +106,19 @@ def _wire(documents: list[dict[str, Any]]) -> list[Spec]:
     )
 
 
+def _shaped_cases(test: Callable[..., None]) -> Callable[..., None]:
+    """``test`` given random streams, consumers, stream settings and a server (the
+    shape tests' cases)."""
+    cases = given(
+        st.lists(stream_document("S"), min_size=1, max_size=3),
+        st.lists(consumer_document("S"), min_size=1, max_size=2),
+        st.sampled_from(STREAM_EXTRAS),
+        st.sampled_from(SERVERS),
+    )
+    chosen = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+    return chosen(cases(test))
+
+
 def _shaped(
     streams: list[dict[str, Any]], consumers: list[dict[str, Any]], extra: dict[str, Any]
 ) -> list[dict[str, Any]]:
@@ -142,13 +156,7 @@ def _shaped(
     return documents
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-@given(
-    st.lists(stream_document("S"), min_size=1, max_size=3),
-    st.lists(consumer_document("S"), min_size=1, max_size=2),
-    st.sampled_from(STREAM_EXTRAS),
-    st.sampled_from(SERVERS),
-)
+@_shaped_cases
 def test_streams_and_consumers_sharing_a_shape_export_as_each_would_alone(
     streams: list[dict[str, Any]],
     consumers: list[dict[str, Any]],
@@ -232,13 +240,7 @@ def _imported_alone(specs: list[Spec], server: ServerInfo) -> dict[str, list[dic
     return out
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-@given(
-    st.lists(stream_document("S"), min_size=1, max_size=3),
-    st.lists(consumer_document("S"), min_size=1, max_size=2),
-    st.sampled_from(STREAM_EXTRAS),
-    st.sampled_from(SERVERS),
-)
+@_shaped_cases
 def test_imported_resources_sharing_a_shape_import_as_each_would_alone(
     streams: list[dict[str, Any]],
     consumers: list[dict[str, Any]],
