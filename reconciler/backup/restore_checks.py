@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.backup.layout import DATA, METADATA, file_digest
@@ -37,6 +36,7 @@ from reconciler.backup.memory import DELIVERED, FLOOR
 from reconciler.execution.migrate import without_server_metadata
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.migration import resettable
+from reconciler.model.normalize import epoch_nanoseconds
 from reconciler.specs.lifecycle import PROTECT_KEY
 
 #: Metadata key of a stream this tool's restore is writing (valued with :func:`marker`).
@@ -147,17 +147,6 @@ def _moved_up(key: str, high: int, at: int, first_seq: int) -> bool:
     return key in STREAM_POSITIONS and high < first_seq - 1 and at == first_seq - 1
 
 
-def _ns(text: object) -> int | None:
-    """An RFC 3339 time with nanoseconds (as the server writes them) in ns since 1970."""
-    raw = str(text or "").removesuffix("Z")
-    whole, _, fraction = raw.partition(".")
-    try:
-        seconds = datetime.fromisoformat(whole).replace(tzinfo=UTC).timestamp()
-        return int(seconds) * 1_000_000_000 + int((fraction + "000000000")[:9])
-    except ValueError:
-        return None
-
-
 def holds_only_the_backups(record: StreamRecord, info: Mapping[str, Any]) -> bool:
     """The live stream's sequences and count stay within the backup's: its last sequence
     is not past the backup's, it holds no more messages than the backup, and when it
@@ -236,7 +225,7 @@ async def leftover(
         return False
     if int(last["seq"]) == backup_last:
         return mark(last) == last_mark
-    when, latest = _ns(last.get("time")), _ns(last_mark.get("time"))
+    when, latest = epoch_nanoseconds(last.get("time")), epoch_nanoseconds(last_mark.get("time"))
     return when is not None and latest is not None and when <= latest
 
 

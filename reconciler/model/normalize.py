@@ -342,14 +342,22 @@ def parse_timestamp(value: str) -> tuple[datetime, str] | None:
     return moment.astimezone(UTC), (match["frac"] or "").rstrip("0")
 
 
+def epoch_nanoseconds(value: object) -> int | None:
+    """An RFC 3339 time (the server writes nanoseconds, with trailing zeros dropped) in
+    nanoseconds since 1970, UTC; None if unreadable."""
+    parsed = parse_timestamp(value) if isinstance(value, str) else None
+    if parsed is None:
+        return None
+    moment, fraction = parsed
+    return int(moment.timestamp()) * 10**9 + int(fraction.ljust(9, "0")[:9] or 0)
+
+
 def nanoseconds_between(earlier: str, later: str) -> int | None:
     """``later - earlier`` in nanoseconds, for two RFC 3339 times (None if unreadable)."""
-    start, end = parse_timestamp(earlier), parse_timestamp(later)
+    start, end = epoch_nanoseconds(earlier), epoch_nanoseconds(later)
     if start is None or end is None:
         return None
-    seconds = int((end[0] - start[0]).total_seconds())
-    fraction = int(end[1].ljust(9, "0")[:9] or 0) - int(start[1].ljust(9, "0")[:9] or 0)
-    return seconds * 10**9 + fraction
+    return end - start
 
 
 def rfc3339_utc(value: Any) -> Any:

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import threading
 import time
-from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -28,14 +27,15 @@ from harness import (
 
 from reconciler.execution import lock
 from reconciler.execution.lock import Holder
+from reconciler.model.normalize import epoch_nanoseconds
 
 pytestmark = pytest.mark.integration
 
 
-def _created(info: dict) -> float:
-    return datetime.fromisoformat(
-        info["created"].replace("Z", "+00:00")[:26] + "+00:00"
-    ).timestamp()
+def _created(info: dict) -> int:
+    created = epoch_nanoseconds(info["created"])
+    assert created is not None, info["created"]
+    return created
 
 
 def _streams(prefix: str, count: int) -> list[dict]:

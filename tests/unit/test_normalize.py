@@ -15,8 +15,10 @@ from reconciler.model.normalize import (
     STREAM_NAME_FIELDS,
     VERBATIM_FIELDS,
     desired_config,
+    epoch_nanoseconds,
     inherited,
     live_config,
+    nanoseconds_between,
     preserved_fields,
     replica_problems,
     rfc3339_utc,
@@ -508,3 +510,23 @@ def test_a_consumer_takes_from_its_stream_only_its_inherited_limits() -> None:
     pairs = zip(configs, streams, strict=True)
     live = [live_config("Consumer", c, V212, stream_config=s) for c, s in pairs]
     assert live[0] == live[1]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # the server drops trailing zeros of the nanoseconds: any count of digits is read
+        ("2026-11-28T16:20:16.82927Z", 1_795_882_816_829_270_000),
+        ("2026-11-28T16:20:16.829270001Z", 1_795_882_816_829_270_001),
+        ("2026-11-28T16:20:16Z", 1_795_882_816_000_000_000),
+        ("2026-11-28T17:20:16.5+01:00", 1_795_882_816_500_000_000),
+        ("not a time", None),
+        (None, None),
+    ],
+)
+def test_epoch_nanoseconds_reads_every_fraction_length_the_server_writes(text, expected) -> None:
+    assert epoch_nanoseconds(text) == expected
+
+
+def test_nanoseconds_between_crosses_a_second_with_fractions_of_unequal_length() -> None:
+    assert nanoseconds_between("2026-11-28T16:20:16.9Z", "2026-11-28T16:20:17.05Z") == 150_000_000
