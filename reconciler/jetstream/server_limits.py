@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -61,6 +59,9 @@ def system_options(options: ConnectionOptions) -> ConnectionOptions | None:
 
 def _http_jsz(url: str, timeout: float) -> dict[str, Any]:
     """``GET URL/jsz`` (blocking: called in a thread)."""
+    import urllib.error  # urllib.request and http.client: only for --monitor
+    import urllib.request
+
     where = redact_url(url)
     base = url.rstrip("/")
     target = base if base.endswith("/jsz") else f"{base}/jsz"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -109,8 +110,10 @@ def _inside(root: Path, files: list[tuple[Path, str]], problems: list[Problem]) 
     """``files`` (each with its real path) but those whose real path is out of ``root``
     (a symlink in a folder), each such one a problem."""
     kept = []
+    top = str(root)
+    under = top if top.endswith(os.sep) else top + os.sep  # a string test: a Path a file cost
     for path, real in files:
-        if Path(real).is_relative_to(root):
+        if real == top or real.startswith(under):
             kept.append(path)
         else:
             message = f"a symlink pointing out of the repository ({root}): not read"

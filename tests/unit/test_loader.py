@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from reconciler.errors import SpecError
 from reconciler.locations import Lines, Location
-from reconciler.specs import yaml_block, yaml_lines, yaml_plain
+from reconciler.specs import files, yaml_block, yaml_lines, yaml_plain
 from reconciler.specs.document import Abort, Document
 from reconciler.specs.loader import load_documents
 from reconciler.specs.yaml_lines import compose_documents
@@ -790,3 +790,34 @@ def test_a_scalars_tag_is_the_resolvers_own(value: str, implicit: tuple[bool, bo
     the resolver being asked: the same tag the resolver gives, for every text."""
     expected = yaml_plain._RESOLVER.resolve(yaml.ScalarNode, value, implicit)
     assert yaml_plain.implicit_tag(value, implicit) == expected
+
+
+def test_a_file_grown_past_the_cap_since_it_was_judged_is_not_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(files, "MAX_FILE_BYTES", 100)
+    grown = tmp_path / "grown.yaml"
+    grown.write_bytes(b"#" * 150)
+    fd = os.open(grown, os.O_RDONLY)
+    try:
+        assert files._read_all(fd, 10) is None  # judged at 10 bytes, 150 now
+    finally:
+        os.close(fd)
+    (problem,) = problems_of([grown])
+    assert "file too large" in problem
+
+
+def test_each_walked_file_has_the_real_path_of_its_folder_or_of_its_link(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    (real / "sub").mkdir(parents=True)
+    (real / "sub" / "a.yaml").write_text("kind: Stream\n")
+    (tmp_path / "elsewhere.yaml").write_text("kind: Stream\n")
+    os.symlink(real / "sub", tmp_path / "linked")
+    os.symlink(tmp_path / "elsewhere.yaml", real / "sub" / "b.yaml")
+    found = files.real_spec_files([tmp_path / "linked"], [])
+    assert found == [
+        (tmp_path / "linked" / "a.yaml", os.path.realpath(real / "sub" / "a.yaml")),
+        (tmp_path / "linked" / "b.yaml", os.path.realpath(tmp_path / "elsewhere.yaml")),
+    ]
+    for path, resolved in found:
+        assert resolved == os.path.realpath(path)
