@@ -758,21 +758,26 @@ def removal(
     protected consumer going with its stream, an interest stream's messages). A live
     resource another project manages (its marker names another ``owner``) is no longer
     the one this project made: no step, and a check refusing it (``--prune`` never
-    deletes another owner's resource either)."""
+    deletes another owner's resource either). Nor is one without the managed-by marker
+    (made again outside this tool since): ``--prune`` leaves it alone as unmanaged, and
+    so does a removal, by the same rule (:func:`_undeclared`)."""
     group = next((g for g in group_streams((), live) if g.name == ref.stream_name), None)
     raw = None
     if group is not None and group.live is not None:
         raw = group.live_consumers.get(ref.name) if ref.is_child else group.live
     if group is None or raw is None:
         return Plan(server=live.server, owner=owner)
-    holder = owner_of(raw)
-    if holder is not None and holder != owner:
-        message = (
-            f"{ref.label} is managed by owner {holder!r}, not {owner!r}: another project's "
-            "resource is never deleted; nothing was changed"
+    found = _undeclared(ref, raw, live.server, group, prune=True, owner=owner)
+    if isinstance(found, Foreign | Unmanaged):
+        whose = (
+            f"is managed by owner {found.owner!r}, not {owner!r}: another project's resource"
+            if isinstance(found, Foreign)
+            else "does not carry this tool's managed-by marker: not the resource this "
+            "project made (made again outside this tool since?), it"
         )
-        found = Check(RefusalKind.INVALID, (Problem(None, "", message),))
-        return Plan(server=live.server, owner=owner, checks=(found,))
-    step: Step = _deletion(ref, live_config(ref.kind, raw, live.server), group)
-    step = prevented(step, protection(step, None, group, lifecycle))
+        message = f"{ref.label} {whose} is never deleted; nothing was changed"
+        refused = Check(RefusalKind.INVALID, (Problem(None, "", message),))
+        return Plan(server=live.server, owner=owner, checks=(refused,))
+    assert isinstance(found, Delete)  # prune=True: this owner's resource is deleted
+    step: Step = prevented(found, protection(found, None, group, lifecycle))
     return Plan(server=live.server, changes=(step,), owner=owner)

@@ -154,6 +154,31 @@ def test_a_destroy_never_deletes_another_projects_stream_of_the_same_name(
         assert api(server, f"STREAM.INFO.{name}")["state"]["messages"] == 5
 
 
+def test_a_destroy_never_deletes_an_unmarked_stream_made_again_under_the_name(
+    server: NatsServer,
+) -> None:
+    """The stack made JOBS (allow_destroy). Someone deleted it and made their own JOBS by
+    hand (no managed-by marker), 5 messages in it. The destroy deleted it, where
+    ``apply --prune`` leaves an unmarked stream alone. Now refused; the 5 stay, and the
+    stream is still there for a destroy that sees the marker back."""
+    with _host({"jetstream:servers": server.url}) as host:
+        name = unique("JOBS")
+        id_, _, outputs = host.apply({**stream_inputs(name), "allow_destroy": True})
+        assert api(server, f"STREAM.DELETE.{name}").get("success")
+        theirs = {"name": name, "subjects": [f"{name}.>"]}
+        assert "error" not in api(server, f"STREAM.CREATE.{name}", theirs)
+        run(_publish(server.url, f"{name}.a", 5))
+        with pytest.raises(grpc.RpcError) as refused:
+            host.delete(id_, outputs)
+        details = str(refused.value.details())
+        assert "managed-by marker" in details and "Traceback" not in details
+        assert api(server, f"STREAM.INFO.{name}")["state"]["messages"] == 5
+        theirs["metadata"] = ownership_marker("default")
+        assert "error" not in api(server, f"STREAM.UPDATE.{name}", theirs)
+        host.delete(id_, outputs)  # marked as this project's again: deleted (allow_destroy)
+        assert name not in _streams(server)
+
+
 def test_an_update_never_changes_another_projects_stream_of_the_same_name(
     server: NatsServer,
 ) -> None:

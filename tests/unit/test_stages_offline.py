@@ -16,7 +16,9 @@ from reconciler.execution import stages
 from reconciler.identity import ResourceRef
 from reconciler.jetstream import ConnectionOptions
 from reconciler.jetstream.memory import MemoryServer
+from reconciler.model.normalize import ownership_marker
 from reconciler.planning.steps import Plan
+from reconciler.specs.spec import DEFAULT_OWNER
 
 ORDERS = "kind: Stream\nname: ORDERS\nsubjects: [orders.>]\nmax_msgs: {max_msgs}\n"
 
@@ -101,7 +103,7 @@ def test_a_scoped_read_lists_every_stream_and_reads_only_the_scoped_consumers() 
 
 def test_the_removal_plan_is_the_delete_prune_plans(tmp_path: Path) -> None:
     server = MemoryServer()
-    server.add(_stream("ORDERS"))
+    server.add({**_stream("ORDERS"), "metadata": ownership_marker(DEFAULT_OWNER)})
     server.hold("ORDERS", 20, 2048)
     client = server.client()
     target = ResourceRef("Stream", "ORDERS")
@@ -114,6 +116,29 @@ def test_the_removal_plan_is_the_delete_prune_plans(tmp_path: Path) -> None:
     ]
     (refusal,) = stages.verdict(plan)
     assert refusal.kind is RefusalKind.DATA_LOSS
+
+
+@pytest.mark.parametrize(
+    ("metadata", "said"),
+    [({}, "managed-by marker"), (ownership_marker("teamb"), "owner 'teamb'")],
+)
+def test_a_removal_never_plans_the_delete_of_what_prune_leaves_alone(
+    metadata: dict[str, str], said: str
+) -> None:
+    """An unmarked stream of the name (made again outside this tool) and another owner's:
+    prune lists them as unmanaged and foreign; a removal refuses them, with no step."""
+    server = MemoryServer()
+    server.add({**_stream("ORDERS"), "metadata": metadata})
+    server.hold("ORDERS", 20, 2048)
+    client = server.client()
+    target = ResourceRef("Stream", "ORDERS")
+    live = asyncio.run(stages.read(client, stages.Scope.of(target)))
+    plan = asyncio.run(stages.plan_removal(client, target, live, stages.resource_request()))
+    assert plan.changes == ()
+    (refusal,) = stages.verdict(plan)
+    assert refusal.kind is RefusalKind.INVALID
+    (problem,) = refusal.problems
+    assert said in problem.message and "nothing was changed" in problem.message
 
 
 def _stream(name: str) -> dict[str, Any]:
