@@ -124,9 +124,7 @@ def failover(
         if fmt == "text":
             click.echo("\n".join(plan.lines()))
 
-    result = asyncio.run(
-        fail_over(request, say=console.notice, confirm=ask if asks else None, on_plan=show)
-    )
+    result = asyncio.run(fail_over(request, console, confirm=ask if asks else None, on_plan=show))
     if check:
         if fmt == "json":
             pairs = [state.health.to_json() for state in result.plan.states]

@@ -51,7 +51,7 @@ from reconciler.execution.pair_reads import (
     pair_states,
 )
 from reconciler.execution.pipeline import locked, validated
-from reconciler.execution.requests import PlanRequest
+from reconciler.execution.requests import QUIET, Observer, PlanRequest
 from reconciler.execution.run import check_approved
 from reconciler.jetstream import JetStreamClient, open_client
 from reconciler.model.standby import promotion_supported
@@ -177,12 +177,16 @@ async def _origin_client(
 
 async def fail_over(
     request: FailoverRequest,
+    observer: Observer = QUIET,
     *,
-    say: Say,
     confirm: Callable[[FailoverPlan], Any] | None = None,
     on_plan: Callable[[FailoverPlan], None] | None = None,
 ) -> FailoverResult:
-    """Plan, ask (``confirm``) or refuse without approval like apply, then fail over."""
+    """Plan, ask (``confirm``) or refuse without approval like apply, then fail over;
+    ``observer`` hears every remark (the servers, the locks, each pair's steps), as the
+    other stages' listener does. The plan is a :class:`FailoverPlan` (pairs, not steps):
+    ``on_plan`` shows it and ``confirm`` asks about it."""
+    say = observer.notice
     selected = _selected(request, say)
     async with (
         open_client(request.standby.options, on_notice=say) as standby,
