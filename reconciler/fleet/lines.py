@@ -1,10 +1,10 @@
 """Snapshot files as lines, read by the workers themselves: what the read's tasks read.
 
 The driver only plans the work (:func:`plan_units`): a file up to the whole-file limit is
-one piece, read whole and split as ``str.splitlines`` splits it (its line numbers come
-for free); a bigger file is cut into byte ranges, each read by its own task, lines ending
-at ``\\n``, ``\\r`` or ``\\r\\n``, as Hadoop's ``textFile`` ends them (a gzip file is never
-cut: it is one range). Bytes are read as UTF-8, an invalid sequence read as U+FFFD, as
+one piece, read whole (its line numbers come for free); a bigger file is cut into byte
+ranges, each read by its own task (a gzip file is never cut: it is one range). Either
+way lines end at ``\\n``, ``\\r`` or ``\\r\\n`` and a leading byte order mark is dropped,
+as Hadoop's ``textFile`` reads them. Bytes are read as UTF-8, an invalid sequence read as U+FFFD, as
 Spark's text readers (Java) read them; ``.gz`` files are decompressed.
 
 Files are grouped into units of work, one Spark task each, so that files of the same
@@ -32,6 +32,7 @@ RANGE_BYTES = 32 * 1024 * 1024
 #: Whole files per unit: about this many bytes (several units per core keep both busy).
 UNIT_BYTES = 16 * 1024 * 1024
 _DELIMITER = re.compile(rb"\r\n|\r|\n")
+_TEXT_DELIMITER = re.compile("\r\n|\r|\n")
 _BLOCK = 1 << 20
 #: How invalid UTF-8 is read: as Java reads it (Spark's text readers did, and the
 #: findings must not change with the reader).
@@ -127,9 +128,27 @@ def _ranges(path: str, size: int, min_partitions: int | None) -> list[tuple[int,
 
 
 def whole_lines(path: str) -> list[str]:
-    """Every line of a whole file, as ``str.splitlines`` splits its text."""
+    """Every line of a whole file, ended as a cut file's are (:func:`text_lines`)."""
     with _open(path) as stream:
-        return stream.read().decode("utf-8", DECODING).splitlines()
+        return text_lines(stream.read().decode("utf-8", DECODING))
+
+
+def text_lines(text: str) -> list[str]:
+    """``text``'s lines as Hadoop's reader ends them: at ``\r\n``, ``\r`` or ``\n``
+    only, no line after a final break, a leading byte order mark dropped. A JSON string
+    may hold U+2028, U+2029 or U+0085 as they are, and ``str.splitlines`` (which the
+    read of whole files used) ended a line there: the record came as two bad lines, and
+    every line number after it was off. ``str.splitlines`` runs first (in C): when the
+    only characters it took out were ``\r`` and ``\n`` (this tool's snapshots escape the
+    others), its lines are these."""
+    lines = text.splitlines()
+    if sum(map(len, lines)) != len(text) - text.count("\n") - text.count("\r"):
+        lines = _TEXT_DELIMITER.split(text)
+        if lines and lines[-1] == "":
+            lines.pop()
+    if lines and lines[0].startswith("\ufeff"):
+        lines[0] = lines[0][1:]
+    return lines
 
 
 def range_lines(piece: Piece) -> Iterator[str]:

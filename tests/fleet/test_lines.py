@@ -9,6 +9,7 @@ line break, gzip."""
 from __future__ import annotations
 
 import gzip
+import json
 import random
 import re
 from pathlib import Path
@@ -19,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciler.fleet.lines import DECODING, Piece, _ranges, plan_units, range_lines, whole_lines
+from reconciler.fleet.records import read_unit
 
 #: Bytes that make line reading hard: every line break, UTF-8 of 2-4 bytes, and bytes
 #: that are never valid UTF-8 (a lone continuation, an overlong start, a surrogate).
@@ -59,6 +61,44 @@ def test_the_ranges_of_a_cut_file_hold_each_line_once_whatever_the_cuts(
     path = tmp_path / "cut.jsonl"
     path.write_bytes(data)
     assert cut_lines(path, parts) == hadoop_lines(data)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=contents)
+def test_a_whole_file_has_the_lines_of_the_same_file_cut(tmp_path: Path, data: bytes) -> None:
+    """Whole or cut, a file's lines end where Hadoop ends them: never at U+2028, U+0085
+    or a vertical tab (``str.splitlines`` ended the lines of whole files there)."""
+    path = tmp_path / "whole.jsonl"
+    path.write_bytes(data)
+    assert whole_lines(str(path)) == hadoop_lines(data)
+    zipped = tmp_path / "whole.jsonl.gz"
+    zipped.write_bytes(gzip.compress(data))
+    assert whole_lines(str(zipped)) == hadoop_lines(data)
+
+
+def test_a_record_holding_a_line_separator_in_a_string_is_one_record(tmp_path: Path) -> None:
+    """A snapshot written by another tool, a raw U+2028 in a description: the record was
+    read as two bad lines, and the bad line after it was named a line too far."""
+    record = {
+        "env": "eu",
+        "captured_at": "2026-03-01T12:30:00Z",
+        "kind": "Stream",
+        "stream": "ORDERS",
+        "name": "ORDERS",
+        "server_version": "2.12.3",
+        "api_level": 3,
+        "config": {"name": "ORDERS", "subjects": ["orders.>"], "description": "a\u2028b\u0085c"},
+    }
+    text = json.dumps(record, ensure_ascii=False)
+    assert "\u2028" in text  # written raw, as JSON allows
+    path = tmp_path / "eu.jsonl"
+    path.write_text(f"{text}\nnot json\n", encoding="utf-8")
+    rows = read_unit([Piece(str(path))])
+    assert [row[:3] for row in rows.rows() if row[0] is not None] == [("eu", "ORDERS", "")]
+    (bad,) = rows.bad
+    assert bad[6:9] == (str(path), None, 2)
 
 
 def test_a_cut_gzip_file_is_read_from_its_start(tmp_path: Path) -> None:
@@ -103,9 +143,10 @@ def test_files_of_one_name_are_read_by_one_unit(tmp_path: Path) -> None:
 
 @pytest.mark.integration
 def test_the_workers_read_the_lines_spark_read(spark: Any, tmp_path: Path) -> None:
-    """The former readers as the oracle, on 40 random awkward files and their gzip
-    copies: ``wholeTextFiles`` then ``str.splitlines`` for whole files (invalid UTF-8
-    read as Java reads it), ``textFile`` for cut ones."""
+    """Spark's line reader as the oracle, on 40 random awkward files and their gzip
+    copies: ``textFile``'s lines, for whole files and cut ones alike. (The former read
+    of whole files, ``wholeTextFiles`` then ``str.splitlines``, also ended lines at
+    U+2028 and its kind: they differ only there.)"""
     sc = spark.sparkContext
     rng = random.Random(42)
     paths = []
@@ -121,8 +162,9 @@ def test_the_workers_read_the_lines_spark_read(spark: Any, tmp_path: Path) -> No
     for path, line in cut.collect():
         by_file.setdefault(path, []).append(line)
     for path in paths:
-        assert (
-            whole_lines(str(path))
-            == whole[path.as_uri().replace("file:///", "file:/")].splitlines()
-        )
-        assert cut_lines(path, 3) == by_file.get(str(path), []), path.name
+        lines = by_file.get(str(path), [])
+        assert whole_lines(str(path)) == lines, path.name
+        assert cut_lines(path, 3) == lines, path.name
+        text = whole[path.as_uri().replace("file:///", "file:/")]
+        if not re.search("[\x0b\x0c\x1c-\x1e\x85\u2028\u2029\ufeff]", text):
+            assert text.splitlines() == lines, path.name  # the former read, elsewhere
