@@ -73,12 +73,13 @@ def _seen(env: str, folder: Path) -> SeenBackup:
     manifest = load(folder)
     try:
         created = datetime.fromisoformat(manifest.created)
-    except ValueError:
+        if created.tzinfo is None:
+            raise BackupError(f"{folder / MANIFEST}: created has no time zone")
+        created = created.astimezone(UTC)  # OverflowError: out of years 1-9999 in UTC
+    except (ValueError, OverflowError):
         raise BackupError(f"{folder / MANIFEST}: created is not a time") from None
-    if created.tzinfo is None:
-        raise BackupError(f"{folder / MANIFEST}: created has no time zone")
     messages = {s.name: _count(s.state.get("messages")) for s in manifest.streams}
-    return SeenBackup(env, folder, created.astimezone(UTC), messages, dict(manifest.skipped))
+    return SeenBackup(env, folder, created, messages, dict(manifest.skipped))
 
 
 def _count(value: Any) -> int:

@@ -329,17 +329,17 @@ def _consumer_derived(out: dict[str, Any], limits: Mapping[str, Any]) -> None:
 
 
 def parse_timestamp(value: str) -> tuple[datetime, str] | None:
-    """An RFC 3339 time as (the UTC moment to the second, the fraction's digits)."""
+    """An RFC 3339 time as (the UTC moment to the second, the fraction's digits); None
+    if unreadable, or if its UTC moment is out of Python's years 1-9999 (an offset
+    carries ``9999-12-31T23:00:00-14:00`` into year 10000)."""
     match = _TIMESTAMP.match(value.strip())
     if match is None:
         return None
     try:
-        moment = datetime.fromisoformat(match["base"] + _zone(match["zone"]))
-    except ValueError:
+        moment = datetime.fromisoformat(match["base"] + _zone(match["zone"])).astimezone(UTC)
+    except (ValueError, OverflowError):
         return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC), (match["frac"] or "").rstrip("0")
+    return moment, (match["frac"] or "").rstrip("0")
 
 
 def epoch_nanoseconds(value: object) -> int | None:

@@ -159,11 +159,11 @@ def _moment(value: str) -> datetime:
     """A capture time in UTC (remembered: a snapshot's records share theirs)."""
     try:
         moment = datetime.fromisoformat(value)
-    except ValueError:
+        if moment.tzinfo is None:  # no offset given: read as UTC
+            moment = moment.replace(tzinfo=UTC)
+        return moment.astimezone(UTC)  # OverflowError: out of years 1-9999 in UTC
+    except (ValueError, OverflowError):
         raise BadRecord(f"captured_at {value!r} is not an RFC 3339 timestamp") from None
-    if moment.tzinfo is None:  # no offset given: read as UTC
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
 
 
 def _optional_version(value: Any) -> str | None:

@@ -16,8 +16,10 @@ from typing import Any
 import nats
 from servers import NatsServer, run
 
+from reconciler.backup.manifest import FORMAT, FORMAT_VERSION
 from reconciler.backup.take import Selection, take_backup
 from reconciler.execution import run as engine
+from reconciler.fleet.backups import read_backups
 from reconciler.fleet.job import fleet_drift
 from reconciler.jetstream import ConnectionOptions
 
@@ -141,3 +143,19 @@ async def _raw_stream_and_messages_count(url: str) -> int:
         return int(info["state"]["messages"])
     finally:
         await nc.close()
+
+
+def test_a_manifest_created_out_of_pythons_years_in_utc_is_a_problem_naming_it(
+    tmp_path: Path,
+) -> None:
+    """``created`` year 10000 once in UTC (``9999-12-31T23:00:00-14:00``): the job
+    stopped with an OverflowError; now that manifest is a problem naming its file."""
+    body = {"format": FORMAT, "format_version": FORMAT_VERSION, "streams": []}
+    for name, created in (("forged", "9999-12-31T23:00:00-14:00"), ("good", OLD)):
+        folder = tmp_path / "eu" / name
+        folder.mkdir(parents=True)
+        (folder / "manifest.json").write_text(json.dumps(body | {"created": created}))
+    seen, problems = read_backups(tmp_path)
+    assert [backup.folder.name for backup in seen] == ["good"]
+    (problem,) = problems
+    assert str(tmp_path / "eu" / "forged" / "manifest.json") in problem

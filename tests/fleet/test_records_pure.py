@@ -99,6 +99,11 @@ def test_records_of_other_tools_need_only_the_documented_fields() -> None:
             '{"env":"x","captured_at":"yesterday","kind":"Stream","name":"q","config":{}}',
             "not an RFC 3339 timestamp",
         ),
+        (  # year 10000 in UTC: an OverflowError crashed the job, not a refused line
+            '{"env":"x","captured_at":"9999-12-31T23:00:00-14:00","kind":"Stream","name":"q",'
+            '"config":{}}',
+            "not an RFC 3339 timestamp",
+        ),
         (
             '{"env":"x","captured_at":"2026-01-01T00:00:00Z","kind":"Consumer","name":"c","config":{}}',
             "stream must be a non-empty string",

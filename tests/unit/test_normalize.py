@@ -528,5 +528,17 @@ def test_epoch_nanoseconds_reads_every_fraction_length_the_server_writes(text, e
     assert epoch_nanoseconds(text) == expected
 
 
+@pytest.mark.parametrize("text", ["9999-12-31T23:00:00.5-14:00", "0001-01-01T00:00:00+14:00"])
+def test_a_time_whose_utc_moment_python_cannot_hold_is_unreadable_not_a_crash(text: str) -> None:
+    """Year 10000 or year 0 once in UTC: a forged restore mark or a spec's opt_start_time.
+    The reader answered with OverflowError (a traceback from plan, apply and restore);
+    now it is unreadable (None), and a spec's value is left for the server to judge."""
+    assert epoch_nanoseconds(text) is None
+    assert nanoseconds_between(text, "2026-11-28T16:20:16Z") is None
+    assert rfc3339_utc(text) == text
+    consumer = spec("Consumer", "C", "S", opt_start_time=text, deliver_policy="by_start_time")
+    assert desired_config(consumer, V212, stream_config={"name": "S"})["opt_start_time"] == text
+
+
 def test_nanoseconds_between_crosses_a_second_with_fractions_of_unequal_length() -> None:
     assert nanoseconds_between("2026-11-28T16:20:16.9Z", "2026-11-28T16:20:17.05Z") == 150_000_000
