@@ -782,7 +782,8 @@ GUARANTEES = (
         "Every door waits for the lock and keeps what it did not plan to delete",
         "Pulumi's create, update and delete wait for another run's apply lock and fail "
         "naming it with nothing changed, whatever lock timeout is written; a destroy never "
-        "deletes another project's stream of the same name; a stream planned empty that "
+        "deletes another project's stream of the same name, nor one made again without "
+        "the managed-by marker; a stream planned empty that "
         "gained messages is not deleted; a stream under a backup's temporary name that "
         "holds anything its origin lost is never taken for a leftover; a lock timeout of "
         "nan or inf is refused, never a wait nobody can end. A backup makes a memory "

@@ -20,6 +20,7 @@ from reconciler.specs.document import Abort, Document, file_problem
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_FILE_BYTES = 16 * 1024 * 1024  # a spec file larger than this is refused unread
+NOT_REGULAR = "not a regular file (a device, pipe or socket?)"
 
 
 def spec_files(paths: Sequence[str | Path], problems: list[Problem]) -> list[Path]:
@@ -116,14 +117,21 @@ def os_message(err: OSError) -> str:
 
 
 def read_text(path: Path) -> str:
-    """A file's text: a regular file (judged on the file opened, without blocking on a
-    pipe), at most ``MAX_FILE_BYTES``, UTF-8 (a byte-order mark dropped)."""
+    """A file's text: a regular file, at most ``MAX_FILE_BYTES``, UTF-8 (a byte-order
+    mark dropped). What is not a regular file is refused before it is opened (opening a
+    device can do something), and the file opened is judged again (it may have been
+    swapped since): opened without blocking on a pipe, never taking a terminal."""
+    flags = os.O_RDONLY
+    for name in ("O_NONBLOCK", "O_NOCTTY", "O_BINARY"):
+        flags |= getattr(os, name, 0)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise Abort(file_problem(path, NOT_REGULAR))
+        fd = os.open(path, flags)
         try:
             status = os.fstat(fd)
             if not stat.S_ISREG(status.st_mode):
-                raise Abort(file_problem(path, "not a regular file (a device, pipe or socket?)"))
+                raise Abort(file_problem(path, NOT_REGULAR))
             size = status.st_size
             data = _read_all(fd, size) if size <= MAX_FILE_BYTES else None
             if data is None:

@@ -6,6 +6,7 @@ import base64
 import hashlib
 import json
 import os
+import threading
 import weakref
 from pathlib import Path
 from typing import Any
@@ -821,3 +822,24 @@ def test_each_walked_file_has_the_real_path_of_its_folder_or_of_its_link(tmp_pat
     ]
     for path, resolved in found:
         assert resolved == os.path.realpath(path)
+
+
+def test_what_is_not_a_regular_file_is_refused_without_being_opened(tmp_path: Path) -> None:
+    """A named pipe with a writer waiting for a reader: had the loader opened it (to
+    judge it after), the writer's open would have returned. It is still waiting."""
+    pipe = tmp_path / "pipe.yaml"
+    os.mkfifo(pipe)
+    opened = threading.Event()
+
+    def writer() -> None:
+        with open(pipe, "wb"):  # blocks until a reader opens the pipe
+            opened.set()
+
+    waiting = threading.Thread(target=writer, daemon=True)
+    waiting.start()
+    (problem,) = problems_of([pipe])
+    assert "not a regular file" in problem
+    assert not opened.wait(0.5)
+    with open(pipe, "rb"):  # let the writer go
+        waiting.join(5)
+    assert opened.is_set()
