@@ -74,8 +74,19 @@ def diff_configs(
     order, as filtering the full list, without walking the rest)."""
     if only is None:
         return list(_walk("", live, desired))
-    keys = sorted(set(only) & (set(live) | set(desired)), key=str)
-    return [change for key in keys for change in _walk(key, live.get(key), desired.get(key))]
+    changes: list[FieldChange] = []
+    for key in sorted({key for key in only if key in live or key in desired}, key=str):
+        before, after = live.get(key), desired.get(key)
+        if type(before) in _PLAIN and type(after) in _PLAIN:  # _walk's answer, without one
+            if before != after:
+                changes.append(FieldChange(key, before, after))
+        else:
+            changes.extend(_walk(key, before, after))
+    return changes
+
+
+#: Values :func:`diff_configs` compares without a walk: one change at most.
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 def _walk(path: str, before: Any, after: Any) -> Iterator[FieldChange]:

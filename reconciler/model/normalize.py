@@ -28,6 +28,8 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+
 from reconciler.errors import Problem
 from reconciler.identity import BUCKET_KINDS
 from reconciler.model import defaults as d
@@ -107,6 +109,9 @@ VERBATIM_FIELDS: Mapping[str, tuple[str, ...]] = {
     "Consumer": ("description", "filter_subject"),
     "Stream": ("description",),
 }
+_CONSUMER_VERBATIM = VERBATIM_FIELDS["Consumer"]
+#: What :class:`DesiredConfigs` gives each consumer of a shape its own value of.
+_LEFT_TO_EACH = frozenset((*CONSUMER_NAME_FIELDS, *_CONSUMER_VERBATIM))
 
 
 def named_as_declared(
@@ -156,6 +161,69 @@ def desired_config(
     marker = {**ownership_marker(owner), **protection_marker(spec.lifecycle)}
     declared["metadata"] = {**metadata, **marker}
     return canonical(wire_kind(spec.kind), declared, server, stream_config=stream_config)
+
+
+class DesiredConfigs:
+    """:func:`desired_config` for the specs of one plan, a consumer's worked out once
+    per shape: consumers that differ only in their names and in the fields taken
+    verbatim (:data:`VERBATIM_FIELDS`; a filter, a description) get the same config but
+    for those fields, which decide nothing else of it (``named_as_declared`` says why;
+    tests/unit/test_normalize.py checks it). A plan creating 20,000 consumers declared
+    alike works out one config and copies it, each copy given its names and verbatim
+    fields as :func:`canonical` keeps a value (a container copied). Streams and buckets
+    are worked out each time (their names decide more of their configs)."""
+
+    __slots__ = ("_shapes",)
+
+    #: The shapes kept at most (a plan with more distinct ones works the rest out again).
+    KEPT = 4096
+
+    def __init__(self) -> None:
+        # each shape's config, and its fields holding a container (copied per consumer)
+        self._shapes: dict[tuple[Any, ...], tuple[dict[str, Any], tuple[str, ...]]] = {}
+
+    def of(
+        self,
+        spec: Spec,
+        server: ServerInfo,
+        *,
+        stream_config: Mapping[str, Any] | None = None,
+        owner: str = DEFAULT_OWNER,
+    ) -> dict[str, Any]:
+        """What ``desired_config`` gives for these arguments (a config of its own)."""
+        if spec.kind != "Consumer":
+            return desired_config(spec, server, stream_config=stream_config, owner=owner)
+        config = spec.config
+        shape = {k: v for k, v in config.items() if k not in _LEFT_TO_EACH}
+        present = tuple(config.get(field) is not None for field in _CONSUMER_VERBATIM)
+        key = (server, owner, spec.lifecycle, present, _shape_json(shape, stream_config))
+        known = self._shapes.get(key)
+        if known is None:
+            if len(self._shapes) >= self.KEPT:
+                self._shapes.clear()
+            made = desired_config(spec, server, stream_config=stream_config, owner=owner)
+            nested = tuple(k for k, v in made.items() if isinstance(v, (dict, list)))
+            self._shapes[key] = (json_copy(made), nested)
+            return made
+        template, nested = known
+        out = dict(template)  # the plain values as they are, the containers copied:
+        for field in nested:
+            out[field] = json_copy(template[field])
+        for field in CONSUMER_NAME_FIELDS:
+            out[field] = spec.name
+        for field in _CONSUMER_VERBATIM:
+            value = config.get(field)
+            if value is not None:
+                out[field] = json_copy(value) if isinstance(value, (dict, list)) else value
+        return out
+
+
+def _shape_json(shape: Mapping[str, Any], stream_config: Mapping[str, Any] | None) -> bytes:
+    """A consumer's shape and what it takes from its stream, as one key."""
+    return orjson.dumps(
+        [shape, inherited(stream_config or {})],
+        option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS,
+    )
 
 
 def live_config(

@@ -56,6 +56,7 @@ from reconciler.model.migration import (
 )
 from reconciler.model.normalize import (
     CONSUMER_NAME_FIELDS,
+    DesiredConfigs,
     desired_config,
     is_managed,
     live_config,
@@ -173,6 +174,7 @@ def plan_stream(
     memo: Memo | None = None,
     migration: str | None = None,
     lifecycle: Lifecycle = MANAGE,
+    desired: DesiredConfigs | None = None,
 ) -> StreamPlan:
     """The entries of one stream and its consumers (pure), each resource's lifecycle
     honoured (``lifecycle``: the environment's, merged into every spec's; see
@@ -181,7 +183,8 @@ def plan_stream(
     consent an interrupted migration needs. ``migration``: the way out of an interrupted
     migration whose target the specs no longer declare (:data:`CHOICES`). ``memo``:
     what earlier plans found unchanged (:mod:`reconciler.planning.memo`); what this plan
-    finds unchanged is added to it."""
+    finds unchanged is added to it. ``desired``: the plan's desired configs, each
+    consumer shape worked out once (:class:`DesiredConfigs`; else this stream's own)."""
     if not lifecycle.is_default:
         group = with_lifecycle(group, lifecycle)
         prune = prune and not lifecycle.observe  # an observed environment is never written
@@ -195,6 +198,7 @@ def plan_stream(
         migrate=migrate,
         memo=memo,
         migration=migration,
+        desired=DesiredConfigs() if desired is None else desired,
     )
     return governed_part(out, group, lifecycle)
 
@@ -208,6 +212,7 @@ def _stream_entries(
     migrate: bool,
     memo: Memo | None,
     migration: str | None,
+    desired: DesiredConfigs,
 ) -> StreamPlan:
     """The entries of one stream and its consumers, lifecycles aside but for
     ``ignore_changes`` (:func:`ignoring`) and an observed stream's entry."""
@@ -250,16 +255,16 @@ def _stream_entries(
             assert declared is not None  # stream_problems: declared or live
             stream_config = desired_config(declared, server, owner=owner)
         heeded = spec if raw is None or replaced else ignoring(spec, raw)  # created: declared
-        desired = desired_config(heeded, server, stream_config=stream_config, owner=owner)
+        wanted = desired.of(heeded, server, stream_config=stream_config, owner=owner)
         if raw is None or replaced:
             reasons = (f"re-created: stream {group.name} is replaced",) if raw else ()
             if bare is None:
                 bare = _bare(spec, server, stream_config)
-            created = _created(spec, desired, bare)
+            created = _created(spec, wanted, bare)
             current = None if raw is None else live_config(spec.kind, raw, server)
             out.add(
                 Create(
-                    **_identity(spec), fields=created, reasons=reasons, config=desired, live=current
+                    **_identity(spec), fields=created, reasons=reasons, config=wanted, live=current
                 )
             )
             continue
@@ -271,7 +276,7 @@ def _stream_entries(
             _remembered(
                 memo,
                 key,
-                _consumer_replaced(_compare(spec, desired, raw, server, None, notes), group),
+                _consumer_replaced(_compare(spec, wanted, raw, server, None, notes), group),
             )
         )
     if declared is not None and not replaced:
@@ -596,11 +601,12 @@ def _created(spec: Spec, desired: LiveConfig, bare: LiveConfig) -> tuple[FieldCh
     Fields the spec does not declare are left out even when a declared one moves their
     default (a push consumer's ``max_waiting: 0``, a mirror's absent ``subjects``).
     """
-    declared = set(written_as(spec.kind, {key: key for key in spec.config}))
+    declared = set(written_as(spec.kind, spec.config))
     if spec.kind == "Consumer":
-        declared -= set(CONSUMER_NAME_FIELDS)
+        declared.difference_update(CONSUMER_NAME_FIELDS)
     return tuple(
-        FieldChange(c.path, None, c.after) for c in diff_configs(desired, bare, only=declared)
+        c if c.before is None else FieldChange(c.path, None, c.after)
+        for c in diff_configs(desired, bare, only=declared)
     )
 
 
@@ -716,6 +722,7 @@ def build_plan(
         raise UnsupportedField(problems)
     total = StreamPlan(problems=_live_origin_problems(specs, live))
     memo = memo or Memo(b"this plan")
+    desired = DesiredConfigs()
     for group in group_streams(specs, live):
         part = plan_stream(
             group,
@@ -726,6 +733,7 @@ def build_plan(
             memo=memo,
             migration=migration,
             lifecycle=lifecycle,
+            desired=desired,
         )
         total.problems += part.problems
         total.steps += part.steps

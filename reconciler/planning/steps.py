@@ -501,11 +501,15 @@ def origins(config: Mapping[str, Any] | None) -> set[str]:
 
 def _build_dependencies(steps: Sequence[Step]) -> list[list[int]]:
     """Creates, updates, replaces: consumers after their stream, streams after origins."""
-    streams = {step.stream_name: i for i, step in enumerate(steps) if not step.ref.is_child}
+    refs = [step.ref for step in steps]
+    streams = {ref.stream_name: i for i, ref in enumerate(refs) if not ref.is_child}
     deps: list[list[int]] = []
-    for index, step in enumerate(steps):
-        config = None if isinstance(step, Delete) else step.config
-        names = {step.stream_name} if step.ref.is_child else origins(config)
+    for index, (step, ref) in enumerate(zip(steps, refs, strict=True)):
+        if ref.is_child:  # its stream (a consumer's, an entry's bucket)
+            parent = streams.get(ref.stream_name, index)
+            deps.append([] if parent == index else [parent])
+            continue
+        names = origins(None if isinstance(step, Delete) else step.config)
         deps.append([streams[n] for n in sorted(names) if streams.get(n, index) != index])
     return deps
 
@@ -529,10 +533,10 @@ def _delete_dependencies(steps: Sequence[Delete]) -> list[list[int]]:
 def _levels(deps: Sequence[Sequence[int]]) -> list[int]:
     """The longest dependency chain below each node (Kahn's algorithm; a cycle goes last)."""
     levels = [0] * len(deps)
-    waiting = [len(set(d)) for d in deps]
+    waiting = [len(d) if len(d) < 2 else len(set(d)) for d in deps]
     children: dict[int, list[int]] = defaultdict(list)
     for index, parents in enumerate(deps):
-        for parent in set(parents):
+        for parent in parents if len(parents) < 2 else set(parents):
             children[parent].append(index)
     ready = [index for index, count in enumerate(waiting) if count == 0]
     done = 0

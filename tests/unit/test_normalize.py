@@ -14,6 +14,7 @@ from reconciler.model.normalize import (
     CONSUMER_NAME_FIELDS,
     STREAM_NAME_FIELDS,
     VERBATIM_FIELDS,
+    DesiredConfigs,
     desired_config,
     epoch_nanoseconds,
     inherited,
@@ -25,6 +26,7 @@ from reconciler.model.normalize import (
     unsupported_fields,
 )
 from reconciler.model.state import LiveState, ServerInfo
+from reconciler.specs.lifecycle import MANAGE, Lifecycle
 from reconciler.specs.spec import MANAGED_KEY, MANAGED_VALUE, Kind, Spec
 
 V210 = ServerInfo(version="2.10.26", api_level=0)
@@ -542,3 +544,47 @@ def test_a_time_whose_utc_moment_python_cannot_hold_is_unreadable_not_a_crash(te
 
 def test_nanoseconds_between_crosses_a_second_with_fractions_of_unequal_length() -> None:
     assert nanoseconds_between("2026-11-28T16:20:16.9Z", "2026-11-28T16:20:17.05Z") == 150_000_000
+
+
+VERBATIM_VALUES = {
+    "filter_subject": st.sampled_from(["", "a.b", "a.*", "orders.>"]),
+    "description": st.sampled_from(["", "x", "é\u2028"]),
+}
+
+
+@given(
+    shapes=st.lists(st.fixed_dictionaries({}, optional=CONSUMER_VALUES), min_size=1, max_size=3),
+    consumers=st.lists(
+        st.tuples(
+            st.integers(0, 2),
+            st.sampled_from(["A", "B", "C0"]),
+            st.fixed_dictionaries({}, optional=VERBATIM_VALUES),
+            st.sampled_from([MANAGE, Lifecycle(prevent_destroy=True)]),
+        ),
+        max_size=12,
+    ),
+    limits=st.fixed_dictionaries({}, optional={"max_ack_pending": st.integers(0, 9)}),
+    owner=st.sampled_from(["default", "teamb"]),
+    server=st.sampled_from([V210, V211, V212, V214]),
+)
+def test_desired_configs_of_a_plan_are_desired_config_of_each(
+    shapes: list[dict[str, Any]],
+    consumers: list[tuple[int, str, dict[str, Any], Lifecycle]],
+    limits: dict[str, Any],
+    owner: str,
+    server: ServerInfo,
+) -> None:
+    """DesiredConfigs works a consumer shape out once and copies it: each copy is what
+    desired_config gives that consumer, field order included, and owns its containers."""
+    stream = {"consumer_limits": limits}
+    configs = DesiredConfigs()
+    made = []
+    for shape, name, verbatim, lifecycle in consumers:
+        declared = spec("Consumer", name, "S", **{**shapes[shape % len(shapes)], **verbatim})
+        declared = declared.with_lifecycle(lifecycle)
+        got = configs.of(declared, server, stream_config=stream, owner=owner)
+        want = desired_config(declared, server, stream_config=stream, owner=owner)
+        assert got == want and list(got) == list(want)
+        made.append(got)
+    held = [id(v) for got in made for v in got.values() if isinstance(v, (dict, list))]
+    assert len(held) == len(set(held))  # no two configs share a container
