@@ -196,7 +196,13 @@ class DesiredConfigs:
         config = spec.config
         shape = {k: v for k, v in config.items() if k not in _LEFT_TO_EACH}
         present = tuple(config.get(field) is not None for field in _CONSUMER_VERBATIM)
-        key = (server, owner, spec.lifecycle, present, _shape_json(shape, stream_config))
+        try:
+            data = _shape_json(shape, stream_config)
+        except TypeError:  # a value JSON cannot hold
+            data = b"null"
+        if b"null" in data:  # NaN is written null too: worked out as it is, not kept
+            return desired_config(spec, server, stream_config=stream_config, owner=owner)
+        key = (server, owner, spec.lifecycle, present, data)
         known = self._shapes.get(key)
         if known is None:
             if len(self._shapes) >= self.KEPT:
@@ -219,11 +225,11 @@ class DesiredConfigs:
 
 
 def _shape_json(shape: Mapping[str, Any], stream_config: Mapping[str, Any] | None) -> bytes:
-    """A consumer's shape and what it takes from its stream, as one key."""
-    return orjson.dumps(
-        [shape, inherited(stream_config or {})],
-        option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS,
-    )
+    """A consumer's shape and what it takes from its stream, as one key: their JSON,
+    which tells apart every value a validated spec holds (JSON's own: ``1``, ``1.0`` and
+    ``true`` too), but ``null`` (NaN and an infinity are written so). ``TypeError``: a
+    value JSON cannot hold."""
+    return orjson.dumps([shape, inherited(stream_config or {})], option=orjson.OPT_SORT_KEYS)
 
 
 def live_config(

@@ -588,3 +588,14 @@ def test_desired_configs_of_a_plan_are_desired_config_of_each(
         made.append(got)
     held = [id(v) for got in made for v in got.values() if isinstance(v, (dict, list))]
     assert len(held) == len(set(held))  # no two configs share a container
+
+
+def test_desired_configs_never_take_one_value_written_null_for_another() -> None:
+    """NaN and None are both ``null`` in a shape's JSON: such a consumer is worked out as
+    it is, never given another's config."""
+    configs = DesiredConfigs()
+    for value in (float("nan"), None, float("inf"), None):
+        declared = spec("Consumer", "C", "S", ack_policy="explicit", sample_freq=value)
+        got = configs.of(declared, V212, stream_config={})
+        want = desired_config(declared, V212, stream_config={})
+        assert repr(got) == repr(want)
