@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,6 +24,19 @@ import pytest
 from servers import SERVER_MATRIX, Cluster, NatsServer, delete_all_streams, run
 
 T = TypeVar("T")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C reaches every ``reconcile`` a test starts, however the run was started: a
+    shell starts a background job (``cmd &``) with SIGINT ignored, and an ignored signal
+    stays ignored in every process it starts. The interrupt tests (a Ctrl-C typed at a
+    question, mid-restore, mid-failover) then saw a ``reconcile`` that never heard it."""
+    del config
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 #: The marker every test of a folder under tests/ carries (``-m spark``, ``-m "not browser"``).
 FOLDER_MARKERS = {
