@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -132,51 +133,51 @@ def test_no_lock_timeout_lets_a_change_through_a_lock_another_run_holds(
 # --- a destroy deletes only what this project manages ---------------------------------------
 
 
+def _destroy_refused_over_theirs(
+    server: NatsServer, host: ProviderHost, metadata: dict[str, str]
+) -> tuple[str, dict[str, Any], dict[str, Any], str]:
+    """The stack made JOBS (allow_destroy: its messages may go with it); someone deleted
+    it and made a JOBS of their own (``metadata`` its marker, if any), 5 messages in it.
+    The stack's destroy is refused, with no traceback, and the 5 stay. Returns the
+    resource's id and outputs, their stream's config and the refusal's words."""
+    name = unique("JOBS")
+    id_, _, outputs = host.apply({**stream_inputs(name), "allow_destroy": True})
+    assert api(server, f"STREAM.DELETE.{name}").get("success")
+    theirs = {"name": name, "subjects": [f"{name}.>"], "metadata": metadata}
+    assert "error" not in api(server, f"STREAM.CREATE.{name}", theirs)
+    run(_publish(server.url, f"{name}.a", 5))
+    with pytest.raises(grpc.RpcError) as refused:
+        host.delete(id_, outputs)
+    details = str(refused.value.details())
+    assert "Traceback" not in details
+    assert api(server, f"STREAM.INFO.{name}")["state"]["messages"] == 5
+    return id_, outputs, theirs, details
+
+
 def test_a_destroy_never_deletes_another_projects_stream_of_the_same_name(
     server: NatsServer,
 ) -> None:
-    """The stack made JOBS (allow_destroy: its messages may go with it). Someone deleted
-    it, and another project (owner teamb) made its own JOBS, 5 messages in it. The
-    stack's destroy deleted teamb's stream and its messages, where ``apply --prune``
-    never touches another owner's resource. Now refused naming the owner; the 5 stay."""
+    """Another project (owner teamb) made the JOBS the stack's destroy met. It deleted
+    teamb's stream and its messages, where ``apply --prune`` never touches another
+    owner's resource. Now refused naming the owner."""
     with _host({"jetstream:servers": server.url}) as host:
-        name = unique("JOBS")
-        id_, _, outputs = host.apply({**stream_inputs(name), "allow_destroy": True})
-        assert api(server, f"STREAM.DELETE.{name}").get("success")
-        theirs = {**stream_inputs(name), "metadata": ownership_marker("teamb")}
-        theirs.pop("kind")
-        assert "error" not in api(server, f"STREAM.CREATE.{name}", theirs)
-        run(_publish(server.url, f"{name}.a", 5))
-        with pytest.raises(grpc.RpcError) as refused:
-            host.delete(id_, outputs)
-        details = str(refused.value.details())
-        assert "teamb" in details and "Traceback" not in details
-        assert api(server, f"STREAM.INFO.{name}")["state"]["messages"] == 5
+        *_, details = _destroy_refused_over_theirs(server, host, ownership_marker("teamb"))
+        assert "teamb" in details
 
 
 def test_a_destroy_never_deletes_an_unmarked_stream_made_again_under_the_name(
     server: NatsServer,
 ) -> None:
-    """The stack made JOBS (allow_destroy). Someone deleted it and made their own JOBS by
-    hand (no managed-by marker), 5 messages in it. The destroy deleted it, where
-    ``apply --prune`` leaves an unmarked stream alone. Now refused; the 5 stay, and the
+    """Someone made the JOBS the stack's destroy met by hand (no managed-by marker). It
+    was deleted, where ``apply --prune`` leaves an unmarked stream alone. Now refused; the
     stream is still there for a destroy that sees the marker back."""
     with _host({"jetstream:servers": server.url}) as host:
-        name = unique("JOBS")
-        id_, _, outputs = host.apply({**stream_inputs(name), "allow_destroy": True})
-        assert api(server, f"STREAM.DELETE.{name}").get("success")
-        theirs = {"name": name, "subjects": [f"{name}.>"]}
-        assert "error" not in api(server, f"STREAM.CREATE.{name}", theirs)
-        run(_publish(server.url, f"{name}.a", 5))
-        with pytest.raises(grpc.RpcError) as refused:
-            host.delete(id_, outputs)
-        details = str(refused.value.details())
-        assert "managed-by marker" in details and "Traceback" not in details
-        assert api(server, f"STREAM.INFO.{name}")["state"]["messages"] == 5
+        id_, outputs, theirs, details = _destroy_refused_over_theirs(server, host, {})
+        assert "managed-by marker" in details
         theirs["metadata"] = ownership_marker("default")
-        assert "error" not in api(server, f"STREAM.UPDATE.{name}", theirs)
+        assert "error" not in api(server, f"STREAM.UPDATE.{theirs['name']}", theirs)
         host.delete(id_, outputs)  # marked as this project's again: deleted (allow_destroy)
-        assert name not in _streams(server)
+        assert theirs["name"] not in _streams(server)
 
 
 def test_an_update_never_changes_another_projects_stream_of_the_same_name(
