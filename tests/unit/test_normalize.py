@@ -546,6 +546,12 @@ def test_nanoseconds_between_crosses_a_second_with_fractions_of_unequal_length()
     assert nanoseconds_between("2026-11-28T16:20:16.9Z", "2026-11-28T16:20:17.05Z") == 150_000_000
 
 
+#: Container values a consumer may declare (each copy must own its own).
+CONSUMER_CONTAINERS = {
+    "metadata": st.dictionaries(st.sampled_from(["team", "_nats.ver"]), st.just("v"), max_size=2),
+    "filter_subjects": st.lists(st.sampled_from(["a.1", "a.2"]), unique=True, max_size=2),
+    "priority_groups": st.lists(st.sampled_from(["g", "h"]), unique=True, max_size=2),
+}
 VERBATIM_VALUES = {
     "filter_subject": st.sampled_from(["", "a.b", "a.*", "orders.>"]),
     "description": st.sampled_from(["", "x", "é\u2028"]),
@@ -553,7 +559,11 @@ VERBATIM_VALUES = {
 
 
 @given(
-    shapes=st.lists(st.fixed_dictionaries({}, optional=CONSUMER_VALUES), min_size=1, max_size=3),
+    shapes=st.lists(
+        st.fixed_dictionaries({}, optional={**CONSUMER_VALUES, **CONSUMER_CONTAINERS}),
+        min_size=1,
+        max_size=3,
+    ),
     consumers=st.lists(
         st.tuples(
             st.integers(0, 2),
