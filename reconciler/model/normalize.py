@@ -227,9 +227,11 @@ class DesiredConfigs:
 def _shape_json(shape: Mapping[str, Any], stream_config: Mapping[str, Any] | None) -> bytes:
     """A consumer's shape and what it takes from its stream, as one key: their JSON,
     which tells apart every value a validated spec holds (JSON's own: ``1``, ``1.0`` and
-    ``true`` too), but ``null`` (NaN and an infinity are written so). ``TypeError``: a
-    value JSON cannot hold."""
-    return orjson.dumps([shape, inherited(stream_config or {})], option=orjson.OPT_SORT_KEYS)
+    ``true`` too), but ``null`` (NaN and an infinity are written so). Keys in their
+    order, not sorted: a config keeps its metadata's order, and two shapes holding the
+    same metadata in other orders must not share one. ``TypeError``: a value JSON
+    cannot hold."""
+    return orjson.dumps([shape, inherited(stream_config or {})])
 
 
 def live_config(

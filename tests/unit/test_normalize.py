@@ -594,10 +594,22 @@ def test_desired_configs_of_a_plan_are_desired_config_of_each(
         declared = declared.with_lifecycle(lifecycle)
         got = configs.of(declared, server, stream_config=stream, owner=owner)
         want = desired_config(declared, server, stream_config=stream, owner=owner)
-        assert got == want and list(got) == list(want)
+        assert got == want and repr(got) == repr(want)  # field order, nested ones too
         made.append(got)
     held = [id(v) for got in made for v in got.values() if isinstance(v, (dict, list))]
     assert len(held) == len(set(held))  # no two configs share a container
+
+
+def test_desired_configs_keep_each_consumers_metadata_in_its_own_order() -> None:
+    """Two consumers declaring the same metadata in other orders are two shapes: each
+    config holds its metadata in the order desired_config gives it (the declared one)."""
+    configs = DesiredConfigs()
+    for name, metadata in (("A", {"a": "1", "b": "2"}), ("B", {"b": "2", "a": "1"})):
+        declared = spec("Consumer", name, "S", ack_policy="explicit", metadata=metadata)
+        got = configs.of(declared, V212, stream_config={})
+        want = desired_config(declared, V212, stream_config={})
+        assert list(got["metadata"]) == list(want["metadata"])
+        assert repr(got) == repr(want)
 
 
 def test_desired_configs_never_take_one_value_written_null_for_another() -> None:
