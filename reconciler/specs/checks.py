@@ -8,7 +8,8 @@ pull-only fields on the wrong consumer type, ``max_deliver`` against the backoff
 ``duplicate_window`` against ``max_age``, the work-queue rules, and a consumer's
 ``max_ack_pending`` / ``inactive_threshold`` against its stream's
 ``consumer_limits`` (the server refuses the consumer, err 10121 / 10153, after the stream
-was created: a half-applied plan).
+was created: a half-applied plan), and mirrors, sources and standbys of a stream whose
+``consumer_limits`` set ``max_ack_pending`` (the server refuses their reading consumer).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ RULES = (
     "duplicate_names",
     "overlapping_subjects",
     "mirror_problems",
+    "unreadable_origins",
     "source_cycles",
     "stream_limits",
     "consumer_shape",
@@ -149,6 +151,7 @@ class _Pass:
         found = self.found
         found["overlapping_subjects"].extend(overlapping_subjects(self.streams))
         found["mirror_problems"].extend(mirror_problems(self.stream_list, self.streams))
+        found["unreadable_origins"].extend(unreadable_origins(self.stream_list, self.streams))
         found["source_cycles"].extend(source_cycles(self.stream_list))
         for consumers in self.work_queues.values():
             found["work_queue_rules"].extend(work_queue_rules(consumers))
@@ -356,6 +359,42 @@ def mirror_direct_problem(mirror: Spec, origin: Mapping[str, Any]) -> Problem | 
         "drop mirror_direct"
     )
     return Problem(mirror.where("mirror_direct"), "mirror_direct", message)
+
+
+def unreadable_origins(streams: list[Spec], declared: Mapping[str, Spec]) -> Iterable[Problem]:
+    """Mirrors and sources (and standbys: a mirror in another environment) of a stream
+    whose ``consumer_limits`` set ``max_ack_pending``. A mirror or source reads its origin
+    through a consumer the server makes with no acks, and the server refuses that
+    consumer when the origin's limits give it a ``max_ack_pending`` (err 10082, every
+    release of the matrix: docs/jetstream-notes.md): the stream is created, the copy
+    never receives a message, and only its info's error says why."""
+    for spec in streams:
+        for origin_name in _origins(spec):
+            origin = declared.get(origin_name)
+            if origin is None or origin.kind != "Stream" or origin.external:
+                continue
+            limit = _pending_limit(origin)
+            if limit:
+                path = "mirror" if spec.config.get("mirror") else "sources"
+                yield Problem(spec.where(path), path, _unreadable(origin_name, limit, spec.name))
+        limit = _pending_limit(spec)
+        if spec.standby is not None and limit:
+            where = f"the standby mirror in {spec.standby.environment}"
+            yield Problem(spec.where("standby"), "standby", _unreadable(spec.name, limit, where))
+
+
+def _pending_limit(spec: Spec) -> int:
+    limits = spec.config.get("consumer_limits") or {}
+    value = limits.get("max_ack_pending") if isinstance(limits, Mapping) else None
+    return value if isinstance(value, int) and value > 0 else 0
+
+
+def _unreadable(origin: str, limit: int, copy: str) -> str:
+    return (
+        f"stream {origin} sets consumer_limits.max_ack_pending ({limit}), and the server "
+        f"refuses the consumer a mirror or source reads it with (err 10082): {copy} would "
+        f"never receive a message; give {origin}'s consumers their max_ack_pending instead"
+    )
 
 
 def _origins(spec: Spec) -> list[str]:

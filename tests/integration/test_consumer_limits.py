@@ -4,6 +4,7 @@ for ``max_ack_pending``, 10153 for ``inactive_threshold``; measured on 2.10-2.15
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -163,3 +164,62 @@ def test_a_new_inactive_threshold_limit_over_a_durable_without_one_is_refused_be
     live = run(_consumer(server, "S", "C"))
     assert "inactive_threshold" not in live or live["inactive_threshold"] == 0
     assert run(_publish_and_count(server, 5)) == 15
+
+
+async def _copies_of_limited_streams(server: NatsServer, suffix: str) -> dict[str, Any]:
+    """Two streams with 3 messages each, one limiting its consumers' max_ack_pending, one
+    their inactive_threshold, each mirrored and sourced: what each copy holds, and the
+    error its info reports, once the limited one's copies have said theirs."""
+    limited, idle = f"LIM{suffix}", f"IDLE{suffix}"
+    async with open_client(options(server)) as client:
+        await client.create_stream(
+            {"name": limited, "subjects": [f"{limited}.>"],
+             "consumer_limits": {"max_ack_pending": 54}}
+        )  # fmt: skip
+        await client.create_stream(
+            {"name": idle, "subjects": [f"{idle}.>"],
+             "consumer_limits": {"inactive_threshold": 3_600_000_000_000}}
+        )  # fmt: skip
+        for stream in (limited, idle):
+            for i in range(3):
+                await client.publish(f"{stream}.x", f"m{i}".encode())
+            await client.create_stream({"name": f"M{stream}", "mirror": {"name": stream}})
+            await client.create_stream({"name": f"S{stream}", "sources": [{"name": stream}]})
+        copies = {}
+        for _ in range(200):
+            copies = {}
+            for stream in (limited, idle):
+                for copy, part in ((f"M{stream}", "mirror"), (f"S{stream}", "sources")):
+                    info = await client.stream_info(copy)
+                    read = info.get(part) or {}
+                    error = (read[0] if isinstance(read, list) else read).get("error") or {}
+                    copies[copy] = (int(info["state"]["messages"]), error.get("err_code"))
+            if all(copies[c][1] for c in (f"M{limited}", f"S{limited}")) and all(
+                copies[c][0] == 3 for c in (f"M{idle}", f"S{idle}")
+            ):
+                break
+            await asyncio.sleep(0.05)
+        return copies
+
+
+def test_a_stream_limiting_max_ack_pending_cannot_be_mirrored_or_sourced(
+    versioned_server: NatsServer,
+) -> None:
+    """What `specs.checks.unreadable_origins` rests on (docs/jetstream-notes.md), on every
+    release of the matrix: the server refuses the consumer a mirror or a source reads
+    with (err 10082), and the copy receives nothing; an inactive_threshold limit is fine."""
+    suffix = (versioned_server.version or "N").replace(".", "_")
+    copies = run(_copies_of_limited_streams(versioned_server, suffix))
+    assert copies[f"MLIM{suffix}"] == (0, 10082) and copies[f"SLIM{suffix}"] == (0, 10082)
+    assert copies[f"MIDLE{suffix}"] == (3, None) and copies[f"SIDLE{suffix}"] == (3, None)
+
+
+def test_a_mirror_of_a_stream_limiting_max_ack_pending_is_refused_before_the_server(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    specs = write(tmp_path, STREAM + "---\nkind: Stream\nname: M\nmirror:\n  name: S\n")
+    applied = _cli("apply", str(specs), server=clean_server, cwd=tmp_path)
+    assert applied.returncode == 1, applied.stdout
+    assert "specs.yaml:15: mirror: stream S sets consumer_limits.max_ack_pending" in applied.stderr
+    assert "Traceback" not in applied.stderr
+    assert run(_streams(clean_server)) == []  # nothing applied

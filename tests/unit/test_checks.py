@@ -419,6 +419,7 @@ def _rule_by_rule(specs: list[Spec], declared: set[str]) -> list[str]:
     found += [p for s in specs if (p := checks.duplicate_name(s, first)) is not None]
     found += checks.overlapping_subjects(streams)
     found += checks.mirror_problems(stream_list, streams)
+    found += checks.unreadable_origins(stream_list, streams)
     found += checks.source_cycles(stream_list)
     found += [p for s in stream_list for p in checks.stream_limits(s)]
     found += [p for s in consumers for p in checks.consumer_shape(s)]
@@ -474,3 +475,59 @@ def test_subjects_overlap_as_their_tokens_do(first: str, second: str) -> None:
             walked = False
             break
     assert subjects_overlap(first, second) is walked
+
+
+LIMITED = {"consumer_limits": {"max_ack_pending": 54}, "subjects": ["s1.>"]}
+
+
+@pytest.mark.parametrize(
+    ("copy", "path"),
+    [
+        (stream("COPY", mirror={"name": "S1"}), "mirror"),
+        (stream("COPY", subjects=["c.>"], sources=[{"name": "X"}, {"name": "S1"}]), "sources"),
+    ],
+)
+def test_a_mirror_or_source_of_a_stream_limiting_max_ack_pending_is_refused(
+    copy: dict[str, Any], path: str
+) -> None:
+    """The server refuses the consumer a mirror or source reads with (err 10082): the
+    copy would never receive a message (tests/integration/test_jetstream_facts.py)."""
+    found = problems(stream("S1", **LIMITED), stream("X", subjects=["x.>"]), copy)
+    assert len(found) == 1
+    assert found[0].startswith(f"spec.yaml:22: {path}: stream S1 sets consumer_limits.max_ack")
+    assert "COPY would never receive a message" in found[0]
+
+
+def test_a_standby_of_a_stream_limiting_max_ack_pending_is_refused() -> None:
+    standby = {"primary": "east", "environment": "west"}
+    (found,) = problems(stream("S1", standby=standby, **LIMITED))
+    assert found.startswith("spec.yaml:2: standby: stream S1 sets consumer_limits.max_ack")
+    assert "the standby mirror in west would never receive a message" in found
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [{"inactive_threshold": 3_600_000_000_000}, {"max_ack_pending": 0}, {"max_ack_pending": -1}],
+)
+def test_other_consumer_limits_leave_mirrors_alone(limits: dict[str, Any]) -> None:
+    specs = validate_documents(
+        docs(
+            stream("S1", subjects=["s1.>"], consumer_limits=limits),
+            stream("MIR", mirror={"name": "S1"}),
+            stream(
+                "S2",
+                subjects=["s2.>"],
+                consumer_limits=limits,
+                standby={"primary": "east", "environment": "west"},
+            ),
+        )
+    )
+    assert [spec.name for spec in specs] == ["S1", "MIR", "S2"]
+
+
+def test_an_external_origin_limiting_max_ack_pending_is_not_judged_here() -> None:
+    """Managed elsewhere: its limits here are only what the spec says of it."""
+    specs = validate_documents(
+        docs(stream("S1", external=True, **LIMITED), stream("MIR", mirror={"name": "S1"}))
+    )
+    assert len(specs) == 2
