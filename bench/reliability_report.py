@@ -604,7 +604,10 @@ GUARANTEES = (
         "update lowering the limits below a live consumer, is refused at its `FILE:LINE` "
         "before any step. The server refuses each (err 10121, 10153, 10069), but only when "
         "its step comes, after the other steps of the apply ran; measured alike on "
-        "2.10.26 to 2.15.1. Messages counted after every refusal.",
+        "2.10.26 to 2.15.1. Messages counted after every refusal. A mirror, a source or a "
+        "standby of a stream limiting `max_ack_pending` is refused at its line: the server "
+        "refuses the consumer the copy reads with (err 10082) and the copy never receives "
+        "a message, on every release of the matrix.",
         ("test_consumer_limits.py::",),
     ),
     Guarantee(
