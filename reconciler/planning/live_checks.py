@@ -23,6 +23,9 @@ changes with every other stream of the server, before anything is applied:
   (err 10069), before the plan's consumer steps run (same rule,
   :func:`specs.checks.limit_excess`); before 2.14, a durable consumer without
   ``inactive_threshold`` also refuses a new ``inactive_threshold`` limit.
+- **a mirror or source of a stream no spec manages whose ``consumer_limits`` set
+  ``max_ack_pending``**: the server refuses the consumer the copy reads with (err 10082);
+  the rule is :func:`specs.checks.unreadable_origin`, validation's for declared streams.
 
 Pure: specs, the plan's steps and the live state in, problems out.
 """
@@ -39,9 +42,12 @@ from reconciler.model.state import LiveState
 from reconciler.planning.steps import Delete, Migrate, Step, Update
 from reconciler.specs.checks import (
     SubjectTree,
+    copy_path,
     limit_excess,
     limit_text,
+    origins_of,
     over_consumer_limits,
+    unreadable_origin,
 )
 from reconciler.specs.spec import Spec
 
@@ -62,6 +68,7 @@ def live_problems(specs: Sequence[Spec], steps: Sequence[Step], live: LiveState)
         *_copied_problems(steps, planned, live),
         *_consumer_limit_problems(specs, steps, live),
         *_lowered_limit_problems(specs, steps, live),
+        *_unreadable_origin_problems(specs, steps, live),
     ]
 
 
@@ -203,6 +210,31 @@ def _consumer_limit_problems(
             continue
         for path, message in over_consumer_limits(spec.config, stream, spec.stream_name):
             problems.append(Problem(spec.where(path), path, f"{message}: nothing was changed"))
+    return problems
+
+
+def _unreadable_origin_problems(
+    specs: Sequence[Spec], steps: Sequence[Step], live: LiveState
+) -> list[Problem]:
+    """Mirrors and sources the plan writes of a live stream no spec manages whose
+    ``consumer_limits`` set ``max_ack_pending``: the copy could never read it (the rule is
+    :func:`specs.checks.unreadable_origin`, which validation applies to declared ones)."""
+    managed = {s.stream_name for s in specs if not s.ref.is_child and not s.external}
+    declared = {s.stream_name: s for s in specs if not s.ref.is_child}
+    problems = []
+    for step in steps:
+        if step.ref.is_child or isinstance(step, Delete):
+            continue
+        for origin in origins_of(step.config):
+            config = live.streams.get(origin)
+            if config is None or origin in managed:
+                continue
+            message = unreadable_origin(origin, config, step.stream_name)
+            if message:
+                path = copy_path(step.config)
+                spec = declared.get(step.stream_name)
+                where = spec.where(path) if spec else step.source
+                problems.append(Problem(where, path, f"{message}: nothing was changed"))
     return problems
 
 

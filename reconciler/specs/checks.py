@@ -372,24 +372,31 @@ def unreadable_origins(streams: list[Spec], declared: Mapping[str, Spec]) -> Ite
         for origin_name in _origins(spec):
             origin = declared.get(origin_name)
             if origin is None or origin.kind != "Stream" or origin.external:
-                continue
-            limit = _pending_limit(origin)
-            if limit:
-                path = "mirror" if spec.config.get("mirror") else "sources"
-                yield Problem(spec.where(path), path, _unreadable(origin_name, limit, spec.name))
-        limit = _pending_limit(spec)
-        if spec.standby is not None and limit:
+                continue  # one no spec manages: the plan judges it live (planning.live_checks)
+            message = unreadable_origin(origin_name, origin.config, spec.name)
+            if message:
+                path = copy_path(spec.config)
+                yield Problem(spec.where(path), path, message)
+        if spec.standby is not None:
             where = f"the standby mirror in {spec.standby.environment}"
-            yield Problem(spec.where("standby"), "standby", _unreadable(spec.name, limit, where))
+            message = unreadable_origin(spec.name, spec.config, where)
+            if message:
+                yield Problem(spec.where("standby"), "standby", message)
 
 
-def _pending_limit(spec: Spec) -> int:
-    limits = spec.config.get("consumer_limits") or {}
-    value = limits.get("max_ack_pending") if isinstance(limits, Mapping) else None
-    return value if isinstance(value, int) and value > 0 else 0
+def copy_path(config: Mapping[str, Any]) -> str:
+    """The field a stream copies another through: ``mirror`` or ``sources``."""
+    return "mirror" if config.get("mirror") else "sources"
 
 
-def _unreadable(origin: str, limit: int, copy: str) -> str:
+def unreadable_origin(origin: str, config: Mapping[str, Any], copy: str) -> str:
+    """Why ``copy`` could never read stream ``origin`` (its ``config``, declared or live),
+    or "": the server refuses the ack-less consumer a mirror or source reads with when
+    the origin's ``consumer_limits`` set ``max_ack_pending`` (err 10082)."""
+    limits = config.get("consumer_limits") or {}
+    limit = limits.get("max_ack_pending") if isinstance(limits, Mapping) else None
+    if not isinstance(limit, int) or limit <= 0:
+        return ""
     return (
         f"stream {origin} sets consumer_limits.max_ack_pending ({limit}), and the server "
         f"refuses the consumer a mirror or source reads it with (err 10082): {copy} would "
@@ -399,7 +406,11 @@ def _unreadable(origin: str, limit: int, copy: str) -> str:
 
 def _origins(spec: Spec) -> list[str]:
     """Names of the local streams a stream copies from (external ones excluded)."""
-    config = spec.config
+    return origins_of(spec.config)
+
+
+def origins_of(config: Mapping[str, Any]) -> list[str]:
+    """Names of the local streams a stream config copies from (external ones excluded)."""
     entries: list[Mapping[str, Any]] = [config["mirror"]] if config.get("mirror") else []
     entries.extend(config.get("sources") or [])
     return [str(e["name"]) for e in entries if not e.get("external")]

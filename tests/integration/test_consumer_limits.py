@@ -223,3 +223,20 @@ def test_a_mirror_of_a_stream_limiting_max_ack_pending_is_refused_before_the_ser
     assert "specs.yaml:15: mirror: stream S sets consumer_limits.max_ack_pending" in applied.stderr
     assert "Traceback" not in applied.stderr
     assert run(_streams(clean_server)) == []  # nothing applied
+
+
+def test_a_mirror_of_a_live_stream_limiting_max_ack_pending_is_refused_by_the_plan(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The origin is on the server, no spec manages it (absent, or declared external):
+    the plan judges its live limits, and nothing is created."""
+    run(_unmanaged_stream(clean_server))  # S, consumer_limits max_ack_pending 100
+    mirror = "kind: Stream\nname: M\nmirror:\n  name: S\n"
+    for text, line in ((mirror, 3), ("kind: Stream\nname: S\nexternal: true\n---\n" + mirror, 7)):
+        specs = write(tmp_path, text)
+        applied = _cli("apply", str(specs), server=clean_server, cwd=tmp_path)
+        assert applied.returncode == 1, applied.stdout
+        said = f"specs.yaml:{line}: mirror: stream S sets consumer_limits.max_ack_pending (100)"
+        assert said in applied.stderr, applied.stderr
+        assert "Traceback" not in applied.stderr
+        assert run(_streams(clean_server)) == ["S"]  # M never made
