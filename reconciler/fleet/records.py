@@ -151,6 +151,16 @@ class UnitRows:
         ):
             self.latest[on] = (captured, version, level)
 
+    def take(
+        self, text: str, *, line: int, file: str | None = None, part: int | None = None
+    ) -> None:
+        """One line read: a record, or a bad line kept with where it was (a whole file's
+        ``file`` and line number, or a cut file's ``part`` and position in it)."""
+        try:
+            self.add_line(text)
+        except BadRecord as err:
+            self.add_bad(str(err), line=line, file=file, part=part)
+
     def add_bad(
         self, message: str, *, line: int, file: str | None = None, part: int | None = None
     ) -> None:
@@ -312,22 +322,14 @@ def read_unit(pieces: list[Piece], counts: Accumulator[dict[int, int]] | None = 
     for piece in pieces:
         if piece.whole:
             for number, line in enumerate(whole_lines(piece.path), start=1):
-                if not line.strip():
-                    continue
-                try:
-                    rows.add_line(line)
-                except BadRecord as err:
-                    rows.add_bad(str(err), file=piece.path, line=number)
+                if line.strip():
+                    rows.take(line, line=number, file=piece.path)
             continue
         seen = 0
         for position, line in enumerate(range_lines(piece)):
             seen = position + 1
-            if not line.strip():
-                continue
-            try:
-                rows.add_line(line)
-            except BadRecord as err:
-                rows.add_bad(str(err), part=piece.number, line=position)
+            if line.strip():
+                rows.take(line, line=position, part=piece.number)
         if counts is not None:
             counts.add({piece.number: seen})
     return rows
