@@ -143,3 +143,12 @@ class LiveState:
     consumers: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
     # cluster servers named as leader or replica of some stream (offline ones included)
     peers: frozenset[str] = frozenset()
+
+    def __repr__(self) -> str:
+        # Cheap on purpose, as Plan's: asyncio.run() (3.11/3.12) formats the repr of what
+        # its coroutine returned when it puts the SIGINT handler back; the dataclass repr
+        # of 21,000 consumer configs cost an export 0.15 s of CPU.
+        return (
+            f"LiveState(nats-server {self.server.version}: {len(self.streams)} streams, "
+            f"{len(self.consumers)} consumers)"
+        )

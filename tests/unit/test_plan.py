@@ -289,6 +289,17 @@ def test_plans_and_apply_results_have_a_repr_that_does_not_grow_with_them() -> N
     assert len(large[0]) - len(small[0]) < 10 and len(large[1]) - len(small[1]) < 20
 
 
+def test_a_live_state_has_a_repr_that_does_not_grow_with_it() -> None:
+    """The same for what a read returns (``export`` and ``snapshot`` asyncio.run() one)."""
+
+    def sized(n: int) -> str:
+        consumers = {("S", f"C{i}"): {"durable_name": f"C{i}"} for i in range(n)}
+        return repr(LiveState(server=SERVER, streams={"S": {"name": "S"}}, consumers=consumers))
+
+    small, large = sized(1), sized(21_000)
+    assert "C0" not in large and len(large) - len(small) < 10
+
+
 def test_a_memo_answers_only_for_exactly_the_inputs_it_was_computed_from() -> None:
     """A re-plan with the memo of an earlier plan is the plan computed from scratch, for
     every input that changed since: the live config, the spec, the stream a consumer is
