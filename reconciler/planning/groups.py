@@ -90,3 +90,8 @@ class StreamPlan:
 def identity(spec: Spec) -> dict[str, Any]:
     """The fields every entry of ``spec`` starts with: its ref, source and written texts."""
     return {"ref": spec.ref, "source": spec.source, "written": written_as(spec.kind, spec.written)}
+
+
+def unchanged(spec: Spec) -> Unchanged:
+    """``spec``'s Unchanged entry (its :func:`identity`)."""
+    return Unchanged.of(spec.ref, spec.source, written_as(spec.kind, spec.written))

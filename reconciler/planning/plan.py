@@ -68,6 +68,7 @@ from reconciler.model.state import LiveState, ServerInfo, StreamState
 from reconciler.model.values import written_as
 from reconciler.planning.groups import MIGRATE_HINT, LiveConfig, StreamGroup, StreamPlan
 from reconciler.planning.groups import identity as _identity
+from reconciler.planning.groups import unchanged as _unchanged
 from reconciler.planning.lifecycles import (
     governed,
     governed_entries,
@@ -249,7 +250,7 @@ def _stream_entries(
             else memo.key(spec, raw, basis + salt(spec))
         )
         if memo is not None and key is not None and memo.unchanged(key):
-            out.add(Unchanged(**_identity(spec)))
+            out.add(_unchanged(spec))
             continue
         if stream_config is None:
             assert declared is not None  # stream_problems: declared or live
@@ -322,7 +323,7 @@ def _declared_stream(
         return (observed(created, declared) if declared.lifecycle.observe else created), desired
     key = None if memo is None else memo.key(declared, live, salt(declared))
     if memo is not None and key is not None and memo.unchanged(key):
-        return Unchanged(**_identity(declared)), None
+        return _unchanged(declared), None
     desired = desired_config(ignoring(declared, live), server, owner=ownership.owner)
     refusal, notes = ownership.claim(declared, live)
     if refusal is not None:
@@ -561,7 +562,7 @@ def _compare(
     if not changes:
         # Nothing to apply: the configs are not kept (at 100k resources they would be
         # most of the plan's memory, and nothing reads them).
-        return Unchanged(**_identity(spec))
+        return _unchanged(spec)
     because = tuple(replace_reasons(spec.kind, desired, current, server))
     if because:
         return Replace(

@@ -369,3 +369,23 @@ def test_consumer_creates_of_one_stream_list_the_fields_each_would_list_alone() 
         assert fields[item.name] == alone.changes[1].fields
         assert not {"name", "durable_name"} & {f.path for f in fields[item.name]}
     assert {f.path for f in fields["b"]} == {"ack_policy", "max_deliver"}
+
+
+def test_an_unchanged_entry_made_fast_is_the_dataclass_s_own_value() -> None:
+    """``Unchanged.of`` skips the frozen dataclass's ``__init__``: the entry it makes is
+    equal to, hashes and prints like, copies and pickles like the one ``__init__`` makes."""
+    import copy
+    import dataclasses
+    import pickle
+
+    from reconciler.identity import ResourceRef
+
+    ref, where = ResourceRef("Consumer", "C1", "ORDERS"), Location("orders.yaml", 7)
+    written = {"ack_wait": "30s"}
+    fast = Unchanged.of(ref, where, written)
+    slow = Unchanged(ref=ref, source=where, written=written)
+    assert fast == slow and repr(fast) == repr(slow)
+    assert dataclasses.asdict(fast) == dataclasses.asdict(slow)
+    assert pickle.loads(pickle.dumps(fast)) == slow and copy.deepcopy(fast) == slow
+    assert dataclasses.replace(fast, reasons=("x",)) == dataclasses.replace(slow, reasons=("x",))
+    assert vars(fast) == vars(slow) and list(vars(fast)) == list(vars(slow))
