@@ -91,6 +91,36 @@ class Lines(LazyLocations):
         self._lines = tuple(raw.values())
         self._raw = _FROZEN
 
+    def packed(self) -> tuple[int, tuple[str, ...] | dict[str, int], tuple[int, ...] | None]:
+        """What :meth:`unpacked` makes these lines again from (plain values: marshal
+        takes them): the start, and the paths and their distances (a dict of the
+        distances where the lines are kept so)."""
+        if self._paths is None:
+            return self._start, dict(self._raw), None
+        return self._start, self._paths, self._lines
+
+    @classmethod
+    def unpacked(
+        cls,
+        file: str,
+        packed: tuple[int, tuple[str, ...] | dict[str, int], tuple[int, ...] | None],
+    ) -> Lines:
+        """The lines :meth:`packed` gave, of ``file`` (frozen, as they were)."""
+        start, paths, lines = packed
+        if isinstance(paths, dict):
+            return cls.read(file, start, dict(paths))
+        if lines is None:
+            raise TypeError("packed lines without their distances")
+        made = cls.__new__(cls)
+        made._file = file
+        made._start = start
+        made._raw = _FROZEN
+        if len(_SHARED_PATHS) > 10_000:
+            _SHARED_PATHS.clear()
+        made._paths = _SHARED_PATHS.setdefault(paths, paths)
+        made._lines = lines
+        return made
+
     def __contains__(self, path: object) -> bool:
         paths = self._paths
         return path in (self._raw if paths is None else paths)

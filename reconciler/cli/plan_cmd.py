@@ -24,12 +24,12 @@ from reconciler.cli.options import (
     strict_option,
     take_over_option,
 )
-from reconciler.console.terminal import TerminalConsole
 from reconciler.errors import ExitStatus, changes_status
 from reconciler.model.migration import CHOICES as MIGRATION_CHOICES
+from reconciler.specs.ahead import parse_ahead
 
 if TYPE_CHECKING:
-    from reconciler.console.terminal import PlanFormat
+    from reconciler.console.terminal import PlanFormat, TerminalConsole
     from reconciler.execution.stages import PlanRequest, Target
     from reconciler.planning.saved import SavedPlan
     from reconciler.planning.steps import Plan
@@ -62,6 +62,8 @@ def asks_for_yes(console: TerminalConsole, auto_approve: bool) -> bool:
 def _console(fmt: str, *, full: bool = False, json_lines: bool = False) -> TerminalConsole:
     """The terminal Console for ``--format``; ``json_lines``: apply's JSON (the plan, each
     step's outcome, the result: one JSON document a line)."""
+    from reconciler.console.terminal import TerminalConsole
+
     formats: dict[str, PlanFormat] = {"text": "text", "json": "json", "markdown": "markdown"}
     return TerminalConsole(fmt=formats[fmt], full=full, json_lines=json_lines)
 
@@ -123,47 +125,56 @@ def plan(
     **conn: Any,
 ) -> int:
     """Show what apply would change; changes nothing."""
-    from reconciler.execution.stages import PlanRequest
-
-    console = _console(fmt, full=full)
     if all_envs and out is not None:
         raise click.UsageError("--out saves one plan: name one environment, not --all-envs")
-    if all_envs:
-        return _plan_all(
-            ctx,
-            console,
-            paths,
-            conn,
-            project_file,
-            env_name,
-            owner,
-            take_over,
+    # The spec files parsed in a child while the engine is imported (specs.ahead); a
+    # saved plan reads each file once, to digest what it planned: not ahead.
+    ahead = parse_ahead(paths) if out is None and not all_envs else None
+    try:
+        from reconciler.execution.stages import PlanRequest
+
+        console = _console(fmt, full=full)
+        if all_envs:
+            return _plan_all(
+                ctx,
+                console,
+                paths,
+                conn,
+                project_file,
+                env_name,
+                owner,
+                take_over,
+                prune=prune,
+                migrate=migrate,
+                migration=migration,
+                strict=strict,
+                detailed_exitcode=detailed_exitcode,
+                policies=policies,
+            )
+        target = resolve_target(
+            ctx, paths=paths, conn=conn, owner=owner, project_file=project_file, env_name=env_name
+        )
+        request = PlanRequest.for_target(
+            target,
+            take_over=take_over,
             prune=prune,
             migrate=migrate,
             migration=migration,
             strict=strict,
-            detailed_exitcode=detailed_exitcode,
             policies=policies,
+            ahead=ahead,
         )
-    target = resolve_target(
-        ctx, paths=paths, conn=conn, owner=owner, project_file=project_file, env_name=env_name
-    )
-    request = PlanRequest.for_target(
-        target,
-        take_over=take_over,
-        prune=prune,
-        migrate=migrate,
-        migration=migration,
-        strict=strict,
-        policies=policies,
-    )
-    if out is not None:
-        project = _project_read(target.env, project_file)
-        the_plan = _plan_and_save(console, request, out, project)
-    else:
-        the_plan = _plan_and_show(console, request)
-    _check_policy(the_plan)
-    return changes_status(the_plan.has_changes, detailed=detailed_exitcode)
+        if out is not None:
+            project = _project_read(target.env, project_file)
+            the_plan = _plan_and_save(console, request, out, project)
+        else:
+            the_plan = _plan_and_show(console, request)
+        _check_policy(the_plan)
+        return changes_status(the_plan.has_changes, detailed=detailed_exitcode)
+
+    finally:
+        if ahead is not None:
+            ahead.close()
 
 
 def _plan_all(

@@ -92,13 +92,19 @@ def validated(request: PlanRequest) -> tuple[list[Spec], list[Problem]]:
     """The request's specs and their warnings (a ``SpecError`` when any is invalid);
     every policy rule compiles before anything is planned."""
     warnings: list[Problem] = []
-    specs = load_specs(
-        list(request.paths),
-        overlays=list(request.overlays),
-        warnings=warnings,
-        strict=request.strict,
-        cache=cache_folder(),
-    )
+    ahead = request.ahead
+    try:
+        specs = load_specs(
+            list(request.paths),
+            overlays=list(request.overlays),
+            warnings=warnings,
+            strict=request.strict,
+            cache=cache_folder(),
+            parsed=None if ahead is None else ahead.take,
+        )
+    finally:
+        if ahead is not None:
+            ahead.close()  # what was not taken is let go; the child is reaped
     load_policy(request.policies)
     # a stream's standby is a mirror in its standby environment (docs/dr.md)
     specs = for_environment(specs, request.env, dict(request.domains)).specs

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from reconciler.jetstream.connection import ConnectionOptions
     from reconciler.planning.saved import SavedPlan
     from reconciler.planning.steps import Plan
+    from reconciler.specs.ahead import ParsedAhead
 
 PathLike = str | Path
 
@@ -66,6 +67,9 @@ class PlanRequest:
     domains: tuple[tuple[str, str | None], ...] = ()
     #: The project file read, when the request is an environment's (docs/dr.md#health).
     project: Project | None = field(default=None, compare=False, repr=False)
+    #: The spec files of ``paths`` parsed by a child already (:mod:`reconciler.specs.ahead`:
+    #: the door forked it before importing the engine); the load takes their documents.
+    ahead: ParsedAhead | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def of(

@@ -127,8 +127,9 @@ APPLY_DECIDES = (
     *("options", "env", "owner", "take_over", "prune", "policies", "lifecycle", "ignore"),
     *("domains", "project"),  # the environment's project as read now (docs/dr.md)
 )
-#: Request fields no saved plan has a say in (``drift``: a drift report's, never an apply's).
-NEITHER = ("drift",)
+#: Request fields no saved plan has a say in (``drift``: a drift report's, never an apply's;
+#: ``ahead``: files a child parses for the door, never kept).
+NEITHER = ("drift", "ahead")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -92,6 +92,21 @@ def _walk(root: Path, problems: list[Problem]) -> Iterator[tuple[Path, str]]:
                 yield Path(path), real
 
 
+def inside(root: Path, files: list[tuple[Path, str]], problems: list[Problem]) -> list[Path]:
+    """``files`` (each with its real path) but those whose real path is out of ``root``
+    (a symlink in a folder), each such one a problem."""
+    kept = []
+    top = str(root)
+    under = top if top.endswith(os.sep) else top + os.sep  # a string test: a Path a file cost
+    for path, real in files:
+        if real == top or real.startswith(under):
+            kept.append(path)
+        else:
+            message = f"a symlink pointing out of the repository ({root}): not read"
+            problems.append(Problem(Location(str(path), 1), "", message))
+    return kept
+
+
 #: The fields of a document that name a file holding data (by kind).
 DATA_FIELDS = {"KeyValueEntry": "value_file"}
 

@@ -14,7 +14,7 @@ raises nothing but :class:`~reconciler.errors.SpecError`, carrying every problem
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from reconciler.errors import Problem, SpecError
@@ -25,6 +25,10 @@ from reconciler.specs.files import data_files, read_text, spec_files
 from reconciler.specs.json_lines import json_documents, json_nodes, parse_json
 from reconciler.specs.natscli_json import wire_kind
 from reconciler.specs.yaml_lines import NodeBuilder, yaml_trees
+
+#: A file's documents as :func:`load_file` reads them, when something read them already
+#: (a child parsing ahead: :mod:`reconciler.specs.ahead`); None: read them here.
+Parsed = Callable[[Path], list[Document] | None]
 
 
 def load_documents(paths: Sequence[str | Path]) -> list[Document]:
@@ -37,15 +41,19 @@ def load_documents(paths: Sequence[str | Path]) -> list[Document]:
     return documents
 
 
-def load_spec_files(files: Sequence[Path], problems: list[Problem]) -> list[Document]:
+def load_spec_files(
+    files: Sequence[Path], problems: list[Problem], parsed: Parsed | None = None
+) -> list[Document]:
     """The documents of ``files``, but for the files the others name as data
     (:func:`~reconciler.specs.files.data_files`: a ``value_file`` found in the spec
     folder) that hold no spec (:func:`_holds_specs`): those are left out with whatever
-    problems they would have as specs."""
+    problems they would have as specs. ``parsed``: a file's documents parsed already,
+    or None (:meth:`reconciler.specs.ahead.ParsedAhead.take`)."""
     loaded = []
     for path in files:
         found: list[Problem] = []
-        loaded.append((path, load_file(path, found), found))
+        ahead = parsed(path) if parsed is not None else None
+        loaded.append((path, load_file(path, found) if ahead is None else ahead, found))
     data = data_files(doc for _, docs, _ in loaded for doc in docs)
     documents: list[Document] = []
     for path, docs, found in loaded:

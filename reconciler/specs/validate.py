@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -22,9 +21,9 @@ from reconciler.specs import cache as spec_cache
 from reconciler.specs.checks import cross_resource_problems
 from reconciler.specs.document import Document
 from reconciler.specs.fields import UNIT_FIELDS, Unit, field_limit, unit_paths
-from reconciler.specs.files import real_spec_files
+from reconciler.specs.files import inside, real_spec_files
 from reconciler.specs.lifecycle import MANAGE, lifecycle_of
-from reconciler.specs.loader import load_file, load_spec_files
+from reconciler.specs.loader import Parsed, load_file, load_spec_files
 from reconciler.specs.overlay import apply_overlays
 from reconciler.specs.paths import outside_problem, repository_root, resolved
 from reconciler.specs.schema import kind_problem, schema_problems
@@ -48,6 +47,7 @@ def load_specs(
     warnings: list[Problem] | None = None,
     strict: bool = False,
     cache: Path | None = None,
+    parsed: Parsed | None = None,
 ) -> list[Spec]:
     """Load, validate and check every spec under ``paths``; raise one SpecError.
 
@@ -62,12 +62,13 @@ def load_specs(
     documents under ``overlays`` are merged into the specs first (``specs.overlay``), so
     what is validated is the environment's merged result. With ``cache`` (a folder),
     a run whose files, options and validating code are unchanged reuses the specs
-    validated before (``specs.cache``); invalid runs are never cached.
+    validated before (``specs.cache``); invalid runs are never cached. ``parsed``: the
+    files' documents parsed already (``loader.load_spec_files``).
     """
     problems: list[Problem] = []
     root = repository_root([*paths, *overlays])
-    files = _inside(root, real_spec_files(paths, problems), problems)
-    overlay_files = _inside(root, real_spec_files(overlays, problems), problems) if overlays else []
+    files = inside(root, real_spec_files(paths, problems), problems)
+    overlay_files = inside(root, real_spec_files(overlays, problems), problems) if overlays else []
     key = _cache_key(cache, files, overlay_files, strict, root) if not problems else None
     if cache is not None and key is not None:
         hit = spec_cache.load(cache, key)
@@ -76,7 +77,7 @@ def load_specs(
             if warnings is not None:
                 warnings.extend(said)
             return specs
-    documents = load_spec_files(files, problems)  # less the files they name as data
+    documents = load_spec_files(files, problems, parsed)  # less the files they name as data
     if overlays:
         patches = [doc for path in overlay_files for doc in load_file(path, problems)]
         documents = apply_overlays(documents, patches, problems)
@@ -104,21 +105,6 @@ def _let_go(documents: list[Document]) -> Iterator[Document]:
     documents.reverse()
     while documents:
         yield documents.pop()
-
-
-def _inside(root: Path, files: list[tuple[Path, str]], problems: list[Problem]) -> list[Path]:
-    """``files`` (each with its real path) but those whose real path is out of ``root``
-    (a symlink in a folder), each such one a problem."""
-    kept = []
-    top = str(root)
-    under = top if top.endswith(os.sep) else top + os.sep  # a string test: a Path a file cost
-    for path, real in files:
-        if real == top or real.startswith(under):
-            kept.append(path)
-        else:
-            message = f"a symlink pointing out of the repository ({root}): not read"
-            problems.append(Problem(Location(str(path), 1), "", message))
-    return kept
 
 
 def _cache_key(

@@ -445,3 +445,62 @@ def test_a_field_the_server_lacks_stops_the_plan_and_the_read_it_started(
 
     assert run(go()) == []
     assert raw(server, lambda c: c.stream_names()) == []
+
+
+def test_a_plan_process_parsing_ahead_plans_and_refuses_as_one_parsing_alone(
+    tmp_path: Path, clean_server: NatsServer
+) -> None:
+    """``reconcile plan`` parses its spec files in a forked child (reconciler.specs.ahead):
+    the plan it prints, and the error of a broken file, are those of a process parsing
+    every file itself (RECONCILE_PARSE_AHEAD=0); nothing is written to the server."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    specs = tmp_path / "specs"
+    (specs / "more").mkdir(parents=True)
+    for index in range(40):
+        folder = specs / "more" if index % 2 else specs
+        text = f"kind: Stream\nname: S{index}\nsubjects: [s{index}.>]\nmax_age: 1h\n" + "".join(
+            f"---\nkind: Consumer\nstream: S{index}\nname: C{c}\n"
+            f"filter_subject: s{index}.c{c}\nack_policy: explicit\n"
+            for c in range(3)
+        )
+        (folder / f"s{index:02}.yaml").write_text(text)
+    (specs / "anchored.yaml").write_text(
+        "kind: Stream\nname: A\nsubjects: &s [a.>]\n---\nkind: Consumer\nstream: A\nname: W\n"
+    )
+    (specs / "j.json").write_text('{"kind": "Stream", "name": "J", "subjects": ["j.>"]}')
+    apply([specs], clean_server)
+    publish(clean_server, "s3.c1", 5)
+
+    async def drift(client: Any) -> None:
+        [config] = [c["config"] for c in await client.list_consumers("S7") if c["name"] == "C2"]
+        await client.create_consumer("S7", {**config, "max_deliver": 9}, action="update")
+
+    raw(clean_server, drift)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "RECONCILE_"))}
+
+    def plan_cli(**env: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "reconciler", "plan", str(specs), "--format", "json"]
+        return subprocess.run(
+            [*argv, "--server", clean_server.url],
+            env={**environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    ahead, alone = plan_cli(), plan_cli(RECONCILE_PARSE_AHEAD="0")
+    assert ahead.returncode == alone.returncode == 0, ahead.stderr
+    planned = json.loads(ahead.stdout)
+    assert planned == json.loads(alone.stdout)
+    assert [(s["action"], s["name"]) for s in planned["changes"]] == [("update", "C2")]
+    broken = specs / "more" / "s13.yaml"
+    broken.write_text(broken.read_text().replace("max_age: 1h", "max_age: 1 fortnight"))
+    ahead, alone = plan_cli(), plan_cli(RECONCILE_PARSE_AHEAD="0")
+    assert ahead.returncode == alone.returncode == 1
+    assert ahead.stderr == alone.stderr and f"{broken}:4: max_age" in ahead.stderr
+    assert messages(clean_server, "S3") == 5
