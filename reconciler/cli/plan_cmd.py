@@ -414,73 +414,89 @@ def apply(
     Given a saved plan (`reconcile plan --out FILE`) instead of PATHS, apply exactly its
     steps: refused, with nothing changed, when the files, the server or the plan made
     again differ from the saved ones (docs/saved-plans.md)."""
-    from reconciler.errors import ApplyFailed
-    from reconciler.execution import stages
-    from reconciler.execution.stages import ApplyRequest, PlanRequest
-
-    saved = _saved_plan_in(paths)  # `apply FILE`: a saved plan, by its marker
-    target = (
-        _saved_target(ctx, saved, conn, project_file, env_name, owner)
-        if saved is not None
-        else resolve_target(
-            ctx, paths=paths, conn=conn, owner=owner, project_file=project_file, env_name=env_name
-        )
-    )
-    console = _console(fmt, full=full, json_lines=True)
-    flags = {"--allow-replace": allow_replace, "--allow-data-loss": allow_data_loss}
-    console.allowed = tuple(flag for flag, given in flags.items() if given)
-    console.asks = asks_for_yes(console, auto_approve) and fmt == "text" and saved is None
-    wanted = PlanRequest.for_target(
-        target,
-        take_over=take_over,
-        prune=prune,
-        migrate=migrate,
-        migration=migration,
-        strict=strict,
-        policies=policies,
-    )
-    if saved is not None:  # its flags and paths; the connection is this run's
-        consent = (policies, take_over, prune)  # what the applier requires and allows
-        saved, wanted = _saved_request(ctx, console, saved, target, project_file, consent)
-    request = ApplyRequest(
-        plan=wanted,
-        allow_replace=allow_replace,
-        allow_data_loss=allow_data_loss,
-        concurrency=concurrency,
-        approved=auto_approve or saved is not None,  # the saved plan was the review
-        dry_run=dry_run,
-        lock_timeout=None if no_lock else lock_timeout,
-        expected=saved,
-    )
-
-    async def go() -> Any:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, stop.set)
-        loop.add_signal_handler(signal.SIGTERM, stop.set)
-        with console.steps():
-            return await stages.apply_for(request, console, stop=stop)
-
-    if dry_run and saved is None:
-        the_plan = _plan_and_show(console, wanted)
-        _check_policy(the_plan)
-        return changes_status(the_plan.has_changes, detailed=detailed_exitcode)
+    # The spec files parsed in a child while the engine is imported (specs.ahead).
+    ahead = parse_ahead(paths)
     try:
-        result = asyncio.run(go())
-    except ApplyFailed as err:
-        console.show_failed_apply(err.report)  # JSON Lines end with the result
-        raise
-    console.show_result(result)
-    if result.cancelled and result.interrupted:  # Ctrl-C at the question
-        console.notice("interrupted: nothing was changed")
-        return ExitStatus.INTERRUPTED
-    if result.cancelled:
-        return ExitStatus.ERROR
-    if result.interrupted:
-        skipped = len(result.skipped)
-        console.notice(f"interrupted: {skipped} step(s) not started; re-run apply to converge")
-        return ExitStatus.INTERRUPTED
-    return ExitStatus.OK
+        from reconciler.errors import ApplyFailed
+        from reconciler.execution import stages
+        from reconciler.execution.stages import ApplyRequest, PlanRequest
+
+        saved = _saved_plan_in(paths)  # `apply FILE`: a saved plan, by its marker
+        if saved is not None and ahead is not None:
+            ahead.close()  # a saved plan's files are read once, to digest them: not ahead
+            ahead = None
+        target = (
+            _saved_target(ctx, saved, conn, project_file, env_name, owner)
+            if saved is not None
+            else resolve_target(
+                ctx,
+                paths=paths,
+                conn=conn,
+                owner=owner,
+                project_file=project_file,
+                env_name=env_name,
+            )
+        )
+        console = _console(fmt, full=full, json_lines=True)
+        flags = {"--allow-replace": allow_replace, "--allow-data-loss": allow_data_loss}
+        console.allowed = tuple(flag for flag, given in flags.items() if given)
+        console.asks = asks_for_yes(console, auto_approve) and fmt == "text" and saved is None
+        wanted = PlanRequest.for_target(
+            target,
+            take_over=take_over,
+            prune=prune,
+            migrate=migrate,
+            migration=migration,
+            strict=strict,
+            policies=policies,
+            ahead=ahead,
+        )
+        if saved is not None:  # its flags and paths; the connection is this run's
+            consent = (policies, take_over, prune)  # what the applier requires and allows
+            saved, wanted = _saved_request(ctx, console, saved, target, project_file, consent)
+        request = ApplyRequest(
+            plan=wanted,
+            allow_replace=allow_replace,
+            allow_data_loss=allow_data_loss,
+            concurrency=concurrency,
+            approved=auto_approve or saved is not None,  # the saved plan was the review
+            dry_run=dry_run,
+            lock_timeout=None if no_lock else lock_timeout,
+            expected=saved,
+        )
+
+        async def go() -> Any:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            loop.add_signal_handler(signal.SIGINT, stop.set)
+            loop.add_signal_handler(signal.SIGTERM, stop.set)
+            with console.steps():
+                return await stages.apply_for(request, console, stop=stop)
+
+        if dry_run and saved is None:
+            the_plan = _plan_and_show(console, wanted)
+            _check_policy(the_plan)
+            return changes_status(the_plan.has_changes, detailed=detailed_exitcode)
+        try:
+            result = asyncio.run(go())
+        except ApplyFailed as err:
+            console.show_failed_apply(err.report)  # JSON Lines end with the result
+            raise
+        console.show_result(result)
+        if result.cancelled and result.interrupted:  # Ctrl-C at the question
+            console.notice("interrupted: nothing was changed")
+            return ExitStatus.INTERRUPTED
+        if result.cancelled:
+            return ExitStatus.ERROR
+        if result.interrupted:
+            skipped = len(result.skipped)
+            console.notice(f"interrupted: {skipped} step(s) not started; re-run apply to converge")
+            return ExitStatus.INTERRUPTED
+        return ExitStatus.OK
+
+    finally:
+        if ahead is not None:
+            ahead.close()
 
 
 # --- apply FILE: a saved plan -----------------------------------------------------------

@@ -452,7 +452,8 @@ def test_a_plan_process_parsing_ahead_plans_and_refuses_as_one_parsing_alone(
 ) -> None:
     """``reconcile plan`` parses its spec files in a forked child (reconciler.specs.ahead):
     the plan it prints, and the error of a broken file, are those of a process parsing
-    every file itself (RECONCILE_PARSE_AHEAD=0); nothing is written to the server."""
+    every file itself (RECONCILE_PARSE_AHEAD=0), and so are an apply's; the apply then
+    heals the drift, every message kept."""
     import json
     import os
     import subprocess
@@ -482,10 +483,10 @@ def test_a_plan_process_parsing_ahead_plans_and_refuses_as_one_parsing_alone(
     raw(clean_server, drift)
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "RECONCILE_"))}
 
-    def plan_cli(**env: str) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "reconciler", "plan", str(specs), "--format", "json"]
+    def plan_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "reconciler", *(args or ("plan",)), str(specs)]
         return subprocess.run(
-            [*argv, "--server", clean_server.url],
+            [*argv, "--format", "json", "--server", clean_server.url],
             env={**environ, **env},
             capture_output=True,
             text=True,
@@ -503,4 +504,14 @@ def test_a_plan_process_parsing_ahead_plans_and_refuses_as_one_parsing_alone(
     ahead, alone = plan_cli(), plan_cli(RECONCILE_PARSE_AHEAD="0")
     assert ahead.returncode == alone.returncode == 1
     assert ahead.stderr == alone.stderr and f"{broken}:4: max_age" in ahead.stderr
+    ahead, alone = plan_cli("apply", "--yes"), plan_cli("apply", "--yes", RECONCILE_PARSE_AHEAD="0")
+    assert ahead.returncode == alone.returncode == 1 and ahead.stderr == alone.stderr
+    broken.write_text(broken.read_text().replace("1 fortnight", "1h"))
+    healed = plan_cli("apply", "--yes")
+    assert healed.returncode == 0, healed.stderr
+    lines = [json.loads(line) for line in healed.stdout.splitlines()]
+    assert [(d["action"], d["name"], d["outcome"]) for d in lines if d["type"] == "step"] == [
+        ("update", "C2", "applied")
+    ]
+    assert json.loads(plan_cli().stdout)["changes"] == []
     assert messages(clean_server, "S3") == 5

@@ -181,7 +181,7 @@ ahead.ParsedAhead.take = take
 from reconciler.cli import cli
 from reconciler.errors import SpecError
 try:
-    cli.main(args=["plan", "specs"], prog_name="reconcile", standalone_mode=False)
+    cli.main(args=[*sys.argv[1:], "specs"], prog_name="reconcile", standalone_mode=False)
 except SpecError as err:
     print(str(err), file=sys.stderr)
 try:
@@ -193,16 +193,19 @@ print(json.dumps({"took": took, "children": children}))
 """
 
 
-def test_reconcile_plan_takes_its_files_from_the_child_and_reaps_it(tmp_path: Path) -> None:
-    """The CLI's plan forks the child before it imports the engine, its load takes every
-    file from it, and an error is still said at its FILE:LINE (no server is asked: the
-    files are invalid)."""
+@pytest.mark.parametrize("command", [("plan",), ("apply", "--yes"), ("apply", "--dry-run")])
+def test_reconcile_plan_and_apply_take_their_files_from_the_child_and_reap_it(
+    command: tuple[str, ...], tmp_path: Path
+) -> None:
+    """The CLI's plan and apply fork the child before they import the engine, the load
+    takes every file from it, and an error is still said at its FILE:LINE (no server is
+    asked: the files are invalid)."""
     specs = tmp_path / "specs"
     specs.mkdir()
     (specs / "a.yaml").write_text("kind: Stream\nname: A\nsubjects: [a.>]\n")
     (specs / "b.yaml").write_text("kind: Stream\nname: B\nsubjects: [b.>]\nstorage: disc\n")
     done = subprocess.run(
-        [sys.executable, "-c", WIRED],
+        [sys.executable, "-c", WIRED, *command],
         cwd=tmp_path,
         capture_output=True,
         text=True,
