@@ -100,7 +100,7 @@ def validated(request: PlanRequest) -> tuple[list[Spec], list[Problem]]:
             warnings=warnings,
             strict=request.strict,
             cache=cache_folder(),
-            parsed=None if ahead is None else ahead.take,
+            loading=None if ahead is None else ahead.load,
         )
     finally:
         if ahead is not None:

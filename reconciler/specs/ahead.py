@@ -5,25 +5,26 @@ their paths, before it imports the rest of the engine. A child process, forked t
 walks the paths as the loader does (:func:`~reconciler.specs.files.real_spec_files`, and
 only the files inside the repository root: :func:`~reconciler.specs.files.inside`),
 reads each file (:func:`~reconciler.specs.files.read_text`) and parses the plainest
-YAML (:func:`~reconciler.specs.yaml_block.block_documents`), on the machine's other
-core, while the parent imports, connects and starts reading the server. The parent's
-loader then takes each file's documents (:meth:`ParsedAhead.take`) instead of parsing it
-(``loader.load_spec_files``).
+YAML (:func:`~reconciler.specs.yaml_block.block_documents`) on the machine's other
+core, while the parent imports, connects and starts reading the server. It sends one
+frame a file, in the walk's order: the file's documents, or None for a file it leaves
+to the loader. When the parent's loader gets to the files (:meth:`ParsedAhead.load`)
+it reads them itself from the last one back while the child's frames come in from the
+first, until the two meet: on a machine whose other core is busy (the server answering
+the read, say) nobody waits for the child.
 
 The child only parses: every decision stays the parent's. The parent walks the paths
-itself and asks only for the files of its own walk; a file the child left (JSON, YAML
-beyond the plainest, a file it could not read: anything with a problem to report) or a
-file it never saw is read and parsed by the parent as before, and says its problems as
-before. When the child fails, is killed, or answers with anything but what it was asked
-for, the parent parses everything itself. A re-plan of 21,000 resources (1,000 files):
-the process took 0.88x the time (the parse off the parent's core, against 0.03 s of
-unpacking).
+itself and uses a frame only for a file of its own walk; a file the child left (JSON,
+YAML beyond the plainest, a file with a problem to say: read and said by the loader as
+before), never saw or did not reach is read by the parent, and an answer that is not
+whole frames is not used at all. A cold re-plan of 21,000 resources (1,000 files) as a
+whole process took 0.86-0.88x the time before.
 
 No child is forked but on Linux, in a process with no other thread (a fork copies one
 thread only: one holding a lock would leave it held in the child), nor when
 ``RECONCILE_PARSE_AHEAD=0``; the child never writes but to its pipe and ends with
-``os._exit`` (no cleanup of the parent's runs twice). The child ends when the parent
-does: its next write fails.
+``os._exit`` (no cleanup of the parent's runs twice). It is killed once the parent has
+what it needs, and when the parent ends its next write fails.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import signal
 import struct
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,62 +55,127 @@ _MARSHAL_VERSION = 4
 ENV = "RECONCILE_PARSE_AHEAD"
 
 
+#: How the loader reads one file itself (``loader.load_file``): its documents, its
+#: problems appended.
+ReadFile = Callable[[Path, list[Problem]], list[Document]]
+
+
 class ParsedAhead:
-    """The documents a forked child parses (:func:`parse_ahead`), by file."""
+    """The documents a forked child parses (:func:`parse_ahead`), file by file, as they
+    come."""
 
     def __init__(self, pid: int, reader: int) -> None:
-        self._pid = pid
+        self._pid: int | None = pid
         self._reader: int | None = reader
-        self._documents: dict[str, list[Document]] = {}
-        self._lock = threading.Lock()
+        self._buffer = bytearray()
+        #: by file: its documents, or None (the child left it to the loader)
+        self._seen: dict[str, list[Document] | None] = {}
+        self._lock = threading.RLock()
 
-    def take(self, path: Path) -> list[Document] | None:
-        """The documents of ``path`` as the loader would read them (once: the next
-        take of it is None), or None: the child left it, or failed."""
+    def load(
+        self, files: Sequence[Path], read_file: ReadFile
+    ) -> list[tuple[list[Document], list[Problem]]]:
+        """Every file's documents and problems, in order, as ``read_file`` gives them:
+        the child's from the first file on, this thread's (``read_file``) from the last
+        file back, until the two meet (a child slower than the parent, on a machine whose
+        other core is busy, costs no wait); then the child is stopped. A file the child
+        left, never saw, or did not reach is read here."""
         with self._lock:
-            if self._reader is not None:
-                self._collect()
-            return self._documents.pop(str(path), None)
+            return self._load(files, read_file)
+
+    def _load(
+        self, files: Sequence[Path], read_file: ReadFile
+    ) -> list[tuple[list[Document], list[Problem]]]:
+        out: list[tuple[list[Document], list[Problem]] | None] = [None] * len(files)
+        names = [str(path) for path in files]
+        end = len(files)
+        while end and self._reader is not None:
+            self._drain(block=False)
+            if names[end - 1] in self._seen:
+                break  # the child has come this far: the files before are its share
+            end -= 1
+            out[end] = _read_here(files[end], read_file)
+        done = 0
+        while done < end:
+            if names[done] in self._seen:
+                done += 1
+            elif self._reader is not None:
+                self._drain(block=True)
+            else:
+                break  # the child ended before this file: the rest is read here
+        self._close()
+        for index in range(len(files)):
+            if out[index] is None:
+                documents = self._seen.pop(names[index], None)
+                out[index] = (documents, []) if documents is not None else None
+            if out[index] is None:
+                out[index] = _read_here(files[index], read_file)
+        self._seen = {}
+        return [item for item in out if item is not None]
 
     def close(self) -> None:
-        """Stop listening: the child ends (killed if it still runs) and is reaped; the
-        documents not taken are let go."""
+        """Stop the child (killed if it still runs; its next write would fail anyway) and
+        reap it; what it sent and was not taken is let go by the next load."""
         with self._lock:
-            self._documents = {}
-            if self._reader is not None:
-                os.close(self._reader)
-                self._reader = None
-                with contextlib.suppress(OSError):
-                    os.kill(self._pid, signal.SIGKILL)
-                self._reap()
+            self._close()
 
-    def _collect(self) -> None:
-        reader, self._reader = self._reader, None
+    def _close(self) -> None:
+        if self._reader is not None:
+            os.close(self._reader)
+            self._reader = None
+        if self._pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(self._pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self._pid, 0)
+            self._pid = None
+
+    def _drain(self, *, block: bool) -> None:
+        """Read what the child sent (``block``: wait for something, or its end) and take
+        each whole frame; an answer that is not frames leaves everything to the loader."""
+        reader = self._reader
         assert reader is not None
+        os.set_blocking(reader, block)
         try:
-            data = _read_all(reader)
-        finally:
-            os.close(reader)
-        if not self._reap():
-            return  # a child that did not end well: everything parsed again, here
-        documents: dict[str, list[Document]] = {}
+            while chunk := os.read(reader, 1 << 20):
+                self._buffer += chunk
+                if block:
+                    break
+            else:
+                self._close()  # its end
+        except BlockingIOError:
+            pass
         try:
-            for name, packed in _frames(data):
-                documents[name] = [
+            self._take_frames()
+        except (ValueError, TypeError, EOFError, struct.error):
+            self._seen = {}  # nothing of a garbled answer is used
+            self._buffer.clear()
+            self._close()
+
+    def _take_frames(self) -> None:
+        buffer = self._buffer
+        at = 0
+        while len(buffer) - at >= _LENGTH.size:
+            (size,) = _LENGTH.unpack_from(buffer, at)
+            if len(buffer) - at - _LENGTH.size < size:
+                break  # the rest of it is still coming
+            start = at + _LENGTH.size
+            name, packed = _frame(bytes(buffer[start : start + size]))
+            self._seen[name] = (
+                None
+                if packed is None
+                else [
                     Document(body, Location(name, line), Lines.unpacked(name, lines))
                     for body, line, lines in packed
                 ]
-        except (ValueError, TypeError, EOFError, struct.error):
-            return
-        self._documents = documents
+            )
+            at = start + size
+        del buffer[:at]
 
-    def _reap(self) -> bool:
-        """Wait for the child; whether it ended with 0."""
-        try:
-            _, status = os.waitpid(self._pid, 0)
-        except ChildProcessError:
-            return False
-        return os.waitstatus_to_exitcode(status) == 0
+
+def _read_here(path: Path, read_file: ReadFile) -> tuple[list[Document], list[Problem]]:
+    found: list[Problem] = []
+    return read_file(path, found), found
 
 
 def parse_ahead(paths: Sequence[Path]) -> ParsedAhead | None:
@@ -147,24 +213,24 @@ def _fork(paths: Sequence[Path]) -> ParsedAhead | None:
 
 
 def _parse_into(writer: int, paths: list[Path]) -> None:
-    """Each file under ``paths`` the loader would read, parsed, as a frame to ``writer``."""
+    """A frame to ``writer`` for each file under ``paths`` the loader would read, in its
+    order: the file's documents, or None (left to the loader)."""
     problems: list[Problem] = []
     root = repository_root(paths)
     for path in inside(root, real_spec_files(paths, problems), problems):
-        if path.suffix == ".json":
-            continue
         name = str(path)
+        packed = None
+        if path.suffix != ".json":
+            try:
+                documents = block_documents(read_text(path), name)
+                if documents is not None:
+                    packed = [(d.body, d.source.line, _packed(d)) for d in documents]
+            except (Abort, ValueError):
+                packed = None
         try:
-            documents = block_documents(read_text(path), name)
-        except Abort:
-            continue
-        if documents is None:
-            continue
-        try:
-            packed = [(d.body, d.source.line, _packed(d)) for d in documents]
             data = marshal.dumps((name, packed), _MARSHAL_VERSION)
-        except ValueError:
-            continue  # a value marshal does not take (a YAML timestamp): the parent's
+        except ValueError:  # a value marshal does not take: the loader reads the file
+            data = marshal.dumps((name, None), _MARSHAL_VERSION)
         _write_all(writer, _LENGTH.pack(len(data)) + data)
 
 
@@ -175,27 +241,12 @@ def _packed(document: Document) -> Any:
     return locations.packed()
 
 
-def _frames(data: bytes) -> list[tuple[str, Any]]:
-    frames = []
-    view, at = memoryview(data), 0
-    while at < len(view):
-        (size,) = _LENGTH.unpack_from(view, at)
-        at += _LENGTH.size
-        if at + size > len(view):
-            raise EOFError("a frame cut short")
-        name, packed = marshal.loads(view[at : at + size])
-        if not isinstance(name, str) or not isinstance(packed, list):
-            raise TypeError("not a frame")
-        frames.append((name, packed))
-        at += size
-    return frames
-
-
-def _read_all(reader: int) -> bytes:
-    chunks = []
-    while chunk := os.read(reader, 1 << 20):
-        chunks.append(chunk)
-    return b"".join(chunks)
+def _frame(data: bytes) -> tuple[str, list[Any] | None]:
+    """One frame's (file, packed documents or None)."""
+    name, packed = marshal.loads(data)
+    if not isinstance(name, str) or not (packed is None or isinstance(packed, list)):
+        raise TypeError("not a frame")
+    return name, packed
 
 
 def _write_all(writer: int, data: bytes) -> None:

@@ -26,9 +26,13 @@ from reconciler.specs.json_lines import json_documents, json_nodes, parse_json
 from reconciler.specs.natscli_json import wire_kind
 from reconciler.specs.yaml_lines import NodeBuilder, yaml_trees
 
-#: A file's documents as :func:`load_file` reads them, when something read them already
-#: (a child parsing ahead: :mod:`reconciler.specs.ahead`); None: read them here.
-Parsed = Callable[[Path], list[Document] | None]
+#: Every file's documents and problems, in order, as :func:`load_file` gives them, some
+#: read by something else (a child parsing ahead: :meth:`.ahead.ParsedAhead.load`),
+#: the others by the :func:`load_file` it is given.
+Loading = Callable[
+    [Sequence[Path], Callable[[Path, list[Problem]], list[Document]]],
+    list[tuple[list[Document], list[Problem]]],
+]
 
 
 def load_documents(paths: Sequence[str | Path]) -> list[Document]:
@@ -42,18 +46,15 @@ def load_documents(paths: Sequence[str | Path]) -> list[Document]:
 
 
 def load_spec_files(
-    files: Sequence[Path], problems: list[Problem], parsed: Parsed | None = None
+    files: Sequence[Path], problems: list[Problem], loading: Loading | None = None
 ) -> list[Document]:
     """The documents of ``files``, but for the files the others name as data
     (:func:`~reconciler.specs.files.data_files`: a ``value_file`` found in the spec
     folder) that hold no spec (:func:`_holds_specs`): those are left out with whatever
-    problems they would have as specs. ``parsed``: a file's documents parsed already,
-    or None (:meth:`reconciler.specs.ahead.ParsedAhead.take`)."""
-    loaded = []
-    for path in files:
-        found: list[Problem] = []
-        ahead = parsed(path) if parsed is not None else None
-        loaded.append((path, load_file(path, found) if ahead is None else ahead, found))
+    problems they would have as specs. ``loading``: how the files are read (by default
+    each by :func:`load_file`, here)."""
+    read = (loading or _each_here)(files, load_file)
+    loaded = [(path, docs, found) for path, (docs, found) in zip(files, read, strict=True)]
     data = data_files(doc for _, docs, _ in loaded for doc in docs)
     documents: list[Document] = []
     for path, docs, found in loaded:
@@ -62,6 +63,16 @@ def load_spec_files(
         documents.extend(docs)
         problems.extend(found)
     return documents
+
+
+def _each_here(
+    files: Sequence[Path], read: Callable[[Path, list[Problem]], list[Document]]
+) -> list[tuple[list[Document], list[Problem]]]:
+    loaded = []
+    for path in files:
+        found: list[Problem] = []
+        loaded.append((read(path, found), found))
+    return loaded
 
 
 def _holds_specs(documents: Sequence[Document]) -> bool:

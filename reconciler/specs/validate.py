@@ -23,7 +23,7 @@ from reconciler.specs.document import Document
 from reconciler.specs.fields import UNIT_FIELDS, Unit, field_limit, unit_paths
 from reconciler.specs.files import inside, real_spec_files
 from reconciler.specs.lifecycle import MANAGE, lifecycle_of
-from reconciler.specs.loader import Parsed, load_file, load_spec_files
+from reconciler.specs.loader import Loading, load_file, load_spec_files
 from reconciler.specs.overlay import apply_overlays
 from reconciler.specs.paths import outside_problem, repository_root, resolved
 from reconciler.specs.schema import kind_problem, schema_problems
@@ -47,7 +47,7 @@ def load_specs(
     warnings: list[Problem] | None = None,
     strict: bool = False,
     cache: Path | None = None,
-    parsed: Parsed | None = None,
+    loading: Loading | None = None,
 ) -> list[Spec]:
     """Load, validate and check every spec under ``paths``; raise one SpecError.
 
@@ -62,8 +62,8 @@ def load_specs(
     documents under ``overlays`` are merged into the specs first (``specs.overlay``), so
     what is validated is the environment's merged result. With ``cache`` (a folder),
     a run whose files, options and validating code are unchanged reuses the specs
-    validated before (``specs.cache``); invalid runs are never cached. ``parsed``: the
-    files' documents parsed already (``loader.load_spec_files``).
+    validated before (``specs.cache``); invalid runs are never cached. ``loading``: how the
+    files are read (``loader.load_spec_files``).
     """
     problems: list[Problem] = []
     root = repository_root([*paths, *overlays])
@@ -77,7 +77,7 @@ def load_specs(
             if warnings is not None:
                 warnings.extend(said)
             return specs
-    documents = load_spec_files(files, problems, parsed)  # less the files they name as data
+    documents = load_spec_files(files, problems, loading)  # less the files they name as data
     if overlays:
         patches = [doc for path in overlay_files for doc in load_file(path, problems)]
         documents = apply_overlays(documents, patches, problems)

@@ -37,28 +37,32 @@ def plain(documents):
     return [[d.body, str(d.source), sorted((k, str(v)) for k, v in d.locations.items())]
             for d in documents]
 
-paths = [Path(p) for p in sys.argv[2:]]
+mode, paths = sys.argv[1], [Path(p) for p in sys.argv[2:]]
 parsed = ahead.parse_ahead(paths)
 assert parsed is not None, "no child forked"
-if sys.argv[1] == "kill":
+sent = {}
+if mode == "kill":
     os.kill(parsed._pid, signal.SIGKILL)
+elif mode == "whole":  # the child's whole answer first: which files it gives is certain
+    while parsed._reader is not None:
+        parsed._drain(block=True)
+    sent = {name: docs is not None for name, docs in parsed._seen.items()}
 problems = []
 files = inside(repository_root(paths), real_spec_files(paths, problems), problems)
-out = {}
-for path in files:
-    got = parsed.take(path)
-    read = load_file(path, [])
-    out[path.name] = None if got is None else plain(got) == plain(read)
-    again = parsed.take(path)
-    assert again is None, "a file taken twice"
-untaken = sorted(parsed._documents)  # parsed by the child, not in the loader's walk
-parsed.close()
+here = []
+def read_file(path, found):
+    here.append(path.name)
+    return load_file(path, found)
+loaded = parsed.load(files, read_file)
+out = {p.name: plain(docs) == plain(load_file(p, [])) for p, (docs, _) in zip(files, loaded)}
 try:
-    os.waitpid(parsed._pid, os.WNOHANG)
+    os.waitpid(parsed._pid or -1, os.WNOHANG)
     reaped = False
 except ChildProcessError:
     reaped = True
-print(json.dumps({"files": out, "reaped": reaped, "untaken": untaken}))
+walked = {str(p) for p in files}
+outside = sorted(name for name in sent if name not in walked)
+print(json.dumps({"equal": out, "here": sorted(here), "reaped": reaped, "outside": outside}))
 """
 
 
@@ -110,46 +114,58 @@ def test_a_child_parses_exactly_what_the_loader_reads_and_leaves_it_the_rest(
 ) -> None:
     """Block YAML comes from the child, equal to the loader's own documents (values,
     lines, the file; a date stays the string it is written as, there as here); JSON,
-    YAML beyond the plainest (an anchor, a syntax error) and a symlink out of the
-    repository are left to the loader, and each file is given once. The child is
-    reaped."""
+    YAML beyond the plainest (an anchor, a syntax error) are read by the loader itself,
+    and the child reads no file out of the repository. The child is reaped."""
     specs = repository(tmp_path / "repo")
-    seen = in_a_fresh_process("take", specs)
-    files = seen["files"]
-    taken = sorted(name for name, same in files.items() if same is not None)
-    assert taken == sorted([f"s{i:02}.yaml" for i in range(30)] + ["empty.yaml", "when.yaml"])
-    assert all(files[name] is True for name in taken)  # equal to what the loader reads
-    assert files["anchor.yaml"] is None
-    assert files["plain.json"] is None and files["bad.yaml"] is None
-    assert "linked.yaml" not in files  # out of the repository: read by neither
-    assert seen["untaken"] == []
+    seen = in_a_fresh_process("whole", specs)
+    assert all(seen["equal"].values()) and "linked.yaml" not in seen["equal"]
+    assert seen["here"] == ["anchor.yaml", "bad.yaml", "plain.json"]
+    assert seen["outside"] == []  # the child parsed nothing the loader's walk leaves out
     assert seen["reaped"]
 
 
-def test_a_child_killed_before_it_answers_leaves_every_file_to_the_loader(
-    tmp_path: Path,
-) -> None:
+def test_a_child_killed_at_once_leaves_the_files_to_the_loader(tmp_path: Path) -> None:
+    """Whatever the child sent before it died is whole frames or nothing: every file's
+    documents are the loader's own."""
     specs = repository(tmp_path / "repo")
     seen = in_a_fresh_process("kill", specs)
-    assert seen["files"] and all(same is None for same in seen["files"].values())
+    assert len(seen["equal"]) == 35 and all(seen["equal"].values())
+    assert {"anchor.yaml", "bad.yaml", "plain.json"} <= set(seen["here"])
     assert seen["reaped"]
 
 
-def test_an_answer_cut_short_or_not_a_frame_is_refused() -> None:
-    """What the parent unpacks must be whole frames of (name, list): else nothing of it
-    is used (``ParsedAhead._collect`` leaves every file to the loader)."""
+def test_the_loader_and_the_child_meet_in_the_middle(tmp_path: Path) -> None:
+    """A child that has sent nothing yet costs the loader no wait: it reads the files
+    from the last one back and takes the child's frames for the first ones as they
+    come, each file once, every one equal to its own reading."""
+    specs = repository(tmp_path / "repo")
+    seen = in_a_fresh_process("meet", specs)
+    assert len(seen["equal"]) == 35 and all(seen["equal"].values())
+    assert len(seen["here"]) == len(set(seen["here"]))
+    assert seen["reaped"]
+
+
+def test_an_answer_that_is_not_whole_frames_is_not_used() -> None:
+    """A frame must be (file name, a list of documents or None): a cut one waits for its
+    end, anything else leaves every file to the loader (``ParsedAhead._drain``)."""
     import marshal
 
     body = marshal.dumps(("a.yaml", [({"kind": "Stream"}, 1, (1, ("kind",), (0,)))]))
-    whole = ahead._LENGTH.pack(len(body)) + body
-    assert ahead._frames(whole) == [("a.yaml", [({"kind": "Stream"}, 1, (1, ("kind",), (0,)))])]
-    with pytest.raises(EOFError):
-        ahead._frames(whole[:-1])
-    other = marshal.dumps(["a.yaml", "not a list"])
+    assert ahead._frame(body) == ("a.yaml", [({"kind": "Stream"}, 1, (1, ("kind",), (0,)))])
+    assert ahead._frame(marshal.dumps(("b.json", None))) == ("b.json", None)
     with pytest.raises(TypeError):
-        ahead._frames(ahead._LENGTH.pack(len(other)) + other)
+        ahead._frame(marshal.dumps(["a.yaml", "not a list"]))
     with pytest.raises((ValueError, EOFError)):
-        ahead._frames(ahead._LENGTH.pack(3) + b"\xff\xfe\xfd")
+        ahead._frame(b"\xff\xfe\xfd")
+    parsed = ahead.ParsedAhead.__new__(ahead.ParsedAhead)
+    parsed.__init__(0, -1)  # no child: nothing to close but what is said below
+    parsed._pid, parsed._reader = None, None
+    parsed._buffer += ahead._LENGTH.pack(len(body)) + body[:-1]
+    parsed._take_frames()  # cut: kept until the rest comes
+    assert parsed._seen == {} and len(parsed._buffer) == ahead._LENGTH.size + len(body) - 1
+    parsed._buffer += body[-1:]
+    parsed._take_frames()
+    assert list(parsed._seen) == ["a.yaml"] and not parsed._buffer
 
 
 def test_no_child_is_forked_beside_another_thread_or_when_turned_off(
@@ -172,12 +188,18 @@ WIRED = """
 import json, os, sys
 from reconciler.specs import ahead
 took = []
-original = ahead.ParsedAhead.take
-def take(self, path):
-    got = original(self, path)
-    took.append([path.name, got is not None])
-    return got
-ahead.ParsedAhead.take = take
+original = ahead.ParsedAhead.load
+def load(self, files, read_file):
+    while self._reader is not None:  # the child's whole answer first: certain shares
+        self._drain(block=True)
+    here = []
+    def tracked(path, found):
+        here.append(path.name)
+        return read_file(path, found)
+    out = original(self, files, tracked)
+    took.append({"files": [p.name for p in files], "here": here})
+    return out
+ahead.ParsedAhead.load = load
 from reconciler.cli import cli
 from reconciler.errors import SpecError
 try:
@@ -215,5 +237,5 @@ def test_reconcile_plan_and_apply_take_their_files_from_the_child_and_reap_it(
     )
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.splitlines()[-1])
-    assert seen == {"took": [["a.yaml", True], ["b.yaml", True]], "children": False}
+    assert seen == {"took": [{"files": ["a.yaml", "b.yaml"], "here": []}], "children": False}
     assert "specs/b.yaml:4: storage" in done.stderr
