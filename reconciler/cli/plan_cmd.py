@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import sys
 from pathlib import Path
@@ -201,6 +200,8 @@ def _plan_all(
     unreachable, say) is reported and the others still are; the exit status is 1 then,
     else 2 with ``--detailed-exitcode`` when any plan has changes, else 0.
     """
+    import asyncio
+
     from reconciler.execution import stages
     from reconciler.execution.stages import PlanRequest
     from reconciler.render.text import summary_line
@@ -291,6 +292,8 @@ def _plan_and_save(
     console: TerminalConsole, request: PlanRequest, out: Path, project: Path | None
 ) -> Plan:
     """``plan --out FILE``: plan, show, and write the saved plan (docs/saved-plans.md)."""
+    import asyncio
+
     from reconciler.execution import stages
     from reconciler.specs.fingerprint import plan_root
 
@@ -326,6 +329,8 @@ def _check_policy(the_plan: Plan) -> None:
 
 def _plan_and_show(console: TerminalConsole, request: PlanRequest) -> Plan:
     """Validate, plan (reads only) and show the plan: `plan` and `apply --dry-run`."""
+    import asyncio
+
     from reconciler.execution import stages
 
     the_plan = asyncio.run(stages.plan_for(request, console))
@@ -414,6 +419,8 @@ def apply(
     Given a saved plan (`reconcile plan --out FILE`) instead of PATHS, apply exactly its
     steps: refused, with nothing changed, when the files, the server or the plan made
     again differ from the saved ones (docs/saved-plans.md)."""
+    import asyncio
+
     # The spec files parsed in a child while the engine is imported (specs.ahead).
     ahead = parse_ahead(paths)
     try:
