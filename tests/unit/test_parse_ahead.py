@@ -43,10 +43,13 @@ assert parsed is not None, "no child forked"
 sent = {}
 if mode == "kill":
     os.kill(parsed._pid, signal.SIGKILL)
-elif mode == "whole":  # the child's whole answer first: which files it gives is certain
+elif mode in ("whole", "rewrite"):  # the child's whole answer first: certain shares
     while parsed._reader is not None:
         parsed._drain(block=True)
     sent = {name: docs is not None for name, docs in parsed._seen.items()}
+    if mode == "rewrite":
+        first = paths[0] / "a.yaml"
+        first.write_text(first.read_text().replace("OLD", "NEW"))
 problems = []
 files = inside(repository_root(paths), real_spec_files(paths, problems), problems)
 here = []
@@ -62,7 +65,10 @@ except ChildProcessError:
     reaped = True
 walked = {str(p) for p in files}
 outside = sorted(name for name in sent if name not in walked)
-print(json.dumps({"equal": out, "here": sorted(here), "reaped": reaped, "outside": outside}))
+names = [d.body.get("name") for docs, _ in loaded for d in docs]
+print(json.dumps(
+    {"equal": out, "here": sorted(here), "reaped": reaped, "outside": outside, "names": names}
+))
 """
 
 
@@ -146,26 +152,42 @@ def test_the_loader_and_the_child_meet_in_the_middle(tmp_path: Path) -> None:
 
 
 def test_an_answer_that_is_not_whole_frames_is_not_used() -> None:
-    """A frame must be (file name, a list of documents or None): a cut one waits for its
-    end, anything else leaves every file to the loader (``ParsedAhead._drain``)."""
+    """A frame must be (file name, digest, a list of documents or None): a cut one waits
+    for its end, anything else leaves every file to the loader (``ParsedAhead._drain``)."""
     import marshal
 
-    body = marshal.dumps(("a.yaml", [({"kind": "Stream"}, 1, (1, ("kind",), (0,)))]))
-    assert ahead._frame(body) == ("a.yaml", [({"kind": "Stream"}, 1, (1, ("kind",), (0,)))])
-    assert ahead._frame(marshal.dumps(("b.json", None))) == ("b.json", None)
-    with pytest.raises(TypeError):
-        ahead._frame(marshal.dumps(["a.yaml", "not a list"]))
+    packed = [({"kind": "Stream"}, 1, (1, ("kind",), (0,)))]
+    body = marshal.dumps(("a.yaml", b"d", packed))
+    assert ahead._frame(body) == ("a.yaml", b"d", packed)
+    assert ahead._frame(marshal.dumps(("b.json", b"", None))) == ("b.json", b"", None)
+    for foreign in (["a.yaml", b"d", "not a list"], ("a.yaml", "not bytes", packed)):
+        with pytest.raises(TypeError):
+            ahead._frame(marshal.dumps(foreign))
     with pytest.raises((ValueError, EOFError)):
         ahead._frame(b"\xff\xfe\xfd")
-    parsed = ahead.ParsedAhead.__new__(ahead.ParsedAhead)
-    parsed.__init__(0, -1)  # no child: nothing to close but what is said below
-    parsed._pid, parsed._reader = None, None
+    parsed = ahead.ParsedAhead(0, -1)
+    parsed._pid, parsed._reader = None, None  # no child: nothing to stop
     parsed._buffer += ahead._LENGTH.pack(len(body)) + body[:-1]
     parsed._take_frames()  # cut: kept until the rest comes
     assert parsed._seen == {} and len(parsed._buffer) == ahead._LENGTH.size + len(body) - 1
     parsed._buffer += body[-1:]
     parsed._take_frames()
     assert list(parsed._seen) == ["a.yaml"] and not parsed._buffer
+
+
+def test_a_file_rewritten_after_the_child_parsed_it_is_read_as_it_is_now(
+    tmp_path: Path,
+) -> None:
+    """The child's documents are used only for the text the loader reads when it gets to
+    the file: one rewritten since (a checkout under way) is read again, as it is now."""
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    old = "kind: Stream\nname: OLD\nsubjects: [a.>]\n"
+    (specs / "a.yaml").write_text(old)
+    (specs / "b.yaml").write_text("kind: Stream\nname: B\nsubjects: [b.>]\n")
+    seen = in_a_fresh_process("rewrite", specs)
+    assert seen["here"] == ["a.yaml"] and all(seen["equal"].values())
+    assert seen["names"] == ["NEW", "B"]
 
 
 def test_no_child_is_forked_beside_another_thread_or_when_turned_off(
