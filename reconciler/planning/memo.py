@@ -101,6 +101,12 @@ def live_digest(raw: Mapping[str, Any]) -> bytes:
 
 #: What a shape digest leaves out, by kind: the name fields and those taken verbatim.
 _LEFT_OUT = {kind: names + VERBATIM_FIELDS[kind] for kind, names in NAME_FIELDS.items()}
+#: What :meth:`Memo.key` leaves out of a live config and marks, by kind, when it holds
+#: every field taken verbatim as declared: what its loop over them gives then.
+_ALL_AS_DECLARED = {
+    kind: (names + VERBATIM_FIELDS[kind], orjson.dumps([[] for _ in VERBATIM_FIELDS[kind]]))
+    for kind, names in NAME_FIELDS.items()
+}
 
 
 class Memo:
@@ -182,18 +188,26 @@ class Memo:
         After ``s``: for each field taken verbatim, in order, ``[]`` when the live config
         holds it as declared (left out of the live JSON too), else ``[declared value]``
         (the live value stays in the live JSON), as one JSON list."""
-        names = named_as_declared(spec.kind, spec.name, spec.config, raw)
+        kind = spec.kind
+        names = named_as_declared(kind, spec.name, spec.config, raw)
         if names is not None:
             config = spec.config
-            marks: list[list[Any]] = []
-            for field in VERBATIM_FIELDS[spec.kind]:
-                declared = config.get(field)
-                if raw.get(field) == declared:
-                    names += (field,)
-                    marks.append([])
-                else:
-                    marks.append([declared])
-            head = b"s" + self._shape(spec) + orjson.dumps(marks)
+            verbatim = VERBATIM_FIELDS[kind]
+            for field in verbatim:
+                if raw.get(field) != config.get(field):
+                    found: list[list[Any]] = []
+                    for each in verbatim:
+                        declared = config.get(each)
+                        if raw.get(each) == declared:
+                            names += (each,)
+                            found.append([])
+                        else:
+                            found.append([declared])
+                    marks = orjson.dumps(found)
+                    break
+            else:
+                names, marks = _ALL_AS_DECLARED[kind]  # the usual case, made once
+            head = b"s" + self._shape(spec) + marks
             raw = _without(raw, names)
         else:
             head = b"e" + self._spec(spec)
