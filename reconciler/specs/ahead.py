@@ -238,6 +238,7 @@ def _fork(paths: Sequence[Path]) -> ParsedAhead | None:
             signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it at once
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # one meanwhile: now
             os.close(reader)
+            _let_go_of_the_terminal()
             _parse_into(writer, list(paths))
             code = 0
         finally:
@@ -250,6 +251,16 @@ def _fork(paths: Sequence[Path]) -> ParsedAhead | None:
         parsed.close()
         raise
     return parsed
+
+
+def _let_go_of_the_terminal() -> None:
+    """The child's standard streams on /dev/null: it writes nothing to them, and it never
+    keeps the parent's output open (a pipe read to its end, ``reconcile plan | ...``,
+    ends when the parent does)."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for stream in (0, 1, 2):
+        os.dup2(null, stream)
+    os.close(null)
 
 
 def _parse_into(writer: int, paths: list[Path]) -> None:

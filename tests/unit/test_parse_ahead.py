@@ -261,3 +261,41 @@ def test_reconcile_plan_and_apply_take_their_files_from_the_child_and_reap_it(
     seen = json.loads(done.stdout.splitlines()[-1])
     assert seen == {"took": [{"files": ["a.yaml", "b.yaml"], "here": []}], "children": False}
     assert "specs/b.yaml:4: storage" in done.stderr
+
+
+STREAMS = """
+import json, os, sys, time
+from pathlib import Path
+from reconciler.specs import ahead
+parsed = ahead.parse_ahead([Path(sys.argv[1])])
+seen = []
+for _ in range(5000):  # until the child has let go, or has ended (then: nothing seen)
+    try:
+        seen = [os.readlink(f"/proc/{parsed._pid}/fd/{fd}") for fd in (0, 1, 2)]
+    except FileNotFoundError:
+        break
+    if seen == [os.devnull] * 3:
+        break
+    time.sleep(0.001)
+parsed.close()
+print(json.dumps(seen))
+"""
+
+
+def test_the_child_keeps_none_of_the_parent_s_standard_streams(tmp_path: Path) -> None:
+    """The child writes nothing to the terminal and never holds the parent's output open
+    (``reconcile plan | ...`` ends when the parent does): its streams are /dev/null."""
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    big = "".join(f"---\nkind: Stream\nname: S{i}\nsubjects: [s{i}.>]\n" for i in range(40_000))
+    (specs / "big.yaml").write_text(big)  # a parse long enough to look at the child
+    done = subprocess.run(
+        [sys.executable, "-c", STREAMS, str(specs)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={k: v for k, v in os.environ.items() if k != ahead.ENV},
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [os.devnull] * 3
