@@ -299,3 +299,44 @@ def test_the_child_keeps_none_of_the_parent_s_standard_streams(tmp_path: Path) -
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [os.devnull] * 3
+
+
+CTRL_C_AT_FORK = """
+import ctypes, functools, json, os, sys
+from pathlib import Path
+from reconciler.specs import ahead
+
+# a Ctrl-C reaching the parent as its fork returns (C raise(): no handler runs in it)
+os.register_at_fork(after_in_parent=functools.partial(ctypes.CDLL(None)["raise"], 2))
+try:
+    parsed = ahead.parse_ahead([Path(sys.argv[1])])
+    interrupted = False
+except KeyboardInterrupt:
+    parsed, interrupted = None, True
+try:
+    os.waitpid(-1, os.WNOHANG)
+    left = True
+except ChildProcessError:
+    left = False
+if parsed is not None:
+    parsed.close()
+print(json.dumps({"interrupted": interrupted, "left": left}))
+"""
+
+
+def test_a_ctrl_c_as_the_parent_forks_is_raised_and_the_child_ended(tmp_path: Path) -> None:
+    """Signals are blocked while the process forks: a Ctrl-C the parent takes then is
+    raised from parse_ahead once the child is known, which is ended and reaped first
+    (without the block it was swallowed by an at-fork hook, 'Exception ignored', the
+    command ran on, and a host process kept the child)."""
+    specs = repository(tmp_path / "repo")
+    done = subprocess.run(
+        [sys.executable, "-c", CTRL_C_AT_FORK, str(specs)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={k: v for k, v in os.environ.items() if k != ahead.ENV},
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"interrupted": True, "left": False}
