@@ -32,7 +32,9 @@ reaching the child ends it as soon as it takes SIGINT's default action, never th
 the parent's handler; one reaching the parent is raised from :func:`parse_ahead`, the
 child ended first. The child never writes but to its pipe and ends with ``os._exit`` (no
 cleanup of the parent's runs twice). It is killed once the parent has what it needs, and
-when the parent ends its next write fails.
+it ends when the parent does, however the parent ends (``PR_SET_PDEATHSIG``: a parent
+killed while the child parsed a large file left it parsing on, until its next write
+failed; one stopped then stayed for ever).
 """
 
 from __future__ import annotations
@@ -223,6 +225,7 @@ def _fork(paths: Sequence[Path]) -> ParsedAhead | None:
         reader, writer = os.pipe()
     except OSError:
         return None
+    parent = os.getpid()
     # no handler of the parent's runs in the child (nor in an at-fork hook of either)
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
     try:
@@ -237,6 +240,7 @@ def _fork(paths: Sequence[Path]) -> ParsedAhead | None:
         try:
             signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it at once
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # one meanwhile: now
+            _end_with(parent)
             os.close(reader)
             _let_go_of_the_terminal()
             _parse_into(writer, list(paths))
@@ -261,6 +265,25 @@ def _let_go_of_the_terminal() -> None:
     for stream in (0, 1, 2):
         os.dup2(null, stream)
     os.close(null)
+
+
+#: prctl(2)'s option: the signal the calling process gets when its parent ends.
+_PR_SET_PDEATHSIG = 1
+
+
+def _end_with(parent: int) -> None:
+    """The child is killed when its parent ends, however it ends (or ends now, when it
+    already has): else a parent killed while the child parses a large file leaves the
+    child parsing on until its next write fails (a stopped one, for ever)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (ImportError, OSError, AttributeError):
+        pass  # no prctl to call: it ends at its next write
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _parse_into(writer: int, paths: list[Path]) -> None:

@@ -1,8 +1,8 @@
 """``reconcile plan`` parsing its spec files in a forked child (reconciler.specs.ahead),
 attacked as whole processes against a real server: a file changed after the child read
-it, a Ctrl-C reaching the child or the parent as it is forked. Each time the process
-must say what one parsing alone says (``RECONCILE_PARSE_AHEAD=0``), and leave nothing
-running behind it.
+it, a parent killed while its child still parses, a Ctrl-C reaching the child or the
+parent as it is forked. Each time the process must say what one parsing alone says
+(``RECONCILE_PARSE_AHEAD=0``), and leave nothing running behind it.
 """
 
 from __future__ import annotations
@@ -63,6 +63,17 @@ def _child_of(parent: subprocess.Popen[str], *, timeout: float = 60.0) -> int:
             return int(children[0])
         assert parent.poll() is None, "the plan process ended without forking"
     raise AssertionError("no child was forked")
+
+
+def _read_bytes(pid: int) -> int:
+    """The bytes process ``pid`` has read (/proc/PID/io rchar), 0 when unknown."""
+    try:
+        for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+            if line.startswith("rchar:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def _running_in(folder: Path) -> list[int]:
@@ -133,6 +144,33 @@ def _big_spec_file(path: Path, megabytes: int) -> None:
     one = "---\nkind: Consumer\nstream: ORDERS\nname: C{0}\ndescription: {1}{0}\n"
     count = megabytes * 2**20 // (len(one) + len(pad) + 4)
     path.write_text(head + "".join(one.format(i, pad) for i in range(count)))
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+def test_a_plan_killed_while_its_child_parses_leaves_nothing_running(
+    repo: Path, clean_server: NatsServer, signum: int
+) -> None:
+    """A CI job's timeout, or ``kill``, ends the plan process while its child is still
+    parsing (held stopped here, so that it surely is). The child ends with it: whoever
+    reads the plan's output sees its end as the plan ends, and no process of it remains
+    (a child still parsing went on for as long as one file's parse, up to about a second
+    for a 16 MiB file, and before its streams were /dev/null it held that output open;
+    a stopped one stayed for ever)."""
+    big = repo / "specs" / "big.yaml"
+    _big_spec_file(big, 3)
+    size = big.stat().st_size
+    parent = _started(["-m", "reconciler", "plan", "specs", "--server", clean_server.url], repo)
+    child = _child_of(parent)
+    while _read_bytes(child) < size:  # it has read the file: it is parsing it now
+        assert _state(child) not in (None, "Z"), "the child ended before it read the file"
+    os.kill(child, signal.SIGSTOP)
+    os.kill(parent.pid, signum)
+    parent.communicate(timeout=30)  # the output ends: nobody holds it open any more
+    assert parent.returncode == -signum
+    deadline = time.monotonic() + 30
+    while _state(child) not in (None, "Z") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _state(child) in (None, "Z")  # ended (a zombie only until init reaps it)
 
 
 #: A fresh interpreter running the CLI after an at-fork hook that raises SIGINT in the
