@@ -62,7 +62,8 @@ from reconciler.specs.yaml_block import block_documents
 _LENGTH = struct.Struct("<Q")
 #: The child's marshal format (a fork runs the parent's own interpreter).
 _MARSHAL_VERSION = 4
-#: ``RECONCILE_PARSE_AHEAD=0``: every file parsed in the process itself.
+#: ``RECONCILE_PARSE_AHEAD=0`` (or ``false``, ``no``, ``off``): every file parsed in the
+#: process itself.
 ENV = "RECONCILE_PARSE_AHEAD"
 
 
@@ -213,7 +214,8 @@ def _read_here(path: Path, read_file: ReadFile) -> tuple[list[Document], list[Pr
 def parse_ahead(paths: Sequence[Path]) -> ParsedAhead | None:
     """A child parsing the spec files under ``paths`` (:class:`ParsedAhead`), or None:
     not on Linux, another thread running, turned off (:data:`ENV`), or the fork failed."""
-    if not paths or not sys.platform.startswith("linux") or os.environ.get(ENV) == "0":
+    turned_off = os.environ.get(ENV, "").strip().lower() in ("0", "false", "no", "off")
+    if not paths or not sys.platform.startswith("linux") or turned_off:
         return None
     if threading.active_count() != 1:
         return None

@@ -44,6 +44,8 @@ import orjson
 
 from reconciler.errors import Problem
 from reconciler.locations import LazyLocations, Location
+from reconciler.specs.document import Abort
+from reconciler.specs.files import read_bytes
 from reconciler.specs.lifecycle import MANAGE, Lifecycle
 from reconciler.specs.spec import KINDS, Spec, entry_config
 from reconciler.specs.standby import Standby
@@ -106,14 +108,19 @@ def cache_key(
     spec_files: Sequence[Path], overlay_files: Sequence[Path], strict: bool, root: Path
 ) -> str:
     """The key of one run's inputs, the repository root the files they name stay in
-    included (raises OSError when a file cannot be read)."""
+    included (raises OSError when a file cannot be read: :func:`~.files.read_bytes`'s
+    guards, so a pipe named ``*.yaml`` is refused, never waited on)."""
     digest = hashlib.sha256(code_digest().encode())
     digest.update(b"strict" if strict else b"lenient")
     digest.update(b"root\0" + str(root).encode() + b"\0")
     for tag, files in ((b"spec", spec_files), (b"overlay", overlay_files)):
         for path in files:
             digest.update(tag + b"\0" + str(path).encode() + b"\0")
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
+            try:
+                data = read_bytes(path)
+            except Abort as abort:
+                raise OSError(str(abort.problem)) from None
+            digest.update(hashlib.sha256(data).digest())
     return digest.hexdigest()
 
 
@@ -316,7 +323,10 @@ def _read_again(value_file: str) -> bytes:
     that is an OSError, a miss, and the normal path judges the path again."""
     if os.path.realpath(value_file) != value_file:
         raise OSError(f"{value_file}: resolves elsewhere than when it was validated")
-    return Path(value_file).read_bytes()
+    try:
+        return read_bytes(Path(value_file))
+    except Abort as abort:
+        raise OSError(str(abort.problem)) from None
 
 
 def _location(raw: Any, files: list[str]) -> Location | None:

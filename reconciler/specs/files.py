@@ -132,9 +132,20 @@ def os_message(err: OSError) -> str:
 
 
 def read_text(path: Path) -> str:
-    """A file's text: a regular file, at most ``MAX_FILE_BYTES``, UTF-8 (a byte-order
-    mark dropped). What is not a regular file is refused before it is opened (opening a
-    device can do something), and the file opened is judged again (it may have been
+    """A file's text: :func:`read_bytes`, UTF-8 (a byte-order mark dropped)."""
+    data = read_bytes(path)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        message = f"not a text file (invalid UTF-8 at byte {err.start}); expected YAML or JSON"
+        raise Abort(Problem(Location(str(path), line), "", message)) from None
+
+
+def read_bytes(path: Path) -> bytes:
+    """A file's bytes: a regular file, at most ``MAX_FILE_BYTES``. What is not a regular
+    file is refused before it is opened (opening a device can do something, reading a
+    pipe can wait for ever), and the file opened is judged again (it may have been
     swapped since): opened without blocking on a pipe, never taking a terminal."""
     flags = os.O_RDONLY
     for name in ("O_NONBLOCK", "O_NOCTTY", "O_BINARY"):
@@ -158,12 +169,7 @@ def read_text(path: Path) -> str:
             os.close(fd)
     except OSError as err:
         raise Abort(file_problem(path, os_message(err))) from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        message = f"not a text file (invalid UTF-8 at byte {err.start}); expected YAML or JSON"
-        raise Abort(Problem(Location(str(path), line), "", message)) from None
+    return data
 
 
 def _read_all(fd: int, size: int) -> bytes | None:

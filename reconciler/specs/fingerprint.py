@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.errors import Problem
-from reconciler.specs.files import spec_files
+from reconciler.specs.document import Abort
+from reconciler.specs.files import read_bytes, spec_files
 from reconciler.specs.paths import repository_root
 
 __all__ = ["FileDigest", "SpecDigest", "digest_files", "git_commit", "plan_root"]
@@ -121,8 +122,8 @@ def _walk(paths: Iterable[Path]) -> list[Path]:
 
 def _digest(key: bytes, name: str, path: Path) -> str | None:
     try:
-        data = path.read_bytes()
-    except OSError:
+        data = read_bytes(path)  # a pipe or device is refused, never waited on
+    except Abort:
         return None
     mac = hmac.new(key, name.encode() + b"\0", hashlib.sha256)
     mac.update(data)

@@ -19,9 +19,9 @@ from reconciler.identity import stream_of
 from reconciler.locations import Location
 from reconciler.specs import cache as spec_cache
 from reconciler.specs.checks import cross_resource_problems
-from reconciler.specs.document import Document
+from reconciler.specs.document import Abort, Document
 from reconciler.specs.fields import UNIT_FIELDS, Unit, field_limit, unit_paths
-from reconciler.specs.files import inside, real_spec_files
+from reconciler.specs.files import inside, read_bytes, real_spec_files
 from reconciler.specs.lifecycle import MANAGE, lifecycle_of
 from reconciler.specs.loader import Loading, load_file, load_spec_files
 from reconciler.specs.overlay import apply_overlays
@@ -305,9 +305,9 @@ def _entry_spec(
             return None
         path = resolved(folder, named)
         try:
-            data = path.read_bytes()
-        except OSError as err:
-            message = f"cannot read {body['value_file']!r}: {err.strerror or err}"
+            data = read_bytes(path)  # a pipe or device is refused, never waited on
+        except Abort as abort:
+            message = f"cannot read {body['value_file']!r}: {abort.problem.message}"
             problems.append(Problem(document.where("value_file"), "value_file", message))
             return None
         value_file = str(path)

@@ -843,3 +843,25 @@ def test_what_is_not_a_regular_file_is_refused_without_being_opened(tmp_path: Pa
     with open(pipe, "rb"):  # let the writer go
         waiting.join(5)
     assert opened.is_set()
+
+
+@pytest.mark.parametrize("where", ["spec file", "value_file"])
+def test_a_pipe_in_the_specs_is_refused_never_waited_on_with_the_spec_cache(
+    where: str, tmp_path: Path
+) -> None:
+    """A named pipe where a spec file or a ``value_file`` is (a checkout can hold one):
+    the spec cache's key and the value read take the loader's guards, so the run says
+    "not a regular file" at once; reading it waited for a writer for ever."""
+    from cli_runner import reconcile
+
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "a.yaml").write_text(
+        "kind: Stream\nname: A\nsubjects: [a.>]\n---\nkind: KeyValue\nname: flags\n---\n"
+        "kind: KeyValueEntry\nbucket: flags\nkey: k\nvalue_file: pipe.json\n"
+    )
+    os.mkfifo(specs / ("pipe.yaml" if where == "spec file" else "pipe.json"))
+    cache = {"RECONCILE_SPEC_CACHE": str(tmp_path / "cache"), "RECONCILE_CACHE_KEY": "k" * 40}
+    done = reconcile("plan", "specs", cwd=tmp_path, env=cache)  # a timeout fails it
+    assert done.returncode == 1
+    assert "not a regular file" in done.stderr

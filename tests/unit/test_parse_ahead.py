@@ -202,8 +202,16 @@ def test_no_child_is_forked_beside_another_thread_or_when_turned_off(
     finally:
         stop.set()
         other.join()
-    monkeypatch.setenv(ahead.ENV, "0")
-    assert ahead.parse_ahead([tmp_path]) is None
+    forked: list[object] = []
+    monkeypatch.setattr(ahead, "_fork", forked.append)  # no fork in this test's process
+    monkeypatch.setattr(ahead.threading, "active_count", lambda: 1)
+    for off in ("0", "false", "No", " off "):
+        monkeypatch.setenv(ahead.ENV, off)
+        ahead.parse_ahead([tmp_path])
+    assert forked == []
+    monkeypatch.setenv(ahead.ENV, "1")
+    ahead.parse_ahead([tmp_path])
+    assert forked == [[tmp_path]]
 
 
 WIRED = """
