@@ -204,7 +204,7 @@ def test_no_child_is_forked_beside_another_thread_or_when_turned_off(
         other.join()
     forked: list[object] = []
     monkeypatch.setattr(ahead, "_fork", forked.append)  # no fork in this test's process
-    monkeypatch.setattr(ahead.threading, "active_count", lambda: 1)
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
     for off in ("0", "false", "No", " off "):
         monkeypatch.setenv(ahead.ENV, off)
         ahead.parse_ahead([tmp_path])
