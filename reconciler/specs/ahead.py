@@ -83,6 +83,8 @@ class ParsedAhead:
         #: by file: the digest of the text parsed and its documents, or None (the child
         #: left it to the loader)
         self._seen: dict[str, tuple[bytes, list[Document]] | None] = {}
+        #: the files of the frames, in the order they came (the child's walk)
+        self._arrived: list[str] = []
         self._lock = threading.RLock()
 
     def load(
@@ -108,10 +110,15 @@ class ParsedAhead:
                 break  # the child has come this far: the files before are its share
             end -= 1
             out[end] = _read_here(files[end], read_file)
+        position = {name: at for at, name in enumerate(names)}
+        furthest, looked = -1, 0  # the last of these files the child sent, so far
         done = 0
         while done < end:
-            if names[done] in self._seen:
-                done += 1
+            for name in self._arrived[looked:]:
+                furthest = max(furthest, position.get(name, -1))
+            looked = len(self._arrived)
+            if names[done] in self._seen or furthest > done:
+                done += 1  # the child's, or one it went past (its walk lacked it): here
             elif self._reader is not None:
                 self._drain(block=True)
             else:
@@ -122,7 +129,7 @@ class ParsedAhead:
                 out[index] = _as_read_now(files[index], self._seen.pop(names[index], None))
             if out[index] is None:
                 out[index] = _read_here(files[index], read_file)
-        self._seen = {}
+        self._seen, self._arrived = {}, []
         return [item for item in out if item is not None]
 
     def close(self) -> None:
@@ -160,7 +167,7 @@ class ParsedAhead:
         try:
             self._take_frames()
         except (ValueError, TypeError, EOFError, struct.error):
-            self._seen = {}  # nothing of a garbled answer is used
+            self._seen, self._arrived = {}, []  # nothing of a garbled answer is used
             self._buffer.clear()
             self._close()
 
@@ -173,6 +180,7 @@ class ParsedAhead:
                 break  # the rest of it is still coming
             start = at + _LENGTH.size
             name, digest, packed = _frame(bytes(buffer[start : start + size]))
+            self._arrived.append(name)
             self._seen[name] = (
                 None
                 if packed is None

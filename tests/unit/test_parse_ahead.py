@@ -348,3 +348,45 @@ def test_a_ctrl_c_as_the_parent_forks_is_raised_and_the_child_ended(tmp_path: Pa
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"interrupted": True, "left": False}
+
+
+def test_a_file_the_child_went_past_is_read_here_not_waited_for(tmp_path: Path) -> None:
+    """A file the child's walk lacked (added after it walked) while the child still runs:
+    once a later file's frame has come, the loader reads that one itself instead of
+    waiting for a frame that will never come. Fed by hand, through a pipe kept open."""
+    import marshal
+
+    from reconciler.specs.loader import load_file
+
+    names = ["a.yaml", "b.yaml", "c.yaml"]
+    files = [tmp_path / name for name in names]
+    for path in files:
+        path.write_text(f"kind: Stream\nname: {path.stem.upper()}\nsubjects: [{path.stem}]\n")
+    reader, writer = os.pipe()
+    parsed = ahead.ParsedAhead(0, reader)
+    parsed._pid = None  # no child to stop: the pipe stands for it
+    for path in (files[0], files[2]):  # b.yaml was not in its walk
+        text = path.read_text()
+        body = {"kind": "Stream", "name": path.stem.upper(), "subjects": [path.stem]}
+        lines = (1, ("kind", "name", "subjects"), (0, 1, 2))
+        data = marshal.dumps((str(path), ahead._digest(text), [(body, 1, lines)]))
+        os.write(writer, ahead._LENGTH.pack(len(data)) + data)
+    here: list[str] = []
+
+    def read_file(path: Path, found: list[Any]) -> Any:
+        here.append(path.name)
+        return load_file(path, found)
+
+    result: list[Any] = []
+    loading = threading.Thread(target=lambda: result.append(parsed.load(files, read_file)))
+    loading.start()
+    loading.join(60)
+    still = loading.is_alive()
+    os.close(writer)  # lets a waiting load go, so that the test ends either way
+    loading.join(60)
+    assert not still, "the loader waited for a frame that never comes"
+    assert "b.yaml" in here and [d.body["name"] for docs, _ in result[0] for d in docs] == [
+        "A",
+        "B",
+        "C",
+    ]
