@@ -324,7 +324,7 @@ def _read_again(value_file: str) -> bytes:
     if os.path.realpath(value_file) != value_file:
         raise OSError(f"{value_file}: resolves elsewhere than when it was validated")
     try:
-        return read_bytes(Path(value_file))
+        return read_bytes(Path(value_file), capped=False)  # data: as validate reads it
     except Abort as abort:
         raise OSError(str(abort.problem)) from None
 

@@ -142,8 +142,10 @@ def read_text(path: Path) -> str:
         raise Abort(Problem(Location(str(path), line), "", message)) from None
 
 
-def read_bytes(path: Path) -> bytes:
-    """A file's bytes: a regular file, at most ``MAX_FILE_BYTES``. What is not a regular
+def read_bytes(path: Path, *, capped: bool = True) -> bytes:
+    """A file's bytes: a regular file, at most ``MAX_FILE_BYTES`` when ``capped`` (else any
+    size: a KeyValueEntry's ``value_file`` is data, as large as the server's
+    ``max_payload`` takes, and the plan judges it against that). What is not a regular
     file is refused before it is opened (opening a device can do something, reading a
     pipe can wait for ever), and the file opened is judged again (it may have been
     swapped since): opened without blocking on a pipe, never taking a terminal."""
@@ -159,7 +161,7 @@ def read_bytes(path: Path) -> bytes:
             if not stat.S_ISREG(status.st_mode):
                 raise Abort(file_problem(path, NOT_REGULAR))
             size = status.st_size
-            data = _read_all(fd, size) if size <= MAX_FILE_BYTES else None
+            data = _read_all(fd, size, capped) if size <= MAX_FILE_BYTES or not capped else None
             if data is None:
                 limit = MAX_FILE_BYTES // (1024 * 1024)
                 size = max(size, MAX_FILE_BYTES + 1)
@@ -172,12 +174,12 @@ def read_bytes(path: Path) -> bytes:
     return data
 
 
-def _read_all(fd: int, size: int) -> bytes | None:
+def _read_all(fd: int, size: int, capped: bool = True) -> bytes | None:
     """The bytes of an opened regular file ``size`` bytes long when it was judged; None
-    when it has grown past ``MAX_FILE_BYTES`` since (never read whole)."""
+    when it has grown past ``MAX_FILE_BYTES`` since (``capped``: never read whole)."""
     chunks: list[bytes] = []
     total = 0
-    while total <= MAX_FILE_BYTES:
+    while total <= MAX_FILE_BYTES or not capped:
         chunk = os.read(fd, max(size + 1 - total, 1 << 16))
         if not chunk:
             return b"".join(chunks)

@@ -122,7 +122,7 @@ def _walk(paths: Iterable[Path]) -> list[Path]:
 
 def _digest(key: bytes, name: str, path: Path) -> str | None:
     try:
-        data = read_bytes(path)  # a pipe or device is refused, never waited on
+        data = read_bytes(path, capped=False)  # any size (a value file); a pipe is refused
     except Abort:
         return None
     mac = hmac.new(key, name.encode() + b"\0", hashlib.sha256)

@@ -305,7 +305,7 @@ def _entry_spec(
             return None
         path = resolved(folder, named)
         try:
-            data = read_bytes(path)  # a pipe or device is refused, never waited on
+            data = read_bytes(path, capped=False)  # data, any size; a pipe or device is refused
         except Abort as abort:
             message = f"cannot read {body['value_file']!r}: {abort.problem.message}"
             problems.append(Problem(document.where("value_file"), "value_file", message))

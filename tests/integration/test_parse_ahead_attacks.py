@@ -12,12 +12,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_runner import reconcile
-from servers import NatsServer
+from servers import NatsServer, run
+from test_lifecycle import _request
 from test_plan_apply import raw
 
 pytestmark = pytest.mark.skipif(
@@ -99,6 +101,11 @@ def repo(tmp_path: Path) -> Iterator[Path]:
     for pid in _running_in(root):
         if _state(pid) not in (None, "Z"):
             os.kill(pid, signal.SIGKILL)
+
+
+def raw_request(url: str, subject: str) -> Any:
+    """The server's answer to one JetStream API request, read raw."""
+    return run(_request(url, subject))
 
 
 def _stream(description: str) -> str:
@@ -223,3 +230,38 @@ def test_a_ctrl_c_reaching_the_parent_as_it_forks_ends_the_child_too(
     assert hooked.returncode != 0
     assert "Traceback" not in err
     assert _running_in(repo) == []
+
+
+def test_a_value_file_over_16_mib_is_a_value_as_before_the_spec_file_cap(
+    server_factory: Callable[..., NatsServer], repo: Path
+) -> None:
+    """A KeyValueEntry's ``value_file`` is data, not a spec: the 16 MiB cap of a spec
+    file, which came to it with ``files.read_bytes`` (b920321), refused a 17 MiB value a
+    server with ``max_payload: 24MiB`` takes, in validation, and left a saved plan's
+    digest of it None (a change to it after ``plan --out`` went unseen). Binary bytes
+    (not UTF-8), as before: put whole; changed after the plan was saved: refused."""
+    mib = 1 << 20
+    server = server_factory(
+        config={"max_payload": 24 * mib, "jetstream": {"store_dir": str(repo.parent / "js")}}
+    )
+    value = bytes(range(256)) * (17 * mib // 256)  # 17 MiB, \xff and \xfe: not UTF-8
+    (repo / "specs" / "blob.bin").write_bytes(value)
+    (repo / "specs" / "cfg.yaml").write_text(
+        "kind: KeyValue\nname: cfg\n---\n"
+        "kind: KeyValueEntry\nbucket: cfg\nkey: blob\nvalue_file: blob.bin\n"
+    )
+    saved = repo / "plan.json"
+
+    planned = reconcile("plan", "specs", "--server", server.url, "--out", str(saved), cwd=repo)
+    assert planned.returncode in (0, 2), planned.stdout + planned.stderr
+    (repo / "specs" / "blob.bin").write_bytes(value[:-1] + b"!")  # changed since saved
+    refused = reconcile("apply", str(saved), "--server", server.url, "--yes", cwd=repo)
+    assert refused.returncode != 0 and "blob.bin" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert "error" in raw_request(server.url, "$JS.API.STREAM.INFO.KV_cfg")  # nothing made
+
+    applied = reconcile("apply", "specs", "--server", server.url, "--yes", cwd=repo)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    info = raw_request(server.url, "$JS.API.STREAM.INFO.KV_cfg")
+    assert info["state"]["messages"] == 1
+    assert info["state"]["bytes"] > len(value)  # the whole value, stored
