@@ -21,6 +21,8 @@ from reconciler.specs.document import Abort, Document, file_problem
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_FILE_BYTES = 16 * 1024 * 1024  # a spec file larger than this is refused unread
 NOT_REGULAR = "not a regular file (a device, pipe or socket?)"
+#: What a folder read as a file is (a ``value_file`` naming one): the OS's own word.
+A_FOLDER = "cannot read: Is a directory"
 
 
 def spec_files(paths: Sequence[str | Path], problems: list[Problem]) -> list[Path]:
@@ -153,8 +155,9 @@ def read_bytes(path: Path, *, capped: bool = True) -> bytes:
     for name in ("O_NONBLOCK", "O_NOCTTY", "O_BINARY"):
         flags |= getattr(os, name, 0)
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise Abort(file_problem(path, NOT_REGULAR))
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            raise Abort(file_problem(path, A_FOLDER if stat.S_ISDIR(mode) else NOT_REGULAR))
         fd = os.open(path, flags)
         try:
             status = os.fstat(fd)

@@ -307,7 +307,8 @@ def _entry_spec(
         try:
             data = read_bytes(path, capped=False)  # data, any size; a pipe or device is refused
         except Abort as abort:
-            message = f"cannot read {body['value_file']!r}: {abort.problem.message}"
+            why = abort.problem.message.removeprefix("cannot read: ")  # said once
+            message = f"cannot read {body['value_file']!r}: {why}"
             problems.append(Problem(document.where("value_file"), "value_file", message))
             return None
         value_file = str(path)

@@ -865,3 +865,28 @@ def test_a_pipe_in_the_specs_is_refused_never_waited_on_with_the_spec_cache(
     done = reconcile("plan", "specs", cwd=tmp_path, env=cache)  # a timeout fails it
     assert done.returncode == 1
     assert "not a regular file" in done.stderr
+
+
+def test_a_value_file_that_cannot_be_read_says_why_once_and_a_folder_is_not_a_pipe(
+    tmp_path: Path,
+) -> None:
+    """Since value_file took files.read_bytes (b920321) a missing one said "cannot read
+    'x': cannot read: ..." and a folder was called "not a regular file (a device, pipe or
+    socket?)"; each says what it is, once, as before."""
+    from reconciler.specs.validate import load_specs
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "folder").mkdir()
+    entry = "---\nkind: KeyValueEntry\nbucket: flags\nkey: {key}\nvalue_file: {name}\n"
+    (tmp_path / "a.yaml").write_text(
+        "kind: KeyValue\nname: flags\n"
+        + entry.format(key="gone", name="missing.bin")
+        + entry.format(key="dir", name="folder")
+    )
+    with pytest.raises(SpecError) as caught:
+        load_specs([tmp_path / "a.yaml"])
+    said = {p.location.line: p.message for p in caught.value.problems}
+    assert set(said) == {7, 12}, said
+    assert all(message.count("cannot read") == 1 for message in said.values()), said
+    assert "missing.bin" in said[7] and "folder" in said[12]
+    assert "pipe" not in said[12]
