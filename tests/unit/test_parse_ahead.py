@@ -72,17 +72,29 @@ print(json.dumps(
 """
 
 
-def in_a_fresh_process(mode: str, *paths: Path) -> dict[str, Any]:
+def fresh(script: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``script`` run with ``args`` in a fresh interpreter (no thread: a child can be
+    forked), none of the run's NATS_/RECONCILE_ variables set; it must end with 0."""
     done = subprocess.run(
-        [sys.executable, "-c", COMPARE, mode, *map(str, paths)],
+        [sys.executable, "-c", script, *args],
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
-        env={k: v for k, v in os.environ.items() if k != ahead.ENV},
+        env={k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "RECONCILE_"))},
     )
     assert done.returncode == 0, done.stderr
-    return dict(json.loads(done.stdout))
+    return done
+
+
+def printed(done: subprocess.CompletedProcess[str]) -> Any:
+    """The JSON a fresh run printed last."""
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def in_a_fresh_process(mode: str, *paths: Path) -> dict[str, Any]:
+    return dict(printed(fresh(COMPARE, mode, *map(str, paths))))
 
 
 def repository(root: Path) -> Path:
@@ -256,17 +268,8 @@ def test_reconcile_plan_and_apply_take_their_files_from_the_child_and_reap_it(
     specs.mkdir()
     (specs / "a.yaml").write_text("kind: Stream\nname: A\nsubjects: [a.>]\n")
     (specs / "b.yaml").write_text("kind: Stream\nname: B\nsubjects: [b.>]\nstorage: disc\n")
-    done = subprocess.run(
-        [sys.executable, "-c", WIRED, *command],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "RECONCILE_"))},
-    )
-    assert done.returncode == 0, done.stderr
-    seen = json.loads(done.stdout.splitlines()[-1])
+    done = fresh(WIRED, *command, cwd=tmp_path)
+    seen = printed(done)
     assert seen == {"took": [{"files": ["a.yaml", "b.yaml"], "here": []}], "children": False}
     assert "specs/b.yaml:4: storage" in done.stderr
 
@@ -297,16 +300,7 @@ def test_the_child_keeps_none_of_the_parent_s_standard_streams(tmp_path: Path) -
     specs.mkdir()
     big = "".join(f"---\nkind: Stream\nname: S{i}\nsubjects: [s{i}.>]\n" for i in range(40_000))
     (specs / "big.yaml").write_text(big)  # a parse long enough to look at the child
-    done = subprocess.run(
-        [sys.executable, "-c", STREAMS, str(specs)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={k: v for k, v in os.environ.items() if k != ahead.ENV},
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == [os.devnull] * 3
+    assert printed(fresh(STREAMS, str(specs))) == [os.devnull] * 3
 
 
 CTRL_C_AT_FORK = """
@@ -338,16 +332,7 @@ def test_a_ctrl_c_as_the_parent_forks_is_raised_and_the_child_ended(tmp_path: Pa
     (without the block it was swallowed by an at-fork hook, 'Exception ignored', the
     command ran on, and a host process kept the child)."""
     specs = repository(tmp_path / "repo")
-    done = subprocess.run(
-        [sys.executable, "-c", CTRL_C_AT_FORK, str(specs)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={k: v for k, v in os.environ.items() if k != ahead.ENV},
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"interrupted": True, "left": False}
+    assert printed(fresh(CTRL_C_AT_FORK, str(specs))) == {"interrupted": True, "left": False}
 
 
 def test_a_file_the_child_went_past_is_read_here_not_waited_for(tmp_path: Path) -> None:
