@@ -47,13 +47,13 @@ import signal
 import struct
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from reconciler.errors import Problem
 from reconciler.locations import Lines, Location
-from reconciler.specs.document import Abort, Document
+from reconciler.specs.document import Abort, Document, Loaded, ReadFile, read_one
 from reconciler.specs.files import inside, read_text, real_spec_files
 from reconciler.specs.paths import repository_root
 from reconciler.specs.yaml_block import block_documents
@@ -65,11 +65,6 @@ _MARSHAL_VERSION = 4
 #: ``RECONCILE_PARSE_AHEAD=0`` (or ``false``, ``no``, ``off``): every file parsed in the
 #: process itself.
 ENV = "RECONCILE_PARSE_AHEAD"
-
-
-#: How the loader reads one file itself (``loader.load_file``): its documents, its
-#: problems appended.
-ReadFile = Callable[[Path, list[Problem]], list[Document]]
 
 
 class ParsedAhead:
@@ -87,9 +82,7 @@ class ParsedAhead:
         self._arrived: list[str] = []
         self._lock = threading.RLock()
 
-    def load(
-        self, files: Sequence[Path], read_file: ReadFile
-    ) -> list[tuple[list[Document], list[Problem]]]:
+    def load(self, files: Sequence[Path], read_file: ReadFile) -> list[Loaded]:
         """Every file's documents and problems, in order, as ``read_file`` gives them:
         the child's from the first file on, this thread's (``read_file``) from the last
         file back, until the two meet (a child slower than the parent, on a machine whose
@@ -98,10 +91,8 @@ class ParsedAhead:
         with self._lock:
             return self._load(files, read_file)
 
-    def _load(
-        self, files: Sequence[Path], read_file: ReadFile
-    ) -> list[tuple[list[Document], list[Problem]]]:
-        out: list[tuple[list[Document], list[Problem]] | None] = [None] * len(files)
+    def _load(self, files: Sequence[Path], read_file: ReadFile) -> list[Loaded]:
+        out: list[Loaded | None] = [None] * len(files)
         names = [str(path) for path in files]
         end = len(files)
         while end and self._reader is not None:
@@ -109,7 +100,7 @@ class ParsedAhead:
             if names[end - 1] in self._seen:
                 break  # the child has come this far: the files before are its share
             end -= 1
-            out[end] = _read_here(files[end], read_file)
+            out[end] = read_one(files[end], read_file)
         position = {name: at for at, name in enumerate(names)}
         furthest, looked = -1, 0  # the last of these files the child sent, so far
         done = 0
@@ -128,7 +119,7 @@ class ParsedAhead:
             if out[index] is None:
                 out[index] = _as_read_now(files[index], self._seen.pop(names[index], None))
             if out[index] is None:
-                out[index] = _read_here(files[index], read_file)
+                out[index] = read_one(files[index], read_file)
         self._seen, self._arrived = {}, []
         return [item for item in out if item is not None]
 
@@ -196,9 +187,7 @@ class ParsedAhead:
         del buffer[:at]
 
 
-def _as_read_now(
-    path: Path, parsed: tuple[bytes, list[Document]] | None
-) -> tuple[list[Document], list[Problem]] | None:
+def _as_read_now(path: Path, parsed: tuple[bytes, list[Document]] | None) -> Loaded | None:
     """The child's documents of ``path`` when the file's text now is the text it parsed
     (read again, with the same guards: 1,000 files read and digested in 16-20 ms); else
     None, and the loader reads it (a file rewritten since, by a checkout under way or an
@@ -212,11 +201,6 @@ def _as_read_now(
     except Abort:
         return None  # the loader reads it again, and says why it cannot
     return (documents, []) if _digest(text) == digest else None
-
-
-def _read_here(path: Path, read_file: ReadFile) -> tuple[list[Document], list[Problem]]:
-    found: list[Problem] = []
-    return read_file(path, found), found
 
 
 def parse_ahead(paths: Sequence[Path]) -> ParsedAhead | None:

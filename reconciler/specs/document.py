@@ -7,7 +7,7 @@ files), all put together by :mod:`.loader`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,3 +59,16 @@ class Abort(Exception):
 
 def file_problem(path: Path, message: str) -> Problem:
     return Problem(Location(str(path), 1), "", message)
+
+
+#: How the loader reads one file (``loader.load_file``): its documents, its problems
+#: appended to the list given.
+ReadFile = Callable[[Path, list[Problem]], list[Document]]
+#: One file's documents and the problems reading it found.
+Loaded = tuple[list[Document], list[Problem]]
+
+
+def read_one(path: Path, read_file: ReadFile) -> Loaded:
+    """``path`` read by ``read_file``: its documents and its own problems."""
+    found: list[Problem] = []
+    return read_file(path, found), found

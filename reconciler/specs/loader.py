@@ -20,7 +20,15 @@ from pathlib import Path
 from reconciler.errors import Problem, SpecError
 from reconciler.identity import KINDS
 from reconciler.locations import Location
-from reconciler.specs.document import MAX_DEPTH, Abort, Document, file_problem
+from reconciler.specs.document import (
+    MAX_DEPTH,
+    Abort,
+    Document,
+    Loaded,
+    ReadFile,
+    file_problem,
+    read_one,
+)
 from reconciler.specs.files import data_files, read_text, spec_files
 from reconciler.specs.json_lines import json_documents, json_nodes, parse_json
 from reconciler.specs.natscli_json import wire_kind
@@ -29,10 +37,7 @@ from reconciler.specs.yaml_lines import NodeBuilder, yaml_trees
 #: Every file's documents and problems, in order, as :func:`load_file` gives them, some
 #: read by something else (a child parsing ahead: :meth:`.ahead.ParsedAhead.load`),
 #: the others by the :func:`load_file` it is given.
-Loading = Callable[
-    [Sequence[Path], Callable[[Path, list[Problem]], list[Document]]],
-    list[tuple[list[Document], list[Problem]]],
-]
+Loading = Callable[[Sequence[Path], ReadFile], list[Loaded]]
 
 
 def load_documents(paths: Sequence[str | Path]) -> list[Document]:
@@ -65,14 +70,8 @@ def load_spec_files(
     return documents
 
 
-def _each_here(
-    files: Sequence[Path], read: Callable[[Path, list[Problem]], list[Document]]
-) -> list[tuple[list[Document], list[Problem]]]:
-    loaded = []
-    for path in files:
-        found: list[Problem] = []
-        loaded.append((read(path, found), found))
-    return loaded
+def _each_here(files: Sequence[Path], read: ReadFile) -> list[Loaded]:
+    return [read_one(path, read) for path in files]
 
 
 def _holds_specs(documents: Sequence[Document]) -> bool:
