@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from reconciler.errors import Problem
@@ -20,6 +20,8 @@ from reconciler.specs.document import Abort, Document, file_problem
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_FILE_BYTES = 16 * 1024 * 1024  # a spec file larger than this is refused unread
+#: The most :func:`feed_bytes` reads at once.
+FEED_CHUNK = 1 << 20
 NOT_REGULAR = "not a regular file (a device, pipe or socket?)"
 #: What a folder read as a file is (a ``value_file`` naming one): the OS's own word.
 A_FOLDER = "cannot read: Is a directory"
@@ -151,19 +153,9 @@ def read_bytes(path: Path, *, capped: bool = True) -> bytes:
     file is refused before it is opened (opening a device can do something, reading a
     pipe can wait for ever), and the file opened is judged again (it may have been
     swapped since): opened without blocking on a pipe, never taking a terminal."""
-    flags = os.O_RDONLY
-    for name in ("O_NONBLOCK", "O_NOCTTY", "O_BINARY"):
-        flags |= getattr(os, name, 0)
     try:
-        mode = os.stat(path).st_mode
-        if not stat.S_ISREG(mode):
-            raise Abort(file_problem(path, A_FOLDER if stat.S_ISDIR(mode) else NOT_REGULAR))
-        fd = os.open(path, flags)
+        fd, size = _opened(path)
         try:
-            status = os.fstat(fd)
-            if not stat.S_ISREG(status.st_mode):
-                raise Abort(file_problem(path, NOT_REGULAR))
-            size = status.st_size
             data = _read_all(fd, size, capped) if size <= MAX_FILE_BYTES or not capped else None
             if data is None:
                 limit = MAX_FILE_BYTES // (1024 * 1024)
@@ -175,6 +167,41 @@ def read_bytes(path: Path, *, capped: bool = True) -> bytes:
     except OSError as err:
         raise Abort(file_problem(path, os_message(err))) from None
     return data
+
+
+def feed_bytes(path: Path, into: Callable[[bytes], object]) -> None:
+    """A file's bytes, any size, handed to ``into`` a chunk at a time (``FEED_CHUNK``
+    bytes at most), so that digesting a huge file holds one chunk, not the file:
+    :func:`read_bytes`'s guards (a regular file, judged again once opened)."""
+    try:
+        fd, _ = _opened(path)
+        try:
+            while chunk := os.read(fd, FEED_CHUNK):
+                into(chunk)
+        finally:
+            os.close(fd)
+    except OSError as err:
+        raise Abort(file_problem(path, os_message(err))) from None
+
+
+def _opened(path: Path) -> tuple[int, int]:
+    """``path`` opened for reading when it is a regular file, and its size then (raises
+    Abort for what is not one, before opening it and again once it is opened)."""
+    flags = os.O_RDONLY
+    for name in ("O_NONBLOCK", "O_NOCTTY", "O_BINARY"):
+        flags |= getattr(os, name, 0)
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise Abort(file_problem(path, A_FOLDER if stat.S_ISDIR(mode) else NOT_REGULAR))
+    fd = os.open(path, flags)
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise Abort(file_problem(path, NOT_REGULAR))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, status.st_size
 
 
 def _read_all(fd: int, size: int, capped: bool = True) -> bytes | None:

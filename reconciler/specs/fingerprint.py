@@ -32,7 +32,7 @@ from pathlib import Path
 
 from reconciler.errors import Problem
 from reconciler.specs.document import Abort
-from reconciler.specs.files import read_bytes, spec_files
+from reconciler.specs.files import feed_bytes, spec_files
 from reconciler.specs.paths import repository_root
 
 __all__ = ["FileDigest", "SpecDigest", "digest_files", "git_commit", "plan_root"]
@@ -121,12 +121,14 @@ def _walk(paths: Iterable[Path]) -> list[Path]:
 
 
 def _digest(key: bytes, name: str, path: Path) -> str | None:
+    """The keyed digest of ``path``'s bytes under ``name``, read a chunk at a time (a
+    value file is any size; a file dropped beside the specs may be huge); None when it
+    cannot be read (a pipe is refused, never waited on)."""
+    mac = hmac.new(key, name.encode() + b"\0", hashlib.sha256)
     try:
-        data = read_bytes(path, capped=False)  # any size (a value file); a pipe is refused
+        feed_bytes(path, mac.update)
     except Abort:
         return None
-    mac = hmac.new(key, name.encode() + b"\0", hashlib.sha256)
-    mac.update(data)
     return mac.hexdigest()
 
 

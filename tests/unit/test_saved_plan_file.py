@@ -3,9 +3,13 @@ with a plan made again, the server's identity, the git commit read without git."
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import os
 import shutil
 import subprocess
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +153,37 @@ def test_file_digests_are_keyed_and_name_what_changed(tmp_path: Path) -> None:
         "specs/a.yaml: changed since the plan was saved",
         "specs/b.yaml: new since the plan was saved",
     ]
+
+
+def test_a_huge_file_beside_the_specs_is_digested_a_chunk_at_a_time(tmp_path: Path) -> None:
+    """A file of any size (a value file, or a huge one dropped into the spec folder
+    between ``plan --out`` and ``apply``) is digested whole, holding one chunk of it at
+    a time, never the file; a change at its very end is seen; a pipe is not waited on."""
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    huge = specs / "huge.yaml"
+    with huge.open("wb") as out:  # 256 MiB, sparse: no disk used
+        out.truncate(256 * 2**20)
+    small = specs / "small.yaml"
+    small.write_bytes(b"kind: Stream\nname: A\n")
+    os.mkfifo(specs / "pipe.yaml")
+    tracemalloc.start()
+    try:
+        first = digest_files({"spec": [specs]}, root=tmp_path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20  # the file is 256 MiB
+    digests = {f.path: f.digest for f in first.files}
+    assert digests["specs/pipe.yaml"] is None  # refused, not waited on
+    key = bytes.fromhex(first.salt)
+    whole = hmac.new(key, b"specs/small.yaml\0" + small.read_bytes(), hashlib.sha256)
+    assert digests["specs/small.yaml"] == whole.hexdigest()  # the same digest as read whole
+    with huge.open("r+b") as out:
+        out.seek(256 * 2**20 - 1)
+        out.write(b"x")
+    now = digest_files({"spec": [specs]}, root=tmp_path, salt=first.salt)
+    assert first.changes(now) == ["specs/huge.yaml: changed since the plan was saved"]
 
 
 def _fake_git(root: Path, head: str, files: dict[str, str]) -> None:
