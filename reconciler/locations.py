@@ -91,6 +91,11 @@ class Lines(LazyLocations):
         self._lines = tuple(raw.values())
         self._raw = _FROZEN
 
+    @property
+    def file(self) -> str:
+        """The file every one of these lines is in."""
+        return self._file
+
     def packed(self) -> tuple[int, tuple[str, ...] | dict[str, int], tuple[int, ...] | None]:
         """What :meth:`unpacked` makes these lines again from (plain values: marshal
         takes them): the start, and the paths and their distances (a dict of the

@@ -43,7 +43,7 @@ from typing import Any
 import orjson
 
 from reconciler.errors import Problem
-from reconciler.locations import LazyLocations, Location
+from reconciler.locations import LazyLocations, Lines, Location
 from reconciler.specs.document import Abort
 from reconciler.specs.files import read_bytes
 from reconciler.specs.lifecycle import MANAGE, Lifecycle
@@ -57,7 +57,10 @@ KEY_ENV = "RECONCILE_CACHE_KEY"
 KEY_LENGTH = 32
 #: 4: values read from files (and runs with inline secret values) are no longer kept.
 #: 5: entries are authenticated (an HMAC, not a plain SHA-256 anyone can recompute).
-FORMAT = 5
+#: 6: JSON lines of specs as arrays, their field lines kept as ``Lines`` keeps them.
+FORMAT = 6
+#: The specs of one line of an entry (each line is decoded once the one before is used).
+LINE_SPECS = 1000
 #: The folder's size: beyond it the least recently used entries go (the newest always
 #: stays). A count would not do: a fleet of 100 environments is 100 entries in use.
 BUDGET_BYTES = 512 * 2**20
@@ -212,37 +215,67 @@ def load(folder: Path, key: str) -> tuple[list[Spec], list[Problem]] | None:
             return None
         if not hmac.compare_digest(str(header.get("mac")), seal(secret, key, body)):
             return None  # torn, edited or forged: not written by this code with this key
-        data = orjson.loads(body)
-        files = data["files"]
-        specs = [_spec(item, files) for item in data["specs"]]
-        warnings = [_problem(item, files) for item in data["warnings"]]
+        specs, warnings = _read_body(body)
     except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError):
         return None
     used(path)
     return specs, warnings
 
 
+def _read_body(body: bytes) -> tuple[list[Spec], list[Problem]]:
+    """An entry's specs and warnings (:func:`store`), each line decoded once the specs
+    of the one before are made, so that no more than a line's values are held twice."""
+    view = memoryview(body)
+    end = _line_end(body, 0)
+    tables = orjson.loads(view[:end])
+    files = [str(name) for name in tables["files"]]
+    shapes = [tuple(str(path) for path in shape) for shape in tables["shapes"]]
+    warnings = [_problem(item, files) for item in tables["warnings"]]
+    specs: list[Spec] = []
+    while end < len(body):
+        start, end = end + 1, _line_end(body, end + 1)
+        items = orjson.loads(view[start:end])
+        items.reverse()  # each let go of as its spec is made
+        while items:
+            specs.append(_spec(items.pop(), files, shapes))
+    if len(specs) != tables["specs"]:
+        raise ValueError("an entry cut short")
+    return specs, warnings
+
+
+def _line_end(body: bytes, start: int) -> int:
+    end = body.find(b"\n", start)
+    return len(body) if end < 0 else end
+
+
 def store(folder: Path, key: str, specs: Sequence[Spec], warnings: Sequence[Problem]) -> None:
     """Keep ``specs`` under ``key`` (atomically); a failure to write is ignored.
 
-    Two JSON lines: a header (format, key, the :func:`seal` of the second line) and the
-    specs and warnings, every location written as (index into the body's file names,
-    line): half the bytes to read back. The MAC lets :func:`load` trust the body's shape
-    and build each spec's field locations only when one is asked for. Nothing is kept
-    without a key, nor a run declaring a secret value inline (the value would be)."""
+    JSON lines: a header (format, key, the :func:`seal` of the body: the lines after
+    it), then the body: the tables (file names, the field paths of each document
+    shape, the warnings, how many specs) and the specs, ``LINE_SPECS`` a line, each a
+    JSON array. A spec's field lines are kept as :class:`~reconciler.locations.Lines`
+    are (its first line, the index of its fields' paths, each field's distance from
+    it); those of a spec merged from several files (an overlay's) as (index into the
+    file names, line) by field. The MAC lets :func:`load` trust the body's shape.
+    Nothing is kept without a key, nor a run declaring a secret value inline (the value
+    would be)."""
     with contextlib.suppress(OSError):
         _drop_older_formats(folder)
     secret = cache_secret(folder)
     if secret is None or any(_inline_secret(spec) for spec in specs):
         return
-    files = _Files()
-    body = orjson.dumps(
-        {
-            "specs": [_spec_json(spec, files) for spec in specs],
-            "warnings": [_problem_json(problem, files) for problem in warnings],
-            "files": files.names,
-        }
-    )
+    files, shapes = _Files(), _Shapes()
+    items = [_spec_json(spec, files, shapes) for spec in specs]
+    tables = {
+        "files": files.names,
+        "shapes": shapes.paths,
+        "warnings": [_problem_json(problem, files) for problem in warnings],
+        "specs": len(items),
+    }
+    lines = [orjson.dumps(tables)]
+    lines += (orjson.dumps(items[at : at + LINE_SPECS]) for at in range(0, len(items), LINE_SPECS))
+    body = b"\n".join(lines)
     header = {"format": FORMAT, "key": key, "mac": seal(secret, key, body)}
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -333,23 +366,53 @@ def _location(raw: Any, files: list[str]) -> Location | None:
     return None if raw is None else Location(str(files[raw[0]]), int(raw[1]))
 
 
-def _spec_json(spec: Spec, files: _Files) -> dict[str, Any]:
+def _spec_json(spec: Spec, files: _Files, shapes: _Shapes) -> list[Any]:
     config = spec.config
     if spec.value_file is not None:  # read again on load: never kept
         config = {key: value for key, value in config.items() if key != "value"}
-    return {
-        "kind": spec.kind,
-        "name": spec.name,
-        "config": config,
-        "value_file": spec.value_file,
-        "source": files.where(spec.source),
-        "stream": spec.stream,
-        "external": spec.external,
-        "locations": {path: files.where(where) for path, where in spec.locations.items()},
-        "written": dict(spec.written),
-        "lifecycle": None if spec.lifecycle.is_default else spec.lifecycle.to_json(),
-        "standby": None if spec.standby is None else spec.standby.to_json(),
-    }
+    source = files.where(spec.source)
+    assert source is not None  # every spec has one
+    return [
+        spec.kind,
+        spec.name,
+        config,
+        spec.value_file,
+        source[0],
+        source[1],
+        spec.stream,
+        spec.external,
+        _locations_json(spec, files, shapes),
+        dict(spec.written),
+        None if spec.lifecycle.is_default else spec.lifecycle.to_json(),
+        None if spec.standby is None else spec.standby.to_json(),
+    ]
+
+
+def _locations_json(spec: Spec, files: _Files, shapes: _Shapes) -> list[Any] | dict[str, Any]:
+    """A spec's field locations: as :class:`Lines` keeps them, when it does (the usual
+    spec: its fields in its document's file), as [first line, shape, distances]; else
+    by field."""
+    locations = spec.locations
+    if isinstance(locations, Lines) and locations.file == spec.source.file:
+        start, paths, lines = locations.packed()
+        if isinstance(paths, tuple) and lines is not None:
+            return [start, shapes.index(paths), lines]
+    return {path: files.where(where) for path, where in locations.items()}
+
+
+class _Shapes:
+    """The field paths of the documents of an entry, each set written once."""
+
+    def __init__(self) -> None:
+        self.paths: list[tuple[str, ...]] = []
+        self._index: dict[tuple[str, ...], int] = {}
+
+    def index(self, paths: tuple[str, ...]) -> int:
+        index = self._index.get(paths)
+        if index is None:
+            index = self._index[paths] = len(self.paths)
+            self.paths.append(paths)
+        return index
 
 
 class _Lines(LazyLocations):
@@ -367,31 +430,41 @@ class _Lines(LazyLocations):
         return Location(self._files[file], line)
 
 
-def _spec(raw: dict[str, Any], files: list[str]) -> Spec:
-    source = _location(raw["source"], files)
-    if source is None or raw["kind"] not in KINDS:
+def _spec(raw: list[Any], files: list[str], shapes: list[tuple[str, ...]]) -> Spec:
+    (kind, name, config, value_file, file, line, stream, external) = raw[:8]
+    locations, written, lifecycle, standby = raw[8:]
+    if kind not in KINDS:
         raise ValueError("not a cached spec")
-    config = raw["config"]
-    value_file = raw["value_file"]
     if value_file is not None:  # OSError: a miss; the normal path says why
         config = entry_config(_read_again(value_file), bool(config["secret"]))
+    source = Location(files[file], int(line))
     return Spec.restored(
         {
-            "kind": raw["kind"],
-            "name": str(raw["name"]),
+            "kind": kind,
+            "name": str(name),
             "config": config,
             "value_file": value_file,
             "source": source,
-            "stream": raw["stream"],
-            "external": bool(raw["external"]),
-            "locations": _Lines(raw["locations"], files),
-            "written": raw["written"],
-            "lifecycle": MANAGE
-            if raw["lifecycle"] is None
-            else Lifecycle.from_json(raw["lifecycle"]),
-            "standby": None if raw.get("standby") is None else Standby.from_json(raw["standby"]),
+            "stream": stream,
+            "external": bool(external),
+            "locations": _locations(locations, source.file, files, shapes),
+            "written": written,
+            "lifecycle": MANAGE if lifecycle is None else Lifecycle.from_json(lifecycle),
+            "standby": None if standby is None else Standby.from_json(standby),
         }
     )
+
+
+def _locations(
+    raw: Any, file: str, files: list[str], shapes: list[tuple[str, ...]]
+) -> LazyLocations:
+    if isinstance(raw, dict):
+        return _Lines(raw, files)
+    start, shape, lines = raw
+    paths = shapes[shape]
+    if len(lines) != len(paths):
+        raise ValueError("lines for other fields")
+    return Lines.unpacked(file, (int(start), paths, tuple(lines)))
 
 
 def _problem_json(problem: Problem, files: _Files) -> dict[str, Any]:

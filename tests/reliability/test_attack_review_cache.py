@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cache_entries import CONFIG, Entry
 from cli_runner import reconcile
 from servers import NatsServer, options, run
 from terminal import QUESTION, Terminal
@@ -145,8 +146,6 @@ def test_a_short_or_blank_cache_key_is_no_key(
     the folder has the entries and their MACs and finds such a key offline, then seals
     an entry of their own under it. Now a key under 32 characters (blanks not counted)
     authenticates nothing: the forged entry, sealing ORDERS, is never used."""
-    from reconciler.specs.cache import seal
-
     (tmp_path / "specs.yaml").write_text(CACHED_SPECS)
     cache = tmp_path / "cache"
     server = ["--server", clean_server.url]
@@ -155,13 +154,10 @@ def test_a_short_or_blank_cache_key_is_no_key(
     assert done.returncode == 0, done.stdout + done.stderr
     publish(clean_server, "orders.x", 100)
     [entry] = cache.glob("specs-*.json")  # the attacker's template: name and shape
-    head, _, body = entry.read_bytes().partition(b"\n")
-    header, data = json.loads(head), json.loads(body)
-    [orders] = data["specs"]
-    orders["config"] = {**orders["config"], "sealed": True}
-    forged = json.dumps(data).encode()
-    header["mac"] = seal(weak.encode(), header["key"], forged)
-    entry.write_bytes(json.dumps(header).encode() + b"\n" + forged)
+    forged = Entry(entry)
+    orders = forged.spec("ORDERS")
+    orders[CONFIG] = {**orders[CONFIG], "sealed": True}
+    forged.write(weak.encode())  # sealed under the weak key
 
     env = {"RECONCILE_SPEC_CACHE": str(cache), "RECONCILE_CACHE_KEY": weak}
     env["XDG_CONFIG_HOME"] = str(tmp_path / "config")

@@ -10,20 +10,19 @@ published first and counted after each apply, on a real server.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
+from cache_entries import CONFIG, KIND, LOCATIONS, NAME, STREAM, VALUE_FILE, WRITTEN, Entry
 from cli_runner import reconcile
 from servers import NatsServer, options, run
 
 from reconciler.execution import run as engine
 from reconciler.jetstream import open_client
 from reconciler.planning.memo import Memo
+from reconciler.specs import cache as spec_cache
 from reconciler.specs.validate import load_specs
 
 pytestmark = pytest.mark.integration
@@ -75,29 +74,17 @@ def kv_keys(server: NatsServer, bucket: str) -> list[str]:
 
 def forge_spec_entry(entry: Path, stolen: Path) -> None:
     """What an attacker who can write the cache folder does: the body's ORDERS sealed
-    and a KeyValueEntry added that reads a local file, every checksum recomputed (the
-    old plain SHA-256, and a MAC under a key of their own)."""
-    head, _, body = entry.read_bytes().partition(b"\n")
-    header = orjson.loads(head)
-    data = orjson.loads(body)
-    [orders] = [s for s in data["specs"] if s["name"] == "ORDERS"]
-    orders["config"] = {**orders["config"], "sealed": True}
-    stolen_entry = {
-        **orders,
-        "kind": "KeyValueEntry",
-        "name": "stolen",
-        "stream": "CONF",
-        "config": {"secret": False},
-        "value_file": str(stolen),
-        "locations": {},
-        "written": {},
-    }
-    data["specs"].append(stolen_entry)
-    forged = orjson.dumps(data)
-    header["sha256"] = hashlib.sha256(forged).hexdigest()
-    guess = hmac.new(b"attacker's guess", forged, hashlib.sha256).hexdigest()
-    header["mac"] = guess
-    entry.write_bytes(orjson.dumps(header) + b"\n" + forged)
+    and a KeyValueEntry added that reads a local file, the entry sealed again under a
+    key of their own guess."""
+    forged = Entry(entry)
+    orders = forged.spec("ORDERS")
+    orders[CONFIG] = {**orders[CONFIG], "sealed": True}
+    stolen_entry = list(orders)
+    stolen_entry[KIND], stolen_entry[NAME], stolen_entry[STREAM] = "KeyValueEntry", "stolen", "CONF"
+    stolen_entry[CONFIG], stolen_entry[VALUE_FILE] = {"secret": False}, str(stolen)
+    stolen_entry[LOCATIONS], stolen_entry[WRITTEN] = {}, {}
+    forged.specs.append(stolen_entry)
+    forged.write(mac=forged.guessed_mac(b"attacker's guess"))
 
 
 def test_a_forged_spec_cache_entry_never_changes_the_plan_or_the_apply(
@@ -153,11 +140,12 @@ def test_without_the_key_a_restored_cache_is_a_miss(
     forge_spec_entry(next(cache.glob("specs-*.json")), tmp_path / "specs.yaml")
     # the attacker knew the first key: the entry is valid under it ...
     [entry] = cache.glob("specs-*.json")
-    head, _, body = entry.read_bytes().partition(b"\n")
-    header = orjson.loads(head)
-    mac = hmac.new(b"k" * 40, f"{header['format']}\0{header['key']}\0".encode(), hashlib.sha256)
-    mac.update(body)
-    entry.write_bytes(orjson.dumps({**header, "mac": mac.hexdigest()}) + b"\n" + body)
+    forged = Entry(entry)
+    forged.write(b"k" * 40)
+    with pytest.MonkeyPatch.context() as patch:  # proof: under the first key it is taken
+        patch.setenv("RECONCILE_CACHE_KEY", "k" * 40)
+        taken = spec_cache.load(cache, forged.header["key"])
+    assert taken is not None and "stolen" in [spec.name for spec in taken[0]]
     # ... and a run under another key misses it
     second = {**first, "RECONCILE_CACHE_KEY": "other-" * 8}
     plan = reconcile("plan", "specs.yaml", *server, "--format", "json", cwd=tmp_path, env=second)

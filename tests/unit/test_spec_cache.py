@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,8 +43,8 @@ def test_a_cached_run_gives_exactly_the_specs_and_warnings_of_a_fresh_one(
     first_warnings: list = []
     first = load_specs([tmp_path / "s.yaml"], warnings=first_warnings, cache=cache)
     [entry] = entries(cache)
-    header, body = entry.read_text().splitlines()  # JSON, never pickle
-    assert json.loads(header)["key"] and json.loads(body)["specs"]
+    header, tables, specs = entry.read_text().splitlines()  # JSON, never pickle
+    assert json.loads(header)["key"] and json.loads(tables)["specs"] == len(json.loads(specs))
     cached_warnings: list = []
     cached = load_specs([tmp_path / "s.yaml"], warnings=cached_warnings, cache=cache)
     assert cached == first == fresh
@@ -99,15 +100,48 @@ def test_an_edited_entry_is_never_trusted(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     good = load_specs([spec], cache=cache)
     [entry] = entries(cache)
-    header, body = entry.read_text().splitlines()
+    header, body = entry.read_text().split("\n", 1)
     assert "1209600000000000" in body  # 14d in nanoseconds
     entry.write_text(f"{header}\n{body.replace('1209600000000000', '1')}")
     again = load_specs([spec], cache=cache)
     assert again == good
     assert again[0].config["max_age"] == 14 * 86_400 * 10**9
-    assert body.count(",12]") == 3  # backoff and its two items, at line 12
-    entry.write_text(f"{header}\n{body.replace(',12]', ',[12]]')}")  # malformed locations
+    entry.write_text(f"{header}\n{body.rsplit(chr(10), 1)[0]}")  # its last line cut off
     assert [str(s.where("backoff")) for s in load_specs([spec], cache=cache)][1].endswith(":12")
+
+
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        lambda lines: lines[:-1],  # the specs' line lost
+        lambda lines: [lines[0], "[]"],  # no specs where the tables count two
+        lambda lines: [lines[0], lines[1].replace("[[", "[[[", 1)],  # a spec misshapen
+        lambda lines: [lines[0].replace('"shapes":[[', '"shapes":[["extra",', 1), lines[1]],
+        lambda lines: [lines[0], lines[1].replace('"Consumer"', '"Trojan"', 1)],
+    ],
+    ids=["specs-line-lost", "no-specs", "misshapen-spec", "lines-of-other-fields", "no-kind"],
+)
+def test_a_sealed_entry_cut_short_or_misshapen_is_a_miss_never_a_crash(
+    tmp_path: Path, mangle: Any
+) -> None:
+    """The entry's MAC says who wrote it, not that its writing ended well: a body sealed
+    under the right key whose lines are cut short, or whose specs or tables do not fit
+    together, is validated again (a miss), never half taken, never a traceback."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPECS)
+    cache = tmp_path / "cache"
+    good = load_specs([spec], cache=cache)
+    [entry] = entries(cache)
+    header, body = entry.read_bytes().split(b"\n", 1)
+    key = json.loads(header)["key"]
+    secret = spec_cache.cache_secret(cache)
+    assert secret is not None
+    forged = "\n".join(mangle(body.decode().split("\n"))).encode()
+    assert forged != body
+    sealed = {**json.loads(header), "mac": spec_cache.seal(secret, key, forged)}
+    entry.write_bytes(json.dumps(sealed).encode() + b"\n" + forged)
+    assert spec_cache.load(cache, key) is None
+    assert load_specs([spec], cache=cache) == good
 
 
 def test_new_validating_code_never_reads_an_old_entry(
@@ -162,7 +196,7 @@ def test_the_folder_keeps_the_most_recently_used_entries_within_its_budget(
     spec.write_text(SPECS.replace("14d", "99d"))  # a new entry: the folder is pruned
     load_specs([spec], cache=cache)
     kept = {
-        json.loads(path.read_text().splitlines()[1])["specs"][0]["config"]["max_age"]
+        json.loads(path.read_text().splitlines()[2])[0][2]["max_age"]  # the first's config
         for path in entries(cache)
     }
     assert len(kept) == 3
@@ -278,3 +312,26 @@ def test_entries_an_earlier_release_wrote_are_removed(tmp_path: Path) -> None:
     (tmp_path / "s.yaml").write_text(SPECS)
     load_specs([tmp_path / "s.yaml"], cache=cache)
     assert not older.exists() and len(entries(cache)) == 3
+
+
+def test_a_cached_run_with_an_overlay_keeps_each_fields_file_and_line(tmp_path: Path) -> None:
+    """A spec merged with an overlay has fields from two files: the cached specs point
+    every field where the fresh ones do (the overlay's field into the overlay)."""
+    (tmp_path / "s.yaml").write_text(SPECS)
+    overlay = tmp_path / "prod" / "o.yaml"
+    overlay.parent.mkdir()
+    overlay.write_text("kind: Stream\nname: ORDERS\n\nmax_age: 30d\n")
+    paths, overlays = [tmp_path / "s.yaml"], [overlay]
+    fresh = load_specs(paths, overlays=overlays, warnings=[])
+    first = load_specs(paths, overlays=overlays, warnings=[], cache=tmp_path / "cache")
+    [entry] = entries(tmp_path / "cache")
+    hit = spec_cache.load(tmp_path / "cache", entry.stem.removeprefix("specs-"))
+    assert hit is not None
+    cached = hit[0]
+    assert cached == first == fresh
+    assert str(cached[0].where("max_age")) == f"{overlay}:4"
+    for got, want in zip(cached, fresh, strict=True):
+        assert {p: str(got.where(p)) for p in want.locations} == {
+            p: str(want.where(p)) for p in want.locations
+        }
+        assert str(got.source) == str(want.source)
