@@ -20,6 +20,9 @@ from reconciler.errors import ReconcileError
 #: More shards than this is a typo, not a deployment.
 MAX_SHARDS = 10_000
 _ORDINAL = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9.-]*-)?([0-9]{1,5})\Z")
+#: ASCII digits only: ``str.isdigit`` also takes ``²`` and ``٣``, which int() refuses
+#: or reads, and a number of thousands of digits that int() refuses.
+_COUNT = re.compile(r"[0-9]{1,9}\Z")
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,7 @@ def parse_shard(text: str) -> Shard:
     ordinal (``reconcile-watch-2/3`` is shard 2 of 3)."""
     index_text, slash, count_text = text.strip().rpartition("/")
     found = _ORDINAL.match(index_text)
-    if not slash or found is None or not count_text.isdigit():
+    if not slash or found is None or _COUNT.match(count_text) is None:
         raise ReconcileError(
             f"--shard {text!r}: expected I/N (0/2, 1/2) or POD-NAME-ORDINAL/N (reconcile-watch-1/2)"
         )

@@ -94,3 +94,11 @@ def test_the_kubernetes_statefulset_runs_one_shard_per_pod() -> None:
     assert annotations["prometheus.io/scrape"] == "true"
     assert annotations["prometheus.io/port"] == str(port)
     assert annotations["prometheus.io/path"] == "/metrics"
+
+
+@pytest.mark.parametrize("text", ["0/²", "0/٣", "0/" + "9" * 5000, "0/+2", "0/2_0"])
+def test_a_count_that_is_no_plain_number_is_refused_not_a_traceback(text: str) -> None:
+    """``str.isdigit`` says yes to ``²`` (int() then raises ValueError) and to ``٣``
+    (read as 3), and int() refuses a number of 5,000 digits: each is a --shard error."""
+    with pytest.raises(ReconcileError, match="--shard"):
+        parse_shard(text)
