@@ -25,8 +25,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import traceback
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from reconciler.agent.commits import Commits
@@ -78,6 +80,17 @@ class WatchSettings:
     #: An advisory's re-plan reads and plans only the streams advisories named (False:
     #: a full re-plan each time; the bench compares both).
     targeted: bool = True
+
+
+def unexpected(err: Exception) -> str:
+    """An error no check foresaw, as a cycle's error: its type and where it was raised,
+    never its text (it may quote a reply, a value or a secret)."""
+    frames = traceback.extract_tb(err.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    return (
+        f"unexpected {type(err).__name__}{where}: a server reply this agent cannot read "
+        "(another client of the account may answer JetStream requests), or a bug"
+    )
 
 
 class _Stopped(Exception):
@@ -343,6 +356,9 @@ class Watch:
                 raise ConnectError(str(err)) from None
             error = str(err)
             self.error_code = err.exit_code
+        except Exception as err:  # a reply no server sends (forged by a client), or a bug
+            error = unexpected(err)  # this environment's failed cycle, never the others'
+            self.error_code = ExitStatus.ERROR
         finally:
             self.collector.after_cycle(full=scoped is None)
         self.cycles += 1
