@@ -17,6 +17,7 @@ from reconciler.agent.http import Reply, Route, exposure, serve
 from reconciler.agent.logs import Log
 from reconciler.agent.metrics import Metrics
 from reconciler.errors import ReconcileError
+from reconciler.model.values import printable
 
 
 class Endpoints:
@@ -45,7 +46,8 @@ class Endpoints:
         reason = self.not_ready()
         if reason is None:
             return Reply(200, b"ready\n")
-        return Reply(503, (reason + "\n").encode())
+        # a server's error text may hold escapes and line breaks: one line, as the log has it
+        return Reply(503, (printable(reason) + "\n").encode())
 
     async def open(self, host: str, port: int, log: Log) -> None:
         try:

@@ -1,9 +1,10 @@
 """An attacker and a careless user against one `reconcile watch` process serving many
 environments: a client of one environment's account that answers the agent's JetStream
-requests with replies no server sends."""
+requests with replies no server sends, or with an error text meant for a terminal."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -60,5 +61,47 @@ def test_forged_replies_from_one_environments_account_never_stop_the_others(
                 assert "boom" not in log.getvalue()  # the forged text is not echoed
         finally:
             await mallory.close()
+
+    run(scenario())
+
+
+def test_a_server_error_text_is_escaped_in_readyz(
+    server_factory: Any, tmp_path: Path, run: Any
+) -> None:
+    """The server comes back without JetStream, and mallory answers the agent's requests
+    with an error text that clears the screen of whoever curls /readyz and writes a line
+    of its own: /readyz (text; /status is JSON) escapes it."""
+    servers = {"evil": server_factory()}
+    sources = project_sources(_project(tmp_path, servers))
+    forged = {"error": {"code": 500, "err_code": 10000, "description": "\x1b[2J\r\nready\u202e"}}
+
+    async def scenario() -> None:
+        async with running_agent(sources, mode="heal", interval=0.5) as (agent, _):
+            evil = agent.watches["evil"]
+            await until(lambda: evil.last_success is not None, what="a first plan")
+            server = servers["evil"]
+            await asyncio.to_thread(server.stop)
+            del server.settings["jetstream"]
+            await asyncio.to_thread(server.start, wait=False)
+            await asyncio.to_thread(server.wait_ready, jetstream=False)
+            mallory = await nats.connect(server.url, name="mallory")
+
+            async def forge(msg: Any) -> None:
+                await msg.respond(json.dumps(forged).encode())
+
+            await mallory.subscribe("$JS.API.>", cb=forge)
+            try:
+                await until(
+                    lambda: evil.connected and evil.last is not None and not evil.last.ok,
+                    what="a plan failed on mallory's answer",
+                )
+                code, body = await get(agent, "/readyz")
+            finally:
+                await mallory.close()
+            assert code == 503
+            text = body.decode()
+            assert "[2J" in text  # the reason is there, escaped
+            assert "\x1b" not in text and "\r" not in text and "\u202e" not in text
+            assert text.count("\n") == 1 and text.endswith("\n")
 
     run(scenario())
