@@ -306,6 +306,10 @@ class Watch:
         """Wait for the next reason to plan: stop, lost, advisory, commit or interval."""
         poll = self.settings.git_poll or self.settings.interval
         wake = self.listener.wake
+        # a poll of the branch under way: waited for beside the rest, never instead of it
+        # (a git server that stops answering holds up neither an advisory, the interval
+        # nor a stop; the fetch goes on, and its new commit is planned when it comes)
+        fetch: asyncio.Future[bool] | None = None
         while True:
             if self.stop.is_set():
                 return "stop"
@@ -313,11 +317,20 @@ class Watch:
                 return "lost"
             if self.last is not None and self.last.commit != self.source.commit:
                 return "commit"  # fetched during the cycle (a heal looks under the lock)
+            if fetch is not None and fetch.done():
+                if not fetch.cancelled() and fetch.result():
+                    return "commit"
+                fetch = None
             now = time.monotonic()
             if now >= deadline:
                 return "interval"
-            waits = [asyncio.ensure_future(e.wait()) for e in (self.stop, client.lost, wake)]
-            timeout = min(deadline - now, poll) if self.commits.following else deadline - now
+            waits: list[asyncio.Future[Any]] = [
+                asyncio.ensure_future(e.wait()) for e in (self.stop, client.lost, wake)
+            ]
+            if fetch is not None:
+                waits.append(asyncio.ensure_future(asyncio.shield(fetch)))
+            polling = self.commits.following and fetch is None
+            timeout = min(deadline - now, poll) if polling else deadline - now
             try:
                 await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             finally:
@@ -327,12 +340,8 @@ class Watch:
                 await self._pause(self.settings.debounce)  # gather the advisories of a burst
                 wake.clear()
                 return "advisory"
-            if self.commits.following and not self.stop.is_set():
-                try:  # a git server that stops answering never holds up a stop
-                    if await self._unless_stopped(asyncio.shield(self.commits.refreshing())):
-                        return "commit"
-                except _Stopped:
-                    return "stop"
+            if polling and not self.stop.is_set():
+                fetch = self.commits.refreshing()
 
     # -- one cycle ------------------------------------------------------------------------
     async def _cycle(self, client: JetStreamClient, trigger: str) -> bool:

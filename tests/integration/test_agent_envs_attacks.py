@@ -10,8 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import nats
-from agent_harness import changes, get, lines, project_sources, running_agent, until
+from agent_harness import ORDERS, changes, get, lines, project_sources, running_agent, until
+from test_agent_attacks import HangingGit
 from test_agent_envs import _declared, _drift, _project
+from test_agent_git import NEW_STREAM, origin, push_commit
+
+from reconciler.agent import commits
+from reconciler.agent.source import GitSource, SharedCheckout
+from reconciler.execution.environments import environment_target
+from reconciler.execution.requests import PlanRequest
+from reconciler.jetstream import ConnectionOptions
+from reconciler.specs.project import load_project
 
 
 def test_forged_replies_from_one_environments_account_never_stop_the_others(
@@ -105,3 +114,60 @@ def test_a_server_error_text_is_escaped_in_readyz(
             assert text.count("\n") == 1 and text.endswith("\n")
 
     run(scenario())
+
+
+def test_a_hung_git_server_never_stops_the_environments_healing_the_last_commit(
+    server_factory: Any, tmp_path: Path, run: Any, monkeypatch: Any
+) -> None:
+    """``--all-envs --git``: the git server stops answering a fetch. Every environment
+    goes on planning (and healing) the last commit fetched, an advisory's change within
+    the test's patience; the fetch's answer is taken when it comes."""
+    monkeypatch.setattr(commits, "HEAD_CHECK_SECONDS", 1.0)  # a heal's look under the lock
+    servers = {"blue": server_factory(), "green": server_factory()}
+    bare, work = origin(tmp_path)
+    envs = "".join(f"  {name}:\n    servers: {s.url}\n" for name, s in servers.items())
+    project = f"owner: shop\nspecs: [specs]\nenvironments:\n{envs}"
+    push_commit(work, bare, {"reconcile.yaml": project, "specs/orders.yaml": ORDERS}, "1")
+    git = HangingGit(bare)
+
+    def make_for(name: str) -> Any:
+        def make(root: Path | None) -> PlanRequest:
+            assert root is not None
+            loaded = load_project(root / "reconcile.yaml")
+            target = environment_target(loaded, name, ConnectionOptions(), "shop")
+            return PlanRequest.for_target(target)
+
+        return make
+
+    async def scenario() -> None:
+        shared = SharedCheckout(GitSource(git.url, "main", tmp_path / "cache", make_for("blue")))
+        await shared.refresh()
+        sources = {name: shared.view(make_for(name)) for name in servers}
+        settings = {"interval": 600.0, "git_poll": 0.2}
+        async with running_agent(sources, mode="heal", **settings) as (_, log):
+            for env in servers:
+                await until(
+                    lambda env=env: changes(log, "Stream ORDERS", "healed", env),
+                    what=f"ORDERS created in {env}",
+                )
+            git.hang.set()
+            await asyncio.to_thread(git.entered.wait, 30)
+            for env, server in servers.items():
+                await _drift(server.url, description="changed by hand")
+                await until(
+                    lambda env=env: len(changes(log, "Stream ORDERS", "healed", env)) > 1,
+                    what=f"{env} healed while the git server hangs",
+                )
+                assert await _declared(server.url)
+            push_commit(work, bare, {"specs/payments.yaml": NEW_STREAM}, "2")
+            git.release.set()  # the hung fetch answers: the new head
+            for env in servers:
+                await until(
+                    lambda env=env: changes(log, "Stream PAYMENTS", "healed", env),
+                    what=f"the commit pushed meanwhile healed in {env}",
+                )
+
+    try:
+        run(scenario())
+    finally:
+        git.close()
