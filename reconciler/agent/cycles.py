@@ -236,7 +236,10 @@ class Watch:
         """Connect, plan, heal, until ``stop``; every failure is logged and retried."""
         while not self.stop.is_set():
             try:
-                await self._unless_stopped(self.commits.refreshing())
+                # the first commit is waited for (nothing to plan before it); later ones
+                # are polled between cycles: a reconnect never waits for a hung git server
+                if not self.commits.following:
+                    await self._unless_stopped(self.commits.refreshing())
                 options = self.source.request().options
                 async with open_client(options, on_notice=self.observer.notice) as client:
                     self._connected(client)

@@ -159,6 +159,15 @@ def test_a_hung_git_server_never_stops_the_environments_healing_the_last_commit(
                     what=f"{env} healed while the git server hangs",
                 )
                 assert await _declared(server.url)
+            blue = servers["blue"]  # a restart while the git server hangs: a new connection
+            await asyncio.to_thread(blue.stop)
+            await asyncio.to_thread(blue.start)
+            healed = len(changes(log, "Stream ORDERS", "healed", "blue"))
+            await _drift(blue.url, description="changed by hand again")
+            await until(
+                lambda: len(changes(log, "Stream ORDERS", "healed", "blue")) > healed,
+                what="blue reconnected and healed while the git server hangs",
+            )
             push_commit(work, bare, {"specs/payments.yaml": NEW_STREAM}, "2")
             git.release.set()  # the hung fetch answers: the new head
             for env in servers:
