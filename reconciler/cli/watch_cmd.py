@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from reconciler.agent.shards import Shard
     from reconciler.agent.source import GitSource, MakeRequest, Source
     from reconciler.execution.stages import PlanRequest
+    from reconciler.specs.project import Environment, Project
 
 
 class Listen(click.ParamType[tuple[str, int] | None]):
@@ -328,7 +329,7 @@ async def _run_many(
             log.event("stopped")
             return 0
         root = git.tree
-    chosen = _environments(names, shard, root, project_file)
+    chosen = _environments(names, shard, root, project_file, heal=settings.mode == "heal")
     sources: dict[str, Source] = {}
     for name in chosen:
         make = make_for(name)
@@ -359,9 +360,15 @@ async def _unless_signalled(work: Awaitable[None]) -> bool:
 
 
 def _environments(
-    names: tuple[str, ...], shard: Shard | None, root: Path | None, project_file: Path | None
+    names: tuple[str, ...],
+    shard: Shard | None,
+    root: Path | None,
+    project_file: Path | None,
+    *,
+    heal: bool = False,
 ) -> list[str]:
-    """The environments named (all the project's when none is), then the shard's share."""
+    """The environments named (all the project's when none is), then the shard's share;
+    ``heal``: refused when one of them writes in the account another environment does."""
     from reconciler.specs.project import PROJECT_FILE, find_project, load_project
 
     if root is not None:
@@ -377,4 +384,28 @@ def _environments(
     for name in names:
         project.environment(name)  # an unknown name: an error naming the known ones
     chosen = list(names) or known
-    return chosen if shard is None else shard.select(chosen)
+    served = chosen if shard is None else shard.select(chosen)
+    if heal:
+        _apart(project, served)
+    return served
+
+
+def _apart(project: Project, served: list[str]) -> None:
+    """Two environments healed in one account, as one user, each declaring it otherwise,
+    undo each other's heals forever (each heal is the other's drift, at once by its
+    advisory): one of them served here (by any shard) is refused, at its line. An
+    environment in ``lifecycle: {mode: observe}`` writes nothing and is left out."""
+    from reconciler.errors import Problem, SpecError
+
+    first: dict[tuple[tuple[str, str], ...], Environment] = {}
+    for env in project.environments.values():
+        if env.account is None or env.lifecycle.observe:
+            continue
+        other = first.setdefault(env.account, env)
+        if other is not env and (env.name in served or other.name in served):
+            message = (
+                f"writes where environments.{other.name} ({other.where}) does (the same "
+                "servers, credentials and domain): healing both, each would undo the other's "
+                "heals; give one its own user or account, or lifecycle: {mode: observe}"
+            )
+            raise SpecError([Problem(env.where, f"environments.{env.name}", message)])

@@ -55,6 +55,8 @@ _CONNECTION_FIELDS = {
     "system_context": "system_context",
 }
 _SECRET_FIELDS = frozenset({"password", "token"})
+#: The fields that decide which account (and JetStream domain) an environment writes in.
+_ACCOUNT_FIELDS = ("servers", "context", "creds", "nkey", "user", "token", "domain")
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,19 @@ class Environment:
     def domain(self) -> str | None:
         value = self.settings.get("domain")
         return value if isinstance(value, str) else None
+
+    @property
+    def account(self) -> tuple[tuple[str, str], ...] | None:
+        """Where it writes, as the file says it (a variable by its name, never its value):
+        two environments with the same account write in one JetStream account of one
+        server as one user. None: embedded (a server of its own)."""
+        if self.embedded:
+            return None
+        return tuple(
+            (key, f"${value.var}" if isinstance(value, FromEnv) else value)
+            for key, value in sorted(self.settings.items())
+            if key in _ACCOUNT_FIELDS
+        )
 
     def connection(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
         """The connection values (ConnectionOptions' names), variables read from

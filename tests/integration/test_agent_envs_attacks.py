@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import nats
-from agent_harness import ORDERS, changes, get, lines, project_sources, running_agent, until
+from agent_harness import ORDERS, Other, changes, get, lines, project_sources, running_agent, until
+from cli_runner import reconcile
+from servers import NatsServer, write
 from test_agent_attacks import HangingGit
-from test_agent_envs import _declared, _drift, _project
+from test_agent_envs import _declared, _drift, _names_one_per_shard, _project
 from test_agent_git import NEW_STREAM, origin, push_commit
 
 from reconciler.agent import commits
@@ -180,3 +182,44 @@ def test_a_hung_git_server_never_stops_the_environments_healing_the_last_commit(
         run(scenario())
     finally:
         git.close()
+
+
+def test_two_environments_healed_in_one_account_are_refused_before_any_write(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """A careless copy of an environment keeps its server: two environments, one account,
+    one user, the second's overlay declaring ORDERS otherwise. Healed together they undid
+    each other's heals at once, by advisory, forever (311 heals in 8 s measured). In heal
+    mode the start is refused at the copy's line, in every shard serving one of them,
+    before anything connects; observing them, or one of them in lifecycle observe, runs."""
+    zero, one = _names_one_per_shard()
+    (tmp_path / "specs").mkdir()
+    write(tmp_path / "specs", ORDERS, "orders.yaml")
+    (tmp_path / "overlays").mkdir()
+    write(tmp_path / "overlays", "kind: Stream\nname: ORDERS\ndescription: copied\n", "o.yaml")
+    url = clean_server.url
+    project = (
+        f"owner: shop\nspecs: [specs]\nenvironments:\n  {zero}:\n    servers: {url}\n"
+        f"  {one}:\n    servers: {url}\n    overlays: [overlays]\n"
+    )
+    write(tmp_path, project, "reconcile.yaml")
+    once = ("watch", "--once", "--listen", "off")
+    for args in (("--all-envs",), ("--shard", "0/2"), ("--shard", "1/2")):
+        done = reconcile(*once, "--mode", "heal", *args, cwd=tmp_path)
+        assert done.returncode == 1, (args, done.stderr)
+        assert f"reconcile.yaml:6: environments.{one}:" in done.stderr, (args, done.stderr)
+        assert f"environments.{zero} (reconcile.yaml:4)" in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr, (args, done.stderr)
+        assert not run(_streams(url)), args  # nothing written
+
+    observed = reconcile(*once, "--mode", "observe", "--all-envs", cwd=tmp_path)
+    assert observed.returncode == 2, observed.stderr  # ORDERS missing in both: reported
+    write(tmp_path, project + "    lifecycle: {mode: observe}\n", "reconcile.yaml")
+    healed = reconcile(*once, "--mode", "heal", "--all-envs", cwd=tmp_path)
+    assert healed.returncode == 2, healed.stderr  # zero healed; one reports the difference
+    assert run(_declared(url))  # as zero declares it
+
+
+async def _streams(url: str) -> list[str]:
+    async with Other.connect(url, name="checker") as bob:
+        return sorted((await bob.api("STREAM.NAMES"))["streams"] or [])
