@@ -207,9 +207,17 @@ class GitSource:
             repo = self._repo()
             try:
                 _write_tree(repo, repo[head.encode()].tree, staging)
+                staging.rename(target)
+            except OSError as err:
+                # a name too long, a full disk: a failed fetch (the last commit is kept),
+                # said without the name (the commit's text)
+                shutil.rmtree(staging, ignore_errors=True)
+                reason = (err.strerror or type(err).__name__).lower()
+                raise ReconcileError(
+                    f"cannot write the tree of commit {head[:12]}: {reason}"
+                ) from None
             finally:
                 repo.close()
-            staging.rename(target)
         keep = {head, self.commit}
         for old in trees.iterdir():
             if old.name not in keep:

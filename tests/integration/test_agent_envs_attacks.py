@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import nats
 from agent_harness import ORDERS, Other, changes, get, lines, project_sources, running_agent, until
 from cli_runner import reconcile
+from dulwich.objects import Blob, Commit, Tree
+from dulwich.repo import Repo
 from servers import NatsServer, write
 from test_agent_attacks import HangingGit
 from test_agent_envs import _declared, _drift, _names_one_per_shard, _project
@@ -118,6 +121,19 @@ def test_a_server_error_text_is_escaped_in_readyz(
     run(scenario())
 
 
+def _make_for(name: str) -> Any:
+    """Environment ``name`` of the checkout's project file, as watch --all-envs --git
+    plans it."""
+
+    def make(root: Path | None) -> PlanRequest:
+        assert root is not None
+        loaded = load_project(root / "reconcile.yaml")
+        target = environment_target(loaded, name, ConnectionOptions(), "shop")
+        return PlanRequest.for_target(target)
+
+    return make
+
+
 def test_a_hung_git_server_never_stops_the_environments_healing_the_last_commit(
     server_factory: Any, tmp_path: Path, run: Any, monkeypatch: Any
 ) -> None:
@@ -131,15 +147,7 @@ def test_a_hung_git_server_never_stops_the_environments_healing_the_last_commit(
     project = f"owner: shop\nspecs: [specs]\nenvironments:\n{envs}"
     push_commit(work, bare, {"reconcile.yaml": project, "specs/orders.yaml": ORDERS}, "1")
     git = HangingGit(bare)
-
-    def make_for(name: str) -> Any:
-        def make(root: Path | None) -> PlanRequest:
-            assert root is not None
-            loaded = load_project(root / "reconcile.yaml")
-            target = environment_target(loaded, name, ConnectionOptions(), "shop")
-            return PlanRequest.for_target(target)
-
-        return make
+    make_for = _make_for
 
     async def scenario() -> None:
         shared = SharedCheckout(GitSource(git.url, "main", tmp_path / "cache", make_for("blue")))
@@ -223,3 +231,84 @@ def test_two_environments_healed_in_one_account_are_refused_before_any_write(
 async def _streams(url: str) -> list[str]:
     async with Other.connect(url, name="checker") as bob:
         return sorted((await bob.api("STREAM.NAMES"))["streams"] or [])
+
+
+def _push_unwritable(bare: Path) -> str:
+    """A commit adding a file whose name (300 bytes) no Linux file system takes: git
+    stores it, a checkout cannot write it. Made with dulwich's objects (a work tree
+    cannot hold it either)."""
+    repo = Repo(str(bare))
+    try:
+        head = repo.refs[b"refs/heads/main"]
+        tree = Tree()
+        for item in repo[repo[head].tree].items():
+            tree.add(item.path, item.mode, item.sha)
+        blob = Blob.from_string(b"x")
+        tree.add(b"L" * 300, 0o100644, blob.id)
+        commit = Commit()
+        commit.tree, commit.parents = tree.id, [head]
+        commit.author = commit.committer = b"mallory <m@e>"
+        commit.commit_time = commit.author_time = int(time.time())
+        commit.commit_timezone = commit.author_timezone = 0
+        commit.message = b"a name too long"
+        for obj in (blob, tree, commit):
+            repo.object_store.add_object(obj)
+        repo.refs[b"refs/heads/main"] = commit.id
+        return commit.id.decode()
+    finally:
+        repo.close()
+
+
+def test_a_commit_no_checkout_can_write_keeps_the_last_commit_planned(
+    server_factory: Any, tmp_path: Path, run: Any
+) -> None:
+    """A pushed commit holds a file name of 300 bytes: writing its tree failed with an
+    OSError that ended the agent, every environment with it (and its staging folder was
+    left). The fetch fails as any other does: said in /status, the last commit planned
+    and healed, the next good commit taken."""
+    servers = {"blue": server_factory(), "green": server_factory()}
+    bare, work = origin(tmp_path)
+    envs = "".join(f"  {name}:\n    servers: {s.url}\n" for name, s in servers.items())
+    project = f"owner: shop\nspecs: [specs]\nenvironments:\n{envs}"
+    first = push_commit(work, bare, {"reconcile.yaml": project, "specs/orders.yaml": ORDERS}, "1")
+
+    async def scenario() -> None:
+        cache = tmp_path / "cache"
+        shared = SharedCheckout(GitSource(f"file://{bare}", "main", cache, _make_for("blue")))
+        await shared.refresh()
+        sources = {name: shared.view(_make_for(name)) for name in servers}
+        settings = {"interval": 600.0, "git_poll": 0.2}
+        async with running_agent(sources, mode="heal", **settings) as (agent, log):
+            for env in servers:
+                await until(
+                    lambda env=env: changes(log, "Stream ORDERS", "healed", env),
+                    what=f"ORDERS created in {env}",
+                )
+            _push_unwritable(bare)
+            await until(
+                lambda: agent.stop.is_set() or all(w.commits.error for w in agent.watches.values()),
+                what="the fetch of the commit fails",
+            )
+            assert not agent.stop.is_set(), log.getvalue()[-3000:]
+            status = json.loads((await get(agent, "/status"))[1])["environments"]
+            for env, server in servers.items():
+                assert status[env]["commit"] == first
+                assert status[env]["git"]["error"]
+                assert "LLLL" not in status[env]["git"]["error"]
+                await _drift(server.url, description="changed by hand")
+                await until(
+                    lambda env=env: len(changes(log, "Stream ORDERS", "healed", env)) > 1,
+                    what=f"{env} healed on the last commit",
+                )
+            assert not [p for p in (cache / "trees").iterdir() if p.name.startswith(".")]
+            # the branch forced back to the good commit, and a new one pushed on it
+            with Repo(str(bare)) as repo:
+                repo.refs[b"refs/heads/main"] = first.encode()
+            push_commit(work, bare, {"specs/payments.yaml": NEW_STREAM}, "3")
+            for env in servers:
+                await until(
+                    lambda env=env: changes(log, "Stream PAYMENTS", "healed", env),
+                    what=f"the next commit healed in {env}",
+                )
+
+    run(scenario())
