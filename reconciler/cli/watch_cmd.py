@@ -375,11 +375,11 @@ def _environments(
         found: Path | None = root / (project_file or PROJECT_FILE)
     else:
         found = project_file or find_project()
-    if found is None or not found.is_file():
+    if found is None or (project_file is None and not found.is_file()):
         raise click.UsageError(
             "--all-envs, --shard and several --env need a project file: reconcile.yaml or --project"
         )
-    project = load_project(found)
+    project = load_project(found)  # a --project that cannot be read says so, at its name
     known = list(project.environments)
     for name in names:
         project.environment(name)  # an unknown name: an error naming the known ones

@@ -312,3 +312,13 @@ def test_a_commit_no_checkout_can_write_keeps_the_last_commit_planned(
                 )
 
     run(scenario())
+
+
+def test_a_project_file_named_and_missing_is_said_by_its_name(tmp_path: Path) -> None:
+    """``--project prod.yml --all-envs`` with a typo: the error said a project file was
+    needed ("reconcile.yaml or --project"), as if none had been given."""
+    done = reconcile("watch", "--project", "prod.yml", "--all-envs", "--once", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "prod.yml" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    again = reconcile("watch", "--shard", "0/2", "--once", "--listen", "off", cwd=tmp_path)
+    assert again.returncode == 1 and "need a project file" in again.stderr, again.stderr
