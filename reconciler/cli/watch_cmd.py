@@ -329,10 +329,13 @@ async def _run_many(
             log.event("stopped")
             return 0
         root = git.tree
-    chosen = _environments(names, shard, root, project_file, heal=settings.mode == "heal")
+    heal = settings.mode == "heal"
+    chosen = _environments(names, shard, root, project_file, heal=heal)
     sources: dict[str, Source] = {}
     for name in chosen:
         make = make_for(name)
+        if heal and shared is not None:  # each commit's project file, as the first one's
+            make = _kept_apart(make, chosen, project_file)
         make(root)  # every environment's target resolved now: one broken stops the start
         sources[name] = FixedSource(make) if shared is None else shared.view(make)
     return await _run(Agent.serving(sources, settings, log, shard=shard))
@@ -369,10 +372,10 @@ def _environments(
 ) -> list[str]:
     """The environments named (all the project's when none is), then the shard's share;
     ``heal``: refused when one of them writes in the account another environment does."""
-    from reconciler.specs.project import PROJECT_FILE, find_project, load_project
+    from reconciler.specs.project import find_project, load_project
 
     if root is not None:
-        found: Path | None = root / (project_file or PROJECT_FILE)
+        found: Path | None = _in_checkout(root, project_file)
     else:
         found = project_file or find_project()
     if found is None or (project_file is None and not found.is_file()):
@@ -388,6 +391,26 @@ def _environments(
     if heal:
         _apart(project, served)
     return served
+
+
+def _kept_apart(make: MakeRequest, served: list[str], project_file: Path | None) -> MakeRequest:
+    """``make``, refusing a commit whose project file makes two environments write in
+    one account (:func:`_apart`): that environment's cycle fails and heals nothing."""
+    from reconciler.specs.project import load_project
+
+    def checked(root: Path | None) -> PlanRequest:
+        if root is not None:
+            _apart(load_project(_in_checkout(root, project_file)), served)
+        return make(root)
+
+    return checked
+
+
+def _in_checkout(root: Path, project_file: Path | None) -> Path:
+    """The project file of the checkout ``root`` (``--project``, else reconcile.yaml)."""
+    from reconciler.specs.project import PROJECT_FILE
+
+    return root / (project_file or PROJECT_FILE)
 
 
 def _apart(project: Project, served: list[str]) -> None:

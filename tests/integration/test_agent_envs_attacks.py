@@ -6,18 +6,30 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import time
 from pathlib import Path
 from typing import Any
 
 import nats
-from agent_harness import ORDERS, Other, changes, get, lines, project_sources, running_agent, until
+from agent_harness import (
+    ORDERS,
+    Other,
+    agent_process,
+    changes,
+    get,
+    lines,
+    project_sources,
+    running_agent,
+    until,
+    wait_for_line,
+)
 from cli_runner import reconcile
 from dulwich.objects import Blob, Commit, Tree
 from dulwich.repo import Repo
 from servers import NatsServer, write
 from test_agent_attacks import HangingGit
-from test_agent_envs import _declared, _drift, _names_one_per_shard, _project
+from test_agent_envs import _declared, _drift, _healed, _names_one_per_shard, _project
 from test_agent_git import NEW_STREAM, origin, push_commit
 
 from reconciler.agent import commits
@@ -322,3 +334,84 @@ def test_a_project_file_named_and_missing_is_said_by_its_name(tmp_path: Path) ->
     assert "prod.yml" in done.stderr and "Traceback" not in done.stderr, done.stderr
     again = reconcile("watch", "--shard", "0/2", "--once", "--listen", "off", cwd=tmp_path)
     assert again.returncode == 1 and "need a project file" in again.stderr, again.stderr
+
+
+def test_a_commit_that_puts_two_environments_in_one_account_heals_neither(
+    server_factory: Any, tmp_path: Path, run: Any
+) -> None:
+    """``--all-envs --git --mode heal``: a later commit points green (whose overlay
+    declares ORDERS otherwise) at blue's server. Each commit's project file is held to
+    the rule the start holds the first to: both environments' cycles fail saying why,
+    and nothing is written on blue (the agent would undo its own heals forever)."""
+    servers = {"blue": server_factory(), "green": server_factory()}
+    bare, work = origin(tmp_path)
+    overlay = "kind: Stream\nname: ORDERS\ndescription: copied\n"
+
+    def project(green_url: str) -> str:
+        return (
+            f"owner: shop\nspecs: [specs]\nenvironments:\n  blue:\n    servers: "
+            f"{servers['blue'].url}\n  green:\n    servers: {green_url}\n"
+            "    overlays: [overlays]\n"
+        )
+
+    files = {"specs/orders.yaml": ORDERS, "overlays/o.yaml": overlay}
+    push_commit(work, bare, {"reconcile.yaml": project(servers["green"].url), **files}, "1")
+    log = tmp_path / "agent.log"
+    args = ["--git", f"file://{bare}", "--all-envs", "--mode", "heal", "--interval", "1h"]
+    agent = agent_process(
+        [*args, "--git-poll", "0.2s", "--listen", "off", "--log-format", "json"],
+        cwd=tmp_path,
+        log=log,
+    )
+    audits: list[str] = []
+
+    async def listen() -> Any:
+        nc = await nats.connect(servers["blue"].url, name="auditor")
+
+        async def note(msg: Any) -> None:
+            audits.append(str(json.loads(msg.data).get("subject")))
+
+        await nc.subscribe("$JS.EVENT.ADVISORY.API", cb=note)
+        return nc
+
+    try:
+        for env in servers:
+            wait_for_line(log, _healed(env), f"ORDERS created in {env}")
+
+        async def scenario() -> None:
+            auditor = await listen()
+            try:
+                await asyncio.to_thread(
+                    push_commit, work, bare, {"reconcile.yaml": project(servers["blue"].url)}, "2"
+                )
+                second = await asyncio.to_thread(_head, bare)
+                for env in servers:
+                    found = await asyncio.to_thread(
+                        wait_for_line,
+                        log,
+                        lambda line, env=env: (
+                            line["event"] == "cycle"
+                            and line.get("env") == env
+                            and line.get("commit") == second
+                        ),
+                        f"{env} plans the second commit",
+                    )
+                    assert "writes where environments.blue" in found[0].get("error", ""), found
+                await auditor.flush()
+            finally:
+                await auditor.close()
+            assert not [a for a in audits if ".UPDATE." in a or ".CREATE." in a], audits
+
+        run(scenario())
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        try:
+            agent.wait(10)
+        finally:
+            if agent.poll() is None:
+                agent.kill()
+
+
+def _head(bare: Path) -> str:
+    with Repo(str(bare)) as repo:
+        return bytes(repo.refs[b"refs/heads/main"]).decode()
