@@ -134,17 +134,18 @@ async def _info(client: JetStreamClient | None, stream: str) -> dict[str, Any] |
 
 async def _ack_floor(client: JetStreamClient | None, stream: str, name: str) -> int | None:
     """The origin consumer's ack floor (stream sequence); None when it cannot be read."""
+    return _floor_of(await _consumer(client, stream, name))
+
+
+def _floor_of(info: Mapping[str, Any]) -> int | None:
+    """A consumer's ack floor (stream sequence) from its CONSUMER.INFO; None: empty."""
+    return int((info.get("ack_floor") or {}).get("stream_seq", 0)) if info else None
+
+
+async def _consumer(client: JetStreamClient | None, stream: str, name: str) -> dict[str, Any]:
+    """A consumer's CONSUMER.INFO; empty when it is gone (or its server unread: None)."""
     if client is None:
-        return None
-    try:
-        info = await client.consumer_info(stream, name)
-    except NotFound:
-        return None
-    return int((info.get("ack_floor") or {}).get("stream_seq", 0))
-
-
-async def _consumer(client: JetStreamClient, stream: str, name: str) -> dict[str, Any]:
-    """A consumer's CONSUMER.INFO; empty when it is gone."""
+        return {}
     try:
         return await client.consumer_info(stream, name)
     except NotFound:
@@ -285,20 +286,43 @@ async def _problems(
     return problems
 
 
+def _foreign(sides: Sides, infos: Mapping[str, Mapping[str, Any]]) -> str:
+    """The declared consumers in ``infos`` (CONSUMER.INFO, empty: gone) that are not
+    this project's (another owner's marker, or none), as a list to name; '' for none."""
+    return ", ".join(
+        sorted(
+            name
+            for name, info in infos.items()
+            if info and owner_of(info.get("config") or {}) != sides.owner
+        )
+    )
+
+
 def _foreign_consumers(sides: Sides, infos: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """Declared consumers on the promoted standby that this project's failover did not
     create (another owner's marker, or none): they start where someone else chose."""
-    foreign = sorted(
-        name
-        for name, info in infos.items()
-        if info and owner_of(info.get("config") or {}) != sides.owner
-    )
+    foreign = _foreign(sides, infos)
     if not foreign:
         return []
     return [
-        f"consumer(s) {', '.join(foreign)} on the promoted stream in {sides.standby} are "
+        f"consumer(s) {foreign} on the promoted stream in {sides.standby} are "
         f"not managed by {sides.owner!r}: made by someone else, at positions of theirs "
         "(delete them, and the failover creates them at the origin's ack floor + 1)"
+    ]
+
+
+def _foreign_origin_consumers(sides: Sides, infos: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Declared consumers on the origin that are not this project's: their ack floor,
+    where the failover would start the standby's consumers, is someone else's position
+    (a consumer made again delivering only new messages: everything before it skipped)."""
+    foreign = _foreign(sides, infos)
+    if not foreign:
+        return []
+    return [
+        f"consumer(s) {foreign} on the stream in {sides.origin} are not managed by "
+        f"{sides.owner!r}: made by someone else, their ack floor is no position of this "
+        "project's consumer and would decide where the failover starts it; apply "
+        f"{sides.origin} first (reconcile apply --env {sides.origin})"
     ]
 
 
@@ -369,11 +393,21 @@ async def pair_state(
     # created paused by a run that was stopped (it creates, then moves and resumes)
     left = {name for name, info in infos.items() if info and left_paused(info)}
     missing = tuple(c.name for c in pair.consumers if c.name not in present or c.name in left)
-    floors = await asyncio.gather(*(_ack_floor(origin, pair.name, n) for n in missing))
-    starts = {name: None if f is None else f + 1 for name, f in zip(missing, floors, strict=True)}
+    # the origin's consumers: their ack floors decide where the standby's start
+    sources = dict(
+        zip(
+            missing,
+            await asyncio.gather(*(_consumer(origin, pair.name, n) for n in missing)),
+            strict=True,
+        )
+    )
+    floors = {name: _floor_of(info) for name, info in sources.items()}
+    starts = {name: None if f is None else f + 1 for name, f in floors.items()}
     problems = await _problems(
         pair, sides, (origin_info, mirror_info), (origin, standby), present - left
     )
+    if sides.owner is not None:
+        problems += _foreign_origin_consumers(sides, sources)
     if promoted and sides.owner is not None:
         problems += _foreign_consumers(sides, infos)
     unlike = ""
