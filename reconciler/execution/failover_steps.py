@@ -21,6 +21,7 @@ from reconciler.execution.pair_reads import (
     _consumer_names,
     _info,
     diverged,
+    lacks_origin,
 )
 from reconciler.identity import LOCK_BUCKET
 from reconciler.jetstream import JetStreamClient
@@ -95,11 +96,14 @@ class PairSteps:
         await self.record("done")
 
     async def check_copy(self) -> None:
-        """A standby found promoted holds the (now fenced) origin's message at the last
-        sequence both have; else the pair stops here: the origin stays fenced (it keeps
+        """A standby found promoted holds what the (now fenced) origin holds (no message
+        past its last sequence, the origin's at the last both have:
+        ``pair_reads.lacks_origin``); else the pair stops here: the origin stays fenced (it keeps
         its messages), the standby takes the writes, no consumer is created (the origin's
         ack floors are sequences of other messages there)."""
-        unlike = await diverged(self.origin, self.standby, self.name, self.sides)
+        if self.origin is None:  # unplanned: nothing to compare with
+            return
+        unlike = await lacks_origin(self.origin, self.standby, self.name, self.sides)
         if unlike:
             raise ReconcileError(
                 f"{unlike}; {self.the_plan.origin} is fenced and keeps its messages, "

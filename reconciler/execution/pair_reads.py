@@ -35,6 +35,7 @@ __all__ = [
     "Sides",
     "diverged",
     "health_line",
+    "lacks_origin",
     "loss_line",
     "pair_state",
     "pair_states",
@@ -411,8 +412,8 @@ async def pair_state(
     if promoted and sides.owner is not None:
         problems += _foreign_consumers(sides, infos)
     unlike = ""
-    if promoted and not is_fenced(mirror_config):
-        unlike = await diverged(origin, standby, pair.name, sides)
+    if promoted and not is_fenced(mirror_config) and origin is not None and origin_info:
+        unlike = await lacks_origin(origin, standby, pair.name, sides)
     return PairState(
         pair=pair,
         health=health,
@@ -547,16 +548,20 @@ async def failback_losses(
             options = environment_target(project, primary, base, owner).options
             async with open_client(options) as there:
                 for name in names:
-                    found[name] = await _lost_by_failback(here, there, name, sides)
+                    found[name] = await lacks_origin(here, there, name, sides)
         except ReconcileError as err:
             for name in names:
                 found[name] = printable(f"{primary} could not be read ({err})")
     return found
 
 
-async def _lost_by_failback(
+async def lacks_origin(
     here: JetStreamClient, there: JetStreamClient, name: str, sides: Sides
 ) -> str:
+    """Why ``there`` (``sides.standby``: a promoted standby, or the primary a failback
+    copies) does not hold what ``here`` (``sides.origin``) holds ('' when it does):
+    messages past its last sequence, or :func:`diverged`. Unlike a mirror's lag, which
+    the failover waits out, a stream that takes writes of its own never gets them."""
     try:
         ours, theirs = await asyncio.gather(
             here.stream_info(name, deleted=True), there.stream_info(name, deleted=True)

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from cli_runner import reconcile
 from servers import NatsServer, run
-from test_dr_attacks import counted, said
+from test_dr_attacks import counted, said, updated
 from test_dr_failover import fetch, is_fenced, ready  # noqa: F401 (ready: a fixture)
 from test_dr_rules import FAILOVER
-from test_dr_standby import consumers
-from test_lifecycle import _info, _request
+from test_dr_standby import consumers, link
+from test_lifecycle import _info, _publish, _request
 
 pytestmark = pytest.mark.integration
 
@@ -42,3 +42,27 @@ def test_a_consumer_someone_made_again_on_the_origin_never_decides_where_the_sta
     assert counted(east) == east_before and counted(west) == west_before
     assert not is_fenced(east) and consumers(west) == []
     assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+
+
+def test_a_standby_promoted_by_hand_before_it_caught_up_is_diverged_not_taken_over(
+    ready: Ready,
+) -> None:
+    """Hole: west promoted by someone while the link was down (no write of its own yet),
+    east meanwhile acknowledging 51..60. The comparison stopped at the last sequence both
+    have (50, the same message): no DIVERGED in the plan, the failover fenced east,
+    created west's ``shipper`` at east's ack floor + 1 and only then failed its verify;
+    west's next writes take 51.. again while east's 51..60 are on no promoted side. Now
+    an origin holding messages past the promoted standby's last is DIVERGED, as the
+    failback compares it: east fenced (it keeps them), no consumer, named, exit 1."""
+    east, west, root = ready
+    link(west, up=False, leafnodes=dict(west.settings["leafnodes"]))
+    updated(west, {"subjects": ["orders.>"]}, drop=("mirror",))  # promoted by someone
+    run(_publish(east.url, "orders.new", 10))  # acknowledged by east only: 51..60
+    east_before, west_before = counted(east), counted(west)
+    assert east_before[0] == 60 and west_before[0] == 50
+
+    result = reconcile(*FAILOVER, cwd=root)
+    assert result.returncode == 1, said(result)
+    assert "DIVERGED" in result.stdout and "60" in result.stdout, said(result)
+    assert counted(east) == east_before and counted(west) == west_before
+    assert is_fenced(east) and consumers(west) == []
