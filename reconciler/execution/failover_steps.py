@@ -25,6 +25,7 @@ from reconciler.execution.pair_reads import (
 )
 from reconciler.identity import LOCK_BUCKET
 from reconciler.jetstream import JetStreamClient
+from reconciler.model.migration import resettable
 from reconciler.model.normalize import desired_config
 from reconciler.model.standby import (
     FAILOVER_PAUSE_UNTIL,
@@ -225,16 +226,17 @@ class PairSteps:
         self, spec: Spec, config: dict[str, Any], start: int | None, level: int
     ) -> None:
         where = "the stream's first message" if start is None else f"sequence {start}"
-        if start is None:
+        movable = resettable(config)  # CONSUMER.RESET refuses new, last, last_per_subject
+        if start is None and movable:
             await self.standby.create_consumer(self.name, config, action="create")
-        elif level >= _RESET_LEVEL:
+        elif start is not None and level >= _RESET_LEVEL and movable:
             paused = {**config, "pause_until": FAILOVER_PAUSE_UNTIL}
             await self.standby.create_consumer(self.name, paused, action="create")
             await self.record("consumer paused", consumer=spec.name)
             await self.standby.reset_consumer(self.name, spec.name, start)
             await self.standby.pause_consumer(self.name, spec.name, None)
-        else:
-            moved = {**config, "deliver_policy": "by_start_sequence", "opt_start_seq": start}
+        else:  # by sequence, from the first message when the origin was not read
+            moved = {**config, "deliver_policy": "by_start_sequence", "opt_start_seq": start or 1}
             await self.standby.create_consumer(self.name, moved, action="create")
         self.say(f"{self.name}: consumer {spec.name} created from {where}")
 

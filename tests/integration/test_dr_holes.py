@@ -5,15 +5,16 @@ a raw client before and after. Each test names the hole it closes."""
 # ruff: noqa: F811 (the ``ready`` fixture, imported, is each test's argument)
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from cli_runner import reconcile
-from servers import NatsServer, run
+from servers import NatsServer, joined_domains, run
 from test_dr_attacks import counted, said, updated
 from test_dr_failover import fetch, is_fenced, ready  # noqa: F401 (ready: a fixture)
 from test_dr_rules import FAILOVER
-from test_dr_standby import consumers, link
+from test_dr_standby import ORDERS, applied, consumers, dr_project, last_seq, link, wait_for
 from test_lifecycle import _info, _publish, _request
 
 pytestmark = pytest.mark.integration
@@ -66,3 +67,38 @@ def test_a_standby_promoted_by_hand_before_it_caught_up_is_diverged_not_taken_ov
     assert "DIVERGED" in result.stdout and "60" in result.stdout, said(result)
     assert counted(east) == east_before and counted(west) == west_before
     assert is_fenced(east) and consumers(west) == []
+
+
+NOTIFIER = """\
+---
+kind: Consumer
+stream: ORDERS
+name: notifier
+ack_policy: explicit
+deliver_policy: new
+"""
+
+
+def test_a_consumer_delivering_only_new_messages_is_failed_over_from_its_ack_floor(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """Hole: a declared consumer with ``deliver_policy: new`` was created paused on the
+    promoted stream, then moved with CONSUMER.RESET, which the server refuses for that
+    policy: the failover stopped there, the consumer paused until 2999, and every re-run
+    stopped at the same refusal. It is now created from the origin's ack floor + 1 by
+    sequence, as on servers without CONSUMER.RESET: nothing skipped, nothing paused."""
+    east, west = joined_domains(server_factory)
+    root = dr_project(tmp_path, east, west, ORDERS + NOTIFIER)
+    applied(root, "east")
+    run(_publish(east.url, "orders.new", 50))
+    assert fetch(east, "notifier", 30, ack=True) == list(range(1, 31))
+    applied(root, "west")
+    wait_for(lambda: last_seq(west) == 50)
+
+    result = reconcile(*FAILOVER, cwd=root)
+    assert result.returncode == 0, said(result)
+    assert last_seq(east) == 50 and last_seq(west) == 50
+    info = run(_request(west.url, "$JS.API.CONSUMER.INFO.ORDERS.notifier"))
+    assert not info.get("paused"), info
+    assert fetch(west, "notifier", 20, ack=False) == list(range(31, 51))  # nothing skipped
+    assert fetch(west, "shipper", 50, ack=False) == list(range(1, 51))
