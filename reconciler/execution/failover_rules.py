@@ -13,8 +13,10 @@ anything changes:
   standby's (an ``Update`` of each mirror: ``mirror`` dropped, the subjects given; a
   ``Create`` of each consumer);
 - the shared verdict (``execution.verdict``): a deny exits 3;
-- the standby account's room for what it creates (``capacity_checks.with_capacity``, as
-  apply and restore check it): a ``SpecError`` when it has none.
+- each side's steps against every stream of its server, as apply's plan is
+  (``planning.live_checks``: a promotion giving subjects another stream of the standby
+  holds), and the account's room for what it creates (``capacity_checks.with_capacity``,
+  as apply and restore check it): a ``SpecError`` naming the resource.
 
 Reads only; the live configs are read again here, as the steps will find them.
 """
@@ -26,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import RefusalKind, RefusedPlan
-from reconciler.execution.capacity_checks import with_capacity
+from reconciler.execution.capacity_checks import with_capacity, with_check
 from reconciler.execution.pair_reads import PairState, _info
 from reconciler.execution.verdict import refuse, verdict
 from reconciler.jetstream import JetStreamClient
@@ -34,6 +36,7 @@ from reconciler.model.normalize import desired_config
 from reconciler.model.standby import fence_subject, promoted_config
 from reconciler.model.state import LiveState, ServerInfo
 from reconciler.model.values import printable
+from reconciler.planning.live_checks import live_problems
 from reconciler.planning.policy import evaluate as evaluate_policy
 from reconciler.planning.steps import Create, Plan, Step, Update
 from reconciler.specs.lifecycle import Lifecycle
@@ -125,14 +128,24 @@ async def judged(
             Plan(standby_server, tuple(standby_steps)), request.standby, standby_live, specs
         ),
     )
-    if sides.standby.changes:  # the consumers it creates, counted as apply counts them
-        room = await with_capacity(
-            standby, sides.standby, await standby.fetch_live(), specs, lock_ahead=False
-        )
-        sides = replace(sides, standby=room)
+    if origin is not None and sides.origin.changes:
+        sides = replace(sides, origin=await _against_live(origin, sides.origin, specs))
+    if sides.standby.changes:
+        sides = replace(sides, standby=await _against_live(standby, sides.standby, specs))
     for side in (sides.origin, sides.standby):
         refuse(verdict(side))  # the shared verdict (the plan's checks first): nothing allowed
     return sides
+
+
+async def _against_live(client: JetStreamClient, plan: Plan, specs: Sequence[Spec]) -> Plan:
+    """``plan`` judged against every stream of its server as apply's plan is: the
+    subjects it gives overlapping another stream's (the server refuses the promotion
+    then, with the origin fenced: neither side takes writes), the other live checks
+    (``planning.live_checks``), and the account's room for what it creates, counted as
+    apply counts it (``capacity_checks.with_capacity``): checks the verdict raises."""
+    live = await client.fetch_live()
+    checked = with_check(plan, RefusalKind.INVALID, live_problems(specs, plan.changes, live))
+    return await with_capacity(client, checked, live, specs, lock_ahead=False)
 
 
 def _origin_step(state: PairState, live: Mapping[str, Any], the_plan: FailoverPlan) -> Step | None:

@@ -102,3 +102,28 @@ def test_a_consumer_delivering_only_new_messages_is_failed_over_from_its_ack_flo
     assert not info.get("paused"), info
     assert fetch(west, "notifier", 20, ack=False) == list(range(31, 51))  # nothing skipped
     assert fetch(west, "shipper", 50, ack=False) == list(range(1, 51))
+
+
+def test_a_stream_on_the_standby_holding_the_subjects_refuses_before_the_fence(
+    ready: Ready,
+) -> None:
+    """Hole: west's account already has a stream (someone's LEGACY) on orders.legacy.>,
+    inside the subjects the promotion gives ORDERS. The failover fenced east, waited,
+    and only then did the server refuse the promotion (subjects overlap, err 10065):
+    east fenced, west still a mirror, no write acknowledged on either side, and every
+    re-run stopped there. The promotion's step is now judged against every stream of
+    the standby as apply's plan is (planning.live_checks): refused before anything
+    changes, naming LEGACY, east still taking writes."""
+    east, west, root = ready
+    legacy = {"name": "LEGACY", "subjects": ["orders.legacy.>"]}
+    assert "error" not in run(_request(west.url, "$JS.API.STREAM.CREATE.LEGACY", legacy))
+    east_before, west_before = counted(east), counted(west)
+
+    result = reconcile(*FAILOVER, cwd=root)
+    assert result.returncode == 1, said(result)
+    assert "LEGACY" in result.stderr, said(result)
+    assert counted(east) == east_before and counted(west) == west_before
+    assert not is_fenced(east) and consumers(west) == []
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+    run(_publish(east.url, "orders.new", 1))  # east still acknowledges writes
+    assert counted(east)[0] == 51
