@@ -266,6 +266,12 @@ async def _problems(
     if mirror_info is None:
         return problems
     mirror_config = mirror_info.get("config") or {}
+    if mirror_config.get("sealed"):  # a promotion keeps the seal, which nothing undoes
+        problems.append(
+            f"the stream in {sides.standby} is sealed: promoted, it would refuse every "
+            f"write, with {sides.origin} fenced; replace it by a fresh mirror first "
+            f"(reconcile apply --env {sides.standby} --allow-replace: a full copy)"
+        )
     if is_fenced(mirror_config):
         problems.append(
             f"the stream in {sides.standby} is fenced: it is an old origin, no copy of "

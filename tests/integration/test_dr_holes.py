@@ -127,3 +127,31 @@ def test_a_stream_on_the_standby_holding_the_subjects_refuses_before_the_fence(
     assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
     run(_publish(east.url, "orders.new", 1))  # east still acknowledges writes
     assert counted(east)[0] == 51
+
+
+def test_a_sealed_mirror_is_never_promoted(ready: Ready) -> None:
+    """Hole: west's mirror sealed by someone (it holds all 50 messages: the wait
+    passes). The failover fenced east, promoted the sealed stream, whose every publish is
+    refused (err 10109), took the probe's refusal for an answer and said "Failover
+    complete": no write acknowledged on either side, a seal cannot be undone and a
+    rollback of a promoted pair is refused. A sealed standby is now refused before
+    anything changes, east still taking writes."""
+    east, west, root = ready
+    updated(west, {"sealed": True})
+    east_before, west_before = counted(east), counted(west)
+
+    result = reconcile(*FAILOVER, cwd=root)
+    assert result.returncode == 1, said(result)
+    assert "sealed" in result.stderr and "nothing was changed" in result.stderr
+    assert counted(east) == east_before and counted(west) == west_before
+    assert not is_fenced(east) and consumers(west) == []
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+    run(_publish(east.url, "orders.new", 1))  # east still acknowledges writes
+    assert counted(east)[0] == 51
+    fresh = reconcile("apply", "--env", "west", "--yes", "--allow-replace", cwd=root)
+    assert fresh.returncode == 0, said(fresh)  # the remedy the refusal names
+    again = reconcile(*FAILOVER, cwd=root)
+    assert again.returncode == 0, said(again)
+    assert counted(west) == counted(east) and counted(west)[0] == 51
+    run(_publish(west.url, "orders.new", 1))  # the promoted side acknowledges writes
+    assert counted(west)[0] == 52
