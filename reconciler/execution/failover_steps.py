@@ -90,6 +90,15 @@ class PairSteps:
         except asyncio.CancelledError:  # Ctrl-C: neither side would take writes
             await self.interrupted()
             raise
+        except ReconcileError as err:  # refused by a server, say: the same
+            try:
+                await self.interrupted()
+            except ReconcileError as lost:
+                raise ReconcileError(
+                    f"{err}; {self.the_plan.origin} could not be given its subjects back "
+                    f"({lost}): run the failover again, or with --rollback"
+                ) from err
+            raise
         if promoted:
             await self.check_copy()
         await self.consumers()
@@ -113,13 +122,13 @@ class PairSteps:
             )
 
     async def interrupted(self) -> None:
-        """Stopped between the fence and the promotion: the origin gets its subjects back,
-        unless the mirror was promoted after all (its update sent before the stop):
-        then a re-run finishes."""
+        """Stopped (Ctrl-C, or a step refused) between the fence and the promotion: the
+        origin gets its subjects back, unless the mirror was promoted after all (its
+        update sent before the stop, its answer lost): then a re-run finishes."""
         if self.origin is None:
             return
         mirror = await _info(self.standby, self.name)
-        if mirror is not None and mirror["config"].get("mirror"):
+        if mirror is None or mirror["config"].get("mirror"):
             await self.unfence()
 
     async def fence(self) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from cli_runner import reconcile
-from servers import NatsServer, joined_domains, run
+from servers import NatsServer, joined_domains, run, unused_port
 from test_dr_attacks import counted, said, updated
 from test_dr_failover import fetch, is_fenced, ready  # noqa: F401 (ready: a fixture)
 from test_dr_rules import FAILOVER
@@ -155,3 +155,49 @@ def test_a_sealed_mirror_is_never_promoted(ready: Ready) -> None:
     assert counted(west) == counted(east) and counted(west)[0] == 51
     run(_publish(west.url, "orders.new", 1))  # the promoted side acknowledges writes
     assert counted(west)[0] == 52
+
+
+def test_a_promotion_the_standbys_user_may_not_make_gives_the_origin_its_subjects_back(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """Hole: west's credentials allow creating its mirror, not updating it (a
+    least-privilege user). The failover fenced east, waited, and the promotion failed:
+    only the wait's timeout and Ctrl-C gave the origin its subjects back, so east stayed
+    fenced, west a mirror, and no write was acknowledged on either side. A pair that
+    stops before its promotion now gives the origin its subjects back, and says so."""
+    port = unused_port()
+    east = server_factory(
+        name="east", domain="east", config={"leafnodes": {"host": "127.0.0.1", "port": port}}
+    )
+    denied = {"publish": {"deny": ["$JS.API.STREAM.UPDATE.ORDERS"]}}
+    users = [
+        {"user": "admin", "password": "a"},
+        {"user": "dr", "password": "d", "permissions": denied},
+    ]
+    remote = {"remotes": [{"url": f"nats-leaf://127.0.0.1:{port}"}]}
+    west = server_factory(
+        name="west",
+        domain="west",
+        config={"leafnodes": remote, "authorization": {"users": users}, "no_auth_user": "admin"},
+    )
+    wait_for(lambda: bool(west.monitor("leafz").get("leafnodes")))
+    root = dr_project(tmp_path, east, west)
+    project = root / "reconcile.yaml"
+    text = project.read_text(encoding="utf-8")
+    project.write_text(text.replace(f"'{west.url}'", "{env: WEST_URL}"), encoding="utf-8")
+    as_dr = {"WEST_URL": west.url.replace("nats://", "nats://dr:d@")}
+    applied(root, "east")
+    run(_publish(east.url, "orders.new", 50))
+    made = reconcile("apply", "--env", "west", "--yes", cwd=root, env=as_dr)
+    assert made.returncode == 0, said(made)
+    wait_for(lambda: last_seq(west) == 50)
+    east_before, west_before = counted(east), counted(west)
+
+    result = reconcile(*FAILOVER, cwd=root, env=as_dr)
+    assert result.returncode == 1, said(result)
+    assert "east takes writes again" in said(result), said(result)
+    assert counted(east) == east_before and counted(west) == west_before
+    assert not is_fenced(east) and consumers(west) == []
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+    run(_publish(east.url, "orders.new", 1))  # east acknowledges writes again
+    assert counted(east)[0] == 51
