@@ -207,6 +207,9 @@ async def fail_over(
             request.standby.env or "",
             request.standby.owner,
             dict(request.standby.domains),
+            same_server=origin is not None
+            and bool(standby.connected_server_id())
+            and origin.connected_server_id() == standby.connected_server_id(),
         )
         states = await pair_states(selected, origin, standby, unread, sides)
         the_plan = FailoverPlan(

@@ -170,6 +170,8 @@ class Sides:
     owner: str | None = None  # None: not checked (health only)
     #: Every environment of the project and its domain: the API a mirror must name
     domains: Mapping[str, str | None] = field(default_factory=dict)
+    #: Both clients are connected to one server process (its ``server_id``)
+    same_server: bool = False
 
 
 async def same_message(
@@ -251,6 +253,14 @@ async def _problems(
     read back may have been written by someone else: it never decides a step unless it
     matches what the specs declare and the origin's own messages)."""
     origin_info, mirror_info = live
+    if sides.same_server and origin_info and mirror_info:
+        created = origin_info.get("created")
+        if created and created == mirror_info.get("created"):  # one stream read twice
+            return [
+                f"{sides.origin} and {sides.standby} reach the same stream {pair.name} "
+                f"(created {created}) on one server: a standby is a mirror in another domain "
+                "or account; check both environments' servers and domain in the project file"
+            ]
     problems: list[str] = []
     if sides.owner is not None:
         for env, info in ((sides.origin, origin_info), (sides.standby, mirror_info)):

@@ -201,3 +201,29 @@ def test_a_promotion_the_standbys_user_may_not_make_gives_the_origin_its_subject
     assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
     run(_publish(east.url, "orders.new", 1))  # east acknowledges writes again
     assert counted(east)[0] == 51
+
+
+def test_two_environments_reaching_the_same_stream_are_refused_at_once(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """Hole: west's servers and domain copied from east's in the project file. The plan
+    read one stream as both sides (no mirror: "promoted") and would fence the only copy;
+    it then waited --lock-timeout for its own lease (taken for the standby, the same
+    lock) and named a holder to break: itself. Now refused at once, naming the stream,
+    nothing changed, the stream still taking writes."""
+    east = server_factory(name="east", domain="east")
+    root = dr_project(tmp_path, east, east)
+    project = root / "reconcile.yaml"
+    text = project.read_text(encoding="utf-8")
+    project.write_text(text.replace("domain: west", "domain: east"), encoding="utf-8")
+    applied(root, "east")
+    run(_publish(east.url, "orders.new", 50))
+    before = counted(east)
+
+    result = reconcile(*FAILOVER, "--lock-timeout", "30s", cwd=root)
+    assert result.returncode == 1, said(result)
+    assert "same stream" in result.stderr and "nothing was changed" in result.stderr
+    assert "lock" not in result.stderr, said(result)
+    assert counted(east) == before and not is_fenced(east)
+    run(_publish(east.url, "orders.new", 1))
+    assert counted(east)[0] == 51
