@@ -37,6 +37,7 @@ from reconciler.jetstream import JetStreamClient
 from reconciler.model.loss import held
 from reconciler.model.state import LiveState, ServerInfo, StreamState
 from reconciler.planning.capacity import Restored, restore_room
+from reconciler.planning.live_checks import live_problems
 from reconciler.planning.policy import evaluate as evaluate_policy
 from reconciler.planning.steps import (
     ALLOW_REPLACE,
@@ -190,14 +191,18 @@ def _bytes(info: Mapping[str, Any]) -> int:
 
 
 async def _with_room(client: JetStreamClient, plan: Plan, steps: Sequence[RestoreStep]) -> Plan:
-    """The account's room for the restore, checked as apply checks it (``max_bytes``
-    reservations, stream counts, the server's own limits where known: the plan's
-    capacity) and for the bytes the backup brings: ``capacity`` checks on the plan,
-    raised by the verdict before anything is restored."""
+    """The restore against every stream of the server, as apply's plan is
+    (``planning.live_checks``: a restored stream's subjects another stream holds, which
+    the server refuses half-way through), and the account's room for it, checked as
+    apply checks it (``max_bytes`` reservations, stream counts, the server's own limits
+    where known: the plan's capacity) and for the bytes the backup brings: checks on
+    the plan, raised by the verdict before anything is restored."""
     writes = [s for s in steps if s.action != "restored"]
     if not writes:
         return plan
-    checked = await with_capacity(client, plan, await client.fetch_live(), (), lock_ahead=False)
+    live = await client.fetch_live()
+    plan = with_check(plan, RefusalKind.INVALID, live_problems((), plan.changes, live))
+    checked = await with_capacity(client, plan, live, (), lock_ahead=False)
     wanted = [
         Restored(s.record.name, s.record.config, int(s.record.state.get("bytes") or 0), s.freed)
         for s in writes

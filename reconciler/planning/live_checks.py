@@ -122,7 +122,7 @@ def _subject_problems(
                     "stream only, and the server would refuse it half-way through the "
                     "apply: nothing was changed"
                 )
-                problems.append(_at(declared.get(name), index, message))
+                problems.append(_at(declared.get(name), name, index, message))
     return problems
 
 
@@ -160,10 +160,11 @@ def _whose(name: str, when: str, planned: Mapping[str, Config | None], live: Liv
     return "on the server, unmanaged" if owner is None else f"on the server, owner {owner!r}"
 
 
-def _at(spec: Spec | None, index: int, message: str) -> Problem:
-    """The problem at the spec's subject (its name when it declares no subjects)."""
+def _at(spec: Spec | None, name: str, index: int, message: str) -> Problem:
+    """The problem at the spec's subject (its name when it declares no subjects), or
+    naming stream ``name`` when no spec declares it (a backup's, a migration's target)."""
     if spec is None:
-        return Problem(None, "subjects", message)
+        return Problem(None, "subjects", f"stream {name!r}: {message}")
     written = spec.kind == "Stream" and index < len(spec.config.get("subjects") or ())
     path = f"subjects.{index}" if written else "name"
     return Problem(spec.where(path), path, message)
