@@ -9,13 +9,15 @@ facts in docs/jetstream-notes.md), under the apply lock of both servers:
    (``model.standby.fence_subject``), so no write is acknowledged there any more; its
    messages and consumers stay;
 2. **wait**, at most ``wait`` seconds, until the mirror's last sequence is the origin's;
-   else the origin gets its subjects back and the pair is refused, its lag shown;
+   else the origin gets its subjects back and the pair is refused, its lag shown (as it
+   does when any step before the promotion is refused, or interrupted by Ctrl-C);
 3. **promote** the mirror: one update drops ``mirror`` and gives it the origin's subjects
    (nats-server 2.12+; older servers are refused before anything changes);
 4. **consumers**: each declared consumer is created on the promoted stream at the
    origin's ack floor + 1 (no message skipped; in-flight ones are delivered again): created
    paused, moved with CONSUMER.RESET (2.14+) and resumed, so its config stays the one
-   declared; before 2.14 it is created ``by_start_sequence``;
+   declared; before 2.14, or when its deliver policy refuses a reset (``new``, ``last``,
+   ``last_per_subject``), it is created ``by_start_sequence``;
 5. **verify**: the last sequences are equal, the message counts are compared, and a
    probe published on the stream's subjects is answered by the promoted stream (refused
    by an impossible ``Nats-Expected-Last-Sequence``, so nothing is stored).
