@@ -13,6 +13,7 @@ from typing import Any
 from reconciler.errors import NotFound, ReconcileError
 from reconciler.execution.environments import environment_target
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
+from reconciler.model.loss import tighter_limits
 from reconciler.model.normalize import owner_of
 from reconciler.model.standby import (
     PairHealth,
@@ -290,6 +291,14 @@ async def _problems(
         )
     elif mirror_config.get("mirror"):  # not promoted yet
         problems += _mirror_problem(pair, sides, mirror_config["mirror"])
+        tighter = tighter_limits(mirror_config, pair.stream.config)
+        if tighter:  # the promotion keeps the mirror's live config
+            problems.append(
+                f"the mirror in {sides.standby} keeps less than the spec declares "
+                f"({', '.join(tighter)}): promoted with it, it would delete messages "
+                f"{sides.origin} keeps; apply {sides.standby} first "
+                f"(reconcile apply --env {sides.standby})"
+            )
         early = sorted({c.name for c in pair.consumers} & present)
         if early:
             problems.append(

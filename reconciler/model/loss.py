@@ -160,6 +160,16 @@ def update_losses(
 PROVEN_LIMITS = {"max_msgs": -1, "max_bytes": -1, "max_msgs_per_subject": -1, "max_age": 0}
 
 
+def tighter_limits(config: Mapping[str, Any], declared: Mapping[str, Any]) -> list[str]:
+    """The limits (:data:`PROVEN_LIMITS`) under which ``config`` keeps less than
+    ``declared`` (a field absent: no limit), each as "field value (declared value)"."""
+    return [
+        f"{field} {config.get(field)} (declared {declared.get(field, unlimited)})"
+        for field, unlimited in PROVEN_LIMITS.items()
+        if _tighter(config.get(field), declared.get(field, unlimited), unlimited=unlimited)
+    ]
+
+
 def claimed_losses(
     desired: Mapping[str, Any],
     claimed: Mapping[str, Any],

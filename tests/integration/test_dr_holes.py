@@ -227,3 +227,25 @@ def test_two_environments_reaching_the_same_stream_are_refused_at_once(
     assert counted(east) == before and not is_fenced(east)
     run(_publish(east.url, "orders.new", 1))
     assert counted(east)[0] == 51
+
+
+def test_a_mirror_whose_limits_someone_tightened_is_never_promoted_with_them(
+    ready: Ready,
+) -> None:
+    """Hole: west's mirror given a max_bytes a little over what it holds, by someone.
+    The promotion keeps the mirror's live config: west took the writes and dropped
+    east's oldest messages under a limit the spec never declared (1..6 after 10 writes;
+    21.., which ``shipper`` had not processed, after a few more). A mirror keeping less
+    than its spec declares is now refused before anything changes (apply the standby
+    environment first)."""
+    east, west, root = ready
+    held = int(_info(west.url, "ORDERS")["state"]["bytes"])
+    updated(west, {"max_bytes": held + 200})
+    east_before, west_before = counted(east), counted(west)
+
+    result = reconcile(*FAILOVER, cwd=root)
+    assert result.returncode == 1, said(result)
+    assert "max_bytes" in result.stderr and "nothing was changed" in result.stderr
+    assert counted(east) == east_before and counted(west) == west_before
+    assert not is_fenced(east) and consumers(west) == []
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
