@@ -167,7 +167,8 @@ async def _origin_client(
             )
             await client.server_info()
         except ReconcileError as err:
-            if not request.unplanned or request.rollback:
+            # a failover without it is an unplanned one; a --check reads the standby only
+            if not (request.unplanned or request.check) or request.rollback:
                 raise ReconcileError(
                     f"the origin ({request.origin.env}) cannot be read: {err}; a failover "
                     "without it is an unplanned one (--unplanned), which may lose writes"
@@ -201,7 +202,7 @@ async def fail_over(
                 "mirror is promoted by an update only since 2.12 (nats-server#7171; older "
                 "servers refuse it with err 10055): nothing was changed"
             )
-        unplanned = request.unplanned and origin is None
+        unplanned = (request.unplanned or request.check) and origin is None
         if request.unplanned and origin is not None:
             say("the origin can be read: this failover is a planned one (the origin is fenced)")
         sides = Sides(

@@ -249,3 +249,19 @@ def test_a_mirror_whose_limits_someone_tightened_is_never_promoted_with_them(
     assert counted(east) == east_before and counted(west) == west_before
     assert not is_fenced(east) and consumers(west) == []
     assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+
+
+def test_the_health_check_reads_the_standby_when_the_origin_is_lost(ready: Ready) -> None:
+    """Hole: with east down, the moment a health check is for, ``failover --check``
+    (reads only) stopped with exit 1, asking for --unplanned, and showed no pair. It now
+    shows each pair with the origin unread and the possible loss, exit 2 (not healthy),
+    west untouched."""
+    east, west, root = ready
+    east.kill()
+    west_before = counted(west)
+    result = reconcile("failover", "--from", "east", "--to", "west", "--check", cwd=root)
+    assert result.returncode == 2, said(result)
+    assert "ORDERS" in result.stdout and "origin could not be read" in result.stdout
+    assert "mirror 50" in result.stdout and "possible loss" in result.stdout
+    assert counted(west) == west_before and consumers(west) == []
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
