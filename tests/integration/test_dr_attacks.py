@@ -52,6 +52,19 @@ def counted(server: NatsServer) -> tuple[int, list[str]]:
     return last_seq(server), stored(server)
 
 
+def refused_untouched(ready: tuple[NatsServer, NatsServer, Path], why: str) -> None:
+    """``reconcile failover`` refused before anything changes, saying ``why``: both sides
+    counted alike before and after, east not fenced, west still a mirror, no consumer."""
+    east, west, root = ready
+    before = counted(east), counted(west)
+    result = reconcile(*FAILOVER, cwd=root)
+    assert result.returncode == 1, said(result)
+    assert why in result.stderr and "nothing was changed" in result.stderr
+    assert (counted(east), counted(west)) == before
+    assert not is_fenced(east) and consumers(west) == []
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+
+
 def said(result: subprocess.CompletedProcess[str]) -> str:
     return result.stdout + result.stderr
 
@@ -417,16 +430,10 @@ def test_a_message_deleted_from_the_mirror_is_never_failed_over_without(ready: R
     mirror still reached east's last sequence, was promoted, and the verify only said the
     lower count: acknowledged message 30 was on no promoted side. Now every sequence east
     holds must be on the mirror: refused before anything changes, naming it."""
-    east, west, root = ready
+    _east, west, _root = ready
     gone = run(_request(west.url, "$JS.API.STREAM.MSG.DELETE.ORDERS", {"seq": 30}))
     assert gone.get("success"), gone
-    east_before, west_before = counted(east), counted(west)
-    result = reconcile(*FAILOVER, cwd=root)
-    assert result.returncode == 1, said(result)
-    assert "30" in result.stderr and "nothing was changed" in result.stderr
-    assert counted(east) == east_before and counted(west) == west_before
-    assert not is_fenced(east) and consumers(west) == []
-    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+    refused_untouched(ready, "30")
 
 
 def test_a_consumer_someone_made_after_the_promotion_is_not_taken_for_the_failovers(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from cli_runner import reconcile
 from servers import NatsServer, joined_domains, run, unused_port
-from test_dr_attacks import counted, said, updated
+from test_dr_attacks import counted, refused_untouched, said, updated
 from test_dr_failover import fetch, is_fenced, ready  # noqa: F401 (ready: a fixture)
 from test_dr_rules import FAILOVER
 from test_dr_standby import ORDERS, applied, consumers, dr_project, last_seq, link, wait_for
@@ -30,19 +30,12 @@ def test_a_consumer_someone_made_again_on_the_origin_never_decides_where_the_sta
     that ack floor as the project's consumer's and created west's ``shipper`` at 51:
     messages 21..50, never processed, skipped for good. A declared consumer on the origin
     must carry this project's owner marker before its ack floor decides anything."""
-    east, west, root = ready
+    east, _west, _root = ready
     assert "error" not in run(_request(east.url, "$JS.API.CONSUMER.DELETE.ORDERS.shipper"))
     made = {"durable_name": "shipper", "ack_policy": "explicit", "deliver_policy": "new"}
     body = {"stream_name": "ORDERS", "config": made, "action": "create"}
     assert "error" not in run(_request(east.url, "$JS.API.CONSUMER.CREATE.ORDERS.shipper", body))
-    east_before, west_before = counted(east), counted(west)
-
-    result = reconcile(*FAILOVER, cwd=root)
-    assert result.returncode == 1, said(result)
-    assert "shipper" in result.stderr and "nothing was changed" in result.stderr
-    assert counted(east) == east_before and counted(west) == west_before
-    assert not is_fenced(east) and consumers(west) == []
-    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+    refused_untouched(ready, "shipper")
 
 
 def test_a_standby_promoted_by_hand_before_it_caught_up_is_diverged_not_taken_over(
@@ -138,14 +131,7 @@ def test_a_sealed_mirror_is_never_promoted(ready: Ready) -> None:
     anything changes, east still taking writes."""
     east, west, root = ready
     updated(west, {"sealed": True})
-    east_before, west_before = counted(east), counted(west)
-
-    result = reconcile(*FAILOVER, cwd=root)
-    assert result.returncode == 1, said(result)
-    assert "sealed" in result.stderr and "nothing was changed" in result.stderr
-    assert counted(east) == east_before and counted(west) == west_before
-    assert not is_fenced(east) and consumers(west) == []
-    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+    refused_untouched(ready, "sealed")
     run(_publish(east.url, "orders.new", 1))  # east still acknowledges writes
     assert counted(east)[0] == 51
     fresh = reconcile("apply", "--env", "west", "--yes", "--allow-replace", cwd=root)
@@ -238,17 +224,10 @@ def test_a_mirror_whose_limits_someone_tightened_is_never_promoted_with_them(
     21.., which ``shipper`` had not processed, after a few more). A mirror keeping less
     than its spec declares is now refused before anything changes (apply the standby
     environment first)."""
-    east, west, root = ready
+    _east, west, _root = ready
     held = int(_info(west.url, "ORDERS")["state"]["bytes"])
     updated(west, {"max_bytes": held + 200})
-    east_before, west_before = counted(east), counted(west)
-
-    result = reconcile(*FAILOVER, cwd=root)
-    assert result.returncode == 1, said(result)
-    assert "max_bytes" in result.stderr and "nothing was changed" in result.stderr
-    assert counted(east) == east_before and counted(west) == west_before
-    assert not is_fenced(east) and consumers(west) == []
-    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+    refused_untouched(ready, "max_bytes")
 
 
 def test_the_health_check_reads_the_standby_when_the_origin_is_lost(ready: Ready) -> None:
