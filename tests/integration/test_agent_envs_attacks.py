@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
+import pytest
 from agent_harness import (
     ORDERS,
     Other,
@@ -38,6 +39,8 @@ from reconciler.execution.environments import environment_target
 from reconciler.execution.requests import PlanRequest
 from reconciler.jetstream import ConnectionOptions
 from reconciler.specs.project import load_project
+
+pytestmark = pytest.mark.slow  # attack runs: .ci/run's second stage
 
 
 def test_forged_replies_from_one_environments_account_never_stop_the_others(
