@@ -219,26 +219,40 @@ def guarded(
       replace, unless ``losses`` says why it would delete messages the primary lacks
       (or that the primary could not be read to tell).
 
+    A fenced stream whose spec declares no standby (taken out after a failover), or
+    planned without an environment named, is not given its subjects back either: only
+    a failback (this environment the spec's standby) changes a fenced stream.
+
     The live state only ever adds a refusal here, never removes one."""
-    declared = {s.name: s for s in specs if s.kind == "Stream" and s.standby is not None}
-    if not declared or environment is None:
+    streams = {s.name: s for s in specs if s.kind == "Stream"}
+    if not streams:
         return the_plan
     lost = losses or {}
     steps = [
-        _guarded(step, declared.get(step.name), environment, lost.get(step.name, ""))
+        _guarded(step, streams.get(step.name), environment, lost.get(step.name, ""))
         for step in the_plan.changes
     ]
     return replace(the_plan, changes=tuple(steps))
 
 
-def _guarded(step: Step, spec: Spec | None, environment: str, loss: str) -> Step:
-    if spec is None or spec.standby is None or step.kind != "Stream" or step.prevented:
+def _guarded(step: Step, spec: Spec | None, environment: str | None, loss: str) -> Step:
+    if spec is None or step.kind != "Stream" or step.prevented:
         return step
     live = getattr(step, "live", None)
     if not isinstance(live, Mapping):
         return step
     standby = spec.standby
-    here_standby = standby.environment == environment
+    if standby is None:
+        if not (is_fenced(live) and isinstance(step, Update | Replace | Migrate)):
+            return step
+        why = (
+            f"prevented: {spec.name} here is fenced by a failover (its subjects moved "
+            f"aside): giving them back would let it and the promoted stream both take "
+            f"writes; declare its standby again at {spec.source} and fail back "
+            "(docs/dr.md#5-fail-back), or roll the failover back if nothing was promoted"
+        )
+        return replace(step, prevented=why, reasons=(*step.reasons, why))
+    here_standby = environment is not None and standby.environment == environment
     takes_writes = not live.get("mirror") and not is_fenced(live)
     why = ""
     if here_standby and isinstance(step, Replace | Migrate) and takes_writes:
@@ -259,7 +273,7 @@ def _guarded(step: Step, spec: Spec | None, environment: str, loss: str) -> Step
             f"prevented: {spec.name} here is fenced by a failover to "
             f"{standby.environment}: giving it its subjects back would let both take "
             f"writes; make {standby.environment} the primary at {standby.where}, or "
-            f"`reconcile failover --from {environment} --to {standby.environment} "
-            "--rollback` if nothing was promoted (docs/dr.md)"
+            f"`reconcile failover --from {environment or standby.primary} --to "
+            f"{standby.environment} --rollback` if nothing was promoted (docs/dr.md)"
         )
     return replace(step, prevented=why, reasons=(*step.reasons, why)) if why else step

@@ -244,3 +244,31 @@ def test_the_health_check_reads_the_standby_when_the_origin_is_lost(ready: Ready
     assert "mirror 50" in result.stdout and "possible loss" in result.stdout
     assert counted(west) == west_before and consumers(west) == []
     assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+
+
+@pytest.mark.parametrize(
+    "env", [("--env", "east"), ("--server", "EAST", "--owner", "shop", "specs")]
+)
+def test_a_fenced_origin_whose_spec_lost_its_standby_is_never_given_its_subjects_back(
+    ready: Ready, env: tuple[str, ...]
+) -> None:
+    """Hole (noticed by the DR attack pass): after a failover, a careless user took the
+    ``standby:`` block out of ORDERS's spec (or applied the specs to east's server by
+    URL, no environment named): ``apply`` gave the fenced origin its subjects back, and
+    east and the promoted west both took writes on ``orders.>``. A fenced stream is now
+    never given its subjects back by apply, whatever its spec says, but by a failback."""
+    east, west, root = ready
+    result = reconcile(*FAILOVER, cwd=root)
+    assert result.returncode == 0, said(result)
+    specs = root / "specs" / "orders.yaml"
+    text = specs.read_text(encoding="utf-8")
+    specs.write_text(text.replace("standby:\n  primary: east\n  environment: west\n", ""))
+    assert "standby" not in specs.read_text(encoding="utf-8")
+    fenced_last, before = last_seq(east), (counted(east), counted(west))
+    args = [east.url if arg == "EAST" else arg for arg in env]
+    unfence = reconcile("apply", *args, "--yes", "--allow-replace", "--allow-data-loss", cwd=root)
+    assert unfence.returncode == 1, said(unfence)
+    assert "fenced by a failover" in unfence.stdout + unfence.stderr
+    assert is_fenced(east) and (counted(east), counted(west)) == before
+    run(_publish(east.url, "orders.new", 3))  # east's clients: still not stored on east
+    assert last_seq(east) == fenced_last
