@@ -35,7 +35,7 @@ from test_lifecycle import _info, _publish, _request
 
 from reconciler.specs.spec import MANAGED_KEY, MANAGED_VALUE, OWNER_KEY
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # attack runs: .ci/run's second stage
 
 Ready = tuple[NatsServer, NatsServer, Path]
 

@@ -206,6 +206,7 @@ def _killed_at(root: Path, phase: str, west: NatsServer) -> None:
         process.wait()
 
 
+@pytest.mark.slow  # a fault run (a kill at each step): .ci/run's second stage
 @pytest.mark.parametrize("phase", PHASES)
 def test_a_failover_killed_at_each_step_is_finished_by_a_rerun(
     ready: tuple[NatsServer, NatsServer, Path], phase: str
