@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +134,15 @@ async def until(check: Callable[[], Any], *, what: str, patience: float = PATIEN
         if loop.time() > deadline:
             raise AssertionError(f"gave up waiting: {what}")
         await asyncio.sleep(0.05)
+
+
+async def orders_healed_in(log: io.StringIO, envs: Iterable[str]) -> None:
+    """Wait until the log says ORDERS was created (healed) in each of ``envs``."""
+    for env in envs:
+        await until(
+            lambda env=env: changes(log, "Stream ORDERS", "healed", env),
+            what=f"ORDERS created in {env}",
+        )
 
 
 async def cycles_after(agent: Agent, n: int = 2) -> None:

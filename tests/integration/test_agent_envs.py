@@ -21,6 +21,7 @@ from agent_harness import (
     fixed_source,
     get,
     lines,
+    orders_healed_in,
     project_sources,
     running_agent,
     until,
@@ -68,11 +69,7 @@ def test_one_process_heals_every_environment_while_one_server_is_down_and_one_ha
 
     async def scenario() -> None:
         async with running_agent(sources, mode="heal", interval=1.0) as (agent, log):
-            for env in servers:
-                await until(
-                    lambda env=env: changes(log, "Stream ORDERS", "healed", env),
-                    what=f"ORDERS created in {env}",
-                )
+            await orders_healed_in(log, servers)
             async with Other.connect(servers["east"].url) as alice:
                 await alice.publish("orders.new", 10)
             await asyncio.to_thread(servers["hung"].pause)

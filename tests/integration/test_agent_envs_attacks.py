@@ -20,6 +20,7 @@ from agent_harness import (
     changes,
     get,
     lines,
+    orders_healed_in,
     project_sources,
     running_agent,
     until,
@@ -170,11 +171,7 @@ def test_a_hung_git_server_never_stops_the_environments_healing_the_last_commit(
         sources = {name: shared.view(make_for(name)) for name in servers}
         settings = {"interval": 600.0, "git_poll": 0.2}
         async with running_agent(sources, mode="heal", **settings) as (_, log):
-            for env in servers:
-                await until(
-                    lambda env=env: changes(log, "Stream ORDERS", "healed", env),
-                    what=f"ORDERS created in {env}",
-                )
+            await orders_healed_in(log, servers)
             git.hang.set()
             await asyncio.to_thread(git.entered.wait, 30)
             for env, server in servers.items():
@@ -294,11 +291,7 @@ def test_a_commit_no_checkout_can_write_keeps_the_last_commit_planned(
         sources = {name: shared.view(_make_for(name)) for name in servers}
         settings = {"interval": 600.0, "git_poll": 0.2}
         async with running_agent(sources, mode="heal", **settings) as (agent, log):
-            for env in servers:
-                await until(
-                    lambda env=env: changes(log, "Stream ORDERS", "healed", env),
-                    what=f"ORDERS created in {env}",
-                )
+            await orders_healed_in(log, servers)
             _push_unwritable(bare)
             await until(
                 lambda: agent.stop.is_set() or all(w.commits.error for w in agent.watches.values()),
