@@ -47,6 +47,7 @@ from reconciler.errors import (
     RequestTimeout,
     ServerError,
 )
+from reconciler.execution.recreate import create_stream
 from reconciler.identity import LOCK_BUCKET, kv_subject, stream_of
 from reconciler.model.timestamps import rfc3339
 
@@ -187,8 +188,8 @@ async def ensure_bucket(
     """Create the lock bucket (idempotent); falls back to one replica if R3 is refused,
     and to a bounded bucket (``LOCK_MAX_BYTES``) on an account that requires
     ``max_bytes`` (an unbounded one never reserves room where no limit asks for it)."""
-    try:
-        await store.create_stream(bucket_config(bucket, replicas=replicas, max_bytes=max_bytes))
+    try:  # a 10049 (a deleted bucket's files still being removed) asked again
+        await create_stream(store, bucket_config(bucket, replicas=replicas, max_bytes=max_bytes))
     except ServerError as err:
         if err.err_code == STREAM_NAME_IN_USE:  # there already, maybe made by another tool
             return

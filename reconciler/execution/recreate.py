@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from reconciler.errors import LeftoverStream, NotFound, ServerError
 from reconciler.jetstream import JetStreamClient
@@ -35,8 +35,14 @@ MAX_WAIT = 1.0
 STORE_NOT_CREATED = 10049
 
 
+class StreamMaker(Protocol):
+    """What :func:`create_stream` sends its STREAM.CREATE through (a client, a lock store)."""
+
+    async def create_stream(self, config: dict[str, Any]) -> dict[str, Any]: ...
+
+
 async def create_stream(
-    client: JetStreamClient, config: Mapping[str, Any], *, patience: float | None = None
+    client: StreamMaker, config: Mapping[str, Any], *, patience: float | None = None
 ) -> dict[str, Any]:
     """STREAM.CREATE, a 10049 ("error creating store for stream": a deleted stream's
     folder of that name still being removed, by this apply or anyone) asked again with a
