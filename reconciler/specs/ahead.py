@@ -197,7 +197,7 @@ def _as_read_now(path: Path, parsed: tuple[bytes, list[Document]] | None) -> Loa
         return None
     digest, documents = parsed
     try:
-        text = read_text(path)
+        text = read_text(path)  # another text (swapped since?): read by the loader's rule
     except Abort:
         return None  # the loader reads it again, and says why it cannot
     return (documents, []) if _digest(text) == digest else None
@@ -290,7 +290,7 @@ def _parse_into(writer: int, paths: list[Path]) -> None:
         packed, digest = None, b""
         if path.suffix != ".json":
             try:
-                text = read_text(path)
+                text = read_text(path, within=root)
                 documents = block_documents(text, name)
                 if documents is not None:
                     packed = [(d.body, d.source.line, _packed(d)) for d in documents]

@@ -120,7 +120,7 @@ def cache_key(
         for path in files:
             digest.update(tag + b"\0" + str(path).encode() + b"\0")
             try:
-                data = read_bytes(path)
+                data = read_bytes(path, within=root)
             except Abort as abort:
                 raise OSError(str(abort.problem)) from None
             digest.update(hashlib.sha256(data).digest())

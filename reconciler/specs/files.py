@@ -17,6 +17,7 @@ from pathlib import Path
 from reconciler.errors import Problem
 from reconciler.locations import Location
 from reconciler.specs.document import Abort, Document, file_problem
+from reconciler.specs.paths import opened_problem
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_FILE_BYTES = 16 * 1024 * 1024  # a spec file larger than this is refused unread
@@ -135,9 +136,9 @@ def os_message(err: OSError) -> str:
     return f"cannot read: {err.strerror or err}"
 
 
-def read_text(path: Path) -> str:
+def read_text(path: Path, *, within: Path | None = None) -> str:
     """A file's text: :func:`read_bytes`, UTF-8 (a byte-order mark dropped)."""
-    data = read_bytes(path)
+    data = read_bytes(path, within=within)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
@@ -146,15 +147,17 @@ def read_text(path: Path) -> str:
         raise Abort(Problem(Location(str(path), line), "", message)) from None
 
 
-def read_bytes(path: Path, *, capped: bool = True) -> bytes:
+def read_bytes(path: Path, *, capped: bool = True, within: Path | None = None) -> bytes:
     """A file's bytes: a regular file, at most ``MAX_FILE_BYTES`` when ``capped`` (else any
     size: a KeyValueEntry's ``value_file`` is data, as large as the server's
     ``max_payload`` takes, and the plan judges it against that). What is not a regular
     file is refused before it is opened (opening a device can do something, reading a
     pipe can wait for ever), and the file opened is judged again (it may have been
-    swapped since): opened without blocking on a pipe, never taking a terminal."""
+    swapped since): opened without blocking on a pipe, never taking a terminal.
+    ``within``: the repository root the file was found in, which the file opened must
+    still be in (:func:`_opened`)."""
     try:
-        fd, size = _opened(path)
+        fd, size = _opened(path, within)
         try:
             data = _read_all(fd, size, capped) if size <= MAX_FILE_BYTES or not capped else None
             if data is None:
@@ -169,12 +172,12 @@ def read_bytes(path: Path, *, capped: bool = True) -> bytes:
     return data
 
 
-def feed_bytes(path: Path, into: Callable[[bytes], object]) -> None:
+def feed_bytes(path: Path, into: Callable[[bytes], object], *, within: Path | None = None) -> None:
     """A file's bytes, any size, handed to ``into`` a chunk at a time (``FEED_CHUNK``
     bytes at most), so that digesting a huge file holds one chunk, not the file:
     :func:`read_bytes`'s guards (a regular file, judged again once opened)."""
     try:
-        fd, _ = _opened(path)
+        fd, _ = _opened(path, within)
         try:
             while chunk := os.read(fd, FEED_CHUNK):
                 into(chunk)
@@ -184,9 +187,12 @@ def feed_bytes(path: Path, into: Callable[[bytes], object]) -> None:
         raise Abort(file_problem(path, os_message(err))) from None
 
 
-def _opened(path: Path) -> tuple[int, int]:
+def _opened(path: Path, within: Path | None = None) -> tuple[int, int]:
     """``path`` opened for reading when it is a regular file, and its size then (raises
-    Abort for what is not one, before opening it and again once it is opened)."""
+    Abort for what is not one, before opening it and again once it is opened). With
+    ``within``, the file opened must be inside that folder, judged by where the kernel
+    says the open file is (:func:`opened_at`): a folder on the way, or the file, swapped
+    for a symlink since the walk judged the path would otherwise be followed out."""
     flags = os.O_RDONLY
     for name in ("O_NONBLOCK", "O_NOCTTY", "O_BINARY"):
         flags |= getattr(os, name, 0)
@@ -198,10 +204,40 @@ def _opened(path: Path) -> tuple[int, int]:
         status = os.fstat(fd)
         if not stat.S_ISREG(status.st_mode):
             raise Abort(file_problem(path, NOT_REGULAR))
+        if within is not None:
+            real = opened_at(fd, path)
+            why = opened_problem(within, real) if real is not None else None
+            if why is not None:
+                raise Abort(file_problem(path, why))
     except BaseException:
         os.close(fd)
         raise
     return fd, status.st_size
+
+
+def opened_at(fd: int, path: Path) -> str | None:
+    """The real path of the file open as ``fd``: the kernel's own (Linux ``/proc``, the
+    BSDs' and macOS's ``F_GETPATH``), else ``path``'s real path now, when it is still
+    the file open (same device and inode); None when neither can say (judged as found)."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        pass
+    try:
+        import fcntl
+
+        getpath = getattr(fcntl, "F_GETPATH", None)
+        if getpath is not None:
+            named = fcntl.fcntl(fd, getpath, bytes(1024))
+            return os.fsdecode(named.split(b"\0", 1)[0])
+    except (ImportError, OSError):
+        pass
+    try:
+        real = os.path.realpath(path)
+        now, opened = os.stat(real), os.fstat(fd)
+    except OSError:
+        return None
+    return real if (now.st_dev, now.st_ino) == (opened.st_dev, opened.st_ino) else None
 
 
 def _read_all(fd: int, size: int, capped: bool = True) -> bytes | None:

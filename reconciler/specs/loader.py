@@ -13,6 +13,7 @@ raises nothing but :class:`~reconciler.errors.SpecError`, carrying every problem
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -51,14 +52,19 @@ def load_documents(paths: Sequence[str | Path]) -> list[Document]:
 
 
 def load_spec_files(
-    files: Sequence[Path], problems: list[Problem], loading: Loading | None = None
+    files: Sequence[Path],
+    problems: list[Problem],
+    loading: Loading | None = None,
+    *,
+    within: Path | None = None,
 ) -> list[Document]:
     """The documents of ``files``, but for the files the others name as data
     (:func:`~reconciler.specs.files.data_files`: a ``value_file`` found in the spec
     folder) that hold no spec (:func:`_holds_specs`): those are left out with whatever
     problems they would have as specs. ``loading``: how the files are read (by default
     each by :func:`load_file`, here)."""
-    read = (loading or _each_here)(files, load_file)
+    here = functools.partial(load_file, within=within) if within is not None else load_file
+    read = (loading or _each_here)(files, here)
     loaded = [(path, docs, found) for path, (docs, found) in zip(files, read, strict=True)]
     data = data_files(doc for _, docs, _ in loaded for doc in docs)
     documents: list[Document] = []
@@ -81,11 +87,13 @@ def _holds_specs(documents: Sequence[Document]) -> bool:
     return any(document.body.get("kind") in KINDS for document in documents)
 
 
-def load_file(path: Path, problems: list[Problem]) -> list[Document]:
-    """The documents of one file; problems are appended, never raised."""
+def load_file(path: Path, problems: list[Problem], *, within: Path | None = None) -> list[Document]:
+    """The documents of one file; problems are appended, never raised. ``within``: the
+    repository root the file was found in, which it must still be in once opened
+    (:func:`~reconciler.specs.files.read_bytes`)."""
     name = str(path)
     try:
-        text = read_text(path)
+        text = read_text(path, within=within)
         if path.suffix == ".json":
             return [wire_kind(d, name, problems) for d in json_documents(text, name, problems)]
         return yaml_trees(text, name, problems)

@@ -64,6 +64,18 @@ def outside_problem(root: Path, named: str, base: Path) -> str | None:
     return None
 
 
+def opened_problem(root: Path, real: str) -> str | None:
+    """Why a file found inside ``root`` may not be read now that it is open, its real
+    path ``real`` as the kernel names the opened file (None when it may): the walk
+    judged the path, but a folder or file swapped for a symlink between the walk and the
+    open leads elsewhere, and the rule holds for what is read, not what was judged."""
+    if not Path(real).is_relative_to(root):
+        return f"swapped for a symlink pointing out of the repository while read: {_rule(root)}"
+    if FORBIDDEN_PART in (part.lower() for part in Path(real).relative_to(root).parts):
+        return f"swapped for a path inside {FORBIDDEN_PART} while read: never read"
+    return None
+
+
 def resolved(base: Path, named: str) -> Path:
     """``named`` (relative to ``base``) with its symlinks resolved: what is then read."""
     return Path(os.path.realpath(base / named))

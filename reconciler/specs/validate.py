@@ -77,9 +77,10 @@ def load_specs(
             if warnings is not None:
                 warnings.extend(said)
             return specs
-    documents = load_spec_files(files, problems, loading)  # less the files they name as data
+    # less the files they name as data; each file read still in the root once opened
+    documents = load_spec_files(files, problems, loading, within=root)
     if overlays:
-        patches = [doc for path in overlay_files for doc in load_file(path, problems)]
+        patches = [doc for path in overlay_files for doc in load_file(path, problems, within=root)]
         documents = apply_overlays(documents, patches, problems)
     try:
         specs = validate_documents(
@@ -299,13 +300,15 @@ def _entry_spec(
     value_file = None
     if "value_file" in body:
         named, folder = str(body["value_file"]), Path(document.source.file).parent
-        why = outside_problem(root or repository_root([document.source.file]), named, folder)
+        root = root or repository_root([document.source.file])
+        why = outside_problem(root, named, folder)
         if why is not None:
             problems.append(Problem(document.where("value_file"), "value_file", why))
             return None
         path = resolved(folder, named)
         try:
-            data = read_bytes(path, capped=False)  # data, any size; a pipe or device is refused
+            # data, any size; a pipe or device is refused, and a path swapped since judged
+            data = read_bytes(path, capped=False, within=root)
         except Abort as abort:
             why = abort.problem.message.removeprefix("cannot read: ")  # said once
             message = f"cannot read {body['value_file']!r}: {why}"

@@ -1,0 +1,132 @@
+"""A spec file judged inside the repository, then swapped for a symlink pointing out of it
+before it is read, is not read: the rule holds for the file opened (where the kernel says
+it is), not only for the path the walk judged. Each case makes the swap between the walk
+and the read, as someone writing the folder during a run could."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from reconciler.errors import Problem
+from reconciler.specs import ahead
+from reconciler.specs.document import Abort
+from reconciler.specs.files import feed_bytes, inside, read_bytes, real_spec_files
+from reconciler.specs.loader import load_spec_files
+from reconciler.specs.paths import repository_root
+
+SECRET_SPEC = "kind: Stream\nname: SECRET\nsubjects: [secret.>]\n"
+ORDERS_SPEC = "kind: Stream\nname: ORDERS\nsubjects: [orders.>]\n"
+
+
+def _repository(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A repository (its root marked by ``.git``) with ``specs/sub/orders.yaml``, and a
+    folder beside it holding a spec of its own (what a swap would lead to)."""
+    repo, outside = tmp_path / "repo", tmp_path / "outside"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "specs" / "sub").mkdir(parents=True)
+    (repo / "specs" / "sub" / "orders.yaml").write_text(ORDERS_SPEC)
+    outside.mkdir()
+    (outside / "orders.yaml").write_text(SECRET_SPEC)
+    return repo, repo / "specs", outside
+
+
+def _walked(specs: Path, problems: list[Problem]) -> tuple[Path, list[Path]]:
+    root = repository_root([specs])
+    return root, inside(root, real_spec_files([specs], problems), problems)
+
+
+def _names(documents: list[object]) -> set[str]:
+    return {str(getattr(document, "body", {}).get("name")) for document in documents}
+
+
+def _swap_file(specs: Path, outside: Path) -> None:
+    target = specs / "sub" / "orders.yaml"
+    target.unlink()
+    target.symlink_to(outside / "orders.yaml")
+
+
+def _swap_folder(specs: Path, outside: Path) -> None:
+    (specs / "sub").rename(specs.parent / "sub-was")
+    (specs / "sub").symlink_to(outside, target_is_directory=True)
+
+
+@pytest.mark.parametrize("swap", [_swap_file, _swap_folder], ids=["the file", "a folder"])
+def test_a_spec_swapped_for_a_symlink_out_after_the_walk_is_not_read(
+    tmp_path: Path, swap: object
+) -> None:
+    repo, specs, outside = _repository(tmp_path)
+    problems: list[Problem] = []
+    root, files = _walked(specs, problems)
+    assert root == repo and [f.name for f in files] == ["orders.yaml"] and not problems
+    swap(specs, outside)  # type: ignore[operator]
+
+    documents = load_spec_files(files, problems, within=root)
+
+    assert "SECRET" not in _names(documents)
+    assert [str(p.location) for p in problems] == [f"{files[0]}:1"]
+    assert "out of the repository" in problems[0].message
+    # the same read, the rule not asked for, follows the swap: the guard is what stops it
+    assert "SECRET" in _names(load_spec_files(files, []))
+
+
+def test_the_parse_ahead_child_and_its_parent_hold_the_rule_too(tmp_path: Path) -> None:
+    _, specs, outside = _repository(tmp_path)
+    problems: list[Problem] = []
+    child = ahead.parse_ahead([specs])
+    if child is None:
+        pytest.skip("no parse-ahead child here (not Linux, or threads running)")
+    root, files = _walked(specs, problems)
+    _swap_folder(specs, outside)
+
+    documents = load_spec_files(files, problems, child.load, within=root)
+
+    assert "SECRET" not in _names(documents)
+    assert [str(p.location) for p in problems] == [f"{files[0]}:1"]
+
+
+def test_a_data_file_whose_folder_is_swapped_after_it_was_judged_is_not_read(
+    tmp_path: Path,
+) -> None:
+    repo, specs, outside = _repository(tmp_path)
+    (specs / "sub" / "flags.json").write_text('{"on": true}')
+    (outside / "flags.json").write_text('{"token": "s3cr3t"}')
+    judged = Path(os.path.realpath(specs / "sub" / "flags.json"))
+    assert read_bytes(judged, capped=False, within=repo) == b'{"on": true}'
+    _swap_folder(specs, outside)
+
+    with pytest.raises(Abort) as refused:
+        read_bytes(judged, capped=False, within=repo)
+    assert "s3cr3t" not in str(refused.value.problem)
+    with pytest.raises(Abort):
+        feed_bytes(judged, lambda chunk: None, within=repo)
+    assert read_bytes(judged, capped=False) == b'{"token": "s3cr3t"}'  # the guard's doing
+
+
+def test_a_file_swapped_for_a_link_into_git_is_not_read(tmp_path: Path) -> None:
+    repo, specs, _ = _repository(tmp_path)
+    (repo / ".git" / "config").write_text("kind: Stream\nname: TOKEN\nsubjects: [t.>]\n")
+    problems: list[Problem] = []
+    root, files = _walked(specs, problems)
+    (specs / "sub" / "orders.yaml").unlink()
+    (specs / "sub" / "orders.yaml").symlink_to(repo / ".git" / "config")
+
+    documents = load_spec_files(files, problems, within=root)
+
+    assert "TOKEN" not in _names(documents)
+    assert [str(p.location) for p in problems] == [f"{files[0]}:1"]
+
+
+def test_a_symlink_that_stays_inside_the_repository_is_read(tmp_path: Path) -> None:
+    repo, specs, _ = _repository(tmp_path)
+    (repo / "shared").mkdir()
+    (repo / "shared" / "payments.yaml").write_text(ORDERS_SPEC.replace("ORDERS", "PAYMENTS"))
+    (specs / "payments.yaml").symlink_to(repo / "shared" / "payments.yaml")
+    problems: list[Problem] = []
+    root, files = _walked(specs, problems)
+
+    documents = load_spec_files(files, problems, within=root)
+
+    assert _names(documents) == {"ORDERS", "PAYMENTS"} and not problems
