@@ -124,6 +124,7 @@ async def restore(
     result; a refusal raises before anything is changed."""
     started = time.monotonic()
     contents, selected = check_folder(root, flags.only)
+    declared = stages.load(flags.declared, observer) if flags.declared is not None else []
     events = _Events(observer)
     async with (
         open_client(options, on_notice=observer.notice) as client,
@@ -136,7 +137,7 @@ async def restore(
             keep_lineage=False,
         ) as held,
     ):
-        the_plan = await plan_restore(client, contents, selected, flags)
+        the_plan = await plan_restore(client, contents, selected, flags, declared=declared)
         stages.refuse(stages.checked(the_plan.plan))  # its checks (capacity): not shown
         for name, why in the_plan.skipped:
             observer.notice(f"not restored: {name} ({why})")

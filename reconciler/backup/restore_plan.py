@@ -31,7 +31,7 @@ from reconciler.backup.memory import memory_refused
 from reconciler.backup.restore_checks import differences, leftover, lookalike_hint, marked, marker
 from reconciler.errors import NotFound, RefusalKind, RefusedPlan
 from reconciler.execution.capacity_checks import with_capacity, with_check
-from reconciler.execution.stages import LOCK_TIMEOUT
+from reconciler.execution.stages import LOCK_TIMEOUT, PlanRequest
 from reconciler.identity import INTERNAL_STREAMS, ResourceRef
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.loss import held
@@ -39,6 +39,7 @@ from reconciler.model.state import LiveState, ServerInfo, StreamState
 from reconciler.planning.capacity import Restored, restore_room
 from reconciler.planning.live_checks import live_problems
 from reconciler.planning.policy import evaluate as evaluate_policy
+from reconciler.planning.standby import guarded
 from reconciler.planning.steps import (
     ALLOW_REPLACE,
     Create,
@@ -50,6 +51,7 @@ from reconciler.planning.steps import (
 )
 from reconciler.specs.lifecycle import MANAGE, Lifecycle, recorded_protection
 from reconciler.specs.policy import load_policy
+from reconciler.specs.spec import Spec
 
 #: restored: the server holds it already, as the backup does; resume: the server holds
 #: what an interrupted restore of it left, deleted and restored again.
@@ -74,6 +76,11 @@ class Flags:
     policies: tuple[Path, ...] = ()
     environment: str | None = None
     lock_timeout: float | None = LOCK_TIMEOUT
+    #: The environment's plan request (``--env``): its specs, as that environment plans
+    #: them, judge the restore's steps with apply's rule for standby streams
+    #: (``planning.standby.guarded``: a stream declared the standby mirror there is
+    #: never restored as a plain stream). None: no spec is read (``--server``).
+    declared: PlanRequest | None = None
 
 
 @dataclass(frozen=True)
@@ -134,11 +141,18 @@ def _marker_for(contents: Contents, record: StreamRecord) -> str | None:
 
 
 async def plan_restore(
-    client: JetStreamClient, contents: Contents, selected: Sequence[StreamRecord], flags: Flags
+    client: JetStreamClient,
+    contents: Contents,
+    selected: Sequence[StreamRecord],
+    flags: Flags,
+    *,
+    declared: Sequence[Spec] = (),
 ) -> RestorePlan:
     """What a restore would do on the server behind ``client`` (reads only): refused
     here when a stream of the same name differs and ``replace_existing`` was not given,
-    or when the environment only observes; the rest is the verdict's."""
+    or when the environment only observes; the rest is the verdict's. ``declared``: the
+    environment's specs as it plans them (``Flags.declared`` loaded), whose standby
+    streams prevent a step making them anything but the mirror."""
     server = await client.server_info()
     too_old = [why for r in selected if (why := memory_refused(r, server))]
     if too_old:
@@ -181,7 +195,7 @@ async def plan_restore(
             f"{ALLOW_REPLACE}) to delete and replace them.",
             details=refused,
         )
-    shared = await _shared_plan(server, steps, lives, flags)
+    shared = await _shared_plan(server, steps, lives, flags, declared)
     shared = await _with_room(client, shared, steps)
     return RestorePlan(contents, tuple(steps), server, shared, skipped)
 
@@ -220,10 +234,15 @@ _MARKED_ONLY = "it carries a restore marker, but is not proven a leftover of thi
 
 
 async def _shared_plan(
-    server: ServerInfo, steps: Sequence[RestoreStep], lives: Sequence[Live | None], flags: Flags
+    server: ServerInfo,
+    steps: Sequence[RestoreStep],
+    lives: Sequence[Live | None],
+    flags: Flags,
+    declared: Sequence[Spec],
 ) -> Plan:
-    """The restore's steps as apply's plan, the lifecycle's preventions and the policy
-    findings on it."""
+    """The restore's steps as apply's plan, the lifecycle's preventions, apply's rule for
+    the streams the environment's specs declare a standby (``planning.standby.guarded``)
+    and the policy findings on it."""
     changes: list[Step] = []
     unchanged: list[Unchanged] = []
     streams: dict[str, Mapping[str, Any]] = {}
@@ -248,7 +267,7 @@ async def _shared_plan(
         if live is not None and (why := _prevention(live, flags.lifecycle)):
             made = replace(made, prevented=why, reasons=(*reasons, why))
         changes.append(made)
-    plan = Plan(server, tuple(changes), tuple(unchanged))
+    plan = guarded(Plan(server, tuple(changes), tuple(unchanged)), declared, flags.environment)
     policy = load_policy(flags.policies)
     if not policy:
         return plan

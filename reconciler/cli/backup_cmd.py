@@ -284,6 +284,7 @@ def restore(
     from reconciler.backup.restore import Flags
     from reconciler.backup.restore import restore as run_restore
     from reconciler.cli.plan_cmd import asks_for_yes
+    from reconciler.execution.stages import PlanRequest
 
     console = TerminalConsole()
     console.asks = asks_for_yes(console, auto_approve)
@@ -297,6 +298,8 @@ def restore(
         policies=(*target.policies, *policies),
         environment=target.env,
         lock_timeout=None if no_lock else lock_timeout,
+        # an environment's specs judge what may be restored into it (its standbys)
+        declared=PlanRequest.for_target(target) if target.env is not None else None,
     )
 
     def show(plan: RestorePlan) -> None:
@@ -321,7 +324,7 @@ def _restore_target(
     ctx: click.Context, conn: dict[str, Any], project_file: Path | None, env_name: str | None
 ) -> Target:
     """The connection flags, or with --env (or --project) the environment's server,
-    lifecycle and policies. A restore reads no spec file."""
+    lifecycle, policies and specs (read for the streams they declare a standby there)."""
     from reconciler.cli.options import _unread_policies
     from reconciler.execution.stages import Target
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from reconciler.errors import Problem, SpecError
 from reconciler.locations import Location
 from reconciler.model.standby import is_fenced, mirror_config
-from reconciler.planning.steps import Migrate, Plan, Replace, Step, Update
+from reconciler.planning.steps import Create, Migrate, Plan, Replace, Step, Update
 from reconciler.specs.spec import Spec
 from reconciler.specs.standby import Standby
 
@@ -217,7 +217,10 @@ def guarded(
       took. A fenced one is the old origin becoming the standby again: a failback
       (:func:`failbacks`), a full copy, allowed with ``--allow-replace`` like any
       replace, unless ``losses`` says why it would delete messages the primary lacks
-      (or that the primary could not be read to tell).
+      (or that the primary could not be read to tell);
+    - where they call it the standby, any step making the stream something other than
+      the mirror (a restore of the primary's backup there: a plain stream taking writes
+      beside the primary's).
 
     A fenced stream whose spec declares no standby (taken out after a failover), or
     planned without an environment named, is not given its subjects back either: only
@@ -238,6 +241,8 @@ def guarded(
 def _guarded(step: Step, spec: Spec | None, environment: str | None, loss: str) -> Step:
     if spec is None or step.kind != "Stream" or step.prevented:
         return step
+    if why := _not_the_mirror(step, spec, environment):
+        return replace(step, prevented=why, reasons=(*step.reasons, why))
     live = getattr(step, "live", None)
     if not isinstance(live, Mapping):
         return step
@@ -277,3 +282,24 @@ def _guarded(step: Step, spec: Spec | None, environment: str | None, loss: str) 
             f"{standby.environment} --rollback` if nothing was promoted (docs/dr.md)"
         )
     return replace(step, prevented=why, reasons=(*step.reasons, why)) if why else step
+
+
+def _not_the_mirror(step: Step, spec: Spec, environment: str | None) -> str:
+    """Why a step would make (create, update or replace) ``spec``'s stream here, the
+    environment its spec calls the standby, as something other than the mirror: a plain
+    stream taking writes on the origin's subjects beside the origin's. Apply's steps
+    there are the mirror's (:func:`for_environment`); a restore's are the backup's
+    config (east's backup restored into west). '' when the step is the mirror's."""
+    standby = spec.standby
+    if standby is None or environment is None or standby.environment != environment:
+        return ""
+    if not isinstance(step, Create | Update | Replace | Migrate) or step.config.get("mirror"):
+        return ""
+    return (
+        f"prevented: the spec declares {spec.name} in {environment} the standby mirror of "
+        f"{standby.primary} ({standby.where}): made here as a plain stream, it would take "
+        f"writes beside {standby.primary}'s and never mirror it; write it into "
+        f"{standby.primary} (reconcile restore DIR --env {standby.primary}) and let "
+        f"`reconcile apply --env {environment}` make the mirror, which copies it all, or "
+        f"make {environment} the primary at {standby.where} first (docs/dr.md)"
+    )
