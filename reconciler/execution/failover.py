@@ -48,6 +48,7 @@ from reconciler.execution.lock import Fence
 from reconciler.execution.pair_reads import (
     PairState,
     Sides,
+    _info,
     health_line,
     loss_line,
     pair_states,
@@ -56,7 +57,8 @@ from reconciler.execution.pipeline import locked, validated
 from reconciler.execution.requests import QUIET, Observer, PlanRequest
 from reconciler.execution.run import check_approved
 from reconciler.jetstream import JetStreamClient, open_client
-from reconciler.model.standby import promotion_supported
+from reconciler.model.standby import is_fenced, promotion_supported
+from reconciler.model.state import ServerInfo
 from reconciler.model.values import printable
 from reconciler.planning.standby import Pair, pairs
 
@@ -178,6 +180,78 @@ async def _origin_client(
         yield client, ""
 
 
+@contextlib.asynccontextmanager
+async def _standby_client(
+    request: FailoverRequest, selected: Sequence[Pair], say: Say
+) -> AsyncIterator[tuple[JetStreamClient, ServerInfo]]:
+    """The standby's client and server. Only opening it and its first read are the
+    standby's errors: they name the standby and what to do (a rollback without it)."""
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            client = await stack.enter_async_context(
+                open_client(request.standby.options, on_notice=say)
+            )
+            server = await client.server_info()
+        except ReconcileError as err:
+            if request.rollback:
+                fenced = await _fenced_streams(request, selected)
+                raise ReconcileError(_rollback_without_standby(request, fenced, err)) from err
+            raise ReconcileError(
+                f"the standby ({request.standby.env}) cannot be read: {err}; a failover "
+                "promotes its mirrors: nothing was changed"
+            ) from err
+        yield client, server
+
+
+async def _fenced_streams(request: FailoverRequest, selected: Sequence[Pair]) -> list[Pair] | None:
+    """The pairs whose stream is fenced on the origin (reads only); None: unread."""
+    try:
+        async with open_client(request.origin.options) as origin:
+            infos = await asyncio.gather(*(_info(origin, pair.name) for pair in selected))
+    except ReconcileError:
+        return None
+    return [
+        p for p, info in zip(selected, infos, strict=True) if info and is_fenced(info["config"])
+    ]
+
+
+def _rollback_without_standby(
+    request: FailoverRequest, fenced: Sequence[Pair] | None, err: ReconcileError
+) -> str:
+    """Why a rollback never gives the origin its subjects back without reading the
+    standby, and what an operator does: the standby may have been promoted (a failover
+    stopped after its promotion, or a person), and then both sides would take writes;
+    its progress record is in the standby too, and never decides a step anyway."""
+    origin, standby = request.origin.env, request.standby.env
+    head = (
+        f"the standby ({standby}) cannot be read: {err}. A rollback gives {origin} its "
+        f"subjects back only once {standby}'s stream is read as still a mirror: promoted "
+        f"(by the failover before it stopped, or by hand), {origin} and {standby} would "
+        "both take writes. Nothing was changed. "
+    )
+    again = (
+        f"Bring {standby} back and run `reconcile failover --from {origin} --to {standby} "
+        "--rollback` again"
+    )
+    if fenced is None:
+        return head + again + f" ({origin} could not be read either)."
+    if not fenced:
+        return head + again + f"; no stream of these pairs is fenced in {origin}: it takes writes."
+    manual = "; ".join(
+        f"`nats stream edit {pair.name} -f "
+        + " ".join(
+            f"--subjects '{subject}'" for subject in pair.stream.config.get("subjects") or ()
+        )
+        + "`"
+        for pair in fenced
+    )
+    return (
+        head + again + f". Only if {standby} is lost for good and can take no write (its servers "
+        f"stopped), give {origin}'s fenced stream(s) their subjects back by hand, on "
+        f"{origin}: {manual}."
+    )
+
+
 async def fail_over(
     request: FailoverRequest,
     observer: Observer = QUIET,
@@ -192,10 +266,9 @@ async def fail_over(
     say = observer.notice
     selected = _selected(request, say)
     async with (
-        open_client(request.standby.options, on_notice=say) as standby,
+        _standby_client(request, selected, say) as (standby, server),
         _origin_client(request, say) as (origin, unread),
     ):
-        server = await standby.server_info()
         if not promotion_supported(server.version):
             raise RefusedPlan(
                 f"the standby ({request.standby.env}) runs nats-server {server.version}: a "

@@ -4,6 +4,7 @@ probe, a consumer made again on the origin during the failover. Real nats-server
 processes (two JetStream domains joined by a leafnode); both sides counted with a raw
 client before and after. Each test names the hole it closes."""
 
+# ruff: noqa: F811 (the ``ready`` fixture, imported, is each test's argument)
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -13,7 +14,8 @@ import pytest
 from cli_runner import reconcile
 from servers import NatsServer, joined_domains, run
 from test_dr_attacks import counted, said
-from test_dr_failover import is_fenced, ready  # noqa: F401 (ready: a fixture)
+from test_dr_failover import _killed_at, is_fenced, ready  # noqa: F401 (ready: a fixture)
+from test_dr_rules import FAILOVER
 from test_dr_standby import applied, consumers, dr_project, last_seq, wait_for
 from test_lifecycle import _info, _publish
 from test_restore_rules import _user_streams
@@ -57,3 +59,35 @@ def test_the_primarys_backup_is_never_restored_as_a_plain_stream_in_the_standby_
     assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
     assert counted(west) == counted(east) == east_before
     assert consumers(west) == [] and not is_fenced(east)
+
+
+def test_a_rollback_with_the_standby_unreachable_names_it_and_never_unfences_the_origin(
+    ready: Ready,
+) -> None:
+    """Hole: a failover killed after the fence, then ``--rollback`` with west's server
+    down said only "cannot connect to nats://...": neither which side nor what to do.
+    Giving east its subjects back without reading west is not safe (west may have been
+    promoted: both would take writes; the failover's own record is in west too), so the
+    rollback still refuses, now naming west, why, the command to run once west is back
+    and the manual step if west is lost for good; east stays fenced, both sides
+    counted alike. With west back, the same rollback gives east its writes back."""
+    east, west, root = ready
+    _killed_at(root, "fenced", west)  # neither side takes writes now
+    west.stop()
+    east_before = counted(east)
+
+    rolled = reconcile(*FAILOVER, "--rollback", cwd=root)
+    assert rolled.returncode == 1, said(rolled)
+    assert "Traceback" not in said(rolled)
+    assert "west" in rolled.stderr and "--rollback" in rolled.stderr, said(rolled)
+    assert "nats stream edit ORDERS" in rolled.stderr and "orders.>" in rolled.stderr
+    assert is_fenced(east) and counted(east) == east_before
+
+    west.start()
+    again = reconcile(*FAILOVER, "--rollback", cwd=root)
+    assert again.returncode == 0, said(again)
+    assert not is_fenced(east)
+    run(_publish(east.url, "orders.new", 2))  # east acknowledges writes again
+    assert counted(east)[0] == 52
+    wait_for(lambda: counted(west) == counted(east))  # west mirrors them: still a mirror
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
