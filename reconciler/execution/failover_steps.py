@@ -8,7 +8,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ from reconciler.execution.pair_reads import (
 )
 from reconciler.identity import LOCK_BUCKET
 from reconciler.jetstream import JetStreamClient
+from reconciler.jetstream.transport import WRONG_LAST_SEQUENCE
 from reconciler.model.migration import resettable
 from reconciler.model.normalize import desired_config
 from reconciler.model.standby import (
@@ -48,6 +49,8 @@ _RESET_LEVEL = 4
 #: Test hook: ``RECONCILE_FAILOVER_PAUSE=<phase>`` sleeps after that phase is recorded, so a
 #: test can kill the process there (a step takes milliseconds: no window to hit otherwise).
 PAUSE_ENV = "RECONCILE_FAILOVER_PAUSE"
+#: The header marking the verify's probe for the stream's core subscribers (docs/dr.md).
+PROBE_HEADER = "Reconcile-Probe"
 PHASES = ("fenced", "converged", "promoted", "consumer paused", "consumers", "done")
 
 
@@ -286,20 +289,10 @@ class PairSteps:
                     f"{self.name}: {m_state['messages']} messages promoted, "
                     f"{o_state['messages']} on the origin"
                 )
-        await self.probe(mirror)
+        await self.probe()
 
-    async def probe(self, mirror: Mapping[str, Any]) -> None:
-        """A publish on the stream's subjects, answered by the promoted stream and
-        refused by an impossible expected last sequence (nothing is stored)."""
-        subject = _probe_subject(self.state.subjects)
-        headers = {"Nats-Expected-Last-Sequence": str(2**63 - 1)}
-        try:
-            reply = await self.standby.raw_request(subject, b"", headers=headers)
-        except ReconcileError as err:
-            raise ReconcileError(f"nobody answers a publish on {subject}: {err}") from err
-        answer: Any = json.loads(reply) if reply else {}
-        if not isinstance(answer, dict) or answer.get("stream") != self.name:
-            raise ReconcileError(f"a publish on {subject} is not answered by {self.name}")
+    async def probe(self) -> None:
+        await probe(self.standby, self.name, self.state.subjects)
 
     async def record(self, phase: str, **facts: Any) -> None:
         """The pair's progress in the standby's lock bucket (shown, never trusted)."""
@@ -321,6 +314,46 @@ class PairSteps:
                 await self.standby.kv_update(LOCK_BUCKET, key, value, entry.revision)
         if os.environ.get(PAUSE_ENV) == phase:
             await asyncio.sleep(3600)
+
+
+async def probe(client: JetStreamClient, name: str, subjects: Sequence[str]) -> None:
+    """A publish on the stream's subjects must be answered by stream ``name``'s own
+    refusal of it: an impossible ``Nats-Expected-Last-Sequence`` makes the stream answer
+    err_code 10071 and store nothing. Any other answer (another stream, an error of
+    another kind, a message stored, a reply that is no publish acknowledgement) is
+    refused: a responder on the subject naming the stream in an error of its own made
+    the verify pass. Core subscribers of the subject receive the probe too (JetStream
+    cannot stop that): :data:`PROBE_HEADER` marks it for them (docs/dr.md)."""
+    subject = _probe_subject(subjects)
+    headers = {
+        "Nats-Expected-Last-Sequence": str(2**63 - 1),
+        PROBE_HEADER: f"failover verify of {name}",
+    }
+    try:
+        reply = await client.raw_request(subject, b"", headers=headers)
+    except ReconcileError as err:
+        raise ReconcileError(f"nobody answers a publish on {subject}: {err}") from err
+    if not refused_probe(reply, name):
+        raise ReconcileError(
+            f"a publish on {subject} is not answered by {name} (its refusal of the probe, "
+            f"err_code {WRONG_LAST_SEQUENCE}): someone else answers there, or the stream "
+            "does not take the subject"
+        )
+
+
+def refused_probe(reply: bytes, name: str) -> bool:
+    """Whether ``reply`` is stream ``name``'s publish acknowledgement refusing the probe
+    (err_code 10071, nothing stored). Untrusted: anything else is False."""
+    try:
+        answer = json.loads(reply)
+    except ValueError:
+        return False
+    if not isinstance(answer, dict) or answer.get("stream") != name:
+        return False
+    error = answer.get("error")
+    if not isinstance(error, dict) or error.get("err_code") != WRONG_LAST_SEQUENCE:
+        return False
+    return answer.get("seq") in (None, 0)  # a sequence: something was stored
 
 
 def _probe_subject(subjects: Sequence[str]) -> str:

@@ -7,18 +7,25 @@ client before and after. Each test names the hole it closes."""
 # ruff: noqa: F811 (the ``ready`` fixture, imported, is each test's argument)
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import nats
 import pytest
 from cli_runner import reconcile
-from servers import NatsServer, joined_domains, run
-from test_dr_attacks import counted, said
+from servers import NatsServer, joined_domains, options, run
+from test_dr_attacks import counted, said, updated
 from test_dr_failover import _killed_at, is_fenced, ready  # noqa: F401 (ready: a fixture)
 from test_dr_rules import FAILOVER
 from test_dr_standby import applied, consumers, dr_project, last_seq, wait_for
-from test_lifecycle import _info, _publish
+from test_lifecycle import _info, _publish, _request
 from test_restore_rules import _user_streams
+
+from reconciler.errors import ReconcileError
+from reconciler.execution.failover_steps import PROBE_HEADER, probe
+from reconciler.jetstream import open_client
 
 pytestmark = pytest.mark.integration
 
@@ -91,3 +98,53 @@ def test_a_rollback_with_the_standby_unreachable_names_it_and_never_unfences_the
     assert counted(east)[0] == 52
     wait_for(lambda: counted(west) == counted(east))  # west mirrors them: still a mirror
     assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+
+
+FORGED = {"stream": "ORDERS", "error": {"code": 503, "err_code": 10077, "description": "x"}}
+
+
+def test_a_forged_responder_naming_the_stream_never_passes_the_verifys_probe(
+    server_factory: Callable[..., NatsServer],
+) -> None:
+    """Hole: the verify's probe (a publish on the stream's subjects that the stream must
+    refuse) took any reply naming the stream for its answer: a responder subscribed on
+    orders.> answering with an error of its own (here, with no stream taking the
+    subject at all) made the failover's verify pass. Only the stream's own refusal of the
+    probe (err_code 10071, nothing stored) passes now; a core subscriber of the subject
+    still receives the probe, marked by its header, and nothing is stored."""
+    server = server_factory()
+    other = {"name": "ORDERS", "subjects": ["elsewhere.>"]}
+    assert "error" not in run(_request(server.url, "$JS.API.STREAM.CREATE.ORDERS", other))
+
+    async def probed(*, forge: bool) -> tuple[str, list[dict[str, str]]]:
+        nc = await nats.connect(server.url)
+        heard: list[dict[str, str]] = []
+
+        async def forged(msg: Any) -> None:
+            heard.append(dict(msg.headers or {}))
+            await msg.respond(json.dumps(FORGED).encode())
+
+        async def listening(msg: Any) -> None:
+            heard.append(dict(msg.headers or {}))
+
+        sub = await nc.subscribe("orders.>", cb=forged if forge else listening)
+        await nc.flush()
+        try:
+            async with open_client(options(server)) as client:
+                await probe(client, "ORDERS", ["orders.>"])
+            return "passed", heard
+        except ReconcileError as err:
+            return str(err), heard
+        finally:
+            await sub.unsubscribe()
+            await nc.close()
+
+    said_, heard = run(probed(forge=True))
+    assert said_ != "passed" and len(heard) == 1, said_
+    assert last_seq(server) == 0
+
+    updated(server, {"subjects": ["orders.>"]})  # the stream takes the subject: it answers
+    said_, heard = run(probed(forge=False))
+    assert said_ == "passed", said_
+    assert last_seq(server) == 0  # the probe stored nothing
+    assert [PROBE_HEADER in headers for headers in heard] == [True]  # marked for them
