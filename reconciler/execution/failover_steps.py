@@ -17,10 +17,12 @@ from reconciler.execution.lock import Fence
 from reconciler.execution.pair_reads import (
     PairState,
     Sides,
-    _ack_floor,
+    _consumer,
     _consumer_names,
+    _floor_of,
     _info,
     diverged,
+    foreign_origin_consumers,
     lacks_origin,
 )
 from reconciler.identity import LOCK_BUCKET
@@ -231,7 +233,24 @@ class PairSteps:
         return self.request.standby.owner
 
     async def _start(self, name: str) -> int | None:
-        floor = await _ack_floor(self.origin, self.name, name)
+        """Where the standby's consumer ``name`` starts: the origin's ack floor + 1
+        (None: the origin unread, or its consumer gone: the first message). Judged again
+        here, just before the create, with the plan's rule
+        (``pair_reads.foreign_origin_consumers``): a consumer made again on the origin
+        by someone since the check never decides where the project's starts."""
+        info = await _consumer(self.origin, self.name, name)
+        sides = Sides(self.the_plan.origin, self.the_plan.standby, self.the_plan_owner)
+        if foreign_origin_consumers(sides, {name: info}):
+            origin, standby = self.the_plan.origin, self.the_plan.standby
+            raise ReconcileError(
+                f"consumer {name} on the stream in {origin} is not managed by "
+                f"{sides.owner!r} any more (made again by someone during the failover): its "
+                f"ack floor is no position of this project's, so {name} was not created in "
+                f"{standby}; delete it in {origin} and run the failover again ({name} then "
+                "starts at the stream's first message: everything delivered again, nothing "
+                "skipped)"
+            )
+        floor = _floor_of(info)
         return None if floor is None else floor + 1
 
     async def _create(

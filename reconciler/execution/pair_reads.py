@@ -35,6 +35,7 @@ __all__ = [
     "SidedHealth",
     "Sides",
     "diverged",
+    "foreign_origin_consumers",
     "health_line",
     "lacks_origin",
     "loss_line",
@@ -132,11 +133,6 @@ async def _info(client: JetStreamClient | None, stream: str) -> dict[str, Any] |
         return await client.stream_info(stream)
     except NotFound:
         return None
-
-
-async def _ack_floor(client: JetStreamClient | None, stream: str, name: str) -> int | None:
-    """The origin consumer's ack floor (stream sequence); None when it cannot be read."""
-    return _floor_of(await _consumer(client, stream, name))
 
 
 def _floor_of(info: Mapping[str, Any]) -> int | None:
@@ -337,7 +333,7 @@ def _foreign_consumers(sides: Sides, infos: Mapping[str, Mapping[str, Any]]) -> 
     ]
 
 
-def _foreign_origin_consumers(sides: Sides, infos: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def foreign_origin_consumers(sides: Sides, infos: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """Declared consumers on the origin that are not this project's: their ack floor,
     where the failover would start the standby's consumers, is someone else's position
     (a consumer made again delivering only new messages: everything before it skipped)."""
@@ -433,7 +429,7 @@ async def pair_state(
         pair, sides, (origin_info, mirror_info), (origin, standby), present - left
     )
     if sides.owner is not None:
-        problems += _foreign_origin_consumers(sides, sources)
+        problems += foreign_origin_consumers(sides, sources)
     if promoted and sides.owner is not None:
         problems += _foreign_consumers(sides, infos)
     unlike = ""

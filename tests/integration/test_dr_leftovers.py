@@ -8,6 +8,7 @@ client before and after. Each test names the hole it closes."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,15 +18,18 @@ import pytest
 from cli_runner import reconcile
 from servers import NatsServer, joined_domains, options, run
 from test_dr_attacks import counted, said, updated
-from test_dr_failover import _killed_at, is_fenced, ready  # noqa: F401 (ready: a fixture)
+from test_dr_failover import _killed_at, fetch, is_fenced, ready  # noqa: F401 (ready: a fixture)
 from test_dr_rules import FAILOVER
 from test_dr_standby import applied, consumers, dr_project, last_seq, wait_for
 from test_lifecycle import _info, _publish, _request
 from test_restore_rules import _user_streams
 
 from reconciler.errors import ReconcileError
+from reconciler.execution.failover import fail_over, failover_request
 from reconciler.execution.failover_steps import PROBE_HEADER, probe
-from reconciler.jetstream import open_client
+from reconciler.execution.stages import Observer, PlanRequest, environment_target
+from reconciler.jetstream import ConnectionOptions, open_client
+from reconciler.specs.project import load_project
 
 pytestmark = pytest.mark.integration
 
@@ -148,3 +152,58 @@ def test_a_forged_responder_naming_the_stream_never_passes_the_verifys_probe(
     assert said_ == "passed", said_
     assert last_seq(server) == 0  # the probe stored nothing
     assert [PROBE_HEADER in headers for headers in heard] == [True]  # marked for them
+
+
+class _MadeAgainAtThePromotion(Observer):
+    """Hears the failover; when it says the standby is promoted (just before the
+    consumers are created), another client deletes east's ``shipper`` and makes it again
+    with no owner marker, delivering only new messages (its ack floor: 50)."""
+
+    def __init__(self, east: NatsServer) -> None:
+        self.east = east
+        self.heard: list[str] = []
+
+    def notice(self, message: str) -> None:
+        self.heard.append(message)
+        if "promoted" in message and "west" in message:
+            worker = threading.Thread(target=lambda: run(self._made_again()))
+            worker.start()  # its own event loop; the failover's waits meanwhile
+            worker.join()
+
+    async def _made_again(self) -> None:
+        await _request(self.east.url, "$JS.API.CONSUMER.DELETE.ORDERS.shipper")
+        made = {"durable_name": "shipper", "ack_policy": "explicit", "deliver_policy": "new"}
+        body = {"stream_name": "ORDERS", "config": made, "action": "create"}
+        reply = await _request(self.east.url, "$JS.API.CONSUMER.CREATE.ORDERS.shipper", body)
+        assert "error" not in reply, reply
+
+
+def test_a_consumer_made_again_on_the_origin_during_the_failover_never_decides_a_start(
+    ready: Ready,
+) -> None:
+    """Hole: the origin's consumers were judged (this project's owner marker) before the
+    fence, not when each standby consumer was created. East's ``shipper`` (ack floor 20)
+    made again by someone in between (no marker, delivering only new messages: ack floor
+    50) decided west's start: 51, messages 21..50 skipped for good. The owner rule is
+    now applied again just before each create: west's ``shipper`` is not created, the
+    pair is reported unfinished, naming it, and nothing is skipped."""
+    east, west, root = ready
+    project = load_project(root / "reconcile.yaml")
+    east_request, west_request = (
+        PlanRequest.for_target(environment_target(project, name, ConnectionOptions(), "shop"))
+        for name in ("east", "west")
+    )
+    request = failover_request(east_request, west_request, approved=True)
+    observer = _MadeAgainAtThePromotion(east)
+    result = run(fail_over(request, observer))
+
+    assert result.done == () and len(result.problems) == 1, result
+    assert "shipper" in result.problems[0], result.problems
+    assert consumers(west) == []  # no consumer started at someone else's position
+    assert is_fenced(east) and _info(west.url, "ORDERS")["config"].get("mirror") is None
+    assert counted(west) == counted(east) and counted(west)[0] == 50
+
+    run(_request(east.url, "$JS.API.CONSUMER.DELETE.ORDERS.shipper"))  # the remedy it names
+    again = run(fail_over(request))
+    assert again.done == ("ORDERS",) and again.problems == (), again
+    assert fetch(west, "shipper", 50, ack=False) == list(range(1, 51))  # nothing skipped
