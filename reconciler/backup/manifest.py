@@ -116,7 +116,7 @@ class Manifest:
         }
         if self.specs_commit:
             body["specs_commit"] = self.specs_commit
-        body["streams"] = [_stream_json(s) for s in self.streams]
+        body["streams"] = [stream_json(s) for s in self.streams]
         body["skipped"] = [{"name": name, "reason": why} for name, why in self.skipped]
         if self.specs:
             body["specs"] = {n: {"sha256": f.sha256, "size": f.size} for n, f in self.specs.items()}
@@ -150,7 +150,8 @@ def state_of(state: Mapping[str, Any]) -> dict[str, Any]:
     return {name: state.get(name) for name in STATE_FIELDS}
 
 
-def _stream_json(record: StreamRecord) -> dict[str, Any]:
+def stream_json(record: StreamRecord) -> dict[str, Any]:
+    """``record`` as the manifest writes it (also what a restore marker digests)."""
     consumers = []
     for c in record.consumers:
         entry: dict[str, Any] = {"name": c.name, "positions": c.positions}

@@ -18,7 +18,8 @@ nats-server's source (``1787eee``, the 2.15 line) and measured on 2.10.26, 2.12.
 
 **A leftover** of an interrupted restore is proven, never guessed: the restore writes a
 marker into the stream's metadata (:data:`RESTORING_KEY`, a digest of the backup's
-files for this stream: :func:`marker`) and removes it only once the stream verified.
+files and manifest entry for this stream: :func:`marker`) and removes it only once the
+stream verified.
 The marker is data anyone could write, so it is necessary, not sufficient: the stream
 must also hold nothing the backup does not (:func:`leftover`).
 """
@@ -31,7 +32,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.backup.layout import DATA, METADATA, file_digest
-from reconciler.backup.manifest import Contents, StreamRecord, mark, positions, state_of
+from reconciler.backup.manifest import (
+    Contents,
+    StreamRecord,
+    mark,
+    positions,
+    state_of,
+    stream_json,
+)
 from reconciler.backup.memory import DELIVERED, FLOOR
 from reconciler.execution.migrate import without_server_metadata
 from reconciler.jetstream import JetStreamClient
@@ -45,16 +53,30 @@ RESTORING_KEY = "io.jetstream-gitops/restoring"
 STREAM_POSITIONS = ("delivered.stream_seq", "ack_floor.stream_seq")
 
 
+#: The marker's version: 2 covers the stream's whole manifest entry (its ``marks``,
+#: state and consumer positions, which :func:`leftover` reads); 1 covered the name and the
+#: two files' digests only, so a hand-edited ``marks`` kept the marker valid.
+MARKER_VERSION = 2
+
+
 def marker(contents: Contents, record: StreamRecord) -> str:
     """The value of :data:`RESTORING_KEY` for ``record`` of this backup: a SHA-256 over
-    the stream's name and the digests of its two files (the manifest's, checked before
-    anything is sent; computed for a folder without a manifest)."""
+    the stream's name, the digests of its two files (the manifest's, checked before
+    anything is sent; computed for a folder without a manifest) and its entry as the
+    manifest records it (``marks``, state, consumers, configs: every value
+    :func:`leftover` compares a live stream with), so an entry edited since the restore
+    that wrote the marker no longer matches it."""
     folder = contents.folder(record.name)
     digests = []
     for name, path in ((METADATA, folder.metadata), (DATA, folder.data)):
         known = record.files.get(name)
         digests.append(known.sha256 if known is not None else file_digest(path)[0])
-    body = json.dumps(["jetstream-gitops/restore", 1, record.name, *digests])
+    entry = stream_json(record)
+    body = json.dumps(
+        ["jetstream-gitops/restore", MARKER_VERSION, record.name, *digests, entry],
+        sort_keys=True,
+        separators=(",", ":"),
+    )
     return "sha256:" + hashlib.sha256(body.encode()).hexdigest()
 
 

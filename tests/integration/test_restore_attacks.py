@@ -25,6 +25,7 @@ from test_restore_holes import (
     _work_off,
 )
 
+from reconciler.backup.manifest import mark
 from reconciler.backup.restore_checks import RESTORING_KEY
 from reconciler.jetstream import ConnectionOptions
 from reconciler.specs.lifecycle import PROTECT_KEY
@@ -285,3 +286,41 @@ def test_a_consumer_made_while_the_question_waited_is_not_deleted_with_the_strea
     assert result.restored == ()
     assert _state(url, "JOBS") == (15, 15)
     assert "error" not in run(_request(url, "$JS.API.CONSUMER.INFO.JOBS.late"))
+
+
+def test_marks_forged_in_the_manifest_never_make_someones_stream_a_leftover(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """Hole: the restore marker digested the stream's name and its two files, not the
+    manifest's ``marks`` (the first and last message a leftover must hold). A stream of
+    someone's carrying this backup's marker (its config copied from a leftover), holding
+    25 messages of theirs, was refused by the marks; with the marks edited in the
+    manifest to name their first and last message (every digest still right), a restore
+    with no flag took it for its own leftover and replaced their 25 messages by the
+    backup's 30. The marker now covers the stream's manifest entry: an edited entry makes
+    another marker, and their stream is refused, its messages kept."""
+    url = clean_server.url
+    specs = _apply(clean_server, tmp_path, WORKQUEUE)
+    run(_publish(url, "jobs.new", 30))
+    out = _backup(clean_server, tmp_path, specs)
+    genuine = _marker(out, "JOBS")
+    assert "error" not in run(_request(url, "$JS.API.STREAM.DELETE.JOBS"))
+    theirs = {"name": "JOBS", "subjects": ["jobs.>"], "retention": "workqueue"}
+    assert "error" not in run(_request(url, "$JS.API.STREAM.CREATE.JOBS", theirs))
+    run(_publish(url, "jobs.theirs", 25))
+    _forge_marker(url, "JOBS", genuine)  # as a copied config carries it
+    refused = _restore(out, clean_server)  # their first message is not the backup's
+    assert refused.returncode == 1 and _state(url, "JOBS") == (25, 25), refused.stdout
+
+    def their_marks(entry: dict[str, Any]) -> None:
+        got = [run(_request(url, "$JS.API.STREAM.MSG.GET.JOBS", {"seq": n})) for n in (1, 25)]
+        entry["marks"] = {"first": mark(got[0]["message"]), "last": mark(got[1]["message"])}
+
+    forged = _edit_manifest(out, "marks", their_marks)
+    verified = reconcile("backup", "verify", str(forged), cwd=tmp_path)
+    assert verified.returncode == 0, verified.stderr  # every digest is still right
+    again = _restore(forged, clean_server)
+    assert again.returncode == 1, again.stdout
+    assert _state(url, "JOBS") == (25, 25)
+    first = run(_request(url, "$JS.API.STREAM.MSG.GET.JOBS", {"seq": 1}))["message"]
+    assert first["subject"] == "jobs.theirs"  # theirs, kept
