@@ -135,6 +135,8 @@ class FailoverResult:
     cancelled: bool = False
     #: seconds each stream took no write: from its fence to its promotion
     unavailable: Mapping[str, float] = field(default_factory=dict)
+    #: every remark the observer heard, in order (kept whatever the observer)
+    remarks: tuple[str, ...] = ()
 
 
 # --- the run ------------------------------------------------------------------------------
@@ -262,8 +264,28 @@ async def fail_over(
     """Plan, ask (``confirm``) or refuse without approval like apply, then fail over;
     ``observer`` hears every remark (the servers, the locks, each pair's steps), as the
     other stages' listener does. The plan is a :class:`FailoverPlan` (pairs, not steps):
-    ``on_plan`` shows it and ``confirm`` asks about it."""
-    say = observer.notice
+    ``on_plan`` shows it and ``confirm`` asks about it.
+
+    The result holds every remark too (:attr:`FailoverResult.remarks`), and each pair's
+    problem says what its sides were left as, so a caller keeping the default observer
+    (:data:`QUIET`, which hears nothing) loses no report of a partial failover (a lower
+    message count promoted, an origin given its subjects back)."""
+    remarks: list[str] = []
+
+    def say(message: str) -> None:
+        remarks.append(message)
+        observer.notice(message)
+
+    result = await _fail_over(request, say, confirm, on_plan)
+    return replace(result, remarks=tuple(remarks))
+
+
+async def _fail_over(
+    request: FailoverRequest,
+    say: Say,
+    confirm: Callable[[FailoverPlan], Any] | None,
+    on_plan: Callable[[FailoverPlan], None] | None,
+) -> FailoverResult:
     selected = _selected(request, say)
     async with (
         _standby_client(request, selected, say) as (standby, server),

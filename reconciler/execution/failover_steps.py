@@ -97,11 +97,16 @@ class PairSteps:
             raise
         except ReconcileError as err:  # refused by a server, say: the same
             try:
-                await self.interrupted()
+                back = await self.interrupted()
             except ReconcileError as lost:
                 raise ReconcileError(
                     f"{err}; {self.the_plan.origin} could not be given its subjects back "
                     f"({lost}): run the failover again, or with --rollback"
+                ) from err
+            if back:  # said in the problem too: a caller may not hear the remarks
+                raise ReconcileError(
+                    f"{err}; {self.the_plan.origin} has its subjects back (it takes the "
+                    "writes), nothing was promoted"
                 ) from err
             raise
         if promoted:
@@ -126,15 +131,17 @@ class PairSteps:
                 "compare both sides"
             )
 
-    async def interrupted(self) -> None:
+    async def interrupted(self) -> bool:
         """Stopped (Ctrl-C, or a step refused) between the fence and the promotion: the
         origin gets its subjects back, unless the mirror was promoted after all (its
-        update sent before the stop, its answer lost): then a re-run finishes."""
+        update sent before the stop, its answer lost): then a re-run finishes. Whether
+        the origin was given them back now."""
         if self.origin is None:
-            return
+            return False
         mirror = await _info(self.standby, self.name)
         if mirror is None or mirror["config"].get("mirror"):
-            await self.unfence()
+            return await self.unfence()
+        return False
 
     async def fence(self) -> None:
         assert self.origin is not None
@@ -184,14 +191,16 @@ class PairSteps:
         await self.record("converged", origin_last_seq=target)
         return target
 
-    async def unfence(self) -> None:
+    async def unfence(self) -> bool:
+        """The origin's subjects back; whether it was fenced (else nothing is done)."""
         assert self.origin is not None
         info = await _info(self.origin, self.name)
         if info is None or not is_fenced(info["config"]):
-            return
+            return False
         await verify_locks(self.fences)
         await self.origin.update_stream({**info["config"], "subjects": self.state.subjects})
         self.say(f"{self.name}: {self.the_plan.origin} takes writes again (its subjects back)")
+        return True
 
     async def roll_back(self) -> None:
         mirror = await _info(self.standby, self.name)

@@ -207,3 +207,50 @@ def test_a_consumer_made_again_on_the_origin_during_the_failover_never_decides_a
     again = run(fail_over(request))
     assert again.done == ("ORDERS",) and again.problems == (), again
     assert fetch(west, "shipper", 50, ack=False) == list(range(1, 51))  # nothing skipped
+
+
+class _LegacyAtTheFence(Observer):
+    """Hears the failover as a library caller's listener that shows nothing; when east
+    is fenced, another client makes a stream on orders.legacy.> in west, so the
+    promotion that follows is refused (subjects overlap) with east fenced."""
+
+    def __init__(self, west: NatsServer) -> None:
+        self.west = west
+        self.heard: list[str] = []
+
+    def notice(self, message: str) -> None:
+        self.heard.append(message)
+        if "east fenced" in message:
+            legacy = {"name": "LEGACY", "subjects": ["orders.legacy.>"]}
+            subject = "$JS.API.STREAM.CREATE.LEGACY"
+            worker = threading.Thread(target=lambda: run(_request(self.west.url, subject, legacy)))
+            worker.start()
+            worker.join()
+
+
+def test_a_partial_failover_is_reported_in_the_result_whatever_the_observer(
+    ready: Ready,
+) -> None:
+    """Hole: ``fail_over``'s default observer (QUIET) hears nothing, and the result held
+    only the server's refusal: a library caller whose pair was refused after the fence
+    was not told that east had been given its subjects back (nor, on success, that fewer
+    messages were promoted than east holds): that was only a remark to the observer.
+    The result now keeps every remark, and the pair's problem says what east was left
+    as; east takes writes again, west is still a mirror, both counted alike."""
+    east, west, root = ready
+    project = load_project(root / "reconcile.yaml")
+    east_request, west_request = (
+        PlanRequest.for_target(environment_target(project, name, ConnectionOptions(), "shop"))
+        for name in ("east", "west")
+    )
+    before = counted(east), counted(west)
+    observer = _LegacyAtTheFence(west)
+    result = run(fail_over(failover_request(east_request, west_request, approved=True), observer))
+
+    assert result.done == () and len(result.problems) == 1, result
+    assert result.remarks == tuple(observer.heard) and len(result.remarks) >= 2
+    assert not is_fenced(east) and "east" in result.problems[0]
+    assert (counted(east), counted(west)) == before and consumers(west) == []
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+    run(_publish(east.url, "orders.new", 1))  # east acknowledges writes again
+    assert counted(east)[0] == 51
