@@ -27,6 +27,7 @@ under ``--debug``.
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
@@ -52,6 +53,15 @@ def brief(value: Any, limit: int = BRIEF_LIMIT) -> str:
         if isinstance(value, str)
         else (f"{text[: limit - 1]}… ({size} long)")
     )
+
+
+def raised_at(err: BaseException) -> str:
+    """An error no check foresaw, said as its type and where it was raised
+    (``KeyError at steps.py:120``), never its text: that may quote a server's reply, a
+    value or a secret."""
+    frames = traceback.extract_tb(err.__traceback__)
+    where = f" at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else ""
+    return f"{type(err).__name__}{where}"
 
 
 class ExitStatus(IntEnum):

@@ -25,10 +25,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import traceback
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from reconciler.agent.commits import Commits
@@ -46,7 +44,14 @@ from reconciler.agent.status import (
     outcome_of,
     statuses,
 )
-from reconciler.errors import ApplyFailed, ConnectError, ExitStatus, ReconcileError, changes_status
+from reconciler.errors import (
+    ApplyFailed,
+    ConnectError,
+    ExitStatus,
+    ReconcileError,
+    changes_status,
+    raised_at,
+)
 from reconciler.execution.apply import StepEvent, describe
 from reconciler.execution.pair_reads import pairs_health
 from reconciler.execution.requests import Observer, PlanRequest
@@ -85,10 +90,8 @@ class WatchSettings:
 def unexpected(err: Exception) -> str:
     """An error no check foresaw, as a cycle's error: its type and where it was raised,
     never its text (it may quote a reply, a value or a secret)."""
-    frames = traceback.extract_tb(err.__traceback__)
-    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
     return (
-        f"unexpected {type(err).__name__}{where}: a server reply this agent cannot read "
+        f"unexpected {raised_at(err)}: a server reply this agent cannot read "
         "(another client of the account may answer JetStream requests), or a bug"
     )
 

@@ -36,11 +36,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import shlex
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from reconciler.errors import ReconcileError, RefusedPlan
+from reconciler.errors import ReconcileError, RefusedPlan, raised_at
 from reconciler.execution import lock
 from reconciler.execution.failover_rules import judged
 from reconciler.execution.failover_steps import PairSteps
@@ -239,10 +240,11 @@ def _rollback_without_standby(
         return head + again + f" ({origin} could not be read either)."
     if not fenced:
         return head + again + f"; no stream of these pairs is fenced in {origin}: it takes writes."
-    manual = "; ".join(
-        f"`nats stream edit {pair.name} -f "
+    manual = "; ".join(  # quoted for a shell: a subject may hold any character but space
+        f"`nats stream edit {shlex.quote(pair.name)} -f "
         + " ".join(
-            f"--subjects '{subject}'" for subject in pair.stream.config.get("subjects") or ()
+            f"--subjects {shlex.quote(str(subject))}"
+            for subject in pair.stream.config.get("subjects") or ()
         )
         + "`"
         for pair in fenced
@@ -407,12 +409,28 @@ async def _run(
             except ReconcileError as err:
                 problems.append(printable(f"{state.name}: {err}"))
                 return
+            except Exception as err:  # one pair's: reported, and the others go on
+                problems.append(printable(f"{state.name}: {_unforeseen(err, request)}"))
+                return
             done.append(state.name)
             if steps.window is not None:
                 unavailable[state.name] = steps.window
 
     await asyncio.gather(*(one(state) for state in the_plan.states if the_plan.actions(state)))
     return FailoverResult(the_plan, tuple(sorted(done)), tuple(problems), False, unavailable)
+
+
+def _unforeseen(err: Exception, request: FailoverRequest) -> str:
+    """A pair's error no check foresaw: where it was raised (never its text), and how the
+    pair is finished. It stopped where it was; the other pairs went on, under the locks
+    and the fence record, which a rerun reads to resume (or a rollback to undo)."""
+    origin, standby = request.origin.env, request.standby.env
+    return (
+        f"stopped by an unexpected {raised_at(err)} (a server reply this tool cannot read, "
+        f"or a bug); the pair is left as that step found it: `reconcile failover --from "
+        f"{origin} --to {standby} --check` shows where it stands; run the failover again "
+        "to finish it, or with --rollback to undo it"
+    )
 
 
 def failover_request(origin: PlanRequest, standby: PlanRequest, **flags: Any) -> FailoverRequest:

@@ -254,3 +254,43 @@ def test_a_partial_failover_is_reported_in_the_result_whatever_the_observer(
     assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
     run(_publish(east.url, "orders.new", 1))  # east acknowledges writes again
     assert counted(east)[0] == 51
+
+
+class _BrokenAtThePromotion(Observer):
+    """A listener that raises when it hears west promoted: an error no check foresaw,
+    raised inside the pair's steps (as a reply nobody expected, or a bug, would be)."""
+
+    def notice(self, message: str) -> None:
+        if "promoted" in message:
+            raise RuntimeError("the listener broke: token=s3cr3t")
+
+
+def test_an_unforeseen_error_in_a_pair_is_its_report_and_a_rerun_finishes_it(
+    ready: Ready,
+) -> None:
+    """Hole (left by the DR leftovers pass): a pair's steps caught only ReconcileError,
+    so any other error left ``fail_over`` by ``gather`` while the other pairs ran on under
+    locks and clients closing: no result, no report, the origin fenced. It is now that
+    pair's problem (its type and where, never its text), and a rerun finishes it."""
+    east, west, root = ready
+    project = load_project(root / "reconcile.yaml")
+    east_request, west_request = (
+        PlanRequest.for_target(environment_target(project, name, ConnectionOptions(), "shop"))
+        for name in ("east", "west")
+    )
+    request = failover_request(east_request, west_request, approved=True)
+    before = counted(east)
+
+    result = run(fail_over(request, _BrokenAtThePromotion()))
+
+    assert result.done == () and len(result.problems) == 1, result
+    problem = result.problems[0]
+    assert "ORDERS" in problem and "RuntimeError" in problem and "--check" in problem
+    assert "s3cr3t" not in problem
+    assert counted(east) == before  # nothing lost, whatever step it stopped at
+    again = run(fail_over(request))
+    assert again.done == ("ORDERS",) and again.problems == (), again
+    assert is_fenced(east) and _info(west.url, "ORDERS")["config"].get("mirror") is None
+    assert counted(west)[0] == before[0]
+    run(_publish(west.url, "orders.new", 1))  # west takes writes
+    assert counted(west)[0] == before[0] + 1
