@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from reconciler.errors import Refusal, RefusalKind, RefusedPlan, SpecError
 from reconciler.planning.policy import refusal as policy_refusal
+from reconciler.planning.standby import PREVENTED as FAILOVER_PREVENTED
 from reconciler.planning.steps import (
     ALLOW_DATA_LOSS,
     ALLOW_REPLACE,
@@ -72,9 +73,8 @@ def verdict(plan: Plan, allowances: Allowances = NOTHING_ALLOWED) -> tuple[Refus
     if prevented:
         found.append(
             RefusedPlan(
-                f"refusing to apply: {len(prevented)} step(s) would destroy a resource "
-                "protected by lifecycle prevent_destroy (no flag allows it); nothing was "
-                "changed.",
+                f"refusing to apply: {_prevented_headline(prevented)} (no flag allows it); "
+                "nothing was changed.",
                 details=[f"{describe(s)}: {prevention(s)}" for s in prevented],
                 kind=RefusalKind.PREVENTED,
             )
@@ -95,6 +95,24 @@ def verdict(plan: Plan, allowances: Allowances = NOTHING_ALLOWED) -> tuple[Refus
     if refused:
         found.append(_data_loss(refused, allowances.allow_with))
     return tuple(found)
+
+
+def _prevented_headline(prevented: Sequence[Step]) -> str:
+    """What the prevented steps would do, by the rule preventing them: lifecycle's
+    ``prevent_destroy``, or the failover rules (``planning.standby``)."""
+    failover = sum(prevention(step).startswith(FAILOVER_PREVENTED) for step in prevented)
+    said = []
+    if len(prevented) > failover:
+        count = len(prevented) - failover
+        said.append(
+            f"{count} step(s) would destroy a resource protected by lifecycle prevent_destroy"
+        )
+    if failover:
+        said.append(
+            f"{failover} step(s) would undo a failover or make a standby stream other than "
+            "its mirror (docs/dr.md)"
+        )
+    return " and ".join(said)
 
 
 def _data_loss(refused: Sequence[Step], allow_with: str | None) -> RefusedPlan:

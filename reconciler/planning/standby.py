@@ -34,6 +34,11 @@ __all__ = [
 ]
 
 
+#: How the reason of every step these rules prevent starts (the verdict's headline tells
+#: them from lifecycle's preventions by it).
+PREVENTED = "prevented by the failover rules: "
+
+
 @dataclass(frozen=True)
 class StandbyView:
     """One environment's specs with its standby streams made mirrors."""
@@ -251,7 +256,7 @@ def _guarded(step: Step, spec: Spec | None, environment: str | None, loss: str) 
         if not (is_fenced(live) and isinstance(step, Update | Replace | Migrate)):
             return step
         why = (
-            f"prevented: {spec.name} here is fenced by a failover (its subjects moved "
+            f"{PREVENTED}{spec.name} here is fenced by a failover (its subjects moved "
             f"aside): giving them back would let it and the promoted stream both take "
             f"writes; declare its standby again at {spec.source} and fail back "
             "(docs/dr.md#5-fail-back), or roll the failover back if nothing was promoted"
@@ -262,20 +267,20 @@ def _guarded(step: Step, spec: Spec | None, environment: str | None, loss: str) 
     why = ""
     if here_standby and isinstance(step, Replace | Migrate) and takes_writes:
         why = (
-            f"prevented: {spec.name} here takes the writes (promoted by a failover?): "
+            f"{PREVENTED}{spec.name} here takes the writes (promoted by a failover?): "
             f"replacing it by the mirror of {standby.primary} would delete them; make "
             f"{environment} the primary (standby.primary: {environment}, environment: "
             f"{standby.primary}) at {standby.where} (docs/dr.md#failback)"
         )
     elif here_standby and isinstance(step, Replace | Migrate) and loss:
         why = (
-            f"prevented: the failback would delete messages {standby.primary} lacks: {loss}; "
+            f"{PREVENTED}the failback would delete messages {standby.primary} lacks: {loss}; "
             f"copy them to {standby.primary}, or delete {spec.name} here yourself, first "
             "(docs/dr.md#5-fail-back)"
         )
     elif not here_standby and is_fenced(live) and isinstance(step, Update | Replace | Migrate):
         why = (
-            f"prevented: {spec.name} here is fenced by a failover to "
+            f"{PREVENTED}{spec.name} here is fenced by a failover to "
             f"{standby.environment}: giving it its subjects back would let both take "
             f"writes; make {standby.environment} the primary at {standby.where}, or "
             f"`reconcile failover --from {environment or standby.primary} --to "
@@ -296,7 +301,7 @@ def _not_the_mirror(step: Step, spec: Spec, environment: str | None) -> str:
     if not isinstance(step, Create | Update | Replace | Migrate) or step.config.get("mirror"):
         return ""
     return (
-        f"prevented: the spec declares {spec.name} in {environment} the standby mirror of "
+        f"{PREVENTED}the spec declares {spec.name} in {environment} the standby mirror of "
         f"{standby.primary} ({standby.where}): made here as a plain stream, it would take "
         f"writes beside {standby.primary}'s and never mirror it; write it into "
         f"{standby.primary} (reconcile restore DIR --env {standby.primary}) and let "

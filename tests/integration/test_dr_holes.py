@@ -269,6 +269,8 @@ def test_a_fenced_origin_whose_spec_lost_its_standby_is_never_given_its_subjects
     unfence = reconcile("apply", *args, "--yes", "--allow-replace", "--allow-data-loss", cwd=root)
     assert unfence.returncode == 1, said(unfence)
     assert "fenced by a failover" in unfence.stdout + unfence.stderr
+    # the headline names the failover rules, not a lifecycle nobody declared
+    assert "would undo a failover" in unfence.stderr and "prevent_destroy" not in unfence.stderr
     assert is_fenced(east) and (counted(east), counted(west)) == before
     run(_publish(east.url, "orders.new", 3))  # east's clients: still not stored on east
     assert last_seq(east) == fenced_last

@@ -58,6 +58,7 @@ def test_the_primarys_backup_is_never_restored_as_a_plain_stream_in_the_standby_
     result = reconcile("restore", str(out), "--env", "west", "--yes", cwd=root)
     assert result.returncode == 1, said(result)
     assert "orders.yaml:" in result.stderr and "--env east" in result.stderr, said(result)
+    assert "prevent_destroy" not in result.stderr, said(result)  # no lifecycle said so
     assert run(_user_streams(west)) == []  # nothing restored in west
     assert counted(east) == east_before
 
