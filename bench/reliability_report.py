@@ -83,6 +83,11 @@ SUITE = (
     "tests/integration/test_stage_attacks.py",
     "tests/pulumi/test_pulumi_attacks.py",
     "tests/integration/test_json_errors.py",
+    "tests/unit/test_swapped_paths.py",
+    "tests/integration/test_dr_holes.py",
+    "tests/integration/test_dr_leftovers.py",
+    "tests/integration/test_restore_live_checks.py",
+    "tests/integration/test_agent_envs_attacks.py",
 )
 
 
@@ -362,8 +367,11 @@ GUARANTEES = (
         "A forged memo digest no longer hides a change made on the server. A `value_file` "
         "and every path a project file names stay inside the repository, symlinks "
         "resolved: `/etc/passwd`, `../../secret.txt`, a symlink out and `.git/config` are "
-        "`FILE:LINE` errors and nothing is applied (before: each was written into KV).",
-        ("test_smuggling.py::",),
+        "`FILE:LINE` errors and nothing is applied (before: each was written into KV). "
+        "The rule is judged again on the file opened: a spec file, a `value_file` or a "
+        "folder on the way swapped for a symlink out (or into `.git`) after the walk judged "
+        "it is an error at that file, not read.",
+        ("test_smuggling.py::", "test_swapped_paths.py::"),
     ),
     Guarantee(
         "Nothing from a spec or the server drives a terminal or a CI log",
@@ -767,7 +775,7 @@ GUARANTEES = (
         "the mirror, promotes it and starts the consumers at their ack floor: every "
         "acknowledged message is on the promoted side exactly once, and a failover killed "
         "at any step is finished by a re-run.",
-        ("test_agent_envs.py::", "test_dr_failover.py::"),
+        ("test_agent_envs.py::", "test_agent_envs_attacks.py::", "test_dr_failover.py::"),
     ),
     Guarantee(
         "What another client wrote never decides a failover",
@@ -780,6 +788,25 @@ GUARANTEES = (
         "replaces an old origin that holds writes the primary lacks, whatever the flags: "
         "it is prevented, naming the sequence.",
         ("test_dr_attacks.py::",),
+    ),
+    Guarantee(
+        "A failover, a rollback or a restore never leaves both sides taking writes",
+        "A fenced origin is never given its subjects back but by a failback or a rollback, "
+        "also when its spec lost `standby:` or no environment is named; a rollback with the "
+        "standby unreachable un-fences nothing and names it; a standby promoted by hand "
+        "before it caught up, a sealed one, one whose limits someone tightened or one whose "
+        "subjects another stream holds is refused before the fence; a refusal after the "
+        "fence gives the origin its writes back; an origin consumer made again by someone "
+        "never decides where a standby's consumer starts; the verify's probe passes only on "
+        "the promoted stream's own refusal; an error no check foresaw in one pair is that "
+        "pair's report and a re-run finishes it. A backup is never restored as a plain "
+        "stream where the specs declare the standby mirror, and a restore runs apply's live "
+        "checks first. Both sides are counted before and after each case.",
+        (
+            "test_dr_holes.py::",
+            "test_dr_leftovers.py::",
+            "test_restore_live_checks.py::",
+        ),
     ),
     Guarantee(
         "Every door waits for the lock and keeps what it did not plan to delete",
