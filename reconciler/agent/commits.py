@@ -15,6 +15,7 @@ import time
 from reconciler.agent.logs import Log
 from reconciler.agent.source import Source
 from reconciler.errors import ReconcileError
+from reconciler.jetstream.transport import settled
 from reconciler.model.timestamps import rfc3339
 
 #: A heal looks at the branch head under the apply lock for at most this long (seconds):
@@ -40,6 +41,7 @@ class Commits:
         fetch the heal stopped waiting for goes on in its thread)."""
         if self._fetch is None or self._fetch.done():
             self._fetch = asyncio.ensure_future(self._refresh())
+            self._fetch.add_done_callback(settled)  # a heal may stop waiting for it
         return self._fetch
 
     async def _refresh(self) -> bool:

@@ -26,6 +26,7 @@ from urllib.parse import unquote, urlsplit
 
 from reconciler.errors import ReconcileError
 from reconciler.execution.requests import PlanRequest
+from reconciler.jetstream.transport import settled
 
 MakeRequest = Callable[[Path | None], PlanRequest]
 _T = TypeVar("_T")
@@ -256,6 +257,7 @@ class SharedCheckout:
         if done and loop.time() - self._started >= self.FETCH_GAP:
             self._started = loop.time()
             self._fetch = asyncio.ensure_future(self.source.refresh())
+            self._fetch.add_done_callback(settled)  # each view may stop waiting for it
         assert self._fetch is not None
         await asyncio.shield(self._fetch)
 

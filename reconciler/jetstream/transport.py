@@ -239,6 +239,10 @@ class Transport:
             return self._server_info
         if self._asking is None or self._asking.done():
             self._asking = asyncio.ensure_future(self._read_server_info())
+            # its outcome is taken even when every caller was cancelled meanwhile (a
+            # failed read beside it stopped the others): never "Task exception was never
+            # retrieved" on the user's terminal when it fails later
+            self._asking.add_done_callback(settled)
         asking = self._asking
         try:
             # shielded: one caller cancelled does not cancel the others' answer
@@ -341,6 +345,15 @@ class Transport:
         """Publish to a stream subject and wait for the PubAck (``{stream, seq}``)."""
         reply = await self.raw_request(subject, data, headers=headers)
         return self._decode(subject, reply)
+
+
+def settled(future: asyncio.Future[Any]) -> None:
+    """A done callback for a future shared by several awaiters (each through
+    ``asyncio.shield``): its exception is taken here, so it is never logged as "never
+    retrieved" when every awaiter was cancelled before it failed (a cancelled shield
+    stops listening to the future it guards). Awaiters still get the exception."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _positive(value: Any) -> int | None:

@@ -5,7 +5,9 @@ requests with replies no server sends, or with an error text meant for a termina
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import logging
 import signal
 import time
 from pathlib import Path
@@ -15,6 +17,7 @@ import nats
 import pytest
 from agent_harness import (
     ORDERS,
+    PATIENCE,
     Other,
     agent_process,
     changes,
@@ -411,3 +414,37 @@ def test_a_commit_that_puts_two_environments_in_one_account_heals_neither(
 def _head(bare: Path) -> str:
     with Repo(str(bare)) as repo:
         return bytes(repo.refs[b"refs/heads/main"]).decode()
+
+
+def test_an_agent_stopped_while_the_server_info_is_asked_leaves_no_asyncio_traceback(
+    server_factory: Any, tmp_path: Path, run: Any, caplog: Any
+) -> None:
+    """On an account without JetStream mallory takes the agent's account INFO request and
+    never answers it (the stream list beside it fails at once: no responders). The agent
+    is stopped while it waits: every awaiter of the shared INFO read was cancelled, the
+    read itself then failed unawaited, and asyncio printed "Task exception was never
+    retrieved" with a traceback on the agent's standard error (seen now and then with
+    forged ``null`` replies by the attacker pass; holding the answer makes it every time)."""
+    servers = {"evil": server_factory(jetstream=False)}
+    sources = project_sources(_project(tmp_path, servers))
+
+    async def scenario() -> None:
+        mallory = await nats.connect(servers["evil"].url, name="mallory")
+        asked = asyncio.Event()
+
+        async def hold(msg: Any) -> None:
+            asked.set()  # and no answer
+
+        await mallory.subscribe("$JS.API.INFO", cb=hold)
+        try:
+            async with running_agent(sources, mode="heal", interval=0.5):
+                await asyncio.wait_for(asked.wait(), PATIENCE)
+                await mallory.flush()
+        finally:
+            await mallory.close()
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        run(scenario())
+        gc.collect()  # a task dropped with its exception says so when it is freed
+    said = [r.getMessage() for r in caplog.records if r.name == "asyncio"]
+    assert not said, said
