@@ -35,6 +35,7 @@ from reconciler.agent.logs import Log
 from reconciler.agent.memory import Collector, SpecCache, Streams
 from reconciler.agent.metrics import EnvironmentMetrics
 from reconciler.agent.report import Report
+from reconciler.agent.seats import Seats, seat_of
 from reconciler.agent.source import Source
 from reconciler.agent.status import (
     DRIFT_STATES,
@@ -180,8 +181,10 @@ class Watch:
         env: str | None = None,
         stop: asyncio.Event | None = None,
         collector: Collector | None = None,
+        seats: Seats | None = None,
     ) -> None:
         self.env = env
+        self.seats = seats
         self.source = source
         self.settings = settings
         self.log = log
@@ -227,6 +230,7 @@ class Watch:
         await self.commits.refreshing()
         async with open_client(self.source.request().options, on_notice=self.observer.notice) as c:
             self._connected(c)
+            await self._take_seat(c)
             ok = await self._cycle(c, "once")
         if not ok:
             return self.error_code
@@ -246,6 +250,7 @@ class Watch:
                 options = self.source.request().options
                 async with open_client(options, on_notice=self.observer.notice) as client:
                     self._connected(client)
+                    await self._unless_stopped(self._take_seat(client))
                     self.failures = 0
                     await self.listener.subscribe(client, self.settings.interval)
                     await self._serve(client)
@@ -264,6 +269,22 @@ class Watch:
         self.link.up()
         self.listener.identity = client.identity
         self.metrics.connected.set(1)
+
+    async def _take_seat(self, client: JetStreamClient) -> None:
+        """Healing, among several environments: the seat the server says this connection
+        writes in, refused (before any plan) when another environment holds it
+        (:mod:`.seats`). An environment in ``lifecycle: {mode: observe}`` writes nothing."""
+        if self.seats is None or self.settings.mode != "heal":
+            return
+        request = self.source.request()
+        if request.project is None or request.env is None:
+            return
+        env = request.project.environments.get(request.env)
+        if env is None or env.lifecycle.observe:
+            return
+        found = await seat_of(client)
+        if found is not None:
+            self.seats.take(env, found)
 
     def _disconnected(self) -> None:
         self.link.connected = False

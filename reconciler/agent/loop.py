@@ -28,6 +28,7 @@ from reconciler.agent.endpoints import Endpoints
 from reconciler.agent.logs import Log
 from reconciler.agent.memory import Collector
 from reconciler.agent.metrics import Metrics
+from reconciler.agent.seats import Seats
 from reconciler.agent.shards import Shard
 from reconciler.agent.source import Source
 from reconciler.errors import ExitStatus, ReconcileError
@@ -61,6 +62,7 @@ class Agent:
         self.metrics = Metrics(by_env=self.many)
         self.stop = asyncio.Event()
         collector = Collector()
+        seats = Seats() if self.many else None  # one environment's connection each
         targets: dict[str | None, Source] = (
             {env: target for env, target in environments.items()}
             if environments is not None
@@ -75,6 +77,7 @@ class Agent:
                 env=env,
                 stop=self.stop,
                 collector=collector,
+                seats=seats,
             )
             for env, target in targets.items()
         }

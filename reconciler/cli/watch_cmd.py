@@ -418,7 +418,7 @@ def _apart(project: Project, served: list[str]) -> None:
     undo each other's heals forever (each heal is the other's drift, at once by its
     advisory): one of them served here (by any shard) is refused, at its line. An
     environment in ``lifecycle: {mode: observe}`` writes nothing and is left out."""
-    from reconciler.errors import Problem, SpecError
+    from reconciler.agent.seats import SAME_TEXT, apart_error
 
     first: dict[tuple[tuple[str, str], ...], Environment] = {}
     for env in project.environments.values():
@@ -426,9 +426,4 @@ def _apart(project: Project, served: list[str]) -> None:
             continue
         other = first.setdefault(env.account, env)
         if other is not env and (env.name in served or other.name in served):
-            message = (
-                f"writes where environments.{other.name} ({other.where}) does (the same "
-                "servers, credentials and domain): healing both, each would undo the other's "
-                "heals; give one its own user or account, or lifecycle: {mode: observe}"
-            )
-            raise SpecError([Problem(env.where, f"environments.{env.name}", message)])
+            raise apart_error(env, other, SAME_TEXT)

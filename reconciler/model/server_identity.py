@@ -13,6 +13,10 @@ names match (both clustered) or their names match (neither), and their domain, a
 and lineage match. The version is recorded, never compared: an upgrade is not another
 server, and a re-plan on the new version must still equal the saved one.
 
+:class:`Seat` adds the user the connection is bound to: two connections in one seat write
+in one account of one server (or cluster) as one user (``reconcile watch`` in heal mode
+refuses two environments in one seat: docs/agent.md#many-environments).
+
 Pure: facts in, sentences out.
 """
 
@@ -22,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ServerIdentity"]
+__all__ = ["Seat", "ServerIdentity"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,21 @@ class ServerIdentity:
             for fact in before
             if before[fact] != after[fact] and fact != "lineage"
         ] + lineage
+
+    def same_account(self, other: ServerIdentity) -> bool | None:
+        """Whether both are one account of one server (or cluster): None when the facts
+        cannot tell (an account unknown; two nodes' ids differ and no lineage to compare).
+        One server id is one server process; else the rule of :meth:`differences`, which
+        needs the lineages (server names alone are often equal: ``nats``)."""
+        if self.account is None or other.account is None:
+            return None
+        if (self.domain, self.account) != (other.domain, other.account):
+            return False
+        if self.server_id is not None and self.server_id == other.server_id:
+            return True
+        if self.lineage is None or other.lineage is None:
+            return None
+        return not self.differences(other)
 
     def _lineage(self, now: ServerIdentity) -> str:
         found = (
@@ -96,6 +115,26 @@ class ServerIdentity:
             version=text("version"),
             lineage=text("lineage"),
         )
+
+
+@dataclass(frozen=True)
+class Seat:
+    """Where a connection writes and as whom: the server's identity (its account
+    included) and the user the server says the connection is bound to ("" without
+    authentication; None: not told)."""
+
+    server: ServerIdentity
+    user: str | None = None
+
+    def same_as(self, other: Seat) -> bool | None:
+        """One account of one server (or cluster) as one user: True; False: not; None:
+        the facts cannot tell (:meth:`ServerIdentity.same_account`, or a user unknown)."""
+        if self.user is not None and other.user is not None and self.user != other.user:
+            return False
+        same = self.server.same_account(other.server)
+        if same and (self.user is None or other.user is None):
+            return None
+        return same
 
 
 #: How much of a fact a sentence quotes (the file and the server's answers may have been

@@ -32,7 +32,7 @@ from agent_harness import (
 from cli_runner import reconcile
 from dulwich.objects import Blob, Commit, Tree
 from dulwich.repo import Repo
-from servers import NatsServer, write
+from servers import Cluster, NatsServer, write
 from test_agent_attacks import HangingGit
 from test_agent_envs import _declared, _drift, _healed, _names_one_per_shard, _project
 from test_agent_git import NEW_STREAM, origin, push_commit
@@ -448,3 +448,80 @@ def test_an_agent_stopped_while_the_server_info_is_asked_leaves_no_asyncio_trace
         gc.collect()  # a task dropped with its exception says so when it is freed
     said = [r.getMessage() for r in caplog.records if r.name == "asyncio"]
     assert not said, said
+
+
+def test_one_server_named_two_ways_is_refused_by_what_the_server_says(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """The copy names the same server as ``localhost`` where the first says
+    ``127.0.0.1``: the project file's text differs, the server's answer (its id, the
+    account, the user) does not. In heal mode the second environment to connect is
+    refused at its line, naming the other, before its first plan (the first heals
+    alone); observing both runs."""
+    zero, one = _names_one_per_shard()
+    (tmp_path / "specs").mkdir()
+    write(tmp_path / "specs", ORDERS, "orders.yaml")
+    (tmp_path / "overlays").mkdir()
+    write(tmp_path / "overlays", "kind: Stream\nname: ORDERS\ndescription: copied\n", "o.yaml")
+    url = clean_server.url
+    other = url.replace("127.0.0.1", "localhost")
+    assert other != url
+    project = (
+        f"owner: shop\nspecs: [specs]\nenvironments:\n  {zero}:\n    servers: {url}\n"
+        f"  {one}:\n    servers: {other}\n    overlays: [overlays]\n"
+    )
+    write(tmp_path, project, "reconcile.yaml")
+    once = ("watch", "--once", "--listen", "off")
+    done = reconcile(*once, "--mode", "heal", "--all-envs", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = {zero: "reconcile.yaml:4", one: "reconcile.yaml:6"}
+    refused = [
+        (env, peer)
+        for env, peer in ((zero, one), (one, zero))
+        if f"{lines[env]}: environments.{env}: writes where environments.{peer} "
+        f"({lines[peer]}) does" in done.stderr
+    ]
+    assert len(refused) == 1, done.stderr
+    (env, peer) = refused[0]
+    healed = run(_described(url))  # as the environment that was not refused declares it
+    assert healed == ("copied" if peer == one else "orders as declared"), (healed, env)
+
+    observed = reconcile(*once, "--mode", "observe", "--all-envs", cwd=tmp_path)
+    assert observed.returncode == 2, observed.stderr  # the two declare ORDERS otherwise
+    assert "writes where" not in observed.stderr, observed.stderr
+
+
+async def _described(url: str) -> str:
+    async with Other.connect(url, name="checker") as bob:
+        return str((await bob.info("ORDERS"))["config"].get("description"))
+
+
+@pytest.mark.cluster
+def test_two_nodes_of_one_cluster_are_one_seat(cluster: Cluster, tmp_path: Path) -> None:
+    """Two environments name two nodes of one fresh cluster: two server ids, one cluster
+    name (which another cluster may share), no account lineage yet. Each agent keeps the
+    lineage as it connects (one value wins, both read it): the second to connect is
+    refused."""
+    zero, one = _names_one_per_shard()
+    (tmp_path / "specs").mkdir()
+    write(tmp_path / "specs", ORDERS, "orders.yaml")
+    (tmp_path / "overlays").mkdir()
+    write(tmp_path / "overlays", "kind: Stream\nname: ORDERS\ndescription: copied\n", "o.yaml")
+    first, second = cluster.nodes[0].url, cluster.nodes[1].url
+    project = (
+        f"owner: shop\nspecs: [specs]\nenvironments:\n  {zero}:\n    servers: {first}\n"
+        f"  {one}:\n    servers: {second}\n    overlays: [overlays]\n"
+    )
+    write(tmp_path, project, "reconcile.yaml")
+    once = ("watch", "--once", "--listen", "off", "--mode", "heal")
+    done = reconcile(*once, "--all-envs", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    said = (
+        f"reconcile.yaml:6: environments.{one}: writes where environments.{zero} "
+        "(reconcile.yaml:4) does",
+        f"reconcile.yaml:4: environments.{zero}: writes where environments.{one} "
+        "(reconcile.yaml:6) does",
+    )
+    assert sum(s in done.stderr for s in said) == 1, done.stderr

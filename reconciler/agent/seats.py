@@ -1,0 +1,69 @@
+"""Two environments healed in one account as one user undo each other's heals forever
+(each heal is the other's drift, at once by its advisory). The start refuses them when
+the project file says so (``cli.watch_cmd``: the same ``servers``, credentials and
+``domain`` as text); :class:`Seats` refuses them when the servers say so: each
+environment healed by this process, once connected, takes the seat its server tells
+(:class:`~reconciler.model.server_identity.Seat`: the server or cluster, the account and
+its lineage, the user), and one whose seat another environment holds is refused, at its
+line, before its first plan. ``nats://localhost:4222`` and ``nats://127.0.0.1:4222``, or
+two nodes of one cluster, are one seat. Each environment takes its seat in its own task: one whose
+server is down delays no other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from reconciler.errors import Problem, ReconcileError, SpecError
+from reconciler.execution import lineage
+from reconciler.jetstream import JetStreamClient
+from reconciler.jetstream.server_identity import seat
+from reconciler.model.server_identity import Seat
+from reconciler.specs.project import Environment
+
+#: Why two environments are one seat, as the refusal says it.
+SAME_TEXT = "the same servers, credentials and domain"
+SAME_SEAT = "one account of one server or cluster, as one user, as the servers say"
+
+
+def apart_error(env: Environment, other: Environment, how: str) -> SpecError:
+    """The refusal of ``env``, which writes where ``other`` does (``how`` they are one)."""
+    message = (
+        f"writes where environments.{other.name} ({other.where}) does ({how}): healing "
+        "both, each would undo the other's heals; give one its own user or account, or "
+        "lifecycle: {mode: observe}"
+    )
+    return SpecError([Problem(env.where, f"environments.{env.name}", message)])
+
+
+async def seat_of(client: JetStreamClient) -> Seat | None:
+    """The seat the connection writes in, with its account's lineage, written first when
+    the account has none (:func:`lineage.keep`, as ``plan --out`` does: two nodes of one
+    cluster then read one value, two servers two); None when the server does not say (an
+    account without JetStream, replies no server sends): the project file's text rule
+    still holds."""
+    try:
+        found = await seat(client)
+        try:
+            kept: str | None = await lineage.keep(client)
+        except ReconcileError:  # a user who may not write it: read, maybe none
+            kept = await lineage.read(client)
+    except Exception:  # any reply may be forged here: unknown, never a crash
+        return None
+    return replace(found, server=replace(found.server, lineage=kept))
+
+
+class Seats:
+    """The seat each environment healed by this process took (the last connection's)."""
+
+    def __init__(self) -> None:
+        self._taken: dict[str, tuple[Environment, Seat]] = {}
+
+    def take(self, env: Environment, found: Seat) -> None:
+        """``env`` writes in ``found``; refused (:class:`SpecError` at its line) when
+        another environment holds it."""
+        self._taken.pop(env.name, None)
+        for other, held in self._taken.values():
+            if found.same_as(held):
+                raise apart_error(env, other, SAME_SEAT)
+        self._taken[env.name] = (env, found)
