@@ -95,7 +95,7 @@ def _request_maker(
     policies: tuple[Path, ...] = (),
 ) -> Any:
     """``root -> PlanRequest``: PATHS (and --project) as given, or inside a checkout."""
-    from reconciler.errors import ReconcileError
+    from reconciler.errors import ReconcileError, SpecError
     from reconciler.execution.stages import PlanRequest
 
     def make(root: Path | None) -> PlanRequest:
@@ -118,7 +118,15 @@ def _request_maker(
             )
         except click.UsageError as err:
             raise ReconcileError(err.format_message()) from None
-        return PlanRequest.for_target(target, policies=policies)
+        request = PlanRequest.for_target(target, policies=policies)
+        if root is None and request.project is not None and request.env is not None:
+            # a folder the project file names and that is missing: a start-up error at
+            # its line (with --git a later commit may add it: that cycle's error then)
+            environment = request.project.environment(request.env)
+            problems = request.project.missing(environment)
+            if problems:
+                raise SpecError(problems)
+        return request
 
     return make
 
@@ -320,6 +328,8 @@ async def _run_many(
     with its own connection. With ``--git`` the project file is the first commit's."""
     from reconciler.agent.loop import Agent
     from reconciler.agent.source import FixedSource, SharedCheckout
+    from reconciler.errors import Problem, SpecError
+    from reconciler.locations import Location
 
     root: Path | None = None
     shared: SharedCheckout | None = None
@@ -332,12 +342,20 @@ async def _run_many(
     heal = settings.mode == "heal"
     chosen = _environments(names, shard, root, project_file, heal=heal)
     sources: dict[str, Source] = {}
+    problems: dict[tuple[Location | None, str], Problem] = {}  # a line said once
     for name in chosen:
         make = make_for(name)
         if heal and shared is not None:  # each commit's project file, as the first one's
             make = _kept_apart(make, chosen, project_file)
-        make(root)  # every environment's target resolved now: one broken stops the start
+        try:
+            make(root)  # every environment's target resolved now: one broken stops the start
+        except SpecError as err:  # every environment's problems said at once
+            for problem in err.problems:
+                problems.setdefault((problem.location, problem.path), problem)
+            continue
         sources[name] = FixedSource(make) if shared is None else shared.view(make)
+    if problems:
+        raise SpecError(list(problems.values()))
     return await _run(Agent.serving(sources, settings, log, shard=shard))
 
 

@@ -154,6 +154,10 @@ class Project:
     ignore: IgnoreRules = NO_RULES
     #: Policy files every run of this project evaluates (docs/policy.md).
     policies: tuple[Path, ...] = ()
+    #: Each path the file names: its field and line (the first place naming it).
+    places: Mapping[Path, tuple[str, Location]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @property
     def root(self) -> Path:
@@ -172,6 +176,17 @@ class Project:
     def spec_paths(self, environment: Environment) -> list[Path]:
         """The shared spec paths, then the environment's own resources."""
         return [*self.specs, *environment.resources]
+
+    def missing(self, environment: Environment) -> list[Problem]:
+        """Each spec path, resource and overlay of ``environment`` that does not exist,
+        at the line naming it."""
+        problems: list[Problem] = []
+        for path in dict.fromkeys([*self.spec_paths(environment), *environment.overlays]):
+            if not path.exists():
+                field_path, where = self.places.get(path, ("", Location(str(self.path), 1)))
+                message = f"{path} does not exist (environment {environment.name} plans it)"
+                problems.append(Problem(where, field_path, message))
+        return problems
 
     def load_specs(self, environment: Environment, *, strict: bool = False) -> list[Spec]:
         """The environment's validated specs: its spec paths with its overlays merged in
@@ -219,12 +234,16 @@ class _Named:
     root: Path  # the repository root (resolved)
     document: Document
     problems: list[Problem]
+    places: dict[Path, tuple[str, Location]] = field(default_factory=dict)
 
     def __call__(self, named: Any, field_path: str) -> Path:
+        where = self.document.where(field_path)
         why = outside_problem(self.root, str(named), self.folder)
         if why is not None:
-            self.problems.append(Problem(self.document.where(field_path), field_path, why))
-        return self.folder / str(named)
+            self.problems.append(Problem(where, field_path, why))
+        path = self.folder / str(named)
+        self.places.setdefault(path, (field_path, where))
+        return path
 
 
 def _project(path: Path, document: Document) -> Project:
@@ -248,6 +267,7 @@ def _project(path: Path, document: Document) -> Project:
         owner=owner,
         ignore=ignore,
         policies=policies,
+        places=named.places,
     )
 
 

@@ -525,3 +525,67 @@ def test_two_nodes_of_one_cluster_are_one_seat(cluster: Cluster, tmp_path: Path)
         "(reconcile.yaml:6) does",
     )
     assert sum(s in done.stderr for s in said) == 1, done.stderr
+
+
+def test_a_missing_spec_folder_stops_the_start_at_its_line(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    """The project file names a spec folder and an overlay folder that are not there:
+    the agent started, served, and each cycle of that environment failed ("specs:1: no
+    such file"). Now the start stops (exit 1) naming the project file's lines and the
+    environment, before anything connects; the other environments are not served."""
+    servers = {"blue": server_factory(), "green": server_factory()}
+    _project(tmp_path, servers)
+    project = (tmp_path / "reconcile.yaml").read_text()
+    write(tmp_path, project.replace("specs: [specs]", "specs: [specs, more]"), "reconcile.yaml")
+    with (tmp_path / "reconcile.yaml").open("a") as file:
+        file.write("    overlays: [green-overlays]\n")
+    log = tmp_path / "agent.log"
+    agent = agent_process(
+        ["--all-envs", "--mode", "heal", "--listen", "off"], cwd=tmp_path, log=log
+    )
+    try:
+        code = agent.wait(60)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+    said = log.read_text()
+    assert code == 1, said
+    assert "reconcile.yaml:2: specs.1: " in said and "environment blue" in said, said
+    assert "reconcile.yaml:8: environments.green.overlays.0: " in said, said
+    assert "Traceback" not in said and "serving" not in said, said
+
+
+def test_a_spec_folder_a_later_commit_adds_is_planned_when_it_comes(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    """With --git the first commit may not hold the spec folder yet: the start goes on,
+    the environment's cycles fail until a commit adds it, then it is healed."""
+    servers = {"blue": server_factory()}
+    bare, work = origin(tmp_path)
+    project = (
+        f"owner: shop\nspecs: [specs]\nenvironments:\n  blue:\n    servers: {servers['blue'].url}\n"
+    )
+    push_commit(work, bare, {"reconcile.yaml": project}, "1")
+    log = tmp_path / "agent.log"
+    args = ["--git", f"file://{bare}", "--all-envs", "--mode", "heal", "--interval", "1h"]
+    agent = agent_process(
+        [*args, "--git-poll", "0.2s", "--listen", "off", "--log-format", "json"],
+        cwd=tmp_path,
+        log=log,
+    )
+    try:
+        wait_for_line(
+            log,
+            lambda line: line["event"] == "cycle" and line.get("error"),
+            "the first commit's cycle fails",
+        )
+        push_commit(work, bare, {"specs/orders.yaml": ORDERS}, "2")
+        wait_for_line(log, _healed("blue"), "ORDERS healed once a commit adds the folder")
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        try:
+            agent.wait(10)
+        finally:
+            if agent.poll() is None:
+                agent.kill()
