@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal, TypeVar
 
 from reconciler.agent.commits import Commits
@@ -112,6 +114,12 @@ class Cycle:
     ok: bool
     error: str | None
     resources: Resources
+
+    @cached_property
+    def encoded(self) -> bytes:
+        """:meth:`to_json` as JSON, made once: ``/status`` serves it at every request
+        (3 MB for 21,000 resources)."""
+        return json.dumps(self.to_json(), default=str).encode()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -507,7 +515,8 @@ class Watch:
             return "the last successful plan is older than twice the interval"
         return None
 
-    def status(self) -> dict[str, Any]:
+    def status(self, cycle: Callable[[Cycle], Any] = Cycle.to_json) -> dict[str, Any]:
+        """The ``/status`` document; ``cycle``: what stands for the last cycle."""
         return {
             "env": self.env,
             "mode": self.settings.mode,
@@ -519,6 +528,6 @@ class Watch:
             "last_successful_plan_at": (
                 rfc3339(self.last_success) if self.last_success is not None else None
             ),
-            "last_cycle": None if self.last is None else self.last.to_json(),
+            "last_cycle": None if self.last is None else cycle(self.last),
             "recent_changes": list(self.report.recent),
         }

@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
+import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from reconciler.agent.http import Reply, Route, exposure, serve
 from reconciler.agent.logs import Log
@@ -20,11 +22,58 @@ from reconciler.errors import ReconcileError
 from reconciler.model.values import printable
 
 
+class Encoded(Protocol):
+    """A part of ``/status`` encoded once (a cycle: its resources are most of the body)."""
+
+    @property
+    def encoded(self) -> bytes: ...
+
+
+class StatusBody:
+    """``/status``'s body, cheap to ask for again and again (an open port may be
+    hammered): ``document(mark)`` is the document with ``mark(part)`` standing for each
+    large part, whose JSON is made once (:attr:`Encoded.encoded`); the rest (small: the
+    connection, readiness, recent changes) is encoded at each request and the parts
+    spliced in. While neither changed, the same bytes are served again. The body is the
+    JSON of the whole document, as one ``json.dumps`` would write it."""
+
+    def __init__(self, document: Callable[[Callable[[Any], str]], dict[str, Any]]) -> None:
+        self.document = document
+        self._token = uuid.uuid4().hex  # never in a value someone else wrote
+        self._marks = re.compile(rb'"' + self._token.encode() + rb':(\d+)"')
+        self._last: tuple[bytes, list[Any], bytes] | None = None
+        self.built = 0  # bodies spliced (the rest were served again)
+
+    def __call__(self) -> bytes:
+        parts: list[Encoded] = []
+
+        def mark(part: Encoded) -> str:
+            parts.append(part)
+            return f"{self._token}:{len(parts) - 1}"
+
+        outline = json.dumps(self.document(mark), default=str).encode()
+        last = self._last
+        if (
+            last is not None
+            and last[0] == outline
+            and len(last[1]) == len(parts)
+            and all(a is b for a, b in zip(last[1], parts, strict=True))
+        ):
+            return last[2]
+        pieces = self._marks.split(outline)  # text, index, text, index, ..., text
+        body = b"".join(
+            piece if i % 2 == 0 else parts[int(piece)].encoded for i, piece in enumerate(pieces)
+        )
+        self._last = (outline, parts, body)
+        self.built += 1
+        return body
+
+
 class Endpoints:
     def __init__(
         self,
         metrics: Metrics,
-        status: Callable[[], dict[str, Any]],
+        status: Callable[[], bytes],
         not_ready: Callable[[], str | None],
     ) -> None:
         self.metrics = metrics
@@ -37,9 +86,7 @@ class Endpoints:
             "/metrics": lambda: Reply(200, self.metrics.text(), "text/plain; version=0.0.4"),
             "/healthz": lambda: Reply(200, b"ok\n"),
             "/readyz": self._ready,
-            "/status": lambda: Reply(
-                200, json.dumps(self.status(), default=str).encode(), "application/json"
-            ),
+            "/status": lambda: Reply(200, self.status(), "application/json"),
         }
 
     def _ready(self) -> Reply:

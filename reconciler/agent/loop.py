@@ -20,11 +20,11 @@ cycles), :mod:`.memory` (what cycles keep), :mod:`.commits` (git), :mod:`.listen
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from reconciler.agent.cycles import POLICY_DENIED, Watch, WatchSettings
-from reconciler.agent.endpoints import Endpoints
+from reconciler.agent.cycles import POLICY_DENIED, Cycle, Watch, WatchSettings
+from reconciler.agent.endpoints import Endpoints, StatusBody
 from reconciler.agent.logs import Log
 from reconciler.agent.memory import Collector
 from reconciler.agent.metrics import Metrics
@@ -81,7 +81,7 @@ class Agent:
             )
             for env, target in targets.items()
         }
-        self.endpoints = Endpoints(self.metrics, self.status, self.not_ready)
+        self.endpoints = Endpoints(self.metrics, StatusBody(self.status), self.not_ready)
 
     @classmethod
     def serving(
@@ -171,15 +171,17 @@ class Agent:
             return f"no environment is ready: {listed}"
         return None
 
-    def status(self) -> dict[str, Any]:
+    def status(self, cycle: Callable[[Cycle], Any] = Cycle.to_json) -> dict[str, Any]:
+        """The ``/status`` document (:class:`~reconciler.agent.endpoints.StatusBody`
+        serves it); ``cycle``: what stands for each environment's last cycle."""
         if not self.many:
-            return {"format_version": 1, **self.watch.status()}
+            return {"format_version": 1, **self.watch.status(cycle)}
         return {
             "format_version": 1,
             "mode": self.settings.mode,
             "shard": None if self.shard is None else str(self.shard),
             "ready": self.not_ready() is None,
-            "environments": {str(env): w.status() for env, w in self.watches.items()},
+            "environments": {str(env): w.status(cycle) for env, w in self.watches.items()},
         }
 
 

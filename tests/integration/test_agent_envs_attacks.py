@@ -38,6 +38,7 @@ from test_agent_envs import _declared, _drift, _healed, _names_one_per_shard, _p
 from test_agent_git import NEW_STREAM, origin, push_commit
 
 from reconciler.agent import commits
+from reconciler.agent.cycles import Cycle
 from reconciler.agent.source import GitSource, SharedCheckout
 from reconciler.execution.environments import environment_target
 from reconciler.execution.requests import PlanRequest
@@ -589,3 +590,50 @@ def test_a_spec_folder_a_later_commit_adds_is_planned_when_it_comes(
         finally:
             if agent.poll() is None:
                 agent.kill()
+
+
+def test_status_asked_again_and_again_is_encoded_once_per_cycle(
+    server_factory: Any, tmp_path: Path, run: Any, monkeypatch: Any
+) -> None:
+    """Anyone who reaches the port may ask for /status in a loop: with 21,000 resources
+    each answer encoded every resource again (3.1 MB, 50-80 ms of the one core the
+    cycles need). Now a cycle's resources are encoded once, and the same body is served
+    while nothing changed; a cycle that follows (a change made by hand, healed) is in the
+    next answer, and every answer is the JSON of the document the agent holds."""
+    servers = {"blue": server_factory(), "green": server_factory()}
+    sources = project_sources(_project(tmp_path, servers))
+    encoded: list[str] = []
+    to_json = Cycle.to_json
+
+    def counted(cycle: Cycle) -> dict[str, Any]:
+        encoded.append(str(cycle.started_at))
+        return to_json(cycle)
+
+    monkeypatch.setattr(Cycle, "to_json", counted)
+
+    async def scenario() -> None:
+        async with running_agent(sources, mode="heal", interval=600.0) as (agent, log):
+            await orders_healed_in(log, servers)
+            await until(
+                lambda: all(w.last is not None and w.last.ok for w in agent.watches.values()),
+                what="a cycle done in each environment",
+            )
+            cycles = sum(w.cycles for w in agent.watches.values())
+            encoded.clear()
+            bodies = [(await get(agent, "/status"))[1] for _ in range(20)]
+            ran = sum(w.cycles for w in agent.watches.values()) - cycles  # meanwhile
+            assert len(encoded) <= len(servers) + ran, encoded  # once per cycle, not per ask
+            assert len(set(bodies)) <= 1 + ran
+            assert agent.endpoints.status() is agent.endpoints.status()  # served again
+            assert json.loads(bodies[-1]) == json.loads(json.dumps(agent.status(), default=str))
+
+            await _drift(servers["blue"].url, description="changed by hand")
+            await until(
+                lambda: len(changes(log, "Stream ORDERS", "healed", "blue")) > 1,
+                what="blue healed again",
+            )
+            after = json.loads((await get(agent, "/status"))[1])["environments"]["blue"]
+            summary = after["last_cycle"]["summary"]
+            assert summary.get("healed"), after["last_cycle"]
+
+    run(scenario())
