@@ -637,3 +637,53 @@ def test_status_asked_again_and_again_is_encoded_once_per_cycle(
             assert summary.get("healed"), after["last_cycle"]
 
     run(scenario())
+
+
+def test_the_environment_refused_its_seat_heals_nothing_while_the_other_heals(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """Serving (not --once): the environment refused its seat (the server named
+    ``localhost`` where the other says ``127.0.0.1``) says why in /status and heals
+    nothing, connection after connection; the other heals a change made by hand."""
+    (tmp_path / "specs").mkdir()
+    write(tmp_path / "specs", ORDERS, "orders.yaml")
+    (tmp_path / "overlays").mkdir()
+    write(tmp_path / "overlays", "kind: Stream\nname: ORDERS\ndescription: copied\n", "o.yaml")
+    url = clean_server.url
+    project = (
+        f"owner: shop\nspecs: [specs]\nenvironments:\n  blue:\n    servers: {url}\n"
+        f"  green:\n    servers: {url.replace('127.0.0.1', 'localhost')}\n"
+        "    overlays: [overlays]\n"
+    )
+    sources = project_sources(write(tmp_path, project, "reconcile.yaml"))
+
+    async def scenario() -> None:
+        async with running_agent(sources, mode="heal", interval=600.0, first_backoff=0.1) as (
+            agent,
+            log,
+        ):
+            watches = agent.watches
+
+            def refused() -> list[str]:
+                return [
+                    str(env) for env, w in watches.items() if "writes where" in (w.link.error or "")
+                ]
+
+            await until(refused, what="one environment refused its seat")
+            (loser,) = refused()
+            winner = "green" if loser == "blue" else "blue"
+            await until(lambda: changes(log, "Stream ORDERS", "healed", winner), what="healed")
+            await until(lambda: watches[loser].failures >= 3, what="refused again")
+            await _drift(url, description="changed by hand")
+            await until(
+                lambda: len(changes(log, "Stream ORDERS", "healed", winner)) > 1,
+                what="the other heals the change",
+            )
+            await until(lambda: watches[loser].failures >= 5, what="refused again")
+            assert not changes(log, "Stream ORDERS", "healed", loser)
+            assert watches[loser].cycles == 0
+            status = json.loads((await get(agent, "/status"))[1])["environments"]
+            assert f"environments.{winner}" in status[loser]["error"]
+            assert status[winner]["ready"] is True
+
+    run(scenario())
