@@ -356,8 +356,9 @@ def _read_again(value_file: str) -> bytes:
     that is an OSError, a miss, and the normal path judges the path again."""
     if os.path.realpath(value_file) != value_file:
         raise OSError(f"{value_file}: resolves elsewhere than when it was validated")
-    try:
-        return read_bytes(Path(value_file), capped=False)  # data: as validate reads it
+    path = Path(value_file)
+    try:  # and the file opened is still in its folder (swapped after the check above?)
+        return read_bytes(path, capped=False, within=path.parent)  # data: as validate reads it
     except Abort as abort:
         raise OSError(str(abort.problem)) from None
 

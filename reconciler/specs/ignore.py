@@ -238,17 +238,19 @@ def read_ignore_file(path: Path) -> IgnoreRules:
     line as ``FILE:LINE``. A file of the repository like a spec: one that is a symlink
     pointing out of it (a pull request can add one) is refused unread (its first line
     came back in the error: a runner's ``/proc/self/environ`` in a PR comment)."""
+    from reconciler.specs.document import Abort
+    from reconciler.specs.files import read_text
     from reconciler.specs.paths import outside_problem, repository_root
 
-    why = outside_problem(repository_root([path.parent]), path.name, path.parent)
+    root = repository_root([path.parent])
+    why = outside_problem(root, path.name, path.parent)
     if why is not None:
         raise SpecError([Problem(Location(str(path), 1), "", f"not read: {why}")])
     problems: list[Problem] = []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        reason = getattr(err, "strerror", None) or "not UTF-8 text"
-        raise SpecError([Problem(Location(str(path), 1), "", f"cannot read: {reason}")]) from None
+    try:  # still inside the repository once opened: it may have been swapped since
+        text = read_text(path, within=root)
+    except Abort as abort:
+        raise SpecError([abort.problem]) from None
     rules = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):

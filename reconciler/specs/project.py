@@ -208,11 +208,12 @@ def load_project(path: str | Path) -> Project:
     project file that is a symlink pointing out of its repository (a pull request can
     make one) is refused unread: a bad line of it is quoted under its error."""
     path = Path(path)
-    why = outside_problem(repository_root([path.parent]), path.name, path.parent)
+    root = repository_root([path.parent])
+    why = outside_problem(root, path.name, path.parent)
     if why is not None:
         raise SpecError([Problem(Location(str(path), 1), "", f"not read: {why}")])
     problems: list[Problem] = []
-    documents = load_file(path, problems)
+    documents = load_file(path, problems, within=root)  # swapped since the check: not read
     if not problems and len(documents) != 1:
         count = f"{len(documents)} documents" if documents else "nothing"
         problems.append(Problem(Location(str(path), 1), "", f"expected one mapping, found {count}"))

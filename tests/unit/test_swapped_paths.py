@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_parse_ahead import fresh, printed
 
-from reconciler.errors import Problem
+from reconciler.errors import Problem, SpecError
+from reconciler.specs import cache, paths, project
 from reconciler.specs.document import Abort
 from reconciler.specs.files import feed_bytes, inside, read_bytes, real_spec_files
+from reconciler.specs.ignore import read_ignore_file
 from reconciler.specs.loader import load_spec_files
 from reconciler.specs.paths import repository_root
+from reconciler.specs.project import load_project
 
 SECRET_SPEC = "kind: Stream\nname: SECRET\nsubjects: [secret.>]\n"
 ORDERS_SPEC = "kind: Stream\nname: ORDERS\nsubjects: [orders.>]\n"
@@ -154,3 +158,87 @@ def test_a_symlink_that_stays_inside_the_repository_is_read(tmp_path: Path) -> N
     documents = load_spec_files(files, problems, within=root)
 
     assert _names(documents) == {"ORDERS", "PAYMENTS"} and not problems
+
+
+# --- the files read beside the specs: judged by a path rule, then read (the same race) ----
+
+TOKEN = "NATS_PASSWORD=hunter2-never-printed"
+
+
+def _swapped_after(check: Any, swap: Any) -> Any:
+    """``check`` (a path rule), then the swap: someone writing the folder in between."""
+
+    def judged(*args: Any) -> Any:
+        found = check(*args)
+        swap()
+        return found
+
+    return judged
+
+
+def _to_outside(target: Path, outside: Path) -> Any:
+    def swap() -> None:
+        target.unlink()
+        target.symlink_to(outside)
+
+    return swap
+
+
+def test_an_ignore_file_swapped_after_its_check_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bad ``.reconcileignore`` line is quoted in its error (a PR comment): swapped for
+    a symlink to a runner's file between its path check and its read, that file's line
+    came back in the error."""
+    _, specs, outside = _repository(tmp_path)
+    (outside / "environ").write_text(TOKEN + "\n")
+    ignore = specs / ".reconcileignore"
+    ignore.write_text("Stream ORDERS\n")
+    assert read_ignore_file(ignore).rules  # read as it is
+    swap = _to_outside(ignore, outside / "environ")
+    monkeypatch.setattr(paths, "outside_problem", _swapped_after(paths.outside_problem, swap))
+
+    with pytest.raises(SpecError) as refused:
+        read_ignore_file(ignore)
+
+    assert "hunter2" not in str(refused.value)
+    assert [str(p.location) for p in refused.value.problems] == [f"{ignore}:1"]
+
+
+def test_a_project_file_swapped_after_its_check_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The project file's bad line is quoted under its error too."""
+    repo, _, outside = _repository(tmp_path)
+    (outside / "environ.yaml").write_text(f"x: 1\n{TOKEN}: [unclosed\n")
+    project_file = repo / "reconcile.yaml"
+    project_file.write_text("owner: shop\nspecs: [specs]\nenvironments:\n  dev: {embedded: true}\n")
+    assert load_project(project_file).owner == "shop"
+    swap = _to_outside(project_file, outside / "environ.yaml")
+    monkeypatch.setattr(project, "outside_problem", _swapped_after(project.outside_problem, swap))
+
+    with pytest.raises(SpecError) as refused:
+        load_project(project_file)
+
+    assert "hunter2" not in str(refused.value)
+    assert "out of the repository" in str(refused.value)
+
+
+def test_a_cached_value_file_swapped_after_its_check_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cached KeyValueEntry's ``value_file`` is read again (its bytes go to the
+    server): its realpath compared with the one validated, then opened: a swap in
+    between was followed out of the repository."""
+    _, specs, outside = _repository(tmp_path)
+    (specs / "sub" / "flags.json").write_text('{"on": true}')
+    (outside / "flags.json").write_text('{"token": "s3cr3t"}')
+    judged = os.path.realpath(specs / "sub" / "flags.json")
+    assert cache._read_again(judged) == b'{"on": true}'
+    swap = _to_outside(Path(judged), outside / "flags.json")
+    monkeypatch.setattr(os.path, "realpath", _swapped_after(os.path.realpath, swap))
+
+    with pytest.raises(OSError) as refused:  # a miss: the normal path judges it again
+        cache._read_again(judged)
+
+    assert "s3cr3t" not in str(refused.value)
