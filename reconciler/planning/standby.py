@@ -229,12 +229,12 @@ def guarded(
 
     A fenced stream whose spec declares no standby (taken out after a failover), or
     planned without an environment named, is not given its subjects back either: only
-    a failback (this environment the spec's standby) changes a fenced stream.
+    a failback (this environment the spec's standby) changes a fenced stream. Nor is one
+    no spec declares (a restore's steps, with ``--server`` none at all): its live config
+    alone says it is fenced, and a restore's replace would give it its subjects back.
 
     The live state only ever adds a refusal here, never removes one."""
     streams = {s.name: s for s in specs if s.kind == "Stream"}
-    if not streams:
-        return the_plan
     lost = losses or {}
     steps = [
         _guarded(step, streams.get(step.name), environment, lost.get(step.name, ""))
@@ -243,22 +243,30 @@ def guarded(
     return replace(the_plan, changes=tuple(steps))
 
 
+#: The steps that make a live stream something else (a Create over a live stream: a
+#: restore's resume of an interrupted restore's leftover, deleted and made again).
+_OVER_LIVE = (Create, Update, Replace, Migrate)
+
+
 def _guarded(step: Step, spec: Spec | None, environment: str | None, loss: str) -> Step:
-    if spec is None or step.kind != "Stream" or step.prevented:
+    if step.kind != "Stream" or step.prevented:
         return step
-    if why := _not_the_mirror(step, spec, environment):
+    if spec is not None and (why := _not_the_mirror(step, spec, environment)):
         return replace(step, prevented=why, reasons=(*step.reasons, why))
     live = getattr(step, "live", None)
     if not isinstance(live, Mapping):
         return step
-    standby = spec.standby
-    if standby is None:
-        if not (is_fenced(live) and isinstance(step, Update | Replace | Migrate)):
+    standby = spec.standby if spec is not None else None
+    if standby is None or spec is None:
+        # a restore's steps have no spec (``--server``, or a stream no spec declares):
+        # its live config alone says it is fenced; a Create over a live one is a resume
+        if not (is_fenced(live) and isinstance(step, _OVER_LIVE)):
             return step
+        declare = f"at {spec.source}" if spec is not None else "in its spec"
         why = (
-            f"{PREVENTED}{spec.name} here is fenced by a failover (its subjects moved "
+            f"{PREVENTED}{step.name} here is fenced by a failover (its subjects moved "
             f"aside): giving them back would let it and the promoted stream both take "
-            f"writes; declare its standby again at {spec.source} and fail back "
+            f"writes; declare its standby again {declare} and fail back "
             "(docs/dr.md#5-fail-back), or roll the failover back if nothing was promoted"
         )
         return replace(step, prevented=why, reasons=(*step.reasons, why))
@@ -278,7 +286,7 @@ def _guarded(step: Step, spec: Spec | None, environment: str | None, loss: str) 
             f"copy them to {standby.primary}, or delete {spec.name} here yourself, first "
             "(docs/dr.md#5-fail-back)"
         )
-    elif not here_standby and is_fenced(live) and isinstance(step, Update | Replace | Migrate):
+    elif not here_standby and is_fenced(live) and isinstance(step, _OVER_LIVE):
         why = (
             f"{PREVENTED}{spec.name} here is fenced by a failover to "
             f"{standby.environment}: giving it its subjects back would let both take "
