@@ -40,6 +40,20 @@ def repository_root(paths: Sequence[str | Path]) -> Path:
     return common
 
 
+def enclosing_root(path: Path) -> Path | None:
+    """The repository ``path`` lies in as it is written (resolved), None when no folder
+    above it holds a marker: its folders are not resolved first, so a file, or a folder
+    on its way, that is a symlink pointing out still counts as in the repository and is
+    judged by its rule (a file named on the command line, not walked: a policy file)."""
+    absolute = Path(os.path.abspath(path))
+    for folder in absolute.parents:
+        if os.path.islink(folder):
+            continue  # a folder on the way made a link (to another checkout) is no root
+        if any((folder / marker).exists() for marker in ROOT_MARKERS):
+            return Path(os.path.realpath(folder))
+    return None
+
+
 def _folder(path: Path) -> Path:
     real = Path(os.path.realpath(path))
     return real if real.is_dir() else real.parent

@@ -32,6 +32,7 @@ from reconciler.errors import Problem, SpecError
 from reconciler.locations import Location
 from reconciler.specs.document import Document
 from reconciler.specs.loader import load_file
+from reconciler.specs.paths import enclosing_root, outside_problem
 from reconciler.specs.policy_bounds import MAX_RULES, load_cel, shape_problem, too_long
 from reconciler.specs.schema import did_you_mean, schema_problems
 
@@ -148,7 +149,12 @@ def load_policy(paths: Sequence[Path]) -> Policy:
 
 def _file_rules(path: Path, problems: list[Problem]) -> list[Rule]:
     found: list[Problem] = []
-    documents = load_file(path, found)
+    root = enclosing_root(path)  # a file of a repository: by its rule (a PR can link it out)
+    why = outside_problem(root, path.name, path.parent) if root is not None else None
+    if why is not None:
+        problems.append(Problem(Location(str(path), 1), "", f"not read: {why}"))
+        return []
+    documents = load_file(path, found, within=root)  # and swapped since: not read either
     if not found and len(documents) != 1:
         count = f"{len(documents)} documents" if documents else "nothing"
         found.append(Problem(Location(str(path), 1), "", f"expected one mapping, found {count}"))

@@ -13,12 +13,13 @@ import pytest
 from test_parse_ahead import fresh, printed
 
 from reconciler.errors import Problem, SpecError
-from reconciler.specs import cache, paths, project
+from reconciler.specs import cache, paths, policy, project
 from reconciler.specs.document import Abort
 from reconciler.specs.files import feed_bytes, inside, read_bytes, real_spec_files
 from reconciler.specs.ignore import read_ignore_file
 from reconciler.specs.loader import load_spec_files
 from reconciler.specs.paths import repository_root
+from reconciler.specs.policy import load_policy
 from reconciler.specs.project import load_project
 
 SECRET_SPEC = "kind: Stream\nname: SECRET\nsubjects: [secret.>]\n"
@@ -242,3 +243,44 @@ def test_a_cached_value_file_swapped_after_its_check_is_not_read(
         cache._read_again(judged)
 
     assert "s3cr3t" not in str(refused.value)
+
+
+def test_a_policy_file_of_the_repository_linked_out_is_not_read(tmp_path: Path) -> None:
+    """A policy file is named on the command line (``--policy``, the Action's ``policy:``
+    input) as well as by the project file, which judged only its own: a policy file in
+    the checkout that a pull request made a symlink to a runner's file was read, its
+    bad line quoted under the error (a PR comment). A file of the repository is now
+    judged by the repository's rule, however it is named; one outside any repository
+    is read as given."""
+    repo, _, outside = _repository(tmp_path)
+    (outside / "environ.yaml").write_text(f"x: 1\n{TOKEN}: [unclosed\n")
+    (repo / "policies").mkdir()
+    linked = repo / "policies" / "p.yaml"
+    linked.symlink_to(outside / "environ.yaml")
+
+    with pytest.raises(SpecError) as refused:
+        load_policy([linked])
+
+    assert "hunter2" not in str(refused.value)
+    assert [str(p.location) for p in refused.value.problems] == [f"{linked}:1"]
+    with pytest.raises(SpecError) as read:  # outside any repository: read as given
+        load_policy([outside / "environ.yaml"])
+    assert "hunter2" in str(read.value)
+
+
+def test_a_policy_file_swapped_after_its_check_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, _, outside = _repository(tmp_path)
+    (outside / "environ.yaml").write_text(f"x: 1\n{TOKEN}: [unclosed\n")
+    (repo / "policies").mkdir()
+    named = repo / "policies" / "p.yaml"
+    named.write_text("rules: []\n")
+    swap = _to_outside(named, outside / "environ.yaml")
+    monkeypatch.setattr(policy, "outside_problem", _swapped_after(policy.outside_problem, swap))
+
+    with pytest.raises(SpecError) as refused:
+        load_policy([named])
+
+    assert "hunter2" not in str(refused.value)
+    assert "out of the repository" in str(refused.value)
