@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -195,6 +196,26 @@ def agent_process(args: list[str], *, cwd: Path, log: Path | None = None) -> sub
         stderr=subprocess.PIPE if log is None else log.open("w"),
         text=True,
     )
+
+
+def git_agent(bare: Path, *, cwd: Path, log: Path) -> subprocess.Popen[str]:
+    """An agent healing every environment of the project in the git repository ``bare``
+    (polled every 0.2 s), logging JSON lines into ``log``, no port."""
+    args = ["--git", f"file://{bare}", "--all-envs", "--mode", "heal", "--interval", "1h"]
+    return agent_process(
+        [*args, "--git-poll", "0.2s", "--listen", "off", "--log-format", "json"], cwd=cwd, log=log
+    )
+
+
+def stopped(agent: subprocess.Popen[str]) -> int | None:
+    """``agent`` stopped as systemd and Kubernetes stop it (SIGTERM), killed when it has
+    not ended 10 s later (then raising); its exit status."""
+    agent.send_signal(signal.SIGTERM)
+    try:
+        return agent.wait(10)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
 
 
 def wait_for_line(

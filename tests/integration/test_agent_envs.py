@@ -20,10 +20,12 @@ from agent_harness import (
     changes,
     fixed_source,
     get,
+    git_agent,
     lines,
     orders_healed_in,
     project_sources,
     running_agent,
+    stopped,
     until,
     wait_for_line,
 )
@@ -334,12 +336,7 @@ def test_every_environment_plans_the_branch_head_of_one_checkout(
     project = f"owner: shop\nspecs: [specs]\nenvironments:\n{envs}"
     first = push_commit(work, bare, {"reconcile.yaml": project, "specs/orders.yaml": ORDERS}, "1")
     log = tmp_path / "agent.log"
-    args = ["--git", f"file://{bare}", "--all-envs", "--mode", "heal", "--interval", "1h"]
-    agent = agent_process(
-        [*args, "--git-poll", "0.2s", "--listen", "off", "--log-format", "json"],
-        cwd=tmp_path,
-        log=log,
-    )
+    agent = git_agent(bare, cwd=tmp_path, log=log)
     try:
         for env in servers:
             found = wait_for_line(log, _healed(env), f"ORDERS created in {env}")
@@ -349,9 +346,4 @@ def test_every_environment_plans_the_branch_head_of_one_checkout(
             found = wait_for_line(log, _healed(env, "Stream PAYMENTS"), f"PAYMENTS in {env}")
             assert found[0]["commit"] == second
     finally:
-        agent.send_signal(signal.SIGTERM)
-        try:
-            assert agent.wait(10) == 0
-        finally:
-            if agent.poll() is None:
-                agent.kill()
+        assert stopped(agent) == 0

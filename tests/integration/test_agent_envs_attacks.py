@@ -8,7 +8,6 @@ import asyncio
 import gc
 import json
 import logging
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -22,10 +21,12 @@ from agent_harness import (
     agent_process,
     changes,
     get,
+    git_agent,
     lines,
     orders_healed_in,
     project_sources,
     running_agent,
+    stopped,
     until,
     wait_for_line,
 )
@@ -46,6 +47,15 @@ from reconciler.jetstream import ConnectionOptions
 from reconciler.specs.project import load_project
 
 pytestmark = pytest.mark.slow  # attack runs: .ci/run's second stage
+
+
+def _orders_and_a_copy(folder: Path) -> None:
+    """``specs/orders.yaml`` (ORDERS) and ``overlays/o.yaml`` declaring ORDERS otherwise:
+    the environment copied from another, its server left as it was."""
+    (folder / "specs").mkdir()
+    write(folder / "specs", ORDERS, "orders.yaml")
+    (folder / "overlays").mkdir()
+    write(folder / "overlays", "kind: Stream\nname: ORDERS\ndescription: copied\n", "o.yaml")
 
 
 def test_forged_replies_from_one_environments_account_never_stop_the_others(
@@ -217,10 +227,7 @@ def test_two_environments_healed_in_one_account_are_refused_before_any_write(
     mode the start is refused at the copy's line, in every shard serving one of them,
     before anything connects; observing them, or one of them in lifecycle observe, runs."""
     zero, one = _names_one_per_shard()
-    (tmp_path / "specs").mkdir()
-    write(tmp_path / "specs", ORDERS, "orders.yaml")
-    (tmp_path / "overlays").mkdir()
-    write(tmp_path / "overlays", "kind: Stream\nname: ORDERS\ndescription: copied\n", "o.yaml")
+    _orders_and_a_copy(tmp_path)
     url = clean_server.url
     project = (
         f"owner: shop\nspecs: [specs]\nenvironments:\n  {zero}:\n    servers: {url}\n"
@@ -357,12 +364,7 @@ def test_a_commit_that_puts_two_environments_in_one_account_heals_neither(
     files = {"specs/orders.yaml": ORDERS, "overlays/o.yaml": overlay}
     push_commit(work, bare, {"reconcile.yaml": project(servers["green"].url), **files}, "1")
     log = tmp_path / "agent.log"
-    args = ["--git", f"file://{bare}", "--all-envs", "--mode", "heal", "--interval", "1h"]
-    agent = agent_process(
-        [*args, "--git-poll", "0.2s", "--listen", "off", "--log-format", "json"],
-        cwd=tmp_path,
-        log=log,
-    )
+    agent = git_agent(bare, cwd=tmp_path, log=log)
     audits: list[str] = []
 
     async def listen() -> Any:
@@ -404,12 +406,7 @@ def test_a_commit_that_puts_two_environments_in_one_account_heals_neither(
 
         run(scenario())
     finally:
-        agent.send_signal(signal.SIGTERM)
-        try:
-            agent.wait(10)
-        finally:
-            if agent.poll() is None:
-                agent.kill()
+        stopped(agent)
 
 
 def _head(bare: Path) -> str:
@@ -460,10 +457,7 @@ def test_one_server_named_two_ways_is_refused_by_what_the_server_says(
     refused at its line, naming the other, before its first plan (the first heals
     alone); observing both runs."""
     zero, one = _names_one_per_shard()
-    (tmp_path / "specs").mkdir()
-    write(tmp_path / "specs", ORDERS, "orders.yaml")
-    (tmp_path / "overlays").mkdir()
-    write(tmp_path / "overlays", "kind: Stream\nname: ORDERS\ndescription: copied\n", "o.yaml")
+    _orders_and_a_copy(tmp_path)
     url = clean_server.url
     other = url.replace("127.0.0.1", "localhost")
     assert other != url
@@ -505,10 +499,7 @@ def test_two_nodes_of_one_cluster_are_one_seat(cluster: Cluster, tmp_path: Path)
     lineage as it connects (one value wins, both read it): the second to connect is
     refused."""
     zero, one = _names_one_per_shard()
-    (tmp_path / "specs").mkdir()
-    write(tmp_path / "specs", ORDERS, "orders.yaml")
-    (tmp_path / "overlays").mkdir()
-    write(tmp_path / "overlays", "kind: Stream\nname: ORDERS\ndescription: copied\n", "o.yaml")
+    _orders_and_a_copy(tmp_path)
     first, second = cluster.nodes[0].url, cluster.nodes[1].url
     project = (
         f"owner: shop\nspecs: [specs]\nenvironments:\n  {zero}:\n    servers: {first}\n"
@@ -569,12 +560,7 @@ def test_a_spec_folder_a_later_commit_adds_is_planned_when_it_comes(
     )
     push_commit(work, bare, {"reconcile.yaml": project}, "1")
     log = tmp_path / "agent.log"
-    args = ["--git", f"file://{bare}", "--all-envs", "--mode", "heal", "--interval", "1h"]
-    agent = agent_process(
-        [*args, "--git-poll", "0.2s", "--listen", "off", "--log-format", "json"],
-        cwd=tmp_path,
-        log=log,
-    )
+    agent = git_agent(bare, cwd=tmp_path, log=log)
     try:
         wait_for_line(
             log,
@@ -584,12 +570,7 @@ def test_a_spec_folder_a_later_commit_adds_is_planned_when_it_comes(
         push_commit(work, bare, {"specs/orders.yaml": ORDERS}, "2")
         wait_for_line(log, _healed("blue"), "ORDERS healed once a commit adds the folder")
     finally:
-        agent.send_signal(signal.SIGTERM)
-        try:
-            agent.wait(10)
-        finally:
-            if agent.poll() is None:
-                agent.kill()
+        stopped(agent)
 
 
 def test_status_asked_again_and_again_is_encoded_once_per_cycle(
@@ -645,10 +626,7 @@ def test_the_environment_refused_its_seat_heals_nothing_while_the_other_heals(
     """Serving (not --once): the environment refused its seat (the server named
     ``localhost`` where the other says ``127.0.0.1``) says why in /status and heals
     nothing, connection after connection; the other heals a change made by hand."""
-    (tmp_path / "specs").mkdir()
-    write(tmp_path / "specs", ORDERS, "orders.yaml")
-    (tmp_path / "overlays").mkdir()
-    write(tmp_path / "overlays", "kind: Stream\nname: ORDERS\ndescription: copied\n", "o.yaml")
+    _orders_and_a_copy(tmp_path)
     url = clean_server.url
     project = (
         f"owner: shop\nspecs: [specs]\nenvironments:\n  blue:\n    servers: {url}\n"

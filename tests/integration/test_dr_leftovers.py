@@ -25,13 +25,13 @@ from test_lifecycle import _info, _publish, _request
 from test_restore_rules import _user_streams
 
 from reconciler.errors import ReconcileError
-from reconciler.execution.failover import fail_over, failover_request
+from reconciler.execution.failover import FailoverRequest, fail_over, failover_request
 from reconciler.execution.failover_steps import PROBE_HEADER, probe
 from reconciler.execution.stages import Observer, PlanRequest, environment_target
 from reconciler.jetstream import ConnectionOptions, open_client
 from reconciler.specs.project import load_project
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # attack runs: .ci/run's second stage
 
 Ready = tuple[NatsServer, NatsServer, Path]
 
@@ -155,6 +155,16 @@ def test_a_forged_responder_naming_the_stream_never_passes_the_verifys_probe(
     assert [PROBE_HEADER in headers for headers in heard] == [True]  # marked for them
 
 
+def _east_to_west(root: Path) -> FailoverRequest:
+    """The project's failover from east to west, approved, as a library caller makes it."""
+    project = load_project(root / "reconcile.yaml")
+    east, west = (
+        PlanRequest.for_target(environment_target(project, name, ConnectionOptions(), "shop"))
+        for name in ("east", "west")
+    )
+    return failover_request(east, west, approved=True)
+
+
 class _MadeAgainAtThePromotion(Observer):
     """Hears the failover; when it says the standby is promoted (just before the
     consumers are created), another client deletes east's ``shipper`` and makes it again
@@ -189,12 +199,7 @@ def test_a_consumer_made_again_on_the_origin_during_the_failover_never_decides_a
     now applied again just before each create: west's ``shipper`` is not created, the
     pair is reported unfinished, naming it, and nothing is skipped."""
     east, west, root = ready
-    project = load_project(root / "reconcile.yaml")
-    east_request, west_request = (
-        PlanRequest.for_target(environment_target(project, name, ConnectionOptions(), "shop"))
-        for name in ("east", "west")
-    )
-    request = failover_request(east_request, west_request, approved=True)
+    request = _east_to_west(root)
     observer = _MadeAgainAtThePromotion(east)
     result = run(fail_over(request, observer))
 
@@ -239,14 +244,10 @@ def test_a_partial_failover_is_reported_in_the_result_whatever_the_observer(
     The result now keeps every remark, and the pair's problem says what east was left
     as; east takes writes again, west is still a mirror, both counted alike."""
     east, west, root = ready
-    project = load_project(root / "reconcile.yaml")
-    east_request, west_request = (
-        PlanRequest.for_target(environment_target(project, name, ConnectionOptions(), "shop"))
-        for name in ("east", "west")
-    )
+    request = _east_to_west(root)
     before = counted(east), counted(west)
     observer = _LegacyAtTheFence(west)
-    result = run(fail_over(failover_request(east_request, west_request, approved=True), observer))
+    result = run(fail_over(request, observer))
 
     assert result.done == () and len(result.problems) == 1, result
     assert result.remarks == tuple(observer.heard) and len(result.remarks) >= 2
@@ -274,12 +275,7 @@ def test_an_unforeseen_error_in_a_pair_is_its_report_and_a_rerun_finishes_it(
     locks and clients closing: no result, no report, the origin fenced. It is now that
     pair's problem (its type and where, never its text), and a rerun finishes it."""
     east, west, root = ready
-    project = load_project(root / "reconcile.yaml")
-    east_request, west_request = (
-        PlanRequest.for_target(environment_target(project, name, ConnectionOptions(), "shop"))
-        for name in ("east", "west")
-    )
-    request = failover_request(east_request, west_request, approved=True)
+    request = _east_to_west(root)
     before = counted(east)
 
     result = run(fail_over(request, _BrokenAtThePromotion()))

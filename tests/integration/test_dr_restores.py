@@ -17,7 +17,7 @@ from test_dr_rules import FAILOVER
 from test_dr_standby import last_seq, wait_for
 from test_lifecycle import _info, _publish
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # attack runs: .ci/run's second stage
 
 Ready = tuple[NatsServer, NatsServer, Path]
 
