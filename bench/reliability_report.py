@@ -86,6 +86,7 @@ SUITE = (
     "tests/unit/test_swapped_paths.py",
     "tests/integration/test_dr_holes.py",
     "tests/integration/test_dr_leftovers.py",
+    "tests/integration/test_dr_restores.py",
     "tests/integration/test_restore_live_checks.py",
     "tests/integration/test_agent_envs_attacks.py",
 )
@@ -368,9 +369,10 @@ GUARANTEES = (
         "and every path a project file names stay inside the repository, symlinks "
         "resolved: `/etc/passwd`, `../../secret.txt`, a symlink out and `.git/config` are "
         "`FILE:LINE` errors and nothing is applied (before: each was written into KV). "
-        "The rule is judged again on the file opened: a spec file, a `value_file` or a "
-        "folder on the way swapped for a symlink out (or into `.git`) after the walk judged "
-        "it is an error at that file, not read.",
+        "The rule is judged again on the file opened: a spec, project, policy or "
+        "`.reconcileignore` file, a `value_file` or a folder on the way swapped for a "
+        "symlink out (or into `.git`) after its check is an error at that file, not read; "
+        "a policy file of the repository linked out is not read, however it is named.",
         ("test_smuggling.py::", "test_swapped_paths.py::"),
     ),
     Guarantee(
@@ -800,11 +802,13 @@ GUARANTEES = (
         "never decides where a standby's consumer starts; the verify's probe passes only on "
         "the promoted stream's own refusal; an error no check foresaw in one pair is that "
         "pair's report and a re-run finishes it. A backup is never restored as a plain "
-        "stream where the specs declare the standby mirror, and a restore runs apply's live "
-        "checks first. Both sides are counted before and after each case.",
+        "stream where the specs declare the standby mirror, nor over a fenced origin (with "
+        "`--server` too), and a restore runs apply's live checks first. Both sides are "
+        "counted before and after each case.",
         (
             "test_dr_holes.py::",
             "test_dr_leftovers.py::",
+            "test_dr_restores.py::",
             "test_restore_live_checks.py::",
         ),
     ),
