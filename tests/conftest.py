@@ -56,14 +56,27 @@ TESTS = Path(__file__).resolve().parent
 SLOW_FOLDERS = frozenset({"reliability"})
 
 
+#: Fixtures that start a JVM (a Spark session, and the fleet built beside it): each worker
+#: running a test that uses one starts its own, a third of the README's command on 2 cores
+#: (437-503 s of its 480). Such tests are marked ``slow`` too, but the fleet's core promise
+#: (its findings are ``reconcile drift``'s, environment by environment), kept in it.
+JVM_FIXTURES = frozenset({"spark", "fleet_case"})
+JVM_KEPT = frozenset({"test_spark_findings_equal_reconcile_drift_for_every_environment"})
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         folder = Path(str(item.path)).resolve().relative_to(TESTS).parts[0]
         marker = FOLDER_MARKERS.get(folder)
         if marker is not None:
             item.add_marker(marker)
-        if folder in SLOW_FOLDERS:
+        if folder in SLOW_FOLDERS or _starts_a_jvm(item):
             item.add_marker("slow")
+
+
+def _starts_a_jvm(item: pytest.Item) -> bool:
+    uses = JVM_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+    return bool(uses) and getattr(item, "originalname", item.name) not in JVM_KEPT
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
