@@ -306,8 +306,11 @@ def _not_the_mirror(step: Step, spec: Spec, environment: str | None) -> str:
     standby = spec.standby
     if standby is None or environment is None or standby.environment != environment:
         return ""
-    if not isinstance(step, Create | Update | Replace | Migrate) or step.config.get("mirror"):
+    if not isinstance(step, Create | Update | Replace | Migrate):
         return ""
+    mirror = step.config.get("mirror")
+    if isinstance(mirror, Mapping) and mirror.get("name") == spec.name:
+        return ""  # the origin's mirror (a backup's config could name any stream's)
     return (
         f"{PREVENTED}the spec declares {spec.name} in {environment} the standby mirror of "
         f"{standby.primary} ({standby.where}): made here as a plain stream, it would take "
