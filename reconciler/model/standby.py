@@ -33,6 +33,7 @@ __all__ = [
     "is_fenced",
     "left_paused",
     "mirror_config",
+    "mirrors_the_origin",
     "pair_health",
     "promoted_config",
     "promotion_supported",
@@ -72,6 +73,33 @@ def mirror_config(
         external["deliver"] = deliver
     config["mirror"] = {"name": origin["name"], "external": external}
     return config
+
+
+#: A mirror's fields that take only part of its origin, or from a later point on: a
+#: mirror with one is not the origin's full copy.
+_PART_ONLY = ("filter_subject", "subject_transforms", "opt_start_seq", "opt_start_time")
+
+
+def mirrors_the_origin(mirror: Any, declared: Any) -> bool:
+    """Whether a stream config's ``mirror`` is the ``declared`` one
+    (:func:`mirror_config`'s): the same origin, reached through the same API and
+    delivery subject, and all of it. A mirror read from elsewhere (a backup's config)
+    may name the origin's stream in another domain, or a part of it."""
+    if not isinstance(mirror, Mapping) or not isinstance(declared, Mapping):
+        return False
+    if mirror.get("name") != declared.get("name"):
+        return False
+    if any(mirror.get(field) for field in _PART_ONLY):
+        return False
+    return _reached(mirror) == _reached(declared)
+
+
+def _reached(mirror: Mapping[str, Any]) -> tuple[str, str]:
+    """Through which API (and delivery subject) a mirror reads its origin."""
+    external = mirror.get("external")
+    if not isinstance(external, Mapping):
+        return ("", "")
+    return (str(external.get("api") or ""), str(external.get("deliver") or ""))
 
 
 def _nanoseconds(value: Any) -> int:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from reconciler.errors import Problem, SpecError
 from reconciler.locations import Location
-from reconciler.model.standby import is_fenced, mirror_config
+from reconciler.model.standby import is_fenced, mirror_config, mirrors_the_origin
 from reconciler.planning.steps import Create, Migrate, Plan, Replace, Step, Update
 from reconciler.specs.spec import Spec
 from reconciler.specs.standby import Standby
@@ -309,12 +309,21 @@ def _not_the_mirror(step: Step, spec: Spec, environment: str | None) -> str:
     if not isinstance(step, Create | Update | Replace | Migrate):
         return ""
     mirror = step.config.get("mirror")
-    if isinstance(mirror, Mapping) and mirror.get("name") == spec.name:
-        return ""  # the origin's mirror (a backup's config could name any stream's)
+    if mirrors_the_origin(mirror, spec.config.get("mirror")):
+        return ""  # the mirror declared (a backup's config could name any stream's)
+    if mirror:  # said without the backup's own words: someone else may have written them
+        made = (
+            "made here as a mirror of another stream, another domain's or a part of it, it "
+            f"would never copy {standby.primary}'s"
+        )
+    else:
+        made = (
+            f"made here as a plain stream, it would take writes beside {standby.primary}'s "
+            "and never mirror it"
+        )
     return (
         f"{PREVENTED}the spec declares {spec.name} in {environment} the standby mirror of "
-        f"{standby.primary} ({standby.where}): made here as a plain stream, it would take "
-        f"writes beside {standby.primary}'s and never mirror it; write it into "
+        f"{standby.primary} ({standby.where}): {made}; write it into "
         f"{standby.primary} (reconcile restore DIR --env {standby.primary}) and let "
         f"`reconcile apply --env {environment}` make the mirror, which copies it all, or "
         f"make {environment} the primary at {standby.where} first (docs/dr.md)"

@@ -7,6 +7,7 @@ client before and after. Each test names the hole it closes."""
 # ruff: noqa: F811 (the ``ready`` fixture, imported, is each test's argument)
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections.abc import Callable
@@ -71,6 +72,55 @@ def test_the_primarys_backup_is_never_restored_as_a_plain_stream_in_the_standby_
     assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
     assert counted(west) == counted(east) == east_before
     assert consumers(west) == [] and not is_fenced(east)
+
+
+def _forged_mirror(out: Path, api: str) -> None:
+    """East's backup of ORDERS rewritten by hand as a mirror of an ORDERS reached through
+    ``api`` (another domain's), in its manifest and its ``backup.json`` alike."""
+    manifest = json.loads((out / "manifest.json").read_text())
+    metadata = out / "ORDERS" / "backup.json"
+    stream = json.loads(metadata.read_text())
+    for config in (manifest["streams"][0]["config"], stream["config"]):
+        config.pop("subjects", None)
+        config["mirror"] = {"name": "ORDERS", "external": {"api": api}}
+    metadata.write_text(json.dumps(stream))
+    body = metadata.read_bytes()
+    manifest["streams"][0]["files"]["backup.json"] = {
+        "sha256": hashlib.sha256(body).hexdigest(),
+        "size": len(body),
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_a_backup_made_a_mirror_of_another_domains_orders_is_never_restored_as_the_standby(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """Hole (left by the last attack pass): the standby rule took any mirror of a stream
+    named as the spec's, so a backup rewritten as a mirror of ORDERS in a domain someone
+    else runs, restored with ``--env west``, made west's standby copy that domain's
+    stream instead of east's. West's stream must now be the mirror its spec declares
+    (the origin's name, reached through east's API, all of it:
+    ``model.standby.mirrors_the_origin``): refused, nothing made, neither side changed,
+    and the backup's own words are not said."""
+    east, west = joined_domains(server_factory)
+    root = dr_project(tmp_path, east, west)
+    applied(root, "east")
+    run(_publish(east.url, "orders.new", 30))
+    out = tmp_path / "backup"
+    taken = reconcile("backup", "--env", "east", "--out", str(out), cwd=root)
+    assert taken.returncode == 0, said(taken)
+    _forged_mirror(out, "$JS.elsewhere.API")
+    east_before = counted(east)
+
+    result = reconcile("restore", str(out), "--env", "west", "--yes", cwd=root)
+    assert result.returncode == 1, said(result)
+    assert "orders.yaml:" in result.stderr and "elsewhere" not in said(result), said(result)
+    assert run(_user_streams(west)) == []  # nothing restored in west
+    assert counted(east) == east_before
+
+    applied(root, "west")  # the mirror the spec declares: east's, copied whole
+    wait_for(lambda: last_seq(west) == 30)
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["external"]["api"] == "$JS.east.API"
 
 
 def test_a_rollback_with_the_standby_unreachable_names_it_and_never_unfences_the_origin(

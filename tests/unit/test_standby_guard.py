@@ -1,7 +1,8 @@
 """Apply's rule for a stream the specs declare a standby mirror (``planning.standby.
 guarded``), on the steps a restore brings: in the standby environment the stream is the
-origin's mirror or nothing. A backup's config is data someone else may have written: a
-mirror of another stream under the standby's name is refused as a plain stream is."""
+mirror its spec declares or nothing. A backup's config is data someone else may have
+written: a mirror of another stream, of the origin's stream in another domain, or of a
+part of it, under the standby's name, is refused as a plain stream is."""
 
 from __future__ import annotations
 
@@ -12,39 +13,55 @@ import pytest
 from reconciler.identity import ResourceRef
 from reconciler.locations import Location
 from reconciler.model.state import ServerInfo
-from reconciler.planning.standby import PREVENTED, guarded
+from reconciler.planning.standby import PREVENTED, for_environment, guarded
 from reconciler.planning.steps import Create, Plan
 from reconciler.specs.spec import Spec
 from reconciler.specs.standby import Standby
 
 ORDERS = {"name": "ORDERS", "subjects": ["orders.>"]}
-EXTERNAL = {"api": "$JS.east.API"}
+DOMAINS = {"east": "east", "west": "west"}
+EAST = {"api": "$JS.east.API"}
 
 
-def _spec() -> Spec:
+def _specs(environment: str) -> list[Spec]:
+    """The environment's specs as it plans them (its standby stream a mirror there)."""
     standby = Standby(primary="east", environment="west", where="specs/orders.yaml:5")
-    return Spec("Stream", "ORDERS", ORDERS, Location("specs/orders.yaml", 1), standby=standby)
+    spec = Spec("Stream", "ORDERS", ORDERS, Location("specs/orders.yaml", 1), standby=standby)
+    return for_environment([spec], environment, DOMAINS).specs
 
 
 def _restored(config: dict[str, Any], environment: str) -> str:
     step = Create(ref=ResourceRef("Stream", "ORDERS"), config=config)
-    plan = guarded(Plan(ServerInfo("2.12.8", 1), (step,)), [_spec()], environment)
+    plan = guarded(Plan(ServerInfo("2.12.8", 1), (step,)), _specs(environment), environment)
     return plan.changes[0].prevented
+
+
+def _mirror(**mirror: Any) -> dict[str, Any]:
+    return {"name": "ORDERS", "mirror": {"name": "ORDERS", "external": EAST, **mirror}}
 
 
 @pytest.mark.parametrize(
     "config",
     [
         pytest.param(ORDERS, id="a plain stream"),
-        pytest.param({"name": "ORDERS", "mirror": {"name": "OTHER", **EXTERNAL}}, id="OTHER"),
+        pytest.param({"name": "ORDERS", "mirror": {"name": "OTHER", "external": EAST}}, id="OTHER"),
         pytest.param({"name": "ORDERS", "mirror": "ORDERS"}, id="not a mapping"),
+        pytest.param(_mirror(external={"api": "$JS.evil.API"}), id="another domain's ORDERS"),
+        pytest.param(_mirror(external=None), id="west's own ORDERS"),
+        pytest.param(_mirror(external={**EAST, "deliver": "elsewhere"}), id="another delivery"),
+        pytest.param(_mirror(filter_subject="orders.eu"), id="a part of it"),
+        pytest.param(_mirror(opt_start_seq=1_000_000), id="from a later point"),
     ],
 )
-def test_the_standby_environment_takes_only_the_origins_mirror(config: dict[str, Any]) -> None:
+def test_the_standby_environment_takes_only_the_declared_mirror(config: dict[str, Any]) -> None:
     why = _restored(config, "west")
     assert why.startswith(PREVENTED) and "specs/orders.yaml:5" in why
+    assert "evil" not in why and "elsewhere" not in why  # the backup's words are not said
 
 
-def test_the_origins_mirror_is_taken_there_and_anything_in_the_primary() -> None:
-    assert _restored({"name": "ORDERS", "mirror": {"name": "ORDERS", **EXTERNAL}}, "west") == ""
+def test_the_declared_mirror_is_taken_there_and_anything_in_the_primary() -> None:
+    assert _restored(_mirror(), "west") == ""
+    # as the server reports it back: the delivery subject empty, a start at 0
+    assert _restored(_mirror(external={**EAST, "deliver": ""}, opt_start_seq=0), "west") == ""
     assert _restored(ORDERS, "east") == ""
+    assert _restored(_mirror(external={"api": "$JS.evil.API"}), "east") == ""
