@@ -35,6 +35,7 @@ from reconciler.execution.stages import LOCK_TIMEOUT, PlanRequest
 from reconciler.identity import INTERNAL_STREAMS, ResourceRef
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.loss import held
+from reconciler.model.standby import is_fenced
 from reconciler.model.state import LiveState, ServerInfo, StreamState
 from reconciler.planning.capacity import Restored, restore_room
 from reconciler.planning.live_checks import live_problems
@@ -96,6 +97,10 @@ class RestoreStep:
     seen: Seen | None = None
     #: bytes the live stream of that name holds, deleted before the restore (resume, replace)
     freed: int = 0
+    #: restored: the live stream holds the backup's messages but is fenced by a failover
+    #: (its subjects moved aside, ``model.standby.is_fenced``): not the backup's stream
+    #: as it was, and left as it is (the failover rules own it: docs/dr.md)
+    fenced: bool = False
 
     @property
     def destructive(self) -> bool:
@@ -174,7 +179,8 @@ async def plan_restore(
         if live is None:
             steps.append(RestoreStep(record, "restore", size, mark))
         elif marked(live[0].get("config")) is None and not differences(record, *live):
-            steps.append(RestoreStep(record, "restored", size, mark))
+            fenced = is_fenced(live[0].get("config") or {})
+            steps.append(RestoreStep(record, "restored", size, mark, fenced=fenced))
         elif mark is not None and await leftover(client, record, *live, mark):
             steps.append(RestoreStep(record, "resume", size, mark, freed=_bytes(live[0])))
         elif flags.replace_existing:

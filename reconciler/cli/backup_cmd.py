@@ -188,6 +188,13 @@ def verify(folder: Path, only: tuple[str, ...]) -> int:
     return 0
 
 
+#: A stream holding the backup's messages, fenced by a failover: not restored, not over.
+_FENCED = (
+    "holds the backup's messages but is fenced by a failover (its subjects moved aside): "
+    "left as it is, the failover rules own it (docs/dr.md)"
+)
+
+
 def _plan_text(plan: RestorePlan) -> str:
     from reconciler.model.values import printable
 
@@ -208,7 +215,7 @@ def _plan_text(plan: RestorePlan) -> str:
         )
     for step in plan.steps:
         state, record = step.record.state, step.record
-        what = said.get(step.action, step.action)
+        what = _FENCED if step.fenced else said.get(step.action, step.action)
         lines.append(
             printable(
                 f"  {marks[step.action]} {record.name}: {what}, "
@@ -219,10 +226,12 @@ def _plan_text(plan: RestorePlan) -> str:
         )
     for finding in plan.plan.policy:  # the policy rules' findings, as apply shows them
         lines.append(printable(f"  policy {finding.line}"))
-    counts = {a: sum(s.action == a for s in plan.steps) for a in marks}
+    counts = {a: sum(s.action == a and not s.fenced for s in plan.steps) for a in marks}
+    fenced = sum(s.fenced for s in plan.steps)
     lines.append(
         f"Plan: {counts['restore']} to restore, {counts['replace']} to replace, "
         f"{counts['restored']} already restored"
+        + (f", {fenced} fenced by a failover, left as they are" if fenced else "")
         + (f", {counts['resume']} to finish (interrupted before)." if counts["resume"] else ".")
     )
     return "\n".join(lines)
@@ -342,8 +351,11 @@ def _outcome(result: RestoreResult) -> int:
 
     if result.cancelled:
         return 1
-    done = sum(s.action == "restored" for s in result.plan.steps)
-    already = f"; {done} already restored" if done else ""
+    done = sum(s.action == "restored" and not s.fenced for s in result.plan.steps)
+    fenced = sum(s.fenced for s in result.plan.steps)
+    already = (f"; {done} already restored" if done else "") + (
+        f"; {fenced} fenced by a failover, left as they are" if fenced else ""
+    )
     if result.problems or result.not_started:
         lines = "\n".join(f"    {p}" for p in result.problems)
         left = f", {len(result.not_started)} not started" if result.not_started else ""
@@ -353,7 +365,13 @@ def _outcome(result: RestoreResult) -> int:
             f"after fixing:\n{lines}"
         )
     if not result.attempted:
-        click.echo(f"Nothing to restore: {done} stream(s) already restored, as the backup holds.")
+        parts = (
+            [f"{done} stream(s) already restored, as the backup holds"]
+            if done or not fenced
+            else []
+        )
+        parts += [f"{fenced} fenced by a failover, left as they are"] if fenced else []
+        click.echo(f"Nothing to restore: {'; '.join(parts)}.")
         return 0
     click.echo(
         f"Restore complete: {len(result.restored)} stream(s) restored and verified"
