@@ -240,20 +240,23 @@ def _rollback_without_standby(
         return head + again + f" ({origin} could not be read either)."
     if not fenced:
         return head + again + f"; no stream of these pairs is fenced in {origin}: it takes writes."
-    manual = "; ".join(  # quoted for a shell: a subject may hold any character but space
-        f"`nats stream edit {shlex.quote(pair.name)} -f "
-        + " ".join(
-            f"--subjects {shlex.quote(str(subject))}"
-            for subject in pair.stream.config.get("subjects") or ()
-        )
-        + "`"
-        for pair in fenced
-    )
+    manual = "; ".join(_unfence_by_hand(pair) for pair in fenced)
     return (
         head + again + f". Only if {standby} is lost for good and can take no write (its servers "
         f"stopped), give {origin}'s fenced stream(s) their subjects back by hand, on "
         f"{origin}: {manual}."
     )
+
+
+def _unfence_by_hand(pair: Pair) -> str:
+    """The nats CLI command giving a fenced stream its declared subjects back, quoted for
+    a shell (a subject may hold any character but a space) and for the CLI's parser: each
+    subject joined to its flag by ``=`` and the name after ``--``, so that neither is
+    read as a flag, whatever it starts with (``-``, ``@``: the schema allows both)."""
+    subjects = " ".join(
+        shlex.quote(f"--subjects={subject}") for subject in pair.stream.config.get("subjects") or ()
+    )
+    return f"`nats stream edit -f {subjects} -- {shlex.quote(pair.name)}`"
 
 
 async def fail_over(
