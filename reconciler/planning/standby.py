@@ -278,7 +278,10 @@ def _guarded(step: Step, spec: Spec | None, environment: str | None, loss: str) 
             f"{PREVENTED}{spec.name} here takes the writes (promoted by a failover?): "
             f"replacing it by the mirror of {standby.primary} would delete them; make "
             f"{environment} the primary (standby.primary: {environment}, environment: "
-            f"{standby.primary}) at {standby.where} (docs/dr.md#failback)"
+            f"{standby.primary}) at {standby.where} (docs/dr.md#failback); one nothing "
+            f"promoted (a plain stream an earlier restore made here, say) is deleted by "
+            f"hand once what it holds is in {standby.primary}, and apply then makes the "
+            "mirror"
         )
     elif here_standby and isinstance(step, Replace | Migrate) and loss:
         why = (

@@ -14,7 +14,7 @@ from reconciler.identity import ResourceRef
 from reconciler.locations import Location
 from reconciler.model.state import ServerInfo
 from reconciler.planning.standby import PREVENTED, for_environment, guarded
-from reconciler.planning.steps import Create, Plan
+from reconciler.planning.steps import Create, Plan, Replace
 from reconciler.specs.spec import Spec
 from reconciler.specs.standby import Standby
 
@@ -65,3 +65,18 @@ def test_the_declared_mirror_is_taken_there_and_anything_in_the_primary() -> Non
     assert _restored(_mirror(external={**EAST, "deliver": ""}, opt_start_seq=0), "west") == ""
     assert _restored(ORDERS, "east") == ""
     assert _restored(_mirror(external={"api": "$JS.evil.API"}), "east") == ""
+
+
+def test_a_plain_stream_in_the_standby_environment_is_never_replaced_and_the_way_out_is_said() -> (
+    None
+):
+    """A plain ORDERS taking writes in west (promoted, or made by an earlier restore) is
+    never replaced by the mirror: that would delete what it took. The reason says both
+    ways out: make west the primary, or, nothing having promoted it, delete it by hand
+    once what it holds is in east (then apply makes the mirror)."""
+    view = _specs("west")
+    step = Replace(ref=ResourceRef("Stream", "ORDERS"), config=view[0].config, live=ORDERS)
+    plan = guarded(Plan(ServerInfo("2.12.8", 1), (step,)), view, "west")
+    why = plan.changes[0].prevented
+    assert why.startswith(PREVENTED) and "specs/orders.yaml:5" in why
+    assert "standby.primary: west" in why and "deleted by hand" in why and "in east" in why
