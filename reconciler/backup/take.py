@@ -70,6 +70,7 @@ from reconciler.identity import (
 )
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.jetstream.snapshots import SNAPSHOT_CHUNK, snapshot_stream
+from reconciler.model.values import printable
 from reconciler.specs.fingerprint import git_commit
 from reconciler.specs.validate import load_specs
 
@@ -217,6 +218,29 @@ def _refuse_lost(out: Path, selection: Selection, missing: Sequence[str], held: 
         )
 
 
+async def _refuse_written(client: JetStreamClient, names: Sequence[str], observed_at: str) -> None:
+    """Refuse, before anything is written, the backup of an environment in ``mode:
+    observe`` (declared at ``observed_at``: read and report, never written) that selects
+    a memory stream: its backup makes a temporary file mirror on the server (and the
+    mirror a consumer on the stream) under the apply lock, all writes."""
+    memory = []
+    for name in names:
+        try:
+            info = await client.stream_info(name)
+        except NotFound:
+            continue  # deleted since it was listed: said when its snapshot is taken
+        if (info.get("config") or {}).get("storage") == "memory":
+            memory.append(name)
+    if memory:
+        raise BackupError(
+            f"refusing to back up: the environment has lifecycle mode observe ({observed_at}): "
+            "never written, and a memory stream's backup makes a temporary file mirror on "
+            f"the server: {', '.join(printable(n) for n in memory)}. Nothing was written. Leave "
+            "them out (--stream for the others), or back them up with an environment that "
+            "manages the account (docs/backup.md)"
+        )
+
+
 async def take_backup(
     options: ConnectionOptions,
     out: Path,
@@ -227,12 +251,15 @@ async def take_backup(
     chunk_size: int = SNAPSHOT_CHUNK,
     observer: Observer = QUIET,
     lock_timeout: float | None = stages.LOCK_TIMEOUT,
+    observed_at: str = "",
 ) -> BackupResult:
     """Back up the selected streams into ``out``; the manifest is written last, and only
     when every stream's snapshot is complete (else :class:`BackupError` lists them). The
     ``observer`` hears the notices and each snapshot's :meth:`~Observer.progress`. A
     memory stream's temporary mirror is made under the apply lock (``lock_timeout``:
-    how long to wait for it; None: no lock)."""
+    how long to wait for it; None: no lock). ``observed_at``: where the environment
+    declares ``mode: observe`` (never written): a memory stream selected then refuses
+    the backup before anything is written (:func:`_refuse_written`)."""
     started = time.monotonic()
     on_notice = observer.notice
     with claim(out) as held:
@@ -243,6 +270,8 @@ async def take_backup(
             mirrors = _MirrorLock(client, stack, lock_timeout, on_notice)
             names, missing = await _chosen(client, selection, on_notice)
             _refuse_lost(out, selection, missing, held)
+            if observed_at:
+                await _refuse_written(client, names, observed_at)
             for name in missing:
                 on_notice(f"warning: stream {name} is not on the server: not backed up")
             _written(out, held.start, names)

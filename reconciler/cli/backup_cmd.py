@@ -112,6 +112,7 @@ def take(
     from reconciler.backup.take import Selection, declared_streams, specs_commit, take_backup
 
     console = TerminalConsole()
+    observed_at = ""  # where the environment says mode: observe (never written)
     if everything or (only and not paths and env_name is None):
         target_paths: tuple[Path, ...] = ()
         options = to_connection_options(conn)
@@ -120,12 +121,14 @@ def take(
                 ctx, paths=paths, conn=conn, project_file=project_file, env_name=env_name
             )
             options, target_paths = target.options, tuple(Path(p) for p in target.paths)
+            observed_at = target.lifecycle.observed_at if target.lifecycle.observe else ""
         selection = Selection(everything=True, only=only)
     else:
         target = resolve_target(
             ctx, paths=paths, conn=conn, project_file=project_file, env_name=env_name
         )
         options, target_paths = target.options, tuple(Path(p) for p in target.paths)
+        observed_at = target.lifecycle.observed_at if target.lifecycle.observe else ""
         declared = declared_streams(target_paths, tuple(Path(p) for p in target.overlays))
         selection = Selection(declared=declared, only=only)
     console.notice(
@@ -142,6 +145,7 @@ def take(
                 parallel=parallel,
                 observer=console,
                 lock_timeout=None if no_lock else lock_timeout,
+                observed_at=observed_at,
             )
         )
     count = len(result.manifest.streams)

@@ -18,6 +18,7 @@ from cli_runner import reconcile
 from migration_helpers import dump_exact
 from nats.js.api import DeliverPolicy
 from servers import NatsServer, options, run
+from test_lifecycle import _project, _publish, _request
 
 from reconciler.errors import ReconcileError
 from reconciler.execution import lock
@@ -319,3 +320,40 @@ def test_a_stream_under_the_temporary_name_that_no_restore_of_this_backup_left_i
         kept = run(dump_exact(target, temp))
         assert len(kept) == 39 and base64.b64decode(kept[0][3]) == b"theirs-0"
         assert len(run(dump_exact(target, "FAST"))) == 7  # not replaced
+
+
+def test_an_observed_environment_never_gets_a_backups_temporary_mirror(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """Hole: ``mode: observe`` says an environment is read and reported, never written,
+    yet a backup with ``--env`` made a memory stream's temporary file mirror there (and
+    took the apply lock for it). Refused now before anything is written, naming the
+    stream and the project file's line: no mirror, no lock bucket, no file in the folder,
+    the stream's messages as they were. The file streams of the same environment back up
+    as any."""
+    run(_memory_stream(clean_server))
+    orders = {"name": "ORDERS", "subjects": ["orders.>"], "storage": "file"}
+    run(_request(clean_server.url, "$JS.API.STREAM.CREATE.ORDERS", orders))
+    run(_publish(clean_server.url, "orders.new", 5))
+    (tmp_path / "specs").mkdir()
+    _project(tmp_path, clean_server.url, "{mode: observe}")
+    before = run(_state(clean_server, "FAST"))
+    out = tmp_path / "backup"
+
+    refused = reconcile("backup", "--env", "prod", "--all", "--out", str(out), cwd=tmp_path)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "FAST" in refused.stderr and "reconcile.yaml:" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
+
+    async def every_stream() -> list[str]:
+        async with open_client(options(clean_server)) as client:
+            return sorted(await client.stream_names())
+
+    assert run(every_stream()) == ["FAST", "ORDERS"]  # no mirror, no lock bucket
+    assert run(_state(clean_server, "FAST")) == before
+    assert not out.exists() or not any(out.iterdir())
+
+    files = ("backup", "--env", "prod", "--all", "--stream", "ORDERS", "--out", str(out))
+    taken = reconcile(*files, cwd=tmp_path)
+    assert taken.returncode == 0, taken.stdout + taken.stderr
+    assert (out / "manifest.json").is_file() and run(every_stream()) == ["FAST", "ORDERS"]
