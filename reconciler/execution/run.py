@@ -339,12 +339,16 @@ async def apply_for(
         if request.expected is not None:
             check_specs(request.expected, wanted, specs)
         stop = stop or asyncio.Event()
+        # an environment in mode: observe is never written: the planner gives it no step,
+        # and it takes no lock (the lock's bucket, lease and lineage are writes too; its
+        # credentials may well be read-only)
+        observed = wanted.lifecycle.observe
         async with (
             open_client(wanted.options, on_notice=observer.notice) as client,
             same_server(client, request.expected),
             pipeline.locked(
                 client,
-                timeout=None if request.dry_run else request.lock_timeout,
+                timeout=None if request.dry_run or observed else request.lock_timeout,
                 on_notice=observer.notice,
                 on_lost=stop.set,
                 stop=stop,
@@ -352,6 +356,11 @@ async def apply_for(
         ):
             the_plan = await pipeline.plan_reading(client, specs, wanted, locked=True)
             refuse(checked(the_plan))  # before it is shown, whatever the flags allow
+            if observed and the_plan.has_changes:  # never: unlocked, it is never applied
+                raise ReconcileError(
+                    f"refusing to apply: the environment has lifecycle mode observe "
+                    f"({wanted.lifecycle.observed_at}) yet its plan has steps; nothing was changed"
+                )
             _say_server(the_plan, wanted.options, observer)
             observer.show_plan(the_plan)
             if request.expected is not None:

@@ -368,6 +368,24 @@ def test_an_observed_environment_writes_nothing(clean_server: NatsServer, tmp_pa
     assert _messages(clean_server.url, "KV_cfg") == 0  # no entry written
 
 
+def test_an_observed_environment_takes_no_lock_and_keeps_no_lineage(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """Hole: ``apply --env`` of an environment in mode observe (never written) made the
+    apply lock's bucket on the server, wrote its lease and the account's lineage: a
+    write, refused outright to the read-only credentials an observer is given. It now
+    takes no lock there (the planner gives it no step): the server holds no stream
+    afterwards."""
+    root = tmp_path / "ws"
+    _specs(root, other=OTHER)
+    _project(root, clean_server.url, "{mode: observe}")
+    applied = reconcile("apply", "--env", "prod", "--yes", cwd=root)
+    assert applied.returncode == 0, applied.stderr
+    assert "not on the server: not created" in applied.stdout
+    streams = run(_request(clean_server.url, "$JS.API.STREAM.NAMES"))
+    assert streams.get("streams") in (None, []), streams  # not even the lock's bucket
+
+
 def test_an_unknown_ignored_field_is_an_error_at_its_line(tmp_path: Path) -> None:
     specs = _specs(
         tmp_path,
