@@ -89,6 +89,8 @@ SUITE = (
     "tests/integration/test_dr_restores.py",
     "tests/integration/test_restore_live_checks.py",
     "tests/integration/test_agent_envs_attacks.py",
+    "tests/unit/test_standby_guard.py",
+    "tests/unit/test_unfence_by_hand.py",
 )
 
 
@@ -491,9 +493,13 @@ GUARANTEES = (
         "its spec is deleted: apply refuses the whole plan before the first step and names "
         "where the protection was declared. A forged or hand-removed metadata record can only "
         "add protection. Ignored fields never drift and are never reset; observed resources "
-        "are never written, and missing ones are not created. Every case publishes messages "
-        "first and counts them after.",
-        ("test_lifecycle.py::",),
+        "are never written, and missing ones are not created; an observed environment is not "
+        "written at all (no apply lock, no backup's temporary mirror). Every case publishes "
+        "messages first and counts them after.",
+        (
+            "test_lifecycle.py::",
+            "test_backup_memory.py::test_an_observed_environment_never_gets_a_backups",
+        ),
     ),
     Guarantee(
         "Lifecycle protects data, not only configs",
@@ -802,13 +808,17 @@ GUARANTEES = (
         "never decides where a standby's consumer starts; the verify's probe passes only on "
         "the promoted stream's own refusal; an error no check foresaw in one pair is that "
         "pair's report and a re-run finishes it. A backup is never restored as a plain "
-        "stream where the specs declare the standby mirror, nor over a fenced origin (with "
+        "stream where the specs declare the standby mirror, nor as a mirror of anything but "
+        "the origin the spec declares (another domain's stream of that name, a part of it), "
+        "nor over a fenced origin (with "
         "`--server` too), and a restore runs apply's live checks first. Both sides are "
         "counted before and after each case.",
         (
             "test_dr_holes.py::",
             "test_dr_leftovers.py::",
             "test_dr_restores.py::",
+            "test_standby_guard.py::",
+            "test_unfence_by_hand.py::",
             "test_restore_live_checks.py::",
         ),
     ),
