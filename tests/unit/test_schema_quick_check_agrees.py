@@ -127,6 +127,7 @@ def documents(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     return key, body
 
 
+@pytest.mark.slow  # 1,500 documents: 16-38 s, .ci/run's second stage
 @settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
 @given(documents())
 def test_the_quick_check_and_jsonschema_agree_on_every_schema(
