@@ -31,6 +31,7 @@ __all__ = [
     "PairHealth",
     "fence_subject",
     "is_fenced",
+    "is_the_mirror",
     "left_paused",
     "mirror_config",
     "mirrors_the_origin",
@@ -45,8 +46,13 @@ SEEN_CRITICAL_KEY = "io.nats.monitor.seen-critical"
 #: The first release whose STREAM.UPDATE promotes a mirror (nats-server#7171); before
 #: it, dropping ``mirror`` is refused with err 10055.
 PROMOTION_VERSION = (2, 12, 0)
-#: Fields a mirror may not carry: it takes its messages from the origin only.
-_NOT_ON_A_MIRROR = ("subjects", "sources", "subject_transform", "first_seq")
+#: Fields a mirror may not carry: it takes its messages from the origin only. And
+#: ``republish``, which the server allows on a mirror: the origin republishes each
+#: message already, and a mirror carrying it published each again on the same subject
+#: (measured across two domains joined by a leafnode: every message twice in a stream
+#: of the destination, and a destination among the origin's own subjects a loop, the
+#: origin storing its mirror's copies without end). The promotion gives it back.
+_NOT_ON_A_MIRROR = ("subjects", "sources", "subject_transform", "first_seq", "republish")
 _FENCE_PREFIX = "_reconcile.fenced."
 #: Until when a failover creates a consumer paused, before it moves and resumes it: a
 #: consumer paused until then is one an interrupted failover left (never a person's).
@@ -94,6 +100,16 @@ def mirrors_the_origin(mirror: Any, declared: Any) -> bool:
     return _reached(mirror) == _reached(declared)
 
 
+def is_the_mirror(config: Mapping[str, Any], declared: Mapping[str, Any]) -> bool:
+    """Whether a stream config (a backup's, say) is the ``declared`` mirror's
+    (:func:`mirror_config`'s) as a standby's must be: it mirrors the origin
+    (:func:`mirrors_the_origin`) and carries nothing a mirror does not, such as a
+    ``republish`` publishing what it copies again (onto the origin's subjects: a loop)."""
+    return mirrors_the_origin(config.get("mirror"), declared.get("mirror")) and not any(
+        config.get(field) for field in _NOT_ON_A_MIRROR
+    )
+
+
 def _reached(mirror: Mapping[str, Any]) -> tuple[str, str]:
     """Through which API (and delivery subject) a mirror reads its origin."""
     external = mirror.get("external")
@@ -106,10 +122,15 @@ def _nanoseconds(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-def promoted_config(mirror: Mapping[str, Any], subjects: list[str]) -> dict[str, Any]:
-    """A mirror's live config made a stream of its own that listens on ``subjects``."""
-    config = {k: v for k, v in mirror.items() if k not in ("mirror", "subjects")}
+def promoted_config(
+    mirror: Mapping[str, Any], subjects: list[str], republish: Any = None
+) -> dict[str, Any]:
+    """A mirror's live config made a stream of its own that listens on ``subjects`` and
+    republishes as its origin's spec declares (``republish``: a mirror carries none)."""
+    config = {k: v for k, v in mirror.items() if k not in ("mirror", "subjects", "republish")}
     config["subjects"] = list(subjects)
+    if republish:
+        config["republish"] = dict(republish)
     return config
 
 

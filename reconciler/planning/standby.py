@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from reconciler.errors import Problem, SpecError
 from reconciler.locations import Location
-from reconciler.model.standby import is_fenced, mirror_config, mirrors_the_origin
+from reconciler.model.standby import is_fenced, is_the_mirror, mirror_config, mirrors_the_origin
 from reconciler.planning.steps import Create, Migrate, Plan, Replace, Step, Update
 from reconciler.specs.spec import Spec
 from reconciler.specs.standby import Standby
@@ -312,9 +312,17 @@ def _not_the_mirror(step: Step, spec: Spec, environment: str | None) -> str:
     if not isinstance(step, Create | Update | Replace | Migrate):
         return ""
     mirror = step.config.get("mirror")
-    if mirrors_the_origin(mirror, spec.config.get("mirror")):
+    if is_the_mirror(step.config, spec.config):
         return ""  # the mirror declared (a backup's config could name any stream's)
-    if mirror:  # said without the backup's own words: someone else may have written them
+    # said without the backup's own words: someone else may have written them
+    if mirrors_the_origin(mirror, spec.config.get("mirror")):
+        made = (
+            f"made here as a mirror of {standby.primary}'s that publishes what it copies "
+            f"again (republish), each message would be republished twice, by "
+            f"{standby.primary} and here (onto {standby.primary}'s own subjects: "
+            "without end)"
+        )
+    elif mirror:
         made = (
             "made here as a mirror of another stream, another domain's or a part of it, it "
             f"would never copy {standby.primary}'s"

@@ -51,6 +51,10 @@ def _mirror(**mirror: Any) -> dict[str, Any]:
         pytest.param(_mirror(external={**EAST, "deliver": "elsewhere"}), id="another delivery"),
         pytest.param(_mirror(filter_subject="orders.eu"), id="a part of it"),
         pytest.param(_mirror(opt_start_seq=1_000_000), id="from a later point"),
+        pytest.param(
+            {**_mirror(), "republish": {"src": ">", "dest": "orders.loop.>"}},
+            id="republishing what it copies",
+        ),
     ],
 )
 def test_the_standby_environment_takes_only_the_declared_mirror(config: dict[str, Any]) -> None:

@@ -1,0 +1,126 @@
+"""The disaster-recovery paths attacked again (the fourth pass), as a hostile user and a
+careless operator would: two real JetStream domains joined by a leafnode, both sides
+counted with a raw client before and after. Each test names the hole it closes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_runner import reconcile
+from servers import NatsServer, joined_domains, run
+from test_dr_attacks import counted, said
+from test_dr_rules import FAILOVER
+from test_dr_standby import applied, dr_project, last_seq, wait_for
+from test_lifecycle import _info, _publish
+from test_restore_rules import _user_streams
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # attack runs: .ci/run's second stage
+
+
+def rewritten(out: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    """The backup's first stream's config edited by hand (``edit``, in place) in its
+    manifest and its ``backup.json`` alike, the digest recomputed: anyone who can write
+    the folder can (docs/backup.md#protect-the-folder)."""
+    manifest = json.loads((out / "manifest.json").read_text())
+    entry = manifest["streams"][0]
+    metadata = out / entry["folder"] / "backup.json"
+    stream = json.loads(metadata.read_text())
+    for config in (entry["config"], stream["config"]):
+        edit(config)
+    metadata.write_text(json.dumps(stream))
+    body = metadata.read_bytes()
+    entry["files"]["backup.json"] = {"sha256": hashlib.sha256(body).hexdigest(), "size": len(body)}
+    (out / "manifest.json").write_text(json.dumps(manifest))
+
+
+def as_the_mirror(config: dict[str, Any]) -> None:
+    """East's ORDERS made the very mirror west's spec declares."""
+    config.pop("subjects", None)
+    config["mirror"] = {"name": "ORDERS", "external": {"api": "$JS.east.API"}}
+
+
+def test_a_mirror_republishing_onto_the_origins_subjects_is_never_restored_as_the_standby(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """Hole: the standby rule looked at a backup's ``mirror`` only. East's backup
+    rewritten as the very mirror west's spec declares, plus ``republish: {src: ">",
+    dest: "orders.loop.>"}`` (the server allows it on a mirror: a mirror has no subjects
+    to form a cycle with), restored with ``--env west``: every message west copied was
+    published again on orders.loop.*, which east's ORDERS takes over the leafnode, and
+    copies again: one publish on east made 125 messages there in 3 s, without end. A
+    standby must carry nothing a mirror does not (``model.standby.is_the_mirror``):
+    refused, nothing made in west, east holds what it was given."""
+    east, west = joined_domains(server_factory)
+    root = dr_project(tmp_path, east, west)
+    applied(root, "east")
+    run(_publish(east.url, "orders.new", 30))
+    out = tmp_path / "backup"
+    taken = reconcile("backup", "--env", "east", "--out", str(out), cwd=root)
+    assert taken.returncode == 0, said(taken)
+
+    def looping(config: dict[str, Any]) -> None:
+        as_the_mirror(config)
+        config["republish"] = {"src": ">", "dest": "orders.loop.>"}
+
+    rewritten(out, looping)
+    result = reconcile("restore", str(out), "--env", "west", "--yes", cwd=root)
+    assert result.returncode == 1, said(result)
+    assert "orders.yaml:" in result.stderr and "orders.loop" not in said(result), said(result)
+    assert run(_user_streams(west)) == []  # nothing restored in west
+
+    applied(root, "west")  # the mirror the spec declares
+    run(_publish(east.url, "orders.new", 1))
+    wait_for(lambda: last_seq(west) == 31)
+    time.sleep(1)  # a loop would have stored more by now
+    assert counted(east)[0] == 31 and last_seq(west) == 31
+
+
+AUDITED = """\
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+republish: {src: "orders.>", dest: "audit.orders.>"}
+standby:
+  primary: east
+  environment: west
+---
+kind: Stream
+name: AUDIT
+subjects: ["audit.>"]
+"""
+
+
+def test_the_standby_mirror_never_republishes_a_second_time_and_the_promotion_does(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """Hole: the standby's mirror carried the origin's ``republish`` (``mirror_config``
+    kept it), and a mirror republishes what it copies: with east and west joined, each
+    message published on east reached audit.orders.* twice, once from east's ORDERS and
+    once from west's mirror: AUDIT (in east) held 10 for 5 published. The mirror now
+    carries none (apply's plan drops it from one made before), and the failover's
+    promotion gives it the declared one: once promoted, west republishes each of its
+    writes once."""
+    east, west = joined_domains(server_factory)
+    root = dr_project(tmp_path, east, west, AUDITED)
+    applied(root, "east")
+    applied(root, "west")
+    assert "republish" not in _info(west.url, "ORDERS")["config"]
+    run(_publish(east.url, "orders.new", 5))
+    wait_for(lambda: last_seq(west) == 5)
+    time.sleep(1)  # a second republish, from the mirror, would be stored by now
+    assert last_seq(east, "AUDIT") == 5
+
+    done = reconcile(*FAILOVER, cwd=root)
+    assert done.returncode == 0, said(done)
+    republished = _info(west.url, "ORDERS")["config"].get("republish")
+    assert republished == {"src": "orders.>", "dest": "audit.orders.>"}
+    run(_publish(west.url, "orders.new", 3))  # west takes the writes and republishes them
+    wait_for(lambda: last_seq(east, "AUDIT") == 8)
+    time.sleep(1)
+    assert last_seq(east, "AUDIT") == 8 and last_seq(west) == 8
