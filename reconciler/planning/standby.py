@@ -22,6 +22,7 @@ from reconciler.model.standby import is_fenced, is_the_mirror, mirror_config, mi
 from reconciler.planning.steps import Create, Migrate, Plan, Replace, Step, Update
 from reconciler.specs.spec import Spec
 from reconciler.specs.standby import Standby
+from reconciler.specs.subjects import subjects_overlap
 
 __all__ = [
     "Pair",
@@ -126,11 +127,13 @@ def _as_mirror(spec: Spec, domains: Mapping[str, str | None]) -> Spec:
     api = origin_api(standby, domains, spec.where("standby"))
     config = mirror_config(spec.config, api=api, deliver=standby.deliver)
     written = {k: v for k, v in spec.written.items() if k.split(".")[0] in config}
+    subjects = tuple(str(s) for s in spec.config.get("subjects") or ())
     return Spec.restored(
         {
             **{name: getattr(spec, name) for name in _FIELDS},
             "config": config,
             "written": written,
+            "standby": replace(standby, subjects=subjects),
         }
     )
 
@@ -236,11 +239,46 @@ def guarded(
     The live state only ever adds a refusal here, never removes one."""
     streams = {s.name: s for s in specs if s.kind == "Stream"}
     lost = losses or {}
+    mirrored = [
+        s
+        for s in streams.values()
+        if s.standby is not None and s.standby.environment == environment
+    ]
     steps = [
-        _guarded(step, streams.get(step.name), environment, lost.get(step.name, ""))
+        _beside_a_mirror(step, mirrored)
+        or _guarded(step, streams.get(step.name), environment, lost.get(step.name, ""))
         for step in the_plan.changes
     ]
     return replace(the_plan, changes=tuple(steps))
+
+
+def _beside_a_mirror(step: Step, mirrored: Sequence[Spec]) -> Step | None:
+    """``step`` prevented when it makes another stream listen, in the environment that
+    keeps the mirrors ``mirrored``, on subjects of one of their origins: it would take
+    writes beside the primary's (a backup's stream restored there, of any name; the
+    mirror has no subjects, so nothing on the server overlaps). None: it does not."""
+    if step.kind != "Stream" or step.prevented or not isinstance(step, _OVER_LIVE):
+        return None
+    listens = [str(s) for s in step.config.get("subjects") or () if isinstance(s, str)]
+    for spec in mirrored:
+        standby = spec.standby
+        assert standby is not None
+        if spec.name == step.name:
+            continue
+        taken = next(
+            (mine for mine in standby.subjects if any(subjects_overlap(mine, s) for s in listens)),
+            None,
+        )
+        if taken is not None:
+            why = (
+                f"{PREVENTED}{step.name} would listen on subjects of {spec.name} ({taken!r}), "
+                f"whose writes go to {standby.primary} and whose mirror is kept here "
+                f"({standby.where}): it would take writes beside {standby.primary}'s and "
+                "refuse the failover's promotion; restore it elsewhere, or change its "
+                "subjects (docs/dr.md)"
+            )
+            return replace(step, prevented=why, reasons=(*step.reasons, why))
+    return None
 
 
 #: The steps that make a live stream something else (a Create over a live stream: a

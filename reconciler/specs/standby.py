@@ -36,6 +36,10 @@ class Standby:
     api: str | None = None
     deliver: str | None = None
     where: str = ""  # FILE:LINE of the ``standby:`` block
+    #: The origin's declared subjects, kept by the mirror's spec in the environment that
+    #: keeps the mirror (``planning.standby.for_environment``; never cached): no other
+    #: stream there may listen on them.
+    subjects: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """Plain data (the spec cache)."""

@@ -17,7 +17,7 @@ from servers import NatsServer, joined_domains, run
 from test_dr_attacks import counted, said
 from test_dr_rules import FAILOVER
 from test_dr_standby import applied, dr_project, last_seq, wait_for
-from test_lifecycle import _info, _publish
+from test_lifecycle import _info, _publish, _request
 from test_restore_rules import _user_streams
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # attack runs: .ci/run's second stage
@@ -124,3 +124,41 @@ def test_the_standby_mirror_never_republishes_a_second_time_and_the_promotion_do
     wait_for(lambda: last_seq(east, "AUDIT") == 8)
     time.sleep(1)
     assert last_seq(east, "AUDIT") == 8 and last_seq(west) == 8
+
+
+def test_a_backups_stream_on_the_origins_subjects_is_never_restored_beside_the_standby(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """Hole: the standby rule judged only the stream named as the spec. A backup holding
+    ``\\u041eRDERS`` (a Cyrillic O first: it reads as ORDERS) on orders.>, say a dev server's,
+    restored with ``--env west``: west keeps only ORDERS's mirror, which has no subjects,
+    so nothing overlapped, and a plain stream on orders.> was made in west: it took
+    every write beside east's ORDERS (across the leafnode, a publish on east was stored
+    on both sides) and the next failover's promotion was refused. A stream the restore
+    would make in the standby environment on subjects of a stream it mirrors there is
+    now prevented by the failover rules, naming the spec's line; nothing is made."""
+    east, west = joined_domains(server_factory)
+    root = dr_project(tmp_path, east, west)
+    applied(root, "east")
+    applied(root, "west")
+    dev = server_factory()
+    lookalike = "\u041eRDERS"
+    run(
+        _request(
+            dev.url,
+            f"$JS.API.STREAM.CREATE.{lookalike}",
+            {"name": lookalike, "subjects": ["orders.>"]},
+        )
+    )
+    run(_publish(dev.url, "orders.new", 4))
+    out = tmp_path / "backup"
+    taken = reconcile("backup", "--all", "--server", dev.url, "--out", str(out), cwd=tmp_path)
+    assert taken.returncode == 0, said(taken)
+
+    result = reconcile("restore", str(out), "--env", "west", "--yes", cwd=root)
+    assert result.returncode == 1, said(result)
+    assert "orders.yaml:" in result.stderr, said(result)
+    assert run(_user_streams(west)) == ["ORDERS"]  # the mirror only
+    run(_publish(east.url, "orders.new", 2))
+    wait_for(lambda: last_seq(west) == 2)
+    assert counted(east)[0] == 2 and run(_user_streams(west)) == ["ORDERS"]
