@@ -216,7 +216,7 @@ class PairSteps:
         await verify_locks(self.fences)
         state = self.state
         await self.standby.update_stream(
-            promoted_config(mirror["config"], state.subjects, state.republish)
+            promoted_config(mirror["config"], state.subjects, state.pair.stream.config)
         )
         if self.fenced_at is not None:
             self.window = time.monotonic() - self.fenced_at

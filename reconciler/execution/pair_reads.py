@@ -73,12 +73,6 @@ class PairState:
         return list(self.pair.stream.config.get("subjects") or [])
 
     @property
-    def republish(self) -> Any:
-        """What the origin's spec republishes (a mirror carries none; the promotion
-        gives it back)."""
-        return self.pair.stream.config.get("republish")
-
-    @property
     def done(self) -> bool:
         return self.promoted and not self.consumers_missing and self.origin_fenced
 

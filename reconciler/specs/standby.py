@@ -88,6 +88,11 @@ def standby_of(
         message = "an external stream is managed elsewhere: it cannot declare a standby"
     elif not body.get("subjects"):
         message = "a stream with a standby declares its subjects (the standby takes them over)"
+    elif body.get("allow_msg_counter"):
+        message = (
+            "a counter stream (allow_msg_counter) cannot have a standby: the server refuses "
+            "a mirror that counts, and a promotion cannot make one count"
+        )
     if message:
         problems.append(Problem(where("standby"), "standby", message))
         return None

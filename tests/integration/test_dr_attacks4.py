@@ -162,3 +162,50 @@ def test_a_backups_stream_on_the_origins_subjects_is_never_restored_beside_the_s
     run(_publish(east.url, "orders.new", 2))
     wait_for(lambda: last_seq(west) == 2)
     assert counted(east)[0] == 2 and run(_user_streams(west)) == ["ORDERS"]
+
+
+#: An origin declaring what the server refuses on a mirror (2.12+ fields).
+UNMIRRORED = """\
+kind: Stream
+name: AAA
+subjects: ["aaa.>"]
+---
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+allow_atomic: true
+allow_msg_schedules: true
+allow_msg_ttl: true
+subject_delete_marker_ttl: 5m
+standby:
+  primary: east
+  environment: west
+"""
+
+
+def test_an_origin_declaring_what_a_mirror_cannot_carry_gets_its_standby_and_promotion(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """Hole: the standby's mirror carried every field of its origin's spec but four, so
+    an origin declaring ``allow_atomic``, ``allow_msg_schedules`` or
+    ``subject_delete_marker_ttl`` (each valid) made a mirror the server refuses (errs
+    10198, 10186, 10052): ``apply --env west`` created AAA, failed on ORDERS, and every
+    re-run failed the same: no standby, ever. The mirror now carries none of them and
+    the failover's promotion gives them back (one update)."""
+    east, west = joined_domains(server_factory)
+    root = dr_project(tmp_path, east, west, UNMIRRORED)
+    applied(root, "east")
+    run(_publish(east.url, "orders.new", 5))
+    applied(root, "west")
+    wait_for(lambda: last_seq(west) == 5)
+    assert sorted(run(_user_streams(west))) == ["AAA", "ORDERS"]
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+
+    done = reconcile(*FAILOVER, cwd=root)
+    assert done.returncode == 0, said(done)
+    promoted = _info(west.url, "ORDERS")["config"]
+    assert promoted.get("mirror") is None
+    assert promoted["allow_atomic"] and promoted["allow_msg_schedules"]
+    assert promoted["subject_delete_marker_ttl"] == 300_000_000_000
+    run(_publish(west.url, "orders.new", 2))  # west takes the writes
+    assert last_seq(west) == 7 and counted(east)[0] == 5
