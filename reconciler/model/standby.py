@@ -248,6 +248,8 @@ def pair_health(
         problems.append("the mirror could not be read" + (f": {unread}" if unread else ""))
     elif not about:
         problems.append("the standby is not a mirror")
+    if origin is not None and ((origin.get("config") or {}).get("mirror")):
+        problems.append("the origin is a mirror itself: it takes no write")
     if error and origin is not None and mirror is not None:
         problems.append(f"the mirror reports an error: {error}")
     metadata = {**_metadata(mirror), **_metadata(origin)}

@@ -289,7 +289,9 @@ _OVER_LIVE = (Create, Update, Replace, Migrate)
 def _guarded(step: Step, spec: Spec | None, environment: str | None, loss: str) -> Step:
     if step.kind != "Stream" or step.prevented:
         return step
-    if spec is not None and (why := _not_the_mirror(step, spec, environment)):
+    if spec is not None and (
+        why := _not_the_mirror(step, spec, environment) or _a_mirror(step, spec, environment)
+    ):
         return replace(step, prevented=why, reasons=(*step.reasons, why))
     live = getattr(step, "live", None)
     if not isinstance(live, Mapping):
@@ -376,4 +378,24 @@ def _not_the_mirror(step: Step, spec: Spec, environment: str | None) -> str:
         f"{standby.primary} (reconcile restore DIR --env {standby.primary}) and let "
         f"`reconcile apply --env {environment}` make the mirror, which copies it all, or "
         f"make {environment} the primary at {standby.where} first (docs/dr.md)"
+    )
+
+
+def _a_mirror(step: Step, spec: Spec, environment: str | None) -> str:
+    """Why a step would make ``spec``'s stream a mirror in the environment its spec
+    calls the primary, where it takes the writes: a restore of the standby's backup
+    there (the mirror's config, reaching the primary's own API) made it a mirror of
+    itself, taking no write, while the pair's health said healthy. '' when it would not."""
+    standby = spec.standby
+    if standby is None or environment is None or standby.primary != environment:
+        return ""
+    if not isinstance(step, Create | Update | Replace | Migrate) or not step.config.get("mirror"):
+        return ""
+    return (
+        f"{PREVENTED}the spec declares {spec.name} in {environment} the primary, taking the "
+        f"writes ({standby.where}): made here as a mirror (a backup of {standby.environment}'s "
+        "standby, say), it would take none; restore a backup of "
+        f"{environment}'s own stream or, its data lost, fail over: `reconcile "
+        f"failover --from {environment} --to {standby.environment} --unplanned` makes "
+        f"{standby.environment}'s mirror the stream, which holds it all (docs/dr.md)"
     )

@@ -209,3 +209,38 @@ def test_an_origin_declaring_what_a_mirror_cannot_carry_gets_its_standby_and_pro
     assert promoted["subject_delete_marker_ttl"] == 300_000_000_000
     run(_publish(west.url, "orders.new", 2))  # west takes the writes
     assert last_seq(west) == 7 and counted(east)[0] == 5
+
+
+def test_the_standbys_backup_is_never_restored_into_the_primary_as_a_mirror(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """Hole: east's ORDERS lost, the careless operator restored the backup at hand,
+    west's (the mirror's), with ``--env east``: east's ORDERS was made a mirror of
+    ORDERS through $JS.east.API, of itself: it took no write (publishers on orders.>
+    got no answer), "Restore complete" was said and the pair's health said healthy.
+    In the environment its spec calls the primary a stream is never made a mirror (the
+    failover rules, ``planning.standby``): refused, naming the spec's line and the
+    unplanned failover; restored with ``--server`` (no spec read), the pair's health
+    now says the origin is a mirror (``failover --check`` exits 2)."""
+    east, west = joined_domains(server_factory)
+    root = dr_project(tmp_path, east, west)
+    applied(root, "east")
+    run(_publish(east.url, "orders.new", 30))
+    applied(root, "west")
+    wait_for(lambda: last_seq(west) == 30)
+    out = tmp_path / "backup"
+    taken = reconcile("backup", "--env", "west", "--out", str(out), cwd=root)
+    assert taken.returncode == 0, said(taken)
+    run(_request(east.url, "$JS.API.STREAM.DELETE.ORDERS", {}))  # east's ORDERS lost
+
+    result = reconcile("restore", str(out), "--env", "east", "--yes", cwd=root)
+    assert result.returncode == 1, said(result)
+    assert "orders.yaml:" in result.stderr and "--unplanned" in result.stderr, said(result)
+    assert run(_user_streams(east)) == []  # nothing restored in east
+    assert counted(west)[0] == 30
+
+    by_url = reconcile("restore", str(out), "--server", east.url, "--yes", cwd=tmp_path)
+    assert by_url.returncode == 0, said(by_url)  # no spec read: the backup's config
+    check = reconcile(*FAILOVER[:-1], "--check", cwd=root)
+    assert check.returncode == 2, said(check)
+    assert "the origin is a mirror" in said(check), said(check)

@@ -63,12 +63,26 @@ def test_the_standby_environment_takes_only_the_declared_mirror(config: dict[str
     assert "evil" not in why and "elsewhere" not in why  # the backup's words are not said
 
 
-def test_the_declared_mirror_is_taken_there_and_anything_in_the_primary() -> None:
+def test_the_declared_mirror_is_taken_there_and_a_plain_stream_in_the_primary() -> None:
     assert _restored(_mirror(), "west") == ""
     # as the server reports it back: the delivery subject empty, a start at 0
     assert _restored(_mirror(external={**EAST, "deliver": ""}, opt_start_seq=0), "west") == ""
     assert _restored(ORDERS, "east") == ""
-    assert _restored(_mirror(external={"api": "$JS.evil.API"}), "east") == ""
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        pytest.param(_mirror(), id="the standby's own backup: a mirror of itself"),
+        pytest.param(_mirror(external={"api": "$JS.evil.API"}), id="another domain's ORDERS"),
+    ],
+)
+def test_the_primary_never_takes_a_mirror(config: dict[str, Any]) -> None:
+    """In the environment taking the writes a mirror takes none (west's backup restored
+    into east made east's ORDERS a mirror of itself); the way out is said."""
+    why = _restored(config, "east")
+    assert why.startswith(PREVENTED) and "specs/orders.yaml:5" in why and "--unplanned" in why
+    assert "evil" not in why
 
 
 def test_a_plain_stream_in_the_standby_environment_is_never_replaced_and_the_way_out_is_said() -> (
