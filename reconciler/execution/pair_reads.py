@@ -20,6 +20,8 @@ from reconciler.model.standby import (
     fence_subject,
     is_fenced,
     left_paused,
+    mirror_config,
+    mirrors_the_origin,
     pair_health,
 )
 from reconciler.model.state import lacking, same_stored
@@ -355,15 +357,18 @@ def _mirror_problem(pair: Pair, sides: Sides, mirror: Any) -> list[str]:
     if not sides.domains:
         return []
     api = origin_api(pair.standby, sides.domains, pair.stream.where("standby"))
+    declared = mirror_config(pair.stream.config, api=api, deliver=pair.standby.deliver)
+    if mirrors_the_origin(mirror, declared["mirror"]):
+        return []
     about = mirror if isinstance(mirror, Mapping) else {}
     name = str(about.get("name") or "")
     through = str((about.get("external") or {}).get("api") or "")
-    if name == pair.name and through == api:
-        return []
+    what = f"{name or 'nothing'} through {through or 'its own account'}"
+    if name == pair.name and through == api:  # a part of it, from a later point, elsewhere
+        what = f"{name} through {api} but not all of it as declared (a filter, a start, a deliver)"
     return [
-        f"the stream in {sides.standby} mirrors {name or 'nothing'} through "
-        f"{through or 'its own account'}, the spec declares {pair.name} through {api}: it "
-        "was made by someone else; apply the standby environment first "
+        f"the stream in {sides.standby} mirrors {what}, the spec declares {pair.name} "
+        f"through {api}: it was made by someone else; apply the standby environment first "
         f"(reconcile apply --env {sides.standby})"
     ]
 

@@ -2,6 +2,7 @@
 careless operator would: two real JetStream domains joined by a leafnode, both sides
 counted with a raw client before and after. Each test names the hole it closes."""
 
+# ruff: noqa: F811 (the ``ready`` fixture, imported, is an argument)
 from __future__ import annotations
 
 import hashlib
@@ -15,12 +16,15 @@ import pytest
 from cli_runner import reconcile
 from servers import NatsServer, joined_domains, run
 from test_dr_attacks import counted, said
+from test_dr_failover import ready  # noqa: F401 (ready: a fixture)
 from test_dr_rules import FAILOVER
-from test_dr_standby import applied, dr_project, last_seq, wait_for
+from test_dr_standby import applied, consumers, dr_project, last_seq, wait_for
 from test_lifecycle import _info, _publish, _request
 from test_restore_rules import _user_streams
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # attack runs: .ci/run's second stage
+
+Ready = tuple[NatsServer, NatsServer, Path]
 
 
 def rewritten(out: Path, edit: Callable[[dict[str, Any]], None]) -> None:
@@ -244,3 +248,31 @@ def test_the_standbys_backup_is_never_restored_into_the_primary_as_a_mirror(
     check = reconcile(*FAILOVER[:-1], "--check", cwd=root)
     assert check.returncode == 2, said(check)
     assert "the origin is a mirror" in said(check), said(check)
+
+
+def test_a_mirror_of_a_part_of_the_origin_is_never_promoted_unplanned(
+    ready: Ready, tmp_path: Path
+) -> None:
+    """Hole: the failover's rule for what the standby mirrors was its own copy of the
+    restore's, weaker: the name and the API only. West's ORDERS made again by someone
+    as a mirror of east's ORDERS filtered on orders.eu.> held east's last sequence (its
+    last message was an orders.eu one), so the pair read lag 0, and with east lost an
+    unplanned failover promoted it: 50 acknowledged messages in none of west's
+    sequences, the consumer started after them. The failover now asks the one rule
+    (``model.standby.mirrors_the_origin``: all of it, through the declared API and
+    delivery subject): refused, nothing changed."""
+    east, west, root = ready
+    run(_publish(east.url, "orders.eu.1", 5))  # sequences 51-55
+    metadata = _info(west.url, "ORDERS")["config"]["metadata"]
+    assert "error" not in run(_request(west.url, "$JS.API.STREAM.DELETE.ORDERS"))
+    part = {"name": "ORDERS", "external": {"api": "$JS.east.API"}, "filter_subject": "orders.eu.>"}
+    made = {"name": "ORDERS", "metadata": metadata, "mirror": part}
+    assert "error" not in run(_request(west.url, "$JS.API.STREAM.CREATE.ORDERS", made))
+    wait_for(lambda: last_seq(west) == 55)
+    assert _info(west.url, "ORDERS")["state"]["messages"] == 5
+    east.kill()
+    result = reconcile(*FAILOVER, "--unplanned", cwd=root)
+    assert result.returncode == 1, said(result)
+    assert "nothing was changed" in result.stderr, said(result)
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["filter_subject"] == "orders.eu.>"
+    assert consumers(west) == []
