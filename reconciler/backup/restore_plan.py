@@ -273,7 +273,13 @@ async def _shared_plan(
         if live is not None and (why := _prevention(live, flags.lifecycle)):
             made = replace(made, prevented=why, reasons=(*reasons, why))
         changes.append(made)
-    plan = guarded(Plan(server, tuple(changes), tuple(unchanged)), declared, flags.environment)
+    brought = {s.record.name: s.record.consumer_count for s in steps}
+    plan = guarded(
+        Plan(server, tuple(changes), tuple(unchanged)),
+        declared,
+        flags.environment,
+        consumers=brought,
+    )
     policy = load_policy(flags.policies)
     if not policy:
         return plan

@@ -213,6 +213,7 @@ def guarded(
     specs: Sequence[Spec],
     environment: str | None,
     losses: Mapping[str, str] | None = None,
+    consumers: Mapping[str, int] | None = None,
 ) -> Plan:
     """``the_plan`` with the steps that would undo a failover marked ``prevented`` (no
     flag allows them; a heal leaves them to a person):
@@ -236,6 +237,9 @@ def guarded(
     no spec declares (a restore's steps, with ``--server`` none at all): its live config
     alone says it is fenced, and a restore's replace would give it its subjects back.
 
+    ``consumers``: how many consumers each step brings with its stream (a restore's
+    snapshot holds them): a standby's mirror takes none, the failover creates them.
+
     The live state only ever adds a refusal here, never removes one."""
     streams = {s.name: s for s in specs if s.kind == "Stream"}
     lost = losses or {}
@@ -246,7 +250,13 @@ def guarded(
     ]
     steps = [
         _beside_a_mirror(step, mirrored)
-        or _guarded(step, streams.get(step.name), environment, lost.get(step.name, ""))
+        or _guarded(
+            step,
+            streams.get(step.name),
+            environment,
+            lost.get(step.name, ""),
+            (consumers or {}).get(step.name, 0),
+        )
         for step in the_plan.changes
     ]
     return replace(the_plan, changes=tuple(steps))
@@ -286,11 +296,14 @@ def _beside_a_mirror(step: Step, mirrored: Sequence[Spec]) -> Step | None:
 _OVER_LIVE = (Create, Update, Replace, Migrate)
 
 
-def _guarded(step: Step, spec: Spec | None, environment: str | None, loss: str) -> Step:
+def _guarded(
+    step: Step, spec: Spec | None, environment: str | None, loss: str, consumers: int = 0
+) -> Step:
     if step.kind != "Stream" or step.prevented:
         return step
     if spec is not None and (
-        why := _not_the_mirror(step, spec, environment) or _a_mirror(step, spec, environment)
+        why := _not_the_mirror(step, spec, environment, consumers)
+        or _a_mirror(step, spec, environment)
     ):
         return replace(step, prevented=why, reasons=(*step.reasons, why))
     live = getattr(step, "live", None)
@@ -340,7 +353,7 @@ def _guarded(step: Step, spec: Spec | None, environment: str | None, loss: str) 
     return replace(step, prevented=why, reasons=(*step.reasons, why)) if why else step
 
 
-def _not_the_mirror(step: Step, spec: Spec, environment: str | None) -> str:
+def _not_the_mirror(step: Step, spec: Spec, environment: str | None, consumers: int = 0) -> str:
     """Why a step would make (create, update or replace) ``spec``'s stream here, the
     environment its spec calls the standby, as something other than the mirror: a plain
     stream taking writes on the origin's subjects beside the origin's. Apply's steps
@@ -352,6 +365,14 @@ def _not_the_mirror(step: Step, spec: Spec, environment: str | None) -> str:
     if not isinstance(step, Create | Update | Replace | Migrate):
         return ""
     mirror = step.config.get("mirror")
+    if is_the_mirror(step.config, spec.config) and consumers:
+        return (
+            f"{PREVENTED}the spec declares {spec.name} in {environment} the standby mirror of "
+            f"{standby.primary} ({standby.where}): made here with {consumers} consumer(s) of "
+            f"the backup's, they would deliver beside {standby.primary}'s and refuse every "
+            "failover (which creates them at the promotion); let `reconcile apply --env "
+            f"{environment}` make the mirror, which copies it all (docs/dr.md)"
+        )
     if is_the_mirror(step.config, spec.config):
         return ""  # the mirror declared (a backup's config could name any stream's)
     # said without the backup's own words: someone else may have written them

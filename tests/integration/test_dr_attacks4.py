@@ -16,7 +16,7 @@ import pytest
 from cli_runner import reconcile
 from servers import NatsServer, joined_domains, run
 from test_dr_attacks import counted, said
-from test_dr_failover import ready  # noqa: F401 (ready: a fixture)
+from test_dr_failover import fetch, ready  # noqa: F401 (ready: a fixture)
 from test_dr_rules import FAILOVER
 from test_dr_standby import applied, consumers, dr_project, last_seq, wait_for
 from test_lifecycle import _info, _publish, _request
@@ -276,3 +276,34 @@ def test_a_mirror_of_a_part_of_the_origin_is_never_promoted_unplanned(
     assert "nothing was changed" in result.stderr, said(result)
     assert _info(west.url, "ORDERS")["config"]["mirror"]["filter_subject"] == "orders.eu.>"
     assert consumers(west) == []
+
+
+def test_a_backups_consumers_never_come_with_the_standby_mirror(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """Hole: apply never makes a consumer on the standby's mirror (the failover creates
+    them at the promotion), but a restore did: east's backup rewritten as the very
+    mirror west's spec declares, its consumer shipper (acknowledged up to 20) with it,
+    restored with ``--env west``: west's shipper delivered 21.. beside east's (each
+    message worked twice) and every failover was refused for it. A backup bringing
+    consumers is never restored as the standby (``planning.standby``): refused, nothing
+    made in west."""
+    east, west = joined_domains(server_factory)
+    root = dr_project(tmp_path, east, west)
+    applied(root, "east")
+    run(_publish(east.url, "orders.new", 50))
+    assert fetch(east, "shipper", 20, ack=True) == list(range(1, 21))
+    out = tmp_path / "backup"
+    taken = reconcile("backup", "--env", "east", "--out", str(out), cwd=root)
+    assert taken.returncode == 0, said(taken)
+    rewritten(out, as_the_mirror)
+
+    result = reconcile("restore", str(out), "--env", "west", "--yes", cwd=root)
+    assert result.returncode == 1, said(result)
+    assert "orders.yaml:" in result.stderr, said(result)
+    assert run(_user_streams(west)) == []  # nothing restored in west
+    applied(root, "west")  # the mirror the spec declares, no consumer
+    wait_for(lambda: last_seq(west) == 50)
+    assert consumers(west) == []
+    done = reconcile(*FAILOVER, cwd=root)
+    assert done.returncode == 0, said(done)

@@ -122,3 +122,13 @@ def test_no_other_stream_listens_on_the_origins_subjects_where_its_mirror_is_kep
         .prevented
         == ""
     )
+
+
+def test_the_standbys_mirror_never_comes_with_a_backups_consumers() -> None:
+    """Apply makes none on the mirror (the failover creates them at the promotion): the
+    very mirror declared, restored with the backup's consumers, is refused."""
+    step = Create(ref=ResourceRef("Stream", "ORDERS"), config=_mirror())
+    plan = Plan(ServerInfo("2.12.8", 1), (step,))
+    why = guarded(plan, _specs("west"), "west", consumers={"ORDERS": 1}).changes[0].prevented
+    assert why.startswith(PREVENTED) and "specs/orders.yaml:5" in why
+    assert guarded(plan, _specs("west"), "west", consumers={"ORDERS": 0}).changes[0].prevented == ""
