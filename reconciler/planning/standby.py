@@ -30,6 +30,7 @@ __all__ = [
     "failbacks",
     "for_environment",
     "guarded",
+    "made_primaries",
     "origin_api",
     "pairs",
 ]
@@ -208,12 +209,36 @@ def failbacks(the_plan: Plan, specs: Sequence[Spec], environment: str | None) ->
     return found
 
 
+def made_primaries(
+    the_plan: Plan, specs: Sequence[Spec], environment: str | None
+) -> dict[str, str]:
+    """The streams ``the_plan`` makes with subjects of their own (a create, a restore's
+    replace) in the environment their spec calls the primary: stream -> the standby
+    environment. After a failover the standby's takes the writes: made again here (the
+    origin lost, then applied or restored) both would. The caller reads the standby's
+    stream and passes :func:`guarded` why it may not be made (``taken``)."""
+    if environment is None:
+        return {}
+    declared = {s.name: s for s in specs if s.kind == "Stream" and s.standby is not None}
+    found = {}
+    for step in the_plan.changes:
+        spec = declared.get(step.name)
+        if spec is None or spec.standby is None or step.kind != "Stream" or step.prevented:
+            continue
+        if spec.standby.primary != environment or not isinstance(step, Create | Replace):
+            continue
+        if step.config.get("subjects") and not is_fenced(step.config):
+            found[step.name] = spec.standby.environment
+    return found
+
+
 def guarded(
     the_plan: Plan,
     specs: Sequence[Spec],
     environment: str | None,
     losses: Mapping[str, str] | None = None,
     consumers: Mapping[str, int] | None = None,
+    taken: Mapping[str, str] | None = None,
 ) -> Plan:
     """``the_plan`` with the steps that would undo a failover marked ``prevented`` (no
     flag allows them; a heal leaves them to a person):
@@ -240,6 +265,9 @@ def guarded(
     ``consumers``: how many consumers each step brings with its stream (a restore's
     snapshot holds them): a standby's mirror takes none, the failover creates them.
 
+    ``taken``: why a stream :func:`made_primaries` lists may not be made with its
+    subjects here (its standby's takes the writes).
+
     The live state only ever adds a refusal here, never removes one."""
     streams = {s.name: s for s in specs if s.kind == "Stream"}
     lost = losses or {}
@@ -256,6 +284,7 @@ def guarded(
             environment,
             lost.get(step.name, ""),
             (consumers or {}).get(step.name, 0),
+            (taken or {}).get(step.name, ""),
         )
         for step in the_plan.changes
     ]
@@ -297,13 +326,19 @@ _OVER_LIVE = (Create, Update, Replace, Migrate)
 
 
 def _guarded(
-    step: Step, spec: Spec | None, environment: str | None, loss: str, consumers: int = 0
+    step: Step,
+    spec: Spec | None,
+    environment: str | None,
+    loss: str,
+    consumers: int = 0,
+    taken: str = "",
 ) -> Step:
     if step.kind != "Stream" or step.prevented:
         return step
     if spec is not None and (
         why := _not_the_mirror(step, spec, environment, consumers)
         or _a_mirror(step, spec, environment)
+        or _beside_the_standby(spec, environment, taken)
     ):
         return replace(step, prevented=why, reasons=(*step.reasons, why))
     live = getattr(step, "live", None)
@@ -419,4 +454,18 @@ def _a_mirror(step: Step, spec: Spec, environment: str | None) -> str:
         f"{environment}'s own stream or, its data lost, fail over: `reconcile "
         f"failover --from {environment} --to {standby.environment} --unplanned` makes "
         f"{standby.environment}'s mirror the stream, which holds it all (docs/dr.md)"
+    )
+
+
+def _beside_the_standby(spec: Spec, environment: str | None, taken: str) -> str:
+    """Why ``spec``'s stream may not be made with its subjects here, the primary its spec
+    names (``taken``: its standby's takes the writes)."""
+    standby = spec.standby
+    if not taken or standby is None or standby.primary != environment:
+        return ""
+    return (
+        f"{PREVENTED}{taken}: made here with its subjects, {spec.name} would take writes "
+        f"in {environment} too; make {standby.environment} the primary (standby.primary: "
+        f"{standby.environment}, environment: {environment}) at {standby.where}, then "
+        f"apply {environment} makes the mirror (docs/dr.md#5-fail-back)"
     )

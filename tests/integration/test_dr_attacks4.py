@@ -307,3 +307,36 @@ def test_a_backups_consumers_never_come_with_the_standby_mirror(
     assert consumers(west) == []
     done = reconcile(*FAILOVER, cwd=root)
     assert done.returncode == 0, said(done)
+
+
+def test_the_lost_origin_is_never_made_again_with_its_subjects_while_the_standby_takes_writes(
+    ready: Ready, tmp_path: Path
+) -> None:
+    """Hole: after a failover west takes the writes and east is fenced; east's disk then
+    lost, its ORDERS gone. The rule keeping a fenced origin fenced read east's live
+    stream, and there was none: ``restore --env east`` of last night's backup, and
+    ``apply --env east`` alike, made ORDERS there again on orders.>, and a publish on
+    east was stored on both sides (west 50 -> 53, east 3): both took writes. Where the
+    spec calls it the primary, a stream is now made with its subjects only while the
+    standby's does not take writes (read on the standby's server: ``pair_reads``);
+    both refused, naming west and the spec's line, nothing made in east."""
+    east, west, root = ready
+    out = tmp_path / "backup"
+    taken = reconcile("backup", "--env", "east", "--out", str(out), cwd=root)
+    assert taken.returncode == 0, said(taken)
+    done = reconcile(*FAILOVER, cwd=root)
+    assert done.returncode == 0, said(done)
+    run(_request(east.url, "$JS.API.STREAM.DELETE.ORDERS", {}))  # east's disk lost
+    west_before = counted(west)
+
+    restored = reconcile("restore", str(out), "--env", "east", "--yes", cwd=root)
+    assert restored.returncode == 1, said(restored)
+    assert "orders.yaml:" in restored.stderr and "west" in restored.stderr, said(restored)
+    applied_again = reconcile("apply", "--env", "east", "--yes", cwd=root)
+    assert applied_again.returncode == 1, said(applied_again)
+    assert "orders.yaml:" in applied_again.stderr, said(applied_again)
+    assert run(_user_streams(east)) == []
+
+    run(_publish(east.url, "orders.new", 3))  # through east's clients: west's only
+    wait_for(lambda: counted(west)[0] == west_before[0] + 3)
+    assert run(_user_streams(east)) == []

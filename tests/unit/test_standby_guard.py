@@ -13,7 +13,7 @@ import pytest
 from reconciler.identity import ResourceRef
 from reconciler.locations import Location
 from reconciler.model.state import ServerInfo
-from reconciler.planning.standby import PREVENTED, for_environment, guarded
+from reconciler.planning.standby import PREVENTED, for_environment, guarded, made_primaries
 from reconciler.planning.steps import Create, Plan, Replace
 from reconciler.specs.spec import Spec
 from reconciler.specs.standby import Standby
@@ -132,3 +132,18 @@ def test_the_standbys_mirror_never_comes_with_a_backups_consumers() -> None:
     why = guarded(plan, _specs("west"), "west", consumers={"ORDERS": 1}).changes[0].prevented
     assert why.startswith(PREVENTED) and "specs/orders.yaml:5" in why
     assert guarded(plan, _specs("west"), "west", consumers={"ORDERS": 0}).changes[0].prevented == ""
+
+
+def test_the_primary_never_makes_the_stream_again_while_its_standby_takes_writes() -> None:
+    """Made again in the primary (its stream lost after a failover), a stream with its
+    subjects would take writes beside the promoted standby: the create is listed for
+    the caller to read the standby, and prevented with the reason it read."""
+    view = _specs("east")
+    step = Create(ref=ResourceRef("Stream", "ORDERS"), config=ORDERS)
+    plan = Plan(ServerInfo("2.12.8", 1), (step,))
+    assert made_primaries(plan, view, "east") == {"ORDERS": "west"}
+    assert made_primaries(plan, _specs("west"), "west") == {}  # the mirror's: not a primary
+    taken = {"ORDERS": "ORDERS in west takes the writes"}
+    why = guarded(plan, view, "east", taken=taken).changes[0].prevented
+    assert why.startswith(PREVENTED) and "specs/orders.yaml:5" in why and "west" in why
+    assert guarded(plan, view, "east").changes[0].prevented == ""  # nothing taken: made
