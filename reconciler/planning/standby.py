@@ -271,13 +271,13 @@ def guarded(
     The live state only ever adds a refusal here, never removes one."""
     streams = {s.name: s for s in specs if s.kind == "Stream"}
     lost = losses or {}
-    mirrored = [
+    paired = [
         s
         for s in streams.values()
-        if s.standby is not None and s.standby.environment == environment
+        if s.standby is not None and environment in (s.standby.environment, s.standby.primary)
     ]
     steps = [
-        _beside_a_mirror(step, mirrored)
+        _beside_a_pair(step, paired)
         or _guarded(
             step,
             streams.get(step.name),
@@ -291,30 +291,32 @@ def guarded(
     return replace(the_plan, changes=tuple(steps))
 
 
-def _beside_a_mirror(step: Step, mirrored: Sequence[Spec]) -> Step | None:
-    """``step`` prevented when it makes another stream listen, in the environment that
-    keeps the mirrors ``mirrored``, on subjects of one of their origins: it would take
-    writes beside the primary's (a backup's stream restored there, of any name; the
-    mirror has no subjects, so nothing on the server overlaps). None: it does not."""
+def _beside_a_pair(step: Step, paired: Sequence[Spec]) -> Step | None:
+    """``step`` prevented when it makes another stream listen, in an environment of the
+    standby pairs ``paired``, on their origins' declared subjects: it would take writes
+    beside the pair's (a backup's stream restored there, of any name). Nothing on the
+    server overlaps it: the mirror has no subjects, and a fenced origin has its own
+    fence subject. None: it does not."""
     if step.kind != "Stream" or step.prevented or not isinstance(step, _OVER_LIVE):
         return None
     listens = [str(s) for s in step.config.get("subjects") or () if isinstance(s, str)]
-    for spec in mirrored:
+    for spec in paired:
         standby = spec.standby
         assert standby is not None
         if spec.name == step.name:
             continue
+        declared = standby.subjects or tuple(str(s) for s in spec.config.get("subjects") or ())
         taken = next(
-            (mine for mine in standby.subjects if any(subjects_overlap(mine, s) for s in listens)),
+            (mine for mine in declared if any(subjects_overlap(mine, s) for s in listens)),
             None,
         )
         if taken is not None:
             why = (
                 f"{PREVENTED}{step.name} would listen on subjects of {spec.name} ({taken!r}), "
-                f"whose writes go to {standby.primary} and whose mirror is kept here "
-                f"({standby.where}): it would take writes beside {standby.primary}'s and "
-                "refuse the failover's promotion; restore it elsewhere, or change its "
-                "subjects (docs/dr.md)"
+                f"whose writes go to one of {standby.primary} and {standby.environment} "
+                f"({standby.where}): it would take writes beside them and refuse a "
+                "failover's promotion; restore it elsewhere, or change its subjects "
+                "(docs/dr.md)"
             )
             return replace(step, prevented=why, reasons=(*step.reasons, why))
     return None

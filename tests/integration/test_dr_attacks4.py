@@ -130,6 +130,24 @@ def test_the_standby_mirror_never_republishes_a_second_time_and_the_promotion_do
     assert last_seq(east, "AUDIT") == 8 and last_seq(west) == 8
 
 
+#: ORDERS with a Cyrillic O first: it reads as ORDERS.
+LOOKALIKE = "\u041eRDERS"
+
+
+def a_dev_backup(server_factory: Callable[..., NatsServer], tmp_path: Path, name: str) -> Path:
+    """A backup folder of another server's stream ``name`` on orders.> (4 messages)."""
+    dev = server_factory()
+    created = run(
+        _request(dev.url, f"$JS.API.STREAM.CREATE.{name}", {"name": name, "subjects": ["orders.>"]})
+    )
+    assert "error" not in created, created
+    run(_publish(dev.url, "orders.new", 4))
+    out = tmp_path / "dev-backup"
+    taken = reconcile("backup", "--all", "--server", dev.url, "--out", str(out), cwd=tmp_path)
+    assert taken.returncode == 0, said(taken)
+    return out
+
+
 def test_a_backups_stream_on_the_origins_subjects_is_never_restored_beside_the_standby(
     server_factory: Callable[..., NatsServer], tmp_path: Path
 ) -> None:
@@ -145,19 +163,7 @@ def test_a_backups_stream_on_the_origins_subjects_is_never_restored_beside_the_s
     root = dr_project(tmp_path, east, west)
     applied(root, "east")
     applied(root, "west")
-    dev = server_factory()
-    lookalike = "\u041eRDERS"
-    run(
-        _request(
-            dev.url,
-            f"$JS.API.STREAM.CREATE.{lookalike}",
-            {"name": lookalike, "subjects": ["orders.>"]},
-        )
-    )
-    run(_publish(dev.url, "orders.new", 4))
-    out = tmp_path / "backup"
-    taken = reconcile("backup", "--all", "--server", dev.url, "--out", str(out), cwd=tmp_path)
-    assert taken.returncode == 0, said(taken)
+    out = a_dev_backup(server_factory, tmp_path, LOOKALIKE)
 
     result = reconcile("restore", str(out), "--env", "west", "--yes", cwd=root)
     assert result.returncode == 1, said(result)
@@ -340,3 +346,26 @@ def test_the_lost_origin_is_never_made_again_with_its_subjects_while_the_standby
     run(_publish(east.url, "orders.new", 3))  # through east's clients: west's only
     wait_for(lambda: counted(west)[0] == west_before[0] + 3)
     assert run(_user_streams(east)) == []
+
+
+def test_a_backups_stream_on_the_origins_subjects_is_never_restored_beside_the_fenced_origin(
+    ready: Ready, server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """Hole: after a failover east's ORDERS is fenced, its subjects moved aside, so no
+    live stream of east holds orders.> any more: a backup's ``\\u041eRDERS`` on
+    orders.>, restored with ``--env east``, was made there and took writes beside west's
+    promoted ORDERS. No other stream is made on a pair's declared subjects in either of
+    its environments (``planning.standby``): refused, nothing made in east."""
+    east, west, root = ready
+    done = reconcile(*FAILOVER, cwd=root)
+    assert done.returncode == 0, said(done)
+    out = a_dev_backup(server_factory, tmp_path, LOOKALIKE)
+    west_before = counted(west)
+
+    result = reconcile("restore", str(out), "--env", "east", "--yes", cwd=root)
+    assert result.returncode == 1, said(result)
+    assert "orders.yaml:" in result.stderr, said(result)
+    assert run(_user_streams(east)) == ["ORDERS"]  # the fenced origin only
+    run(_publish(east.url, "orders.new", 2))  # through east's clients: west's only
+    wait_for(lambda: counted(west)[0] == west_before[0] + 2)
+    assert run(_user_streams(east)) == ["ORDERS"]

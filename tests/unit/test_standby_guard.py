@@ -100,21 +100,17 @@ def test_a_plain_stream_in_the_standby_environment_is_never_replaced_and_the_way
     assert "standby.primary: west" in why and "deleted by hand" in why and "in east" in why
 
 
-def test_no_other_stream_listens_on_the_origins_subjects_where_its_mirror_is_kept() -> None:
+def test_no_other_stream_listens_on_the_origins_subjects_in_either_environment() -> None:
     """A backup's stream of another name (a lookalike, a dev server's) on the origin's
-    subjects, restored where the mirror is kept, would take writes beside the primary's:
-    the mirror has no subjects, so nothing on the server overlaps it."""
+    subjects, restored where the mirror is kept or where the origin is (fenced after a
+    failover), would take writes beside the pair's: the mirror has no subjects and the
+    fenced origin its fence subject, so nothing on the server overlaps it."""
     for subjects in (["orders.eu.>"], ["orders.*"], [">"]):
         step = Create(ref=ResourceRef("Stream", "\u041eRDERS"), config={"subjects": subjects})
-        plan = guarded(Plan(ServerInfo("2.12.8", 1), (step,)), _specs("west"), "west")
-        why = plan.changes[0].prevented
-        assert why.startswith(PREVENTED) and "specs/orders.yaml:5" in why, subjects
-        assert (
-            guarded(Plan(ServerInfo("2.12.8", 1), (step,)), _specs("east"), "east")
-            .changes[0]
-            .prevented
-            == ""
-        )  # in the primary: apply's overlap rules and the server's
+        for environment in ("west", "east"):
+            plan = Plan(ServerInfo("2.12.8", 1), (step,))
+            why = guarded(plan, _specs(environment), environment).changes[0].prevented
+            assert why.startswith(PREVENTED) and "specs/orders.yaml:5" in why, subjects
     other = Create(ref=ResourceRef("Stream", "AUDIT"), config={"subjects": ["audit.>"]})
     assert (
         guarded(Plan(ServerInfo("2.12.8", 1), (other,)), _specs("west"), "west")
