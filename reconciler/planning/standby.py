@@ -212,11 +212,12 @@ def failbacks(the_plan: Plan, specs: Sequence[Spec], environment: str | None) ->
 def made_primaries(
     the_plan: Plan, specs: Sequence[Spec], environment: str | None
 ) -> dict[str, str]:
-    """The streams ``the_plan`` makes with subjects of their own (a create, a restore's
-    replace) in the environment their spec calls the primary: stream -> the standby
-    environment. After a failover the standby's takes the writes: made again here (the
-    origin lost, then applied or restored) both would. The caller reads the standby's
-    stream and passes :func:`guarded` why it may not be made (``taken``)."""
+    """The streams ``the_plan`` makes take writes (:func:`_takes_writes`) in the
+    environment their spec calls the primary: stream -> the standby environment. After a
+    failover the standby's takes the writes: made again here (the origin lost, then
+    applied or restored), or a failback's fresh mirror given its subjects (the role swap
+    reverted), both would. The caller reads the standby's stream and passes
+    :func:`guarded` why it may not be made (``taken``)."""
     if environment is None:
         return {}
     declared = {s.name: s for s in specs if s.kind == "Stream" and s.standby is not None}
@@ -225,11 +226,24 @@ def made_primaries(
         spec = declared.get(step.name)
         if spec is None or spec.standby is None or step.kind != "Stream" or step.prevented:
             continue
-        if spec.standby.primary != environment or not isinstance(step, Create | Replace):
-            continue
-        if step.config.get("subjects") and not is_fenced(step.config):
+        if spec.standby.primary == environment and _takes_writes(step):
             found[step.name] = spec.standby.environment
     return found
+
+
+def _takes_writes(step: Step) -> bool:
+    """Whether ``step`` makes a stream that takes writes where none did: a create or
+    replace with subjects of its own, or an update giving a mirror its subjects (from
+    nats-server 2.12 an update dropping ``mirror`` promotes it)."""
+    config = getattr(step, "config", None)
+    if not isinstance(config, Mapping) or not isinstance(step, _OVER_LIVE):
+        return False
+    if not config.get("subjects") or config.get("mirror") or is_fenced(config):
+        return False
+    if isinstance(step, Create | Replace):
+        return True
+    live = getattr(step, "live", None)
+    return isinstance(live, Mapping) and bool(live.get("mirror"))
 
 
 def guarded(

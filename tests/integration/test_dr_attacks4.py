@@ -369,3 +369,36 @@ def test_a_backups_stream_on_the_origins_subjects_is_never_restored_beside_the_f
     run(_publish(east.url, "orders.new", 2))  # through east's clients: west's only
     wait_for(lambda: counted(west)[0] == west_before[0] + 2)
     assert run(_user_streams(east)) == ["ORDERS"]
+
+
+def test_a_reverted_role_swap_never_turns_the_new_mirror_back_into_a_second_primary(
+    ready: Ready,
+) -> None:
+    """Hole: after a failover and the failback's apply (the roles swapped in git: west
+    the primary, east its fresh mirror), the swap reverted by mistake before anything
+    failed back: ``apply --env east`` planned dropping east's ``mirror`` and giving it
+    orders.> (from 2.12 an update promotes a mirror): east took writes beside west's.
+    The step giving east's mirror its subjects is judged as a create there: west's
+    stream takes the writes, so it is prevented, naming west; east stays a mirror."""
+    east, west, root = ready
+    done = reconcile(*FAILOVER, cwd=root)
+    assert done.returncode == 0, said(done)
+    specs = root / "specs" / "orders.yaml"
+    declared = specs.read_text(encoding="utf-8")
+    swapped = declared.replace("primary: east", "primary: WEST").replace(
+        "environment: west", "environment: east"
+    )
+    specs.write_text(swapped.replace("WEST", "west"), encoding="utf-8")
+    back = reconcile("apply", "--env", "east", "--yes", "--allow-replace", cwd=root)
+    assert back.returncode == 0, said(back)
+    wait_for(lambda: last_seq(east) == 50)
+    specs.write_text(declared, encoding="utf-8")  # the swap reverted by mistake
+    west_before = counted(west)
+
+    reverted = reconcile("apply", "--env", "east", "--yes", "--allow-replace", cwd=root)
+    assert reverted.returncode == 1, said(reverted)
+    assert "orders.yaml:" in reverted.stderr and "west" in reverted.stderr, said(reverted)
+    assert _info(east.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+    run(_publish(west.url, "orders.new", 2))  # west takes the writes, east mirrors them
+    wait_for(lambda: counted(east)[0] == west_before[0] + 2)
+    assert counted(east) == counted(west)

@@ -14,7 +14,7 @@ from reconciler.identity import ResourceRef
 from reconciler.locations import Location
 from reconciler.model.state import ServerInfo
 from reconciler.planning.standby import PREVENTED, for_environment, guarded, made_primaries
-from reconciler.planning.steps import Create, Plan, Replace
+from reconciler.planning.steps import Create, Plan, Replace, Update
 from reconciler.specs.spec import Spec
 from reconciler.specs.standby import Standby
 
@@ -143,3 +143,10 @@ def test_the_primary_never_makes_the_stream_again_while_its_standby_takes_writes
     why = guarded(plan, view, "east", taken=taken).changes[0].prevented
     assert why.startswith(PREVENTED) and "specs/orders.yaml:5" in why and "west" in why
     assert guarded(plan, view, "east").changes[0].prevented == ""  # nothing taken: made
+    # an update giving east's mirror (a failback's, the role swap reverted) its subjects
+    promote = Update(ref=ResourceRef("Stream", "ORDERS"), config=ORDERS, live=_mirror())
+    assert made_primaries(Plan(ServerInfo("2.12.8", 1), (promote,)), view, "east") == {
+        "ORDERS": "west"
+    }
+    kept = Update(ref=ResourceRef("Stream", "ORDERS"), config=ORDERS, live=ORDERS)
+    assert made_primaries(Plan(ServerInfo("2.12.8", 1), (kept,)), view, "east") == {}
