@@ -114,13 +114,22 @@ def mirrors_the_origin(mirror: Any, declared: Any) -> bool:
     return _reached(mirror) == _reached(declared)
 
 
+#: What an update never undoes (nats-server: "can not cancel deny purge", "... deny
+#: message deletes"; a seal is for good): a standby, and the stream its promotion makes,
+#: has one only when the spec declares it.
+_ONE_WAY = ("sealed", "deny_delete", "deny_purge")
+
+
 def is_the_mirror(config: Mapping[str, Any], declared: Mapping[str, Any]) -> bool:
     """Whether a stream config (a backup's, say) is the ``declared`` mirror's
     (:func:`mirror_config`'s) as a standby's must be: it mirrors the origin
-    (:func:`mirrors_the_origin`) and carries nothing a mirror does not, such as a
-    ``republish`` publishing what it copies again (onto the origin's subjects: a loop)."""
-    return mirrors_the_origin(config.get("mirror"), declared.get("mirror")) and not any(
-        config.get(field) for field in _NOT_ON_A_MIRROR
+    (:func:`mirrors_the_origin`), carries nothing a mirror does not, such as a
+    ``republish`` publishing what it copies again (onto the origin's subjects: a loop),
+    and nothing no update undoes that the spec does not declare (:data:`_ONE_WAY`)."""
+    return (
+        mirrors_the_origin(config.get("mirror"), declared.get("mirror"))
+        and not any(config.get(field) for field in _NOT_ON_A_MIRROR)
+        and not any(config.get(field) and not declared.get(field) for field in _ONE_WAY)
     )
 
 

@@ -429,10 +429,11 @@ def _not_the_mirror(step: Step, spec: Spec, environment: str | None, consumers: 
     # said without the backup's own words: someone else may have written them
     if mirrors_the_origin(mirror, spec.config.get("mirror")):
         made = (
-            f"made here as a mirror of {standby.primary}'s that publishes what it copies "
-            f"again (republish), each message would be republished twice, by "
-            f"{standby.primary} and here (onto {standby.primary}'s own subjects: "
-            "without end)"
+            f"made here as a mirror of {standby.primary}'s, but with what the declared one "
+            f"does not carry: a republish of what it copies (each message published again "
+            f"beside {standby.primary}'s; onto its own subjects, without end), or a seal or "
+            "deny of deletes or purges the spec does not declare (no update undoes one, "
+            "and the promotion keeps it)"
         )
     elif mirror:
         made = (

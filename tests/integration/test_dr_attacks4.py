@@ -18,7 +18,7 @@ from servers import NatsServer, joined_domains, run
 from test_dr_attacks import counted, said
 from test_dr_failover import fetch, ready  # noqa: F401 (ready: a fixture)
 from test_dr_rules import FAILOVER
-from test_dr_standby import applied, consumers, dr_project, last_seq, wait_for
+from test_dr_standby import ORDERS, applied, consumers, dr_project, last_seq, wait_for
 from test_lifecycle import _info, _publish, _request
 from test_restore_rules import _user_streams
 
@@ -43,6 +43,11 @@ def rewritten(out: Path, edit: Callable[[dict[str, Any]], None]) -> None:
     (out / "manifest.json").write_text(json.dumps(manifest))
 
 
+#: ORDERS without its consumer: a backup of it brings none (a consumer alone refuses
+#: the standby's restore: test_a_backups_consumers_never_come_with_the_standby_mirror).
+ORDERS_ONLY = ORDERS.split("---")[0]
+
+
 def as_the_mirror(config: dict[str, Any]) -> None:
     """East's ORDERS made the very mirror west's spec declares."""
     config.pop("subjects", None)
@@ -61,7 +66,7 @@ def test_a_mirror_republishing_onto_the_origins_subjects_is_never_restored_as_th
     standby must carry nothing a mirror does not (``model.standby.is_the_mirror``):
     refused, nothing made in west, east holds what it was given."""
     east, west = joined_domains(server_factory)
-    root = dr_project(tmp_path, east, west)
+    root = dr_project(tmp_path, east, west, ORDERS_ONLY)
     applied(root, "east")
     run(_publish(east.url, "orders.new", 30))
     out = tmp_path / "backup"
@@ -402,3 +407,36 @@ def test_a_reverted_role_swap_never_turns_the_new_mirror_back_into_a_second_prim
     run(_publish(west.url, "orders.new", 2))  # west takes the writes, east mirrors them
     wait_for(lambda: counted(east)[0] == west_before[0] + 2)
     assert counted(east) == counted(west)
+
+
+def test_a_mirror_denying_purges_for_good_is_never_restored_as_the_standby(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """Hole: east's backup rewritten as the very mirror west's spec declares plus
+    ``deny_purge`` and ``deny_delete`` (the spec declares neither) was restored with
+    ``--env west``: no update cancels either (measured: "can not cancel deny purge"), so
+    apply could never make it the declared mirror, and a failover's promotion kept both:
+    the primary then refused every purge and delete, for good, short of replacing it.
+    A standby carries a seal or deny only when its spec declares it
+    (``model.standby.is_the_mirror``): refused, nothing made in west."""
+    east, west = joined_domains(server_factory)
+    root = dr_project(tmp_path, east, west, ORDERS_ONLY)
+    applied(root, "east")
+    run(_publish(east.url, "orders.new", 30))
+    out = tmp_path / "backup"
+    taken = reconcile("backup", "--env", "east", "--out", str(out), cwd=root)
+    assert taken.returncode == 0, said(taken)
+
+    def denying(config: dict[str, Any]) -> None:
+        as_the_mirror(config)
+        config.update(deny_purge=True, deny_delete=True)
+
+    rewritten(out, denying)
+    result = reconcile("restore", str(out), "--env", "west", "--yes", cwd=root)
+    assert result.returncode == 1, said(result)
+    assert "orders.yaml:" in result.stderr, said(result)
+    assert run(_user_streams(west)) == []
+    applied(root, "west")
+    wait_for(lambda: last_seq(west) == 30)
+    purged = run(_request(west.url, "$JS.API.STREAM.INFO.ORDERS"))["config"]
+    assert not purged["deny_purge"] and not purged["deny_delete"]

@@ -55,6 +55,9 @@ def _mirror(**mirror: Any) -> dict[str, Any]:
             {**_mirror(), "republish": {"src": ">", "dest": "orders.loop.>"}},
             id="republishing what it copies",
         ),
+        pytest.param({**_mirror(), "deny_purge": True}, id="denying purges for good"),
+        pytest.param({**_mirror(), "deny_delete": True}, id="denying deletes for good"),
+        pytest.param({**_mirror(), "sealed": True}, id="sealed"),
     ],
 )
 def test_the_standby_environment_takes_only_the_declared_mirror(config: dict[str, Any]) -> None:
@@ -150,3 +153,13 @@ def test_the_primary_never_makes_the_stream_again_while_its_standby_takes_writes
     }
     kept = Update(ref=ResourceRef("Stream", "ORDERS"), config=ORDERS, live=ORDERS)
     assert made_primaries(Plan(ServerInfo("2.12.8", 1), (kept,)), view, "east") == {}
+
+
+def test_a_seal_or_deny_the_spec_declares_is_the_mirrors_too() -> None:
+    standby = Standby(primary="east", environment="west", where="specs/orders.yaml:5")
+    config = {**ORDERS, "deny_delete": True, "deny_purge": True}
+    spec = Spec("Stream", "ORDERS", config, Location("specs/orders.yaml", 1), standby=standby)
+    view = for_environment([spec], "west", DOMAINS).specs
+    assert view[0].config["deny_delete"] and view[0].config["deny_purge"]
+    step = Create(ref=ResourceRef("Stream", "ORDERS"), config=view[0].config)
+    assert guarded(Plan(ServerInfo("2.12.8", 1), (step,)), view, "west").changes[0].prevented == ""
