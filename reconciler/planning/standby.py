@@ -268,7 +268,13 @@ def guarded(
       (or that the primary could not be read to tell);
     - where they call it the standby, any step making the stream something other than
       the mirror (a restore of the primary's backup there: a plain stream taking writes
-      beside the primary's).
+      beside the primary's), or the mirror with consumers;
+    - where they call it the primary, any step making the stream a mirror (the
+      standby's backup restored there), or making it take writes while the standby's
+      does (``taken``: :func:`made_primaries`);
+    - in either environment of a pair, any step making another stream listen on the
+      origin's declared subjects (the mirror has none, a fenced origin its fence
+      subject: nothing on the server overlaps it).
 
     A fenced stream whose spec declares no standby (taken out after a failover), or
     planned without an environment named, is not given its subjects back either: only
