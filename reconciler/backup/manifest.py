@@ -87,6 +87,14 @@ class StreamRecord:
         """A memory stream, backed up through a temporary file mirror."""
         return self.mirror_config is not None
 
+    @property
+    def consumer_count(self) -> int:
+        """The consumers the snapshot brings: those recorded, else (a nats CLI folder,
+        whose records hold none) the count in its state."""
+        counted = self.state.get("consumer_count")
+        recorded = counted if isinstance(counted, int) and not isinstance(counted, bool) else 0
+        return len(self.consumers) or max(recorded, 0)
+
 
 @dataclass(frozen=True)
 class Manifest:

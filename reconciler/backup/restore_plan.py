@@ -31,6 +31,7 @@ from reconciler.backup.memory import memory_refused
 from reconciler.backup.restore_checks import differences, leftover, lookalike_hint, marked, marker
 from reconciler.errors import NotFound, RefusalKind, RefusedPlan
 from reconciler.execution.capacity_checks import with_capacity, with_check
+from reconciler.execution.pair_reads import standby_writes
 from reconciler.execution.stages import LOCK_TIMEOUT, PlanRequest
 from reconciler.identity import INTERNAL_STREAMS, ResourceRef
 from reconciler.jetstream import JetStreamClient
@@ -40,7 +41,7 @@ from reconciler.model.state import LiveState, ServerInfo, StreamState
 from reconciler.planning.capacity import Restored, restore_room
 from reconciler.planning.live_checks import live_problems
 from reconciler.planning.policy import evaluate as evaluate_policy
-from reconciler.planning.standby import guarded
+from reconciler.planning.standby import guarded, made_primaries
 from reconciler.planning.steps import (
     ALLOW_REPLACE,
     Create,
@@ -273,7 +274,19 @@ async def _shared_plan(
         if live is not None and (why := _prevention(live, flags.lifecycle)):
             made = replace(made, prevented=why, reasons=(*reasons, why))
         changes.append(made)
-    plan = guarded(Plan(server, tuple(changes), tuple(unchanged)), declared, flags.environment)
+    brought = {s.record.name: s.record.consumer_count for s in steps}
+    plan = Plan(server, tuple(changes), tuple(unchanged))
+    taken: dict[str, str] = {}  # docs/dr.md: a lost origin made again beside its standby
+    request, env = flags.declared, flags.environment
+    if (
+        request is not None
+        and env is not None
+        and (primaries := made_primaries(plan, declared, env))
+    ):
+        taken = await standby_writes(
+            primaries, request.project, env, request.options, request.owner
+        )
+    plan = guarded(plan, declared, env, consumers=brought, taken=taken)
     policy = load_policy(flags.policies)
     if not policy:
         return plan

@@ -224,7 +224,7 @@ def _plan_text(plan: RestorePlan) -> str:
             printable(
                 f"  {marks[step.action]} {record.name}: {what}, "
                 f"{state.get('messages', '?')} messages, {_size(int(state.get('bytes') or 0))}, "
-                f"{len(record.consumers) or state.get('consumer_count', 0)} consumer(s), "
+                f"{record.consumer_count} consumer(s), "
                 f"snapshot {_size(step.size)}"
             )
         )

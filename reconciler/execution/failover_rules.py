@@ -96,7 +96,7 @@ async def judged(
         standby_live[state.name] = config
         promoted = config
         if not state.promoted:
-            promoted = promoted_config(config, state.subjects)
+            promoted = promoted_config(config, state.subjects, state.pair.stream.config)
             standby_steps.append(
                 Update(
                     ref=pair.stream.ref,

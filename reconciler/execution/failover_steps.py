@@ -214,7 +214,10 @@ class PairSteps:
         if mirror is None:
             raise ReconcileError(f"no stream {self.name} on the standby")
         await verify_locks(self.fences)
-        await self.standby.update_stream(promoted_config(mirror["config"], self.state.subjects))
+        state = self.state
+        await self.standby.update_stream(
+            promoted_config(mirror["config"], state.subjects, state.pair.stream.config)
+        )
         if self.fenced_at is not None:
             self.window = time.monotonic() - self.fenced_at
         where = "" if origin_last is None else f" at sequence {origin_last}"

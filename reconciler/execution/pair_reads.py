@@ -20,6 +20,8 @@ from reconciler.model.standby import (
     fence_subject,
     is_fenced,
     left_paused,
+    mirror_config,
+    mirrors_the_origin,
     pair_health,
 )
 from reconciler.model.state import lacking, same_stored
@@ -355,15 +357,18 @@ def _mirror_problem(pair: Pair, sides: Sides, mirror: Any) -> list[str]:
     if not sides.domains:
         return []
     api = origin_api(pair.standby, sides.domains, pair.stream.where("standby"))
+    declared = mirror_config(pair.stream.config, api=api, deliver=pair.standby.deliver)
+    if mirrors_the_origin(mirror, declared["mirror"]):
+        return []
     about = mirror if isinstance(mirror, Mapping) else {}
     name = str(about.get("name") or "")
     through = str((about.get("external") or {}).get("api") or "")
-    if name == pair.name and through == api:
-        return []
+    what = f"{name or 'nothing'} through {through or 'its own account'}"
+    if name == pair.name and through == api:  # a part of it, from a later point, elsewhere
+        what = f"{name} through {api} but not all of it as declared (a filter, a start, a deliver)"
     return [
-        f"the stream in {sides.standby} mirrors {name or 'nothing'} through "
-        f"{through or 'its own account'}, the spec declares {pair.name} through {api}: it "
-        "was made by someone else; apply the standby environment first "
+        f"the stream in {sides.standby} mirrors {what}, the spec declares {pair.name} "
+        f"through {api}: it was made by someone else; apply the standby environment first "
         f"(reconcile apply --env {sides.standby})"
     ]
 
@@ -596,3 +601,41 @@ async def lacks_origin(
             f"{sides.standby} only up to {theirs_last}"
         )
     return printable(await diverged(here, there, name, sides))
+
+
+async def standby_writes(
+    made: Mapping[str, str],
+    project: Project | None,
+    environment: str,
+    base: ConnectionOptions,
+    owner: str,
+) -> dict[str, str]:
+    """For each stream about to be made with its subjects in ``environment``, the
+    primary its spec names (``planning.standby.made_primaries``: stream -> the standby
+    environment), why it may not be (absent: it may): the standby's stream takes writes
+    (no mirror, not fenced: promoted by a failover). A standby that cannot be read says
+    nothing: an environment is applied where only its own servers are known (a job
+    given only east's credentials), and a first apply makes the primary before its
+    standby can be reached (docs/dr.md, Not done yet)."""
+    found: dict[str, str] = {}
+    by_standby: dict[str, list[str]] = {}
+    for name, standby in made.items():
+        by_standby.setdefault(standby, []).append(name)
+    for standby, names in sorted(by_standby.items()):
+        try:
+            if project is None:
+                raise ReconcileError("no project file names its servers")
+            options = environment_target(project, standby, base, owner).options
+            async with open_client(options) as there:
+                for name in names:
+                    try:
+                        config = (await there.stream_info(name)).get("config") or {}
+                    except NotFound:
+                        continue
+                    if not config.get("mirror") and not is_fenced(config):
+                        found[name] = (
+                            f"{name} in {standby} takes the writes (promoted by a failover?)"
+                        )
+        except ReconcileError:
+            continue  # unread: nothing says it takes writes (above)
+    return found

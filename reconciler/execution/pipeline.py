@@ -37,7 +37,7 @@ from reconciler.execution.apply import ApplyResult, StepEvent, apply_plan, lease
 from reconciler.execution.capacity_checks import capacity_of
 from reconciler.execution.interest_counts import with_interest_counts
 from reconciler.execution.migration_checks import working_problems
-from reconciler.execution.pair_reads import failback_losses
+from reconciler.execution.pair_reads import failback_losses, standby_writes
 from reconciler.execution.requests import QUIET, Observer, PlanRequest
 from reconciler.execution.verdict import NOTHING_ALLOWED, Allowances, refuse, verdict
 from reconciler.identity import ENTRY, ResourceRef, stream_of
@@ -57,7 +57,7 @@ from reconciler.planning.lifecycles import governed, governed_entries
 from reconciler.planning.memo import Memo
 from reconciler.planning.plan import StreamPlan, build_plan, removal
 from reconciler.planning.policy import evaluate as evaluate_policy
-from reconciler.planning.standby import failbacks, for_environment, guarded
+from reconciler.planning.standby import failbacks, for_environment, guarded, made_primaries
 from reconciler.planning.steps import Check, Migrate, Plan
 from reconciler.specs.cache import cache_folder
 from reconciler.specs.policy import NO_POLICY, Policy, load_policy
@@ -343,7 +343,12 @@ async def judged(
         losses = await failback_losses(
             client, back, request.project, request.env, request.options, request.owner
         )
-    the_plan = guarded(the_plan, resources, request.env, losses)
+    taken: dict[str, str] = {}  # docs/dr.md: a lost origin made again beside its standby
+    if request.env is not None and (made := made_primaries(the_plan, resources, request.env)):
+        taken = await standby_writes(
+            made, request.project, request.env, request.options, request.owner
+        )
+    the_plan = guarded(the_plan, resources, request.env, losses, taken=taken)
     found(RefusalKind.ROOM, await room_problems(client, the_plan, live))
     found(RefusalKind.WORKING, await working_problems(client, the_plan))
     the_plan = await with_interest_counts(client, the_plan, live)  # docs/jetstream-notes.md

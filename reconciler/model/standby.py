@@ -31,6 +31,7 @@ __all__ = [
     "PairHealth",
     "fence_subject",
     "is_fenced",
+    "is_the_mirror",
     "left_paused",
     "mirror_config",
     "mirrors_the_origin",
@@ -45,8 +46,27 @@ SEEN_CRITICAL_KEY = "io.nats.monitor.seen-critical"
 #: The first release whose STREAM.UPDATE promotes a mirror (nats-server#7171); before
 #: it, dropping ``mirror`` is refused with err 10055.
 PROMOTION_VERSION = (2, 12, 0)
-#: Fields a mirror may not carry: it takes its messages from the origin only.
-_NOT_ON_A_MIRROR = ("subjects", "sources", "subject_transform", "first_seq")
+#: Fields a mirror may not carry: it takes its messages from the origin only. The server
+#: refuses the first ones on a mirror (an origin's spec declaring
+#: ``subject_delete_marker_ttl``, ``allow_msg_schedules`` or ``allow_atomic`` made a
+#: standby apply could never create). It allows ``republish``, but the origin
+#: republishes each message already, and a mirror carrying it published each again on
+#: the same subject (measured across two domains joined by a leafnode: every message
+#: twice in a stream of the destination, and a destination among the origin's own
+#: subjects a loop, the origin storing its mirror's copies without end).
+_NOT_ON_A_MIRROR = (
+    "subjects",
+    "sources",
+    "subject_transform",
+    "first_seq",
+    "republish",
+    "subject_delete_marker_ttl",
+    "allow_msg_schedules",
+    "allow_atomic",
+)
+#: What the promotion gives the promoted stream back from its origin's spec, besides
+#: its subjects (one update takes them all, measured on 2.15.1).
+_GIVEN_BACK = ("republish", "subject_delete_marker_ttl", "allow_msg_schedules", "allow_atomic")
 _FENCE_PREFIX = "_reconcile.fenced."
 #: Until when a failover creates a consumer paused, before it moves and resumes it: a
 #: consumer paused until then is one an interrupted failover left (never a person's).
@@ -94,6 +114,25 @@ def mirrors_the_origin(mirror: Any, declared: Any) -> bool:
     return _reached(mirror) == _reached(declared)
 
 
+#: What an update never undoes (nats-server: "can not cancel deny purge", "... deny
+#: message deletes"; a seal is for good): a standby, and the stream its promotion makes,
+#: has one only when the spec declares it.
+_ONE_WAY = ("sealed", "deny_delete", "deny_purge")
+
+
+def is_the_mirror(config: Mapping[str, Any], declared: Mapping[str, Any]) -> bool:
+    """Whether a stream config (a backup's, say) is the ``declared`` mirror's
+    (:func:`mirror_config`'s) as a standby's must be: it mirrors the origin
+    (:func:`mirrors_the_origin`), carries nothing a mirror does not, such as a
+    ``republish`` publishing what it copies again (onto the origin's subjects: a loop),
+    and nothing no update undoes that the spec does not declare (:data:`_ONE_WAY`)."""
+    return (
+        mirrors_the_origin(config.get("mirror"), declared.get("mirror"))
+        and not any(config.get(field) for field in _NOT_ON_A_MIRROR)
+        and not any(config.get(field) and not declared.get(field) for field in _ONE_WAY)
+    )
+
+
 def _reached(mirror: Mapping[str, Any]) -> tuple[str, str]:
     """Through which API (and delivery subject) a mirror reads its origin."""
     external = mirror.get("external")
@@ -106,10 +145,18 @@ def _nanoseconds(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-def promoted_config(mirror: Mapping[str, Any], subjects: list[str]) -> dict[str, Any]:
-    """A mirror's live config made a stream of its own that listens on ``subjects``."""
-    config = {k: v for k, v in mirror.items() if k not in ("mirror", "subjects")}
+def promoted_config(
+    mirror: Mapping[str, Any], subjects: list[str], origin: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """A mirror's live config made a stream of its own that listens on ``subjects``,
+    given back what its ``origin``'s spec declares and a mirror does not carry
+    (:data:`_GIVEN_BACK`: its ``republish``, say)."""
+    config = {k: v for k, v in mirror.items() if k not in ("mirror", "subjects", *_GIVEN_BACK)}
     config["subjects"] = list(subjects)
+    declared = origin or {}
+    for field in _GIVEN_BACK:
+        if declared.get(field):
+            config[field] = declared[field]
     return config
 
 
@@ -210,6 +257,8 @@ def pair_health(
         problems.append("the mirror could not be read" + (f": {unread}" if unread else ""))
     elif not about:
         problems.append("the standby is not a mirror")
+    if origin is not None and ((origin.get("config") or {}).get("mirror")):
+        problems.append("the origin is a mirror itself: it takes no write")
     if error and origin is not None and mirror is not None:
         problems.append(f"the mirror reports an error: {error}")
     metadata = {**_metadata(mirror), **_metadata(origin)}

@@ -18,10 +18,11 @@ from dataclasses import dataclass, replace
 
 from reconciler.errors import Problem, SpecError
 from reconciler.locations import Location
-from reconciler.model.standby import is_fenced, mirror_config, mirrors_the_origin
+from reconciler.model.standby import is_fenced, is_the_mirror, mirror_config, mirrors_the_origin
 from reconciler.planning.steps import Create, Migrate, Plan, Replace, Step, Update
 from reconciler.specs.spec import Spec
 from reconciler.specs.standby import Standby
+from reconciler.specs.subjects import subjects_overlap
 
 __all__ = [
     "Pair",
@@ -29,6 +30,7 @@ __all__ = [
     "failbacks",
     "for_environment",
     "guarded",
+    "made_primaries",
     "origin_api",
     "pairs",
 ]
@@ -126,11 +128,13 @@ def _as_mirror(spec: Spec, domains: Mapping[str, str | None]) -> Spec:
     api = origin_api(standby, domains, spec.where("standby"))
     config = mirror_config(spec.config, api=api, deliver=standby.deliver)
     written = {k: v for k, v in spec.written.items() if k.split(".")[0] in config}
+    subjects = tuple(str(s) for s in spec.config.get("subjects") or ())
     return Spec.restored(
         {
             **{name: getattr(spec, name) for name in _FIELDS},
             "config": config,
             "written": written,
+            "standby": replace(standby, subjects=subjects),
         }
     )
 
@@ -205,11 +209,50 @@ def failbacks(the_plan: Plan, specs: Sequence[Spec], environment: str | None) ->
     return found
 
 
+def made_primaries(
+    the_plan: Plan, specs: Sequence[Spec], environment: str | None
+) -> dict[str, str]:
+    """The streams ``the_plan`` makes take writes (:func:`_takes_writes`) in the
+    environment their spec calls the primary: stream -> the standby environment. After a
+    failover the standby's takes the writes: made again here (the origin lost, then
+    applied or restored), or a failback's fresh mirror given its subjects (the role swap
+    reverted), both would. The caller reads the standby's stream and passes
+    :func:`guarded` why it may not be made (``taken``)."""
+    if environment is None:
+        return {}
+    declared = {s.name: s for s in specs if s.kind == "Stream" and s.standby is not None}
+    found = {}
+    for step in the_plan.changes:
+        spec = declared.get(step.name)
+        if spec is None or spec.standby is None or step.kind != "Stream" or step.prevented:
+            continue
+        if spec.standby.primary == environment and _takes_writes(step):
+            found[step.name] = spec.standby.environment
+    return found
+
+
+def _takes_writes(step: Step) -> bool:
+    """Whether ``step`` makes a stream that takes writes where none did: a create or
+    replace with subjects of its own, or an update giving a mirror its subjects (from
+    nats-server 2.12 an update dropping ``mirror`` promotes it)."""
+    config = getattr(step, "config", None)
+    if not isinstance(config, Mapping) or not isinstance(step, _OVER_LIVE):
+        return False
+    if not config.get("subjects") or config.get("mirror") or is_fenced(config):
+        return False
+    if isinstance(step, Create | Replace):
+        return True
+    live = getattr(step, "live", None)
+    return isinstance(live, Mapping) and bool(live.get("mirror"))
+
+
 def guarded(
     the_plan: Plan,
     specs: Sequence[Spec],
     environment: str | None,
     losses: Mapping[str, str] | None = None,
+    consumers: Mapping[str, int] | None = None,
+    taken: Mapping[str, str] | None = None,
 ) -> Plan:
     """``the_plan`` with the steps that would undo a failover marked ``prevented`` (no
     flag allows them; a heal leaves them to a person):
@@ -225,7 +268,13 @@ def guarded(
       (or that the primary could not be read to tell);
     - where they call it the standby, any step making the stream something other than
       the mirror (a restore of the primary's backup there: a plain stream taking writes
-      beside the primary's).
+      beside the primary's), or the mirror with consumers;
+    - where they call it the primary, any step making the stream a mirror (the
+      standby's backup restored there), or making it take writes while the standby's
+      does (``taken``: :func:`made_primaries`);
+    - in either environment of a pair, any step making another stream listen on the
+      origin's declared subjects (the mirror has none, a fenced origin its fence
+      subject: nothing on the server overlaps it).
 
     A fenced stream whose spec declares no standby (taken out after a failover), or
     planned without an environment named, is not given its subjects back either: only
@@ -233,14 +282,64 @@ def guarded(
     no spec declares (a restore's steps, with ``--server`` none at all): its live config
     alone says it is fenced, and a restore's replace would give it its subjects back.
 
+    ``consumers``: how many consumers each step brings with its stream (a restore's
+    snapshot holds them): a standby's mirror takes none, the failover creates them.
+
+    ``taken``: why a stream :func:`made_primaries` lists may not be made with its
+    subjects here (its standby's takes the writes).
+
     The live state only ever adds a refusal here, never removes one."""
     streams = {s.name: s for s in specs if s.kind == "Stream"}
     lost = losses or {}
+    paired = [
+        s
+        for s in streams.values()
+        if s.standby is not None and environment in (s.standby.environment, s.standby.primary)
+    ]
     steps = [
-        _guarded(step, streams.get(step.name), environment, lost.get(step.name, ""))
+        _beside_a_pair(step, paired)
+        or _guarded(
+            step,
+            streams.get(step.name),
+            environment,
+            lost.get(step.name, ""),
+            (consumers or {}).get(step.name, 0),
+            (taken or {}).get(step.name, ""),
+        )
         for step in the_plan.changes
     ]
     return replace(the_plan, changes=tuple(steps))
+
+
+def _beside_a_pair(step: Step, paired: Sequence[Spec]) -> Step | None:
+    """``step`` prevented when it makes another stream listen, in an environment of the
+    standby pairs ``paired``, on their origins' declared subjects: it would take writes
+    beside the pair's (a backup's stream restored there, of any name). Nothing on the
+    server overlaps it: the mirror has no subjects, and a fenced origin has its own
+    fence subject. None: it does not."""
+    if step.kind != "Stream" or step.prevented or not isinstance(step, _OVER_LIVE):
+        return None
+    listens = [str(s) for s in step.config.get("subjects") or () if isinstance(s, str)]
+    for spec in paired:
+        standby = spec.standby
+        assert standby is not None
+        if spec.name == step.name:
+            continue
+        declared = standby.subjects or tuple(str(s) for s in spec.config.get("subjects") or ())
+        taken = next(
+            (mine for mine in declared if any(subjects_overlap(mine, s) for s in listens)),
+            None,
+        )
+        if taken is not None:
+            why = (
+                f"{PREVENTED}{step.name} would listen on subjects of {spec.name} ({taken!r}), "
+                f"whose writes go to one of {standby.primary} and {standby.environment} "
+                f"({standby.where}): it would take writes beside them and refuse a "
+                "failover's promotion; restore it elsewhere, or change its subjects "
+                "(docs/dr.md)"
+            )
+            return replace(step, prevented=why, reasons=(*step.reasons, why))
+    return None
 
 
 #: The steps that make a live stream something else (a Create over a live stream: a
@@ -248,10 +347,21 @@ def guarded(
 _OVER_LIVE = (Create, Update, Replace, Migrate)
 
 
-def _guarded(step: Step, spec: Spec | None, environment: str | None, loss: str) -> Step:
+def _guarded(
+    step: Step,
+    spec: Spec | None,
+    environment: str | None,
+    loss: str,
+    consumers: int = 0,
+    taken: str = "",
+) -> Step:
     if step.kind != "Stream" or step.prevented:
         return step
-    if spec is not None and (why := _not_the_mirror(step, spec, environment)):
+    if spec is not None and (
+        why := _not_the_mirror(step, spec, environment, consumers)
+        or _a_mirror(step, spec, environment)
+        or _beside_the_standby(spec, environment, taken)
+    ):
         return replace(step, prevented=why, reasons=(*step.reasons, why))
     live = getattr(step, "live", None)
     if not isinstance(live, Mapping):
@@ -300,7 +410,7 @@ def _guarded(step: Step, spec: Spec | None, environment: str | None, loss: str) 
     return replace(step, prevented=why, reasons=(*step.reasons, why)) if why else step
 
 
-def _not_the_mirror(step: Step, spec: Spec, environment: str | None) -> str:
+def _not_the_mirror(step: Step, spec: Spec, environment: str | None, consumers: int = 0) -> str:
     """Why a step would make (create, update or replace) ``spec``'s stream here, the
     environment its spec calls the standby, as something other than the mirror: a plain
     stream taking writes on the origin's subjects beside the origin's. Apply's steps
@@ -312,9 +422,26 @@ def _not_the_mirror(step: Step, spec: Spec, environment: str | None) -> str:
     if not isinstance(step, Create | Update | Replace | Migrate):
         return ""
     mirror = step.config.get("mirror")
-    if mirrors_the_origin(mirror, spec.config.get("mirror")):
+    if is_the_mirror(step.config, spec.config) and consumers:
+        return (
+            f"{PREVENTED}the spec declares {spec.name} in {environment} the standby mirror of "
+            f"{standby.primary} ({standby.where}): made here with {consumers} consumer(s) of "
+            f"the backup's, they would deliver beside {standby.primary}'s and refuse every "
+            "failover (which creates them at the promotion); let `reconcile apply --env "
+            f"{environment}` make the mirror, which copies it all (docs/dr.md)"
+        )
+    if is_the_mirror(step.config, spec.config):
         return ""  # the mirror declared (a backup's config could name any stream's)
-    if mirror:  # said without the backup's own words: someone else may have written them
+    # said without the backup's own words: someone else may have written them
+    if mirrors_the_origin(mirror, spec.config.get("mirror")):
+        made = (
+            f"made here as a mirror of {standby.primary}'s, but with what the declared one "
+            f"does not carry: a republish of what it copies (each message published again "
+            f"beside {standby.primary}'s; onto its own subjects, without end), or a seal or "
+            "deny of deletes or purges the spec does not declare (no update undoes one, "
+            "and the promotion keeps it)"
+        )
+    elif mirror:
         made = (
             "made here as a mirror of another stream, another domain's or a part of it, it "
             f"would never copy {standby.primary}'s"
@@ -330,4 +457,38 @@ def _not_the_mirror(step: Step, spec: Spec, environment: str | None) -> str:
         f"{standby.primary} (reconcile restore DIR --env {standby.primary}) and let "
         f"`reconcile apply --env {environment}` make the mirror, which copies it all, or "
         f"make {environment} the primary at {standby.where} first (docs/dr.md)"
+    )
+
+
+def _a_mirror(step: Step, spec: Spec, environment: str | None) -> str:
+    """Why a step would make ``spec``'s stream a mirror in the environment its spec
+    calls the primary, where it takes the writes: a restore of the standby's backup
+    there (the mirror's config, reaching the primary's own API) made it a mirror of
+    itself, taking no write, while the pair's health said healthy. '' when it would not."""
+    standby = spec.standby
+    if standby is None or environment is None or standby.primary != environment:
+        return ""
+    if not isinstance(step, Create | Update | Replace | Migrate) or not step.config.get("mirror"):
+        return ""
+    return (
+        f"{PREVENTED}the spec declares {spec.name} in {environment} the primary, taking the "
+        f"writes ({standby.where}): made here as a mirror (a backup of {standby.environment}'s "
+        "standby, say), it would take none; restore a backup of "
+        f"{environment}'s own stream or, its data lost, fail over: `reconcile "
+        f"failover --from {environment} --to {standby.environment} --unplanned` makes "
+        f"{standby.environment}'s mirror the stream, which holds it all (docs/dr.md)"
+    )
+
+
+def _beside_the_standby(spec: Spec, environment: str | None, taken: str) -> str:
+    """Why ``spec``'s stream may not be made with its subjects here, the primary its spec
+    names (``taken``: its standby's takes the writes)."""
+    standby = spec.standby
+    if not taken or standby is None or standby.primary != environment:
+        return ""
+    return (
+        f"{PREVENTED}{taken}: made here with its subjects, {spec.name} would take writes "
+        f"in {environment} too; make {standby.environment} the primary (standby.primary: "
+        f"{standby.environment}, environment: {environment}) at {standby.where}, then "
+        f"apply {environment} makes the mirror (docs/dr.md#5-fail-back)"
     )

@@ -36,6 +36,10 @@ class Standby:
     api: str | None = None
     deliver: str | None = None
     where: str = ""  # FILE:LINE of the ``standby:`` block
+    #: The origin's declared subjects, kept by the mirror's spec in the environment that
+    #: keeps the mirror (``planning.standby.for_environment``; never cached): no other
+    #: stream there may listen on them.
+    subjects: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """Plain data (the spec cache)."""
@@ -84,6 +88,11 @@ def standby_of(
         message = "an external stream is managed elsewhere: it cannot declare a standby"
     elif not body.get("subjects"):
         message = "a stream with a standby declares its subjects (the standby takes them over)"
+    elif body.get("allow_msg_counter"):
+        message = (
+            "a counter stream (allow_msg_counter) cannot have a standby: the server refuses "
+            "a mirror that counts, and a promotion cannot make one count"
+        )
     if message:
         problems.append(Problem(where("standby"), "standby", message))
         return None

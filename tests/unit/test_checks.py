@@ -505,6 +505,14 @@ def test_a_standby_of_a_stream_limiting_max_ack_pending_is_refused() -> None:
     assert "the standby mirror in west would never receive a message" in found
 
 
+def test_a_counter_stream_cannot_declare_a_standby() -> None:
+    """The server refuses a mirror that counts (err 10173) and an update making a stream
+    count (10052): the standby could never be made, nor promoted into a counter."""
+    standby = {"primary": "east", "environment": "west"}
+    (found,) = problems(stream("S1", subjects=["s1.>"], allow_msg_counter=True, standby=standby))
+    assert found.startswith("spec.yaml:2: standby: a counter stream (allow_msg_counter)")
+
+
 @pytest.mark.parametrize(
     "limits",
     [{"inactive_threshold": 3_600_000_000_000}, {"max_ack_pending": 0}, {"max_ack_pending": -1}],

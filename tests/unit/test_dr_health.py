@@ -113,3 +113,13 @@ def test_only_a_consumer_a_failover_left_paused_is_finished_by_a_rerun() -> None
     a_persons = {"paused": True, "config": {"pause_until": "2026-12-01T00:00:00Z"}}
     assert left_paused(ours)
     assert not left_paused(a_persons) and not left_paused({"config": {}})
+
+
+def test_an_origin_that_is_a_mirror_itself_is_not_healthy() -> None:
+    """A restore of the standby's backup into the primary made the origin a mirror of
+    itself: both sides held the same last sequence and the pair read healthy, while
+    the origin took no write."""
+    recent = {"lag": 0, "active": 10**9}
+    health = pair_health("ORDERS", info(30, mirror=recent), info(30, mirror=recent))
+    assert not health.healthy
+    assert health.problems == ("the origin is a mirror itself: it takes no write",)

@@ -13,8 +13,8 @@ import pytest
 from reconciler.identity import ResourceRef
 from reconciler.locations import Location
 from reconciler.model.state import ServerInfo
-from reconciler.planning.standby import PREVENTED, for_environment, guarded
-from reconciler.planning.steps import Create, Plan, Replace
+from reconciler.planning.standby import PREVENTED, for_environment, guarded, made_primaries
+from reconciler.planning.steps import Create, Plan, Replace, Update
 from reconciler.specs.spec import Spec
 from reconciler.specs.standby import Standby
 
@@ -51,6 +51,13 @@ def _mirror(**mirror: Any) -> dict[str, Any]:
         pytest.param(_mirror(external={**EAST, "deliver": "elsewhere"}), id="another delivery"),
         pytest.param(_mirror(filter_subject="orders.eu"), id="a part of it"),
         pytest.param(_mirror(opt_start_seq=1_000_000), id="from a later point"),
+        pytest.param(
+            {**_mirror(), "republish": {"src": ">", "dest": "orders.loop.>"}},
+            id="republishing what it copies",
+        ),
+        pytest.param({**_mirror(), "deny_purge": True}, id="denying purges for good"),
+        pytest.param({**_mirror(), "deny_delete": True}, id="denying deletes for good"),
+        pytest.param({**_mirror(), "sealed": True}, id="sealed"),
     ],
 )
 def test_the_standby_environment_takes_only_the_declared_mirror(config: dict[str, Any]) -> None:
@@ -59,12 +66,26 @@ def test_the_standby_environment_takes_only_the_declared_mirror(config: dict[str
     assert "evil" not in why and "elsewhere" not in why  # the backup's words are not said
 
 
-def test_the_declared_mirror_is_taken_there_and_anything_in_the_primary() -> None:
+def test_the_declared_mirror_is_taken_there_and_a_plain_stream_in_the_primary() -> None:
     assert _restored(_mirror(), "west") == ""
     # as the server reports it back: the delivery subject empty, a start at 0
     assert _restored(_mirror(external={**EAST, "deliver": ""}, opt_start_seq=0), "west") == ""
     assert _restored(ORDERS, "east") == ""
-    assert _restored(_mirror(external={"api": "$JS.evil.API"}), "east") == ""
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        pytest.param(_mirror(), id="the standby's own backup: a mirror of itself"),
+        pytest.param(_mirror(external={"api": "$JS.evil.API"}), id="another domain's ORDERS"),
+    ],
+)
+def test_the_primary_never_takes_a_mirror(config: dict[str, Any]) -> None:
+    """In the environment taking the writes a mirror takes none (west's backup restored
+    into east made east's ORDERS a mirror of itself); the way out is said."""
+    why = _restored(config, "east")
+    assert why.startswith(PREVENTED) and "specs/orders.yaml:5" in why and "--unplanned" in why
+    assert "evil" not in why
 
 
 def test_a_plain_stream_in_the_standby_environment_is_never_replaced_and_the_way_out_is_said() -> (
@@ -80,3 +101,65 @@ def test_a_plain_stream_in_the_standby_environment_is_never_replaced_and_the_way
     why = plan.changes[0].prevented
     assert why.startswith(PREVENTED) and "specs/orders.yaml:5" in why
     assert "standby.primary: west" in why and "deleted by hand" in why and "in east" in why
+
+
+def test_no_other_stream_listens_on_the_origins_subjects_in_either_environment() -> None:
+    """A backup's stream of another name (a lookalike, a dev server's) on the origin's
+    subjects, restored where the mirror is kept or where the origin is (fenced after a
+    failover), would take writes beside the pair's: the mirror has no subjects and the
+    fenced origin its fence subject, so nothing on the server overlaps it."""
+    for subjects in (["orders.eu.>"], ["orders.*"], [">"]):
+        step = Create(ref=ResourceRef("Stream", "\u041eRDERS"), config={"subjects": subjects})
+        for environment in ("west", "east"):
+            plan = Plan(ServerInfo("2.12.8", 1), (step,))
+            why = guarded(plan, _specs(environment), environment).changes[0].prevented
+            assert why.startswith(PREVENTED) and "specs/orders.yaml:5" in why, subjects
+    other = Create(ref=ResourceRef("Stream", "AUDIT"), config={"subjects": ["audit.>"]})
+    assert (
+        guarded(Plan(ServerInfo("2.12.8", 1), (other,)), _specs("west"), "west")
+        .changes[0]
+        .prevented
+        == ""
+    )
+
+
+def test_the_standbys_mirror_never_comes_with_a_backups_consumers() -> None:
+    """Apply makes none on the mirror (the failover creates them at the promotion): the
+    very mirror declared, restored with the backup's consumers, is refused."""
+    step = Create(ref=ResourceRef("Stream", "ORDERS"), config=_mirror())
+    plan = Plan(ServerInfo("2.12.8", 1), (step,))
+    why = guarded(plan, _specs("west"), "west", consumers={"ORDERS": 1}).changes[0].prevented
+    assert why.startswith(PREVENTED) and "specs/orders.yaml:5" in why
+    assert guarded(plan, _specs("west"), "west", consumers={"ORDERS": 0}).changes[0].prevented == ""
+
+
+def test_the_primary_never_makes_the_stream_again_while_its_standby_takes_writes() -> None:
+    """Made again in the primary (its stream lost after a failover), a stream with its
+    subjects would take writes beside the promoted standby: the create is listed for
+    the caller to read the standby, and prevented with the reason it read."""
+    view = _specs("east")
+    step = Create(ref=ResourceRef("Stream", "ORDERS"), config=ORDERS)
+    plan = Plan(ServerInfo("2.12.8", 1), (step,))
+    assert made_primaries(plan, view, "east") == {"ORDERS": "west"}
+    assert made_primaries(plan, _specs("west"), "west") == {}  # the mirror's: not a primary
+    taken = {"ORDERS": "ORDERS in west takes the writes"}
+    why = guarded(plan, view, "east", taken=taken).changes[0].prevented
+    assert why.startswith(PREVENTED) and "specs/orders.yaml:5" in why and "west" in why
+    assert guarded(plan, view, "east").changes[0].prevented == ""  # nothing taken: made
+    # an update giving east's mirror (a failback's, the role swap reverted) its subjects
+    promote = Update(ref=ResourceRef("Stream", "ORDERS"), config=ORDERS, live=_mirror())
+    assert made_primaries(Plan(ServerInfo("2.12.8", 1), (promote,)), view, "east") == {
+        "ORDERS": "west"
+    }
+    kept = Update(ref=ResourceRef("Stream", "ORDERS"), config=ORDERS, live=ORDERS)
+    assert made_primaries(Plan(ServerInfo("2.12.8", 1), (kept,)), view, "east") == {}
+
+
+def test_a_seal_or_deny_the_spec_declares_is_the_mirrors_too() -> None:
+    standby = Standby(primary="east", environment="west", where="specs/orders.yaml:5")
+    config = {**ORDERS, "deny_delete": True, "deny_purge": True}
+    spec = Spec("Stream", "ORDERS", config, Location("specs/orders.yaml", 1), standby=standby)
+    view = for_environment([spec], "west", DOMAINS).specs
+    assert view[0].config["deny_delete"] and view[0].config["deny_purge"]
+    step = Create(ref=ResourceRef("Stream", "ORDERS"), config=view[0].config)
+    assert guarded(Plan(ServerInfo("2.12.8", 1), (step,)), view, "west").changes[0].prevented == ""
