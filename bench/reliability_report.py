@@ -91,6 +91,7 @@ SUITE = (
     "tests/integration/test_agent_envs_attacks.py",
     "tests/unit/test_standby_guard.py",
     "tests/unit/test_unfence_by_hand.py",
+    "tests/integration/test_dr_attacks4.py",
 )
 
 
@@ -809,8 +810,10 @@ GUARANTEES = (
         "the promoted stream's own refusal; an error no check foresaw in one pair is that "
         "pair's report and a re-run finishes it. A backup is never restored as a plain "
         "stream where the specs declare the standby mirror, nor as a mirror of anything but "
-        "the origin the spec declares (another domain's stream of that name, a part of it), "
-        "nor over a fenced origin (with "
+        "the origin the spec declares (another domain's stream of that name, a part of it, "
+        "one republishing, denying purges or bringing consumers), nor beside a pair on its "
+        "subjects, nor into the primary as a mirror or with its subjects while the standby "
+        "takes the writes, nor over a fenced origin (with "
         "`--server` too), and a restore runs apply's live checks first. Both sides are "
         "counted before and after each case.",
         (
@@ -819,6 +822,7 @@ GUARANTEES = (
             "test_dr_restores.py::",
             "test_standby_guard.py::",
             "test_unfence_by_hand.py::",
+            "test_dr_attacks4.py::",
             "test_restore_live_checks.py::",
         ),
     ),
