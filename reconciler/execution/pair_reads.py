@@ -5,6 +5,7 @@ floors, the promoted side's consumers; each pair's health as plan and drift show
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -563,22 +564,34 @@ async def failback_losses(
     copied; a replace would lose it for good. A primary that cannot be read is a reason
     too: nothing tells what it lacks."""
     found: dict[str, str] = {}
-    by_primary: dict[str, list[str]] = {}
-    for name, primary in failbacks.items():
-        by_primary.setdefault(primary, []).append(name)
-    for primary, names in sorted(by_primary.items()):
+    for primary, names in _by_environment(failbacks):
         sides = Sides(origin=environment, standby=primary)
         try:
-            if project is None:
-                raise ReconcileError("no project file names its servers")
-            options = environment_target(project, primary, base, owner).options
-            async with open_client(options) as there:
+            async with _other_side(project, primary, base, owner) as there:
                 for name in names:
                     found[name] = await lacks_origin(here, there, name, sides)
         except ReconcileError as err:
             for name in names:
                 found[name] = printable(f"{primary} could not be read ({err})")
     return found
+
+
+def _by_environment(streams: Mapping[str, str]) -> list[tuple[str, list[str]]]:
+    """Stream -> another environment, as each environment with its streams, in order."""
+    grouped: dict[str, list[str]] = {}
+    for name, other in streams.items():
+        grouped.setdefault(other, []).append(name)
+    return sorted(grouped.items())
+
+
+def _other_side(
+    project: Project | None, environment: str, base: ConnectionOptions, owner: str
+) -> contextlib.AbstractAsyncContextManager[JetStreamClient]:
+    """A client of the project's ``environment`` (a :class:`ReconcileError` when no
+    project file names its servers, or when it cannot be reached)."""
+    if project is None:
+        raise ReconcileError("no project file names its servers")
+    return open_client(environment_target(project, environment, base, owner).options)
 
 
 async def lacks_origin(
@@ -618,15 +631,9 @@ async def standby_writes(
     given only east's credentials), and a first apply makes the primary before its
     standby can be reached (docs/dr.md, Not done yet)."""
     found: dict[str, str] = {}
-    by_standby: dict[str, list[str]] = {}
-    for name, standby in made.items():
-        by_standby.setdefault(standby, []).append(name)
-    for standby, names in sorted(by_standby.items()):
+    for standby, names in _by_environment(made):
         try:
-            if project is None:
-                raise ReconcileError("no project file names its servers")
-            options = environment_target(project, standby, base, owner).options
-            async with open_client(options) as there:
+            async with _other_side(project, standby, base, owner) as there:
                 for name in names:
                     try:
                         config = (await there.stream_info(name)).get("config") or {}

@@ -13,7 +13,7 @@ saved plans.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from reconciler.errors import Problem, SpecError
@@ -192,21 +192,27 @@ def failbacks(the_plan: Plan, specs: Sequence[Spec], environment: str | None) ->
     the old origin holds that the primary lacks (writes a failover without the flag
     never waits for, or written there since) is read by the caller and passed to
     :func:`guarded` as ``losses``."""
-    declared = {s.name: s for s in specs if s.kind == "Stream" and s.standby is not None}
     found = {}
-    for step in the_plan.changes:
-        spec = declared.get(step.name)
-        if spec is None or spec.standby is None or step.kind != "Stream" or step.prevented:
-            continue
+    for step, standby in _paired_steps(the_plan, specs):
         live = getattr(step, "live", None)
         if (
-            spec.standby.environment == environment
+            standby.environment == environment
             and isinstance(step, Replace | Migrate)
             and isinstance(live, Mapping)
             and is_fenced(live)
         ):
-            found[step.name] = spec.standby.primary
+            found[step.name] = standby.primary
     return found
+
+
+def _paired_steps(the_plan: Plan, specs: Sequence[Spec]) -> Iterator[tuple[Step, Standby]]:
+    """The steps of ``the_plan`` on streams whose spec declares a standby (not prevented
+    already), with that standby."""
+    declared = {s.name: s.standby for s in specs if s.kind == "Stream" and s.standby is not None}
+    for step in the_plan.changes:
+        standby = declared.get(step.name)
+        if standby is not None and step.kind == "Stream" and not step.prevented:
+            yield step, standby
 
 
 def made_primaries(
@@ -220,15 +226,11 @@ def made_primaries(
     :func:`guarded` why it may not be made (``taken``)."""
     if environment is None:
         return {}
-    declared = {s.name: s for s in specs if s.kind == "Stream" and s.standby is not None}
-    found = {}
-    for step in the_plan.changes:
-        spec = declared.get(step.name)
-        if spec is None or spec.standby is None or step.kind != "Stream" or step.prevented:
-            continue
-        if spec.standby.primary == environment and _takes_writes(step):
-            found[step.name] = spec.standby.environment
-    return found
+    return {
+        step.name: standby.environment
+        for step, standby in _paired_steps(the_plan, specs)
+        if standby.primary == environment and _takes_writes(step)
+    }
 
 
 def _takes_writes(step: Step) -> bool:

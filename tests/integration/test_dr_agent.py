@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent_harness import cycles_after, lines, running_agent, until
-from servers import NatsServer, joined_domains, run
-from test_dr_standby import applied, dr_project, last_seq, wait_for
-from test_lifecycle import _info, _publish
+from servers import NatsServer
+from test_dr_standby import mirrored
+from test_lifecycle import _info
 
 from reconciler.agent.source import FixedSource
 from reconciler.execution.environments import environment_target
@@ -22,12 +22,7 @@ from reconciler.specs.project import load_project
 def test_the_agent_exports_pair_health_and_reports_a_lost_origin(
     server_factory: Callable[..., NatsServer], tmp_path: Path
 ) -> None:
-    east, west = joined_domains(server_factory)
-    root = dr_project(tmp_path, east, west)
-    applied(root, "east")
-    run(_publish(east.url, "orders.new", 12))
-    applied(root, "west")
-    wait_for(lambda: last_seq(west) == 12)
+    east, west, root = mirrored(server_factory, tmp_path, 12)
     project = load_project(root / "reconcile.yaml")
     target = environment_target(project, "west", ConnectionOptions(), "shop")
     source = FixedSource(lambda _: PlanRequest.for_target(target))

@@ -17,8 +17,10 @@ from cli_runner import reconcile
 from servers import NatsServer, joined_domains, run
 from test_dr_attacks import counted, said
 from test_dr_failover import fetch, ready  # noqa: F401 (ready: a fixture)
+from test_dr_leftovers import east_backed_up
+from test_dr_restores import backed_up_then_failed_over
 from test_dr_rules import FAILOVER
-from test_dr_standby import ORDERS, applied, consumers, dr_project, last_seq, wait_for
+from test_dr_standby import ORDERS, applied, consumers, dr_project, last_seq, mirrored, wait_for
 from test_lifecycle import _info, _publish, _request
 from test_restore_rules import _user_streams
 
@@ -65,13 +67,7 @@ def test_a_mirror_republishing_onto_the_origins_subjects_is_never_restored_as_th
     copies again: one publish on east made 125 messages there in 3 s, without end. A
     standby must carry nothing a mirror does not (``model.standby.is_the_mirror``):
     refused, nothing made in west, east holds what it was given."""
-    east, west = joined_domains(server_factory)
-    root = dr_project(tmp_path, east, west, ORDERS_ONLY)
-    applied(root, "east")
-    run(_publish(east.url, "orders.new", 30))
-    out = tmp_path / "backup"
-    taken = reconcile("backup", "--env", "east", "--out", str(out), cwd=root)
-    assert taken.returncode == 0, said(taken)
+    east, west, root, out = east_backed_up(server_factory, tmp_path, ORDERS_ONLY)
 
     def looping(config: dict[str, Any]) -> None:
         as_the_mirror(config)
@@ -207,12 +203,7 @@ def test_an_origin_declaring_what_a_mirror_cannot_carry_gets_its_standby_and_pro
     10198, 10186, 10052): ``apply --env west`` created AAA, failed on ORDERS, and every
     re-run failed the same: no standby, ever. The mirror now carries none of them and
     the failover's promotion gives them back (one update)."""
-    east, west = joined_domains(server_factory)
-    root = dr_project(tmp_path, east, west, UNMIRRORED)
-    applied(root, "east")
-    run(_publish(east.url, "orders.new", 5))
-    applied(root, "west")
-    wait_for(lambda: last_seq(west) == 5)
+    east, west, root = mirrored(server_factory, tmp_path, 5, UNMIRRORED)
     assert sorted(run(_user_streams(west))) == ["AAA", "ORDERS"]
     assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
 
@@ -237,12 +228,7 @@ def test_the_standbys_backup_is_never_restored_into_the_primary_as_a_mirror(
     failover rules, ``planning.standby``): refused, naming the spec's line and the
     unplanned failover; restored with ``--server`` (no spec read), the pair's health
     now says the origin is a mirror (``failover --check`` exits 2)."""
-    east, west = joined_domains(server_factory)
-    root = dr_project(tmp_path, east, west)
-    applied(root, "east")
-    run(_publish(east.url, "orders.new", 30))
-    applied(root, "west")
-    wait_for(lambda: last_seq(west) == 30)
+    east, west, root = mirrored(server_factory, tmp_path, 30)
     out = tmp_path / "backup"
     taken = reconcile("backup", "--env", "west", "--out", str(out), cwd=root)
     assert taken.returncode == 0, said(taken)
@@ -332,11 +318,7 @@ def test_the_lost_origin_is_never_made_again_with_its_subjects_while_the_standby
     standby's does not take writes (read on the standby's server: ``pair_reads``);
     both refused, naming west and the spec's line, nothing made in east."""
     east, west, root = ready
-    out = tmp_path / "backup"
-    taken = reconcile("backup", "--env", "east", "--out", str(out), cwd=root)
-    assert taken.returncode == 0, said(taken)
-    done = reconcile(*FAILOVER, cwd=root)
-    assert done.returncode == 0, said(done)
+    out = backed_up_then_failed_over(root, tmp_path)
     run(_request(east.url, "$JS.API.STREAM.DELETE.ORDERS", {}))  # east's disk lost
     west_before = counted(west)
 
@@ -419,13 +401,7 @@ def test_a_mirror_denying_purges_for_good_is_never_restored_as_the_standby(
     the primary then refused every purge and delete, for good, short of replacing it.
     A standby carries a seal or deny only when its spec declares it
     (``model.standby.is_the_mirror``): refused, nothing made in west."""
-    east, west = joined_domains(server_factory)
-    root = dr_project(tmp_path, east, west, ORDERS_ONLY)
-    applied(root, "east")
-    run(_publish(east.url, "orders.new", 30))
-    out = tmp_path / "backup"
-    taken = reconcile("backup", "--env", "east", "--out", str(out), cwd=root)
-    assert taken.returncode == 0, said(taken)
+    _east, west, root, out = east_backed_up(server_factory, tmp_path, ORDERS_ONLY)
 
     def denying(config: dict[str, Any]) -> None:
         as_the_mirror(config)

@@ -21,7 +21,7 @@ from servers import NatsServer, joined_domains, options, run
 from test_dr_attacks import counted, said, updated
 from test_dr_failover import _killed_at, fetch, is_fenced, ready  # noqa: F401 (ready: a fixture)
 from test_dr_rules import FAILOVER
-from test_dr_standby import applied, consumers, dr_project, last_seq, wait_for
+from test_dr_standby import ORDERS, applied, consumers, dr_project, last_seq, wait_for
 from test_lifecycle import _info, _publish, _request
 from test_restore_rules import _user_streams
 
@@ -37,6 +37,22 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]  # attack runs: .ci/run
 Ready = tuple[NatsServer, NatsServer, Path]
 
 
+def east_backed_up(
+    server_factory: Callable[..., NatsServer], tmp_path: Path, specs: str = ORDERS
+) -> tuple[NatsServer, NatsServer, Path, Path]:
+    """Two JetStream domains joined by a leafnode, the DR project declaring ``specs``
+    applied in east, 30 messages published there and east's backup taken: east, west,
+    the project's root and the backup folder."""
+    east, west = joined_domains(server_factory)
+    root = dr_project(tmp_path, east, west, specs)
+    applied(root, "east")
+    run(_publish(east.url, "orders.new", 30))
+    out = tmp_path / "backup"
+    taken = reconcile("backup", "--env", "east", "--out", str(out), cwd=root)
+    assert taken.returncode == 0, said(taken)
+    return east, west, root, out
+
+
 def test_the_primarys_backup_is_never_restored_as_a_plain_stream_in_the_standby_environment(
     server_factory: Callable[..., NatsServer], tmp_path: Path
 ) -> None:
@@ -47,13 +63,7 @@ def test_the_primarys_backup_is_never_restored_as_a_plain_stream_in_the_standby_
     refused before anything is written, naming the spec's ``standby:`` line; so is a
     ``--replace-existing`` over west's mirror. The remedy it names (the mirror, made by
     apply) fills from east."""
-    east, west = joined_domains(server_factory)
-    root = dr_project(tmp_path, east, west)
-    applied(root, "east")
-    run(_publish(east.url, "orders.new", 30))
-    out = tmp_path / "backup"
-    taken = reconcile("backup", "--env", "east", "--out", str(out), cwd=root)
-    assert taken.returncode == 0, said(taken)
+    east, west, root, out = east_backed_up(server_factory, tmp_path)
     east_before = counted(east)
 
     result = reconcile("restore", str(out), "--env", "west", "--yes", cwd=root)
@@ -102,13 +112,7 @@ def test_a_backup_made_a_mirror_of_another_domains_orders_is_never_restored_as_t
     (the origin's name, reached through east's API, all of it:
     ``model.standby.mirrors_the_origin``): refused, nothing made, neither side changed,
     and the backup's own words are not said."""
-    east, west = joined_domains(server_factory)
-    root = dr_project(tmp_path, east, west)
-    applied(root, "east")
-    run(_publish(east.url, "orders.new", 30))
-    out = tmp_path / "backup"
-    taken = reconcile("backup", "--env", "east", "--out", str(out), cwd=root)
-    assert taken.returncode == 0, said(taken)
+    east, west, root, out = east_backed_up(server_factory, tmp_path)
     _forged_mirror(out, "$JS.elsewhere.API")
     east_before = counted(east)
 

@@ -70,11 +70,7 @@ def test_a_fenced_origin_holding_the_backups_messages_is_said_fenced_never_alrea
     fenced by a failover and left as it is, in the plan and the last line; nothing
     changes on either side."""
     east, west, root = ready
-    out = tmp_path / "backup"
-    taken = reconcile("backup", "--env", "east", "--out", str(out), cwd=root)
-    assert taken.returncode == 0, said(taken)
-    done = reconcile(*FAILOVER, cwd=root)
-    assert done.returncode == 0, said(done)
+    out = backed_up_then_failed_over(root, tmp_path)
     east_before, west_before = counted(east), counted(west)
     assert is_fenced(east)
 
@@ -83,3 +79,13 @@ def test_a_fenced_origin_holding_the_backups_messages_is_said_fenced_never_alrea
     assert "already restored" not in result.stdout.replace("0 already restored", ""), said(result)
     assert "fenced by a failover" in result.stdout, said(result)
     assert is_fenced(east) and counted(east) == east_before and counted(west) == west_before
+
+
+def backed_up_then_failed_over(root: Path, tmp_path: Path) -> Path:
+    """East's backup taken, then a planned failover from east to west: the backup."""
+    out = tmp_path / "backup"
+    taken = reconcile("backup", "--env", "east", "--out", str(out), cwd=root)
+    assert taken.returncode == 0, said(taken)
+    done = reconcile(*FAILOVER, cwd=root)
+    assert done.returncode == 0, said(done)
+    return out

@@ -77,6 +77,21 @@ def applied(root: Path, env: str) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def mirrored(
+    server_factory: Callable[..., NatsServer], tmp_path: Path, count: int, specs: str = ORDERS
+) -> tuple[NatsServer, NatsServer, Path]:
+    """Two JetStream domains joined by a leafnode, the DR project declaring ``specs``
+    applied in east, ``count`` messages published there, then west applied and its
+    mirror caught up: east, west and the project's root."""
+    east, west = joined_domains(server_factory)
+    root = dr_project(tmp_path, east, west, specs)
+    applied(root, "east")
+    run(_publish(east.url, "orders.new", count))
+    applied(root, "west")
+    wait_for(lambda: last_seq(west) == count)
+    return east, west, root
+
+
 def test_the_standby_environment_keeps_a_mirror_without_subjects_or_consumers(
     pair: tuple[NatsServer, NatsServer], tmp_path: Path
 ) -> None:
