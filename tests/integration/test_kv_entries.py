@@ -12,6 +12,7 @@ from pathlib import Path
 import nats
 import pytest
 from cli_runner import reconcile
+from nats.js.errors import KeyDeletedError, KeyNotFoundError
 from servers import NatsServer, options, run
 
 from reconciler.errors import ApplyFailed
@@ -61,12 +62,23 @@ def write(tmp_path: Path, text: str = SPECS) -> Path:
 
 
 async def values(server: NatsServer, bucket: str = "config") -> dict[str, bytes]:
+    """Every key of ``bucket`` not deleted, and its value, read with a raw client. The
+    keys come from the stream's subjects: nats-py's ``kv.keys()`` watches the bucket, and
+    once said "no keys found" of a bucket just written (CI, under load)."""
     nc = await nats.connect(server.url)
     try:
         kv = await nc.jetstream().key_value(bucket)
+        prefix = f"$KV.{bucket}."
+        asked = json.dumps({"subjects_filter": f"{prefix}>"}).encode()
+        reply = await nc.request(f"$JS.API.STREAM.INFO.KV_{bucket}", asked, timeout=5)
+        subjects = json.loads(reply.data)["state"].get("subjects") or {}
         out = {}
-        for key in await kv.keys():
-            out[key] = (await kv.get(key)).value or b""
+        for subject in sorted(subjects):
+            key = subject.removeprefix(prefix)
+            try:
+                out[key] = (await kv.get(key)).value or b""
+            except (KeyDeletedError, KeyNotFoundError):
+                continue  # its last message a delete or purge marker: no key to kv.keys()
         return out
     finally:
         await nc.close()
