@@ -217,7 +217,18 @@ async def plan_for(request: PlanRequest, observer: Observer = QUIET) -> Plan:
         load_policy(request.policies)  # a broken rule: before the server is asked at all
         specs: asyncio.Future[list[Spec]] = asyncio.get_running_loop().create_future()
         planning = asyncio.ensure_future(_planned_in_session(request, specs, observer))
-        specs.set_result(await pipeline.loaded_while(request, observer, planning))
+        try:
+            loaded = await pipeline.loaded_while(request, observer, None)
+        except BaseException:
+            # The planning task waits for these specs: cancelling the future it waits on
+            # ends it even where its own cancel was lost. Python 3.11's wait_for returns
+            # a result that is ready as it is cancelled (our connect's: the cancel then
+            # went unseen, the task went on to wait here, and `plan` hung for good, once
+            # in 113 runs of an invalid spec under load).
+            specs.cancel()
+            await pipeline.cancelled(planning)
+            raise
+        specs.set_result(loaded)
         return await planning
 
 
