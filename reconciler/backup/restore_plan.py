@@ -31,7 +31,7 @@ from reconciler.backup.memory import memory_refused
 from reconciler.backup.restore_checks import differences, leftover, lookalike_hint, marked, marker
 from reconciler.errors import NotFound, RefusalKind, RefusedPlan
 from reconciler.execution.capacity_checks import with_capacity, with_check
-from reconciler.execution.pair_reads import standby_writes
+from reconciler.execution.pair_reads import StandbyWrites, standby_writes
 from reconciler.execution.stages import LOCK_TIMEOUT, PlanRequest
 from reconciler.identity import INTERNAL_STREAMS, ResourceRef
 from reconciler.jetstream import JetStreamClient
@@ -276,17 +276,15 @@ async def _shared_plan(
         changes.append(made)
     brought = {s.record.name: s.record.consumer_count for s in steps}
     plan = Plan(server, tuple(changes), tuple(unchanged))
-    taken: dict[str, str] = {}  # docs/dr.md: a lost origin made again beside its standby
+    read = StandbyWrites()  # docs/dr.md: a lost origin made again beside its standby
     request, env = flags.declared, flags.environment
     if (
         request is not None
         and env is not None
         and (primaries := made_primaries(plan, declared, env))
     ):
-        taken = await standby_writes(
-            primaries, request.project, env, request.options, request.owner
-        )
-    plan = guarded(plan, declared, env, consumers=brought, taken=taken)
+        read = await standby_writes(primaries, request.project, env, request.options, request.owner)
+    plan = guarded(plan, declared, env, consumers=brought, taken=read.taken, unread=read.unread)
     policy = load_policy(flags.policies)
     if not policy:
         return plan

@@ -616,21 +616,32 @@ async def lacks_origin(
     return printable(await diverged(here, there, name, sides))
 
 
+@dataclass(frozen=True)
+class StandbyWrites:
+    """What :func:`standby_writes` read: by stream, why it may not be made (``taken``),
+    or why that was not checked (``unread``)."""
+
+    taken: dict[str, str] = field(default_factory=dict)
+    unread: dict[str, str] = field(default_factory=dict)
+
+
 async def standby_writes(
     made: Mapping[str, str],
     project: Project | None,
     environment: str,
     base: ConnectionOptions,
     owner: str,
-) -> dict[str, str]:
+) -> StandbyWrites:
     """For each stream about to be made with its subjects in ``environment``, the
     primary its spec names (``planning.standby.made_primaries``: stream -> the standby
-    environment), why it may not be (absent: it may): the standby's stream takes writes
-    (no mirror, not fenced: promoted by a failover). A standby that cannot be read says
-    nothing: an environment is applied where only its own servers are known (a job
-    given only east's credentials), and a first apply makes the primary before its
-    standby can be reached (docs/dr.md, Not done yet)."""
-    found: dict[str, str] = {}
+    environment), why it may not be (``taken``; absent: it may): the standby's stream
+    takes writes (no mirror, not fenced: promoted by a failover). A standby that cannot
+    be read refuses nothing: an environment is applied where only its own servers are
+    known (a job given only east's credentials), and a first apply makes the primary
+    before its standby can be reached (docs/dr.md, Not done yet). The plan says so
+    (``unread``)."""
+    taken: dict[str, str] = {}
+    unread: dict[str, str] = {}
     for standby, names in _by_environment(made):
         try:
             async with _other_side(project, standby, base, owner) as there:
@@ -640,9 +651,14 @@ async def standby_writes(
                     except NotFound:
                         continue
                     if not config.get("mirror") and not is_fenced(config):
-                        found[name] = (
+                        taken[name] = (
                             f"{name} in {standby} takes the writes (promoted by a failover?)"
                         )
-        except ReconcileError:
-            continue  # unread: nothing says it takes writes (above)
-    return found
+        except ReconcileError as err:
+            for name in names:
+                unread[name] = printable(
+                    f"not checked: {standby}, the standby, could not be read ({err}); made "
+                    f"while {standby}'s {name} takes writes (promoted), both would "
+                    "(docs/dr.md)"
+                )
+    return StandbyWrites(taken, unread)

@@ -37,7 +37,7 @@ from reconciler.execution.apply import ApplyResult, StepEvent, apply_plan, lease
 from reconciler.execution.capacity_checks import capacity_of
 from reconciler.execution.interest_counts import with_interest_counts
 from reconciler.execution.migration_checks import working_problems
-from reconciler.execution.pair_reads import failback_losses, standby_writes
+from reconciler.execution.pair_reads import StandbyWrites, failback_losses, standby_writes
 from reconciler.execution.requests import QUIET, Observer, PlanRequest
 from reconciler.execution.verdict import NOTHING_ALLOWED, Allowances, refuse, verdict
 from reconciler.identity import ENTRY, ResourceRef, stream_of
@@ -343,12 +343,14 @@ async def judged(
         losses = await failback_losses(
             client, back, request.project, request.env, request.options, request.owner
         )
-    taken: dict[str, str] = {}  # docs/dr.md: a lost origin made again beside its standby
+    read = StandbyWrites()  # docs/dr.md: a lost origin made again beside its standby
     if request.env is not None and (made := made_primaries(the_plan, resources, request.env)):
-        taken = await standby_writes(
+        read = await standby_writes(
             made, request.project, request.env, request.options, request.owner
         )
-    the_plan = guarded(the_plan, resources, request.env, losses, taken=taken)
+    the_plan = guarded(
+        the_plan, resources, request.env, losses, taken=read.taken, unread=read.unread
+    )
     found(RefusalKind.ROOM, await room_problems(client, the_plan, live))
     found(RefusalKind.WORKING, await working_problems(client, the_plan))
     the_plan = await with_interest_counts(client, the_plan, live)  # docs/jetstream-notes.md

@@ -255,6 +255,7 @@ def guarded(
     losses: Mapping[str, str] | None = None,
     consumers: Mapping[str, int] | None = None,
     taken: Mapping[str, str] | None = None,
+    unread: Mapping[str, str] | None = None,
 ) -> Plan:
     """``the_plan`` with the steps that would undo a failover marked ``prevented`` (no
     flag allows them; a heal leaves them to a person):
@@ -288,7 +289,8 @@ def guarded(
     snapshot holds them): a standby's mirror takes none, the failover creates them.
 
     ``taken``: why a stream :func:`made_primaries` lists may not be made with its
-    subjects here (its standby's takes the writes).
+    subjects here (its standby's takes the writes); ``unread``: why that was not
+    checked (its standby could not be read), said as a reason of the step.
 
     The live state only ever adds a refusal here, never removes one."""
     streams = {s.name: s for s in specs if s.kind == "Stream"}
@@ -309,6 +311,13 @@ def guarded(
             (taken or {}).get(step.name, ""),
         )
         for step in the_plan.changes
+    ]
+    said = unread or {}
+    steps = [
+        replace(step, reasons=(*step.reasons, said[step.name]))
+        if step.name in said and step.kind == "Stream" and not step.prevented
+        else step
+        for step in steps
     ]
     return replace(the_plan, changes=tuple(steps))
 

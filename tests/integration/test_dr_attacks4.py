@@ -416,3 +416,22 @@ def test_a_mirror_denying_purges_for_good_is_never_restored_as_the_standby(
     wait_for(lambda: last_seq(west) == 30)
     purged = run(_request(west.url, "$JS.API.STREAM.INFO.ORDERS"))["config"]
     assert not purged["deny_purge"] and not purged["deny_delete"]
+
+
+def test_a_primary_made_while_its_standby_cannot_be_read_says_the_check_was_not_made(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """The split-brain rule reads the standby's stream before a stream is made with its
+    subjects in its primary; a standby that cannot be read refuses nothing (a job may
+    hold only the primary's credentials, and a first apply comes before the standby's),
+    but that the check was not made was said nowhere. The plan now says it on the step,
+    naming the standby; the apply goes on and makes the stream, messages counted."""
+    east, west = joined_domains(server_factory)
+    root = dr_project(tmp_path, east, west, ORDERS_ONLY)
+    west.stop()
+    planned = reconcile("plan", "--env", "east", cwd=root)
+    assert planned.returncode == 0, said(planned)  # a plan with a step: not refused
+    assert "not checked: west, the standby, could not be read" in planned.stdout, said(planned)
+    applied(root, "east")
+    run(_publish(east.url, "orders.new", 3))
+    assert counted(east)[0] == 3
