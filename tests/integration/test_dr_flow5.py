@@ -1,0 +1,242 @@
+"""docs/dr.md walked end to end as a legitimate user would (the other side of the DR
+attack pass: false refusals and regressions). Real nats-server processes, two JetStream
+domains joined by a leafnode; each step that must succeed succeeds, both sides counted
+with a raw client, and each environment's plan is empty afterwards."""
+
+# ruff: noqa: F811 (the ``ready`` fixture, imported, is each test's argument)
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from cli_runner import reconcile
+from servers import NatsServer, run
+from test_dr_attacks import said
+from test_dr_failover import _killed_at, fetch, is_fenced, ready  # noqa: F401 (ready)
+from test_dr_leftovers import east_backed_up
+from test_dr_rules import FAILOVER
+from test_dr_standby import applied, consumers, last_seq, mirrored, wait_for
+from test_lifecycle import _action, _info, _publish, _request
+from test_restore_rules import _user_streams
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+Ready = tuple[NatsServer, NatsServer, Path]
+HEAL = ("--mode", "heal", "--once", "--listen", "off")
+
+#: ORDERS declaring what a mirror cannot carry, a second pair beside it and a stream
+#: without a standby on other subjects.
+RICH = """\
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+allow_atomic: true
+allow_msg_ttl: true
+subject_delete_marker_ttl: 5m
+republish: {src: "orders.>", dest: "copied.orders.>"}
+standby:
+  primary: east
+  environment: west
+---
+kind: Consumer
+stream: ORDERS
+name: shipper
+ack_policy: explicit
+---
+kind: Stream
+name: PAYMENTS
+subjects: ["payments.>"]
+standby:
+  primary: east
+  environment: west
+---
+kind: Stream
+name: AUDIT
+subjects: ["audit.>"]
+"""
+
+
+def empty_plans(root: Path) -> None:
+    """Both environments plan no change, and the agent's heal finds nothing to do."""
+    for env in ("east", "west"):
+        plan = reconcile("plan", "--env", env, "--detailed-exitcode", cwd=root)
+        assert plan.returncode == 0, f"{env}: {said(plan)}"
+        healed = reconcile(
+            "watch", "--env", env, "--mode", "heal", "--once", "--listen", "off", cwd=root
+        )
+        assert healed.returncode == 0, f"{env}: {said(healed)}"
+
+
+def swap_roles(root: Path, primary: str, standby: str) -> None:
+    specs = root / "specs" / "orders.yaml"
+    text = specs.read_text(encoding="utf-8")
+    text = text.replace("primary: east", "primary: @P").replace("primary: west", "primary: @P")
+    text = text.replace("environment: west", "environment: @S").replace(
+        "environment: east", "environment: @S"
+    )
+    specs.write_text(text.replace("@P", primary).replace("@S", standby), encoding="utf-8")
+
+
+def test_the_documented_flow_with_two_pairs_and_what_a_mirror_cannot_carry(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    east, west, root = mirrored(server_factory, tmp_path, 20, RICH)
+    run(_publish(east.url, "payments.new", 4))
+    run(_publish(east.url, "audit.new", 3))
+    wait_for(lambda: last_seq(west, "PAYMENTS") == 4)
+    assert sorted(run(_user_streams(west))) == ["AUDIT", "ORDERS", "PAYMENTS"]
+    assert consumers(west) == []
+    empty_plans(root)
+
+    done = reconcile("failover", "--from", "east", "--to", "west", "--yes", cwd=root)
+    assert done.returncode == 0, said(done)
+    promoted = _info(west.url, "ORDERS")["config"]
+    assert promoted.get("mirror") is None and promoted["subjects"] == ["orders.>"]
+    assert promoted["allow_atomic"] and promoted["subject_delete_marker_ttl"] == 300_000_000_000
+    assert promoted["republish"]["dest"] == "copied.orders.>"
+    assert _info(west.url, "PAYMENTS")["config"]["subjects"] == ["payments.>"]
+    assert is_fenced(east)
+    run(_publish(west.url, "orders.new", 5))
+    assert last_seq(west) == 25 and last_seq(east) == 20
+
+    swap_roles(root, "west", "east")
+    back = reconcile("apply", "--env", "east", "--yes", "--allow-replace", cwd=root)
+    assert back.returncode == 0, said(back)
+    wait_for(lambda: last_seq(east) == 25)
+    wait_for(lambda: last_seq(east, "PAYMENTS") == 4)
+    mirror = _info(east.url, "ORDERS")["config"]
+    assert mirror["mirror"]["name"] == "ORDERS" and not mirror.get("republish")
+    empty_plans(root)
+
+    again = reconcile("failover", "--from", "west", "--to", "east", "--yes", cwd=root)
+    assert again.returncode == 0, said(again)
+    swap_roles(root, "east", "west")
+    rewest = reconcile("apply", "--env", "west", "--yes", "--allow-replace", cwd=root)
+    assert rewest.returncode == 0, said(rewest)
+    run(_publish(east.url, "orders.new", 2))
+    wait_for(lambda: last_seq(west) == 27)
+    assert _info(east.url, "ORDERS")["config"]["republish"]["dest"] == "copied.orders.>"
+    empty_plans(root)
+
+
+def test_an_unplanned_failover_then_the_rerun_and_a_failback(ready: Ready) -> None:
+    east, west, root = ready
+    east.kill()
+    done = reconcile("failover", "--from", "east", "--to", "west", "--unplanned", "--yes", cwd=root)
+    assert done.returncode == 0, said(done)
+    run(_publish(west.url, "orders.new", 3))
+    assert last_seq(west) == 53
+    healed = reconcile(
+        "watch", "--env", "west", "--mode", "heal", "--once", "--listen", "off", cwd=root
+    )
+    assert healed.returncode == 2, said(healed)  # the spec still says east: a person's step
+    assert last_seq(west) == 53 and _info(west.url, "ORDERS")["config"].get("mirror") is None
+
+    east.start()
+    wait_for(lambda: bool(west.monitor("leafz").get("leafnodes")))
+    again = reconcile("failover", "--from", "east", "--to", "west", "--yes", cwd=root)
+    assert again.returncode == 0, said(again)
+    assert is_fenced(east) and last_seq(east) == 50
+    swap_roles(root, "west", "east")
+    back = reconcile("apply", "--env", "east", "--yes", "--allow-replace", cwd=root)
+    assert back.returncode == 0, said(back)
+    wait_for(lambda: last_seq(east) == 53)
+    empty_plans(root)
+
+
+def test_a_rollback_of_a_stopped_failover_gives_east_its_writes_back(ready: Ready) -> None:
+    east, west, root = ready
+    _killed_at(root, "fenced", west)
+    assert is_fenced(east)
+    rolled = reconcile(*FAILOVER, "--rollback", cwd=root)
+    assert rolled.returncode == 0, said(rolled)
+    assert not is_fenced(east)
+    run(_publish(east.url, "orders.new", 4))
+    wait_for(lambda: last_seq(west) == 54)
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+    empty_plans(root)
+
+
+def test_east_restored_from_its_backup_before_any_failover(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    east, west, root, out = east_backed_up(server_factory, tmp_path)
+    applied(root, "west")
+    wait_for(lambda: last_seq(west) == 30)
+    run(_request(east.url, "$JS.API.STREAM.DELETE.ORDERS", {}))  # east's ORDERS lost
+    restored = reconcile("restore", str(out), "--env", "east", "--yes", cwd=root)
+    assert restored.returncode == 0, said(restored)
+    assert last_seq(east) == 30 and consumers(east) == ["shipper"]
+    run(_publish(east.url, "orders.new", 2))
+    wait_for(lambda: last_seq(west) == 32)
+    empty_plans(root)
+
+
+def _observed(root: Path, env: str) -> None:
+    project = root / "reconcile.yaml"
+    text = project.read_text(encoding="utf-8")
+    marker = f"    domain: {env}\n"
+    project.write_text(
+        text.replace(marker, marker + "    lifecycle: {mode: observe}\n"), encoding="utf-8"
+    )
+
+
+def _streams(server: NatsServer) -> list[str]:
+    reply = run(_request(server.url, "$JS.API.STREAM.NAMES", {}))
+    return sorted(reply.get("streams") or [])
+
+
+@pytest.mark.parametrize("env", ["east", "west"])
+def test_an_observed_environment_of_a_pair_through_every_door(
+    server_factory: Callable[..., NatsServer], tmp_path: Path, env: str
+) -> None:
+    """Either side of a pair in lifecycle ``mode: observe`` (read and reported, never
+    written): plan and drift empty, apply, a backup of its file stream, the agent's heal,
+    the Action's plan and apply and ``failover --check`` succeed; a restore and a
+    failover naming it are refused. None writes its server, not even the apply lock's
+    bucket. Hole: a restore there was refused only once the apply lock was held, after
+    its bucket and lease were written (``backup.restore`` now refuses before the lock,
+    ``restore_plan.refuse_observed``)."""
+    east, west, root = mirrored(server_factory, tmp_path, 10)
+    server = {"east": east, "west": west}[env]
+    run(_request(server.url, "$JS.API.STREAM.DELETE.KV_RECONCILE_LOCKS", {}))
+    assert _streams(server) == ["ORDERS"]
+    out = tmp_path / "backup"
+    other = "west" if env == "east" else "east"
+    taken = reconcile("backup", "--env", other, "--out", str(out), cwd=root)
+    assert taken.returncode == 0, said(taken)
+    _observed(root, env)
+    before = last_seq(east), last_seq(west)
+
+    planned = reconcile("plan", "--env", env, "--detailed-exitcode", cwd=root)
+    assert planned.returncode == 0, said(planned)
+    assert _streams(server) == ["ORDERS"]
+    drift = reconcile("drift", "--env", env, cwd=root)
+    assert drift.returncode == 0, said(drift)
+    assert _streams(server) == ["ORDERS"]
+    applied_ = reconcile("apply", "--env", env, "--yes", cwd=root)
+    assert applied_.returncode == 0, said(applied_)
+    assert _streams(server) == ["ORDERS"]
+    mine = reconcile("backup", "--env", env, "--out", str(tmp_path / "mine"), cwd=root)
+    assert mine.returncode == 0, said(mine)
+    assert _streams(server) == ["ORDERS"]
+    healed = reconcile("watch", "--env", env, *HEAL, cwd=root)
+    assert healed.returncode == 0, said(healed)
+    assert _streams(server) == ["ORDERS"]
+    for mode in ("plan", "apply"):
+        code, text = _action("", root, root / "specs", mode, environment=env, path="")
+        assert code == 0, f"{mode}: {text}"
+        assert _streams(server) == ["ORDERS"]
+    check = reconcile("failover", "--from", "east", "--to", "west", "--check", cwd=root)
+    assert check.returncode == 0, said(check)
+    assert _streams(server) == ["ORDERS"]
+
+    restored = reconcile("restore", str(out), "--env", env, "--yes", "--replace-existing", cwd=root)
+    assert restored.returncode == 1 and "observe" in restored.stderr, said(restored)
+    assert _streams(server) == ["ORDERS"]
+    failover = reconcile("failover", "--from", "east", "--to", "west", "--yes", cwd=root)
+    assert failover.returncode == 1 and "observe" in said(failover), said(failover)
+    assert _streams(server) == ["ORDERS"]  # not even the lock's bucket
+    assert (last_seq(east), last_seq(west)) == before and not is_fenced(east)
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
