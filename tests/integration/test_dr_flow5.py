@@ -240,3 +240,80 @@ def test_an_observed_environment_of_a_pair_through_every_door(
     assert _streams(server) == ["ORDERS"]  # not even the lock's bucket
     assert (last_seq(east), last_seq(west)) == before and not is_fenced(east)
     assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+
+
+def test_the_standbys_own_backup_restores_its_mirror_before_any_failover(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """West's mirror lost (its disk, say), west's own backup of it restored with
+    ``--env west``: the declared mirror, made again, and it catches up with east."""
+    east, west, root = mirrored(server_factory, tmp_path, 20, RICH)
+    out = tmp_path / "west-backup"
+    taken = reconcile("backup", "--env", "west", "--out", str(out), cwd=root)
+    assert taken.returncode == 0, said(taken)
+    for name in ("ORDERS", "PAYMENTS", "AUDIT"):
+        run(_request(west.url, f"$JS.API.STREAM.DELETE.{name}", {}))
+    restored = reconcile("restore", str(out), "--env", "west", "--yes", cwd=root)
+    assert restored.returncode == 0, said(restored)
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+    run(_publish(east.url, "orders.new", 3))
+    wait_for(lambda: last_seq(west) == 23)
+    assert consumers(west) == []
+    empty_plans(root)
+
+
+def test_east_loses_everything_and_its_whole_backup_comes_back(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    east, west, root = mirrored(server_factory, tmp_path, 20, RICH)
+    run(_publish(east.url, "payments.new", 4))
+    run(_publish(east.url, "audit.new", 3))
+    out = tmp_path / "east-backup"
+    taken = reconcile("backup", "--env", "east", "--out", str(out), cwd=root)
+    assert taken.returncode == 0, said(taken)
+    for name in ("ORDERS", "PAYMENTS", "AUDIT"):
+        run(_request(east.url, f"$JS.API.STREAM.DELETE.{name}", {}))
+    restored = reconcile("restore", str(out), "--env", "east", "--yes", cwd=root)
+    assert restored.returncode == 0, said(restored)
+    assert (last_seq(east), last_seq(east, "PAYMENTS"), last_seq(east, "AUDIT")) == (20, 4, 3)
+    assert _info(east.url, "ORDERS")["config"]["republish"]["dest"] == "copied.orders.>"
+    run(_publish(east.url, "orders.new", 2))
+    wait_for(lambda: last_seq(west) == 22)
+    empty_plans(root)
+
+
+CROSSWISE = """\
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+standby:
+  primary: east
+  environment: west
+---
+kind: Stream
+name: INVOICES
+subjects: ["invoices.>"]
+standby:
+  primary: west
+  environment: east
+"""
+
+
+def test_pairs_crosswise_fail_over_one_way_each(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """ORDERS written in east, INVOICES in west, each mirrored on the other side: a
+    failover from east to west moves ORDERS only, and back from west to east, INVOICES."""
+    east, west, root = mirrored(server_factory, tmp_path, 10, CROSSWISE)
+    applied(root, "east")  # INVOICES's mirror, once west's INVOICES exists
+    run(_publish(west.url, "invoices.new", 6))
+    wait_for(lambda: last_seq(east, "INVOICES") == 6)
+    empty_plans(root)
+    done = reconcile(*FAILOVER, cwd=root)
+    assert done.returncode == 0, said(done)
+    assert is_fenced(east)
+    assert _info(east.url, "INVOICES")["config"]["mirror"]["name"] == "INVOICES"
+    assert _info(west.url, "INVOICES")["config"]["subjects"] == ["invoices.>"]
+    other = reconcile("failover", "--from", "west", "--to", "east", "--yes", cwd=root)
+    assert other.returncode == 0, said(other)
+    assert _info(east.url, "INVOICES")["config"]["subjects"] == ["invoices.>"]
