@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from cli_runner import reconcile
 from servers import NatsServer, run
-from test_dr_attacks import said
+from test_dr_attacks import said, updated
 from test_dr_failover import _killed_at, fetch, is_fenced, ready  # noqa: F401 (ready)
 from test_dr_leftovers import east_backed_up
 from test_dr_rules import FAILOVER
@@ -32,6 +32,7 @@ kind: Stream
 name: ORDERS
 subjects: ["orders.>"]
 allow_atomic: true
+allow_msg_schedules: true
 allow_msg_ttl: true
 subject_delete_marker_ttl: 5m
 republish: {src: "orders.>", dest: "copied.orders.>"}
@@ -93,7 +94,8 @@ def test_the_documented_flow_with_two_pairs_and_what_a_mirror_cannot_carry(
     assert done.returncode == 0, said(done)
     promoted = _info(west.url, "ORDERS")["config"]
     assert promoted.get("mirror") is None and promoted["subjects"] == ["orders.>"]
-    assert promoted["allow_atomic"] and promoted["subject_delete_marker_ttl"] == 300_000_000_000
+    assert promoted["allow_atomic"] and promoted["allow_msg_schedules"]
+    assert promoted["subject_delete_marker_ttl"] == 300_000_000_000
     assert promoted["republish"]["dest"] == "copied.orders.>"
     assert _info(west.url, "PAYMENTS")["config"]["subjects"] == ["payments.>"]
     assert is_fenced(east)
@@ -317,3 +319,75 @@ def test_pairs_crosswise_fail_over_one_way_each(
     other = reconcile("failover", "--from", "west", "--to", "east", "--yes", cwd=root)
     assert other.returncode == 0, said(other)
     assert _info(east.url, "INVOICES")["config"]["subjects"] == ["invoices.>"]
+
+
+def test_an_unplanned_failover_from_an_observed_primary_writes_only_the_standby(
+    ready: Ready,
+) -> None:
+    """The job holds only read rights on east (``mode: observe``) and east is lost: an
+    unplanned failover writes nothing there, so it is not refused for east's lifecycle
+    (docs/dr.md: only the standby's lifecycle counts)."""
+    east, west, root = ready
+    _observed(root, "east")
+    east.kill()
+    done = reconcile(*FAILOVER, "--unplanned", cwd=root)
+    assert done.returncode == 0, said(done)
+    assert _info(west.url, "ORDERS")["config"].get("mirror") is None
+    assert fetch(west, "shipper", 1, ack=False) == [1]
+
+
+REPUBLISHING = """\
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+republish: {src: "orders.>", dest: "copied.orders.>"}
+standby:
+  primary: east
+  environment: west
+"""
+
+
+def test_a_mirror_applied_by_the_previous_release_with_a_republish_is_updated_in_place(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """The previous release gave the standby's mirror its origin's ``republish``: the
+    next apply of west drops it by an update (no replace, no flag), the mirror keeps
+    its messages, and the failover then promotes it with the declared one."""
+    east, west, root = mirrored(server_factory, tmp_path, 12, REPUBLISHING)
+    updated(west, {"republish": {"src": "orders.>", "dest": "copied.orders.>"}})
+    again = reconcile("apply", "--env", "west", "--yes", cwd=root)
+    assert again.returncode == 0, said(again)
+    assert not _info(west.url, "ORDERS")["config"].get("republish")
+    assert last_seq(west) == 12
+    empty_plans(root)
+    done = reconcile(*FAILOVER, cwd=root)
+    assert done.returncode == 0, said(done)
+    assert _info(west.url, "ORDERS")["config"]["republish"]["dest"] == "copied.orders.>"
+
+
+def test_east_purged_by_mistake_is_replaced_by_its_backup_before_any_failover(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """East's ORDERS purged by mistake (nothing failed over): its backup restored over
+    it with ``--replace-existing --allow-replace`` (a replace in the primary reads the
+    standby first: west's is a mirror, so it is allowed), the consumer with it."""
+    east, west, root, out = east_backed_up(server_factory, tmp_path)
+    applied(root, "west")
+    wait_for(lambda: last_seq(west) == 30)
+    run(_request(east.url, "$JS.API.STREAM.PURGE.ORDERS", {}))
+    restored = reconcile(
+        "restore",
+        str(out),
+        "--env",
+        "east",
+        "--yes",
+        "--replace-existing",
+        "--allow-replace",
+        cwd=root,
+    )
+    assert restored.returncode == 0, said(restored)
+    assert last_seq(east) == 30 and consumers(east) == ["shipper"]
+    assert _info(east.url, "ORDERS")["state"]["messages"] == 30
+    run(_publish(east.url, "orders.new", 2))
+    wait_for(lambda: last_seq(west) == 32)
+    empty_plans(root)
