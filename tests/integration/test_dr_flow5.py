@@ -353,7 +353,7 @@ def test_a_mirror_applied_by_the_previous_release_with_a_republish_is_updated_in
     """The previous release gave the standby's mirror its origin's ``republish``: the
     next apply of west drops it by an update (no replace, no flag), the mirror keeps
     its messages, and the failover then promotes it with the declared one."""
-    east, west, root = mirrored(server_factory, tmp_path, 12, REPUBLISHING)
+    _east, west, root = mirrored(server_factory, tmp_path, 12, REPUBLISHING)
     updated(west, {"republish": {"src": "orders.>", "dest": "copied.orders.>"}})
     again = reconcile("apply", "--env", "west", "--yes", cwd=root)
     assert again.returncode == 0, said(again)
@@ -390,4 +390,60 @@ def test_east_purged_by_mistake_is_replaced_by_its_backup_before_any_failover(
     assert _info(east.url, "ORDERS")["state"]["messages"] == 30
     run(_publish(east.url, "orders.new", 2))
     wait_for(lambda: last_seq(west) == 32)
+    empty_plans(root)
+
+
+@pytest.mark.parametrize("env", ["east", "west"])
+def test_the_agents_heal_of_a_drifted_observed_environment_writes_nothing(
+    server_factory: Callable[..., NatsServer], tmp_path: Path, env: str
+) -> None:
+    """Someone changed ORDERS in an observed environment: drift says so, the agent's
+    heal reports it and writes nothing there, not even the apply lock's bucket."""
+    east, west, root = mirrored(server_factory, tmp_path, 10)
+    server = {"east": east, "west": west}[env]
+    run(_request(server.url, "$JS.API.STREAM.DELETE.KV_RECONCILE_LOCKS", {}))
+    _observed(root, env)
+    updated(server, {"max_msgs": 1000})
+    drift = reconcile("drift", "--env", env, cwd=root)
+    assert drift.returncode == 2, said(drift)
+    healed = reconcile("watch", "--env", env, *HEAL, cwd=root)
+    assert healed.returncode in (0, 2), said(healed)
+    assert _streams(server) == ["ORDERS"]
+    assert _info(server.url, "ORDERS")["config"]["max_msgs"] == 1000
+
+
+TRANSFORMING = """\
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+subject_transform: {src: "orders.>", dest: "stored.orders.>"}
+standby:
+  primary: east
+  environment: west
+"""
+
+
+def test_a_promoted_stream_keeps_its_declared_subject_transform(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """Hole: the promotion gave back what the mirror does not carry, but not the
+    origin's ``subject_transform`` (a mirror cannot have one): west's promoted ORDERS
+    stored each write under its published subject (orders.new, where east stored
+    stored.orders.new), so a consumer filtering on the declared subjects missed every
+    write after the failover, and the failback's ``plan --env west`` was not empty. The
+    promotion now gives it back (``model.standby._GIVEN_BACK``)."""
+    east, west, root = mirrored(server_factory, tmp_path, 6, TRANSFORMING)
+    empty_plans(root)
+    done = reconcile(*FAILOVER, cwd=root)
+    assert done.returncode == 0, said(done)
+    run(_publish(west.url, "orders.new", 1))
+    body = {"last_by_subj": "stored.orders.new"}
+    last = run(_request(west.url, "$JS.API.STREAM.MSG.GET.ORDERS", body))
+    assert last.get("message", {}).get("seq") == 7, last
+    swap_roles(root, "west", "east")
+    plan = reconcile("plan", "--env", "west", "--detailed-exitcode", cwd=root)
+    assert plan.returncode == 0, said(plan)
+    back = reconcile("apply", "--env", "east", "--yes", "--allow-replace", cwd=root)
+    assert back.returncode == 0, said(back)
+    wait_for(lambda: last_seq(east) == 7)
     empty_plans(root)
