@@ -197,9 +197,11 @@ def test_an_observed_environment_of_a_pair_through_every_door(
     written): plan and drift empty, apply, a backup of its file stream, the agent's heal,
     the Action's plan and apply and ``failover --check`` succeed; a restore and a
     failover naming it are refused. None writes its server, not even the apply lock's
-    bucket. Hole: a restore there was refused only once the apply lock was held, after
+    bucket. Holes: a restore there was refused only once the apply lock was held, after
     its bucket and lease were written (``backup.restore`` now refuses before the lock,
-    ``restore_plan.refuse_observed``)."""
+    ``restore_plan.refuse_observed``); ``plan --out`` wrote the bucket and the account's
+    lineage to bind the saved plan to (``saved_plans.saved_identity`` now only reads it
+    there: without one, nothing is saved)."""
     east, west, root = mirrored(server_factory, tmp_path, 10)
     server = {"east": east, "west": west}[env]
     run(_request(server.url, "$JS.API.STREAM.DELETE.KV_RECONCILE_LOCKS", {}))
@@ -220,6 +222,10 @@ def test_an_observed_environment_of_a_pair_through_every_door(
     applied_ = reconcile("apply", "--env", env, "--yes", cwd=root)
     assert applied_.returncode == 0, said(applied_)
     assert _streams(server) == ["ORDERS"]
+    saved = tmp_path / "saved.json"
+    made = reconcile("plan", "--env", env, "--out", str(saved), cwd=root)
+    assert made.returncode == 1 and "observe" in made.stderr, said(made)  # no lineage
+    assert _streams(server) == ["ORDERS"] and not saved.exists()
     mine = reconcile("backup", "--env", env, "--out", str(tmp_path / "mine"), cwd=root)
     assert mine.returncode == 0, said(mine)
     assert _streams(server) == ["ORDERS"]
@@ -447,3 +453,19 @@ def test_a_promoted_stream_keeps_its_declared_subject_transform(
     assert back.returncode == 0, said(back)
     wait_for(lambda: last_seq(east) == 7)
     empty_plans(root)
+
+
+def test_a_saved_plan_of_an_observed_environment_reads_its_lineage_and_writes_nothing(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """West, once applied, then observed: ``plan --out`` binds the saved plan to the
+    account's lineage already there, and it is applied; neither writes west."""
+    _east, west, root = mirrored(server_factory, tmp_path, 5)
+    _observed(root, "west")
+    before = last_seq(west, "KV_RECONCILE_LOCKS")
+    saved = tmp_path / "saved.json"
+    made = reconcile("plan", "--env", "west", "--out", str(saved), cwd=root)
+    assert made.returncode == 0, said(made)
+    done = reconcile("apply", str(saved), "--env", "west", "--yes", cwd=root)
+    assert done.returncode == 0, said(done)
+    assert last_seq(west, "KV_RECONCILE_LOCKS") == before
