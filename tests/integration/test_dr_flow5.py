@@ -469,3 +469,50 @@ def test_a_saved_plan_of_an_observed_environment_reads_its_lineage_and_writes_no
     done = reconcile("apply", str(saved), "--env", "west", "--yes", cwd=root)
     assert done.returncode == 0, said(done)
     assert last_seq(west, "KV_RECONCILE_LOCKS") == before
+
+
+GUARDED = """\
+kind: Stream
+name: ORDERS
+description: every order
+subjects: ["orders.>"]
+discard: new
+max_msgs: 100000
+max_msgs_per_subject: 50000
+deny_delete: true
+deny_purge: true
+allow_direct: true
+compression: s2
+duplicate_window: 1m
+metadata: {team: shop}
+standby:
+  primary: east
+  environment: west
+---
+kind: Consumer
+stream: ORDERS
+name: shipper
+ack_policy: explicit
+"""
+
+
+def test_a_stream_denying_deletes_and_discarding_new_goes_round_the_flow(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    east, west, root = mirrored(server_factory, tmp_path, 8, GUARDED)
+    empty_plans(root)
+    done = reconcile(*FAILOVER, cwd=root)
+    assert done.returncode == 0, said(done)
+    run(_publish(west.url, "orders.new", 2))
+    swap_roles(root, "west", "east")
+    back = reconcile("apply", "--env", "east", "--yes", "--allow-replace", cwd=root)
+    assert back.returncode == 0, said(back)
+    wait_for(lambda: last_seq(east) == 10)
+    empty_plans(root)
+    again = reconcile("failover", "--from", "west", "--to", "east", "--yes", cwd=root)
+    assert again.returncode == 0, said(again)
+    swap_roles(root, "east", "west")
+    rewest = reconcile("apply", "--env", "west", "--yes", "--allow-replace", cwd=root)
+    assert rewest.returncode == 0, said(rewest)
+    wait_for(lambda: last_seq(west) == 10)
+    empty_plans(root)
