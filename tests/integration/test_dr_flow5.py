@@ -516,3 +516,19 @@ def test_a_stream_denying_deletes_and_discarding_new_goes_round_the_flow(
     assert rewest.returncode == 0, said(rewest)
     wait_for(lambda: last_seq(west) == 10)
     empty_plans(root)
+
+
+def test_an_unplanned_failover_onto_an_observed_standby_is_refused_and_writes_nothing(
+    ready: Ready,
+) -> None:
+    east, west, root = ready
+    run(_request(west.url, "$JS.API.STREAM.DELETE.KV_RECONCILE_LOCKS", {}))
+    _observed(root, "west")
+    east.kill()
+    refused = reconcile(*FAILOVER, "--unplanned", cwd=root)
+    assert refused.returncode == 1 and "observe" in said(refused), said(refused)
+    assert _streams(west) == ["ORDERS"] and consumers(west) == []
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+    rollback = reconcile(*FAILOVER, "--rollback", cwd=root)
+    assert rollback.returncode == 1, said(rollback)
+    assert _streams(west) == ["ORDERS"]
