@@ -532,3 +532,23 @@ def test_an_unplanned_failover_onto_an_observed_standby_is_refused_and_writes_no
     rollback = reconcile(*FAILOVER, "--rollback", cwd=root)
     assert rollback.returncode == 1, said(rollback)
     assert _streams(west) == ["ORDERS"]
+
+
+def test_one_agent_healing_both_environments_of_the_pair(ready: Ready) -> None:
+    """``watch --all-envs --mode heal --once``: nothing to do on a healthy pair; after a
+    failover (roles not swapped yet) a person's step, nothing written; once failed back,
+    nothing to do again."""
+    east, west, root = ready
+    both = reconcile("watch", "--all-envs", *HEAL, cwd=root)
+    assert both.returncode == 0, said(both)
+    done = reconcile(*FAILOVER, cwd=root)
+    assert done.returncode == 0, said(done)
+    waiting = reconcile("watch", "--all-envs", *HEAL, cwd=root)
+    assert waiting.returncode == 2, said(waiting)
+    assert is_fenced(east) and _info(west.url, "ORDERS")["config"].get("mirror") is None
+    swap_roles(root, "west", "east")
+    back = reconcile("apply", "--env", "east", "--yes", "--allow-replace", cwd=root)
+    assert back.returncode == 0, said(back)
+    wait_for(lambda: last_seq(east) == 50)
+    again = reconcile("watch", "--all-envs", *HEAL, cwd=root)
+    assert again.returncode == 0, said(again)
