@@ -236,6 +236,12 @@ def test_an_observed_environment_of_a_pair_through_every_door(
         code, text = _action("", root, root / "specs", mode, environment=env, path="")
         assert code == 0, f"{mode}: {text}"
         assert _streams(server) == ["ORDERS"]
+    plan_file = str(tmp_path / "action-plan.json")
+    code, text = _action(
+        "", root, root / "specs", "plan", environment=env, path="", **{"plan-file": plan_file}
+    )
+    assert code != 0 and "observe" in text and "Traceback" not in text, text
+    assert _streams(server) == ["ORDERS"]
     check = reconcile("failover", "--from", "east", "--to", "west", "--check", cwd=root)
     assert check.returncode == 0, said(check)
     assert _streams(server) == ["ORDERS"]
@@ -468,6 +474,12 @@ def test_a_saved_plan_of_an_observed_environment_reads_its_lineage_and_writes_no
     assert made.returncode == 0, said(made)
     done = reconcile("apply", str(saved), "--env", "west", "--yes", cwd=root)
     assert done.returncode == 0, said(done)
+    plan_file = {"plan-file": str(tmp_path / "action-plan.json")}
+    for mode in ("plan", "apply"):
+        code, text = _action(
+            "", root, root / "specs", mode, environment="west", path="", **plan_file
+        )
+        assert code == 0, f"{mode}: {text}"
     assert last_seq(west, "KV_RECONCILE_LOCKS") == before
 
 
