@@ -564,3 +564,35 @@ def test_one_agent_healing_both_environments_of_the_pair(ready: Ready) -> None:
     wait_for(lambda: last_seq(east) == 50)
     again = reconcile("watch", "--all-envs", *HEAL, cwd=root)
     assert again.returncode == 0, said(again)
+
+
+def test_failing_back_after_an_unplanned_failover_fences_the_returned_origin_first(
+    ready: Ready,
+) -> None:
+    """After an unplanned failover east comes back with its subjects (it takes writes
+    again). A user who goes straight to the failback (roles swapped, apply east) is
+    refused, nothing changed, and the refusal names the way: east the primary again, the
+    failover once more (it fences east), then the swap and the failback. Before, the
+    refusal asked "promoted by a failover?" and named only the swap back."""
+    east, west, root = ready
+    east.kill()
+    done = reconcile(*FAILOVER, "--unplanned", cwd=root)
+    assert done.returncode == 0, said(done)
+    east.start()
+    wait_for(lambda: bool(west.monitor("leafz").get("leafnodes")))
+    swap_roles(root, "west", "east")
+    refused = reconcile("apply", "--env", "east", "--yes", "--allow-replace", cwd=root)
+    assert refused.returncode == 1, said(refused)
+    assert "failover --from east --to west" in refused.stderr, said(refused)
+    assert last_seq(east) == 50 and not is_fenced(east)
+
+    swap_roles(root, "east", "west")
+    fenced = reconcile(*FAILOVER, cwd=root)
+    assert fenced.returncode == 0, said(fenced)
+    assert is_fenced(east)
+    swap_roles(root, "west", "east")
+    back = reconcile("apply", "--env", "east", "--yes", "--allow-replace", cwd=root)
+    assert back.returncode == 0, said(back)
+    run(_publish(west.url, "orders.new", 2))
+    wait_for(lambda: last_seq(east) == 52)
+    empty_plans(root)
