@@ -35,6 +35,7 @@ from reconciler.backup.restore_plan import (
     live_stream,
     plan_restore,
     protected_now,
+    refuse_observed,
     seen_state,
 )
 from reconciler.errors import LockError, ReconcileError
@@ -124,6 +125,7 @@ async def restore(
     result; a refusal raises before anything is changed."""
     started = time.monotonic()
     contents, selected = check_folder(root, flags.only)
+    refuse_observed(flags)  # before the lock: its bucket is a write too
     declared = stages.load(flags.declared, observer) if flags.declared is not None else []
     events = _Events(observer)
     async with (

@@ -146,6 +146,17 @@ def _marker_for(contents: Contents, record: StreamRecord) -> str | None:
     return None if record.config.get("sealed") else marker(contents, record)
 
 
+def refuse_observed(flags: Flags) -> None:
+    """Refused when the environment only observes (lifecycle ``mode: observe``): never
+    written, so a restore there is refused before anything is, the apply lock's bucket
+    included."""
+    if flags.lifecycle.observe:
+        raise RefusedPlan(
+            f"refusing to restore: the environment has lifecycle mode observe "
+            f"({flags.lifecycle.observed_at}): never written; nothing was changed."
+        )
+
+
 async def plan_restore(
     client: JetStreamClient,
     contents: Contents,
@@ -163,11 +174,7 @@ async def plan_restore(
     too_old = [why for r in selected if (why := memory_refused(r, server))]
     if too_old:
         raise RefusedPlan("refusing to restore; nothing was changed:", details=too_old)
-    if flags.lifecycle.observe:
-        raise RefusedPlan(
-            f"refusing to restore: the environment has lifecycle mode observe "
-            f"({flags.lifecycle.observed_at}): never written; nothing was changed."
-        )
+    refuse_observed(flags)
     skipped = tuple((r.name, "the tool's own apply lock") for r in selected if _own(r))
     steps: list[RestoreStep] = []
     lives: list[Live | None] = []

@@ -246,7 +246,9 @@ async def save_plan_for(
             the_plan = await pipeline.plan_reading(client, specs, request)
             refuse(checked(the_plan))
             _say_server(the_plan, request.options, observer)
-            identity = await saved_identity(client)  # the account's lineage kept first
+            # the account's lineage kept first (only read where the environment observes)
+            observed = request.lifecycle.observed_at if request.lifecycle.observe else ""
+            identity = await saved_identity(client, observed)
         return the_plan, SavedPlan.of(the_plan, kept, digest, identity)
 
 

@@ -316,11 +316,23 @@ def check_specs(saved: SavedPlan, request: PlanRequest, specs: Sequence[Spec]) -
         )
 
 
-async def saved_identity(client: JetStreamClient) -> ServerIdentity:
+async def saved_identity(client: JetStreamClient, observed_at: str = "") -> ServerIdentity:
     """The identity ``plan --out`` saves: the server's, and the account's lineage,
     written first when the account has none yet (:func:`lineage.keep`), so the plan is
     bound to a value only this server (or another node of its cluster) holds. A user who
-    may not write it gets one line saying so, and no file."""
+    may not write it gets one line saying so, and no file. ``observed_at``: where the
+    environment declares lifecycle ``mode: observe`` (never written): the lineage is
+    only read there, and an account without one saves no file."""
+    if observed_at:
+        found = await lineage.read(client)
+        if found is None:
+            raise SavedPlanRefused(
+                f"the account has no lineage yet and the environment has lifecycle mode "
+                f"observe ({observed_at}): never written, so it is not kept there; a saved "
+                "plan is bound to it (docs/saved-plans.md): plan without --out (an observed "
+                "environment's plan has no steps): nothing was saved"
+            )
+        return replace(await server_identity(client), lineage=found)
     try:
         kept = await lineage.keep(client)
     except PermissionDenied as err:

@@ -65,8 +65,16 @@ _NOT_ON_A_MIRROR = (
     "allow_atomic",
 )
 #: What the promotion gives the promoted stream back from its origin's spec, besides
-#: its subjects (one update takes them all, measured on 2.15.1).
-_GIVEN_BACK = ("republish", "subject_delete_marker_ttl", "allow_msg_schedules", "allow_atomic")
+#: its subjects (one update takes them all, measured on 2.15.1). ``subject_transform``
+#: too: without it the promoted stream stored its writes under their published
+#: subjects, not the declared transform's, until the next apply of the standby.
+_GIVEN_BACK = (
+    "republish",
+    "subject_delete_marker_ttl",
+    "allow_msg_schedules",
+    "allow_atomic",
+    "subject_transform",
+)
 _FENCE_PREFIX = "_reconcile.fenced."
 #: Until when a failover creates a consumer paused, before it moves and resumes it: a
 #: consumer paused until then is one an interrupted failover left (never a person's).

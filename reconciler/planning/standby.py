@@ -399,10 +399,13 @@ def _guarded(
             f"{PREVENTED}{spec.name} here takes the writes (promoted by a failover?): "
             f"replacing it by the mirror of {standby.primary} would delete them; make "
             f"{environment} the primary (standby.primary: {environment}, environment: "
-            f"{standby.primary}) at {standby.where} (docs/dr.md#failback); one nothing "
-            f"promoted (a plain stream an earlier restore made here, say) is deleted by "
-            f"hand once what it holds is in {standby.primary}, and apply then makes the "
-            "mirror"
+            f"{standby.primary}) at {standby.where} (docs/dr.md#failback); the old origin "
+            f"of an unplanned failover, back with its subjects, is fenced first: with "
+            f"{environment} the primary at {standby.where} again, `reconcile failover "
+            f"--from {environment} --to {standby.primary}` once more, then swap the roles; "
+            f"one nothing promoted (a plain stream an earlier restore made here, say) is "
+            f"deleted by hand once what it holds is in {standby.primary}, and apply then "
+            "makes the mirror"
         )
     elif here_standby and isinstance(step, Replace | Migrate) and loss:
         why = (
