@@ -92,6 +92,7 @@ SUITE = (
     "tests/unit/test_standby_guard.py",
     "tests/unit/test_unfence_by_hand.py",
     "tests/integration/test_dr_attacks4.py",
+    "tests/integration/test_dr_flow5.py",
 )
 
 
@@ -823,6 +824,7 @@ GUARANTEES = (
             "test_standby_guard.py::",
             "test_unfence_by_hand.py::",
             "test_dr_attacks4.py::",
+            "test_dr_flow5.py::",
             "test_restore_live_checks.py::",
         ),
     ),
