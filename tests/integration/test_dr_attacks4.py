@@ -20,7 +20,17 @@ from test_dr_failover import fetch, ready  # noqa: F401 (ready: a fixture)
 from test_dr_leftovers import east_backed_up
 from test_dr_restores import backed_up_then_failed_over
 from test_dr_rules import FAILOVER
-from test_dr_standby import ORDERS, applied, consumers, dr_project, last_seq, mirrored, wait_for
+from test_dr_standby import (
+    AUDIT,
+    ORDERS,
+    applied,
+    consumers,
+    dr_project,
+    last_seq,
+    mirrored,
+    standby_stream,
+    wait_for,
+)
 from test_lifecycle import _info, _publish, _request
 from test_restore_rules import _user_streams
 
@@ -86,19 +96,9 @@ def test_a_mirror_republishing_onto_the_origins_subjects_is_never_restored_as_th
     assert counted(east)[0] == 31 and last_seq(west) == 31
 
 
-AUDITED = """\
-kind: Stream
-name: ORDERS
-subjects: ["orders.>"]
-republish: {src: "orders.>", dest: "audit.orders.>"}
-standby:
-  primary: east
-  environment: west
----
-kind: Stream
-name: AUDIT
-subjects: ["audit.>"]
-"""
+AUDITED = "---\n".join(
+    [standby_stream('republish: {src: "orders.>", dest: "audit.orders.>"}'), AUDIT]
+)
 
 
 def test_the_standby_mirror_never_republishes_a_second_time_and_the_promotion_does(
@@ -176,22 +176,12 @@ def test_a_backups_stream_on_the_origins_subjects_is_never_restored_beside_the_s
 
 
 #: An origin declaring what the server refuses on a mirror (2.12+ fields).
-UNMIRRORED = """\
-kind: Stream
-name: AAA
-subjects: ["aaa.>"]
----
-kind: Stream
-name: ORDERS
-subjects: ["orders.>"]
-allow_atomic: true
-allow_msg_schedules: true
-allow_msg_ttl: true
-subject_delete_marker_ttl: 5m
-standby:
-  primary: east
-  environment: west
-"""
+UNMIRRORED = 'kind: Stream\nname: AAA\nsubjects: ["aaa.>"]\n---\n' + standby_stream(
+    "allow_atomic: true",
+    "allow_msg_schedules: true",
+    "allow_msg_ttl: true",
+    "subject_delete_marker_ttl: 5m",
+)
 
 
 def test_an_origin_declaring_what_a_mirror_cannot_carry_gets_its_standby_and_promotion(

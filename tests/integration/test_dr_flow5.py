@@ -16,7 +16,16 @@ from test_dr_attacks import said, updated
 from test_dr_failover import _killed_at, fetch, is_fenced, ready  # noqa: F401 (ready)
 from test_dr_leftovers import east_backed_up
 from test_dr_rules import FAILOVER
-from test_dr_standby import applied, consumers, last_seq, mirrored, wait_for
+from test_dr_standby import (
+    AUDIT,
+    SHIPPER,
+    applied,
+    consumers,
+    last_seq,
+    mirrored,
+    standby_stream,
+    wait_for,
+)
 from test_lifecycle import _action, _info, _publish, _request
 from test_restore_rules import _user_streams
 
@@ -27,35 +36,20 @@ HEAL = ("--mode", "heal", "--once", "--listen", "off")
 
 #: ORDERS declaring what a mirror cannot carry, a second pair beside it and a stream
 #: without a standby on other subjects.
-RICH = """\
-kind: Stream
-name: ORDERS
-subjects: ["orders.>"]
-allow_atomic: true
-allow_msg_schedules: true
-allow_msg_ttl: true
-subject_delete_marker_ttl: 5m
-republish: {src: "orders.>", dest: "copied.orders.>"}
-standby:
-  primary: east
-  environment: west
----
-kind: Consumer
-stream: ORDERS
-name: shipper
-ack_policy: explicit
----
-kind: Stream
-name: PAYMENTS
-subjects: ["payments.>"]
-standby:
-  primary: east
-  environment: west
----
-kind: Stream
-name: AUDIT
-subjects: ["audit.>"]
-"""
+RICH = "---\n".join(
+    [
+        standby_stream(
+            "allow_atomic: true",
+            "allow_msg_schedules: true",
+            "allow_msg_ttl: true",
+            "subject_delete_marker_ttl: 5m",
+            'republish: {src: "orders.>", dest: "copied.orders.>"}',
+        ),
+        SHIPPER,
+        standby_stream(name="PAYMENTS", subjects="payments.>"),
+        AUDIT,
+    ]
+)
 
 
 def empty_plans(root: Path) -> None:
@@ -296,21 +290,12 @@ def test_east_loses_everything_and_its_whole_backup_comes_back(
     empty_plans(root)
 
 
-CROSSWISE = """\
-kind: Stream
-name: ORDERS
-subjects: ["orders.>"]
-standby:
-  primary: east
-  environment: west
----
-kind: Stream
-name: INVOICES
-subjects: ["invoices.>"]
-standby:
-  primary: west
-  environment: east
-"""
+CROSSWISE = "---\n".join(
+    [
+        standby_stream(),
+        standby_stream(name="INVOICES", subjects="invoices.>", primary="west", environment="east"),
+    ]
+)
 
 
 def test_pairs_crosswise_fail_over_one_way_each(
@@ -348,15 +333,7 @@ def test_an_unplanned_failover_from_an_observed_primary_writes_only_the_standby(
     assert fetch(west, "shipper", 1, ack=False) == [1]
 
 
-REPUBLISHING = """\
-kind: Stream
-name: ORDERS
-subjects: ["orders.>"]
-republish: {src: "orders.>", dest: "copied.orders.>"}
-standby:
-  primary: east
-  environment: west
-"""
+REPUBLISHING = standby_stream('republish: {src: "orders.>", dest: "copied.orders.>"}')
 
 
 def test_a_mirror_applied_by_the_previous_release_with_a_republish_is_updated_in_place(
@@ -424,15 +401,7 @@ def test_the_agents_heal_of_a_drifted_observed_environment_writes_nothing(
     assert _info(server.url, "ORDERS")["config"]["max_msgs"] == 1000
 
 
-TRANSFORMING = """\
-kind: Stream
-name: ORDERS
-subjects: ["orders.>"]
-subject_transform: {src: "orders.>", dest: "stored.orders.>"}
-standby:
-  primary: east
-  environment: west
-"""
+TRANSFORMING = standby_stream('subject_transform: {src: "orders.>", dest: "stored.orders.>"}')
 
 
 def test_a_promoted_stream_keeps_its_declared_subject_transform(

@@ -29,6 +29,27 @@ ack_policy: explicit
 """
 
 
+def standby_stream(
+    *lines: str,
+    name: str = "ORDERS",
+    subjects: str = "orders.>",
+    primary: str = "east",
+    environment: str = "west",
+) -> str:
+    """The spec text of stream ``name`` on ``subjects`` with a standby (writes go to
+    ``primary``, the mirror is kept in ``environment``), ``lines`` between the two."""
+    body = "".join(f"{line}\n" for line in lines)
+    return (
+        f'kind: Stream\nname: {name}\nsubjects: ["{subjects}"]\n{body}'
+        f"standby:\n  primary: {primary}\n  environment: {environment}\n"
+    )
+
+
+#: A stream without a standby, and ORDERS's consumer, as spec texts.
+AUDIT = 'kind: Stream\nname: AUDIT\nsubjects: ["audit.>"]\n'
+SHIPPER = "kind: Consumer\nstream: ORDERS\nname: shipper\nack_policy: explicit\n"
+
+
 def dr_project(root: Path, east: NatsServer, west: NatsServer, specs: str = ORDERS) -> Path:
     """A project with environments east and west, each its own domain, and ``specs``."""
     (root / "specs").mkdir(parents=True, exist_ok=True)
