@@ -647,9 +647,11 @@ GUARANTEES = (
         "name, user, account, host and time from the server's API audit, and healed in "
         "heal mode; a stream deleted out of band is created again and reported with who "
         "deleted it and how many messages it held; the agent's own calls are never "
-        "attributed.",
+        "attributed; an audit delivered after the stream's event is waited for (up to 1 s), "
+        "so the heal still names who did it.",
         (
             "test_agent.py::test_drift_by_another_client_is_healed_and_says_who",
+            "test_agent.py::test_a_heal_waits_for_the_audit_that_comes_late",
             "test_agent.py::test_a_stream_deleted_out_of_band_is_created_again",
             "test_agent.py::test_a_consumer_changed_by_another_client_is_healed",
         ),

@@ -81,6 +81,9 @@ class WatchSettings:
     once: bool = False
     listen: tuple[str, int] | None = ("127.0.0.1", 9464)
     debounce: float = 0.05  # advisories of one burst (a script's creates) join one plan
+    #: how long past the debounce a cycle waits for the API audit of an event naming a
+    #: known resource (the audit says who did it; under load it may come late)
+    audit_wait: float = 1.0
     git_poll: float | None = None  # default: the interval
     lock_timeout: float = 60.0
     first_backoff: float = 1.0
@@ -373,10 +376,37 @@ class Watch:
                     w.cancel()
             if wake.is_set() and not self.stop.is_set() and not client.lost.is_set():
                 await self._pause(self.settings.debounce)  # gather the advisories of a burst
+                await self._await_audits(client)
                 wake.clear()
                 return "advisory"
             if polling and not self.stop.is_set():
                 fetch = self.commits.refreshing()
+
+    async def _await_audits(self, client: JetStreamClient) -> None:
+        """Until the API audits of the events naming known resources have come (at most
+        ``audit_wait``): a heal planned before its audit would not say who changed what."""
+        give_up = time.monotonic() + self.settings.audit_wait
+        audited = self.listener.audited
+        while self._unaudited_known() and not self.stop.is_set() and not client.lost.is_set():
+            left = give_up - time.monotonic()
+            if left <= 0:
+                return
+            audited.clear()
+            waits = [asyncio.ensure_future(e.wait()) for e in (self.stop, client.lost, audited)]
+            try:
+                await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+
+    def _unaudited_known(self) -> bool:
+        """Whether an event without its audit yet named a resource the last cycle knew
+        (never an ephemeral consumer's, nor an unmanaged stream's: nothing heals those)."""
+        unaudited = self.listener.unaudited
+        if not unaudited or self.last is None:
+            return False
+        named = self.last.resources.of_streams({stream for stream, _ in unaudited})
+        return any(r.key in unaudited for r in named if r.state != "unmanaged")
 
     # -- one cycle ------------------------------------------------------------------------
     async def _cycle(self, client: JetStreamClient, trigger: str) -> bool:

@@ -35,6 +35,13 @@ class AdvisoryListener:
         self.wake = asyncio.Event()
         self.pending: set[Key] = set()
         self.causes: dict[Key, Cause] = {}
+        #: resources a stream or consumer event named whose API audit (who did it) has
+        #: not come yet: the server sends the event first, the audit right after
+        self.unaudited: set[Key] = set()
+        #: set when an audit comes (the cycle loop waits on it for :attr:`unaudited`)
+        self.audited = asyncio.Event()
+        #: whether API audits reach this connection (subscribed and not denied)
+        self.audits = False
         self.state = "not subscribed yet"
         #: the agent's own client on the server (``JetStreamClient.identity``): its heals
         #: are not drift
@@ -42,6 +49,8 @@ class AdvisoryListener:
 
     async def subscribe(self, client: JetStreamClient, interval: float) -> None:
         self.identity = client.identity
+        self.audits = False
+        self.unaudited.clear()
         if not self.enabled:
             self.state = "off (--no-advisories): polling every interval"
             return
@@ -49,6 +58,7 @@ class AdvisoryListener:
             await client.subscribe(subject, self.on_advisory)
         await asyncio.sleep(0.05)  # a refusal comes back as an async error
         denied = sorted(client.denied_subscriptions)
+        self.audits = advisories.SUBJECTS[0] not in denied
         if denied:
             self.state = f"denied ({', '.join(denied)}): polling every interval"
             self.log.event(
@@ -69,7 +79,14 @@ class AdvisoryListener:
     def on_advisory(self, subject: str, data: bytes) -> None:
         self.metrics.advisories.labels(advisories.advisory_type(subject)).inc()
         touch = advisories.parse(subject, data)
-        if touch is None or self._own(touch):
+        if touch is None:
+            return
+        if touch.cause is not None:  # an audit, the agent's own heals' included
+            self.unaudited.discard(touch.key)
+            self.audited.set()
+        elif self.audits and len(self.unaudited) <= MAX_PENDING:
+            self.unaudited.add(touch.key)
+        if self._own(touch):
             return
         if touch.cause is not None:
             self._remember(touch)
@@ -82,6 +99,7 @@ class AdvisoryListener:
         forget them: the cycle that asks plans them."""
         named = None if len(self.pending) > MAX_PENDING else frozenset(s for s, _ in self.pending)
         self.pending.clear()
+        self.unaudited.clear()  # an audit coming later wakes the next cycle
         return named
 
     def forget(self, key: Key) -> None:

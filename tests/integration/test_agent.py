@@ -3,6 +3,7 @@ made it, healed when safe, and never healed when the repair would destroy data."
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from agent_harness import (
     until,
 )
 from servers import NatsServer, write
+
+from reconciler.agent.listener import AdvisoryListener
 
 
 def test_drift_by_another_client_is_healed_and_says_who(
@@ -59,6 +62,44 @@ def test_drift_by_another_client_is_healed_and_says_who(
             assert targeted, "the advisory's re-plan read only ORDERS"
             listed = {r["name"]: r["state"] for r in agent.status()["last_cycle"]["resources"]}
             assert set(listed) == {"ORDERS", "worker"}
+
+    run(scenario())
+
+
+def test_a_heal_waits_for_the_audit_that_comes_late_and_names_who_changed_it(
+    clean_server: NatsServer, tmp_path: Path, run, monkeypatch
+) -> None:
+    """The server sends the stream's event first and its API audit (who did it) right
+    after; under load the audit can come after the debounce. The heal waits for it (a CI
+    run once healed a change with no cause)."""
+    original = AdvisoryListener.on_advisory
+
+    def audits_late(self: AdvisoryListener, subject: str, data: bytes) -> None:
+        if subject.endswith(".ADVISORY.API"):  # as a loaded machine delivers it
+            asyncio.get_running_loop().call_later(0.4, original, self, subject, data)
+        else:
+            original(self, subject, data)
+
+    monkeypatch.setattr(AdvisoryListener, "on_advisory", audits_late)
+    specs = write(tmp_path, ORDERS)
+
+    async def scenario() -> None:
+        async with (
+            running_agent(fixed_source([specs], clean_server.url), interval=3600) as (_, log),
+            Other.connect(clean_server.url) as alice,
+        ):
+            await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
+            await until(lambda: changes(log, "Stream ORDERS", "in_sync"), what="in sync")
+            await alice.publish("orders.new", 10)
+            config = (await alice.info("ORDERS"))["config"]
+            config.update(description="changed by hand")
+            await alice.api("STREAM.UPDATE.ORDERS", config)
+            healed = await until(
+                lambda: changes(log, "Stream ORDERS", "healed")[1:], what="ORDERS healed again"
+            )
+            assert healed[0].get("cause", {}).get("client") == "alice-laptop", healed[0]
+            assert healed[0]["cause"]["operation"] == "update"
+            assert await alice.messages("ORDERS") == 10
 
     run(scenario())
 
