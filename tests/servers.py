@@ -160,7 +160,10 @@ class NatsServer:
             "ports_file_dir": str(self.base_dir),
         }
         if jetstream:
-            js: dict[str, Any] = {"store_dir": str(self.store_dir)}
+            # an explicit store: left out, nats-server sizes it from the host's free disk
+            # and a test's reservations were refused (err 10047) on a machine with 14 GB
+            # free; a test giving its own ``jetstream`` block sets its own store
+            js: dict[str, Any] = {"store_dir": str(self.store_dir), "max_file_store": 1 << 40}
             if domain is not None:
                 js["domain"] = domain
             settings["jetstream"] = js
