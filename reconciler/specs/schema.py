@@ -91,21 +91,55 @@ def validator(kind: str) -> Draft202012Validator:
 def _pattern(
     validator: Draft202012Validator, pattern: str, instance: Any, _schema: Any
 ) -> Iterator[ValidationError]:
-    """jsonschema's ``pattern`` keyword, but with ``$`` at the very end of the text:
-    JSON Schema's patterns are ECMA-262, where it is; jsonschema runs them with Python's
-    ``re``, where ``$`` matches before a final newline too, so a name ``"ORDERS\\n"``
-    passed as valid (jsonschema-rs, and every editor, refuse it)."""
+    """jsonschema's ``pattern`` keyword read as ECMA-262, as JSON Schema says
+    (:func:`_python_pattern`): jsonschema runs patterns with Python's ``re``, where ``$``
+    matches before a final newline too (a name ``"ORDERS\\n"`` passed as valid) and
+    ``\\s`` leaves out U+FEFF (a name ``"\\ufeff"`` passed); jsonschema-rs, and every
+    editor, refuse both."""
     from jsonschema.exceptions import ValidationError
 
     if validator.is_type(instance, "string") and not _python_pattern(pattern).search(instance):
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
+#: ECMA-262's ``\\s`` (WhiteSpace and LineTerminator), as the body of a character class:
+#: Python's ``\\s`` also takes U+001C-U+001F and U+0085 and leaves out U+FEFF.
+_ECMA_SPACE = (
+    "\\t\\n\\x0b\\x0c\\r \\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
+)
+#: ECMA-262's ``.``: anything but a LineTerminator (Python's leaves out ``\\n`` only).
+_ECMA_DOT = "[^\\n\\r\\u2028\\u2029]"
+
+
 @functools.lru_cache(maxsize=256)
 def _python_pattern(pattern: str) -> re.Pattern[str]:
-    """An ECMA-262 pattern of these schemas compiled for Python: each ``$`` (none of them
-    escaped or in a class) is the end of the text, ``\\Z``."""
-    return re.compile(re.sub(r"(?<!\\)\$", r"\\Z", pattern))
+    """An ECMA-262 pattern of these schemas compiled for Python with ECMA's meaning:
+    ``$`` (not in a class) is the end of the text, ``\\Z``; ``.`` and ``\\s`` match what
+    they match in ECMA-262 (and in jsonschema-rs, :func:`quick_check`, which must agree).
+    The schemas use no other construct whose meaning differs."""
+    out: list[str] = []
+    in_class = False
+    chars = iter(pattern)
+    for char in chars:
+        if char == "\\":
+            escaped = next(chars, "")
+            if escaped == "s":
+                out.append(_ECMA_SPACE if in_class else f"[{_ECMA_SPACE}]")
+            else:
+                out.append(char + escaped)
+        elif in_class:
+            in_class = char != "]"
+            out.append(char)
+        elif char == "[":
+            in_class = True
+            out.append(char)
+        elif char == ".":
+            out.append(_ECMA_DOT)
+        elif char == "$":
+            out.append("\\Z")
+        else:
+            out.append(char)
+    return re.compile("".join(out))
 
 
 @functools.cache

@@ -184,3 +184,46 @@ def test_a_digit_of_another_script_is_no_digit(tmp_path: Path, lines: str, field
     (problem,) = caught.value.problems
     last = 7 + lines.count("\n")  # the field is the file's last line
     assert (str(problem.location), problem.path) == (f"{spec}:{last}", field)
+
+
+def _patterns(node: Any) -> set[str]:
+    if isinstance(node, dict):
+        found = {node["pattern"]} if isinstance(node.get("pattern"), str) else set()
+        return found.union(*(_patterns(value) for value in node.values()))
+    if isinstance(node, list):
+        return set().union(*(_patterns(value) for value in node))
+    return set()
+
+
+#: Every character where Python's ``re`` and ECMA-262 could read ``\s``, ``.``, ``$`` or a
+#: class differently: both kinds of white space and line ends, controls, Latin-1, and
+#: a few far away.
+_CHARS = [chr(c) for c in (*range(0x250), 0x1680, *range(0x2000, 0x2030), 0x205F, 0x3000)]
+_CHARS += ["\ufeff", "\uffff", "\U00010000", "\U0010ffff"]
+
+
+@pytest.mark.parametrize(
+    "pattern", sorted(set().union(*(_patterns(schema(key)) for key in [*SCHEMAS, "document"])))
+)
+def test_each_pattern_means_in_python_what_it_means_in_ecma_262(pattern: str) -> None:
+    """Found by the property above (a stream named ``"\\ufeff"``): Python's ``\\s`` is not
+    ECMA-262's. Every pattern of the schemas now takes, in jsonschema, exactly the texts
+    jsonschema-rs (ECMA-262) takes, each character alone, inside and at the end."""
+    import jsonschema_rs
+
+    ecma = jsonschema_rs.Draft202012Validator({"type": "string", "pattern": pattern})
+    python = validator("Stream").__class__({"type": "string", "pattern": pattern})
+    texts = [t for c in _CHARS for t in (c, f"a{c}b", f"A{c}", f"1{c}:1", f"a.{c}", f"0{c}")]
+    differ = [t for t in texts if ecma.is_valid(t) != python.is_valid(t)]
+    assert not differ, [ascii(t) for t in differ[:10]]
+
+
+def test_a_name_of_a_byte_order_mark_is_refused_at_its_line(tmp_path: Path) -> None:
+    """ECMA-262's ``\\s`` holds U+FEFF: the published schema refuses such a name (as an
+    editor does), and so does the loader, at the name's line."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text('kind: Stream\nname: "\\ufeff"\nsubjects: [a]\n', encoding="utf-8")
+    with pytest.raises(SpecError) as caught:
+        load_specs([spec])
+    (problem,) = caught.value.problems
+    assert (str(problem.location), problem.path) == (f"{spec}:2", "name")
