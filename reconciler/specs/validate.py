@@ -165,24 +165,26 @@ def validate_documents(
 
 
 def _ambiguous_once_per_file(problems: list[Problem]) -> list[Problem]:
-    """``problems`` with one ambiguous-unit warning per file (the first, counting the
-    others): a file copied from the nats CLI's habits would say it on every line."""
-    first: dict[str, int] = {}
-    more: dict[str, int] = {}
+    """``problems`` with one ambiguous-unit warning per file (the first by line, counting
+    the others): a file copied from the nats CLI's habits would say it on every line."""
+    found: dict[str, list[Problem]] = {}
+    slot: dict[str, int] = {}
     kept: list[Problem] = []
     for problem in problems:
         file = problem.location.file if problem.location else ""
         if not (problem.warning and problem.message.startswith(AMBIGUOUS)):
             kept.append(problem)
-        elif file in first:
-            more[file] = more.get(file, 0) + 1
-        else:
-            first[file] = len(kept)
+            continue
+        if file not in found:
+            slot[file] = len(kept)
             kept.append(problem)
-    for file, count in more.items():
-        said = kept[first[file]]
-        message = f"{said.message} (and {count} more in this file)"
-        kept[first[file]] = Problem(said.location, said.path, message, warning=True)
+        found.setdefault(file, []).append(problem)
+    for file, said in found.items():
+        first = min(said, key=lambda p: p.location.line if p.location else 0)
+        message = first.message
+        if len(said) > 1:
+            message += f" (and {len(said) - 1} more in this file)"
+        kept[slot[file]] = Problem(first.location, first.path, message, warning=True)
     return kept
 
 
