@@ -5,10 +5,13 @@ Each test is one thing that went wrong on that walk: the command run as a user r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from cli_runner import reconcile
+from servers import NatsServer
+from test_saved_plans import plan_out, repo, state
 
 pytestmark = pytest.mark.integration
 
@@ -33,3 +36,25 @@ def test_the_ambiguous_unit_said_is_the_first_in_the_file(tmp_path: Path) -> Non
     assert len(warnings) == 1, warnings
     assert warnings[0].startswith("specs/o.yaml:4: warning: max_bytes: ")
     assert "(and 1 more in this file)" in warnings[0]
+
+
+def test_a_saved_plan_refused_by_another_server_names_it_without_the_password(
+    clean_server: NatsServer, server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """README: every apply names the server it talks to, credentials removed. A saved
+    plan applied to the wrong server was refused without saying which server that was."""
+    root = repo(tmp_path)
+    plan = plan_out(root, clean_server)
+    other = server_factory(users=[{"user": "alice", "password": PASSWORD}])
+    host_port = other.url.removeprefix("nats://")
+    before = state(other, user="alice", password=PASSWORD)
+    done = reconcile(
+        "apply", str(plan), "--server", f"nats://alice:{PASSWORD}@{host_port}", cwd=root
+    )
+    assert done.returncode == 1, _said(done)
+    refusal = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert len(refusal) == 1, done.stderr
+    assert "another server" in refusal[0] and host_port in refusal[0]
+    assert PASSWORD not in _said(done)
+    assert "Traceback" not in _said(done)
+    assert state(other, user="alice", password=PASSWORD) == before == {}
