@@ -79,6 +79,8 @@ def load_specs(
             return specs
     # less the files they name as data; each file read still in the root once opened
     documents = load_spec_files(files, problems, loading, within=root)
+    if paths and not documents and not _errors(problems):
+        problems.append(_nothing_declared(paths))
     if overlays:
         patches = [doc for path in overlay_files for doc in load_file(path, problems, within=root)]
         documents = apply_overlays(documents, patches, problems)
@@ -97,6 +99,21 @@ def load_specs(
     if cache is not None and key is not None:
         spec_cache.store(cache, key, checked, [p for p in problems if p.warning])
     return checked
+
+
+def _nothing_declared(paths: Sequence[str | Path]) -> Problem:
+    """The warning for spec paths holding no document at all (an empty file, a folder of
+    other files, the wrong folder): a plan of them declares nothing, and ``--prune``
+    would delete every resource this owner manages."""
+    listed = ", ".join(str(path) for path in paths[:3]) + (" ..." if len(paths) > 3 else "")
+    return Problem(
+        None,
+        "",
+        f"no spec document in {listed} (*.yaml, *.yml, *.json files; hidden folders "
+        "skipped): nothing is declared, so --prune would delete every resource this "
+        "owner manages",
+        warning=True,
+    )
 
 
 def _let_go(documents: list[Document]) -> Iterator[Document]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from cli_runner import reconcile
 from servers import NatsServer
-from test_saved_plans import plan_out, repo, state
+from test_saved_plans import plan_out, publish, repo, state
 
 pytestmark = pytest.mark.integration
 
@@ -58,3 +58,36 @@ def test_a_saved_plan_refused_by_another_server_names_it_without_the_password(
     assert PASSWORD not in _said(done)
     assert "Traceback" not in _said(done)
     assert state(other, user="alice", password=PASSWORD) == before == {}
+
+
+def test_a_spec_path_declaring_nothing_is_a_warning_and_strict_refuses_it(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """An empty file, or a folder with no spec in it (the wrong folder), declared nothing
+    and said nothing: `0 documents valid`, and an apply with --prune planned to delete
+    every managed stream. It is a warning now; --strict refuses it, deleting nothing."""
+    root = repo(tmp_path)
+    done = reconcile("apply", "specs", "--server", clean_server.url, "--yes", cwd=root)
+    assert done.returncode == 0, _said(done)
+    publish(clean_server, "ORDERS.new", 5)
+    before = state(clean_server)
+    assert before["ORDERS"]["messages"] == 5
+    (root / "empty").mkdir()
+    (root / "empty" / "orders.yaml").write_text("")
+    (root / "notes").mkdir()
+    (root / "notes" / "README.md").write_text("kind: Stream\n")
+
+    for path in ("empty", "notes"):
+        checked = reconcile("validate", path, cwd=root)
+        assert checked.returncode == 0, _said(checked)
+        assert f"warning: no spec document in {path}" in _said(checked)
+        strict = reconcile("validate", path, "--strict", cwd=root)
+        assert strict.returncode == 1, _said(strict)
+        done = reconcile(
+            "apply", path, "--server", clean_server.url, "--yes", "--prune", "--allow-replace",
+            "--strict", cwd=root,
+        )  # fmt: skip
+        assert done.returncode == 1, _said(done)
+        assert f"warning: no spec document in {path}" in done.stderr
+        assert "Traceback" not in _said(done)
+        assert state(clean_server) == before
