@@ -91,3 +91,18 @@ def test_a_spec_path_declaring_nothing_is_a_warning_and_strict_refuses_it(
         assert f"warning: no spec document in {path}" in done.stderr
         assert "Traceback" not in _said(done)
         assert state(clean_server) == before
+
+
+@pytest.mark.parametrize("source", ["nats-cli", "terraform", "nack"])
+def test_an_import_that_finds_nothing_is_an_error_and_writes_nothing(
+    tmp_path: Path, source: str
+) -> None:
+    """docs/importers.md: an import ends in spec files or in errors. The wrong folder
+    (none of the tool's files in it) said `imported 0 file(s)` and exited 0."""
+    (tmp_path / "wrong").mkdir()
+    (tmp_path / "wrong" / "notes.txt").write_text("nothing here\n")
+    done = reconcile("import", "--from", source, "wrong", "--out", "specs", cwd=tmp_path)
+    assert done.returncode == 1, _said(done)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "wrong" in errors[0], done.stderr
+    assert not (tmp_path / "specs").exists()
