@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from cli_runner import reconcile
 from servers import NatsServer
-from test_saved_plans import plan_out, publish, repo, state
+from test_saved_plans import api, plan_out, publish, repo, state
 
 pytestmark = pytest.mark.integration
 
@@ -106,3 +106,38 @@ def test_an_import_that_finds_nothing_is_an_error_and_writes_nothing(
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and "wrong" in errors[0], done.stderr
     assert not (tmp_path / "specs").exists()
+
+
+def test_a_plan_folds_long_lists_of_resources_it_never_touches(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """README: over 50, plans fold (`--full` shows every one). A plan against a shared
+    server listed every app-made stream and every other owner's, one line each (thousands
+    on a real account) under the steps; drift reports folded them, plans did not."""
+    root = repo(tmp_path)
+    for index in range(55):  # made by an application: no managed-by marker
+        made = api(clean_server, f"STREAM.CREATE.APP{index}", {"name": f"APP{index}"})
+        assert "error" not in made, made
+    billing = root / "billing"
+    billing.mkdir()
+    (billing / "s.yaml").write_text(
+        "---\n".join(f"kind: Stream\nname: BILL{i}\nsubjects: [bill{i}.>]\n" for i in range(52))
+    )
+    done = reconcile(
+        "apply", "billing", "--owner", "billing", "--server", clean_server.url, "--yes", cwd=root
+    )
+    assert done.returncode == 0, _said(done)
+    before = state(clean_server)
+
+    done = reconcile("plan", "specs", "--server", clean_server.url, cwd=root)
+    assert done.returncode == 0, _said(done)
+    lines = done.stdout.splitlines()
+    assert "  ? 55 Stream(s) (names: --full or --format json)" in lines
+    assert "  = 52 Stream(s) (owners: billing 52) (names: --full or --format json)" in lines
+    assert not [line for line in lines if "APP1" in line or "BILL1" in line]
+
+    full = reconcile("plan", "specs", "--server", clean_server.url, "--full", cwd=root)
+    assert full.returncode == 0, _said(full)
+    assert sum(line.startswith("  ? Stream APP") for line in full.stdout.splitlines()) == 55
+    assert "  = Stream BILL7 (owner billing)" in full.stdout.splitlines()
+    assert state(clean_server) == before
