@@ -252,7 +252,11 @@ def describe_failure(url: str, err: BaseException, *, timeout: float) -> str:
     if isinstance(err, SecureConnRequiredError):
         return f"{where} requires TLS: use a tls:// URL or --tls-ca"
     if isinstance(err, ssl.SSLError):
-        return f"TLS handshake with {where} failed: {err.reason or err}"
+        plain = err.reason == "WRONG_VERSION_NUMBER"  # a plaintext server's INFO read as TLS
+        hint = " (the server speaks no TLS)" if plain else ""
+        return f"TLS handshake with {where} failed: {err.reason or err}{hint}"
+    if isinstance(err, ConnectionResetError):
+        return f"cannot connect to {where}: connection reset by the server"
     if isinstance(err, ConnectionRefusedError):
         return f"cannot connect to {where}: connection refused"
     if isinstance(err, asyncio.TimeoutError | TimeoutError):
@@ -310,6 +314,21 @@ async def connect(
     raise ConnectError("; ".join(reasons))
 
 
+class _Client(NATS):
+    """nats-py's client, except that a connection asked for TLS (a ``tls://`` URL or TLS
+    files: :func:`tls_context`) never goes on in plaintext. nats-py upgrades only when
+    the server's INFO says ``tls_required``, so a server without TLS, or anyone on the
+    way who strips that flag, received the CONNECT with the password or token in the
+    clear. As nats.go does for a secure connection, the upgrade is made whatever INFO
+    says: a server that cannot do TLS fails the handshake, before any credential is
+    sent (``tests/integration/test_new_user6.py``)."""
+
+    async def _process_info(self, info: dict[str, Any], initial_connection: bool = False) -> None:
+        if initial_connection and "tls" in self.options:
+            info["tls_required"] = True  # the dict nats-py reads next to decide the upgrade
+        await super()._process_info(info, initial_connection=initial_connection)
+
+
 async def _open(
     url: str,
     timeout: float,
@@ -318,7 +337,7 @@ async def _open(
     closed_cb: Callable[[], None] | None = None,
 ) -> NATS:
     """Connect to ``url``; the first failure ends the attempt (nats-py would retry)."""
-    nc = NATS()
+    nc = _Client()
     first_error: asyncio.Future[Exception] = asyncio.get_running_loop().create_future()
     connected = False
 

@@ -5,11 +5,16 @@ Each test is one thing that went wrong on that walk: the command run as a user r
 
 from __future__ import annotations
 
+import contextlib
+import json
+import socket
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from cli_runner import reconcile
+from credentials import make_tls
 from servers import NatsServer
 from test_saved_plans import api, plan_out, publish, repo, state
 
@@ -141,3 +146,68 @@ def test_a_plan_folds_long_lists_of_resources_it_never_touches(
     assert sum(line.startswith("  ? Stream APP") for line in full.stdout.splitlines()) == 55
     assert "  = Stream BILL7 (owner billing)" in full.stdout.splitlines()
     assert state(clean_server) == before
+
+
+def test_a_tls_url_never_sends_the_password_to_a_server_without_tls(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """`tls://user:password@host` to a server that does not require TLS connected in
+    plaintext: nats-py upgrades only when the server's INFO says `tls_required`, so the
+    CONNECT carried the password in the clear (and anyone on the way could strip the
+    flag). A connection asked for TLS now upgrades whatever INFO says, or fails."""
+    plain = server_factory(users=[{"user": "alice", "password": PASSWORD}])
+    host_port = plain.url.removeprefix("nats://")
+    root = repo(tmp_path)
+    done = reconcile(
+        "plan", "specs", "--server", f"tls://alice:{PASSWORD}@{host_port}", cwd=root
+    )  # fmt: skip
+    assert done.returncode == 1, _said(done)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "TLS" in errors[0], done.stderr
+    assert PASSWORD not in _said(done) and "Traceback" not in _said(done)
+
+    # someone on the way answers with an INFO that asks for no TLS: what reaches them
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.settimeout(30)
+    heard: list[bytes] = []
+
+    def answer() -> None:
+        peer, _ = listener.accept()
+        info = {"server_id": "strip", "version": "2.10.0", "proto": 1, "auth_required": True}
+        peer.sendall(b"INFO " + json.dumps(info).encode() + b"\r\n")
+        peer.settimeout(5)
+        with contextlib.suppress(OSError):
+            while chunk := peer.recv(65536):
+                heard.append(chunk)
+        peer.close()
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    port = listener.getsockname()[1]
+    done = reconcile(
+        "plan", "specs", "--server", f"tls://alice:{PASSWORD}@127.0.0.1:{port}", cwd=root
+    )  # fmt: skip
+    thread.join(timeout=30)
+    listener.close()
+    assert done.returncode == 1, _said(done)
+    assert heard, "the client sent nothing"
+    assert PASSWORD.encode() not in b"".join(heard)
+    assert not b"".join(heard).startswith(b"CONNECT")
+
+
+def test_a_tls_url_upgrades_on_a_server_where_tls_is_optional(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """A server that allows clients without TLS (`allow_non_tls`) does not ask for it in
+    INFO: the upgrade made whatever INFO says still works there (a guard for the fix
+    above, which passes without it too)."""
+    tls = make_tls(tmp_path / "tls")
+    server = server_factory(tls=tls, config={"allow_non_tls": True})
+    host_port = server.url.split("://", 1)[1]
+    root = repo(tmp_path)
+    args = ("plan", "specs", "--server", f"tls://{host_port}", "--tls-ca", str(tls.ca))
+    done = reconcile(*args, cwd=root)
+    assert done.returncode == 0, _said(done)
+    assert f"at tls://{host_port}" in done.stderr
