@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import socket
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from cli_runner import reconcile
 from credentials import make_tls
-from servers import NatsServer
+from servers import NatsServer, run
+from test_backup_faults import BIG, _big_streams, _start
 from test_saved_plans import api, plan_out, publish, repo, state
 
 pytestmark = pytest.mark.integration
@@ -211,3 +214,34 @@ def test_a_tls_url_upgrades_on_a_server_where_tls_is_optional(
     done = reconcile(*args, cwd=root)
     assert done.returncode == 0, _said(done)
     assert f"at tls://{host_port}" in done.stderr
+
+
+def test_ctrl_c_mid_backup_says_the_folder_is_unfinished(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """Ctrl-C in the middle of `reconcile backup` printed `aborted` and nothing else: not
+    which folder was left, nor that it is unusable until the backup runs again."""
+    source = server_factory()
+    run(_big_streams(source, BIG, 4))
+    before = state(source)
+    out = tmp_path / "nightly"
+    started = _start(["backup", "--all", "--out", str(out), "--server", source.url], tmp_path)
+    deadline = time.monotonic() + 60
+    while not (out / "backup-in-progress.json").exists():
+        assert started.poll() is None and time.monotonic() < deadline, started.communicate()
+        time.sleep(0.005)
+    source.pause()  # frozen while Ctrl-C arrives: the backup cannot finish first
+    try:
+        started.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+    finally:
+        source.resume()
+    _, err = started.communicate(timeout=60)
+    assert started.returncode == 130, err
+    assert "Traceback" not in err
+    said = [line for line in err.splitlines() if line.strip()]
+    assert said[-1].startswith(f"interrupted: the backup in {out} is unfinished"), err
+    assert not (out / "manifest.json").exists()
+    assert reconcile("backup", "verify", str(out), cwd=tmp_path).returncode == 1
+    assert "free" in reconcile("lock", "status", "--server", source.url, cwd=tmp_path).stdout
+    assert state(source) == before
