@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
-import re
 import ssl
 import time
 from collections.abc import Awaitable, Callable
@@ -36,7 +35,6 @@ DEFAULT_STORE = Path(".reconcile")
 SCHEMES = frozenset({"nats", "tls"})
 #: The user part of a URL: everything up to its authority's last ``@`` (a password may
 #: hold one), as urllib and nats-py read it.
-_USERINFO = re.compile(r"^([^/]*)@")
 
 
 def _split(url: str) -> tuple[str, str]:
@@ -45,18 +43,28 @@ def _split(url: str) -> tuple[str, str]:
     return (scheme.lower(), rest) if found else ("", url.strip())
 
 
+def _userinfo(rest: str) -> tuple[str, str] | None:
+    """``(userinfo, hosts)`` of a URL without its scheme, split at its last ``@`` (a
+    host never holds one), or None without credentials. Everything before it is taken
+    as the credentials, whatever it holds: a password typed with a ``/``, ``?`` or ``#``
+    unencoded (``alice:pa/ss@host``) is a secret still, though no URL parser reads it as
+    one (the ``/`` ended the user info, and the password was printed whole)."""
+    info, found, hosts = rest.rpartition("@")
+    return (info, hosts) if found else None
+
+
 def redact_url(url: str) -> str:
     """A URL with any credentials replaced: ``nats://user:secret@host`` →
     ``nats://user:***@host``, ``TOKEN@host`` → ``***@host``, in every form nats-py
     accepts (with or without a scheme; an unparseable URL is redacted just the same)."""
     scheme, rest = _split(url)
-    userinfo = _USERINFO.match(rest)
+    userinfo = _userinfo(rest)
     if userinfo is None:
         return url.strip()
-    user, colon, _ = userinfo.group(1).partition(":")
+    user, colon, _ = userinfo[0].partition(":")
     shown = f"{user}:***" if colon else "***"
     prefix = f"{scheme}://" if scheme else ""
-    return f"{prefix}{shown}@{rest[userinfo.end() :]}"
+    return f"{prefix}{shown}@{userinfo[1]}"
 
 
 def url_secrets(servers: str) -> list[str]:
@@ -65,10 +73,10 @@ def url_secrets(servers: str) -> list[str]:
     or without a scheme. For masking them in logs (the GitHub Action)."""
     found: list[str] = []
     for url in servers.split(","):
-        userinfo = _USERINFO.match(_split(url)[1])
+        userinfo = _userinfo(_split(url)[1])
         if userinfo is None:
             continue
-        user, colon, secret = userinfo.group(1).partition(":")
+        user, colon, secret = userinfo[0].partition(":")
         shown = secret if colon else user
         if shown:
             found.append(shown)
@@ -90,6 +98,12 @@ def check_server_url(url: str) -> None:
             else ""
         )
         raise ConnectError(f"{where}: unsupported scheme {scheme}:// (nats:// or tls://){hint}")
+    userinfo = _userinfo(rest)
+    if userinfo is not None and any(mark in userinfo[0] for mark in "/?#"):
+        raise ConnectError(
+            f"{where}: the credentials in the URL hold a '/', '?' or '#', which ends them "
+            "there: give them with --user/--password (or --token) instead"
+        )
     try:
         parts = urlsplit(f"nats://{rest}")
         port = parts.port

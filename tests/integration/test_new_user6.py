@@ -245,3 +245,24 @@ def test_ctrl_c_mid_backup_says_the_folder_is_unfinished(
     assert reconcile("backup", "verify", str(out), cwd=tmp_path).returncode == 1
     assert "free" in reconcile("lock", "status", "--server", source.url, cwd=tmp_path).stdout
     assert state(source) == before
+
+
+@pytest.mark.parametrize("typed", ["alice:{pw}/x", "alice:x/{pw}", "alice:{pw}?x", "{pw}/x"])
+def test_a_password_typed_with_a_slash_in_the_url_is_never_printed(
+    server_factory: Callable[..., NatsServer], tmp_path: Path, typed: str
+) -> None:
+    """A password holding an unencoded `/` (`nats://alice:pa/ss@host`) ends the user info
+    for every URL parser: the redaction found no credentials and the error printed the
+    URL whole, password included. Now the credentials are everything before the last
+    `@`, and such a URL is refused in one line saying how to give them."""
+    server = server_factory(users=[{"user": "alice", "password": PASSWORD}])
+    host_port = server.url.removeprefix("nats://")
+    url = f"nats://{typed.format(pw=PASSWORD)}@{host_port}"
+    root = repo(tmp_path)
+    for command in (("plan", "specs"), ("drift", "specs"), ("lock", "status")):
+        done = reconcile(*command, "--server", url, cwd=root)
+        assert done.returncode == 1, _said(done)
+        assert PASSWORD not in _said(done) and "Traceback" not in _said(done)
+        errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and "--user/--password" in errors[0], done.stderr
+    assert state(server, user="alice", password=PASSWORD) == {}
