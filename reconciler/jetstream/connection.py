@@ -25,6 +25,7 @@ from nats.errors import AuthorizationError, NoServersError, SecureConnRequiredEr
 
 from reconciler.errors import ConnectError
 from reconciler.jetstream.contexts import NatsContext, load_context
+from reconciler.specs.server_url import split_scheme, userinfo
 
 ErrorCallback = Callable[[Exception], Awaitable[None]]
 _SECRET_FIELDS = frozenset({"password", "token"})
@@ -37,34 +38,18 @@ SCHEMES = frozenset({"nats", "tls"})
 #: hold one), as urllib and nats-py read it.
 
 
-def _split(url: str) -> tuple[str, str]:
-    """``(scheme, rest)``: nats-py takes a URL without a scheme as ``nats://``."""
-    scheme, found, rest = url.strip().partition("://")
-    return (scheme.lower(), rest) if found else ("", url.strip())
-
-
-def _userinfo(rest: str) -> tuple[str, str] | None:
-    """``(userinfo, hosts)`` of a URL without its scheme, split at its last ``@`` (a
-    host never holds one), or None without credentials. Everything before it is taken
-    as the credentials, whatever it holds: a password typed with a ``/``, ``?`` or ``#``
-    unencoded (``alice:pa/ss@host``) is a secret still, though no URL parser reads it as
-    one (the ``/`` ended the user info, and the password was printed whole)."""
-    info, found, hosts = rest.rpartition("@")
-    return (info, hosts) if found else None
-
-
 def redact_url(url: str) -> str:
     """A URL with any credentials replaced: ``nats://user:secret@host`` →
     ``nats://user:***@host``, ``TOKEN@host`` → ``***@host``, in every form nats-py
     accepts (with or without a scheme; an unparseable URL is redacted just the same)."""
-    scheme, rest = _split(url)
-    userinfo = _userinfo(rest)
-    if userinfo is None:
+    scheme, rest = split_scheme(url)
+    credentials = userinfo(rest)
+    if credentials is None:
         return url.strip()
-    user, colon, _ = userinfo[0].partition(":")
+    user, colon, _ = credentials[0].partition(":")
     shown = f"{user}:***" if colon else "***"
     prefix = f"{scheme}://" if scheme else ""
-    return f"{prefix}{shown}@{userinfo[1]}"
+    return f"{prefix}{shown}@{credentials[1]}"
 
 
 def url_secrets(servers: str) -> list[str]:
@@ -73,10 +58,10 @@ def url_secrets(servers: str) -> list[str]:
     or without a scheme. For masking them in logs (the GitHub Action)."""
     found: list[str] = []
     for url in servers.split(","):
-        userinfo = _userinfo(_split(url)[1])
-        if userinfo is None:
+        credentials = userinfo(split_scheme(url)[1])
+        if credentials is None:
             continue
-        user, colon, secret = userinfo[0].partition(":")
+        user, colon, secret = credentials[0].partition(":")
         shown = secret if colon else user
         if shown:
             found.append(shown)
@@ -85,7 +70,7 @@ def url_secrets(servers: str) -> list[str]:
 
 def check_server_url(url: str) -> None:
     """Refuse, with the URL redacted, what nats-py would fail on with a traceback."""
-    scheme, rest = _split(url)
+    scheme, rest = split_scheme(url)
     where = redact_url(url)
     if scheme and scheme not in SCHEMES:
         hint = (
@@ -98,8 +83,8 @@ def check_server_url(url: str) -> None:
             else ""
         )
         raise ConnectError(f"{where}: unsupported scheme {scheme}:// (nats:// or tls://){hint}")
-    userinfo = _userinfo(rest)
-    if userinfo is not None and any(mark in userinfo[0] for mark in "/?#"):
+    credentials = userinfo(rest)
+    if credentials is not None and any(mark in credentials[0] for mark in "/?#"):
         raise ConnectError(
             f"{where}: the credentials in the URL hold a '/', '?' or '#', which ends them "
             "there: give them with --user/--password (or --token) instead"

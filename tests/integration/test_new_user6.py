@@ -266,3 +266,21 @@ def test_a_password_typed_with_a_slash_in_the_url_is_never_printed(
         errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
         assert len(errors) == 1 and "--user/--password" in errors[0], done.stderr
     assert state(server, user="alice", password=PASSWORD) == {}
+
+
+def test_a_project_file_url_with_a_slashed_password_is_refused_at_its_line(
+    tmp_path: Path,
+) -> None:
+    """docs/environments.md: a server URL carrying credentials is refused, so no secret
+    sits in the repository. The check looked for `@` in what urllib calls the host part,
+    which a `/` in the password ends before the `@`: validate passed, the secret in git."""
+    root = repo(tmp_path)
+    (root / "reconcile.yaml").write_text(
+        f"owner: shop\nspecs: [specs]\nenvironments:\n  prod:\n"
+        f"    servers: nats://alice:{PASSWORD}/x@nats.internal:4222\n"
+    )
+    for command in (("validate",), ("envs",), ("plan", "--env", "prod")):
+        done = reconcile(*command, cwd=root)
+        assert done.returncode == 1, _said(done)
+        assert "reconcile.yaml:5: environments.prod.servers: " in done.stderr, done.stderr
+        assert PASSWORD not in _said(done) and "Traceback" not in _said(done)
