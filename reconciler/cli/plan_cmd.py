@@ -497,7 +497,12 @@ def apply(
             return ExitStatus.ERROR
         if result.interrupted:
             skipped = len(result.skipped)
-            console.notice(f"interrupted: {skipped} step(s) not started; re-run apply to converge")
+            console.notice(
+                f"interrupted: {skipped} step(s) not started; re-run apply to converge"
+                if skipped
+                else "interrupted, but every step had started and has ended as shown above: "
+                "none is left to apply"
+            )
             return ExitStatus.INTERRUPTED
         return ExitStatus.OK
 

@@ -5,6 +5,7 @@ Each test is one thing that went wrong on that walk: the command run as a user r
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import signal
@@ -14,6 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import nats
 import pytest
 from cli_runner import reconcile
 from credentials import make_tls
@@ -284,3 +286,60 @@ def test_a_project_file_url_with_a_slashed_password_is_refused_at_its_line(
         assert done.returncode == 1, _said(done)
         assert "reconcile.yaml:5: environments.prod.servers: " in done.stderr, done.stderr
         assert PASSWORD not in _said(done) and "Traceback" not in _said(done)
+
+
+async def _fill(url: str, subject: str, count: int) -> None:
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        body = b"m" * 1024
+        for start in range(0, count, 1000):
+            await asyncio.gather(*(js.publish(subject, body) for _ in range(start, start + 1000)))
+    finally:
+        await nc.close()
+
+
+async def _migrating(url: str, deadline: float) -> bool:
+    """Whether the migration's temporary stream appeared before ``deadline``."""
+    nc = await nats.connect(url)
+    try:
+        while time.monotonic() < deadline:
+            reply = await nc.request("$JS.API.STREAM.NAMES", b"{}", timeout=5)
+            if any(n.startswith("MIGRATING_") for n in json.loads(reply.data)["streams"] or []):
+                return True
+            await asyncio.sleep(0.005)
+        return False
+    finally:
+        await nc.close()
+
+
+def test_ctrl_c_during_the_last_step_does_not_ask_for_a_rerun(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """Ctrl-C while the only step (a migration) ran: the step finished, as the README
+    says, and the apply then said `interrupted: 0 step(s) not started; re-run apply to
+    converge`, though nothing was left to apply."""
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    spec = specs / "big.yaml"
+    spec.write_text("kind: Stream\nname: BIG\nsubjects: [big.>]\nstorage: memory\n")
+    done = reconcile("apply", "specs", "--server", clean_server.url, "--yes", cwd=tmp_path)
+    assert done.returncode == 0, _said(done)
+    run(_fill(clean_server.url, "big.x", 50_000))
+    spec.write_text("kind: Stream\nname: BIG\nsubjects: [big.>]\nstorage: file\n")
+    args = ["apply", "specs", "--migrate", "--yes", "--server", clean_server.url]
+    started = _start(args, tmp_path)
+    assert run(_migrating(clean_server.url, time.monotonic() + 60)), started.communicate()
+    clean_server.pause()  # the step in flight while Ctrl-C arrives
+    try:
+        started.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+    finally:
+        clean_server.resume()
+    _, err = started.communicate(timeout=120)
+    assert started.returncode == 130, err
+    said = [line for line in err.splitlines() if line.startswith("interrupted")]
+    assert said and "re-run" not in said[-1] and "none is left" in said[-1], err
+    again = reconcile("plan", "specs", "--server", clean_server.url, cwd=tmp_path)
+    assert "No changes." in again.stdout, _said(again)
+    assert state(clean_server)["BIG"]["messages"] == 50_000
