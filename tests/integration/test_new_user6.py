@@ -343,3 +343,19 @@ def test_ctrl_c_during_the_last_step_does_not_ask_for_a_rerun(
     again = reconcile("plan", "specs", "--server", clean_server.url, cwd=tmp_path)
     assert "No changes." in again.stdout, _said(again)
     assert state(clean_server)["BIG"]["messages"] == 50_000
+
+
+def test_applying_the_json_a_plan_printed_says_how_to_save_a_plan(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """`plan --format json > plan.json`, then `apply plan.json`: the file was read as a
+    spec and refused with `plan.json:1: kind: missing kind`, no word of saved plans."""
+    root = repo(tmp_path)
+    printed = reconcile("plan", "specs", "--server", clean_server.url, "--format", "json", cwd=root)
+    assert printed.returncode == 0, _said(printed)
+    (tmp_path / "plan.json").write_text(printed.stdout)
+    done = reconcile("apply", "../plan.json", "--server", clean_server.url, "--yes", cwd=root)
+    assert done.returncode == 1, _said(done)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "--out" in errors[0] and "plan.json" in errors[0], done.stderr
+    assert state(clean_server) == {}
