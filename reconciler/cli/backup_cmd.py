@@ -17,6 +17,7 @@ from reconciler.cli.options import (
     to_connection_options,
 )
 from reconciler.console.terminal import TerminalConsole
+from reconciler.errors import ExitStatus
 
 if TYPE_CHECKING:
     from reconciler.backup.restore import RestorePlan, RestoreResult
@@ -135,19 +136,26 @@ def take(
         f"snapshots hold each stream's configuration and message expiry while they run; "
         f"at most {parallel} at once"
     )
-    with console.transfers():
-        result = asyncio.run(
-            take_backup(
-                options,
-                out,
-                selection,
-                commit=specs_commit(target_paths),
-                parallel=parallel,
-                observer=console,
-                lock_timeout=None if no_lock else lock_timeout,
-                observed_at=observed_at,
+    try:
+        with console.transfers():
+            result = asyncio.run(
+                take_backup(
+                    options,
+                    out,
+                    selection,
+                    commit=specs_commit(target_paths),
+                    parallel=parallel,
+                    observer=console,
+                    lock_timeout=None if no_lock else lock_timeout,
+                    observed_at=observed_at,
+                )
             )
+    except KeyboardInterrupt:  # Ctrl-C: the snapshots in flight were cancelled, cleaned up
+        console.notice(
+            f"interrupted: the backup in {out} is unfinished (no manifest.json; "
+            "`reconcile backup verify` refuses it): run the backup again"
         )
+        return ExitStatus.INTERRUPTED
     count = len(result.manifest.streams)
     click.echo(
         f"Backup complete: {count} stream(s), {_size(result.size)} in {result.seconds:.2f} s, "

@@ -78,6 +78,12 @@ def _import(
     found = read(source, paths, strict=strict)
     for warning in found.warnings:
         click.echo(shown(str(warning)), err=True)  # names, file names: escaped
+    if not found.specs and not found.environments and not any(found.by_environment.values()):
+        listed = ", ".join(str(path) for path in paths)  # escaped where it is printed
+        raise ReconcileError(
+            f"nothing to import from {listed}: no resource found as --from {source} reads "
+            "them; nothing was written"
+        )
     project = project_file or (Path(PROJECT_FILE) if Path(PROJECT_FILE).exists() else None)
     folders = _own_folders(found.by_environment, found.environments, out, project)  # checked
     server = newest_server()

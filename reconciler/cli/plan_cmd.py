@@ -497,7 +497,12 @@ def apply(
             return ExitStatus.ERROR
         if result.interrupted:
             skipped = len(result.skipped)
-            console.notice(f"interrupted: {skipped} step(s) not started; re-run apply to converge")
+            console.notice(
+                f"interrupted: {skipped} step(s) not started; re-run apply to converge"
+                if skipped
+                else "interrupted, but every step had started and has ended as shown above: "
+                "none is left to apply"
+            )
             return ExitStatus.INTERRUPTED
         return ExitStatus.OK
 
@@ -523,8 +528,15 @@ def _saved_plan_in(paths: tuple[Path, ...]) -> SavedPlan | None:
         try:
             if path.is_file():
                 with path.open("rb") as file:
-                    if FORMAT.encode() in file.read(4096):
-                        found.append(path)
+                    head = file.read(4096)
+                if FORMAT.encode() in head:
+                    found.append(path)
+                elif _printed_plan(head):
+                    raise ReconcileError(
+                        f"{path}: the output of plan --format json, not a saved plan (which "
+                        f"apply reads): save one with reconcile plan ... --out FILE, then "
+                        f"reconcile apply FILE; nothing was changed"
+                    )
         except OSError as err:
             raise ReconcileError(f"cannot read {path}: {err.strerror or err}") from None
     if not found:
@@ -536,6 +548,15 @@ def _saved_plan_in(paths: tuple[Path, ...]) -> SavedPlan | None:
     except (OSError, UnicodeDecodeError) as err:
         raise ReconcileError(f"cannot read {found[0]}: {err}") from None
     return SavedPlan.parse(text, source=str(found[0]))
+
+
+def _printed_plan(head: bytes) -> bool:
+    """Whether a file's first bytes are a plan's JSON (``plan --format json > FILE``, the
+    plan schema's first keys), which a user may take for a saved plan."""
+    start = head.lstrip()
+    return start.startswith(b"{") and all(
+        key in start for key in (b'"format_version"', b'"server"', b'"summary"')
+    )
 
 
 def _saved_target(

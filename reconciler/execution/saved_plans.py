@@ -365,8 +365,11 @@ async def same_server(client: JetStreamClient, saved: SavedPlan | None) -> Async
         now = replace(await server_identity(client), lineage=await lineage.read(client))
         changed = saved.server.differences(now)
         if changed:
+            # which server refused it, credentials removed (every apply names its server)
+            address = (await client.server_info()).address
+            there = f" (connected to {address})" if address else ""
             raise SavedPlanRefused(
-                f"the plan was saved against another server: {NOTHING_CHANGED}",
+                f"the plan was saved against another server: {NOTHING_CHANGED}{there}",
                 details=changed,
             )
     yield

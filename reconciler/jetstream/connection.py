@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
-import re
 import ssl
 import time
 from collections.abc import Awaitable, Callable
@@ -26,6 +25,7 @@ from nats.errors import AuthorizationError, NoServersError, SecureConnRequiredEr
 
 from reconciler.errors import ConnectError
 from reconciler.jetstream.contexts import NatsContext, load_context
+from reconciler.specs.server_url import split_scheme, userinfo
 
 ErrorCallback = Callable[[Exception], Awaitable[None]]
 _SECRET_FIELDS = frozenset({"password", "token"})
@@ -36,27 +36,20 @@ DEFAULT_STORE = Path(".reconcile")
 SCHEMES = frozenset({"nats", "tls"})
 #: The user part of a URL: everything up to its authority's last ``@`` (a password may
 #: hold one), as urllib and nats-py read it.
-_USERINFO = re.compile(r"^([^/]*)@")
-
-
-def _split(url: str) -> tuple[str, str]:
-    """``(scheme, rest)``: nats-py takes a URL without a scheme as ``nats://``."""
-    scheme, found, rest = url.strip().partition("://")
-    return (scheme.lower(), rest) if found else ("", url.strip())
 
 
 def redact_url(url: str) -> str:
     """A URL with any credentials replaced: ``nats://user:secret@host`` →
     ``nats://user:***@host``, ``TOKEN@host`` → ``***@host``, in every form nats-py
     accepts (with or without a scheme; an unparseable URL is redacted just the same)."""
-    scheme, rest = _split(url)
-    userinfo = _USERINFO.match(rest)
-    if userinfo is None:
+    scheme, rest = split_scheme(url)
+    credentials = userinfo(rest)
+    if credentials is None:
         return url.strip()
-    user, colon, _ = userinfo.group(1).partition(":")
+    user, colon, _ = credentials[0].partition(":")
     shown = f"{user}:***" if colon else "***"
     prefix = f"{scheme}://" if scheme else ""
-    return f"{prefix}{shown}@{rest[userinfo.end() :]}"
+    return f"{prefix}{shown}@{credentials[1]}"
 
 
 def url_secrets(servers: str) -> list[str]:
@@ -65,10 +58,10 @@ def url_secrets(servers: str) -> list[str]:
     or without a scheme. For masking them in logs (the GitHub Action)."""
     found: list[str] = []
     for url in servers.split(","):
-        userinfo = _USERINFO.match(_split(url)[1])
-        if userinfo is None:
+        credentials = userinfo(split_scheme(url)[1])
+        if credentials is None:
             continue
-        user, colon, secret = userinfo.group(1).partition(":")
+        user, colon, secret = credentials[0].partition(":")
         shown = secret if colon else user
         if shown:
             found.append(shown)
@@ -77,7 +70,7 @@ def url_secrets(servers: str) -> list[str]:
 
 def check_server_url(url: str) -> None:
     """Refuse, with the URL redacted, what nats-py would fail on with a traceback."""
-    scheme, rest = _split(url)
+    scheme, rest = split_scheme(url)
     where = redact_url(url)
     if scheme and scheme not in SCHEMES:
         hint = (
@@ -90,6 +83,12 @@ def check_server_url(url: str) -> None:
             else ""
         )
         raise ConnectError(f"{where}: unsupported scheme {scheme}:// (nats:// or tls://){hint}")
+    credentials = userinfo(rest)
+    if credentials is not None and any(mark in credentials[0] for mark in "/?#"):
+        raise ConnectError(
+            f"{where}: the credentials in the URL hold a '/', '?' or '#', which ends them "
+            "there: give them with --user/--password (or --token) instead"
+        )
     try:
         parts = urlsplit(f"nats://{rest}")
         port = parts.port
@@ -252,7 +251,11 @@ def describe_failure(url: str, err: BaseException, *, timeout: float) -> str:
     if isinstance(err, SecureConnRequiredError):
         return f"{where} requires TLS: use a tls:// URL or --tls-ca"
     if isinstance(err, ssl.SSLError):
-        return f"TLS handshake with {where} failed: {err.reason or err}"
+        plain = err.reason == "WRONG_VERSION_NUMBER"  # a plaintext server's INFO read as TLS
+        hint = " (the server speaks no TLS)" if plain else ""
+        return f"TLS handshake with {where} failed: {err.reason or err}{hint}"
+    if isinstance(err, ConnectionResetError):
+        return f"cannot connect to {where}: connection reset by the server"
     if isinstance(err, ConnectionRefusedError):
         return f"cannot connect to {where}: connection refused"
     if isinstance(err, asyncio.TimeoutError | TimeoutError):
@@ -310,6 +313,21 @@ async def connect(
     raise ConnectError("; ".join(reasons))
 
 
+class _Client(NATS):
+    """nats-py's client, except that a connection asked for TLS (a ``tls://`` URL or TLS
+    files: :func:`tls_context`) never goes on in plaintext. nats-py upgrades only when
+    the server's INFO says ``tls_required``, so a server without TLS, or anyone on the
+    way who strips that flag, received the CONNECT with the password or token in the
+    clear. As nats.go does for a secure connection, the upgrade is made whatever INFO
+    says: a server that cannot do TLS fails the handshake, before any credential is
+    sent (``tests/integration/test_new_user6.py``)."""
+
+    async def _process_info(self, info: dict[str, Any], initial_connection: bool = False) -> None:
+        if initial_connection and "tls" in self.options:
+            info["tls_required"] = True  # the dict nats-py reads next to decide the upgrade
+        await super()._process_info(info, initial_connection=initial_connection)
+
+
 async def _open(
     url: str,
     timeout: float,
@@ -318,7 +336,7 @@ async def _open(
     closed_cb: Callable[[], None] | None = None,
 ) -> NATS:
     """Connect to ``url``; the first failure ends the attempt (nats-py would retry)."""
-    nc = NATS()
+    nc = _Client()
     first_error: asyncio.Future[Exception] = asyncio.get_running_loop().create_future()
     connected = False
 

@@ -17,7 +17,8 @@ Plan: 1 to create, 1 to update, 1 to replace, 0 to delete (3 unchanged).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections import Counter
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from reconciler.identity import KIND_ORDER
@@ -27,9 +28,12 @@ from reconciler.planning.steps import (
     ALLOW_REPLACE,
     Action,
     Entry,
+    Foreign,
     Migrate,
+    Orphan,
     Plan,
     Step,
+    Unmanaged,
     allowing_flag,
     destroys,
     prevention,
@@ -194,16 +198,20 @@ def action_counts(plan: Plan) -> list[str]:
     return [f"{counts.get(k, 0)} to {k}" for k in ACTIONS if k != "migrate" or k in counts]
 
 
-def _notes(plan: Plan, *, color: bool) -> list[str]:
+def _notes(plan: Plan, *, color: bool, full: bool = False) -> list[str]:
+    """The plan's notes; over :data:`FOLD_OVER` in one list (without ``full``) the
+    unmanaged, prunable and other owners' resources fold into a count per kind, as a
+    drift report's do (names on a shared server are anyone's, and thousands of them
+    pushed the plan off the screen)."""
     lines: list[str] = []
     if plan.unmanaged:
         lines += ["", "Unmanaged (no managed-by marker, never touched):"]
-        lines += [_paint(f"  ? {note.label}", "note", color=color) for note in plan.unmanaged]
+        lines += _listed(plan.unmanaged, "?", color=color, full=full)
     lines += _hidden_notes(plan, color=color)
     prunable = [note for note in plan.orphans if not note.prevented]
     if prunable:
         lines += ["", "Managed but declared by no spec (deleted with --prune):"]
-        lines += [_paint(f"  ! {note.label}", "note", color=color) for note in prunable]
+        lines += _listed(prunable, "!", color=color, full=full)
     protected = [note for note in plan.orphans if note.prevented]
     if protected:
         heading = "Managed but declared by no spec, protected (never deleted, not even with"
@@ -215,14 +223,44 @@ def _notes(plan: Plan, *, color: bool) -> list[str]:
             ]
     if plan.foreign:
         lines += ["", f"Managed by other owners than {plan.owner!r} (never touched):"]
-        lines += [
-            _paint(f"  = {note.label} (owner {note.owner})", "note", color=color)
-            for note in plan.foreign
-        ]
+        lines += _listed(plan.foreign, "=", color=color, full=full)
     if plan.observed:
         lines += ["", "Observed (lifecycle mode observe: read and reported, never written):"]
         lines += [line for note in plan.observed for line in step_lines(note, color=color)]
     return lines
+
+
+def _listed(
+    notes: Sequence[Unmanaged | Orphan | Foreign], symbol: str, *, color: bool, full: bool
+) -> list[str]:
+    """One line per note, or over :data:`FOLD_OVER` (without ``full``) one per kind."""
+    if full or len(notes) <= FOLD_OVER:
+        return [_paint(f"  {symbol} {_owned(note)}", "note", color=color) for note in notes]
+    kinds: dict[str, list[Unmanaged | Orphan | Foreign]] = {}
+    for note in notes:
+        kinds.setdefault(note.kind, []).append(note)
+    return [
+        _paint(
+            f"  {symbol} {len(members)} {kind}(s){_owners(members)} (names: --full or "
+            "--format json)",
+            "note",
+            color=color,
+        )
+        for kind, members in kinds.items()
+    ]
+
+
+def _owned(note: Unmanaged | Orphan | Foreign) -> str:
+    return f"{note.label} (owner {note.owner})" if isinstance(note, Foreign) else note.label
+
+
+def _owners(notes: Sequence[Unmanaged | Orphan | Foreign]) -> str:
+    """`` (owners: billing 50, search 30)`` for other owners' resources, most first."""
+    counted = Counter(note.owner for note in notes if isinstance(note, Foreign))
+    if not counted:
+        return ""
+    most = sorted(counted.items(), key=lambda item: (-item[1], item[0]))
+    return " (owners: " + ", ".join(f"{owner} {n}" for owner, n in most) + ")"
 
 
 def _hidden_notes(plan: Plan, *, color: bool) -> list[str]:
@@ -249,7 +287,7 @@ def render_text(
             lines.extend(step_lines(step, color=color))
     if fold:
         lines.extend(_folded_lines(plan, color=color))
-    lines.extend(_notes(plan, color=color))
+    lines.extend(_notes(plan, color=color, full=full))
     warning = destroy_warning(plan, allowed)
     if warning:
         lines += ["", _paint(warning, "delete", color=color)]

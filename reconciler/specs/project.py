@@ -30,6 +30,7 @@ from reconciler.specs.lifecycle import MANAGE, Lifecycle, lifecycle_of
 from reconciler.specs.loader import load_file
 from reconciler.specs.paths import outside_problem, repository_root
 from reconciler.specs.schema import did_you_mean, schema_problems
+from reconciler.specs.server_url import split_scheme, userinfo
 from reconciler.specs.spec import Spec
 
 #: The name ``reconcile`` looks for in the current directory.
@@ -360,7 +361,7 @@ def _url_problem(servers: str, field_path: str, where: Location) -> Problem | No
         netloc = _netloc(url)
         if netloc is None:
             return Problem(where, field_path, NOT_A_URL)
-        if "@" in netloc:
+        if userinfo(split_scheme(url)[1]) is not None:  # whatever a parser makes of it
             message = (
                 "a server URL carries credentials; the project file holds no secrets: "
                 "use user and password: {env: NAME} (or token, creds)"

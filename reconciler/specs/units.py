@@ -269,7 +269,8 @@ def ambiguity(text: str, unit: str) -> str | None:
     if unit == "duration" and suffix == "M":
         return (
             f"{text!r} means {30 * number} days (M is a month of 30 days, as in the nats "
-            f"CLI), not {number} minutes (m): write {30 * number}d or {number}m to say which"
+            f"CLI), not {number} minute{'' if number == 1 else 's'} (m): write {30 * number}d "
+            f"or {number}m to say which"
         )
     return None
 

@@ -79,6 +79,8 @@ def load_specs(
             return specs
     # less the files they name as data; each file read still in the root once opened
     documents = load_spec_files(files, problems, loading, within=root)
+    if paths and not documents and not _errors(problems):
+        problems.append(_nothing_declared(paths))
     if overlays:
         patches = [doc for path in overlay_files for doc in load_file(path, problems, within=root)]
         documents = apply_overlays(documents, patches, problems)
@@ -97,6 +99,21 @@ def load_specs(
     if cache is not None and key is not None:
         spec_cache.store(cache, key, checked, [p for p in problems if p.warning])
     return checked
+
+
+def _nothing_declared(paths: Sequence[str | Path]) -> Problem:
+    """The warning for spec paths holding no document at all (an empty file, a folder of
+    other files, the wrong folder): a plan of them declares nothing, and ``--prune``
+    would delete every resource this owner manages."""
+    listed = ", ".join(str(path) for path in paths[:3]) + (" ..." if len(paths) > 3 else "")
+    return Problem(
+        None,
+        "",
+        f"no spec document in {listed} (*.yaml, *.yml, *.json files; hidden folders "
+        "skipped): nothing is declared, so --prune would delete every resource this "
+        "owner manages",
+        warning=True,
+    )
 
 
 def _let_go(documents: list[Document]) -> Iterator[Document]:
@@ -165,24 +182,26 @@ def validate_documents(
 
 
 def _ambiguous_once_per_file(problems: list[Problem]) -> list[Problem]:
-    """``problems`` with one ambiguous-unit warning per file (the first, counting the
-    others): a file copied from the nats CLI's habits would say it on every line."""
-    first: dict[str, int] = {}
-    more: dict[str, int] = {}
+    """``problems`` with one ambiguous-unit warning per file (the first by line, counting
+    the others): a file copied from the nats CLI's habits would say it on every line."""
+    found: dict[str, list[Problem]] = {}
+    slot: dict[str, int] = {}
     kept: list[Problem] = []
     for problem in problems:
         file = problem.location.file if problem.location else ""
         if not (problem.warning and problem.message.startswith(AMBIGUOUS)):
             kept.append(problem)
-        elif file in first:
-            more[file] = more.get(file, 0) + 1
-        else:
-            first[file] = len(kept)
+            continue
+        if file not in found:
+            slot[file] = len(kept)
             kept.append(problem)
-    for file, count in more.items():
-        said = kept[first[file]]
-        message = f"{said.message} (and {count} more in this file)"
-        kept[first[file]] = Problem(said.location, said.path, message, warning=True)
+        found.setdefault(file, []).append(problem)
+    for file, said in found.items():
+        first = min(said, key=lambda p: p.location.line if p.location else 0)
+        message = first.message
+        if len(said) > 1:
+            message += f" (and {len(said) - 1} more in this file)"
+        kept[slot[file]] = Problem(first.location, first.path, message, warning=True)
     return kept
 
 
