@@ -132,7 +132,11 @@ async def restore(
         open_client(options, on_notice=observer.notice) as client,
         stages.locked(
             client,
-            timeout=flags.lock_timeout,
+            timeout=(
+                flags.lock_timeout
+                if stages.approvable(approved, observer.asks, client)
+                else None  # nothing can be written: no lock (its bucket is a write)
+            ),
             on_notice=observer.notice,
             on_lost=events.stop.set,
             stop=events.stop,

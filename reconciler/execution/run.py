@@ -67,6 +67,14 @@ def check_approved(
         raise RefusedPlan(message, kind=RefusalKind.NOT_APPROVED)
 
 
+def approvable(approved: bool, asks: bool, client: JetStreamClient) -> bool:
+    """Whether a change can be approved at all: ``approved`` (``--yes``, a library call),
+    a person asked at a terminal (``asks``) or the embedded server. When none can, the
+    plan is only read (a plan with changes is refused by :func:`check_approved`), so no
+    lock is taken: its bucket and lease are writes, and "nothing was changed" is said."""
+    return approved or asks or client.embedded
+
+
 async def _confirmed(
     confirm: Callable[[Plan], Awaitable[bool]], the_plan: Plan, stop: asyncio.Event
 ) -> bool:
@@ -361,7 +369,13 @@ async def apply_for(
             same_server(client, request.expected),
             pipeline.locked(
                 client,
-                timeout=None if request.dry_run or observed else request.lock_timeout,
+                timeout=(
+                    None
+                    if request.dry_run
+                    or observed
+                    or not approvable(request.approved, observer.asks, client)
+                    else request.lock_timeout
+                ),
                 on_notice=observer.notice,
                 on_lost=stop.set,
                 stop=stop,

@@ -50,6 +50,7 @@ from reconciler.execution.requests import QUIET, ApplyRequest, Observer, PlanReq
 from reconciler.execution.run import (
     EnvironmentPlan,
     apply_for,
+    approvable,
     check_approved,
     fetch_live,
     fewer_collections,
@@ -81,6 +82,7 @@ __all__ = [
     "StepEvent",
     "Target",
     "apply_for",
+    "approvable",
     "changes_status",
     "check_approved",
     "checked",

@@ -132,7 +132,9 @@ def test_without_a_terminal_a_named_server_is_changed_only_with_yes(
     assert NO_TERMINAL in refused.stderr
     assert "+ create Stream ORDERS" in refused.stdout  # the plan it would have applied
     assert "Traceback" not in refused.stderr
-    assert stream_names(url) == []
+    # nothing at all: not even the apply lock's bucket (nothing could be approved, so
+    # no lock was taken; "nothing was changed" is true)
+    assert not run(api(clean_server, "STREAM.NAMES")).get("streams")
 
     for flag in ("--yes", "-y", "--auto-approve"):
         done = reconcile(*args, flag, cwd=tmp_path, env=env)

@@ -110,18 +110,19 @@ def test_restore_to_a_named_server_without_a_terminal_needs_yes(
     refused = reconcile("restore", str(out), "--server", target.url, cwd=tmp_path)
     assert refused.returncode == 1
     assert "pass --yes" in refused.stderr
-    assert run(_names(target)) == []
+    assert run(_names(target, own=True)) == []  # not even the apply lock's bucket
 
 
-async def _names(server: NatsServer) -> list[str]:
-    """The server's streams but the tool's own (the apply lock a restore takes)."""
+async def _names(server: NatsServer, *, own: bool = False) -> list[str]:
+    """The server's streams but the tool's own (the apply lock a restore takes; with
+    ``own``, those too)."""
     from servers import options
 
     from reconciler.identity import is_reserved
     from reconciler.jetstream import open_client
 
     async with open_client(options(server)) as client:
-        return [name for name in await client.stream_names() if not is_reserved(name)]
+        return [n for n in await client.stream_names() if own or not is_reserved(n)]
 
 
 def test_a_folder_in_the_nats_cli_layout_restores(server_factory: object, tmp_path: Path) -> None:
