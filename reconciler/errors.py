@@ -282,6 +282,12 @@ class LockError(ReconcileError):
     """Another apply holds the lease lock."""
 
 
+class LockWaitStopped(LockError):
+    """Stopped (Ctrl-C) while waiting for the lease lock: nothing was changed."""
+
+    exit_code = ExitStatus.INTERRUPTED
+
+
 class MigrationStalled(ReconcileError):
     """A migration's copy stopped moving; the data is safe and the next apply resumes."""
 

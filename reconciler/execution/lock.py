@@ -42,6 +42,7 @@ from typing import Any, Protocol
 from reconciler.errors import (
     ConnectError,
     LockError,
+    LockWaitStopped,
     NotFound,
     ReconcileError,
     RequestTimeout,
@@ -336,7 +337,9 @@ async def acquire(
             raise LockError(_held_message(theirs, now=now, timeout=timeout, settings=settings))
         if stop is not None and stop.is_set():
             who = theirs.describe(now) if theirs is not None else "another run"
-            raise LockError(f"stopped while waiting for the apply lock held by {who}")
+            raise LockWaitStopped(
+                f"stopped while waiting for the apply lock held by {who}: nothing was changed"
+            )
         if theirs is not None and on_wait is not None and not told:
             on_wait(theirs)
             told = True
