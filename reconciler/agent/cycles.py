@@ -262,7 +262,9 @@ class Watch:
                 async with open_client(options, on_notice=self.observer.notice) as client:
                     self._connected(client)
                     await self._unless_stopped(self._take_seat(client))
-                    self.failures = 0
+                    # failures are reset by a cycle that succeeds, never by connecting: a
+                    # server that takes the connection and fails every cycle (JetStream
+                    # off) is retried with the backoff, not every first_backoff forever
                     await self.listener.subscribe(client, self.settings.interval)
                     await self._serve(client)
             except _Stopped:
