@@ -447,6 +447,10 @@ class Watch:
         if self.source.committed_at is not None:
             self.metrics.git_head_age.set(max(time.time() - self.source.committed_at, 0))
         self.report.cycle(trigger, commit, resources, error)
+        if error is not None and not await client.answers():
+            # a hung server keeps the connection open and times every request out: it is
+            # unreachable (/status, reconcile_connected 0) and its connection opened again
+            raise ConnectError(f"the server stopped answering (not even a PING): {error}")
         return error is None
 
     def _targets(

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 from agent_harness import (
+    Other,
+    changes,
     get,
     lines,
     orders_healed_in,
@@ -19,7 +21,9 @@ from agent_harness import (
     until,
 )
 from prometheus_client.parser import text_string_to_metric_families
-from test_agent_envs import _project
+from test_agent_envs import _declared, _drift, _project
+
+from reconciler.jetstream import ConnectionOptions
 
 pytestmark = pytest.mark.slow  # attack runs: .ci/run's second stage
 
@@ -33,6 +37,58 @@ async def _connected(agent: Any) -> dict[str, float]:
         if family.name == "reconcile_connected"
         for sample in family.samples
     }
+
+
+def test_a_server_that_stops_answering_is_said_unreachable_while_the_other_heals(
+    server_factory: Any, tmp_path: Path, run: Any
+) -> None:
+    """``hung``'s server is stopped (SIGSTOP) while the agent is connected: its TCP
+    connection stays open, so every request only times out, and nats-py's own pings
+    would notice after minutes. Its first failed cycle asks for a PONG, gets none, and
+    the environment is unreachable in /status and ``reconcile_connected`` (it said
+    connected and reachable until then); ``good`` heals meanwhile, every message kept."""
+    servers = {"good": server_factory(), "hung": server_factory()}
+    project = _project(tmp_path, servers)
+    sources = project_sources(project, ConnectionOptions(timeout=1.0, connect_timeout=1.0))
+
+    async def scenario() -> None:
+        async with running_agent(sources, mode="heal", interval=0.5) as (agent, log):
+            await orders_healed_in(log, servers)
+            async with Other.connect(servers["good"].url) as alice:
+                await alice.publish("orders.new", 7)
+            await asyncio.to_thread(servers["hung"].pause)
+            hung = agent.watches["hung"]
+            await until(lambda: hung.link.reachable is False, what="hung said unreachable")
+            status = json.loads((await get(agent, "/status"))[1])["environments"]
+            assert status["hung"]["reachable"] is False
+            assert status["hung"]["connected"] is False
+            assert status["hung"]["unreachable_since"] is not None
+            assert status["hung"]["ready"] is False
+            assert (await _connected(agent))["hung"] == 0
+
+            healed = len(changes(log, "Stream ORDERS", "healed", "good"))
+            await _drift(servers["good"].url, description="changed by hand", max_msgs=9000)
+            await until(
+                lambda: len(changes(log, "Stream ORDERS", "healed", "good")) > healed,
+                what="good healed while hung is unreachable",
+            )
+            assert await _declared(servers["good"].url)
+            async with Other.connect(servers["good"].url) as alice:
+                assert await alice.messages("ORDERS") == 7
+            assert status["good"]["reachable"] is True and status["good"]["ready"] is True
+            assert (await _connected(agent))["good"] == 1
+            # /readyz: one environment down is the world's fault (docs/agent.md)
+            assert (await get(agent, "/readyz"))[0] == 200
+
+            await asyncio.to_thread(servers["hung"].resume)
+            await until(lambda: hung.link.connected, what="hung connected again")
+            await until(lambda: hung.not_ready() is None, what="hung planned again")
+            assert (await _connected(agent))["hung"] == 1
+
+    try:
+        run(scenario())
+    finally:
+        servers["hung"].resume()
 
 
 def test_a_server_without_jetstream_is_retried_with_the_backoff_not_every_second(
