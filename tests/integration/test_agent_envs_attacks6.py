@@ -125,3 +125,53 @@ def test_a_server_without_jetstream_is_retried_with_the_backoff_not_every_second
             assert "JetStream" in status["error"]
 
     run(scenario())
+
+
+SEED = "SUACSSL3UAHUDXKFSNVUZRF5UHPMWZ6BFDTJ7M6USDXIEDNPPQYYYCU3VY"
+JWT = "eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ.eyJqdGkiOiJTRUNSRVQifQ.c2lnbmF0dXJl"
+
+
+def test_a_credentials_variable_holding_the_secret_itself_is_never_printed(
+    server_factory: Any, tmp_path: Path, run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A careless operator puts the creds file's text (a Kubernetes Secret as a variable,
+    not as a file) in the variable ``creds: {env: NAME}`` names, and a seed in the one
+    ``nkey: {env: NAME}`` names. Neither is a file: the error said "credentials file not
+    found: " and the value, seed and JWT included, in the log and in /status. It now
+    says how long the value is, never the value; the other environment heals."""
+    servers = {"good": server_factory(), "creds": server_factory(), "seed": server_factory()}
+    project = _project(tmp_path, servers)
+    text = project.read_text()
+    text = text.replace(
+        f"servers: {servers['creds'].url}\n",
+        f"servers: {servers['creds'].url}\n    creds: {{env: A6_CREDS}}\n",
+    ).replace(
+        f"servers: {servers['seed'].url}\n",
+        f"servers: {servers['seed'].url}\n    nkey: {{env: A6_SEED}}\n",
+    )
+    project.write_text(text)
+    creds = (
+        f"-----BEGIN NATS USER JWT-----\n{JWT}\n------END NATS USER JWT------\n\n"
+        f"-----BEGIN USER NKEY SEED-----\n{SEED}\n------END USER NKEY SEED------\n"
+    )
+    monkeypatch.setenv("A6_CREDS", creds)
+    monkeypatch.setenv("A6_SEED", SEED)
+    sources = project_sources(project)
+
+    async def scenario() -> None:
+        async with running_agent(sources, mode="heal", interval=0.5) as (agent, log):
+            await orders_healed_in(log, ["good"])
+            for env in ("creds", "seed"):
+                await until(lambda env=env: agent.watches[env].link.error, what=f"{env} failed")
+            status = (await get(agent, "/status"))[1].decode()
+            metrics = (await get(agent, "/metrics"))[1].decode()
+            readyz = (await get(agent, "/readyz"))[1].decode()
+            for env in ("creds", "seed"):
+                error = json.loads(status)["environments"][env]["error"]
+                assert error.startswith("credentials file not found"), error
+            for shown in (log.getvalue(), status, metrics, readyz):
+                for secret in (SEED, JWT, "eyJ0eXAi", SEED[10:30]):
+                    assert secret not in shown
+            assert await _declared(servers["good"].url)
+
+    run(scenario())
