@@ -5,7 +5,11 @@ the agent is connected, a server that takes the connection and fails every cycle
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -175,3 +179,82 @@ def test_a_credentials_variable_holding_the_secret_itself_is_never_printed(
             assert await _declared(servers["good"].url)
 
     run(scenario())
+
+
+class DrippingEndpoint:
+    """An HTTP endpoint that answers a byte every ``pause`` seconds (each read of the
+    client's well within its socket timeout): a monitoring port behind a broken proxy,
+    or an attacker's. Loopback, a thread per connection, closed at exit."""
+
+    def __init__(self, pause: float = 0.1, length: int = 600) -> None:
+        self.pause, self.length = pause, length
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.closed = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):
+            while not self.closed.is_set():
+                conn, _ = self.sock.accept()
+                threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
+
+    def _drip(self, conn: socket.socket) -> None:
+        answer = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % self.length
+        with contextlib.suppress(OSError), conn:
+            conn.recv(4096)
+            for byte in answer + b" " * self.length:
+                if self.closed.wait(self.pause):
+                    return
+                conn.sendall(bytes([byte]))
+
+    def close(self) -> None:
+        self.closed.set()
+        self.sock.close()
+
+
+def test_a_monitoring_endpoint_that_drips_fails_its_cycle_and_never_holds_the_exit(
+    server_factory: Any, tmp_path: Path, run: Any
+) -> None:
+    """``slow`` names a monitoring endpoint (``monitor:``, read by every plan) that answers
+    a byte every 0.1 s: each read came within the socket's timeout, so the read went on
+    for the whole answer (a minute here; for ever for an attacker), its cycle never
+    ended, and SIGTERM waited for the executor's thread. Now the whole read is bounded by
+    the request timeout: the cycle fails saying so, the other environment heals, and the
+    agent stops at once."""
+    endpoint = DrippingEndpoint()
+    servers = {"good": server_factory(), "slow": server_factory()}
+    project = _project(tmp_path, servers)
+    slow_url = servers["slow"].url
+    project.write_text(
+        project.read_text().replace(
+            f"servers: {slow_url}\n", f"servers: {slow_url}\n    monitor: {endpoint.url}\n"
+        )
+    )
+    sources = project_sources(project, ConnectionOptions(timeout=1.0))
+
+    async def scenario() -> None:
+        async with running_agent(sources, mode="heal", interval=0.5) as (agent, log):
+            slow = agent.watches["slow"]
+            await until(
+                lambda: slow.link.error and "jsz" in slow.link.error, what="slow's read cut off"
+            )
+            await orders_healed_in(log, ["good"])
+            await _drift(servers["good"].url, description="changed by hand")
+            healed = len(changes(log, "Stream ORDERS", "healed", "good"))
+            await until(
+                lambda: len(changes(log, "Stream ORDERS", "healed", "good")) >= healed,
+                what="good healed",
+            )
+            assert slow.not_ready() is not None
+            async with Other.connect(slow_url) as alice:  # nothing planned, nothing made
+                names = await alice.api("STREAM.NAMES")
+            assert "ORDERS" not in (names.get("streams") or [])
+
+    started = time.monotonic()
+    try:
+        run(scenario())  # asyncio.run's end waits for the executor's threads
+    finally:
+        endpoint.close()
+    # the answer takes over a minute to drip: the exit waited for none of it
+    assert time.monotonic() - started < 60
