@@ -261,10 +261,25 @@ def _check_seed(path: str) -> None:
 
 
 def _check_creds(path: str) -> None:
-    """A creds file must hold a JWT and a seed between the nats CLI's markers."""
-    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    """A creds file must hold a JWT and a seed between the nats CLI's markers, the seed
+    one nkeys reads (nats-py signs the server's nonce with it, and raised nkeys' own
+    error out of the connect: a traceback, and every environment's agent stopped); its
+    text is never echoed."""
+    import nkeys
+
+    wrong = f"--creds {path}: not a NATS credentials file (JWT and nkey seed)"
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as err:
+        raise ConnectError(f"--creds {path}: cannot be read ({err.strerror})") from None
     if "BEGIN NATS USER JWT" not in text or "BEGIN USER NKEY SEED" not in text:
-        raise ConnectError(f"--creds {path}: not a NATS credentials file (JWT and nkey seed)")
+        raise ConnectError(wrong)
+    after = text.split("BEGIN USER NKEY SEED", 1)[1].split("\n")  # the marker's line end
+    seed = after[1] if len(after) > 1 else ""  # the next line, as nats-py reads it
+    try:
+        nkeys.from_seed(seed.encode())
+    except Exception:  # nkeys raises its own errors; none may show the file's text
+        raise ConnectError(f"{wrong}: its seed is not an nkey seed") from None
 
 
 def describe_failure(url: str, err: BaseException, *, timeout: float) -> str:

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import nkeys
 import pytest
 from agent_harness import (
     Other,
@@ -258,3 +259,42 @@ def test_a_monitoring_endpoint_that_drips_fails_its_cycle_and_never_holds_the_ex
         endpoint.close()
     # the answer takes over a minute to drip: the exit waited for none of it
     assert time.monotonic() - started < 60
+
+
+def test_a_creds_file_with_a_broken_seed_fails_its_environment_not_the_agent(
+    server_factory: Any, tmp_path: Path, run: Any
+) -> None:
+    """``nkey``'s creds file has the nats CLI's markers and a seed nkeys cannot read (a
+    truncated copy), against a server that asks for a signed nonce: nats-py raised
+    nkeys' own error out of the connect, which ended every environment's watch (and
+    printed a traceback). Now that environment fails at its creds file, never quoting
+    it; the other heals."""
+    public = nkeys.from_seed(SEED.encode()).public_key.decode()
+    servers = {"good": server_factory(), "nkey": server_factory(users=[{"nkey": public}])}
+    project = _project(tmp_path, servers)
+    broken = SEED[:30]
+    creds = (
+        f"-----BEGIN NATS USER JWT-----\n{JWT}\n------END NATS USER JWT------\n\n"
+        f"-----BEGIN USER NKEY SEED-----\n{broken}\n------END USER NKEY SEED------\n"
+    )
+    (tmp_path / "nkey.creds").write_text(creds)
+    url = servers["nkey"].url
+    project.write_text(
+        project.read_text().replace(f"servers: {url}\n", f"servers: {url}\n    creds: nkey.creds\n")
+    )
+    sources = project_sources(project)
+
+    async def scenario() -> None:
+        async with running_agent(sources, mode="heal", interval=0.5) as (agent, log):
+            watch = agent.watches["nkey"]
+            await until(
+                lambda: agent.stop.is_set() or watch.link.error, what="nkey's connect failed"
+            )
+            assert not agent.stop.is_set(), log.getvalue()[-2000:]
+            assert watch.link.error is not None
+            assert "nkey.creds" in watch.link.error and broken not in watch.link.error
+            await orders_healed_in(log, ["good"])
+            assert await _declared(servers["good"].url)
+            assert broken not in log.getvalue()
+
+    run(scenario())
