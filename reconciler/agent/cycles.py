@@ -262,7 +262,9 @@ class Watch:
                 async with open_client(options, on_notice=self.observer.notice) as client:
                     self._connected(client)
                     await self._unless_stopped(self._take_seat(client))
-                    self.failures = 0
+                    # failures are reset by a cycle that succeeds, never by connecting: a
+                    # server that takes the connection and fails every cycle (JetStream
+                    # off) is retried with the backoff, not every first_backoff forever
                     await self.listener.subscribe(client, self.settings.interval)
                     await self._serve(client)
             except _Stopped:
@@ -445,6 +447,10 @@ class Watch:
         if self.source.committed_at is not None:
             self.metrics.git_head_age.set(max(time.time() - self.source.committed_at, 0))
         self.report.cycle(trigger, commit, resources, error)
+        if error is not None and not await client.answers():
+            # a hung server keeps the connection open and times every request out: it is
+            # unreachable (/status, reconcile_connected 0) and its connection opened again
+            raise ConnectError(f"the server stopped answering (not even a PING): {error}")
         return error is None
 
     def _targets(

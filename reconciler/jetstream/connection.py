@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
+import re
 import ssl
 import time
 from collections.abc import Awaitable, Callable
@@ -208,8 +209,8 @@ def _auth_kwargs(options: ConnectionOptions) -> dict[str, Any]:
     if needs_nkeys and importlib.util.find_spec("nkeys") is None:  # nats-py needs it
         raise ConnectError("--creds and --nkey need the 'nkeys' package")
     for path in (options.creds, options.nkey):
-        if path and not Path(path).is_file():
-            raise ConnectError(f"credentials file not found: {path}")
+        if path and not _is_file(path):
+            raise ConnectError(f"credentials file not found: {shown_path(path)}")
     if options.creds:
         _check_creds(options.creds)
         kwargs["user_credentials"] = options.creds
@@ -222,6 +223,29 @@ def _auth_kwargs(options: ConnectionOptions) -> dict[str, Any]:
     if options.token:
         kwargs["token"] = options.token
     return kwargs
+
+
+#: A run of key characters no readable file name holds: an nkey seed (58), a JWT's parts.
+_KEYLIKE = re.compile(r"[A-Za-z0-9_+=-]{40,}")
+
+
+def _is_file(path: str) -> bool:
+    """Whether ``path`` names a file; False for a value no file system takes (a name over
+    255 bytes, a NUL), where ``Path.is_file`` raises."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def shown_path(path: str) -> str:
+    """A credentials path that was not found, as an error may print it: a variable meant
+    to name the file (``creds: {env: NAME}``, ``NATS_CREDS``) may hold the secret itself
+    (the creds file's text, a seed, a JWT); one that does not read as a path (a line
+    break, a space or control character, a run of 40 key characters) is never printed."""
+    if len(path) > 1024 or _KEYLIKE.search(path) or not path.isprintable() or " " in path:
+        return f"(a value of {len(path)} characters that is no file path: not printed)"
+    return path
 
 
 def _check_seed(path: str) -> None:
@@ -237,10 +261,25 @@ def _check_seed(path: str) -> None:
 
 
 def _check_creds(path: str) -> None:
-    """A creds file must hold a JWT and a seed between the nats CLI's markers."""
-    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    """A creds file must hold a JWT and a seed between the nats CLI's markers, the seed
+    one nkeys reads (nats-py signs the server's nonce with it, and raised nkeys' own
+    error out of the connect: a traceback, and every environment's agent stopped); its
+    text is never echoed."""
+    import nkeys
+
+    wrong = f"--creds {path}: not a NATS credentials file (JWT and nkey seed)"
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as err:
+        raise ConnectError(f"--creds {path}: cannot be read ({err.strerror})") from None
     if "BEGIN NATS USER JWT" not in text or "BEGIN USER NKEY SEED" not in text:
-        raise ConnectError(f"--creds {path}: not a NATS credentials file (JWT and nkey seed)")
+        raise ConnectError(wrong)
+    after = text.split("BEGIN USER NKEY SEED", 1)[1].split("\n")  # the marker's line end
+    seed = after[1] if len(after) > 1 else ""  # the next line, as nats-py reads it
+    try:
+        nkeys.from_seed(seed.encode())
+    except Exception:  # nkeys raises its own errors; none may show the file's text
+        raise ConnectError(f"{wrong}: its seed is not an nkey seed") from None
 
 
 def describe_failure(url: str, err: BaseException, *, timeout: float) -> str:

@@ -16,7 +16,9 @@ the answer and where it came from, or None when no way was named.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -58,21 +60,50 @@ def system_options(options: ConnectionOptions) -> ConnectionOptions | None:
 
 
 def _http_jsz(url: str, timeout: float) -> dict[str, Any]:
-    """``GET URL/jsz`` (blocking: called in a thread)."""
-    import urllib.error  # urllib.request and http.client: only for --monitor
-    import urllib.request
+    """``GET URL/jsz`` (blocking: called in a thread), the whole exchange within
+    ``timeout``: a socket's timeout bounds each read, not their sum, and an endpoint that
+    answers a byte at a time kept the thread (the plan waiting on it, the agent's exit
+    waiting for the executor's threads) for as long as it went on. At the deadline the
+    socket is shut down (:func:`_cut`), which ends a read blocked in another thread."""
+    import http.client  # only for --monitor
+    import ssl
+    import threading
+    from urllib.parse import urlsplit
 
     where = redact_url(url)
     base = url.rstrip("/")
     target = base if base.endswith("/jsz") else f"{base}/jsz"
     if not target.startswith(("http://", "https://")):
         raise ConnectError(f"--monitor {where}: not an http:// or https:// URL")
+    failed = f"cannot read the server's limits at {where}/jsz"
     try:
-        with urllib.request.urlopen(target, timeout=timeout) as response:
-            body = response.read(_JSZ_LIMIT + 1)
-    except (urllib.error.URLError, OSError, ValueError) as err:
-        reason = getattr(err, "reason", None) or err
-        raise ConnectError(f"cannot read the server's limits at {where}/jsz: {reason}") from None
+        parts = urlsplit(target)
+        host, port = parts.hostname or "", parts.port
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        conn: http.client.HTTPConnection = (
+            http.client.HTTPSConnection(
+                host, port, timeout=timeout, context=ssl.create_default_context()
+            )
+            if parts.scheme == "https"
+            else http.client.HTTPConnection(host, port, timeout=timeout)
+        )
+    except ValueError as err:  # a port that is no number, out of range
+        raise ConnectError(f"{failed}: {err}") from None
+    deadline = threading.Timer(timeout, _cut, (conn,))
+    deadline.start()
+    try:
+        conn.request("GET", path or "/")
+        response = conn.getresponse()
+        if response.status != 200:
+            raise ConnectError(f"{failed}: HTTP {response.status} {response.reason}")
+        body = response.read(_JSZ_LIMIT + 1)
+    except (http.client.HTTPException, OSError, ValueError) as err:
+        if not deadline.is_alive():
+            raise ConnectError(f"{failed}: not answered within {timeout:g}s") from None
+        raise ConnectError(f"{failed}: {err}") from None
+    finally:
+        deadline.cancel()
+        conn.close()
     if len(body) > _JSZ_LIMIT:
         raise ConnectError(f"{where}/jsz: the answer is over {_JSZ_LIMIT} bytes")
     try:
@@ -82,6 +113,15 @@ def _http_jsz(url: str, timeout: float) -> dict[str, Any]:
     if not isinstance(found, dict):
         raise ConnectError(f"{where}/jsz: not a JetStream report")
     return found
+
+
+def _cut(conn: Any) -> None:
+    """End the exchange of ``conn`` (an ``http.client`` connection) now: a read blocked on
+    its socket returns."""
+    sock = getattr(conn, "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 class ServerLimitsCalls(Transport):

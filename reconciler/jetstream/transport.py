@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import math
 import re
 from collections.abc import Callable
 from typing import Any, Self
@@ -22,6 +23,7 @@ from typing import Any, Self
 import orjson
 from nats.aio.client import Client as NATS
 from nats.errors import ConnectionClosedError, MaxPayloadError, NoRespondersError
+from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeout
 
 from reconciler.errors import ConnectError, NotFound, PermissionDenied, RequestTimeout, ServerError
@@ -329,6 +331,17 @@ class Transport:
         except (ConnectionClosedError, NatsTimeout, TimeoutError):
             raise ConnectError(f"connection lost while subscribing to {subject}") from None
         return sub
+
+    async def answers(self) -> bool:
+        """Whether the server still answers on this connection: its PONG to a PING within
+        the request timeout (whole seconds). A server that hangs (stopped, or a network
+        that drops packets) keeps the TCP connection open: nats-py's own pings notice it
+        only after minutes, and until then every request merely times out."""
+        try:
+            await self.nc.flush(timeout=max(math.ceil(self.timeout), 1))
+        except (NatsError, TimeoutError, OSError):  # closed, or no PONG in time
+            return False
+        return True
 
     @property
     def identity(self) -> tuple[str, int | None]:
