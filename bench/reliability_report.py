@@ -93,6 +93,8 @@ SUITE = (
     "tests/unit/test_unfence_by_hand.py",
     "tests/integration/test_dr_attacks4.py",
     "tests/integration/test_dr_flow5.py",
+    "tests/integration/test_new_user6.py",
+    "tests/integration/test_agent_envs_attacks6.py",
 )
 
 
@@ -118,7 +120,8 @@ GUARANTEES = (
         "paused with SIGSTOP past its lease while a newer apply finished starts nothing "
         "after it resumes (only requests already handed to the connection before the pause "
         "can land: JetStream has no server-side fencing token). Ctrl-C ends a wait for the "
-        "lock. Plans never lock.",
+        "lock (exit 130, nothing changed). Plans never lock, nor does an apply or a restore "
+        "that can approve nothing (no terminal, no `--yes`).",
         (
             "test_concurrency.py::test_two_concurrent_applies_do_not_interleave",
             "test_concurrency.py::test_apply_gives_up_after_lock_timeout_naming_the_holder",
@@ -223,8 +226,10 @@ GUARANTEES = (
         "it can plan and `apply --no-lock`, and a locked apply names the subject it lacks; "
         "a user without the API gets a one-line permission error. TLS with a CA made in the "
         "test works (client certificates too); a wrong CA or a missing client certificate "
-        "fails with a clear message.",
+        "fails with a clear message. A `tls://` URL or TLS files mean TLS or nothing: a server "
+        "without TLS, or a listener stripping its flag, never receives the password.",
         (
+            "test_new_user6.py::test_a_tls_url",
             "test_security.py::test_least_privilege",
             "test_security.py::test_api_only",
             "test_security.py::test_user_without_the_api",
@@ -242,8 +247,12 @@ GUARANTEES = (
         "printed is the `::add-mask::` command the runner consumes. Random secrets pushed "
         "through every error path of plan, apply, drift, export, snapshot and lock, in every "
         "URL form nats-py accepts (no scheme, token, second URL of a list, bad port, "
-        "ws://, unparseable), never show and never end in a traceback.",
+        "ws://, unparseable), never show and never end in a traceback; nor a password typed "
+        "with a `/` in a URL, nor a creds variable holding the file's text instead of its path.",
         (
+            "test_new_user6.py::test_a_password_typed_with_a_slash",
+            "test_new_user6.py::test_a_project_file_url_with_a_slashed_password",
+            "test_agent_envs_attacks6.py::test_a_credentials_variable_holding_the_secret",
             "test_secret_paths.py::",
             "test_security.py::test_passwords",
             "test_security.py::test_creds",
@@ -354,7 +363,8 @@ GUARANTEES = (
         "each changed resource and exits 1. 100 messages published while the question "
         "waited, with a `max_msgs: 10` change planned on the then empty stream: before, "
         "100 -> 10; now all 100 kept. Without a terminal an apply with changes to a server "
-        "the user named (`--server`, `NATS_URL`, `--context`, `--env`) needs `--yes`; the "
+        "the user named (`--server`, `NATS_URL`, `--context`, `--env`) needs `--yes` and "
+        "writes nothing at all, not even the lock's bucket; the "
         "embedded server needs none; the Action's `mode: apply` is the approval. Ctrl-C at "
         "the question exits 130 with one line (before: exit 1 and `Fatal Python error`). "
         "An empty `--server`/`NATS_URL` or a missing Action `server` is an error, never a "
@@ -786,8 +796,15 @@ GUARANTEES = (
         "environment heal each change once. A planned failover fences the origin, waits for "
         "the mirror, promotes it and starts the consumers at their ack floor: every "
         "acknowledged message is on the promoted side exactly once, and a failover killed "
-        "at any step is finished by a re-run.",
-        ("test_agent_envs.py::", "test_agent_envs_attacks.py::", "test_dr_failover.py::"),
+        "at any step is finished by a re-run. A server that stops answering is said "
+        "unreachable while the others heal; one without JetStream is retried with a growing "
+        "backoff; a dripping monitoring endpoint or a broken seed fails its environment only.",
+        (
+            "test_agent_envs.py::",
+            "test_agent_envs_attacks.py::",
+            "test_agent_envs_attacks6.py::",
+            "test_dr_failover.py::",
+        ),
     ),
     Guarantee(
         "What another client wrote never decides a failover",
