@@ -32,6 +32,7 @@ from functools import cached_property
 from typing import Any, Literal, TypeVar
 
 from reconciler.agent.commits import Commits
+from reconciler.agent.flapping import Flapping
 from reconciler.agent.listener import AdvisoryListener
 from reconciler.agent.logs import Log
 from reconciler.agent.memory import Collector, SpecCache, Streams
@@ -215,6 +216,7 @@ class Watch:
         self.last: Cycle | None = None
         self.last_success: float | None = None
         self.memory = Streams()
+        self.flapping = Flapping()  # resources healed again and again: held back a while
 
     @property
     def connected(self) -> bool:
@@ -343,7 +345,8 @@ class Watch:
                 raise ConnectError("connection to the server lost")
 
     async def _next_trigger(self, client: JetStreamClient, deadline: float) -> str:
-        """Wait for the next reason to plan: stop, lost, advisory, commit or interval."""
+        """Wait for the next reason to plan: stop, lost, advisory, commit, a hold over
+        (:mod:`.flapping`) or interval."""
         poll = self.settings.git_poll or self.settings.interval
         wake = self.listener.wake
         # a poll of the branch under way: waited for beside the rest, never instead of it
@@ -364,6 +367,11 @@ class Watch:
             now = time.monotonic()
             if now >= deadline:
                 return "interval"
+            hold_over = self.flapping.next_due()
+            if hold_over is not None and now >= hold_over:
+                for ref in self.flapping.due(now):  # planned as an advisory's streams are
+                    self.listener.pending.add((ref.stream_name, ref.name if ref.is_child else None))
+                return "hold over"
             waits: list[asyncio.Future[Any]] = [
                 asyncio.ensure_future(e.wait()) for e in (self.stop, client.lost, wake)
             ]
@@ -371,6 +379,8 @@ class Watch:
                 waits.append(asyncio.ensure_future(asyncio.shield(fetch)))
             polling = self.commits.following and fetch is None
             timeout = min(deadline - now, poll) if polling else deadline - now
+            if hold_over is not None:
+                timeout = min(timeout, hold_over - now)
             try:
                 await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             finally:
@@ -461,7 +471,7 @@ class Watch:
         named."""
         last = self.last
         if (
-            trigger != "advisory"
+            trigger not in ("advisory", "hold over")
             or not self.settings.targeted
             or not named
             or last is None
@@ -487,7 +497,8 @@ class Watch:
             self.specs.keep(request, commit, planned.specs)
         scope = "full" if only is None else "targeted"
         self.metrics.plan_seconds.labels(scope).observe(time.monotonic() - began)
-        the_plan, split, result = planned.plan, split_for_heal(planned.plan), None
+        held_back = self.flapping.held(time.monotonic())  # fought over: not healed for now
+        the_plan, split, result = planned.plan, split_for_heal(planned.plan, held_back), None
         self.denied = len(getattr(the_plan, "denied", ()))  # policy deny findings
         if self.settings.mode == "heal" and split.steps:
             began = time.monotonic()
@@ -501,12 +512,18 @@ class Watch:
                     still_wanted=lambda: self.commits.still_head(commit),
                     stop=self.stop,
                     only=only,
+                    held_back=held_back,
                 )
             except ApplyFailed as err:
                 raise ReconcileError(f"heal failed: {err}") from None
             finally:
                 self.metrics.apply_seconds.observe(time.monotonic() - began)
             the_plan, split, result = healed.plan, healed.split, healed.result
+            if result is not None:
+                self.flapping.healed((s.ref for s in result.applied), time.monotonic(), time.time())
+        # a change made while this cycle read is in its plan, and its audit may not be
+        # here yet: waited for (as after the debounce) so the report names who did it
+        await self._await_audits(client)
         found = statuses(
             the_plan,
             split,

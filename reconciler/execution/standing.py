@@ -17,11 +17,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from reconciler.execution import lock, pipeline
 from reconciler.execution.apply import ApplyResult
 from reconciler.execution.requests import Observer, PlanRequest
 from reconciler.execution.verdict import checked, refuse
+from reconciler.identity import ResourceRef
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.state import LiveState
 from reconciler.planning.heal import HealSplit, split_for_heal
@@ -125,6 +127,7 @@ async def heal_on(
     still_wanted: Callable[[], Awaitable[bool]] | None = None,
     stop: asyncio.Event | None = None,
     only: frozenset[str] | None = None,
+    held_back: Mapping[ResourceRef, str] = MappingProxyType({}),
 ) -> Healed:
     """Under the apply lock: plan ``specs`` again, apply the steps a heal may, release.
 
@@ -133,6 +136,7 @@ async def heal_on(
     (SIGTERM) lets the steps in flight finish. A lease lost meanwhile stops this heal's
     steps (``ApplyFailed``), never ``stop``: the caller goes on.
     ``only``: as for :func:`plan_on` (``specs`` are then that plan's, already scoped).
+    ``held_back``: resources not healed for now, each with why (``split_for_heal``).
     """
     stop = stop or asyncio.Event()
     halt = asyncio.Event()  # this heal's steps stop: ``stop``, or the lease lost
@@ -153,7 +157,7 @@ async def heal_on(
                 client, specs, request, reading=reading, locked=True
             )
             refuse(checked(the_plan))
-            split = split_for_heal(the_plan)
+            split = split_for_heal(the_plan, held_back)
             if not split.steps or not wanted or halt.is_set():
                 return Healed(the_plan, split, None)
             result = await pipeline.execute(

@@ -18,9 +18,12 @@ as any plan.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from types import MappingProxyType
 
+from reconciler.identity import ResourceRef
 from reconciler.planning.steps import (
     Create,
     Delete,
@@ -45,6 +48,7 @@ class NeedsPerson(StrEnum):
     UPDATE = "update"  # an update that deletes stored data in place
     RECREATED = "recreated"  # a consumer created again with its replaced stream
     DEPENDS = "depends"  # depends on a step that needs a person
+    CONTESTED = "contested"  # healed again and again: another writer keeps changing it
 
 
 @dataclass(frozen=True)
@@ -96,13 +100,19 @@ def _depends_on(step: Step) -> set[str]:
     return origins(config)
 
 
-def split_for_heal(plan: Plan) -> HealSplit:
-    """The steps a heal may apply, and each refused step with its reason."""
+def split_for_heal(
+    plan: Plan, held_back: Mapping[ResourceRef, str] = MappingProxyType({})
+) -> HealSplit:
+    """The steps a heal may apply, and each refused step with its reason. ``held_back``:
+    resources the agent does not heal for now, each with why (``agent.flapping``: healed
+    again and again, another writer keeps changing them)."""
     refused: dict[int, Refusal] = {}
     for index, step in enumerate(plan.changes):
         reason = _own_reason(step)
         if reason is not None:
             refused[index] = Refusal(step, *reason)
+        elif step.ref in held_back:
+            refused[index] = Refusal(step, held_back[step.ref], NeedsPerson.CONTESTED)
     changed = True
     while changed:  # a refused stream takes what depends on it along (to a fixed point)
         changed = False
