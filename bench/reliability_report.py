@@ -95,6 +95,7 @@ SUITE = (
     "tests/integration/test_dr_flow5.py",
     "tests/integration/test_new_user6.py",
     "tests/integration/test_agent_envs_attacks6.py",
+    "tests/integration/test_agent_flapping.py",
 )
 
 
@@ -644,8 +645,11 @@ GUARANTEES = (
         "apply lock and re-planned under it. A replace, delete, migration or lossy update, "
         "anything depending on one (a consumer of a replaced stream, a mirror of it), a "
         "step lifecycle prevents, and every resource in lifecycle `mode: observe` is "
-        "reported as needing a person and never written; messages counted before and after.",
+        "reported as needing a person and never written; messages counted before and after. "
+        "A resource another writer keeps changing back is healed 5 times, then held back "
+        "(`contested`, naming the writer) and healed again when the hold ends.",
         (
+            "test_agent_flapping.py::",
             "test_agent.py::test_a_repair_that_would_destroy_data_is_reported_and_never_applied",
             "test_agent.py::test_a_resource_in_lifecycle_observe_mode_is_never_written",
             "test_agent.py::test_observe_mode_reports_drift_and_writes_nothing",
