@@ -414,7 +414,7 @@ class Watch:
     def _unaudited_known(self) -> bool:
         """Whether an event without its audit yet named a resource the last cycle knew
         (never an ephemeral consumer's, nor an unmanaged stream's: nothing heals those)."""
-        unaudited = self.listener.unaudited
+        unaudited = self.listener.awaiting()
         if not unaudited or self.last is None:
             return False
         named = self.last.resources.of_streams({stream for stream, _ in unaudited})

@@ -10,6 +10,7 @@ advisory says decides what to re-plan and whom to name, never what to change.
 from __future__ import annotations
 
 import asyncio
+import time
 
 from reconciler.agent import advisories
 from reconciler.agent.advisories import Cause, Touch
@@ -23,6 +24,8 @@ MAX_CAUSES = 10_000
 #: Resources an advisory cycle re-plans one by one at most: past this many named since
 #: the last cycle (a burst, or a client forging advisories), the cycle is a full plan.
 MAX_PENDING = 1_000
+#: Seconds an event waits for its audit to count as awaited (the two come together).
+AUDIT_AGE = 2.0
 
 
 class AdvisoryListener:
@@ -35,10 +38,11 @@ class AdvisoryListener:
         self.wake = asyncio.Event()
         self.pending: set[Key] = set()
         self.causes: dict[Key, Cause] = {}
-        #: resources a stream or consumer event named whose API audit (who did it) has
-        #: not come yet: the server sends the event first, the audit right after
-        self.unaudited: set[Key] = set()
-        #: set when an audit comes (the cycle loop waits on it for :attr:`unaudited`)
+        #: per resource named, its events less its API audits (who did it), and when the
+        #: last came: the server sends an event and its audit at once, in either order
+        #: (:meth:`awaiting`)
+        self._balance: dict[Key, tuple[int, float]] = {}
+        #: set when an audit comes (the cycle loop waits on it for :meth:`awaiting`)
         self.audited = asyncio.Event()
         #: whether API audits reach this connection (subscribed and not denied)
         self.audits = False
@@ -50,7 +54,7 @@ class AdvisoryListener:
     async def subscribe(self, client: JetStreamClient, interval: float) -> None:
         self.identity = client.identity
         self.audits = False
-        self.unaudited.clear()
+        self._balance.clear()
         if not self.enabled:
             self.state = "off (--no-advisories): polling every interval"
             return
@@ -82,10 +86,10 @@ class AdvisoryListener:
         if touch is None:
             return
         if touch.cause is not None:  # an audit, the agent's own heals' included
-            self.unaudited.discard(touch.key)
+            self._count(touch.key, -1)
             self.audited.set()
-        elif self.audits and len(self.unaudited) <= MAX_PENDING:
-            self.unaudited.add(touch.key)
+        elif self.audits:
+            self._count(touch.key, 1)
         if self._own(touch):
             return
         if touch.cause is not None:
@@ -99,8 +103,24 @@ class AdvisoryListener:
         forget them: the cycle that asks plans them."""
         named = None if len(self.pending) > MAX_PENDING else frozenset(s for s, _ in self.pending)
         self.pending.clear()
-        self.unaudited.clear()  # an audit coming later wakes the next cycle
         return named
+
+    def awaiting(self) -> set[Key]:
+        """The resources named by an event in the last :data:`AUDIT_AGE` seconds whose
+        audit has not come yet. An event without an audit (the server deleting an idle
+        consumer) stops counting then; an audit without an event (a purge, a consumer
+        update) only makes the balance negative."""
+        stale = time.monotonic() - AUDIT_AGE
+        for key in [k for k, (_, at) in self._balance.items() if at < stale]:
+            del self._balance[key]
+        return {key for key, (n, _) in self._balance.items() if n > 0}
+
+    def _count(self, key: Key, step: int) -> None:
+        n = self._balance.get(key, (0, 0.0))[0] + step
+        if n == 0:
+            self._balance.pop(key, None)
+        elif key in self._balance or len(self._balance) <= MAX_PENDING:
+            self._balance[key] = (n, time.monotonic())
 
     def forget(self, key: Key) -> None:
         """A resource back in sync: its cause is no longer news."""
