@@ -9,10 +9,14 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agent_harness import ORDERS, Other, changes, fixed_source, running_agent, until
 from servers import NatsServer, write
 
 from reconciler.agent import flapping
+from reconciler.identity import ResourceRef
+
+WORKER = ResourceRef("Consumer", "worker", "ORDERS")
 
 
 async def _described(other: Other, wanted: str, patience: float) -> bool:
@@ -49,5 +53,49 @@ def test_a_spec_edited_again_and_again_is_applied_each_time_never_held_as_contes
                 assert await _described(other, wanted, patience=15), turn
             assert not changes(log, "Stream ORDERS", "needs_person")
             assert await other.messages("ORDERS") == 5
+
+    run(scenario())
+
+
+def test_a_held_stream_keeps_its_consumers_healed(
+    clean_server: NatsServer, tmp_path: Path, run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hold is on the resource fought over: a stream held back (another writer keeps
+    changing its description) still has a consumer someone deleted created again. Before,
+    the held stream's refusal took every consumer of it along ('depends on Stream
+    ORDERS, which needs a person') for as long as the hold (up to an hour), though the
+    stream exists and nobody fought over the consumer."""
+    monkeypatch.setattr(flapping, "FIRST_HOLD", 600.0)  # held for the whole test
+    specs = write(tmp_path, ORDERS)
+
+    async def scenario() -> None:
+        async with (
+            running_agent(fixed_source([specs], clean_server.url), interval=3600) as (agent, log),
+            Other.connect(clean_server.url, name="the-other-agent") as other,
+        ):
+            await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
+            await other.publish("orders.new", 10)
+            for turn in range(flapping.LIMIT):  # the create was the first heal
+                config = (await other.info("ORDERS"))["config"]
+                config["description"] = f"the other agent's, turn {turn}"
+                await other.api("STREAM.UPDATE.ORDERS", config)
+                if turn < flapping.LIMIT - 1:
+                    await until(
+                        lambda n=turn: len(changes(log, "Stream ORDERS", "healed")) >= n + 2,
+                        what=f"fight {turn} healed",
+                    )
+            await until(lambda: changes(log, "Stream ORDERS", "needs_person"), what="held")
+
+            await other.api("CONSUMER.DELETE.ORDERS.worker")
+            await until(
+                lambda: agent.watch.known.get(WORKER) == "healed",
+                what="worker created again (it was refused as depending on ORDERS)",
+                patience=15,
+            )
+            info = await other.api("CONSUMER.INFO.ORDERS.worker")
+            assert info["config"]["durable_name"] == "worker"
+            live = (await other.info("ORDERS"))["config"]["description"]
+            assert live == f"the other agent's, turn {flapping.LIMIT - 1}"  # still held
+            assert await other.messages("ORDERS") == 10
 
     run(scenario())
