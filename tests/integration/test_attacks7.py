@@ -6,15 +6,24 @@ is read with a raw client before and after."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agent_harness import ORDERS, Other, changes, fixed_source, running_agent, until
+from cli_runner import reconcile
 from servers import NatsServer, write
+from test_backup_faults import _start
+from test_saved_plans import state
 
 from reconciler.agent import flapping
+from reconciler.execution import lock
+from reconciler.execution.lock import Holder
 from reconciler.identity import ResourceRef
+from reconciler.jetstream import ConnectionOptions, open_client
 
 WORKER = ResourceRef("Consumer", "worker", "ORDERS")
 
@@ -99,3 +108,41 @@ def test_a_held_stream_keeps_its_consumers_healed(
             assert await other.messages("ORDERS") == 10
 
     run(scenario())
+
+
+def test_ctrl_c_while_a_restore_waits_for_the_lock_says_nothing_was_changed(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """Ctrl-C while `reconcile restore` waited for the apply lock exited 130 saying only
+    `aborted`: not whether anything had been restored (apply says 'nothing was
+    changed'). Now it says so; the server is left as it was."""
+    specs = write(tmp_path, ORDERS)
+    url = clean_server.url
+    assert reconcile("apply", "-y", str(specs), "--server", url, cwd=tmp_path).returncode == 0
+    out = tmp_path / "backup"
+    assert (
+        reconcile("backup", "--all", "--out", str(out), "--server", url, cwd=tmp_path).returncode
+        == 0
+    )
+
+    async def emptied_and_locked() -> None:
+        async with Other.connect(url) as other:
+            await other.api("STREAM.DELETE.ORDERS")
+        async with open_client(ConnectionOptions(servers=url)) as client:
+            holder = Holder("someone", "elsewhere", os.getpid(), "run")
+            await lock.acquire(client, holder, timeout=0)
+
+    run(emptied_and_locked())
+    before = state(clean_server)
+    waiting = _start(
+        ["restore", str(out), "--server", url, "--yes", "--lock-timeout", "600"], tmp_path
+    )
+    with ThreadPoolExecutor(1) as reader:
+        first = reader.submit(waiting.stderr.readline).result(timeout=60)  # type: ignore[union-attr]
+    assert "waiting up to 600s for the apply lock" in first, first
+    waiting.send_signal(signal.SIGINT)
+    _, err = waiting.communicate(timeout=60)  # a hang guard: the lock timeout is 600 s
+    assert waiting.returncode == 130, err
+    said = [line for line in err.splitlines() if line.strip()]
+    assert said[-1] == "interrupted before the restore plan was made: nothing was changed", err
+    assert state(clean_server) == before  # ORDERS not restored
