@@ -497,6 +497,7 @@ class Watch:
             self.specs.keep(request, commit, planned.specs)
         scope = "full" if only is None else "targeted"
         self.metrics.plan_seconds.labels(scope).observe(time.monotonic() - began)
+        self.flapping.declared(planned.specs)  # declared anew: a person's, never held
         held_back = self.flapping.held(time.monotonic())  # fought over: not healed for now
         the_plan, split, result = planned.plan, split_for_heal(planned.plan, held_back), None
         self.denied = len(getattr(the_plan, "denied", ()))  # policy deny findings
@@ -520,7 +521,9 @@ class Watch:
                 self.metrics.apply_seconds.observe(time.monotonic() - began)
             the_plan, split, result = healed.plan, healed.split, healed.result
             if result is not None:
-                self.flapping.healed((s.ref for s in result.applied), time.monotonic(), time.time())
+                self.flapping.healed(
+                    (s.ref for s in result.applied), planned.specs, time.monotonic(), time.time()
+                )
         # a change made while this cycle read is in its plan, and its audit may not be
         # here yet: waited for (as after the debounce) so the report names who did it
         await self._await_audits(client)

@@ -8,18 +8,23 @@ probe of two environments on one account as two users: 111 heals in 10 s). After
 :data:`FIRST_HOLD` seconds: its steps are refused as ``needs_person`` (``contested``),
 naming why and until when. A heal after the hold that finds it changed again holds it
 twice as long (at most :data:`MAX_HOLD`); a resource not healed for :data:`WINDOW`
-seconds starts afresh. What a heal may apply is still decided by the plan
-(``planning.heal.split_for_heal``); this only delays it.
+seconds starts afresh. A heal toward another declared config than the last one's (a
+commit, an edited file) is a person's decision, not a fight: it starts afresh too, and a
+hold ends as soon as the resource is declared otherwise (:meth:`Flapping.declared`). What
+a heal may apply is still decided by the plan (``planning.heal.split_for_heal``); this
+only delays it.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from reconciler.identity import ResourceRef
 from reconciler.model.timestamps import rfc3339
+from reconciler.specs.spec import Spec
 
 #: Heals of one resource within :data:`WINDOW` seconds that hold it back.
 LIMIT = 5
@@ -35,6 +40,8 @@ class _Heals:
     until: float = 0.0  # monotonic end of the hold
     until_wall: float = 0.0  # the same, as the wall clock says it (for the reason)
     due: bool = False  # held, and not planned again since the hold ended
+    #: the declared config the heals applied (another one: a person decided again)
+    declared: Mapping[str, Any] | None = None
 
 
 class Flapping:
@@ -43,16 +50,42 @@ class Flapping:
     def __init__(self) -> None:
         self._heals: dict[ResourceRef, _Heals] = {}
 
-    def healed(self, refs: Iterable[ResourceRef], now: float, wall: float) -> None:
-        """``refs`` were healed at ``now`` (monotonic; ``wall``: the same instant)."""
-        for ref in refs:
-            heals = self._heals.setdefault(ref, _Heals())
+    def healed(
+        self, refs: Iterable[ResourceRef], specs: Iterable[Spec], now: float, wall: float
+    ) -> None:
+        """``refs`` were healed at ``now`` (monotonic; ``wall``: the same instant) toward
+        what ``specs`` (the plan's) declare. A heal toward another declared config than the
+        last one's starts afresh: the spec changed, nobody fought."""
+        healed = set(refs)
+        if not healed:
+            return
+        names = {ref.name for ref in healed}  # a str's hash is kept: 101,000 specs in ms
+        for spec in specs:
+            if spec.name not in names or spec.ref not in healed:
+                continue
+            heals = self._heals.get(spec.ref)
+            if heals is None or heals.declared != spec.config:
+                heals = self._heals[spec.ref] = _Heals(declared=spec.config)
             _forget_before(heals, now - WINDOW)
             heals.at.append(now)
             if len(heals.at) >= LIMIT:
                 heals.hold = min(MAX_HOLD, heals.hold * 2 or FIRST_HOLD)
                 heals.until, heals.until_wall = now + heals.hold, wall + heals.hold
                 heals.due = True
+
+    def declared(self, specs: Iterable[Spec]) -> None:
+        """Forget the heals (and the hold) of each resource ``specs`` declare otherwise
+        than its heals applied: a commit or an edited file is a person's decision, applied
+        at once, never held back as a fight."""
+        names = {ref.name for ref in self._heals}
+        if not names:
+            return
+        for spec in specs:
+            if spec.name not in names:
+                continue
+            heals = self._heals.get(spec.ref)
+            if heals is not None and heals.declared != spec.config:
+                del self._heals[spec.ref]
 
     def held(self, now: float) -> dict[ResourceRef, str]:
         """The resources held back at ``now``, each with why (and forget those left

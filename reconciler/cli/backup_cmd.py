@@ -323,21 +323,31 @@ def restore(
         declared=PlanRequest.for_target(target) if target.env is not None else None,
     )
 
+    shown: list[RestorePlan] = []
+
     def show(plan: RestorePlan) -> None:
+        shown.append(plan)
         click.echo(_plan_text(plan))
 
-    with console.transfers():
-        result = asyncio.run(
-            run_restore(
-                target.options,
-                folder,
-                flags,
-                parallel=parallel,
-                observer=console,
-                approved=auto_approve,
-                on_plan=show,
+    try:
+        with console.transfers():
+            result = asyncio.run(
+                run_restore(
+                    target.options,
+                    folder,
+                    flags,
+                    parallel=parallel,
+                    observer=console,
+                    approved=auto_approve,
+                    on_plan=show,
+                )
             )
-        )
+    except KeyboardInterrupt:
+        if shown:
+            raise  # during the question or the restore: said as before ("aborted")
+        # Ctrl-C while waiting for the apply lock, or while the server was read
+        console.notice("interrupted before the restore plan was made: nothing was changed")
+        return ExitStatus.INTERRUPTED
     return _outcome(result)
 
 

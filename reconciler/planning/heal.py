@@ -91,6 +91,14 @@ def _own_reason(step: Step) -> tuple[str, NeedsPerson] | None:
             return None
 
 
+def _blocks(refusal: Refusal) -> bool:
+    """Whether a stream's refused step holds back the steps depending on it. A held back
+    one (``contested``) does only when the stream is missing (its create): one that exists
+    keeps its consumers, entries and the streams sourcing it healed, as nobody fought
+    over them."""
+    return refusal.kind is not NeedsPerson.CONTESTED or isinstance(refusal.step, Create)
+
+
 def _depends_on(step: Step) -> set[str]:
     """The streams whose steps ``step`` needs first: its own stream for a consumer or a
     KeyValue entry, the origins of a stream mirroring or sourcing others."""
@@ -117,7 +125,9 @@ def split_for_heal(
     while changed:  # a refused stream takes what depends on it along (to a fixed point)
         changed = False
         blocked = {
-            r.step.stream_name: r.step.label for r in refused.values() if not r.step.ref.is_child
+            r.step.stream_name: r.step.label
+            for r in refused.values()
+            if not r.step.ref.is_child and _blocks(r)
         }
         for index, step in enumerate(plan.changes):
             if index in refused:
