@@ -96,6 +96,7 @@ SUITE = (
     "tests/integration/test_new_user6.py",
     "tests/integration/test_agent_envs_attacks6.py",
     "tests/integration/test_agent_flapping.py",
+    "tests/integration/test_attacks7.py",
 )
 
 
@@ -647,9 +648,12 @@ GUARANTEES = (
         "step lifecycle prevents, and every resource in lifecycle `mode: observe` is "
         "reported as needing a person and never written; messages counted before and after. "
         "A resource another writer keeps changing back is healed 5 times, then held back "
-        "(`contested`, naming the writer) and healed again when the hold ends.",
+        "(`contested`, naming the writer) and healed again when the hold ends; a person's "
+        "edits are never held, and a held stream's consumers are still healed.",
         (
             "test_agent_flapping.py::",
+            "test_attacks7.py::test_a_spec_edited_again",
+            "test_attacks7.py::test_a_held_stream",
             "test_agent.py::test_a_repair_that_would_destroy_data_is_reported_and_never_applied",
             "test_agent.py::test_a_resource_in_lifecycle_observe_mode_is_never_written",
             "test_agent.py::test_observe_mode_reports_drift_and_writes_nothing",
