@@ -177,6 +177,12 @@ class Other:
     async def info(self, stream: str) -> dict[str, Any]:
         return await self.api(f"STREAM.INFO.{stream}")
 
+    async def update(self, stream: str, **fields: Any) -> None:
+        """Change ``fields`` of ``stream``'s live config (drift, as a person makes it)."""
+        config = (await self.info(stream))["config"]
+        config.update(fields)
+        await self.api(f"STREAM.UPDATE.{stream}", config)
+
     async def messages(self, stream: str) -> int:
         return int((await self.info(stream))["state"]["messages"])
 

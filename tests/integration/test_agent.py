@@ -91,9 +91,7 @@ def test_a_heal_waits_for_the_audit_that_comes_late_and_names_who_changed_it(
             await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
             await until(lambda: changes(log, "Stream ORDERS", "in_sync"), what="in sync")
             await alice.publish("orders.new", 10)
-            config = (await alice.info("ORDERS"))["config"]
-            config.update(description="changed by hand")
-            await alice.api("STREAM.UPDATE.ORDERS", config)
+            await alice.update("ORDERS", description="changed by hand")
             healed = await until(
                 lambda: changes(log, "Stream ORDERS", "healed")[1:], what="ORDERS healed again"
             )

@@ -29,9 +29,7 @@ def test_a_resource_changed_back_again_and_again_is_held_back_then_healed_again(
             await other.publish("orders.new", 10)
 
             async def fight(turn: int) -> None:
-                config = (await other.info("ORDERS"))["config"]
-                config["description"] = f"the other agent's, turn {turn}"
-                await other.api("STREAM.UPDATE.ORDERS", config)
+                await other.update("ORDERS", description=f"the other agent's, turn {turn}")
 
             # the create was the first heal: four more fights are healed, up to LIMIT
             for turn in range(flapping.LIMIT - 1):

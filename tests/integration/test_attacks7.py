@@ -85,9 +85,7 @@ def test_a_held_stream_keeps_its_consumers_healed(
             await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
             await other.publish("orders.new", 10)
             for turn in range(flapping.LIMIT):  # the create was the first heal
-                config = (await other.info("ORDERS"))["config"]
-                config["description"] = f"the other agent's, turn {turn}"
-                await other.api("STREAM.UPDATE.ORDERS", config)
+                await other.update("ORDERS", description=f"the other agent's, turn {turn}")
                 if turn < flapping.LIMIT - 1:
                     await until(
                         lambda n=turn: len(changes(log, "Stream ORDERS", "healed")) >= n + 2,
