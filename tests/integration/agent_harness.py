@@ -191,6 +191,21 @@ class Other:
             await self.nc.request(subject, f"m{i}".encode(), timeout=5)
 
 
+@contextlib.asynccontextmanager
+async def orders_agent(
+    url: str, specs: Path, *, other: str = "alice-laptop", messages: int = 10
+) -> AsyncIterator[tuple[Agent, io.StringIO, Other]]:
+    """An agent healing ``specs`` (ORDERS) on ``url`` (interval an hour: advisories only),
+    ORDERS created by it and ``messages`` published by another client named ``other``."""
+    async with (
+        running_agent(fixed_source([specs], url), interval=3600) as (agent, log),
+        Other.connect(url, name=other) as client,
+    ):
+        await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
+        await client.publish("orders.new", messages)
+        yield agent, log, client
+
+
 def agent_process(args: list[str], *, cwd: Path, log: Path | None = None) -> subprocess.Popen[str]:
     """``reconcile watch ARGS`` as its own process (no NATS_/RECONCILE_ variable of this
     one leaks in); its log (standard error) into the file ``log``, else a pipe."""

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_harness import ORDERS, Other, changes, fixed_source, running_agent, until
+from agent_harness import ORDERS, changes, orders_agent, until
 from servers import NatsServer, write
 
 from reconciler.agent import flapping
@@ -21,12 +21,11 @@ def test_a_resource_changed_back_again_and_again_is_held_back_then_healed_again(
     specs = write(tmp_path, ORDERS)
 
     async def scenario() -> None:
-        async with (
-            running_agent(fixed_source([specs], clean_server.url), interval=3600) as (agent, log),
-            Other.connect(clean_server.url, name="the-other-agent") as other,
+        async with orders_agent(clean_server.url, specs, other="the-other-agent") as (
+            agent,
+            log,
+            other,
         ):
-            await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
-            await other.publish("orders.new", 10)
 
             async def fight(turn: int) -> None:
                 await other.update("ORDERS", description=f"the other agent's, turn {turn}")

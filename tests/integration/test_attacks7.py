@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_harness import ORDERS, Other, changes, fixed_source, running_agent, until
+from agent_harness import (
+    ORDERS,
+    Other,
+    changes,
+    fixed_source,
+    orders_agent,
+    running_agent,
+    until,
+)
 from cli_runner import reconcile
 from servers import NatsServer, write
 from test_backup_faults import _start
@@ -78,12 +86,11 @@ def test_a_held_stream_keeps_its_consumers_healed(
     specs = write(tmp_path, ORDERS)
 
     async def scenario() -> None:
-        async with (
-            running_agent(fixed_source([specs], clean_server.url), interval=3600) as (agent, log),
-            Other.connect(clean_server.url, name="the-other-agent") as other,
+        async with orders_agent(clean_server.url, specs, other="the-other-agent") as (
+            agent,
+            log,
+            other,
         ):
-            await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
-            await other.publish("orders.new", 10)
             for turn in range(flapping.LIMIT):  # the create was the first heal
                 await other.update("ORDERS", description=f"the other agent's, turn {turn}")
                 if turn < flapping.LIMIT - 1:
