@@ -73,6 +73,14 @@ def swap_roles(root: Path, primary: str, standby: str) -> None:
     specs.write_text(text.replace("@P", primary).replace("@S", standby), encoding="utf-8")
 
 
+def swapped_and_applied(root: Path, primary: str, standby: str) -> None:
+    """The roles swapped in the specs (:func:`swap_roles`) and the new standby's
+    environment applied (its stream made the mirror again), which must succeed."""
+    swap_roles(root, primary, standby)
+    done = reconcile("apply", "--env", standby, "--yes", "--allow-replace", cwd=root)
+    assert done.returncode == 0, said(done)
+
+
 def test_the_documented_flow_with_two_pairs_and_what_a_mirror_cannot_carry(
     server_factory: Callable[..., NatsServer], tmp_path: Path
 ) -> None:
@@ -96,9 +104,7 @@ def test_the_documented_flow_with_two_pairs_and_what_a_mirror_cannot_carry(
     run(_publish(west.url, "orders.new", 5))
     assert last_seq(west) == 25 and last_seq(east) == 20
 
-    swap_roles(root, "west", "east")
-    back = reconcile("apply", "--env", "east", "--yes", "--allow-replace", cwd=root)
-    assert back.returncode == 0, said(back)
+    swapped_and_applied(root, "west", "east")
     wait_for(lambda: last_seq(east) == 25)
     wait_for(lambda: last_seq(east, "PAYMENTS") == 4)
     mirror = _info(east.url, "ORDERS")["config"]
@@ -107,9 +113,7 @@ def test_the_documented_flow_with_two_pairs_and_what_a_mirror_cannot_carry(
 
     again = reconcile("failover", "--from", "west", "--to", "east", "--yes", cwd=root)
     assert again.returncode == 0, said(again)
-    swap_roles(root, "east", "west")
-    rewest = reconcile("apply", "--env", "west", "--yes", "--allow-replace", cwd=root)
-    assert rewest.returncode == 0, said(rewest)
+    swapped_and_applied(root, "east", "west")
     run(_publish(east.url, "orders.new", 2))
     wait_for(lambda: last_seq(west) == 27)
     assert _info(east.url, "ORDERS")["config"]["republish"]["dest"] == "copied.orders.>"
@@ -134,9 +138,7 @@ def test_an_unplanned_failover_then_the_rerun_and_a_failback(ready: Ready) -> No
     again = reconcile("failover", "--from", "east", "--to", "west", "--yes", cwd=root)
     assert again.returncode == 0, said(again)
     assert is_fenced(east) and last_seq(east) == 50
-    swap_roles(root, "west", "east")
-    back = reconcile("apply", "--env", "east", "--yes", "--allow-replace", cwd=root)
-    assert back.returncode == 0, said(back)
+    swapped_and_applied(root, "west", "east")
     wait_for(lambda: last_seq(east) == 53)
     empty_plans(root)
 
@@ -452,29 +454,23 @@ def test_a_saved_plan_of_an_observed_environment_reads_its_lineage_and_writes_no
     assert last_seq(west, "KV_RECONCILE_LOCKS") == before
 
 
-GUARDED = """\
-kind: Stream
-name: ORDERS
-description: every order
-subjects: ["orders.>"]
-discard: new
-max_msgs: 100000
-max_msgs_per_subject: 50000
-deny_delete: true
-deny_purge: true
-allow_direct: true
-compression: s2
-duplicate_window: 1m
-metadata: {team: shop}
-standby:
-  primary: east
-  environment: west
----
-kind: Consumer
-stream: ORDERS
-name: shipper
-ack_policy: explicit
-"""
+GUARDED = "---\n".join(
+    [
+        standby_stream(
+            "description: every order",
+            "discard: new",
+            "max_msgs: 100000",
+            "max_msgs_per_subject: 50000",
+            "deny_delete: true",
+            "deny_purge: true",
+            "allow_direct: true",
+            "compression: s2",
+            "duplicate_window: 1m",
+            "metadata: {team: shop}",
+        ),
+        SHIPPER,
+    ]
+)
 
 
 def test_a_stream_denying_deletes_and_discarding_new_goes_round_the_flow(
@@ -485,16 +481,12 @@ def test_a_stream_denying_deletes_and_discarding_new_goes_round_the_flow(
     done = reconcile(*FAILOVER, cwd=root)
     assert done.returncode == 0, said(done)
     run(_publish(west.url, "orders.new", 2))
-    swap_roles(root, "west", "east")
-    back = reconcile("apply", "--env", "east", "--yes", "--allow-replace", cwd=root)
-    assert back.returncode == 0, said(back)
+    swapped_and_applied(root, "west", "east")
     wait_for(lambda: last_seq(east) == 10)
     empty_plans(root)
     again = reconcile("failover", "--from", "west", "--to", "east", "--yes", cwd=root)
     assert again.returncode == 0, said(again)
-    swap_roles(root, "east", "west")
-    rewest = reconcile("apply", "--env", "west", "--yes", "--allow-replace", cwd=root)
-    assert rewest.returncode == 0, said(rewest)
+    swapped_and_applied(root, "east", "west")
     wait_for(lambda: last_seq(west) == 10)
     empty_plans(root)
 
@@ -527,9 +519,7 @@ def test_one_agent_healing_both_environments_of_the_pair(ready: Ready) -> None:
     waiting = reconcile("watch", "--all-envs", *HEAL, cwd=root)
     assert waiting.returncode == 2, said(waiting)
     assert is_fenced(east) and _info(west.url, "ORDERS")["config"].get("mirror") is None
-    swap_roles(root, "west", "east")
-    back = reconcile("apply", "--env", "east", "--yes", "--allow-replace", cwd=root)
-    assert back.returncode == 0, said(back)
+    swapped_and_applied(root, "west", "east")
     wait_for(lambda: last_seq(east) == 50)
     again = reconcile("watch", "--all-envs", *HEAL, cwd=root)
     assert again.returncode == 0, said(again)
@@ -559,9 +549,7 @@ def test_failing_back_after_an_unplanned_failover_fences_the_returned_origin_fir
     fenced = reconcile(*FAILOVER, cwd=root)
     assert fenced.returncode == 0, said(fenced)
     assert is_fenced(east)
-    swap_roles(root, "west", "east")
-    back = reconcile("apply", "--env", "east", "--yes", "--allow-replace", cwd=root)
-    assert back.returncode == 0, said(back)
+    swapped_and_applied(root, "west", "east")
     run(_publish(west.url, "orders.new", 2))
     wait_for(lambda: last_seq(east) == 52)
     empty_plans(root)

@@ -10,6 +10,7 @@ import contextlib
 import json
 import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -232,13 +233,8 @@ def test_ctrl_c_mid_backup_says_the_folder_is_unfinished(
     while not (out / "backup-in-progress.json").exists():
         assert started.poll() is None and time.monotonic() < deadline, started.communicate()
         time.sleep(0.005)
-    source.pause()  # frozen while Ctrl-C arrives: the backup cannot finish first
-    try:
-        started.send_signal(signal.SIGINT)
-        time.sleep(0.5)
-    finally:
-        source.resume()
-    _, err = started.communicate(timeout=60)
+    # frozen while Ctrl-C arrives: the backup cannot finish first
+    err = _interrupted_while_frozen(started, source, timeout=60)
     assert started.returncode == 130, err
     assert "Traceback" not in err
     said = [line for line in err.splitlines() if line.strip()]
@@ -330,13 +326,8 @@ def test_ctrl_c_during_the_last_step_does_not_ask_for_a_rerun(
     args = ["apply", "specs", "--migrate", "--yes", "--server", clean_server.url]
     started = _start(args, tmp_path)
     assert run(_migrating(clean_server.url, time.monotonic() + 60)), started.communicate()
-    clean_server.pause()  # the step in flight while Ctrl-C arrives
-    try:
-        started.send_signal(signal.SIGINT)
-        time.sleep(0.5)
-    finally:
-        clean_server.resume()
-    _, err = started.communicate(timeout=120)
+    # the step in flight while Ctrl-C arrives
+    err = _interrupted_while_frozen(started, clean_server, timeout=120)
     assert started.returncode == 130, err
     said = [line for line in err.splitlines() if line.startswith("interrupted")]
     assert said and "re-run" not in said[-1] and "none is left" in said[-1], err
@@ -359,3 +350,17 @@ def test_applying_the_json_a_plan_printed_says_how_to_save_a_plan(
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and "--out" in errors[0] and "plan.json" in errors[0], done.stderr
     assert state(clean_server) == {}
+
+
+def _interrupted_while_frozen(
+    process: subprocess.Popen[str], server: NatsServer, *, timeout: float
+) -> str:
+    """SIGINT to ``process`` while ``server`` is paused (nothing in flight can end first),
+    the server resumed half a second later; the process's standard error once it ended."""
+    server.pause()
+    try:
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+    finally:
+        server.resume()
+    return process.communicate(timeout=timeout)[1]
