@@ -272,13 +272,18 @@ class Watch:
             except _Stopped:
                 break
             except ReconcileError as err:
-                self.failures += 1
-                self.link.failed(err)
-                self.log.event("error", str(err), failures=self.failures)
+                self._failed(err)
+            except Exception as err:  # what no server sends, or a bug: this environment's
+                self._failed(ReconcileError(unexpected(err)))  # failure, never the others'
             finally:
                 self._disconnected()
             if not self.stop.is_set():
                 await self._pause(self._backoff())
+
+    def _failed(self, err: ReconcileError) -> None:
+        self.failures += 1
+        self.link.failed(err)
+        self.log.event("error", str(err), failures=self.failures)
 
     def _connected(self, client: JetStreamClient) -> None:
         self.link.up()

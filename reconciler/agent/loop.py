@@ -23,7 +23,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from reconciler.agent.cycles import POLICY_DENIED, Cycle, Watch, WatchSettings
+from reconciler.agent.cycles import POLICY_DENIED, Cycle, Watch, WatchSettings, unexpected
 from reconciler.agent.endpoints import Endpoints, StatusBody
 from reconciler.agent.logs import Log
 from reconciler.agent.memory import Collector
@@ -137,9 +137,12 @@ class Agent:
             try:
                 return await watch.once()
             except ReconcileError as err:
-                watch.link.failed(err)
-                watch.log.event("error", str(err))
-                return 1
+                said = err
+            except Exception as err:  # what no server sends, or a bug: its own failure
+                said = ReconcileError(unexpected(err))
+            watch.link.failed(said)
+            watch.log.event("error", str(said))
+            return 1
 
         return worst(list(await asyncio.gather(*(one(w) for w in self.watches.values()))))
 
@@ -156,17 +159,21 @@ class Agent:
     # -- what /status and /readyz say -----------------------------------------------------
     def not_ready(self) -> str | None:
         """Why the agent is not ready, or None. One target: its own readiness. Several
-        environments: ready once every one was tried and one or more planned; an
-        environment whose server is down is the world's fault, not the agent's (a
-        Kubernetes rollout would stall on it): ``/status`` and ``reconcile_connected``
-        say which."""
+        environments: ready once every one was tried and one or more planned, or every
+        one's server is unreachable. An environment whose server is down is the world's
+        fault, not the agent's: a Kubernetes rollout must not stall on it, also on a
+        shard whose only environment it is (``/status`` and ``reconcile_connected`` say
+        which). Every environment reachable and none planning still is 503: that may
+        be the agent's own fault (a release that cannot plan), and the rollout stops."""
         if not self.many:
             return self.watch.not_ready()
         reasons = {env: w.not_ready() for env, w in self.watches.items()}
         starting = [str(env) for env, w in self.watches.items() if not w.tried]
         if starting:
             return f"starting: {', '.join(starting)} not tried yet"
-        if reasons and all(reason is not None for reason in reasons.values()):
+        if all(w.link.reachable is False for w in self.watches.values()):
+            return None  # the world's fault (also true of no environment at all)
+        if all(reason is not None for reason in reasons.values()):
             listed = "; ".join(f"{env}: {reason}" for env, reason in reasons.items())
             return f"no environment is ready: {listed}"
         return None

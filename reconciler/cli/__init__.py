@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from reconciler.errors import ExitStatus, ReconcileError
+from reconciler.errors import ExitStatus, ReconcileError, raised_at
 
 # command name -> (module, attribute, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -192,4 +192,13 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(ExitStatus.INTERRUPTED)
+    except Exception as err:  # no check foresaw it: said by its type and place, never text
+        if debug:
+            raise
+        click.echo(
+            f"error: unexpected {raised_at(err)}: a reply no NATS server sends, or a bug "
+            "(--debug shows the traceback)",
+            err=True,
+        )
+        sys.exit(ExitStatus.ERROR)
     sys.exit(code if isinstance(code, int) else ExitStatus.OK)

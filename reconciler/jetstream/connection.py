@@ -24,7 +24,7 @@ import nats
 from nats.aio.client import Client as NATS
 from nats.errors import AuthorizationError, NoServersError, SecureConnRequiredError
 
-from reconciler.errors import ConnectError
+from reconciler.errors import ConnectError, raised_at
 from reconciler.jetstream.contexts import NatsContext, load_context
 from reconciler.specs.server_url import split_scheme, userinfo
 
@@ -349,7 +349,20 @@ async def connect(
             if tls is not None and reason.endswith("connection lost"):
                 reason += " (does the server require a client certificate? --tls-cert/--tls-key)"
             reasons.append(reason)
+        except Exception as err:  # nats-py reading a greeting that no NATS server sends
+            reasons.append(unreadable_greeting(url, err))
     raise ConnectError("; ".join(reasons))
+
+
+def unreadable_greeting(url: str, err: Exception) -> str:
+    """The reason for an attempt that nats-py broke off on what the listener at ``url``
+    sent (an INFO that is a JSON list, a ``max_payload`` that is text, another protocol
+    altogether): said as the error's type and where, never its text, which may quote
+    what was sent. The next URL is still tried."""
+    return (
+        f"cannot connect to {redact_url(url)}: what it sent is no NATS server's greeting "
+        f"({raised_at(err)})"
+    )
 
 
 class _Client(NATS):
@@ -362,9 +375,48 @@ class _Client(NATS):
     sent (``tests/integration/test_new_user6.py``)."""
 
     async def _process_info(self, info: dict[str, Any], initial_connection: bool = False) -> None:
-        if initial_connection and "tls" in self.options:
-            info["tls_required"] = True  # the dict nats-py reads next to decide the upgrade
+        if initial_connection:
+            _check_greeting(info)
+            if "tls" in self.options:
+                info["tls_required"] = True  # the dict nats-py reads next to decide the upgrade
         await super()._process_info(info, initial_connection=initial_connection)
+
+
+#: The INFO fields nats-py (and the server facts) read from a server's greeting, and
+#: the JSON type each has in every NATS server's.
+_GREETING_TYPES: dict[str, type | tuple[type, ...]] = {
+    "server_id": str,
+    "server_name": str,
+    "version": str,
+    "max_payload": int,
+    "client_id": int,
+    "client_ip": str,
+    "nonce": str,
+    "headers": bool,
+    "auth_required": bool,
+    "tls_required": bool,
+    "jetstream": bool,
+    "cluster": str,
+    "domain": str,
+    "connect_urls": list,
+}
+
+
+def _check_greeting(info: dict[str, Any]) -> None:
+    """Refuse a greeting whose fields are not of the types a NATS server sends: nats-py
+    takes them as they come, and a ``max_payload`` that is text failed the first publish
+    with a ``TypeError`` (a traceback, or an agent stopped for every environment)."""
+    for name, kind in _GREETING_TYPES.items():
+        value = info.get(name)
+        if value is None:
+            continue
+        wrong = not isinstance(value, kind) or (kind is int and isinstance(value, bool))
+        if name == "max_payload" and not wrong:
+            wrong = value <= 0
+        if name == "connect_urls" and not wrong:
+            wrong = not all(isinstance(url, str) for url in value)
+        if wrong:
+            raise nats.errors.Error(f"nats: the server's INFO is not a NATS server's ({name})")
 
 
 async def _open(

@@ -226,6 +226,45 @@ async def _delete_consumer(url: str) -> None:
         await alice.api("CONSUMER.DELETE.ORDERS.worker")
 
 
+def test_a_shard_whose_every_server_is_down_stays_ready_and_one_reachable_failing_is_not(
+    server_factory: Any, tmp_path: Path, run: Any
+) -> None:
+    """A shard serving one environment (a StatefulSet's pod): its server killed, the
+    agent is still ready (/readyz 200: the world's fault; a rollout of the agents must
+    not stall on it), while /status and ``reconcile_connected`` say the environment is
+    down. Its server back and every plan failing (an invalid spec: maybe the agent's own
+    fault, and the rollout should stop) it is 503."""
+    servers = {"only": server_factory()}
+    sources = project_sources(
+        _project(tmp_path, servers), ConnectionOptions(timeout=1.0, connect_timeout=1.0)
+    )
+
+    async def scenario() -> None:
+        async with running_agent(sources, mode="heal", interval=0.5) as (agent, log):
+            await orders_healed_in(log, ["only"])
+            assert (await get(agent, "/readyz"))[0] == 200
+            only = agent.watches["only"]
+            server = servers["only"]
+            await asyncio.to_thread(server.kill)
+            await until(lambda: only.link.reachable is False, what="only unreachable")
+            assert (await get(agent, "/readyz"))[0] == 200
+            status = json.loads((await get(agent, "/status"))[1])
+            assert status["ready"] is True
+            assert status["environments"]["only"]["ready"] is False
+            assert status["environments"]["only"]["reachable"] is False
+            await asyncio.to_thread(server.start)
+            await until(lambda: only.last is not None and only.last.ok, what="planned again")
+            write(tmp_path / "specs", "kind: Stream\nname: [not a name]\n", "broken.yaml")
+            await until(
+                lambda: only.link.reachable and only.last is not None and not only.last.ok,
+                what="a plan failed on the reachable server (an invalid spec)",
+            )
+            code, body = await get(agent, "/readyz")
+            assert code == 503, body
+
+    run(scenario())
+
+
 def test_two_agents_on_one_environment_heal_each_change_once(
     clean_server: NatsServer, tmp_path: Path, run: Any
 ) -> None:
