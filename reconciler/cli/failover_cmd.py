@@ -20,6 +20,7 @@ from reconciler.cli.options import (
     required_project,
 )
 from reconciler.console.terminal import TerminalConsole
+from reconciler.errors import ExitStatus, ReconcileError
 
 if TYPE_CHECKING:
     from reconciler.execution.failover import FailoverPlan, FailoverResult
@@ -124,7 +125,20 @@ def failover(
         if fmt == "text":
             click.echo("\n".join(plan.lines()))
 
-    result = asyncio.run(fail_over(request, console, confirm=ask if asks else None, on_plan=show))
+    locked: list[bool] = []
+    try:
+        result = asyncio.run(
+            fail_over(
+                request,
+                console,
+                confirm=ask if asks else None,
+                on_plan=show,
+                on_locked=lambda: locked.append(True),
+            )
+        )
+    except KeyboardInterrupt:
+        console.notice(_interrupted(origin, standby, began=bool(locked)))
+        return ExitStatus.INTERRUPTED
     if check:
         if fmt == "json":
             pairs = [state.health.to_json() for state in result.plan.states]
@@ -134,8 +148,20 @@ def failover(
     return _report(result, fmt)
 
 
+def _interrupted(origin: str, standby: str, *, began: bool) -> str:
+    """What a Ctrl-C left: nothing before both apply locks were held (the question, the
+    wait for a lock); after, each pair in flight stopped where it was, an origin fenced
+    and not yet promoted given its subjects back (``PairSteps.run``)."""
+    if not began:
+        return "interrupted before the failover began: nothing was changed"
+    return (
+        "interrupted during the failover: a pair stopped between its fence and its promotion "
+        f"has {origin}'s subjects back, a promoted one stays promoted; see each pair with "
+        f"`reconcile failover --check --from {origin} --to {standby}`"
+    )
+
+
 def _report(result: FailoverResult, fmt: str) -> int:
-    from reconciler.errors import ReconcileError
     from reconciler.model.values import inert_json
 
     if fmt == "json":

@@ -265,11 +265,14 @@ async def fail_over(
     *,
     confirm: Callable[[FailoverPlan], Any] | None = None,
     on_plan: Callable[[FailoverPlan], None] | None = None,
+    on_locked: Callable[[], None] | None = None,
 ) -> FailoverResult:
     """Plan, ask (``confirm``) or refuse without approval like apply, then fail over;
     ``observer`` hears every remark (the servers, the locks, each pair's steps), as the
     other stages' listener does. The plan is a :class:`FailoverPlan` (pairs, not steps):
-    ``on_plan`` shows it and ``confirm`` asks about it.
+    ``on_plan`` shows it and ``confirm`` asks about it. ``on_locked`` is called once both
+    apply locks are held, before anything can change (until then, a stop changed
+    nothing).
 
     The result holds every remark too (:attr:`FailoverResult.remarks`), and each pair's
     problem says what its sides were left as, so a caller keeping the default observer
@@ -281,7 +284,7 @@ async def fail_over(
         remarks.append(message)
         observer.notice(message)
 
-    result = await _fail_over(request, say, confirm, on_plan)
+    result = await _fail_over(request, say, confirm, on_plan, on_locked)
     return replace(result, remarks=tuple(remarks))
 
 
@@ -290,6 +293,7 @@ async def _fail_over(
     say: Say,
     confirm: Callable[[FailoverPlan], Any] | None,
     on_plan: Callable[[FailoverPlan], None] | None,
+    on_locked: Callable[[], None] | None,
 ) -> FailoverResult:
     selected = _selected(request, say)
     async with (
@@ -338,6 +342,8 @@ async def _fail_over(
         else:
             check_approved(request.approved, server, request.standby.options, "fail over")
         async with _locks(request, origin, standby, say) as fences:
+            if on_locked is not None:
+                on_locked()
             # Read and judged again with both locks held, as apply plans again under its
             # lock: a policy, a lifecycle or a stream changed while the question waited
             # is seen before the first step.

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,13 @@ import nats
 import pytest
 from cli_runner import reconcile
 from servers import NatsServer, joined_domains, run
+from test_backup_faults import _start
 from test_dr_standby import applied, dr_project, last_seq, link, wait_for
 from test_lifecycle import _info, _publish, _request
+
+from reconciler.execution import lock
+from reconciler.execution.lock import Holder
+from reconciler.jetstream import ConnectionOptions, open_client
 
 #: After each step (and between a consumer's creation, paused, and its move to the ack floor)
 PHASES = ("fenced", "converged", "promoted", "consumer paused", "consumers")
@@ -385,3 +391,38 @@ def test_a_retry_whose_acknowledgement_was_lost_at_the_fence_is_stored_once(
     assert again.get("duplicate") is True and again["seq"] == 51, again
     assert stored(west).count("lost-ack") == 1
     assert last_seq(west) == 51
+
+
+def test_ctrl_c_while_a_failover_waits_for_a_lock_says_nothing_was_changed(
+    ready: tuple[NatsServer, NatsServer, Path],
+) -> None:
+    """Ctrl-C while `reconcile failover` waited for the standby's apply lock (held by
+    another run) exited saying only `aborted`: not whether a stream had been fenced.
+    Now it exits 130 saying nothing was changed, and nothing was: the origin takes
+    writes, the mirror is still a mirror, every message where it was."""
+    east, west, root = ready
+
+    async def locked() -> None:
+        async with open_client(ConnectionOptions(servers=west.url)) as client:
+            await lock.acquire(
+                client, Holder("someone", "elsewhere", os.getpid(), "run"), timeout=0
+            )
+
+    run(locked())
+    waiting = _start(
+        ["failover", "--from", "east", "--to", "west", "--yes", "--lock-timeout", "600"], root
+    )
+    with ThreadPoolExecutor(1) as reader:
+        for _ in range(40):  # the plan's lines, then the wait's
+            line = reader.submit(waiting.stderr.readline).result(timeout=60)  # type: ignore[union-attr]
+            if "for the apply lock" in line or not line:
+                break
+    assert "for the apply lock" in line, line
+    waiting.send_signal(signal.SIGINT)
+    _, err = waiting.communicate(timeout=60)  # a hang guard: the lock timeout is 600 s
+    assert waiting.returncode == 130, err
+    said = [line for line in err.splitlines() if line.strip()]
+    assert said[-1] == "interrupted before the failover began: nothing was changed", err
+    assert not is_fenced(east)
+    assert _info(west.url, "ORDERS")["config"].get("mirror") is not None
+    assert last_seq(east) == 50 and last_seq(west) == 50
