@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import signal
 import struct
-import subprocess
-import sys
 import termios
 import time
 from pathlib import Path
 
 import nats
-from cli_runner import reconcile
+from cli_runner import reconcile, started
 from servers import NatsServer, run
 
 from reconciler.specs.spec import MANAGED_KEY, MANAGED_VALUE, OWNER_KEY
@@ -60,15 +57,8 @@ def test_ctrl_c_while_the_plan_line_is_blocked_keeps_every_line_json(
     clean_server: NatsServer, tmp_path: Path
 ) -> None:
     specs = _specs(tmp_path / "specs")
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "RECONCILE_"))}
     args = ["apply", str(specs), "--server", clean_server.url, "-y", "--format", "json"]
-    child = subprocess.Popen(
-        [sys.executable, "-m", "reconciler", *args],
-        cwd=tmp_path,
-        env=environ | {"NO_COLOR": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    child = started(*args, cwd=tmp_path, text=False)
     assert child.stdout is not None
     deadline = time.monotonic() + 60
     while _queued(child.stdout.fileno()) < PIPE_BYTES:  # the plan line's write is blocked

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +20,8 @@ from agent_harness import (
     running_agent,
     until,
 )
-from cli_runner import reconcile
+from cli_runner import interrupted_at_the_lock, reconcile
 from servers import NatsServer, write
-from test_backup_faults import _start
 from test_saved_plans import state
 
 from reconciler.agent import flapping
@@ -139,15 +136,11 @@ def test_ctrl_c_while_a_restore_waits_for_the_lock_says_nothing_was_changed(
 
     run(emptied_and_locked())
     before = state(clean_server)
-    waiting = _start(
-        ["restore", str(out), "--server", url, "--yes", "--lock-timeout", "600"], tmp_path
+    done = interrupted_at_the_lock(
+        "restore", str(out), "--server", url, "--yes", "--lock-timeout", "600", cwd=tmp_path
     )
-    with ThreadPoolExecutor(1) as reader:
-        first = reader.submit(waiting.stderr.readline).result(timeout=60)  # type: ignore[union-attr]
-    assert "waiting up to 600s for the apply lock" in first, first
-    waiting.send_signal(signal.SIGINT)
-    _, err = waiting.communicate(timeout=60)  # a hang guard: the lock timeout is 600 s
-    assert waiting.returncode == 130, err
-    said = [line for line in err.splitlines() if line.strip()]
-    assert said[-1] == "interrupted before the restore plan was made: nothing was changed", err
+    assert done.returncode == 130, done.stderr
+    said = [line for line in done.stderr.splitlines() if line.strip()]
+    assert "waiting up to 600s for the apply lock" in done.stderr
+    assert said[-1] == "interrupted before the restore plan was made: nothing was changed", said
     assert state(clean_server) == before  # ORDERS not restored

@@ -16,15 +16,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
-from cli_runner import reconcile
+from cli_runner import interrupted_at_the_lock, reconcile
 from servers import NatsServer, joined_domains, run
-from test_backup_faults import _start
 from test_dr_standby import applied, dr_project, last_seq, link, wait_for
 from test_lifecycle import _info, _publish, _request
 
@@ -409,20 +407,12 @@ def test_ctrl_c_while_a_failover_waits_for_a_lock_says_nothing_was_changed(
             )
 
     run(locked())
-    waiting = _start(
-        ["failover", "--from", "east", "--to", "west", "--yes", "--lock-timeout", "600"], root
+    done = interrupted_at_the_lock(
+        "failover", "--from", "east", "--to", "west", "--yes", "--lock-timeout", "600", cwd=root
     )
-    with ThreadPoolExecutor(1) as reader:
-        for _ in range(40):  # the plan's lines, then the wait's
-            line = reader.submit(waiting.stderr.readline).result(timeout=60)  # type: ignore[union-attr]
-            if "for the apply lock" in line or not line:
-                break
-    assert "for the apply lock" in line, line
-    waiting.send_signal(signal.SIGINT)
-    _, err = waiting.communicate(timeout=60)  # a hang guard: the lock timeout is 600 s
-    assert waiting.returncode == 130, err
-    said = [line for line in err.splitlines() if line.strip()]
-    assert said[-1] == "interrupted before the failover began: nothing was changed", err
+    assert done.returncode == 130, done.stderr
+    said = [line for line in done.stderr.splitlines() if line.strip()]
+    assert said[-1] == "interrupted before the failover began: nothing was changed", said
     assert not is_fenced(east)
     assert _info(west.url, "ORDERS")["config"].get("mirror") is not None
     assert last_seq(east) == 50 and last_seq(west) == 50

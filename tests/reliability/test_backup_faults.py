@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import nats
 import pytest
 from backup_fixtures import everything
-from cli_runner import reconcile
+from cli_runner import reconcile, started
 from servers import NatsServer, options, run
 
 from reconciler.backup.take import Selection, take_backup
@@ -46,15 +45,7 @@ async def _big_streams(server: NatsServer, names: list[str], mib: int) -> None:
 
 
 def _start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "RECONCILE_"))}
-    return subprocess.Popen(
-        [sys.executable, "-m", "reconciler", *args],
-        cwd=cwd,
-        env=environ | {"NO_COLOR": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return started(*args, cwd=cwd)
 
 
 def _kill_when(process: subprocess.Popen[str], ready: Any, limit: float = 60.0) -> None:
