@@ -384,7 +384,7 @@ class _Client(NATS):
 
 #: The INFO fields nats-py (and the server facts) read from a server's greeting, and
 #: the JSON type each has in every NATS server's.
-_GREETING_TYPES: dict[str, type | tuple[type, ...]] = {
+_GREETING_TYPES: dict[str, type] = {
     "server_id": str,
     "server_name": str,
     "version": str,
