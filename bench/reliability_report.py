@@ -97,6 +97,7 @@ SUITE = (
     "tests/integration/test_agent_envs_attacks6.py",
     "tests/integration/test_agent_flapping.py",
     "tests/integration/test_attacks7.py",
+    "tests/integration/test_greeting_attacks.py",
 )
 
 
@@ -250,8 +251,12 @@ GUARANTEES = (
         "through every error path of plan, apply, drift, export, snapshot and lock, in every "
         "URL form nats-py accepts (no scheme, token, second URL of a list, bad port, "
         "ws://, unparseable), never show and never end in a traceback; nor a password typed "
-        "with a `/` in a URL, nor a creds variable holding the file's text instead of its path.",
+        "with a `/` in a URL, nor a creds variable holding the file's text instead of its path; "
+        "nor what a listener that is no NATS server sends, nor a forged reply of a shape no "
+        "check foresaw (said by its type and place; `--debug` keeps the traceback).",
         (
+            "test_greeting_attacks.py::test_plan_against",
+            "test_greeting_attacks.py::test_a_forged_reply",
             "test_new_user6.py::test_a_password_typed_with_a_slash",
             "test_new_user6.py::test_a_project_file_url_with_a_slashed_password",
             "test_agent_envs_attacks6.py::test_a_credentials_variable_holding_the_secret",
@@ -806,11 +811,15 @@ GUARANTEES = (
         "acknowledged message is on the promoted side exactly once, and a failover killed "
         "at any step is finished by a re-run. A server that stops answering is said "
         "unreachable while the others heal; one without JetStream is retried with a growing "
-        "backoff; a dripping monitoring endpoint or a broken seed fails its environment only.",
+        "backoff; a dripping monitoring endpoint, a broken seed, a listener whose greeting is "
+        "no NATS server's or an error no check foresaw fails its environment only, and a "
+        "shard whose every server is down stays ready (no rollout stalls on it).",
         (
             "test_agent_envs.py::",
             "test_agent_envs_attacks.py::",
             "test_agent_envs_attacks6.py::",
+            "test_greeting_attacks.py::test_one_environment",
+            "test_greeting_attacks.py::test_a_failure_no_check",
             "test_dr_failover.py::",
         ),
     ),
