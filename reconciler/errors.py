@@ -64,6 +64,15 @@ def raised_at(err: BaseException) -> str:
     return f"{type(err).__name__}{where}"
 
 
+def unforeseen(err: BaseException) -> str:
+    """An error no check foresaw, as every door says it (:func:`raised_at`, never its
+    text): a reply no NATS server sends, or a bug."""
+    return (
+        f"unexpected {raised_at(err)}: a reply no NATS server sends (on an account without "
+        "JetStream any client may answer its API), or a bug"
+    )
+
+
 class ExitStatus(IntEnum):
     """The one exit status type of every front door (the CLI, the Action, the agent's
     ``--once``, drift and the fleet job): an ``int``, so ``sys.exit`` takes it."""

@@ -54,7 +54,7 @@ from reconciler.errors import (
     ExitStatus,
     ReconcileError,
     changes_status,
-    raised_at,
+    unforeseen,
 )
 from reconciler.execution.apply import StepEvent, describe
 from reconciler.execution.pair_reads import pairs_health
@@ -92,15 +92,6 @@ class WatchSettings:
     #: An advisory's re-plan reads and plans only the streams advisories named (False:
     #: a full re-plan each time; the bench compares both).
     targeted: bool = True
-
-
-def unexpected(err: Exception) -> str:
-    """An error no check foresaw, as a cycle's error: its type and where it was raised,
-    never its text (it may quote a reply, a value or a secret)."""
-    return (
-        f"unexpected {raised_at(err)}: a server reply this agent cannot read "
-        "(another client of the account may answer JetStream requests), or a bug"
-    )
 
 
 class _Stopped(Exception):
@@ -274,7 +265,7 @@ class Watch:
             except ReconcileError as err:
                 self._failed(err)
             except Exception as err:  # what no server sends, or a bug: this environment's
-                self._failed(ReconcileError(unexpected(err)))  # failure, never the others'
+                self._failed(ReconcileError(unforeseen(err)))  # failure, never the others'
             finally:
                 self._disconnected()
             if not self.stop.is_set():
@@ -448,7 +439,7 @@ class Watch:
             error = str(err)
             self.error_code = err.exit_code
         except Exception as err:  # a reply no server sends (forged by a client), or a bug
-            error = unexpected(err)  # this environment's failed cycle, never the others'
+            error = unforeseen(err)  # this environment's failed cycle, never the others'
             self.error_code = ExitStatus.ERROR
         finally:
             self.collector.after_cycle(full=scoped is None)

@@ -23,7 +23,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from reconciler.agent.cycles import POLICY_DENIED, Cycle, Watch, WatchSettings, unexpected
+from reconciler.agent.cycles import POLICY_DENIED, Cycle, Watch, WatchSettings
 from reconciler.agent.endpoints import Endpoints, StatusBody
 from reconciler.agent.logs import Log
 from reconciler.agent.memory import Collector
@@ -31,7 +31,7 @@ from reconciler.agent.metrics import Metrics
 from reconciler.agent.seats import Seats
 from reconciler.agent.shards import Shard
 from reconciler.agent.source import Source
-from reconciler.errors import ExitStatus, ReconcileError
+from reconciler.errors import ExitStatus, ReconcileError, unforeseen
 
 __all__ = ["POLICY_DENIED", "Agent", "WatchSettings", "worst"]
 
@@ -139,7 +139,7 @@ class Agent:
             except ReconcileError as err:
                 said = err
             except Exception as err:  # what no server sends, or a bug: its own failure
-                said = ReconcileError(unexpected(err))
+                said = ReconcileError(unforeseen(err))
             watch.link.failed(said)
             watch.log.event("error", str(said))
             return 1

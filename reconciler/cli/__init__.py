@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from reconciler.errors import ExitStatus, ReconcileError, raised_at
+from reconciler.errors import ExitStatus, ReconcileError, unforeseen
 
 # command name -> (module, attribute, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -195,10 +195,6 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as err:  # no check foresaw it: said by its type and place, never text
         if debug:
             raise
-        click.echo(
-            f"error: unexpected {raised_at(err)}: a reply no NATS server sends, or a bug "
-            "(--debug shows the traceback)",
-            err=True,
-        )
+        click.echo(f"error: {unforeseen(err)} (--debug shows the traceback)", err=True)
         sys.exit(ExitStatus.ERROR)
     sys.exit(code if isinstance(code, int) else ExitStatus.OK)

@@ -41,7 +41,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from reconciler.errors import ReconcileError, RefusedPlan, raised_at
+from reconciler.errors import ReconcileError, RefusedPlan, unforeseen
 from reconciler.execution import lock
 from reconciler.execution.failover_rules import judged
 from reconciler.execution.failover_steps import PairSteps
@@ -435,8 +435,8 @@ def _unforeseen(err: Exception, request: FailoverRequest) -> str:
     and the fence record, which a rerun reads to resume (or a rollback to undo)."""
     origin, standby = request.origin.env, request.standby.env
     return (
-        f"stopped by an unexpected {raised_at(err)} (a server reply this tool cannot read, "
-        f"or a bug); the pair is left as that step found it: `reconcile failover --from "
+        f"stopped by an {unforeseen(err)}; the pair is left as that step found it: "
+        f"`reconcile failover --from "
         f"{origin} --to {standby} --check` shows where it stands; run the failover again "
         "to finish it, or with --rollback to undo it"
     )
