@@ -264,14 +264,15 @@ async def try_acquire(
     compare-and-set at its revision (of two runs taking it over, one wins).
     """
     ours = Lease(holder, now, now + settings.lease_seconds)
+    made = False
     try:
         current = await read_lease(store, bucket=settings.bucket, key=settings.key, missing=True)
     except NotFound:
         await prepare(store, settings)
-        current = None
+        current, made = None, True
     try:
         if current is None:
-            revision = await store.kv_create(settings.bucket, settings.key, ours.to_bytes())
+            revision = await _first_lease(store, settings, ours.to_bytes(), made=made)
         elif current.expired(now) or crashed_here(current):
             revision = await store.kv_update(
                 settings.bucket, settings.key, ours.to_bytes(), current.revision
@@ -285,6 +286,22 @@ async def try_acquire(
             raise
         return None, await read_lease(store, bucket=settings.bucket, key=settings.key)
     return replace(ours, revision=revision), None
+
+
+async def _first_lease(
+    store: LockStore, settings: LockSettings, value: bytes, *, made: bool, tries: int = 3
+) -> int:
+    """The lease written where none is. A bucket ``made`` just now (three replicas on a
+    loaded cluster) may change its leader right after its first read was answered: the
+    write then finds no responder (``ConnectError``) and is sent again once a read is
+    answered, at most ``tries`` times (a run's first apply failed, saying JetStream was
+    not enabled)."""
+    for _ in range(tries - 1 if made else 0):
+        try:
+            return await store.kv_create(settings.bucket, settings.key, value)
+        except ConnectError:
+            await _until_writable(store, settings)
+    return await store.kv_create(settings.bucket, settings.key, value)
 
 
 async def prepare(store: LockStore, settings: LockSettings) -> None:

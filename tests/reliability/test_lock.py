@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.errors import LockError, ReconcileError
+from reconciler.errors import ConnectError, LockError, ReconcileError
 from reconciler.execution import lock
 from reconciler.execution.lock import Holder, LockSettings
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
@@ -72,6 +72,41 @@ def test_first_acquire_creates_the_bucket_and_records_the_holder(clean_server) -
     assert stored is not None
     assert stored.holder == lease.holder
     assert stored.expires_at == t.now + 30
+
+
+class _LeaderMoved:
+    """The client, but the first write of a lease finds no responder, as when the new
+    bucket's stream changed leader just after its first read was answered (seen on a
+    loaded three-node cluster: the first apply failed)."""
+
+    def __init__(self, client: JetStreamClient) -> None:
+        self.client, self.refused = client, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    async def kv_create(self, bucket: str, key: str, value: bytes) -> int:
+        if not self.refused:
+            self.refused += 1
+            raise ConnectError(f"no JetStream answers on $KV.{bucket}.{key}")
+        return await self.client.kv_create(bucket, key, value)
+
+
+def test_a_first_lease_write_nobody_answered_in_a_new_bucket_is_sent_again(
+    clean_server,
+) -> None:
+    settings, t = _settings(), FakeTime()
+
+    async def body(client: JetStreamClient) -> Any:
+        moved = _LeaderMoved(client)
+        lease = await lock.acquire(
+            moved, _holder("alice"), timeout=0, clock=t.clock, settings=settings
+        )
+        return moved.refused, lease, await lock.read_lease(client, bucket=settings.bucket)
+
+    refused, lease, stored = _go(clean_server.url, body)
+    assert refused == 1
+    assert stored is not None and stored.holder == lease.holder
 
 
 def test_second_acquire_fails_naming_holder_host_and_since(clean_server) -> None:
