@@ -17,7 +17,7 @@ from pulumi_provider.operations import Live, with_stream
 from reconciler.model.state import LiveState, ServerInfo
 from reconciler.model.values import bucket_field_name
 from reconciler.planning.plan import build_plan
-from reconciler.planning.steps import Replace, Unchanged
+from reconciler.planning.steps import Observed, Replace, Unchanged
 from reconciler.specs.spec import Spec
 
 
@@ -61,10 +61,10 @@ def config_change(
     plan = build_plan(with_stream(spec), recorded_state(spec, live), migrate=migrate)
     entry = next(
         e
-        for e in (*plan.changes, *plan.unchanged)
+        for e in (*plan.changes, *plan.unchanged, *plan.observed)
         if (e.kind, e.stream, e.name) == (spec.kind, spec.stream, spec.name)
     )
-    if isinstance(entry, Unchanged):
+    if isinstance(entry, Unchanged | Observed):  # observed: never written, nothing to do
         return [], False
     if not isinstance(entry, Replace):
         return [], True
@@ -109,7 +109,11 @@ CONTROL_FLAGS = ("allow_destroy", "migrate")
 
 
 def _control_changed(olds: Mapping[str, Any], news: Mapping[str, Any]) -> bool:
+    """Whether an input that steers the provider changed: an update, so the outputs
+    (what Pulumi's delete gets) record it. ``lifecycle`` is one: a delete is governed
+    by the lifecycle recorded (``mode: observe`` changes no config, so no plan shows it)."""
     flags = any(bool(_value(olds, f)) != bool(_value(news, f)) for f in CONTROL_FLAGS)
+    flags = flags or _value(olds, "lifecycle") != _value(news, "lifecycle")
     old_conn = public_connection(_value(olds, "connection"))
     new_conn = public_connection(_value(news, "connection"))
     return flags or old_conn != new_conn

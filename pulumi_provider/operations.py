@@ -157,6 +157,7 @@ async def destroy(
     observer: Observer = QUIET,
     policies: Sequence[str] = (),
     lock_timeout: float | None = stages.LOCK_TIMEOUT,
+    declared: Spec | None = None,
 ) -> None:
     """Delete the resource through the pipeline's stages, under the server's apply lock
     (as :func:`converge`): the planner's delete step
@@ -167,10 +168,18 @@ async def destroy(
     sets ``allow_destroy``. Any other consumer, or an empty stream, loses no message.
 
     A resource already gone is not an error: the goal state is reached.
+
+    ``declared``: the spec the resource was last declared with (its recorded inputs),
+    whose ``lifecycle`` governs the delete as apply's planner applies it: with
+    ``prevent_destroy`` the delete is refused (whatever the server's record says), in
+    ``mode: observe`` the server's resource is left as it is (Pulumi forgets it).
     """
     async with stages.locked(client, timeout=lock_timeout, on_notice=observer.notice) as held:
         state = await read_around(client, target, observer)
-        plan = await stages.plan_removal(client, target, state, request_for(policies=policies))
+        request = request_for(policies=policies)
+        plan = await stages.plan_removal(client, target, state, request, declared=declared)
+        for note in plan.observed:
+            observer.notice(f"{note.ref.label}: {note.reasons[0]}")
         keeps = any(loss.messages for step in plan.changes for loss in step.losses)
         allowances = stages.Allowances(
             allow_replace=allow_destroy or not keeps, allow_with=ALLOW_WITH

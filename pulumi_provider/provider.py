@@ -147,6 +147,7 @@ class JetStreamProvider(ResourceProvider):
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         target = target_of(id_, props)
         allow = bool(plain(props.get("allow_destroy", False)))
+        declared = to_spec(props) if plain(props.get("lifecycle")) else None  # its lifecycle
         self._run(
             props,
             lambda client: operations.destroy(
@@ -156,6 +157,7 @@ class JetStreamProvider(ResourceProvider):
                 observer=PULUMI,
                 policies=self._policies,
                 lock_timeout=self._lock_wait(),
+                declared=declared,
             ),
             changes=True,
         )

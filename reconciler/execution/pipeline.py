@@ -374,11 +374,18 @@ async def judged(
 
 
 async def plan_removal(
-    client: JetStreamClient, target: ResourceRef, live: LiveState, request: PlanRequest
+    client: JetStreamClient,
+    target: ResourceRef,
+    live: LiveState,
+    request: PlanRequest,
+    *,
+    declared: Spec | None = None,
 ) -> Plan:
     """The plan that deletes ``target`` (Pulumi's destroy): the planner's delete step,
-    its interest losses counted, the policy rules evaluated. Empty when it is gone."""
-    the_plan = removal(target, live, request.lifecycle, request.owner)
+    its interest losses counted, the policy rules evaluated. Empty when it is gone.
+    ``declared``: the spec it was last declared with, whose lifecycle governs the delete
+    (``planning.plan.removal``)."""
+    the_plan = removal(target, live, request.lifecycle, request.owner, declared=declared)
     the_plan = await with_interest_counts(client, the_plan, live)
     policy = load_policy(request.policies)
     if policy:

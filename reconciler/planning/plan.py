@@ -91,6 +91,7 @@ from reconciler.planning.steps import (
     Delete,
     Foreign,
     Migrate,
+    Observed,
     Orphan,
     Plan,
     PlanEntry,
@@ -759,7 +760,12 @@ def build_plan(
 
 
 def removal(
-    ref: ResourceRef, live: LiveState, lifecycle: Lifecycle = MANAGE, owner: str = DEFAULT_OWNER
+    ref: ResourceRef,
+    live: LiveState,
+    lifecycle: Lifecycle = MANAGE,
+    owner: str = DEFAULT_OWNER,
+    *,
+    declared: Spec | None = None,
 ) -> Plan:
     """The plan that deletes the one live resource ``ref`` (Pulumi's destroy; empty when
     the server does not hold it): the step ``--prune`` plans for it, with the same loss
@@ -769,13 +775,23 @@ def removal(
     the one this project made: no step, and a check refusing it (``--prune`` never
     deletes another owner's resource either). Nor is one without the managed-by marker
     (made again outside this tool since): ``--prune`` leaves it alone as unmanaged, and
-    so does a removal, by the same rule (:func:`_undeclared`)."""
+    so does a removal, by the same rule (:func:`_undeclared`). ``declared``: the spec the
+    resource was last declared with (Pulumi's recorded inputs), whose ``lifecycle``
+    governs its delete as it governs every step planned for it: ``prevent_destroy``
+    prevents it (a protection record removed from the server by hand or not),
+    ``mode: observe`` leaves the resource as it is (no step; an ``Observed`` note)."""
     group = next((g for g in group_streams((), live) if g.name == ref.stream_name), None)
     raw = None
     if group is not None and group.live is not None:
         raw = group.live_consumers.get(ref.name) if ref.is_child else group.live
     if group is None or raw is None:
         return Plan(server=live.server, owner=owner)
+    own = lifecycle if declared is None else declared.lifecycle.merged(lifecycle)
+    if own.observe:  # never written, as an observed environment is never pruned
+        why = f"lifecycle mode observe ({own.observed_at}): never written; left on the server"
+        source = None if declared is None else declared.source
+        note = Observed(ref=ref, source=source, reasons=(why,))
+        return Plan(server=live.server, owner=owner, observed=(note,))
     found = _undeclared(ref, raw, live.server, group, prune=True, owner=owner)
     if isinstance(found, Foreign | Unmanaged):
         whose = (
@@ -788,5 +804,5 @@ def removal(
         refused = Check(RefusalKind.INVALID, (Problem(None, "", message),))
         return Plan(server=live.server, owner=owner, checks=(refused,))
     assert isinstance(found, Delete)  # prune=True: this owner's resource is deleted
-    step: Step = prevented(found, protection(found, None, group, lifecycle))
+    step: Step = prevented(found, protection(found, declared, group, lifecycle))
     return Plan(server=live.server, changes=(step,), owner=owner)

@@ -1,0 +1,91 @@
+"""The front doors other than the agent, attacked as an attacker and a careless user
+would (the Pulumi provider, saved plans, the Action, drift and export), against real
+nats-server processes, messages counted with a raw client before and after."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pulumi.runtime.proto import provider_pb2
+from pulumi_host import ProviderHost
+from servers import NatsServer, run
+from test_lifecycle import _edit, _info, _messages, _publish
+
+from pulumi_provider import JetStreamProvider
+from reconciler.errors import RefusedPlan
+from reconciler.specs.lifecycle import PROTECT_KEY
+
+pytestmark = pytest.mark.integration
+
+DIFF_NONE = provider_pb2.DiffResponse.DIFF_NONE
+DIFF_SOME = provider_pb2.DiffResponse.DIFF_SOME
+
+
+@pytest.fixture(scope="module")
+def host(nats_server: NatsServer) -> Iterator[ProviderHost]:
+    """The real ``python -m pulumi.dynamic`` host, on the session server."""
+    provider_host = ProviderHost()
+    provider_host.configure({"jetstream:servers": nats_server.url})
+    yield provider_host
+    provider_host.close()
+
+
+def _orders(**fields: Any) -> dict[str, Any]:
+    return {"kind": "Stream", "name": "ORDERS", "subjects": ["orders.>"], **fields}
+
+
+# --- Pulumi: the lifecycle a resource declared governs its delete ------------------------
+
+
+def test_a_pulumi_delete_of_a_protected_stream_is_refused_when_its_record_was_removed(
+    clean_server: NatsServer,
+) -> None:
+    """``prevent_destroy`` in the resource's inputs protects it, not only the record its
+    create wrote on the server: someone removing that record by hand (it is data anyone
+    can write) does not unprotect what the program declares protected."""
+    provider = JetStreamProvider(connection={"servers": clean_server.url})
+    news = provider.check({}, _orders(lifecycle={"prevent_destroy": True})).inputs
+    created = provider.create(news)
+    run(_publish(clean_server.url, "orders.new", 5))
+    metadata = dict(_info(clean_server.url, "ORDERS")["config"]["metadata"])
+    del metadata[PROTECT_KEY]
+    _edit(clean_server.url, "ORDERS", metadata=metadata)  # the record removed by hand
+    with pytest.raises(RefusedPlan, match="prevent_destroy"):
+        provider.delete(created.id, {**created.outs, "allow_destroy": True})
+    assert _messages(clean_server.url) == 5
+
+
+def test_a_pulumi_delete_of_an_observed_stream_leaves_it_on_the_server(
+    host: ProviderHost, clean_server: NatsServer
+) -> None:
+    """A resource declared ``mode: observe`` is never written, so removing it from the
+    program (or ``pulumi destroy``) forgets it and leaves the server's stream and its
+    messages, even with ``allow_destroy``. Declaring the mode is itself a change the
+    preview shows (an update), so the outputs the delete gets record it."""
+    id_, _, outputs = host.apply(_orders())
+    run(_publish(clean_server.url, "orders.new", 7))
+    observing, _ = host.check(_orders(lifecycle={"mode": "observe"}))
+    assert host.diff(id_, outputs, observing).changes == DIFF_SOME
+    outputs = host.update(id_, outputs, {**observing, "allow_destroy": True})
+    host.delete(id_, outputs)
+    assert _messages(clean_server.url) == 7
+
+
+def test_a_pulumi_preview_of_an_observed_stream_that_differs_is_no_change(
+    host: ProviderHost, clean_server: NatsServer
+) -> None:
+    """The preview of an observed resource whose declared config differs from the live
+    one (an immutable field included) is no change and no replace, never a traceback:
+    nothing is ever written to it."""
+    observed = _orders(lifecycle={"mode": "observe"})
+    id_, _, outputs = host.apply(_orders())
+    outputs = host.update(id_, outputs, host.check(observed)[0])
+    run(_publish(clean_server.url, "orders.new", 3))
+    for change in ({"storage": "memory"}, {"max_age": "1h"}):
+        news, failures = host.check({**observed, **change})
+        assert failures == []
+        answer = host.diff(id_, outputs, news)
+        assert (answer.changes, list(answer.replaces)) == (DIFF_NONE, [])
+    assert _messages(clean_server.url) == 3
