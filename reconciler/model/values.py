@@ -24,14 +24,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.identity import BUCKET_KINDS
-from reconciler.specs.fields import UNIT_FIELDS, Unit
+from reconciler.specs.fields import UNIT_FIELDS, Unit, is_secret
 from reconciler.specs.units import format_duration, format_like, readable_size
 
 REDACTED = "<redacted>"
 ABSENT = "(absent)"
 UNLIMITED = "unlimited"
 MAX_WIDTH = 120
-_SECRET_NAME = re.compile(r"pass(word)?|secret|token|seed|creds?|jwt|nkey|private", re.I)
 
 #: Stream fields of a bucket as the bucket's spec (and Pulumi inputs) name them.
 BUCKET_FIELD_NAMES: Mapping[str, str] = {
@@ -98,12 +97,6 @@ def _escaped(char: str) -> str:
         return char
     code = ord(char)
     return _SHORT.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-
-
-def is_secret(path: str) -> bool:
-    """Whether the last part of a dotted field path names a secret."""
-    last = path.rpartition(".")[2]
-    return bool(last) and bool(_SECRET_NAME.search(last))
 
 
 def redact(value: Any, *, path: str = "") -> Any:

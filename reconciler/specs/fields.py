@@ -1,4 +1,5 @@
-"""Which fields of each kind hold durations and sizes, and how to reach them.
+"""Which fields of each kind hold durations and sizes, and how to reach them; which
+field names hold secrets (:func:`is_secret`).
 
 Paths are dotted; ``*`` stands for every item of a list (``backoff.*``). The tables cover
 every duration and size field a 2.12+ server (or the client libraries, for buckets)
@@ -8,10 +9,36 @@ the integers back into human units.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any, Literal
 
 Unit = Literal["duration", "size"]
+
+#: A field (or metadata key) whose name says it holds a secret: its value is never shown.
+_SECRET_NAME = re.compile(r"pass(word)?|secret|token|seed|creds?|jwt|nkey|private", re.I)
+
+
+def is_secret(path: str) -> bool:
+    """Whether the last part of a dotted field path names a secret."""
+    last = path.rpartition(".")[2]
+    return bool(last) and bool(_SECRET_NAME.search(last))
+
+
+#: Why a value (or a line holding one) is not quoted in an error.
+MAY_BE_SECRET = "it may hold a secret"
+
+
+#: A URL carrying a user and password or a token (``nats://alice:s3cret@host``).
+_URL_CREDENTIALS = re.compile(r"://[^\s/@]+@")
+
+
+def mentions_secret(text: str) -> bool:
+    """Whether a text (a file's) names a secret anywhere (``password:``, ``secret: true``,
+    a URL with credentials): none of its lines is quoted in an error, whose value could
+    be the secret."""
+    return bool(_SECRET_NAME.search(text) or _URL_CREDENTIALS.search(text))
+
 
 INT64_MAX = 2**63 - 1
 INT32_MAX = 2**31 - 1

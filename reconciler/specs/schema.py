@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from reconciler.errors import Problem, brief
 from reconciler.specs.document import Document
+from reconciler.specs.fields import MAY_BE_SECRET, is_secret
 from reconciler.specs.spec import KINDS
 from reconciler.specs.units import DURATION_EXAMPLES, SIZE_EXAMPLES
 
@@ -216,7 +217,20 @@ def _problems_of(error: ValidationError, document: Document, kind: str) -> Itera
                 hint = f" (did you mean {FIELD_ALIASES[key]!r}?)"
             yield Problem(document.where(field_path), field_path, f"unknown field{hint}")
         return
+    if any(is_secret(str(part)) for part in error.absolute_path):
+        yield Problem(document.where(path), path, _unquoted(error))
+        return
     yield Problem(document.where(path), path, _message(error, kind))
+
+
+def _unquoted(error: ValidationError) -> str:
+    """What is wrong with a value stored under a secret-looking name (``metadata.password``),
+    said without the value, as plans and reports redact it."""
+    unshown = f"the value is not shown: {MAY_BE_SECRET}"
+    if error.validator == "type":
+        expected = _type_name(error.validator_value)
+        return f"expected {expected}, got {_json_type(error.instance)} ({unshown})"
+    return f"invalid ({unshown})"
 
 
 def _message(error: ValidationError, kind: str) -> str:

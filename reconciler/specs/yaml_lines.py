@@ -17,6 +17,7 @@ import yaml
 from reconciler.errors import Problem, brief
 from reconciler.locations import Lines, Location
 from reconciler.specs.document import MAX_DEPTH, MAX_DOCUMENTS, Abort, Document
+from reconciler.specs.fields import MAY_BE_SECRET, mentions_secret
 from reconciler.specs.yaml_block import block_documents
 from reconciler.specs.yaml_plain import MAX_NODES, SCALARS, YamlLoader, plain_documents
 from reconciler.specs.yaml_plain import implicit_tag as _implicit_tag
@@ -196,9 +197,12 @@ def _yaml_problem(err: yaml.YAMLError, text: str, name: str) -> Problem:
     if mark is None:
         line = text[: getattr(err, "position", 0)].count("\n") + 1
         return Problem(Location(name, line), "", f"invalid YAML: {detail}")
+    column = mark.column + 1
+    if mentions_secret(text):  # a quoted line could show a secret value: never quoted
+        said = f"invalid YAML (column {column}): {detail} (the line is not shown: {MAY_BE_SECRET})"
+        return Problem(Location(name, mark.line + 1), "", said)
     lines = _YAML_LINE_BREAK.split(text)  # the breaks YAML counts lines by
     source = lines[mark.line] if 0 <= mark.line < len(lines) else ""
-    column = mark.column + 1
     quoted = source[:MAX_QUOTED].replace("\t", " ")
     caret = " " * min(mark.column, MAX_QUOTED) + "^"
     message = f"invalid YAML (column {column}): {detail}\n    {quoted}\n    {caret}"

@@ -4,14 +4,18 @@ nats-server processes, messages counted with a raw client before and after."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pulumi.runtime.proto import provider_pb2
 from pulumi_host import ProviderHost
 from servers import NatsServer, run
+from test_action import GitHubStandIn, Workspace, github  # noqa: F401 (a fixture)
 from test_lifecycle import _edit, _info, _messages, _publish
+from test_provider_host import api
 
 from pulumi_provider import JetStreamProvider
 from reconciler.errors import RefusedPlan
@@ -89,3 +93,68 @@ def test_a_pulumi_preview_of_an_observed_stream_that_differs_is_no_change(
         answer = host.diff(id_, outputs, news)
         assert (answer.changes, list(answer.replaces)) == (DIFF_NONE, [])
     assert _messages(clean_server.url) == 3
+
+
+# --- secrets in invalid specs: never quoted in an error -----------------------------------
+
+#: A secret as a careless user writes one: in a stream's metadata under a secret-looking
+#: key (the wrong type), and as a secret KeyValue entry's value holding ": " (invalid
+#: plain YAML, so the file is not even parsed).
+SECRET = "Hunter2-x9Kq7"
+SECRET_NUMBER = 8675309120417
+METADATA = f"""\
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+metadata:
+  db_password: {SECRET_NUMBER}
+  api_token: ["{SECRET}-list"]
+"""
+ENTRY = f"""\
+kind: KeyValueEntry
+bucket: config
+key: db
+secret: true
+value: {SECRET}: and more
+"""
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, github: GitHubStandIn) -> Workspace:  # noqa: F811 (a fixture)
+    return Workspace(tmp_path / "ws", github)
+
+
+def _forms(*secrets: str) -> list[str]:
+    """Each secret as text and in the forms a report could turn it into."""
+    found = []
+    for secret in secrets:
+        found += [secret, base64.b64encode(secret.encode()).decode()]
+    return found
+
+
+def test_an_invalid_spec_never_quotes_a_secret_in_the_actions_log_summary_or_annotations(
+    clean_server: NatsServer, workspace: Workspace
+) -> None:
+    """Plans and reports redact a value under a secret-looking name and a secret entry's
+    value; the errors of an invalid spec did not: the schema error quoted the value
+    (``got integer 8675309120417``) and a YAML error quoted the line holding it. Both
+    now say where and what is wrong without it, in every output of the step."""
+    workspace.spec.write_text(METADATA, encoding="utf-8")
+    (workspace.spec.parent / "entry.yaml").write_text(ENTRY, encoding="utf-8")
+    result = workspace.step(clean_server, mode="plan")
+    assert result.code == 1
+    said = "\n".join([result.stdout, result.stderr, result.summary, *result.outputs.values()])
+    assert "specs/orders.yaml:5" in said and "specs/entry.yaml:5" in said
+    for form in _forms(SECRET, str(SECRET_NUMBER)):
+        assert form not in said
+    assert not api(clean_server, "STREAM.NAMES").get("streams")  # nothing was changed
+
+
+def test_a_pulumi_check_never_quotes_a_secret_metadata_value(host: ProviderHost) -> None:
+    """The check failures ``pulumi preview`` prints come from the same validation."""
+    inputs = _orders(metadata={"db_password": SECRET_NUMBER, "api_token": [SECRET]})
+    _, failures = host.check(inputs)
+    assert {f.property for f in failures} == {"metadata.db_password", "metadata.api_token"}
+    said = " ".join(f.reason for f in failures)
+    for form in _forms(SECRET, str(SECRET_NUMBER)):
+        assert form not in said
