@@ -176,9 +176,11 @@ class Runner:
         self, message: str, *, file: str | None = None, line: int | None = None, title: str = ""
     ) -> None:
         """An error annotation, attached to ``file``/``line`` when known; the message's
-        names, values and file names escaped (``printable``)."""
+        names, values and file names escaped (``printable``), and ``file`` too (a name
+        from the repository or a saved plan: an ESC, or the runner's ``##[``, stays inert)."""
         text = printable(as_inputs(message))
-        self.command("error", text, file=file, line=line, title=title or None)
+        where = printable(file) if file else None
+        self.command("error", text, file=where, line=line, title=title or None)
 
     def warning(self, message: str, *, title: str = "") -> None:
         self.command("warning", printable(as_inputs(message)), title=title or None)

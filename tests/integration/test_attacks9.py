@@ -16,6 +16,7 @@ from servers import NatsServer, run
 from test_action import GitHubStandIn, Workspace, github  # noqa: F401 (a fixture)
 from test_lifecycle import _edit, _info, _messages, _publish
 from test_provider_host import api
+from test_saved_plans import action_step, plan_out, refit, repo, state
 
 from pulumi_provider import JetStreamProvider
 from reconciler.errors import RefusedPlan
@@ -158,3 +159,28 @@ def test_a_pulumi_check_never_quotes_a_secret_metadata_value(host: ProviderHost)
     said = " ".join(f.reason for f in failures)
     for form in _forms(SECRET, str(SECRET_NUMBER)):
         assert form not in said
+
+
+# --- the Action: a saved plan is data; its strings never become workflow commands ---------
+
+#: What a forged saved plan can carry: a line break and a command, an OSC title, a bidi
+#: override, the runner's older command form found anywhere in a line, a mention, HTML.
+HOSTILE = "x\n::error::pwned\x1b]0;title\x07\u202e##[error]forged @team <b>z</b>"
+
+
+def test_a_forged_saved_plans_file_names_never_reach_the_actions_log_raw(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A saved plan downloaded from a pull request's run is anyone's: a policy file name
+    in it became the ``file=`` of an ``::error`` annotation unescaped (ESC, U+202E and
+    ``##[error]`` raw in the log line). The apply is refused, nothing changes, and every
+    log line is inert."""
+    root = repo(tmp_path)
+    plan = plan_out(root, clean_server)
+    refit(plan, lambda d: d["request"].update(policies=[HOSTILE]))
+    code, log, _ = action_step(root, clean_server, mode="apply", **{"plan-file": str(plan)})
+    assert code == 1
+    for line in log.splitlines():
+        assert "\x1b" not in line and "\u202e" not in line and "##[" not in line, line
+        assert not line.startswith("::error::pwned"), line
+    assert state(clean_server) == {}
