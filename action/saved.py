@@ -14,7 +14,7 @@ from action.console import (
 )
 from action.inputs import Inputs, Outcome
 from action.jobs import ignore_rules, plan_request
-from action.runner import InputError, Runner
+from action.runner import Runner
 from reconciler.console.markdown import MarkdownConsole
 
 if TYPE_CHECKING:
@@ -51,16 +51,12 @@ def save_plan_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -
 
 def saved_plan(runner: Runner, inputs: Inputs) -> SavedPlan | None:
     """The saved plan input ``plan-file`` names for mode apply (None: no input)."""
-    from reconciler.planning.saved import SavedPlan
+    from reconciler.execution.saved_plans import read_saved
 
     name = runner.input("plan-file")
     if not name:
         return None
-    try:
-        text = Path(name).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"input 'plan-file': cannot read {name}: {err}") from None
-    return SavedPlan.parse(text, source=name)
+    return read_saved(Path(name))  # a device, pipe or too large a file refused unread
 
 
 #: How the Action names the inputs the saved-plan rules talk about.

@@ -521,7 +521,8 @@ def _saved_plan_in(paths: tuple[Path, ...]) -> SavedPlan | None:
     """The saved plan ``apply FILE`` names (recognised by its marker, whatever the file
     is called); None when ``paths`` are spec paths."""
     from reconciler.errors import ReconcileError
-    from reconciler.planning.saved import FORMAT, SavedPlan
+    from reconciler.execution.saved_plans import read_saved
+    from reconciler.planning.saved import FORMAT
 
     found = []
     for path in paths:
@@ -543,11 +544,7 @@ def _saved_plan_in(paths: tuple[Path, ...]) -> SavedPlan | None:
         return None
     if len(paths) > 1:
         raise click.UsageError(f"{found[0]} is a saved plan: apply it alone, without PATHS")
-    try:
-        text = found[0].read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ReconcileError(f"cannot read {found[0]}: {err}") from None
-    return SavedPlan.parse(text, source=str(found[0]))
+    return read_saved(found[0])
 
 
 def _printed_plan(head: bytes) -> bool:

@@ -9,11 +9,13 @@ nothing is written before the last check passed.
 from __future__ import annotations
 
 import contextlib
+import os
+import stat
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from reconciler.errors import PermissionDenied, SavedPlanRefused, ServerError
+from reconciler.errors import PermissionDenied, ReconcileError, SavedPlanRefused, ServerError
 from reconciler.execution import lineage
 from reconciler.execution.environments import Target
 from reconciler.execution.requests import PlanRequest
@@ -30,6 +32,37 @@ from reconciler.specs.spec import Spec
 
 NOTHING_CHANGED = "nothing was changed"
 PLAN_AGAIN = "plan again and review the new plan"
+
+
+#: The largest saved plan ``apply FILE`` (and the Action's ``plan-file``) reads: a plan of
+#: 101,000 changes with their live configs is a few hundred MB; a larger file is refused
+#: before it is read into memory.
+MAX_SAVED_BYTES = 1 << 30
+
+
+def read_saved(path: Path) -> SavedPlan:
+    """The saved plan in the file ``path`` (a symlink followed): a device, pipe or folder
+    (``/dev/zero``, a FIFO: never read, never waited on) and a file larger than
+    :data:`MAX_SAVED_BYTES` are refused, naming the file, as is a file that is no
+    saved plan (``SavedPlan.parse``)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens without a writer
+        with os.fdopen(fd, "rb") as file:
+            found = os.fstat(file.fileno())
+            if not stat.S_ISREG(found.st_mode):
+                raise ReconcileError(f"cannot read {path}: not a regular file; give a saved plan")
+            data = b"" if found.st_size > MAX_SAVED_BYTES else file.read(MAX_SAVED_BYTES + 1)
+    except OSError as err:
+        raise ReconcileError(f"cannot read {path}: {err.strerror or err}") from None
+    if found.st_size > MAX_SAVED_BYTES or len(data) > MAX_SAVED_BYTES:
+        raise ReconcileError(
+            f"{path}: larger than {MAX_SAVED_BYTES >> 20} MiB, no saved plan; {NOTHING_CHANGED}"
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ReconcileError(f"cannot read {path}: not UTF-8 text, no saved plan") from None
+    return SavedPlan.parse(text, source=str(path))
 
 
 def saved_request(request: PlanRequest, root: Path) -> SavedRequest:

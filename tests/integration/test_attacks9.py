@@ -5,11 +5,13 @@ nats-server processes, messages counted with a raw client before and after."""
 from __future__ import annotations
 
 import base64
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import reconcile
 from pulumi.runtime.proto import provider_pb2
 from pulumi_host import ProviderHost
 from servers import NatsServer, run
@@ -20,6 +22,7 @@ from test_saved_plans import action_step, plan_out, refit, repo, state
 
 from pulumi_provider import JetStreamProvider
 from reconciler.errors import RefusedPlan
+from reconciler.execution.saved_plans import MAX_SAVED_BYTES
 from reconciler.specs.lifecycle import PROTECT_KEY
 
 pytestmark = pytest.mark.integration
@@ -183,4 +186,36 @@ def test_a_forged_saved_plans_file_names_never_reach_the_actions_log_raw(
     for line in log.splitlines():
         assert "\x1b" not in line and "\u202e" not in line and "##[" not in line, line
         assert not line.startswith("::error::pwned"), line
+    assert state(clean_server) == {}
+
+
+# --- saved plans: a file that is no plan is refused unread ---------------------------------
+
+
+def test_a_plan_file_that_is_a_pipe_is_refused_never_waited_on(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The Action's ``plan-file`` read whatever the path named: a FIFO (or a symlink to
+    ``/dev/zero``) hung the step, or filled its memory, until the job's timeout."""
+    root = repo(tmp_path)
+    fifo = tmp_path / "reviewed.plan"
+    os.mkfifo(fifo)
+    code, log, _ = action_step(root, clean_server, mode="apply", **{"plan-file": str(fifo)})
+    assert code == 1 and "not a regular file" in log, log
+    assert state(clean_server) == {}
+
+
+def test_a_saved_plan_larger_than_any_plan_is_refused_unread(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A file with the saved plan's marker and a gigabyte after it (sparse: it takes no
+    room) is refused from its size, never read whole into memory."""
+    root = repo(tmp_path)
+    plan = plan_out(root, clean_server)
+    with plan.open("r+b") as file:
+        file.truncate(MAX_SAVED_BYTES + 1)
+    done = reconcile("apply", str(plan), "--server", clean_server.url, cwd=root)
+    assert done.returncode == 1, done.stderr
+    assert f"larger than {MAX_SAVED_BYTES >> 20} MiB" in done.stderr
+    assert "Traceback" not in done.stderr
     assert state(clean_server) == {}
