@@ -92,8 +92,13 @@ def inert_json(text: str) -> str:
     return text.replace(LEGACY_COMMAND, "#\\u0023[")
 
 
+def hidden(char: str) -> bool:
+    """Whether ``char`` is never shown as it is (:data:`_HIDDEN_CATEGORIES`)."""
+    return unicodedata.category(char) in _HIDDEN_CATEGORIES
+
+
 def _escaped(char: str) -> str:
-    if unicodedata.category(char) not in _HIDDEN_CATEGORIES:
+    if not hidden(char):
         return char
     code = ord(char)
     return _SHORT.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from reconciler.errors import ReconcileError
-from reconciler.model.values import LEGACY_COMMAND
+from reconciler.model.values import LEGACY_COMMAND, hidden
 
 if TYPE_CHECKING:
     from reconciler.planning.export import ExportedFile
@@ -79,7 +79,7 @@ _STR, _INT, _BOOL = "tag:yaml.org,2002:str", "tag:yaml.org,2002:int", "tag:yaml.
 def _node(data: Any, seen: set[int]) -> yaml.Node:
     kind = type(data)
     if kind is str:
-        return yaml.ScalarNode(_STR, data, style='"' if _UNSAFE.search(data) else None)
+        return yaml.ScalarNode(_STR, data, style=_style(data))
     if kind is int:
         return yaml.ScalarNode(_INT, str(data))
     if kind is bool:
@@ -105,19 +105,25 @@ _UNSAFE = re.compile("|".join(re.escape(part) for part in _UNSAFE_IN_LOGS))  # o
 _NO_FOLDING = 2**31 - 1
 
 
+def _style(data: str) -> str | None:
+    """Double-quoted when ``data`` holds anything of :data:`_UNSAFE_IN_LOGS` or a
+    character that is not printable (a bidi override, a zero-width one: :func:`dump`
+    writes those as escapes, which only a double-quoted string reads back)."""
+    return '"' if _UNSAFE.search(data) or not data.isprintable() else None
+
+
 def _string(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
     """A string, double-quoted (line breaks as ``\\n``) when it holds anything of
     :data:`_UNSAFE_IN_LOGS`: then no line of the output starts a workflow command."""
-    style = '"' if _UNSAFE.search(data) else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=_style(data))
 
 
 _Dumper.add_representer(str, _string)
 
 
 def dump(documents: tuple[dict[str, Any], ...]) -> str:
-    """The documents as YAML; a ``##[`` (only ever inside a double-quoted string, see
-    :func:`_string`) written ``#\\x23[``, which YAML reads back as ``##[``."""
+    """The documents as YAML, with nothing a log or a reviewer would read otherwise
+    (:func:`_inert`)."""
     text = yaml.dump_all(
         documents,
         Dumper=_Dumper,
@@ -126,7 +132,28 @@ def dump(documents: tuple[dict[str, Any], ...]) -> str:
         allow_unicode=True,
         width=_NO_FOLDING,
     )
-    return str(text).replace(LEGACY_COMMAND, "#\\x23[")
+    return _inert(str(text))
+
+
+def _inert(text: str) -> str:
+    """PyYAML's text with ``##[`` written ``#\\x23[`` and each format character (U+202E
+    reorders what a reviewer reads after it; PyYAML writes it as it is) as an escape:
+    both only ever inside a double-quoted string (:func:`_style`), read back the same."""
+    text = text.replace(LEGACY_COMMAND, "#\\x23[")
+    if text.isascii():
+        return text
+    return _NOT_ASCII.sub(lambda found: _yaml_escape(found.group()), text)
+
+
+_NOT_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def _yaml_escape(char: str) -> str:
+    """``char`` as a YAML double-quoted string's escape when it is :func:`hidden`."""
+    if not hidden(char):
+        return char
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def file_text(exported: ExportedFile, *, command: str) -> str:

@@ -5,7 +5,9 @@ nats-server processes, messages counted with a raw client before and after."""
 from __future__ import annotations
 
 import base64
+import json
 import os
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from pulumi_provider import JetStreamProvider
 from reconciler.errors import RefusedPlan
 from reconciler.execution.saved_plans import MAX_SAVED_BYTES
 from reconciler.specs.lifecycle import PROTECT_KEY
+from reconciler.specs.spec import MANAGED_KEY
 
 pytestmark = pytest.mark.integration
 
@@ -219,3 +222,36 @@ def test_a_saved_plan_larger_than_any_plan_is_refused_unread(
     assert f"larger than {MAX_SAVED_BYTES >> 20} MiB" in done.stderr
     assert "Traceback" not in done.stderr
     assert state(clean_server) == {}
+
+
+# --- export: what the server holds is written so it shows as what it is --------------------
+
+#: Format characters a description or metadata can carry: a bidi override (what follows
+#: reads backwards in a reviewer's diff and terminal), an isolate, a zero-width space.
+BIDI = "amount: 100\u202e00 EUR\u2066x\u2069\u200b"
+
+
+def test_an_export_writes_format_characters_as_escapes_and_reads_back_the_same(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """``reconcile export`` wrote a bidi override from a live description or metadata
+    key raw into the spec file it writes (and prints): the file a reviewer reads in a
+    pull request showed other text than it holds. Now each is an escape inside a
+    double-quoted string, and the exported files plan no change to those fields."""
+    config = {"subjects": ["orders.>"], "description": BIDI, "metadata": {f"k{BIDI}": BIDI}}
+    assert "error" not in api(clean_server, "STREAM.CREATE.ORDERS", {"name": "ORDERS", **config})
+    run(_publish(clean_server.url, "orders.new", 4))
+    out = tmp_path / "exported"
+    printed = reconcile("export", "--server", clean_server.url, cwd=tmp_path)
+    written = reconcile("export", "--server", clean_server.url, "--out", str(out), cwd=tmp_path)
+    assert printed.returncode == 0 and written.returncode == 0, written.stderr
+    text = (out / "stream-ORDERS.yaml").read_text(encoding="utf-8")
+    for said in (printed.stdout, text):
+        assert not any(unicodedata.category(c) == "Cf" for c in said), said
+        assert "\\u202e" in said
+    planned = reconcile(
+        "plan", str(out), "--server", clean_server.url, "--format", "json", cwd=tmp_path
+    )
+    changes = json.loads(planned.stdout)["changes"]
+    assert [f["path"] for c in changes for f in c["fields"]] == [f"metadata.{MANAGED_KEY}"]
+    assert _messages(clean_server.url) == 4

@@ -21,7 +21,7 @@ from reconciler.planning.export import (
     import_files,
     minimal,
 )
-from reconciler.planning.export_text import _Dumper, dump
+from reconciler.planning.export_text import _Dumper, _inert, dump
 from reconciler.specs.document import Document
 from reconciler.specs.spec import Spec
 from reconciler.specs.units import to_human
@@ -373,6 +373,6 @@ def test_the_export_text_is_what_pyyaml_s_representer_writes(
             default_flow_style=False,
             allow_unicode=True,
             width=2**31 - 1,
-        ).replace("##[", "#\\x23[")
-        assert text == plain
+        )
+        assert text == _inert(plain)
     assert "&id001" in text
