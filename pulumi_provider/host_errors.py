@@ -5,8 +5,8 @@ provider method with ``traceback.format_exc()`` as the gRPC error's details, whi
 engine prints under the resource: a refused plan showed a Python traceback before its
 reason. The provider runs inside that host, so when its module is loaded its
 ``traceback`` is given a stand-in: for this tool's own errors (:class:`ReconcileError`,
-already escaped and free of secrets, as the CLI prints them) ``format_exc`` gives the
-error's message alone; anything else (a bug) keeps the traceback, as the CLI shows one.
+free of secrets) ``format_exc`` gives the error's message alone, escaped as the CLI
+prints it; anything else (a bug) keeps the traceback, as the CLI shows one.
 ``RECONCILE_DEBUG`` set keeps every traceback. A host without that module (another
 Pulumi version) is left as it is.
 """
@@ -19,6 +19,7 @@ import traceback
 from types import ModuleType
 from typing import Any
 
+from reconciler.console import shown
 from reconciler.errors import ReconcileError
 
 #: The module of Pulumi's dynamic provider host that formats a provider's exceptions.
@@ -34,11 +35,18 @@ class _Plain:
     def format_exc(self, *args: Any, **kwargs: Any) -> str:
         error = sys.exc_info()[1]
         if isinstance(error, ReconcileError) and not os.environ.get("RECONCILE_DEBUG"):
-            return str(error)
+            return message(error)
         return str(self._real.format_exc(*args, **kwargs))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
+
+
+def message(error: ReconcileError) -> str:
+    """The error as the Pulumi CLI prints it: each line escaped as the CLI escapes its
+    error lines (``reconciler.console.shown``): a name a lock holder, a live resource's
+    metadata or a server wrote (an ESC sequence, an OSC 8 link, U+202E) stays text."""
+    return "\n".join(shown(line) for line in str(error).split("\n"))
 
 
 def _host() -> ModuleType | None:

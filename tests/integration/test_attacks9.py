@@ -12,19 +12,23 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from cli_runner import reconcile
 from pulumi.runtime.proto import provider_pb2
 from pulumi_host import ProviderHost
-from servers import NatsServer, run
+from servers import NatsServer, options, run
 from test_action import GitHubStandIn, Workspace, github  # noqa: F401 (a fixture)
 from test_lifecycle import _edit, _info, _messages, _publish
 from test_provider_host import api
+from test_pulumi_attacks import _host
 from test_saved_plans import action_step, plan_out, refit, repo, state
 
 from pulumi_provider import JetStreamProvider
 from reconciler.errors import RefusedPlan
+from reconciler.execution import lock
 from reconciler.execution.saved_plans import MAX_SAVED_BYTES
+from reconciler.jetstream import open_client
 from reconciler.specs.lifecycle import PROTECT_KEY
 from reconciler.specs.spec import MANAGED_KEY
 
@@ -255,3 +259,29 @@ def test_an_export_writes_format_characters_as_escapes_and_reads_back_the_same(
     changes = json.loads(planned.stdout)["changes"]
     assert [f["path"] for c in changes for f in c["fields"]] == [f"metadata.{MANAGED_KEY}"]
     assert _messages(clean_server.url) == 4
+
+
+# --- Pulumi: an error shows what someone else wrote as text --------------------------------
+
+
+def test_a_pulumi_error_naming_a_hostile_lock_holder_is_escaped(clean_server: NatsServer) -> None:
+    """The apply lock's lease is a KeyValue value anyone with access can write; the
+    provider host printed its holder raw in the error ``pulumi up`` shows (an ESC screen
+    clear, an OSC 8 link, U+202E). The CLI escapes the same error; now Pulumi does too,
+    and nothing is created."""
+    holder = lock.Holder(owner="EVIL\x1b[2J\u202e", host="h\x1b]8;;http://e\x07x", pid=1, run="x")
+
+    async def take() -> None:
+        async with open_client(options(clean_server)) as client:
+            await lock.acquire(client, holder, timeout=0)
+
+    run(take())
+    config = {"jetstream:servers": clean_server.url, "jetstream:lockTimeout": "0.2"}
+    with _host(config) as waiting:
+        checked, _ = waiting.check(_orders())
+        with pytest.raises(grpc.RpcError) as refused:
+            waiting.create(checked)
+    details = str(refused.value.details())
+    assert "EVIL" in details and "Traceback" not in details
+    assert not any(raw in details for raw in ("\x1b", "\x07", "\u202e")), repr(details)
+    assert "ORDERS" not in (api(clean_server, "STREAM.NAMES").get("streams") or [])
