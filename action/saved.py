@@ -14,7 +14,7 @@ from action.console import (
 )
 from action.inputs import Inputs, Outcome
 from action.jobs import ignore_rules, plan_request
-from action.runner import Runner
+from action.runner import InputError, Runner
 from reconciler.console.markdown import MarkdownConsole
 
 if TYPE_CHECKING:
@@ -27,22 +27,28 @@ def save_plan_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -
     """Mode plan with ``plan-file``: the plan shown as mode plan shows it, and saved to
     that file for a later step's mode apply (output ``plan-file``: its absolute path)."""
     from reconciler.execution import stages
+    from reconciler.execution.saved_plans import spec_folder_holding
     from reconciler.specs.fingerprint import plan_root
     from reconciler.specs.project import PROJECT_FILE
 
     console = GitHubConsole(runner, inputs, "plan")
     workspace = Path(runner.env.get("GITHUB_WORKSPACE") or os.getcwd())
     project = workspace / (inputs.project or PROJECT_FILE) if inputs.env else None
+    request = plan_request(inputs, options)
+    path = Path(runner.input("plan-file"))
+    inside = spec_folder_holding(path, request)  # the next run would read it as a spec
+    if inside is not None:
+        raise InputError(f"input 'plan-file': {path} is inside the spec folder {inside}")
     the_plan, saved = asyncio.run(
         stages.save_plan_for(
-            plan_request(inputs, options),
+            request,
             MarkdownConsole(runner.log),
             root=plan_root(),
             project=project,
         )
     )
     console.show_plan(the_plan)
-    path = Path(runner.input("plan-file")).resolve()
+    path = path.resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(saved.text(), encoding="utf-8")
     outputs = plan_outputs(runner, inputs, the_plan) | {"plan-file": str(path)}

@@ -295,13 +295,13 @@ def _plan_and_save(
     import asyncio
 
     from reconciler.execution import stages
+    from reconciler.execution.saved_plans import spec_folder_holding
     from reconciler.specs.fingerprint import plan_root
 
-    inside = [p for p in request.paths if p.is_dir() and out.resolve().is_relative_to(p.resolve())]
-    if inside:
-        raise click.UsageError(
-            f"--out {out} is inside the spec folder {inside[0]}: write it elsewhere"
-        )
+    inside = spec_folder_holding(out, request)
+    if inside is not None:
+        said = f"--out {out} is inside the spec folder {inside}: write it elsewhere"
+        raise click.UsageError(said)
     the_plan, saved = asyncio.run(
         stages.save_plan_for(request, console, root=plan_root(), project=project)
     )

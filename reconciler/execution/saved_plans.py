@@ -65,6 +65,15 @@ def read_saved(path: Path) -> SavedPlan:
     return SavedPlan.parse(text, source=str(path))
 
 
+def spec_folder_holding(out: Path, request: PlanRequest) -> Path | None:
+    """The spec folder of ``request`` that a saved plan written to ``out`` would be inside
+    (None: none): the next run would read the plan there as a spec. ``plan --out`` and
+    the Action's ``plan-file`` refuse such a path."""
+    where = out.resolve()
+    inside = [p for p in request.paths if p.is_dir() and where.is_relative_to(p.resolve())]
+    return inside[0] if inside else None
+
+
 def saved_request(request: PlanRequest, root: Path) -> SavedRequest:
     """The flags of ``request`` as a saved plan keeps them (paths relative to ``root``)."""
     named = (*request.paths, *request.overlays, *request.policies)

@@ -285,3 +285,17 @@ def test_a_pulumi_error_naming_a_hostile_lock_holder_is_escaped(clean_server: Na
     assert "EVIL" in details and "Traceback" not in details
     assert not any(raw in details for raw in ("\x1b", "\x07", "\u202e")), repr(details)
     assert "ORDERS" not in (api(clean_server, "STREAM.NAMES").get("streams") or [])
+
+
+def test_the_action_refuses_a_plan_file_inside_the_spec_folder_as_plan_out_does(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """``plan --out`` refuses a file inside a spec folder: the next run reads it as a
+    spec (``jetstream-plan.json`` there: ``missing `kind```, every later plan and apply
+    refused). The Action's ``plan-file`` wrote it there. One rule now."""
+    root = repo(tmp_path)
+    inside = root / "specs" / "jetstream-plan.json"
+    code, log, _ = action_step(root, clean_server, mode="plan", **{"plan-file": str(inside)})
+    assert code == 1 and "inside the spec folder" in log, log
+    assert not inside.exists()
+    assert state(clean_server) == {}
