@@ -14,6 +14,8 @@ from typing import Any
 from pulumi_provider.connection import public_connection
 from pulumi_provider.inputs import IDENTITY_FIELDS, has_unknowns, plain, spec_body, to_spec
 from pulumi_provider.operations import Live, with_stream
+from reconciler.errors import RefusalKind
+from reconciler.execution import stages
 from reconciler.model.state import LiveState, ServerInfo
 from reconciler.model.values import bucket_field_name
 from reconciler.planning.plan import build_plan
@@ -59,6 +61,10 @@ def config_change(
     with ``migrate``, a change only a migration can make is an update (nothing replaced)."""
     spec = to_spec(news)
     plan = build_plan(with_stream(spec), recorded_state(spec, live), migrate=migrate)
+    # Pulumi makes a replace itself (delete, then create), never through the executor:
+    # a replace the new lifecycle prevents is refused here, as apply refuses it.
+    everything = stages.Allowances(allow_replace=True, allow_data_loss=True)
+    stages.refuse([r for r in stages.verdict(plan, everything) if r.kind is RefusalKind.PREVENTED])
     entry = next(
         e
         for e in (*plan.changes, *plan.unchanged, *plan.observed)

@@ -106,6 +106,27 @@ def test_a_pulumi_preview_of_an_observed_stream_that_differs_is_no_change(
     assert _messages(clean_server.url) == 3
 
 
+def test_a_pulumi_replace_the_new_lifecycle_prevents_is_refused_at_the_preview(
+    host: ProviderHost, clean_server: NatsServer
+) -> None:
+    """Pulumi replaces a resource itself (delete with the old outputs, then create): a
+    change declaring ``prevent_destroy`` together with a change only a replace makes
+    (storage) was a replace whose delete the old inputs allowed, and the messages went.
+    ``reconcile apply`` refuses that replace whatever the flags; the preview does now,
+    before anything changes. A change an update makes is still an update."""
+    id_, _, outputs = host.apply(_orders(allow_destroy=True))
+    run(_publish(clean_server.url, "orders.new", 6))
+    protected = _orders(allow_destroy=True, lifecycle={"prevent_destroy": True})
+    replaced, _ = host.check({**protected, "storage": "memory"})
+    with pytest.raises(grpc.RpcError) as refused:
+        host.diff(id_, outputs, replaced)
+    assert "prevent_destroy" in str(refused.value.details())
+    updated, _ = host.check({**protected, "max_age": "1h"})
+    answer = host.diff(id_, outputs, updated)
+    assert (answer.changes, list(answer.replaces)) == (DIFF_SOME, [])
+    assert _messages(clean_server.url) == 6
+
+
 # --- secrets in invalid specs: never quoted in an error -----------------------------------
 
 #: A secret as a careless user writes one: in a stream's metadata under a secret-looking
