@@ -64,9 +64,11 @@ def drift(
     Unmanaged resources that the project's ignore rules (reconcile.yaml's ignore:, a
     .reconcileignore) name are left out and counted per rule.
     """
+    from reconciler.cli.output import write_whole
     from reconciler.execution import stages
     from reconciler.execution.stages import PlanRequest
     from reconciler.planning import drift as drift_report
+    from reconciler.planning.policy import check_policy
     from reconciler.render.drift_text import headline, render_drift_text
 
     target = resolve_target(
@@ -77,30 +79,25 @@ def drift(
     plan = asyncio.run(stages.plan_for(wanted, console))
     report = drift_report.from_plan(plan)
     text = render_drift_text(report, full=True) if full and fmt == "text" else None
-    if out is None and text is not None:
-        click.echo(text, nl=False)
-    elif out is None:
-        console.show_drift(report)
-    else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text or console.drift_text(report), encoding="utf-8")
+    if out is not None:  # the report and its findings written whole, or one line naming it
+        whole = (text or console.drift_text(report)) + _policy_text(report, fmt)
+        write_whole(out, lambda file: file.write(whole), what="--out (without it, standard output)")
         console.notice(f"{headline(report)} Report written to {out}.")
-    _show_policy(report, fmt, out)
+    else:
+        if text is not None:
+            click.echo(text, nl=False)
+        else:
+            console.show_drift(report)
+        click.echo(_policy_text(report, fmt), nl=False)
+    check_policy(report.policy, applying=False)  # a deny finding: exit 3 (docs/policy.md)
     return changes_status(report.has_drift)
 
 
-def _show_policy(report: DriftReport, fmt: str, out: Path | None) -> None:
-    """The policy findings after a text or Markdown report (JSON carries them itself);
-    a deny finding: PolicyDenied, exit 3 (docs/policy.md)."""
-    from reconciler.planning.policy import check_policy
+def _policy_text(report: DriftReport, fmt: str) -> str:
+    """The policy findings after a text or Markdown report (JSON carries them itself)."""
     from reconciler.render.policy import policy_lines, policy_markdown
 
-    if report.policy and fmt in ("text", "markdown"):
-        lines = policy_lines if fmt == "text" else policy_markdown
-        text = "\n".join(lines(report.policy)) + "\n"
-        if out is None:
-            click.echo(text, nl=False)
-        else:
-            with out.open("a", encoding="utf-8") as sink:
-                sink.write(text)
-    check_policy(report.policy, applying=False)
+    if not report.policy or fmt not in ("text", "markdown"):
+        return ""
+    lines = policy_lines if fmt == "text" else policy_markdown
+    return "\n".join(lines(report.policy)) + "\n"

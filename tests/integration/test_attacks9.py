@@ -320,3 +320,27 @@ def test_the_action_refuses_a_plan_file_inside_the_spec_folder_as_plan_out_does(
     assert code == 1 and "inside the spec folder" in log, log
     assert not inside.exists()
     assert state(clean_server) == {}
+
+
+# --- drift: a report that cannot be written says where --------------------------------------
+
+
+def test_a_drift_report_that_cannot_be_written_names_the_file_and_why(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """``drift --out`` under a file (a typo) ended in ``unexpected FileExistsError ...:
+    a reply no NATS server sends ..., or a bug``: the server blamed for a local file.
+    The report is now written as ``plan --out`` writes its file (whole, or one line
+    naming it and why); a report that can be written still is."""
+    specs = tmp_path / "orders.yaml"
+    specs.write_text("kind: Stream\nname: ORDERS\nsubjects: [orders.>]\n", encoding="utf-8")
+    url = ["--server", clean_server.url]
+    under_a_file = specs / "report.html"
+    done = reconcile("drift", str(specs), *url, "--out", str(under_a_file), cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert f"cannot write {under_a_file}" in done.stderr and "NATS" not in done.stderr
+    report = tmp_path / "reports" / "drift.md"
+    done = reconcile(
+        "drift", str(specs), *url, "--format", "markdown", "--out", str(report), cwd=tmp_path
+    )
+    assert done.returncode == 2 and "ORDERS" in report.read_text(encoding="utf-8")
