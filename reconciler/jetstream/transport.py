@@ -109,6 +109,8 @@ class Transport:
             options=options,
         )
         holder.append(client)
+        if nc.is_closed:  # closed before the client was there to hear it (an INFO refused
+            client.note_closed()  # right after the greeting, a server gone at once)
         return client
 
     async def close(self) -> None:

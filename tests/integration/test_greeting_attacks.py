@@ -53,20 +53,23 @@ GREETINGS = {
 
 
 @contextlib.contextmanager
-def greeting(info: bytes) -> Iterator[str]:
+def greeting(info: bytes, *, then: bytes = b"") -> Iterator[str]:
     """A listener on 127.0.0.1 that sends ``INFO <info>`` to whoever connects and
-    answers PING; its URL."""
+    answers PING, the first PONG followed by ``then`` (lines sent on the open
+    connection); its URL."""
     loop = asyncio.new_event_loop()
     ready: list[str] = []
     started = threading.Event()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(b"INFO " + info + b"\r\n")
+        after = then
         with contextlib.suppress(Exception):
             await writer.drain()
             while line := await reader.readline():
                 if line.startswith(b"PING"):
-                    writer.write(b"PONG\r\n")
+                    writer.write(b"PONG\r\n" + after)
+                    after = b""
                     await writer.drain()
         writer.close()
 
