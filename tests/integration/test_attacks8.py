@@ -5,19 +5,34 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
-from agent_harness import Other, until
+from agent_harness import (
+    PATIENCE,
+    Other,
+    changes,
+    lines,
+    orders_healed_in,
+    project_sources,
+    running_agent,
+    until,
+)
 from cli_runner import reconcile
 from servers import write
 from test_greeting_attacks import ORDERS, greeting
 
+from reconciler.agent.logs import Log
+from reconciler.agent.loop import Agent, WatchSettings
+from reconciler.errors import ExitStatus
 from reconciler.jetstream import ConnectionOptions, JetStreamClient
+
+pytestmark = pytest.mark.slow
 
 #: A greeting as a NATS server sends it.
 GOOD_INFO = b'{"server_id":"NX","version":"2.10.0","max_payload":1048576,"headers":true}'
@@ -70,19 +85,21 @@ def test_an_info_no_server_sends_ends_the_connection_for_a_long_lived_client(
 
 @contextlib.asynccontextmanager
 async def forwarded(
-    account: str, jetstream: str, forged: Mapping[str, bytes]
+    account: str, jetstream: str, forged: Mapping[str, bytes | Callable[[Any], bytes]]
 ) -> AsyncIterator[None]:
     """On ``account`` (a server without JetStream) mallory answers every JetStream
     request (``$JS.API.>``, and the KeyValue writes of the apply lock) with what the
     server at ``jetstream`` answers, but the requests on a subject of ``forged`` with its
-    forged reply: a client of the account sees a JetStream account of which one reply
-    is no server's."""
+    forged reply (or what it makes of the request's JSON body): a client of the account
+    sees a JetStream account of which some replies are no server's."""
     mallory = await nats.connect(account, name="mallory")
     real = await nats.connect(jetstream, name="real")
 
     async def forward(msg: Any) -> None:
         if msg.subject in forged:
-            await mallory.publish(msg.reply, forged[msg.subject])
+            forge = forged[msg.subject]
+            body = forge if isinstance(forge, bytes) else forge(json.loads(msg.data or b"{}"))
+            await mallory.publish(msg.reply, body)
             return
         answer = await real.request(msg.subject, msg.data, timeout=10, headers=msg.headers)
         await mallory.publish(msg.reply, answer.data, headers=answer.headers)
@@ -140,3 +157,135 @@ def test_a_forged_reply_to_one_step_fails_that_step_and_every_step_is_reported(
     assert "X" in left  # its delete was never sent
     for name in gone:  # the server holds what the lines say
         assert (name in left) == (steps[name] != "applied"), (name, steps, left)
+
+
+def test_a_stop_never_waits_for_an_environment_still_connecting(
+    server_factory: Any, tmp_path: Path, run: Any
+) -> None:
+    """SIGTERM while one environment heals and another's server (a listener that never
+    says anything) is being connected to: the agent stopped only when that connection
+    gave up, ``connect_timeout`` later (past a pod's grace period, it is killed). Now
+    the connect in flight is dropped at once; the other environment's heal is done
+    and its lock released."""
+    good = server_factory()
+    with greeting(None) as mute:
+        sources = _good_and_mute(tmp_path, good.url, mute)
+
+        async def scenario() -> None:
+            async with running_agent(sources, mode="heal", interval=0.5) as (agent, log):
+                await orders_healed_in(log, ["good"])
+                assert not agent.watches["mute"].tried  # still connecting
+                agent.stop.set()
+                await until(
+                    lambda: any(line["event"] == "stopped" for line in lines(log)),
+                    what="the agent stopped while mute was still connecting",
+                )
+
+        run(scenario())
+    free = reconcile("lock", "status", "--server", good.url, cwd=tmp_path)
+    assert free.returncode == 0, free.stdout + free.stderr
+
+
+def _stream_page(name: str, total: int) -> bytes:
+    """A STREAM.LIST page of one stream ``name`` that says the list holds ``total``."""
+    info = {"config": {"name": name, "subjects": [f"{name}.>"], "storage": "memory"}}
+    return json.dumps({"total": total, "limit": 256, "streams": [info]}).encode()
+
+
+PAGES: dict[str, Callable[[Any], bytes]] = {
+    # a new stream on every page of a list that says it holds 10^12
+    "a total no account holds": lambda asked: _stream_page(f"S{asked.get('offset', 0)}", 10**12),
+    # the same page at every offset, of a list that says it holds 500,000
+    "one page again and again": lambda asked: _stream_page("S", 500_000),
+}
+
+
+@pytest.mark.parametrize("what", list(PAGES))
+def test_a_list_whose_pages_never_end_fails_the_plan(
+    what: str, server_factory: Any, tmp_path: Path, run: Any
+) -> None:
+    """Paged lists were read until the offset reached the total the reply says, each
+    request answered at once: ``reconcile plan --timeout 2`` made 51,717 requests in
+    20 s and never ended (the agent's environment never finished its cycle, its memory
+    growing). Now a total over any account's is refused, and a page that brings
+    nothing new ends the read: the plan ends."""
+    real, account = server_factory(), server_factory(jetstream=False)
+    specs = write(tmp_path, ORDERS, "orders.yaml")
+
+    async def scenario() -> Any:
+        async with forwarded(account.url, real.url, {"$JS.API.STREAM.LIST": PAGES[what]}):
+            return await asyncio.to_thread(
+                reconcile, "plan", str(specs), "--server", account.url, "--timeout", "2",
+                cwd=tmp_path,
+            )  # fmt: skip
+
+    done = run(scenario())  # before: cli_runner's bound of 120 s ran out
+    assert "Traceback" not in done.stderr
+    assert done.returncode in (0, 1), done.stderr
+
+
+def _good_and_mute(folder: Path, good: str, mute: str) -> dict[str, Any]:
+    """The sources of a project of two environments: ``good`` at a server, ``mute`` at
+    a listener that never answers, whose connection gives up long after any test's
+    patience (``connect_timeout`` 600 s)."""
+    (folder / "specs").mkdir()
+    write(folder / "specs", ORDERS, "orders.yaml")
+    project = write(
+        folder,
+        "owner: shop\nspecs: [specs]\nenvironments:\n"
+        f"  good:\n    servers: {good}\n  mute:\n    servers: {mute}\n",
+        "reconcile.yaml",
+    )
+    return project_sources(project, ConnectionOptions(timeout=2, connect_timeout=600))
+
+
+def test_ctrl_c_during_once_ends_it_as_interrupted(
+    server_factory: Any, tmp_path: Path, run: Any
+) -> None:
+    """``reconcile watch --all-envs --once`` and Ctrl-C (SIGINT sets the agent's stop)
+    while one environment is still connecting: the stop was ignored until every cycle
+    ended (measured: 27 s with --connect-timeout 25, then exit 1). Now the run ends at
+    once with 130, as every other command interrupted does."""
+    good = server_factory()
+    with greeting(None) as mute:
+        sources = _good_and_mute(tmp_path, good.url, mute)
+
+        async def scenario() -> int:
+            settings = WatchSettings(once=True, mode="heal", listen=None)
+            log = io.StringIO()
+            agent = Agent.serving(sources, settings, Log("json", log))
+            task = asyncio.ensure_future(agent.run())
+            await until(lambda: changes(log, "Stream ORDERS", "healed", "good"), what="good healed")
+            agent.stop.set()
+            return await asyncio.wait_for(task, PATIENCE)
+
+        assert run(scenario()) == ExitStatus.INTERRUPTED
+
+
+def test_subject_counts_given_one_page_again_and_again_end_unknown(
+    server_factory: Any, run: Any
+) -> None:
+    """The messages per subject a plan counts (a consumer's interest, before its delete)
+    are read page by page up to the total the reply says; the same page answered at
+    every offset kept that read going for ever (here mallory gives up after 2,000 pages
+    and answers an error). Now it ends at the second page, the count unknown (None: the
+    plan says the loss cannot be counted)."""
+    real, account = server_factory(), server_factory(jetstream=False)
+    answered: list[int] = []
+
+    def page(asked: Any) -> bytes:
+        answered.append(asked.get("offset", 0))
+        if len(answered) > 2000:
+            return b'{"error": {"code": 500, "err_code": 1, "description": "mallory gave up"}}'
+        return b'{"total": 50, "state": {"subjects": {"orders.a": 1}}}'
+
+    async def scenario() -> Any:
+        async with forwarded(account.url, real.url, {"$JS.API.STREAM.INFO.ORDERS": page}):
+            client = await JetStreamClient.connect(ConnectionOptions(servers=account.url))
+            try:
+                return await client.subject_counts("ORDERS", "orders.>", 1000)
+            finally:
+                await client.close()
+
+    assert run(scenario()) is None
+    assert len(answered) == 2

@@ -53,21 +53,22 @@ GREETINGS = {
 
 
 @contextlib.contextmanager
-def greeting(info: bytes, *, then: bytes = b"") -> Iterator[str]:
-    """A listener on 127.0.0.1 that sends ``INFO <info>`` to whoever connects and
-    answers PING, the first PONG followed by ``then`` (lines sent on the open
-    connection); its URL."""
+def greeting(info: bytes | None, *, then: bytes = b"") -> Iterator[str]:
+    """A listener on 127.0.0.1 that sends ``INFO <info>`` to whoever connects (None:
+    nothing, ever) and answers PING, the first PONG followed by ``then`` (lines sent on
+    the open connection); its URL."""
     loop = asyncio.new_event_loop()
     ready: list[str] = []
     started = threading.Event()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(b"INFO " + info + b"\r\n")
+        if info is not None:
+            writer.write(b"INFO " + info + b"\r\n")
         after = then
         with contextlib.suppress(Exception):
             await writer.drain()
             while line := await reader.readline():
-                if line.startswith(b"PING"):
+                if line.startswith(b"PING") and info is not None:
                     writer.write(b"PONG\r\n" + after)
                     after = b""
                     await writer.drain()
