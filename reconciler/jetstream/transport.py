@@ -232,8 +232,10 @@ class Transport:
             raise ServerError(0, 0, f"unexpected reply on {subject}", subject=subject)
         error = reply.get("error")
         if error:
-            code = int(error.get("code", 0))
-            err_code = int(error.get("err_code", 0))
+            fields = error if isinstance(error, dict) else {"code": None}  # an error as text
+            code, err_code = fields.get("code", 0), fields.get("err_code", 0)
+            if type(code) is not int or type(err_code) is not int:  # no server's error
+                raise ServerError(0, 0, f"unexpected reply on {subject}", subject=subject)
             description = str(error.get("description", "unknown error"))
             kind = NotFound if err_code in NOT_FOUND_CODES else ServerError
             raise kind(code, err_code, description, subject=subject)

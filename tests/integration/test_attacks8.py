@@ -289,3 +289,34 @@ def test_subject_counts_given_one_page_again_and_again_end_unknown(
 
     assert run(scenario()) is None
     assert len(answered) == 2
+
+
+ERRORS = {
+    "an error that is text": b'{"error": "hunter2-SECRET"}',
+    "an error code that is text": b'{"error": {"code": "500", "description": "hunter2-SECRET"}}',
+    "an err_code that is a list": b'{"error": {"code": 500, "err_code": [], "description": "x"}}',
+}
+
+
+@pytest.mark.parametrize("what", list(ERRORS))
+def test_a_forged_error_of_no_server_shape_names_the_request(
+    what: str, server_factory: Any, tmp_path: Path, run: Any
+) -> None:
+    """A JetStream error reply whose ``error`` is not the object every server sends was
+    read as one (``error.get``, ``int(code)``): the plan said only ``unexpected
+    AttributeError at transport.py:...``. Now it is an unexpected reply on the request
+    it answered, said without its text."""
+    real, account = server_factory(), server_factory(jetstream=False)
+    specs = write(tmp_path, ORDERS, "orders.yaml")
+
+    async def scenario() -> Any:
+        async with forwarded(account.url, real.url, {"$JS.API.STREAM.LIST": ERRORS[what]}):
+            return await asyncio.to_thread(
+                reconcile, "plan", str(specs), "--server", account.url, cwd=tmp_path
+            )
+
+    done = run(scenario())
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "$JS.API.STREAM.LIST" in done.stderr  # the request it answered
+    assert "SECRET" not in done.stdout + done.stderr
