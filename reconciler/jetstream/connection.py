@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import nats
 from nats.aio.client import Client as NATS
@@ -352,7 +352,18 @@ async def connect(
             reasons.append(reason)
         except Exception as err:  # nats-py reading a greeting that no NATS server sends
             reasons.append(unreadable_greeting(url, err))
-    raise ConnectError("; ".join(reasons))
+    raise ConnectError(without_secrets("; ".join(reasons), options))
+
+
+def without_secrets(text: str, options: ConnectionOptions) -> str:
+    """``text`` with every secret ``options`` sends a server (the password, the token,
+    those in the URLs, as written and decoded) shown as ``***``: whatever listens at
+    the address got them in the CONNECT, and its ``-ERR`` may say them back."""
+    found = {*url_secrets(options.servers or ""), options.password or "", options.token or ""}
+    found |= {unquote(secret) for secret in found}
+    for secret in sorted(found - {""}, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
 
 
 def unreadable_greeting(url: str, err: Exception) -> str:

@@ -320,3 +320,39 @@ def test_a_forged_error_of_no_server_shape_names_the_request(
     assert "Traceback" not in done.stderr
     assert "$JS.API.STREAM.LIST" in done.stderr  # the request it answered
     assert "SECRET" not in done.stdout + done.stderr
+
+
+def _said_back(line: bytes) -> bytes:
+    """A listener's answer to the CONNECT it was sent: an -ERR saying its credentials."""
+    if not line.startswith(b"CONNECT "):
+        return b""
+    sent = json.loads(line[len(b"CONNECT ") :])
+    return f"-ERR 'you sent {sent.get('pass')} {sent.get('auth_token')}'\r\n".encode()
+
+
+#: Credentials given three ways, each a secret the CONNECT carries.
+SENT = {
+    "--password": (["--user", "alice", "--password", "Pw-hunter2"], {}, "{url}"),
+    "NATS_TOKEN": ([], {"NATS_TOKEN": "Tok-hunter2"}, "{url}"),
+    "a password in the URL": ([], {}, "nats://alice:Url%2Dhunter2@{url_rest}"),
+}
+
+
+@pytest.mark.parametrize("how", list(SENT))
+def test_a_listener_saying_the_credentials_back_never_gets_them_printed(
+    how: str, tmp_path: Path
+) -> None:
+    """Whatever listens at the address receives the CONNECT with the password or token;
+    its -ERR said them back, and the connection error printed them (a CI log keeps
+    them). Now every secret the options send is masked in that error, as written and
+    decoded."""
+    flags, environ, server = SENT[how]
+    specs = write(tmp_path, ORDERS, "orders.yaml")
+    auth = b'{"server_id":"NX","max_payload":1048576,"auth_required":true}'
+    with greeting(auth, answer=_said_back) as url:
+        where = server.format(url=url, url_rest=url.removeprefix("nats://"))
+        args = ("plan", str(specs), "--server", where, "--timeout", "2", *flags)
+        done = reconcile(*args, cwd=tmp_path, env=environ)
+    assert done.returncode == 1, done.stderr
+    assert "you sent" in done.stderr  # the listener's answer is said ...
+    assert "hunter2" not in done.stdout + done.stderr  # ... without the secret
