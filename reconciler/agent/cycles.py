@@ -230,12 +230,18 @@ class Watch:
 
     # -- the whole run --------------------------------------------------------------------
     async def once(self) -> int:
-        """One cycle: 0 in sync (or healed), 2 drift remains, 3 a policy deny, 1 error."""
-        await self.commits.refreshing()
-        async with open_client(self.source.request().options, on_notice=self.observer.notice) as c:
-            self._connected(c)
-            await self._take_seat(c)
-            ok = await self._cycle(c, "once")
+        """One cycle: 0 in sync (or healed), 2 drift remains, 3 a policy deny, 1 error;
+        130 when ``stop`` (Ctrl-C, SIGTERM) came first: a plan or a connection under way
+        is dropped, a heal's steps in flight finish."""
+        try:
+            await self._unless_stopped(self.commits.refreshing())
+            async with contextlib.AsyncExitStack() as opened:
+                c = await self._open(opened)
+                self._connected(c)
+                await self._unless_stopped(self._take_seat(c))
+                ok = await self._unless_stopped(self._cycle(c, "once"))
+        except _Stopped:
+            return ExitStatus.INTERRUPTED
         if not ok:
             return self.error_code
         assert self.last is not None
@@ -251,8 +257,8 @@ class Watch:
                 # are polled between cycles: a reconnect never waits for a hung git server
                 if not self.commits.following:
                     await self._unless_stopped(self.commits.refreshing())
-                options = self.source.request().options
-                async with open_client(options, on_notice=self.observer.notice) as client:
+                async with contextlib.AsyncExitStack() as opened:
+                    client = await self._open(opened)
                     self._connected(client)
                     await self._unless_stopped(self._take_seat(client))
                     # failures are reset by a cycle that succeeds, never by connecting: a
@@ -270,6 +276,14 @@ class Watch:
                 self._disconnected()
             if not self.stop.is_set():
                 await self._pause(self._backoff())
+
+    async def _open(self, opened: contextlib.AsyncExitStack) -> JetStreamClient:
+        """A client of this environment's server, closed with ``opened``. A stop never
+        waits for a server that has not answered yet (up to ``connect_timeout``): the
+        agent's exit is every environment's. Raises :class:`_Stopped`."""
+        options = self.source.request().options
+        client = open_client(options, on_notice=self.observer.notice)
+        return await self._unless_stopped(opened.enter_async_context(client))
 
     def _failed(self, err: ReconcileError) -> None:
         self.failures += 1

@@ -144,7 +144,8 @@ class Agent:
             watch.log.event("error", str(said))
             return 1
 
-        return worst(list(await asyncio.gather(*(one(w) for w in self.watches.values()))))
+        codes = list(await asyncio.gather(*(one(w) for w in self.watches.values())))
+        return ExitStatus.INTERRUPTED if ExitStatus.INTERRUPTED in codes else worst(codes)
 
     async def _forever(self) -> None:
         if not self.watches:

@@ -32,6 +32,7 @@ from reconciler.errors import (
     ReconcileError,
     RequestTimeout,
     ServerError,
+    unforeseen,
 )
 from reconciler.execution.migrate import migrate
 from reconciler.execution.recreate import create_afresh, create_stream
@@ -270,11 +271,13 @@ async def _guarded(run: _Run, step: Step, stop: asyncio.Event | None) -> None:
     started = time.monotonic()
     try:
         reply = await execute(run.client, step, guard=run.guard)
-    except ReconcileError as err:
+    except Exception as err:  # refused, or what no check foresaw (a forged reply's shape,
+        # said by type and place): this step failed, and the wave goes on as after any
+        said = str(err) if isinstance(err, ReconcileError) else unforeseen(err)
         run.unreachable = run.unreachable or isinstance(err, RequestTimeout | ConnectError)
         run.for_room = run.for_room or refused_for_room(err)
-        run.failed.append((step, str(err)))
-        run.emit(step, "failed", str(err), time.monotonic() - started)
+        run.failed.append((step, said))
+        run.emit(step, "failed", said, time.monotonic() - started)
         return
     run.applied.append(step)
     if isinstance(step, Create) and (created := created_of(reply)) is not None:

@@ -29,7 +29,7 @@ from reconciler.jetstream import JetStreamClient
 FOR_ROOM = frozenset({10047, 10028, 10027, 10026, 10023, 10113, 10122, 10121, 10005, 10054, 10077})
 
 
-def refused_for_room(err: ReconcileError) -> bool:
+def refused_for_room(err: BaseException) -> bool:
     return isinstance(err, ServerError) and err.err_code in FOR_ROOM
 
 

@@ -18,11 +18,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import nats
 from nats.aio.client import Client as NATS
-from nats.errors import AuthorizationError, NoServersError, SecureConnRequiredError
+from nats.errors import AuthorizationError, NoServersError, ProtocolError, SecureConnRequiredError
+from nats.protocol.parser import Parser
 
 from reconciler.errors import ConnectError, raised_at
 from reconciler.jetstream.contexts import NatsContext, load_context
@@ -351,7 +352,18 @@ async def connect(
             reasons.append(reason)
         except Exception as err:  # nats-py reading a greeting that no NATS server sends
             reasons.append(unreadable_greeting(url, err))
-    raise ConnectError("; ".join(reasons))
+    raise ConnectError(without_secrets("; ".join(reasons), options))
+
+
+def without_secrets(text: str, options: ConnectionOptions) -> str:
+    """``text`` with every secret ``options`` sends a server (the password, the token,
+    those in the URLs, as written and decoded) shown as ``***``: whatever listens at
+    the address got them in the CONNECT, and its ``-ERR`` may say them back."""
+    found = {*url_secrets(options.servers or ""), options.password or "", options.token or ""}
+    found |= {unquote(secret) for secret in found}
+    for secret in sorted(found - {""}, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
 
 
 def unreadable_greeting(url: str, err: Exception) -> str:
@@ -372,14 +384,38 @@ class _Client(NATS):
     way who strips that flag, received the CONNECT with the password or token in the
     clear. As nats.go does for a secure connection, the upgrade is made whatever INFO
     says: a server that cannot do TLS fails the handshake, before any credential is
-    sent (``tests/integration/test_new_user6.py``)."""
+    sent (``tests/integration/test_new_user6.py``).
+
+    Every INFO is checked (:func:`_check_greeting`): the greeting, and each one a server
+    sends later on the open connection (a cluster's changes), which :class:`_Parser`
+    turns into the connection's end when it is no NATS server's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._ps = _Parser(self)
 
     async def _process_info(self, info: dict[str, Any], initial_connection: bool = False) -> None:
-        if initial_connection:
-            _check_greeting(info)
-            if "tls" in self.options:
-                info["tls_required"] = True  # the dict nats-py reads next to decide the upgrade
+        _check_greeting(info)
+        if initial_connection and "tls" in self.options:
+            info["tls_required"] = True  # the dict nats-py reads next to decide the upgrade
         await super()._process_info(info, initial_connection=initial_connection)
+
+
+class _Parser(Parser):
+    """nats-py's protocol parser, except that a line it cannot read on an open connection
+    (an INFO that is no JSON object, or whose fields are not of a NATS server's types; an
+    ``-ERR`` that is no UTF-8) is a protocol error: the connection is closed, as after any
+    other (a long-lived caller, the agent, connects again). nats-py's read loop printed
+    a traceback of it on stderr, which may quote what was sent, and stopped reading: the
+    connection stayed open and dead, every request timing out."""
+
+    async def parse(self, data: bytes = b"") -> None:
+        try:
+            await super().parse(data)
+        except (ProtocolError, OSError):
+            raise
+        except Exception:
+            raise ProtocolError from None
 
 
 #: The INFO fields nats-py (and the server facts) read from a server's greeting, and
@@ -406,6 +442,8 @@ def _check_greeting(info: dict[str, Any]) -> None:
     """Refuse a greeting whose fields are not of the types a NATS server sends: nats-py
     takes them as they come, and a ``max_payload`` that is text failed the first publish
     with a ``TypeError`` (a traceback, or an agent stopped for every environment)."""
+    if not isinstance(info, dict):
+        raise nats.errors.Error("nats: the server's INFO is not a JSON object")
     for name, kind in _GREETING_TYPES.items():
         value = info.get(name)
         if value is None:

@@ -200,9 +200,12 @@ class LiveRead(Transport):
             total = int(info.get("total") or len(page))
             if total > limit:
                 return None
+            before = len(counts)
             counts.update((str(k), int(v)) for k, v in page.items() if isinstance(v, int))
             if not page or len(counts) >= total:
                 return counts
+            if len(counts) == before:  # a page given again (no server's): not counted
+                return None
 
     async def stream_names(self) -> list[str]:
         return [str(n) for n in await self.paged("STREAM.NAMES", "streams", str)]

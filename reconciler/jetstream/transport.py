@@ -34,6 +34,10 @@ NOT_FOUND_CODES = frozenset({10059, 10014})
 NO_MESSAGE = 10037  # STREAM.MSG.GET: no message found
 WRONG_LAST_SEQUENCE = 10071  # publish with an expected last (subject) sequence that differs
 LIST_ATTEMPTS = 3  # reads of a paged list that changed while it was read
+#: The most items a paged list may say it holds: ten times the largest account this tool
+#: is measured at (101,000 resources). A reply saying more is no NATS server's (on an
+#: account without JetStream any client may answer): its pages would never end.
+MAX_LISTED = 1_000_000
 _VIOLATION = re.compile(r'permissions violation for (publish|subscription) to "?([^"\s]+)"?')
 
 
@@ -109,6 +113,8 @@ class Transport:
             options=options,
         )
         holder.append(client)
+        if nc.is_closed:  # closed before the client was there to hear it (an INFO refused
+            client.note_closed()  # right after the greeting, a server gone at once)
         return client
 
     async def close(self) -> None:
@@ -226,8 +232,10 @@ class Transport:
             raise ServerError(0, 0, f"unexpected reply on {subject}", subject=subject)
         error = reply.get("error")
         if error:
-            code = int(error.get("code", 0))
-            err_code = int(error.get("err_code", 0))
+            fields = error if isinstance(error, dict) else {"code": None}  # an error as text
+            code, err_code = fields.get("code", 0), fields.get("err_code", 0)
+            if type(code) is not int or type(err_code) is not int:  # no server's error
+                raise ServerError(0, 0, f"unexpected reply on {subject}", subject=subject)
             description = str(error.get("description", "unknown error"))
             kind = NotFound if err_code in NOT_FOUND_CODES else ServerError
             raise kind(code, err_code, description, subject=subject)
@@ -297,20 +305,32 @@ class Transport:
         create.
         ``keep``: the part of each item to return (the rest is dropped as its page is read).
         ``on_page``: called with each page's items as they come, before the next request.
+        A reply no server sends never keeps it reading: a total over :data:`MAX_LISTED`
+        is refused, and a page that brings nothing this read had not brought yet ends
+        the read (a forged page given again and again).
         """
         seen: dict[str, Any] = {}
         for _ in range(LIST_ATTEMPTS):
             offset, totals = 0, set()
+            this_read: set[str] = set()
             while True:
                 reply = await self.request(op, {"offset": offset})
                 page = reply.get(key) or []
-                totals.add(int(reply.get("total", 0)))
+                total = int(reply.get("total", 0))
+                if total > MAX_LISTED:
+                    raise ServerError(
+                        0, 0, f"unexpected reply on {self.subject(op)}: over {MAX_LISTED:,} items"
+                    )
+                totals.add(total)
                 if on_page is not None:
                     on_page(page)
+                known = len(this_read)
                 for item in page:
-                    seen[ident(item)] = keep(item)
+                    name = ident(item)
+                    this_read.add(name)
+                    seen[name] = keep(item)
                 offset += len(page)
-                if not page or offset >= int(reply.get("total", 0)):
+                if len(this_read) == known or offset >= total:  # (an empty page too)
                     break
             if len(totals) == 1 and len(seen) >= totals.pop():
                 break

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,20 +53,29 @@ GREETINGS = {
 
 
 @contextlib.contextmanager
-def greeting(info: bytes) -> Iterator[str]:
-    """A listener on 127.0.0.1 that sends ``INFO <info>`` to whoever connects and
-    answers PING; its URL."""
+def greeting(
+    info: bytes | None, *, then: bytes = b"", answer: Callable[[bytes], bytes] | None = None
+) -> Iterator[str]:
+    """A listener on 127.0.0.1 that sends ``INFO <info>`` to whoever connects (None:
+    nothing, ever) and answers PING, the first PONG followed by ``then`` (lines sent on
+    the open connection); ``answer``: what it sends back to every line instead. Its URL."""
     loop = asyncio.new_event_loop()
     ready: list[str] = []
     started = threading.Event()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(b"INFO " + info + b"\r\n")
+        if info is not None:
+            writer.write(b"INFO " + info + b"\r\n")
+        after = then
         with contextlib.suppress(Exception):
             await writer.drain()
             while line := await reader.readline():
-                if line.startswith(b"PING"):
-                    writer.write(b"PONG\r\n")
+                if answer is not None:
+                    writer.write(answer(line))
+                    await writer.drain()
+                elif line.startswith(b"PING") and info is not None:
+                    writer.write(b"PONG\r\n" + after)
+                    after = b""
                     await writer.drain()
         writer.close()
 
