@@ -98,6 +98,8 @@ SUITE = (
     "tests/integration/test_agent_flapping.py",
     "tests/integration/test_attacks7.py",
     "tests/integration/test_greeting_attacks.py",
+    "tests/integration/test_attacks8.py",
+    "tests/integration/test_attacks9.py",
 )
 
 
@@ -253,8 +255,13 @@ GUARANTEES = (
         "ws://, unparseable), never show and never end in a traceback; nor a password typed "
         "with a `/` in a URL, nor a creds variable holding the file's text instead of its path; "
         "nor what a listener that is no NATS server sends, nor a forged reply of a shape no "
-        "check foresaw (said by its type and place; `--debug` keeps the traceback).",
+        "check foresaw (said by its type and place; `--debug` keeps the traceback), nor a "
+        "password or token a listener says back, nor a secret-looking value in a validation "
+        "error (the Action's log, summary and annotations, Pulumi's check).",
         (
+            "test_attacks8.py::test_a_listener_saying_the_credentials_back",
+            "test_attacks9.py::test_an_invalid_spec_never_quotes_a_secret",
+            "test_attacks9.py::test_a_pulumi_check_never_quotes_a_secret",
             "test_greeting_attacks.py::test_plan_against",
             "test_greeting_attacks.py::test_a_forged_reply",
             "test_new_user6.py::test_a_password_typed_with_a_slash",
@@ -403,8 +410,15 @@ GUARANTEES = (
         "shown escaped in plan and drift text, Markdown, JSON and HTML, and in the Action's "
         "log and step summary. Hostile file names and lock holders cannot start a GitHub "
         "workflow command: a log line that would is wrapped in `::stop-commands::` with a "
-        "random token.",
-        ("test_escaping.py::",),
+        "random token. A forged saved plan's file names reach the Action's annotations "
+        "escaped, a hostile lock holder reaches Pulumi's CLI escaped, and export writes a "
+        "format character (U+202E, a zero-width space) as its escape, read back the same.",
+        (
+            "test_escaping.py::",
+            "test_attacks9.py::test_a_forged_saved_plans_file_names",
+            "test_attacks9.py::test_a_pulumi_error_naming_a_hostile_lock_holder",
+            "test_attacks9.py::test_an_export_writes_format_characters",
+        ),
     ),
     Guarantee(
         "Attacked again: caches, the embedded server, the question and logs",
@@ -514,10 +528,14 @@ GUARANTEES = (
         "add protection. Ignored fields never drift and are never reset; observed resources "
         "are never written, and missing ones are not created; an observed environment is not "
         "written at all (no apply lock, no backup's temporary mirror). Every case publishes "
-        "messages first and counts them after.",
+        "messages first and counts them after. Pulumi's delete and preview follow the "
+        "lifecycle the resource declares, also once its server-side record was removed.",
         (
             "test_lifecycle.py::",
             "test_backup_memory.py::test_an_observed_environment_never_gets_a_backups",
+            "test_attacks9.py::test_a_pulumi_delete",
+            "test_attacks9.py::test_a_pulumi_preview",
+            "test_attacks9.py::test_a_pulumi_replace",
         ),
     ),
     Guarantee(
@@ -561,8 +579,15 @@ GUARANTEES = (
         "every stream, consumer and message count as it was. The executed plan is always "
         "the fresh one, so a file edited to add a step or change a config, its digest "
         "recomputed, is still refused. The file grants no destructive flag and holds no "
-        "credential or secret value (checked as text, base64 and SHA-256).",
-        ("test_saved_plans.py::",),
+        "credential or secret value (checked as text, base64 and SHA-256). A plan file "
+        "that is a pipe, or larger than any plan, is refused unread; the Action never "
+        "writes one into a spec folder.",
+        (
+            "test_saved_plans.py::",
+            "test_attacks9.py::test_a_plan_file_that_is_a_pipe",
+            "test_attacks9.py::test_a_saved_plan_larger",
+            "test_attacks9.py::test_the_action_refuses_a_plan_file_inside",
+        ),
     ),
     Guarantee(
         "An edited saved plan cannot widen what apply does",
@@ -813,13 +838,20 @@ GUARANTEES = (
         "unreachable while the others heal; one without JetStream is retried with a growing "
         "backoff; a dripping monitoring endpoint, a broken seed, a listener whose greeting is "
         "no NATS server's or an error no check foresaw fails its environment only, and a "
-        "shard whose every server is down stays ready (no rollout stalls on it).",
+        "shard whose every server is down stays ready (no rollout stalls on it). A later "
+        "INFO of no server's shape closes that connection, a list whose pages never end "
+        "fails that plan, a stop never waits for a connection still being opened, and a "
+        "forged reply to one step fails that step with every step reported.",
         (
             "test_agent_envs.py::",
             "test_agent_envs_attacks.py::",
             "test_agent_envs_attacks6.py::",
             "test_greeting_attacks.py::test_one_environment",
             "test_greeting_attacks.py::test_a_failure_no_check",
+            "test_attacks8.py::test_an_info_no_server_sends",
+            "test_attacks8.py::test_a_stop_never_waits",
+            "test_attacks8.py::test_a_list_whose_pages_never_end",
+            "test_attacks8.py::test_a_forged_reply_to_one_step",
             "test_dr_failover.py::",
         ),
     ),
