@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
+from servers import write
 
 from reconciler.agent.logs import Log
 from reconciler.agent.loop import Agent, WatchSettings
@@ -41,6 +42,15 @@ stream: ORDERS
 name: worker
 ack_policy: explicit
 """
+
+
+def project_of(root: Path, urls: Mapping[str, str], specs: str = ORDERS) -> Path:
+    """A repository in ``root``: ``specs`` (ORDERS) in specs/, and a project file of one
+    environment per entry of ``urls`` (name -> its server's URL)."""
+    (root / "specs").mkdir()
+    write(root / "specs", specs, "orders.yaml")
+    envs = "".join(f"  {name}:\n    servers: {url}\n" for name, url in urls.items())
+    return write(root, f"owner: shop\nspecs: [specs]\nenvironments:\n{envs}", "reconcile.yaml")
 
 
 def fixed_source(paths: list[Path], url: str) -> FixedSource:

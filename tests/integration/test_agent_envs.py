@@ -23,6 +23,7 @@ from agent_harness import (
     git_agent,
     lines,
     orders_healed_in,
+    project_of,
     project_sources,
     running_agent,
     stopped,
@@ -40,10 +41,7 @@ from reconciler.jetstream import ConnectionOptions
 
 def _project(root: Path, servers: dict[str, NatsServer]) -> Path:
     """A repository: ORDERS in specs/, one environment per server."""
-    (root / "specs").mkdir()
-    write(root / "specs", ORDERS, "orders.yaml")
-    envs = "".join(f"  {name}:\n    servers: {s.url}\n" for name, s in servers.items())
-    return write(root, f"owner: shop\nspecs: [specs]\nenvironments:\n{envs}", "reconcile.yaml")
+    return project_of(root, {name: server.url for name, server in servers.items()})
 
 
 async def _drift(url: str, **changed: Any) -> None:

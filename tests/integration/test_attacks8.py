@@ -19,6 +19,7 @@ from agent_harness import (
     changes,
     lines,
     orders_healed_in,
+    project_of,
     project_sources,
     running_agent,
     until,
@@ -228,14 +229,7 @@ def _good_and_mute(folder: Path, good: str, mute: str) -> dict[str, Any]:
     """The sources of a project of two environments: ``good`` at a server, ``mute`` at
     a listener that never answers, whose connection gives up long after any test's
     patience (``connect_timeout`` 600 s)."""
-    (folder / "specs").mkdir()
-    write(folder / "specs", ORDERS, "orders.yaml")
-    project = write(
-        folder,
-        "owner: shop\nspecs: [specs]\nenvironments:\n"
-        f"  good:\n    servers: {good}\n  mute:\n    servers: {mute}\n",
-        "reconcile.yaml",
-    )
+    project = project_of(folder, {"good": good, "mute": mute})
     return project_sources(project, ConnectionOptions(timeout=2, connect_timeout=600))
 
 

@@ -16,12 +16,11 @@ import grpc
 import pytest
 from cli_runner import reconcile
 from pulumi.runtime.proto import provider_pb2
-from pulumi_host import ProviderHost
+from pulumi_host import ProviderHost, configured
 from servers import NatsServer, options, run
 from test_action import GitHubStandIn, Workspace, github  # noqa: F401 (a fixture)
 from test_lifecycle import _edit, _info, _messages, _publish
 from test_provider_host import api
-from test_pulumi_attacks import _host
 from test_saved_plans import action_step, plan_out, refit, repo, state
 
 from pulumi_provider import JetStreamProvider
@@ -41,10 +40,8 @@ DIFF_SOME = provider_pb2.DiffResponse.DIFF_SOME
 @pytest.fixture(scope="module")
 def host(nats_server: NatsServer) -> Iterator[ProviderHost]:
     """The real ``python -m pulumi.dynamic`` host, on the session server."""
-    provider_host = ProviderHost()
-    provider_host.configure({"jetstream:servers": nats_server.url})
-    yield provider_host
-    provider_host.close()
+    with configured({"jetstream:servers": nats_server.url}) as provider_host:
+        yield provider_host
 
 
 def _orders(**fields: Any) -> dict[str, Any]:
@@ -298,7 +295,7 @@ def test_a_pulumi_error_naming_a_hostile_lock_holder_is_escaped(clean_server: Na
 
     run(take())
     config = {"jetstream:servers": clean_server.url, "jetstream:lockTimeout": "0.2"}
-    with _host(config) as waiting:
+    with configured(config) as waiting:
         checked, _ = waiting.check(_orders())
         with pytest.raises(grpc.RpcError) as refused:
             waiting.create(checked)

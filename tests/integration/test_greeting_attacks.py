@@ -22,6 +22,7 @@ from agent_harness import (
     get,
     lines,
     orders_healed_in,
+    project_of,
     project_sources,
     running_agent,
     until,
@@ -131,14 +132,7 @@ def test_one_environment_behind_a_broken_greeting_stops_no_other(
     Before, the AttributeError ended the whole agent."""
     good = server_factory()
     with greeting(GREETINGS["a list"]) as broken:
-        (tmp_path / "specs").mkdir()
-        write(tmp_path / "specs", ORDERS, "orders.yaml")
-        project = write(
-            tmp_path,
-            "owner: shop\nspecs: [specs]\nenvironments:\n"
-            f"  good:\n    servers: {good.url}\n  broken:\n    servers: {broken}\n",
-            "reconcile.yaml",
-        )
+        project = project_of(tmp_path, {"good": good.url, "broken": broken})
         sources = project_sources(project, ConnectionOptions(timeout=1.0, connect_timeout=1.0))
 
         async def scenario() -> None:
@@ -179,12 +173,7 @@ def test_a_failure_no_check_foresaw_in_one_environment_stops_no_other(
     made to raise ``KeyError``: any bug of that path) fails that environment alone, said
     by type and place, and it is tried again; the other environment heals meanwhile."""
     servers = {"good": server_factory(), "odd": server_factory()}
-    (tmp_path / "specs").mkdir()
-    write(tmp_path / "specs", ORDERS, "orders.yaml")
-    envs = "".join(f"  {name}:\n    servers: {s.url}\n" for name, s in servers.items())
-    project = write(
-        tmp_path, f"owner: shop\nspecs: [specs]\nenvironments:\n{envs}", "reconcile.yaml"
-    )
+    project = project_of(tmp_path, {name: server.url for name, server in servers.items()})
     sources: dict[str, Any] = project_sources(project)
     odd = sources["odd"] = _Failing(sources["odd"], times=2)
 

@@ -9,10 +9,11 @@ secrets unwrapped; this harness does the same.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -250,3 +251,15 @@ def _summary(counts: Mapping[str, int]) -> str:
     same = counts.get("same", 0)
     lines.append(f"    {changes} changes" + (f". {same} unchanged" if same else ""))
     return "\n".join(lines) + "\n"
+
+
+@contextlib.contextmanager
+def configured(config: Mapping[str, str]) -> Iterator[ProviderHost]:
+    """A provider host of its own, configured with the stack config ``config``, closed
+    after."""
+    provider_host = ProviderHost()
+    try:
+        provider_host.configure(dict(config))
+        yield provider_host
+    finally:
+        provider_host.close()

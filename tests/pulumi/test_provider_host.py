@@ -19,7 +19,7 @@ import nats
 import pytest
 from pulumi.runtime.proto import provider_pb2
 from pulumi.runtime.rpc import UNKNOWN
-from pulumi_host import ProviderHost
+from pulumi_host import ProviderHost, configured
 from servers import NatsServer, options, run
 
 from pulumi_provider import JetStreamProvider
@@ -41,10 +41,8 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 @pytest.fixture(scope="module")
 def host(nats_server: NatsServer) -> Iterator[ProviderHost]:
-    provider_host = ProviderHost()
-    provider_host.configure({"jetstream:servers": nats_server.url})
-    yield provider_host
-    provider_host.close()
+    with configured({"jetstream:servers": nats_server.url}) as provider_host:
+        yield provider_host
 
 
 @pytest.fixture

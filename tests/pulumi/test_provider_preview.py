@@ -11,7 +11,7 @@ from typing import Any
 
 import nats
 import pytest
-from pulumi_host import Existing, ProviderHost, preview
+from pulumi_host import Existing, ProviderHost, configured, preview
 from servers import NatsServer, run
 
 pytestmark = pytest.mark.integration
@@ -19,10 +19,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def host(nats_server: NatsServer) -> Iterator[ProviderHost]:
-    provider_host = ProviderHost()
-    provider_host.configure({"jetstream:servers": nats_server.url})
-    yield provider_host
-    provider_host.close()
+    with configured({"jetstream:servers": nats_server.url}) as provider_host:
+        yield provider_host
 
 
 async def _published_then_counted(url: str, stream: str, subject: str, count: int) -> int:

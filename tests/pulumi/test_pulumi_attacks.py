@@ -4,13 +4,11 @@ counted with a raw client before and after."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import grpc
 import pytest
-from pulumi_host import ProviderHost
+from pulumi_host import ProviderHost, configured
 from servers import NatsServer, options, run
 from test_provider_host import MALLORY, _publish, api, stream_inputs, unique
 
@@ -31,17 +29,6 @@ def _streams(server: NatsServer) -> set[str]:
     return set(api(server, "STREAM.NAMES").get("streams") or [])
 
 
-@contextlib.contextmanager
-def _host(config: dict[str, str]) -> Iterator[ProviderHost]:
-    """A provider host of its own, configured with the stack config ``config``."""
-    provider_host = ProviderHost()
-    try:
-        provider_host.configure(config)
-        yield provider_host
-    finally:
-        provider_host.close()
-
-
 # --- a timeout that is no time: a check failure or one line, never a traceback ------------
 
 
@@ -49,7 +36,7 @@ def _host(config: dict[str, str]) -> Iterator[ProviderHost]:
 def test_a_stack_timeout_that_is_no_time_changes_nothing_and_shows_no_traceback(
     server: NatsServer, written: str
 ) -> None:
-    with _host({"jetstream:servers": server.url, "jetstream:timeout": written}) as host:
+    with configured({"jetstream:servers": server.url, "jetstream:timeout": written}) as host:
         name = unique("BADTIMEOUT")
         checked, failures = host.check(stream_inputs(name))
         assert failures == []  # the stack config is not the resource's input
@@ -65,7 +52,7 @@ def test_a_stack_timeout_that_is_no_time_changes_nothing_and_shows_no_traceback(
 def test_a_connection_input_timeout_that_is_no_time_is_a_check_failure(
     server: NatsServer,
 ) -> None:
-    with _host({"jetstream:servers": server.url}) as host:
+    with configured({"jetstream:servers": server.url}) as host:
         name = unique("BADINPUT")
         inputs = {**stream_inputs(name), "connection": {"timeout": "abc"}}
         _, failures = host.check(inputs)
@@ -101,14 +88,14 @@ def test_no_lock_timeout_lets_a_change_through_a_lock_another_run_holds(
 ) -> None:
     """Create, update and delete are all refused, the streams and messages unchanged."""
     base = {"jetstream:servers": server.url}
-    with _host(base) as setup:
+    with configured(base) as setup:
         kept, gone = unique("KEPT"), unique("GONE")
         kept_id, _, kept_outputs = setup.apply(stream_inputs(kept, max_age="1h"))
         gone_id, _, gone_outputs = setup.apply(stream_inputs(gone))
     run(_publish(server.url, f"{kept}.a", 3))
     lease = run(_keep_lock(server))
     try:
-        with _host({**base, "jetstream:lockTimeout": written}) as host:
+        with configured({**base, "jetstream:lockTimeout": written}) as host:
             made = unique("MADE")
             created, _ = host.check(stream_inputs(made))
             updated, _ = host.check(stream_inputs(kept, max_age="2h"))
@@ -160,7 +147,7 @@ def test_a_destroy_never_deletes_another_projects_stream_of_the_same_name(
     """Another project (owner teamb) made the JOBS the stack's destroy met. It deleted
     teamb's stream and its messages, where ``apply --prune`` never touches another
     owner's resource. Now refused naming the owner."""
-    with _host({"jetstream:servers": server.url}) as host:
+    with configured({"jetstream:servers": server.url}) as host:
         *_, details = _destroy_refused_over_theirs(server, host, ownership_marker("teamb"))
         assert "teamb" in details
 
@@ -171,7 +158,7 @@ def test_a_destroy_never_deletes_an_unmarked_stream_made_again_under_the_name(
     """Someone made the JOBS the stack's destroy met by hand (no managed-by marker). It
     was deleted, where ``apply --prune`` leaves an unmarked stream alone. Now refused; the
     stream is still there for a destroy that sees the marker back."""
-    with _host({"jetstream:servers": server.url}) as host:
+    with configured({"jetstream:servers": server.url}) as host:
         id_, outputs, theirs, details = _destroy_refused_over_theirs(server, host, {})
         assert "managed-by marker" in details
         theirs["metadata"] = ownership_marker("default")
@@ -184,7 +171,7 @@ def test_an_update_never_changes_another_projects_stream_of_the_same_name(
     server: NatsServer,
 ) -> None:
     """As the destroy above, for an update: teamb's JOBS keeps its config and messages."""
-    with _host({"jetstream:servers": server.url}) as host:
+    with configured({"jetstream:servers": server.url}) as host:
         name = unique("JOBS")
         id_, _, outputs = host.apply(stream_inputs(name, max_age="1h"))
         assert api(server, f"STREAM.DELETE.{name}").get("success")
