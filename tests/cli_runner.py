@@ -20,7 +20,7 @@ def reconcile(
     return subprocess.run(
         [sys.executable, "-m", "reconciler", *args],
         cwd=cwd,
-        env=_environ(env),
+        env=cleaned_environ(env),
         capture_output=True,
         text=True,
         timeout=120,
@@ -34,14 +34,14 @@ def started(*args: str, cwd: Path, text: bool = True) -> subprocess.Popen[Any]:
     return subprocess.Popen(
         [sys.executable, "-m", "reconciler", *args],
         cwd=cwd,
-        env=_environ(None),
+        env=cleaned_environ(None),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=text,
     )
 
 
-def _environ(env: Mapping[str, str] | None) -> dict[str, str]:
+def cleaned_environ(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The test run's environment without its NATS_ and RECONCILE_ variables, no
     colours, and ``env`` on top."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "RECONCILE_"))}

@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import io
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
+from cli_runner import cleaned_environ
 from servers import write
 
 from reconciler.agent.logs import Log
@@ -203,12 +203,18 @@ class Other:
 
 @contextlib.asynccontextmanager
 async def orders_agent(
-    url: str, specs: Path, *, other: str = "alice-laptop", messages: int = 10
+    url: str,
+    specs: Path,
+    *,
+    other: str = "alice-laptop",
+    messages: int = 10,
+    interval: float = 3600,
 ) -> AsyncIterator[tuple[Agent, io.StringIO, Other]]:
-    """An agent healing ``specs`` (ORDERS) on ``url`` (interval an hour: advisories only),
-    ORDERS created by it and ``messages`` published by another client named ``other``."""
+    """An agent healing ``specs`` (ORDERS) on ``url`` (by default every hour: advisories
+    only), ORDERS created by it and ``messages`` published by another client named
+    ``other``."""
     async with (
-        running_agent(fixed_source([specs], url), interval=3600) as (agent, log),
+        running_agent(fixed_source([specs], url), interval=interval) as (agent, log),
         Other.connect(url, name=other) as client,
     ):
         await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
@@ -219,11 +225,10 @@ async def orders_agent(
 def agent_process(args: list[str], *, cwd: Path, log: Path | None = None) -> subprocess.Popen[str]:
     """``reconcile watch ARGS`` as its own process (no NATS_/RECONCILE_ variable of this
     one leaks in); its log (standard error) into the file ``log``, else a pipe."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "RECONCILE_"))}
     return subprocess.Popen(
         [sys.executable, "-m", "reconciler", "watch", *args],
         cwd=cwd,
-        env=environ,
+        env=cleaned_environ(),
         stderr=subprocess.PIPE if log is None else log.open("w"),
         text=True,
     )

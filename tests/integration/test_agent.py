@@ -13,6 +13,7 @@ from agent_harness import (
     changes,
     cycles_after,
     fixed_source,
+    orders_agent,
     running_agent,
     until,
 )
@@ -84,13 +85,8 @@ def test_a_heal_waits_for_the_audit_that_comes_late_and_names_who_changed_it(
     specs = write(tmp_path, ORDERS)
 
     async def scenario() -> None:
-        async with (
-            running_agent(fixed_source([specs], clean_server.url), interval=3600) as (_, log),
-            Other.connect(clean_server.url) as alice,
-        ):
-            await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
+        async with orders_agent(clean_server.url, specs) as (_, log, alice):
             await until(lambda: changes(log, "Stream ORDERS", "in_sync"), what="in sync")
-            await alice.publish("orders.new", 10)
             await alice.update("ORDERS", description="changed by hand")
             healed = await until(
                 lambda: changes(log, "Stream ORDERS", "healed")[1:], what="ORDERS healed again"

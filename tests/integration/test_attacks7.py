@@ -15,9 +15,7 @@ from agent_harness import (
     ORDERS,
     Other,
     changes,
-    fixed_source,
     orders_agent,
-    running_agent,
     until,
 )
 from cli_runner import interrupted_at_the_lock, reconcile
@@ -54,12 +52,11 @@ def test_a_spec_edited_again_and_again_is_applied_each_time_never_held_as_contes
     specs = write(tmp_path, ORDERS)
 
     async def scenario() -> None:
-        async with (
-            running_agent(fixed_source([specs], clean_server.url), interval=0.2) as (_, log),
-            Other.connect(clean_server.url) as other,
+        async with orders_agent(clean_server.url, specs, messages=5, interval=0.2) as (
+            _,
+            log,
+            other,
         ):
-            await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
-            await other.publish("orders.new", 5)
             for turn in range(flapping.LIMIT + 1):
                 wanted = f"orders as declared, edit {turn}"
                 specs.write_text(ORDERS.replace("orders as declared", wanted), encoding="utf-8")
