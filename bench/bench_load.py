@@ -42,7 +42,7 @@ walk = getattr(spec_files, "real_spec_files", spec_files.spec_files)
 with fewer_collections():
     start = clock()
     root = repository_root([path])
-    files = validate._inside(root, walk([path], problems), problems)
+    files = validate.inside(root, walk([path], problems), problems)
     walked = clock()
     documents = validate.load_spec_files(files, problems)
     read = clock()
