@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,11 +50,52 @@ def save_plan_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -
         )
     )
     console.show_plan(the_plan)
-    path = path.resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(saved.text(), encoding="utf-8")
+    path = _write_plan_file(path, saved.text(), workspace)
     outputs = plan_outputs(runner, inputs, the_plan) | {"plan-file": str(path)}
     return Outcome(outputs, console.markdown, policy_code(runner, the_plan.policy))
+
+
+def _write_plan_file(path: Path, text: str, workspace: Path) -> Path:
+    """Write the saved plan to ``path`` (relative to the step's working folder) whole,
+    and return its absolute path. The workspace holds the pull request's files, and a
+    pull request can hold symlinks: a folder of the path that is a symlink is refused
+    (``plans -> ~/.ssh`` would have the plan written outside the workspace, over a file
+    of the runner's), and the file is written beside its place and renamed over it, so
+    a symlink at the path itself is replaced, never followed."""
+    path = Path(os.path.abspath(path))
+    for folder in _folders_of(path.parent, Path(os.path.abspath(workspace))):
+        if folder.is_symlink():
+            raise InputError(
+                f"input 'plan-file': {folder} is a symlink; the plan file is never "
+                "written through one (name a path in the workspace or under RUNNER_TEMP)"
+            )
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as err:
+        raise InputError(f"input 'plan-file': cannot write {path}: {err.strerror or err}") from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    return path
+
+
+def _folders_of(folder: Path, workspace: Path) -> list[Path]:
+    """``folder`` and the folders above it inside the workspace (which holds the pull
+    request's files), the workspace itself left out (the runner made it); none for a
+    folder outside it (RUNNER_TEMP and the runner's own folders)."""
+    out = []
+    while folder != workspace and folder.is_relative_to(workspace):
+        out.append(folder)
+        folder = folder.parent
+    return out
 
 
 def saved_plan(runner: Runner, inputs: Inputs) -> SavedPlan | None:
