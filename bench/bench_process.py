@@ -402,9 +402,15 @@ def plan_turns(spec: Path, url: str, cache: Path, turns: int) -> dict[str, list[
     return took
 
 
+def _ratio(ours: float, raw: float) -> float:
+    """``ours / raw``; inf where the raw side took no time (a tiny run: no more than the
+    bare start-up, or no server CPU tick), not a crash."""
+    return ours / raw if raw > 0 else float("inf")
+
+
 def ratio_line(label: str, ours: list[float], raw: list[float], start: float, goal: str) -> None:
-    net = [(o - start) / (r - start) for o, r in zip(ours, raw, strict=True)]
-    whole = [o / r for o, r in zip(ours, raw, strict=True)]
+    net = [_ratio(o - start, r - start) for o, r in zip(ours, raw, strict=True)]
+    whole = [_ratio(o, r) for o, r in zip(ours, raw, strict=True)]
     print(
         f"{label:<34}: {statistics.median(net):5.2f}x  (goal {goal}; turns "
         f"{', '.join(f'{r:.2f}' for r in net)}; whole processes {statistics.median(whole):.2f}x)"

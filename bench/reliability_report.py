@@ -100,6 +100,7 @@ SUITE = (
     "tests/integration/test_greeting_attacks.py",
     "tests/integration/test_attacks8.py",
     "tests/integration/test_attacks9.py",
+    "tests/integration/test_attacks10.py",
 )
 
 
@@ -212,8 +213,10 @@ GUARANTEES = (
         "`A|B` get four files), long names are shortened with a hash, files are written by "
         "rename so a symlink in the folder is replaced and never followed, the count "
         "printed is the files written, write errors are one-line errors, and applying an "
-        "export with `--prune` deletes nothing.",
-        ("test_export_safety.py::",),
+        "export with `--prune` deletes nothing. The Action's `plan-file` is never written "
+        "through a symlink a pull request holds: one at the path is replaced, a folder of "
+        "the workspace that is one is refused, and nothing outside is written.",
+        ("test_export_safety.py::", "test_attacks10.py::"),
     ),
     Guarantee(
         "Properties of the engine",
