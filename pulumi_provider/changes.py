@@ -12,7 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pulumi_provider.connection import public_connection
-from pulumi_provider.inputs import IDENTITY_FIELDS, has_unknowns, plain, spec_body, to_spec
+from pulumi_provider.inputs import (
+    IDENTITY_FIELDS,
+    has_unknowns,
+    plain,
+    secret_inputs,
+    spec_body,
+    to_spec,
+)
 from pulumi_provider.operations import Live, with_stream
 from reconciler.errors import RefusalKind
 from reconciler.execution import stages
@@ -117,9 +124,11 @@ CONTROL_FLAGS = ("allow_destroy", "migrate")
 def _control_changed(olds: Mapping[str, Any], news: Mapping[str, Any]) -> bool:
     """Whether an input that steers the provider changed: an update, so the outputs
     (what Pulumi's delete gets) record it. ``lifecycle`` is one: a delete is governed
-    by the lifecycle recorded (``mode: observe`` changes no config, so no plan shows it)."""
+    by the lifecycle recorded (``mode: observe`` changes no config, so no plan shows it);
+    which inputs are secrets is another (the outputs holding them become secrets)."""
     flags = any(bool(_value(olds, f)) != bool(_value(news, f)) for f in CONTROL_FLAGS)
     flags = flags or _value(olds, "lifecycle") != _value(news, "lifecycle")
+    flags = flags or secret_inputs(olds) != secret_inputs(news)  # which outputs are secret
     old_conn = public_connection(_value(olds, "connection"))
     new_conn = public_connection(_value(news, "connection"))
     return flags or old_conn != new_conn

@@ -19,8 +19,9 @@ Constraints of dynamic providers this class respects:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from pulumi import Output
@@ -34,6 +35,7 @@ from pulumi.dynamic import (
     ResourceProvider,
     UpdateResult,
 )
+from pulumi.runtime import rpc
 
 from pulumi_provider import operations
 from pulumi_provider.changes import compare, server_facts
@@ -50,17 +52,22 @@ from pulumi_provider.host_errors import plain_errors_in_host
 from pulumi_provider.inputs import (
     CONTROL_FIELDS,
     OUTPUT_FIELDS,
+    SECRET_INPUTS,
     checked_inputs,
     has_unknowns,
+    hide,
     kind_problem,
     plain,
+    secret_inputs,
+    secret_values,
     spec_body,
     spec_failures,
     to_spec,
 )
-from pulumi_provider.observer import PULUMI
+from pulumi_provider.observer import PulumiObserver
 from pulumi_provider.operations import Live, Target
-from reconciler.errors import SpecError
+from reconciler.errors import ReconcileError, SpecError
+from reconciler.execution.stages import Observer
 from reconciler.identity import Kind
 from reconciler.jetstream import JetStreamClient, open_client
 from reconciler.model.buckets import bucket_config
@@ -92,11 +99,15 @@ class JetStreamProvider(ResourceProvider):
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         inputs = checked_inputs(news)
-        failures = [CheckFailure(path, reason) for path, reason in input_problems(news)]
+        secrets = secret_values(news)
+        failures = [
+            CheckFailure(path, hide(reason, secrets)) for path, reason in input_problems(news)
+        ]
         return CheckResult(inputs, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        change = compare(olds, news)
+        with secrets_hidden(news):
+            change = compare(olds, news)
         return DiffResult(
             changes=change.changes,
             replaces=change.replaces,
@@ -107,10 +118,10 @@ class JetStreamProvider(ResourceProvider):
         spec = to_spec(props)
         live = self._run(
             props,
-            lambda client: operations.converge(
+            lambda client, observer: operations.converge(
                 client,
                 spec,
-                observer=PULUMI,
+                observer=observer,
                 policies=self._policies,
                 lock_timeout=self._lock_wait(),
             ),
@@ -120,7 +131,7 @@ class JetStreamProvider(ResourceProvider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         target = target_of(id_, props)
-        live = self._run(props, lambda client: operations.observe(client, target))
+        live = self._run(props, lambda client, _observer: operations.observe(client, target))
         if live is None:  # gone: Pulumi drops it from the state on refresh
             return ReadResult("", {})
         return ReadResult(id_, outputs(props, live))
@@ -131,12 +142,12 @@ class JetStreamProvider(ResourceProvider):
         migrate = bool(plain(news.get("migrate", False)))
         live = self._run(
             news,
-            lambda client: operations.converge(
+            lambda client, observer: operations.converge(
                 client,
                 spec,
                 allow_data_loss=allow,
                 migrate=migrate,
-                observer=PULUMI,
+                observer=observer,
                 policies=self._policies,
                 lock_timeout=self._lock_wait(),
             ),
@@ -150,11 +161,11 @@ class JetStreamProvider(ResourceProvider):
         declared = to_spec(props) if plain(props.get("lifecycle")) else None  # its lifecycle
         self._run(
             props,
-            lambda client: operations.destroy(
+            lambda client, observer: operations.destroy(
                 client,
                 target,
                 allow_destroy=allow,
-                observer=PULUMI,
+                observer=observer,
                 policies=self._policies,
                 lock_timeout=self._lock_wait(),
                 declared=declared,
@@ -165,22 +176,25 @@ class JetStreamProvider(ResourceProvider):
     def _run(
         self,
         props: Mapping[str, Any],
-        work: Callable[[JetStreamClient], Awaitable[T]],
+        work: Callable[[JetStreamClient, Observer], Awaitable[T]],
         *,
         changes: bool = False,
     ) -> T:
         """Open a connection for this one call, do the work, close it. ``changes``: the
-        work changes the server (one at a time in this host, :data:`_CHANGING`)."""
+        work changes the server (one at a time in this host, :data:`_CHANGING`). What
+        it says (notices, steps, its error) never shows an input that was a secret."""
         options = resolve_connection(plain(props.get("connection")), self._captured(), self._stack)
+        observer = PulumiObserver(secret_values(props))
 
         async def session() -> T:
-            async with open_client(options, on_notice=PULUMI.notice) as client:
-                return await work(client)
+            async with open_client(options, on_notice=observer.notice) as client:
+                return await work(client, observer)
 
-        if not changes:
-            return asyncio.run(session())
-        with _CHANGING:
-            return asyncio.run(session())
+        with secrets_hidden(props):
+            if not changes:
+                return asyncio.run(session())
+            with _CHANGING:
+                return asyncio.run(session())
 
     def _lock_wait(self) -> float:
         """Seconds a change waits for another run's apply lock (``jetstream:lockTimeout``,
@@ -236,7 +250,41 @@ def outputs(props: Mapping[str, Any], live: Live) -> dict[str, Any]:
     kind = outs.get("kind")
     if kind in ("KeyValue", "ObjectStore"):
         outs["bucket"] = bucket_config(kind, str(outs.get("name")), live.config)
+    return secret_outputs(outs, secret_inputs(props))
+
+
+#: The outputs that repeat the inputs' values (the server's configs, the bucket).
+_ECHOES = ("live_config", "stream_config", "bucket")
+
+
+def secret_outputs(outs: dict[str, Any], secrets: tuple[str, ...]) -> dict[str, Any]:
+    """``outs`` with every output that holds a secret input's value returned as a secret:
+    the inputs named in ``secrets`` and the configs that repeat them. The engine stores
+    a secret encrypted; a stack with no secret input keeps its outputs as they were."""
+    if not secrets:
+        return outs
+    for name in (*secrets, *_ECHOES):
+        if name in outs and name != "connection":  # connection: secret already, and public
+            outs[name] = rpc.wrap_rpc_secret(outs[name])
+    outs[SECRET_INPUTS] = list(secrets)
     return outs
+
+
+@contextlib.contextmanager
+def secrets_hidden(props: Mapping[str, Any]) -> Iterator[None]:
+    """An error raised inside, with the inputs' secret values (:func:`secret_values`)
+    hidden from its message. This tool's error stays one (one line in ``pulumi up``);
+    another keeps its type's name and loses the chain that would show the value."""
+    secrets = secret_values(props)
+    try:
+        yield
+    except Exception as err:
+        text = str(err)
+        if not any(secret in text for secret in secrets):
+            raise
+        if isinstance(err, ReconcileError):
+            raise ReconcileError(hide(text, secrets)) from None
+        raise RuntimeError(f"{type(err).__name__}: {hide(text, secrets)}") from None
 
 
 def target_of(id_: str, props: Mapping[str, Any]) -> Target:

@@ -18,7 +18,7 @@ import pulumi
 import pytest
 from google.protobuf import json_format
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs, Mocks
-from pulumi_host import ProviderHost
+from pulumi_host import CIPHERTEXT, ProviderHost, configured, stored, unwrapped
 
 from pulumi_provider import Consumer, JetStreamSpecs, KeyValue, Stream
 from reconciler.errors import SpecError
@@ -286,3 +286,61 @@ def test_a_secret_connection_captured_by_the_program_reaches_the_provider_host(
         host.delete(id_, outputs)
     finally:
         host.close()
+
+
+# --- secret inputs: never in the state in plain text ----------------------------------------
+
+PLAIN_SECRETS = ("s3cr3t-description", "s3cr3t-token", "s3cr3t-bucket")
+
+
+@pytest.mark.integration
+def test_secret_inputs_are_in_the_state_only_encrypted(
+    monitor: RecordingMonitor, clean_server: Any
+) -> None:
+    """A field passed as a secret (a keyword, inside a mapping, in a ``spec``) reaches the
+    provider host unwrapped; every output holding it (the echoed input, ``live_config``,
+    a bucket's ``bucket``, the stream's config in its consumer's ``stream_config``) is
+    returned as a secret, so the state the engine writes holds only its ciphertext."""
+
+    @pulumi.runtime.test
+    def program() -> pulumi.Output[Any]:
+        stream = Stream(
+            "SECRETS",
+            subjects=["SECRETS.>"],
+            description=pulumi.Output.secret(PLAIN_SECRETS[0]),
+            metadata={"team": "shop", "token": pulumi.Output.secret(PLAIN_SECRETS[1])},
+        )
+        reader = Consumer(
+            "READER",
+            stream="SECRETS",
+            ack_policy="explicit",
+            opts=pulumi.ResourceOptions(depends_on=[stream]),
+        )
+        bucket = KeyValue(
+            "vault", {"history": 2, "description": pulumi.Output.secret(PLAIN_SECRETS[2])}
+        )
+        plain = Stream("PLAIN", subjects=["PLAIN.>"], description="nothing to hide")
+        return pulumi.Output.all(stream.urn, reader.urn, bucket.urn, plain.urn)
+
+    program()
+    registered = by_name(monitor)
+    with configured({"jetstream:servers": clean_server.url}) as host:
+        for name in ("SECRETS", "READER", "vault"):
+            inputs = dict(registered[name].inputs)
+            host.provider = unwrapped(inputs.pop("__provider"))
+            checked, failures = host.check(unwrapped(inputs))
+            assert failures == []
+            id_, outputs = host.create(checked)
+            state = json.dumps(stored(outputs, inputs))
+            assert not [s for s in PLAIN_SECRETS if s in state], (name, state)
+            assert "live_config" in state  # the output is there, as ciphertext
+            _, refreshed = host.read(id_, unwrapped(outputs), checked)  # pulumi refresh
+            state = json.dumps(stored(refreshed, inputs))
+            assert not [s for s in PLAIN_SECRETS if s in state], (name, state)
+        # a stack without secrets keeps its outputs as they were: nothing secret
+        inputs = dict(registered["PLAIN"].inputs)
+        assert "secret_inputs" not in inputs
+        host.provider = unwrapped(inputs.pop("__provider"))
+        _, outputs = host.create(host.check(inputs)[0])
+        assert "nothing to hide" in json.dumps(stored(outputs, inputs))
+        assert CIPHERTEXT not in json.dumps(stored(outputs, inputs))
