@@ -59,7 +59,8 @@ def secret_values(props: Mapping[str, Any]) -> tuple[str, ...]:
     what a message from this resource must never show."""
     found: set[str] = set()
     for name in secret_inputs(props):
-        _texts(plain(props.get(name)), found)
+        if name not in OUTPUT_FIELDS:  # a consumer's stream_config: another resource's
+            _texts(plain(props.get(name)), found)
     return tuple(sorted(found, key=len, reverse=True))
 
 
