@@ -107,7 +107,7 @@ class JetStreamProvider(ResourceProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         with secrets_hidden(news):
-            change = compare(olds, news)
+            change = compare(olds, news, self._policies)
         return DiffResult(
             changes=change.changes,
             replaces=change.replaces,

@@ -80,6 +80,7 @@ __all__ = [
     "read",
     "resource_request",
     "validated",
+    "with_policy",
 ]
 
 _T = TypeVar("_T")
@@ -387,11 +388,20 @@ async def plan_removal(
     (``planning.plan.removal``)."""
     the_plan = removal(target, live, request.lifecycle, request.owner, declared=declared)
     the_plan = await with_interest_counts(client, the_plan, live)
+    return await with_policy(the_plan, (), live, request)
+
+
+async def with_policy(
+    the_plan: Plan, resources: Sequence[Spec], live: LiveState, request: PlanRequest
+) -> Plan:
+    """``the_plan`` (of ``resources`` against ``live``) with the request's policy rules
+    evaluated on it (``Plan.policy``, which the verdict reads). Pulumi judges a replace
+    it plans itself (its diff) this way, as the replace the CLI's plan shows."""
     policy = load_policy(request.policies)
-    if policy:
-        findings = await evaluate_policy(policy, the_plan, (), live, environment=request.env)
-        the_plan = replace(the_plan, policy=findings)
-    return the_plan
+    if not policy:
+        return the_plan
+    findings = await evaluate_policy(policy, the_plan, resources, live, environment=request.env)
+    return replace(the_plan, policy=findings)
 
 
 async def _entries_part(

@@ -9,7 +9,8 @@ scope   ─▶ read ─▶ live  ─┴▶ plan (every check that can refuse: on
 ```
 
 - the stages: :func:`load`, :func:`read` (a :class:`Scope`), :func:`plan`
-  (:func:`plan_removal` for one resource's delete), :func:`verdict` (:class:`Allowances`
+  (:func:`plan_removal` for one resource's delete; :func:`with_policy` the policy rules
+  on a plan made without the server), :func:`verdict` (:class:`Allowances`
   in, :class:`RefusedPlan` values with a :class:`RefusalKind` out, the plan's own
   checks first, :func:`checked` those alone; :func:`refuse` raises the first),
   :func:`locked` (the apply lock around a change: read, plan, verdict and execute
@@ -45,6 +46,7 @@ from reconciler.execution.pipeline import (
     plan_removal,
     read,
     resource_request,
+    with_policy,
 )
 from reconciler.execution.requests import QUIET, ApplyRequest, Observer, PlanRequest, Quiet
 from reconciler.execution.run import (
@@ -104,4 +106,5 @@ __all__ = [
     "resource_request",
     "save_plan_for",
     "verdict",
+    "with_policy",
 ]

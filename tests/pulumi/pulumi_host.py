@@ -166,6 +166,32 @@ def _strip(props: dict[str, Any]) -> dict[str, Any]:
     return props
 
 
+# --- pulumi up, as the engine runs it for a resource in the state --------------------------
+
+
+def up(
+    host: ProviderHost, id_: str, outputs: Mapping[str, Any], inputs: Mapping[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """``pulumi up`` of one resource already in the state (``id_``, its ``outputs``) with
+    new ``inputs``: Check, Diff, then as the diff says nothing, Update, or a replace:
+    Delete (the old outputs) before Create when ``deleteBeforeReplace``, as the engine
+    does. Any error (a check failure as ``AssertionError``) stops it there, as it stops
+    the engine. Returns the id and outputs now in the state."""
+    checked, failures = host.check(inputs, outputs)
+    assert failures == [], failures
+    diff = host.diff(id_, outputs, checked)
+    if diff.changes != provider_pb2.DiffResponse.DIFF_SOME:
+        return id_, dict(outputs)
+    if not diff.replaces:
+        return id_, host.update(id_, outputs, checked)
+    if diff.deleteBeforeReplace:
+        host.delete(id_, outputs)
+        return host.create(checked)
+    made = host.create(checked)
+    host.delete(id_, outputs)
+    return made
+
+
 # --- secrets, as the engine handles them for a dynamic provider ----------------------------
 
 #: The key and value that mark a secret in a property bag (Pulumi's wire format).
