@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reconciler.door_words import Allowance
 from reconciler.errors import (
     ApplyFailed,
     NotFound,
@@ -39,6 +40,17 @@ LOCK_TIMEOUT = stages.LOCK_TIMEOUT
 #: How a Pulumi program allows what the executor refuses (an update that deletes stored
 #: messages, a delete of a stream holding some).
 ALLOW_WITH = "It deletes stored messages: set allow_destroy=True on the resource to allow it."
+
+#: What the engine's messages name a CLI flag for, in a Pulumi program's words: the
+#: resource's arguments and the stack's config. None: Pulumi has no way to allow it (the
+#: message leaves it out, or names the `reconcile` command that has it).
+WORDS: Mapping[Allowance, str | None] = {
+    Allowance.MIGRATE: "migrate=True",
+    Allowance.MIGRATION: None,
+    Allowance.TAKE_OVER: None,
+    Allowance.LOCK_TIMEOUT: "jetstream:lockTimeout",
+    Allowance.NO_LOCK: None,
+}
 
 
 @dataclass(frozen=True)

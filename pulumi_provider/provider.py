@@ -66,6 +66,7 @@ from pulumi_provider.inputs import (
 )
 from pulumi_provider.observer import PulumiObserver
 from pulumi_provider.operations import Live, Target
+from reconciler.door_words import spoken
 from reconciler.errors import ReconcileError, SpecError
 from reconciler.execution.stages import Observer
 from reconciler.identity import Kind
@@ -106,7 +107,7 @@ class JetStreamProvider(ResourceProvider):
         return CheckResult(inputs, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        with secrets_hidden(news):
+        with secrets_hidden(news), spoken(operations.WORDS):
             change = compare(olds, news, self._policies)
         return DiffResult(
             changes=change.changes,
@@ -190,7 +191,7 @@ class JetStreamProvider(ResourceProvider):
             async with open_client(options, on_notice=observer.notice) as client:
                 return await work(client, observer)
 
-        with secrets_hidden(props):
+        with secrets_hidden(props), spoken(operations.WORDS):  # its messages in Pulumi's words
             if not changes:
                 return asyncio.run(session())
             with _CHANGING:

@@ -619,6 +619,7 @@ def test_a_change_waits_for_another_runs_apply_lock_then_fails_naming_it_and_cha
             attempt()
         details = str(refused.value.details())
         assert "mallory on elsewhere.example (pid 4242)" in details
+        assert "jetstream:lockTimeout" in details and "--" not in details  # Pulumi's words
     assert _stream_names(server) == before
     kept_info = api(server, f"STREAM.INFO.{kept}")
     assert kept_info["config"]["max_age"] == 3_600_000_000_000
