@@ -21,7 +21,13 @@ from pulumi_provider.inputs import (
     spec_body,
     to_spec,
 )
-from pulumi_provider.operations import Live, request_for, with_stream
+from pulumi_provider.operations import (
+    NO_ENVIRONMENT,
+    Environment,
+    Live,
+    request_for,
+    with_stream,
+)
 from reconciler.errors import RefusalKind
 from reconciler.execution import stages
 from reconciler.model.state import LiveState, ServerInfo
@@ -45,10 +51,14 @@ class Change:
 
 
 def compare(
-    olds: Mapping[str, Any], news: Mapping[str, Any], policies: Sequence[str] = ()
+    olds: Mapping[str, Any],
+    news: Mapping[str, Any],
+    policies: Sequence[str] = (),
+    environment: Environment = NO_ENVIRONMENT,
 ) -> Change:
-    """Compare the last outputs with the new (checked) inputs; a replace is judged by the
-    policy files ``policies`` (:func:`config_change`)."""
+    """Compare the last outputs with the new (checked) inputs, planned in ``environment``
+    (its lifecycle); a replace is judged by the policy files ``policies``
+    (:func:`config_change`)."""
     identity = [f for f in IDENTITY_FIELDS if _value(olds, f) != _value(news, f)]
     if identity:
         return Change(True, identity)
@@ -59,7 +69,9 @@ def compare(
     if live is None:  # outputs written without a live config: compare inputs only
         return Change(control or spec_body(olds) != spec_body(news))
     migrate = bool(_value(news, "migrate"))
-    replaces, changed = config_change(news, live, migrate=migrate, policies=policies)
+    replaces, changed = config_change(
+        news, live, migrate=migrate, policies=policies, environment=environment
+    )
     # Name the declared properties when they explain the replace; derived defaults that
     # move with them (max_waiting when a pull consumer becomes push) add only noise.
     declared = [f for f in replaces if f in spec_body(news) or f in spec_body(olds)]
@@ -67,7 +79,12 @@ def compare(
 
 
 def config_change(
-    news: Mapping[str, Any], live: Live, *, migrate: bool = False, policies: Sequence[str] = ()
+    news: Mapping[str, Any],
+    live: Live,
+    *,
+    migrate: bool = False,
+    policies: Sequence[str] = (),
+    environment: Environment = NO_ENVIRONMENT,
 ) -> tuple[list[str], bool]:
     """(properties forcing a replace, anything changed): the engine's plan for ``news``;
     with ``migrate``, a change only a migration can make is an update (nothing replaced).
@@ -81,7 +98,7 @@ def config_change(
     spec = to_spec(news)
     specs = with_stream(spec)
     state = recorded_state(spec, live)
-    plan = build_plan(specs, state, migrate=migrate)
+    plan = build_plan(specs, state, migrate=migrate, lifecycle=environment.lifecycle)
     everything = stages.Allowances(allow_replace=True, allow_data_loss=True)
     stages.refuse([r for r in stages.verdict(plan, everything) if r.kind is RefusalKind.PREVENTED])
     entry = next(
@@ -90,7 +107,7 @@ def config_change(
         if (e.kind, e.stream, e.name) == (spec.kind, spec.stream, spec.name)
     )
     if isinstance(entry, Replace) and policies:
-        request = request_for(migrate=migrate, policies=policies)
+        request = request_for(migrate=migrate, policies=policies, environment=environment)
         judged = asyncio.run(stages.with_policy(plan, specs, state, request))
         stages.refuse([r for r in stages.verdict(judged) if r.kind is RefusalKind.POLICY])
     if isinstance(entry, Unchanged | Observed):  # observed: never written, nothing to do

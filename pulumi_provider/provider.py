@@ -72,6 +72,7 @@ from reconciler.execution.stages import Observer
 from reconciler.identity import Kind
 from reconciler.jetstream import JetStreamClient, open_client
 from reconciler.model.buckets import bucket_config
+from reconciler.specs.lifecycle import Lifecycle
 
 T = TypeVar("T")
 
@@ -84,12 +85,25 @@ _CHANGING = threading.Lock()
 class JetStreamProvider(ResourceProvider):
     """Manages streams, consumers, KeyValue and ObjectStore buckets on a NATS server."""
 
-    def __init__(self, connection: Any = None, policies: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        connection: Any = None,
+        policies: Sequence[str] = (),
+        environment: operations.Environment = operations.NO_ENVIRONMENT,
+    ) -> None:
         """``connection``: a mapping (values may be pulumi Outputs, captured when pickled);
-        ``policies``: policy files (docs/policy.md) create, update and delete keep."""
+        ``policies``: policy files (docs/policy.md) create, update and delete keep;
+        ``environment``: the project environment of the resource (its name and lifecycle,
+        as ``JetStreamSpecs`` reads them from the project file)."""
         super().__init__()
         self.connection = connection  # captured for Read/Delete (outputs hold no secrets)
         self.policies = tuple(str(p) for p in policies)
+        # plain data in the pickle (its name and its lifecycle's settings); none: none
+        self.environment = (
+            None
+            if environment == operations.NO_ENVIRONMENT
+            else {"name": environment.name, **environment.lifecycle.to_json()}
+        )
         self._stack: dict[str, Any] = {}
         self._lock_timeout: str | None = None
 
@@ -108,7 +122,7 @@ class JetStreamProvider(ResourceProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         with secrets_hidden(news), spoken(operations.WORDS):
-            change = compare(olds, news, self._policies)
+            change = compare(olds, news, self._policies, self._environment)
         return DiffResult(
             changes=change.changes,
             replaces=change.replaces,
@@ -125,6 +139,7 @@ class JetStreamProvider(ResourceProvider):
                 observer=observer,
                 policies=self._policies,
                 lock_timeout=self._lock_wait(),
+                environment=self._environment,
             ),
             changes=True,
         )
@@ -151,6 +166,7 @@ class JetStreamProvider(ResourceProvider):
                 observer=observer,
                 policies=self._policies,
                 lock_timeout=self._lock_wait(),
+                environment=self._environment,
             ),
             changes=True,
         )
@@ -170,6 +186,7 @@ class JetStreamProvider(ResourceProvider):
                 policies=self._policies,
                 lock_timeout=self._lock_wait(),
                 declared=declared,
+                environment=self._environment,
             ),
             changes=True,
         )
@@ -207,6 +224,16 @@ class JetStreamProvider(ResourceProvider):
     def _policies(self) -> tuple[str, ...]:
         """The policy files (an object pickled before policies existed has none)."""
         return tuple(getattr(self, "policies", ()))
+
+    @property
+    def _environment(self) -> operations.Environment:
+        """The resource's project environment (an object pickled before environments
+        existed has none)."""
+        written = getattr(self, "environment", None)
+        if not written:
+            return operations.NO_ENVIRONMENT
+        lifecycle = Lifecycle.from_json(written)
+        return operations.Environment(written.get("name"), lifecycle)
 
     def _captured(self) -> dict[str, Any] | None:
         return _mapping(_resolved(self.connection))

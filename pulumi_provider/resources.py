@@ -15,6 +15,8 @@ the stack config (``jetstream:servers``, ...) and then ``NATS_URL`` are used.
 (an update in the preview, never a replace; docs/migrate.md).
 ``policy=["policies/starter.yaml"]`` names policy files (docs/policy.md): a deny rule that
 does not hold refuses create, update and delete before anything changes.
+``project_environment`` is the project environment (name, lifecycle) ``JetStreamSpecs``
+reads from a project file for its children.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import pulumi
 import pulumi.dynamic
 
 from pulumi_provider.inputs import SECRET_INPUTS
+from pulumi_provider.operations import NO_ENVIRONMENT, Environment
 from pulumi_provider.provider import JetStreamProvider
 
 #: Outputs every resource exposes besides its inputs.
@@ -56,6 +59,7 @@ class JetStreamResource(pulumi.dynamic.Resource):
         migrate: pulumi.Input[bool] | None = None,
         policy: Sequence[str] = (),
         opts: pulumi.ResourceOptions | None = None,
+        project_environment: Environment = NO_ENVIRONMENT,
         **fields: Any,
     ) -> None:
         props = resource_inputs(self.kind, resource_name, spec, fields)
@@ -72,7 +76,9 @@ class JetStreamResource(pulumi.dynamic.Resource):
             props[name] = None
         secret = pulumi.ResourceOptions(additional_secret_outputs=["connection"])
         super().__init__(
-            JetStreamProvider(connection, [str(Path(p).resolve()) for p in policy]),
+            JetStreamProvider(
+                connection, [str(Path(p).resolve()) for p in policy], project_environment
+            ),
             resource_name,
             props,
             pulumi.ResourceOptions.merge(secret, opts),

@@ -60,6 +60,7 @@ from reconciler.planning.policy import evaluate as evaluate_policy
 from reconciler.planning.standby import failbacks, for_environment, guarded, made_primaries
 from reconciler.planning.steps import Check, Migrate, Plan
 from reconciler.specs.cache import cache_folder
+from reconciler.specs.lifecycle import MANAGE, Lifecycle
 from reconciler.specs.policy import NO_POLICY, Policy, load_policy
 from reconciler.specs.spec import Spec
 from reconciler.specs.units import approx_size
@@ -160,11 +161,23 @@ async def loaded_while(
     return specs
 
 
-def resource_request(*, migrate: bool = False, policies: Sequence[Path] = ()) -> PlanRequest:
+def resource_request(
+    *,
+    migrate: bool = False,
+    policies: Sequence[Path] = (),
+    lifecycle: Lifecycle = MANAGE,
+    env: str | None = None,
+) -> PlanRequest:
     """The request of one resource whose spec is not a file (a Pulumi resource's inputs):
-    no paths, the default owner, ``migrate`` and the policy files given."""
+    no paths, the default owner, ``migrate``, the policy files given, and the lifecycle
+    and name of the project environment it belongs to (a Target's: docs/environments.md)."""
     return PlanRequest(
-        paths=(), options=ConnectionOptions(), migrate=migrate, policies=tuple(policies)
+        paths=(),
+        options=ConnectionOptions(),
+        migrate=migrate,
+        policies=tuple(policies),
+        lifecycle=lifecycle,
+        env=env,
     )
 
 

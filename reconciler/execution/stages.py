@@ -33,7 +33,12 @@ from __future__ import annotations
 from reconciler.errors import ExitStatus, RefusalKind, RefusedPlan, changes_status
 from reconciler.execution import lock as leases
 from reconciler.execution.apply import ApplyResult, StepEvent
-from reconciler.execution.environments import Target, environment_target
+from reconciler.execution.environments import (
+    Target,
+    environment_scope,
+    environment_target,
+    paths_target,
+)
 from reconciler.execution.pipeline import (
     EVERYTHING,
     Held,
@@ -89,6 +94,7 @@ __all__ = [
     "check_approved",
     "checked",
     "describe",
+    "environment_scope",
     "environment_target",
     "execute",
     "fetch_live",
@@ -97,6 +103,7 @@ __all__ = [
     "load",
     "loaded_while",
     "locked",
+    "paths_target",
     "plan",
     "plan_environments",
     "plan_for",

@@ -14,16 +14,46 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
+import nats
 import pulumi
 import pytest
 from google.protobuf import json_format
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs, Mocks
 from pulumi_host import CIPHERTEXT, ProviderHost, configured, stored, unwrapped
+from servers import run
 
 from pulumi_provider import Consumer, JetStreamSpecs, KeyValue, Stream
 from reconciler.errors import SpecError
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
+
+
+async def _publish(url: str, subject: str, count: int) -> None:
+    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
+    try:
+        for index in range(count):
+            await nc.request(subject, str(index).encode(), timeout=5)
+    finally:
+        await nc.close()
+
+
+async def _jetstream(url: str, subject: str) -> dict[str, Any]:
+    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
+    try:
+        return dict(json.loads((await nc.request(f"$JS.API.{subject}", b"", timeout=5)).data))
+    finally:
+        await nc.close()
+
+
+async def _stream_names(url: str) -> list[str]:
+    return list((await _jetstream(url, "STREAM.NAMES")).get("streams") or [])
+
+
+async def _messages(url: str, stream: str) -> int:
+    return int((await _jetstream(url, f"STREAM.INFO.{stream}"))["state"]["messages"])
+
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pulumi"
 
 SHOP = """\
@@ -344,3 +374,72 @@ def test_secret_inputs_are_in_the_state_only_encrypted(
         _, outputs = host.create(host.check(inputs)[0])
         assert "nothing to hide" in json.dumps(stored(outputs, inputs))
         assert CIPHERTEXT not in json.dumps(stored(outputs, inputs))
+
+
+# --- a project file: its policies and an environment's lifecycle ----------------------------
+
+PROJECT = """\
+specs: [specs]
+policies: [policies/prod.yaml]
+environments:
+  prod:
+    servers: {env: PULUMI10_UNSET_NATS_URL}
+    lifecycle: {prevent_destroy: true}
+"""
+
+PROD_POLICY = """\
+rules:
+  - id: prod-max-msgs
+    level: deny
+    message: streams in prod bound max_msgs
+    kinds: [Stream]
+    when: resource.environment == "prod" && step.action != "delete"
+    expr: has(resource.declared.max_msgs)
+"""
+
+
+@pytest.mark.integration
+def test_the_component_keeps_the_projects_policies_and_the_environments_lifecycle(
+    monitor: RecordingMonitor, clean_server: Any, tmp_path: Path
+) -> None:
+    """``reconcile apply --env prod`` evaluates the project's ``policies:`` (with
+    ``resource.environment`` "prod") and merges prod's ``prevent_destroy`` into every
+    resource. ``JetStreamSpecs`` read neither: LOOSE was created against the deny rule,
+    and BOUND was deleted with its messages. Both are now refused, as the CLI refuses
+    them; the environment's connection (a variable not set) is not read."""
+    (tmp_path / "reconcile.yaml").write_text(PROJECT, encoding="utf-8")
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "prod.yaml").write_text(PROD_POLICY, encoding="utf-8")
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "streams.yaml").write_text(
+        "kind: Stream\nname: BOUND\nsubjects: [BOUND.>]\nmax_msgs: 100\n---\n"
+        "kind: Stream\nname: LOOSE\nsubjects: [LOOSE.>]\n",
+        encoding="utf-8",
+    )
+
+    @pulumi.runtime.test
+    def program() -> pulumi.Output[Any]:
+        shop = JetStreamSpecs(
+            "prod", project=tmp_path / "reconcile.yaml", environment="prod", allow_destroy=True
+        )
+        return pulumi.Output.all(*(r.urn for r in shop.resources.values()))
+
+    program()
+    registered = by_name(monitor)
+    with configured({"jetstream:servers": clean_server.url}) as host:
+        loose = dict(registered["prod/Stream/LOOSE"].inputs)
+        host.provider = unwrapped(loose.pop("__provider"))
+        with pytest.raises(grpc.RpcError) as denied:
+            host.create(host.check(loose)[0])
+        assert "prod-max-msgs" in str(denied.value.details())
+        bound = dict(registered["prod/Stream/BOUND"].inputs)
+        host.provider = unwrapped(bound.pop("__provider"))
+        id_, outputs = host.create(host.check(bound)[0])
+        run(_publish(clean_server.url, "BOUND.a", 4))
+        with pytest.raises(grpc.RpcError) as prevented:
+            host.delete(id_, outputs)  # allow_destroy: only the lifecycle stops it
+        assert "prevent_destroy" in str(prevented.value.details())
+        assert "reconcile.yaml:6" in str(prevented.value.details())  # where it was declared
+    names = run(_stream_names(clean_server.url))
+    assert "BOUND" in names and "LOOSE" not in names
+    assert run(_messages(clean_server.url, "BOUND")) == 4
