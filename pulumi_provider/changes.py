@@ -7,13 +7,27 @@ from, so a diff needs no connection. The answer is the engine's own plan for the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pulumi_provider.connection import public_connection
-from pulumi_provider.inputs import IDENTITY_FIELDS, has_unknowns, plain, spec_body, to_spec
-from pulumi_provider.operations import Live, with_stream
+from pulumi_provider.inputs import (
+    IDENTITY_FIELDS,
+    has_unknowns,
+    plain,
+    secret_inputs,
+    spec_body,
+    to_spec,
+)
+from pulumi_provider.operations import (
+    NO_ENVIRONMENT,
+    Environment,
+    Live,
+    request_for,
+    with_stream,
+)
 from reconciler.errors import RefusalKind
 from reconciler.execution import stages
 from reconciler.model.state import LiveState, ServerInfo
@@ -36,8 +50,15 @@ class Change:
         return True if self.replaces else None
 
 
-def compare(olds: Mapping[str, Any], news: Mapping[str, Any]) -> Change:
-    """Compare the last outputs with the new (checked) inputs."""
+def compare(
+    olds: Mapping[str, Any],
+    news: Mapping[str, Any],
+    policies: Sequence[str] = (),
+    environment: Environment = NO_ENVIRONMENT,
+) -> Change:
+    """Compare the last outputs with the new (checked) inputs, planned in ``environment``
+    (its lifecycle); a replace is judged by the policy files ``policies``
+    (:func:`config_change`)."""
     identity = [f for f in IDENTITY_FIELDS if _value(olds, f) != _value(news, f)]
     if identity:
         return Change(True, identity)
@@ -47,7 +68,10 @@ def compare(olds: Mapping[str, Any], news: Mapping[str, Any]) -> Change:
     live = recorded_live(olds)
     if live is None:  # outputs written without a live config: compare inputs only
         return Change(control or spec_body(olds) != spec_body(news))
-    replaces, changed = config_change(news, live, migrate=bool(_value(news, "migrate")))
+    migrate = bool(_value(news, "migrate"))
+    replaces, changed = config_change(
+        news, live, migrate=migrate, policies=policies, environment=environment
+    )
     # Name the declared properties when they explain the replace; derived defaults that
     # move with them (max_waiting when a pull consumer becomes push) add only noise.
     declared = [f for f in replaces if f in spec_body(news) or f in spec_body(olds)]
@@ -55,14 +79,26 @@ def compare(olds: Mapping[str, Any], news: Mapping[str, Any]) -> Change:
 
 
 def config_change(
-    news: Mapping[str, Any], live: Live, *, migrate: bool = False
+    news: Mapping[str, Any],
+    live: Live,
+    *,
+    migrate: bool = False,
+    policies: Sequence[str] = (),
+    environment: Environment = NO_ENVIRONMENT,
 ) -> tuple[list[str], bool]:
     """(properties forcing a replace, anything changed): the engine's plan for ``news``;
-    with ``migrate``, a change only a migration can make is an update (nothing replaced)."""
+    with ``migrate``, a change only a migration can make is an update (nothing replaced).
+
+    Pulumi makes a replace itself (delete, then create), never through the executor, so
+    the replace is judged here, before anything changes, as apply judges the replace
+    step of its plan: refused when the new lifecycle prevents it, or when a policy
+    deny rule does not hold for it (``step.action == "replace"``, evaluated on the plan
+    against the recorded config: the delete and the create that follow are judged
+    again, with the server's counts)."""
     spec = to_spec(news)
-    plan = build_plan(with_stream(spec), recorded_state(spec, live), migrate=migrate)
-    # Pulumi makes a replace itself (delete, then create), never through the executor:
-    # a replace the new lifecycle prevents is refused here, as apply refuses it.
+    specs = with_stream(spec)
+    state = recorded_state(spec, live)
+    plan = build_plan(specs, state, migrate=migrate, lifecycle=environment.lifecycle)
     everything = stages.Allowances(allow_replace=True, allow_data_loss=True)
     stages.refuse([r for r in stages.verdict(plan, everything) if r.kind is RefusalKind.PREVENTED])
     entry = next(
@@ -70,6 +106,10 @@ def config_change(
         for e in (*plan.changes, *plan.unchanged, *plan.observed)
         if (e.kind, e.stream, e.name) == (spec.kind, spec.stream, spec.name)
     )
+    if isinstance(entry, Replace) and policies:
+        request = request_for(migrate=migrate, policies=policies, environment=environment)
+        judged = asyncio.run(stages.with_policy(plan, specs, state, request))
+        stages.refuse([r for r in stages.verdict(judged) if r.kind is RefusalKind.POLICY])
     if isinstance(entry, Unchanged | Observed):  # observed: never written, nothing to do
         return [], False
     if not isinstance(entry, Replace):
@@ -117,9 +157,11 @@ CONTROL_FLAGS = ("allow_destroy", "migrate")
 def _control_changed(olds: Mapping[str, Any], news: Mapping[str, Any]) -> bool:
     """Whether an input that steers the provider changed: an update, so the outputs
     (what Pulumi's delete gets) record it. ``lifecycle`` is one: a delete is governed
-    by the lifecycle recorded (``mode: observe`` changes no config, so no plan shows it)."""
+    by the lifecycle recorded (``mode: observe`` changes no config, so no plan shows it);
+    which inputs are secrets is another (the outputs holding them become secrets)."""
     flags = any(bool(_value(olds, f)) != bool(_value(news, f)) for f in CONTROL_FLAGS)
     flags = flags or _value(olds, "lifecycle") != _value(news, "lifecycle")
+    flags = flags or secret_inputs(olds) != secret_inputs(news)  # which outputs are secret
     old_conn = public_connection(_value(olds, "connection"))
     new_conn = public_connection(_value(news, "connection"))
     return flags or old_conn != new_conn

@@ -16,13 +16,18 @@ from pulumi.runtime import rpc
 
 from reconciler.errors import SpecError
 from reconciler.locations import Location
-from reconciler.model.values import printable
+from reconciler.model.values import REDACTED, printable
 from reconciler.specs.document import Document
 from reconciler.specs.spec import KINDS, Spec
 from reconciler.specs.validate import validate_documents
 
+#: The input naming the inputs that a program passed as Pulumi secrets. The engine hands a
+#: dynamic provider (``acceptSecrets: false``) every secret unwrapped, so the resource
+#: (``resources.py``) tells the provider which they were; names only, never a value.
+SECRET_INPUTS = "secret_inputs"
+
 #: Inputs that steer the provider and are not spec fields.
-CONTROL_FIELDS = frozenset({"connection", "allow_destroy", "migrate", "__provider"})
+CONTROL_FIELDS = frozenset({"connection", "allow_destroy", "migrate", SECRET_INPUTS, "__provider"})
 
 #: Inputs that identify a resource: a change replaces it.
 IDENTITY_FIELDS: tuple[str, ...] = ("kind", "name", "stream")
@@ -41,6 +46,40 @@ def plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     return value
+
+
+def secret_inputs(props: Mapping[str, Any]) -> tuple[str, ...]:
+    """The inputs that arrived as Pulumi secrets (:data:`SECRET_INPUTS`), by name."""
+    names = plain(props.get(SECRET_INPUTS))
+    return tuple(str(n) for n in names) if isinstance(names, list) else ()
+
+
+def secret_values(props: Mapping[str, Any]) -> tuple[str, ...]:
+    """The texts of every value inside the inputs that arrived as secrets, longest first:
+    what a message from this resource must never show."""
+    found: set[str] = set()
+    for name in secret_inputs(props):
+        if name not in OUTPUT_FIELDS:  # a consumer's stream_config: another resource's
+            _texts(plain(props.get(name)), found)
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def hide(text: str, secrets: tuple[str, ...]) -> str:
+    """``text`` with each of ``secrets`` (:func:`secret_values`) replaced by a marker."""
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+def _texts(value: Any, found: set[str]) -> None:
+    if isinstance(value, Mapping):
+        for item in value.values():
+            _texts(item, found)
+    elif isinstance(value, list):
+        for item in value:
+            _texts(item, found)
+    elif isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value):
+        found.add(str(value))
 
 
 def has_unknowns(value: Any) -> bool:

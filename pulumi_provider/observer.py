@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import pulumi
 
+from pulumi_provider.inputs import hide
 from reconciler.console import shown, step_line
 from reconciler.execution.stages import Observer
 
@@ -17,13 +18,17 @@ if TYPE_CHECKING:
 
 
 class PulumiObserver(Observer):
-    """Notices and step lines, escaped, to ``pulumi.log.info``."""
+    """Notices and step lines, escaped, to ``pulumi.log.info``; ``secrets`` (the values
+    of a resource's secret inputs) never shown."""
+
+    def __init__(self, secrets: tuple[str, ...] = ()) -> None:
+        self.secrets = secrets
 
     def notice(self, message: str) -> None:
-        pulumi.log.info(shown(message))
+        pulumi.log.info(shown(hide(message, self.secrets)))
 
     def step(self, event: StepEvent) -> None:
-        pulumi.log.info(step_line(event))
+        pulumi.log.info(hide(step_line(event), self.secrets))
 
 
 PULUMI = PulumiObserver()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reconciler.door_words import Allowance
 from reconciler.errors import (
     ApplyFailed,
     NotFound,
@@ -27,6 +28,7 @@ from reconciler.execution.stages import QUIET, Observer, PlanRequest
 from reconciler.identity import ResourceRef
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.state import LiveState, ServerInfo
+from reconciler.specs.lifecycle import MANAGE, Lifecycle
 from reconciler.specs.spec import Spec
 
 #: The identity of a managed resource: enough to find it on a server. Its Pulumi id is
@@ -39,6 +41,17 @@ LOCK_TIMEOUT = stages.LOCK_TIMEOUT
 #: How a Pulumi program allows what the executor refuses (an update that deletes stored
 #: messages, a delete of a stream holding some).
 ALLOW_WITH = "It deletes stored messages: set allow_destroy=True on the resource to allow it."
+
+#: What the engine's messages name a CLI flag for, in a Pulumi program's words: the
+#: resource's arguments and the stack's config. None: Pulumi has no way to allow it (the
+#: message leaves it out, or names the `reconcile` command that has it).
+WORDS: Mapping[Allowance, str | None] = {
+    Allowance.MIGRATE: "migrate=True",
+    Allowance.MIGRATION: None,
+    Allowance.TAKE_OVER: None,
+    Allowance.LOCK_TIMEOUT: "jetstream:lockTimeout",
+    Allowance.NO_LOCK: None,
+}
 
 
 @dataclass(frozen=True)
@@ -65,10 +78,34 @@ async def observe(client: JetStreamClient, target: Target) -> Live | None:
     return Live(server, info["config"], stream_config=stream["config"])
 
 
-def request_for(*, migrate: bool = False, policies: Sequence[str] = ()) -> PlanRequest:
+@dataclass(frozen=True)
+class Environment:
+    """The project environment a resource belongs to (``JetStreamSpecs(project=...,
+    environment=...)``): its name (the policies' ``resource.environment``) and its
+    lifecycle, merged into the resource's by the planner, as ``--env`` does."""
+
+    name: str | None = None
+    lifecycle: Lifecycle = MANAGE
+
+
+#: A resource of no project environment.
+NO_ENVIRONMENT = Environment()
+
+
+def request_for(
+    *,
+    migrate: bool = False,
+    policies: Sequence[str] = (),
+    environment: Environment = NO_ENVIRONMENT,
+) -> PlanRequest:
     """The plan request of one resource: no files (the resource's inputs are its spec),
-    the resource's ``migrate`` and the provider's policy files."""
-    return stages.resource_request(migrate=migrate, policies=[Path(p) for p in policies])
+    the resource's ``migrate``, the provider's policy files and environment."""
+    return stages.resource_request(
+        migrate=migrate,
+        policies=[Path(p) for p in policies],
+        lifecycle=environment.lifecycle,
+        env=environment.name,
+    )
 
 
 async def converge(
@@ -80,6 +117,7 @@ async def converge(
     observer: Observer = QUIET,
     policies: Sequence[str] = (),
     lock_timeout: float | None = stages.LOCK_TIMEOUT,
+    environment: Environment = NO_ENVIRONMENT,
 ) -> Live:
     """Create or update the resource exactly as ``reconcile apply`` would, then read it.
 
@@ -103,7 +141,7 @@ async def converge(
     target = spec.ref
     async with stages.locked(client, timeout=lock_timeout, on_notice=observer.notice) as held:
         state = await read_around(client, target, observer)
-        request = request_for(migrate=migrate, policies=policies)
+        request = request_for(migrate=migrate, policies=policies, environment=environment)
         plan = await stages.plan(client, with_stream(spec), state, request, locked=True)
         allowances = stages.Allowances(allow_data_loss=allow_data_loss, allow_with=ALLOW_WITH)
         refusals = stages.verdict(plan, allowances)
@@ -158,6 +196,7 @@ async def destroy(
     policies: Sequence[str] = (),
     lock_timeout: float | None = stages.LOCK_TIMEOUT,
     declared: Spec | None = None,
+    environment: Environment = NO_ENVIRONMENT,
 ) -> None:
     """Delete the resource through the pipeline's stages, under the server's apply lock
     (as :func:`converge`): the planner's delete step
@@ -176,7 +215,7 @@ async def destroy(
     """
     async with stages.locked(client, timeout=lock_timeout, on_notice=observer.notice) as held:
         state = await read_around(client, target, observer)
-        request = request_for(policies=policies)
+        request = request_for(policies=policies, environment=environment)
         plan = await stages.plan_removal(client, target, state, request, declared=declared)
         for note in plan.observed:
             observer.notice(f"{note.ref.label}: {note.reasons[0]}")

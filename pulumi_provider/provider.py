@@ -19,8 +19,9 @@ Constraints of dynamic providers this class respects:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from pulumi import Output
@@ -34,6 +35,7 @@ from pulumi.dynamic import (
     ResourceProvider,
     UpdateResult,
 )
+from pulumi.runtime import rpc
 
 from pulumi_provider import operations
 from pulumi_provider.changes import compare, server_facts
@@ -50,20 +52,27 @@ from pulumi_provider.host_errors import plain_errors_in_host
 from pulumi_provider.inputs import (
     CONTROL_FIELDS,
     OUTPUT_FIELDS,
+    SECRET_INPUTS,
     checked_inputs,
     has_unknowns,
+    hide,
     kind_problem,
     plain,
+    secret_inputs,
+    secret_values,
     spec_body,
     spec_failures,
     to_spec,
 )
-from pulumi_provider.observer import PULUMI
+from pulumi_provider.observer import PulumiObserver
 from pulumi_provider.operations import Live, Target
-from reconciler.errors import SpecError
+from reconciler.door_words import spoken
+from reconciler.errors import ReconcileError, SpecError
+from reconciler.execution.stages import Observer
 from reconciler.identity import Kind
 from reconciler.jetstream import JetStreamClient, open_client
 from reconciler.model.buckets import bucket_config
+from reconciler.specs.lifecycle import Lifecycle
 
 T = TypeVar("T")
 
@@ -76,12 +85,25 @@ _CHANGING = threading.Lock()
 class JetStreamProvider(ResourceProvider):
     """Manages streams, consumers, KeyValue and ObjectStore buckets on a NATS server."""
 
-    def __init__(self, connection: Any = None, policies: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        connection: Any = None,
+        policies: Sequence[str] = (),
+        environment: operations.Environment = operations.NO_ENVIRONMENT,
+    ) -> None:
         """``connection``: a mapping (values may be pulumi Outputs, captured when pickled);
-        ``policies``: policy files (docs/policy.md) create, update and delete keep."""
+        ``policies``: policy files (docs/policy.md) create, update and delete keep;
+        ``environment``: the project environment of the resource (its name and lifecycle,
+        as ``JetStreamSpecs`` reads them from the project file)."""
         super().__init__()
         self.connection = connection  # captured for Read/Delete (outputs hold no secrets)
         self.policies = tuple(str(p) for p in policies)
+        # plain data in the pickle (its name and its lifecycle's settings); none: none
+        self.environment = (
+            None
+            if environment == operations.NO_ENVIRONMENT
+            else {"name": environment.name, **environment.lifecycle.to_json()}
+        )
         self._stack: dict[str, Any] = {}
         self._lock_timeout: str | None = None
 
@@ -92,11 +114,15 @@ class JetStreamProvider(ResourceProvider):
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         inputs = checked_inputs(news)
-        failures = [CheckFailure(path, reason) for path, reason in input_problems(news)]
+        secrets = secret_values(news)
+        failures = [
+            CheckFailure(path, hide(reason, secrets)) for path, reason in input_problems(news)
+        ]
         return CheckResult(inputs, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        change = compare(olds, news)
+        with secrets_hidden(news), spoken(operations.WORDS):
+            change = compare(olds, news, self._policies, self._environment)
         return DiffResult(
             changes=change.changes,
             replaces=change.replaces,
@@ -107,12 +133,13 @@ class JetStreamProvider(ResourceProvider):
         spec = to_spec(props)
         live = self._run(
             props,
-            lambda client: operations.converge(
+            lambda client, observer: operations.converge(
                 client,
                 spec,
-                observer=PULUMI,
+                observer=observer,
                 policies=self._policies,
                 lock_timeout=self._lock_wait(),
+                environment=self._environment,
             ),
             changes=True,
         )
@@ -120,7 +147,7 @@ class JetStreamProvider(ResourceProvider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         target = target_of(id_, props)
-        live = self._run(props, lambda client: operations.observe(client, target))
+        live = self._run(props, lambda client, _observer: operations.observe(client, target))
         if live is None:  # gone: Pulumi drops it from the state on refresh
             return ReadResult("", {})
         return ReadResult(id_, outputs(props, live))
@@ -131,14 +158,15 @@ class JetStreamProvider(ResourceProvider):
         migrate = bool(plain(news.get("migrate", False)))
         live = self._run(
             news,
-            lambda client: operations.converge(
+            lambda client, observer: operations.converge(
                 client,
                 spec,
                 allow_data_loss=allow,
                 migrate=migrate,
-                observer=PULUMI,
+                observer=observer,
                 policies=self._policies,
                 lock_timeout=self._lock_wait(),
+                environment=self._environment,
             ),
             changes=True,
         )
@@ -150,14 +178,15 @@ class JetStreamProvider(ResourceProvider):
         declared = to_spec(props) if plain(props.get("lifecycle")) else None  # its lifecycle
         self._run(
             props,
-            lambda client: operations.destroy(
+            lambda client, observer: operations.destroy(
                 client,
                 target,
                 allow_destroy=allow,
-                observer=PULUMI,
+                observer=observer,
                 policies=self._policies,
                 lock_timeout=self._lock_wait(),
                 declared=declared,
+                environment=self._environment,
             ),
             changes=True,
         )
@@ -165,22 +194,25 @@ class JetStreamProvider(ResourceProvider):
     def _run(
         self,
         props: Mapping[str, Any],
-        work: Callable[[JetStreamClient], Awaitable[T]],
+        work: Callable[[JetStreamClient, Observer], Awaitable[T]],
         *,
         changes: bool = False,
     ) -> T:
         """Open a connection for this one call, do the work, close it. ``changes``: the
-        work changes the server (one at a time in this host, :data:`_CHANGING`)."""
+        work changes the server (one at a time in this host, :data:`_CHANGING`). What
+        it says (notices, steps, its error) never shows an input that was a secret."""
         options = resolve_connection(plain(props.get("connection")), self._captured(), self._stack)
+        observer = PulumiObserver(secret_values(props))
 
         async def session() -> T:
-            async with open_client(options, on_notice=PULUMI.notice) as client:
-                return await work(client)
+            async with open_client(options, on_notice=observer.notice) as client:
+                return await work(client, observer)
 
-        if not changes:
-            return asyncio.run(session())
-        with _CHANGING:
-            return asyncio.run(session())
+        with secrets_hidden(props), spoken(operations.WORDS):  # its messages in Pulumi's words
+            if not changes:
+                return asyncio.run(session())
+            with _CHANGING:
+                return asyncio.run(session())
 
     def _lock_wait(self) -> float:
         """Seconds a change waits for another run's apply lock (``jetstream:lockTimeout``,
@@ -192,6 +224,16 @@ class JetStreamProvider(ResourceProvider):
     def _policies(self) -> tuple[str, ...]:
         """The policy files (an object pickled before policies existed has none)."""
         return tuple(getattr(self, "policies", ()))
+
+    @property
+    def _environment(self) -> operations.Environment:
+        """The resource's project environment (an object pickled before environments
+        existed has none)."""
+        written = getattr(self, "environment", None)
+        if not written:
+            return operations.NO_ENVIRONMENT
+        lifecycle = Lifecycle.from_json(written)
+        return operations.Environment(written.get("name"), lifecycle)
 
     def _captured(self) -> dict[str, Any] | None:
         return _mapping(_resolved(self.connection))
@@ -236,7 +278,41 @@ def outputs(props: Mapping[str, Any], live: Live) -> dict[str, Any]:
     kind = outs.get("kind")
     if kind in ("KeyValue", "ObjectStore"):
         outs["bucket"] = bucket_config(kind, str(outs.get("name")), live.config)
+    return secret_outputs(outs, secret_inputs(props))
+
+
+#: The outputs that repeat the inputs' values (the server's configs, the bucket).
+_ECHOES = ("live_config", "stream_config", "bucket")
+
+
+def secret_outputs(outs: dict[str, Any], secrets: tuple[str, ...]) -> dict[str, Any]:
+    """``outs`` with every output that holds a secret input's value returned as a secret:
+    the inputs named in ``secrets`` and the configs that repeat them. The engine stores
+    a secret encrypted; a stack with no secret input keeps its outputs as they were."""
+    if not secrets:
+        return outs
+    for name in (*secrets, *_ECHOES):
+        if name in outs and name != "connection":  # connection: secret already, and public
+            outs[name] = rpc.wrap_rpc_secret(outs[name])
+    outs[SECRET_INPUTS] = list(secrets)
     return outs
+
+
+@contextlib.contextmanager
+def secrets_hidden(props: Mapping[str, Any]) -> Iterator[None]:
+    """An error raised inside, with the inputs' secret values (:func:`secret_values`)
+    hidden from its message. This tool's error stays one (one line in ``pulumi up``);
+    another keeps its type's name and loses the chain that would show the value."""
+    secrets = secret_values(props)
+    try:
+        yield
+    except Exception as err:
+        text = str(err)
+        if not any(secret in text for secret in secrets):
+            raise
+        if isinstance(err, ReconcileError):
+            raise ReconcileError(hide(text, secrets)) from None
+        raise RuntimeError(f"{type(err).__name__}: {hide(text, secrets)}") from None
 
 
 def target_of(id_: str, props: Mapping[str, Any]) -> Target:

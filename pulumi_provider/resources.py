@@ -15,17 +15,21 @@ the stack config (``jetstream:servers``, ...) and then ``NATS_URL`` are used.
 (an update in the preview, never a replace; docs/migrate.md).
 ``policy=["policies/starter.yaml"]`` names policy files (docs/policy.md): a deny rule that
 does not hold refuses create, update and delete before anything changes.
+``project_environment`` is the project environment (name, lifecycle) ``JetStreamSpecs``
+reads from a project file for its children.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pulumi
 import pulumi.dynamic
 
+from pulumi_provider.inputs import SECRET_INPUTS
+from pulumi_provider.operations import NO_ENVIRONMENT, Environment
 from pulumi_provider.provider import JetStreamProvider
 
 #: Outputs every resource exposes besides its inputs.
@@ -55,23 +59,62 @@ class JetStreamResource(pulumi.dynamic.Resource):
         migrate: pulumi.Input[bool] | None = None,
         policy: Sequence[str] = (),
         opts: pulumi.ResourceOptions | None = None,
+        project_environment: Environment = NO_ENVIRONMENT,
         **fields: Any,
     ) -> None:
         props = resource_inputs(self.kind, resource_name, spec, fields)
-        props["connection"] = None if connection is None else pulumi.Output.secret(connection)
         if allow_destroy is not None:
             props["allow_destroy"] = allow_destroy
         if migrate is not None:
             props["migrate"] = migrate
+        followed = [r for r in _depends_on(opts) if isinstance(r, JetStreamResource)]
+        names: Awaitable[list[str] | None] = secret_names(dict(props), followed)
+        self._secret_names: pulumi.Output[list[str] | None] = pulumi.Output.from_input(names)
+        props[SECRET_INPUTS] = self._secret_names
+        props["connection"] = None if connection is None else pulumi.Output.secret(connection)
         for name in (*_COMMON_OUTPUTS, *self._extra_outputs):
             props[name] = None
         secret = pulumi.ResourceOptions(additional_secret_outputs=["connection"])
         super().__init__(
-            JetStreamProvider(connection, [str(Path(p).resolve()) for p in policy]),
+            JetStreamProvider(
+                connection, [str(Path(p).resolve()) for p in policy], project_environment
+            ),
             resource_name,
             props,
             pulumi.ResourceOptions.merge(secret, opts),
         )
+
+
+async def secret_names(
+    props: Mapping[str, Any], followed: Sequence[JetStreamResource] = ()
+) -> list[str] | None:
+    """The inputs holding a Pulumi secret anywhere inside (``Output.secret``, a secret
+    config value, a mapping holding one), by name, and ``stream_config`` when the
+    consumer's stream, among the resources it depends on (``followed``), has one (the
+    stream's config is that output); None when there is none (the input is then left
+    out, so a stack without secrets keeps its state as it was). The provider host gets
+    every secret unwrapped: this list is how it knows which outputs to return as
+    secrets."""
+    names = [name for name, value in props.items() if await _is_secret(value)]
+    if props.get("kind") == "Consumer":
+        streams = [r for r in followed if type(r).kind == "Stream"]  # r.kind: an output
+        if any([await stream._secret_names.future() for stream in streams]):
+            names.append("stream_config")
+    return sorted(names) or None
+
+
+def _depends_on(opts: pulumi.ResourceOptions | None) -> list[Any]:
+    """The resources ``opts`` names in ``depends_on`` (those given as resources)."""
+    found = opts.depends_on if opts is not None else None
+    if found is None:
+        return []
+    return list(found) if isinstance(found, (list, tuple)) else [found]
+
+
+async def _is_secret(value: Any) -> bool:
+    if value is None:
+        return False
+    return await pulumi.Output.from_input(value).is_secret()
 
 
 def resource_inputs(

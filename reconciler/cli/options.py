@@ -413,17 +413,11 @@ def project_target(
 ) -> Target:
     """:func:`resolve_target` once the project file is read (``plan --all-envs`` reads it
     once for every environment)."""
-    from reconciler.execution.stages import Target, environment_target
+    from reconciler.execution.stages import environment_target, paths_target
 
     owner = project_owner(ctx, project, owner)
     if env_name is None and paths:
-        return Target(
-            tuple(paths),
-            to_connection_options(conn),
-            owner,
-            ignore=project.ignore,
-            policies=project.policies,
-        )
+        return paths_target(project, tuple(paths), to_connection_options(conn), owner)
     if env_name is None:
         if len(project.environments) != 1:
             names = ", ".join(sorted(project.environments))

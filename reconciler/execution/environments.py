@@ -40,12 +40,22 @@ class Target:
 def environment_target(project: Project, name: str, base: ConnectionOptions, owner: str) -> Target:
     """One environment of ``project`` as a Target (variables read now). ``base`` gives
     what an environment does not set (timeouts, the embedded server's store)."""
-    environment = project.environment(name)
-    values = environment.connection()
+    values = project.environment(name).connection()
     settings: dict[str, Any] = {field: values.get(field) for field in _OPTION_FIELDS}
     options = replace(base, **settings)
     if not options.is_configured:
         options = replace(options, store=base.store / name)  # each its own embedded server
+    return environment_scope(project, name, options, owner)
+
+
+def environment_scope(
+    project: Project, name: str, options: ConnectionOptions, owner: str
+) -> Target:
+    """What one environment of ``project`` plans, wherever it connects (``options`` as
+    given, its connection's variables not read: a door with a connection of its own,
+    Pulumi's ``JetStreamSpecs``): its spec paths, overlays, lifecycle, the project's
+    ignore rules and policies."""
+    environment = project.environment(name)
     return Target(
         paths=tuple(project.spec_paths(environment)),
         options=options,
@@ -58,6 +68,14 @@ def environment_target(project: Project, name: str, base: ConnectionOptions, own
         domains=tuple((env.name, env.domain) for env in project.environments.values()),
         project=project,
     )
+
+
+def paths_target(
+    project: Project, paths: tuple[Path, ...], options: ConnectionOptions, owner: str
+) -> Target:
+    """Spec ``paths`` read with ``project`` but no environment (``--project FILE PATHS``):
+    the project's ignore rules and policies, no environment's lifecycle."""
+    return Target(paths, options, owner, ignore=project.ignore, policies=project.policies)
 
 
 #: ConnectionOptions fields an environment may set: all but the run's own settings.

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
+from reconciler.door_words import Allowance, say
 from reconciler.errors import (
     ConnectError,
     LockError,
@@ -369,8 +370,9 @@ def _held_message(
     where = f"{settings.bucket}/{settings.key}"
     who = lease.describe(now) if lease is not None else "another run"
     return (
-        f"apply lock {where} is held by {who}; gave up after {timeout:g}s (--lock-timeout). "
-        "If that run crashed, its lease expires by itself; `reconcile lock break` removes it now."
+        f"apply lock {where} is held by {who}; gave up after {timeout:g}s "
+        f"({say(Allowance.LOCK_TIMEOUT)}). If that run crashed, its lease expires by itself; "
+        "`reconcile lock break` removes it now."
     )
 
 

@@ -60,6 +60,7 @@ from reconciler.planning.policy import evaluate as evaluate_policy
 from reconciler.planning.standby import failbacks, for_environment, guarded, made_primaries
 from reconciler.planning.steps import Check, Migrate, Plan
 from reconciler.specs.cache import cache_folder
+from reconciler.specs.lifecycle import MANAGE, Lifecycle
 from reconciler.specs.policy import NO_POLICY, Policy, load_policy
 from reconciler.specs.spec import Spec
 from reconciler.specs.units import approx_size
@@ -80,6 +81,7 @@ __all__ = [
     "read",
     "resource_request",
     "validated",
+    "with_policy",
 ]
 
 _T = TypeVar("_T")
@@ -159,11 +161,23 @@ async def loaded_while(
     return specs
 
 
-def resource_request(*, migrate: bool = False, policies: Sequence[Path] = ()) -> PlanRequest:
+def resource_request(
+    *,
+    migrate: bool = False,
+    policies: Sequence[Path] = (),
+    lifecycle: Lifecycle = MANAGE,
+    env: str | None = None,
+) -> PlanRequest:
     """The request of one resource whose spec is not a file (a Pulumi resource's inputs):
-    no paths, the default owner, ``migrate`` and the policy files given."""
+    no paths, the default owner, ``migrate``, the policy files given, and the lifecycle
+    and name of the project environment it belongs to (a Target's: docs/environments.md)."""
     return PlanRequest(
-        paths=(), options=ConnectionOptions(), migrate=migrate, policies=tuple(policies)
+        paths=(),
+        options=ConnectionOptions(),
+        migrate=migrate,
+        policies=tuple(policies),
+        lifecycle=lifecycle,
+        env=env,
     )
 
 
@@ -387,11 +401,20 @@ async def plan_removal(
     (``planning.plan.removal``)."""
     the_plan = removal(target, live, request.lifecycle, request.owner, declared=declared)
     the_plan = await with_interest_counts(client, the_plan, live)
+    return await with_policy(the_plan, (), live, request)
+
+
+async def with_policy(
+    the_plan: Plan, resources: Sequence[Spec], live: LiveState, request: PlanRequest
+) -> Plan:
+    """``the_plan`` (of ``resources`` against ``live``) with the request's policy rules
+    evaluated on it (``Plan.policy``, which the verdict reads). Pulumi judges a replace
+    it plans itself (its diff) this way, as the replace the CLI's plan shows."""
     policy = load_policy(request.policies)
-    if policy:
-        findings = await evaluate_policy(policy, the_plan, (), live, environment=request.env)
-        the_plan = replace(the_plan, policy=findings)
-    return the_plan
+    if not policy:
+        return the_plan
+    findings = await evaluate_policy(policy, the_plan, resources, live, environment=request.env)
+    return replace(the_plan, policy=findings)
 
 
 async def _entries_part(

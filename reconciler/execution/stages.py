@@ -9,7 +9,8 @@ scope   ─▶ read ─▶ live  ─┴▶ plan (every check that can refuse: on
 ```
 
 - the stages: :func:`load`, :func:`read` (a :class:`Scope`), :func:`plan`
-  (:func:`plan_removal` for one resource's delete), :func:`verdict` (:class:`Allowances`
+  (:func:`plan_removal` for one resource's delete; :func:`with_policy` the policy rules
+  on a plan made without the server), :func:`verdict` (:class:`Allowances`
   in, :class:`RefusedPlan` values with a :class:`RefusalKind` out, the plan's own
   checks first, :func:`checked` those alone; :func:`refuse` raises the first),
   :func:`locked` (the apply lock around a change: read, plan, verdict and execute
@@ -32,7 +33,12 @@ from __future__ import annotations
 from reconciler.errors import ExitStatus, RefusalKind, RefusedPlan, changes_status
 from reconciler.execution import lock as leases
 from reconciler.execution.apply import ApplyResult, StepEvent
-from reconciler.execution.environments import Target, environment_target
+from reconciler.execution.environments import (
+    Target,
+    environment_scope,
+    environment_target,
+    paths_target,
+)
 from reconciler.execution.pipeline import (
     EVERYTHING,
     Held,
@@ -45,6 +51,7 @@ from reconciler.execution.pipeline import (
     plan_removal,
     read,
     resource_request,
+    with_policy,
 )
 from reconciler.execution.requests import QUIET, ApplyRequest, Observer, PlanRequest, Quiet
 from reconciler.execution.run import (
@@ -87,6 +94,7 @@ __all__ = [
     "check_approved",
     "checked",
     "describe",
+    "environment_scope",
     "environment_target",
     "execute",
     "fetch_live",
@@ -95,6 +103,7 @@ __all__ = [
     "load",
     "loaded_while",
     "locked",
+    "paths_target",
     "plan",
     "plan_environments",
     "plan_for",
@@ -104,4 +113,5 @@ __all__ = [
     "resource_request",
     "save_plan_for",
     "verdict",
+    "with_policy",
 ]

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.door_words import Allowance, say
 from reconciler.errors import Problem
 from reconciler.identity import BUCKET_KINDS
 from reconciler.locations import Location
@@ -523,9 +524,11 @@ def _own_refused(total: Total, own: Mapping[str, Mapping[str, Any]], tiered: boo
             )
         else:
             continue
+        no_lock = say(Allowance.NO_LOCK)
         message = (
-            f"apply makes {name} (its lock) first, and {why} "
-            "(apply --no-lock makes none); nothing was changed"
+            f"apply makes {name} (its lock) first, and {why}"
+            + (f" ({no_lock} makes none)" if no_lock else "")
+            + "; nothing was changed"
         )
         problems.append(Problem(None, "", message))
     return problems

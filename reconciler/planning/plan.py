@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from reconciler.door_words import Allowance, say
 from reconciler.errors import Problem, RefusalKind, SpecError, UnsupportedField
 from reconciler.identity import ResourceRef, is_reserved
 from reconciler.model.diff import FieldChange, diff_configs, replace_reasons
@@ -140,9 +141,11 @@ class Ownership:
             return None, ()
         if self.take_over:
             return None, (f"take over from owner {holder!r}",)
+        take_over = say(Allowance.TAKE_OVER)
         message = (
             f"{spec.ref.label} is managed by owner {holder!r}, not {self.owner!r}: declare it "
-            "in that project, or re-run with --take-over to take it over"
+            "in that project"
+            + (f", or re-run with {take_over} to take it over" if take_over else "")
         )
         return Problem(spec.source, "", message), ()
 
@@ -494,21 +497,27 @@ def _not_allowed(record: Record, group: StreamGroup, *, migrate: bool, way: str 
     """Why this run may not act on a migration that is its own (empty: it may)."""
     if not migrate:
         return (
-            f"stream {group.name}: an interrupted migration is resumed only with --migrate "
-            "(the consent it started with)"
+            f"stream {group.name}: an interrupted migration is resumed only with "
+            f"{say(Allowance.MIGRATE)} (the consent it started with)"
         )
     if way is None:
         return (
             f"stream {group.name}: the specs changed after its migration stopped; choose "
-            "--migration resume (finish to its recorded target), rollback (back to the old "
-            "config) or continue (on to the declared config)"
+            f"{_choose_with()} resume (finish to its recorded target), rollback (back to the "
+            "old config) or continue (on to the declared config)"
         )
     if way != "resume" and finished(record, group.live):
         return (
             f"stream {group.name}: its migration has finished but for deleting "
-            f"{temp_name(group.name)}: only --migration resume"
+            f"{temp_name(group.name)}: only {_choose_with()} resume"
         )
     return ""
+
+
+def _choose_with() -> str:
+    """How the run's door chooses the way out of an interrupted migration: its own
+    words, else the CLI's command (a door without the choice)."""
+    return say(Allowance.MIGRATION) or "`reconcile apply --migrate --migration`"
 
 
 def _way_out(

@@ -166,6 +166,98 @@ def _strip(props: dict[str, Any]) -> dict[str, Any]:
     return props
 
 
+# --- pulumi up, as the engine runs it for a resource in the state --------------------------
+
+
+def up(
+    host: ProviderHost, id_: str, outputs: Mapping[str, Any], inputs: Mapping[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """``pulumi up`` of one resource already in the state (``id_``, its ``outputs``) with
+    new ``inputs``: Check, Diff, then as the diff says nothing, Update, or a replace:
+    Delete (the old outputs) before Create when ``deleteBeforeReplace``, as the engine
+    does. Any error (a check failure as ``AssertionError``) stops it there, as it stops
+    the engine. Returns the id and outputs now in the state."""
+    checked, failures = host.check(inputs, outputs)
+    assert failures == [], failures
+    diff = host.diff(id_, outputs, checked)
+    if diff.changes != provider_pb2.DiffResponse.DIFF_SOME:
+        return id_, dict(outputs)
+    if not diff.replaces:
+        return id_, host.update(id_, outputs, checked)
+    if diff.deleteBeforeReplace:
+        host.delete(id_, outputs)
+        return host.create(checked)
+    made = host.create(checked)
+    host.delete(id_, outputs)
+    return made
+
+
+# --- secrets, as the engine handles them for a dynamic provider ----------------------------
+
+#: The key and value that mark a secret in a property bag (Pulumi's wire format).
+SECRET_SIG = "4dabf18193072939515e22adb298388d"
+SECRET_VALUE = "1b47061264138c4ac30d75fd1eb44270"
+
+#: What the state holds in place of a secret: its ciphertext, never the value.
+CIPHERTEXT = "[ciphertext]"
+
+
+def is_secret(value: Any) -> bool:
+    return isinstance(value, dict) and value.get(SECRET_SIG) == SECRET_VALUE
+
+
+def unwrapped(value: Any) -> Any:
+    """``value`` as the engine sends it to a provider that does not accept secrets (the
+    dynamic provider host answers Configure with ``acceptSecrets: false``)."""
+    if is_secret(value):
+        return unwrapped(value["value"])
+    if isinstance(value, dict):
+        return {k: unwrapped(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unwrapped(v) for v in value]
+    return value
+
+
+def stored(outputs: Mapping[str, Any], inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The outputs as the engine writes them to the stack's state: the secret bit of each
+    input kept on the output of the same name (the engine's ``annotateSecrets``, for
+    providers that do not accept secrets), then every secret encrypted."""
+    return dict(_encrypted(_annotated(dict(outputs), inputs)))
+
+
+def _annotated(outs: dict[str, Any], ins: Mapping[str, Any]) -> dict[str, Any]:
+    for key, value in ins.items():
+        if key not in outs:
+            continue
+        objects = [v for v in (outs[key], value) if isinstance(v, dict) and not is_secret(v)]
+        if len(objects) == 2:  # both objects: the secret bit is kept field by field
+            outs[key] = _annotated(dict(outs[key]), value)
+            continue
+        if not is_secret(outs[key]) and _holds_secret(value):
+            outs[key] = {SECRET_SIG: SECRET_VALUE, "value": outs[key]}
+    return outs
+
+
+def _holds_secret(value: Any) -> bool:
+    if is_secret(value):
+        return True
+    if isinstance(value, dict):
+        return any(_holds_secret(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_secret(v) for v in value)
+    return False
+
+
+def _encrypted(value: Any) -> Any:
+    if is_secret(value):
+        return CIPHERTEXT
+    if isinstance(value, dict):
+        return {k: _encrypted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_encrypted(v) for v in value]
+    return value
+
+
 # --- pulumi preview, as the CLI prints it ---------------------------------------------------
 
 #: How ``pulumi preview`` marks each planned operation, and its word in the Plan column.

@@ -14,16 +14,46 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
+import nats
 import pulumi
 import pytest
 from google.protobuf import json_format
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs, Mocks
-from pulumi_host import ProviderHost
+from pulumi_host import CIPHERTEXT, ProviderHost, configured, stored, unwrapped
+from servers import run
 
 from pulumi_provider import Consumer, JetStreamSpecs, KeyValue, Stream
 from reconciler.errors import SpecError
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
+
+
+async def _publish(url: str, subject: str, count: int) -> None:
+    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
+    try:
+        for index in range(count):
+            await nc.request(subject, str(index).encode(), timeout=5)
+    finally:
+        await nc.close()
+
+
+async def _jetstream(url: str, subject: str) -> dict[str, Any]:
+    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
+    try:
+        return dict(json.loads((await nc.request(f"$JS.API.{subject}", b"", timeout=5)).data))
+    finally:
+        await nc.close()
+
+
+async def _stream_names(url: str) -> list[str]:
+    return list((await _jetstream(url, "STREAM.NAMES")).get("streams") or [])
+
+
+async def _messages(url: str, stream: str) -> int:
+    return int((await _jetstream(url, f"STREAM.INFO.{stream}"))["state"]["messages"])
+
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pulumi"
 
 SHOP = """\
@@ -286,3 +316,130 @@ def test_a_secret_connection_captured_by_the_program_reaches_the_provider_host(
         host.delete(id_, outputs)
     finally:
         host.close()
+
+
+# --- secret inputs: never in the state in plain text ----------------------------------------
+
+PLAIN_SECRETS = ("s3cr3t-description", "s3cr3t-token", "s3cr3t-bucket")
+
+
+@pytest.mark.integration
+def test_secret_inputs_are_in_the_state_only_encrypted(
+    monitor: RecordingMonitor, clean_server: Any
+) -> None:
+    """A field passed as a secret (a keyword, inside a mapping, in a ``spec``) reaches the
+    provider host unwrapped; every output holding it (the echoed input, ``live_config``,
+    a bucket's ``bucket``, the stream's config in its consumer's ``stream_config``) is
+    returned as a secret, so the state the engine writes holds only its ciphertext."""
+
+    @pulumi.runtime.test
+    def program() -> pulumi.Output[Any]:
+        stream = Stream(
+            "SECRETS",
+            subjects=["SECRETS.>"],
+            description=pulumi.Output.secret(PLAIN_SECRETS[0]),
+            metadata={"team": "shop", "token": pulumi.Output.secret(PLAIN_SECRETS[1])},
+        )
+        reader = Consumer(
+            "READER",
+            stream="SECRETS",
+            ack_policy="explicit",
+            opts=pulumi.ResourceOptions(depends_on=[stream]),
+        )
+        bucket = KeyValue(
+            "vault", {"history": 2, "description": pulumi.Output.secret(PLAIN_SECRETS[2])}
+        )
+        plain = Stream("PLAIN", subjects=["PLAIN.>"], description="nothing to hide")
+        return pulumi.Output.all(stream.urn, reader.urn, bucket.urn, plain.urn)
+
+    program()
+    registered = by_name(monitor)
+    with configured({"jetstream:servers": clean_server.url}) as host:
+        for name in ("SECRETS", "READER", "vault"):
+            inputs = dict(registered[name].inputs)
+            host.provider = unwrapped(inputs.pop("__provider"))
+            checked, failures = host.check(unwrapped(inputs))
+            assert failures == []
+            id_, outputs = host.create(checked)
+            state = json.dumps(stored(outputs, inputs))
+            assert not [s for s in PLAIN_SECRETS if s in state], (name, state)
+            assert "live_config" in state  # the output is there, as ciphertext
+            _, refreshed = host.read(id_, unwrapped(outputs), checked)  # pulumi refresh
+            state = json.dumps(stored(refreshed, inputs))
+            assert not [s for s in PLAIN_SECRETS if s in state], (name, state)
+        # a stack without secrets keeps its outputs as they were: nothing secret
+        inputs = dict(registered["PLAIN"].inputs)
+        assert "secret_inputs" not in inputs
+        host.provider = unwrapped(inputs.pop("__provider"))
+        _, outputs = host.create(host.check(inputs)[0])
+        assert "nothing to hide" in json.dumps(stored(outputs, inputs))
+        assert CIPHERTEXT not in json.dumps(stored(outputs, inputs))
+
+
+# --- a project file: its policies and an environment's lifecycle ----------------------------
+
+PROJECT = """\
+specs: [specs]
+policies: [policies/prod.yaml]
+environments:
+  prod:
+    servers: {env: PULUMI10_UNSET_NATS_URL}
+    lifecycle: {prevent_destroy: true}
+"""
+
+PROD_POLICY = """\
+rules:
+  - id: prod-max-msgs
+    level: deny
+    message: streams in prod bound max_msgs
+    kinds: [Stream]
+    when: resource.environment == "prod" && step.action != "delete"
+    expr: has(resource.declared.max_msgs)
+"""
+
+
+@pytest.mark.integration
+def test_the_component_keeps_the_projects_policies_and_the_environments_lifecycle(
+    monitor: RecordingMonitor, clean_server: Any, tmp_path: Path
+) -> None:
+    """``reconcile apply --env prod`` evaluates the project's ``policies:`` (with
+    ``resource.environment`` "prod") and merges prod's ``prevent_destroy`` into every
+    resource. ``JetStreamSpecs`` read neither: LOOSE was created against the deny rule,
+    and BOUND was deleted with its messages. Both are now refused, as the CLI refuses
+    them; the environment's connection (a variable not set) is not read."""
+    (tmp_path / "reconcile.yaml").write_text(PROJECT, encoding="utf-8")
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "prod.yaml").write_text(PROD_POLICY, encoding="utf-8")
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "streams.yaml").write_text(
+        "kind: Stream\nname: BOUND\nsubjects: [BOUND.>]\nmax_msgs: 100\n---\n"
+        "kind: Stream\nname: LOOSE\nsubjects: [LOOSE.>]\n",
+        encoding="utf-8",
+    )
+
+    @pulumi.runtime.test
+    def program() -> pulumi.Output[Any]:
+        shop = JetStreamSpecs(
+            "prod", project=tmp_path / "reconcile.yaml", environment="prod", allow_destroy=True
+        )
+        return pulumi.Output.all(*(r.urn for r in shop.resources.values()))
+
+    program()
+    registered = by_name(monitor)
+    with configured({"jetstream:servers": clean_server.url}) as host:
+        loose = dict(registered["prod/Stream/LOOSE"].inputs)
+        host.provider = unwrapped(loose.pop("__provider"))
+        with pytest.raises(grpc.RpcError) as denied:
+            host.create(host.check(loose)[0])
+        assert "prod-max-msgs" in str(denied.value.details())
+        bound = dict(registered["prod/Stream/BOUND"].inputs)
+        host.provider = unwrapped(bound.pop("__provider"))
+        id_, outputs = host.create(host.check(bound)[0])
+        run(_publish(clean_server.url, "BOUND.a", 4))
+        with pytest.raises(grpc.RpcError) as prevented:
+            host.delete(id_, outputs)  # allow_destroy: only the lifecycle stops it
+        assert "prevent_destroy" in str(prevented.value.details())
+        assert "reconcile.yaml:6" in str(prevented.value.details())  # where it was declared
+    names = run(_stream_names(clean_server.url))
+    assert "BOUND" in names and "LOOSE" not in names
+    assert run(_messages(clean_server.url, "BOUND")) == 4

@@ -508,6 +508,26 @@ def test_rejected_credentials_fail_without_showing_them(
     assert "check credentials" in details and "Traceback" not in details
 
 
+def test_a_secret_inputs_value_is_in_no_check_failure_and_no_error(
+    host: ProviderHost, server: NatsServer
+) -> None:
+    """The host gets secrets unwrapped; ``secret_inputs`` names them, and neither a check
+    failure nor a refusal quotes their values."""
+    _, failures = host.check(
+        {**stream_inputs("HIDDEN"), "max_age": "s3cr3t-age", "secret_inputs": ["max_age"]}
+    )
+    assert [f.property for f in failures] == ["max_age"]
+    assert "s3cr3t" not in failures[0].reason
+    host.apply(stream_inputs("TAKEN", subjects=["s3cr3t.>"]))
+    inputs = {**stream_inputs("CLASH", subjects=["s3cr3t.>"]), "secret_inputs": ["subjects"]}
+    checked, failures = host.check(inputs)
+    assert failures == []
+    with pytest.raises(grpc.RpcError) as refused:
+        host.create(checked)  # its subjects overlap TAKEN's: refused, naming them
+    assert "TAKEN" in str(refused.value.details())
+    assert "s3cr3t" not in str(refused.value.details())
+
+
 # --- the example folders, as JetStreamSpecs sends them -------------------------------------
 
 
@@ -599,6 +619,7 @@ def test_a_change_waits_for_another_runs_apply_lock_then_fails_naming_it_and_cha
             attempt()
         details = str(refused.value.details())
         assert "mallory on elsewhere.example (pid 4242)" in details
+        assert "jetstream:lockTimeout" in details and "--" not in details  # Pulumi's words
     assert _stream_names(server) == before
     kept_info = api(server, f"STREAM.INFO.{kept}")
     assert kept_info["config"]["max_age"] == 3_600_000_000_000

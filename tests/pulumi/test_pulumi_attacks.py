@@ -4,18 +4,28 @@ counted with a raw client before and after."""
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
-from pulumi_host import ProviderHost, configured
+from migration_helpers import dump, killed_migration_script, publish_many
+from pulumi_host import ProviderHost, configured, up
 from servers import NatsServer, options, run
 from test_provider_host import MALLORY, _publish, api, stream_inputs, unique
 
+from pulumi_provider import JetStreamProvider
 from reconciler.execution import lock
+from reconciler.execution import run as engine
 from reconciler.execution.lock import Lease, LockSettings
 from reconciler.jetstream import open_client
+from reconciler.model.migration import temp_name
 from reconciler.model.normalize import ownership_marker
+from reconciler.planning.steps import Migrate
 
 pytestmark = pytest.mark.integration
 
@@ -183,6 +193,89 @@ def test_an_update_never_changes_another_projects_stream_of_the_same_name(
         with pytest.raises(grpc.RpcError) as refused:
             host.update(id_, outputs, news)
         assert "teamb" in str(refused.value.details())
+        assert "--" not in str(refused.value.details())  # no --take-over: Pulumi has none
         info = api(server, f"STREAM.INFO.{name}")
         assert info["config"]["max_age"] == 3_600_000_000_000
         assert info["state"]["messages"] == 5
+
+
+# --- a replace is judged as a replace --------------------------------------------------------
+
+NO_REPLACE = """\
+rules:
+  - id: no-replace
+    level: deny
+    message: a stream is never replaced (its messages would go)
+    expr: step.action != "replace"
+"""
+
+
+def test_a_policy_denying_replace_refuses_a_pulumi_replace_before_anything_changes(
+    server: NatsServer, tmp_path: Path
+) -> None:
+    """Pulumi runs a replace as a delete and a create, which the provider judged as
+    ``delete`` and ``create``: a deny rule on ``replace`` (the action ``reconcile plan``
+    gives the same change) never fired, and ``allow_destroy`` let the stream and its 7
+    messages go. The diff now judges the replace: refused, naming the rule, the stream
+    and its messages kept."""
+    policy = tmp_path / "no-replace.yaml"
+    policy.write_text(NO_REPLACE, encoding="utf-8")
+    with configured({"jetstream:servers": server.url}) as plain_host:
+        host = plain_host.using(JetStreamProvider(policies=[str(policy)]))
+        name = unique("KEEPER")
+        inputs = {**stream_inputs(name, storage="file"), "allow_destroy": True}
+        id_, _, outputs = host.apply(inputs)
+        run(_publish(server.url, f"{name}.a", 7))
+        with pytest.raises(grpc.RpcError) as refused:
+            up(host, id_, outputs, {**inputs, "storage": "memory"})
+        details = str(refused.value.details())
+        assert "no-replace" in details and "Traceback" not in details
+        info = api(server, f"STREAM.INFO.{name}")
+        assert info["config"]["storage"] == "file"
+        assert info["state"]["messages"] == 7
+        # an update the rule does not deny goes through the same provider
+        _, updated = up(host, id_, outputs, {**inputs, "max_age": "1h"})
+        assert updated["live_config"]["max_age"] == 3_600_000_000_000
+        assert api(server, f"STREAM.INFO.{name}")["state"]["messages"] == 7
+
+
+# --- a refusal names Pulumi's own arguments, never a CLI flag --------------------------------
+
+CHILD = killed_migration_script("HALFWAY")
+
+
+def test_an_interrupted_migration_is_refused_naming_migrate_true_not_a_cli_flag(
+    server: NatsServer, tmp_path: Path
+) -> None:
+    """A migration of the stack's stream to memory stopped half-way (its process killed).
+    An update without ``migrate`` is refused, nothing changed, and the refusal said
+    "resumed only with --migrate": a flag no Pulumi program has. It names the resource's
+    ``migrate=True`` now."""
+    with configured({"jetstream:servers": server.url}) as host:
+        inputs = stream_inputs("HALFWAY", storage="file")
+        id_, _, outputs = host.apply(inputs)
+        run(publish_many(server, ["HALFWAY.a"], 20))
+        spec = tmp_path / "halfway.yaml"
+        spec.write_text(
+            "kind: Stream\nname: HALFWAY\nsubjects: [HALFWAY.>]\nstorage: memory\n",
+            encoding="utf-8",
+        )
+        step = run(engine.plan([spec], options(server), migrate=True)).steps[0]
+        assert isinstance(step, Migrate) and not step.blocked
+        child = subprocess.run(
+            [sys.executable, "-c", CHILD, server.url, json.dumps(dict(step.config)), "restored"],
+            check=False,
+            capture_output=True,
+            timeout=120,
+        )
+        assert child.returncode == -signal.SIGKILL, child.stderr.decode()
+        temp = temp_name("HALFWAY")
+        assert temp in _streams(server)
+        halfway = [run(dump(server, name)) for name in ("HALFWAY", temp)]
+        news, _ = host.check({**inputs, "storage": "memory"})
+        with pytest.raises(grpc.RpcError) as refused:
+            host.update(id_, outputs, news)
+        details = str(refused.value.details())
+        assert "migrate=True" in details
+        assert "--" not in details and "Traceback" not in details
+        assert [run(dump(server, name)) for name in ("HALFWAY", temp)] == halfway
