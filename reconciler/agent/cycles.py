@@ -51,6 +51,7 @@ from reconciler.agent.status import (
 from reconciler.errors import (
     ApplyFailed,
     ConnectError,
+    ConnectRefused,
     ExitStatus,
     ReconcileError,
     changes_status,
@@ -131,27 +132,36 @@ class Cycle:
 
 class Link:
     """The environment's connection as ``/status`` shows it: up, or why and since when
-    not (``reachable`` false: the server did not answer or refused the connection)."""
+    not. ``reachable`` false: the server is down (refused at TCP, no answer, the
+    connection lost): the world's fault. ``refused``: it answered and refused us
+    (credentials, TLS, a greeting no NATS server sends), or the settings cannot connect
+    (``reachable`` then None: no server was asked): the configuration's fault."""
 
     def __init__(self) -> None:
         self.connected = False
         self.reachable: bool | None = None  # None: not tried yet, or failed before connecting
+        self.refused = False
         self.error: str | None = None
         self.since: float | None = None  # unreachable since
 
     def up(self) -> None:
         self.connected, self.reachable, self.error, self.since = True, True, None, None
+        self.refused = False
 
     def failed(self, err: ReconcileError) -> None:
         self.error = str(err)
-        if isinstance(err, ConnectError):
-            self.reachable = False
+        if isinstance(err, ConnectRefused):
+            self.reachable = True if err.answered else None
+            self.refused, self.since = True, None
+        elif isinstance(err, ConnectError):
+            self.reachable, self.refused = False, False
             self.since = self.since or time.time()
 
     def to_json(self) -> dict[str, Any]:
         return {
             "connected": self.connected,
             "reachable": self.reachable,
+            "refused": self.refused,
             "unreachable_since": rfc3339(self.since) if self.since is not None else None,
             "error": self.error,
         }
@@ -288,12 +298,14 @@ class Watch:
     def _failed(self, err: ReconcileError) -> None:
         self.failures += 1
         self.link.failed(err)
+        self.metrics.connection_refused.set(1 if self.link.refused else 0)
         self.log.event("error", str(err), failures=self.failures)
 
     def _connected(self, client: JetStreamClient) -> None:
         self.link.up()
         self.listener.identity = client.identity
         self.metrics.connected.set(1)
+        self.metrics.connection_refused.set(0)
 
     async def _take_seat(self, client: JetStreamClient) -> None:
         """Healing, among several environments: the seat the server says this connection
