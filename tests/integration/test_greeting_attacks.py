@@ -205,6 +205,8 @@ class _Failing:
 
     commit: str | None = None
     committed_at: float | None = None
+    project_error: tuple[str, float] | None = None
+    project_reads = 0
 
     def __init__(self, real: FixedSource, *, times: int) -> None:
         self.real, self.times, self.tries = real, times, 0
