@@ -9,6 +9,7 @@ under ``--debug``.
     ReconcileError
     ├── SpecError            invalid input files; carries every Problem found
     ├── ConnectError         cannot reach or authenticate to the server
+    │   └── ConnectRefused   the server answered and refused us (or our settings cannot connect)
     ├── ServerError          the server answered a request with an API error (err_code)
     │   ├── NotFound         stream / consumer not found (10059, 10014)
     │   └── PermissionDenied the user may not publish to the API subject
@@ -184,6 +185,18 @@ class SpecError(ReconcileError):
 
 class ConnectError(ReconcileError):
     """The server cannot be reached, or refused our credentials."""
+
+
+class ConnectRefused(ConnectError):
+    """The connection failed for the configuration's reason, not the world's: what
+    listens at the address answered and refused it (credentials, TLS, a greeting no NATS
+    server sends), or the settings cannot make one (a URL or credentials file that is
+    none; ``answered`` False: no server was asked). A server that is down (refused at
+    TCP, no answer in time, a reset) is a plain :class:`ConnectError`."""
+
+    def __init__(self, *args: object, answered: bool = True) -> None:
+        super().__init__(*args)
+        self.answered = answered
 
 
 class RequestTimeout(ReconcileError):

@@ -51,6 +51,7 @@ from reconciler.agent.status import (
 from reconciler.errors import (
     ApplyFailed,
     ConnectError,
+    ConnectRefused,
     ExitStatus,
     ReconcileError,
     changes_status,
@@ -62,7 +63,7 @@ from reconciler.execution.requests import Observer, PlanRequest
 from reconciler.execution.run import fewer_collections
 from reconciler.execution.standing import heal_on, plan_on
 from reconciler.identity import ResourceRef
-from reconciler.jetstream import JetStreamClient, open_client
+from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.model.state import StreamState
 from reconciler.model.timestamps import rfc3339
 from reconciler.planning.heal import split_for_heal
@@ -131,27 +132,36 @@ class Cycle:
 
 class Link:
     """The environment's connection as ``/status`` shows it: up, or why and since when
-    not (``reachable`` false: the server did not answer or refused the connection)."""
+    not. ``reachable`` false: the server is down (refused at TCP, no answer, the
+    connection lost): the world's fault. ``refused``: it answered and refused us
+    (credentials, TLS, a greeting no NATS server sends), or the settings cannot connect
+    (``reachable`` then None: no server was asked): the configuration's fault."""
 
     def __init__(self) -> None:
         self.connected = False
         self.reachable: bool | None = None  # None: not tried yet, or failed before connecting
+        self.refused = False
         self.error: str | None = None
         self.since: float | None = None  # unreachable since
 
     def up(self) -> None:
         self.connected, self.reachable, self.error, self.since = True, True, None, None
+        self.refused = False
 
     def failed(self, err: ReconcileError) -> None:
         self.error = str(err)
-        if isinstance(err, ConnectError):
-            self.reachable = False
+        if isinstance(err, ConnectRefused):
+            self.reachable = True if err.answered else None
+            self.refused, self.since = True, None
+        elif isinstance(err, ConnectError):
+            self.reachable, self.refused = False, False
             self.since = self.since or time.time()
 
     def to_json(self) -> dict[str, Any]:
         return {
             "connected": self.connected,
             "reachable": self.reachable,
+            "refused": self.refused,
             "unreachable_since": rfc3339(self.since) if self.since is not None else None,
             "error": self.error,
         }
@@ -208,6 +218,8 @@ class Watch:
         self.last_success: float | None = None
         self.memory = Streams()
         self.flapping = Flapping()  # resources healed again and again: held back a while
+        self._options: ConnectionOptions | None = None  # those of the connection open
+        self._project_said: tuple[int, str | None] = (0, None)  # reads, error: logged
 
     @property
     def connected(self) -> bool:
@@ -252,6 +264,7 @@ class Watch:
     async def forever(self) -> None:
         """Connect, plan, heal, until ``stop``; every failure is logged and retried."""
         while not self.stop.is_set():
+            moved = False  # the connection settings changed (the project file's): at once
             try:
                 # the first commit is waited for (nothing to plan before it); later ones
                 # are polled between cycles: a reconnect never waits for a hung git server
@@ -265,7 +278,7 @@ class Watch:
                     # server that takes the connection and fails every cycle (JetStream
                     # off) is retried with the backoff, not every first_backoff forever
                     await self.listener.subscribe(client, self.settings.interval)
-                    await self._serve(client)
+                    moved = await self._serve(client)
             except _Stopped:
                 break
             except ReconcileError as err:
@@ -274,26 +287,55 @@ class Watch:
                 self._failed(ReconcileError(unforeseen(err)))  # failure, never the others'
             finally:
                 self._disconnected()
-            if not self.stop.is_set():
+            if not self.stop.is_set() and not moved:
                 await self._pause(self._backoff())
 
     async def _open(self, opened: contextlib.AsyncExitStack) -> JetStreamClient:
         """A client of this environment's server, closed with ``opened``. A stop never
         waits for a server that has not answered yet (up to ``connect_timeout``): the
         agent's exit is every environment's. Raises :class:`_Stopped`."""
-        options = self.source.request().options
+        options = self._request().options
         client = open_client(options, on_notice=self.observer.notice)
-        return await self._unless_stopped(opened.enter_async_context(client))
+        opened_client = await self._unless_stopped(opened.enter_async_context(client))
+        self._options = options
+        return opened_client
+
+    def _request(self) -> PlanRequest:
+        """The source's request now; a project file read again (or an edit of it that
+        cannot be served, the last one kept) is said in the log once."""
+        request = self.source.request()
+        error = self.source.project_error
+        said = (self.source.project_reads, error[0] if error else None)
+        if said != self._project_said:
+            self._project_said = said
+            where = str(request.project.path) if request.project is not None else ""
+            if error is not None:
+                self.log.event(
+                    "error",
+                    f"the project file changed and cannot be served (the last valid one "
+                    f"is kept): {error[0]}",
+                    file=where,
+                )
+            else:
+                self.log.event("project", "the project file changed: read again", file=where)
+        return request
+
+    def _moved(self) -> bool:
+        """Whether the project file now names other connection settings (a server,
+        credentials) than the connection open: it is opened again."""
+        return self._options is not None and self._request().options != self._options
 
     def _failed(self, err: ReconcileError) -> None:
         self.failures += 1
         self.link.failed(err)
+        self.metrics.connection_refused.set(1 if self.link.refused else 0)
         self.log.event("error", str(err), failures=self.failures)
 
     def _connected(self, client: JetStreamClient) -> None:
         self.link.up()
         self.listener.identity = client.identity
         self.metrics.connected.set(1)
+        self.metrics.connection_refused.set(0)
 
     async def _take_seat(self, client: JetStreamClient) -> None:
         """Healing, among several environments: the seat the server says this connection
@@ -301,7 +343,7 @@ class Watch:
         (:mod:`.seats`). An environment in ``lifecycle: {mode: observe}`` writes nothing."""
         if self.seats is None or self.settings.mode != "heal":
             return
-        request = self.source.request()
+        request = self._request()
         if request.project is None or request.env is None:
             return
         env = request.project.environments.get(request.env)
@@ -340,9 +382,14 @@ class Watch:
         return task.result()
 
     # -- the loop on one connection -------------------------------------------------------
-    async def _serve(self, client: JetStreamClient) -> None:
+    async def _serve(self, client: JetStreamClient) -> bool:
+        """Cycles on ``client`` until ``stop`` (False) or until the project file names
+        other connection settings (True: open a connection with them at once)."""
         trigger = "connected"
         while not self.stop.is_set():
+            if self._moved():
+                self.log.event("project", "the connection settings changed: connecting again")
+                return True
             ok = await self._unless_stopped(self._cycle(client, trigger))
             if client.lost.is_set():
                 raise ConnectError("connection to the server lost")
@@ -350,9 +397,10 @@ class Watch:
             wait = self.settings.interval if ok else self._backoff()
             trigger = await self._next_trigger(client, time.monotonic() + wait)
             if trigger == "stop":
-                return
+                return False
             if trigger == "lost":
                 raise ConnectError("connection to the server lost")
+        return False
 
     async def _next_trigger(self, client: JetStreamClient, deadline: float) -> str:
         """Wait for the next reason to plan: stop, lost, advisory, commit, a hold over
@@ -496,7 +544,11 @@ class Watch:
     ) -> tuple[Resources, frozenset[str] | None]:
         """The resources known after this cycle's plan (and heal), and the streams it
         planned (None: a full plan, every resource)."""
-        request = self.source.request()
+        request = self._request()
+        if self._options is not None and request.options != self._options:
+            # the project file changed since this connection was opened: never planned
+            # (nor healed) on the server it named before; the next cycle connects again
+            raise ReconcileError("the connection settings changed: connecting again")
         began = time.monotonic()
         known = self.specs.get(request, commit, targeted=only is not None)
         if known is None:  # files changed since the last full plan: plan them all (a
@@ -569,6 +621,16 @@ class Watch:
                 self.log.event("standby", pair.line(), stream=pair.health.stream)
 
     # -- what /status and /readyz say -----------------------------------------------------
+    def _project_json(self) -> dict[str, Any]:
+        """The project file's edits read while running (:class:`FixedSource`): how many
+        are served, and the last one's error, kept until mended (the last valid is)."""
+        error = self.source.project_error
+        return {
+            "reads": self.source.project_reads,
+            "error": error[0] if error else None,
+            "failing_since": rfc3339(error[1]) if error else None,
+        }
+
     def not_ready(self) -> str | None:
         """Why this environment is not ready, or None."""
         if not self.link.connected:
@@ -588,6 +650,7 @@ class Watch:
             "mode": self.settings.mode,
             "commit": self.source.commit,
             "git": self.commits.to_json(),
+            "project": self._project_json(),
             **self.link.to_json(),
             "advisories": self.listener.state,
             "ready": self.not_ready() is None,

@@ -160,18 +160,25 @@ class Agent:
     # -- what /status and /readyz say -----------------------------------------------------
     def not_ready(self) -> str | None:
         """Why the agent is not ready, or None. One target: its own readiness. Several
-        environments: ready once every one was tried and one or more planned, or every
-        one's server is unreachable. An environment whose server is down is the world's
-        fault, not the agent's: a Kubernetes rollout must not stall on it, also on a
-        shard whose only environment it is (``/status`` and ``reconcile_connected`` say
-        which). Every environment reachable and none planning still is 503: that may
-        be the agent's own fault (a release that cannot plan), and the rollout stops."""
+        environments: ready once every one was tried, none is refused, and one or more
+        planned or every one's server is down. An environment whose server is down is
+        the world's fault, not the agent's: a Kubernetes rollout must not stall on it,
+        also on a shard whose only environment it is (``/status`` and
+        ``reconcile_connected`` say which). One whose server answers and refuses us
+        (credentials, TLS, a greeting no NATS server sends: ``link.refused``) is the
+        configuration's fault, which a rollout brings (a Secret, a flag): 503, the
+        rollout stops. Every environment reachable and none planning still is 503: that
+        may be the agent's own fault (a release that cannot plan), and the rollout stops."""
         if not self.many:
             return self.watch.not_ready()
         reasons = {env: w.not_ready() for env, w in self.watches.items()}
         starting = [str(env) for env, w in self.watches.items() if not w.tried]
         if starting:
             return f"starting: {', '.join(starting)} not tried yet"
+        refused = {env: w.link.error for env, w in self.watches.items() if w.link.refused}
+        if refused:
+            listed = "; ".join(f"{env}: {error}" for env, error in refused.items())
+            return f"refused by the server or the settings: {listed}"
         if all(w.link.reachable is False for w in self.watches.values()):
             return None  # the world's fault (also true of no environment at all)
         if all(reason is not None for reason in reasons.values()):

@@ -48,10 +48,13 @@ def fingerprint(request: PlanRequest, named: tuple[Path, ...] = ()) -> Files | N
 
 
 class SpecCache:
-    """The specs the last full plan validated, while their files are unchanged."""
+    """The specs the last full plan validated, while their files are unchanged and the
+    request is the same (a project file read again may name another lifecycle, other
+    overlays or policies)."""
 
     def __init__(self) -> None:
         self._specs: dict[tuple[str | None, Files], tuple[Spec, ...]] = {}
+        self._request: PlanRequest | None = None
         self._named: tuple[Path, ...] = ()  # value files the specs read
         self._validated_at = -REVALIDATE_SECONDS
         #: the kept specs by stream (``standing.index_of``): a targeted plan's share
@@ -62,12 +65,15 @@ class SpecCache:
     ) -> tuple[Spec, ...] | None:
         """The specs validated before for these files (a targeted plan takes them however
         old), or None: validate them."""
+        if request != self._request:
+            return None
         files = fingerprint(request, self._named)
         fresh = time.monotonic() - self._validated_at < REVALIDATE_SECONDS
         return self._specs.get((commit, files)) if files and (fresh or targeted) else None
 
     def keep(self, request: PlanRequest, commit: str | None, specs: tuple[Spec, ...]) -> None:
         self._named = tuple(Path(s.value_file) for s in specs if s.value_file)
+        self._request = request
         files = fingerprint(request, self._named)
         self._specs = {(commit, files): specs} if files else {}
         self.index = index_of(specs) if files else {}

@@ -91,6 +91,14 @@ class Metrics:
         self.connected = Gauge(
             "reconcile_connected", "1 while connected to the server.", env, registry=r
         )
+        self.connection_refused = Gauge(
+            "reconcile_connection_refused",
+            "1 while the server answers and refuses the connection (credentials, TLS, a "
+            "greeting no NATS server sends) or the settings cannot make one; 0 otherwise "
+            "(connected, or the server down).",
+            env,
+            registry=r,
+        )
         self.advisories_subscribed = Gauge(
             "reconcile_advisories_subscribed",
             "1 while advisories arrive; 0: polling at --interval only.",
@@ -162,6 +170,7 @@ class EnvironmentMetrics:
         self.apply_seconds = series(metrics.apply_seconds)
         self.git_head_age = series(metrics.git_head_age)
         self.connected = series(metrics.connected)
+        self.connection_refused = series(metrics.connection_refused)
         self.advisories_subscribed = series(metrics.advisories_subscribed)
         self._env = env
         self._standby = (metrics.standby_lag, metrics.standby_seen, metrics.standby_healthy)

@@ -1,6 +1,7 @@
 """Where the agent's specs come from: the paths as given, or a git branch's head commit.
 
-:class:`FixedSource` plans the request the command line built, every cycle.
+:class:`FixedSource` plans the request the command line built, every cycle, made again
+when the project file it was made from changes (an invalid edit keeps the last one).
 :class:`GitSource` (``--git URL --ref BRANCH``) fetches the branch with dulwich (pure
 Python: no ``git`` binary needed) into a bare repository in a cache folder, and writes
 the head commit's tree into ``trees/<commit>/`` there (regular files only: symbolic
@@ -18,6 +19,7 @@ import contextlib
 import shutil
 import stat
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +29,7 @@ from urllib.parse import unquote, urlsplit
 from reconciler.errors import ReconcileError
 from reconciler.execution.requests import PlanRequest
 from reconciler.jetstream.transport import settled
+from reconciler.specs.ignore import IGNORE_FILE
 
 MakeRequest = Callable[[Path | None], PlanRequest]
 _T = TypeVar("_T")
@@ -61,6 +64,12 @@ async def in_daemon_thread(work: Callable[[], _T]) -> _T:
 
 
 class Source(Protocol):
+    #: The project file's last edit not served, and since when (None: served, or no
+    #: project file read again: :class:`FixedSource`'s only).
+    project_error: tuple[str, float] | None
+    #: How many edits of the project file were read and are served (after the first read).
+    project_reads: int
+
     @property
     def commit(self) -> str | None: ...
 
@@ -79,19 +88,58 @@ class Source(Protocol):
 
 
 class FixedSource:
-    """The paths and connection the command line named (no git)."""
+    """The paths and connection the command line named (no git). The project file the
+    request was made from (``reconcile.yaml``, ``--project``), and the
+    ``.reconcileignore`` beside it, are read again when one changes (its size or
+    modification time), as spec files are: the request made from them serves the next
+    cycles (an environment's lifecycle, overlays, policies, server). An edit that cannot
+    make one (an invalid file, at its FILE:LINE) keeps the last one made, and
+    :attr:`project_error` says why until the file is mended."""
 
     commit: str | None = None
     committed_at: float | None = None
 
     def __init__(self, make: MakeRequest) -> None:
+        self._make = make
         self._request = make(None)
+        self._stamp = _stamp(self._request)
+        self.project_error: tuple[str, float] | None = None
+        self.project_reads = 0
 
     async def refresh(self) -> bool:
         return False
 
     def request(self) -> PlanRequest:
+        stamp = _stamp(self._request)
+        if stamp != self._stamp:
+            self._stamp = stamp
+            try:
+                self._request = self._make(None)
+            except ReconcileError as err:  # the last good request is kept
+                since = self.project_error[1] if self.project_error else time.time()
+                self.project_error = (str(err), since)
+            else:
+                self.project_error = None
+                self.project_reads += 1
         return self._request
+
+
+Stamp = tuple[tuple[int, int] | None, ...]
+
+
+def _stamp(request: PlanRequest) -> Stamp | None:
+    """The size and modification time of the project file ``request`` was made from and
+    of the ``.reconcileignore`` beside it (None each: not there); None: no project."""
+    if request.project is None:
+        return None
+    found: list[tuple[int, int] | None] = []
+    for path in (request.project.path, request.project.root / IGNORE_FILE):
+        try:
+            stat_ = path.stat()
+            found.append((stat_.st_size, stat_.st_mtime_ns))
+        except OSError:
+            found.append(None)
+    return tuple(found)
 
 
 def _secrets(url: str) -> dict[str, str]:
@@ -122,7 +170,11 @@ def redact_git_url(url: str, text: str | None = None) -> str:
 
 
 class GitSource:
-    """A branch of a git repository, fetched into ``cache``."""
+    """A branch of a git repository, fetched into ``cache`` (its project file is each
+    commit's)."""
+
+    project_error: tuple[str, float] | None = None
+    project_reads = 0
 
     def __init__(self, url: str, ref: str, cache: Path, make: MakeRequest) -> None:
         self.url = url
@@ -268,6 +320,9 @@ class SharedCheckout:
 
 class CheckoutView:
     """One environment's view of a :class:`SharedCheckout`."""
+
+    project_error: tuple[str, float] | None = None
+    project_reads = 0
 
     def __init__(self, shared: SharedCheckout, make: MakeRequest) -> None:
         self._shared = shared

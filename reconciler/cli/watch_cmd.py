@@ -347,6 +347,8 @@ async def _run_many(
         make = make_for(name)
         if heal and shared is not None:  # each commit's project file, as the first one's
             make = _kept_apart(make, chosen, project_file)
+        if shared is None:  # the project file read again after an edit: the same list
+            make = _served_as_started(make, chosen, names, shard, project_file, heal=heal)
         try:
             make(root)  # every environment's target resolved now: one broken stops the start
         except SpecError as err:  # every environment's problems said at once
@@ -409,6 +411,40 @@ def _environments(
     if heal:
         _apart(project, served)
     return served
+
+
+def _served_as_started(
+    make: MakeRequest,
+    served: list[str],
+    names: tuple[str, ...],
+    shard: Shard | None,
+    project_file: Path | None,
+    *,
+    heal: bool,
+) -> MakeRequest:
+    """``make``, refusing a project file (read again after an edit: ``FixedSource``)
+    whose environments for this agent are not those it started with: a running agent
+    keeps serving its list (one environment's task each, its seat taken), and says the
+    new one is served after a restart; the environments' last valid project is kept.
+    Healing, the file is held to :func:`_apart` as at the start."""
+    from reconciler.errors import ReconcileError
+
+    def checked(root: Path | None) -> PlanRequest:
+        try:
+            now = _environments(names, shard, root, project_file, heal=heal)
+        except click.UsageError as err:
+            raise ReconcileError(err.format_message()) from None
+        if set(now) != set(served):
+            added = ", ".join(n for n in now if n not in served) or "none"
+            gone = ", ".join(n for n in served if n not in now) or "none"
+            raise ReconcileError(
+                f"the environments to serve changed (added: {added}; removed: {gone}): a "
+                f"running agent serves those it started with ({', '.join(served)}); "
+                "restart it to serve the new list"
+            )
+        return make(root)
+
+    return checked
 
 
 def _kept_apart(make: MakeRequest, served: list[str], project_file: Path | None) -> MakeRequest:

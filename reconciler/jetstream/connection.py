@@ -3,7 +3,10 @@
 :class:`ConnectionOptions` is what every front door builds (CLI flags, Pulumi inputs,
 Action inputs). :func:`connect` opens one nats-py connection without reconnect loops, so
 an unreachable server or rejected credentials fail within ``connect_timeout`` with a
-:class:`~reconciler.errors.ConnectError` that never shows a password, token or seed.
+:class:`~reconciler.errors.ConnectError` that never shows a password, token or seed: a
+:class:`~reconciler.errors.ConnectRefused` when the listener answered and refused us
+(:func:`refuses`) or the settings cannot connect, the configuration's fault rather
+than the world's.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from nats.aio.client import Client as NATS
 from nats.errors import AuthorizationError, NoServersError, ProtocolError, SecureConnRequiredError
 from nats.protocol.parser import Parser
 
-from reconciler.errors import ConnectError, raised_at
+from reconciler.errors import ConnectError, ConnectRefused, raised_at
 from reconciler.jetstream.contexts import NatsContext, load_context
 from reconciler.specs.server_url import split_scheme, userinfo
 
@@ -283,6 +286,19 @@ def _check_creds(path: str) -> None:
         raise ConnectError(f"{wrong}: its seed is not an nkey seed") from None
 
 
+def refuses(err: BaseException) -> bool:
+    """Whether a failed attempt was the listener's answer against us: credentials
+    refused, TLS it asks for or cannot do, a certificate that does not verify, a greeting
+    no NATS server sends. The configuration's fault (a rollout that brought it should
+    stop). Anything else (refused at TCP, no answer in time, a reset, a connection that
+    ended) is the world's: a server that is down, or a network."""
+    if isinstance(err, ssl.SSLEOFError | ssl.SSLZeroReturnError):
+        return False  # the connection ended mid-handshake
+    return isinstance(
+        err, AuthorizationError | SecureConnRequiredError | ssl.SSLError | NotNatsGreeting
+    ) or ("authorization" in str(err).lower() and not isinstance(err, OSError))
+
+
 def describe_failure(url: str, err: BaseException, *, timeout: float) -> str:
     """A one-line reason for a failed connection attempt, free of secrets."""
     where = redact_url(url)
@@ -330,14 +346,18 @@ async def connect(
     ``closed_cb`` is called once the open connection is lost (the server gone).
     """
     urls = options.server_urls or ["nats://127.0.0.1:4222"]
-    for url in urls:
-        check_server_url(url)
-    kwargs = _auth_kwargs(options)
-    tls = tls_context(options)
+    try:
+        for url in urls:
+            check_server_url(url)
+        kwargs = _auth_kwargs(options)
+        tls = tls_context(options)
+    except ConnectError as err:  # the settings cannot connect: no server was asked
+        raise ConnectRefused(str(err), answered=False) from None
     if tls is not None:
         kwargs["tls"] = tls
     deadline = time.monotonic() + options.connect_timeout
     reasons: list[str] = []
+    refused = False  # one listener answered and refused us: the settings' fault
     for url in urls:
         remaining = max(deadline - time.monotonic(), 0.05)
         try:
@@ -350,9 +370,12 @@ async def connect(
             if tls is not None and reason.endswith("connection lost"):
                 reason += " (does the server require a client certificate? --tls-cert/--tls-key)"
             reasons.append(reason)
+            refused = refused or refuses(err)
         except Exception as err:  # nats-py reading a greeting that no NATS server sends
             reasons.append(unreadable_greeting(url, err))
-    raise ConnectError(without_secrets("; ".join(reasons), options))
+            refused = True
+    said = without_secrets("; ".join(reasons), options)
+    raise ConnectRefused(said) if refused else ConnectError(said)
 
 
 def without_secrets(text: str, options: ConnectionOptions) -> str:
@@ -438,12 +461,16 @@ _GREETING_TYPES: dict[str, type] = {
 }
 
 
+class NotNatsGreeting(nats.errors.Error):
+    """An INFO whose fields are not of the types a NATS server sends."""
+
+
 def _check_greeting(info: dict[str, Any]) -> None:
     """Refuse a greeting whose fields are not of the types a NATS server sends: nats-py
     takes them as they come, and a ``max_payload`` that is text failed the first publish
     with a ``TypeError`` (a traceback, or an agent stopped for every environment)."""
     if not isinstance(info, dict):
-        raise nats.errors.Error("nats: the server's INFO is not a JSON object")
+        raise NotNatsGreeting("nats: the server's INFO is not a JSON object")
     for name, kind in _GREETING_TYPES.items():
         value = info.get(name)
         if value is None:
@@ -454,7 +481,7 @@ def _check_greeting(info: dict[str, Any]) -> None:
         if name == "connect_urls" and not wrong:
             wrong = not all(isinstance(url, str) for url in value)
         if wrong:
-            raise nats.errors.Error(f"nats: the server's INFO is not a NATS server's ({name})")
+            raise NotNatsGreeting(f"nats: the server's INFO is not a NATS server's ({name})")
 
 
 async def _open(

@@ -24,8 +24,10 @@ chunk.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Callable, Iterable, Iterator
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,10 +42,8 @@ SNAPSHOT_CHUNK = 128 * 1024
 #: What a restore sends per request (the nats CLI sends 64 KiB; the server takes up to
 #: its max_payload, 1 MiB by default).
 RESTORE_CHUNK = 128 * 1024
-#: How long a snapshot may see no chunk before it is given up (the server gives up
-#: after 5 s without an ack; a check of every message, ``jsck``, comes before the reply).
-IDLE_SECONDS = 30.0
-#: How long the server may take to check and prepare a snapshot, or to finish a restore.
+#: How long the server may take to check and prepare a snapshot, or to finish a restore,
+#: as long as it answers a PING within the request timeout meanwhile.
 SLOW_SECONDS = 600.0
 #: Where a snapshot chunk's reply carries its index (``$JS.SNAPSHOT.ACK.<s>.<id>.<n>.<i>``).
 _ACK_INDEX = 7
@@ -93,13 +93,17 @@ async def snapshot_stream(
     consumers: bool = True,
     check: bool = True,
     chunk_size: int = SNAPSHOT_CHUNK,
-    idle: float = IDLE_SECONDS,
+    idle: float | None = None,
     on_chunk: Callable[[int], None] | None = None,
 ) -> Snapshot:
     """Take a snapshot of ``stream``, each chunk handed to ``sink`` in order before it is
     acknowledged. Raises :class:`SnapshotFailed` when the server gives up, a chunk is
-    missing, the link drops or nothing arrives for ``idle`` seconds: what ``sink`` got
+    missing, the link drops, nothing arrives for ``idle`` seconds (None: the client's
+    request timeout, ``--timeout``; the server sends the chunks at once after its reply,
+    and itself gives up after 5 s without an ack), or the server stops answering a PING
+    within that timeout while it checks the stream before its reply: what ``sink`` got
     is then not a snapshot."""
+    idle = client.timeout if idle is None else idle
     nc = client.nc
     inbox = nc.new_inbox()
     with _dropped(stream):
@@ -112,12 +116,37 @@ async def snapshot_stream(
             "jsck": check,
         }
         timeout = max(client.timeout, SLOW_SECONDS if check else client.timeout)
-        reply = await client.request(f"STREAM.SNAPSHOT.{stream}", body, timeout=timeout)
+        asked = client.request(f"STREAM.SNAPSHOT.{stream}", body, timeout=timeout)
+        reply = await _while_answering(client, stream, asked)
         size, chunks = await _receive(client, stream, sub, sink, idle=idle, on_chunk=on_chunk)
     finally:
         with contextlib.suppress(Exception):
             await sub.unsubscribe()
     return Snapshot(dict(reply.get("config") or {}), dict(reply.get("state") or {}), size, chunks)
+
+
+async def _while_answering(
+    client: JetStreamClient, stream: str, asked: Awaitable[dict[str, Any]]
+) -> dict[str, Any]:
+    """The snapshot request's reply, waited for as long as the server checks the stream
+    (up to :data:`SLOW_SECONDS`) while it answers a PING within the request timeout: a
+    server that stopped (SIGSTOP, a network dropping packets) is given up then."""
+    task = asyncio.ensure_future(asked)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=client.timeout)
+            if done:
+                return task.result()
+            if not await client.answers():
+                raise SnapshotFailed(
+                    f"the server stopped answering while it prepared the snapshot of "
+                    f"{stream} (no PONG within {client.timeout:g}s, the request timeout)"
+                )
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
 
 
 @contextlib.contextmanager
@@ -147,21 +176,21 @@ async def _receive(
     nc = client.nc
     size = chunks = 0
     expected = 1
-    waited = 0.0
+    last = time.monotonic()  # when the reply or the last chunk came
     while True:
         if not nc.is_connected:
             raise SnapshotFailed(f"the connection dropped during the snapshot of {stream}")
         try:
             with _dropped(stream):
-                msg = await sub.next_msg(timeout=1.0)
+                msg = await sub.next_msg(timeout=min(1.0, idle))
         except (TimeoutError, NatsTimeout):
-            waited += 1.0
-            if waited >= idle:
+            if time.monotonic() - last >= idle:
                 raise SnapshotFailed(
-                    f"no snapshot data for {stream} for {idle:g}s: the server stopped sending"
+                    f"no snapshot data for {stream} within {idle:g}s (the request timeout): "
+                    "the server stopped sending"
                 ) from None
             continue
-        waited = 0.0
+        last = time.monotonic()
         if not msg.data:
             problem = _end_status(msg.headers)
             if problem is not None:

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import io
 import json
+import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -223,6 +224,81 @@ def test_a_list_whose_pages_never_end_fails_the_plan(
     done = run(scenario())  # before: cli_runner's bound of 120 s ran out
     assert "Traceback" not in done.stderr
     assert done.returncode in (0, 1), done.stderr
+
+
+def test_a_list_whose_total_grows_page_after_page_fails_the_plan(
+    server_factory: Any, tmp_path: Path, run: Any
+) -> None:
+    """A forged STREAM.LIST whose first page says 200 streams and every later page 100
+    fresh ones and a total 200 past them: the read went on up to the total's ceiling of
+    a million items (here mallory stops raising it at 5,000: the plan read 5,100
+    streams). Now a total grown past the first page's by more than a real account grows
+    while it is read is an unexpected reply: the plan fails after a dozen pages."""
+    real, account = server_factory(), server_factory(jetstream=False)
+    specs = write(tmp_path, ORDERS, "orders.yaml")
+    asked: list[int] = []
+
+    def page(body: Any) -> bytes:
+        offset = int(body.get("offset", 0))
+        asked.append(offset)
+        total = offset + (200 if offset < 5000 else 100)
+        infos = [
+            {"config": {"name": f"S{n}", "subjects": [f"s{n}.>"], "storage": "memory"}}
+            for n in range(offset, offset + 100)
+        ]
+        return json.dumps({"total": total, "limit": 256, "streams": infos}).encode()
+
+    async def scenario() -> Any:
+        async with forwarded(account.url, real.url, {"$JS.API.STREAM.LIST": page}):
+            return await asyncio.to_thread(
+                reconcile, "plan", str(specs), "--server", account.url, "--timeout", "2",
+                cwd=tmp_path,
+            )  # fmt: skip
+
+    done = run(scenario())
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert "unexpected reply on $JS.API.STREAM.LIST" in done.stderr
+    assert max(asked) <= 1200  # the first page's 200, and 1,000 more at most
+
+
+async def _create_streams(url: str, numbers: range) -> None:
+    async with Other.connect(url, name="creator") as alice:
+        for n in numbers:
+            config = {"name": f"E{n}", "subjects": [f"e{n}.>"], "storage": "memory"}
+            await alice.api(f"STREAM.CREATE.E{n}", config)
+
+
+def test_a_list_that_grows_by_real_creates_while_it_is_read_is_read_whole(
+    server_factory: Any, run: Any
+) -> None:
+    """The bound on a list's growth leaves a real account's alone: 300 streams, and
+    another client creates 400 more after the stream list's first page came (before
+    its second was asked for). The read sees the total change, reads again, and
+    returns all 700."""
+    server = server_factory()
+    run(_create_streams(server.url, range(300)))
+    pages: list[int] = []
+
+    def on_page(page: list[Any]) -> None:
+        pages.append(len(page))
+        if len(pages) == 1:  # the reader waits: the creates land between two pages
+            meanwhile = threading.Thread(
+                target=asyncio.run, args=(_create_streams(server.url, range(300, 700)),)
+            )
+            meanwhile.start()
+            meanwhile.join()
+
+    async def read() -> list[dict[str, Any]]:
+        client = await JetStreamClient.connect(ConnectionOptions(servers=server.url))
+        try:
+            return await client.list_streams(on_page=on_page)
+        finally:
+            await client.close()
+
+    found = run(read())
+    assert {info["config"]["name"] for info in found} == {f"E{n}" for n in range(700)}
+    assert len(pages) > 2  # read again after the total changed
 
 
 def _good_and_mute(folder: Path, good: str, mute: str) -> dict[str, Any]:

@@ -6,12 +6,14 @@ the tool's own lock bucket is not user data, and the next holes of the same kind
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_runner import reconcile
@@ -346,3 +348,72 @@ def test_a_memory_stream_too_long_for_its_mirror_is_named_and_kept(
     assert not (out / "manifest.json").exists()
     assert run(_request(url, "$JS.API.STREAM.NAMES"))["streams"] == [name]
     assert _messages(url, name) == 4
+
+
+def _forged_snapshot(real: NatsServer, account: NatsServer, tmp_path: Path, forge: Any) -> Any:
+    """``reconcile backup --stream ORDERS --timeout 1`` against ``account`` (a server
+    without JetStream) whose JetStream mallory answers as ``real`` does, but the
+    snapshot request of ORDERS with ``forge(request)``."""
+    from test_attacks8 import forwarded
+
+    async def scenario() -> Any:
+        async with forwarded(account.url, real.url, {"$JS.API.STREAM.SNAPSHOT.ORDERS": forge}):
+            try:
+                return await asyncio.to_thread(
+                    reconcile, "backup", "--stream", "ORDERS", "--out", "backup",
+                    "--server", account.url, "--timeout", "1", cwd=tmp_path,
+                )  # fmt: skip
+            finally:
+                account.resume()  # a paused one: mallory's connection is closed at exit
+
+    return run(scenario())
+
+
+def _nothing_looks_complete(backup: Path, tmp_path: Path) -> None:
+    """No manifest, no stream's backup.json or snapshot, no partial file (the folder
+    says a backup is in progress); verify refuses the folder."""
+    left = _files(backup)
+    assert "manifest.json" not in left and "backup-in-progress.json" in left, left
+    assert set(left) <= {"backup-in-progress.json", "ORDERS/"}, left
+    assert reconcile("backup", "verify", "backup", cwd=tmp_path).returncode == 1
+
+
+def test_a_snapshot_whose_data_never_comes_fails_within_the_timeout_naming_the_stream(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    """A snapshot request answered, and then no data (a forged reply, a server that
+    stops sending): the backup waited 30 s whatever ``--timeout`` said. Now it waits
+    the request timeout (1 s here), names the stream, and leaves no manifest, no
+    ``backup.json`` and no partial file."""
+    real, account = server_factory(), server_factory(jetstream=False)
+    _stream(real.url, "ORDERS", 5)
+    forged = json.dumps({"config": {"name": "ORDERS"}, "state": {"messages": 5}}).encode()
+
+    done = _forged_snapshot(real, account, tmp_path, forged)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    error = _error(done.stderr)
+    assert "ORDERS" in error and "within 1s" in error, error
+    _nothing_looks_complete(tmp_path / "backup", tmp_path)
+
+
+def test_a_server_that_stops_while_it_prepares_a_snapshot_fails_within_the_timeout(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    """The server stopped (SIGSTOP) once the snapshot request reached it: the reply was
+    waited for up to 10 minutes (the time a check of every message may take). Now the
+    server is asked for a PONG each request timeout meanwhile, and none ends the backup
+    naming the stream."""
+    real, account = server_factory(), server_factory(jetstream=False)
+    _stream(real.url, "ORDERS", 5)
+
+    def stop(request: Any) -> bytes:
+        account.pause()
+        return b"{}"
+
+    done = _forged_snapshot(real, account, tmp_path, stop)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    error = _error(done.stderr)
+    assert "ORDERS" in error and "stopped answering" in error, error
+    _nothing_looks_complete(tmp_path / "backup", tmp_path)

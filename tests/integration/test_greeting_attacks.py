@@ -28,6 +28,8 @@ from agent_harness import (
     until,
 )
 from cli_runner import reconcile
+from credentials import make_tls
+from prometheus_client.parser import text_string_to_metric_families
 from servers import write
 from test_agent_envs import _declared, _drift
 
@@ -127,7 +129,7 @@ def test_one_environment_behind_a_broken_greeting_stops_no_other(
     server_factory: Any, tmp_path: Path, run: Any
 ) -> None:
     """``reconcile watch`` serving two environments, one of them a listener whose INFO
-    is a JSON list: that environment fails (unreachable, in /status and its log lines,
+    is a JSON list: that environment fails (refused, in /status and its log lines,
     without what it sent), and the other heals a change by hand, every message kept.
     Before, the AttributeError ended the whole agent."""
     good = server_factory()
@@ -141,7 +143,7 @@ def test_one_environment_behind_a_broken_greeting_stops_no_other(
                 async with Other.connect(good.url) as alice:
                     await alice.publish("orders.new", 6)
                 bad = agent.watches["broken"]
-                await until(lambda: bad.link.reachable is False, what="broken failed")
+                await until(lambda: bad.link.refused, what="broken failed")
                 healed = len(changes(log, "Stream ORDERS", "healed", "good"))
                 await _drift(good.url, description="changed by hand", max_msgs=7000)
                 await until(
@@ -153,7 +155,7 @@ def test_one_environment_behind_a_broken_greeting_stops_no_other(
                     assert await alice.messages("ORDERS") == 6
                 assert not agent.stop.is_set()  # still serving both
                 status = json.loads((await get(agent, "/status"))[1])["environments"]
-                assert status["broken"]["reachable"] is False
+                assert status["broken"]["refused"] is True  # it answered, and no NATS
                 assert broken in status["broken"]["error"]
                 assert status["good"]["ready"] is True
                 errors = [
@@ -203,6 +205,8 @@ class _Failing:
 
     commit: str | None = None
     committed_at: float | None = None
+    project_error: tuple[str, float] | None = None
+    project_reads = 0
 
     def __init__(self, real: FixedSource, *, times: int) -> None:
         self.real, self.times, self.tries = real, times, 0
@@ -248,3 +252,84 @@ def test_a_forged_reply_no_check_foresaw_is_said_by_type_and_place_without_a_tra
     assert "unexpected AttributeError at " in plain.stderr
     assert "SECRET" not in plain.stderr + plain.stdout
     assert "Traceback" in debug.stderr
+
+
+def _metric(body: bytes, name: str) -> dict[str, float]:
+    """Each environment's value of the gauge ``name`` in a ``/metrics`` body."""
+    found = {f.name: f for f in text_string_to_metric_families(body.decode())}
+    return {s.labels["env"]: s.value for s in found[name].samples}
+
+
+def test_environments_whose_servers_refuse_the_agent_make_it_not_ready_unlike_those_down(
+    server_factory: Any, tmp_path: Path, run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that answers and refuses the agent (a wrong password, TLS it requires,
+    a listener whose greeting is no NATS server's) is the configuration's fault, which a
+    rollout brings: ``/readyz`` is 503 and names them, unlike a server that is down (the
+    world's fault: 200 when every server is down). ``/status`` says which is which
+    (``refused``; ``reachable`` true: it answered) and so does
+    ``reconcile_connection_refused``; the password is said nowhere. A refused
+    environment beside one that heals still is 503. Before, a refusal counted as
+    "unreachable" and every environment refused was 200."""
+    monkeypatch.setenv("SHOP_PASSWORD", "hunter2-wrong")
+    locked = server_factory(users=[{"user": "shop", "password": "right"}])
+    tls = server_factory(tls=make_tls(tmp_path / "tls"))
+    down = server_factory()
+    down.kill()
+    good = server_factory()
+    options = ConnectionOptions(timeout=1.0, connect_timeout=1.0)
+
+    def project(root: Path, listener: str, *, with_good: bool) -> dict[str, Any]:
+        root.mkdir()
+        write(root, ORDERS, "orders.yaml")
+        envs = {
+            "badpass": f"{locked.url}\n    user: shop\n    password: {{env: SHOP_PASSWORD}}",
+            "notnats": listener,
+            "tlsplain": tls.url,  # plain nats:// to a server requiring TLS
+            "down": down.url,
+        }
+        if with_good:
+            envs = {"good": good.url, "badpass": envs["badpass"]}
+        listed = "".join(f"  {name}:\n    servers: {url}\n" for name, url in envs.items())
+        text = f"owner: shop\nspecs: [orders.yaml]\nenvironments:\n{listed}"
+        return project_sources(write(root, text, "reconcile.yaml"), options)
+
+    async def refused_only(listener: str) -> None:
+        sources = project(tmp_path / "refused", listener, with_good=False)
+        async with running_agent(sources, mode="heal", interval=0.5) as (agent, log):
+            await until(
+                lambda: all(w.tried for w in agent.watches.values()), what="every one tried"
+            )
+            code, body = await get(agent, "/readyz")
+            assert code == 503, body
+            for env in ("badpass", "notnats", "tlsplain"):
+                assert env.encode() in body
+            status = json.loads((await get(agent, "/status"))[1])
+            assert status["ready"] is False
+            envs = status["environments"]
+            for env in ("badpass", "notnats", "tlsplain"):
+                assert envs[env]["refused"] is True, envs[env]
+                assert envs[env]["reachable"] is True  # it answered
+                assert envs[env]["connected"] is False and envs[env]["error"]
+                assert envs[env]["unreachable_since"] is None
+            assert "authorization" in envs["badpass"]["error"]
+            assert envs["down"]["refused"] is False and envs["down"]["reachable"] is False
+            metrics = (await get(agent, "/metrics"))[1]
+            refused = _metric(metrics, "reconcile_connection_refused")
+            assert refused == {"badpass": 1, "notnats": 1, "tlsplain": 1, "down": 0}
+            assert set(_metric(metrics, "reconcile_connected").values()) == {0}
+            said = log.getvalue() + json.dumps(status) + body.decode() + metrics.decode()
+            assert "hunter2" not in said
+
+    async def beside_a_good_one() -> None:
+        sources = project(tmp_path / "mixed", "unused", with_good=True)
+        async with running_agent(sources, mode="heal", interval=0.5) as (agent, log):
+            await orders_healed_in(log, ["good"])
+            await until(lambda: agent.watches["badpass"].tried, what="badpass tried")
+            code, body = await get(agent, "/readyz")
+            assert code == 503, body
+            assert b"badpass" in body and b"good" not in body
+
+    with greeting(GREETINGS["a list"]) as listener:
+        run(refused_only(listener))
+    run(beside_a_good_one())
