@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +16,7 @@ from action.inputs import Inputs, Outcome
 from action.jobs import ignore_rules, plan_request
 from action.runner import InputError, Runner
 from reconciler.console.markdown import MarkdownConsole
+from reconciler.specs.files import write_renamed
 
 if TYPE_CHECKING:
     from reconciler.execution.stages import PlanRequest
@@ -69,21 +68,11 @@ def _write_plan_file(path: Path, text: str, workspace: Path) -> Path:
                 f"input 'plan-file': {folder} is a symlink; the plan file is never "
                 "written through one (name a path in the workspace or under RUNNER_TEMP)"
             )
-    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-        tmp = None
+        write_renamed(path, lambda file: file.write(text))
     except OSError as err:
         raise InputError(f"input 'plan-file': cannot write {path}: {err.strerror or err}") from None
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
     return path
 
 

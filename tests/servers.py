@@ -492,6 +492,17 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
+async def publish(url: str, subject: str, count: int) -> None:
+    """``count`` messages ("0", "1", ...) published to ``subject``, each acknowledged by
+    JetStream (a request: a stream must take it)."""
+    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
+    try:
+        for index in range(count):
+            await nc.request(subject, str(index).encode(), timeout=5)
+    finally:
+        await nc.close()
+
+
 async def delete_all_streams(url: str, **connect: Any) -> None:
     """Delete every stream on the server at ``url`` (raw JSON API, paged)."""
     nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0, **connect)

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
 from reconciler.console.terminal import TerminalConsole, interactive
 from reconciler.errors import ReconcileError
+from reconciler.specs.files import write_renamed
 
 __all__ = ["interactive", "notice", "write_whole"]
 
@@ -30,18 +29,8 @@ def write_whole(out: Path, write: Callable[[TextIO], object], *, what: str) -> N
         raise ReconcileError(
             f"cannot write {out}: not a regular file (a device, pipe or folder); give {what} a file"
         )
-    tmp = None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            write(file)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-        tmp = None
+        write_renamed(out, write)
     except OSError as err:
         raise ReconcileError(f"cannot write {out}: {err.strerror or err}") from None
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)

@@ -1,6 +1,7 @@
 """The files to read: explicit files as given, folders walked (sorted, hidden folders
 skipped, symlink loops refused), and one file's text (size cap, UTF-8, regular files
-only). Problems are collected, never raised.
+only). Problems are collected, never raised. And one way to write a text file whole
+(:func:`write_renamed`: the saved plans, reports and snapshots the doors write).
 
 A file a spec names as its data (a KeyValueEntry's ``value_file``: ``flags.json`` next
 to the specs) is not a spec, whatever its suffix: :func:`data_files` says which files
@@ -8,11 +9,14 @@ the documents read name so, and the loader leaves them out (``loader.load_spec_f
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from reconciler.errors import Problem
 from reconciler.locations import Location
@@ -252,3 +256,22 @@ def _read_all(fd: int, size: int, capped: bool = True) -> bytes | None:
         chunks.append(chunk)
         total += len(chunk)
     return None
+
+
+def write_renamed(path: Path, write: Callable[[TextIO], object], *, mode: int = 0o644) -> None:
+    """Write the text file ``path`` whole or not at all: ``write`` fills a temporary file
+    beside it (UTF-8, then given ``mode``), which is renamed over ``path``: a symlink at
+    ``path`` is replaced, never followed, and the temporary file is removed when anything
+    fails. Raises OSError (the folder must exist)."""
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            write(file)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+        tmp = None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)

@@ -18,6 +18,7 @@ import nats
 import pytest
 from cli_runner import reconcile
 from servers import NatsServer, run
+from servers import publish as _publish
 
 from reconciler.errors import ReconcileError, RefusedPlan
 from reconciler.execution import run as engine
@@ -56,15 +57,6 @@ async def _request(url: str, subject: str, payload: dict[str, Any] | None = None
         data = json.dumps(payload).encode() if payload is not None else b""
         reply = await nc.request(subject, data, timeout=5)
         return json.loads(reply.data)
-    finally:
-        await nc.close()
-
-
-async def _publish(url: str, subject: str, count: int) -> None:
-    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
-    try:
-        for index in range(count):
-            await nc.request(subject, str(index).encode(), timeout=5)
     finally:
         await nc.close()
 

@@ -21,21 +21,13 @@ import pytest
 from google.protobuf import json_format
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs, Mocks
 from pulumi_host import CIPHERTEXT, ProviderHost, configured, stored, unwrapped
+from servers import publish as _publish
 from servers import run
 
 from pulumi_provider import Consumer, JetStreamSpecs, KeyValue, Stream
 from reconciler.errors import SpecError
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
-
-
-async def _publish(url: str, subject: str, count: int) -> None:
-    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
-    try:
-        for index in range(count):
-            await nc.request(subject, str(index).encode(), timeout=5)
-    finally:
-        await nc.close()
 
 
 async def _jetstream(url: str, subject: str) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from pulumi.runtime.proto import provider_pb2
 from pulumi.runtime.rpc import UNKNOWN
 from pulumi_host import ProviderHost, configured
 from servers import NatsServer, options, run
+from servers import publish as _publish
 
 from pulumi_provider import JetStreamProvider
 from pulumi_provider.component import resource_spec
@@ -67,15 +68,6 @@ async def _api(url: str, subject: str, body: dict[str, Any] | None = None) -> di
 def api(server: NatsServer, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
     """A raw JetStream API request, as an out-of-band change by someone else."""
     return run(_api(server.url, subject, body))
-
-
-async def _publish(url: str, subject: str, count_: int) -> None:
-    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
-    try:
-        for index in range(count_):
-            await nc.request(subject, str(index).encode(), timeout=5)
-    finally:
-        await nc.close()
 
 
 def version_of(server: NatsServer) -> tuple[int, ...]:
