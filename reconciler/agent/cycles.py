@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal, TypeVar
 
+from reconciler.agent.claims import SeatClaim
 from reconciler.agent.commits import Commits
 from reconciler.agent.flapping import Flapping
 from reconciler.agent.listener import AdvisoryListener
@@ -218,6 +219,7 @@ class Watch:
         self.last_success: float | None = None
         self.memory = Streams()
         self.flapping = Flapping()  # resources healed again and again: held back a while
+        self.claim = SeatClaim(log, settings.interval)  # its seat, claimed on the server
         self._options: ConnectionOptions | None = None  # those of the connection open
         self._project_said: tuple[int, str | None] = (0, None)  # reads, error: logged
 
@@ -250,7 +252,7 @@ class Watch:
             async with contextlib.AsyncExitStack() as opened:
                 c = await self._open(opened)
                 self._connected(c)
-                await self._unless_stopped(self._take_seat(c))
+                await self._unless_stopped(self._take_seat(c, claim=False))
                 ok = await self._unless_stopped(self._cycle(c, "once"))
         except _Stopped:
             return ExitStatus.INTERRUPTED
@@ -337,11 +339,13 @@ class Watch:
         self.metrics.connected.set(1)
         self.metrics.connection_refused.set(0)
 
-    async def _take_seat(self, client: JetStreamClient) -> None:
-        """Healing, among several environments: the seat the server says this connection
-        writes in, refused (before any plan) when another environment holds it
-        (:mod:`.seats`). An environment in ``lifecycle: {mode: observe}`` writes nothing."""
-        if self.seats is None or self.settings.mode != "heal":
+    async def _take_seat(self, client: JetStreamClient, *, claim: bool = True) -> None:
+        """Healing an environment: the seat the server says this connection writes in,
+        refused (before any plan) when another environment of this process holds it
+        (:mod:`.seats`), or an agent of another process claims it on the server
+        (:mod:`.claims`; ``claim`` False: only read, as ``--once`` does). An environment
+        in ``lifecycle: {mode: observe}`` writes nothing."""
+        if self.settings.mode != "heal":
             return
         request = self._request()
         if request.project is None or request.env is None:
@@ -350,8 +354,10 @@ class Watch:
         if env is None or env.lifecycle.observe:
             return
         found = await seat_of(client)
-        if found is not None:
+        if found is not None and self.seats is not None:
             self.seats.take(env, found)
+        peers = request.project.environments
+        await self.claim.take(client, env, found, request.owner, peers=peers, write=claim)
 
     def _disconnected(self) -> None:
         self.link.connected = False
@@ -390,6 +396,7 @@ class Watch:
             if self._moved():
                 self.log.event("project", "the connection settings changed: connecting again")
                 return True
+            await self._unless_stopped(self.claim.renew(client))  # refused when lost
             ok = await self._unless_stopped(self._cycle(client, trigger))
             if client.lost.is_set():
                 raise ConnectError("connection to the server lost")

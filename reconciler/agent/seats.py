@@ -7,14 +7,17 @@ environment healed by this process, once connected, takes the seat its server te
 its lineage, the user), and one whose seat another environment holds is refused, at its
 line, before its first plan. ``nats://localhost:4222`` and ``nats://127.0.0.1:4222``, or
 two nodes of one cluster, are one seat. Each environment takes its seat in its own task: one whose
-server is down delays no other.
+server is down delays no other. Agents of other processes (other shards) compare seats
+through the claims :mod:`.claims` writes on the server.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import replace
 
-from reconciler.errors import Problem, ReconcileError, SpecError
+from reconciler.errors import Problem, ReconcileError, SpecError, brief
 from reconciler.execution import lineage
 from reconciler.jetstream import JetStreamClient
 from reconciler.jetstream.server_identity import seat
@@ -28,8 +31,24 @@ SAME_SEAT = "one account of one server or cluster, as one user, as the servers s
 
 def apart_error(env: Environment, other: Environment, how: str) -> SpecError:
     """The refusal of ``env``, which writes where ``other`` does (``how`` they are one)."""
+    return _refused(env, f"environments.{other.name} ({other.where})", how)
+
+
+def claimed_error(
+    env: Environment, other: str, how: str, peers: Mapping[str, Environment]
+) -> SpecError:
+    """:func:`apart_error` for an environment named by a claim read from the server
+    (:mod:`.claims`: maybe forged, so escaped unless a plain name; at its line when one
+    of ``peers``, the project's environments)."""
+    if other in peers:
+        return apart_error(env, peers[other], how)
+    shown = other if re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", other) else brief(other)
+    return _refused(env, f"environments.{shown}", how)
+
+
+def _refused(env: Environment, other: str, how: str) -> SpecError:
     message = (
-        f"writes where environments.{other.name} ({other.where}) does ({how}): healing "
+        f"writes where {other} does ({how}): healing "
         "both, each would undo the other's heals; give one its own user or account, or "
         "lifecycle: {mode: observe}"
     )

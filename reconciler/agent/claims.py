@@ -1,0 +1,231 @@
+"""A seat claimed on the server, so agents of other processes (other shards, a pod
+started on the wrong shard) see it: :class:`~reconciler.agent.seats.Seats` compares the
+seats of one process only.
+
+Each environment healed, once seated (:func:`~reconciler.agent.seats.seat_of`), writes
+a claim in the apply lock's bucket (``RECONCILE_LOCKS``, in the account the seat is in)
+under the key ``seat-<digest>``: a digest of the seat (the account, its domain and
+lineage, the user) and the project's owner. The claim holds the environment's name and
+when it was renewed and goes stale (``expires_at``, the writer's clock, as the lock's
+lease: the hosts' clocks are assumed to agree within seconds). Then:
+
+- no claim, a stale one, or one of the same environment name (another agent of the same
+  environment: an old pod still stopping; the apply lock keeps their heals apart): the
+  claim is written (a KV create where none is, else an update at the revision read:
+  of two agents starting at once, one wins) and the environment heals;
+- a fresh claim of another environment: the environment is refused before its first
+  plan (:func:`~reconciler.agent.seats.claimed_error`), tried again at its next
+  connection, so it takes the seat once the other's agent stopped renewing;
+- renewed before each cycle (one KV write: an update at our revision; read again only
+  when someone else wrote the key, and not written when that was a fresh claim of the
+  same environment: two agents of it share one claim).
+
+A claim read back may be forged by anyone who may write the bucket: it can only refuse
+a heal (a name never printed unescaped; an unreadable claim counts as another's), never
+make one. A server that does not say the seat (no user, no account told), or a bucket
+the user may not write, leaves the cross-process check out, said once in the log.
+``--once`` reads the claim and writes none (it heals once, it does not hold the seat).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from reconciler.agent.logs import Log
+from reconciler.agent.seats import claimed_error
+from reconciler.errors import NotFound, ReconcileError, ServerError, SpecError, brief
+from reconciler.execution.lock import LockSettings, LockStore, prepare
+from reconciler.identity import LOCK_BUCKET
+from reconciler.jetstream.transport import WRONG_LAST_SEQUENCE
+from reconciler.model.server_identity import Seat
+from reconciler.model.timestamps import rfc3339
+from reconciler.specs.project import Environment
+
+#: A claim not renewed for this many intervals is stale ...
+TTL_INTERVALS = 3
+#: ... and never sooner than this (seconds): a slow cycle must not lose its seat.
+TTL_FLOOR = 60.0
+#: Seconds a claim lasts, overriding the rule above (tests: a short one).
+TTL_VARIABLE = "RECONCILE_SEAT_CLAIM_TTL"
+#: How a claimed seat is shared, as the refusal says it.
+CLAIMED = "another agent heals it in that seat, as its claim on the server says"
+
+
+class Contended(ReconcileError):
+    """The claim changed at each of several reads (agents racing): tried again later."""
+
+
+def ttl_for(interval: float, text: str | None = None) -> float:
+    """How long a claim lasts (seconds): ``RECONCILE_SEAT_CLAIM_TTL`` when set (a number
+    above 0, else an error), else ``TTL_INTERVALS`` intervals, at least ``TTL_FLOOR``."""
+    text = os.environ.get(TTL_VARIABLE, "") if text is None else text
+    if not text.strip():
+        return max(TTL_INTERVALS * interval, TTL_FLOOR)
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ReconcileError(
+            f"{TTL_VARIABLE} must be a number of seconds above 0, not {text[:40]!r}"
+        )
+    return seconds
+
+
+def claim_key(found: Seat, owner: str) -> str | None:
+    """The key of ``found``'s claim for the project ``owner``; None when the server did
+    not say the seat (its account or the user unknown)."""
+    server = found.server
+    if server.account is None or found.user is None:
+        return None
+    facts = [owner, server.account, server.domain, server.lineage, found.user]
+    return "seat-" + hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:40]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim as stored: the environment's name, renewed at, stale from."""
+
+    env: str
+    renewed_at: float
+    expires_at: float
+
+    def stale(self, now: float) -> bool:
+        return now >= self.expires_at
+
+    def to_bytes(self) -> bytes:
+        body = {
+            "env": self.env,
+            "renewed_at": rfc3339(self.renewed_at),
+            "expires_at": rfc3339(self.expires_at),
+        }
+        return json.dumps(body, sort_keys=True).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Claim:
+        """A stored claim; an unreadable one is another's that never goes stale (a
+        forged claim refuses a heal, never makes one)."""
+        try:
+            body = json.loads(data)
+            return cls(
+                str(body["env"]),
+                _parse_time(body["renewed_at"]),
+                _parse_time(body["expires_at"]),
+            )
+        except (ValueError, KeyError, TypeError):
+            return cls("<unreadable claim>", 0.0, math.inf)
+
+
+def _parse_time(text: object) -> float:
+    return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+
+
+class SeatClaim:
+    """One environment's claim of its seat (one :class:`~reconciler.agent.cycles.Watch`'s)."""
+
+    def __init__(self, log: Log, interval: float) -> None:
+        self.log = log
+        self.ttl = ttl_for(interval)
+        self.settings = LockSettings(bucket=LOCK_BUCKET)
+        self.env: Environment | None = None
+        self.peers: Mapping[str, Environment] = {}
+        self.key: str | None = None  # held on this connection (renewed each cycle)
+        self.revision = 0
+        self.fresh = False  # just written (by take): the first cycle's renewal skipped
+        self._said: str | None = None  # the last reason the check is left out, logged
+
+    async def take(
+        self,
+        client: LockStore,
+        env: Environment,
+        found: Seat | None,
+        owner: str,
+        *,
+        peers: Mapping[str, Environment],
+        write: bool,
+    ) -> None:
+        """Claim ``found`` for ``env`` (only read it unless ``write``); the refusal
+        (:class:`~reconciler.errors.SpecError`, at ``env``'s line, and the other's when
+        one of ``peers``) when another environment holds it."""
+        self.key, self.env, self.peers = None, env, peers
+        key = claim_key(found, owner) if found is not None else None
+        if key is None:
+            self._left_out("the server does not say which account and user it is")
+            return
+        try:
+            revision = await self._claim(client, env, key, write=write)
+        except (SpecError, Contended):
+            raise  # refused, or tried again at the next connection: never healed unchecked
+        except ReconcileError as err:  # not allowed to write the bucket, no JetStream
+            self._left_out(f"its claim cannot be read or written here ({brief(str(err))})")
+            return
+        self._said = None
+        if write:
+            self.key, self.revision, self.fresh = key, revision, True
+
+    async def renew(self, client: LockStore) -> None:
+        """Before a cycle: the claim held renewed (at our revision, one write), refused
+        when another environment has taken the seat meanwhile."""
+        if self.key is None or self.env is None or self.fresh:
+            self.fresh = False  # written as the connection took it: renewed from the next
+            return
+        key, env, now = self.key, self.env, time.time()
+        mine = Claim(env.name, now, now + self.ttl)
+        try:
+            self.revision = await client.kv_update(
+                self.settings.bucket, key, mine.to_bytes(), self.revision
+            )
+        except ReconcileError as err:
+            if not isinstance(err, ServerError) or err.err_code != WRONG_LAST_SEQUENCE:
+                return  # a blip: renewed at the next cycle (a claim lasts several)
+            self.key = None  # someone else wrote the key: read it (refused if another's)
+            self.revision = await self._claim(client, env, key, write=True)
+            self.key = key
+
+    async def _claim(self, client: LockStore, env: Environment, key: str, *, write: bool) -> int:
+        """The claim written (its revision; 0 when only read), or the refusal."""
+        bucket = self.settings.bucket
+        for _ in range(5):
+            try:
+                entry = await client.kv_entry(bucket, key)
+            except NotFound:
+                if not write:
+                    return 0
+                await prepare(client, LockSettings(bucket=bucket, key=key))
+                entry = None
+            now = time.time()
+            if entry is not None and entry.operation == "PUT":
+                theirs = Claim.from_bytes(entry.value)
+                if theirs.env != env.name and not theirs.stale(now):
+                    raise claimed_error(env, theirs.env, f"{CLAIMED} ({bucket}/{key})", self.peers)
+                if theirs.env == env.name and not theirs.stale(now):
+                    return entry.revision  # another agent of it renews it: no write
+            if not write:
+                return 0
+            value = Claim(env.name, now, now + self.ttl).to_bytes()
+            try:
+                if entry is None or entry.operation != "PUT":
+                    return await client.kv_create(bucket, key, value)
+                return await client.kv_update(bucket, key, value, entry.revision)
+            except ServerError as err:
+                if err.err_code != WRONG_LAST_SEQUENCE:
+                    raise
+                continue  # another agent wrote it meanwhile: read again
+        raise Contended(f"the seat claim {bucket}/{key} keeps changing: tried again later")
+
+    def _left_out(self, why: str) -> None:
+        """Said once (until it changes): heals go on without the cross-process check."""
+        if why != self._said:
+            self._said = why
+            self.log.event(
+                "notice",
+                f"seat not claimed on the server: {why}; agents of other processes "
+                "(other shards) cannot see this environment's seat",
+            )

@@ -1,0 +1,293 @@
+"""Agents of different processes (two shards, two single-environment agents) healing two
+environments that write in one account as one user (one server named ``127.0.0.1`` and
+``localhost``: the project file's text differs): the seat each environment took is
+claimed on the server (reconciler.agent.claims), so the second to seat itself is
+refused and heals nothing; one environment served by two agents is not refused; the
+claim of an agent killed goes stale and the other takes the seat."""
+
+from __future__ import annotations
+
+import base64
+import json
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_harness import Other, lines, wait_for_line
+from cli_runner import cleaned_environ
+from servers import NatsServer, write
+from test_agent_envs import _drift, _healed, _names_one_per_shard
+
+from reconciler.agent.claims import CLAIMED, TTL_FLOOR, TTL_VARIABLE, Claim, ttl_for
+from reconciler.agent.seats import claimed_error
+from reconciler.errors import ReconcileError
+from reconciler.identity import LOCK_BUCKET
+from reconciler.specs.project import load_project
+
+COPIED = "copied"
+DECLARED = "orders as declared"
+
+
+def _project(folder: Path, url: str) -> tuple[str, str]:
+    """Two environments, ``zero`` (shard 0 of 2) naming the server ``127.0.0.1`` and
+    ``one`` (shard 1) naming it ``localhost``, ``one`` declaring ORDERS otherwise."""
+    zero, one = _names_one_per_shard()
+    (folder / "specs").mkdir()
+    orders = (
+        'kind: Stream\nname: ORDERS\nsubjects: ["orders.>"]\nmax_msgs: 1000\n'
+        f"description: {DECLARED}\n"
+    )
+    write(folder / "specs", orders, "orders.yaml")
+    (folder / "overlays").mkdir()
+    write(folder / "overlays", f"kind: Stream\nname: ORDERS\ndescription: {COPIED}\n", "o.yaml")
+    other = url.replace("127.0.0.1", "localhost")
+    assert other != url
+    project = (
+        f"owner: shop\nspecs: [specs]\nenvironments:\n  {zero}:\n    servers: {url}\n"
+        f"  {one}:\n    servers: {other}\n    overlays: [overlays]\n"
+    )
+    write(folder, project, "reconcile.yaml")
+    return zero, one
+
+
+def _agent(
+    which: list[str],
+    *,
+    cwd: Path,
+    log: Path,
+    ttl: float | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[str]:
+    """``reconcile watch --mode heal`` of ``which`` (``--shard 0/2``, ``--env NAME``) as its
+    own process (``env`` added to its environment), its JSON log into ``log``, planning
+    every second; a claim lasting ``ttl`` seconds when given."""
+    args = ["--mode", "heal", "--interval", "1s", "--listen", "127.0.0.1:0"]
+    added = dict(env or {}) | ({TTL_VARIABLE: str(ttl)} if ttl is not None else {})
+    env = cleaned_environ(added)
+    return subprocess.Popen(
+        [sys.executable, "-m", "reconciler", "watch", *args, "--log-format", "json", *which],
+        cwd=cwd,
+        env=env,
+        stderr=log.open("w"),
+        text=True,
+    )
+
+
+def _refused_by(other: str) -> Any:
+    return lambda line: (
+        line["event"] == "error" and f"writes where environments.{other} " in line["message"]
+    )
+
+
+def _status(log: Path) -> dict[str, Any]:
+    """The agent's /status (its address read from its log)."""
+    (line,) = wait_for_line(log, lambda line: line["event"] == "listening", "listening")
+    url = str(line["message"]).removesuffix("/metrics") + "/status"
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        body: dict[str, Any] = json.loads(reply.read())
+    return body
+
+
+def _stop(agents: list[subprocess.Popen[str]]) -> None:
+    for process in agents:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+
+
+async def _described(url: str) -> tuple[str, int]:
+    async with Other.connect(url, name="checker") as bob:
+        info = await bob.info("ORDERS")
+    return str(info["config"].get("description")), int(info["state"]["messages"])
+
+
+async def _publish(url: str, n: int) -> None:
+    async with Other.connect(url) as alice:
+        await alice.publish("orders.new", n)
+
+
+async def _claims(url: str) -> list[dict[str, Any]]:
+    """The seat claims in the tool's bucket (raw KV reads, as another client makes them)."""
+    async with Other.connect(url, name="checker") as bob:
+        stream = f"KV_{LOCK_BUCKET}"
+        info = await bob.api(f"STREAM.INFO.{stream}", {"subjects_filter": f"$KV.{LOCK_BUCKET}.>"})
+        subjects = sorted(info["state"].get("subjects") or {})
+        found = []
+        for subject in subjects:
+            if subject.startswith(f"$KV.{LOCK_BUCKET}.seat-"):
+                reply = await bob.api(f"STREAM.MSG.GET.{stream}", {"last_by_subj": subject})
+                found.append(json.loads(base64.b64decode(reply["message"]["data"])))
+        return found
+
+
+def _heals(log: Path, env: str | None) -> int:
+    """ORDERS healed in ``env`` (None: a single-environment agent's log, no ``env``)."""
+    return sum(
+        1
+        for line in lines(log.read_text())
+        if line["event"] == "change"
+        and line.get("env") == env
+        and line["resource"] == "Stream ORDERS"
+        and line["state"] == "healed"
+    )
+
+
+def test_the_second_shard_to_seat_itself_is_refused_and_heals_nothing(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """Shard 0 (``zero``) seats itself and heals; shard 1 (``one``, the same server as
+    ``localhost``) is refused at its line naming ``zero`` (its log, its /status), again
+    and again, and never heals: messages published stay, a change by hand is repaired to
+    ``zero``'s spec only."""
+    url = clean_server.url
+    zero, one = _project(tmp_path, url)
+    first, second = tmp_path / "shard0.log", tmp_path / "shard1.log"
+    agents = [_agent(["--all-envs", "--shard", "0/2"], cwd=tmp_path, log=first)]
+    try:
+        wait_for_line(first, _healed(zero), f"shard 0 creates ORDERS in {zero}")
+        agents.append(_agent(["--all-envs", "--shard", "1/2"], cwd=tmp_path, log=second))
+        refusal = wait_for_line(second, _refused_by(zero), f"{one} refused, naming {zero}")
+        assert "reconcile.yaml:6" in refusal[0]["message"], refusal[0]
+        assert refusal[0].get("env") == one, refusal[0]
+        status = _status(second)["environments"][one]
+        assert f"writes where environments.{zero} (reconcile.yaml:4)" in status["error"]
+        assert status["ready"] is False
+
+        run(_publish(url, 10))
+        run(_drift(url, description="changed by hand"))
+        wait_for_line(first, lambda line: _heals(first, zero) > 1, f"{zero} heals the change")
+        seen = len(wait_for_line(second, _refused_by(zero), "refused"))
+        wait_for_line(
+            second,
+            lambda line: len([x for x in lines(second.read_text()) if _refused_by(zero)(x)]) > seen,
+            f"{one} refused again after the change",
+        )
+        assert run(_described(url)) == (DECLARED, 10)  # zero's spec only, nothing recreated
+        assert _heals(second, one) == 0
+        assert not [x for x in lines(second.read_text()) if x["event"] == "cycle"]
+        assert [c["env"] for c in run(_claims(url))] == [zero]
+    finally:
+        _stop(agents)
+
+
+def test_one_environment_served_by_two_agents_is_not_refused(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """Two agents of shard 0 (an old pod still stopping beside its successor): one
+    claim, of their environment, and neither refused; a change is healed."""
+    url = clean_server.url
+    zero, _ = _project(tmp_path, url)
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    agents = [_agent(["--all-envs", "--shard", "0/2"], cwd=tmp_path, log=log) for log in logs]
+    try:
+        for log in logs:
+            wait_for_line(
+                log,
+                lambda line: line["event"] == "cycle" and line.get("env") == zero,
+                "a cycle of each agent",
+            )
+        run(_drift(url, description="changed by hand"))
+        for log in logs:  # both cycle again after the change (renewing the one claim)
+            seen = len([x for x in lines(log.read_text()) if x["event"] == "cycle"])
+            wait_for_line(
+                log,
+                lambda line, log=log, seen=seen: (
+                    len([x for x in lines(log.read_text()) if x["event"] == "cycle"]) > seen + 1
+                ),
+                "two more cycles",
+            )
+        assert run(_described(url))[0] == DECLARED
+        for log in logs:
+            assert not [x for x in lines(log.read_text()) if "writes where" in str(x["message"])]
+            assert _status(log)["environments"][zero]["ready"] is True
+        assert [c["env"] for c in run(_claims(url))] == [zero]
+    finally:
+        _stop(agents)
+
+
+def test_a_killed_agents_claim_goes_stale_and_the_other_takes_the_seat(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """Two single-environment agents (``--env``): the second is refused while the first
+    renews its claim; the first killed (SIGKILL: no goodbye), its claim goes stale after
+    its short TTL and the second takes the seat and heals ``one``'s spec."""
+    url = clean_server.url
+    zero, one = _project(tmp_path, url)
+    first, second = tmp_path / "zero.log", tmp_path / "one.log"
+    agents = [_agent(["--env", zero], cwd=tmp_path, log=first, ttl=3)]
+    try:
+        wait_for_line(first, lambda line: _heals(first, None) > 0, f"ORDERS created in {zero}")
+        agents.append(_agent(["--env", one], cwd=tmp_path, log=second, ttl=3))
+        wait_for_line(second, _refused_by(zero), f"{one} refused, naming {zero}")
+        assert f"environments.{zero}" in str(_status(second)["error"])
+        assert run(_described(url))[0] == DECLARED
+        agents[0].send_signal(signal.SIGKILL)
+        agents[0].wait(10)
+        wait_for_line(second, lambda line: _heals(second, None) > 0, f"{one} takes the seat")
+        assert run(_described(url))[0] == COPIED
+        assert [c["env"] for c in run(_claims(url))] == [one]
+    finally:
+        _stop(agents)
+
+
+def test_a_forged_claim_can_only_refuse_and_its_name_is_escaped(tmp_path: Path) -> None:
+    """What a claim read back says is untrusted: an unreadable one is another's that
+    never goes stale; a name with control characters is printed escaped; a name of the
+    project is said at its line."""
+    zero, one = _project(tmp_path, "nats://127.0.0.1:4222")
+    peers = load_project(tmp_path / "reconcile.yaml").environments
+    unreadable = Claim.from_bytes(b"\x1b[2J not json")
+    assert unreadable.env != one and not unreadable.stale(1e12)
+    forged = "evil\x1b[2J\nenvironments.x"
+    said = str(claimed_error(peers[one], forged, CLAIMED, peers))
+    assert "\x1b" not in said and "\n" not in said, said
+    assert "writes where environments.'evil\\x1b[2J\\nenvironments.x' does" in said, said
+    named = str(claimed_error(peers[one], zero, CLAIMED, peers))
+    assert f"writes where environments.{zero} (" in named, named
+    assert "reconcile.yaml:4) does (another agent heals it" in named, named
+    stored = Claim(one, 10.0, 20.0)
+    assert Claim.from_bytes(stored.to_bytes()) == stored and stored.stale(20.0)
+    assert ttl_for(1.0, "") == TTL_FLOOR and ttl_for(600.0, "") == 1800.0
+    assert ttl_for(1.0, "2.5") == 2.5
+    for bad in ("0", "-1", "nan", "soon"):
+        with pytest.raises(ReconcileError):
+            ttl_for(1.0, bad)
+
+
+def test_a_server_that_does_not_say_the_seat_heals_as_before_said_once(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    """A user not allowed to ask ``$SYS.REQ.USER.INFO``: the seat is not told, so it is
+    not claimed; the agent says so once (not at every cycle) and heals as before."""
+    deny = {"publish": {"deny": ["$SYS.REQ.USER.INFO"]}}
+    server = server_factory(users=[{"user": "a", "password": "pw-a", "permissions": deny}])
+    zero, _ = _names_one_per_shard()
+    (tmp_path / "specs").mkdir()
+    write(tmp_path / "specs", "kind: Stream\nname: ORDERS\nsubjects: [orders]\n", "o.yaml")
+    project = (
+        f"owner: shop\nspecs: [specs]\nenvironments:\n  {zero}:\n    servers: {server.url}\n"
+        "    user: a\n    password: {env: TEAM_A_PASSWORD}\n"
+    )
+    write(tmp_path, project, "reconcile.yaml")
+    log = tmp_path / "agent.log"
+    agent = _agent(["--env", zero], cwd=tmp_path, log=log, env={"TEAM_A_PASSWORD": "pw-a"})
+    try:
+        wait_for_line(log, lambda line: _heals(log, None) > 0, "ORDERS created")
+        wait_for_line(
+            log,
+            lambda line: len([x for x in lines(log.read_text()) if x["event"] == "cycle"]) >= 3,
+            "three cycles",
+        )
+        said = [x for x in lines(log.read_text()) if "seat not claimed" in str(x["message"])]
+        assert len(said) == 1, said
+        assert "pw-a" not in log.read_text()
+    finally:
+        _stop([agent])
