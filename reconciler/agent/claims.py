@@ -6,13 +6,15 @@ Each environment healed, once seated (:func:`~reconciler.agent.seats.seat_of`), 
 a claim in the apply lock's bucket (``RECONCILE_LOCKS``, in the account the seat is in)
 under the key ``seat-<digest>``: a digest of the seat (the account, its domain and
 lineage, the user) and the project's owner. The claim holds the environment's name and
-when it was renewed and goes stale (``expires_at``, the writer's clock, as the lock's
-lease: the hosts' clocks are assumed to agree within seconds). Then:
+when it was renewed and goes stale (``expires_at``: :func:`ttl_for` and twice the last
+cycle's duration from the renewal, by the writer's clock, as the lock's lease: the
+hosts' clocks are assumed to agree within seconds). Then:
 
 - no claim, a stale one, or one of the same environment name (another agent of the same
   environment: an old pod still stopping; the apply lock keeps their heals apart): the
   claim is written (a KV create where none is, else an update at the revision read:
-  of two agents starting at once, one wins) and the environment heals;
+  of two agents starting at once, one wins; a fresh one of the same environment is
+  left as it is) and the environment heals;
 - a fresh claim of another environment: the environment is refused before its first
   plan (:func:`~reconciler.agent.seats.claimed_error`), tried again at its next
   connection, so it takes the seat once the other's agent stopped renewing;
@@ -140,6 +142,12 @@ class SeatClaim:
         self.revision = 0
         self.fresh = False  # just written (by take): the first cycle's renewal skipped
         self._said: str | None = None  # the last reason the check is left out, logged
+        self.slack = 0.0  # added to the claim's life: twice the last cycle's duration
+
+    @property
+    def lasting(self) -> float:
+        """How long a claim written now lasts (seconds)."""
+        return self.ttl + self.slack
 
     async def take(
         self,
@@ -170,14 +178,17 @@ class SeatClaim:
         if write:
             self.key, self.revision, self.fresh = key, revision, True
 
-    async def renew(self, client: LockStore) -> None:
+    async def renew(self, client: LockStore, *, slow: float = 0.0) -> None:
         """Before a cycle: the claim held renewed (at our revision, one write), refused
-        when another environment has taken the seat meanwhile."""
+        when another environment has taken the seat meanwhile. ``slow``: how long the
+        last cycle took (seconds), added twice to the claim's life (a huge project's
+        plans must not let it go stale between two renewals)."""
+        self.slack = 2 * max(slow, 0.0)
         if self.key is None or self.env is None or self.fresh:
             self.fresh = False  # written as the connection took it: renewed from the next
             return
         key, env, now = self.key, self.env, time.time()
-        mine = Claim(env.name, now, now + self.ttl)
+        mine = Claim(env.name, now, now + self.lasting)
         try:
             self.revision = await client.kv_update(
                 self.settings.bucket, key, mine.to_bytes(), self.revision
@@ -209,7 +220,7 @@ class SeatClaim:
                     return entry.revision  # another agent of it renews it: no write
             if not write:
                 return 0
-            value = Claim(env.name, now, now + self.ttl).to_bytes()
+            value = Claim(env.name, now, now + self.lasting).to_bytes()
             try:
                 if entry is None or entry.operation != "PUT":
                     return await client.kv_create(bucket, key, value)

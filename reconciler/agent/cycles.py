@@ -396,7 +396,8 @@ class Watch:
             if self._moved():
                 self.log.event("project", "the connection settings changed: connecting again")
                 return True
-            await self._unless_stopped(self.claim.renew(client))  # refused when lost
+            slow = self.last.finished_at - self.last.started_at if self.last else 0.0
+            await self._unless_stopped(self.claim.renew(client, slow=slow))  # refused if lost
             ok = await self._unless_stopped(self._cycle(client, trigger))
             if client.lost.is_set():
                 raise ConnectError("connection to the server lost")
