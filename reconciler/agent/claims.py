@@ -37,13 +37,13 @@ import math
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from reconciler.agent.logs import Log
 from reconciler.agent.seats import claimed_error
 from reconciler.errors import NotFound, ReconcileError, ServerError, SpecError, brief
-from reconciler.execution.lock import LockSettings, LockStore, prepare
+from reconciler.execution.lock import LockSettings, LockStore, prepare, replicas_for
 from reconciler.identity import LOCK_BUCKET
 from reconciler.jetstream.transport import WRONG_LAST_SEQUENCE
 from reconciler.model.server_identity import Seat
@@ -164,6 +164,9 @@ class SeatClaim:
         one of ``peers``) when another environment holds it."""
         self.key, self.env, self.peers = None, env, peers
         key = claim_key(found, owner) if found is not None else None
+        if found is not None:  # the bucket made as the lock makes it: 3 replicas clustered
+            clustered = found.server.cluster is not None
+            self.settings = replace(self.settings, replicas=replicas_for(clustered))
         if key is None:
             self._left_out("the server does not say which account and user it is")
             return
@@ -209,7 +212,7 @@ class SeatClaim:
             except NotFound:
                 if not write:
                     return 0
-                await prepare(client, LockSettings(bucket=bucket, key=key))
+                await prepare(client, replace(self.settings, key=key))
                 entry = None
             now = time.time()
             if entry is not None and entry.operation == "PUT":

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from agent_harness import Other, lines, wait_for_line
 from cli_runner import cleaned_environ
-from servers import NatsServer, write
+from servers import Cluster, NatsServer, write
 from test_agent_envs import _drift, _healed, _names_one_per_shard
 
 from reconciler.agent.claims import CLAIMED, TTL_FLOOR, TTL_VARIABLE, Claim, ttl_for
@@ -291,3 +291,27 @@ def test_a_server_that_does_not_say_the_seat_heals_as_before_said_once(
         assert "pw-a" not in log.read_text()
     finally:
         _stop([agent])
+
+
+@pytest.mark.cluster
+def test_on_a_cluster_the_seat_is_claimed_in_the_locks_three_replica_bucket(
+    cluster: Cluster, tmp_path: Path, run: Any
+) -> None:
+    """On a cluster the claim is written in the tool's bucket, which keeps the three
+    replicas the apply lock gives it there (the claim, made before the first heal, makes
+    the bucket as the lock does when the account's lineage has not made it already)."""
+    zero, _ = _project(tmp_path, cluster.url)
+    log = tmp_path / "agent.log"
+    agent = _agent(["--env", zero], cwd=tmp_path, log=log)
+    try:
+        wait_for_line(log, lambda line: _heals(log, None) > 0, "ORDERS created")
+        assert [c["env"] for c in run(_claims(cluster.url))] == [zero]
+        assert run(_bucket_replicas(cluster.url)) == 3
+    finally:
+        _stop([agent])
+
+
+async def _bucket_replicas(url: str) -> int:
+    async with Other.connect(url, name="checker") as bob:
+        info = await bob.api(f"STREAM.INFO.KV_{LOCK_BUCKET}")
+    return int(info["config"]["num_replicas"])
