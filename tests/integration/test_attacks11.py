@@ -1,0 +1,102 @@
+"""Attacks on this round's changes: a refusal the agent took for a server that is down
+(a real nats-server's route or leaf node port, a listener that is no NATS server)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_harness import (
+    ORDERS,
+    get,
+    project_sources,
+    running_agent,
+    until,
+)
+from servers import unused_port, write
+
+from reconciler.jetstream import ConnectionOptions
+
+pytestmark = pytest.mark.integration
+
+
+# --- the agent: a listener that answers and refuses is not a server that is down ---------
+
+
+@contextlib.contextmanager
+def banner(text: bytes) -> Iterator[str]:
+    """A listener on 127.0.0.1 that sends ``text`` to whoever connects and closes (an
+    SSH or SMTP port named by mistake). Its URL."""
+    listening = socket.create_server(("127.0.0.1", 0))
+    port = listening.getsockname()[1]
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listening.accept()
+            except OSError:  # closed: the test is over
+                return
+            with contextlib.suppress(OSError), conn:
+                conn.sendall(text)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"nats://127.0.0.1:{port}"
+    finally:
+        listening.close()
+        thread.join(5)
+
+
+def test_a_wrong_port_or_a_listener_that_is_no_nats_server_makes_the_agent_not_ready(
+    server_factory: Any, tmp_path: Path, run: Any
+) -> None:
+    """A rollout that names a real nats-server's route port or leaf node port (a Service's
+    wrong targetPort), or a port where another service greets first: the server
+    answered and refused the agent, the configuration's fault. They counted as servers
+    that are down, so beside one that really is down ``/readyz`` was 200 and the broken
+    rollout went on. Now they are refused (503, ``refused`` in /status) and the one
+    that is down is still down."""
+    route, leaf = unused_port(), unused_port()
+    cluster = {"name": "c", "host": "127.0.0.1", "port": route}
+    config = {"cluster": cluster, "leafnodes": {"host": "127.0.0.1", "port": leaf}}
+    server_factory(jetstream=False, config=config)
+    down = server_factory()
+    down.kill()
+    root = tmp_path / "project"
+    root.mkdir()
+    write(root, ORDERS, "orders.yaml")
+
+    async def scenario(ssh: str) -> None:
+        envs = {
+            "routeport": f"nats://127.0.0.1:{route}",
+            "leafport": f"nats://127.0.0.1:{leaf}",
+            "ssh": ssh,
+            "down": down.url,
+        }
+        listed = "".join(f"  {name}:\n    servers: {url}\n" for name, url in envs.items())
+        text = f"owner: shop\nspecs: [orders.yaml]\nenvironments:\n{listed}"
+        options = ConnectionOptions(timeout=1.0, connect_timeout=1.0)
+        sources = project_sources(write(root, text, "reconcile.yaml"), options)
+        async with running_agent(sources, mode="heal", interval=0.5) as (agent, _log):
+            await until(
+                lambda: all(w.tried for w in agent.watches.values()), what="every one tried"
+            )
+            code, body = await get(agent, "/readyz")
+            status = json.loads((await get(agent, "/status"))[1])["environments"]
+            assert code == 503, (body, status)
+            for env in ("routeport", "leafport", "ssh"):
+                assert status[env]["refused"] is True, status[env]
+                assert env.encode() in body
+            assert status["down"]["refused"] is False
+            assert status["down"]["reachable"] is False
+            assert "OpenSSH" not in json.dumps(status)  # what it sent is never quoted
+
+    with banner(b"SSH-2.0-OpenSSH_9.6\r\n") as ssh:
+        run(scenario(ssh))
