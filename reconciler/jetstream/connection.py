@@ -295,7 +295,8 @@ _OTHER_PORT = "attempted to connect to"
 
 def refuses(err: BaseException) -> bool:
     """Whether a failed attempt was the listener's answer against us: credentials
-    refused, TLS it asks for or cannot do, a certificate that does not verify, a port of
+    refused, TLS it asks for or cannot do, a certificate that does not verify (ours, the
+    connection it ends after the handshake: :class:`TlsEnded`), a port of
     the server's that is not for clients, a greeting no NATS server sends. The
     configuration's fault (a rollout that brought it should stop). Anything else
     (refused at TCP, no answer in time, a reset, a connection that ended) is the
@@ -304,7 +305,8 @@ def refuses(err: BaseException) -> bool:
         return False  # the connection ended mid-handshake
     said = str(err).lower()
     return isinstance(
-        err, AuthorizationError | SecureConnRequiredError | ssl.SSLError | NotNatsGreeting
+        err,
+        AuthorizationError | SecureConnRequiredError | ssl.SSLError | NotNatsGreeting | TlsEnded,
     ) or (not isinstance(err, OSError) and ("authorization" in said or _OTHER_PORT in said))
 
 
@@ -444,6 +446,12 @@ class _Client(NATS):
         setattr(transport, "readline", first_line)  # noqa: B010 (a method, for one read)
         try:
             await super()._process_connect_init()
+        except (ConnectionResetError, BrokenPipeError):
+            if not _tls_up(transport):
+                raise
+            # TLS 1.3: the server checks our certificate after the handshake, and its
+            # alert races our CONNECT: read, an SSLError; else the connection it ended
+            raise TlsEnded("nats: the server ended the TLS connection: connection lost") from None
         finally:
             vars(transport).pop("readline", None)
 
@@ -493,6 +501,18 @@ _GREETING_TYPES: dict[str, type] = {
 
 class NotNatsGreeting(nats.errors.Error):
     """An INFO whose fields are not of the types a NATS server sends."""
+
+
+class TlsEnded(nats.errors.Error):
+    """The server ended the connection once the TLS handshake was done, before the
+    CONNECT was answered: it refused our certificate (none given, or one it does not
+    trust), as a NATS server that verifies clients does."""
+
+
+def _tls_up(transport: Any) -> bool:
+    """Whether nats-py's ``transport`` finished its TLS handshake."""
+    writer = getattr(transport, "_io_writer", None)
+    return writer is not None and writer.get_extra_info("ssl_object") is not None
 
 
 def _check_first_line(line: bytes) -> None:

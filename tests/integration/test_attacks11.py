@@ -1,5 +1,6 @@
 """Attacks on this round's changes: a refusal the agent took for a server that is down
-(a real nats-server's route or leaf node port, a listener that is no NATS server)."""
+(a real nats-server's route or leaf node port, a listener that is no NATS server, a
+server that refuses the agent's missing client certificate)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,12 @@ from agent_harness import (
     running_agent,
     until,
 )
+from credentials import make_tls
 from servers import unused_port, write
 
+from reconciler.errors import ConnectError, ConnectRefused
 from reconciler.jetstream import ConnectionOptions
+from reconciler.jetstream.connection import connect
 
 pytestmark = pytest.mark.integration
 
@@ -100,3 +104,29 @@ def test_a_wrong_port_or_a_listener_that_is_no_nats_server_makes_the_agent_not_r
 
     with banner(b"SSH-2.0-OpenSSH_9.6\r\n") as ssh:
         run(scenario(ssh))
+
+
+def test_a_server_that_refuses_a_missing_client_certificate_refuses_every_time(
+    server_factory: Any, tmp_path: Path, run: Any
+) -> None:
+    """A server that verifies clients, and an agent whose client certificate a rollout
+    left out: with TLS 1.3 the server refuses it after the handshake, and its alert races
+    the CONNECT. Read first, a TLS error (refused); else the connection it ended was a
+    "reset" or "broken pipe": a server that is down, half the attempts, so ``/readyz``
+    went 503 and 200 by turns and a rollout passed. Now every attempt is refused."""
+    tls = make_tls(tmp_path / "tls")
+    server = server_factory(tls=tls, verify_clients=True)
+    options = ConnectionOptions(servers=server.url, tls_ca=str(tls.ca), connect_timeout=2)
+
+    async def attempt() -> str:
+        try:
+            nc = await connect(options)
+        except ConnectRefused:
+            return "refused"
+        except ConnectError as err:
+            return f"down: {err}"
+        await nc.close()
+        return "connected"
+
+    outcomes = [run(attempt()) for _ in range(12)]
+    assert set(outcomes) == {"refused"}, outcomes
