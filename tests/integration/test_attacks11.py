@@ -1,9 +1,11 @@
 """Attacks on this round's changes: a refusal the agent took for a server that is down
 (a real nats-server's route or leaf node port, a listener that is no NATS server, a
-server that refuses the agent's missing client certificate)."""
+server that refuses the agent's missing client certificate), and a real account's list
+that grows fast while it is read."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import socket
@@ -22,9 +24,10 @@ from agent_harness import (
 )
 from credentials import make_tls
 from servers import unused_port, write
+from test_attacks8 import _create_streams
 
 from reconciler.errors import ConnectError, ConnectRefused
-from reconciler.jetstream import ConnectionOptions
+from reconciler.jetstream import ConnectionOptions, JetStreamClient
 from reconciler.jetstream.connection import connect
 
 pytestmark = pytest.mark.integration
@@ -130,3 +133,39 @@ def test_a_server_that_refuses_a_missing_client_certificate_refuses_every_time(
 
     outcomes = [run(attempt()) for _ in range(12)]
     assert set(outcomes) == {"refused"}, outcomes
+
+
+# --- a real account's list that grows fast while it is read -------------------------------
+
+
+def test_a_list_that_grows_by_more_than_the_bound_between_two_pages_is_read_again(
+    server_factory: Any, run: Any
+) -> None:
+    """300 streams, and 1,100 more created by other clients after the first page came
+    (a provisioning burst, thousands of clients re-creating their consumers after a
+    restart): the growth bound refused the real server's list as an unexpected reply,
+    and the plan failed, where it read the list again before. Now a read that grows
+    past the bound is read again from its new total, as any read that changed is; only
+    a last read that still does is refused."""
+    server = server_factory()
+    run(_create_streams(server.url, range(300)))
+    pages: list[int] = []
+
+    def on_page(page: list[Any]) -> None:
+        pages.append(len(page))
+        if len(pages) == 1:  # the reader waits: the creates land between two pages
+            meanwhile = threading.Thread(
+                target=asyncio.run, args=(_create_streams(server.url, range(300, 1400)),)
+            )
+            meanwhile.start()
+            meanwhile.join()
+
+    async def read() -> list[dict[str, Any]]:
+        client = await JetStreamClient.connect(ConnectionOptions(servers=server.url))
+        try:
+            return await client.list_streams(on_page=on_page)
+        finally:
+            await client.close()
+
+    found = run(read())
+    assert {info["config"]["name"] for info in found} == {f"E{n}" for n in range(1400)}
