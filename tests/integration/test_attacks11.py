@@ -1,7 +1,8 @@
 """Attacks on this round's changes: a refusal the agent took for a server that is down
 (a real nats-server's route or leaf node port, a listener that is no NATS server, a
-server that refuses the agent's missing client certificate), and a real account's list
-that grows fast while it is read."""
+server that refuses the agent's missing client certificate), a real account's list
+that grows fast while it is read, and a Pulumi secret input quoted in a form
+``<redacted>`` did not find."""
 
 from __future__ import annotations
 
@@ -23,9 +24,10 @@ from agent_harness import (
     until,
 )
 from credentials import make_tls
-from servers import unused_port, write
+from servers import NatsServer, unused_port, write
 from test_attacks8 import _create_streams
 
+from pulumi_provider import JetStreamProvider
 from reconciler.errors import ConnectError, ConnectRefused
 from reconciler.jetstream import ConnectionOptions, JetStreamClient
 from reconciler.jetstream.connection import connect
@@ -169,3 +171,49 @@ def test_a_list_that_grows_by_more_than_the_bound_between_two_pages_is_read_agai
 
     found = run(read())
     assert {info["config"]["name"] for info in found} == {f"E{n}" for n in range(1400)}
+
+
+# --- Pulumi: a secret input's value in a form <redacted> did not find ----------------------
+
+SECRET = "s3cr\\et-Hunter2"  # a backslash: quoted, it reads s3cr\\et-Hunter2
+
+
+def test_a_secret_inputs_value_is_in_no_check_failure_even_escaped_or_cut_short() -> None:
+    """A check failure quotes an invalid value as its repr (a backslash doubled) or cut
+    short (a long one: its first 80 or 200 characters): ``<redacted>`` replaced only the
+    value as it is, so the secret showed in ``pulumi preview``. Now a failure at a
+    secret input says the value is not shown."""
+    provider = JetStreamProvider()
+    base = {"kind": "Stream", "name": "S", "storage": "memory", "subjects": ["s.>"]}
+    long_secret = "Hunter2-" * 100
+    cases = {
+        "max_age": f"{SECRET} days",
+        "subjects": [f"bad {SECRET}"],
+        "description": long_secret * 10,
+        "max_msgs": long_secret,
+    }
+    for name, value in cases.items():
+        failures = provider.check({}, {**base, name: value, "secret_inputs": [name]}).failures
+        assert [f.property.split(".")[0] for f in failures] == [name], failures
+        said = " ".join(f.reason for f in failures)
+        assert "Hunter2" not in said and "s3cr" not in said, said
+
+
+def test_a_secret_subject_with_a_backslash_is_in_no_error(clean_server: NatsServer) -> None:
+    """The overlap refusal quotes both subjects as their repr: a secret one holding a
+    backslash showed doubled, which ``<redacted>`` did not find."""
+    provider = JetStreamProvider(connection={"servers": clean_server.url})
+    taken = {"kind": "Stream", "name": "TAKEN", "storage": "memory", "subjects": ["t.x.>"]}
+    provider.create(taken)
+    clash = {
+        "kind": "Stream",
+        "name": "CLASH",
+        "storage": "memory",
+        "subjects": [f"t.x.{SECRET}"],
+        "secret_inputs": ["subjects"],
+    }
+    with pytest.raises(Exception) as refused:
+        provider.create(clash)
+    said = str(refused.value)
+    assert "TAKEN" in said and "overlaps" in said, said
+    assert "Hunter2" not in said and "s3cr" not in said, said
