@@ -1,8 +1,8 @@
 """Attacks on this round's changes: a refusal the agent took for a server that is down
 (a real nats-server's route or leaf node port, a listener that is no NATS server, a
 server that refuses the agent's missing client certificate), a real account's list
-that grows fast while it is read, and a Pulumi secret input quoted in a form
-``<redacted>`` did not find."""
+that grows fast while it is read, a Pulumi secret input quoted in a form
+``<redacted>`` did not find, and the agent naming a flag ``reconcile watch`` has not."""
 
 from __future__ import annotations
 
@@ -18,11 +18,14 @@ from typing import Any
 import pytest
 from agent_harness import (
     ORDERS,
+    fixed_source,
     get,
+    lines,
     project_sources,
     running_agent,
     until,
 )
+from cli_runner import reconcile
 from credentials import make_tls
 from servers import NatsServer, unused_port, write
 from test_attacks8 import _create_streams
@@ -217,3 +220,33 @@ def test_a_secret_subject_with_a_backslash_is_in_no_error(clean_server: NatsServ
     said = str(refused.value)
     assert "TAKEN" in said and "overlaps" in said, said
     assert "Hunter2" not in said and "s3cr" not in said, said
+
+
+# --- the agent names a way it has, not a flag of another command --------------------------
+
+
+def test_the_agent_names_the_command_that_takes_a_stream_over_not_a_flag_it_lacks(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """ORDERS is managed by another owner: the agent's cycle failed saying "re-run with
+    --take-over", a flag ``reconcile watch`` has not (re-running the agent with it is a
+    usage error). Now it names the command that does take it over."""
+    specs = write(tmp_path, ORDERS, "orders.yaml")
+    made = reconcile(
+        "apply", str(specs), "--server", clean_server.url, "--owner", "billing", "--yes",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+
+    async def scenario() -> str:
+        async with running_agent(fixed_source([specs], clean_server.url), interval=0.5) as (
+            agent,
+            log,
+        ):
+            await until(lambda: agent.watch.cycles >= 1, what="a cycle")
+            failed = [line for line in lines(log) if line["event"] == "cycle"]
+            return str(failed[0].get("error"))
+
+    error = run(scenario())
+    assert "billing" in error, error
+    assert "reconcile apply --take-over" in error, error
