@@ -2,7 +2,8 @@
 (a real nats-server's route or leaf node port, a listener that is no NATS server, a
 server that refuses the agent's missing client certificate), a real account's list
 that grows fast while it is read, a Pulumi secret input quoted in a form
-``<redacted>`` did not find, and the agent naming a flag ``reconcile watch`` has not."""
+``<redacted>`` did not find, the agent naming a flag ``reconcile watch`` has not, and
+a commit's invalid project file taken for a connection to open again."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 from agent_harness import (
     ORDERS,
+    changes,
     fixed_source,
     get,
     lines,
@@ -28,12 +30,17 @@ from agent_harness import (
 from cli_runner import reconcile
 from credentials import make_tls
 from servers import NatsServer, unused_port, write
+from test_agent_git import origin, push_commit
 from test_attacks8 import _create_streams
 
 from pulumi_provider import JetStreamProvider
+from reconciler.agent.source import GitSource
 from reconciler.errors import ConnectError, ConnectRefused
+from reconciler.execution.environments import environment_target
+from reconciler.execution.requests import PlanRequest
 from reconciler.jetstream import ConnectionOptions, JetStreamClient
 from reconciler.jetstream.connection import connect
+from reconciler.specs.project import load_project
 
 pytestmark = pytest.mark.integration
 
@@ -250,3 +257,49 @@ def test_the_agent_names_the_command_that_takes_a_stream_over_not_a_flag_it_lack
     error = run(scenario())
     assert "billing" in error, error
     assert "reconcile apply --take-over" in error, error
+
+
+# --- the agent: a commit whose project file is invalid fails its cycle, connected ---------
+
+
+def test_a_commit_whose_project_file_is_invalid_fails_its_cycle_on_the_open_connection(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """``--git``: a commit whose project file cannot be served. The check for a project
+    file naming another server, made before each cycle, raised its error outside the
+    cycle: the agent dropped the connection and reconnected with the backoff (failing
+    again, before it connected), no cycle of that commit said why, and /status said the
+    agent was not connected. Now the cycle of that commit fails naming the file's line,
+    on the connection open."""
+    bare, work = origin(tmp_path)
+    url = clean_server.url
+    good = f"owner: shop\nspecs: [specs]\nenvironments:\n  blue:\n    servers: {url}\n"
+    push_commit(work, bare, {"reconcile.yaml": good, "specs/orders.yaml": ORDERS}, "1")
+    options = ConnectionOptions(timeout=2.0)
+
+    def make(root: Path | None) -> PlanRequest:
+        assert root is not None
+        target = environment_target(load_project(root / "reconcile.yaml"), "blue", options, "shop")
+        return PlanRequest.for_target(target)
+
+    source = GitSource(f"file://{bare}", "main", tmp_path / "cache", make)
+
+    async def scenario() -> None:
+        async with running_agent(source, mode="heal", interval=30.0, git_poll=0.2) as (
+            agent,
+            log,
+        ):
+            await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
+            bad = good + "    lifecycle: {mode: sometimes}\n"
+            second = push_commit(work, bare, {"reconcile.yaml": bad}, "2")
+            watch = agent.watch
+            await until(
+                lambda: watch.last is not None and watch.last.commit == second,
+                what="a cycle of the second commit",
+            )
+            assert watch.last is not None and not watch.last.ok
+            assert "reconcile.yaml:6" in str(watch.last.error), watch.last.error
+            assert watch.link.connected
+            assert not [line for line in lines(log) if line["event"] == "error"]
+
+    run(scenario())
