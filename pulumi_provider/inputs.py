@@ -18,6 +18,7 @@ from reconciler.errors import SpecError
 from reconciler.locations import Location
 from reconciler.model.values import REDACTED, printable
 from reconciler.specs.document import Document
+from reconciler.specs.fields import MAY_BE_SECRET
 from reconciler.specs.spec import KINDS, Spec
 from reconciler.specs.validate import validate_documents
 
@@ -71,6 +72,19 @@ def hide(text: str, secrets: tuple[str, ...]) -> str:
     return text
 
 
+#: What a check failure at a secret input says: its reason quotes the invalid value, in
+#: forms :func:`hide` cannot find (a repr's doubled backslash, a long value cut short).
+SECRET_FAILURE = f"invalid (the value is not shown: {MAY_BE_SECRET})"
+
+
+def failure_reason(path: str, reason: str, props: Mapping[str, Any]) -> str:
+    """The reason a check failure at ``path`` (a dotted property path) shows: none of a
+    secret input (or of a value inside one), any other with the secrets hidden."""
+    if path.split(".", 1)[0] in secret_inputs(props):
+        return SECRET_FAILURE
+    return hide(reason, secret_values(props))
+
+
 def _texts(value: Any, found: set[str]) -> None:
     if isinstance(value, Mapping):
         for item in value.values():
@@ -80,6 +94,7 @@ def _texts(value: Any, found: set[str]) -> None:
             _texts(item, found)
     elif isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value):
         found.add(str(value))
+        found.add(repr(str(value))[1:-1])  # as a message quotes it: 'a\\b', '\\t'
 
 
 def has_unknowns(value: Any) -> bool:

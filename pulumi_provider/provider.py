@@ -54,6 +54,7 @@ from pulumi_provider.inputs import (
     OUTPUT_FIELDS,
     SECRET_INPUTS,
     checked_inputs,
+    failure_reason,
     has_unknowns,
     hide,
     kind_problem,
@@ -114,9 +115,9 @@ class JetStreamProvider(ResourceProvider):
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         inputs = checked_inputs(news)
-        secrets = secret_values(news)
         failures = [
-            CheckFailure(path, hide(reason, secrets)) for path, reason in input_problems(news)
+            CheckFailure(path, failure_reason(path, reason, news))
+            for path, reason in input_problems(news)
         ]
         return CheckResult(inputs, failures)
 

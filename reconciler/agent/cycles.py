@@ -324,8 +324,16 @@ class Watch:
 
     def _moved(self) -> bool:
         """Whether the project file now names other connection settings (a server,
-        credentials) than the connection open: it is opened again."""
-        return self._options is not None and self._request().options != self._options
+        credentials) than the connection open: it is opened again. A request that
+        cannot be made (a commit's invalid project file) has not moved: the cycle
+        fails saying why, at its commit, on the connection open."""
+        if self._options is None:
+            return False
+        try:
+            request = self._request()
+        except ReconcileError:
+            return False
+        return request.options != self._options
 
     def _failed(self, err: ReconcileError) -> None:
         self.failures += 1

@@ -31,9 +31,23 @@ from reconciler.agent.metrics import Metrics
 from reconciler.agent.seats import Seats
 from reconciler.agent.shards import Shard
 from reconciler.agent.source import Source
+from reconciler.door_words import Allowance, spoken
 from reconciler.errors import ExitStatus, ReconcileError, unforeseen
 
-__all__ = ["POLICY_DENIED", "Agent", "WatchSettings", "worst"]
+__all__ = ["POLICY_DENIED", "WORDS", "Agent", "WatchSettings", "worst"]
+
+
+#: What the agent's messages name for a way to allow something
+#: (:mod:`reconciler.door_words`): ``reconcile watch`` has no ``--take-over``,
+#: ``--migrate``, ``--migration`` or ``--no-lock``, so the command that does it once is
+#: named (None: left out, or the CLI command the message names itself); its
+#: ``--lock-timeout`` is the CLI's.
+WORDS: Mapping[Allowance, str | None] = {
+    Allowance.MIGRATE: "`reconcile apply --migrate`",
+    Allowance.MIGRATION: None,
+    Allowance.TAKE_OVER: "`reconcile apply --take-over`",
+    Allowance.NO_LOCK: None,
+}
 
 
 def worst(codes: list[int]) -> int:
@@ -107,7 +121,12 @@ class Agent:
 
     # -- the whole run --------------------------------------------------------------------
     async def run(self) -> int:
-        """Run until ``stop`` (or one cycle each with ``once``); the exit status."""
+        """Run until ``stop`` (or one cycle each with ``once``); the exit status. The
+        engine's messages say a way to allow something in the agent's words (:data:`WORDS`)."""
+        with spoken(WORDS):
+            return await self._run()
+
+    async def _run(self) -> int:
         if self.settings.listen is not None:
             await self.endpoints.open(*self.settings.listen, self.log)
         try:

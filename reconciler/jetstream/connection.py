@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
+import json
 import re
 import ssl
 import time
@@ -286,17 +287,27 @@ def _check_creds(path: str) -> None:
         raise ConnectError(f"{wrong}: its seed is not an nkey seed") from None
 
 
+#: What a NATS server answers a client at one of its ports for other servers (route,
+#: gateway, leaf node: ``attempted to connect to route port``): the address names the
+#: wrong port.
+_OTHER_PORT = "attempted to connect to"
+
+
 def refuses(err: BaseException) -> bool:
     """Whether a failed attempt was the listener's answer against us: credentials
-    refused, TLS it asks for or cannot do, a certificate that does not verify, a greeting
-    no NATS server sends. The configuration's fault (a rollout that brought it should
-    stop). Anything else (refused at TCP, no answer in time, a reset, a connection that
-    ended) is the world's: a server that is down, or a network."""
+    refused, TLS it asks for or cannot do, a certificate that does not verify (ours, the
+    connection it ends after the handshake: :class:`TlsEnded`), a port of
+    the server's that is not for clients, a greeting no NATS server sends. The
+    configuration's fault (a rollout that brought it should stop). Anything else
+    (refused at TCP, no answer in time, a reset, a connection that ended) is the
+    world's: a server that is down, or a network."""
     if isinstance(err, ssl.SSLEOFError | ssl.SSLZeroReturnError):
         return False  # the connection ended mid-handshake
+    said = str(err).lower()
     return isinstance(
-        err, AuthorizationError | SecureConnRequiredError | ssl.SSLError | NotNatsGreeting
-    ) or ("authorization" in str(err).lower() and not isinstance(err, OSError))
+        err,
+        AuthorizationError | SecureConnRequiredError | ssl.SSLError | NotNatsGreeting | TlsEnded,
+    ) or (not isinstance(err, OSError) and ("authorization" in said or _OTHER_PORT in said))
 
 
 def describe_failure(url: str, err: BaseException, *, timeout: float) -> str:
@@ -417,6 +428,33 @@ class _Client(NATS):
         super().__init__()
         self._ps = _Parser(self)
 
+    async def _process_connect_init(self) -> None:
+        """nats-py's handshake, the listener's first line checked as it comes
+        (:func:`_check_first_line`): nats-py said the same of a banner of another
+        protocol as of a connection that ended, and of an INFO that is no JSON at all
+        as of a server's."""
+        transport = self._transport
+        assert transport is not None, "called by nats-py's connect, once connected"
+        read = transport.readline
+
+        async def first_line() -> bytes:
+            vars(transport).pop("readline", None)  # the lines after it, as nats-py reads them
+            line = await read()
+            _check_first_line(line)
+            return line
+
+        setattr(transport, "readline", first_line)  # noqa: B010 (a method, for one read)
+        try:
+            await super()._process_connect_init()
+        except (ConnectionResetError, BrokenPipeError):
+            if not _tls_up(transport):
+                raise
+            # TLS 1.3: the server checks our certificate after the handshake, and its
+            # alert races our CONNECT: read, an SSLError; else the connection it ended
+            raise TlsEnded("nats: the server ended the TLS connection: connection lost") from None
+        finally:
+            vars(transport).pop("readline", None)
+
     async def _process_info(self, info: dict[str, Any], initial_connection: bool = False) -> None:
         _check_greeting(info)
         if initial_connection and "tls" in self.options:
@@ -463,6 +501,33 @@ _GREETING_TYPES: dict[str, type] = {
 
 class NotNatsGreeting(nats.errors.Error):
     """An INFO whose fields are not of the types a NATS server sends."""
+
+
+class TlsEnded(nats.errors.Error):
+    """The server ended the connection once the TLS handshake was done, before the
+    CONNECT was answered: it refused our certificate (none given, or one it does not
+    trust), as a NATS server that verifies clients does."""
+
+
+def _tls_up(transport: Any) -> bool:
+    """Whether nats-py's ``transport`` finished its TLS handshake."""
+    writer = getattr(transport, "_io_writer", None)
+    return writer is not None and writer.get_extra_info("ssl_object") is not None
+
+
+def _check_first_line(line: bytes) -> None:
+    """Refuse a listener's first line that is whole and no NATS server's greeting: not
+    ``INFO`` followed by JSON (an SSH or SMTP banner, a port of another service). A
+    connection that ended first (nothing, or part of a line) is left to nats-py: a
+    server that is down."""
+    if not line.endswith(b"\n"):
+        return
+    verb, _, body = line.partition(b" ")
+    if verb == b"INFO":
+        with contextlib.suppress(ValueError):  # no JSON (nor UTF-8)
+            json.loads(body)
+            return
+    raise NotNatsGreeting("nats: what the listener sent first is no NATS server's INFO")
 
 
 def _check_greeting(info: dict[str, Any]) -> None:

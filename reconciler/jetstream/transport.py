@@ -38,10 +38,11 @@ LIST_ATTEMPTS = 3  # reads of a paged list that changed while it was read
 #: is measured at (101,000 resources). A reply saying more is no NATS server's (on an
 #: account without JetStream any client may answer): its pages would never end.
 MAX_LISTED = 1_000_000
-#: How far a paged list's total may grow past the total its first page said while it is
-#: read (its re-reads included): this many items, or a tenth of that total when more.
-#: A real account grows by what is created meanwhile; a reply saying more is no
-#: server's (a forger raising the total page after page, fresh items on each).
+#: How far a paged list's total may grow past the total its first page said during one
+#: read: this many items, or a tenth of that total when more. A real account grows by
+#: what is created meanwhile (a burst past it is read again, from its new total); every
+#: read growing more is no server's (a forger raising the total page after page, fresh
+#: items on each).
 LIST_GROWTH = 1_000
 _VIOLATION = re.compile(r'permissions violation for (publish|subscription) to "?([^"\s]+)"?')
 
@@ -311,22 +312,24 @@ class Transport:
         ``keep``: the part of each item to return (the rest is dropped as its page is read).
         ``on_page``: called with each page's items as they come, before the next request.
         A reply no server sends never keeps it reading: a total over :data:`MAX_LISTED`
-        is refused, so is one grown past the first page's by more than
-        :data:`LIST_GROWTH` (or a tenth), and a page that brings nothing this read had
-        not brought yet ends the read (a forged page given again and again).
+        is refused, a total grown past its read's first page's by more than
+        :data:`LIST_GROWTH` (or a tenth) ends that read (read again: refused in the
+        last), and a page that brings nothing this read had not brought yet ends the
+        read (a forged page given again and again).
         """
         seen: dict[str, Any] = {}
-        first: int | None = None
-        for _ in range(LIST_ATTEMPTS):
+        for attempt in range(1, LIST_ATTEMPTS + 1):
             offset, totals = 0, set()
             this_read: set[str] = set()
+            first: int | None = None
             while True:
                 reply = await self.request(op, {"offset": offset})
                 page = reply.get(key) or []
                 total = int(reply.get("total", 0))
                 first = total if first is None else first
-                self._check_total(op, first, total)
                 totals.add(total)
+                if not self._total_holds(op, first, total, last=attempt == LIST_ATTEMPTS):
+                    break  # grown past the bound: read again, from its new total
                 if on_page is not None:
                     on_page(page)
                 known = len(this_read)
@@ -341,21 +344,26 @@ class Transport:
                 break
         return list(seen.values())
 
-    def _check_total(self, op: str, first: int, total: int) -> None:
-        """Refuse a paged list's ``total`` no server says: over :data:`MAX_LISTED`, or
-        grown past ``first`` (its first page's) by more than a real account grows while
-        it is read (:data:`LIST_GROWTH`, or a tenth of ``first``)."""
+    def _total_holds(self, op: str, first: int, total: int, *, last: bool) -> bool:
+        """Whether a paged list's ``total`` may be read on: refused when no server says
+        it (over :data:`MAX_LISTED`); False when grown past ``first`` (the first page's
+        of this read) by more than a real account grows while it is read
+        (:data:`LIST_GROWTH`, or a tenth of ``first``): a burst of creates, read again;
+        refused in the ``last`` read (a forger raising it page after page)."""
         if total > MAX_LISTED:
             raise ServerError(
                 0, 0, f"unexpected reply on {self.subject(op)}: over {MAX_LISTED:,} items"
             )
-        if total > first + max(LIST_GROWTH, first // 10):
-            raise ServerError(
-                0,
-                0,
-                f"unexpected reply on {self.subject(op)}: the list grew from {first:,} to "
-                f"{total:,} items while it was read",
-            )
+        if total <= first + max(LIST_GROWTH, first // 10):
+            return True
+        if not last:
+            return False
+        raise ServerError(
+            0,
+            0,
+            f"unexpected reply on {self.subject(op)}: the list grew from {first:,} to "
+            f"{total:,} items while it was read",
+        )
 
     async def subscribe(self, subject: str, on_message: Callable[[str, bytes], None]) -> Any:
         """A core NATS subscription (never JetStream's): ``on_message(subject, data)`` for

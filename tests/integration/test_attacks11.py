@@ -1,0 +1,305 @@
+"""Attacks on this round's changes: a refusal the agent took for a server that is down
+(a real nats-server's route or leaf node port, a listener that is no NATS server, a
+server that refuses the agent's missing client certificate), a real account's list
+that grows fast while it is read, a Pulumi secret input quoted in a form
+``<redacted>`` did not find, the agent naming a flag ``reconcile watch`` has not, and
+a commit's invalid project file taken for a connection to open again."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_harness import (
+    ORDERS,
+    changes,
+    fixed_source,
+    get,
+    lines,
+    project_sources,
+    running_agent,
+    until,
+)
+from cli_runner import reconcile
+from credentials import make_tls
+from servers import NatsServer, unused_port, write
+from test_agent_git import origin, push_commit
+from test_attacks8 import _create_streams
+
+from pulumi_provider import JetStreamProvider
+from reconciler.agent.source import GitSource
+from reconciler.errors import ConnectError, ConnectRefused
+from reconciler.execution.environments import environment_target
+from reconciler.execution.requests import PlanRequest
+from reconciler.jetstream import ConnectionOptions, JetStreamClient
+from reconciler.jetstream.connection import connect
+from reconciler.specs.project import load_project
+
+pytestmark = pytest.mark.integration
+
+
+# --- the agent: a listener that answers and refuses is not a server that is down ---------
+
+
+@contextlib.contextmanager
+def banner(text: bytes) -> Iterator[str]:
+    """A listener on 127.0.0.1 that sends ``text`` to whoever connects and closes (an
+    SSH or SMTP port named by mistake). Its URL."""
+    listening = socket.create_server(("127.0.0.1", 0))
+    port = listening.getsockname()[1]
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listening.accept()
+            except OSError:  # closed: the test is over
+                return
+            with contextlib.suppress(OSError), conn:
+                conn.sendall(text)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"nats://127.0.0.1:{port}"
+    finally:
+        listening.close()
+        thread.join(5)
+
+
+def test_a_wrong_port_or_a_listener_that_is_no_nats_server_makes_the_agent_not_ready(
+    server_factory: Any, tmp_path: Path, run: Any
+) -> None:
+    """A rollout that names a real nats-server's route port or leaf node port (a Service's
+    wrong targetPort), or a port where another service greets first: the server
+    answered and refused the agent, the configuration's fault. They counted as servers
+    that are down, so beside one that really is down ``/readyz`` was 200 and the broken
+    rollout went on. Now they are refused (503, ``refused`` in /status) and the one
+    that is down is still down."""
+    route, leaf = unused_port(), unused_port()
+    cluster = {"name": "c", "host": "127.0.0.1", "port": route}
+    config = {"cluster": cluster, "leafnodes": {"host": "127.0.0.1", "port": leaf}}
+    server_factory(jetstream=False, config=config)
+    down = server_factory()
+    down.kill()
+    root = tmp_path / "project"
+    root.mkdir()
+    write(root, ORDERS, "orders.yaml")
+
+    async def scenario(ssh: str) -> None:
+        envs = {
+            "routeport": f"nats://127.0.0.1:{route}",
+            "leafport": f"nats://127.0.0.1:{leaf}",
+            "ssh": ssh,
+            "down": down.url,
+        }
+        listed = "".join(f"  {name}:\n    servers: {url}\n" for name, url in envs.items())
+        text = f"owner: shop\nspecs: [orders.yaml]\nenvironments:\n{listed}"
+        options = ConnectionOptions(timeout=1.0, connect_timeout=1.0)
+        sources = project_sources(write(root, text, "reconcile.yaml"), options)
+        async with running_agent(sources, mode="heal", interval=0.5) as (agent, _log):
+            await until(
+                lambda: all(w.tried for w in agent.watches.values()), what="every one tried"
+            )
+            code, body = await get(agent, "/readyz")
+            status = json.loads((await get(agent, "/status"))[1])["environments"]
+            assert code == 503, (body, status)
+            for env in ("routeport", "leafport", "ssh"):
+                assert status[env]["refused"] is True, status[env]
+                assert env.encode() in body
+            assert status["down"]["refused"] is False
+            assert status["down"]["reachable"] is False
+            assert "OpenSSH" not in json.dumps(status)  # what it sent is never quoted
+
+    with banner(b"SSH-2.0-OpenSSH_9.6\r\n") as ssh:
+        run(scenario(ssh))
+
+
+def test_a_server_that_refuses_a_missing_client_certificate_refuses_every_time(
+    server_factory: Any, tmp_path: Path, run: Any
+) -> None:
+    """A server that verifies clients, and an agent whose client certificate a rollout
+    left out: with TLS 1.3 the server refuses it after the handshake, and its alert races
+    the CONNECT. Read first, a TLS error (refused); else the connection it ended was a
+    "reset" or "broken pipe": a server that is down, half the attempts, so ``/readyz``
+    went 503 and 200 by turns and a rollout passed. Now every attempt is refused."""
+    tls = make_tls(tmp_path / "tls")
+    server = server_factory(tls=tls, verify_clients=True)
+    options = ConnectionOptions(servers=server.url, tls_ca=str(tls.ca), connect_timeout=2)
+
+    async def attempt() -> str:
+        try:
+            nc = await connect(options)
+        except ConnectRefused:
+            return "refused"
+        except ConnectError as err:
+            return f"down: {err}"
+        await nc.close()
+        return "connected"
+
+    outcomes = [run(attempt()) for _ in range(12)]
+    assert set(outcomes) == {"refused"}, outcomes
+
+
+# --- a real account's list that grows fast while it is read -------------------------------
+
+
+def test_a_list_that_grows_by_more_than_the_bound_between_two_pages_is_read_again(
+    server_factory: Any, run: Any
+) -> None:
+    """300 streams, and 1,100 more created by other clients after the first page came
+    (a provisioning burst, thousands of clients re-creating their consumers after a
+    restart): the growth bound refused the real server's list as an unexpected reply,
+    and the plan failed, where it read the list again before. Now a read that grows
+    past the bound is read again from its new total, as any read that changed is; only
+    a last read that still does is refused."""
+    server = server_factory()
+    run(_create_streams(server.url, range(300)))
+    pages: list[int] = []
+
+    def on_page(page: list[Any]) -> None:
+        pages.append(len(page))
+        if len(pages) == 1:  # the reader waits: the creates land between two pages
+            meanwhile = threading.Thread(
+                target=asyncio.run, args=(_create_streams(server.url, range(300, 1400)),)
+            )
+            meanwhile.start()
+            meanwhile.join()
+
+    async def read() -> list[dict[str, Any]]:
+        client = await JetStreamClient.connect(ConnectionOptions(servers=server.url))
+        try:
+            return await client.list_streams(on_page=on_page)
+        finally:
+            await client.close()
+
+    found = run(read())
+    assert {info["config"]["name"] for info in found} == {f"E{n}" for n in range(1400)}
+
+
+# --- Pulumi: a secret input's value in a form <redacted> did not find ----------------------
+
+SECRET = "s3cr\\et-Hunter2"  # a backslash: quoted, it reads s3cr\\et-Hunter2
+
+
+def test_a_secret_inputs_value_is_in_no_check_failure_even_escaped_or_cut_short() -> None:
+    """A check failure quotes an invalid value as its repr (a backslash doubled) or cut
+    short (a long one: its first 80 or 200 characters): ``<redacted>`` replaced only the
+    value as it is, so the secret showed in ``pulumi preview``. Now a failure at a
+    secret input says the value is not shown."""
+    provider = JetStreamProvider()
+    base = {"kind": "Stream", "name": "S", "storage": "memory", "subjects": ["s.>"]}
+    long_secret = "Hunter2-" * 100
+    cases = {
+        "max_age": f"{SECRET} days",
+        "subjects": [f"bad {SECRET}"],
+        "description": long_secret * 10,
+        "max_msgs": long_secret,
+    }
+    for name, value in cases.items():
+        failures = provider.check({}, {**base, name: value, "secret_inputs": [name]}).failures
+        assert [f.property.split(".")[0] for f in failures] == [name], failures
+        said = " ".join(f.reason for f in failures)
+        assert "Hunter2" not in said and "s3cr" not in said, said
+
+
+def test_a_secret_subject_with_a_backslash_is_in_no_error(clean_server: NatsServer) -> None:
+    """The overlap refusal quotes both subjects as their repr: a secret one holding a
+    backslash showed doubled, which ``<redacted>`` did not find."""
+    provider = JetStreamProvider(connection={"servers": clean_server.url})
+    taken = {"kind": "Stream", "name": "TAKEN", "storage": "memory", "subjects": ["t.x.>"]}
+    provider.create(taken)
+    clash = {
+        "kind": "Stream",
+        "name": "CLASH",
+        "storage": "memory",
+        "subjects": [f"t.x.{SECRET}"],
+        "secret_inputs": ["subjects"],
+    }
+    with pytest.raises(Exception) as refused:
+        provider.create(clash)
+    said = str(refused.value)
+    assert "TAKEN" in said and "overlaps" in said, said
+    assert "Hunter2" not in said and "s3cr" not in said, said
+
+
+# --- the agent names a way it has, not a flag of another command --------------------------
+
+
+def test_the_agent_names_the_command_that_takes_a_stream_over_not_a_flag_it_lacks(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """ORDERS is managed by another owner: the agent's cycle failed saying "re-run with
+    --take-over", a flag ``reconcile watch`` has not (re-running the agent with it is a
+    usage error). Now it names the command that does take it over."""
+    specs = write(tmp_path, ORDERS, "orders.yaml")
+    made = reconcile(
+        "apply", str(specs), "--server", clean_server.url, "--owner", "billing", "--yes",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+
+    async def scenario() -> str:
+        async with running_agent(fixed_source([specs], clean_server.url), interval=0.5) as (
+            agent,
+            log,
+        ):
+            await until(lambda: agent.watch.cycles >= 1, what="a cycle")
+            failed = [line for line in lines(log) if line["event"] == "cycle"]
+            return str(failed[0].get("error"))
+
+    error = run(scenario())
+    assert "billing" in error, error
+    assert "reconcile apply --take-over" in error, error
+
+
+# --- the agent: a commit whose project file is invalid fails its cycle, connected ---------
+
+
+def test_a_commit_whose_project_file_is_invalid_fails_its_cycle_on_the_open_connection(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """``--git``: a commit whose project file cannot be served. The check for a project
+    file naming another server, made before each cycle, raised its error outside the
+    cycle: the agent dropped the connection and reconnected with the backoff (failing
+    again, before it connected), no cycle of that commit said why, and /status said the
+    agent was not connected. Now the cycle of that commit fails naming the file's line,
+    on the connection open."""
+    bare, work = origin(tmp_path)
+    url = clean_server.url
+    good = f"owner: shop\nspecs: [specs]\nenvironments:\n  blue:\n    servers: {url}\n"
+    push_commit(work, bare, {"reconcile.yaml": good, "specs/orders.yaml": ORDERS}, "1")
+    options = ConnectionOptions(timeout=2.0)
+
+    def make(root: Path | None) -> PlanRequest:
+        assert root is not None
+        target = environment_target(load_project(root / "reconcile.yaml"), "blue", options, "shop")
+        return PlanRequest.for_target(target)
+
+    source = GitSource(f"file://{bare}", "main", tmp_path / "cache", make)
+
+    async def scenario() -> None:
+        async with running_agent(source, mode="heal", interval=30.0, git_poll=0.2) as (
+            agent,
+            log,
+        ):
+            await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
+            bad = good + "    lifecycle: {mode: sometimes}\n"
+            second = push_commit(work, bare, {"reconcile.yaml": bad}, "2")
+            watch = agent.watch
+            await until(
+                lambda: watch.last is not None and watch.last.commit == second,
+                what="a cycle of the second commit",
+            )
+            assert watch.last is not None and not watch.last.ok
+            assert "reconcile.yaml:6" in str(watch.last.error), watch.last.error
+            assert watch.link.connected
+            assert not [line for line in lines(log) if line["event"] == "error"]
+
+    run(scenario())
