@@ -101,6 +101,9 @@ SUITE = (
     "tests/integration/test_attacks8.py",
     "tests/integration/test_attacks9.py",
     "tests/integration/test_attacks10.py",
+    "tests/integration/test_attacks11.py",
+    "tests/integration/test_agent_seat_claims.py",
+    "tests/integration/test_agent_project_edits.py",
 )
 
 
@@ -844,8 +847,19 @@ GUARANTEES = (
         "shard whose every server is down stays ready (no rollout stalls on it). A later "
         "INFO of no server's shape closes that connection, a list whose pages never end "
         "fails that plan, a stop never waits for a connection still being opened, and a "
-        "forged reply to one step fails that step with every step reported.",
+        "forged reply to one step fails that step with every step reported. A server that "
+        "answers and refuses (credentials, TLS, a missing client certificate, a route or "
+        "leaf node port, a listener that is no NATS server) makes `/readyz` 503, one that "
+        "is down does not. Two shards healing two environments of one seat (one account, "
+        "one user) cannot both heal: the second is refused by the first's claim on the "
+        "server until that claim goes stale. An edited project file is read again under a "
+        "running agent, validated first; an invalid edit keeps the last valid one. A list "
+        "that grows in a burst while it is read is read again.",
         (
+            "test_attacks11.py::",
+            "test_agent_seat_claims.py::",
+            "test_agent_project_edits.py::",
+            "test_greeting_attacks.py::",
             "test_agent_envs.py::",
             "test_agent_envs_attacks.py::",
             "test_agent_envs_attacks6.py::",
