@@ -82,6 +82,7 @@ SUITE = (
     "tests/integration/test_dr_attacks.py",
     "tests/integration/test_stage_attacks.py",
     "tests/pulumi/test_pulumi_attacks.py",
+    "tests/pulumi/test_program_mocks.py",
     "tests/integration/test_json_errors.py",
     "tests/unit/test_swapped_paths.py",
     "tests/integration/test_dr_holes.py",
@@ -262,10 +263,14 @@ GUARANTEES = (
         "with a `/` in a URL, nor a creds variable holding the file's text instead of its path; "
         "nor what a listener that is no NATS server sends, nor a forged reply of a shape no "
         "check foresaw (said by its type and place; `--debug` keeps the traceback), nor a "
-        "password or token a listener says back, nor a secret-looking value in a validation "
-        "error (the Action's log, summary and annotations, Pulumi's check).",
+        "password, token or creds file's user JWT a listener says back, nor a "
+        "secret-looking value in a validation error (the Action's log, summary and "
+        "annotations, Pulumi's check), nor a Pulumi secret input in the stack's state.",
         (
             "test_attacks8.py::test_a_listener_saying_the_credentials_back",
+            "test_attacks11.py::test_a_listener_saying_the_creds_files_jwt_back",
+            "test_attacks11.py::test_a_secret_inputs_value",
+            "test_program_mocks.py::test_secret_inputs_are_in_the_state_only_encrypted",
             "test_attacks9.py::test_an_invalid_spec_never_quotes_a_secret",
             "test_attacks9.py::test_a_pulumi_check_never_quotes_a_secret",
             "test_greeting_attacks.py::test_plan_against",

@@ -287,6 +287,18 @@ def _check_creds(path: str) -> None:
         raise ConnectError(f"{wrong}: its seed is not an nkey seed") from None
 
 
+def _creds_jwt(path: str) -> str:
+    """The user JWT of a creds file as nats-py sends it (the line after the marker), or
+    "" when there is none to read."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except (OSError, ValueError):
+        return ""
+    after = text.split("BEGIN NATS USER JWT", 1)[1:]
+    lines = after[0].split("\n") if after else []
+    return lines[1].strip() if len(lines) > 1 and len(lines[1].strip()) >= 16 else ""
+
+
 #: What a NATS server answers a client at one of its ports for other servers (route,
 #: gateway, leaf node: ``attempted to connect to route port``): the address names the
 #: wrong port.
@@ -391,10 +403,13 @@ async def connect(
 
 def without_secrets(text: str, options: ConnectionOptions) -> str:
     """``text`` with every secret ``options`` sends a server (the password, the token,
-    those in the URLs, as written and decoded) shown as ``***``: whatever listens at
-    the address got them in the CONNECT, and its ``-ERR`` may say them back."""
+    those in the URLs, as written and decoded, the creds file's user JWT) shown as
+    ``***``: whatever listens at the address got them in the CONNECT, and its ``-ERR``
+    may say them back."""
     found = {*url_secrets(options.servers or ""), options.password or "", options.token or ""}
     found |= {unquote(secret) for secret in found}
+    if options.creds:  # the user JWT goes in the CONNECT too: a bearer one is a password
+        found.add(_creds_jwt(options.creds))
     for secret in sorted(found - {""}, key=len, reverse=True):
         text = text.replace(secret, "***")
     return text

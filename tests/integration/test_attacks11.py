@@ -28,10 +28,11 @@ from agent_harness import (
     until,
 )
 from cli_runner import reconcile
-from credentials import make_tls
+from credentials import make_operator, make_tls
 from servers import NatsServer, unused_port, write
 from test_agent_git import origin, push_commit
 from test_attacks8 import _create_streams
+from test_greeting_attacks import greeting
 
 from pulumi_provider import JetStreamProvider
 from reconciler.agent.source import GitSource
@@ -303,3 +304,29 @@ def test_a_commit_whose_project_file_is_invalid_fails_its_cycle_on_the_open_conn
             assert not [line for line in lines(log) if line["event"] == "error"]
 
     run(scenario())
+
+
+def _jwt_said_back(line: bytes) -> bytes:
+    """A listener's answer to the CONNECT it was sent: an -ERR saying the user JWT."""
+    if not line.startswith(b"CONNECT "):
+        return b""
+    sent = json.loads(line[len(b"CONNECT ") :])
+    return f"-ERR 'you sent {sent.get('jwt')}'\r\n".encode()
+
+
+def test_a_listener_saying_the_creds_files_jwt_back_never_gets_it_printed(tmp_path: Path) -> None:
+    """The CONNECT carries the creds file's user JWT (a bearer JWT is all a client needs
+    to log in); a listener's -ERR said it back and the connection error printed it (a CI
+    log keeps it). Now it is masked as the password and the token are."""
+    setup = make_operator(tmp_path / "op")
+    text = setup.creds.read_text()
+    jwt = text.split("-----BEGIN NATS USER JWT-----\n", 1)[1].split("\n", 1)[0]
+    specs = write(tmp_path, ORDERS, "orders.yaml")
+    auth = b'{"server_id":"NX","max_payload":1048576,"auth_required":true,"nonce":"abc"}'
+    with greeting(auth, answer=_jwt_said_back) as url:
+        args = ("plan", str(specs), "--server", url, "--timeout", "2", "--creds", str(setup.creds))
+        done = reconcile(*args, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "you sent" in done.stderr  # the listener's answer is said ...
+    for part in jwt.split("."):  # ... without the JWT, nor any part of it
+        assert part not in done.stdout + done.stderr
