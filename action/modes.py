@@ -16,7 +16,7 @@ from action.console import (
 from action.inputs import Inputs, Outcome
 from action.jobs import plan_request
 from action.runner import Runner
-from action.saved import save_plan_mode, saved_plan, saved_request
+from action.saved import refuse_symlinked_folders, save_plan_mode, saved_plan, saved_request
 from reconciler.console import result_line
 from reconciler.console.markdown import MarkdownConsole
 from reconciler.errors import (
@@ -136,6 +136,7 @@ def backup_mode(runner: Runner, inputs: Inputs, options: ConnectionOptions) -> O
 
     workspace = Path(runner.env.get("GITHUB_WORKSPACE") or os.getcwd())
     out = workspace / inputs.backup_dir
+    refuse_symlinked_folders(out, workspace, "backup-dir")
     paths = tuple(Path(p) for p in inputs.paths)
     declared = declared_streams(paths, tuple(Path(p) for p in inputs.overlays))
     result = asyncio.run(

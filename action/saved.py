@@ -62,12 +62,7 @@ def _write_plan_file(path: Path, text: str, workspace: Path) -> Path:
     of the runner's), and the file is written beside its place and renamed over it, so
     a symlink at the path itself is replaced, never followed."""
     path = Path(os.path.abspath(path))
-    for folder in _folders_of(path.parent, Path(os.path.abspath(workspace))):
-        if folder.is_symlink():
-            raise InputError(
-                f"input 'plan-file': {folder} is a symlink; the plan file is never "
-                "written through one (name a path in the workspace or under RUNNER_TEMP)"
-            )
+    refuse_symlinked_folders(path.parent, workspace, "plan-file")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_renamed(path, lambda file: file.write(text))
@@ -76,15 +71,20 @@ def _write_plan_file(path: Path, text: str, workspace: Path) -> Path:
     return path
 
 
-def _folders_of(folder: Path, workspace: Path) -> list[Path]:
-    """``folder`` and the folders above it inside the workspace (which holds the pull
-    request's files), the workspace itself left out (the runner made it); none for a
-    folder outside it (RUNNER_TEMP and the runner's own folders)."""
-    out = []
+def refuse_symlinked_folders(folder: Path, workspace: Path, name: str) -> None:
+    """Refuse ``folder`` (input ``name`` writes in it) when it, or a folder above it
+    inside the workspace, is a symlink: the workspace holds the pull request's files,
+    and ``plans -> ~/.ssh`` would have the Action write outside it. The workspace itself
+    (the runner made it) and folders outside it (RUNNER_TEMP) are taken as they are."""
+    workspace = Path(os.path.abspath(workspace))
+    folder = Path(os.path.abspath(folder))
     while folder != workspace and folder.is_relative_to(workspace):
-        out.append(folder)
+        if folder.is_symlink():
+            raise InputError(
+                f"input '{name}': {folder} is a symlink; the Action never writes through "
+                "one (name a path in the workspace or under RUNNER_TEMP)"
+            )
         folder = folder.parent
-    return out
 
 
 def saved_plan(runner: Runner, inputs: Inputs) -> SavedPlan | None:

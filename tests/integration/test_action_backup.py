@@ -94,3 +94,26 @@ def test_backup_mode_with_a_bad_spec_is_an_annotation_and_writes_nothing(
     assert code == 1
     assert "::error file=" in log
     assert not (root / "jetstream-backup").exists()
+
+
+def test_backup_mode_never_writes_through_a_symlinked_folder_of_the_workspace(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    """A pull request can hold ``nightly -> ../outside``: ``backup-dir: nightly/run``
+    wrote every message of the account outside the workspace, where the runner's other
+    files are. Now the input is refused and nothing is written there."""
+    source = server_factory()
+    root = tmp_path / "ws"
+    (root / "specs").mkdir(parents=True)
+    (root / "specs" / "all.yaml").write_text(SPECS)
+    assert reconcile("apply", "specs", "--server", source.url, "--yes", cwd=root).returncode == 0
+    run(fill(source))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "nightly").symlink_to(outside, target_is_directory=True)
+
+    code, outputs, _, log = _step(root, source.url, backup_dir="nightly/run")
+    assert code == 1, log
+    assert "symlink" in log and "backup-dir" in log, log
+    assert list(outside.iterdir()) == []
+    assert "backup-dir" not in outputs
