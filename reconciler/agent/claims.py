@@ -43,7 +43,13 @@ from datetime import datetime
 from reconciler.agent.logs import Log
 from reconciler.agent.seats import claimed_error
 from reconciler.errors import NotFound, ReconcileError, ServerError, SpecError, brief
-from reconciler.execution.lock import LockSettings, LockStore, prepare, replicas_for
+from reconciler.execution.lock import (
+    LockSettings,
+    LockStore,
+    prepare,
+    replicas_for,
+    seconds_from_env,
+)
 from reconciler.identity import LOCK_BUCKET
 from reconciler.jetstream.transport import WRONG_LAST_SEQUENCE
 from reconciler.model.server_identity import Seat
@@ -68,17 +74,7 @@ def ttl_for(interval: float, text: str | None = None) -> float:
     """How long a claim lasts (seconds): ``RECONCILE_SEAT_CLAIM_TTL`` when set (a number
     above 0, else an error), else ``TTL_INTERVALS`` intervals, at least ``TTL_FLOOR``."""
     text = os.environ.get(TTL_VARIABLE, "") if text is None else text
-    if not text.strip():
-        return max(TTL_INTERVALS * interval, TTL_FLOOR)
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = float("nan")
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ReconcileError(
-            f"{TTL_VARIABLE} must be a number of seconds above 0, not {text[:40]!r}"
-        )
-    return seconds
+    return seconds_from_env(TTL_VARIABLE, text, max(TTL_INTERVALS * interval, TTL_FLOOR))
 
 
 def claim_key(found: Seat, owner: str) -> str | None:

@@ -555,16 +555,21 @@ class Fence:
 def lease_from_env(text: str) -> float:
     """``RECONCILE_LOCK_LEASE``: seconds, above 0 (empty: the default). A value that is
     not a positive number is an error, never a lock that expires at once."""
+    return seconds_from_env("RECONCILE_LOCK_LEASE", text, LEASE_SECONDS)
+
+
+def seconds_from_env(name: str, text: str, default: float) -> float:
+    """The seconds variable ``name`` holds as ``text``: a number above 0, ``default``
+    when empty; anything else an error naming the variable (a lease or a claim that
+    expires at once, or never, is no setting)."""
     if not text.strip():
-        return LEASE_SECONDS
+        return default
     try:
         seconds = float(text)
     except ValueError:
         seconds = float("nan")
     if not math.isfinite(seconds) or seconds <= 0:
-        raise ReconcileError(
-            f"RECONCILE_LOCK_LEASE must be a number of seconds above 0, not {text[:40]!r}"
-        )
+        raise ReconcileError(f"{name} must be a number of seconds above 0, not {text[:40]!r}")
     return seconds
 
 

@@ -7,7 +7,6 @@ a commit's invalid project file taken for a connection to open again."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import socket
@@ -31,7 +30,7 @@ from cli_runner import reconcile
 from credentials import make_operator, make_tls
 from servers import NatsServer, unused_port, write
 from test_agent_git import origin, push_commit
-from test_attacks8 import _create_streams
+from test_attacks8 import read_while_created
 from test_greeting_attacks import greeting
 
 from pulumi_provider import JetStreamProvider
@@ -39,7 +38,7 @@ from reconciler.agent.source import GitSource
 from reconciler.errors import ConnectError, ConnectRefused
 from reconciler.execution.environments import environment_target
 from reconciler.execution.requests import PlanRequest
-from reconciler.jetstream import ConnectionOptions, JetStreamClient
+from reconciler.jetstream import ConnectionOptions
 from reconciler.jetstream.connection import connect
 from reconciler.specs.project import load_project
 
@@ -161,27 +160,8 @@ def test_a_list_that_grows_by_more_than_the_bound_between_two_pages_is_read_agai
     past the bound is read again from its new total, as any read that changed is; only
     a last read that still does is refused."""
     server = server_factory()
-    run(_create_streams(server.url, range(300)))
-    pages: list[int] = []
-
-    def on_page(page: list[Any]) -> None:
-        pages.append(len(page))
-        if len(pages) == 1:  # the reader waits: the creates land between two pages
-            meanwhile = threading.Thread(
-                target=asyncio.run, args=(_create_streams(server.url, range(300, 1400)),)
-            )
-            meanwhile.start()
-            meanwhile.join()
-
-    async def read() -> list[dict[str, Any]]:
-        client = await JetStreamClient.connect(ConnectionOptions(servers=server.url))
-        try:
-            return await client.list_streams(on_page=on_page)
-        finally:
-            await client.close()
-
-    found = run(read())
-    assert {info["config"]["name"] for info in found} == {f"E{n}" for n in range(1400)}
+    found, _ = read_while_created(server.url, 300, 1400)
+    assert found == {f"E{n}" for n in range(1400)}
 
 
 # --- Pulumi: a secret input's value in a form <redacted> did not find ----------------------

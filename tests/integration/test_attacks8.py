@@ -277,28 +277,35 @@ def test_a_list_that_grows_by_real_creates_while_it_is_read_is_read_whole(
     its second was asked for). The read sees the total change, reads again, and
     returns all 700."""
     server = server_factory()
-    run(_create_streams(server.url, range(300)))
+    found, pages = read_while_created(server.url, 300, 700)
+    assert found == {f"E{n}" for n in range(700)}
+    assert pages > 2  # read again after the total changed
+
+
+def read_while_created(url: str, first: int, then: int) -> tuple[set[str], int]:
+    """Streams E0.. E{first-1} made, then the stream list read while another client
+    makes E{first}.. E{then-1} after its first page came (before the second was asked
+    for): the names the read returned, and the pages it read."""
+    asyncio.run(_create_streams(url, range(first)))
     pages: list[int] = []
 
     def on_page(page: list[Any]) -> None:
         pages.append(len(page))
         if len(pages) == 1:  # the reader waits: the creates land between two pages
             meanwhile = threading.Thread(
-                target=asyncio.run, args=(_create_streams(server.url, range(300, 700)),)
+                target=asyncio.run, args=(_create_streams(url, range(first, then)),)
             )
             meanwhile.start()
             meanwhile.join()
 
     async def read() -> list[dict[str, Any]]:
-        client = await JetStreamClient.connect(ConnectionOptions(servers=server.url))
+        client = await JetStreamClient.connect(ConnectionOptions(servers=url))
         try:
             return await client.list_streams(on_page=on_page)
         finally:
             await client.close()
 
-    found = run(read())
-    assert {info["config"]["name"] for info in found} == {f"E{n}" for n in range(700)}
-    assert len(pages) > 2  # read again after the total changed
+    return {str(info["config"]["name"]) for info in asyncio.run(read())}, len(pages)
 
 
 def _good_and_mute(folder: Path, good: str, mute: str) -> dict[str, Any]:
