@@ -61,7 +61,7 @@ async def keep(client: JetStreamClient) -> str:
     settings = lock.LockSettings(key=LINEAGE_KEY, replicas=lock.replicas_for(info.clustered))
     await lock.prepare(client, settings)
     try:
-        await client.kv_create(LOCK_BUCKET, LINEAGE_KEY, uuid.uuid4().hex.encode())
+        await lock.create_first(client, settings, uuid.uuid4().hex.encode())
     except ServerError as err:
         if err.err_code != lock.WRONG_LAST_SEQUENCE:
             raise

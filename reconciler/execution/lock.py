@@ -265,15 +265,14 @@ async def try_acquire(
     compare-and-set at its revision (of two runs taking it over, one wins).
     """
     ours = Lease(holder, now, now + settings.lease_seconds)
-    made = False
     try:
         current = await read_lease(store, bucket=settings.bucket, key=settings.key, missing=True)
     except NotFound:
         await prepare(store, settings)
-        current, made = None, True
+        current = None
     try:
         if current is None:
-            revision = await _first_lease(store, settings, ours.to_bytes(), made=made)
+            revision = await create_first(store, settings, ours.to_bytes())
         elif current.expired(now) or crashed_here(current):
             revision = await store.kv_update(
                 settings.bucket, settings.key, ours.to_bytes(), current.revision
@@ -289,15 +288,16 @@ async def try_acquire(
     return replace(ours, revision=revision), None
 
 
-async def _first_lease(
-    store: LockStore, settings: LockSettings, value: bytes, *, made: bool, tries: int = 3
+async def create_first(
+    store: LockStore, settings: LockSettings, value: bytes, *, tries: int = 3
 ) -> int:
-    """The lease written where none is. A bucket ``made`` just now (three replicas on a
-    loaded cluster) may change its leader right after its first read was answered: the
-    write then finds no responder (``ConnectError``) and is sent again once a read is
-    answered, at most ``tries`` times (a run's first apply failed, saying JetStream was
-    not enabled)."""
-    for _ in range(tries - 1 if made else 0):
+    """``settings.key`` written where none is (a KeyValue create: its revision). A bucket
+    made just now (by this run, or by another an instant before: two environments of
+    one agent on one fresh cluster) may change its leader right after a read was
+    answered (three replicas on a loaded cluster): the write then finds no responder
+    (``ConnectError``) and is sent again once a read is answered, at most ``tries``
+    times (a run's first apply failed, saying JetStream was not enabled)."""
+    for _ in range(tries - 1):
         try:
             return await store.kv_create(settings.bucket, settings.key, value)
         except ConnectError:

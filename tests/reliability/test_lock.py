@@ -109,6 +109,28 @@ def test_a_first_lease_write_nobody_answered_in_a_new_bucket_is_sent_again(
     assert stored is not None and stored.holder == lease.holder
 
 
+def test_a_first_lease_write_nobody_answered_in_a_bucket_another_run_made_is_sent_again(
+    clean_server,
+) -> None:
+    """The bucket was made an instant before by another run (another environment of one
+    agent on a fresh cluster, its lineage kept first): this run read it, found no lease,
+    and its create found no responder as the bucket's leader moved. It failed (JetStream
+    "not enabled"), where a bucket made by this run was retried; now both are."""
+    settings, t = _settings(), FakeTime()
+
+    async def body(client: JetStreamClient) -> Any:
+        await lock.prepare(client, settings)  # the other run's bucket
+        moved = _LeaderMoved(client)
+        lease = await lock.acquire(
+            moved, _holder("alice"), timeout=0, clock=t.clock, settings=settings
+        )
+        return moved.refused, lease, await lock.read_lease(client, bucket=settings.bucket)
+
+    refused, lease, stored = _go(clean_server.url, body)
+    assert refused == 1
+    assert stored is not None and stored.holder == lease.holder
+
+
 def test_second_acquire_fails_naming_holder_host_and_since(clean_server) -> None:
     settings, t = _settings(), FakeTime()
 
