@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -47,6 +48,7 @@ class StandaloneCluster:
         self.port = unused_port()
         self.webui_port = unused_port()
         self.worker_webui_port = unused_port()
+        self.worker_port = unused_port()
         self.processes: list[subprocess.Popen[bytes]] = []
         self._logs: list[IO[bytes]] = []
 
@@ -77,17 +79,27 @@ class StandaloneCluster:
         self._launch(
             "worker",
             *("org.apache.spark.deploy.worker.Worker", self.master_url),
-            *("--host", "127.0.0.1", "--cores", "1", "--memory", "1g"),
+            *("--host", "127.0.0.1", "--port", str(self.worker_port)),
+            *("--cores", "1", "--memory", "1g"),
             *("--webui-port", str(self.worker_webui_port), "--work-dir", str(self.base / "work")),
         )
         self.wait_ready()
         return self
 
     def status(self) -> dict[str, Any]:
-        url = f"http://127.0.0.1:{self.webui_port}/json/"
+        url = f"http://127.0.0.1:{self.ui_port()}/json/"
         with urllib.request.urlopen(url, timeout=2) as response:
             body: dict[str, Any] = json.load(response)
             return body
+
+    def ui_port(self) -> int:
+        """The port the master's web UI is bound to: the one asked for, or the next one
+        Spark took when another process bound it first (the worker's own port is one
+        the kernel picks, and it once picked the UI's before the master bound it)."""
+        path = self.base / "master.log"
+        text = path.read_text(errors="replace") if path.exists() else ""
+        bound = re.findall(r"Bound MasterWebUI to \S+ and started at http://[^:]+:(\d+)", text)
+        return int(bound[-1]) if bound else self.webui_port
 
     def wait_ready(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT
