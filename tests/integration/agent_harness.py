@@ -254,6 +254,27 @@ def stopped(agent: subprocess.Popen[str]) -> int | None:
             agent.kill()
 
 
+def one_server_by_two_names(folder: Path, url: str, zero: str, one: str) -> None:
+    """A project whose environments ``zero`` and ``one`` are the one server at ``url``,
+    ``one`` by the name ``localhost`` (its own overlays in ``folder/overlays``): the
+    project file's text differs, the server's answer does not."""
+    other = url.replace("127.0.0.1", "localhost")
+    assert other != url
+    project = (
+        f"owner: shop\nspecs: [specs]\nenvironments:\n  {zero}:\n    servers: {url}\n"
+        f"  {one}:\n    servers: {other}\n    overlays: [overlays]\n"
+    )
+    write(folder, project, "reconcile.yaml")
+
+
+def stop_all(agents: Iterable[subprocess.Popen[str]]) -> None:
+    """Every agent still running :func:`stopped` (a test's clean-up: never raises)."""
+    for agent in agents:
+        if agent.poll() is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                stopped(agent)
+
+
 def wait_for_line(
     log: Path, check: Callable[[dict[str, Any]], Any], what: str, patience: float = 60.0
 ) -> list[dict[str, Any]]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from agent_harness import (
     project_of,
     project_sources,
     running_agent,
+    stop_all,
     stopped,
     until,
     wait_for_line,
@@ -195,13 +195,7 @@ def test_a_killed_shard_restarted_takes_its_environment_back_and_heals_it(
             }
             assert named == {mine}, (path.name, named)  # one environment, one agent
     finally:
-        for process in agents:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+        stop_all(agents)
 
 
 async def _publish_ten(url: str) -> None:

@@ -23,6 +23,7 @@ from agent_harness import (
     get,
     git_agent,
     lines,
+    one_server_by_two_names,
     orders_healed_in,
     project_sources,
     running_agent,
@@ -459,13 +460,7 @@ def test_one_server_named_two_ways_is_refused_by_what_the_server_says(
     zero, one = _names_one_per_shard()
     _orders_and_a_copy(tmp_path)
     url = clean_server.url
-    other = url.replace("127.0.0.1", "localhost")
-    assert other != url
-    project = (
-        f"owner: shop\nspecs: [specs]\nenvironments:\n  {zero}:\n    servers: {url}\n"
-        f"  {one}:\n    servers: {other}\n    overlays: [overlays]\n"
-    )
-    write(tmp_path, project, "reconcile.yaml")
+    one_server_by_two_names(tmp_path, url, zero, one)
     once = ("watch", "--once", "--listen", "off")
     done = reconcile(*once, "--mode", "heal", "--all-envs", cwd=tmp_path)
     assert done.returncode == 1, done.stderr

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_harness import Other, lines, wait_for_line
+from agent_harness import Other, lines, one_server_by_two_names, stop_all, wait_for_line
 from cli_runner import cleaned_environ
 from servers import Cluster, NatsServer, write
 from test_agent_envs import _drift, _healed, _names_one_per_shard
@@ -44,13 +44,7 @@ def _project(folder: Path, url: str) -> tuple[str, str]:
     write(folder / "specs", orders, "orders.yaml")
     (folder / "overlays").mkdir()
     write(folder / "overlays", f"kind: Stream\nname: ORDERS\ndescription: {COPIED}\n", "o.yaml")
-    other = url.replace("127.0.0.1", "localhost")
-    assert other != url
-    project = (
-        f"owner: shop\nspecs: [specs]\nenvironments:\n  {zero}:\n    servers: {url}\n"
-        f"  {one}:\n    servers: {other}\n    overlays: [overlays]\n"
-    )
-    write(folder, project, "reconcile.yaml")
+    one_server_by_two_names(folder, url, zero, one)
     return zero, one
 
 
@@ -90,17 +84,6 @@ def _status(log: Path) -> dict[str, Any]:
     with urllib.request.urlopen(url, timeout=10) as reply:
         body: dict[str, Any] = json.loads(reply.read())
     return body
-
-
-def _stop(agents: list[subprocess.Popen[str]]) -> None:
-    for process in agents:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
 
 
 async def _described(url: str) -> tuple[str, int]:
@@ -175,7 +158,7 @@ def test_the_second_shard_to_seat_itself_is_refused_and_heals_nothing(
         assert not [x for x in lines(second.read_text()) if x["event"] == "cycle"]
         assert [c["env"] for c in run(_claims(url))] == [zero]
     finally:
-        _stop(agents)
+        stop_all(agents)
 
 
 def test_one_environment_served_by_two_agents_is_not_refused(
@@ -210,7 +193,7 @@ def test_one_environment_served_by_two_agents_is_not_refused(
             assert _status(log)["environments"][zero]["ready"] is True
         assert [c["env"] for c in run(_claims(url))] == [zero]
     finally:
-        _stop(agents)
+        stop_all(agents)
 
 
 def test_a_killed_agents_claim_goes_stale_and_the_other_takes_the_seat(
@@ -235,7 +218,7 @@ def test_a_killed_agents_claim_goes_stale_and_the_other_takes_the_seat(
         assert run(_described(url))[0] == COPIED
         assert [c["env"] for c in run(_claims(url))] == [one]
     finally:
-        _stop(agents)
+        stop_all(agents)
 
 
 def test_a_forged_claim_can_only_refuse_and_its_name_is_escaped(tmp_path: Path) -> None:
@@ -290,7 +273,7 @@ def test_a_server_that_does_not_say_the_seat_heals_as_before_said_once(
         assert len(said) == 1, said
         assert "pw-a" not in log.read_text()
     finally:
-        _stop([agent])
+        stop_all([agent])
 
 
 @pytest.mark.cluster
@@ -308,7 +291,7 @@ def test_on_a_cluster_the_seat_is_claimed_in_the_locks_three_replica_bucket(
         assert [c["env"] for c in run(_claims(cluster.url))] == [zero]
         assert run(_bucket_replicas(cluster.url)) == 3
     finally:
-        _stop([agent])
+        stop_all([agent])
 
 
 async def _bucket_replicas(url: str) -> int:

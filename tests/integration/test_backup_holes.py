@@ -378,6 +378,16 @@ def _nothing_looks_complete(backup: Path, tmp_path: Path) -> None:
     assert reconcile("backup", "verify", "backup", cwd=tmp_path).returncode == 1
 
 
+def _failed_leaving_nothing(done: Any, tmp_path: Path, why: str) -> None:
+    """The backup ``done`` failed (exit 1, no traceback) naming ORDERS and ``why``, and
+    left nothing that looks complete."""
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    error = _error(done.stderr)
+    assert "ORDERS" in error and why in error, error
+    _nothing_looks_complete(tmp_path / "backup", tmp_path)
+
+
 def test_a_snapshot_whose_data_never_comes_fails_within_the_timeout_naming_the_stream(
     server_factory: Any, tmp_path: Path
 ) -> None:
@@ -389,12 +399,9 @@ def test_a_snapshot_whose_data_never_comes_fails_within_the_timeout_naming_the_s
     _stream(real.url, "ORDERS", 5)
     forged = json.dumps({"config": {"name": "ORDERS"}, "state": {"messages": 5}}).encode()
 
-    done = _forged_snapshot(real, account, tmp_path, forged)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "Traceback" not in done.stderr
-    error = _error(done.stderr)
-    assert "ORDERS" in error and "within 1s" in error, error
-    _nothing_looks_complete(tmp_path / "backup", tmp_path)
+    _failed_leaving_nothing(
+        _forged_snapshot(real, account, tmp_path, forged), tmp_path, "within 1s"
+    )
 
 
 def test_a_server_that_stops_while_it_prepares_a_snapshot_fails_within_the_timeout(
@@ -411,9 +418,6 @@ def test_a_server_that_stops_while_it_prepares_a_snapshot_fails_within_the_timeo
         account.pause()
         return b"{}"
 
-    done = _forged_snapshot(real, account, tmp_path, stop)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "Traceback" not in done.stderr
-    error = _error(done.stderr)
-    assert "ORDERS" in error and "stopped answering" in error, error
-    _nothing_looks_complete(tmp_path / "backup", tmp_path)
+    _failed_leaving_nothing(
+        _forged_snapshot(real, account, tmp_path, stop), tmp_path, "stopped answering"
+    )
