@@ -74,8 +74,11 @@ def paths_target(
     project: Project, paths: tuple[Path, ...], options: ConnectionOptions, owner: str
 ) -> Target:
     """Spec ``paths`` read with ``project`` but no environment (``--project FILE PATHS``):
-    the project's ignore rules and policies, no environment's lifecycle."""
-    return Target(paths, options, owner, ignore=project.ignore, policies=project.policies)
+    the project's ignore rules and policies, no environment's lifecycle; the project
+    read kept (a running agent reads the file again when it changes)."""
+    return Target(
+        paths, options, owner, ignore=project.ignore, policies=project.policies, project=project
+    )
 
 
 #: ConnectionOptions fields an environment may set: all but the run's own settings.

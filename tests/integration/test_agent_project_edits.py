@@ -61,7 +61,7 @@ async def _description(url: str) -> str | None:
     return info.get("config", {}).get("description")
 
 
-def _change(env: str, state: str, after: int = 0) -> Callable[[dict[str, Any]], bool]:
+def _change(env: str | None, state: str, after: int = 0) -> Callable[[dict[str, Any]], bool]:
     """A change line of ORDERS in ``env`` into ``state`` (of the log's lines past ``after``)."""
     return lambda line: (
         line.get("seq", 0) >= after
@@ -151,7 +151,7 @@ def test_a_running_agent_serves_the_edited_project_file_and_keeps_the_last_valid
         stopped(process)
 
 
-def _read_again(env: str) -> Callable[[dict[str, Any]], bool]:
+def _read_again(env: str | None) -> Callable[[dict[str, Any]], bool]:
     return lambda line: line["event"] == "project" and line.get("env") == env
 
 
@@ -163,7 +163,7 @@ def _refused(env: str) -> Callable[[dict[str, Any]], bool]:
     )
 
 
-def _cycles_after(log: Path, env: str, seq: int, n: int) -> None:
+def _cycles_after(log: Path, env: str | None, seq: int, n: int) -> None:
     def enough(line: dict[str, Any]) -> bool:
         cycles = [
             x
@@ -173,3 +173,74 @@ def _cycles_after(log: Path, env: str, seq: int, n: int) -> None:
         return len(cycles) >= n
 
     _wait(log, enough, f"{n} more cycles of {env}")
+
+
+NO_UPDATES = (
+    "rules:\n  - id: frozen\n    level: deny\n    message: ORDERS is frozen\n"
+    '    kinds: [Stream]\n    expr: step.action != "update"\n'
+)
+
+
+def test_spec_paths_with_a_project_file_serve_its_edited_policies(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """``reconcile watch --project reconcile.yaml specs`` (spec PATHS, no environment):
+    the project file's policies were read at the start only, so a deny rule added to it
+    later never held and the agent went on healing what the rule denies. Now the project
+    file is read again as an environment's is: the rule added, the next drift is denied
+    (the hand's change stays, every message too); the rule taken out, it is healed."""
+    url = clean_server.url
+    (tmp_path / "specs").mkdir()
+    write(tmp_path / "specs", ORDERS, "orders.yaml")
+    write(tmp_path, NO_UPDATES, "frozen.yaml")
+    plain = f"owner: shop\nspecs: [specs]\nenvironments:\n  dev:\n    servers: {url}\n"
+    write(tmp_path, plain, "reconcile.yaml")
+    log = tmp_path / "agent.log"
+    args = ["--mode", "heal", "--interval", "0.5s", "--log-format", "json", "--listen", "off"]
+    where = ["--project", "reconcile.yaml", "specs", "--server", url]
+    process = agent_process([*args, *where], cwd=tmp_path, log=log)
+    try:
+        _wait(log, _change(None, "healed"), "ORDERS created")
+        run(_publish(url, 10))
+        run(_drift(url, "changed by hand"))
+        _wait(log, lambda line: run(_description(url)) == "orders as declared", "healed")
+
+        write(
+            tmp_path,
+            plain.replace("specs: [specs]\n", "specs: [specs]\npolicies: [frozen.yaml]\n"),
+            "reconcile.yaml",
+        )
+        read = _wait(log, _read_again(None), "the project file read again")
+        run(_drift(url, "changed by hand again"))
+        denied = _wait(
+            log,
+            lambda line: (
+                line["seq"] > read["seq"]
+                and line["event"] == "cycle"
+                and "deny frozen: Stream ORDERS (update)" in (line.get("error") or "")
+            ),
+            "the drift denied by the rule added",
+        )
+        _cycles_after(log, None, denied["seq"], 3)
+        assert run(_description(url)) == "changed by hand again"
+        assert run(_messages(url)) == 10
+
+        write(tmp_path, plain, "reconcile.yaml")  # the rule taken out: healed again
+        read = _wait(log, lambda line: _read_again(None)(line) and line["seq"] > denied["seq"],
+                     "the project file read again, the rule gone")  # fmt: skip
+        _wait(log, _change(None, "healed", read["seq"]), "the drift healed")
+        assert run(_description(url)) == "orders as declared"
+        assert run(_messages(url)) == 10
+        assert "Traceback" not in log.read_text()
+    finally:
+        stopped(process)
+
+
+async def _publish(url: str, count: int) -> None:
+    async with Other.connect(url) as alice:
+        await alice.publish("orders.new", count)
+
+
+async def _messages(url: str) -> int:
+    async with Other.connect(url, name="checker") as bob:
+        return int(await bob.messages("ORDERS"))
