@@ -107,7 +107,14 @@ MIN_TIMEOUT = 0.1
 
 
 def _where(field: str) -> str:
-    return f"the connection's {field} (jetstream:{_camel(field)} or the `connection` input)"
+    return set_with(field)
+
+
+def set_with(*fields: str) -> str:
+    """How a program sets the connection's ``fields``, as a message names them: ``the
+    connection's creds (jetstream:creds or the `connection` input)``."""
+    config = "/".join(f"{CONFIG_NAMESPACE}:{_camel(field)}" for field in fields)
+    return f"the connection's {'/'.join(fields)} ({config} or the `connection` input)"
 
 
 def connection_problems(connection: Mapping[str, Any] | None) -> list[str]:

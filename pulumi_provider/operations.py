@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.door_words import Allowance
+from pulumi_provider.connection import set_with
+from reconciler.door_words import Allowance, Setting, Words
 from reconciler.errors import (
     ApplyFailed,
     NotFound,
@@ -43,14 +44,20 @@ LOCK_TIMEOUT = stages.LOCK_TIMEOUT
 ALLOW_WITH = "It deletes stored messages: set allow_destroy=True on the resource to allow it."
 
 #: What the engine's messages name a CLI flag for, in a Pulumi program's words: the
-#: resource's arguments and the stack's config. None: Pulumi has no way to allow it (the
+#: resource's arguments and the stack's config (a connection setting: the `connection`
+#: input's field or its ``jetstream:`` config). None: Pulumi has no way to allow it (the
 #: message leaves it out, or names the `reconcile` command that has it).
-WORDS: Mapping[Allowance, str | None] = {
+WORDS: Words = {
     Allowance.MIGRATE: "migrate=True",
+    Allowance.MIGRATE_RUN: "migrate=True",
     Allowance.MIGRATION: None,
     Allowance.TAKE_OVER: None,
     Allowance.LOCK_TIMEOUT: "jetstream:lockTimeout",
     Allowance.NO_LOCK: None,
+    Setting.CREDS: set_with("creds"),
+    Setting.NKEY: set_with("nkey"),
+    Setting.TLS_CA: set_with("tls_ca"),
+    Setting.CLIENT_CERT: set_with("tls_cert", "tls_key"),
 }
 
 

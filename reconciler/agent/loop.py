@@ -31,7 +31,7 @@ from reconciler.agent.metrics import Metrics
 from reconciler.agent.seats import Seats
 from reconciler.agent.shards import Shard
 from reconciler.agent.source import Source
-from reconciler.door_words import Allowance, spoken
+from reconciler.door_words import Allowance, Setting, Words, spoken
 from reconciler.errors import ExitStatus, ReconcileError, unforeseen
 
 __all__ = ["POLICY_DENIED", "WORDS", "Agent", "WatchSettings", "worst"]
@@ -41,12 +41,18 @@ __all__ = ["POLICY_DENIED", "WORDS", "Agent", "WatchSettings", "worst"]
 #: (:mod:`reconciler.door_words`): ``reconcile watch`` has no ``--take-over``,
 #: ``--migrate``, ``--migration`` or ``--no-lock``, so the command that does it once is
 #: named (None: left out, or the CLI command the message names itself); its
-#: ``--lock-timeout`` is the CLI's.
-WORDS: Mapping[Allowance, str | None] = {
+#: ``--lock-timeout`` is the CLI's. A connection setting is its flag or the project
+#: file's field of the environment watched (``docs/environments.md``).
+WORDS: Words = {
     Allowance.MIGRATE: "`reconcile apply --migrate`",
+    Allowance.MIGRATE_RUN: "`reconcile apply --migrate`",
     Allowance.MIGRATION: None,
     Allowance.TAKE_OVER: "`reconcile apply --take-over`",
     Allowance.NO_LOCK: None,
+    Setting.CREDS: "--creds (or the environment's creds)",
+    Setting.NKEY: "--nkey (or the environment's nkey)",
+    Setting.TLS_CA: "--tls-ca (or the environment's tls.ca)",
+    Setting.CLIENT_CERT: "--tls-cert/--tls-key (or the environment's tls.cert/tls.key)",
 }
 
 

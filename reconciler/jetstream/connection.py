@@ -29,6 +29,7 @@ from nats.aio.client import Client as NATS
 from nats.errors import AuthorizationError, NoServersError, ProtocolError, SecureConnRequiredError
 from nats.protocol.parser import Parser
 
+from reconciler.door_words import Setting, say
 from reconciler.errors import ConnectError, ConnectRefused, raised_at
 from reconciler.jetstream.contexts import NatsContext, load_context
 from reconciler.specs.server_url import split_scheme, userinfo
@@ -212,7 +213,7 @@ def _auth_kwargs(options: ConnectionOptions) -> dict[str, Any]:
     kwargs: dict[str, Any] = {}
     needs_nkeys = bool(options.creds or options.nkey)
     if needs_nkeys and importlib.util.find_spec("nkeys") is None:  # nats-py needs it
-        raise ConnectError("--creds and --nkey need the 'nkeys' package")
+        raise ConnectError(f"{say(Setting.CREDS)} and {say(Setting.NKEY)} need the 'nkeys' package")
     for path in (options.creds, options.nkey):
         if path and not _is_file(path):
             raise ConnectError(f"credentials file not found: {shown_path(path)}")
@@ -262,7 +263,9 @@ def _check_seed(path: str) -> None:
         seed = next((line for line in lines if line.startswith("S")), "")
         nkeys.from_seed(seed.encode())
     except Exception:  # nkeys raises its own errors; none may show the file's text
-        raise ConnectError(f"--nkey {path}: not an nkey seed (a line starting with 'S')") from None
+        raise ConnectError(
+            f"{say(Setting.NKEY)} {path}: not an nkey seed (a line starting with 'S')"
+        ) from None
 
 
 def _check_creds(path: str) -> None:
@@ -272,11 +275,13 @@ def _check_creds(path: str) -> None:
     text is never echoed."""
     import nkeys
 
-    wrong = f"--creds {path}: not a NATS credentials file (JWT and nkey seed)"
+    wrong = f"{say(Setting.CREDS)} {path}: not a NATS credentials file (JWT and nkey seed)"
     try:
         text = Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError as err:
-        raise ConnectError(f"--creds {path}: cannot be read ({err.strerror})") from None
+        raise ConnectError(
+            f"{say(Setting.CREDS)} {path}: cannot be read ({err.strerror})"
+        ) from None
     if "BEGIN NATS USER JWT" not in text or "BEGIN USER NKEY SEED" not in text:
         raise ConnectError(wrong)
     after = text.split("BEGIN USER NKEY SEED", 1)[1].split("\n")  # the marker's line end
@@ -328,7 +333,7 @@ def describe_failure(url: str, err: BaseException, *, timeout: float) -> str:
     if isinstance(err, AuthorizationError) or "authorization" in str(err).lower():
         return f"authorization violation at {where}: check credentials"
     if isinstance(err, SecureConnRequiredError):
-        return f"{where} requires TLS: use a tls:// URL or --tls-ca"
+        return f"{where} requires TLS: use a tls:// URL or {say(Setting.TLS_CA)}"
     if isinstance(err, ssl.SSLError):
         plain = err.reason == "WRONG_VERSION_NUMBER"  # a plaintext server's INFO read as TLS
         hint = " (the server speaks no TLS)" if plain else ""
@@ -391,7 +396,8 @@ async def connect(
         except (TimeoutError, OSError, nats.errors.Error, ssl.SSLError) as err:
             reason = describe_failure(url, err, timeout=options.connect_timeout)
             if tls is not None and reason.endswith("connection lost"):
-                reason += " (does the server require a client certificate? --tls-cert/--tls-key)"
+                certificate = say(Setting.CLIENT_CERT)
+                reason += f" (does the server require a client certificate? {certificate})"
             reasons.append(reason)
             refused = refused or refuses(err)
         except Exception as err:  # nats-py reading a greeting that no NATS server sends

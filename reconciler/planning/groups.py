@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.door_words import Allowance, say
 from reconciler.errors import Problem
 from reconciler.model.state import StreamState
 from reconciler.model.values import written_as
@@ -24,12 +25,28 @@ from reconciler.planning.steps import (
 )
 from reconciler.specs.spec import Spec
 
-__all__ = ["MIGRATE_HINT", "LiveConfig", "StreamGroup", "StreamPlan", "identity"]
+__all__ = [
+    "LiveConfig",
+    "StreamGroup",
+    "StreamPlan",
+    "identity",
+    "migrate_hint",
+    "migrating",
+]
 
 LiveConfig = Mapping[str, Any]
 
-#: The reason a replace gives when ``--migrate`` would keep its messages instead.
-MIGRATE_HINT = "apply --migrate keeps its messages"
+
+def migrating() -> str:
+    """The run that migrates a stream's messages, in the words of the run's door
+    (``apply --migrate``, ``migrate=True``), else the CLI's command."""
+    return say(Allowance.MIGRATE_RUN) or "`reconcile apply --migrate`"
+
+
+def migrate_hint() -> str:
+    """The reason a replace gives when a migration would keep its messages instead (the
+    lifecycle rules take it out again, said in the same door's words)."""
+    return f"{migrating()} keeps its messages"
 
 
 @dataclass(frozen=True)

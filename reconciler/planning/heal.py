@@ -24,6 +24,7 @@ from enum import StrEnum
 from types import MappingProxyType
 
 from reconciler.identity import ResourceRef
+from reconciler.planning.groups import migrating
 from reconciler.planning.steps import (
     Create,
     Delete,
@@ -82,7 +83,7 @@ def _own_reason(step: Step) -> tuple[str, NeedsPerson] | None:
         case Delete():
             return "a delete (prune) is never applied by a heal", NeedsPerson.DELETE
         case Migrate():
-            return "a migration moves the data: run apply --migrate", NeedsPerson.MIGRATION
+            return f"a migration moves the data: run {migrating()}", NeedsPerson.MIGRATION
         case Update() if step.destructive:
             return "this update deletes stored data in place", NeedsPerson.UPDATE
         case Create() if step.live is not None:

@@ -26,7 +26,7 @@ from reconciler.identity import stream_of
 from reconciler.model.buckets import bucket_config
 from reconciler.model.diff import diff_configs
 from reconciler.model.state import LiveState
-from reconciler.planning.groups import MIGRATE_HINT, LiveConfig, StreamGroup, StreamPlan, identity
+from reconciler.planning.groups import LiveConfig, StreamGroup, StreamPlan, identity, migrate_hint
 from reconciler.planning.steps import (
     Create,
     Delete,
@@ -189,7 +189,8 @@ def prevented(step: Step, why: str) -> Step:
     ``--migrate`` would keep its messages (a migration is prevented too)."""
     if not why:
         return step
-    reasons = tuple(r for r in step.reasons if r != MIGRATE_HINT)
+    hint = migrate_hint()  # as the planner said it: the same door's words
+    reasons = tuple(r for r in step.reasons if r != hint)
     return replace(step, prevented=why, reasons=(*reasons, why))
 
 

@@ -67,7 +67,7 @@ from reconciler.model.normalize import (
 )
 from reconciler.model.state import LiveState, ServerInfo, StreamState
 from reconciler.model.values import written_as
-from reconciler.planning.groups import MIGRATE_HINT, LiveConfig, StreamGroup, StreamPlan
+from reconciler.planning.groups import LiveConfig, StreamGroup, StreamPlan, migrate_hint, migrating
 from reconciler.planning.groups import identity as _identity
 from reconciler.planning.groups import unchanged as _unchanged
 from reconciler.planning.lifecycles import (
@@ -405,7 +405,7 @@ def _migratable(entry: Replace) -> Replace:
     """A stream replace that a migration could make says so."""
     if blockers(entry.config, entry.live):
         return entry
-    return _with_reasons(entry, (MIGRATE_HINT,))
+    return _with_reasons(entry, (migrate_hint(),))
 
 
 def _resumed(
@@ -440,7 +440,7 @@ def _resumed(
     config = record.target if blocked else _way_out(declared, desired, record, server, way)
     if not blocked and (why_not := blockers(config, record.origin)):
         blocked = f"cannot {way}: " + "; ".join(why_not)
-    reasons = [f"interrupted in phase {record.phase}: apply --migrate finishes the migration"]
+    reasons = [f"interrupted in phase {record.phase}: {migrating()} finishes the migration"]
     if changes:
         reasons.append(
             "the specs changed after it stopped: the fields show its recorded target and "

@@ -2,14 +2,18 @@
 (a real nats-server's route or leaf node port, a listener that is no NATS server, a
 server that refuses the agent's missing client certificate), a real account's list
 that grows fast while it is read, a Pulumi secret input quoted in a form
-``<redacted>`` did not find, the agent naming a flag ``reconcile watch`` has not, and
-a commit's invalid project file taken for a connection to open again."""
+``<redacted>`` did not find, the agent naming a flag ``reconcile watch`` has not (or
+a creds file by the flag alone), and a commit's invalid project file taken for a
+connection to open again."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,13 +26,15 @@ from agent_harness import (
     fixed_source,
     get,
     lines,
+    project_of,
     project_sources,
     running_agent,
     until,
 )
 from cli_runner import reconcile
 from credentials import make_operator, make_tls
-from servers import NatsServer, unused_port, write
+from migration_helpers import dump, killed_migration_script, publish_many
+from servers import NatsServer, options, unused_port, write
 from test_agent_git import origin, push_commit
 from test_attacks8 import read_while_created
 from test_greeting_attacks import greeting
@@ -36,10 +42,13 @@ from test_greeting_attacks import greeting
 from pulumi_provider import JetStreamProvider
 from reconciler.agent.source import GitSource
 from reconciler.errors import ConnectError, ConnectRefused
+from reconciler.execution import run as engine
 from reconciler.execution.environments import environment_target
 from reconciler.execution.requests import PlanRequest
 from reconciler.jetstream import ConnectionOptions
 from reconciler.jetstream.connection import connect
+from reconciler.model.migration import temp_name
+from reconciler.planning.steps import Migrate
 from reconciler.specs.project import load_project
 
 pytestmark = pytest.mark.integration
@@ -238,6 +247,71 @@ def test_the_agent_names_the_command_that_takes_a_stream_over_not_a_flag_it_lack
     error = run(scenario())
     assert "billing" in error, error
     assert "reconcile apply --take-over" in error, error
+
+
+def test_the_agent_names_a_creds_file_that_is_none_by_its_flag_or_its_environments_field(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """The environment's ``creds`` names a file that is no credentials file: the agent's
+    connection failed saying "--creds PATH", though the path came from the project file
+    (``creds:``), not a flag. It names both ways the agent takes it now."""
+    root = tmp_path / "project"
+    root.mkdir()
+    project = project_of(root, {"blue": clean_server.url})
+    write(root, "no JWT, no seed\n", "wrong.creds")
+    project.write_text(project.read_text() + "    creds: wrong.creds\n", encoding="utf-8")
+
+    async def scenario() -> str:
+        async with running_agent(project_sources(project), interval=0.5) as (agent, _log):
+            watch = agent.watches["blue"]
+            await until(lambda: watch.link.error, what="blue's connection refused")
+            return str(watch.link.error)
+
+    error = run(scenario())
+    assert "--creds (or the environment's creds)" in error, error
+    assert "wrong.creds: not a NATS credentials file" in error, error
+
+
+MIGRATED = "kind: Stream\nname: HALFWAY\nsubjects: [HALFWAY.>]\nstorage: {storage}\n"
+
+
+def test_the_agent_names_the_command_that_finishes_an_interrupted_migration(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """A migration of HALFWAY to memory stopped half-way (its process killed): the agent
+    reported it as needing a person who would "run apply --migrate", a command that is
+    no ``reconcile watch`` (re-running the agent with it is a usage error). It names
+    ``reconcile apply --migrate`` now, and the migration's stream holds every message."""
+    before = write(tmp_path, MIGRATED.format(storage="file"), "before.yaml")
+    assert run(engine.apply([before], options(clean_server))).ok
+    run(publish_many(clean_server, ["HALFWAY.a"], 20))
+    spec = write(tmp_path, MIGRATED.format(storage="memory"), "halfway.yaml")
+    step = run(engine.plan([spec], options(clean_server), migrate=True)).steps[0]
+    assert isinstance(step, Migrate) and not step.blocked
+    script = killed_migration_script("HALFWAY")
+    target = json.dumps(dict(step.config))
+    child = subprocess.run(
+        [sys.executable, "-c", script, clean_server.url, target, "restored"],
+        check=False,
+        capture_output=True,
+        timeout=120,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()
+    held = run(dump(clean_server, temp_name("HALFWAY")))  # HALFWAY copies them back itself
+    assert len(held) == 20
+
+    async def scenario() -> str:
+        source = fixed_source([spec], clean_server.url)
+        async with running_agent(source, interval=0.5) as (_agent, log):
+            await until(
+                lambda: changes(log, "Stream HALFWAY", "needs_person"), what="HALFWAY refused"
+            )
+            return str(changes(log, "Stream HALFWAY", "needs_person")[0])
+
+    said = run(scenario())
+    assert "run `reconcile apply --migrate`" in said, said
+    assert "run apply --migrate" not in said, said
+    assert run(dump(clean_server, temp_name("HALFWAY"))) == held  # no heal touched it
 
 
 # --- the agent: a commit whose project file is invalid fails its cycle, connected ---------

@@ -18,7 +18,8 @@ from pulumi_host import ProviderHost, configured, up
 from servers import NatsServer, options, run
 from test_provider_host import MALLORY, _publish, api, stream_inputs, unique
 
-from pulumi_provider import JetStreamProvider
+from pulumi_provider import JetStreamProvider, operations
+from reconciler.door_words import spoken
 from reconciler.execution import lock
 from reconciler.execution import run as engine
 from reconciler.execution.lock import Lease, LockSettings
@@ -250,7 +251,8 @@ def test_an_interrupted_migration_is_refused_naming_migrate_true_not_a_cli_flag(
     """A migration of the stack's stream to memory stopped half-way (its process killed).
     An update without ``migrate`` is refused, nothing changed, and the refusal said
     "resumed only with --migrate": a flag no Pulumi program has. It names the resource's
-    ``migrate=True`` now."""
+    ``migrate=True`` now, as does the migration's step in the provider's words (it said
+    "apply --migrate finishes the migration")."""
     with configured({"jetstream:servers": server.url}) as host:
         inputs = stream_inputs("HALFWAY", storage="file")
         id_, _, outputs = host.apply(inputs)
@@ -279,3 +281,29 @@ def test_an_interrupted_migration_is_refused_naming_migrate_true_not_a_cli_flag(
         assert "migrate=True" in details
         assert "--" not in details and "Traceback" not in details
         assert [run(dump(server, name)) for name in ("HALFWAY", temp)] == halfway
+        with spoken(operations.WORDS):
+            (resumed,) = run(engine.plan([spec], options(server))).steps
+        assert isinstance(resumed, Migrate) and resumed.blocked
+        assert resumed.reasons[0].endswith(": migrate=True finishes the migration")
+        assert "--" not in " ".join(resumed.reasons), resumed.reasons
+
+
+def test_a_creds_file_that_is_none_is_named_as_the_stack_sets_it_not_a_cli_flag(
+    server: NatsServer, tmp_path: Path
+) -> None:
+    """``jetstream:creds`` names a file that is no credentials file (a seed saved under
+    the name, a wrong file): the error said "--creds PATH: not a NATS credentials file",
+    a flag no Pulumi program has. It names the connection's creds where a program sets
+    them now; nothing is created."""
+    wrong = tmp_path / "app.creds"
+    wrong.write_text("no JWT, no seed\n", encoding="utf-8")
+    with configured({"jetstream:servers": server.url, "jetstream:creds": str(wrong)}) as host:
+        checked, failures = host.check(stream_inputs(unique("CREDSWORDS")))
+        assert failures == []
+        before = _streams(server)
+        with pytest.raises(grpc.RpcError) as refused:
+            host.create(checked)
+    details = str(refused.value.details())
+    assert "the connection's creds (jetstream:creds or the `connection` input)" in details
+    assert "--creds" not in details and "Traceback" not in details, details
+    assert _streams(server) == before

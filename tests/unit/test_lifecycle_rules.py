@@ -10,6 +10,9 @@ from typing import Any
 import pytest
 from live_samples import SERVER, live_of
 
+from pulumi_provider import operations
+from reconciler.agent.loop import WORDS as AGENT_WORDS
+from reconciler.door_words import CLI, Allowance, Words, spoken
 from reconciler.errors import Problem, RefusedPlan, SpecError
 from reconciler.execution.apply import check_allowed
 from reconciler.identity import ResourceRef
@@ -104,6 +107,27 @@ def test_a_prevented_step_stays_in_the_plan_and_no_flag_allows_it() -> None:
     with pytest.raises(RefusedPlan, match="protected by lifecycle prevent_destroy"):
         check_allowed(plan, **EVERYTHING)
     assert "apply refuses the plan, whatever flags" in render_text(plan)
+
+
+@pytest.mark.parametrize(
+    "words", [CLI, operations.WORDS, AGENT_WORDS], ids=["cli", "pulumi", "agent"]
+)
+def test_a_replace_names_its_doors_migration_and_a_prevented_one_no_migration(
+    words: Words,
+) -> None:
+    """A replace a migration could make says which run keeps its messages, in the words
+    of the door the run came through (``apply --migrate``, Pulumi's ``migrate=True``, the
+    command the agent names): each door was told the CLI's. A prevented replace still
+    says none (a migration is prevented too), whatever the door's words."""
+    changed = {"subjects": ["orders.>"], "storage": "memory"}
+    free = replace(ORDERS, lifecycle=MANAGE)
+    hint = f"{words[Allowance.MIGRATE_RUN]} keeps its messages"
+    with spoken(words):
+        (step,) = build_plan([replace(free, config=changed)], live_of(free)).changes
+        (kept,) = build_plan([replace(ORDERS, config=changed)], live_of(ORDERS)).prevented
+    assert step.action == "replace" and hint in step.reasons, step.reasons
+    assert kept.action == "replace"
+    assert not [reason for reason in kept.reasons if "keeps its messages" in reason], kept.reasons
 
 
 def test_a_forged_record_protects_and_is_escaped() -> None:
