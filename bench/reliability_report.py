@@ -857,8 +857,10 @@ GUARANTEES = (
         "leaf node port, a listener that is no NATS server) makes `/readyz` 503, one that "
         "is down does not. Two shards healing two environments of one seat (one account, "
         "one user) cannot both heal: the second is refused by the first's claim on the "
-        "server until that claim goes stale. An edited project file is read again under a "
-        "running agent, validated first; an invalid edit keeps the last valid one. A list "
+        "server until that claim goes stale. An edited project file (an environment's, or "
+        "the one spec PATHS are given with) is read again under a running agent, validated "
+        "first: an invalid edit keeps the last valid one, a deny rule added holds from the "
+        "next plan. A list "
         "that grows in a burst while it is read is read again.",
         (
             "test_attacks11.py::",
