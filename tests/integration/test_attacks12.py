@@ -4,10 +4,16 @@ hints said in each door's words, against real nats-server processes."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import grpc
 import pytest
+from agent_harness import project_of, project_sources, running_agent, until
 from cli_runner import reconcile
+from credentials import make_operator
+from pulumi_host import configured
 from servers import NatsServer, write
+from test_provider_host import stream_inputs, unique
 from test_saved_plans import ORDERS, api, git
 
 from reconciler.specs.spec import OWNER_KEY
@@ -54,3 +60,95 @@ def test_a_plan_of_paths_saved_with_a_project_file_is_applied_as_its_owner(
     assert done.returncode == 0, done.stdout + done.stderr
     info = api(clean_server, "STREAM.INFO.ORDERS")["config"]
     assert info["metadata"][OWNER_KEY] == "shop", info["metadata"]
+
+
+# --- the connection settings the engine still named by the CLI's flags -------------------
+
+
+def _settings(server: NatsServer, root: Path) -> dict[str, tuple[dict[str, str], str]]:
+    """Each setting a Pulumi program or an environment sets wrong, as (its stack config,
+    where Pulumi's words name it): a monitoring URL that is no http(s) URL, a system
+    account user who is not one (a user of no account here, its creds file in ``root``
+    named from there: nobody answers), server URL credentials holding a '/'."""
+    port = server.url.rsplit(":", 1)[1]
+    system = str(make_operator(root / "operator").creds.relative_to(root))
+    return {
+        "monitor": ({"jetstream:monitor": f"127.0.0.1:{port}"}, "jetstream:monitor"),
+        "system": ({"jetstream:systemCreds": system}, "jetstream:systemCreds"),
+        "url": (
+            {"jetstream:servers": f"nats://al/ice:s3cret-pw@127.0.0.1:{port}"},
+            "jetstream:user/jetstream:password",
+        ),
+    }
+
+
+@pytest.mark.parametrize("setting", ["monitor", "system", "url"])
+def test_pulumi_names_a_wrong_connection_setting_as_the_stack_sets_it_not_a_cli_flag(
+    clean_server: NatsServer, tmp_path: Path, setting: str
+) -> None:
+    """The stack's ``jetstream:monitor`` that is no http URL, ``jetstream:systemCreds`` of
+    a user outside the system account, a server URL whose credentials hold a '/': the
+    provider's error said ``--monitor``, ``(--system-creds, --system-context)``, ``give
+    them with --user/--password (or --token)``: flags no Pulumi program has. Each names
+    the connection's field where a program sets it now; nothing is created, no secret
+    shown."""
+    config, words = _settings(clean_server, tmp_path)[setting]
+    if setting == "system":  # the provider host's folder is not this one
+        config = {key: str(tmp_path / value) for key, value in config.items()}
+    name = unique("WORDS")
+    with configured({"jetstream:servers": clean_server.url, **config}) as host:
+        checked, failures = host.check(stream_inputs(name))
+        assert failures == []
+        with pytest.raises(grpc.RpcError) as refused:
+            host.create(checked)
+    details = str(refused.value.details())
+    assert words in details and "the `connection` input" in details, details
+    assert " --" not in details and "(--" not in details, details
+    assert "Traceback" not in details and "s3cret-pw" not in details, details
+    assert name not in (api(clean_server, "STREAM.NAMES").get("streams") or [])
+
+
+#: Each setting of an environment, and the field the agent names it by.
+AGENT_FIELDS = {
+    "monitor": "monitor",
+    "system": "system_creds, system_context",
+    "url": "user/password or token",
+}
+
+
+@pytest.mark.parametrize("setting", list(AGENT_FIELDS))
+def test_the_agent_names_a_wrong_setting_by_its_flag_or_its_environments_field(
+    clean_server: NatsServer,
+    tmp_path: Path,
+    run: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    setting: str,
+) -> None:
+    """An environment's ``monitor`` that is no http URL, ``system_creds`` of a user
+    outside the system account, or ``servers: {env: VAR}`` whose credentials hold a '/':
+    the agent said ``--monitor URL``, ``(--system-creds, --system-context)``, ``give
+    them with --user/--password (or --token)``, though the value came from the project
+    file. It names both ways the agent takes each now, as it does ``creds``."""
+    root = tmp_path / "project"
+    root.mkdir()
+    config, _ = _settings(clean_server, root)[setting]
+    (value,) = config.values()
+    project = project_of(root, {"blue": clean_server.url})
+    text = project.read_text()
+    if setting == "url":  # a literal one is refused at its line: a variable's is not
+        monkeypatch.setenv("ATTACKS12_BLUE_URL", value)
+        text = text.replace(clean_server.url, "{env: ATTACKS12_BLUE_URL}")
+    else:
+        field = {"monitor": "monitor", "system": "system_creds"}[setting]
+        text += f"    {field}: {value}\n"
+    project.write_text(text, encoding="utf-8")
+
+    async def scenario() -> str:
+        async with running_agent(project_sources(project), interval=0.5) as (agent, _log):
+            watch = agent.watches["blue"]
+            await until(lambda: watch.link.error, what="blue's plan refused")
+            return str(watch.link.error)
+
+    error = run(scenario())
+    assert f"(or the environment's {AGENT_FIELDS[setting]})" in error, error
+    assert "s3cret-pw" not in error, error
