@@ -11,11 +11,17 @@ import pytest
 from agent_harness import project_of, project_sources, running_agent, until
 from cli_runner import reconcile
 from credentials import make_operator
+from migration_helpers import dump, publish_many
 from pulumi_host import configured
-from servers import NatsServer, write
+from servers import NatsServer, options, write
 from test_provider_host import stream_inputs, unique
 from test_saved_plans import ORDERS, api, git
 
+from pulumi_provider import operations
+from reconciler.door_words import spoken
+from reconciler.errors import RefusedPlan
+from reconciler.execution.migrate import migrate
+from reconciler.jetstream import open_client
 from reconciler.specs.spec import OWNER_KEY
 
 pytestmark = pytest.mark.integration
@@ -152,3 +158,34 @@ def test_the_agent_names_a_wrong_setting_by_its_flag_or_its_environments_field(
     error = run(scenario())
     assert f"(or the environment's {AGENT_FIELDS[setting]})" in error, error
     assert "s3cret-pw" not in error, error
+
+
+def test_a_migration_refused_midway_names_the_run_that_resumes_it_in_the_doors_words(
+    clean_server: NatsServer, run: Any
+) -> None:
+    """A stream made during a migration (after the plan looked) that sources the stream
+    migrated: the migration refuses to delete it, and said "then apply --migrate
+    resumes" under Pulumi's words too (a program migrates with ``migrate=True``; it has
+    no ``apply``). It names the door's run that migrates now; nothing is deleted."""
+    stream = unique("MIGWORDS")
+
+    async def scenario() -> str:
+        async with open_client(options(clean_server)) as client:
+            config = {"name": stream, "subjects": [f"{stream}.>"], "storage": "file"}
+            await client.create_stream(config)
+            await publish_many(clean_server, [f"{stream}.a"], 5)
+            live = (await client.stream_info(stream))["config"]
+
+            async def meddle(phase: str) -> None:
+                if phase == "remembered":  # another client, after the plan looked
+                    copy = {"name": f"{stream}_AGG", "sources": [{"name": stream}]}
+                    await client.create_stream(copy)
+
+            with spoken(operations.WORDS), pytest.raises(RefusedPlan) as refused:
+                await migrate(client, stream, {**live, "storage": "memory"}, on_phase=meddle)
+            return str(refused.value)
+
+    said = run(scenario())
+    assert "then migrate=True resumes" in said, said
+    assert "--migrate" not in said, said
+    assert len(run(dump(clean_server, stream))) == 5
