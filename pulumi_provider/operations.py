@@ -58,6 +58,9 @@ WORDS: Words = {
     Setting.NKEY: set_with("nkey"),
     Setting.TLS_CA: set_with("tls_ca"),
     Setting.CLIENT_CERT: set_with("tls_cert", "tls_key"),
+    Setting.USER_PASSWORD: f"{set_with('user', 'password')}, or its token",
+    Setting.MONITOR: set_with("monitor"),
+    Setting.SYSTEM_USER: set_with("system_creds", "system_context"),
 }
 
 

@@ -40,6 +40,9 @@ class Setting(StrEnum):
     NKEY = "nkey"  # the file holding a user nkey seed
     TLS_CA = "tls_ca"  # the CA that verifies the server
     CLIENT_CERT = "client_cert"  # the client certificate and its key
+    USER_PASSWORD = "user_password"  # a user and password, or a token, apart from the URL
+    MONITOR = "monitor"  # the server's HTTP monitoring endpoint (its own limits)
+    SYSTEM_USER = "system_user"  # a user of the system account (its creds or context)
 
 
 #: What a door names each allowance and setting (None: it has no way to allow it).
@@ -57,6 +60,9 @@ CLI: Words = {
     Setting.NKEY: "--nkey",
     Setting.TLS_CA: "--tls-ca",
     Setting.CLIENT_CERT: "--tls-cert/--tls-key",
+    Setting.USER_PASSWORD: "--user/--password (or --token)",
+    Setting.MONITOR: "--monitor",
+    Setting.SYSTEM_USER: "--system-creds, --system-context",
 }
 
 _WORDS: ContextVar[Words] = ContextVar("door_words", default=CLI)

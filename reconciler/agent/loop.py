@@ -53,6 +53,11 @@ WORDS: Words = {
     Setting.NKEY: "--nkey (or the environment's nkey)",
     Setting.TLS_CA: "--tls-ca (or the environment's tls.ca)",
     Setting.CLIENT_CERT: "--tls-cert/--tls-key (or the environment's tls.cert/tls.key)",
+    Setting.USER_PASSWORD: "--user/--password or --token (or the environment's user/password "
+    "or token)",
+    Setting.MONITOR: "--monitor (or the environment's monitor)",
+    Setting.SYSTEM_USER: "--system-creds, --system-context (or the environment's "
+    "system_creds, system_context)",
 }
 
 

@@ -565,13 +565,20 @@ def _saved_target(
     owner: str,
 ) -> Target:
     """Where a saved plan is applied: the connection and owner of this command line (or
-    of the environment it names with --env, which must be the plan's), never the file's
-    (the rules: :func:`reconciler.execution.saved_plans.refuse_given`)."""
-    from reconciler.cli.options import to_connection_options
+    of the environment it names with --env, which must be the plan's; a plan of PATHS
+    with --project: the project's owner, ignore rules and policies, as ``plan --project
+    FILE PATHS`` read them), never the file's (the rules:
+    :func:`reconciler.execution.saved_plans.refuse_given`)."""
+    from reconciler.cli.options import project_owner, to_connection_options
     from reconciler.execution.saved_plans import refuse_given
-    from reconciler.execution.stages import Target
+    from reconciler.execution.stages import Target, paths_target
+    from reconciler.specs.project import load_project
 
     refuse_given(saved, env=env_name, given=_given(ctx), spelled=SPELLED)
+    if saved.request.env is None and project_file is not None:
+        project = load_project(project_file)
+        owner = project_owner(ctx, project, owner)
+        return paths_target(project, (), to_connection_options(conn), owner)
     if saved.request.env is None:
         return Target((), to_connection_options(conn), owner)
     return resolve_target(

@@ -58,6 +58,7 @@ from reconciler.model.migration import (
     temp_name,
 )
 from reconciler.model.normalize import owner_of
+from reconciler.planning.groups import migrating
 
 PhaseHook = Callable[[str], Awaitable[None]]
 #: How often a handover looks at the copy (publishes are refused meanwhile).
@@ -519,8 +520,8 @@ class _Migration:
             raise RefusedPlan(
                 f"refusing to delete stream {self.stream} during its migration: {named} "
                 "copies its messages (made after the plan looked), and would copy them all "
-                f"again. Take {self.stream} out of its sources (or mirror), then apply "
-                "--migrate resumes; nothing was deleted"
+                f"again. Take {self.stream} out of its sources (or mirror), then "
+                f"{migrating()} resumes; nothing was deleted"
             )
 
     async def _has_copy(self, record: Record, last: Mapping[str, Any]) -> bool:

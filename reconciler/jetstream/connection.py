@@ -94,7 +94,7 @@ def check_server_url(url: str) -> None:
     if credentials is not None and any(mark in credentials[0] for mark in "/?#"):
         raise ConnectError(
             f"{where}: the credentials in the URL hold a '/', '?' or '#', which ends them "
-            "there: give them with --user/--password (or --token) instead"
+            f"there: give them apart from the URL with {say(Setting.USER_PASSWORD)}"
         )
     try:
         parts = urlsplit(f"nats://{rest}")

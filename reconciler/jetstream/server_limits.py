@@ -25,6 +25,7 @@ from typing import Any
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
+from reconciler.door_words import Setting, say
 from reconciler.errors import ConnectError
 from reconciler.jetstream.connection import ConnectionOptions, close_quietly, connect, redact_url
 from reconciler.jetstream.transport import Transport
@@ -74,7 +75,7 @@ def _http_jsz(url: str, timeout: float) -> dict[str, Any]:
     base = url.rstrip("/")
     target = base if base.endswith("/jsz") else f"{base}/jsz"
     if not target.startswith(("http://", "https://")):
-        raise ConnectError(f"--monitor {where}: not an http:// or https:// URL")
+        raise ConnectError(f"{say(Setting.MONITOR)} {where}: not an http:// or https:// URL")
     failed = f"cannot read the server's limits at {where}/jsz"
     try:
         parts = urlsplit(target)
@@ -163,8 +164,8 @@ class ServerLimitsCalls(Transport):
             msg = await nc.request(subject, b"{}", timeout=self.timeout)
         except NoRespondersError:
             raise ConnectError(
-                f"no answer on {subject}: the system account's user named (--system-creds, "
-                "--system-context) is not one of the system account"
+                f"no answer on {subject}: the user named by {say(Setting.SYSTEM_USER)} is "
+                "not one of the system account"
             ) from None
         except (TimeoutError, NatsTimeout):
             raise ConnectError(f"no answer to {subject} within {self.timeout:g}s") from None
