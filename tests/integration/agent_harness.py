@@ -254,6 +254,19 @@ def stopped(agent: subprocess.Popen[str]) -> int | None:
             agent.kill()
 
 
+def link_error(project: Path, env: str, run: Any) -> str:
+    """The connection error an agent of ``project`` (no git) gives environment ``env``,
+    once it has one."""
+
+    async def scenario() -> str:
+        async with running_agent(project_sources(project), interval=0.5) as (agent, _log):
+            watch = agent.watches[env]
+            await until(lambda: watch.link.error, what=f"{env}'s connection refused")
+            return str(watch.link.error)
+
+    return str(run(scenario()))
+
+
 def one_server_by_two_names(folder: Path, url: str, zero: str, one: str) -> None:
     """A project whose environments ``zero`` and ``one`` are the one server at ``url``,
     ``one`` by the name ``localhost`` (its own overlays in ``folder/overlays``): the

@@ -26,6 +26,7 @@ from agent_harness import (
     fixed_source,
     get,
     lines,
+    link_error,
     project_of,
     project_sources,
     running_agent,
@@ -261,13 +262,7 @@ def test_the_agent_names_a_creds_file_that_is_none_by_its_flag_or_its_environmen
     write(root, "no JWT, no seed\n", "wrong.creds")
     project.write_text(project.read_text() + "    creds: wrong.creds\n", encoding="utf-8")
 
-    async def scenario() -> str:
-        async with running_agent(project_sources(project), interval=0.5) as (agent, _log):
-            watch = agent.watches["blue"]
-            await until(lambda: watch.link.error, what="blue's connection refused")
-            return str(watch.link.error)
-
-    error = run(scenario())
+    error = link_error(project, "blue", run)
     assert "--creds (or the environment's creds)" in error, error
     assert "wrong.creds: not a NATS credentials file" in error, error
 

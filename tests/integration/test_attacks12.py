@@ -8,7 +8,7 @@ from typing import Any
 
 import grpc
 import pytest
-from agent_harness import project_of, project_sources, running_agent, until
+from agent_harness import link_error, project_of
 from cli_runner import reconcile
 from credentials import make_operator
 from migration_helpers import dump, publish_many
@@ -149,13 +149,7 @@ def test_the_agent_names_a_wrong_setting_by_its_flag_or_its_environments_field(
         text += f"    {field}: {value}\n"
     project.write_text(text, encoding="utf-8")
 
-    async def scenario() -> str:
-        async with running_agent(project_sources(project), interval=0.5) as (agent, _log):
-            watch = agent.watches["blue"]
-            await until(lambda: watch.link.error, what="blue's plan refused")
-            return str(watch.link.error)
-
-    error = run(scenario())
+    error = link_error(project, "blue", run)
     assert f"(or the environment's {AGENT_FIELDS[setting]})" in error, error
     assert "s3cret-pw" not in error, error
 
