@@ -103,6 +103,7 @@ SUITE = (
     "tests/integration/test_attacks9.py",
     "tests/integration/test_attacks10.py",
     "tests/integration/test_attacks11.py",
+    "tests/integration/test_attacks12.py",
     "tests/integration/test_agent_seat_claims.py",
     "tests/integration/test_agent_project_edits.py",
 )
@@ -864,6 +865,7 @@ GUARANTEES = (
         "that grows in a burst while it is read is read again.",
         (
             "test_attacks11.py::",
+            "test_attacks12.py::",
             "test_agent_seat_claims.py::",
             "test_agent_project_edits.py::",
             "test_greeting_attacks.py::",
