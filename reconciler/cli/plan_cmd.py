@@ -166,6 +166,9 @@ def plan(
         if out is not None:
             project = _project_read(target.env, project_file)
             the_plan = _plan_and_save(console, request, out, project)
+            console.notice(
+                f"saved the plan to {out}; apply exactly it with: {_apply(ctx, request, out)}"
+            )
         else:
             the_plan = _plan_and_show(console, request)
         _check_policy(the_plan)
@@ -307,8 +310,35 @@ def _plan_and_save(
     )
     console.show_plan(the_plan)
     _write(out, saved.text())
-    console.notice(f"saved the plan to {out}; apply exactly it with: reconcile apply {out}")
     return the_plan
+
+
+def _apply(ctx: click.Context, request: PlanRequest, out: Path) -> str:
+    """The apply of the plan saved in ``out``, as a person types it: what the apply must
+    give as the plan was made (docs/saved-plans.md: its environment, the project file
+    named, the owner given, ``--prune``, ``--take-over``), and the connection flags this
+    plan was given, by name only (never a value: it may be a secret)."""
+    import shlex
+
+    from click.core import ParameterSource
+
+    from reconciler.cli.options import CONNECTION_PARAMS
+
+    def typed(name: str) -> bool:
+        return ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
+
+    words = ["reconcile", "apply", str(out)]
+    if request.env is not None:
+        words += ["--env", request.env]
+    project = ctx.params.get("project_file")
+    if project is not None and typed("project_file"):
+        words += ["--project", str(project)]
+    if typed("owner"):
+        words += ["--owner", request.owner]
+    words += ["--prune"] * request.prune + ["--take-over"] * request.take_over
+    command = shlex.join(words)
+    given = ["--" + name.replace("_", "-") for name in CONNECTION_PARAMS if typed(name)]
+    return command + (f" (with this plan's {', '.join(given)})" if given else "")
 
 
 def _write(out: Path, text: str) -> None:
