@@ -5,6 +5,8 @@ advisory is forged text. A forged one costs a bounded re-plan and decides nothin
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
 import http.server
 import json
 import signal
@@ -400,18 +402,36 @@ def test_a_heal_that_loses_the_lease_stops_the_heal_not_the_agent(
                     reply = await thief.nc.request(f"$JS.API.STREAM.MSG.GET.{kv_stream}", ask)
                 except Exception:
                     return False
-                return "message" in json.loads(reply.data)
+                found = json.loads(reply.data).get("message")
+                if found is None:
+                    return False
+                headers = base64.b64decode(found.get("hdrs") or "")
+                return b"KV-Operation" not in headers  # a lease, not a delete marker
+
+            async def until_held(patience: float = 30.0) -> None:
+                deadline = asyncio.get_running_loop().time() + patience
+                while not await held():
+                    assert asyncio.get_running_loop().time() < deadline, "no heal took the lock"
+                    await asyncio.sleep(0.005)
+
+            def lost() -> bool:
+                return any("lost" in (line.get("message") or "") for line in lines(log))
 
             async with running_agent(
                 fixed_source([specs], clean_server.url), mode="heal", interval=2.0
             ) as (agent, log):
-                while not await held():
-                    await asyncio.sleep(0.005)
-                await thief.nc.publish(subject, b"stolen")
-                await until(
-                    lambda: any("lost" in (line.get("message") or "") for line in lines(log)),
-                    what="the lease lost",
-                )
+                for _ in range(5):  # until the overwrite lands while a heal holds the lease
+                    await until_held()
+                    await thief.nc.publish(subject, b"stolen")
+                    with contextlib.suppress(AssertionError):
+                        await until(lost, what="the lease lost", patience=5.0)
+                    if lost():
+                        break
+                    # the heal ended first: the key cleared, its streams deleted, healed again
+                    await thief.nc.publish(subject, b"", headers={"KV-Operation": "DEL"})
+                    for name in [n async for n in _names(thief) if n.startswith("S")]:
+                        await thief.api(f"STREAM.DELETE.{name}")
+                assert lost(), "no heal held the lease when it was overwritten, in 5 tries"
                 await asyncio.sleep(1.0)
                 assert not agent.stop.is_set(), "the agent stopped"
                 await thief.nc.publish(subject, b"", headers={"KV-Operation": "DEL"})
