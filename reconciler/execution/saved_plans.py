@@ -121,6 +121,12 @@ def plan_request(
             f"the saved plan was made {made} prune and is applied {given} it: prune "
             f"(deleting what no spec declares) is given at apply as at plan: {NOTHING_CHANGED}"
         )
+    made_with = [f.path for f in saved.specs.files if f.role == "project"]
+    if made_with and saved.project is None:
+        raise SavedPlanRefused(
+            f"the plan was made with the project file {made_with[0]}, which this apply does "
+            f"not read: name it as the plan did: {NOTHING_CHANGED}"
+        )
     if owner is not None and named.owner != owner:
         raise SavedPlanRefused(
             f"the saved plan names owner {named.owner}, not {owner}: {NOTHING_CHANGED}"

@@ -74,7 +74,12 @@ class SpecDigest:
         found = []
         for path in sorted(before.keys() | after.keys()):
             old, new = before.get(path), after.get(path)
-            if new is None or (new.digest is None and old is not None and old.digest):
+            if new is None and old is not None and old.role == "project":
+                found.append(
+                    f"{path}: the project file the plan was made with is not read by this "
+                    "apply: name it as the plan did"
+                )
+            elif new is None or (new.digest is None and old is not None and old.digest):
                 found.append(f"{path}: removed (or no longer read) since the plan was saved")
             elif old is None:
                 found.append(f"{path}: new since the plan was saved")

@@ -73,6 +73,11 @@ def test_the_printed_apply_of_paths_with_a_project_prune_and_take_over_applies_i
     assert "--server" in done.stderr.split("apply exactly it with:", 1)[1]
     assert clean_server.url not in done.stderr.split("apply exactly it with:", 1)[1]
     publish(clean_server, "ORDERS.new", 5)  # 15 now
+    unnamed = [w for w in words if w not in ("--project", "reconcile.yaml")]
+    refused = reconcile("apply", *unnamed, "--server", clean_server.url, "--yes", cwd=root)
+    assert refused.returncode == 1, refused.stderr
+    said = "the plan was made with the project file reconcile.yaml, which this apply does not read"
+    assert said in refused.stderr, refused.stderr
 
     applied = reconcile("apply", *words, "--server", clean_server.url, "--yes", cwd=root)
     assert applied.returncode == 0, applied.stderr
