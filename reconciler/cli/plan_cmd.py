@@ -317,15 +317,20 @@ def _apply(ctx: click.Context, request: PlanRequest, out: Path) -> str:
     """The apply of the plan saved in ``out``, as a person types it: what the apply must
     give as the plan was made (docs/saved-plans.md: its environment, the project file
     named, the owner given, ``--prune``, ``--take-over``), and the connection flags this
-    plan was given, by name only (never a value: it may be a secret)."""
+    plan was given, by name only (never a value: it may be a secret). A flag given by its
+    variable (``RECONCILE_OWNER``, ``RECONCILE_PROJECT``, ``NATS_URL``, ...) is named as
+    one typed: the command also applies the plan in a shell without that variable."""
     import shlex
 
     from click.core import ParameterSource
 
-    from reconciler.cli.options import CONNECTION_PARAMS
+    from reconciler.cli.options import CONNECTION_PARAMS, ENVIRONMENT_PARAMS
 
     def typed(name: str) -> bool:
-        return ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
+        source = ctx.get_parameter_source(name)
+        if source == ParameterSource.ENVIRONMENT:  # an environment's own connection wins
+            return request.env is None or name not in ENVIRONMENT_PARAMS
+        return source == ParameterSource.COMMANDLINE
 
     words = ["reconcile", "apply", str(out)]
     if request.env is not None:
