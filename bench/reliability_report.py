@@ -104,6 +104,8 @@ SUITE = (
     "tests/integration/test_attacks10.py",
     "tests/integration/test_attacks11.py",
     "tests/integration/test_attacks12.py",
+    "tests/integration/test_attacks13.py",
+    "tests/integration/test_saved_plan_hint.py",
     "tests/integration/test_agent_seat_claims.py",
     "tests/integration/test_agent_project_edits.py",
 )
@@ -395,8 +397,12 @@ GUARANTEES = (
         "the question exits 130 with one line (before: exit 1 and `Fatal Python error`). "
         "An empty `--server`/`NATS_URL` or a missing Action `server` is an error, never a "
         "throwaway embedded server; plans and applies name their server without its "
-        "credentials (`alice:s3cret@h:4222` and `T0KEN@h` masked in the Action too).",
-        ("test_confirm_and_server.py::",),
+        "credentials (`alice:s3cret@h:4222` and `T0KEN@h` masked in the Action too). "
+        "`plan --out` prints the apply that applies the saved file as it was made (its "
+        "environment, project file, owner, prune and take-over, given as flags or by their "
+        "variables), naming the connection flags without their values; run as printed, it "
+        "applies the plan with every message kept.",
+        ("test_confirm_and_server.py::", "test_saved_plan_hint.py::", "test_attacks13.py::"),
     ),
     Guarantee(
         "Caches and files cannot smuggle changes in",

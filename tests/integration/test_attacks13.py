@@ -8,26 +8,15 @@ connection flag by name only, never its value (a URL's password, ``NATS_PASSWORD
 
 from __future__ import annotations
 
-import re
-import shlex
 from pathlib import Path
 
 import pytest
 from cli_runner import reconcile
 from servers import NatsServer
+from test_saved_plan_hint import printed_apply
 from test_saved_plans import repo, state
 
 pytestmark = pytest.mark.integration
-
-
-def _printed(stderr: str) -> tuple[list[str], str]:
-    """The printed apply's words after ``reconcile apply``, and its note on the connection."""
-    found = re.search(r"apply exactly it with: (.+)", stderr)
-    assert found, stderr
-    command, _, note = found.group(1).partition(" (with ")
-    words = shlex.split(command)
-    assert words[:2] == ["reconcile", "apply"], words
-    return words[2:], note
 
 
 def test_an_owner_given_by_its_variable_is_in_the_printed_apply(
@@ -39,7 +28,7 @@ def test_an_owner_given_by_its_variable_is_in_the_printed_apply(
         cwd=root, env={"RECONCILE_OWNER": "team-a"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    words, _ = _printed(done.stderr)
+    words, _ = printed_apply(done.stderr)
 
     applied = reconcile("apply", *words, "--server", clean_server.url, cwd=root)  # no variable
     assert applied.returncode == 0, (words, applied.stderr)
@@ -61,7 +50,7 @@ def test_a_project_given_by_its_variable_is_in_the_printed_apply(
     }
     done = reconcile("plan", "--out", "../prod.plan", cwd=root, env=variables)
     assert done.returncode == 0, done.stderr
-    words, note = _printed(done.stderr)
+    words, note = printed_apply(done.stderr)
     assert note == "", note  # the environment's own server: no connection flag to give
 
     applied = reconcile("apply", *words, cwd=root)  # no variable
@@ -79,7 +68,7 @@ def test_a_connection_given_by_its_variables_is_named_never_its_values(
                      env=variables)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.lstrip().startswith("{") and "apply exactly" not in done.stdout
-    _, note = _printed(done.stderr)
+    _, note = printed_apply(done.stderr)
     for flag in ("--server", "--password", "--token"):
         assert flag in note, note
     for secret in ("UrlSecret1", "PassSecret2", "TokenSecret3"):

@@ -20,15 +20,19 @@ from test_saved_plans import ORDERS, create_orders, publish, repo, state
 pytestmark = pytest.mark.integration
 
 
-def _hint(stderr: str) -> list[str]:
-    """The apply command the plan printed, as words (what follows ``apply exactly it
-    with:``, up to the note on the connection)."""
+def printed_apply(stderr: str) -> tuple[list[str], str]:
+    """The apply command the plan printed (what follows ``apply exactly it with:``): its
+    words after ``reconcile apply``, and its note on the connection."""
     found = re.search(r"apply exactly it with: (.+)", stderr)
     assert found, stderr
-    command = found.group(1).split(" (with ", 1)[0]
+    command, _, note = found.group(1).partition(" (with ")
     words = shlex.split(command)
     assert words[:2] == ["reconcile", "apply"], words
-    return words[2:]
+    return words[2:], note
+
+
+def _hint(stderr: str) -> list[str]:
+    return printed_apply(stderr)[0]
 
 
 def test_the_printed_apply_of_a_plan_of_an_environment_applies_it(
