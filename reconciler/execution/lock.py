@@ -191,7 +191,7 @@ async def ensure_bucket(
     and to a bounded bucket (``LOCK_MAX_BYTES``) on an account that requires
     ``max_bytes`` (an unbounded one never reserves room where no limit asks for it)."""
     try:  # a 10049 (a deleted bucket's files still being removed) asked again
-        await create_stream(store, bucket_config(bucket, replicas=replicas, max_bytes=max_bytes))
+        await _made(store, bucket_config(bucket, replicas=replicas, max_bytes=max_bytes))
     except ServerError as err:
         if err.err_code == STREAM_NAME_IN_USE:  # there already, maybe made by another tool
             return
@@ -201,6 +201,20 @@ async def ensure_bucket(
         if replicas == 1:
             raise
         await ensure_bucket(store, bucket, replicas=1, max_bytes=max_bytes)
+
+
+async def _made(store: LockStore, config: dict[str, Any], *, tries: int = 3) -> None:
+    """The bucket's STREAM.CREATE, sent again when it was not answered in time (at most
+    ``tries`` times): on a loaded cluster a first replicated stream can take longer than
+    the request timeout to be made (a run's first ``plan --out`` failed). A create of the
+    config it has is answered as made; one made meanwhile otherwise is a 10058."""
+    for _ in range(tries - 1):
+        try:
+            await create_stream(store, config)
+            return
+        except RequestTimeout:
+            continue
+    await create_stream(store, config)
 
 
 async def read_lease(

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.errors import ConnectError, LockError, ReconcileError
+from reconciler.errors import ConnectError, LockError, ReconcileError, RequestTimeout
 from reconciler.execution import lock
 from reconciler.execution.lock import Holder, LockSettings
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
@@ -128,6 +128,44 @@ def test_a_first_lease_write_nobody_answered_in_a_bucket_another_run_made_is_sen
 
     refused, lease, stored = _go(clean_server.url, body)
     assert refused == 1
+    assert stored is not None and stored.holder == lease.holder
+
+
+class _SlowCreate:
+    """The client, but the bucket's first STREAM.CREATE is not answered in time: sent on
+    (``made``: the server makes it, its answer comes too late) or lost."""
+
+    def __init__(self, client: JetStreamClient, *, made: bool) -> None:
+        self.client, self.made, self.unanswered = client, made, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    async def create_stream(self, config: dict[str, Any]) -> dict[str, Any]:
+        if not self.unanswered:
+            self.unanswered += 1
+            if self.made:
+                await self.client.create_stream(config)
+            raise RequestTimeout(f"no answer to $JS.API.STREAM.CREATE.{config['name']} within 5s")
+        return await self.client.create_stream(config)
+
+
+@pytest.mark.parametrize("made", [True, False], ids=["answered-late", "lost"])
+def test_a_lock_bucket_create_not_answered_in_time_is_sent_again(clean_server, made: bool) -> None:
+    """A loaded cluster made the lock's bucket after the request timeout (5 s): the run's
+    first ``plan --out`` failed, saying no answer came. The create is sent again: the
+    bucket made late is answered as made, a lost create is made now; the lease is taken."""
+    settings, t = _settings(), FakeTime()
+
+    async def body(client: JetStreamClient) -> Any:
+        slow = _SlowCreate(client, made=made)
+        lease = await lock.acquire(
+            slow, _holder("alice"), timeout=0, clock=t.clock, settings=settings
+        )
+        return slow.unanswered, lease, await lock.read_lease(client, bucket=settings.bucket)
+
+    unanswered, lease, stored = _go(clean_server.url, body)
+    assert unanswered == 1
     assert stored is not None and stored.holder == lease.holder
 
 
