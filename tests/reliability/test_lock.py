@@ -74,20 +74,42 @@ def test_first_acquire_creates_the_bucket_and_records_the_holder(clean_server) -
     assert stored.expires_at == t.now + 30
 
 
+def _taken_after_one_failure(
+    url: str, wrap: Callable[[Any], Any], *, made_before: bool = False
+) -> None:
+    """alice acquires the lock through ``wrap(client)``, a client one of whose requests
+    fails once (its ``failed`` counts them; ``made_before``: the bucket made first, as by
+    another run): the lease is taken and stored, after exactly one failure."""
+    settings, t = _settings(), FakeTime()
+
+    async def body(client: JetStreamClient) -> Any:
+        if made_before:
+            await lock.prepare(client, settings)
+        wrapped = wrap(client)
+        lease = await lock.acquire(
+            wrapped, _holder("alice"), timeout=0, clock=t.clock, settings=settings
+        )
+        return wrapped.failed, lease, await lock.read_lease(client, bucket=settings.bucket)
+
+    failed, lease, stored = _go(url, body)
+    assert failed == 1
+    assert stored is not None and stored.holder == lease.holder
+
+
 class _LeaderMoved:
     """The client, but the first write of a lease finds no responder, as when the new
     bucket's stream changed leader just after its first read was answered (seen on a
     loaded three-node cluster: the first apply failed)."""
 
     def __init__(self, client: JetStreamClient) -> None:
-        self.client, self.refused = client, 0
+        self.client, self.failed = client, 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.client, name)
 
     async def kv_create(self, bucket: str, key: str, value: bytes) -> int:
-        if not self.refused:
-            self.refused += 1
+        if not self.failed:
+            self.failed += 1
             raise ConnectError(f"no JetStream answers on $KV.{bucket}.{key}")
         return await self.client.kv_create(bucket, key, value)
 
@@ -95,18 +117,7 @@ class _LeaderMoved:
 def test_a_first_lease_write_nobody_answered_in_a_new_bucket_is_sent_again(
     clean_server,
 ) -> None:
-    settings, t = _settings(), FakeTime()
-
-    async def body(client: JetStreamClient) -> Any:
-        moved = _LeaderMoved(client)
-        lease = await lock.acquire(
-            moved, _holder("alice"), timeout=0, clock=t.clock, settings=settings
-        )
-        return moved.refused, lease, await lock.read_lease(client, bucket=settings.bucket)
-
-    refused, lease, stored = _go(clean_server.url, body)
-    assert refused == 1
-    assert stored is not None and stored.holder == lease.holder
+    _taken_after_one_failure(clean_server.url, _LeaderMoved)
 
 
 def test_a_first_lease_write_nobody_answered_in_a_bucket_another_run_made_is_sent_again(
@@ -116,19 +127,7 @@ def test_a_first_lease_write_nobody_answered_in_a_bucket_another_run_made_is_sen
     agent on a fresh cluster, its lineage kept first): this run read it, found no lease,
     and its create found no responder as the bucket's leader moved. It failed (JetStream
     "not enabled"), where a bucket made by this run was retried; now both are."""
-    settings, t = _settings(), FakeTime()
-
-    async def body(client: JetStreamClient) -> Any:
-        await lock.prepare(client, settings)  # the other run's bucket
-        moved = _LeaderMoved(client)
-        lease = await lock.acquire(
-            moved, _holder("alice"), timeout=0, clock=t.clock, settings=settings
-        )
-        return moved.refused, lease, await lock.read_lease(client, bucket=settings.bucket)
-
-    refused, lease, stored = _go(clean_server.url, body)
-    assert refused == 1
-    assert stored is not None and stored.holder == lease.holder
+    _taken_after_one_failure(clean_server.url, _LeaderMoved, made_before=True)
 
 
 class _SlowCreate:
@@ -136,14 +135,14 @@ class _SlowCreate:
     (``made``: the server makes it, its answer comes too late) or lost."""
 
     def __init__(self, client: JetStreamClient, *, made: bool) -> None:
-        self.client, self.made, self.unanswered = client, made, 0
+        self.client, self.made, self.failed = client, made, 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.client, name)
 
     async def create_stream(self, config: dict[str, Any]) -> dict[str, Any]:
-        if not self.unanswered:
-            self.unanswered += 1
+        if not self.failed:
+            self.failed += 1
             if self.made:
                 await self.client.create_stream(config)
             raise RequestTimeout(f"no answer to $JS.API.STREAM.CREATE.{config['name']} within 5s")
@@ -155,18 +154,7 @@ def test_a_lock_bucket_create_not_answered_in_time_is_sent_again(clean_server, m
     """A loaded cluster made the lock's bucket after the request timeout (5 s): the run's
     first ``plan --out`` failed, saying no answer came. The create is sent again: the
     bucket made late is answered as made, a lost create is made now; the lease is taken."""
-    settings, t = _settings(), FakeTime()
-
-    async def body(client: JetStreamClient) -> Any:
-        slow = _SlowCreate(client, made=made)
-        lease = await lock.acquire(
-            slow, _holder("alice"), timeout=0, clock=t.clock, settings=settings
-        )
-        return slow.unanswered, lease, await lock.read_lease(client, bucket=settings.bucket)
-
-    unanswered, lease, stored = _go(clean_server.url, body)
-    assert unanswered == 1
-    assert stored is not None and stored.holder == lease.holder
+    _taken_after_one_failure(clean_server.url, lambda c: _SlowCreate(c, made=made))
 
 
 def test_second_acquire_fails_naming_holder_host_and_since(clean_server) -> None:
