@@ -37,6 +37,12 @@ from reconciler.errors import ExitStatus, ReconcileError, unforeseen
 __all__ = ["POLICY_DENIED", "WORDS", "Agent", "WatchSettings", "worst"]
 
 
+def _or_field(flag: str, field: str) -> str:
+    """A connection setting as the agent takes it: its flag, or the field of the watched
+    environment in the project file."""
+    return f"{flag} (or the environment's {field})"
+
+
 #: What the agent's messages name for a way to allow something
 #: (:mod:`reconciler.door_words`): ``reconcile watch`` has no ``--take-over``,
 #: ``--migrate``, ``--migration`` or ``--no-lock``, so the command that does it once is
@@ -49,15 +55,15 @@ WORDS: Words = {
     Allowance.MIGRATION: None,
     Allowance.TAKE_OVER: "`reconcile apply --take-over`",
     Allowance.NO_LOCK: None,
-    Setting.CREDS: "--creds (or the environment's creds)",
-    Setting.NKEY: "--nkey (or the environment's nkey)",
-    Setting.TLS_CA: "--tls-ca (or the environment's tls.ca)",
-    Setting.CLIENT_CERT: "--tls-cert/--tls-key (or the environment's tls.cert/tls.key)",
-    Setting.USER_PASSWORD: "--user/--password or --token (or the environment's user/password "
-    "or token)",
-    Setting.MONITOR: "--monitor (or the environment's monitor)",
-    Setting.SYSTEM_USER: "--system-creds, --system-context (or the environment's "
-    "system_creds, system_context)",
+    Setting.CREDS: _or_field("--creds", "creds"),
+    Setting.NKEY: _or_field("--nkey", "nkey"),
+    Setting.TLS_CA: _or_field("--tls-ca", "tls.ca"),
+    Setting.CLIENT_CERT: _or_field("--tls-cert/--tls-key", "tls.cert/tls.key"),
+    Setting.USER_PASSWORD: _or_field("--user/--password or --token", "user/password or token"),
+    Setting.MONITOR: _or_field("--monitor", "monitor"),
+    Setting.SYSTEM_USER: _or_field(
+        "--system-creds, --system-context", "system_creds, system_context"
+    ),
 }
 
 
