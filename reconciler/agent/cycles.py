@@ -498,6 +498,7 @@ class Watch:
     async def _cycle(self, client: JetStreamClient, trigger: str) -> bool:
         """Plan (and heal); record what was found. False when the cycle failed."""
         started = time.time()
+        heard = self.listener.heard  # causes that come later may be of changes not read
         commit = self.source.commit
         only = self._targets(trigger, commit, self.listener.targets())
         error: str | None = None
@@ -527,7 +528,7 @@ class Watch:
         if error is None:
             self.last_success = time.time()
             self.metrics.last_success.set(self.last_success)
-            self.report.record(resources, commit, streams=scoped, before=before)
+            self.report.record(resources, commit, streams=scoped, before=before, heard=heard)
         if self.source.committed_at is not None:
             self.metrics.git_head_age.set(max(time.time() - self.source.committed_at, 0))
         self.report.cycle(trigger, commit, resources, error)

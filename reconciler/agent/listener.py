@@ -38,6 +38,10 @@ class AdvisoryListener:
         self.wake = asyncio.Event()
         self.pending: set[Key] = set()
         self.causes: dict[Key, Cause] = {}
+        #: audits remembered so far, and the count when each resource's cause came: a
+        #: cycle forgets only causes older than its read (:meth:`forget`)
+        self.heard = 0
+        self._heard_at: dict[Key, int] = {}
         #: per resource named, its events less its API audits (who did it), and when the
         #: last came: the server sends an event and its audit at once, in either order
         #: (:meth:`awaiting`)
@@ -122,9 +126,14 @@ class AdvisoryListener:
         elif key in self._balance or len(self._balance) <= MAX_PENDING:
             self._balance[key] = (n, time.monotonic())
 
-    def forget(self, key: Key) -> None:
-        """A resource back in sync: its cause is no longer news."""
-        self.causes.pop(key, None)
+    def forget(self, key: Key, heard: int) -> None:
+        """A resource back in sync in a cycle that began when :attr:`heard` was
+        ``heard``: its cause is no longer news, unless it came after that cycle began
+        reading (a change its plan did not see yet, healed by the next cycle, which
+        names who made it)."""
+        if self._heard_at.get(key, 0) <= heard:
+            self.causes.pop(key, None)
+            self._heard_at.pop(key, None)
 
     def _own(self, touch: Touch) -> bool:
         """The agent's own change (a heal): already known."""
@@ -132,7 +141,11 @@ class AdvisoryListener:
 
     def _remember(self, touch: Touch) -> None:
         assert touch.cause is not None
+        self.heard += 1
         self.causes.pop(touch.key, None)
         self.causes[touch.key] = touch.cause
+        self._heard_at[touch.key] = self.heard
         while len(self.causes) > MAX_CAUSES:
-            self.causes.pop(next(iter(self.causes)))
+            oldest = next(iter(self.causes))
+            self.causes.pop(oldest)
+            self._heard_at.pop(oldest, None)

@@ -45,10 +45,12 @@ class Report:
         *,
         streams: frozenset[str] | None = None,
         before: Resources = NOTHING,
+        heard: int,
     ) -> None:
-        """Log and count each change of state; forget causes of resources back in sync.
-        ``streams``: a targeted cycle's, the only ones it looked at (``before``: the
-        resources it replaced): only theirs are compared."""
+        """Log and count each change of state; forget causes of resources back in sync
+        that came before the cycle began (``heard``: the listener's count of causes
+        then). ``streams``: a targeted cycle's, the only ones it looked at (``before``:
+        the resources it replaced): only theirs are compared."""
         first = not self.known
         looked = resources.unordered() if streams is None else resources.of_streams(streams)
         seen: dict[ResourceRef, State] = {}
@@ -58,7 +60,7 @@ class Report:
             if r.state == before_state and r.state not in ("healed",):
                 continue
             if r.state in ("in_sync", "unmanaged"):
-                self.listener.forget(r.key)
+                self.listener.forget(r.key, heard)
                 if before_state is None or r.state == "unmanaged":
                     continue
             if r.state != "in_sync" and before_state in (None, "in_sync", "healed"):

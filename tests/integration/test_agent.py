@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 from agent_harness import (
     ORDERS,
@@ -19,6 +20,7 @@ from agent_harness import (
 )
 from servers import NatsServer, write
 
+from reconciler.agent.cycles import Watch
 from reconciler.agent.listener import AdvisoryListener
 
 
@@ -93,6 +95,43 @@ def test_a_heal_waits_for_the_audit_that_comes_late_and_names_who_changed_it(
             )
             assert healed[0].get("cause", {}).get("client") == "alice-laptop", healed[0]
             assert healed[0]["cause"]["operation"] == "update"
+            assert await alice.messages("ORDERS") == 10
+
+    run(scenario())
+
+
+def test_a_change_whose_audit_comes_while_a_cycle_finds_it_in_sync_is_healed_naming_who(
+    clean_server: NatsServer, tmp_path: Path, run, monkeypatch
+) -> None:
+    """A change made after a cycle read the stream, its audit come before that cycle
+    reported the stream back in sync: the next cycle heals it and still names who made
+    it (a CI run healed such a change with no cause: the in-sync report forgot it)."""
+    original = Watch._plan_and_heal
+    drifted: list[bool] = []
+
+    async def change_after_the_read(self: Watch, *args: Any) -> Any:
+        resources, scoped = await original(self, *args)
+        found = {r.key: r.state for r in resources.of_streams({"ORDERS"})}
+        if found.get(("ORDERS", None)) == "in_sync" and not drifted:
+            drifted.append(True)
+            async with Other.connect(clean_server.url) as alice:
+                await alice.update("ORDERS", description="changed by hand")
+            await until(lambda: ("ORDERS", None) in self.listener.causes, what="its audit")
+        return resources, scoped
+
+    monkeypatch.setattr(Watch, "_plan_and_heal", change_after_the_read)
+    specs = write(tmp_path, ORDERS)
+
+    async def scenario() -> None:
+        async with orders_agent(clean_server.url, specs) as (_, log, alice):
+            healed = await until(
+                lambda: changes(log, "Stream ORDERS", "healed")[1:], what="ORDERS healed again"
+            )
+            assert drifted
+            assert healed[0].get("cause", {}).get("client") == "alice-laptop", healed[0]
+            assert healed[0]["cause"]["operation"] == "update"
+            assert healed[0]["fields"] == ["description"]
+            assert (await alice.info("ORDERS"))["config"]["description"] == "orders as declared"
             assert await alice.messages("ORDERS") == 10
 
     run(scenario())
