@@ -54,15 +54,18 @@ class Report:
         first = not self.known
         looked = resources.unordered() if streams is None else resources.of_streams(streams)
         seen: dict[ResourceRef, State] = {}
+        causes = self.listener.causes
         for r in looked:
             seen[r.ref] = r.state
             before_state = self.known.get(r.ref)
+            if causes and r.state in ("in_sync", "unmanaged"):
+                self.listener.forget(r.key, heard)  # a change undone, or one changing nothing
             if r.state == before_state and r.state not in ("healed",):
                 continue
-            if r.state in ("in_sync", "unmanaged"):
-                self.listener.forget(r.key, heard)
-                if before_state is None or r.state == "unmanaged":
-                    continue
+            if r.state in ("in_sync", "unmanaged") and (
+                before_state is None or r.state == "unmanaged"
+            ):
+                continue
             if r.state != "in_sync" and before_state in (None, "in_sync", "healed"):
                 cause = (
                     "api"

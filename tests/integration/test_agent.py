@@ -137,6 +137,38 @@ def test_a_change_whose_audit_comes_while_a_cycle_finds_it_in_sync_is_healed_nam
     run(scenario())
 
 
+def test_a_change_that_changed_nothing_is_not_blamed_for_a_later_one(
+    clean_server: NatsServer, tmp_path: Path, run
+) -> None:
+    """alice sends a consumer's config as it is (an update that changes nothing); later
+    the server deletes the consumer itself (its inactive threshold): the heal names no
+    one, never alice for what she did not do."""
+    idle = ORDERS.replace(
+        "ack_policy: explicit\n", "ack_policy: explicit\ninactive_threshold: 4s\n"
+    )
+    specs = write(tmp_path, idle)
+
+    async def scenario() -> None:
+        async with orders_agent(clean_server.url, specs) as (agent, log, alice):
+            await until(lambda: changes(log, "Consumer ORDERS/worker", "in_sync"), what="in sync")
+            config = (await alice.api("CONSUMER.INFO.ORDERS.worker"))["config"]
+            cycles = agent.watch.cycles
+            await alice.api(
+                "CONSUMER.CREATE.ORDERS.worker", {"stream_name": "ORDERS", "config": config}
+            )
+            await until(lambda: agent.watch.cycles > cycles, what="the cycle its audit woke")
+            assert agent.watch.known and all(s == "in_sync" for s in agent.watch.known.values())
+            healed = await until(
+                lambda: changes(log, "Consumer ORDERS/worker", "healed")[1:],
+                what="the consumer the server deleted made again",
+                patience=30,
+            )
+            assert "cause" not in healed[0], healed[0]
+            assert await alice.messages("ORDERS") == 10
+
+    run(scenario())
+
+
 def test_a_stream_deleted_out_of_band_is_created_again_naming_who_and_what_went(
     clean_server: NatsServer, tmp_path: Path, run
 ) -> None:
