@@ -68,6 +68,7 @@ from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.model.state import StreamState
 from reconciler.model.timestamps import rfc3339
 from reconciler.planning.heal import split_for_heal
+from reconciler.specs.ignore import IGNORE_FILE
 from reconciler.specs.spec import Spec
 
 Mode = Literal["observe", "heal"]
@@ -310,16 +311,22 @@ class Watch:
         said = (self.source.project_reads, error[0] if error else None)
         if said != self._project_said:
             self._project_said = said
-            where = str(request.project.path) if request.project is not None else ""
+            edited = self.source.edited
+            if edited is None and request.project is not None:
+                edited = request.project.path
+            where = str(edited or "")
+            what = (
+                IGNORE_FILE if edited is not None and edited.name == IGNORE_FILE else "project file"
+            )
             if error is not None:
                 self.log.event(
                     "error",
-                    f"the project file changed and cannot be served (the last valid one "
+                    f"the {what} changed and cannot be served (the last valid one "
                     f"is kept): {error[0]}",
                     file=where,
                 )
             else:
-                self.log.event("project", "the project file changed: read again", file=where)
+                self.log.event("project", f"the {what} changed: read again", file=where)
         return request
 
     def _moved(self) -> bool:

@@ -69,6 +69,9 @@ class Source(Protocol):
     project_error: tuple[str, float] | None
     #: How many edits of the project file were read and are served (after the first read).
     project_reads: int
+    #: The file whose last edit was read (the project file, or the ``.reconcileignore``
+    #: beside it; None: never one: :class:`FixedSource`'s only).
+    edited: Path | None
 
     @property
     def commit(self) -> str | None: ...
@@ -105,6 +108,7 @@ class FixedSource:
         self._stamp = _stamp(self._request)
         self.project_error: tuple[str, float] | None = None
         self.project_reads = 0
+        self.edited: Path | None = None
 
     async def refresh(self) -> bool:
         return False
@@ -112,6 +116,7 @@ class FixedSource:
     def request(self) -> PlanRequest:
         stamp = _stamp(self._request)
         if stamp != self._stamp:
+            self.edited = _edited(self._request, self._stamp, stamp)
             self._stamp = stamp
             try:
                 self._request = self._make(None)
@@ -127,13 +132,31 @@ class FixedSource:
 Stamp = tuple[tuple[int, int] | None, ...]
 
 
+def _watched(request: PlanRequest) -> tuple[Path, ...]:
+    """The project file ``request`` was made from and the ``.reconcileignore`` beside
+    it (none without a project)."""
+    if request.project is None:
+        return ()
+    return (request.project.path, request.project.root / IGNORE_FILE)
+
+
+def _edited(request: PlanRequest, before: Stamp | None, now: Stamp | None) -> Path | None:
+    """Which file of :func:`_watched` changed between the stamps ``before`` and ``now``
+    (the project file when both did)."""
+    paths = _watched(request)
+    changed = [
+        p for i, p in enumerate(paths) if before is None or now is None or before[i] != now[i]
+    ]
+    return changed[0] if changed else None
+
+
 def _stamp(request: PlanRequest) -> Stamp | None:
-    """The size and modification time of the project file ``request`` was made from and
-    of the ``.reconcileignore`` beside it (None each: not there); None: no project."""
+    """The size and modification time of each file of :func:`_watched` (None each: not
+    there); None: no project."""
     if request.project is None:
         return None
     found: list[tuple[int, int] | None] = []
-    for path in (request.project.path, request.project.root / IGNORE_FILE):
+    for path in _watched(request):
         try:
             stat_ = path.stat()
             found.append((stat_.st_size, stat_.st_mtime_ns))
@@ -175,6 +198,7 @@ class GitSource:
 
     project_error: tuple[str, float] | None = None
     project_reads = 0
+    edited: Path | None = None
 
     def __init__(self, url: str, ref: str, cache: Path, make: MakeRequest) -> None:
         self.url = url
@@ -323,6 +347,7 @@ class CheckoutView:
 
     project_error: tuple[str, float] | None = None
     project_reads = 0
+    edited: Path | None = None
 
     def __init__(self, shared: SharedCheckout, make: MakeRequest) -> None:
         self._shared = shared

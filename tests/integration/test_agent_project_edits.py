@@ -244,3 +244,39 @@ async def _publish(url: str, count: int) -> None:
 async def _messages(url: str) -> int:
     async with Other.connect(url, name="checker") as bob:
         return int(await bob.messages("ORDERS"))
+
+
+def test_an_edited_reconcileignore_is_named_as_the_file_read_again_or_refused(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The ``.reconcileignore`` beside the project file is read again after an edit as the
+    project file is; the log named the project file as the one changed (``file:
+    reconcile.yaml``) for an edit of the ignore file. Now each line names the file edited."""
+    url = clean_server.url
+    (tmp_path / "specs").mkdir()
+    write(tmp_path / "specs", ORDERS, "orders.yaml")
+    write(tmp_path, f"owner: shop\nspecs: [specs]\nenvironments:\n  dev:\n    servers: {url}\n",
+          "reconcile.yaml")  # fmt: skip
+    log = tmp_path / "agent.log"
+    args = ["--mode", "heal", "--interval", "0.5s", "--log-format", "json", "--listen", "off"]
+    process = agent_process([*args, "--project", "reconcile.yaml", "--env", "dev"], cwd=tmp_path,
+                            log=log)  # fmt: skip
+    try:
+        _wait(log, _change(None, "healed"), "ORDERS created")
+        write(tmp_path, "# apps' own consumers\nConsumer ORDERS/app-*\n", ".reconcileignore")
+        read = _wait(log, _read_again(None), "the ignore file read again")
+        assert read["file"].endswith(".reconcileignore"), read
+        assert ".reconcileignore changed" in read["message"], read
+
+        write(tmp_path, "Consumer ORDERS/app-*\nNoSuchKind X\n", ".reconcileignore")
+        refused = _wait(log, lambda line: line["event"] == "error" and line["seq"] > read["seq"],
+                        "the invalid ignore file refused")  # fmt: skip
+        assert refused["file"].endswith(".reconcileignore"), refused
+        assert "the .reconcileignore changed and cannot be served" in refused["message"]
+        assert re.search(r"\.reconcileignore:2", refused["message"]), refused
+        run(_drift(url, "changed by hand"))
+        _wait(log, _change(None, "healed", refused["seq"]), "the last valid project served")
+        assert run(_description(url)) == "orders as declared"
+        assert "Traceback" not in log.read_text()
+    finally:
+        stopped(process)

@@ -207,6 +207,7 @@ class _Failing:
     committed_at: float | None = None
     project_error: tuple[str, float] | None = None
     project_reads = 0
+    edited: Path | None = None
 
     def __init__(self, real: FixedSource, *, times: int) -> None:
         self.real, self.times, self.tries = real, times, 0
