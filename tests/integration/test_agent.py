@@ -169,6 +169,38 @@ def test_a_change_that_changed_nothing_is_not_blamed_for_a_later_one(
     run(scenario())
 
 
+def test_a_call_the_server_refused_is_not_blamed_for_a_change(
+    clean_server: NatsServer, tmp_path: Path, run
+) -> None:
+    """The server deletes an idle consumer itself; alice then asks to delete it too and is
+    told "consumer not found": her call changed nothing (its audit says the error), so
+    the heal names no one, never "deleted by alice"."""
+    idle = ORDERS.replace(
+        "ack_policy: explicit\n", "ack_policy: explicit\ninactive_threshold: 3s\n"
+    )
+    specs = write(tmp_path, idle)
+
+    async def scenario() -> None:
+        async with orders_agent(clean_server.url, specs) as (_, log, alice):
+            refused: list[dict[str, Any]] = []
+
+            async def too_late(_: Any) -> None:
+                reply = await alice.nc.request("$JS.API.CONSUMER.DELETE.ORDERS.worker", b"")
+                refused.append(json.loads(reply.data))
+
+            deleted = "$JS.EVENT.ADVISORY.CONSUMER.DELETED.ORDERS.worker"
+            await alice.nc.subscribe(deleted, cb=too_late)
+            healed = await until(
+                lambda: changes(log, "Consumer ORDERS/worker", "healed")[1:],
+                what="the consumer the server deleted made again",
+                patience=30,
+            )
+            assert refused and "error" in refused[0], refused
+            assert "cause" not in healed[0], healed[0]
+
+    run(scenario())
+
+
 def test_who_deleted_a_stream_nobody_declared_is_not_blamed_when_a_spec_declares_it(
     clean_server: NatsServer, tmp_path: Path, run
 ) -> None:
