@@ -5,7 +5,8 @@ The agent subscribes (core NATS) to :data:`SUBJECTS`:
 - ``$JS.EVENT.ADVISORY.API``: the audit of every JetStream API call
   (``io.nats.jetstream.advisory.v1.api_audit``): ``client`` (``name``, ``user`` when
   authenticated, ``acc``, ``host``, ``id``, ``server``), the API ``subject`` called and
-  the request body (never read here: it can hold anything);
+  the request body (read only for a consumer's ``action``) and the server's reply (only
+  whether it is an error: a refused call changed nothing and names no one);
 - ``$JS.EVENT.ADVISORY.STREAM.{CREATED,UPDATED,DELETED}.<stream>`` and
   ``$JS.EVENT.ADVISORY.CONSUMER.{CREATED,DELETED}.<stream>.<consumer>`` (``action``
   create / modify / delete; no client).
@@ -142,9 +143,22 @@ def _asked_update(request: Any) -> bool:
     return isinstance(decoded, dict) and decoded.get("action") == "update"
 
 
+def _refused(response: Any) -> bool:
+    """Whether an audit's ``response`` (the server's reply, as JSON text) is an error:
+    the call changed nothing ("consumer not found"), so it names no one. Untrusted text
+    too: it only decides whether someone is credited."""
+    if not isinstance(response, str) or len(response) > 1_000_000:
+        return False
+    try:
+        decoded = json.loads(response)
+    except ValueError:
+        return False
+    return isinstance(decoded, dict) and decoded.get("error") is not None
+
+
 def _audit(body: dict[str, Any]) -> Touch | None:
     target = _api_target(str(body.get("subject") or ""))
-    if target is None:
+    if target is None or _refused(body.get("response")):
         return None
     operation, stream, consumer = target
     if consumer is not None and operation == "create" and _asked_update(body.get("request")):

@@ -13,7 +13,7 @@ from typing import Any
 from reconciler.agent.listener import AdvisoryListener
 from reconciler.agent.logs import Log
 from reconciler.agent.metrics import EnvironmentMetrics
-from reconciler.agent.status import NOTHING, Resources, ResourceStatus, State
+from reconciler.agent.status import NOTHING, Resources, ResourceStatus, State, key_of
 from reconciler.identity import ResourceRef
 from reconciler.model.timestamps import rfc3339
 
@@ -47,10 +47,12 @@ class Report:
         before: Resources = NOTHING,
         heard: int,
     ) -> None:
-        """Log and count each change of state; forget causes of resources back in sync
-        that came before the cycle began (``heard``: the listener's count of causes
-        then). ``streams``: a targeted cycle's, the only ones it looked at (``before``:
-        the resources it replaced): only theirs are compared."""
+        """Log and count each change of state; forget the causes, come before the cycle
+        began (``heard``: the listener's count of causes then), of the resources it found
+        in sync and of those it looked at and did not find (a spec declaring one later is
+        a commit's doing, not its deleter's). ``streams``: a targeted cycle's, the only
+        ones it looked at (``before``: the resources it replaced): only theirs are
+        compared."""
         first = not self.known
         looked = resources.unordered() if streams is None else resources.of_streams(streams)
         seen: dict[ResourceRef, State] = {}
@@ -78,6 +80,12 @@ class Report:
             if r.state == "needs_person" and before_state != "needs_person":
                 self.metrics.refused.labels(action_of(r)).inc()
             self._change(r, before_state, commit)
+        if causes:  # a resource it looked for and did not find (deleted, never declared)
+            found = {key_of(ref) for ref in seen}
+            for key in [
+                k for k in causes if k not in found and (streams is None or k[0] in streams)
+            ]:
+                self.listener.forget(key, heard)
         if streams is None:
             self.known = seen
         else:

@@ -169,6 +169,66 @@ def test_a_change_that_changed_nothing_is_not_blamed_for_a_later_one(
     run(scenario())
 
 
+def test_a_call_the_server_refused_is_not_blamed_for_a_change(
+    clean_server: NatsServer, tmp_path: Path, run
+) -> None:
+    """The server deletes an idle consumer itself; alice then asks to delete it too and is
+    told "consumer not found": her call changed nothing (its audit says the error), so
+    the heal names no one, never "deleted by alice"."""
+    idle = ORDERS.replace(
+        "ack_policy: explicit\n", "ack_policy: explicit\ninactive_threshold: 3s\n"
+    )
+    specs = write(tmp_path, idle)
+
+    async def scenario() -> None:
+        async with orders_agent(clean_server.url, specs) as (_, log, alice):
+            refused: list[dict[str, Any]] = []
+
+            async def too_late(_: Any) -> None:
+                reply = await alice.nc.request("$JS.API.CONSUMER.DELETE.ORDERS.worker", b"")
+                refused.append(json.loads(reply.data))
+
+            deleted = "$JS.EVENT.ADVISORY.CONSUMER.DELETED.ORDERS.worker"
+            await alice.nc.subscribe(deleted, cb=too_late)
+            healed = await until(
+                lambda: changes(log, "Consumer ORDERS/worker", "healed")[1:],
+                what="the consumer the server deleted made again",
+                patience=30,
+            )
+            assert refused and "error" in refused[0], refused
+            assert "cause" not in healed[0], healed[0]
+
+    run(scenario())
+
+
+def test_who_deleted_a_stream_nobody_declared_is_not_blamed_when_a_spec_declares_it(
+    clean_server: NatsServer, tmp_path: Path, run
+) -> None:
+    """alice makes and deletes a scratch stream no spec declares; later a spec declares a
+    stream of that name: the agent creates it because of the spec, never saying alice
+    deleted it (the audit named a resource no cycle found, and was kept for ever)."""
+    specs = write(tmp_path, ORDERS)
+    scratch = 'kind: Stream\nname: SCRATCH\nsubjects: ["scratch.>"]\n'
+
+    async def scenario() -> None:
+        async with (
+            running_agent(fixed_source([specs], clean_server.url), interval=0.3) as (agent, log),
+            Other.connect(clean_server.url) as alice,
+        ):
+            await until(lambda: changes(log, "Stream ORDERS", "healed"), what="ORDERS created")
+            await alice.api("STREAM.CREATE.SCRATCH", {"name": "SCRATCH", "subjects": ["scratch.>"]})
+            await cycles_after(agent)
+            await alice.api("STREAM.DELETE.SCRATCH")
+            await cycles_after(agent)
+            specs.write_text(ORDERS + "---\n" + scratch, encoding="utf-8")
+            healed = await until(
+                lambda: changes(log, "Stream SCRATCH", "healed"), what="SCRATCH declared"
+            )
+            assert "cause" not in healed[0], healed[0]
+
+    run(scenario())
+
+
 def test_a_stream_deleted_out_of_band_is_created_again_naming_who_and_what_went(
     clean_server: NatsServer, tmp_path: Path, run
 ) -> None:

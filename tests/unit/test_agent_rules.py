@@ -80,6 +80,17 @@ def test_reads_purges_and_ephemeral_consumers_name_nothing() -> None:
         assert parse("$JS.EVENT.ADVISORY.API", _audit(subject)) is None, subject
 
 
+def test_a_call_the_server_refused_names_no_one() -> None:
+    """An audit's reply is an error ("consumer not found"): the call changed nothing. A
+    reply that only holds the word in a value, or is not JSON, still names who called."""
+    refused = '{"type": "x", "error": {"code": 404, "description": "consumer not found"}}'
+    assert parse("x", _audit("$JS.API.CONSUMER.DELETE.ORDERS.w", response=refused)) is None
+    said = json.dumps({"config": {"description": '"error": 1'}, "did_create": True})
+    for response in (said, "not json", '{"error": null}', None):
+        touch = parse("x", _audit("$JS.API.STREAM.CREATE.ORDERS", response=response))
+        assert touch is not None and touch.cause is not None, response
+
+
 def test_resource_events_wake_the_agent_without_a_cause() -> None:
     stream = json.dumps(
         {"type": "io.nats.jetstream.advisory.v1.stream_action", "stream": "S", "action": "delete"}
