@@ -147,8 +147,8 @@ def _refused(response: Any) -> bool:
     """Whether an audit's ``response`` (the server's reply, as JSON text) is an error:
     the call changed nothing ("consumer not found"), so it names no one. Untrusted text
     too: it only decides whether someone is credited."""
-    if not isinstance(response, str) or len(response) > 1_000_000:
-        return False
+    if not isinstance(response, str) or len(response) > 1_000_000 or '"error"' not in response:
+        return False  # a created stream's whole info is not decoded to learn it is none
     try:
         decoded = json.loads(response)
     except ValueError:
