@@ -5,6 +5,7 @@ Each test is one thing that went wrong on that walk: the command run as a user r
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,23 @@ def test_an_out_that_cannot_be_written_is_named_as_given_and_why(
     assert (tmp_path / "report").read_text() == "a file, not a folder\n"
     assert state(clean_server) == before
     assert before["ORDERS"]["messages"] == 3
+
+
+def test_an_apply_step_record_names_a_consumers_stream_and_null_for_a_stream(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """docs/output.md showed a Stream's step record with ``"stream": "ORDERS"``; the
+    record says what the plan's ``changes`` say: a consumer's stream, null for a stream."""
+    root = repo(tmp_path)
+    done = reconcile(
+        "apply", "specs", "--server", clean_server.url, "--yes", "--format", "json", cwd=root
+    )
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in done.stdout.splitlines()]
+    steps = {(r["kind"], r["name"]): r["stream"] for r in records if r["type"] == "step"}
+    changes = records[0]["plan"]["changes"]
+    assert steps == {(c["kind"], c["name"]): c["stream"] for c in changes}
+    assert steps[("Stream", "ORDERS")] is None
+    assert {s for (kind, _), s in steps.items() if kind == "Consumer"} == {"ORDERS"}
+    publish(clean_server, "ORDERS.new", 2)
+    assert state(clean_server)["ORDERS"]["messages"] == 2
