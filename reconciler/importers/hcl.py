@@ -260,12 +260,11 @@ class _Reader:
         return self.source[node.start_byte : node.end_byte].decode("utf-8")
 
     def syntax_error(self, root: Node) -> None:
-        """Raise at the first place the grammar could not read."""
+        """Raise at the first place the grammar could not read: the innermost error, also
+        inside an ERROR node (a whole block the grammar gave up on starts at its first
+        line; the invalid escape in it is lines further)."""
         node = root
-        while not (node.is_error or node.is_missing):
-            inner = next((c for c in node.children if c.has_error), None)
-            if inner is None:
-                break
+        while (inner := next((c for c in node.children if c.has_error), None)) is not None:
             node = inner
         if node.is_missing:
             raise self.error(node, f"invalid HCL: missing {node.type!r}")
