@@ -35,6 +35,7 @@ from typing import Any
 
 from reconciler.backup.layout import (
     DATA,
+    FOLDER_MODE,
     JOURNAL,
     MANIFEST,
     METADATA,
@@ -236,7 +237,7 @@ def claim(out: Path) -> Iterator[Claim]:
     """Hold ``out`` for one backup: created when missing, locked, read; refused when it
     is neither empty nor a backup, or when another backup holds it."""
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        out.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
         fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as err:
         raise BackupError(f"{out}: cannot use it as the backup folder: {err.strerror}") from None

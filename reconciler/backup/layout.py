@@ -87,6 +87,13 @@ def stream_folder(root: Path, name: str) -> StreamFolder:
     return StreamFolder(name, root / name)
 
 
+#: A backup holds every message, KeyValue values too (secrets, often): its folders and
+#: files are its owner's alone, as the nats CLI makes its own (an existing folder given
+#: keeps the permissions its owner chose).
+FOLDER_MODE = 0o700
+FILE_MODE = 0o600
+
+
 class AtomicFile:
     """A file written under ``.<name>.partial``, hashed (SHA-256) as it is written, synced
     and renamed into place by :meth:`commit`; :meth:`discard` removes the partial file."""
@@ -94,9 +101,9 @@ class AtomicFile:
     def __init__(self, target: Path) -> None:
         self.target = target
         self.partial = partial_of(target)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        target.parent.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
         self.partial.unlink(missing_ok=True)  # an interrupted write's (or a link: not followed)
-        fd = os.open(self.partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+        fd = os.open(self.partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
         self._handle: IO[bytes] | None = os.fdopen(fd, "wb")
         self._digest = hashlib.sha256()
         self.size = 0

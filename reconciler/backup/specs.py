@@ -14,7 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from reconciler.backup.layout import MANIFEST, AtomicFile, BackupError, file_digest, sync_folder
+from reconciler.backup.layout import (
+    FOLDER_MODE,
+    MANIFEST,
+    AtomicFile,
+    BackupError,
+    file_digest,
+    sync_folder,
+)
 from reconciler.backup.manifest import Contents, FileRecord
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.state import LiveState
@@ -44,7 +51,7 @@ async def spec_texts(
 
 def write_specs(folder: Path, texts: Iterable[tuple[str, str]]) -> dict[str, FileRecord]:
     """Each file into ``folder``, atomically; each file's digest."""
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
     written = {name: _write(folder / name, text) for name, text in texts}
     sync_folder(folder)
     return written

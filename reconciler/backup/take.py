@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 from reconciler.backup.folder import Claim, claim
 from reconciler.backup.layout import (
     DATA,
+    FOLDER_MODE,
     METADATA,
     SPECS,
     AtomicFile,
@@ -392,7 +393,7 @@ async def _snapshot(
     """The snapshot of ``source`` into ``name``'s folder, consumers' positions around it
     (``memory``: the config of memory stream ``name``, ``source`` its file mirror)."""
     before = await _consumer_positions(client, name)
-    folder.folder.mkdir(parents=True, exist_ok=True)
+    folder.folder.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
     folder.metadata.unlink(missing_ok=True)  # never beside a newer snapshot
     data = AtomicFile(folder.data)
     received = 0
