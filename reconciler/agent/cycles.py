@@ -628,8 +628,9 @@ class Watch:
         return self.memory.merged(self.last.resources, found, scoped, planned), scoped
 
     async def _standby_health(self, request: PlanRequest, specs: Sequence[Spec]) -> None:
-        """Each standby pair's health, both sides read (docs/dr.md#health): metrics, and
-        a log line per pair that is not healthy. Never a failover."""
+        """Each standby pair's health, both sides read
+        (docs/dr.md#2-watch-each-pairs-health): metrics, and a log line per pair that is
+        not healthy. Never a failover."""
         if request.project is None or request.env is None:
             return
         try:

@@ -9,7 +9,7 @@ anew), ``type`` (four advisory types), ``outcome`` (``ok``/``error``), ``scope``
 project file's environment names: a set the repository fixes); one serving a single
 target has no ``env`` label, as before. The ``reconcile_standby_*`` gauges carry
 ``stream``: a stream whose spec declares a standby (a set the repository bounds;
-docs/dr.md#health). No resource, client or user name and no spec
+docs/dr.md#2-watch-each-pairs-health). No resource, client or user name and no spec
 value is ever a label: they are in ``/status`` and the log.
 """
 
@@ -121,7 +121,7 @@ class Metrics:
         )
         self.standby_healthy = Gauge(
             "reconcile_standby_healthy",
-            "1 while the standby pair is healthy (docs/dr.md#health), else 0.",
+            "1 while the standby pair is healthy (docs/dr.md#2-watch-each-pairs-health), else 0.",
             [*env, "stream"],
             registry=r,
         )

@@ -33,7 +33,8 @@ class Target:
     policies: tuple[Path, ...] = ()  # the project's policy files (docs/policy.md)
     #: Every environment of the project and its JetStream domain (standby pairs: docs/dr.md).
     domains: tuple[tuple[str, str | None], ...] = ()
-    #: The project file read (the other side of a standby pair: docs/dr.md#health).
+    #: The project file read (the other side of a standby pair:
+    #: docs/dr.md#2-watch-each-pairs-health).
     project: Project | None = field(default=None, compare=False, repr=False)
 
 

@@ -1,6 +1,6 @@
 """The failover's server changes as apply's :class:`~reconciler.planning.steps.Plan`
-steps, judged as apply judges a plan (docs/dr.md#rules), before it asks and before
-anything changes:
+steps, judged as apply judges a plan (docs/dr.md#applys-rules-policies-and-lifecycle),
+before it asks and before anything changes:
 
 - each environment's lifecycle, merged with the stream's and its consumers' (safety
   wins): ``mode: observe`` on either side refuses the pair (never written);

@@ -65,7 +65,8 @@ class PlanRequest:
     #: Every environment of the project and its JetStream domain: where a stream's
     #: standby mirrors it from (docs/dr.md).
     domains: tuple[tuple[str, str | None], ...] = ()
-    #: The project file read, when the request is an environment's (docs/dr.md#health).
+    #: The project file read, when the request is an environment's
+    #: (docs/dr.md#2-watch-each-pairs-health).
     project: Project | None = field(default=None, compare=False, repr=False)
     #: The spec files of ``paths`` parsed by a child already (:mod:`reconciler.specs.ahead`:
     #: the door forked it before importing the engine); the load takes their documents.

@@ -286,8 +286,9 @@ async def _planned_in_session(
 async def _say_standby_health(
     request: PlanRequest, specs: Sequence[Spec], observer: Observer
 ) -> None:
-    """docs/dr.md#health: one notice per standby pair the environment is a side of, both
-    sides read, each on its own server (nothing without a project's environment)."""
+    """docs/dr.md#2-watch-each-pairs-health: one notice per standby pair the environment
+    is a side of, both sides read, each on its own server (nothing without a project's
+    environment)."""
     if request.project is None or request.env is None:
         return
     if not any(spec.standby is not None for spec in specs):

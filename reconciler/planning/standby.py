@@ -399,7 +399,7 @@ def _guarded(
             f"{PREVENTED}{spec.name} here takes the writes (promoted by a failover?): "
             f"replacing it by the mirror of {standby.primary} would delete them; make "
             f"{environment} the primary (standby.primary: {environment}, environment: "
-            f"{standby.primary}) at {standby.where} (docs/dr.md#failback); the old origin "
+            f"{standby.primary}) at {standby.where} (docs/dr.md#5-fail-back); the old origin "
             f"of an unplanned failover, back with its subjects, is fenced first: with "
             f"{environment} the primary at {standby.where} again, `reconcile failover "
             f"--from {environment} --to {standby.primary}` once more, then swap the roles; "

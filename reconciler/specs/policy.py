@@ -235,7 +235,7 @@ def selected(sources: Sequence[str]) -> dict[str, frozenset[str] | None]:
     (``resource.desired.num_replicas``: ``num_replicas``); None where one of them reads
     the whole (``'max_bytes' in resource.desired``, an index, an optional field, a
     method, ``resource`` alone). Evaluation hands CEL only that: turning values into
-    CEL's cost tens of microseconds per config key (docs/policy.md#performance), and a
+    CEL's cost tens of microseconds per config key (docs/performance.md#policy-evaluation), and a
     map cut to the keys an expression selects answers every selection of those keys
     (and ``has()`` of them) as the whole map does."""
     found: dict[str, frozenset[str] | None] = dict.fromkeys(("resource", "step", *CONFIGS))

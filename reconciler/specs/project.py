@@ -159,6 +159,8 @@ class Project:
     places: Mapping[Path, tuple[str, Location]] = field(
         default_factory=dict, compare=False, repr=False
     )
+    #: The line of ``environments:`` (an unknown environment's error names it).
+    environments_at: Location | None = field(default=None, compare=False, repr=False)
 
     @property
     def root(self) -> Path:
@@ -172,7 +174,8 @@ class Project:
         known = sorted(self.environments)
         hint = did_you_mean(name, known)
         message = f"no environment {name!r}{hint} (known: {', '.join(known)})"
-        raise SpecError([Problem(Location(str(self.path), 1), "environments", message)])
+        where = self.environments_at or Location(str(self.path), 1)
+        raise SpecError([Problem(where, "environments", message)])
 
     def spec_paths(self, environment: Environment) -> list[Path]:
         """The shared spec paths, then the environment's own resources."""
@@ -270,6 +273,7 @@ def _project(path: Path, document: Document) -> Project:
         ignore=ignore,
         policies=policies,
         places=named.places,
+        environments_at=document.where("environments"),
     )
 
 

@@ -1,5 +1,5 @@
 """The agent (`reconcile watch --env west`) exports each standby pair's health as metrics
-and logs a pair that is not healthy (docs/dr.md#health); it never fails over."""
+and logs a pair that is not healthy (docs/dr.md#2-watch-each-pairs-health); it never fails over."""
 
 from __future__ import annotations
 

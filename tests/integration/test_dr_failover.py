@@ -391,6 +391,32 @@ def test_a_retry_whose_acknowledgement_was_lost_at_the_fence_is_stored_once(
     assert last_seq(west) == 51
 
 
+def test_a_restart_of_the_standby_drops_the_mirrors_window_and_apply_gives_it_back(
+    ready: tuple[NatsServer, NatsServer, Path],
+) -> None:
+    """A restart of west's server drops its mirror's duplicate_window (the config it
+    reports has none: every matrix server, docs/jetstream-notes.md), so west's plan is no
+    longer empty: it shows the window's update, and `apply --env west` (or the agent's
+    heal) puts it back. A message mirrored after that, its acknowledgement lost at the
+    fence, is stored once (docs/dr.md, Retries and exactly once)."""
+    east, west, root = ready
+    west.restart()
+    wait_for(lambda: bool(west.monitor("leafz").get("leafnodes")))
+    assert not _info(west.url, "ORDERS")["config"].get("duplicate_window")
+    plan = reconcile("plan", "--env", "west", "--detailed-exitcode", cwd=root)
+    assert plan.returncode == 2, plan.stdout + plan.stderr
+    assert "duplicate_window" in plan.stdout
+    applied(root, "west")
+    assert _info(west.url, "ORDERS")["config"].get("duplicate_window")
+    assert _sent(east.url, "lost-ack")["seq"] == 51  # its answer never arrived, say
+    wait_for(lambda: last_seq(west) == 51)
+    result = reconcile("failover", "--from", "east", "--to", "west", "--yes", cwd=root)
+    assert result.returncode == 0, result.stdout + result.stderr
+    again = _sent(west.url, "lost-ack")
+    assert again.get("duplicate") is True and again["seq"] == 51, again
+    assert stored(west).count("lost-ack") == 1
+
+
 def test_ctrl_c_while_a_failover_waits_for_a_lock_says_nothing_was_changed(
     ready: tuple[NatsServer, NatsServer, Path],
 ) -> None:

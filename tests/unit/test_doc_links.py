@@ -35,3 +35,28 @@ def test_no_document_points_outside_the_checkout(document: Path) -> None:
     text = document.read_text(encoding="utf-8")
     assert "../shared" not in text
     assert "/work/" not in text
+
+
+def _anchors(document: Path) -> set[str]:
+    """The anchors GitHub gives ``document``'s headings (lower case, punctuation but
+    hyphens dropped, spaces as hyphens)."""
+    found = set()
+    for line in document.read_text(encoding="utf-8").splitlines():
+        heading = re.match(r"^#{1,6} (.+)$", line)
+        if heading:
+            words = re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower())
+            found.add(words.replace(" ", "-"))
+    return found
+
+
+def test_every_docs_anchor_the_code_names_is_a_heading() -> None:
+    """A message, metric help or docstring naming ``docs/NAME.md#anchor`` sends the reader
+    to a heading of that page (a plan's failback refusal named ``#failback``, a heading
+    no page has)."""
+    broken = []
+    for source in sorted((REPO / "reconciler").rglob("*.py")):
+        text = source.read_text(encoding="utf-8")
+        for page, anchor in re.findall(r"docs/([\w-]+\.md)#([\w-]+)", text):
+            if anchor not in _anchors(REPO / "docs" / page):
+                broken.append(f"{source.relative_to(REPO)}: docs/{page}#{anchor}")
+    assert broken == []

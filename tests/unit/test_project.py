@@ -118,6 +118,15 @@ def test_an_unknown_environment_gets_a_did_you_mean(tmp_path: Path) -> None:
         load_project(tmp_path / "reconcile.yaml").environment("prdo")
 
 
+def test_an_unknown_environment_is_reported_at_the_environments_line(tmp_path: Path) -> None:
+    """`--env nope` named reconcile.yaml:1 (a comment in the shipped examples), not the
+    line of `environments:` where the known ones are."""
+    write(tmp_path, {"reconcile.yaml": "# a comment\n" + PROJECT})
+    with pytest.raises(SpecError) as bad:
+        load_project(tmp_path / "reconcile.yaml").environment("nope")
+    assert str(bad.value).startswith(f"{tmp_path / 'reconcile.yaml'}:4: environments: "), bad.value
+
+
 def test_overlays_merge_fields_replace_lists_remove_nulls_and_delete_resources(
     tmp_path: Path,
 ) -> None:
