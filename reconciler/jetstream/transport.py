@@ -276,7 +276,7 @@ class Transport:
         return ServerInfo(
             version=str(info.get("version", "0.0.0")),
             api_level=int(api.get("level", 0) or 0),
-            clustered=bool(info.get("cluster")),
+            clustered=clustered(info),
             cluster_size=len(advertised) if info.get("cluster") and advertised else None,
             domain=account.get("domain") or info.get("domain") or self.domain,
             embedded=self.embedded,
@@ -416,6 +416,19 @@ def settled(future: asyncio.Future[Any]) -> None:
     stops listening to the future it guards). Awaiters still get the exception."""
     if not future.cancelled():
         future.exception()
+
+
+def clustered(info: dict[str, Any]) -> bool:
+    """Whether the server of this INFO runs JetStream clustered: it names a cluster, and
+    not the one a single server with a leafnode link names itself. nats-server gives a
+    server with leafnode remotes and no cluster block its own name as the cluster's
+    (``leafNoCluster``: no routes, so no cluster; a disaster-recovery standby, an edge
+    site), and it advertises no other server, where a cluster advertises its members
+    (``connect_urls``) unless ``no_advertise`` (docs/jetstream-notes.md)."""
+    cluster = info.get("cluster")
+    if not cluster:
+        return False
+    return bool(info.get("connect_urls")) or cluster != info.get("server_name")
 
 
 def _positive(value: Any) -> int | None:
