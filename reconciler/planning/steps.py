@@ -402,6 +402,13 @@ class Plan:
         return tuple(step for step in self.changes if prevention(step))
 
     @property
+    def prevented_destroy(self) -> bool:
+        """Whether every prevented step destroys data (lifecycle ``prevent_destroy``);
+        False when a rule prevents a change that destroys nothing too (a failover's
+        fenced origin given its subjects back)."""
+        return all(step.destructive for step in self.prevented)
+
+    @property
     def denied(self) -> tuple[PolicyFinding, ...]:
         """The policy findings at level ``deny``: apply refuses the plan, plan exits 3."""
         return tuple(finding for finding in self.policy if finding.denies)

@@ -109,6 +109,8 @@ def _verdict(plan: Plan, allowed: Collection[str]) -> str:
         return f"### ✅ {done}: nothing is destroyed"
     if "allowed by" in warning:
         return f"### ⚠️ Destroys data (allowed): {done}"
+    if plan.prevented and not plan.prevented_destroy:
+        return f"### ⛔ A step is prevented, apply refuses: {done}"
     return f"### ⛔ Destroys data, refused as it stands: {done}"
 
 

@@ -162,11 +162,14 @@ def destroy_warning(plan: Plan, allowed: Collection[str] = ()) -> str | None:
     """The line saying how many steps destroy data and which flag apply needs (or that
     the flag given allows them)."""
     steps = plan.destructive_steps
-    if plan.prevented:  # lifecycle prevent_destroy: no flag allows them
+    if plan.prevented:  # lifecycle prevent_destroy, a failover rule: no flag allows them
         count = len(plan.prevented)
-        return (
-            f"{count} step(s) destroy protected resources: apply refuses the plan, whatever flags."
+        what = (
+            "destroy protected resources"
+            if plan.prevented_destroy
+            else "are prevented (each says why)"
         )
+        return f"{count} step(s) {what}: apply refuses the plan, whatever flags."
     if not steps:
         return None
     refused = plan.refused(

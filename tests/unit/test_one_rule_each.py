@@ -140,3 +140,29 @@ def test_the_plan_shown_announces_exactly_what_the_executor_refuses(
         assert f"Re-run with {flag}" in refused.headline
     else:
         assert "allowed by" in warning
+
+
+def test_a_prevented_step_that_destroys_nothing_is_not_said_to_destroy() -> None:
+    """A failover rule prevents an update that destroys nothing (a fenced origin given its
+    subjects back): the plan's last line and the pull request's headline said it destroyed
+    protected resources; a prevented delete still says so."""
+    from reconciler.identity import ResourceRef
+    from reconciler.model.state import ServerInfo
+    from reconciler.planning.steps import Delete, Plan, Update
+    from reconciler.render.markdown import render_markdown
+    from reconciler.render.text import destroy_warning
+
+    server = ServerInfo("2.12.1", 2)
+    why = "the origin is fenced: a failover gave its subjects to the standby"
+    update = Update(ref=ResourceRef("Stream", "A"), config={}, live={}, prevented=why)
+    gone = Delete(ref=ResourceRef("Stream", "B"), prevented="lifecycle prevent_destroy")
+    fenced = Plan(server=server, changes=(update,))
+    warning = destroy_warning(fenced) or ""
+    assert "prevented" in warning and "destroy" not in warning
+    assert "apply refuses" in warning
+    headline = render_markdown(fenced).splitlines()[0]
+    assert "prevented" in headline and "Destroys" not in headline
+    both = Plan(server=server, changes=(update, gone))
+    assert "2 step(s) are prevented" in (destroy_warning(both) or "")
+    deleting = Plan(server=server, changes=(gone,))
+    assert "destroy protected resources" in (destroy_warning(deleting) or "")
