@@ -5,7 +5,10 @@ The engine speaks the CLI's words ("Re-run with --allow-replace", "deleted with
 line the Action shows (job log, annotations, step summary, PR comment, the ``summary``
 output) passes through :func:`as_inputs`, which names the input instead: "Re-run with
 input allow-replace: true". The replacement is plain words (no backtick, no markup), so
-it stays inert inside a Markdown code span or an escaped table cell.
+it stays inert inside a Markdown code span or an escaped table cell. A flag no input
+sets is named where an Action user sets it instead: a server setting as a project
+environment's field (``input environment:`` reads it, docs/environments.md), a
+take-over as the CLI command that does it.
 """
 
 from __future__ import annotations
@@ -27,6 +30,10 @@ FLAG_INPUTS: Mapping[str, str] = {
     "--env": "input environment:",
     "--project": "input project:",
     "--yes": "input mode: apply",
+    "--monitor": "a project environment's monitor:",
+    "--system-creds": "system_creds:",
+    "--system-context": "system_context:",
+    "--take-over": "reconcile apply --take-over",
 }
 _FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]*(?![\w-])")
 

@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from cli_runner import reconcile
 from credentials import make_operator
 from servers import NatsServer, run
 
@@ -549,6 +550,37 @@ def test_messages_name_action_inputs_not_cli_flags(
     )
     assert "input allow-replace: true" in refused.outputs["summary"]
     assert "--allow-" not in said and "--prune" not in said
+
+
+def test_no_message_names_a_cli_flag_the_action_has_no_input_for(
+    clean_server: NatsServer, workspace: Workspace, github: GitHubStandIn
+) -> None:
+    """docs/github-action.md, "Inputs, not flags": every line the Action shows names the
+    input that sets a thing, not the CLI's flag. The capacity note said "give --monitor
+    URL or --system-creds/--system-context", and an owner conflict "re-run with
+    --take-over": flags a workflow has no way to pass. A server setting is named where an
+    Action user gives it (a project environment's field); a take-over is the CLI's
+    command, named as such."""
+    planned = workspace.step(clean_server, mode="plan", comment="true")
+    assert planned.code == 0, planned.stdout + planned.stderr
+    [comment] = ours(github)
+    for shown in (planned.stdout, planned.summary, comment["body"]):
+        assert "the server's own storage limits are unknown" in shown
+        assert "a project environment's monitor:" in shown
+        assert "--monitor" not in shown and "--system-" not in shown
+
+    other = {"NATS_URL": clean_server.url}
+    claimed = reconcile(
+        "apply", "specs", "--owner", "team-b", "--yes", cwd=workspace.root, env=other
+    )
+    assert claimed.returncode == 0, claimed.stderr
+    refused = workspace.step(clean_server, mode="plan")
+    assert refused.code == 1
+    said = refused.stdout + refused.summary + refused.outputs["summary"]
+    assert "::error file=specs/orders.yaml,line=1," in refused.stdout
+    assert "managed by owner 'team-b'" in said
+    assert said.count("--take-over") == said.count("reconcile apply --take-over") > 0
+    assert "Traceback" not in refused.stdout + refused.stderr
 
 
 def test_several_environments_lead_the_step_summary_with_a_table(
