@@ -132,11 +132,16 @@ class JetStreamProvider(ResourceProvider):
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         spec = to_spec(props)
+        # a create adopting an existing resource is an update of it: the same allowances
+        allow = bool(plain(props.get("allow_destroy", False)))
+        migrate = bool(plain(props.get("migrate", False)))
         live = self._run(
             props,
             lambda client, observer: operations.converge(
                 client,
                 spec,
+                allow_data_loss=allow,
+                migrate=migrate,
                 observer=observer,
                 policies=self._policies,
                 lock_timeout=self._lock_wait(),

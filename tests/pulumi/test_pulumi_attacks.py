@@ -307,3 +307,55 @@ def test_a_creds_file_that_is_none_is_named_as_the_stack_sets_it_not_a_cli_flag(
     assert "the connection's creds (jetstream:creds or the `connection` input)" in details
     assert "--creds" not in details and "Traceback" not in details, details
     assert _streams(server) == before
+
+
+# --- a create that adopts a stream honours the resource's allow_destroy ---------------------
+
+
+def test_a_create_adopting_a_fuller_stream_honours_allow_destroy_as_its_refusal_says(
+    server: NatsServer,
+) -> None:
+    """A stream made outside Pulumi holds 20 messages; the program declares it with
+    ``max_msgs=5``. The create (which adopts it) is refused, telling the user to "set
+    allow_destroy=True on the resource": with it set, the create was refused again with
+    the same words (create never passed the resource's ``allow_destroy`` on), a refusal
+    no program could get past. Without it the 20 messages stay; with it, 5 do, as an
+    update of a resource already in the state."""
+    with configured({"jetstream:servers": server.url}) as host:
+        name = unique("ADOPTFULL")
+        api(server, f"STREAM.CREATE.{name}", {"name": name, "subjects": [f"{name}.>"]})
+        run(_publish(server.url, f"{name}.a", 20))
+        checked, failures = host.check(stream_inputs(name, max_msgs=5))
+        assert failures == []
+        with pytest.raises(grpc.RpcError) as refused:
+            host.create(checked)
+        details = str(refused.value.details())
+        assert "allow_destroy=True" in details and "Traceback" not in details
+        assert api(server, f"STREAM.INFO.{name}")["state"]["messages"] == 20
+        allowed, _ = host.check(stream_inputs(name, max_msgs=5, allow_destroy=True))
+        id_, outputs = host.create(allowed)
+        assert id_ == name and outputs["live_config"]["max_msgs"] == 5
+        assert api(server, f"STREAM.INFO.{name}")["state"]["messages"] == 5
+
+
+def test_a_create_adopting_a_stream_of_another_storage_migrates_it_with_migrate(
+    server: NatsServer,
+) -> None:
+    """A memory stream made outside Pulumi, holding 20 messages, declared with
+    ``storage="file"`` and ``migrate=True``: the create refused it as a replace (create
+    never passed ``migrate`` on). It migrates it now, as an update would, every message
+    kept."""
+    with configured({"jetstream:servers": server.url}) as host:
+        name = unique("ADOPTMIGRATE")
+        api(
+            server,
+            f"STREAM.CREATE.{name}",
+            {"name": name, "subjects": [f"{name}.>"], "storage": "memory"},
+        )
+        run(_publish(server.url, f"{name}.a", 20))
+        checked, failures = host.check(stream_inputs(name, storage="file", migrate=True))
+        assert failures == []
+        _, outputs = host.create(checked)
+        assert outputs["live_config"]["storage"] == "file"
+        info = api(server, f"STREAM.INFO.{name}")
+        assert (info["config"]["storage"], info["state"]["messages"]) == ("file", 20)
