@@ -146,6 +146,7 @@ class JetStreamProvider(ResourceProvider):
                 policies=self._policies,
                 lock_timeout=self._lock_wait(),
                 environment=self._environment,
+                creating=True,
             ),
             changes=True,
         )

@@ -359,3 +359,30 @@ def test_a_create_adopting_a_stream_of_another_storage_migrates_it_with_migrate(
         assert outputs["live_config"]["storage"] == "file"
         info = api(server, f"STREAM.INFO.{name}")
         assert (info["config"]["storage"], info["state"]["messages"]) == ("file", 20)
+
+
+def test_a_create_over_a_stream_only_a_replace_could_change_says_a_way_that_works(
+    server: NatsServer,
+) -> None:
+    """A create over a memory stream made outside Pulumi, declared as a file stream, is
+    refused (Pulumi replaces only what its state holds): it said "run `pulumi refresh`,
+    then `pulumi up` replaces it", but a refresh does not know a resource that is not in
+    the state, so the next `pulumi up` creates it again and is refused again. It names
+    the field and the ways out that work now; the 20 messages stay."""
+    with configured({"jetstream:servers": server.url}) as host:
+        name = unique("ADOPTCLASH")
+        api(
+            server,
+            f"STREAM.CREATE.{name}",
+            {"name": name, "subjects": [f"{name}.>"], "storage": "memory"},
+        )
+        run(_publish(server.url, f"{name}.a", 20))
+        checked, _ = host.check(stream_inputs(name, storage="file"))
+        with pytest.raises(grpc.RpcError) as refused:
+            host.create(checked)
+        details = str(refused.value.details())
+        assert "pulumi refresh" not in details and "Traceback" not in details, details
+        assert name in details and "storage" in details and "migrate=True" in details
+        assert "--" not in details
+        info = api(server, f"STREAM.INFO.{name}")
+        assert (info["config"]["storage"], info["state"]["messages"]) == ("memory", 20)
