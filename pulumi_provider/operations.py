@@ -174,6 +174,25 @@ async def converge(
     return live
 
 
+async def judge_replace(
+    client: JetStreamClient,
+    spec: Spec,
+    *,
+    migrate: bool = False,
+    observer: Observer = QUIET,
+    policies: Sequence[str] = (),
+    environment: Environment = NO_ENVIRONMENT,
+) -> None:
+    """Refuse a replace Pulumi is about to make (its delete, then its create) when the
+    plan's own checks against the server refuse it (the account's capacity, fields the
+    server does not support, ...), as apply refuses its replace step before any change:
+    found at the create, the delete would have gone first. Read only, no lock."""
+    state = await read_around(client, spec.ref, observer)
+    request = request_for(migrate=migrate, policies=policies, environment=environment)
+    plan = await stages.plan(client, with_stream(spec), state, request)
+    stages.refuse(stages.checked(plan))
+
+
 def _changed_since(spec: Spec) -> str:
     return (
         f"{spec.kind} {spec.ref.path} changed on the server in a way an update "

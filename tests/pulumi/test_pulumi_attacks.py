@@ -8,6 +8,7 @@ import json
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from reconciler.door_words import spoken
 from reconciler.execution import lock
 from reconciler.execution import run as engine
 from reconciler.execution.lock import Lease, LockSettings
-from reconciler.jetstream import open_client
+from reconciler.jetstream import ConnectionOptions, open_client
 from reconciler.model.migration import temp_name
 from reconciler.model.normalize import ownership_marker
 from reconciler.planning.steps import Migrate
@@ -386,3 +387,49 @@ def test_a_create_over_a_stream_only_a_replace_could_change_says_a_way_that_work
         assert "--" not in details
         info = api(server, f"STREAM.INFO.{name}")
         assert (info["config"]["storage"], info["state"]["messages"]) == ("memory", 20)
+
+
+# --- a replace the account has no room for is refused before the delete --------------------
+
+MiB = 1024 * 1024
+
+
+def test_a_replace_the_account_has_no_room_for_fails_the_diff_and_keeps_the_stream(
+    server_factory: Callable[..., NatsServer],
+) -> None:
+    """An account with 8 MiB of memory; a file stream of 1 MiB holding 7 messages, with
+    ``allow_destroy``, changed to a memory stream of 20 MiB. Pulumi replaces it: the diff
+    (which judged only lifecycle and policy, never the account) let Pulumi delete the
+    stream and its messages, then the create was refused for capacity: the stream gone,
+    nothing made. The diff now judges the replace against the account, as apply does
+    before its first step: refused, naming the limit; the stream and its messages kept."""
+    accounts = {
+        "TEAM": {
+            "jetstream": {"max_file": 64 * MiB, "max_mem": 8 * MiB},
+            "users": [{"user": "team", "password": "s3cretPW"}],
+        }
+    }
+    server = server_factory(config={"accounts": accounts})
+    stack = {"jetstream:servers": server.url, "jetstream:user": "team"}
+    with configured({**stack, "jetstream:password": "s3cretPW"}) as host:
+        name = unique("ROOMLESS")
+        inputs = stream_inputs(name, max_bytes="1MiB", allow_destroy=True)
+        id_, _, outputs = host.apply(inputs)
+        run(_publish(f"nats://team:s3cretPW@127.0.0.1:{server.port}", f"{name}.a", 7))
+        with pytest.raises(grpc.RpcError) as refused:
+            up(host, id_, outputs, {**inputs, "storage": "memory", "max_bytes": "20MiB"})
+        details = str(refused.value.details())
+        assert name in details and "memory" in details, details
+        assert "Traceback" not in details and "s3cretPW" not in details
+        info = run(_info(server, name))
+        assert (info["config"]["storage"], info["state"]["messages"]) == ("file", 7)
+        # a replace that fits goes through the same diff
+        _, replaced = up(host, id_, outputs, {**inputs, "storage": "memory"})
+        assert replaced["live_config"]["storage"] == "memory"
+
+
+async def _info(server: NatsServer, name: str) -> dict[str, Any]:
+    async with open_client(
+        ConnectionOptions(servers=server.url, user="team", password="s3cretPW")
+    ) as client:
+        return await client.stream_info(name)
