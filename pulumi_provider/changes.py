@@ -1,7 +1,8 @@
 """What ``pulumi preview`` says about a resource: no change, update in place, or replace.
 
 Pure: the provider's last outputs hold the live config and the facts of the server it came
-from, so a diff needs no connection. The answer is the engine's own plan for the resource
+from, so a diff needs no connection (a replace's is then checked against the server:
+``operations.judge_replace``). The answer is the engine's own plan for the resource
 (``reconciler.planning.plan.build_plan``), exactly what ``reconcile plan`` shows for it.
 """
 

@@ -29,6 +29,8 @@ from reconciler.execution.stages import QUIET, Observer, PlanRequest
 from reconciler.identity import ResourceRef
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.state import LiveState, ServerInfo
+from reconciler.model.values import bucket_field_name
+from reconciler.planning.steps import Plan, Replace
 from reconciler.specs.lifecycle import MANAGE, Lifecycle
 from reconciler.specs.spec import Spec
 
@@ -128,6 +130,7 @@ async def converge(
     policies: Sequence[str] = (),
     lock_timeout: float | None = stages.LOCK_TIMEOUT,
     environment: Environment = NO_ENVIRONMENT,
+    creating: bool = False,
 ) -> Live:
     """Create or update the resource exactly as ``reconcile apply`` would, then read it.
 
@@ -140,13 +143,14 @@ async def converge(
     and the one executor: an existing resource without the managed-by marker is
     adopted, an update sends the complete config. A replace is refused here: Pulumi
     plans replaces itself (Diff), so one showing up now means the server changed since
-    the last refresh. An update that would delete stored messages (a tighter limit on a
-    stream holding them) is refused unless the resource sets ``allow_destroy``, like a
-    delete. With ``migrate``, a change an update cannot make migrates the messages (the
-    resource's ``migrate`` input). The provider reads only the resource's own stream, so
-    it never sees, and never acts on, a migration record left by an interrupted
-    migration: ``reconcile apply --migrate`` finishes or rolls back such a migration
-    (docs/migrate.md).
+    the last refresh; or, ``creating``, that a resource not in the stack's state already
+    exists there (Pulumi replaces only what its state holds). An update that would
+    delete stored messages (a tighter limit on a stream holding them) is refused unless
+    the resource sets ``allow_destroy``, like a delete. With ``migrate``, a change an
+    update cannot make migrates the messages (the resource's ``migrate`` input). The
+    provider reads only the resource's own stream, so it never sees, and never acts on,
+    a migration record left by an interrupted migration: ``reconcile apply --migrate``
+    finishes or rolls back such a migration (docs/migrate.md).
     """
     target = spec.ref
     async with stages.locked(client, timeout=lock_timeout, on_notice=observer.notice) as held:
@@ -157,8 +161,7 @@ async def converge(
         refusals = stages.verdict(plan, allowances)
         if refusals and refusals[0].kind is RefusalKind.DATA_LOSS and not plan.lossy_updates:
             raise RefusedPlan(
-                f"{spec.kind} {target.path} changed on the server in a way an update "
-                "cannot undo; run `pulumi refresh`, then `pulumi up` replaces it",
+                _creating_replace(spec, plan) if creating else _changed_since(spec),
                 kind=RefusalKind.CHANGED,
             ) from refusals[0]
         stages.refuse(refusals)
@@ -169,6 +172,52 @@ async def converge(
         why = observed[0] if observed else "vanished right after apply"
         raise ReconcileError(f"{spec.kind} {target.path}: {why}")
     return live
+
+
+async def judge_replace(
+    client: JetStreamClient,
+    spec: Spec,
+    *,
+    migrate: bool = False,
+    observer: Observer = QUIET,
+    policies: Sequence[str] = (),
+    environment: Environment = NO_ENVIRONMENT,
+) -> None:
+    """Refuse a replace Pulumi is about to make (its delete, then its create) when the
+    plan's own checks against the server refuse it (the account's capacity, fields the
+    server does not support, ...), as apply refuses its replace step before any change:
+    found at the create, the delete would have gone first. Read only, no lock."""
+    state = await read_around(client, spec.ref, observer)
+    request = request_for(migrate=migrate, policies=policies, environment=environment)
+    plan = await stages.plan(client, with_stream(spec), state, request)
+    stages.refuse(stages.checked(plan))
+
+
+def _changed_since(spec: Spec) -> str:
+    return (
+        f"{spec.kind} {spec.ref.path} changed on the server in a way an update "
+        "cannot undo; run `pulumi refresh`, then `pulumi up` replaces it"
+    )
+
+
+def _creating_replace(spec: Spec, plan: Plan) -> str:
+    """Why a create is refused over a resource only a replace could change: the fields,
+    and the ways out (a refresh does not know a resource the state does not hold)."""
+    fields = sorted(
+        {
+            bucket_field_name(step.kind, reason.field)
+            for step in plan.changes
+            if isinstance(step, Replace) and step.ref == spec.ref
+            for reason in step.because
+        }
+    )
+    which = f" ({', '.join(fields)})" if fields else ""
+    return (
+        f"{spec.kind} {spec.ref.path} already exists on the server and only a replace "
+        f"could change it{which}; Pulumi replaces only what its state holds: declare it "
+        "as the server holds it, delete it on the server first, or (a stream's storage "
+        "or retention) set migrate=True to migrate its messages"
+    )
 
 
 #: Said when the user may not list the account's streams (``$JS.API.STREAM.LIST``).

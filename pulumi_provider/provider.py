@@ -51,6 +51,7 @@ from pulumi_provider.connection import (
 from pulumi_provider.host_errors import plain_errors_in_host
 from pulumi_provider.inputs import (
     CONTROL_FIELDS,
+    IDENTITY_FIELDS,
     OUTPUT_FIELDS,
     SECRET_INPUTS,
     checked_inputs,
@@ -124,6 +125,20 @@ class JetStreamProvider(ResourceProvider):
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         with secrets_hidden(news), spoken(operations.WORDS):
             change = compare(olds, news, self._policies, self._environment)
+        if change.replaces and not set(change.replaces) & set(IDENTITY_FIELDS):
+            spec = to_spec(news)  # Pulumi deletes first: what refuses the create, now
+            migrate = bool(plain(news.get("migrate", False)))
+            self._run(
+                news,
+                lambda client, observer: operations.judge_replace(
+                    client,
+                    spec,
+                    migrate=migrate,
+                    observer=observer,
+                    policies=self._policies,
+                    environment=self._environment,
+                ),
+            )
         return DiffResult(
             changes=change.changes,
             replaces=change.replaces,
@@ -132,15 +147,21 @@ class JetStreamProvider(ResourceProvider):
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         spec = to_spec(props)
+        # a create adopting an existing resource is an update of it: the same allowances
+        allow = bool(plain(props.get("allow_destroy", False)))
+        migrate = bool(plain(props.get("migrate", False)))
         live = self._run(
             props,
             lambda client, observer: operations.converge(
                 client,
                 spec,
+                allow_data_loss=allow,
+                migrate=migrate,
                 observer=observer,
                 policies=self._policies,
                 lock_timeout=self._lock_wait(),
                 environment=self._environment,
+                creating=True,
             ),
             changes=True,
         )

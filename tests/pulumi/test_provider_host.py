@@ -348,7 +348,7 @@ def test_create_over_an_existing_stream_needing_a_replace_is_refused(
     checked, _ = host.check(stream_inputs(name, storage="file"))
     with pytest.raises(grpc.RpcError) as refused:
         host.create(checked)
-    assert "pulumi refresh" in str(refused.value.details())
+    assert "only a replace could change it (storage)" in str(refused.value.details())
     assert api(server, f"STREAM.INFO.{name}")["config"]["storage"] == "memory"
 
 

@@ -8,6 +8,7 @@ import json
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from reconciler.door_words import spoken
 from reconciler.execution import lock
 from reconciler.execution import run as engine
 from reconciler.execution.lock import Lease, LockSettings
-from reconciler.jetstream import open_client
+from reconciler.jetstream import ConnectionOptions, open_client
 from reconciler.model.migration import temp_name
 from reconciler.model.normalize import ownership_marker
 from reconciler.planning.steps import Migrate
@@ -307,3 +308,128 @@ def test_a_creds_file_that_is_none_is_named_as_the_stack_sets_it_not_a_cli_flag(
     assert "the connection's creds (jetstream:creds or the `connection` input)" in details
     assert "--creds" not in details and "Traceback" not in details, details
     assert _streams(server) == before
+
+
+# --- a create that adopts a stream honours the resource's allow_destroy ---------------------
+
+
+def test_a_create_adopting_a_fuller_stream_honours_allow_destroy_as_its_refusal_says(
+    server: NatsServer,
+) -> None:
+    """A stream made outside Pulumi holds 20 messages; the program declares it with
+    ``max_msgs=5``. The create (which adopts it) is refused, telling the user to "set
+    allow_destroy=True on the resource": with it set, the create was refused again with
+    the same words (create never passed the resource's ``allow_destroy`` on), a refusal
+    no program could get past. Without it the 20 messages stay; with it, 5 do, as an
+    update of a resource already in the state."""
+    with configured({"jetstream:servers": server.url}) as host:
+        name = unique("ADOPTFULL")
+        api(server, f"STREAM.CREATE.{name}", {"name": name, "subjects": [f"{name}.>"]})
+        run(_publish(server.url, f"{name}.a", 20))
+        checked, failures = host.check(stream_inputs(name, max_msgs=5))
+        assert failures == []
+        with pytest.raises(grpc.RpcError) as refused:
+            host.create(checked)
+        details = str(refused.value.details())
+        assert "allow_destroy=True" in details and "Traceback" not in details
+        assert api(server, f"STREAM.INFO.{name}")["state"]["messages"] == 20
+        allowed, _ = host.check(stream_inputs(name, max_msgs=5, allow_destroy=True))
+        id_, outputs = host.create(allowed)
+        assert id_ == name and outputs["live_config"]["max_msgs"] == 5
+        assert api(server, f"STREAM.INFO.{name}")["state"]["messages"] == 5
+
+
+def test_a_create_adopting_a_stream_of_another_storage_migrates_it_with_migrate(
+    server: NatsServer,
+) -> None:
+    """A memory stream made outside Pulumi, holding 20 messages, declared with
+    ``storage="file"`` and ``migrate=True``: the create refused it as a replace (create
+    never passed ``migrate`` on). It migrates it now, as an update would, every message
+    kept."""
+    with configured({"jetstream:servers": server.url}) as host:
+        name = unique("ADOPTMIGRATE")
+        api(
+            server,
+            f"STREAM.CREATE.{name}",
+            {"name": name, "subjects": [f"{name}.>"], "storage": "memory"},
+        )
+        run(_publish(server.url, f"{name}.a", 20))
+        checked, failures = host.check(stream_inputs(name, storage="file", migrate=True))
+        assert failures == []
+        _, outputs = host.create(checked)
+        assert outputs["live_config"]["storage"] == "file"
+        info = api(server, f"STREAM.INFO.{name}")
+        assert (info["config"]["storage"], info["state"]["messages"]) == ("file", 20)
+
+
+def test_a_create_over_a_stream_only_a_replace_could_change_says_a_way_that_works(
+    server: NatsServer,
+) -> None:
+    """A create over a memory stream made outside Pulumi, declared as a file stream, is
+    refused (Pulumi replaces only what its state holds): it said "run `pulumi refresh`,
+    then `pulumi up` replaces it", but a refresh does not know a resource that is not in
+    the state, so the next `pulumi up` creates it again and is refused again. It names
+    the field and the ways out that work now; the 20 messages stay."""
+    with configured({"jetstream:servers": server.url}) as host:
+        name = unique("ADOPTCLASH")
+        api(
+            server,
+            f"STREAM.CREATE.{name}",
+            {"name": name, "subjects": [f"{name}.>"], "storage": "memory"},
+        )
+        run(_publish(server.url, f"{name}.a", 20))
+        checked, _ = host.check(stream_inputs(name, storage="file"))
+        with pytest.raises(grpc.RpcError) as refused:
+            host.create(checked)
+        details = str(refused.value.details())
+        assert "pulumi refresh" not in details and "Traceback" not in details, details
+        assert name in details and "storage" in details and "migrate=True" in details
+        assert "--" not in details
+        info = api(server, f"STREAM.INFO.{name}")
+        assert (info["config"]["storage"], info["state"]["messages"]) == ("memory", 20)
+
+
+# --- a replace the account has no room for is refused before the delete --------------------
+
+MiB = 1024 * 1024
+
+
+def test_a_replace_the_account_has_no_room_for_fails_the_diff_and_keeps_the_stream(
+    server_factory: Callable[..., NatsServer],
+) -> None:
+    """An account with 8 MiB of memory; a file stream of 1 MiB holding 7 messages, with
+    ``allow_destroy``, changed to a memory stream of 20 MiB. Pulumi replaces it: the diff
+    (which judged only lifecycle and policy, never the account) let Pulumi delete the
+    stream and its messages, then the create was refused for capacity: the stream gone,
+    nothing made. The diff now judges the replace against the account, as apply does
+    before its first step: refused, naming the limit; the stream and its messages kept."""
+    accounts = {
+        "TEAM": {
+            "jetstream": {"max_file": 64 * MiB, "max_mem": 8 * MiB},
+            "users": [{"user": "team", "password": "s3cretPW"}],
+        }
+    }
+    server = server_factory(config={"accounts": accounts})
+    stack = {"jetstream:servers": server.url, "jetstream:user": "team"}
+    with configured({**stack, "jetstream:password": "s3cretPW"}) as host:
+        name = unique("ROOMLESS")
+        inputs = stream_inputs(name, max_bytes="1MiB", allow_destroy=True)
+        id_, _, outputs = host.apply(inputs)
+        run(_publish(f"nats://team:s3cretPW@127.0.0.1:{server.port}", f"{name}.a", 7))
+        with pytest.raises(grpc.RpcError) as refused:
+            up(host, id_, outputs, {**inputs, "storage": "memory", "max_bytes": "20MiB"})
+        details = str(refused.value.details())
+        assert name in details and "memory" in details, details
+        assert "Traceback" not in details and "s3cretPW" not in details
+        info = run(_info(server, name))
+        assert (info["config"]["storage"], info["state"]["messages"]) == ("file", 7)
+        # a replace that fits goes through the same diff
+        _, replaced = up(host, id_, outputs, {**inputs, "storage": "memory"})
+        assert replaced["live_config"]["storage"] == "memory"
+
+
+async def _info(server: NatsServer, name: str) -> dict[str, Any]:
+    async with open_client(
+        ConnectionOptions(servers=server.url, user="team", password="s3cretPW")
+    ) as client:
+        return await client.stream_info(name)
