@@ -175,22 +175,34 @@ def read_json(path: Path) -> dict[str, Any]:
     return body
 
 
+def unreadable(path: Path, err: OSError) -> BackupError:
+    """A file of the folder that cannot be read (another user's ``0600`` file, removed
+    meanwhile), as an error naming it."""
+    return BackupError(f"{path}: cannot be read ({err.strerror or type(err).__name__})")
+
+
 def file_digest(path: Path) -> tuple[str, int]:
     """(SHA-256, size) of ``path``, read a MiB at a time."""
     digest = hashlib.sha256()
     size = 0
-    with open(path, "rb") as handle:
-        while block := handle.read(READ_SIZE):
-            digest.update(block)
-            size += len(block)
+    try:
+        with open(path, "rb") as handle:
+            while block := handle.read(READ_SIZE):
+                digest.update(block)
+                size += len(block)
+    except OSError as err:
+        raise unreadable(path, err) from None
     return digest.hexdigest(), size
 
 
 def chunks(path: Path, size: int) -> Iterator[bytes]:
     """``path`` in pieces of ``size`` bytes, read as they are asked for."""
-    with open(path, "rb") as handle:
-        while block := handle.read(size):
-            yield block
+    try:
+        with open(path, "rb") as handle:
+            while block := handle.read(size):
+                yield block
+    except OSError as err:
+        raise unreadable(path, err) from None
 
 
 def stream_folders(root: Path) -> list[StreamFolder]:
@@ -229,6 +241,13 @@ def s2_problem(path: Path) -> str | None:
     Walks the frames (a type byte, a 3-byte little-endian length): the stream must start
     with the S2 (or Snappy) identifier, no frame may be of a reserved type or run past the
     end, and it must hold data. Reads the frame headers only (seeks past the bodies)."""
+    try:
+        return _s2_problem(path)
+    except OSError as err:
+        raise unreadable(path, err) from None
+
+
+def _s2_problem(path: Path) -> str | None:
     size = path.stat().st_size
     with open(path, "rb") as handle:
         if handle.read(len(_S2_MAGIC)) not in (_S2_MAGIC, _SNAPPY_MAGIC):
