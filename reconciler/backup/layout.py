@@ -181,6 +181,15 @@ def unreadable(path: Path, err: OSError) -> BackupError:
     return BackupError(f"{path}: cannot be read ({err.strerror or type(err).__name__})")
 
 
+def is_file(path: Path) -> bool:
+    """Whether ``path`` is a file; a folder on the way that cannot be read (another
+    user's ``0700`` folder) is an error naming the file, never a ``PermissionError``."""
+    try:
+        return path.is_file()
+    except OSError as err:
+        raise unreadable(path, err) from None
+
+
 def file_digest(path: Path) -> tuple[str, int]:
     """(SHA-256, size) of ``path``, read a MiB at a time."""
     digest = hashlib.sha256()
@@ -215,7 +224,7 @@ def stream_folders(root: Path) -> list[StreamFolder]:
         return [StreamFolder(_declared_name(root / METADATA), root)]
     found = []
     for child in sorted(root.iterdir()):
-        if child.is_dir() and (child / METADATA).is_file():
+        if child.is_dir() and is_file(child / METADATA):
             found.append(StreamFolder(_declared_name(child / METADATA), child))
     return found
 

@@ -180,16 +180,17 @@ def _as_a_user(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return done
 
 
+@pytest.mark.parametrize("locked", ["ORDERS/stream.tar.s2", "ORDERS"])
 def test_a_backup_file_the_user_cannot_read_is_named(
-    clean_server: NatsServer, server_factory: Any, tmp_path: Path
+    clean_server: NatsServer, server_factory: Any, tmp_path: Path, locked: str
 ) -> None:
-    """A backup's files are 0600, its taker's alone: taken by root (a cron job, a
-    container) and restored or verified by another user, a snapshot that cannot be read
-    said 'unexpected PermissionError at layout.py:182: a reply no NATS server sends...,
-    or a bug', naming no file. Now each door names the file; nothing is restored."""
+    """A backup's files are 0600 and its folders 0700, its taker's alone: taken by root
+    (a cron job, a container) and restored or verified by another user, a snapshot (or
+    a stream's folder) that cannot be read said 'unexpected PermissionError at
+    layout.py:182 (pathlib.py:1013): a reply no NATS server sends..., or a bug', naming
+    no file. Now each door names the file; nothing is restored."""
     _, out = _filled(clean_server, tmp_path)
-    data = out / "ORDERS" / "stream.tar.s2"
-    data.chmod(0)
+    (out / locked).chmod(0)
     target = server_factory()
     for args in (
         ("backup", "verify", str(out)),
@@ -197,7 +198,8 @@ def test_a_backup_file_the_user_cannot_read_is_named(
     ):
         done = _as_a_user(*args, cwd=tmp_path)
         assert done.returncode == 1, done.stdout + done.stderr
-        assert str(data) in done.stderr and "unexpected" not in done.stderr, done.stderr
+        assert str(out / "ORDERS") in done.stderr, done.stderr
+        assert "unexpected" not in done.stderr and "Traceback" not in done.stderr
     assert "error" in run(_request(target.url, "$JS.API.STREAM.INFO.ORDERS"))
-    data.chmod(0o600)
+    (out / locked).chmod(0o700 if locked == "ORDERS" else 0o600)
     _restores_orders(out, target)
