@@ -14,7 +14,8 @@ it writes itself are listed there before they are written. Everything else stays
   elsewhere stays as it is;
 - a symbolic link below the folder is never followed (the folder itself may be one);
 - one backup at a time: the folder is locked (``flock``) while a backup writes into it,
-  and a second one is refused, naming the folder.
+  and a second one is refused, naming the folder; so is a backup into a folder a
+  restore reads (:func:`reading`), and a restore of a folder a backup writes into.
 
 Both lists are read from disk, so someone else may have written them: each entry must be
 a path of the layout (``<stream>/backup.json``, ``<stream>/stream.tar.s2``,
@@ -248,7 +249,8 @@ def claim(out: Path) -> Iterator[Claim]:
             if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
                 raise
             raise BackupError(
-                f"{out}: another backup is writing into this folder; nothing was changed"
+                f"{out}: another backup is writing into this folder, or a restore is "
+                "reading it; nothing was changed"
             ) from None
         manifest, journal = _manifest(out), _journal_files(out)
         if journal is None and os.path.lexists(out / JOURNAL):
@@ -263,5 +265,29 @@ def claim(out: Path) -> Iterator[Claim]:
                 "an empty or new folder"
             )
         yield Claim(out, manifest, journal or set())
+    finally:
+        os.close(fd)  # the lock goes with it
+
+
+@contextlib.contextmanager
+def reading(root: Path) -> Iterator[None]:
+    """Hold ``root`` while a restore reads it (a shared ``flock``, as :func:`claim`
+    takes its own): a backup into it meanwhile is refused, since it would replace the
+    files whose digests the restore checked and whose plan it showed with others; and a
+    restore is refused while a backup writes into it. Where the file system has no such
+    lock, the restore goes on without it."""
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as err:
+        raise BackupError(f"{root}: cannot read it as a backup folder: {err.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as err:
+            if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise BackupError(
+                    f"{root}: a backup is writing into this folder; nothing was changed"
+                ) from None
+        yield
     finally:
         os.close(fd)  # the lock goes with it

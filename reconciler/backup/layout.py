@@ -175,22 +175,43 @@ def read_json(path: Path) -> dict[str, Any]:
     return body
 
 
+def unreadable(path: Path, err: OSError) -> BackupError:
+    """A file of the folder that cannot be read (another user's ``0600`` file, removed
+    meanwhile), as an error naming it."""
+    return BackupError(f"{path}: cannot be read ({err.strerror or type(err).__name__})")
+
+
+def is_file(path: Path) -> bool:
+    """Whether ``path`` is a file; a folder on the way that cannot be read (another
+    user's ``0700`` folder) is an error naming the file, never a ``PermissionError``."""
+    try:
+        return path.is_file()
+    except OSError as err:
+        raise unreadable(path, err) from None
+
+
 def file_digest(path: Path) -> tuple[str, int]:
     """(SHA-256, size) of ``path``, read a MiB at a time."""
     digest = hashlib.sha256()
     size = 0
-    with open(path, "rb") as handle:
-        while block := handle.read(READ_SIZE):
-            digest.update(block)
-            size += len(block)
+    try:
+        with open(path, "rb") as handle:
+            while block := handle.read(READ_SIZE):
+                digest.update(block)
+                size += len(block)
+    except OSError as err:
+        raise unreadable(path, err) from None
     return digest.hexdigest(), size
 
 
 def chunks(path: Path, size: int) -> Iterator[bytes]:
     """``path`` in pieces of ``size`` bytes, read as they are asked for."""
-    with open(path, "rb") as handle:
-        while block := handle.read(size):
-            yield block
+    try:
+        with open(path, "rb") as handle:
+            while block := handle.read(size):
+                yield block
+    except OSError as err:
+        raise unreadable(path, err) from None
 
 
 def stream_folders(root: Path) -> list[StreamFolder]:
@@ -203,7 +224,7 @@ def stream_folders(root: Path) -> list[StreamFolder]:
         return [StreamFolder(_declared_name(root / METADATA), root)]
     found = []
     for child in sorted(root.iterdir()):
-        if child.is_dir() and (child / METADATA).is_file():
+        if child.is_dir() and is_file(child / METADATA):
             found.append(StreamFolder(_declared_name(child / METADATA), child))
     return found
 
@@ -229,6 +250,13 @@ def s2_problem(path: Path) -> str | None:
     Walks the frames (a type byte, a 3-byte little-endian length): the stream must start
     with the S2 (or Snappy) identifier, no frame may be of a reserved type or run past the
     end, and it must hold data. Reads the frame headers only (seeks past the bodies)."""
+    try:
+        return _s2_problem(path)
+    except OSError as err:
+        raise unreadable(path, err) from None
+
+
+def _s2_problem(path: Path) -> str | None:
     size = path.stat().st_size
     with open(path, "rb") as handle:
         if handle.read(len(_S2_MAGIC)) not in (_S2_MAGIC, _SNAPPY_MAGIC):

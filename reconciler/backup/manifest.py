@@ -29,6 +29,7 @@ from reconciler.backup.layout import (
     BackupError,
     StreamFolder,
     file_digest,
+    is_file,
     read_json,
     s2_problem,
     stream_folder,
@@ -371,7 +372,7 @@ def file_problems(contents: Contents, record: StreamRecord) -> list[str]:
     folder = contents.folder(record.name)
     problems = []
     for path in (folder.metadata, folder.data):
-        if not path.is_file():
+        if not is_file(path):
             problems.append(f"{path}: missing")
     if problems:
         return problems

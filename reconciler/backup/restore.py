@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reconciler.backup.folder import reading
 from reconciler.backup.layout import BackupError, chunks
 from reconciler.backup.manifest import Contents, StreamRecord, completeness, file_problems
 from reconciler.backup.memory import restore_memory, temp_config
@@ -123,6 +124,19 @@ async def restore(
     ``observer`` when it :attr:`~Observer.asks` (else refuse without ``approved`` like
     apply does), restore and verify. Problems found by the verification are in the
     result; a refusal raises before anything is changed."""
+    with reading(root):  # what is sent is what was checked: no backup rewrites it meanwhile
+        return await _restore(options, root, flags, parallel, observer, approved, on_plan)
+
+
+async def _restore(
+    options: ConnectionOptions,
+    root: Path,
+    flags: Flags,
+    parallel: int,
+    observer: Observer,
+    approved: bool,
+    on_plan: Callable[[RestorePlan], None] | None,
+) -> RestoreResult:
     started = time.monotonic()
     contents, selected = check_folder(root, flags.only)
     refuse_observed(flags)  # before the lock: its bucket is a write too
