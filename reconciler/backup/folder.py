@@ -243,15 +243,11 @@ def claim(out: Path) -> Iterator[Claim]:
     except OSError as err:
         raise BackupError(f"{out}: cannot use it as the backup folder: {err.strerror}") from None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as err:
-            if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise
+        if not _locked(fd, fcntl.LOCK_EX):
             raise BackupError(
                 f"{out}: another backup is writing into this folder, or a restore is "
                 "reading it; nothing was changed"
-            ) from None
+            )
         manifest, journal = _manifest(out), _journal_files(out)
         if journal is None and os.path.lexists(out / JOURNAL):
             raise BackupError(_refusal(out, [f"{out / JOURNAL} is not a list of this tool's"]))
@@ -282,12 +278,23 @@ def reading(root: Path) -> Iterator[None]:
         raise BackupError(f"{root}: cannot read it as a backup folder: {err.strerror}") from None
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError as err:
-            if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise BackupError(
-                    f"{root}: a backup is writing into this folder; nothing was changed"
-                ) from None
+            held = _locked(fd, fcntl.LOCK_SH)
+        except OSError:  # no such lock on this file system
+            held = True
+        if not held:
+            raise BackupError(f"{root}: a backup is writing into this folder; nothing was changed")
         yield
     finally:
         os.close(fd)  # the lock goes with it
+
+
+def _locked(fd: int, how: int) -> bool:
+    """``fd`` locked (``flock``; ``how``: shared or exclusive) without waiting; False
+    when another holds it. Raises OSError when the file system cannot lock."""
+    try:
+        fcntl.flock(fd, how | fcntl.LOCK_NB)
+    except OSError as err:
+        if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return False
+        raise
+    return True
