@@ -339,6 +339,16 @@ def test_a_create_adopting_a_fuller_stream_honours_allow_destroy_as_its_refusal_
         assert api(server, f"STREAM.INFO.{name}")["state"]["messages"] == 5
 
 
+def _memory_stream_outside_pulumi(server: NatsServer, name: str) -> None:
+    """A memory stream ``name`` made by another tool, holding 20 messages."""
+    api(
+        server,
+        f"STREAM.CREATE.{name}",
+        {"name": name, "subjects": [f"{name}.>"], "storage": "memory"},
+    )
+    run(_publish(server.url, f"{name}.a", 20))
+
+
 def test_a_create_adopting_a_stream_of_another_storage_migrates_it_with_migrate(
     server: NatsServer,
 ) -> None:
@@ -348,12 +358,7 @@ def test_a_create_adopting_a_stream_of_another_storage_migrates_it_with_migrate(
     kept."""
     with configured({"jetstream:servers": server.url}) as host:
         name = unique("ADOPTMIGRATE")
-        api(
-            server,
-            f"STREAM.CREATE.{name}",
-            {"name": name, "subjects": [f"{name}.>"], "storage": "memory"},
-        )
-        run(_publish(server.url, f"{name}.a", 20))
+        _memory_stream_outside_pulumi(server, name)
         checked, failures = host.check(stream_inputs(name, storage="file", migrate=True))
         assert failures == []
         _, outputs = host.create(checked)
@@ -372,12 +377,7 @@ def test_a_create_over_a_stream_only_a_replace_could_change_says_a_way_that_work
     the field and the ways out that work now; the 20 messages stay."""
     with configured({"jetstream:servers": server.url}) as host:
         name = unique("ADOPTCLASH")
-        api(
-            server,
-            f"STREAM.CREATE.{name}",
-            {"name": name, "subjects": [f"{name}.>"], "storage": "memory"},
-        )
-        run(_publish(server.url, f"{name}.a", 20))
+        _memory_stream_outside_pulumi(server, name)
         checked, _ = host.check(stream_inputs(name, storage="file"))
         with pytest.raises(grpc.RpcError) as refused:
             host.create(checked)
