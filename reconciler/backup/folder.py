@@ -44,6 +44,7 @@ from reconciler.backup.layout import (
     SPEC_FOLDERS,
     SPECS,
     BackupError,
+    Unreadable,
     read_json,
     sync_folder,
     valid_stream_name,
@@ -209,6 +210,8 @@ def _journal_files(root: Path) -> set[str] | None:
         return None
     try:
         body: dict[str, Any] = read_json(path)
+    except Unreadable:
+        raise  # named: it may well be ours
     except BackupError:
         return None
     files = body.get("files")
@@ -223,6 +226,8 @@ def _manifest(root: Path) -> Manifest | None:
         return None
     try:
         return load(root)
+    except Unreadable:
+        raise  # another user's, or chmod 000: named, never taken for someone else's
     except BackupError:
         return None  # someone else's manifest.json
 

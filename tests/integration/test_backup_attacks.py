@@ -251,3 +251,30 @@ def test_a_backup_into_the_folder_a_restore_reads_is_refused(
     assert restoring.returncode == 0, said + err
     assert _messages(target.url, "ORDERS") == 7 and _messages(target.url, "AUDIT") == 3
     assert _messages(clean_server.url, "ORDERS") == 10
+
+
+def test_a_manifest_the_user_cannot_read_is_named_not_taken_for_someone_elses_folder(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The nightly backup's folder, its ``manifest.json`` another user's 0600 file (or
+    chmod 000): a backup into it said 'neither empty nor a backup' and named what the
+    folder holds, not the file it could not read. Now it names the manifest and says it
+    cannot be read; nothing in the folder changed, and ``backup verify`` says the same."""
+    _, out = _filled(clean_server, tmp_path)
+    manifest = out / "manifest.json"
+    manifest.chmod(0)
+    before = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    for args in (
+        ("backup", "--all", "--out", str(out), "--server", clean_server.url),
+        ("backup", "verify", str(out)),
+    ):
+        done = _as_a_user(*args, cwd=tmp_path)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert f"{manifest}: cannot be read" in done.stderr, done.stderr
+        assert "neither empty nor a backup" not in done.stderr, done.stderr
+        errors = [line for line in done.stderr.splitlines() if line.startswith("error")]
+        assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == before
+    manifest.chmod(0o600)
+    done = reconcile("backup", "verify", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
