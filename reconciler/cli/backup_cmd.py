@@ -151,6 +151,9 @@ def take(
                 )
             )
     except KeyboardInterrupt:  # Ctrl-C: the snapshots in flight were cancelled, cleaned up
+        if not out.exists():  # before anything was written: the folder it made is gone
+            console.notice(f"interrupted before the backup wrote anything: {out} was not made")
+            return ExitStatus.INTERRUPTED
         console.notice(
             f"interrupted: the backup in {out} is unfinished (no manifest.json; "
             "`reconcile backup verify` refuses it): run the backup again"

@@ -8,8 +8,11 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -278,3 +281,54 @@ def test_a_manifest_the_user_cannot_read_is_named_not_taken_for_someone_elses_fo
     manifest.chmod(0o600)
     done = reconcile("backup", "verify", str(out), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then let go)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def test_a_backup_that_cannot_reach_the_server_leaves_no_folder_it_made(tmp_path: Path) -> None:
+    """A backup to a wrong URL (nothing listening) failed after it had made its --out
+    folder (and the folders above it): an empty folder left behind, taken next time for
+    a backup that ran. Now the folders it made go with the failure; a folder that was
+    there before stays, as it was."""
+    url = f"nats://127.0.0.1:{_closed_port()}"
+    made = tmp_path / "nightly" / "2026-11-29"
+    done = reconcile("backup", "--all", "--out", str(made), "--server", url, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error")]
+    assert len(errors) == 1 and url in errors[0] and "Traceback" not in done.stderr
+    assert not (tmp_path / "nightly").exists()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    done = reconcile("backup", "--all", "--out", str(kept), "--server", url, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert kept.is_dir() and not any(kept.iterdir())
+
+
+def test_ctrl_c_while_a_backup_connects_leaves_no_folder_it_made(tmp_path: Path) -> None:
+    """Ctrl-C while the backup waits for a server that never answers (a listener that
+    sends nothing): the folder it made goes, and it says so instead of 'the backup in
+    DIR is unfinished ... run the backup again' about a folder that holds nothing."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"nats://127.0.0.1:{silent.getsockname()[1]}"
+        made = tmp_path / "nightly" / "2026-11-29"
+        process = started("backup", "--all", "--out", str(made), "--server", url, cwd=tmp_path)
+        for _ in range(2000):  # made, then it waits for the server's INFO (a hang guard)
+            if made.exists() or process.poll() is not None:
+                break
+            time.sleep(0.005)
+        assert made.is_dir(), process.communicate(timeout=60)  # it waits 5 s for an INFO
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err
+    last = [line for line in err.splitlines() if line.strip()][-1]
+    assert str(made) in last and "unfinished" not in last, err
+    assert not (tmp_path / "nightly").exists()
