@@ -332,3 +332,24 @@ def test_ctrl_c_while_a_backup_connects_leaves_no_folder_it_made(tmp_path: Path)
     last = [line for line in err.splitlines() if line.strip()][-1]
     assert str(made) in last and "unfinished" not in last, err
     assert not (tmp_path / "nightly").exists()
+
+
+@pytest.mark.parametrize(
+    ("typed", "wrong"),
+    [(("backup",), "reconcile backup take"), (("backup", "take"), "reconcile backup verify")],
+)
+def test_a_backup_usage_error_names_the_command_as_typed(
+    tmp_path: Path, typed: tuple[str, ...], wrong: str
+) -> None:
+    """``reconcile backup --all`` without --out said 'Usage: reconcile backup take ...'
+    and 'Try reconcile backup take --help', a sub-command the user never typed (hidden
+    from --help). Now it names ``reconcile backup`` as typed (and ``reconcile backup
+    take`` when that is what was typed); exit 1, as every usage error."""
+    for extra in (("--all",), ("--all", "--out", "x", "--parallel", "0"), ("--nope",)):
+        done = reconcile(*typed, *extra, cwd=tmp_path)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "Traceback" not in done.stderr
+        said = " ".join(("reconcile", *typed))
+        named = {line for line in done.stderr.split("'") if line.startswith("reconcile ")}
+        assert f"{said} --help" in named and wrong not in done.stderr, done.stderr
+        assert not (tmp_path / "x").exists()
