@@ -9,6 +9,8 @@ after its manifest, so an interrupted backup's files are known to the next one);
 it writes itself are listed there before they are written. Everything else stays:
 
 - a folder that is neither empty nor a backup is refused, naming what is there;
+- a folder the backup made (``--out`` and those above it) is removed again, while
+  empty, when the backup fails before it writes anything;
 - in a backup folder, anything else inside a folder the backup writes into (a stream's,
   the spec files') is refused, naming it, before any file is changed; anything else
   elsewhere stays as it is;
@@ -44,6 +46,7 @@ from reconciler.backup.layout import (
     SPEC_FOLDERS,
     SPECS,
     BackupError,
+    Unreadable,
     read_json,
     sync_folder,
     valid_stream_name,
@@ -209,6 +212,8 @@ def _journal_files(root: Path) -> set[str] | None:
         return None
     try:
         body: dict[str, Any] = read_json(path)
+    except Unreadable:
+        raise  # named: it may well be ours
     except BackupError:
         return None
     files = body.get("files")
@@ -223,6 +228,8 @@ def _manifest(root: Path) -> Manifest | None:
         return None
     try:
         return load(root)
+    except Unreadable:
+        raise  # another user's, or chmod 000: named, never taken for someone else's
     except BackupError:
         return None  # someone else's manifest.json
 
@@ -233,15 +240,51 @@ def _entries(root: Path) -> list[str]:
     )
 
 
+def _make(out: Path, made: list[Path]) -> None:
+    """Make ``out`` (``0700``) and the folders above it that are missing (as ``mkdir -p``
+    does), each one this call made added to ``made``: a folder someone else made
+    meanwhile is not."""
+    missing = []
+    path = out
+    while not os.path.lexists(path) and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=FOLDER_MODE if folder == out else 0o777)
+        except FileExistsError:
+            continue
+        made.append(folder)
+    if not missing:
+        out.mkdir(mode=FOLDER_MODE, exist_ok=True)  # a file there: FileExistsError
+
+
+def _unmake(made: list[Path]) -> None:
+    """Remove the folders :func:`_make` made, deepest first, each only while it is empty
+    (``rmdir``): never a file, never a folder this backup did not make."""
+    for folder in reversed(made):
+        try:
+            folder.rmdir()
+        except OSError:
+            return  # not empty (someone's file), or gone: it and those above it stay
+
+
 @contextlib.contextmanager
 def claim(out: Path) -> Iterator[Claim]:
     """Hold ``out`` for one backup: created when missing, locked, read; refused when it
-    is neither empty nor a backup, or when another backup holds it."""
+    is neither empty nor a backup, or when another backup holds it. A backup that fails
+    (or is interrupted) before it writes anything leaves no folder it made: the folders
+    made here are removed again while they are empty."""
+    made: list[Path] = []
     try:
-        out.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
+        _make(out, made)
         fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as err:
+        _unmake(made)
         raise BackupError(f"{out}: cannot use it as the backup folder: {err.strerror}") from None
+    except BaseException:
+        _unmake(made)
+        raise
     try:
         if not _locked(fd, fcntl.LOCK_EX):
             raise BackupError(
@@ -261,6 +304,9 @@ def claim(out: Path) -> Iterator[Claim]:
                 "an empty or new folder"
             )
         yield Claim(out, manifest, journal or set())
+    except BaseException:
+        _unmake(made)  # under the lock: no other backup writes into it meanwhile
+        raise
     finally:
         os.close(fd)  # the lock goes with it
 

@@ -55,6 +55,11 @@ class BackupError(ReconcileError):
     """A backup folder that cannot be used as it is (the file is named)."""
 
 
+class Unreadable(BackupError):
+    """A file of the folder that cannot be read (:func:`unreadable`): never taken for a
+    file of another shape, or for no file."""
+
+
 def valid_stream_name(name: object) -> bool:
     return isinstance(name, str) and bool(_STREAM_NAME.match(name))
 
@@ -162,23 +167,26 @@ def write_json(target: Path, body: Any) -> tuple[str, int]:
 
 
 def read_json(path: Path) -> dict[str, Any]:
-    """A JSON object from ``path``; a missing or broken file is an error naming it."""
+    """A JSON object from ``path``; a missing, unreadable or broken file is an error
+    naming it."""
     try:
         text = path.read_text(encoding="utf-8")
         body = json.loads(text)
     except FileNotFoundError:
         raise BackupError(f"{path}: missing") from None
-    except (OSError, UnicodeDecodeError, ValueError) as err:
+    except OSError as err:
+        raise unreadable(path, err) from None
+    except (UnicodeDecodeError, ValueError) as err:
         raise BackupError(f"{path}: not a JSON file ({type(err).__name__})") from None
     if not isinstance(body, dict):
         raise BackupError(f"{path}: not a JSON object")
     return body
 
 
-def unreadable(path: Path, err: OSError) -> BackupError:
+def unreadable(path: Path, err: OSError) -> Unreadable:
     """A file of the folder that cannot be read (another user's ``0600`` file, removed
     meanwhile), as an error naming it."""
-    return BackupError(f"{path}: cannot be read ({err.strerror or type(err).__name__})")
+    return Unreadable(f"{path}: cannot be read ({err.strerror or type(err).__name__})")
 
 
 def is_file(path: Path) -> bool:

@@ -223,20 +223,25 @@ async def _with_room(client: JetStreamClient, plan: Plan, steps: Sequence[Restor
     (``planning.live_checks``: a restored stream's subjects another stream holds, which
     the server refuses half-way through), and the account's room for it, checked as
     apply checks it (``max_bytes`` reservations, stream counts, the server's own limits
-    where known: the plan's capacity) and for the bytes the backup brings: checks on
-    the plan, raised by the verdict before anything is restored."""
+    where known: the plan's capacity) and for the bytes the backup brings (never fewer
+    than its snapshot files hold, :func:`_brought`): checks on the plan, raised by the
+    verdict before anything is restored."""
     writes = [s for s in steps if s.action != "restored"]
     if not writes:
         return plan
     live = await client.fetch_live()
     plan = with_check(plan, RefusalKind.INVALID, live_problems((), plan.changes, live))
     checked = await with_capacity(client, plan, live, (), lock_ahead=False)
-    wanted = [
-        Restored(s.record.name, s.record.config, int(s.record.state.get("bytes") or 0), s.freed)
-        for s in writes
-    ]
+    wanted = [Restored(s.record.name, s.record.config, _brought(s), s.freed) for s in writes]
     problems = restore_room(await client.account_info(), wanted)
     return with_check(checked, RefusalKind.CAPACITY, problems)
+
+
+def _brought(step: RestoreStep) -> int:
+    """The bytes a step brings: the larger of what its state says (the manifest's, or
+    ``backup.json``'s: anyone who can write the folder writes them) and the size of the
+    snapshot file it sends, checked and read from disk."""
+    return max(int(step.record.state.get("bytes") or 0), step.size)
 
 
 def _own(record: StreamRecord) -> bool:

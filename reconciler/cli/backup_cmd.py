@@ -30,15 +30,31 @@ def _size(size: int) -> str:
     return approx_size(size)
 
 
+class _AsTyped(click.Context):
+    """``take`` run as ``reconcile backup PATH --out DIR`` (no name given: it is
+    hidden) is named as typed in its usage errors, never ``reconcile backup take``."""
+
+    @property
+    def command_path(self) -> str:
+        if self.info_name is None and self.parent is not None:
+            return self.parent.command_path
+        return super().command_path
+
+
+class _Take(click.Command):
+    context_class = _AsTyped
+
+
 class _BackupGroup(click.Group):
-    """``backup verify DIR`` is a sub-command; anything else is ``backup PATH --out DIR``."""
+    """``backup verify DIR`` is a sub-command; anything else is ``backup PATH --out DIR``
+    (``take``, run without a name of its own: :class:`_AsTyped`)."""
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
         if args and args[0] in self.commands:
             return super().resolve_command(ctx, args)
-        return "take", self.commands["take"], args
+        return None, self.commands["take"], args
 
     def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         formatter.write_usage(ctx.command_path, "[PATHS]... --out DIR [OPTIONS]")
@@ -73,7 +89,7 @@ def backup() -> None:
     """
 
 
-@backup.command("take", hidden=True)
+@backup.command("take", cls=_Take, hidden=True)
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @click.option(
     "--out",
@@ -151,6 +167,9 @@ def take(
                 )
             )
     except KeyboardInterrupt:  # Ctrl-C: the snapshots in flight were cancelled, cleaned up
+        if not out.exists():  # before anything was written: the folder it made is gone
+            console.notice(f"interrupted before the backup wrote anything: {out} was not made")
+            return ExitStatus.INTERRUPTED
         console.notice(
             f"interrupted: the backup in {out} is unfinished (no manifest.json; "
             "`reconcile backup verify` refuses it): run the backup again"

@@ -8,8 +8,11 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -251,3 +254,102 @@ def test_a_backup_into_the_folder_a_restore_reads_is_refused(
     assert restoring.returncode == 0, said + err
     assert _messages(target.url, "ORDERS") == 7 and _messages(target.url, "AUDIT") == 3
     assert _messages(clean_server.url, "ORDERS") == 10
+
+
+def test_a_manifest_the_user_cannot_read_is_named_not_taken_for_someone_elses_folder(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The nightly backup's folder, its ``manifest.json`` another user's 0600 file (or
+    chmod 000): a backup into it said 'neither empty nor a backup' and named what the
+    folder holds, not the file it could not read. Now it names the manifest and says it
+    cannot be read; nothing in the folder changed, and ``backup verify`` says the same."""
+    _, out = _filled(clean_server, tmp_path)
+    manifest = out / "manifest.json"
+    manifest.chmod(0)
+    before = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    for args in (
+        ("backup", "--all", "--out", str(out), "--server", clean_server.url),
+        ("backup", "verify", str(out)),
+    ):
+        done = _as_a_user(*args, cwd=tmp_path)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert f"{manifest}: cannot be read" in done.stderr, done.stderr
+        assert "neither empty nor a backup" not in done.stderr, done.stderr
+        errors = [line for line in done.stderr.splitlines() if line.startswith("error")]
+        assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == before
+    manifest.chmod(0o600)
+    done = reconcile("backup", "verify", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then let go)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def test_a_backup_that_cannot_reach_the_server_leaves_no_folder_it_made(tmp_path: Path) -> None:
+    """A backup to a wrong URL (nothing listening) failed after it had made its --out
+    folder (and the folders above it): an empty folder left behind, taken next time for
+    a backup that ran. Now the folders it made go with the failure; a folder that was
+    there before stays, as it was."""
+    url = f"nats://127.0.0.1:{_closed_port()}"
+    made = tmp_path / "nightly" / "2026-11-29"
+    done = reconcile("backup", "--all", "--out", str(made), "--server", url, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error")]
+    assert len(errors) == 1 and url in errors[0] and "Traceback" not in done.stderr
+    assert not (tmp_path / "nightly").exists()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    done = reconcile("backup", "--all", "--out", str(kept), "--server", url, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert kept.is_dir() and not any(kept.iterdir())
+
+
+def test_ctrl_c_while_a_backup_connects_leaves_no_folder_it_made(tmp_path: Path) -> None:
+    """Ctrl-C while the backup waits for a server that never answers (a listener that
+    sends nothing): the folder it made goes, and it says so instead of 'the backup in
+    DIR is unfinished ... run the backup again' about a folder that holds nothing."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"nats://127.0.0.1:{silent.getsockname()[1]}"
+        made = tmp_path / "nightly" / "2026-11-29"
+        process = started("backup", "--all", "--out", str(made), "--server", url, cwd=tmp_path)
+        for _ in range(2000):  # made, then it waits for the server's INFO (a hang guard)
+            if made.exists() or process.poll() is not None:
+                break
+            time.sleep(0.005)
+        assert made.is_dir(), process.communicate(timeout=60)  # it waits 5 s for an INFO
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err
+    last = [line for line in err.splitlines() if line.strip()][-1]
+    assert str(made) in last and "unfinished" not in last, err
+    assert not (tmp_path / "nightly").exists()
+
+
+@pytest.mark.parametrize(
+    ("typed", "wrong"),
+    [(("backup",), "reconcile backup take"), (("backup", "take"), "reconcile backup verify")],
+)
+def test_a_backup_usage_error_names_the_command_as_typed(
+    tmp_path: Path, typed: tuple[str, ...], wrong: str
+) -> None:
+    """``reconcile backup --all`` without --out said 'Usage: reconcile backup take ...'
+    and 'Try reconcile backup take --help', a sub-command the user never typed (hidden
+    from --help). Now it names ``reconcile backup`` as typed (and ``reconcile backup
+    take`` when that is what was typed); exit 1, as every usage error."""
+    for extra in (("--all",), ("--all", "--out", "x", "--parallel", "0"), ("--nope",)):
+        done = reconcile(*typed, *extra, cwd=tmp_path)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "Traceback" not in done.stderr
+        said = " ".join(("reconcile", *typed))
+        named = {line for line in done.stderr.split("'") if line.startswith("reconcile ")}
+        assert f"{said} --help" in named and wrong not in done.stderr, done.stderr
+        assert not (tmp_path / "x").exists()

@@ -4,6 +4,8 @@ restored and the second failed part-way with err 10047), messages counted by a r
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -79,3 +81,47 @@ def test_a_backup_that_fits_is_restored_whole(
 
     assert done.returncode == 0, done.stderr
     assert run(_census(target)) == {"A": 8, "B": 12}
+
+
+async def _fill_random(url: str, subject: str, megabytes: int) -> None:
+    """``megabytes`` of random payloads: the snapshot cannot compress them away."""
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        for _ in range(megabytes * 4):
+            await js.publish(subject, os.urandom(256 * 1024 - 200))
+    finally:
+        await nc.close()
+
+
+def test_a_manifest_saying_fewer_bytes_than_its_snapshot_holds_is_refused_for_room(
+    clean_server: NatsServer, server_factory: Any, tmp_path: Path
+) -> None:
+    """The room check counted the bytes the manifest says, which anyone who can write the
+    folder writes: a manifest saying 1 KiB over a 6 MiB snapshot (its digests intact)
+    passed the check of a 4 MiB account and the restore started. Now the snapshot's own
+    size counts too: refused before anything is restored."""
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "streams.yaml").write_text("kind: Stream\nname: A\nsubjects: [a.>]\n")
+    applied = reconcile("apply", str(specs), "--server", clean_server.url, "--yes", cwd=tmp_path)
+    assert applied.returncode == 0, applied.stderr
+    run(_fill_random(clean_server.url, "a.x", 6))
+    out = tmp_path / "backup"
+    done = reconcile(
+        "backup", str(specs), "--out", str(out), "--server", clean_server.url, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    manifest = out / "manifest.json"
+    body = json.loads(manifest.read_text())
+    body["streams"][0]["state"]["bytes"] = 1024  # forged: the files' digests still hold
+    manifest.write_text(json.dumps(body))
+    assert reconcile("backup", "verify", str(out), cwd=tmp_path).returncode == 0
+    target = limited(server_factory, max_file=4 * MiB, max_mem=1 * MiB)
+
+    done = reconcile("restore", str(out), "--server", target.url, *USER, "--yes", cwd=tmp_path)
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert "no room for the restore of A" in done.stderr, done.stderr
+    assert run(_census(target)) == {}
