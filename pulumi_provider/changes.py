@@ -45,11 +45,6 @@ class Change:
     changes: bool
     replaces: list[str] = field(default_factory=list)
 
-    @property
-    def delete_before_replace(self) -> bool | None:
-        # Names are unique on a server: the old resource must go before the new one.
-        return True if self.replaces else None
-
 
 def compare(
     olds: Mapping[str, Any],

@@ -9,6 +9,7 @@ provider opens one per call.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from reconciler.jetstream import JetStreamClient
 from reconciler.model.state import LiveState, ServerInfo
 from reconciler.model.values import bucket_field_name
 from reconciler.planning.steps import Plan, Replace
+from reconciler.specs.checks import work_queue_partitions
 from reconciler.specs.lifecycle import MANAGE, Lifecycle
 from reconciler.specs.spec import Spec
 
@@ -155,16 +157,17 @@ async def converge(
     target = spec.ref
     async with stages.locked(client, timeout=lock_timeout, on_notice=observer.notice) as held:
         state = await read_around(client, target, observer)
-        request = request_for(migrate=migrate, policies=policies, environment=environment)
-        plan = await stages.plan(client, with_stream(spec), state, request, locked=True)
-        allowances = stages.Allowances(allow_data_loss=allow_data_loss, allow_with=ALLOW_WITH)
-        refusals = stages.verdict(plan, allowances)
-        if refusals and refusals[0].kind is RefusalKind.DATA_LOSS and not plan.lossy_updates:
-            raise RefusedPlan(
-                _creating_replace(spec, plan) if creating else _changed_since(spec),
-                kind=RefusalKind.CHANGED,
-            ) from refusals[0]
-        stages.refuse(refusals)
+        plan, allowances = await _judged(
+            client,
+            spec,
+            state,
+            allow_data_loss=allow_data_loss,
+            migrate=migrate,
+            policies=policies,
+            environment=environment,
+            creating=creating,
+            locked=True,
+        )
         await stages.execute(plan, client, observer=observer, allowances=allowances, held=held)
         live = await observe(client, target)
     if live is None:
@@ -174,23 +177,140 @@ async def converge(
     return live
 
 
+async def _judged(
+    client: JetStreamClient,
+    spec: Spec,
+    state: LiveState,
+    *,
+    allow_data_loss: bool,
+    migrate: bool,
+    policies: Sequence[str],
+    environment: Environment,
+    creating: bool,
+    locked: bool,
+) -> tuple[Plan, stages.Allowances]:
+    """The plan of ``spec`` against ``state`` and the allowances it is applied with, once
+    the verdict found nothing refusing it (raised otherwise): what :func:`converge` applies,
+    and what :func:`judge_replace` judges before Pulumi changes anything."""
+    request = request_for(migrate=migrate, policies=policies, environment=environment)
+    plan = await stages.plan(client, with_stream(spec), state, request, locked=locked)
+    allowances = stages.Allowances(allow_data_loss=allow_data_loss, allow_with=ALLOW_WITH)
+    refusals = stages.verdict(plan, allowances)
+    if refusals and refusals[0].kind is RefusalKind.DATA_LOSS and not plan.lossy_updates:
+        raise RefusedPlan(
+            _creating_replace(spec, plan) if creating else _changed_since(spec),
+            kind=RefusalKind.CHANGED,
+        ) from refusals[0]
+    stages.refuse(refusals)
+    return plan, allowances
+
+
 async def judge_replace(
     client: JetStreamClient,
     spec: Spec,
+    old: Target,
     *,
+    allow_data_loss: bool = False,
     migrate: bool = False,
+    allow_destroy: bool = False,
+    declared: Spec | None = None,
     observer: Observer = QUIET,
     policies: Sequence[str] = (),
     environment: Environment = NO_ENVIRONMENT,
-) -> None:
-    """Refuse a replace Pulumi is about to make (its delete, then its create) when the
-    plan's own checks against the server refuse it (the account's capacity, fields the
-    server does not support, ...), as apply refuses its replace step before any change:
-    found at the create, the delete would have gone first. Read only, no lock."""
-    state = await read_around(client, spec.ref, observer)
-    request = request_for(migrate=migrate, policies=policies, environment=environment)
-    plan = await stages.plan(client, with_stream(spec), state, request)
-    stages.refuse(stages.checked(plan))
+) -> bool:
+    """Judge the replace Pulumi is about to make of ``old`` by ``spec`` (Pulumi makes it
+    itself: a delete and a create) and say whether the old resource must be deleted
+    first (True) or the new one may be created beside it first (False). Read only, no
+    lock: each step judges again, with the server as it is then.
+
+    - the delete of ``old`` is judged as :func:`destroy` judges it (``allow_destroy``,
+      its ``declared`` lifecycle: the old outputs', as Pulumi's delete gets them), so a
+      replace whose delete would be refused changes nothing (created first, the new
+      resource would be left beside an old one that stays);
+    - when the new resource can stand beside the old one (another stream, another
+      consumer: :func:`_in_the_way`) and its create, planned against the server as it
+      is, passes (:func:`_judged`, as :func:`converge` plans it), Pulumi creates it
+      first and deletes the old one after: a create refused then (the server changed
+      meanwhile) leaves the old one, and its messages, as they were. A consumer whose
+      stream the server does not hold yet is created first unjudged (its stream may be
+      made by the same ``pulumi up``; its create is judged when it runs);
+    - otherwise (the same stream name, subjects or workqueue filters the old one
+      holds, room only without it, ...) Pulumi deletes first: the create is judged
+      against the server with ``old`` counted as gone, and what would refuse it (the
+      account's capacity, another project's resource of that name, a policy, ...)
+      refuses the replace now, before anything is deleted.
+    """
+    state = await read_around(client, spec.ref, observer, also=old)
+    removal = request_for(policies=policies, environment=environment)  # as destroy's
+    await _judged_removal(client, old, state, removal, allow_destroy, declared)
+
+    async def create_judged(live: LiveState) -> None:
+        await _judged(
+            client,
+            spec,
+            live,
+            allow_data_loss=allow_data_loss,
+            migrate=migrate,
+            policies=policies,
+            environment=environment,
+            creating=True,
+            locked=False,
+        )
+
+    if not _in_the_way(spec, old, state):
+        if spec.kind == "Consumer" and spec.stream_name not in state.streams:
+            return False
+        try:
+            await create_judged(state)
+            return False
+        except ReconcileError:
+            pass  # refused beside the old one: judged below without it
+    await create_judged(_without(state, old))
+    return True
+
+
+def _in_the_way(spec: Spec, old: Target, state: LiveState) -> bool:
+    """Whether ``old`` takes the place on the server that ``spec`` needs, so that it must
+    go first: the same stream name (a stream, a bucket's stream), the same consumer, the
+    stream the new consumer lives in, or the same workqueue stream with filters the
+    server refuses side by side (``specs.checks.work_queue_partitions``)."""
+    new = spec.ref
+    if not (new.is_child and old.is_child):
+        return new.stream_name == old.stream_name
+    if new.stream_name != old.stream_name:
+        return False
+    if new.name == old.name:
+        return True
+    live = state.consumers.get((old.stream_name, old.name))
+    stream = state.streams.get(old.stream_name) or {}
+    if live is None or stream.get("retention") != "workqueue":
+        return False
+    theirs = Spec(
+        kind="Consumer", name=old.name, config=live, source=spec.source, stream=old.stream
+    )
+    return any(True for _ in work_queue_partitions([spec, theirs]))
+
+
+def _without(state: LiveState, gone: Target) -> LiveState:
+    """``state`` as the server holds it once ``gone`` is deleted (a stream, with its
+    consumers)."""
+    if gone.is_child:
+        key = (gone.stream_name, gone.name)
+        consumers = {k: c for k, c in state.consumers.items() if k != key}
+        counts = dict(state.stream_state)
+        held = counts.get(gone.stream_name)
+        if held is not None and key in state.consumers:
+            counts[gone.stream_name] = dataclasses.replace(
+                held, consumer_count=max(held.consumer_count - 1, 0)
+            )
+        return dataclasses.replace(state, consumers=consumers, stream_state=counts)
+    name = gone.stream_name
+    return dataclasses.replace(
+        state,
+        streams={n: c for n, c in state.streams.items() if n != name},
+        stream_state={n: s for n, s in state.stream_state.items() if n != name},
+        consumers={k: c for k, c in state.consumers.items() if k[0] != name},
+    )
 
 
 def _changed_since(spec: Spec) -> str:
@@ -227,15 +347,19 @@ UNLISTED = (
 )
 
 
-async def read_around(client: JetStreamClient, target: Target, observer: Observer) -> LiveState:
-    """The live state around ``target``: its stream and consumers, the account's other
-    streams listed (capacity and subjects count them). A user who may not list them
-    (a permission scoped to its own streams) gets its own stream's only, and is told."""
+async def read_around(
+    client: JetStreamClient, target: Target, observer: Observer, *, also: Target | None = None
+) -> LiveState:
+    """The live state around ``target`` (and ``also``: a replace's old resource): its
+    stream and consumers, the account's other streams listed (capacity and subjects
+    count them). A user who may not list them (a permission scoped to its own streams)
+    gets its own streams' only, and is told."""
+    refs = (target,) if also is None else (target, also)
     try:
-        return await stages.read(client, stages.Scope.of(target))
+        return await stages.read(client, stages.Scope.of(*refs))
     except PermissionDenied:
         observer.notice(UNLISTED.format(label=target.label))
-        return await stages.read(client, stages.Scope(frozenset({target.stream_name})))
+        return await stages.read(client, stages.Scope(frozenset(r.stream_name for r in refs)))
 
 
 def with_stream(spec: Spec) -> list[Spec]:
@@ -275,14 +399,11 @@ async def destroy(
     async with stages.locked(client, timeout=lock_timeout, on_notice=observer.notice) as held:
         state = await read_around(client, target, observer)
         request = request_for(policies=policies, environment=environment)
-        plan = await stages.plan_removal(client, target, state, request, declared=declared)
+        plan, allowances = await _judged_removal(
+            client, target, state, request, allow_destroy, declared
+        )
         for note in plan.observed:
             observer.notice(f"{note.ref.label}: {note.reasons[0]}")
-        keeps = any(loss.messages for step in plan.changes for loss in step.losses)
-        allowances = stages.Allowances(
-            allow_replace=allow_destroy or not keeps, allow_with=ALLOW_WITH
-        )
-        stages.refuse(stages.verdict(plan, allowances))  # another project's: refused
         if not plan.changes:
             return  # gone: the goal state is reached
         try:
@@ -290,3 +411,22 @@ async def destroy(
         except ApplyFailed:
             if await observe(client, target) is not None:
                 raise  # gone meanwhile: the goal state is reached
+
+
+async def _judged_removal(
+    client: JetStreamClient,
+    target: Target,
+    state: LiveState,
+    request: PlanRequest,
+    allow_destroy: bool,
+    declared: Spec | None,
+) -> tuple[Plan, stages.Allowances]:
+    """The plan deleting ``target`` from ``state`` and the allowances it is applied with,
+    once the verdict found nothing refusing it (raised otherwise; another project's
+    resource is refused): what :func:`destroy` applies, and what :func:`judge_replace`
+    judges before Pulumi changes anything."""
+    plan = await stages.plan_removal(client, target, state, request, declared=declared)
+    keeps = any(loss.messages for step in plan.changes for loss in step.losses)
+    allowances = stages.Allowances(allow_replace=allow_destroy or not keeps, allow_with=ALLOW_WITH)
+    stages.refuse(stages.verdict(plan, allowances))
+    return plan, allowances

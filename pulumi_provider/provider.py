@@ -51,7 +51,6 @@ from pulumi_provider.connection import (
 from pulumi_provider.host_errors import plain_errors_in_host
 from pulumi_provider.inputs import (
     CONTROL_FIELDS,
-    IDENTITY_FIELDS,
     OUTPUT_FIELDS,
     SECRET_INPUTS,
     checked_inputs,
@@ -75,6 +74,7 @@ from reconciler.identity import Kind
 from reconciler.jetstream import JetStreamClient, open_client
 from reconciler.model.buckets import bucket_config
 from reconciler.specs.lifecycle import Lifecycle
+from reconciler.specs.spec import Spec
 
 T = TypeVar("T")
 
@@ -122,27 +122,40 @@ class JetStreamProvider(ResourceProvider):
         ]
         return CheckResult(inputs, failures)
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+    def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         with secrets_hidden(news), spoken(operations.WORDS):
             change = compare(olds, news, self._policies, self._environment)
-        if change.replaces and not set(change.replaces) & set(IDENTITY_FIELDS):
-            spec = to_spec(news)  # Pulumi deletes first: what refuses the create, now
-            migrate = bool(plain(news.get("migrate", False)))
-            self._run(
-                news,
-                lambda client, observer: operations.judge_replace(
-                    client,
-                    spec,
-                    migrate=migrate,
-                    observer=observer,
-                    policies=self._policies,
-                    environment=self._environment,
-                ),
-            )
+        first = None
+        if change.replaces:  # Pulumi replaces it itself: judged now, the order chosen
+            first = has_unknowns(spec_body(news)) or self._judge_replace(id_, olds, news)
         return DiffResult(
             changes=change.changes,
             replaces=change.replaces,
-            delete_before_replace=change.delete_before_replace,
+            delete_before_replace=first,
+        )
+
+    def _judge_replace(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> bool:
+        """Whether Pulumi must delete the old resource before it creates the new one
+        (``operations.judge_replace``); a replace the server would refuse is refused
+        now, before Pulumi deletes or creates anything. The create is judged with the
+        new inputs' allowances, the delete with the old outputs' (Pulumi's delete gets
+        them)."""
+        spec = to_spec(news)
+        old = target_of(id_, olds)
+        return self._run(
+            news,
+            lambda client, observer: operations.judge_replace(
+                client,
+                spec,
+                old,
+                allow_data_loss=bool(plain(news.get("allow_destroy", False))),
+                migrate=bool(plain(news.get("migrate", False))),
+                allow_destroy=bool(plain(olds.get("allow_destroy", False))),
+                declared=declared_spec(olds),
+                observer=observer,
+                policies=self._policies,
+                environment=self._environment,
+            ),
         )
 
     def create(self, props: dict[str, Any]) -> CreateResult:
@@ -197,7 +210,7 @@ class JetStreamProvider(ResourceProvider):
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         target = target_of(id_, props)
         allow = bool(plain(props.get("allow_destroy", False)))
-        declared = to_spec(props) if plain(props.get("lifecycle")) else None  # its lifecycle
+        declared = declared_spec(props)
         self._run(
             props,
             lambda client, observer: operations.destroy(
@@ -283,6 +296,12 @@ def input_problems(news: Mapping[str, Any]) -> list[tuple[str, str]]:
     except SpecError as err:
         found.extend(spec_failures(err))
     return found
+
+
+def declared_spec(props: Mapping[str, Any]) -> Spec | None:
+    """The spec a resource's outputs were declared with, when its ``lifecycle`` (which
+    governs its delete) needs it."""
+    return to_spec(props) if plain(props.get("lifecycle")) else None
 
 
 def outputs(props: Mapping[str, Any], live: Live) -> dict[str, Any]:

@@ -548,10 +548,12 @@ def work_queue_rules(consumers: list[Spec]) -> Iterable[Problem]:
         if spec.config.get("deliver_policy", "all") != "all":
             message = "consumers of a workqueue stream need deliver_policy: all"
             yield Problem(spec.where("deliver_policy"), "deliver_policy", message)
-    yield from _work_queue_partitions(consumers)
+    yield from work_queue_partitions(consumers)
 
 
-def _work_queue_partitions(consumers: list[Spec]) -> Iterable[Problem]:
+def work_queue_partitions(consumers: list[Spec]) -> Iterable[Problem]:
+    """The consumers of one workqueue stream that the server refuses side by side: when
+    there are several, each needs a filter subject, none overlapping another's."""
     if len(consumers) < 2:
         return
     for position, spec in enumerate(consumers):

@@ -13,7 +13,7 @@ import contextlib
 import copy
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,24 +170,39 @@ def _strip(props: dict[str, Any]) -> dict[str, Any]:
 
 
 def up(
-    host: ProviderHost, id_: str, outputs: Mapping[str, Any], inputs: Mapping[str, Any]
+    host: ProviderHost,
+    id_: str,
+    outputs: Mapping[str, Any],
+    inputs: Mapping[str, Any],
+    *,
+    meanwhile: Callable[[], object] | None = None,
+    between: Callable[[], object] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """``pulumi up`` of one resource already in the state (``id_``, its ``outputs``) with
     new ``inputs``: Check, Diff, then as the diff says nothing, Update, or a replace:
-    Delete (the old outputs) before Create when ``deleteBeforeReplace``, as the engine
-    does. Any error (a check failure as ``AssertionError``) stops it there, as it stops
-    the engine. Returns the id and outputs now in the state."""
+    Delete (the old outputs) before Create when ``deleteBeforeReplace``, else Create,
+    then Delete (the engine deletes the replaced resource after every create and
+    update), as the engine does. Any error (a check failure as ``AssertionError``) stops
+    it there, as it stops the engine. ``meanwhile`` runs after the diff, before any
+    change (someone else's change between the preview and the up); ``between``, between
+    a replace's two steps. Returns the id and outputs now in the state."""
     checked, failures = host.check(inputs, outputs)
     assert failures == [], failures
     diff = host.diff(id_, outputs, checked)
+    if meanwhile is not None:
+        meanwhile()
     if diff.changes != provider_pb2.DiffResponse.DIFF_SOME:
         return id_, dict(outputs)
     if not diff.replaces:
         return id_, host.update(id_, outputs, checked)
     if diff.deleteBeforeReplace:
         host.delete(id_, outputs)
+        if between is not None:
+            between()
         return host.create(checked)
     made = host.create(checked)
+    if between is not None:
+        between()
     host.delete(id_, outputs)
     return made
 

@@ -250,7 +250,7 @@ def test_renaming_a_stream_is_a_replace(host: ProviderHost, server: NatsServer) 
     news, _ = host.check({**stream_inputs(name), "name": name + "X"})
     diff = host.diff(id_, outputs, news)
     assert list(diff.replaces) == ["name"]
-    assert diff.deleteBeforeReplace
+    assert diff.deleteBeforeReplace  # the old stream's subjects: it goes first
 
 
 def test_refresh_shows_an_out_of_band_change_and_the_next_diff_updates(

@@ -17,7 +17,7 @@ import pytest
 from migration_helpers import dump, killed_migration_script, publish_many
 from pulumi_host import ProviderHost, configured, up
 from servers import NatsServer, options, run
-from test_provider_host import MALLORY, _publish, api, stream_inputs, unique
+from test_provider_host import MALLORY, _publish, api, consumer_inputs, stream_inputs, unique
 
 from pulumi_provider import JetStreamProvider, operations
 from reconciler.door_words import spoken
@@ -433,3 +433,206 @@ async def _info(server: NatsServer, name: str) -> dict[str, Any]:
         ConnectionOptions(servers=server.url, user="team", password="s3cretPW")
     ) as client:
         return await client.stream_info(name)
+
+
+# --- a replace to another name or stream: made beside the old one, or judged first ----------
+
+
+def _made(server: NatsServer) -> set[str]:
+    """The streams on the server but the apply lock's bucket."""
+    return _streams(server) - {"KV_RECONCILE_LOCKS"}
+
+
+def _messages(server: NatsServer, name: str) -> int:
+    return int(api(server, f"STREAM.INFO.{name}")["state"]["messages"])
+
+
+def _theirs(server: NatsServer, name: str, subjects: list[str]) -> None:
+    """Stream ``name`` made by another project (owner teamb)."""
+    theirs = {"name": name, "subjects": subjects, "metadata": ownership_marker("teamb")}
+    assert "error" not in api(server, f"STREAM.CREATE.{name}", theirs)
+
+
+def test_a_renamed_stream_is_made_before_the_old_one_goes_so_a_refused_create_keeps_it(
+    server: NatsServer,
+) -> None:
+    """A stream holding 7 messages (``allow_destroy``) renamed, to subjects of its own.
+    Pulumi deleted it first (the diff said delete-before-replace for every replace); the
+    create was then refused (here another project made a stream of the new name between
+    the preview and the up): the stream and its 7 messages gone, nothing made. The diff
+    now lets Pulumi make the new stream first: refused, the old one and its messages
+    stay; a rename that works makes the new stream while the old one still holds its
+    messages, then deletes the old one."""
+    with configured({"jetstream:servers": server.url}) as host:
+        old, new = unique("RENAMED"), unique("RENAMETO")
+        id_, _, outputs = host.apply(stream_inputs(old, allow_destroy=True))
+        run(_publish(server.url, f"{old}.a", 7))
+        renamed = stream_inputs(new, allow_destroy=True)
+        checked, _ = host.check(renamed, outputs)
+        assert host.diff(id_, outputs, checked).deleteBeforeReplace is False
+        with pytest.raises(grpc.RpcError) as refused:
+            up(host, id_, outputs, renamed, meanwhile=lambda: _theirs(server, new, ["T.>"]))
+        assert "teamb" in str(refused.value.details())
+        assert _messages(server, old) == 7
+        assert api(server, f"STREAM.DELETE.{new}").get("success")  # teamb lets go of it
+        seen: list[tuple[set[str], int]] = []
+        made_id, made = up(
+            host,
+            id_,
+            outputs,
+            renamed,
+            between=lambda: seen.append((_made(server), _messages(server, old))),
+        )
+        assert seen == [({old, new}, 7)]  # both at once, the old one whole
+        assert (made_id, made["name"]) == (new, new)
+        assert _made(server) == {new}
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["own-subjects", "old-subjects"])
+def test_a_rename_onto_another_projects_stream_fails_the_diff_and_keeps_the_stream(
+    server: NatsServer, shared: bool
+) -> None:
+    """A stream holding 7 messages (``allow_destroy``) renamed to a name another project
+    (owner teamb) already holds: Pulumi deleted it first and the create was refused, the
+    stream and its messages gone. With subjects of its own, or the old stream's (which
+    cannot be on the server twice: that rename deletes first), the diff now judges the
+    create: refused, naming teamb, before anything is deleted. A rename to a free name
+    goes through: beside the old one with subjects of its own, after it with its
+    subjects."""
+    with configured({"jetstream:servers": server.url}) as host:
+        old, taken, free = unique("KEPTNAME"), unique("TAKEN"), unique("FREE")
+        id_, _, outputs = host.apply(stream_inputs(old, allow_destroy=True))
+        run(_publish(server.url, f"{old}.a", 7))
+        _theirs(server, taken, [f"{taken}.>"])
+
+        def renamed(name: str) -> dict[str, Any]:
+            subjects = [f"{old}.>"] if shared else [f"{name}.>"]
+            return {**stream_inputs(name, allow_destroy=True), "subjects": subjects}
+
+        with pytest.raises(grpc.RpcError) as refused:
+            up(host, id_, outputs, renamed(taken))
+        details = str(refused.value.details())
+        assert "teamb" in details and "Traceback" not in details, details
+        assert _messages(server, old) == 7
+        checked, _ = host.check(renamed(free), outputs)
+        assert host.diff(id_, outputs, checked).deleteBeforeReplace is shared
+        made_id, _ = up(host, id_, outputs, renamed(free))
+        assert made_id == free
+        assert _made(server) == {taken, free}
+        assert _messages(server, taken) == 0  # theirs, untouched
+
+
+@pytest.mark.parametrize("change", ["name", "storage"])
+def test_a_replace_whose_delete_is_refused_fails_the_diff_and_makes_nothing(
+    server: NatsServer, change: str
+) -> None:
+    """A stream holding 3 messages, without ``allow_destroy``, renamed, or changed to
+    memory storage: the delete of the old one is refused (its messages). Made first, the
+    renamed stream would stay beside an old one that never goes; deleted first, the
+    stream's dependents would go before the refusal. The diff now judges that delete:
+    refused, naming allow_destroy, nothing made or changed."""
+    with configured({"jetstream:servers": server.url}) as host:
+        old, new = unique("UNDELETABLE"), unique("NEVERMADE")
+        id_, _, outputs = host.apply(stream_inputs(old))
+        run(_publish(server.url, f"{old}.a", 3))
+        changed = stream_inputs(new) if change == "name" else stream_inputs(old, storage="memory")
+        checked, _ = host.check(changed, outputs)
+        with pytest.raises(grpc.RpcError) as refused:
+            host.diff(id_, outputs, checked)
+        assert "allow_destroy=True" in str(refused.value.details())
+        assert _made(server) == {old}
+        info = api(server, f"STREAM.INFO.{old}")
+        assert (info["config"]["storage"], info["state"]["messages"]) == ("file", 3)
+
+
+def test_a_consumer_moved_onto_a_stream_not_there_keeps_the_old_consumer(
+    server: NatsServer,
+) -> None:
+    """A consumer whose ``stream`` is changed to a stream the server does not hold: Pulumi
+    deleted it first, then its create was refused, the consumer (and where its readers
+    were) gone. It is made first now: refused, the old consumer stays with the 4
+    messages it has not delivered; moved to a stream that is there, it is made on it,
+    then the old one deleted."""
+    with configured({"jetstream:servers": server.url}) as host:
+        stream, missing, other = unique("CMOVED"), unique("CMISSING"), unique("COTHER")
+        host.apply(stream_inputs(stream))
+        id_, _, outputs = host.apply(consumer_inputs(stream, "READER"))
+        run(_publish(server.url, f"{stream}.a", 4))
+        with pytest.raises(grpc.RpcError) as refused:
+            up(host, id_, outputs, consumer_inputs(missing, "READER"))
+        assert "Traceback" not in str(refused.value.details())
+        info = api(server, f"CONSUMER.INFO.{stream}.READER")
+        assert info["num_pending"] == 4
+        host.apply(stream_inputs(other))
+        checked, _ = host.check(consumer_inputs(other, "READER"), outputs)
+        assert host.diff(id_, outputs, checked).deleteBeforeReplace is False
+        made_id, _ = up(host, id_, outputs, consumer_inputs(other, "READER"))
+        assert made_id == f"{other}/READER"
+        assert "error" in api(server, f"CONSUMER.INFO.{stream}.READER")
+        assert "error" not in api(server, f"CONSUMER.INFO.{other}.READER")
+
+
+@pytest.mark.parametrize("retention", ["limits", "workqueue"])
+def test_a_renamed_consumer_is_made_beside_the_old_one_unless_its_workqueue_refuses_it(
+    server: NatsServer, retention: str
+) -> None:
+    """A consumer renamed: made beside the old one, then the old one deleted (the diff
+    said delete first for every replace). On a workqueue stream the server refuses two
+    consumers of overlapping filters side by side, so there the old one goes first."""
+    with configured({"jetstream:servers": server.url}) as host:
+        stream = unique("CRENAMED")
+        host.apply(stream_inputs(stream, retention=retention))
+        reader = consumer_inputs(stream, "OLD", filter_subject=f"{stream}.a")
+        id_, _, outputs = host.apply(reader)
+        renamed = {**reader, "name": "NEW"}
+        checked, _ = host.check(renamed, outputs)
+        first = host.diff(id_, outputs, checked).deleteBeforeReplace
+        assert first is (retention == "workqueue")
+        made_id, _ = up(host, id_, outputs, renamed)
+        assert made_id == f"{stream}/NEW"
+        names = api(server, f"CONSUMER.NAMES.{stream}")["consumers"]
+        assert names == ["NEW"]
+
+
+NO_NEW_BUCKETS = """\
+rules:
+  - id: no-new-buckets
+    level: deny
+    message: no KeyValue bucket is made here
+    expr: step.action != "create" || resource.kind != "KeyValue"
+"""
+
+
+def test_a_kind_change_on_the_same_stream_is_judged_without_the_old_one_before_it_goes(
+    server: NatsServer, tmp_path: Path
+) -> None:
+    """A stream named ``KV_<bucket>`` holding 5 messages (``allow_destroy``) declared as
+    the KeyValue bucket of that stream: the same stream name, so the old one must go
+    first. With a policy denying new buckets, Pulumi deleted the stream and its messages,
+    then the create was refused: nothing left. The diff now judges the create without
+    the old stream: refused, naming the rule, the stream kept; without the rule, the
+    stream goes first and the bucket is made."""
+    policy = tmp_path / "no-new-buckets.yaml"
+    policy.write_text(NO_NEW_BUCKETS, encoding="utf-8")
+    with configured({"jetstream:servers": server.url}) as plain_host:
+        host = plain_host.using(JetStreamProvider(policies=[str(policy)]))
+        bucket = unique("settings")
+        stream = {
+            "kind": "Stream",
+            "name": f"KV_{bucket}",
+            "subjects": [f"$KV.{bucket}.>"],
+            "storage": "memory",
+            "allow_destroy": True,
+        }
+        id_, _, outputs = host.apply(stream)
+        run(_publish(server.url, f"$KV.{bucket}.a", 5))
+        kind_changed = {"kind": "KeyValue", "name": bucket, "storage": "memory"}
+        with pytest.raises(grpc.RpcError) as refused:
+            up(host, id_, outputs, kind_changed)
+        assert "no-new-buckets" in str(refused.value.details())
+        assert _messages(server, f"KV_{bucket}") == 5
+        checked, _ = plain_host.check(kind_changed, outputs)
+        assert plain_host.diff(id_, outputs, checked).deleteBeforeReplace is True
+        made_id, made = up(plain_host, id_, outputs, kind_changed)
+        assert (made_id, made["kind"]) == (bucket, "KeyValue")
+        assert _messages(server, f"KV_{bucket}") == 0
