@@ -5,12 +5,26 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
+from agent_harness import stop_all, wait_for_line
 from cli_runner import reconcile
 from servers import NatsServer, run
+from test_agent_envs import _drift, _healed
+from test_agent_seat_claims import (
+    DECLARED,
+    _agent,
+    _claims,
+    _described,
+    _heals,
+    _project,
+    _refused_by,
+)
 
+from reconciler.execution.lineage import LINEAGE_KEY
+from reconciler.identity import LOCK_BUCKET
 from reconciler.planning.entries import MANAGED_HEADER
 from reconciler.specs.spec import MANAGED_VALUE
 
@@ -82,3 +96,41 @@ def test_a_secret_written_before_its_header_is_marked_then_never_shown(
     assert json.loads(again.stdout)["changes"] == []
     spec.write_text(ENTRY.format(value="x"))
     assert SECRET not in _outputs(tmp_path, clean_server)
+
+
+async def _delete_lineage(url: str) -> None:
+    """``nats kv del RECONCILE_LOCKS lineage``: how docs/saved-plans.md says every plan
+    saved before is made stale (the next apply writes a new lineage)."""
+    nc = await nats.connect(url)
+    try:
+        kv = await nc.jetstream().key_value(LOCK_BUCKET)
+        await kv.delete(LINEAGE_KEY)
+    finally:
+        await nc.close()
+
+
+def test_a_new_lineage_never_lets_a_second_shard_into_a_claimed_seat(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """Shard 0 heals ``zero`` and claims the seat; the account's lineage is deleted (to
+    make the saved plans stale, as docs/saved-plans.md says) and shard 1 then starts:
+    its environment ``one`` (the same server named ``localhost``) writes a new lineage
+    when it seats itself. The claim was keyed by the lineage, so ``one`` found no claim
+    under its new key and healed its spec while ``zero`` healed its own: each undoing
+    the other's heals. The seat is the bucket's account: ``one`` is refused."""
+    url = clean_server.url
+    zero, one = _project(tmp_path, url)
+    first, second = tmp_path / "shard0.log", tmp_path / "shard1.log"
+    agents = [_agent(["--all-envs", "--shard", "0/2"], cwd=tmp_path, log=first)]
+    try:
+        wait_for_line(first, _healed(zero), f"shard 0 creates ORDERS in {zero}")
+        run(_delete_lineage(url))
+        agents.append(_agent(["--all-envs", "--shard", "1/2"], cwd=tmp_path, log=second))
+        wait_for_line(second, _refused_by(zero), f"{one} refused, naming {zero}")
+        run(_drift(url, description="changed by hand"))
+        wait_for_line(first, lambda line: _heals(first, zero) > 1, f"{zero} heals the change")
+        assert run(_described(url))[0] == DECLARED
+        assert _heals(second, one) == 0
+        assert [c["env"] for c in run(_claims(url))] == [zero]
+    finally:
+        stop_all(agents)
