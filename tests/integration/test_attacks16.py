@@ -4,13 +4,19 @@ against a real nats-server."""
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
 from agent_harness import stop_all, wait_for_line
-from cli_runner import reconcile
+from cli_runner import cleaned_environ, reconcile
 from servers import NatsServer, run
 from test_agent_envs import _drift, _healed
 from test_agent_seat_claims import (
@@ -134,3 +140,125 @@ def test_a_new_lineage_never_lets_a_second_shard_into_a_claimed_seat(
         assert [c["env"] for c in run(_claims(url))] == [zero]
     finally:
         stop_all(agents)
+
+
+class _Flood:
+    """A client holding up to ``count`` connections to the agent's HTTP port open,
+    sending nothing; one the agent closes is opened again (a thread, until stopped)."""
+
+    def __init__(self, port: int, count: int) -> None:
+        self.port, self.count = port, count
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._hold, daemon=True)
+
+    def _hold(self) -> None:
+        held: list[socket.socket] = []
+        while not self.done.is_set():
+            for sock in list(held):
+                try:
+                    if sock.recv(1) == b"":  # closed by the agent
+                        held.remove(sock)
+                        sock.close()
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    held.remove(sock)
+                    sock.close()
+            while len(held) < self.count and not self.done.is_set():
+                sock = socket.socket()
+                sock.settimeout(0.2)
+                try:
+                    sock.connect(("127.0.0.1", self.port))
+                except OSError:
+                    sock.close()
+                    break
+                sock.setblocking(False)  # recv above: at once, never waiting
+                held.append(sock)
+            time.sleep(0.05)
+        for sock in held:
+            sock.close()
+
+    def __enter__(self) -> _Flood:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join(10)
+
+
+def _json_lines(log: Path) -> list[dict[str, Any]]:
+    """The log's JSON lines (lines that are not JSON left out: the test counts them)."""
+    return [json.loads(x) for x in log.read_text().splitlines() if x.startswith("{")]
+
+
+def _wait(log: Path, check: Any, what: str, patience: float = 30.0) -> dict[str, Any]:
+    deadline = time.monotonic() + patience
+    while time.monotonic() < deadline:
+        found = [line for line in _json_lines(log) if check(line)]
+        if found:
+            return found[0]
+        time.sleep(0.1)
+    raise AssertionError(f"gave up waiting: {what}\n{log.read_text()[-3000:]}")
+
+
+#: ``reconcile`` with at most 512 file descriptors (a systemd unit's soft limit is 1,024).
+FEW_DESCRIPTORS = (
+    "import resource, runpy, sys; "
+    "resource.setrlimit(resource.RLIMIT_NOFILE, (512, 512)); "
+    "sys.argv[0] = 'reconcile'; runpy.run_module('reconciler', run_name='__main__')"
+)
+
+
+def _probed(port: int) -> int | None:
+    """/healthz as a probe asks it (tried a few times: the flood's connections are
+    opened meanwhile, and one may close it before its request is read)."""
+    for _ in range(5):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as reply:
+                return int(reply.status)
+        except OSError:
+            time.sleep(0.2)
+    return None
+
+
+def test_connections_held_open_to_the_http_port_never_fail_a_cycle(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A client opening connections to /metrics' port and sending nothing (each held
+    5 s) took every file descriptor the process may open: the cycles failed
+    (``f.yaml:1: cannot read: Too many open files``), an edited spec was applied only
+    once the flood stopped, and asyncio wrote a traceback per refused accept into the
+    JSON log. At most 64 are open at once, a new one closing the oldest: /healthz is
+    still answered."""
+    (tmp_path / ".git").mkdir()
+    spec = tmp_path / "f.yaml"
+    declared = "kind: Stream\nname: FLOOD\nsubjects: [flood]\nstorage: memory\ndescription: {}\n"
+    spec.write_text(declared.format("one"))
+    log = tmp_path / "agent.log"
+    args = ["watch", "f.yaml", "--server", clean_server.url, "--mode", "heal"]
+    args += ["--interval", "1s", "--listen", "127.0.0.1:0", "--log-format", "json"]
+    agent = subprocess.Popen(
+        [sys.executable, "-c", FEW_DESCRIPTORS, *args],
+        cwd=tmp_path,
+        env=cleaned_environ(None),
+        stderr=log.open("w"),
+    )
+    try:
+        listening = _wait(log, lambda line: line["event"] == "listening", "listening")
+        port = int(str(listening["message"]).rsplit(":", 1)[1].split("/")[0])
+        _wait(log, lambda line: line.get("state") == "healed", "FLOOD created")
+        with _Flood(port, 1000):
+            time.sleep(2)  # the flood at its height
+            assert _probed(port) == 200  # the newest connection is served
+            spec.write_text(declared.format("two"))
+            _wait(
+                log,
+                lambda line: line.get("state") == "healed" and line.get("fields"),
+                "the edited description applied while the flood goes on",
+            )
+        text = log.read_text()
+        assert "Too many open files" not in text
+        assert all(x.startswith("{") for x in text.splitlines() if x.strip()), text[-2000:]
+    finally:
+        stop_all([agent])
