@@ -4,8 +4,10 @@ seats of one process only.
 
 Each environment healed, once seated (:func:`~reconciler.agent.seats.seat_of`), writes
 a claim in the apply lock's bucket (``RECONCILE_LOCKS``, in the account the seat is in)
-under the key ``seat-<digest>``: a digest of the seat (the account, its domain and
-lineage, the user) and the project's owner. The claim holds the environment's name and
+under the key ``seat-<digest>``: a digest of the seat (the account, its domain, the
+user) and the project's owner. Not its lineage: the bucket is the account's own, and a
+lineage deleted (to make saved plans stale) and written again by the next agent to seat
+itself must not give that agent a key no claim is under. The claim holds the environment's name and
 when it was renewed and goes stale (``expires_at``: :func:`ttl_for` and twice the last
 cycle's duration from the renewal, by the writer's clock, as the lock's lease: the
 hosts' clocks are assumed to agree within seconds). Then:
@@ -79,11 +81,13 @@ def ttl_for(interval: float, text: str | None = None) -> float:
 
 def claim_key(found: Seat, owner: str) -> str | None:
     """The key of ``found``'s claim for the project ``owner``; None when the server did
-    not say the seat (its account or the user unknown)."""
+    not say the seat (its account or the user unknown). The claim is kept in the
+    account's own bucket, so the key names no lineage: one written again (the old one
+    deleted) is the same seat."""
     server = found.server
     if server.account is None or found.user is None:
         return None
-    facts = [owner, server.account, server.domain, server.lineage, found.user]
+    facts = [owner, server.account, server.domain, found.user]
     return "seat-" + hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:40]
 
 

@@ -3,7 +3,12 @@
 ``GET /metrics`` (Prometheus text), ``/healthz`` (the process answers), ``/readyz``
 (200 when connected and the last plan succeeded within twice the interval, else 503
 with the reason), ``/status`` (JSON: the last cycle). Anything else is 404; only GET
-and HEAD are served, one request per connection, request heads cut at 8 KiB.
+and HEAD are served, one request per connection, request heads cut at 8 KiB, and at
+most :data:`MAX_CONNECTIONS` open at once: a new one closes the oldest, so clients
+that open connections and send nothing, or never read the answer (each held up to
+5 s), never take the file descriptors the cycles need (a spec file read, a
+connection to a server), while a probe, whose request comes at once, is still
+answered.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from dataclasses import dataclass
 
 READ_LIMIT = 8192
 READ_SECONDS = 5.0
+#: Connections open at once; a new one closes the oldest (a scrape and two probes need 3).
+MAX_CONNECTIONS = 64
 
 
 @dataclass(frozen=True)
@@ -84,7 +91,19 @@ def exposure(host: str) -> str | None:
 async def serve(host: str, port: int, routes: dict[str, Route]) -> asyncio.Server:
     """Listen on ``host:port`` (port 0: any free port; ``server.sockets`` tells which)."""
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _serve_one(routes, reader, writer)
+    open_now: dict[asyncio.StreamWriter, None] = {}  # oldest first
 
-    return await asyncio.start_server(handle, host, port, limit=READ_LIMIT)
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while len(open_now) >= MAX_CONNECTIONS:  # the oldest closed: its descriptor freed
+            oldest = next(iter(open_now))
+            del open_now[oldest]
+            oldest.transport.abort()
+        open_now[writer] = None
+        try:
+            await _serve_one(routes, reader, writer)
+        finally:
+            open_now.pop(writer, None)
+
+    # the backlog bounds how many connections one wake accepts (asyncio accepts up to
+    # that many at once), so those closed meanwhile hold few descriptors too
+    return await asyncio.start_server(handle, host, port, limit=READ_LIMIT, backlog=MAX_CONNECTIONS)

@@ -14,7 +14,11 @@ an update that writes it again with them. Another owner's is refused unless
 deleted (at their revision); other keys are never listed, whatever their number.
 
 Values are bytes, kept base64-encoded; a plan shows them as text when they are text,
-and never shows a ``secret: true`` value, before or after.
+and never shows a ``secret: true`` value, before or after. A secret is written with a
+third header (:data:`SECRET_HEADER`), and a live value carrying it is never shown either,
+whatever the spec says now: a change that drops ``secret: true`` (a pull request's) would
+otherwise print the value it replaces. A secret written before that header existed is
+written again with it (an update that changes no value).
 """
 
 from __future__ import annotations
@@ -46,6 +50,10 @@ from reconciler.specs.spec import DEFAULT_OWNER, MANAGED_KEY, MANAGED_VALUE, OWN
 #: Headers of an entry's message that say it is managed, and by which owner.
 MANAGED_HEADER = "Jetstream-Gitops-Managed-By"
 OWNER_HEADER = "Jetstream-Gitops-Owner"
+#: The header that says a value was written as a secret (``secret: true``).
+SECRET_HEADER = "Jetstream-Gitops-Secret"
+#: Why a secret whose value is unchanged is written again.
+MARK_SECRET_REASON = "mark the value secret (its header), the value unchanged"
 SECRET_SHOWN = "(secret)"
 #: How much of a value a plan shows.
 SHOWN_LIMIT = 200
@@ -71,17 +79,24 @@ class LiveEntry:
                 metadata[OWNER_KEY] = self.headers[OWNER_HEADER]
         return {"metadata": metadata}
 
+    @property
+    def secret(self) -> bool:
+        """Written as a secret: never shown, whatever the spec declaring it says now."""
+        return self.headers.get(SECRET_HEADER) == "true"
+
     def owned_by(self, owner: str) -> bool:
         if self.headers.get(MANAGED_HEADER) != MANAGED_VALUE:
             return False
         return self.headers.get(OWNER_HEADER, DEFAULT_OWNER) == owner
 
 
-def marker_headers(owner: str) -> dict[str, str]:
+def marker_headers(owner: str, *, secret: bool = False) -> dict[str, str]:
     """The headers an apply writes with a value."""
     headers = {MANAGED_HEADER: MANAGED_VALUE}
     if owner != DEFAULT_OWNER:
         headers[OWNER_HEADER] = owner
+    if secret:
+        headers[SECRET_HEADER] = "true"
     return headers
 
 
@@ -119,7 +134,8 @@ def plan_entries(
         bucket = str(spec.stream)
         secret = bool(spec.config.get("secret"))
         value = str(spec.config["value"])
-        config = {"value": value, "secret": secret, "headers": marker_headers(ownership.owner)}
+        headers = marker_headers(ownership.owner, secret=secret)
+        config = {"value": value, "secret": secret, "headers": headers}
         current = None if bucket in fresh_buckets else live.get((bucket, spec.name))
         ref, source = spec.ref, spec.source
         if current is None:
@@ -132,17 +148,17 @@ def plan_entries(
             continue
         before = {"value": current.value, "revision": current.revision}
         managed = current.headers.get(MANAGED_HEADER) == MANAGED_VALUE
-        if current.value == value and managed and not notes:
+        unmarked = secret and not current.secret
+        if current.value == value and managed and not notes and not unmarked:
             out.add(Unchanged(ref=ref, source=source))
             continue
         fields: tuple[FieldChange, ...] = ()
         if current.value != value:
-            fields = (
-                FieldChange(
-                    "value", shown(current.value, secret=secret), shown(value, secret=secret)
-                ),
-            )
+            was = shown(current.value, secret=secret or current.secret)
+            fields = (FieldChange("value", was, shown(value, secret=secret)),)
         reasons = notes if managed else (ADOPT_REASON,)
+        if managed and unmarked and not fields:
+            reasons = (*reasons, MARK_SECRET_REASON)
         out.add(
             Update(
                 ref=ref, source=source, fields=fields, reasons=reasons, config=config, live=before
