@@ -127,7 +127,7 @@ class JetStreamProvider(ResourceProvider):
             change = compare(olds, news, self._policies, self._environment)
         first = None
         if change.replaces:  # Pulumi replaces it itself: judged now, the order chosen
-            first = has_unknowns(spec_body(news)) or self._judge_replace(id_, olds, news)
+            first = _not_known_yet(news) or self._judge_replace(id_, olds, news)
         return DiffResult(
             changes=change.changes,
             replaces=change.replaces,
@@ -296,6 +296,15 @@ def input_problems(news: Mapping[str, Any]) -> list[tuple[str, str]]:
     except SpecError as err:
         found.extend(spec_failures(err))
     return found
+
+
+def _not_known_yet(news: Mapping[str, Any]) -> bool:
+    """Whether an input a replace is judged with is not known yet (a preview, with a
+    value from a resource not made yet: the spec, or the connection, whose unknown
+    server the judge would try to reach). Such a replace is not judged: the diff of
+    ``pulumi up`` gets every value and judges it."""
+    judged = [spec_body(news), *(news.get(k) for k in ("connection", "allow_destroy", "migrate"))]
+    return has_unknowns(judged)
 
 
 def declared_spec(props: Mapping[str, Any]) -> Spec | None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from reconciler.backup.layout import s2_unpacked
 from reconciler.backup.manifest import Contents, StreamRecord
 from reconciler.backup.memory import memory_refused
 from reconciler.backup.restore_checks import differences, leftover, lookalike_hint, marked, marker
@@ -102,6 +103,8 @@ class RestoreStep:
     #: (its subjects moved aside, ``model.standby.is_fenced``): not the backup's stream
     #: as it was, and left as it is (the failover rules own it: docs/dr.md)
     fenced: bool = False
+    #: bytes the snapshot file unpacks to (``layout.s2_unpacked``); 0: not read
+    unpacked: int = 0
 
     @property
     def destructive(self) -> bool:
@@ -180,20 +183,24 @@ async def plan_restore(
     lives: list[Live | None] = []
     refused: list[str] = []
     for record in (r for r in selected if not _own(r)):
-        size = contents.folder(record.name).data.stat().st_size
+        data = contents.folder(record.name).data
+        size, unpacked = data.stat().st_size, s2_unpacked(data)
         mark = _marker_for(contents, record)
         live = await live_stream(client, record.name)
         lives.append(live)
         if live is None:
-            steps.append(RestoreStep(record, "restore", size, mark))
+            steps.append(RestoreStep(record, "restore", size, mark, unpacked=unpacked))
         elif marked(live[0].get("config")) is None and not differences(record, *live):
             fenced = is_fenced(live[0].get("config") or {})
             steps.append(RestoreStep(record, "restored", size, mark, fenced=fenced))
         elif mark is not None and await leftover(client, record, *live, mark):
-            steps.append(RestoreStep(record, "resume", size, mark, freed=_bytes(live[0])))
+            steps.append(
+                RestoreStep(record, "resume", size, mark, freed=_bytes(live[0]), unpacked=unpacked)
+            )
         elif flags.replace_existing:
             seen = seen_state(live)
-            steps.append(RestoreStep(record, "replace", size, mark, seen, _bytes(live[0])))
+            freed = _bytes(live[0])
+            steps.append(RestoreStep(record, "replace", size, mark, seen, freed, unpacked=unpacked))
         else:
             differ = differences(record, *live)
             more = f" (and {len(differ) - 1} more)" if differ[1:] else ""
@@ -238,10 +245,11 @@ async def _with_room(client: JetStreamClient, plan: Plan, steps: Sequence[Restor
 
 
 def _brought(step: RestoreStep) -> int:
-    """The bytes a step brings: the larger of what its state says (the manifest's, or
-    ``backup.json``'s: anyone who can write the folder writes them) and the size of the
-    snapshot file it sends, checked and read from disk."""
-    return max(int(step.record.state.get("bytes") or 0), step.size)
+    """The bytes a step brings: the largest of what its state says (the manifest's, or
+    ``backup.json``'s: anyone who can write the folder writes them), the size of the
+    snapshot file it sends, checked and read from disk, and what that file unpacks to
+    (its S2 frames say it: compressible messages fill a small file)."""
+    return max(int(step.record.state.get("bytes") or 0), step.size, step.unpacked)
 
 
 def _own(record: StreamRecord) -> bool:

@@ -94,19 +94,22 @@ async def _fill_random(url: str, subject: str, megabytes: int) -> None:
         await nc.close()
 
 
+@pytest.mark.parametrize("fill", [_fill_random, _fill], ids=["random", "compressible"])
 def test_a_manifest_saying_fewer_bytes_than_its_snapshot_holds_is_refused_for_room(
-    clean_server: NatsServer, server_factory: Any, tmp_path: Path
+    clean_server: NatsServer, server_factory: Any, tmp_path: Path, fill: Any
 ) -> None:
     """The room check counted the bytes the manifest says, which anyone who can write the
     folder writes: a manifest saying 1 KiB over a 6 MiB snapshot (its digests intact)
     passed the check of a 4 MiB account and the restore started. Now the snapshot's own
-    size counts too: refused before anything is restored."""
+    size counts too: refused before anything is restored. Compressible messages (6 MiB
+    of one byte repeated) make a snapshot file of under 1 KiB: what it unpacks to counts
+    (before, the restore started and failed with err 10047)."""
     specs = tmp_path / "specs"
     specs.mkdir()
     (specs / "streams.yaml").write_text("kind: Stream\nname: A\nsubjects: [a.>]\n")
     applied = reconcile("apply", str(specs), "--server", clean_server.url, "--yes", cwd=tmp_path)
     assert applied.returncode == 0, applied.stderr
-    run(_fill_random(clean_server.url, "a.x", 6))
+    run(fill(clean_server.url, "a.x", 6))
     out = tmp_path / "backup"
     done = reconcile(
         "backup", str(specs), "--out", str(out), "--server", clean_server.url, cwd=tmp_path

@@ -15,6 +15,7 @@ from typing import Any
 import grpc
 import pytest
 from migration_helpers import dump, killed_migration_script, publish_many
+from pulumi.runtime import rpc
 from pulumi_host import ProviderHost, configured, up
 from servers import NatsServer, options, run
 from test_provider_host import MALLORY, _publish, api, consumer_inputs, stream_inputs, unique
@@ -636,3 +637,26 @@ def test_a_kind_change_on_the_same_stream_is_judged_without_the_old_one_before_i
         made_id, made = up(plain_host, id_, outputs, kind_changed)
         assert (made_id, made["kind"]) == (bucket, "KeyValue")
         assert _messages(server, f"KV_{bucket}") == 0
+
+
+@pytest.mark.parametrize("unknown", ["servers", "connection"])
+def test_a_replace_whose_connection_is_not_known_in_the_preview_is_previewed(
+    server: NatsServer, unknown: str
+) -> None:
+    """A renamed stream whose connection comes from a resource the same ``pulumi up``
+    makes: its servers (or the whole connection) are not known in the preview. The diff
+    judged the replace against that unknown server: the preview failed, ``cannot connect
+    to <pulumi.output.Unknown object ...>``, or a traceback (an Unknown has no items). It
+    now shows the replace unjudged; the diff of ``pulumi up``, with the values known,
+    judges it."""
+    with configured({"jetstream:servers": server.url}) as host:
+        old, new = unique("KNOWNLATER"), unique("RENAMEDLATER")
+        id_, _, outputs = host.apply(stream_inputs(old))
+        later = {"servers": rpc.UNKNOWN} if unknown == "servers" else rpc.UNKNOWN
+        checked, failures = host.check({**stream_inputs(new), "connection": later}, outputs)
+        assert failures == []
+        diff = host.diff(id_, outputs, checked)
+        assert list(diff.replaces) == ["name"]
+        known, _ = host.check({**stream_inputs(new), "connection": {"servers": server.url}})
+        assert host.diff(id_, outputs, known).deleteBeforeReplace is False
+        assert _made(server) == {old}

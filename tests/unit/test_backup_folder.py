@@ -13,6 +13,7 @@ from reconciler.backup.layout import (
     BackupError,
     file_digest,
     s2_problem,
+    s2_unpacked,
     stream_folder,
     valid_stream_name,
 )
@@ -72,6 +73,22 @@ def test_s2_framing_catches_truncation_and_damage(tmp_path: Path) -> None:
     assert "identifier" in str(s2_problem(path))
     path.write_bytes(S2_MAGIC)
     assert "empty" in str(s2_problem(path))
+
+
+def test_s2_unpacked_counts_what_each_data_frame_decodes_to(tmp_path: Path) -> None:
+    """A compressed frame's block says the length it decodes to (a varint after the
+    checksum), an uncompressed frame holds its bytes: 6 MiB of a repeated byte fit in a
+    file of a few hundred bytes, so the file's size is no measure of what it brings."""
+    path = tmp_path / "stream.tar.s2"
+    six_mib = (6 << 20).to_bytes(4, "little")  # any checksum
+    compressed = b"\0\0\0\0" + bytes([0x80, 0x80, 0x80, 0x03]) + b"\x00" * 40  # 6 MiB
+    path.write_bytes(
+        S2_MAGIC
+        + _frame(0x00, compressed)
+        + _frame(0x01, six_mib + b"data" * 100)
+        + _frame(0xFE, b"pad")
+    )
+    assert s2_unpacked(path) == (6 << 20) + 400
 
 
 def _record() -> StreamRecord:
