@@ -46,6 +46,14 @@ LOCK_TIMEOUT = stages.LOCK_TIMEOUT
 #: How a Pulumi program allows what the executor refuses (an update that deletes stored
 #: messages, a delete of a stream holding some).
 ALLOW_WITH = "It deletes stored messages: set allow_destroy=True on the resource to allow it."
+#: The same for a delete, which Pulumi makes with the inputs the resource was last applied
+#: with: the old resource of a replace keeps the ``allow_destroy`` it had, whatever the
+#: program says now.
+DELETE_ALLOW_WITH = (
+    "It deletes stored messages: set allow_destroy=True on the resource to allow it (the "
+    "old resource of a replace is deleted with the inputs it had: empty its stream, or "
+    "keep it and drop it from the stack with `pulumi state delete URN`)."
+)
 
 #: What the engine's messages name a CLI flag for, in a Pulumi program's words: the
 #: resource's arguments and the stack's config (a connection setting: the `connection`
@@ -427,6 +435,8 @@ async def _judged_removal(
     judges before Pulumi changes anything."""
     plan = await stages.plan_removal(client, target, state, request, declared=declared)
     keeps = any(loss.messages for step in plan.changes for loss in step.losses)
-    allowances = stages.Allowances(allow_replace=allow_destroy or not keeps, allow_with=ALLOW_WITH)
+    allowances = stages.Allowances(
+        allow_replace=allow_destroy or not keeps, allow_with=DELETE_ALLOW_WITH
+    )
     stages.refuse(stages.verdict(plan, allowances))
     return plan, allowances

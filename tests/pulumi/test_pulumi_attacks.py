@@ -489,6 +489,28 @@ def test_a_renamed_stream_is_made_before_the_old_one_goes_so_a_refused_create_ke
         assert _made(server) == {new}
 
 
+def test_a_replaced_stream_given_messages_before_its_delete_is_kept_and_the_way_out_said(
+    server: NatsServer,
+) -> None:
+    """An empty stream without ``allow_destroy``, renamed: the diff lets Pulumi make the
+    new stream first, and messages reach the old one before Pulumi deletes it. The
+    delete is refused (its messages kept); Pulumi retries it with the inputs the old
+    resource had, so setting ``allow_destroy`` in the program cannot help, and the
+    refusal names what can: emptying the stream, or dropping it from the stack."""
+    with configured({"jetstream:servers": server.url}) as host:
+        old, new = unique("LATEMSGS"), unique("LATETO")
+        id_, _, outputs = host.apply(stream_inputs(old))
+        renamed = stream_inputs(new)
+        checked, _ = host.check(renamed, outputs)
+        assert host.diff(id_, outputs, checked).deleteBeforeReplace is False
+        arrive = lambda: run(_publish(server.url, f"{old}.a", 3))  # noqa: E731
+        with pytest.raises(grpc.RpcError) as refused:
+            up(host, id_, outputs, renamed, between=arrive)
+        details = str(refused.value.details())
+        assert "pulumi state delete" in details and "Traceback" not in details, details
+        assert _made(server) == {old, new} and _messages(server, old) == 3
+
+
 @pytest.mark.parametrize("shared", [False, True], ids=["own-subjects", "old-subjects"])
 def test_a_rename_onto_another_projects_stream_fails_the_diff_and_keeps_the_stream(
     server: NatsServer, shared: bool
