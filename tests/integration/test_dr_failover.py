@@ -417,6 +417,34 @@ def test_a_restart_of_the_standby_drops_the_mirrors_window_and_apply_gives_it_ba
     assert stored(west).count("lost-ack") == 1
 
 
+def test_a_window_given_by_an_update_knows_only_the_ids_mirrored_after_it(
+    ready: tuple[NatsServer, NatsServer, Path],
+) -> None:
+    """The server fact a failover's wait rests on (docs/jetstream-notes.md): a mirror
+    without a window records no id, and an update giving it one records only the ids of
+    the messages mirrored after it. Promoted, a retry of the one mirrored before is
+    stored again, a retry of the one mirrored after is a duplicate."""
+    east, west, root = ready
+
+    def windowed(nanoseconds: int) -> None:
+        config = dict(_info(west.url, "ORDERS")["config"])
+        config["duplicate_window"] = nanoseconds
+        answer = run(_request(west.url, "$JS.API.STREAM.UPDATE.ORDERS", config))
+        assert "error" not in answer, answer
+
+    windowed(0)  # as a restart of west's server leaves it
+    assert _sent(east.url, "before")["seq"] == 51
+    wait_for(lambda: last_seq(west) == 51)
+    windowed(120_000_000_000)
+    assert _sent(east.url, "after")["seq"] == 52
+    wait_for(lambda: last_seq(west) == 52)
+    result = reconcile("failover", "--from", "east", "--to", "west", "--yes", cwd=root)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _sent(west.url, "after").get("duplicate") is True
+    assert _sent(west.url, "before").get("duplicate") is None  # stored again
+    assert stored(west).count("before") == 2 and stored(west).count("after") == 1
+
+
 def test_ctrl_c_while_a_failover_waits_for_a_lock_says_nothing_was_changed(
     ready: tuple[NatsServer, NatsServer, Path],
 ) -> None:
