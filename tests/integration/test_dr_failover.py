@@ -447,23 +447,23 @@ def test_a_window_given_by_an_update_knows_only_the_ids_mirrored_after_it(
     assert stored(west).count("before") == 2 and stored(west).count("after") == 1
 
 
-#: ORDERS with a window of 12 s: a failover's wait for the window is that long at most.
-ORDERS_12S = ORDERS.replace("max_age: 7d\n", "max_age: 7d\nduplicate_window: 12s\n")
-TWELVE_SECONDS = 12_000_000_000
+#: ORDERS with a window of 24 s: a failover's wait for the window is that long at most.
+ORDERS_24S = ORDERS.replace("max_age: 7d\n", "max_age: 7d\nduplicate_window: 24s\n")
+WINDOW = 24_000_000_000
 
 
 def _restarted_standby(
     server_factory: Callable[..., NatsServer], tmp_path: Path
 ) -> tuple[NatsServer, NatsServer, Path]:
-    """East with 50 messages declaring a 12 s window, west's mirror of them, then west's
+    """East with 50 messages declaring a 24 s window, west's mirror of them, then west's
     server restarted: its mirror has no window any more (docs/jetstream-notes.md)."""
     east, west = joined_domains(server_factory)
-    root = dr_project(tmp_path, east, west, ORDERS_12S)
+    root = dr_project(tmp_path, east, west, ORDERS_24S)
     applied(root, "east")
     run(_publish(east.url, "orders.new", 50))
     applied(root, "west")
     wait_for(lambda: last_seq(west) == 50)
-    assert _info(west.url, "ORDERS")["config"]["duplicate_window"] == TWELVE_SECONDS
+    assert _info(west.url, "ORDERS")["config"]["duplicate_window"] == WINDOW
     west.restart()
     wait_for(lambda: bool(west.monitor("leafz").get("leafnodes")))
     assert not _info(west.url, "ORDERS")["config"].get("duplicate_window")
@@ -481,29 +481,34 @@ def test_a_failover_gives_a_restarted_standby_its_window_back_before_the_fence(
     stream answers it as a duplicate and holds it once. Before, the mirror was promoted
     knowing no id, and the retry was stored a second time."""
     east, west, root = _restarted_standby(server_factory, tmp_path)
-    time.sleep(3)  # west's last message older than the failover's steps after its wait
+    # a message mirrored just now: the failover waits for it to be out of the window, a
+    # wait long enough on a loaded machine for the message below to be sent before the
+    # fence, and retried after the promotion within the window (10 s and more each way)
+    assert _sent(east.url, "fresh")["seq"] == 51
+    wait_for(lambda: last_seq(west) == 51)
+    time.sleep(10)
     process = started("failover", "--from", "east", "--to", "west", "--yes", cwd=root)
 
     def restored() -> bool:
-        return _info(west.url, "ORDERS")["config"].get("duplicate_window") == TWELVE_SECONDS
+        return _info(west.url, "ORDERS")["config"].get("duplicate_window") == WINDOW
 
     try:
         wait_for(lambda: restored() or process.poll() is not None)
         assert restored(), "the failover did not give the mirror its window back"
         assert not is_fenced(east)  # the wait before the fence: east takes the writes
         first = _sent(east.url, "lost-ack")  # its answer never arrived, say
-        assert first["seq"] == 51
+        assert first["seq"] == 52
         out, err = process.communicate(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
     assert process.returncode == 0, out + err
-    assert "restore the mirror's duplicate_window 0s -> 12s" in out
+    assert "restore the mirror's duplicate_window 0s -> 24s" in out
     again = _sent(west.url, "lost-ack")  # the retry reaches the promoted side
-    assert again.get("duplicate") is True and again["seq"] == 51, again
+    assert again.get("duplicate") is True and again["seq"] == 52, again
     assert stored(west).count("lost-ack") == 1
-    assert last_seq(west) == 51
+    assert last_seq(west) == 52
 
 
 def test_an_unplanned_failover_gives_a_restarted_standby_its_window_at_the_promotion(
@@ -523,8 +528,8 @@ def test_an_unplanned_failover_gives_a_restarted_standby_its_window_at_the_promo
     again = _sent(west.url, "new-on-west")  # its answer lost, say: sent again
     assert again.get("duplicate") is True and again["seq"] == 51, again
     assert stored(west).count("new-on-west") == 1
-    assert _info(west.url, "ORDERS")["config"]["duplicate_window"] == TWELVE_SECONDS
-    assert "duplicate_window 0s -> 12s" in result.stdout
+    assert _info(west.url, "ORDERS")["config"]["duplicate_window"] == WINDOW
+    assert "duplicate_window 0s -> 24s" in result.stdout
     assert "knows no Nats-Msg-Id" in result.stdout
 
 
