@@ -132,11 +132,11 @@ def unknown_ids_for(info: Mapping[str, Any], window: int) -> float:
     it (or the stream is empty); never more than ``window``."""
     last = str((info.get("state") or {}).get("last_ts") or "")
     now = info.get("ts")
-    if not last or last.startswith("0001-") or not isinstance(now, str):
+    if not last or last.startswith("0001-"):
         return 0.0
-    age = nanoseconds_between(last, now)
+    age = nanoseconds_between(last, now) if isinstance(now, str) else None
     if age is None:
-        return window / 1e9  # unreadable: the whole window
+        return window / 1e9  # unreadable, or no server time said: the whole window
     return min(max(window - max(age, 0), 0), window) / 1e9
 
 

@@ -81,6 +81,8 @@ def test_the_ids_mirrored_before_the_window_stay_unknown_until_out_of_it() -> No
     assert unknown_ids_for(read("0001-01-01T00:00:00Z"), ten) == 0.0  # no message
     assert unknown_ids_for(read("yesterday"), ten) == 10.0  # unreadable: all of it
     assert unknown_ids_for({}, ten) == 0.0
+    no_time = {"state": {"last_ts": "2026-01-01T00:00:00Z"}}  # the server said no ts
+    assert unknown_ids_for(no_time, ten) == 10.0  # the whole window, never none
 
 
 def test_the_fence_is_one_subject_of_its_own() -> None:
