@@ -5,6 +5,10 @@ plan steps (:mod:`reconciler.execution.failover_rules`: each side's policies, th
 lifecycle's ``mode: observe``, the shared verdict). Then per pair (docs/dr.md; the server
 facts in docs/jetstream-notes.md), under the apply lock of both servers:
 
+0. a mirror whose ``duplicate_window`` is shorter than the pair needs (a restart of its
+   server drops it) gets it back, and the fence waits until the messages it mirrored
+   without it are out of it (only ids mirrored after the update are known: a retry of
+   one of those would be stored again), the origin taking the writes meanwhile;
 1. **fence** the origin: its subjects become one nobody publishes to
    (``model.standby.fence_subject``), so no write is acknowledged there any more; its
    messages and consumers stay;
@@ -28,7 +32,8 @@ the origin its subjects back while no mirror has been promoted. Progress is reco
 the standby's lock bucket (key ``failover.<stream>``), written under the lock: it is shown,
 never trusted to decide a step. An unplanned failover (``unplanned``: the origin cannot be
 read) promotes without fencing and says what may be lost: the mirror's last contact and
-sequence; its consumers start at the stream's first message.
+sequence; its consumers start at the stream's first message (a window the mirror lacks
+is given by the promotion, and the plan says its ids are not known).
 """
 
 from __future__ import annotations
@@ -408,22 +413,28 @@ async def _run(
     unavailable: dict[str, float] = {}
 
     async def one(state: PairState) -> None:
-        async with limit:
-            steps = PairSteps(state, the_plan, request, origin, standby, fences, say)
-            try:
+        steps = PairSteps(state, the_plan, request, origin, standby, fences, say)
+        try:
+            if not request.rollback:
+                async with limit:
+                    hold = await steps.restore_window()
+                # the mirror's window given back: the pairs wait together, the origin
+                # taking the writes, nothing fenced (a stop here changes nothing else)
+                await asyncio.sleep(hold)
+            async with limit:
                 if request.rollback:
                     await steps.roll_back()
                 else:
                     await steps.run()
-            except ReconcileError as err:
-                problems.append(printable(f"{state.name}: {err}"))
-                return
-            except Exception as err:  # one pair's: reported, and the others go on
-                problems.append(printable(f"{state.name}: {_unforeseen(err, request)}"))
-                return
-            done.append(state.name)
-            if steps.window is not None:
-                unavailable[state.name] = steps.window
+        except ReconcileError as err:
+            problems.append(printable(f"{state.name}: {err}"))
+            return
+        except Exception as err:  # one pair's: reported, and the others go on
+            problems.append(printable(f"{state.name}: {_unforeseen(err, request)}"))
+            return
+        done.append(state.name)
+        if steps.window is not None:
+            unavailable[state.name] = steps.window
 
     await asyncio.gather(*(one(state) for state in the_plan.states if the_plan.actions(state)))
     return FailoverResult(the_plan, tuple(sorted(done)), tuple(problems), False, unavailable)

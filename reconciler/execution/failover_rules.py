@@ -10,8 +10,9 @@ before it asks and before anything changes:
 - the policy files of each environment (the project's ``policies:``, then ``--policy``),
   evaluated on that environment's steps: the origin's plan (an ``Update`` of each stream:
   its subjects become the fence subject, or, in a rollback, its own again) and the
-  standby's (an ``Update`` of each mirror: ``mirror`` dropped, the subjects given; a
-  ``Create`` of each consumer);
+  standby's (an ``Update`` of each mirror giving back the ``duplicate_window`` it lacks,
+  before the fence; an ``Update`` of each mirror: ``mirror`` dropped, the subjects
+  given; a ``Create`` of each consumer);
 - the shared verdict (``execution.verdict``): a deny exits 3;
 - each side's steps against every stream of its server, as apply's plan is
   (``planning.live_checks``: a promotion giving subjects another stream of the standby
@@ -33,7 +34,7 @@ from reconciler.execution.pair_reads import PairState, _info
 from reconciler.execution.verdict import refuse, verdict
 from reconciler.jetstream import JetStreamClient
 from reconciler.model.normalize import desired_config
-from reconciler.model.standby import fence_subject, promoted_config
+from reconciler.model.standby import fence_subject, lacking_window, promoted_config
 from reconciler.model.state import LiveState, ServerInfo
 from reconciler.model.values import printable
 from reconciler.planning.live_checks import live_problems
@@ -96,12 +97,25 @@ async def judged(
         standby_live[state.name] = config
         promoted = config
         if not state.promoted:
-            promoted = promoted_config(config, state.subjects, state.pair.stream.config)
+            restored = _restored(state, config, the_plan)
+            if restored is not config:
+                standby_steps.append(
+                    Update(
+                        ref=pair.stream.ref,
+                        config=restored,
+                        live=config,
+                        source=pair.stream.source,
+                        reasons=(
+                            "failover: restore the mirror's duplicate_window before the fence",
+                        ),
+                    )
+                )
+            promoted = promoted_config(restored, state.subjects, state.pair.stream.config)
             standby_steps.append(
                 Update(
                     ref=pair.stream.ref,
                     config=promoted,
-                    live=config,
+                    live=restored,
                     source=pair.stream.source,
                     reasons=("failover: promote the mirror (`mirror` dropped, subjects given)",),
                 )
@@ -146,6 +160,16 @@ async def _against_live(client: JetStreamClient, plan: Plan, specs: Sequence[Spe
     live = await client.fetch_live()
     checked = with_check(plan, RefusalKind.INVALID, live_problems(specs, plan.changes, live))
     return await with_capacity(client, checked, live, specs, lock_ahead=False)
+
+
+def _restored(state: PairState, live: dict[str, Any], the_plan: FailoverPlan) -> dict[str, Any]:
+    """The mirror's config once the failover gave it back the duplicate window it lacks
+    (``live`` itself when it lacks none): before the fence, so a planned failover only;
+    otherwise the promotion gives it (``model.standby.promoted_config``)."""
+    lacking = lacking_window(live, state.pair.stream.config)
+    if lacking is None or state.origin_fenced or the_plan.unplanned:
+        return live
+    return {**live, "duplicate_window": lacking[1]}
 
 
 def _origin_step(state: PairState, live: Mapping[str, Any], the_plan: FailoverPlan) -> Step | None:

@@ -34,11 +34,14 @@ from reconciler.model.standby import (
     FAILOVER_PAUSE_UNTIL,
     fence_subject,
     is_fenced,
+    lacking_window,
     left_paused,
     promoted_config,
+    unknown_ids_for,
 )
 from reconciler.model.timestamps import rfc3339
 from reconciler.specs.spec import Spec
+from reconciler.specs.units import format_duration
 
 if TYPE_CHECKING:
     from reconciler.execution.failover import FailoverPlan, FailoverRequest
@@ -53,7 +56,15 @@ _RESET_LEVEL = 4
 PAUSE_ENV = "RECONCILE_FAILOVER_PAUSE"
 #: The header marking the verify's probe for the stream's core subscribers (docs/dr.md).
 PROBE_HEADER = "Reconcile-Probe"
-PHASES = ("fenced", "converged", "promoted", "consumer paused", "consumers", "done")
+PHASES = (
+    "window restored",
+    "fenced",
+    "converged",
+    "promoted",
+    "consumer paused",
+    "consumers",
+    "done",
+)
 
 
 async def verify_locks(fences: Sequence[Fence]) -> None:
@@ -142,6 +153,49 @@ class PairSteps:
         if mirror is None or mirror["config"].get("mirror"):
             return await self.unfence()
         return False
+
+    async def restore_window(self) -> float:
+        """Before the fence, the mirror gets back the duplicate window it lacks (a restart
+        of its server drops it: ``model.standby.lacking_window``); how long the fence must
+        then wait (seconds): until the messages it mirrored without it are out of it, as
+        only ids mirrored after the update are known (``model.standby.unknown_ids_for``)
+        and a publisher's retry, within the window, of a message the origin stored before
+        would be stored again on the promoted stream. The origin takes the writes
+        meanwhile. Nothing is done (0) without the origin, or once it is fenced (a re-run):
+        no write comes to record, and the promotion gives the window. A server that does
+        not keep the window (a clustered JetStream keeps none on a mirror) is said so,
+        and not waited for."""
+        if self.origin is None:
+            return 0.0
+        origin, mirror = await asyncio.gather(
+            _info(self.origin, self.name), _info(self.standby, self.name)
+        )
+        if origin is None or is_fenced(origin["config"]):
+            return 0.0
+        if mirror is None or not mirror["config"].get("mirror"):
+            return 0.0
+        lacking = lacking_window(mirror["config"], self.state.pair.stream.config)
+        if lacking is None:
+            return 0.0
+        await verify_locks(self.fences)
+        await self.standby.update_stream({**mirror["config"], "duplicate_window": lacking[1]})
+        restored = await _info(self.standby, self.name) or {}
+        if lacking_window(restored.get("config") or {}, self.state.pair.stream.config):
+            self.say(  # no id is recorded: waiting would only delay the fence
+                f"{self.name}: the server of {self.the_plan.standby} did not keep the "
+                "mirror's duplicate_window (a clustered JetStream keeps none on a mirror: "
+                "docs/jetstream-notes.md): it knows no Nats-Msg-Id, a retry of a message "
+                f"{self.the_plan.origin} stored is stored again; the promotion gives the window"
+            )
+            return 0.0
+        hold = unknown_ids_for(restored, lacking[1])
+        self.say(
+            f"{self.name}: the mirror in {self.the_plan.standby} has its duplicate_window "
+            f"back ({format_duration(lacking[1])}); the fence waits {hold:.1f}s, until the "
+            "messages it mirrored without it are out of it"
+        )
+        await self.record("window restored", hold_seconds=round(hold, 3))
+        return hold
 
     async def fence(self) -> None:
         assert self.origin is not None

@@ -20,6 +20,7 @@ from reconciler.model.standby import (
     PairHealth,
     fence_subject,
     is_fenced,
+    lacking_window,
     left_paused,
     mirror_config,
     mirrors_the_origin,
@@ -32,6 +33,7 @@ from reconciler.planning.standby import Pair, origin_api
 from reconciler.specs.project import Project
 from reconciler.specs.spec import Spec
 from reconciler.specs.standby import Standby
+from reconciler.specs.units import format_duration
 
 __all__ = [
     "PairState",
@@ -66,6 +68,10 @@ class PairState:
     #: A promoted standby that is no copy of the origin (empty: it is): the failover
     #: fences the origin, then stops the pair (docs/dr.md)
     diverged: str = ""
+    #: The unpromoted mirror's duplicate_window and the one the pair needs, when its own
+    #: is shorter (a restart of its server drops it): the failover gives it back
+    #: (``model.standby.lacking_window``); None: it lacks none
+    window: tuple[int, int] | None = None
 
     @property
     def name(self) -> str:
@@ -87,14 +93,28 @@ class PairState:
                 return []
             return ["give the origin its subjects back"] if self.origin_fenced else []
         steps: list[str] = []
-        if not self.origin_fenced and not unplanned:
+        fences = not self.origin_fenced and not unplanned
+        window = None if self.promoted else self.window
+        if window is not None and fences:
+            steps.append(
+                f"restore the mirror's {_window_change(window)}, then wait before the fence "
+                "until the messages it mirrored without it are out of it (at most "
+                f"{format_duration(window[1])}; the origin takes the writes meanwhile)"
+            )
+        if fences:
             steps.append(f"fence the origin: subjects {subjects} -> {fence_subject(self.name)}")
         if self.done:
             return steps
         if not self.promoted:
             if not unplanned:
                 steps.append("wait until the mirror's last sequence is the origin's")
-            steps.append(f"promote the mirror: drop `mirror`, subjects {subjects}")
+            promote = f"promote the mirror: drop `mirror`, subjects {subjects}"
+            if window is not None and not fences:  # no write comes to record: no wait
+                promote += (
+                    f", {_window_change(window)}: it knows no Nats-Msg-Id of the messages "
+                    "it mirrored without it, a retry of one is stored again"
+                )
+            steps.append(promote)
         for name in self.consumers_missing:
             start = self.starts.get(name)
             at = "the stream's first message" if start is None else f"sequence {start}"
@@ -102,6 +122,12 @@ class PairState:
         if steps:
             steps.append("verify: last sequences, message counts, a probe answered")
         return steps
+
+
+def _window_change(window: tuple[int, int]) -> str:
+    """A mirror's duplicate window given back, as a plan step says it."""
+    live, needed = (format_duration(w) for w in window)
+    return f"duplicate_window {live} -> {needed} (a restart of its server drops it)"
 
 
 def health_line(health: PairHealth) -> str:
@@ -451,6 +477,9 @@ async def pair_state(
         starts=starts,
         problems=tuple(problems),
         diverged=unlike,
+        window=lacking_window(mirror_config, pair.stream.config)
+        if mirror_info is not None and not promoted
+        else None,
     )
 
 

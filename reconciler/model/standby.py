@@ -10,7 +10,10 @@ Pure rules over plain dicts (docs/dr.md, where the server facts they rest on are
   would be irreversible, and JetStream has no per-stream publish deny);
 - a pair's health is read on both sides: the mirror's own ``lag`` is 0 with the link
   down (and ``active`` -1), so the lag shown is the origin's last sequence minus the
-  mirror's, each read on its own side.
+  mirror's, each read on its own side;
+- the mirror's ``duplicate_window`` is what makes a promoted stream answer a publisher's
+  retry as a duplicate (:func:`needed_window`); a restart of its server drops it, and an
+  update giving it back knows only the ids mirrored after it (:func:`unknown_ids_for`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from reconciler.errors import ReconcileError
 from reconciler.model.defaults import default_duplicate_window
+from reconciler.model.normalize import nanoseconds_between
 from reconciler.specs.units import parse_duration
 
 __all__ = [
@@ -32,12 +36,15 @@ __all__ = [
     "fence_subject",
     "is_fenced",
     "is_the_mirror",
+    "lacking_window",
     "left_paused",
     "mirror_config",
     "mirrors_the_origin",
+    "needed_window",
     "pair_health",
     "promoted_config",
     "promotion_supported",
+    "unknown_ids_for",
 ]
 
 #: The nats CLI's own thresholds (``nats server check stream`` reads the same keys).
@@ -87,20 +94,50 @@ def mirror_config(
     """The standby's desired config: the origin's, as a mirror of it reached through
     ``api`` (its ``deliver`` subject when the accounts need one)."""
     config = {k: v for k, v in origin.items() if k not in _NOT_ON_A_MIRROR}
-    # The origin's duplicate window, set on the mirror: a mirror with one records the
-    # ``Nats-Msg-Id`` of each message it mirrors, so once promoted it answers a retry of
-    # a message the origin stored (its acknowledgement lost at the fence) as a duplicate
-    # instead of storing it again; a mirror without one knows no ids (measured on 2.12.8,
-    # 2.14.6 and 2.15.1: docs/jetstream-notes.md).
-    window = _nanoseconds(origin.get("duplicate_window"))
-    config["duplicate_window"] = window or default_duplicate_window(
-        _nanoseconds(origin.get("max_age"))
-    )
+    config["duplicate_window"] = needed_window(origin)
     external: dict[str, Any] = {"api": api}
     if deliver:
         external["deliver"] = deliver
     config["mirror"] = {"name": origin["name"], "external": external}
     return config
+
+
+def needed_window(origin: Mapping[str, Any]) -> int:
+    """The duplicate window a standby's mirror needs (nanoseconds): its ``origin``'s
+    (the stream's spec config), or the one the server gives a stream setting none (2 m,
+    or ``max_age`` when shorter). A mirror with a window records the ``Nats-Msg-Id`` of
+    each message it mirrors, so once promoted it answers a retry of a message the origin
+    stored (its acknowledgement lost at the fence) as a duplicate instead of storing it
+    again; a mirror without one knows no ids (measured on 2.12.8, 2.14.6 and 2.15.1:
+    docs/jetstream-notes.md)."""
+    window = _nanoseconds(origin.get("duplicate_window"))
+    return window or default_duplicate_window(_nanoseconds(origin.get("max_age")))
+
+
+def lacking_window(mirror: Mapping[str, Any], origin: Mapping[str, Any]) -> tuple[int, int] | None:
+    """A standby's live ``mirror`` config whose duplicate window is shorter than its
+    ``origin`` needs (:func:`needed_window`; none: a restart of the mirror's server drops
+    it, every server measured): its window and the needed one; None when it lacks none."""
+    needed, live = needed_window(origin), _nanoseconds(mirror.get("duplicate_window"))
+    return (live, needed) if live < needed else None
+
+
+def unknown_ids_for(info: Mapping[str, Any], window: int) -> float:
+    """How long (seconds, by the mirror's clock) the messages a mirror holds stay within
+    ``window``, from its STREAM.INFO read just after an update gave it that window: a
+    window given by an update records only the ids mirrored after it (nats-server keeps
+    no id while it has none, and rebuilds them only when its server starts: measured
+    on 2.12.8, 2.14.6 and 2.15.1, docs/jetstream-notes.md), so until then a retry of
+    one of those messages within the window would be stored again. 0: none is within
+    it (or the stream is empty); never more than ``window``."""
+    last = str((info.get("state") or {}).get("last_ts") or "")
+    now = info.get("ts")
+    if not last or last.startswith("0001-"):
+        return 0.0
+    age = nanoseconds_between(last, now) if isinstance(now, str) else None
+    if age is None:
+        return window / 1e9  # unreadable, or no server time said: the whole window
+    return min(max(window - max(age, 0), 0), window) / 1e9
 
 
 #: A mirror's fields that take only part of its origin, or from a later point on: a
@@ -158,13 +195,18 @@ def promoted_config(
 ) -> dict[str, Any]:
     """A mirror's live config made a stream of its own that listens on ``subjects``,
     given back what its ``origin``'s spec declares and a mirror does not carry
-    (:data:`_GIVEN_BACK`: its ``republish``, say)."""
+    (:data:`_GIVEN_BACK`: its ``republish``, say), and the duplicate window the mirror
+    lacks (:func:`lacking_window`: dropped by a restart of its server), so the promoted
+    stream detects duplicates among its own writes."""
     config = {k: v for k, v in mirror.items() if k not in ("mirror", "subjects", *_GIVEN_BACK)}
     config["subjects"] = list(subjects)
     declared = origin or {}
     for field in _GIVEN_BACK:
         if declared.get(field):
             config[field] = declared[field]
+    lacking = lacking_window(mirror, declared or mirror)
+    if lacking is not None:
+        config["duplicate_window"] = lacking[1]
     return config
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from cli_runner import reconcile
-from servers import NatsServer, run
-from test_dr_failover import Publishers, fetch, stored
+from servers import Cluster, NatsServer, run
+from test_dr_failover import Publishers, _sent, fetch, stored
 from test_dr_standby import wait_for
 from test_lifecycle import _publish, _request
 
@@ -133,3 +133,47 @@ def test_a_failover_the_standby_account_has_no_room_for_is_refused(
     assert not names.get("consumers")
     run(_publish(_url(server, "east"), "orders.new", 1))  # east still acknowledges
     assert _info(server, "east")["state"]["last_seq"] == 31
+
+
+def test_a_clustered_standby_keeps_no_window_and_its_failover_waits_for_none(
+    tmp_path: Path,
+) -> None:
+    """A clustered JetStream keeps no ``duplicate_window`` on a mirror (dropped at its
+    create and at each update: docs/jetstream-notes.md), so the failover's update giving
+    it back is dropped too: the failover says the mirror knows no id and fences without
+    waiting for a window it does not have (before, it waited up to the whole window, 2 m,
+    for nothing). The promoted stream, no mirror any more, gets the window."""
+    cluster = Cluster(tmp_path / "cluster")
+    for node in cluster.nodes:  # the cluster's own readiness check connects as east
+        node.settings.update(accounts=ACCOUNTS, no_auth_user="east")
+    cluster.start()
+    try:
+        server = cluster.nodes[0]
+        (tmp_path / "project").mkdir()
+        secrets = _project(tmp_path / "project", server, ORDERS)
+        for env in ("east", "west"):
+            done = reconcile("apply", "--env", env, "--yes", cwd=tmp_path / "project", env=secrets)
+            assert done.returncode == 0, done.stdout + done.stderr
+            if env == "east":
+                run(_publish(_url(server, "east"), "orders.new", 30))
+        wait_for(lambda: _info(server, "west")["state"]["last_seq"] == 30)
+        assert not _info(server, "west")["config"].get("duplicate_window")  # not kept
+
+        result = reconcile(
+            "failover",
+            "--from",
+            "east",
+            "--to",
+            "west",
+            "--yes",
+            cwd=tmp_path / "project",
+            env=secrets,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "did not keep the mirror's duplicate_window" in result.stderr, result.stderr
+        west = _info(server, "west")["config"]
+        assert west.get("mirror") is None and west["duplicate_window"] == 120_000_000_000
+        assert _sent(_url(server, "west"), "on-west")["seq"] == 31
+        assert _sent(_url(server, "west"), "on-west").get("duplicate") is True
+    finally:
+        cluster.stop()

@@ -21,9 +21,9 @@ from typing import Any
 
 import nats
 import pytest
-from cli_runner import interrupted_at_the_lock, reconcile
+from cli_runner import interrupted_at_the_lock, reconcile, started
 from servers import NatsServer, joined_domains, run
-from test_dr_standby import applied, dr_project, last_seq, link, wait_for
+from test_dr_standby import ORDERS, applied, dr_project, last_seq, link, wait_for
 from test_lifecycle import _info, _publish, _request
 
 from reconciler.execution import lock
@@ -231,6 +231,7 @@ def test_a_mirror_that_cannot_catch_up_is_refused_and_the_origin_takes_writes_ag
     east, west, root = ready
     leafnodes = dict(west.settings["leafnodes"])
     link(west, up=False, leafnodes=leafnodes)
+    applied(root, "west")  # its restart dropped the mirror's window (docs/dr.md)
     run(_publish(east.url, "orders.new", 7))  # the mirror cannot get these
 
     check = reconcile("failover", "--from", "east", "--to", "west", "--check", cwd=root)
@@ -249,6 +250,7 @@ def test_a_mirror_that_cannot_catch_up_is_refused_and_the_origin_takes_writes_ag
     assert last_seq(east) == 58
 
     link(west, up=True, leafnodes=leafnodes)
+    applied(root, "west")
     with Publishers([east.url]) as publishers:
         time.sleep(0.3)
         result = reconcile("failover", "--from", "east", "--to", "west", "--yes", cwd=root)
@@ -415,6 +417,120 @@ def test_a_restart_of_the_standby_drops_the_mirrors_window_and_apply_gives_it_ba
     again = _sent(west.url, "lost-ack")
     assert again.get("duplicate") is True and again["seq"] == 51, again
     assert stored(west).count("lost-ack") == 1
+
+
+def test_a_window_given_by_an_update_knows_only_the_ids_mirrored_after_it(
+    ready: tuple[NatsServer, NatsServer, Path],
+) -> None:
+    """The server fact a failover's wait rests on (docs/jetstream-notes.md): a mirror
+    without a window records no id, and an update giving it one records only the ids of
+    the messages mirrored after it. Promoted, a retry of the one mirrored before is
+    stored again, a retry of the one mirrored after is a duplicate."""
+    east, west, root = ready
+
+    def windowed(nanoseconds: int) -> None:
+        config = dict(_info(west.url, "ORDERS")["config"])
+        config["duplicate_window"] = nanoseconds
+        answer = run(_request(west.url, "$JS.API.STREAM.UPDATE.ORDERS", config))
+        assert "error" not in answer, answer
+
+    windowed(0)  # as a restart of west's server leaves it
+    assert _sent(east.url, "before")["seq"] == 51
+    wait_for(lambda: last_seq(west) == 51)
+    windowed(120_000_000_000)
+    assert _sent(east.url, "after")["seq"] == 52
+    wait_for(lambda: last_seq(west) == 52)
+    result = reconcile("failover", "--from", "east", "--to", "west", "--yes", cwd=root)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _sent(west.url, "after").get("duplicate") is True
+    assert _sent(west.url, "before").get("duplicate") is None  # stored again
+    assert stored(west).count("before") == 2 and stored(west).count("after") == 1
+
+
+#: ORDERS with a window of 24 s: a failover's wait for the window is that long at most.
+ORDERS_24S = ORDERS.replace("max_age: 7d\n", "max_age: 7d\nduplicate_window: 24s\n")
+WINDOW = 24_000_000_000
+
+
+def _restarted_standby(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> tuple[NatsServer, NatsServer, Path]:
+    """East with 50 messages declaring a 24 s window, west's mirror of them, then west's
+    server restarted: its mirror has no window any more (docs/jetstream-notes.md)."""
+    east, west = joined_domains(server_factory)
+    root = dr_project(tmp_path, east, west, ORDERS_24S)
+    applied(root, "east")
+    run(_publish(east.url, "orders.new", 50))
+    applied(root, "west")
+    wait_for(lambda: last_seq(west) == 50)
+    assert _info(west.url, "ORDERS")["config"]["duplicate_window"] == WINDOW
+    west.restart()
+    wait_for(lambda: bool(west.monitor("leafz").get("leafnodes")))
+    assert not _info(west.url, "ORDERS")["config"].get("duplicate_window")
+    return east, west, root
+
+
+def test_a_failover_gives_a_restarted_standby_its_window_back_before_the_fence(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """After a restart of west's server (its mirror's window dropped) and no apply, the
+    failover gives the mirror its window back before the fence, shown in its plan, and
+    fences only once the messages mirrored without it are out of it (the origin takes
+    the writes meanwhile). A message east stores then, its acknowledgement lost at the
+    fence, is sent again with the same ``Nats-Msg-Id`` within the window: the promoted
+    stream answers it as a duplicate and holds it once. Before, the mirror was promoted
+    knowing no id, and the retry was stored a second time."""
+    east, west, root = _restarted_standby(server_factory, tmp_path)
+    # a message mirrored just now: the failover waits for it to be out of the window, a
+    # wait long enough on a loaded machine for the message below to be sent before the
+    # fence, and retried after the promotion within the window (10 s and more each way)
+    assert _sent(east.url, "fresh")["seq"] == 51
+    wait_for(lambda: last_seq(west) == 51)
+    time.sleep(10)
+    process = started("failover", "--from", "east", "--to", "west", "--yes", cwd=root)
+
+    def restored() -> bool:
+        return _info(west.url, "ORDERS")["config"].get("duplicate_window") == WINDOW
+
+    try:
+        wait_for(lambda: restored() or process.poll() is not None)
+        assert restored(), "the failover did not give the mirror its window back"
+        assert not is_fenced(east)  # the wait before the fence: east takes the writes
+        first = _sent(east.url, "lost-ack")  # its answer never arrived, say
+        assert first["seq"] == 52
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, out + err
+    assert "restore the mirror's duplicate_window 0s -> 24s" in out
+    again = _sent(west.url, "lost-ack")  # the retry reaches the promoted side
+    assert again.get("duplicate") is True and again["seq"] == 52, again
+    assert stored(west).count("lost-ack") == 1
+    assert last_seq(west) == 52
+
+
+def test_an_unplanned_failover_gives_a_restarted_standby_its_window_at_the_promotion(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """With east lost, nothing more comes to the mirror: the promotion itself gives it
+    the window, so the promoted stream detects duplicates among its own writes, and the
+    plan says the ids of the messages it mirrored without one are not known. Before, it
+    was promoted with none: a publisher's retry on west was stored twice."""
+    east, west, root = _restarted_standby(server_factory, tmp_path)
+    east.kill()
+    result = reconcile(
+        "failover", "--from", "east", "--to", "west", "--unplanned", "--yes", cwd=root
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _sent(west.url, "new-on-west")["seq"] == 51
+    again = _sent(west.url, "new-on-west")  # its answer lost, say: sent again
+    assert again.get("duplicate") is True and again["seq"] == 51, again
+    assert stored(west).count("new-on-west") == 1
+    assert _info(west.url, "ORDERS")["config"]["duplicate_window"] == WINDOW
+    assert "duplicate_window 0s -> 24s" in result.stdout
+    assert "knows no Nats-Msg-Id" in result.stdout
 
 
 def test_ctrl_c_while_a_failover_waits_for_a_lock_says_nothing_was_changed(

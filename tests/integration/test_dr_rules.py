@@ -7,13 +7,19 @@ changes. Both servers are read with a raw client before and after."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from cli_runner import reconcile
 from servers import NatsServer, run
 from terminal import QUESTION, Terminal
-from test_dr_failover import check_after, is_fenced, ready  # noqa: F401 (a fixture)
+from test_dr_failover import (  # noqa: F401 (a fixture)
+    _restarted_standby,
+    check_after,
+    is_fenced,
+    ready,
+)
 from test_dr_standby import consumers, last_seq
 from test_lifecycle import _info, _publish
 
@@ -47,6 +53,19 @@ rules:
     message: consumers redeliver until acknowledged
     kinds: [Consumer]
     expr: resource.desired.max_deliver == -1
+"""
+
+#: West's streams keep their duplicate_window: the failover's restore of a mirror's breaks it.
+KEEP_WINDOW = """\
+rules:
+  - id: west-keeps-its-window
+    level: deny
+    message: duplicate_window in west is changed by apply only
+    kinds: [Stream]
+    when: resource.environment == "west"
+    expr: >-
+      !has(resource.desired.duplicate_window) || (has(resource.live.duplicate_window)
+      && resource.desired.duplicate_window == resource.live.duplicate_window)
 """
 
 FAILOVER = ("failover", "--from", "east", "--to", "west", "--yes")
@@ -136,3 +155,21 @@ def test_a_policy_added_while_the_question_waited_is_judged_under_the_locks(
     assert term.answer(b"yes\r") == 3, term.text
     assert "east-keeps-subjects" in term.text
     unchanged(east, west)
+
+
+def test_the_restore_of_a_restarted_mirrors_window_is_judged_as_a_step(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """The update giving a restarted standby's mirror its duplicate_window back before
+    the fence is one of the failover's steps on west, judged as apply's: a policy
+    denying it exits 3 and neither server is touched (east not fenced, west's mirror
+    still without a window)."""
+    east, west, root = _restarted_standby(server_factory, tmp_path)
+    (root / "window.yaml").write_text(KEEP_WINDOW, encoding="utf-8")
+    denied = reconcile(*FAILOVER, "--policy", "window.yaml", cwd=root)
+    assert denied.returncode == 3, denied.stdout + denied.stderr
+    assert "west-keeps-its-window" in denied.stderr
+    assert not is_fenced(east)
+    config = _info(west.url, "ORDERS")["config"]
+    assert config["mirror"]["name"] == "ORDERS" and not config.get("duplicate_window")
+    assert consumers(west) == []

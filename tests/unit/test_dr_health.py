@@ -10,10 +10,12 @@ import pytest
 from reconciler.model.standby import (
     fence_subject,
     is_fenced,
+    lacking_window,
     mirror_config,
     pair_health,
     promoted_config,
     promotion_supported,
+    unknown_ids_for,
 )
 
 pytestmark = pytest.mark.unit
@@ -48,6 +50,39 @@ def test_the_mirror_gets_the_window_the_origin_has_when_it_sets_none() -> None:
     for origin, window in (({"max_age": 5}, 5), ({}, two_minutes), ({"max_age": 0}, two_minutes)):
         config = mirror_config({"name": "ORDERS", **origin}, api="$JS.east.API")
         assert config["duplicate_window"] == window
+
+
+def test_a_mirror_without_its_window_is_given_it_back_by_the_promotion() -> None:
+    """A restart of the mirror's server drops its window: the pair needs the origin's
+    (or the server's default for it), and the promotion gives it."""
+    origin = {"name": "ORDERS", "subjects": ["orders.>"], "duplicate_window": 7}
+    restarted = dict(mirror_config(origin, api="$JS.east.API"))
+    del restarted["duplicate_window"]
+    assert lacking_window(restarted, origin) == (0, 7)
+    assert lacking_window({**restarted, "duplicate_window": 3}, origin) == (3, 7)
+    assert lacking_window({**restarted, "duplicate_window": 9}, origin) is None
+    assert lacking_window(restarted, {"name": "ORDERS"}) == (0, 120_000_000_000)
+    assert promoted_config(restarted, ["orders.>"], origin)["duplicate_window"] == 7
+    kept = promoted_config({**restarted, "duplicate_window": 9}, ["orders.>"], origin)
+    assert kept["duplicate_window"] == 9
+
+
+def test_the_ids_mirrored_before_the_window_stay_unknown_until_out_of_it() -> None:
+    """How long the messages a mirror held when its window came back stay within it,
+    by the mirror's clock (the INFO's ``ts``): never more than the window."""
+    ten = 10_000_000_000
+
+    def read(last_ts: str, ts: str = "2026-01-01T00:00:04Z") -> dict[str, Any]:
+        return {"state": {"last_ts": last_ts}, "ts": ts}
+
+    assert unknown_ids_for(read("2026-01-01T00:00:00Z"), ten) == 6.0
+    assert unknown_ids_for(read("2025-12-31T23:59:00Z"), ten) == 0.0  # out of it already
+    assert unknown_ids_for(read("2026-01-01T00:01:00Z"), ten) == 10.0  # a clock ahead
+    assert unknown_ids_for(read("0001-01-01T00:00:00Z"), ten) == 0.0  # no message
+    assert unknown_ids_for(read("yesterday"), ten) == 10.0  # unreadable: all of it
+    assert unknown_ids_for({}, ten) == 0.0
+    no_time = {"state": {"last_ts": "2026-01-01T00:00:00Z"}}  # the server said no ts
+    assert unknown_ids_for(no_time, ten) == 10.0  # the whole window, never none
 
 
 def test_the_fence_is_one_subject_of_its_own() -> None:
