@@ -28,7 +28,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from reconciler.backup.layout import BackupError
+    from reconciler.backup.layout import BackupError, BackupFileUnreadable
     from reconciler.errors import (
         ApplyFailed,
         ApplyReport,
@@ -97,6 +97,7 @@ _WHERE = {
     "UnsupportedField": "reconciler.errors",
     "SnapshotFailed": "reconciler.jetstream.snapshots",
     "BackupError": "reconciler.backup.layout",
+    "BackupFileUnreadable": "reconciler.backup.layout",
     "Location": "reconciler.locations",
     "ApplyResult": "reconciler.execution.apply",
     "apply_plan": "reconciler.execution.apply",
@@ -132,6 +133,7 @@ __all__ = [
     "ApplyRequest",
     "ApplyResult",
     "BackupError",
+    "BackupFileUnreadable",
     "ConcurrentChange",
     "ConnectError",
     "ConnectRefused",

@@ -46,7 +46,7 @@ from reconciler.backup.layout import (
     SPEC_FOLDERS,
     SPECS,
     BackupError,
-    Unreadable,
+    BackupFileUnreadable,
     read_json,
     sync_folder,
     valid_stream_name,
@@ -212,7 +212,7 @@ def _journal_files(root: Path) -> set[str] | None:
         return None
     try:
         body: dict[str, Any] = read_json(path)
-    except Unreadable:
+    except BackupFileUnreadable:
         raise  # named: it may well be ours
     except BackupError:
         return None
@@ -228,7 +228,7 @@ def _manifest(root: Path) -> Manifest | None:
         return None
     try:
         return load(root)
-    except Unreadable:
+    except BackupFileUnreadable:
         raise  # another user's, or chmod 000: named, never taken for someone else's
     except BackupError:
         return None  # someone else's manifest.json

@@ -55,7 +55,7 @@ class BackupError(ReconcileError):
     """A backup folder that cannot be used as it is (the file is named)."""
 
 
-class Unreadable(BackupError):
+class BackupFileUnreadable(BackupError):
     """A file of the folder that cannot be read (:func:`unreadable`): never taken for a
     file of another shape, or for no file."""
 
@@ -183,10 +183,10 @@ def read_json(path: Path) -> dict[str, Any]:
     return body
 
 
-def unreadable(path: Path, err: OSError) -> Unreadable:
+def unreadable(path: Path, err: OSError) -> BackupFileUnreadable:
     """A file of the folder that cannot be read (another user's ``0600`` file, removed
     meanwhile), as an error naming it."""
-    return Unreadable(f"{path}: cannot be read ({err.strerror or type(err).__name__})")
+    return BackupFileUnreadable(f"{path}: cannot be read ({err.strerror or type(err).__name__})")
 
 
 def is_file(path: Path) -> bool:
