@@ -108,6 +108,7 @@ SUITE = (
     "tests/integration/test_saved_plan_hint.py",
     "tests/integration/test_agent_seat_claims.py",
     "tests/integration/test_agent_project_edits.py",
+    "tests/integration/test_attacks16.py",
 )
 
 
@@ -268,7 +269,9 @@ GUARANTEES = (
         "check foresaw (said by its type and place; `--debug` keeps the traceback), nor a "
         "password, token or creds file's user JWT a listener says back, nor a "
         "secret-looking value in a validation error (the Action's log, summary and "
-        "annotations, Pulumi's check), nor a Pulumi secret input in the stack's state.",
+        "annotations, Pulumi's check), nor a Pulumi secret input in the stack's state, "
+        "nor a KeyValue value written as a secret once a change drops `secret: true` (plan, "
+        "comment, saved plan, drift report).",
         (
             "test_attacks8.py::test_a_listener_saying_the_credentials_back",
             "test_attacks11.py::test_a_listener_saying_the_creds_files_jwt_back",
@@ -285,6 +288,8 @@ GUARANTEES = (
             "test_security.py::test_passwords",
             "test_security.py::test_creds",
             "test_security.py::test_the_action",
+            "test_attacks16.py::test_a_change_dropping_secret_true",
+            "test_attacks16.py::test_a_secret_written_before_its_header",
         ),
     ),
     Guarantee(
@@ -859,7 +864,10 @@ GUARANTEES = (
         "environment heal each change once. A planned failover fences the origin, waits for "
         "the mirror, promotes it and starts the consumers at their ack floor: every "
         "acknowledged message is on the promoted side exactly once, and a failover killed "
-        "at any step is finished by a re-run. A server that stops answering is said "
+        "at any step is finished by a re-run. A standby whose server restarted (its "
+        "mirror's duplicate window dropped) gets the window back before the fence, and a "
+        "publisher's retry within it of a message acknowledged before the fence is stored "
+        "once. A server that stops answering is said "
         "unreachable while the others heal; one without JetStream is retried with a growing "
         "backoff; a dripping monitoring endpoint, a broken seed, a listener whose greeting is "
         "no NATS server's or an error no check foresaw fails its environment only, and a "
@@ -871,7 +879,8 @@ GUARANTEES = (
         "leaf node port, a listener that is no NATS server) makes `/readyz` 503, one that "
         "is down does not. Two shards healing two environments of one seat (one account, "
         "one user) cannot both heal: the second is refused by the first's claim on the "
-        "server until that claim goes stale. An edited project file (an environment's, or "
+        "server until that claim goes stale, whatever lineage the account's bucket holds "
+        "now. An edited project file (an environment's, or "
         "the one spec PATHS are given with) is read again under a running agent, validated "
         "first: an invalid edit keeps the last valid one, a deny rule added holds from the "
         "next plan. A list "
@@ -892,6 +901,7 @@ GUARANTEES = (
             "test_attacks8.py::test_a_list_whose_pages_never_end",
             "test_attacks8.py::test_a_forged_reply_to_one_step",
             "test_dr_failover.py::",
+            "test_attacks16.py::test_a_new_lineage_never_lets_a_second_shard",
         ),
     ),
     Guarantee(
