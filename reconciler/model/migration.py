@@ -639,6 +639,15 @@ def is_durable(config: Mapping[str, Any]) -> bool:
     return bool(config.get("durable_name"))
 
 
+#: The plan's word on a consumer moved to its ack floor: what it had acknowledged past
+#: that floor (out of order) cannot be moved with it, and is delivered again (measured:
+#: acked 1-4 and 6-10 of 20, the consumer delivered 5-14 after the migration).
+KEPT_POSITION = (
+    "consumer {name} keeps its position: its ack floor; the messages past it are delivered "
+    "again, those it acknowledged out of order too"
+)
+
+
 def consumer_fates(
     consumers: Mapping[str, Mapping[str, Any]], server: ServerInfo
 ) -> list[ConsumerFate]:
@@ -657,7 +666,7 @@ def consumer_fates(
             )
             fates.append(ConsumerFate(name, True, False, note))
         elif reset:
-            fates.append(ConsumerFate(name, True, True, f"consumer {name} keeps its position"))
+            fates.append(ConsumerFate(name, True, True, KEPT_POSITION.format(name=name)))
         else:
             note = (
                 f"consumer {name} is restored but starts again from its deliver policy "

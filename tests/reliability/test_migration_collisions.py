@@ -6,17 +6,20 @@ code before the fix it names.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
+import nats
 import pytest
-from migration_helpers import api, dump
+from migration_helpers import api, dump, publish_many
 from servers import NatsServer, options, run, write
 from test_migration_trust import TEMP, count, interrupted, names, orders, still_takes_publishes
 
 from reconciler.errors import SpecError
 from reconciler.execution import run as engine
 from reconciler.model.migration import RECORD_KEY
+from reconciler.planning.steps import Migrate
 
 pytestmark = pytest.mark.integration
 
@@ -56,3 +59,64 @@ def test_a_spec_declaring_the_temporary_stream_is_refused_and_the_migration_keep
     assert info["config"]["storage"] == "memory"
     billing = run(api(clean_server, "CONSUMER.INFO.ORDERS.BILLING"))
     assert billing["ack_floor"]["stream_seq"] == 40, json.dumps(billing)
+
+
+async def _ack_all_but(server: NatsServer, batch: int, skip: int) -> None:
+    """BILLING is delivered ``batch`` messages and acknowledges all but the ``skip``-th."""
+    nc = await nats.connect(server.url)
+    try:
+        inbox = nc.new_inbox()
+        sub = await nc.subscribe(inbox)
+        body = json.dumps({"batch": batch, "expires": 2_000_000_000}).encode()
+        await nc.publish("$JS.API.CONSUMER.MSG.NEXT.ORDERS.BILLING", body, reply=inbox)
+        for i in range(batch):
+            message = await sub.next_msg(timeout=3)
+            if i != skip:
+                await nc.request(message.reply, b"+ACK", timeout=2)
+    finally:
+        await nc.close()
+
+
+async def _next(server: NatsServer, batch: int) -> list[bytes]:
+    """What BILLING delivers next (up to ``batch``)."""
+    nc = await nats.connect(server.url)
+    got: list[bytes] = []
+    try:
+        inbox = nc.new_inbox()
+        sub = await nc.subscribe(inbox)
+        body = json.dumps({"batch": batch, "expires": 1_000_000_000}).encode()
+        await nc.publish("$JS.API.CONSUMER.MSG.NEXT.ORDERS.BILLING", body, reply=inbox)
+        with contextlib.suppress(TimeoutError, nats.errors.TimeoutError):
+            while len(got) < batch:
+                message = await sub.next_msg(timeout=2)
+                if message.data:
+                    got.append(message.data)
+    finally:
+        await nc.close()
+    return got
+
+
+def test_acknowledgements_past_the_ack_floor_are_said_to_be_delivered_again(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """BILLING has acknowledged messages 1-4 and 6-10 of 20, not 5 (ack floor 4). A
+    consumer moves to its ack floor: 6-10 are delivered again after the migration, which
+    no API can prevent (a reset moves a position; acknowledgements cannot be carried).
+    Before, the plan said only "consumer BILLING keeps its position" and docs/migrate.md
+    that unacknowledged messages are delivered again; now both say that those it
+    acknowledged out of order past its floor are too. Every message is kept."""
+    spec = orders(tmp_path)
+    assert run(engine.apply([spec], options(clean_server))).ok
+    run(publish_many(clean_server, ["orders.a"], 20))
+    run(_ack_all_but(clean_server, 10, skip=4))
+    expected = run(dump(clean_server, "ORDERS"))
+    memory = orders(tmp_path, "memory", name="m.yaml")
+    [step] = run(engine.plan([memory], options(clean_server), migrate=True)).steps
+    assert isinstance(step, Migrate)
+    [note] = [r for r in step.reasons if "consumer BILLING" in r]
+    assert "acknowledged out of order" in note and "delivered again" in note
+    assert run(engine.apply([memory], options(clean_server), migrate=True)).ok
+    assert run(dump(clean_server, "ORDERS")) == expected
+    billing = run(api(clean_server, "CONSUMER.INFO.ORDERS.BILLING"))
+    assert billing["ack_floor"]["stream_seq"] == 4
+    assert run(_next(clean_server, 10)) == [f"m{i}".encode() for i in range(4, 14)]
