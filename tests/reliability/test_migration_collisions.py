@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import nats
 import pytest
-from migration_helpers import api, dump, publish_many
+from migration_helpers import api, dump, killed_migration_script, publish_many
 from servers import NatsServer, options, run, write
 from test_migration_trust import TEMP, count, interrupted, names, orders, still_takes_publishes
 
@@ -120,3 +123,60 @@ def test_acknowledgements_past_the_ack_floor_are_said_to_be_delivered_again(
     billing = run(api(clean_server, "CONSUMER.INFO.ORDERS.BILLING"))
     assert billing["ack_floor"]["stream_seq"] == 4
     assert run(_next(clean_server, 10)) == [f"m{i}".encode() for i in range(4, 14)]
+
+
+LIMITED = """
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+storage: {storage}
+max_msgs: 300
+discard: new
+"""
+CHILD = killed_migration_script("ORDERS")
+
+
+async def _publish_counted(server: NatsServer, count: int) -> list[bytes]:
+    """Publish ``count`` messages to orders.a; the payloads the server said it stored."""
+    nc = await nats.connect(server.url)
+    stored = []
+    try:
+        for i in range(count):
+            reply = await nc.request("orders.a", f"late{i}".encode(), timeout=5)
+            if "error" not in json.loads(reply.data):
+                stored.append(f"late{i}".encode())
+    finally:
+        await nc.close()
+    return stored
+
+
+def test_publishes_during_a_migration_meet_the_streams_discard_new_limit(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """ORDERS (max_msgs 300, discard new) holds 200 messages; its migration to memory is
+    killed once the temporary stream takes the publishes. Before, that stream had no
+    limit: all 200 later publishes were stored (the stream refuses 100 of them), and the
+    copy back stalled at 300 for good (measured with a live publisher: 21,951 accepted
+    past the limit, apply failed 'stopped at sequence 3000', and so would every next
+    one). Now the temporary stream refuses what the stream would: 100 are stored,
+    and apply --migrate finishes with exactly the 300 the publishers were told of."""
+    spec = write(tmp_path, LIMITED.format(storage="file"))
+    assert run(engine.apply([spec], options(clean_server))).ok
+    run(publish_many(clean_server, ["orders.a", "orders.b"], 200))
+    before = run(dump(clean_server, "ORDERS"))
+    memory = write(tmp_path, LIMITED.format(storage="memory"), "m.yaml")
+    [step] = run(engine.plan([memory], options(clean_server), migrate=True)).steps
+    assert isinstance(step, Migrate) and not step.blocked
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, clean_server.url, json.dumps(dict(step.config)), "serving"],
+        check=False,
+        capture_output=True,
+        timeout=120,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()
+    stored = run(_publish_counted(clean_server, 200))
+    assert len(stored) == 100
+    assert count(clean_server, TEMP) == 300
+    assert run(engine.apply([memory], options(clean_server), migrate=True)).ok
+    assert names(clean_server) == ["ORDERS"]
+    assert run(dump(clean_server, "ORDERS")) == [*before, *(("orders.a", s, ()) for s in stored)]
