@@ -253,7 +253,9 @@ class _Migration:
             temp = await self._info(self.temp)
             assert temp is not None
             if not _takes_publishes(temp["config"], self.temp):
-                await self.client.update_stream(serving_config(temp["config"], record))
+                await self.client.update_stream(
+                    serving_config(temp["config"], record, temp.get("state"))
+                )
             await self._hold_consumers(record, new=True)
             await self._remember_consumers(record, from_new=True)
             await self._check_not_copied()
@@ -292,7 +294,9 @@ class _Migration:
         temp = await self._info(self.temp)
         assert temp is not None
         try:
-            await self.client.update_stream(serving_config(temp["config"], record))
+            await self.client.update_stream(
+                serving_config(temp["config"], record, temp.get("state"))
+            )
         except ServerError:
             # the subjects are taken (another stream took them after the plan looked):
             # the old stream, which holds every message, takes the publishes back
@@ -369,7 +373,7 @@ class _Migration:
         finishes the cutover (the record stays in it)."""
         temp = await self._info(self.temp)
         assert temp is not None
-        config = serving_config(temp["config"], record)
+        config = serving_config(temp["config"], record, temp.get("state"))
         config["metadata"] = {**config["metadata"], **record.at("cutover").metadata()}
         await self.client.update_stream(config)
 

@@ -502,18 +502,54 @@ def copies_when_created(config: Mapping[str, Any]) -> bool:
     return bool(config.get("mirror")) or any(s.get("filter_subject") != NOTHING for s in sources)
 
 
-def serving_config(temp_live: Mapping[str, Any], record: Record) -> dict[str, Any]:
+def serving_config(
+    temp_live: Mapping[str, Any], record: Record, state: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The temporary stream once it takes the publishes, no source: the subject fields
     of the target (what publishers meet once the migration is over), never the
-    record's own copy of the old ones. The target is checked against the specs
-    before anything acts on a record; the recorded subject fields are checked by
-    nothing (edited to a transform ``orders.> -> stolen.>``, the messages published
-    meanwhile ended in the stream under ``stolen.*``)."""
+    record's own copy of the old ones, and the limits by which the target refuses
+    publishes (:func:`refusing_limits`; ``state``: what the temporary stream holds).
+    The target is checked against the specs before anything acts on a record; the
+    recorded subject fields are checked by nothing (edited to a transform ``orders.>
+    -> stolen.>``, the messages published meanwhile ended in the stream under
+    ``stolen.*``)."""
     config = {k: v for k, v in temp_live.items() if k not in (*SUBJECT_FIELDS, "sources", "mirror")}
     fields = {key: record.target.get(key) for key in SUBJECT_FIELDS}
     config.update({k: v for k, v in fields.items() if v not in (None, [], {})})
+    config.update(refusing_limits(record.target, str(temp_live.get("storage")), state or {}))
     config["metadata"] = _with_metadata(temp_live, record.at("serving").metadata())
     return config
+
+
+#: How many bytes each storage counts a message beyond its subject, headers and
+#: payload (nats-server's fileStoreMsgSize and memStoreMsgSize): a file stream counts
+#: more, so a file limit refuses no later than the same limit in memory.
+_COUNTED_MORE = {"file": frozenset({"file", "memory"}), "memory": frozenset({"memory"})}
+
+
+def refusing_limits(
+    target: Mapping[str, Any], storage: str, state: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The ``discard: new`` limits of ``target`` the temporary stream takes while it
+    takes the publishes, so that it refuses what the stream would (the publisher gets an
+    error). Without them it took every publish: a stream of ``max_msgs: 3000`` took
+    21,951 more during a migration, and the copy back stalled at 3,000 for good (the
+    new stream refuses the rest; a resumed apply stalled there again).
+
+    Never below what the temporary stream holds (``state``): lowering a limit under it
+    deletes messages. ``max_bytes`` only when the temporary stream counts a message's
+    bytes as the target does or more (file for memory), else it would take more than
+    the target can hold."""
+    if target.get("discard") != "new":
+        return {}
+    out: dict[str, Any] = {}
+    max_msgs, max_bytes = target.get("max_msgs", -1), target.get("max_bytes", -1)
+    if isinstance(max_msgs, int) and max_msgs >= 0:
+        out["max_msgs"] = max(max_msgs, int(state.get("messages") or 0))
+    counted_more = str(target.get("storage", "file")) in _COUNTED_MORE.get(storage, ())
+    if isinstance(max_bytes, int) and max_bytes >= 0 and counted_more:
+        out["max_bytes"] = max(max_bytes, int(state.get("bytes") or 0))
+    return {**out, "discard": "new"} if out else {}
 
 
 def retired_config(
@@ -639,6 +675,15 @@ def is_durable(config: Mapping[str, Any]) -> bool:
     return bool(config.get("durable_name"))
 
 
+#: The plan's word on a consumer moved to its ack floor: what it had acknowledged past
+#: that floor (out of order) cannot be moved with it, and is delivered again (measured:
+#: acked 1-4 and 6-10 of 20, the consumer delivered 5-14 after the migration).
+KEPT_POSITION = (
+    "consumer {name} keeps its position: its ack floor; the messages past it are delivered "
+    "again, those it acknowledged out of order too"
+)
+
+
 def consumer_fates(
     consumers: Mapping[str, Mapping[str, Any]], server: ServerInfo
 ) -> list[ConsumerFate]:
@@ -657,7 +702,7 @@ def consumer_fates(
             )
             fates.append(ConsumerFate(name, True, False, note))
         elif reset:
-            fates.append(ConsumerFate(name, True, True, f"consumer {name} keeps its position"))
+            fates.append(ConsumerFate(name, True, True, KEPT_POSITION.format(name=name)))
         else:
             note = (
                 f"consumer {name} is restored but starts again from its deliver policy "

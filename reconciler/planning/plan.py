@@ -224,8 +224,8 @@ def _stream_entries(
     resumed = _resumed(group, server, ownership, migrate=migrate, choice=migration)
     if resumed is not None:
         return StreamPlan(steps=[resumed])
-    if group.declared is None and group.live is not None and is_temp(group.live):
-        return StreamPlan()  # a migration's own stream, seen alone (the fleet's snapshots)
+    if (temporary := _temporary(group)) is not None:
+        return temporary
     out = StreamPlan(problems=stream_problems(group))
     if out.problems:
         return out
@@ -399,6 +399,32 @@ def _name_taken(group: StreamGroup) -> str:
         f"stream {temp_name(group.name)} already exists and is not a migration of "
         f"{group.name}: a migration needs that name; rename or delete that stream first"
     )
+
+
+def _temporary(group: StreamGroup) -> StreamPlan | None:
+    """The plan of a migration's temporary stream (a live stream carrying a record),
+    which no spec may declare; None for any other stream.
+
+    Seen alone (no spec), nothing is planned: its migration is planned with the stream
+    it migrates (the fleet's snapshots show it too); an ``external`` spec is planned as
+    any (nothing changes such a stream). Declared, it was planned as a stream of its
+    own: its update took away the record and the subjects of the one stream holding
+    every message (publishes to ORDERS got "no responders", the migration failed, and
+    no plan knew of it any more)."""
+    declared = group.declared
+    if group.live is None or not is_temp(group.live) or (declared and declared.external):
+        return None
+    if declared is None:
+        return StreamPlan()
+    name = group.name
+    origin = name.removeprefix(TEMP_PREFIX) if name.startswith(TEMP_PREFIX) else ""
+    message = (
+        f"stream {name} on the server is the temporary stream of a migration"
+        f"{f' of stream {origin}' if origin else ''} (its metadata holds a migration "
+        f"record): no spec may declare it. Finish the migration ({migrating()}) or roll it "
+        "back first, or name this stream otherwise"
+    )
+    return StreamPlan(problems=[Problem(declared.where("name"), "name", message)])
 
 
 def _migratable(entry: Replace) -> Replace:

@@ -24,6 +24,7 @@ from reconciler.model.migration import (
     filling_config,
     new_sequence,
     overflow,
+    refusing_limits,
     remembered,
     rooms,
     serving_config,
@@ -255,3 +256,24 @@ def test_a_new_stream_holding_messages_or_past_sequences_is_a_leftover(
     config: dict[str, int], state: StreamState, leftover: bool
 ) -> None:
     assert holds_leftovers(config, state) is leftover
+
+
+def test_the_serving_copy_takes_the_targets_discard_new_limits_never_below_held() -> None:
+    """While it takes the publishes, the temporary stream refuses what the target would
+    (max_msgs; max_bytes when it counts bytes no less), and never has a limit under what
+    it holds (lowering one deletes messages)."""
+    target = {"discard": "new", "max_msgs": 300, "max_bytes": 10_000, "storage": "memory"}
+    assert refusing_limits(target, "file", {"messages": 200, "bytes": 9_000}) == {
+        "max_msgs": 300,
+        "max_bytes": 10_000,
+        "discard": "new",
+    }
+    assert refusing_limits(target, "file", {"messages": 400, "bytes": 20_000}) == {
+        "max_msgs": 400,
+        "max_bytes": 20_000,
+        "discard": "new",
+    }
+    to_file = {**target, "storage": "file"}
+    assert refusing_limits(to_file, "memory", {}) == {"max_msgs": 300, "discard": "new"}
+    assert refusing_limits({**target, "discard": "old"}, "file", {}) == {}
+    assert refusing_limits({"discard": "new"}, "file", {}) == {}

@@ -1,0 +1,182 @@
+"""Names and neighbours turned against a migration (the attacker's review, round 16).
+
+Each test publishes first and counts after, on a real nats-server, and failed on the
+code before the fix it names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import nats
+import pytest
+from migration_helpers import api, dump, killed_migration_script, publish_many
+from servers import NatsServer, options, run, write
+from test_migration_trust import TEMP, count, interrupted, names, orders, still_takes_publishes
+
+from reconciler.errors import SpecError
+from reconciler.execution import run as engine
+from reconciler.model.migration import RECORD_KEY
+from reconciler.planning.steps import Migrate
+
+pytestmark = pytest.mark.integration
+
+#: A spec naming the temporary stream of ORDERS's migration.
+TEMP_SPEC = f"""
+kind: Stream
+name: {TEMP}
+subjects: ["other.>"]
+"""
+
+
+def test_a_spec_declaring_the_temporary_stream_is_refused_and_the_migration_keeps_it(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """ORDERS's migration is killed in phase refill: MIGRATING_ORDERS alone holds every
+    message and takes ORDERS's publishes. A spec then declares a stream of that name.
+    Before, it was planned as an update of the temporary stream (adopted: its record
+    and its subjects taken away). Applied (one step at a time), publishes to orders.>
+    got "no responders", the migration failed (err 10052, a mirror cycle), and the next
+    plan no longer knew of it. Now plan and apply refuse at the spec's line, nothing
+    moves, and apply --migrate still finishes with every message."""
+    _, expected = interrupted(clean_server, tmp_path, "refill")
+    memory = orders(tmp_path, "memory", name="m.yaml")
+    both = write(tmp_path, memory.read_text() + "---" + TEMP_SPEC, "both.yaml")
+    with pytest.raises(SpecError, match=r"both\.yaml:\d+: name: stream MIGRATING_ORDERS"):
+        run(engine.plan([both], options(clean_server), migrate=True))
+    with pytest.raises(SpecError, match="no spec may declare it"):
+        run(engine.apply([both], options(clean_server), migrate=True, concurrency=1))
+    temp = run(api(clean_server, f"STREAM.INFO.{TEMP}"))["config"]
+    assert RECORD_KEY in temp["metadata"] and temp["subjects"] == ["orders.>"]
+    assert count(clean_server, TEMP) == len(expected) == 300
+    assert still_takes_publishes(clean_server, "orders.a")  # lands in MIGRATING_ORDERS
+    assert run(engine.apply([memory], options(clean_server), migrate=True)).ok
+    assert names(clean_server) == ["ORDERS"]
+    assert run(dump(clean_server, "ORDERS")) == [*expected, ("orders.a", b"probe", ())]
+    info = run(api(clean_server, "STREAM.INFO.ORDERS"))
+    assert info["config"]["storage"] == "memory"
+    billing = run(api(clean_server, "CONSUMER.INFO.ORDERS.BILLING"))
+    assert billing["ack_floor"]["stream_seq"] == 40, json.dumps(billing)
+
+
+async def _ack_all_but(server: NatsServer, batch: int, skip: int) -> None:
+    """BILLING is delivered ``batch`` messages and acknowledges all but the ``skip``-th."""
+    nc = await nats.connect(server.url)
+    try:
+        inbox = nc.new_inbox()
+        sub = await nc.subscribe(inbox)
+        body = json.dumps({"batch": batch, "expires": 2_000_000_000}).encode()
+        await nc.publish("$JS.API.CONSUMER.MSG.NEXT.ORDERS.BILLING", body, reply=inbox)
+        for i in range(batch):
+            message = await sub.next_msg(timeout=3)
+            if i != skip:
+                await nc.request(message.reply, b"+ACK", timeout=2)
+    finally:
+        await nc.close()
+
+
+async def _next(server: NatsServer, batch: int) -> list[bytes]:
+    """What BILLING delivers next (up to ``batch``)."""
+    nc = await nats.connect(server.url)
+    got: list[bytes] = []
+    try:
+        inbox = nc.new_inbox()
+        sub = await nc.subscribe(inbox)
+        body = json.dumps({"batch": batch, "expires": 1_000_000_000}).encode()
+        await nc.publish("$JS.API.CONSUMER.MSG.NEXT.ORDERS.BILLING", body, reply=inbox)
+        with contextlib.suppress(TimeoutError, nats.errors.TimeoutError):
+            while len(got) < batch:
+                message = await sub.next_msg(timeout=2)
+                if message.data:
+                    got.append(message.data)
+    finally:
+        await nc.close()
+    return got
+
+
+def test_acknowledgements_past_the_ack_floor_are_said_to_be_delivered_again(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """BILLING has acknowledged messages 1-4 and 6-10 of 20, not 5 (ack floor 4). A
+    consumer moves to its ack floor: 6-10 are delivered again after the migration, which
+    no API can prevent (a reset moves a position; acknowledgements cannot be carried).
+    Before, the plan said only "consumer BILLING keeps its position" and docs/migrate.md
+    that unacknowledged messages are delivered again; now both say that those it
+    acknowledged out of order past its floor are too. Every message is kept."""
+    spec = orders(tmp_path)
+    assert run(engine.apply([spec], options(clean_server))).ok
+    run(publish_many(clean_server, ["orders.a"], 20))
+    run(_ack_all_but(clean_server, 10, skip=4))
+    expected = run(dump(clean_server, "ORDERS"))
+    memory = orders(tmp_path, "memory", name="m.yaml")
+    [step] = run(engine.plan([memory], options(clean_server), migrate=True)).steps
+    assert isinstance(step, Migrate)
+    [note] = [r for r in step.reasons if "consumer BILLING" in r]
+    assert "acknowledged out of order" in note and "delivered again" in note
+    assert run(engine.apply([memory], options(clean_server), migrate=True)).ok
+    assert run(dump(clean_server, "ORDERS")) == expected
+    billing = run(api(clean_server, "CONSUMER.INFO.ORDERS.BILLING"))
+    assert billing["ack_floor"]["stream_seq"] == 4
+    assert run(_next(clean_server, 10)) == [f"m{i}".encode() for i in range(4, 14)]
+
+
+LIMITED = """
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+storage: {storage}
+max_msgs: 300
+discard: new
+"""
+CHILD = killed_migration_script("ORDERS")
+
+
+async def _publish_counted(server: NatsServer, count: int) -> list[bytes]:
+    """Publish ``count`` messages to orders.a; the payloads the server said it stored."""
+    nc = await nats.connect(server.url)
+    stored = []
+    try:
+        for i in range(count):
+            reply = await nc.request("orders.a", f"late{i}".encode(), timeout=5)
+            if "error" not in json.loads(reply.data):
+                stored.append(f"late{i}".encode())
+    finally:
+        await nc.close()
+    return stored
+
+
+def test_publishes_during_a_migration_meet_the_streams_discard_new_limit(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """ORDERS (max_msgs 300, discard new) holds 200 messages; its migration to memory is
+    killed once the temporary stream takes the publishes. Before, that stream had no
+    limit: all 200 later publishes were stored (the stream refuses 100 of them), and the
+    copy back stalled at 300 for good (measured with a live publisher: 21,951 accepted
+    past the limit, apply failed 'stopped at sequence 3000', and so would every next
+    one). Now the temporary stream refuses what the stream would: 100 are stored,
+    and apply --migrate finishes with exactly the 300 the publishers were told of."""
+    spec = write(tmp_path, LIMITED.format(storage="file"))
+    assert run(engine.apply([spec], options(clean_server))).ok
+    run(publish_many(clean_server, ["orders.a", "orders.b"], 200))
+    before = run(dump(clean_server, "ORDERS"))
+    memory = write(tmp_path, LIMITED.format(storage="memory"), "m.yaml")
+    [step] = run(engine.plan([memory], options(clean_server), migrate=True)).steps
+    assert isinstance(step, Migrate) and not step.blocked
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, clean_server.url, json.dumps(dict(step.config)), "serving"],
+        check=False,
+        capture_output=True,
+        timeout=120,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()
+    stored = run(_publish_counted(clean_server, 200))
+    assert len(stored) == 100
+    assert count(clean_server, TEMP) == 300
+    assert run(engine.apply([memory], options(clean_server), migrate=True)).ok
+    assert names(clean_server) == ["ORDERS"]
+    assert run(dump(clean_server, "ORDERS")) == [*before, *(("orders.a", s, ()) for s in stored)]
