@@ -47,6 +47,7 @@ from reconciler.specs.spec import Spec
 if TYPE_CHECKING:
     from reconciler.execution.failover import FailoverPlan, FailoverRequest
     from reconciler.execution.requests import PlanRequest
+    from reconciler.planning.standby import Pair
 
 __all__ = ["SidePlans", "judged"]
 
@@ -99,27 +100,11 @@ async def judged(
         if not state.promoted:
             restored = _restored(state, config, the_plan)
             if restored is not config:
-                standby_steps.append(
-                    Update(
-                        ref=pair.stream.ref,
-                        config=restored,
-                        live=config,
-                        source=pair.stream.source,
-                        reasons=(
-                            "failover: restore the mirror's duplicate_window before the fence",
-                        ),
-                    )
-                )
+                why = "failover: restore the mirror's duplicate_window before the fence"
+                standby_steps.append(_mirror_update(pair, restored, config, why))
             promoted = promoted_config(restored, state.subjects, state.pair.stream.config)
-            standby_steps.append(
-                Update(
-                    ref=pair.stream.ref,
-                    config=promoted,
-                    live=restored,
-                    source=pair.stream.source,
-                    reasons=("failover: promote the mirror (`mirror` dropped, subjects given)",),
-                )
-            )
+            why = "failover: promote the mirror (`mirror` dropped, subjects given)"
+            standby_steps.append(_mirror_update(pair, promoted, restored, why))
         for spec in pair.consumers:
             if spec.name not in state.consumers_missing:
                 continue
@@ -160,6 +145,13 @@ async def _against_live(client: JetStreamClient, plan: Plan, specs: Sequence[Spe
     live = await client.fetch_live()
     checked = with_check(plan, RefusalKind.INVALID, live_problems(specs, plan.changes, live))
     return await with_capacity(client, checked, live, specs, lock_ahead=False)
+
+
+def _mirror_update(pair: Pair, config: dict[str, Any], live: dict[str, Any], why: str) -> Update:
+    """One of the failover's updates of the standby's mirror, as a plan step."""
+    return Update(
+        ref=pair.stream.ref, config=config, live=live, source=pair.stream.source, reasons=(why,)
+    )
 
 
 def _restored(state: PairState, live: dict[str, Any], the_plan: FailoverPlan) -> dict[str, Any]:
