@@ -328,6 +328,11 @@ def _stream_rules(out: dict[str, Any], server: ServerInfo) -> None:
     skip_dedupe = sourced and server.version_tuple >= d.SOURCES_SKIP_DEDUPE_SINCE
     if out["duplicate_window"] == 0 and not mirrored and not skip_dedupe:
         out["duplicate_window"] = d.default_duplicate_window(out["max_age"])
+    if mirrored and server.clustered:
+        # a clustered JetStream keeps no window on a mirror: dropped at its create and
+        # at each update (2.12.8, 2.14.6, 2.15.1: docs/jetstream-notes.md); compared, a
+        # standby's plan showed an update that apply made and the server dropped, forever
+        out["duplicate_window"] = 0
     if "republish" in out:
         republish = _compact(out["republish"])
         republish.setdefault("src", ">")

@@ -158,6 +158,12 @@ def test_a_clustered_standby_keeps_no_window_and_its_failover_waits_for_none(
                 run(_publish(_url(server, "east"), "orders.new", 30))
         wait_for(lambda: _info(server, "west")["state"]["last_seq"] == 30)
         assert not _info(server, "west")["config"].get("duplicate_window")  # not kept
+        # so the standby's plan does not ask for it: it showed `duplicate_window: 0s ->
+        # 2m` at every plan (the agent healing it at every cycle), which apply made and
+        # the server dropped
+        again = reconcile("plan", "--env", "west", cwd=tmp_path / "project", env=secrets)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "No changes" in again.stdout and "duplicate_window" not in again.stdout
 
         result = reconcile(
             "failover",
