@@ -328,10 +328,13 @@ def _stream_rules(out: dict[str, Any], server: ServerInfo) -> None:
     skip_dedupe = sourced and server.version_tuple >= d.SOURCES_SKIP_DEDUPE_SINCE
     if out["duplicate_window"] == 0 and not mirrored and not skip_dedupe:
         out["duplicate_window"] = d.default_duplicate_window(out["max_age"])
-    if mirrored and server.clustered:
+    if mirrored and server.clustered and server.cluster_size is not None:
         # a clustered JetStream keeps no window on a mirror: dropped at its create and
         # at each update (2.12.8, 2.14.6, 2.15.1: docs/jetstream-notes.md); compared, a
-        # standby's plan showed an update that apply made and the server dropped, forever
+        # standby's plan showed an update that apply made and the server dropped, forever.
+        # Only a server advertising its cluster's members: a single server that names a
+        # cluster (no routes) looks like a no_advertise cluster, keeps the window, and was
+        # given none (this rule is what apply sends too)
         out["duplicate_window"] = 0
     if "republish" in out:
         republish = _compact(out["republish"])

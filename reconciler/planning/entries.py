@@ -81,8 +81,11 @@ class LiveEntry:
 
     @property
     def secret(self) -> bool:
-        """Written as a secret: never shown, whatever the spec declaring it says now."""
-        return self.headers.get(SECRET_HEADER) == "true"
+        """Written as a secret: never shown, whatever the spec declaring it says now.
+        Any value of the header, its name in any case, counts: another tool may write
+        ``jetstream-gitops-secret: TRUE``, and hiding a value is never a leak."""
+        marker = SECRET_HEADER.casefold()
+        return any(name.casefold() == marker for name in self.headers)
 
     def owned_by(self, owner: str) -> bool:
         if self.headers.get(MANAGED_HEADER) != MANAGED_VALUE:

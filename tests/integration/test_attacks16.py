@@ -104,6 +104,35 @@ def test_a_secret_written_before_its_header_is_marked_then_never_shown(
     assert SECRET not in _outputs(tmp_path, clean_server)
 
 
+async def _marked_by_another_tool(server: NatsServer) -> None:
+    """The secret written again by another tool, its secret header spelled its own way
+    (a library writing header names in lower case, a value in upper case)."""
+    nc = await nats.connect(server.url)
+    try:
+        headers = {MANAGED_HEADER: MANAGED_VALUE, "jetstream-gitops-secret": "TRUE"}
+        await nc.jetstream().publish("$KV.config.db.password", SECRET.encode(), headers=headers)
+    finally:
+        await nc.close()
+
+
+def test_a_secret_header_in_another_case_or_value_still_hides_the_value(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """Only ``Jetstream-Gitops-Secret: true`` exactly hid a live value: the same header
+    written by another tool as ``jetstream-gitops-secret: TRUE`` let a change dropping
+    ``secret: true`` print the stored secret as the update's old value."""
+    (tmp_path / ".git").mkdir()
+    spec = tmp_path / "specs.yaml"
+    spec.write_text(BUCKET + ENTRY.format(value=SECRET) + "secret: true\n")
+    done = reconcile("apply", "specs.yaml", "--server", clean_server.url, "-y", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run(_marked_by_another_tool(clean_server))
+    spec.write_text(BUCKET + ENTRY.format(value="x"))
+    shown = _outputs(tmp_path, clean_server)
+    assert "(secret)" in shown
+    assert SECRET not in shown
+
+
 async def _delete_lineage(url: str) -> None:
     """``nats kv del RECONCILE_LOCKS lineage``: how docs/saved-plans.md says every plan
     saved before is made stale (the next apply writes a new lineage)."""

@@ -22,7 +22,7 @@ from typing import Any
 import nats
 import pytest
 from cli_runner import interrupted_at_the_lock, reconcile, started
-from servers import NatsServer, joined_domains, run
+from servers import NatsServer, joined_domains, run, unused_port
 from test_dr_standby import ORDERS, applied, dr_project, last_seq, link, wait_for
 from test_lifecycle import _info, _publish, _request
 
@@ -468,6 +468,36 @@ def _restarted_standby(
     wait_for(lambda: bool(west.monitor("leafz").get("leafnodes")))
     assert not _info(west.url, "ORDERS")["config"].get("duplicate_window")
     return east, west, root
+
+
+def test_a_single_standby_server_naming_a_cluster_keeps_its_mirrors_window(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """West is one server whose config names a cluster (``cluster {name}``, no routes):
+    its INFO reads as a cluster advertising no member (``no_advertise``), and the rule
+    that a clustered mirror compares no window made apply create the mirror without
+    one (the plan said ``duplicate_window: 0s``), which a single server keeps: every
+    failover then waited a whole window, an unplanned one promoted a mirror knowing no
+    ``Nats-Msg-Id``, and a restart's drop was never shown. The mirror gets its window,
+    and the plan shows its drop after a restart (docs/dr.md)."""
+    port = unused_port()
+    leafnodes = {"host": "127.0.0.1", "port": port}
+    east = server_factory(name="east", domain="east", config={"leafnodes": leafnodes})
+    remote = {"remotes": [{"url": f"nats-leaf://127.0.0.1:{port}"}]}
+    named = {"leafnodes": remote, "cluster": {"name": "west-site"}}
+    west = server_factory(name="west", domain="west", config=named)
+    wait_for(lambda: bool(west.monitor("leafz").get("leafnodes")))
+    root = dr_project(tmp_path, east, west, ORDERS_24S)
+    applied(root, "east")
+    run(_publish(east.url, "orders.new", 5))
+    applied(root, "west")
+    wait_for(lambda: last_seq(west) == 5)
+    assert _info(west.url, "ORDERS")["config"].get("duplicate_window") == WINDOW
+    west.restart()
+    wait_for(lambda: bool(west.monitor("leafz").get("leafnodes")))
+    plan = reconcile("plan", "--env", "west", cwd=root)
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    assert "duplicate_window: 0s → 24s" in plan.stdout, plan.stdout
 
 
 def test_a_failover_gives_a_restarted_standby_its_window_back_before_the_fence(
