@@ -157,7 +157,10 @@ def _interrupted(origin: str, standby: str, *, began: bool) -> str:
     return (
         "interrupted during the failover: a pair stopped between its fence and its promotion "
         f"has {origin}'s subjects back, a promoted one stays promoted; see each pair with "
-        f"`reconcile failover --check --from {origin} --to {standby}`"
+        f"`reconcile failover --check --from {origin} --to {standby}`. A mirror whose "
+        "duplicate_window the failover gave back knows the Nats-Msg-Id of what it mirrored "
+        "since then only, and a run again before that window has passed does not wait for "
+        "it: run it once the window has passed (docs/dr.md#not-done-yet)"
     )
 
 

@@ -541,6 +541,37 @@ def test_a_failover_gives_a_restarted_standby_its_window_back_before_the_fence(
     assert last_seq(west) == 52
 
 
+def test_ctrl_c_while_a_failover_waits_for_the_window_fences_nothing_and_says_when_to_run_again(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """Ctrl-C while the failover waits for the mirror's restored window: exit 130, east
+    not fenced and west still its mirror, every message where it was. A run again
+    before the window has passed would not wait (the window is there, nothing says since
+    when): the message now says to run it once the window has passed."""
+    east, west, root = _restarted_standby(server_factory, tmp_path)
+    assert _sent(east.url, "fresh")["seq"] == 51
+    wait_for(lambda: last_seq(west) == 51)
+    process = started("failover", "--from", "east", "--to", "west", "--yes", cwd=root)
+    try:
+        wait_for(
+            lambda: (
+                _info(west.url, "ORDERS")["config"].get("duplicate_window") == WINDOW
+                or process.poll() is not None
+            )
+        )
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130, out + err
+    assert "window has passed" in err and "Traceback" not in err, err
+    assert not is_fenced(east)
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+    assert last_seq(east) == last_seq(west) == 51
+
+
 def test_an_unplanned_failover_gives_a_restarted_standby_its_window_at_the_promotion(
     server_factory: Callable[..., NatsServer], tmp_path: Path
 ) -> None:
