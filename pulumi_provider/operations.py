@@ -54,6 +54,16 @@ DELETE_ALLOW_WITH = (
     "old resource of a replace is deleted with the inputs it had: empty its stream, or "
     "keep it and drop it from the stack with `pulumi state delete URN`)."
 )
+#: The same for the delete of a replace, judged at the diff: Pulumi deletes the old
+#: resource with its recorded inputs, so an ``allow_destroy=True`` given with the change
+#: does not count yet (docs/pulumi.md, Constraints of dynamic providers).
+REPLACE_ALLOW_WITH = (
+    "It deletes stored messages: Pulumi deletes the old resource of a replace with the "
+    "inputs it was last applied with, so an allow_destroy=True given with this change does "
+    "not count: set allow_destroy=True alone in a `pulumi up` of its own, then make this "
+    "change (or set migrate=True to keep the messages, for a change a migration makes: "
+    "a stream's storage, retention to or from workqueue, docs/migrate.md)."
+)
 
 #: What the engine's messages name a CLI flag for, in a Pulumi program's words: the
 #: resource's arguments and the stack's config (a connection setting: the `connection`
@@ -250,7 +260,9 @@ async def judge_replace(
     """
     state = await read_around(client, spec.ref, observer, also=old)
     removal = request_for(policies=policies, environment=environment)  # as destroy's
-    await _judged_removal(client, old, state, removal, allow_destroy, declared)
+    await _judged_removal(
+        client, old, state, removal, allow_destroy, declared, allow_with=REPLACE_ALLOW_WITH
+    )
 
     async def create_judged(live: LiveState) -> None:
         await _judged(
@@ -428,15 +440,16 @@ async def _judged_removal(
     request: PlanRequest,
     allow_destroy: bool,
     declared: Spec | None,
+    *,
+    allow_with: str = DELETE_ALLOW_WITH,
 ) -> tuple[Plan, stages.Allowances]:
     """The plan deleting ``target`` from ``state`` and the allowances it is applied with,
     once the verdict found nothing refusing it (raised otherwise; another project's
     resource is refused): what :func:`destroy` applies, and what :func:`judge_replace`
-    judges before Pulumi changes anything."""
+    judges before Pulumi changes anything (``allow_with``: how a refusal says to allow
+    it)."""
     plan = await stages.plan_removal(client, target, state, request, declared=declared)
     keeps = any(loss.messages for step in plan.changes for loss in step.losses)
-    allowances = stages.Allowances(
-        allow_replace=allow_destroy or not keeps, allow_with=DELETE_ALLOW_WITH
-    )
+    allowances = stages.Allowances(allow_replace=allow_destroy or not keeps, allow_with=allow_with)
     stages.refuse(stages.verdict(plan, allowances))
     return plan, allowances

@@ -19,7 +19,7 @@ import nats
 import pytest
 from pulumi.runtime.proto import provider_pb2
 from pulumi.runtime.rpc import UNKNOWN
-from pulumi_host import ProviderHost, configured
+from pulumi_host import ProviderHost, configured, up
 from servers import NatsServer, options, run
 from servers import publish as _publish
 
@@ -251,6 +251,29 @@ def test_renaming_a_stream_is_a_replace(host: ProviderHost, server: NatsServer) 
     diff = host.diff(id_, outputs, news)
     assert list(diff.replaces) == ["name"]
     assert diff.deleteBeforeReplace  # the old stream's subjects: it goes first
+
+
+def test_a_rename_refused_for_its_messages_says_how_to_allow_it_and_that_way_works(
+    host: ProviderHost, server: NatsServer
+) -> None:
+    """Pulumi deletes a replace's old resource with its recorded inputs: an
+    ``allow_destroy=True`` given with the rename does not count. The refusal said "set
+    allow_destroy=True on the resource", which a user had just done; it now says to set it
+    in a ``pulumi up`` of its own first, and following that makes the rename."""
+    name = unique("RENAMEDKEPT")
+    id_, _, outputs = host.apply(stream_inputs(name))
+    run(_publish(server.url, f"{name}.a", 3))
+    renamed, _ = host.check({**stream_inputs(name), "name": name + "X", "allow_destroy": True})
+    with pytest.raises(grpc.RpcError) as refused:
+        host.diff(id_, outputs, renamed)
+    assert "`pulumi up` of its own" in str(refused.value.details())
+    assert api(server, f"STREAM.INFO.{name}")["state"]["messages"] == 3
+
+    allowed, _ = host.check(stream_inputs(name, allow_destroy=True))  # the advice, followed
+    id_, outputs = up(host, id_, outputs, allowed)
+    new_id, _ = up(host, id_, outputs, renamed)
+    assert new_id == name + "X"
+    assert api(server, f"STREAM.INFO.{name}")["error"]["err_code"] == 10059
 
 
 def test_refresh_shows_an_out_of_band_change_and_the_next_diff_updates(
