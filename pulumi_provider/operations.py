@@ -50,8 +50,10 @@ ALLOW_WITH = "It deletes stored messages: set allow_destroy=True on the resource
 #: with: the old resource of a replace keeps the ``allow_destroy`` it had, whatever the
 #: program says now.
 DELETE_ALLOW_WITH = (
-    "It deletes stored messages: set allow_destroy=True on the resource to allow it (the "
-    "old resource of a replace is deleted with the inputs it had: empty its stream, or "
+    "It deletes stored messages: set allow_destroy=True on the resource to allow it. "
+    "Pulumi deletes with the inputs the resource was last applied with: one removed from "
+    "the program, or the old resource of a replace, keeps the allow_destroy it had (put "
+    "it back with allow_destroy=True and run `pulumi up` first, or empty its stream, or "
     "keep it and drop it from the stack with `pulumi state delete URN`)."
 )
 #: The same for the delete of a replace, judged at the diff: Pulumi deletes the old

@@ -489,6 +489,25 @@ def test_a_renamed_stream_is_made_before_the_old_one_goes_so_a_refused_create_ke
         assert _made(server) == {new}
 
 
+def test_a_stream_removed_from_the_program_is_kept_and_the_way_to_delete_it_said(
+    server: NatsServer,
+) -> None:
+    """A stream holding 2 messages, without ``allow_destroy``, taken out of the program:
+    Pulumi deletes it with the inputs it was last applied with, so setting
+    ``allow_destroy`` in the program cannot reach it. The refusal said only "set
+    allow_destroy=True on the resource"; it now says to put it back with it first (or
+    empty it, or drop it from the stack), and the stream keeps its messages."""
+    with configured({"jetstream:servers": server.url}) as host:
+        name = unique("REMOVED")
+        id_, _, outputs = host.apply(stream_inputs(name))
+        run(_publish(server.url, f"{name}.a", 2))
+        with pytest.raises(grpc.RpcError) as refused:
+            host.delete(id_, outputs)
+        details = str(refused.value.details())
+        assert "put it back" in details and "pulumi state delete" in details, details
+        assert _messages(server, name) == 2
+
+
 def test_a_replaced_stream_given_messages_before_its_delete_is_kept_and_the_way_out_said(
     server: NatsServer,
 ) -> None:
