@@ -500,6 +500,7 @@ def test_a_single_standby_server_naming_a_cluster_keeps_its_mirrors_window(
     assert "duplicate_window: 0s → 24s" in plan.stdout, plan.stdout
 
 
+@pytest.mark.slow  # waits for a 24 s window by design: .ci/run's second stage
 def test_a_failover_gives_a_restarted_standby_its_window_back_before_the_fence(
     server_factory: Callable[..., NatsServer], tmp_path: Path
 ) -> None:
