@@ -30,7 +30,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 from reconciler.errors import ReconcileError
 
@@ -269,9 +269,8 @@ def _s2_problem(path: Path) -> str | None:
     with open(path, "rb") as handle:
         if handle.read(len(_S2_MAGIC)) not in (_S2_MAGIC, _SNAPPY_MAGIC):
             return "not an S2 stream (no stream identifier)"
-        offset, frames = len(_S2_MAGIC), 0
-        while offset < size:
-            header = handle.read(4)
+        frames = 0
+        for offset, header in _frames(handle, size):
             if len(header) < 4:
                 return f"truncated: a frame header cut at byte {offset}"
             kind, length = header[0], int.from_bytes(header[1:], "little")
@@ -279,12 +278,25 @@ def _s2_problem(path: Path) -> str | None:
                 return f"damaged: a reserved frame type {kind:#x} at byte {offset}"
             if kind in _DATA_CHUNKS and length < 4:
                 return f"damaged: a data frame too short at byte {offset}"
-            offset += 4 + length
-            if offset > size:
-                return f"truncated: a frame runs {offset - size} bytes past the end"
-            handle.seek(offset)
+            if offset + 4 + length > size:
+                return f"truncated: a frame runs {offset + 4 + length - size} bytes past the end"
             frames += kind in _DATA_CHUNKS
     return None if frames else "empty: no data frames"
+
+
+def _frames(handle: BinaryIO, size: int) -> Iterator[tuple[int, bytes]]:
+    """Each frame's offset and header (a type byte, a 3-byte little-endian length; fewer
+    than 4 bytes when cut short at the end, the last yielded), from just past the stream
+    identifier to the end of the file: the frames' walk both readers share, seeking past
+    the bodies."""
+    offset = len(_S2_MAGIC)
+    while offset < size:
+        handle.seek(offset)
+        header = handle.read(4)
+        yield offset, header
+        if len(header) < 4:
+            return
+        offset += 4 + int.from_bytes(header[1:], "little")
 
 
 def s2_unpacked(path: Path) -> int:
@@ -301,20 +313,17 @@ def s2_unpacked(path: Path) -> int:
 
 
 def _s2_unpacked(path: Path) -> int:
-    size, total = path.stat().st_size, 0
+    total = 0
     with open(path, "rb") as handle:
-        offset = len(_S2_MAGIC)
-        handle.seek(offset)
-        while offset + 4 <= size:
-            header = handle.read(4)
+        for offset, header in _frames(handle, path.stat().st_size):
+            if len(header) < 4:
+                break
             kind, length = header[0], int.from_bytes(header[1:], "little")
             if kind == 0x01:
                 total += max(length - 4, 0)
             elif kind == 0x00:
                 handle.seek(offset + 8)  # past the header and the checksum
                 total += _varint(handle.read(min(10, max(length - 4, 0))))
-            offset += 4 + length
-            handle.seek(offset)
     return total
 
 
