@@ -161,9 +161,15 @@ class JetStreamProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         spec = to_spec(props)
         # a create adopting an existing resource is an update of it: the same allowances
+        live = self._converge(spec, props, creating=True)
+        return CreateResult(spec.ref.path, outputs(props, live))
+
+    def _converge(self, spec: Spec, props: dict[str, Any], *, creating: bool = False) -> Live:
+        """The live resource once ``spec`` is applied with ``props``' allowances
+        (``allow_destroy``, ``migrate``), under the lock, through the apply's stages."""
         allow = bool(plain(props.get("allow_destroy", False)))
         migrate = bool(plain(props.get("migrate", False)))
-        live = self._run(
+        return self._run(
             props,
             lambda client, observer: operations.converge(
                 client,
@@ -174,11 +180,10 @@ class JetStreamProvider(ResourceProvider):
                 policies=self._policies,
                 lock_timeout=self._lock_wait(),
                 environment=self._environment,
-                creating=True,
+                creating=creating,
             ),
             changes=True,
         )
-        return CreateResult(spec.ref.path, outputs(props, live))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         target = target_of(id_, props)
@@ -188,23 +193,7 @@ class JetStreamProvider(ResourceProvider):
         return ReadResult(id_, outputs(props, live))
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        spec = to_spec(news)
-        allow = bool(plain(news.get("allow_destroy", False)))
-        migrate = bool(plain(news.get("migrate", False)))
-        live = self._run(
-            news,
-            lambda client, observer: operations.converge(
-                client,
-                spec,
-                allow_data_loss=allow,
-                migrate=migrate,
-                observer=observer,
-                policies=self._policies,
-                lock_timeout=self._lock_wait(),
-                environment=self._environment,
-            ),
-            changes=True,
-        )
+        live = self._converge(to_spec(news), news)
         return UpdateResult(outputs(news, live))
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
