@@ -1,0 +1,72 @@
+"""Attacks on the importers and the export (round 17): hostile or careless files given to
+``reconcile import``, and names read from a server by ``reconcile export``. Each test
+failed before its fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_runner import reconcile
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+SECRET = "TOPSECRET-hunter2-do-not-print"
+
+
+def _state_with_sensitive(tmp_path: Path, *marks: tuple[str, str]) -> Path:
+    """The test data's ``terraform.tfstate`` with the KV entry's value set to SECRET and
+    marked sensitive, as Terraform records a value made from a ``sensitive`` variable:
+    each of ``marks`` is (resource type, attribute) put in ``sensitive_attributes``."""
+    state = json.loads((DATA / "terraform" / "terraform.tfstate").read_text())
+    for resource in state["resources"]:
+        instance = resource["instances"][0]
+        if resource["type"] == "jetstream_kv_entry":
+            instance["attributes"]["value"] = SECRET
+        if resource["type"] == "jetstream_stream":
+            instance["attributes"]["description"] = SECRET
+        instance["sensitive_attributes"] = [
+            [{"type": "get_attr", "value": attr}]
+            for kind, attr in marks
+            if kind == resource["type"]
+        ]
+    path = tmp_path / "terraform.tfstate"
+    path.write_text(json.dumps(state, indent=2))
+    return path
+
+
+def _line_of(path: Path, text: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+@pytest.mark.parametrize("out", [True, False], ids=["out", "stdout"])
+def test_a_sensitive_value_of_a_terraform_state_is_never_copied_nor_shown(
+    tmp_path: Path, out: bool
+) -> None:
+    """Decision (as for a ``sensitive = true`` variable of a ``.tf`` file): a value the
+    state lists in ``sensitive_attributes`` (a KV entry's value made from a sensitive
+    variable) is not copied into a spec nor printed; the import stops at its line,
+    naming the attribute. It was written in clear to kv-CFG.yaml (and to stdout), with no
+    ``secret: true``, so every plan and pull-request comment showed it."""
+    state = _state_with_sensitive(
+        tmp_path, ("jetstream_kv_entry", "value"), ("jetstream_stream", "description")
+    )
+    where = ["--out", "specs"] if out else []
+    done = reconcile("import", "--from", "terraform", state.name, *where, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert SECRET not in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    value_line = _line_of(state, f'"value": "{SECRET}"')
+    description_line = _line_of(state, f'"description": "{SECRET}"')
+    assert f"terraform.tfstate:{value_line}: value: " in done.stderr, done.stderr
+    assert f"terraform.tfstate:{description_line}: description: " in done.stderr, done.stderr
+    assert "sensitive" in done.stderr
+    assert not (tmp_path / "specs").exists() and done.stdout == ""
+
+
+def test_a_state_with_nothing_sensitive_imports_as_before(tmp_path: Path) -> None:
+    """Marks on attributes of other resources, or none, change nothing of the import."""
+    state = _state_with_sensitive(tmp_path, ("jetstream_consumer", "description"))
+    done = reconcile("import", "--from", "terraform", state.name, "--out", "specs", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert SECRET in (tmp_path / "specs" / "kv-CFG.yaml").read_text()
