@@ -70,3 +70,41 @@ def test_a_state_with_nothing_sensitive_imports_as_before(tmp_path: Path) -> Non
     done = reconcile("import", "--from", "terraform", state.name, "--out", "specs", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert SECRET in (tmp_path / "specs" / "kv-CFG.yaml").read_text()
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        f'provider "jetstream" {{\n  servers  = "nats://127.0.0.1:4222"\n'
+        f'  password = "{SECRET}" "{SECRET}"\n}}\n',
+        f'variable "db_password" {{\n  sensitive = true\n  default = "{SECRET}" "x"\n}}\n',
+        f'provider "jetstream" {{\n  servers  = "nats://alice:{SECRET}@127.0.0.1:4222" "x"\n}}\n',
+    ],
+    ids=["provider-password", "sensitive-variable", "url-credentials"],
+)
+def test_a_terraform_syntax_error_beside_a_secret_never_quotes_it(
+    tmp_path: Path, block: str
+) -> None:
+    """A syntax error in a ``.tf`` block naming a secret (a provider's password, a
+    sensitive variable, a server URL with credentials) is said at its line and column,
+    without the text there: 'invalid HCL: unexpected '"TOPSECRET..."'' quoted the
+    password, where a YAML spec's syntax error in a file naming a secret never quotes
+    its line (specs.yaml_lines)."""
+    text = 'resource "jetstream_stream" "S" {\n  name     = "S"\n  subjects = ["s.>"]\n}\n' + block
+    (tmp_path / "main.tf").write_text(text)
+    done = reconcile("import", "--from", "terraform", "main.tf", "--out", "specs", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert SECRET not in done.stdout + done.stderr
+    assert "main.tf:" in done.stderr and "invalid HCL" in done.stderr, done.stderr
+    assert not (tmp_path / "specs").exists()
+
+
+def test_a_terraform_syntax_error_with_no_secret_near_still_shows_its_text(
+    tmp_path: Path,
+) -> None:
+    """The text is still quoted where the block names no secret: it says what is wrong."""
+    text = 'resource "jetstream_stream" "S" {\n  name     = "S" "T"\n  subjects = ["s.>"]\n}\n'
+    (tmp_path / "main.tf").write_text(text)
+    done = reconcile("import", "--from", "terraform", "main.tf", "--out", "specs", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "main.tf:2: invalid HCL: unexpected '\"S\"'" in done.stderr, done.stderr
