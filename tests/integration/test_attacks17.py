@@ -72,6 +72,48 @@ def test_a_state_with_nothing_sensitive_imports_as_before(tmp_path: Path) -> Non
     assert SECRET in (tmp_path / "specs" / "kv-CFG.yaml").read_text()
 
 
+_NACK_ACCOUNT = """\
+apiVersion: jetstream.nats.io/v1beta2
+kind: Account
+metadata:
+  name: team-a
+spec:
+  servers: {servers}
+  token: {secret}
+  nkey: {secret}
+  user:
+    user: alice
+    secret: {secret}
+---
+apiVersion: jetstream.nats.io/v1beta2
+kind: Stream
+metadata:
+  name: orders
+spec:
+  account: team-a
+  name: ORDERS
+  subjects: ["orders.>"]
+"""
+
+
+def test_a_nack_account_s_misplaced_secret_is_never_quoted(tmp_path: Path) -> None:
+    """An Account's token, nkey seed or user Secret written as the value itself (NACK
+    wants ``{secret: {name: ...}}``), or its servers as one URL with a password, is an
+    error at its line that says what was expected, never the value: each was quoted
+    (``spec.token: expected an object, got 'TOPSECRET...'``), as schema errors under a
+    secret-looking name no longer are (specs.schema)."""
+    (tmp_path / "k8s").mkdir()
+    manifest = _NACK_ACCOUNT.format(servers=f"nats://alice:{SECRET}@nats:4222", secret=SECRET)
+    (tmp_path / "k8s" / "account.yaml").write_text(manifest)
+    done = reconcile("import", "--from", "nack", "k8s", "--out", "specs", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert SECRET not in done.stdout + done.stderr
+    for line, path in [(6, "spec.servers"), (7, "spec.token"), (8, "spec.nkey")]:
+        assert f"account.yaml:{line}: {path}: expected " in done.stderr, done.stderr
+    assert "account.yaml:11: spec.user.secret: expected an object, got a string" in done.stderr
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["account.yaml"]
+
+
 @pytest.mark.parametrize(
     "block",
     [
