@@ -150,3 +150,35 @@ def test_a_terraform_syntax_error_with_no_secret_near_still_shows_its_text(
     done = reconcile("import", "--from", "terraform", "main.tf", "--out", "specs", cwd=tmp_path)
     assert done.returncode == 1
     assert "main.tf:2: invalid HCL: unexpected '\"S\"'" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("project", [False, True], ids=["no-project", "project"])
+@pytest.mark.parametrize(
+    "url",
+    [f"nats://alice:{SECRET}@nats:4222", f"nats://{SECRET}@nats:4222", f"alice:{SECRET}@nats"],
+    ids=["user-password", "token", "no-scheme"],
+)
+def test_a_nack_account_s_server_url_with_credentials_is_refused_unshown(
+    tmp_path: Path, url: str, project: bool
+) -> None:
+    """An Account whose servers carry credentials (``nats://alice:pw@nats:4222``) is
+    refused at that line, before anything is written, the URL not shown. Without a
+    project file the environment was printed with the password; with one, the specs
+    were written, then the project file refused the URL (reconcile.yaml holds no
+    secret)."""
+    (tmp_path / "k8s").mkdir()
+    manifest = _NACK_ACCOUNT.format(servers=f'["nats://ok:4222", "{url}"]', secret="{}")
+    manifest = manifest.replace("  token: {}\n  nkey: {}\n", "").replace("    secret: {}\n", "")
+    (tmp_path / "k8s" / "account.yaml").write_text(manifest)
+    text = "specs: [specs]\nenvironments:\n  dev:\n    servers: nats://127.0.0.1:4222\n"
+    if project:
+        (tmp_path / "reconcile.yaml").write_text(text)
+    done = reconcile("import", "--from", "nack", "k8s", "--out", "specs", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert SECRET not in done.stdout + done.stderr
+    assert "account.yaml:6: spec.servers.1: " in done.stderr, done.stderr
+    assert "credentials" in done.stderr
+    written = sorted(p.name for p in tmp_path.rglob("*") if p.is_file())
+    assert written == ["account.yaml", *(["reconcile.yaml"] if project else [])]
+    if project:
+        assert (tmp_path / "reconcile.yaml").read_text() == text
