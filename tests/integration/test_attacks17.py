@@ -7,8 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import nats
 import pytest
 from cli_runner import reconcile
+from servers import NatsServer, run
+
+from reconciler.specs.loader import load_spec_files
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SECRET = "TOPSECRET-hunter2-do-not-print"
@@ -182,3 +186,46 @@ def test_a_nack_account_s_server_url_with_credentials_is_refused_unshown(
     assert written == ["account.yaml", *(["reconcile.yaml"] if project else [])]
     if project:
         assert (tmp_path / "reconcile.yaml").read_text() == text
+
+
+async def _twins(url: str) -> None:
+    """Streams and buckets whose names differ only in case, each holding a message."""
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        for index, name in enumerate(["ORDERS", "Orders", "orders"]):
+            await js.add_stream(name=name, subjects=[f"twins.{index}.>"])
+            await js.publish(f"twins.{index}.m", b"kept")
+        for name in ["cfg", "CFG"]:
+            await (await js.create_key_value(bucket=name)).put("k", b"v")
+    finally:
+        await nc.close()
+
+
+@pytest.mark.integration
+def test_names_differing_only_in_case_export_to_files_a_case_insensitive_disk_keeps_apart(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """Streams ORDERS, Orders and orders were written to stream-ORDERS.yaml,
+    stream-Orders.yaml and stream-orders.yaml: one file on a case-insensitive disk
+    (macOS, Windows), where each replaced the one before, 'exported 5 file(s)' was said,
+    and apply --prune of the folder would delete the streams whose files were lost. A
+    name met again in other case gains a hash of its name (as a long name does); each
+    file still declares its own resource, and the export plans no create nor delete."""
+    run(_twins(clean_server.url))
+    out = tmp_path / "out"
+    done = reconcile("export", "--out", str(out), "--server", clean_server.url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    names = sorted(p.name for p in out.iterdir())
+    assert len(names) == 5 and len({n.lower() for n in names}) == 5, names
+    assert "stream-ORDERS.yaml" in names and "kv-CFG.yaml" in names
+    declared = {
+        (d.body["kind"], d.body["name"]) for d in load_spec_files(sorted(out.iterdir()), [])
+    }
+    streams = {("Stream", n) for n in ["ORDERS", "Orders", "orders"]}
+    assert declared == streams | {("KeyValue", "cfg"), ("KeyValue", "CFG")}
+    plan = reconcile("plan", str(out), "--server", clean_server.url, "--format", "json",
+                     cwd=tmp_path)  # fmt: skip
+    assert plan.returncode == 0, plan.stderr
+    changes = json.loads(plan.stdout)["changes"]
+    assert {c["action"] for c in changes} <= {"update"}, changes
