@@ -110,7 +110,9 @@ def export(
 
     File names are stream-NAME.yaml, kv-NAME.yaml and objectstore-NAME.yaml, with every
     character other than letters, digits, '_' and '-' written as %XX, so no two
-    resources share a file. A plan on the exported files is empty.
+    resources share a file; a name met again in other case (orders after ORDERS: one
+    file on a case-insensitive disk) gains '~' and a hash. A plan on the exported files
+    is empty.
     """
     from reconciler.execution import stages
     from reconciler.planning.export import export_state

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import Problem, SpecError, brief
 from reconciler.locations import Location
+from reconciler.specs.fields import MAY_BE_SECRET, mentions_secret
 
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser
@@ -262,12 +263,18 @@ class _Reader:
     def syntax_error(self, root: Node) -> None:
         """Raise at the first place the grammar could not read: the innermost error, also
         inside an ERROR node (a whole block the grammar gave up on starts at its first
-        line; the invalid escape in it is lines further)."""
+        line; the invalid escape in it is lines further). Its text is quoted unless the
+        piece names a secret (a provider's ``password``, a URL with credentials:
+        ``specs.fields.mentions_secret``, as a YAML spec's syntax error)."""
         node = root
         while (inner := next((c for c in node.children if c.has_error), None)) is not None:
             node = inner
         if node.is_missing:
             raise self.error(node, f"invalid HCL: missing {node.type!r}")
+        if mentions_secret(self.source.decode("utf-8")):  # the text could be the secret
+            column = node.start_point.column + 1
+            unshown = f"the text there is not shown: {MAY_BE_SECRET}"
+            raise self.error(node, f"invalid HCL (column {column}): unexpected text ({unshown})")
         shown = brief(self.text(node).split("\n", 1)[0], 60)
         raise self.error(node, f"invalid HCL: unexpected {shown}")
 

@@ -9,6 +9,7 @@ from typing import Any
 from reconciler.errors import Problem, brief
 from reconciler.importers import ImportResult
 from reconciler.specs.document import Document
+from reconciler.specs.fields import MAY_BE_SECRET, is_secret, mentions_secret
 from reconciler.specs.validate import validate_documents
 
 
@@ -34,7 +35,7 @@ def misshapen(value: Any, shape: Shape, path: str) -> list[tuple[str, str]]:
         return []
     if isinstance(shape, list):
         if not isinstance(value, list):
-            return [(path, f"expected a list, got {brief(value)}")]
+            return [(path, f"expected a list, got {_got(value, path)}")]
         return [
             found
             for index, item in enumerate(value)
@@ -43,14 +44,29 @@ def misshapen(value: Any, shape: Shape, path: str) -> list[tuple[str, str]]:
     if isinstance(shape, type):
         if isinstance(value, shape) and not isinstance(value, bool):
             return []
-        return [(path, f"expected {_NAMES.get(shape, shape.__name__)}, got {brief(value)}")]
+        return [(path, f"expected {_NAMES.get(shape, shape.__name__)}, got {_got(value, path)}")]
     if not isinstance(value, dict):
-        return [(path, f"expected an object, got {brief(value)}")]
+        return [(path, f"expected an object, got {_got(value, path)}")]
     return [
         found
         for field, inner in shape.items()
         for found in misshapen(value.get(field), inner, _join(path, field))
     ]
+
+
+#: A value's kind, said where the value is not (:func:`_got`).
+_KINDS = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+
+
+def _got(value: Any, path: str) -> str:
+    """The value found, quoted (:func:`brief`); only its kind where it may be a secret:
+    under a secret-looking name (an Account's ``token``, ``nkey``, ``user.secret``: any
+    part of ``path``, ``specs.fields.is_secret``) or holding one (a URL with
+    credentials), as a spec's schema errors say it (``specs.schema``)."""
+    if any(is_secret(part) for part in path.split(".")) or mentions_secret(str(value)):
+        kind = _KINDS.get(type(value), "a list" if isinstance(value, list) else "an object")
+        return f"{kind} (the value is not shown: {MAY_BE_SECRET})"
+    return brief(value)
 
 
 def _join(path: str, key: str | int) -> str:

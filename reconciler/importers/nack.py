@@ -45,6 +45,7 @@ from reconciler.locations import Location
 from reconciler.specs.document import Document
 from reconciler.specs.fields import INT64_MAX
 from reconciler.specs.loader import read_yaml_trees
+from reconciler.specs.server_url import split_scheme, userinfo
 
 GROUP = "jetstream.nats.io/"
 VERSIONS = ("v1beta1", "v1beta2")
@@ -690,7 +691,8 @@ def account_environments(
     or token becomes ``{env: NACK_<ACCOUNT>_PASSWORD}`` (the project file holds no
     secret), and so does a creds or nkey kept in a Kubernetes Secret; each such variable
     is a warning naming what to put in it. Two Accounts of one name (in two namespaces),
-    or whose names derive the same variable (:func:`_variable`), are problems naming both.
+    or whose names derive the same variable (:func:`_variable`), are problems naming both;
+    a server URL carrying credentials is a problem at its line, the URL not shown.
     """
     found: dict[str, dict[str, Any]] = {}
     first: dict[str, Location] = {}
@@ -730,6 +732,15 @@ def _environment(
     env: dict[str, Any] = {"description": f"NACK Account {name} ({manifest.source})"}
     if spec.get("servers"):
         env["servers"] = list(spec["servers"])
+    for index, url in enumerate(env.get("servers", [])):
+        if userinfo(split_scheme(str(url))[1]) is not None:  # the project file's rule
+            message = (
+                f"Account {name}: a server URL carries credentials (not shown); the "
+                "project file holds no secret: keep them in the Account's user or token "
+                "Secret, out of the URL"
+            )
+            at = f"spec.servers.{index}"
+            problems.append(Problem(manifest.where(at), at, message))
 
     def secret(field: str, what: str, source: str) -> None:
         variable = _variable(name, what, manifest.where("metadata.name"), claimed, problems)

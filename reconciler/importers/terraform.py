@@ -136,8 +136,9 @@ class Resource:
 # --- reading ------------------------------------------------------------------------------
 
 
-def read_state(path: Path) -> list[Resource]:
-    """The provider's resources in a ``terraform.tfstate`` (one per instance)."""
+def read_state(path: Path, problems: list[Problem]) -> list[Resource]:
+    """The provider's resources in a ``terraform.tfstate`` (one per instance). A value
+    the state marks sensitive is a problem at its line, never copied (:func:`_unshown`)."""
     tree = read_json_tree(path)
     lines = _attribute_locations(tree.locations)
     resources = []
@@ -153,8 +154,34 @@ def read_state(path: Path) -> list[Resource]:
                 continue
             where = lines.get(f"resources.{index}.instances.{number}", {})
             source = tree.where(f"resources.{index}")
-            resources.append(Resource(kind, str(item.get("name", "")), dict(attrs), source, where))
+            resource = Resource(kind, str(item.get("name", "")), dict(attrs), source, where)
+            _unshown(resource, instance.get("sensitive_attributes"), problems)
+            resources.append(resource)
     return resources
+
+
+def _unshown(resource: Resource, marked: Any, problems: list[Problem]) -> None:
+    """Take out each attribute set that the state lists in ``sensitive_attributes`` (a
+    value made from a ``sensitive`` variable: Terraform's list of paths, each a list of
+    steps, the first ``{"type": "get_attr", "value": NAME}``), a problem at its line:
+    as a sensitive variable of a ``.tf`` file, its value is never copied into a spec
+    (files for git) nor shown."""
+    paths = marked if isinstance(marked, list) else []
+    firsts = [path[0] if isinstance(path, list) and path else path for path in paths]
+    names = {
+        step.get("value")
+        for step in firsts
+        if isinstance(step, dict) and step.get("type") == "get_attr"
+    }
+    for name in sorted(n for n in names if isinstance(n, str)):
+        if name in resource.attrs and not _empty(resource.attrs[name]):
+            message = (
+                f"{resource.type}.{resource.label}.{name} is sensitive in the state "
+                "(sensitive_attributes): its value is not copied nor shown; write this "
+                "resource's spec by hand (a KeyValueEntry's value with secret: true)"
+            )
+            problems.append(Problem(resource.at(name), name, message))
+            del resource.attrs[name]
 
 
 def _attribute_locations(locations: Mapping[str, Location]) -> dict[str, dict[str, Location]]:
@@ -728,7 +755,7 @@ def load(paths: list[Path]) -> tuple[list[Document], list[Problem]]:
         if path.suffix == ".tf":
             modules.setdefault(path.parent.resolve(), []).append(path)
         else:
-            state = well_shaped(read_state(path), problems)
+            state = well_shaped(read_state(path, problems), problems)
             docs += documents(state, warnings, with_defaults=False)
     for files in modules.values():
         resources = well_shaped(read_module(files, problems, warnings), problems)

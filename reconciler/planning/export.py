@@ -197,7 +197,8 @@ def file_name(ref: ResourceRef) -> str:
 
     Letters, digits, ``_`` and ``-`` stay; every other byte of the UTF-8 name is written
     as ``%XX`` (``A+B`` → ``A%2BB``, ``A_B`` stays), so no two names share a file. A name
-    too long for a file system keeps its start and gains a hash of the whole name.
+    too long for a file system keeps its start and gains a hash of the whole name. Names
+    differing only in case: :func:`case_twin_name`.
     """
     encoded = "".join(
         c
@@ -210,6 +211,16 @@ def file_name(ref: ResourceRef) -> str:
         digest = hashlib.sha256(ref.name.encode()).hexdigest()[:16]
         name = f"{name[: MAX_FILE_NAME - len('.yaml') - 18]}~{digest}"
     return f"{name}.yaml"
+
+
+def case_twin_name(file: str) -> str:
+    """The name of ``file`` (a :func:`file_name`) when the export already has a file of
+    that name in other case (``stream-ORDERS.yaml``, ``stream-orders.yaml``: one file on a
+    case-insensitive disk, macOS's or Windows's, where the second replaced the first): its
+    stem gains a hash of the whole name, as a long name does."""
+    digest = hashlib.sha256(file.encode()).hexdigest()[:16]
+    stem = file.removesuffix(".yaml")
+    return f"{stem[: MAX_FILE_NAME - len('.yaml') - 18]}~{digest}.yaml"
 
 
 def name_of_file(file: str) -> tuple[str, str] | None:

@@ -210,7 +210,7 @@ NACK_STREAM = "apiVersion: jetstream.nats.io/v1beta2\nkind: Stream\nmetadata: {n
             "apiVersion: jetstream.nats.io/v1beta2\nkind: Account\nmetadata: {name: a}\n"
             "spec:\n  creds: /etc/creds\n",
             5,
-            "spec.creds: expected an object, got '/etc/creds'",
+            "spec.creds: expected an object, got a string (the value is not shown",
         ),
         (
             "apiVersion: jetstream.nats.io/v1beta2\nkind: Account\nmetadata: team-a\n",

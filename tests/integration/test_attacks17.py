@@ -1,0 +1,231 @@
+"""Attacks on the importers and the export (round 17): hostile or careless files given to
+``reconcile import``, and names read from a server by ``reconcile export``. Each test
+failed before its fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nats
+import pytest
+from cli_runner import reconcile
+from servers import NatsServer, run
+
+from reconciler.specs.loader import load_spec_files
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+SECRET = "TOPSECRET-hunter2-do-not-print"
+
+
+def _state_with_sensitive(tmp_path: Path, *marks: tuple[str, str]) -> Path:
+    """The test data's ``terraform.tfstate`` with the KV entry's value set to SECRET and
+    marked sensitive, as Terraform records a value made from a ``sensitive`` variable:
+    each of ``marks`` is (resource type, attribute) put in ``sensitive_attributes``."""
+    state = json.loads((DATA / "terraform" / "terraform.tfstate").read_text())
+    for resource in state["resources"]:
+        instance = resource["instances"][0]
+        if resource["type"] == "jetstream_kv_entry":
+            instance["attributes"]["value"] = SECRET
+        if resource["type"] == "jetstream_stream":
+            instance["attributes"]["description"] = SECRET
+        instance["sensitive_attributes"] = [
+            [{"type": "get_attr", "value": attr}]
+            for kind, attr in marks
+            if kind == resource["type"]
+        ]
+    path = tmp_path / "terraform.tfstate"
+    path.write_text(json.dumps(state, indent=2))
+    return path
+
+
+def _line_of(path: Path, text: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+@pytest.mark.parametrize("out", [True, False], ids=["out", "stdout"])
+def test_a_sensitive_value_of_a_terraform_state_is_never_copied_nor_shown(
+    tmp_path: Path, out: bool
+) -> None:
+    """Decision (as for a ``sensitive = true`` variable of a ``.tf`` file): a value the
+    state lists in ``sensitive_attributes`` (a KV entry's value made from a sensitive
+    variable) is not copied into a spec nor printed; the import stops at its line,
+    naming the attribute. It was written in clear to kv-CFG.yaml (and to stdout), with no
+    ``secret: true``, so every plan and pull-request comment showed it."""
+    state = _state_with_sensitive(
+        tmp_path, ("jetstream_kv_entry", "value"), ("jetstream_stream", "description")
+    )
+    where = ["--out", "specs"] if out else []
+    done = reconcile("import", "--from", "terraform", state.name, *where, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert SECRET not in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    value_line = _line_of(state, f'"value": "{SECRET}"')
+    description_line = _line_of(state, f'"description": "{SECRET}"')
+    assert f"terraform.tfstate:{value_line}: value: " in done.stderr, done.stderr
+    assert f"terraform.tfstate:{description_line}: description: " in done.stderr, done.stderr
+    assert "sensitive" in done.stderr
+    assert not (tmp_path / "specs").exists() and done.stdout == ""
+
+
+def test_a_state_with_nothing_sensitive_imports_as_before(tmp_path: Path) -> None:
+    """Marks on attributes of other resources, or none, change nothing of the import."""
+    state = _state_with_sensitive(tmp_path, ("jetstream_consumer", "description"))
+    done = reconcile("import", "--from", "terraform", state.name, "--out", "specs", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert SECRET in (tmp_path / "specs" / "kv-CFG.yaml").read_text()
+
+
+_NACK_ACCOUNT = """\
+apiVersion: jetstream.nats.io/v1beta2
+kind: Account
+metadata:
+  name: team-a
+spec:
+  servers: {servers}
+  token: {secret}
+  nkey: {secret}
+  user:
+    user: alice
+    secret: {secret}
+---
+apiVersion: jetstream.nats.io/v1beta2
+kind: Stream
+metadata:
+  name: orders
+spec:
+  account: team-a
+  name: ORDERS
+  subjects: ["orders.>"]
+"""
+
+
+def test_a_nack_account_s_misplaced_secret_is_never_quoted(tmp_path: Path) -> None:
+    """An Account's token, nkey seed or user Secret written as the value itself (NACK
+    wants ``{secret: {name: ...}}``), or its servers as one URL with a password, is an
+    error at its line that says what was expected, never the value: each was quoted
+    (``spec.token: expected an object, got 'TOPSECRET...'``), as schema errors under a
+    secret-looking name no longer are (specs.schema)."""
+    (tmp_path / "k8s").mkdir()
+    manifest = _NACK_ACCOUNT.format(servers=f"nats://alice:{SECRET}@nats:4222", secret=SECRET)
+    (tmp_path / "k8s" / "account.yaml").write_text(manifest)
+    done = reconcile("import", "--from", "nack", "k8s", "--out", "specs", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert SECRET not in done.stdout + done.stderr
+    for line, path in [(6, "spec.servers"), (7, "spec.token"), (8, "spec.nkey")]:
+        assert f"account.yaml:{line}: {path}: expected " in done.stderr, done.stderr
+    assert "account.yaml:11: spec.user.secret: expected an object, got a string" in done.stderr
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["account.yaml"]
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        f'provider "jetstream" {{\n  servers  = "nats://127.0.0.1:4222"\n'
+        f'  password = "{SECRET}" "{SECRET}"\n}}\n',
+        f'variable "db_password" {{\n  sensitive = true\n  default = "{SECRET}" "x"\n}}\n',
+        f'provider "jetstream" {{\n  servers  = "nats://alice:{SECRET}@127.0.0.1:4222" "x"\n}}\n',
+    ],
+    ids=["provider-password", "sensitive-variable", "url-credentials"],
+)
+def test_a_terraform_syntax_error_beside_a_secret_never_quotes_it(
+    tmp_path: Path, block: str
+) -> None:
+    """A syntax error in a ``.tf`` block naming a secret (a provider's password, a
+    sensitive variable, a server URL with credentials) is said at its line and column,
+    without the text there: 'invalid HCL: unexpected '"TOPSECRET..."'' quoted the
+    password, where a YAML spec's syntax error in a file naming a secret never quotes
+    its line (specs.yaml_lines)."""
+    text = 'resource "jetstream_stream" "S" {\n  name     = "S"\n  subjects = ["s.>"]\n}\n' + block
+    (tmp_path / "main.tf").write_text(text)
+    done = reconcile("import", "--from", "terraform", "main.tf", "--out", "specs", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert SECRET not in done.stdout + done.stderr
+    assert "main.tf:" in done.stderr and "invalid HCL" in done.stderr, done.stderr
+    assert not (tmp_path / "specs").exists()
+
+
+def test_a_terraform_syntax_error_with_no_secret_near_still_shows_its_text(
+    tmp_path: Path,
+) -> None:
+    """The text is still quoted where the block names no secret: it says what is wrong."""
+    text = 'resource "jetstream_stream" "S" {\n  name     = "S" "T"\n  subjects = ["s.>"]\n}\n'
+    (tmp_path / "main.tf").write_text(text)
+    done = reconcile("import", "--from", "terraform", "main.tf", "--out", "specs", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "main.tf:2: invalid HCL: unexpected '\"S\"'" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("project", [False, True], ids=["no-project", "project"])
+@pytest.mark.parametrize(
+    "url",
+    [f"nats://alice:{SECRET}@nats:4222", f"nats://{SECRET}@nats:4222", f"alice:{SECRET}@nats"],
+    ids=["user-password", "token", "no-scheme"],
+)
+def test_a_nack_account_s_server_url_with_credentials_is_refused_unshown(
+    tmp_path: Path, url: str, project: bool
+) -> None:
+    """An Account whose servers carry credentials (``nats://alice:pw@nats:4222``) is
+    refused at that line, before anything is written, the URL not shown. Without a
+    project file the environment was printed with the password; with one, the specs
+    were written, then the project file refused the URL (reconcile.yaml holds no
+    secret)."""
+    (tmp_path / "k8s").mkdir()
+    manifest = _NACK_ACCOUNT.format(servers=f'["nats://ok:4222", "{url}"]', secret="{}")
+    manifest = manifest.replace("  token: {}\n  nkey: {}\n", "").replace("    secret: {}\n", "")
+    (tmp_path / "k8s" / "account.yaml").write_text(manifest)
+    text = "specs: [specs]\nenvironments:\n  dev:\n    servers: nats://127.0.0.1:4222\n"
+    if project:
+        (tmp_path / "reconcile.yaml").write_text(text)
+    done = reconcile("import", "--from", "nack", "k8s", "--out", "specs", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert SECRET not in done.stdout + done.stderr
+    assert "account.yaml:6: spec.servers.1: " in done.stderr, done.stderr
+    assert "credentials" in done.stderr
+    written = sorted(p.name for p in tmp_path.rglob("*") if p.is_file())
+    assert written == ["account.yaml", *(["reconcile.yaml"] if project else [])]
+    if project:
+        assert (tmp_path / "reconcile.yaml").read_text() == text
+
+
+async def _twins(url: str) -> None:
+    """Streams and buckets whose names differ only in case, each holding a message."""
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        for index, name in enumerate(["ORDERS", "Orders", "orders"]):
+            await js.add_stream(name=name, subjects=[f"twins.{index}.>"])
+            await js.publish(f"twins.{index}.m", b"kept")
+        for name in ["cfg", "CFG"]:
+            await (await js.create_key_value(bucket=name)).put("k", b"v")
+    finally:
+        await nc.close()
+
+
+@pytest.mark.integration
+def test_names_differing_only_in_case_export_to_files_a_case_insensitive_disk_keeps_apart(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """Streams ORDERS, Orders and orders were written to stream-ORDERS.yaml,
+    stream-Orders.yaml and stream-orders.yaml: one file on a case-insensitive disk
+    (macOS, Windows), where each replaced the one before, 'exported 5 file(s)' was said,
+    and apply --prune of the folder would delete the streams whose files were lost. A
+    name met again in other case gains a hash of its name (as a long name does); each
+    file still declares its own resource, and the export plans no create nor delete."""
+    run(_twins(clean_server.url))
+    out = tmp_path / "out"
+    done = reconcile("export", "--out", str(out), "--server", clean_server.url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    names = sorted(p.name for p in out.iterdir())
+    assert len(names) == 5 and len({n.lower() for n in names}) == 5, names
+    assert "stream-ORDERS.yaml" in names and "kv-CFG.yaml" in names
+    declared = {
+        (d.body["kind"], d.body["name"]) for d in load_spec_files(sorted(out.iterdir()), [])
+    }
+    streams = {("Stream", n) for n in ["ORDERS", "Orders", "orders"]}
+    assert declared == streams | {("KeyValue", "cfg"), ("KeyValue", "CFG")}
+    plan = reconcile("plan", str(out), "--server", clean_server.url, "--format", "json",
+                     cwd=tmp_path)  # fmt: skip
+    assert plan.returncode == 0, plan.stderr
+    changes = json.loads(plan.stdout)["changes"]
+    assert {c["action"] for c in changes} <= {"update"}, changes
