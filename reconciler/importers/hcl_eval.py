@@ -53,12 +53,15 @@ class Unreadable(Exception):
 
 class Unresolved(Exception):
     """An expression whose value the files do not give: ``expression`` (the text of the
-    attribute's value it was found in), ``why`` (the reference and the reason)."""
+    attribute's value it was found in), ``why`` (the reference and the reason);
+    ``sensitive``: a ``sensitive = true`` variable's (no file the import reads gives it:
+    the state marks it too)."""
 
-    def __init__(self, expression: str, why: str = "") -> None:
+    def __init__(self, expression: str, why: str = "", *, sensitive: bool = False) -> None:
         super().__init__(expression)
         self.expression = expression
         self.why = why
+        self.sensitive = sensitive
 
 
 #: The most characters (strings) and items (lists, objects) one value may hold, all its
@@ -326,7 +329,7 @@ class Module:
                 raise Unresolved(reference, f"{reference}: variable {rest!r} has no default")
             if self.variables[rest] is _SENSITIVE:
                 why = f"{reference}: variable {rest!r} is sensitive, its value is not copied"
-                raise Unresolved(reference, why)
+                raise Unresolved(reference, why, sensitive=True)
             return self.variables[rest]
         if scope == "local":
             if rest not in self.locals:

@@ -327,9 +327,14 @@ def _resolve(resource: Resource, module: hcl_eval.Module, problems: list[Problem
         except hcl_eval.Unresolved as err:
             what = f"{resource.type}.{resource.label}.{attr}"
             because = f": {err.why}" if err.why else ""
+            # the state marks a sensitive variable's value too (read_state refuses it)
+            hint = (
+                "write this resource's spec by hand (a KeyValueEntry's value with secret: true)"
+                if err.sensitive
+                else "write its value, or import terraform.tfstate, which holds every value"
+            )
             message = (
-                f"{what}: the expression {brief(err.expression)} is not resolved{because} "
-                "(write its value, or import terraform.tfstate, which holds every value)"
+                f"{what}: the expression {brief(err.expression)} is not resolved{because} ({hint})"
             )
             problems.append(Problem(resource.at(attr), attr, message))
             del resource.attrs[attr]

@@ -192,6 +192,8 @@ def test_a_sensitive_terraform_variable_is_never_shown_nor_copied(tmp_path: Path
     assert "hunter2" not in done.stdout + done.stderr
     assert "main.tf:7: name:" in done.stderr and "main.tf:16: value:" in done.stderr
     assert "'pw' is sensitive" in done.stderr and not (tmp_path / "specs").exists()
+    # the state marks the same value sensitive and is refused too: no hint points there
+    assert "terraform.tfstate" not in done.stderr and "by hand" in done.stderr
 
 
 @pytest.mark.parametrize("named", ["orders.yaml", "kv.yaml"])
