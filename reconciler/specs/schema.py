@@ -246,7 +246,7 @@ def _message(error: ValidationError, kind: str) -> str:
             return "a consumer needs a `name` (its durable name) or `durable_name`"
         case "anyOf" if title in _UNIT_HINTS:
             return _unit_message(value, str(title))
-        case "pattern" if isinstance(value, str) and (hidden := hidden_character(value)):
+        case "pattern" if _visible_only(error) and (hidden := hidden_character(value)):
             return _hidden_message(value, hidden)
         case "pattern" if title:
             about = schema_part.get("description", "")
@@ -274,10 +274,22 @@ def hidden_character(text: str) -> str | None:
 
 
 @functools.cache
-def _hidden() -> re.Pattern[str]:
+def _left_out() -> str:
+    """The body of ``$defs/visible_text``'s character class: what it leaves out."""
     pattern = str(_schemas()["document"]["$defs"]["visible_text"]["pattern"])
-    left_out = pattern.removeprefix("^[^").removesuffix("]*$")
-    return _python_pattern(f"[{left_out}]")
+    return pattern.removeprefix("^[^").removesuffix("]*$")
+
+
+@functools.cache
+def _hidden() -> re.Pattern[str]:
+    return _python_pattern(f"[{_left_out()}]")
+
+
+def _visible_only(error: ValidationError) -> bool:
+    """Whether ``error`` is a name's or subject's pattern (one leaving out what
+    ``$defs/visible_text`` leaves out) failing on a text: a timestamp or a key holding
+    such a character is refused by its own pattern, in its own words."""
+    return isinstance(error.instance, str) and _left_out() in str(error.validator_value)
 
 
 def _hidden_message(value: str, char: str) -> str:
