@@ -440,7 +440,10 @@ GUARANTEES = (
         "workflow command: a log line that would is wrapped in `::stop-commands::` with a "
         "random token. A forged saved plan's file names reach the Action's annotations "
         "escaped, a hostile lock holder reaches Pulumi's CLI escaped, and export writes a "
-        "format character (U+202E, a zero-width space) as its escape, read back the same.",
+        "format character (U+202E, a zero-width space) as its escape, read back the same. "
+        "No spec may declare a name or subject holding a control or invisible format "
+        "character (a name reading as another in a diff); a live one is planned, pruned and "
+        "shown escaped, and export leaves it out, saying so.",
         (
             "test_escaping.py::",
             "test_attacks9.py::test_a_forged_saved_plans_file_names",

@@ -21,9 +21,11 @@ from reconciler.errors import (
     ApplyFailed,
     NotFound,
     PermissionDenied,
+    Problem,
     ReconcileError,
     RefusalKind,
     RefusedPlan,
+    SpecError,
 )
 from reconciler.execution import stages
 from reconciler.execution.stages import QUIET, Observer, PlanRequest
@@ -65,6 +67,16 @@ REPLACE_ALLOW_WITH = (
     "not count: set allow_destroy=True alone in a `pulumi up` of its own, then make this "
     "change (or set migrate=True to keep the messages, for a change a migration makes: "
     "a stream's storage, retention to or from workqueue, docs/migrate.md)."
+)
+
+#: Why a consumer is refused when the server does not hold its stream. The provider plans
+#: a consumer beside an ``external`` declaration of its stream (:func:`with_stream`): the
+#: engine's "external stream ... does not exist" names a word the program never wrote.
+NO_STREAM = (
+    "its stream {stream} does not exist on the server: declare the stream as a resource "
+    "of this program and give the consumer stream=<that resource>.name (or "
+    "opts=ResourceOptions(depends_on=[<that resource>])), so that Pulumi creates the "
+    "stream first; a stream managed elsewhere must be created before its consumers"
 )
 
 #: What the engine's messages name a CLI flag for, in a Pulumi program's words: the
@@ -212,6 +224,9 @@ async def _judged(
     """The plan of ``spec`` against ``state`` and the allowances it is applied with, once
     the verdict found nothing refusing it (raised otherwise): what :func:`converge` applies,
     and what :func:`judge_replace` judges before Pulumi changes anything."""
+    if spec.kind == "Consumer" and spec.stream_name not in state.streams:
+        message = NO_STREAM.format(stream=spec.stream_name)
+        raise SpecError([Problem(spec.source, "", message)])
     request = request_for(migrate=migrate, policies=policies, environment=environment)
     plan = await stages.plan(client, with_stream(spec), state, request, locked=locked)
     allowances = stages.Allowances(allow_data_loss=allow_data_loss, allow_with=ALLOW_WITH)

@@ -28,15 +28,17 @@ from reconciler.model.normalize import (
     VERBATIM_FIELDS,
     desired_config,
     inherited,
+    is_managed,
     json_copy,
     live_config,
     named_as_declared,
     owner_of,
 )
 from reconciler.model.state import LiveState, ServerInfo
-from reconciler.model.values import entry_text
+from reconciler.model.values import entry_text, printable
 from reconciler.specs.document import Document
 from reconciler.specs.lifecycle import PROTECT_KEY, recorded_protection
+from reconciler.specs.schema import quick_check, schema_problems
 from reconciler.specs.spec import (
     DEFAULT_OWNER,
     MANAGED_KEY,
@@ -100,6 +102,10 @@ def export_state(
         else:
             head = _copy(head, **own)
         ref = ResourceRef(head["kind"], head["name"])  # a bucket may export as its stream
+        if (refused := _refused(head)) is not None:
+            if on_skip is not None:
+                on_skip(_unwritable(ref, refused, config, len(by_stream.get(stream, []))))
+            continue
         docs = [head]
         limits = inherited(config)
         for consumer, consumer_config in by_stream.get(stream, []):
@@ -110,9 +116,44 @@ def export_state(
                 known = _consumer_document(stream, consumer, consumer_config, config, live.server)
                 if key is not None and _holds(known, own):
                     shapes[key] = known
-            docs.append(_copy(known, **own))
+            document = _copy(known, **own)
+            if (refused := _refused(document)) is not None:
+                if on_skip is not None:
+                    consumer_ref = ResourceRef("Consumer", consumer, stream)
+                    on_skip(_unwritable(consumer_ref, refused, consumer_config, 0))
+                continue
+            docs.append(document)
         files.append(ExportedFile(name=file_name(ref), documents=tuple(docs)))
     return files
+
+
+def _refused(document: dict[str, Any]) -> Problem | None:
+    """The first problem ``validate`` would find in an exported document's schema; None
+    for nearly every one (jsonschema-rs says so in a microsecond). The server takes names
+    and subjects the schema refuses: a control or invisible format character (ESC, a
+    bidi override; docs/spec-format.md), a vertical tab."""
+    if quick_check(str(document["kind"]))(document):
+        return None
+    problems = schema_problems(Document(body=document, source=_LIVE))
+    return problems[0] if problems else None
+
+
+def _unwritable(
+    ref: ResourceRef, problem: Problem, config: Mapping[str, Any], consumers: int
+) -> str:
+    """Why a live resource is left out of the export: the spec written for it would be
+    refused (``problem``, its value escaped). It stays on the server as it is; a plan of
+    the files deletes it with ``--prune`` only when this tool manages it."""
+    with_consumers = f" and its {consumers} consumer(s)" if consumers else ""
+    pruned = (
+        " It carries the managed-by marker: a plan of the exported files with --prune deletes it."
+        if is_managed(config)
+        else ""
+    )
+    return (
+        f"skipped {ref.kind} {printable(ref.path)}{with_consumers}, which no spec can "
+        f"declare (no file is written for it): {problem.path}: {problem.message}.{pruned}"
+    )
 
 
 def _migration_internal(stream: str, config: Mapping[str, Any]) -> str | None:

@@ -17,6 +17,7 @@ import difflib
 import functools
 import json
 import re
+import unicodedata
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -245,6 +246,8 @@ def _message(error: ValidationError, kind: str) -> str:
             return "a consumer needs a `name` (its durable name) or `durable_name`"
         case "anyOf" if title in _UNIT_HINTS:
             return _unit_message(value, str(title))
+        case "pattern" if _visible_only(error) and (hidden := hidden_character(value)):
+            return _hidden_message(value, hidden)
         case "pattern" if title:
             about = schema_part.get("description", "")
             return f"{brief(value)} is not a valid {title}: {about}".strip()
@@ -260,6 +263,47 @@ def _message(error: ValidationError, kind: str) -> str:
         case "uniqueItems":
             return "contains duplicate entries"
     return _cut(str(error.message))
+
+
+def hidden_character(text: str) -> str | None:
+    """The first character of ``text`` that the schemas leave out of every name and
+    subject (``$defs/visible_text`` in document.schema.json, the one list: controls and
+    invisible format characters such as bidi overrides); None: there is none."""
+    found = _hidden().search(text)
+    return found.group() if found else None
+
+
+@functools.cache
+def _left_out() -> str:
+    """The body of ``$defs/visible_text``'s character class: what it leaves out."""
+    pattern = str(_schemas()["document"]["$defs"]["visible_text"]["pattern"])
+    return pattern.removeprefix("^[^").removesuffix("]*$")
+
+
+@functools.cache
+def _hidden() -> re.Pattern[str]:
+    return _python_pattern(f"[{_left_out()}]")
+
+
+def _visible_only(error: ValidationError) -> bool:
+    """Whether ``error`` is a name's or subject's pattern (one leaving out what
+    ``$defs/visible_text`` leaves out) failing on a text: a timestamp or a key holding
+    such a character is refused by its own pattern, in its own words."""
+    return isinstance(error.instance, str) and _left_out() in str(error.validator_value)
+
+
+def _hidden_message(value: str, char: str) -> str:
+    """Why a name or subject holding ``char`` is refused (Trojan Source: a name that
+    reads as another in a reviewer's diff), the value and the character escaped."""
+    what = _HIDDEN_KINDS.get(unicodedata.category(char), "an invisible format character")
+    return (
+        f"{brief(value)} holds U+{ord(char):04X}, {what}: names and subjects take no "
+        "control or invisible format characters (what a reviewer reads in a diff must be "
+        "what the server gets)"
+    )
+
+
+_HIDDEN_KINDS = {"Cc": "a control character", "Zl": "a line separator", "Zp": "a line separator"}
 
 
 def _cut(message: str, limit: int = 200) -> str:

@@ -614,6 +614,29 @@ def test_a_consumer_moved_onto_a_stream_not_there_keeps_the_old_consumer(
         assert "error" not in api(server, f"CONSUMER.INFO.{other}.READER")
 
 
+def test_a_consumer_whose_stream_is_not_there_says_so_and_how_to_order_it(
+    server: NatsServer,
+) -> None:
+    """A consumer whose stream the server does not hold (not made yet, or made by a
+    resource the consumer does not depend on): the refusal said "external stream ...
+    does not exist", a word the program never wrote (the provider declares the stream
+    external behind the scenes). It now says the consumer's stream is not on the server
+    and how to order it: the stream as a resource of the program that the consumer
+    depends on, or made first. Nothing is made."""
+    with configured({"jetstream:servers": server.url}) as host:
+        missing = unique("NOSTREAM")
+        checked, failures = host.check(consumer_inputs(missing, "READER"))
+        assert failures == []  # the inputs are fine: the server is what lacks the stream
+        with pytest.raises(grpc.RpcError) as refused:
+            host.create(checked)
+        details = str(refused.value.details())
+        assert "external" not in details and "Traceback" not in details, details
+        assert f"its stream {missing} does not exist on the server" in details, details
+        assert "depends_on" in details, details
+        assert missing not in _streams(server)
+        assert "error" in api(server, f"CONSUMER.INFO.{missing}.READER")
+
+
 @pytest.mark.parametrize("retention", ["limits", "workqueue"])
 def test_a_renamed_consumer_is_made_beside_the_old_one_unless_its_workqueue_refuses_it(
     server: NatsServer, retention: str

@@ -26,6 +26,8 @@ from cli_runner import reconcile
 from servers import NatsServer, options, run
 
 from reconciler.jetstream import open_client
+from reconciler.model.normalize import ownership_marker
+from reconciler.specs.spec import DEFAULT_OWNER
 
 pytestmark = pytest.mark.integration
 
@@ -230,6 +232,100 @@ def test_the_actions_log_never_starts_a_workflow_command_it_did_not_write() -> N
         "::add-mask::s3cret",
     ], out.getvalue()
     assert "pwned-log" in out.getvalue() and "pwned-after-guess" in out.getvalue()
+
+
+#: Names the server takes and no spec may declare (docs/spec-format.md): a stream this
+#: tool manages, one it does not, a consumer's name and a consumer's filter.
+ORPHAN = "ORPH\x1b[2J\u202eAN"
+FREE = "FREE\u200bY"
+HIDDEN_CONSUMER = "C\u202eD"
+
+
+async def _create_undeclarable(server: NatsServer) -> None:
+    async with open_client(options(server)) as client:
+        marked = {"metadata": ownership_marker(DEFAULT_OWNER)}
+        await client.create_stream({"name": "HOSTILE", "subjects": ["hostile.>"], **marked})
+        await client.create_stream({"name": ORPHAN, "subjects": ["orphan.>"], **marked})
+        await client.create_stream({"name": FREE, "subjects": ["free.>"]})
+        for stream in ("HOSTILE", ORPHAN):
+            consumer = {"durable_name": HIDDEN_CONSUMER, "ack_policy": "explicit", **marked}
+            await client.create_consumer(stream, consumer, action="create")
+        filtered = {"durable_name": "BADF", "filter_subject": "hostile.\x1bz", **marked}
+        await client.create_consumer("HOSTILE", filtered, action="create")
+        await client.create_consumer(
+            "HOSTILE", {"durable_name": "GOOD", "filter_subject": "hostile.a"}, action="create"
+        )
+
+
+async def _names(server: NatsServer) -> tuple[set[str], set[tuple[str, str]]]:
+    async with open_client(options(server)) as client:
+        live = await client.fetch_live()
+    return set(live.streams), set(live.consumers)
+
+
+def test_a_live_name_no_spec_may_declare_is_planned_and_pruned_shown_escaped(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A spec may not declare a name holding ESC or a bidi override, but the server may
+    hold one: a plan lists it (unmanaged, or managed by no spec), ``--prune`` deletes
+    the managed ones, and every output shows the names escaped, without a traceback."""
+    run(_create_undeclarable(clean_server))
+    (tmp_path / "specs.yaml").write_text(SPECS)
+    server = ["--server", clean_server.url]
+
+    plan = reconcile("plan", "specs.yaml", "--prune", *server, cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    assert_inert(plan.stdout + plan.stderr)
+    for shown in ("- delete Stream ORPH\\x1b[2J\\u202eAN", "- delete Consumer HOSTILE/C\\u202eD"):
+        assert shown in plan.stdout, plan.stdout
+    assert "? Stream FREE\\u200bY" in plan.stdout
+    as_json = reconcile("plan", "specs.yaml", "--prune", *server, "--format", "json", cwd=tmp_path)
+    assert as_json.returncode == 0, as_json.stderr
+    assert_inert(as_json.stdout)
+    deleted = {(c["kind"], c["name"]) for c in json.loads(as_json.stdout)["changes"]}
+    assert {("Stream", ORPHAN), ("Consumer", HIDDEN_CONSUMER)} <= deleted
+
+    flags = ("--prune", "--yes", "--allow-replace", "--allow-data-loss")
+    applied = reconcile("apply", "specs.yaml", *flags, *server, cwd=tmp_path)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert_inert(applied.stdout + applied.stderr)
+    streams, consumers = run(_names(clean_server))
+    assert ORPHAN not in streams and FREE in streams  # the unmanaged one is kept
+    assert ("HOSTILE", HIDDEN_CONSUMER) not in consumers and ("HOSTILE", "GOOD") in consumers
+
+
+def test_an_export_leaves_out_a_name_no_spec_may_declare_and_says_why(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """``reconcile export`` wrote such names into spec files that ``validate`` then
+    refused, unexplained. Now each resource is left out, with a notice naming it escaped
+    and why (a managed one: that ``--prune`` deletes it); the files written validate."""
+    run(_create_undeclarable(clean_server))
+    server = ["--server", clean_server.url]
+    out = tmp_path / "exported"
+    printed = reconcile("export", *server, cwd=tmp_path)
+    written = reconcile("export", *server, "--out", str(out), cwd=tmp_path)
+    for done in (printed, written):
+        assert done.returncode == 0, done.stderr
+        assert_inert(done.stdout + done.stderr)
+        said = done.stderr
+        assert "skipped Stream ORPH\\x1b[2J\\u202eAN and its 1 consumer(s)" in said, said
+        assert "--prune deletes it" in said.split("ORPH", 1)[1].split("\n", 1)[0]
+        for name in ("Stream FREE\\u200bY", "Consumer HOSTILE/C\\u202eD", "Consumer HOSTILE/BADF"):
+            assert f"skipped {name}" in said, said
+    assert sorted(p.name for p in out.iterdir()) == ["stream-HOSTILE.yaml"]
+    checked = reconcile("validate", str(out), cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    exported = (out / "stream-HOSTILE.yaml").read_text(encoding="utf-8")
+    assert "name: GOOD" in exported and "BADF" not in exported
+
+    # what export used to write: refused at its line, the name escaped
+    declared = tmp_path / "declared.yaml"
+    declared.write_text('kind: Stream\nname: "ORPH\\e[2J\\u202eAN"\nsubjects: [orphan.>]\n')
+    refused = reconcile("validate", str(declared), cwd=tmp_path)
+    assert refused.returncode == 1
+    assert f"{declared}:2: name: 'ORPH\\x1b[2J\\u202eAN' holds U+001B" in refused.stderr
+    assert_inert(refused.stdout + refused.stderr)
 
 
 def action_step(

@@ -232,6 +232,55 @@ def test_a_nack_field_of_the_wrong_shape_is_an_error_at_its_line(
     figures.add("inputs_tried")
 
 
+@pytest.mark.parametrize(
+    ("importer", "file", "text", "line", "code"),
+    [
+        (
+            "terraform",
+            "main.tf",
+            'resource "jetstream_stream" "S" {\n  name     = "ORD\\u202eERS"\n'
+            '  subjects = ["s.>"]\n}\n',
+            2,
+            "U+202E",
+        ),
+        (
+            "terraform",
+            "main.tf",
+            'resource "jetstream_stream" "S" {\n  name     = "S"\n  subjects = ["s.>"]\n}\n'
+            'resource "jetstream_consumer" "C" {\n  stream_id      = jetstream_stream.S.id\n'
+            '  durable_name   = "C"\n  filter_subject = "s.\\u001bx"\n}\n',
+            8,
+            "U+001B",
+        ),
+        ("nack", "main.yaml", NACK_STREAM + "  name: ORD\u202eERS\n  subjects: [s]\n", 5, "U+202E"),
+        (
+            "nats-cli",
+            "main.json",
+            '{"name": "OR\\u200bD", "subjects": ["s"], "retention": "limits", "storage": "file"}\n',
+            1,
+            "U+200B",
+        ),
+    ],
+    ids=["terraform-name", "terraform-filter", "nack-raw-name", "nats-cli-name"],
+)
+def test_a_name_or_subject_no_spec_may_hold_is_an_error_at_its_line(
+    tmp_path: Path, importer: str, file: str, text: str, line: int, code: str, figures: Any
+) -> None:
+    """A name or subject holding a control or bidi character (docs/spec-format.md) is
+    refused as ``validate`` refuses it, at the line of the file that sets it, the value
+    escaped; nothing is written."""
+    (tmp_path / file).write_text(text, encoding="utf-8")
+    done = reconcile("import", "--from", importer, file, "--out", "specs", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    errors = done.stderr.strip().splitlines()
+    assert len(errors) == 1 and errors[0].startswith(f"{file}:{line}: "), done.stderr
+    assert f"holds {code}" in errors[0], errors[0]
+    assert not any(c in done.stderr for c in "\u202e\u200b\x1b"), ascii(done.stderr)
+    assert not (tmp_path / "specs").exists()
+    figures.add("inputs_tried")
+
+
 # --- linear work --------------------------------------------------------------------------
 
 STREAM_AND_CONSUMER = """# group {i}: a stream and its consumer

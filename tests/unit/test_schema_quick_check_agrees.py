@@ -196,9 +196,10 @@ def _patterns(node: Any) -> set[str]:
 
 
 #: Every character where Python's ``re`` and ECMA-262 could read ``\s``, ``.``, ``$`` or a
-#: class differently: both kinds of white space and line ends, controls, Latin-1, and
-#: a few far away.
-_CHARS = [chr(c) for c in (*range(0x250), 0x1680, *range(0x2000, 0x2030), 0x205F, 0x3000)]
+#: class differently: both kinds of white space and line ends, controls, Latin-1, the
+#: format characters no name may hold (``$defs/visible_text``), and a few far away.
+_CHARS = [chr(c) for c in (*range(0x250), 0x061C, 0x1680, 0x180E, *range(0x2000, 0x2030))]
+_CHARS += [chr(c) for c in (*range(0x205F, 0x2071), 0x3000, *range(0xFFF8, 0xFFFD))]
 _CHARS += ["\ufeff", "\uffff", "\U00010000", "\U0010ffff"]
 
 
