@@ -52,6 +52,7 @@ from reconciler.model.migration import (
     finished,
     is_temp,
     overflow,
+    serving_note,
     temp_name,
     unheld,
 )
@@ -371,12 +372,14 @@ def _migration(entry: Replace, group: StreamGroup, server: ServerInfo) -> Migrat
     fates = tuple(consumer_fates(group.live_consumers, server))
     taken = _name_taken(group)
     warning = unheld(entry.live, server)
+    refusing = serving_note(entry.config, entry.live, state, can_mirror(server))
     return Migrate(
         ref=entry.ref,
         fields=entry.fields,
         reasons=(
             *entry.reasons,
             *(fate.note for fate in fates),
+            *((refusing,) if refusing else ()),
             *((warning,) if warning else ()),
             *((f"blocked: {taken}",) if taken else ()),
         ),
