@@ -48,6 +48,8 @@ from reconciler.model.migration import (
     is_durable,
     is_filling,
     new_sequence,
+    overfull,
+    per_subject_limit,
     placeholder,
     remembered,
     resettable,
@@ -58,7 +60,7 @@ from reconciler.model.migration import (
     temp_name,
 )
 from reconciler.model.normalize import owner_of
-from reconciler.planning.groups import migrating
+from reconciler.planning.groups import choose_with, migrating
 
 PhaseHook = Callable[[str], Awaitable[None]]
 #: How often a handover looks at the copy (publishes are refused meanwhile).
@@ -253,9 +255,7 @@ class _Migration:
             temp = await self._info(self.temp)
             assert temp is not None
             if not _takes_publishes(temp["config"], self.temp):
-                await self.client.update_stream(
-                    serving_config(temp["config"], record, temp.get("state"))
-                )
+                await self.client.update_stream(await self._serving_config(record, temp))
             await self._hold_consumers(record, new=True)
             await self._remember_consumers(record, from_new=True)
             await self._check_not_copied()
@@ -293,10 +293,9 @@ class _Migration:
             await self._wait(self.temp, self.stream, fast=True)
         temp = await self._info(self.temp)
         assert temp is not None
+        config = await self._serving_config(record, temp, give_back=old)
         try:
-            await self.client.update_stream(
-                serving_config(temp["config"], record, temp.get("state"))
-            )
+            await self.client.update_stream(config)
         except ServerError:
             # the subjects are taken (another stream took them after the plan looked):
             # the old stream, which holds every message, takes the publishes back
@@ -373,9 +372,40 @@ class _Migration:
         finishes the cutover (the record stays in it)."""
         temp = await self._info(self.temp)
         assert temp is not None
-        config = serving_config(temp["config"], record, temp.get("state"))
+        config = await self._serving_config(record, temp)
         config["metadata"] = {**config["metadata"], **record.at("cutover").metadata()}
         await self.client.update_stream(config)
+
+    async def _serving_config(
+        self,
+        record: Record,
+        temp: Mapping[str, Any],
+        *,
+        give_back: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The config by which the temporary stream (its ``temp`` info) takes the
+        publishes. A target refusing a subject's publishes past ``max_msgs_per_subject``
+        needs the most the copy holds on one subject (read only when it holds more
+        messages than that limit): more than the limit, and the copy back would stall.
+        Then the old stream (its config ``give_back``, when it still exists) takes the
+        publishes back and the migration stops there, every message where it was;
+        without it, the limit stays at what the fullest subject holds."""
+        state = temp.get("state") or {}
+        held = int(state.get("messages") or 0)
+        per = per_subject_limit(record.target)
+        fullest = None
+        if per is not None and held > per:
+            fullest = await self.client.fullest_subject(self.temp, held)
+        why = None if fullest is None else overfull(record.target, *fullest)
+        if why is not None and give_back is not None:
+            await self._give_back_subjects(give_back, record)
+            raise RefusedPlan(
+                f"migrating {self.stream}: {why}. Stream {self.stream} takes the publishes "
+                f"again and holds its messages; nothing was lost. {choose_with()} rollback "
+                "ends this migration; then migrate again with that subject's publishers "
+                "paused, or a higher limit"
+            )
+        return serving_config(temp["config"], record, state, fullest[1] if fullest else 0)
 
     # -- consumers -------------------------------------------------------------------
     async def _remember_consumers(self, record: Record, *, from_new: bool = False) -> None:

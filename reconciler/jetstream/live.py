@@ -207,6 +207,25 @@ class LiveRead(Transport):
             if len(counts) == before:  # a page given again (no server's): not counted
                 return None
 
+    async def fullest_subject(self, stream: str, messages: int) -> tuple[str, int] | None:
+        """The subject ``stream`` holds the most messages on, and how many (None: none),
+        every subject read page by page (the server's pages: up to 100,000 subjects);
+        only the fullest is kept. A stream holding ``messages`` has no more subjects
+        than that: no more are read (a page given again and again ends there)."""
+        fullest: tuple[str, int] | None = None
+        seen = 0
+        while seen < messages:
+            body = {"subjects_filter": ">", "offset": seen}
+            info = await self.request(f"STREAM.INFO.{stream}", body)
+            page = (info.get("state") or {}).get("subjects") or {}
+            for subject, held in page.items():
+                if isinstance(held, int) and (fullest is None or held > fullest[1]):
+                    fullest = (str(subject), held)
+            seen += len(page)
+            if not page or seen >= int(info.get("total") or seen):
+                break
+        return fullest
+
     async def stream_names(self) -> list[str]:
         return [str(n) for n in await self.paged("STREAM.NAMES", "streams", str)]
 

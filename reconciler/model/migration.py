@@ -38,6 +38,7 @@ from typing import Any
 
 from reconciler.model.normalize import nanoseconds_between
 from reconciler.model.state import ServerInfo, StreamState
+from reconciler.model.values import printable
 
 #: Metadata key of the temporary stream: the migration's record (JSON).
 RECORD_KEY = "io.jetstream-gitops/migration"
@@ -503,12 +504,16 @@ def copies_when_created(config: Mapping[str, Any]) -> bool:
 
 
 def serving_config(
-    temp_live: Mapping[str, Any], record: Record, state: Mapping[str, Any] | None = None
+    temp_live: Mapping[str, Any],
+    record: Record,
+    state: Mapping[str, Any] | None = None,
+    fullest: int = 0,
 ) -> dict[str, Any]:
     """The temporary stream once it takes the publishes, no source: the subject fields
     of the target (what publishers meet once the migration is over), never the
     record's own copy of the old ones, and the limits by which the target refuses
-    publishes (:func:`refusing_limits`; ``state``: what the temporary stream holds).
+    publishes (:func:`refusing_limits`; ``state``: what the temporary stream holds,
+    ``fullest``: the most messages it holds on one subject, read when it matters).
     The target is checked against the specs before anything acts on a record; the
     recorded subject fields are checked by nothing (edited to a transform ``orders.>
     -> stolen.>``, the messages published meanwhile ended in the stream under
@@ -516,19 +521,53 @@ def serving_config(
     config = {k: v for k, v in temp_live.items() if k not in (*SUBJECT_FIELDS, "sources", "mirror")}
     fields = {key: record.target.get(key) for key in SUBJECT_FIELDS}
     config.update({k: v for k, v in fields.items() if v not in (None, [], {})})
-    config.update(refusing_limits(record.target, str(temp_live.get("storage")), state or {}))
+    storage = str(temp_live.get("storage") or "file")
+    growth = counted_more(storage, record.target, record.mirrors, temp_name(record.stream))
+    config.update(refusing_limits(record.target, storage, state or {}, growth, fullest))
     config["metadata"] = _with_metadata(temp_live, record.at("serving").metadata())
     return config
 
 
 #: How many bytes each storage counts a message beyond its subject, headers and
-#: payload (nats-server's fileStoreMsgSize and memStoreMsgSize): a file stream counts
-#: more, so a file limit refuses no later than the same limit in memory.
-_COUNTED_MORE = {"file": frozenset({"file", "memory"}), "memory": frozenset({"memory"})}
+#: payload, without and with headers (nats-server's memStoreMsgSize and
+#: fileStoreMsgSize; measured on 2.10 to 2.15: a file stream counts a message 14 bytes
+#: more than a memory one, 18 with headers). Both storages of a release refuse at the
+#: same edge (under max_bytes up to 2.12, at or under from 2.14), so a bound that holds
+#: with one holds with the other.
+_OVERHEAD = {"file": (30, 34), "memory": (16, 16)}
+#: The most digits of a sequence number (a uint64).
+_SEQ_DIGITS = 20
+
+
+def counted_more(storage: str, target: Mapping[str, Any], mirrors: bool, temp: str) -> int:
+    """The most bytes the new stream (``target``) counts a message more than the
+    temporary stream (``storage``) does; 0 or less when it never counts one more. A
+    mirror copies the headers as they are; a source (before 2.12) gives each message a
+    ``Nats-Stream-Source`` header naming ``temp`` (measured on 2.10 and 2.11: 6
+    messages of 378 bytes in MIGRATING_ORDERS were 588 bytes copied back)."""
+    new = _OVERHEAD.get(str(target.get("storage") or "file"), _OVERHEAD["file"])
+    held = _OVERHEAD.get(storage, _OVERHEAD["file"])
+    header = f"NATS/1.0\r\n{SOURCE_HEADER}: {temp} {'9' * _SEQ_DIGITS} > >\r\n\r\n"
+    added = 0 if mirrors else len(header)
+    return max(new[headers or not mirrors] - held[headers] for headers in (False, True)) + added
+
+
+def per_subject_limit(target: Mapping[str, Any]) -> int | None:
+    """``max_msgs_per_subject`` when ``target`` refuses a subject's publishes past it
+    (``discard: new`` with ``discard_new_per_subject``); None otherwise (past it the
+    subject's oldest message goes: nothing stalls there)."""
+    per = target.get("max_msgs_per_subject")
+    if target.get("discard") != "new" or not target.get("discard_new_per_subject"):
+        return None
+    return per if isinstance(per, int) and per > 0 else None
 
 
 def refusing_limits(
-    target: Mapping[str, Any], storage: str, state: Mapping[str, Any]
+    target: Mapping[str, Any],
+    storage: str,
+    state: Mapping[str, Any],
+    growth: int,
+    fullest: int = 0,
 ) -> dict[str, Any]:
     """The ``discard: new`` limits of ``target`` the temporary stream takes while it
     takes the publishes, so that it refuses what the stream would (the publisher gets an
@@ -536,20 +575,96 @@ def refusing_limits(
     21,951 more during a migration, and the copy back stalled at 3,000 for good (the
     new stream refuses the rest; a resumed apply stalled there again).
 
-    Never below what the temporary stream holds (``state``): lowering a limit under it
-    deletes messages. ``max_bytes`` only when the temporary stream counts a message's
-    bytes as the target does or more (file for memory), else it would take more than
-    the target can hold."""
+    Never below what the temporary stream holds (``state``; ``fullest``: the most it
+    holds on one subject): lowering a limit under it deletes messages. ``max_bytes``
+    as is when the new stream never counts a message more than the temporary stream
+    (``growth``: :func:`counted_more`), else bounded (:func:`_bytes_bound`)."""
     if target.get("discard") != "new":
         return {}
     out: dict[str, Any] = {}
+    held, held_bytes = int(state.get("messages") or 0), int(state.get("bytes") or 0)
     max_msgs, max_bytes = target.get("max_msgs", -1), target.get("max_bytes", -1)
-    if isinstance(max_msgs, int) and max_msgs >= 0:
-        out["max_msgs"] = max(max_msgs, int(state.get("messages") or 0))
-    counted_more = str(target.get("storage", "file")) in _COUNTED_MORE.get(storage, ())
-    if isinstance(max_bytes, int) and max_bytes >= 0 and counted_more:
-        out["max_bytes"] = max(max_bytes, int(state.get("bytes") or 0))
+    if isinstance(max_msgs, int) and max_msgs > 0:
+        out["max_msgs"] = max(max_msgs, held)
+    if isinstance(max_bytes, int) and max_bytes > 0 and growth <= 0:
+        out["max_bytes"] = max(max_bytes, held_bytes)
+    elif isinstance(max_bytes, int) and max_bytes > 0:
+        out.update(_bytes_bound(max_bytes, growth, held, held_bytes, out.get("max_msgs")))
+    per = per_subject_limit(target)
+    if per is not None:
+        out.update(max_msgs_per_subject=max(per, fullest), discard_new_per_subject=True)
     return {**out, "discard": "new"} if out else {}
+
+
+def _bytes_bound(
+    max_bytes: int, growth: int, held: int, held_bytes: int, max_msgs: int | None
+) -> dict[str, int]:
+    """``max_msgs`` and ``max_bytes`` of a temporary stream whose messages the new
+    stream counts up to ``growth`` bytes more each (a memory one for a file target, or
+    one copied back by sources): ``max_bytes + growth * max_msgs`` is at most the
+    target's ``max_bytes``, so the new stream holds whatever it takes, and the copy back
+    never stalls. What the new stream has room for once the held messages are in is
+    split between the two as the held messages are (their mean size; none held: half
+    each): messages like them are refused about where the stream would refuse them,
+    smaller ones at the count, a little earlier (a refusal, never a loss)."""
+    room = max(max_bytes - held_bytes - growth * held, 0)
+    size = held_bytes // held if held else growth
+    count = held + room // (size + growth)
+    if max_msgs is not None:
+        count = min(count, max_msgs)
+    return {"max_msgs": count, "max_bytes": max(max_bytes - growth * count, held_bytes)}
+
+
+def overfull(target: Mapping[str, Any], subject: str, held: int) -> str | None:
+    """Why the new stream would refuse part of what the temporary stream holds on
+    ``subject`` (``held`` messages), if it would: the copy back would stall there."""
+    per = per_subject_limit(target)
+    if per is None or held <= per:
+        return None
+    return (
+        f"subject '{printable(subject)}' holds {held} messages in the copy, more than "
+        f"max_msgs_per_subject {per} with discard_new_per_subject: the new stream would "
+        "refuse the rest and the copy back would stall there for good (the copy keeps what "
+        "the stream discarded while it was copied)"
+    )
+
+
+def serving_note(
+    desired: Mapping[str, Any], live: Mapping[str, Any], state: StreamState | None, mirrors: bool
+) -> str | None:
+    """The plan's word on what the temporary stream refuses while it takes the
+    publishes (:func:`refusing_limits`, figured from what the stream holds now; the
+    handover sets them from what the copy holds then); None: it refuses nothing."""
+    storage = str(live.get("storage") or "file")
+    growth = counted_more(storage, desired, mirrors, temp_name(str(desired.get("name"))))
+    held = {"messages": state.messages, "bytes": state.bytes} if state else {}
+    limits = refusing_limits(desired, storage, held, growth)
+    if not limits:
+        return None
+    keys = ("max_msgs", "max_bytes", "max_msgs_per_subject")
+    note = (
+        "while the temporary stream takes the publishes it refuses them past "
+        + ", ".join(f"{key} {limits[key]}" for key in keys if key in limits)
+        + ", as the stream would (discard new)"
+    )
+    if growth > 0 and "max_bytes" in limits:
+        cause = (
+            f"a file stream counts each message up to {growth} bytes more than a memory one"
+            if mirrors
+            else f"the copy back gives each message a {SOURCE_HEADER} header: the new "
+            f"stream counts each up to {growth} bytes more"
+        )
+        note += (
+            f"; {cause}, and the limits leave room for that: a publish may be refused "
+            f"before max_bytes {desired.get('max_bytes')} is full (figured from what the "
+            "stream holds now, set at the handover)"
+        )
+    if per_subject_limit(desired) is not None:
+        note += (
+            "; a subject holding more than max_msgs_per_subject when the publishes move "
+            "stops the migration there: the stream keeps its messages and its publishes"
+        )
+    return note
 
 
 def retired_config(

@@ -43,6 +43,12 @@ def migrating() -> str:
     return say(Allowance.MIGRATE_RUN) or "`reconcile apply --migrate`"
 
 
+def choose_with() -> str:
+    """How the run's door chooses the way out of an interrupted migration: its own
+    words, else the CLI's command (a door without the choice)."""
+    return say(Allowance.MIGRATION) or "`reconcile apply --migrate --migration`"
+
+
 def migrate_hint() -> str:
     """The reason a replace gives when a migration would keep its messages instead (the
     lifecycle rules take it out again, said in the same door's words)."""

@@ -52,6 +52,7 @@ from reconciler.model.migration import (
     finished,
     is_temp,
     overflow,
+    serving_note,
     temp_name,
     unheld,
 )
@@ -67,7 +68,14 @@ from reconciler.model.normalize import (
 )
 from reconciler.model.state import LiveState, ServerInfo, StreamState
 from reconciler.model.values import written_as
-from reconciler.planning.groups import LiveConfig, StreamGroup, StreamPlan, migrate_hint, migrating
+from reconciler.planning.groups import (
+    LiveConfig,
+    StreamGroup,
+    StreamPlan,
+    choose_with,
+    migrate_hint,
+    migrating,
+)
 from reconciler.planning.groups import identity as _identity
 from reconciler.planning.groups import unchanged as _unchanged
 from reconciler.planning.lifecycles import (
@@ -364,12 +372,14 @@ def _migration(entry: Replace, group: StreamGroup, server: ServerInfo) -> Migrat
     fates = tuple(consumer_fates(group.live_consumers, server))
     taken = _name_taken(group)
     warning = unheld(entry.live, server)
+    refusing = serving_note(entry.config, entry.live, state, can_mirror(server))
     return Migrate(
         ref=entry.ref,
         fields=entry.fields,
         reasons=(
             *entry.reasons,
             *(fate.note for fate in fates),
+            *((refusing,) if refusing else ()),
             *((warning,) if warning else ()),
             *((f"blocked: {taken}",) if taken else ()),
         ),
@@ -529,21 +539,15 @@ def _not_allowed(record: Record, group: StreamGroup, *, migrate: bool, way: str 
     if way is None:
         return (
             f"stream {group.name}: the specs changed after its migration stopped; choose "
-            f"{_choose_with()} resume (finish to its recorded target), rollback (back to the "
+            f"{choose_with()} resume (finish to its recorded target), rollback (back to the "
             "old config) or continue (on to the declared config)"
         )
     if way != "resume" and finished(record, group.live):
         return (
             f"stream {group.name}: its migration has finished but for deleting "
-            f"{temp_name(group.name)}: only {_choose_with()} resume"
+            f"{temp_name(group.name)}: only {choose_with()} resume"
         )
     return ""
-
-
-def _choose_with() -> str:
-    """How the run's door chooses the way out of an interrupted migration: its own
-    words, else the CLI's command (a door without the choice)."""
-    return say(Allowance.MIGRATION) or "`reconcile apply --migrate --migration`"
 
 
 def _way_out(

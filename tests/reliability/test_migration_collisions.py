@@ -6,11 +6,13 @@ code before the fix it names.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import nats
@@ -19,8 +21,10 @@ from migration_helpers import api, dump, killed_migration_script, publish_many
 from servers import NatsServer, options, run, write
 from test_migration_trust import TEMP, count, interrupted, names, orders, still_takes_publishes
 
-from reconciler.errors import SpecError
+from reconciler.errors import ReconcileError, SpecError
+from reconciler.execution import migrate as migration
 from reconciler.execution import run as engine
+from reconciler.jetstream import open_client
 from reconciler.model.migration import RECORD_KEY
 from reconciler.planning.steps import Migrate
 
@@ -180,3 +184,158 @@ def test_publishes_during_a_migration_meet_the_streams_discard_new_limit(
     assert run(engine.apply([memory], options(clean_server), migrate=True)).ok
     assert names(clean_server) == ["ORDERS"]
     assert run(dump(clean_server, "ORDERS")) == [*before, *(("orders.a", s, ()) for s in stored)]
+
+
+def _killed_at(server: NatsServer, step: Migrate, boundary: str) -> None:
+    """The migration of ``step`` run in a child process killed -9 at ``boundary``."""
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, server.url, json.dumps(dict(step.config)), boundary],
+        check=False,
+        capture_output=True,
+        timeout=120,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()
+
+
+def _stored_bytes(server: NatsServer, stream: str) -> int:
+    return int(run(api(server, f"STREAM.INFO.{stream}"))["state"]["bytes"])
+
+
+BYTES = """
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+storage: {storage}
+max_bytes: 20000
+discard: new
+"""
+
+
+@pytest.mark.parametrize(
+    ("version", "old", "new"),
+    [(None, "memory", "file"), ("2.11.11", "file", "memory")],
+    ids=["mirrors-memory-to-file", "sources-file-to-memory"],
+)
+def test_publishes_during_a_migration_meet_max_bytes_as_the_new_stream_counts_them(
+    server_factory: Callable[..., NatsServer],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    version: str | None,
+    old: str,
+    new: str,
+) -> None:
+    """ORDERS (max_bytes 20,000, discard new) holds 100 messages; its migration is killed
+    once the temporary stream takes the publishes, and 600 more are published. The new
+    stream counts each message more than the temporary stream does: a file stream 14 or
+    18 bytes more than a memory one, and before 2.12 (sources) the copy back adds a
+    Nats-Stream-Source header. Before, the temporary stream took publishes past what the
+    new stream holds (in memory: all 600, no byte limit at all), and the copy back
+    stalled for good. Now it refuses them before that: the copy completes with exactly
+    the messages the publishers were told were stored."""
+    monkeypatch.setitem(migration.migrate.__kwdefaults__, "stall_seconds", 5.0)
+    server = server_factory(version=version)
+    assert run(engine.apply([write(tmp_path, BYTES.format(storage=old))], options(server))).ok
+    run(publish_many(server, ["orders.a", "orders.b"], 100))
+    before = run(dump(server, "ORDERS"))
+    target = write(tmp_path, BYTES.format(storage=new), "t.yaml")
+    [step] = run(engine.plan([target], options(server), migrate=True)).steps
+    assert isinstance(step, Migrate) and not step.blocked
+    [note] = [r for r in step.reasons if "temporary stream takes the publishes" in r]
+    assert "max_msgs" in note and "before max_bytes 20000 is full" in note
+    _killed_at(server, step, "serving")
+    stored = run(_publish_counted(server, 600))
+    assert 0 < len(stored) < 600
+    assert run(engine.apply([target], options(server), migrate=True)).ok
+    assert names(server) == ["ORDERS"]
+    assert run(dump(server, "ORDERS")) == [*before, *(("orders.a", s, ()) for s in stored)]
+    assert _stored_bytes(server, "ORDERS") <= 20_000
+
+
+PER_SUBJECT = """
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+storage: {storage}
+max_msgs_per_subject: 5
+{extra}
+"""
+DISCARD_NEW_PER_SUBJECT = "discard: new\ndiscard_new_per_subject: true"
+
+
+def test_publishes_during_a_migration_meet_max_msgs_per_subject(
+    clean_server: NatsServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ORDERS (max_msgs_per_subject 5, discard_new_per_subject) holds 3 messages on each
+    of three subjects; its migration to memory is killed once the temporary stream takes
+    the publishes, and 10 more are published to orders.a. Before, the temporary stream
+    took all 10 (orders.a: 13 where 5 fit), and the copy back stalled at the sixth for
+    good. Now it refuses what the stream would: 2 are stored, and the copy completes."""
+    monkeypatch.setitem(migration.migrate.__kwdefaults__, "stall_seconds", 5.0)
+    per = PER_SUBJECT.format(storage="file", extra=DISCARD_NEW_PER_SUBJECT)
+    assert run(engine.apply([write(tmp_path, per)], options(clean_server))).ok
+    run(publish_many(clean_server, ["orders.a", "orders.b", "orders.c"], 9))
+    before = run(dump(clean_server, "ORDERS"))
+    memory = PER_SUBJECT.format(storage="memory", extra=DISCARD_NEW_PER_SUBJECT)
+    target = write(tmp_path, memory, "m.yaml")
+    [step] = run(engine.plan([target], options(clean_server), migrate=True)).steps
+    assert isinstance(step, Migrate) and not step.blocked
+    assert any("max_msgs_per_subject 5, as the stream" in r for r in step.reasons)
+    _killed_at(clean_server, step, "serving")
+    stored = run(_publish_counted(clean_server, 10))
+    assert stored == [b"late0", b"late1"]
+    assert run(engine.apply([target], options(clean_server), migrate=True)).ok
+    assert names(clean_server) == ["ORDERS"]
+    assert run(dump(clean_server, "ORDERS")) == [*before, *(("orders.a", s, ()) for s in stored)]
+
+
+async def _wait_count(server: NatsServer, stream: str, messages: int) -> None:
+    for _ in range(500):
+        info = await api(server, f"STREAM.INFO.{stream}")
+        if int(info["state"]["messages"]) >= messages:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{stream} never held {messages} messages")
+
+
+def test_a_subject_holding_more_than_the_new_limit_stops_the_handover_not_the_copy(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """ORDERS keeps the last 5 messages of each subject (discard old); its target refuses
+    a sixth (discard_new_per_subject). The plan allows it: no subject holds more than 5.
+    But the temporary stream is a mirror, which keeps what ORDERS discards: 3 messages
+    published to orders.a during the copy leave ORDERS with 5 on it and the copy with 8.
+    Before, the temporary stream took the publishes, ORDERS was deleted, and the copy
+    back stalled at the sixth message of orders.a for good. Now the handover stops
+    before ORDERS gives up its publishes, naming the subject: ORDERS keeps its config
+    and every message, and --migration rollback ends the migration."""
+    spec = write(tmp_path, PER_SUBJECT.format(storage="file", extra=""))
+    assert run(engine.apply([spec], options(clean_server))).ok
+    run(publish_many(clean_server, ["orders.a"], 5))
+    memory = PER_SUBJECT.format(storage="memory", extra=DISCARD_NEW_PER_SUBJECT)
+    target = write(tmp_path, memory, "m.yaml")
+    [step] = run(engine.plan([target], options(clean_server), migrate=True)).steps
+    assert isinstance(step, Migrate) and not step.blocked
+
+    async def go() -> None:
+        async def hook(label: str) -> None:
+            if label == "copy":  # publishes during the copy
+                await _wait_count(clean_server, TEMP, 5)
+                await publish_many(clean_server, ["orders.a"], 3, tag="n")
+                await _wait_count(clean_server, TEMP, 8)
+
+        async with open_client(options(clean_server)) as client:
+            await migration.migrate(client, "ORDERS", step.config, on_phase=hook, stall_seconds=3)
+
+    with pytest.raises(ReconcileError, match=r"orders\.a.* 8 "):
+        run(go())
+    expected = [("orders.a", f"m{i}".encode(), ()) for i in (3, 4)]
+    expected += [("orders.a", f"n{i}".encode(), ()) for i in range(3)]
+    info = run(api(clean_server, "STREAM.INFO.ORDERS"))
+    assert (info["config"]["subjects"], info["config"]["storage"]) == (["orders.>"], "file")
+    assert [(s, d) for s, d, _ in run(dump(clean_server, "ORDERS"))] == [
+        (s, d) for s, d, _ in expected
+    ]
+    assert still_takes_publishes(clean_server, "orders.b")  # lands in ORDERS
+    assert run(engine.apply([spec], options(clean_server), migrate=True, migration="rollback")).ok
+    assert names(clean_server) == ["ORDERS"]
+    assert count(clean_server, "ORDERS") == 6

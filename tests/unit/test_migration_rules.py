@@ -7,6 +7,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from reconciler.identity import ResourceRef
 from reconciler.locations import Location
@@ -21,9 +23,11 @@ from reconciler.model.migration import (
     consumer_fates,
     copies_when_created,
     copy_bytes,
+    counted_more,
     filling_config,
     new_sequence,
     overflow,
+    overfull,
     refusing_limits,
     remembered,
     rooms,
@@ -51,6 +55,7 @@ LIVE = {
     "metadata": {"io.jetstream-gitops/managed-by": "reconcile"},
 }
 TARGET = {**LIVE, "storage": "memory", "retention": "limits"}
+TEMP = temp_name("ORDERS")
 
 
 def record(phase: str = "copy", *, mirrors: bool = False) -> Record:
@@ -260,20 +265,127 @@ def test_a_new_stream_holding_messages_or_past_sequences_is_a_leftover(
 
 def test_the_serving_copy_takes_the_targets_discard_new_limits_never_below_held() -> None:
     """While it takes the publishes, the temporary stream refuses what the target would
-    (max_msgs; max_bytes when it counts bytes no less), and never has a limit under what
-    it holds (lowering one deletes messages)."""
+    (max_msgs; max_bytes as is when the new stream counts no message more), and never
+    has a limit under what it holds (lowering one deletes messages)."""
     target = {"discard": "new", "max_msgs": 300, "max_bytes": 10_000, "storage": "memory"}
-    assert refusing_limits(target, "file", {"messages": 200, "bytes": 9_000}) == {
+    assert refusing_limits(target, "file", {"messages": 200, "bytes": 9_000}, -14) == {
         "max_msgs": 300,
         "max_bytes": 10_000,
         "discard": "new",
     }
-    assert refusing_limits(target, "file", {"messages": 400, "bytes": 20_000}) == {
+    assert refusing_limits(target, "file", {"messages": 400, "bytes": 20_000}, -14) == {
         "max_msgs": 400,
         "max_bytes": 20_000,
         "discard": "new",
     }
-    to_file = {**target, "storage": "file"}
-    assert refusing_limits(to_file, "memory", {}) == {"max_msgs": 300, "discard": "new"}
-    assert refusing_limits({**target, "discard": "old"}, "file", {}) == {}
-    assert refusing_limits({"discard": "new"}, "file", {}) == {}
+    assert refusing_limits({**target, "discard": "old"}, "file", {}, 0) == {}
+    assert refusing_limits({"discard": "new"}, "file", {}, 0) == {}
+    unlimited = {"discard": "new", "max_msgs": -1, "max_bytes": 0, "max_msgs_per_subject": 0}
+    assert refusing_limits(unlimited, "memory", {"messages": 5}, 18) == {}  # 0: no limit
+
+
+def test_the_new_stream_counts_a_message_more_by_storage_and_copy() -> None:
+    """Measured on 2.10 to 2.14: a file stream counts a message 14 bytes more than a
+    memory one, 18 with headers; a source adds a Nats-Stream-Source header."""
+    header = len(f"NATS/1.0\r\nNats-Stream-Source: {TEMP} {'9' * 20} > >\r\n\r\n")
+    assert counted_more("memory", {"storage": "file"}, True, TEMP) == 18
+    assert counted_more("file", {"storage": "memory"}, True, TEMP) == -14
+    assert counted_more("file", {}, True, TEMP) == 0
+    assert counted_more("file", {"storage": "file"}, False, TEMP) == header + 4
+    assert counted_more("memory", {"storage": "file"}, False, TEMP) == header + 18
+    assert counted_more("file", {"storage": "memory"}, False, TEMP) == header - 14
+
+
+def test_a_memory_copy_of_a_file_target_splits_the_room_as_the_held_messages() -> None:
+    """100 messages of 70 bytes held (in memory; in the file stream up to 88 each), max_bytes
+    20,000: room for 127 more of their size. The limits leave 18 bytes a message."""
+    target = {"discard": "new", "max_bytes": 20_000, "storage": "file"}
+    limits = refusing_limits(target, "memory", {"messages": 100, "bytes": 7_000}, 18)
+    assert limits == {"max_msgs": 227, "max_bytes": 20_000 - 18 * 227, "discard": "new"}
+    capped = refusing_limits({**target, "max_msgs": 150}, "memory", {"messages": 100}, 18)
+    assert capped == {"max_msgs": 150, "max_bytes": 20_000 - 18 * 150, "discard": "new"}
+    full = refusing_limits(target, "memory", {"messages": 300, "bytes": 19_000}, 18)
+    assert full == {"max_msgs": 300, "max_bytes": 19_000, "discard": "new"}  # takes no more
+
+
+_MESSAGES = st.lists(
+    st.tuples(st.integers(1, 30), st.integers(0, 60), st.integers(0, 300)), max_size=40
+)
+_OVERHEAD = {"file": (30, 34), "memory": (16, 16)}  # nats-server's, measured
+
+
+def _counted(storage: str, subject: int, headers: int, payload: int) -> int:
+    return _OVERHEAD[storage][headers > 0] + subject + headers + payload
+
+
+def _source_line(stream: str, seq: int) -> int:
+    return len(f"Nats-Stream-Source: {stream} {seq} > >\r\n")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    held=_MESSAGES,
+    late=_MESSAGES,
+    max_bytes=st.integers(1, 30_000),
+    max_msgs=st.integers(-1, 80),
+    storages=st.tuples(
+        st.sampled_from(["memory", "file"]), st.sampled_from(["memory", "file"]), st.booleans()
+    ),
+)
+def test_the_new_stream_holds_whatever_the_serving_copy_takes(
+    held: list[tuple[int, int, int]],
+    late: list[tuple[int, int, int]],
+    max_bytes: int,
+    max_msgs: int,
+    storages: tuple[str, str, bool],
+) -> None:
+    """Messages (subject, headers, payload sizes) held by the temporary stream, then
+    published to it under its limits: the new stream (another storage, or a copy back
+    by sources giving each a Nats-Stream-Source header) takes every one the temporary
+    stream took, so the copy back never stalls; and no limit is under what it holds."""
+    storage, target_storage, mirrors = storages
+
+    def both(at: int, message: tuple[int, int, int], copied: bool) -> tuple[int, int]:
+        subject, headers, payload = message
+        if mirrors:
+            return _counted(storage, *message), _counted(target_storage, *message)
+        block = headers or len("NATS/1.0\r\n\r\n")
+        there = block + _source_line("ORDERS", at) if copied else headers
+        back = block + _source_line(TEMP, at)
+        temp = _counted(storage, subject, there, payload)
+        return temp, _counted(target_storage, subject, back, payload)
+
+    sizes = [both(at, m, True) for at, m in enumerate(held, 1)]
+    assume(sum(new for _, new in sizes) <= max_bytes)  # the plan refuses a copy that cannot fit
+    assume(max_msgs < 0 or len(held) <= max_msgs)
+    target = {"discard": "new", "max_bytes": max_bytes, "max_msgs": max_msgs}
+    target["storage"] = target_storage
+    state = {"messages": len(held), "bytes": sum(temp for temp, _ in sizes)}
+    growth = counted_more(storage, target, mirrors, TEMP)
+    limits = refusing_limits(target, storage, state, growth)
+    count, size = limits.get("max_msgs", -1), limits["max_bytes"]
+    assert size >= state["bytes"] and (count == -1 or count >= len(held))
+    for at, message in enumerate(late, len(held) + 1):
+        temp, new = both(at, message, False)
+        if (count < 0 or len(sizes) < count) and state["bytes"] + temp <= size:
+            sizes.append((temp, new))
+            state["bytes"] += temp
+    assert sum(new for _, new in sizes) <= max_bytes
+
+
+def test_the_serving_copy_takes_max_msgs_per_subject_when_new_refuses_past_it() -> None:
+    """discard_new_per_subject: the temporary stream refuses a subject's publishes past
+    the limit, never under what its fullest subject holds; without it (the oldest of the
+    subject goes) nothing stalls, and nothing is set."""
+    per = {"discard": "new", "discard_new_per_subject": True, "max_msgs_per_subject": 5}
+    assert refusing_limits(per, "file", {"messages": 9}, 0, 3) == {
+        "max_msgs_per_subject": 5,
+        "discard_new_per_subject": True,
+        "discard": "new",
+    }
+    assert refusing_limits(per, "file", {}, 0, 8)["max_msgs_per_subject"] == 8
+    assert refusing_limits({**per, "discard_new_per_subject": False}, "file", {}, 0) == {}
+    assert overfull(per, "orders.a", 5) is None
+    assert "orders.a" in (overfull(per, "orders.a", 8) or "")
+    assert overfull(per, "orders.\x1b[2J", 8) is not None
+    assert "\x1b" not in (overfull(per, "orders.\x1b[2J", 8) or "")
