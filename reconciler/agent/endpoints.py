@@ -101,7 +101,10 @@ class Endpoints:
             self.server = await serve(host, port, self.routes())
         except OSError as err:
             reason = (err.strerror or str(err)).lower()
-            raise ReconcileError(f"cannot listen on {host}:{port}: {reason}") from None
+            raise ReconcileError(
+                f"cannot listen on {host}:{port}: {reason} (another agent's address, say: "
+                "give --listen another HOST:PORT, or --listen off for no HTTP endpoints)"
+            ) from None
         bound = self.server.sockets[0].getsockname()
         log.event("listening", f"http://{bound[0]}:{bound[1]}/metrics")
         if (exposed := exposure(host)) is not None:

@@ -142,7 +142,13 @@ def take(
         selection = Selection(everything=True, only=only)
     else:
         target = resolve_target(
-            ctx, paths=paths, conn=conn, project_file=project_file, env_name=env_name
+            ctx,
+            paths=paths,
+            conn=conn,
+            project_file=project_file,
+            env_name=env_name,
+            without_paths="give spec PATHS, or --all for every stream on the server "
+            "(or run where a reconcile.yaml is)",
         )
         options, target_paths = target.options, tuple(Path(p) for p in target.paths)
         observed_at = target.lifecycle.observed_at if target.lifecycle.observe else ""

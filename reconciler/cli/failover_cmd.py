@@ -186,6 +186,12 @@ def _report(result: FailoverResult, fmt: str) -> int:
     if fmt == "text":
         if not result.plan.has_changes:
             click.echo("Nothing to do.")
+        elif result.plan.rollback:  # no write was moved: the origins have theirs back
+            click.echo(
+                f"Rollback complete: {len(result.done)} pair(s): {result.plan.origin} takes "
+                "the writes again.",
+                file=sys.stdout,
+            )
         else:
             windows = ", ".join(f"{k} {v:.2f}s" for k, v in sorted(result.unavailable.items()))
             took = f" (no write taken: {windows})" if windows else ""

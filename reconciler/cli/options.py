@@ -327,6 +327,7 @@ def resolve_target(
     project_file: Path | None = None,
     env_name: str | None = None,
     needs_paths: bool = True,
+    without_paths: str = "give spec PATHS (or run where a reconcile.yaml is)",
 ) -> Target:
     """The run's target: PATHS and connection flags as given, or a project environment.
 
@@ -334,6 +335,8 @@ def resolve_target(
     ``--env NAME`` (or a project with a single environment and no PATHS) takes the
     environment's connection, spec paths, overlays and the project's owner; a connection
     flag or an ``--owner`` given on the command line that contradicts it is an error.
+    ``without_paths`` is the usage error when there are neither PATHS nor a project file
+    (a command with another way to choose, as ``backup --all``, names it there).
     """
     from reconciler.execution.stages import Target
     from reconciler.specs.project import find_project, load_project
@@ -343,7 +346,7 @@ def resolve_target(
         if env_name:
             raise click.UsageError("--env needs a project file: reconcile.yaml or --project")
         if needs_paths and not paths:
-            raise click.UsageError("give spec PATHS (or run where a reconcile.yaml is)")
+            raise click.UsageError(without_paths)
         from reconciler.specs.ignore import rules_next_to
 
         _unread_policies(ctx)

@@ -59,6 +59,14 @@ class MarkdownConsole(Console):
     def notice(self, message: str) -> None:
         self.log(shown(message))
 
+    def progress(self, what: str, done: int, total: int | None) -> None:
+        """One log line per transfer when it finishes (``backed up ORDERS: 1.2 KiB``), as
+        the CLI writes without a terminal: a backup's job log said nothing before."""
+        from reconciler.specs.units import approx_size
+
+        if total is not None and done >= total:
+            self.notice(f"{what}: {approx_size(done)}")
+
     def show_plan(self, plan: Plan) -> None:
         from reconciler.render import render_plan
         from reconciler.render.markdown import render_markdown

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any, Literal
 
-from reconciler.errors import ServerError
+from reconciler.errors import ReconcileError, ServerError
 from reconciler.jetstream.connection import ConnectionOptions
 from reconciler.jetstream.embedded import EmbeddedServer
 from reconciler.jetstream.kv import KeyValueCalls
@@ -92,7 +92,8 @@ async def open_client(
     """A connected client; with no server configured, on the embedded server.
 
     The embedded server is started (or a running one for the same store reused) and is
-    stopped at exit when no other run uses it; ``on_notice`` is told which server is used.
+    stopped at exit when no other run uses it; ``on_notice`` is told which server is used,
+    and, when stopping it takes memory streams with it, which ones and how to keep them.
     """
     options = options.with_context()
     embedded: EmbeddedServer | None = None
@@ -100,6 +101,7 @@ async def open_client(
         embedded = EmbeddedServer(options.store)
         url = await asyncio.to_thread(embedded.acquire)
         options = replace(options, servers=url)
+    memory: list[str] = []
     try:
         client = await JetStreamClient.connect(options, embedded=embedded is not None)
         try:
@@ -112,8 +114,35 @@ async def open_client(
             # else its INFO is asked with the first request that needs it: over a slow
             # link a round trip of its own would cost more than the rest of a read
             yield client
+            if embedded is not None:
+                memory = await _memory_streams(client)
         finally:
             await client.close()
     finally:
-        if embedded is not None:
-            embedded.release()
+        if embedded is not None and embedded.release() and memory:
+            on_notice(_memory_lost(memory))
+
+
+async def _memory_streams(client: JetStreamClient) -> list[str]:
+    """The embedded server's memory streams, which die with it (none when it cannot say:
+    only a notice depends on it)."""
+    try:
+        streams = await client.list_streams()
+    except (ReconcileError, OSError, TimeoutError):
+        return []
+    configs = [s.get("config") for s in streams if isinstance(s, dict)]
+    return sorted(
+        str(c.get("name")) for c in configs if isinstance(c, dict) and c.get("storage") == "memory"
+    )
+
+
+def _memory_lost(names: list[str]) -> str:
+    """What stopping the embedded server at the end of a command did to its memory
+    streams: a memory stream lives only as long as its server, so the next command would
+    plan (or restore) it anew."""
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return (
+        f"stopped the embedded nats-server, and with it its memory stream(s) {shown}: "
+        "memory storage lives only as long as its server; `reconcile server` keeps it "
+        "running between commands"
+    )

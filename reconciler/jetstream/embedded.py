@@ -173,18 +173,19 @@ class EmbeddedServer:
                 raise
         return self.running.url
 
-    def release(self) -> None:
-        """Stop being a user; the last user stops the server."""
+    def release(self) -> bool:
+        """Stop being a user; the last user stops the server (True: this call did)."""
         if self._inuse is None:
-            return
+            return False
         with self._exclusive():
             fcntl.flock(self._inuse, fcntl.LOCK_UN)
             try:
                 fcntl.flock(self._inuse, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                pass  # another run still uses the server
+                return False  # another run still uses the server
             else:
                 self._stop()
+                return True
             finally:
                 self._drop_inuse()
 

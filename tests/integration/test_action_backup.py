@@ -74,6 +74,7 @@ def test_backup_mode_writes_a_folder_that_restores(server_factory: Any, tmp_path
     assert outputs.get("backup-dir") == str(out), outputs
     assert "4 stream(s)" in outputs["summary"]  # the memory stream FAST through a mirror
     assert "| ORDERS | 120 |" in summary and "| FAST | 20 |" in summary
+    assert "backed up ORDERS: " in log and "backed up FAST: " in log  # the job log says too
     assert (out / "manifest.json").is_file()
     assert json.loads((out / "manifest.json").read_text())["streams"]
 

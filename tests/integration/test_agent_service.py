@@ -242,4 +242,5 @@ def test_a_listen_address_in_use_is_one_error_line(
         )
     assert done.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "--listen off" in done.stderr  # the way out (a cron's --once beside a service)
     assert "Traceback" not in done.stderr

@@ -4,12 +4,16 @@ the spec and a failback."""
 
 from __future__ import annotations
 
+import re
 import shutil
-from collections.abc import Callable
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from cli_runner import reconcile
-from servers import NatsServer, joined_domains, run
+from servers import START_TIMEOUT, NatsServer, default_binary, joined_domains, run, unused_port
 from test_dr_failover import fetch, is_fenced
 from test_dr_standby import last_seq, wait_for
 from test_lifecycle import _info, _publish
@@ -68,3 +72,55 @@ def test_the_dr_example_fails_over_and_back_as_the_doc_walks_it(
     code, said = cli("failover", "--from", "west", "--to", "east", "--yes")
     assert code == 0, said
     assert is_fenced(west) and fetch(east, "shipper", 1, ack=False) == [16]
+
+
+@contextmanager
+def _started(conf: Path) -> Iterator[Path]:
+    """``nats-server -c CONF`` run in the config's folder, as the doc runs it; its log."""
+    log = conf.with_suffix(".log")
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [str(default_binary()), "-c", conf.name],
+            cwd=conf.parent,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    try:
+        yield log
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_the_shipped_server_configs_make_the_two_sites_the_doc_walks(tmp_path: Path) -> None:
+    """docs/dr.md's step 0: ``nats-server -c east.conf`` and ``-c west.conf`` from the
+    example's folder give two JetStream domains joined by a leafnode, on which step 1's
+    applies make ORDERS in east and its mirror in west. Only the ports are moved off the
+    doc's (4222, 4223, 7422), which other runs on this machine may hold."""
+    root = tmp_path / "dr"
+    shutil.copytree(EXAMPLE, root)
+    ports = {port: str(unused_port()) for port in ("4222", "4223", "7422")}
+    for conf in (root / "east.conf", root / "west.conf"):
+        text = conf.read_text(encoding="utf-8")
+        text = re.sub(r"127\.0\.0\.1:(4222|4223|7422)", lambda m: f"127.0.0.1:{ports[m[1]]}", text)
+        conf.write_text(text, encoding="utf-8")
+    urls = {
+        "EAST_NATS_URL": f"nats://127.0.0.1:{ports['4222']}",
+        "WEST_NATS_URL": f"nats://127.0.0.1:{ports['4223']}",
+    }
+    with _started(root / "east.conf"), _started(root / "west.conf") as west_log:
+        deadline = time.monotonic() + START_TIMEOUT
+        while "JetStream using domains" not in west_log.read_text(errors="replace"):
+            assert time.monotonic() < deadline, west_log.read_text(errors="replace")
+            time.sleep(0.05)
+        for env in ("east", "west"):
+            done = reconcile("apply", "--env", env, "--yes", cwd=root, env=urls)
+            assert done.returncode == 0, done.stdout + done.stderr
+        run(_publish(urls["EAST_NATS_URL"], "orders.new", 5))
+        wait_for(lambda: _info(urls["WEST_NATS_URL"], "ORDERS")["state"]["last_seq"] == 5)
+        done = reconcile(
+            "failover", "--from", "east", "--to", "west", "--check", cwd=root, env=urls
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert (root / "east-store").is_dir() and (root / "west-store").is_dir()

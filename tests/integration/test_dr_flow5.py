@@ -150,6 +150,8 @@ def test_a_rollback_of_a_stopped_failover_gives_east_its_writes_back(ready: Read
     rolled = reconcile(*FAILOVER, "--rollback", cwd=root)
     assert rolled.returncode == 0, said(rolled)
     assert not is_fenced(east)
+    # said as what it was (it said "Failover complete"): found by newuser17
+    assert "Rollback complete: 1 pair(s)" in rolled.stdout and "Failover" not in rolled.stdout
     run(_publish(east.url, "orders.new", 4))
     wait_for(lambda: last_seq(west) == 54)
     assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"

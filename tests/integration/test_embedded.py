@@ -39,6 +39,40 @@ def test_embedded_server_keeps_state_across_two_runs(tmp_path: Path) -> None:
     assert "at nats://127.0.0.1:" in notices[0] and f"(state in {store}/)" in notices[0]
 
 
+def test_stopping_the_server_says_which_memory_streams_went_with_it(tmp_path: Path) -> None:
+    """A memory stream lives only as long as its server, and each command stops the
+    embedded one when it is the last user: the run that stops it names the memory streams
+    that went with it and how to keep them (found by newuser17: a restore into the
+    embedded server said 'restored and verified', and the next plan wanted to create the
+    stream). A server another run still uses is not stopped: nothing is said."""
+    store = tmp_path / ".reconcile"
+    notices: list[str] = []
+
+    async def create(name: str, storage: str) -> None:
+        async with open_client(ConnectionOptions(store=store), on_notice=notices.append) as c:
+            await c.create_stream({"name": name, "subjects": [f"{name}.>"], "storage": storage})
+
+    async def names() -> list[str]:
+        async with open_client(ConnectionOptions(store=store), on_notice=notices.append) as c:
+            return await c.stream_names()
+
+    run(create("DISK", "file"))
+    assert len(notices) == 1  # a file stream stays: nothing to say
+    keeper = EmbeddedServer(store)
+    keeper.acquire()  # `reconcile server`, say
+    try:
+        run(create("CACHE", "memory"))
+        assert len(notices) == 2  # the server goes on: so does CACHE
+        assert sorted(run(names())) == ["CACHE", "DISK"]
+    finally:
+        keeper.release()
+    notices.clear()
+    run(create("HOT", "memory"))
+    assert len(notices) == 2, notices
+    assert "HOT" in notices[1] and "reconcile server" in notices[1] and "DISK" not in notices[1]
+    assert run(names()) == ["DISK"]
+
+
 def test_a_concurrent_run_reuses_the_running_server(tmp_path: Path) -> None:
     store = tmp_path / "shared"
     first = EmbeddedServer(store)
