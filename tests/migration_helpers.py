@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from typing import Any
@@ -39,6 +40,21 @@ async def dump(server: NatsServer, stream: str) -> list[Message]:
             out.append((str(message["subject"]), data, headers))
             seq = int(message["seq"]) + 1
         return out
+
+
+async def settled_dumps(server: NatsServer, streams: list[str]) -> list[list[Message]]:
+    """:func:`dump` of each of ``streams`` once two readings 0.3 s apart agree: a migration
+    killed after its new stream was made leaves that stream copying on in the server
+    (a loaded machine read it mid-copy, then whole). Gives up after 200 readings and
+    returns the last one (the caller's comparison then says what moved)."""
+    last: list[list[Message]] = []
+    for _ in range(200):
+        now = [await dump(server, name) for name in streams]
+        if now == last:
+            break
+        last = now
+        await asyncio.sleep(0.3)
+    return last
 
 
 async def publish_many(server: NatsServer, subjects: list[str], count: int, tag: str = "m") -> None:
