@@ -27,7 +27,9 @@ hosts' clocks are assumed to agree within seconds). Then:
 A claim read back may be forged by anyone who may write the bucket: it can only refuse
 a heal (a name never printed unescaped; an unreadable claim counts as another's), never
 make one. A server that does not say the seat (no user, no account told), or a bucket
-the user may not write, leaves the cross-process check out, said once in the log.
+the user may not write, leaves the cross-process check out, said once in the log; one
+that does not answer now (:func:`~reconciler.agent.seats.unanswered`) fails the
+connection, and the seat is asked again at the next.
 ``--once`` reads the claim and writes none (it heals once, it does not hold the seat).
 """
 
@@ -43,7 +45,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from reconciler.agent.logs import Log
-from reconciler.agent.seats import claimed_error
+from reconciler.agent.seats import claimed_error, unanswered
 from reconciler.errors import NotFound, ReconcileError, ServerError, SpecError, brief
 from reconciler.execution.lock import (
     LockSettings,
@@ -175,6 +177,8 @@ class SeatClaim:
         except (SpecError, Contended):
             raise  # refused, or tried again at the next connection: never healed unchecked
         except ReconcileError as err:  # not allowed to write the bucket, no JetStream
+            if unanswered(err):
+                raise  # no answer now (a leader elected): asked again at the next connection
             self._left_out(f"its claim cannot be read or written here ({brief(str(err))})")
             return
         self._said = None

@@ -8,6 +8,7 @@ claim of an agent killed goes stale and the other takes the seat."""
 from __future__ import annotations
 
 import base64
+import io
 import json
 import signal
 import subprocess
@@ -22,10 +23,12 @@ from cli_runner import cleaned_environ
 from servers import Cluster, NatsServer, write
 from test_agent_envs import _drift, _healed, _names_one_per_shard
 
-from reconciler.agent.claims import CLAIMED, TTL_FLOOR, TTL_VARIABLE, Claim, ttl_for
-from reconciler.agent.seats import claimed_error
-from reconciler.errors import ReconcileError
+from reconciler.agent.claims import CLAIMED, TTL_FLOOR, TTL_VARIABLE, Claim, SeatClaim, ttl_for
+from reconciler.agent.logs import Log
+from reconciler.agent.seats import claimed_error, seat_of
+from reconciler.errors import ReconcileError, RequestTimeout
 from reconciler.identity import LOCK_BUCKET
+from reconciler.jetstream import ConnectionOptions, open_client
 from reconciler.specs.project import load_project
 
 COPIED = "copied"
@@ -298,3 +301,85 @@ async def _bucket_replicas(url: str) -> int:
     async with Other.connect(url, name="checker") as bob:
         info = await bob.api(f"STREAM.INFO.KV_{LOCK_BUCKET}")
     return int(info["config"]["num_replicas"])
+
+
+@pytest.mark.cluster
+def test_a_seat_the_cluster_cannot_tell_yet_is_asked_again_never_healed_unchecked(
+    tmp_path: Path, run: Any
+) -> None:
+    """Shard 0 holds the seat's claim; two of the cluster's three nodes stop (the tool's
+    bucket has no leader: the lineage and the claim cannot be read in time), and shard 1
+    connects to the node left then, as a pod restarted during a rolling restart of the
+    cluster does. The seat it could not read is asked again, not left out for the
+    connection's life: once the nodes are back it is refused naming ``zero`` and never
+    heals ``one``'s spec beside shard 0."""
+    cluster = Cluster(tmp_path / "cluster").start()
+    agents: list[subprocess.Popen[str]] = []
+    try:
+        url = cluster.nodes[0].url
+        zero, one = _project(tmp_path, url)
+        first, second = tmp_path / "shard0.log", tmp_path / "shard1.log"
+        agents.append(_agent(["--all-envs", "--shard", "0/2"], cwd=tmp_path, log=first, ttl=600))
+        wait_for_line(first, _healed(zero), f"shard 0 creates ORDERS in {zero}")
+        for node in cluster.nodes[1:]:
+            node.stop()
+        shard1 = ["--all-envs", "--shard", "1/2", "--timeout", "1"]
+        agents.append(_agent(shard1, cwd=tmp_path, log=second, ttl=600))
+        wait_for_line(
+            second,
+            lambda line: line.get("env") == one and line["event"] in ("error", "notice"),
+            f"{one} connected while the bucket has no leader",
+        )
+        for node in cluster.nodes[1:]:
+            node.start(wait=False)
+        for node in cluster.nodes[1:]:
+            node.wait_ready(jetstream=False)
+        cluster.wait_for_meta_leader()
+        wait_for_line(
+            second,
+            lambda line: _refused_by(zero)(line) or _healed(one)(line),
+            f"{one} refused naming {zero} once the cluster is back",
+        )
+        assert _heals(second, one) == 0, second.read_text()[-3000:]
+        assert "seat not claimed" not in second.read_text()
+        assert run(_described(url))[0] == DECLARED
+        assert [c["env"] for c in run(_claims(url))] == [zero]
+    finally:
+        stop_all(agents)
+        cluster.stop()
+
+
+def test_a_claim_that_cannot_be_read_in_time_is_asked_again_not_left_out(
+    server_factory: Any, tmp_path: Path, run: Any
+) -> None:
+    """The seat told, then the server hangs while the claim is read (a leader being
+    elected, a loaded node): the claim is asked again at the next connection (an error
+    the connection fails with), never left out for the connection's life as a bucket the
+    user may not write is (that healed unchecked beside the shard holding the seat)."""
+    server = server_factory()
+    zero, _ = _project(tmp_path, server.url)
+    project = load_project(tmp_path / "reconcile.yaml")
+    said = io.StringIO()
+    claim = SeatClaim(Log("json", out=said), 1.0)
+
+    async def take_while_hung() -> None:
+        async with open_client(ConnectionOptions(servers=server.url, timeout=1)) as client:
+            found = await seat_of(client)
+            assert found is not None and found.user is not None
+            server.pause()
+            try:
+                with pytest.raises(RequestTimeout):
+                    await claim.take(
+                        client,
+                        project.environments[zero],
+                        found,
+                        "shop",
+                        peers=project.environments,
+                        write=True,
+                    )
+            finally:
+                server.resume()
+
+    run(take_while_hung())
+    assert claim.key is None
+    assert "seat not claimed" not in said.getvalue()
