@@ -29,6 +29,7 @@ from reconciler.agent.seats import claimed_error, seat_of
 from reconciler.errors import ReconcileError, RequestTimeout
 from reconciler.identity import LOCK_BUCKET
 from reconciler.jetstream import ConnectionOptions, open_client
+from reconciler.model.timestamps import rfc3339
 from reconciler.specs.project import load_project
 
 COPIED = "copied"
@@ -383,3 +384,42 @@ def test_a_claim_that_cannot_be_read_in_time_is_asked_again_not_left_out(
     run(take_while_hung())
     assert claim.key is None
     assert "seat not claimed" not in said.getvalue()
+
+
+def test_an_agent_taking_its_own_environments_claim_back_renews_it_at_once(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """An agent of ``zero`` restarted finds the claim its previous run left, about to go
+    stale (a pod restarted late, a crash loop's back-off; here a short TTL): it is its
+    own environment's, so it is taken as it is, and must be renewed at once, not one
+    interval later (nothing to heal: no advisory wakes it before). Else it went stale
+    while the agent served ``zero``, and the agent of ``one`` (the same seat) took the
+    seat from it and healed ``one``'s spec."""
+    url = clean_server.url
+    zero, one = _project(tmp_path, url)
+    first, again, second = tmp_path / "zero.log", tmp_path / "zero2.log", tmp_path / "one.log"
+    previous = _agent(["--env", zero], cwd=tmp_path, log=first, ttl=15)
+    agents = [previous]
+    try:
+        wait_for_line(first, lambda line: _heals(first, None) > 0, f"ORDERS created in {zero}")
+        stop_all([previous])
+        (left,) = run(_claims(url))
+        assert left["env"] == zero
+        restarted = ["--env", zero, "--interval", "30s"]
+        agents.append(_agent(restarted, cwd=tmp_path, log=again, ttl=60))
+        wait_for_line(again, lambda line: line["event"] == "cycle", f"{zero} in sync again")
+        agents.append(_agent(["--env", one], cwd=tmp_path, log=second, ttl=60))
+        later = rfc3339(Claim.from_bytes(json.dumps(left).encode()).expires_at + 2)
+        wait_for_line(
+            second,
+            lambda line: line["time"] > later or _heals(second, None) > 0,
+            f"{one} tried after the claim left by {zero}'s previous run would be stale",
+        )
+        assert _heals(second, None) == 0, second.read_text()[-3000:]
+        refused = [x for x in lines(second.read_text()) if _refused_by(zero)(x)]
+        assert refused and refused[-1]["time"] > later, second.read_text()[-3000:]
+        assert run(_described(url))[0] == DECLARED
+        assert [c["env"] for c in run(_claims(url))] == [zero]
+        assert not [x for x in lines(again.read_text()) if "writes where" in str(x["message"])]
+    finally:
+        stop_all(agents)
