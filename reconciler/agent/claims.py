@@ -16,7 +16,8 @@ hosts' clocks are assumed to agree within seconds). Then:
   environment: an old pod still stopping; the apply lock keeps their heals apart): the
   claim is written (a KV create where none is, else an update at the revision read:
   of two agents starting at once, one wins; a fresh one of the same environment is
-  left as it is) and the environment heals;
+  left as it is, and renewed before the first cycle: it may be a stopped run's, about
+  to go stale) and the environment heals;
 - a fresh claim of another environment: the environment is refused before its first
   plan (:func:`~reconciler.agent.seats.claimed_error`), tried again at its next
   connection, so it takes the seat once the other's agent stopped renewing;
@@ -27,7 +28,9 @@ hosts' clocks are assumed to agree within seconds). Then:
 A claim read back may be forged by anyone who may write the bucket: it can only refuse
 a heal (a name never printed unescaped; an unreadable claim counts as another's), never
 make one. A server that does not say the seat (no user, no account told), or a bucket
-the user may not write, leaves the cross-process check out, said once in the log.
+the user may not write, leaves the cross-process check out, said once in the log; one
+that does not answer now (:func:`~reconciler.agent.seats.unanswered`) fails the
+connection, and the seat is asked again at the next.
 ``--once`` reads the claim and writes none (it heals once, it does not hold the seat).
 """
 
@@ -43,7 +46,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from reconciler.agent.logs import Log
-from reconciler.agent.seats import claimed_error
+from reconciler.agent.seats import claimed_error, unanswered
 from reconciler.errors import NotFound, ReconcileError, ServerError, SpecError, brief
 from reconciler.execution.lock import (
     LockSettings,
@@ -171,15 +174,18 @@ class SeatClaim:
             self._left_out("the server does not say which account and user it is")
             return
         try:
-            revision = await self._claim(client, env, key, write=write)
+            revision, wrote = await self._claim(client, env, key, write=write)
         except (SpecError, Contended):
             raise  # refused, or tried again at the next connection: never healed unchecked
         except ReconcileError as err:  # not allowed to write the bucket, no JetStream
+            if unanswered(err):
+                raise  # no answer now (a leader elected): asked again at the next connection
             self._left_out(f"its claim cannot be read or written here ({brief(str(err))})")
             return
         self._said = None
-        if write:
-            self.key, self.revision, self.fresh = key, revision, True
+        if write:  # one of the same environment taken as it is: renewed before the
+            # first cycle (it may be an old run's, about to go stale)
+            self.key, self.revision, self.fresh = key, revision, wrote
 
     async def renew(self, client: LockStore, *, slow: float = 0.0) -> None:
         """Before a cycle: the claim held renewed (at our revision, one write), refused
@@ -200,18 +206,21 @@ class SeatClaim:
             if not isinstance(err, ServerError) or err.err_code != WRONG_LAST_SEQUENCE:
                 return  # a blip: renewed at the next cycle (a claim lasts several)
             self.key = None  # someone else wrote the key: read it (refused if another's)
-            self.revision = await self._claim(client, env, key, write=True)
+            self.revision, _ = await self._claim(client, env, key, write=True)
             self.key = key
 
-    async def _claim(self, client: LockStore, env: Environment, key: str, *, write: bool) -> int:
-        """The claim written (its revision; 0 when only read), or the refusal."""
+    async def _claim(
+        self, client: LockStore, env: Environment, key: str, *, write: bool
+    ) -> tuple[int, bool]:
+        """The claim's revision (0 when only read) and whether it was written now (not:
+        a fresh one of the same environment, left as it is), or the refusal."""
         bucket = self.settings.bucket
         for _ in range(5):
             try:
                 entry = await client.kv_entry(bucket, key)
             except NotFound:
                 if not write:
-                    return 0
+                    return 0, False
                 await prepare(client, replace(self.settings, key=key))
                 entry = None
             now = time.time()
@@ -220,14 +229,14 @@ class SeatClaim:
                 if theirs.env != env.name and not theirs.stale(now):
                     raise claimed_error(env, theirs.env, f"{CLAIMED} ({bucket}/{key})", self.peers)
                 if theirs.env == env.name and not theirs.stale(now):
-                    return entry.revision  # another agent of it renews it: no write
+                    return entry.revision, False  # another agent of it renews it: no write
             if not write:
-                return 0
+                return 0, False
             value = Claim(env.name, now, now + self.lasting).to_bytes()
             try:
                 if entry is None or entry.operation != "PUT":
-                    return await client.kv_create(bucket, key, value)
-                return await client.kv_update(bucket, key, value, entry.revision)
+                    return await client.kv_create(bucket, key, value), True
+                return await client.kv_update(bucket, key, value, entry.revision), True
             except ServerError as err:
                 if err.err_code != WRONG_LAST_SEQUENCE:
                     raise

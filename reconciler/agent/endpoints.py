@@ -76,10 +76,29 @@ class Endpoints:
         status: Callable[[], bytes],
         not_ready: Callable[[], str | None],
     ) -> None:
+        self.server: asyncio.Server | None = None
+        self.answer(metrics, status, not_ready)
+
+    @classmethod
+    def starting(cls, reason: str) -> Endpoints:
+        """The endpoints before the agent is made (``watch --git --all-envs`` fetches the
+        branch head first, to read which environments to serve; a large repository's
+        first fetch takes minutes): ``/healthz`` 200, the process answers (a liveness
+        probe must not kill it meanwhile), ``/readyz`` 503 saying ``reason``,
+        ``/status`` saying it, no metric series yet. :meth:`answer` hands them over."""
+        body = json.dumps({"format_version": 1, "starting": reason}).encode()
+        return cls(Metrics(by_env=True), lambda: body, lambda: reason)
+
+    def answer(
+        self,
+        metrics: Metrics,
+        status: Callable[[], bytes],
+        not_ready: Callable[[], str | None],
+    ) -> None:
+        """What the routes answer from now on (an open listener keeps listening)."""
         self.metrics = metrics
         self.status = status
         self.not_ready = not_ready
-        self.server: asyncio.Server | None = None
 
     def routes(self) -> dict[str, Route]:
         return {

@@ -85,6 +85,7 @@ class Agent:
         *,
         environments: Mapping[str, Source] | None = None,
         shard: Shard | None = None,
+        endpoints: Endpoints | None = None,
     ) -> None:
         self.settings = settings
         self.log = log
@@ -112,7 +113,12 @@ class Agent:
             )
             for env, target in targets.items()
         }
-        self.endpoints = Endpoints(self.metrics, StatusBody(self.status), self.not_ready)
+        answers = (self.metrics, StatusBody(self.status), self.not_ready)
+        if endpoints is None:
+            endpoints = Endpoints(*answers)
+        else:  # listening since before the agent was made (Endpoints.starting)
+            endpoints.answer(*answers)
+        self.endpoints = endpoints
 
     @classmethod
     def serving(
@@ -122,9 +128,11 @@ class Agent:
         log: Log,
         *,
         shard: Shard | None = None,
+        endpoints: Endpoints | None = None,
     ) -> Agent:
-        """An agent watching each of ``environments`` (a project's, or a shard's of them)."""
-        return cls(None, settings, log, environments=environments, shard=shard)
+        """An agent watching each of ``environments`` (a project's, or a shard's of them);
+        ``endpoints``: already listening (:meth:`Endpoints.starting`), now the agent's."""
+        return cls(None, settings, log, environments=environments, shard=shard, endpoints=endpoints)
 
     @property
     def watch(self) -> Watch:
@@ -144,7 +152,7 @@ class Agent:
             return await self._run()
 
     async def _run(self) -> int:
-        if self.settings.listen is not None:
+        if self.settings.listen is not None and self.endpoints.server is None:
             await self.endpoints.open(*self.settings.listen, self.log)
         try:
             if self.many:

@@ -17,7 +17,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import replace
 
-from reconciler.errors import Problem, ReconcileError, SpecError, brief
+from reconciler.errors import (
+    Problem,
+    ReconcileError,
+    RequestTimeout,
+    ServerError,
+    SpecError,
+    brief,
+)
 from reconciler.execution import lineage
 from reconciler.jetstream import JetStreamClient
 from reconciler.jetstream.server_identity import seat
@@ -55,19 +62,36 @@ def _refused(env: Environment, other: str, how: str) -> SpecError:
     return SpecError([Problem(env.where, f"environments.{env.name}", message)])
 
 
+#: "JetStream system temporarily unavailable": a cluster without its meta leader.
+UNAVAILABLE_FOR_NOW = 10008
+
+
+def unanswered(err: BaseException) -> bool:
+    """Whether ``err`` says the server could not answer now (no answer in time, JetStream
+    temporarily unavailable: a cluster electing its leaders), not that it cannot say:
+    the seat is then asked again (the connection fails and is opened again with the
+    backoff), never left out for the connection's life, which healed unchecked beside
+    the shard holding the seat. An account without JetStream still does not say."""
+    if isinstance(err, ServerError):
+        return err.err_code == UNAVAILABLE_FOR_NOW
+    return isinstance(err, RequestTimeout)
+
+
 async def seat_of(client: JetStreamClient) -> Seat | None:
     """The seat the connection writes in, with its account's lineage, written first when
     the account has none (:func:`lineage.keep`, as ``plan --out`` does: two nodes of one
     cluster then read one value, two servers two); None when the server does not say (an
     account without JetStream, replies no server sends): the project file's text rule
-    still holds."""
+    still holds. A server that could not answer now raises (:func:`unanswered`)."""
     try:
         found = await seat(client)
         try:
             kept: str | None = await lineage.keep(client)
         except ReconcileError:  # a user who may not write it: read, maybe none
             kept = await lineage.read(client)
-    except Exception:  # any reply may be forged here: unknown, never a crash
+    except Exception as err:  # any reply may be forged here: unknown, never a crash
+        if unanswered(err):
+            raise
         return None
     return replace(found, server=replace(found.server, lineage=kept))
 

@@ -31,6 +31,7 @@ from reconciler.cli.options import (
 )
 
 if TYPE_CHECKING:
+    from reconciler.agent.endpoints import Endpoints
     from reconciler.agent.logs import Log
     from reconciler.agent.loop import Agent, WatchSettings
     from reconciler.agent.shards import Shard
@@ -325,7 +326,46 @@ async def _run_many(
     project_file: Path | None,
 ) -> int:
     """The project's environments (``names``, or all), this shard's share, each watched
-    with its own connection. With ``--git`` the project file is the first commit's."""
+    with its own connection. With ``--git`` the project file is the first commit's: the
+    listener answers while it is fetched (``/healthz`` 200, ``/readyz`` 503 saying so),
+    as a liveness probe needs during a large repository's first fetch."""
+    from reconciler.agent.endpoints import Endpoints
+
+    early: Endpoints | None = None
+    if git is not None and settings.listen is not None:
+        named = f"{git.shown_url} ({git.ref})"
+        early = Endpoints.starting(
+            f"fetching the first commit of {named}, which names the environments to serve"
+        )
+        await early.open(*settings.listen, log)
+    try:
+        agent = await _agent_of_many(
+            names, shard, git, make_for, settings, log, project_file, endpoints=early
+        )
+    except BaseException:
+        if early is not None:
+            await early.close()
+        raise
+    if agent is None:  # stopped during the first fetch
+        if early is not None:
+            await early.close()
+        return 0
+    return await _run(agent)
+
+
+async def _agent_of_many(
+    names: tuple[str, ...],
+    shard: Shard | None,
+    git: GitSource | None,
+    make_for: Callable[[str], MakeRequest],
+    settings: WatchSettings,
+    log: Log,
+    project_file: Path | None,
+    *,
+    endpoints: Endpoints | None = None,
+) -> Agent | None:
+    """:func:`_run_many`'s agent (None: SIGTERM or SIGINT during the first fetch);
+    ``endpoints``: listening already, the agent's from now on."""
     from reconciler.agent.loop import Agent
     from reconciler.agent.source import FixedSource, SharedCheckout
     from reconciler.errors import Problem, SpecError
@@ -337,7 +377,7 @@ async def _run_many(
         shared = SharedCheckout(git)
         if not await _unless_signalled(shared.refresh()):  # the project file at the head
             log.event("stopped")
-            return 0
+            return None
         root = git.tree
     heal = settings.mode == "heal"
     chosen = _environments(names, shard, root, project_file, heal=heal)
@@ -358,7 +398,7 @@ async def _run_many(
         sources[name] = FixedSource(make) if shared is None else shared.view(make)
     if problems:
         raise SpecError(list(problems.values()))
-    return await _run(Agent.serving(sources, settings, log, shard=shard))
+    return Agent.serving(sources, settings, log, shard=shard, endpoints=endpoints)
 
 
 async def _unless_signalled(work: Awaitable[None]) -> bool:

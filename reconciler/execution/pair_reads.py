@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.errors import NotFound, ReconcileError
+from reconciler.errors import NotFound, ReconcileError, ServerError
 from reconciler.execution.environments import environment_target
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.model.loss import tighter_limits
@@ -156,12 +156,19 @@ def loss_line(health: PairHealth) -> str:
 
 
 async def _info(client: JetStreamClient | None, stream: str) -> dict[str, Any] | None:
+    """A side's STREAM.INFO of ``stream`` (None: not there, or that side unread). A reply
+    no server sends (its config, state or mirror no object: on an account without
+    JetStream any client may answer) is that side's read error, so the side is unread,
+    never a crash of the other environment's plan or agent reading it."""
     if client is None:
         return None
     try:
-        return await client.stream_info(stream)
+        info = await client.stream_info(stream)
     except NotFound:
         return None
+    if any(not isinstance(info.get(part) or {}, dict) for part in ("config", "state", "mirror")):
+        raise ServerError(0, 0, f"unexpected reply on STREAM.INFO.{stream}")
+    return info
 
 
 def _floor_of(info: Mapping[str, Any]) -> int | None:
@@ -675,10 +682,10 @@ async def standby_writes(
         try:
             async with _other_side(project, standby, base, owner) as there:
                 for name in names:
-                    try:
-                        config = (await there.stream_info(name)).get("config") or {}
-                    except NotFound:
+                    info = await _info(there, name)
+                    if info is None:
                         continue
+                    config = info.get("config") or {}
                     if not config.get("mirror") and not is_fenced(config):
                         taken[name] = (
                             f"{name} in {standby} takes the writes (promoted by a failover?)"

@@ -12,6 +12,9 @@ import json
 import signal
 import socketserver
 import threading
+import time
+import urllib.error
+import urllib.request
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -31,7 +34,7 @@ from dulwich import porcelain
 from dulwich.repo import Repo
 from dulwich.server import DictBackend
 from dulwich.web import make_wsgi_chain
-from servers import NatsServer, write
+from servers import NatsServer, unused_port, write
 from test_agent_git import NEW_STREAM, origin, push_commit, specs_source
 
 from reconciler.agent import commits, listener
@@ -679,3 +682,59 @@ def test_sigterm_during_the_first_fetch_of_every_environment_stops_the_agent(
         git.close()
     assert agent.returncode == 0, rest
     assert '"event": "stopped"' in rest and "Traceback" not in rest
+
+
+def test_the_process_answers_healthz_while_the_first_fetch_of_every_environment_runs(
+    tmp_path: Path,
+) -> None:
+    """``watch --git --all-envs`` fetches the branch head before it knows the environments
+    to serve; the first fetch takes the whole history (30,000 commits: 13 s here, more
+    for a larger one or over a slower link). The listener opened only after it, so the
+    Kubernetes example's liveness probe (/healthz, six misses 10 s apart) killed the pod
+    before any first fetch over a minute ended: restarted, fetched again from nothing,
+    killed again. /healthz answers
+    from the start now, /readyz is 503 saying why, and the same listener serves the
+    agent once the environments are known."""
+    bare, work = origin(tmp_path)
+    project = "owner: shop\nspecs: [specs]\nenvironments:\n  dev: {servers: nats://127.0.0.1:1}\n"
+    push_commit(work, bare, {"reconcile.yaml": project, "specs/orders.yaml": ORDERS}, "A")
+    git = HangingGit(bare)
+    git.hang.set()
+    port = unused_port()
+    args = ["--git", git.url, "--all-envs", "--listen", f"127.0.0.1:{port}"]
+    agent = agent_process([*args, "--log-format", "json"], cwd=tmp_path)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        assert git.entered.wait(30), "the agent never fetched"
+        assert _get_eventually(f"{base}/healthz") == (200, b"ok\n")
+        status, body = _get_eventually(f"{base}/readyz")
+        assert status == 503 and b"fetching the first commit" in body, body
+        git.release.set()
+        git.hang.clear()
+        run_until = time.monotonic() + 30
+        while b"dev" not in _get_eventually(f"{base}/status")[1]:
+            assert time.monotonic() < run_until, "the environments never served"
+            time.sleep(0.1)
+        agent.send_signal(signal.SIGTERM)
+        _, rest = agent.communicate(timeout=10)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+        git.close()
+    assert agent.returncode == 0, rest
+    assert len([x for x in rest.splitlines() if '"event": "listening"' in x]) == 1, rest
+
+
+def _get_eventually(url: str) -> tuple[int, bytes]:
+    """``GET url`` (status, body), asked again while nothing listens (at most 30 s)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as reply:
+                return reply.status, reply.read()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read()
+        except (urllib.error.URLError, ConnectionError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)

@@ -8,6 +8,7 @@ claim of an agent killed goes stale and the other takes the seat."""
 from __future__ import annotations
 
 import base64
+import io
 import json
 import signal
 import subprocess
@@ -22,10 +23,13 @@ from cli_runner import cleaned_environ
 from servers import Cluster, NatsServer, write
 from test_agent_envs import _drift, _healed, _names_one_per_shard
 
-from reconciler.agent.claims import CLAIMED, TTL_FLOOR, TTL_VARIABLE, Claim, ttl_for
-from reconciler.agent.seats import claimed_error
-from reconciler.errors import ReconcileError
+from reconciler.agent.claims import CLAIMED, TTL_FLOOR, TTL_VARIABLE, Claim, SeatClaim, ttl_for
+from reconciler.agent.logs import Log
+from reconciler.agent.seats import claimed_error, seat_of
+from reconciler.errors import ReconcileError, RequestTimeout
 from reconciler.identity import LOCK_BUCKET
+from reconciler.jetstream import ConnectionOptions, open_client
+from reconciler.model.timestamps import rfc3339
 from reconciler.specs.project import load_project
 
 COPIED = "copied"
@@ -298,3 +302,124 @@ async def _bucket_replicas(url: str) -> int:
     async with Other.connect(url, name="checker") as bob:
         info = await bob.api(f"STREAM.INFO.KV_{LOCK_BUCKET}")
     return int(info["config"]["num_replicas"])
+
+
+@pytest.mark.cluster
+def test_a_seat_the_cluster_cannot_tell_yet_is_asked_again_never_healed_unchecked(
+    tmp_path: Path, run: Any
+) -> None:
+    """Shard 0 holds the seat's claim; two of the cluster's three nodes stop (the tool's
+    bucket has no leader: the lineage and the claim cannot be read in time), and shard 1
+    connects to the node left then, as a pod restarted during a rolling restart of the
+    cluster does. The seat it could not read is asked again, not left out for the
+    connection's life: once the nodes are back it is refused naming ``zero`` and never
+    heals ``one``'s spec beside shard 0."""
+    cluster = Cluster(tmp_path / "cluster").start()
+    agents: list[subprocess.Popen[str]] = []
+    try:
+        url = cluster.nodes[0].url
+        zero, one = _project(tmp_path, url)
+        first, second = tmp_path / "shard0.log", tmp_path / "shard1.log"
+        agents.append(_agent(["--all-envs", "--shard", "0/2"], cwd=tmp_path, log=first, ttl=600))
+        wait_for_line(first, _healed(zero), f"shard 0 creates ORDERS in {zero}")
+        for node in cluster.nodes[1:]:
+            node.stop()
+        shard1 = ["--all-envs", "--shard", "1/2", "--timeout", "1"]
+        agents.append(_agent(shard1, cwd=tmp_path, log=second, ttl=600))
+        wait_for_line(
+            second,
+            lambda line: line.get("env") == one and line["event"] in ("error", "notice"),
+            f"{one} connected while the bucket has no leader",
+        )
+        for node in cluster.nodes[1:]:
+            node.start(wait=False)
+        for node in cluster.nodes[1:]:
+            node.wait_ready(jetstream=False)
+        cluster.wait_for_meta_leader()
+        wait_for_line(
+            second,
+            lambda line: _refused_by(zero)(line) or _healed(one)(line),
+            f"{one} refused naming {zero} once the cluster is back",
+        )
+        assert _heals(second, one) == 0, second.read_text()[-3000:]
+        assert "seat not claimed" not in second.read_text()
+        assert run(_described(url))[0] == DECLARED
+        assert [c["env"] for c in run(_claims(url))] == [zero]
+    finally:
+        stop_all(agents)
+        cluster.stop()
+
+
+def test_a_claim_that_cannot_be_read_in_time_is_asked_again_not_left_out(
+    server_factory: Any, tmp_path: Path, run: Any
+) -> None:
+    """The seat told, then the server hangs while the claim is read (a leader being
+    elected, a loaded node): the claim is asked again at the next connection (an error
+    the connection fails with), never left out for the connection's life as a bucket the
+    user may not write is (that healed unchecked beside the shard holding the seat)."""
+    server = server_factory()
+    zero, _ = _project(tmp_path, server.url)
+    project = load_project(tmp_path / "reconcile.yaml")
+    said = io.StringIO()
+    claim = SeatClaim(Log("json", out=said), 1.0)
+
+    async def take_while_hung() -> None:
+        async with open_client(ConnectionOptions(servers=server.url, timeout=1)) as client:
+            found = await seat_of(client)
+            assert found is not None and found.user is not None
+            server.pause()
+            try:
+                with pytest.raises(RequestTimeout):
+                    await claim.take(
+                        client,
+                        project.environments[zero],
+                        found,
+                        "shop",
+                        peers=project.environments,
+                        write=True,
+                    )
+            finally:
+                server.resume()
+
+    run(take_while_hung())
+    assert claim.key is None
+    assert "seat not claimed" not in said.getvalue()
+
+
+def test_an_agent_taking_its_own_environments_claim_back_renews_it_at_once(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """An agent of ``zero`` restarted finds the claim its previous run left, about to go
+    stale (a pod restarted late, a crash loop's back-off; here a short TTL): it is its
+    own environment's, so it is taken as it is, and must be renewed at once, not one
+    interval later (nothing to heal: no advisory wakes it before). Else it went stale
+    while the agent served ``zero``, and the agent of ``one`` (the same seat) took the
+    seat from it and healed ``one``'s spec."""
+    url = clean_server.url
+    zero, one = _project(tmp_path, url)
+    first, again, second = tmp_path / "zero.log", tmp_path / "zero2.log", tmp_path / "one.log"
+    previous = _agent(["--env", zero], cwd=tmp_path, log=first, ttl=15)
+    agents = [previous]
+    try:
+        wait_for_line(first, lambda line: _heals(first, None) > 0, f"ORDERS created in {zero}")
+        stop_all([previous])
+        (left,) = run(_claims(url))
+        assert left["env"] == zero
+        restarted = ["--env", zero, "--interval", "30s"]
+        agents.append(_agent(restarted, cwd=tmp_path, log=again, ttl=60))
+        wait_for_line(again, lambda line: line["event"] == "cycle", f"{zero} in sync again")
+        agents.append(_agent(["--env", one], cwd=tmp_path, log=second, ttl=60))
+        later = rfc3339(Claim.from_bytes(json.dumps(left).encode()).expires_at + 2)
+        wait_for_line(
+            second,
+            lambda line: line["time"] > later or _heals(second, None) > 0,
+            f"{one} tried after the claim left by {zero}'s previous run would be stale",
+        )
+        assert _heals(second, None) == 0, second.read_text()[-3000:]
+        refused = [x for x in lines(second.read_text()) if _refused_by(zero)(x)]
+        assert refused and refused[-1]["time"] > later, second.read_text()[-3000:]
+        assert run(_described(url))[0] == DECLARED
+        assert [c["env"] for c in run(_claims(url))] == [zero]
+        assert not [x for x in lines(again.read_text()) if "writes where" in str(x["message"])]
+    finally:
+        stop_all(agents)

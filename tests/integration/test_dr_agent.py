@@ -4,12 +4,15 @@ and logs a pair that is not healthy (docs/dr.md#2-watch-each-pairs-health); it n
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from agent_harness import cycles_after, lines, running_agent, until
+import nats
+from agent_harness import changes, cycles_after, lines, running_agent, until
 from servers import NatsServer
-from test_dr_standby import mirrored
+from test_dr_standby import applied, dr_project, mirrored
 from test_lifecycle import _info
 
 from reconciler.agent.source import FixedSource
@@ -51,3 +54,88 @@ def test_the_agent_exports_pair_health_and_reports_a_lost_origin(
 
     asyncio.run(watch())
     assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"  # no failover
+
+
+async def _forging(url: str, answered: list[str]) -> Any:
+    """A client of the standby's account (no JetStream there) answering its STREAM.INFO
+    with what no server sends (``state`` a number, ``config`` text); closed by the caller."""
+    forger = await nats.connect(url)
+
+    async def forge(msg: Any) -> None:
+        answered.append(msg.subject)
+        await msg.respond(json.dumps({"state": 7, "config": "x"}).encode())
+
+    await forger.subscribe("$JS.west.API.STREAM.INFO.>", cb=forge)
+    return forger
+
+
+def _east_watched(server_factory: Callable[..., NatsServer], tmp_path: Path, *, apply: bool) -> Any:
+    """east (JetStream, domain east; applied first when ``apply``) and west (an account
+    without JetStream): the source of an agent of east, and west."""
+    east = server_factory(domain="east")
+    west = server_factory(jetstream=False)
+    root = dr_project(tmp_path, east, west)
+    if apply:
+        applied(root, "east")
+    project = load_project(root / "reconcile.yaml")
+    target = environment_target(project, "east", ConnectionOptions(), "shop")
+    return FixedSource(lambda _: PlanRequest.for_target(target)), west
+
+
+def test_a_standby_answering_what_no_server_sends_never_fails_the_primarys_cycles(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """The standby's account has no JetStream and a client there answers its STREAM.INFO
+    with what no server sends: that pair is unread (its metrics and a log line say so);
+    the cycles of the primary, another environment on its own server, still succeed.
+    They failed at each full cycle (an AttributeError reading the pair's health): no
+    drift reported, /readyz 503, every advisory's plan a full one."""
+    source, west = _east_watched(server_factory, tmp_path, apply=True)
+
+    async def watch() -> None:
+        answered: list[str] = []
+        forger = await _forging(west.url, answered)
+        try:
+            async with running_agent(source, mode="observe", interval=0.5) as (agent, log):
+                await cycles_after(agent, 3)
+                assert answered  # the pair's health was asked on west
+                last = agent.watch.last
+                assert last is not None and last.ok, last and last.error
+                registry = agent.metrics.registry
+                labels = {"stream": "ORDERS"}
+                assert registry.get_sample_value("reconcile_standby_healthy", labels) == 0
+                assert registry.get_sample_value("reconcile_standby_lag_messages", labels) == -1
+                said = [line for line in lines(log) if line["event"] == "standby"]
+                assert said and "west could not be read" in said[-1]["message"]
+        finally:
+            await forger.close()
+
+    asyncio.run(watch())
+
+
+def test_a_standby_answering_what_no_server_sends_never_stops_the_primarys_heal(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """The same standby while the primary's stream is missing: the plan asks the standby
+    whether its stream takes writes (promoted); a reply no server sends is a standby that
+    could not be read (the plan says it was not checked), as one that is down: the
+    primary's stream is made. The plan failed, and east was never healed."""
+    source, west = _east_watched(server_factory, tmp_path, apply=False)
+
+    async def watch() -> None:
+        answered: list[str] = []
+        forger = await _forging(west.url, answered)
+        try:
+            async with running_agent(source, mode="heal", interval=0.5) as (agent, log):
+                await until(
+                    lambda: changes(log, "Stream ORDERS", "healed"),
+                    what="ORDERS made in east",
+                )
+                assert answered
+                await cycles_after(agent, 1)
+                last = agent.watch.last
+                assert last is not None and last.ok, last and last.error
+        finally:
+            await forger.close()
+
+    asyncio.run(watch())
