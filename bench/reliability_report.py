@@ -109,6 +109,7 @@ SUITE = (
     "tests/integration/test_agent_seat_claims.py",
     "tests/integration/test_agent_project_edits.py",
     "tests/integration/test_attacks16.py",
+    "tests/integration/test_attacks17.py",
 )
 
 
@@ -221,10 +222,16 @@ GUARANTEES = (
         "`A|B` get four files), long names are shortened with a hash, files are written by "
         "rename so a symlink in the folder is replaced and never followed, the count "
         "printed is the files written, write errors are one-line errors, and applying an "
-        "export with `--prune` deletes nothing. The Action's `plan-file` is never written "
-        "through a symlink a pull request holds: one at the path is replaced, a folder of "
+        "export with `--prune` deletes nothing; names differing only in case (`ORDERS`, "
+        "`orders`) get files a case-insensitive disk keeps apart. The Action's `plan-file` "
+        "is never written through a symlink a pull request holds: one at the path is "
+        "replaced, a folder of "
         "the workspace that is one is refused, and nothing outside is written.",
-        ("test_export_safety.py::", "test_attacks10.py::"),
+        (
+            "test_export_safety.py::",
+            "test_attacks10.py::",
+            "test_attacks17.py::test_names_differing_only_in_case",
+        ),
     ),
     Guarantee(
         "Properties of the engine",
@@ -271,7 +278,9 @@ GUARANTEES = (
         "secret-looking value in a validation error (the Action's log, summary and "
         "annotations, Pulumi's check), nor a Pulumi secret input in the stack's state, "
         "nor a KeyValue value written as a secret once a change drops `secret: true` (plan, "
-        "comment, saved plan, drift report).",
+        "comment, saved plan, drift report), nor what `reconcile import` reads: a value a "
+        "Terraform state marks sensitive, the text of an HCL syntax error beside a secret, a "
+        "NACK Account's misplaced token or seed, a server URL with credentials.",
         (
             "test_attacks8.py::test_a_listener_saying_the_credentials_back",
             "test_attacks11.py::test_a_listener_saying_the_creds_files_jwt_back",
@@ -290,6 +299,10 @@ GUARANTEES = (
             "test_security.py::test_the_action",
             "test_attacks16.py::test_a_change_dropping_secret_true",
             "test_attacks16.py::test_a_secret_written_before_its_header",
+            "test_attacks17.py::test_a_sensitive_value_of_a_terraform_state",
+            "test_attacks17.py::test_a_nack_account_s_misplaced_secret",
+            "test_attacks17.py::test_a_terraform_syntax_error_beside_a_secret",
+            "test_attacks17.py::test_a_nack_account_s_server_url_with_credentials",
         ),
     ),
     Guarantee(
