@@ -127,8 +127,12 @@ def spec_body(props: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def resource_label(props: Mapping[str, Any]) -> str:
-    """``pulumi:Kind/stream/name``: where problems with these inputs are reported."""
-    parts = [str(plain(props.get(f))) for f in IDENTITY_FIELDS if props.get(f) is not None]
+    """``pulumi:Kind/stream/name``: where problems with these inputs are reported, each
+    part escaped (``printable``: a name holding ESC or U+202E is shown as ``\\x1b``,
+    ``\\u202e`` wherever the label is printed)."""
+    parts = [
+        printable(str(plain(props.get(f)))) for f in IDENTITY_FIELDS if props.get(f) is not None
+    ]
     return "pulumi:" + "/".join(parts)
 
 

@@ -20,7 +20,7 @@ it writes itself are listed there before they are written. Everything else stays
   restore reads (:func:`reading`), and a restore of a folder a backup writes into.
 
 Both lists are read from disk, so someone else may have written them: each entry must be
-a path of the layout (``<stream>/backup.json``, ``<stream>/stream.tar.s2``,
+a path of the layout (``<folder>/backup.json``, ``<folder>/stream.tar.s2``,
 ``<specs folder>/<name>.yaml``) before it names a file, and a file is removed only
 through real folders below the backup folder.
 """
@@ -47,9 +47,10 @@ from reconciler.backup.layout import (
     SPECS,
     BackupError,
     BackupFileUnreadable,
+    folder_name,
     read_json,
     sync_folder,
-    valid_stream_name,
+    valid_folder_name,
     write_json,
 )
 from reconciler.backup.manifest import Manifest, load
@@ -60,14 +61,15 @@ SHOWN = 6
 
 
 def own_path(rel: object) -> bool:
-    """Whether ``rel`` is a path a backup writes: ``<stream>/<file>`` or a spec file."""
+    """Whether ``rel`` is a path a backup writes: ``<folder>/<file>`` of a stream or a
+    spec file."""
     if not isinstance(rel, str):
         return False
     parts = rel.split("/")
     if len(parts) != 2:
         return False
     folder, name = parts
-    if name in (DATA, METADATA) and valid_stream_name(folder):
+    if name in (DATA, METADATA) and valid_folder_name(folder):
         return True
     plain = Path(name).name == name and not name.startswith(".") and "\\" not in name
     return folder in SPEC_FOLDERS and plain and name.endswith(".yaml")
@@ -91,13 +93,22 @@ class Claim:
             rel = f"{folder}/{name[1 : -len(PARTIAL)]}"
         return rel in self.earlier or rel in self.writing
 
-    def start(self, streams: Iterable[str]) -> None:
+    def holds(self, stream: str) -> bool:
+        """Whether an earlier backup of the folder holds ``stream``'s snapshot: in the
+        folder its manifest records, or (an interrupted backup's journal) in the folder
+        either rule names (:func:`~reconciler.backup.layout.folder_name`, or the name as
+        it is before that rule)."""
+        records = self.manifest.streams if self.manifest else ()
+        folders = [r.folder_name for r in records if r.name == stream]
+        return any(self.owns(f"{f}/{DATA}") for f in [*folders, folder_name(stream), stream])
+
+    def start(self, folders: Iterable[str]) -> None:
         """Before the first file: refuse anything not ours inside the folders this backup
-        writes into (the ``streams``' and the spec files'), list every stream file it
-        writes in the journal, then remove the earlier manifest (no longer true)."""
-        streams = list(dict.fromkeys(streams))
-        self.writing = {f"{name}/{file}" for name in streams for file in (DATA, METADATA)}
-        problems = [p for f in dict.fromkeys([*streams, SPECS]) for p in self._not_ours(f)]
+        writes into (the streams' ``folders`` and the spec files'), list every stream
+        file it writes in the journal, then remove the earlier manifest (no longer true)."""
+        folders = list(dict.fromkeys(folders))
+        self.writing = {f"{name}/{file}" for name in folders for file in (DATA, METADATA)}
+        problems = [p for f in dict.fromkeys([*folders, SPECS]) for p in self._not_ours(f)]
         if problems:
             raise BackupError(_refusal(self.root, problems))
         self._journal()
@@ -132,7 +143,9 @@ class Claim:
         streams whose folders are one (a file system that folds case)."""
         problems: list[str] = []
         seen: dict[tuple[int, int], str] = {}
-        expected = {f"{s.name}/{n}": f.size for s in manifest.streams for n, f in s.files.items()}
+        expected = {
+            f"{s.folder_name}/{n}": f.size for s in manifest.streams for n, f in s.files.items()
+        }
         expected |= {f"{manifest.specs_folder}/{n}": f.size for n, f in manifest.specs.items()}
         for rel, size in sorted(expected.items()):
             found = self._file(rel)
@@ -140,11 +153,11 @@ class Claim:
                 problems.append(f"{self.root / rel}: missing or not {size} bytes")
         for record in manifest.streams:
             with contextlib.suppress(OSError):
-                info = os.lstat(self.root / record.name)
+                info = os.lstat(self.root / record.folder_name)
                 if (key := (info.st_dev, info.st_ino)) in seen:
                     problems.append(
                         f"streams {seen[key]} and {record.name} share the folder "
-                        f"{self.root / record.name} (a file system that ignores case?)"
+                        f"{self.root / record.folder_name} (a file system that ignores case?)"
                     )
                 seen.setdefault(key, record.name)
         return problems

@@ -1,17 +1,21 @@
 """A backup folder on disk, in the nats CLI's layout (natscli v0.4.0, jsm.go ``snapshots.go``):
 
 ```
-DIR/<stream>/backup.json      {"config": ..., "state": ...}: the SNAPSHOT reply, indented
-DIR/<stream>/stream.tar.s2    the server's snapshot bytes, verbatim (an S2-compressed tar)
+DIR/<folder>/backup.json      {"config": ..., "state": ...}: the SNAPSHOT reply, indented
+DIR/<folder>/stream.tar.s2    the server's snapshot bytes, verbatim (an S2-compressed tar)
 DIR/specs.d/<file>.yaml       ours: the streams' configuration as spec files
 DIR/manifest.json             ours, written last: what a complete backup holds
 DIR/backup-in-progress.json   ours, while a backup writes: the files it may write
 ```
 
-``nats stream backup STREAM DIR`` writes the two files straight into ``DIR``; ``nats
-account backup DIR`` one folder per stream. Both restore here; ``nats stream restore
-DIR/<stream>`` reads ours. The backup's own names all hold a dot, which no stream name
-holds: a stream's folder never collides with them, whatever the stream is called.
+A stream's ``<folder>`` is its name as the export names its files
+(:func:`folder_name`: ``ORDERS`` stays, ``A<ESC>B`` is ``A%1BB``), recorded in the
+manifest (``folder``), where a restore finds it; backups made before that rule named the
+folder after the stream as it is, and their manifests say so too. ``nats stream backup
+STREAM DIR`` writes the two files straight into ``DIR``; ``nats account backup DIR`` one
+folder per stream. Both restore here; ``nats stream restore DIR/<folder>`` reads ours.
+The backup's own names all hold a dot, which no stream's folder holds: a stream's folder
+never collides with them, whatever the stream is called.
 (Backups made before ``specs.d`` kept the spec files in ``DIR/specs``: the manifest
 says which, :data:`SPEC_FOLDERS`.)
 
@@ -33,6 +37,7 @@ from pathlib import Path
 from typing import IO, Any, BinaryIO
 
 from reconciler.errors import ReconcileError
+from reconciler.planning.export import MAX_FILE_NAME, encoded_name
 
 METADATA = "backup.json"
 DATA = "stream.tar.s2"
@@ -46,9 +51,14 @@ JOURNAL = "backup-in-progress.json"
 PARTIAL = ".partial"
 READ_SIZE = 1024 * 1024
 
-#: A stream name JetStream accepts, and so a safe folder name: no path separators, no
-#: dots (``.``, ``..``), no wildcards, spaces or control characters.
-_STREAM_NAME = re.compile(r"^[^\s.*>/\\\x00-\x1f\x7f]{1,255}\Z")
+#: A stream name JetStream takes: no white space a subject refuses (space, tab, CR, LF,
+#: FF), no dots, wildcards or path separators. It may hold a control or invisible
+#: character (nats-server 2.15.1 took ESC, VT, U+0085, U+00A0, U+200B and U+2028 in a
+#: name): a subject takes it, a path never (:func:`folder_name`).
+_STREAM_NAME = re.compile(r"^[^ \t\r\n\f.*>/\\]{1,255}\Z")
+#: A folder a backup may have written a stream into (:func:`folder_name`'s, or before it a
+#: stream's name as it is): one path part, no dots (``.``, ``..``), no control characters.
+_FOLDER_NAME = re.compile(r"^[^\s.*>/\\\x00-\x1f\x7f]{1,255}\Z")
 
 
 class BackupError(ReconcileError):
@@ -62,6 +72,21 @@ class BackupFileUnreadable(BackupError):
 
 def valid_stream_name(name: object) -> bool:
     return isinstance(name, str) and bool(_STREAM_NAME.match(name))
+
+
+def valid_folder_name(folder: object) -> bool:
+    """Whether ``folder`` (read from a manifest or a journal) may name a stream's folder:
+    one plain path part that never leaves the backup folder."""
+    return isinstance(folder, str) and bool(_FOLDER_NAME.match(folder))
+
+
+def folder_name(name: str) -> str:
+    """The folder stream ``name`` is backed up into: the name as the export writes it in
+    a file name (``planning.export.encoded_name``, one rule: letters, digits, ``_`` and
+    ``-`` as they are, every other byte ``%XX``, a long name shortened with a hash), so
+    any name the server holds has a folder, and none holds a raw control or invisible
+    character. Names differing only in case: ``planning.export.apart_in_case``."""
+    return encoded_name(name, MAX_FILE_NAME)
 
 
 @dataclass(frozen=True)
@@ -85,11 +110,12 @@ def partial_of(path: Path) -> Path:
     return path.with_name(f".{path.name}{PARTIAL}")
 
 
-def stream_folder(root: Path, name: str) -> StreamFolder:
-    """Where ``name``'s files go under ``root``; refuses a name that is no stream name."""
-    if not valid_stream_name(name):
-        raise BackupError(f"{name!r} is not a stream name: not used as a folder name")
-    return StreamFolder(name, root / name)
+def stream_folder(root: Path, name: str, folder: str) -> StreamFolder:
+    """Stream ``name``'s files under ``root``, in ``folder`` (:func:`folder_name`, or what
+    a manifest records); refuses a folder that is no folder name of a backup."""
+    if not valid_folder_name(folder):
+        raise BackupError(f"{folder!r} is not a stream's folder: not used as a folder name")
+    return StreamFolder(name, root / folder)
 
 
 #: A backup holds every message, KeyValue values too (secrets, often): its folders and

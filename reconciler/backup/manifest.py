@@ -29,11 +29,13 @@ from reconciler.backup.layout import (
     BackupError,
     StreamFolder,
     file_digest,
+    folder_name,
     is_file,
     read_json,
     s2_problem,
     stream_folder,
     stream_folders,
+    valid_folder_name,
     valid_stream_name,
 )
 
@@ -82,6 +84,14 @@ class StreamRecord:
     #: a memory stream: the config of the file mirror the snapshot was taken of
     #: (``config`` is the memory stream's own)
     mirror_config: dict[str, Any] | None = None
+    #: the folder its files are in (the manifest's ``folder``: ``layout.folder_name``, or
+    #: the name itself in backups made before that rule); "": the name itself
+    folder: str = ""
+
+    @property
+    def folder_name(self) -> str:
+        """The folder under the backup folder that holds its two files."""
+        return self.folder or self.name
 
     @property
     def through_mirror(self) -> bool:
@@ -113,7 +123,7 @@ class Manifest:
     def own_files(self) -> set[str]:
         """The files this backup wrote, relative to its folder (``ORDERS/backup.json``,
         ``specs.d/stream-ORDERS.yaml``): what a later backup in the folder may replace."""
-        found = {f"{s.name}/{n}" for s in self.streams for n in (DATA, METADATA)}
+        found = {f"{s.folder_name}/{n}" for s in self.streams for n in (DATA, METADATA)}
         return found | {f"{self.specs_folder}/{n}" for n in self.specs}
 
     def to_json(self) -> dict[str, Any]:
@@ -171,7 +181,7 @@ def stream_json(record: StreamRecord) -> dict[str, Any]:
         consumers.append(entry)
     body = {
         "name": record.name,
-        "folder": record.name,
+        "folder": record.folder_name,
         "config": record.config,
         "state": record.state,
         "consumers": consumers,
@@ -275,6 +285,9 @@ def _stream_record(path: Path, index: int, item: Any) -> StreamRecord:
     if not isinstance(item, dict) or not valid_stream_name(item.get("name")):
         raise BackupError(f"{where}: no valid stream name")
     name = str(item["name"])
+    folder = item.get("folder", name)  # every manifest has one; the name: as it was
+    if not valid_folder_name(folder):
+        raise BackupError(f"{where}: folder is not the name of a folder of the backup")
     config, state = item.get("config"), item.get("state")
     if not isinstance(config, dict) or config.get("name") != name or not isinstance(state, dict):
         raise BackupError(f"{where}: config or state missing, or config names another stream")
@@ -301,7 +314,8 @@ def _stream_record(path: Path, index: int, item: Any) -> StreamRecord:
         raise BackupError(f"{where}: mirror_config is not a stream config")
     if mirror is not None:
         checked_config(f"{where}: mirror_config", mirror)
-    return StreamRecord(name, config, state, consumers, files, marks, mirror)
+    own = "" if folder == name else str(folder)  # "": the name itself
+    return StreamRecord(name, config, state, consumers, files, marks, mirror, own)
 
 
 def _consumer(where: str, item: Any) -> ConsumerRecord:
@@ -332,9 +346,12 @@ class Contents:
     manifest: Manifest | None
 
     def folder(self, name: str) -> StreamFolder:
+        """Where stream ``name``'s two files are: the folder its record names (the
+        manifest's, or the one a nats CLI backup holds it in)."""
         if self.manifest is None and (self.root / METADATA).is_file():
             return StreamFolder(name, self.root)  # a `nats stream backup` folder
-        return stream_folder(self.root, name)
+        record = next((s for s in self.streams if s.name == name), None)
+        return stream_folder(self.root, name, record.folder_name if record else folder_name(name))
 
 
 def read_contents(root: Path) -> Contents:
@@ -359,6 +376,7 @@ def read_contents(root: Path) -> Contents:
                 folder.name,
                 checked_config(str(folder.metadata), dict(body["config"])),
                 checked_state(str(folder.metadata), state) if isinstance(state, dict) else {},
+                folder="" if folder.folder == root else folder.folder.name,
             )
         )
     if not records:

@@ -45,6 +45,7 @@ from reconciler.backup.layout import (
     AtomicFile,
     BackupError,
     StreamFolder,
+    folder_name,
     stream_folder,
     write_json,
 )
@@ -72,6 +73,7 @@ from reconciler.identity import (
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.jetstream.snapshots import SNAPSHOT_CHUNK, snapshot_stream
 from reconciler.model.values import printable
+from reconciler.planning.export import apart_in_case
 from reconciler.specs.fingerprint import git_commit
 from reconciler.specs.validate import load_specs
 
@@ -210,7 +212,7 @@ def _refuse_lost(out: Path, selection: Selection, missing: Sequence[str], held: 
             + ", ".join(repr(n) for n in named)
             + f"; nothing in {out} was changed"
         )
-    kept = [n for n in missing if held.owns(f"{n}/{DATA}")]
+    kept = [n for n in missing if held.holds(n)]
     if kept:
         raise BackupError(
             f"the server does not hold {', '.join(kept)}, which the earlier backup in {out} "
@@ -275,7 +277,8 @@ async def take_backup(
                 await _refuse_written(client, names, observed_at)
             for name in missing:
                 on_notice(f"warning: stream {name} is not on the server: not backed up")
-            _written(out, held.start, names)
+            folders = dict(zip(names, apart_in_case(map(folder_name, names), ""), strict=True))
+            _written(out, held.start, folders.values())
             server = await _server_identity(client)
             limit = asyncio.Semaphore(max(1, parallel))
 
@@ -283,7 +286,11 @@ async def take_backup(
                 async with limit:
                     try:
                         return await _backup_stream(
-                            client, out, name, chunk_size, observer, mirrors
+                            client,
+                            stream_folder(out, name, folders[name]),
+                            chunk_size,
+                            observer,
+                            mirrors,
                         )
                     except ReconcileError as err:
                         return err
@@ -360,21 +367,21 @@ async def _consumer_positions(client: JetStreamClient, name: str) -> dict[str, d
 
 async def _backup_stream(
     client: JetStreamClient,
-    out: Path,
-    name: str,
+    folder: StreamFolder,
     chunk_size: int,
     observer: Observer,
     mirrors: _MirrorLock,
 ) -> StreamRecord | str:
-    """One stream's snapshot and backup.json; a reason instead when it cannot be taken."""
-    folder = stream_folder(out, name)
+    """One stream's snapshot and backup.json into ``folder``; a reason instead when it
+    cannot be taken."""
+    name = folder.name
     try:
         info = await client.stream_info(name)
     except NotFound:
         return "deleted before its snapshot"
     try:
         if (info.get("config") or {}).get("storage") == "memory":
-            return await _backup_memory(client, out, name, info, chunk_size, observer, mirrors)
+            return await _backup_memory(client, folder, info, chunk_size, observer, mirrors)
         return await _snapshot(client, folder, name, name, chunk_size, observer)
     except OSError as err:
         where = err.filename or folder.folder
@@ -430,16 +437,16 @@ async def _snapshot(
         if memory is None or c in configs
     )
     files = {DATA: FileRecord(data.sha256, data.size), METADATA: FileRecord(meta_digest, meta_size)}
+    where = folder.folder.name
     if memory is None:
-        return StreamRecord(name, snap.config, snap.state, consumers, files, marks)
+        return StreamRecord(name, snap.config, snap.state, consumers, files, marks, folder=where)
     state = await _memory_state(client, name, snap.state)
-    return StreamRecord(name, config, state, consumers, files, marks, snap.config)
+    return StreamRecord(name, config, state, consumers, files, marks, snap.config, where)
 
 
 async def _backup_memory(
     client: JetStreamClient,
-    out: Path,
-    name: str,
+    folder: StreamFolder,
     info: Mapping[str, Any],
     chunk_size: int,
     observer: Observer,
@@ -448,6 +455,7 @@ async def _backup_memory(
     """A memory stream (nats-server cannot snapshot memory storage): a temporary FILE
     stream mirroring it (sequences, times and headers kept), made under the apply lock,
     caught up, snapshot, and deleted whatever happens."""
+    name = folder.name
     mirror = backup_mirror(name)
     if len(mirror.encode()) > MAX_NAME_BYTES:
         most = MAX_NAME_BYTES - len(BACKUP_PREFIX)
@@ -462,7 +470,6 @@ async def _backup_memory(
     await client.create_stream(mirror_of(name, mirror))
     try:
         await caught_up(client, mirror, name, goal)
-        folder = stream_folder(out, name)
         config = without_server_metadata(info.get("config") or {})
         return await _snapshot(client, folder, name, mirror, chunk_size, observer, config)
     finally:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from reconciler.errors import Problem
+from reconciler.errors import Problem, ReconcileError
 from reconciler.identity import ResourceRef, is_reserved
 from reconciler.locations import Location
 from reconciler.model.buckets import bucket_config
@@ -234,34 +234,60 @@ _PREFIX = {"Stream": "stream", "KeyValue": "kv", "ObjectStore": "objectstore"}
 
 
 def file_name(ref: ResourceRef) -> str:
-    """``stream-ORDERS.yaml``: injective and reversible (:func:`name_of_file`).
+    """``stream-ORDERS.yaml``: injective and reversible (:func:`name_of_file`), the
+    name written by :func:`encoded_name`. Names differing only in case:
+    :func:`case_twin_name`."""
+    prefix = f"{_PREFIX[ref.kind]}-"
+    room = MAX_FILE_NAME - len(".yaml") - len(prefix)
+    return f"{prefix}{encoded_name(ref.name, room)}.yaml"
+
+
+def encoded_name(name: str, room: int) -> str:
+    """``name`` as (part of) a file or folder name of at most ``room`` characters, the
+    one rule of the export's files and a backup's stream folders (``backup.layout``).
 
     Letters, digits, ``_`` and ``-`` stay; every other byte of the UTF-8 name is written
-    as ``%XX`` (``A+B`` → ``A%2BB``, ``A_B`` stays), so no two names share a file. A name
-    too long for a file system keeps its start and gains a hash of the whole name. Names
-    differing only in case: :func:`case_twin_name`.
+    as ``%XX`` (``A+B`` → ``A%2BB``, ``A_B`` stays; ESC → ``%1B``, U+200B →
+    ``%E2%80%8B``), so no two names share a file and no control or invisible character
+    reaches a file system. A name longer than ``room`` keeps its start and gains ``~``
+    and a hash of the whole name.
     """
     encoded = "".join(
         c
         if c.isascii() and (c.isalnum() or c in "-_")
         else "".join(f"%{b:02X}" for b in c.encode())
-        for c in ref.name
+        for c in name
     )
-    name = f"{_PREFIX[ref.kind]}-{encoded}"
-    if len(name) + len(".yaml") > MAX_FILE_NAME:
-        digest = hashlib.sha256(ref.name.encode()).hexdigest()[:16]
-        name = f"{name[: MAX_FILE_NAME - len('.yaml') - 18]}~{digest}"
-    return f"{name}.yaml"
+    if len(encoded) > room:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+        encoded = f"{encoded[: room - 18]}~{digest}"
+    return encoded
 
 
-def case_twin_name(file: str) -> str:
-    """The name of ``file`` (a :func:`file_name`) when the export already has a file of
-    that name in other case (``stream-ORDERS.yaml``, ``stream-orders.yaml``: one file on a
-    case-insensitive disk, macOS's or Windows's, where the second replaced the first): its
-    stem gains a hash of the whole name, as a long name does."""
+def case_twin_name(file: str, suffix: str = ".yaml") -> str:
+    """The name of ``file`` (a :func:`file_name`, or a folder's :func:`encoded_name`
+    with ``suffix`` "") when the export already has a file of that name in other case
+    (``stream-ORDERS.yaml``, ``stream-orders.yaml``: one file on a case-insensitive disk,
+    macOS's or Windows's, where the second replaced the first): its stem gains a hash of
+    the whole name, as a long name does."""
     digest = hashlib.sha256(file.encode()).hexdigest()[:16]
-    stem = file.removesuffix(".yaml")
-    return f"{stem[: MAX_FILE_NAME - len('.yaml') - 18]}~{digest}.yaml"
+    stem = file.removesuffix(suffix)
+    return f"{stem[: MAX_FILE_NAME - len(suffix) - 18]}~{digest}{suffix}"
+
+
+def apart_in_case(names: Iterable[str], suffix: str = ".yaml") -> list[str]:
+    """``names`` (distinct :func:`file_name` or :func:`encoded_name` results) in their
+    order, each one met again in other case made its :func:`case_twin_name`: no two
+    equal in any case, so a case-insensitive disk keeps them all."""
+    out: list[str] = []
+    folded: set[str] = set()  # the names in lower case (encoded_name writes only ASCII)
+    for given in names:
+        name = case_twin_name(given, suffix) if given.lower() in folded else given
+        if name.lower() in folded:
+            raise ReconcileError(f"two resources map to the file {name}")
+        folded.add(name.lower())
+        out.append(name)
+    return out
 
 
 def name_of_file(file: str) -> tuple[str, str] | None:

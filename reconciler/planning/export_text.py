@@ -164,23 +164,18 @@ def file_text(exported: ExportedFile, *, command: str) -> str:
 
 def file_texts(files: list[ExportedFile], *, command: str) -> list[tuple[str, str]]:
     """(file name, text) of each file, no two names equal in any case: a name met again
-    in other case is the export's ``case_twin_name`` (a case-insensitive disk would
-    keep one file of the two). Two resources mapping to one name is an error
-    (``file_name`` is injective: that would be a bug)."""
-    from reconciler.planning.export import case_twin_name
+    in other case is the export's ``case_twin_name`` (``apart_in_case``: a
+    case-insensitive disk would keep one file of the two). Two resources mapping to one
+    name is an error (``file_name`` is injective: that would be a bug)."""
+    from reconciler.planning.export import apart_in_case
 
-    out: list[tuple[str, str]] = []
     seen: set[str] = set()
-    folded: set[str] = set()  # the names in lower case (file_name writes only ASCII)
     for exported in files:
         if exported.name in seen:
             raise ReconcileError(f"two resources map to the file {exported.name}")
         seen.add(exported.name)
-        name = exported.name
-        if name.lower() in folded:
-            name = case_twin_name(name)
-            if name.lower() in folded:
-                raise ReconcileError(f"two resources map to the file {name}")
-        folded.add(name.lower())
-        out.append((name, file_text(exported, command=command)))
-    return out
+    names = apart_in_case(exported.name for exported in files)
+    return [
+        (name, file_text(exported, command=command))
+        for name, exported in zip(names, files, strict=True)
+    ]

@@ -221,6 +221,8 @@ def _problems_of(error: ValidationError, document: Document, kind: str) -> Itera
     if any(is_secret(str(part)) for part in error.absolute_path):
         yield Problem(document.where(path), path, _unquoted(error))
         return
+    if _beside_visible_text(error):
+        return  # $defs/visible_text's own error at the same value says which character
     yield Problem(document.where(path), path, _message(error, kind))
 
 
@@ -273,23 +275,40 @@ def hidden_character(text: str) -> str | None:
     return found.group() if found else None
 
 
+#: Where the one list is: every name and subject definition refers to it (``$ref``).
+VISIBLE_TEXT = "document.schema.json#/$defs/visible_text"
+
+
 @functools.cache
-def _left_out() -> str:
-    """The body of ``$defs/visible_text``'s character class: what it leaves out."""
-    pattern = str(_schemas()["document"]["$defs"]["visible_text"]["pattern"])
-    return pattern.removeprefix("^[^").removesuffix("]*$")
+def _visible_pattern() -> str:
+    """``$defs/visible_text``'s pattern: ``^[^`` the characters left out ``]*$``."""
+    return str(_schemas()["document"]["$defs"]["visible_text"]["pattern"])
 
 
 @functools.cache
 def _hidden() -> re.Pattern[str]:
-    return _python_pattern(f"[{_left_out()}]")
+    left_out = _visible_pattern().removeprefix("^[^").removesuffix("]*$")
+    return _python_pattern(f"[{left_out}]")
 
 
 def _visible_only(error: ValidationError) -> bool:
-    """Whether ``error`` is a name's or subject's pattern (one leaving out what
-    ``$defs/visible_text`` leaves out) failing on a text: a timestamp or a key holding
-    such a character is refused by its own pattern, in its own words."""
-    return isinstance(error.instance, str) and _left_out() in str(error.validator_value)
+    """Whether ``error`` is ``$defs/visible_text``'s pattern (a name's or subject's, by
+    its ``$ref``) failing on a text: a timestamp or a key holding such a character is
+    refused by its own pattern, in its own words."""
+    return isinstance(error.instance, str) and error.validator_value == _visible_pattern()
+
+
+def _beside_visible_text(error: ValidationError) -> bool:
+    """Whether ``error`` is the own pattern of a name or subject (a definition referring
+    to ``$defs/visible_text``) failing on a text that holds a hidden character: a tab
+    breaks both patterns, and :func:`_visible_only`'s error alone says why, once."""
+    own = error.schema if isinstance(error.schema, Mapping) else {}
+    return (
+        error.validator == "pattern"
+        and own.get("$ref") == VISIBLE_TEXT
+        and isinstance(error.instance, str)
+        and hidden_character(error.instance) is not None
+    )
 
 
 def _hidden_message(value: str, char: str) -> str:

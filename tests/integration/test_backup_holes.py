@@ -293,17 +293,90 @@ def test_a_stream_with_a_unicode_or_the_longest_name_backs_up_and_restores(
     out = tmp_path / "backup"
     done = reconcile("backup", "--all", "--out", str(out), "--server", source.url, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert (out / name / "stream.tar.s2").is_file()
+    assert (out / _folders(out)[name] / "stream.tar.s2").is_file()
     restored = reconcile("restore", str(out), "--server", target.url, "--yes", cwd=tmp_path)
     assert restored.returncode == 0, restored.stderr
     assert _messages(target.url, name) == 11
+
+
+def _folders(backup: Path) -> dict[str, str]:
+    """Each stream's folder as the backup's manifest records it."""
+    manifest = json.loads((backup / "manifest.json").read_text())
+    return {s["name"]: s["folder"] for s in manifest["streams"]}
+
+
+#: Streams the server takes and no spec may declare: ESC (a screen clear) and U+200B.
+HIDDEN = {"A\x1b[2JB": ("esc.in", 7), "Z\u200bW": ("zw.in", 11), "ORDERS": ("orders.in", 5)}
+RAW = ("\x1b", "\u200b")
+
+
+def test_streams_named_with_esc_or_a_zero_width_space_back_up_with_all_and_restore(
+    server_factory: object, tmp_path: Path
+) -> None:
+    """Found by names17b: `backup --all` failed as a whole when one live stream's name held
+    ESC (the backup's own folder rule refused it as a folder name), and a name holding
+    U+200B was written into a folder holding the raw character. Each stream's folder is
+    now its name as the export names its files (%XX), recorded in the manifest; every
+    stream is backed up and restored, messages counted, and no raw character reaches
+    the disk or the output."""
+    source = server_factory()  # type: ignore[operator]
+    target = server_factory()  # type: ignore[operator]
+    for name, (subject, count) in HIDDEN.items():
+        _stream(source.url, name, count, subject=subject)
+    out = tmp_path / "backup"
+    done = reconcile("backup", "--all", "--out", str(out), "--server", source.url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert not any(raw in done.stdout + done.stderr for raw in RAW), ascii(done.stderr)
+    assert _folders(out) == {
+        "A\x1b[2JB": "A%1B%5B2JB",
+        "Z\u200bW": "Z%E2%80%8BW",
+        "ORDERS": "ORDERS",
+    }
+    for path in out.rglob("*"):
+        assert path.name.isascii() and path.name.isprintable(), ascii(path)
+    verified = reconcile("backup", "verify", str(out), cwd=tmp_path)
+    assert verified.returncode == 0, verified.stderr
+    restored = reconcile("restore", str(out), "--server", target.url, "--yes", cwd=tmp_path)
+    assert restored.returncode == 0, restored.stderr
+    assert not any(raw in restored.stdout + restored.stderr for raw in RAW)
+    for name, (_, count) in HIDDEN.items():
+        assert _messages(target.url, name) == count, ascii(name)
+        assert _messages(source.url, name) == count, ascii(name)
+
+
+def test_a_folder_written_by_the_earlier_rule_still_restores(
+    server_factory: object, tmp_path: Path
+) -> None:
+    """Backups made before the export's rule put a stream into a folder named as the
+    stream is (U+200B and all, `"folder"` in the manifest saying so): they restore from
+    there, and a later backup into the folder moves the stream to its new folder, the
+    old one removed."""
+    source = server_factory()  # type: ignore[operator]
+    target = server_factory()  # type: ignore[operator]
+    name = "Z\u200bW"
+    _stream(source.url, name, 11, subject="zw.in")
+    out = tmp_path / "backup"
+    done = reconcile("backup", "--all", "--out", str(out), "--server", source.url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (out / _folders(out)[name]).rename(out / name)  # as the earlier rule wrote it
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["streams"][0]["folder"] = name
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    restored = reconcile("restore", str(out), "--server", target.url, "--yes", cwd=tmp_path)
+    assert restored.returncode == 0, restored.stderr
+    assert _messages(target.url, name) == 11
+    again = reconcile("backup", "--all", "--out", str(out), "--server", source.url, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["Z%E2%80%8BW", "specs.d"]
 
 
 def test_two_streams_in_one_folder_fail_the_backup_without_a_manifest(
     clean_server: NatsServer, tmp_path: Path
 ) -> None:
     """ORDERS and orders are two streams; on a file system that ignores case (macOS,
-    Windows, ext4 casefold) their folders are one. A bind mount makes them one here."""
+    Windows, ext4 casefold) folders ORDERS and orders are one, so the second is kept apart
+    (``orders~<hash>``, as the export's files are). Two folders that still are one (a
+    bind mount here) fail the backup without a manifest."""
     url = clean_server.url
     _stream(url, "ORDERS", 5)
     _stream(url, "orders", 9, subject="lower.in")
@@ -311,10 +384,12 @@ def test_two_streams_in_one_folder_fail_the_backup_without_a_manifest(
     args = ("--out", str(out), "--server", url, "--parallel", "1")
     done = reconcile("backup", "--all", *args, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+    lower = _folders(out)["orders"]
+    assert lower.lower() != "orders"  # kept apart where case is ignored, as export's files
     if os.geteuid() != 0:
         pytest.skip("a bind mount needs root")
     bound = subprocess.run(
-        ["mount", "--bind", str(out / "ORDERS"), str(out / "orders")],
+        ["mount", "--bind", str(out / "ORDERS"), str(out / lower)],
         capture_output=True,
         check=False,
     )
@@ -323,7 +398,7 @@ def test_two_streams_in_one_folder_fail_the_backup_without_a_manifest(
     try:
         done = reconcile("backup", "--all", *args, cwd=tmp_path)
     finally:
-        subprocess.run(["umount", str(out / "orders")], check=False)
+        subprocess.run(["umount", str(out / lower)], check=False)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "ORDERS" in _error(done.stderr) and "orders" in _error(done.stderr)
     assert not (out / "manifest.json").exists()

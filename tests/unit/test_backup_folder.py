@@ -12,6 +12,7 @@ from reconciler.backup.layout import (
     AtomicFile,
     BackupError,
     file_digest,
+    folder_name,
     s2_problem,
     s2_unpacked,
     stream_folder,
@@ -35,13 +36,58 @@ def _frame(kind: int, body: bytes) -> bytes:
     return bytes([kind]) + len(body).to_bytes(3, "little") + body
 
 
-@pytest.mark.parametrize(
-    "name", ["..", ".", "a/b", "a\\b", "a b", "a.b", "*", ">", "x\x1b", "", "ORDERS\n"]
-)
+@pytest.mark.parametrize("name", ["..", ".", "a/b", "a\\b", "a b", "a.b", "*", ">", "", "ORDERS\n"])
 def test_names_that_are_no_stream_names_never_become_folders(name: str, tmp_path: Path) -> None:
     assert not valid_stream_name(name)
     with pytest.raises(BackupError):
-        stream_folder(tmp_path, name)
+        stream_folder(tmp_path, name, name)
+
+
+@pytest.mark.parametrize(
+    "name", ["x\x1b", "A\x1b[2JB", "A\u200bB", "A\u202eB", "A\x85B", "A\xa0B", "x\x7f", "L" * 255]
+)
+def test_every_name_the_server_holds_has_a_plain_folder(name: str, tmp_path: Path) -> None:
+    """A stream named with ESC, a C1 control, a zero-width space or a bidi override (the
+    server takes them all) is backed up into the folder the export's rule names: no raw
+    control or invisible character reaches the disk, nothing leaves the folder."""
+    assert valid_stream_name(name)  # restored under its own name
+    folder = stream_folder(tmp_path, name, folder_name(name))
+    assert folder.name == name and folder.folder.parent == tmp_path
+    written = folder.folder.name
+    assert written.isascii() and written.isprintable() and "." not in written, written
+    assert len(written) <= 200 and written == folder_name(name)
+    if not name.isprintable() or not name.isascii():
+        with pytest.raises(BackupError):
+            stream_folder(tmp_path, name, "A\x1bB")  # as a folder, never raw
+
+
+@pytest.mark.parametrize("folder", ["../x", "..", "a/b", "a\\b", "x\x1b", "", 7])
+def test_a_forged_folder_in_a_manifest_is_refused_naming_the_entry(
+    tmp_path: Path, folder: object
+) -> None:
+    body = Manifest("2026-01-01T00:00:00Z", {}, (_record(),)).to_json()
+    body["streams"][0]["folder"] = folder
+    (tmp_path / "manifest.json").write_text(json.dumps(body))
+    with pytest.raises(BackupError, match=r"streams\[0\]: folder is not"):
+        load(tmp_path)
+
+
+def test_a_backup_written_by_the_earlier_rule_is_read_in_its_own_folders(tmp_path: Path) -> None:
+    """Backups made before the export's rule named a stream's folder after the stream as
+    it is (U+200B and all); their manifests say so, and a restore reads them there."""
+    name = "A\u200bB"
+    record = StreamRecord(name, {"name": name}, {}, folder=name)
+    (tmp_path / "manifest.json").write_text(
+        json.dumps(Manifest("2026-01-01T00:00:00Z", {}, (record,)).to_json())
+    )
+    contents = read_contents(tmp_path)
+    assert contents.folder(name).folder == tmp_path / name
+    assert contents.streams[0].folder_name == name
+    record = StreamRecord("A\x1bB", {"name": "A\x1bB"}, {}, folder="A%1BB")
+    (tmp_path / "manifest.json").write_text(
+        json.dumps(Manifest("2026-01-01T00:00:00Z", {}, (record,)).to_json())
+    )
+    assert read_contents(tmp_path).folder("A\x1bB").folder == tmp_path / "A%1BB"
 
 
 def test_an_atomic_file_is_only_in_place_after_commit(tmp_path: Path) -> None:

@@ -3,8 +3,8 @@
 The server takes ESC, C1 controls and bidi overrides in a stream's or consumer's name, and
 a spec could declare one: a reviewer of the pull request then reads another name than the
 one applied (Trojan Source: U+202E reverses what follows). Every name and subject field
-refuses them (``$defs/visible_text`` in document.schema.json, left out of every name and
-subject pattern), in jsonschema-rs's quick yes and in jsonschema alike, and the loader says
+refuses them (``$defs/visible_text`` in document.schema.json, which every name and subject
+definition refers to), in jsonschema-rs's quick yes and in jsonschema alike, and the loader says
 so at the value's ``FILE:LINE``, the value escaped.
 """
 
@@ -16,7 +16,14 @@ import pytest
 import yaml
 
 from reconciler.errors import SpecError
-from reconciler.specs.schema import hidden_character, quick_check, schema, validator
+from reconciler.specs.schema import (
+    SCHEMA_FILES,
+    VISIBLE_TEXT,
+    hidden_character,
+    quick_check,
+    schema,
+    validator,
+)
 from reconciler.specs.validate import load_specs
 
 #: One character of each range the schemas leave out, its ends included.
@@ -152,15 +159,45 @@ def test_a_bidi_override_written_as_it_is_is_refused(tmp_path: Path) -> None:
     assert "U+202E" in problem.message and "\u202e" not in str(problem)
 
 
-def test_every_name_and_subject_pattern_leaves_out_the_one_list() -> None:
+def _patterns(node: object) -> list[str]:
+    if isinstance(node, dict):
+        own = [node["pattern"]] if isinstance(node.get("pattern"), str) else []
+        return own + [p for value in node.values() for p in _patterns(value)]
+    if isinstance(node, list):
+        return [p for value in node for p in _patterns(value)]
+    return []
+
+
+def test_the_list_is_in_one_place_and_every_name_and_subject_refers_to_it() -> None:
     """The characters are listed once, in ``$defs/visible_text``; each name or subject
-    pattern carries that list (a pattern cannot refer to another)."""
+    definition refers to it (``$ref``) beside its own pattern for the rest, and no other
+    pattern of any schema copies the list."""
     defs = schema("document")["$defs"]
     listed = defs["visible_text"]["pattern"].removeprefix("^[^").removesuffix("]*$")
-    patterns = [defs[name]["pattern"] for name in ("subject", "literal_subject")]
-    patterns += [defs[name]["pattern"] for name in ("stream_name", "consumer_name")]
-    patterns.append(schema("KeyValue")["$defs"]["bucket_source"]["properties"]["domain"]["pattern"])
-    for pattern in patterns:
-        assert listed in pattern, pattern
+    every = [p for key in SCHEMA_FILES for p in _patterns(schema(key))]
+    assert [p for p in every if listed in p] == [defs["visible_text"]["pattern"]]
+    named = [defs[name] for name in ("subject", "literal_subject", "stream_name")]
+    named += [defs["consumer_name"]]
+    named.append(schema("KeyValue")["$defs"]["bucket_source"]["properties"]["domain"])
+    for definition in named:
+        assert definition["$ref"] == VISIBLE_TEXT, definition
     assert [hidden_character(f"a{c}") for c in HIDDEN] == HIDDEN
     assert [hidden_character(f"a{c}") for c in SHOWN] == [None] * len(SHOWN)
+
+
+def test_a_name_broken_twice_by_one_character_is_one_problem(tmp_path: Path) -> None:
+    """A tab breaks the name's own pattern (white space) and ``$defs/visible_text``'s: one
+    problem, the one naming the character; a name broken by its own pattern alone still
+    reads in its own words."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text('kind: Stream\nname: "OR\\tD"\nsubjects: [o.>]\n', encoding="utf-8")
+    with pytest.raises(SpecError) as caught:
+        load_specs([spec])
+    (problem,) = caught.value.problems
+    assert (str(problem.location), problem.path) == (f"{spec}:2", "name")
+    assert "U+0009" in problem.message and "\t" not in problem.message
+    spec.write_text("kind: Stream\nname: OR.D\nsubjects: [o.>]\n", encoding="utf-8")
+    with pytest.raises(SpecError) as caught:
+        load_specs([spec])
+    (problem,) = caught.value.problems
+    assert "stream name" in problem.message and "U+" not in problem.message
