@@ -279,6 +279,14 @@ def finished(record: Record, live: Mapping[str, Any] | None) -> bool:
     return record.phase == "cutover" and live is not None and not is_filling(live, record.stream)
 
 
+def copies_back(record: Record, target: Mapping[str, Any]) -> bool:
+    """Whether going on to ``target`` copies the temporary stream into a new stream: all
+    but a rollback before the temporary stream takes the publishes (``copy``,
+    ``handover``), where the old stream, which holds every message, takes its subjects
+    back and the temporary stream is deleted."""
+    return not (record.phase in ("copy", "handover") and dict(target) == dict(record.origin))
+
+
 def is_temp(config: Mapping[str, Any]) -> bool:
     """Whether a live stream is a migration's temporary stream."""
     return Record.of(config) is not None
@@ -615,6 +623,30 @@ def _bytes_bound(
     return {"max_msgs": count, "max_bytes": max(max_bytes - growth * count, held_bytes)}
 
 
+def planned_limits(
+    target: Mapping[str, Any], storage: str, state: StreamState | None, mirrors: bool
+) -> dict[str, Any]:
+    """The limits the temporary stream (in ``storage``) takes at the handover
+    (:func:`refusing_limits`), figured from what the migration holds now (``state``);
+    the handover sets them from what the copy holds then."""
+    growth = counted_more(storage, target, mirrors, temp_name(str(target.get("name"))))
+    held = {"messages": state.messages, "bytes": state.bytes} if state else {}
+    return refusing_limits(target, storage, held, growth)
+
+
+def handover_bytes(
+    target: Mapping[str, Any], storage: str, state: StreamState | None, mirrors: bool
+) -> int:
+    """The ``max_bytes`` the temporary stream takes at the handover
+    (:func:`planned_limits`; 0: none). The server reserves it against the account like
+    any stream's ``max_bytes``, in the old stream's storage and tier, beside the old
+    stream and then beside the new one (measured: ``max_mem`` 8 MiB, ORDERS in memory
+    with ``max_bytes`` 5 MiB and ``discard: new`` to file: the handover was refused, err
+    10028, after the plan had said there was room). From memory to file it is less than
+    the target's (the bound of :func:`_bytes_bound`)."""
+    return int(planned_limits(target, storage, state, mirrors).get("max_bytes") or 0)
+
+
 def overfull(target: Mapping[str, Any], subject: str, held: int) -> str | None:
     """Why the new stream would refuse part of what the temporary stream holds on
     ``subject`` (``held`` messages), if it would: the copy back would stall there."""
@@ -637,8 +669,7 @@ def serving_note(
     handover sets them from what the copy holds then); None: it refuses nothing."""
     storage = str(live.get("storage") or "file")
     growth = counted_more(storage, desired, mirrors, temp_name(str(desired.get("name"))))
-    held = {"messages": state.messages, "bytes": state.bytes} if state else {}
-    limits = refusing_limits(desired, storage, held, growth)
+    limits = planned_limits(desired, storage, state, mirrors)
     if not limits:
         return None
     keys = ("max_msgs", "max_bytes", "max_msgs_per_subject")
