@@ -650,14 +650,80 @@ def handover_bytes(
 def overfull(target: Mapping[str, Any], subject: str, held: int) -> str | None:
     """Why the new stream would refuse part of what the temporary stream holds on
     ``subject`` (``held`` messages), if it would: the copy back would stall there."""
+    over = _over_subject(target, subject, held)
+    if over is None:
+        return None
+    return (
+        f"{over}: the new stream would refuse the rest and the copy back would stall there "
+        "for good (the copy keeps what the stream discarded while it was copied)"
+    )
+
+
+def _over_subject(target: Mapping[str, Any], subject: str, held: int) -> str | None:
+    """``subject`` holding ``held`` messages, more than ``target`` takes on one
+    (``max_msgs_per_subject`` with ``discard_new_per_subject``); None when it fits."""
     per = per_subject_limit(target)
     if per is None or held <= per:
         return None
     return (
         f"subject '{printable(subject)}' holds {held} messages in the copy, more than "
-        f"max_msgs_per_subject {per} with discard_new_per_subject: the new stream would "
-        "refuse the rest and the copy back would stall there for good (the copy keeps what "
-        "the stream discarded while it was copied)"
+        f"max_msgs_per_subject {per} with discard_new_per_subject"
+    )
+
+
+def refused_fields(target: Mapping[str, Any]) -> frozenset[str]:
+    """The limits of ``target`` that a migration's new stream meets by refusing the
+    copy back, never by deleting a message (it is filled by the copy): ``max_msgs`` and
+    ``max_bytes`` with ``discard: new``, ``max_msgs_per_subject`` with
+    ``discard_new_per_subject`` too. Past them the copy back stalls
+    (:func:`copy_back_stall`): no loss to count there."""
+    if target.get("discard") != "new":
+        return frozenset()
+    per = ("max_msgs_per_subject",) if per_subject_limit(target) is not None else ()
+    return frozenset(("max_msgs", "max_bytes", *per))
+
+
+def copy_back_stall(
+    target: Mapping[str, Any],
+    record: Record,
+    storage: str,
+    state: StreamState | None,
+    fullest: tuple[str, int] | None = None,
+) -> str | None:
+    """Why an interrupted migration going on to ``target`` would stall: the new stream
+    (``discard: new``) would refuse part of what the migration holds (``state``, in the
+    temporary stream's ``storage``; ``fullest``: the copy's fullest subject, read when a
+    per-subject limit matters). Nothing is deleted there: the copy back stops for good,
+    or, before the temporary stream takes the publishes, a subject over
+    ``max_msgs_per_subject`` stops the handover again (the stream takes its publishes
+    back). None when it fits, or when nothing is copied back (a rollback before the
+    handover)."""
+    if target.get("discard") != "new" or state is None or not copies_back(record, target):
+        return None
+    max_msgs, max_bytes = target.get("max_msgs", -1), target.get("max_bytes", -1)
+    growth = max(counted_more(storage, target, record.mirrors, temp_name(record.stream)), 0)
+    counted = state.bytes + growth * state.messages
+    held = f"the migration holds {state.messages} messages"
+    over = None if fullest is None else _over_subject(target, *fullest)
+    if type(max_msgs) is int and 0 <= max_msgs < state.messages:
+        why = f"{held}, more than max_msgs {max_msgs} with discard new"
+    elif type(max_bytes) is int and 0 < max_bytes < counted:
+        why = (
+            f"{held} ({state.bytes} bytes, up to {counted} as the new stream counts them), "
+            f"more than max_bytes {max_bytes} with discard new"
+        )
+    elif over is not None and record.phase in ("copy", "handover"):
+        return (
+            f"{over}: the new stream would refuse the rest, so the handover would stop there "
+            "again, before the stream gives up its publishes; nothing is deleted"
+        )
+    elif over is not None:
+        why = over
+    else:
+        return None
+    return (
+        f"{why}: the new stream would refuse the rest and the copy back would stall there "
+        "for good; nothing is deleted"
     )
 
 
