@@ -99,7 +99,7 @@ class RefusalKind(StrEnum):
     # a plan's own checks (FILE:LINE problems, on the plan as ``Plan.checks``):
     INVALID = "invalid"  # the specs are invalid, or invalid against the live state
     UNSUPPORTED = "unsupported"  # a field or a replica count the server does not support
-    ROOM = "room"  # the account has no room for a migration's copies
+    ROOM = "room"  # no room for a migration's copies: the account's, the new stream's
     WORKING = "working"  # consumers work on a stream a migration would start
     CAPACITY = "capacity"  # the account's (or server's) limits refuse part of the plan
 

@@ -36,7 +36,7 @@ from reconciler.execution import lineage, lock, memo_store
 from reconciler.execution.apply import ApplyResult, StepEvent, apply_plan, lease_lost
 from reconciler.execution.capacity_checks import capacity_of
 from reconciler.execution.interest_counts import with_interest_counts
-from reconciler.execution.migration_checks import working_problems
+from reconciler.execution.migration_checks import stall_problems, working_problems
 from reconciler.execution.pair_reads import StandbyWrites, failback_losses, standby_writes
 from reconciler.execution.requests import QUIET, Observer, PlanRequest
 from reconciler.execution.verdict import NOTHING_ALLOWED, Allowances, refuse, verdict
@@ -366,6 +366,7 @@ async def judged(
         the_plan, resources, request.env, losses, taken=read.taken, unread=read.unread
     )
     found(RefusalKind.ROOM, await room_problems(client, the_plan, live))
+    found(RefusalKind.ROOM, await stall_problems(client, the_plan, live))
     found(RefusalKind.WORKING, await working_problems(client, the_plan))
     the_plan = await with_interest_counts(client, the_plan, live)  # docs/jetstream-notes.md
     if entries or request.prune:

@@ -279,6 +279,14 @@ def finished(record: Record, live: Mapping[str, Any] | None) -> bool:
     return record.phase == "cutover" and live is not None and not is_filling(live, record.stream)
 
 
+def copies_back(record: Record, target: Mapping[str, Any]) -> bool:
+    """Whether going on to ``target`` copies the temporary stream into a new stream: all
+    but a rollback before the temporary stream takes the publishes (``copy``,
+    ``handover``), where the old stream, which holds every message, takes its subjects
+    back and the temporary stream is deleted."""
+    return not (record.phase in ("copy", "handover") and dict(target) == dict(record.origin))
+
+
 def is_temp(config: Mapping[str, Any]) -> bool:
     """Whether a live stream is a migration's temporary stream."""
     return Record.of(config) is not None
@@ -615,17 +623,107 @@ def _bytes_bound(
     return {"max_msgs": count, "max_bytes": max(max_bytes - growth * count, held_bytes)}
 
 
+def planned_limits(
+    target: Mapping[str, Any], storage: str, state: StreamState | None, mirrors: bool
+) -> dict[str, Any]:
+    """The limits the temporary stream (in ``storage``) takes at the handover
+    (:func:`refusing_limits`), figured from what the migration holds now (``state``);
+    the handover sets them from what the copy holds then."""
+    growth = counted_more(storage, target, mirrors, temp_name(str(target.get("name"))))
+    held = {"messages": state.messages, "bytes": state.bytes} if state else {}
+    return refusing_limits(target, storage, held, growth)
+
+
+def handover_bytes(
+    target: Mapping[str, Any], storage: str, state: StreamState | None, mirrors: bool
+) -> int:
+    """The ``max_bytes`` the temporary stream takes at the handover
+    (:func:`planned_limits`; 0: none). The server reserves it against the account like
+    any stream's ``max_bytes``, in the old stream's storage and tier, beside the old
+    stream and then beside the new one (measured: ``max_mem`` 8 MiB, ORDERS in memory
+    with ``max_bytes`` 5 MiB and ``discard: new`` to file: the handover was refused, err
+    10028, after the plan had said there was room). From memory to file it is less than
+    the target's (the bound of :func:`_bytes_bound`)."""
+    return int(planned_limits(target, storage, state, mirrors).get("max_bytes") or 0)
+
+
 def overfull(target: Mapping[str, Any], subject: str, held: int) -> str | None:
     """Why the new stream would refuse part of what the temporary stream holds on
     ``subject`` (``held`` messages), if it would: the copy back would stall there."""
+    over = _over_subject(target, subject, held)
+    if over is None:
+        return None
+    return (
+        f"{over}: the new stream would refuse the rest and the copy back would stall there "
+        "for good (the copy keeps what the stream discarded while it was copied)"
+    )
+
+
+def _over_subject(target: Mapping[str, Any], subject: str, held: int) -> str | None:
+    """``subject`` holding ``held`` messages, more than ``target`` takes on one
+    (``max_msgs_per_subject`` with ``discard_new_per_subject``); None when it fits."""
     per = per_subject_limit(target)
     if per is None or held <= per:
         return None
     return (
         f"subject '{printable(subject)}' holds {held} messages in the copy, more than "
-        f"max_msgs_per_subject {per} with discard_new_per_subject: the new stream would "
-        "refuse the rest and the copy back would stall there for good (the copy keeps what "
-        "the stream discarded while it was copied)"
+        f"max_msgs_per_subject {per} with discard_new_per_subject"
+    )
+
+
+def refused_fields(target: Mapping[str, Any]) -> frozenset[str]:
+    """The limits of ``target`` that a migration's new stream meets by refusing the
+    copy back, never by deleting a message (it is filled by the copy): ``max_msgs`` and
+    ``max_bytes`` with ``discard: new``, ``max_msgs_per_subject`` with
+    ``discard_new_per_subject`` too. Past them the copy back stalls
+    (:func:`copy_back_stall`): no loss to count there."""
+    if target.get("discard") != "new":
+        return frozenset()
+    per = ("max_msgs_per_subject",) if per_subject_limit(target) is not None else ()
+    return frozenset(("max_msgs", "max_bytes", *per))
+
+
+def copy_back_stall(
+    target: Mapping[str, Any],
+    record: Record,
+    storage: str,
+    state: StreamState | None,
+    fullest: tuple[str, int] | None = None,
+) -> str | None:
+    """Why an interrupted migration going on to ``target`` would stall: the new stream
+    (``discard: new``) would refuse part of what the migration holds (``state``, in the
+    temporary stream's ``storage``; ``fullest``: the copy's fullest subject, read when a
+    per-subject limit matters). Nothing is deleted there: the copy back stops for good,
+    or, before the temporary stream takes the publishes, a subject over
+    ``max_msgs_per_subject`` stops the handover again (the stream takes its publishes
+    back). None when it fits, or when nothing is copied back (a rollback before the
+    handover)."""
+    if target.get("discard") != "new" or state is None or not copies_back(record, target):
+        return None
+    max_msgs, max_bytes = target.get("max_msgs", -1), target.get("max_bytes", -1)
+    growth = max(counted_more(storage, target, record.mirrors, temp_name(record.stream)), 0)
+    counted = state.bytes + growth * state.messages
+    held = f"the migration holds {state.messages} messages"
+    over = None if fullest is None else _over_subject(target, *fullest)
+    if type(max_msgs) is int and 0 <= max_msgs < state.messages:
+        why = f"{held}, more than max_msgs {max_msgs} with discard new"
+    elif type(max_bytes) is int and 0 < max_bytes < counted:
+        why = (
+            f"{held} ({state.bytes} bytes, up to {counted} as the new stream counts them), "
+            f"more than max_bytes {max_bytes} with discard new"
+        )
+    elif over is not None and record.phase in ("copy", "handover"):
+        return (
+            f"{over}: the new stream would refuse the rest, so the handover would stop there "
+            "again, before the stream gives up its publishes; nothing is deleted"
+        )
+    elif over is not None:
+        why = over
+    else:
+        return None
+    return (
+        f"{why}: the new stream would refuse the rest and the copy back would stall there "
+        "for good; nothing is deleted"
     )
 
 
@@ -637,8 +735,7 @@ def serving_note(
     handover sets them from what the copy holds then); None: it refuses nothing."""
     storage = str(live.get("storage") or "file")
     growth = counted_more(storage, desired, mirrors, temp_name(str(desired.get("name"))))
-    held = {"messages": state.messages, "bytes": state.bytes} if state else {}
-    limits = refusing_limits(desired, storage, held, growth)
+    limits = planned_limits(desired, storage, state, mirrors)
     if not limits:
         return None
     keys = ("max_msgs", "max_bytes", "max_msgs_per_subject")

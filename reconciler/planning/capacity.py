@@ -14,7 +14,9 @@ half-way. The rules, measured on nats-server 2.10 to 2.15 (docs/capacity.md):
 - deletes and replaces free their reservation (the plan's end state is what counts);
 - ``max_consumers`` of an account limits the consumers of each stream, not their sum;
 - a migration's temporary stream has no ``max_bytes`` and is one more stream while the
-  migration runs;
+  migration runs; from the handover on, a ``discard: new`` target's ``max_bytes`` is
+  its own (``model.migration.handover_bytes``), reserved in the old stream's storage
+  beside the old stream, then beside the new one (counted in the peak);
 - an over-commit is an error only when the plan adds to it: an account already over a
   limit lowered later blocks nothing the plan does not make worse;
 - ending within 10% of a limit the plan adds to is a warning; -1 (unlimited) never warns;
@@ -33,6 +35,7 @@ from reconciler.door_words import Allowance, say
 from reconciler.errors import Problem
 from reconciler.identity import BUCKET_KINDS
 from reconciler.locations import Location
+from reconciler.model.migration import Record, copies_back, handover_bytes, temp_name
 from reconciler.model.state import LiveState
 from reconciler.planning.steps import Create, Delete, Migrate, Plan, Replace, Step, Update
 from reconciler.planning.totals import STORAGES, Capacity, Total
@@ -265,7 +268,32 @@ def _moved(
         for key in {*old, *new}:
             after[key] = after.get(key, 0) + new.get(key, 0) - old.get(key, 0)
             peak[key] = peak.get(key, 0) + max(new.get(key, 0) - old.get(key, 0), 0)
+        for key, value in _handover(step, live, tiered).items():
+            peak[key] = peak.get(key, 0) + value
     return after, peak
+
+
+def _handover(step: Step, live: LiveState, tiered: bool) -> Sums:
+    """What a migration's temporary stream reserves once it takes the publishes, more
+    than it reserves now: the ``max_bytes`` a ``discard: new`` target gives it
+    (:func:`~reconciler.model.migration.handover_bytes`, figured from what the
+    migration holds now), in the old stream's storage, replicas and tier, from the
+    handover to the end: beside the old stream, then beside the new one (a peak: the
+    after figure has no temporary stream). Nothing past the handover (its limits are
+    live, counted with the live streams), nor for a rollback before it (the temporary
+    stream is deleted)."""
+    if not isinstance(step, Migrate) or step.phase not in (None, "copy", "handover"):
+        return {}
+    temp = None if step.phase is None else live.streams.get(temp_name(step.stream_name))
+    record = None if temp is None else Record.of(temp)
+    if step.phase is not None and (record is None or not copies_back(record, step.config)):
+        return {}
+    states = [live.stream_state.get(n) for n in (step.stream_name, temp_name(step.stream_name))]
+    held = max((s for s in states if s is not None), key=lambda s: s.messages, default=None)
+    storage, replicas, _ = facts(temp if temp is not None else step.live)
+    size = handover_bytes(step.config, storage, held, step.mirrors)
+    lift = _reserved(replicas, size, tiered) - (reservation(temp, tiered) if temp else 0)
+    return {(storage, _tier(replicas, tiered)): lift} if size and lift > 0 else {}
 
 
 def _totals(
@@ -453,7 +481,15 @@ def _one_stream(step: Building, scope: Scope, where: _Where) -> list[Problem]:
 
 
 def _adds(step: Step, live: LiveState, what: str, tier: str | None, tiered: bool) -> int:
-    """What ``step`` adds to one total (bytes reserved, or streams): 0 if nothing."""
+    """What ``step`` adds to one total (bytes reserved, or streams): 0 if nothing; a
+    migration's temporary stream's ``max_bytes`` from the handover on included."""
+    return _own_adds(step, live, what, tier, tiered) + _handover(step, live, tiered).get(
+        (what, tier), 0
+    )
+
+
+def _own_adds(step: Step, live: LiveState, what: str, tier: str | None, tiered: bool) -> int:
+    """What ``step``'s own stream adds to one total: 0 if nothing."""
     if step.ref.is_child or isinstance(step, Delete):
         return 0
     config = step.config
@@ -488,13 +524,18 @@ def _over_committed(
         named = len(problems)
         over = total.peak > total.limit
         full = total.is_bytes and total.peak >= total.limit
-        for step in plan.changes if over or full else ():
+        key = (total.what, total.tier)
+        lifts = [_handover(s, live, tiered).get(key, 0) for s in plan.changes if over or full]
+        steps_peak = total.peak - sum(lifts)  # without the temporary streams' max_bytes
+        for step, lift in zip(plan.changes if over or full else (), lifts, strict=True):
             added = _adds(step, live, total.what, total.tier, tiered) if over else 0
             if added:
-                problems.append(_over(step, total, added, where, sorted(own or {})))
+                owned = sorted(own or {})
+                problems.append(_over(step, total, added, where, owned, lift, steps_peak))
             elif full and _unlimited_new(step, total, live, tiered):
                 problems.append(_no_byte_left(step, total, where))
-            elif full and _temporary_in(step, total, tiered):
+            elif full and _temporary_in(step, total, tiered) and total.peak - lift >= total.limit:
+                # (made before its own handover reserves its max_bytes)
                 problems.append(_no_byte_for_temporary(step, total))
         if len(problems) == named:  # else the plan's own resources say it already
             problems += _own_refused(total, own or {}, tiered)
@@ -571,13 +612,32 @@ DELETES_LAST = (
 )
 
 
-def _over(step: Step, total: Total, added: int, where: _Where, own: Sequence[str]) -> Problem:
+def _over(
+    step: Step,
+    total: Total,
+    added: int,
+    where: _Where,
+    own: Sequence[str],
+    temporary: int = 0,
+    steps_peak: int | None = None,
+) -> Problem:
+    """``step`` adds ``added`` to ``total``, over its limit: ``temporary`` of it is its
+    migration's temporary stream's ``max_bytes`` from the handover on; ``steps_peak``,
+    the peak without any temporary stream's (the deletes' word is for that one)."""
     tier = _tier_words(total.tier)
     limit = total.limit or 0
-    later = DELETES_LAST if total.after <= limit < total.peak else ""
+    top = total.peak if steps_peak is None else steps_peak
+    later = DELETES_LAST if total.after <= limit < top else ""
+    label, whose = step.label, ""
+    if temporary:
+        label = f"migrating {step.label}"
+        whose = (
+            f" ({approx_size(temporary)} of it its temporary stream's max_bytes, from the "
+            "handover until the migration ends: beside the old stream, then the new one)"
+        )
     if total.scope == "server":
         message = (
-            f"{step.label} reserves {approx_size(added)} more {total.what} storage; with "
+            f"{label} reserves {approx_size(added)} more {total.what} storage{whose}; with "
             f"every account's streams the server would reserve {approx_size(total.peak)} of "
             f"the server's {approx_size(limit)} ({_SERVER_KEYS[total.what]}; now "
             f"{approx_size(total.before)}){later}: nothing was changed"
@@ -587,7 +647,7 @@ def _over(step: Step, total: Total, added: int, where: _Where, own: Sequence[str
         later += f"; apply makes {', '.join(own)} (its lock) first, one of them"
     if total.is_bytes:
         message = (
-            f"{step.label} reserves {approx_size(added)} more {total.what} storage; the plan "
+            f"{label} reserves {approx_size(added)} more {total.what} storage{whose}; the plan "
             f"would reserve {approx_size(total.peak)} (max_bytes x replicas) of the "
             f"account's {approx_size(limit)}{tier} (now "
             f"{approx_size(total.before)}){later}: nothing was changed"

@@ -48,10 +48,12 @@ from reconciler.model.migration import (
     blockers,
     can_mirror,
     consumer_fates,
+    copies_back,
     copy_bytes,
     finished,
     is_temp,
     overflow,
+    refused_fields,
     serving_note,
     temp_name,
     unheld,
@@ -573,12 +575,19 @@ def _losses(
     """What going to ``config`` deletes of the migration's messages (the old stream holds
     them all until the temporary stream takes the publishes, the temporary stream from
     then on: the fuller of the two), against the old stream's config as the record
-    claims it (:func:`claimed_losses`: the record is data, its old config may be forged)."""
+    claims it (:func:`claimed_losses`: the record is data, its old config may be forged).
+    A limit the new stream meets by refusing the copy back (``discard: new``) deletes
+    nothing: the copy would stall there, which the plan refuses
+    (``execution.migration_checks.stall_problems``); before, a subject over
+    ``max_msgs_per_subject`` with ``discard_new_per_subject`` was a loss ("deletes at
+    least 3")."""
     old = live_config(declared.kind, record.origin, server)
     states = [s for s in (group.state, group.migration_state) if s is not None]
     state = max(states, key=lambda s: s.messages, default=None)
     new = live_config(declared.kind, config, server)
-    return tuple(claimed_losses(new, old, state, back=new == old))
+    refused = refused_fields(new) if copies_back(record, config) else frozenset()
+    found = claimed_losses(new, old, state, back=new == old)
+    return tuple(loss for loss in found if loss.field not in refused)
 
 
 def _lost_consumers(group: StreamGroup) -> tuple[str, ...]:

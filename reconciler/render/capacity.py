@@ -29,7 +29,7 @@ def total_line(total: Total, *, server_known: bool = True) -> str:
         what += f" ({total.tier})"
     change = f"{_figure(total, total.before)} -> {_figure(total, total.after)}"
     if total.peak != total.after:
-        change += f" (at most {_figure(total, total.peak)} before the deletes)"
+        change += f" (at most {_figure(total, total.peak)} while it is applied)"
     if total.limit is None:
         unread = total.is_bytes and not server_known
         unknown = "; the server's own limit is unknown" if unread else ""

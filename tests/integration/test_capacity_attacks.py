@@ -191,6 +191,15 @@ async def _description(server: NatsServer, stream: str) -> str:
         await nc.close()
 
 
+async def _storage(server: NatsServer, stream: str) -> str:
+    nc = await nats.connect(server.url, user="team", password="s3cret")
+    try:
+        info = json.loads((await nc.request(f"$JS.API.STREAM.INFO.{stream}", b"")).data)
+        return str(info["config"]["storage"])
+    finally:
+        await nc.close()
+
+
 def test_a_migration_on_a_full_account_is_refused_before_any_step(
     server_factory: Callable[..., NatsServer], tmp_path: Path
 ) -> None:
@@ -222,6 +231,59 @@ def test_a_migration_on_a_full_account_is_refused_before_any_step(
     room = write_specs(tmp_path / "room", workqueue, smaller)
     assert _apply(room, server, tmp_path, "--migrate").returncode == 0
     assert census(server) == {"OLD": 10, "FILL": 0}
+
+
+async def _publish_kib(server: NatsServer, subject: str, count: int) -> None:
+    """``count`` messages of a KiB each (a temporary stream's byte limit from memory to
+    file is smaller than the target's by the bytes a file stream counts more, about 2%
+    for these)."""
+    nc = await nats.connect(server.url, user="team", password="s3cret")
+    try:
+        js = nc.jetstream()
+        for i in range(count):
+            await js.publish(subject, f"{i:04d}".encode() * 256)
+    finally:
+        await nc.close()
+
+
+def test_a_migrations_temporary_stream_max_bytes_counts_at_the_handover(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """ORDERS (memory, max_bytes 5 MiB, discard new) migrating to file on an account of
+    max_mem 8 MiB: at the handover the temporary stream takes a max_bytes in memory
+    (4.9 MiB for these messages), which the server reserves beside ORDERS's 5 MiB. Plan
+    counted none for it and said there was room; apply failed at the handover (err
+    10028: ORDERS kept its messages, MIGRATING_ORDERS was left). Now plan and apply
+    refuse before anything, at the max_bytes line, naming the account's limit and what
+    the migration would reserve. With 3 MiB (3 + 2.9 of 8) it migrates, every message
+    kept."""
+    server = limited(server_factory, max_file=64 * MiB, max_mem=8 * MiB)
+    memory = stream_yaml("ORDERS", "5MiB", storage="memory", extra="discard: new\n")
+    assert _apply(write_specs(tmp_path / "memory", memory), server, tmp_path).returncode == 0
+    asyncio.run(_publish_kib(server, "orders.new", 100))
+    target = write_specs(tmp_path / "file", stream_yaml("ORDERS", "5MiB", extra="discard: new\n"))
+
+    planned = _plan(target, server, tmp_path, "--migrate")
+    applied = _apply(target, server, tmp_path, "--migrate")
+
+    for result in (planned, applied):
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "Traceback" not in result.stderr
+        assert f"{target / 'streams.yaml'}:5" in result.stderr  # the max_bytes line
+        assert "migrating Stream ORDERS reserves" in result.stderr
+        assert "of it its temporary stream's max_bytes" in result.stderr
+        assert "would reserve 9.9 MiB (max_bytes x replicas) of the account's 8.0 MiB" in (
+            result.stderr
+        )
+    assert census(server) == {"ORDERS": 100}  # nothing made, nothing lost
+
+    smaller = stream_yaml("ORDERS", "3MiB", storage="memory", extra="discard: new\n")
+    assert _apply(write_specs(tmp_path / "smaller", smaller), server, tmp_path).returncode == 0
+    room = write_specs(tmp_path / "room", stream_yaml("ORDERS", "3MiB", extra="discard: new\n"))
+    migrated = _apply(room, server, tmp_path, "--migrate")
+    assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+    assert census(server) == {"ORDERS": 100}
+    assert asyncio.run(_storage(server, "ORDERS")) == "file"
 
 
 def _bucket(max_bytes: str, *values: str) -> tuple[str, ...]:

@@ -297,6 +297,34 @@ async def _wait_count(server: NatsServer, stream: str, messages: int) -> None:
     raise AssertionError(f"{stream} never held {messages} messages")
 
 
+def _stopped_at_the_handover(server: NatsServer, tmp_path: Path) -> Path:
+    """ORDERS (file, the last 5 messages of each subject) migrating to memory with
+    max_msgs_per_subject 5 and discard_new_per_subject (``m.yaml``), stopped at the
+    handover: 3 messages published to orders.a during the copy leave ORDERS 5 there and
+    the copy 8. Returns ORDERS's own spec."""
+    spec = write(tmp_path, PER_SUBJECT.format(storage="file", extra=""))
+    assert run(engine.apply([spec], options(server))).ok
+    run(publish_many(server, ["orders.a"], 5))
+    memory = PER_SUBJECT.format(storage="memory", extra=DISCARD_NEW_PER_SUBJECT)
+    target = write(tmp_path, memory, "m.yaml")
+    [step] = run(engine.plan([target], options(server), migrate=True)).steps
+    assert isinstance(step, Migrate) and not step.blocked
+
+    async def go() -> None:
+        async def hook(label: str) -> None:
+            if label == "copy":  # publishes during the copy
+                await _wait_count(server, TEMP, 5)
+                await publish_many(server, ["orders.a"], 3, tag="n")
+                await _wait_count(server, TEMP, 8)
+
+        async with open_client(options(server)) as client:
+            await migration.migrate(client, "ORDERS", step.config, on_phase=hook, stall_seconds=3)
+
+    with pytest.raises(ReconcileError, match=r"orders\.a.* 8 "):
+        run(go())
+    return spec
+
+
 def test_a_subject_holding_more_than_the_new_limit_stops_the_handover_not_the_copy(
     clean_server: NatsServer, tmp_path: Path
 ) -> None:
@@ -308,26 +336,7 @@ def test_a_subject_holding_more_than_the_new_limit_stops_the_handover_not_the_co
     back stalled at the sixth message of orders.a for good. Now the handover stops
     before ORDERS gives up its publishes, naming the subject: ORDERS keeps its config
     and every message, and --migration rollback ends the migration."""
-    spec = write(tmp_path, PER_SUBJECT.format(storage="file", extra=""))
-    assert run(engine.apply([spec], options(clean_server))).ok
-    run(publish_many(clean_server, ["orders.a"], 5))
-    memory = PER_SUBJECT.format(storage="memory", extra=DISCARD_NEW_PER_SUBJECT)
-    target = write(tmp_path, memory, "m.yaml")
-    [step] = run(engine.plan([target], options(clean_server), migrate=True)).steps
-    assert isinstance(step, Migrate) and not step.blocked
-
-    async def go() -> None:
-        async def hook(label: str) -> None:
-            if label == "copy":  # publishes during the copy
-                await _wait_count(clean_server, TEMP, 5)
-                await publish_many(clean_server, ["orders.a"], 3, tag="n")
-                await _wait_count(clean_server, TEMP, 8)
-
-        async with open_client(options(clean_server)) as client:
-            await migration.migrate(client, "ORDERS", step.config, on_phase=hook, stall_seconds=3)
-
-    with pytest.raises(ReconcileError, match=r"orders\.a.* 8 "):
-        run(go())
+    spec = _stopped_at_the_handover(clean_server, tmp_path)
     expected = [("orders.a", f"m{i}".encode(), ()) for i in (3, 4)]
     expected += [("orders.a", f"n{i}".encode(), ()) for i in range(3)]
     info = run(api(clean_server, "STREAM.INFO.ORDERS"))
@@ -339,3 +348,107 @@ def test_a_subject_holding_more_than_the_new_limit_stops_the_handover_not_the_co
     assert run(engine.apply([spec], options(clean_server), migrate=True, migration="rollback")).ok
     assert names(clean_server) == ["ORDERS"]
     assert count(clean_server, "ORDERS") == 6
+
+
+def test_a_migration_stopped_at_the_handover_is_refused_to_resume_not_called_a_loss(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The migration above, stopped at the handover: orders.a holds 8 messages in the
+    copy, the target takes 5 on a subject (discard_new_per_subject). Before, the resumed
+    plan called it a loss ('max_msgs_per_subject 5 deletes at least 3'), and apply
+    --allow-data-loss stopped at the handover again: that limit refuses, it deletes
+    nothing. Now plan and apply refuse to resume, naming the subject, before anything:
+    ORDERS keeps its messages and its publishes. Continued to a limit the copy fits
+    (8), it migrates with every message of the copy."""
+    _stopped_at_the_handover(clean_server, tmp_path)
+    target = tmp_path / "m.yaml"
+    plan = engine.plan([target], options(clean_server), migrate=True)
+    apply = engine.apply([target], options(clean_server), migrate=True, allow_data_loss=True)
+    for go in (plan, apply):
+        with pytest.raises(SpecError) as refused:
+            run(go)
+        message = str(refused.value)
+        assert message.startswith(f"{target}:"), message
+        assert "cannot resume the migration of Stream ORDERS (phase handover)" in message
+        assert "subject 'orders.a' holds 8 messages in the copy" in message
+        assert "the handover would stop there again" in message
+        assert "deletes at least" not in message
+    assert (count(clean_server, "ORDERS"), count(clean_server, TEMP)) == (5, 8)
+    assert still_takes_publishes(clean_server, "orders.b")  # ORDERS 6, its copy 9
+    eight = PER_SUBJECT.format(storage="memory", extra=DISCARD_NEW_PER_SUBJECT)
+    fits = write(tmp_path, eight.replace("_subject: 5", "_subject: 8"), "e.yaml")
+    way = {"migrate": True, "migration": "continue"}
+    [step] = run(engine.plan([fits], options(clean_server), **way)).steps
+    assert isinstance(step, Migrate) and not step.blocked and not step.losses
+    assert run(engine.apply([fits], options(clean_server), **way)).ok
+    assert names(clean_server) == ["ORDERS"]
+    assert count(clean_server, "ORDERS") == 9
+
+
+def test_a_resumed_migration_whose_subjects_fit_is_no_loss(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """ORDERS (no per-subject limit) holds 2 messages on orders.a and orders.b; its
+    target takes 5 on a subject (discard_new_per_subject). The migration is killed
+    during the copy, and 3 more are published on each: 5 and 5, which fit. Before, the
+    resumed plan said max_msgs_per_subject 5 'deletes the older messages of every
+    subject holding more than that' (apply needed --allow-data-loss): that limit refuses,
+    it deletes nothing, and here nothing is refused. Now no loss is named, and apply
+    --migrate finishes with all 10."""
+    spec = write(
+        tmp_path,
+        PER_SUBJECT.format(storage="file", extra="").replace("max_msgs_per_subject: 5\n", ""),
+    )
+    assert run(engine.apply([spec], options(clean_server))).ok
+    run(publish_many(clean_server, ["orders.a", "orders.b"], 4))
+    memory = PER_SUBJECT.format(storage="memory", extra=DISCARD_NEW_PER_SUBJECT)
+    target = write(tmp_path, memory, "m.yaml")
+    [step] = run(engine.plan([target], options(clean_server), migrate=True)).steps
+    assert isinstance(step, Migrate) and not step.blocked
+    _killed_at(clean_server, step, "copy")
+    run(publish_many(clean_server, ["orders.a", "orders.b"], 6, tag="n"))
+    before = run(dump(clean_server, "ORDERS"))
+    [step] = run(engine.plan([target], options(clean_server), migrate=True)).steps
+    assert isinstance(step, Migrate) and step.phase == "copy" and not step.blocked
+    assert step.losses == ()
+    assert run(engine.apply([target], options(clean_server), migrate=True)).ok
+    assert names(clean_server) == ["ORDERS"]
+    assert run(dump(clean_server, "ORDERS")) == before
+
+
+def test_a_migration_continued_to_a_limit_its_copy_exceeds_is_refused_as_a_stall(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """ORDERS (max_msgs_per_subject 5, discard_new_per_subject, 3 messages on each of
+    three subjects) migrating to memory is killed once the temporary stream takes the
+    publishes; orders.a fills to 5 there. The specs then lower the limit to 3. Before,
+    the continued plan called it a loss ('deletes at least 2'), and apply
+    --allow-data-loss made the new stream, which refused the fourth message of orders.a:
+    the copy back stalled for good. Now plan and apply refuse, naming the subject, and
+    the recorded target (resume) finishes with every message."""
+    per = PER_SUBJECT.format(storage="file", extra=DISCARD_NEW_PER_SUBJECT)
+    assert run(engine.apply([write(tmp_path, per)], options(clean_server))).ok
+    run(publish_many(clean_server, ["orders.a", "orders.b", "orders.c"], 9))
+    memory = PER_SUBJECT.format(storage="memory", extra=DISCARD_NEW_PER_SUBJECT)
+    target = write(tmp_path, memory, "m.yaml")
+    [step] = run(engine.plan([target], options(clean_server), migrate=True)).steps
+    assert isinstance(step, Migrate) and not step.blocked
+    _killed_at(clean_server, step, "serving")
+    assert run(_publish_counted(clean_server, 10)) == [b"late0", b"late1"]
+    before = run(dump(clean_server, TEMP))
+    lower = write(tmp_path, memory.replace("_subject: 5", "_subject: 3"), "l.yaml")
+    way = {"migrate": True, "migration": "continue"}
+    plan = engine.plan([lower], options(clean_server), **way)
+    apply = engine.apply([lower], options(clean_server), allow_data_loss=True, **way)
+    for go in (plan, apply):
+        with pytest.raises(SpecError) as refused:
+            run(go)
+        message = str(refused.value)
+        assert "cannot continue the migration of Stream ORDERS (phase serving)" in message
+        assert "subject 'orders.a' holds 5 messages in the copy" in message
+        assert "the copy back would stall there for good" in message
+        assert "deletes at least" not in message
+    assert run(dump(clean_server, TEMP)) == before
+    assert run(engine.apply([lower], options(clean_server), migrate=True, migration="resume")).ok
+    assert names(clean_server) == ["ORDERS"]
+    assert run(dump(clean_server, "ORDERS")) == before

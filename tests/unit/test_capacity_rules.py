@@ -4,13 +4,16 @@ against live states and ``$JS.API.INFO`` answers shaped as nats-server 2.15.1 se
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from reconciler.model.migration import Record, planned_limits, temp_name
 from reconciler.model.normalize import ownership_marker
-from reconciler.model.state import LiveState, ServerInfo
+from reconciler.model.state import LiveState, ServerInfo, StreamState
 from reconciler.planning.capacity import Assessment, assess, reservation, scopes
 from reconciler.planning.plan import build_plan
+from reconciler.planning.steps import Migrate, Plan
 from reconciler.planning.totals import Total
 from reconciler.render.capacity import capacity_lines
 from reconciler.specs.validate import load_specs
@@ -258,3 +261,90 @@ def test_the_markdown_section_and_the_plan_json(tmp_path: Path) -> None:
     assert document["warnings"][0]["severity"] == "warning"
     assert {t["resource"] for t in document["totals"]} == {"file", "memory", "streams"}
     assert the_plan.to_json()["capacity"] is None  # a plan nobody assessed says so
+
+
+def _migrating(
+    tmp_path: Path, text: str, live: dict[str, dict[str, Any]], held: StreamState | None = None
+) -> tuple[list[Any], LiveState, Plan]:
+    (tmp_path / "specs.yaml").write_text(text)
+    specs = load_specs([tmp_path / "specs.yaml"])
+    state = LiveState(SERVER, streams=live, stream_state={"ORDERS": held} if held else {})
+    return specs, state, build_plan(specs, state, migrate=True)
+
+
+#: ORDERS (file, max_bytes 40 MiB, discard new) to workqueue: a migration.
+WORKQUEUE = "kind: Stream\nname: ORDERS\nmax_bytes: 40MiB\ndiscard: new\nretention: workqueue\n"
+
+
+def _orders(**extra: Any) -> dict[str, Any]:
+    return stream("ORDERS", 40 * MiB, discard="new", metadata=ownership_marker("default"), **extra)
+
+
+def test_a_migrations_temporary_stream_reserves_its_max_bytes_from_the_handover(
+    tmp_path: Path,
+) -> None:
+    """A discard-new target gives the temporary stream a max_bytes at the handover (the
+    target's, from file to file), reserved in the old stream's storage beside the old
+    stream, then beside the new one: 40 MiB to workqueue peaks at 80 MiB, over a 64 MiB
+    account, refused at the max_bytes line (not a matter of deletes); the after figure
+    has no temporary stream. Before, the peak was 40 MiB: the server refused the
+    handover (err 10028)."""
+    specs, state, plan = _migrating(tmp_path, WORKQUEUE, {"ORDERS": _orders()})
+    [step] = plan.changes
+    assert isinstance(step, Migrate)
+    found = assess(plan, state, info(max_storage=64 * MiB), specs)
+    file_total = total(found, "file")
+    assert (file_total.before, file_total.after, file_total.peak) == (40 * MiB, 40 * MiB, 80 * MiB)
+    [error] = found.errors
+    assert error.location is not None and error.location.line == 3
+    assert "migrating Stream ORDERS reserves 40.0 MiB more file storage" in error.message
+    assert "40.0 MiB of it its temporary stream's max_bytes" in error.message
+    assert "apply deletes last" not in error.message
+    assert assess(plan, state, info(max_storage=80 * MiB), specs).errors == ()
+
+
+def test_from_memory_to_file_the_temporary_stream_reserves_less_than_the_target(
+    tmp_path: Path,
+) -> None:
+    """A file stream counts each message up to 18 bytes more than a memory one, so the
+    temporary stream (memory) takes a max_bytes short of the target's by that much on
+    every message it may take (model.migration._bytes_bound): what the server reserves
+    (measured: the plan and the server agree within 50 bytes of 8 MiB)."""
+    text = WORKQUEUE.replace("retention: workqueue", "storage: file").replace("40MiB", "5MiB")
+    old = stream("ORDERS", 5 * MiB, storage="memory", discard="new")
+    old["metadata"] = ownership_marker("default")
+    held = StreamState(messages=100, bytes=100 * 1046)
+    specs, state, plan = _migrating(tmp_path, text, {"ORDERS": old}, held)
+    [step] = plan.changes
+    assert isinstance(step, Migrate)
+    limits = planned_limits(step.config, "memory", held, mirrors=True)
+    assert 4.8 * MiB < limits["max_bytes"] < 5 * MiB
+    found = assess(plan, state, info(max_memory=8 * MiB), specs)
+    assert total(found, "memory").peak == 5 * MiB + limits["max_bytes"]
+    assert "its temporary stream's max_bytes" in found.errors[0].message
+
+
+def test_a_migration_past_its_handover_or_rolled_back_before_it_reserves_nothing_more(
+    tmp_path: Path,
+) -> None:
+    """Interrupted: with its limits already set (the handover done, its phase not yet
+    written) the temporary stream's max_bytes is a live stream's, counted once; a
+    rollback before the handover deletes the temporary stream, which reserves nothing
+    more; going on from the handover still adds it."""
+    specs, _, plan = _migrating(tmp_path, WORKQUEUE, {"ORDERS": _orders()})
+    [step] = plan.changes
+    assert isinstance(step, Migrate)
+    origin = _orders()
+    record = Record("ORDERS", "handover", dict(step.config), {}, origin=origin, created="t")
+
+    def peak(temp_bytes: int, config: Any) -> int:
+        temp = stream(temp_name("ORDERS"), temp_bytes, metadata=record.metadata())
+        live = {"ORDERS": origin, temp_name("ORDERS"): temp}
+        resumed = replace(step, phase="handover", config=config)
+        moved = Plan(SERVER, changes=(resumed,))
+        found = assess(moved, LiveState(SERVER, streams=live), info(), specs)
+        return total(found, "file").peak
+
+    assert peak(40 * MiB, step.config) == 80 * MiB  # counted once: it is live
+    assert peak(-1, step.config) == 80 * MiB  # to come at the handover
+    assert peak(-1, origin) == 40 * MiB  # a rollback: nothing copied back
