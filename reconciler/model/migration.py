@@ -615,6 +615,35 @@ def _bytes_bound(
     return {"max_msgs": count, "max_bytes": max(max_bytes - growth * count, held_bytes)}
 
 
+def over_limits(record: Record, storage: str, state: Mapping[str, Any]) -> str | None:
+    """Why the new stream would refuse part of what the temporary stream (``storage``)
+    holds (``state``) under the target's ``discard: new`` ``max_msgs`` or ``max_bytes``
+    (its bytes as the new stream counts them, :func:`counted_more`), if it would: the copy
+    back would stall there. The plan checks the stream; the copy may hold more: it keeps
+    what the stream discarded while it was copied (a ``discard: old`` limit, ``max_age``)."""
+    target = record.target
+    if target.get("discard") != "new":
+        return None
+    held, held_bytes = int(state.get("messages") or 0), int(state.get("bytes") or 0)
+    max_msgs, max_bytes = target.get("max_msgs", -1), target.get("max_bytes", -1)
+    growth = counted_more(storage, target, record.mirrors, temp_name(record.stream))
+    if isinstance(max_msgs, int) and 0 < max_msgs < held:
+        found = f"the copy holds {held} messages, more than max_msgs {max_msgs}"
+    elif isinstance(max_bytes, int) and 0 < max_bytes < held_bytes + growth * held:
+        counted = held_bytes + growth * held
+        found = (
+            f"the copy holds {counted} bytes as the new stream counts them, more than "
+            f"max_bytes {max_bytes}"
+        )
+    else:
+        return None
+    return (
+        f"{found} with discard new: the new stream would refuse the rest and the copy back "
+        "would stall there for good (the copy keeps what the stream discarded while it was "
+        "copied)"
+    )
+
+
 def overfull(target: Mapping[str, Any], subject: str, held: int) -> str | None:
     """Why the new stream would refuse part of what the temporary stream holds on
     ``subject`` (``held`` messages), if it would: the copy back would stall there."""
