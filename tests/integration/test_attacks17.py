@@ -229,3 +229,36 @@ def test_names_differing_only_in_case_export_to_files_a_case_insensitive_disk_ke
     assert plan.returncode == 0, plan.stderr
     changes = json.loads(plan.stdout)["changes"]
     assert {c["action"] for c in changes} <= {"update"}, changes
+
+
+#: A secret whose text says nothing of one (SECRET's 'SECRET' alone hides a file's lines).
+PLAIN_SECRET = "hunter2-XYZZY-do-not-print"
+_KV = 'resource "jetstream_kv_entry" "db" {{\n  bucket = "C"\n  key = "k"\n  value = {value}\n}}\n'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f'variable "api_key" {{\n  sensitive = true\n  default   = "{PLAIN_SECRET}" "x"\n}}\n',
+        _KV.format(value=f'sensitive("{PLAIN_SECRET}" "x")'),
+        _KV.format(value=f'sensitive("{PLAIN_SECRET}")'),
+        _KV.format(value=f'"db-${{sensitive("{PLAIN_SECRET}")}}"'),
+        _KV.format(value="local.pw") + f'locals {{\n  pw = sensitive("{PLAIN_SECRET}")\n}}\n',
+    ],
+    ids=["syntax-sensitive-variable", "syntax-sensitive-call", "call", "in-a-string", "local"],
+)
+def test_a_value_terraform_marks_sensitive_is_never_quoted(tmp_path: Path, text: str) -> None:
+    """Terraform marks a value sensitive two ways: a ``sensitive = true`` variable, and
+    the ``sensitive()`` function. Whatever the names around it, such a value is never
+    quoted: a syntax error in a sensitive variable named api_key quoted its default
+    (only a secret-looking word hid the text: 'db_password' did, 'api_key' did not), and
+    ``value = sensitive("...")``, which the importer cannot resolve, was quoted whole in
+    the problem ('the expression 'sensitive("hunter2...")' is not resolved'), with the
+    advice to import terraform.tfstate, which refuses it."""
+    (tmp_path / "main.tf").write_text(text)
+    done = reconcile("import", "--from", "terraform", "main.tf", "--out", "specs", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert PLAIN_SECRET not in done.stdout + done.stderr, done.stderr
+    assert "main.tf:" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert "terraform.tfstate" not in done.stderr, done.stderr
+    assert not (tmp_path / "specs").exists()
