@@ -48,6 +48,7 @@ from reconciler.model.migration import (
     is_durable,
     is_filling,
     new_sequence,
+    over_limits,
     overfull,
     per_subject_limit,
     placeholder,
@@ -386,24 +387,28 @@ class _Migration:
         """The config by which the temporary stream (its ``temp`` info) takes the
         publishes. A target refusing a subject's publishes past ``max_msgs_per_subject``
         needs the most the copy holds on one subject (read only when it holds more
-        messages than that limit): more than the limit, and the copy back would stall.
-        Then the old stream (its config ``give_back``, when it still exists) takes the
-        publishes back and the migration stops there, every message where it was;
-        without it, the limit stays at what the fullest subject holds."""
+        messages than that limit): more than the limit, and the copy back would stall;
+        so would more than its ``discard: new`` ``max_msgs`` or ``max_bytes`` in all
+        (:func:`~reconciler.model.migration.over_limits`). Then the old stream (its
+        config ``give_back``, when it still exists) takes the publishes back and the
+        migration stops there, every message where it was; without it, the limits stay
+        at what the copy holds."""
         state = temp.get("state") or {}
         held = int(state.get("messages") or 0)
         per = per_subject_limit(record.target)
         fullest = None
         if per is not None and held > per:
             fullest = await self.client.fullest_subject(self.temp, held)
-        why = None if fullest is None else overfull(record.target, *fullest)
+        why = over_limits(record, str(temp["config"].get("storage") or "file"), state)
+        if why is None and fullest is not None:
+            why = overfull(record.target, *fullest)
         if why is not None and give_back is not None:
             await self._give_back_subjects(give_back, record)
             raise RefusedPlan(
                 f"migrating {self.stream}: {why}. Stream {self.stream} takes the publishes "
                 f"again and holds its messages; nothing was lost. {choose_with()} rollback "
-                "ends this migration; then migrate again with that subject's publishers "
-                "paused, or a higher limit"
+                "ends this migration; then migrate again with its publishers paused, or a "
+                "higher limit"
             )
         return serving_config(temp["config"], record, state, fullest[1] if fullest else 0)
 

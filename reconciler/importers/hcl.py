@@ -245,6 +245,18 @@ _LEVELS = frozenset({"expression", "operation"})
 _TEMPLATE_PARTS = frozenset({"template_interpolation", "template_directive"})
 
 
+#: Terraform's marks of a sensitive value: a ``sensitive = true`` variable and the
+#: ``sensitive()`` function (a text holding the word: :func:`marks_sensitive`).
+_SENSITIVE_MARK = re.compile(r"\bsensitive\b")
+
+
+def marks_sensitive(text: str) -> bool:
+    """Whether ``text`` (a ``.tf`` file's, or an expression's) marks a value sensitive
+    anywhere: none of it is quoted, whatever the names around it (``api_key`` says
+    nothing of a secret, ``specs.fields.mentions_secret``)."""
+    return bool(_SENSITIVE_MARK.search(text))
+
+
 class _Reader:
     """Turns one piece's syntax tree into Blocks; raises SpecError at a node's line."""
 
@@ -265,13 +277,15 @@ class _Reader:
         inside an ERROR node (a whole block the grammar gave up on starts at its first
         line; the invalid escape in it is lines further). Its text is quoted unless the
         piece names a secret (a provider's ``password``, a URL with credentials:
-        ``specs.fields.mentions_secret``, as a YAML spec's syntax error)."""
+        ``specs.fields.mentions_secret``, as a YAML spec's syntax error) or the file
+        marks a value sensitive (:func:`marks_sensitive`)."""
         node = root
         while (inner := next((c for c in node.children if c.has_error), None)) is not None:
             node = inner
         if node.is_missing:
             raise self.error(node, f"invalid HCL: missing {node.type!r}")
-        if mentions_secret(self.source.decode("utf-8")):  # the text could be the secret
+        text = self.source.decode("utf-8")
+        if mentions_secret(text) or marks_sensitive(text):  # the text could be the secret
             column = node.start_point.column + 1
             unshown = f"the text there is not shown: {MAY_BE_SECRET}"
             raise self.error(node, f"invalid HCL (column {column}): unexpected text ({unshown})")

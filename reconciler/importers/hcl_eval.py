@@ -37,6 +37,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.importers.hcl import marks_sensitive
+
 #: The longest expression evaluated as integer arithmetic (``60 * 60 * 24 * 365`` is 18).
 MAX_EXPRESSION = 256
 #: Every number of the provider's schema is a Go int64.
@@ -54,8 +56,9 @@ class Unreadable(Exception):
 class Unresolved(Exception):
     """An expression whose value the files do not give: ``expression`` (the text of the
     attribute's value it was found in), ``why`` (the reference and the reason);
-    ``sensitive``: a ``sensitive = true`` variable's (no file the import reads gives it:
-    the state marks it too)."""
+    ``sensitive``: a ``sensitive = true`` variable's or one made by ``sensitive()`` (no
+    file the import reads gives it: the state marks it too; its expression is not
+    quoted)."""
 
     def __init__(self, expression: str, why: str = "", *, sensitive: bool = False) -> None:
         super().__init__(expression)
@@ -243,6 +246,8 @@ class Module:
             return self._template(raw)
         except Unresolved as err:
             err.expression = match.group(1).strip() if match is not None else raw
+            if not err.sensitive and marks_sensitive(err.expression):  # sensitive("...")
+                err.why, err.sensitive = "a value marked sensitive() is not copied", True
             raise
 
     def attribute(self, kind: str, label: str, attr: str) -> Any:

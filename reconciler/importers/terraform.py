@@ -333,9 +333,8 @@ def _resolve(resource: Resource, module: hcl_eval.Module, problems: list[Problem
                 if err.sensitive
                 else "write its value, or import terraform.tfstate, which holds every value"
             )
-            message = (
-                f"{what}: the expression {brief(err.expression)} is not resolved{because} ({hint})"
-            )
+            shown = "" if err.sensitive else f" {brief(err.expression)}"  # sensitive("...")
+            message = f"{what}: the expression{shown} is not resolved{because} ({hint})"
             problems.append(Problem(resource.at(attr), attr, message))
             del resource.attrs[attr]
 

@@ -647,6 +647,46 @@ def handover_bytes(
     return int(planned_limits(target, storage, state, mirrors).get("max_bytes") or 0)
 
 
+def over_limits(record: Record, storage: str, state: Mapping[str, Any]) -> str | None:
+    """Why the new stream would refuse part of what the temporary stream (``storage``)
+    holds (``state``) under the target's ``discard: new`` ``max_msgs`` or ``max_bytes``
+    (:func:`_over_totals`), if it would: the copy back would stall there. The plan checks
+    the stream; the copy may hold more: it keeps what the stream discarded while it was
+    copied (a ``discard: old`` limit, ``max_age``)."""
+    held, held_bytes = int(state.get("messages") or 0), int(state.get("bytes") or 0)
+    found = _over_totals(record.target, storage, record, held, held_bytes)
+    if found is None:
+        return None
+    return (
+        f"the copy holds {found}: the new stream would refuse the rest and the copy back "
+        "would stall there for good (the copy keeps what the stream discarded while it was "
+        "copied)"
+    )
+
+
+def _over_totals(
+    target: Mapping[str, Any], storage: str, record: Record, held: int, held_bytes: int
+) -> str | None:
+    """How ``held`` messages of ``held_bytes`` (in the temporary stream's ``storage``)
+    pass a ``discard: new`` target's ``max_msgs`` or ``max_bytes``, their bytes as the new
+    stream counts them (:func:`counted_more`); None: they fit (0 and -1 are no limit, as
+    the server reads them). The one rule of the handover (:func:`over_limits`) and of a
+    resumed migration's plan (:func:`copy_back_stall`)."""
+    if target.get("discard") != "new":
+        return None
+    max_msgs, max_bytes = target.get("max_msgs", -1), target.get("max_bytes", -1)
+    growth = counted_more(storage, target, record.mirrors, temp_name(record.stream))
+    counted = held_bytes + growth * held  # less where the new stream counts less (memory)
+    if type(max_msgs) is int and 0 < max_msgs < held:
+        return f"{held} messages, more than max_msgs {max_msgs} with discard new"
+    if type(max_bytes) is int and 0 < max_bytes < counted:
+        return (
+            f"{held} messages ({counted} bytes as the new stream counts them), more than "
+            f"max_bytes {max_bytes} with discard new"
+        )
+    return None
+
+
 def overfull(target: Mapping[str, Any], subject: str, held: int) -> str | None:
     """Why the new stream would refuse part of what the temporary stream holds on
     ``subject`` (``held`` messages), if it would: the copy back would stall there."""
@@ -700,18 +740,10 @@ def copy_back_stall(
     handover)."""
     if target.get("discard") != "new" or state is None or not copies_back(record, target):
         return None
-    max_msgs, max_bytes = target.get("max_msgs", -1), target.get("max_bytes", -1)
-    growth = max(counted_more(storage, target, record.mirrors, temp_name(record.stream)), 0)
-    counted = state.bytes + growth * state.messages
-    held = f"the migration holds {state.messages} messages"
     over = None if fullest is None else _over_subject(target, *fullest)
-    if type(max_msgs) is int and 0 <= max_msgs < state.messages:
-        why = f"{held}, more than max_msgs {max_msgs} with discard new"
-    elif type(max_bytes) is int and 0 < max_bytes < counted:
-        why = (
-            f"{held} ({state.bytes} bytes, up to {counted} as the new stream counts them), "
-            f"more than max_bytes {max_bytes} with discard new"
-        )
+    totals = _over_totals(target, storage, record, state.messages, state.bytes)
+    if totals is not None:
+        why = f"the migration holds {totals}"
     elif over is not None and record.phase in ("copy", "handover"):
         return (
             f"{over}: the new stream would refuse the rest, so the handover would stop there "

@@ -270,9 +270,15 @@ def _message(error: ValidationError, kind: str) -> str:
 def hidden_character(text: str) -> str | None:
     """The first character of ``text`` that the schemas leave out of every name and
     subject (``$defs/visible_text`` in document.schema.json, the one list: controls and
-    invisible format characters such as bidi overrides); None: there is none."""
-    found = _hidden().search(text)
-    return found.group() if found else None
+    invisible format characters such as bidi overrides, a ZWNJ or ZWJ but between two
+    visible characters of another script or emoji); None: there is none."""
+    at, visible = 0, _visible()
+    while at < len(text):
+        found = visible.match(text, at)
+        if found is None:
+            return text[at]
+        at = found.end()
+    return None
 
 
 #: Where the one list is: every name and subject definition refers to it (``$ref``).
@@ -281,14 +287,20 @@ VISIBLE_TEXT = "document.schema.json#/$defs/visible_text"
 
 @functools.cache
 def _visible_pattern() -> str:
-    """``$defs/visible_text``'s pattern: ``^[^`` the characters left out ``]*$``."""
+    """``$defs/visible_text``'s pattern: ``^(?:[^`` the characters left out ``]|`` a
+    joined run ``)*$``."""
     return str(_schemas()["document"]["$defs"]["visible_text"]["pattern"])
 
 
 @functools.cache
-def _hidden() -> re.Pattern[str]:
-    left_out = _visible_pattern().removeprefix("^[^").removesuffix("]*$")
-    return _python_pattern(f"[{left_out}]")
+def _visible() -> re.Pattern[str]:
+    """One visible piece of a name or subject as ``$defs/visible_text`` reads it (its
+    two alternatives, the joined run first): a ZWNJ or ZWJ between two visible non-ASCII
+    characters (Persian's ZWNJ, an Indic conjunct's ZWJ, an emoji sequence's) with
+    them, else a character the list leaves out."""
+    body = _visible_pattern().removeprefix("^(?:").removesuffix(")*$")
+    one, _, joined = body.partition("]|")
+    return _python_pattern(f"(?:{joined})|{one}]")
 
 
 def _visible_only(error: ValidationError) -> bool:
@@ -315,6 +327,8 @@ def _hidden_message(value: str, char: str) -> str:
     """Why a name or subject holding ``char`` is refused (Trojan Source: a name that
     reads as another in a reviewer's diff), the value and the character escaped."""
     what = _HIDDEN_KINDS.get(unicodedata.category(char), "an invisible format character")
+    if char in _JOINERS:
+        what += " (taken only between two visible characters of another script or emoji)"
     return (
         f"{brief(value)} holds U+{ord(char):04X}, {what}: names and subjects take no "
         "control or invisible format characters (what a reviewer reads in a diff must be "
@@ -323,6 +337,9 @@ def _hidden_message(value: str, char: str) -> str:
 
 
 _HIDDEN_KINDS = {"Cc": "a control character", "Zl": "a line separator", "Zp": "a line separator"}
+#: ZWNJ and ZWJ: Persian, Indic scripts and emoji sequences need them between two
+#: characters, where they change what is drawn.
+_JOINERS = "\u200c\u200d"
 
 
 def _cut(message: str, limit: int = 200) -> str:

@@ -229,3 +229,88 @@ def test_names_differing_only_in_case_export_to_files_a_case_insensitive_disk_ke
     assert plan.returncode == 0, plan.stderr
     changes = json.loads(plan.stdout)["changes"]
     assert {c["action"] for c in changes} <= {"update"}, changes
+
+
+#: A secret whose text says nothing of one (SECRET's 'SECRET' alone hides a file's lines).
+PLAIN_SECRET = "hunter2-XYZZY-do-not-print"
+_KV = 'resource "jetstream_kv_entry" "db" {{\n  bucket = "C"\n  key = "k"\n  value = {value}\n}}\n'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f'variable "api_key" {{\n  sensitive = true\n  default   = "{PLAIN_SECRET}" "x"\n}}\n',
+        _KV.format(value=f'sensitive("{PLAIN_SECRET}" "x")'),
+        _KV.format(value=f'sensitive("{PLAIN_SECRET}")'),
+        _KV.format(value=f'"db-${{sensitive("{PLAIN_SECRET}")}}"'),
+        _KV.format(value="local.pw") + f'locals {{\n  pw = sensitive("{PLAIN_SECRET}")\n}}\n',
+    ],
+    ids=["syntax-sensitive-variable", "syntax-sensitive-call", "call", "in-a-string", "local"],
+)
+def test_a_value_terraform_marks_sensitive_is_never_quoted(tmp_path: Path, text: str) -> None:
+    """Terraform marks a value sensitive two ways: a ``sensitive = true`` variable, and
+    the ``sensitive()`` function. Whatever the names around it, such a value is never
+    quoted: a syntax error in a sensitive variable named api_key quoted its default
+    (only a secret-looking word hid the text: 'db_password' did, 'api_key' did not), and
+    ``value = sensitive("...")``, which the importer cannot resolve, was quoted whole in
+    the problem ('the expression 'sensitive("hunter2...")' is not resolved'), with the
+    advice to import terraform.tfstate, which refuses it."""
+    (tmp_path / "main.tf").write_text(text)
+    done = reconcile("import", "--from", "terraform", "main.tf", "--out", "specs", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert PLAIN_SECRET not in done.stdout + done.stderr, done.stderr
+    assert "main.tf:" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert "terraform.tfstate" not in done.stderr, done.stderr
+    assert not (tmp_path / "specs").exists()
+
+
+#: Persian's "orders" (its plural suffix after a ZWNJ) and an emoji ZWJ sequence: names
+#: the server takes and a spec must declare; ORDERS followed by tag characters (U+E0041:
+#: an invisible 'A') reads 'ORDERS' in any diff.
+PERSIAN = "\u0633\u0641\u0627\u0631\u0634\u200c\u0647\u0627"
+CODER = "\U0001f469\u200d\U0001f4bb"
+TAGGED = "ORDERS\U000e0041\U000e0042"
+
+
+async def _scripts(url: str) -> None:
+    from reconciler.model.normalize import ownership_marker
+    from reconciler.specs.spec import DEFAULT_OWNER
+
+    nc = await nats.connect(url)
+    try:
+        marked = {"metadata": ownership_marker(DEFAULT_OWNER)}
+        for index, name in enumerate([PERSIAN, CODER, TAGGED]):
+            subject = f"scripts.{index}.>"
+            body = {"name": name, "subjects": [subject], **marked}
+            reply = await nc.request(f"$JS.API.STREAM.CREATE.{name}", json.dumps(body).encode())
+            assert b'"error"' not in reply.data, reply.data
+            # the server's acknowledgement quotes a tag character as Go does (\U000e0041,
+            # no JSON): not read
+            await nc.request(f"scripts.{index}.m", b"kept")
+    finally:
+        await nc.close()
+
+
+@pytest.mark.integration
+def test_a_joiner_of_another_script_or_emoji_exports_and_a_tag_character_does_not(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A ZWNJ or ZWJ between two visible characters of another script or emoji changes
+    what is drawn (Persian's word for orders, a Devanagari conjunct, an emoji sequence):
+    the schemas refused every ZWNJ and ZWJ, so export left such managed streams out, and
+    apply --prune of the exported folder deleted them with their messages. Tag
+    characters (U+E0000-U+E007F, invisible format characters: 'ORDERS' + tags reads
+    'ORDERS') passed. Now the joined names export and plan nothing; the tagged one is
+    left out, said escaped."""
+    run(_scripts(clean_server.url))
+    out = tmp_path / "out"
+    server = ["--server", clean_server.url]
+    done = reconcile("export", "--out", str(out), *server, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "skipped Stream ORDERS\\" in done.stderr and "U+E0041" in done.stderr, done.stderr
+    declared = {d.body["name"] for d in load_spec_files(sorted(out.iterdir()), [])}
+    assert declared == {PERSIAN, CODER}
+    plan = reconcile("plan", str(out), "--prune", *server, "--format", "json", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    changes = json.loads(plan.stdout)["changes"]
+    assert {c["name"] for c in changes if c["action"] == "delete"} == {TAGGED}, changes

@@ -452,3 +452,67 @@ def test_a_migration_continued_to_a_limit_its_copy_exceeds_is_refused_as_a_stall
     assert run(engine.apply([lower], options(clean_server), migrate=True, migration="resume")).ok
     assert names(clean_server) == ["ORDERS"]
     assert run(dump(clean_server, "ORDERS")) == before
+
+
+TOTAL = """
+kind: Stream
+name: ORDERS
+subjects: ["orders.>"]
+storage: {storage}
+{limits}
+"""
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "later"),
+    [
+        ("max_msgs: 5", "max_msgs: 5\ndiscard: new", 3),
+        ("max_msgs: 5", "max_bytes: 1500\ndiscard: new", 25),
+    ],
+    ids=["max_msgs", "max_bytes"],
+)
+def test_a_copy_holding_more_than_the_new_limits_stops_the_handover_not_the_copy(
+    clean_server: NatsServer, tmp_path: Path, old: str, new: str, later: int
+) -> None:
+    """As for max_msgs_per_subject, for the stream's discard-new max_msgs and max_bytes:
+    ORDERS keeps its last 5 messages (discard old); its target refuses publishes past
+    max_msgs 5 (or max_bytes 1500, memory counting each message 14 bytes less than
+    file). The plan allows it: ORDERS holds no more. Messages published during the copy
+    leave ORDERS with 5 and the copy (a mirror, which keeps what ORDERS discards) with
+    more than the target takes. Before, the temporary stream took the publishes, ORDERS
+    was deleted, and the copy back stalled for good ('stopped at sequence 5 of 8';
+    resuming stalled again). Now the handover stops before ORDERS gives up its
+    publishes, naming the limit: ORDERS keeps its config and every message, and
+    --migration rollback ends the migration."""
+    spec = write(tmp_path, TOTAL.format(storage="file", limits=old))
+    assert run(engine.apply([spec], options(clean_server))).ok
+    run(publish_many(clean_server, ["orders.a"], 5))
+    target = write(tmp_path, TOTAL.format(storage="memory", limits=new), "m.yaml")
+    [step] = run(engine.plan([target], options(clean_server), migrate=True)).steps
+    assert isinstance(step, Migrate) and not step.blocked, step.reasons
+
+    async def go() -> None:
+        async def hook(label: str) -> None:
+            if label == "copy":  # publishes during the copy
+                await _wait_count(clean_server, TEMP, 5)
+                await publish_many(clean_server, ["orders.a"], later, tag="n")
+                await _wait_count(clean_server, TEMP, 5 + later)
+
+        async with open_client(options(clean_server)) as client:
+            await migration.migrate(client, "ORDERS", step.config, on_phase=hook, stall_seconds=3)
+
+    limit = new.split("\n", maxsplit=1)[0].replace(": ", " ")
+    with pytest.raises(ReconcileError, match=f"more than {limit} with discard new"):
+        run(go())
+    info = run(api(clean_server, "STREAM.INFO.ORDERS"))
+    assert (info["config"]["subjects"], info["config"]["storage"]) == (["orders.>"], "file")
+    published = [f"m{i}".encode() for i in range(5)] + [f"n{i}".encode() for i in range(later)]
+    assert [d for _, d, _ in run(dump(clean_server, "ORDERS"))] == published[-5:]
+    assert still_takes_publishes(clean_server, "orders.b")  # lands in ORDERS
+    # the rollback deletes the copy's messages ORDERS had discarded: the plan counts them
+    back = engine.apply(
+        [spec], options(clean_server), migrate=True, migration="rollback", allow_data_loss=True
+    )
+    assert run(back).ok
+    assert names(clean_server) == ["ORDERS"]
+    assert count(clean_server, "ORDERS") == 5

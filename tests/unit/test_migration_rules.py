@@ -26,6 +26,7 @@ from reconciler.model.migration import (
     counted_more,
     filling_config,
     new_sequence,
+    over_limits,
     overflow,
     overfull,
     refusing_limits,
@@ -389,3 +390,21 @@ def test_the_serving_copy_takes_max_msgs_per_subject_when_new_refuses_past_it() 
     assert "orders.a" in (overfull(per, "orders.a", 8) or "")
     assert overfull(per, "orders.\x1b[2J", 8) is not None
     assert "\x1b" not in (overfull(per, "orders.\x1b[2J", 8) or "")
+
+
+def test_a_copy_holding_more_than_the_new_discard_new_limits_is_said() -> None:
+    """The copy keeps what the stream discarded while it was copied: more messages than
+    the target's discard-new max_msgs, or more bytes than its max_bytes as the new stream
+    counts them (memory: 14 bytes a message less than file), would stall the copy back."""
+    target = {"name": "ORDERS", "storage": "memory", "discard": "new", "max_msgs": 5}
+    record = Record("ORDERS", "handover", target, {}, mirrors=True)
+    assert over_limits(record, "file", {"messages": 5, "bytes": 500}) is None
+    assert "8 messages, more than max_msgs 5" in (
+        over_limits(record, "file", {"messages": 8}) or ""
+    )
+    loose = Record("ORDERS", "handover", {**target, "discard": "old"}, {}, mirrors=True)
+    assert over_limits(loose, "file", {"messages": 8}) is None
+    sized = {"name": "ORDERS", "storage": "memory", "discard": "new", "max_bytes": 1000}
+    record = Record("ORDERS", "handover", sized, {}, mirrors=True)
+    assert over_limits(record, "file", {"messages": 10, "bytes": 1140}) is None  # 1000 in memory
+    assert "1001 bytes" in (over_limits(record, "file", {"messages": 10, "bytes": 1141}) or "")
