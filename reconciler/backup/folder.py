@@ -54,6 +54,7 @@ from reconciler.backup.layout import (
     write_json,
 )
 from reconciler.backup.manifest import Manifest, load
+from reconciler.planning.export import case_twin_name
 
 JOURNAL_FORMAT = "jetstream-gitops/backup-in-progress"
 #: How many of a refused folder's entries the error names.
@@ -95,12 +96,16 @@ class Claim:
 
     def holds(self, stream: str) -> bool:
         """Whether an earlier backup of the folder holds ``stream``'s snapshot: in the
-        folder its manifest records, or (an interrupted backup's journal) in the folder
-        either rule names (:func:`~reconciler.backup.layout.folder_name`, or the name as
-        it is before that rule)."""
+        folder its manifest records, or (an interrupted backup's journal, which names no
+        stream) in any folder either rule gives it: its
+        :func:`~reconciler.backup.layout.folder_name`, that folder kept apart from a case
+        twin's (``orders~<hash>``: ``planning.export.case_twin_name``), or the name as it
+        is before that rule."""
         records = self.manifest.streams if self.manifest else ()
         folders = [r.folder_name for r in records if r.name == stream]
-        return any(self.owns(f"{f}/{DATA}") for f in [*folders, folder_name(stream), stream])
+        given = folder_name(stream)
+        guessed = [given, case_twin_name(given, ""), stream]
+        return any(self.owns(f"{f}/{DATA}") for f in [*folders, *guessed])
 
     def start(self, folders: Iterable[str]) -> None:
         """Before the first file: refuse anything not ours inside the folders this backup
