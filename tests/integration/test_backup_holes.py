@@ -10,6 +10,7 @@ import asyncio
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -368,6 +369,49 @@ def test_a_folder_written_by_the_earlier_rule_still_restores(
     again = reconcile("backup", "--all", "--out", str(out), "--server", source.url, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["Z%E2%80%8BW", "specs.d"]
+
+
+def test_a_stream_in_two_folders_of_an_unfinished_move_is_refused_naming_both(
+    server_factory: object, tmp_path: Path
+) -> None:
+    """A backup into a folder of the earlier rule moves stream ``A!B`` from ``A!B/`` to
+    ``A%21B/``. One that fails half-way leaves both folders whole beside its journal, and
+    restore says to remove the journal to restore the complete folders. Both declare
+    ``A!B``: the restore planned it twice, restored the earlier folder's 11 messages
+    (``A!B`` sorts first; the new copy holds 15), then failed on the second ('already in
+    use', exit 1). Now refused before anything is sent, naming both folders; with the old
+    one removed, the new copy restores."""
+    source = server_factory()  # type: ignore[operator]
+    target = server_factory()  # type: ignore[operator]
+    name = "A!B"
+    _stream(source.url, name, 11, subject="bang.in")
+    out = tmp_path / "backup"
+    args = ("backup", "--all", "--out", str(out), "--server", source.url)
+    assert reconcile(*args, cwd=tmp_path).returncode == 0
+    assert _folders(out) == {name: "A%21B"}
+    (out / "A%21B").rename(out / name)  # as the earlier rule wrote it
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["streams"][0]["folder"] = name
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    run(_publish(source.url, "bang.in", 4))
+    memory = {"name": "MEM", "subjects": ["mem.in"], "storage": "memory"}
+    assert "error" not in run(_request(source.url, "$JS.API.STREAM.CREATE.MEM", memory))
+    _stream(source.url, "RECONCILE_BACKUP_MEM", 0, subject="taken.in")  # MEM's backup fails
+    failed = reconcile(*args, cwd=tmp_path)
+    assert failed.returncode == 1 and "MEM" in _error(failed.stderr), failed.stderr
+    assert (out / name / "backup.json").is_file() and (out / "A%21B" / "backup.json").is_file()
+    (out / "backup-in-progress.json").unlink()  # as restore advises
+
+    restore = ("restore", str(out), "--server", target.url, "--yes")
+    refused = reconcile(*restore, cwd=tmp_path)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    line = _error(refused.stderr)
+    assert str(out / name) in refused.stderr and str(out / "A%21B") in refused.stderr, line
+    assert run(_request(target.url, "$JS.API.STREAM.NAMES"))["streams"] in (None, [])
+    shutil.rmtree(out / name)
+    restored = reconcile(*restore, cwd=tmp_path)
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert _messages(target.url, name) == 15 == _messages(source.url, name)
 
 
 def test_two_streams_in_one_folder_fail_the_backup_without_a_manifest(
