@@ -109,13 +109,17 @@ class Claim:
 
     def start(self, folders: Iterable[str]) -> None:
         """Before the first file: refuse anything not ours inside the folders this backup
-        writes into (the streams' ``folders`` and the spec files'), list every stream
-        file it writes in the journal, then remove the earlier manifest (no longer true)."""
+        writes into (the streams' ``folders`` and the spec files'): a file there is ours
+        only when an earlier backup listed it, never because this one is about to write
+        a file of that name (another tool's ``nats stream backup``, or on a disk that
+        ignores case a folder of another case, holds the same names). Then list every
+        stream file it writes in the journal, and remove the earlier manifest (no longer
+        true)."""
         folders = list(dict.fromkeys(folders))
-        self.writing = {f"{name}/{file}" for name in folders for file in (DATA, METADATA)}
         problems = [p for f in dict.fromkeys([*folders, SPECS]) for p in self._not_ours(f)]
         if problems:
             raise BackupError(_refusal(self.root, problems))
+        self.writing = {f"{name}/{file}" for name in folders for file in (DATA, METADATA)}
         self._journal()
         if self.manifest is not None:
             (self.root / MANIFEST).unlink(missing_ok=True)
