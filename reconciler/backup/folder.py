@@ -54,6 +54,7 @@ from reconciler.backup.layout import (
     write_json,
 )
 from reconciler.backup.manifest import Manifest, load
+from reconciler.planning.export import case_twin_name
 
 JOURNAL_FORMAT = "jetstream-gitops/backup-in-progress"
 #: How many of a refused folder's entries the error names.
@@ -95,22 +96,30 @@ class Claim:
 
     def holds(self, stream: str) -> bool:
         """Whether an earlier backup of the folder holds ``stream``'s snapshot: in the
-        folder its manifest records, or (an interrupted backup's journal) in the folder
-        either rule names (:func:`~reconciler.backup.layout.folder_name`, or the name as
-        it is before that rule)."""
+        folder its manifest records, or (an interrupted backup's journal, which names no
+        stream) in any folder either rule gives it: its
+        :func:`~reconciler.backup.layout.folder_name`, that folder kept apart from a case
+        twin's (``orders~<hash>``: ``planning.export.case_twin_name``), or the name as it
+        is before that rule."""
         records = self.manifest.streams if self.manifest else ()
         folders = [r.folder_name for r in records if r.name == stream]
-        return any(self.owns(f"{f}/{DATA}") for f in [*folders, folder_name(stream), stream])
+        given = folder_name(stream)
+        guessed = [given, case_twin_name(given, ""), stream]
+        return any(self.owns(f"{f}/{DATA}") for f in [*folders, *guessed])
 
     def start(self, folders: Iterable[str]) -> None:
         """Before the first file: refuse anything not ours inside the folders this backup
-        writes into (the streams' ``folders`` and the spec files'), list every stream
-        file it writes in the journal, then remove the earlier manifest (no longer true)."""
+        writes into (the streams' ``folders`` and the spec files'): a file there is ours
+        only when an earlier backup listed it, never because this one is about to write
+        a file of that name (another tool's ``nats stream backup``, or on a disk that
+        ignores case a folder of another case, holds the same names). Then list every
+        stream file it writes in the journal, and remove the earlier manifest (no longer
+        true)."""
         folders = list(dict.fromkeys(folders))
-        self.writing = {f"{name}/{file}" for name in folders for file in (DATA, METADATA)}
         problems = [p for f in dict.fromkeys([*folders, SPECS]) for p in self._not_ours(f)]
         if problems:
             raise BackupError(_refusal(self.root, problems))
+        self.writing = {f"{name}/{file}" for name in folders for file in (DATA, METADATA)}
         self._journal()
         if self.manifest is not None:
             (self.root / MANIFEST).unlink(missing_ok=True)

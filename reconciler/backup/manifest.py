@@ -421,14 +421,22 @@ def _metadata_problems(folder: StreamFolder, record: StreamRecord) -> list[str]:
 
 
 def completeness(contents: Contents) -> list[str]:
-    """What is wrong with the folder as a whole (the manifest's own view of it)."""
-    if contents.manifest is None:
-        return []
+    """What is wrong with the folder as a whole (the manifest's own view of it; without
+    one, a stream that two folders hold, as a backup moving a stream to its folder of
+    :func:`~reconciler.backup.layout.folder_name` leaves them when it fails half-way:
+    which is the newer copy is not known, so neither is restored)."""
     names = [s.name for s in contents.streams]
-    problems = [
-        f"{contents.root / MANIFEST}: stream {name!r} listed twice"
-        for name in sorted({n for n in names if names.count(n) > 1})
-    ]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if contents.manifest is None:
+        return [
+            f"{contents.root}: stream {name!r} is in more than one folder ("
+            + ", ".join(
+                str(contents.root / s.folder_name) for s in contents.streams if s.name == name
+            )
+            + "): remove those not to restore"
+            for name in twice
+        ]
+    problems = [f"{contents.root / MANIFEST}: stream {name!r} listed twice" for name in twice]
     for record in contents.streams:
         missing = {DATA, METADATA} - set(record.files)
         if missing:

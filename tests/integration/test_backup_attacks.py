@@ -86,6 +86,63 @@ def test_a_declared_stream_lost_on_the_server_keeps_its_earlier_backup(
     _restores_orders(out, server_factory())
 
 
+TWINS = (
+    "kind: Stream\nname: ORDERS\nsubjects: [up.>]\n---\n"
+    "kind: Stream\nname: orders\nsubjects: [low.>]\n---\n"
+    "kind: Stream\nname: TICKS\nsubjects: [ticks.>]\nstorage: memory\n"
+)
+
+
+def test_a_case_twin_lost_after_a_failed_backup_keeps_its_copy(
+    clean_server: NatsServer, server_factory: Any, tmp_path: Path
+) -> None:
+    """The specs declare ORDERS and orders (folders ORDERS and orders~<hash>, kept apart
+    in case) and a memory stream; one night's backup fails half-way (a stream in the way
+    of the memory stream's temporary mirror) and leaves its journal, no manifest. Then
+    orders is deleted on the server: the next backup refused for ORDERS, a name whose
+    folder is itself, but for orders it looked in ``orders/`` only, found nothing of the
+    journal's there, and removed ``orders~<hash>/``, the only copy of its 9 messages
+    (exit 0). Now refused, naming orders; the copy restores."""
+    url = clean_server.url
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "streams.yaml").write_text(TWINS)
+    for name, subject, storage, count in (
+        ("ORDERS", "up", "file", 5),
+        ("orders", "low", "file", 9),
+        ("TICKS", "ticks", "memory", 2),
+    ):
+        body = {"name": name, "subjects": [f"{subject}.>"], "storage": storage}
+        assert "error" not in run(_request(url, f"$JS.API.STREAM.CREATE.{name}", body))
+        run(_publish(url, f"{subject}.in", count))
+    out = tmp_path / "backup"
+    args = ("backup", str(specs), "--out", str(out), "--server", url)
+    assert reconcile(*args, cwd=tmp_path).returncode == 0
+    twin = next(p.name for p in out.iterdir() if p.name.startswith("orders~"))
+
+    blocker = "RECONCILE_BACKUP_TICKS"  # not a mirror of TICKS: its backup fails
+    body = {"name": blocker, "subjects": ["blocker.>"]}
+    assert "error" not in run(_request(url, f"$JS.API.STREAM.CREATE.{blocker}", body))
+    failed = reconcile(*args, cwd=tmp_path)
+    assert failed.returncode == 1 and "TICKS" in failed.stderr, failed.stderr
+    assert (out / "backup-in-progress.json").is_file() and not (out / "manifest.json").exists()
+    for name in (blocker, "orders"):
+        assert "error" not in run(_request(url, f"$JS.API.STREAM.DELETE.{name}"))
+
+    done = reconcile(*args, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "orders" in done.stderr and "Traceback" not in done.stderr
+    assert (out / twin / "stream.tar.s2").is_file()
+    (out / "backup-in-progress.json").unlink()  # as restore says: its complete folders
+    target = server_factory()
+    restored = reconcile(
+        "restore", str(out), "--stream", "orders", "--server", target.url, "--yes", cwd=tmp_path
+    )
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert _messages(target.url, "orders") == 9
+    assert _messages(url, "ORDERS") == 5
+
+
 def test_all_says_which_stream_named_like_a_temporary_mirror_it_leaves_out(
     clean_server: NatsServer, tmp_path: Path
 ) -> None:

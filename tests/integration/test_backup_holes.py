@@ -10,6 +10,7 @@ import asyncio
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -368,6 +369,142 @@ def test_a_folder_written_by_the_earlier_rule_still_restores(
     again = reconcile("backup", "--all", "--out", str(out), "--server", source.url, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["Z%E2%80%8BW", "specs.d"]
+
+
+def test_a_stream_in_two_folders_of_an_unfinished_move_is_refused_naming_both(
+    server_factory: object, tmp_path: Path
+) -> None:
+    """A backup into a folder of the earlier rule moves stream ``A!B`` from ``A!B/`` to
+    ``A%21B/``. One that fails half-way leaves both folders whole beside its journal, and
+    restore says to remove the journal to restore the complete folders. Both declare
+    ``A!B``: the restore planned it twice, restored the earlier folder's 11 messages
+    (``A!B`` sorts first; the new copy holds 15), then failed on the second ('already in
+    use', exit 1). Now refused before anything is sent, naming both folders; with the old
+    one removed, the new copy restores."""
+    source = server_factory()  # type: ignore[operator]
+    target = server_factory()  # type: ignore[operator]
+    name = "A!B"
+    _stream(source.url, name, 11, subject="bang.in")
+    out = tmp_path / "backup"
+    args = ("backup", "--all", "--out", str(out), "--server", source.url)
+    assert reconcile(*args, cwd=tmp_path).returncode == 0
+    assert _folders(out) == {name: "A%21B"}
+    (out / "A%21B").rename(out / name)  # as the earlier rule wrote it
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["streams"][0]["folder"] = name
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    run(_publish(source.url, "bang.in", 4))
+    memory = {"name": "MEM", "subjects": ["mem.in"], "storage": "memory"}
+    assert "error" not in run(_request(source.url, "$JS.API.STREAM.CREATE.MEM", memory))
+    _stream(source.url, "RECONCILE_BACKUP_MEM", 0, subject="taken.in")  # MEM's backup fails
+    failed = reconcile(*args, cwd=tmp_path)
+    assert failed.returncode == 1 and "MEM" in _error(failed.stderr), failed.stderr
+    assert (out / name / "backup.json").is_file() and (out / "A%21B" / "backup.json").is_file()
+    (out / "backup-in-progress.json").unlink()  # as restore advises
+
+    restore = ("restore", str(out), "--server", target.url, "--yes")
+    refused = reconcile(*restore, cwd=tmp_path)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    line = _error(refused.stderr)
+    assert str(out / name) in refused.stderr and str(out / "A%21B") in refused.stderr, line
+    assert run(_request(target.url, "$JS.API.STREAM.NAMES"))["streams"] in (None, [])
+    shutil.rmtree(out / name)
+    restored = reconcile(*restore, cwd=tmp_path)
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert _messages(target.url, name) == 15 == _messages(source.url, name)
+
+
+def test_a_stream_backup_another_tool_left_where_a_stream_goes_is_refused_and_kept(
+    server_factory: object, tmp_path: Path
+) -> None:
+    """Someone keeps a ``nats stream backup`` of LOGS (3 messages: the two files of the
+    nats CLI's layout) as ``LOGS/`` in the folder of our nightly backup, which holds
+    ORDERS alone. A new LOGS is made on the server: the next ``--all`` backup wrote its
+    snapshot over that folder's files (exit 0), which no earlier backup of ours listed;
+    a file is only ever replaced when an earlier backup listed it as its own, and they
+    counted as this backup's own since it was about to write them. Now refused, nothing
+    changed, and the kept folder still restores its 3 messages."""
+    source = server_factory()  # type: ignore[operator]
+    target = server_factory()  # type: ignore[operator]
+    _stream(source.url, "LOGS", 3)
+    kept = tmp_path / "logs-kept"
+    args = ("--server", source.url)
+    assert reconcile("backup", "--all", "--out", str(kept), *args, cwd=tmp_path).returncode == 0
+    assert "error" not in run(_request(source.url, "$JS.API.STREAM.DELETE.LOGS"))
+    _stream(source.url, "ORDERS", 5)
+    out = tmp_path / "backup"
+    assert reconcile("backup", "--all", "--out", str(out), *args, cwd=tmp_path).returncode == 0
+    shutil.copytree(kept / "LOGS", out / "LOGS")  # the nats CLI's layout, another tool's
+    _stream(source.url, "LOGS", 1)
+    before = _files(out)
+
+    done = reconcile("backup", "--all", "--out", str(out), *args, cwd=tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert str(out / "LOGS") in _error(done.stderr), done.stderr
+    assert _files(out) == before
+    restored = reconcile(
+        "restore", str(out / "LOGS"), "--server", target.url, "--yes", cwd=tmp_path
+    )
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert _messages(target.url, "LOGS") == 3
+    assert _messages(source.url, "LOGS") == 1 and _messages(source.url, "ORDERS") == 5
+
+
+@pytest.fixture
+def folded(tmp_path: Path) -> Iterator[Any]:
+    """``folded(out, name, other)``: ``out/other`` made the folder ``out/name`` (a bind
+    mount), as a disk that ignores case (macOS, Windows) makes ``orders`` and ``ORDERS``
+    one; unmounted at the end (root only; skipped where it cannot be mounted)."""
+    if os.geteuid() != 0:
+        pytest.skip("a bind mount needs root")
+    mounted: list[Path] = []
+
+    def fold(out: Path, name: str, other: str) -> None:
+        (out / other).mkdir()
+        bound = subprocess.run(
+            ["mount", "--bind", str(out / name), str(out / other)], capture_output=True, check=False
+        )
+        if bound.returncode != 0:
+            pytest.skip(f"cannot bind-mount here: {bound.stderr!r}")
+        mounted.append(out / other)
+
+    try:
+        yield fold
+    finally:
+        for path in mounted:
+            subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def test_a_stream_whose_folder_is_another_case_of_an_earlier_one_keeps_its_snapshot(
+    server_factory: object, folded: Any, tmp_path: Path
+) -> None:
+    """ORDERS and orders backed up into ORDERS/ and orders~<hash>/; ORDERS is deleted on
+    the server. On a disk that ignores case, the next ``--all`` backup wrote orders into
+    orders/, which is ORDERS/, then removed ORDERS/'s files as the earlier backup's that
+    it no longer writes: its own snapshot of orders. It said 'Backup complete' with a
+    manifest naming two files that were gone. Now refused before any change (the files
+    there are not listed as orders/'s by any earlier backup), and the earlier backup
+    restores both streams."""
+    source = server_factory()  # type: ignore[operator]
+    target = server_factory()  # type: ignore[operator]
+    _stream(source.url, "ORDERS", 5)
+    _stream(source.url, "orders", 9, subject="lower.in")
+    out = tmp_path / "backup"
+    args = ("backup", "--all", "--out", str(out), "--server", source.url)
+    assert reconcile(*args, cwd=tmp_path).returncode == 0
+    assert _folders(out)["ORDERS"] == "ORDERS"
+    assert "error" not in run(_request(source.url, "$JS.API.STREAM.DELETE.ORDERS"))
+    folded(out, "ORDERS", "orders")
+    before = _files(out)
+
+    done = reconcile(*args, cwd=tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stdout + done.stderr
+    assert _files(out) == before
+    subprocess.run(["umount", str(out / "orders")], check=True)
+    (out / "orders").rmdir()
+    restored = reconcile("restore", str(out), "--server", target.url, "--yes", cwd=tmp_path)
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert _messages(target.url, "ORDERS") == 5 and _messages(target.url, "orders") == 9
 
 
 def test_two_streams_in_one_folder_fail_the_backup_without_a_manifest(
