@@ -221,6 +221,34 @@ def _refuse_lost(out: Path, selection: Selection, missing: Sequence[str], held: 
         )
 
 
+#: Why a stream listed on the server was not backed up: gone when its snapshot began.
+DELETED = "deleted before its snapshot"
+
+
+def _refuse_lost_meanwhile(
+    out: Path,
+    selection: Selection,
+    names: Sequence[str],
+    results: Sequence[object],
+    held: Claim,
+) -> None:
+    """:func:`_refuse_lost` for a declared stream deleted on the server while the backup
+    ran (listed, gone when its snapshot began): the earlier backup's copy, maybe the only
+    one left, stays where it is, and no manifest is written (one would let the next
+    backup remove that copy as no longer listed). ``--all`` follows the server: a stream
+    gone from it is let go of, whenever it went."""
+    if selection.everything:
+        return
+    gone = [n for n, r in zip(names, results, strict=True) if r == DELETED and held.holds(n)]
+    if gone:
+        raise BackupError(
+            f"stream(s) {', '.join(gone)} were deleted on the server during the backup, and "
+            f"the earlier backup in {out} holds them: their copy is kept, and no manifest "
+            "was written (the folder is not a backup). Run it again once you know whether "
+            "they should go: the next run refuses as long as the specs declare them"
+        )
+
+
 async def _refuse_written(client: JetStreamClient, names: Sequence[str], observed_at: str) -> None:
     """Refuse, before anything is written, the backup of an environment in ``mode:
     observe`` (declared at ``observed_at``: read and report, never written) that selects
@@ -297,6 +325,7 @@ async def take_backup(
 
             results = await asyncio.gather(*(one(name) for name in names))
             _failed(names, results)
+            _refuse_lost_meanwhile(out, selection, names, results, held)
             texts = await spec_texts(client, names, on_notice)
         _written(out, held.add, [f"{SPECS}/{name}" for name, _ in texts])
         spec_files = _written(out, write_specs, out / SPECS, texts)
@@ -378,7 +407,7 @@ async def _backup_stream(
     try:
         info = await client.stream_info(name)
     except NotFound:
-        return "deleted before its snapshot"
+        return DELETED
     try:
         if (info.get("config") or {}).get("storage") == "memory":
             return await _backup_memory(client, folder, info, chunk_size, observer, mirrors)

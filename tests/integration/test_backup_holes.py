@@ -13,13 +13,17 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cli_runner import reconcile
-from servers import NatsServer, run
+from servers import NatsServer, options, run
 from test_lifecycle import _messages, _publish, _request
+
+from reconciler.backup.layout import BackupError
+from reconciler.backup.take import Selection, take_backup
 
 pytestmark = pytest.mark.integration
 
@@ -633,3 +637,59 @@ def test_a_server_that_stops_while_it_prepares_a_snapshot_fails_within_the_timeo
     _failed_leaving_nothing(
         _forged_snapshot(real, account, tmp_path, stop), tmp_path, "stopped answering"
     )
+
+
+class _DeletingWhenFirstHeard:
+    """An observer that deletes stream ``gone`` on the server (its own connection, in a
+    thread of its own) the first time it hears a snapshot's progress: with one snapshot
+    at a time, after ``gone`` was listed and before its snapshot begins."""
+
+    def __init__(self, url: str, gone: str) -> None:
+        self.url, self.gone, self.deleted = url, gone, False
+
+    def notice(self, message: str) -> None:
+        pass
+
+    def progress(self, what: str, done: int, total: int | None) -> None:
+        if self.deleted:
+            return
+        self.deleted = True
+        subject = f"$JS.API.STREAM.DELETE.{self.gone}"
+        with ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(lambda: asyncio.run(_request(self.url, subject))).result()
+        assert answer.get("success") is True, answer
+
+
+def test_a_declared_stream_deleted_during_the_backup_keeps_its_earlier_copy(
+    server_factory: object, tmp_path: Path
+) -> None:
+    """Specs declare A_FIRST and B_GONE; a backup holds both. The next backup lists both,
+    then B_GONE is deleted on the server before its snapshot begins: it was skipped
+    ('deleted before its snapshot'), the manifest written without it, and the earlier
+    copy of its 7 messages removed as no longer listed: the only copy left, where a
+    stream gone before the listing is refused and kept. Now the backup fails without a
+    manifest, the copy kept byte for byte, the next run refuses as well, and the folder
+    restores B_GONE's 7 messages."""
+    source = server_factory()  # type: ignore[operator]
+    target = server_factory()  # type: ignore[operator]
+    _stream(source.url, "A_FIRST", 30)
+    _stream(source.url, "B_GONE", 7)
+    out = tmp_path / "backup"
+    declared = Selection(declared=("A_FIRST", "B_GONE"))
+    run(take_backup(options(source), out, declared, parallel=1))
+    kept = (out / "B_GONE" / "stream.tar.s2").read_bytes()
+
+    deleting = _DeletingWhenFirstHeard(source.url, "B_GONE")
+    with pytest.raises(BackupError) as refused:
+        run(take_backup(options(source), out, declared, parallel=1, observer=deleting))  # type: ignore[arg-type]
+    assert deleting.deleted and "B_GONE" in str(refused.value)
+    assert not (out / "manifest.json").exists()
+    assert (out / "B_GONE" / "stream.tar.s2").read_bytes() == kept
+    with pytest.raises(BackupError):  # gone before the listing now: refused, kept
+        run(take_backup(options(source), out, declared, parallel=1))
+    assert (out / "B_GONE" / "stream.tar.s2").read_bytes() == kept
+
+    (out / "backup-in-progress.json").unlink()  # as restore advises for a failed backup
+    restored = reconcile("restore", str(out), "--server", target.url, "--yes", cwd=tmp_path)
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert _messages(target.url, "B_GONE") == 7
