@@ -386,6 +386,7 @@ def test_a_claim_that_cannot_be_read_in_time_is_asked_again_not_left_out(
     assert "seat not claimed" not in said.getvalue()
 
 
+@pytest.mark.slow  # waits out a claim's 15 s TTL by design: CI's slow stage
 def test_an_agent_taking_its_own_environments_claim_back_renews_it_at_once(
     clean_server: NatsServer, tmp_path: Path, run: Any
 ) -> None:
