@@ -12,6 +12,7 @@ import click
 
 from reconciler.cli.export_cmd import refuse_foreign, write_files, write_texts
 from reconciler.cli.options import overwrite_option, strict_option
+from reconciler.cli.output import notice
 from reconciler.errors import ReconcileError
 from reconciler.importers import IMPORTERS
 
@@ -105,13 +106,15 @@ def _import(
     if out is None:  # stdout (no Account owns a resource: _own_folders)
         write_files(shared, out, command="import")
     else:  # every folder checked before any is written
-        writes = {out: file_texts(shared, command="import")}
+        writes = {out: file_texts(shared, command="import")} if shared else {}
         for name, folder in folders.items():
             own = import_files(found.by_environment[name], server)
             writes[folder] = file_texts(own, command="import")
         refuse_foreign(writes, overwrite=overwrite)
         for folder, texts in writes.items():
             write_texts(folder, texts, command="import")
+        if not shared:
+            _nothing_shared(out, bool(folders), project)
     if found.environments:
         base = project.parent if project is not None and project.exists() else Path()
         environments = {
@@ -122,6 +125,30 @@ def _import(
         }
         _environments(environments, project)
     return 0
+
+
+def _nothing_shared(out: Path, owned: bool, project: Path | None) -> None:
+    """Say why nothing went to ``out`` (NACK: every resource names an Account, or the
+    files hold Accounts only), which is not made for nothing; and when the project file
+    shares ``out`` with every environment and it does not exist, that they fail to plan
+    until it does."""
+    why = (
+        "every resource names an Account (written to its environment's folder)"
+        if owned
+        else "the files hold NACK Accounts only, no stream, consumer or bucket"
+    )
+    made = "" if out.exists() else f"; {out} was not created"
+    notice(f"nothing imported into {out}: {why}{made}")
+    if out.exists() or project is None or not project.exists():
+        return
+    from reconciler.specs.project import load_project
+
+    where = Path(os.path.realpath(out))
+    if any(Path(os.path.realpath(p)) == where for p in load_project(project).specs):
+        notice(
+            f"{project} shares {out} with every environment (specs:): they fail to plan "
+            f"until it exists; create it, or take it out of specs:"
+        )
 
 
 def _own_folders(
