@@ -45,15 +45,18 @@ BACKUP_PREFIX = "RECONCILE_BACKUP_"
 SERVER_STREAM_PREFIXES: tuple[str, ...] = ("$MQTT_",)
 
 
+def tools_own(stream: str) -> bool:
+    """A stream of the tool's own (its apply lock's bucket, a backup's temporary mirror):
+    never user data, never backed up (a restore would make it on another server), never
+    in a snapshot (the fleet's input is the environment's state, not the tool's)."""
+    return stream in INTERNAL_STREAMS or is_backup_mirror(stream)
+
+
 def is_reserved(stream: str) -> bool:
     """A stream no spec manages and no plan, drift report or export lists: the tool's own
-    apply lock or a backup's temporary mirror, or one the server makes for itself (MQTT).
-    Its consumers go with it."""
-    return (
-        stream in INTERNAL_STREAMS
-        or is_backup_mirror(stream)
-        or stream.startswith(SERVER_STREAM_PREFIXES)
-    )
+    (:func:`tools_own`), or one the server makes for itself (MQTT). Its consumers go
+    with it."""
+    return tools_own(stream) or stream.startswith(SERVER_STREAM_PREFIXES)
 
 
 def backup_mirror(stream: str) -> str:

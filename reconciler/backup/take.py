@@ -63,13 +63,7 @@ from reconciler.errors import NotFound, ReconcileError
 from reconciler.execution import stages
 from reconciler.execution.migrate import without_server_metadata
 from reconciler.execution.requests import QUIET, Observer
-from reconciler.identity import (
-    BACKUP_PREFIX,
-    ENTRY,
-    INTERNAL_STREAMS,
-    backup_mirror,
-    is_backup_mirror,
-)
+from reconciler.identity import BACKUP_PREFIX, ENTRY, backup_mirror, tools_own
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.jetstream.snapshots import SNAPSHOT_CHUNK, snapshot_stream
 from reconciler.model.values import printable
@@ -163,12 +157,6 @@ def specs_commit(paths: Sequence[Path]) -> str | None:
         return None
     first = Path(paths[0]).resolve()
     return git_commit(first if first.is_dir() else first.parent)
-
-
-def tools_own(stream: str) -> bool:
-    """A stream of the tool's own (its apply lock's bucket, a backup's temporary mirror):
-    never user data, never backed up (a restore would make it on another server)."""
-    return stream in INTERNAL_STREAMS or is_backup_mirror(stream)
 
 
 async def _chosen(

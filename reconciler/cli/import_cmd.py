@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from reconciler.cli.export_cmd import write_files
-from reconciler.cli.options import strict_option
+from reconciler.cli.export_cmd import refuse_foreign, write_files, write_texts
+from reconciler.cli.options import overwrite_option, strict_option
+from reconciler.cli.output import notice
 from reconciler.errors import ReconcileError
 from reconciler.importers import IMPORTERS
 
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     "nack: the resources naming an Account go to OUT-<account> beside it, that "
     "environment's own resources.",
 )
+@overwrite_option
 @click.option(
     "--project",
     "project_file",
@@ -47,7 +49,12 @@ if TYPE_CHECKING:
 )
 @strict_option
 def import_(
-    paths: tuple[Path, ...], source: str, out: Path | None, strict: bool, project_file: Path | None
+    paths: tuple[Path, ...],
+    source: str,
+    out: Path | None,
+    overwrite: bool,
+    strict: bool,
+    project_file: Path | None,
 ) -> int:
     """Turn another tool's files into spec files; no server.
 
@@ -56,23 +63,31 @@ def import_(
     with its consumers and only the fields that change something, durations and sizes in
     human units. Nothing is invented: no ownership marker, no value the files did not
     hold. `reconcile plan` on the result then adopts the resources already on a server
-    (it adds the marker) and changes nothing else.
+    (it adds the marker) and changes nothing else. Importing again into the same folder
+    refreshes the files import or export wrote; a file of the same name they did not
+    write is refused, and nothing written, unless --overwrite.
     """
     from reconciler.execution.stages import fewer_collections
 
     # Nearly all an import allocates lives to its end: the collector's passes over it
     # were 13% of an import of 30,000 resources (perf record; the peak RSS is the same).
     with fewer_collections():
-        return _import(paths, source, out, strict, project_file)
+        return _import(paths, source, out, overwrite, strict, project_file)
 
 
 def _import(
-    paths: tuple[Path, ...], source: str, out: Path | None, strict: bool, project_file: Path | None
+    paths: tuple[Path, ...],
+    source: str,
+    out: Path | None,
+    overwrite: bool,
+    strict: bool,
+    project_file: Path | None,
 ) -> int:
     from reconciler.console import shown
     from reconciler.importers import read
     from reconciler.model.defaults import newest_server
     from reconciler.planning.export import import_files
+    from reconciler.planning.export_text import file_texts
     from reconciler.specs.project import PROJECT_FILE
 
     found = read(source, paths, strict=strict)
@@ -87,9 +102,19 @@ def _import(
     project = project_file or (Path(PROJECT_FILE) if Path(PROJECT_FILE).exists() else None)
     folders = _own_folders(found.by_environment, found.environments, out, project)  # checked
     server = newest_server()
-    code = write_files(import_files(found.specs, server), out, command="import")
-    for name, folder in folders.items():
-        write_files(import_files(found.by_environment[name], server), folder, command="import")
+    shared = import_files(found.specs, server)
+    if out is None:  # stdout (no Account owns a resource: _own_folders)
+        write_files(shared, out, command="import")
+    else:  # every folder checked before any is written
+        writes = {out: file_texts(shared, command="import")} if shared else {}
+        for name, folder in folders.items():
+            own = import_files(found.by_environment[name], server)
+            writes[folder] = file_texts(own, command="import")
+        refuse_foreign(writes, overwrite=overwrite)
+        for folder, texts in writes.items():
+            write_texts(folder, texts, command="import")
+        if not shared:
+            _nothing_shared(out, bool(folders), project)
     if found.environments:
         base = project.parent if project is not None and project.exists() else Path()
         environments = {
@@ -99,7 +124,31 @@ def _import(
             for name, env in found.environments.items()
         }
         _environments(environments, project)
-    return code
+    return 0
+
+
+def _nothing_shared(out: Path, owned: bool, project: Path | None) -> None:
+    """Say why nothing went to ``out`` (NACK: every resource names an Account, or the
+    files hold Accounts only), which is not made for nothing; and when the project file
+    shares ``out`` with every environment and it does not exist, that they fail to plan
+    until it does."""
+    why = (
+        "every resource names an Account (written to its environment's folder)"
+        if owned
+        else "the files hold NACK Accounts only, no stream, consumer or bucket"
+    )
+    made = "" if out.exists() else f"; {out} was not created"
+    notice(f"nothing imported into {out}: {why}{made}")
+    if out.exists() or project is None or not project.exists():
+        return
+    from reconciler.specs.project import load_project
+
+    where = Path(os.path.realpath(out))
+    if any(Path(os.path.realpath(p)) == where for p in load_project(project).specs):
+        notice(
+            f"{project} shares {out} with every environment (specs:): they fail to plan "
+            f"until it exists; create it, or take it out of specs:"
+        )
 
 
 def _own_folders(

@@ -111,6 +111,17 @@ strict_option: Callable[[F], F] = click.option(
     help="Treat warnings (an identical duplicate key, ack_wait next to backoff, ...) as errors.",
 )
 
+#: Permission for ``export``/``import --out`` to replace files neither wrote
+#: (``export_cmd.refuse_foreign``).
+overwrite_option: Callable[[F], F] = click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Also replace files of the same name in --out that export or import did not "
+    "write (a hand-written file, a link: never written through). Without it such a file "
+    "is refused, named, and nothing is written; the files export or import wrote (their "
+    "header says so) are replaced either way.",
+)
+
 #: Permission to take over resources another owner manages.
 take_over_option: Callable[[F], F] = click.option(
     "--take-over",

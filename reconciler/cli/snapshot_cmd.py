@@ -45,7 +45,8 @@ def snapshot(env: str, out: Path, project_file: Path | None, **conn: Any) -> int
 
     One record per line: {env, captured_at, kind, stream, name, config, server_version,
     api_level}; config is the server's own config object, verbatim (KeyValue and
-    ObjectStore buckets appear as their KV_/OBJ_ streams). See
+    ObjectStore buckets appear as their KV_/OBJ_ streams). The tool's own apply lock
+    bucket and a backup's temporary mirrors are left out. See
     schemas/snapshot.schema.json.
     """
     from reconciler.execution import stages
@@ -63,8 +64,9 @@ def snapshot(env: str, out: Path, project_file: Path | None, **conn: Any) -> int
     records = snapshot_records(live, env=env, captured_at=datetime.now(UTC))
     count = _write(records, out)
     where = "stdout" if str(out) == "-" else str(out)
+    streams = sum(1 for record in records if record["kind"] == "Stream")
     notice(
-        f"snapshot of {env}: {len(live.streams)} streams, {len(live.consumers)} consumers "
+        f"snapshot of {env}: {streams} streams, {len(records) - streams} consumers "
         f"({count} records) written to {where}"
     )
     return 0

@@ -162,6 +162,24 @@ def file_text(exported: ExportedFile, *, command: str) -> str:
     return HEADER.format(schema=schema_url()) + said + dump(exported.documents)
 
 
+#: What a file :func:`file_text` wrote begins with: the schema line (any address: older
+#: releases named another) and the line naming the command, ``# exported by `reconcile
+#: export``` or ``imported``/``import`` (older releases: ``# exported by `reconcile```).
+_SCHEMA_LINE = HEADER.partition("{schema}")[0].encode()
+_SAID = re.compile(rb"# (?:export|import)ed by `reconcile(?: export| import)?`\n")
+#: How much of a file :func:`written_by_tool` reads (its first two lines).
+HEAD_BYTES = 4096
+
+
+def written_by_tool(head: bytes) -> bool:
+    """Whether a file beginning with ``head`` (its first :data:`HEAD_BYTES` or all of
+    it) is one ``reconcile export`` or ``import`` wrote: the one kind of file in an
+    ``--out`` folder they replace without ``--overwrite`` (refreshing an export in place
+    is the usual way to use it); anything else is someone's own file."""
+    first, newline, rest = head.partition(b"\n")
+    return bool(newline) and first.startswith(_SCHEMA_LINE) and _SAID.match(rest) is not None
+
+
 def file_texts(files: list[ExportedFile], *, command: str) -> list[tuple[str, str]]:
     """(file name, text) of each file, no two names equal in any case: a name met again
     in other case is the export's ``case_twin_name`` (``apart_in_case``: a

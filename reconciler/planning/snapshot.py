@@ -1,6 +1,7 @@
 """Snapshot records: live state as JSON Lines, the input of the fleet drift pipeline.
 
-One record per live stream and consumer (``schemas/snapshot.schema.json``)::
+One record per live stream and consumer, the tool's own left out
+(``schemas/snapshot.schema.json``)::
 
     {"env": "eu-prod", "captured_at": "2026-11-22T02:00:00Z", "kind": "Stream",
      "stream": "ORDERS", "name": "ORDERS", "config": {...},
@@ -27,6 +28,7 @@ from typing import Any, TextIO
 
 import orjson
 
+from reconciler.identity import tools_own
 from reconciler.model.state import LiveState
 from reconciler.model.timestamps import rfc3339
 
@@ -58,18 +60,22 @@ class SnapshotRecord:
 
 
 def snapshot_records(live: LiveState, *, env: str, captured_at: datetime) -> list[dict[str, Any]]:
-    """Every stream and consumer of ``live`` as snapshot records, streams first, sorted."""
+    """Every stream and consumer of ``live`` as snapshot records, streams first, sorted;
+    never the tool's own (:func:`~reconciler.identity.tools_own`: its apply lock's bucket,
+    a backup's temporary mirror, and their consumers), as a backup leaves them out."""
     stamp = rfc3339(captured_at)
     common = {"env": env, "captured_at": stamp}
     server = {"server_version": live.server.version, "api_level": live.server.api_level}
     records = [
         {**common, "kind": "Stream", "stream": name, "name": name, "config": dict(config)} | server
         for name, config in sorted(live.streams.items())
+        if not tools_own(name)
     ]
     records += [
         {**common, "kind": "Consumer", "stream": stream, "name": name, "config": dict(config)}
         | server
         for (stream, name), config in sorted(live.consumers.items())
+        if not tools_own(stream)
     ]
     return records
 

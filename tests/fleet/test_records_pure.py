@@ -54,6 +54,21 @@ def test_every_stream_and_consumer_becomes_one_record_with_the_config_verbatim()
     assert {(r["server_version"], r["api_level"]) for r in records} == {("2.12.3", 3)}
 
 
+def test_the_tools_own_streams_and_their_consumers_are_left_out() -> None:
+    """The apply lock's bucket and a backup's temporary mirror are the tool's
+    bookkeeping (``identity.tools_own``, the rule backup follows), not the environment:
+    they were written as records of it."""
+    state = live()
+    own = {"KV_RECONCILE_LOCKS": KV, "RECONCILE_BACKUP_ORDERS": ORDERS}
+    with_own = LiveState(
+        server=state.server,
+        streams={**state.streams, **own},
+        consumers={**state.consumers, ("RECONCILE_BACKUP_ORDERS", "C"): NEW},
+    )
+    records = snapshot_records(with_own, env="eu", captured_at=WHEN)
+    assert records == snapshot_records(state, env="eu", captured_at=WHEN)
+
+
 def test_written_records_follow_the_schema_and_parse_back() -> None:
     out = io.StringIO()
     assert write_jsonl(snapshot_records(live(), env="eu", captured_at=WHEN), out) == 3

@@ -75,7 +75,9 @@ def test_each_accounts_streams_go_to_its_own_environment_only(
     )
     done = reconcile("import", "--from", "nack", "k8s", "--out", "specs", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert not list((tmp_path / "specs").glob("*.yaml"))  # nothing shared
+    assert not (tmp_path / "specs").exists()  # nothing shared: no empty folder made
+    assert "reconcile.yaml shares specs with every environment" in done.stderr
+    (tmp_path / "specs").mkdir()  # as it says: the project names it
     project = yaml.safe_load((tmp_path / "reconcile.yaml").read_text())
     for team in servers:
         assert project["environments"][team]["resources"] == [f"specs-{team}"]
@@ -89,6 +91,37 @@ def test_each_accounts_streams_go_to_its_own_environment_only(
         assert run(_streams(server.url)) == {"ORDERS": [f"{team}.orders.>"]}
         again = reconcile("plan", "--env", team, "--detailed-exitcode", cwd=tmp_path)
         assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_when_every_resource_names_an_account_no_empty_out_folder_is_made(
+    tmp_path: Path,
+) -> None:
+    """``--out specs`` when no resource is shared: it made ``specs/`` empty and said
+    ``imported 0 file(s) to specs``. Now it says what went where and makes no folder."""
+    manifests = tmp_path / "k8s"
+    manifests.mkdir()
+    for team in ("team-a", "team-b"):
+        text = ACCOUNT.format(name=team, url="nats://127.0.0.1:4222") + STREAM.format(team=team)
+        (manifests / f"{team}.yaml").write_text(text)
+    done = reconcile("import", "--from", "nack", "k8s", "--out", "specs", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "specs").exists()
+    assert "imported 0 file(s)" not in done.stderr
+    assert "nothing imported into specs: every resource names an Account" in done.stderr
+    for team in ("team-a", "team-b"):
+        assert f"imported 1 file(s) to specs-{team}" in done.stderr
+        assert (tmp_path / f"specs-{team}" / "stream-ORDERS.yaml").exists()
+    assert "shares specs" not in done.stderr  # no project file names it
+
+
+def test_accounts_alone_write_no_folder_and_say_so(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(ACCOUNT.format(name="team-a", url="nats://127.0.0.1:4222"))
+    done = reconcile("import", "--from", "nack", "a.yaml", "--out", "specs", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert list(tmp_path.iterdir()) == [tmp_path / "a.yaml"]
+    assert "imported 0 file(s)" not in done.stderr
+    assert "nothing imported into specs: the files hold NACK Accounts only" in done.stderr
+    assert "1 NACK Account(s) found" in done.stderr
 
 
 def test_account_specs_inside_the_shared_specs_are_refused_before_writing(

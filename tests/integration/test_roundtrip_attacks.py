@@ -252,7 +252,9 @@ def test_a_nack_account_named_like_an_environment_elsewhere_is_refused(tmp_path:
     assert (work / "specs-prod" / "stream-ORDERS.yaml").read_text().endswith("name: ORDERS\n")
     assert (work / "reconcile.yaml").read_text() == project
     (work / "reconcile.yaml").write_text(project.replace("prod", "dev"))
-    assert reconcile(*args, cwd=work).returncode == 0  # adds environment prod
+    hand_written = reconcile(*args, cwd=work)  # specs-prod's file is not an import's
+    assert hand_written.returncode == 1 and "stream-ORDERS.yaml" in hand_written.stderr
+    assert reconcile(*args, "--overwrite", cwd=work).returncode == 0  # adds environment prod
     again = reconcile(*args, cwd=work)
     assert again.returncode == 0, again.stderr
 

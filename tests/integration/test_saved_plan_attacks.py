@@ -294,6 +294,30 @@ def test_apply_file_with_policy_refuses_a_plan_made_without_that_rule(
     assert after["ORDERS"]["messages"] == 5
 
 
+def test_a_plan_saved_with_a_policy_keeps_its_rules_without_policy_at_apply(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """docs/saved-plans.md: ``--policy`` at apply requires files the plan was made with;
+    the file may hold more, and every one it holds is evaluated again on the re-plan
+    (a warn rule's finding shows at apply without ``--policy``). An apply naming a file
+    the plan left out is refused naming that file, the one it lacks."""
+    root = repo(tmp_path)  # ORDERS sets no max_msgs: the warn rule finds it
+    (root / "policies").mkdir()
+    (root / "policies" / "bounded.yaml").write_text(RULES.replace("level: deny", "level: warn"))
+    (root / "policies" / "named.yaml").write_text(RULES.replace("bounded", "named"))
+    plan = plan_out(root, clean_server, "../ruled.plan", "--policy", "policies/bounded.yaml")
+
+    done = apply_file(root, clean_server, plan, "--policy", "policies/named.yaml")
+    refused(done, "the saved plan leaves out the policy file policies/named.yaml")
+    assert "bounded.yaml" not in done.stderr
+    assert state(clean_server) == {}
+
+    done = apply_file(root, clean_server, plan)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "every stream sets max_msgs" in done.stdout + done.stderr  # evaluated again
+    assert "ORDERS" in state(clean_server)
+
+
 # --- take-over and owner: never granted by the file ------------------------------------------
 
 

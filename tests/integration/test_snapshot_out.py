@@ -44,3 +44,23 @@ def test_a_link_to_a_file_is_written_through(clean_server: NatsServer, tmp_path:
     assert link.is_symlink()
     lines = target.read_text().splitlines()
     assert all(json.loads(line)["env"] == "dev" for line in lines)
+
+
+def test_the_tools_own_lock_bucket_is_no_record(clean_server: NatsServer, tmp_path: Path) -> None:
+    """After an apply (which makes ``KV_RECONCILE_LOCKS`` for its lock) the snapshot holds
+    the applied stream and not the lock's bucket, which it listed among the environment's
+    streams; the notice counts what was written."""
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "orders.yaml").write_text(
+        "kind: Stream\nname: ORDERS\nsubjects: [orders.>]\n"
+    )
+    server = ("--server", clean_server.url)
+    applied = reconcile("apply", "specs", "--yes", *server, cwd=tmp_path)
+    assert applied.returncode == 0, applied.stderr
+
+    done = reconcile("snapshot", "--env", "dev", *server, "--out", "dev.jsonl", cwd=tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    lines = (tmp_path / "dev.jsonl").read_text().splitlines()
+    assert [json.loads(line)["name"] for line in lines] == ["ORDERS"]
+    assert "1 streams, 0 consumers (1 records)" in done.stderr

@@ -78,13 +78,18 @@ def test_applying_an_export_with_prune_deletes_nothing(
 def test_a_symlink_in_the_output_folder_is_replaced_never_written_through(
     clean_server: NatsServer, tmp_path: Path
 ) -> None:
+    """Refused without --overwrite (export did not write it); replaced with it."""
     run(_create(clean_server.url, ["A_B"]))
     outside = tmp_path / "outside.txt"
     outside.write_text("do not touch")
     out = tmp_path / "out"
     out.mkdir()
     (out / "stream-A_B.yaml").symlink_to(outside)
-    assert export(clean_server, out).returncode == 0
+    refused = export(clean_server, out)
+    assert refused.returncode == 1 and "stream-A_B.yaml (a symbolic link)" in refused.stderr
+    assert (out / "stream-A_B.yaml").is_symlink()
+    done = reconcile("export", "--out", str(out), "--overwrite", "--server", clean_server.url)
+    assert done.returncode == 0, done.stderr
     assert outside.read_text() == "do not touch"
     written = out / "stream-A_B.yaml"
     assert not written.is_symlink() and "name: A_B" in written.read_text()

@@ -43,3 +43,8 @@ def test_plan_and_apply_offer_full() -> None:
 def test_top_level_help_says_what_import_reads() -> None:
     line = next(line for line in _help().splitlines() if line.strip().startswith("import"))
     assert all(word in line for word in ("Terraform", "NACK", "nats CLI")), line
+
+
+def test_export_and_import_say_what_overwrite_replaces() -> None:
+    for command in ("export", "import"):
+        assert "did not write" in _option(_help(command), "--overwrite")

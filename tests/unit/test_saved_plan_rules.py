@@ -62,3 +62,27 @@ def test_a_flag_the_file_decides_is_refused_at_apply(flag: str, tmp_path: Path) 
     applying = Applying(target=target, given=(flag,), spelled={flag: f"--{flag}"})
     with pytest.raises(SavedPlanRefused, match=f"--{flag} given with a saved plan"):
         resolve(saved(), applying, root=tmp_path, project=None)
+
+
+def test_the_apply_requires_policy_files_and_the_file_may_hold_more(tmp_path: Path) -> None:
+    """``--policy`` is no "must agree" flag: the re-plan evaluates every policy file the
+    plan was made with, named at apply or not; a file the apply names that the plan left
+    out is refused, naming that file alone (docs/saved-plans.md's table says so)."""
+    (tmp_path / "specs").mkdir()
+    for name in ("kept.yaml", "named.yaml"):
+        (tmp_path / name).write_text("rules: []\n")
+    file = replace(saved(), request=SavedRequest(paths=("specs",), policies=("kept.yaml",)))
+    target = Target((), ConnectionOptions(), "default")
+
+    _, request = resolve(file, Applying(target=target), root=tmp_path, project=None)
+    assert request.policies == (tmp_path / "kept.yaml",)
+
+    required = Applying(target=target, policies=(tmp_path / "named.yaml",))
+    with pytest.raises(SavedPlanRefused) as refused:
+        resolve(file, required, root=tmp_path, project=None)
+    assert "named.yaml" in str(refused.value) and "kept.yaml" not in str(refused.value)
+
+    table = (Path(__file__).resolve().parents[2] / "docs" / "saved-plans.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("|") and "`--policy`" in line]
+    assert rows and all("naming both" not in row for row in rows), rows
+    assert any("evaluated again" in row for row in rows), rows
