@@ -110,6 +110,7 @@ SUITE = (
     "tests/integration/test_agent_project_edits.py",
     "tests/integration/test_attacks16.py",
     "tests/integration/test_attacks17.py",
+    "tests/integration/test_export_import_overwrite.py",
 )
 
 
@@ -219,8 +220,10 @@ GUARANTEES = (
     Guarantee(
         "Export writes only where asked and loses nothing",
         "Export file names are injective and reversible (`%XX` escapes: `A+B`, `A_B`, `A:B`, "
-        "`A|B` get four files), long names are shortened with a hash, files are written by "
-        "rename so a symlink in the folder is replaced and never followed, the count "
+        "`A|B` get four files), long names are shortened with a hash, a file of the same "
+        "name that export or import did not write (hand-written, a symlink) is refused "
+        "before anything is written unless `--overwrite`, files are written by rename so "
+        "a symlink in the folder is never followed, the count "
         "printed is the files written, write errors are one-line errors, and applying an "
         "export with `--prune` deletes nothing; names differing only in case (`ORDERS`, "
         "`orders`) get files a case-insensitive disk keeps apart. The Action's `plan-file` "
@@ -231,6 +234,7 @@ GUARANTEES = (
             "test_export_safety.py::",
             "test_attacks10.py::",
             "test_attacks17.py::test_names_differing_only_in_case",
+            "test_export_import_overwrite.py::",
         ),
     ),
     Guarantee(
