@@ -523,7 +523,9 @@ class Watch:
         before = self.last.resources if self.last is not None else NOTHING
         resources, scoped = NOTHING, None
         try:
-            with fewer_collections():
+            # the tree of ``commit`` is kept while this cycle reads it (a newer commit's
+            # checkout by another environment's poll removed it under the plan)
+            with fewer_collections(), self.source.holding():
                 try:
                     resources, scoped = await self._plan_and_heal(client, commit, only)
                 finally:
