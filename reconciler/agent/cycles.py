@@ -17,7 +17,8 @@ the lock is never held between cycles. A lost connection is opened again (with t
 backoff), and the first cycle after it is a full re-plan. ``stop`` (SIGTERM, SIGINT) ends
 the loop: a plan under way is cancelled, a heal's steps in flight finish, the lock is
 released, the connection closed. Each watch runs in a task of its own: a slow or
-unreachable server delays only its own environment.
+unreachable server delays only its own environment. Its standby pairs' health is read
+beside its cycles (:mod:`.standby`): a standby's server that hangs delays no cycle.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal, TypeVar
@@ -41,6 +42,7 @@ from reconciler.agent.metrics import EnvironmentMetrics
 from reconciler.agent.report import Report
 from reconciler.agent.seats import Seats, seat_of
 from reconciler.agent.source import Source
+from reconciler.agent.standby import PairReads
 from reconciler.agent.status import (
     DRIFT_STATES,
     NOTHING,
@@ -59,7 +61,6 @@ from reconciler.errors import (
     unforeseen,
 )
 from reconciler.execution.apply import StepEvent, describe
-from reconciler.execution.pair_reads import pairs_health
 from reconciler.execution.requests import Observer, PlanRequest
 from reconciler.execution.run import fewer_collections
 from reconciler.execution.standing import heal_on, plan_on
@@ -69,7 +70,6 @@ from reconciler.model.state import StreamState
 from reconciler.model.timestamps import rfc3339
 from reconciler.planning.heal import split_for_heal
 from reconciler.specs.ignore import IGNORE_FILE
-from reconciler.specs.spec import Spec
 
 Mode = Literal["observe", "heal"]
 _T = TypeVar("_T")
@@ -221,6 +221,7 @@ class Watch:
         self.memory = Streams()
         self.flapping = Flapping()  # resources healed again and again: held back a while
         self.claim = SeatClaim(log, settings.interval)  # its seat, claimed on the server
+        self.pair_reads = PairReads(log, metrics, settings.interval)  # beside the cycles
         self._options: ConnectionOptions | None = None  # those of the connection open
         self._project_said: tuple[int, str | None] = (0, None)  # reads, error: logged
 
@@ -255,8 +256,11 @@ class Watch:
                 self._connected(c)
                 await self._unless_stopped(self._take_seat(c, claim=False))
                 ok = await self._unless_stopped(self._cycle(c, "once"))
+            await self._unless_stopped(self.pair_reads.settled())  # its lines, then exit
         except _Stopped:
             return ExitStatus.INTERRUPTED
+        finally:
+            await self.pair_reads.close()
         if not ok:
             return self.error_code
         assert self.last is not None
@@ -266,6 +270,12 @@ class Watch:
 
     async def forever(self) -> None:
         """Connect, plan, heal, until ``stop``; every failure is logged and retried."""
+        try:
+            await self._forever()
+        finally:
+            await self.pair_reads.close()  # a standby's read is never waited for
+
+    async def _forever(self) -> None:
         while not self.stop.is_set():
             moved = False  # the connection settings changed (the project file's): at once
             try:
@@ -345,6 +355,7 @@ class Watch:
     def _failed(self, err: ReconcileError) -> None:
         self.failures += 1
         self.link.failed(err)
+        self.pair_reads.expire()  # no full cycle reads the pairs meanwhile
         self.metrics.connection_refused.set(1 if self.link.refused else 0)
         self.log.event("error", str(err), failures=self.failures)
 
@@ -512,7 +523,9 @@ class Watch:
         before = self.last.resources if self.last is not None else NOTHING
         resources, scoped = NOTHING, None
         try:
-            with fewer_collections():
+            # the tree of ``commit`` is kept while this cycle reads it (a newer commit's
+            # checkout by another environment's poll removed it under the plan)
+            with fewer_collections(), self.source.holding():
                 try:
                     resources, scoped = await self._plan_and_heal(client, commit, only)
                 finally:
@@ -539,6 +552,7 @@ class Watch:
         if self.source.committed_at is not None:
             self.metrics.git_head_age.set(max(time.time() - self.source.committed_at, 0))
         self.report.cycle(trigger, commit, resources, error)
+        self.pair_reads.expire()
         if error is not None and not await client.answers():
             # a hung server keeps the connection open and times every request out: it is
             # unreachable (/status, reconcile_connected 0) and its connection opened again
@@ -620,30 +634,12 @@ class Watch:
             causes=self.listener.causes,
             previous=self.memory.read,
         )
-        if only is None:
-            await self._standby_health(request, planned.specs)
+        if only is None:  # read in a task of its own: a hung standby never delays a cycle
+            self.pair_reads.start(request, planned.specs)
             return self.memory.full(found, planned), None
         assert self.last is not None
         scoped = only | {s.stream_name for s in planned.specs}
         return self.memory.merged(self.last.resources, found, scoped, planned), scoped
-
-    async def _standby_health(self, request: PlanRequest, specs: Sequence[Spec]) -> None:
-        """Each standby pair's health, both sides read
-        (docs/dr.md#2-watch-each-pairs-health): metrics, and a log line per pair that is
-        not healthy. Never a failover."""
-        if request.project is None or request.env is None:
-            return
-        try:
-            found = await pairs_health(
-                request.project, request.env, specs, request.options, request.owner
-            )
-        except ReconcileError as err:
-            self.log.event("standby", f"pair health not read: {err}")
-            return
-        self.metrics.set_standby(pair.health for pair in found)
-        for pair in found:
-            if not pair.health.healthy:
-                self.log.event("standby", pair.line(), stream=pair.health.stream)
 
     # -- what /status and /readyz say -----------------------------------------------------
     def _project_json(self) -> dict[str, Any]:
@@ -684,4 +680,5 @@ class Watch:
             ),
             "last_cycle": None if self.last is None else cycle(self.last),
             "recent_changes": list(self.report.recent),
+            "standby": self.pair_reads.to_json(),
         }

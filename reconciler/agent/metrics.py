@@ -125,6 +125,13 @@ class Metrics:
             [*env, "stream"],
             registry=r,
         )
+        self.standby_read = Gauge(
+            "reconcile_standby_read_timestamp_seconds",
+            "When the standby pair's health shown was read (Unix time; read beside the "
+            "cycles, each side within its own deadline).",
+            [*env, "stream"],
+            registry=r,
+        )
 
     def of(self, env: str | None) -> EnvironmentMetrics:
         """The series of environment ``env`` (None: the only target, no ``env`` label)."""
@@ -173,7 +180,12 @@ class EnvironmentMetrics:
         self.connection_refused = series(metrics.connection_refused)
         self.advisories_subscribed = series(metrics.advisories_subscribed)
         self._env = env
-        self._standby = (metrics.standby_lag, metrics.standby_seen, metrics.standby_healthy)
+        self._standby = (
+            metrics.standby_lag,
+            metrics.standby_seen,
+            metrics.standby_healthy,
+            metrics.standby_read,
+        )
         self._standby_streams: set[str] = set()
         for state in STATES:
             for kind in KINDS:
@@ -183,9 +195,10 @@ class EnvironmentMetrics:
         for outcome in ("ok", "error"):
             self.cycles.labels(outcome)
 
-    def set_standby(self, pairs: Iterable[PairHealth]) -> None:
-        """The standby gauges for exactly these pairs (a pair no longer declared goes)."""
-        lag, seen, healthy = self._standby
+    def set_standby(self, pairs: Iterable[PairHealth], *, read_at: float) -> None:
+        """The standby gauges for exactly these pairs, read at ``read_at`` (Unix time; a
+        pair no longer declared goes)."""
+        lag, seen, healthy, read = self._standby
         env = () if self._env is None else (self._env,)
         found = list(pairs)
         for stream in self._standby_streams - {pair.stream for pair in found}:
@@ -196,6 +209,7 @@ class EnvironmentMetrics:
             since = pair.active_seconds
             seen.labels(*env, pair.stream).set(-1.0 if since is None else since)
             healthy.labels(*env, pair.stream).set(1 if pair.healthy else 0)
+            read.labels(*env, pair.stream).set(read_at)
         self._standby_streams = {pair.stream for pair in found}
 
     def set_resources(self, tally: Tally) -> None:

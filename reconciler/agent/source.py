@@ -7,7 +7,10 @@ Python: no ``git`` binary needed) into a bare repository in a cache folder, and 
 the head commit's tree into ``trees/<commit>/`` there (regular files only: symbolic
 links and submodules are left out, so nothing outside the checkout is ever read). Each
 cycle plans that tree, and every report names the commit. A fetch that fails keeps the
-last commit (said in the log); the previous tree is kept until a newer one is written.
+last commit (said in the log); the previous tree is kept until a newer one is written,
+and every tree a cycle holds (:meth:`Source.holding`) until that cycle ends: a commit
+checked out meanwhile (another environment's poll, two commits pushed in quick
+succession) never removes the files a plan is reading.
 :class:`SharedCheckout` lets several environments plan one branch: one fetch at a time for
 all of them, each environment's request made from the same checked-out tree.
 """
@@ -21,7 +24,8 @@ import stat
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 from urllib.parse import unquote, urlsplit
@@ -89,6 +93,11 @@ class Source(Protocol):
         """The plan request for what is checked out now."""
         ...
 
+    def holding(self) -> contextlib.AbstractContextManager[None]:
+        """What is checked out now kept while the block runs (a cycle plans it): its
+        files are never removed meanwhile."""
+        ...
+
 
 class FixedSource:
     """The paths and connection the command line named (no git). The project file the
@@ -112,6 +121,9 @@ class FixedSource:
 
     async def refresh(self) -> bool:
         return False
+
+    def holding(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # the files are the user's: never removed
 
     def request(self) -> PlanRequest:
         stamp = _stamp(self._request)
@@ -208,6 +220,9 @@ class GitSource:
         self.commit: str | None = None
         self.committed_at: float | None = None
         self._tree: Path | None = None
+        #: commit -> the cycles planning its tree now (kept by :meth:`_checkout`)
+        self._held: Counter[str] = Counter()
+        self._holds = threading.Lock()  # _checkout reads _held in its thread
 
     @property
     def shown_url(self) -> str:
@@ -223,6 +238,23 @@ class GitSource:
 
     def request(self) -> PlanRequest:
         return self._make(self.tree)
+
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        """The tree of the commit checked out now kept until the block ends: a checkout
+        meanwhile removes every older tree but those held."""
+        commit = self.commit
+        with self._holds:
+            if commit is not None:
+                self._held[commit] += 1
+        try:
+            yield
+        finally:
+            with self._holds:
+                if commit is not None:
+                    self._held[commit] -= 1
+                    if not self._held[commit]:
+                        del self._held[commit]
 
     @property
     def tree(self) -> Path:
@@ -276,7 +308,8 @@ class GitSource:
 
     def _checkout(self, head: str) -> Path:
         """Write commit ``head``'s tree to ``trees/<head>/`` (atomically), drop older trees
-        but the one in use."""
+        but the one in use and those a cycle holds (:meth:`holding`: only the commit
+        checked out is ever taken, and it is kept here, so none is taken meanwhile)."""
         trees = self.cache / "trees"
         target = trees / head
         if not target.is_dir():
@@ -295,7 +328,8 @@ class GitSource:
                 ) from None
             finally:
                 repo.close()
-        keep = {head, self.commit}
+        with self._holds:
+            keep = {head, self.commit, *self._held}
         for old in trees.iterdir():
             if old.name not in keep:
                 shutil.rmtree(old, ignore_errors=True)
@@ -369,3 +403,6 @@ class CheckoutView:
 
     def request(self) -> PlanRequest:
         return self._make(self._shared.source.tree)
+
+    def holding(self) -> contextlib.AbstractContextManager[None]:
+        return self._shared.source.holding()

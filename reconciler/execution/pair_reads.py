@@ -528,9 +528,14 @@ async def pairs_health(
     specs: Sequence[Spec],
     base: ConnectionOptions,
     owner: str,
+    *,
+    deadline: float | None = None,
 ) -> list[SidedHealth]:
     """The health of every standby pair of ``specs`` that ``environment`` is a side of
-    (the agent passes the specs it planned: no second validation)."""
+    (the agent passes the specs it planned: no second validation). Each side of each
+    pair of environments is read at once, on a connection of its own; ``deadline``
+    (seconds): a side that has not answered by then is unread (the agent's reads,
+    ``agent.standby``)."""
     found = [
         (spec, spec.standby)
         for spec in specs
@@ -538,17 +543,27 @@ async def pairs_health(
         and spec.standby is not None
         and environment in (spec.standby.primary, spec.standby.environment)
     ]
-    out: list[SidedHealth] = []
-    for (primary, standby), group in _by_sides(found).items():
+
+    async def group_health(sides: tuple[str, str], group: list[Spec]) -> list[SidedHealth]:
         origin_info, mirror_info, unread = await _both_sides(
-            project, (primary, standby), [s.name for s in group], base, owner
+            project, sides, [s.name for s in group], base, owner, deadline
         )
-        for spec in group:
-            health = pair_health(
-                spec.name, origin_info.get(spec.name), mirror_info.get(spec.name), unread=unread
+        return [
+            SidedHealth(
+                *sides,
+                pair_health(
+                    spec.name,
+                    origin_info.get(spec.name),
+                    mirror_info.get(spec.name),
+                    unread=unread,
+                ),
             )
-            out.append(SidedHealth(primary, standby, health))
-    return out
+            for spec in group
+        ]
+
+    groups = _by_sides(found)
+    read = await asyncio.gather(*(group_health(s, g) for s, g in groups.items()))
+    return [pair for group in read for pair in group]
 
 
 def _by_sides(found: Sequence[tuple[Spec, Standby]]) -> dict[tuple[str, str], list[Spec]]:
@@ -564,21 +579,31 @@ async def _both_sides(
     streams: Sequence[str],
     base: ConnectionOptions,
     owner: str,
+    deadline: float | None = None,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], str]:
     """Each side's STREAM.INFO of ``streams`` (name -> info; a side that could not be
-    read is empty) and why a side could not be read."""
-    read: list[dict[str, dict[str, Any]]] = []
-    problems: list[str] = []
-    for env in sides:
+    read, or not within ``deadline``, is empty) and why a side could not be read."""
+
+    async def side(env: str) -> dict[str, dict[str, Any]]:
+        options = environment_target(project, env, base, owner).options
+        async with open_client(options) as client:
+            infos = await asyncio.gather(*(_info(client, name) for name in streams))
+        return {n: i for n, i in zip(streams, infos, strict=True) if i is not None}
+
+    async def bounded(env: str) -> tuple[dict[str, dict[str, Any]], str]:
         try:
-            options = environment_target(project, env, base, owner).options
-            async with open_client(options) as client:
-                infos = await asyncio.gather(*(_info(client, name) for name in streams))
-            read.append({n: i for n, i in zip(streams, infos, strict=True) if i is not None})
+            return await asyncio.wait_for(side(env), deadline), ""
+        except TimeoutError:
+            if deadline is None:
+                raise
+            return {}, f"{env} could not be read: no answer within {deadline:g}s"
         except ReconcileError as err:
-            problems.append(f"{env} could not be read: {err}")
-            read.append({})
-    return read[0], read[1], "; ".join(problems)
+            return {}, f"{env} could not be read: {err}"
+
+    (origin, unread_origin), (mirror, unread_mirror) = await asyncio.gather(
+        *(bounded(env) for env in sides)
+    )
+    return origin, mirror, "; ".join(p for p in (unread_origin, unread_mirror) if p)
 
 
 # --- what a failback would delete -------------------------------------------------------

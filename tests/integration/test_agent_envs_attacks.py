@@ -660,3 +660,72 @@ def test_the_environment_refused_its_seat_heals_nothing_while_the_other_heals(
             assert status[winner]["ready"] is True
 
     run(scenario())
+
+
+def test_a_tree_a_plan_reads_is_kept_while_newer_commits_are_checked_out(
+    server_factory: Any, tmp_path: Path, run: Any, monkeypatch: Any
+) -> None:
+    """``--all-envs --git``: blue plans commit 2 (its specs read from trees/<2>/) while two
+    more commits land and green's polls check them out. Each checkout kept only the new
+    tree and the one before: commit 4's removed commit 2's tree under blue's plan, whose
+    cycle failed (and was retried). A tree is kept while a cycle reads it, and removed by
+    the next checkout once none does. Ordered by events: blue's read of commit 2's specs
+    waits until commit 4 is checked out."""
+    from reconciler.execution import pipeline
+
+    monkeypatch.setattr(SharedCheckout, "FETCH_GAP", 0.0)
+    servers = {"blue": server_factory(), "green": server_factory()}
+    bare, work = origin(tmp_path)
+    envs = "".join(f"  {name}:\n    servers: {s.url}\n" for name, s in servers.items())
+    project = f"owner: shop\nspecs: [specs]\nenvironments:\n{envs}"
+    push_commit(work, bare, {"reconcile.yaml": project, "specs/orders.yaml": ORDERS}, "1")
+    trees = tmp_path / "cache" / "trees"
+    original = pipeline.loaded_while
+    held: dict[str, Any] = {}  # the commit whose read by blue waits, and the events
+
+    async def gated(request: Any, observer: Any, reading: Any) -> Any:
+        commit = held.get("commit")
+        if request.env == "blue" and commit and any(commit in str(p) for p in request.paths):
+            held.pop("commit")
+            held["entered"].set()
+            await held["release"].wait()
+        return await original(request, observer, reading)
+
+    monkeypatch.setattr(pipeline, "loaded_while", gated)
+
+    async def scenario() -> None:
+        git = GitSource(f"file://{bare}", "main", tmp_path / "cache", _make_for("blue"))
+        shared = SharedCheckout(git)
+        await shared.refresh()
+        sources = {name: shared.view(_make_for(name)) for name in servers}
+        settings = {"interval": 600.0, "git_poll": 0.1}
+        async with running_agent(sources, mode="heal", **settings) as (_, log):
+            await orders_healed_in(log, servers)
+            held.update(entered=asyncio.Event(), release=asyncio.Event())
+            second = push_commit(work, bare, {"specs/payments.yaml": NEW_STREAM}, "2")
+            held["commit"] = second
+            await asyncio.wait_for(held["entered"].wait(), PATIENCE)  # blue reads commit 2
+            for n in (3, 4):
+                newer = NEW_STREAM + f"description: commit {n}\n"
+                head = push_commit(work, bare, {"specs/payments.yaml": newer}, str(n))
+                await until(lambda head=head: git.commit == head, what=f"commit {n} fetched")
+            assert (trees / second).is_dir()  # blue's plan still reads it
+            held["release"].set()
+
+            def of_second() -> list[dict[str, Any]]:
+                return [
+                    line
+                    for line in lines(log)
+                    if line["event"] == "cycle"
+                    and line.get("env") == "blue"
+                    and line.get("commit") == second
+                ]
+
+            await until(of_second, what="blue's cycle of commit 2 done")
+            assert [line.get("error") for line in of_second()] == [None]
+            more = 'kind: Stream\nname: MORE\nsubjects: ["more.>"]\n'
+            head = push_commit(work, bare, {"specs/more.yaml": more}, "5")
+            await until(lambda: git.commit == head, what="commit 5 fetched")
+            assert not (trees / second).exists()  # read by no cycle now: rotated out
+
+    run(scenario())

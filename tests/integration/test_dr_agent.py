@@ -7,10 +7,11 @@ import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import nats
-from agent_harness import changes, cycles_after, lines, running_agent, until
+from agent_harness import Other, changes, cycles_after, lines, running_agent, until
 from servers import NatsServer
 from test_dr_standby import applied, dr_project, mirrored
 from test_lifecycle import _info
@@ -137,5 +138,74 @@ def test_a_standby_answering_what_no_server_sends_never_stops_the_primarys_heal(
                 assert last is not None and last.ok, last and last.error
         finally:
             await forger.close()
+
+    asyncio.run(watch())
+
+
+class _Hanging:
+    """A listener on 127.0.0.1 that takes every TCP connection and never answers (a
+    standby's server that hangs): ``accepted`` counts the connections taken, ``closed``
+    those the client closed since."""
+
+    def __init__(self) -> None:
+        self.accepted = 0
+        self.closed = 0
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        async def held(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.accepted += 1
+            try:
+                while await reader.read(4096):  # whatever the client says: no answer
+                    pass
+            except ConnectionError:
+                pass
+            self.closed += 1
+            writer.close()
+
+        self.server = await asyncio.start_server(held, "127.0.0.1", 0)
+        return f"nats://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+
+def test_a_standby_that_hangs_never_delays_the_primarys_cycles(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """west, the standby, takes the TCP connection and never answers. Each full cycle of
+    east, the primary, read the pair's health on a new connection to west and waited for
+    it up to the connect timeout (60 s here) before its report: a consumer deleted in
+    east was healed and said only then, at every interval. The pairs are read in a task
+    of their own now: east's cycles plan, heal and report while west's connection hangs
+    (none of the connections west took was given up meanwhile)."""
+    east = server_factory(domain="east")
+    refused = SimpleNamespace(url="nats://127.0.0.1:1")  # the apply's west: refused at once
+    root = dr_project(tmp_path, east, refused)  # type: ignore[arg-type]
+    applied(root, "east")
+
+    async def watch() -> None:
+        west = _Hanging()
+        root_now = dr_project(tmp_path, east, SimpleNamespace(url=await west.start()))  # type: ignore[arg-type]
+        project = load_project(root_now / "reconcile.yaml")
+        base = ConnectionOptions(connect_timeout=60.0)
+        target = environment_target(project, "east", base, "shop")
+        source = FixedSource(lambda _: PlanRequest.for_target(target))
+        settings = {"interval": 0.5, "advisories": False}  # every cycle a full one
+        try:
+            async with running_agent(source, mode="heal", **settings) as (agent, log):
+                await until(lambda: west.accepted, what="the pair's health asked of west")
+                async with Other.connect(east.url) as alice:
+                    await alice.api("CONSUMER.DELETE.ORDERS.shipper")
+                await until(
+                    lambda: changes(log, "Consumer ORDERS/shipper", "healed"),
+                    what="shipper healed in east while west hangs",
+                )
+                await cycles_after(agent, 2)
+                assert west.accepted and not west.closed  # still waiting on west meanwhile
+                last = agent.watch.last
+                assert last is not None and last.ok, last and last.error
+                standby = agent.watch.status()["standby"]
+                assert standby["reading_since"] is not None and standby["read_at"] is None
+        finally:
+            assert west.server is not None
+            west.server.close()
 
     asyncio.run(watch())

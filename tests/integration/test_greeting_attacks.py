@@ -215,6 +215,9 @@ class _Failing:
     async def refresh(self) -> bool:
         return False
 
+    def holding(self) -> Any:
+        return self.real.holding()
+
     def request(self) -> PlanRequest:
         self.tries += 1
         if self.tries <= self.times:
