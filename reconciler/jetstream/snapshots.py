@@ -143,10 +143,13 @@ async def _while_answering(
                     f"{stream} (no PONG within {client.timeout:g}s, the request timeout)"
                 )
     finally:
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+        # its end taken, whatever it was: a request that failed as this wait was
+        # cancelled (Ctrl-C while the server was frozen: its timeout fired) was left to
+        # the interpreter, which printed 'Task exception was never retrieved' and a
+        # traceback after the command's own last line
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
 
 
 @contextlib.contextmanager

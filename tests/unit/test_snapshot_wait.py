@@ -1,0 +1,83 @@
+"""The snapshot request's wait (``snapshots._while_answering``) when the command is
+interrupted: the request's own failure, come as the wait was cancelled (Ctrl-C while the
+server was frozen: its timeout fired), is taken, never left for the interpreter to print
+('Task exception was never retrieved' and a traceback, after 'interrupted: the backup
+in DIR is unfinished'). An in-memory client: the order of events is the test."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+from typing import Any
+
+from reconciler.jetstream.snapshots import _while_answering
+
+
+class _Frozen:
+    """A client whose server never answers a PING: ``answers()`` waits for ever."""
+
+    timeout = 0.01
+
+    def __init__(self) -> None:
+        self.pinging = asyncio.Event()
+
+    async def answers(self) -> bool:
+        self.pinging.set()
+        await asyncio.Event().wait()
+        return False
+
+
+def _unretrieved(run: Any) -> list[dict[str, Any]]:
+    """What the loop was told nobody took, ``run`` run on a loop of its own."""
+    seen: list[dict[str, Any]] = []
+    loop = asyncio.new_event_loop()
+    loop.set_exception_handler(lambda _loop, context: seen.append(context))
+    try:
+        loop.run_until_complete(run())
+        gc.collect()
+    finally:
+        loop.close()
+    return seen
+
+
+def test_a_request_failing_as_its_wait_is_cancelled_is_never_printed_at_exit() -> None:
+    async def interrupted() -> None:
+        client = _Frozen()
+
+        async def asked() -> dict[str, Any]:
+            await client.pinging.wait()
+            raise TimeoutError("no reply to STREAM.SNAPSHOT.BIG3")
+
+        waiting = asyncio.ensure_future(_while_answering(client, "BIG3", asked()))  # type: ignore[arg-type]
+        await client.pinging.wait()
+        for _ in range(3):  # the request's task ends with its failure
+            await asyncio.sleep(0)
+        waiting.cancel()  # Ctrl-C
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiting
+
+    assert _unretrieved(interrupted) == []
+
+
+def test_a_request_still_asking_when_its_wait_is_cancelled_is_cancelled_too() -> None:
+    ended: list[str] = []
+
+    async def interrupted() -> None:
+        client = _Frozen()
+
+        async def asked() -> dict[str, Any]:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                ended.append("cancelled")
+                raise
+            return {}
+
+        waiting = asyncio.ensure_future(_while_answering(client, "BIG3", asked()))  # type: ignore[arg-type]
+        await client.pinging.wait()
+        waiting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiting
+
+    assert _unretrieved(interrupted) == [] and ended == ["cancelled"]
