@@ -5,7 +5,8 @@ A :class:`Watch` keeps one connection to its environment's server open; on it th
 (:func:`~reconciler.execution.standing.plan_on`). A cycle runs:
 
 - at least every ``interval`` (a full re-plan, whatever else happened: advisories are
-  not kept for a subscriber that was away);
+  not kept for a subscriber that was away), counted from the last full one: advisories'
+  targeted cycles between never put it off;
 - within ``debounce`` of an advisory naming a resource (advisories arriving meanwhile
   join the same cycle);
 - as soon as a new commit of the git branch is seen (polled every ``git_poll``);
@@ -222,6 +223,7 @@ class Watch:
         self.flapping = Flapping()  # resources healed again and again: held back a while
         self.claim = SeatClaim(log, settings.interval)  # its seat, claimed on the server
         self.pair_reads = PairReads(log, metrics, settings.interval)  # beside the cycles
+        self._full_at: float | None = None  # the last full cycle ended (monotonic)
         self._options: ConnectionOptions | None = None  # those of the connection open
         self._project_said: tuple[int, str | None] = (0, None)  # reads, error: logged
 
@@ -428,8 +430,10 @@ class Watch:
             if client.lost.is_set():
                 raise ConnectError("connection to the server lost")
             self.failures = 0 if ok else self.failures + 1
-            wait = self.settings.interval if ok else self._backoff()
-            trigger = await self._next_trigger(client, time.monotonic() + wait)
+            due = time.monotonic() + (self.settings.interval if ok else self._backoff())
+            if ok and self._full_at is not None:  # a full cycle every interval, however
+                due = min(due, self._full_at + self.settings.interval)  # many advisories
+            trigger = await self._next_trigger(client, due)
             if trigger == "stop":
                 return False
             if trigger == "lost":
@@ -542,6 +546,8 @@ class Watch:
             self.error_code = ExitStatus.ERROR
         finally:
             self.collector.after_cycle(full=scoped is None)
+        if scoped is None:  # the pairs read, every stream planned: the interval begins
+            self._full_at = time.monotonic()
         self.cycles += 1
         self.last = Cycle(started, time.time(), trigger, commit, error is None, error, resources)
         self.metrics.cycles.labels("ok" if error is None else "error").inc()

@@ -100,12 +100,14 @@ class Claim:
         stream) in any folder either rule gives it: its
         :func:`~reconciler.backup.layout.folder_name`, that folder kept apart from a case
         twin's (``orders~<hash>``: ``planning.export.case_twin_name``), or the name as it
-        is before that rule."""
+        is before that rule. A listed file no longer there (its folder removed to let the
+        stream go, as the refusal advises) holds nothing."""
         records = self.manifest.streams if self.manifest else ()
         folders = [r.folder_name for r in records if r.name == stream]
         given = folder_name(stream)
         guessed = [given, case_twin_name(given, ""), stream]
-        return any(self.owns(f"{f}/{DATA}") for f in [*folders, *guessed])
+        rels = [f"{f}/{DATA}" for f in [*folders, *guessed]]
+        return any(self.owns(rel) and self._file(rel) is not None for rel in rels)
 
     def start(self, folders: Iterable[str]) -> None:
         """Before the first file: refuse anything not ours inside the folders this backup

@@ -233,7 +233,8 @@ def _refuse_lost_meanwhile(
             f"stream(s) {', '.join(gone)} were deleted on the server during the backup, and "
             f"the earlier backup in {out} holds them: their copy is kept, and no manifest "
             "was written (the folder is not a backup). Run it again once you know whether "
-            "they should go: the next run refuses as long as the specs declare them"
+            "they should go: the next run refuses as long as the specs declare them and "
+            "their folder is there (remove either to let them go)"
         )
 
 

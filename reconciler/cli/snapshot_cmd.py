@@ -46,11 +46,14 @@ def snapshot(env: str, out: Path, project_file: Path | None, **conn: Any) -> int
     One record per line: {env, captured_at, kind, stream, name, config, server_version,
     api_level}; config is the server's own config object, verbatim (KeyValue and
     ObjectStore buckets appear as their KV_/OBJ_ streams). The tool's own apply lock
-    bucket and a backup's temporary mirrors are left out. See
+    bucket and a backup's temporary mirrors (any RECONCILE_BACKUP_ stream) are left
+    out, each named on stderr. See
     schemas/snapshot.schema.json.
     """
     from reconciler.execution import stages
     from reconciler.execution.stages import environment_target
+    from reconciler.identity import tools_own
+    from reconciler.model.values import printable
     from reconciler.planning.snapshot import snapshot_records
     from reconciler.specs.project import find_project, load_project
 
@@ -61,6 +64,8 @@ def snapshot(env: str, out: Path, project_file: Path | None, **conn: Any) -> int
         if env in project.environments:  # the environment's own server
             options = environment_target(project, env, options, project.owner or "").options
     live = asyncio.run(stages.fetch_live(options, on_notice=notice))
+    for name in sorted(n for n in live.streams if tools_own(n)):  # said, as backup does
+        notice(f"{printable(name)}: the tool's own stream, not user data: left out")
     records = snapshot_records(live, env=env, captured_at=datetime.now(UTC))
     count = _write(records, out)
     where = "stdout" if str(out) == "-" else str(out)

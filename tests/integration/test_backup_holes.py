@@ -693,3 +693,31 @@ def test_a_declared_stream_deleted_during_the_backup_keeps_its_earlier_copy(
     restored = reconcile("restore", str(out), "--server", target.url, "--yes", cwd=tmp_path)
     assert restored.returncode == 0, restored.stdout + restored.stderr
     assert _messages(target.url, "B_GONE") == 7
+
+
+def test_a_lost_streams_folder_removed_as_advised_lets_it_go(
+    server_factory: object, tmp_path: Path
+) -> None:
+    """A declared stream deleted during the backup fails it, and the next run refuses
+    while the earlier copy is there, saying "remove the stream's folder there to let it
+    go". Removing it did not: the failed backup's journal still named its files, so every
+    later run refused as well, and the nightly backup of A_FIRST never ran again. Now a
+    stream whose files are gone from the folder is no copy to keep: the next run backs
+    up A_FIRST and writes its manifest."""
+    source = server_factory()  # type: ignore[operator]
+    _stream(source.url, "A_FIRST", 30)
+    _stream(source.url, "B_GONE", 7)
+    out = tmp_path / "backup"
+    declared = Selection(declared=("A_FIRST", "B_GONE"))
+    run(take_backup(options(source), out, declared, parallel=1))
+    deleting = _DeletingWhenFirstHeard(source.url, "B_GONE")
+    with pytest.raises(BackupError):
+        run(take_backup(options(source), out, declared, parallel=1, observer=deleting))  # type: ignore[arg-type]
+    with pytest.raises(BackupError) as refused:
+        run(take_backup(options(source), out, declared, parallel=1))
+    assert "remove the stream's folder" in str(refused.value)
+
+    shutil.rmtree(out / "B_GONE")  # as the refusal advises
+    run(take_backup(options(source), out, declared, parallel=1))
+
+    assert _streams(out) == ["A_FIRST"]

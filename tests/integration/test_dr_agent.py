@@ -209,3 +209,58 @@ def test_a_standby_that_hangs_never_delays_the_primarys_cycles(
             west.server.close()
 
     asyncio.run(watch())
+
+
+def test_a_busy_account_still_reads_the_pairs_every_interval(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """Pairs are read by full cycles only; an advisory's cycle is targeted, and each
+    cycle began the interval again. An account whose applications make a consumer more
+    often than the interval (a KV watcher, an ordered consumer) never had a full cycle
+    again: the pairs went unread, then were shown unread (healthy 0, lag -1) while the
+    pair was healthy, and drift no advisory names was never found. Now a full cycle
+    comes every interval, however many targeted ones come between."""
+    _, west, root = mirrored(server_factory, tmp_path, 5)
+    project = load_project(root / "reconcile.yaml")
+    target = environment_target(project, "west", ConnectionOptions(), "shop")
+    source = FixedSource(lambda _: PlanRequest.for_target(target))
+
+    def full_plans(agent: Any) -> float:
+        labels = {"scope": "full"}
+        found = agent.metrics.registry.get_sample_value(
+            "reconcile_plan_duration_seconds_count", labels
+        )
+        return float(found or 0)
+
+    def targeted_plans(agent: Any) -> float:
+        labels = {"scope": "targeted"}
+        found = agent.metrics.registry.get_sample_value(
+            "reconcile_plan_duration_seconds_count", labels
+        )
+        return float(found or 0)
+
+    async def watch() -> None:
+        async with running_agent(source, mode="observe", interval=1.0) as (agent, _):
+            await cycles_after(agent, 1)
+            nc = await nats.connect(west.url)
+            stop = asyncio.Event()
+
+            async def busy() -> None:  # an application's short-lived consumers
+                body = {"stream_name": "ORDERS", "config": {"ack_policy": "none"}}
+                while not stop.is_set():
+                    await nc.request(
+                        "$JS.API.CONSUMER.CREATE.ORDERS", json.dumps(body).encode(), timeout=5
+                    )
+                    await asyncio.sleep(0.1)
+
+            making = asyncio.ensure_future(busy())
+            try:
+                await until(lambda: targeted_plans(agent) >= 1, what="a targeted cycle")
+                full = full_plans(agent)
+                await until(lambda: full_plans(agent) > full, what="a full cycle meanwhile")
+            finally:
+                stop.set()
+                await making
+                await nc.close()
+
+    asyncio.run(watch())

@@ -13,7 +13,8 @@ import json
 from pathlib import Path
 
 from cli_runner import reconcile
-from servers import NatsServer
+from servers import NatsServer, run
+from test_lifecycle import _request
 
 
 def test_a_link_to_a_device_is_refused_and_kept(clean_server: NatsServer, tmp_path: Path) -> None:
@@ -64,3 +65,23 @@ def test_the_tools_own_lock_bucket_is_no_record(clean_server: NatsServer, tmp_pa
     lines = (tmp_path / "dev.jsonl").read_text().splitlines()
     assert [json.loads(line)["name"] for line in lines] == ["ORDERS"]
     assert "1 streams, 0 consumers (1 records)" in done.stderr
+
+
+def test_a_stream_named_like_a_backup_mirror_left_out_is_named(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A stream someone made under a backup mirror's name (``RECONCILE_BACKUP_NOTES``,
+    3 messages: or a crashed backup's mirror left behind) is the tool's own by its name,
+    so the snapshot leaves it out; it did so without a word, the fleet's drift report
+    then never showing it. Now the snapshot names it, as ``backup --all`` does."""
+    url = clean_server.url
+    body = {"name": "RECONCILE_BACKUP_NOTES", "subjects": ["notes.>"]}
+    assert "error" not in run(_request(url, "$JS.API.STREAM.CREATE.RECONCILE_BACKUP_NOTES", body))
+
+    done = reconcile(
+        "snapshot", "--env", "dev", "--server", url, "--out", "dev.jsonl", cwd=tmp_path
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "dev.jsonl").read_text() == ""
+    assert "RECONCILE_BACKUP_NOTES" in done.stderr
