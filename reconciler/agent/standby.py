@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from reconciler.agent.logs import Log
@@ -66,12 +67,16 @@ class PairReads:
         options = request.options
         self.deadline = options.connect_timeout + options.timeout
         self._since = time.time()
-        read = pairs_health(project, env, specs, options, request.owner, deadline=self.deadline)
+        # the read's coroutine is made in the task: a task cancelled before it starts (the
+        # agent stopping at once) then leaves no coroutine never awaited (a warning at exit)
+        read = functools.partial(
+            pairs_health, project, env, specs, options, request.owner, deadline=self.deadline
+        )
         self._task = asyncio.ensure_future(self._read(read))
 
-    async def _read(self, read: Any) -> None:
+    async def _read(self, read: Callable[[], Awaitable[list[SidedHealth]]]) -> None:
         try:
-            found = await read
+            found = await read()
         except ReconcileError as err:
             self.log.event("standby", f"pair health not read: {err}")
             return
