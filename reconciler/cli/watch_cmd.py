@@ -338,19 +338,15 @@ async def _run_many(
             f"fetching the first commit of {named}, which names the environments to serve"
         )
         await early.open(*settings.listen, log)
+    agent = None
     try:
         agent = await _agent_of_many(
             names, shard, git, make_for, settings, log, project_file, endpoints=early
         )
-    except BaseException:
-        if early is not None:
+    finally:
+        if agent is None and early is not None:  # failed, or stopped during the fetch
             await early.close()
-        raise
-    if agent is None:  # stopped during the first fetch
-        if early is not None:
-            await early.close()
-        return 0
-    return await _run(agent)
+    return 0 if agent is None else await _run(agent)
 
 
 async def _agent_of_many(
