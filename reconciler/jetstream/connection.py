@@ -570,6 +570,20 @@ def _check_greeting(info: dict[str, Any]) -> None:
             raise NotNatsGreeting(f"nats: the server's INFO is not a NATS server's ({name})")
 
 
+async def cancelled_and_taken(task: asyncio.Future[Any], wait: float = 0.5) -> None:
+    """``task`` cancelled and its end taken, whatever it was (waited for up to ``wait``
+    seconds): a task that failed as its waiter was cancelled (Ctrl-C while a connect or
+    a request timed out, in the same moment), or that turned its cancel into another
+    error (nats-py's connect re-raises what it met), was left to the interpreter, which
+    printed 'Task exception was never retrieved' and a traceback after the command's own
+    last line."""
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await asyncio.wait({task}, timeout=wait)
+    if task.done() and not task.cancelled():
+        task.exception()
+
+
 async def _open(
     url: str,
     timeout: float,
@@ -608,13 +622,13 @@ async def _open(
         racing: set[asyncio.Future[Any]] = {attempt, first_error}
         await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
         if not attempt.done():
-            attempt.cancel()
+            await cancelled_and_taken(attempt)
             raise first_error.result()
         attempt.result()
     except NoServersError as err:
         raise ConnectionRefusedError("connection refused") from err
     except BaseException:
-        attempt.cancel()
+        await cancelled_and_taken(attempt)
         await close_quietly(nc, timeout=0.5)
         raise
     connected = True

@@ -36,6 +36,7 @@ from nats.errors import TimeoutError as NatsTimeout
 
 from reconciler.errors import ConnectError, ReconcileError, RequestTimeout
 from reconciler.jetstream.api import JetStreamClient
+from reconciler.jetstream.connection import cancelled_and_taken
 
 #: What the server sends per chunk by default (it clamps to 1 KiB .. 1 MiB).
 SNAPSHOT_CHUNK = 128 * 1024
@@ -143,13 +144,7 @@ async def _while_answering(
                     f"{stream} (no PONG within {client.timeout:g}s, the request timeout)"
                 )
     finally:
-        # its end taken, whatever it was: a request that failed as this wait was
-        # cancelled (Ctrl-C while the server was frozen: its timeout fired) was left to
-        # the interpreter, which printed 'Task exception was never retrieved' and a
-        # traceback after the command's own last line
-        task.cancel()
-        with contextlib.suppress(BaseException):
-            await task
+        await cancelled_and_taken(task, wait=client.timeout)
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ import contextlib
 import gc
 from typing import Any
 
+from reconciler.jetstream.connection import cancelled_and_taken
 from reconciler.jetstream.snapshots import _while_answering
 
 
@@ -81,3 +82,24 @@ def test_a_request_still_asking_when_its_wait_is_cancelled_is_cancelled_too() ->
             await waiting
 
     assert _unretrieved(interrupted) == [] and ended == ["cancelled"]
+
+
+def test_a_connect_turning_its_cancel_into_another_error_is_taken_too() -> None:
+    """nats-py's connect re-raises what it met: cancelled as Ctrl-C ends the wait for a
+    server's INFO, it can end with its own error, which ``_open`` left untaken (the same
+    traceback at exit, seen once in CI's Ctrl-C-while-connecting test). The connection
+    layer and the snapshot's wait take every such end through one helper."""
+
+    async def interrupted() -> None:
+        async def connect() -> None:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                raise TimeoutError("nats: timeout waiting for INFO message") from None
+
+        attempt = asyncio.ensure_future(connect())
+        await asyncio.sleep(0)
+        await cancelled_and_taken(attempt)
+        assert attempt.done() and isinstance(attempt.exception(), TimeoutError)
+
+    assert _unretrieved(interrupted) == []
