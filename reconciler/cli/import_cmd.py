@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from reconciler.cli.export_cmd import refuse_foreign, write_files, write_texts
+from reconciler.cli.export_cmd import write_files, write_folders
 from reconciler.cli.options import overwrite_option, strict_option
 from reconciler.cli.output import notice
 from reconciler.errors import ReconcileError
@@ -110,9 +110,7 @@ def _import(
         for name, folder in folders.items():
             own = import_files(found.by_environment[name], server)
             writes[folder] = file_texts(own, command="import")
-        refuse_foreign(writes, overwrite=overwrite)
-        for folder, texts in writes.items():
-            write_texts(folder, texts, command="import")
+        write_folders(writes, command="import", overwrite=overwrite)
         if not shared:
             _nothing_shared(out, bool(folders), project)
     if found.environments:
