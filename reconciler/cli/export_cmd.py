@@ -35,36 +35,33 @@ __all__ = [
     "_dump",
     "export",
     "refuse_foreign",
-    "write_file",
     "write_files",
-    "write_texts",
+    "write_folders",
 ]
-
-
-def write_file(folder: Path, name: str, text: str) -> None:
-    """Write ``folder/name`` without following a link that stands there.
-
-    The text goes to a new temporary file in ``folder`` that is then renamed over
-    ``name``: a rename replaces the directory entry itself, so an existing symlink is
-    replaced, never written through (nothing outside the folder is touched).
-    """
-    directory = os.open(folder, _FOLDER)
-    try:
-        _write_in(directory, name, text)
-    finally:
-        os.close(directory)
 
 
 #: A folder to name files in (O_PATH: searching it is all that is asked, as a path is).
 _FOLDER = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
 #: A new file only: never an existing file, nor through a link (O_EXCL follows none).
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+#: What a hard link fails with on a file system without them (FAT, some network shares).
+_NO_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS})
 
 
-def _write_in(directory: int, name: str, text: str) -> None:
-    """:func:`write_file` in the folder open as ``directory``: each name is looked up in
-    it, not walked from a path again (20,000 files of an import spent more in
-    ``tempfile.mkstemp``'s and the text file's Python than in the kernel)."""
+def _write_in(directory: int, name: str, text: str, *, overwrite: bool) -> str | None:
+    """Write ``name`` in the folder open as ``directory`` (each name is looked up in it,
+    not walked from a path again: 20,000 files of an import spent more in
+    ``tempfile.mkstemp``'s and the text file's Python than in the kernel), as
+    :func:`refuse_foreign` allows at this moment, not at its check: None when written,
+    else why it is refused, nothing written.
+
+    The text goes to a new temporary file in the folder, written in full, then takes
+    the name (:func:`_place`): a name nothing holds is made by a hard link, which fails
+    if anything (a file, a link) took it since the check; a name holding a file export
+    or import wrote (or anything but a folder, with ``overwrite``) is replaced by a
+    rename, which replaces the directory entry itself, a link too, never writing through
+    it. No temporary file stays.
+    """
     if Path(name).name != name or name in ("", ".", ".."):
         raise ReconcileError(f"refusing to write {name!r}: not a plain file name")
     data = text.encode("utf-8")
@@ -84,11 +81,46 @@ def _write_in(directory: int, name: str, text: str) -> None:
                 written += os.write(handle, data[written:])
         finally:
             os.close(handle)
-        os.replace(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
-    except BaseException:
-        with contextlib.suppress(OSError):
+        why = _place(directory, temporary, name, overwrite=overwrite)
+    finally:
+        with contextlib.suppress(OSError):  # renamed away, or the new name's other link
             os.unlink(temporary, dir_fd=directory)
-        raise
+    return why
+
+
+def _place(directory: int, temporary: str, name: str, *, overwrite: bool) -> str | None:
+    """The written ``temporary`` as ``name`` (see :func:`_write_in`); why not, or None.
+
+    Between the look at a file that is ours and the rename over it, another process can
+    still swap in its own file (POSIX has no rename-if-unchanged): the window is that
+    of two system calls, not of the whole export."""
+    if overwrite:
+        os.replace(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
+        return None
+    try:  # a new name: appears whole, or not at all when anything took it meanwhile
+        os.link(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
+        return None
+    except FileExistsError:
+        pass
+    except OSError as err:
+        if err.errno not in _NO_LINKS:
+            raise
+        if _claimed(directory, name):  # no hard links: an empty file of ours claims it
+            os.replace(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
+            return None
+    why = _foreign(directory, name)
+    if why is None:  # ours (or gone again: the rename makes it)
+        os.replace(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
+    return why
+
+
+def _claimed(directory: int, name: str) -> bool:
+    """Whether an empty file ``name`` was made, nothing standing there before."""
+    try:
+        os.close(os.open(name, _NEW_FILE, 0o600, dir_fd=directory))
+    except FileExistsError:
+        return False
+    return True
 
 
 @click.command(name="export")
@@ -149,17 +181,28 @@ def export(
 def write_files(
     files: list[ExportedFile], out: Path | None, *, command: str, overwrite: bool = False
 ) -> int:
-    """Spec files into ``out`` (each by rename, with the schema header and the
-    ``command`` that wrote them: export or import), or to stdout. A file of the same
-    name that neither command wrote is refused before anything is written, unless
-    ``overwrite`` (:func:`refuse_foreign`)."""
+    """Spec files into ``out`` (with the schema header and the ``command`` that wrote
+    them: export or import; :func:`write_folders`), or to stdout."""
     if out is None:
         click.echo("---\n".join(_dump(f.documents) for f in files), nl=False)
         return 0
-    texts = file_texts(files, command=command)
-    refuse_foreign({out: texts}, overwrite=overwrite)
-    write_texts(out, texts, command=command)
+    write_folders({out: file_texts(files, command=command)}, command=command, overwrite=overwrite)
     return 0
+
+
+def write_folders(
+    folders: Mapping[Path, Sequence[tuple[str, str]]], *, command: str, overwrite: bool
+) -> None:
+    """Each folder's (file name, text) pairs into it, the one way export and import
+    write an ``--out`` folder: every folder checked (:func:`refuse_foreign`) before any
+    file is written, then each file written as the rule allows when it is written
+    (:func:`_write_in`): a file or a link that appeared since the check is refused as
+    the check refuses it, never replaced nor followed (with ``overwrite``, replaced as
+    one there at the check would be, a link never followed)."""
+    refuse_foreign(folders, overwrite=overwrite)
+    written = 0
+    for out, texts in folders.items():
+        written += _write_texts(out, texts, command=command, overwrite=overwrite, before=written)
 
 
 #: How many refused files the error names.
@@ -174,7 +217,7 @@ def refuse_foreign(
     written_by_tool`: a hand-written file of the same name, a link), unless
     ``overwrite``, and a folder of such a name in any case (a rename cannot replace it):
     before anything is written, the one rule of both commands, for every folder they
-    write."""
+    write (:func:`write_folders`; each write applies it again)."""
     found: list[str] = []
     for out, texts in folders.items():
         try:
@@ -191,14 +234,25 @@ def refuse_foreign(
         finally:
             os.close(directory)
     if found:
-        more = f" (and {len(found) - SHOWN} more)" if found[SHOWN:] else ""
-        raise ReconcileError(
-            "refusing to replace files reconcile export or import did not write: "
-            + "; ".join(found[:SHOWN])
-            + more
-            + "; nothing was written. Move them away"
-            + ("" if overwrite else ", or give --overwrite to replace them")
-        )
+        raise _refusal(found, overwrite=overwrite, written=0)
+
+
+def _refusal(found: Sequence[str], *, overwrite: bool, written: int) -> ReconcileError:
+    """The one refusal of files export or import did not write (``found``: each file and
+    why), saying how many files were ``written`` before it (by then, all whole)."""
+    more = f" (and {len(found) - SHOWN} more)" if found[SHOWN:] else ""
+    done = (
+        "nothing was written"
+        if not written
+        else f"{written} file(s) were written before it was found, the others were not"
+    )
+    return ReconcileError(
+        "refusing to replace files reconcile export or import did not write: "
+        + "; ".join(found[:SHOWN])
+        + more
+        + f"; {done}. Move them away"
+        + ("" if overwrite else ", or give --overwrite to replace them")
+    )
 
 
 def _foreign(directory: int, name: str) -> str | None:
@@ -235,9 +289,12 @@ _FOLDER_THERE = "a folder"
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-def write_texts(out: Path, texts: Sequence[tuple[str, str]], *, command: str) -> None:
-    """Each (file name, text) of ``texts`` into ``out`` (made when missing), by rename;
-    says how many."""
+def _write_texts(
+    out: Path, texts: Sequence[tuple[str, str]], *, command: str, overwrite: bool, before: int
+) -> int:
+    """Each (file name, text) of ``texts`` into ``out`` (made when missing); says how
+    many, and returns it. A file refused when it is written (:func:`_write_in`) ends the
+    writing (``before``: how many files other folders got)."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -250,10 +307,14 @@ def write_texts(out: Path, texts: Sequence[tuple[str, str]], *, command: str) ->
     try:
         for name, text in texts:
             try:
-                _write_in(directory, name, text)
+                why = _write_in(directory, name, text, overwrite=overwrite)
             except OSError as err:
                 raise ReconcileError(f"{out / name}: {err.strerror}") from None
+            if why is not None:
+                found = [f"{out / name} ({why})"]
+                raise _refusal(found, overwrite=overwrite, written=before + len(written))
             written.add(name)
     finally:
         os.close(directory)
     notice(f"{command}ed {len(written)} file(s) to {out}")
+    return len(written)

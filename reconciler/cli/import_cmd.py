@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from reconciler.cli.export_cmd import refuse_foreign, write_files, write_texts
+from reconciler.cli.export_cmd import write_files, write_folders
 from reconciler.cli.options import overwrite_option, strict_option
 from reconciler.cli.output import notice
 from reconciler.errors import ReconcileError
@@ -110,9 +110,7 @@ def _import(
         for name, folder in folders.items():
             own = import_files(found.by_environment[name], server)
             writes[folder] = file_texts(own, command="import")
-        refuse_foreign(writes, overwrite=overwrite)
-        for folder, texts in writes.items():
-            write_texts(folder, texts, command="import")
+        write_folders(writes, command="import", overwrite=overwrite)
         if not shared:
             _nothing_shared(out, bool(folders), project)
     if found.environments:
@@ -161,7 +159,12 @@ def _own_folders(
     it, nor inside any spec folder the project shares: every environment applies those,
     and one Account's streams would go into the other's; nor for an environment the
     project already has that connects to other servers than the Account's). Refused,
-    before anything is written, when that cannot hold."""
+    before anything is written, when that cannot hold. Names differing only in case get
+    folders a case-insensitive disk keeps apart, the export's rule (``apart_in_case``:
+    the second gains ``~`` and a hash; the names taken in order, so the same each time).
+    """
+    from reconciler.planning.export import apart_in_case
+
     if not names:
         return {}
     if out is None:
@@ -169,7 +172,9 @@ def _own_folders(
             f"--out is needed: the resources of Account(s) {', '.join(sorted(names))} go "
             "to a folder of their own each"
         )
-    folders = {name: out.parent / f"{out.name}-{name}" for name in sorted(names)}
+    ordered = sorted(names)
+    given = apart_in_case((f"{out.name}-{name}" for name in ordered), "")
+    folders = {name: out.parent / folder for name, folder in zip(ordered, given, strict=True)}
     if project is None or not project.exists():
         return folders
     from reconciler.specs.project import load_project

@@ -5,6 +5,7 @@ written, unless ``overwrite`` (``export_cmd.refuse_foreign``)."""
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import Any
@@ -32,15 +33,15 @@ def test_a_folder_swapped_for_a_link_while_writing_gets_nothing_outside(
     none through the link (a path joined again for each file followed it)."""
     out, moved, outside = tmp_path / "out", tmp_path / "moved", tmp_path / "outside"
     outside.mkdir()
-    replace = os.replace
+    link = os.link  # a new file takes its name by a hard link
 
     def swapped_after_the_first(*args: Any, **kwargs: Any) -> None:
-        replace(*args, **kwargs)
+        link(*args, **kwargs)
         if not moved.exists():
             out.rename(moved)
             out.symlink_to(outside, target_is_directory=True)
 
-    monkeypatch.setattr(os, "replace", swapped_after_the_first)
+    monkeypatch.setattr(os, "link", swapped_after_the_first)
     assert export_cmd.write_files(_files(3), out, command="import") == 0
     assert list(outside.iterdir()) == []
     names = sorted(p.name for p in moved.iterdir())
@@ -122,6 +123,33 @@ def test_a_folder_at_a_files_name_is_refused_even_with_overwrite(tmp_path: Path)
     with pytest.raises(ReconcileError, match="a folder"):
         export_cmd.write_files(_files(2), out, command="export", overwrite=True)
     assert sorted(p.name for p in out.iterdir()) == ["stream-S1.yaml"]
+
+
+def test_without_hard_links_a_new_name_is_claimed_before_the_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a file system without hard links (FAT, some shares) a new file is still
+    written, and a file appearing after the check is still refused and kept."""
+
+    def no_links(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    out = tmp_path / "out"
+    export_cmd.write_files(_files(2), out, command="export")
+    assert sorted(p.name for p in out.iterdir()) == ["stream-S0.yaml", "stream-S1.yaml"]
+    assert all(written_by_tool((out / n).read_bytes()) for n in ("stream-S0.yaml",))
+    check = export_cmd.refuse_foreign
+
+    def checked_then_planted(*args: Any, **kwargs: Any) -> None:
+        check(*args, **kwargs)
+        (out / "stream-S2.yaml").write_text("mine")
+
+    monkeypatch.setattr(export_cmd, "refuse_foreign", checked_then_planted)
+    with pytest.raises(ReconcileError, match="2 file\\(s\\) were written before"):
+        export_cmd.write_files(_files(3), out, command="export")
+    assert (out / "stream-S2.yaml").read_text() == "mine"
+    assert len(list(out.iterdir())) == 3  # no temporary file
 
 
 def _umask() -> int:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.cli.import_cmd import import_
+from reconciler.cli.import_cmd import _own_folders, import_
 from reconciler.errors import SpecError
 from reconciler.importers import IMPORTERS, ImportResult, importer, read
 
@@ -60,3 +60,19 @@ def test_an_importer_raises_every_problem_as_one_spec_error(tmp_path: Path) -> N
     with pytest.raises(SpecError) as raised:
         read("terraform", [tmp_path / "main.tf"])
     assert f"{tmp_path / 'main.tf'}:2" in str(raised.value)
+
+
+def test_nack_account_folders_differing_only_in_case_are_kept_apart_the_same_each_time(
+    tmp_path: Path,
+) -> None:
+    """Two Accounts ``Team`` and ``team`` (the manifests' check refuses the first as no
+    Kubernetes name; the folders do not count on it): folders a case-insensitive disk
+    keeps apart (the export's ``apart_in_case``), the same on each import; an Account
+    with no twin keeps ``OUT-<name>``."""
+    out = tmp_path / "specs"
+    folders = _own_folders(["team", "Team", "ops"], {}, out, None)
+    assert folders["ops"] == tmp_path / "specs-ops"
+    assert folders["Team"] == tmp_path / "specs-Team"
+    assert folders["team"].name.startswith("specs-team~")
+    assert len({f.name.lower() for f in folders.values()}) == 3
+    assert _own_folders(["Team", "ops", "team"], {}, out, None) == folders
