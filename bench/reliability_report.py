@@ -100,6 +100,7 @@ SUITE = (
     "tests/integration/test_attacks7.py",
     "tests/integration/test_greeting_attacks.py",
     "tests/integration/test_attacks8.py",
+    "tests/integration/test_read_bounds.py",
     "tests/integration/test_attacks9.py",
     "tests/integration/test_attacks10.py",
     "tests/integration/test_attacks11.py",
@@ -898,7 +899,11 @@ GUARANTEES = (
         "backoff; a dripping monitoring endpoint, a broken seed, a listener whose greeting is "
         "no NATS server's or an error no check foresaw fails its environment only, and a "
         "shard whose every server is down stays ready (no rollout stalls on it). A later "
-        "INFO of no server's shape closes that connection, a list whose pages never end "
+        "INFO of no server's shape closes that connection, and so do a protocol line of "
+        "more than 64 KiB with no end and a message announced over 128 MiB: a listener "
+        "announcing a terabyte, or sending a line that never ends, is said unreachable and "
+        "named with no more than that held (a plan fails naming it), while a reply over "
+        "the server's max_payload is read; a list whose pages never end "
         "fails that plan, a stop never waits for a connection still being opened, and a "
         "forged reply to one step fails that step with every step reported. A server that "
         "answers and refuses (credentials, TLS, a missing client certificate, a route or "
@@ -926,6 +931,7 @@ GUARANTEES = (
             "test_attacks8.py::test_a_stop_never_waits",
             "test_attacks8.py::test_a_list_whose_pages_never_end",
             "test_attacks8.py::test_a_forged_reply_to_one_step",
+            "test_read_bounds.py::",
             "test_dr_failover.py::",
             "test_attacks16.py::test_a_new_lineage_never_lets_a_second_shard",
         ),

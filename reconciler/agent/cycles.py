@@ -428,7 +428,7 @@ class Watch:
             await self._unless_stopped(self.claim.renew(client, slow=slow))  # refused if lost
             ok = await self._unless_stopped(self._cycle(client, trigger))
             if client.lost.is_set():
-                raise ConnectError("connection to the server lost")
+                raise client.closed("connection to the server lost")
             self.failures = 0 if ok else self.failures + 1
             due = time.monotonic() + (self.settings.interval if ok else self._backoff())
             if ok and self._full_at is not None:  # a full cycle every interval, however
@@ -437,7 +437,7 @@ class Watch:
             if trigger == "stop":
                 return False
             if trigger == "lost":
-                raise ConnectError("connection to the server lost")
+                raise client.closed("connection to the server lost")
         return False
 
     async def _next_trigger(self, client: JetStreamClient, deadline: float) -> str:

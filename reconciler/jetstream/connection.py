@@ -27,7 +27,7 @@ from urllib.parse import unquote, urlsplit
 import nats
 from nats.aio.client import Client as NATS
 from nats.errors import AuthorizationError, NoServersError, ProtocolError, SecureConnRequiredError
-from nats.protocol.parser import Parser
+from nats.protocol.parser import AWAITING_CONTROL_LINE, AWAITING_MSG_PAYLOAD, Parser
 
 from reconciler.door_words import Setting, say
 from reconciler.errors import ConnectError, ConnectRefused, raised_at
@@ -39,6 +39,19 @@ _SECRET_FIELDS = frozenset({"password", "token"})
 DEFAULT_STORE = Path(".reconcile")
 
 
+#: The longest protocol line (``INFO``, ``MSG``, ``PONG``, ``-ERR``...) an open
+#: connection takes: a 3-node cluster's INFO is 459 bytes (its ``connect_urls`` grow by
+#: ~20 a server), nats-py reads no greeting over 32 KiB (its reader's line limit, which
+#: bounds every line read while connecting), a MSG line holds subjects (4 KiB at the
+#: server's default ``max_control_line``). No more: nats-py scans the whole pending line
+#: again on every read (measured: 16 ms a read at 1 MiB, 1 ms at 64 KiB).
+MAX_LINE = 64 * 1024
+#: The largest message an open connection takes, by the size its MSG line announces
+#: (the server's ``max_payload`` is the server's word: no bound against it). The largest
+#: reply this tool reads is a STREAM.MSG.GET of a message at the largest ``max_payload``
+#: a server takes without a raised ``max_pending``, 64 MiB: 86 MiB as base64 in JSON. A
+#: STREAM.INFO page of 100,000 subjects (of 1 KiB each) or of 256 stream infos is less.
+MAX_MESSAGE = 128 * 1024 * 1024
 #: URL schemes this tool connects with (nats-py's TCP transport).
 SCHEMES = frozenset({"nats", "tls"})
 #: The user part of a URL: everything up to its authority's last ``@`` (a password may
@@ -350,6 +363,14 @@ def describe_failure(url: str, err: BaseException, *, timeout: float) -> str:
     return f"cannot connect to {where}: {err or type(err).__name__}"
 
 
+def server_address(nc: NATS) -> str | None:
+    """The URL ``nc`` is connected to, as scheme, host and port (no credentials)."""
+    url = getattr(nc, "connected_url", None)
+    if url is None or not getattr(url, "hostname", None):
+        return None
+    return redact_url(f"{url.scheme}://{url.hostname}:{url.port}")
+
+
 async def close_quietly(nc: NATS, *, timeout: float = 2.0) -> None:
     """Close ``nc``; a connection broken mid-handshake can hang nats-py's close."""
     if nc.is_closed:
@@ -443,11 +464,15 @@ class _Client(NATS):
 
     Every INFO is checked (:func:`_check_greeting`): the greeting, and each one a server
     sends later on the open connection (a cluster's changes), which :class:`_Parser`
-    turns into the connection's end when it is no NATS server's."""
+    turns into the connection's end when it is no NATS server's.
+
+    ``cut``: why this side ended the connection (a line or a message over the bounds),
+    naming the server; None while it did not."""
 
     def __init__(self) -> None:
         super().__init__()
         self._ps = _Parser(self)
+        self.cut: str | None = None
 
     async def _process_connect_init(self) -> None:
         """nats-py's handshake, the listener's first line checked as it comes
@@ -489,7 +514,14 @@ class _Parser(Parser):
     ``-ERR`` that is no UTF-8) is a protocol error: the connection is closed, as after any
     other (a long-lived caller, the agent, connects again). nats-py's read loop printed
     a traceback of it on stderr, which may quote what was sent, and stopped reading: the
-    connection stayed open and dead, every request timing out."""
+    connection stayed open and dead, every request timing out.
+
+    What it holds is bounded (:func:`overrun`): a line longer than :data:`MAX_LINE` or a
+    message announced over :data:`MAX_MESSAGE` ends the connection too, its reason in
+    the client's ``cut``. nats-py buffered either without limit (a listener announcing a
+    message of a terabyte, then sending bytes), until the process died for lack of
+    memory: with the agent, every environment's. It is checked after each read (nats-py
+    reads 32 KiB at a time), so no more than a read past the bound is ever held."""
 
     async def parse(self, data: bytes = b"") -> None:
         try:
@@ -498,6 +530,27 @@ class _Parser(Parser):
             raise
         except Exception:
             raise ProtocolError from None
+        over = overrun(self)
+        if over is not None:
+            self.nc.cut = f"{server_address(self.nc) or 'the server'} {over}"
+            raise ProtocolError(self.nc.cut)
+
+
+def overrun(parser: Parser) -> str | None:
+    """What nats-py's ``parser`` holds past the bounds, said (None: nothing): a message
+    announced over :data:`MAX_MESSAGE`, a line not ended within :data:`MAX_LINE`. It
+    reads the parser's state, nats-py's internals (``tests/unit/test_parser_bounds.py``
+    fails when a release changes them): a parser without them is left unbounded, as
+    nats-py has it, rather than every connection refused by a nats-py upgrade."""
+    try:
+        state, needed, held = parser.state, int(parser.needed), len(parser.buf)
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if state == AWAITING_MSG_PAYLOAD and needed > MAX_MESSAGE:
+        return f"announced a message of {needed:,} bytes (more than {MAX_MESSAGE >> 20} MiB)"
+    if state == AWAITING_CONTROL_LINE and held > MAX_LINE:
+        return f"sent a protocol line with no end within {MAX_LINE >> 10} KiB"
+    return None
 
 
 #: The INFO fields nats-py (and the server facts) read from a server's greeting, and

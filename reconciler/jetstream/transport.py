@@ -27,7 +27,12 @@ from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeout
 
 from reconciler.errors import ConnectError, NotFound, PermissionDenied, RequestTimeout, ServerError
-from reconciler.jetstream.connection import ConnectionOptions, close_quietly, connect, redact_url
+from reconciler.jetstream.connection import (
+    ConnectionOptions,
+    close_quietly,
+    connect,
+    server_address,
+)
 from reconciler.model.state import ServerInfo
 
 NOT_FOUND_CODES = frozenset({10059, 10014})
@@ -156,6 +161,13 @@ class Transport:
                     waiter.closed = True
                     waiter.task.cancel()
 
+    def closed(self, what: str) -> ConnectError:
+        """The error of the connection found closed (``what`` was being done): with why,
+        when this side cut it (a line or a message over the bounds, naming the server:
+        :func:`~reconciler.jetstream.connection.overrun`)."""
+        cut = getattr(self.nc, "cut", None)
+        return ConnectError(f"{what}: {cut}" if cut else what)
+
     # -- requests -----------------------------------------------------------------------
     def subject(self, op: str) -> str:
         return f"{self.api_prefix}.{op}"
@@ -194,7 +206,7 @@ class Transport:
             if (waiter.denied is None and not waiter.closed) or task.uncancel() > 0:
                 raise  # cancelled by the caller
             if waiter.denied is None:
-                raise ConnectError(f"connection closed while requesting {subject}") from None
+                raise self.closed(f"connection closed while requesting {subject}") from None
             # the server's report lowercases the subject; subjects are case-sensitive
             denied = f"publish to {subject}" if key in waiter.denied else waiter.denied
             message = f"permission denied: the user may not {denied}"
@@ -204,7 +216,7 @@ class Transport:
         except (TimeoutError, NatsTimeout):
             raise RequestTimeout(f"no answer to {subject} within {wait:g}s") from None
         except ConnectionClosedError:
-            raise ConnectError(f"connection closed while requesting {subject}") from None
+            raise self.closed(f"connection closed while requesting {subject}") from None
         except MaxPayloadError:
             limit = getattr(self.nc, "max_payload", None)
             raise ServerError(
@@ -286,10 +298,7 @@ class Transport:
 
     def _address(self) -> str | None:
         """The URL the client is connected to, credentials removed."""
-        url = getattr(self.nc, "connected_url", None)
-        if url is None or not getattr(url, "hostname", None):
-            return None
-        return redact_url(f"{url.scheme}://{url.hostname}:{url.port}")
+        return server_address(self.nc)
 
     # -- paged lists ----------------------------------------------------------------------
     async def paged(
@@ -378,7 +387,7 @@ class Transport:
             sub = await self.nc.subscribe(subject, cb=deliver)
             await self.nc.flush(timeout=max(int(self.timeout), 1))
         except (ConnectionClosedError, NatsTimeout, TimeoutError):
-            raise ConnectError(f"connection lost while subscribing to {subject}") from None
+            raise self.closed(f"connection lost while subscribing to {subject}") from None
         return sub
 
     async def answers(self) -> bool:
