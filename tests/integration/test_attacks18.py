@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import nats
@@ -52,3 +53,24 @@ def test_a_forged_reply_no_check_foresaw_fails_the_action_step_in_one_inert_line
         assert "Traceback" not in log
         assert "##[" not in log and "pwned" not in log, log
         assert "::error title=jetstream-gitops::unexpected ValueError at " in done.stdout, log
+
+
+def test_credentials_the_server_input_cannot_hold_are_named_where_a_workflow_gives_them(
+    tmp_path: Path,
+    github: GitHubStandIn,  # noqa: F811 (a fixture)
+) -> None:
+    """A careless user's ``server`` input whose password holds a '/': refused before
+    any server is asked, as the CLI refuses it, but the Action said "give them apart
+    from the URL with --user/--password (or --token)", flags no workflow can pass (the
+    agent and Pulumi name their own fields since attack 12). It names a project
+    environment's fields now; the password is masked and never shown."""
+    workspace = Workspace(tmp_path / "ws", github)
+    careless = SimpleNamespace(url="nats://alice:pa/ss@127.0.0.1:1")  # the input as typed
+    done = workspace.step(careless, mode="plan")
+
+    assert done.code == 1, done.stdout + done.stderr
+    words = "a project environment's user:/password: (or token:)"
+    assert f"give them apart from the URL with {words}" in done.stdout, done.stdout
+    assert "::add-mask::pa/ss" in done.stdout
+    shown = done.stdout.replace("::add-mask::pa/ss", "") + done.stderr
+    assert "pa/ss" not in shown and " --" not in shown, shown
