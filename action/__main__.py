@@ -27,6 +27,7 @@ from action.runner import Runner
 from reconciler.errors import (
     ExitStatus,
     ReconcileError,
+    unforeseen,
 )
 
 if TYPE_CHECKING:
@@ -62,7 +63,20 @@ def post_comment(runner: Runner, inputs: Inputs, markdown: str) -> None:
 
 
 def run_step(runner: Runner) -> int:
-    """Run the action in ``runner``'s environment; returns the exit status."""
+    """Run the action in ``runner``'s environment; returns the exit status. An error no
+    check foresaw (a reply no NATS server sends, which on an account without JetStream
+    any client may send; or a bug) fails the step in one annotation saying its type and
+    place (:func:`~reconciler.errors.unforeseen`, the CLI's words), never a traceback:
+    the error's text may quote that reply, and the runner reads ``##[error]`` anywhere
+    in a log line."""
+    try:
+        return _run_step(runner)
+    except Exception as err:  # the CLI's rule (reconciler.cli.main): type and place only
+        runner.error(unforeseen(err), title="jetstream-gitops")
+        return ExitStatus.ERROR
+
+
+def _run_step(runner: Runner) -> int:
     token = runner.env.get("GITHUB_TOKEN", "")
     if token:
         runner.mask(token)

@@ -33,7 +33,15 @@ FLAG_INPUTS: Mapping[str, str] = {
     "--monitor": "a project environment's monitor:",
     "--system-creds": "system_creds:",
     "--system-context": "system_context:",
+    "--user": "a project environment's user:",
+    "--password": "password:",
+    "--token": "token:",
+    "--nkey": "a project environment's nkey:",
+    "--tls-ca": "a project environment's tls: ca",
+    "--tls-cert": "a project environment's tls: cert",
+    "--tls-key": "key",
     "--take-over": "reconcile apply --take-over",
+    "--lock-timeout": "reconcile apply --lock-timeout",
 }
 _FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]*(?![\w-])")
 

@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,14 +195,21 @@ def write_json(target: Path, body: Any) -> tuple[str, int]:
 
 def read_json(path: Path) -> dict[str, Any]:
     """A JSON object from ``path``; a missing, unreadable or broken file is an error
-    naming it."""
+    naming it. A backup folder comes from elsewhere (an artifact, another machine): what
+    is not a regular file (a FIFO: never waited on) and JSON nested past the
+    interpreter's stack are errors too, never a hang or a RecursionError."""
     try:
-        text = path.read_text(encoding="utf-8")
-        body = json.loads(text)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens without a writer
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise BackupError(f"{path}: not a regular file")
+            body = json.loads(file.read().decode("utf-8"))
     except FileNotFoundError:
         raise BackupError(f"{path}: missing") from None
     except OSError as err:
         raise unreadable(path, err) from None
+    except RecursionError:
+        raise BackupError(f"{path}: not a JSON file (nested too deep)") from None
     except (UnicodeDecodeError, ValueError) as err:
         raise BackupError(f"{path}: not a JSON file ({type(err).__name__})") from None
     if not isinstance(body, dict):

@@ -31,6 +31,7 @@ import orjson
 from reconciler.identity import tools_own
 from reconciler.model.state import LiveState
 from reconciler.model.timestamps import rfc3339
+from reconciler.specs.document import MAX_DEPTH
 
 #: Record kinds: buckets are snapshotted as their streams.
 RECORD_KINDS = ("Stream", "Consumer")
@@ -97,6 +98,28 @@ _REQUIRED = ("env", "captured_at", "kind", "name", "config")
 _REQUIRED_SET = frozenset(_REQUIRED)
 
 
+#: A server's config nests a few levels (a source's subject transforms: four); a record
+#: nesting deeper is refused as a spec is (``specs.document.MAX_DEPTH``). The planner,
+#: normalising and comparing configs, recurses: a record of 600 levels raised
+#: RecursionError in the fleet's read, which stopped the job where a bad line is skipped.
+NESTED_TOO_DEEP = f"nesting deeper than {MAX_DEPTH} levels"
+
+
+def _deeper(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests deeper than ``limit`` levels (itself the first), walked
+    without recursion."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        inner = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in inner:
+            if isinstance(child, dict | list):
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
 def parse_record(line: str) -> SnapshotRecord:
     """Parse and check one JSON line; raises :class:`BadRecord` saying what is wrong."""
     return SnapshotRecord(*parse_fields(line))
@@ -111,8 +134,12 @@ def parse_fields(line: str) -> Fields:
             body = json.loads(line)
         except json.JSONDecodeError as err:
             raise BadRecord(f"not valid JSON: {err.msg} (column {err.colno})") from None
+        except RecursionError:  # past orjson's 1,024 levels: the interpreter's stack
+            raise BadRecord(NESTED_TOO_DEEP) from None
     if not isinstance(body, dict):
         raise BadRecord(f"a record must be a JSON object, not {type(body).__name__}")
+    if line.count("{") + line.count("[") > MAX_DEPTH and _deeper(body, MAX_DEPTH):
+        raise BadRecord(NESTED_TOO_DEEP)
     return record_fields(body)
 
 

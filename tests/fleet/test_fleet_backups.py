@@ -7,6 +7,7 @@ to 2026-01-01 (a manifest has no digest of itself), so its age is known."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import datetime
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
+import pytest
 from servers import NatsServer, run
 
 from reconciler.backup.manifest import FORMAT, FORMAT_VERSION
@@ -159,3 +161,28 @@ def test_a_manifest_created_out_of_pythons_years_in_utc_is_a_problem_naming_it(
     assert [backup.folder.name for backup in seen] == ["good"]
     (problem,) = problems
     assert str(tmp_path / "eu" / "forged" / "manifest.json") in problem
+
+
+@pytest.mark.timeout(60)
+def test_a_manifest_that_is_a_fifo_or_nested_too_deep_is_a_problem_naming_it(
+    tmp_path: Path,
+) -> None:
+    """Backup folders come from elsewhere (artifacts, other machines). A manifest.json
+    that is a FIFO held ``fleet drift --backups`` (and any reader of a backup's JSON)
+    waiting for a writer for ever; one of ``[`` nested 100,000 deep stopped it with a
+    RecursionError naming no file. Each is now a problem naming its file, and the
+    others are still read."""
+    body = {"format": FORMAT, "format_version": FORMAT_VERSION, "streams": []}
+    for name in ("fifo", "deep", "good"):
+        (tmp_path / "eu" / name).mkdir(parents=True)
+    os.mkfifo(tmp_path / "eu" / "fifo" / "manifest.json")
+    (tmp_path / "eu" / "deep" / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    (tmp_path / "eu" / "good" / "manifest.json").write_text(json.dumps(body | {"created": OLD}))
+
+    seen, problems = read_backups(tmp_path)
+
+    assert [backup.folder.name for backup in seen] == ["good"]
+    assert problems == [
+        f"{tmp_path / 'eu' / 'deep' / 'manifest.json'}: not a JSON file (nested too deep)",
+        f"{tmp_path / 'eu' / 'fifo' / 'manifest.json'}: not a regular file",
+    ]

@@ -301,3 +301,30 @@ def test_a_config_reads_back_from_its_text_as_json_loads_reads_it(config: dict) 
     got = canonical.config_from_text(text)
     assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
     assert repr(got) == repr(want)
+
+
+@pytest.mark.parametrize("levels", [62, 600, 1_100, 100_000])
+def test_a_record_nested_too_deep_is_a_bad_line_and_the_read_goes_on(
+    tmp_path: Path, levels: int
+) -> None:
+    """A snapshot line nesting ``[`` ``levels`` deep in a config's metadata (records come
+    from other machines and tools): past orjson's 1,024 levels the standard reader, and
+    from about 600 the config's normalisation, raised RecursionError in the worker, which
+    is no bad line: the fleet job stopped with Spark's traceback. It is now a bad line at
+    its FILE:LINE, refused as a spec nesting that deep is, and the next line is read."""
+    from reconciler.fleet.lines import Piece
+    from reconciler.fleet.records import read_unit
+
+    good = {"env": "eu", "captured_at": "2026-03-01T10:00:00Z", "kind": "Stream",
+            "name": "ORDERS", "config": ORDERS}  # fmt: skip
+    deep = {**good, "config": {**ORDERS, "metadata": {"x": "DEEP"}}}
+    nested = json.dumps(deep).replace('"DEEP"', "[" * levels + "]" * levels)
+    snapshot = tmp_path / "eu.jsonl"
+    snapshot.write_text(f"{nested}\n{json.dumps(good)}\n")
+
+    rows = read_unit([Piece(str(snapshot))])
+
+    assert [row[-4:] for row in rows.bad] == [
+        (str(snapshot), None, 1, "nesting deeper than 64 levels")
+    ]
+    assert [key[:3] for key in rows.seen] == [("eu", "ORDERS", "")]
