@@ -123,7 +123,11 @@ class GitHubAPI:
         except (urllib.error.URLError, TimeoutError, OSError) as err:
             reason = getattr(err, "reason", err)
             raise CommentError(f"GitHub API unreachable: {reason}") from None
-        return (json.loads(raw) if raw else None), link
+        try:
+            return (json.loads(raw) if raw else None), link
+        except (UnicodeDecodeError, ValueError, RecursionError):  # a proxy's login page, say
+            path = urllib.parse.urlsplit(url).path
+            raise CommentError(f"GitHub API {method} {path} answered with no JSON") from None
 
 
 def list_comments(api: GitHubAPI, pr: PullRequest) -> list[dict[str, Any]]:

@@ -166,3 +166,32 @@ def test_a_prevented_step_that_destroys_nothing_is_not_said_to_destroy() -> None
     assert "2 step(s) are prevented" in (destroy_warning(both) or "")
     deleting = Plan(server=server, changes=(gone,))
     assert "destroy protected resources" in (destroy_warning(deleting) or "")
+
+
+def test_an_api_answer_that_is_no_json_is_a_comment_error_the_step_warns_of() -> None:
+    """A 200 answer that is not JSON (a proxy's login page) is the refused comment's
+    error, which the step turns into a warning; it was an unforeseen JSONDecodeError."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Page(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            data = b"<html>Sign in to continue</html>"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        api = GitHubAPI(api_url=f"http://127.0.0.1:{httpd.server_address[1]}", token="t0k")
+        with pytest.raises(CommentError) as refused:
+            api.request("GET", "/repos/o/r/issues/7/comments")
+        assert "Sign in" not in str(refused.value)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
