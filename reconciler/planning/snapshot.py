@@ -120,6 +120,12 @@ def _deeper(value: Any, limit: int) -> bool:
     return False
 
 
+def _no_constant(name: str) -> Any:
+    """``NaN``, ``Infinity``, ``-Infinity``: no JSON (no server sends them, nor does a
+    snapshot written here); taken, they reached summary.json, which was JSON no more."""
+    raise BadRecord(f"not valid JSON: {name} is no JSON value")
+
+
 def parse_record(line: str) -> SnapshotRecord:
     """Parse and check one JSON line; raises :class:`BadRecord` saying what is wrong."""
     return SnapshotRecord(*parse_fields(line))
@@ -130,8 +136,8 @@ def parse_fields(line: str) -> Fields:
     try:
         body = orjson.loads(line)
     except orjson.JSONDecodeError:  # say why the standard way (which also reads what
-        try:  # orjson does not: integers beyond 64 bits, NaN)
-            body = json.loads(line)
+        try:  # orjson does not: integers beyond 64 bits)
+            body = json.loads(line, parse_constant=_no_constant)
         except json.JSONDecodeError as err:
             raise BadRecord(f"not valid JSON: {err.msg} (column {err.colno})") from None
         except RecursionError:  # past orjson's 1,024 levels: the interpreter's stack

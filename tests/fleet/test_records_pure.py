@@ -328,3 +328,27 @@ def test_a_record_nested_too_deep_is_a_bad_line_and_the_read_goes_on(
         (str(snapshot), None, 1, "nesting deeper than 64 levels")
     ]
     assert [key[:3] for key in rows.seen] == [("eu", "ORDERS", "")]
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_a_record_holding_nan_or_infinity_is_a_bad_line_and_the_read_goes_on(
+    tmp_path: Path, constant: str
+) -> None:
+    """``NaN`` and ``Infinity`` are no JSON: no server sends them and no snapshot written
+    here holds them. A forged record's were read, and reached summary.json, which was
+    then no JSON for a strict reader. Such a line is now a bad line at its FILE:LINE."""
+    from reconciler.fleet.lines import Piece
+    from reconciler.fleet.records import read_unit
+
+    good = {"env": "eu", "captured_at": "2026-03-01T10:00:00Z", "kind": "Stream",
+            "name": "ORDERS", "config": ORDERS}  # fmt: skip
+    forged = json.dumps({**good, "config": {**ORDERS, "max_msgs": "X"}})
+    snapshot = tmp_path / "eu.jsonl"
+    forged = forged.replace('"X"', constant)
+    snapshot.write_text(f"{forged}\n{json.dumps(good)}\n")
+
+    rows = read_unit([Piece(str(snapshot))])
+
+    assert [row[-4:][:3] for row in rows.bad] == [(str(snapshot), None, 1)]
+    assert constant in rows.bad[0][-1]
+    assert [key[:3] for key in rows.seen] == [("eu", "ORDERS", "")]
