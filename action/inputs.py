@@ -87,7 +87,9 @@ class Inputs:
         return cls(
             paths=paths,
             mode=mode,
-            server=runner.input("server"),
+            # one URL or several, by commas or on lines of their own (as 'path' takes
+            # its folders); a URL holds no blank: one percent-encoded is not one
+            server=",".join(runner.input("server").replace(",", " ").split()),
             creds=runner.input("creds"),
             context=runner.input("context"),
             prune=runner.flag("prune", default=False),

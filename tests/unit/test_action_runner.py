@@ -148,3 +148,15 @@ def test_pull_request_number_comes_from_the_event_payload(tmp_path: Path) -> Non
     assert (
         PullRequest.from_event(event_name="push", event_path=str(event), repository="o/r") is None
     )
+
+
+def test_the_server_input_takes_urls_one_a_line_as_path_does() -> None:
+    """A block scalar of URLs (as ``path`` takes folders) was one URL to the client,
+    refused with words about a URL nobody wrote."""
+    from action.inputs import Inputs
+
+    given = "nats://a.example:4222\n  nats://b.example:4222 ,nats://c.example:4222\n"
+    runner = Runner(env={"INPUT_PATH": "specs", "INPUT_SERVER": given})
+    assert Inputs.read(runner).server == (
+        "nats://a.example:4222,nats://b.example:4222,nats://c.example:4222"
+    )
