@@ -33,8 +33,12 @@ CONTROL_FIELDS = frozenset({"connection", "allow_destroy", "migrate", SECRET_INP
 #: Inputs that identify a resource: a change replaces it.
 IDENTITY_FIELDS: tuple[str, ...] = ("kind", "name", "stream")
 
+#: The output holding the resource's claim (``operations.new_claim``): the value it recorded
+#: in the metadata of the live resource it created or adopted.
+CLAIM = "claim"
+
 #: Output-only properties written by the provider (never spec fields).
-OUTPUT_FIELDS = frozenset({"live_config", "stream_config", "bucket", "server"})
+OUTPUT_FIELDS = frozenset({"live_config", "stream_config", "bucket", "server", CLAIM})
 
 
 def plain(value: Any) -> Any:

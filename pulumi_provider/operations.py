@@ -10,6 +10,7 @@ provider opens one per call.
 from __future__ import annotations
 
 import dataclasses
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,12 +32,14 @@ from reconciler.execution import stages
 from reconciler.execution.stages import QUIET, Observer, PlanRequest
 from reconciler.identity import ResourceRef
 from reconciler.jetstream import JetStreamClient
+from reconciler.model.diff import FieldChange
+from reconciler.model.normalize import live_config
 from reconciler.model.state import LiveState, ServerInfo
 from reconciler.model.values import bucket_field_name
-from reconciler.planning.steps import Plan, Replace
+from reconciler.planning.steps import Create, Plan, Replace, Update
 from reconciler.specs.checks import work_queue_partitions
 from reconciler.specs.lifecycle import MANAGE, Lifecycle
-from reconciler.specs.spec import Spec
+from reconciler.specs.spec import CLAIM_KEY, SERVER_OWNED_METADATA, Spec
 
 #: The identity of a managed resource: enough to find it on a server. Its Pulumi id is
 #: ``ref.path``: the stream name, ``STREAM/CONSUMER``, or the bucket name.
@@ -165,6 +168,7 @@ async def converge(
     lock_timeout: float | None = stages.LOCK_TIMEOUT,
     environment: Environment = NO_ENVIRONMENT,
     creating: bool = False,
+    claim: str | None = None,
 ) -> Live:
     """Create or update the resource exactly as ``reconcile apply`` would, then read it.
 
@@ -185,6 +189,11 @@ async def converge(
     provider reads only the resource's own stream, so it never sees, and never acts on,
     a migration record left by an interrupted migration: ``reconcile apply --migrate``
     finishes or rolls back such a migration (docs/migrate.md).
+
+    ``claim``: the resource's claim (:func:`new_claim`), recorded in the live resource's
+    metadata once it is applied: ``creating``, whatever claim it held (this resource
+    creates or adopts it); otherwise (an update) only where it holds none (an older
+    tool's update dropped it), never over another resource's.
     """
     target = spec.ref
     async with stages.locked(client, timeout=lock_timeout, on_notice=observer.notice) as held:
@@ -200,8 +209,13 @@ async def converge(
             creating=creating,
             locked=True,
         )
+        observing = spec.lifecycle.merged(environment.lifecycle).observe  # never written
+        if claim is not None and not observing:  # its step records it (not diffed)
+            plan = _with_claim(plan, target, claim, creating=creating)
         await stages.execute(plan, client, observer=observer, allowances=allowances, held=held)
         live = await observe(client, target)
+        if live is not None and claim is not None and not observing:
+            live = await _claimed_live(client, spec, live, claim, creating, observer, held)
     if live is None:
         observed = [note.reasons[0] for note in plan.observed if note.missing]  # lifecycle
         why = observed[0] if observed else "vanished right after apply"
@@ -417,6 +431,7 @@ async def destroy(
     lock_timeout: float | None = stages.LOCK_TIMEOUT,
     declared: Spec | None = None,
     environment: Environment = NO_ENVIRONMENT,
+    claim: str | None = None,
 ) -> None:
     """Delete the resource through the pipeline's stages, under the server's apply lock
     (as :func:`converge`): the planner's delete step
@@ -432,9 +447,20 @@ async def destroy(
     whose ``lifecycle`` governs the delete as apply's planner applies it: with
     ``prevent_destroy`` the delete is refused (whatever the server's record says), in
     ``mode: observe`` the server's resource is left as it is (Pulumi forgets it).
+
+    ``claim``: the claim the resource recorded when it created or adopted the live one
+    (:func:`new_claim`). A live resource holding another claim was created or adopted since
+    by another Pulumi resource (a program whose resources swap names in one ``pulumi
+    up``: the old resource of a rename deleted at its end, after another resource took
+    the name): it is left as it is, said in one line, and the delete succeeds (Pulumi
+    forgets this resource). None (outputs of an older provider), or a live resource
+    holding no claim: deleted as before.
     """
     async with stages.locked(client, timeout=lock_timeout, on_notice=observer.notice) as held:
         state = await read_around(client, target, observer)
+        if claimed_by_another(_raw(state, target), claim):
+            observer.notice(TAKEN.format(label=target.label))
+            return
         request = request_for(policies=policies, environment=environment)
         plan, allowances = await _judged_removal(
             client, target, state, request, allow_destroy, declared
@@ -470,3 +496,111 @@ async def _judged_removal(
     allowances = stages.Allowances(allow_replace=allow_destroy or not keeps, allow_with=allow_with)
     stages.refuse(stages.verdict(plan, allowances))
     return plan, allowances
+
+
+# --- the claim: which Pulumi resource created or adopted a live one ------------------------
+
+#: What a delete says when another Pulumi resource holds the live resource now.
+TAKEN = (
+    "{label}: not deleted: it now belongs to another resource in this stack (its claim is "
+    "not this resource's: another resource created or adopted it since, under the same "
+    "name): it is left as it is, and Pulumi forgets this resource"
+)
+#: Why the provider updates a resource only to record its claim.
+CLAIM_REASON = "record the claim of the Pulumi resource that created or adopted it"
+
+
+def new_claim() -> str:
+    """The claim a create or an adoption records: a fresh random value, kept in the
+    resource's outputs and in the live resource's metadata (``CLAIM_KEY``); an update
+    keeps the one its outputs hold. No secret: it tells two Pulumi resources of one
+    name apart, it grants nothing."""
+    return secrets.token_hex(16)
+
+
+def claim_of(config: Mapping[str, Any] | None) -> str | None:
+    """The claim a live config's metadata holds, None when none."""
+    metadata = (config or {}).get("metadata")
+    found = metadata.get(CLAIM_KEY) if isinstance(metadata, Mapping) else None
+    return found if isinstance(found, str) else None
+
+
+def claimed_by_another(config: Mapping[str, Any] | None, claim: str | None) -> bool:
+    """Whether the live resource (its raw ``config``) holds a claim that is not
+    ``claim``: another Pulumi resource created or adopted it since.
+
+    The claim is metadata anyone may write, so it only ever keeps a delete from
+    happening, never lets one through: a forged claim makes a delete leave the resource
+    (the safe side: its messages stay), and every other rule of the delete (the marker,
+    the owner, ``allow_destroy``, the lifecycle, the policies) is judged as before when
+    the claim is this resource's, or missing (no ``claim``: outputs of an older provider;
+    no live claim: one an update by an older tool dropped)."""
+    if claim is None or config is None:
+        return False
+    found = claim_of(config)
+    return found is not None and found != claim
+
+
+def _records(config: Mapping[str, Any], claim: str | None, *, creating: bool) -> bool:
+    """Whether ``claim`` is to be written over the claim ``config`` holds: a create or an
+    adoption takes the resource whatever it held, an update only one holding none."""
+    if claim is None:
+        return False
+    held = claim_of(config)
+    return held != claim and (creating or held is None)
+
+
+def _with_claim(plan: Plan, target: Target, claim: str, *, creating: bool) -> Plan:
+    """``plan`` with ``claim`` in the metadata its create or update of ``target`` sends
+    (:func:`_records`), so that the step that writes the resource records it too."""
+
+    def claimed(step: Any) -> Any:
+        if step.ref != target or not isinstance(step, Create | Update):
+            return step
+        if not _records(step.config, claim, creating=creating):
+            return step
+        metadata = {**(step.config.get("metadata") or {}), CLAIM_KEY: claim}
+        return dataclasses.replace(step, config={**step.config, "metadata": metadata})
+
+    return dataclasses.replace(plan, changes=tuple(claimed(step) for step in plan.changes))
+
+
+def _raw(state: LiveState, target: Target) -> Mapping[str, Any] | None:
+    """The target's config as the server sent it, None when it is not there."""
+    if target.is_child:
+        return state.consumers.get((target.stream_name, target.name))
+    return state.streams.get(target.stream_name)
+
+
+async def _claimed_live(
+    client: JetStreamClient,
+    spec: Spec,
+    live: Live,
+    claim: str,
+    creating: bool,
+    observer: Observer,
+    held: stages.Held,
+) -> Live | None:
+    """The live resource once ``claim`` is recorded where no step of its plan wrote it
+    (an adopted resource as declared: nothing to apply), as :func:`_records` says."""
+    if not _records(live.config, claim, creating=creating):
+        return live
+    await stages.execute(_claiming(spec, live, claim), client, observer=observer, held=held)
+    return await observe(client, spec.ref)
+
+
+def _claiming(spec: Spec, live: Live, claim: str) -> Plan:
+    """The plan recording ``claim`` in the live resource's metadata: one update sending
+    its config back as the server holds it (the server's own metadata keys left out)."""
+    config = dict(live.config)
+    kept = (config.get("metadata") or {}).items()
+    metadata = {k: v for k, v in kept if k not in SERVER_OWNED_METADATA}
+    config["metadata"] = {**metadata, CLAIM_KEY: claim}
+    step = Update(
+        ref=spec.ref,
+        fields=(FieldChange(f"metadata.{CLAIM_KEY}", claim_of(live.config), claim),),
+        reasons=(CLAIM_REASON,),
+        config=config,
+        live=live_config(spec.kind, live.config, live.server),
+    )
+    return Plan(server=live.server, changes=(step,))

@@ -50,6 +50,7 @@ from pulumi_provider.connection import (
 )
 from pulumi_provider.host_errors import plain_errors_in_host
 from pulumi_provider.inputs import (
+    CLAIM,
     CONTROL_FIELDS,
     OUTPUT_FIELDS,
     SECRET_INPUTS,
@@ -161,12 +162,16 @@ class JetStreamProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         spec = to_spec(props)
         # a create adopting an existing resource is an update of it: the same allowances
-        live = self._converge(spec, props, creating=True)
-        return CreateResult(spec.ref.path, outputs(props, live))
+        claim = operations.new_claim()  # a fresh one: this resource creates or adopts it
+        live = self._converge(spec, props, claim, creating=True)
+        return CreateResult(spec.ref.path, outputs(props, live, _recorded(claim, live)))
 
-    def _converge(self, spec: Spec, props: dict[str, Any], *, creating: bool = False) -> Live:
+    def _converge(
+        self, spec: Spec, props: dict[str, Any], claim: str | None, *, creating: bool = False
+    ) -> Live:
         """The live resource once ``spec`` is applied with ``props``' allowances
-        (``allow_destroy``, ``migrate``), under the lock, through the apply's stages."""
+        (``allow_destroy``, ``migrate``), under the lock, through the apply's stages, and
+        its ``claim`` recorded (``operations.converge``)."""
         allow = bool(plain(props.get("allow_destroy", False)))
         migrate = bool(plain(props.get("migrate", False)))
         return self._run(
@@ -181,6 +186,7 @@ class JetStreamProvider(ResourceProvider):
                 lock_timeout=self._lock_wait(),
                 environment=self._environment,
                 creating=creating,
+                claim=claim,
             ),
             changes=True,
         )
@@ -190,16 +196,18 @@ class JetStreamProvider(ResourceProvider):
         live = self._run(props, lambda client, _observer: operations.observe(client, target))
         if live is None:  # gone: Pulumi drops it from the state on refresh
             return ReadResult("", {})
-        return ReadResult(id_, outputs(props, live))
+        return ReadResult(id_, outputs(props, live, claim_in(props)))  # the claim kept
 
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        live = self._converge(to_spec(news), news)
-        return UpdateResult(outputs(news, live))
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        claim = claim_in(olds)  # kept: this resource still holds what it created
+        live = self._converge(to_spec(news), news, claim)
+        return UpdateResult(outputs(news, live, claim))
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         target = target_of(id_, props)
         allow = bool(plain(props.get("allow_destroy", False)))
         declared = declared_spec(props)
+        claim = claim_in(props)
         self._run(
             props,
             lambda client, observer: operations.destroy(
@@ -211,6 +219,7 @@ class JetStreamProvider(ResourceProvider):
                 lock_timeout=self._lock_wait(),
                 declared=declared,
                 environment=self._environment,
+                claim=claim,
             ),
             changes=True,
         )
@@ -302,8 +311,21 @@ def declared_spec(props: Mapping[str, Any]) -> Spec | None:
     return to_spec(props) if plain(props.get("lifecycle")) else None
 
 
-def outputs(props: Mapping[str, Any], live: Live) -> dict[str, Any]:
-    """Outputs: the spec fields as declared, the live config, and no credentials."""
+def claim_in(props: Mapping[str, Any]) -> str | None:
+    """The claim a resource's outputs recorded (:data:`CLAIM`), None when they hold none
+    (written by an older provider, or a resource never claimed)."""
+    claim = plain(props.get(CLAIM))
+    return claim if isinstance(claim, str) and claim else None
+
+
+def _recorded(claim: str, live: Live) -> str | None:
+    """``claim`` when the live resource holds it (not, say, in ``mode: observe``)."""
+    return claim if operations.claim_of(live.config) == claim else None
+
+
+def outputs(props: Mapping[str, Any], live: Live, claim: str | None = None) -> dict[str, Any]:
+    """Outputs: the spec fields as declared, the live config, the resource's ``claim``
+    (when it has one), and no credentials."""
     outs = {k: plain(v) for k, v in props.items() if k not in CONTROL_FIELDS | OUTPUT_FIELDS}
     outs["allow_destroy"] = bool(plain(props.get("allow_destroy", False)))
     outs["migrate"] = bool(plain(props.get("migrate", False)))
@@ -317,6 +339,8 @@ def outputs(props: Mapping[str, Any], live: Live) -> dict[str, Any]:
     kind = outs.get("kind")
     if kind in ("KeyValue", "ObjectStore"):
         outs["bucket"] = bucket_config(kind, str(outs.get("name")), live.config)
+    if claim is not None:
+        outs[CLAIM] = claim
     return secret_outputs(outs, secret_inputs(props))
 
 

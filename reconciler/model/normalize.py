@@ -11,7 +11,8 @@ server version:
 - derived defaults: subjects ``[name]``, the duplicate window from ``max_age``, consumer
   ``ack_wait`` / ``max_ack_pending`` / ``max_waiting`` / inherited consumer limits...;
 - limits given as 0 or below -1 become -1, timestamps are UTC RFC 3339;
-- the three server-owned metadata keys are dropped; desired adds the managed marker;
+- the server-owned metadata keys and the Pulumi provider's claim are dropped
+  (:data:`UNDIFFED_METADATA`: never compared); desired adds the managed marker;
 - KeyValue / ObjectStore specs become their ``KV_`` / ``OBJ_`` stream configs.
 
 Fields of a live config that the tables do not know (a newer server) are not compared:
@@ -37,11 +38,12 @@ from reconciler.model.buckets import BUCKET_FIELD_NEEDS, bucket_stream_config
 from reconciler.model.state import LiveState, ServerInfo
 from reconciler.specs.lifecycle import PROTECT_KEY, protection_marker
 from reconciler.specs.spec import (
+    CLAIM_KEY,
     DEFAULT_OWNER,
     MANAGED_KEY,
     MANAGED_VALUE,
     OWNER_KEY,
-    SERVER_OWNED_METADATA,
+    UNDIFFED_METADATA,
     Spec,
 )
 
@@ -251,6 +253,16 @@ def preserved_fields(kind: str, config: Mapping[str, Any], server: ServerInfo) -
     return {k: copy.deepcopy(v) for k, v in config.items() if k not in known}
 
 
+def with_claim_kept(config: Mapping[str, Any], raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``config`` (what an update or a replace sends) with the claim the live config
+    ``raw`` holds (:data:`CLAIM_KEY`): never diffed, so the desired metadata lacks it,
+    and an update replaces the whole metadata. ``config`` itself when there is none."""
+    claim = (raw.get("metadata") or {}).get(CLAIM_KEY)
+    if claim is None:
+        return config
+    return {**config, "metadata": {**(config.get("metadata") or {}), CLAIM_KEY: claim}}
+
+
 def canonical(
     kind: str,
     config: Mapping[str, Any],
@@ -272,7 +284,7 @@ def canonical(
         else:
             out[name] = value
     out["metadata"] = {
-        k: v for k, v in (out.get("metadata") or {}).items() if k not in SERVER_OWNED_METADATA
+        k: v for k, v in (out.get("metadata") or {}).items() if k not in UNDIFFED_METADATA
     }
     if kind == "Consumer":
         _consumer_rules(out, inherited(stream_config or {}))

@@ -43,7 +43,7 @@ from reconciler.specs.spec import (
     DEFAULT_OWNER,
     MANAGED_KEY,
     OWNER_KEY,
-    SERVER_OWNED_METADATA,
+    UNDIFFED_METADATA,
     Kind,
     Spec,
 )
@@ -304,7 +304,7 @@ def _clean_metadata(config: dict[str, Any]) -> None:
     metadata = {
         k: v
         for k, v in (config.get("metadata") or {}).items()
-        if k not in (MANAGED_KEY, OWNER_KEY, PROTECT_KEY) and k not in SERVER_OWNED_METADATA
+        if k not in (MANAGED_KEY, OWNER_KEY, PROTECT_KEY) and k not in UNDIFFED_METADATA
     }
     if metadata:
         config["metadata"] = metadata

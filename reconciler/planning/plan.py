@@ -67,6 +67,7 @@ from reconciler.model.normalize import (
     owner_of,
     preserved_fields,
     unsupported_fields,
+    with_claim_kept,
 )
 from reconciler.model.state import LiveState, ServerInfo, StreamState
 from reconciler.model.values import written_as
@@ -607,7 +608,7 @@ def _compare(
     current = live_config(spec.kind, raw, server)
     preserve = preserved_fields(spec.kind, raw, server)
     changes = tuple(diff_configs(settled(desired, current), current))
-    config = {**preserve, **desired}
+    config = with_claim_kept({**preserve, **desired}, raw)
     if not changes:
         # Nothing to apply: the configs are not kept (at 100k resources they would be
         # most of the plan's memory, and nothing reads them).

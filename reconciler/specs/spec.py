@@ -19,6 +19,7 @@ from reconciler.specs.lifecycle import MANAGE, Lifecycle
 from reconciler.specs.standby import Standby
 
 __all__ = [
+    "CLAIM_KEY",
     "DEFAULT_OWNER",
     "KINDS",
     "MANAGED_KEY",
@@ -26,6 +27,7 @@ __all__ = [
     "OWNER_KEY",
     "OWNER_PATTERN",
     "SERVER_OWNED_METADATA",
+    "UNDIFFED_METADATA",
     "Kind",
     "Spec",
     "entry_config",
@@ -44,6 +46,16 @@ OWNER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
 #: Metadata keys the server owns (2.11+); never diffed, never sent.
 SERVER_OWNED_METADATA = frozenset({"_nats.ver", "_nats.level", "_nats.req.level"})
+#: Metadata key of the claim the Pulumi provider records on each resource it creates or
+#: adopts (a random value, also in the resource's outputs), so that its delete leaves alone
+#: a resource another Pulumi resource created or adopted since (``pulumi_provider``). No
+#: secret (it grants nothing; anyone may write it): it may only keep a delete from
+#: happening. Never declared, never diffed, never exported; an update keeps it
+#: (``model.normalize.with_claim_kept``).
+CLAIM_KEY = "io.jetstream-gitops/claim"
+#: Metadata keys no diff compares (plan, drift, a Pulumi diff or refresh) and no export
+#: writes: the server's own and the claim.
+UNDIFFED_METADATA = SERVER_OWNED_METADATA | {CLAIM_KEY}
 
 
 @dataclass(frozen=True, slots=True, init=False)

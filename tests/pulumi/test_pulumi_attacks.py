@@ -13,12 +13,21 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import pulumi
 import pytest
 from migration_helpers import dump, killed_migration_script, publish_many, settled_dumps
 from pulumi.runtime import rpc
 from pulumi_host import ProviderHost, configured, up
 from servers import NatsServer, options, run
-from test_provider_host import MALLORY, _publish, api, consumer_inputs, stream_inputs, unique
+from test_provider_host import (
+    DIFF_NONE,
+    MALLORY,
+    _publish,
+    api,
+    consumer_inputs,
+    stream_inputs,
+    unique,
+)
 
 from pulumi_provider import JetStreamProvider, operations
 from reconciler.door_words import spoken
@@ -29,6 +38,7 @@ from reconciler.jetstream import ConnectionOptions, open_client
 from reconciler.model.migration import temp_name
 from reconciler.model.normalize import ownership_marker
 from reconciler.planning.steps import Migrate
+from reconciler.specs.spec import CLAIM_KEY
 
 pytestmark = pytest.mark.integration
 
@@ -657,6 +667,149 @@ def test_a_renamed_consumer_is_made_beside_the_old_one_unless_its_workqueue_refu
         assert made_id == f"{stream}/NEW"
         names = api(server, f"CONSUMER.NAMES.{stream}")["consumers"]
         assert names == ["NEW"]
+
+
+# --- resources that swap names in one `pulumi up` ------------------------------------------
+
+
+def _swapped(
+    host: ProviderHost, id_: str, outputs: dict[str, Any], renamed: dict[str, Any]
+) -> tuple[tuple[str, dict[str, Any]], tuple[str, dict[str, Any]]]:
+    """``pulumi up`` of a program naming its resources by list position, an item inserted
+    at the front: resource 0 (``id_``, ``outputs``) now declares ``renamed``, a new
+    resource 1 declares what resource 0 declared. As the engine runs it: resource 0's
+    replace made new-first (its diff says so), resource 1's create (it adopts the
+    resource that still exists), then, at the end, the delete of resource 0's old
+    resource. Returns resource 0's and resource 1's (id, outputs)."""
+    checked, failures = host.check(renamed, outputs)
+    assert failures == []
+    diff = host.diff(id_, outputs, checked)
+    assert diff.replaces and diff.deleteBeforeReplace is False
+    zero = host.create(checked)
+    declared = {k: outputs[k] for k in renamed if k in outputs}
+    one_id, _, one = host.apply(declared)
+    host.delete(id_, outputs)
+    return zero, (one_id, one)
+
+
+def test_streams_swapping_names_in_one_up_never_delete_the_one_the_other_took(
+    server: NatsServer,
+) -> None:
+    """Resource 0 renamed A -> B, resource 1 now declaring A, in one ``pulumi up``:
+    resource 1 adopted the A that still existed, then Pulumi deleted resource 0's old
+    resource, A, with its 5 messages (its allow_destroy allowed it), and resource 1's
+    state named a stream that was gone. Each create or adoption now records a claim in
+    its outputs and in the stream's metadata: the old resource's delete finds resource
+    1's there and leaves A. The stack's destroy (allow_destroy) then deletes both."""
+    with configured({"jetstream:servers": server.url}) as host:
+        a, b = unique("SWAPA"), unique("SWAPB")
+        id_, _, outputs = host.apply(stream_inputs(a, allow_destroy=True))
+        run(_publish(server.url, f"{a}.x", 5))
+        zero, one = _swapped(host, id_, outputs, stream_inputs(b, allow_destroy=True))
+        assert _made(server) == {a, b} and _messages(server, a) == 5
+        assert (zero[0], one[0], one[1]["name"]) == (b, a, a)
+        assert host.read(one[0], one[1], stream_inputs(a))[0] == a  # refresh: still there
+        for resource_id, outs in (one, zero):  # pulumi destroy
+            host.delete(resource_id, outs)
+        assert _made(server) == set()
+
+
+def test_consumers_swapping_names_in_one_up_never_delete_the_one_the_other_took(
+    versioned_server: NatsServer,
+) -> None:
+    """The same with consumers of one stream, on every supported server (consumers hold
+    metadata since nats-server 2.10, the oldest): the consumer resource 1 adopted (its
+    delivery state with it) stays, made at the same time as before."""
+    server = versioned_server
+    with configured({"jetstream:servers": server.url}) as host:
+        stream = unique("CSWAP")
+        host.apply(stream_inputs(stream))
+        id_, _, outputs = host.apply(consumer_inputs(stream, "A"))
+        made = api(server, f"CONSUMER.INFO.{stream}.A")["created"]
+        zero, one = _swapped(host, id_, outputs, consumer_inputs(stream, "B"))
+        assert (zero[0], one[0]) == (f"{stream}/B", f"{stream}/A")
+        assert api(server, f"CONSUMER.INFO.{stream}.A").get("created") == made
+        assert sorted(api(server, f"CONSUMER.NAMES.{stream}")["consumers"]) == ["A", "B"]
+
+
+def test_a_delete_leaving_a_stream_another_resource_took_says_so_in_one_line(
+    clean_server: NatsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    said: list[str] = []
+    provider = JetStreamProvider(connection={"servers": clean_server.url})
+    inputs = provider.check({}, {**stream_inputs("TAKEN"), "allow_destroy": True}).inputs
+    first = provider.create(inputs)
+    second = provider.create(inputs)  # another resource of the same name adopts it
+    monkeypatch.setattr(pulumi.log, "info", lambda message, *_, **__: said.append(message))
+    provider.delete(first.id, first.outs)
+    assert len(said) == 1 and "TAKEN" in said[0] and "another resource" in said[0], said
+    assert _made(clean_server) == {"TAKEN"}
+    provider.delete(second.id, second.outs)
+    assert _made(clean_server) == set()
+
+
+def test_a_claim_written_by_someone_else_never_lets_a_delete_through(server: NatsServer) -> None:
+    """The claim is metadata anyone may write: a stream made again by hand under the
+    name, holding the resource's own claim copied, is still refused for its missing
+    managed-by marker, its messages kept."""
+    with configured({"jetstream:servers": server.url}) as host:
+        name = unique("COPIED")
+        id_, _, outputs = host.apply(stream_inputs(name, allow_destroy=True))
+        assert api(server, f"STREAM.DELETE.{name}").get("success")
+        claim = {CLAIM_KEY: outputs["claim"]}
+        copied = {"name": name, "subjects": [f"{name}.>"], "metadata": claim}
+        assert "error" not in api(server, f"STREAM.CREATE.{name}", copied)
+        run(_publish(server.url, f"{name}.a", 2))
+        with pytest.raises(grpc.RpcError) as refused:
+            host.delete(id_, outputs)
+        assert "managed-by marker" in str(refused.value.details())
+        assert _messages(server, name) == 2
+
+
+def test_the_claim_is_no_change_to_a_refresh_or_a_diff_and_an_update_keeps_it(
+    server: NatsServer,
+) -> None:
+    """The claim is in the outputs and the stream's metadata: a refresh reads the same
+    outputs back, the same inputs diff empty, and an update (which sends the whole
+    metadata) keeps it, writing it back where someone stripped it, never over another
+    resource's; the resource's delete still deletes."""
+    with configured({"jetstream:servers": server.url}) as host:
+        name = unique("CLAIMED")
+        id_, inputs, outputs = host.apply(stream_inputs(name, allow_destroy=True))
+        live = api(server, f"STREAM.INFO.{name}")["config"]["metadata"]
+        assert live[CLAIM_KEY] == outputs["claim"]
+        assert host.read(id_, outputs, inputs) == (id_, outputs)
+        assert host.diff(id_, outputs, inputs).changes == DIFF_NONE
+        news, _ = host.check(stream_inputs(name, allow_destroy=True, max_age="1h"), outputs)
+        updated = host.update(id_, outputs, news)
+        live = api(server, f"STREAM.INFO.{name}")["config"]
+        assert live["max_age"] == 3_600_000_000_000
+        assert updated["claim"] == outputs["claim"] == live["metadata"][CLAIM_KEY]
+        assert host.diff(id_, updated, news).changes == DIFF_NONE
+        for held, expected in ((None, outputs["claim"]), ("theirs", "theirs")):
+            metadata = {k: v for k, v in live["metadata"].items() if k != CLAIM_KEY}
+            live["metadata"] = {**metadata, **({CLAIM_KEY: held} if held else {})}
+            assert "error" not in api(server, f"STREAM.UPDATE.{name}", live)
+            news, _ = host.check(stream_inputs(name, allow_destroy=True, max_age="2h"), updated)
+            host.update(id_, updated, news)
+            live = api(server, f"STREAM.INFO.{name}")["config"]
+            assert live["metadata"][CLAIM_KEY] == expected
+        live["metadata"][CLAIM_KEY] = outputs["claim"]
+        assert "error" not in api(server, f"STREAM.UPDATE.{name}", live)
+        run(_publish(server.url, f"{name}.a", 1))
+        host.delete(id_, updated)
+        assert name not in _made(server)
+
+
+def test_outputs_without_a_claim_delete_as_before(server: NatsServer) -> None:
+    """Outputs an older provider wrote hold no claim: their delete is what it was."""
+    with configured({"jetstream:servers": server.url}) as host:
+        name = unique("UNCLAIMED")
+        id_, _, outputs = host.apply(stream_inputs(name, allow_destroy=True))
+        host.apply(stream_inputs(name, allow_destroy=True))  # another claim on the server
+        older = {k: v for k, v in outputs.items() if k != "claim"}
+        host.delete(id_, older)
+        assert name not in _made(server)
 
 
 NO_NEW_BUCKETS = """\

@@ -23,7 +23,7 @@ from reconciler.planning.export import (
 )
 from reconciler.planning.export_text import _Dumper, _inert, dump
 from reconciler.specs.document import Document
-from reconciler.specs.spec import Spec
+from reconciler.specs.spec import CLAIM_KEY, MANAGED_KEY, MANAGED_VALUE, Spec
 from reconciler.specs.units import to_human
 from reconciler.specs.validate import validate_documents
 
@@ -205,6 +205,20 @@ def test_documents_of_one_shape_are_copies() -> None:
     a.documents[1]["metadata"]["team"] = "y"
     assert b.documents[0]["metadata"] == {"t": "x"} and b.documents[0]["subjects"] == ["b.>"]
     assert b.documents[1]["metadata"] == {"team": "x"} and b.documents[1]["stream"] == "B"
+
+
+def test_the_pulumi_providers_claim_is_never_exported() -> None:
+    """The claim (``CLAIM_KEY``) is the tool's own record, like the managed-by marker."""
+    tool = {MANAGED_KEY: MANAGED_VALUE, CLAIM_KEY: "c1", "_nats.ver": "2.12.4"}
+    stream = {**STREAM, "metadata": {**tool, "team": "x"}}
+    live = LiveState(
+        server=SERVER,
+        streams={"ORDERS": stream},
+        consumers={("ORDERS", "c"): consumer("c", metadata=tool)},
+    )
+    (exported,) = export_state(live)
+    assert exported.documents[0]["metadata"] == {"team": "x"}
+    assert "metadata" not in exported.documents[1]
 
 
 def test_the_schema_header_names_the_installed_release_not_a_branch() -> None:

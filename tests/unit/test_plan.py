@@ -14,10 +14,11 @@ from reconciler.errors import SpecError, UnsupportedField
 from reconciler.locations import Location
 from reconciler.model.normalize import desired_config
 from reconciler.model.state import LiveState, ServerInfo
+from reconciler.planning.drift import from_plan
 from reconciler.planning.memo import Memo
 from reconciler.planning.plan import ADOPT_REASON, build_plan
 from reconciler.planning.steps import Create, Delete, Plan, Replace, Unchanged, Update
-from reconciler.specs.spec import MANAGED_KEY, Kind, Spec
+from reconciler.specs.spec import CLAIM_KEY, MANAGED_KEY, Kind, Spec
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "schemas" / "plan.schema.json").read_text())
 SECOND = 1_000_000_000
@@ -135,6 +136,40 @@ def test_declaring_an_unmanaged_resource_adopts_it_with_an_update() -> None:
     assert isinstance(step, Update)
     assert step.reasons == (ADOPT_REASON,)
     assert [f.path for f in step.fields] == [f"metadata.{MANAGED_KEY}"]
+
+
+def _claimed(live: LiveState, claim: str) -> LiveState:
+    """``live`` with the Pulumi provider's claim in every resource's metadata."""
+
+    def claimed(config: Any) -> dict[str, Any]:
+        return {**config, "metadata": {**config["metadata"], CLAIM_KEY: claim}}
+
+    return LiveState(
+        server=live.server,
+        streams={name: claimed(c) for name, c in live.streams.items()},
+        consumers={key: claimed(c) for key, c in live.consumers.items()},
+    )
+
+
+def test_a_pulumi_claim_on_the_server_is_no_change_and_an_update_keeps_it() -> None:
+    """The claim the Pulumi provider records (``CLAIM_KEY``) is the tool's own metadata:
+    a plan (so drift, a Pulumi diff or refresh) never shows it, and an update, which
+    replaces the whole metadata, sends it back."""
+    specs = [ORDERS, WORKER, spec("KeyValue", "cfg", history=3)]
+    live = _claimed(live_of(*specs), "c1")
+    plan = build_plan(specs, live)
+    assert not plan.has_changes and plan.summary["unchanged"] == 3
+    assert {r.status for r in from_plan(plan).resources} == {"in_sync"}
+    changed = [spec("Stream", "ORDERS", subjects=["orders.>"], max_age=3600 * SECOND)]
+    changed.append(spec("Consumer", "worker", "ORDERS", ack_policy="explicit", max_deliver=3))
+    steps = build_plan(changed, live).changes
+    assert [(type(s), [f.path for f in s.fields]) for s in steps] == [
+        (Update, ["max_age"]),
+        (Update, ["max_deliver"]),
+    ]
+    assert all(s.config["metadata"][CLAIM_KEY] == "c1" for s in steps if isinstance(s, Update))
+    declared = spec("Stream", "ORDERS", subjects=["orders.>"], metadata={CLAIM_KEY: "mine"})
+    assert not build_plan([declared], live).has_changes  # a spec cannot write one either
 
 
 def test_external_stream_is_never_a_step_but_hosts_consumers() -> None:
