@@ -1,0 +1,45 @@
+"""``reconcile failover`` attacked once more (attack18c): a standby another client made
+or changed by hand, on two real JetStream domains joined by a leafnode. Both sides are
+counted with a raw client before and after; each test names the hole it closes."""
+
+# ruff: noqa: F811 (the ``ready`` fixture, imported, is each test's argument)
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cli_runner import reconcile
+from servers import NatsServer, run
+from test_dr_attacks import counted, said
+from test_dr_failover import is_fenced, ready  # noqa: F401 (ready: a fixture)
+from test_dr_rules import FAILOVER
+from test_lifecycle import _info, _publish, _request
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # attack runs: .ci/run's second stage
+
+Ready = tuple[NatsServer, NatsServer, Path]
+
+
+def test_a_plain_stream_on_other_subjects_is_never_taken_for_the_promoted_standby(
+    ready: Ready,
+) -> None:
+    """Hole: west's mirror replaced by someone with a plain ORDERS on ``legacy.>`` (3
+    messages of theirs). It was read as a promoted standby: DIVERGED, so the failover
+    fenced east, saying "west takes the writes", though no stream took ``orders.>`` any
+    more; and the rollback was then refused (the standby "already promoted"), east left
+    fenced. A standby that is no mirror must listen on the declared subjects."""
+    east, west, root = ready
+    assert "error" not in run(_request(west.url, "$JS.API.STREAM.DELETE.ORDERS"))
+    plain = {"name": "ORDERS", "subjects": ["legacy.>"], "storage": "file"}
+    assert "error" not in run(_request(west.url, "$JS.API.STREAM.CREATE.ORDERS", plain))
+    run(_publish(west.url, "legacy.x", 3))
+    before = counted(east), counted(west)
+
+    result = reconcile(*FAILOVER, cwd=root)
+    assert result.returncode == 1, said(result)
+    assert "legacy.>" in result.stderr and "nothing was changed" in result.stderr
+    assert not is_fenced(east)
+    assert (counted(east), counted(west)) == before
+    run(_publish(east.url, "orders.new", 1))  # east still takes the writes
+    assert counted(east)[0] == 51
+    assert _info(west.url, "ORDERS")["config"]["subjects"] == ["legacy.>"]
