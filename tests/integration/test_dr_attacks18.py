@@ -43,3 +43,29 @@ def test_a_plain_stream_on_other_subjects_is_never_taken_for_the_promoted_standb
     run(_publish(east.url, "orders.new", 1))  # east still takes the writes
     assert counted(east)[0] == 51
     assert _info(west.url, "ORDERS")["config"]["subjects"] == ["legacy.>"]
+
+
+def test_a_mirror_someone_gave_interest_retention_is_never_promoted_with_it(
+    ready: Ready,
+) -> None:
+    """Hole: west's mirror given ``retention: interest`` by someone, with a consumer of
+    theirs on it so that it kept all 50 messages (a full copy, as the checks read it).
+    The promotion kept the mirror's live retention: once that consumer was deleted,
+    the promoted stream dropped messages 1..20 (no interest: ``shipper`` starts at 21),
+    and it drops every message ``shipper`` acknowledges, where the spec keeps them 7
+    days. Retention ``interest`` the spec does not declare keeps less, as a tighter
+    limit does: refused, nothing changed."""
+    east, west, root = ready
+    theirs = {"durable_name": "theirs", "ack_policy": "explicit"}
+    body = {"stream_name": "ORDERS", "config": theirs, "action": "create"}
+    assert "error" not in run(_request(west.url, "$JS.API.CONSUMER.CREATE.ORDERS.theirs", body))
+    config = {**_info(west.url, "ORDERS")["config"], "retention": "interest"}
+    assert "error" not in run(_request(west.url, "$JS.API.STREAM.UPDATE.ORDERS", config))
+    before = counted(east), counted(west)
+    assert before[1][0] == 50 and len(before[1][1]) == 50
+
+    result = reconcile(*FAILOVER, cwd=root)
+    assert result.returncode == 1, said(result)
+    assert "retention interest" in result.stderr and "nothing was changed" in result.stderr
+    assert not is_fenced(east) and (counted(east), counted(west)) == before
+    assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
