@@ -5,14 +5,16 @@ counted with a raw client before and after; each test names the hole it closes."
 # ruff: noqa: F811 (the ``ready`` fixture, imported, is each test's argument)
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from cli_runner import reconcile
-from servers import NatsServer, run
+from servers import NatsServer, joined_domains, run
 from test_dr_attacks import counted, said
 from test_dr_failover import is_fenced, ready  # noqa: F401 (ready: a fixture)
 from test_dr_rules import FAILOVER
+from test_dr_standby import applied, dr_project, standby_stream
 from test_lifecycle import _info, _publish, _request
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # attack runs: .ci/run's second stage
@@ -69,3 +71,20 @@ def test_a_mirror_someone_gave_interest_retention_is_never_promoted_with_it(
     assert "retention interest" in result.stderr and "nothing was changed" in result.stderr
     assert not is_fenced(east) and (counted(east), counted(west)) == before
     assert _info(west.url, "ORDERS")["config"]["mirror"]["name"] == "ORDERS"
+
+
+def test_the_failover_complete_line_escapes_a_stream_name_a_runner_reads_as_a_command(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """Hole: "Failover complete: 1 pair(s) (no write taken: ##[error]X 0.01s)." was
+    printed as it was, the only line of the failover not escaped: a GitHub runner reads
+    ``##[error]`` anywhere in a line of the job's log (docs/dr.md's workflow runs the
+    CLI) as a workflow command. A stream may be named so (visible characters only)."""
+    east, west = joined_domains(server_factory)
+    root = dr_project(tmp_path, east, west, standby_stream(name='"##[error]X"'))
+    applied(root, "east")
+    applied(root, "west")
+    result = reconcile(*FAILOVER, cwd=root)
+    assert result.returncode == 0, said(result)
+    assert "Failover complete" in result.stdout
+    assert "##[" not in said(result)
