@@ -165,7 +165,7 @@ def _interrupted(origin: str, standby: str, *, began: bool) -> str:
 
 
 def _report(result: FailoverResult, fmt: str) -> int:
-    from reconciler.model.values import inert_json
+    from reconciler.model.values import inert_json, printable
 
     if fmt == "json":
         body = {
@@ -195,5 +195,7 @@ def _report(result: FailoverResult, fmt: str) -> int:
         else:
             windows = ", ".join(f"{k} {v:.2f}s" for k, v in sorted(result.unavailable.items()))
             took = f" (no write taken: {windows})" if windows else ""
-            click.echo(f"Failover complete: {len(result.done)} pair(s){took}.", file=sys.stdout)
+            # stream names: escaped as every other line of the failover (``##[`` in one)
+            done = printable(f"Failover complete: {len(result.done)} pair(s){took}.")
+            click.echo(done, file=sys.stdout)
     return 0

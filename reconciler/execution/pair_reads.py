@@ -341,6 +341,8 @@ async def _problems(
         unlike = await diverged(*clients, pair.name, sides)
         if unlike:  # nothing to promote: fencing the origin would leave neither side
             problems.append(f"{unlike}; compare both sides before anything is failed over")
+    else:  # no mirror: promoted (by a failover, or by hand), or made by someone
+        problems += _promoted_problem(pair, sides, mirror_config)
     return problems
 
 
@@ -404,6 +406,26 @@ def _mirror_problem(pair: Pair, sides: Sides, mirror: Any) -> list[str]:
         f"the stream in {sides.standby} mirrors {what}, the spec declares {pair.name} "
         f"through {api}: it was made by someone else; apply the standby environment first "
         f"(reconcile apply --env {sides.standby})"
+    ]
+
+
+def _promoted_problem(pair: Pair, sides: Sides, live: Mapping[str, Any]) -> list[str]:
+    """A standby that is no mirror and does not listen on the declared subjects: no
+    promotion of this pair made it (a promotion gives them all), so it is no promoted
+    standby. Taken for one, the failover fenced the origin (DIVERGED, or done) and its
+    writes went to no stream; a rollback was then refused, the standby "promoted"."""
+    subjects = list(live.get("subjects") or [])
+    declared = list(pair.stream.config.get("subjects") or [])
+    if sorted(subjects) == sorted(declared):
+        return []
+    return [
+        f"the stream in {sides.standby} is no mirror and listens on "
+        f"{', '.join(subjects) or 'no subject'}, the spec declares {', '.join(declared)}: "
+        f"no promotion of this pair made it (made or changed by someone), and fencing "
+        f"{sides.origin} would leave its writes to no stream; give it the declared "
+        f"subjects if it is this pair's stream promoted by hand, else delete it once what "
+        f"it holds is kept elsewhere and apply {sides.standby} "
+        f"(reconcile apply --env {sides.standby}: a fresh mirror)"
     ]
 
 

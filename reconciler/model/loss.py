@@ -162,12 +162,18 @@ PROVEN_LIMITS = {"max_msgs": -1, "max_bytes": -1, "max_msgs_per_subject": -1, "m
 
 def tighter_limits(config: Mapping[str, Any], declared: Mapping[str, Any]) -> list[str]:
     """The limits (:data:`PROVEN_LIMITS`) under which ``config`` keeps less than
-    ``declared`` (a field absent: no limit), each as "field value (declared value)"."""
-    return [
+    ``declared`` (a field absent: no limit), each as "field value (declared value)";
+    and retention ``interest`` where ``declared`` keeps messages by its limits (absent:
+    ``limits``): it deletes what no consumer is still to acknowledge, as
+    :func:`update_losses` counts that change."""
+    found = [
         f"{field} {config.get(field)} (declared {declared.get(field, unlimited)})"
         for field, unlimited in PROVEN_LIMITS.items()
         if _tighter(config.get(field), declared.get(field, unlimited), unlimited=unlimited)
     ]
+    if config.get("retention") == "interest" and declared.get("retention", "limits") == "limits":
+        found.append("retention interest (declared limits)")
+    return found
 
 
 def claimed_losses(
