@@ -1,0 +1,97 @@
+"""Attacks on KeyValue entries (round 18d): buckets reshaped by hand, by someone else or
+by the same plan, under the entries a spec declares. Each test failed before its fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nats
+import pytest
+from cli_runner import reconcile
+from servers import NatsServer, options, run, write
+
+from reconciler.errors import ApplyFailed
+from reconciler.execution import run as engine
+from reconciler.execution.apply import apply_plan
+from reconciler.jetstream import open_client
+
+pytestmark = pytest.mark.integration
+
+SECRET = "TOPSECRET-hunter2-do-not-store-elsewhere"
+
+
+async def _api(url: str, subject: str, body: dict[str, object]) -> dict[str, object]:
+    nc = await nats.connect(url)
+    try:
+        reply = await nc.request(f"$JS.API.{subject}", json.dumps(body).encode(), timeout=5)
+        answer: dict[str, object] = json.loads(reply.data)
+        assert "error" not in answer, answer
+        return answer
+    finally:
+        await nc.close()
+
+
+def test_an_entry_is_never_written_into_a_stream_that_took_its_buckets_subjects(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """Between the plan and its apply, someone moves the bucket's stream KV_cap off its
+    subjects and makes a stream of their own take ``$KV.cap.>``. The secret entry's
+    write was taken by that stream (its ack named it, and apply said "applied"): the
+    value stored where nobody declared it, every later plan creating it again. The
+    write must be stored by the bucket's stream or not at all."""
+    spec = write(
+        tmp_path,
+        f"""
+        kind: KeyValue
+        name: cap
+        ---
+        kind: KeyValueEntry
+        bucket: cap
+        key: db.password
+        value: {SECRET}
+        secret: true
+        """,
+    )
+    assert run(
+        engine.apply(
+            [write(tmp_path, "kind: KeyValue\nname: cap\n", "b.yaml")], options(clean_server)
+        )
+    ).ok
+    plan = run(engine.plan([spec], options(clean_server)))
+    assert [str(s.action) for s in plan.steps] == ["create"]
+    url = clean_server.url
+    config = run(_api(url, "STREAM.INFO.KV_cap", {}))["config"]
+    assert isinstance(config, dict)
+    run(_api(url, "STREAM.UPDATE.KV_cap", {**config, "subjects": ["$KV.elsewhere.>"]}))
+    run(_api(url, "STREAM.CREATE.THIEF", {"name": "THIEF", "subjects": ["$KV.cap.>"]}))
+
+    async def apply() -> None:
+        async with open_client(options(clean_server)) as client:
+            await apply_plan(plan, client)
+
+    with pytest.raises(ApplyFailed, match=r"KeyValueEntry cap/db\.password"):
+        run(apply())
+    thief = run(_api(url, "STREAM.INFO.THIEF", {}))["state"]
+    assert isinstance(thief, dict) and thief["messages"] == 0
+
+
+def test_the_stream_header_of_an_entry_write_is_counted_against_max_value_size(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """The server stores and counts every header of a write against the bucket's
+    max_value_size, the expected stream's too (``$KV.small.k`` to ``KV_small``: 32
+    bytes, 124 with the marker and the compare-and-set header): a value that fits with
+    them is applied, one byte more is refused by the plan, not by the server after the
+    bucket was made."""
+    bucket = "kind: KeyValue\nname: small\nmax_value_size: 400\n---\n"
+    entry = "kind: KeyValueEntry\nbucket: small\nkey: k\nvalue: {}\n"
+    over = write(tmp_path, bucket + entry.format("y" * 277), "over.yaml")
+    done = reconcile("apply", over.name, "--server", clean_server.url, "-y", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "its value (277 bytes) and headers (124 bytes)" in done.stderr
+    names = run(_api(clean_server.url, "STREAM.NAMES", {})).get("streams") or []
+    assert isinstance(names, list) and "KV_small" not in names
+    fits = write(tmp_path, bucket + entry.format("y" * 276), "fits.yaml")
+    done = reconcile("apply", fits.name, "--server", clean_server.url, "-y", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
