@@ -47,6 +47,7 @@ from reconciler.model.normalize import replica_problems, unsupported_fields
 from reconciler.model.state import LiveState, StreamState
 from reconciler.planning.entries import (
     LiveEntry,
+    deleted_buckets,
     fresh_buckets,
     missing_buckets,
     plan_entries,
@@ -433,7 +434,8 @@ async def _entries_part(
     (to find this owner's entries no spec declares any more); buckets this plan creates
     or replaces are empty."""
     declared = frozenset(s.stream_name for s in resources if not s.ref.is_child)
-    if problems := missing_buckets(list(entries), frozenset(live.streams), declared):
+    deleted = deleted_buckets(the_plan)
+    if problems := missing_buckets(list(entries), frozenset(live.streams), declared, deleted):
         return None, list(problems)
     fresh = fresh_buckets(the_plan)
     wanted = {str(s.stream) for s in entries} | {s.name for s in resources if s.kind == "KeyValue"}

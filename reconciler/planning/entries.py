@@ -43,6 +43,7 @@ from reconciler.planning.steps import (
     Unchanged,
     Update,
     order_waves,
+    prevention,
     sort_key,
 )
 from reconciler.specs.spec import DEFAULT_OWNER, MANAGED_KEY, MANAGED_VALUE, OWNER_KEY, Spec
@@ -186,18 +187,43 @@ def plan_entries(
 
 
 def missing_buckets(
-    specs: Sequence[Spec], live_streams: frozenset[str], declared_streams: frozenset[str]
+    specs: Sequence[Spec],
+    live_streams: frozenset[str],
+    declared_streams: frozenset[str],
+    deleted: frozenset[str] = frozenset(),
 ) -> list[Problem]:
-    """Entries whose bucket is neither declared nor on the server."""
+    """Entries whose bucket is neither declared nor on the server, or is on the server
+    only until this plan deletes it (``deleted``: :func:`deleted_buckets`; a bucket no
+    spec declares that ``--prune`` deletes would take the values written to it along,
+    in the same apply)."""
     problems = []
     for spec in specs:
         stream = spec.stream_name
-        if stream not in live_streams and stream not in declared_streams:
+        if stream in declared_streams:
+            continue
+        if stream not in live_streams:
             message = (
                 f"bucket {spec.stream!r} is neither declared (kind: KeyValue) nor on the server"
             )
-            problems.append(Problem(spec.where("bucket"), "bucket", message))
+        elif stream in deleted:
+            message = (
+                f"bucket {spec.stream!r} is declared by no spec, and --prune deletes it in "
+                "this plan, with the values written to it: declare it (kind: KeyValue)"
+            )
+        else:
+            continue
+        problems.append(Problem(spec.where("bucket"), "bucket", message))
     return problems
+
+
+def deleted_buckets(plan: Plan) -> frozenset[str]:
+    """The streams ``plan`` deletes (pruned), buckets among them; not those lifecycle
+    prevents it from deleting (the plan is refused for them, naming the protection)."""
+    return frozenset(
+        step.stream_name
+        for step in plan.changes
+        if isinstance(step, Delete) and not step.ref.is_child and not prevention(step)
+    )
 
 
 def with_entries(plan: Plan, part: StreamPlan) -> Plan:

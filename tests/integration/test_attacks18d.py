@@ -95,3 +95,38 @@ def test_the_stream_header_of_an_entry_write_is_counted_against_max_value_size(
     fits = write(tmp_path, bucket + entry.format("y" * 276), "fits.yaml")
     done = reconcile("apply", fits.name, "--server", clean_server.url, "-y", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_prune_never_deletes_the_bucket_a_declared_entry_is_written_to(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """An entry may name a bucket already on the server, declared nowhere. When that
+    bucket is this owner's (an earlier apply made it from a spec since removed, or moved
+    to another folder), ``--prune`` planned the entry's update, then the bucket's
+    delete: apply wrote the value and deleted it with the bucket, and the next plan
+    failed ('neither declared nor on the server'). Now refused at the entry's bucket
+    line, naming the bucket, before anything is written or deleted."""
+    both = write(
+        tmp_path,
+        """
+        kind: KeyValue
+        name: cfg
+        ---
+        kind: KeyValueEntry
+        bucket: cfg
+        key: mode
+        value: "on"
+        """,
+    )
+    assert run(engine.apply([both], options(clean_server))).ok
+    only = write(tmp_path, 'kind: KeyValueEntry\nbucket: cfg\nkey: mode\nvalue: "off"\n', "e.yaml")
+    server = ["--server", clean_server.url]
+
+    done = reconcile("apply", only.name, *server, "--prune", "--allow-replace", "-y", cwd=tmp_path)
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "e.yaml:2: bucket: bucket 'cfg'" in done.stderr, done.stderr
+    assert "--prune" in done.stderr
+    info = run(_api(clean_server.url, "STREAM.INFO.KV_cfg", {}))["state"]
+    assert isinstance(info, dict) and info["messages"] == 1
+    assert reconcile("plan", only.name, *server, cwd=tmp_path).returncode == 0
