@@ -26,9 +26,10 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from reconciler.errors import Problem
-from reconciler.identity import ResourceRef
+from reconciler.identity import KV_PREFIX, ResourceRef, kv_subject
 from reconciler.model.diff import FieldChange
 from reconciler.model.loss import Loss
 from reconciler.model.values import entry_text
@@ -188,32 +189,64 @@ def plan_entries(
 
 def missing_buckets(
     specs: Sequence[Spec],
-    live_streams: frozenset[str],
-    declared_streams: frozenset[str],
+    live_streams: Mapping[str, Mapping[str, Any]],
+    declared: Mapping[str, Spec],
     deleted: frozenset[str] = frozenset(),
 ) -> list[Problem]:
-    """Entries whose bucket is neither declared nor on the server, or is on the server
-    only until this plan deletes it (``deleted``: :func:`deleted_buckets`; a bucket no
-    spec declares that ``--prune`` deletes would take the values written to it along,
-    in the same apply)."""
+    """Entries whose bucket takes no write of theirs: neither declared nor on the server;
+    a bucket mirroring another (its stream has no subjects: the write is answered by
+    no stream); a live ``KV_<bucket>`` that is not a bucket (moved off
+    ``$KV.<bucket>.>``: the plan lists it as a Stream); or on the server only until this
+    plan deletes it
+    (``deleted``: :func:`deleted_buckets`; a bucket no spec declares that ``--prune``
+    deletes would take the values written to it along, in the same apply).
+    ``live_streams`` and ``declared`` are keyed by stream name (``KV_<bucket>``)."""
     problems = []
     for spec in specs:
         stream = spec.stream_name
-        if stream in declared_streams:
-            continue
-        if stream not in live_streams:
-            message = (
-                f"bucket {spec.stream!r} is neither declared (kind: KeyValue) nor on the server"
-            )
-        elif stream in deleted:
-            message = (
-                f"bucket {spec.stream!r} is declared by no spec, and --prune deletes it in "
-                "this plan, with the values written to it: declare it (kind: KeyValue)"
-            )
-        else:
-            continue
-        problems.append(Problem(spec.where("bucket"), "bucket", message))
+        message = _unwritable(spec, declared.get(stream), live_streams.get(stream), deleted)
+        if message:
+            problems.append(Problem(spec.where("bucket"), "bucket", message))
     return problems
+
+
+def _unwritable(
+    entry: Spec,
+    declared: Spec | None,
+    live: Mapping[str, Any] | None,
+    deleted: frozenset[str],
+) -> str | None:
+    bucket, stream = str(entry.stream), entry.stream_name
+    if declared is not None:
+        mirror = declared.config.get("mirror") if declared.kind == "KeyValue" else None
+        return _mirrors(bucket, mirror)
+    if live is None:
+        return f"bucket {bucket!r} is neither declared (kind: KeyValue) nor on the server"
+    if ResourceRef.of_stream(stream, live).kind != "KeyValue":
+        return (
+            f"bucket {bucket!r} is not a KeyValue bucket on the server: its stream "
+            f"{stream!r} does not take {kv_subject(bucket)!r} (changed by hand?), so no "
+            "entry is written to it"
+        )
+    if (message := _mirrors(bucket, live.get("mirror"))) is not None:
+        return message
+    if stream in deleted:
+        return (
+            f"bucket {bucket!r} is declared by no spec, and --prune deletes it in "
+            "this plan, with the values written to it: declare it (kind: KeyValue)"
+        )
+    return None
+
+
+def _mirrors(bucket: str, mirror: Any) -> str | None:
+    """Why an entry of ``bucket``, a mirror of ``mirror``, is refused (None: no mirror)."""
+    if not isinstance(mirror, Mapping):
+        return None
+    origin = str(mirror.get("name", "")).removeprefix(KV_PREFIX)
+    return (
+        f"bucket {bucket!r} mirrors {origin!r} and takes no writes of its own: "
+        f"declare the entry in {origin!r}"
+    )
 
 
 def deleted_buckets(plan: Plan) -> frozenset[str]:

@@ -130,3 +130,52 @@ def test_prune_never_deletes_the_bucket_a_declared_entry_is_written_to(
     info = run(_api(clean_server.url, "STREAM.INFO.KV_cfg", {}))["state"]
     assert isinstance(info, dict) and info["messages"] == 1
     assert reconcile("plan", only.name, *server, cwd=tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["declared", "live"])
+def test_an_entry_of_a_mirror_bucket_is_refused_at_its_line(
+    clean_server: NatsServer, tmp_path: Path, declared: bool
+) -> None:
+    """A bucket mirroring another takes no writes of its own (docs/spec-format.md): its
+    stream has no subjects. An entry naming one was planned as a create, the mirror was
+    made, and the write failed with 'JetStream is not enabled for this account'. Now
+    the plan is refused at the entry's bucket line, naming the bucket it mirrors."""
+    buckets = (
+        "kind: KeyValue\nname: origin\n---\nkind: KeyValue\nname: mir\nmirror: {name: origin}\n"
+    )
+    entry = "kind: KeyValueEntry\nbucket: mir\nkey: k\nvalue: v\n"
+    if not declared:
+        assert run(engine.apply([write(tmp_path, buckets, "b.yaml")], options(clean_server))).ok
+    spec = write(tmp_path, (buckets + "---\n" if declared else "") + entry, "e.yaml")
+    line = 9 if declared else 2
+
+    done = reconcile("apply", spec.name, "--server", clean_server.url, "-y", cwd=tmp_path)
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"e.yaml:{line}: bucket: bucket 'mir' mirrors 'origin'" in done.stderr, done.stderr
+    names = run(_api(clean_server.url, "STREAM.NAMES", {})).get("streams") or []
+    assert isinstance(names, list) and ("KV_mir" in names) == (not declared)
+
+
+def test_an_entry_of_a_stream_that_is_no_bucket_any_more_is_refused_at_its_line(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A ``KV_<bucket>`` stream moved off ``$KV.<bucket>.>`` by hand is no bucket (the
+    plan lists it as a Stream): an entry naming it was planned as a create every time,
+    and its write went nowhere (or, since the stream header, failed). Now refused at
+    the entry's bucket line."""
+    assert run(
+        engine.apply(
+            [write(tmp_path, "kind: KeyValue\nname: cap\n", "b.yaml")], options(clean_server)
+        )
+    ).ok
+    config = run(_api(clean_server.url, "STREAM.INFO.KV_cap", {}))["config"]
+    assert isinstance(config, dict)
+    run(_api(clean_server.url, "STREAM.UPDATE.KV_cap", {**config, "subjects": ["elsewhere.>"]}))
+    spec = write(tmp_path, "kind: KeyValueEntry\nbucket: cap\nkey: k\nvalue: v\n", "e.yaml")
+
+    done = reconcile("plan", spec.name, "--server", clean_server.url, cwd=tmp_path)
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "e.yaml:2: bucket: bucket 'cap'" in done.stderr, done.stderr
+    assert "KV_cap" in done.stderr
