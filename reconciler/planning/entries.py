@@ -14,7 +14,9 @@ an update that writes it again with them. Another owner's is refused unless
 deleted (at their revision); other keys are never listed, whatever their number.
 
 Values are bytes, kept base64-encoded; a plan shows them as text when they are text,
-and never shows a ``secret: true`` value, before or after. A secret is written with a
+and never shows a ``secret: true`` value, before or after, nor the value of a key whose
+last part names a secret (``db.password``: ``specs.fields.is_secret``, the rule that
+redacts metadata under such a name). A secret is written with a
 third header (:data:`SECRET_HEADER`), and a live value carrying it is never shown either,
 whatever the spec says now: a change that drops ``secret: true`` (a pull request's) would
 otherwise print the value it replaces. A secret written before that header existed is
@@ -47,6 +49,7 @@ from reconciler.planning.steps import (
     prevention,
     sort_key,
 )
+from reconciler.specs.fields import is_secret
 from reconciler.specs.spec import DEFAULT_OWNER, MANAGED_KEY, MANAGED_VALUE, OWNER_KEY, Spec
 
 #: Headers of an entry's message that say it is managed, and by which owner.
@@ -138,13 +141,14 @@ def plan_entries(
     for spec in specs:
         bucket = str(spec.stream)
         secret = bool(spec.config.get("secret"))
+        hidden = secret or is_secret(spec.name)  # a key named db.password: as metadata
         value = str(spec.config["value"])
         headers = marker_headers(ownership.owner, secret=secret)
         config = {"value": value, "secret": secret, "headers": headers}
         current = None if bucket in fresh_buckets else live.get((bucket, spec.name))
         ref, source = spec.ref, spec.source
         if current is None:
-            change = FieldChange("value", None, shown(value, secret=secret))
+            change = FieldChange("value", None, shown(value, secret=hidden))
             out.add(Create(ref=ref, source=source, fields=(change,), config=config))
             continue
         refusal, notes = ownership.claim(spec, current.marker)
@@ -159,8 +163,8 @@ def plan_entries(
             continue
         fields: tuple[FieldChange, ...] = ()
         if current.value != value:
-            was = shown(current.value, secret=secret or current.secret)
-            fields = (FieldChange("value", was, shown(value, secret=secret)),)
+            was = shown(current.value, secret=hidden or current.secret)
+            fields = (FieldChange("value", was, shown(value, secret=hidden)),)
         reasons = notes if managed else (ADOPT_REASON,)
         if managed and unmarked and not fields:
             reasons = (*reasons, MARK_SECRET_REASON)

@@ -179,3 +179,30 @@ def test_an_entry_of_a_stream_that_is_no_bucket_any_more_is_refused_at_its_line(
     assert done.returncode == 1, done.stdout + done.stderr
     assert "e.yaml:2: bucket: bucket 'cap'" in done.stderr, done.stderr
     assert "KV_cap" in done.stderr
+
+
+def test_the_value_of_a_key_named_like_a_secret_is_never_shown(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """A metadata value under a secret-looking name (``db_password``) is redacted in
+    every plan, and no error quotes one; a KeyValue entry whose key says the same
+    (``db.password``), written without ``secret: true``, was printed in clear by the
+    plan (text, JSON, Markdown: the pull request's comment), before and after a change,
+    and by the drift report. Now shown as ``(secret)``, as a secret entry is."""
+    entry = "kind: KeyValue\nname: cfg\n---\nkind: KeyValueEntry\nbucket: cfg\nkey: db.password\n"
+    spec = write(tmp_path, entry + f"value: {SECRET}\n")
+    server = ["--server", clean_server.url]
+    outputs = [
+        reconcile("plan", spec.name, *server, "--format", form, cwd=tmp_path)
+        for form in ("text", "json", "markdown")
+    ]
+    assert reconcile("apply", spec.name, *server, "-y", cwd=tmp_path).returncode == 0
+    spec.write_text(entry + f"value: {SECRET}-rotated\n")
+    outputs += [
+        reconcile("plan", spec.name, *server, "--format", form, cwd=tmp_path)
+        for form in ("text", "json", "markdown")
+    ]
+    outputs.append(reconcile("drift", spec.name, *server, cwd=tmp_path))
+    assert "(secret)" in outputs[3].stdout, outputs[3].stdout
+    for done in outputs:
+        assert SECRET not in done.stdout + done.stderr, done.args
