@@ -47,6 +47,7 @@ from reconciler.model.normalize import replica_problems, unsupported_fields
 from reconciler.model.state import LiveState, StreamState
 from reconciler.planning.entries import (
     LiveEntry,
+    deleted_buckets,
     fresh_buckets,
     missing_buckets,
     plan_entries,
@@ -432,8 +433,9 @@ async def _entries_part(
     declared key, and every key of the buckets that declare entries or are declared here
     (to find this owner's entries no spec declares any more); buckets this plan creates
     or replaces are empty."""
-    declared = frozenset(s.stream_name for s in resources if not s.ref.is_child)
-    if problems := missing_buckets(list(entries), frozenset(live.streams), declared):
+    declared = {s.stream_name: s for s in resources if not s.ref.is_child}
+    deleted = deleted_buckets(the_plan)
+    if problems := missing_buckets(list(entries), live.streams, declared, deleted):
         return None, list(problems)
     fresh = fresh_buckets(the_plan)
     wanted = {str(s.stream) for s in entries} | {s.name for s in resources if s.kind == "KeyValue"}

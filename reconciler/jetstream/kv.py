@@ -1,5 +1,11 @@
 """KeyValue primitives over the JetStream API (the apply lock, KeyValue entries): a
-bucket is the stream ``KV_<bucket>``, a key the subject ``$KV.<bucket>.<key>``."""
+bucket is the stream ``KV_<bucket>``, a key the subject ``$KV.<bucket>.<key>``.
+
+Every write names the stream that must store it (``Nats-Expected-Stream``): a stream
+config is anyone's to change, and a ``KV_<bucket>`` moved off its subjects while
+another stream took ``$KV.<bucket>.>`` would otherwise store the value (a secret) there
+and ack it as written. The server refuses such a write (err_code 10060); nothing is
+stored."""
 
 from __future__ import annotations
 
@@ -15,6 +21,9 @@ from reconciler.jetstream.transport import (
     Transport,
     parse_headers,
 )
+
+#: The header that has the server store a write only in the stream it names.
+EXPECTED_STREAM = "Nats-Expected-Stream"
 
 
 @dataclass(frozen=True)
@@ -67,7 +76,7 @@ class KeyValueCalls(Transport):
         operation: str = "",
         extra: Mapping[str, str] | None = None,
     ) -> int:
-        headers = dict(extra or {})
+        headers = {**(extra or {}), EXPECTED_STREAM: stream_of("KeyValue", bucket)}
         if expect is not None:
             headers["Nats-Expected-Last-Subject-Sequence"] = str(expect)
         if operation:

@@ -748,11 +748,13 @@ MESSAGE_OVERHEAD = 30
 
 
 def _entry_parts(step: Step) -> tuple[int, int]:
-    """One KeyValueEntry write as sent (``execution.apply._put_entry``): the bytes of
-    its header block (its marker headers, the compare-and-set header, ``KV-Operation``
-    of a delete) and of its value."""
+    """One KeyValueEntry write as sent (``execution.apply._put_entry``, through
+    ``jetstream.kv``): the bytes of its header block (its marker headers, the stream it
+    must land in, the compare-and-set header, ``KV-Operation`` of a delete) and of its
+    value. The server stores them all and counts them against ``max_value_size``."""
     revision = (_live_of(step) or {}).get("revision", 0)
     headers = {} if isinstance(step, Delete) else dict(step.config.get("headers") or {})
+    headers["Nats-Expected-Stream"] = step.stream_name
     headers["Nats-Expected-Last-Subject-Sequence"] = str(revision)
     if isinstance(step, Delete):
         headers["KV-Operation"] = "DEL"

@@ -14,7 +14,9 @@ an update that writes it again with them. Another owner's is refused unless
 deleted (at their revision); other keys are never listed, whatever their number.
 
 Values are bytes, kept base64-encoded; a plan shows them as text when they are text,
-and never shows a ``secret: true`` value, before or after. A secret is written with a
+and never shows a ``secret: true`` value, before or after, nor the value of a key whose
+last part names a secret (``db.password``: ``specs.fields.is_secret``, the rule that
+redacts metadata under such a name). A secret is written with a
 third header (:data:`SECRET_HEADER`), and a live value carrying it is never shown either,
 whatever the spec says now: a change that drops ``secret: true`` (a pull request's) would
 otherwise print the value it replaces. A secret written before that header existed is
@@ -26,9 +28,10 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from reconciler.errors import Problem
-from reconciler.identity import ResourceRef
+from reconciler.identity import KV_PREFIX, ResourceRef, kv_subject
 from reconciler.model.diff import FieldChange
 from reconciler.model.loss import Loss
 from reconciler.model.values import entry_text
@@ -43,8 +46,10 @@ from reconciler.planning.steps import (
     Unchanged,
     Update,
     order_waves,
+    prevention,
     sort_key,
 )
+from reconciler.specs.fields import is_secret
 from reconciler.specs.spec import DEFAULT_OWNER, MANAGED_KEY, MANAGED_VALUE, OWNER_KEY, Spec
 
 #: Headers of an entry's message that say it is managed, and by which owner.
@@ -136,13 +141,14 @@ def plan_entries(
     for spec in specs:
         bucket = str(spec.stream)
         secret = bool(spec.config.get("secret"))
+        hidden = secret or is_secret(spec.name)  # a key named db.password: as metadata
         value = str(spec.config["value"])
         headers = marker_headers(ownership.owner, secret=secret)
         config = {"value": value, "secret": secret, "headers": headers}
         current = None if bucket in fresh_buckets else live.get((bucket, spec.name))
         ref, source = spec.ref, spec.source
         if current is None:
-            change = FieldChange("value", None, shown(value, secret=secret))
+            change = FieldChange("value", None, shown(value, secret=hidden))
             out.add(Create(ref=ref, source=source, fields=(change,), config=config))
             continue
         refusal, notes = ownership.claim(spec, current.marker)
@@ -157,8 +163,8 @@ def plan_entries(
             continue
         fields: tuple[FieldChange, ...] = ()
         if current.value != value:
-            was = shown(current.value, secret=secret or current.secret)
-            fields = (FieldChange("value", was, shown(value, secret=secret)),)
+            was = shown(current.value, secret=hidden or current.secret)
+            fields = (FieldChange("value", was, shown(value, secret=hidden)),)
         reasons = notes if managed else (ADOPT_REASON,)
         if managed and unmarked and not fields:
             reasons = (*reasons, MARK_SECRET_REASON)
@@ -186,18 +192,75 @@ def plan_entries(
 
 
 def missing_buckets(
-    specs: Sequence[Spec], live_streams: frozenset[str], declared_streams: frozenset[str]
+    specs: Sequence[Spec],
+    live_streams: Mapping[str, Mapping[str, Any]],
+    declared: Mapping[str, Spec],
+    deleted: frozenset[str] = frozenset(),
 ) -> list[Problem]:
-    """Entries whose bucket is neither declared nor on the server."""
+    """Entries whose bucket takes no write of theirs: neither declared nor on the server;
+    a bucket mirroring another (its stream has no subjects: the write is answered by
+    no stream); a live ``KV_<bucket>`` that is not a bucket (moved off
+    ``$KV.<bucket>.>``: the plan lists it as a Stream); or on the server only until this
+    plan deletes it
+    (``deleted``: :func:`deleted_buckets`; a bucket no spec declares that ``--prune``
+    deletes would take the values written to it along, in the same apply).
+    ``live_streams`` and ``declared`` are keyed by stream name (``KV_<bucket>``)."""
     problems = []
     for spec in specs:
         stream = spec.stream_name
-        if stream not in live_streams and stream not in declared_streams:
-            message = (
-                f"bucket {spec.stream!r} is neither declared (kind: KeyValue) nor on the server"
-            )
+        message = _unwritable(spec, declared.get(stream), live_streams.get(stream), deleted)
+        if message:
             problems.append(Problem(spec.where("bucket"), "bucket", message))
     return problems
+
+
+def _unwritable(
+    entry: Spec,
+    declared: Spec | None,
+    live: Mapping[str, Any] | None,
+    deleted: frozenset[str],
+) -> str | None:
+    bucket, stream = str(entry.stream), entry.stream_name
+    if declared is not None:
+        mirror = declared.config.get("mirror") if declared.kind == "KeyValue" else None
+        return _mirrors(bucket, mirror)
+    if live is None:
+        return f"bucket {bucket!r} is neither declared (kind: KeyValue) nor on the server"
+    if ResourceRef.of_stream(stream, live).kind != "KeyValue":
+        return (
+            f"bucket {bucket!r} is not a KeyValue bucket on the server: its stream "
+            f"{stream!r} does not take {kv_subject(bucket)!r} (changed by hand?), so no "
+            "entry is written to it"
+        )
+    if (message := _mirrors(bucket, live.get("mirror"))) is not None:
+        return message
+    if stream in deleted:
+        return (
+            f"bucket {bucket!r} is declared by no spec, and --prune deletes it in "
+            "this plan, with the values written to it: declare it (kind: KeyValue)"
+        )
+    return None
+
+
+def _mirrors(bucket: str, mirror: Any) -> str | None:
+    """Why an entry of ``bucket``, a mirror of ``mirror``, is refused (None: no mirror)."""
+    if not isinstance(mirror, Mapping):
+        return None
+    origin = str(mirror.get("name", "")).removeprefix(KV_PREFIX)
+    return (
+        f"bucket {bucket!r} mirrors {origin!r} and takes no writes of its own: "
+        f"declare the entry in {origin!r}"
+    )
+
+
+def deleted_buckets(plan: Plan) -> frozenset[str]:
+    """The streams ``plan`` deletes (pruned), buckets among them; not those lifecycle
+    prevents it from deleting (the plan is refused for them, naming the protection)."""
+    return frozenset(
+        step.stream_name
+        for step in plan.changes
+        if isinstance(step, Delete) and not step.ref.is_child and not prevention(step)
+    )
 
 
 def with_entries(plan: Plan, part: StreamPlan) -> Plan:

@@ -38,7 +38,8 @@ pytestmark = pytest.mark.integration
 
 SECRET = "TOPSECRET-hunter2-do-not-print"
 BUCKET = "kind: KeyValue\nname: config\n---\n"
-ENTRY = "kind: KeyValueEntry\nbucket: config\nkey: db.password\nvalue: {value}\n"
+# a key no name rule hides: only the secret header hides its value
+ENTRY = "kind: KeyValueEntry\nbucket: config\nkey: db.dsn\nvalue: {value}\n"
 
 
 def _outputs(tmp_path: Path, server: NatsServer) -> str:
@@ -81,7 +82,7 @@ async def _legacy_secret(server: NatsServer) -> None:
         js = nc.jetstream()
         await js.create_key_value(bucket="config")
         headers = {MANAGED_HEADER: MANAGED_VALUE}
-        await js.publish("$KV.config.db.password", SECRET.encode(), headers=headers)
+        await js.publish("$KV.config.db.dsn", SECRET.encode(), headers=headers)
     finally:
         await nc.close()
 
@@ -96,7 +97,7 @@ def test_a_secret_written_before_its_header_is_marked_then_never_shown(
     url = ["--server", clean_server.url]
     plan = reconcile("plan", "specs.yaml", *url, "--format", "json", cwd=tmp_path)
     (change,) = json.loads(plan.stdout)["changes"]
-    assert (change["action"], change["name"], change["fields"]) == ("update", "db.password", [])
+    assert (change["action"], change["name"], change["fields"]) == ("update", "db.dsn", [])
     assert reconcile("apply", "specs.yaml", *url, "-y", cwd=tmp_path).returncode == 0
     again = reconcile("plan", "specs.yaml", *url, "--format", "json", cwd=tmp_path)
     assert json.loads(again.stdout)["changes"] == []
@@ -110,7 +111,7 @@ async def _marked_by_another_tool(server: NatsServer) -> None:
     nc = await nats.connect(server.url)
     try:
         headers = {MANAGED_HEADER: MANAGED_VALUE, "jetstream-gitops-secret": "TRUE"}
-        await nc.jetstream().publish("$KV.config.db.password", SECRET.encode(), headers=headers)
+        await nc.jetstream().publish("$KV.config.db.dsn", SECRET.encode(), headers=headers)
     finally:
         await nc.close()
 
