@@ -424,3 +424,34 @@ def test_an_agent_taking_its_own_environments_claim_back_renews_it_at_once(
         assert not [x for x in lines(again.read_text()) if "writes where" in str(x["message"])]
     finally:
         stop_all(agents)
+
+
+def test_the_seat_follows_an_edit_of_the_environments_lifecycle(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """One process, ``one`` observed at the start (its seat not taken) beside ``zero``
+    healing. An edit lifting ``one``'s observe makes it take the seat before its next
+    cycle: refused naming ``zero`` (it healed unchecked: the two undid each other's
+    heals). An edit then putting ``zero`` in observe (the refusal's own advice) frees
+    the seat: ``one`` takes it and heals its spec (it stayed refused until a restart)."""
+    url = clean_server.url
+    zero, one = _project(tmp_path, url)
+    text = (tmp_path / "reconcile.yaml").read_text()
+    observe = "    lifecycle: {mode: observe}\n"
+    ones = "    overlays: [overlays]\n"
+    write(tmp_path, text.replace(ones, ones + observe), "reconcile.yaml")
+    log = tmp_path / "agent.log"
+    agent = _agent(["--all-envs"], cwd=tmp_path, log=log)
+    try:
+        wait_for_line(log, lambda line: _heals(log, zero) > 0, f"ORDERS created in {zero}")
+        write(tmp_path, text, "reconcile.yaml")  # one observed no more
+        wait_for_line(log, _refused_by(zero), f"{one} refused, naming {zero}")
+        assert _heals(log, one) == 0, log.read_text()[-3000:]
+        assert run(_described(url))[0] == DECLARED
+        zeros = f"    servers: {url}\n"
+        write(tmp_path, text.replace(zeros, zeros + observe), "reconcile.yaml")
+        wait_for_line(log, lambda line: _heals(log, one) > 0, f"{one} takes the seat")
+        assert run(_described(url))[0] == COPIED
+        assert [c["env"] for c in run(_claims(url))] == [one]
+    finally:
+        stop_all([agent])
