@@ -25,8 +25,9 @@ hosts' clocks are assumed to agree within seconds). Then:
   when someone else wrote the key, and not written when that was a fresh claim of the
   same environment: two agents of it share one claim);
 - deleted (at our revision) when the environment writes nothing from now on (an edit
-  or a commit putting it in ``lifecycle: {mode: observe}``), and taken again, as at a
-  connection, when it writes again (:meth:`~reconciler.agent.cycles.Watch._keep_seat`).
+  or a commit putting it in ``lifecycle: {mode: observe}``, a commit removing it), and
+  taken again, as at a connection, when it writes again
+  (:meth:`~reconciler.agent.cycles.Watch._keep_seat`).
 
 A claim read back may be forged by anyone who may write the bucket: it can only refuse
 a heal (a name never printed unescaped; an unreadable claim counts as another's), never
@@ -215,9 +216,9 @@ class SeatClaim:
 
     async def release(self, client: LockStore) -> None:
         """The environment writes nothing from now on (put in ``lifecycle: {mode:
-        observe}``): the claim held is deleted, at our revision (one written by another
-        agent meanwhile is left), so another environment takes the seat at its next try;
-        one that cannot be deleted now is left to go stale."""
+        observe}``, removed by a commit): the claim held is deleted, at our revision
+        (one written by another agent meanwhile is left), so another environment takes
+        the seat at its next try; one that cannot be deleted now is left to go stale."""
         key, revision = self.key, self.revision
         self.key, self.fresh = None, False
         if key is None:

@@ -405,8 +405,12 @@ class Watch:
         (refused as at a connection: it healed unchecked beside the environment holding
         it); one that writes nothing from now on leaves it (the other environment of the
         seat is served at its next try: it stayed refused until a restart); else the
-        claim held is renewed. No request (:meth:`_served_now`) changes nothing."""
-        writes = self.seated if served is None else self._writer(served) is not None
+        claim held is renewed. One whose project cannot be served (:meth:`_served_now`:
+        a commit removing it, or whose project file is invalid) heals nothing until a
+        commit mends it, and holds no seat meanwhile: a commit removing the environment
+        holding a seat (the refusal's other way out) left the other refused until a
+        restart, and then until the claim went stale (three intervals)."""
+        writes = served is not None and self._writer(served) is not None
         if writes and not self.seated:
             await self._take_seat(client)
         elif self.seated and not writes:

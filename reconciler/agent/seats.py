@@ -112,6 +112,6 @@ class Seats:
         self._taken[env.name] = (env, found)
 
     def leave(self, env: str) -> None:
-        """``env`` writes nothing from now on (put in ``lifecycle: {mode: observe}``):
-        its seat is free for another environment."""
+        """``env`` writes nothing from now on (put in ``lifecycle: {mode: observe}``,
+        removed by a commit): its seat is free for another environment."""
         self._taken.pop(env, None)

@@ -18,10 +18,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_harness import Other, lines, one_server_by_two_names, stop_all, wait_for_line
+from agent_harness import (
+    Other,
+    git_agent,
+    lines,
+    one_server_by_two_names,
+    stop_all,
+    wait_for_line,
+)
 from cli_runner import cleaned_environ
 from servers import Cluster, NatsServer, write
 from test_agent_envs import _drift, _healed, _names_one_per_shard
+from test_agent_git import origin, push_commit
 
 from reconciler.agent.claims import CLAIMED, TTL_FLOOR, TTL_VARIABLE, Claim, SeatClaim, ttl_for
 from reconciler.agent.logs import Log
@@ -34,6 +42,10 @@ from reconciler.specs.project import load_project
 
 COPIED = "copied"
 DECLARED = "orders as declared"
+_ORDERS = (
+    f'kind: Stream\nname: ORDERS\nsubjects: ["orders.>"]\nmax_msgs: 1000\ndescription: {DECLARED}\n'
+)
+_COPY = f"kind: Stream\nname: ORDERS\ndescription: {COPIED}\n"
 
 
 def _project(folder: Path, url: str) -> tuple[str, str]:
@@ -41,13 +53,9 @@ def _project(folder: Path, url: str) -> tuple[str, str]:
     ``one`` (shard 1) naming it ``localhost``, ``one`` declaring ORDERS otherwise."""
     zero, one = _names_one_per_shard()
     (folder / "specs").mkdir()
-    orders = (
-        'kind: Stream\nname: ORDERS\nsubjects: ["orders.>"]\nmax_msgs: 1000\n'
-        f"description: {DECLARED}\n"
-    )
-    write(folder / "specs", orders, "orders.yaml")
+    write(folder / "specs", _ORDERS, "orders.yaml")
     (folder / "overlays").mkdir()
-    write(folder / "overlays", f"kind: Stream\nname: ORDERS\ndescription: {COPIED}\n", "o.yaml")
+    write(folder / "overlays", _COPY, "o.yaml")
     one_server_by_two_names(folder, url, zero, one)
     return zero, one
 
@@ -450,6 +458,35 @@ def test_the_seat_follows_an_edit_of_the_environments_lifecycle(
         assert run(_described(url))[0] == DECLARED
         zeros = f"    servers: {url}\n"
         write(tmp_path, text.replace(zeros, zeros + observe), "reconcile.yaml")
+        wait_for_line(log, lambda line: _heals(log, one) > 0, f"{one} takes the seat")
+        assert run(_described(url))[0] == COPIED
+        assert [c["env"] for c in run(_claims(url))] == [one]
+    finally:
+        stop_all([agent])
+
+
+def test_a_commit_removing_the_environment_holding_the_seat_frees_it(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """``--git --all-envs``: ``one`` refused, ``zero`` holding the seat; a commit removes
+    ``zero`` from the project file (the refusal's other way out). ``zero``'s cycles fail
+    from then on (it heals nothing) and it leaves the seat: ``one`` takes it and heals its
+    spec, without a restart (``zero`` kept the seat and renewed its claim, which would
+    then refuse ``one`` for three intervals after a restart: three hours here)."""
+    url = clean_server.url
+    zero, one = _names_one_per_shard()
+    bare, work = origin(tmp_path)
+    files = {"specs/orders.yaml": _ORDERS, "overlays/o.yaml": _COPY}
+    one_server_by_two_names(tmp_path, url, zero, one)
+    both = (tmp_path / "reconcile.yaml").read_text()
+    push_commit(work, bare, {"reconcile.yaml": both, **files}, "1")
+    log = tmp_path / "agent.log"
+    agent = git_agent(bare, cwd=tmp_path, log=log)
+    try:
+        wait_for_line(log, _refused_by(zero), f"{one} refused, naming {zero}")
+        kept = both.replace(f"  {zero}:\n    servers: {url}\n", "")
+        assert kept != both
+        push_commit(work, bare, {"reconcile.yaml": kept}, "2")
         wait_for_line(log, lambda line: _heals(log, one) > 0, f"{one} takes the seat")
         assert run(_described(url))[0] == COPIED
         assert [c["env"] for c in run(_claims(url))] == [one]
