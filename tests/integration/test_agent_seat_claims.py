@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -434,61 +435,97 @@ def test_an_agent_taking_its_own_environments_claim_back_renews_it_at_once(
         stop_all(agents)
 
 
+OBSERVED = "    lifecycle: {mode: observe}\n"
+
+
+def _one_refused_once_zero_seated(
+    folder: Path, url: str, serve: Callable[[str], None], start: Callable[[], Any]
+) -> tuple[str, str, str, Path]:
+    """``zero`` and ``one`` in one seat, ``one`` observed at first (so ``zero`` takes
+    the seat: two environments connecting at once race for it); ``serve(text)`` makes
+    the project file ``text`` the one served (an edit, a commit), ``start()`` the agent.
+    Once ``zero`` healed, ``one``'s observe is lifted: it takes the seat before its next
+    cycle, refused naming ``zero`` (it healed unchecked beside it: the two undid each
+    other's heals). The names, the project file (``one`` observed no more) and the log."""
+    zero, one = _names_one_per_shard()
+    one_server_by_two_names(folder, url, zero, one)
+    text = (folder / "reconcile.yaml").read_text()
+    ones = "    overlays: [overlays]\n"
+    serve(text.replace(ones, ones + OBSERVED))
+    log = folder / "agent.log"
+    start()
+    wait_for_line(log, lambda line: _heals(log, zero) > 0, f"ORDERS created in {zero}")
+    serve(text)
+    wait_for_line(log, _refused_by(zero), f"{one} refused, naming {zero}")
+    assert _heals(log, one) == 0, log.read_text()[-3000:]
+    return zero, one, text, log
+
+
+def _files(folder: Path) -> dict[str, str]:
+    (folder / "specs").mkdir()
+    (folder / "overlays").mkdir()
+    files = {"specs/orders.yaml": _ORDERS, "overlays/o.yaml": _COPY}
+    for path, text in files.items():
+        (folder / path).write_text(text)
+    return files
+
+
 def test_the_seat_follows_an_edit_of_the_environments_lifecycle(
     clean_server: NatsServer, tmp_path: Path, run: Any
 ) -> None:
-    """One process, ``one`` observed at the start (its seat not taken) beside ``zero``
-    healing. An edit lifting ``one``'s observe makes it take the seat before its next
-    cycle: refused naming ``zero`` (it healed unchecked: the two undid each other's
-    heals). An edit then putting ``zero`` in observe (the refusal's own advice) frees
-    the seat: ``one`` takes it and heals its spec (it stayed refused until a restart)."""
+    """One process: an edit lifting ``one``'s observe gets it refused
+    (:func:`_one_refused_once_zero_seated`); an edit then putting ``zero`` in observe
+    (the refusal's own advice) frees the seat: ``one`` takes it and heals its spec (it
+    stayed refused until a restart)."""
     url = clean_server.url
-    zero, one = _project(tmp_path, url)
-    text = (tmp_path / "reconcile.yaml").read_text()
-    observe = "    lifecycle: {mode: observe}\n"
-    ones = "    overlays: [overlays]\n"
-    write(tmp_path, text.replace(ones, ones + observe), "reconcile.yaml")
-    log = tmp_path / "agent.log"
-    agent = _agent(["--all-envs"], cwd=tmp_path, log=log)
+    _files(tmp_path)
+    agents: list[subprocess.Popen[str]] = []
+
+    def serve(text: str) -> None:
+        write(tmp_path, text, "reconcile.yaml")
+
+    def start() -> None:
+        agents.append(_agent(["--all-envs"], cwd=tmp_path, log=tmp_path / "agent.log"))
+
     try:
-        wait_for_line(log, lambda line: _heals(log, zero) > 0, f"ORDERS created in {zero}")
-        write(tmp_path, text, "reconcile.yaml")  # one observed no more
-        wait_for_line(log, _refused_by(zero), f"{one} refused, naming {zero}")
-        assert _heals(log, one) == 0, log.read_text()[-3000:]
+        _, one, text, log = _one_refused_once_zero_seated(tmp_path, url, serve, start)
         assert run(_described(url))[0] == DECLARED
         zeros = f"    servers: {url}\n"
-        write(tmp_path, text.replace(zeros, zeros + observe), "reconcile.yaml")
+        serve(text.replace(zeros, zeros + OBSERVED))
         wait_for_line(log, lambda line: _heals(log, one) > 0, f"{one} takes the seat")
         assert run(_described(url))[0] == COPIED
         assert [c["env"] for c in run(_claims(url))] == [one]
     finally:
-        stop_all([agent])
+        stop_all(agents)
 
 
 def test_a_commit_removing_the_environment_holding_the_seat_frees_it(
     clean_server: NatsServer, tmp_path: Path, run: Any
 ) -> None:
-    """``--git --all-envs``: ``one`` refused, ``zero`` holding the seat; a commit removes
-    ``zero`` from the project file (the refusal's other way out). ``zero``'s cycles fail
-    from then on (it heals nothing) and it leaves the seat: ``one`` takes it and heals its
-    spec, without a restart (``zero`` kept the seat and renewed its claim, which would
-    then refuse ``one`` for three intervals after a restart: three hours here)."""
+    """``--git --all-envs``: ``one`` refused, ``zero`` holding the seat (each by a
+    commit); a commit removes ``zero`` from the project file (the refusal's other way
+    out). ``zero``'s cycles fail from then on (it heals nothing) and it leaves the seat:
+    ``one`` takes it and heals its spec, without a restart (``zero`` kept the seat and
+    renewed its claim, which would then refuse ``one`` for three intervals after a
+    restart: three hours here)."""
     url = clean_server.url
-    zero, one = _names_one_per_shard()
     bare, work = origin(tmp_path)
-    files = {"specs/orders.yaml": _ORDERS, "overlays/o.yaml": _COPY}
-    one_server_by_two_names(tmp_path, url, zero, one)
-    both = (tmp_path / "reconcile.yaml").read_text()
-    push_commit(work, bare, {"reconcile.yaml": both, **files}, "1")
-    log = tmp_path / "agent.log"
-    agent = git_agent(bare, cwd=tmp_path, log=log)
+    files = _files(tmp_path)
+    agents: list[subprocess.Popen[str]] = []
+
+    def serve(text: str) -> None:
+        push_commit(work, bare, {"reconcile.yaml": text, **files}, "project")
+
+    def start() -> None:
+        agents.append(git_agent(bare, cwd=tmp_path, log=tmp_path / "agent.log"))
+
     try:
-        wait_for_line(log, _refused_by(zero), f"{one} refused, naming {zero}")
-        kept = both.replace(f"  {zero}:\n    servers: {url}\n", "")
-        assert kept != both
-        push_commit(work, bare, {"reconcile.yaml": kept}, "2")
+        zero, one, text, log = _one_refused_once_zero_seated(tmp_path, url, serve, start)
+        kept = text.replace(f"  {zero}:\n    servers: {url}\n", "")
+        assert kept != text
+        serve(kept)
         wait_for_line(log, lambda line: _heals(log, one) > 0, f"{one} takes the seat")
         assert run(_described(url))[0] == COPIED
         assert [c["env"] for c in run(_claims(url))] == [one]
     finally:
-        stop_all([agent])
+        stop_all(agents)
