@@ -24,8 +24,9 @@ hosts' clocks are assumed to agree within seconds). Then:
 - renewed before each cycle (one KV write: an update at our revision; read again only
   when someone else wrote the key, and not written when that was a fresh claim of the
   same environment: two agents of it share one claim);
-- deleted (at our revision) when the environment writes nothing from now on (an edit
-  or a commit putting it in ``lifecycle: {mode: observe}``, a commit removing it), and
+- deleted (at our revision) when the environment writes nothing there from now on (an
+  edit or a commit putting it in ``lifecycle: {mode: observe}``, a commit removing it,
+  connection settings changed: a connection opened again takes the seat it says), and
   taken again, as at a connection, when it writes again
   (:meth:`~reconciler.agent.cycles.Watch._keep_seat`).
 

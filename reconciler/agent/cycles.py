@@ -413,13 +413,20 @@ class Watch:
         writes = served is not None and self._writer(served) is not None
         if writes and not self.seated:
             await self._take_seat(client)
-        elif self.seated and not writes:
-            self.seated = False
-            if self.seats is not None and self.env is not None:
-                self.seats.leave(self.env)
-            await self.claim.release(client)
+        elif not writes:
+            await self._leave_seat(client)
         slow = self.last.finished_at - self.last.started_at if self.last else 0.0
         await self.claim.renew(client, slow=slow)  # refused if another took the seat
+
+    async def _leave_seat(self, client: JetStreamClient) -> None:
+        """The seat taken on ``client`` freed, in this process and on the server (its
+        claim deleted): this environment writes nothing there from now on."""
+        if not self.seated:
+            return
+        self.seated = False
+        if self.seats is not None and self.env is not None:
+            self.seats.leave(self.env)
+        await self.claim.release(client)
 
     def _disconnected(self) -> None:
         self.link.connected = False
@@ -458,6 +465,10 @@ class Watch:
             served = self._served_now()
             if self._moved(served):
                 self.log.event("project", "the connection settings changed: connecting again")
+                # its seat here freed at once: another environment refused it (the
+                # refusal's advice: another account or user) waited for the claim to go
+                # stale, three intervals; the new connection takes the seat it says
+                await self._unless_stopped(self._leave_seat(client))
                 return True
             await self._unless_stopped(self._keep_seat(client, served))  # refused if lost
             ok = await self._unless_stopped(self._cycle(client, trigger))

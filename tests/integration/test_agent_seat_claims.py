@@ -529,3 +529,29 @@ def test_a_commit_removing_the_environment_holding_the_seat_frees_it(
         assert [c["env"] for c in run(_claims(url))] == [one]
     finally:
         stop_all(agents)
+
+
+def test_an_environment_moved_off_its_seat_frees_it_at_once(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    """One process, ``one`` refused (:func:`_one_refused_once_zero_seated`); an edit
+    moves ``zero`` to a server of its own (the refusal's advice: its own account).
+    ``zero`` leaves the seat it held as it connects there: ``one`` takes it at its next
+    try, not once ``zero``'s claim went stale (three intervals, at least a minute)."""
+    first, second = server_factory(), server_factory()
+    _files(tmp_path)
+    agents: list[subprocess.Popen[str]] = []
+
+    def serve(text: str) -> None:
+        write(tmp_path, text, "reconcile.yaml")
+
+    def start() -> None:
+        agents.append(_agent(["--all-envs"], cwd=tmp_path, log=tmp_path / "agent.log"))
+
+    try:
+        zero, one, text, log = _one_refused_once_zero_seated(tmp_path, first.url, serve, start)
+        serve(text.replace(f"servers: {first.url}\n", f"servers: {second.url}\n"))
+        wait_for_line(log, lambda line: _heals(log, one) > 0, f"{one} takes the seat", 20)
+        wait_for_line(log, lambda line: _heals(log, zero) > 1, f"{zero} heals where it moved")
+    finally:
+        stop_all(agents)
