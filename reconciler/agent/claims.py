@@ -23,7 +23,12 @@ hosts' clocks are assumed to agree within seconds). Then:
   connection, so it takes the seat once the other's agent stopped renewing;
 - renewed before each cycle (one KV write: an update at our revision; read again only
   when someone else wrote the key, and not written when that was a fresh claim of the
-  same environment: two agents of it share one claim).
+  same environment: two agents of it share one claim);
+- deleted (at our revision) when the environment writes nothing there from now on (an
+  edit or a commit putting it in ``lifecycle: {mode: observe}``, a commit removing it,
+  connection settings changed: a connection opened again takes the seat it says), and
+  taken again, as at a connection, when it writes again
+  (:meth:`~reconciler.agent.cycles.Watch._keep_seat`).
 
 A claim read back may be forged by anyone who may write the bucket: it can only refuse
 a heal (a name never printed unescaped; an unreadable claim counts as another's), never
@@ -36,6 +41,7 @@ connection, and the seat is asked again at the next.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -208,6 +214,18 @@ class SeatClaim:
             self.key = None  # someone else wrote the key: read it (refused if another's)
             self.revision, _ = await self._claim(client, env, key, write=True)
             self.key = key
+
+    async def release(self, client: LockStore) -> None:
+        """The environment writes nothing from now on (put in ``lifecycle: {mode:
+        observe}``, removed by a commit): the claim held is deleted, at our revision
+        (one written by another agent meanwhile is left), so another environment takes
+        the seat at its next try; one that cannot be deleted now is left to go stale."""
+        key, revision = self.key, self.revision
+        self.key, self.fresh = None, False
+        if key is None:
+            return
+        with contextlib.suppress(ReconcileError):
+            await client.kv_delete(self.settings.bucket, key, revision=revision)
 
     async def _claim(
         self, client: LockStore, env: Environment, key: str, *, write: bool

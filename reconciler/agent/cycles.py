@@ -71,6 +71,7 @@ from reconciler.model.state import StreamState
 from reconciler.model.timestamps import rfc3339
 from reconciler.planning.heal import split_for_heal
 from reconciler.specs.ignore import IGNORE_FILE
+from reconciler.specs.project import Environment
 
 Mode = Literal["observe", "heal"]
 _T = TypeVar("_T")
@@ -222,6 +223,7 @@ class Watch:
         self.memory = Streams()
         self.flapping = Flapping()  # resources healed again and again: held back a while
         self.claim = SeatClaim(log, settings.interval)  # its seat, claimed on the server
+        self.seated = False  # the seat taken on this connection (it heals)
         self.pair_reads = PairReads(log, metrics, settings.interval)  # beside the cycles
         self._full_at: float | None = None  # the last full cycle ended (monotonic)
         self._options: ConnectionOptions | None = None  # those of the connection open
@@ -341,16 +343,19 @@ class Watch:
                 self.log.event("project", f"the {what} changed: read again", file=where)
         return request
 
-    def _moved(self) -> bool:
-        """Whether the project file now names other connection settings (a server,
-        credentials) than the connection open: it is opened again. A request that
-        cannot be made (a commit's invalid project file) has not moved: the cycle
-        fails saying why, at its commit, on the connection open."""
-        if self._options is None:
-            return False
+    def _served_now(self) -> PlanRequest | None:
+        """The request the next cycle serves, read before it; None when it cannot be
+        made (a commit's invalid project file): nothing moves, the cycle fails saying
+        why, at its commit, on the connection open."""
         try:
-            request = self._request()
+            return self._request()
         except ReconcileError:
+            return None
+
+    def _moved(self, request: PlanRequest | None) -> bool:
+        """Whether the project file now names other connection settings (a server,
+        credentials) than the connection open: it is opened again."""
+        if self._options is None or request is None:
             return False
         return request.options != self._options
 
@@ -367,25 +372,61 @@ class Watch:
         self.metrics.connected.set(1)
         self.metrics.connection_refused.set(0)
 
+    def _writer(self, request: PlanRequest) -> Environment | None:
+        """The project's environment this watch heals as ``request`` says it, or None:
+        it writes nothing (``--mode observe``, spec PATHS, ``lifecycle: {mode: observe}``)."""
+        if self.settings.mode != "heal" or request.project is None or request.env is None:
+            return None
+        env = request.project.environments.get(request.env)
+        return None if env is None or env.lifecycle.observe else env
+
     async def _take_seat(self, client: JetStreamClient, *, claim: bool = True) -> None:
         """Healing an environment: the seat the server says this connection writes in,
         refused (before any plan) when another environment of this process holds it
         (:mod:`.seats`), or an agent of another process claims it on the server
         (:mod:`.claims`; ``claim`` False: only read, as ``--once`` does). An environment
         in ``lifecycle: {mode: observe}`` writes nothing."""
-        if self.settings.mode != "heal":
-            return
+        self.seated = False
         request = self._request()
-        if request.project is None or request.env is None:
-            return
-        env = request.project.environments.get(request.env)
-        if env is None or env.lifecycle.observe:
+        env = self._writer(request)
+        if env is None:
             return
         found = await seat_of(client)
         if found is not None and self.seats is not None:
             self.seats.take(env, found)
-        peers = request.project.environments
+        peers = request.project.environments if request.project is not None else {}
         await self.claim.take(client, env, found, request.owner, peers=peers, write=claim)
+        self.seated = True
+
+    async def _keep_seat(self, client: JetStreamClient, served: PlanRequest | None) -> None:
+        """Before each cycle: the seat follows the project ``served``, not only the one
+        the connection was opened with. An environment that writes from now on (an edit
+        or a commit lifting its ``lifecycle: {mode: observe}``) takes its seat first
+        (refused as at a connection: it healed unchecked beside the environment holding
+        it); one that writes nothing from now on leaves it (the other environment of the
+        seat is served at its next try: it stayed refused until a restart); else the
+        claim held is renewed. One whose project cannot be served (:meth:`_served_now`:
+        a commit removing it, or whose project file is invalid) heals nothing until a
+        commit mends it, and holds no seat meanwhile: a commit removing the environment
+        holding a seat (the refusal's other way out) left the other refused until a
+        restart, and then until the claim went stale (three intervals)."""
+        writes = served is not None and self._writer(served) is not None
+        if writes and not self.seated:
+            await self._take_seat(client)
+        elif not writes:
+            await self._leave_seat(client)
+        slow = self.last.finished_at - self.last.started_at if self.last else 0.0
+        await self.claim.renew(client, slow=slow)  # refused if another took the seat
+
+    async def _leave_seat(self, client: JetStreamClient) -> None:
+        """The seat taken on ``client`` freed, in this process and on the server (its
+        claim deleted): this environment writes nothing there from now on."""
+        if not self.seated:
+            return
+        self.seated = False
+        if self.seats is not None and self.env is not None:
+            self.seats.leave(self.env)
+        await self.claim.release(client)
 
     def _disconnected(self) -> None:
         self.link.connected = False
@@ -421,11 +462,15 @@ class Watch:
         other connection settings (True: open a connection with them at once)."""
         trigger = "connected"
         while not self.stop.is_set():
-            if self._moved():
+            served = self._served_now()
+            if self._moved(served):
                 self.log.event("project", "the connection settings changed: connecting again")
+                # its seat here freed at once: another environment refused it (the
+                # refusal's advice: another account or user) waited for the claim to go
+                # stale, three intervals; the new connection takes the seat it says
+                await self._unless_stopped(self._leave_seat(client))
                 return True
-            slow = self.last.finished_at - self.last.started_at if self.last else 0.0
-            await self._unless_stopped(self.claim.renew(client, slow=slow))  # refused if lost
+            await self._unless_stopped(self._keep_seat(client, served))  # refused if lost
             ok = await self._unless_stopped(self._cycle(client, trigger))
             if client.lost.is_set():
                 raise client.closed("connection to the server lost")

@@ -110,3 +110,8 @@ class Seats:
             if found.same_as(held):
                 raise apart_error(env, other, SAME_SEAT)
         self._taken[env.name] = (env, found)
+
+    def leave(self, env: str) -> None:
+        """``env`` writes nothing from now on (put in ``lifecycle: {mode: observe}``,
+        removed by a commit): its seat is free for another environment."""
+        self._taken.pop(env, None)

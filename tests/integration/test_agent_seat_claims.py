@@ -14,14 +14,23 @@ import signal
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_harness import Other, lines, one_server_by_two_names, stop_all, wait_for_line
+from agent_harness import (
+    Other,
+    git_agent,
+    lines,
+    one_server_by_two_names,
+    stop_all,
+    wait_for_line,
+)
 from cli_runner import cleaned_environ
 from servers import Cluster, NatsServer, write
 from test_agent_envs import _drift, _healed, _names_one_per_shard
+from test_agent_git import origin, push_commit
 
 from reconciler.agent.claims import CLAIMED, TTL_FLOOR, TTL_VARIABLE, Claim, SeatClaim, ttl_for
 from reconciler.agent.logs import Log
@@ -34,6 +43,10 @@ from reconciler.specs.project import load_project
 
 COPIED = "copied"
 DECLARED = "orders as declared"
+_ORDERS = (
+    f'kind: Stream\nname: ORDERS\nsubjects: ["orders.>"]\nmax_msgs: 1000\ndescription: {DECLARED}\n'
+)
+_COPY = f"kind: Stream\nname: ORDERS\ndescription: {COPIED}\n"
 
 
 def _project(folder: Path, url: str) -> tuple[str, str]:
@@ -41,13 +54,9 @@ def _project(folder: Path, url: str) -> tuple[str, str]:
     ``one`` (shard 1) naming it ``localhost``, ``one`` declaring ORDERS otherwise."""
     zero, one = _names_one_per_shard()
     (folder / "specs").mkdir()
-    orders = (
-        'kind: Stream\nname: ORDERS\nsubjects: ["orders.>"]\nmax_msgs: 1000\n'
-        f"description: {DECLARED}\n"
-    )
-    write(folder / "specs", orders, "orders.yaml")
+    write(folder / "specs", _ORDERS, "orders.yaml")
     (folder / "overlays").mkdir()
-    write(folder / "overlays", f"kind: Stream\nname: ORDERS\ndescription: {COPIED}\n", "o.yaml")
+    write(folder / "overlays", _COPY, "o.yaml")
     one_server_by_two_names(folder, url, zero, one)
     return zero, one
 
@@ -422,5 +431,127 @@ def test_an_agent_taking_its_own_environments_claim_back_renews_it_at_once(
         assert run(_described(url))[0] == DECLARED
         assert [c["env"] for c in run(_claims(url))] == [zero]
         assert not [x for x in lines(again.read_text()) if "writes where" in str(x["message"])]
+    finally:
+        stop_all(agents)
+
+
+OBSERVED = "    lifecycle: {mode: observe}\n"
+
+
+def _one_refused_once_zero_seated(
+    folder: Path, url: str, serve: Callable[[str], None], start: Callable[[], Any]
+) -> tuple[str, str, str, Path]:
+    """``zero`` and ``one`` in one seat, ``one`` observed at first (so ``zero`` takes
+    the seat: two environments connecting at once race for it); ``serve(text)`` makes
+    the project file ``text`` the one served (an edit, a commit), ``start()`` the agent.
+    Once ``zero`` healed, ``one``'s observe is lifted: it takes the seat before its next
+    cycle, refused naming ``zero`` (it healed unchecked beside it: the two undid each
+    other's heals). The names, the project file (``one`` observed no more) and the log."""
+    zero, one = _names_one_per_shard()
+    one_server_by_two_names(folder, url, zero, one)
+    text = (folder / "reconcile.yaml").read_text()
+    ones = "    overlays: [overlays]\n"
+    serve(text.replace(ones, ones + OBSERVED))
+    log = folder / "agent.log"
+    start()
+    wait_for_line(log, lambda line: _heals(log, zero) > 0, f"ORDERS created in {zero}")
+    serve(text)
+    wait_for_line(log, _refused_by(zero), f"{one} refused, naming {zero}")
+    assert _heals(log, one) == 0, log.read_text()[-3000:]
+    return zero, one, text, log
+
+
+def _files(folder: Path) -> dict[str, str]:
+    (folder / "specs").mkdir()
+    (folder / "overlays").mkdir()
+    files = {"specs/orders.yaml": _ORDERS, "overlays/o.yaml": _COPY}
+    for path, text in files.items():
+        (folder / path).write_text(text)
+    return files
+
+
+def test_the_seat_follows_an_edit_of_the_environments_lifecycle(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """One process: an edit lifting ``one``'s observe gets it refused
+    (:func:`_one_refused_once_zero_seated`); an edit then putting ``zero`` in observe
+    (the refusal's own advice) frees the seat: ``one`` takes it and heals its spec (it
+    stayed refused until a restart)."""
+    url = clean_server.url
+    _files(tmp_path)
+    agents: list[subprocess.Popen[str]] = []
+
+    def serve(text: str) -> None:
+        write(tmp_path, text, "reconcile.yaml")
+
+    def start() -> None:
+        agents.append(_agent(["--all-envs"], cwd=tmp_path, log=tmp_path / "agent.log"))
+
+    try:
+        _, one, text, log = _one_refused_once_zero_seated(tmp_path, url, serve, start)
+        assert run(_described(url))[0] == DECLARED
+        zeros = f"    servers: {url}\n"
+        serve(text.replace(zeros, zeros + OBSERVED))
+        wait_for_line(log, lambda line: _heals(log, one) > 0, f"{one} takes the seat")
+        assert run(_described(url))[0] == COPIED
+        assert [c["env"] for c in run(_claims(url))] == [one]
+    finally:
+        stop_all(agents)
+
+
+def test_a_commit_removing_the_environment_holding_the_seat_frees_it(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """``--git --all-envs``: ``one`` refused, ``zero`` holding the seat (each by a
+    commit); a commit removes ``zero`` from the project file (the refusal's other way
+    out). ``zero``'s cycles fail from then on (it heals nothing) and it leaves the seat:
+    ``one`` takes it and heals its spec, without a restart (``zero`` kept the seat and
+    renewed its claim, which would then refuse ``one`` for three intervals after a
+    restart: three hours here)."""
+    url = clean_server.url
+    bare, work = origin(tmp_path)
+    files = _files(tmp_path)
+    agents: list[subprocess.Popen[str]] = []
+
+    def serve(text: str) -> None:
+        push_commit(work, bare, {"reconcile.yaml": text, **files}, "project")
+
+    def start() -> None:
+        agents.append(git_agent(bare, cwd=tmp_path, log=tmp_path / "agent.log"))
+
+    try:
+        zero, one, text, log = _one_refused_once_zero_seated(tmp_path, url, serve, start)
+        kept = text.replace(f"  {zero}:\n    servers: {url}\n", "")
+        assert kept != text
+        serve(kept)
+        wait_for_line(log, lambda line: _heals(log, one) > 0, f"{one} takes the seat")
+        assert run(_described(url))[0] == COPIED
+        assert [c["env"] for c in run(_claims(url))] == [one]
+    finally:
+        stop_all(agents)
+
+
+def test_an_environment_moved_off_its_seat_frees_it_at_once(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    """One process, ``one`` refused (:func:`_one_refused_once_zero_seated`); an edit
+    moves ``zero`` to a server of its own (the refusal's advice: its own account).
+    ``zero`` leaves the seat it held as it connects there: ``one`` takes it at its next
+    try, not once ``zero``'s claim went stale (three intervals, at least a minute)."""
+    first, second = server_factory(), server_factory()
+    _files(tmp_path)
+    agents: list[subprocess.Popen[str]] = []
+
+    def serve(text: str) -> None:
+        write(tmp_path, text, "reconcile.yaml")
+
+    def start() -> None:
+        agents.append(_agent(["--all-envs"], cwd=tmp_path, log=tmp_path / "agent.log"))
+
+    try:
+        zero, one, text, log = _one_refused_once_zero_seated(tmp_path, first.url, serve, start)
+        serve(text.replace(f"servers: {first.url}\n", f"servers: {second.url}\n"))
+        wait_for_line(log, lambda line: _heals(log, one) > 0, f"{one} takes the seat", 20)
+        wait_for_line(log, lambda line: _heals(log, zero) > 1, f"{zero} heals where it moved")
     finally:
         stop_all(agents)
