@@ -112,6 +112,10 @@ SUITE = (
     "tests/integration/test_attacks16.py",
     "tests/integration/test_attacks17.py",
     "tests/integration/test_export_import_overwrite.py",
+    "tests/integration/test_attacks18.py",
+    "tests/integration/test_attacks18d.py",
+    "tests/integration/test_dr_attacks18.py",
+    "tests/unit/test_parser_bounds.py",
 )
 
 
@@ -309,6 +313,9 @@ GUARANTEES = (
             "test_attacks17.py::test_a_nack_account_s_misplaced_secret",
             "test_attacks17.py::test_a_terraform_syntax_error_beside_a_secret",
             "test_attacks17.py::test_a_nack_account_s_server_url_with_credentials",
+            "test_attacks18.py::test_credentials_the_server_input_cannot_hold",
+            "test_attacks18d.py::test_the_value_of_a_key_named_like_a_secret",
+            "test_attacks18d.py::test_an_entry_is_never_written_into_a_stream",
         ),
     ),
     Guarantee(
@@ -462,12 +469,16 @@ GUARANTEES = (
         "format character (U+202E, a zero-width space) as its escape, read back the same. "
         "No spec may declare a name or subject holding a control or invisible format "
         "character (a name reading as another in a diff); a live one is planned, pruned and "
-        "shown escaped, and export leaves it out, saying so.",
+        "shown escaped, and export leaves it out, saying so. An error no check foresaw "
+        "(a forged reply's text in it) fails the Action's step in one annotation naming "
+        "its type and place, never a traceback a runner reads as a command.",
         (
             "test_escaping.py::",
             "test_attacks9.py::test_a_forged_saved_plans_file_names",
             "test_attacks9.py::test_a_pulumi_error_naming_a_hostile_lock_holder",
             "test_attacks9.py::test_an_export_writes_format_characters",
+            "test_attacks18.py::test_a_forged_reply_no_check_foresaw",
+            "test_dr_attacks18.py::test_the_failover_complete_line_escapes",
         ),
     ),
     Guarantee(
@@ -911,7 +922,10 @@ GUARANTEES = (
         "is down does not. Two shards healing two environments of one seat (one account, "
         "one user) cannot both heal: the second is refused by the first's claim on the "
         "server until that claim goes stale, whatever lineage the account's bucket holds "
-        "now. An edited project file (an environment's, or "
+        "now; the seat follows the project served: an environment that starts writing "
+        "takes it first, one that stops (observed, removed by a commit, moved to other "
+        "connection settings) frees it and its claim at once. An edited project file (an "
+        "environment's, or "
         "the one spec PATHS are given with) is read again under a running agent, validated "
         "first: an invalid edit keeps the last valid one, a deny rule added holds from the "
         "next plan. A list "
@@ -932,6 +946,7 @@ GUARANTEES = (
             "test_attacks8.py::test_a_list_whose_pages_never_end",
             "test_attacks8.py::test_a_forged_reply_to_one_step",
             "test_read_bounds.py::",
+            "test_parser_bounds.py::",
             "test_dr_failover.py::",
             "test_attacks16.py::test_a_new_lineage_never_lets_a_second_shard",
         ),
@@ -941,12 +956,17 @@ GUARANTEES = (
         "A standby promoted by hand with writes of its own, a fence removed by someone "
         "else, a failover onto the fenced old origin, another owner's stream, a consumer "
         "someone made or paused, a message deleted from the mirror, a mirror of another "
-        "stream, an origin whose subjects differ from the spec: each is refused or fenced "
+        "stream, an origin whose subjects differ from the spec, a standby that is no "
+        "mirror on other subjects, a mirror given interest retention: each is refused or fenced "
         "and named, and no acknowledged message is left on neither side; Ctrl-C between "
         "the fence and the promotion gives the origin its writes back. A failback never "
         "replaces an old origin that holds writes the primary lacks, whatever the flags: "
         "it is prevented, naming the sequence.",
-        ("test_dr_attacks.py::",),
+        (
+            "test_dr_attacks.py::",
+            "test_dr_attacks18.py::test_a_plain_stream",
+            "test_dr_attacks18.py::test_a_mirror_someone_gave",
+        ),
     ),
     Guarantee(
         "A failover, a rollback or a restore never leaves both sides taking writes",
@@ -985,7 +1005,9 @@ GUARANTEES = (
         "the managed-by marker; a stream planned empty that "
         "gained messages is not deleted; a stream under a backup's temporary name that "
         "holds anything its origin lost is never taken for a leftover; a lock timeout of "
-        "nan or inf is refused, never a wait nobody can end. A backup makes a memory "
+        "nan or inf is refused, never a wait nobody can end; resources of one stack "
+        "swapping names in one `pulumi up` keep the stream the other took, with its "
+        "messages. A backup makes a memory "
         "stream's temporary mirror only under the apply lock; a restore deletes a stream "
         "under its temporary name only when its marker, sequences and first message prove "
         "it that restore's leftover, and checks so before it replaces anything.",
@@ -995,6 +1017,16 @@ GUARANTEES = (
             "test_backup_memory.py::test_a_memory_streams_mirror_is_made_only_under",
             "test_backup_memory.py::test_a_stream_under_the_temporary_name",
         ),
+    ),
+    Guarantee(
+        "A KeyValue entry lands in its own bucket, or the plan says why",
+        "Every KeyValue write names its bucket's stream (`Nats-Expected-Stream`): a stream "
+        "that took the bucket's subjects stores nothing of it, a secret included, and the "
+        "plan counts that header against `max_value_size`. An entry of a bucket that takes "
+        "no writes (a mirror, a stream moved off the bucket's subjects) is refused at its "
+        "`bucket:` line, and `--prune` never deletes the bucket a declared entry is "
+        "written to.",
+        ("test_attacks18d.py::",),
     ),
     Guarantee(
         "A program reading JSON never gets nothing",
