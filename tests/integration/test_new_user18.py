@@ -5,10 +5,11 @@ Each test is one thing that went wrong on that walk: the command run as a user r
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
-from cli_runner import reconcile
+from cli_runner import reconcile, started
 from servers import NatsServer
 from test_saved_plans import publish, repo, state
 
@@ -41,3 +42,38 @@ def test_a_refused_replace_names_the_migration_that_keeps_the_messages(
     after = state(clean_server)
     assert after["ORDERS"]["config"]["storage"] == "memory"
     assert after["ORDERS"]["messages"] == 10
+
+
+def test_an_environments_embedded_server_is_kept_by_the_command_the_notice_names(
+    tmp_path: Path,
+) -> None:
+    """docs/environments.md: an `embedded: true` environment has its own embedded server,
+    state in .reconcile/dev/. Its memory stream went when the command stopped it, and the
+    notice advised `reconcile server`, which keeps .reconcile/ running, another server:
+    the next plan wanted the stream again. The notice names the store, and the command
+    it names keeps the stream between commands."""
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "hot.yaml").write_text(
+        "kind: Stream\nname: HOT\nsubjects: [hot.>]\nstorage: memory\n"
+    )
+    (tmp_path / "reconcile.yaml").write_text(
+        "owner: shop\nspecs: [specs]\nenvironments:\n  dev:\n    embedded: true\n"
+    )
+    done = reconcile("apply", "--env", "dev", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (notice,) = [line for line in done.stderr.splitlines() if "memory stream(s) HOT" in line]
+    advised = notice.split("`")[1]
+    assert advised == "reconcile server --store .reconcile/dev", notice
+
+    server = started(*shlex.split(advised)[1:], "--port", "0", cwd=tmp_path)
+    try:
+        assert server.stdout is not None
+        assert "state in .reconcile/dev/" in server.stdout.readline()
+        done = reconcile("apply", "--env", "dev", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert "memory stream(s)" not in done.stderr
+        again = reconcile("plan", "--env", "dev", "--detailed-exitcode", cwd=tmp_path)
+        assert again.returncode == 0, again.stdout + again.stderr
+    finally:
+        server.terminate()
+        server.communicate(timeout=90)
