@@ -77,3 +77,32 @@ def test_an_environments_embedded_server_is_kept_by_the_command_the_notice_names
     finally:
         server.terminate()
         server.communicate(timeout=90)
+
+
+def test_the_backups_first_notice_names_the_flag_bounding_its_snapshots(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """Every backup began with "snapshots hold each stream's configuration and message
+    expiry while they run; at most 4 at once": what holds what, and how to change the 4,
+    was for docs/backup.md to say. The line says the server holds them as they were, and
+    names --parallel."""
+    root = repo(tmp_path)
+    done = reconcile("apply", "specs", "--server", clean_server.url, "--yes", cwd=root)
+    assert done.returncode == 0, done.stderr
+    publish(clean_server, "ORDERS.new", 3)
+    backup = reconcile(
+        "backup",
+        "specs",
+        "--out",
+        "../bk",
+        "--parallel",
+        "2",
+        "--server",
+        clean_server.url,
+        cwd=root,
+    )
+    assert backup.returncode == 0, backup.stderr
+    (notice,) = [line for line in backup.stderr.splitlines() if "at once" in line]
+    assert "at most 2 snapshots at once (--parallel)" in notice, notice
+    assert "the server" in notice, notice
+    assert (tmp_path / "bk" / "manifest.json").is_file()
