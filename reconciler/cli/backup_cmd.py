@@ -155,8 +155,9 @@ def take(
         declared = declared_streams(target_paths, tuple(Path(p) for p in target.overlays))
         selection = Selection(declared=declared, only=only)
     console.notice(
-        f"snapshots hold each stream's configuration and message expiry while they run; "
-        f"at most {parallel} at once"
+        "while a stream's snapshot runs, the server holds its configuration and message "
+        f"expiry as they were (docs/backup.md); at most {parallel} snapshots at once "
+        "(--parallel)"
     )
     try:
         with console.transfers():

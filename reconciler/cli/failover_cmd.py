@@ -194,7 +194,8 @@ def _report(result: FailoverResult, fmt: str) -> int:
             )
         else:
             windows = ", ".join(f"{k} {v:.2f}s" for k, v in sorted(result.unavailable.items()))
-            took = f" (no write taken: {windows})" if windows else ""
+            # each stream's window with no write acknowledged: its fence to its promotion
+            took = f"; writes unavailable (fence to promotion): {windows}" if windows else ""
             # stream names: escaped as every other line of the failover (``##[`` in one)
             done = printable(f"Failover complete: {len(result.done)} pair(s){took}.")
             click.echo(done, file=sys.stdout)

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from reconciler.errors import Refusal, RefusalKind, RefusedPlan, SpecError
+from reconciler.planning.groups import migrate_hint
 from reconciler.planning.policy import refusal as policy_refusal
 from reconciler.planning.standby import PREVENTED as FAILOVER_PREVENTED
 from reconciler.planning.steps import (
@@ -122,9 +123,18 @@ def _data_loss(refused: Sequence[Step], allow_with: str | None) -> RefusedPlan:
     return RefusedPlan(
         f"refusing to apply: {len(refused)} step(s) would destroy data; nothing was changed. "
         + (allow_with or f"Re-run with {flag} to allow it."),
-        details=[f"{describe(s)}: {'; '.join(loss.summary for loss in s.losses)}" for s in refused],
+        details=[_lost(s) for s in refused],
         kind=RefusalKind.DATA_LOSS,
     )
+
+
+def _lost(step: Step) -> str:
+    """A refused step and what it loses; a replace a migration could make instead says
+    so, as the plan did (the flag that allows it deletes every message; ``--migrate``
+    keeps them)."""
+    said = f"{describe(step)}: {'; '.join(loss.summary for loss in step.losses)}"
+    hint = migrate_hint()
+    return f"{said}; {hint} instead" if hint in step.reasons else said
 
 
 def refuse(refusals: Sequence[Refusal]) -> None:

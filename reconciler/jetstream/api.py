@@ -8,13 +8,15 @@ when nothing is configured.
 from __future__ import annotations
 
 import asyncio
+import shlex
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Literal
 
 from reconciler.errors import ReconcileError, ServerError
-from reconciler.jetstream.connection import ConnectionOptions
+from reconciler.jetstream.connection import DEFAULT_STORE, ConnectionOptions
 from reconciler.jetstream.embedded import EmbeddedServer
 from reconciler.jetstream.kv import KeyValueCalls
 from reconciler.jetstream.live import LiveRead
@@ -120,7 +122,7 @@ async def open_client(
             await client.close()
     finally:
         if embedded is not None and embedded.release() and memory:
-            on_notice(_memory_lost(memory))
+            on_notice(_memory_lost(memory, options.store))
 
 
 async def _memory_streams(client: JetStreamClient) -> list[str]:
@@ -136,13 +138,18 @@ async def _memory_streams(client: JetStreamClient) -> list[str]:
     )
 
 
-def _memory_lost(names: list[str]) -> str:
+def _memory_lost(names: list[str], store: Path) -> str:
     """What stopping the embedded server at the end of a command did to its memory
     streams: a memory stream lives only as long as its server, so the next command would
-    plan (or restore) it anew."""
+    plan (or restore) it anew. The command that keeps it names its store when that is not
+    the default (a project environment's, ``.reconcile/dev``): ``reconcile server`` alone
+    would keep another server running."""
     shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    keep = "reconcile server"
+    if store != DEFAULT_STORE:
+        keep += f" --store {shlex.quote(str(store))}"
     return (
         f"stopped the embedded nats-server, and with it its memory stream(s) {shown}: "
-        "memory storage lives only as long as its server; `reconcile server` keeps it "
+        f"memory storage lives only as long as its server; `{keep}` keeps it "
         "running between commands"
     )

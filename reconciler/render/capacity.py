@@ -38,15 +38,17 @@ def total_line(total: Total, *, server_known: bool = True) -> str:
     return f"{what}: {change} of {_figure(total, total.limit)}{share}"
 
 
-def _ahead(plan: Plan) -> list[str]:
-    """The notes under the figures: a stream apply makes itself counted, the server's
-    own limits unknown."""
+def _ahead(plan: Plan, shown: list[Total]) -> list[str]:
+    """The notes under the figures: a stream apply makes itself counted, the lock's
+    bucket among the streams (only under a ``streams`` line: it explains that figure),
+    the server's own limits unknown."""
     notes = []
     names = plan.capacity.ahead if plan.capacity else ()
     if names:
         listed = ", ".join(names)
         notes.append(f"(the figures include {listed}: apply makes it first, for its lock)")
-    if plan.capacity is not None and plan.capacity.lock:
+    counted = any(total.what == "streams" for total in shown)
+    if plan.capacity is not None and plan.capacity.lock and counted:
         lock = plan.capacity.lock
         notes.append(f"(the streams include {lock}: apply's lock bucket, made by the first apply)")
     if plan.capacity is not None and not plan.capacity.server_known and plan.capacity.server:
@@ -75,7 +77,7 @@ def capacity_lines(plan: Plan) -> list[str]:
         "",
         f"{TITLE}:",
         *(f"    {line}" for line in _lines(plan, shown)),
-        *(f"    {line}" for line in _ahead(plan)),
+        *(f"    {line}" for line in _ahead(plan, shown)),
     ]
 
 
@@ -87,6 +89,6 @@ def capacity_markdown(plan: Plan) -> list[str]:
     return [
         f"**{TITLE}:**",
         *(f"- {line}" for line in _lines(plan, shown)),
-        *(f"- {line}" for line in _ahead(plan)),
+        *(f"- {line}" for line in _ahead(plan, shown)),
         "",
     ]

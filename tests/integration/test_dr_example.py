@@ -49,6 +49,10 @@ def test_the_dr_example_fails_over_and_back_as_the_doc_walks_it(
     assert code == 1 and "nothing was changed" in said and not is_fenced(east)
     code, said = cli("failover", "--from", "east", "--to", "west", "--yes")
     assert code == 0, said
+    # the doc: the output ends with each stream's write-unavailable window (it said
+    # "no write taken: ORDERS 0.01s", which a new user read as no message stored)
+    (done,) = [line for line in said.splitlines() if line.startswith("Failover complete")]
+    assert re.search(r"writes unavailable[^:]*: ORDERS \d+\.\d+s", done), done
     assert is_fenced(east) and _info(west.url, "ORDERS")["config"].get("mirror") is None
     assert fetch(west, "shipper", 1, ack=False) == [16]
 

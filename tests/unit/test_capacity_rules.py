@@ -348,3 +348,26 @@ def test_a_migration_past_its_handover_or_rolled_back_before_it_reserves_nothing
     assert peak(40 * MiB, step.config) == 80 * MiB  # counted once: it is live
     assert peak(-1, step.config) == 80 * MiB  # to come at the handover
     assert peak(-1, origin) == 40 * MiB  # a rollback: nothing copied back
+
+
+def test_the_lock_bucket_is_said_among_the_streams_only_when_they_are_shown(
+    tmp_path: Path,
+) -> None:
+    """A plan moving a stream to memory storage showed only the storage lines, then
+    `(the streams include KV_RECONCILE_LOCKS: ...)` under them: a note on a figure the
+    plan did not show. It goes with the `streams:` line it explains."""
+    from reconciler.planning.totals import Capacity
+
+    (tmp_path / "specs.yaml").write_text("kind: Stream\nname: A\nmax_bytes: 1MiB\n")
+    the_plan = build_plan(load_specs([tmp_path / "specs.yaml"]), LiveState(SERVER))
+    lock = "KV_RECONCILE_LOCKS"
+    memory = Total("memory", None, 0, MiB, MiB, None)
+    streams = Total("streams", None, 1, 2, 2, None)
+
+    storage_only = capacity_lines(replace(the_plan, capacity=Capacity((memory,), lock=lock)))
+    assert any(line.startswith("    memory storage reserved:") for line in storage_only)
+    assert not any(lock in line for line in storage_only), storage_only
+
+    counted = capacity_lines(replace(the_plan, capacity=Capacity((memory, streams), lock=lock)))
+    assert "    streams: 1 -> 2 (no account limit)" in counted
+    assert any(f"the streams include {lock}" in line for line in counted), counted

@@ -69,3 +69,16 @@ def test_example_command_lines_use_real_flags(folder: Path) -> None:
     for command in commands:
         used = set(re.findall(r"(?<!\S)--[a-z][a-z-]*", command))
         assert used and used <= flags, (command, used - flags)
+
+
+def test_the_dr_docs_excerpt_is_the_shipped_spec() -> None:
+    """docs/dr.md shows examples/dr/specs/orders.yaml; the file also declared a
+    description, max_age and the consumer's max_deliver, so the plan a new user ran
+    showed fields the page never mentioned. The excerpt's documents are the file's."""
+    import yaml
+
+    page = (EXAMPLES.parent / "docs" / "dr.md").read_text(encoding="utf-8")
+    marker = "# examples/dr/specs/orders.yaml\n"
+    excerpt = page[page.index(marker) :].split("```", 1)[0]
+    shipped = (EXAMPLES / "dr" / "specs" / "orders.yaml").read_text(encoding="utf-8")
+    assert list(yaml.safe_load_all(excerpt)) == list(yaml.safe_load_all(shipped))
