@@ -31,7 +31,8 @@ hosts' clocks are assumed to agree within seconds). Then:
 - deleted (at our revision) when the environment writes nothing there from now on (an
   edit or a commit putting it in ``lifecycle: {mode: observe}``, a commit removing it,
   connection settings changed: a connection opened again takes the seat it says), and
-  taken again, as at a connection, when it writes again
+  taken again, as at a connection, when it writes again; an edit of the project's
+  owner (the key's) deletes it and takes the new key's
   (:meth:`~reconciler.agent.cycles.Watch._keep_seat`).
 
 A claim read back may be forged by anyone who may write the bucket: it can only refuse
@@ -151,6 +152,7 @@ class SeatClaim:
         self.settings = LockSettings(bucket=LOCK_BUCKET)
         self.env: Environment | None = None
         self.peers: Mapping[str, Environment] = {}
+        self.owner: str | None = None  # the project's owner the seat was taken for (its key)
         self.key: str | None = None  # held on this connection (renewed each cycle)
         self.revision = 0
         self.fresh = False  # just written (by take): the first cycle's renewal skipped
@@ -175,7 +177,7 @@ class SeatClaim:
         """Claim ``found`` for ``env`` (only read it unless ``write``); the refusal
         (:class:`~reconciler.errors.SpecError`, at ``env``'s line, and the other's when
         one of ``peers``) when another environment holds it."""
-        self.key, self.env, self.peers = None, env, peers
+        self.key, self.env, self.peers, self.owner = None, env, peers, owner
         key = claim_key(found, owner) if found is not None else None
         if found is not None:  # the bucket made as the lock makes it: 3 replicas clustered
             clustered = found.server.cluster is not None

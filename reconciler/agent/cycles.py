@@ -409,8 +409,13 @@ class Watch:
         a commit removing it, or whose project file is invalid) heals nothing until a
         commit mends it, and holds no seat meanwhile: a commit removing the environment
         holding a seat (the refusal's other way out) left the other refused until a
-        restart, and then until the claim went stale (three intervals)."""
+        restart, and then until the claim went stale (three intervals). An edit of the
+        project's owner, which the claim's key holds, leaves the seat and takes it again
+        under the new key: the old claim kept refusing nobody, and an agent of another
+        process took the seat under the new key while this one still healed in it."""
         writes = served is not None and self._writer(served) is not None
+        if served is not None and self.seated and served.owner != self.claim.owner:
+            await self._leave_seat(client)  # the old owner's claim deleted
         if writes and not self.seated:
             await self._take_seat(client)
         elif not writes:

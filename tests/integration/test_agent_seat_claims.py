@@ -111,7 +111,8 @@ async def _publish(url: str, n: int) -> None:
 
 
 async def _claims(url: str) -> list[dict[str, Any]]:
-    """The seat claims in the tool's bucket (raw KV reads, as another client makes them)."""
+    """The seat claims in the tool's bucket (raw KV reads, as another client makes them;
+    a key deleted left out)."""
     async with Other.connect(url, name="checker") as bob:
         stream = f"KV_{LOCK_BUCKET}"
         info = await bob.api(f"STREAM.INFO.{stream}", {"subjects_filter": f"$KV.{LOCK_BUCKET}.>"})
@@ -120,7 +121,8 @@ async def _claims(url: str) -> list[dict[str, Any]]:
         for subject in subjects:
             if subject.startswith(f"$KV.{LOCK_BUCKET}.seat-"):
                 reply = await bob.api(f"STREAM.MSG.GET.{stream}", {"last_by_subj": subject})
-                found.append(json.loads(base64.b64decode(reply["message"]["data"])))
+                if reply["message"].get("data"):
+                    found.append(json.loads(base64.b64decode(reply["message"]["data"])))
         return found
 
 
@@ -628,3 +630,42 @@ def test_a_renewal_not_written_takes_the_claim_again_or_fails(
                 server.resume()
 
     run(scenario())
+
+
+def test_an_edit_of_the_owner_moves_the_claim_to_its_key(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """The claim's key holds the project's owner. ``zero`` holds the seat; the project
+    file's owner is edited: ``zero`` went on renewing the old owner's key, so an agent
+    of ``one`` (of the new owner, as every agent reading that file is) found no claim
+    under the new key and took the seat beside it. Now ``zero`` deletes the old claim and
+    takes the new key's before its next cycle: ``one`` is refused, one claim is left."""
+    url = clean_server.url
+    zero, one = _project(tmp_path, url)
+    log = tmp_path / "zero.log"
+    agents = [_agent(["--env", zero], cwd=tmp_path, log=log)]
+    try:
+        wait_for_line(log, lambda line: _heals(log, None) > 0, f"ORDERS created in {zero}")
+        text = (tmp_path / "reconcile.yaml").read_text()
+        write(tmp_path, text.replace("owner: shop\n", "owner: shop2\n"), "reconcile.yaml")
+        wait_for_line(log, lambda line: _cycles_since_read(log) > 0, "a cycle after the edit")
+        envs = load_project(tmp_path / "reconcile.yaml").environments
+        assert [c["env"] for c in run(_claims(url))] == [zero]
+
+        async def take_as_one() -> None:
+            async with open_client(ConnectionOptions(servers=url)) as client:
+                found = await seat_of(client)
+                claim = SeatClaim(Log("json", out=io.StringIO()), 1.0)
+                await claim.take(client, envs[one], found, "shop2", peers=envs, write=True)
+
+        with pytest.raises(SpecError, match=f"writes where environments.{zero} "):
+            run(take_as_one())
+    finally:
+        stop_all(agents)
+
+
+def _cycles_since_read(log: Path) -> int:
+    """The cycles an agent logged since it last read the project file again."""
+    found = lines(log.read_text())
+    read = [n for n, line in enumerate(found) if line["event"] == "project"]
+    return len([x for x in found[read[-1] :] if x["event"] == "cycle"]) if read else 0
