@@ -360,6 +360,8 @@ class SharedCheckout:
         self.source = source
         self._fetch: asyncio.Future[bool] | None = None
         self._started = -self.FETCH_GAP
+        #: told of each new commit's tree, once (the agent: the environments it names)
+        self.on_commit: Callable[[Path], None] | None = None
 
     async def refresh(self) -> None:
         loop = asyncio.get_running_loop()
@@ -368,8 +370,15 @@ class SharedCheckout:
             self._started = loop.time()
             self._fetch = asyncio.ensure_future(self.source.refresh())
             self._fetch.add_done_callback(settled)  # each view may stop waiting for it
+            self._fetch.add_done_callback(self._checked_out)
         assert self._fetch is not None
         await asyncio.shield(self._fetch)
+
+    def _checked_out(self, fetch: asyncio.Future[bool]) -> None:
+        if fetch.cancelled() or fetch.exception() is not None or not fetch.result():
+            return
+        if self.on_commit is not None:
+            self.on_commit(self.source.tree)
 
     def view(self, make: MakeRequest) -> CheckoutView:
         """The source of one environment: ``make(tree)`` its request."""

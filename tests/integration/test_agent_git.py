@@ -3,12 +3,24 @@ repository, no network) and a pushed commit is planned and, in heal mode, applie
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from pathlib import Path
 from typing import Any
 
-from agent_harness import ORDERS, Other, changes, running_agent, until
+from agent_harness import (
+    ORDERS,
+    Other,
+    agent_process,
+    changes,
+    lines,
+    running_agent,
+    stop_all,
+    until,
+    wait_for_line,
+)
 from dulwich import porcelain
-from servers import NatsServer
+from servers import NatsServer, unused_port
 
 from reconciler.agent.source import GitSource
 from reconciler.execution.requests import PlanRequest
@@ -78,3 +90,35 @@ def test_a_pushed_commit_is_planned_and_healed(
             assert agent.metrics.git_head_age._value.get() >= 0
 
     run(scenario())
+
+
+def test_an_environment_added_by_a_commit_is_said_and_listed_as_not_served(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """``--git --all-envs`` serves the environments of the commit it started with. One a
+    later commit adds was not served until a restart and nothing said so; now one log
+    line names it (not again at the next commits) and ``/status`` lists it with why."""
+    bare, work = origin(tmp_path)
+    url = clean_server.url
+    project = f"owner: shop\nspecs: [specs]\nenvironments:\n  dev:\n    servers: {url}\n"
+    push_commit(work, bare, {"specs/orders.yaml": ORDERS, "reconcile.yaml": project}, "dev")
+    log, port = tmp_path / "agent.log", unused_port()
+    args = ["--git", f"file://{bare}", "--all-envs", "--interval", "1h", "--git-poll", "0.2s"]
+    agent = agent_process(
+        [*args, "--listen", f"127.0.0.1:{port}", "--log-format", "json"], cwd=tmp_path, log=log
+    )
+    try:
+        wait_for_line(log, lambda line: line["event"] == "cycle", "dev planned")
+        added = f"{project}  extra:\n    servers: {url}\n"
+        push_commit(work, bare, {"reconcile.yaml": added}, "extra")
+        said = wait_for_line(log, lambda line: line.get("environment") == "extra", "extra said")
+        assert said[0]["event"] == "serving" and "restart" in said[0]["message"], said
+        last = push_commit(work, bare, {"reconcile.yaml": f"{added}# edited\n"}, "again")
+        wait_for_line(log, lambda line: line.get("commit") == last, "the last commit fetched")
+        assert len([x for x in lines(log.read_text()) if x.get("environment") == "extra"]) == 1
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=10) as answer:
+            status = json.loads(answer.read())
+        assert "restart" in status["not_served"]["extra"], status["not_served"]
+        assert list(status["environments"]) == ["dev"]
+    finally:
+        stop_all([agent])
