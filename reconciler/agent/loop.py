@@ -233,7 +233,7 @@ class Agent:
                 said = err
             except Exception as err:  # what no server sends, or a bug: its own failure
                 said = ReconcileError(unforeseen(err))
-            watch.link.failed(said)
+            watch.link.failed(said, watch.said(said))
             watch.log.event("error", str(said))
             return 1
 

@@ -330,6 +330,7 @@ async def _run_many(
     listener answers while it is fetched (``/healthz`` 200, ``/readyz`` 503 saying so),
     as a liveness probe needs during a large repository's first fetch."""
     from reconciler.agent.endpoints import Endpoints
+    from reconciler.errors import Problem, SpecError
 
     early: Endpoints | None = None
     if git is not None and settings.listen is not None:
@@ -343,6 +344,11 @@ async def _run_many(
         agent = await _agent_of_many(
             names, shard, git, make_for, settings, log, project_file, endpoints=early
         )
+    except SpecError as err:  # the first commit's: its files as the user knows them
+        if git is None:
+            raise
+        shown = [Problem(None, "", git.shown(str(p))) for p in err.problems]
+        raise SpecError(shown, kind=err.kind) from None
     finally:
         if agent is None and early is not None:  # failed, or stopped during the fetch
             await early.close()

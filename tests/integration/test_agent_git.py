@@ -122,3 +122,49 @@ def test_an_environment_added_by_a_commit_is_said_and_listed_as_not_served(
         assert list(status["environments"]) == ["dev"]
     finally:
         stop_all([agent])
+
+
+def test_messages_name_a_commits_files_as_the_repository_does(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """``--git``: errors named the cached tree (``.reconcile/git/<hash>/trees/<commit>/
+    specs/orders.yaml:4``), an older commit's already removed. Now a spec's problem and a
+    refusal (two environments writing in one account) name ``FILE:LINE (commit
+    1a2b3c4)``, in the log and /status, as does the start's error at the first commit."""
+    bare, work = origin(tmp_path)
+    url = clean_server.url
+    project = f"owner: shop\nspecs: [specs]\nenvironments:\n  dev:\n    servers: {url}\n"
+    push_commit(work, bare, {"specs/orders.yaml": ORDERS, "reconcile.yaml": project}, "dev")
+    log, port = tmp_path / "agent.log", unused_port()
+    args = ["--git", f"file://{bare}", "--all-envs", "--mode", "heal", "--interval", "1h"]
+    agent = agent_process(
+        [*args, "--git-poll", "0.2s", "--listen", f"127.0.0.1:{port}", "--log-format", "json"],
+        cwd=tmp_path,
+        log=log,
+    )
+    try:
+        wait_for_line(log, lambda line: line["event"] == "change", "dev planned")
+        broken = push_commit(
+            work, bare, {"specs/orders.yaml": "kind: Stream\nname: X\nmax_msgs: lots\n"}, "bad"
+        )
+        said = wait_for_line(
+            log, lambda line: line.get("error") and line.get("commit") == broken, "the problem"
+        )
+        assert f"specs/orders.yaml:3 (commit {broken[:7]})" in said[0]["error"], said
+        twice = f"{project}  prod:\n    servers: {url}\n"
+        refused = push_commit(work, bare, {"reconcile.yaml": twice}, "prod")
+        said = wait_for_line(
+            log, lambda line: line.get("error") and line.get("commit") == refused, "the refusal"
+        )
+        at = f"reconcile.yaml:6 (commit {refused[:7]}): environments.prod"
+        assert at in said[0]["error"], said
+        assert f"(reconcile.yaml:4 (commit {refused[:7]}))" in said[0]["error"], said
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=10) as answer:
+            status = answer.read().decode()
+        assert at in status
+        assert "trees/" not in log.read_text() + status
+    finally:
+        stop_all([agent])
+    started = agent_process([*args, "--once", "--listen", "off"], cwd=tmp_path)
+    _, error = started.communicate(timeout=60)
+    assert started.returncode == 1 and at in error and "trees/" not in error, error
