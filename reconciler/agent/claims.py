@@ -23,11 +23,16 @@ hosts' clocks are assumed to agree within seconds). Then:
   connection, so it takes the seat once the other's agent stopped renewing;
 - renewed before each cycle (one KV write: an update at our revision; read again only
   when someone else wrote the key, and not written when that was a fresh claim of the
-  same environment: two agents of it share one claim);
+  same environment: two agents of it share one claim). A renewal not written (the
+  bucket deleted, a permission taken away, no answer in time) is never a blip the cycle
+  goes on after: the claim may be gone, and another shard take the seat meanwhile. It is
+  taken again, as at a connection (said once in the log), before the cycle, which fails
+  when it cannot be (the connection opened again asks the seat again);
 - deleted (at our revision) when the environment writes nothing there from now on (an
   edit or a commit putting it in ``lifecycle: {mode: observe}``, a commit removing it,
   connection settings changed: a connection opened again takes the seat it says), and
-  taken again, as at a connection, when it writes again
+  taken again, as at a connection, when it writes again; an edit of the project's
+  owner (the key's) deletes it and takes the new key's
   (:meth:`~reconciler.agent.cycles.Watch._keep_seat`).
 
 A claim read back may be forged by anyone who may write the bucket: it can only refuse
@@ -147,6 +152,7 @@ class SeatClaim:
         self.settings = LockSettings(bucket=LOCK_BUCKET)
         self.env: Environment | None = None
         self.peers: Mapping[str, Environment] = {}
+        self.owner: str | None = None  # the project's owner the seat was taken for (its key)
         self.key: str | None = None  # held on this connection (renewed each cycle)
         self.revision = 0
         self.fresh = False  # just written (by take): the first cycle's renewal skipped
@@ -171,7 +177,7 @@ class SeatClaim:
         """Claim ``found`` for ``env`` (only read it unless ``write``); the refusal
         (:class:`~reconciler.errors.SpecError`, at ``env``'s line, and the other's when
         one of ``peers``) when another environment holds it."""
-        self.key, self.env, self.peers = None, env, peers
+        self.key, self.env, self.peers, self.owner = None, env, peers, owner
         key = claim_key(found, owner) if found is not None else None
         if found is not None:  # the bucket made as the lock makes it: 3 replicas clustered
             clustered = found.server.cluster is not None
@@ -179,6 +185,10 @@ class SeatClaim:
         if key is None:
             self._left_out("the server does not say which account and user it is")
             return
+        await self._take(client, env, key, write=write)
+
+    async def _take(self, client: LockStore, env: Environment, key: str, *, write: bool) -> None:
+        """:meth:`take` of ``key``: at a connection, and after a renewal not written."""
         try:
             revision, wrote = await self._claim(client, env, key, write=write)
         except (SpecError, Contended):
@@ -195,7 +205,9 @@ class SeatClaim:
 
     async def renew(self, client: LockStore, *, slow: float = 0.0) -> None:
         """Before a cycle: the claim held renewed (at our revision, one write), refused
-        when another environment has taken the seat meanwhile. ``slow``: how long the
+        when another environment has taken the seat meanwhile; one that could not be
+        written is taken again as at a connection (raising when it cannot be: the cycle
+        heals nothing unclaimed). ``slow``: how long the
         last cycle took (seconds), added twice to the claim's life (a huge project's
         plans must not let it go stale between two renewals)."""
         self.slack = 2 * max(slow, 0.0)
@@ -208,12 +220,24 @@ class SeatClaim:
             self.revision = await client.kv_update(
                 self.settings.bucket, key, mine.to_bytes(), self.revision
             )
+            return
         except ReconcileError as err:
-            if not isinstance(err, ServerError) or err.err_code != WRONG_LAST_SEQUENCE:
-                return  # a blip: renewed at the next cycle (a claim lasts several)
-            self.key = None  # someone else wrote the key: read it (refused if another's)
-            self.revision, _ = await self._claim(client, env, key, write=True)
-            self.key = key
+            if isinstance(err, ServerError) and err.err_code == WRONG_LAST_SEQUENCE:
+                self.key = None  # someone else wrote the key: read it (refused if another's)
+                self.revision, _ = await self._claim(client, env, key, write=True)
+                self.key = key
+                return
+            failed = brief(str(err))
+        # not written (the bucket deleted, the user's permission taken away, no answer in
+        # time): the claim may be gone, and another shard may take the seat meanwhile; it
+        # is taken again as at a connection, or the cycle does not run (an error: the
+        # connection is opened again and the seat asked then)
+        self.key = None
+        self.log.event(
+            "notice", f"the seat's claim could not be renewed ({failed}): claiming it again"
+        )
+        await self._take(client, env, key, write=True)
+        self.fresh = False  # written now, before this cycle: renewed from the next
 
     async def release(self, client: LockStore) -> None:
         """The environment writes nothing from now on (put in ``lifecycle: {mode:

@@ -152,8 +152,9 @@ class Link:
         self.connected, self.reachable, self.error, self.since = True, True, None, None
         self.refused = False
 
-    def failed(self, err: ReconcileError) -> None:
-        self.error = str(err)
+    def failed(self, err: ReconcileError, said: str | None = None) -> None:
+        """``err`` failed the connection (``said``: its text as shown, else its own)."""
+        self.error = str(err) if said is None else said
         if isinstance(err, ConnectRefused):
             self.reachable = True if err.answered else None
             self.refused, self.since = True, None
@@ -204,6 +205,7 @@ class Watch:
         self.seats = seats
         self.source = source
         self.settings = settings
+        log = log.showing(source.shown)  # every line names files as the user knows them
         self.log = log
         self.metrics = metrics
         self.stop = stop or asyncio.Event()
@@ -359,9 +361,14 @@ class Watch:
             return False
         return request.options != self._options
 
+    def said(self, err: BaseException) -> str:
+        """``err``'s text naming files as the user knows them (:meth:`Source.shown`),
+        as ``/status`` and ``/readyz`` show it."""
+        return self.source.shown(str(err))
+
     def _failed(self, err: ReconcileError) -> None:
         self.failures += 1
-        self.link.failed(err)
+        self.link.failed(err, self.said(err))
         self.pair_reads.expire()  # no full cycle reads the pairs meanwhile
         self.metrics.connection_refused.set(1 if self.link.refused else 0)
         self.log.event("error", str(err), failures=self.failures)
@@ -409,8 +416,13 @@ class Watch:
         a commit removing it, or whose project file is invalid) heals nothing until a
         commit mends it, and holds no seat meanwhile: a commit removing the environment
         holding a seat (the refusal's other way out) left the other refused until a
-        restart, and then until the claim went stale (three intervals)."""
+        restart, and then until the claim went stale (three intervals). An edit of the
+        project's owner, which the claim's key holds, leaves the seat and takes it again
+        under the new key: the old claim kept refusing nobody, and an agent of another
+        process took the seat under the new key while this one still healed in it."""
         writes = served is not None and self._writer(served) is not None
+        if served is not None and self.seated and served.owner != self.claim.owner:
+            await self._leave_seat(client)  # the old owner's claim deleted
         if writes and not self.seated:
             await self._take_seat(client)
         elif not writes:
@@ -584,7 +596,7 @@ class Watch:
         except ReconcileError as err:
             if client.lost.is_set():
                 raise ConnectError(str(err)) from None
-            error = str(err)
+            error = self.said(err)
             self.error_code = err.exit_code
         except Exception as err:  # a reply no server sends (forged by a client), or a bug
             error = unforeseen(err)  # this environment's failed cycle, never the others'

@@ -20,7 +20,7 @@ cycles), :mod:`.memory` (what cycles keep), :mod:`.commits` (git), :mod:`.listen
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from reconciler.agent.cycles import POLICY_DENIED, Cycle, Watch, WatchSettings
@@ -34,7 +34,7 @@ from reconciler.agent.source import Source
 from reconciler.door_words import Allowance, Setting, Words, spoken
 from reconciler.errors import ExitStatus, ReconcileError, unforeseen
 
-__all__ = ["POLICY_DENIED", "WORDS", "Agent", "WatchSettings", "worst"]
+__all__ = ["POLICY_DENIED", "WORDS", "Agent", "NotServed", "WatchSettings", "worst"]
 
 
 def _or_field(flag: str, field: str) -> str:
@@ -67,6 +67,43 @@ WORDS: Words = {
 }
 
 
+class NotServed:
+    """The environments the project file names for this agent (its shard's share) that it
+    does not serve: it serves those it started with, each with its task, connection and
+    seat; one added since, by an edit or a commit, is served after a restart. Each is
+    said once in the log and listed in ``/status`` (``not_served``, with why) until a
+    project file read no longer names it."""
+
+    def __init__(self, served: Iterable[str], log: Log) -> None:
+        self.served = frozenset(served)
+        self.log = log
+        self.named: dict[str, str] = {}  # each environment not served -> why
+
+    def saw(self, listed: Iterable[str], commit: str | None) -> None:
+        """``listed``: the environments for this agent in the project file read now (of
+        ``commit``, with ``--git``)."""
+        by = f"commit {commit[:7]}" if commit else "an edit of the project file"
+        found: dict[str, str] = {}
+        for name in listed:
+            if name in self.served:
+                continue
+            found[name] = self.named.get(name) or (
+                f"added by {by} after the agent started: a running agent serves the "
+                "environments it started with; restart it to serve this one"
+            )
+            if name not in self.named:
+                self.log.event(
+                    "serving",
+                    f"environment {name} added by {by}: not served until the agent restarts",
+                    environment=name,
+                    commit=commit,
+                )
+        self.named = found
+
+    def to_json(self) -> dict[str, str]:
+        return dict(self.named)
+
+
 def worst(codes: list[int]) -> int:
     """The exit status of several ``--once`` cycles: 1 (an error) over 3 (a policy deny)
     over 2 (drift) over 0, as ``plan --all-envs`` exits."""
@@ -86,11 +123,13 @@ class Agent:
         environments: Mapping[str, Source] | None = None,
         shard: Shard | None = None,
         endpoints: Endpoints | None = None,
+        not_served: NotServed | None = None,
     ) -> None:
         self.settings = settings
         self.log = log
         self.shard = shard
         self.many = environments is not None
+        self.not_served = not_served or NotServed(environments or (), log)
         self.metrics = Metrics(by_env=self.many)
         self.stop = asyncio.Event()
         collector = Collector()
@@ -129,10 +168,20 @@ class Agent:
         *,
         shard: Shard | None = None,
         endpoints: Endpoints | None = None,
+        not_served: NotServed | None = None,
     ) -> Agent:
         """An agent watching each of ``environments`` (a project's, or a shard's of them);
-        ``endpoints``: already listening (:meth:`Endpoints.starting`), now the agent's."""
-        return cls(None, settings, log, environments=environments, shard=shard, endpoints=endpoints)
+        ``endpoints``: already listening (:meth:`Endpoints.starting`), now the agent's;
+        ``not_served``: told of the environments a project file read since names."""
+        return cls(
+            None,
+            settings,
+            log,
+            environments=environments,
+            shard=shard,
+            endpoints=endpoints,
+            not_served=not_served,
+        )
 
     @property
     def watch(self) -> Watch:
@@ -184,7 +233,7 @@ class Agent:
                 said = err
             except Exception as err:  # what no server sends, or a bug: its own failure
                 said = ReconcileError(unforeseen(err))
-            watch.link.failed(said)
+            watch.link.failed(said, watch.said(said))
             watch.log.event("error", str(said))
             return 1
 
@@ -241,6 +290,7 @@ class Agent:
             "shard": None if self.shard is None else str(self.shard),
             "ready": self.not_ready() is None,
             "environments": {str(env): w.status(cycle) for env, w in self.watches.items()},
+            "not_served": self.not_served.to_json(),
         }
 
 

@@ -6,7 +6,9 @@ when the project file it was made from changes (an invalid edit keeps the last o
 Python: no ``git`` binary needed) into a bare repository in a cache folder, and writes
 the head commit's tree into ``trees/<commit>/`` there (regular files only: symbolic
 links and submodules are left out, so nothing outside the checkout is ever read). Each
-cycle plans that tree, and every report names the commit. A fetch that fails keeps the
+cycle plans that tree, and every report names the commit; a message naming a file of a
+tree names it as the user knows it, ``reconcile.yaml:4 (commit 1a2b3c4)``
+(:func:`in_repository`: the one place tree paths are mapped). A fetch that fails keeps the
 last commit (said in the log); the previous tree is kept until a newer one is written,
 and every tree a cycle holds (:meth:`Source.holding`) until that cycle ends: a commit
 checked out meanwhile (another environment's poll, two commits pushed in quick
@@ -19,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import re
 import shutil
 import stat
 import threading
@@ -98,6 +102,11 @@ class Source(Protocol):
         files are never removed meanwhile."""
         ...
 
+    def shown(self, text: str) -> str:
+        """``text`` (a message: an error, a log line) naming files as the user knows
+        them: a git tree's as the repository's, with the commit (:func:`in_repository`)."""
+        ...
+
 
 class FixedSource:
     """The paths and connection the command line named (no git). The project file the
@@ -124,6 +133,9 @@ class FixedSource:
 
     def holding(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()  # the files are the user's: never removed
+
+    def shown(self, text: str) -> str:
+        return text  # the paths as the user gave them
 
     def request(self) -> PlanRequest:
         stamp = _stamp(self._request)
@@ -204,6 +216,41 @@ def redact_git_url(url: str, text: str | None = None) -> str:
     return shown
 
 
+class TreePaths:
+    """Paths into the commits' trees under ``trees`` (``trees/<commit>/FILE``) in a
+    message, as written, absolute or resolved (a repository-root check resolves them)."""
+
+    def __init__(self, trees: Path) -> None:
+        forms = {str(trees), os.path.abspath(trees), os.path.realpath(trees)}
+        self.forms = sorted(forms, key=len, reverse=True)
+        prefixes = "|".join(re.escape(form) for form in self.forms)
+        self.pattern = re.compile(
+            rf"(?P<q>['\"]?)(?:{prefixes})/(?P<commit>[0-9a-f]{{40}})"
+            rf"(?:/(?P<file>[^\s'\":,;()\[\]]+))?(?P=q)(?P<line>:\d+)?"
+        )
+
+
+def in_repository(text: str, trees: TreePaths) -> str:
+    """``text`` with each path into a commit's tree said as the user knows the file: its
+    path in the repository, then the commit (``reconcile.yaml:4 (commit 1a2b3c4)``; the
+    tree itself: ``the tree of commit 1a2b3c4``), never the cache folder's path, which
+    for an older commit's tree is removed by the time it is read. The one place the
+    agent maps tree paths: every message of an environment (its log lines, the
+    connection's and the cycle's error in ``/status`` and ``/readyz``) and the start's
+    errors go through it."""
+    if not any(form in text for form in trees.forms):
+        return text
+
+    def said(found: re.Match[str]) -> str:
+        commit = f"commit {found['commit'][:7]}"
+        if found["file"] is None:
+            return f"the tree of {commit}"
+        quote, line = found["q"], found["line"] or ""
+        return f"{quote}{found['file']}{quote}{line} ({commit})"
+
+    return trees.pattern.sub(said, text)
+
+
 class GitSource:
     """A branch of a git repository, fetched into ``cache`` (its project file is each
     commit's)."""
@@ -223,6 +270,10 @@ class GitSource:
         #: commit -> the cycles planning its tree now (kept by :meth:`_checkout`)
         self._held: Counter[str] = Counter()
         self._holds = threading.Lock()  # _checkout reads _held in its thread
+        self._trees = TreePaths(cache / "trees")
+
+    def shown(self, text: str) -> str:
+        return in_repository(text, self._trees)
 
     @property
     def shown_url(self) -> str:
@@ -360,6 +411,8 @@ class SharedCheckout:
         self.source = source
         self._fetch: asyncio.Future[bool] | None = None
         self._started = -self.FETCH_GAP
+        #: told of each new commit's tree, once (the agent: the environments it names)
+        self.on_commit: Callable[[Path], None] | None = None
 
     async def refresh(self) -> None:
         loop = asyncio.get_running_loop()
@@ -368,8 +421,15 @@ class SharedCheckout:
             self._started = loop.time()
             self._fetch = asyncio.ensure_future(self.source.refresh())
             self._fetch.add_done_callback(settled)  # each view may stop waiting for it
+            self._fetch.add_done_callback(self._checked_out)
         assert self._fetch is not None
         await asyncio.shield(self._fetch)
+
+    def _checked_out(self, fetch: asyncio.Future[bool]) -> None:
+        if fetch.cancelled() or fetch.exception() is not None or not fetch.result():
+            return
+        if self.on_commit is not None:
+            self.on_commit(self.source.tree)
 
     def view(self, make: MakeRequest) -> CheckoutView:
         """The source of one environment: ``make(tree)`` its request."""
@@ -406,3 +466,6 @@ class CheckoutView:
 
     def holding(self) -> contextlib.AbstractContextManager[None]:
         return self._shared.source.holding()
+
+    def shown(self, text: str) -> str:
+        return self._shared.source.shown(text)

@@ -33,7 +33,7 @@ from reconciler.cli.options import (
 if TYPE_CHECKING:
     from reconciler.agent.endpoints import Endpoints
     from reconciler.agent.logs import Log
-    from reconciler.agent.loop import Agent, WatchSettings
+    from reconciler.agent.loop import Agent, NotServed, WatchSettings
     from reconciler.agent.shards import Shard
     from reconciler.agent.source import GitSource, MakeRequest, Source
     from reconciler.execution.stages import PlanRequest
@@ -330,6 +330,7 @@ async def _run_many(
     listener answers while it is fetched (``/healthz`` 200, ``/readyz`` 503 saying so),
     as a liveness probe needs during a large repository's first fetch."""
     from reconciler.agent.endpoints import Endpoints
+    from reconciler.errors import Problem, SpecError
 
     early: Endpoints | None = None
     if git is not None and settings.listen is not None:
@@ -343,6 +344,11 @@ async def _run_many(
         agent = await _agent_of_many(
             names, shard, git, make_for, settings, log, project_file, endpoints=early
         )
+    except SpecError as err:  # the first commit's: its files as the user knows them
+        if git is None:
+            raise
+        shown = [Problem(None, "", git.shown(str(p))) for p in err.problems]
+        raise SpecError(shown, kind=err.kind) from None
     finally:
         if agent is None and early is not None:  # failed, or stopped during the fetch
             await early.close()
@@ -362,7 +368,7 @@ async def _agent_of_many(
 ) -> Agent | None:
     """:func:`_run_many`'s agent (None: SIGTERM or SIGINT during the first fetch);
     ``endpoints``: listening already, the agent's from now on."""
-    from reconciler.agent.loop import Agent
+    from reconciler.agent.loop import Agent, NotServed
     from reconciler.agent.source import FixedSource, SharedCheckout
     from reconciler.errors import Problem, SpecError
     from reconciler.locations import Location
@@ -377,6 +383,9 @@ async def _agent_of_many(
         root = git.tree
     heal = settings.mode == "heal"
     chosen = _environments(names, shard, root, project_file, heal=heal)
+    not_served = NotServed(chosen, log)
+    if git is not None and shared is not None:  # each commit's list: one added is said
+        shared.on_commit = _listing(git, names, shard, project_file, not_served)
     sources: dict[str, Source] = {}
     problems: dict[tuple[Location | None, str], Problem] = {}  # a line said once
     for name in chosen:
@@ -384,7 +393,9 @@ async def _agent_of_many(
         if heal and shared is not None:  # each commit's project file, as the first one's
             make = _kept_apart(make, chosen, project_file)
         if shared is None:  # the project file read again after an edit: the same list
-            make = _served_as_started(make, chosen, names, shard, project_file, heal=heal)
+            make = _served_as_started(
+                make, chosen, names, shard, project_file, heal=heal, not_served=not_served
+            )
         try:
             make(root)  # every environment's target resolved now: one broken stops the start
         except SpecError as err:  # every environment's problems said at once
@@ -394,7 +405,9 @@ async def _agent_of_many(
         sources[name] = FixedSource(make) if shared is None else shared.view(make)
     if problems:
         raise SpecError(list(problems.values()))
-    return Agent.serving(sources, settings, log, shard=shard, endpoints=endpoints)
+    return Agent.serving(
+        sources, settings, log, shard=shard, endpoints=endpoints, not_served=not_served
+    )
 
 
 async def _unless_signalled(work: Awaitable[None]) -> bool:
@@ -457,12 +470,13 @@ def _served_as_started(
     project_file: Path | None,
     *,
     heal: bool,
+    not_served: NotServed,
 ) -> MakeRequest:
     """``make``, refusing a project file (read again after an edit: ``FixedSource``)
     whose environments for this agent are not those it started with: a running agent
     keeps serving its list (one environment's task each, its seat taken), and says the
-    new one is served after a restart; the environments' last valid project is kept.
-    Healing, the file is held to :func:`_apart` as at the start."""
+    new one is served after a restart (``not_served`` told); the environments' last
+    valid project is kept. Healing, the file is held to :func:`_apart` as at the start."""
     from reconciler.errors import ReconcileError
 
     def checked(root: Path | None) -> PlanRequest:
@@ -470,6 +484,7 @@ def _served_as_started(
             now = _environments(names, shard, root, project_file, heal=heal)
         except click.UsageError as err:
             raise ReconcileError(err.format_message()) from None
+        not_served.saw(now, None)
         if set(now) != set(served):
             added = ", ".join(n for n in now if n not in served) or "none"
             gone = ", ".join(n for n in served if n not in now) or "none"
@@ -481,6 +496,28 @@ def _served_as_started(
         return make(root)
 
     return checked
+
+
+def _listing(
+    git: GitSource,
+    names: tuple[str, ...],
+    shard: Shard | None,
+    project_file: Path | None,
+    not_served: NotServed,
+) -> Callable[[Path], None]:
+    """What tells ``not_served`` the environments of each new commit's project file for
+    this agent (``--git``: the commit is served to those it started with; one added is
+    served after a restart). One that cannot be read is said by the cycles."""
+    from reconciler.errors import ReconcileError
+
+    def listed(tree: Path) -> None:
+        try:
+            now = _environments(names, shard, tree, project_file)
+        except (click.UsageError, ReconcileError):
+            return
+        not_served.saw(now, git.commit)
+
+    return listed
 
 
 def _kept_apart(make: MakeRequest, served: list[str], project_file: Path | None) -> MakeRequest:

@@ -37,9 +37,9 @@ def _project(root: Path, dev: str, prod: str, *, prod_extra: str = "", more: str
     write(root, text, "reconcile.yaml")
 
 
-def _status(port: int) -> dict[str, Any]:
+def _status(port: int, part: str = "environments") -> dict[str, Any]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=10) as answer:
-        return dict(json.loads(answer.read())["environments"])
+        return dict(json.loads(answer.read())[part])
 
 
 def _readyz(port: int) -> int:
@@ -146,6 +146,7 @@ def test_a_running_agent_serves_the_edited_project_file_and_keeps_the_last_valid
         assert "restart" in said["message"]
         assert "extra" in (_status(port)["dev"]["project"]["error"] or "")
         assert "extra" not in _status(port)
+        assert "restart" in _status(port, "not_served")["extra"]
         assert "Traceback" not in log.read_text()
     finally:
         stopped(process)

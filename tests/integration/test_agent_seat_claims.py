@@ -35,7 +35,7 @@ from test_agent_git import origin, push_commit
 from reconciler.agent.claims import CLAIMED, TTL_FLOOR, TTL_VARIABLE, Claim, SeatClaim, ttl_for
 from reconciler.agent.logs import Log
 from reconciler.agent.seats import claimed_error, seat_of
-from reconciler.errors import ReconcileError, RequestTimeout
+from reconciler.errors import ReconcileError, RequestTimeout, SpecError
 from reconciler.identity import LOCK_BUCKET
 from reconciler.jetstream import ConnectionOptions, open_client
 from reconciler.model.timestamps import rfc3339
@@ -111,7 +111,8 @@ async def _publish(url: str, n: int) -> None:
 
 
 async def _claims(url: str) -> list[dict[str, Any]]:
-    """The seat claims in the tool's bucket (raw KV reads, as another client makes them)."""
+    """The seat claims in the tool's bucket (raw KV reads, as another client makes them;
+    a key deleted left out)."""
     async with Other.connect(url, name="checker") as bob:
         stream = f"KV_{LOCK_BUCKET}"
         info = await bob.api(f"STREAM.INFO.{stream}", {"subjects_filter": f"$KV.{LOCK_BUCKET}.>"})
@@ -120,7 +121,8 @@ async def _claims(url: str) -> list[dict[str, Any]]:
         for subject in subjects:
             if subject.startswith(f"$KV.{LOCK_BUCKET}.seat-"):
                 reply = await bob.api(f"STREAM.MSG.GET.{stream}", {"last_by_subj": subject})
-                found.append(json.loads(base64.b64decode(reply["message"]["data"])))
+                if reply["message"].get("data"):
+                    found.append(json.loads(base64.b64decode(reply["message"]["data"])))
         return found
 
 
@@ -555,3 +557,115 @@ def test_an_environment_moved_off_its_seat_frees_it_at_once(
         wait_for_line(log, lambda line: _heals(log, zero) > 1, f"{zero} heals where it moved")
     finally:
         stop_all(agents)
+
+
+async def _delete_bucket(url: str) -> None:
+    async with Other.connect(url, name="checker") as bob:
+        await bob.api(f"STREAM.DELETE.KV_{LOCK_BUCKET}")
+
+
+def test_a_claim_deleted_mid_run_is_taken_again_before_the_next_heal(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """``zero`` holds the seat (planning on advisories only: an interval of an hour); the
+    claim bucket is deleted and ORDERS changed by hand. Its renewal fails, and was let
+    pass: ``zero`` healed the change holding no claim, so ``one`` started then took the
+    seat and healed its own spec too (two heals of one change). Now the claim is taken
+    again before the heal, said once, and ``one`` is refused."""
+    url = clean_server.url
+    zero, one = _project(tmp_path, url)
+    first, second = tmp_path / "zero.log", tmp_path / "one.log"
+    agents = [_agent(["--env", zero, "--interval", "1h"], cwd=tmp_path, log=first)]
+    try:
+        wait_for_line(first, lambda line: _heals(first, None) > 0, f"ORDERS created in {zero}")
+        run(_delete_bucket(url))
+        run(_drift(url, description="changed by hand"))
+        wait_for_line(first, lambda line: _heals(first, None) > 1, f"{zero} heals the change")
+        agents.append(_agent(["--env", one], cwd=tmp_path, log=second))
+        wait_for_line(
+            second,
+            lambda line: _refused_by(zero)(line) or _heals(second, None) > 0,
+            f"{one} refused (or healing)",
+        )
+        assert _heals(second, None) == 0, second.read_text()[-3000:]
+        assert run(_described(url))[0] == DECLARED
+        assert [c["env"] for c in run(_claims(url))] == [zero]
+        said = [x for x in lines(first.read_text()) if "could not be renewed" in str(x["message"])]
+        assert len(said) == 1, said
+    finally:
+        stop_all(agents)
+
+
+def test_a_renewal_not_written_takes_the_claim_again_or_fails(
+    server_factory: Any, tmp_path: Path, run: Any
+) -> None:
+    """Two agents' claims of one seat on a real server: ``zero`` holds it, ``one`` is
+    refused. The bucket deleted, ``zero``'s renewal was let pass as a blip, so ``one``
+    took the seat while ``zero`` went on healing. Now the renewal takes the claim again
+    (``one`` refused); a renewal the server does not answer raises (the cycle does not
+    run: the connection is opened again and the seat asked then)."""
+    server = server_factory()
+    zero, one = _project(tmp_path, server.url)
+    envs = load_project(tmp_path / "reconcile.yaml").environments
+    holder, other = (SeatClaim(Log("json", out=io.StringIO()), 1.0) for _ in range(2))
+
+    async def scenario() -> None:
+        async with open_client(ConnectionOptions(servers=server.url, timeout=1)) as client:
+            found = await seat_of(client)
+
+            async def take(claim: SeatClaim, env: str) -> None:
+                await claim.take(client, envs[env], found, "shop", peers=envs, write=True)
+
+            await take(holder, zero)
+            await holder.renew(client)  # the first, skipped: just written
+            await _delete_bucket(server.url)
+            await holder.renew(client)
+            with pytest.raises(SpecError, match=f"writes where environments.{zero} "):
+                await take(other, one)
+            server.pause()
+            try:
+                with pytest.raises(RequestTimeout):
+                    await holder.renew(client)
+            finally:
+                server.resume()
+
+    run(scenario())
+
+
+def test_an_edit_of_the_owner_moves_the_claim_to_its_key(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """The claim's key holds the project's owner. ``zero`` holds the seat; the project
+    file's owner is edited: ``zero`` went on renewing the old owner's key, so an agent
+    of ``one`` (of the new owner, as every agent reading that file is) found no claim
+    under the new key and took the seat beside it. Now ``zero`` deletes the old claim and
+    takes the new key's before its next cycle: ``one`` is refused, one claim is left."""
+    url = clean_server.url
+    zero, one = _project(tmp_path, url)
+    log = tmp_path / "zero.log"
+    agents = [_agent(["--env", zero], cwd=tmp_path, log=log)]
+    try:
+        wait_for_line(log, lambda line: _heals(log, None) > 0, f"ORDERS created in {zero}")
+        text = (tmp_path / "reconcile.yaml").read_text()
+        write(tmp_path, text.replace("owner: shop\n", "owner: shop2\n"), "reconcile.yaml")
+        wait_for_line(log, lambda line: _cycles_since_read(log) > 0, "a cycle after the edit")
+        envs = load_project(tmp_path / "reconcile.yaml").environments
+        assert [c["env"] for c in run(_claims(url))] == [zero]
+
+        async def take_as_one() -> None:
+            async with open_client(ConnectionOptions(servers=url)) as client:
+                found = await seat_of(client)
+                claim = SeatClaim(Log("json", out=io.StringIO()), 1.0)
+                await claim.take(client, envs[one], found, "shop2", peers=envs, write=True)
+
+        with pytest.raises(SpecError, match=f"writes where environments.{zero} "):
+            run(take_as_one())
+    finally:
+        stop_all(agents)
+
+
+def _cycles_since_read(log: Path) -> int:
+    """The cycles an agent logged since it last read the project file again."""
+    found = lines(log.read_text())
+    read = [n for n, line in enumerate(found) if line["event"] == "project"]
+    return len([x for x in found[read[-1] :] if x["event"] == "cycle"]) if read else 0

@@ -218,6 +218,9 @@ class _Failing:
     def holding(self) -> Any:
         return self.real.holding()
 
+    def shown(self, text: str) -> str:
+        return self.real.shown(text)
+
     def request(self) -> PlanRequest:
         self.tries += 1
         if self.tries <= self.times:
