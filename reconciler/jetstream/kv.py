@@ -242,7 +242,8 @@ class KeyValueCalls(Transport):
         stream = stream_of("KeyValue", bucket)
         subject = self.subject(f"DIRECT.GET.{stream}")
         prefix = kv_subject(bucket, "")
-        largest = min(BATCH_REQUEST, getattr(self.nc, "max_payload", 0) or BATCH_REQUEST)
+        limit = getattr(self.nc, "max_payload", 0) or BATCH_REQUEST
+        largest = min(BATCH_REQUEST, limit - 64)  # the body's own fields take the rest
         waiting = deque(_batches([prefix + key for key in keys], largest))
         marked: set[str] = set()
         unanswered: set[str] = set()

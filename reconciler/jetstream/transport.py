@@ -218,16 +218,19 @@ class Transport:
         except ConnectionClosedError:
             raise self.closed(f"connection closed while requesting {subject}") from None
         except MaxPayloadError:
-            limit = getattr(self.nc, "max_payload", None)
-            raise ServerError(
-                0,
-                0,
-                f"a message of {len(payload)} bytes is over the server's max_payload "
-                f"({limit} bytes): nothing was sent",
-                subject=subject,
-            ) from None
+            raise self._too_large(subject, payload) from None
         finally:
             self._done_waiting(key, waiter)
+
+    def _too_large(self, subject: str, payload: bytes) -> ServerError:
+        limit = getattr(self.nc, "max_payload", None)
+        return ServerError(
+            0,
+            0,
+            f"a message of {len(payload)} bytes is over the server's max_payload "
+            f"({limit} bytes): nothing was sent",
+            subject=subject,
+        )
 
     def _waiter(self, key: str) -> _Waiter:
         """The current task, waiting on the subject ``key`` (lower-cased) until
@@ -308,6 +311,8 @@ class Transport:
             raise failed from None
         except ConnectionClosedError:
             raise self.closed(f"connection closed while requesting {subject}") from None
+        except MaxPayloadError:
+            raise self._too_large(subject, payload) from None
         finally:
             self._done_waiting(key, waiter)
             if sub is not None:
