@@ -12,6 +12,7 @@ from urllib.parse import urlparse
 
 import pytest
 from nats.aio.client import Client, Srv
+from nats.aio.subscription import Subscription
 from nats.errors import ProtocolError
 
 from reconciler.jetstream.connection import MAX_LINE, MAX_MESSAGE, _Client, overrun
@@ -98,3 +99,5 @@ def test_a_raw_subscriptions_messages_reach_its_handler_as_sent() -> None:
         wire += b"HMSG _INBOX.x 7 %d %d\r\n%s%s\r\n" % (len(headers), size, headers, body)
     _fed(client, wire)
     assert got == [(message, b"value"), (end, b"")]
+    # Transport.replies registers a subscription by nats-py's id of it
+    assert Subscription(client, 7, "_INBOX.x")._id == 7
