@@ -46,6 +46,7 @@ from reconciler.model.migration import shortfalls
 from reconciler.model.normalize import replica_problems, unsupported_fields
 from reconciler.model.state import LiveState, StreamState
 from reconciler.planning.entries import (
+    MANAGED_HEADER,
     LiveEntry,
     deleted_buckets,
     fresh_buckets,
@@ -430,9 +431,10 @@ async def _entries_part(
 ) -> tuple[StreamPlan | None, list[Problem]]:
     """The KeyValue entries' part of the plan, and the problems that refuse it (None and
     the problems when an entry's bucket is neither live nor declared). Read: each
-    declared key, and every key of the buckets that declare entries or are declared here
-    (to find this owner's entries no spec declares any more); buckets this plan creates
-    or replaces are empty."""
+    declared key, and the keys carrying the tool's marker among every key of the buckets
+    that declare entries or are declared here (to find this owner's entries no spec
+    declares any more: ``JetStreamClient.kv_scan``); buckets this plan creates or
+    replaces are empty."""
     declared = {s.stream_name: s for s in resources if not s.ref.is_child}
     deleted = deleted_buckets(the_plan)
     if problems := missing_buckets(list(entries), live.streams, declared, deleted):
@@ -442,22 +444,20 @@ async def _entries_part(
     scan = frozenset(
         b for b in wanted if stream_of("KeyValue", b) in live.streams and b not in fresh
     )
-    keys = {(str(s.stream), s.name) for s in entries if str(s.stream) in scan}
-    for bucket in sorted(scan):
-        keys |= {(bucket, key) for key in await client.kv_keys(bucket)}
-    limit = asyncio.Semaphore(32)
-
-    async def read_entry(bucket: str, key: str) -> LiveEntry | None:
-        async with limit:
-            found = await client.kv_entry(bucket, key)
-        if found is None or found.operation != "PUT":
-            return None
-        value = base64.b64encode(found.value).decode()
-        return LiveEntry(bucket, key, value, found.revision, dict(found.headers))
-
-    ordered = sorted(keys)
-    read_back = await asyncio.gather(*(read_entry(bucket, key) for bucket, key in ordered))
-    current = {k: entry for k, entry in zip(ordered, read_back, strict=True) if entry is not None}
+    named: dict[str, set[str]] = {bucket: set() for bucket in scan}
+    for spec in entries:
+        if str(spec.stream) in scan:
+            named[str(spec.stream)].add(spec.name)
+    # the other keys of a bucket: only those carrying the marker (the planner skips the
+    # rest), found without holding their values (an application's bucket may hold millions)
+    found = await client.kv_scan(named, MANAGED_HEADER)
+    current = {
+        (bucket, key): LiveEntry(
+            bucket, key, base64.b64encode(entry.value).decode(), entry.revision, entry.headers
+        )
+        for (bucket, key), entry in sorted(found.items())
+        if entry.operation == "PUT"
+    }
     part = plan_entries(
         list(entries),
         current,

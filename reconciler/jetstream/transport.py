@@ -5,7 +5,9 @@ error reply becomes :class:`~reconciler.errors.ServerError` (``NotFound`` for 10
 10014), a missing answer :class:`~reconciler.errors.RequestTimeout`, a permissions
 violation reported by the server :class:`~reconciler.errors.PermissionDenied`.
 :class:`Transport` also holds the server's facts (``$JS.API.INFO``, asked once) and the
-paging primitive every list goes through (:meth:`Transport.paged`). The calls built on
+paging primitive every list goes through (:meth:`Transport.paged`), and
+:meth:`Transport.replies`, a request answered by many messages (a batched direct get),
+each handed over as the server sent it. The calls built on
 it: :mod:`.live` (the live read), :mod:`.kv` (KeyValue), :mod:`.api` (the rest, and
 :class:`~reconciler.jetstream.api.JetStreamClient` with them all).
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import math
 import re
@@ -26,7 +29,14 @@ from nats.errors import ConnectionClosedError, MaxPayloadError, NoRespondersErro
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeout
 
-from reconciler.errors import ConnectError, NotFound, PermissionDenied, RequestTimeout, ServerError
+from reconciler.errors import (
+    ConnectError,
+    NotFound,
+    PermissionDenied,
+    ReconcileError,
+    RequestTimeout,
+    ServerError,
+)
 from reconciler.jetstream.connection import (
     ConnectionOptions,
     close_quietly,
@@ -192,25 +202,15 @@ class Transport:
         """One request on any subject, with JetStream-aware error mapping; the reply body."""
         wait = self.timeout if timeout is None else timeout
         key = subject.lower()
-        task = asyncio.current_task()
-        assert task is not None  # always awaited in a task
-        waiter = _Waiter(task)
-        self._waiting.setdefault(key, set()).add(waiter)
+        waiter = self._waiter(key)
         try:
             msg = await self.nc.request(subject, payload, timeout=wait, headers=headers)
             return bytes(msg.data)
         except asyncio.CancelledError:
-            # note_error cancels the request a permissions violation hit, note_closed every
-            # request when the connection is lost (no task of its own per request: at
-            # 100,000 requests that was a third of an apply's time).
-            if (waiter.denied is None and not waiter.closed) or task.uncancel() > 0:
+            failed = self._cut_short(waiter, subject)
+            if failed is None:
                 raise  # cancelled by the caller
-            if waiter.denied is None:
-                raise self.closed(f"connection closed while requesting {subject}") from None
-            # the server's report lowercases the subject; subjects are case-sensitive
-            denied = f"publish to {subject}" if key in waiter.denied else waiter.denied
-            message = f"permission denied: the user may not {denied}"
-            raise PermissionDenied(message, subject=subject) from None
+            raise failed from None
         except NoRespondersError:
             raise ConnectError(self._no_responders(subject)) from None
         except (TimeoutError, NatsTimeout):
@@ -218,20 +218,113 @@ class Transport:
         except ConnectionClosedError:
             raise self.closed(f"connection closed while requesting {subject}") from None
         except MaxPayloadError:
-            limit = getattr(self.nc, "max_payload", None)
-            raise ServerError(
-                0,
-                0,
-                f"a message of {len(payload)} bytes is over the server's max_payload "
-                f"({limit} bytes): nothing was sent",
-                subject=subject,
-            ) from None
+            raise self._too_large(subject, payload) from None
         finally:
-            waiters = self._waiting.get(key)
-            if waiters is not None:
-                waiters.discard(waiter)
-                if not waiters:
-                    del self._waiting[key]
+            self._done_waiting(key, waiter)
+
+    def _too_large(self, subject: str, payload: bytes) -> ServerError:
+        limit = getattr(self.nc, "max_payload", None)
+        return ServerError(
+            0,
+            0,
+            f"a message of {len(payload)} bytes is over the server's max_payload "
+            f"({limit} bytes): nothing was sent",
+            subject=subject,
+        )
+
+    def _waiter(self, key: str) -> _Waiter:
+        """The current task, waiting on the subject ``key`` (lower-cased) until
+        :meth:`_done_waiting`: :meth:`note_error` and :meth:`note_closed` fail it."""
+        task = asyncio.current_task()
+        assert task is not None  # always awaited in a task
+        waiter = _Waiter(task)
+        self._waiting.setdefault(key, set()).add(waiter)
+        return waiter
+
+    def _done_waiting(self, key: str, waiter: _Waiter) -> None:
+        waiters = self._waiting.get(key)
+        if waiters is not None:
+            waiters.discard(waiter)
+            if not waiters:
+                del self._waiting[key]
+
+    def _cut_short(self, waiter: _Waiter, subject: str) -> ReconcileError | None:
+        """Why a request to ``subject`` was cancelled while it waited: note_error cancels
+        the request a permissions violation hit, note_closed every request when the
+        connection is lost (no task of its own per request: at 100,000 requests that was
+        a third of an apply's time). None: its caller cancelled it."""
+        if (waiter.denied is None and not waiter.closed) or waiter.task.uncancel() > 0:
+            return None
+        if waiter.denied is None:
+            return self.closed(f"connection closed while requesting {subject}")
+        # the server's report lowercases the subject; subjects are case-sensitive
+        denied = f"publish to {subject}" if subject.lower() in waiter.denied else waiter.denied
+        message = f"permission denied: the user may not {denied}"
+        return PermissionDenied(message, subject=subject)
+
+    async def replies(
+        self, subject: str, payload: bytes, on_reply: Callable[[bytes, bytes], bool]
+    ) -> None:
+        """One request whose answer is many messages (a batched direct get): ``payload``
+        sent to ``subject`` with a reply inbox of its own, each reply handed to
+        ``on_reply`` as the server sent it (its header block and body, never parsed by
+        nats-py: :attr:`connection._Client.raw_replies`) until it returns True. Errors as
+        :meth:`raw_request`'s: ``RequestTimeout`` when no reply comes within the timeout
+        of the one before (or of the request), ``PermissionDenied``, ``ConnectError``
+        when the connection is lost; what ``on_reply`` raises ends the wait and is raised.
+        Only on this tool's connections (:attr:`takes_raw_replies`)."""
+        nc: Any = self.nc
+        handlers: dict[int, Callable[[bytes, bytes], None]] = nc.raw_replies
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        heard = [loop.time()]
+
+        def deliver(headers: bytes, data: bytes) -> None:
+            if done.done():
+                return
+            heard[0] = loop.time()
+            try:
+                finished = on_reply(headers, data)
+            except Exception as err:  # handed to the wait below, raised there
+                done.set_exception(err)
+                return
+            if finished:
+                done.set_result(None)
+
+        key = subject.lower()
+        waiter = self._waiter(key)
+        sub = None
+        try:
+            sub = await nc.subscribe(nc.new_inbox())
+            handlers[sub._id] = deliver
+            await nc.publish(subject, payload, reply=sub.subject)
+            while not done.done():
+                left = heard[0] + self.timeout - loop.time()
+                if left <= 0:
+                    raise RequestTimeout(f"no answer to {subject} within {self.timeout:g}s")
+                await asyncio.wait({done}, timeout=left)
+            done.result()
+        except asyncio.CancelledError:
+            failed = self._cut_short(waiter, subject)
+            if failed is None:
+                raise  # cancelled by the caller
+            raise failed from None
+        except ConnectionClosedError:
+            raise self.closed(f"connection closed while requesting {subject}") from None
+        except MaxPayloadError:
+            raise self._too_large(subject, payload) from None
+        finally:
+            self._done_waiting(key, waiter)
+            if sub is not None:
+                handlers.pop(sub._id, None)
+                with contextlib.suppress(NatsError, OSError):
+                    await sub.unsubscribe()
+
+    @property
+    def takes_raw_replies(self) -> bool:
+        """Whether :meth:`replies` can be used: the connection is this tool's
+        (``connection._Client``), not a stand-in."""
+        return isinstance(getattr(self.nc, "raw_replies", None), dict)
 
     def _no_responders(self, subject: str) -> str:
         where = f" in domain {self.domain!r}" if self.domain else ""

@@ -12,6 +12,7 @@ from urllib.parse import urlparse
 
 import pytest
 from nats.aio.client import Client, Srv
+from nats.aio.subscription import Subscription
 from nats.errors import ProtocolError
 
 from reconciler.jetstream.connection import MAX_LINE, MAX_MESSAGE, _Client, overrun
@@ -81,3 +82,22 @@ def test_a_long_message_split_over_reads_and_the_lines_after_it_are_parsed() -> 
 
 def test_a_parser_without_nats_pys_state_is_left_unbounded_rather_than_refused() -> None:
     assert overrun(object()) is None  # type: ignore[arg-type]
+
+
+def test_a_raw_subscriptions_messages_reach_its_handler_as_sent() -> None:
+    """``_Client.raw_replies`` (a batched read's replies) takes each message from nats-py's
+    parser as it came: the header block and the body, the status line included. A
+    nats-py release that calls ``_process_msg`` otherwise fails here first."""
+    client = _client()
+    got: list[tuple[bytes, bytes]] = []
+    client.raw_replies[7] = lambda headers, body: got.append((headers, body))
+    message = b"NATS/1.0\r\nA: b\r\nNats-Sequence: 3\r\n\r\n"
+    end = b"NATS/1.0 204 EOB\r\nNats-Num-Pending: 0\r\n\r\n"
+    wire = b""
+    for headers, body in ((message, b"value"), (end, b"")):
+        size = len(headers) + len(body)
+        wire += b"HMSG _INBOX.x 7 %d %d\r\n%s%s\r\n" % (len(headers), size, headers, body)
+    _fed(client, wire)
+    assert got == [(message, b"value"), (end, b"")]
+    # Transport.replies registers a subscription by nats-py's id of it
+    assert Subscription(client, 7, "_INBOX.x")._id == 7
