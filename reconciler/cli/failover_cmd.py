@@ -143,7 +143,10 @@ def failover(
         if fmt == "json":
             pairs = [state.health.to_json() for state in result.plan.states]
             click.echo(inert_json(json.dumps(pairs, indent=2)))
-        fine = all(state.health.healthy and not state.problems for state in result.plan.states)
+        fine = all(
+            state.health.healthy and not state.refusals(rollback=False)
+            for state in result.plan.states
+        )
         return 0 if fine else 2
     return _report(result, fmt)
 

@@ -22,9 +22,11 @@ facts in docs/jetstream-notes.md), under the apply lock of both servers:
    paused, moved with CONSUMER.RESET (2.14+) and resumed, so its config stays the one
    declared; before 2.14, or when its deliver policy refuses a reset (``new``, ``last``,
    ``last_per_subject``), it is created ``by_start_sequence``;
-5. **verify**: the last sequences are equal, the message counts are compared, and a
-   probe published on the stream's subjects is answered by the promoted stream (refused
-   by an impossible ``Nats-Expected-Last-Sequence``, so nothing is stored).
+5. **verify**: the promoted stream is the declared one (``model.promotion``, judged
+   before the fence too), the last sequences are equal, the message counts are
+   compared, and a probe published on the stream's subjects is answered by the promoted
+   stream (refused by an impossible ``Nats-Expected-Last-Sequence``, so nothing is
+   stored).
 
 Every step reads the live state first and does only what is left, so a re-run after an
 interruption (kill -9, a lost server) finishes the failover; ``rollback`` instead gives
@@ -122,7 +124,9 @@ class FailoverPlan:
             out.append(f"  {state.name}: {health_line(state.health)}")
             if self.unplanned and not state.promoted:
                 out.append(f"    possible loss: {loss_line(state.health)}")
-            out += [f"    REFUSED: {problem}" for problem in state.problems]
+            refused = state.refusals(rollback=self.rollback)
+            out += [f"    REFUSED: {problem}" for problem in refused]
+            out += [f"    WARNING: {warning}" for warning in state.warnings]
             if state.diverged and not self.rollback:
                 out.append(
                     f"    DIVERGED: {state.diverged}: the origin is fenced, then the pair "
@@ -366,19 +370,33 @@ def _check_plan(the_plan: FailoverPlan) -> None:
     mirror: ``PairState.problems``)."""
     problems: list[str] = []
     for state in the_plan.states:
-        problems += [f"{state.name}: {problem}" for problem in state.problems]
+        refused = state.refusals(rollback=the_plan.rollback)
+        problems += [f"{state.name}: {problem}" for problem in refused]
         if not state.standby_exists:
             problems.append(
                 f"{state.name}: no stream {state.name} in {the_plan.standby}: apply the "
                 f"standby environment first (reconcile apply --env {the_plan.standby})"
             )
         elif the_plan.rollback and state.promoted:
-            problems.append(
-                f"{state.name}: the mirror in {the_plan.standby} is already promoted: a "
-                "rollback would lose the writes it took; finish the failover instead"
-            )
+            problems.append(f"{state.name}: {_promoted_no_rollback(the_plan)}")
     if problems:
         raise RefusedPlan(printable("; ".join(problems)) + ": nothing was changed")
+
+
+def _promoted_no_rollback(the_plan: FailoverPlan) -> str:
+    """Why a promoted pair is not rolled back, and the ways on: the promoted stream
+    takes the writes (no update makes it a mirror again), so the origin gets them back
+    only by a failback, a full copy; or the failover is finished where it is."""
+    origin, standby = the_plan.origin, the_plan.standby
+    return (
+        f"the mirror in {standby} is already promoted: a rollback would lose the writes it "
+        f"took. {standby} takes the writes: run the failover again to finish it (a failed "
+        "verify or refusal names what to set first), or, to give them to "
+        f"{origin} again, fail back: make {standby} the primary in git, "
+        f"`reconcile apply --env {origin} --allow-replace` (a fresh mirror of {standby}, a "
+        f"full copy), then `reconcile failover --from {standby} --to {origin}` "
+        "(docs/dr.md#5-fail-back)"
+    )
 
 
 @contextlib.asynccontextmanager

@@ -24,12 +24,14 @@ from reconciler.execution.pair_reads import (
     diverged,
     foreign_origin_consumers,
     lacks_origin,
+    unlike_declared,
 )
 from reconciler.identity import LOCK_BUCKET
 from reconciler.jetstream import JetStreamClient
 from reconciler.jetstream.transport import WRONG_LAST_SEQUENCE
 from reconciler.model.migration import resettable
 from reconciler.model.normalize import desired_config
+from reconciler.model.promotion import promotion_gaps
 from reconciler.model.standby import (
     FAILOVER_PAUSE_UNTIL,
     fence_subject,
@@ -359,6 +361,12 @@ class PairSteps:
         origin = await _info(self.origin, self.name)
         if mirror is None:
             raise ReconcileError("the promoted stream is gone")
+        # refused before the fence (pair_reads): changed by someone since, it is said
+        server = await self.standby.server_info()
+        gaps = promotion_gaps(mirror["config"], self.state.pair.stream.config, server)
+        unlike = unlike_declared(self.sides, gaps, promoted=True)
+        if unlike:
+            raise ReconcileError(unlike)
         if origin is not None and self.origin is not None:
             o_state, m_state = origin["state"], mirror["state"]
             if int(m_state["last_seq"]) < int(o_state["last_seq"]):

@@ -14,8 +14,8 @@ from typing import Any
 from reconciler.errors import NotFound, ReconcileError, ServerError
 from reconciler.execution.environments import environment_target
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
-from reconciler.model.loss import tighter_limits
 from reconciler.model.normalize import owner_of
+from reconciler.model.promotion import Gap, promotion_gaps
 from reconciler.model.standby import (
     PairHealth,
     fence_subject,
@@ -41,6 +41,7 @@ __all__ = [
     "Sides",
     "diverged",
     "foreign_origin_consumers",
+    "gap_warnings",
     "health_line",
     "lacks_origin",
     "loss_line",
@@ -48,6 +49,7 @@ __all__ = [
     "pair_states",
     "pairs_health",
     "same_message",
+    "unlike_declared",
 ]
 
 
@@ -65,6 +67,13 @@ class PairState:
     #: Why the pair must not be touched, read on both sides (empty: it may): another
     #: owner's stream, a standby that is no copy of the origin, a consumer someone made
     problems: tuple[str, ...] = ()
+    #: Why the standby's stream must not be promoted, or take the writes, as it is
+    #: (``unlike_declared``; empty: nothing refuses it): a refusal, but of no rollback,
+    #: which promotes nothing
+    promotion: str = ""
+    #: What the standby's stream does unlike the spec that a promotion keeps and
+    #: nothing refuses (``model.promotion.WARNED``): said in the plan
+    warnings: tuple[str, ...] = ()
     #: A promoted standby that is no copy of the origin (empty: it is): the failover
     #: fences the origin, then stops the pair (docs/dr.md)
     diverged: str = ""
@@ -80,6 +89,12 @@ class PairState:
     @property
     def subjects(self) -> list[str]:
         return list(self.pair.stream.config.get("subjects") or [])
+
+    def refusals(self, *, rollback: bool) -> tuple[str, ...]:
+        """Why the pair must not be touched by a failover (or its ``rollback``)."""
+        if rollback or not self.promotion:
+            return self.problems
+        return (*self.problems, self.promotion)
 
     @property
     def done(self) -> bool:
@@ -309,12 +324,6 @@ async def _problems(
     if mirror_info is None:
         return problems
     mirror_config = mirror_info.get("config") or {}
-    if mirror_config.get("sealed"):  # a promotion keeps the seal, which nothing undoes
-        problems.append(
-            f"the stream in {sides.standby} is sealed: promoted, it would refuse every "
-            f"write, with {sides.origin} fenced; replace it by a fresh mirror first "
-            f"(reconcile apply --env {sides.standby} --allow-replace: a full copy)"
-        )
     if is_fenced(mirror_config):
         problems.append(
             f"the stream in {sides.standby} is fenced: it is an old origin, no copy of "
@@ -323,14 +332,6 @@ async def _problems(
         )
     elif mirror_config.get("mirror"):  # not promoted yet
         problems += _mirror_problem(pair, sides, mirror_config["mirror"])
-        tighter = tighter_limits(mirror_config, pair.stream.config)
-        if tighter:  # the promotion keeps the mirror's live config
-            problems.append(
-                f"the mirror in {sides.standby} keeps less than the spec declares "
-                f"({', '.join(tighter)}): promoted with it, it would delete messages "
-                f"{sides.origin} keeps; apply {sides.standby} first "
-                f"(reconcile apply --env {sides.standby})"
-            )
         early = sorted({c.name for c in pair.consumers} & present)
         if early:
             problems.append(
@@ -344,6 +345,65 @@ async def _problems(
     else:  # no mirror: promoted (by a failover, or by hand), or made by someone
         problems += _promoted_problem(pair, sides, mirror_config)
     return problems
+
+
+def unlike_declared(
+    sides: Sides, gaps: Sequence[Gap], *, promoted: bool, missing: bool = False
+) -> str:
+    """Why the standby's stream must not be promoted, or go on taking the writes, as it
+    is ('' when nothing refuses it): the fields a promotion keeps that make it take
+    fewer writes or keep less than the spec declares (``model.promotion``), and how
+    each is set back. Promoted, it takes the writes already: no rollback gives them back
+    to the origin without losing them (``missing``: the failover still has consumers
+    to create, so it must run again)."""
+    refused = [gap for gap in gaps if gap.refused]
+    if not refused:
+        return ""
+    listed = "; ".join(str(gap) for gap in refused)
+    stuck = ", ".join(gap.field for gap in refused if not gap.by_update)
+    standby, origin = sides.standby, sides.origin
+    if not promoted:
+        head = (
+            f"the mirror in {standby} has what the spec does not declare, which its "
+            f"promotion would keep ({listed})"
+        )
+        if stuck:
+            return (
+                f"{head}; no update undoes {stuck}: replace it by a fresh mirror first "
+                f"(reconcile apply --env {standby} --allow-replace: a full copy)"
+            )
+        return f"{head}; set it as declared first (reconcile apply --env {standby})"
+    head = (
+        f"the promoted stream in {standby} has what the spec does not declare ({listed}), "
+        "and takes the writes with it"
+    )
+    if stuck:
+        return (
+            f"{head}; no update undoes {stuck}: only a failback gives the writes to "
+            f"{origin} again, as declared (docs/dr.md#5-fail-back: a full copy)"
+        )
+    if missing:
+        return (
+            f"{head}; set it as declared on {standby}'s stream (`nats stream edit`), then "
+            "run the failover again: it creates the consumers still missing"
+        )
+    return (
+        f"{head}; make {standby} the primary in git (standby: primary {standby}, "
+        f"environment {origin}: docs/dr.md#5-fail-back) and apply it "
+        f"(reconcile apply --env {standby}): an update sets it as declared"
+    )
+
+
+def gap_warnings(sides: Sides, gaps: Sequence[Gap]) -> tuple[str, ...]:
+    """What the standby's stream does unlike the spec, kept by a promotion and not
+    refused (``model.promotion.WARNED``)."""
+    return tuple(
+        f"the stream in {sides.standby}: {gap}; a promotion keeps it "
+        f"(reconcile apply --env {sides.standby}"
+        f"{'' if gap.by_update else ' --allow-replace'} sets it as declared)"
+        for gap in gaps
+        if not gap.refused
+    )
 
 
 def _foreign(sides: Sides, infos: Mapping[str, Mapping[str, Any]]) -> str:
@@ -489,6 +549,15 @@ async def pair_state(
     problems = await _problems(
         pair, sides, (origin_info, mirror_info), (origin, standby), present - left
     )
+    # the promotion keeps the standby's live config (a promoted one takes the writes with
+    # it); a stream that is no standby of this pair (refused above) is not judged so
+    gaps = (
+        promotion_gaps(mirror_config, pair.stream.config, await standby.server_info())
+        if mirror_info is not None and not is_fenced(mirror_config)
+        else []
+    )
+    judged = not (promoted and _promoted_problem(pair, sides, mirror_config))
+    promotion = unlike_declared(sides, gaps, promoted=promoted, missing=bool(missing))
     if sides.owner is not None:
         problems += foreign_origin_consumers(sides, sources)
     if promoted and sides.owner is not None:
@@ -505,6 +574,8 @@ async def pair_state(
         consumers_missing=missing,
         starts=starts,
         problems=tuple(problems),
+        promotion=promotion if judged else "",
+        warnings=gap_warnings(sides, gaps),
         diverged=unlike,
         window=lacking_window(mirror_config, pair.stream.config)
         if mirror_info is not None and not promoted

@@ -47,7 +47,7 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}" if n == 1 else f"{n} {what}s"
 
 
-def _tighter(new: Any, old: Any, *, unlimited: int) -> bool:
+def allows_less(new: Any, old: Any, *, unlimited: int) -> bool:
     """Whether limit ``new`` allows less than ``old`` (``unlimited`` means no limit)."""
     if not isinstance(new, int) or new == unlimited or new < 0:
         return False
@@ -143,11 +143,11 @@ def update_losses(
     )
     for field, unlimited, rule in limits:
         new, old = desired.get(field), live.get(field)
-        if _tighter(new, old, unlimited=unlimited):
+        if allows_less(new, old, unlimited=unlimited):
             assert isinstance(new, int)
             losses.append(rule(new, state))
     new_age, old_age = desired.get("max_age"), live.get("max_age")
-    if _tighter(new_age, old_age, unlimited=0):
+    if allows_less(new_age, old_age, unlimited=0):
         assert isinstance(new_age, int)
         losses.append(_max_age(new_age, int(old_age or 0), state))
     if live.get("retention") != "interest" and desired.get("retention") == "interest":
@@ -158,22 +158,6 @@ def update_losses(
 #: The limits whose loss the messages held prove (what they delete at once), and each
 #: one's value for no limit.
 PROVEN_LIMITS = {"max_msgs": -1, "max_bytes": -1, "max_msgs_per_subject": -1, "max_age": 0}
-
-
-def tighter_limits(config: Mapping[str, Any], declared: Mapping[str, Any]) -> list[str]:
-    """The limits (:data:`PROVEN_LIMITS`) under which ``config`` keeps less than
-    ``declared`` (a field absent: no limit), each as "field value (declared value)";
-    and retention ``interest`` where ``declared`` keeps messages by its limits (absent:
-    ``limits``): it deletes what no consumer is still to acknowledge, as
-    :func:`update_losses` counts that change."""
-    found = [
-        f"{field} {config.get(field)} (declared {declared.get(field, unlimited)})"
-        for field, unlimited in PROVEN_LIMITS.items()
-        if _tighter(config.get(field), declared.get(field, unlimited), unlimited=unlimited)
-    ]
-    if config.get("retention") == "interest" and declared.get("retention", "limits") == "limits":
-        found.append("retention interest (declared limits)")
-    return found
 
 
 def claimed_losses(
