@@ -117,6 +117,8 @@ SUITE = (
     "tests/integration/test_dr_attacks18.py",
     "tests/unit/test_parser_bounds.py",
     "tests/integration/test_kv_scan.py",
+    "tests/integration/test_dr_attacks18b.py",
+    "tests/unit/test_promotion.py",
 )
 
 
@@ -958,7 +960,9 @@ GUARANTEES = (
         "else, a failover onto the fenced old origin, another owner's stream, a consumer "
         "someone made or paused, a message deleted from the mirror, a mirror of another "
         "stream, an origin whose subjects differ from the spec, a standby that is no "
-        "mirror on other subjects, a mirror given interest retention: each is refused or fenced "
+        "mirror on other subjects, a mirror someone gave a config the spec does not declare "
+        "(a smaller max_msg_size, no_ack, interest retention, memory storage, fewer "
+        "replicas, consumer limits...): each is refused or fenced "
         "and named, and no acknowledged message is left on neither side; Ctrl-C between "
         "the fence and the promotion gives the origin its writes back. A failback never "
         "replaces an old origin that holds writes the primary lacks, whatever the flags: "
@@ -967,6 +971,8 @@ GUARANTEES = (
             "test_dr_attacks.py::",
             "test_dr_attacks18.py::test_a_plain_stream",
             "test_dr_attacks18.py::test_a_mirror_someone_gave",
+            "test_dr_attacks18b.py::",
+            "test_promotion.py::",
         ),
     ),
     Guarantee(
