@@ -24,6 +24,7 @@ from reconciler.identity import backup_mirror
 from reconciler.jetstream import JetStreamClient
 from reconciler.jetstream.snapshots import restore_stream
 from reconciler.model.migration import can_keep_positions, can_mirror, resettable
+from reconciler.model.standby import NOT_ON_A_MIRROR
 from reconciler.model.state import ServerInfo, lacking, same_stored
 
 #: How long a mirror may copy nothing before it is given up.
@@ -32,14 +33,6 @@ POLL_SECONDS = 0.1
 #: The consumer positions a restored memory stream's consumers are moved to.
 FLOOR = "ack_floor.stream_seq"
 DELIVERED = "delivered.stream_seq"
-#: What a mirror cannot have; the memory stream gets them when it stops mirroring.
-_NOT_ON_A_MIRROR = (
-    "subjects",
-    "sources",
-    "subject_transform",
-    "republish",
-    "subject_delete_marker_ttl",
-)
 
 
 def mirror_of(origin: str, name: str, storage: str = "file") -> dict[str, Any]:
@@ -158,7 +151,8 @@ def temp_config(record: StreamRecord) -> dict[str, Any]:
 
 def restoring(record: StreamRecord) -> dict[str, Any]:
     """Memory stream ``record`` while it mirrors its restored snapshot."""
-    config = {k: v for k, v in record.config.items() if k not in _NOT_ON_A_MIRROR}
+    # what a mirror cannot have: the memory stream gets it back when it stops mirroring
+    config = {k: v for k, v in record.config.items() if k not in NOT_ON_A_MIRROR}
     return {**without_server_metadata(config), "mirror": {"name": backup_mirror(record.name)}}
 
 

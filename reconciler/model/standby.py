@@ -30,6 +30,7 @@ from reconciler.specs.units import parse_duration
 __all__ = [
     "FAILOVER_PAUSE_UNTIL",
     "LAG_CRITICAL_KEY",
+    "NOT_ON_A_MIRROR",
     "PROMOTION_VERSION",
     "SEEN_CRITICAL_KEY",
     "PairHealth",
@@ -55,13 +56,15 @@ SEEN_CRITICAL_KEY = "io.nats.monitor.seen-critical"
 PROMOTION_VERSION = (2, 12, 0)
 #: Fields a mirror may not carry: it takes its messages from the origin only. The server
 #: refuses the first ones on a mirror (an origin's spec declaring
-#: ``subject_delete_marker_ttl``, ``allow_msg_schedules`` or ``allow_atomic`` made a
-#: standby apply could never create). It allows ``republish``, but the origin
+#: ``subject_delete_marker_ttl``, ``allow_msg_schedules``, ``allow_atomic`` or
+#: ``allow_batched`` made a standby apply could never create; a memory stream's restore,
+#: through a mirror of its snapshot, failed making it: ``backup.memory`` reads this
+#: list too). It allows ``republish``, but the origin
 #: republishes each message already, and a mirror carrying it published each again on
 #: the same subject (measured across two domains joined by a leafnode: every message
 #: twice in a stream of the destination, and a destination among the origin's own
 #: subjects a loop, the origin storing its mirror's copies without end).
-_NOT_ON_A_MIRROR = (
+NOT_ON_A_MIRROR = (
     "subjects",
     "sources",
     "subject_transform",
@@ -70,6 +73,7 @@ _NOT_ON_A_MIRROR = (
     "subject_delete_marker_ttl",
     "allow_msg_schedules",
     "allow_atomic",
+    "allow_batched",
 )
 #: What the promotion gives the promoted stream back from its origin's spec, besides
 #: its subjects (one update takes them all, measured on 2.15.1). ``subject_transform``
@@ -80,6 +84,7 @@ _GIVEN_BACK = (
     "subject_delete_marker_ttl",
     "allow_msg_schedules",
     "allow_atomic",
+    "allow_batched",
     "subject_transform",
 )
 _FENCE_PREFIX = "_reconcile.fenced."
@@ -93,7 +98,7 @@ def mirror_config(
 ) -> dict[str, Any]:
     """The standby's desired config: the origin's, as a mirror of it reached through
     ``api`` (its ``deliver`` subject when the accounts need one)."""
-    config = {k: v for k, v in origin.items() if k not in _NOT_ON_A_MIRROR}
+    config = {k: v for k, v in origin.items() if k not in NOT_ON_A_MIRROR}
     config["duplicate_window"] = needed_window(origin)
     external: dict[str, Any] = {"api": api}
     if deliver:
@@ -173,7 +178,7 @@ def is_the_mirror(config: Mapping[str, Any], declared: Mapping[str, Any]) -> boo
     and nothing no update undoes that the spec does not declare (:data:`_ONE_WAY`)."""
     return (
         mirrors_the_origin(config.get("mirror"), declared.get("mirror"))
-        and not any(config.get(field) for field in _NOT_ON_A_MIRROR)
+        and not any(config.get(field) for field in NOT_ON_A_MIRROR)
         and not any(config.get(field) and not declared.get(field) for field in _ONE_WAY)
     )
 

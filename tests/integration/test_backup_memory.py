@@ -357,3 +357,44 @@ def test_an_observed_environment_never_gets_a_backups_temporary_mirror(
     taken = reconcile(*files, cwd=tmp_path)
     assert taken.returncode == 0, taken.stdout + taken.stderr
     assert (out / "manifest.json").is_file() and run(every_stream()) == ["FAST", "ORDERS"]
+
+
+def test_a_memory_stream_with_what_no_mirror_may_have_restores_with_it(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    """A memory stream restores through a mirror of its snapshot, which may not carry
+    atomic or batch publishing nor message schedules (the server refuses each: 10198,
+    10209, 10186). The backup's list of what a mirror cannot have was a second copy of
+    the standby's, missing those three: such a stream's restore failed making its mirror.
+    One list now (``model.standby.NOT_ON_A_MIRROR``), and the flags come back with the
+    stream's own config."""
+    source, target = server_factory(), server_factory()
+    flags = {"allow_atomic": True, "allow_msg_schedules": True, "allow_batched": True}
+
+    async def made() -> None:
+        nc = await nats.connect(source.url)
+        try:
+            config = {"name": "FLAGS", "subjects": ["flags.>"], "storage": "memory", **flags}
+            reply = await nc.request("$JS.API.STREAM.CREATE.FLAGS", json.dumps(config).encode())
+            assert "error" not in json.loads(reply.data), reply.data
+            js = nc.jetstream()
+            for i in range(12):
+                await js.publish(f"flags.{i % 2}", f"m-{i}".encode())
+        finally:
+            await nc.close()
+
+    run(made())
+    out = tmp_path / "backup"
+    done = reconcile("backup", "--all", "--out", str(out), "--server", source.url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    restored = reconcile("restore", str(out), "--server", target.url, "--yes", cwd=tmp_path)
+    assert restored.returncode == 0, restored.stderr
+    assert run(dump_exact(target, "FLAGS")) == run(dump_exact(source, "FLAGS"))
+
+    async def config() -> dict[str, Any]:
+        async with open_client(options(target)) as client:
+            return dict((await client.stream_info("FLAGS"))["config"])
+
+    got = run(config())
+    assert got["storage"] == "memory"
+    assert {field: got.get(field) for field in flags} == flags

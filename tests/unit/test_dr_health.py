@@ -158,3 +158,13 @@ def test_an_origin_that_is_a_mirror_itself_is_not_healthy() -> None:
     health = pair_health("ORDERS", info(30, mirror=recent), info(30, mirror=recent))
     assert not health.healthy
     assert health.problems == ("the origin is a mirror itself: it takes no write",)
+
+
+def test_batch_publishing_is_left_off_the_standby_and_given_back_at_its_promotion() -> None:
+    """The server refuses ``allow_batched`` on a mirror (err 10209): an origin's spec
+    declaring it made a standby no apply could create, and its promotion left writers'
+    batches refused."""
+    origin = {"name": "ORDERS", "subjects": ["orders.>"], "allow_batched": True}
+    config = mirror_config(origin, api="$JS.east.API")
+    assert "allow_batched" not in config
+    assert promoted_config(config, ["orders.>"], origin)["allow_batched"] is True
