@@ -9,7 +9,8 @@ under ``--debug``.
     ReconcileError
     ├── SpecError            invalid input files; carries every Problem found
     ├── ConnectError         cannot reach or authenticate to the server
-    │   └── ConnectRefused   the server answered and refused us (or our settings cannot connect)
+    │   ├── ConnectRefused   the server answered and refused us (or our settings cannot connect)
+    │   └── NoResponders     nothing answers a subject (no JetStream, or no stream yet)
     ├── ServerError          the server answered a request with an API error (err_code)
     │   ├── NotFound         stream / consumer not found (10059, 10014)
     │   └── PermissionDenied the user may not publish to the API subject
@@ -185,6 +186,12 @@ class SpecError(ReconcileError):
 
 class ConnectError(ReconcileError):
     """The server cannot be reached, or refused our credentials."""
+
+
+class NoResponders(ConnectError):
+    """Nothing subscribes to the subject a request went to (the server said so at once):
+    JetStream not enabled for the account or the user, or, for a publish to a stream
+    subject, no stream listening there yet. Nothing received the request."""
 
 
 class ConnectRefused(ConnectError):

@@ -42,7 +42,6 @@ from typing import Any, Protocol
 from reconciler.door_words import Allowance, say
 from reconciler.errors import (
     ConnectError,
-    ConnectRefused,
     LockError,
     LockWaitStopped,
     NotFound,
@@ -303,28 +302,14 @@ async def try_acquire(
     return replace(ours, revision=revision), None
 
 
-async def create_first(
-    store: LockStore, settings: LockSettings, value: bytes, *, tries: int = 8
-) -> int:
+async def create_first(store: LockStore, settings: LockSettings, value: bytes) -> int:
     """``settings.key`` written where none is (a KeyValue create: its revision). A bucket
     made just now (by this run, or by another an instant before: two environments of
     one agent on one fresh cluster) may change its leader right after a read was
-    answered (three replicas on a loaded cluster), and a node may answer reads before
-    it knows the route to the new leader's subscription: the write then finds no
-    responder (``ConnectError``) and is sent again once a read is answered and a
-    growing pause (0.05 s doubled up to 1 s: at most 3.6 s in all) has passed, at most
-    ``tries`` times (a run's first apply failed, saying JetStream was not enabled: three
-    tries with no pause were spent within one second on a loaded cluster)."""
-    pause = 0.05
-    for _ in range(tries - 1):
-        try:
-            return await store.kv_create(settings.bucket, settings.key, value)
-        except ConnectRefused:
-            raise  # the configuration's reason (credentials): asking again cannot help
-        except ConnectError:
-            await _until_writable(store, settings)
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 1.0)
+    answered, and a node may answer reads before it knows the route to the new leader's
+    subscription: the write then finds no responder, and the client sends it again after
+    a growing pause (``jetstream.transport.PUBLISH_SETTLING``: the one rule for every
+    publish; a run's first apply failed here, saying JetStream was not enabled)."""
     return await store.kv_create(settings.bucket, settings.key, value)
 
 

@@ -31,6 +31,7 @@ from nats.errors import TimeoutError as NatsTimeout
 
 from reconciler.errors import (
     ConnectError,
+    NoResponders,
     NotFound,
     PermissionDenied,
     ReconcileError,
@@ -212,7 +213,7 @@ class Transport:
                 raise  # cancelled by the caller
             raise failed from None
         except NoRespondersError:
-            raise ConnectError(self._no_responders(subject)) from None
+            raise NoResponders(self._no_responders(subject)) from None
         except (TimeoutError, NatsTimeout):
             raise RequestTimeout(f"no answer to {subject} within {wait:g}s") from None
         except ConnectionClosedError:
@@ -506,9 +507,30 @@ class Transport:
     async def publish(
         self, subject: str, data: bytes, *, headers: dict[str, str] | None = None
     ) -> dict[str, Any]:
-        """Publish to a stream subject and wait for the PubAck (``{stream, seq}``)."""
-        reply = await self.raw_request(subject, data, headers=headers)
-        return self._decode(subject, reply)
+        """Publish to a stream subject and wait for the PubAck (``{stream, seq}``); sent
+        again while no stream listens there yet (:data:`PUBLISH_SETTLING`)."""
+        for pause in (*PUBLISH_SETTLING, None):
+            try:
+                reply = await self.raw_request(subject, data, headers=headers)
+            except NoResponders:
+                if pause is None:
+                    raise
+                await asyncio.sleep(pause)
+            else:
+                return self._decode(subject, reply)
+        raise AssertionError("unreachable: the last try raises or returns")
+
+
+#: The pauses (seconds) before a publish nothing answered is sent again: 0.05 s doubled
+#: up to 1 s, eight tries, 3.55 s in all. In a cluster, a stream just made is heard of
+#: on the other servers a moment after its create is answered, and a new replicated
+#: stream may change its leader right after: a KeyValue entry put right after its new
+#: 3-replica bucket was made got no responders (an apply's create of the bucket and its
+#: entries, in a CI run), and so did the apply lock's first write on a loaded fresh
+#: cluster (three tries with no pause were spent within a second). A request nothing
+#: answered reached no stream, so sending it again cannot store it twice; one that still
+#: finds none after them is the error it was (JetStream off for the account, say).
+PUBLISH_SETTLING = (0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0)
 
 
 def settled(future: asyncio.Future[Any]) -> None:
