@@ -12,6 +12,7 @@ checked-out tree's path as the repository's, with the commit).
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 import time
@@ -40,12 +41,20 @@ class Log:
 
     def bound(self, **fields: Any) -> Log:
         """The same log, with ``fields`` (``env=NAME``) first on every line (None: left out)."""
-        return Log(self.fmt, self.out, shown=self._shown, **{**self._bound, **fields})
+        joined = {**self._bound, **fields}
+        return self._copy(_bound={k: v for k, v in joined.items() if v is not None})
 
     def showing(self, shown: Callable[[str], str]) -> Log:
         """The same log, its message and text fields said through ``shown`` (an
         environment's source: a git tree's paths as the repository's, with the commit)."""
-        return Log(self.fmt, self.out, shown=shown, **self._bound)
+        return self._copy(_shown=shown)
+
+    def _copy(self, **changed: Any) -> Log:
+        """This log with ``changed`` attributes: of its own class and sharing the rest (a
+        program's log, a subclass that keeps what it is told, keeps being told)."""
+        other = copy.copy(self)
+        other.__dict__.update(changed)
+        return other
 
     def event(self, event: str, message: str = "", **fields: Any) -> None:
         """One line: ``event`` (cycle, change, notice, error, ...), a sentence, fields."""

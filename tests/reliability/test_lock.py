@@ -9,8 +9,9 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from nats.errors import NoRespondersError
 
-from reconciler.errors import ConnectError, LockError, ReconcileError, RequestTimeout
+from reconciler.errors import LockError, ReconcileError, RequestTimeout
 from reconciler.execution import lock
 from reconciler.execution.lock import Holder, LockSettings
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
@@ -99,19 +100,24 @@ def _taken_after_one_failure(
 class _LeaderMoved:
     """The client, but the first write of a lease finds no responder, as when the new
     bucket's stream changed leader just after its first read was answered (seen on a
-    loaded three-node cluster: the first apply failed)."""
+    loaded three-node cluster: the first apply failed). The write fails where the server
+    says so, at the connection (``nc.request``): the client sends it again
+    (``transport.PUBLISH_SETTLING``, the one rule for every publish)."""
 
     def __init__(self, client: JetStreamClient) -> None:
         self.client, self.failed = client, 0
+        request = client.nc.request
+
+        async def first_unanswered(subject: str, payload: bytes = b"", **kw: Any) -> Any:
+            if subject.startswith("$KV.") and not self.failed:
+                self.failed += 1
+                raise NoRespondersError
+            return await request(subject, payload, **kw)
+
+        client.nc.request = first_unanswered  # type: ignore[method-assign]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.client, name)
-
-    async def kv_create(self, bucket: str, key: str, value: bytes) -> int:
-        if not self.failed:
-            self.failed += 1
-            raise ConnectError(f"no JetStream answers on $KV.{bucket}.{key}")
-        return await self.client.kv_create(bucket, key, value)
 
 
 def test_a_first_lease_write_nobody_answered_in_a_new_bucket_is_sent_again(
