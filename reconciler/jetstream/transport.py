@@ -20,7 +20,7 @@ import contextlib
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Self
 
 import orjson
@@ -202,20 +202,32 @@ class Transport:
     ) -> bytes:
         """One request on any subject, with JetStream-aware error mapping; the reply body."""
         wait = self.timeout if timeout is None else timeout
+        with self._requesting(subject, payload):
+            try:
+                msg = await self.nc.request(subject, payload, timeout=wait, headers=headers)
+                return bytes(msg.data)
+            except NoRespondersError:
+                raise NoResponders(self._no_responders(subject)) from None
+            except (TimeoutError, NatsTimeout):
+                raise RequestTimeout(f"no answer to {subject} within {wait:g}s") from None
+
+    @contextlib.contextmanager
+    def _requesting(self, subject: str, payload: bytes) -> Iterator[None]:
+        """A request to ``subject`` waiting (:meth:`raw_request`, :meth:`replies`): what
+        ends it said as this tool says it, the one rule of both. A cancel by
+        :meth:`note_error` (a permissions violation) or :meth:`note_closed` (the
+        connection lost) is that error (:meth:`_cut_short`), one by the caller goes on;
+        the connection closed, or ``payload`` over the server's max_payload, an error
+        naming the subject."""
         key = subject.lower()
         waiter = self._waiter(key)
         try:
-            msg = await self.nc.request(subject, payload, timeout=wait, headers=headers)
-            return bytes(msg.data)
+            yield
         except asyncio.CancelledError:
             failed = self._cut_short(waiter, subject)
             if failed is None:
                 raise  # cancelled by the caller
             raise failed from None
-        except NoRespondersError:
-            raise NoResponders(self._no_responders(subject)) from None
-        except (TimeoutError, NatsTimeout):
-            raise RequestTimeout(f"no answer to {subject} within {wait:g}s") from None
         except ConnectionClosedError:
             raise self.closed(f"connection closed while requesting {subject}") from None
         except MaxPayloadError:
@@ -292,30 +304,19 @@ class Transport:
             if finished:
                 done.set_result(None)
 
-        key = subject.lower()
-        waiter = self._waiter(key)
         sub = None
         try:
-            sub = await nc.subscribe(nc.new_inbox())
-            handlers[sub._id] = deliver
-            await nc.publish(subject, payload, reply=sub.subject)
-            while not done.done():
-                left = heard[0] + self.timeout - loop.time()
-                if left <= 0:
-                    raise RequestTimeout(f"no answer to {subject} within {self.timeout:g}s")
-                await asyncio.wait({done}, timeout=left)
-            done.result()
-        except asyncio.CancelledError:
-            failed = self._cut_short(waiter, subject)
-            if failed is None:
-                raise  # cancelled by the caller
-            raise failed from None
-        except ConnectionClosedError:
-            raise self.closed(f"connection closed while requesting {subject}") from None
-        except MaxPayloadError:
-            raise self._too_large(subject, payload) from None
+            with self._requesting(subject, payload):
+                sub = await nc.subscribe(nc.new_inbox())
+                handlers[sub._id] = deliver
+                await nc.publish(subject, payload, reply=sub.subject)
+                while not done.done():
+                    left = heard[0] + self.timeout - loop.time()
+                    if left <= 0:
+                        raise RequestTimeout(f"no answer to {subject} within {self.timeout:g}s")
+                    await asyncio.wait({done}, timeout=left)
+                done.result()
         finally:
-            self._done_waiting(key, waiter)
             if sub is not None:
                 handlers.pop(sub._id, None)
                 with contextlib.suppress(NatsError, OSError):
