@@ -472,6 +472,7 @@ def _files(folder: Path) -> dict[str, str]:
     return files
 
 
+@pytest.mark.slow  # an attack's regression test: .ci/run's second stage
 def test_the_seat_follows_an_edit_of_the_environments_lifecycle(
     clean_server: NatsServer, tmp_path: Path, run: Any
 ) -> None:
@@ -501,6 +502,7 @@ def test_the_seat_follows_an_edit_of_the_environments_lifecycle(
         stop_all(agents)
 
 
+@pytest.mark.slow  # an attack's regression test: .ci/run's second stage
 def test_a_commit_removing_the_environment_holding_the_seat_frees_it(
     clean_server: NatsServer, tmp_path: Path, run: Any
 ) -> None:
@@ -533,6 +535,7 @@ def test_a_commit_removing_the_environment_holding_the_seat_frees_it(
         stop_all(agents)
 
 
+@pytest.mark.slow  # an attack's regression test: .ci/run's second stage
 def test_an_environment_moved_off_its_seat_frees_it_at_once(
     server_factory: Any, tmp_path: Path
 ) -> None:
@@ -564,6 +567,7 @@ async def _delete_bucket(url: str) -> None:
         await bob.api(f"STREAM.DELETE.KV_{LOCK_BUCKET}")
 
 
+@pytest.mark.slow  # an attack's regression test: .ci/run's second stage
 def test_a_claim_deleted_mid_run_is_taken_again_before_the_next_heal(
     clean_server: NatsServer, tmp_path: Path, run: Any
 ) -> None:
@@ -596,6 +600,7 @@ def test_a_claim_deleted_mid_run_is_taken_again_before_the_next_heal(
         stop_all(agents)
 
 
+@pytest.mark.slow  # an attack's regression test: .ci/run's second stage
 def test_a_renewal_not_written_takes_the_claim_again_or_fails(
     server_factory: Any, tmp_path: Path, run: Any
 ) -> None:
@@ -632,6 +637,7 @@ def test_a_renewal_not_written_takes_the_claim_again_or_fails(
     run(scenario())
 
 
+@pytest.mark.slow  # an attack's regression test: .ci/run's second stage
 def test_an_edit_of_the_owner_moves_the_claim_to_its_key(
     clean_server: NatsServer, tmp_path: Path, run: Any
 ) -> None:

@@ -14,7 +14,7 @@ import pytest
 from servers import run
 from test_action import GitHubStandIn, Workspace, github  # noqa: F401 (a fixture)
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # attack runs: .ci/run's second stage
 
 
 def test_a_forged_reply_no_check_foresaw_fails_the_action_step_in_one_inert_line(

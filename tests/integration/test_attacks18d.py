@@ -16,7 +16,7 @@ from reconciler.execution import run as engine
 from reconciler.execution.apply import apply_plan
 from reconciler.jetstream import open_client
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # attack runs: .ci/run's second stage
 
 SECRET = "TOPSECRET-hunter2-do-not-store-elsewhere"
 

@@ -42,6 +42,8 @@ from test_greeting_attacks import ORDERS
 from reconciler.jetstream import ConnectionOptions, open_client
 from reconciler.jetstream.connection import MAX_LINE
 
+pytestmark = pytest.mark.slow  # attack runs: .ci/run's second stage
+
 #: The attacks: whether the listener greets first (an INFO, then a PONG to the PING),
 #: what it sends then, and the byte it goes on sending, never a line's end.
 ATTACKS = {
