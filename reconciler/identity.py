@@ -69,6 +69,13 @@ def is_backup_mirror(stream: str) -> bool:
     return stream.startswith(BACKUP_PREFIX)
 
 
+#: The headers of a KeyValue write (``jetstream.kv``), which the server also stores and
+#: counts against ``max_value_size`` (``planning.capacity``): the stream that must store
+#: it, and the key's revision it must follow (compare-and-set).
+EXPECTED_STREAM = "Nats-Expected-Stream"
+EXPECTED_REVISION = "Nats-Expected-Last-Subject-Sequence"
+
+
 def kv_subject(bucket: str, key: str = ">") -> str:
     """``$KV.<bucket>.<key>``; the default key is the whole bucket's wildcard."""
     return f"$KV.{bucket}.{key}"

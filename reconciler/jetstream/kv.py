@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from reconciler.errors import NotFound, PermissionDenied, ServerError
-from reconciler.identity import kv_subject, stream_of
+from reconciler.identity import EXPECTED_REVISION, EXPECTED_STREAM, kv_subject, stream_of
 from reconciler.jetstream.transport import (
     NO_MESSAGE,
     WRONG_LAST_SEQUENCE,
@@ -31,8 +31,6 @@ from reconciler.jetstream.transport import (
     parse_headers,
 )
 
-#: The header that has the server store a write only in the stream it names.
-EXPECTED_STREAM = "Nats-Expected-Stream"
 #: The most keys one batched read asks for: a server answers a ``multi_last`` of at most
 #: 1,024 subjects (more: ``413 Too Many Results``, and the batch is asked in halves).
 BATCH_KEYS = 1024
@@ -113,7 +111,7 @@ class KeyValueCalls(Transport):
     ) -> int:
         headers = {**(extra or {}), EXPECTED_STREAM: stream_of("KeyValue", bucket)}
         if expect is not None:
-            headers["Nats-Expected-Last-Subject-Sequence"] = str(expect)
+            headers[EXPECTED_REVISION] = str(expect)
         if operation:
             headers["KV-Operation"] = operation
         ack = await self.publish(kv_subject(bucket, key), value, headers=headers or None)

@@ -33,7 +33,7 @@ from typing import Any
 
 from reconciler.door_words import Allowance, say
 from reconciler.errors import Problem
-from reconciler.identity import BUCKET_KINDS
+from reconciler.identity import BUCKET_KINDS, EXPECTED_REVISION, EXPECTED_STREAM
 from reconciler.locations import Location
 from reconciler.model.migration import Record, copies_back, handover_bytes, temp_name
 from reconciler.model.state import LiveState
@@ -754,8 +754,8 @@ def _entry_parts(step: Step) -> tuple[int, int]:
     value. The server stores them all and counts them against ``max_value_size``."""
     revision = (_live_of(step) or {}).get("revision", 0)
     headers = {} if isinstance(step, Delete) else dict(step.config.get("headers") or {})
-    headers["Nats-Expected-Stream"] = step.stream_name
-    headers["Nats-Expected-Last-Subject-Sequence"] = str(revision)
+    headers[EXPECTED_STREAM] = step.stream_name
+    headers[EXPECTED_REVISION] = str(revision)
     if isinstance(step, Delete):
         headers["KV-Operation"] = "DEL"
     block = len("NATS/1.0\r\n\r\n") + sum(len(f"{k}: {v}\r\n") for k, v in headers.items())
