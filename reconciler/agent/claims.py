@@ -33,7 +33,12 @@ hosts' clocks are assumed to agree within seconds). Then:
   connection settings changed: a connection opened again takes the seat it says), and
   taken again, as at a connection, when it writes again; an edit of the project's
   owner (the key's) deletes it and takes the new key's
-  (:meth:`~reconciler.agent.cycles.Watch._keep_seat`).
+  (:meth:`~reconciler.agent.cycles.Watch._keep_seat`);
+- deleted so too when the agent stops (SIGTERM, SIGINT: :meth:`SeatClaim.stopping`),
+  waiting :data:`STOP_WITHIN` seconds at most (then left to go stale, said in the log),
+  so another environment of that seat (an environment renamed, a shard re-assigned)
+  takes it at once; left to go stale when another agent of the same environment wrote
+  it lately (an old pod stopping beside its successor, which goes on renewing it).
 
 A claim read back may be forged by anyone who may write the bucket: it can only refuse
 a heal (a name never printed unescaped; an unreadable claim counts as another's), never
@@ -41,12 +46,13 @@ make one. A server that does not say the seat (no user, no account told), or a b
 the user may not write, leaves the cross-process check out, said once in the log; one
 that does not answer now (:func:`~reconciler.agent.seats.unanswered`) fails the
 connection, and the seat is asked again at the next.
-``--once`` reads the claim and writes none (it heals once, it does not hold the seat).
+``--once`` reads the claim and writes none (it heals once, it does not hold the seat),
+and deletes none.
 """
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import hashlib
 import json
 import math
@@ -78,6 +84,10 @@ TTL_INTERVALS = 3
 TTL_FLOOR = 60.0
 #: Seconds a claim lasts, overriding the rule above (tests: a short one).
 TTL_VARIABLE = "RECONCILE_SEAT_CLAIM_TTL"
+#: Seconds a stopping agent waits for its claim's delete: a server that does not answer
+#: never holds up the stop (Kubernetes' and systemd's grace periods); the claim is then
+#: left to go stale.
+STOP_WITHIN = 2.0
 #: How a claimed seat is shared, as the refusal says it.
 CLAIMED = "another agent heals it in that seat, as its claim on the server says"
 
@@ -158,6 +168,9 @@ class SeatClaim:
         self.fresh = False  # just written (by take): the first cycle's renewal skipped
         self._said: str | None = None  # the last reason the check is left out, logged
         self.slack = 0.0  # added to the claim's life: twice the last cycle's duration
+        #: when a fresh claim of this environment was last found written by another
+        #: agent (monotonic): one that renews it beside us, left to it at a stop
+        self.shared_at = -math.inf
 
     @property
     def lasting(self) -> float:
@@ -239,17 +252,49 @@ class SeatClaim:
         await self._take(client, env, key, write=True)
         self.fresh = False  # written now, before this cycle: renewed from the next
 
-    async def release(self, client: LockStore) -> None:
+    async def release(self, client: LockStore, *, within: float | None = None) -> None:
         """The environment writes nothing from now on (put in ``lifecycle: {mode:
-        observe}``, removed by a commit): the claim held is deleted, at our revision
-        (one written by another agent meanwhile is left), so another environment takes
-        the seat at its next try; one that cannot be deleted now is left to go stale."""
+        observe}``, removed by a commit, the agent stopping): the claim held is deleted,
+        at our revision (one written by another agent meanwhile is left), so another
+        environment takes the seat at its next try. ``within``: seconds the delete may
+        take (:meth:`stopping`). One not deleted (in time, or at all) is left to go
+        stale, said in the log."""
         key, revision = self.key, self.revision
         self.key, self.fresh = None, False
         if key is None:
             return
-        with contextlib.suppress(ReconcileError):
-            await client.kv_delete(self.settings.bucket, key, revision=revision)
+        try:
+            delete = client.kv_delete(self.settings.bucket, key, revision=revision)
+            await asyncio.wait_for(delete, within)
+            return
+        except TimeoutError:
+            failed = f"no answer within {within:g} s"
+        except ReconcileError as err:
+            if isinstance(err, ServerError) and err.err_code == WRONG_LAST_SEQUENCE:
+                return  # written by another agent since: its claim, left as it is
+            failed = brief(str(err))
+        self.log.event(
+            "notice",
+            f"the seat's claim could not be deleted ({failed}): it goes stale "
+            f"{self.lasting:g} s after its last renewal",
+        )
+
+    async def stopping(self, client: LockStore) -> None:
+        """The agent stops (SIGTERM, SIGINT): the claim held is released within
+        :data:`STOP_WITHIN` seconds, so an environment refused this seat (another name
+        for it after a rename, another shard's after a re-assignment) takes it at its
+        next try, not three intervals later. Not when another agent of this environment
+        wrote it lately (an old pod stopping beside its successor: they share it, and
+        the successor goes on renewing it): it is left to that agent, said in the log."""
+        if self.key is not None and time.monotonic() - self.shared_at < self.ttl:
+            self.key, self.fresh = None, False
+            self.log.event(
+                "notice",
+                "the seat's claim is left to go stale: another agent of this environment "
+                "(or its last run) wrote it lately, and may go on renewing it",
+            )
+            return
+        await self.release(client, within=STOP_WITHIN)
 
     async def _claim(
         self, client: LockStore, env: Environment, key: str, *, write: bool
@@ -271,6 +316,7 @@ class SeatClaim:
                 if theirs.env != env.name and not theirs.stale(now):
                     raise claimed_error(env, theirs.env, f"{CLAIMED} ({bucket}/{key})", self.peers)
                 if theirs.env == env.name and not theirs.stale(now):
+                    self.shared_at = time.monotonic()  # not deleted at a stop for a while
                     return entry.revision, False  # another agent of it renews it: no write
             if not write:
                 return 0, False

@@ -17,7 +17,8 @@ lock, plans again under it and applies them (:func:`~reconciler.execution.standi
 the lock is never held between cycles. A lost connection is opened again (with the same
 backoff), and the first cycle after it is a full re-plan. ``stop`` (SIGTERM, SIGINT) ends
 the loop: a plan under way is cancelled, a heal's steps in flight finish, the lock is
-released, the connection closed. Each watch runs in a task of its own: a slow or
+released, the seat's claim deleted (:meth:`~.claims.SeatClaim.stopping`), the connection
+closed. Each watch runs in a task of its own: a slow or
 unreachable server delays only its own environment. Its standby pairs' health is read
 beside its cycles (:mod:`.standby`): a standby's server that hangs delays no cycle.
 """
@@ -292,12 +293,17 @@ class Watch:
                 async with contextlib.AsyncExitStack() as opened:
                     client = await self._open(opened)
                     self._connected(client)
-                    await self._unless_stopped(self._take_seat(client))
-                    # failures are reset by a cycle that succeeds, never by connecting: a
-                    # server that takes the connection and fails every cycle (JetStream
-                    # off) is retried with the backoff, not every first_backoff forever
-                    await self.listener.subscribe(client, self.settings.interval)
-                    moved = await self._serve(client)
+                    try:
+                        await self._unless_stopped(self._take_seat(client))
+                        # failures are reset by a cycle that succeeds, never by connecting:
+                        # a server that takes the connection and fails every cycle
+                        # (JetStream off) is retried with the backoff, not every
+                        # first_backoff forever
+                        await self.listener.subscribe(client, self.settings.interval)
+                        moved = await self._serve(client)
+                    finally:
+                        if self.stop.is_set():  # its claim deleted, not left to go stale
+                            await self._leave_seat(client, stopping=True)
             except _Stopped:
                 break
             except ReconcileError as err:
@@ -430,15 +436,17 @@ class Watch:
         slow = self.last.finished_at - self.last.started_at if self.last else 0.0
         await self.claim.renew(client, slow=slow)  # refused if another took the seat
 
-    async def _leave_seat(self, client: JetStreamClient) -> None:
+    async def _leave_seat(self, client: JetStreamClient, *, stopping: bool = False) -> None:
         """The seat taken on ``client`` freed, in this process and on the server (its
-        claim deleted): this environment writes nothing there from now on."""
+        claim deleted): this environment writes nothing there from now on. ``stopping``:
+        the agent stops (:meth:`SeatClaim.stopping`: a server not answering never holds
+        the stop up)."""
         if not self.seated:
             return
         self.seated = False
         if self.seats is not None and self.env is not None:
             self.seats.leave(self.env)
-        await self.claim.release(client)
+        await (self.claim.stopping(client) if stopping else self.claim.release(client))
 
     def _disconnected(self) -> None:
         self.link.connected = False

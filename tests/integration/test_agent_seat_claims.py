@@ -1,9 +1,10 @@
 """Agents of different processes (two shards, two single-environment agents) healing two
-environments that write in one account as one user (one server named ``127.0.0.1`` and
-``localhost``: the project file's text differs): the seat each environment took is
-claimed on the server (reconciler.agent.claims), so the second to seat itself is
-refused and heals nothing; one environment served by two agents is not refused; the
-claim of an agent killed goes stale and the other takes the seat."""
+environments that write in one account (one server named ``127.0.0.1`` and
+``localhost``: the project file's text differs): the seat
+each environment took is claimed on the server (reconciler.agent.claims), so the second
+to seat itself is refused and heals nothing; one environment served by two agents is
+not refused; the claim of an agent killed goes stale and the other takes the seat, that
+of an agent stopped is deleted and the other takes it at once."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -25,9 +27,10 @@ from agent_harness import (
     lines,
     one_server_by_two_names,
     stop_all,
+    stopped,
     wait_for_line,
 )
-from cli_runner import cleaned_environ
+from cli_runner import cleaned_environ, reconcile
 from servers import Cluster, NatsServer, write
 from test_agent_envs import _drift, _healed, _names_one_per_shard
 from test_agent_git import origin, push_commit
@@ -414,7 +417,8 @@ def test_an_agent_taking_its_own_environments_claim_back_renews_it_at_once(
     agents = [previous]
     try:
         wait_for_line(first, lambda line: _heals(first, None) > 0, f"ORDERS created in {zero}")
-        stop_all([previous])
+        previous.send_signal(signal.SIGKILL)  # a crash: no goodbye (a stop deletes it)
+        previous.wait(10)
         (left,) = run(_claims(url))
         assert left["env"] == zero
         restarted = ["--env", zero, "--interval", "30s"]
@@ -675,3 +679,140 @@ def _cycles_since_read(log: Path) -> int:
     found = lines(log.read_text())
     read = [n for n, line in enumerate(found) if line["event"] == "project"]
     return len([x for x in found[read[-1] :] if x["event"] == "cycle"]) if read else 0
+
+
+async def _claim_keys(url: str) -> list[str]:
+    """The keys of the seat claims in the tool's bucket, deleted ones too."""
+    async with Other.connect(url, name="checker") as bob:
+        stream = f"KV_{LOCK_BUCKET}"
+        info = await bob.api(f"STREAM.INFO.{stream}", {"subjects_filter": f"$KV.{LOCK_BUCKET}.>"})
+    prefix = f"$KV.{LOCK_BUCKET}."
+    return sorted(s.removeprefix(prefix) for s in info["state"].get("subjects") or {})
+
+
+async def _taken_over(url: str, env: str) -> None:
+    """Each seat claim written over by one of ``env``, fresh for ten minutes (another
+    agent took the seat: the claim's revision is no longer the writer's)."""
+    keys = [key for key in await _claim_keys(url) if key.startswith("seat-")]
+    assert keys
+    now = time.time()
+    async with Other.connect(url, name="checker") as bob:
+        js = bob.nc.jetstream()
+        for key in keys:
+            await js.publish(f"$KV.{LOCK_BUCKET}.{key}", Claim(env, now, now + 600).to_bytes())
+
+
+def _first_try(log: Path) -> Any:
+    """The first line saying how ``log``'s single-environment agent fared in its seat:
+    refused, or a heal."""
+    return wait_for_line(
+        log,
+        lambda line: "writes where" in str(line["message"]) or _heals(log, None) > 0,
+        "refused, or healing",
+    )
+
+
+def test_a_stopped_agent_deletes_its_claim_and_another_environment_takes_the_seat(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """An agent of ``zero`` holds the seat (a claim lasting ten minutes); a ``--once``
+    run of ``zero`` beside it writes no claim and deletes none. Stopped as Kubernetes
+    and systemd stop it (SIGTERM), the agent deletes its claim: an agent of ``one`` (the
+    same seat: ``zero`` renamed in a deploy, a shard re-assigned) heals at once. The
+    claim was left to go stale, and ``one`` was refused for three intervals."""
+    url = clean_server.url
+    zero, one = _project(tmp_path, url)
+    first, second = tmp_path / "zero.log", tmp_path / "one.log"
+    agents = [_agent(["--env", zero], cwd=tmp_path, log=first, ttl=600)]
+    try:
+        wait_for_line(first, lambda line: _heals(first, None) > 0, f"ORDERS created in {zero}")
+        once = reconcile(
+            "watch", "--once", "--listen", "off", "--mode", "heal", "--env", zero, cwd=tmp_path
+        )
+        assert once.returncode == 0, once.stderr
+        assert [c["env"] for c in run(_claims(url))] == [zero]
+        assert stopped(agents[0]) == 0
+        assert run(_claims(url)) == []
+        assert "could not be deleted" not in first.read_text()
+        agents.append(_agent(["--env", one], cwd=tmp_path, log=second, ttl=600))
+        _first_try(second)
+        assert _heals(second, None) > 0, second.read_text()[-3000:]
+        assert run(_described(url))[0] == COPIED
+        assert [c["env"] for c in run(_claims(url))] == [one]
+    finally:
+        stop_all(agents)
+
+
+def test_a_stopping_agent_never_deletes_a_claim_another_took_since(
+    clean_server: NatsServer, tmp_path: Path, run: Any
+) -> None:
+    """The claim of ``zero``'s agent (idle: an interval of an hour) is written over by
+    one of ``one`` (another agent took the seat meanwhile); stopped, ``zero``'s agent
+    deletes its claim only at its own revision: ``one``'s stays."""
+    url = clean_server.url
+    zero, one = _project(tmp_path, url)
+    log = tmp_path / "zero.log"
+    agents = [_agent(["--env", zero, "--interval", "1h"], cwd=tmp_path, log=log, ttl=600)]
+    try:
+        wait_for_line(log, lambda line: _heals(log, None) > 0, f"ORDERS created in {zero}")
+        run(_taken_over(url, one))
+        assert stopped(agents[0]) == 0
+        assert [c["env"] for c in run(_claims(url))] == [one]
+    finally:
+        stop_all(agents)
+
+
+def test_a_server_not_answering_never_holds_up_the_stop(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    """The server hangs (SIGSTOP) under an idle agent holding the seat, whose requests
+    may take 30 s (``--timeout``): SIGTERM ends it all the same (the harness kills an
+    agent not ended 10 s later), its claim left to go stale, said in the log (the
+    delete sent may still be done once the server answers again)."""
+    server = server_factory()
+    zero, _ = _project(tmp_path, server.url)
+    log = tmp_path / "zero.log"
+    which = ["--env", zero, "--interval", "1h", "--timeout", "30"]
+    agent = _agent(which, cwd=tmp_path, log=log, ttl=600)
+    try:
+        wait_for_line(log, lambda line: _heals(log, None) > 0, f"ORDERS created in {zero}")
+        server.pause()
+        try:
+            assert stopped(agent) == 0
+        finally:
+            server.resume()
+        said = [x for x in lines(log.read_text()) if "could not be deleted" in str(x["message"])]
+        assert len(said) == 1 and "goes stale" in said[0]["message"], said
+    finally:
+        stop_all([agent])
+
+
+def test_a_claim_another_agent_of_the_environment_renews_is_left_at_a_stop(
+    server_factory: Any, tmp_path: Path, run: Any
+) -> None:
+    """Two agents of ``zero`` share its claim (an old pod stopping beside its successor,
+    which found the claim fresh and took it as it is): the one stopping leaves it, said
+    in the log (the successor renews it; deleted, another environment of the seat could
+    take it until the successor's next renewal); once no other agent of ``zero`` wrote
+    it for a claim's life, a stop deletes it."""
+    server = server_factory()
+    zero, _ = _project(tmp_path, server.url)
+    envs = load_project(tmp_path / "reconcile.yaml").environments
+    said = io.StringIO()
+    old, new = SeatClaim(Log("json", out=io.StringIO()), 1.0), SeatClaim(Log("json", out=said), 1.0)
+
+    async def scenario() -> None:
+        async with open_client(ConnectionOptions(servers=server.url)) as client:
+            found = await seat_of(client)
+            for claim in (old, new):
+                await claim.take(client, envs[zero], found, "shop", peers=envs, write=True)
+            await new.stopping(client)
+            assert [c["env"] for c in await _claims(server.url)] == [zero]
+            await old.renew(client)  # the first, skipped: just written
+            await old.renew(client)
+            await old.stopping(client)  # it never saw another agent write it
+            assert await _claims(server.url) == []
+
+    run(scenario())
+    assert "left to go stale: another agent of this environment" in said.getvalue()
+
