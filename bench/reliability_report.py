@@ -923,7 +923,7 @@ GUARANTEES = (
         "answers and refuses (credentials, TLS, a missing client certificate, a route or "
         "leaf node port, a listener that is no NATS server) makes `/readyz` 503, one that "
         "is down does not. Two shards healing two environments of one seat (one account, "
-        "one user) cannot both heal: the second is refused by the first's "
+        "whichever its users) cannot both heal: the second is refused by the first's "
         "claim on the server until the first's agent stops (deleting it) or that claim "
         "goes stale, whatever lineage the account's bucket holds "
         "now; the seat follows the project served: an environment that starts writing "

@@ -4,8 +4,9 @@ seats of one process only.
 
 Each environment healed, once seated (:func:`~reconciler.agent.seats.seat_of`), writes
 a claim in the apply lock's bucket (``RECONCILE_LOCKS``, in the account the seat is in)
-under the key ``seat-<digest>``: a digest of the seat (the account, its domain, the
-user) and the project's owner. Not its lineage: the bucket is the account's own, and a
+under the key ``seat-<digest>``: a digest of the seat (the account, its domain) and the
+project's owner. Not the user: two users of one account write the same streams. Not
+its lineage: the bucket is the account's own, and a
 lineage deleted (to make saved plans stale) and written again by the next agent to seat
 itself must not give that agent a key no claim is under. The claim holds the environment's name and
 when it was renewed and goes stale (``expires_at``: :func:`ttl_for` and twice the last
@@ -42,7 +43,7 @@ hosts' clocks are assumed to agree within seconds). Then:
 
 A claim read back may be forged by anyone who may write the bucket: it can only refuse
 a heal (a name never printed unescaped; an unreadable claim counts as another's), never
-make one. A server that does not say the seat (no user, no account told), or a bucket
+make one. A server that does not say the seat (no account told), or a bucket
 the user may not write, leaves the cross-process check out, said once in the log; one
 that does not answer now (:func:`~reconciler.agent.seats.unanswered`) fails the
 connection, and the seat is asked again at the next.
@@ -105,13 +106,13 @@ def ttl_for(interval: float, text: str | None = None) -> float:
 
 def claim_key(found: Seat, owner: str) -> str | None:
     """The key of ``found``'s claim for the project ``owner``; None when the server did
-    not say the seat (its account or the user unknown). The claim is kept in the
-    account's own bucket, so the key names no lineage: one written again (the old one
-    deleted) is the same seat."""
+    not say the seat (its account unknown). The claim is kept in the account's own
+    bucket, so the key names no lineage: one written again (the old one deleted) is the
+    same seat; nor the user: another user of the account writes the same streams."""
     server = found.server
-    if server.account is None or found.user is None:
+    if server.account is None:
         return None
-    facts = [owner, server.account, server.domain, found.user]
+    facts = [owner, server.account, server.domain]
     return "seat-" + hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:40]
 
 
@@ -196,7 +197,7 @@ class SeatClaim:
             clustered = found.server.cluster is not None
             self.settings = replace(self.settings, replicas=replicas_for(clustered))
         if key is None:
-            self._left_out("the server does not say which account and user it is")
+            self._left_out("the server does not say which account it is")
             return
         await self._take(client, env, key, write=write)
 

@@ -1,13 +1,15 @@
-"""Two environments healed in one account as one user undo each other's heals forever
+"""Two environments healed in one account undo each other's heals forever
 (each heal is the other's drift, at once by its advisory). The start refuses them when
 the project file says so (``cli.watch_cmd``: the same ``servers``, credentials and
 ``domain`` as text); :class:`Seats` refuses them when the servers say so: each
 environment healed by this process, once connected, takes the seat its server tells
 (:class:`~reconciler.model.server_identity.Seat`: the server or cluster, the account and
-its lineage, the user), and one whose seat another environment holds is refused, at its
-line, before its first plan. ``nats://localhost:4222`` and ``nats://127.0.0.1:4222``, or
-two nodes of one cluster, are one seat. Each environment takes its seat in its own task: one whose
-server is down delays no other. Agents of other processes (other shards) compare seats
+its lineage; not the user: two users of one account write the same streams, and healed
+as two environments they fought until the flapping hold stopped them), and one whose
+seat another environment holds is refused, at its line, before its first plan.
+``nats://localhost:4222`` and ``nats://127.0.0.1:4222``, two nodes of one cluster, or two
+users of one account, are one seat. Each environment takes its seat in its own task: one
+whose server is down delays no other. Agents of other processes (other shards) compare seats
 through the claims :mod:`.claims` writes on the server.
 """
 
@@ -33,7 +35,7 @@ from reconciler.specs.project import Environment
 
 #: Why two environments are one seat, as the refusal says it.
 SAME_TEXT = "the same servers, credentials and domain"
-SAME_SEAT = "one account of one server or cluster, as one user, as the servers say"
+SAME_SEAT = "one account of one server or cluster, as the servers say"
 
 
 def apart_error(env: Environment, other: Environment, how: str) -> SpecError:
@@ -56,7 +58,7 @@ def claimed_error(
 def _refused(env: Environment, other: str, how: str) -> SpecError:
     message = (
         f"writes where {other} does ({how}): healing "
-        "both, each would undo the other's heals; give one its own user or account, or "
+        "both, each would undo the other's heals; give one its own account, or "
         "lifecycle: {mode: observe}"
     )
     return SpecError([Problem(env.where, f"environments.{env.name}", message)])

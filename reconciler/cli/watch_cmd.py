@@ -541,10 +541,13 @@ def _in_checkout(root: Path, project_file: Path | None) -> Path:
 
 
 def _apart(project: Project, served: list[str]) -> None:
-    """Two environments healed in one account, as one user, each declaring it otherwise,
-    undo each other's heals forever (each heal is the other's drift, at once by its
-    advisory): one of them served here (by any shard) is refused, at its line. An
-    environment in ``lifecycle: {mode: observe}`` writes nothing and is left out."""
+    """Two environments healed in one account, each declaring it otherwise, undo each
+    other's heals forever (each heal is the other's drift, at once by its advisory):
+    one of them served here (by any shard) is refused, at its line, when the project
+    file's text says so (the same servers, credentials and domain; other credentials
+    may be another user of that account: :mod:`reconciler.agent.seats` asks the
+    servers). An environment in ``lifecycle: {mode: observe}`` writes nothing and is
+    left out."""
     from reconciler.agent.seats import SAME_TEXT, apart_error
 
     first: dict[tuple[tuple[str, str], ...], Environment] = {}

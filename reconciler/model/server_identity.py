@@ -13,9 +13,11 @@ names match (both clustered) or their names match (neither), and their domain, a
 and lineage match. The version is recorded, never compared: an upgrade is not another
 server, and a re-plan on the new version must still equal the saved one.
 
-:class:`Seat` adds the user the connection is bound to: two connections in one seat write
-in one account of one server (or cluster) as one user (``reconcile watch`` in heal mode
-refuses two environments in one seat: docs/agent.md#many-environments).
+:class:`Seat` adds the user the connection is bound to, told but not compared: two
+connections in one seat write in one account of one server (or cluster), whoever the
+user (``reconcile watch`` in heal mode refuses two environments in one seat:
+docs/agent.md#many-environments). A stream belongs to its account; a user is one set of
+credentials into it, which may write every stream the account holds.
 
 Pure: facts in, sentences out.
 """
@@ -121,20 +123,17 @@ class ServerIdentity:
 class Seat:
     """Where a connection writes and as whom: the server's identity (its account
     included) and the user the server says the connection is bound to ("" without
-    authentication; None: not told)."""
+    authentication; None: not told). The user is not part of the seat: two users of
+    one account write the same streams (JetStream's resources are the account's)."""
 
     server: ServerIdentity
     user: str | None = None
 
     def same_as(self, other: Seat) -> bool | None:
-        """One account of one server (or cluster) as one user: True; False: not; None:
-        the facts cannot tell (:meth:`ServerIdentity.same_account`, or a user unknown)."""
-        if self.user is not None and other.user is not None and self.user != other.user:
-            return False
-        same = self.server.same_account(other.server)
-        if same and (self.user is None or other.user is None):
-            return None
-        return same
+        """One account of one server (or cluster), whoever the users: True; False: not;
+        None: the facts cannot tell (:meth:`ServerIdentity.same_account`: an account
+        unknown, two servers told apart by nothing)."""
+        return self.server.same_account(other.server)
 
 
 #: How much of a fact a sentence quotes (the file and the server's answers may have been

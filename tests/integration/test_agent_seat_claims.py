@@ -1,6 +1,6 @@
 """Agents of different processes (two shards, two single-environment agents) healing two
 environments that write in one account (one server named ``127.0.0.1`` and
-``localhost``: the project file's text differs): the seat
+``localhost``, or two users of one account: the project file's text differs): the seat
 each environment took is claimed on the server (reconciler.agent.claims), so the second
 to seat itself is refused and heals nothing; one environment served by two agents is
 not refused; the claim of an agent killed goes stale and the other takes the seat, that
@@ -816,3 +816,36 @@ def test_a_claim_another_agent_of_the_environment_renews_is_left_at_a_stop(
     run(scenario())
     assert "left to go stale: another agent of this environment" in said.getvalue()
 
+
+def test_two_users_of_one_account_are_one_seat(server_factory: Any, tmp_path: Path) -> None:
+    """One account, two users: ``zero`` connects as ``a``, ``one`` as ``b`` (the
+    project file's text differs: other credentials), both of the owner ``shop``. A
+    stream is the account's, whichever user writes it: the seat was the user's too, so
+    both healed ORDERS, each undoing the other's heal until the flapping hold. The
+    second is refused, naming the first, while the first holds the seat."""
+    users = [{"user": "a", "password": "pw-a"}, {"user": "b", "password": "pw-b"}]
+    server = server_factory(config={"accounts": {"APP": {"jetstream": "enabled", "users": users}}})
+    zero, one = _names_one_per_shard()
+    _files(tmp_path)
+    project = (
+        f"owner: shop\nspecs: [specs]\nenvironments:\n"
+        f"  {zero}:\n    servers: {server.url}\n    user: a\n    password: {{env: PW_A}}\n"
+        f"  {one}:\n    servers: {server.url}\n    user: b\n    password: {{env: PW_B}}\n"
+        "    overlays: [overlays]\n"
+    )
+    write(tmp_path, project, "reconcile.yaml")
+    secrets = {"PW_A": "pw-a", "PW_B": "pw-b"}
+    first, second = tmp_path / "zero.log", tmp_path / "one.log"
+    agents = [_agent(["--env", zero], cwd=tmp_path, log=first, ttl=600, env=secrets)]
+    try:
+        wait_for_line(first, lambda line: _heals(first, None) > 0, f"ORDERS created in {zero}")
+        agents.append(_agent(["--env", one], cwd=tmp_path, log=second, ttl=600, env=secrets))
+        (said,) = _first_try(second)[:1]
+        assert _refused_by(zero)(said), second.read_text()[-3000:]
+        assert "reconcile.yaml:8" in said["message"], said
+        assert _heals(second, None) == 0
+        assert not [x for x in lines(first.read_text()) if "writes where" in str(x["message"])]
+        for log in (first, second):
+            assert "pw-a" not in log.read_text() and "pw-b" not in log.read_text()
+    finally:
+        stop_all(agents)

@@ -1,4 +1,4 @@
-"""The one rule for "one account of one server (or cluster) as one user"
+"""The one rule for "one account of one server (or cluster)", whoever the user
 (model.server_identity.Seat.same_as), which ``reconcile watch --mode heal`` refuses two
 environments by: what the servers told, never the project file's text."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from reconciler.agent.claims import claim_key
 from reconciler.model.server_identity import Seat, ServerIdentity
 
 ONE = ServerIdentity(name="nats", server_id="NA1", account="APP", lineage=None)
@@ -16,8 +17,13 @@ def test_one_server_id_is_one_server_however_it_was_named() -> None:
     assert Seat(ONE, "agent").same_as(Seat(ONE, "agent")) is True
 
 
-def test_another_user_account_or_domain_is_another_seat() -> None:
-    assert Seat(ONE, "agent").same_as(Seat(ONE, "other")) is False
+def test_another_user_of_the_account_is_the_same_seat() -> None:
+    """A stream is the account's: a user is credentials into it, writing the same
+    streams (two users healing two environments fought until the flapping hold)."""
+    assert Seat(ONE, "agent").same_as(Seat(ONE, "other")) is True
+
+
+def test_another_account_or_domain_is_another_seat() -> None:
     assert Seat(ONE, "").same_as(Seat(replace(ONE, account="B"), "")) is False
     assert Seat(ONE, "").same_as(Seat(replace(ONE, domain="hub"), "")) is False
 
@@ -42,4 +48,18 @@ def test_two_nodes_of_one_cluster_are_one_seat_by_the_cluster_and_lineage() -> N
 def test_what_a_server_did_not_say_decides_nothing() -> None:
     unknown = replace(ONE, account=None)
     assert Seat(unknown, None).same_as(Seat(ONE, "agent")) is None
-    assert Seat(ONE, None).same_as(Seat(ONE, "agent")) is None
+    assert Seat(unknown, "agent").same_as(Seat(unknown, "agent")) is None
+    assert Seat(ONE, None).same_as(Seat(ONE, "agent")) is True  # the account says it
+
+
+def test_a_claims_key_is_the_accounts_whoever_the_user_and_none_without_an_account() -> None:
+    """Agents of other processes compare seats by the claim's key: another user of the
+    account is the same key; an account the server did not say makes none (the check
+    is left out, as the seat cannot be told)."""
+    key = claim_key(Seat(ONE, "a"), "shop")
+    assert key is not None and key.startswith("seat-")
+    assert claim_key(Seat(ONE, "b"), "shop") == key == claim_key(Seat(ONE, None), "shop")
+    assert claim_key(Seat(ONE, "a"), "billing") != key
+    assert claim_key(Seat(replace(ONE, account="B"), "a"), "shop") != key
+    assert claim_key(Seat(replace(ONE, domain="hub"), "a"), "shop") != key
+    assert claim_key(Seat(replace(ONE, account=None), "a"), "shop") is None
