@@ -36,7 +36,7 @@ from reconciler.model.diff import FieldChange
 from reconciler.model.normalize import live_config
 from reconciler.model.state import LiveState, ServerInfo
 from reconciler.model.values import bucket_field_name
-from reconciler.planning.steps import Create, Plan, Replace, Update
+from reconciler.planning.steps import Create, Migrate, Plan, Replace, Update
 from reconciler.specs.checks import work_queue_partitions
 from reconciler.specs.lifecycle import MANAGE, Lifecycle
 from reconciler.specs.spec import CLAIM_KEY, SERVER_OWNED_METADATA, Spec
@@ -191,14 +191,16 @@ async def converge(
     finishes or rolls back such a migration (docs/migrate.md).
 
     ``claim``: the resource's claim (:func:`new_claim`), recorded in the live resource's
-    metadata once it is applied: ``creating``, whatever claim it held (this resource
-    creates or adopts it); otherwise (an update) only where it holds none (an older
-    tool's update dropped it), never over another resource's.
+    metadata by a step of the plan (:func:`_with_claim`), judged with it: ``creating``,
+    whatever claim it held (this resource creates or adopts it); otherwise (an update)
+    only where it holds none (an older tool's update dropped it), never over another
+    resource's. A migration makes the stream again from its config: the claim is then
+    recorded by a plan of its own, made and judged the same way once it is done.
     """
     target = spec.ref
-    async with stages.locked(client, timeout=lock_timeout, on_notice=observer.notice) as held:
-        state = await read_around(client, target, observer)
-        plan, allowances = await _judged(
+
+    async def judged(state: LiveState) -> tuple[Plan, stages.Allowances]:
+        return await _judged(
             client,
             spec,
             state,
@@ -208,14 +210,18 @@ async def converge(
             environment=environment,
             creating=creating,
             locked=True,
+            claim=claim,
         )
-        observing = spec.lifecycle.merged(environment.lifecycle).observe  # never written
-        if claim is not None and not observing:  # its step records it (not diffed)
-            plan = _with_claim(plan, target, claim, creating=creating)
+
+    async with stages.locked(client, timeout=lock_timeout, on_notice=observer.notice) as held:
+        plan, allowances = await judged(await read_around(client, target, observer))
         await stages.execute(plan, client, observer=observer, allowances=allowances, held=held)
+        if claim is not None and any(
+            isinstance(step, Migrate) and step.ref == target for step in plan.changes
+        ):
+            after, allowances = await judged(await read_around(client, target, observer))
+            await stages.execute(after, client, observer=observer, allowances=allowances, held=held)
         live = await observe(client, target)
-        if live is not None and claim is not None and not observing:
-            live = await _claimed_live(client, spec, live, claim, creating, observer, held)
     if live is None:
         observed = [note.reasons[0] for note in plan.observed if note.missing]  # lifecycle
         why = observed[0] if observed else "vanished right after apply"
@@ -234,15 +240,26 @@ async def _judged(
     environment: Environment,
     creating: bool,
     locked: bool,
+    claim: str | None = None,
 ) -> tuple[Plan, stages.Allowances]:
     """The plan of ``spec`` against ``state`` and the allowances it is applied with, once
     the verdict found nothing refusing it (raised otherwise): what :func:`converge` applies,
-    and what :func:`judge_replace` judges before Pulumi changes anything."""
+    and what :func:`judge_replace` judges before Pulumi changes anything.
+
+    The plan stage with every check but the policy rules, then the step recording
+    ``claim`` (:func:`_with_claim`), then the policy rules on the whole plan
+    (``stages.with_policy``), then the verdict: the claim's write is judged as every
+    other step is (a rule on ``step.fields`` sees ``metadata.io.jetstream-gitops/claim``)."""
     if spec.kind == "Consumer" and spec.stream_name not in state.streams:
         message = NO_STREAM.format(stream=spec.stream_name)
         raise SpecError([Problem(spec.source, "", message)])
     request = request_for(migrate=migrate, policies=policies, environment=environment)
-    plan = await stages.plan(client, with_stream(spec), state, request, locked=locked)
+    specs = with_stream(spec)
+    unjudged = request_for(migrate=migrate, environment=environment)  # its rules: below
+    plan = await stages.plan(client, specs, state, unjudged, locked=locked)
+    if claim is not None:
+        plan = _with_claim(plan, spec, state, claim, creating=creating, environment=environment)
+    plan = await stages.with_policy(plan, specs, state, request)
     allowances = stages.Allowances(allow_data_loss=allow_data_loss, allow_with=ALLOW_WITH)
     refusals = stages.verdict(plan, allowances)
     if refusals and refusals[0].kind is RefusalKind.DATA_LOSS and not plan.lossy_updates:
@@ -263,6 +280,7 @@ async def judge_replace(
     migrate: bool = False,
     allow_destroy: bool = False,
     declared: Spec | None = None,
+    claim: str | None = None,
     observer: Observer = QUIET,
     policies: Sequence[str] = (),
     environment: Environment = NO_ENVIRONMENT,
@@ -272,10 +290,14 @@ async def judge_replace(
     first (True) or the new one may be created beside it first (False). Read only, no
     lock: each step judges again, with the server as it is then.
 
-    - the delete of ``old`` is judged as :func:`destroy` judges it (``allow_destroy``,
-      its ``declared`` lifecycle: the old outputs', as Pulumi's delete gets them), so a
-      replace whose delete would be refused changes nothing (created first, the new
-      resource would be left beside an old one that stays);
+    - the delete of ``old`` is judged as :func:`destroy` judges it, by the same function
+      (:func:`_judged_removal`: ``allow_destroy``, its ``declared`` lifecycle and its
+      ``claim``: the old outputs', as Pulumi's delete gets them), so a replace whose
+      delete would be refused changes nothing (created first, the new resource would be
+      left beside an old one that stays);
+    - an old resource holding another resource's claim is one the delete leaves as it
+      is: the new one is judged beside it, and created first (a create refused then
+      changes nothing);
     - when the new resource can stand beside the old one (another stream, another
       consumer: :func:`_in_the_way`) and its create, planned against the server as it
       is, passes (:func:`_judged`, as :func:`converge` plans it), Pulumi creates it
@@ -291,8 +313,8 @@ async def judge_replace(
     """
     state = await read_around(client, spec.ref, observer, also=old)
     removal = request_for(policies=policies, environment=environment)  # as destroy's
-    await _judged_removal(
-        client, old, state, removal, allow_destroy, declared, allow_with=REPLACE_ALLOW_WITH
+    deleted = await _judged_removal(
+        client, old, state, removal, allow_destroy, declared, claim, allow_with=REPLACE_ALLOW_WITH
     )
 
     async def create_judged(live: LiveState) -> None:
@@ -306,8 +328,13 @@ async def judge_replace(
             environment=environment,
             creating=True,
             locked=False,
+            claim=new_claim(),  # the create records one: its step judged with the rest
         )
 
+    if deleted is None:  # left as it is: the new one is made beside it
+        if not (spec.kind == "Consumer" and spec.stream_name not in state.streams):
+            await create_judged(state)
+        return False
     if not _in_the_way(spec, old, state):
         if spec.kind == "Consumer" and spec.stream_name not in state.streams:
             return False
@@ -458,13 +485,14 @@ async def destroy(
     """
     async with stages.locked(client, timeout=lock_timeout, on_notice=observer.notice) as held:
         state = await read_around(client, target, observer)
-        if claimed_by_another(_raw(state, target), claim):
+        request = request_for(policies=policies, environment=environment)
+        judged = await _judged_removal(
+            client, target, state, request, allow_destroy, declared, claim
+        )
+        if judged is None:
             observer.notice(TAKEN.format(label=target.label))
             return
-        request = request_for(policies=policies, environment=environment)
-        plan, allowances = await _judged_removal(
-            client, target, state, request, allow_destroy, declared
-        )
+        plan, allowances = judged
         for note in plan.observed:
             observer.notice(f"{note.ref.label}: {note.reasons[0]}")
         if not plan.changes:
@@ -483,14 +511,18 @@ async def _judged_removal(
     request: PlanRequest,
     allow_destroy: bool,
     declared: Spec | None,
+    claim: str | None,
     *,
     allow_with: str = DELETE_ALLOW_WITH,
-) -> tuple[Plan, stages.Allowances]:
+) -> tuple[Plan, stages.Allowances] | None:
     """The plan deleting ``target`` from ``state`` and the allowances it is applied with,
     once the verdict found nothing refusing it (raised otherwise; another project's
     resource is refused): what :func:`destroy` applies, and what :func:`judge_replace`
     judges before Pulumi changes anything (``allow_with``: how a refusal says to allow
-    it)."""
+    it). None when the live resource holds a claim that is not ``claim``
+    (:func:`claimed_by_another`): the delete leaves it as it is, nothing judged."""
+    if claimed_by_another(_raw(state, target), claim):
+        return None
     plan = await stages.plan_removal(client, target, state, request, declared=declared)
     keeps = any(loss.messages for step in plan.changes for loss in step.losses)
     allowances = stages.Allowances(allow_replace=allow_destroy or not keeps, allow_with=allow_with)
@@ -550,9 +582,24 @@ def _records(config: Mapping[str, Any], claim: str | None, *, creating: bool) ->
     return held != claim and (creating or held is None)
 
 
-def _with_claim(plan: Plan, target: Target, claim: str, *, creating: bool) -> Plan:
-    """``plan`` with ``claim`` in the metadata its create or update of ``target`` sends
-    (:func:`_records`), so that the step that writes the resource records it too."""
+def _with_claim(
+    plan: Plan,
+    spec: Spec,
+    state: LiveState,
+    claim: str,
+    *,
+    creating: bool,
+    environment: Environment,
+) -> Plan:
+    """``plan`` with the step recording ``claim`` in the metadata of ``spec``'s resource
+    (where :func:`_records` says so), a step like any other, for the policy rules and the
+    verdict to judge (:func:`_judged`): the create or update of the resource sends it
+    (an update naming the field), or, for a resource planned unchanged (adopted as
+    declared, or one whose claim an older tool's update dropped), an update of its own
+    (:func:`_claiming`). The lifecycle decides as it decides every write: an observed
+    resource's steps are notes already (nothing sends it), and one observed unchanged is
+    never written (its environment's lifecycle merged in, as the planner merges it)."""
+    target = spec.ref
 
     def claimed(step: Any) -> Any:
         if step.ref != target or not isinstance(step, Create | Update):
@@ -560,9 +607,22 @@ def _with_claim(plan: Plan, target: Target, claim: str, *, creating: bool) -> Pl
         if not _records(step.config, claim, creating=creating):
             return step
         metadata = {**(step.config.get("metadata") or {}), CLAIM_KEY: claim}
-        return dataclasses.replace(step, config={**step.config, "metadata": metadata})
+        config = {**step.config, "metadata": metadata}
+        if isinstance(step, Create):
+            return dataclasses.replace(step, config=config)
+        change = FieldChange(f"metadata.{CLAIM_KEY}", claim_of(step.config), claim)
+        return dataclasses.replace(step, config=config, fields=(*step.fields, change))
 
-    return dataclasses.replace(plan, changes=tuple(claimed(step) for step in plan.changes))
+    changes = tuple(claimed(step) for step in plan.changes)
+    raw = _raw(state, target)
+    unchanged = any(entry.ref == target for entry in plan.unchanged)
+    observed = spec.lifecycle.merged(environment.lifecycle).observe
+    if not unchanged or raw is None or observed or not _records(raw, claim, creating=creating):
+        return dataclasses.replace(plan, changes=changes)
+    stream = state.streams.get(target.stream_name) if target.is_child else None
+    step = _claiming(spec, raw, plan.server, claim, stream)
+    rest = tuple(entry for entry in plan.unchanged if entry.ref != target)
+    return dataclasses.replace(plan, changes=(*changes, step), unchanged=rest)
 
 
 def _raw(state: LiveState, target: Target) -> Mapping[str, Any] | None:
@@ -572,35 +632,25 @@ def _raw(state: LiveState, target: Target) -> Mapping[str, Any] | None:
     return state.streams.get(target.stream_name)
 
 
-async def _claimed_live(
-    client: JetStreamClient,
+def _claiming(
     spec: Spec,
-    live: Live,
+    raw: Mapping[str, Any],
+    server: ServerInfo,
     claim: str,
-    creating: bool,
-    observer: Observer,
-    held: stages.Held,
-) -> Live | None:
-    """The live resource once ``claim`` is recorded where no step of its plan wrote it
-    (an adopted resource as declared: nothing to apply), as :func:`_records` says."""
-    if not _records(live.config, claim, creating=creating):
-        return live
-    await stages.execute(_claiming(spec, live, claim), client, observer=observer, held=held)
-    return await observe(client, spec.ref)
-
-
-def _claiming(spec: Spec, live: Live, claim: str) -> Plan:
-    """The plan recording ``claim`` in the live resource's metadata: one update sending
-    its config back as the server holds it (the server's own metadata keys left out)."""
-    config = dict(live.config)
+    stream: Mapping[str, Any] | None,
+) -> Update:
+    """The update recording ``claim`` in the metadata of the live resource ``raw``: its
+    config sent back as the server holds it (the server's own metadata keys left out),
+    the claim its one changed field."""
+    config = dict(raw)
     kept = (config.get("metadata") or {}).items()
     metadata = {k: v for k, v in kept if k not in SERVER_OWNED_METADATA}
     config["metadata"] = {**metadata, CLAIM_KEY: claim}
-    step = Update(
+    return Update(
         ref=spec.ref,
-        fields=(FieldChange(f"metadata.{CLAIM_KEY}", claim_of(live.config), claim),),
+        fields=(FieldChange(f"metadata.{CLAIM_KEY}", claim_of(raw), claim),),
         reasons=(CLAIM_REASON,),
+        source=spec.source,
         config=config,
-        live=live_config(spec.kind, live.config, live.server),
+        live=live_config(spec.kind, raw, server, stream_config=stream),
     )
-    return Plan(server=live.server, changes=(step,))

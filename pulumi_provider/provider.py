@@ -140,7 +140,8 @@ class JetStreamProvider(ResourceProvider):
         (``operations.judge_replace``); a replace the server would refuse is refused
         now, before Pulumi deletes or creates anything. The create is judged with the
         new inputs' allowances, the delete with the old outputs' (Pulumi's delete gets
-        them)."""
+        them: its claim too, so a live resource another resource holds now is judged as
+        the delete leaves it)."""
         spec = to_spec(news)
         old = target_of(id_, olds)
         return self._run(
@@ -153,6 +154,7 @@ class JetStreamProvider(ResourceProvider):
                 migrate=bool(plain(news.get("migrate", False))),
                 allow_destroy=bool(plain(olds.get("allow_destroy", False))),
                 declared=declared_spec(olds),
+                claim=claim_in(olds),
                 observer=observer,
                 policies=self._policies,
                 environment=self._environment,

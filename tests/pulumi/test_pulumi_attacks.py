@@ -38,6 +38,7 @@ from reconciler.jetstream import ConnectionOptions, open_client
 from reconciler.model.migration import temp_name
 from reconciler.model.normalize import ownership_marker
 from reconciler.planning.steps import Migrate
+from reconciler.specs.lifecycle import Lifecycle
 from reconciler.specs.spec import CLAIM_KEY
 
 pytestmark = pytest.mark.integration
@@ -366,7 +367,7 @@ def test_a_create_adopting_a_stream_of_another_storage_migrates_it_with_migrate(
     """A memory stream made outside Pulumi, holding 20 messages, declared with
     ``storage="file"`` and ``migrate=True``: the create refused it as a replace (create
     never passed ``migrate`` on). It migrates it now, as an update would, every message
-    kept."""
+    kept; the claim is recorded on the stream the migration made (a plan of its own)."""
     with configured({"jetstream:servers": server.url}) as host:
         name = unique("ADOPTMIGRATE")
         _memory_stream_outside_pulumi(server, name)
@@ -376,6 +377,7 @@ def test_a_create_adopting_a_stream_of_another_storage_migrates_it_with_migrate(
         assert outputs["live_config"]["storage"] == "file"
         info = api(server, f"STREAM.INFO.{name}")
         assert (info["config"]["storage"], info["state"]["messages"]) == ("file", 20)
+        assert info["config"]["metadata"][CLAIM_KEY] == outputs["claim"]
 
 
 def test_a_create_over_a_stream_only_a_replace_could_change_says_a_way_that_works(
@@ -810,6 +812,107 @@ def test_outputs_without_a_claim_delete_as_before(server: NatsServer) -> None:
         older = {k: v for k, v in outputs.items() if k != "claim"}
         host.delete(id_, older)
         assert name not in _made(server)
+
+
+NO_METADATA_UPDATES = """\
+rules:
+  - id: no-metadata-updates
+    level: deny
+    message: a resource's metadata is never changed here
+    expr: step.action != "update" || !step.fields.exists(f, f.startsWith("metadata"))
+"""
+
+
+def _claim_on(server: NatsServer, name: str) -> str | None:
+    metadata = api(server, f"STREAM.INFO.{name}")["config"].get("metadata") or {}
+    return metadata.get(CLAIM_KEY)
+
+
+def test_the_claim_an_adoption_as_declared_writes_is_judged_as_any_update(
+    server: NatsServer, tmp_path: Path
+) -> None:
+    """A second resource adopting a stream that already matches it (nothing to apply)
+    wrote its claim in an update of its own after the plan: no policy rule judged it.
+    It is a step of the plan now: a policy refusing metadata updates refuses the
+    adoption with its usual message (the first resource's claim kept), an environment
+    in ``mode: observe`` adopts without writing it; without either it is written. The
+    stream's 3 messages stay through each."""
+    policy = tmp_path / "no-metadata-updates.yaml"
+    policy.write_text(NO_METADATA_UPDATES, encoding="utf-8")
+    observed = operations.Environment("prod", Lifecycle(observe=True, observed_at="p.yaml:3"))
+    with configured({"jetstream:servers": server.url}) as plain_host:
+        name = unique("ADOPTED")
+        inputs = stream_inputs(name)
+        _, _, first = plain_host.apply(inputs)
+        run(_publish(server.url, f"{name}.a", 3))
+        assert _claim_on(server, name) == first["claim"]
+        judged = plain_host.using(JetStreamProvider(policies=[str(policy)]))
+        with pytest.raises(grpc.RpcError) as refused:
+            judged.apply(inputs)
+        details = str(refused.value.details())
+        assert "no-metadata-updates" in details and "Traceback" not in details, details
+        assert _claim_on(server, name) == first["claim"]
+        assert _messages(server, name) == 3
+        watching = plain_host.using(JetStreamProvider(environment=observed))
+        _, _, watched = watching.apply(inputs)
+        assert "claim" not in watched
+        assert _claim_on(server, name) == first["claim"]
+        assert _messages(server, name) == 3
+        _, _, second = plain_host.apply(inputs)
+        assert second["claim"] not in (None, first["claim"])
+        assert _claim_on(server, name) == second["claim"]
+        assert _messages(server, name) == 3
+
+
+def test_a_rename_whose_old_stream_another_resource_took_is_judged_as_its_delete_leaves_it(
+    server: NatsServer,
+) -> None:
+    """Resource 0 (no allow_destroy) renamed A -> B after resource 1 adopted A (its claim
+    on A). The diff judged the delete of A without the claim: refused for A's 5 messages,
+    though the delete the update makes leaves A (resource 1's). The diff now judges it
+    as the delete does: B is made beside A, A's delete leaves it, its messages kept."""
+    with configured({"jetstream:servers": server.url}) as host:
+        a, b = unique("TAKENA"), unique("TAKENB")
+        id_, _, outputs = host.apply(stream_inputs(a))
+        run(_publish(server.url, f"{a}.x", 5))
+        host.apply(stream_inputs(a))  # resource 1 adopts A
+        assert _messages(server, a) == 5
+        checked, _ = host.check(stream_inputs(b), outputs)
+        diff = host.diff(id_, outputs, checked)
+        assert list(diff.replaces) == ["name"] and diff.deleteBeforeReplace is False
+        assert _made(server) == {a} and _messages(server, a) == 5
+        made_id, _ = up(host, id_, outputs, stream_inputs(b))
+        assert made_id == b
+        assert _made(server) == {a, b} and _messages(server, a) == 5
+
+
+def test_a_replace_onto_a_stream_another_resource_took_is_refused_at_the_diff(
+    server: NatsServer,
+) -> None:
+    """Resource 0 (allow_destroy, taken away with the change) changes A's storage after
+    resource 1 adopted A. The diff judged A's delete without the claim: allowed, so A had
+    to go first, and the create was judged without A: the preview promised the replace.
+    The update's delete leaves A (resource 1's), and the create then found A, of the
+    other storage, holding 5 messages, and was refused. The diff now judges both as the
+    update makes them: refused, nothing changed, A's messages counted after each step."""
+    with configured({"jetstream:servers": server.url}) as host:
+        name = unique("TAKENSTORE")
+        inputs = stream_inputs(name, storage="file")
+        id_, _, outputs = host.apply({**inputs, "allow_destroy": True})
+        run(_publish(server.url, f"{name}.x", 5))
+        host.apply(inputs)  # resource 1 adopts it
+        assert _messages(server, name) == 5
+        checked, _ = host.check({**inputs, "storage": "memory"}, outputs)
+        with pytest.raises(grpc.RpcError) as refused:
+            host.diff(id_, outputs, checked)
+        details = str(refused.value.details())
+        assert "only a replace could change it" in details and "Traceback" not in details
+        info = api(server, f"STREAM.INFO.{name}")
+        assert info["config"]["storage"] == "file" and info["state"]["messages"] == 5
+        with pytest.raises(grpc.RpcError):  # pulumi up stops at the same diff
+            up(host, id_, outputs, {**inputs, "storage": "memory"})
+        info = api(server, f"STREAM.INFO.{name}")
+        assert info["config"]["storage"] == "file" and info["state"]["messages"] == 5
 
 
 NO_NEW_BUCKETS = """\
