@@ -117,6 +117,7 @@ SUITE = (
     "tests/integration/test_dr_attacks18.py",
     "tests/unit/test_parser_bounds.py",
     "tests/integration/test_kv_scan.py",
+    "tests/integration/test_kv_declared.py",
     "tests/integration/test_dr_attacks18b.py",
     "tests/unit/test_promotion.py",
 )
@@ -1036,8 +1037,11 @@ GUARANTEES = (
         "written to. A declared bucket applications fill is read in batches, by a "
         "read-only user too: the plan's orphans, steps and hidden secrets are those of "
         "the one-key-a-request read on every server from 2.10, keys written, deleted, "
-        "purged or taken over while it reads included.",
-        ("test_attacks18d.py::", "test_kv_scan.py::"),
+        "purged or taken over while it reads included. Declared keys are read in those "
+        "batches too, each as one read of it on its own would find it: a reply taken only "
+        "from the bucket's own stream, as fresh as its leader's listing, and never one "
+        "that names a key twice or one not asked.",
+        ("test_attacks18d.py::", "test_kv_scan.py::", "test_kv_declared.py::"),
     ),
     Guarantee(
         "A program reading JSON never gets nothing",

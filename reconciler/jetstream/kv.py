@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 from collections import deque
-from collections.abc import Collection, Mapping
+from collections.abc import AsyncGenerator, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 import orjson
@@ -28,6 +29,7 @@ from reconciler.jetstream.transport import (
     NO_MESSAGE,
     WRONG_LAST_SEQUENCE,
     Transport,
+    header_lines,
     parse_headers,
 )
 
@@ -52,6 +54,16 @@ _REFUSED = frozenset({"408", "503"})
 _SEQUENCE = b"\r\nNats-Sequence:"
 _SUBJECT = b"\r\nNats-Subject:"
 _PENDING = b"\r\nNats-Num-Pending:"
+_UPTO = b"\r\nNats-UpTo-Sequence:"
+#: The lines a server appends to each message of a batched reply, in order.
+_SERVER_LINES = (
+    "Nats-Stream",
+    "Nats-Subject",
+    "Nats-Sequence",
+    "Nats-Time-Stamp",
+    "Nats-Num-Pending",
+    "Nats-Last-Sequence",
+)
 
 
 async def between_batches(bucket: str) -> None:
@@ -149,27 +161,31 @@ class KeyValueCalls(Transport):
     async def kv_keys(self, bucket: str) -> list[str]:
         """Every key of ``bucket`` with a message (delete markers included), read from
         the stream's subject counts, page by page."""
-        keys, _ = await self._kv_listing(bucket)
-        return keys
+        keys: set[str] = set()
+        async for page in self._kv_pages(bucket):
+            keys.update(page.keys)
+        return sorted(keys)
 
-    async def _kv_listing(self, bucket: str) -> tuple[list[str], bool]:
-        """:meth:`kv_keys`, and whether the bucket's stream takes direct gets (its
-        ``allow_direct``, as the first page says)."""
+    async def _kv_pages(self, bucket: str) -> AsyncGenerator[_Page, None]:
+        """The keys of ``bucket`` a page at a time (STREAM.INFO ``subjects_filter``: the
+        server's pages of at most 100,000 subjects, in order), each asked once the one
+        before was taken: a key may come twice, or not at all, when keys come and go
+        while it is listed."""
         prefix = kv_subject(bucket, "")
-        keys: list[str] = []
         offset = 0
-        direct: bool | None = None
         while True:
             body = {"subjects_filter": kv_subject(bucket), "offset": offset}
             info = await self.request(f"STREAM.INFO.{stream_of('KeyValue', bucket)}", body)
-            if direct is None:
-                direct = (info.get("config") or {}).get("allow_direct") is True
             subjects = (info.get("state") or {}).get("subjects") or {}
-            keys.extend(subject.removeprefix(prefix) for subject in subjects)
+            yield _Page(
+                [subject.removeprefix(prefix) for subject in subjects],
+                (info.get("config") or {}).get("allow_direct") is True,
+                _count((info.get("state") or {}).get("last_seq")),
+            )
             total = int(info.get("total") or 0)
             offset += len(subjects)
             if not subjects or offset >= total:
-                return sorted(set(keys)), direct
+                return
 
     async def kv_scan(
         self, buckets: Mapping[str, Collection[str]], marker: str
@@ -179,51 +195,82 @@ class KeyValueCalls(Transport):
         message carries a header named ``marker`` (in any case). Delete markers are
         included; a key with no message (never written, or gone meanwhile) is not.
 
-        The other keys are listed from the stream's subjects, and their last messages
-        read in batches (a direct get of up to :data:`BATCH_KEYS` subjects,
-        ``multi_last``) whose headers alone are looked at: no value of theirs is kept.
-        Each key found marked (its header block holds the name: a false match costs one
-        read), and each key named, is then read on its own from the stream's leader
-        (STREAM.MSG.GET), as every key was read before: what is returned is the
-        leader's word at that moment, not a replica's (any replica of the stream, or a
-        mirror taking direct gets for it, may answer a direct get, a moment behind). A
-        key the batches did not answer (deleted meanwhile, or a reply cut short) is read
-        on its own too. Where batches are not answered (a
-        server before 2.11, a stream without direct gets, a user who may not use them),
-        every key is read on its own, :data:`READS_AT_ONCE` at a time, and only the
-        marked ones kept. Requests are reads only (STREAM.INFO, DIRECT.GET, MSG.GET)."""
-        exact: list[tuple[str, str]] = []  # kept whatever they hold
-        unsure: list[tuple[str, str]] = []  # kept when marked
+        The other keys are listed from the stream's subjects a page at a time, and each
+        page's keys read before the next page is asked (no bucket's key names are held
+        whole): their last messages read in batches (a direct get of up to
+        :data:`BATCH_KEYS` subjects, ``multi_last``) whose headers alone are looked at:
+        no value of theirs is kept. Each key found marked (its header block holds the
+        name: a false match costs one read) is then read on its own from the stream's
+        leader (STREAM.MSG.GET). The keys named are read in batches too, their messages
+        kept; a reply is taken only as fresh as the leader's word: from the bucket's own
+        stream (not a mirror with ``mirror_direct``), answered at or after the stream's
+        last sequence the listing's first page gave (any replica may answer a direct
+        get, up to a tenth behind the leader). A key such a reply leaves out has no
+        message (removed meanwhile); one no page listed and a batch of no message
+        (``404``) leaves out had none either. Every key the batches did not answer so
+        (a reply cut short, behind, or ignored), or whose answer was not taken, is read
+        on its own from the leader. Where batches are not answered (a server before
+        2.11, a stream without direct gets, a user who may not use them), every key is
+        read on its own, :data:`READS_AT_ONCE` at a time, and only the marked ones of
+        the others kept. Requests are reads only (STREAM.INFO, DIRECT.GET, MSG.GET)."""
+        found: dict[tuple[str, str], KvEntry] = {}
         for bucket in sorted(buckets):
-            named = set(buckets[bucket])
-            listed, direct = await self._kv_listing(bucket)
-            others = [key for key in listed if key not in named]
-            exact += ((bucket, key) for key in sorted(named))
-            found = None
-            if others and direct and self.takes_raw_replies and not self._no_multi_last:
-                found = await self._kv_marked(bucket, others, marker)
-            if found is None:
-                unsure += ((bucket, key) for key in others)
-            else:
-                marked, unanswered = found
-                exact += ((bucket, key) for key in sorted(marked))
-                unsure += ((bucket, key) for key in sorted(unanswered))
+            read = await self._kv_scan_bucket(bucket, set(buckets[bucket]), marker)
+            found.update(((bucket, key), entry) for key, entry in sorted(read.items()))
+        return found
+
+    async def _kv_scan_bucket(
+        self, bucket: str, named: set[str], marker: str
+    ) -> dict[str, KvEntry]:
+        """:meth:`kv_scan` of one bucket: its keys' last messages found, by key."""
+        found: dict[str, KvEntry] = {}
+        listed: set[str] = set()  # the keys named that a page listed
+        batched = self.takes_raw_replies
+        last = 0  # the stream's last sequence as its leader said, the latest
+        async with contextlib.aclosing(self._kv_pages(bucket)) as pages:
+            async for page in pages:
+                batched = batched and page.direct and not self._no_multi_last
+                last = max(last, page.last)
+                listed.update(key for key in page.keys if key in named)
+                others = [key for key in page.keys if key not in named]
+                marked: Collection[str] = ()
+                if others and batched:
+                    scanned = await self._kv_marked(bucket, others, marker)
+                    if scanned is None:
+                        batched = False
+                    else:
+                        marked, others = sorted(scanned[0]), sorted(scanned[1])
+                found.update(await self._kv_read(bucket, marked, others, marker))
+        alone: Collection[str] = sorted(named)
+        if alone and batched and not self._no_multi_last:
+            read = await self._kv_named(bucket, sorted(named), listed, last)
+            if read is not None:
+                taken, alone = read
+                found.update((key, entry) for key, entry in taken.items() if entry is not None)
+        found.update(await self._kv_read(bucket, alone, (), marker))
+        return found
+
+    async def _kv_read(
+        self, bucket: str, exact: Collection[str], unsure: Collection[str], marker: str
+    ) -> dict[str, KvEntry]:
+        """Keys of ``bucket`` read each on its own from the stream's leader,
+        :data:`READS_AT_ONCE` at a time: ``exact`` kept whatever they hold, ``unsure``
+        kept when marked (a value unmarked is dropped as soon as it is read)."""
         limit = asyncio.Semaphore(READS_AT_ONCE)
         wanted = marker.casefold()
 
-        async def read(bucket: str, key: str, keep: bool) -> KvEntry | None:
+        async def read(key: str, keep: bool) -> KvEntry | None:
             async with limit:
                 entry = await self.kv_entry(bucket, key)
             if entry is None or keep or any(n.casefold() == wanted for n in entry.headers):
                 return entry
-            return None  # not marked: its value is dropped as soon as it is read
+            return None
 
-        asked = [(bucket, key, True) for bucket, key in exact]
-        asked += [(bucket, key, False) for bucket, key in unsure]
+        asked = [(key, True) for key in exact] + [(key, False) for key in unsure]
         read_back = await asyncio.gather(*(read(*one) for one in asked))
         return {
-            (bucket, key): entry
-            for (bucket, key, _), entry in zip(asked, read_back, strict=True)
+            key: entry
+            for (key, _), entry in zip(asked, read_back, strict=True)
             if entry is not None
         }
 
@@ -237,26 +284,83 @@ class KeyValueCalls(Transport):
         carries a header ``marker``, the keys no reply answered); None when the first
         batch was refused (the server or the bucket answers no batched direct get, or
         the user may not ask: :meth:`kv_scan` reads every key on its own then)."""
+        prefix = kv_subject(bucket, "")
+        marked: set[str] = set()
+        unanswered: set[str] = set()
+
+        def settle(answer: _Answer) -> None:
+            marked.update(subject.removeprefix(prefix) for subject in answer.marked)
+            if answer.final:  # answered whole (the rest gone meanwhile), or an error
+                unanswered.update(subject.removeprefix(prefix) for subject in answer.left)
+
+        needle = marker.casefold().encode()
+        if not await self._kv_batches(bucket, keys, needle, settle):
+            return None
+        return marked, unanswered
+
+    async def _kv_named(
+        self, bucket: str, keys: list[str], listed: set[str], last: int
+    ) -> tuple[dict[str, KvEntry | None], set[str]] | None:
+        """Batched reads of the last messages of ``keys``, kept: (the keys read, None
+        for one with no message; the keys to read on their own), as :meth:`kv_scan`
+        says; None when the first batch was refused. ``listed``: the keys the listing
+        held; ``last``: the stream's last sequence when it was listed (the leader's)."""
+        prefix = kv_subject(bucket, "")
+        taken: dict[str, KvEntry | None] = {}
+        alone: set[str] = set()
+
+        def settle(answer: _Answer) -> None:
+            fresh = not answer.strange and answer.upto is not None and answer.upto >= last
+            if fresh:
+                taken.update((entry.key, entry) for entry in answer.found.values())
+            else:
+                alone.update(answer.found)
+            if not answer.final:
+                return
+            for subject in answer.left:
+                key = subject.removeprefix(prefix)
+                unlisted = answer.ended == "404" and not answer.found and key not in listed
+                if (fresh and answer.ended == "done") or (unlisted and not answer.strange):
+                    taken[key] = None
+                else:
+                    alone.add(subject)
+
+        if not await self._kv_batches(bucket, keys, None, settle):
+            return None
+        return taken, {subject.removeprefix(prefix) for subject in alone}
+
+    async def _kv_batches(
+        self,
+        bucket: str,
+        keys: list[str],
+        needle: bytes | None,
+        settle: Callable[[_Answer], None],
+    ) -> bool:
+        """Batched reads (``multi_last``) of the last messages of ``keys``, two in
+        flight, each answer handed to ``settle``: a batch over the server's 1,024
+        subjects (``413``) asked again in halves, one cut short at ``max_bytes`` asked
+        again for the rest (the answer then not ``final``). ``needle``: the marker's
+        name the header blocks are searched for (None: the messages are kept, as
+        :class:`KvEntry`). False when the first batch was refused (the server or the
+        bucket answers no batched direct get, or the user may not ask)."""
         stream = stream_of("KeyValue", bucket)
         subject = self.subject(f"DIRECT.GET.{stream}")
         prefix = kv_subject(bucket, "")
         limit = getattr(self.nc, "max_payload", 0) or BATCH_REQUEST
         largest = min(BATCH_REQUEST, limit - 64)  # the body's own fields take the rest
         waiting = deque(_batches([prefix + key for key in keys], largest))
-        marked: set[str] = set()
-        unanswered: set[str] = set()
-        needle = marker.casefold().encode()
         first = True
 
         async def ask(subjects: list[str]) -> None:
             nonlocal first
             probe, first = first, False
             try:
-                left, ended = await self._kv_batch(subject, subjects, needle, marked)
+                answer = await self._kv_batch(subject, stream, prefix, subjects, needle)
             except PermissionDenied:
                 if probe:
                     raise _Refused from None
-                left, ended = subjects, ""
+                answer = _Answer(left=subjects)
+            left, ended = answer.left, answer.ended
             if probe and ended in _REFUSED and len(left) == len(subjects):
                 if ended == "408":
                     self._no_multi_last = True
@@ -266,8 +370,9 @@ class KeyValueCalls(Transport):
             elif ended == "413" and len(left) > 1:
                 half = len(left) // 2
                 waiting.extend((left[:half], left[half:]))
-            else:  # answered whole (the rest gone meanwhile), or an error: one by one
-                unanswered.update(left)
+            else:
+                answer.final = True
+            settle(answer)
             await between_batches(bucket)
 
         async def worker() -> None:
@@ -277,7 +382,7 @@ class KeyValueCalls(Transport):
         try:
             await ask(waiting.popleft())
         except _Refused:
-            return None
+            return False
         workers = [asyncio.ensure_future(worker()) for _ in range(BATCHES_AT_ONCE)]
         try:
             await asyncio.gather(*workers)
@@ -286,51 +391,88 @@ class KeyValueCalls(Transport):
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
             raise
-        return {s.removeprefix(prefix) for s in marked}, {
-            s.removeprefix(prefix) for s in unanswered
-        }
+        return True
 
     async def _kv_batch(
-        self, subject: str, subjects: list[str], needle: bytes, marked: set[str]
-    ) -> tuple[list[str], str]:
+        self, subject: str, stream: str, prefix: str, subjects: list[str], needle: bytes | None
+    ) -> _Answer:
         """One batched read (``multi_last``) of ``subjects``' last messages: those whose
-        headers hold ``needle`` (a lower-case header name) are added to ``marked``.
-        Returns the subjects no message answered, in order, and how the reply ended:
-        ``done`` (every message sent), ``cut`` (``max_bytes`` reached), the status of
-        an error (``408``, ``404``, ``413``...), or ``""`` (a reply no server sends: more
+        headers hold ``needle`` (a lower-case header name) are ``marked``; with no
+        ``needle``, each message is kept (``found``, :func:`_entry`). The answer says
+        the subjects no message answered, in order, and how the reply ended: ``done``
+        (every message sent), ``cut`` (``max_bytes`` reached), the status of an error
+        (``408``, ``404``, ``413``...), or ``""`` (a reply no server sends: more
         messages than subjects asked). A message naming a subject not asked, or one
-        already answered, is ignored."""
+        already answered, or (kept) another stream or no server's lines, is ignored and
+        the answer ``strange``. Kept, the reply is waited for to its end (its
+        ``Nats-UpTo-Sequence``, the answering stream's last sequence, says how fresh)."""
+        answer = _Answer(left=[])
         left = dict.fromkeys(subjects)
-        ended = [""]
         budget = [len(subjects) + 16]
+        keep = needle is None
 
-        def on_reply(block: bytes, _: bytes) -> bool:
+        def on_reply(block: bytes, data: bytes) -> bool:
             budget[0] -= 1
             if _last_header(block, _SEQUENCE) is not None:  # a message: the server adds it
                 named = _last_header(block, _SUBJECT)
                 answered = named.decode(errors="replace") if named is not None else ""
-                if answered in left:
+                if answered not in left:
+                    answer.strange = True
+                elif keep:
+                    entry = _entry(block, data, stream, answered.removeprefix(prefix))
+                    if entry is None:
+                        answer.strange = True
+                    else:
+                        del left[answered]
+                        answer.found[answered] = entry
+                else:
                     del left[answered]
-                    if needle in block.lower():
-                        marked.add(answered)
-                return not left or budget[0] <= 0
+                    if needle is not None and needle in block.lower():
+                        answer.marked.add(answered)
+                return (not left and not keep) or budget[0] <= 0
             code = _status(block)
             if code == "204":
                 pending = _last_header(block, _PENDING) or b"0"
-                ended[0] = "cut" if pending.strip() not in (b"0", b"") else "done"
+                answer.ended = "cut" if pending.strip() not in (b"0", b"") else "done"
+                upto = _last_header(block, _UPTO)
+                answer.upto = _count(upto.decode(errors="replace")) if upto else None
             else:
-                ended[0] = code or ""
+                answer.ended = code or ""
             return True
 
         body = {"multi_last": subjects, "max_bytes": BATCH_BYTES}
         await self.replies(subject, orjson.dumps(body), on_reply)
-        if not left and not ended[0]:
-            ended[0] = "done"
-        return list(left), ended[0]
+        if not left and not answer.ended and not keep:
+            answer.ended = "done"
+        answer.left = list(left)
+        return answer
 
     async def kv_delete(self, bucket: str, key: str, *, revision: int | None = None) -> None:
         """Put a delete marker on ``key`` (only at ``revision`` when given)."""
         await self._kv_put(bucket, key, b"", expect=revision, operation="DEL")
+
+
+@dataclass
+class _Page:
+    """A page of a bucket's key listing: its keys, whether the stream takes direct gets,
+    and its last sequence (the leader answers STREAM.INFO)."""
+
+    keys: list[str]
+    direct: bool
+    last: int
+
+
+@dataclass
+class _Answer:
+    """What one batched read answered (:meth:`KeyValueCalls._kv_batch`)."""
+
+    left: list[str]
+    ended: str = ""
+    final: bool = False  # no part of it asked again
+    upto: int | None = None
+    strange: bool = False
+    marked: set[str] = field(default_factory=set)
+    found: dict[str, KvEntry] = field(default_factory=dict)
 
 
 class _Refused(Exception):
@@ -364,6 +506,34 @@ def _last_header(block: bytes, line: bytes) -> bytes | None:
     start = at + len(line)
     end = block.find(b"\r\n", start)
     return block[start : end if end >= 0 else len(block)].strip()
+
+
+def _entry(block: bytes, data: bytes, stream: str, key: str) -> KvEntry | None:
+    """The message of ``key`` a batched reply holds: its own headers are the block's
+    lines before the server's (:data:`_SERVER_LINES`, appended), read as
+    STREAM.MSG.GET's are; None when the block does not end in the server's lines of
+    ``stream`` (a mirror's answer, or no server's)."""
+    lines = block.decode(errors="replace").split("\r\n")
+    while lines and not lines[-1]:
+        lines.pop()
+    own, server = lines[1 : -len(_SERVER_LINES)], lines[-len(_SERVER_LINES) :]
+    if len(lines) <= len(_SERVER_LINES):
+        return None
+    said = dict(line.split(":", 1) for line in server if ":" in line)
+    if tuple(said) != _SERVER_LINES or said["Nats-Stream"].strip() != stream:
+        return None
+    revision = said["Nats-Sequence"].strip()
+    if not revision.isdigit() or int(revision) <= 0:
+        return None
+    headers = header_lines(own)
+    operation = headers.get("KV-Operation", "PUT")
+    return KvEntry(key, bytes(data), int(revision), operation, headers)
+
+
+def _count(value: object) -> int:
+    """A count the server said (a sequence): 0 when it is none."""
+    text = str(value) if isinstance(value, int | str) else ""
+    return int(text) if text.isdigit() else 0
 
 
 def _status(block: bytes) -> str:

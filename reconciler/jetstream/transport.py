@@ -20,7 +20,7 @@ import contextlib
 import json
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Self
 
 import orjson
@@ -76,9 +76,15 @@ class _Waiter:
 
 
 def parse_headers(encoded: str | None) -> dict[str, str]:
+    """A stored message's headers (STREAM.MSG.GET's ``hdrs``, base64) as a dict."""
     if not encoded:
         return {}
-    lines = base64.b64decode(encoded).decode(errors="replace").split("\r\n")[1:]
+    return header_lines(base64.b64decode(encoded).decode(errors="replace").split("\r\n")[1:])
+
+
+def header_lines(lines: Iterable[str]) -> dict[str, str]:
+    """A header block's lines, its status line left off, as a dict (a name said twice:
+    the last). The one reading of a message's headers, read whole or in a batch."""
     pairs = (line.split(":", 1) for line in lines if ":" in line)
     return {name.strip(): value.strip() for name, value in pairs}
 

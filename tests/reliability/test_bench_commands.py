@@ -28,7 +28,7 @@ SMALL_RUNS = {
     "bench_failover.py": ["2", "5", "1"],
     "bench_fleet.py": ["--records", "2000", "--envs", "2", "--days", "1", "--sample", "2"],
     "bench_import.py": ["30", "--turns", "1"],
-    "bench_kv_scan.py": ["--keys", "200", "--orphans", "5", "--turns", "1"],
+    "bench_kv_scan.py": ["--keys", "200", "--orphans", "5", "--turns", "1", "--declared", "50"],
     "bench_load.py": ["--streams", "5", "--consumers-per-stream", "2", "--turns", "1"],
     "bench_migrate.py": ["--messages", "1000"],
     "bench_plan_apply.py": ["--streams", "10", "--consumers-per-stream", "2"],
