@@ -10,8 +10,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from agent_harness import agent_process, stop_all, wait_for_line
-from servers import NatsServer, write
+from agent_harness import ORDERS, agent_process, stop_all, wait_for_line
+from prometheus_client.parser import text_string_to_metric_families
+from servers import NatsServer, unused_port, write
+
+from reconciler.agent.shards import owner
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # attack runs: .ci/run's second stage
 
@@ -97,3 +100,61 @@ def test_clients_that_never_read_a_large_status_hold_no_copy_of_it_each(
             assert len(reply.read()) == body  # a client that reads gets all of it
     finally:
         stop_all([agent])
+
+
+def _metrics(port: int) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as reply:
+        text = reply.read().decode()
+    return {
+        family.name: {tuple(sorted(s.labels.items())): s.value for s in family.samples}
+        for family in text_string_to_metric_families(text)
+    }
+
+
+def test_an_environment_added_while_the_shards_run_is_a_series_until_a_restart_serves_it(
+    clean_server: NatsServer, tmp_path: Path
+) -> None:
+    """An edit (or a commit) adding an environment is served by no shard until its shard
+    restarts: said once in the log and in /status, but an alert, which reads metrics, saw
+    nothing: the environment has no series at all, so ``reconcile_connected{env} == 0``
+    never fires, and in Kubernetes nothing restarts the pod. Its shard now counts it
+    (``reconcile_environment_not_served{env}`` 1, the other shard nothing) until an edit
+    no longer names it."""
+    names = ["dev", "prod", "staging", "eu", "us", "asia", "qa", "perf"]
+    zero = next(n for n in names if owner(n, 2) == 0)
+    one = next(n for n in names if owner(n, 2) == 1)
+    added = next(n for n in names if n not in (zero, one))
+    url = clean_server.url
+    (tmp_path / "specs").mkdir()
+    write(tmp_path / "specs", ORDERS, "orders.yaml")
+    project = f"owner: shop\nspecs: [specs]\nenvironments:\n  {zero}: {{servers: {url}}}\n"
+    project += f"  {one}: {{servers: {url}}}\n"
+    write(tmp_path, project, "reconcile.yaml")
+    shards, ports = [], []
+    try:
+        for index in (0, 1):
+            log, port = tmp_path / f"shard{index}.log", unused_port()
+            args = ["--shard", f"reconcile-watch-{index}/2", "--mode", "observe"]
+            args += ["--interval", "0.3s", "--listen", f"127.0.0.1:{port}", "--log-format", "json"]
+            shards.append(agent_process(args, cwd=tmp_path, log=log))
+            ports.append(port)
+            wait_for_line(log, lambda line: line["event"] == "cycle", f"shard {index} planned")
+        assert not _metrics(ports[0]).get("reconcile_environment_not_served")
+        write(tmp_path, project + f"  {added}: {{servers: {url}}}\n", "reconcile.yaml")
+        serving = owner(added, 2)
+        wait_for_line(
+            tmp_path / f"shard{serving}.log",
+            lambda line: line["event"] == "serving" and line.get("environment") == added,
+            f"{added} said not served",
+        )
+        counted = _metrics(ports[serving]).get("reconcile_environment_not_served", {})
+        assert counted == {(("env", added),): 1.0}
+        assert not _metrics(ports[1 - serving]).get("reconcile_environment_not_served")
+
+        write(tmp_path, project, "reconcile.yaml")  # named no more: the series goes
+        deadline = time.monotonic() + 30
+        while _metrics(ports[serving]).get("reconcile_environment_not_served"):
+            assert time.monotonic() < deadline, "the series outlived the edit removing it"
+            time.sleep(0.2)
+    finally:
+        stop_all(shards)
