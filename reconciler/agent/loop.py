@@ -71,13 +71,15 @@ class NotServed:
     """The environments the project file names for this agent (its shard's share) that it
     does not serve: it serves those it started with, each with its task, connection and
     seat; one added since, by an edit or a commit, is served after a restart. Each is
-    said once in the log and listed in ``/status`` (``not_served``, with why) until a
-    project file read no longer names it."""
+    said once in the log, listed in ``/status`` (``not_served``, with why) and counted
+    (``reconcile_environment_not_served{env}`` 1) until a project file read no longer
+    names it."""
 
     def __init__(self, served: Iterable[str], log: Log) -> None:
         self.served = frozenset(served)
         self.log = log
         self.named: dict[str, str] = {}  # each environment not served -> why
+        self.metrics: Metrics | None = None  # the agent's, once made: a series each
 
     def saw(self, listed: Iterable[str], commit: str | None) -> None:
         """``listed``: the environments for this agent in the project file read now (of
@@ -99,6 +101,14 @@ class NotServed:
                     commit=commit,
                 )
         self.named = found
+        self.counted()
+
+    def counted(self, metrics: Metrics | None = None) -> None:
+        """``reconcile_environment_not_served``: one series per environment named (an
+        alert's only way to see one: it has no other series); ``metrics``: the agent's."""
+        self.metrics = metrics or self.metrics
+        if self.metrics is not None:
+            self.metrics.set_not_served(self.named)
 
     def to_json(self) -> dict[str, str]:
         return dict(self.named)
@@ -131,6 +141,7 @@ class Agent:
         self.many = environments is not None
         self.not_served = not_served or NotServed(environments or (), log)
         self.metrics = Metrics(by_env=self.many)
+        self.not_served.counted(self.metrics)
         self.stop = asyncio.Event()
         collector = Collector()
         seats = Seats() if self.many else None  # one environment's connection each

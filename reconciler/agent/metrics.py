@@ -7,7 +7,9 @@ anew), ``type`` (four advisory types), ``outcome`` (``ok``/``error``), ``scope``
 (``full``/``targeted``). An agent serving several environments of a project (``--all-envs``,
 ``--env`` given more than once, ``--shard``) labels every series with ``env`` too (the
 project file's environment names: a set the repository fixes); one serving a single
-target has no ``env`` label, as before. The ``reconcile_standby_*`` gauges carry
+target has no ``env`` label, as before; ``reconcile_environment_not_served`` is one
+series per environment the project file names for it that it does not serve (added
+since it started: served after a restart). The ``reconcile_standby_*`` gauges carry
 ``stream``: a stream whose spec declares a standby (a set the repository bounds;
 docs/dr.md#2-watch-each-pairs-health). No resource, client or user name and no spec
 value is ever a label: they are in ``/status`` and the log.
@@ -99,6 +101,14 @@ class Metrics:
             env,
             registry=r,
         )
+        self.not_served = Gauge(
+            "reconcile_environment_not_served",
+            "1 for each environment the project file names for this agent (its shard's "
+            "share) that it does not serve: added since it started; restart it to serve it.",
+            ["env"],  # one target: no series (it has no list to add to)
+            registry=r,
+        )
+        self._not_served: set[str] = set()
         self.advisories_subscribed = Gauge(
             "reconcile_advisories_subscribed",
             "1 while advisories arrive; 0: polling at --interval only.",
@@ -132,6 +142,18 @@ class Metrics:
             [*env, "stream"],
             registry=r,
         )
+
+    def set_not_served(self, envs: Iterable[str]) -> None:
+        """The ``reconcile_environment_not_served`` series: exactly ``envs`` (several
+        environments only: one target has no list to add to)."""
+        if not self.by_env:
+            return
+        wanted = set(envs)
+        for env in self._not_served - wanted:
+            self.not_served.remove(env)
+        for env in wanted:
+            self.not_served.labels(env).set(1)
+        self._not_served = wanted
 
     def of(self, env: str | None) -> EnvironmentMetrics:
         """The series of environment ``env`` (None: the only target, no ``env`` label)."""
