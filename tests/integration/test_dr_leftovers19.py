@@ -9,17 +9,20 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_runner import reconcile
 from servers import NatsServer, joined_domains, run
 from test_dr_attacks import counted, said, updated
+from test_dr_attacks4 import ORDERS_ONLY, rewritten
 from test_dr_failover import _killed_at, is_fenced, ready  # noqa: F401 (ready)
-from test_dr_leftovers import _east_to_west
+from test_dr_leftovers import _east_to_west, east_backed_up
 from test_dr_rules import FAILOVER
 from test_dr_standby import SHIPPER as SHIPPER_SPEC
 from test_dr_standby import applied, dr_project, last_seq, wait_for
 from test_lifecycle import _info, _publish, _request
+from test_restore_rules import _user_streams
 
 from reconciler.execution.failover import fail_over
 from reconciler.execution.requests import Observer
@@ -169,3 +172,37 @@ def test_the_verify_probes_every_declared_subject(
 
     run(_publish(west.url, "orders.new", 1))  # the subject the probe found answered
     assert counted(west)[0] == 11
+
+
+def _as_the_mirror(config: dict[str, Any]) -> None:
+    """East's ORDERS made the very mirror west's spec declares."""
+    config.pop("subjects", None)
+    config["mirror"] = {"name": "ORDERS", "external": {"api": "$JS.east.API"}}
+
+
+def test_a_backup_carrying_message_ttls_is_never_restored_as_the_standby(
+    server_factory: Callable[..., NatsServer], tmp_path: Path
+) -> None:
+    """Hole: the standby rule took a backup for the declared mirror when it carried no
+    seal or deny the spec does not declare, but no update turns ``allow_msg_ttl`` off
+    either (measured on 2.15.1: "message TTL status can not be disabled", on a mirror
+    too). East's backup rewritten as the very mirror west's spec declares plus
+    ``allow_msg_ttl`` (not declared) was restored with ``--env west``: apply could never
+    make it the declared mirror, and a failover's promotion kept it (refused then, with
+    no way on but a replace). Refused now, nothing made in west; the mirror apply makes
+    fills from east without it."""
+    east, west, root, out = east_backed_up(server_factory, tmp_path, ORDERS_ONLY)
+
+    def with_ttls(config: dict[str, Any]) -> None:
+        _as_the_mirror(config)
+        config["allow_msg_ttl"] = True
+
+    rewritten(out, with_ttls)
+    result = reconcile("restore", str(out), "--env", "west", "--yes", cwd=root)
+    assert result.returncode == 1, said(result)
+    assert "orders.yaml:" in result.stderr and "message TTLs" in result.stderr, said(result)
+    assert run(_user_streams(west)) == []  # nothing restored in west
+    applied(root, "west")
+    wait_for(lambda: last_seq(west) == 30)
+    assert not _info(west.url, "ORDERS")["config"].get("allow_msg_ttl")
+    assert counted(east)[0] == 30
