@@ -121,6 +121,7 @@ SUITE = (
     "tests/integration/test_dr_attacks18b.py",
     "tests/integration/test_attacks19.py",
     "tests/unit/test_promotion.py",
+    "tests/integration/test_dr_leftovers19.py",
 )
 
 
@@ -984,22 +985,24 @@ GUARANTEES = (
     ),
     Guarantee(
         "A failover, a rollback or a restore never leaves both sides taking writes",
-        "A fenced origin is never given its subjects back but by a failback or a rollback, "
-        "also when its spec lost `standby:` or no environment is named; a rollback with the "
-        "standby unreachable un-fences nothing and names it; a standby promoted by hand "
-        "before it caught up, a sealed one, one whose limits someone tightened or one whose "
-        "subjects another stream holds is refused before the fence; a refusal after the "
-        "fence gives the origin its writes back; an origin consumer made again by someone "
-        "never decides where a standby's consumer starts; the verify's probe passes only on "
-        "the promoted stream's own refusal; an error no check foresaw in one pair is that "
-        "pair's report and a re-run finishes it. A backup is never restored as a plain "
-        "stream where the specs declare the standby mirror, nor as a mirror of anything but "
-        "the origin the spec declares (another domain's stream of that name, a part of it, "
-        "one republishing, denying purges or bringing consumers), nor beside a pair on its "
-        "subjects, nor into the primary as a mirror or with its subjects while the standby "
-        "takes the writes, nor over a fenced origin (with "
-        "`--server` too), and a restore runs apply's live checks first. Both sides are "
-        "counted before and after each case.",
+        "A fenced origin is never given its subjects back but by a failback or a rollback, also "
+        "when its spec lost `standby:` or no environment is named; a rollback with the standby "
+        "unreachable un-fences nothing and names it, and is refused only by what guards it (a "
+        "standby that took writes), never by what guards a promotion (a mirror lacking messages "
+        "or gone, a consumer made on it, another owner's mirror), which kept the origin fenced; "
+        "a standby promoted by hand before it caught up, a sealed one, one whose limits someone "
+        "tightened or one whose subjects another stream holds is refused before the fence; a "
+        "refusal after the fence gives the origin its writes back; an origin consumer made again "
+        "by someone never decides where a standby's consumer starts; the verify's probe passes "
+        "only on the promoted stream's own refusal, on each declared subject; an error no check "
+        "foresaw in one pair is that pair's report and a re-run finishes it. A backup is never "
+        "restored as a plain stream where the specs declare the standby mirror, nor as a mirror "
+        "of anything but the origin the spec declares (another domain's stream of that name, a "
+        "part of it, one republishing, denying purges, allowing message TTLs or bringing "
+        "consumers), nor beside a pair on its subjects, nor into the primary as a mirror or with "
+        "its subjects while the standby takes the writes, nor over a fenced origin (with "
+        "`--server` too), and a restore runs apply's live checks first. Both sides are counted "
+        "before and after each case.",
         (
             "test_dr_holes.py::",
             "test_dr_leftovers.py::",
@@ -1009,6 +1012,7 @@ GUARANTEES = (
             "test_dr_attacks4.py::",
             "test_dr_flow5.py::",
             "test_restore_live_checks.py::",
+            "test_dr_leftovers19.py::",
         ),
     ),
     Guarantee(

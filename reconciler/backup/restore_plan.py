@@ -13,7 +13,8 @@ Per selected stream (reads only):
   that live stream (no flag needed; lifecycle ``prevent_destroy`` still forbids it);
 - ``replace``: any other stream of that name, only with ``replace_existing``: a
   :class:`Replace` that deletes its messages (needs ``--allow-replace``); without
-  ``replace_existing`` the plan is refused, naming the first difference.
+  ``replace_existing`` the plan is refused, naming each difference on the stream's
+  line (the first :data:`DIFFERENCES_SHOWN`, then how many more).
 
 The tool's own apply lock (``KV_RECONCILE_LOCKS``) is never restored: the restore holds
 the target's own lock while it runs.
@@ -39,6 +40,7 @@ from reconciler.jetstream import JetStreamClient
 from reconciler.model.loss import held
 from reconciler.model.standby import is_fenced
 from reconciler.model.state import LiveState, ServerInfo, StreamState
+from reconciler.model.values import printable
 from reconciler.planning.capacity import Restored, restore_room
 from reconciler.planning.live_checks import live_problems
 from reconciler.planning.policy import evaluate as evaluate_policy
@@ -202,13 +204,7 @@ async def plan_restore(
             freed = _bytes(live[0])
             steps.append(RestoreStep(record, "replace", size, mark, seen, freed, unpacked=unpacked))
         else:
-            differ = differences(record, *live)
-            more = f" (and {len(differ) - 1} more)" if differ[1:] else ""
-            refused.append(
-                differ[0] + more + lookalike_hint(record, live[0])
-                if differ
-                else f"{record.name}: {_MARKED_ONLY}"
-            )
+            refused.append(_differing(record, live))
     if refused:
         raise RefusedPlan(
             "refusing to restore: the server holds stream(s) of the same name that differ "
@@ -219,6 +215,24 @@ async def plan_restore(
     shared = await _shared_plan(server, steps, lives, flags, declared)
     shared = await _with_room(client, shared, steps)
     return RestorePlan(contents, tuple(steps), server, shared, skipped)
+
+
+#: How many of a stream's differences from the backup its refusal names (then the count)
+DIFFERENCES_SHOWN = 24
+
+
+def _differing(record: StreamRecord, live: Live) -> str:
+    """Why a live stream of the backup's name is not taken for it, on one line: each
+    difference (``restore_checks.differences``; the first :data:`DIFFERENCES_SHOWN`, then
+    how many more), escaped (the live values are read back: anything may be forged)."""
+    differ = differences(record, *live)
+    if not differ:
+        return printable(f"{record.name}: {_MARKED_ONLY}")
+    head = f"{record.name}: "
+    named = [d.removeprefix(head) for d in differ[:DIFFERENCES_SHOWN]]
+    rest = len(differ) - len(named)
+    more = f"; and {rest} more ({len(differ)} differences)" if rest else ""
+    return printable(head + "; ".join(named) + more + lookalike_hint(record, live[0]))
 
 
 def _bytes(info: Mapping[str, Any]) -> int:

@@ -364,39 +364,17 @@ async def _fail_over(
 
 
 def _check_plan(the_plan: FailoverPlan) -> None:
-    """Refusals before anything changes: a pair without its mirror, a rollback of a
-    promoted pair, a pair whose live state says it must not be touched (another owner's
+    """Refusals before anything changes: each pair's problems guarding this move
+    (``PairState.refusals``): a failover's (a pair without its mirror, another owner's
     stream, a standby that is no copy of the origin, a consumer someone made on the
-    mirror: ``PairState.problems``)."""
+    mirror, a promotion unlike the spec), or a rollback's (a promoted standby, another
+    owner's origin): a rollback is never refused for what only a promotion guards."""
     problems: list[str] = []
     for state in the_plan.states:
         refused = state.refusals(rollback=the_plan.rollback)
         problems += [f"{state.name}: {problem}" for problem in refused]
-        if not state.standby_exists:
-            problems.append(
-                f"{state.name}: no stream {state.name} in {the_plan.standby}: apply the "
-                f"standby environment first (reconcile apply --env {the_plan.standby})"
-            )
-        elif the_plan.rollback and state.promoted:
-            problems.append(f"{state.name}: {_promoted_no_rollback(the_plan)}")
     if problems:
         raise RefusedPlan(printable("; ".join(problems)) + ": nothing was changed")
-
-
-def _promoted_no_rollback(the_plan: FailoverPlan) -> str:
-    """Why a promoted pair is not rolled back, and the ways on: the promoted stream
-    takes the writes (no update makes it a mirror again), so the origin gets them back
-    only by a failback, a full copy; or the failover is finished where it is."""
-    origin, standby = the_plan.origin, the_plan.standby
-    return (
-        f"the mirror in {standby} is already promoted: a rollback would lose the writes it "
-        f"took. {standby} takes the writes: run the failover again to finish it (a failed "
-        "verify or refusal names what to set first), or, to give them to "
-        f"{origin} again, fail back: make {standby} the primary in git, "
-        f"`reconcile apply --env {origin} --allow-replace` (a fresh mirror of {standby}, a "
-        f"full copy), then `reconcile failover --from {standby} --to {origin}` "
-        "(docs/dr.md#5-fail-back)"
-    )
 
 
 @contextlib.asynccontextmanager

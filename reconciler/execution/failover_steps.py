@@ -410,28 +410,39 @@ class PairSteps:
 
 
 async def probe(client: JetStreamClient, name: str, subjects: Sequence[str]) -> None:
-    """A publish on the stream's subjects must be answered by stream ``name``'s own
-    refusal of it: an impossible ``Nats-Expected-Last-Sequence`` makes the stream answer
-    err_code 10071 and store nothing. Any other answer (another stream, an error of
-    another kind, a message stored, a reply that is no publish acknowledgement) is
-    refused: a responder on the subject naming the stream in an error of its own made
-    the verify pass. Core subscribers of the subject receive the probe too (JetStream
-    cannot stop that): :data:`PROBE_HEADER` marks it for them (docs/dr.md)."""
-    subject = _probe_subject(subjects)
+    """A publish on each of the stream's declared ``subjects`` (one request each, a
+    concrete subject made of it: :func:`_probe_subject`) must be answered by stream
+    ``name``'s own refusal of it: an impossible ``Nats-Expected-Last-Sequence`` makes the
+    stream answer err_code 10071 and store nothing. Any other answer (another stream, an
+    error of another kind, a message stored, a reply that is no publish acknowledgement)
+    is refused: a responder on the subject naming the stream in an error of its own made
+    the verify pass; so is a declared subject the promoted stream does not listen on (the
+    first one alone was probed: a stream missing the others passed). Core subscribers of
+    the subjects receive the probes too (JetStream cannot stop that): :data:`PROBE_HEADER`
+    marks them for them (docs/dr.md). Every subject not answered is named."""
     headers = {
         "Nats-Expected-Last-Sequence": str(2**63 - 1),
         PROBE_HEADER: f"failover verify of {name}",
     }
-    try:
-        reply = await client.raw_request(subject, b"", headers=headers)
-    except ReconcileError as err:
-        raise ReconcileError(f"nobody answers a publish on {subject}: {err}") from err
-    if not refused_probe(reply, name):
-        raise ReconcileError(
-            f"a publish on {subject} is not answered by {name} (its refusal of the probe, "
+
+    async def one(declared: str) -> str:
+        subject = _probe_subject(declared)
+        shown = subject if subject == declared else f"{subject} (of {declared})"
+        try:
+            reply = await client.raw_request(subject, b"", headers=headers)
+        except ReconcileError as err:
+            return f"nobody answers a publish on {shown}: {err}"
+        if refused_probe(reply, name):
+            return ""
+        return (
+            f"a publish on {shown} is not answered by {name} (its refusal of the probe, "
             f"err_code {WRONG_LAST_SEQUENCE}): someone else answers there, or the stream "
             "does not take the subject"
         )
+
+    unanswered = [p for p in await asyncio.gather(*(one(s) for s in subjects or [""])) if p]
+    if unanswered:
+        raise ReconcileError("; ".join(unanswered))
 
 
 def refused_probe(reply: bytes, name: str) -> bool:
@@ -449,6 +460,8 @@ def refused_probe(reply: bytes, name: str) -> bool:
     return answer.get("seq") in (None, 0)  # a sequence: something was stored
 
 
-def _probe_subject(subjects: Sequence[str]) -> str:
-    tokens = (subjects[0] if subjects else "").split(".")
+def _probe_subject(subject: str) -> str:
+    """A concrete subject ``subject`` (a declared one) takes: each wildcard token
+    (``*``, ``>``) filled in with ``_reconcile_probe``."""
+    tokens = subject.split(".")
     return ".".join("_reconcile_probe" if t in ("*", ">") else t for t in tokens)

@@ -15,7 +15,7 @@ from reconciler.errors import NotFound, ReconcileError, ServerError
 from reconciler.execution.environments import environment_target
 from reconciler.jetstream import ConnectionOptions, JetStreamClient, open_client
 from reconciler.model.normalize import owner_of
-from reconciler.model.promotion import Gap, promotion_gaps
+from reconciler.model.promotion import Gap, Guards, Refusal, promotion_gaps
 from reconciler.model.standby import (
     PairHealth,
     fence_subject,
@@ -64,13 +64,11 @@ class PairState:
     standby_exists: bool
     consumers_missing: tuple[str, ...]
     starts: Mapping[str, int | None]  # consumer -> its start on the promoted side
-    #: Why the pair must not be touched, read on both sides (empty: it may): another
-    #: owner's stream, a standby that is no copy of the origin, a consumer someone made
-    problems: tuple[str, ...] = ()
-    #: Why the standby's stream must not be promoted, or take the writes, as it is
-    #: (``unlike_declared``; empty: nothing refuses it): a refusal, but of no rollback,
-    #: which promotes nothing
-    promotion: str = ""
+    #: Why the pair must not be touched, read on both sides (empty: it may), each with
+    #: the moves it refuses (``model.promotion.Guards``): another owner's stream, a
+    #: standby that is no copy of the origin, a consumer someone made, a standby that a
+    #: promotion would keep unlike the spec (``unlike_declared``), one promoted already
+    problems: tuple[Refusal, ...] = ()
     #: What the standby's stream does unlike the spec that a promotion keeps and
     #: nothing refuses (``model.promotion.WARNED``): said in the plan
     warnings: tuple[str, ...] = ()
@@ -91,10 +89,11 @@ class PairState:
         return list(self.pair.stream.config.get("subjects") or [])
 
     def refusals(self, *, rollback: bool) -> tuple[str, ...]:
-        """Why the pair must not be touched by a failover (or its ``rollback``)."""
-        if rollback or not self.promotion:
-            return self.problems
-        return (*self.problems, self.promotion)
+        """Why the pair must not be touched by a failover (or its ``rollback``): only the
+        problems guarding that move. A rollback promotes nothing and writes only the
+        origin's subjects: a mirror lacking messages, a consumer made on it, another
+        owner's mirror, what its promotion would keep refuse the failover, not it."""
+        return tuple(p.text for p in self.problems if p.refuses(rollback=rollback))
 
     @property
     def done(self) -> bool:
@@ -135,7 +134,7 @@ class PairState:
             at = "the stream's first message" if start is None else f"sequence {start}"
             steps.append(f"create consumer {name} from {at}")
         if steps:
-            steps.append("verify: last sequences, message counts, a probe answered")
+            steps.append("verify: last sequences, message counts, a probe on each subject answered")
         return steps
 
 
@@ -296,55 +295,108 @@ async def _problems(
     live: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None],
     clients: tuple[JetStreamClient | None, JetStreamClient],
     present: set[str],
-) -> list[str]:
-    """Why the failover must not touch this pair, from what each side holds (everything
-    read back may have been written by someone else: it never decides a step unless it
-    matches what the specs declare and the origin's own messages)."""
+) -> list[Refusal]:
+    """Why the failover, or its rollback, must not touch this pair, from what each side
+    holds (everything read back may have been written by someone else: it never decides
+    a step unless it matches what the specs declare and the origin's own messages). A
+    rollback writes only the origin's subjects and promotes nothing: it is refused by
+    what it would write wrongly (one stream read as both sides, another owner's origin,
+    a standby that takes the writes already), never by what only a promotion, the fence
+    or the consumers' creation would get wrong (``Guards.FAILOVER``)."""
+    failover = Guards.FAILOVER
     origin_info, mirror_info = live
     if sides.same_server and origin_info and mirror_info:
         created = origin_info.get("created")
         if created and created == mirror_info.get("created"):  # one stream read twice
             return [
-                f"{sides.origin} and {sides.standby} reach the same stream {pair.name} "
-                f"(created {created}) on one server: a standby is a mirror in another domain "
-                "or account; check both environments' servers and domain in the project file"
+                Refusal(
+                    f"{sides.origin} and {sides.standby} reach the same stream {pair.name} "
+                    f"(created {created}) on one server: a standby is a mirror in another "
+                    "domain or account; check both environments' servers and domain in the "
+                    "project file"
+                )
             ]
-    problems: list[str] = []
-    if sides.owner is not None:
-        for env, info in ((sides.origin, origin_info), (sides.standby, mirror_info)):
+    problems: list[Refusal] = []
+    if sides.owner is not None:  # the origin is written by both moves, the standby by one
+        for env, info, guards in (
+            (sides.origin, origin_info, Guards.BOTH),
+            (sides.standby, mirror_info, failover),
+        ):
             holder = owner_of((info or {}).get("config") or {}) if info else None
             if holder is not None and holder != sides.owner:
                 problems.append(
-                    f"its stream in {env} is managed by owner {holder!r}, not "
-                    f"{sides.owner!r}: a failover never writes another owner's stream "
-                    f"(reconcile apply --env {env} --take-over takes it over)"
+                    Refusal(
+                        f"its stream in {env} is managed by owner {holder!r}, not "
+                        f"{sides.owner!r}: a failover never writes another owner's stream "
+                        f"(reconcile apply --env {env} --take-over takes it over)",
+                        guards,
+                    )
                 )
-    if origin_info is not None:
-        problems += _subjects_problem(pair, sides, origin_info.get("config") or {})
+    if origin_info is not None:  # an unfenced origin: only a fence writes it
+        origin_config = origin_info.get("config") or {}
+        problems += _guarding(failover, _subjects_problem(pair, sides, origin_config))
     if mirror_info is None:
-        return problems
+        return [
+            *problems,
+            Refusal(
+                f"no stream {pair.name} in {sides.standby}: apply the standby environment "
+                f"first (reconcile apply --env {sides.standby})",
+                failover,
+            ),
+        ]
     mirror_config = mirror_info.get("config") or {}
     if is_fenced(mirror_config):
         problems.append(
-            f"the stream in {sides.standby} is fenced: it is an old origin, no copy of "
-            f"{sides.origin}'s; make it a mirror first (reconcile apply --env {sides.standby} "
-            "--allow-replace: a failback, a full copy)"
+            Refusal(
+                f"the stream in {sides.standby} is fenced: it is an old origin, no copy of "
+                f"{sides.origin}'s; make it a mirror first (reconcile apply --env "
+                f"{sides.standby} --allow-replace: a failback, a full copy)",
+                failover,
+            )
         )
     elif mirror_config.get("mirror"):  # not promoted yet
-        problems += _mirror_problem(pair, sides, mirror_config["mirror"])
+        problems += _guarding(failover, _mirror_problem(pair, sides, mirror_config["mirror"]))
         early = sorted({c.name for c in pair.consumers} & present)
         if early:
             problems.append(
-                f"consumer(s) {', '.join(early)} already on the mirror in {sides.standby}: "
-                "a failover creates them after the promotion, at the origin's ack floor + 1; "
-                "these were made by someone else at positions of theirs (delete them first)"
+                Refusal(
+                    f"consumer(s) {', '.join(early)} already on the mirror in {sides.standby}: "
+                    "a failover creates them after the promotion, at the origin's ack floor "
+                    "+ 1; these were made by someone else at positions of theirs (delete them "
+                    "first)",
+                    failover,
+                )
             )
         unlike = await diverged(*clients, pair.name, sides)
         if unlike:  # nothing to promote: fencing the origin would leave neither side
-            problems.append(f"{unlike}; compare both sides before anything is failed over")
+            problems.append(
+                Refusal(f"{unlike}; compare both sides before anything is failed over", failover)
+            )
     else:  # no mirror: promoted (by a failover, or by hand), or made by someone
-        problems += _promoted_problem(pair, sides, mirror_config)
+        problems += _guarding(failover, _promoted_problem(pair, sides, mirror_config))
+    if not mirror_config.get("mirror"):  # it may take writes: the origin must not too
+        problems.append(Refusal(_promoted_no_rollback(sides), Guards.ROLLBACK))
     return problems
+
+
+def _guarding(guards: Guards, problems: Sequence[str]) -> list[Refusal]:
+    return [Refusal(problem, guards) for problem in problems]
+
+
+def _promoted_no_rollback(sides: Sides) -> str:
+    """Why a promoted pair is not rolled back, and the ways on: the promoted stream
+    takes the writes (no update makes it a mirror again), so the origin gets them back
+    only by a failback, a full copy; or the failover is finished where it is."""
+    origin, standby = sides.origin, sides.standby
+    return (
+        f"the mirror in {standby} is already promoted: a rollback would lose the writes it "
+        f"took. {standby} takes the writes: run the failover again to finish it (a failed "
+        "verify or refusal names what to set first), or, to give them to "
+        f"{origin} again, fail back: make {standby} the primary in git, "
+        f"`reconcile apply --env {origin} --allow-replace` (a fresh mirror of {standby}, a "
+        f"full copy), then `reconcile failover --from {standby} --to {origin}` "
+        "(docs/dr.md#5-fail-back)"
+    )
 
 
 def unlike_declared(
@@ -392,6 +444,15 @@ def unlike_declared(
         f"environment {origin}: docs/dr.md#5-fail-back) and apply it "
         f"(reconcile apply --env {standby}): an update sets it as declared"
     )
+
+
+def _guards(gaps: Sequence[Gap]) -> Guards:
+    """The moves the refused gaps refuse (each its rule's: ``model.promotion.Rule``)."""
+    guards = Guards(0)
+    for gap in gaps:
+        if gap.refused:
+            guards |= gap.guards
+    return guards
 
 
 def gap_warnings(sides: Sides, gaps: Sequence[Gap]) -> tuple[str, ...]:
@@ -556,12 +617,13 @@ async def pair_state(
         if mirror_info is not None and not is_fenced(mirror_config)
         else []
     )
-    judged = not (promoted and _promoted_problem(pair, sides, mirror_config))
     promotion = unlike_declared(sides, gaps, promoted=promoted, missing=bool(missing))
-    if sides.owner is not None:
-        problems += foreign_origin_consumers(sides, sources)
+    if promotion and not (promoted and _promoted_problem(pair, sides, mirror_config)):
+        problems.append(Refusal(promotion, _guards(gaps)))
+    if sides.owner is not None:  # where the standby's consumers start: the failover's
+        problems += _guarding(Guards.FAILOVER, foreign_origin_consumers(sides, sources))
     if promoted and sides.owner is not None:
-        problems += _foreign_consumers(sides, infos)
+        problems += _guarding(Guards.FAILOVER, _foreign_consumers(sides, infos))
     unlike = ""
     if promoted and not is_fenced(mirror_config) and origin is not None and origin_info:
         unlike = await lacks_origin(origin, standby, pair.name, sides)
@@ -574,7 +636,6 @@ async def pair_state(
         consumers_missing=missing,
         starts=starts,
         problems=tuple(problems),
-        promotion=promotion if judged else "",
         warnings=gap_warnings(sides, gaps),
         diverged=unlike,
         window=lacking_window(mirror_config, pair.stream.config)

@@ -17,6 +17,11 @@ one that only makes it answer otherwise. :func:`promotion_gaps` compares what th
 promotion makes of a live config with the declared one by both lists, and says of
 each gap whether an update sets the declared value back (``model.diff.replace_reasons``:
 else only a fresh stream does).
+
+Each rule, and each of the failover's refusals of a pair (:class:`Refusal`), says which
+move of the pair it protects (:class:`Guards`): the failover's fence and promotion, its
+rollback (the fenced origin given its subjects back), or both. A rollback promotes
+nothing and writes only the origin's subjects, so it is judged only by what guards it.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import Flag, auto
 from typing import Any
 
 from reconciler.model.diff import replace_reasons
@@ -33,7 +39,7 @@ from reconciler.model.standby import promoted_config
 from reconciler.model.state import ServerInfo
 from reconciler.specs.units import format_duration
 
-__all__ = ["REFUSED", "WARNED", "Gap", "Rule", "promotion_gaps"]
+__all__ = ["REFUSED", "WARNED", "Gap", "Guards", "Refusal", "Rule", "promotion_gaps"]
 
 #: (live, declared) -> whether the live value differs from the declared one so.
 Compare = Callable[[Any, Any], bool]
@@ -100,15 +106,38 @@ def _duration(value: Any) -> str:
     return "none" if value in (None, 0) else _plain(value)
 
 
+class Guards(Flag):
+    """The moves of a pair a refusal protects."""
+
+    #: the failover: the origin fenced, the mirror promoted, consumers created on it
+    FAILOVER = auto()
+    #: the rollback: the fenced origin given its subjects back (nothing promoted)
+    ROLLBACK = auto()
+    BOTH = FAILOVER | ROLLBACK
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a pair must not be touched, and the moves (``guards``) that refuses."""
+
+    text: str
+    guards: Guards = Guards.BOTH
+
+    def refuses(self, *, rollback: bool) -> bool:
+        return (Guards.ROLLBACK if rollback else Guards.FAILOVER) in self.guards
+
+
 @dataclass(frozen=True)
 class Rule:
     """A field (``consumer_limits.max_ack_pending``: a field of one), how its live value
-    differs from the declared one, and what the promoted stream then does."""
+    differs from the declared one, what the promoted stream then does, and the moves a
+    gap refuses (a rollback promotes nothing: none of these is its concern so far)."""
 
     field: str
     differs: Compare
     effect: str
     shown: Callable[[Any], str] = _plain
+    guards: Guards = Guards.FAILOVER
 
 
 #: What a stream keeps the most of first: retention, storage, persistence.
@@ -238,6 +267,7 @@ class Gap:
     #: An update sets the declared value back (else: no update undoes it, a fresh
     #: stream does)
     by_update: bool
+    guards: Guards = Guards.FAILOVER  # its rule's
 
     def __str__(self) -> str:
         return f"{self.field} {self.live} (declared {self.declared}): it {self.effect}"
@@ -300,6 +330,7 @@ def promotion_gaps(
                     rule.effect,
                     refused,
                     by_update=not any(reason.field == top for reason in reasons),
+                    guards=rule.guards,
                 )
             )
     return found

@@ -31,6 +31,7 @@ __all__ = [
     "FAILOVER_PAUSE_UNTIL",
     "LAG_CRITICAL_KEY",
     "NOT_ON_A_MIRROR",
+    "ONE_WAY",
     "PROMOTION_VERSION",
     "SEEN_CRITICAL_KEY",
     "PairHealth",
@@ -164,10 +165,23 @@ def mirrors_the_origin(mirror: Any, declared: Any) -> bool:
     return _reached(mirror) == _reached(declared)
 
 
-#: What an update never undoes (nats-server: "can not cancel deny purge", "... deny
-#: message deletes"; a seal is for good): a standby, and the stream its promotion makes,
-#: has one only when the spec declares it.
-_ONE_WAY = ("sealed", "deny_delete", "deny_purge")
+#: What an update never turns off again, measured on 2.15.1 (docs/jetstream-notes.md):
+#: "can not cancel deny purge", "... deny message deletes", "message TTL status can not
+#: be disabled" (on a mirror too), "message schedules can not be disabled", "can not
+#: change message counter setting" (either way); a seal is for good. A standby, and the
+#: stream its promotion makes, has one only when the spec declares it. Turned off by an
+#: update: ``allow_atomic``, ``allow_batched``, ``subject_delete_marker_ttl`` (but the
+#: ``allow_msg_ttl`` it switched on stays), ``allow_rollup_hdrs``, ``allow_direct``.
+#: ``model.diff.STREAM_RULES`` plans each of these as a replace
+#: (``tests/unit/test_standby_guard.py`` checks the two agree).
+ONE_WAY = (
+    "sealed",
+    "deny_delete",
+    "deny_purge",
+    "allow_msg_ttl",
+    "allow_msg_schedules",
+    "allow_msg_counter",
+)
 
 
 def is_the_mirror(config: Mapping[str, Any], declared: Mapping[str, Any]) -> bool:
@@ -175,11 +189,11 @@ def is_the_mirror(config: Mapping[str, Any], declared: Mapping[str, Any]) -> boo
     (:func:`mirror_config`'s) as a standby's must be: it mirrors the origin
     (:func:`mirrors_the_origin`), carries nothing a mirror does not, such as a
     ``republish`` publishing what it copies again (onto the origin's subjects: a loop),
-    and nothing no update undoes that the spec does not declare (:data:`_ONE_WAY`)."""
+    and nothing no update undoes that the spec does not declare (:data:`ONE_WAY`)."""
     return (
         mirrors_the_origin(config.get("mirror"), declared.get("mirror"))
         and not any(config.get(field) for field in NOT_ON_A_MIRROR)
-        and not any(config.get(field) and not declared.get(field) for field in _ONE_WAY)
+        and not any(config.get(field) and not declared.get(field) for field in ONE_WAY)
     )
 
 

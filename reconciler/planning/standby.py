@@ -451,9 +451,9 @@ def _not_the_mirror(step: Step, spec: Spec, environment: str | None, consumers: 
         made = (
             f"made here as a mirror of {standby.primary}'s, but with what the declared one "
             f"does not carry: a republish of what it copies (each message published again "
-            f"beside {standby.primary}'s; onto its own subjects, without end), or a seal or "
-            "deny of deletes or purges the spec does not declare (no update undoes one, "
-            "and the promotion keeps it)"
+            f"beside {standby.primary}'s; onto its own subjects, without end), or a seal, "
+            "a deny of deletes or purges, message TTLs, schedules or counters the spec does "
+            "not declare (no update undoes one, and the promotion keeps it)"
         )
     elif mirror:
         made = (

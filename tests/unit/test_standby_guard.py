@@ -12,6 +12,9 @@ import pytest
 
 from reconciler.identity import ResourceRef
 from reconciler.locations import Location
+from reconciler.model.defaults import STREAM_FIELDS
+from reconciler.model.diff import replace_reasons
+from reconciler.model.standby import ONE_WAY
 from reconciler.model.state import ServerInfo
 from reconciler.planning.standby import PREVENTED, for_environment, guarded, made_primaries
 from reconciler.planning.steps import Create, Plan, Replace, Update
@@ -163,3 +166,20 @@ def test_a_seal_or_deny_the_spec_declares_is_the_mirrors_too() -> None:
     assert view[0].config["deny_delete"] and view[0].config["deny_purge"]
     step = Create(ref=ResourceRef("Stream", "ORDERS"), config=view[0].config)
     assert guarded(Plan(ServerInfo("2.12.8", 1), (step,)), view, "west").changes[0].prevented == ""
+
+
+def test_what_no_update_turns_off_is_what_the_diff_plans_as_a_replace() -> None:
+    """``model.standby.ONE_WAY`` (measured on 2.15.1: docs/jetstream-notes.md) is every
+    switch of a stream whose turning off ``model.diff`` plans as a replace on the newest
+    server, and nothing else: the two lists never drift apart."""
+    server = ServerInfo("2.15.1", 5)
+    switches = [name for name, field in STREAM_FIELDS.items() if field.absent is False]
+    off_by_replace = {
+        name
+        for name in switches
+        if any(
+            reason.field == name
+            for reason in replace_reasons("Stream", {name: False}, {name: True}, server)
+        )
+    }
+    assert off_by_replace == set(ONE_WAY)
