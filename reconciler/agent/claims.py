@@ -54,6 +54,7 @@ and deletes none.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import math
@@ -238,8 +239,14 @@ class SeatClaim:
         except ReconcileError as err:
             if isinstance(err, ServerError) and err.err_code == WRONG_LAST_SEQUENCE:
                 self.key = None  # someone else wrote the key: read it (refused if another's)
-                self.revision, _ = await self._claim(client, env, key, write=True)
+                self.revision, wrote = await self._claim(client, env, key, write=True)
                 self.key = key
+                if not wrote:  # another agent of this environment renews it: ours too, so
+                    # that agent sees it shared (its stop leaves the claim to us)
+                    with contextlib.suppress(ReconcileError):
+                        self.revision = await client.kv_update(
+                            self.settings.bucket, key, mine.to_bytes(), self.revision
+                        )
                 return
             failed = brief(str(err))
         # not written (the bucket deleted, the user's permission taken away, no answer in

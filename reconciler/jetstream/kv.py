@@ -205,11 +205,13 @@ class KeyValueCalls(Transport):
         kept; a reply is taken only as fresh as the leader's word: from the bucket's own
         stream (not a mirror with ``mirror_direct``), answered at or after the stream's
         last sequence the listing's first page gave (any replica may answer a direct
-        get, up to a tenth behind the leader). A key such a reply leaves out has no
-        message (removed meanwhile); one no page listed and a batch of no message
-        (``404``) leaves out had none either. Every key the batches did not answer so
-        (a reply cut short, behind, or ignored), or whose answer was not taken, is read
-        on its own from the leader. Where batches are not answered (a server before
+        get, up to a tenth behind the leader), and for a key the listing held (a purge
+        moves no sequence: a replica behind it still holds a message the leader's
+        listing did not). A key such a reply leaves out has no message (removed
+        meanwhile); one no page listed and a batch of no message (``404``) leaves out
+        had none either. Every key the batches did not answer so (a reply cut short,
+        behind, or ignored), or whose answer was not taken, is read on its own from
+        the leader. Where batches are not answered (a server before
         2.11, a stream without direct gets, a user who may not use them), every key is
         read on its own, :data:`READS_AT_ONCE` at a time, and only the marked ones of
         the others kept. Requests are reads only (STREAM.INFO, DIRECT.GET, MSG.GET)."""
@@ -311,10 +313,13 @@ class KeyValueCalls(Transport):
 
         def settle(answer: _Answer) -> None:
             fresh = not answer.strange and answer.upto is not None and answer.upto >= last
-            if fresh:
-                taken.update((entry.key, entry) for entry in answer.found.values())
-            else:
-                alone.update(answer.found)
+            for subject, entry in answer.found.items():
+                # a key the listing did not hold: written since, or purged on the leader
+                # and not yet on the replica (a purge moves no sequence): the leader's
+                if fresh and entry.key in listed:
+                    taken[entry.key] = entry
+                else:
+                    alone.add(subject)
             if not answer.final:
                 return
             for subject in answer.left:

@@ -8,6 +8,7 @@ of an agent stopped is deleted and the other takes it at once."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
@@ -815,6 +816,41 @@ def test_a_claim_another_agent_of_the_environment_renews_is_left_at_a_stop(
 
     run(scenario())
     assert "left to go stale: another agent of this environment" in said.getvalue()
+
+
+def test_a_successor_writing_the_shared_claim_alone_leaves_it_at_a_stop(
+    server_factory: Any, tmp_path: Path, run: Any
+) -> None:
+    """Two agents of ``zero`` share its claim for longer than a claim's life: the
+    successor's renewals are written, the old pod's fail (the revision moved) and it
+    found the claim fresh, its own environment's, and wrote nothing. The successor saw no
+    other agent write it since it connected, so its stop (a rollout rolled back) deleted
+    the claim the old pod still heals under: another environment of the seat could take
+    it until the old pod's next renewal. The old pod now renews it too."""
+    server = server_factory()
+    zero, _ = _project(tmp_path, server.url)
+    envs = load_project(tmp_path / "reconcile.yaml").environments
+    old, new = (
+        SeatClaim(Log("json", out=io.StringIO()), 1.0),
+        SeatClaim(Log("json", out=io.StringIO()), 1.0),
+    )
+    for claim in (old, new):
+        claim.ttl = 0.5  # a claim's life, renewed every 0.2 s below
+
+    async def scenario() -> list[dict[str, Any]]:
+        async with open_client(ConnectionOptions(servers=server.url)) as client:
+            found = await seat_of(client)
+            for claim in (old, new):
+                await claim.take(client, envs[zero], found, "shop", peers=envs, write=True)
+            await old.renew(client)  # the first, skipped: just written
+            for _ in range(6):  # 1.2 s: more than the claim's life since the successor's take
+                await new.renew(client)
+                await old.renew(client)
+                await asyncio.sleep(0.2)
+            await new.stopping(client)
+            return await _claims(server.url)
+
+    assert [c["env"] for c in run(scenario())] == [zero]
 
 
 def test_two_users_of_one_account_are_one_seat(server_factory: Any, tmp_path: Path) -> None:
