@@ -122,6 +122,8 @@ SUITE = (
     "tests/integration/test_attacks19.py",
     "tests/unit/test_promotion.py",
     "tests/integration/test_dr_leftovers19.py",
+    "tests/integration/test_attacks19b.py",
+    "tests/integration/test_restore_differences.py",
 )
 
 
@@ -852,8 +854,10 @@ GUARANTEES = (
         "restore marker and holds nothing the backup does not: a worked work-queue, a purged "
         "stream or a forged marker never brings finished jobs back. A restore into a fresh "
         "server verifies on every release of the matrix; a re-run says it is done; the last "
-        "line counts every stream.",
+        "line counts every stream. A restore it refuses over a live stream of the backup's "
+        "name names each difference, on that stream's one line.",
         (
+            "test_restore_differences.py::",
             "test_restore_holes.py::",
             "test_restore_rules.py::",
             "test_restore_verify.py::",
@@ -1049,8 +1053,14 @@ GUARANTEES = (
         "purged or taken over while it reads included. Declared keys are read in those "
         "batches too, each as one read of it on its own would find it: a reply taken only "
         "from the bucket's own stream, as fresh as its leader's listing, and never one "
-        "that names a key twice or one not asked.",
-        ("test_attacks18d.py::", "test_kv_scan.py::", "test_kv_declared.py::"),
+        "that names a key twice or one not asked, and only for a key the leader listed (a "
+        "replica behind a purge is never taken for the leader).",
+        (
+            "test_attacks18d.py::",
+            "test_kv_scan.py::",
+            "test_kv_declared.py::",
+            "test_attacks19b.py::",
+        ),
     ),
     Guarantee(
         "A program reading JSON never gets nothing",
