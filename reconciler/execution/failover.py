@@ -43,7 +43,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import shlex
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -60,6 +59,7 @@ from reconciler.execution.pair_reads import (
     health_line,
     loss_line,
     pair_states,
+    unfence_by_hand,
 )
 from reconciler.execution.pipeline import locked, validated
 from reconciler.execution.requests import QUIET, Observer, PlanRequest
@@ -249,23 +249,12 @@ def _rollback_without_standby(
         return head + again + f" ({origin} could not be read either)."
     if not fenced:
         return head + again + f"; no stream of these pairs is fenced in {origin}: it takes writes."
-    manual = "; ".join(_unfence_by_hand(pair) for pair in fenced)
+    manual = "; ".join(unfence_by_hand(pair) for pair in fenced)
     return (
         head + again + f". Only if {standby} is lost for good and can take no write (its servers "
         f"stopped), give {origin}'s fenced stream(s) their subjects back by hand, on "
         f"{origin}: {manual}."
     )
-
-
-def _unfence_by_hand(pair: Pair) -> str:
-    """The nats CLI command giving a fenced stream its declared subjects back, quoted for
-    a shell (a subject may hold any character but a space) and for the CLI's parser: each
-    subject joined to its flag by ``=`` and the name after ``--``, so that neither is
-    read as a flag, whatever it starts with (``-``, ``@``: the schema allows both)."""
-    subjects = " ".join(
-        shlex.quote(f"--subjects={subject}") for subject in pair.stream.config.get("subjects") or ()
-    )
-    return f"`nats stream edit -f {subjects} -- {shlex.quote(pair.name)}`"
 
 
 async def fail_over(

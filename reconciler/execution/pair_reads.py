@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shlex
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -289,6 +290,33 @@ async def diverged(
     return ""
 
 
+def unfence_by_hand(pair: Pair) -> str:
+    """The nats CLI command giving a fenced stream its declared subjects back, quoted for
+    a shell (a subject may hold any character but a space) and for the CLI's parser: each
+    subject joined to its flag by ``=`` and the name after ``--``, so that neither is
+    read as a flag, whatever it starts with (``-``, ``@``: the schema allows both)."""
+    subjects = " ".join(
+        shlex.quote(f"--subjects={subject}") for subject in pair.stream.config.get("subjects") or ()
+    )
+    return f"`nats stream edit -f {subjects} -- {shlex.quote(pair.name)}`"
+
+
+def _taking_over(pair: Pair, env: str, info: Mapping[str, Any], holder: str) -> str:
+    """How a stream of another owner is taken over: by ``apply --take-over``, unless it
+    is fenced, whose subjects apply never gives back (the failover rules prevent it):
+    then its owner's project rolls its failover back, or a person gives the subjects
+    back by hand (once no standby takes its writes) before the take-over."""
+    take_over = f"reconcile apply --env {env} --take-over"
+    if not is_fenced(info.get("config") or {}):
+        return f"{take_over} takes it over"
+    return (
+        f"it is fenced, and apply never gives a fenced stream its subjects back: the "
+        f"project of owner {holder!r} rolls its failover back (reconcile failover "
+        f"--rollback with its project file), or, once no standby takes its writes, give it its "
+        f"subjects back by hand, {unfence_by_hand(pair)}, then {take_over}"
+    )
+
+
 async def _problems(
     pair: Pair,
     sides: Sides,
@@ -328,7 +356,7 @@ async def _problems(
                     Refusal(
                         f"its stream in {env} is managed by owner {holder!r}, not "
                         f"{sides.owner!r}: a failover never writes another owner's stream "
-                        f"(reconcile apply --env {env} --take-over takes it over)",
+                        f"({_taking_over(pair, env, info or {}, holder)})",
                         guards,
                     )
                 )

@@ -126,6 +126,32 @@ def test_a_rollback_still_refuses_a_standby_that_took_writes(ready: Ready) -> No
     assert is_fenced(east) and counted(west) == west_before
 
 
+def test_a_fenced_origin_of_another_owner_is_refused_naming_a_way_that_works(
+    ready: Ready,
+) -> None:
+    """East fenced by a killed failover, then marked as another project's. The rollback
+    is refused (it writes east), and its refusal said `reconcile apply --env east
+    --take-over takes it over`: that apply refuses every fenced stream's update, whatever
+    flags, naming the rollback: a loop. It names the owner's rollback and the manual
+    step now; followed, the take-over applies and east takes writes, none lost."""
+    east, west, root = ready
+    _killed_at(root, "fenced", west)
+    metadata = _info(east.url, "ORDERS")["config"].get("metadata") or {}
+    updated(east, {"metadata": {**metadata, "io.jetstream-gitops/owner": "someone"}})
+    before = counted(east)
+
+    back = reconcile(*FAILOVER, "--rollback", cwd=root)
+    assert back.returncode == 1 and "managed by owner 'someone'" in back.stderr, said(back)
+    assert "takes it over" not in back.stderr, said(back)
+    assert "nats stream edit -f '--subjects=orders.>' -- ORDERS" in back.stderr, said(back)
+    assert is_fenced(east) and counted(east) == before
+
+    updated(east, {"subjects": ["orders.>"]})  # the manual step, as a raw client
+    taken = reconcile("apply", "--env", "east", "--take-over", "--yes", cwd=root)
+    assert taken.returncode == 0, said(taken)
+    assert not is_fenced(east) and counted(east) == before
+
+
 #: ORDERS taking a second subject, returns.*, and its consumer
 TWO_SUBJECTS = (
     'kind: Stream\nname: ORDERS\nsubjects: ["orders.>", "returns.*"]\nmax_age: 7d\n'

@@ -1,4 +1,4 @@
-"""The manual step a rollback with the standby lost prints (``failover._unfence_by_hand``):
+"""The manual step a rollback with the standby lost prints (``pair_reads.unfence_by_hand``):
 a command a person pastes into a shell, run by the nats CLI. Whatever a declared name or
 subject holds (the schema allows a leading ``-`` or ``@``, quotes, ``$( )``), the shell
 gives the CLI exactly the declared words, and the CLI's parser (fisk: a word after ``--``
@@ -10,7 +10,7 @@ import shlex
 
 import pytest
 
-from reconciler.execution.failover import _unfence_by_hand
+from reconciler.execution.pair_reads import unfence_by_hand
 from reconciler.locations import Location
 from reconciler.planning.standby import Pair
 from reconciler.specs.spec import Spec
@@ -21,7 +21,7 @@ def _command(name: str, subjects: list[str]) -> list[str]:
     standby = Standby(primary="east", environment="west", where="specs/s.yaml:3")
     config = {"name": name, "subjects": subjects}
     spec = Spec("Stream", name, config, Location("specs/s.yaml", 1), standby=standby)
-    said = _unfence_by_hand(Pair(spec, standby, ()))
+    said = unfence_by_hand(Pair(spec, standby, ()))
     assert said.startswith("`") and said.endswith("`")
     return shlex.split(said[1:-1])
 
