@@ -71,6 +71,24 @@ async def between_batches(bucket: str) -> None:
     seam for the tests that change a bucket while it is read."""
 
 
+#: What a marker the server writes itself did to its key, by its ``Nats-Marker-Reason``
+#: (ADR-48, as nats.go's ``jetstream/kv.go`` reads it): the last message of a key removed
+#: by ``max_age`` or a per-message TTL on a bucket with ``limit_marker_ttl``
+#: (``subject_delete_marker_ttl``) is such a marker, with no ``KV-Operation``.
+MARKER_REASONS: Mapping[str, str] = {"MaxAge": "PURGE", "Purge": "PURGE", "Remove": "DEL"}
+
+
+def operation_of(headers: Mapping[str, str]) -> str:
+    """What a key's message did to it (PUT, DEL or PURGE), read from its headers as the
+    official clients read them: ``KV-Operation`` when it has one (any value but DEL and
+    PURGE a PUT), else the reason of a marker the server wrote (:data:`MARKER_REASONS`),
+    else a PUT. The one reading, for a message read whole or in a batch."""
+    said = headers.get("KV-Operation")
+    if said:
+        return said if said in ("DEL", "PURGE") else "PUT"
+    return MARKER_REASONS.get(headers.get("Nats-Marker-Reason", ""), "PUT")
+
+
 @dataclass(frozen=True)
 class KvEntry:
     """The last message of a key in a KeyValue bucket."""
@@ -102,7 +120,7 @@ class KeyValueCalls(Transport):
             key=key,
             value=base64.b64decode(message.get("data") or ""),
             revision=int(message["seq"]),
-            operation=headers.get("KV-Operation", "PUT"),
+            operation=operation_of(headers),
             headers=headers,
         )
 
@@ -531,8 +549,7 @@ def _entry(block: bytes, data: bytes, stream: str, key: str) -> KvEntry | None:
     if not revision.isdigit() or int(revision) <= 0:
         return None
     headers = header_lines(own)
-    operation = headers.get("KV-Operation", "PUT")
-    return KvEntry(key, bytes(data), int(revision), operation, headers)
+    return KvEntry(key, bytes(data), int(revision), operation_of(headers), headers)
 
 
 def _count(value: object) -> int:
