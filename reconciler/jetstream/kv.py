@@ -10,7 +10,7 @@ stored.
 :meth:`KeyValueCalls.kv_scan` finds the keys a plan looks at in a bucket that may hold
 millions of other keys (an application's sessions, a cache): it reads their last
 messages in batches (ADR-31's batched direct get, ``multi_last``, server 2.11+), looks
-only at their headers, and reads on its own only what carries the tool's marker."""
+only at their headers, and keeps only what carries the tool's marker."""
 
 from __future__ import annotations
 
@@ -45,6 +45,10 @@ BATCH_REQUEST = 256 * 1024
 BATCHES_AT_ONCE = 2
 #: Requests in flight when keys are read one by one.
 READS_AT_ONCE = 32
+#: The most deleted sequences a bucket's stream may have for a scan to ask which they are
+#: (STREAM.INFO ``deleted_details``, a number each in one reply): with more, a key whose
+#: last revision may be one of them is read from the leader instead.
+DELETED_DETAILS = 100_000
 #: Statuses a batched read is refused with where the server or the bucket cannot answer
 #: it: ``408`` (a server before 2.11 knows no ``multi_last``: "Empty Request"), ``503``
 #: (no responders: the stream takes no direct gets).
@@ -69,6 +73,24 @@ _SERVER_LINES = (
 async def between_batches(bucket: str) -> None:
     """Runs after each batched read of ``bucket``, before the next is asked: nothing. A
     seam for the tests that change a bucket while it is read."""
+
+
+#: What a marker the server writes itself did to its key, by its ``Nats-Marker-Reason``
+#: (ADR-48, as nats.go's ``jetstream/kv.go`` reads it): the last message of a key removed
+#: by ``max_age`` or a per-message TTL on a bucket with ``limit_marker_ttl``
+#: (``subject_delete_marker_ttl``) is such a marker, with no ``KV-Operation``.
+MARKER_REASONS: Mapping[str, str] = {"MaxAge": "PURGE", "Purge": "PURGE", "Remove": "DEL"}
+
+
+def operation_of(headers: Mapping[str, str]) -> str:
+    """What a key's message did to it (PUT, DEL or PURGE), read from its headers as the
+    official clients read them: ``KV-Operation`` when it has one (any value but DEL and
+    PURGE a PUT), else the reason of a marker the server wrote (:data:`MARKER_REASONS`),
+    else a PUT. The one reading, for a message read whole or in a batch."""
+    said = headers.get("KV-Operation")
+    if said:
+        return said if said in ("DEL", "PURGE") else "PUT"
+    return MARKER_REASONS.get(headers.get("Nats-Marker-Reason", ""), "PUT")
 
 
 @dataclass(frozen=True)
@@ -102,7 +124,7 @@ class KeyValueCalls(Transport):
             key=key,
             value=base64.b64decode(message.get("data") or ""),
             revision=int(message["seq"]),
-            operation=headers.get("KV-Operation", "PUT"),
+            operation=operation_of(headers),
             headers=headers,
         )
 
@@ -176,11 +198,16 @@ class KeyValueCalls(Transport):
         while True:
             body = {"subjects_filter": kv_subject(bucket), "offset": offset}
             info = await self.request(f"STREAM.INFO.{stream_of('KeyValue', bucket)}", body)
-            subjects = (info.get("state") or {}).get("subjects") or {}
+            state, config = info.get("state") or {}, info.get("config") or {}
+            subjects = state.get("subjects") or {}
             yield _Page(
                 [subject.removeprefix(prefix) for subject in subjects],
-                (info.get("config") or {}).get("allow_direct") is True,
-                _count((info.get("state") or {}).get("last_seq")),
+                config.get("allow_direct") is True,
+                _count(state.get("last_seq")),
+                subjects,
+                prefix,
+                _count(config.get("max_msgs_per_subject")),
+                _count(state.get("num_deleted")),
             )
             total = int(info.get("total") or 0)
             offset += len(subjects)
@@ -199,22 +226,25 @@ class KeyValueCalls(Transport):
         page's keys read before the next page is asked (no bucket's key names are held
         whole): their last messages read in batches (a direct get of up to
         :data:`BATCH_KEYS` subjects, ``multi_last``) whose headers alone are looked at:
-        no value of theirs is kept. Each key found marked (its header block holds the
-        name: a false match costs one read) is then read on its own from the stream's
-        leader (STREAM.MSG.GET). The keys named are read in batches too, their messages
-        kept; a reply is taken only as fresh as the leader's word: from the bucket's own
-        stream (not a mirror with ``mirror_direct``), answered at or after the stream's
-        last sequence the listing's first page gave (any replica may answer a direct
-        get, up to a tenth behind the leader), and for a key the listing held (a purge
-        moves no sequence: a replica behind it still holds a message the leader's
-        listing did not). A key such a reply leaves out has no message (removed
+        no value of theirs is kept but a marked one's (its header block holds the name).
+        The keys named are read in batches too, their messages kept. A key's message
+        from a batch is taken only as fresh as the leader's word: from the bucket's own
+        stream (not a mirror with ``mirror_direct``), in a reply answered at or after
+        the stream's last sequence the listing gave (any replica may answer a direct
+        get, up to a tenth behind the leader), for a key the listing held (a purge moves
+        no sequence: a replica behind it still holds a message the leader's listing did
+        not), and not at a revision the leader deleted (a delete moves none either: a
+        key whose last revision may be deleted, :meth:`_Page.doubtful`, has its
+        revision checked against the stream's deleted sequences, asked once,
+        :meth:`_kv_gone`). A key such a reply leaves out has no message (removed
         meanwhile); one no page listed and a batch of no message (``404``) leaves out
-        had none either. Every key the batches did not answer so (a reply cut short,
-        behind, or ignored), or whose answer was not taken, is read on its own from
-        the leader. Where batches are not answered (a server before
-        2.11, a stream without direct gets, a user who may not use them), every key is
-        read on its own, :data:`READS_AT_ONCE` at a time, and only the marked ones of
-        the others kept. Requests are reads only (STREAM.INFO, DIRECT.GET, MSG.GET)."""
+        had none either. Every named or marked key the batches did not answer so (a
+        reply cut short, behind, or ignored), or whose answer was not taken, is read on
+        its own from the leader (STREAM.MSG.GET). Where batches are not answered (a
+        server before 2.11, a stream without direct gets, a user who may not use them),
+        every key is read on its own, :data:`READS_AT_ONCE` at a time, and only the
+        marked ones of the others kept. Requests are reads only (STREAM.INFO,
+        DIRECT.GET, MSG.GET)."""
         found: dict[tuple[str, str], KvEntry] = {}
         for bucket in sorted(buckets):
             read = await self._kv_scan_bucket(bucket, set(buckets[bucket]), marker)
@@ -227,30 +257,65 @@ class KeyValueCalls(Transport):
         """:meth:`kv_scan` of one bucket: its keys' last messages found, by key."""
         found: dict[str, KvEntry] = {}
         listed: set[str] = set()  # the keys named that a page listed
+        held: dict[str, KvEntry] = {}  # marked keys a batch answered fresh
+        doubtful: set[str] = set()  # listed keys whose last revision may be deleted
         batched = self.takes_raw_replies
         last = 0  # the stream's last sequence as its leader said, the latest
+        deleted = 0  # its count of deleted sequences, the latest
         async with contextlib.aclosing(self._kv_pages(bucket)) as pages:
             async for page in pages:
                 batched = batched and page.direct and not self._no_multi_last
-                last = max(last, page.last)
-                listed.update(key for key in page.keys if key in named)
+                last, deleted = max(last, page.last), page.deleted
+                on_page = {key for key in page.keys if key in named}
+                listed.update(on_page)
                 others = [key for key in page.keys if key not in named]
                 marked: Collection[str] = ()
                 if others and batched:
-                    scanned = await self._kv_marked(bucket, others, marker)
+                    scanned = await self._kv_marked(bucket, others, marker, last)
                     if scanned is None:
                         batched = False
                     else:
-                        marked, others = sorted(scanned[0]), sorted(scanned[1])
-                found.update(await self._kv_read(bucket, marked, others, marker))
-        alone: Collection[str] = sorted(named)
-        if alone and batched and not self._no_multi_last:
-            read = await self._kv_named(bucket, sorted(named), listed, last)
+                        taken, marked, unanswered = scanned
+                        held.update(taken)
+                        on_page.update(taken)
+                        others = sorted(unanswered)
+                doubtful.update(page.doubtful(on_page))
+                found.update(await self._kv_read(bucket, sorted(marked), others, marker))
+        batched = batched and not self._no_multi_last
+        asked = doubtful & (held.keys() | (named if batched else set()))
+        gone = await self._kv_gone(bucket, deleted) if asked else _none_gone
+        alone: set[str] = set()
+        for key, entry in held.items():
+            if key in doubtful and gone(entry.revision):
+                alone.add(key)
+            else:
+                found[key] = entry
+        named_alone: Collection[str] = named
+        if named and batched:
+            read = await self._kv_named(bucket, sorted(named), listed, last, doubtful, gone)
             if read is not None:
-                taken, alone = read
-                found.update((key, entry) for key, entry in taken.items() if entry is not None)
-        found.update(await self._kv_read(bucket, alone, (), marker))
+                taken_named, named_alone = read
+                found.update((k, entry) for k, entry in taken_named.items() if entry is not None)
+        found.update(await self._kv_read(bucket, sorted(alone | set(named_alone)), (), marker))
         return found
+
+    async def _kv_gone(self, bucket: str, deleted: int) -> Callable[[int], bool]:
+        """Whether a sequence of ``bucket``'s stream is gone on its leader (deleted, or
+        before its first sequence), as STREAM.INFO ``deleted_details`` says; every
+        sequence when the stream has more than :data:`DELETED_DETAILS` deleted, or the
+        leader lists none of them (then every doubtful key is read from the leader)."""
+        if deleted > DELETED_DETAILS:
+            return _all_gone
+        info = await self.request(
+            f"STREAM.INFO.{stream_of('KeyValue', bucket)}", {"deleted_details": True}
+        )
+        state = info.get("state") or {}
+        listed = state.get("deleted")
+        if not isinstance(listed, list) or (not listed and _count(state.get("num_deleted"))):
+            return _all_gone
+        first = _count(state.get("first_seq"))
+        gone = {_count(seq) for seq in listed}
+        return lambda seq: seq < first or seq in gone
 
     async def _kv_read(
         self, bucket: str, exact: Collection[str], unsure: Collection[str], marker: str
@@ -280,43 +345,64 @@ class KeyValueCalls(Transport):
     _no_multi_last = False
 
     async def _kv_marked(
-        self, bucket: str, keys: list[str], marker: str
-    ) -> tuple[set[str], set[str]] | None:
-        """Batched reads of the last messages of ``keys``: (the keys whose last message
-        carries a header ``marker``, the keys no reply answered); None when the first
-        batch was refused (the server or the bucket answers no batched direct get, or
-        the user may not ask: :meth:`kv_scan` reads every key on its own then)."""
+        self, bucket: str, keys: list[str], marker: str, last: int
+    ) -> tuple[dict[str, KvEntry], set[str], set[str]] | None:
+        """Batched reads of the last messages of ``keys`` (listed by the leader at
+        ``last``, its last sequence): (the keys whose last message carries a header
+        ``marker``, read from a reply as fresh as a declared key's must be, by key; the
+        other marked keys, to read from the leader; the keys no reply answered); None
+        when the first batch was refused (the server or the bucket answers no batched
+        direct get, or the user may not ask: :meth:`kv_scan` reads every key on its
+        own then)."""
         prefix = kv_subject(bucket, "")
+        taken: dict[str, KvEntry] = {}
         marked: set[str] = set()
         unanswered: set[str] = set()
 
         def settle(answer: _Answer) -> None:
-            marked.update(subject.removeprefix(prefix) for subject in answer.marked)
+            fresh = _fresh(answer, last)
+            for subject in answer.marked:
+                entry = answer.found.get(subject)
+                if fresh and entry is not None:
+                    taken[entry.key] = entry
+                else:
+                    marked.add(subject.removeprefix(prefix))
             if answer.final:  # answered whole (the rest gone meanwhile), or an error
                 unanswered.update(subject.removeprefix(prefix) for subject in answer.left)
 
         needle = marker.casefold().encode()
         if not await self._kv_batches(bucket, keys, needle, settle):
             return None
-        return marked, unanswered
+        return taken, marked, unanswered
 
     async def _kv_named(
-        self, bucket: str, keys: list[str], listed: set[str], last: int
+        self,
+        bucket: str,
+        keys: list[str],
+        listed: set[str],
+        last: int,
+        doubtful: set[str],
+        gone: Callable[[int], bool],
     ) -> tuple[dict[str, KvEntry | None], set[str]] | None:
         """Batched reads of the last messages of ``keys``, kept: (the keys read, None
         for one with no message; the keys to read on their own), as :meth:`kv_scan`
         says; None when the first batch was refused. ``listed``: the keys the listing
-        held; ``last``: the stream's last sequence when it was listed (the leader's)."""
+        held; ``last``: the stream's last sequence when it was listed (the leader's);
+        ``doubtful``: keys whose last revision may have been deleted
+        (:meth:`_Page.doubtful`), whose answer is not taken when its revision is
+        ``gone`` on the leader."""
         prefix = kv_subject(bucket, "")
         taken: dict[str, KvEntry | None] = {}
         alone: set[str] = set()
 
         def settle(answer: _Answer) -> None:
-            fresh = not answer.strange and answer.upto is not None and answer.upto >= last
+            fresh = _fresh(answer, last)
             for subject, entry in answer.found.items():
                 # a key the listing did not hold: written since, or purged on the leader
-                # and not yet on the replica (a purge moves no sequence): the leader's
-                if fresh and entry.key in listed:
+                # and not yet on the replica (a purge moves no sequence): the leader's;
+                # so is a revision deleted on the leader (a delete moves none either)
+                behind = entry.key in doubtful and gone(entry.revision)
+                if fresh and entry.key in listed and not behind:
                     taken[entry.key] = entry
                 else:
                     alone.add(subject)
@@ -402,14 +488,14 @@ class KeyValueCalls(Transport):
         self, subject: str, stream: str, prefix: str, subjects: list[str], needle: bytes | None
     ) -> _Answer:
         """One batched read (``multi_last``) of ``subjects``' last messages: those whose
-        headers hold ``needle`` (a lower-case header name) are ``marked``; with no
-        ``needle``, each message is kept (``found``, :func:`_entry`). The answer says
+        headers hold ``needle`` (a lower-case header name) are ``marked``, and kept
+        (``found``, :func:`_entry`); with no ``needle``, each message is kept. The answer says
         the subjects no message answered, in order, and how the reply ended: ``done``
         (every message sent), ``cut`` (``max_bytes`` reached), the status of an error
         (``408``, ``404``, ``413``...), or ``""`` (a reply no server sends: more
         messages than subjects asked). A message naming a subject not asked, or one
         already answered, or (kept) another stream or no server's lines, is ignored and
-        the answer ``strange``. Kept, the reply is waited for to its end (its
+        the answer ``strange``. A message kept, the reply is waited for to its end (its
         ``Nats-UpTo-Sequence``, the answering stream's last sequence, says how fresh)."""
         answer = _Answer(left=[])
         left = dict.fromkeys(subjects)
@@ -434,7 +520,11 @@ class KeyValueCalls(Transport):
                     del left[answered]
                     if needle is not None and needle in block.lower():
                         answer.marked.add(answered)
-                return (not left and not keep) or budget[0] <= 0
+                        entry = _entry(block, data, stream, answered.removeprefix(prefix))
+                        if entry is not None:
+                            answer.found[answered] = entry
+                # a marked message kept: the reply waited for to its end (how fresh)
+                return (not left and not keep and not answer.found) or budget[0] <= 0
             code = _status(block)
             if code == "204":
                 pending = _last_header(block, _PENDING) or b"0"
@@ -447,7 +537,7 @@ class KeyValueCalls(Transport):
 
         body = {"multi_last": subjects, "max_bytes": BATCH_BYTES}
         await self.replies(subject, orjson.dumps(body), on_reply)
-        if not left and not answer.ended and not keep:
+        if not left and not answer.ended and not keep and not answer.found:
             answer.ended = "done"
         answer.left = list(left)
         return answer
@@ -460,11 +550,30 @@ class KeyValueCalls(Transport):
 @dataclass
 class _Page:
     """A page of a bucket's key listing: its keys, whether the stream takes direct gets,
-    and its last sequence (the leader answers STREAM.INFO)."""
+    and its last sequence (the leader answers STREAM.INFO); each key's count of messages
+    (``counts``, by subject), the bucket's history (``max_msgs_per_subject``, 0: none
+    said) and the stream's count of deleted sequences."""
 
     keys: list[str]
     direct: bool
     last: int
+    counts: Mapping[str, object] = field(default_factory=dict)
+    prefix: str = ""
+    history: int = 0
+    deleted: int = 0
+
+    def doubtful(self, keys: Collection[str]) -> set[str]:
+        """Those of ``keys`` (listed on this page) whose last revision may have been
+        deleted (STREAM.MSG.DELETE) with older ones left: a replica behind the delete
+        still answers it, the key still listed and the stream's last sequence unmoved.
+        Such a delete leaves the stream a deleted sequence and the key fewer messages
+        than the bucket's history (until a write, which moves the last sequence): a key
+        holding its full history, or any key of a stream with no deleted sequence, is
+        not doubtful, nor any key of a bucket of history 1 (a key whose one message is
+        deleted has none: it is not listed)."""
+        if not self.deleted:
+            return set()
+        return {k for k in keys if _count(self.counts.get(self.prefix + k)) != self.history}
 
 
 @dataclass
@@ -478,6 +587,23 @@ class _Answer:
     strange: bool = False
     marked: set[str] = field(default_factory=set)
     found: dict[str, KvEntry] = field(default_factory=dict)
+
+
+def _fresh(answer: _Answer, last: int) -> bool:
+    """Whether the messages ``answer`` kept are taken as the leader's word: no message
+    of it strange, and answered at or after ``last``, the stream's last sequence the
+    leader's listing said (any replica answers a direct get, up to a tenth behind)."""
+    return not answer.strange and answer.upto is not None and answer.upto >= last
+
+
+def _none_gone(seq: int) -> bool:
+    """No sequence gone (:meth:`KeyValueCalls._kv_gone` not asked: no key doubtful)."""
+    return False
+
+
+def _all_gone(seq: int) -> bool:
+    """Every sequence taken for gone: the leader's deleted sequences unknown."""
+    return True
 
 
 class _Refused(Exception):
@@ -531,8 +657,7 @@ def _entry(block: bytes, data: bytes, stream: str, key: str) -> KvEntry | None:
     if not revision.isdigit() or int(revision) <= 0:
         return None
     headers = header_lines(own)
-    operation = headers.get("KV-Operation", "PUT")
-    return KvEntry(key, bytes(data), int(revision), operation, headers)
+    return KvEntry(key, bytes(data), int(revision), operation_of(headers), headers)
 
 
 def _count(value: object) -> int:

@@ -161,10 +161,12 @@ def test_declared_keys_are_read_in_batches(bucket: NatsServer) -> None:
     """2,501 keys declared: a few batches, no key read on its own (2,501 reads before)."""
     found, counts = run(scan_and_check(options(bucket), DECLARED))
     check_states(found)
-    # 4,001 keys listed: one STREAM.INFO, 2 batches of the others, 3 of the declared keys
+    # 4,001 keys listed: one STREAM.INFO, 2 batches of the others, 3 of the declared keys;
+    # and one STREAM.INFO of the stream's deleted sequences (the purged keys' older
+    # messages: a key of history 2 holding one message may have lost its last to a delete)
     assert counts["STREAM.MSG.GET"] == 0, counts
     assert counts["DIRECT.GET"] <= 8, counts
-    assert counts["STREAM.INFO"] == 1, counts
+    assert counts["STREAM.INFO"] == 2, counts
 
 
 def test_declared_keys_read_as_each_alone_on_every_release(
