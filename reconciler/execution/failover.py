@@ -29,9 +29,10 @@ facts in docs/jetstream-notes.md), under the apply lock of both servers:
    stored).
 
 Every step reads the live state first and does only what is left, so a re-run after an
-interruption (kill -9, a lost server) finishes the failover; ``rollback`` instead gives
-the origin its subjects back while the standby's stream takes no writes (still a mirror,
-or fenced: an old origin of an earlier failover or failback).
+interruption (kill -9, a lost server) finishes the failover, and verifies again a pair
+whose other steps are done (a failed verify is never taken for a passed one);
+``rollback`` instead gives the origin its subjects back while the standby's stream takes
+no writes (still a mirror, or fenced: an old origin of an earlier failover or failback).
 Progress is recorded in the standby's lock bucket (key ``failover.<stream>``), written
 under the lock: it is shown, never trusted to decide a step. An unplanned failover
 (``unplanned``: the origin cannot be read) promotes without fencing and says what may be
