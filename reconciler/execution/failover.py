@@ -29,13 +29,16 @@ facts in docs/jetstream-notes.md), under the apply lock of both servers:
    stored).
 
 Every step reads the live state first and does only what is left, so a re-run after an
-interruption (kill -9, a lost server) finishes the failover; ``rollback`` instead gives
-the origin its subjects back while no mirror has been promoted. Progress is recorded in
-the standby's lock bucket (key ``failover.<stream>``), written under the lock: it is shown,
-never trusted to decide a step. An unplanned failover (``unplanned``: the origin cannot be
-read) promotes without fencing and says what may be lost: the mirror's last contact and
-sequence; its consumers start at the stream's first message (a window the mirror lacks
-is given by the promotion, and the plan says its ids are not known).
+interruption (kill -9, a lost server) finishes the failover, and verifies again a pair
+whose other steps are done (a failed verify is never taken for a passed one);
+``rollback`` instead gives the origin its subjects back while the standby's stream takes
+no writes (still a mirror, or fenced: an old origin of an earlier failover or failback).
+Progress is recorded in the standby's lock bucket (key ``failover.<stream>``), written
+under the lock: it is shown, never trusted to decide a step. An unplanned failover
+(``unplanned``: the origin cannot be read) promotes without fencing and says what may be
+lost: the mirror's last contact and sequence; its consumers start at the stream's first
+message (a window the mirror lacks is given by the promotion, and the plan says its ids
+are not known).
 """
 
 from __future__ import annotations
@@ -237,7 +240,8 @@ def _rollback_without_standby(
     origin, standby = request.origin.env, request.standby.env
     head = (
         f"the standby ({standby}) cannot be read: {err}. A rollback gives {origin} its "
-        f"subjects back only once {standby}'s stream is read as still a mirror: promoted "
+        f"subjects back only once {standby}'s stream is read as taking no writes (still a "
+        f"mirror, or fenced): promoted "
         f"(by the failover before it stopped, or by hand), {origin} and {standby} would "
         "both take writes. Nothing was changed. "
     )

@@ -39,6 +39,7 @@ from reconciler.model.standby import (
     lacking_window,
     left_paused,
     promoted_config,
+    takes_writes,
     unknown_ids_for,
 )
 from reconciler.model.timestamps import rfc3339
@@ -259,8 +260,11 @@ class PairSteps:
         return True
 
     async def roll_back(self) -> None:
+        """The fenced origin's subjects back, read again first: refused while the
+        standby's stream takes writes (``model.standby.takes_writes``: promoted), never
+        for one fenced (an old origin, which takes none)."""
         mirror = await _info(self.standby, self.name)
-        if mirror is not None and not (mirror["config"].get("mirror")):
+        if mirror is not None and takes_writes(mirror["config"]):
             raise ReconcileError("the mirror is promoted: a rollback would lose its writes")
         await self.unfence()
         await self.record("rolled back")

@@ -26,6 +26,7 @@ from reconciler.model.standby import (
     mirror_config,
     mirrors_the_origin,
     pair_health,
+    takes_writes,
 )
 from reconciler.model.state import lacking, same_stored
 from reconciler.model.timestamps import rfc3339
@@ -61,7 +62,9 @@ class PairState:
     pair: Pair
     health: PairHealth
     origin_fenced: bool
-    promoted: bool  # the standby is no mirror any more
+    #: The standby's stream takes writes: no mirror, not fenced
+    #: (``model.standby.takes_writes``: promoted, by a failover or by hand)
+    promoted: bool
     standby_exists: bool
     consumers_missing: tuple[str, ...]
     starts: Mapping[str, int | None]  # consumer -> its start on the promoted side
@@ -80,6 +83,9 @@ class PairState:
     #: is shorter (a restart of its server drops it): the failover gives it back
     #: (``model.standby.lacking_window``); None: it lacks none
     window: tuple[int, int] | None = None
+    #: The standby's stream is fenced: an old origin (of an earlier failover or
+    #: failback), no mirror and taking no writes; a failover is refused, a rollback not
+    standby_fenced: bool = False
 
     @property
     def name(self) -> str:
@@ -96,17 +102,15 @@ class PairState:
         owner's mirror, what its promotion would keep refuse the failover, not it."""
         return tuple(p.text for p in self.problems if p.refuses(rollback=rollback))
 
-    @property
-    def done(self) -> bool:
-        return self.promoted and not self.consumers_missing and self.origin_fenced
-
     def actions(self, *, unplanned: bool, rollback: bool) -> list[str]:
         """What a failover (or its rollback) does to this pair, in order."""
         subjects = ", ".join(self.subjects)
         if rollback:
-            if self.promoted:
+            if self.promoted:  # it takes writes: refused (``_promoted_no_rollback``)
                 return []
             return ["give the origin its subjects back"] if self.origin_fenced else []
+        if self.standby_fenced:  # an old origin: nothing to promote (refused)
+            return []
         steps: list[str] = []
         fences = not self.origin_fenced and not unplanned
         window = None if self.promoted else self.window
@@ -118,8 +122,6 @@ class PairState:
             )
         if fences:
             steps.append(f"fence the origin: subjects {subjects} -> {fence_subject(self.name)}")
-        if self.done:
-            return steps
         if not self.promoted:
             if not unplanned:
                 steps.append("wait until the mirror's last sequence is the origin's")
@@ -136,6 +138,11 @@ class PairState:
             steps.append(f"create consumer {name} from {at}")
         if steps:
             steps.append("verify: last sequences, message counts, a probe on each subject answered")
+        elif self.promoted:  # a verify that failed is never taken for one that passed
+            steps.append(
+                "verify again (every other step is done): last sequences, message counts, "
+                "a probe on each subject answered"
+            )
         return steps
 
 
@@ -402,7 +409,7 @@ async def _problems(
             )
     else:  # no mirror: promoted (by a failover, or by hand), or made by someone
         problems += _guarding(failover, _promoted_problem(pair, sides, mirror_config))
-    if not mirror_config.get("mirror"):  # it may take writes: the origin must not too
+    if takes_writes(mirror_config):  # the origin must not take them too (a fenced one: none)
         problems.append(Refusal(_promoted_no_rollback(sides), Guards.ROLLBACK))
     return problems
 
@@ -612,7 +619,7 @@ async def pair_state(
     health = pair_health(pair.name, origin_info, mirror_info, unread=unread)
     origin_config = (origin_info or {}).get("config") or {}
     mirror_config = (mirror_info or {}).get("config") or {}
-    promoted = mirror_info is not None and not mirror_config.get("mirror")
+    promoted = mirror_info is not None and takes_writes(mirror_config)
     present = await _consumer_names(standby, pair.name) if mirror_info else set()
     declared = [c.name for c in pair.consumers if c.name in present]
     infos = dict(
@@ -653,7 +660,7 @@ async def pair_state(
     if promoted and sides.owner is not None:
         problems += _guarding(Guards.FAILOVER, _foreign_consumers(sides, infos))
     unlike = ""
-    if promoted and not is_fenced(mirror_config) and origin is not None and origin_info:
+    if promoted and origin is not None and origin_info:
         unlike = await lacks_origin(origin, standby, pair.name, sides)
     return PairState(
         pair=pair,
@@ -667,8 +674,9 @@ async def pair_state(
         warnings=gap_warnings(sides, gaps),
         diverged=unlike,
         window=lacking_window(mirror_config, pair.stream.config)
-        if mirror_info is not None and not promoted
+        if mirror_config.get("mirror")
         else None,
+        standby_fenced=mirror_info is not None and is_fenced(mirror_config),
     )
 
 
@@ -893,7 +901,7 @@ async def standby_writes(
                     if info is None:
                         continue
                     config = info.get("config") or {}
-                    if not config.get("mirror") and not is_fenced(config):
+                    if takes_writes(config):
                         taken[name] = (
                             f"{name} in {standby} takes the writes (promoted by a failover?)"
                         )

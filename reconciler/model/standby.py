@@ -8,6 +8,9 @@ Pure rules over plain dicts (docs/dr.md, where the server facts they rest on are
   (:func:`fence_subject`): its publishers get no answer, so no write is acknowledged
   there, and the stream, its messages and its consumers stay as they were (``sealed``
   would be irreversible, and JetStream has no per-stream publish deny);
+- a pair's stream *takes writes* (:func:`takes_writes`) when it is neither a mirror nor
+  fenced: on the standby's side, one promoted (by a failover, or by hand); a fenced one
+  there is an old origin (of an earlier failover or failback), which takes none;
 - a pair's health is read on both sides: the mirror's own ``lag`` is 0 with the link
   down (and ``active`` -1), so the lag shown is the origin's last sequence minus the
   mirror's, each read on its own side;
@@ -46,6 +49,7 @@ __all__ = [
     "pair_health",
     "promoted_config",
     "promotion_supported",
+    "takes_writes",
     "unknown_ids_for",
 ]
 
@@ -251,6 +255,16 @@ def fence_subject(stream: str) -> str:
 def is_fenced(config: Mapping[str, Any]) -> bool:
     """Whether a live stream config is fenced (listens only on its fence subject)."""
     return list(config.get("subjects") or ()) == [fence_subject(str(config.get("name")))]
+
+
+def takes_writes(config: Mapping[str, Any]) -> bool:
+    """Whether a live stream config of a pair takes writes of its own: no mirror, and
+    not fenced (:func:`is_fenced`). On the standby's side such a stream was promoted (by
+    a failover, or by hand) and may hold writes its origin lacks; a fenced one there is
+    an old origin (of an earlier failover or failback): it listens only on its fence
+    subject, where nobody publishes, so it has taken no write since its fence, and a
+    mirror takes its messages from the origin only."""
+    return not config.get("mirror") and not is_fenced(config)
 
 
 def promotion_supported(version: str) -> bool:

@@ -18,7 +18,13 @@ from dataclasses import dataclass, replace
 
 from reconciler.errors import Problem, SpecError
 from reconciler.locations import Location
-from reconciler.model.standby import is_fenced, is_the_mirror, mirror_config, mirrors_the_origin
+from reconciler.model.standby import (
+    is_fenced,
+    is_the_mirror,
+    mirror_config,
+    mirrors_the_origin,
+    takes_writes,
+)
 from reconciler.planning.steps import Create, Migrate, Plan, Replace, Step, Update
 from reconciler.specs.spec import Spec
 from reconciler.specs.standby import Standby
@@ -392,9 +398,8 @@ def _guarded(
         )
         return replace(step, prevented=why, reasons=(*step.reasons, why))
     here_standby = environment is not None and standby.environment == environment
-    takes_writes = not live.get("mirror") and not is_fenced(live)
     why = ""
-    if here_standby and isinstance(step, Replace | Migrate) and takes_writes:
+    if here_standby and isinstance(step, Replace | Migrate) and takes_writes(live):
         why = (
             f"{PREVENTED}{spec.name} here takes the writes (promoted by a failover?): "
             f"replacing it by the mirror of {standby.primary} would delete them; make "
