@@ -124,6 +124,7 @@ SUITE = (
     "tests/integration/test_dr_leftovers19.py",
     "tests/integration/test_attacks19b.py",
     "tests/integration/test_kv_leftovers20.py",
+    "tests/integration/test_dr_leftovers20.py",
     "tests/integration/test_restore_differences.py",
 )
 
@@ -994,13 +995,16 @@ GUARANTEES = (
         "when its spec lost `standby:` or no environment is named; a rollback with the standby "
         "unreachable un-fences nothing and names it, and is refused only by what guards it (a "
         "standby that took writes), never by what guards a promotion (a mirror lacking messages "
-        "or gone, a consumer made on it, another owner's mirror), which kept the origin fenced; "
+        "or gone, a consumer made on it, another owner's mirror), which kept the origin fenced, "
+        "nor by a fenced old origin on the standby's side, which takes no writes; "
         "a standby promoted by hand before it caught up, a sealed one, one whose limits someone "
         "tightened or one whose subjects another stream holds is refused before the fence; a "
         "refusal after the fence gives the origin its writes back; an origin consumer made again "
         "by someone never decides where a standby's consumer starts; the verify's probe passes "
         "only on the promoted stream's own refusal, on each declared subject; an error no check "
-        "foresaw in one pair is that pair's report and a re-run finishes it. A backup is never "
+        "foresaw in one pair is that pair's report and a re-run finishes it, verifying again "
+        "a pair whose other steps are done (a failed verify is never taken for a passed one). "
+        "A backup is never "
         "restored as a plain stream where the specs declare the standby mirror, nor as a mirror "
         "of anything but the origin the spec declares (another domain's stream of that name, a "
         "part of it, one republishing, denying purges, allowing message TTLs or bringing "
@@ -1018,6 +1022,7 @@ GUARANTEES = (
             "test_dr_flow5.py::",
             "test_restore_live_checks.py::",
             "test_dr_leftovers19.py::",
+            "test_dr_leftovers20.py::",
         ),
     ),
     Guarantee(
