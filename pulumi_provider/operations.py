@@ -191,11 +191,12 @@ async def converge(
     finishes or rolls back such a migration (docs/migrate.md).
 
     ``claim``: the resource's claim (:func:`new_claim`), recorded in the live resource's
-    metadata by a step of the plan (:func:`_with_claim`), judged with it: ``creating``,
-    whatever claim it held (this resource creates or adopts it); otherwise (an update)
-    only where it holds none (an older tool's update dropped it), never over another
-    resource's. A migration makes the stream again from its config: the claim is then
-    recorded by a plan of its own, made and judged the same way once it is done.
+    metadata by a step of the plan (:func:`_with_claim`), judged with it, where the live
+    resource holds none (one this resource creates or adopts; one whose claim an older
+    tool's update dropped). A live resource holding another claim is another Pulumi
+    resource's: refused, nothing written, replaced, migrated or claimed
+    (:func:`refuse_held`). A migration makes the stream again from its config: the claim
+    is then recorded by a plan of its own, made and judged the same way once it is done.
     """
     target = spec.ref
 
@@ -246,19 +247,22 @@ async def _judged(
     the verdict found nothing refusing it (raised otherwise): what :func:`converge` applies,
     and what :func:`judge_replace` judges before Pulumi changes anything.
 
-    The plan stage with every check but the policy rules, then the step recording
-    ``claim`` (:func:`_with_claim`), then the policy rules on the whole plan
-    (``stages.with_policy``), then the verdict: the claim's write is judged as every
-    other step is (a rule on ``step.fields`` sees ``metadata.io.jetstream-gitops/claim``)."""
+    A live resource holding another resource's claim is refused first, nothing planned
+    (:func:`refuse_held`). Then the plan stage with every check but the policy rules,
+    then the step recording ``claim`` (:func:`_with_claim`), then the policy rules on
+    the whole plan (``stages.with_policy``), then the verdict: the claim's write is
+    judged as every other step is (a rule on ``step.fields`` sees
+    ``metadata.io.jetstream-gitops/claim``)."""
     if spec.kind == "Consumer" and spec.stream_name not in state.streams:
         message = NO_STREAM.format(stream=spec.stream_name)
         raise SpecError([Problem(spec.source, "", message)])
+    refuse_held(spec, state, claim, creating=creating, environment=environment)
     request = request_for(migrate=migrate, policies=policies, environment=environment)
     specs = with_stream(spec)
     unjudged = request_for(migrate=migrate, environment=environment)  # its rules: below
     plan = await stages.plan(client, specs, state, unjudged, locked=locked)
     if claim is not None:
-        plan = _with_claim(plan, spec, state, claim, creating=creating, environment=environment)
+        plan = _with_claim(plan, spec, state, claim, environment=environment)
     plan = await stages.with_policy(plan, specs, state, request)
     allowances = stages.Allowances(allow_data_loss=allow_data_loss, allow_with=ALLOW_WITH)
     refusals = stages.verdict(plan, allowances)
@@ -297,7 +301,8 @@ async def judge_replace(
       left beside an old one that stays);
     - an old resource holding another resource's claim is one the delete leaves as it
       is: the new one is judged beside it, and created first (a create refused then
-      changes nothing);
+      changes nothing); of the same name, that create is refused now, as it would be
+      then (:func:`refuse_held`: never over another resource's claim);
     - when the new resource can stand beside the old one (another stream, another
       consumer: :func:`_in_the_way`) and its create, planned against the server as it
       is, passes (:func:`_judged`, as :func:`converge` plans it), Pulumi creates it
@@ -534,9 +539,9 @@ async def _judged_removal(
 
 #: What a delete says when another Pulumi resource holds the live resource now.
 TAKEN = (
-    "{label}: not deleted: it now belongs to another resource in this stack (its claim is "
-    "not this resource's: another resource created or adopted it since, under the same "
-    "name): it is left as it is, and Pulumi forgets this resource"
+    "{label}: not deleted: it now belongs to another resource, of this stack or another "
+    "(its claim is not this resource's: another resource created or adopted it since, "
+    "under the same name): it is left as it is, and Pulumi forgets this resource"
 )
 #: Why the provider updates a resource only to record its claim.
 CLAIM_REASON = "record the claim of the Pulumi resource that created or adopted it"
@@ -573,13 +578,69 @@ def claimed_by_another(config: Mapping[str, Any] | None, claim: str | None) -> b
     return found is not None and found != claim
 
 
-def _records(config: Mapping[str, Any], claim: str | None, *, creating: bool) -> bool:
-    """Whether ``claim`` is to be written over the claim ``config`` holds: a create or an
-    adoption takes the resource whatever it held, an update only one holding none."""
-    if claim is None:
-        return False
-    held = claim_of(config)
-    return held != claim and (creating or held is None)
+#: Why a create (an adoption, the create of a replace) or an update is refused over a live
+#: resource holding another Pulumi resource's claim (:func:`refuse_held`): the headline,
+#: then why and the ways out, a line each.
+HELD = (
+    "{label} holds the claim of another Pulumi resource (its metadata {key} is {shown}, "
+    "not this resource's): it is left as it is; nothing was changed."
+)
+HELD_CREATE = (
+    "Another resource of this program, or of another stack, created or adopted it: this "
+    "create would take it from that resource (adopt, update, migrate or replace it).",
+    "Declare it in one resource only: remove this resource from the program or give it "
+    "another name. To move it here on purpose (Pulumi cannot import a dynamic resource), "
+    "drop the other resource from its stack without deleting it (`pulumi state delete "
+    "URN`), remove {key} from the live resource's metadata, then `pulumi up`. When the "
+    "other is the old resource of a replace in this same `pulumi up` (resources that "
+    "swap names), the next `pulumi up` deletes it first, as its allow_destroy allows, "
+    "then makes this one.",
+)
+HELD_UPDATE = (
+    "Another resource created or adopted it since this one did (it was deleted and made "
+    "again under the name): this update would change that resource's.",
+    "Remove this resource from the program (its delete leaves the live resource as it "
+    "is) or drop it from the stack (`pulumi state delete URN`); the other resource keeps "
+    "managing it.",
+)
+
+
+def refuse_held(
+    spec: Spec,
+    state: LiveState,
+    claim: str | None,
+    *,
+    creating: bool,
+    environment: Environment,
+) -> None:
+    """Refuse (raise) a create or an update of ``spec`` over a live resource holding a
+    claim that is not ``claim`` (:func:`claimed_by_another`, the rule a delete keeps):
+    another Pulumi resource created or adopted it, and no step of this one may write,
+    migrate, replace or claim it. A create's ``claim`` is a fresh one, so any claim the
+    live resource holds refuses it; the create of a replace is judged here too, at the
+    diff (:func:`judge_replace`) and when Pulumi makes it. One holding no claim is
+    adopted (or updated) as before; no ``claim`` (outputs of an older provider): as
+    before; an observed resource (its lifecycle's or its environment's ``mode:
+    observe``) is never written, so it may watch another resource's. The claim is named
+    by its first characters, only when this provider could have written it (anyone may
+    write one: never shown whole, nor any other text)."""
+    raw = _raw(state, spec.ref)
+    if spec.lifecycle.merged(environment.lifecycle).observe:
+        return
+    if not claimed_by_another(raw, claim):
+        return
+    found = claim_of(raw) or ""
+    ours = len(found) == 32 and all(c in "0123456789abcdef" for c in found)
+    shown = f"a claim starting {found[:8]}" if ours else "a claim this provider did not write"
+    message = HELD.format(label=spec.ref.label, key=CLAIM_KEY, shown=shown)
+    details = [line.format(key=CLAIM_KEY) for line in (HELD_CREATE if creating else HELD_UPDATE)]
+    raise RefusedPlan(message, details=details, kind=RefusalKind.PREVENTED)
+
+
+def _records(config: Mapping[str, Any], claim: str | None) -> bool:
+    """Whether ``claim`` is to be written in ``config``'s metadata: where it holds none
+    (a live resource holding another claim is refused before: :func:`refuse_held`)."""
+    return claim is not None and claim_of(config) is None
 
 
 def _with_claim(
@@ -588,7 +649,6 @@ def _with_claim(
     state: LiveState,
     claim: str,
     *,
-    creating: bool,
     environment: Environment,
 ) -> Plan:
     """``plan`` with the step recording ``claim`` in the metadata of ``spec``'s resource
@@ -604,7 +664,7 @@ def _with_claim(
     def claimed(step: Any) -> Any:
         if step.ref != target or not isinstance(step, Create | Update):
             return step
-        if not _records(step.config, claim, creating=creating):
+        if not _records(step.config, claim):
             return step
         metadata = {**(step.config.get("metadata") or {}), CLAIM_KEY: claim}
         config = {**step.config, "metadata": metadata}
@@ -617,7 +677,7 @@ def _with_claim(
     raw = _raw(state, target)
     unchanged = any(entry.ref == target for entry in plan.unchanged)
     observed = spec.lifecycle.merged(environment.lifecycle).observe
-    if not unchanged or raw is None or observed or not _records(raw, claim, creating=creating):
+    if not unchanged or raw is None or observed or not _records(raw, claim):
         return dataclasses.replace(plan, changes=changes)
     stream = state.streams.get(target.stream_name) if target.is_child else None
     step = _claiming(spec, raw, plan.server, claim, stream)

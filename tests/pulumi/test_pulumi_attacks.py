@@ -676,61 +676,76 @@ def test_a_renamed_consumer_is_made_beside_the_old_one_unless_its_workqueue_refu
 
 def _swapped(
     host: ProviderHost, id_: str, outputs: dict[str, Any], renamed: dict[str, Any]
-) -> tuple[tuple[str, dict[str, Any]], tuple[str, dict[str, Any]]]:
+) -> tuple[dict[str, Any], Callable[[], tuple[str, dict[str, Any]]]]:
     """``pulumi up`` of a program naming its resources by list position, an item inserted
     at the front: resource 0 (``id_``, ``outputs``) now declares ``renamed``, a new
     resource 1 declares what resource 0 declared. As the engine runs it: resource 0's
-    replace made new-first (its diff says so), resource 1's create (it adopts the
-    resource that still exists), then, at the end, the delete of resource 0's old
-    resource. Returns resource 0's and resource 1's (id, outputs)."""
+    replace made new-first (its diff says so), then resource 1's create, refused (the
+    live resource still holds resource 0's claim), which stops the ``pulumi up`` before
+    it deletes resource 0's old resource. Returns resource 1's inputs and the next
+    ``pulumi up``: Pulumi deletes the old resource first (pending deletion), then makes
+    resource 1 (its id and outputs)."""
     checked, failures = host.check(renamed, outputs)
     assert failures == []
     diff = host.diff(id_, outputs, checked)
     assert diff.replaces and diff.deleteBeforeReplace is False
-    zero = host.create(checked)
+    host.create(checked)
     declared = {k: outputs[k] for k in renamed if k in outputs}
-    one_id, _, one = host.apply(declared)
-    host.delete(id_, outputs)
-    return zero, (one_id, one)
+    with pytest.raises(grpc.RpcError) as refused:
+        host.apply(declared)
+    details = str(refused.value.details())
+    assert CLAIM_KEY in details and "swap names" in details, details
+    assert outputs["claim"] not in details and "Traceback" not in details, details
+
+    def next_up() -> tuple[str, dict[str, Any]]:
+        host.delete(id_, outputs)
+        one_id, _, one = host.apply(declared)
+        return one_id, one
+
+    return declared, next_up
 
 
-def test_streams_swapping_names_in_one_up_never_delete_the_one_the_other_took(
+def test_streams_swapping_names_in_one_up_never_take_the_one_the_other_holds(
     server: NatsServer,
 ) -> None:
     """Resource 0 renamed A -> B, resource 1 now declaring A, in one ``pulumi up``:
     resource 1 adopted the A that still existed, then Pulumi deleted resource 0's old
     resource, A, with its 5 messages (its allow_destroy allowed it), and resource 1's
-    state named a stream that was gone. Each create or adoption now records a claim in
-    its outputs and in the stream's metadata: the old resource's delete finds resource
-    1's there and leaves A. The stack's destroy (allow_destroy) then deletes both."""
+    state named a stream that was gone. Each create or adoption records a claim in its
+    outputs and in the stream's metadata, and no create takes a resource holding
+    another's: resource 1's create is refused, A keeps its 5 messages and resource 0's
+    claim. The next ``pulumi up`` deletes resource 0's old A first, as its allow_destroy
+    allows, then makes resource 1's."""
     with configured({"jetstream:servers": server.url}) as host:
         a, b = unique("SWAPA"), unique("SWAPB")
         id_, _, outputs = host.apply(stream_inputs(a, allow_destroy=True))
         run(_publish(server.url, f"{a}.x", 5))
-        zero, one = _swapped(host, id_, outputs, stream_inputs(b, allow_destroy=True))
+        _, next_up = _swapped(host, id_, outputs, stream_inputs(b, allow_destroy=True))
         assert _made(server) == {a, b} and _messages(server, a) == 5
-        assert (zero[0], one[0], one[1]["name"]) == (b, a, a)
-        assert host.read(one[0], one[1], stream_inputs(a))[0] == a  # refresh: still there
-        for resource_id, outs in (one, zero):  # pulumi destroy
-            host.delete(resource_id, outs)
-        assert _made(server) == set()
+        assert _claim_on(server, a) == outputs["claim"]
+        one_id, one = next_up()
+        assert (one_id, one["name"]) == (a, a) and _claim_on(server, a) == one["claim"]
+        assert _made(server) == {a, b} and _messages(server, a) == 0
 
 
-def test_consumers_swapping_names_in_one_up_never_delete_the_one_the_other_took(
+def test_consumers_swapping_names_in_one_up_never_take_the_one_the_other_holds(
     versioned_server: NatsServer,
 ) -> None:
     """The same with consumers of one stream, on every supported server (consumers hold
-    metadata since nats-server 2.10, the oldest): the consumer resource 1 adopted (its
-    delivery state with it) stays, made at the same time as before."""
+    metadata since nats-server 2.10, the oldest): the consumer resource 1 declared stays
+    resource 0's, made at the same time as before, until the next ``pulumi up``."""
     server = versioned_server
     with configured({"jetstream:servers": server.url}) as host:
         stream = unique("CSWAP")
         host.apply(stream_inputs(stream))
         id_, _, outputs = host.apply(consumer_inputs(stream, "A"))
         made = api(server, f"CONSUMER.INFO.{stream}.A")["created"]
-        zero, one = _swapped(host, id_, outputs, consumer_inputs(stream, "B"))
-        assert (zero[0], one[0]) == (f"{stream}/B", f"{stream}/A")
-        assert api(server, f"CONSUMER.INFO.{stream}.A").get("created") == made
+        _, next_up = _swapped(host, id_, outputs, consumer_inputs(stream, "B"))
+        info = api(server, f"CONSUMER.INFO.{stream}.A")
+        assert info.get("created") == made
+        assert info["config"]["metadata"][CLAIM_KEY] == outputs["claim"]
+        assert sorted(api(server, f"CONSUMER.NAMES.{stream}")["consumers"]) == ["A", "B"]
+        assert next_up()[0] == f"{stream}/A"
         assert sorted(api(server, f"CONSUMER.NAMES.{stream}")["consumers"]) == ["A", "B"]
 
 
@@ -741,7 +756,8 @@ def test_a_delete_leaving_a_stream_another_resource_took_says_so_in_one_line(
     provider = JetStreamProvider(connection={"servers": clean_server.url})
     inputs = provider.check({}, {**stream_inputs("TAKEN"), "allow_destroy": True}).inputs
     first = provider.create(inputs)
-    second = provider.create(inputs)  # another resource of the same name adopts it
+    assert api(clean_server, "STREAM.DELETE.TAKEN").get("success")  # deleted by hand ...
+    second = provider.create(inputs)  # ... and another resource of the name makes it again
     monkeypatch.setattr(pulumi.log, "info", lambda message, *_, **__: said.append(message))
     provider.delete(first.id, first.outs)
     assert len(said) == 1 and "TAKEN" in said[0] and "another resource" in said[0], said
@@ -774,7 +790,7 @@ def test_the_claim_is_no_change_to_a_refresh_or_a_diff_and_an_update_keeps_it(
     """The claim is in the outputs and the stream's metadata: a refresh reads the same
     outputs back, the same inputs diff empty, and an update (which sends the whole
     metadata) keeps it, writing it back where someone stripped it, never over another
-    resource's; the resource's delete still deletes."""
+    resource's (that update is refused); the resource's delete still deletes."""
     with configured({"jetstream:servers": server.url}) as host:
         name = unique("CLAIMED")
         id_, inputs, outputs = host.apply(stream_inputs(name, allow_destroy=True))
@@ -792,10 +808,17 @@ def test_the_claim_is_no_change_to_a_refresh_or_a_diff_and_an_update_keeps_it(
             metadata = {k: v for k, v in live["metadata"].items() if k != CLAIM_KEY}
             live["metadata"] = {**metadata, **({CLAIM_KEY: held} if held else {})}
             assert "error" not in api(server, f"STREAM.UPDATE.{name}", live)
-            news, _ = host.check(stream_inputs(name, allow_destroy=True, max_age="2h"), updated)
-            host.update(id_, updated, news)
+            age = "2h" if held is None else "3h"
+            news, _ = host.check(stream_inputs(name, allow_destroy=True, max_age=age), updated)
+            if held is None:
+                host.update(id_, updated, news)
+            else:  # another's: never written
+                with pytest.raises(grpc.RpcError) as refused:
+                    host.update(id_, updated, news)
+                assert "a claim this provider did not write" in str(refused.value.details())
             live = api(server, f"STREAM.INFO.{name}")["config"]
             assert live["metadata"][CLAIM_KEY] == expected
+            assert live["max_age"] == 7_200_000_000_000  # 3h never written
         live["metadata"][CLAIM_KEY] = outputs["claim"]
         assert "error" not in api(server, f"STREAM.UPDATE.{name}", live)
         run(_publish(server.url, f"{name}.a", 1))
@@ -808,6 +831,7 @@ def test_outputs_without_a_claim_delete_as_before(server: NatsServer) -> None:
     with configured({"jetstream:servers": server.url}) as host:
         name = unique("UNCLAIMED")
         id_, _, outputs = host.apply(stream_inputs(name, allow_destroy=True))
+        assert api(server, f"STREAM.DELETE.{name}").get("success")
         host.apply(stream_inputs(name, allow_destroy=True))  # another claim on the server
         older = {k: v for k, v in outputs.items() if k != "claim"}
         host.delete(id_, older)
@@ -828,14 +852,24 @@ def _claim_on(server: NatsServer, name: str) -> str | None:
     return metadata.get(CLAIM_KEY)
 
 
+def _unclaimed(server: NatsServer, name: str) -> None:
+    """Stream ``name`` without its claim, as ``reconcile apply`` (or an older provider)
+    leaves a stream it made: the managed-by marker, no claim."""
+    config = api(server, f"STREAM.INFO.{name}")["config"]
+    config["metadata"] = {k: v for k, v in config["metadata"].items() if k != CLAIM_KEY}
+    assert "error" not in api(server, f"STREAM.UPDATE.{name}", config)
+    assert _claim_on(server, name) is None
+
+
 def test_the_claim_an_adoption_as_declared_writes_is_judged_as_any_update(
     server: NatsServer, tmp_path: Path
 ) -> None:
-    """A second resource adopting a stream that already matches it (nothing to apply)
-    wrote its claim in an update of its own after the plan: no policy rule judged it.
-    It is a step of the plan now: a policy refusing metadata updates refuses the
-    adoption with its usual message (the first resource's claim kept), an environment
-    in ``mode: observe`` adopts without writing it; without either it is written. The
+    """A resource adopting a stream that already matches it (nothing to apply; made by
+    ``reconcile apply``, no claim) wrote its claim in an update of its own after the
+    plan: no policy rule judged it. It is a step of the plan now: a policy refusing
+    metadata updates refuses the adoption with its usual message (no claim written), an
+    environment in ``mode: observe`` adopts without writing it (one holding another
+    resource's claim too: it is never written); without either it is written. The
     stream's 3 messages stay through each."""
     policy = tmp_path / "no-metadata-updates.yaml"
     policy.write_text(NO_METADATA_UPDATES, encoding="utf-8")
@@ -845,38 +879,43 @@ def test_the_claim_an_adoption_as_declared_writes_is_judged_as_any_update(
         inputs = stream_inputs(name)
         _, _, first = plain_host.apply(inputs)
         run(_publish(server.url, f"{name}.a", 3))
+        watching = plain_host.using(JetStreamProvider(environment=observed))
+        _, _, watched = watching.apply(inputs)  # another resource's: watched, not written
+        assert "claim" not in watched
         assert _claim_on(server, name) == first["claim"]
+        _unclaimed(server, name)
         judged = plain_host.using(JetStreamProvider(policies=[str(policy)]))
         with pytest.raises(grpc.RpcError) as refused:
             judged.apply(inputs)
         details = str(refused.value.details())
         assert "no-metadata-updates" in details and "Traceback" not in details, details
-        assert _claim_on(server, name) == first["claim"]
+        assert _claim_on(server, name) is None
         assert _messages(server, name) == 3
         watching = plain_host.using(JetStreamProvider(environment=observed))
         _, _, watched = watching.apply(inputs)
         assert "claim" not in watched
-        assert _claim_on(server, name) == first["claim"]
+        assert _claim_on(server, name) is None
         assert _messages(server, name) == 3
-        _, _, second = plain_host.apply(inputs)
-        assert second["claim"] not in (None, first["claim"])
-        assert _claim_on(server, name) == second["claim"]
+        _, _, adopted = plain_host.apply(inputs)
+        assert adopted["claim"] is not None
+        assert _claim_on(server, name) == adopted["claim"]
         assert _messages(server, name) == 3
 
 
 def test_a_rename_whose_old_stream_another_resource_took_is_judged_as_its_delete_leaves_it(
     server: NatsServer,
 ) -> None:
-    """Resource 0 (no allow_destroy) renamed A -> B after resource 1 adopted A (its claim
-    on A). The diff judged the delete of A without the claim: refused for A's 5 messages,
-    though the delete the update makes leaves A (resource 1's). The diff now judges it
-    as the delete does: B is made beside A, A's delete leaves it, its messages kept."""
+    """Resource 0 (no allow_destroy) renamed A -> B after A was deleted by hand and made
+    again by resource 1 (its claim on A). The diff judged the delete of A without the
+    claim: refused for A's 5 messages, though the delete the update makes leaves A
+    (resource 1's). The diff now judges it as the delete does: B is made beside A, A's
+    delete leaves it, its messages kept."""
     with configured({"jetstream:servers": server.url}) as host:
         a, b = unique("TAKENA"), unique("TAKENB")
         id_, _, outputs = host.apply(stream_inputs(a))
+        assert api(server, f"STREAM.DELETE.{a}").get("success")
+        host.apply(stream_inputs(a))  # resource 1 makes A again
         run(_publish(server.url, f"{a}.x", 5))
-        host.apply(stream_inputs(a))  # resource 1 adopts A
-        assert _messages(server, a) == 5
         checked, _ = host.check(stream_inputs(b), outputs)
         diff = host.diff(id_, outputs, checked)
         assert list(diff.replaces) == ["name"] and diff.deleteBeforeReplace is False
@@ -890,23 +929,24 @@ def test_a_replace_onto_a_stream_another_resource_took_is_refused_at_the_diff(
     server: NatsServer,
 ) -> None:
     """Resource 0 (allow_destroy, taken away with the change) changes A's storage after
-    resource 1 adopted A. The diff judged A's delete without the claim: allowed, so A had
-    to go first, and the create was judged without A: the preview promised the replace.
-    The update's delete leaves A (resource 1's), and the create then found A, of the
-    other storage, holding 5 messages, and was refused. The diff now judges both as the
-    update makes them: refused, nothing changed, A's messages counted after each step."""
+    A was deleted by hand and made again by resource 1. The diff judged A's delete
+    without the claim: allowed, so A had to go first, and the create was judged without
+    A: the preview promised the replace. The update's delete leaves A (resource 1's),
+    and the create then found A, of the other storage, holding 5 messages, and was
+    refused. The diff now judges both as the update makes them: refused (A holds
+    another resource's claim), nothing changed, A's messages counted after each step."""
     with configured({"jetstream:servers": server.url}) as host:
         name = unique("TAKENSTORE")
         inputs = stream_inputs(name, storage="file")
         id_, _, outputs = host.apply({**inputs, "allow_destroy": True})
+        assert api(server, f"STREAM.DELETE.{name}").get("success")
+        host.apply(inputs)  # resource 1 makes it again
         run(_publish(server.url, f"{name}.x", 5))
-        host.apply(inputs)  # resource 1 adopts it
-        assert _messages(server, name) == 5
         checked, _ = host.check({**inputs, "storage": "memory"}, outputs)
         with pytest.raises(grpc.RpcError) as refused:
             host.diff(id_, outputs, checked)
         details = str(refused.value.details())
-        assert "only a replace could change it" in details and "Traceback" not in details
+        assert CLAIM_KEY in details and "Traceback" not in details, details
         info = api(server, f"STREAM.INFO.{name}")
         assert info["config"]["storage"] == "file" and info["state"]["messages"] == 5
         with pytest.raises(grpc.RpcError):  # pulumi up stops at the same diff
@@ -980,3 +1020,141 @@ def test_a_replace_whose_connection_is_not_known_in_the_preview_is_previewed(
         known, _ = host.check({**stream_inputs(new), "connection": {"servers": server.url}})
         assert host.diff(id_, outputs, known).deleteBeforeReplace is False
         assert _made(server) == {old}
+
+
+# --- a live resource another Pulumi resource holds is never written, replaced or taken -----
+
+
+def _refused_over_held(details: str, name: str, held: str) -> None:
+    """A refusal over ``name`` holding another resource's claim ``held``: naming the
+    resource, the claim's key and its first characters (never its whole value), and
+    the ways out."""
+    assert name in details and CLAIM_KEY in details, details
+    assert "another Pulumi resource" in details and "pulumi state delete" in details, details
+    assert f"a claim starting {held[:8]}" in details, details  # which one: its start
+    assert held not in details and "Traceback" not in details, details
+
+
+def _untouched(server: NatsServer, name: str, held: str, storage: str = "file") -> None:
+    """Stream ``name`` still holds its 5 messages, its storage and the claim ``held``."""
+    info = api(server, f"STREAM.INFO.{name}")
+    assert info["state"]["messages"] == 5
+    assert info["config"]["storage"] == storage and info["config"]["max_msgs"] == -1
+    assert info["config"]["metadata"][CLAIM_KEY] == held
+
+
+@pytest.mark.parametrize(
+    "declared",
+    [
+        {"storage": "memory", "allow_destroy": True},
+        {"storage": "memory", "migrate": True},
+        {"max_msgs": 2, "allow_destroy": True},
+        {},
+    ],
+    ids=["replace", "migrate", "lossy-update", "as-declared"],
+)
+def test_a_create_never_replaces_writes_or_takes_a_stream_another_resource_holds(
+    server: NatsServer, declared: dict[str, Any]
+) -> None:
+    """Resource 0 holds stream A (its claim, 5 messages); resource 1 of the same program
+    (or another stack) declares A too. Its create replaced A with ``allow_destroy`` (the
+    5 messages deleted), migrated it, trimmed it, or adopted it as declared, each time
+    writing its own claim over resource 0's. It is refused now, naming A and the claim
+    that holds it: A, its messages and resource 0's claim counted after the step."""
+    with configured({"jetstream:servers": server.url}) as host:
+        name = unique("HELD")
+        _, _, zero = host.apply(stream_inputs(name, storage="file", allow_destroy=True))
+        run(_publish(server.url, f"{name}.a", 5))
+        checked, failures = host.check(stream_inputs(name, **{"storage": "file", **declared}))
+        assert failures == []
+        with pytest.raises(grpc.RpcError) as refused:
+            host.create(checked)
+        _refused_over_held(str(refused.value.details()), name, zero["claim"])
+        _untouched(server, name, zero["claim"])
+
+
+def test_a_create_never_replaces_a_consumer_another_resource_holds(server: NatsServer) -> None:
+    """The same for a consumer: resource 1 declaring resource 0's consumer with another
+    ack policy (only a replace changes it) replaced it, its delivery state lost."""
+    with configured({"jetstream:servers": server.url}) as host:
+        stream = unique("CHELD")
+        host.apply(stream_inputs(stream))
+        _, _, zero = host.apply(consumer_inputs(stream, "READER"))
+        run(_publish(server.url, f"{stream}.a", 5))
+        made = api(server, f"CONSUMER.INFO.{stream}.READER")["created"]
+        other = consumer_inputs(stream, "READER", ack_policy="all", allow_destroy=True)
+        checked, _ = host.check(other)
+        with pytest.raises(grpc.RpcError) as refused:
+            host.create(checked)
+        _refused_over_held(str(refused.value.details()), f"{stream}/READER", zero["claim"])
+        info = api(server, f"CONSUMER.INFO.{stream}.READER")
+        assert (info["created"], info["num_pending"]) == (made, 5)
+        assert info["config"]["ack_policy"] == "explicit"
+        assert info["config"]["metadata"][CLAIM_KEY] == zero["claim"]
+
+
+def _taken_since(
+    host: ProviderHost, server: NatsServer, name: str, **theirs: Any
+) -> tuple[str, dict[str, Any], str]:
+    """Resource 0 made stream ``name`` (``allow_destroy``); then the stream was deleted by
+    hand and resource 1 (another stack, say) made it again, ``theirs``, and it took 5
+    messages. Returns resource 0's id and outputs, and resource 1's claim."""
+    id_, _, zero = host.apply(stream_inputs(name, storage="file", allow_destroy=True))
+    assert api(server, f"STREAM.DELETE.{name}").get("success")
+    _, _, one = host.apply(stream_inputs(name, **theirs))
+    run(_publish(server.url, f"{name}.a", 5))
+    assert zero["claim"] != one["claim"]
+    return id_, zero, one["claim"]
+
+
+@pytest.mark.parametrize("theirs", ["file", "memory"])
+def test_a_replace_never_creates_over_a_stream_another_resource_holds(
+    server: NatsServer, theirs: str
+) -> None:
+    """Resource 0 changes its stream's storage to memory (``allow_destroy``) after
+    resource 1 made the stream again under the name. The delete of the replace leaves
+    the stream (resource 1's claim), so the diff had Pulumi create first, and the create
+    replaced resource 1's stream (file: its 5 messages deleted) or adopted it (memory,
+    as declared), resource 1's claim overwritten. The diff refuses it now, as does the
+    create Pulumi makes when ``delete_before_replace`` overrides the diff's order (the
+    delete leaves the stream): its messages and resource 1's claim counted after each."""
+    with configured({"jetstream:servers": server.url}) as host:
+        name = unique("REPLACEHELD")
+        id_, zero, held = _taken_since(host, server, name, storage=theirs)
+        memory = stream_inputs(name, storage="memory", allow_destroy=True)
+        checked, _ = host.check(memory, zero)
+        with pytest.raises(grpc.RpcError) as refused:
+            host.diff(id_, zero, checked)
+        _refused_over_held(str(refused.value.details()), name, held)
+        _untouched(server, name, held, theirs)
+        with pytest.raises(grpc.RpcError):  # pulumi up stops at the same diff
+            up(host, id_, zero, memory)
+        _untouched(server, name, held, theirs)
+        host.delete(id_, zero)  # delete_before_replace: the delete leaves it ...
+        _untouched(server, name, held, theirs)
+        with pytest.raises(grpc.RpcError) as refused:  # ... and the create is refused
+            host.create(checked)
+        _refused_over_held(str(refused.value.details()), name, held)
+        _untouched(server, name, held, theirs)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"max_msgs": 2}, {"storage": "memory", "migrate": True}],
+    ids=["lossy-update", "migrate"],
+)
+def test_an_update_never_writes_a_stream_another_resource_holds(
+    server: NatsServer, change: dict[str, Any]
+) -> None:
+    """Resource 0's update (``allow_destroy``) after resource 1 made its stream again
+    under the name: it trimmed resource 1's stream to 2 messages, or migrated it to
+    memory storage. It is refused now: the stream, its 5 messages and resource 1's claim
+    counted after it."""
+    with configured({"jetstream:servers": server.url}) as host:
+        name = unique("UPDATEHELD")
+        id_, zero, held = _taken_since(host, server, name)
+        changed = stream_inputs(name, **{"storage": "file", "allow_destroy": True, **change})
+        with pytest.raises(grpc.RpcError) as refused:
+            up(host, id_, zero, changed)
+        _refused_over_held(str(refused.value.details()), name, held)
+        _untouched(server, name, held)
