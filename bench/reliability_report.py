@@ -1037,7 +1037,9 @@ GUARANTEES = (
         "of a replace too, refused at its preview) or update never adopts, writes, "
         "migrates or replaces a resource another Pulumi resource holds, whatever "
         "allow_destroy says, and a delete leaves it: resources swapping names in one "
-        "`pulumi up` keep the stream, its messages and the other's claim. A backup makes a memory "
+        "`pulumi up` are refused, the stream keeping its messages and the other's claim (the "
+        "next `pulumi up` deletes the old resource only as its own allow_destroy allows). "
+        "A backup makes a memory "
         "stream's temporary mirror only under the apply lock; a restore deletes a stream "
         "under its temporary name only when its marker, sequences and first message prove "
         "it that restore's leftover, and checks so before it replaces anything.",
