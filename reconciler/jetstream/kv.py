@@ -204,9 +204,6 @@ class KeyValueCalls(Transport):
                 [subject.removeprefix(prefix) for subject in subjects],
                 config.get("allow_direct") is True,
                 _count(state.get("last_seq")),
-                subjects,
-                prefix,
-                _count(config.get("max_msgs_per_subject")),
                 _count(state.get("num_deleted")),
             )
             total = int(info.get("total") or 0)
@@ -550,30 +547,25 @@ class KeyValueCalls(Transport):
 @dataclass
 class _Page:
     """A page of a bucket's key listing: its keys, whether the stream takes direct gets,
-    and its last sequence (the leader answers STREAM.INFO); each key's count of messages
-    (``counts``, by subject), the bucket's history (``max_msgs_per_subject``, 0: none
-    said) and the stream's count of deleted sequences."""
+    its last sequence and its count of deleted sequences (the leader answers
+    STREAM.INFO)."""
 
     keys: list[str]
     direct: bool
     last: int
-    counts: Mapping[str, object] = field(default_factory=dict)
-    prefix: str = ""
-    history: int = 0
     deleted: int = 0
 
     def doubtful(self, keys: Collection[str]) -> set[str]:
         """Those of ``keys`` (listed on this page) whose last revision may have been
         deleted (STREAM.MSG.DELETE) with older ones left: a replica behind the delete
         still answers it, the key still listed and the stream's last sequence unmoved.
-        Such a delete leaves the stream a deleted sequence and the key fewer messages
-        than the bucket's history (until a write, which moves the last sequence): a key
-        holding its full history, or any key of a stream with no deleted sequence, is
-        not doubtful, nor any key of a bucket of history 1 (a key whose one message is
-        deleted has none: it is not listed)."""
-        if not self.deleted:
-            return set()
-        return {k for k in keys if _count(self.counts.get(self.prefix + k)) != self.history}
+        Such a delete leaves the stream a deleted sequence (until its head passes the
+        key's older ones): any key of a stream with no deleted sequence is not
+        doubtful. Every key of one with some is, whatever it holds: a key holding as
+        many messages as the bucket's history may have lost its last revision before
+        the history was lowered (``max_msgs_per_subject``, a config update, moves no
+        sequence either), as may a key of a bucket of history 1 that had more."""
+        return set(keys) if self.deleted else set()
 
 
 @dataclass
