@@ -233,9 +233,11 @@ class KeyValueCalls(Transport):
         not), and not at a revision the leader deleted (a delete moves none either: a
         key whose last revision may be deleted, :meth:`_Page.doubtful`, has its
         revision checked against the stream's deleted sequences, asked once,
-        :meth:`_kv_gone`). A key such a reply leaves out has no message (removed
-        meanwhile); one no page listed and a batch of no message (``404``) leaves out
-        had none either. Every named or marked key the batches did not answer so (a
+        :meth:`_kv_gone`). A key no page listed that such a reply leaves out has no
+        message, nor one a batch of no message (``404``) leaves out; a key the listing
+        held, left out, is the leader's to say (removed meanwhile, or a replica that
+        lost it: one that lowered the history before a delete it applied after kept
+        none of the key's revisions). Every named or marked key the batches did not answer so (a
         reply cut short, behind, or ignored), or whose answer was not taken, is read on
         its own from the leader (STREAM.MSG.GET). Where batches are not answered (a
         server before 2.11, a stream without direct gets, a user who may not use them),
@@ -407,8 +409,11 @@ class KeyValueCalls(Transport):
                 return
             for subject in answer.left:
                 key = subject.removeprefix(prefix)
-                unlisted = answer.ended == "404" and not answer.found and key not in listed
-                if (fresh and answer.ended == "done") or (unlisted and not answer.strange):
+                # a key the listing held, left out: removed since, or a replica that
+                # lost it (its history lowered before a delete it applied after: the
+                # leader's kept an older revision), the leader's to say
+                none = answer.ended == "404" and not answer.found and not answer.strange
+                if key not in listed and ((fresh and answer.ended == "done") or none):
                     taken[key] = None
                 else:
                     alone.add(subject)
