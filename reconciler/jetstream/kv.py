@@ -204,9 +204,6 @@ class KeyValueCalls(Transport):
                 [subject.removeprefix(prefix) for subject in subjects],
                 config.get("allow_direct") is True,
                 _count(state.get("last_seq")),
-                subjects,
-                prefix,
-                _count(config.get("max_msgs_per_subject")),
                 _count(state.get("num_deleted")),
             )
             total = int(info.get("total") or 0)
@@ -236,9 +233,11 @@ class KeyValueCalls(Transport):
         not), and not at a revision the leader deleted (a delete moves none either: a
         key whose last revision may be deleted, :meth:`_Page.doubtful`, has its
         revision checked against the stream's deleted sequences, asked once,
-        :meth:`_kv_gone`). A key such a reply leaves out has no message (removed
-        meanwhile); one no page listed and a batch of no message (``404``) leaves out
-        had none either. Every named or marked key the batches did not answer so (a
+        :meth:`_kv_gone`). A key no page listed that such a reply leaves out has no
+        message, nor one a batch of no message (``404``) leaves out; a key the listing
+        held, left out, is the leader's to say (removed meanwhile, or a replica that
+        lost it: one that lowered the history before a delete it applied after kept
+        none of the key's revisions). Every named or marked key the batches did not answer so (a
         reply cut short, behind, or ignored), or whose answer was not taken, is read on
         its own from the leader (STREAM.MSG.GET). Where batches are not answered (a
         server before 2.11, a stream without direct gets, a user who may not use them),
@@ -410,8 +409,11 @@ class KeyValueCalls(Transport):
                 return
             for subject in answer.left:
                 key = subject.removeprefix(prefix)
-                unlisted = answer.ended == "404" and not answer.found and key not in listed
-                if (fresh and answer.ended == "done") or (unlisted and not answer.strange):
+                # a key the listing held, left out: removed since, or a replica that
+                # lost it (its history lowered before a delete it applied after: the
+                # leader's kept an older revision), the leader's to say
+                none = answer.ended == "404" and not answer.found and not answer.strange
+                if key not in listed and ((fresh and answer.ended == "done") or none):
                     taken[key] = None
                 else:
                     alone.add(subject)
@@ -550,30 +552,25 @@ class KeyValueCalls(Transport):
 @dataclass
 class _Page:
     """A page of a bucket's key listing: its keys, whether the stream takes direct gets,
-    and its last sequence (the leader answers STREAM.INFO); each key's count of messages
-    (``counts``, by subject), the bucket's history (``max_msgs_per_subject``, 0: none
-    said) and the stream's count of deleted sequences."""
+    its last sequence and its count of deleted sequences (the leader answers
+    STREAM.INFO)."""
 
     keys: list[str]
     direct: bool
     last: int
-    counts: Mapping[str, object] = field(default_factory=dict)
-    prefix: str = ""
-    history: int = 0
     deleted: int = 0
 
     def doubtful(self, keys: Collection[str]) -> set[str]:
         """Those of ``keys`` (listed on this page) whose last revision may have been
         deleted (STREAM.MSG.DELETE) with older ones left: a replica behind the delete
         still answers it, the key still listed and the stream's last sequence unmoved.
-        Such a delete leaves the stream a deleted sequence and the key fewer messages
-        than the bucket's history (until a write, which moves the last sequence): a key
-        holding its full history, or any key of a stream with no deleted sequence, is
-        not doubtful, nor any key of a bucket of history 1 (a key whose one message is
-        deleted has none: it is not listed)."""
-        if not self.deleted:
-            return set()
-        return {k for k in keys if _count(self.counts.get(self.prefix + k)) != self.history}
+        Such a delete leaves the stream a deleted sequence (until its head passes the
+        key's older ones): any key of a stream with no deleted sequence is not
+        doubtful. Every key of one with some is, whatever it holds: a key holding as
+        many messages as the bucket's history may have lost its last revision before
+        the history was lowered (``max_msgs_per_subject``, a config update, moves no
+        sequence either), as may a key of a bucket of history 1 that had more."""
+        return set(keys) if self.deleted else set()
 
 
 @dataclass
