@@ -125,6 +125,7 @@ SUITE = (
     "tests/integration/test_attacks19b.py",
     "tests/integration/test_kv_leftovers20.py",
     "tests/integration/test_dr_leftovers20.py",
+    "tests/integration/test_attacks20.py",
     "tests/integration/test_restore_differences.py",
 )
 
@@ -1064,7 +1065,8 @@ GUARANTEES = (
         "batches too, each as one read of it on its own would find it: a reply taken only "
         "from the bucket's own stream, as fresh as its leader's listing, and never one "
         "that names a key twice or one not asked, and only for a key the leader listed (a "
-        "replica behind a purge or a delete is never taken for the leader); keys the tool "
+        "replica behind a purge or a delete is never taken for the leader, nor one that lost a "
+        "key the leader holds); keys the tool "
         "marked are taken from those batches by the same rule. A key the server expired "
         "into a marker of its own (`Nats-Marker-Reason`) is read as removed, as the "
         "official clients read it: the plan creates it.",
@@ -1074,6 +1076,7 @@ GUARANTEES = (
             "test_kv_declared.py::",
             "test_attacks19b.py::",
             "test_kv_leftovers20.py::",
+            "test_attacks20.py::",
         ),
     ),
     Guarantee(
