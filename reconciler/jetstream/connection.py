@@ -649,11 +649,20 @@ async def cancelled_and_taken(task: asyncio.Future[Any], wait: float = 0.5) -> N
     a request timed out, in the same moment), or that turned its cancel into another
     error (nats-py's connect re-raises what it met), was left to the interpreter, which
     printed 'Task exception was never retrieved' and a traceback after the command's own
-    last line."""
+    last line. One still running after ``wait`` (a loaded machine) has its end taken
+    whenever it comes."""
     task.cancel()
     with contextlib.suppress(BaseException):
         await asyncio.wait({task}, timeout=wait)
-    if task.done() and not task.cancelled():
+    if not task.done():
+        task.add_done_callback(_taken)
+    elif not task.cancelled():
+        task.exception()
+
+
+def _taken(task: asyncio.Future[Any]) -> None:
+    """A finished task's end taken (its exception never left for the interpreter to print)."""
+    if not task.cancelled():
         task.exception()
 
 

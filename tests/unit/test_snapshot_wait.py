@@ -103,3 +103,29 @@ def test_a_connect_turning_its_cancel_into_another_error_is_taken_too() -> None:
         assert attempt.done() and isinstance(attempt.exception(), TimeoutError)
 
     assert _unretrieved(interrupted) == []
+
+
+def test_a_connect_ending_after_the_wait_for_its_cancel_is_still_taken() -> None:
+    """On a loaded machine, a connect cancelled by Ctrl-C may end later than the wait
+    for it (nats-py closing its socket, say), with the error it met: its end is taken
+    whenever it comes, not left for the interpreter's 'Task exception was never
+    retrieved' and a traceback (test_backup_attacks.py's Ctrl-C during a backup's
+    connect saw one)."""
+
+    async def interrupted() -> None:
+        async def connect() -> None:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                await asyncio.sleep(0.05)  # longer than the wait below
+                raise TimeoutError("nats: timeout waiting for INFO message") from None
+
+        attempt = asyncio.ensure_future(connect())
+        await asyncio.sleep(0)
+        await cancelled_and_taken(attempt, wait=0.001)
+        assert not attempt.done()
+        await asyncio.sleep(0.1)
+        assert attempt.done()
+        del attempt
+
+    assert _unretrieved(interrupted) == []
