@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import re
 import shutil
@@ -29,15 +30,20 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import unquote, urlsplit
 
-from reconciler.errors import ReconcileError
+from reconciler.errors import ReconcileError, SpecError
 from reconciler.execution.requests import PlanRequest
 from reconciler.jetstream.transport import settled
 from reconciler.specs.ignore import IGNORE_FILE
+
+if TYPE_CHECKING:
+    from reconciler.specs.project import Project
 
 MakeRequest = Callable[[Path | None], PlanRequest]
 _T = TypeVar("_T")
@@ -156,12 +162,140 @@ class FixedSource:
 Stamp = tuple[tuple[int, int] | None, ...]
 
 
+@dataclass
+class _Read:
+    """One project file read: what ``load_project`` gave (or its error), and what the
+    agent worked out of it (:meth:`ProjectReads.derived`)."""
+
+    stamp: Stamp
+    digest: str
+    project: Project | None
+    error: ReconcileError | None
+    derived: dict[Hashable, tuple[Any, ReconcileError | None]] = field(default_factory=dict)
+
+
+class ProjectReads:
+    """The project file as every environment of one agent reads it (``watch --all-envs``,
+    ``--shard``): read and validated once per change, not once per environment. Each
+    environment's task makes its own request after an edit (or before each cycle of a
+    ``--git`` commit), and each read the whole file again, an N-environment file N times
+    (2N with the list's check): O(N^2) per edit, the last environment waiting for all the
+    others' reads. A read is kept by the file's path and the size and modification time
+    of it and of the ``.reconcileignore`` beside it (which it reads), as
+    :class:`FixedSource` sees an edit: a file changed is read again, once; one whose text
+    changed while it was read (its digest before and after) is not kept. An invalid
+    file's error is kept as well (each caller gets its own copy: one refusal, the last
+    valid project kept by each environment's source). The project given out is shared
+    by every environment: its mappings are read-only views. :meth:`derived` keeps what
+    is worked out of one read (the environments to serve, the accounts' check) for
+    every caller."""
+
+    #: Reads kept (a ``--git`` agent's: the commit's tree and the one before).
+    KEPT = 4
+
+    def __init__(self) -> None:
+        self._reads: dict[Path, _Read] = {}
+        self.loads = 0  # files read and validated (a bench counts them)
+
+    def load(self, path: Path) -> Project:
+        """``load_project(path)``, read again only when the file changed."""
+        read = self._reads.get(path)
+        if read is None or read.stamp != _stamp_of(path):
+            read = self._read(path)
+        if read.error is not None:
+            raise _again(read.error)
+        assert read.project is not None
+        return read.project
+
+    def derived(self, project: Project, what: Hashable, work: Callable[[], _T]) -> _T:
+        """``work()`` (what is called ``what`` of ``project``, one that :meth:`load` gave),
+        done once for every caller: its value, or its error (a copy raised to each)."""
+        read = next((r for r in self._reads.values() if r.project is project), None)
+        if read is None:  # not kept (changed while it was read): worked out each time
+            return work()
+        if what not in read.derived:
+            try:
+                read.derived[what] = (work(), None)
+            except ReconcileError as err:
+                read.derived[what] = (None, err)
+        value, error = read.derived[what]
+        if error is not None:
+            raise _again(error)
+        return value  # type: ignore[no-any-return]
+
+    def _read(self, path: Path) -> _Read:
+        from reconciler.specs import project as projects
+
+        self.loads += 1
+        stamp, digest = _stamp_of(path), _digest(path)
+        try:
+            read = _Read(stamp, digest, _read_only(projects.load_project(path)), None)
+        except ReconcileError as err:
+            read = _Read(stamp, digest, None, _again(err))
+        self._reads.pop(path, None)
+        if digest and _digest(path) == digest and _stamp_of(path) == stamp:
+            self._reads[path] = read  # kept: not changed while it was read
+            while len(self._reads) > self.KEPT:
+                del self._reads[next(iter(self._reads))]
+        return read
+
+
+def _project_files(path: Path) -> tuple[Path, Path]:
+    """The project file ``path`` and the ``.reconcileignore`` beside it."""
+    return path, path.parent / IGNORE_FILE
+
+
+def _stamp_of(path: Path) -> Stamp:
+    """The size and modification time of each of :func:`_project_files` (None: not there)."""
+    found: list[tuple[int, int] | None] = []
+    for file in _project_files(path):
+        try:
+            stat_ = file.stat()
+            found.append((stat_.st_size, stat_.st_mtime_ns))
+        except OSError:
+            found.append(None)
+    return tuple(found)
+
+
+def _digest(path: Path) -> str:
+    """The digest of the text of :func:`_project_files` ("": the project file cannot be
+    read; ``load_project`` says why)."""
+    digest = hashlib.sha256()
+    for file in _project_files(path):
+        try:
+            text = file.read_bytes()
+        except OSError:
+            if file == path:
+                return ""
+            text = b"none"
+        digest.update(b"%d\0" % len(text) + text)
+    return digest.hexdigest()
+
+
+def _again(err: ReconcileError) -> ReconcileError:
+    """A copy of ``err`` to raise (one exception object is never raised in two tasks)."""
+    if isinstance(err, SpecError):
+        return SpecError(list(err.problems), kind=err.kind)
+    return ReconcileError(str(err))
+
+
+def _read_only(project: Project) -> Project:
+    """``project`` with read-only mappings: it is shared by every environment's task."""
+    environments = {
+        name: replace(env, settings=MappingProxyType(dict(env.settings)))
+        for name, env in project.environments.items()
+    }
+    return replace(
+        project,
+        environments=MappingProxyType(environments),
+        places=MappingProxyType(dict(project.places)),
+    )
+
+
 def _watched(request: PlanRequest) -> tuple[Path, ...]:
     """The project file ``request`` was made from and the ``.reconcileignore`` beside
     it (none without a project)."""
-    if request.project is None:
-        return ()
-    return (request.project.path, request.project.root / IGNORE_FILE)
+    return () if request.project is None else _project_files(request.project.path)
 
 
 def _edited(request: PlanRequest, before: Stamp | None, now: Stamp | None) -> Path | None:
@@ -179,14 +313,7 @@ def _stamp(request: PlanRequest) -> Stamp | None:
     there); None: no project."""
     if request.project is None:
         return None
-    found: list[tuple[int, int] | None] = []
-    for path in _watched(request):
-        try:
-            stat_ = path.stat()
-            found.append((stat_.st_size, stat_.st_mtime_ns))
-        except OSError:
-            found.append(None)
-    return tuple(found)
+    return _stamp_of(request.project.path)
 
 
 def _secrets(url: str) -> dict[str, str]:

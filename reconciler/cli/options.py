@@ -339,6 +339,7 @@ def resolve_target(
     env_name: str | None = None,
     needs_paths: bool = True,
     without_paths: str = "give spec PATHS (or run where a reconcile.yaml is)",
+    load: Callable[[Path], Project] | None = None,
 ) -> Target:
     """The run's target: PATHS and connection flags as given, or a project environment.
 
@@ -348,6 +349,8 @@ def resolve_target(
     flag or an ``--owner`` given on the command line that contradicts it is an error.
     ``without_paths`` is the usage error when there are neither PATHS nor a project file
     (a command with another way to choose, as ``backup --all``, names it there).
+    ``load`` reads the project file (``load_project``; the agent's of many environments
+    reads it once for all of them: ``agent.source.ProjectReads``).
     """
     from reconciler.execution.stages import Target
     from reconciler.specs.project import find_project, load_project
@@ -363,9 +366,8 @@ def resolve_target(
         _unread_policies(ctx)
         ignore = rules_next_to(paths)  # .reconcileignore in the spec folders
         return Target(tuple(paths), to_connection_options(conn), owner, ignore=ignore)
-    return project_target(
-        ctx, load_project(found), paths=paths, conn=conn, owner=owner, env_name=env_name
-    )
+    project = (load or load_project)(Path(found))
+    return project_target(ctx, project, paths=paths, conn=conn, owner=owner, env_name=env_name)
 
 
 def _unread_policies(ctx: click.Context) -> None:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from reconciler.agent.logs import Log
     from reconciler.agent.loop import Agent, NotServed, WatchSettings
     from reconciler.agent.shards import Shard
-    from reconciler.agent.source import GitSource, MakeRequest, Source
+    from reconciler.agent.source import GitSource, MakeRequest, ProjectReads, Source
     from reconciler.execution.stages import PlanRequest
     from reconciler.specs.project import Environment, Project
 
@@ -94,8 +94,10 @@ def _request_maker(
     project_file: Path | None,
     env_name: str | None,
     policies: tuple[Path, ...] = (),
+    reads: ProjectReads | None = None,
 ) -> Any:
-    """``root -> PlanRequest``: PATHS (and --project) as given, or inside a checkout."""
+    """``root -> PlanRequest``: PATHS (and --project) as given, or inside a checkout;
+    ``reads``: the project file read once for every environment an agent serves."""
     from reconciler.errors import ReconcileError, SpecError
     from reconciler.execution.stages import PlanRequest
 
@@ -116,6 +118,7 @@ def _request_maker(
                 owner=owner,
                 project_file=found_project,
                 env_name=env_name,
+                load=None if reads is None else reads.load,
             )
         except click.UsageError as err:
             raise ReconcileError(err.format_message()) from None
@@ -258,7 +261,7 @@ def watch(
     """
     from reconciler.agent.logs import Log
     from reconciler.agent.loop import Agent, WatchSettings
-    from reconciler.agent.source import FixedSource, GitSource
+    from reconciler.agent.source import FixedSource, GitSource, ProjectReads
 
     names = tuple(dict.fromkeys(env_names))  # in order, each once
     many = all_envs or shard is not None or len(names) > 1
@@ -294,13 +297,15 @@ def watch(
     )
     log = Log("json" if log_format == "json" else "text")
     if many:
+        reads = ProjectReads()  # the project file read once per change, for all of them
 
         def make_for(name: str) -> MakeRequest:
-            return cast(
-                "MakeRequest", _request_maker(ctx, (), conn, owner, project_file, name, policies)
-            )
+            maker = _request_maker(ctx, (), conn, owner, project_file, name, policies, reads)
+            return cast("MakeRequest", maker)
 
-        return asyncio.run(_run_many(names, shard, git, make_for, settings, log, project_file))
+        return asyncio.run(
+            _run_many(names, shard, git, make_for, settings, log, project_file, reads)
+        )
     source: Source = git if git is not None else FixedSource(make)
     return asyncio.run(_run(Agent(source, settings, log)))
 
@@ -324,11 +329,13 @@ async def _run_many(
     settings: WatchSettings,
     log: Log,
     project_file: Path | None,
+    reads: ProjectReads,
 ) -> int:
     """The project's environments (``names``, or all), this shard's share, each watched
-    with its own connection. With ``--git`` the project file is the first commit's: the
-    listener answers while it is fetched (``/healthz`` 200, ``/readyz`` 503 saying so),
-    as a liveness probe needs during a large repository's first fetch."""
+    with its own connection (``reads``: the project file read once per change for
+    all). With ``--git`` the project file is the first commit's: the listener answers
+    while it is fetched (``/healthz`` 200, ``/readyz`` 503 saying so), as a liveness
+    probe needs during a large repository's first fetch."""
     from reconciler.agent.endpoints import Endpoints
     from reconciler.errors import Problem, SpecError
 
@@ -342,7 +349,7 @@ async def _run_many(
     agent = None
     try:
         agent = await _agent_of_many(
-            names, shard, git, make_for, settings, log, project_file, endpoints=early
+            names, shard, git, make_for, settings, log, project_file, reads, endpoints=early
         )
     except SpecError as err:  # the first commit's: its files as the user knows them
         if git is None:
@@ -363,6 +370,7 @@ async def _agent_of_many(
     settings: WatchSettings,
     log: Log,
     project_file: Path | None,
+    reads: ProjectReads,
     *,
     endpoints: Endpoints | None = None,
 ) -> Agent | None:
@@ -382,19 +390,26 @@ async def _agent_of_many(
             return None
         root = git.tree
     heal = settings.mode == "heal"
-    chosen = _environments(names, shard, root, project_file, heal=heal)
+    chosen = _environments(names, shard, root, project_file, heal=heal, reads=reads)
     not_served = NotServed(chosen, log)
     if git is not None and shared is not None:  # each commit's list: one added is said
-        shared.on_commit = _listing(git, names, shard, project_file, not_served)
+        shared.on_commit = _listing(git, names, shard, project_file, not_served, reads)
     sources: dict[str, Source] = {}
     problems: dict[tuple[Location | None, str], Problem] = {}  # a line said once
     for name in chosen:
         make = make_for(name)
         if heal and shared is not None:  # each commit's project file, as the first one's
-            make = _kept_apart(make, chosen, project_file)
+            make = _kept_apart(make, chosen, project_file, reads)
         if shared is None:  # the project file read again after an edit: the same list
             make = _served_as_started(
-                make, chosen, names, shard, project_file, heal=heal, not_served=not_served
+                make,
+                chosen,
+                names,
+                shard,
+                project_file,
+                heal=heal,
+                not_served=not_served,
+                reads=reads,
             )
         try:
             make(root)  # every environment's target resolved now: one broken stops the start
@@ -438,10 +453,16 @@ def _environments(
     project_file: Path | None,
     *,
     heal: bool = False,
+    reads: ProjectReads,
 ) -> list[str]:
     """The environments named (all the project's when none is), then the shard's share;
     ``heal``: refused when one of them writes in the account another environment does."""
-    from reconciler.specs.project import find_project, load_project
+    return _served(_read(root, project_file, reads), names, shard, heal=heal)
+
+
+def _read(root: Path | None, project_file: Path | None, reads: ProjectReads) -> Project:
+    """The project file (of the checkout ``root``), read once per change for all."""
+    from reconciler.specs.project import find_project
 
     if root is not None:
         found: Path | None = _in_checkout(root, project_file)
@@ -451,7 +472,13 @@ def _environments(
         raise click.UsageError(
             "--all-envs, --shard and several --env need a project file: reconcile.yaml or --project"
         )
-    project = load_project(found)  # a --project that cannot be read says so, at its name
+    return reads.load(found)  # a --project that cannot be read says so, at its name
+
+
+def _served(
+    project: Project, names: tuple[str, ...], shard: Shard | None, *, heal: bool
+) -> list[str]:
+    """:func:`_environments` of the project file read."""
     known = list(project.environments)
     for name in names:
         project.environment(name)  # an unknown name: an error naming the known ones
@@ -471,19 +498,18 @@ def _served_as_started(
     *,
     heal: bool,
     not_served: NotServed,
+    reads: ProjectReads,
 ) -> MakeRequest:
     """``make``, refusing a project file (read again after an edit: ``FixedSource``)
     whose environments for this agent are not those it started with: a running agent
     keeps serving its list (one environment's task each, its seat taken), and says the
     new one is served after a restart (``not_served`` told); the environments' last
-    valid project is kept. Healing, the file is held to :func:`_apart` as at the start."""
+    valid project is kept. Healing, the file is held to :func:`_apart` as at the start.
+    The file is read and checked once per change for every environment (``reads``)."""
     from reconciler.errors import ReconcileError
 
-    def checked(root: Path | None) -> PlanRequest:
-        try:
-            now = _environments(names, shard, root, project_file, heal=heal)
-        except click.UsageError as err:
-            raise ReconcileError(err.format_message()) from None
+    def verdict(project: Project) -> None:
+        now = _served(project, names, shard, heal=heal)
         not_served.saw(now, None)
         if set(now) != set(served):
             added = ", ".join(n for n in now if n not in served) or "none"
@@ -493,6 +519,13 @@ def _served_as_started(
                 f"running agent serves those it started with ({', '.join(served)}); "
                 "restart it to serve the new list"
             )
+
+    def checked(root: Path | None) -> PlanRequest:
+        try:
+            project = _read(root, project_file, reads)
+        except click.UsageError as err:
+            raise ReconcileError(err.format_message()) from None
+        reads.derived(project, "served as started", lambda: verdict(project))
         return make(root)
 
     return checked
@@ -504,6 +537,7 @@ def _listing(
     shard: Shard | None,
     project_file: Path | None,
     not_served: NotServed,
+    reads: ProjectReads,
 ) -> Callable[[Path], None]:
     """What tells ``not_served`` the environments of each new commit's project file for
     this agent (``--git``: the commit is served to those it started with; one added is
@@ -512,7 +546,7 @@ def _listing(
 
     def listed(tree: Path) -> None:
         try:
-            now = _environments(names, shard, tree, project_file)
+            now = _environments(names, shard, tree, project_file, reads=reads)
         except (click.UsageError, ReconcileError):
             return
         not_served.saw(now, git.commit)
@@ -520,14 +554,17 @@ def _listing(
     return listed
 
 
-def _kept_apart(make: MakeRequest, served: list[str], project_file: Path | None) -> MakeRequest:
+def _kept_apart(
+    make: MakeRequest, served: list[str], project_file: Path | None, reads: ProjectReads
+) -> MakeRequest:
     """``make``, refusing a commit whose project file makes two environments write in
-    one account (:func:`_apart`): that environment's cycle fails and heals nothing."""
-    from reconciler.specs.project import load_project
+    one account (:func:`_apart`): that environment's cycle fails and heals nothing. The
+    commit's file is read and checked once for every environment (``reads``)."""
 
     def checked(root: Path | None) -> PlanRequest:
         if root is not None:
-            _apart(load_project(_in_checkout(root, project_file)), served)
+            project = reads.load(_in_checkout(root, project_file))
+            reads.derived(project, "apart", lambda: _apart(project, served))
         return make(root)
 
     return checked
@@ -550,10 +587,11 @@ def _apart(project: Project, served: list[str]) -> None:
     left out."""
     from reconciler.agent.seats import SAME_TEXT, apart_error
 
+    named = set(served)
     first: dict[tuple[tuple[str, str], ...], Environment] = {}
     for env in project.environments.values():
         if env.account is None or env.lifecycle.observe:
             continue
         other = first.setdefault(env.account, env)
-        if other is not env and (env.name in served or other.name in served):
+        if other is not env and (env.name in named or other.name in named):
             raise apart_error(env, other, SAME_TEXT)

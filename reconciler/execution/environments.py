@@ -66,7 +66,7 @@ def environment_scope(
         lifecycle=environment.lifecycle,
         ignore=project.ignore,
         policies=project.policies,
-        domains=tuple((env.name, env.domain) for env in project.environments.values()),
+        domains=project.domains,
         project=project,
     )
 

@@ -19,6 +19,7 @@ import re
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +166,12 @@ class Project:
     @property
     def root(self) -> Path:
         return self.path.parent
+
+    @cached_property
+    def domains(self) -> tuple[tuple[str, str | None], ...]:
+        """Each environment's name and JetStream domain (worked out once: the agent of
+        many environments shares one project among their requests)."""
+        return tuple((env.name, env.domain) for env in self.environments.values())
 
     def environment(self, name: str) -> Environment:
         """The environment called ``name``, or a SpecError naming the known ones."""

@@ -23,6 +23,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 #: Each bench and the arguments of a run of a few seconds.
 SMALL_RUNS = {
     "bench_agent.py": ["--resources", "10", "--trials", "2", "--cycles", "2"],
+    "bench_agent_edits.py": ["--envs", "3", "--live", "2", "--interval", "1"],
     "bench_agent_envs.py": ["--envs", "2", "--streams", "1", "--trials", "2", "--idle", "1"],
     "bench_backup.py": ["1", "10"],
     "bench_failover.py": ["2", "5", "1"],
