@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 from collections.abc import Callable, Coroutine, Iterator
@@ -139,6 +140,22 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     nodes = Cluster(tmp_path_factory.mktemp("cluster")).start()
     yield nodes
     nodes.stop()
+
+
+@pytest.fixture
+def lagging_replica_alone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One test at a time on the machine that puts a cluster's replica behind its leader
+    (a follower stopped through thousands of steps, read while it catches up): two at
+    once, on two workers' clusters, starve each other of the two cores, and the replica
+    catches up, or a read times out, before the moment the test reads it. A lock file
+    every worker of the run shares (beside the workers' temp folders)."""
+    lock = tmp_path_factory.getbasetemp().parent / "lagging-replica.lock"
+    with lock.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(held, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="module", params=[*SERVER_MATRIX, None], ids=[*SERVER_MATRIX, "newest"])

@@ -5,12 +5,12 @@ leader's listing."""
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
+from replicas import APP_KEYS, answering, api_request, app_keys, replica_state
 from servers import Cluster, delete_all_streams, run, write
 
 from reconciler.execution import run as engine
@@ -21,46 +21,19 @@ from reconciler.specs.spec import DEFAULT_OWNER
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # attack runs: .ci/run's second stage
 
 BUCKET = "stale"
-#: Keys an application wrote beside the declared one; purged one by one while a replica
-#: sleeps, each purge a step of the stream's log that moves no sequence.
-APP_KEYS = 3000
-
-
-async def _answering(node: Any, stream: str) -> None:
-    """Wait until ``node`` subscribes to ``stream``'s direct gets."""
-    test = f"subsz?subs=1&test=%24JS.API.DIRECT.GET.{stream}"
-    for _ in range(200):
-        subs = node.monitor(test).get("subscriptions_list") or []
-        if any(sub.get("qgroup") for sub in subs):
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{node.name} takes no direct gets of {stream}")
-
-
-def _state(node: Any, stream: str) -> dict[str, Any]:
-    """``node``'s replica of ``stream``: its state (the server's own monitoring)."""
-    details = node.monitor("jsz?streams=true").get("account_details") or []
-    streams = [one for account in details for one in account.get("stream_detail") or []]
-    return next((one["state"] for one in streams if one["name"] == stream), {})
 
 
 def _holds(node: Any, stream: str) -> bool:
-    return bool(_state(node, stream).get("messages"))
+    return bool(replica_state(node, stream).get("messages"))
 
 
 def _last(node: Any, stream: str) -> int:
-    return int(_state(node, stream).get("last_seq") or 0)
-
-
-async def _request(nc: Any, subject: str, body: dict[str, Any]) -> dict[str, Any]:
-    reply = await nc.request(subject, json.dumps(body).encode(), timeout=10)
-    answer: dict[str, Any] = json.loads(reply.data)
-    return answer
+    return int(replica_state(node, stream).get("last_seq") or 0)
 
 
 @pytest.mark.cluster
 def test_a_replica_behind_a_purge_is_not_taken_for_the_leader(
-    cluster: Cluster, tmp_path: Path
+    cluster: Cluster, tmp_path: Path, lagging_replica_alone: None
 ) -> None:
     """A declared key is purged away (STREAM.PURGE with its subject, as ``nats stream
     purge --subject`` does) while one replica sleeps; a purge moves no sequence, so that
@@ -80,39 +53,35 @@ def test_a_replica_behind_a_purge_is_not_taken_for_the_leader(
                 js = nc.jetstream()
                 managed = marker_headers(DEFAULT_OWNER)
                 await js.publish(f"$KV.{BUCKET}.cfg.k", b"v1", headers=managed)
-                for start in range(0, APP_KEYS, 500):
-                    await asyncio.gather(
-                        *(
-                            js.publish(f"$KV.{BUCKET}.app.{i}", b"x")
-                            for i in range(start, min(start + 500, APP_KEYS))
-                        )
-                    )
-                info = await _request(nc, f"$JS.API.STREAM.INFO.{stream}", {})
+                await app_keys(nc, BUCKET)
+                info = await api_request(nc, f"$JS.API.STREAM.INFO.{stream}", {})
                 leader = info["cluster"]["leader"]
                 last = info["state"]["last_seq"]
                 follower = next(n for n in cluster.nodes if n.name != leader)
                 # the follower answers direct gets of its own (a follower joins the
                 # stream's direct gets once current, checked every two seconds), and a
                 # client's direct get goes to the replica of the server it is connected to
-                await _answering(follower, stream)
+                await answering(follower, stream)
                 while _last(follower, stream) < last:  # and holds every message
                     await asyncio.sleep(0.05)
                 # the purges through the leader, the scan's connection to the follower alone
                 at_leader = next(n for n in cluster.nodes if n.name == leader)
                 await nc.close()
                 nc = await nats.connect(at_leader.url)
-                async with open_client(ConnectionOptions(servers=follower.url)) as client:
+                async with open_client(
+                    ConnectionOptions(servers=follower.url, timeout=15)
+                ) as client:
                     follower.pause()
                     try:
                         purge = f"$JS.API.STREAM.PURGE.{stream}"
                         for start in range(0, APP_KEYS, 250):
                             await asyncio.gather(
                                 *(
-                                    _request(nc, purge, {"filter": f"$KV.{BUCKET}.app.{i}"})
+                                    api_request(nc, purge, {"filter": f"$KV.{BUCKET}.app.{i}"})
                                     for i in range(start, min(start + 250, APP_KEYS))
                                 )
                             )
-                        done = await _request(nc, purge, {"filter": f"$KV.{BUCKET}.cfg.k"})
+                        done = await api_request(nc, purge, {"filter": f"$KV.{BUCKET}.cfg.k"})
                         assert done.get("success") is True, done
                     finally:
                         follower.resume()

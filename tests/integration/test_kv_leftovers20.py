@@ -7,13 +7,13 @@ taken for the leader."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
+from replicas import answering, api_request, filled, replica_state
 from servers import Cluster, NatsServer, delete_all_streams, options, run, write
 
 from reconciler.execution import run as engine
@@ -194,61 +194,12 @@ def test_marked_keys_are_taken_from_a_fresh_batch(
 
 
 BEHIND = "behind"
-#: An application's keys whose messages are deleted one by one while a replica sleeps:
-#: steps of the stream's log that move no sequence, for the replica to apply after.
-APP_KEYS = 3000
-
-
-def _state(node: Any, stream: str) -> dict[str, Any]:
-    """``node``'s replica of ``stream``: its state (the server's own monitoring)."""
-    details = node.monitor("jsz?streams=true").get("account_details") or []
-    streams = [one for account in details for one in account.get("stream_detail") or []]
-    return next((one["state"] for one in streams if one["name"] == stream), {})
-
-
-async def _answering(node: Any, stream: str) -> None:
-    """Wait until ``node`` subscribes to ``stream``'s direct gets."""
-    test = f"subsz?subs=1&test=%24JS.API.DIRECT.GET.{stream}"
-    for _ in range(200):
-        subs = node.monitor(test).get("subscriptions_list") or []
-        if any(sub.get("qgroup") for sub in subs):
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{node.name} takes no direct gets of {stream}")
-
-
-async def _request(nc: Any, subject: str, body: dict[str, Any]) -> dict[str, Any]:
-    reply = await nc.request(subject, json.dumps(body).encode(), timeout=10)
-    answer: dict[str, Any] = json.loads(reply.data)
-    return answer
-
-
-async def _fill_behind(nc: Any) -> tuple[dict[str, int], list[int], list[int]]:
-    """A declared key and an undeclared one of this owner's, each written twice, and an
-    application's keys: (the keys' first revisions, their last ones, the application's)."""
-    js = nc.jetstream()
-    managed = marker_headers(DEFAULT_OWNER)
-    kept: dict[str, int] = {}
-    deleting: list[int] = []
-    for key in ("cfg.k", "old.m"):
-        kept[key] = (await js.publish(f"$KV.{BEHIND}.{key}", b"1", headers=managed)).seq
-        deleting.append((await js.publish(f"$KV.{BEHIND}.{key}", b"2", headers=managed)).seq)
-    app: list[int] = []
-    for start in range(0, APP_KEYS, 500):
-        acks = await asyncio.gather(
-            *(
-                js.publish(f"$KV.{BEHIND}.app.{i}", b"x")
-                for i in range(start, min(start + 500, APP_KEYS))
-            )
-        )
-        app += [ack.seq for ack in acks]
-    return kept, deleting, app
 
 
 @pytest.mark.cluster
 @pytest.mark.slow
 def test_a_replica_behind_a_delete_is_not_taken_for_the_leader(
-    cluster: Cluster, tmp_path: Path
+    cluster: Cluster, tmp_path: Path, lagging_replica_alone: None
 ) -> None:
     """A bucket of history 5: a declared key and an undeclared one of this owner's each
     lose their last revision to STREAM.MSG.DELETE (``nats stream rmm``), their older
@@ -269,36 +220,44 @@ def test_a_replica_behind_a_delete_is_not_taken_for_the_leader(
         async def scenario() -> tuple[list[Any], dict[str, int], dict[str, Any]]:
             nc = await nats.connect(servers=[n.url for n in cluster.nodes])
             try:
-                kept, deleting, app = await _fill_behind(nc)
-                info = await _request(nc, f"$JS.API.STREAM.INFO.{stream}", {})
+                kept, deleting, app = await filled(nc, BEHIND)
+                info = await api_request(nc, f"$JS.API.STREAM.INFO.{stream}", {})
                 leader = info["cluster"]["leader"]
                 last = info["state"]["last_seq"]
                 follower = next(n for n in cluster.nodes if n.name != leader)
                 # the follower answers direct gets of its own, and a client's direct get
                 # goes to the replica of the server it is connected to
-                await _answering(follower, stream)
-                while int(_state(follower, stream).get("last_seq") or 0) < last:
+                await answering(follower, stream)
+                while int(replica_state(follower, stream).get("last_seq") or 0) < last:
                     await asyncio.sleep(0.05)
                 at_leader = next(n for n in cluster.nodes if n.name == leader)
                 await nc.close()
                 nc = await nats.connect(at_leader.url)
                 remove = f"$JS.API.STREAM.MSG.DELETE.{stream}"
-                async with open_client(ConnectionOptions(servers=follower.url)) as client:
+                async with open_client(
+                    ConnectionOptions(servers=follower.url, timeout=15)
+                ) as client:
                     follower.pause()
                     try:
                         for start in range(0, len(app), 250):
                             await asyncio.gather(
-                                *(_request(nc, remove, {"seq": seq}) for seq in app[start:][:250])
+                                *(
+                                    api_request(nc, remove, {"seq": seq})
+                                    for seq in app[start:][:250]
+                                )
                             )
                         for seq in deleting:  # the keys' last revisions, last of all
-                            assert (await _request(nc, remove, {"seq": seq})).get("success")
+                            assert (await api_request(nc, remove, {"seq": seq})).get("success")
                     finally:
                         follower.resume()
                     # scans while the replica applies the deletes
                     everything = len(app) + len(deleting)
                     found = []
                     while len(found) < 200:
-                        if int(_state(follower, stream).get("num_deleted") or 0) >= everything:
+                        if (
+                            int(replica_state(follower, stream).get("num_deleted") or 0)
+                            >= everything
+                        ):
                             break
                         found.append(await client.kv_scan({BEHIND: {"cfg.k"}}, MANAGED_HEADER))
                     leaders = {key: await client.kv_entry(BEHIND, key) for key in kept}
@@ -344,7 +303,7 @@ def test_keys_that_may_have_lost_their_last_revision_are_checked_against_the_lea
                 await js.publish(f"$KV.{OWNED}.cfg.full", value, headers=managed)
             last = await js.publish(f"$KV.{OWNED}.cfg.000", b"2")
             remove = f"$JS.API.STREAM.MSG.DELETE.KV_{OWNED}"
-            done = await _request(nc, remove, {"seq": last.seq})
+            done = await api_request(nc, remove, {"seq": last.seq})
             assert done.get("success") is True, done
         finally:
             await nc.close()
